@@ -359,12 +359,19 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
     }
 }
 
+/* Whether layer l writes (rather than adds) the gradient of its input l->in: it is that tensor's only
+ * reader and its kernel can overwrite, which saves a memset and a read of the gradient per step. */
+static int overwrites_in_grad(const struct model *m, const struct layer *l)
+{
+    return (l->op == OP_BN || l->op == OP_GN) && m->tensors[l->in].n_readers == 1;
+}
+
 static void zero_input_grads(const struct model_inst *mi, const struct layer *l, int li, int n, int ith, int nth)
 {
     const int ins[2] = {l->in, l->in2};
     for (int k = 0; k < 2; k++) {
         int t = ins[k];
-        if (t < 0) continue;
+        if (t < 0 || (k == 0 && overwrites_in_grad(mi->m, l))) continue;
         const struct tensor *x = &mi->m->tensors[t];
         if (!x->needs_grad || x->last_reader != li) continue;
         size_t lo, hi;
@@ -407,6 +414,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     const float *w = mi->params + l->w_off, *b = l->n_b ? mi->params + l->b_off : NULL;
     float *dw = mi->grads + l->w_off, *db = l->n_b ? mi->grads + l->b_off : NULL;
     const size_t total = (size_t)n * to->per_sample;
+    const int acc = !overwrites_in_grad(m, l);
     switch (l->op) {
     case OP_DENSE: dense_bwd(mi, l, n, st->defer_dense_params, ith, nth); break;
     case OP_RELU: if (din) relu_backward(din, dout, out, total, ith, nth); break;
@@ -439,17 +447,17 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             bn_backward_params_apply(dw, db, sums, ti->c, 0, 1); /* local: the gradient all-reduce sums them */
             st->coll->allreduce_f64(st->coll->ctx, sums, 2 * (size_t)ti->c);
             bn_backward_data_apply(din, dout, in, save_of(mi, l), w, sums, M, M * st->coll->m_total_factor, ti->c,
-                                   0, 1);
+                                   acc, 0, 1);
             break;
         }
         bn_backward(din, dw, db, (float *)dout, in, save_of(mi, l), w, b, (size_t)n * ti->h * ti->w, ti->c, norm_act_of(l),
-                    ith, nth);
+                    acc, ith, nth);
         break;
     case OP_GN: {
         const size_t HW = (size_t)ti->h * ti->w;
         if (din)
-            gn_backward_data(din, dout, in, save_of(mi, l), w, b, n, HW, ti->c, l->a.norm.groups, norm_act_of(l), ith,
-                             nth);
+            gn_backward_data(din, dout, in, save_of(mi, l), w, b, n, HW, ti->c, l->a.norm.groups, norm_act_of(l), acc,
+                             ith, nth);
         gn_backward_params(dw, db, dout, in, save_of(mi, l), w, b, n, HW, ti->c, l->a.norm.groups, norm_act_of(l),
                            ith, nth);
         break;

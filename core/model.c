@@ -116,11 +116,16 @@ int model_finalize(struct model *m)
         x->fixed_off = fixed;
         fixed += tb_align16(x->fixed);
         x->last_reader = -1;
+        x->n_readers = 0;
     }
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];
         m->tensors[l->in].last_reader = i;
-        if (l->in2 >= 0) m->tensors[l->in2].last_reader = i;
+        m->tensors[l->in].n_readers++;
+        if (l->in2 >= 0) {
+            m->tensors[l->in2].last_reader = i;
+            m->tensors[l->in2].n_readers++;
+        }
     }
     m->unit_floats = unit;
     m->fixed_floats = fixed;

@@ -43,6 +43,7 @@ struct tensor {
     int needs_grad;      /* gradient flows into it (false for the input and saved data) */
     int last_reader;     /* highest layer index that reads it: its grad is zeroed just before that
                             layer's backward, in cache, instead of a memset of the whole arena */
+    int n_readers;       /* layers that read it (in or in2): with one, that layer may overwrite its grad */
 };
 
 struct layer {

@@ -112,12 +112,13 @@ static void norm_bwd_sums_rows(double *sdz, double *sdzd, float *dout, const flo
         norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 0, 0);
 }
 
-/* dinp rows [r0,r1), channels [c0,c0+cn) += a·dz + c2·(x - mean) + k0 (all per channel, (cn)). */
+/* dinp rows [r0,r1), channels [c0,c0+cn) += (acc) or = (!acc) a·dz + c2·(x - mean) + k0 (all per
+ * channel, (cn)). Overwriting spares the caller a memset of dinp and this loop a read of it. */
 static inline __attribute__((always_inline)) void
 norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *restrict inp,
                 const float *restrict mean, const float *restrict a, const float *restrict b,
                 const float *restrict c2, const float *restrict k0, size_t r0, size_t r1, size_t C, int c0,
-                int cn, int silu)
+                int cn, int silu, int acc)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
@@ -127,19 +128,24 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
             float d = x[j] - mean[j];
             float dz = dy[j];
             if (silu) dz *= act_silu_gradf(d * a[j] + b[j]);
-            dx[j] += a[j] * dz + c2[j] * d + k0[j];
+            const float g = a[j] * dz + c2[j] * d + k0[j];
+            dx[j] = acc ? dx[j] + g : g;
         }
     }
 }
 
 static void norm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *mean, const float *a,
                           const float *b, const float *c2, const float *k0, size_t r0, size_t r1, size_t C,
-                          int c0, int cn, enum norm_act act)
+                          int c0, int cn, enum norm_act act, int acc)
 {
-    if (act == NORM_ACT_SILU)
-        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1);
+    if (act == NORM_ACT_SILU && acc)
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1, 1);
+    else if (act == NORM_ACT_SILU)
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1, 0);
+    else if (acc)
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0, 1);
     else
-        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0);
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0, 0);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -287,7 +293,7 @@ void bn_backward_params_apply(float *dgamma, float *dbeta, const double *sums, i
 }
 
 void bn_backward_data_apply(float *dinp, const float *dz, const float *inp, const float *save, const float *gamma,
-                            const double *sums, size_t M, size_t M_total, int C, int ith, int nth)
+                            const double *sums, size_t M, size_t M_total, int C, int acc, int ith, int nth)
 {
     size_t r0, r1;
     norm_row_slice(M, ith, nth, &r0, &r1);
@@ -296,12 +302,13 @@ void bn_backward_data_apply(float *dinp, const float *dz, const float *inp, cons
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
         bn_scale_block(a, save, gamma, C, c0, cn);
         bn_bwd_consts_block(c2, k0, sums + c0, sums + C + c0, save, gamma, M_total, C, c0, cn);
-        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE);
+        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc);
     }
 }
 
 void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const float *inp, const float *save,
-                 const float *gamma, const float *beta, size_t M, int C, enum norm_act act, int ith, int nth)
+                 const float *gamma, const float *beta, size_t M, int C, enum norm_act act, int acc, int ith,
+                 int nth)
 {
     int cs, ce;
     norm_ch_slice(C, ith, nth, &cs, &ce);
@@ -316,7 +323,7 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const fl
             dbeta[c0 + j] += (float)sdz[j];
         }
         bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
-        norm_bwd_rows(dinp, dout, inp, save + c0, a, NULL, c2, k0, 0, M, (size_t)C, c0, cn, NORM_ACT_NONE);
+        norm_bwd_rows(dinp, dout, inp, save + c0, a, NULL, c2, k0, 0, M, (size_t)C, c0, cn, NORM_ACT_NONE, acc);
     }
 }
 
@@ -380,7 +387,8 @@ void gn_forward(float *out, float *save, const float *inp, const float *gamma, c
 }
 
 void gn_backward_data(float *dinp, const float *dout, const float *inp, const float *save, const float *gamma,
-                      const float *beta, int N, size_t HW, int C, int G, enum norm_act act, int ith, int nth)
+                      const float *beta, int N, size_t HW, int C, int G, enum norm_act act, int acc, int ith,
+                      int nth)
 {
     TB_ASSERT(G > 0 && C % G == 0);
     int Cg = C / G, gpc = gn_groups_per_chunk(Cg);
@@ -419,7 +427,7 @@ void gn_backward_data(float *dinp, const float *dout, const float *inp, const fl
                     c2[j] = (float)g2s[(c0 + j) / Cg - g0];
                     k0[j] = (float)g1s[(c0 + j) / Cg - g0];
                 }
-                norm_bwd_rows(dx, dy, x, mean, a, beta + c0, c2, k0, 0, HW, (size_t)C, c0, cn, act);
+                norm_bwd_rows(dx, dy, x, mean, a, beta + c0, c2, k0, 0, HW, (size_t)C, c0, cn, act, acc);
             }
         }
     }

@@ -57,12 +57,12 @@ void bn_forward_train(float *out, float *save, float *run_mean, float *run_var, 
 void bn_forward_eval(float *out, const float *inp, const float *run_mean, const float *run_var,
                      const float *gamma, const float *beta, size_t M, int C, float eps, enum norm_act act,
                      int ith, int nth);
-/* Backward of bn_forward_train: dinp (M,C) += ∂L/∂x, dgamma (C) += Σ dz·x̂, dbeta (C) += Σ dz, where
- * dz = dout (M,C) · act'(z); with NORM_ACT_SILU dout is overwritten with dz. Channel-partitioned
- * (each thread reduces, then writes, its channels). */
+/* Backward of bn_forward_train: dinp (M,C) += ∂L/∂x (= when acc is 0), dgamma (C) += Σ dz·x̂,
+ * dbeta (C) += Σ dz, where dz = dout (M,C) · act'(z); with NORM_ACT_SILU dout is overwritten with dz.
+ * Channel-partitioned (each thread reduces, then writes, its channels). */
 void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const float *inp,
                  const float *save, const float *gamma, const float *beta, size_t M, int C,
-                 enum norm_act act, int ith, int nth);
+                 enum norm_act act, int acc, int ith, int nth);
 
 /* ---- Two-phase BatchNorm for a global (sync) BN over replicas. Forward:
  *        bn_stats_partial (each replica, its M_r rows) → all-reduce sums (sum over replicas, fixed
@@ -91,11 +91,11 @@ void bn_backward_partial(double *sums, float *dout, const float *inp, const floa
                          int ith, int nth);
 /* dgamma (C) += sums[C+c], dbeta (C) += sums[c]. Channel-partitioned. */
 void bn_backward_params_apply(float *dgamma, float *dbeta, const double *sums, int C, int ith, int nth);
-/* dinp (M,C) += γ·rstd·(dz - Σdz/M_total - x̂·Σdz·x̂/M_total) from global sums (2,C) and dz (M,C), the
- * gradient at z that bn_backward_partial left in dout. Row-partitioned. */
+/* dinp (M,C) += (= when acc is 0) γ·rstd·(dz - Σdz/M_total - x̂·Σdz·x̂/M_total) from global sums (2,C)
+ * and dz (M,C), the gradient at z that bn_backward_partial left in dout. Row-partitioned. */
 void bn_backward_data_apply(float *dinp, const float *dz, const float *inp, const float *save,
-                            const float *gamma, const double *sums, size_t M, size_t M_total, int C, int ith,
-                            int nth);
+                            const float *gamma, const double *sums, size_t M, size_t M_total, int C, int acc,
+                            int ith, int nth);
 
 /* ---- GroupNorm: inp (N,H,W,C) with HW = H·W, G groups of C/G consecutive channels (C % G == 0);
  *      gamma, beta (C) per channel; save (N,G,2) = (μ, rstd) per sample and group. ---- */
@@ -103,10 +103,10 @@ void bn_backward_data_apply(float *dinp, const float *dz, const float *inp, cons
 /* out (N,HW,C) = act(γ·x̂+β) with per-(sample, group) statistics → save. Sample-partitioned. */
 void gn_forward(float *out, float *save, const float *inp, const float *gamma, const float *beta, int N,
                 size_t HW, int C, int G, float eps, enum norm_act act, int ith, int nth);
-/* dinp (N,HW,C) += ∂L/∂x. Sample-partitioned. */
+/* dinp (N,HW,C) += ∂L/∂x (= when acc is 0). Sample-partitioned. */
 void gn_backward_data(float *dinp, const float *dout, const float *inp, const float *save,
                       const float *gamma, const float *beta, int N, size_t HW, int C, int G,
-                      enum norm_act act, int ith, int nth);
+                      enum norm_act act, int acc, int ith, int nth);
 /* dgamma (C) += Σ dz·x̂, dbeta (C) += Σ dz over all samples and positions. Channel-partitioned. */
 void gn_backward_params(float *dgamma, float *dbeta, const float *dout, const float *inp, const float *save,
                         const float *gamma, const float *beta, int N, size_t HW, int C, int G,

@@ -138,7 +138,7 @@ static void bn_run(struct bn_out *o, const struct bn_case *t, enum norm_act act,
         bn_forward_train(o->y, o->save, o->rm, o->rv, t->x, t->gamma, t->beta, t->M, t->C, EPS, MOM, act, i, nth);
     memcpy(o->dyc, t->dy, t->M * (size_t)t->C * sizeof(float));
     for (int i = 0; i < nth; i++)
-        bn_backward(o->dx, o->dg, o->db, o->dyc, t->x, o->save, t->gamma, t->beta, t->M, t->C, act, i, nth);
+        bn_backward(o->dx, o->dg, o->db, o->dyc, t->x, o->save, t->gamma, t->beta, t->M, t->C, act, 1, i, nth);
 }
 
 /* Two-phase forward + backward for one replica (partials are already global). */
@@ -154,7 +154,7 @@ static void bn_run_two_phase(struct bn_out *o, const struct bn_case *t, enum nor
         bn_backward_partial(sums, o->dyc, t->x, o->save, t->gamma, t->beta, t->M, t->C, act, i, nth);
     for (int i = 0; i < nth; i++) bn_backward_params_apply(o->dg, o->db, sums, t->C, i, nth);
     for (int i = 0; i < nth; i++)
-        bn_backward_data_apply(o->dx, o->dyc, t->x, o->save, t->gamma, sums, t->M, t->M, t->C, i, nth);
+        bn_backward_data_apply(o->dx, o->dyc, t->x, o->save, t->gamma, sums, t->M, t->M, t->C, 1, i, nth);
     free(sums);
 }
 
@@ -335,7 +335,7 @@ Test(bn, backward_accumulates)
         float *dx = tu_fvec(n), *dg = tu_fvec(C), *db = tu_fvec(C), *dyc = tu_fvec(n);
         for (int rep = 0; rep < 2; rep++) {
             memcpy(dyc, t.dy, n * sizeof *dyc);
-            bn_backward(dx, dg, db, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], 0, 1);
+            bn_backward(dx, dg, db, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], 1, 0, 1);
         }
         for (size_t i = 0; i < n; i++) cr_assert(dx[i] == 2.0f * o.dx[i], "dx[%zu] not doubled", i);
         for (size_t c = 0; c < C; c++) cr_assert(dg[c] == 2.0f * o.dg[c] && db[c] == 2.0f * o.db[c]);
@@ -346,9 +346,43 @@ Test(bn, backward_accumulates)
         memset(dg, 0, C * sizeof *dg);
         memset(db, 0, C * sizeof *db);
         memcpy(dyc, t.dy, n * sizeof *dyc);
-        bn_backward(dx, dg, db, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], 0, 1);
+        bn_backward(dx, dg, db, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], 1, 0, 1);
         for (size_t i = 0; i < n; i++) cr_assert(dx[i] == v0[i] + o.dx[i], "dx[%zu] did not accumulate", i);
         free(dx), free(dg), free(db), free(v0), free(dyc);
+        bn_out_free(&o);
+    }
+    bn_case_free(&t);
+}
+
+/* acc = 0 overwrites dx: onto garbage it gives the bits acc = 1 gives onto zeros, for the single-call and
+ * the two-phase kernels, every partition. */
+Test(bn, backward_overwrites)
+{
+    struct bn_case t;
+    bn_case_init(&t, 3 * 5 * 7, 13, 57);
+    size_t n = t.M * (size_t)t.C, C = (size_t)t.C;
+    for (int k = 0; k < 2; k++) {
+        struct bn_out o;
+        bn_out_init(&o, &t);
+        bn_run(&o, &t, ACTS[k], 1); /* o.dx = g, accumulated from zero */
+        float *dx = tu_fvec(n), *dg = tu_fvec(C), *db = tu_fvec(C), *dyc = tu_fvec(n);
+        double *sums = tu_dvec(2 * C);
+        for (size_t ni = 0; ni < sizeof NTHS / sizeof NTHS[0]; ni++) {
+            const int nth = NTHS[ni];
+            fill(dx, n, 8 + ni, 3.0f, 5.0f);
+            memcpy(dyc, t.dy, n * sizeof *dyc);
+            for (int i = 0; i < nth; i++)
+                bn_backward(dx, dg, db, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], 0, i, nth);
+            assert_bitwise(dx, o.dx, n, "bn_backward acc=0 dx");
+            fill(dx, n, 9 + ni, -2.0f, 5.0f);
+            memcpy(dyc, t.dy, n * sizeof *dyc);
+            for (int i = 0; i < nth; i++)
+                bn_backward_partial(sums, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], i, nth);
+            for (int i = 0; i < nth; i++)
+                bn_backward_data_apply(dx, dyc, t.x, o.save, t.gamma, sums, t.M, t.M, t.C, 0, i, nth);
+            assert_bitwise(dx, o.dx, n, "bn_backward_data_apply acc=0 dx");
+        }
+        free(dx), free(dg), free(db), free(dyc), free(sums);
         bn_out_free(&o);
     }
     bn_case_free(&t);
@@ -457,8 +491,8 @@ Test(bn, sync_two_replicas_match_full_batch)
         bn_backward_params_apply(dg0, db0, s0, t.C, 0, 1);
         bn_backward_params_apply(dg1, db1, s1, t.C, 0, 1);
         for (size_t i = 0; i < 2 * C; i++) sg[i] = s0[i] + s1[i];
-        bn_backward_data_apply(dx, dyc, t.x, save0, t.gamma, sg, M0, t.M, t.C, 0, 1);
-        bn_backward_data_apply(dx + M0 * C, dy1, x1, save1, t.gamma, sg, M1, t.M, t.C, 0, 1);
+        bn_backward_data_apply(dx, dyc, t.x, save0, t.gamma, sg, M0, t.M, t.C, 1, 0, 1);
+        bn_backward_data_apply(dx + M0 * C, dy1, x1, save1, t.gamma, sg, M1, t.M, t.C, 1, 0, 1);
         for (size_t c = 0; c < C; c++) dg0[c] += dg1[c], db0[c] += db1[c]; /* the gradient all-reduce */
         assert_close_f(dx, full.dx, n, 1e-4, 1e-5, "sync dx");
         assert_close_f(dg0, full.dg, C, 1e-5, 1e-6, "sync dgamma");
@@ -491,7 +525,7 @@ Test(bn, fused_silu_matches_unfused)
     /* the fused backward left dz in its dout; the plain one leaves dout alone */
     assert_close_f(fused.dyc, dz, n, 1e-6, 1e-7, "fused dz left in dout");
     memcpy(a, dz, n * sizeof *a);
-    bn_backward(plain.dx, plain.dg, plain.db, dz, t.x, plain.save, t.gamma, t.beta, t.M, t.C, NORM_ACT_NONE, 0, 1);
+    bn_backward(plain.dx, plain.dg, plain.db, dz, t.x, plain.save, t.gamma, t.beta, t.M, t.C, NORM_ACT_NONE, 1, 0, 1);
     assert_bitwise(dz, a, n, "dout untouched without activation");
     assert_close_f(fused.dx, plain.dx, n, 1e-5, 1e-6, "fused dx");
     assert_close_f(fused.dg, plain.dg, C, 1e-5, 1e-6, "fused dgamma");
@@ -546,7 +580,7 @@ static void *bn_thread(void *p)
         bn_forward_train(o->y, o->save, o->rm, o->rv, t->x, t->gamma, t->beta, t->M, t->C, EPS, MOM,
                          NORM_ACT_SILU, a->ith, a->nth);
     else
-        bn_backward(o->dx, o->dg, o->db, o->dyc, t->x, o->save, t->gamma, t->beta, t->M, t->C, NORM_ACT_SILU,
+        bn_backward(o->dx, o->dg, o->db, o->dyc, t->x, o->save, t->gamma, t->beta, t->M, t->C, NORM_ACT_SILU, 1,
                     a->ith, a->nth);
     return NULL;
 }
@@ -631,7 +665,7 @@ static void gn_run(float *y, float *save, float *dx, float *dg, float *db, const
     for (int i = 0; i < nth; i++)
         gn_forward(y, save, t->x, t->gamma, t->beta, t->N, t->HW, t->C, t->G, GN_EPS_DEFAULT, act, i, nth);
     for (int i = 0; i < nth; i++)
-        gn_backward_data(dx, t->dy, t->x, save, t->gamma, t->beta, t->N, t->HW, t->C, t->G, act, i, nth);
+        gn_backward_data(dx, t->dy, t->x, save, t->gamma, t->beta, t->N, t->HW, t->C, t->G, act, 1, i, nth);
     for (int i = 0; i < nth; i++)
         gn_backward_params(dg, db, t->dy, t->x, save, t->gamma, t->beta, t->N, t->HW, t->C, t->G, act, i, nth);
 }
@@ -687,12 +721,35 @@ Test(gn, backward_accumulates)
     float *dx2 = tu_fvec(n), *dg2 = tu_fvec(C), *db2 = tu_fvec(C);
     gn_run(y, save, dx, dg, db, &t, NORM_ACT_SILU, 1);
     for (int rep = 0; rep < 2; rep++) {
-        gn_backward_data(dx2, t.dy, t.x, save, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_SILU, 0, 1);
+        gn_backward_data(dx2, t.dy, t.x, save, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_SILU, 1, 0, 1);
         gn_backward_params(dg2, db2, t.dy, t.x, save, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_SILU, 0, 1);
     }
     for (size_t i = 0; i < n; i++) cr_assert(dx2[i] == 2.0f * dx[i], "dx[%zu] not doubled", i);
     for (size_t c = 0; c < C; c++) cr_assert(dg2[c] == 2.0f * dg[c] && db2[c] == 2.0f * db[c], "dγ/dβ[%zu]", c);
     free(y), free(save), free(dx), free(dg), free(db), free(dx2), free(dg2), free(db2);
+    gn_case_free(&t);
+}
+
+/* acc = 0 overwrites dx: onto garbage it gives the bits acc = 1 gives onto zeros, every partition. */
+Test(gn, backward_overwrites)
+{
+    struct gn_case t;
+    gn_case_init(&t, 3, 35, 12, 4, 310);
+    size_t n = (size_t)t.N * t.HW * (size_t)t.C, C = (size_t)t.C, ns = (size_t)t.N * (size_t)t.G * 2;
+    float *y = tu_fvec(n), *save = tu_fvec(ns), *dx = tu_fvec(n), *dg = tu_fvec(C), *db = tu_fvec(C);
+    float *dx2 = tu_fvec(n);
+    for (int k = 0; k < 2; k++) {
+        memset(dx, 0, n * sizeof *dx);
+        gn_run(y, save, dx, dg, db, &t, ACTS[k], 1);
+        for (size_t ni = 0; ni < sizeof NTHS / sizeof NTHS[0]; ni++) {
+            const int nth = NTHS[ni];
+            fill(dx2, n, 20 + ni, 1.0f, 4.0f);
+            for (int i = 0; i < nth; i++)
+                gn_backward_data(dx2, t.dy, t.x, save, t.gamma, t.beta, t.N, t.HW, t.C, t.G, ACTS[k], 0, i, nth);
+            assert_bitwise(dx2, dx, n, "gn_backward_data acc=0 dx");
+        }
+    }
+    free(y), free(save), free(dx), free(dg), free(db), free(dx2);
     gn_case_free(&t);
 }
 
@@ -739,7 +796,7 @@ Test(gn, fused_silu_matches_unfused)
     silu_forward(a, z, n, 0, 1);
     assert_close_f(yf, a, n, 1e-6, 1e-7, "fused y");
     silu_backward(dz, t.dy, z, n, 0, 1);
-    gn_backward_data(dx, dz, t.x, s, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_NONE, 0, 1);
+    gn_backward_data(dx, dz, t.x, s, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_NONE, 1, 0, 1);
     gn_backward_params(dg, db, dz, t.x, s, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_NONE, 0, 1);
     assert_close_f(dxf, dx, n, 1e-5, 1e-6, "fused dx");
     assert_close_f(dgf, dg, C, 1e-5, 1e-6, "fused dgamma");
