@@ -165,6 +165,12 @@ int backend_layer_profile(struct backend *b, double *prof)
     return b->i->layer_profile(b, prof);
 }
 
+int backend_timeline(struct backend *b, struct timeline_event *ev, int cap)
+{
+    TB_ASSERT(b->prepared && cap >= 0 && (ev || cap == 0));
+    return b->i->timeline ? b->i->timeline(b, ev, cap) : 0;
+}
+
 int backend_is_primary(struct backend *b)
 {
     return !(b->i && b->i->is_primary && b->prepared) || b->i->is_primary(b);

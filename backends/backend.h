@@ -36,7 +36,11 @@ struct run_config {
     int blas_threads;      /* OpenBLAS's own threads (0 = 1: the engine partitions every sgemm itself);
                               > 1 reproduces the uncoordinated arrangement, for comparison */
     char timeline[256];    /* ipu: per-device, per-micro-batch timeline CSV written here ("" = none) */
+    float loss_scale;      /* ipu fp16: static loss scale in [RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX];
+                              0 = dynamic (halved on overflow, doubled after a run of clean steps) */
 };
+#define RUN_LOSS_SCALE_MIN 1.0
+#define RUN_LOSS_SCALE_MAX 1e30
 
 /* Which canonical tensor family get/set_tensors move. */
 enum tensor_family {
@@ -81,6 +85,15 @@ struct pipeline_report {
     double bubble_measured, bubble_ideal;
 };
 
+/* One interval of a pipelined backend's last completed training step: what device `device` (stage,
+ * replica) did, for which micro-batch, from start_s to end_s seconds after the step began (measured). */
+struct timeline_event {
+    int device, stage, replica;
+    int micro_batch;       /* -1 for whole-step phases (all-reduce, update) */
+    char phase;            /* 'F' forward, 'B' backward, 'R' recompute, 'A' all-reduce, 'U' update */
+    double start_s, end_s;
+};
+
 struct backend;
 
 struct backend_i {
@@ -102,6 +115,9 @@ struct backend_i {
     int (*conv_algos)(struct backend *b, int *algos); /* per layer enum conv_algo chosen (-1 none) */
     /* --profile: per-layer forward and backward seconds summed over the steps so far, (n_layers, 2). */
     int (*layer_profile)(struct backend *b, double *prof);
+    /* The last completed training step's intervals: copies at most cap into ev (device order), returns
+     * how many there are. */
+    int (*timeline)(struct backend *b, struct timeline_event *ev, int cap);
 };
 
 struct backend {
@@ -149,6 +165,9 @@ int backend_pipeline_report(struct backend *b, struct pipeline_report *r);
 /* Copies the per-layer profile (n_layers, 2: forward, backward seconds summed over steps) into prof;
  * TB_EUNSUPPORTED if the backend was not prepared with profile = 1 or cannot profile. */
 int backend_layer_profile(struct backend *b, double *prof);
+/* Copies at most cap events of the last completed training step into ev (cap 0: ev may be NULL) and
+ * returns the number the step has (as snprintf does), 0 when the backend keeps no timeline. */
+int backend_timeline(struct backend *b, struct timeline_event *ev, int cap);
 /* True unless this process is a non-zero MPI rank: only the primary prints and writes results. */
 int backend_is_primary(struct backend *b);
 /* Releases everything the backend holds (safe on a created-but-unprepared backend). */

@@ -20,12 +20,19 @@
  * Precision: bf16/fp16 store the weights (values on the half grid, updates rounded stochastically
  * with counter-based randomness keyed by the global index, so replicas stay identical) and the
  * tensors crossing the exchange (2 bytes each); compute and accumulation stay fp32. fp16 adds a
- * dynamic loss scale applied to the gradients crossing the exchange: an overflow skips the step on
- * every device and halves the scale. Evaluation streams micro-batch-sized chunks through the stages.
+ * loss scale applied to the gradients crossing the exchange: an overflow skips the step on every
+ * device (counted) and halves a dynamic scale; a static one (--loss-scale N) stays. Evaluation
+ * streams micro-batch-sized chunks through the stages.
+ * Recomputation (Graphcore-style checkpoints): each stage is cut at block boundaries into segments
+ * (ipu_plan_segments: the cut that minimises the stage's peak); the forward keeps, per micro-batch in
+ * flight, only the stage input and each later segment's input (fp32), running the segments one at a
+ * time in one segment-sized slot; the backward walks the segments from last to first, recomputing
+ * each (no BatchNorm statistics update) from its checkpoint and handing the gradient at its input to
+ * the one before. Same kernels in the same order: the bits of a run without it.
  *
  * Options (run_config): stages, split "5,12" (block indices; otherwise balanced on per-layer times
- * measured at prepare), micro_batch, ga, replicas, schedule gpipe|1f1b, recompute (keep only stage
- * inputs, recompute activations in backward), precision fp32|bf16|fp16 (+m: fp32 master weights),
+ * measured at prepare), micro_batch, ga, replicas, schedule gpipe|1f1b, recompute (segment
+ * checkpoints, above), precision fp32|bf16|fp16 (+m: fp32 master weights), loss_scale (fp16),
  * prefetch (micro-batches the infeed worker runs ahead: 0 = 3, negative = off), timeline (CSV path;
  * a per-device, per-step log goes beside it as <path>.devices.csv), profile.
  *
@@ -92,6 +99,15 @@ enum { MODE_TRAIN, MODE_UPDATE, MODE_EVAL };
 
 struct ipu_ctx;
 
+/* Recomputation: one segment of a stage (whole blocks), with its own compact activation plan; every
+ * segment's instance works in the device's one working slot and gradient arena. */
+struct ipu_seg {
+    int l0, l1;                       /* layers [l0,l1) */
+    struct ipu_stage_model plan;      /* the tensors the segment touches */
+    struct model_inst mi;             /* acts = the working slot, dacts = the gradient arena */
+    size_t ck_off;                    /* bytes into a stash: this segment's input checkpoint */
+};
+
 /* One device: stage s of replica r. */
 struct ipu_dev {
     struct ipu_ctx *c;
@@ -106,14 +122,24 @@ struct ipu_dev {
     struct optim_segment *segs;       /* (n_segs) rebased to p0 */
     int n_segs;
     float *trust;                     /* LARS: (n_segs) */
-    int n_slots;                      /* activation slots: micro-batches in flight (1 with recompute) */
+    int n_slots;                      /* activation slots: micro-batches in flight (0 with recompute) */
     struct model_inst *slot;          /* (n_slots) share params, grads, buffers, dacts, scratch */
     float *dacts;                     /* (act_floats) one backward at a time */
-    size_t act_floats;                /* floats of one activation slot */
-    int n_stash;                      /* recompute: stage inputs kept per micro-batch in flight */
-    void **stash;                     /* (n_stash) uint8 pixels (stage 0) or fp32 boundary activations */
-    size_t stash_bytes;
-    int resident;                     /* micro-batch whose activations slot 0 holds (recompute), −1 none */
+    size_t act_floats;                /* floats of one activation slot (with recompute: the largest segment's) */
+    /* recompute: the stage cut at block boundaries into segments run one at a time in one working slot */
+    int n_seg;
+    struct ipu_seg *seg;              /* (n_seg) */
+    float *work;                      /* (act_floats) the working slot */
+    float *seg_grad;                  /* (seg_grad_floats) gradients crossing a segment boundary, fp32 */
+    size_t seg_grad_floats;
+    float *seg_losses;                /* (B) what the segment instances share */
+    uint8_t *seg_correct;             /* (B) */
+    int32_t *seg_labels;              /* (B) */
+    int n_stash;                      /* recompute: checkpoint sets, one per micro-batch in flight */
+    void **stash;                     /* (n_stash) the stage input (uint8 pixels at stage 0, else fp32
+                                         boundary activations), then each later segment's input (fp32) */
+    size_t stash_bytes, in_bytes;     /* one checkpoint set; its stage input part */
+    int resident;                     /* micro-batch whose last segment the working slot holds, −1 none */
     int in_ids[MAX_BOUNDARY], n_in;   /* tensors crossing the split before l0 */
     int out_ids[MAX_BOUNDARY], n_out; /* tensors crossing the split before l1 */
     float *in_stage;                  /* (B, in_floats) decoded incoming activations (half exchange) */
@@ -173,6 +199,8 @@ struct ipu_ctx {
     double t_measure;                 /* seconds spent timing layers for the split */
     FILE *timeline;                   /* per micro-batch events */
     FILE *devlog;                     /* per device and step: compute, exchange, wait, idle, ... */
+    struct timeline_event *tl;        /* (cap_tl) the last training step's events: evaluation resets v->ev */
+    int n_tl, cap_tl;
 };
 
 static double now_s(void)
@@ -336,13 +364,90 @@ static struct exec_step step_of(const struct ipu_dev *v, int n, long first, int 
                               .seed = c->cfg.seed, .training = training, .l0 = v->l0, .l1 = v->l1};
 }
 
+/* Packs the activations (grads = 0) or gradients (grads = 1) of the tensors crossing `split` out of
+ * instance mi into dst (exec's packed layout) in fp32: checkpoints and the gradients passed between
+ * segments stay exact whatever the exchange precision, so recomputation changes no bit. */
+static void boundary_pack_f32(const struct model_inst *mi, int split, int grads, int n, float *dst)
+{
+    int ids[MAX_BOUNDARY];
+    const int k = exec_boundary_tensors(mi->m, split, ids, MAX_BOUNDARY);
+    TB_ASSERT(k <= MAX_BOUNDARY);
+    size_t off = 0;
+    for (int j = 0; j < k; j++) {
+        const struct tensor *t = &mi->m->tensors[ids[j]];
+        if (grads && !t->needs_grad) continue;
+        const size_t len = (size_t)n * t->per_sample;
+        memcpy(dst + off, grads ? exec_dact(mi, ids[j]) : exec_act(mi, ids[j]), len * sizeof(float));
+        off += tb_align16(len);
+    }
+}
+
+/* Recompute: segment k's input checkpoint inside a stash (k = 0: the stage input). */
+static inline void *seg_ckpt(const struct ipu_dev *v, void *stash, int k) { return (char *)stash + v->seg[k].ck_off; }
+
+/* Recompute: the stage's forward one segment at a time in the working slot, from st (x or in_act:
+ * the stage input), keeping each later segment's input in stash. Returns the last segment's
+ * instance, which the working slot then holds. */
+static const struct model_inst *seg_forward_all(struct ipu_dev *v, const struct exec_step *st, void *stash)
+{
+    for (int k = 0; k < v->n_seg; k++) {
+        const struct ipu_seg *g = &v->seg[k];
+        struct exec_step ss = *st;
+        ss.l0 = g->l0, ss.l1 = g->l1;
+        if (k > 0) ss.x = NULL, ss.in_act = seg_ckpt(v, stash, k);
+        exec_forward(&g->mi, &ss, 0, 1, NULL);
+        if (k + 1 < v->n_seg) boundary_pack_f32(&g->mi, g->l1, 0, st->n, seg_ckpt(v, stash, k + 1));
+    }
+    return &v->seg[v->n_seg - 1].mi;
+}
+
+/* Recompute: the stage's backward from its last segment to its first; each segment but a resident
+ * last one is first recomputed from its checkpoint (BatchNorm must not count the same batch
+ * statistics twice; dropout and augmentation are counter-based: the same draws), and the gradient
+ * at its input boundary is handed to the one before. st->out_dact: the gradient arriving from the
+ * next stage, NULL on the last (its loss seeded the gradient in the forward). The timeline keeps one
+ * R and one B per micro-batch, as without segments: the backward's exact start and end, split by the
+ * summed recomputation time (the segments interleave the two). */
+static const struct model_inst *seg_backward_all(struct ipu_dev *v, int mb, const struct exec_step *st, void *stash)
+{
+    const int K = v->n_seg;
+    const double t_begin = now_s();
+    double t_rec = 0.0;
+    for (int k = K - 1; k >= 0; k--) {
+        const struct ipu_seg *g = &v->seg[k];
+        if (!(k == K - 1 && v->resident == mb)) {
+            /* The loss segment is always resident: the last stage runs a backward right after its forward. */
+            TB_ASSERT(!(k == K - 1 && v->s == v->c->p.S - 1));
+            struct exec_step rs = *st;
+            rs.l0 = g->l0, rs.l1 = g->l1, rs.out_dact = NULL, rs.no_stats_update = 1;
+            if (k == 0 && v->s == 0) rs.x = stash;
+            else rs.x = NULL, rs.in_act = seg_ckpt(v, stash, k);
+            const double t0 = now_s();
+            exec_forward(&g->mi, &rs, 0, 1, NULL);
+            t_rec += now_s() - t0;
+        }
+        struct exec_step bs = *st;
+        bs.l0 = g->l0, bs.l1 = g->l1;
+        if (k < K - 1) bs.out_dact = v->seg_grad;
+        exec_backward(&g->mi, &bs, 0, 1, NULL);
+        if (k > 0) boundary_pack_f32(&g->mi, g->l0, 1, st->n, v->seg_grad);
+    }
+    const double t_end = now_s();
+    v->t_compute += t_end - t_begin, v->t_bwd += t_end - t_begin;
+    if (t_rec > 0.0) ev_add(v, mb, 'R', t_begin, t_begin + t_rec);
+    ev_add(v, mb, 'B', t_begin + t_rec, t_end);
+    v->resident = -1;
+    return &v->seg[0].mi;
+}
+
 static void dev_forward(struct ipu_dev *v, int mb)
 {
     struct ipu_ctx *c = v->c;
     const struct ipu_plan *p = &c->p;
     const int last = v->s == p->S - 1, n = p->B;
     const long first = (long)v->r * p->G * p->B + (long)mb * p->B;
-    struct model_inst *mi = &v->slot[p->recompute ? 0 : mb % v->n_slots];
+    const struct model_inst *mi = p->recompute ? NULL : &v->slot[mb % v->n_slots];
+    void *stash = p->recompute ? v->stash[mb % v->n_stash] : NULL;
     struct exec_step st = step_of(v, n, first, 1);
     const void *msg = NULL;
     struct ipu_queue *q = NULL;
@@ -355,15 +460,16 @@ static void dev_forward(struct ipu_dev *v, int mb)
             st.x = c->batch->x + (size_t)first * c->per_in;
             st.y = c->batch->y + first;
         }
-        if (v->n_stash) memcpy(v->stash[mb % v->n_stash], st.x, (size_t)n * c->per_in);
+        if (stash) memcpy(stash, st.x, (size_t)n * c->per_in);
     } else {
         msg = pop_acts(v, n, &st.in_act);
         q = v->act_in;
         st.y = msg_labels(msg);
-        if (v->n_stash) memcpy(v->stash[mb % v->n_stash], st.in_act, v->stash_bytes);
+        if (stash) memcpy(stash, st.in_act, exec_boundary_floats(v->sm, v->l0, n, 0) * sizeof(float));
     }
     const double t0 = now_s();
-    exec_forward(mi, &st, 0, 1, NULL);
+    if (stash) mi = seg_forward_all(v, &st, stash);
+    else exec_forward(mi, &st, 0, 1, NULL);
     const double t1 = now_s();
     v->t_compute += t1 - t0;
     v->t_fwd += t1 - t0;
@@ -381,32 +487,20 @@ static void dev_backward(struct ipu_dev *v, int mb)
     const struct ipu_plan *p = &c->p;
     const int n = p->B;
     const long first = (long)v->r * p->G * p->B + (long)mb * p->B;
-    struct model_inst *mi = &v->slot[p->recompute ? 0 : mb % v->n_slots];
+    const struct model_inst *mi = p->recompute ? NULL : &v->slot[mb % v->n_slots];
     struct exec_step st = step_of(v, n, first, 1);
     const void *msg = NULL;
     if (v->grad_in) msg = pop_grads(v, n, &st.out_dact);
-    if (p->recompute && v->resident != mb) {
-        /* Rebuild this micro-batch's activations from the kept stage input; BatchNorm must not count
-         * the same batch statistics twice. Dropout and augmentation are counter-based: same draws. */
-        TB_ASSERT(v->n_stash > 0);
-        struct exec_step rs = step_of(v, n, first, 1);
-        rs.no_stats_update = 1;
-        if (v->s == 0) rs.x = v->stash[mb % v->n_stash];
-        else rs.in_act = v->stash[mb % v->n_stash];
+    if (p->recompute) {
+        mi = seg_backward_all(v, mb, &st, v->stash[mb % v->n_stash]);
+    } else {
         const double t0 = now_s();
-        exec_forward(mi, &rs, 0, 1, NULL);
+        exec_backward(mi, &st, 0, 1, NULL);
         const double t1 = now_s();
         v->t_compute += t1 - t0;
         v->t_bwd += t1 - t0;
-        ev_add(v, mb, 'R', t0, t1);
-        v->resident = mb;
+        ev_add(v, mb, 'B', t0, t1);
     }
-    const double t0 = now_s();
-    exec_backward(mi, &st, 0, 1, NULL);
-    const double t1 = now_s();
-    v->t_compute += t1 - t0;
-    v->t_bwd += t1 - t0;
-    ev_add(v, mb, 'B', t0, t1);
     if (msg) ipu_queue_end_pop(v->grad_in);
     if (v->grad_out) push_grads(v, mi, mb, n, first);
     v->in_use--;
@@ -465,7 +559,7 @@ static void dev_eval(struct ipu_dev *v)
     const struct ipu_plan *p = &c->p;
     const int last = v->s == p->S - 1;
     const int N = c->batch->n, chunks = (N + p->B - 1) / p->B;
-    struct model_inst *mi = &v->slot[0];
+    const struct model_inst *mi = p->recompute ? NULL : &v->slot[0];
     v->resident = -1;
     for (int k = v->r; k < chunks; k += p->R) {
         const long first = (long)k * p->B;
@@ -480,7 +574,8 @@ static void dev_eval(struct ipu_dev *v)
             st.y = msg_labels(msg);
         }
         const double t0 = now_s();
-        exec_forward(mi, &st, 0, 1, NULL);
+        if (p->recompute) mi = seg_forward_all(v, &st, v->stash[0]); /* nothing in flight: any stash will do */
+        else exec_forward(mi, &st, 0, 1, NULL);
         v->t_compute += now_s() - t0;
         if (last) {
             v->loss += exec_loss_sum(mi, n);
@@ -604,18 +699,32 @@ static double devices_bytes(const struct ipu_ctx *c)
     const struct model *m = c->m;
     const double spp = optim_state_per_param(c->cfg.optim.kind);
     double total = 0.0;
+    int *cuts = malloc(sizeof *cuts * (size_t)(m->n_blocks + 2));
+    char *work = malloc((size_t)m->n_tensors + 1);
+    TB_ASSERT(cuts && work);
     for (int s = 0; s < p->S; s++) {
-        const double act = 4.0 * (double)model_act_floats(&c->stage[s].m, p->B);
+        double act = 4.0 * (double)model_act_floats(&c->stage[s].m, p->B);
         const int in_flight = ipu_plan_in_flight(p, s), l0 = p->l0[s], l1 = p->l0[s + 1];
-        const double slots = p->recompute ? 1.0 : (double)in_flight;
+        double slots = in_flight, stash = 0.0;
+        if (p->recompute) {
+            /* One working slot of the largest segment, and the checkpoints of each micro-batch held. */
+            const int K = ipu_plan_segments(p, m, s, cuts);
+            act = 0.0, slots = 1.0;
+            stash = s == 0 ? (double)p->B * (double)c->per_in : 4.0 * (double)exec_boundary_floats(m, l0, p->B, 0);
+            for (int k = 0; k < K; k++) {
+                const double a = 4.0 * (double)ipu_plan_range_act_floats(m, cuts[k], cuts[k + 1], p->B, work);
+                if (a > act) act = a;
+                if (k > 0) stash += 4.0 * (double)exec_boundary_floats(m, cuts[k], p->B, 0);
+            }
+            stash *= in_flight;
+        }
         const size_t p0 = s == 0 ? 0 : ipu_plan_first_offset(m, l0, 0);
         const size_t p1 = s == p->S - 1 ? m->n_params : ipu_plan_first_offset(m, l1, 0);
         const double params = 4.0 * (double)(p1 - p0) * (2.0 + spp + p->master);
-        const double stash =
-            p->recompute && s < p->S - 1 ? in_flight * 4.0 * (double)exec_boundary_floats(m, l0, p->B, 0) : 0.0;
         const double queue = 2.0 * ipu_plan_queue_depth(p) * 4.0 * (double)exec_boundary_floats(m, l1, p->B, 0);
         total += p->R * ((slots + 1.0) * act + params + stash + queue);
     }
+    free(cuts), free(work);
     return total;
 }
 
@@ -714,6 +823,109 @@ static void timing_measure(struct timing_inst *t, const struct run_config *cfg, 
     free(x), free(y);
 }
 
+/* Without recomputation: a whole-stage activation slot per micro-batch in flight, one gradient arena. */
+static int dev_init_slots(struct ipu_ctx *c, struct ipu_dev *v, int in_flight, const struct model_inst *tuned)
+{
+    const int B = c->p.B;
+    struct exec_runner run = {run1, NULL, NULL, 1};
+    int st;
+    v->n_slots = in_flight;
+    v->act_floats = model_act_floats(v->sm, B);
+    v->dacts = arena_alloc(v->act_floats);
+    v->slot = calloc((size_t)v->n_slots, sizeof *v->slot);
+    if (!v->dacts || !v->slot)
+        return tb_error_set(TB_ENOMEM, "ipu: out of memory for the activations of stage %d", v->s);
+    for (int k = 0; k < v->n_slots; k++) {
+        struct model_inst *mi = &v->slot[k];
+        mi->m = v->sm;
+        mi->n_max = B;
+        mi->params = v->params, mi->grads = v->grads, mi->buffers = v->buffers, mi->dacts = v->dacts;
+        mi->acts = arena_alloc(v->act_floats);
+        mi->losses = calloc((size_t)B, sizeof(float));
+        mi->correct = calloc((size_t)B, 1);
+        mi->labels = calloc((size_t)B, sizeof(int32_t));
+        if (!mi->acts || !mi->losses || !mi->correct || !mi->labels)
+            return tb_error_set(TB_ENOMEM, "ipu: cannot allocate %d activation slots of %.1f MiB for stage %d",
+                                v->n_slots, (double)v->act_floats * 4.0 / 1048576.0, v->s);
+    }
+    if ((st = exec_prepare(&v->slot[0], &run, c->cfg.conv_algo, tuned)) != TB_OK) return st;
+    for (int k = 1; k < v->n_slots; k++) {
+        v->slot[k].scratch = v->slot[0].scratch;
+        v->slot[k].scratch_floats = v->slot[0].scratch_floats;
+        v->slot[k].ls = v->slot[0].ls;
+    }
+    return TB_OK;
+}
+
+/* Recompute: cuts stage v->s into segments (ipu_plan_segments), plans each, and allocates the one
+ * working slot and gradient arena (the largest segment's), the fp32 gradient between segments, and a
+ * checkpoint set per micro-batch in flight. */
+static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight, const struct model_inst *tuned)
+{
+    const struct model *m = c->m;
+    const int B = c->p.B;
+    int *cuts = malloc(sizeof *cuts * (size_t)(m->n_blocks + 2));
+    if (!cuts) return tb_error_set(TB_ENOMEM, "ipu: out of memory");
+    const int K = ipu_plan_segments(&c->p, m, v->s, cuts);
+    v->seg = calloc((size_t)K, sizeof *v->seg);
+    if (!v->seg) {
+        free(cuts);
+        return tb_error_set(TB_ENOMEM, "ipu: out of memory");
+    }
+    v->n_seg = K;
+    const size_t in_copy = v->s == 0 ? (size_t)B * c->per_in : exec_boundary_floats(m, v->l0, B, 0) * sizeof(float);
+    v->in_bytes = (in_copy + 63) / 64 * 64;
+    size_t ck = v->in_bytes;
+    int st = TB_OK;
+    for (int k = 0; k < K; k++) {
+        struct ipu_seg *g = &v->seg[k];
+        g->l0 = cuts[k], g->l1 = cuts[k + 1];
+        if ((st = ipu_stage_model_init(&g->plan, m, g->l0, g->l1)) != TB_OK) break;
+        const size_t f = model_act_floats(&g->plan.m, B);
+        if (f > v->act_floats) v->act_floats = f;
+        if (k > 0) {
+            g->ck_off = ck;
+            ck += exec_boundary_floats(m, g->l0, B, 0) * sizeof(float); /* a multiple of 64 bytes */
+            const size_t gf = exec_boundary_floats(m, g->l0, B, 1);
+            if (gf > v->seg_grad_floats) v->seg_grad_floats = gf;
+        }
+    }
+    free(cuts);
+    if (st != TB_OK) return st;
+    v->stash_bytes = ck;
+    v->work = arena_alloc(v->act_floats);
+    v->dacts = arena_alloc(v->act_floats);
+    v->seg_grad = arena_alloc(v->seg_grad_floats ? v->seg_grad_floats : 16);
+    v->seg_losses = calloc((size_t)B, sizeof(float));
+    v->seg_correct = calloc((size_t)B, 1);
+    v->seg_labels = calloc((size_t)B, sizeof(int32_t));
+    v->n_stash = in_flight;
+    v->stash = calloc((size_t)v->n_stash, sizeof *v->stash);
+    if (!v->work || !v->dacts || !v->seg_grad || !v->seg_losses || !v->seg_correct || !v->seg_labels || !v->stash)
+        return tb_error_set(TB_ENOMEM, "ipu: cannot allocate the %.1f MiB recomputation slot of stage %d",
+                            (double)v->act_floats * 4.0 / 1048576.0, v->s);
+    for (int k = 0; k < v->n_stash; k++)
+        if (!(v->stash[k] = arena_alloc((v->stash_bytes + 3) / 4)))
+            return tb_error_set(TB_ENOMEM, "ipu: cannot allocate %d checkpoint sets of %.1f MiB for stage %d",
+                                v->n_stash, (double)v->stash_bytes / 1048576.0, v->s);
+    for (int k = 0; k < K; k++) {
+        struct model_inst *mi = &v->seg[k].mi;
+        mi->m = &v->seg[k].plan.m;
+        mi->n_max = B;
+        mi->params = v->params, mi->grads = v->grads, mi->buffers = v->buffers;
+        mi->acts = v->work, mi->dacts = v->dacts;
+        mi->losses = v->seg_losses, mi->correct = v->seg_correct, mi->labels = v->seg_labels;
+    }
+    struct exec_runner run = {run1, NULL, NULL, 1};
+    if ((st = exec_prepare(&v->seg[0].mi, &run, c->cfg.conv_algo, tuned)) != TB_OK) return st;
+    for (int k = 1; k < K; k++) {
+        v->seg[k].mi.scratch = v->seg[0].mi.scratch;
+        v->seg[k].mi.scratch_floats = v->seg[0].mi.scratch_floats;
+        v->seg[k].mi.ls = v->seg[0].mi.ls;
+    }
+    return TB_OK;
+}
+
 static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const struct model_inst *tuned)
 {
     const struct model *m = c->m;
@@ -749,40 +961,8 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
         return tb_error_set(TB_EINVAL, "ipu: more than %d tensors cross a split of %s", MAX_BOUNDARY, m->name);
     const int last = s == S - 1;
     const int in_flight = ipu_plan_in_flight(p, s);
-    v->n_slots = p->recompute ? 1 : in_flight;
-    v->act_floats = model_act_floats(v->sm, B);
-    v->dacts = arena_alloc(v->act_floats);
-    v->slot = calloc((size_t)v->n_slots, sizeof *v->slot);
-    if (!v->dacts || !v->slot) return tb_error_set(TB_ENOMEM, "ipu: out of memory for the activations of stage %d", s);
-    for (int k = 0; k < v->n_slots; k++) {
-        struct model_inst *mi = &v->slot[k];
-        mi->m = v->sm;
-        mi->n_max = B;
-        mi->params = v->params, mi->grads = v->grads, mi->buffers = v->buffers, mi->dacts = v->dacts;
-        mi->acts = arena_alloc(v->act_floats);
-        mi->losses = calloc((size_t)B, sizeof(float));
-        mi->correct = calloc((size_t)B, 1);
-        mi->labels = calloc((size_t)B, sizeof(int32_t));
-        if (!mi->acts || !mi->losses || !mi->correct || !mi->labels)
-            return tb_error_set(TB_ENOMEM, "ipu: cannot allocate %d activation slots of %.1f MiB for stage %d",
-                                v->n_slots, (double)v->act_floats * 4.0 / 1048576.0, s);
-    }
-    struct exec_runner run = {run1, NULL, NULL, 1};
-    int st = exec_prepare(&v->slot[0], &run, c->cfg.conv_algo, tuned);
+    const int st = p->recompute ? dev_init_segments(c, v, in_flight, tuned) : dev_init_slots(c, v, in_flight, tuned);
     if (st != TB_OK) return st;
-    for (int k = 1; k < v->n_slots; k++) {
-        v->slot[k].scratch = v->slot[0].scratch;
-        v->slot[k].scratch_floats = v->slot[0].scratch_floats;
-        v->slot[k].ls = v->slot[0].ls;
-    }
-    if (p->recompute && !last) {
-        v->n_stash = in_flight;
-        v->stash_bytes = s == 0 ? (size_t)B * c->per_in : exec_boundary_floats(m, v->l0, B, 0) * sizeof(float);
-        v->stash = calloc((size_t)v->n_stash, sizeof *v->stash);
-        if (!v->stash) return tb_error_set(TB_ENOMEM, "ipu: out of memory");
-        for (int k = 0; k < v->n_stash; k++)
-            if (!(v->stash[k] = arena_alloc((v->stash_bytes + 3) / 4))) return TB_ENOMEM;
-    }
     if (p->prec != IPU_PREC_FP32) {
         if (s > 0 && !(v->in_stage = arena_alloc(exec_boundary_floats(m, v->l0, B, 0)))) return TB_ENOMEM;
         if (!last && !(v->g_stage = arena_alloc(exec_boundary_floats(m, v->l1, B, 1)))) return TB_ENOMEM;
@@ -804,7 +984,8 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
     v->n_ops = ipu_plan_ops(p, s, v->ops);
     if (c->cfg.profile) {
         if (!(v->prof = calloc(2 * (size_t)m->n_layers, sizeof(double)))) return TB_ENOMEM;
-        for (int k = 0; k < v->n_slots; k++) v->slot[k].prof = v->prof; /* recomputation counts as forward */
+        for (int k = 0; k < v->n_slots; k++) v->slot[k].prof = v->prof;
+        for (int k = 0; k < v->n_seg; k++) v->seg[k].mi.prof = v->prof; /* recomputation counts as forward */
     }
     v->resident = -1;
     c->gbufs[(size_t)s * p->R + (size_t)r] = v->grads + v->p0;
@@ -827,6 +1008,13 @@ static void dev_free(struct ipu_ctx *c, struct ipu_dev *v)
         for (int k = 0; k < v->n_stash; k++) arena_free(v->stash[k]);
         free(v->stash);
     }
+    if (v->seg) {
+        if (v->seg[0].mi.m) exec_release(&v->seg[0].mi);
+        for (int k = 0; k < v->n_seg; k++) ipu_stage_model_free(&v->seg[k].plan);
+        free(v->seg);
+    }
+    arena_free(v->work), arena_free(v->seg_grad);
+    free(v->seg_losses), free(v->seg_correct), free(v->seg_labels);
     span_free(v->params, m->n_params);
     span_free(v->grads, m->n_params);
     span_free(v->buffers, m->n_buffers);
@@ -853,7 +1041,7 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
     c->D = S * R;
     c->per_in = m->tensors[m->input].per_sample;
     c->labels_bytes = ((size_t)p->B * sizeof(int32_t) + 63) / 64 * 64;
-    c->loss_scale = p->prec == IPU_PREC_FP16 ? LOSS_SCALE_INIT : 1.0f;
+    c->loss_scale = p->prec != IPU_PREC_FP16 ? 1.0f : p->loss_scale > 0.0f ? p->loss_scale : LOSS_SCALE_INIT;
     fpenv_set(); /* the caller runs device 0 */
     openblas_set_num_threads(1);
 
@@ -987,6 +1175,36 @@ static void write_timeline(struct ipu_ctx *c, double span)
     fflush(c->devlog);
 }
 
+/* Keeps the step's events for backend_timeline (the result row's chart): the per-device logs are
+ * reset by the next evaluation or step. Grows once; an allocation failure only empties the copy. */
+static void keep_timeline(struct ipu_ctx *c)
+{
+    int n = 0;
+    for (int d = 0; d < c->D; d++) n += c->dev[d].n_ev;
+    if (n > c->cap_tl) {
+        struct timeline_event *p = realloc(c->tl, (size_t)n * sizeof *p);
+        if (!p) {
+            c->n_tl = 0;
+            return;
+        }
+        c->tl = p, c->cap_tl = n;
+    }
+    c->n_tl = 0;
+    for (int d = 0; d < c->D; d++) {
+        const struct ipu_dev *v = &c->dev[d];
+        for (int k = 0; k < v->n_ev; k++)
+            c->tl[c->n_tl++] = (struct timeline_event){d, v->s, v->r, v->ev[k].mb, v->ev[k].kind, v->ev[k].t0, v->ev[k].t1};
+    }
+}
+
+static int ipu_timeline(struct backend *b, struct timeline_event *ev, int cap)
+{
+    const struct ipu_ctx *c = b->ctx;
+    const int n = cap < c->n_tl ? cap : c->n_tl;
+    if (n > 0) memcpy(ev, c->tl, (size_t)n * sizeof *ev);
+    return c->n_tl;
+}
+
 /* Sums losses, fills the per-device-mean timings, and accumulates the bubble. */
 static int collect(struct ipu_ctx *c, struct step_stats *st)
 {
@@ -1018,6 +1236,7 @@ static int collect(struct ipu_ctx *c, struct step_stats *st)
     c->sum_busy += comp + exch;
     c->n_steps++;
     write_timeline(c, span);
+    keep_timeline(c);
     if (!isfinite(loss)) {
         st->nonfinite = 1;
         return tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", loss, c->step);
@@ -1025,16 +1244,16 @@ static int collect(struct ipu_ctx *c, struct step_stats *st)
     return TB_OK;
 }
 
-/* fp16: a step whose gradients overflowed the exchange is skipped and the loss scale halved; after
- * LOSS_SCALE_GROW clean steps it doubles again. */
+/* fp16: a step whose gradients overflowed the exchange is skipped (and counted); a dynamic loss
+ * scale then halves, and doubles again after LOSS_SCALE_GROW clean steps; a static one stays. */
 static void loss_scale_after_update(struct ipu_ctx *c)
 {
     if (c->p.prec != IPU_PREC_FP16) return;
     if (c->overflowed) {
         c->skipped_steps++;
         c->clean_steps = 0;
-        if (c->loss_scale > 1.0f) c->loss_scale *= 0.5f;
-    } else if (++c->clean_steps >= LOSS_SCALE_GROW) {
+        if (c->p.loss_scale == 0.0f && c->loss_scale > 1.0f) c->loss_scale *= 0.5f;
+    } else if (c->p.loss_scale == 0.0f && ++c->clean_steps >= LOSS_SCALE_GROW) {
         c->clean_steps = 0;
         if (c->loss_scale < 16777216.0f) c->loss_scale *= 2.0f;
     }
@@ -1144,15 +1363,19 @@ static int ipu_set(struct backend *b, enum tensor_family f, const float *src)
     return TB_OK;
 }
 
-/* Activation memory stage s uses: its gradient arena plus the slots holding micro-batches (with
- * recomputation, one working slot plus the kept stage inputs), at the most held at once. */
+/* Activation memory stage s uses, with the micro-batches it held at once (measured): its gradient
+ * arena plus a whole-stage slot per micro-batch held; with recomputation, the working slot and the
+ * gradient arena (both the largest segment's), the gradient passed between segments, and a checkpoint
+ * set (stage input plus segment inputs) per micro-batch held. */
 static double stage_act_bytes(const struct ipu_ctx *c, int s)
 {
     const struct ipu_dev *v = &c->dev[s]; /* replica 0 */
     const int held = v->peak_in_use_all > 0 ? v->peak_in_use_all : ipu_plan_in_flight(&c->p, s);
     double bytes = (double)v->act_floats * 4.0;
-    if (c->p.recompute) bytes += (double)v->act_floats * 4.0 + (double)(v->n_stash ? held : 0) * (double)v->stash_bytes;
-    else bytes += (double)held * (double)v->act_floats * 4.0;
+    if (c->p.recompute)
+        bytes += (double)v->act_floats * 4.0 + (double)v->seg_grad_floats * 4.0 + (double)held * (double)v->stash_bytes;
+    else
+        bytes += (double)held * (double)v->act_floats * 4.0;
     return bytes;
 }
 
@@ -1230,14 +1453,24 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
         snprintf(t, sizeof t, "%s%.1f", s ? "/" : "", stage_act_bytes(c, s) / 1048576.0);
         strncat(mem, t, sizeof mem - strlen(mem) - 1);
     }
+    char rec[96] = "";
+    if (p->recompute) {
+        snprintf(rec, sizeof rec, ", recompute (segments ");
+        for (int s = 0; s < p->S; s++) {
+            char t[16];
+            snprintf(t, sizeof t, "%s%d", s ? "/" : "", dev_at(c, s, 0)->n_seg);
+            strncat(rec, t, sizeof rec - strlen(rec) - 1);
+        }
+        strncat(rec, ")", sizeof rec - strlen(rec) - 1);
+    }
     char meas[96] = "";
     if (c->n_steps > 0 && c->sum_span > 0)
         snprintf(meas, sizeof meas, ", measured %.1f%% over %ld step%s", 100.0 * (1.0 - c->sum_busy / c->sum_span),
                  c->n_steps > 1 ? c->n_steps - 1 : 1, c->n_steps > 2 ? "s" : "");
     char scale[64] = "";
     if (p->prec == IPU_PREC_FP16)
-        snprintf(scale, sizeof scale, ", loss scale %g (dynamic, %ld steps skipped)", (double)c->loss_scale,
-                 c->skipped_steps);
+        snprintf(scale, sizeof scale, ", loss scale %g (%s, %ld steps skipped)", (double)c->loss_scale,
+                 p->loss_scale > 0.0f ? "static" : "dynamic", c->skipped_steps);
     /* Most important first: the harness keeps a bounded prefix of this line. */
     snprintf(buf, n,
              "ipu: %d stage%s x %d replica%s, global batch %d = micro-batch %d x GA %d x %d, %s, split %s (%s), "
@@ -1245,7 +1478,7 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
              p->S, p->S == 1 ? "" : "s", p->R, p->R == 1 ? "" : "s", c->cfg.batch, p->B, p->G, p->R,
              ipu_schedule_name(p->sched), p->S > 1 ? split : "-",
              p->S == 1 ? "one stage" : p->split_given ? "given" : "timed", ipu_prec_name(p->prec),
-             p->master ? " + fp32 master" : "", scale, p->recompute ? ", recompute" : "", p->prefetch,
+             p->master ? " + fp32 master" : "", scale, rec, p->prefetch,
              100.0 * ipu_plan_ideal_bubble(p), meas, mem);
 }
 
@@ -1276,6 +1509,7 @@ static void ipu_destroy(struct backend *b)
         for (int s = 0; s < c->p.S; s++) ipu_stage_model_free(&c->stage[s]);
     if (c->timeline) fclose(c->timeline);
     if (c->devlog) fclose(c->devlog);
+    free(c->tl);
     free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar), free(c->gbufs);
     free(c);
     b->ctx = NULL;
@@ -1287,6 +1521,7 @@ static const struct backend_i ipu_iface = {
     .train_step = ipu_train_step, .describe = ipu_describe, .pipeline_report = ipu_pipeline_report,
     .n_devices = ipu_n_devices,
     .layer_profile = ipu_layer_profile,
+    .timeline = ipu_timeline,
 };
 
 int backend_ipu_create(struct backend *b)

@@ -145,6 +145,12 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
     if (S * R > 1024) return tb_error_set(TB_EINVAL, "ipu: %d devices is more than 1024", S * R);
     p->R = R, p->G = G, p->B = B;
     p->recompute = cfg->recompute != 0;
+    /* A static fp16 loss scale (0 = dynamic); recorded whatever the precision, used only by fp16. */
+    const float ls = cfg->loss_scale;
+    if (!(ls == 0.0f || (ls >= (float)RUN_LOSS_SCALE_MIN && ls <= (float)RUN_LOSS_SCALE_MAX)))
+        return tb_error_set(TB_EINVAL, "ipu: --loss-scale %g is outside [%g, %g] (or 0 for dynamic)",
+                            (double)cfg->loss_scale, RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX);
+    p->loss_scale = cfg->loss_scale;
     p->prefetch = cfg->prefetch == 0 ? 3 : cfg->prefetch < 0 ? 0 : cfg->prefetch;
 
     p->first_block[0] = 0;
@@ -172,7 +178,8 @@ void ipu_plan_balance(struct ipu_plan *p, const struct model *m, const double *t
     double *dp = malloc(sizeof(double) * (size_t)(S + 1) * (size_t)(nb + 1));
     int *arg = malloc(sizeof(int) * (size_t)(S + 1) * (size_t)(nb + 1));
     TB_ASSERT(w && f && dp && arg);
-    /* Prefix sums over blocks: w = forward + backward, f = forward (paid twice with recompute). */
+    /* Prefix sums over blocks: w = forward + backward, f = forward (paid twice with recompute: every
+     * stage recomputes its segments, the last one all but its last segment, ignored here). */
     for (int i = 0; i < m->n_layers; i++) {
         w[m->layers[i].block + 1] += t_fwd[i] + t_bwd[i];
         f[m->layers[i].block + 1] += t_fwd[i];
@@ -189,7 +196,7 @@ void ipu_plan_balance(struct ipu_plan *p, const struct model *m, const double *t
             if (DP(j, a) >= 1e300) continue;
             for (int b = a + 1; b <= nb - (S - 1 - j); b++) {
                 double cost = w[b] - w[a];
-                if (p->recompute && j < S - 1) cost += f[b] - f[a];
+                if (p->recompute) cost += f[b] - f[a];
                 double v = DP(j, a) > cost ? DP(j, a) : cost;
                 if (v < DP(j + 1, b)) DP(j + 1, b) = v, ARG(j + 1, b) = a;
             }
@@ -272,19 +279,10 @@ size_t ipu_plan_first_offset(const struct model *m, int split, int buffers)
     return best;
 }
 
-int ipu_stage_model_init(struct ipu_stage_model *sm, const struct model *src, int l0, int l1)
+/* Marks in touched (n_tensors) the tensors a plan of layers [l0,l1) of src holds: outputs, inputs,
+ * saved data and the tensors crossing either end. */
+static void range_touched(const struct model *src, int l0, int l1, char *touched)
 {
-    memset(sm, 0, sizeof *sm);
-    sm->m = *src;
-    sm->m.tensors = malloc(sizeof *src->tensors * (size_t)src->n_tensors);
-    char *touched = calloc((size_t)src->n_tensors, 1);
-    if (!sm->m.tensors || !touched) {
-        free(sm->m.tensors), free(touched);
-        memset(sm, 0, sizeof *sm);
-        return tb_error_set(TB_ENOMEM, "ipu: out of memory planning a stage");
-    }
-    memcpy(sm->m.tensors, src->tensors, sizeof *src->tensors * (size_t)src->n_tensors);
-    sm->m.cap_tensors = src->n_tensors;
     for (int i = l0; i < l1; i++) {
         const struct layer *l = &src->layers[i];
         touched[l->out] = 1;
@@ -299,6 +297,89 @@ int ipu_stage_model_init(struct ipu_stage_model *sm, const struct model *src, in
         TB_ASSERT(n <= 64);
         for (int j = 0; j < n; j++) touched[ids[j]] = 1;
     }
+}
+
+size_t ipu_plan_range_act_floats(const struct model *m, int l0, int l1, int n, char *work)
+{
+    memset(work, 0, (size_t)m->n_tensors);
+    range_touched(m, l0, l1, work);
+    size_t unit = 0, fixed = 0;
+    for (int t = 0; t < m->n_tensors; t++)
+        if (work[t]) unit += tb_align16(m->tensors[t].per_sample), fixed += tb_align16(m->tensors[t].fixed);
+    return unit * (size_t)n + fixed;
+}
+
+int ipu_plan_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts)
+{
+    const int b0 = p->first_block[s], b1 = p->first_block[s + 1];
+    /* Candidate cuts: the first layer of each block of the stage (blocks without layers merge). */
+    int *pos = malloc(sizeof *pos * (size_t)(b1 - b0 + 1));
+    TB_ASSERT(pos);
+    int np = 0;
+    pos[np++] = p->l0[s];
+    for (int i = p->l0[s]; i < p->l0[s + 1]; i++)
+        if (m->layers[i].block != m->layers[pos[np - 1]].block && i > pos[np - 1]) pos[np++] = i;
+    pos[np] = p->l0[s + 1];
+    const int nb = np; /* segments of one block each: boundaries pos[0..nb] */
+    const size_t nn = (size_t)(nb + 1);
+    double *act = calloc(nn * nn, sizeof *act), *ck = calloc(nn, sizeof *ck), *best = malloc(sizeof(double) * nn);
+    int *from = malloc(sizeof(int) * nn), *bfrom = malloc(sizeof(int) * nn);
+    char *work = malloc((size_t)m->n_tensors + 1);
+    TB_ASSERT(act && ck && best && from && bfrom && work);
+    for (int a = 0; a < nb; a++)
+        for (int b = a + 1; b <= nb; b++)
+            act[(size_t)a * nn + (size_t)b] = (double)ipu_plan_range_act_floats(m, pos[a], pos[b], p->B, work);
+    for (int a = 1; a < nb; a++) ck[a] = (double)exec_boundary_floats(m, pos[a], p->B, 0);
+    const double held = (double)ipu_plan_in_flight(p, s);
+    /* Peak floats with segments of at most `cap` floats: the working slot and its gradients (2·cap)
+     * plus the checkpoints of every micro-batch held. For each candidate cap the fewest checkpoint
+     * floats come from a shortest path over block boundaries; the best cap wins (fewer segments on a
+     * tie: fewer boundary copies). */
+    double best_score = 1e300;
+    int best_k = 0;
+    for (int ca = 0; ca < nb; ca++)
+        for (int cb = ca + 1; cb <= nb; cb++) {
+            const double cap = act[(size_t)ca * nn + (size_t)cb];
+            for (int b = 0; b <= nb; b++) best[b] = 1e300, from[b] = -1;
+            best[0] = 0.0;
+            for (int b = 1; b <= nb; b++)
+                for (int a = 0; a < b; a++) {
+                    if (best[a] >= 1e300 || act[(size_t)a * nn + (size_t)b] > cap) continue;
+                    const double v = best[a] + ck[a];
+                    if (v < best[b]) best[b] = v, from[b] = a;
+                }
+            if (best[nb] >= 1e300) continue;
+            int k = 0;
+            for (int b = nb; b > 0; b = from[b]) k++;
+            const double score = 2.0 * cap + held * best[nb];
+            if (score < best_score || (score == best_score && k < best_k)) {
+                best_score = score, best_k = k;
+                memcpy(bfrom, from, sizeof(int) * nn);
+            }
+        }
+    TB_ASSERT(best_k >= 1);
+    int k = best_k;
+    cuts[k] = pos[nb];
+    for (int b = nb; b > 0; b = bfrom[b]) cuts[--k] = pos[bfrom[b]];
+    TB_ASSERT(k == 0 && cuts[0] == p->l0[s]);
+    free(pos), free(act), free(ck), free(best), free(from), free(bfrom), free(work);
+    return best_k;
+}
+
+int ipu_stage_model_init(struct ipu_stage_model *sm, const struct model *src, int l0, int l1)
+{
+    memset(sm, 0, sizeof *sm);
+    sm->m = *src;
+    sm->m.tensors = malloc(sizeof *src->tensors * (size_t)src->n_tensors);
+    char *touched = calloc((size_t)src->n_tensors, 1);
+    if (!sm->m.tensors || !touched) {
+        free(sm->m.tensors), free(touched);
+        memset(sm, 0, sizeof *sm);
+        return tb_error_set(TB_ENOMEM, "ipu: out of memory planning a stage");
+    }
+    memcpy(sm->m.tensors, src->tensors, sizeof *src->tensors * (size_t)src->n_tensors);
+    sm->m.cap_tensors = src->n_tensors;
+    range_touched(src, l0, l1, touched);
     size_t unit = 0, fixed = 0;
     for (int t = 0; t < src->n_tensors; t++) {
         struct tensor *x = &sm->m.tensors[t];

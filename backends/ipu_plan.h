@@ -1,10 +1,10 @@
 /* ipu_plan.h — planning for the ipu (pipelined, replicated) backend: turning a run_config into
  * stages × replicas × micro-batches × gradient accumulation, choosing split points at block boundaries
  * (given, or balanced on measured per-layer times), the per-stage op order of the gpipe and 1f1b
- * schedules, and a stage's own activation plan.
+ * schedules, recomputation segments, and a stage's (or any layer range's) own activation plan.
  *
- * Pure planning: no threads, no kernels, no allocation beyond a stage plan's tensor table. Errors are
- * TB_EINVAL with a one-line message naming the option and the fault.
+ * Pure planning: no threads, no kernels, no allocation beyond a stage plan's tensor table and scratch.
+ * Errors are TB_EINVAL with a one-line message naming the option and the fault.
  */
 #ifndef TB_IPU_PLAN_H
 #define TB_IPU_PLAN_H
@@ -28,7 +28,8 @@ struct ipu_plan {
     enum ipu_schedule sched;
     enum ipu_prec prec;      /* weight and exchange storage */
     int master;              /* fp32 master weights in the optimizer (precision bf16m / fp16m) */
-    int recompute;           /* keep only stage inputs; recompute activations in backward */
+    int recompute;           /* keep only segment-boundary checkpoints; recompute segments in backward */
+    float loss_scale;        /* fp16: static loss scale, 0 = dynamic */
     int prefetch;            /* micro-batches the infeed worker runs ahead (0 = off) */
     int split_given;         /* split points came from run_config.split */
     int first_block[IPU_MAX_STAGES + 1]; /* stage s: blocks [first_block[s], first_block[s+1]) */
@@ -43,7 +44,7 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
 /* Fills p->l0 from p->first_block (the first layer of each stage's first block). */
 void ipu_plan_set_layers(struct ipu_plan *p, const struct model *m);
 /* Chooses split points minimising the slowest stage, from per-layer forward and backward seconds
- * t_fwd, t_bwd (n_layers); with recompute a non-last stage also pays its forward again. */
+ * t_fwd, t_bwd (n_layers); with recompute every stage also pays its forward again. */
 void ipu_plan_balance(struct ipu_plan *p, const struct model *m, const double *t_fwd, const double *t_bwd);
 /* Writes stage s's op order (2·G entries) into ops; returns the count. The last stage always runs a
  * micro-batch's backward right after its forward (its loss gradient is seeded in the forward). */
@@ -58,6 +59,15 @@ double ipu_plan_ideal_bubble(const struct ipu_plan *p);
 double ipu_plan_memory_bytes(void);
 /* "gpipe" or "1f1b". */
 const char *ipu_schedule_name(enum ipu_schedule s);
+
+/* Recomputation checkpoints: cuts stage s at block boundaries into K segments, layers
+ * [cuts[k], cuts[k+1]), writing K+1 cuts (room for one more than the stage's blocks) and returning K.
+ * Minimises the stage's activation peak: two segment-sized arenas (activations, gradients) plus the
+ * boundary checkpoints of every micro-batch the schedule holds at once. */
+int ipu_plan_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts);
+/* Activation floats a plan of layers [l0,l1) needs for n samples (what ipu_stage_model_init would
+ * give); work is scratch of m->n_tensors bytes. */
+size_t ipu_plan_range_act_floats(const struct model *m, int l0, int l1, int n, char *work);
 
 /* A stage's own activation plan: a copy of the model whose tensor table gives offsets only to the
  * tensors stage [l0,l1) touches (its outputs, inputs, saved data, boundary tensors), so an activation

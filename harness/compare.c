@@ -23,6 +23,7 @@ struct groups {
     int n, cap;
     int side;        /* 0 while reading OLD, 1 while reading NEW */
     int status;
+    int unfinished[2]; /* rows skipped because their run did not finish, per side */
 };
 
 /* Config fields that change what is measured; the key is their values in this order. */
@@ -68,6 +69,12 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     struct groups *gs = ctx;
     const struct json_value *cfg = json_get(row, "config");
     if (!cfg || cfg->type != JSON_OBJECT) return TB_OK;
+    /* A diverged or interrupted run measured part of a run: it is no sample of its configuration (rows
+     * from before "status" existed count as finished). */
+    if (strcmp(json_get_str(row, "status", "ok"), "ok") != 0) {
+        gs->unfinished[gs->side]++;
+        return TB_OK;
+    }
     const char *kind = json_get_str(row, "kind", json_get_str(cfg, "plan", "train"));
     const char *workload = json_get_str(cfg, "workload", "?");
     const char *backend = json_get_str(cfg, "backend", "?");
@@ -164,6 +171,10 @@ int compare_results(const char *old_path, const char *new_path, double alpha, st
         st = results_read_rows(new_path, on_row, &gs);
     }
     disambiguate(&gs);
+    for (int k = 0; k < 2; k++)
+        if (gs.unfinished[k])
+            fprintf(stderr, "compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
+                    k ? new_path : old_path, gs.unfinished[k], gs.unfinished[k] == 1 ? "" : "s");
     struct compare_line *out = NULL;
     if (st == TB_OK && gs.n > 0 && !(out = calloc((size_t)gs.n, sizeof *out)))
         st = tb_error_set(TB_ENOMEM, "compare: out of memory");

@@ -1,7 +1,8 @@
 /* compare.h — `bench compare OLD.jsonl NEW.jsonl`: benchstat for result rows.
  *
  * Rows are matched by configuration (plan, workload, backend, batch and every option that changes what
- * is measured; not the seed, the run id or the machine). Per configuration it takes the samples of
+ * is measured; not the seed, the run id or the machine); rows whose "status" is not "ok" (diverged,
+ * interrupted runs) are never matched, only counted on stderr. Per configuration it takes the samples of
  * each side — the per-repeat images/s of throughput, scaling and inference rows (or a row's single
  * figure), the time to accuracy of every run that reached its target for tta rows; rows of the same
  * configuration in one file pool their samples — and reports both medians, the change in percent and

@@ -299,7 +299,8 @@ int main(int argc, char **argv)
         suite_free(&s);
         if (st != TB_OK) {
             fprintf(stderr, "bench: %s\n", tb_error_get());
-            return 1;
+            /* A failed run is a runtime failure whatever its own status; a stop signal is 130 / 143. */
+            return st == TB_EINTR && bench_stop_signal() ? status_exit(st) : 1;
         }
         return 0;
     }

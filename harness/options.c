@@ -62,6 +62,8 @@ static const struct bench_option options[] = {
     {"schedule", 1, "gpipe|1f1b", "ipu: pipeline schedule", 0},
     {"recompute", 0, NULL, "ipu: recompute activations in the backward pass", 0},
     {"precision", 1, "fp32|fp16|bf16", "storage precision of activations and weights", 0},
+    {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
+                                   "clean steps) or a static N in [1, 1e30]; an overflow skips the step", 0},
     {"prefetch", 1, "N", "batches prepared ahead", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default\n"
@@ -83,10 +85,10 @@ static const struct bench_option options[] = {
     {"save", 1, "FILE", "train: write the trained parameters and buffers at the end (safetensors,\n"
                         "torchvision names; tools/ckpt_roundtrip.py reads it)", 0},
     {"load", 1, "FILE", "start from saved parameters and buffers (ours or a torchvision state_dict)", 0},
-    {"checkpoint-dir", 1, "DIR", "train: resumable checkpoints (parameters, buffers, optimizer state) in DIR\n"
+    {"checkpoint-dir", 1, "DIR", "train, tta: resumable checkpoints (parameters, buffers, optimizer state) in DIR\n"
                                  "on SIGINT/SIGTERM, every --checkpoint-every steps and at the end", 0},
-    {"checkpoint-every", 1, "N", "train: also checkpoint every N steps (needs --checkpoint-dir or --resume)", 0},
-    {"resume", 1, "DIR", "train: continue from the newest checkpoint in DIR (same configuration; keeps\n"
+    {"checkpoint-every", 1, "N", "train, tta: also checkpoint every N steps (needs --checkpoint-dir or --resume)", 0},
+    {"resume", 1, "DIR", "train, tta: continue from the newest checkpoint in DIR (same configuration; keeps\n"
                          "checkpointing there unless --checkpoint-dir says otherwise)", 0},
     {"synthetic-samples", 1, "N[,M]", "--data synthetic: N training (and M test) samples (default 60000,10000\n"
                                       "to train, fewer to time)", 1},
@@ -345,6 +347,18 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
     if (IS("recompute")) return get_flag(name, v, &c->run.recompute);
     if (IS("precision")) return get_choice(name, v, precisions, c->run.precision, sizeof c->run.precision);
     if (IS("prefetch")) return get_int(name, v, 0, 1024, &c->run.prefetch);
+    if (IS("loss-scale")) {
+        if (!strcmp(v, "dynamic")) return c->run.loss_scale = 0.0f, TB_OK;
+        char *end = NULL;
+        errno = 0;
+        const double x = strtod(v, &end);
+        const double hi = (double)(float)RUN_LOSS_SCALE_MAX; /* stored as a float: 1e30 rounds up a little */
+        if (errno || end == v || *end != '\0' || !(x >= RUN_LOSS_SCALE_MIN && x <= hi))
+            return tb_error_set(TB_EINVAL, "--loss-scale: expected dynamic or a number in [%g, %g], got '%s'",
+                                RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX, v);
+        c->run.loss_scale = (float)x;
+        return TB_OK;
+    }
     if (IS("profile")) return get_flag(name, v, &c->run.profile);
     if (IS("label-smoothing")) return get_float(name, v, 0.0, 1.0, 1, &c->wopts.label_smoothing);
     if (IS("lr-schedule")) {
@@ -440,15 +454,21 @@ int bench_config_finish(struct bench_config *c)
         return tb_error_set(TB_EINVAL, "--plan inference runs fresh weights; --epochs does not apply");
     if (p == PLAN_THROUGHPUT && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan throughput times --steps steps; --epochs does not apply (use --plan train)");
-    if ((c->save[0] || c->checkpoint_dir[0] || c->checkpoint_every || c->resume[0]) && p != PLAN_TRAIN)
-        return tb_error_set(TB_EINVAL, "--save, --checkpoint-dir, --checkpoint-every and --resume apply to --plan train "
-                                       "(this is %s)", pn);
+    if (c->save[0] && p != PLAN_TRAIN) return tb_error_set(TB_EINVAL, "--save applies to --plan train (this is %s)", pn);
+    if ((c->checkpoint_dir[0] || c->checkpoint_every || c->resume[0]) && p != PLAN_TRAIN && p != PLAN_TTA)
+        return tb_error_set(TB_EINVAL, "--checkpoint-dir, --checkpoint-every and --resume apply to the plans that train "
+                                       "to a result (train, tta); --plan %s %s, so there is nothing to resume: run it "
+                                       "again", pn, p == PLAN_SCALING ? "is a sweep of separate measurements"
+                                                    : "measures step times from fresh weights");
     if (c->resume[0] && c->load[0])
         return tb_error_set(TB_EINVAL, "--resume continues from its checkpoint; --load %s does not apply", c->load);
     if (c->checkpoint_every && !c->checkpoint_dir[0] && !c->resume[0])
         return tb_error_set(TB_EINVAL, "--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR)");
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
 
+    if (c->run.loss_scale > 0.0f && strcmp(c->run.precision, "fp16") != 0 && strcmp(c->run.precision, "fp16m") != 0)
+        fprintf(stderr, "bench: warning: --loss-scale %g applies to --precision fp16 (this run is %s): recorded, "
+                        "not used\n", (double)c->run.loss_scale, c->run.precision[0] ? c->run.precision : "fp32");
     if (c->warmup < 0) c->warmup = 10;
     if (c->repeat < 1) c->repeat = 1;
     if (c->seeds < 1) c->seeds = 1;

@@ -85,6 +85,13 @@ static double fg(const struct json_value *row, const char *field)
     return json_get_number(row, path, NAN);
 }
 
+/* A row of a run that finished: "status" "ok", or no status at all (rows written before it existed).
+ * A diverged or interrupted run's figures describe a partial run and stay out of every chart. */
+static int row_ok(const struct json_value *row)
+{
+    return !strcmp(json_get_str(row, "status", "ok"), "ok");
+}
+
 static const char *kind_of(const struct json_value *row)
 {
     return json_get_str(row, "kind", json_get_str(row, "config.plan", "train"));
@@ -131,18 +138,20 @@ static void variant_label(const struct json_value *row, char *buf, size_t n)
     if (json_get_bool(row, "config.no_fuse", 0)) snprintf(buf + strlen(buf), n - strlen(buf), " no-fuse");
 }
 
-/* Marks the latest row of each configuration, and for scaling the latest sweep of each. */
+/* Marks the latest row of each configuration, and for scaling the latest sweep of each; rows of runs
+ * that did not finish are never kept and never replace a finished one. */
 static int mark_latest(struct rows *r)
 {
     r->keep = calloc((size_t)(r->n ? r->n : 1), sizeof *r->keep);
     if (!r->keep) return tb_error_set(TB_ENOMEM, "report: out of memory");
     char ki[1024], kj[1024];
     for (int i = 0; i < r->n; i++) {
+        if (!row_ok(r->v[i])) continue;
         const int scaling = !strcmp(kind_of(r->v[i]), "scaling");
         row_key(r->v[i], ki, sizeof ki, !scaling);
         int later = 0;
         for (int j = i + 1; j < r->n && !later; j++) {
-            if (strcmp(kind_of(r->v[j]), kind_of(r->v[i]))) continue;
+            if (!row_ok(r->v[j]) || strcmp(kind_of(r->v[j]), kind_of(r->v[i]))) continue;
             row_key(r->v[j], kj, sizeof kj, !scaling);
             if (strcmp(ki, kj)) continue;
             /* A later row of the same sweep is a sibling point, not a replacement. */
@@ -279,7 +288,8 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
  * so a chart whose rows are gone does not linger beside the new ones. */
 static void clean_charts(const struct ctx *x)
 {
-    static const char *const prefixes[] = {"throughput_", "tta_", "scaling_", "layers_", "roofline", "gnuplot.log"};
+    static const char *const prefixes[] = {"throughput_", "tta_", "scaling_", "layers_", "roofline", "timeline_",
+                                            "gnuplot.log"};
     const char *dirs[2] = {x->charts_dir, x->data_dir};
     for (int d = 0; d < 2; d++) {
         DIR *dir = opendir(dirs[d]);
@@ -744,7 +754,7 @@ static void section_profiles(struct ctx *x)
     int found = 0;
     for (int i = 0; i < x->rows.n; i++) {
         const char *id = json_get_str(x->rows.v[i], "run_id", "");
-        if (!id[0]) continue;
+        if (!id[0] || !row_ok(x->rows.v[i])) continue;
         char path[1400];
         snprintf(path, sizeof path, "%s/%s.json", dir, id);
         FILE *f = fopen(path, "r");
@@ -788,15 +798,144 @@ static void section_profiles(struct ctx *x)
     }
 }
 
-/* Hook for the ipu backend's pipeline timeline: rows will carry figures.timeline (per device: compute,
- * exchange and idle intervals); a plots/timeline.gp Gantt chart goes here when they do. */
+#define MAX_TIMELINES 4    /* Gantt charts: the latest rows carrying a timeline */
+#define MAX_LANES 32
+
+/* The Gantt chart of one row's figures.timeline (the last training step of an ipu run), with the
+ * measured bubble beside it. The data file has one line per interval: lane, start and end in ms,
+ * phase number (position in "FBRAU"), micro-batch. */
+static void timeline_chart(struct ctx *x, int i, const char *name)
+{
+    static const char phases[] = "FBRAU";
+    const struct json_value *r = x->rows.v[i];
+    const struct json_value *tl = json_get(r, "figures.timeline");
+    const struct json_value *ev = json_get(tl, "events");
+    char path[1300], title[400], sub[400], vars[4096], ytics[3000], present_txt[16] = "";
+    snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "# lane\tstart ms\tend ms\tphase (1 forward, 2 backward, 3 recompute, 4 all-reduce, 5 update)\tmicro-batch\n");
+    int lane_dev[MAX_LANES], lane_stage[MAX_LANES], lane_rep[MAX_LANES], nl = 0, present[5] = {0}, n_ev = 0;
+    double span = json_get_number(tl, "span_s", 0.0);
+    for (int k = 0; ev && ev->type == JSON_ARRAY && k < ev->n; k++) {
+        const struct json_value *e = &ev->items[k];
+        if (e->type != JSON_ARRAY || e->n < 7 || e->items[4].type != JSON_STRING) continue;
+        const char *ph = strchr(phases, e->items[4].str[0]);
+        if (!ph || !e->items[4].str[0]) continue;
+        const int dev = (int)e->items[0].number;
+        int lane = 0;
+        while (lane < nl && lane_dev[lane] != dev) lane++;
+        if (lane == nl) {
+            if (nl == MAX_LANES) continue;
+            lane_dev[nl] = dev, lane_stage[nl] = (int)e->items[1].number, lane_rep[nl] = (int)e->items[2].number;
+            nl++;
+        }
+        const double t0 = e->items[5].number, t1 = e->items[6].number;
+        fprintf(f, "%d\t%.6f\t%.6f\t%d\t%d\n", lane, 1e3 * t0, 1e3 * t1, (int)(ph - phases) + 1, (int)e->items[3].number);
+        present[ph - phases] = 1;
+        span = t1 > span ? t1 : span;
+        n_ev++;
+    }
+    fclose(f);
+    int len = snprintf(ytics, sizeof ytics, "set ytics (");
+    for (int l = 0; l < nl && len < (int)sizeof ytics; l++)
+        len += snprintf(ytics + len, sizeof ytics - (size_t)len, "%s\"device %d (stage %d, replica %d)\" %d", l ? ", " : "",
+                        lane_dev[l], lane_stage[l], lane_rep[l], l);
+    if (len < (int)sizeof ytics) snprintf(ytics + len, sizeof ytics - (size_t)len, ")");
+    for (int p = 0; p < 5; p++)
+        if (present[p]) snprintf(present_txt + strlen(present_txt), sizeof present_txt - strlen(present_txt), "%d ", p + 1);
+    char qy[3100];
+    gp_quote(qy, sizeof qy, ytics);
+    snprintf(vars, sizeof vars, "nlanes=%d; span_ms=%.6g; phases='%s'; ytics_cmd='%s'", nl > 0 ? nl : 1, 1e3 * span,
+             present_txt, qy);
+    const int stages = (int)json_get_number(r, "figures.pipeline.stages", cn(r, "stages"));
+    const int replicas = (int)json_get_number(r, "figures.pipeline.replicas", cn(r, "replicas"));
+    const int mb = (int)json_get_number(r, "figures.pipeline.micro_batch", cn(r, "micro_batch"));
+    const int ga = (int)json_get_number(r, "figures.pipeline.ga", cn(r, "ga"));
+    const char *sched = cs(r, "schedule");
+    snprintf(title, sizeof title,
+             "Pipeline timeline (measured): %s on %s, %d stage%s x %d replica%s, micro-batch %d x GA %d%s%s, last training step",
+             cs(r, "workload"), cs(r, "backend"), stages, stages == 1 ? "" : "s", replicas, replicas == 1 ? "" : "s", mb, ga,
+             sched[0] ? ", " : "", sched);
+    int one[1] = {i};
+    subtitle(x, one, 1, sub, sizeof sub);
+    char var[128], bubble[256] = "";
+    variant_label(r, var, sizeof var);
+    fprintf(x->md, "### %s, %s b%d%s (%s, run `%s`)\n\n", cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var,
+            kind_of(r), json_get_str(r, "run_id", "?"));
+    const double bm = json_get_number(r, "figures.pipeline.bubble_measured", NAN);
+    const double bi = json_get_number(r, "figures.pipeline.bubble_ideal", NAN);
+    if (!isnan(bm) && !isnan(bi))
+        snprintf(bubble, sizeof bubble, " Pipeline bubble, measured over the run's steps after the first: **%.1f %%** of "
+                                        "device time, against the ideal (S−1)/(G+S−1) = %.1f %% of this schedule.",
+                 100.0 * bm, 100.0 * bi);
+    fprintf(x->md, "The run's last training step: %d interval%s on %d device%s over %.3f ms (measured).%s", n_ev,
+            n_ev == 1 ? "" : "s", nl, nl == 1 ? "" : "s", 1e3 * span, bubble);
+    if (json_get_bool(tl, "truncated", 0))
+        fprintf(x->md, " The row keeps at most 512 intervals: %g of %g devices are drawn.",
+                json_get_number(tl, "devices_shown", nl), json_get_number(tl, "devices", nl));
+    fprintf(x->md, "\n\n");
+    md_chart(x, name, title, n_ev > 0 && render(x, "timeline.gp", name, path, title, sub, vars));
+}
+
+/* One Gantt chart per ipu row carrying figures.timeline (the latest MAX_TIMELINES of them). */
 static void section_timeline(struct ctx *x)
 {
+    int idx[MAX_TIMELINES], n = 0, total = 0;
+    for (int i = x->rows.n - 1; i >= 0; i--) {
+        const struct json_value *tl = json_get(x->rows.v[i], "figures.timeline");
+        if (!x->rows.keep[i] || !tl || tl->type != JSON_OBJECT) continue;
+        if (n < MAX_TIMELINES) idx[n++] = i;
+        total++;
+    }
+    fprintf(x->md, "## Pipeline timeline\n\n");
+    if (n == 0) {
+        fprintf(x->md, "No row carries a timeline (`figures.timeline`: ipu runs write the last training step's "
+                       "intervals per device).\n\n");
+        return;
+    }
+    fprintf(x->md, "A Gantt chart of the last training step of %s: one lane per device (a pipeline stage of one "
+                   "replica), one box per forward, backward, recompute, all-reduce and update interval, numbered by "
+                   "micro-batch, timed on the device workers from the start of the step. The gaps are the bubble: a "
+                   "device waiting for its neighbour's activations or gradients, or for the others to finish.\n\n",
+            total > n ? "the latest ipu runs" : n > 1 ? "each ipu run" : "the ipu run");
+    char used[MAX_TIMELINES][220];
+    for (int k = n - 1; k >= 0; k--) {
+        const struct json_value *r = x->rows.v[idx[k]];
+        char tag[200], safe[200], name[220];
+        snprintf(tag, sizeof tag, "%s_%s_%s_b%d_s%g_m%g_g%g_r%g", kind_of(r), cs(r, "workload"), cs(r, "backend"),
+                 (int)cn(r, "batch"), json_get_number(r, "figures.pipeline.stages", cn(r, "stages")),
+                 json_get_number(r, "figures.pipeline.micro_batch", cn(r, "micro_batch")),
+                 json_get_number(r, "figures.pipeline.ga", cn(r, "ga")),
+                 json_get_number(r, "figures.pipeline.replicas", cn(r, "replicas")));
+        safe_name(safe, sizeof safe, tag);
+        snprintf(name, sizeof name, "timeline_%.200s", safe);
+        /* Rows that differ only in options the tag leaves out (precision, schedule, ...) get a number. */
+        for (int j = n - 1, dup = 1; j > k; j--)
+            if (!strcmp(used[j], name)) snprintf(name, sizeof name, "timeline_%.190s_%d", safe, ++dup), j = n;
+        snprintf(used[k], sizeof used[k], "%s", name);
+        timeline_chart(x, idx[k], name);
+    }
+}
+
+/* Rows of runs that stopped early (diverged, interrupted): listed, never drawn. */
+static void section_unfinished(struct ctx *x)
+{
     int n = 0;
-    for (int i = 0; i < x->rows.n; i++) n += x->rows.keep[i] && json_get(x->rows.v[i], "figures.timeline") != NULL;
-    if (n)
-        fprintf(x->md, "## Pipeline timeline\n\n%d row%s carry a timeline; the Gantt chart is not implemented yet.\n\n", n,
-                n > 1 ? "s" : "");
+    for (int i = 0; i < x->rows.n; i++) n += !row_ok(x->rows.v[i]);
+    if (!n) return;
+    fprintf(x->md, "## Runs that did not finish\n\n%d row%s with a status other than `ok`, left out of every figure "
+                   "and chart above.\n\n| run id | kind | workload | backend | batch | status | timestamp |\n"
+                   "|---|---|---|---|---:|---|---|\n",
+            n, n == 1 ? "" : "s");
+    for (int i = 0; i < x->rows.n; i++) {
+        const struct json_value *r = x->rows.v[i];
+        if (row_ok(r)) continue;
+        fprintf(x->md, "| `%s` | %s | %s | %s | %d | %s | %s |\n", json_get_str(r, "run_id", "?"), kind_of(r),
+                cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), json_get_str(r, "status", "?"),
+                json_get_str(r, "timestamp", ""));
+    }
+    fprintf(x->md, "\n");
 }
 
 int report_generate(const struct report_opts *o, int *n_charts)
@@ -839,8 +978,12 @@ int report_generate(const struct report_opts *o, int *n_charts)
     tb_error_clear();
     x.have_gnuplot = 1;
 
-    int n_keep = 0;
-    for (int i = 0; i < x.rows.n; i++) n_keep += x.rows.keep[i];
+    int n_keep = 0, n_unfinished = 0;
+    for (int i = 0; i < x.rows.n; i++) n_keep += x.rows.keep[i], n_unfinished += !row_ok(x.rows.v[i]);
+    char unfinished[96] = "";
+    if (n_unfinished)
+        snprintf(unfinished, sizeof unfinished, "; %d row%s of runs that did not finish, listed at the end",
+                 n_unfinished, n_unfinished == 1 ? "" : "s");
     const struct json_value *last = x.rows.v[x.rows.n - 1];
     time_t now = time(NULL);
     struct tm tm;
@@ -848,8 +991,9 @@ int report_generate(const struct report_opts *o, int *n_charts)
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
     fprintf(x.md, "# trainbench report\n\n");
-    fprintf(x.md, "Generated by `bench report` on %s from `%s`: %d rows, %d shown (the latest of each configuration).\n\n",
-            when, o->in, x.rows.n, n_keep);
+    fprintf(x.md, "Generated by `bench report` on %s from `%s`: %d rows, %d shown (the latest of each "
+                  "configuration%s).\n\n",
+            when, o->in, x.rows.n, n_keep, unfinished);
     fprintf(x.md, "Machine of the latest row: %s, %g cores, %.1f GiB; %s; %s; %s (kernel set %s); commit %s.\n\n",
             json_get_str(last, "machine.cpu_model", "?"), json_get_number(last, "machine.n_cores", 0),
             json_get_number(last, "machine.mem_gib", 0), json_get_str(last, "machine.os", "?"),
@@ -882,6 +1026,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
     section_roofline(&x);
     section_profiles(&x);
     section_timeline(&x);
+    section_unfinished(&x);
     if (!x.have_gnuplot)
         fprintf(x.md, "---\ngnuplot was not found, so this report has tables only (install gnuplot-nox).\n");
     if (fclose(x.md) != 0 || rename(md_tmp, md_path) != 0) {

@@ -6,10 +6,11 @@
  * writes <out>/REPORT.md with the tables and links to the charts. Charts: training throughput by
  * backend per workload (bars with jitter error bars), time-to-accuracy curves, batch-size scaling
  * (images/s and efficiency against global batch, log2 axis), per-layer time (rows with
- * figures.layer_times), and a roofline under the calibrated ceilings. The scripts only draw; every
- * number comes from the rows. Profiles written by tools/profile.sh (<results dir>/profile/<run id>.json)
- * are summarised when present.
- * Not here: the pipeline timeline (Gantt) chart of the ipu backend — report.c has the hook.
+ * figures.layer_times), a roofline under the calibrated ceilings, and the ipu pipeline timeline (a
+ * Gantt chart per device of a run's last training step, rows with figures.timeline). The scripts only
+ * draw; every number comes from the rows. Rows whose "status" is not "ok" (diverged, interrupted) are
+ * left out of every figure and listed in a table of their own. Profiles written by tools/profile.sh
+ * (<results dir>/profile/<run id>.json) are summarised when present.
  * Threading: none; it starts gnuplot as child processes and waits for each.
  */
 #ifndef TB_REPORT_H

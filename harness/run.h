@@ -19,7 +19,7 @@
  * no result row, except that a run stopped by SIGINT/SIGTERM writes one with "status":"interrupted"
  * (figures for the part that ran, marked "partial") and a run whose loss became NaN/Inf writes one with
  * "status":"diverged" (no throughput or accuracy figure).
- * Checkpoints (train plan): --checkpoint-dir DIR holds resumable safetensors checkpoints (params,
+ * Checkpoints (train and tta plans): --checkpoint-dir DIR holds resumable safetensors checkpoints (params,
  * buffers, optimizer state, configuration, step, training seconds), written every --checkpoint-every
  * steps, after the last step and when a signal stops the run; --resume DIR continues from the newest,
  * reaching bitwise the same parameters as an uninterrupted run on cpu; --save/--load move plain weights.

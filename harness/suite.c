@@ -1,13 +1,19 @@
-/* suite.c — suite files: parse, expand lists, validate, run (see suite.h). */
+/* suite.c — suite files: parse, expand lists, validate, run (see suite.h).
+ *
+ * A SIGINT/SIGTERM during a suite stops it after the current run: that run stops after its step and
+ * writes its interrupted row (and checkpoint), no later run starts, and suite_run returns TB_EINTR with
+ * a one-line count of the runs done and not started (the CLI exits 130 / 143). */
 #define _GNU_SOURCE
 #include "suite.h"
 
 #include "status.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_WORDS 64
 #define MAX_ALTS 64
@@ -84,6 +90,50 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
     return add_run(s, &c, line);
 }
 
+/* An option name: letters, digits and '-' (bench's long options, with or without their dashes). */
+static int name_ok(const char *t)
+{
+    for (; *t; t++)
+        if (!((*t >= 'a' && *t <= 'z') || (*t >= 'A' && *t <= 'Z') || (*t >= '0' && *t <= '9') || *t == '-')) return 0;
+    return 1;
+}
+
+/* A name for a message: printable ASCII as is, other bytes as \xNN, cut to fit out. */
+static void show_name(const char *t, char *out, size_t n)
+{
+    size_t k = 0;
+    for (; *t && k + 5 < n; t++) {
+        const unsigned char ch = (unsigned char)*t;
+        if (ch >= 0x20 && ch < 0x7f) out[k++] = (char)ch;
+        else k += (size_t)snprintf(out + k, n - k, "\\x%02x", ch);
+    }
+    out[k] = '\0';
+}
+
+/* Two runs starting afresh in one checkpoint directory would mix their checkpoints (the second would
+ * refuse to start, after the first ran): found here, before anything runs. A later run that resumes the
+ * directory continues the earlier one's run, which is fine. */
+static int check_checkpoint_dirs(const struct suite *s, const struct bench_config *base)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        const char *d = s->runs[i].c.checkpoint_dir;
+        if (!d[0]) continue;
+        for (int j = i + 1; j < s->n_runs; j++) {
+            if (strcmp(d, s->runs[j].c.checkpoint_dir) != 0 || strcmp(d, s->runs[j].c.resume) == 0) continue;
+            if (strcmp(d, base->checkpoint_dir) == 0 || strcmp(d, base->resume) == 0)
+                return tb_error_set(TB_EINVAL, "suite %s: the command line's checkpoint directory '%s' would be shared "
+                                    "by several runs: give each line a checkpoint-dir of its own", s->path, d);
+            if (s->runs[i].line == s->runs[j].line)
+                return tb_error_set(TB_EINVAL, "%s:%d: the line expands to several runs that would share "
+                                    "checkpoint-dir '%s' (give each run a line and a directory of its own)",
+                                    s->path, s->runs[j].line, d);
+            return tb_error_set(TB_EINVAL, "%s:%d: checkpoint-dir '%s' is already line %d's: every run needs a "
+                                "directory of its own", s->path, s->runs[j].line, d, s->runs[i].line);
+        }
+    }
+    return TB_OK;
+}
+
 /* Parses one line (comments already cut) into words; values point into the line. */
 static int parse_line(struct suite *s, char *text, int line, struct word *w, int *n_words, int *optional)
 {
@@ -101,8 +151,12 @@ static int parse_line(struct suite *s, char *text, int line, struct word *w, int
         memset(wd, 0, sizeof *wd);
         char *eq = strchr(tok, '=');
         if (eq) *eq = '\0';
-        if (strlen(tok) >= sizeof wd->key || !*tok)
-            return tb_error_set(TB_EINVAL, "%s:%d: bad option name '%s'", s->path, line, tok);
+        if (strlen(tok) >= sizeof wd->key || !*tok || !name_ok(tok)) {
+            char shown[96];
+            show_name(tok, shown, sizeof shown);
+            return tb_error_set(TB_EINVAL, "%s:%d: bad option name '%s' (names are letters, digits and '-')", s->path,
+                                line, shown);
+        }
         snprintf(wd->key, sizeof wd->key, "%s", tok[0] == '-' && tok[1] == '-' ? tok + 2 : tok);
         int known = 0, n_opts;
         const struct bench_option *o = bench_options(&n_opts);
@@ -148,6 +202,11 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
     snprintf(out->path, sizeof out->path, "%s", path);
     FILE *f = fopen(path, "r");
     if (!f) return tb_error_set(TB_EIO, "suite %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return tb_error_set(TB_EIO, "suite %s: is a directory, not a suite file", path);
+    }
     char *text = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -182,25 +241,69 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
     fclose(f);
     if (st == TB_OK && out->n_runs == 0 && out->n_skipped == 0)
         st = tb_error_set(TB_EINVAL, "suite %s: no runs in the file", path);
+    if (st == TB_OK) st = check_checkpoint_dirs(out, base);
     if (st != TB_OK) suite_free(out);
     return st;
 }
 
+/* The suite's own SIGINT/SIGTERM handler: bench_run installs one per run, and this one covers the
+ * moments between runs, so a signal there also stops the suite instead of killing it. */
+struct suite_handlers {
+    struct sigaction old_int, old_term;
+    int have_int, have_term;
+};
+
+static void suite_handlers_install(struct suite_handlers *h)
+{
+    struct sigaction sa, cur;
+    memset(&sa, 0, sizeof sa);
+    memset(h, 0, sizeof *h);
+    sa.sa_handler = bench_request_stop;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    /* A signal the parent set to be ignored (nohup) stays ignored. */
+    if (sigaction(SIGINT, NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+        h->have_int = sigaction(SIGINT, &sa, &h->old_int) == 0;
+    if (sigaction(SIGTERM, NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+        h->have_term = sigaction(SIGTERM, &sa, &h->old_term) == 0;
+}
+
+static void suite_handlers_restore(const struct suite_handlers *h)
+{
+    if (h->have_int) sigaction(SIGINT, &h->old_int, NULL);
+    if (h->have_term) sigaction(SIGTERM, &h->old_term, NULL);
+}
+
 int suite_run(const struct suite *s)
 {
-    int first_err = TB_OK, n_failed = 0;
-    for (int k = 0; k < s->n_runs; k++) {
+    int first_err = TB_OK, n_failed = 0, n_ok = 0, n_started = 0, interrupted = 0;
+    struct suite_handlers h;
+    suite_handlers_install(&h);
+    for (int k = 0; k < s->n_runs && !bench_stop_signal(); k++) {
         struct bench_config c = s->runs[k].c;
         snprintf(c.progress_prefix, sizeof c.progress_prefix, "[%d/%d] ", k + 1, s->n_runs);
         c.compact = 1;
+        n_started++;
         int st = bench_run(&c);
-        if (st != TB_OK) {
+        if (st == TB_EINTR && bench_stop_signal()) {
+            /* The run wrote its interrupted row (and checkpoint); its message says how to resume it. */
+            fprintf(stderr, "bench: %s:%d: run %d stopped: %s\n", s->path, s->runs[k].line, k + 1, tb_error_get());
+            interrupted = 1;
+        } else if (st != TB_OK) {
             fprintf(stderr, "bench: %s:%d: run %d failed: %s\n", s->path, s->runs[k].line, k + 1, tb_error_get());
             if (first_err == TB_OK) first_err = st;
             n_failed++;
+        } else {
+            n_ok++;
         }
         fflush(stdout);
     }
+    suite_handlers_restore(&h);
+    const int sig = bench_stop_signal();
+    if (sig)
+        return tb_error_set(TB_EINTR, "suite %s stopped by %s: %d of %d runs done (%d completed, %d interrupted, %d "
+                            "failed), %d not started", s->path, sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM"
+                            : "a signal", n_started, s->n_runs, n_ok, interrupted, n_failed, s->n_runs - n_started);
     if (n_failed) {
         tb_error_set(first_err, "suite %s: %d of %d runs failed", s->path, n_failed, s->n_runs);
     }

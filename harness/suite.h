@@ -37,7 +37,8 @@ struct suite {
  * the message is "FILE:LINE: ...") or TB_ENOMEM. Notes about skipped optional lines go to stderr. */
 int suite_load(const char *path, const struct bench_config *base, struct suite *out);
 /* Runs every run in order under one numbered progress display, one summary line per run; a failing
- * run is reported (file:line) and the rest still run. Returns TB_OK or the first failure's status. */
+ * run is reported (file:line) and the rest still run. A SIGINT/SIGTERM stops the suite after the current
+ * run: returns TB_EINTR then, else TB_OK or the first failure's status. */
 int suite_run(const struct suite *s);
 /* Frees the runs. */
 void suite_free(struct suite *s);

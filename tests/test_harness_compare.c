@@ -1,6 +1,7 @@
 /* test_harness_compare.c — `bench compare` on fixture rows: a known shift is reported with its size
  * and p < 0.05, no shift gives "~", rows of one configuration pool their repeats, configurations on
- * one side only are listed, and tta rows compare their times to accuracy. */
+ * one side only are listed, tta rows compare their times to accuracy, and rows of runs that did not
+ * finish (status not "ok") are never matched. */
 #include "test_harness_util.h"
 
 #include "compare.h"
@@ -28,6 +29,47 @@ static const struct compare_line *find(const struct compare_line *l, int n, cons
         if (!strcmp(l[i].name, name)) return &l[i];
     cr_assert_fail("no line '%s'", name);
     return NULL;
+}
+
+/* A throughput row of a run that stopped early (status given), with the given rate. */
+static void row_status(const char *path, const char *status, int batch, double ips)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"u\",\"status\":\"%s\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":%d,\"dataset\":\"synthetic\","
+             "\"steps\":100,\"warmup\":10},\"figures\":{\"images_per_s\":%g,\"repeat_images_per_s\":[%g]}}\n",
+             status, batch, ips, ips);
+    th_append(path, text);
+}
+
+Test(harness_compare, unfinished_rows_are_not_matched, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    const double base[4] = {1000, 1010, 990, 1005};
+    row(a, "cpu", 32, base, 4);
+    row(b, "cpu", 32, base, 4);
+    row_status(b, "interrupted", 32, 10.0); /* would pool into cpu b32 and drag its median down */
+    row_status(a, "diverged", 64, 500.0);   /* same configuration on both sides, but neither finished */
+    row_status(b, "diverged", 64, 900.0);
+    struct compare_line *l;
+    int n;
+    th_stderr_begin();
+    int st = compare_results(a, b, 0.05, &l, &n);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "old.jsonl: 1 row of runs that did not finish") != NULL, "%s", err);
+    cr_assert(strstr(err, "new.jsonl: 2 rows of runs that did not finish") != NULL, "%s", err);
+    free(err);
+    cr_assert_eq(n, 1, "only the finished configuration is a line (%d)", n);
+    const struct compare_line *cpu = find(l, n, "throughput mnist-mlp cpu b32");
+    cr_assert_eq(cpu->n_old, 4);
+    cr_assert_eq(cpu->n_new, 4, "the interrupted row adds no sample");
+    cr_assert(!cpu->significant);
+    cr_assert_float_eq(cpu->new_median, cpu->old_median, 1e-9);
+    free(l);
 }
 
 Test(harness_compare, known_shift_and_no_shift, .init = th_setup, .fini = th_teardown)

@@ -1,6 +1,8 @@
 /* test_harness_report.c — `bench report` on a fixture results file: every chart is a valid PNG of
  * non-trivial size (and an SVG), REPORT.md names them and carries the tables, a malformed line is
- * skipped with a warning, and the latest row of a configuration wins. Needs gnuplot (gnuplot-nox). */
+ * skipped with a warning, and the latest row of a configuration wins; a row with figures.timeline gets
+ * its pipeline Gantt chart and the measured bubble beside it; rows of runs that did not finish
+ * (status not "ok") are listed, never drawn. Needs gnuplot (gnuplot-nox). */
 #include "test_harness_util.h"
 
 #include "report.h"
@@ -138,6 +140,91 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
     cr_assert(strstr(md, "sgemm n=2048 60.0 GFLOP/s") != NULL, "%s", md);
     cr_assert(strstr(md, "## Inference") != NULL && strstr(md, "0.021") != NULL);
     free(md);
+}
+
+/* An ipu throughput row with the pipeline figures and the last step's timeline (2 devices, G = 4). */
+static void ipu_timeline_row(const char *path)
+{
+    char t[8192], ev[4096] = "";
+    int len = 0;
+    for (int d = 0; d < 2; d++) {
+        double t0 = d ? 1.0e-3 : 0.0;
+        for (int mb = 0; mb < 4; mb++, t0 += 1.5e-3)
+            len += snprintf(ev + len, sizeof ev - (size_t)len, "%s[%d,%d,0,%d,\"F\",%.4g,%.4g]", len ? "," : "", d, d, mb,
+                            t0, t0 + 1.0e-3);
+        for (int mb = 0; mb < 4; mb++, t0 += 2.5e-3)
+            len += snprintf(ev + len, sizeof ev - (size_t)len, ",[%d,%d,0,%d,\"B\",%.4g,%.4g]", d, d, mb, t0, t0 + 2.0e-3);
+        len += snprintf(ev + len, sizeof ev - (size_t)len, ",[%d,%d,0,-1,\"U\",%.4g,%.4g]", d, d, t0, t0 + 0.8e-3);
+    }
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"tp-ipu-tl\",\"status\":\"ok\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"ipu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\","
+             "\"stages\":2,\"micro_batch\":8,\"ga\":4,\"replicas\":0,\"schedule\":\"\"},%s,\"figures\":{"
+             "\"images_per_s\":9000,\"images_per_s_median\":9100,\"images_per_s_mean\":9050,\"images_per_s_stderr\":40,"
+             "\"images_per_s_jitter\":150,\"pipeline\":{\"label\":\"measured\",\"stages\":2,\"micro_batch\":8,\"ga\":4,"
+             "\"replicas\":1,\"bubble_measured\":0.382,\"bubble_ideal\":0.2},\"timeline\":{\"label\":\"measured\","
+             "\"step\":\"last\",\"span_s\":0.0178,\"devices\":2,\"devices_shown\":2,\"events_total\":18,\"truncated\":false,"
+             "\"events\":[%s]}}}\n",
+             machine, ev);
+    th_append(path, t);
+}
+
+/* A row of a run that stopped early: its figures must not be drawn or tabled as a result. */
+static void unfinished(const char *path, const char *id, const char *status, int batch, double median)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"%s\",\"status\":\"%s\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":%d,\"dataset\":\"synthetic\"},%s,"
+             "\"figures\":{\"images_per_s\":%g,\"images_per_s_median\":%g,\"images_per_s_mean\":%g,"
+             "\"images_per_s_stderr\":1,\"images_per_s_jitter\":1,\"gflops_per_s\":5,\"est_intensity_flop_per_byte\":3}}\n",
+             id, status, batch, machine, median, median, median);
+    th_append(path, t);
+}
+
+Test(harness_report, timeline_chart_and_unfinished_rows, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192], plots[512], p[512];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(out, sizeof out, "report");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    throughput(in, "cpu", 32, 25000.0, 400.0);
+    unfinished(in, "run-interrupted", "interrupted", 32, 777.0); /* later, same configuration: must not win */
+    unfinished(in, "run-diverged", "diverged", 64, 555.0);       /* a configuration of its own: not drawn */
+    ipu_timeline_row(in);
+    struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+    int n_charts = 0;
+    cr_assert_eq(report_generate(&o, &n_charts), TB_OK, "%s", tb_error_get());
+    const char *name = "timeline_throughput_mnist-mlp_ipu_b32_s2_m8_g4_r1";
+    check_png(out, name);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    char link[160];
+    snprintf(link, sizeof link, "](charts/%s.png)", name);
+    cr_assert(strstr(md, link) != NULL, "REPORT.md does not name %s:\n%s", name, md);
+    cr_assert(strstr(md, "## Pipeline timeline") != NULL);
+    cr_assert(strstr(md, "**38.2 %**") != NULL && strstr(md, "= 20.0 %") != NULL, "measured vs ideal bubble:\n%s", md);
+    cr_assert(strstr(md, "18 intervals on 2 devices over 17.800 ms") != NULL, "%s", md);
+    /* The unfinished rows: listed with their status, in no table or chart of results. */
+    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | 25000 |") != NULL, "the finished row stays the latest:\n%s", md);
+    cr_assert(strstr(md, "| 777 |") == NULL && strstr(md, "| 555 |") == NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 64 |  | synthetic") == NULL, "the diverged configuration has no throughput line:\n%s", md);
+    cr_assert(strstr(md, "## Runs that did not finish") != NULL, "%s", md);
+    cr_assert(strstr(md, "| `run-interrupted` | throughput | mnist-mlp | cpu | 32 | interrupted |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| `run-diverged` | throughput | mnist-mlp | cpu | 64 | diverged |") != NULL, "%s", md);
+    free(md);
+    snprintf(p, sizeof p, "%s/charts/data/throughput_mnist-mlp.dat", out);
+    char *dat = th_read(p);
+    cr_assert(strstr(dat, "cpu b64") == NULL && strstr(dat, "777") == NULL, "throughput data:\n%s", dat);
+    cr_assert(strstr(dat, "cpu b32") != NULL && strstr(dat, "ipu b32") != NULL, "throughput data:\n%s", dat);
+    free(dat);
+    snprintf(p, sizeof p, "%s/charts/data/%s.dat", out, name);
+    dat = th_read(p);
+    int lines = 0;
+    for (const char *c = dat; *c; c++) lines += *c == '\n';
+    cr_assert_eq(lines, 1 + 18, "a header and one line per interval:\n%s", dat);
+    free(dat);
+    cr_assert_eq(n_charts, 3, "throughput, roofline, timeline: %d", n_charts);
 }
 
 Test(harness_report, no_rows_is_an_error, .init = th_setup, .fini = th_teardown)

@@ -1,6 +1,7 @@
 /* test_harness_suite.c — the option parser shared by the CLI and suite files, and the suite parser on
  * good and bad files: comments, cartesian expansion of comma lists, backend=*, list-valued options,
- * optional lines, and errors that name file:line and the option before anything runs. */
+ * optional lines, and errors that name file:line and the option before anything runs (runs that would
+ * share a checkpoint directory included). */
 #include "test_harness_util.h"
 
 #include "backend.h"
@@ -107,6 +108,41 @@ Test(harness_suite, missing_file_is_an_io_error, .init = th_setup, .fini = th_te
     struct suite s;
     cr_assert_eq(suite_load("/nonexistent/x.suite", &base, &s), TB_EIO);
     cr_assert(strstr(tb_error_get(), "/nonexistent/x.suite") != NULL);
+    /* A directory opens fine with fopen; the message says what it is, not "read error". */
+    cr_assert_eq(suite_load("/tmp", &base, &s), TB_EIO);
+    cr_assert(strstr(tb_error_get(), "is a directory") != NULL, "%s", tb_error_get());
+}
+
+Test(harness_suite, runs_sharing_a_checkpoint_dir_are_refused_before_any_runs, .init = th_setup, .fini = th_teardown)
+{
+    /* The second run would find the first one's checkpoints and refuse to start, after the first ran. */
+    expect_error("plan=train steps=5 checkpoint-dir=ck\nplan=train steps=9\nplan=train steps=7 checkpoint-dir=ck\n",
+                 "t.suite:3:", "line 1");
+    expect_error("plan=train steps=5 checkpoint-dir=ck lr=0.1,0.2\n", "t.suite:1:", "several runs");
+    expect_error("plan=train steps=5 resume=ck\nplan=train steps=9 checkpoint-dir=ck\n", "t.suite:2:", "'ck'");
+    /* The command line's directory is every line's default. */
+    char p[192];
+    th_write(th_path(p, sizeof p, "t.suite"), "plan=train steps=5\nplan=train steps=9\n");
+    struct bench_config base;
+    bench_config_defaults(&base);
+    cr_assert_eq(bench_config_set(&base, "checkpoint-dir", "ck"), TB_OK);
+    struct suite s;
+    cr_assert_eq(suite_load(p, &base, &s), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "command line") != NULL, "%s", tb_error_get());
+    struct suite ok;
+    /* Directories of their own are fine, and so is a later line continuing an earlier one's run. */
+    cr_assert_eq(load("plan=train steps=5 checkpoint-dir=a\nplan=train steps=5 checkpoint-dir=b\nplan=train steps=5\n"
+                      "plan=train steps=6\nplan=train steps=9 resume=a\nplan=train steps=12 resume=a\n",
+                      &ok),
+                 TB_OK, "%s", tb_error_get());
+    cr_assert_eq(ok.n_runs, 6);
+    suite_free(&ok);
+}
+
+Test(harness_suite, a_bad_option_name_is_shown_escaped, .init = th_setup, .fini = th_teardown)
+{
+    expect_error("plan=train steps=5 \xff\xfe=1\n", "t.suite:1:", "'\\xff\\xfe'");
+    expect_error("plan=train steps=5 no_eval\n", "t.suite:1:", "no_eval");
 }
 
 Test(harness_suite, the_default_suite_parses)

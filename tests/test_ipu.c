@@ -5,7 +5,8 @@
  * Equivalence: same seed, same initial parameters, same global batches; per-step losses and final
  * parameters within 1e-5 relative of `cpu` for the MNIST MLP and for EfficientNet-B0 with GroupNorm at
  * 16×16 (convolutions forced to im2col for both, so autotuning cannot pick differently); one stage,
- * one micro-batch, one replica is bitwise `cpu`; recomputation and prefetching change nothing, bitwise.
+ * one micro-batch, one replica is bitwise `cpu`; recomputation (segment checkpoints, every stage) and
+ * prefetching change nothing, bitwise.
  * Threaded tests carry a timeout so a deadlocked pipeline fails instead of hanging.
  */
 #include "test_util.h"
@@ -14,6 +15,7 @@
 #include "exec.h"
 #include "ipu_plan.h"
 #include "ipu_precision.h"
+#include "run.h"
 #include "status.h"
 #include "workload.h"
 
@@ -24,10 +26,11 @@ enum { MAX_STEPS = 8 };
 /* A training run: backend and ipu options. */
 struct spec {
     const char *backend;
-    int effnet;              /* 0: mnist-mlp 28×28×1; 1: effnet-b0, GroupNorm, 16×16×3 */
+    int effnet;              /* 0: mnist-mlp 28×28×1; 1: effnet-b0, GroupNorm, 16×16×3; 2: same, BatchNorm */
     int batch, steps;
     int stages, ga, replicas, micro_batch, recompute, prefetch, n_devices;
     const char *schedule, *precision, *split, *timeline;
+    float loss_scale;        /* fp16: static scale, 0 = dynamic */
     uint64_t seed;
 };
 
@@ -41,6 +44,7 @@ struct trace {
     double eval_loss;
     long eval_correct;
     char desc[512];
+    struct pipeline_report rep; /* what the run measured per stage */
 };
 
 static struct spec spec_of(const char *backend, int effnet, int batch)
@@ -56,7 +60,7 @@ static const struct workload *build_model(const struct spec *sp, struct model *m
         w = &workload_effnet[0];
         *H = *W = 16, *C = 3;
         o.resolution = 16;
-        snprintf(o.norm, sizeof o.norm, "group");
+        snprintf(o.norm, sizeof o.norm, "%s", sp->effnet == 2 ? "batch" : "group");
     } else {
         w = &workload_mnist_mlp;
         *H = *W = 28, *C = 1;
@@ -79,6 +83,7 @@ static void fill_config(const struct spec *sp, const struct workload *w, struct 
     cfg->optim.total_steps = sp->steps;
     cfg->stages = sp->stages, cfg->ga = sp->ga, cfg->replicas = sp->replicas, cfg->micro_batch = sp->micro_batch;
     cfg->recompute = sp->recompute, cfg->prefetch = sp->prefetch, cfg->n_devices = sp->n_devices;
+    cfg->loss_scale = sp->loss_scale;
     snprintf(cfg->schedule, sizeof cfg->schedule, "%s", sp->schedule ? sp->schedule : "");
     snprintf(cfg->precision, sizeof cfg->precision, "%s", sp->precision ? sp->precision : "");
     snprintf(cfg->split, sizeof cfg->split, "%s", sp->split ? sp->split : "");
@@ -132,6 +137,7 @@ static void run_train(const struct spec *sp, struct trace *t)
     cr_assert_eq(backend_get_tensors(&b, TF_PARAMS, t->params), TB_OK);
     cr_assert_eq(backend_get_tensors(&b, TF_OPT, t->opt), TB_OK);
     backend_describe(&b, t->desc, sizeof t->desc);
+    if (strcmp(sp->backend, "ipu") == 0) cr_assert_eq(backend_pipeline_report(&b, &t->rep), TB_OK);
     backend_destroy(&b);
     free(buffers), free(labels);
     dataset_free(&ds);
@@ -319,6 +325,44 @@ Test(ipu, recompute_and_prefetch_are_bitwise_neutral, .timeout = 120)
     }
 }
 
+/* Segments per stage from a description's "recompute (segments a/b)"; returns how many were read. */
+static int desc_segments(const char *desc, int *k0, int *k1)
+{
+    const char *p = strstr(desc, "recompute (segments ");
+    return p ? sscanf(p, "recompute (segments %d/%d)", k0, k1) : 0;
+}
+
+/* Segment checkpoints on every stage, the last included: the same kernels in the same order, so
+ * every loss, parameter, optimizer state and evaluation is bitwise a run without recomputation, for
+ * both schedules (GroupNorm EfficientNet: dropout and drop-connect recomputed from their counters;
+ * BatchNorm, 1f1b only: its running statistics, which the evaluation uses, are updated once). */
+Test(ipu, recompute_segments_bitwise_both_schedules, .timeout = 120)
+{
+    const char *scheds[2] = {"1f1b", "gpipe"};
+    for (int e = 0; e < 3; e++)
+        for (int k = 0; k < (e == 2 ? 1 : 2); k++) {
+            struct spec base = spec_of("ipu", e, e ? 8 : 16);
+            base.stages = 2, base.ga = 4, base.schedule = scheds[k], base.steps = e ? 2 : 4;
+            base.split = e ? "6" : "1"; /* the MLP's first stage is its input block alone */
+            struct trace ref, t;
+            run_train(&base, &ref);
+            struct spec rc = base;
+            rc.recompute = 1;
+            run_train(&rc, &t);
+            char what[96];
+            snprintf(what, sizeof what, "%s S=2 G=4 %s recompute", e == 2 ? "effnet BN" : e ? "effnet GN" : "mlp",
+                     scheds[k]);
+            cr_log_info("%s: %s", what, t.desc);
+            int k0 = 0, k1 = 0;
+            cr_assert_eq(desc_segments(t.desc, &k0, &k1), 2, "%s: %s", what, t.desc);
+            /* Segments are cut where they lower the peak: both EfficientNet stages; the MLP's last. */
+            cr_assert(k0 >= (e ? 2 : 1) && k1 >= 2, "%s: stages cut into %d/%d segments", what, k0, k1);
+            assert_bitwise(&t, &ref, base.steps, what);
+            cr_assert_eq(t.eval_loss, ref.eval_loss, "%s: eval loss", what);
+            trace_free(&ref), trace_free(&t);
+        }
+}
+
 /* BatchNorm EfficientNet (statistics per micro-batch, so not cpu's numbers): trains, repeats bitwise. */
 Test(ipu, effnet_bn_repeatable, .timeout = 120)
 {
@@ -402,6 +446,13 @@ Test(ipu, bad_configurations_are_einval)
     expect_einval(sp, "global batch");
     sp = spec_of("ipu", 0, 5);
     expect_einval(sp, "cannot be cut into micro-batches");
+    sp = spec_of("ipu", 0, 16);
+    sp.precision = "fp16", sp.loss_scale = 0.5f;
+    expect_einval(sp, "--loss-scale 0.5 is outside");
+    sp.loss_scale = -8.0f;
+    expect_einval(sp, "--loss-scale -8 is outside");
+    sp.loss_scale = 1e31f;
+    expect_einval(sp, "--loss-scale");
 }
 
 /* ---- accounting and timeline ---- */
@@ -534,23 +585,54 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
     model_free(&m);
 }
 
-/* Recomputation trades activation memory for a second forward: a stage keeps its inputs only. */
+/* Recomputation trades activation memory for a second forward, on every stage: a stage keeps only its
+ * segment checkpoints per micro-batch in flight. */
 Test(ipu, recompute_reduces_activation_memory, .timeout = 60)
 {
+    char *dir = tu_mkdtemp("ipu_rc");
+    char path[512];
+    snprintf(path, sizeof path, "%s/timeline.csv", dir);
     struct spec sp = spec_of("ipu", 1, 16);
     sp.stages = 2, sp.ga = 8, sp.schedule = "gpipe", sp.split = "6", sp.steps = 2;
     struct trace a, b;
     run_train(&sp, &a);
-    sp.recompute = 1;
+    sp.recompute = 1, sp.timeline = path;
     run_train(&sp, &b);
-    double ma0, ma1, mb0, mb1;
-    const char *pa = strstr(a.desc, "act MiB/stage "), *pb = strstr(b.desc, "act MiB/stage ");
-    cr_assert(pa && pb);
-    cr_assert_eq(sscanf(pa, "act MiB/stage %lf/%lf", &ma0, &ma1), 2, "%s", a.desc);
-    cr_assert_eq(sscanf(pb, "act MiB/stage %lf/%lf", &mb0, &mb1), 2, "%s", b.desc);
-    cr_assert_lt(mb0, ma0 / 2, "stage 0 under gpipe holds 8 micro-batches without recomputation: %g vs %g MiB", mb0, ma0);
-    cr_assert_float_eq(mb1, ma1, 1e-9, "the last stage never recomputes");
+    const double *ma = a.rep.peak_act_bytes, *mb = b.rep.peak_act_bytes;
+    cr_assert_lt(mb[0], ma[0] / 2, "stage 0 under gpipe holds 8 micro-batches without recomputation: %g vs %g", mb[0],
+                 ma[0]);
+    cr_assert_lt(mb[1], ma[1] * 0.8, "the last stage recomputes its segments too: %g vs %g bytes", mb[1], ma[1]);
+    /* The timeline keeps one F, at most one R (stage 1's last segment is resident), and one B per
+     * micro-batch, the R ending where the B starts. */
+    size_t len;
+    char *csv = tu_read_file(path, &len);
+    cr_assert_not_null(csv);
+    int nf[2] = {0}, nr[2] = {0}, nb[2] = {0};
+    double r_end = -1.0;
+    for (char *line = strchr(csv, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        long step;
+        int d, s, r, mbi;
+        char ph;
+        double t0, t1;
+        cr_assert_eq(sscanf(line, "%ld,%d,%d,%d,%d,%c,%lf,%lf", &step, &d, &s, &r, &mbi, &ph, &t0, &t1), 8);
+        if (ph == 'F') nf[s]++;
+        if (ph == 'R') nr[s]++, r_end = t1;
+        if (ph == 'B') {
+            nb[s]++;
+            if (r_end >= 0.0) cr_assert_eq(t0, r_end, "B starts where R ends");
+            r_end = -1.0;
+        }
+    }
+    for (int s = 0; s < 2; s++) {
+        cr_assert_eq(nf[s], 2 * 8, "stage %d forwards", s);
+        cr_assert_eq(nb[s], 2 * 8, "stage %d backwards", s);
+    }
+    cr_assert_eq(nr[0], 2 * 8, "stage 0 recomputes every micro-batch");
+    cr_assert_eq(nr[1], 2 * 8, "stage 1 recomputes all but its resident last segment");
+    free(csv);
     trace_free(&a), trace_free(&b);
+    tu_rm_rf(dir);
+    free(dir);
 }
 
 /* ---- half precision ---- */
@@ -641,6 +723,65 @@ Test(ipu, fp16_overflow_skips_step_and_halves_scale, .timeout = 60)
     backend_destroy(&b);
     dataset_free(&ds);
     model_free(&m);
+}
+
+/* --loss-scale N: a fixed scale trains fp16 like the dynamic one and never moves. */
+Test(ipu, fp16_static_loss_scale_trains, .timeout = 60)
+{
+    struct spec sp = spec_of("ipu", 0, 16);
+    sp.stages = 2, sp.ga = 4, sp.precision = "fp16", sp.loss_scale = 1024.0f;
+    struct trace t;
+    run_train(&sp, &t);
+    cr_assert(strstr(t.desc, "loss scale 1024 (static, 0 steps skipped)") != NULL, "%s", t.desc);
+    cr_assert_lt(t.loss[sp.steps - 1], t.loss[0], "static loss scale: the loss did not fall");
+    for (size_t i = 0; i < t.n_params; i++)
+        cr_assert_eq(t.params[i], (float)(_Float16)t.params[i], "param %zu is not an fp16 value", i);
+    trace_free(&t);
+}
+
+/* An injected overflow: a static scale of 1e30 makes every gradient crossing the exchange overflow
+ * fp16, so every step is skipped (and counted), the parameters and optimizer state stay as set, and a
+ * static scale is not lowered. */
+Test(ipu, fp16_static_overflow_skips_steps_keeps_scale, .timeout = 60)
+{
+    struct spec sp = spec_of("ipu", 0, 16);
+    sp.stages = 2, sp.ga = 4, sp.precision = "fp16", sp.loss_scale = 1e30f, sp.steps = 3;
+    struct trace t;
+    run_train(&sp, &t);
+    cr_assert(strstr(t.desc, "loss scale 1e+30 (static, 3 steps skipped)") != NULL, "%s", t.desc);
+    struct model m;
+    int H, W, C;
+    const struct workload *w = build_model(&sp, &m, &H, &W, &C);
+    float *p0 = tu_fvec(m.n_params), *buf = tu_fvec(m.n_buffers), *zero = tu_fvec(t.n_opt);
+    w->init(&m, p0, buf, sp.seed);
+    for (size_t i = 0; i < m.n_params; i++) p0[i] = (float)(_Float16)p0[i]; /* as an fp16 device stores them */
+    tu_assert_bitwise(t.params, p0, m.n_params, "parameters after three overflowed steps");
+    tu_assert_bitwise(t.opt, zero, t.n_opt, "optimizer state after three overflowed steps");
+    for (int s = 0; s < sp.steps; s++) cr_assert(isfinite(t.loss[s]), "the forward is fine: loss %g", t.loss[s]);
+    free(p0), free(buf), free(zero);
+    model_free(&m);
+    trace_free(&t);
+}
+
+/* The bench option: dynamic, or a static scale in [1, 1e30]; anything else a usage error naming it. */
+Test(ipu, loss_scale_option)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(c.run.loss_scale, 0.0f, "dynamic by default");
+    cr_assert_eq(bench_config_set(&c, "loss-scale", "1024"), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(c.run.loss_scale, 1024.0f);
+    cr_assert_eq(bench_config_set(&c, "loss-scale", "1e30"), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(c.run.loss_scale, 1e30f);
+    cr_assert_eq(bench_config_set(&c, "loss-scale", "dynamic"), TB_OK);
+    cr_assert_eq(c.run.loss_scale, 0.0f);
+    const char *bad[] = {"0.5", "0", "-4", "1e31", "inf", "nan", "12x", "static", ""};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        tb_error_clear();
+        cr_assert_eq(bench_config_set(&c, "loss-scale", bad[k]), TB_EINVAL, "'%s' accepted", bad[k]);
+        cr_assert(strstr(tb_error_get(), "--loss-scale") != NULL, "%s", tb_error_get());
+        cr_assert_eq(c.run.loss_scale, 0.0f, "'%s' changed the setting", bad[k]);
+    }
 }
 
 Test(ipu, precision_conversions)
@@ -740,6 +881,64 @@ Test(ipu, balance_follows_measured_costs)
     for (int s = 0; s < 5; s++) cr_assert_eq(p.first_block[s], s);
     free(tf), free(tb);
     model_free(&m);
+}
+
+/* Recomputation segments: whole blocks, in order, tiling the stage; the chosen cut's peak (two
+ * segment arenas + the checkpoints of every micro-batch held) is no worse than one segment or one per
+ * block. */
+Test(ipu, segments_tile_stages_at_block_boundaries)
+{
+    for (int e = 0; e < 2; e++) {
+        struct model m;
+        struct spec sp = spec_of("ipu", e, 8);
+        int H, W, C;
+        build_model(&sp, &m, &H, &W, &C);
+        for (int sched = 0; sched < 2; sched++) {
+            struct ipu_plan p = {.S = 2, .G = 4, .B = 2, .recompute = 1};
+            p.sched = sched ? IPU_SCHED_GPIPE : IPU_SCHED_1F1B;
+            p.first_block[1] = e ? 6 : 2, p.first_block[2] = m.n_blocks;
+            ipu_plan_set_layers(&p, &m);
+            int *cuts = calloc((size_t)m.n_blocks + 2, sizeof *cuts);
+            char *work = malloc((size_t)m.n_tensors);
+            for (int s = 0; s < 2; s++) {
+                const int K = ipu_plan_segments(&p, &m, s, cuts);
+                const int nb = p.first_block[s + 1] - p.first_block[s];
+                cr_assert(K >= 1 && K <= nb, "stage %d: %d segments of %d blocks", s, K, nb);
+                cr_assert_eq(cuts[0], p.l0[s]);
+                cr_assert_eq(cuts[K], p.l0[s + 1]);
+                double peak = 0, ck = 0, per_block = 0, ck_all = 0;
+                for (int k = 0; k < K; k++) {
+                    cr_assert_lt(cuts[k], cuts[k + 1], "segment %d empty", k);
+                    if (k > 0) {
+                        cr_assert_neq(m.layers[cuts[k]].block, m.layers[cuts[k] - 1].block, "cut inside a block");
+                        ck += (double)exec_boundary_floats(&m, cuts[k], p.B, 0);
+                    }
+                    const double a = (double)ipu_plan_range_act_floats(&m, cuts[k], cuts[k + 1], p.B, work);
+                    if (a > peak) peak = a;
+                }
+                /* the range size is what a stage plan of the range allocates */
+                struct ipu_stage_model sm;
+                cr_assert_eq(ipu_stage_model_init(&sm, &m, p.l0[s], p.l0[s + 1]), TB_OK);
+                const double one = (double)ipu_plan_range_act_floats(&m, p.l0[s], p.l0[s + 1], p.B, work);
+                cr_assert_eq(one, (double)model_act_floats(&sm.m, p.B), "range floats disagree with the stage plan");
+                ipu_stage_model_free(&sm);
+                int start = p.l0[s];
+                for (int i = p.l0[s] + 1; i <= p.l0[s + 1]; i++)
+                    if (i == p.l0[s + 1] || m.layers[i].block != m.layers[i - 1].block) {
+                        const double a = (double)ipu_plan_range_act_floats(&m, start, i, p.B, work);
+                        if (a > per_block) per_block = a;
+                        if (i < p.l0[s + 1]) ck_all += (double)exec_boundary_floats(&m, i, p.B, 0);
+                        start = i;
+                    }
+                const double held = ipu_plan_in_flight(&p, s);
+                const double mine = 2 * peak + held * ck;
+                cr_assert_leq(mine, 2 * one, "stage %d: worse than one segment", s);
+                cr_assert_leq(mine, 2 * per_block + held * ck_all, "stage %d: worse than a segment per block", s);
+            }
+            free(cuts), free(work);
+        }
+        model_free(&m);
+    }
 }
 
 static void run1(void *ctx, void (*fn)(void *, int, int), void *arg)

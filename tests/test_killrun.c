@@ -8,6 +8,9 @@
  *     state of one uninterrupted run (cpu).
  * The random delays come from a seed printed with any failure, so a failing sequence can be replayed
  * with TB_KILLRUN_SEED=<seed>. Whole test: about 10–20 s.
+ * Also the stop signals outside the train plan: a suite stops after the run a SIGINT/SIGTERM lands in
+ * (that run writes its interrupted row and checkpoint, no later run starts, one line counts them,
+ * exit 130/143), and the throughput, scaling and inference plans write an interrupted row, exit 130.
  */
 #include "test_reliability_util.h"
 
@@ -154,6 +157,138 @@ Test(killrun, sigkill_at_random_moments_leaves_readable_files_and_resumes_bitwis
     cr_assert_geq(rc.ok_rows, finished + 2, "seed %llu: %d ok rows for %d finished runs", seed, rc.ok_rows, finished + 2);
     cr_log_info("killrun: %d checkpoints and %d result rows read back", n_ckpt, rc.rows);
     free(res), free(cdir), free(refdir);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The training line every suite test interrupts: long enough to be caught mid-run, checkpointing. */
+#define KR_LONG "plan=train steps=3000 no-eval checkpoint-dir=ck checkpoint-every=100"
+
+/* Starts a suite in a fresh directory, waits for its checkpointing run's first checkpoint, sends sig;
+ * returns the exit status (the directory in *dir). */
+static int interrupt_suite(const char *text, int sig, char **dir)
+{
+    *dir = tu_mkdtemp("killsuite");
+    rb_write(*dir, "s.suite", text);
+    pid_t pid = rb_start(*dir, "suite", RB_ARGS(RB_BASE), RB_ARGS("--suite", "s.suite"));
+    char *ck = rb_path(*dir, "ck");
+    int exited = 0;
+    const long seen = rb_wait_checkpoint(pid, ck, 0, &exited);
+    char *err = rb_stderr(*dir, "suite");
+    cr_assert_geq(seen, 0, "the suite ended (status %d) before it could be interrupted: %s", exited, err);
+    free(err);
+    free(ck);
+    cr_assert_eq(kill(pid, sig), 0);
+    return rb_wait(pid);
+}
+
+Test(killrun, sigint_stops_a_suite_after_the_current_run)
+{
+    char *dir;
+    const int code = interrupt_suite(KR_LONG " run-id=first\n"
+                                     "plan=train steps=5 run-id=second\n"
+                                     "plan=throughput steps=5 warmup=0 run-id=third\n"
+                                     "plan=tta max-epochs=1 eval-every=50 run-id=fourth\n",
+                                     SIGINT, &dir);
+    char *err = rb_stderr(dir, "suite");
+    cr_assert_eq(code, 130, "exit status %d after SIGINT, want 130: %s", code, err);
+    /* The interrupted run's row and checkpoint, and nothing from the lines after it. */
+    struct json_value *rows[8];
+    const int n = rb_rows(dir, rows, 8);
+    cr_assert_eq(n, 1, "%d rows: the suite went on after the signal: %s", n, err);
+    cr_assert_str_eq(json_get_str(rows[0], "run_id", ""), "first");
+    cr_assert_str_eq(json_get_str(rows[0], "status", ""), "interrupted");
+    cr_assert_str_eq(json_get_str(rows[0], "figures.stopped_by", ""), "SIGINT");
+    const long done = (long)json_get_number(rows[0], "figures.completed_steps", -1);
+    char *ck = rb_path(dir, "ck");
+    cr_assert_eq(rb_newest(ck), done, "the newest checkpoint is not the stop's (step %ld)", done);
+    json_value_free(rows[0]);
+    /* One line counts what ran; the run's own line says how to resume it. */
+    cr_assert(strstr(err, "stopped by SIGINT: 1 of 4 runs done (0 completed, 1 interrupted, 0 failed), 3 not started"),
+              "no summary line: %s", err);
+    cr_assert(strstr(err, "s.suite:1: run 1 stopped") && strstr(err, "--resume ck"), "%s", err);
+    cr_assert_null(strstr(err, "failed:"), "a later run was started and failed: %s", err);
+    free(err), free(ck);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+Test(killrun, sigterm_in_a_later_run_keeps_the_rows_before_it)
+{
+    char *dir;
+    const int code = interrupt_suite("plan=train steps=5 no-eval run-id=a\n" KR_LONG " run-id=b\n"
+                                     "plan=train steps=5 run-id=c\n",
+                                     SIGTERM, &dir);
+    char *err = rb_stderr(dir, "suite");
+    cr_assert_eq(code, 143, "exit status %d after SIGTERM, want 143: %s", code, err);
+    struct json_value *rows[8];
+    const int n = rb_rows(dir, rows, 8);
+    cr_assert_eq(n, 2, "%d rows, want the first run's and the interrupted one's: %s", n, err);
+    cr_assert(!strcmp(json_get_str(rows[0], "run_id", ""), "a") && !strcmp(json_get_str(rows[0], "status", ""), "ok"));
+    cr_assert(!strcmp(json_get_str(rows[1], "run_id", ""), "b") &&
+              !strcmp(json_get_str(rows[1], "status", ""), "interrupted"));
+    cr_assert(strstr(err, "stopped by SIGTERM: 2 of 3 runs done (1 completed, 1 interrupted, 0 failed), 1 not started"),
+              "no summary line: %s", err);
+    for (int i = 0; i < n; i++) json_value_free(rows[i]);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A measuring plan stopped mid-run (once it handles SIGINT, and 0.3 s more): exit 130, one row marked
+ * interrupted and partial with no rate, every line of the file whole. Returns the row. */
+static struct json_value *interrupt_plan(const char *dir, const char *const *extra)
+{
+    pid_t pid = rb_start(dir, "plan", RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--mllog", "none",
+                                              "--out", "results.jsonl", "--quiet"),
+                         extra);
+    int exited = 0;
+    const int caught = rb_wait_handler(pid, SIGINT, &exited);
+    char *err = rb_stderr(dir, "plan");
+    cr_assert(caught, "the run ended (status %d) before it could be interrupted: %s", exited, err);
+    free(err);
+    rb_sleep_ms(300.0);
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    const int code = rb_wait(pid);
+    err = rb_stderr(dir, "plan");
+    cr_assert_eq(code, 130, "exit status %d after SIGINT, want 130: %s", code, err);
+    cr_assert(strstr(err, "not resumable"), "the message does not say the measurement is lost: %s", err);
+    free(err);
+    struct json_value *rows[4];
+    cr_assert_eq(rb_rows(dir, rows, 4), 1);
+    struct json_value *r = rows[0];
+    cr_assert_str_eq(json_get_str(r, "status", ""), "interrupted");
+    cr_assert_eq(json_get_bool(r, "figures.partial", 0), 1);
+    cr_assert_str_eq(json_get_str(r, "figures.stopped_by", ""), "SIGINT");
+    cr_assert_null(json_get(r, "figures.images_per_s"), "an interrupted row must not carry a headline rate");
+    cr_assert_null(json_get(r, "figures.images_per_s_median"));
+    /* Usually mid-run; on a slow (sanitizer) build the signal may land before the first step, which must
+     * give the same kind of row. */
+    cr_assert_geq(json_get_number(r, "figures.completed_steps", -1), 0);
+    return r;
+}
+
+Test(killrun, sigint_stops_throughput_scaling_and_inference_with_an_interrupted_row)
+{
+    char *dir = tu_mkdtemp("killplan");
+    struct json_value *r = interrupt_plan(dir, RB_ARGS("--plan", "throughput", "--batch", "8", "--steps", "10000000"));
+    cr_assert_str_eq(json_get_str(r, "kind", ""), "throughput");
+    json_value_free(r);
+    char *res = rb_path(dir, "results.jsonl");
+    cr_assert_eq(unlink(res), 0);
+    r = interrupt_plan(dir, RB_ARGS("--plan", "scaling", "--batches", "8,16,32", "--steps", "10000000"));
+    cr_assert_str_eq(json_get_str(r, "kind", ""), "scaling");
+    cr_assert_eq(json_get_number(r, "config.batch", -1), 8, "the sweep went past its first point");
+    json_value_free(r);
+    char *err = rb_stderr(dir, "plan");
+    cr_assert(strstr(err, "2 later points not run"), "%s", err);
+    free(err);
+    cr_assert_eq(unlink(res), 0);
+    r = interrupt_plan(dir, RB_ARGS("--plan", "inference", "--batch", "100", "--steps", "10000000"));
+    cr_assert_str_eq(json_get_str(r, "kind", ""), "inference");
+    cr_assert_null(json_get(r, "figures.latency_p50_s"));
+    json_value_free(r);
+    free(res);
     tu_rm_rf(dir);
     free(dir);
 }

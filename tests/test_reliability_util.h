@@ -1,6 +1,6 @@
 /* test_reliability_util.h — helpers for the reliability suites (test_resume.c, test_killrun.c): start
- * `bench` (TB_BENCH_EXE) as a child in a directory, wait for it or signal it, read its last result row,
- * and compare the tensors of two checkpoints bitwise.
+ * `bench` (TB_BENCH_EXE) as a child in a directory, wait for it (or for a checkpoint, or for its signal
+ * handler) or signal it, read its result rows, and compare the tensors of two checkpoints bitwise.
  *
  * Not a test framework: every helper fails the calling test through Criterion's assertions. Static
  * functions only. Threading: none; Criterion runs each test in its own process.
@@ -199,6 +199,33 @@ static __attribute__((unused)) long rb_newest(const char *dir)
     return steps[0];
 }
 
+/* Writes text to dir/name. */
+static __attribute__((unused)) void rb_write(const char *dir, const char *name, const char *text)
+{
+    char *p = rb_path(dir, name);
+    tu_write_file(p, text, strlen(text));
+    free(p);
+}
+
+/* Every line of dir/results.jsonl parsed into rows[0..max) (a line that is not JSON fails the test);
+ * returns the count. The caller frees each with json_value_free. */
+static __attribute__((unused)) int rb_rows(const char *dir, struct json_value **rows, int max)
+{
+    char *p = rb_path(dir, "results.jsonl");
+    char *s = tu_read_file(p, NULL);
+    int n = 0;
+    for (char *line = s, *end; line && *line; line = end + 1) {
+        end = strchr(line, '\n');
+        cr_assert_not_null(end, "%s: a torn last line", p);
+        cr_assert_lt(n, max, "%s: more than %d rows", p, max);
+        cr_assert_eq(json_parse(line, (size_t)(end - line), &rows[n]), TB_OK, "%s row %d: %s", p, n + 1, tb_error_get());
+        n++;
+    }
+    free(s);
+    free(p);
+    return n;
+}
+
 /* Sleeps ms milliseconds. */
 static __attribute__((unused)) void rb_sleep_ms(double ms)
 {
@@ -225,6 +252,30 @@ static __attribute__((unused)) long rb_wait_checkpoint(pid_t pid, const char *di
     }
     cr_assert_fail("no checkpoint in %s after 60 s", dir);
     return -1;
+}
+
+/* Polls (every ms) until the child catches sig (its handler is installed: /proc/PID/status SigCgt), or
+ * it exits; returns 1, or 0 if it exited first (its status then in *exited). Gives up after 60 s. */
+static __attribute__((unused)) int rb_wait_handler(pid_t pid, int sig, int *exited)
+{
+    *exited = 0;
+    char p[64];
+    snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
+    for (int i = 0; i < 60000; i++) {
+        char *s = tu_read_file(p, NULL);
+        const char *c = s ? strstr(s, "SigCgt:") : NULL;
+        const unsigned long long mask = c ? strtoull(c + 7, NULL, 16) : 0;
+        free(s);
+        if (mask >> (sig - 1) & 1) return 1;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            *exited = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+            return 0;
+        }
+        rb_sleep_ms(1.0);
+    }
+    cr_assert_fail("%s: signal %d not caught after 60 s", p, sig);
+    return 0;
 }
 
 #endif

@@ -9,6 +9,10 @@
  * checkpoint's is a usage error (exit 2) naming the difference; an unreadable newest checkpoint falls
  * back to the one before; --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
  * "status":"diverged" row without throughput or accuracy and exits 1.
+ * Time to accuracy resumes too: interrupted (in its first seed or a later one) and resumed, it takes the
+ * same steps and evaluations, reaches the target at the same step with bitwise the same parameters, and
+ * its clock continues from the seconds already spent; train and tta never take each other's checkpoints.
+ * tools/ckpt_roundtrip.py loads both a --save file and a resumable checkpoint into torchvision.
  * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set.
  */
 #include "test_reliability_util.h"
@@ -392,21 +396,251 @@ Test(resume, divergence_stops_the_run_with_a_diverged_row)
 Test(resume, checkpoint_options_are_validated)
 {
     char *dir = new_dir();
-    static const char *const cases[][6] = {
+    static const char *const cases[][7] = { /* NULL-terminated argument lists */
         {"--plan", "throughput", "--save", "x.st", NULL, NULL},
         {"--steps", "5", "--checkpoint-every", "2", NULL, NULL},
         {"--steps", "5", "--resume", "ck", "--load", "x.st"},
-        {"--plan", "tta", "--resume", "ck", NULL, NULL},
+        {"--plan", "throughput", "--resume", "ck", NULL, NULL}, /* a measurement: nothing to resume */
         {"--steps", "5", "--checkpoint-dir", "ck", NULL, NULL}, /* ck holds another run's checkpoints */
+        {"--plan", "inference", "--checkpoint-dir", "ck2", NULL, NULL},
     };
     cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "3", "--no-eval", "--checkpoint-dir", "ck")), 0);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         const int code = rb_run(dir, "v", RB_ARGS(RB_BASE), cases[i]);
         char *err = rb_stderr(dir, "v");
         cr_assert_eq(code, 2, "case %d: exit %d: %s", i, code, err);
         cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "case %d: not one line: %s", i, err);
         free(err);
     }
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A time-to-accuracy run that learns slowly (about 3100 steps to the target, one evaluation every 25). */
+#define TTA "--plan", "tta", "--eval-every", "25", "--max-epochs", "30", "--target", "0.9", "--lr", "0.000003"
+
+/* The checkpoint of plan step g (every seed's steps so far) in dir/sub. */
+static char *ck_file(const char *dir, const char *sub, long g)
+{
+    char *d = rb_path(dir, sub), p[600];
+    checkpoint_dir_path(d, g, p, sizeof p);
+    free(d);
+    return strdup(p);
+}
+
+/* Starts a tta run (or its resumption), waits for a checkpoint in dir/ck past `after`, sends sig; checks
+ * exit status, message and row; returns the plan step of the stop's checkpoint. seed_base: the steps of
+ * the seeds finished before the one that stops. */
+static long tta_interrupt(const char *dir, const char *tag, const char *const *extra, long after, long seed_base,
+                          int sig)
+{
+    pid_t pid = rb_start(dir, tag, RB_ARGS(RB_BASE), extra);
+    char *ck = rb_path(dir, "ck");
+    int exited = 0;
+    const long seen = rb_wait_checkpoint(pid, ck, after, &exited);
+    char *err = rb_stderr(dir, tag);
+    cr_assert_geq(seen, 0, "%s finished (status %d) before it could be interrupted: %s", tag, exited, err);
+    free(err);
+    cr_assert_eq(kill(pid, sig), 0);
+    const int code = rb_wait(pid);
+    err = rb_stderr(dir, tag);
+    cr_assert_eq(code, 128 + sig, "%s: exit status %d, want %d: %s", tag, code, 128 + sig, err);
+    cr_assert(strstr(err, "--resume ck"), "%s: the message does not say how to resume: %s", tag, err);
+    free(err);
+    const long g = rb_newest(ck);
+    cr_assert_geq(g, seen);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "kind", ""), "tta");
+    cr_assert_str_eq(json_get_str(r, "status", ""), "interrupted");
+    cr_assert_null(json_get(r, "figures.tta_olympic_mean_s"));
+    cr_assert_null(json_get(r, "figures.images_per_s"));
+    cr_assert_eq(json_get_number(r, "figures.completed_steps", -1), g - seed_base, "%s: stopped at plan step %ld", tag,
+                 g);
+    char want[600];
+    checkpoint_dir_path("ck", g, want, sizeof want);
+    cr_assert_str_eq(json_get_str(r, "figures.checkpoint", ""), want);
+    json_value_free(r);
+    free(ck);
+    return g;
+}
+
+/* Two tta rows' seed k took the same steps and evaluations (accuracy and loss bitwise; times differ). */
+static void assert_same_seed(const struct json_value *a, const struct json_value *b, int k)
+{
+    char key[96];
+#define AT(fmt, ...) (snprintf(key, sizeof key, fmt, __VA_ARGS__), key)
+    cr_assert_eq(json_get_bool(a, AT("figures.runs.%d.reached", k), -1), json_get_bool(b, key, -2), "%s", key);
+    cr_assert_eq(json_get_number(a, AT("figures.runs.%d.steps", k), -1), json_get_number(b, key, -2), "%s", key);
+    cr_assert_eq(json_get_number(a, AT("figures.runs.%d.best_accuracy", k), -1), json_get_number(b, key, -2), "%s", key);
+    const struct json_value *ca = json_get(a, AT("figures.runs.%d.curve", k)), *cb = json_get(b, key);
+    cr_assert(ca && cb && ca->n == cb->n && ca->n > 0, "seed %d: %d and %d evaluations", k, ca ? ca->n : -1,
+              cb ? cb->n : -1);
+    for (int i = 0; i < ca->n; i++) {
+        static const char *const f[] = {"step", "accuracy", "loss"};
+        for (int j = 0; j < 3; j++) {
+            const double x = json_get_number(&ca->items[i], f[j], NAN), y = json_get_number(&cb->items[i], f[j], NAN);
+            cr_assert(memcmp(&x, &y, sizeof x) == 0, "seed %d, evaluation %d: %s %.17g vs %.17g", k, i, f[j], x, y);
+        }
+    }
+#undef AT
+}
+
+Test(resume, tta_interrupted_twice_and_resumed_reaches_the_target_at_the_same_step_bitwise)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "straight", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--checkpoint-dir", "ck_s")), 0);
+    struct json_value *rs = rb_last_row(dir);
+    cr_assert_eq(json_get_bool(rs, "figures.runs.0.reached", 0), 1, "the straight run did not reach the target");
+    const long steps = (long)json_get_number(rs, "figures.runs.0.steps", -1);
+    const long k1 = tta_interrupt(dir, "first", RB_ARGS(TTA, "--checkpoint-dir", "ck", "--checkpoint-every", "50"), 0, 0,
+                                  SIGINT);
+    const long k2 = tta_interrupt(dir, "second", RB_ARGS(TTA, "--resume", "ck"), k1, 0, SIGTERM);
+    cr_assert(k1 < k2 && k2 < steps, "stops at %ld and %ld of %ld", k1, k2, steps);
+    struct json_value *r2 = rb_last_row(dir);
+    const double trained_before = json_get_number(r2, "figures.train_time_s", NAN);
+    json_value_free(r2);
+    /* The evaluations so far, as the checkpoint keeps them. */
+    char *ck2 = ck_file(dir, "ck", k2), state[1 << 16];
+    cr_assert_eq(checkpoint_read_meta(ck2, "tta_state", state, sizeof state), TB_OK, "%s", tb_error_get());
+    struct json_value *sv = NULL;
+    cr_assert_eq(json_parse(state, strlen(state), &sv), TB_OK, "%s", tb_error_get());
+    const struct json_value *kept = json_get(sv, "curve");
+    cr_assert(kept && kept->n == k2 / 25, "the checkpoint at step %ld keeps %d evaluations", k2, kept ? kept->n : -1);
+
+    cr_assert_eq(rb_run(dir, "last", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--resume", "ck")), 0);
+    struct json_value *rr = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(rr, "status", ""), "ok");
+    cr_assert_eq(json_get_number(rr, "figures.resumed_from_step", -1), k2);
+    assert_same_seed(rs, rr, 0);
+    /* The curve before the stop is the one the interrupted runs measured, times included. */
+    const struct json_value *curve = json_get(rr, "figures.runs.0.curve");
+    for (int i = 0; i < kept->n; i++) {
+        const double t = json_get_number(&curve->items[i], "time_s", NAN);
+        cr_assert_eq(t, kept->items[i].items[1].number, "evaluation %d: time %.17g, the checkpoint says %.17g", i, t,
+                     kept->items[i].items[1].number);
+    }
+    /* The clock counts what was spent: the interrupted runs' training seconds, then this one's; time to
+     * accuracy is training plus evaluation up to the target. */
+    const double tta = json_get_number(rr, "figures.runs.0.tta_s", NAN), tr = json_get_number(rr, "figures.runs.0.train_time_s", NAN),
+                 ev = json_get_number(rr, "figures.runs.0.eval_time_s", NAN);
+    cr_assert(tr > trained_before && fabs(tta - (tr + ev)) < 1e-9, "tta %g = train %g + eval %g? (%g trained before)", tta,
+              tr, ev, trained_before);
+    char *a = ck_file(dir, "ck_s", steps), *b = ck_file(dir, "ck", steps);
+    rb_assert_same_tensors(a, b, 1);
+    json_value_free(rs), json_value_free(rr), json_value_free(sv);
+    free(a), free(b), free(ck2);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+Test(resume, tta_with_two_seeds_resumes_inside_the_second_seed)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "straight", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--seeds", "2", "--checkpoint-dir", "ck_s")), 0);
+    struct json_value *rs = rb_last_row(dir);
+    const long s0 = (long)json_get_number(rs, "figures.runs.0.steps", -1),
+               s1 = (long)json_get_number(rs, "figures.runs.1.steps", -1);
+    cr_assert(s0 > 100 && s1 > 100, "seeds took %ld and %ld steps", s0, s1);
+    /* Stopped past the first seed's end: the first seed's result lives in the checkpoint. */
+    const long g = tta_interrupt(dir, "first",
+                                 RB_ARGS(TTA, "--seeds", "2", "--checkpoint-dir", "ck", "--checkpoint-every", "50"), s0,
+                                 s0, SIGINT);
+    cr_assert(g > s0 && g < s0 + s1, "stopped at plan step %ld (seeds of %ld and %ld steps)", g, s0, s1);
+    cr_assert_eq(rb_run(dir, "last", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--seeds", "2", "--resume", "ck")), 0);
+    struct json_value *rr = rb_last_row(dir);
+    cr_assert_eq(json_get_number(rr, "figures.runs_total", -1), 2);
+    cr_assert_eq(json_get_number(rr, "figures.runs_reached", -1), json_get_number(rs, "figures.runs_reached", -2));
+    assert_same_seed(rs, rr, 0);
+    assert_same_seed(rs, rr, 1);
+    char *a = ck_file(dir, "ck_s", s0 + s1), *b = ck_file(dir, "ck", s0 + s1);
+    rb_assert_same_tensors(a, b, 1);
+    json_value_free(rs), json_value_free(rr);
+    free(a), free(b);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+Test(resume, train_and_tta_do_not_take_each_others_checkpoints)
+{
+    char *dir = new_dir();
+    /* A quick tta (the default rate reaches 90 % within a few evaluations) and a train run. */
+    cr_assert_eq(rb_run(dir, "tta", RB_ARGS(RB_BASE), RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9",
+                                                               "--checkpoint-dir", "ckt")),
+                 0);
+    cr_assert_eq(rb_run(dir, "train", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ckr")), 0);
+    char *res = rb_path(dir, "results.jsonl");
+    const int rows = rb_count_lines(res);
+    /* Arguments (NULL-terminated), then the words the message must contain. */
+    static const char *const cases[][10] = {
+        {"--steps", "100", "--resume", "ckt", NULL, NULL, NULL, NULL, NULL, "plan=tta in the checkpoint, no plan in this run"},
+        {"--plan", "tta", "--eval-every", "25", "--resume", "ckr", NULL, NULL, NULL, "plan=(none) in the checkpoint, plan=tta"},
+        {"--plan", "tta", "--eval-every", "25", "--target", "0.8", "--resume", "ckt", NULL,
+         "target=0.9 in the checkpoint, target=0.8"},
+        {"--plan", "tta", "--eval-every", "50", "--target", "0.9", "--resume", "ckt", NULL, "eval_every=25 in the checkpoint"},
+    };
+    for (int i = 0; i < 4; i++) {
+        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i]);
+        char *err = rb_stderr(dir, "bad");
+        cr_assert_eq(code, 2, "case %d: exit %d, want 2: %s", i, code, err);
+        cr_assert(strstr(err, cases[i][9]) && strstr(err, "--resume"), "case %d: the message does not name the difference: %s",
+                  i, err);
+        free(err);
+    }
+    cr_assert_eq(rb_count_lines(res), rows, "a refused resume wrote a row");
+    /* Resuming a finished tta run trains nothing and writes its row again. */
+    struct json_value *r0 = rb_last_row(dir);
+    json_value_free(r0);
+    cr_assert_eq(rb_run(dir, "again", RB_ARGS(RB_BASE), RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9",
+                                                                 "--resume", "ckt")),
+                 0);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "kind", ""), "tta");
+    cr_assert_eq(json_get_bool(r, "figures.runs.0.reached", 0), 1);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), json_get_number(r, "figures.runs.0.steps", -2));
+    json_value_free(r);
+    free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* tools/ckpt_roundtrip.py loads what bench writes into torchvision's efficientnet_b0 (strict): a --save
+ * file, and a resumable checkpoint whose "__optimizer__.*" tensors it drops first; same weights, same
+ * logits. Skipped without /usr/bin/python3 + torch + torchvision. */
+Test(resume, ckpt_roundtrip_loads_saved_and_resumable_checkpoints_into_torchvision)
+{
+    if (system("/usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1") != 0)
+        cr_skip_test("/usr/bin/python3 with torch and torchvision is not available");
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "b0", RB_ARGS("--data", "synthetic", "--synthetic-samples", "32,8", "--mllog", "none", "--out",
+                                           "results.jsonl", "--quiet"),
+                        RB_ARGS("--workload", "effnet-b0", "--resolution", "32", "--batch", "8", "--steps", "2", "--no-eval",
+                                "--save", "b0.st", "--checkpoint-dir", "ck")),
+                 0);
+    char *ck = ck_file(dir, "ck", 2);
+    char *hdr = tu_read_file(ck, NULL);
+    cr_assert(hdr && strstr(hdr + 8, "__optimizer__."), "the resumable checkpoint has no optimizer tensors");
+    free(hdr);
+    const char *files[2] = {"b0.st", ck};
+    char *logits[2];
+    for (int i = 0; i < 2; i++) {
+        char *cmd = NULL, *out = NULL;
+        cr_assert(asprintf(&out, "%s/logits%d.f64", dir, i) > 0);
+        cr_assert(asprintf(&cmd, "cd '%s' && OMP_NUM_THREADS=1 /usr/bin/python3 %s/tools/ckpt_roundtrip.py load '%s' --n 2 "
+                                 "--res 32 --classes 10 --out '%s' >py%d.log 2>&1",
+                           dir, TB_SOURCE_DIR, files[i], out, i) > 0);
+        const int rc = system(cmd);
+        char name[16];
+        snprintf(name, sizeof name, "py%d.log", i);
+        char *lp = rb_path(dir, name), *log = tu_read_file(lp, NULL);
+        cr_assert_eq(rc, 0, "ckpt_roundtrip.py load %s failed: %s", files[i], log ? log : "");
+        free(log), free(lp), free(cmd);
+        size_t n = 0;
+        logits[i] = tu_read_file(out, &n);
+        cr_assert(logits[i] && n == 2 * 10 * sizeof(double), "%s: %zu bytes of logits", out, n);
+        free(out);
+    }
+    cr_assert_eq(memcmp(logits[0], logits[1], 2 * 10 * sizeof(double)), 0, "the two files give different logits");
+    free(logits[0]), free(logits[1]), free(ck);
     tu_rm_rf(dir);
     free(dir);
 }

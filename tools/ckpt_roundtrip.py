@@ -6,8 +6,9 @@ the format (8-byte little-endian header length, JSON header, raw little-endian d
 written here directly.
 
   load CKPT [--image IMG] [--n N] [--res R] [--classes K] [--out LOGITS]
-      Loads a trainbench checkpoint into torchvision.models.efficientnet_b0(num_classes=K) with
-      load_state_dict(strict=True), runs model.eval() on the uint8 images in IMG ((N,R,R,3) NHWC
+      Loads a trainbench checkpoint (a --save file, or a resumable --checkpoint-dir one: keys starting
+      with "__", such as the optimizer state "__optimizer__.*", are dropped first) into
+      torchvision.models.efficientnet_b0(num_classes=K) with load_state_dict(strict=True), runs model.eval() on the uint8 images in IMG ((N,R,R,3) NHWC
       raw bytes, ImageNet mean/std normalisation as trainbench's input layer does; without --image a
       fixed seeded image set) and prints the logits (N,K); --out also writes them as little-endian
       float64.
@@ -112,8 +113,15 @@ def emit(out_path, logits):
         print(" ".join(f"{v:+.7e}" for v in row))
 
 
+def model_tensors(sd):
+    """The model's own tensors: drops the keys starting with "__" (a resumable checkpoint's optimizer
+    state "__optimizer__.<name>.<k>", and any other bookkeeping tensor), which no torch module has."""
+    return {k: v for k, v in sd.items() if not k.startswith("__")}
+
+
 def cmd_load(a):
     sd, meta = st_read(a.ckpt)
+    sd = model_tensors(sd)
     eps = float(meta.get("bn_eps", a.bn_eps))
     model = build(a.classes, eps)
     model.load_state_dict(sd, strict=True)
