@@ -1472,7 +1472,9 @@ static void write_repeats(struct json_buf *b, const double *rep, int n)
     struct stats_summary rs;
     if (n >= 2 && stats_summarize(rep, n, &rs) == TB_OK) {
         json_key_double(b, "repeat_images_per_s_median", rs.median);
+        json_key_double(b, "repeat_images_per_s_mean", rs.mean);
         json_key_double(b, "repeat_images_per_s_stderr", rs.stderr_);
+        json_key_double(b, "repeat_images_per_s_ci95", stats_ci95_halfwidth(&rs));
         json_key_double(b, "repeat_images_per_s_jitter", rs.mad_jitter);
     }
 }
@@ -1566,9 +1568,14 @@ static int plan_throughput_at(struct session *s, int batch, const char *run_id, 
                    (double)c->run.optim.lr);
             print_throughput(&tp, c->warmup);
             if (c->repeat > 1) {
+                /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so
+                 * the error to compare two runs by is the spread of whole repeats, not of steps. */
                 printf("  repeats    ");
                 for (int r = 0; r < c->repeat; r++) printf(" %.0f", rep[r]);
-                printf(" images/s\n");
+                struct stats_summary rs;
+                if (stats_summarize(rep, c->repeat, &rs) == TB_OK)
+                    printf(" images/s: mean %.4g ± %.2g (95 %% CI over repeats)", rs.mean, stats_ci95_halfwidth(&rs));
+                printf("\n");
             }
             printf("  compute     %.2f GFLOP/s (counted model FLOPs over the timed steps)\n", gflops);
             printf("  result row  %s (run %s)\n", c->out, run_id);

@@ -72,6 +72,12 @@ double stats_olympic_mean(const double *x, int n)
     return (sum - lo - hi) / (double)(n - 2);
 }
 
+double stats_ci95_halfwidth(const struct stats_summary *s)
+{
+    if (s->n < 2) return NAN;
+    return gsl_cdf_tdist_Pinv(0.975, (double)(s->n - 1)) * s->stderr_;
+}
+
 double stats_percentile(const double *x, int n, double p)
 {
     if (!x || n < 1 || isnan(p))

@@ -33,6 +33,9 @@ int stats_summarize(const double *x, int n, struct stats_summary *out);
  * if n < 1. */
 double stats_olympic_mean(const double *x, int n);
 
+/* Half-width of the two-sided 95 % confidence interval of the mean from a summary (Student's t with
+ * n − 1 degrees of freedom times the standard error); NaN for n < 2. */
+double stats_ci95_halfwidth(const struct stats_summary *s);
 /* The p-th percentile (p in [0,100], clamped) of x[0..n) by linear interpolation between order
  * statistics (R type 7, numpy's default); NaN if n < 1. */
 double stats_percentile(const double *x, int n, double p);

@@ -238,3 +238,14 @@ Test(stats, mwu_degenerate_inputs)
     const double nan[] = {1, NAN};
     cr_assert_eq(stats_mann_whitney_u(a, 4, nan, 2, &u, &p), TB_EINVAL);
 }
+
+/* 1..5: s.e. = sqrt(2.5/5); t(0.975, 4) = 2.7764451 (tables); one value has no interval. */
+Test(stats, ci95_halfwidth_student_t)
+{
+    const double x[] = {1, 2, 3, 4, 5};
+    struct stats_summary s;
+    cr_assert_eq(stats_summarize(x, 5, &s), TB_OK);
+    cr_assert_float_eq(stats_ci95_halfwidth(&s), 2.7764451 * sqrt(0.5), 1e-6);
+    cr_assert_eq(stats_summarize(x, 1, &s), TB_OK);
+    cr_assert(isnan(stats_ci95_halfwidth(&s)));
+}
