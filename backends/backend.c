@@ -171,6 +171,12 @@ int backend_timeline(struct backend *b, struct timeline_event *ev, int cap)
     return b->i->timeline ? b->i->timeline(b, ev, cap) : 0;
 }
 
+int backend_trace_events(struct backend *b, struct trace_event *ev, int cap)
+{
+    TB_ASSERT(b->prepared && cap >= 0 && (ev || cap == 0));
+    return b->i->trace_events && b->cfg.trace ? b->i->trace_events(b, ev, cap) : 0;
+}
+
 int backend_is_primary(struct backend *b)
 {
     return !(b->i && b->i->is_primary && b->prepared) || b->i->is_primary(b);

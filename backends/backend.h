@@ -28,6 +28,7 @@ struct run_config {
     int sync_bn;           /* mirrored: global BatchNorm statistics */
     int transport_mpi;     /* mirrored: gradients over MPI */
     int profile;           /* record per-layer times */
+    int trace;             /* record each training step's per-layer events for backend_trace_events */
     int no_fuse;           /* disable fused kernels (for before/after measurements) */
     /* ipu */
     int stages, micro_batch, ga, replicas, recompute, prefetch;
@@ -94,6 +95,18 @@ struct timeline_event {
     double start_s, end_s;
 };
 
+/* One interval of the last completed training step on device `device` (--trace): a layer's forward or
+ * backward (layer ≥ 0, an index into model->layers) or a whole-step phase (layer −1: 'A' all-reduce,
+ * 'U' update, 'W' waiting for the other devices), start_s..end_s seconds after the step began (measured;
+ * layer times are the device's thread 0 clock, barrier waits included). */
+struct trace_event {
+    int device;
+    int layer;
+    int micro_batch;       /* −1 when the schedule has none */
+    char phase;            /* 'F' forward, 'B' backward, or a whole-step phase */
+    double start_s, end_s;
+};
+
 struct backend;
 
 struct backend_i {
@@ -118,6 +131,8 @@ struct backend_i {
     /* The last completed training step's intervals: copies at most cap into ev (device order), returns
      * how many there are. */
     int (*timeline)(struct backend *b, struct timeline_event *ev, int cap);
+    /* --trace: the last completed training step's per-layer events, as timeline (count returned). */
+    int (*trace_events)(struct backend *b, struct trace_event *ev, int cap);
 };
 
 struct backend {
@@ -168,6 +183,10 @@ int backend_layer_profile(struct backend *b, double *prof);
 /* Copies at most cap events of the last completed training step into ev (cap 0: ev may be NULL) and
  * returns the number the step has (as snprintf does), 0 when the backend keeps no timeline. */
 int backend_timeline(struct backend *b, struct timeline_event *ev, int cap);
+/* Copies at most cap per-layer events of the last completed training step into ev (cap 0: ev may be
+ * NULL) and returns how many the step has; 0 unless prepared with trace = 1 by a backend that records
+ * them (ipu keeps its micro-batch phases in backend_timeline instead). */
+int backend_trace_events(struct backend *b, struct trace_event *ev, int cap);
 /* True unless this process is a non-zero MPI rank: only the primary prints and writes results. */
 int backend_is_primary(struct backend *b);
 /* Releases everything the backend holds (safe on a created-but-unprepared backend). */

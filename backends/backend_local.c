@@ -36,6 +36,7 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
 static int lb_forward_backward(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
+    local_engine_trace_begin(&c->e, exec_now_s());
     local_engine_zero_grads(&c->e);
     int rc = local_engine_forward_backward(&c->e, batch->x, batch->y, batch->n, 0, batch->n, step, &st->loss_sum);
     if (rc == TB_EDIVERGED) st->nonfinite = 1;
@@ -46,7 +47,9 @@ static int lb_update(struct backend *b, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
     (void)st;
+    const double t0 = c->e.trace.ev ? exec_now_s() : 0.0;
     local_engine_update(&c->e, step);
+    if (c->e.trace.ev) exec_trace_add(&c->e.trace, -1, 'U', t0, exec_now_s());
     return TB_OK;
 }
 
@@ -55,6 +58,7 @@ static int lb_train_step(struct backend *b, const struct batch *batch, long step
     struct local_ctx *c = b->ctx;
     int rc;
     if (c->e.fuse) {
+        local_engine_trace_begin(&c->e, exec_now_s());
         rc = local_engine_train_step_fused(&c->e, batch->x, batch->y, batch->n, step, &st->loss_sum);
     } else {
         if ((rc = lb_forward_backward(b, batch, step, st)) == TB_OK) rc = lb_update(b, step, st);
@@ -95,6 +99,13 @@ static int lb_layer_profile(struct backend *b, double *prof)
     return TB_OK;
 }
 
+/* threads: the engine is SPMD over its pool and thread 0 clocks each layer (barriers included), so one
+ * lane stands for the whole pool. */
+static int lb_trace_events(struct backend *b, struct trace_event *ev, int cap)
+{
+    return local_engine_trace_copy(&((struct local_ctx *)b->ctx)->e, 0, ev, cap);
+}
+
 static int lb_conv_algos(struct backend *b, int *algos)
 {
     exec_algos(&((struct local_ctx *)b->ctx)->e.train, algos);
@@ -126,12 +137,14 @@ static const struct backend_i cpu_iface = {
     .name = "cpu", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .layer_profile = lb_layer_profile, .n_devices = lb_n_devices, .conv_algos = lb_conv_algos,
+    .trace_events = lb_trace_events,
 };
 
 static const struct backend_i threads_iface = {
     .name = "threads", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .layer_profile = lb_layer_profile, .n_devices = lb_n_devices, .conv_algos = lb_conv_algos,
+    .trace_events = lb_trace_events,
 };
 
 static int local_create(struct backend *b, const struct backend_i *iface, int want_threads)

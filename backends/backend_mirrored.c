@@ -119,7 +119,21 @@ static void step_task(void *arg, int r, int nth)
     c->t_compute[r] = t1 - t0;
     c->t_idle[r] = t1b - t1;
     c->t_allreduce[r] = t2 - t1b;
-    if (c->do_update) local_engine_update(e, c->step);
+    if (e->trace.ev) {
+        if (t1b > t1) exec_trace_add(&e->trace, -1, 'W', t1, t1b);
+        exec_trace_add(&e->trace, -1, 'A', t1b, t2);
+    }
+    if (c->do_update) {
+        local_engine_update(e, c->step);
+        if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t2, now_s());
+    }
+}
+
+/* --trace: every replica's event list starts at the same instant, so the lanes line up. */
+static void trace_begin_all(struct mir_ctx *c)
+{
+    const double t0 = now_s();
+    for (int r = 0; r < c->R; r++) local_engine_trace_begin(&c->dev[r], t0);
 }
 
 static int mir_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
@@ -214,6 +228,7 @@ static int mir_forward_backward(struct backend *b, const struct batch *batch, lo
 {
     struct mir_ctx *c = b->ctx;
     c->batch = batch, c->step = step, c->do_update = 0;
+    trace_begin_all(c);
     run_all(c, step_task);
     return collect(c, st);
 }
@@ -222,7 +237,9 @@ static void update_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
+    const double t0 = now_s();
     local_engine_update(&c->dev[r], c->step);
+    if (c->dev[r].trace.ev) exec_trace_add(&c->dev[r].trace, -1, 'U', t0, now_s());
 }
 
 static int mir_update(struct backend *b, long step, struct step_stats *st)
@@ -238,6 +255,7 @@ static int mir_train_step(struct backend *b, const struct batch *batch, long ste
 {
     struct mir_ctx *c = b->ctx;
     c->batch = batch, c->step = step, c->do_update = 1;
+    trace_begin_all(c);
     run_all(c, step_task);
     return collect(c, st);
 }
@@ -341,6 +359,18 @@ static int mir_layer_profile(struct backend *b, double *prof)
     return TB_OK;
 }
 
+/* --trace: one lane per replica (under MPI, this rank's replica as device `rank`). */
+static int mir_trace_events(struct backend *b, struct trace_event *ev, int cap)
+{
+    struct mir_ctx *c = b->ctx;
+    int n = 0;
+    for (int r = 0; r < c->R; r++) {
+        const int room = cap - n > 0 ? cap - n : 0;
+        n += local_engine_trace_copy(&c->dev[r], c->mpi ? c->rank : r, room ? ev + n : NULL, room);
+    }
+    return n;
+}
+
 static int mir_n_devices(struct backend *b)
 {
     struct mir_ctx *c = b->ctx;
@@ -357,7 +387,7 @@ static const struct backend_i mirrored_iface = {
     .name = "mirrored", .prepare = mir_prepare, .forward_backward = mir_forward_backward, .update = mir_update,
     .evaluate = mir_evaluate, .get_tensors = mir_get, .set_tensors = mir_set, .destroy = mir_destroy,
     .train_step = mir_train_step, .describe = mir_describe, .is_primary = mir_primary,
-    .layer_profile = mir_layer_profile, .n_devices = mir_n_devices,
+    .layer_profile = mir_layer_profile, .n_devices = mir_n_devices, .trace_events = mir_trace_events,
 };
 
 int backend_mirrored_create(struct backend *b)

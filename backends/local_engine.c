@@ -26,7 +26,11 @@ static void fb_run(void *arg, int ith, int nth)
     struct exec_sync sync = {t->e->pool ? barrier_cb : NULL, t->e->pool};
     exec_forward(t->mi, &t->st, ith, nth, &sync);
     if (t->backward) exec_backward(t->mi, &t->st, ith, nth, &sync);
-    if (t->fused_update) exec_update_fused(t->mi, &t->e->cfg.optim, t->st.step, ith, nth);
+    if (t->fused_update) {
+        const double t0 = t->st.trace && ith == 0 ? exec_now_s() : 0.0;
+        exec_update_fused(t->mi, &t->e->cfg.optim, t->st.step, ith, nth);
+        if (t->st.trace && ith == 0) exec_trace_add(t->st.trace, -1, 'U', t0, exec_now_s());
+    }
 }
 
 static void run(struct local_engine *e, void (*fn)(void *, int, int), void *arg)
@@ -148,6 +152,15 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
             goto fail;
         }
     }
+    if (cfg->trace) {
+        /* Every layer's forward and backward, plus a few whole-step phases (update, all-reduce, wait). */
+        e->trace.cap = 2 * m->n_layers + 8;
+        e->trace.micro_batch = -1;
+        if (!(e->trace.ev = calloc((size_t)e->trace.cap, sizeof *e->trace.ev))) {
+            st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");
+            goto fail;
+        }
+    }
     struct exec_runner r = {run_cb, e->pool ? engine_barrier : NULL, e, nth};
     if ((st = exec_prepare(&e->train, &r, cfg->conv_algo, NULL)) != TB_OK) goto fail;
     if ((st = exec_prepare(&e->eval, &r, cfg->conv_algo, &e->train)) != TB_OK) goto fail;
@@ -169,6 +182,7 @@ void local_engine_free(struct local_engine *e)
     arena_free(e->buffers);
     free(e->segs);
     free(e->trust);
+    free(e->trace.ev);
     memset(e, 0, sizeof *e);
 }
 
@@ -189,7 +203,7 @@ int local_engine_forward_backward(struct local_engine *e, const uint8_t *x, cons
     struct fb_task t = {.e = e, .mi = &e->train, .backward = 1};
     t.st = (struct exec_step){.n = n, .n_global = n_global, .first_index = first_index, .step = step,
                               .seed = e->cfg.seed, .training = 1, .x = x, .y = y, .l0 = 0,
-                              .l1 = e->m->n_layers, .coll = e->coll};
+                              .l1 = e->m->n_layers, .coll = e->coll, .trace = e->trace.ev ? &e->trace : NULL};
     run(e, fb_run, &t);
     *loss_sum = exec_loss_sum(&e->train, n);
     return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, step);
@@ -202,7 +216,7 @@ int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, cons
     struct fb_task t = {.e = e, .mi = &e->train, .backward = 1, .fused_update = 1};
     t.st = (struct exec_step){.n = n, .n_global = n, .first_index = 0, .step = step, .seed = e->cfg.seed,
                               .training = 1, .x = x, .y = y, .l0 = 0, .l1 = e->m->n_layers,
-                              .defer_dense_params = 1};
+                              .defer_dense_params = 1, .trace = e->trace.ev ? &e->trace : NULL};
     run(e, fb_run, &t);
     *loss_sum = exec_loss_sum(&e->train, n);
     return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, step);
@@ -246,6 +260,22 @@ int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_
         ev->n += k;
     }
     return TB_OK;
+}
+
+void local_engine_trace_begin(struct local_engine *e, double t0)
+{
+    if (!e->trace.ev) return;
+    e->trace.t0 = t0;
+    e->trace.n = 0;
+}
+
+int local_engine_trace_copy(const struct local_engine *e, int device, struct trace_event *ev, int cap)
+{
+    const struct exec_trace *tr = &e->trace;
+    for (int k = 0; k < tr->n && k < cap; k++)
+        ev[k] = (struct trace_event){device, tr->ev[k].layer, tr->ev[k].micro_batch, tr->ev[k].phase, tr->ev[k].t0,
+                                     tr->ev[k].t1};
+    return tr->n;
 }
 
 float *local_engine_family(struct local_engine *e, enum tensor_family f, size_t *n)

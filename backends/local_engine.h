@@ -25,6 +25,7 @@ struct local_engine {
     int fuse;                      /* train steps may use the fused dense-gradient update */
     const struct exec_collective *coll; /* set by a replicating backend for sync BatchNorm */
     double claimed;                /* bytes this engine counted against the process's memory budget */
+    struct exec_trace trace;       /* --trace: the current (or last) training step's events; ev NULL = off */
 };
 
 /* Plans and allocates an engine for m with n_max training samples per step and nth threads (pool
@@ -47,6 +48,10 @@ int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, cons
 void local_engine_update(struct local_engine *e, long step);
 /* Evaluates n samples in chunks of cfg.eval_batch; adds to ev. */
 int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev);
+/* --trace: starts a step's event list at CLOCK_MONOTONIC time t0 (no-op when tracing is off). */
+void local_engine_trace_begin(struct local_engine *e, double t0);
+/* --trace: copies at most cap of the step's events into ev as device `device`; returns how many there are. */
+int local_engine_trace_copy(const struct local_engine *e, int device, struct trace_event *ev, int cap);
 /* Canonical pointer and size of a tensor family. */
 float *local_engine_family(struct local_engine *e, enum tensor_family f, size_t *n);
 

@@ -13,11 +13,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define SPIN_ITERS 20000
 /* Spins this many pauses before sleeping: a barrier between kernels is usually crossed within
  * microseconds, but when another process holds a core the peer may be descheduled for a whole time
  * slice, and spinning (or sched_yield, which CFS barely honours) then burns the core the peer needs. */
 #define BARRIER_SPIN 20000
+/* With more threads than cores a waiter's peer is often not running at all: spinning then only
+ * delays it, so an oversubscribed pool spins this little before it sleeps or yields. */
+#define BARRIER_SPIN_OVERSUBSCRIBED 64
 
 struct worker {
     struct tpool *p;
@@ -36,6 +38,7 @@ struct tpool {
     _Atomic int bar_count;     /* barrier */
     _Atomic unsigned bar_gen;  /* futex word of the barrier */
     _Atomic int bar_sleepers;  /* threads asleep (or about to sleep) on bar_gen */
+    int spin;                  /* pauses before sleeping: BARRIER_SPIN, less when oversubscribed */
 };
 
 static void futex_wait(_Atomic unsigned *addr, unsigned val)
@@ -70,7 +73,7 @@ static void *worker_main(void *arg)
         unsigned g;
         int spins = 0;
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
-            if (++spins < SPIN_ITERS) cpu_relax();
+            if (++spins < p->spin) cpu_relax();
             else futex_wait(&p->gen, seen);
         }
         seen = g;
@@ -87,6 +90,8 @@ struct tpool *tpool_create(int n_threads, int pin)
     struct tpool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads;
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    p->spin = online > 0 && n_threads > online ? BARRIER_SPIN_OVERSUBSCRIBED : BARRIER_SPIN;
     p->w = calloc((size_t)n_threads, sizeof *p->w);
     if (!p->w) goto fail;
     if (pin) pin_to(0);
@@ -126,7 +131,7 @@ void tpool_run(struct tpool *p, void (*fn)(void *, int, int), void *arg)
     futex_wake_all(&p->gen);
     fn(arg, 0, p->n);
     for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0;)
-        if (++spins < BARRIER_SPIN) cpu_relax();
+        if (++spins < p->spin) cpu_relax();
         else sched_yield(); /* a descheduled worker needs this core more than we do */
 }
 
@@ -143,7 +148,7 @@ void tpool_barrier(struct tpool *p)
     } else {
         int spins = 0;
         while (atomic_load_explicit(&p->bar_gen, memory_order_acquire) == g) {
-            if (++spins < BARRIER_SPIN) {
+            if (++spins < p->spin) {
                 cpu_relax();
                 continue;
             }

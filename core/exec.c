@@ -344,16 +344,18 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
         boundary_unpack(mi, st->l0, st->in_act, 0, st->n, ith, nth);
         sync_barrier(sync, nth);
     }
-    double t_prev = mi->prof && ith == 0 ? now_s() : 0.0;
+    const int clocked = (mi->prof || st->trace) && ith == 0;
+    double t_prev = clocked ? now_s() : 0.0;
     for (int i = st->l0; i < st->l1; i++) {
         const int ser = layer_serial(m, &m->layers[i], st->n, nth);
         if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth);
         else if (ith == 0) layer_forward(mi, &m->layers[i], st, 0, 1);
         /* Consecutive serial layers all run on thread 0: nothing to wait for between them. */
         if (!(ser && i + 1 < st->l1 && layer_serial(m, &m->layers[i + 1], st->n, nth))) sync_barrier(sync, nth);
-        if (mi->prof && ith == 0) { /* thread 0 clocks each layer, barrier wait included */
+        if (clocked) { /* thread 0 clocks each layer, barrier wait included */
             const double t = now_s();
-            mi->prof[2 * i] += t - t_prev;
+            if (mi->prof) mi->prof[2 * i] += t - t_prev;
+            exec_trace_add(st->trace, i, 'F', t_prev, t);
             t_prev = t;
         }
     }
@@ -511,7 +513,8 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         boundary_unpack(mi, st->l1, st->out_dact, 1, st->n, ith, nth);
         sync_barrier(sync, nth);
     }
-    double t_prev = mi->prof && ith == 0 ? now_s() : 0.0;
+    const int clocked = (mi->prof || st->trace) && ith == 0;
+    double t_prev = clocked ? now_s() : 0.0;
     for (int i = st->l1 - 1; i >= st->l0; i--) {
         const struct layer *l = &m->layers[i];
         if (!has_backward(l)) continue;
@@ -531,9 +534,10 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         int next = i - 1;
         while (next >= st->l0 && !has_backward(&m->layers[next])) next--;
         if (!(ser && next >= st->l0 && layer_serial(m, &m->layers[next], st->n, nth))) sync_barrier(sync, nth);
-        if (mi->prof && ith == 0) {
+        if (clocked) {
             const double t = now_s();
-            mi->prof[2 * i + 1] += t - t_prev;
+            if (mi->prof) mi->prof[2 * i + 1] += t - t_prev;
+            exec_trace_add(st->trace, i, 'B', t_prev, t);
             t_prev = t;
         }
     }
@@ -639,6 +643,18 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double exec_now_s(void) { return now_s(); }
+
+void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs)
+{
+    if (!tr) return;
+    if (tr->n >= tr->cap) {
+        tr->dropped++;
+        return;
+    }
+    tr->ev[tr->n++] = (struct exec_trace_event){layer, tr->micro_batch, phase, t0_abs - tr->t0, t1_abs - tr->t0};
 }
 
 static size_t scratch_need(enum conv_algo a, const struct conv_shape *s, int nth)

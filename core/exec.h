@@ -28,6 +28,25 @@ struct exec_collective {
     size_t m_total_factor; /* global samples ÷ this replica's samples (BatchNorm's M_total) */
 };
 
+/* --trace: one layer's forward or backward (layer ≥ 0) or a whole-step phase (layer −1: 'A' all-reduce,
+ * 'U' update, 'W' waiting for other devices), in seconds since the recorder's t0. */
+struct exec_trace_event {
+    int layer, micro_batch; /* micro_batch −1: the step has none */
+    char phase;             /* 'F' forward, 'B' backward, or a whole-step phase */
+    double t0, t1;
+};
+
+/* --trace: an append-only list of one device's events for one step. The engine that owns it sets t0 and
+ * n = 0 when a step starts; exec_forward/exec_backward append one event per layer from thread 0's clock
+ * (barrier waits included, as the --profile sums count them). Events past cap are counted, not kept. */
+struct exec_trace {
+    double t0;                   /* CLOCK_MONOTONIC seconds of the step's start */
+    int micro_batch;             /* stamped on the events appended next (−1: none) */
+    struct exec_trace_event *ev; /* (cap) owned by the engine */
+    int n, cap;
+    long dropped;
+};
+
 /* One forward/backward over a slice of the global batch. */
 struct exec_step {
     int n;              /* samples in this slice (≤ n_max) */
@@ -49,6 +68,7 @@ struct exec_step {
     int no_stats_update;   /* BatchNorm: do not update running statistics (recomputation) */
     const struct exec_collective *coll; /* non-NULL: BatchNorm statistics are global (sync BN) */
     int defer_dense_params; /* skip dense backward-params: exec_update_fused applies them (batch 1) */
+    struct exec_trace *trace; /* --trace: thread 0 appends each layer's interval here (NULL = off) */
 };
 
 /* Forward pass over layers [l0,l1) for thread ith of nth; the loss layer also seeds dlogits when training. */
@@ -91,6 +111,10 @@ void exec_release(struct model_inst *mi);
 void exec_algos(const struct model_inst *mi, int *algos);
 /* Names of enum conv_algo values. */
 extern const char *const exec_conv_algo_names[];
+/* Appends an event from absolute CLOCK_MONOTONIC seconds t0_abs..t1_abs (no-op when tr is NULL). */
+void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs);
+/* CLOCK_MONOTONIC seconds: the clock exec_trace times are taken on. */
+double exec_now_s(void);
 /* Float pointer to tensor t's activations in instance mi. */
 float *exec_act(const struct model_inst *mi, int t);
 /* Float pointer to tensor t's activation gradients in instance mi. */

@@ -35,6 +35,11 @@ static const struct bench_option options[] = {
     {"seeds", 1, "N", "tta: runs with seeds seed..seed+N-1; olympic mean (default 1)", 0},
     {"max-epochs", 1, "E", "tta: give up after E epochs (default 15)", 0},
     {"batches", 1, "LIST", "scaling: global batches, e.g. 16,32,64,128,256 (the default)", 1},
+    {"replicas-list", 1, "LIST", "scaling grid: replicas per point (ipu: pipeline replicas; mirrored: devices,\n"
+                                 "local batch = global / devices), e.g. 1,2", 1},
+    {"ga-list", 1, "LIST", "scaling grid, ipu: gradient-accumulation steps per point, e.g. 4,8", 1},
+    {"micro-batch-list", 1, "LIST", "scaling grid, ipu: micro-batch sizes per point; with --ga or --ga-list the\n"
+                                    "global batch is micro-batch x ga x replicas (no --batches)", 1},
     {"optimizer", 1, "NAME", "adam | sgd | rmsprop | lars (workload default)", 0},
     {"lr", 1, "X", "learning rate (optimizer default)", 0},
     {"momentum", 1, "X", "momentum for sgd, rmsprop, lars", 0},
@@ -75,6 +80,9 @@ static const struct bench_option options[] = {
     {"lr-final", 1, "X", "polynomial / cosine: final learning rate (default 0)", 0},
     {"profile", 0, NULL, "backends: record per-layer times", 0},
     {"timeline", 1, "FILE", "ipu: write the per-device, per-micro-batch timeline (CSV) to FILE", 0},
+    {"trace", 1, "FILE", "train, throughput, tta: write a Chrome trace (JSON, for chrome://tracing or\n"
+                         "ui.perfetto.dev) of one training step, one lane per device (implies --profile)", 0},
+    {"trace-step", 1, "N", "--trace: the step to record (default: the last; with --repeat, of the last)", 0},
     {"project-devices", 1, "LIST", "ipu: project throughput to these device counts (e.g. 16,64,128,256);\n"
                                    "figures labelled projected", 0},
     {"link-bw", 1, "GB/s", "projection: stage-to-stage exchange bandwidth (default 32)", 0},
@@ -273,6 +281,16 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
         if (st != TB_OK) return st;
         memcpy(c->batches, list, (size_t)n * sizeof *list);
         c->n_batches = n;
+        c->batches_given = 1;
+        return TB_OK;
+    }
+    if (IS("replicas-list") || IS("ga-list") || IS("micro-batch-list")) {
+        int st = get_int_list(name, v, 1, IS("ga-list") ? 1 << 16 : IS("replicas-list") ? 1024 : 1 << 20, list,
+                              BENCH_MAX_BATCHES, &n);
+        if (st != TB_OK) return st;
+        int *dst = IS("replicas-list") ? c->replicas_list : IS("ga-list") ? c->ga_list : c->micro_batch_list;
+        memcpy(dst, list, (size_t)n * sizeof *list);
+        *(IS("replicas-list") ? &c->n_replicas_list : IS("ga-list") ? &c->n_ga_list : &c->n_micro_batch_list) = n;
         return TB_OK;
     }
     if (IS("optimizer")) {
@@ -371,6 +389,8 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
     if (IS("lr-power")) return get_float(name, v, 1e-3, 100.0, 0, &c->lr_power);
     if (IS("lr-final")) return get_float(name, v, 0.0, 1e3, 0, &c->lr_final);
     if (IS("timeline")) return get_str(name, v, c->run.timeline, sizeof c->run.timeline);
+    if (IS("trace")) return get_str(name, v, c->trace, sizeof c->trace);
+    if (IS("trace-step")) return get_long(name, v, 1, 1L << 40, &c->trace_step);
     if (IS("project-devices")) {
         int st = get_int_list(name, v, 1, 1 << 20, list, BENCH_MAX_BATCHES, &n);
         if (st != TB_OK) return st;
@@ -405,6 +425,103 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
     if (IS("quiet")) return get_flag(name, v, &c->quiet);
 #undef IS
     return tb_error_set(TB_EINVAL, "option '%s' is listed but not handled (a bug in options.c)", name);
+}
+
+/* Which backends have which grid dimension (the harness knows backends only by name and interface). */
+static const struct {
+    const char *backend;
+    int replicas, ga, micro_batch;
+} grid_caps[] = {{"mirrored", 1, 0, 0}, {"ipu", 1, 1, 1}};
+
+static int grid_has(const char *backend, int dim)
+{
+    for (size_t k = 0; k < sizeof grid_caps / sizeof *grid_caps; k++)
+        if (!strcmp(grid_caps[k].backend, backend))
+            return dim == 0 ? grid_caps[k].replicas : dim == 1 ? grid_caps[k].ga : grid_caps[k].micro_batch;
+    return 0;
+}
+
+static int grid_given(const struct bench_config *c)
+{
+    return c->n_replicas_list || c->n_ga_list || c->n_micro_batch_list;
+}
+
+/* An ipu grid whose micro-batch and accumulation are both known: each point's global batch is B·G·R. */
+static int grid_product(const struct bench_config *c)
+{
+    return grid_given(c) && !strcmp(c->backend, "ipu") && (c->n_micro_batch_list || c->run.micro_batch > 0) &&
+           (c->n_ga_list || c->run.ga > 0);
+}
+
+static const int default_batches[] = {16, 32, 64, 128, 256};
+
+int bench_scaling_points(const struct bench_config *c, struct bench_scaling_point *pts, int cap)
+{
+    const int grid = grid_given(c), ipu = !strcmp(c->backend, "ipu"), mir = !strcmp(c->backend, "mirrored");
+    static const char *const dim_opt[] = {"replicas-list", "ga-list", "micro-batch-list"};
+    static const char *const dim_what[] = {"replicas", "gradient accumulation", "micro-batches"};
+    static const char *const dim_who[] = {"mirrored and ipu do", "only ipu does", "only ipu does"};
+    const int dim_n[] = {c->n_replicas_list, c->n_ga_list, c->n_micro_batch_list};
+    const int dim_scalar[] = {c->run.replicas, c->run.ga, c->run.micro_batch};
+    static const char *const scalar_opt[] = {"replicas", "ga", "micro-batch"};
+    for (int d = 0; d < 3; d++) {
+        if (!dim_n[d]) continue;
+        if (!grid_has(c->backend, d))
+            return tb_error_set(TB_EINVAL, "--%s: backend %s has no %s (%s)", dim_opt[d], c->backend, dim_what[d],
+                                dim_who[d]);
+        if (dim_scalar[d] > 0)
+            return tb_error_set(TB_EINVAL, "--%s and --%s both given: use one", dim_opt[d], scalar_opt[d]);
+    }
+    if (mir && c->n_replicas_list) {
+        if (c->run.n_devices > 0)
+            return tb_error_set(TB_EINVAL, "--replicas-list sets mirrored's --devices per point: drop --devices");
+        if (c->run.transport_mpi)
+            return tb_error_set(TB_EINVAL, "--replicas-list: with --transport mpi the replicas are the MPI ranks "
+                                           "(mpirun -n), one sweep per rank count");
+    }
+    const int product = grid_product(c);
+    if (product && c->batches_given)
+        return tb_error_set(TB_EINVAL, "--batches: with micro-batch and ga given, each ipu point's global batch is "
+                                       "micro-batch x ga x replicas; leave --batches out");
+    const int one_r = c->run.replicas, one_g = c->run.ga, one_b = c->run.micro_batch;
+    const int *R = c->n_replicas_list ? c->replicas_list : &one_r, nR = c->n_replicas_list ? c->n_replicas_list : 1;
+    const int *G = c->n_ga_list ? c->ga_list : &one_g, nG = c->n_ga_list ? c->n_ga_list : 1;
+    const int *B = c->n_micro_batch_list ? c->micro_batch_list : &one_b, nB = c->n_micro_batch_list ? c->n_micro_batch_list : 1;
+    const int zero = 0;
+    const int *N = product ? &zero : c->n_batches ? c->batches : default_batches;
+    const int nN = product ? 1 : c->n_batches ? c->n_batches : (int)(sizeof default_batches / sizeof *default_batches);
+    int n = 0;
+    for (int i = 0; i < nN; i++)
+        for (int ir = 0; ir < nR; ir++)
+            for (int ig = 0; ig < nG; ig++)
+                for (int ib = 0; ib < nB; ib++) {
+                    const int r = R[ir], g = G[ig], b = B[ib], rr = r > 0 ? r : 1;
+                    const long batch = product ? (long)b * g * rr : N[i];
+                    if (batch > (1L << 20))
+                        return tb_error_set(TB_EINVAL, "--plan scaling: micro-batch %d x ga %d x replicas %d = %ld "
+                                                       "samples is more than %d", b, g, rr, batch, 1 << 20);
+                    if (grid && mir && (batch % rr || rr > batch))
+                        return tb_error_set(TB_EINVAL, "--plan scaling: batch %ld does not split evenly over %d mirrored "
+                                                       "replicas (devices)", batch, rr);
+                    if (grid && ipu && !product) {
+                        const int unit = (g > 0 ? g : b > 0 ? b : 1) * rr;
+                        if (batch % unit)
+                            return tb_error_set(TB_EINVAL, "--plan scaling: ipu batch %ld is not a multiple of %s %d x "
+                                                           "replicas %d", batch, g > 0 ? "ga" : b > 0 ? "micro-batch"
+                                                           : "1", g > 0 ? g : b > 0 ? b : 1, rr);
+                    }
+                    if (n >= BENCH_MAX_POINTS)
+                        return tb_error_set(TB_EINVAL, "--plan scaling: the sweep has more than %d points",
+                                            BENCH_MAX_POINTS);
+                    if (n < cap) {
+                        pts[n] = (struct bench_scaling_point){(int)batch, c->run.replicas, c->run.ga,
+                                                              c->run.micro_batch, c->run.n_devices};
+                        if (ipu && grid) pts[n].replicas = r, pts[n].ga = g, pts[n].micro_batch = b;
+                        if (mir && c->n_replicas_list) pts[n].devices = r;
+                    }
+                    n++;
+                }
+    return n;
 }
 
 int bench_config_finish(struct bench_config *c)
@@ -446,6 +563,13 @@ int bench_config_finish(struct bench_config *c)
                                        "tta takes --seeds)", pn);
     if (c->n_batches > 0 && p != PLAN_SCALING)
         return tb_error_set(TB_EINVAL, "--batches applies to --plan scaling (this is %s; use --batch)", pn);
+    if (grid_given(c) && p != PLAN_SCALING)
+        return tb_error_set(TB_EINVAL, "--replicas-list, --ga-list and --micro-batch-list apply to --plan scaling "
+                                       "(this is %s; use --replicas, --ga, --micro-batch)", pn);
+    if (c->trace_step > 0 && !c->trace[0]) return tb_error_set(TB_EINVAL, "--trace-step needs --trace FILE");
+    if (c->trace[0] && p != PLAN_TRAIN && p != PLAN_THROUGHPUT && p != PLAN_TTA)
+        return tb_error_set(TB_EINVAL, "--trace records one training step of one run: it applies to --plan train, "
+                                       "throughput and tta (this is %s)", pn);
     if (p == PLAN_SCALING && c->run.batch > 0)
         return tb_error_set(TB_EINVAL, "--plan scaling takes --batches LIST, not --batch");
     if (p == PLAN_TTA && c->steps > 0)
@@ -485,10 +609,20 @@ int bench_config_finish(struct bench_config *c)
     }
     if ((p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs == 0)) && c->steps <= 0)
         c->steps = 100;
-    if (p == PLAN_SCALING && c->n_batches == 0) {
-        static const int def[] = {16, 32, 64, 128, 256};
-        memcpy(c->batches, def, sizeof def);
-        c->n_batches = 5;
+    if (p == PLAN_SCALING) {
+        const int n = bench_scaling_points(c, NULL, 0);
+        if (n < 0) return n;
+        if (c->n_batches == 0 && !grid_product(c)) {
+            memcpy(c->batches, default_batches, sizeof default_batches);
+            c->n_batches = (int)(sizeof default_batches / sizeof *default_batches);
+        }
+    }
+    if (c->trace[0]) {
+        const long known = p == PLAN_THROUGHPUT ? c->warmup + c->steps : p == PLAN_TRAIN ? c->steps : 0;
+        if (known > 0 && c->trace_step > known)
+            return tb_error_set(TB_EINVAL, "--trace-step %ld: the run has %ld steps", c->trace_step, known);
+        c->run.profile = 1;
+        c->run.trace = 1;
     }
     if (!c->mllog_dir[0]) {
         const char *slash = strrchr(c->out, '/');

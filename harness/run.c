@@ -35,7 +35,9 @@
 #include "rng.h"
 #include "status.h"
 #include "timeline_row.h"
+#include "trace.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -154,6 +156,8 @@ struct session {
     double sum_step, sum_compute, sum_allreduce, sum_exchange, sum_idle;
     long n_split;
     const char *row_status;     /* row_begin's "status" (NULL = "ok") */
+    int split_replicas, split_accum; /* the prepared backend's own batch split (pipeline report), 0 = unknown */
+    struct trace_capture trace; /* --trace: the chosen training step's events */
 };
 
 static const uint32_t *stream_perm(struct stream *s, long epoch)
@@ -188,8 +192,11 @@ static int plan_times_only(const struct bench_config *c)
 static int max_batch(const struct session *s)
 {
     int b = s->c.run.batch;
-    if (s->c.plan == PLAN_SCALING)
-        for (int k = 0; k < s->c.n_batches; k++) b = s->c.batches[k] > b ? s->c.batches[k] : b;
+    if (s->c.plan == PLAN_SCALING) {
+        struct bench_scaling_point pts[BENCH_MAX_POINTS];
+        const int n = bench_scaling_points(&s->c, pts, BENCH_MAX_POINTS);
+        for (int k = 0; k < n && k < BENCH_MAX_POINTS; k++) b = pts[k].batch > b ? pts[k].batch : b;
+    }
     return b;
 }
 
@@ -257,6 +264,7 @@ static void session_close(struct session *s)
     free(s->ck_params);
     free(s->ck_buffers);
     free(s->ck_opt);
+    trace_capture_free(&s->trace);
     memset(s, 0, sizeof *s);
 }
 
@@ -270,6 +278,14 @@ static int session_open(struct session *s, const struct bench_config *c)
     s->peak_per_run = measure_peak_reset();
     s->w = workload_find(s->c.workload);
     if (!s->w) return TB_EINVAL;
+    if (s->c.trace[0]) {
+        /* A trace path that cannot be written fails now, not after the run (a file made here is removed). */
+        const int existed = access(s->c.trace, F_OK) == 0;
+        FILE *f = fopen(s->c.trace, "a");
+        if (!f) return tb_error_set(TB_EIO, "--trace %s: %s", s->c.trace, strerror(errno));
+        fclose(f);
+        if (!existed) remove(s->c.trace);
+    }
     if (s->c.run.batch <= 0 && s->c.plan != PLAN_SCALING) s->c.run.batch = s->w->batch;
     if ((st = load_data(s)) != TB_OK) return st;
     struct workload_opts wo = s->c.wopts;
@@ -330,6 +346,11 @@ static int session_backend(struct session *s, int batch, int eval_batch)
     if (st != TB_OK) return st;
     backend_describe(&s->be, s->desc, sizeof s->desc);
     s->be_batch = batch, s->be_eval_batch = eval_batch;
+    /* A pipelined backend resolves replicas and accumulation itself (derived from the batch when not given). */
+    struct pipeline_report pr;
+    s->split_replicas = s->split_accum = 0;
+    if (backend_pipeline_report(&s->be, &pr) == TB_OK) s->split_replicas = pr.replicas, s->split_accum = pr.ga;
+    tb_error_clear();
     /* Under MPI every rank runs the plan; only rank 0 speaks and writes. */
     s->primary = backend_is_primary(&s->be);
     if (!s->primary) {
@@ -441,6 +462,13 @@ static int session_steps(struct session *s, long from, long to, struct step_reco
         s->sum_exchange += ss.t_exchange, s->sum_idle += ss.t_idle, s->n_split++;
         const long i = step - rec->base;
         if (i >= 0 && i < rec->cap) rec->times[i] = t1 - t0, rec->losses[i] = l;
+        /* --trace: the chosen step, or every step so that the last one is kept (a copy of ~2 events per
+         * layer, outside the step's timing). */
+        if (s->c.trace[0] && (s->c.trace_step == 0 || step == s->c.trace_step) &&
+            trace_capture_take(&s->trace, &s->be, step, t1 - t0) != TB_OK) {
+            fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+            tb_error_clear();
+        }
         if (pr->enabled) {
             const long k = step - from + 1;
             progress_update(pr, pr_done + k, l, (double)(samples_before + k * (long)batch) / (t1 - t_rate0));
@@ -476,6 +504,7 @@ static void batch_split(const struct session *s, int batch, int *replicas, int *
     int r = s->c.run.replicas > 0 ? s->c.run.replicas : 1;
     if (strcmp(s->c.backend, "mirrored") == 0) r *= s->c.run.n_devices > 0 ? s->c.run.n_devices : s->mi.n_cores;
     int a = s->c.run.ga > 0 ? s->c.run.ga : 1;
+    if (s->split_replicas > 0 && batch == s->be_batch) r = s->split_replicas, a = s->split_accum;
     *replicas = r, *accum = a;
     *local = batch / (r * a);
 }
@@ -567,6 +596,8 @@ static void row_begin(const struct session *s, struct json_buf *b, const char *r
     json_key_str(b, "precision", c->run.precision[0] ? c->run.precision : "fp32");
     json_key_int(b, "prefetch", c->run.prefetch);
     json_key_bool(b, "profile", c->run.profile);
+    json_key_str(b, "trace", c->trace);
+    json_key_int(b, "trace_step", c->trace_step);
     json_key_bool(b, "no_fuse", c->run.no_fuse);
     json_key_str(b, "save", c->save);
     json_key_str(b, "load", c->load);
@@ -647,6 +678,36 @@ static void write_layer_times(struct session *s, struct json_buf *b, long steps)
         layer_profile_print(rows, n, s->have_cal ? s->cal.sgemm_1t_gflops : 0.0, stdout);
     }
     free(d);
+}
+
+/* --trace: writes the captured step as a Chrome trace file and records it as figures.trace. A file that
+ * cannot be written is a warning: the measurement in the row stands without it. */
+static void write_trace(struct session *s, struct json_buf *b, const char *run_id)
+{
+    const struct bench_config *c = &s->c;
+    if (!c->trace[0] || !s->primary) return;
+    if (s->trace.step <= 0) {
+        fprintf(stderr, "bench: warning: --trace %s: step %ld never ran; no trace written\n", c->trace, c->trace_step);
+        return;
+    }
+    const struct trace_meta meta = {c->backend, s->w->name, s->desc, run_id, backend_n_devices(&s->be)};
+    if (trace_write_file(c->trace, &s->trace, &s->m, &meta) != TB_OK) {
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+        tb_error_clear();
+        return;
+    }
+    const int lanes = trace_capture_lanes(&s->trace), events = s->trace.n_ev + s->trace.n_tl;
+    json_key_object(b, "trace");
+    json_key_str(b, "label", "measured");
+    json_key_str(b, "file", c->trace);
+    json_key_int(b, "step", s->trace.step);
+    json_key_double(b, "step_s", s->trace.step_s);
+    json_key_int(b, "lanes", lanes);
+    json_key_int(b, "events", events);
+    json_end_object(b);
+    if (!c->quiet)
+        printf("  trace       %s: step %ld, %d lane%s, %d events (chrome://tracing or ui.perfetto.dev)\n", c->trace,
+               s->trace.step, lanes, lanes == 1 ? "" : "s", events);
 }
 
 /* The cpu baseline for scaling efficiency: the newest successful throughput row of the single-thread
@@ -1429,6 +1490,7 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
     }
     write_scaling(&b, s, sb, batch, images_per_s);
     write_layer_times(s, &b, ran);
+    write_trace(s, &b, run_id);
     write_pipeline(s, &b);
     write_step_split(s, &b);
     row_common_figures(s, &b, gflops, measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)),
@@ -1555,6 +1617,7 @@ static int plan_throughput_at(struct session *s, int batch, const char *run_id, 
         json_key_double(&b, "final_loss", final_loss);
         write_scaling(&b, s, sb, batch, tp.images_per_s);
         write_layer_times(s, &b, per * c->repeat);
+        write_trace(s, &b, run_id);
         write_pipeline(s, &b);
         write_step_split(s, &b);
         row_common_figures(s, &b, gflops,
@@ -1592,66 +1655,93 @@ static int plan_throughput_at(struct session *s, int batch, const char *run_id, 
     return st;
 }
 
-/* A batch-size sweep: one row per point (kind "scaling", the same "sweep" id), then the table. A
- * failed point (a batch a backend cannot split, say) is reported and skipped; the plan then fails. */
+/* A batch-size sweep, or a grid of global batch × replicas × accumulation × micro-batch (ipu; mirrored:
+ * replicas = devices): one row per point (kind "scaling", the same "sweep" id), then the table. Each
+ * point sets its replicas/ga/micro-batch/devices in the run configuration, so its row's config says
+ * what ran, and gets a freshly prepared backend. A failed point (a batch a backend cannot split, say)
+ * is reported and skipped; the plan then fails. */
 static int plan_scaling(struct session *s)
 {
     struct bench_config *c = &s->c;
-    struct point_result res[BENCH_MAX_BATCHES];
-    int ok[BENCH_MAX_BATCHES] = {0}, first_err = TB_OK;
+    struct bench_scaling_point pts[BENCH_MAX_POINTS];
+    const int n = bench_scaling_points(c, pts, BENCH_MAX_POINTS);
+    if (n < 0) return n;
+    struct point_result res[BENCH_MAX_POINTS];
+    int ok[BENCH_MAX_POINTS] = {0}, first_err = TB_OK;
+    int split_r[BENCH_MAX_POINTS], split_a[BENCH_MAX_POINTS], split_l[BENCH_MAX_POINTS];
+    const int grid = c->n_replicas_list || c->n_ga_list || c->n_micro_batch_list;
     struct scale_base base = {0};
-    for (int k = 0; k < c->n_batches; k++) {
-        const int batch = c->batches[k];
-        char id[128];
+    for (int k = 0; k < n; k++) {
+        const struct bench_scaling_point *pt = &pts[k];
+        if (c->run.replicas != pt->replicas || c->run.ga != pt->ga || c->run.micro_batch != pt->micro_batch ||
+            c->run.n_devices != pt->devices) {
+            c->run.replicas = pt->replicas, c->run.ga = pt->ga, c->run.micro_batch = pt->micro_batch;
+            c->run.n_devices = pt->devices;
+            s->be_batch = s->be_eval_batch = 0; /* a new arrangement: session_backend prepares a fresh backend */
+        }
+        const int batch = pt->batch;
+        char id[160], label[64];
+        snprintf(label, sizeof label, "batch %d", batch);
         snprintf(id, sizeof id, "%s-b%d", s->run_base, batch);
+        if (grid) {
+            /* Only the dimensions the grid varies name the point (a fixed one is in every row's config). */
+            char dims[64] = "";
+            size_t m = 0;
+            if (c->n_replicas_list)
+                m += (size_t)snprintf(dims + m, sizeof dims - m, "-r%d", pt->devices ? pt->devices : pt->replicas);
+            if (c->n_ga_list && m < sizeof dims) m += (size_t)snprintf(dims + m, sizeof dims - m, "-g%d", pt->ga);
+            if (c->n_micro_batch_list && m < sizeof dims) snprintf(dims + m, sizeof dims - m, "-m%d", pt->micro_batch);
+            snprintf(id, sizeof id, "%s-b%d%s", s->run_base, batch, dims);
+            snprintf(label, sizeof label, "batch %d%s", batch, dims);
+        }
         if (s->peak_per_run) measure_peak_reset();
         int st = c->epochs > 0 ? plan_train(s, batch, id, &base, &res[k]) : plan_throughput_at(s, batch, id, &base, &res[k]);
+        batch_split(s, batch, &split_r[k], &split_a[k], &split_l[k]);
         if (st == TB_EINTR) {
             /* The point wrote its row; the sweep stops. */
             char msg[512];
             snprintf(msg, sizeof msg, "%s", tb_error_get());
-            return tb_error_set(st, "scaling point batch %d (%d of %d): %s; %d later point%s not run", batch, k + 1,
-                                c->n_batches, msg, c->n_batches - k - 1, c->n_batches - k - 1 == 1 ? "" : "s");
+            return tb_error_set(st, "scaling point %s (%d of %d): %s; %d later point%s not run", label, k + 1, n, msg,
+                                n - k - 1, n - k - 1 == 1 ? "" : "s");
         }
         if (st != TB_OK) {
-            fprintf(stderr, "bench: scaling point batch %d failed: %s\n", batch, tb_error_get());
+            fprintf(stderr, "bench: scaling point %s failed: %s\n", label, tb_error_get());
             if (first_err == TB_OK) first_err = st;
             continue;
         }
         ok[k] = 1;
-        if (!(base.images_per_s > 0.0)) {
-            int r, a, l;
-            batch_split(s, batch, &r, &a, &l);
-            base = (struct scale_base){batch, r, res[k].images_per_s};
-        }
+        if (!(base.images_per_s > 0.0)) base = (struct scale_base){batch, split_r[k], res[k].images_per_s};
     }
     if (c->quiet) return first_err;
     if (c->compact) {
         printf("%sscaling %s/%s%s%s:", c->progress_prefix, c->backend, s->w->name, c->variant[0] ? " " : "", c->variant);
-        for (int k = 0; k < c->n_batches; k++)
-            if (ok[k]) printf(" b%d %.0f", c->batches[k], res[k].images_per_s);
+        for (int k = 0; k < n; k++)
+            if (ok[k]) {
+                printf(" b%d", pts[k].batch);
+                if (grid) printf("/r%d/g%d", split_r[k], split_a[k]);
+                printf(" %.0f", res[k].images_per_s);
+            }
         printf(" img/s\n");
         return first_err;
     }
     printf("trainbench scaling: %s on %s data (%s), %s\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
-           s->desc, c->epochs > 0 ? "trained" : "throughput only");
+           grid ? "a grid: each point's arrangement is in its row" : s->desc, c->epochs > 0 ? "trained" : "throughput only");
     printf("  %8s %8s %8s %6s %12s %9s %10s %10s %9s\n", "global", "local", "replicas", "accum", "images/s", "speed-up",
            "efficiency", "peak MiB", "accuracy");
-    for (int k = 0; k < c->n_batches; k++) {
-        int r, a, l;
-        batch_split(s, c->batches[k], &r, &a, &l);
+    for (int k = 0; k < n; k++) {
+        const int r = split_r[k], a = split_a[k], l = split_l[k];
         if (!ok[k]) {
-            printf("  %8d %8d %8d %6d %12s\n", c->batches[k], l, r, a, "failed");
+            printf("  %8d %8d %8d %6d %12s\n", pts[k].batch, l, r, a, "failed");
             continue;
         }
         const double ips = res[k].images_per_s;
-        printf("  %8d %8d %8d %6d %12.0f %9.2f %10.2f %10.1f", c->batches[k], l, r, a, ips, ips / base.images_per_s,
+        printf("  %8d %8d %8d %6d %12.0f %9.2f %10.2f %10.1f", pts[k].batch, l, r, a, ips, ips / base.images_per_s,
                (ips / r) / (base.images_per_s / base.replicas), res[k].peak_rss_mib);
         if (!isnan(res[k].test_accuracy)) printf(" %8.2f%%", 100.0 * res[k].test_accuracy);
         printf("\n");
     }
-    printf("  efficiency = images/s per replica relative to the base (first) point; result rows %s (sweep %s)\n",
-           c->out, s->run_base);
+    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation)); efficiency = images/s "
+           "per replica relative to the base (first) point; result rows %s (sweep %s)\n", c->out, s->run_base);
     return first_err;
 }
 
@@ -2068,6 +2158,7 @@ static int plan_tta(struct session *s)
         json_end_object(&b);
     }
     json_end_array(&b);
+    write_trace(s, &b, s->run_base);
     row_common_figures(s, &b, gflops, measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)),
                        flops_step);
     st = row_end(s, &b);

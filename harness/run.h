@@ -37,6 +37,7 @@
 enum bench_plan { PLAN_AUTO, PLAN_TRAIN, PLAN_THROUGHPUT, PLAN_TTA, PLAN_SCALING, PLAN_INFERENCE };
 
 #define BENCH_MAX_BATCHES 32
+#define BENCH_MAX_POINTS 128 /* scaling: points of a sweep (batches × replicas × ga × micro-batch) */
 
 struct bench_config {
     char backend[32];
@@ -60,6 +61,16 @@ struct bench_config {
     int seeds;              /* tta: runs with seeds seed, seed+1, ... (default 1) */
     int max_epochs;         /* tta: give up after this many epochs (default 15) */
     int batches[BENCH_MAX_BATCHES], n_batches; /* scaling: global batches */
+    int batches_given;      /* --batches was given (n_batches may hold the default list) */
+    /* scaling grid (--replicas-list, --ga-list, --micro-batch-list): ipu replicas × accumulation ×
+     * micro-batch; mirrored replicas (= devices); 0 entries = not given */
+    int replicas_list[BENCH_MAX_BATCHES], n_replicas_list;
+    int ga_list[BENCH_MAX_BATCHES], n_ga_list;
+    int micro_batch_list[BENCH_MAX_BATCHES], n_micro_batch_list;
+    /* --trace FILE: a Chrome trace (JSON) of one training step per device; --trace-step N picks the step
+     * (0 = the run's last; with --repeat, of the last repeat). Implies --profile. */
+    char trace[512];
+    long trace_step;
     struct workload_opts wopts;
     struct run_config run;  /* backend settings: batch, seed, optimizer, threads, ... */
     /* optimizer as requested; bench_config_finish resolves it into run.optim */
@@ -107,6 +118,20 @@ void bench_request_stop(int signo);
 int bench_stop_signal(void);
 /* The plan's name ("train", "throughput", ...). */
 const char *bench_plan_name(enum bench_plan p);
+
+/* One point of a scaling sweep: the global batch and what it overrides in run (0 = as configured, or
+ * derived by the backend). */
+struct bench_scaling_point {
+    int batch;
+    int replicas, ga, micro_batch; /* ipu */
+    int devices;                   /* mirrored: replicas are devices */
+};
+/* The points of c's scaling sweep in order (--batches outermost, then replicas, ga, micro-batch, the last
+ * varying fastest); writes at most cap into pts (NULL with cap 0 only counts). Without a grid option
+ * they are --batches alone. An ipu grid with micro-batch and ga both given takes its global batches
+ * from micro-batch × ga × replicas (then --batches must not be given). Returns the count, or TB_EINVAL
+ * (negative) with a one-line message for a combination that cannot run. */
+int bench_scaling_points(const struct bench_config *c, struct bench_scaling_point *pts, int cap);
 
 /* One command-line option: long name, whether it takes a value, its metavariable and help line. */
 struct bench_option {
