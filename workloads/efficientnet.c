@@ -299,9 +299,12 @@ static void effnet_init(const struct model *m, float *params, float *buffers, ui
     }
 }
 
+/* tta_target 0.75: measured, not assumed (BENCHMARKS.md, issue 6): effnet-b0 at 32×32 on Fashion-MNIST
+ * with this recipe crosses 0.75 test accuracy at epoch 3.5 and is at 0.78 after 4 epochs (5.4 min on
+ * two threads here), its curve still noisy; a target near convergence would take far longer runs. */
 #define EFFNET_DESC(k, nm, sum)                                                                      \
     {.name = nm, .summary = sum, .build = effnet_build_##k, .init = effnet_init, .batch = 128, .epochs = 1, \
-     .optimizer = OPTIM_RMSPROP, .lr = 0.0f, .tta_target = 0.85f, .arg = k}
+     .optimizer = OPTIM_RMSPROP, .lr = 0.0f, .tta_target = 0.75f, .arg = k}
 
 const struct workload workload_effnet[16] = {
     EFFNET_DESC(0, "effnet-b0", "EfficientNet-B0 (w1.0 d1.0 r224), MBConv + SE, BatchNorm or GroupNorm"),
