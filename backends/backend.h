@@ -84,6 +84,9 @@ struct pipeline_report {
         t_allreduce[BACKEND_MAX_STAGES];       /* per step */
     double peak_act_bytes[BACKEND_MAX_STAGES]; /* measured activation memory per stage */
     double bubble_measured, bubble_ideal;
+    double loss_scale;     /* fp16: the loss scale now (1 otherwise) */
+    int loss_scale_static; /* fp16: --loss-scale N (else dynamic) */
+    long skipped_steps;    /* fp16: steps skipped on a gradient overflow */
 };
 
 /* One interval of a pipelined backend's last completed training step: what device `device` (stage,

@@ -1415,6 +1415,9 @@ static int ipu_pipeline_report(struct backend *b, struct pipeline_report *r)
         r->peak_act_bytes[s] = stage_act_bytes(c, s);
     }
     r->bubble_ideal = ipu_plan_ideal_bubble(p);
+    r->loss_scale = c->loss_scale;
+    r->loss_scale_static = p->loss_scale > 0.0f;
+    r->skipped_steps = c->skipped_steps;
     r->bubble_measured = c->sum_span > 0 ? 1.0 - c->sum_busy / c->sum_span : NAN;
     return TB_OK;
 }
@@ -1468,9 +1471,13 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
         snprintf(meas, sizeof meas, ", measured %.1f%% over %ld step%s", 100.0 * (1.0 - c->sum_busy / c->sum_span),
                  c->n_steps > 1 ? c->n_steps - 1 : 1, c->n_steps > 2 ? "s" : "");
     char scale[64] = "";
-    if (p->prec == IPU_PREC_FP16)
-        snprintf(scale, sizeof scale, ", loss scale %g (%s, %ld steps skipped)", (double)c->loss_scale,
-                 p->loss_scale > 0.0f ? "static" : "dynamic", c->skipped_steps);
+    if (p->prec == IPU_PREC_FP16) {
+        /* Before any step (the harness takes this line at prepare) there is no count to give. */
+        char skipped[40] = "";
+        if (c->n_steps > 0) snprintf(skipped, sizeof skipped, ", %ld steps skipped", c->skipped_steps);
+        snprintf(scale, sizeof scale, ", loss scale %g (%s%s)", (double)c->loss_scale,
+                 p->loss_scale > 0.0f ? "static" : "dynamic", skipped);
+    }
     /* Most important first: the harness keeps a bounded prefix of this line. */
     snprintf(buf, n,
              "ipu: %d stage%s x %d replica%s, global batch %d = micro-batch %d x GA %d x %d, %s, split %s (%s), "

@@ -66,7 +66,8 @@ static const struct bench_option options[] = {
     {"replicas", 1, "R", "ipu: data-parallel replicas of the pipeline", 0},
     {"schedule", 1, "gpipe|1f1b", "ipu: pipeline schedule", 0},
     {"recompute", 0, NULL, "ipu: recompute activations in the backward pass", 0},
-    {"precision", 1, "fp32|fp16|bf16", "storage precision of activations and weights", 0},
+    {"precision", 1, "fp32|fp16|bf16|fp16m|bf16m", "ipu: storage precision of activations and weights (m: keep fp32\n"
+                                                   "master weights in the optimizer)", 0},
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
                                    "clean steps) or a static N in [1, 1e30]; an overflow skips the step", 0},
     {"prefetch", 1, "N", "batches prepared ahead", 0},
@@ -238,7 +239,7 @@ static const char *const plan_names[] = {"train", "throughput", "tta", "scaling"
 static const char *const conv_algos[] = {"auto", "im2col", "direct", "fft", NULL};
 static const char *const transports[] = {"shm", "mpi", NULL};
 static const char *const schedules[] = {"gpipe", "1f1b", NULL};
-static const char *const precisions[] = {"fp32", "fp16", "bf16", NULL};
+static const char *const precisions[] = {"fp32", "fp16", "bf16", "fp16m", "bf16m", NULL};
 
 int bench_config_set(struct bench_config *c, const char *name, const char *v)
 {

@@ -594,6 +594,8 @@ static void row_begin(const struct session *s, struct json_buf *b, const char *r
     json_key_str(b, "schedule", c->run.schedule);
     json_key_bool(b, "recompute", c->run.recompute);
     json_key_str(b, "precision", c->run.precision[0] ? c->run.precision : "fp32");
+    if (c->run.loss_scale > 0.0f) json_key_double(b, "loss_scale", c->run.loss_scale);
+    else json_key_str(b, "loss_scale", "dynamic");
     json_key_int(b, "prefetch", c->run.prefetch);
     json_key_bool(b, "profile", c->run.profile);
     json_key_str(b, "trace", c->trace);
@@ -810,6 +812,9 @@ static void write_pipeline(struct session *s, struct json_buf *b)
     json_key_int(b, "replicas", r.replicas);
     json_key_double(b, "bubble_measured", r.bubble_measured);
     json_key_double(b, "bubble_ideal", r.bubble_ideal);
+    json_key_double(b, "loss_scale", r.loss_scale);
+    json_key_str(b, "loss_scale_mode", r.loss_scale_static ? "static" : "dynamic");
+    json_key_int(b, "skipped_steps", r.skipped_steps);
     json_key_array(b, "per_stage");
     for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++) {
         json_begin_object(b);
@@ -830,6 +835,9 @@ static void write_pipeline(struct session *s, struct json_buf *b)
     if (print) {
         printf("  pipeline    measured bubble %.1f %% (ideal (S-1)/(G+S-1) = %.1f %%)\n", 100.0 * r.bubble_measured,
                100.0 * r.bubble_ideal);
+        if (r.loss_scale != 1.0 || r.loss_scale_static || r.skipped_steps)
+            printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", r.loss_scale,
+                   r.loss_scale_static ? "static" : "dynamic", r.skipped_steps, r.skipped_steps == 1 ? "" : "s");
         for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
             printf("  stage %-4d  compute %.3f s, exchange %.3f s, idle %.3f s, all-reduce %.3f s per step; "
                    "activations %.1f MiB (measured)\n",
