@@ -23,7 +23,11 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
     case $t in
     safetensors)
         srcs="$root/core/checkpoint.c $root/core/model.c $root/harness/json.c $root/core/status.c"
+        # A valid file for the target's own model is written at start-up into seed_safetensors; the
+        # committed corpus holds that file and its broken variants (truncations, bad header length,
+        # JSON, dtype, shape, offsets, a missing tensor).
         mkdir -p "$out/seed_$t"
+        cp "$root"/tools/fuzz/corpus/safetensors/* "$out/seed_$t/"
         seeds="$out/seed_$t" ;;
     suite)
         # The suite reader validates every run through the option table, the backend and workload
