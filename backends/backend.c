@@ -1,10 +1,10 @@
 /* backend.c — the registry and the public wrappers that check, default and time backend calls. */
 #include "backend.h"
 
+#include "clock.h"
 #include "status.h"
 
 #include <string.h>
-#include <time.h>
 
 static const struct backend_entry registry[] = {
     {"cpu", "single thread, the reference schedule", backend_cpu_create},
@@ -42,13 +42,6 @@ int backend_create(struct backend *b, const char *name)
     return tb_error_set(TB_EINVAL, "unknown backend '%s' (valid: %s)", name, names);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 extern void openblas_set_num_threads(int);
 
 int backend_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
@@ -73,9 +66,9 @@ int backend_forward_backward(struct backend *b, const struct batch *batch, long 
         return tb_error_set(TB_EINVAL, "batch of %d samples, but the backend was prepared for %d", batch->n,
                             b->cfg.batch);
     memset(st, 0, sizeof *st);
-    double t0 = now_s();
+    double t0 = tb_now_s();
     int rc = b->i->forward_backward(b, batch, step, st);
-    st->t_forward_backward = now_s() - t0;
+    st->t_forward_backward = tb_now_s() - t0;
     st->n = batch->n;
     return rc;
 }
@@ -88,26 +81,26 @@ int backend_train_step(struct backend *b, const struct batch *batch, long step, 
             return tb_error_set(TB_EINVAL, "batch of %d samples, but the backend was prepared for %d", batch->n,
                                 b->cfg.batch);
         memset(st, 0, sizeof *st);
-        double t0 = now_s();
+        double t0 = tb_now_s();
         int rc = b->i->train_step(b, batch, step, st);
-        st->t_forward_backward = now_s() - t0;
+        st->t_forward_backward = tb_now_s() - t0;
         st->n = batch->n;
         return rc;
     }
     int rc = backend_forward_backward(b, batch, step, st);
     if (rc != TB_OK) return rc;
-    double t0 = now_s();
+    double t0 = tb_now_s();
     rc = b->i->update(b, step, st);
-    st->t_update = now_s() - t0;
+    st->t_update = tb_now_s() - t0;
     return rc;
 }
 
 int backend_update(struct backend *b, long step, struct step_stats *st)
 {
     TB_ASSERT(b->prepared);
-    double t0 = now_s();
+    double t0 = tb_now_s();
     int rc = b->i->update(b, step, st);
-    st->t_update = now_s() - t0;
+    st->t_update = tb_now_s() - t0;
     return rc;
 }
 

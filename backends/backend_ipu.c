@@ -46,6 +46,7 @@
 
 #include "allreduce.h"
 #include "arena.h"
+#include "clock.h"
 #include "exec.h"
 #include "fpenv.h"
 #include "ipu_plan.h"
@@ -64,7 +65,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 extern void openblas_set_num_threads(int);
@@ -203,13 +203,6 @@ struct ipu_ctx {
     int n_tl, cap_tl;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void rep_barrier_wait(void *ctx)
 {
     struct rep_barrier *b = ctx;
@@ -297,12 +290,12 @@ static void push_acts(struct ipu_dev *v, const struct model_inst *mi, int mb, in
 {
     struct ipu_ctx *c = v->c;
     void *buf = ipu_queue_begin_push(v->act_out, &v->t_wait);
-    const double t = now_s();
+    const double t = tb_now_s();
     *(struct msg_hdr *)buf = (struct msg_hdr){mb, n, first};
     memcpy(msg_labels(buf), y, (size_t)n * sizeof(int32_t));
     pack_tensors(v, mi, v->out_ids, v->n_out, 0, n, msg_payload(c, buf), 1.0f);
     ipu_queue_end_push(v->act_out);
-    v->t_exchange += now_s() - t;
+    v->t_exchange += tb_now_s() - t;
     v->bytes += (double)exec_boundary_floats(v->sm, v->l1, n, 0) * (double)ipu_prec_bytes(c->p.prec);
 }
 
@@ -310,14 +303,14 @@ static void push_grads(struct ipu_dev *v, const struct model_inst *mi, int mb, i
 {
     struct ipu_ctx *c = v->c;
     void *buf = ipu_queue_begin_push(v->grad_out, &v->t_wait);
-    const double t = now_s();
+    const double t = tb_now_s();
     *(struct msg_hdr *)buf = (struct msg_hdr){mb, n, first};
     /* fp16: gradients cross scaled by the loss scale (what scaling the loss does to every gradient
      * downstream of it), so small ones survive the 2-byte format; the receiver divides it out. */
     const float scale = c->p.prec == IPU_PREC_FP16 ? c->loss_scale : 1.0f;
     pack_tensors(v, mi, v->in_ids, v->n_in, 1, n, msg_payload(c, buf), scale);
     ipu_queue_end_push(v->grad_out);
-    v->t_exchange += now_s() - t;
+    v->t_exchange += tb_now_s() - t;
     v->bytes += (double)exec_boundary_floats(v->sm, v->l0, n, 1) * (double)ipu_prec_bytes(c->p.prec);
 }
 
@@ -326,7 +319,7 @@ static const void *pop_acts(struct ipu_dev *v, int n, const float **in_act)
 {
     struct ipu_ctx *c = v->c;
     const void *msg = ipu_queue_begin_pop(v->act_in, &v->t_wait);
-    const double t = now_s();
+    const double t = tb_now_s();
     TB_ASSERT(((const struct msg_hdr *)msg)->n == n);
     if (c->p.prec == IPU_PREC_FP32) {
         *in_act = msg_payload(c, msg); /* fp32 travels as is: exec copies it into the slots */
@@ -334,7 +327,7 @@ static const void *pop_acts(struct ipu_dev *v, int n, const float **in_act)
         unpack_tensors(v, v->in_ids, v->n_in, 0, n, msg_payload(c, msg), v->in_stage, 1.0f);
         *in_act = v->in_stage;
     }
-    v->t_exchange += now_s() - t;
+    v->t_exchange += tb_now_s() - t;
     return msg;
 }
 
@@ -342,7 +335,7 @@ static const void *pop_grads(struct ipu_dev *v, int n, const float **out_dact)
 {
     struct ipu_ctx *c = v->c;
     const void *msg = ipu_queue_begin_pop(v->grad_in, &v->t_wait);
-    const double t = now_s();
+    const double t = tb_now_s();
     if (c->p.prec == IPU_PREC_FP32) {
         *out_dact = msg_payload(c, msg);
     } else {
@@ -351,7 +344,7 @@ static const void *pop_grads(struct ipu_dev *v, int n, const float **out_dact)
             atomic_store(&c->overflow, 1);
         *out_dact = v->g_stage;
     }
-    v->t_exchange += now_s() - t;
+    v->t_exchange += tb_now_s() - t;
     return msg;
 }
 
@@ -411,7 +404,7 @@ static const struct model_inst *seg_forward_all(struct ipu_dev *v, const struct 
 static const struct model_inst *seg_backward_all(struct ipu_dev *v, int mb, const struct exec_step *st, void *stash)
 {
     const int K = v->n_seg;
-    const double t_begin = now_s();
+    const double t_begin = tb_now_s();
     double t_rec = 0.0;
     for (int k = K - 1; k >= 0; k--) {
         const struct ipu_seg *g = &v->seg[k];
@@ -422,9 +415,9 @@ static const struct model_inst *seg_backward_all(struct ipu_dev *v, int mb, cons
             rs.l0 = g->l0, rs.l1 = g->l1, rs.out_dact = NULL, rs.no_stats_update = 1;
             if (k == 0 && v->s == 0) rs.x = stash;
             else rs.x = NULL, rs.in_act = seg_ckpt(v, stash, k);
-            const double t0 = now_s();
+            const double t0 = tb_now_s();
             exec_forward(&g->mi, &rs, 0, 1, NULL);
-            t_rec += now_s() - t0;
+            t_rec += tb_now_s() - t0;
         }
         struct exec_step bs = *st;
         bs.l0 = g->l0, bs.l1 = g->l1;
@@ -432,7 +425,7 @@ static const struct model_inst *seg_backward_all(struct ipu_dev *v, int mb, cons
         exec_backward(&g->mi, &bs, 0, 1, NULL);
         if (k > 0) boundary_pack_f32(&g->mi, g->l0, 1, st->n, v->seg_grad);
     }
-    const double t_end = now_s();
+    const double t_end = tb_now_s();
     v->t_compute += t_end - t_begin, v->t_bwd += t_end - t_begin;
     if (t_rec > 0.0) ev_add(v, mb, 'R', t_begin, t_begin + t_rec);
     ev_add(v, mb, 'B', t_begin + t_rec, t_end);
@@ -467,10 +460,10 @@ static void dev_forward(struct ipu_dev *v, int mb)
         st.y = msg_labels(msg);
         if (stash) memcpy(stash, st.in_act, exec_boundary_floats(v->sm, v->l0, n, 0) * sizeof(float));
     }
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     if (stash) mi = seg_forward_all(v, &st, stash);
     else exec_forward(mi, &st, 0, 1, NULL);
-    const double t1 = now_s();
+    const double t1 = tb_now_s();
     v->t_compute += t1 - t0;
     v->t_fwd += t1 - t0;
     ev_add(v, mb, 'F', t0, t1);
@@ -494,9 +487,9 @@ static void dev_backward(struct ipu_dev *v, int mb)
     if (p->recompute) {
         mi = seg_backward_all(v, mb, &st, v->stash[mb % v->n_stash]);
     } else {
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         exec_backward(mi, &st, 0, 1, NULL);
-        const double t1 = now_s();
+        const double t1 = tb_now_s();
         v->t_compute += t1 - t0;
         v->t_bwd += t1 - t0;
         ev_add(v, mb, 'B', t0, t1);
@@ -509,19 +502,19 @@ static void dev_backward(struct ipu_dev *v, int mb)
 static void dev_train(struct ipu_dev *v)
 {
     struct ipu_ctx *c = v->c;
-    double t = now_s();
+    double t = tb_now_s();
     memset(v->grads + v->p0, 0, (v->p1 - v->p0) * sizeof(float));
-    v->t_compute += now_s() - t;
+    v->t_compute += tb_now_s() - t;
     v->resident = -1;
     for (int k = 0; k < v->n_ops; k++) {
         if (v->ops[k].fwd) dev_forward(v, v->ops[k].mb);
         else dev_backward(v, v->ops[k].mb);
     }
-    v->t_end = now_s() - c->t0;
+    v->t_end = tb_now_s() - c->t0;
     if (c->p.R > 1) {
-        t = now_s();
+        t = tb_now_s();
         allreduce_ring(&c->gbufs[(size_t)v->s * c->p.R], v->p1 - v->p0, c->p.R, v->r, rep_barrier_wait, &c->bar[v->s]);
-        const double t1 = now_s();
+        const double t1 = tb_now_s();
         v->t_allreduce = t1 - t;
         ev_add(v, -1, 'A', t, t1);
     }
@@ -532,7 +525,7 @@ static void dev_update(struct ipu_dev *v)
     struct ipu_ctx *c = v->c;
     const size_t n = v->p1 - v->p0;
     if (atomic_load(&c->overflow) || n == 0) return;
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     const struct optim_config *oc = &c->cfg.optim;
     float *w = v->master ? v->master : v->params + v->p0;
     const float *g = v->grads + v->p0;
@@ -548,7 +541,7 @@ static void dev_update(struct ipu_dev *v)
             ipu_prec_round(v->params + v->p0, n, c->p.prec, 1, c->cfg.seed, c->step, v->p0);
         }
     }
-    const double t1 = now_s();
+    const double t1 = tb_now_s();
     v->t_update = t1 - t0;
     ev_add(v, -1, 'U', t0, t1);
 }
@@ -573,10 +566,10 @@ static void dev_eval(struct ipu_dev *v)
             msg = pop_acts(v, n, &st.in_act);
             st.y = msg_labels(msg);
         }
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         if (p->recompute) mi = seg_forward_all(v, &st, v->stash[0]); /* nothing in flight: any stash will do */
         else exec_forward(mi, &st, 0, 1, NULL);
-        v->t_compute += now_s() - t0;
+        v->t_compute += tb_now_s() - t0;
         if (last) {
             v->loss += exec_loss_sum(mi, n);
             v->correct += exec_correct_count(mi, n);
@@ -667,24 +660,11 @@ static void infeed_wait_step(struct ipu_ctx *c)
 
 /* ---- preparation ---- */
 
-/* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
-static double mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0.0;
-    char line[128];
-    double kb = 0.0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024.0;
-}
-
 /* Refuses, before allocating, a plan whose estimate does not fit: failing in a second with the figures
  * beats the kernel's OOM killer minutes later. */
 static int check_fits(const struct ipu_ctx *c, double need, const char *what)
 {
-    const double avail = mem_available();
+    const double avail = arena_mem_available();
     if (avail > 0.0 && need > 0.9 * avail)
         return tb_error_set(TB_EINVAL, "ipu: %s of %s at micro-batch %d needs about %.1f GiB but only %.1f GiB is "
                                        "available: lower --micro-batch (raise --ga), use --recompute or more --stages",
@@ -807,16 +787,16 @@ static void timing_measure(struct timing_inst *t, const struct run_config *cfg, 
     for (int rep = 0; rep < reps; rep++) {
         for (int i = 0; i < m->n_layers; i++) {
             st.l0 = i, st.l1 = i + 1;
-            const double t0 = now_s();
+            const double t0 = tb_now_s();
             exec_forward(&t->mi, &st, 0, 1, NULL);
-            const double dt = now_s() - t0;
+            const double dt = tb_now_s() - t0;
             if (dt < tf[i]) tf[i] = dt;
         }
         for (int i = m->n_layers - 1; i >= 0; i--) {
             st.l0 = i, st.l1 = i + 1;
-            const double t0 = now_s();
+            const double t0 = tb_now_s();
             exec_backward(&t->mi, &st, 0, 1, NULL);
-            const double dt = now_s() - t0;
+            const double dt = tb_now_s() - t0;
             if (dt < tb[i]) tb[i] = dt;
         }
     }
@@ -1063,9 +1043,9 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
         int n = f > 0 ? (int)(1.5e9 / f) : p->B;
         if (n > p->B) n = p->B;
         if (n < 1) n = 1;
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         timing_measure(&ti, cfg, n, f * n > 5e9 ? 1 : 2, tf, tb);
-        c->t_measure = now_s() - t0;
+        c->t_measure = tb_now_s() - t0;
         ipu_plan_balance(p, m, tf, tb);
         free(tf), free(tb);
     }
@@ -1266,7 +1246,7 @@ static int run_train(struct ipu_ctx *c, const struct batch *batch, long step, in
     c->step = step;
     c->do_update = do_update;
     atomic_store(&c->overflow, 0);
-    c->t0 = now_s();
+    c->t0 = tb_now_s();
     if (c->pf_started) infeed_start_step(c, batch);
     run_devices(c);
     if (c->pf_started) infeed_wait_step(c);
@@ -1293,7 +1273,7 @@ static int ipu_update(struct backend *b, long step, struct step_stats *st)
     c->mode = MODE_UPDATE;
     c->step = step;
     atomic_store(&c->overflow, c->overflowed);
-    c->t0 = now_s();
+    c->t0 = tb_now_s();
     run_devices(c);
     loss_scale_after_update(c);
     return TB_OK;
@@ -1305,7 +1285,7 @@ static int ipu_evaluate(struct backend *b, const struct batch *batch, struct eva
     if (batch->n <= 0) return TB_OK;
     c->mode = MODE_EVAL;
     c->batch = batch;
-    c->t0 = now_s();
+    c->t0 = tb_now_s();
     run_devices(c);
     for (int r = 0; r < c->p.R; r++) {
         const struct ipu_dev *v = dev_at(c, c->p.S - 1, r);

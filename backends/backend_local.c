@@ -6,6 +6,7 @@
  */
 #include "backend.h"
 
+#include "clock.h"
 #include "local_engine.h"
 #include "status.h"
 
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
 
 struct local_ctx {
     struct local_engine e;
@@ -36,7 +36,7 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
 static int lb_forward_backward(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
-    local_engine_trace_begin(&c->e, exec_now_s());
+    local_engine_trace_begin(&c->e, tb_now_s());
     local_engine_zero_grads(&c->e);
     int rc = local_engine_forward_backward(&c->e, batch->x, batch->y, batch->n, 0, batch->n, step, &st->loss_sum);
     if (rc == TB_EDIVERGED) st->nonfinite = 1;
@@ -47,9 +47,9 @@ static int lb_update(struct backend *b, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
     (void)st;
-    const double t0 = c->e.trace.ev ? exec_now_s() : 0.0;
+    const double t0 = c->e.trace.ev ? tb_now_s() : 0.0;
     local_engine_update(&c->e, step);
-    if (c->e.trace.ev) exec_trace_add(&c->e.trace, -1, 'U', t0, exec_now_s());
+    if (c->e.trace.ev) exec_trace_add(&c->e.trace, -1, 'U', t0, tb_now_s());
     return TB_OK;
 }
 
@@ -58,7 +58,7 @@ static int lb_train_step(struct backend *b, const struct batch *batch, long step
     struct local_ctx *c = b->ctx;
     int rc;
     if (c->e.fuse) {
-        local_engine_trace_begin(&c->e, exec_now_s());
+        local_engine_trace_begin(&c->e, tb_now_s());
         rc = local_engine_train_step_fused(&c->e, batch->x, batch->y, batch->n, step, &st->loss_sum);
     } else {
         if ((rc = lb_forward_backward(b, batch, step, st)) == TB_OK) rc = lb_update(b, step, st);

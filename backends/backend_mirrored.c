@@ -11,6 +11,7 @@
 #include "backend.h"
 
 #include "allreduce.h"
+#include "clock.h"
 #include "local_engine.h"
 #include "mpi_transport.h"
 #include "status.h"
@@ -19,7 +20,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 struct mir_ctx {
@@ -47,13 +47,6 @@ struct mir_replica {
     struct mir_ctx *c;
     int r;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void mir_barrier(void *ctx)
 {
@@ -99,14 +92,14 @@ static void step_task(void *arg, int r, int nth)
     const size_t per = e->m->tensors[e->m->input].per_sample;
     const int global_r = c->mpi ? c->rank : r;
     const size_t off = (size_t)global_r * (size_t)c->shard;
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     local_engine_zero_grads(e);
     c->status[r] = local_engine_forward_backward(e, c->batch->x + off * per, c->batch->y + off, c->shard, (long)off,
                                                  c->batch->n, c->step, &c->loss[r]);
-    const double t1 = now_s();
+    const double t1 = tb_now_s();
     /* Waiting for the slowest replica is load imbalance, not all-reduce: time it apart. */
     if (!c->mpi) mir_barrier(c);
-    const double t1b = now_s();
+    const double t1b = tb_now_s();
     if (c->mpi) {
         int st = mpi_transport_allreduce(e->grads, e->m->n_params);
         if (st != TB_OK) c->status[r] = st;
@@ -115,7 +108,7 @@ static void step_task(void *arg, int r, int nth)
     } else {
         allreduce_ring(c->grads, e->m->n_params, c->R, r, mir_barrier, c);
     }
-    const double t2 = now_s();
+    const double t2 = tb_now_s();
     c->t_compute[r] = t1 - t0;
     c->t_idle[r] = t1b - t1;
     c->t_allreduce[r] = t2 - t1b;
@@ -125,14 +118,14 @@ static void step_task(void *arg, int r, int nth)
     }
     if (c->do_update) {
         local_engine_update(e, c->step);
-        if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t2, now_s());
+        if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t2, tb_now_s());
     }
 }
 
 /* --trace: every replica's event list starts at the same instant, so the lanes line up. */
 static void trace_begin_all(struct mir_ctx *c)
 {
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     for (int r = 0; r < c->R; r++) local_engine_trace_begin(&c->dev[r], t0);
 }
 
@@ -237,9 +230,9 @@ static void update_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     local_engine_update(&c->dev[r], c->step);
-    if (c->dev[r].trace.ev) exec_trace_add(&c->dev[r].trace, -1, 'U', t0, now_s());
+    if (c->dev[r].trace.ev) exec_trace_add(&c->dev[r].trace, -1, 'U', t0, tb_now_s());
 }
 
 static int mir_update(struct backend *b, long step, struct step_stats *st)

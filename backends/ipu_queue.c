@@ -1,18 +1,11 @@
 /* ipu_queue.c — bounded SPSC message queue over a mutex and two condition variables (see ipu_queue.h). */
 #include "ipu_queue.h"
 
+#include "clock.h"
 #include "status.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int ipu_queue_init(struct ipu_queue *q, int cap, size_t bytes)
 {
@@ -48,9 +41,9 @@ void *ipu_queue_begin_push(struct ipu_queue *q, double *t_wait)
 {
     pthread_mutex_lock(&q->mu);
     if (q->count == q->cap) {
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         while (q->count == q->cap) pthread_cond_wait(&q->not_full, &q->mu);
-        if (t_wait) *t_wait += now_s() - t0;
+        if (t_wait) *t_wait += tb_now_s() - t0;
     }
     const int slot = (q->head + q->count) % q->cap;
     pthread_mutex_unlock(&q->mu);
@@ -70,9 +63,9 @@ const void *ipu_queue_begin_pop(struct ipu_queue *q, double *t_wait)
 {
     pthread_mutex_lock(&q->mu);
     if (q->count == 0) {
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         while (q->count == 0) pthread_cond_wait(&q->not_empty, &q->mu);
-        if (t_wait) *t_wait += now_s() - t0;
+        if (t_wait) *t_wait += tb_now_s() - t0;
     }
     const int slot = q->head;
     pthread_mutex_unlock(&q->mu);

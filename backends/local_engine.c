@@ -2,6 +2,7 @@
 #include "local_engine.h"
 
 #include "arena.h"
+#include "clock.h"
 #include "fpenv.h"
 #include "layout.h"
 #include "status.h"
@@ -27,9 +28,9 @@ static void fb_run(void *arg, int ith, int nth)
     exec_forward(t->mi, &t->st, ith, nth, &sync);
     if (t->backward) exec_backward(t->mi, &t->st, ith, nth, &sync);
     if (t->fused_update) {
-        const double t0 = t->st.trace && ith == 0 ? exec_now_s() : 0.0;
+        const double t0 = t->st.trace && ith == 0 ? tb_now_s() : 0.0;
         exec_update_fused(t->mi, &t->e->cfg.optim, t->st.step, ith, nth);
-        if (t->st.trace && ith == 0) exec_trace_add(t->st.trace, -1, 'U', t0, exec_now_s());
+        if (t->st.trace && ith == 0) exec_trace_add(t->st.trace, -1, 'U', t0, tb_now_s());
     }
 }
 
@@ -75,19 +76,6 @@ static void inst_free(struct model_inst *mi)
 /* Memory the engines of this process have claimed, so replicas and stages are refused together. */
 static double claimed_bytes;
 
-/* MemAvailable from /proc/meminfo in bytes (0 if unknown). */
-static double mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0.0;
-    char line[128];
-    double kb = 0.0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024.0;
-}
-
 int local_engine_init(struct local_engine *e, const struct model *m, const struct run_config *cfg, int n_max,
                       int nth)
 {
@@ -95,7 +83,7 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
      * estimate, not minutes later in the kernel's OOM killer. */
     const double need = model_train_bytes(m, n_max, optim_state_per_param(cfg->optim.kind),
                                           cfg->eval_batch > 0 ? cfg->eval_batch : n_max);
-    const double avail = mem_available();
+    const double avail = arena_mem_available();
     if (avail > 0.0 && claimed_bytes + need > 0.9 * avail)
         return tb_error_set(TB_EINVAL, "%s at batch %d needs about %.1f GiB per engine (%.1f GiB with the engines "
                                        "already planned) but only %.1f GiB is available: lower --batch, "

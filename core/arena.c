@@ -3,6 +3,7 @@
 
 #include "status.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -29,3 +30,15 @@ float *arena_alloc(size_t n_floats)
 }
 
 void arena_free(float *p) { free(p); }
+
+double arena_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0.0;
+    char line[128];
+    double kb = 0.0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024.0;
+}

@@ -14,5 +14,8 @@
 float *arena_alloc(size_t n_floats);
 /* Frees an arena from arena_alloc (NULL is fine). */
 void arena_free(float *p);
+/* MemAvailable from /proc/meminfo in bytes (0 if unknown): what engines check an arena plan against
+ * before allocating it. */
+double arena_mem_available(void);
 
 #endif

@@ -5,6 +5,7 @@
 #include "exec.h"
 
 #include "arena.h"
+#include "clock.h"
 #include "layout.h"
 #include "op_act.h"
 #include "op_conv.h"
@@ -22,7 +23,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 float *exec_act(const struct model_inst *mi, int t)
 {
@@ -40,7 +40,6 @@ static inline void sync_barrier(const struct exec_sync *s, int nth)
 {
     if (nth > 1 && s && s->barrier) s->barrier(s->ctx);
 }
-
 
 /* uint8 → float with per-channel normalisation. The output may be the source's flattening (MLP) or a
  * resize of it to the model's resolution with channels expanded 1 → 3 (EfficientNet on Fashion-MNIST,
@@ -267,8 +266,6 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     }
 }
 
-static double now_s(void);
-
 /* Work (FLOPs, or elements for ops without a FLOP count) below which a layer runs on thread 0 alone:
  * splitting a few microseconds of work costs more in barriers than it saves (the batch-1 MLP). Serial
  * execution is the nth = 1 partition, so results stay bitwise the same. */
@@ -345,7 +342,7 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
         sync_barrier(sync, nth);
     }
     const int clocked = (mi->prof || st->trace) && ith == 0;
-    double t_prev = clocked ? now_s() : 0.0;
+    double t_prev = clocked ? tb_now_s() : 0.0;
     for (int i = st->l0; i < st->l1; i++) {
         const int ser = layer_serial(m, &m->layers[i], st->n, nth);
         if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth);
@@ -353,7 +350,7 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
         /* Consecutive serial layers all run on thread 0: nothing to wait for between them. */
         if (!(ser && i + 1 < st->l1 && layer_serial(m, &m->layers[i + 1], st->n, nth))) sync_barrier(sync, nth);
         if (clocked) { /* thread 0 clocks each layer, barrier wait included */
-            const double t = now_s();
+            const double t = tb_now_s();
             if (mi->prof) mi->prof[2 * i] += t - t_prev;
             exec_trace_add(st->trace, i, 'F', t_prev, t);
             t_prev = t;
@@ -514,7 +511,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         sync_barrier(sync, nth);
     }
     const int clocked = (mi->prof || st->trace) && ith == 0;
-    double t_prev = clocked ? now_s() : 0.0;
+    double t_prev = clocked ? tb_now_s() : 0.0;
     for (int i = st->l1 - 1; i >= st->l0; i--) {
         const struct layer *l = &m->layers[i];
         if (!has_backward(l)) continue;
@@ -535,7 +532,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         while (next >= st->l0 && !has_backward(&m->layers[next])) next--;
         if (!(ser && next >= st->l0 && layer_serial(m, &m->layers[next], st->n, nth))) sync_barrier(sync, nth);
         if (clocked) {
-            const double t = now_s();
+            const double t = tb_now_s();
             if (mi->prof) mi->prof[2 * i + 1] += t - t_prev;
             exec_trace_add(st->trace, i, 'B', t_prev, t);
             t_prev = t;
@@ -638,15 +635,6 @@ static void tune_run(void *arg, int ith, int nth)
     conv_backward_params(t->algo, t->mi->grads + t->l->w_off, NULL, in, dout, &t->s, t->plan, scr, ith, nth);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-double exec_now_s(void) { return now_s(); }
-
 void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs)
 {
     if (!tr) return;
@@ -709,9 +697,9 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
                     /* One warm-up call, then the best of three: shared machines are noisy. */
                     r->run(r->ctx, tune_run, &t);
                     for (int rep = 0; rep < 3; rep++) {
-                        double t0 = now_s();
+                        double t0 = tb_now_s();
                         r->run(r->ctx, tune_run, &t);
-                        double dt = now_s() - t0;
+                        double dt = tb_now_s() - t0;
                         if (dt < best) best = dt, algo = a;
                     }
                 }

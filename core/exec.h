@@ -111,10 +111,8 @@ void exec_release(struct model_inst *mi);
 void exec_algos(const struct model_inst *mi, int *algos);
 /* Names of enum conv_algo values. */
 extern const char *const exec_conv_algo_names[];
-/* Appends an event from absolute CLOCK_MONOTONIC seconds t0_abs..t1_abs (no-op when tr is NULL). */
+/* Appends an event from t0_abs..t1_abs, absolute tb_now_s() seconds (clock.h); no-op when tr is NULL. */
 void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs);
-/* CLOCK_MONOTONIC seconds: the clock exec_trace times are taken on. */
-double exec_now_s(void);
 /* Float pointer to tensor t's activations in instance mi. */
 float *exec_act(const struct model_inst *mi, int t);
 /* Float pointer to tensor t's activation gradients in instance mi. */

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "calibrate.h"
 
+#include "clock.h"
 #include "json.h"
 #include "machine.h"
 #include "status.h"
@@ -13,18 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 extern void openblas_set_num_threads(int);
 extern int openblas_get_num_threads(void);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Best GFLOP/s of a few n×n sgemm calls on `threads` OpenBLAS threads (one untimed call first). */
 static double sgemm_gflops(const float *a, const float *b, float *c, int n, int threads)
@@ -32,11 +25,11 @@ static double sgemm_gflops(const float *a, const float *b, float *c, int n, int 
     openblas_set_num_threads(threads);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     double best = 0.0;
-    const double t_start = now_s();
-    for (int r = 0; r < 5 && (r < 2 || now_s() - t_start < 1.5); r++) {
-        double t0 = now_s();
+    const double t_start = tb_now_s();
+    for (int r = 0; r < 5 && (r < 2 || tb_now_s() - t_start < 1.5); r++) {
+        double t0 = tb_now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double g = 2.0 * n * (double)n * n / (now_s() - t0) * 1e-9;
+        double g = 2.0 * n * (double)n * n / (tb_now_s() - t0) * 1e-9;
         if (g > best) best = g;
     }
     return best;
@@ -73,12 +66,12 @@ static void *triad_worker(void *arg)
     double best = 1e30;
     for (int r = 0; r < t->reps; r++) {
         pthread_barrier_wait(&t->gate->bar);
-        double t0 = now_s();
+        double t0 = tb_now_s();
         double *restrict a = t->a;
         const double *restrict b = t->b, *restrict c = t->c;
         for (long i = t->lo; i < t->hi; i++) a[i] = b[i] + s * c[i];
         pthread_barrier_wait(&t->gate->bar);
-        double dt = now_s() - t0;
+        double dt = tb_now_s() - t0;
         if (dt < best) best = dt;
     }
     t->best_s = best;

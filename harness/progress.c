@@ -1,24 +1,18 @@
 /* progress.c — the one-line stderr progress display (see progress.h). */
 #include "progress.h"
 
+#include "clock.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PROGRESS_PERIOD_S 0.125 /* at most ~8 redraws a second */
 
 /* -1 automatic, 0 forced off, 1 forced on. Set by tests before progress_init; not for threads. */
 static int progress_override = -1;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void progress_force(int on)
 {
@@ -44,7 +38,7 @@ void progress_init(struct progress *p, long total_steps, const char *label)
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total_steps = total_steps;
     p->check_every = 1;
-    p->t_start = now_s();
+    p->t_start = tb_now_s();
     p->t_last_check = p->t_start;
 }
 
@@ -113,13 +107,13 @@ void progress_update(struct progress *p, long step, double loss, double images_p
         /* ETA from the first step seen, so a resumed run does not count steps done before. */
         p->has_start = 1;
         p->step_start = step;
-        p->t_start = now_s();
+        p->t_start = tb_now_s();
     }
     int last_step = p->total_steps > 0 && step >= p->total_steps;
     if (++p->n_calls < p->check_every && !last_step)
         return;
     p->n_calls = 0;
-    double now = now_s();
+    double now = tb_now_s();
     double dt = now - p->t_last_check;
     p->t_last_check = now;
     /* Aim for a few clock reads per redraw period: fast steps read the clock rarely, slow ones

@@ -22,6 +22,7 @@
 #include "run.h"
 
 #include "calibrate.h"
+#include "clock.h"
 #include "exec.h"
 #include "layer_profile.h"
 #include "projection.h"
@@ -46,13 +47,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---------------------------------------------------------------------------------------------------
  * Stopping on a signal. The first SIGINT/SIGTERM is remembered and the run stops after its current
@@ -274,7 +268,7 @@ static int session_open(struct session *s, const struct bench_config *c)
     s->c = *c;
     int st = bench_config_finish(&s->c);
     if (st != TB_OK) return st;
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     s->peak_per_run = measure_peak_reset();
     s->w = workload_find(s->c.workload);
     if (!s->w) return TB_EINVAL;
@@ -328,7 +322,7 @@ static int session_open(struct session *s, const struct bench_config *c)
         snprintf(s->run_base, sizeof s->run_base, "%s-%s-%s-%s-%ld-%d", ts, bench_plan_name(s->c.plan), s->c.backend,
                  s->w->name, (long)getpid(), ++counter);
     }
-    s->setup_time_s = now_s() - t0;
+    s->setup_time_s = tb_now_s() - t0;
     return TB_OK;
 }
 
@@ -389,11 +383,11 @@ static int session_reset(struct session *s, uint64_t seed)
 /* Accuracy and mean loss on the whole test set. */
 static int session_evaluate(struct session *s, double *acc, double *loss, double *time_s)
 {
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     struct batch tb = {s->test.n, s->test.images, s->test_y};
     struct eval_stats ev = {0};
     int st = backend_evaluate(&s->be, &tb, &ev);
-    *time_s = now_s() - t0;
+    *time_s = tb_now_s() - t0;
     if (st != TB_OK) return st;
     if (ev.n <= 0) return tb_error_set(TB_EINVAL, "evaluation saw no samples");
     *acc = (double)ev.correct / (double)ev.n;
@@ -441,13 +435,13 @@ static int session_steps(struct session *s, long from, long to, struct step_reco
     for (long step = from; step <= to; step++) {
         if (stop_signal)
             return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", signal_name(stop_signal), step - 1);
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         stream_batch(&s->s, step, batch, s->bx, s->by);
         struct batch b = {batch, s->bx, s->by};
         struct step_stats ss;
         memset(&ss, 0, sizeof ss);
         int st = backend_train_step(&s->be, &b, step, &ss);
-        const double t1 = now_s();
+        const double t1 = tb_now_s();
         const double l = ss.loss_sum / batch;
         if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss.nonfinite))) {
             if (isfinite(l))
@@ -1352,7 +1346,7 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
     progress_label(s, label, sizeof label, extra);
     progress_init(&pr, total, label);
     profile_begin(s);
-    const double t0 = now_s();
+    const double t0 = tb_now_s();
     double ckpt_time = 0.0;
     /* The newest checkpoint of this run in --checkpoint-dir (the resumed one if that is the same directory). */
     long step = start, ckpt_step = start > 0 && strcmp(c->checkpoint_dir, c->resume) == 0 ? start : -1;
@@ -1370,17 +1364,17 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
         if (every > 0 && step % every == 0) {
             /* A periodic checkpoint is insurance: if it cannot be written (disk full), say so and train
              * on; the one at the end or on a stop signal must succeed. */
-            const double c0 = now_s();
+            const double c0 = tb_now_s();
             if (checkpoint_write(s, batch, step, total, prev_train + (c0 - t0 - ckpt_time), NULL, ckpt_path,
                                  sizeof ckpt_path) == TB_OK)
                 ckpt_step = step, n_ckpt++;
             else
                 fprintf(stderr, "bench: warning: step %ld: %s\n", step, tb_error_get());
             tb_error_clear();
-            ckpt_time += now_s() - c0;
+            ckpt_time += tb_now_s() - c0;
         }
     }
-    double session_train = now_s() - t0 - ckpt_time;
+    double session_train = tb_now_s() - t0 - ckpt_time;
     progress_finish(&pr);
     const long ran = step - start;
     /* Interrupted: a checkpoint of the last completed step, so that --resume loses nothing. Also at the
@@ -1389,10 +1383,10 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
     if (ckpt && (st == TB_OK || st == TB_EINTR) && step > 0 && ckpt_step != step) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", tb_error_get());
-        const double c0 = now_s();
+        const double c0 = tb_now_s();
         const int wst = checkpoint_write(s, batch, step, total, prev_train + session_train, NULL, ckpt_path,
                                          sizeof ckpt_path);
-        ckpt_time += now_s() - c0;
+        ckpt_time += tb_now_s() - c0;
         if (wst == TB_OK) ckpt_step = step, n_ckpt++;
         if (st == TB_OK) {
             st = wst;
@@ -1579,9 +1573,9 @@ static int plan_throughput_at(struct session *s, int batch, const char *run_id, 
     if (st == TB_OK) profile_begin(s);
     for (int r = 0; r < c->repeat && st == TB_OK; r++, steps_before += per) {
         if ((st = session_reset(s, c->run.seed)) != TB_OK) break;
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         st = session_steps(s, 1, per, &rec, &pr, (long)r * per, t0, 0);
-        t_steps += now_s() - t0;
+        t_steps += tb_now_s() - t0;
         if (st != TB_OK) break;
         struct measure_throughput one;
         if ((st = measure_throughput(rec.times, per, c->warmup, batch, &one)) != TB_OK) break;
@@ -1985,7 +1979,7 @@ static int plan_tta(struct session *s)
         mllog_event(&lg, MLLOG_START, "run_start", "null", -1, NULL);
         struct progress pr;
         progress_init(&pr, max_steps, label);
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         double eval_sess = 0.0, ckpt_time = 0.0;
         long ckpt_step = resumed && resumed_here ? step : -1;
         while (step < max_steps && st == TB_OK && !r.tr[k].reached) {
@@ -2008,7 +2002,7 @@ static int plan_tta(struct session *s)
                 json_format_double(acc, v, sizeof v);
                 mllog_event(&lg, MLLOG_POINT, "eval_accuracy", v, epoch_num, NULL);
                 mllog_event(&lg, MLLOG_END, "eval_stop", "null", epoch_num, NULL);
-                const double clock = prev_t + prev_e + (now_s() - t0 - ckpt_time);
+                const double clock = prev_t + prev_e + (tb_now_s() - t0 - ckpt_time);
                 struct tta_point p = {step, (double)step / spe, step * (long)batch, clock, acc, loss};
                 int rr = tta_tracker_add(&r.tr[k], &p);
                 if (rr < 0) {
@@ -2018,7 +2012,7 @@ static int plan_tta(struct session *s)
             }
             if (ck_every > 0 && step % ck_every == 0 && step < max_steps && !r.tr[k].reached) {
                 /* Periodic: insurance, so a failure is a warning (the seed's last checkpoint must succeed). */
-                const double c0 = now_s();
+                const double c0 = tb_now_s();
                 char *txt = tta_state_text(&r, k, step, prev_e + eval_sess);
                 if (txt && checkpoint_write(s, batch, g_before + step, max_steps,
                                             prev_t + (c0 - t0 - ckpt_time - eval_sess), txt, ckpt_path,
@@ -2028,11 +2022,11 @@ static int plan_tta(struct session *s)
                     fprintf(stderr, "bench: warning: step %ld: %s\n", step, tb_error_get());
                 free(txt);
                 tb_error_clear();
-                ckpt_time += now_s() - c0;
+                ckpt_time += tb_now_s() - c0;
             }
         }
         progress_finish(&pr);
-        const double session_train = now_s() - t0 - ckpt_time - eval_sess, eval_total = prev_e + eval_sess;
+        const double session_train = tb_now_s() - t0 - ckpt_time - eval_sess, eval_total = prev_e + eval_sess;
         if (st == TB_OK) {
             tta_seed_finish(&r, k, step, eval_total);
             const long recorded = step - first < rec.cap ? step - first : rec.cap;
@@ -2041,19 +2035,19 @@ static int plan_tta(struct session *s)
             tb_error_clear();
             if (ckpt) {
                 /* The seed's result, so a stop during the next seed (or the row) loses nothing of it. */
-                const double c0 = now_s();
+                const double c0 = tb_now_s();
                 char *txt = tta_state_text(&r, k + 1, 0, 0.0);
                 st = txt ? checkpoint_write(s, batch, g_before + step, max_steps, prev_t + session_train, txt, ckpt_path,
                                             sizeof ckpt_path)
                          : TB_ENOMEM;
                 if (st == TB_OK) n_ckpt++;
                 free(txt);
-                ckpt_time += now_s() - c0;
+                ckpt_time += tb_now_s() - c0;
             }
         } else if (st == TB_EINTR && ckpt && s->done_step > 0 && ckpt_step != s->done_step) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", tb_error_get());
-            const double c0 = now_s();
+            const double c0 = tb_now_s();
             char *txt = tta_state_text(&r, k, s->done_step, eval_total);
             if (txt && checkpoint_write(s, batch, g_before + s->done_step, max_steps, prev_t + session_train, txt,
                                         ckpt_path, sizeof ckpt_path) == TB_OK)
@@ -2061,7 +2055,7 @@ static int plan_tta(struct session *s)
             else
                 fprintf(stderr, "bench: warning: no checkpoint: %s\n", tb_error_get());
             free(txt);
-            ckpt_time += now_s() - c0;
+            ckpt_time += tb_now_s() - c0;
             tb_error_set(st, "%s", msg);
         }
         ckpt_total += ckpt_time;
@@ -2233,7 +2227,7 @@ static int plan_inference(struct session *s)
     const long n_batches = s->test.n / batch;
     long done_calls = 0;
     double correct = 0.0, seen = 0.0, batched_s = 0.0; /* batched_s: seconds of the batched forwards so far */
-    const double tr0 = now_s();
+    const double tr0 = tb_now_s();
     for (int r = 0; r < c->repeat && st == TB_OK; r++) {
         for (long i = 0; i < per && st == TB_OK; i++) {
             if (stop_signal) {
@@ -2244,13 +2238,13 @@ static int plan_inference(struct session *s)
             const long off = (i % n_batches) * batch;
             struct batch bt = {batch, s->test.images + (size_t)off * px, s->test_y + off};
             struct eval_stats ev = {0};
-            const double t0 = now_s();
+            const double t0 = tb_now_s();
             st = backend_evaluate(&s->be, &bt, &ev);
-            times[i] = now_s() - t0;
+            times[i] = tb_now_s() - t0;
             correct += (double)ev.correct, seen += (double)ev.n;
             done_calls++;
-            batched_s = now_s() - tr0;
-            if (pr.enabled) progress_update(&pr, done_calls, NAN, (double)done_calls * batch / (now_s() - tr0));
+            batched_s = tb_now_s() - tr0;
+            if (pr.enabled) progress_update(&pr, done_calls, NAN, (double)done_calls * batch / (tb_now_s() - tr0));
         }
         struct measure_throughput one;
         if (st == TB_OK && (st = measure_throughput(times, per, c->warmup, batch, &one)) == TB_OK) {
@@ -2270,9 +2264,9 @@ static int plan_inference(struct session *s)
         const long idx = i % s->test.n;
         struct batch bt = {1, s->test.images + (size_t)idx * px, s->test_y + idx};
         struct eval_stats ev = {0};
-        const double t0 = now_s();
+        const double t0 = tb_now_s();
         st = backend_evaluate(&s->be, &bt, &ev);
-        lat[i] = now_s() - t0;
+        lat[i] = tb_now_s() - t0;
         if (pr.enabled) progress_update(&pr, ++done_calls, NAN, NAN);
     }
     progress_finish(&pr);
