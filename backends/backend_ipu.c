@@ -80,14 +80,6 @@ struct msg_hdr {
     long first_index;
 };
 
-/* A sense-free generation barrier for the R replicas of one stage (the gradient all-reduce). Spins
- * briefly, then yields, so oversubscribed devices still make progress. */
-struct rep_barrier {
-    _Atomic int count;
-    _Atomic unsigned gen;
-    int n;
-};
-
 /* One timeline record: what a device did for which micro-batch, in seconds since the step began. */
 struct ipu_event {
     int mb;
@@ -171,7 +163,7 @@ struct ipu_ctx {
     struct ipu_dev *dev;              /* (D) */
     struct ipu_queue *q_act, *q_grad; /* (R·(S−1)) boundary s of replica r at r·(S−1) + s */
     struct ipu_queue *q_in;           /* (R) infeed, when prefetching */
-    struct rep_barrier *bar;          /* (S) */
+    struct tpool_barrier *bar;        /* (S) the R replicas of stage s (the gradient all-reduce) */
     float **gbufs;                    /* (S·R) grads + p0 of (s, r) at s·R + r, for the ring */
     struct tpool *pool;               /* D pinned workers (NULL when D = 1) */
     size_t per_in;                    /* uint8 bytes of one input sample */
@@ -203,21 +195,7 @@ struct ipu_ctx {
     int n_tl, cap_tl;
 };
 
-static void rep_barrier_wait(void *ctx)
-{
-    struct rep_barrier *b = ctx;
-    if (b->n <= 1) return;
-    const unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
-        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&b->gen, 1, memory_order_release);
-        return;
-    }
-    int spins = 0;
-    while (atomic_load_explicit(&b->gen, memory_order_acquire) == g)
-        if (++spins > 200) sched_yield();
-        else __builtin_ia32_pause();
-}
+static void rep_barrier_wait(void *ctx) { tpool_barrier_wait(ctx); }
 
 /* A float address space of n floats of which only [lo,hi) is committed (pre-faulted, zeroed): a stage
  * keeps the canonical offsets of its layers without paying for the others'. */
@@ -1069,7 +1047,7 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
         goto fail;
     }
     for (int s = 0; s < S; s++) {
-        c->bar[s].n = R;
+        tpool_barrier_init(&c->bar[s], R, c->D);
         if ((st = ipu_stage_model_init(&c->stage[s], m, p->l0[s], p->l0[s + 1])) != TB_OK) goto fail;
     }
     if ((st = check_fits(c, devices_bytes(c), "the devices")) != TB_OK) goto fail;

@@ -35,11 +35,16 @@ struct tpool {
     _Atomic unsigned gen;      /* bumped to start a task; futex word */
     _Atomic int pending;       /* workers still running the task */
     _Atomic int stop;
-    _Atomic int bar_count;     /* barrier */
-    _Atomic unsigned bar_gen;  /* futex word of the barrier */
-    _Atomic int bar_sleepers;  /* threads asleep (or about to sleep) on bar_gen */
+    struct tpool_barrier bar;
     int spin;                  /* pauses before sleeping: BARRIER_SPIN, less when oversubscribed */
 };
+
+/* Pauses a waiter spins before it sleeps or yields, with `threads` threads sharing the cores. */
+static int spin_for(int threads)
+{
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 && threads > online ? BARRIER_SPIN_OVERSUBSCRIBED : BARRIER_SPIN;
+}
 
 static void futex_wait(_Atomic unsigned *addr, unsigned val)
 {
@@ -90,8 +95,8 @@ struct tpool *tpool_create(int n_threads, int pin)
     struct tpool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = n_threads;
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    p->spin = online > 0 && n_threads > online ? BARRIER_SPIN_OVERSUBSCRIBED : BARRIER_SPIN;
+    p->spin = spin_for(n_threads);
+    tpool_barrier_init(&p->bar, n_threads, n_threads);
     p->w = calloc((size_t)n_threads, sizeof *p->w);
     if (!p->w) goto fail;
     if (pin) pin_to(0);
@@ -135,29 +140,40 @@ void tpool_run(struct tpool *p, void (*fn)(void *, int, int), void *arg)
         else sched_yield(); /* a descheduled worker needs this core more than we do */
 }
 
-void tpool_barrier(struct tpool *p)
+void tpool_barrier_init(struct tpool_barrier *b, int n, int threads)
 {
-    if (p->n == 1) return;
-    unsigned g = atomic_load_explicit(&p->bar_gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&p->bar_count, 1, memory_order_acq_rel) == p->n - 1) {
-        atomic_store_explicit(&p->bar_count, 0, memory_order_relaxed);
+    atomic_store(&b->count, 0);
+    atomic_store(&b->gen, 0u);
+    atomic_store(&b->sleepers, 0);
+    b->n = n;
+    b->spin = spin_for(threads);
+}
+
+void tpool_barrier_wait(struct tpool_barrier *b)
+{
+    if (b->n <= 1) return;
+    unsigned g = atomic_load_explicit(&b->gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
         /* seq_cst bump, then seq_cst read of the sleepers (Dekker with the waiter below): either we see
          * its registration and wake it, or its futex_wait sees the new generation and returns. */
-        atomic_fetch_add_explicit(&p->bar_gen, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&p->bar_sleepers, memory_order_seq_cst) > 0) futex_wake_all(&p->bar_gen);
+        atomic_fetch_add_explicit(&b->gen, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&b->sleepers, memory_order_seq_cst) > 0) futex_wake_all(&b->gen);
     } else {
         int spins = 0;
-        while (atomic_load_explicit(&p->bar_gen, memory_order_acquire) == g) {
-            if (++spins < p->spin) {
+        while (atomic_load_explicit(&b->gen, memory_order_acquire) == g) {
+            if (++spins < b->spin) {
                 cpu_relax();
                 continue;
             }
-            atomic_fetch_add_explicit(&p->bar_sleepers, 1, memory_order_seq_cst);
-            if (atomic_load_explicit(&p->bar_gen, memory_order_seq_cst) == g) futex_wait(&p->bar_gen, g);
-            atomic_fetch_sub_explicit(&p->bar_sleepers, 1, memory_order_seq_cst);
+            atomic_fetch_add_explicit(&b->sleepers, 1, memory_order_seq_cst);
+            if (atomic_load_explicit(&b->gen, memory_order_seq_cst) == g) futex_wait(&b->gen, g);
+            atomic_fetch_sub_explicit(&b->sleepers, 1, memory_order_seq_cst);
         }
     }
 }
+
+void tpool_barrier(struct tpool *p) { tpool_barrier_wait(&p->bar); }
 
 int tpool_size(const struct tpool *p) { return p->n; }
 

@@ -10,6 +10,22 @@
 
 struct tpool;
 
+/* A generation barrier for n threads — the pool's own, or any fixed subset of a pool's threads (the
+ * replicas of one pipeline stage): spins briefly, then sleeps on a futex. Set up by
+ * tpool_barrier_init before any thread waits; reusable at once. */
+struct tpool_barrier {
+    _Atomic int count;
+    _Atomic unsigned gen;      /* futex word */
+    _Atomic int sleepers;      /* threads asleep (or about to sleep) on gen */
+    int n;
+    int spin;                  /* pauses before sleeping */
+};
+
+/* Sets up b for n waiters among `threads` threads sharing the cores (more than the cores: spin less). */
+void tpool_barrier_init(struct tpool_barrier *b, int n, int threads);
+/* Waits until all n threads reach b. */
+void tpool_barrier_wait(struct tpool_barrier *b);
+
 /* Creates a pool of n_threads (≥ 1) threads, the caller included; pins thread i to core i % cores when pin. */
 struct tpool *tpool_create(int n_threads, int pin);
 /* Runs fn(arg, ith, nth) on every thread and waits for all. */
