@@ -80,19 +80,13 @@ static int on_row(const struct json_value *row, long line, void *ctx)
 
 static void small_tta(struct bench_config *c, const char *target, const char *seeds, const char *max_epochs)
 {
-    char p[192];
     bench_config_defaults(c);
     cr_assert_eq(bench_config_set(c, "plan", "tta"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "data", "synthetic"), TB_OK);
     cr_assert_eq(bench_config_set(c, "target", target), TB_OK);
     cr_assert_eq(bench_config_set(c, "seeds", seeds), TB_OK);
     cr_assert_eq(bench_config_set(c, "max-epochs", max_epochs), TB_OK);
     cr_assert_eq(bench_config_set(c, "eval-every", "16"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "out", th_path(p, sizeof p, "rows.jsonl")), TB_OK);
-    cr_assert_eq(bench_config_set(c, "calibration", th_path(p, sizeof p, "none.json")), TB_OK);
-    cr_assert_eq(bench_config_set(c, "quiet", NULL), TB_OK);
-    c->synthetic_train = 1024, c->synthetic_test = 256;
-    progress_force(0);
+    th_bench_quiet(c, 1024, 256);
 }
 
 Test(harness_tta, plan_reaches_a_target_and_logs_it, .init = th_setup, .fini = th_teardown, .timeout = 60)

@@ -1,5 +1,6 @@
 /* test_harness_util.h — helpers shared by the harness suites (tests/test_harness_*.c): a private temp
- * directory per test, writing and reading small files, and running a function with stderr captured.
+ * directory per test, writing and reading small files, running a function with stderr captured, and
+ * pointing an in-process bench run at the test's directory.
  * Every helper fails the calling test through Criterion's assertions. Static functions only, so a
  * suite that uses some of them compiles without warnings. Threading: none.
  */
@@ -11,6 +12,10 @@
 #endif
 
 #include <criterion/criterion.h>
+
+#include "progress.h"
+#include "run.h"
+#include "status.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -103,6 +108,19 @@ static __attribute__((unused)) char *th_stderr_end(void)
     dup2(th_saved_stderr, STDERR_FILENO);
     close(th_saved_stderr);
     return th_read(th_path(p, sizeof p, "stderr.txt"));
+}
+
+/* Points an in-process bench run at this test's directory, quietly: synthetic data of train and test
+ * samples, rows in rows.jsonl, no calibration file (none.json does not exist), no progress display. */
+static __attribute__((unused)) void th_bench_quiet(struct bench_config *c, int train, int test)
+{
+    char p[192];
+    cr_assert_eq(bench_config_set(c, "data", "synthetic"), TB_OK);
+    cr_assert_eq(bench_config_set(c, "out", th_path(p, sizeof p, "rows.jsonl")), TB_OK);
+    cr_assert_eq(bench_config_set(c, "calibration", th_path(p, sizeof p, "none.json")), TB_OK);
+    cr_assert_eq(bench_config_set(c, "quiet", NULL), TB_OK);
+    c->synthetic_train = train, c->synthetic_test = test;
+    progress_force(0);
 }
 
 #endif

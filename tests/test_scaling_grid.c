@@ -161,13 +161,8 @@ static void run_sweep(struct bench_config *c, struct rows *r)
     char p[192];
     cr_assert_eq(bench_config_set(c, "steps", "2"), TB_OK);
     cr_assert_eq(bench_config_set(c, "warmup", "1"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "data", "synthetic"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "out", th_path(p, sizeof p, "rows.jsonl")), TB_OK);
-    cr_assert_eq(bench_config_set(c, "calibration", th_path(p, sizeof p, "none.json")), TB_OK);
     cr_assert_eq(bench_config_set(c, "mllog", "none"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "quiet", NULL), TB_OK);
-    c->synthetic_train = 256, c->synthetic_test = 64;
-    progress_force(0);
+    th_bench_quiet(c, 256, 64);
     cr_assert_eq(bench_run(c), TB_OK, "%s", tb_error_get());
     memset(r, 0, sizeof *r);
     cr_assert_eq(results_read_rows(th_path(p, sizeof p, "rows.jsonl"), on_row, r), TB_OK);

@@ -25,17 +25,12 @@ static void small_run(struct bench_config *c, const char *backend, const char *p
     bench_config_defaults(c);
     cr_assert_eq(bench_config_set(c, "backend", backend), TB_OK);
     cr_assert_eq(bench_config_set(c, "plan", plan), TB_OK);
-    cr_assert_eq(bench_config_set(c, "data", "synthetic"), TB_OK);
     cr_assert_eq(bench_config_set(c, "batch", "16"), TB_OK);
     cr_assert_eq(bench_config_set(c, "steps", "3"), TB_OK);
     cr_assert_eq(bench_config_set(c, "warmup", "1"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "out", th_path(p, sizeof p, "rows.jsonl")), TB_OK);
-    cr_assert_eq(bench_config_set(c, "calibration", th_path(p, sizeof p, "none.json")), TB_OK);
     cr_assert_eq(bench_config_set(c, "mllog", "none"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "quiet", NULL), TB_OK);
     cr_assert_eq(bench_config_set(c, "trace", th_path(p, sizeof p, trace)), TB_OK);
-    c->synthetic_train = 256, c->synthetic_test = 64;
-    progress_force(0);
+    th_bench_quiet(c, 256, 64);
 }
 
 struct last_row {
