@@ -156,27 +156,21 @@ Test(resume, stopped_at_a_step_and_resumed_is_bitwise_the_straight_run)
  * straight run; their gradient sums differ from cpu's order, never from their own. */
 Test(resume, mirrored_and_ipu_resume_bitwise_their_straight_run, .timeout = 120)
 {
-    static const char *const backends[][9] = {
-        {"--backend", "mirrored", "--devices", "2", NULL},
-        {"--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "4", NULL},
-        {"--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "2", NULL},
+    static const char *const backends[][24] = {
+        {RB_BASE, "--backend", "mirrored", "--devices", "2", NULL},
+        {RB_BASE, "--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "4", NULL},
+        {RB_BASE, "--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "2", "--replicas", "2", NULL},
     };
     for (int k = 0; k < 3; k++) {
         char *dir = new_dir();
         const char *const *be = backends[k];
-        const char *extra[3][24];
-        const char *const tails[3][7] = {{"--steps", "60", "--no-eval", "--save", "straight.st", NULL},
-                                         {"--steps", "25", "--no-eval", "--checkpoint-dir", "ck", NULL},
-                                         {"--steps", "60", "--no-eval", "--resume", "ck", "--save", "resumed.st"}};
-        for (int r = 0; r < 3; r++) {
-            int n = 0;
-            for (int i = 0; be[i]; i++) extra[r][n++] = be[i];
-            if (k == 2) extra[r][n++] = "--replicas", extra[r][n++] = "2";
-            for (int i = 0; i < 7 && tails[r][i]; i++) extra[r][n++] = tails[r][i];
-            extra[r][n] = NULL;
-            cr_assert_eq(rb_run(dir, r == 0 ? "straight" : r == 1 ? "part1" : "part2", RB_ARGS(RB_BASE), extra[r]), 0,
-                         "%s %s run %d failed", be[1], k == 2 ? "(2 replicas)" : "", r);
-        }
+        cr_assert_eq(rb_run(dir, "straight", be, RB_ARGS("--steps", "60", "--no-eval", "--save", "straight.st")), 0,
+                     "backend line %d: straight run failed", k);
+        cr_assert_eq(rb_run(dir, "part1", be, RB_ARGS("--steps", "25", "--no-eval", "--checkpoint-dir", "ck")), 0,
+                     "backend line %d: first part failed", k);
+        cr_assert_eq(rb_run(dir, "part2", be,
+                            RB_ARGS("--steps", "60", "--no-eval", "--resume", "ck", "--save", "resumed.st")),
+                     0, "backend line %d: resumed part failed", k);
         char *a = rb_path(dir, "straight.st"), *b = rb_path(dir, "resumed.st");
         rb_assert_same_tensors(a, b, 0);
         free(a), free(b);
