@@ -184,8 +184,18 @@ static void copy_slice(float *dst, const float *src, size_t n, int ith, int nth)
     memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
 }
 
+/* BatchNorm's per-chunk sums (bn_chunk_doubles), shared by the threads of this instance: thread 0's
+ * scratch, which exec_prepare sizes for them; no other kernel uses scratch while a BN layer runs. */
+static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
+{
+    TB_ASSERT(mi->scratch && mi->scratch_floats * sizeof(float) >= bn_chunk_doubles(M, C) * sizeof(double));
+    return (double *)mi->scratch;
+}
+
+/* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
+ * called when nth > 1, so a layer run serially on thread 0 passes nth = 1. */
 static void layer_forward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
-                          int nth)
+                          int nth, const struct exec_sync *sync)
 {
     const struct model *m = mi->m;
     const int n = st->n;
@@ -227,10 +237,15 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
             bn_stats_finalize(save, st->no_stats_update ? NULL : rm, st->no_stats_update ? NULL : rv, sums,
                               M * st->coll->m_total_factor, ti->c, l->a.norm.eps, l->a.norm.momentum, 0, 1);
             bn_forward_apply(out, in, save, w, b, M, ti->c, norm_act_of(l), 0, 1);
-        } else if (st->training)
-            bn_forward_train(out, save_of(mi, l), st->no_stats_update ? NULL : rm, st->no_stats_update ? NULL : rv,
-                             in, w, b, M, ti->c, l->a.norm.eps, l->a.norm.momentum, norm_act_of(l), ith, nth);
-        else
+        } else if (st->training) {
+            /* Row chunks over every thread, then (after the barrier) rows: bitwise bn_forward_train. */
+            double *part = bn_part_of(mi, M, ti->c);
+            bn_forward_train_chunks(part, in, M, ti->c, ith, nth);
+            sync_barrier(sync, nth);
+            bn_forward_train_finish(out, save_of(mi, l), st->no_stats_update ? NULL : rm,
+                                    st->no_stats_update ? NULL : rv, in, w, b, part, M, ti->c, l->a.norm.eps,
+                                    l->a.norm.momentum, norm_act_of(l), ith, nth);
+        } else
             bn_forward_eval(out, in, rm, rv, w, b, M, ti->c, l->a.norm.eps, norm_act_of(l), ith, nth);
         break;
     }
@@ -345,8 +360,8 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
     double t_prev = clocked ? tb_now_s() : 0.0;
     for (int i = st->l0; i < st->l1; i++) {
         const int ser = layer_serial(m, &m->layers[i], st->n, nth);
-        if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth);
-        else if (ith == 0) layer_forward(mi, &m->layers[i], st, 0, 1);
+        if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth, sync);
+        else if (ith == 0) layer_forward(mi, &m->layers[i], st, 0, 1, sync);
         /* Consecutive serial layers all run on thread 0: nothing to wait for between them. */
         if (!(ser && i + 1 < st->l1 && layer_serial(m, &m->layers[i + 1], st->n, nth))) sync_barrier(sync, nth);
         if (clocked) { /* thread 0 clocks each layer, barrier wait included */
@@ -402,7 +417,7 @@ static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n,
 }
 
 static void layer_backward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
-                           int nth)
+                           int nth, const struct exec_sync *sync)
 {
     const struct model *m = mi->m;
     const int n = st->n;
@@ -449,8 +464,14 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                                    acc, 0, 1);
             break;
         }
-        bn_backward(din, dw, db, (float *)dout, in, save_of(mi, l), w, b, (size_t)n * ti->h * ti->w, ti->c, norm_act_of(l),
-                    acc, ith, nth);
+        {
+            /* Row chunks, then rows after the barrier (dz left in dout by then): bitwise bn_backward. */
+            const size_t M = (size_t)n * ti->h * ti->w;
+            double *part = bn_part_of(mi, M, ti->c);
+            bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
+            sync_barrier(sync, nth);
+            bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);
+        }
         break;
     case OP_GN: {
         const size_t HW = (size_t)ti->h * ti->w;
@@ -520,13 +541,13 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
             if (ith == 0) {
                 zero_input_grads(mi, l, i, st->n, 0, 1);
                 act_bwd(mi, l, st->n, 0, 1);
-                layer_backward(mi, l, st, 0, 1);
+                layer_backward(mi, l, st, 0, 1, sync);
             }
         } else {
             zero_input_grads(mi, l, i, st->n, ith, nth);
             act_bwd(mi, l, st->n, ith, nth);
             sync_barrier(sync, nth);
-            layer_backward(mi, l, st, ith, nth);
+            layer_backward(mi, l, st, ith, nth, sync);
         }
         int next = i - 1;
         while (next >= st->l0 && !has_backward(&m->layers[next])) next--;
@@ -717,9 +738,12 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         size_t k = scratch_need((enum conv_algo)algo, &s, r->nth);
         if (k > need) need = k;
     }
-    for (int i = 0; i < m->n_layers; i++) /* sync BatchNorm's per-channel double sums */
-        if (m->layers[i].op == OP_BN && 4 * (size_t)m->tensors[m->layers[i].in].c > need)
-            need = 4 * (size_t)m->tensors[m->layers[i].in].c;
+    for (int i = 0; i < m->n_layers; i++) { /* BatchNorm's chunk sums (sync BN's 2·C sums fit in them) */
+        const struct tensor *t = &m->tensors[m->layers[i].in];
+        if (m->layers[i].op != OP_BN) continue;
+        const size_t k = 2 * bn_chunk_doubles((size_t)mi->n_max * t->h * t->w, t->c);
+        if (k > need) need = k;
+    }
     mi->scratch_floats = tb_align16(need);
     mi->scratch = arena_alloc(mi->scratch_floats * (size_t)r->nth);
     if (!mi->scratch) return TB_ENOMEM;

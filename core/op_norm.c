@@ -5,7 +5,8 @@
  * norm_bwd_sums_rows (Σdz, Σdz·(x-μ) in double) and norm_bwd_rows (dx += a·dz + c2·(x-μ) + k0).
  * Channels go in blocks of NORM_CB so the per-channel double accumulators live on the stack; the
  * same routine and expression serve every entry point, which is what makes the single-call,
- * two-phase and any-nth paths bitwise identical.
+ * two-phase, chunk → finish and any-nth paths bitwise identical. BatchNorm's sums follow fixed row
+ * chunks (see the BatchNorm section) so that rows, not only channels, can be split over threads.
  */
 #include "op_norm.h"
 
@@ -149,24 +150,84 @@ static void norm_bwd_rows(float *dinp, const float *dout, const float *inp, cons
 }
 
 /* ------------------------------------------------------------------------------------------------
- * BatchNorm
+ * BatchNorm. Every per-channel sum is Σ_k (Σ_{rows of chunk k} v) with chunk k's rows summed in
+ * ascending order from 0 and the chunk totals added in ascending k from 0: bn_row_chunks fixes the
+ * chunks from M alone. The channel-partitioned kernels walk the chunks themselves (norm_*_chunked);
+ * the row kernels store each chunk's sums and add them after the caller's barrier (bn_combine_block).
+ * Both orders are the same additions, so the two families are bitwise interchangeable. The routines
+ * that turn sums into per-channel constants are noinline: one compiled body for every caller, so
+ * gcc's FMA contraction (gnu11 + -march=native) is decided once and their bits cannot differ by caller.
  */
 
-/* save (2,C) and running stats for channels [c0,c0+cn) from s, q (cn) over M rows. */
-static void bn_finalize_block(float *save, float *run_mean, float *run_var, const double *s, const double *q,
-                              size_t M, int C, int c0, int cn, float eps, float momentum)
+#define BN_CHUNK_ROWS 128 /* fewest rows a chunk is given before there are BN_CHUNKS_MAX chunks */
+#define BN_CHUNKS_MAX 16  /* an even split over 2 and 4 threads, 6/5/5 chunks over 3 */
+#define BN_ITEMS 16       /* work items the chunk kernels aim for: chunks × channel groups */
+
+int bn_row_chunks(size_t M)
+{
+    size_t k = (M + BN_CHUNK_ROWS - 1) / BN_CHUNK_ROWS;
+    return k < 1 ? 1 : k > BN_CHUNKS_MAX ? BN_CHUNKS_MAX : (int)k;
+}
+
+size_t bn_chunk_doubles(size_t M, int C) { return (size_t)bn_row_chunks(M) * 2 * (size_t)C; }
+
+/* Rows [r0,r1) of chunk k of K over M rows, cut at 16-row units like the row slices. */
+static void bn_chunk_rows(size_t M, int K, int k, size_t *r0, size_t *r1) { norm_row_slice(M, k, K, r0, r1); }
+
+/* s, q (cn) = Σx, Σx² of inp (M,C), channels [c0,c0+cn), in the chunked order. */
+static void norm_stats_chunked(double *s, double *q, const float *inp, size_t M, int C, int c0, int cn)
+{
+    const int K = bn_row_chunks(M);
+    double cs[NORM_CB], cq[NORM_CB];
+    for (int j = 0; j < cn; j++) s[j] = q[j] = 0.0;
+    for (int k = 0; k < K; k++) {
+        size_t r0, r1;
+        bn_chunk_rows(M, K, k, &r0, &r1);
+        norm_stats_rows(cs, cq, inp + r0 * (size_t)C, r1 - r0, (size_t)C, c0, cn);
+        for (int j = 0; j < cn; j++) {
+            s[j] += cs[j];
+            q[j] += cq[j];
+        }
+    }
+}
+
+/* s, q (cn) = the per-channel sums of channels [c0,c0+cn) from part (K,2,C), added in chunk order. */
+static __attribute__((noinline)) void bn_combine_block(double *s, double *q, const double *part, int K, int C,
+                                                       int c0, int cn)
+{
+    for (int j = 0; j < cn; j++) s[j] = q[j] = 0.0;
+    for (int k = 0; k < K; k++) {
+        const double *p = part + (size_t)k * 2 * (size_t)C + c0;
+        for (int j = 0; j < cn; j++) {
+            s[j] += p[j];
+            q[j] += p[C + j];
+        }
+    }
+}
+
+/* From s, q (cn) = Σx, Σx² over M rows of channels [c0,c0+cn): mean (cn) = μ and a (cn) = γ·rstd
+ * when non-NULL; for the channels [c0+j0, c0+j1) this thread owns, save (2,C) and the running stats
+ * (unless NULL). One routine for every caller keeps μ and rstd the same bits everywhere. */
+static __attribute__((noinline)) void bn_finalize_block(float *mean, float *a, float *save, float *run_mean,
+                                                        float *run_var, const double *s, const double *q,
+                                                        const float *gamma, size_t M, int C, int c0, int cn,
+                                                        int j0, int j1, float eps, float momentum)
 {
     double inv_m = 1.0 / (double)M, mom = (double)momentum;
     double unbias = M > 1 ? (double)M / (double)(M - 1) : 1.0;
     for (int j = 0; j < cn; j++) {
         int c = c0 + j;
-        double mean = s[j] * inv_m;
-        double var = q[j] * inv_m - mean * mean;
+        double mu = s[j] * inv_m;
+        double var = q[j] * inv_m - mu * mu;
         if (var < 0.0) var = 0.0;
-        save[c] = (float)mean;
-        save[C + c] = (float)(1.0 / sqrt(var + (double)eps));
+        const float mf = (float)mu, rf = (float)(1.0 / sqrt(var + (double)eps));
+        if (mean) mean[j] = mf;
+        if (a) a[j] = gamma[c] * rf;
+        if (j < j0 || j >= j1) continue;
+        save[c] = mf;
+        save[C + c] = rf;
         if (run_mean && run_var) {
-            run_mean[c] = (float)(mom * (double)run_mean[c] + (1.0 - mom) * mean);
+            run_mean[c] = (float)(mom * (double)run_mean[c] + (1.0 - mom) * mu);
             run_var[c] = (float)(mom * (double)run_var[c] + (1.0 - mom) * var * unbias);
         }
     }
@@ -180,8 +241,10 @@ static void bn_scale_block(float *a, const float *save, const float *gamma, int 
 
 /* c2, k0 (cn): per-channel backward constants for channels [c0,c0+cn) from sdz = Σdz and
  * sdzx = Σdz·x̂ (cn) over M_total rows: dx = a·dz + c2·(x-μ) + k0 = γ·rstd·(dz - Σdz/M - x̂·Σdz·x̂/M). */
-static void bn_bwd_consts_block(float *c2, float *k0, const double *sdz, const double *sdzx, const float *save,
-                                const float *gamma, size_t M_total, int C, int c0, int cn)
+static __attribute__((noinline)) void bn_bwd_consts_block(float *c2, float *k0, const double *sdz,
+                                                          const double *sdzx, const float *save,
+                                                          const float *gamma, size_t M_total, int C, int c0,
+                                                          int cn)
 {
     double inv_m = 1.0 / (double)M_total;
     for (int j = 0; j < cn; j++) {
@@ -192,13 +255,23 @@ static void bn_bwd_consts_block(float *c2, float *k0, const double *sdz, const d
     }
 }
 
+/* Thread ith's channels [cs,ce) ∩ block [c0,c0+cn) as j0..j1 within the block (j0 ≥ j1: none). */
+static void bn_owned(int cs, int ce, int c0, int cn, int *j0, int *j1)
+{
+    *j0 = cs > c0 ? cs - c0 : 0;
+    *j1 = ce < c0 + cn ? ce - c0 : cn;
+}
+
 void bn_stats_partial(double *sums, const float *inp, size_t M, int C, int ith, int nth)
 {
     int cs, ce;
     norm_ch_slice(C, ith, nth, &cs, &ce);
+    double s[NORM_CB], q[NORM_CB];
     for (int c0 = cs; c0 < ce; c0 += NORM_CB) {
         int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
-        norm_stats_rows(sums + c0, sums + C + c0, inp, M, (size_t)C, c0, cn);
+        norm_stats_chunked(s, q, inp, M, C, c0, cn);
+        memcpy(sums + c0, s, (size_t)cn * sizeof *s);
+        memcpy(sums + C + c0, q, (size_t)cn * sizeof *q);
     }
 }
 
@@ -208,8 +281,8 @@ void bn_stats_finalize(float *save, float *run_mean, float *run_var, const doubl
     int cs, ce;
     norm_ch_slice(C, ith, nth, &cs, &ce);
     if (ce > cs)
-        bn_finalize_block(save, run_mean, run_var, sums + cs, sums + C + cs, M_total, C, cs, ce - cs, eps,
-                          momentum);
+        bn_finalize_block(NULL, NULL, save, run_mean, run_var, sums + cs, sums + C + cs, NULL, M_total, C, cs,
+                          ce - cs, 0, ce - cs, eps, momentum);
 }
 
 void bn_forward_apply(float *out, const float *inp, const float *save, const float *gamma, const float *beta,
@@ -232,13 +305,76 @@ void bn_forward_train(float *out, float *save, float *run_mean, float *run_var, 
     int cs, ce;
     norm_ch_slice(C, ith, nth, &cs, &ce);
     double s[NORM_CB], q[NORM_CB];
-    float a[NORM_CB];
+    float mean[NORM_CB], a[NORM_CB];
     for (int c0 = cs; c0 < ce; c0 += NORM_CB) {
         int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
-        norm_stats_rows(s, q, inp, M, (size_t)C, c0, cn);
-        bn_finalize_block(save, run_mean, run_var, s, q, M, C, c0, cn, eps, momentum);
-        bn_scale_block(a, save, gamma, C, c0, cn);
-        norm_fwd_rows(out, inp, save + c0, a, beta + c0, 0, M, (size_t)C, c0, cn, act);
+        norm_stats_chunked(s, q, inp, M, C, c0, cn);
+        bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, 0, cn, eps, momentum);
+        norm_fwd_rows(out, inp, mean, a, beta + c0, 0, M, (size_t)C, c0, cn, act);
+    }
+}
+
+/* Channel groups per chunk for the chunk kernels' work items: enough for about BN_ITEMS items when
+ * there are few chunks (few rows, often many channels), in 16-channel units, and one when there are
+ * many, so each item reads whole rows. The grouping never changes a sum, only who computes it. */
+static int bn_item_groups(int K, int C)
+{
+    const int want = (BN_ITEMS + K - 1) / K, units = (C + 15) / 16;
+    return want < units ? want : units;
+}
+
+/* Work item i = k·G + g: rows [r0,r1) of chunk k and channels [c0,c1) of group g. */
+static void bn_item(size_t i, size_t M, int C, int K, int G, size_t *r0, size_t *r1, int *c0, int *c1, int *k)
+{
+    *k = (int)(i / (size_t)G);
+    bn_chunk_rows(M, K, *k, r0, r1);
+    size_t lo, hi;
+    tb_slice(((size_t)C + 15) / 16, (int)(i % (size_t)G), G, &lo, &hi);
+    *c0 = lo * 16 < (size_t)C ? (int)(lo * 16) : C;
+    *c1 = hi * 16 < (size_t)C ? (int)(hi * 16) : C;
+}
+
+void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, int ith, int nth)
+{
+    const int K = bn_row_chunks(M), G = bn_item_groups(K, C);
+    size_t i0, i1;
+    tb_slice((size_t)K * (size_t)G, ith, nth, &i0, &i1);
+    /* Accumulators on the stack (part's lines may be shared with another thread's item), NORM_CB of
+     * them: gcc fully unrolls the channel loop for a small array bound, which runs slower. */
+    double s[NORM_CB], q[NORM_CB];
+    for (size_t i = i0; i < i1; i++) {
+        size_t r0, r1;
+        int ca, cb, k;
+        bn_item(i, M, C, K, G, &r0, &r1, &ca, &cb, &k);
+        double *p = part + (size_t)k * 2 * (size_t)C;
+        for (int c0 = ca; c0 < cb; c0 += NORM_CB) {
+            int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
+            norm_stats_rows(s, q, inp + r0 * (size_t)C, r1 - r0, (size_t)C, c0, cn);
+            memcpy(p + c0, s, (size_t)cn * sizeof *s);
+            memcpy(p + C + c0, q, (size_t)cn * sizeof *q);
+        }
+    }
+}
+
+void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
+                             const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
+                             float momentum, enum norm_act act, int ith, int nth)
+{
+    const int K = bn_row_chunks(M);
+    size_t r0, r1;
+    int cs, ce;
+    norm_row_slice(M, ith, nth, &r0, &r1);
+    norm_ch_slice(C, ith, nth, &cs, &ce);
+    double s[NORM_CB], q[NORM_CB];
+    float mean[NORM_CB], a[NORM_CB];
+    for (int c0 = 0; c0 < C; c0 += NORM_CB) {
+        int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
+        bn_owned(cs, ce, c0, cn, &j0, &j1);
+        if (r1 <= r0 && j1 <= j0) continue;
+        /* Every thread adds the same chunk sums itself: the same bits, no second barrier. */
+        bn_combine_block(s, q, part, K, C, c0, cn);
+        bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
+        if (r1 > r0) norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act);
     }
 }
 
@@ -259,12 +395,25 @@ void bn_forward_eval(float *out, const float *inp, const float *run_mean, const 
     }
 }
 
-/* sdz, sdzx (cn) = Σdz, Σdz·x̂ for channels [c0,c0+cn), using a (cn) = γ·rstd; dout ← dz (SiLU). */
-static void bn_bwd_sums_block(double *sdz, double *sdzx, float *dout, const float *inp, const float *save,
-                              const float *a, const float *beta, size_t M, int C, int c0, int cn,
-                              enum norm_act act)
+/* sdz, sdzx (cn) = Σdz, Σdz·x̂ of channels [c0,c0+cn) over rows [0,M) in the chunked order, using
+ * a (cn) = γ·rstd; dout ← dz (SiLU). Σdz·(x-μ) is summed and scaled by rstd once, after the chunks. */
+static void bn_bwd_sums_chunked(double *sdz, double *sdzx, float *dout, const float *inp, const float *save,
+                                const float *a, const float *beta, size_t M, int C, int c0, int cn,
+                                enum norm_act act)
 {
-    norm_bwd_sums_rows(sdz, sdzx, dout, inp, save + c0, a, beta + c0, M, (size_t)C, c0, cn, act, 1);
+    const int K = bn_row_chunks(M);
+    double cs[NORM_CB], cd[NORM_CB];
+    for (int j = 0; j < cn; j++) sdz[j] = sdzx[j] = 0.0;
+    for (int k = 0; k < K; k++) {
+        size_t r0, r1;
+        bn_chunk_rows(M, K, k, &r0, &r1);
+        const size_t off = r0 * (size_t)C;
+        norm_bwd_sums_rows(cs, cd, dout + off, inp + off, save + c0, a, beta + c0, r1 - r0, (size_t)C, c0, cn, act, 1);
+        for (int j = 0; j < cn; j++) {
+            sdz[j] += cs[j];
+            sdzx[j] += cd[j];
+        }
+    }
     for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
 }
 
@@ -274,11 +423,14 @@ void bn_backward_partial(double *sums, float *dout, const float *inp, const floa
 {
     int cs, ce;
     norm_ch_slice(C, ith, nth, &cs, &ce);
+    double sdz[NORM_CB], sdzx[NORM_CB];
     float a[NORM_CB];
     for (int c0 = cs; c0 < ce; c0 += NORM_CB) {
         int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
         bn_scale_block(a, save, gamma, C, c0, cn);
-        bn_bwd_sums_block(sums + c0, sums + C + c0, dout, inp, save, a, beta, M, C, c0, cn, act);
+        bn_bwd_sums_chunked(sdz, sdzx, dout, inp, save, a, beta, M, C, c0, cn, act);
+        memcpy(sums + c0, sdz, (size_t)cn * sizeof *sdz);
+        memcpy(sums + C + c0, sdzx, (size_t)cn * sizeof *sdzx);
     }
 }
 
@@ -317,13 +469,66 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const fl
     for (int c0 = cs; c0 < ce; c0 += NORM_CB) {
         int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
         bn_scale_block(a, save, gamma, C, c0, cn);
-        bn_bwd_sums_block(sdz, sdzx, dout, inp, save, a, beta, M, C, c0, cn, act);
+        bn_bwd_sums_chunked(sdz, sdzx, dout, inp, save, a, beta, M, C, c0, cn, act);
         for (int j = 0; j < cn; j++) {
             dgamma[c0 + j] += (float)sdzx[j];
             dbeta[c0 + j] += (float)sdz[j];
         }
         bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
         norm_bwd_rows(dinp, dout, inp, save + c0, a, NULL, c2, k0, 0, M, (size_t)C, c0, cn, NORM_ACT_NONE, acc);
+    }
+}
+
+void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
+                        const float *beta, size_t M, int C, enum norm_act act, int ith, int nth)
+{
+    const int K = bn_row_chunks(M), G = bn_item_groups(K, C);
+    size_t i0, i1;
+    tb_slice((size_t)K * (size_t)G, ith, nth, &i0, &i1);
+    double sdz[NORM_CB], sdzd[NORM_CB];
+    float a[NORM_CB];
+    for (size_t i = i0; i < i1; i++) {
+        size_t r0, r1;
+        int ca, cb, k;
+        bn_item(i, M, C, K, G, &r0, &r1, &ca, &cb, &k);
+        double *p = part + (size_t)k * 2 * (size_t)C;
+        const size_t off = r0 * (size_t)C;
+        for (int c0 = ca; c0 < cb; c0 += NORM_CB) {
+            int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
+            bn_scale_block(a, save, gamma, C, c0, cn);
+            norm_bwd_sums_rows(sdz, sdzd, dout + off, inp + off, save + c0, a, beta + c0, r1 - r0, (size_t)C, c0,
+                               cn, act, 1);
+            memcpy(p + c0, sdz, (size_t)cn * sizeof *sdz);
+            memcpy(p + C + c0, sdzd, (size_t)cn * sizeof *sdzd);
+        }
+    }
+}
+
+void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *dz, const float *inp,
+                        const float *save, const float *gamma, const double *part, size_t M, int C, int acc,
+                        int ith, int nth)
+{
+    const int K = bn_row_chunks(M);
+    size_t r0, r1;
+    int cs, ce;
+    norm_row_slice(M, ith, nth, &r0, &r1);
+    norm_ch_slice(C, ith, nth, &cs, &ce);
+    double sdz[NORM_CB], sdzx[NORM_CB];
+    float a[NORM_CB], c2[NORM_CB], k0[NORM_CB];
+    for (int c0 = 0; c0 < C; c0 += NORM_CB) {
+        int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
+        bn_owned(cs, ce, c0, cn, &j0, &j1);
+        if (r1 <= r0 && j1 <= j0) continue;
+        bn_combine_block(sdz, sdzx, part, K, C, c0, cn);
+        for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
+        for (int j = j0; j < j1; j++) {
+            dgamma[c0 + j] += (float)sdzx[j];
+            dbeta[c0 + j] += (float)sdz[j];
+        }
+        if (r1 <= r0) continue;
+        bn_scale_block(a, save, gamma, C, c0, cn);
+        bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
+        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc);
     }
 }
 

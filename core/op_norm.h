@@ -19,16 +19,22 @@
  * data and parameter kernels are partitioned differently (samples vs channels), so they leave dout
  * intact and each recomputes dz.
 
- * Numerics and determinism. Statistics are sums in double over rows in ascending order, per channel,
- * Σx and Σx² (one pass; products of floats are exact in double, and the cancellation in Σx²/M - μ²
- * costs ~1e-16·M·(μ/σ)² relative — negligible for normalisation inputs). Every per-channel sum is
- * taken in the same order whatever the thread split, so all kernels are bitwise identical for any nth;
- * the two-phase BN API uses the very same block routines, so one replica (partials → finalize → apply)
- * is bitwise identical to the single-call kernels.
+ * Numerics and determinism. Statistics are sums in double, per channel, Σx and Σx² (one pass; products
+ * of floats are exact in double, and the cancellation in Σx²/M - μ² costs ~1e-16·M·(μ/σ)² relative —
+ * negligible for normalisation inputs). BatchNorm's M rows are cut into bn_row_chunks(M) fixed chunks
+ * (the cut depends on M alone): each chunk is summed over its rows in ascending order from zero, and the
+ * chunk sums are added in chunk order from zero. Every kernel takes its sums in exactly that order
+ * whatever the thread split, so all kernels are bitwise identical for any nth; the two-phase BN APIs
+ * (sync BN, and the row-partitioned chunk → finish pairs) use the same block routines, so one replica
+ * (partials → finalize → apply) and chunks → finish are bitwise identical to the single-call kernels.
  *
  * Threading (ith, nth). "channel-partitioned" kernels give each thread a range of channels cut at
  * 16-float units (each thread reduces over all rows of its own channels, then writes them);
  * "row-partitioned" kernels split the M rows (elementwise, no false sharing on small C);
+ * "item-partitioned" chunk kernels split (row chunk × channel group) items — channel groups only when
+ * there are few chunks — and write each item's sums to a shared part buffer that the finish kernel
+ * reads after the caller's barrier, so layers with few channels and many rows (EfficientNet's early
+ * 16/24/40-channel layers) and layers with few rows and many channels both split evenly;
  * GroupNorm data kernels split the samples. Backward ACCUMULATES into dinp, dgamma, dbeta; forward
  * overwrites out and save. out must not alias inp (x is needed by backward).
  */
@@ -49,7 +55,8 @@ enum norm_act { NORM_ACT_NONE = 0, NORM_ACT_SILU = 1 };
 
 /* Training forward: batch statistics → save; out (M,C) = act(γ·x̂+β); running stats (if run_mean and
  * run_var are non-NULL — pass NULL when recomputing a forward) ← momentum·running + (1-momentum)·batch,
- * with the UNBIASED batch variance (PyTorch's convention). Channel-partitioned. */
+ * with the UNBIASED batch variance (PyTorch's convention). Channel-partitioned: a layer with few channels
+ * runs on few threads; the executor uses the chunk → finish pair below, which gives the same bits. */
 void bn_forward_train(float *out, float *save, float *run_mean, float *run_var, const float *inp,
                       const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
                       enum norm_act act, int ith, int nth);
@@ -63,6 +70,32 @@ void bn_forward_eval(float *out, const float *inp, const float *run_mean, const 
 void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const float *inp,
                  const float *save, const float *gamma, const float *beta, size_t M, int C,
                  enum norm_act act, int acc, int ith, int nth);
+
+/* ---- Row-partitioned training BatchNorm in two calls with a barrier between them (all nth threads
+ *      call the first, wait, then call the second). part (K,2,C) doubles, K = bn_row_chunks(M), shared
+ *      by the threads: bn_chunk_doubles(M, C) of scratch. Bitwise identical to bn_forward_train and
+ *      bn_backward for any nth (and to each other's nth). ---- */
+
+/* Row chunks of the fixed reduction order over M rows: min(16, ⌈M/128⌉), at least 1. */
+int bn_row_chunks(size_t M);
+/* Doubles of the part buffer the chunk kernels fill for M rows of C channels: bn_row_chunks(M)·2·C. */
+size_t bn_chunk_doubles(size_t M, int C);
+/* Forward phase 1: part (K,2,C) = [Σx | Σx²] of each row chunk of inp (M,C). Item-partitioned. */
+void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, int ith, int nth);
+/* Forward phase 2, after a barrier: adds part in chunk order; save (2,C) and the running stats (unless
+ * NULL, as in bn_forward_train) for this thread's channels; out (M,C) = act(γ·x̂+β) for its rows. */
+void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
+                             const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
+                             float momentum, enum norm_act act, int ith, int nth);
+/* Backward phase 1: part (K,2,C) = [Σdz | Σdz·(x-μ)] of each row chunk; with NORM_ACT_SILU dout (M,C)
+ * is overwritten with dz. Item-partitioned. */
+void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
+                        const float *beta, size_t M, int C, enum norm_act act, int ith, int nth);
+/* Backward phase 2, after a barrier: dgamma, dbeta (C) += Σdz·x̂, Σdz for this thread's channels; dinp
+ * (M,C) += (= when acc is 0) ∂L/∂x for its rows, reading dz (M,C): the dout phase 1 left. */
+void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *dz, const float *inp,
+                        const float *save, const float *gamma, const double *part, size_t M, int C, int acc,
+                        int ith, int nth);
 
 /* ---- Two-phase BatchNorm for a global (sync) BN over replicas. Forward:
  *        bn_stats_partial (each replica, its M_r rows) → all-reduce sums (sum over replicas, fixed
