@@ -17,9 +17,15 @@
  * Memory: a stage's activation slots follow its own plan (ipu_stage_model: only the tensors it
  * touches); its parameters, gradients and buffers keep the canonical offsets in an address space of
  * which only its slice is committed; optimizer state (and fp32 master weights) is compact per stage.
- * Precision: bf16/fp16 store the weights (values on the half grid, updates rounded stochastically
- * with counter-based randomness keyed by the global index, so replicas stay identical) and the
- * tensors crossing the exchange (2 bytes each); compute and accumulation stay fp32. fp16 adds a
+ * Precision: bf16/fp16 store in 2 bytes the weights (updates rounded stochastically with
+ * counter-based randomness keyed by the global index, so replicas stay identical; to nearest from an
+ * fp32 master with bf16m/fp16m), every activation a stage keeps for a backward, and the tensors
+ * crossing the exchange. Kernels still compute and accumulate in fp32: a stage runs as segments of one
+ * block (half storage) whose layers run one at a time — the layer's weights decoded into an fp32
+ * window, its output rounded onto the half grid as it is written — and each segment's activations
+ * are stored per micro-batch in 2 bytes (losslessly, being on the grid) and decoded back for its
+ * backward in a segment-sized fp32 working slot. Gradient accumulators and optimizer state stay
+ * fp32 (the state per layer, so each layer's update works in the window). fp16 adds a
  * loss scale applied to the gradients crossing the exchange: an overflow skips the step on every
  * device (counted) and halves a dynamic scale; a static one (--loss-scale N) stays. Evaluation
  * streams micro-batch-sized chunks through the stages.
@@ -97,7 +103,17 @@ struct ipu_seg {
     int l0, l1;                       /* layers [l0,l1) */
     struct ipu_stage_model plan;      /* the tensors the segment touches */
     struct model_inst mi;             /* acts = the working slot, dacts = the gradient arena */
-    size_t ck_off;                    /* bytes into a stash: this segment's input checkpoint */
+    size_t ck_off;                    /* bytes into a stash: this segment's input checkpoint (recompute)
+                                         or its stored activations (half storage) */
+    int *f32_ids, n_f32;              /* half storage: per-sample saved data kept exact (GroupNorm μ, rstd) */
+};
+
+/* Half precision: one layer's weights — canonical range [w0,w1), decoded into the device's fp32 window
+ * while the layer runs; its optimizer state sits at spp·(w0−p0) laid out (spp, w1−w0); its tensors for
+ * the update are lsegs[seg0 .. seg0+nseg), rebased to w0. */
+struct ipu_chunk {
+    size_t w0, w1;
+    int seg0, nseg;
 };
 
 /* One device: stage s of replica r. */
@@ -107,7 +123,15 @@ struct ipu_dev {
     int l0, l1;                       /* layers [l0,l1) */
     const struct model *sm;           /* the stage's activation plan */
     size_t p0, p1, q0, q1;            /* its parameter and buffer ranges in the canonical layout */
-    float *params, *grads;            /* (n_params) address space, only [p0,p1) committed and touched */
+    float *params, *grads;            /* (n_params) address space, only [p0,p1) committed and touched;
+                                         params is NULL with half precision (w16 holds the weights) */
+    uint16_t *w16;                    /* half precision: (p1−p0) the weights as stored, 2 bytes each */
+    float *wwin;                      /* half precision: (wwin_floats) one layer's weights in fp32 */
+    size_t wwin_floats;
+    struct ipu_chunk *chunk;          /* half precision: (n_chunk) the layers with weights, in order */
+    int n_chunk;
+    int *chunk_of;                    /* (l1−l0) layer → chunk index, −1 without weights */
+    struct optim_segment *lsegs;      /* half precision: (n_segs) the update's tensors rebased per chunk */
     float *buffers;                   /* (n_buffers) address space, only [q0,q1) touched */
     float *opt;                       /* (state_per_param, p1−p0) */
     float *master;                    /* (p1−p0) fp32 master weights, or NULL */
@@ -124,12 +148,16 @@ struct ipu_dev {
     float *work;                      /* (act_floats) the working slot */
     float *seg_grad;                  /* (seg_grad_floats) gradients crossing a segment boundary, fp32 */
     size_t seg_grad_floats;
+    float *seg_in;                    /* half storage: (seg_in_floats) a segment's input, decoded to fp32 */
+    size_t seg_in_floats;
     float *seg_losses;                /* (B) what the segment instances share */
     uint8_t *seg_correct;             /* (B) */
     int32_t *seg_labels;              /* (B) */
-    int n_stash;                      /* recompute: checkpoint sets, one per micro-batch in flight */
-    void **stash;                     /* (n_stash) the stage input (uint8 pixels at stage 0, else fp32
-                                         boundary activations), then each later segment's input (fp32) */
+    int n_stash;                      /* segments: one stash per micro-batch in flight */
+    void **stash;                     /* (n_stash) recompute: the stage input (uint8 pixels at stage 0,
+                                         else boundary activations), then each later segment's input;
+                                         half storage without recompute: every segment's activations.
+                                         Activations in the storage precision (fp32, bf16, fp16) */
     size_t stash_bytes, in_bytes;     /* one checkpoint set; its stage input part */
     int resident;                     /* micro-batch whose last segment the working slot holds, −1 none */
     int in_ids[MAX_BOUNDARY], n_in;   /* tensors crossing the split before l0 */
@@ -156,6 +184,8 @@ struct ipu_dev {
 
 struct ipu_ctx {
     struct ipu_plan p;
+    int half;                         /* bf16/fp16: activations are stored in 2 bytes (segments) */
+    int segmented;                    /* stages run as segments: recompute or half storage */
     const struct model *m;
     struct run_config cfg;
     int D;                            /* devices S·R, device d = r·S + s */
@@ -336,38 +366,155 @@ static struct exec_step step_of(const struct ipu_dev *v, int n, long first, int 
 }
 
 /* Packs the activations (grads = 0) or gradients (grads = 1) of the tensors crossing `split` out of
- * instance mi into dst (exec's packed layout) in fp32: checkpoints and the gradients passed between
- * segments stay exact whatever the exchange precision, so recomputation changes no bit. */
-static void boundary_pack_f32(const struct model_inst *mi, int split, int grads, int n, float *dst)
+ * instance mi into dst (exec's packed layout, values of precision prec). Checkpoints are exact in
+ * either precision (with half storage every activation already lies on the half grid), and the
+ * gradients passed between segments travel in fp32, so recomputation changes no bit. */
+static void boundary_pack(const struct model_inst *mi, int split, int grads, int n, void *dst, enum ipu_prec prec)
 {
     int ids[MAX_BOUNDARY];
     const int k = exec_boundary_tensors(mi->m, split, ids, MAX_BOUNDARY);
     TB_ASSERT(k <= MAX_BOUNDARY);
+    const size_t eb = ipu_prec_bytes(prec);
     size_t off = 0;
     for (int j = 0; j < k; j++) {
         const struct tensor *t = &mi->m->tensors[ids[j]];
         if (grads && !t->needs_grad) continue;
         const size_t len = (size_t)n * t->per_sample;
-        memcpy(dst + off, grads ? exec_dact(mi, ids[j]) : exec_act(mi, ids[j]), len * sizeof(float));
+        ipu_prec_pack((char *)dst + off * eb, grads ? exec_dact(mi, ids[j]) : exec_act(mi, ids[j]), len, prec, 1.0f);
         off += tb_align16(len);
+    }
+}
+
+static inline size_t align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+/* Half storage: bytes of segment g's stored activations for B samples — the 2-byte per-sample area,
+ * the fixed saved data (BatchNorm μ, rstd) in fp32, and per-sample saved data (GroupNorm) in fp32. */
+static size_t seg_store_bytes(const struct ipu_seg *g, int B)
+{
+    const struct model *sm = &g->plan.m;
+    size_t bytes = align64(sm->unit_floats * (size_t)B * 2) + align64(sm->fixed_floats * sizeof(float));
+    for (int j = 0; j < g->n_f32; j++)
+        bytes += align64((size_t)B * sm->tensors[g->f32_ids[j]].per_sample * sizeof(float));
+    return bytes;
+}
+
+/* Half storage: the working slot, as segment g's forward left it, into its place in a stash. Lossless:
+ * every layer output was rounded onto the half grid when written (half_forward), and the saved data
+ * that is not an activation is copied exactly. */
+static void seg_store(const struct ipu_dev *v, const struct ipu_seg *g, void *stash)
+{
+    const struct ipu_ctx *c = v->c;
+    const struct model *sm = &g->plan.m;
+    const size_t unit = sm->unit_floats * (size_t)c->p.B;
+    char *d = (char *)stash + g->ck_off;
+    ipu_prec_pack(d, v->work, unit, c->p.prec, 1.0f);
+    d += align64(unit * 2);
+    memcpy(d, v->work + unit, sm->fixed_floats * sizeof(float));
+    d += align64(sm->fixed_floats * sizeof(float));
+    for (int j = 0; j < g->n_f32; j++) {
+        const size_t len = (size_t)c->p.B * sm->tensors[g->f32_ids[j]].per_sample;
+        memcpy(d, exec_act(&g->mi, g->f32_ids[j]), len * sizeof(float));
+        d += align64(len * sizeof(float));
+    }
+}
+
+/* Half storage: segment g's stored activations back into the working slot, as its forward left it. */
+static void seg_load(const struct ipu_dev *v, const struct ipu_seg *g, const void *stash)
+{
+    const struct ipu_ctx *c = v->c;
+    const struct model *sm = &g->plan.m;
+    const size_t unit = sm->unit_floats * (size_t)c->p.B;
+    const char *d = (const char *)stash + g->ck_off;
+    ipu_prec_unpack(v->work, d, unit, c->p.prec, 1.0f);
+    d += align64(unit * 2);
+    memcpy(v->work + unit, d, sm->fixed_floats * sizeof(float));
+    d += align64(sm->fixed_floats * sizeof(float));
+    for (int j = 0; j < g->n_f32; j++) {
+        const size_t len = (size_t)c->p.B * sm->tensors[g->f32_ids[j]].per_sample;
+        memcpy(exec_act(&g->mi, g->f32_ids[j]), d, len * sizeof(float));
+        d += align64(len * sizeof(float));
+    }
+}
+
+/* Half precision: instance mi seeing layer l's weights, decoded from their 2-byte store into the
+ * device's fp32 window (mi itself for a layer without weights). */
+static struct model_inst layer_inst(const struct ipu_dev *v, const struct model_inst *mi, int l)
+{
+    struct model_inst li = *mi;
+    const int j = v->chunk_of[l - v->l0];
+    if (j < 0) return li;
+    const struct ipu_chunk *ch = &v->chunk[j];
+    ipu_prec_unpack(v->wwin, v->w16 + (ch->w0 - v->p0), ch->w1 - ch->w0, v->c->p.prec, 1.0f);
+    li.params = v->wwin, li.param_base = ch->w0;
+    return li;
+}
+
+/* Layers [st->l0, st->l1) of instance mi. Half precision runs them one at a time (each with its weights
+ * decoded into the window) and rounds each
+ * output onto the half grid (to nearest) as soon as it is written, so every reader — and the 2-byte
+ * store, which is then lossless — sees what a half-precision device holds; kernels still compute and
+ * accumulate in fp32. */
+static void half_forward(const struct ipu_dev *v, const struct model_inst *mi, const struct exec_step *st)
+{
+    const struct ipu_ctx *c = v->c;
+    if (!c->half) {
+        exec_forward(mi, st, 0, 1, NULL);
+        return;
+    }
+    struct exec_step one = *st;
+    for (int l = st->l0; l < st->l1; l++) {
+        one.l0 = l, one.l1 = l + 1;
+        const struct model_inst li = layer_inst(v, mi, l);
+        exec_forward(&li, &one, 0, 1, NULL);
+        one.in_act = NULL; /* copied into the slots before the first layer */
+        const struct layer *ly = &mi->m->layers[l];
+        if (ly->op != OP_SOFTMAX_CE)
+            ipu_prec_round(exec_act(mi, ly->out), (size_t)st->n * mi->m->tensors[ly->out].per_sample, c->p.prec, 0, 0,
+                           0, 0);
+    }
+}
+
+/* Layers [st->l1−1 .. st->l0] of instance mi backward; half precision runs them one at a time, each
+ * with its weights decoded into the window (the gradient arriving in st->out_dact is taken once, by
+ * the first). */
+static void half_backward(const struct ipu_dev *v, const struct model_inst *mi, const struct exec_step *st)
+{
+    if (!v->c->half) {
+        exec_backward(mi, st, 0, 1, NULL);
+        return;
+    }
+    struct exec_step one = *st;
+    for (int l = st->l1 - 1; l >= st->l0; l--) {
+        one.l0 = l, one.l1 = l + 1;
+        const struct model_inst li = layer_inst(v, mi, l);
+        exec_backward(&li, &one, 0, 1, NULL);
+        one.out_dact = NULL;
     }
 }
 
 /* Recompute: segment k's input checkpoint inside a stash (k = 0: the stage input). */
 static inline void *seg_ckpt(const struct ipu_dev *v, void *stash, int k) { return (char *)stash + v->seg[k].ck_off; }
 
-/* Recompute: the stage's forward one segment at a time in the working slot, from st (x or in_act:
- * the stage input), keeping each later segment's input in stash. Returns the last segment's
- * instance, which the working slot then holds. */
-static const struct model_inst *seg_forward_all(struct ipu_dev *v, const struct exec_step *st, void *stash)
+/* Segments: the stage's forward one segment at a time in the working slot, from st (x or in_act: the
+ * stage input). Recompute keeps each later segment's input in stash; half storage without it keeps
+ * each segment's activations there (keep = 0: evaluation, nothing kept but what the next segment
+ * reads). Returns the last segment's instance, which the working slot then holds. */
+static const struct model_inst *seg_forward_all(struct ipu_dev *v, const struct exec_step *st, void *stash, int keep)
 {
+    const struct ipu_ctx *c = v->c;
+    const int stored = c->half && !c->p.recompute;
     for (int k = 0; k < v->n_seg; k++) {
         const struct ipu_seg *g = &v->seg[k];
         struct exec_step ss = *st;
         ss.l0 = g->l0, ss.l1 = g->l1;
-        if (k > 0) ss.x = NULL, ss.in_act = seg_ckpt(v, stash, k);
-        exec_forward(&g->mi, &ss, 0, 1, NULL);
-        if (k + 1 < v->n_seg) boundary_pack_f32(&g->mi, g->l1, 0, st->n, seg_ckpt(v, stash, k + 1));
+        if (k > 0) ss.x = NULL, ss.in_act = c->half ? v->seg_in : seg_ckpt(v, stash, k);
+        half_forward(v, &g->mi, &ss);
+        const int more = k + 1 < v->n_seg;
+        /* The last stage's backward follows its forward at once: its last segment stays resident. */
+        if (stored && keep && (more || v->s < c->p.S - 1)) seg_store(v, g, stash);
+        if (!more) continue;
+        if (c->p.recompute) boundary_pack(&g->mi, g->l1, 0, st->n, seg_ckpt(v, stash, k + 1), c->p.prec);
+        if (c->half) boundary_pack(&g->mi, g->l1, 0, st->n, v->seg_in, IPU_PREC_FP32);
     }
     return &v->seg[v->n_seg - 1].mi;
 }
@@ -381,6 +528,7 @@ static const struct model_inst *seg_forward_all(struct ipu_dev *v, const struct 
  * summed recomputation time (the segments interleave the two). */
 static const struct model_inst *seg_backward_all(struct ipu_dev *v, int mb, const struct exec_step *st, void *stash)
 {
+    const struct ipu_ctx *c = v->c;
     const int K = v->n_seg;
     const double t_begin = tb_now_s();
     double t_rec = 0.0;
@@ -388,20 +536,31 @@ static const struct model_inst *seg_backward_all(struct ipu_dev *v, int mb, cons
         const struct ipu_seg *g = &v->seg[k];
         if (!(k == K - 1 && v->resident == mb)) {
             /* The loss segment is always resident: the last stage runs a backward right after its forward. */
-            TB_ASSERT(!(k == K - 1 && v->s == v->c->p.S - 1));
-            struct exec_step rs = *st;
-            rs.l0 = g->l0, rs.l1 = g->l1, rs.out_dact = NULL, rs.no_stats_update = 1;
-            if (k == 0 && v->s == 0) rs.x = stash;
-            else rs.x = NULL, rs.in_act = seg_ckpt(v, stash, k);
-            const double t0 = tb_now_s();
-            exec_forward(&g->mi, &rs, 0, 1, NULL);
-            t_rec += tb_now_s() - t0;
+            TB_ASSERT(!(k == K - 1 && v->s == c->p.S - 1));
+            if (!c->p.recompute) {
+                seg_load(v, g, stash); /* half storage: decoded, not recomputed */
+            } else {
+                struct exec_step rs = *st;
+                rs.l0 = g->l0, rs.l1 = g->l1, rs.out_dact = NULL, rs.no_stats_update = 1;
+                const double t0 = tb_now_s();
+                if (k == 0 && v->s == 0) {
+                    rs.x = stash;
+                } else if (c->half) {
+                    rs.x = NULL, rs.in_act = v->seg_in;
+                    ipu_prec_unpack(v->seg_in, seg_ckpt(v, stash, k), exec_boundary_floats(c->m, g->l0, st->n, 0),
+                                    c->p.prec, 1.0f);
+                } else {
+                    rs.x = NULL, rs.in_act = seg_ckpt(v, stash, k);
+                }
+                half_forward(v, &g->mi, &rs);
+                t_rec += tb_now_s() - t0;
+            }
         }
         struct exec_step bs = *st;
         bs.l0 = g->l0, bs.l1 = g->l1;
         if (k < K - 1) bs.out_dact = v->seg_grad;
-        exec_backward(&g->mi, &bs, 0, 1, NULL);
-        if (k > 0) boundary_pack_f32(&g->mi, g->l0, 1, st->n, v->seg_grad);
+        half_backward(v, &g->mi, &bs);
+        if (k > 0) boundary_pack(&g->mi, g->l0, 1, st->n, v->seg_grad, IPU_PREC_FP32);
     }
     const double t_end = tb_now_s();
     v->t_compute += t_end - t_begin, v->t_bwd += t_end - t_begin;
@@ -417,8 +576,8 @@ static void dev_forward(struct ipu_dev *v, int mb)
     const struct ipu_plan *p = &c->p;
     const int last = v->s == p->S - 1, n = p->B;
     const long first = (long)v->r * p->G * p->B + (long)mb * p->B;
-    const struct model_inst *mi = p->recompute ? NULL : &v->slot[mb % v->n_slots];
-    void *stash = p->recompute ? v->stash[mb % v->n_stash] : NULL;
+    const struct model_inst *mi = c->segmented ? NULL : &v->slot[mb % v->n_slots];
+    void *stash = c->segmented ? v->stash[mb % v->n_stash] : NULL;
     struct exec_step st = step_of(v, n, first, 1);
     const void *msg = NULL;
     struct ipu_queue *q = NULL;
@@ -431,15 +590,15 @@ static void dev_forward(struct ipu_dev *v, int mb)
             st.x = c->batch->x + (size_t)first * c->per_in;
             st.y = c->batch->y + first;
         }
-        if (stash) memcpy(stash, st.x, (size_t)n * c->per_in);
+        if (p->recompute) memcpy(stash, st.x, (size_t)n * c->per_in);
     } else {
         msg = pop_acts(v, n, &st.in_act);
         q = v->act_in;
         st.y = msg_labels(msg);
-        if (stash) memcpy(stash, st.in_act, exec_boundary_floats(v->sm, v->l0, n, 0) * sizeof(float));
+        if (p->recompute) ipu_prec_pack(stash, st.in_act, exec_boundary_floats(v->sm, v->l0, n, 0), p->prec, 1.0f);
     }
     const double t0 = tb_now_s();
-    if (stash) mi = seg_forward_all(v, &st, stash);
+    if (stash) mi = seg_forward_all(v, &st, stash, 1);
     else exec_forward(mi, &st, 0, 1, NULL);
     const double t1 = tb_now_s();
     v->t_compute += t1 - t0;
@@ -458,11 +617,11 @@ static void dev_backward(struct ipu_dev *v, int mb)
     const struct ipu_plan *p = &c->p;
     const int n = p->B;
     const long first = (long)v->r * p->G * p->B + (long)mb * p->B;
-    const struct model_inst *mi = p->recompute ? NULL : &v->slot[mb % v->n_slots];
+    const struct model_inst *mi = c->segmented ? NULL : &v->slot[mb % v->n_slots];
     struct exec_step st = step_of(v, n, first, 1);
     const void *msg = NULL;
     if (v->grad_in) msg = pop_grads(v, n, &st.out_dact);
-    if (p->recompute) {
+    if (c->segmented) {
         mi = seg_backward_all(v, mb, &st, v->stash[mb % v->n_stash]);
     } else {
         const double t0 = tb_now_s();
@@ -498,6 +657,29 @@ static void dev_train(struct ipu_dev *v)
     }
 }
 
+/* Half precision: the update one layer at a time — weights decoded into the window (or the fp32
+ * master's slice), the optimizer on that slice, then stored back in 2 bytes: rounded stochastically,
+ * keyed by the global index so every replica rounds the same way (to nearest from a master). */
+static void update_half(struct ipu_dev *v)
+{
+    struct ipu_ctx *c = v->c;
+    const struct optim_config *oc = &c->cfg.optim;
+    const size_t spp = (size_t)optim_state_per_param(oc->kind);
+    for (int j = 0; j < v->n_chunk; j++) {
+        const struct ipu_chunk *ch = &v->chunk[j];
+        const size_t a = ch->w0 - v->p0, len = ch->w1 - ch->w0;
+        float *w = v->master ? v->master + a : v->wwin;
+        if (!v->master) ipu_prec_unpack(w, v->w16 + a, len, c->p.prec, 1.0f);
+        const float *g = v->grads + ch->w0;
+        const struct optim_segment *sg = v->lsegs + ch->seg0;
+        float *trust = v->trust + ch->seg0;
+        if (oc->kind == OPTIM_LARS) optim_lars_trust(oc, w, g, sg, ch->nseg, trust, 0, 1);
+        optim_update(oc, w, g, v->opt + spp * a, len, sg, ch->nseg, trust, c->step, 0, 1);
+        if (!v->master) ipu_prec_round(w, len, c->p.prec, 1, c->cfg.seed, c->step, ch->w0);
+        ipu_prec_pack(v->w16 + a, w, len, c->p.prec, 1.0f);
+    }
+}
+
 static void dev_update(struct ipu_dev *v)
 {
     struct ipu_ctx *c = v->c;
@@ -505,6 +687,13 @@ static void dev_update(struct ipu_dev *v)
     if (atomic_load(&c->overflow) || n == 0) return;
     const double t0 = tb_now_s();
     const struct optim_config *oc = &c->cfg.optim;
+    if (c->half) {
+        update_half(v);
+        const double t1 = tb_now_s();
+        v->t_update = t1 - t0;
+        ev_add(v, -1, 'U', t0, t1);
+        return;
+    }
     float *w = v->master ? v->master : v->params + v->p0;
     const float *g = v->grads + v->p0;
     if (oc->kind == OPTIM_LARS) optim_lars_trust(oc, w, g, v->segs, v->n_segs, v->trust, 0, 1);
@@ -530,7 +719,7 @@ static void dev_eval(struct ipu_dev *v)
     const struct ipu_plan *p = &c->p;
     const int last = v->s == p->S - 1;
     const int N = c->batch->n, chunks = (N + p->B - 1) / p->B;
-    const struct model_inst *mi = p->recompute ? NULL : &v->slot[0];
+    const struct model_inst *mi = c->segmented ? NULL : &v->slot[0];
     v->resident = -1;
     for (int k = v->r; k < chunks; k += p->R) {
         const long first = (long)k * p->B;
@@ -545,7 +734,7 @@ static void dev_eval(struct ipu_dev *v)
             st.y = msg_labels(msg);
         }
         const double t0 = tb_now_s();
-        if (p->recompute) mi = seg_forward_all(v, &st, v->stash[0]); /* nothing in flight: any stash will do */
+        if (c->segmented) mi = seg_forward_all(v, &st, v->stash[0], 0); /* nothing in flight: any stash will do */
         else exec_forward(mi, &st, 0, 1, NULL);
         v->t_compute += tb_now_s() - t0;
         if (last) {
@@ -664,15 +853,21 @@ static double devices_bytes(const struct ipu_ctx *c)
         double act = 4.0 * (double)model_act_floats(&c->stage[s].m, p->B);
         const int in_flight = ipu_plan_in_flight(p, s), l0 = p->l0[s], l1 = p->l0[s + 1];
         double slots = in_flight, stash = 0.0;
-        if (p->recompute) {
-            /* One working slot of the largest segment, and the checkpoints of each micro-batch held. */
-            const int K = ipu_plan_segments(p, m, s, cuts);
+        if (p->recompute || p->prec != IPU_PREC_FP32) {
+            /* One working slot of the largest segment, and per micro-batch held the checkpoints
+             * (recompute) or every activation at 2 bytes (half storage). */
+            const double eb = (double)ipu_prec_bytes(p->prec);
+            const int K = p->recompute ? ipu_plan_segments(p, m, s, cuts) : ipu_plan_block_segments(p, m, s, cuts);
+            const double whole = act;
             act = 0.0, slots = 1.0;
-            stash = s == 0 ? (double)p->B * (double)c->per_in : 4.0 * (double)exec_boundary_floats(m, l0, p->B, 0);
+            if (p->recompute)
+                stash = s == 0 ? (double)p->B * (double)c->per_in : eb * (double)exec_boundary_floats(m, l0, p->B, 0);
+            else
+                stash = whole / 2.0;
             for (int k = 0; k < K; k++) {
                 const double a = 4.0 * (double)ipu_plan_range_act_floats(m, cuts[k], cuts[k + 1], p->B, work);
                 if (a > act) act = a;
-                if (k > 0) stash += 4.0 * (double)exec_boundary_floats(m, cuts[k], p->B, 0);
+                if (k > 0 && p->recompute) stash += eb * (double)exec_boundary_floats(m, cuts[k], p->B, 0);
             }
             stash *= in_flight;
         }
@@ -815,24 +1010,29 @@ static int dev_init_slots(struct ipu_ctx *c, struct ipu_dev *v, int in_flight, c
     return TB_OK;
 }
 
-/* Recompute: cuts stage v->s into segments (ipu_plan_segments), plans each, and allocates the one
- * working slot and gradient arena (the largest segment's), the fp32 gradient between segments, and a
- * checkpoint set per micro-batch in flight. */
+/* Segments: cuts stage v->s (recompute: ipu_plan_segments; half storage: one per block), plans each,
+ * and allocates the one working slot and gradient arena (the largest segment's), the fp32 gradient
+ * between segments (and, with half storage, the fp32 input of a segment), and a stash per
+ * micro-batch in flight: recompute's checkpoints, or half storage's stored activations. */
 static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight, const struct model_inst *tuned)
 {
     const struct model *m = c->m;
     const int B = c->p.B;
+    const size_t eb = ipu_prec_bytes(c->p.prec);
     int *cuts = malloc(sizeof *cuts * (size_t)(m->n_blocks + 2));
     if (!cuts) return tb_error_set(TB_ENOMEM, "ipu: out of memory");
-    const int K = ipu_plan_segments(&c->p, m, v->s, cuts);
+    const int K = c->p.recompute ? ipu_plan_segments(&c->p, m, v->s, cuts) : ipu_plan_block_segments(&c->p, m, v->s, cuts);
     v->seg = calloc((size_t)K, sizeof *v->seg);
     if (!v->seg) {
         free(cuts);
         return tb_error_set(TB_ENOMEM, "ipu: out of memory");
     }
     v->n_seg = K;
-    const size_t in_copy = v->s == 0 ? (size_t)B * c->per_in : exec_boundary_floats(m, v->l0, B, 0) * sizeof(float);
-    v->in_bytes = (in_copy + 63) / 64 * 64;
+    /* Recompute keeps the stage input; half storage keeps it inside the first segment's activations. */
+    const size_t in_copy = !c->p.recompute ? 0
+                           : v->s == 0    ? (size_t)B * c->per_in
+                                          : exec_boundary_floats(m, v->l0, B, 0) * eb;
+    v->in_bytes = align64(in_copy);
     size_t ck = v->in_bytes;
     int st = TB_OK;
     for (int k = 0; k < K; k++) {
@@ -841,11 +1041,27 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
         if ((st = ipu_stage_model_init(&g->plan, m, g->l0, g->l1)) != TB_OK) break;
         const size_t f = model_act_floats(&g->plan.m, B);
         if (f > v->act_floats) v->act_floats = f;
-        if (k > 0) {
+        if (c->half && !c->p.recompute) {
+            if (!(g->f32_ids = malloc(sizeof *g->f32_ids * (size_t)(g->l1 - g->l0)))) {
+                st = tb_error_set(TB_ENOMEM, "ipu: out of memory");
+                break;
+            }
+            for (int i = g->l0; i < g->l1; i++) {
+                const int t = m->layers[i].save;
+                if (t >= 0 && m->tensors[t].per_sample > 0) g->f32_ids[g->n_f32++] = t;
+            }
             g->ck_off = ck;
-            ck += exec_boundary_floats(m, g->l0, B, 0) * sizeof(float); /* a multiple of 64 bytes */
+            ck += seg_store_bytes(g, B);
+        }
+        if (k > 0) {
+            if (c->p.recompute) {
+                g->ck_off = ck;
+                ck += align64(exec_boundary_floats(m, g->l0, B, 0) * eb);
+            }
             const size_t gf = exec_boundary_floats(m, g->l0, B, 1);
             if (gf > v->seg_grad_floats) v->seg_grad_floats = gf;
+            const size_t af = exec_boundary_floats(m, g->l0, B, 0);
+            if (c->half && af > v->seg_in_floats) v->seg_in_floats = af;
         }
     }
     free(cuts);
@@ -854,6 +1070,8 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
     v->work = arena_alloc(v->act_floats);
     v->dacts = arena_alloc(v->act_floats);
     v->seg_grad = arena_alloc(v->seg_grad_floats ? v->seg_grad_floats : 16);
+    if (c->half && !(v->seg_in = arena_alloc(v->seg_in_floats ? v->seg_in_floats : 16)))
+        return tb_error_set(TB_ENOMEM, "ipu: out of memory");
     v->seg_losses = calloc((size_t)B, sizeof(float));
     v->seg_correct = calloc((size_t)B, 1);
     v->seg_labels = calloc((size_t)B, sizeof(int32_t));
@@ -884,11 +1102,53 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
     return TB_OK;
 }
 
+/* Half precision: groups the stage's tensors (v->segs, in layer order) into one chunk per layer with
+ * weights, rebases them per chunk, and sizes the fp32 window to the largest. */
+static int dev_init_chunks(struct ipu_ctx *c, struct ipu_dev *v)
+{
+    const struct model *m = c->m;
+    const int nl = v->l1 - v->l0;
+    v->chunk = calloc((size_t)nl + 1, sizeof *v->chunk);
+    v->chunk_of = malloc(sizeof *v->chunk_of * ((size_t)nl + 1));
+    v->lsegs = calloc((size_t)v->n_segs + 1, sizeof *v->lsegs);
+    if (!v->chunk || !v->chunk_of || !v->lsegs) return tb_error_set(TB_ENOMEM, "ipu: out of memory");
+    for (int l = 0; l < nl; l++) v->chunk_of[l] = -1;
+    int i = 0;
+    for (int k = 0; k < m->n_entries; k++) {
+        const struct param_entry *e = &m->params[k];
+        if (e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER || e->layer < v->l0 || e->layer >= v->l1) continue;
+        int j = v->chunk_of[e->layer - v->l0];
+        if (j < 0) {
+            j = v->chunk_of[e->layer - v->l0] = v->n_chunk++;
+            v->chunk[j] = (struct ipu_chunk){e->off, e->off + e->n, i, 0};
+        }
+        TB_ASSERT(j == v->n_chunk - 1); /* a layer's tensors are consecutive in the table */
+        struct ipu_chunk *ch = &v->chunk[j];
+        if (e->off < ch->w0) ch->w0 = e->off;
+        if (e->off + e->n > ch->w1) ch->w1 = e->off + e->n;
+        ch->nseg++;
+        i++;
+    }
+    TB_ASSERT(i == v->n_segs);
+    for (int j = 0; j < v->n_chunk; j++) {
+        const struct ipu_chunk *ch = &v->chunk[j];
+        for (int k = ch->seg0; k < ch->seg0 + ch->nseg; k++) {
+            v->lsegs[k] = v->segs[k];
+            v->lsegs[k].off = v->segs[k].off + v->p0 - ch->w0;
+        }
+        if (ch->w1 - ch->w0 > v->wwin_floats) v->wwin_floats = ch->w1 - ch->w0;
+    }
+    if (!(v->wwin = arena_alloc(v->wwin_floats ? v->wwin_floats : 16)))
+        return tb_error_set(TB_ENOMEM, "ipu: out of memory for the weight window of stage %d", v->s);
+    return TB_OK;
+}
+
 static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const struct model_inst *tuned)
 {
     const struct model *m = c->m;
     const struct ipu_plan *p = &c->p;
     const int S = p->S, B = p->B;
+    int st;
     v->c = c, v->s = s, v->r = r;
     v->l0 = p->l0[s], v->l1 = p->l0[s + 1];
     v->sm = &c->stage[s].m;
@@ -897,14 +1157,16 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
     v->q0 = s == 0 ? 0 : ipu_plan_first_offset(m, v->l0, 1);
     v->q1 = s == S - 1 ? m->n_buffers : ipu_plan_first_offset(m, v->l1, 1);
     const size_t np = v->p1 - v->p0;
-    v->params = span_alloc(m->n_params, v->p0, v->p1);
+    if (!c->half) v->params = span_alloc(m->n_params, v->p0, v->p1);
+    else v->w16 = (uint16_t *)arena_alloc((np + 1) / 2);
     v->grads = span_alloc(m->n_params, v->p0, v->p1);
     v->buffers = span_alloc(m->n_buffers, v->q0, v->q1);
     v->opt = arena_alloc(np * (size_t)optim_state_per_param(c->cfg.optim.kind));
     if (p->master) v->master = arena_alloc(np);
     v->segs = calloc((size_t)m->n_entries + 1, sizeof *v->segs);
     v->trust = calloc((size_t)m->n_entries + 1, sizeof *v->trust);
-    if (!v->params || !v->grads || !v->buffers || !v->opt || (p->master && !v->master) || !v->segs || !v->trust)
+    if (!(c->half ? (void *)v->w16 : (void *)v->params) || !v->grads || !v->buffers || !v->opt ||
+        (p->master && !v->master) || !v->segs || !v->trust)
         return tb_error_set(TB_ENOMEM, "ipu: out of memory for the parameters of stage %d", s);
     for (int k = 0; k < m->n_entries; k++) {
         const struct param_entry *e = &m->params[k];
@@ -912,6 +1174,7 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
         TB_ASSERT(e->off >= v->p0 && e->off + e->n <= v->p1);
         v->segs[v->n_segs++] = (struct optim_segment){e->off - v->p0, e->n, e->kind != PARAM_WEIGHT};
     }
+    if (c->half && (st = dev_init_chunks(c, v)) != TB_OK) return st;
 
     v->n_in = exec_boundary_tensors(m, v->l0, v->in_ids, MAX_BOUNDARY);
     v->n_out = exec_boundary_tensors(m, v->l1, v->out_ids, MAX_BOUNDARY);
@@ -919,7 +1182,7 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
         return tb_error_set(TB_EINVAL, "ipu: more than %d tensors cross a split of %s", MAX_BOUNDARY, m->name);
     const int last = s == S - 1;
     const int in_flight = ipu_plan_in_flight(p, s);
-    const int st = p->recompute ? dev_init_segments(c, v, in_flight, tuned) : dev_init_slots(c, v, in_flight, tuned);
+    st = c->segmented ? dev_init_segments(c, v, in_flight, tuned) : dev_init_slots(c, v, in_flight, tuned);
     if (st != TB_OK) return st;
     if (p->prec != IPU_PREC_FP32) {
         if (s > 0 && !(v->in_stage = arena_alloc(exec_boundary_floats(m, v->l0, B, 0)))) return TB_ENOMEM;
@@ -968,12 +1231,14 @@ static void dev_free(struct ipu_ctx *c, struct ipu_dev *v)
     }
     if (v->seg) {
         if (v->seg[0].mi.m) exec_release(&v->seg[0].mi);
-        for (int k = 0; k < v->n_seg; k++) ipu_stage_model_free(&v->seg[k].plan);
+        for (int k = 0; k < v->n_seg; k++) ipu_stage_model_free(&v->seg[k].plan), free(v->seg[k].f32_ids);
         free(v->seg);
     }
-    arena_free(v->work), arena_free(v->seg_grad);
+    arena_free(v->work), arena_free(v->seg_grad), arena_free(v->seg_in);
     free(v->seg_losses), free(v->seg_correct), free(v->seg_labels);
     span_free(v->params, m->n_params);
+    arena_free((float *)v->w16), arena_free(v->wwin);
+    free(v->chunk), free(v->chunk_of), free(v->lsegs);
     span_free(v->grads, m->n_params);
     span_free(v->buffers, m->n_buffers);
     arena_free(v->opt), arena_free(v->master), arena_free(v->dacts);
@@ -995,6 +1260,8 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
         return tb_error_set(TB_EUNSUPPORTED, "ipu: --sync-bn is not supported (BatchNorm statistics are per micro-batch)");
     if (cfg->transport_mpi) return tb_error_set(TB_EUNSUPPORTED, "ipu: --transport mpi is not supported");
     if ((st = ipu_plan_resolve(p, m, cfg)) != TB_OK) return st;
+    c->half = p->prec != IPU_PREC_FP32;
+    c->segmented = p->recompute || c->half;
     const int S = p->S, R = p->R;
     c->D = S * R;
     c->per_in = m->tensors[m->input].per_sample;
@@ -1274,21 +1541,47 @@ static int ipu_evaluate(struct backend *b, const struct batch *batch, struct eva
 
 /* ---- canonical tensors: stage slices assembled / scattered ---- */
 
+/* Optimizer state between a device and the canonical (spp, n_params) layout: out non-NULL copies the
+ * device's slice out, else in's slice in. fp32 keeps it as (spp, p1−p0); half precision per layer chunk,
+ * (spp, w1−w0) at spp·(w0−p0), so each layer's update is one optimizer call on its own window. */
+static void opt_copy(const struct ipu_dev *v, float *out, const float *in)
+{
+    const size_t np = v->c->m->n_params, n = v->p1 - v->p0;
+    const size_t spp = (size_t)optim_state_per_param(v->c->cfg.optim.kind);
+    if (!v->chunk) {
+        for (size_t k = 0; k < spp; k++) {
+            if (out) memcpy(out + k * np + v->p0, v->opt + k * n, n * sizeof(float));
+            else memcpy(v->opt + k * n, in + k * np + v->p0, n * sizeof(float));
+        }
+        return;
+    }
+    if (out)
+        for (size_t k = 0; k < spp; k++) memset(out + k * np + v->p0, 0, n * sizeof(float)); /* the gaps */
+    for (int j = 0; j < v->n_chunk; j++) {
+        const struct ipu_chunk *ch = &v->chunk[j];
+        const size_t len = ch->w1 - ch->w0;
+        for (size_t k = 0; k < spp; k++) {
+            float *dev = v->opt + spp * (ch->w0 - v->p0) + k * len;
+            if (out) memcpy(out + k * np + ch->w0, dev, len * sizeof(float));
+            else memcpy(dev, in + k * np + ch->w0, len * sizeof(float));
+        }
+    }
+}
+
 static int ipu_get(struct backend *b, enum tensor_family f, float *dst)
 {
     struct ipu_ctx *c = b->ctx;
-    const size_t np = c->m->n_params;
-    const int spp = optim_state_per_param(c->cfg.optim.kind);
     for (int s = 0; s < c->p.S; s++) {
         const struct ipu_dev *v = dev_at(c, s, 0); /* replicas hold the same values (BN buffers: replica 0's) */
         const size_t n = v->p1 - v->p0;
         switch (f) {
-        case TF_PARAMS: memcpy(dst + v->p0, v->master ? v->master : v->params + v->p0, n * sizeof(float)); break;
-        case TF_GRADS: memcpy(dst + v->p0, v->grads + v->p0, n * sizeof(float)); break;
-        case TF_OPT:
-            for (int k = 0; k < spp; k++)
-                memcpy(dst + (size_t)k * np + v->p0, v->opt + (size_t)k * n, n * sizeof(float));
+        case TF_PARAMS:
+            if (v->master) memcpy(dst + v->p0, v->master, n * sizeof(float));
+            else if (v->w16) ipu_prec_unpack(dst + v->p0, v->w16, n, c->p.prec, 1.0f);
+            else memcpy(dst + v->p0, v->params + v->p0, n * sizeof(float));
             break;
+        case TF_GRADS: memcpy(dst + v->p0, v->grads + v->p0, n * sizeof(float)); break;
+        case TF_OPT: opt_copy(v, dst, NULL); break;
         case TF_BUFFERS: memcpy(dst + v->q0, v->buffers + v->q0, (v->q1 - v->q0) * sizeof(float)); break;
         }
     }
@@ -1298,23 +1591,18 @@ static int ipu_get(struct backend *b, enum tensor_family f, float *dst)
 static int ipu_set(struct backend *b, enum tensor_family f, const float *src)
 {
     struct ipu_ctx *c = b->ctx;
-    const size_t np = c->m->n_params;
-    const int spp = optim_state_per_param(c->cfg.optim.kind);
     for (int d = 0; d < c->D; d++) {
         struct ipu_dev *v = &c->dev[d];
         const size_t n = v->p1 - v->p0;
         switch (f) {
         case TF_PARAMS:
             if (v->master) memcpy(v->master, src + v->p0, n * sizeof(float));
-            memcpy(v->params + v->p0, src + v->p0, n * sizeof(float));
             /* Stored weights are half precision: what a device holds is the nearest half value. */
-            ipu_prec_round(v->params + v->p0, n, c->p.prec, 0, 0, 0, 0);
+            if (v->w16) ipu_prec_pack(v->w16, src + v->p0, n, c->p.prec, 1.0f);
+            else memcpy(v->params + v->p0, src + v->p0, n * sizeof(float));
             break;
         case TF_GRADS: memcpy(v->grads + v->p0, src + v->p0, n * sizeof(float)); break;
-        case TF_OPT:
-            for (int k = 0; k < spp; k++)
-                memcpy(v->opt + (size_t)k * n, src + (size_t)k * np + v->p0, n * sizeof(float));
-            break;
+        case TF_OPT: opt_copy(v, NULL, src); break;
         case TF_BUFFERS: memcpy(v->buffers + v->q0, src + v->q0, (v->q1 - v->q0) * sizeof(float)); break;
         }
     }
@@ -1322,16 +1610,18 @@ static int ipu_set(struct backend *b, enum tensor_family f, const float *src)
 }
 
 /* Activation memory stage s uses, with the micro-batches it held at once (measured): its gradient
- * arena plus a whole-stage slot per micro-batch held; with recomputation, the working slot and the
- * gradient arena (both the largest segment's), the gradient passed between segments, and a checkpoint
- * set (stage input plus segment inputs) per micro-batch held. */
+ * arena plus a whole-stage slot per micro-batch held; with segments, the working slot and the
+ * gradient arena (both the largest segment's), the fp32 gradient and input passed between segments,
+ * and a stash per micro-batch held (recompute: the stage input plus segment inputs; half storage:
+ * every activation of the stage at 2 bytes). */
 static double stage_act_bytes(const struct ipu_ctx *c, int s)
 {
     const struct ipu_dev *v = &c->dev[s]; /* replica 0 */
     const int held = v->peak_in_use_all > 0 ? v->peak_in_use_all : ipu_plan_in_flight(&c->p, s);
     double bytes = (double)v->act_floats * 4.0;
-    if (c->p.recompute)
-        bytes += (double)v->act_floats * 4.0 + (double)v->seg_grad_floats * 4.0 + (double)held * (double)v->stash_bytes;
+    if (c->segmented)
+        bytes += (double)v->act_floats * 4.0 + (double)(v->seg_grad_floats + v->seg_in_floats) * 4.0 +
+                 (double)held * (double)v->stash_bytes;
     else
         bytes += (double)held * (double)v->act_floats * 4.0;
     return bytes;
@@ -1371,6 +1661,9 @@ static int ipu_pipeline_report(struct backend *b, struct pipeline_report *r)
                                              exec_boundary_floats(c->m, v->l1, p->B, 1));
         r->param_bytes[s] = 4.0 * (double)(v->p1 - v->p0);
         r->peak_act_bytes[s] = stage_act_bytes(c, s);
+        const double np = (double)(v->p1 - v->p0);
+        r->weight_bytes[s] = (v->w16 ? 2.0 : 4.0) * np + (v->master ? 4.0 * np : 0.0);
+        r->weight_window_bytes[s] = 4.0 * (double)v->wwin_floats;
     }
     r->bubble_ideal = ipu_plan_ideal_bubble(p);
     r->loss_scale = c->loss_scale;
@@ -1415,8 +1708,8 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
         strncat(mem, t, sizeof mem - strlen(mem) - 1);
     }
     char rec[96] = "";
-    if (p->recompute) {
-        snprintf(rec, sizeof rec, ", recompute (segments ");
+    if (c->segmented) {
+        snprintf(rec, sizeof rec, ", %s (segments ", p->recompute ? "recompute" : "2-byte activation store");
         for (int s = 0; s < p->S; s++) {
             char t[16];
             snprintf(t, sizeof t, "%s%d", s ? "/" : "", dev_at(c, s, 0)->n_seg);

@@ -309,18 +309,24 @@ size_t ipu_plan_range_act_floats(const struct model *m, int l0, int l1, int n, c
     return unit * (size_t)n + fixed;
 }
 
+int ipu_plan_block_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts)
+{
+    /* The first layer of each block of the stage (blocks without layers merge). */
+    int k = 0;
+    cuts[k++] = p->l0[s];
+    for (int i = p->l0[s]; i < p->l0[s + 1]; i++)
+        if (m->layers[i].block != m->layers[cuts[k - 1]].block && i > cuts[k - 1]) cuts[k++] = i;
+    cuts[k] = p->l0[s + 1];
+    return k;
+}
+
 int ipu_plan_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts)
 {
     const int b0 = p->first_block[s], b1 = p->first_block[s + 1];
-    /* Candidate cuts: the first layer of each block of the stage (blocks without layers merge). */
+    /* Candidate cuts: one segment per block. */
     int *pos = malloc(sizeof *pos * (size_t)(b1 - b0 + 1));
     TB_ASSERT(pos);
-    int np = 0;
-    pos[np++] = p->l0[s];
-    for (int i = p->l0[s]; i < p->l0[s + 1]; i++)
-        if (m->layers[i].block != m->layers[pos[np - 1]].block && i > pos[np - 1]) pos[np++] = i;
-    pos[np] = p->l0[s + 1];
-    const int nb = np; /* segments of one block each: boundaries pos[0..nb] */
+    const int nb = ipu_plan_block_segments(p, m, s, pos); /* boundaries pos[0..nb] */
     const size_t nn = (size_t)(nb + 1);
     double *act = calloc(nn * nn, sizeof *act), *ck = calloc(nn, sizeof *ck), *best = malloc(sizeof(double) * nn);
     int *from = malloc(sizeof(int) * nn), *bfrom = malloc(sizeof(int) * nn);

@@ -65,6 +65,10 @@ const char *ipu_schedule_name(enum ipu_schedule s);
  * Minimises the stage's activation peak: two segment-sized arenas (activations, gradients) plus the
  * boundary checkpoints of every micro-batch the schedule holds at once. */
 int ipu_plan_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts);
+/* Half-precision storage without recomputation: cuts stage s into one segment per block (each stored
+ * whole, 2 bytes a value, per micro-batch in flight; the fp32 working slot only needs the largest
+ * block). Writes K+1 cuts (room for one more than the stage's blocks) and returns K. */
+int ipu_plan_block_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts);
 /* Activation floats a plan of layers [l0,l1) needs for n samples (what ipu_stage_model_init would
  * give); work is scratch of m->n_tensors bytes. */
 size_t ipu_plan_range_act_floats(const struct model *m, int l0, int l1, int n, char *work);

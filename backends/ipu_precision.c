@@ -4,6 +4,7 @@
 
 #include "rng.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -32,12 +33,12 @@ static inline float u2f(uint32_t u)
     return f;
 }
 
+/* Branch-free (a select, not a jump) so the loops over activations vectorise. */
 static inline uint16_t bf16_rne(float f)
 {
-    uint32_t u = f2u(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    const uint32_t u = f2u(f);
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r); /* NaN stays a quiet NaN */
 }
 
 void ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
@@ -75,11 +76,11 @@ size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, f
         }
         break;
     }
-    case IPU_PREC_BF16: {
+    case IPU_PREC_BF16: { /* non-finite as a compare, not isfinite's branch, so the loops vectorise */
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) {
             dst[i] = u2f((uint32_t)s[i] << 16) * inv_scale;
-            bad += !isfinite(dst[i]);
+            bad += !(fabsf(dst[i]) <= FLT_MAX);
         }
         break;
     }
@@ -87,7 +88,7 @@ size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, f
         const _Float16 *s = src;
         for (size_t i = 0; i < n; i++) {
             dst[i] = (float)s[i] * inv_scale;
-            bad += !isfinite(dst[i]);
+            bad += !(fabsf(dst[i]) <= FLT_MAX);
         }
         break;
     }
@@ -114,14 +115,17 @@ void ipu_prec_round(float *x, size_t n, enum ipu_prec p, int stochastic, uint64_
                     size_t first_index)
 {
     if (p == IPU_PREC_FP32) return;
+    if (!stochastic) { /* every activation goes through here: keep the loops branch-free */
+        if (p == IPU_PREC_BF16)
+            for (size_t i = 0; i < n; i++) x[i] = u2f((uint32_t)bf16_rne(x[i]) << 16);
+        else
+            for (size_t i = 0; i < n; i++) x[i] = (float)(_Float16)x[i];
+        return;
+    }
     /* Counter: the step in the high bits, the value's global index in the low 36. */
     const uint64_t base = (uint64_t)step << 36;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) continue;
-        if (!stochastic) {
-            x[i] = p == IPU_PREC_BF16 ? u2f((uint32_t)bf16_rne(x[i]) << 16) : (float)(_Float16)x[i];
-            continue;
-        }
         const uint64_t r = rng_hash(seed, RNG_STREAM_ROUNDING, base + first_index + i);
         if (p == IPU_PREC_BF16) {
             /* Adding 16 random bits below the kept mantissa then truncating rounds up with

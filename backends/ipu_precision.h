@@ -2,9 +2,10 @@
  * tensors that cross the exchange, and rounding of weights onto a half-precision grid (to nearest, or
  * stochastically with counter-based randomness so every replica rounds identically).
  *
- * Storage only: every kernel still computes in fp32. Weights "stored" in bf16/fp16 are held as fp32
- * values that lie exactly on the half-precision grid, so the fp32 kernels read them unchanged; the
- * exchange really moves 2-byte values. Pure functions on caller-owned buffers; thread-safe.
+ * Storage only: every kernel still computes in fp32. The ipu backend keeps weights, stored
+ * activations and the exchange in 2-byte values and decodes them around each layer; rounding to
+ * nearest first puts a value on the grid, so packing it is then lossless. Pure functions on
+ * caller-owned buffers; thread-safe.
  */
 #ifndef TB_IPU_PRECISION_H
 #define TB_IPU_PRECISION_H

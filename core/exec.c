@@ -36,6 +36,10 @@ float *exec_dact(const struct model_inst *mi, int t)
     return mi->dacts + x->unit_off * (size_t)mi->n_max;
 }
 
+/* Parameters at canonical offset off: mi->params holds offsets from mi->param_base on (a window of one
+ * layer's weights, decoded from half precision, or the whole arena when param_base is 0). */
+static inline float *exec_param(const struct model_inst *mi, size_t off) { return mi->params + (off - mi->param_base); }
+
 static inline void sync_barrier(const struct exec_sync *s, int nth)
 {
     if (nth > 1 && s && s->barrier) s->barrier(s->ctx);
@@ -126,8 +130,8 @@ static void relu_mask(float *dy, const float *y, size_t lo, size_t hi)
 static void dense_fwd(const struct model_inst *mi, const struct layer *l, int n, int ith, int nth)
 {
     const struct dense_shape s = {n, l->a.dense.IN, l->a.dense.OUT};
-    dense_forward(exec_act(mi, l->out), exec_act(mi, l->in), mi->params + l->w_off,
-                  l->n_b ? mi->params + l->b_off : NULL, &s, l->act == ACT_RELU, ith, nth);
+    dense_forward(exec_act(mi, l->out), exec_act(mi, l->in), exec_param(mi, l->w_off),
+                  l->n_b ? exec_param(mi, l->b_off) : NULL, &s, l->act == ACT_RELU, ith, nth);
 }
 
 static void softmax_fwd(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
@@ -202,7 +206,7 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
     const float *in = l->op == OP_INPUT ? NULL : exec_act(mi, l->in);
     float *out = exec_act(mi, l->out);
-    const float *w = mi->params + l->w_off, *b = l->n_b ? mi->params + l->b_off : NULL;
+    const float *w = exec_param(mi, l->w_off), *b = l->n_b ? exec_param(mi, l->b_off) : NULL;
     switch (l->op) {
     case OP_INPUT: input_forward(l, ti, to, out, st, ith, nth); break;
     case OP_DENSE: dense_fwd(mi, l, n, ith, nth); break;
@@ -410,7 +414,7 @@ static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n,
     const struct dense_shape s = {n, l->a.dense.IN, l->a.dense.OUT};
     float *dout = exec_dact(mi, l->out);
     if (mi->m->tensors[l->in].needs_grad)
-        dense_backward_data(exec_dact(mi, l->in), dout, mi->params + l->w_off, &s, ith, nth);
+        dense_backward_data(exec_dact(mi, l->in), dout, exec_param(mi, l->w_off), &s, ith, nth);
     if (!defer_params)
         dense_backward_params(mi->grads + l->w_off, l->n_b ? mi->grads + l->b_off : NULL, exec_act(mi, l->in),
                               dout, &s, ith, nth);
@@ -425,7 +429,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     const int need_in = ti->needs_grad;
     const float *in = exec_act(mi, l->in), *out = exec_act(mi, l->out), *dout = exec_dact(mi, l->out);
     float *din = need_in ? exec_dact(mi, l->in) : NULL;
-    const float *w = mi->params + l->w_off, *b = l->n_b ? mi->params + l->b_off : NULL;
+    const float *w = exec_param(mi, l->w_off), *b = l->n_b ? exec_param(mi, l->b_off) : NULL;
     float *dw = mi->grads + l->w_off, *db = l->n_b ? mi->grads + l->b_off : NULL;
     const size_t total = (size_t)n * to->per_sample;
     const int acc = !overwrites_in_grad(m, l);
@@ -647,7 +651,7 @@ static void tune_run(void *arg, int ith, int nth)
 {
     struct tune_task *t = arg;
     float *scr = t->scratch + (size_t)ith * t->scratch_floats;
-    const float *w = t->mi->params + t->l->w_off;
+    const float *w = exec_param(t->mi, t->l->w_off);
     float *in = exec_act(t->mi, t->l->in), *out = exec_act(t->mi, t->l->out);
     float *din = exec_dact(t->mi, t->l->in), *dout = exec_dact(t->mi, t->l->out);
     conv_forward(t->algo, out, in, w, NULL, &t->s, t->plan, scr, ith, nth);

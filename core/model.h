@@ -139,7 +139,8 @@ size_t model_count_params(const struct model *m);
 struct model_inst {
     const struct model *m;
     int n_max;          /* activations planned for this many samples */
-    float *params;      /* (n_params) */
+    float *params;      /* (n_params), or a window of canonical offsets from param_base on */
+    size_t param_base;  /* canonical offset params[0] holds (0: the whole arena; grads always are) */
     float *grads;       /* (n_params) */
     float *opt;         /* (state_per_param · n_params) */
     float *buffers;     /* (n_buffers) */

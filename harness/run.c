@@ -821,6 +821,8 @@ static void write_pipeline(struct session *s, struct json_buf *b)
         json_key_double(b, "exchange_bytes_per_micro_batch", r.exchange_bytes[k]);
         json_key_double(b, "param_bytes", r.param_bytes[k]);
         json_key_double(b, "peak_activation_bytes", r.peak_act_bytes[k]);
+        json_key_double(b, "weight_bytes", r.weight_bytes[k]);
+        json_key_double(b, "weight_window_bytes", r.weight_window_bytes[k]);
         json_end_object(b);
     }
     json_end_array(b);
@@ -834,8 +836,9 @@ static void write_pipeline(struct session *s, struct json_buf *b)
                    r.loss_scale_static ? "static" : "dynamic", r.skipped_steps, r.skipped_steps == 1 ? "" : "s");
         for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
             printf("  stage %-4d  compute %.3f s, exchange %.3f s, idle %.3f s, all-reduce %.3f s per step; "
-                   "activations %.1f MiB (measured)\n",
-                   k, r.t_compute[k], r.t_exchange[k], r.t_idle[k], r.t_allreduce[k], r.peak_act_bytes[k] / 1048576.0);
+                   "activations %.1f MiB (measured), weights %.1f MiB (+%.1f MiB fp32 window)\n",
+                   k, r.t_compute[k], r.t_exchange[k], r.t_idle[k], r.t_allreduce[k], r.peak_act_bytes[k] / 1048576.0,
+                   r.weight_bytes[k] / 1048576.0, r.weight_window_bytes[k] / 1048576.0);
     }
     if (s->c.n_project <= 0) return;
     struct proj_measured pm = {.stages = r.stages, .micro_batch = r.micro_batch};
