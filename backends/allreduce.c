@@ -5,25 +5,76 @@
 
 #include <string.h>
 
+/* One replica's view of the ring: add the left neighbour's chunk [lo,hi) into its own, or copy it. */
+struct ring_ops {
+    void (*add)(const struct ring_ops *o, size_t lo, size_t hi);
+    void (*copy)(const struct ring_ops *o, size_t lo, size_t hi);
+    void *mine;
+    const void *theirs;
+    enum ipu_prec prec;
+};
+
+/* The ring schedule both element types share: R−1 reduce-scatter steps, then R−1 all-gather steps. */
+static void ring(size_t n, int R, int replica, const struct ring_ops *o, void (*barrier)(void *), void *ctx)
+{
+    barrier(ctx); /* every replica's gradients are complete before anyone reads a neighbour's */
+    for (int s = 0; s < R - 1; s++) {
+        size_t lo, hi;
+        tb_slice(n, ((replica - s - 1) % R + R) % R, R, &lo, &hi);
+        o->add(o, lo, hi);
+        barrier(ctx);
+    }
+    for (int s = 0; s < R - 1; s++) {
+        size_t lo, hi;
+        tb_slice(n, ((replica - s) % R + R) % R, R, &lo, &hi);
+        o->copy(o, lo, hi);
+        barrier(ctx);
+    }
+}
+
+static void add_f32(const struct ring_ops *o, size_t lo, size_t hi)
+{
+    float *mine = o->mine;
+    const float *theirs = o->theirs;
+    for (size_t i = lo; i < hi; i++) mine[i] += theirs[i];
+}
+
+static void copy_f32(const struct ring_ops *o, size_t lo, size_t hi)
+{
+    memcpy((float *)o->mine + lo, (const float *)o->theirs + lo, (hi - lo) * sizeof(float));
+}
+
+/* Decode, add in fp32, round back to nearest: a cache-resident block at a time. */
+static void add_half(const struct ring_ops *o, size_t lo, size_t hi)
+{
+    uint16_t *mine = o->mine;
+    const uint16_t *theirs = o->theirs;
+    float a[256], b[256];
+    for (size_t i = lo; i < hi; i += 256) {
+        const size_t len = hi - i < 256 ? hi - i : 256;
+        ipu_prec_unpack(a, mine + i, len, o->prec, 1.0f);
+        ipu_prec_unpack(b, theirs + i, len, o->prec, 1.0f);
+        for (size_t j = 0; j < len; j++) a[j] += b[j];
+        ipu_prec_pack(mine + i, a, len, o->prec, 1.0f);
+    }
+}
+
+static void copy_half(const struct ring_ops *o, size_t lo, size_t hi)
+{
+    memcpy((uint16_t *)o->mine + lo, (const uint16_t *)o->theirs + lo, (hi - lo) * sizeof(uint16_t));
+}
+
 void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
 {
     if (R == 1) return;
-    const int left = (replica - 1 + R) % R;
-    float *mine = bufs[replica];
-    const float *theirs = bufs[left];
-    barrier(ctx); /* every replica's gradients are complete before anyone reads a neighbour's */
-    for (int s = 0; s < R - 1; s++) {
-        const int k = ((replica - s - 1) % R + R) % R;
-        size_t lo, hi;
-        tb_slice(n, k, R, &lo, &hi);
-        for (size_t i = lo; i < hi; i++) mine[i] += theirs[i];
-        barrier(ctx);
-    }
-    for (int s = 0; s < R - 1; s++) {
-        const int k = ((replica - s) % R + R) % R;
-        size_t lo, hi;
-        tb_slice(n, k, R, &lo, &hi);
-        memcpy(mine + lo, theirs + lo, (hi - lo) * sizeof(float));
-        barrier(ctx);
-    }
+    const struct ring_ops o = {add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+    ring(n, R, replica, &o, barrier, ctx);
+}
+
+void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum ipu_prec prec,
+                         void (*barrier)(void *), void *ctx)
+{
+    if (R == 1) return;
+    const struct ring_ops o = {add_half, copy_half, bufs[replica], bufs[(replica - 1 + R) % R], prec};
+    ring(n, R, replica, &o, barrier, ctx);
 }

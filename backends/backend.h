@@ -79,13 +79,14 @@ struct pipeline_report {
     int stages, micro_batch, ga, replicas;
     double t_fwd[BACKEND_MAX_STAGES], t_bwd[BACKEND_MAX_STAGES];
     double exchange_bytes[BACKEND_MAX_STAGES]; /* bytes entering stage s per micro-batch (fwd + bwd) */
-    double param_bytes[BACKEND_MAX_STAGES];    /* gradient bytes stage s all-reduces per step */
+    double param_bytes[BACKEND_MAX_STAGES];    /* gradient bytes stage s holds and all-reduces per step */
     double t_compute[BACKEND_MAX_STAGES], t_exchange[BACKEND_MAX_STAGES], t_idle[BACKEND_MAX_STAGES],
         t_allreduce[BACKEND_MAX_STAGES];       /* per step */
     double peak_act_bytes[BACKEND_MAX_STAGES]; /* measured activation memory per stage */
     double weight_bytes[BACKEND_MAX_STAGES];   /* weights as stored (2 or 4 bytes each, + an fp32 master) */
     double weight_window_bytes[BACKEND_MAX_STAGES]; /* half precision: fp32 window one layer's weights
-                                                       are decoded into while it runs (0 in fp32) */
+                                                       are decoded into while it runs (0 in fp32); its
+                                                       gradients use a second window of the same size */
     double bubble_measured, bubble_ideal;
     double loss_scale;     /* fp16: the loss scale now (1 otherwise) */
     int loss_scale_static; /* fp16: --loss-scale N (else dynamic) */

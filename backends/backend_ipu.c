@@ -24,11 +24,12 @@
  * block (half storage) whose layers run one at a time — the layer's weights decoded into an fp32
  * window, its output rounded onto the half grid as it is written — and each segment's activations
  * are stored per micro-batch in 2 bytes (losslessly, being on the grid) and decoded back for its
- * backward in a segment-sized fp32 working slot. Gradient accumulators and optimizer state stay
- * fp32 (the state per layer, so each layer's update works in the window). fp16 adds a
- * loss scale applied to the gradients crossing the exchange: an overflow skips the step on every
- * device (counted) and halves a dynamic scale; a static one (--loss-scale N) stays. Evaluation
- * streams micro-batch-sized chunks through the stages.
+ * backward in a segment-sized fp32 working slot. Gradient accumulators are 2-byte too (each layer's
+ * decoded into a second window for its backward and rounded back to nearest; replicas all-reduce
+ * them in 2 bytes, summing in fp32); optimizer state stays fp32, laid out per layer so each layer's
+ * update works in the windows. fp16 keeps every gradient it stores or sends times the loss scale:
+ * an overflow skips the step on every device (counted) and halves a dynamic scale; a static one
+ * (--loss-scale N) stays. Evaluation streams micro-batch-sized chunks through the stages.
  * Recomputation (Graphcore-style checkpoints): each stage is cut at block boundaries into segments
  * (ipu_plan_segments: the cut that minimises the stage's peak); the forward keeps, per micro-batch in
  * flight, only the stage input and each later segment's input (fp32), running the segments one at a
@@ -124,9 +125,11 @@ struct ipu_dev {
     const struct model *sm;           /* the stage's activation plan */
     size_t p0, p1, q0, q1;            /* its parameter and buffer ranges in the canonical layout */
     float *params, *grads;            /* (n_params) address space, only [p0,p1) committed and touched;
-                                         params is NULL with half precision (w16 holds the weights) */
+                                         both NULL with half precision (w16, g16 hold them) */
     uint16_t *w16;                    /* half precision: (p1−p0) the weights as stored, 2 bytes each */
-    float *wwin;                      /* half precision: (wwin_floats) one layer's weights in fp32 */
+    uint16_t *g16;                    /* half precision: (p1−p0) the accumulated gradients, 2 bytes each
+                                         (fp16: times the loss scale) */
+    float *wwin, *gwin;               /* half precision: (wwin_floats) one layer's weights, gradients in fp32 */
     size_t wwin_floats;
     struct ipu_chunk *chunk;          /* half precision: (n_chunk) the layers with weights, in order */
     int n_chunk;
@@ -195,6 +198,7 @@ struct ipu_ctx {
     struct ipu_queue *q_in;           /* (R) infeed, when prefetching */
     struct tpool_barrier *bar;        /* (S) the R replicas of stage s (the gradient all-reduce) */
     float **gbufs;                    /* (S·R) grads + p0 of (s, r) at s·R + r, for the ring */
+    uint16_t **gbufs16;               /* (S·R) half precision: g16 of (s, r), likewise */
     struct tpool *pool;               /* D pinned workers (NULL when D = 1) */
     size_t per_in;                    /* uint8 bytes of one input sample */
     size_t labels_bytes;              /* B int32 labels rounded up to 64 */
@@ -436,9 +440,12 @@ static void seg_load(const struct ipu_dev *v, const struct ipu_seg *g, const voi
     }
 }
 
-/* Half precision: instance mi seeing layer l's weights, decoded from their 2-byte store into the
- * device's fp32 window (mi itself for a layer without weights). */
-static struct model_inst layer_inst(const struct ipu_dev *v, const struct model_inst *mi, int l)
+/* Scale of the 2-byte gradients: fp16 keeps them times the loss scale so that small ones survive. */
+static inline float grad_scale(const struct ipu_ctx *c) { return c->p.prec == IPU_PREC_FP16 ? c->loss_scale : 1.0f; }
+
+/* Half precision: instance mi seeing layer l's weights (and, with grads, its accumulated gradients),
+ * decoded from their 2-byte stores into the device's fp32 windows (mi itself for a layer without). */
+static struct model_inst layer_inst(const struct ipu_dev *v, const struct model_inst *mi, int l, int grads)
 {
     struct model_inst li = *mi;
     const int j = v->chunk_of[l - v->l0];
@@ -446,7 +453,22 @@ static struct model_inst layer_inst(const struct ipu_dev *v, const struct model_
     const struct ipu_chunk *ch = &v->chunk[j];
     ipu_prec_unpack(v->wwin, v->w16 + (ch->w0 - v->p0), ch->w1 - ch->w0, v->c->p.prec, 1.0f);
     li.params = v->wwin, li.param_base = ch->w0;
+    if (grads) {
+        ipu_prec_unpack(v->gwin, v->g16 + (ch->w0 - v->p0), ch->w1 - ch->w0, v->c->p.prec, 1.0f / grad_scale(v->c));
+        li.grads = v->gwin;
+    }
     return li;
+}
+
+/* Half precision: layer l's gradients, accumulated in the window by its backward, back into their
+ * 2-byte store (fp16: times the loss scale; an overflow skips the step, as in the exchange). */
+static void grads_store(struct ipu_dev *v, int l)
+{
+    const int j = v->chunk_of[l - v->l0];
+    if (j < 0) return;
+    const struct ipu_chunk *ch = &v->chunk[j];
+    if (ipu_prec_pack(v->g16 + (ch->w0 - v->p0), v->gwin, ch->w1 - ch->w0, v->c->p.prec, grad_scale(v->c)))
+        atomic_store(&v->c->overflow, 1);
 }
 
 /* Layers [st->l0, st->l1) of instance mi. Half precision runs them one at a time (each with its weights
@@ -464,7 +486,7 @@ static void half_forward(const struct ipu_dev *v, const struct model_inst *mi, c
     struct exec_step one = *st;
     for (int l = st->l0; l < st->l1; l++) {
         one.l0 = l, one.l1 = l + 1;
-        const struct model_inst li = layer_inst(v, mi, l);
+        const struct model_inst li = layer_inst(v, mi, l, 0);
         exec_forward(&li, &one, 0, 1, NULL);
         one.in_act = NULL; /* copied into the slots before the first layer */
         const struct layer *ly = &mi->m->layers[l];
@@ -475,9 +497,9 @@ static void half_forward(const struct ipu_dev *v, const struct model_inst *mi, c
 }
 
 /* Layers [st->l1−1 .. st->l0] of instance mi backward; half precision runs them one at a time, each
- * with its weights decoded into the window (the gradient arriving in st->out_dact is taken once, by
- * the first). */
-static void half_backward(const struct ipu_dev *v, const struct model_inst *mi, const struct exec_step *st)
+ * with its weights and gradient accumulators decoded into the windows, the gradients stored back after
+ * (the gradient arriving in st->out_dact is taken once, by the first). */
+static void half_backward(struct ipu_dev *v, const struct model_inst *mi, const struct exec_step *st)
 {
     if (!v->c->half) {
         exec_backward(mi, st, 0, 1, NULL);
@@ -486,8 +508,9 @@ static void half_backward(const struct ipu_dev *v, const struct model_inst *mi, 
     struct exec_step one = *st;
     for (int l = st->l1 - 1; l >= st->l0; l--) {
         one.l0 = l, one.l1 = l + 1;
-        const struct model_inst li = layer_inst(v, mi, l);
+        const struct model_inst li = layer_inst(v, mi, l, 1);
         exec_backward(&li, &one, 0, 1, NULL);
+        grads_store(v, l);
         one.out_dact = NULL;
     }
 }
@@ -640,7 +663,8 @@ static void dev_train(struct ipu_dev *v)
 {
     struct ipu_ctx *c = v->c;
     double t = tb_now_s();
-    memset(v->grads + v->p0, 0, (v->p1 - v->p0) * sizeof(float));
+    if (v->g16) memset(v->g16, 0, (v->p1 - v->p0) * sizeof(uint16_t));
+    else memset(v->grads + v->p0, 0, (v->p1 - v->p0) * sizeof(float));
     v->t_compute += tb_now_s() - t;
     v->resident = -1;
     for (int k = 0; k < v->n_ops; k++) {
@@ -650,7 +674,20 @@ static void dev_train(struct ipu_dev *v)
     v->t_end = tb_now_s() - c->t0;
     if (c->p.R > 1) {
         t = tb_now_s();
-        allreduce_ring(&c->gbufs[(size_t)v->s * c->p.R], v->p1 - v->p0, c->p.R, v->r, rep_barrier_wait, &c->bar[v->s]);
+        const size_t n = v->p1 - v->p0;
+        if (!v->g16) {
+            allreduce_ring(&c->gbufs[(size_t)v->s * c->p.R], n, c->p.R, v->r, rep_barrier_wait, &c->bar[v->s]);
+        } else {
+            allreduce_ring_half(&c->gbufs16[(size_t)v->s * c->p.R], n, c->p.R, v->r, c->p.prec, rep_barrier_wait,
+                                &c->bar[v->s]);
+            /* fp16: a sum over replicas may overflow where no replica's share did. */
+            if (c->p.prec == IPU_PREC_FP16)
+                for (size_t i = 0; i < n; i++)
+                    if ((v->g16[i] & 0x7c00u) == 0x7c00u) {
+                        atomic_store(&c->overflow, 1);
+                        break;
+                    }
+        }
         const double t1 = tb_now_s();
         v->t_allreduce = t1 - t;
         ev_add(v, -1, 'A', t, t1);
@@ -670,7 +707,8 @@ static void update_half(struct ipu_dev *v)
         const size_t a = ch->w0 - v->p0, len = ch->w1 - ch->w0;
         float *w = v->master ? v->master + a : v->wwin;
         if (!v->master) ipu_prec_unpack(w, v->w16 + a, len, c->p.prec, 1.0f);
-        const float *g = v->grads + ch->w0;
+        float *g = v->gwin;
+        ipu_prec_unpack(g, v->g16 + a, len, c->p.prec, 1.0f / grad_scale(c));
         const struct optim_segment *sg = v->lsegs + ch->seg0;
         float *trust = v->trust + ch->seg0;
         if (oc->kind == OPTIM_LARS) optim_lars_trust(oc, w, g, sg, ch->nseg, trust, 0, 1);
@@ -1138,7 +1176,8 @@ static int dev_init_chunks(struct ipu_ctx *c, struct ipu_dev *v)
         }
         if (ch->w1 - ch->w0 > v->wwin_floats) v->wwin_floats = ch->w1 - ch->w0;
     }
-    if (!(v->wwin = arena_alloc(v->wwin_floats ? v->wwin_floats : 16)))
+    if (!(v->wwin = arena_alloc(v->wwin_floats ? v->wwin_floats : 16)) ||
+        !(v->gwin = arena_alloc(v->wwin_floats ? v->wwin_floats : 16)))
         return tb_error_set(TB_ENOMEM, "ipu: out of memory for the weight window of stage %d", v->s);
     return TB_OK;
 }
@@ -1157,15 +1196,20 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
     v->q0 = s == 0 ? 0 : ipu_plan_first_offset(m, v->l0, 1);
     v->q1 = s == S - 1 ? m->n_buffers : ipu_plan_first_offset(m, v->l1, 1);
     const size_t np = v->p1 - v->p0;
-    if (!c->half) v->params = span_alloc(m->n_params, v->p0, v->p1);
-    else v->w16 = (uint16_t *)arena_alloc((np + 1) / 2);
-    v->grads = span_alloc(m->n_params, v->p0, v->p1);
+    if (!c->half) {
+        v->params = span_alloc(m->n_params, v->p0, v->p1);
+        v->grads = span_alloc(m->n_params, v->p0, v->p1);
+    } else {
+        v->w16 = (uint16_t *)arena_alloc((np + 1) / 2);
+        v->g16 = (uint16_t *)arena_alloc((np + 1) / 2);
+    }
     v->buffers = span_alloc(m->n_buffers, v->q0, v->q1);
     v->opt = arena_alloc(np * (size_t)optim_state_per_param(c->cfg.optim.kind));
     if (p->master) v->master = arena_alloc(np);
     v->segs = calloc((size_t)m->n_entries + 1, sizeof *v->segs);
     v->trust = calloc((size_t)m->n_entries + 1, sizeof *v->trust);
-    if (!(c->half ? (void *)v->w16 : (void *)v->params) || !v->grads || !v->buffers || !v->opt ||
+    if (!(c->half ? (void *)v->w16 : (void *)v->params) || !(c->half ? (void *)v->g16 : (void *)v->grads) ||
+        !v->buffers || !v->opt ||
         (p->master && !v->master) || !v->segs || !v->trust)
         return tb_error_set(TB_ENOMEM, "ipu: out of memory for the parameters of stage %d", s);
     for (int k = 0; k < m->n_entries; k++) {
@@ -1209,7 +1253,8 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
         for (int k = 0; k < v->n_seg; k++) v->seg[k].mi.prof = v->prof; /* recomputation counts as forward */
     }
     v->resident = -1;
-    c->gbufs[(size_t)s * p->R + (size_t)r] = v->grads + v->p0;
+    if (v->g16) c->gbufs16[(size_t)s * p->R + (size_t)r] = v->g16;
+    else c->gbufs[(size_t)s * p->R + (size_t)r] = v->grads + v->p0;
     return TB_OK;
 }
 
@@ -1237,7 +1282,7 @@ static void dev_free(struct ipu_ctx *c, struct ipu_dev *v)
     arena_free(v->work), arena_free(v->seg_grad), arena_free(v->seg_in);
     free(v->seg_losses), free(v->seg_correct), free(v->seg_labels);
     span_free(v->params, m->n_params);
-    arena_free((float *)v->w16), arena_free(v->wwin);
+    arena_free((float *)v->w16), arena_free((float *)v->g16), arena_free(v->wwin), arena_free(v->gwin);
     free(v->chunk), free(v->chunk_of), free(v->lsegs);
     span_free(v->grads, m->n_params);
     span_free(v->buffers, m->n_buffers);
@@ -1306,10 +1351,11 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
     c->dev = calloc((size_t)c->D, sizeof *c->dev);
     c->bar = calloc((size_t)S, sizeof *c->bar);
     c->gbufs = calloc((size_t)c->D, sizeof *c->gbufs);
+    c->gbufs16 = calloc((size_t)c->D, sizeof *c->gbufs16);
     const size_t links = (size_t)R * (size_t)(S - 1);
     c->q_act = calloc(links + 1, sizeof *c->q_act);
     c->q_grad = calloc(links + 1, sizeof *c->q_grad);
-    if (!c->stage || !c->dev || !c->bar || !c->gbufs || !c->q_act || !c->q_grad) {
+    if (!c->stage || !c->dev || !c->bar || !c->gbufs || !c->gbufs16 || !c->q_act || !c->q_grad) {
         st = tb_error_set(TB_ENOMEM, "ipu: out of memory");
         goto fail;
     }
@@ -1580,7 +1626,10 @@ static int ipu_get(struct backend *b, enum tensor_family f, float *dst)
             else if (v->w16) ipu_prec_unpack(dst + v->p0, v->w16, n, c->p.prec, 1.0f);
             else memcpy(dst + v->p0, v->params + v->p0, n * sizeof(float));
             break;
-        case TF_GRADS: memcpy(dst + v->p0, v->grads + v->p0, n * sizeof(float)); break;
+        case TF_GRADS:
+            if (v->g16) ipu_prec_unpack(dst + v->p0, v->g16, n, c->p.prec, 1.0f / grad_scale(c));
+            else memcpy(dst + v->p0, v->grads + v->p0, n * sizeof(float));
+            break;
         case TF_OPT: opt_copy(v, dst, NULL); break;
         case TF_BUFFERS: memcpy(dst + v->q0, v->buffers + v->q0, (v->q1 - v->q0) * sizeof(float)); break;
         }
@@ -1601,7 +1650,10 @@ static int ipu_set(struct backend *b, enum tensor_family f, const float *src)
             if (v->w16) ipu_prec_pack(v->w16, src + v->p0, n, c->p.prec, 1.0f);
             else memcpy(v->params + v->p0, src + v->p0, n * sizeof(float));
             break;
-        case TF_GRADS: memcpy(v->grads + v->p0, src + v->p0, n * sizeof(float)); break;
+        case TF_GRADS:
+            if (v->g16) ipu_prec_pack(v->g16, src + v->p0, n, c->p.prec, grad_scale(c));
+            else memcpy(v->grads + v->p0, src + v->p0, n * sizeof(float));
+            break;
         case TF_OPT: opt_copy(v, NULL, src); break;
         case TF_BUFFERS: memcpy(v->buffers + v->q0, src + v->q0, (v->q1 - v->q0) * sizeof(float)); break;
         }
@@ -1659,7 +1711,7 @@ static int ipu_pipeline_report(struct backend *b, struct pipeline_report *r)
         const struct ipu_dev *v = dev_at(c, s, 0);
         r->exchange_bytes[s] = eb * (double)(exec_boundary_floats(c->m, v->l0, p->B, 0) +
                                              exec_boundary_floats(c->m, v->l1, p->B, 1));
-        r->param_bytes[s] = 4.0 * (double)(v->p1 - v->p0);
+        r->param_bytes[s] = (v->g16 ? 2.0 : 4.0) * (double)(v->p1 - v->p0);
         r->peak_act_bytes[s] = stage_act_bytes(c, s);
         const double np = (double)(v->p1 - v->p0);
         r->weight_bytes[s] = (v->w16 ? 2.0 : 4.0) * np + (v->master ? 4.0 * np : 0.0);
@@ -1768,7 +1820,7 @@ static void ipu_destroy(struct backend *b)
     if (c->timeline) fclose(c->timeline);
     if (c->devlog) fclose(c->devlog);
     free(c->tl);
-    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar), free(c->gbufs);
+    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar), free(c->gbufs), free(c->gbufs16);
     free(c);
     b->ctx = NULL;
 }

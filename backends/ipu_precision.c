@@ -41,27 +41,40 @@ static inline uint16_t bf16_rne(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r); /* NaN stays a quiet NaN */
 }
 
-void ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
+size_t ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
 {
+    /* Non-finite results counted by a compare, not a branch, so the loops vectorise. */
+    const float max = p == IPU_PREC_FP16 ? 65504.0f : FLT_MAX;
+    size_t bad = 0;
     switch (p) {
     case IPU_PREC_FP32: {
         float *d = dst;
-        if (scale == 1.0f) memcpy(d, src, n * sizeof(float));
-        else
-            for (size_t i = 0; i < n; i++) d[i] = src[i] * scale;
+        for (size_t i = 0; i < n; i++) {
+            d[i] = src[i] * scale;
+            bad += !(fabsf(d[i]) <= max);
+        }
         break;
     }
     case IPU_PREC_BF16: {
         uint16_t *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = bf16_rne(src[i] * scale);
+        for (size_t i = 0; i < n; i++) {
+            d[i] = bf16_rne(src[i] * scale);
+            bad += (d[i] & 0x7f80u) == 0x7f80u; /* an all-ones exponent: inf or NaN */
+        }
         break;
     }
     case IPU_PREC_FP16: {
         _Float16 *d = dst;
-        for (size_t i = 0; i < n; i++) d[i] = (_Float16)(src[i] * scale);
+        for (size_t i = 0; i < n; i++) {
+            const float v = src[i] * scale;
+            d[i] = (_Float16)v;
+            /* 65504 < |v| < 65520 rounds down to 65504: only what becomes inf counts */
+            bad += !(fabsf((float)d[i]) <= max);
+        }
         break;
     }
     }
+    return bad;
 }
 
 size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, float inv_scale)

@@ -36,9 +36,11 @@ float *exec_dact(const struct model_inst *mi, int t)
     return mi->dacts + x->unit_off * (size_t)mi->n_max;
 }
 
-/* Parameters at canonical offset off: mi->params holds offsets from mi->param_base on (a window of one
- * layer's weights, decoded from half precision, or the whole arena when param_base is 0). */
+/* Parameters and their gradients at canonical offset off: mi->params and mi->grads hold offsets from
+ * mi->param_base on (a window of one layer's, decoded from half precision, or the whole arena when
+ * param_base is 0). */
 static inline float *exec_param(const struct model_inst *mi, size_t off) { return mi->params + (off - mi->param_base); }
+static inline float *exec_grad(const struct model_inst *mi, size_t off) { return mi->grads + (off - mi->param_base); }
 
 static inline void sync_barrier(const struct exec_sync *s, int nth)
 {
@@ -416,7 +418,7 @@ static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n,
     if (mi->m->tensors[l->in].needs_grad)
         dense_backward_data(exec_dact(mi, l->in), dout, exec_param(mi, l->w_off), &s, ith, nth);
     if (!defer_params)
-        dense_backward_params(mi->grads + l->w_off, l->n_b ? mi->grads + l->b_off : NULL, exec_act(mi, l->in),
+        dense_backward_params(exec_grad(mi, l->w_off), l->n_b ? exec_grad(mi, l->b_off) : NULL, exec_act(mi, l->in),
                               dout, &s, ith, nth);
 }
 
@@ -430,7 +432,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     const float *in = exec_act(mi, l->in), *out = exec_act(mi, l->out), *dout = exec_dact(mi, l->out);
     float *din = need_in ? exec_dact(mi, l->in) : NULL;
     const float *w = exec_param(mi, l->w_off), *b = l->n_b ? exec_param(mi, l->b_off) : NULL;
-    float *dw = mi->grads + l->w_off, *db = l->n_b ? mi->grads + l->b_off : NULL;
+    float *dw = exec_grad(mi, l->w_off), *db = l->n_b ? exec_grad(mi, l->b_off) : NULL;
     const size_t total = (size_t)n * to->per_sample;
     const int acc = !overwrites_in_grad(m, l);
     switch (l->op) {
@@ -657,7 +659,7 @@ static void tune_run(void *arg, int ith, int nth)
     conv_forward(t->algo, out, in, w, NULL, &t->s, t->plan, scr, ith, nth);
     if (t->barrier && nth > 1) t->barrier(t->barrier_ctx);
     conv_backward_data(t->algo, din, dout, w, &t->s, t->plan, scr, ith, nth);
-    conv_backward_params(t->algo, t->mi->grads + t->l->w_off, NULL, in, dout, &t->s, t->plan, scr, ith, nth);
+    conv_backward_params(t->algo, exec_grad(t->mi, t->l->w_off), NULL, in, dout, &t->s, t->plan, scr, ith, nth);
 }
 
 void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs)

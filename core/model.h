@@ -140,8 +140,8 @@ struct model_inst {
     const struct model *m;
     int n_max;          /* activations planned for this many samples */
     float *params;      /* (n_params), or a window of canonical offsets from param_base on */
-    size_t param_base;  /* canonical offset params[0] holds (0: the whole arena; grads always are) */
-    float *grads;       /* (n_params) */
+    size_t param_base;  /* canonical offset params[0] and grads[0] hold (0: the whole arenas) */
+    float *grads;       /* (n_params), or a window like params */
     float *opt;         /* (state_per_param · n_params) */
     float *buffers;     /* (n_buffers) */
     float *acts;        /* (model_act_floats(n_max)) */

@@ -836,9 +836,9 @@ static void write_pipeline(struct session *s, struct json_buf *b)
                    r.loss_scale_static ? "static" : "dynamic", r.skipped_steps, r.skipped_steps == 1 ? "" : "s");
         for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
             printf("  stage %-4d  compute %.3f s, exchange %.3f s, idle %.3f s, all-reduce %.3f s per step; "
-                   "activations %.1f MiB (measured), weights %.1f MiB (+%.1f MiB fp32 window)\n",
+                   "activations %.1f MiB (measured), weights %.1f MiB (+%.1f MiB fp32 window), gradients %.1f MiB\n",
                    k, r.t_compute[k], r.t_exchange[k], r.t_idle[k], r.t_allreduce[k], r.peak_act_bytes[k] / 1048576.0,
-                   r.weight_bytes[k] / 1048576.0, r.weight_window_bytes[k] / 1048576.0);
+                   r.weight_bytes[k] / 1048576.0, r.weight_window_bytes[k] / 1048576.0, r.param_bytes[k] / 1048576.0);
     }
     if (s->c.n_project <= 0) return;
     struct proj_measured pm = {.stages = r.stages, .micro_batch = r.micro_batch};
