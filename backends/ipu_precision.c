@@ -41,11 +41,12 @@ static inline uint16_t bf16_rne(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r); /* NaN stays a quiet NaN */
 }
 
-size_t ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
+/* One chunk of ipu_prec_pack (n < 2^32): the count is 32-bit so that it stays in the vector lanes. */
+static unsigned pack_chunk(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
 {
     /* Non-finite results counted by a compare, not a branch, so the loops vectorise. */
     const float max = p == IPU_PREC_FP16 ? 65504.0f : FLT_MAX;
-    size_t bad = 0;
+    unsigned bad = 0;
     switch (p) {
     case IPU_PREC_FP32: {
         float *d = dst;
@@ -66,10 +67,8 @@ size_t ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, flo
     case IPU_PREC_FP16: {
         _Float16 *d = dst;
         for (size_t i = 0; i < n; i++) {
-            const float v = src[i] * scale;
-            d[i] = (_Float16)v;
-            /* 65504 < |v| < 65520 rounds down to 65504: only what becomes inf counts */
-            bad += !(fabsf((float)d[i]) <= max);
+            d[i] = (_Float16)(src[i] * scale);
+            bad += !(fabsf((float)d[i]) <= max); /* only what became inf (or was NaN) counts */
         }
         break;
     }
@@ -77,19 +76,20 @@ size_t ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, flo
     return bad;
 }
 
-size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, float inv_scale)
+/* One chunk of ipu_prec_unpack (n < 2^32). */
+static unsigned unpack_chunk(float *dst, const void *src, size_t n, enum ipu_prec p, float inv_scale)
 {
-    size_t bad = 0;
+    unsigned bad = 0;
     switch (p) {
     case IPU_PREC_FP32: {
         const float *s = src;
         for (size_t i = 0; i < n; i++) {
             dst[i] = s[i] * inv_scale;
-            bad += !isfinite(dst[i]);
+            bad += !(fabsf(dst[i]) <= FLT_MAX);
         }
         break;
     }
-    case IPU_PREC_BF16: { /* non-finite as a compare, not isfinite's branch, so the loops vectorise */
+    case IPU_PREC_BF16: {
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) {
             dst[i] = u2f((uint32_t)s[i] << 16) * inv_scale;
@@ -106,6 +106,25 @@ size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, f
         break;
     }
     }
+    return bad;
+}
+
+#define CHUNK ((size_t)1 << 30)
+
+size_t ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i += CHUNK)
+        bad += pack_chunk((char *)dst + i * ipu_prec_bytes(p), src + i, n - i < CHUNK ? n - i : CHUNK, p, scale);
+    return bad;
+}
+
+size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, float inv_scale)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i += CHUNK)
+        bad += unpack_chunk(dst + i, (const char *)src + i * ipu_prec_bytes(p), n - i < CHUNK ? n - i : CHUNK, p,
+                            inv_scale);
     return bad;
 }
 
@@ -136,10 +155,10 @@ void ipu_prec_round(float *x, size_t n, enum ipu_prec p, int stochastic, uint64_
         return;
     }
     /* Counter: the step in the high bits, the value's global index in the low 36. */
-    const uint64_t base = (uint64_t)step << 36;
+    const uint64_t base = (uint64_t)step << 36, key = rng_key(seed, RNG_STREAM_ROUNDING);
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) continue;
-        const uint64_t r = rng_hash(seed, RNG_STREAM_ROUNDING, base + first_index + i);
+        const uint64_t r = rng_hash_keyed(key, base + first_index + i);
         if (p == IPU_PREC_BF16) {
             /* Adding 16 random bits below the kept mantissa then truncating rounds up with
              * probability equal to the dropped fraction. */

@@ -1,8 +1,7 @@
 /* op_dropout.c — dropout / drop-connect kernels: masks recomputed from core/rng.h counters.
  *
- * The per-sample key rng_hash(step, layer, g) is computed once per sample; each element then costs
- * one rng_uniform. Dropout sits only in the classifier head (N × 1280 for B0), so the hash is not
- * worth vectorising.
+ * The per-sample key rng_hash(step, layer, g) is computed once per sample, the stream's key once per
+ * sample run; each element then costs one inline mix (rng_uniform_keyed, the same bits as rng_uniform).
  */
 #include "op_dropout.h"
 
@@ -49,9 +48,9 @@ static void dropout_apply(float *y, const float *x, size_t D, uint64_t g0, const
             for (; i < end; i++) y[i] = accumulate ? y[i] + x[i] : x[i];
             continue;
         }
-        uint64_t key = drop_sample_key(a, g0 + n);
+        const uint64_t key = drop_sample_key(a, g0 + n), k = rng_key(a->seed, RNG_STREAM_DROPOUT);
         for (size_t e = e0; i < end; i++, e++) {
-            float v = rng_uniform(a->seed, RNG_STREAM_DROPOUT, key + e) >= a->p ? x[i] * scale : 0.0f;
+            float v = rng_uniform_keyed(k, key + e) >= a->p ? x[i] * scale : 0.0f;
             y[i] = accumulate ? y[i] + v : v;
         }
     }

@@ -3,23 +3,19 @@
 
 #include <math.h>
 
-static inline uint64_t mix64(uint64_t z)
+uint64_t rng_key(uint64_t seed, uint64_t stream)
 {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return rng_mix64(rng_mix64(seed + 0x9e3779b97f4a7c15ULL) ^ (stream + 0x632be59bd9b4e019ULL));
 }
 
 uint64_t rng_hash(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    uint64_t h = mix64(seed + 0x9e3779b97f4a7c15ULL);
-    h = mix64(h ^ (stream + 0x632be59bd9b4e019ULL));
-    return mix64(h ^ (counter * 0xd1b54a32d192ed03ULL + 0x8cb92ba72f3d8dd7ULL));
+    return rng_hash_keyed(rng_key(seed, stream), counter);
 }
 
 float rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    return (float)(rng_hash(seed, stream, counter) >> 40) * (1.0f / 16777216.0f);
+    return rng_uniform_keyed(rng_key(seed, stream), counter);
 }
 
 double rng_normal(uint64_t seed, uint64_t stream, uint64_t counter)

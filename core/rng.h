@@ -10,8 +10,28 @@
 
 #include <stdint.h>
 
+/* SplitMix64's finaliser. */
+static inline uint64_t rng_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
 /* Returns a 64-bit hash of (seed, stream, counter); a strong mixer (SplitMix64 finaliser, chained). */
 uint64_t rng_hash(uint64_t seed, uint64_t stream, uint64_t counter);
+/* The (seed, stream) half of rng_hash, for loops that draw many counters of one stream. */
+uint64_t rng_key(uint64_t seed, uint64_t stream);
+/* rng_hash(seed, stream, counter) from key = rng_key(seed, stream): the same bits for one mix instead
+ * of three, inline so that per-element loops (stochastic rounding, dropout) stay in registers. */
+static inline uint64_t rng_hash_keyed(uint64_t key, uint64_t counter)
+{
+    return rng_mix64(key ^ (counter * 0xd1b54a32d192ed03ULL + 0x8cb92ba72f3d8dd7ULL));
+}
+/* rng_uniform from a key (see rng_hash_keyed). */
+static inline float rng_uniform_keyed(uint64_t key, uint64_t counter)
+{
+    return (float)(rng_hash_keyed(key, counter) >> 40) * (1.0f / 16777216.0f);
+}
 /* Returns a uniform float in [0,1) with 24 random bits for (seed, stream, counter). */
 float rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 /* Returns a standard normal double (Box–Muller) for (seed, stream, counter). */
