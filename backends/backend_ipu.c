@@ -1761,7 +1761,7 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
     }
     char rec[96] = "";
     if (c->segmented) {
-        snprintf(rec, sizeof rec, ", %s (segments ", p->recompute ? "recompute" : "2-byte activation store");
+        snprintf(rec, sizeof rec, ", %s (segments ", p->recompute ? "recompute" : "2-byte store");
         for (int s = 0; s < p->S; s++) {
             char t[16];
             snprintf(t, sizeof t, "%s%d", s ? "/" : "", dev_at(c, s, 0)->n_seg);

@@ -706,7 +706,7 @@ Test(ipu, bf16_activation_store, .timeout = 120)
             char what[96];
             snprintf(what, sizeof what, "%s %s bf16 store vs recompute", e == 2 ? "effnet BN" : "effnet GN", scheds[k]);
             cr_log_info("%s: %s", what, st.desc);
-            cr_assert(strstr(st.desc, "2-byte activation store (segments ") != NULL, "%s", st.desc);
+            cr_assert(strstr(st.desc, "2-byte store (segments ") != NULL, "%s", st.desc);
             assert_bitwise(&rc, &st, sp.steps, what);
             cr_assert_eq(rc.eval_loss, st.eval_loss, "%s: eval loss", what);
             cr_assert(st.loss[0] != f32.loss[0], "%s: the first loss is fp32's (%.9g)", what, st.loss[0]);
