@@ -48,11 +48,12 @@ test-tsan:
 	@set -e; export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1; B=$(BUILD_TSAN)/bench; \
 	  O="--data synthetic --synthetic-samples 512,128 --eval-batch 64 --out /tmp/tb-tsan.jsonl --quiet"; \
 	  $$B --backend threads --threads 3 --batch 16 --steps 4 $$O; \
+	  $$B --backend threads --threads 3 --workload effnet-b0 --resolution 16 --batch 8 --steps 2 $$O; \
 	  $$B --backend mirrored --devices 2 --batch 16 --steps 4 $$O; \
 	  $$B --backend mirrored --devices 2 --sync-bn --workload effnet-b0 --resolution 16 --batch 8 --steps 2 $$O; \
 	  $$B --backend ipu --stages 2 --micro-batch 2 --ga 4 --replicas 2 --batch 16 --steps 3 $$O; \
-	  $$B --backend ipu --stages 2 --micro-batch 2 --ga 4 --precision bf16 --workload effnet-b0 --norm group \
-	    --resolution 16 --batch 8 --steps 2 $$O
+	  $$B --backend ipu --stages 2 --micro-batch 2 --ga 4 --replicas 2 --precision bf16 --workload effnet-b0 \
+	    --norm group --resolution 16 --batch 16 --steps 2 $$O
 	@echo "ThreadSanitizer: no reports"
 
 # The 2-rank MPI job: mirrored over MPI trains like cpu, and only rank 0 writes results.
