@@ -141,11 +141,11 @@ struct ipu_dev {
     struct optim_segment *segs;       /* (n_segs) rebased to p0 */
     int n_segs;
     float *trust;                     /* LARS: (n_segs) */
-    int n_slots;                      /* activation slots: micro-batches in flight (0 with recompute) */
+    int n_slots;                      /* activation slots: micro-batches in flight (0 with segments) */
     struct model_inst *slot;          /* (n_slots) share params, grads, buffers, dacts, scratch */
     float *dacts;                     /* (act_floats) one backward at a time */
-    size_t act_floats;                /* floats of one activation slot (with recompute: the largest segment's) */
-    /* recompute: the stage cut at block boundaries into segments run one at a time in one working slot */
+    size_t act_floats;                /* floats of one activation slot (with segments: the largest segment's) */
+    /* segments (recompute, half storage): the stage cut at block boundaries, run one at a time in one slot */
     int n_seg;
     struct ipu_seg *seg;              /* (n_seg) */
     float *work;                      /* (act_floats) the working slot */
@@ -1059,7 +1059,8 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
     const size_t eb = ipu_prec_bytes(c->p.prec);
     int *cuts = malloc(sizeof *cuts * (size_t)(m->n_blocks + 2));
     if (!cuts) return tb_error_set(TB_ENOMEM, "ipu: out of memory");
-    const int K = c->p.recompute ? ipu_plan_segments(&c->p, m, v->s, cuts) : ipu_plan_block_segments(&c->p, m, v->s, cuts);
+    const int K =
+        c->p.recompute ? ipu_plan_segments(&c->p, m, v->s, cuts) : ipu_plan_block_segments(&c->p, m, v->s, cuts);
     v->seg = calloc((size_t)K, sizeof *v->seg);
     if (!v->seg) {
         free(cuts);
@@ -1820,7 +1821,8 @@ static void ipu_destroy(struct backend *b)
     if (c->timeline) fclose(c->timeline);
     if (c->devlog) fclose(c->devlog);
     free(c->tl);
-    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar), free(c->gbufs), free(c->gbufs16);
+    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar);
+    free(c->gbufs), free(c->gbufs16);
     free(c);
     b->ctx = NULL;
 }
