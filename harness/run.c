@@ -73,18 +73,12 @@ int bench_stop_signal(void)
     return (int)stop_signal;
 }
 
-static const char *signal_name(int sig)
+const char *bench_signal_name(int sig)
 {
     return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
-/* Handlers for the duration of a run; a signal the parent set to be ignored stays ignored (nohup). */
-struct stop_handlers {
-    struct sigaction old_int, old_term;
-    int have_int, have_term;
-};
-
-static void stop_handlers_install(struct stop_handlers *h)
+void bench_stop_handlers_install(struct bench_stop_handlers *h)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -99,7 +93,7 @@ static void stop_handlers_install(struct stop_handlers *h)
         h->have_term = sigaction(SIGTERM, &sa, &h->old_term) == 0;
 }
 
-static void stop_handlers_restore(const struct stop_handlers *h)
+void bench_stop_handlers_restore(const struct bench_stop_handlers *h)
 {
     if (h->have_int) sigaction(SIGINT, &h->old_int, NULL);
     if (h->have_term) sigaction(SIGTERM, &h->old_term, NULL);
@@ -434,7 +428,7 @@ static int session_steps(struct session *s, long from, long to, struct step_reco
     if (from == 1) s->last_loss = NAN;
     for (long step = from; step <= to; step++) {
         if (stop_signal)
-            return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", signal_name(stop_signal), step - 1);
+            return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", bench_signal_name(stop_signal), step - 1);
         const double t0 = tb_now_s();
         stream_batch(&s->s, step, batch, s->bx, s->by);
         struct batch b = {batch, s->bx, s->by};
@@ -1249,7 +1243,7 @@ static int plan_stopped(struct session *s, int st, const char *run_id, int batch
         json_key_double(&b, "session_train_time_s", si->session_s);
     }
     if (st == TB_EINTR) {
-        json_key_str(&b, "stopped_by", signal_name(stop_signal));
+        json_key_str(&b, "stopped_by", bench_signal_name(stop_signal));
         const long ran = si->done - si->start;
         if (ran > 0 && si->session_s > 0.0)
             json_key_double(&b, "partial_images_per_s", (double)ran * batch / si->session_s);
@@ -2234,7 +2228,7 @@ static int plan_inference(struct session *s)
     for (int r = 0; r < c->repeat && st == TB_OK; r++) {
         for (long i = 0; i < per && st == TB_OK; i++) {
             if (stop_signal) {
-                st = tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld batches", signal_name(stop_signal),
+                st = tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld batches", bench_signal_name(stop_signal),
                                   done_calls, per * c->repeat);
                 break;
             }
@@ -2261,7 +2255,7 @@ static int plan_inference(struct session *s)
     for (long i = 0; i < per && st == TB_OK; i++) {
         if (stop_signal) {
             st = tb_error_set(TB_EINTR, "interrupted by %s in the batch-1 latency forwards (%ld of %ld)",
-                              signal_name(stop_signal), i, per);
+                              bench_signal_name(stop_signal), i, per);
             break;
         }
         const long idx = i % s->test.n;
@@ -2329,14 +2323,14 @@ done:
 
 int bench_run(const struct bench_config *cfg)
 {
-    if (stop_signal) return tb_error_set(TB_EINTR, "interrupted by %s before the run started", signal_name(stop_signal));
-    struct stop_handlers h;
-    stop_handlers_install(&h);
+    if (stop_signal) return tb_error_set(TB_EINTR, "interrupted by %s before the run started", bench_signal_name(stop_signal));
+    struct bench_stop_handlers h;
+    bench_stop_handlers_install(&h);
     struct session s;
     int st = session_open(&s, cfg);
     if (st != TB_OK) {
         session_close(&s);
-        stop_handlers_restore(&h);
+        bench_stop_handlers_restore(&h);
         return st;
     }
     if (s.c.describe) {
@@ -2350,7 +2344,7 @@ int bench_run(const struct bench_config *cfg)
         model_describe(&s.m, have ? algos : NULL, exec_conv_algo_names, stdout);
         free(algos);
         session_close(&s);
-        stop_handlers_restore(&h);
+        bench_stop_handlers_restore(&h);
         return TB_OK;
     }
     switch (s.c.plan) {
@@ -2361,6 +2355,6 @@ int bench_run(const struct bench_config *cfg)
     default: st = plan_train(&s, s.c.run.batch, s.run_base, NULL, NULL); break;
     }
     session_close(&s);
-    stop_handlers_restore(&h);
+    bench_stop_handlers_restore(&h);
     return st;
 }

@@ -32,6 +32,7 @@
 #include "backend.h"
 #include "workload.h"
 
+#include <signal.h>
 #include <stdint.h>
 
 enum bench_plan { PLAN_AUTO, PLAN_TRAIN, PLAN_THROUGHPUT, PLAN_TTA, PLAN_SCALING, PLAN_INFERENCE };
@@ -116,6 +117,17 @@ int bench_run(const struct bench_config *c);
 void bench_request_stop(int signo);
 /* The signal that asked for a stop (SIGINT, SIGTERM), or 0: the CLI exits with 128 + it. */
 int bench_stop_signal(void);
+/* "SIGINT", "SIGTERM" or "a signal". */
+const char *bench_signal_name(int sig);
+/* SIGINT/SIGTERM handlers calling bench_request_stop, and what they replaced. */
+struct bench_stop_handlers {
+    struct sigaction old_int, old_term;
+    int have_int, have_term;
+};
+/* Installs the stop handlers (a signal the parent set to be ignored, as nohup does, stays ignored). */
+void bench_stop_handlers_install(struct bench_stop_handlers *h);
+/* Puts back what bench_stop_handlers_install replaced. */
+void bench_stop_handlers_restore(const struct bench_stop_handlers *h);
 /* The plan's name ("train", "throughput", ...). */
 const char *bench_plan_name(enum bench_plan p);
 

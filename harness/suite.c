@@ -9,7 +9,6 @@
 #include "status.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,39 +245,13 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
     return st;
 }
 
-/* The suite's own SIGINT/SIGTERM handler: bench_run installs one per run, and this one covers the
- * moments between runs, so a signal there also stops the suite instead of killing it. */
-struct suite_handlers {
-    struct sigaction old_int, old_term;
-    int have_int, have_term;
-};
-
-static void suite_handlers_install(struct suite_handlers *h)
-{
-    struct sigaction sa, cur;
-    memset(&sa, 0, sizeof sa);
-    memset(h, 0, sizeof *h);
-    sa.sa_handler = bench_request_stop;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    /* A signal the parent set to be ignored (nohup) stays ignored. */
-    if (sigaction(SIGINT, NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
-        h->have_int = sigaction(SIGINT, &sa, &h->old_int) == 0;
-    if (sigaction(SIGTERM, NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
-        h->have_term = sigaction(SIGTERM, &sa, &h->old_term) == 0;
-}
-
-static void suite_handlers_restore(const struct suite_handlers *h)
-{
-    if (h->have_int) sigaction(SIGINT, &h->old_int, NULL);
-    if (h->have_term) sigaction(SIGTERM, &h->old_term, NULL);
-}
-
 int suite_run(const struct suite *s)
 {
     int first_err = TB_OK, n_failed = 0, n_ok = 0, n_started = 0, interrupted = 0;
-    struct suite_handlers h;
-    suite_handlers_install(&h);
+    /* bench_run installs the stop handlers per run; these cover the moments between runs, so a signal
+     * there also stops the suite instead of killing it. */
+    struct bench_stop_handlers h;
+    bench_stop_handlers_install(&h);
     for (int k = 0; k < s->n_runs && !bench_stop_signal(); k++) {
         struct bench_config c = s->runs[k].c;
         snprintf(c.progress_prefix, sizeof c.progress_prefix, "[%d/%d] ", k + 1, s->n_runs);
@@ -298,12 +271,12 @@ int suite_run(const struct suite *s)
         }
         fflush(stdout);
     }
-    suite_handlers_restore(&h);
+    bench_stop_handlers_restore(&h);
     const int sig = bench_stop_signal();
     if (sig)
         return tb_error_set(TB_EINTR, "suite %s stopped by %s: %d of %d runs done (%d completed, %d interrupted, %d "
-                            "failed), %d not started", s->path, sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM"
-                            : "a signal", n_started, s->n_runs, n_ok, interrupted, n_failed, s->n_runs - n_started);
+                            "failed), %d not started", s->path, bench_signal_name(sig), n_started, s->n_runs, n_ok,
+                            interrupted, n_failed, s->n_runs - n_started);
     if (n_failed) {
         tb_error_set(first_err, "suite %s: %d of %d runs failed", s->path, n_failed, s->n_runs);
     }
