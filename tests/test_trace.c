@@ -122,6 +122,15 @@ static void check_trace(const char *path, const struct model *m, struct lanes *L
     json_value_free(doc);
 }
 
+/* Runs c, then reads its trace (path into p) against the model the run trained, m (the caller frees it). */
+static void run_and_read(const struct bench_config *c, const char *trace, struct model *m, struct lanes *L, char *p,
+                         size_t np)
+{
+    cr_assert_eq(bench_run(c), TB_OK, "%s", tb_error_get());
+    build_model(m);
+    check_trace(th_path(p, np, trace), m, L);
+}
+
 /* Every lane carries one forward per layer and a backward for each layer that has one. */
 static void check_layers_per_lane(const struct lanes *L, const struct model *m)
 {
@@ -164,12 +173,10 @@ Test(trace, cpu_one_lane_with_every_layer, .init = th_setup, .fini = th_teardown
 {
     struct bench_config c;
     small_run(&c, "cpu", "throughput", "cpu.json");
-    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     struct model m;
-    build_model(&m);
     struct lanes L;
     char p[192];
-    check_trace(th_path(p, sizeof p, "cpu.json"), &m, &L);
+    run_and_read(&c, "cpu.json", &m, &L, p, sizeof p);
     cr_assert_eq(L.n, 1);
     check_layers_per_lane(&L, &m);
     cr_assert_eq(L.step, 4, "the last of 1 warm-up + 3 timed steps");
@@ -182,12 +189,10 @@ Test(trace, threads_is_one_lane_for_the_pool, .init = th_setup, .fini = th_teard
     struct bench_config c;
     small_run(&c, "threads", "throughput", "thr.json");
     cr_assert_eq(bench_config_set(&c, "threads", "2"), TB_OK);
-    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     struct model m;
-    build_model(&m);
     struct lanes L;
     char p[192];
-    check_trace(th_path(p, sizeof p, "thr.json"), &m, &L);
+    run_and_read(&c, "thr.json", &m, &L, p, sizeof p);
     cr_assert_eq(L.n, 1, "thread 0's view stands for the SPMD pool");
     check_layers_per_lane(&L, &m);
     char *text = th_read(p);
@@ -201,12 +206,10 @@ Test(trace, mirrored_one_lane_per_replica, .init = th_setup, .fini = th_teardown
     struct bench_config c;
     small_run(&c, "mirrored", "throughput", "mir.json");
     cr_assert_eq(bench_config_set(&c, "devices", "2"), TB_OK);
-    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     struct model m;
-    build_model(&m);
     struct lanes L;
     char p[192];
-    check_trace(th_path(p, sizeof p, "mir.json"), &m, &L);
+    run_and_read(&c, "mir.json", &m, &L, p, sizeof p);
     cr_assert_eq(L.n, 2);
     check_layers_per_lane(&L, &m);
     char *text = th_read(p);
@@ -223,12 +226,10 @@ Test(trace, ipu_one_lane_per_stage_device, .init = th_setup, .fini = th_teardown
     small_run(&c, "ipu", "throughput", "ipu.json");
     cr_assert_eq(bench_config_set(&c, "stages", "2"), TB_OK);
     cr_assert_eq(bench_config_set(&c, "micro-batch", "4"), TB_OK);
-    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     struct model m;
-    build_model(&m);
     struct lanes L;
     char p[192];
-    check_trace(th_path(p, sizeof p, "ipu.json"), &m, &L);
+    run_and_read(&c, "ipu.json", &m, &L, p, sizeof p);
     cr_assert_eq(L.n, 2, "2 stages x 1 replica");
     for (int d = 0; d < 2; d++)
         cr_assert_eq(L.phases[d], 8, "lane %d: a forward and a backward for each of the 4 micro-batches (%d)", d,
@@ -248,12 +249,10 @@ Test(trace, train_plan_records_the_chosen_step, .init = th_setup, .fini = th_tea
     cr_assert_eq(bench_config_set(&c, "steps", "5"), TB_OK);
     cr_assert_eq(bench_config_set(&c, "trace-step", "2"), TB_OK);
     cr_assert_eq(bench_config_set(&c, "no-eval", NULL), TB_OK);
-    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     struct model m;
-    build_model(&m);
     struct lanes L;
     char p[192];
-    check_trace(th_path(p, sizeof p, "train.json"), &m, &L);
+    run_and_read(&c, "train.json", &m, &L, p, sizeof p);
     cr_assert_eq(L.step, 2);
     check_row("train.json", 1, 2);
     model_free(&m);
