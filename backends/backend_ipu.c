@@ -402,41 +402,27 @@ static size_t seg_store_bytes(const struct ipu_seg *g, int B)
     return bytes;
 }
 
-/* Half storage: the working slot, as segment g's forward left it, into its place in a stash. Lossless:
- * every layer output was rounded onto the half grid when written (half_forward), and the saved data
- * that is not an activation is copied exactly. */
-static void seg_store(const struct ipu_dev *v, const struct ipu_seg *g, void *stash)
+/* Half storage: moves segment g's activations between the working slot and their place in a stash —
+ * store = 1 packs them (as g's forward left them), 0 unpacks them back for its backward. The 2-byte
+ * per-sample area is lossless (every layer output was rounded onto the half grid when written:
+ * half_forward); the saved data that is not an activation (BatchNorm's fixed μ, rstd; GroupNorm's
+ * per-sample ones) travels exactly, in fp32. */
+static void seg_transfer(const struct ipu_dev *v, const struct ipu_seg *g, void *stash, int store)
 {
     const struct ipu_ctx *c = v->c;
     const struct model *sm = &g->plan.m;
     const size_t unit = sm->unit_floats * (size_t)c->p.B;
     char *d = (char *)stash + g->ck_off;
-    ipu_prec_pack(d, v->work, unit, c->p.prec, 1.0f);
+    if (store) ipu_prec_pack(d, v->work, unit, c->p.prec, 1.0f);
+    else ipu_prec_unpack(v->work, d, unit, c->p.prec, 1.0f);
     d += align64(unit * 2);
-    memcpy(d, v->work + unit, sm->fixed_floats * sizeof(float));
-    d += align64(sm->fixed_floats * sizeof(float));
-    for (int j = 0; j < g->n_f32; j++) {
-        const size_t len = (size_t)c->p.B * sm->tensors[g->f32_ids[j]].per_sample;
-        memcpy(d, exec_act(&g->mi, g->f32_ids[j]), len * sizeof(float));
-        d += align64(len * sizeof(float));
-    }
-}
-
-/* Half storage: segment g's stored activations back into the working slot, as its forward left it. */
-static void seg_load(const struct ipu_dev *v, const struct ipu_seg *g, const void *stash)
-{
-    const struct ipu_ctx *c = v->c;
-    const struct model *sm = &g->plan.m;
-    const size_t unit = sm->unit_floats * (size_t)c->p.B;
-    const char *d = (const char *)stash + g->ck_off;
-    ipu_prec_unpack(v->work, d, unit, c->p.prec, 1.0f);
-    d += align64(unit * 2);
-    memcpy(v->work + unit, d, sm->fixed_floats * sizeof(float));
-    d += align64(sm->fixed_floats * sizeof(float));
-    for (int j = 0; j < g->n_f32; j++) {
-        const size_t len = (size_t)c->p.B * sm->tensors[g->f32_ids[j]].per_sample;
-        memcpy(exec_act(&g->mi, g->f32_ids[j]), d, len * sizeof(float));
-        d += align64(len * sizeof(float));
+    for (int j = -1; j < g->n_f32; j++) { /* j = −1: the fixed area after the per-sample one */
+        float *w = j < 0 ? v->work + unit : exec_act(&g->mi, g->f32_ids[j]);
+        const size_t bytes = (j < 0 ? sm->fixed_floats : (size_t)c->p.B * sm->tensors[g->f32_ids[j]].per_sample) *
+                             sizeof(float);
+        if (store) memcpy(d, w, bytes);
+        else memcpy(w, d, bytes);
+        d += align64(bytes);
     }
 }
 
@@ -471,11 +457,10 @@ static void grads_store(struct ipu_dev *v, int l)
         atomic_store(&v->c->overflow, 1);
 }
 
-/* Layers [st->l0, st->l1) of instance mi. Half precision runs them one at a time (each with its weights
- * decoded into the window) and rounds each
- * output onto the half grid (to nearest) as soon as it is written, so every reader — and the 2-byte
- * store, which is then lossless — sees what a half-precision device holds; kernels still compute and
- * accumulate in fp32. */
+/* Layers [st->l0, st->l1) of instance mi. Half precision runs them one at a time, each with its weights
+ * decoded into the window, and rounds each output onto the half grid (to nearest) as soon as it is
+ * written, so every reader — and the 2-byte store, which is then lossless — sees what a half-precision
+ * device holds; kernels still compute and accumulate in fp32. */
 static void half_forward(const struct ipu_dev *v, const struct model_inst *mi, const struct exec_step *st)
 {
     const struct ipu_ctx *c = v->c;
@@ -534,7 +519,7 @@ static const struct model_inst *seg_forward_all(struct ipu_dev *v, const struct 
         half_forward(v, &g->mi, &ss);
         const int more = k + 1 < v->n_seg;
         /* The last stage's backward follows its forward at once: its last segment stays resident. */
-        if (stored && keep && (more || v->s < c->p.S - 1)) seg_store(v, g, stash);
+        if (stored && keep && (more || v->s < c->p.S - 1)) seg_transfer(v, g, stash, 1);
         if (!more) continue;
         if (c->p.recompute) boundary_pack(&g->mi, g->l1, 0, st->n, seg_ckpt(v, stash, k + 1), c->p.prec);
         if (c->half) boundary_pack(&g->mi, g->l1, 0, st->n, v->seg_in, IPU_PREC_FP32);
@@ -561,7 +546,7 @@ static const struct model_inst *seg_backward_all(struct ipu_dev *v, int mb, cons
             /* The loss segment is always resident: the last stage runs a backward right after its forward. */
             TB_ASSERT(!(k == K - 1 && v->s == c->p.S - 1));
             if (!c->p.recompute) {
-                seg_load(v, g, stash); /* half storage: decoded, not recomputed */
+                seg_transfer(v, g, stash, 0); /* half storage: decoded, not recomputed */
             } else {
                 struct exec_step rs = *st;
                 rs.l0 = g->l0, rs.l1 = g->l1, rs.out_dact = NULL, rs.no_stats_update = 1;
@@ -1141,6 +1126,12 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
     return TB_OK;
 }
 
+/* Whether entry e is a trainable tensor of device v's layers (what its optimizer updates). */
+static int stage_trains(const struct ipu_dev *v, const struct param_entry *e)
+{
+    return e->kind != PARAM_BUFFER && e->kind != PARAM_COUNTER && e->layer >= v->l0 && e->layer < v->l1;
+}
+
 /* Half precision: groups the stage's tensors (v->segs, in layer order) into one chunk per layer with
  * weights, rebases them per chunk, and sizes the fp32 window to the largest. */
 static int dev_init_chunks(struct ipu_ctx *c, struct ipu_dev *v)
@@ -1155,7 +1146,7 @@ static int dev_init_chunks(struct ipu_ctx *c, struct ipu_dev *v)
     int i = 0;
     for (int k = 0; k < m->n_entries; k++) {
         const struct param_entry *e = &m->params[k];
-        if (e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER || e->layer < v->l0 || e->layer >= v->l1) continue;
+        if (!stage_trains(v, e)) continue;
         int j = v->chunk_of[e->layer - v->l0];
         if (j < 0) {
             j = v->chunk_of[e->layer - v->l0] = v->n_chunk++;
@@ -1209,13 +1200,12 @@ static int dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r, const st
     if (p->master) v->master = arena_alloc(np);
     v->segs = calloc((size_t)m->n_entries + 1, sizeof *v->segs);
     v->trust = calloc((size_t)m->n_entries + 1, sizeof *v->trust);
-    if (!(c->half ? (void *)v->w16 : (void *)v->params) || !(c->half ? (void *)v->g16 : (void *)v->grads) ||
-        !v->buffers || !v->opt ||
+    if ((c->half ? !v->w16 || !v->g16 : !v->params || !v->grads) || !v->buffers || !v->opt ||
         (p->master && !v->master) || !v->segs || !v->trust)
         return tb_error_set(TB_ENOMEM, "ipu: out of memory for the parameters of stage %d", s);
     for (int k = 0; k < m->n_entries; k++) {
         const struct param_entry *e = &m->params[k];
-        if (e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER || e->layer < v->l0 || e->layer >= v->l1) continue;
+        if (!stage_trains(v, e)) continue;
         TB_ASSERT(e->off >= v->p0 && e->off + e->n <= v->p1);
         v->segs[v->n_segs++] = (struct optim_segment){e->off - v->p0, e->n, e->kind != PARAM_WEIGHT};
     }
