@@ -20,7 +20,7 @@ size_t ipu_prec_bytes(enum ipu_prec p);
 /* Name ("fp32", "bf16", "fp16"). */
 const char *ipu_prec_name(enum ipu_prec p);
 /* dst (n values of p) = src (n) · scale, rounded to nearest even; fp16 overflows become ±inf. Returns
- * how many stored values are not finite. */
+ * how many stored values are not finite (fp32 at scale 1 is a plain copy and counts none). */
 size_t ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, float scale);
 /* dst (n) = src (n values of p) · inv_scale; returns how many values were not finite (fp16 overflow). */
 size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, float inv_scale);
