@@ -47,9 +47,7 @@ static int lb_update(struct backend *b, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
     (void)st;
-    const double t0 = c->e.trace.ev ? tb_now_s() : 0.0;
     local_engine_update(&c->e, step);
-    if (c->e.trace.ev) exec_trace_add(&c->e.trace, -1, 'U', t0, tb_now_s());
     return TB_OK;
 }
 

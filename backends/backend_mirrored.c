@@ -116,10 +116,7 @@ static void step_task(void *arg, int r, int nth)
         if (t1b > t1) exec_trace_add(&e->trace, -1, 'W', t1, t1b);
         exec_trace_add(&e->trace, -1, 'A', t1b, t2);
     }
-    if (c->do_update) {
-        local_engine_update(e, c->step);
-        if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t2, tb_now_s());
-    }
+    if (c->do_update) local_engine_update(e, c->step);
 }
 
 /* --trace: every replica's event list starts at the same instant, so the lanes line up. */
@@ -230,9 +227,7 @@ static void update_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
-    const double t0 = tb_now_s();
     local_engine_update(&c->dev[r], c->step);
-    if (c->dev[r].trace.ev) exec_trace_add(&c->dev[r].trace, -1, 'U', t0, tb_now_s());
 }
 
 static int mir_update(struct backend *b, long step, struct step_stats *st)

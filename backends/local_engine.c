@@ -230,7 +230,9 @@ static void upd_run(void *arg, int ith, int nth)
 void local_engine_update(struct local_engine *e, long step)
 {
     struct upd_task t = {e, step};
+    const double t0 = e->trace.ev ? tb_now_s() : 0.0;
     run(e, upd_run, &t);
+    if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t0, tb_now_s());
 }
 
 int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev)

@@ -44,7 +44,7 @@ int local_engine_forward_backward(struct local_engine *e, const uint8_t *x, cons
  * when e->fuse); same result, bitwise, as zero_grads + forward_backward + update. */
 int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, long step,
                                   double *loss_sum);
-/* One optimizer update from the current gradients. */
+/* One optimizer update from the current gradients (with --trace, recorded as the step's 'U' event). */
 void local_engine_update(struct local_engine *e, long step);
 /* Evaluates n samples in chunks of cfg.eval_batch; adds to ev. */
 int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev);
