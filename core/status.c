@@ -2,15 +2,20 @@
 #include "status.h"
 
 #include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 static _Thread_local char tb_msg[512];
 
 int tb_error_set(int status, const char *fmt, ...)
 {
+    /* Formatted aside first, so an argument may be tb_error_get() itself (adding context to a message). */
+    char buf[sizeof tb_msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tb_msg, sizeof tb_msg, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(tb_msg, buf, sizeof tb_msg);
     return status;
 }
 

@@ -22,7 +22,8 @@ enum tb_status {
     TB_EUNSUPPORTED = -7,
 };
 
-/* Records a printf-style one-line message for the current thread; returns `status` for chaining. */
+/* Records a printf-style one-line message for the current thread; returns `status` for chaining. An
+ * argument may be tb_error_get(): the message is formatted before it replaces the old one. */
 int tb_error_set(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Returns the current thread's last message ("" if none). */
 const char *tb_error_get(void);

@@ -215,9 +215,7 @@ int calibrate_read(const char *path, struct calibration *c)
     struct json_value *v = NULL;
     int st = json_parse(buf, n, &v);
     if (st != TB_OK) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", tb_error_get());
-        return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, msg);
+        return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, tb_error_get());
     }
     c->sgemm_n = (int)json_get_number(v, "sgemm_n", 0);
     c->sgemm_1t_gflops = json_get_number(v, "sgemm_1t_gflops", 0);

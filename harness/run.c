@@ -1398,13 +1398,11 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
         step_record_free(&rec);
         const int have_ck = st == TB_EINTR && ckpt && ckpt_step == step && step > 0;
         if (st == TB_EINTR) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", tb_error_get());
             if (have_ck)
-                tb_error_set(st, "%s of %ld; checkpoint %s (continue with --resume %s)", msg, total, ckpt_path,
-                             c->checkpoint_dir);
+                tb_error_set(st, "%s of %ld; checkpoint %s (continue with --resume %s)", tb_error_get(), total,
+                             ckpt_path, c->checkpoint_dir);
             else
-                tb_error_set(st, "%s of %ld; no checkpoint (%s)", msg, total,
+                tb_error_set(st, "%s of %ld; no checkpoint (%s)", tb_error_get(), total,
                              sb ? "a scaling point is a measurement, not resumable"
                              : !ckpt ? "give --checkpoint-dir DIR to make runs resumable"
                              : step == 0 ? "nothing trained yet" : "it could not be written");
@@ -1592,10 +1590,8 @@ static int plan_throughput_at(struct session *s, int batch, const char *run_id, 
         free(rep);
         if (st == TB_EINTR) {
             /* A measurement has no state worth keeping: the row records what ran, marked partial. */
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", tb_error_get());
             tb_error_set(st, "%s of %ld (warm-up and repeats included); a partial measurement reports no rate and "
-                         "is not resumable: run it again", msg, per * c->repeat);
+                         "is not resumable: run it again", tb_error_get(), per * c->repeat);
         }
         const struct stop_info si = {per * c->repeat, steps_before + s->done_step, 0, t_steps, t_steps, NULL,
                                      sb ? s->run_base : NULL};
@@ -1698,10 +1694,8 @@ static int plan_scaling(struct session *s)
         batch_split(s, batch, &split_r[k], &split_a[k], &split_l[k]);
         if (st == TB_EINTR) {
             /* The point wrote its row; the sweep stops. */
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", tb_error_get());
-            return tb_error_set(st, "scaling point %s (%d of %d): %s; %d later point%s not run", label, k + 1, n, msg,
-                                n - k - 1, n - k - 1 == 1 ? "" : "s");
+            return tb_error_set(st, "scaling point %s (%d of %d): %s; %d later point%s not run", label, k + 1, n,
+                                tb_error_get(), n - k - 1, n - k - 1 == 1 ? "" : "s");
         }
         if (st != TB_OK) {
             fprintf(stderr, "bench: scaling point %s failed: %s\n", label, tb_error_get());
@@ -2084,14 +2078,12 @@ static int plan_tta(struct session *s)
         if (n > 1) snprintf(id, sizeof id, "%s-seed%llu", s->run_base, (unsigned long long)(c->run.seed + (uint64_t)ran));
         else snprintf(id, sizeof id, "%s", s->run_base);
         if (st == TB_EINTR) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", tb_error_get());
             if (ckpt_path[0])
-                tb_error_set(st, "%s of at most %ld (seed %d of %d); checkpoint %s (continue with --resume %s)", msg,
-                             max_steps, ran + 1, n, ckpt_path, c->checkpoint_dir);
+                tb_error_set(st, "%s of at most %ld (seed %d of %d); checkpoint %s (continue with --resume %s)",
+                             tb_error_get(), max_steps, ran + 1, n, ckpt_path, c->checkpoint_dir);
             else
-                tb_error_set(st, "%s of at most %ld (seed %d of %d); no checkpoint (%s)", msg, max_steps, ran + 1, n,
-                             !ckpt ? "give --checkpoint-dir DIR to make runs resumable"
+                tb_error_set(st, "%s of at most %ld (seed %d of %d); no checkpoint (%s)", tb_error_get(), max_steps,
+                             ran + 1, n, !ckpt ? "give --checkpoint-dir DIR to make runs resumable"
                                    : stop_step == 0 ? "nothing trained yet" : "it could not be written");
         }
         const struct stop_info si = {max_steps, stop_step, stop_start, stop_time, stop_session,
@@ -2271,9 +2263,7 @@ static int plan_inference(struct session *s)
     mllog_close(&lg);
     if (st == TB_EINTR) {
         /* The row of what ran (the batched forwards; no training time), marked partial. */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", tb_error_get());
-        tb_error_set(st, "%s; a partial measurement reports no rate and is not resumable: run it again", msg);
+        tb_error_set(st, "%s; a partial measurement reports no rate and is not resumable: run it again", tb_error_get());
         const struct stop_info si = {per * c->repeat, n_batched, 0, NAN, batched_s, NULL, NULL};
         s->last_loss = NAN; /* forward only: no training loss */
         st = plan_stopped(s, st, s->run_base, batch, &si);

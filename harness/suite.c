@@ -48,12 +48,10 @@ static int add_run(struct suite *s, const struct bench_config *c, int line)
     return TB_OK;
 }
 
-/* Re-raises the current message prefixed with file:line (copied first: the buffer is reused). */
+/* Re-raises the current message prefixed with file:line. */
 static int at_line(const struct suite *s, int line)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", tb_error_get());
-    return tb_error_set(TB_EINVAL, "%s:%d: %s", s->path, line, msg);
+    return tb_error_set(TB_EINVAL, "%s:%d: %s", s->path, line, tb_error_get());
 }
 
 /* Validates and appends one combination (idx picks an alternative per word). */
