@@ -287,15 +287,20 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     }
 }
 
-/* Work (FLOPs, or elements for ops without a FLOP count) below which a layer runs on thread 0 alone:
- * splitting a few microseconds of work costs more in barriers than it saves (the batch-1 MLP). Serial
- * execution is the nth = 1 partition, so results stay bitwise the same. */
+/* Work below which a layer runs on thread 0 alone: splitting a few microseconds of work costs more in
+ * barriers than it saves (the batch-1 MLP). Matrix ops count their FLOPs; the others are memory-bound
+ * (a few FLOPs per element, but each element read and written in forward and backward), so an output
+ * element counts as 8 — without that, EfficientNet's late SE and pooling layers at 32×32 (~150k
+ * elements) ran on one thread and cost threads 10 % of its step. Serial execution is the nth = 1
+ * partition, so results stay bitwise the same. */
 #define EXEC_SERIAL_WORK 1.0e6
+#define EXEC_ELEMENT_WORK 8.0
 
 static int layer_serial(const struct model *m, const struct layer *l, int n, int nth)
 {
     if (nth == 1) return 0;
-    const double work = l->flops > 0 ? l->flops : (double)m->tensors[l->out].per_sample;
+    const int matrix = l->op == OP_DENSE || l->op == OP_CONV || l->op == OP_DWCONV;
+    const double work = matrix ? l->flops : EXEC_ELEMENT_WORK * (double)m->tensors[l->out].per_sample;
     return work * n < EXEC_SERIAL_WORK;
 }
 

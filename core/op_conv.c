@@ -193,23 +193,51 @@ static struct oc_units oc_units_slice(const struct conv_shape *s, int ith, int n
 /* OpenBLAS does not give the same bits for a row (or column) of C when M (or N) changes — small-size
  * kernels and edge tiles sum in other orders — so every sgemm here is one fixed-size unit call whose
  * arguments depend only on the shape: threads take whole units, and a unit is the same call for any nth. */
-enum { GEMM_ROWS = 256, GEMM_COLS = 64 };
+enum { GEMM_ROWS = 256, GEMM_COLS = 64, GEMM_FEW_ROW_UNITS = 8 };
+
+/* Output tiles of a GEMM1X1 pass: row blocks of GEMM_ROWS and, when there are fewer than
+ * GEMM_FEW_ROW_UNITS of them (EfficientNet's late layers: M = N at 1×1), column blocks of GEMM_COLS
+ * too, so those layers split over threads as well. Decided by the shape alone, like every unit here. */
+struct gemm_tiles {
+    size_t M, ru; /* rows, row blocks */
+    int cols, cb, cu; /* output columns, column block width, column blocks */
+};
+
+static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
+{
+    struct gemm_tiles t = {.M = M, .ru = (M + GEMM_ROWS - 1) / GEMM_ROWS, .cols = cols, .cb = cols, .cu = 1};
+    if (t.ru < GEMM_FEW_ROW_UNITS && cols >= 2 * GEMM_COLS) t.cb = GEMM_COLS, t.cu = (cols + GEMM_COLS - 1) / GEMM_COLS;
+    return t;
+}
+
+/* Tile u of t: rows [*m0, *m0 + *m), columns [*c0, *c0 + *n). */
+static void gemm_tile(const struct gemm_tiles *t, size_t u, size_t *m0, int *m, int *c0, int *n)
+{
+    *m0 = (u / (size_t)t->cu) * GEMM_ROWS;
+    *m = (int)(t->M - *m0 < GEMM_ROWS ? t->M - *m0 : GEMM_ROWS);
+    *c0 = (int)(u % (size_t)t->cu) * t->cb;
+    *n = t->cols - *c0 < t->cb ? t->cols - *c0 : t->cb;
+}
 
 void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                           const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
+    const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, OC);
     size_t lo, hi;
-    slice_units((size_t)s->N * s->H * s->W, GEMM_ROWS, ith, nth, &lo, &hi);
-    for (size_t m0 = lo; m0 < hi; m0 += GEMM_ROWS) {
-        const int m = (int)(hi - m0 < GEMM_ROWS ? hi - m0 : GEMM_ROWS);
-        float *y = out + m0 * OC;
+    tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
+    for (size_t u = lo; u < hi; u++) {
+        size_t m0;
+        int m, c0, n;
+        gemm_tile(&t, u, &m0, &m, &c0, &n);
+        float *y = out + m0 * OC + c0;
         float beta = 0.0f;
         if (b) {
-            for (int r = 0; r < m; r++) memcpy(y + (size_t)r * OC, b, (size_t)OC * sizeof(float));
+            for (int r = 0; r < m; r++) memcpy(y + (size_t)r * OC, b + c0, (size_t)n * sizeof(float));
             beta = 1.0f;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, OC, C, 1.0f, inp + m0 * C, C, w, OC, beta, y, OC);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, C, 1.0f, inp + m0 * C, C, w + c0, OC, beta, y,
+                    OC);
     }
 }
 
@@ -217,13 +245,16 @@ void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, 
                                 const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
+    const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, C);
     size_t lo, hi;
-    slice_units((size_t)s->N * s->H * s->W, GEMM_ROWS, ith, nth, &lo, &hi);
-    for (size_t m0 = lo; m0 < hi; m0 += GEMM_ROWS) {
-        const int m = (int)(hi - m0 < GEMM_ROWS ? hi - m0 : GEMM_ROWS);
-        /* dinp rows += dout rows · wᵀ, w (C,OC) read transposed. */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, C, OC, 1.0f, dout + m0 * OC, OC, w, OC, 1.0f,
-                    dinp + m0 * C, C);
+    tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
+    for (size_t u = lo; u < hi; u++) {
+        size_t m0;
+        int m, c0, n;
+        gemm_tile(&t, u, &m0, &m, &c0, &n);
+        /* dinp tile += dout rows · (w rows c0..c0+n)ᵀ, w (C,OC) read transposed. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, OC, 1.0f, dout + m0 * OC, OC, w + (size_t)c0 * OC,
+                    OC, 1.0f, dinp + m0 * C + c0, C);
     }
 }
 
