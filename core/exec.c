@@ -450,7 +450,15 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
         if (din) conv_backward_data((enum conv_algo)ls->algo, din, dout, w, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
-        conv_backward_params((enum conv_algo)ls->algo, dw, db, in, dout, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
+        if (ls->algo == CONV_ALGO_GEMM1X1 && conv_params_row_chunks(&cs)) {
+            /* Row-chunk parts in the shared scratch (gemm1x1 uses none), summed after the barrier. */
+            conv_backward_params_gemm1x1_chunks(mi->scratch, in, dout, &cs, ith, nth);
+            sync_barrier(sync, nth);
+            conv_backward_params_gemm1x1_finish(dw, db, mi->scratch, dout, &cs, ith, nth);
+        } else {
+            conv_backward_params((enum conv_algo)ls->algo, dw, db, in, dout, &cs, ls->plan, scratch_of(mi, ith), ith,
+                                 nth);
+        }
         break;
     }
     case OP_DWCONV: {
@@ -747,6 +755,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
             if (st != TB_OK) return st;
         }
         size_t k = scratch_need((enum conv_algo)algo, &s, r->nth);
+        if (algo == CONV_ALGO_GEMM1X1 && conv_params_part_floats(&s) > k) k = conv_params_part_floats(&s);
         if (k > need) need = k;
     }
     for (int i = 0; i < m->n_layers; i++) { /* BatchNorm's chunk sums (sync BN's 2·C sums fit in them) */

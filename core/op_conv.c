@@ -287,6 +287,64 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
     }
 }
 
+/* Two-phase weight gradient: used when dw's longer side has fewer than GEMM_FEW_ROW_UNITS 64-wide
+ * blocks (EfficientNet's 16–240-channel layers: 1–4 blocks, so one thread did most of the work) and there
+ * are rows for at least two chunks. The chunk count depends on M alone, up to 16. */
+enum { PARAMS_CHUNK_MIN_ROWS = 512, PARAMS_MAX_CHUNKS = 16 };
+
+int conv_params_row_chunks(const struct conv_shape *s)
+{
+    const size_t M = (size_t)s->N * s->H * s->W;
+    const int longer = s->C > s->OC ? s->C : s->OC;
+    if (s->KH != 1 || s->KW != 1 || s->stride != 1 || s->groups != 1) return 0;
+    if ((longer + GEMM_COLS - 1) / GEMM_COLS >= GEMM_FEW_ROW_UNITS || M < 2 * (size_t)PARAMS_CHUNK_MIN_ROWS) return 0;
+    const size_t k = M / PARAMS_CHUNK_MIN_ROWS;
+    return (int)(k < PARAMS_MAX_CHUNKS ? k : PARAMS_MAX_CHUNKS);
+}
+
+size_t conv_params_part_floats(const struct conv_shape *s)
+{
+    return (size_t)conv_params_row_chunks(s) * (size_t)s->C * (size_t)s->OC;
+}
+
+void conv_backward_params_gemm1x1_chunks(float *part, const float *inp, const float *dout, const struct conv_shape *s,
+                                         int ith, int nth)
+{
+    const int C = s->C, OC = s->OC, K = conv_params_row_chunks(s);
+    const size_t M = (size_t)s->N * s->H * s->W;
+    size_t k0, k1;
+    tb_slice((size_t)K, ith, nth, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        size_t r0, r1;
+        tb_slice(M, (int)k, K, &r0, &r1);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, (int)(r1 - r0), 1.0f, inp + r0 * C, C,
+                    dout + r0 * OC, OC, 0.0f, part + k * (size_t)C * OC, OC);
+    }
+}
+
+void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,
+                                         const struct conv_shape *s, int ith, int nth)
+{
+    const int K = conv_params_row_chunks(s);
+    const size_t n = (size_t)s->C * s->OC, stride = n;
+    size_t lo, hi;
+    slice_units(n, 16, ith, nth, &lo, &hi);
+    for (size_t e0 = lo; e0 < hi; e0 += 256) { /* 256-float blocks: the k loop outside, vectorised inside */
+        const size_t ne = hi - e0 < 256 ? hi - e0 : 256;
+        float acc[256];
+        memcpy(acc, part + e0, ne * sizeof(float));
+        for (int k = 1; k < K; k++) {
+            const float *restrict p = part + (size_t)k * stride + e0;
+            for (size_t j = 0; j < ne; j++) acc[j] += p[j];
+        }
+        for (size_t j = 0; j < ne; j++) dw[e0 + j] += acc[j];
+    }
+    if (db) {
+        slice_units((size_t)s->OC, 16, ith, nth, &lo, &hi);
+        bias_grad_cols(db, dout, (size_t)s->N * s->H * s->W, s->OC, (int)lo, (int)hi);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * IM2COL: patches (pixels, KH·KW·C/G per group) in scratch, one sgemm per group
  * ------------------------------------------------------------------------------------------- */

@@ -109,6 +109,23 @@ void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, 
 void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
                                   const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
                                   int ith, int nth);
+/* ---- GEMM1X1 weight gradient in two calls with a barrier between them (all nth threads call the
+ *      first, wait, then the second), for shapes whose dw has too few 64-wide blocks to split evenly:
+ *      the M-row reduction is cut into conv_params_row_chunks(s) chunks fixed by the shape, each one
+ *      sgemm into its own (C,OC) part, and the parts are added in chunk order. Bitwise the same for any
+ *      nth (not the same bits as the single-call kernel, which sums all rows in one sgemm). ---- */
+
+/* Row chunks of the two-phase GEMM1X1 weight gradient for s, or 0 when s uses the single call. */
+int conv_params_row_chunks(const struct conv_shape *s);
+/* Floats of the shared part buffer the two-phase pair needs: conv_params_row_chunks(s)·C·OC. */
+size_t conv_params_part_floats(const struct conv_shape *s);
+/* Phase 1: part (K,C,OC) = inpᵀ · dout over each row chunk; partitioned over chunks. */
+void conv_backward_params_gemm1x1_chunks(float *part, const float *inp, const float *dout, const struct conv_shape *s,
+                                         int ith, int nth);
+/* Phase 2, after a barrier: dw (C,OC) += Σ_k part[k] in chunk order; db (OC) += column sums of dout (db may
+ * be NULL); partitioned over 16-float blocks of dw and of db. */
+void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,
+                                         const struct conv_shape *s, int ith, int nth);
 /* im2col + sgemm forward; partitioned over fixed chunks of output pixels. */
 void conv_forward_im2col(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                          const struct conv_fft_plan *plan, float *scratch, int ith, int nth);

@@ -382,3 +382,46 @@ Test(conv, fft_multi_block_matches_im2col)
     free_env(&F), free_env(&I), free_env(&F3);
     free_bufs(&B);
 }
+
+/* The two-phase GEMM1X1 weight gradient (row-chunk parts, then their sum): on shapes that use it, it
+ * matches the reference and gives the same bits for nth ∈ {1,2,3,7} (all ith run phase 1, then phase 2). */
+Test(conv, gemm1x1_row_chunk_params_match_reference_and_are_bitwise)
+{
+    static const struct cv_case chunk_cases[] = {
+        {2, 24, 24, 24, 40, 1, 1, 1, -1}, /* M = 1152: 2 chunks */
+        {3, 32, 33, 70, 17, 1, 1, 1, -1}, /* 6 chunks, C > OC, tails in both */
+        {8, 32, 40, 16, 96, 1, 1, 1, -1}, /* 16 chunks (the cap) */
+    };
+    static const int nths[] = {1, 2, 3, 7};
+    cr_assert_eq(conv_params_row_chunks(&(struct conv_shape){.N = 128, .H = 1, .W = 1, .C = 1152, .OC = 192,
+                                                               .KH = 1, .KW = 1, .stride = 1, .groups = 1}),
+                 0, "few rows: the single call");
+    for (int ci = 0; ci < 3; ci++) {
+        const struct conv_shape s = make_shape(&chunk_cases[ci]);
+        const int K = conv_params_row_chunks(&s);
+        cr_assert(K >= 2, "case %d: %d chunks", ci, K);
+        struct cv_bufs B = make_bufs(&s, (uint64_t)ci + 700);
+        float *ref_w = rand_buf(B.nw, 98), *ref_b = rand_buf((size_t)s.OC, 97), *w1 = NULL, *b1 = NULL;
+        conv_backward_params_ref(ref_w, ref_b, B.inp, B.dout, &s);
+        float *part = malloc(conv_params_part_floats(&s) * sizeof(float));
+        cr_assert(part);
+        for (int k = 0; k < 4; k++) {
+            const int nth = nths[k];
+            float *w = rand_buf(B.nw, 98), *b = rand_buf((size_t)s.OC, 97);
+            memset(part, 0xFF, conv_params_part_floats(&s) * sizeof(float)); /* NaN: every part is written */
+            for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_chunks(part, B.inp, B.dout, &s, ith, nth);
+            for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_finish(w, b, part, B.dout, &s, ith, nth);
+            if (nth == 1) {
+                cr_expect_leq(tu_rel_err(w, ref_w, B.nw), 1e-5, "case %d dw rel err %g", ci, tu_rel_err(w, ref_w, B.nw));
+                cr_expect_leq(tu_rel_err(b, ref_b, (size_t)s.OC), 1e-5, "case %d db", ci);
+                w1 = w, b1 = b;
+                continue;
+            }
+            cr_expect(!memcmp(w, w1, B.nw * sizeof(float)), "case %d dw nth %d not bitwise", ci, nth);
+            cr_expect(!memcmp(b, b1, (size_t)s.OC * sizeof(float)), "case %d db nth %d not bitwise", ci, nth);
+            free(w), free(b);
+        }
+        free(w1), free(b1), free(part), free(ref_w), free(ref_b);
+        free_bufs(&B);
+    }
+}
