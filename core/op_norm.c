@@ -7,6 +7,8 @@
  * same routine and expression serve every entry point, which is what makes the single-call,
  * two-phase, chunk → finish and any-nth paths bitwise identical. BatchNorm's sums follow fixed row
  * chunks (see the BatchNorm section) so that rows, not only channels, can be split over threads.
+ * With AVX2+FMA the SiLU variants run 8-channel vectors with their own sigmoid (norm_v8_sigmoid) and
+ * the backward sums take two rows per pass over the accumulators; sums keep their order either way.
  */
 #include "op_norm.h"
 
@@ -18,6 +20,48 @@
 #include <string.h>
 
 #define NORM_CB 256 /* channels per block: 2·256 doubles of accumulators per block on the stack */
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define NORM_V8 1
+/* σ(z) of 8 lanes for the fused SiLU: act_expf's reduction and polynomial, but with -z clamped to
+ * [-86, 86] (σ is 1 or below 5e-38 there) so one exponent add builds 2^n, and 1/(1+e) by rcpps plus
+ * one Newton step (~1e-7 relative) instead of vdivps. The scalar act_sigmoidf's exp, the division and
+ * the two-factor scaling made BatchNorm+SiLU compute-bound (forward apply 18 ms, backward sums 28 ms
+ * for 77 MB on this machine against 10–12 ms without SiLU). NaN passes through (min/max keep their
+ * second operand). Channel tails (C % 8) take the scalar act_* path. */
+static inline __m256 norm_v8_sigmoid(__m256 z)
+{
+    __m256 x = _mm256_max_ps(_mm256_set1_ps(-86.0f), _mm256_min_ps(_mm256_set1_ps(86.0f), z));
+    x = _mm256_xor_ps(x, _mm256_set1_ps(-0.0f)); /* -z */
+    const __m256 kf = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    const __m256i n = _mm256_slli_epi32(_mm256_cvtps_epi32(kf), 23);
+    const __m256 e = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), n));
+    const __m256 d = _mm256_add_ps(e, _mm256_set1_ps(1.0f));
+    const __m256 y = _mm256_rcp_ps(d);
+    return _mm256_mul_ps(y, _mm256_fnmadd_ps(d, y, _mm256_set1_ps(2.0f)));
+}
+
+/* silu'(z) = σ·(1 + z·(1 - σ)). */
+static inline __m256 norm_v8_silu_grad(__m256 z)
+{
+    const __m256 s = norm_v8_sigmoid(z);
+    return _mm256_mul_ps(s, _mm256_fmadd_ps(z, _mm256_sub_ps(_mm256_set1_ps(1.0f), s), _mm256_set1_ps(1.0f)));
+}
+#else
+#define NORM_V8 0
+#endif
 
 /* Thread ith's channels [c0,c1), cut at multiples of 16 (one cache line of floats). */
 static void norm_ch_slice(int C, int ith, int nth, int *c0, int *c1)
@@ -61,7 +105,16 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict y = out + r * C + (size_t)c0;
-        for (int j = 0; j < cn; j++) {
+        int j = 0;
+#if NORM_V8
+        if (silu)
+            for (; j + 8 <= cn; j += 8) {
+                const __m256 z = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j)),
+                                                 _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
+                _mm256_storeu_ps(y + j, _mm256_mul_ps(z, norm_v8_sigmoid(z)));
+            }
+#endif
+        for (; j < cn; j++) {
             float z = (x[j] - mean[j]) * a[j] + b[j];
             y[j] = silu ? act_siluf(z) : z;
         }
@@ -87,10 +140,69 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
                      size_t C, int c0, int cn, int silu, int store)
 {
     for (int j = 0; j < cn; j++) sdz[j] = sdzd[j] = 0.0;
-    for (size_t r = 0; r < M; r++) {
+    size_t r = 0;
+#if NORM_V8
+    /* Two rows per pass over the accumulators (each still added in row order: the same bits as one
+     * row at a time), so their loads and stores are paid once per two rows. */
+    const int cv = silu ? cn & ~7 : 0;
+    if (cv)
+        for (; r + 2 <= M; r += 2) {
+            const float *restrict x = inp + r * C + (size_t)c0;
+            float *dy = dout + r * C + (size_t)c0;
+            for (int j = 0; j < cv; j += 8) {
+                __m256d s0 = _mm256_loadu_pd(sdz + j), s1 = _mm256_loadu_pd(sdz + j + 4);
+                __m256d q0 = _mm256_loadu_pd(sdzd + j), q1 = _mm256_loadu_pd(sdzd + j + 4);
+                for (size_t k = 0; k < 2; k++) {
+                    const float *restrict xk = x + k * C;
+                    float *dyk = dy + k * C;
+                    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xk + j), _mm256_loadu_ps(mean + j));
+                    const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
+                    const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dyk + j), norm_v8_silu_grad(z));
+                    if (store) _mm256_storeu_ps(dyk + j, dz);
+                    const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz)),
+                                  dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
+                    s0 = _mm256_add_pd(s0, dz0);
+                    s1 = _mm256_add_pd(s1, dz1);
+                    q0 = _mm256_fmadd_pd(dz0, _mm256_cvtps_pd(_mm256_castps256_ps128(d)), q0);
+                    q1 = _mm256_fmadd_pd(dz1, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)), q1);
+                }
+                _mm256_storeu_pd(sdz + j, s0), _mm256_storeu_pd(sdz + j + 4, s1);
+                _mm256_storeu_pd(sdzd + j, q0), _mm256_storeu_pd(sdzd + j + 4, q1);
+            }
+            for (size_t k = 0; k < 2; k++) { /* channel tail, scalar */
+                const float *restrict xk = x + k * C;
+                float *restrict dyk = dy + k * C;
+                for (int j = cv; j < cn; j++) {
+                    float d = xk[j] - mean[j];
+                    float dz = dyk[j] * act_silu_gradf(d * a[j] + b[j]);
+                    if (store) dyk[j] = dz;
+                    sdz[j] += (double)dz;
+                    sdzd[j] += (double)dz * (double)d;
+                }
+            }
+        }
+#endif
+    for (; r < M; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict dy = dout + r * C + (size_t)c0;
-        for (int j = 0; j < cn; j++) {
+        int j = 0;
+#if NORM_V8
+        for (; j < cv; j += 8) {
+            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j));
+            const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
+            const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dy + j), norm_v8_silu_grad(z));
+            if (store) _mm256_storeu_ps(dy + j, dz);
+            const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz)),
+                          dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
+            _mm256_storeu_pd(sdz + j, _mm256_add_pd(_mm256_loadu_pd(sdz + j), dz0));
+            _mm256_storeu_pd(sdz + j + 4, _mm256_add_pd(_mm256_loadu_pd(sdz + j + 4), dz1));
+            _mm256_storeu_pd(sdzd + j, _mm256_fmadd_pd(dz0, _mm256_cvtps_pd(_mm256_castps256_ps128(d)),
+                                                       _mm256_loadu_pd(sdzd + j)));
+            _mm256_storeu_pd(sdzd + j + 4, _mm256_fmadd_pd(dz1, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)),
+                                                           _mm256_loadu_pd(sdzd + j + 4)));
+        }
+#endif
+        for (; j < cn; j++) {
             float d = x[j] - mean[j];
             float dz = dy[j];
             if (silu) dz *= act_silu_gradf(d * a[j] + b[j]);
@@ -125,7 +237,19 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
         const float *restrict x = inp + r * C + (size_t)c0;
         const float *restrict dy = dout + r * C + (size_t)c0;
         float *restrict dx = dinp + r * C + (size_t)c0;
-        for (int j = 0; j < cn; j++) {
+        int j = 0;
+#if NORM_V8
+        if (silu)
+            for (; j + 8 <= cn; j += 8) {
+                const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j));
+                const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
+                const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dy + j), norm_v8_silu_grad(z));
+                __m256 g = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + j), d, _mm256_loadu_ps(k0 + j));
+                g = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), dz, g);
+                _mm256_storeu_ps(dx + j, acc ? _mm256_add_ps(_mm256_loadu_ps(dx + j), g) : g);
+            }
+#endif
+        for (; j < cn; j++) {
             float d = x[j] - mean[j];
             float dz = dy[j];
             if (silu) dz *= act_silu_gradf(d * a[j] + b[j]);
