@@ -628,27 +628,28 @@ void exec_update_fused(const struct model_inst *mi, const struct optim_config *c
 
 struct tune_entry {
     struct conv_shape s;
-    int nth, algo;
+    int nth, data, algo; /* data: backward-data was timed (the input needs a gradient) */
 };
 /* Process-wide cache: one measurement per (shape, threads), shared by replicas and instances. */
 static struct tune_entry tune_cache[512];
 static int tune_n;
 static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int tune_lookup(const struct conv_shape *s, int nth)
+static int tune_lookup(const struct conv_shape *s, int nth, int data)
 {
     int algo = -1;
     pthread_mutex_lock(&tune_lock);
     for (int i = 0; i < tune_n; i++)
-        if (tune_cache[i].nth == nth && memcmp(&tune_cache[i].s, s, sizeof *s) == 0) algo = tune_cache[i].algo;
+        if (tune_cache[i].nth == nth && tune_cache[i].data == data && memcmp(&tune_cache[i].s, s, sizeof *s) == 0)
+            algo = tune_cache[i].algo;
     pthread_mutex_unlock(&tune_lock);
     return algo;
 }
 
-static void tune_store(const struct conv_shape *s, int nth, int algo)
+static void tune_store(const struct conv_shape *s, int nth, int data, int algo)
 {
     pthread_mutex_lock(&tune_lock);
-    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache)) tune_cache[tune_n++] = (struct tune_entry){*s, nth, algo};
+    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache)) tune_cache[tune_n++] = (struct tune_entry){*s, nth, data, algo};
     pthread_mutex_unlock(&tune_lock);
 }
 
@@ -673,7 +674,9 @@ static void tune_run(void *arg, int ith, int nth)
     float *din = exec_dact(t->mi, t->l->in), *dout = exec_dact(t->mi, t->l->out);
     conv_forward(t->algo, out, in, w, NULL, &t->s, t->plan, scr, ith, nth);
     if (t->barrier && nth > 1) t->barrier(t->barrier_ctx);
-    conv_backward_data(t->algo, din, dout, w, &t->s, t->plan, scr, ith, nth);
+    /* Only the passes a step runs count: the stem's input (the image) has no gradient, and direct's
+     * slow backward-data there made tuning pick im2col, 1.6× slower on the two passes it does run. */
+    if (t->mi->m->tensors[t->l->in].needs_grad) conv_backward_data(t->algo, din, dout, w, &t->s, t->plan, scr, ith, nth);
     conv_backward_params(t->algo, exec_grad(t->mi, t->l->w_off), NULL, in, dout, &t->s, t->plan, scr, ith, nth);
 }
 
@@ -723,7 +726,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         conv_shape_of(m, l, mi->n_max, &s);
         int algo = tune_from ? tune_from->ls[i].algo : -1;
         if (algo < 0 && forced >= 0 && conv_algo_supported((enum conv_algo)forced, &s)) algo = forced;
-        if (algo < 0) algo = tune_lookup(&s, r->nth);
+        const int data = m->tensors[l->in].needs_grad;
+        if (algo < 0) algo = tune_lookup(&s, r->nth, data);
         if (algo < 0) {
             /* Measure every supported algorithm (after a warm-up call) on this instance's buffers; the
              * usual winner first, and one whose warm-up alone takes TUNE_PRUNE× the best so far is not
@@ -765,7 +769,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
                 conv_fft_plan_destroy(plan);
             }
             TB_ASSERT(algo >= 0);
-            tune_store(&s, r->nth, algo);
+            tune_store(&s, r->nth, data, algo);
         }
         mi->ls[i].algo = algo;
         if (conv_algos[algo].needs_plan) {
