@@ -289,8 +289,8 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
 
 /* Work below which a layer runs on thread 0 alone: splitting a few microseconds of work costs more in
  * barriers than it saves (the batch-1 MLP). Matrix ops count their FLOPs; the others are memory-bound
- * (a few FLOPs per element, but each element read and written in forward and backward), so an output
- * element counts as 8 — without that, EfficientNet's late SE and pooling layers at 32×32 (~150k
+ * (a few FLOPs per element, but each element read and written in forward and backward), so they count
+ * the larger of their FLOPs (global pooling: its input) and 8 per output element — without that, EfficientNet's late SE and pooling layers at 32×32 (~150k
  * elements) ran on one thread and cost threads 10 % of its step. Serial execution is the nth = 1
  * partition, so results stay bitwise the same. */
 #define EXEC_SERIAL_WORK 1.0e6
@@ -300,7 +300,8 @@ static int layer_serial(const struct model *m, const struct layer *l, int n, int
 {
     if (nth == 1) return 0;
     const int matrix = l->op == OP_DENSE || l->op == OP_CONV || l->op == OP_DWCONV;
-    const double work = matrix ? l->flops : EXEC_ELEMENT_WORK * (double)m->tensors[l->out].per_sample;
+    const double elems = EXEC_ELEMENT_WORK * (double)m->tensors[l->out].per_sample;
+    const double work = matrix || l->flops > elems ? l->flops : elems; /* pooling: FLOPs count its input */
     return work * n < EXEC_SERIAL_WORK;
 }
 
