@@ -241,8 +241,8 @@ void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const fl
     }
 }
 
-void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
-                                const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
+static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                                  float beta, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
     const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, C);
@@ -252,10 +252,22 @@ void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, 
         size_t m0;
         int m, c0, n;
         gemm_tile(&t, u, &m0, &m, &c0, &n);
-        /* dinp tile += dout rows · (w rows c0..c0+n)ᵀ, w (C,OC) read transposed. */
+        /* dinp tile = beta·dinp tile + dout rows · (w rows c0..c0+n)ᵀ, w (C,OC) read transposed. */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, OC, 1.0f, dout + m0 * OC, OC, w + (size_t)c0 * OC,
-                    OC, 1.0f, dinp + m0 * C + c0, C);
+                    OC, beta, dinp + m0 * C + c0, C);
     }
+}
+
+void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                                const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
+{
+    gemm1x1_backward_data(dinp, dout, w, s, 1.0f, ith, nth);
+}
+
+void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                                          int ith, int nth)
+{
+    gemm1x1_backward_data(dinp, dout, w, s, 0.0f, ith, nth);
 }
 
 void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,

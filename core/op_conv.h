@@ -105,6 +105,10 @@ void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const fl
 /* dinp (N,H,W,C) += dout (N·H·W, OC) · wᵀ; partitioned over 256-row blocks. */
 void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                 const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
+/* dinp (N,H,W,C) = dout · wᵀ: the accumulating kernel's tiles with β = 0, so dinp needs no memset first
+ * and is not read. */
+void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                                          int ith, int nth);
 /* dw (C,OC) += inpᵀ · dout; db += column sums; partitioned over 64-wide blocks of dw's longer side. */
 void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
                                   const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,

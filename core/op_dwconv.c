@@ -91,7 +91,7 @@ struct dw_geom {
  * (ky, kx) in lexicographic order whatever RB, so block boundaries never change the bits. */
 DW_INLINE void corr_run(float *orow, const float *const *rows, int ky0, int ky1, const float *w, const float *b,
                         int ox, int c0, int C, int IW, const int K, const int S, const int BWD, const int RB,
-                        const int CHECK, const int FULL)
+                        const int CHECK, const int FULL, int acc_out)
 {
     const int P = (K - 1) / 2;
     const vmask m = vmask_n(C - c0);
@@ -114,7 +114,7 @@ DW_INLINE void corr_run(float *orow, const float *const *rows, int ky0, int ky1,
     }
     for (int o = 0; o < RB; o++) {
         float *op = orow + (size_t)(ox + o) * C + c0;
-        if (BWD) VST(op, m, VADD(VLD(m, op), acc[o]));
+        if (BWD && acc_out) VST(op, m, VADD(VLD(m, op), acc[o]));
         else VST(op, m, acc[o]);
     }
 }
@@ -122,19 +122,21 @@ DW_INLINE void corr_run(float *orow, const float *const *rows, int ky0, int ky1,
 /* All channel blocks of a run of RB pixels from ox: pixel-major, so memory is walked contiguously. */
 DW_INLINE void corr_run_all(float *orow, const float *const *rows, int ky0, int ky1, const float *w, const float *b,
                             int ox, int C, int IW, const int K, const int S, const int BWD, const int RB,
-                            const int CHECK)
+                            const int CHECK, int acc_out)
 {
     int c0 = 0;
-    for (; c0 + VL <= C; c0 += VL) corr_run(orow, rows, ky0, ky1, w, b, ox, c0, C, IW, K, S, BWD, RB, CHECK, 1);
-    if (c0 < C) corr_run(orow, rows, ky0, ky1, w, b, ox, c0, C, IW, K, S, BWD, RB, CHECK, 0);
+    for (; c0 + VL <= C; c0 += VL)
+        corr_run(orow, rows, ky0, ky1, w, b, ox, c0, C, IW, K, S, BWD, RB, CHECK, 1, acc_out);
+    if (c0 < C) corr_run(orow, rows, ky0, ky1, w, b, ox, c0, C, IW, K, S, BWD, RB, CHECK, 0, acc_out);
 }
 #undef DW_TAP
 
-/* out rows [r0,r1) of (N·OH) = Σ_taps in·w (+ b), or with BWD: out += Σ_taps in·rot180(w).
+/* out rows [r0,r1) of (N·OH) = Σ_taps in·w (+ b), or with BWD: out += Σ_taps in·rot180(w) (= when acc_out
+ * is 0; every output pixel is written either way).
  * BWD (stride 1 only) is backward-data: dinp = correlation of dout with the kernel rotated by 180°,
  * same symmetric pad. Kernel rows outside the image are skipped (ky range), columns by the borders. */
 DW_INLINE void corr_rows(float *out, const float *in, const float *w, const float *b, const struct dw_geom *g,
-                         size_t r0, size_t r1, const int K, const int S, const int BWD)
+                         size_t r0, size_t r1, const int K, const int S, const int BWD, int acc_out)
 {
     const int P = (K - 1) / 2, C = g->C, IH = g->IH, IW = g->IW, OH = g->OH, OW = g->OW;
     /* Interior columns: every tap ix = ox·S − P + kx inside [0, IW). */
@@ -153,44 +155,47 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
         }
         float *orow = out + r * (size_t)OW * C;
         int ox = 0;
-        for (; ox < ox_lo; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1);
-        for (; ox + 8 <= ox_hi; ox += 8) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 8, 0);
+        for (; ox < ox_lo; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1, acc_out);
+        for (; ox + 8 <= ox_hi; ox += 8)
+            corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 8, 0, acc_out);
         if (ox + 4 <= ox_hi) {
-            corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 4, 0);
+            corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 4, 0, acc_out);
             ox += 4;
         }
-        for (; ox < ox_hi; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 0);
-        for (; ox < OW; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1);
+        for (; ox < ox_hi; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 0, acc_out);
+        for (; ox < OW; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1, acc_out);
     }
 }
 
 static void fwd_k3s1(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 3, 1, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 3, 1, 0, 0);
 }
 static void fwd_k3s2(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 3, 2, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 3, 2, 0, 0);
 }
 static void fwd_k5s1(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 5, 1, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 5, 1, 0, 0);
 }
 static void fwd_k5s2(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 5, 2, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 5, 2, 0, 0);
 }
-static void bwd_k3s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1)
+static void bwd_k3s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1,
+                     int acc)
 {
-    corr_rows(o, i, w, NULL, g, r0, r1, 3, 1, 1);
+    corr_rows(o, i, w, NULL, g, r0, r1, 3, 1, 1, acc);
 }
-static void bwd_k5s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1)
+static void bwd_k5s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1,
+                     int acc)
 {
-    corr_rows(o, i, w, NULL, g, r0, r1, 5, 1, 1);
+    corr_rows(o, i, w, NULL, g, r0, r1, 5, 1, 1, acc);
 }
 
 /* Stride-2 backward-data. dinp[iy][ix] += Σ dout[oy][ox]·w[ky][kx] over the nk valid (ky, oy) pairs of
@@ -199,7 +204,7 @@ static void bwd_k5s1(float *o, const float *i, const float *w, const struct dw_g
  * A run covers RT pairs: each dout column is loaded once per kernel row and fed to every pixel of the
  * run that uses it. */
 DW_INLINE void bwd_s2_run(float *drow, const float *const *grows, const int *kys, int nk, const float *w, int t0,
-                          int c0, int C, const int K, const int RT, const int FULL)
+                          int c0, int C, const int K, const int RT, const int FULL, int acc_out)
 {
     const int P = (K - 1) / 2;
     const vmask m = vmask_n(C - c0);
@@ -227,13 +232,13 @@ DW_INLINE void bwd_s2_run(float *drow, const float *const *grows, const int *kys
     }
     for (int q = 0; q < 2 * RT; q++) {
         float *dp = drow + (size_t)(2 * t0 + q) * C + c0;
-        VST(dp, m, VADD(VLD(m, dp), acc[q]));
+        VST(dp, m, acc_out ? VADD(VLD(m, dp), acc[q]) : acc[q]);
     }
 }
 
 /* One border dinp pixel ix, channel block c0: per-tap checks. */
 DW_INLINE void bwd_s2_px(float *drow, const float *const *grows, const int *kys, int nk, const float *w, int ix,
-                         int c0, int C, int OW, const int K, const int FULL)
+                         int c0, int C, int OW, const int K, const int FULL, int acc_out)
 {
     const int P = (K - 1) / 2;
     const vmask m = vmask_n(C - c0);
@@ -246,7 +251,7 @@ DW_INLINE void bwd_s2_px(float *drow, const float *const *grows, const int *kys,
                        acc);
         }
     float *dp = drow + (size_t)ix * C + c0;
-    VST(dp, m, VADD(VLD(m, dp), acc));
+    VST(dp, m, acc_out ? VADD(VLD(m, dp), acc) : acc);
 }
 
 #define DW_CBLOCKS(call_full, call_tail)               \
@@ -257,7 +262,7 @@ DW_INLINE void bwd_s2_px(float *drow, const float *const *grows, const int *kys,
     } while (0)
 
 DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0,
-                           size_t r1, const int K)
+                           size_t r1, const int K, int acc)
 {
     const int P = (K - 1) / 2, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
     /* Interior t: every tap's ox in [0, OW) for both parities, and 2t+1 < W. */
@@ -281,31 +286,36 @@ DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const
             grows[nk] = dout + ((size_t)n * OH + oy) * (size_t)OW * C;
             nk++;
         }
-        if (!nk) continue;
         float *drow = dinp + r * (size_t)W * C;
+        if (!nk) { /* no tap reaches this row */
+            if (!acc) memset(drow, 0, (size_t)W * C * sizeof(float));
+            continue;
+        }
         for (int ix = 0; ix < ix_l; ix++)
-            DW_CBLOCKS(bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1),
-                       bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 0));
+            DW_CBLOCKS(bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
+                       bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 0, acc));
         int t = t_lo;
         for (; t + 4 <= t_hi; t += 4)
-            DW_CBLOCKS(bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 4, 1),
-                       bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 4, 0));
+            DW_CBLOCKS(bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 4, 1, acc),
+                       bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 4, 0, acc));
         for (; t < t_hi; t++)
-            DW_CBLOCKS(bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 1, 1),
-                       bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 1, 0));
+            DW_CBLOCKS(bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 1, 1, acc),
+                       bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 1, 0, acc));
         for (int ix = ix_r; ix < W; ix++)
-            DW_CBLOCKS(bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1),
-                       bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 0));
+            DW_CBLOCKS(bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
+                       bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 0, acc));
     }
 }
 
-static void bwd_k3s2(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0, size_t r1)
+static void bwd_k3s2(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0, size_t r1,
+                     int acc)
 {
-    bwd_s2_rows(dinp, dout, w, s, r0, r1, 3);
+    bwd_s2_rows(dinp, dout, w, s, r0, r1, 3, acc);
 }
-static void bwd_k5s2(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0, size_t r1)
+static void bwd_k5s2(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0, size_t r1,
+                     int acc)
 {
-    bwd_s2_rows(dinp, dout, w, s, r0, r1, 5);
+    bwd_s2_rows(dinp, dout, w, s, r0, r1, 5, acc);
 }
 
 /* One input row's contribution for channel block [c0, min(c0+VL, c_end)):
@@ -460,11 +470,11 @@ void dwconv_forward(float *out, const float *inp, const float *w, const float *b
     else (s->stride == 1 ? fwd_k5s1 : fwd_k5s2)(out, inp, w, b, &g, r0, r1);
 }
 
-void dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int ith,
-                          int nth)
+void dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
+                          int ith, int nth)
 {
     if (!dwconv_specialised(s)) {
-        dwconv_backward_data_portable(dinp, dout, w, s, ith, nth);
+        dwconv_backward_data_portable(dinp, dout, w, s, acc, ith, nth);
         return;
     }
     size_t r0, r1;
@@ -472,9 +482,9 @@ void dwconv_backward_data(float *dinp, const float *dout, const float *w, const 
     if (s->stride == 1) {
         /* dinp = dout ⋆ rot180(w) with the same pad: the forward row kernel in BWD mode. */
         const struct dw_geom g = {s->N, s->OH, s->OW, s->H, s->W, s->C};
-        (s->KH == 3 ? bwd_k3s1 : bwd_k5s1)(dinp, dout, w, &g, r0, r1);
+        (s->KH == 3 ? bwd_k3s1 : bwd_k5s1)(dinp, dout, w, &g, r0, r1, acc);
     } else {
-        (s->KH == 3 ? bwd_k3s2 : bwd_k5s2)(dinp, dout, w, s, r0, r1);
+        (s->KH == 3 ? bwd_k3s2 : bwd_k5s2)(dinp, dout, w, s, r0, r1, acc);
     }
 }
 
@@ -525,7 +535,7 @@ void dwconv_forward_portable(float *restrict out, const float *restrict inp, con
 }
 
 void dwconv_backward_data_portable(float *restrict dinp, const float *restrict dout, const float *restrict w,
-                                   const struct conv_shape *s, int ith, int nth)
+                                   const struct conv_shape *s, int acc, int ith, int nth)
 {
     const int H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW, KH = s->KH, KW = s->KW, S = s->stride,
               P = s->pad;
@@ -535,6 +545,7 @@ void dwconv_backward_data_portable(float *restrict dinp, const float *restrict d
         const int n = (int)(r / (size_t)H), iy = (int)(r % (size_t)H);
         for (int ix = 0; ix < W; ix++) {
             float *restrict d = dinp + (r * W + ix) * (size_t)C;
+            if (!acc) memset(d, 0, (size_t)C * sizeof(float));
             for (int ky = 0; ky < KH; ky++) {
                 const int u = iy + P - ky;
                 if (u < 0 || u % S) continue;

@@ -29,9 +29,9 @@ double dwconv_flops(const struct conv_shape *s);
 /* out (N,OH,OW,C) = dwconv(inp (N,H,W,C), w (KH,KW,C)) + b (C); b may be NULL. */
 void dwconv_forward(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                     int ith, int nth);
-/* dinp (N,H,W,C) += dwconvᵀ(dout (N,OH,OW,C), w (KH,KW,C)). */
-void dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int ith,
-                          int nth);
+/* dinp (N,H,W,C) += dwconvᵀ(dout (N,OH,OW,C), w (KH,KW,C)); = when acc is 0 (every element written). */
+void dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
+                          int ith, int nth);
 /* dw (KH,KW,C) += corr(inp (N,H,W,C), dout (N,OH,OW,C)); db (C) += Σ dout (db may be NULL). */
 void dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s,
                             int ith, int nth);
@@ -39,9 +39,9 @@ void dwconv_backward_params(float *dw, float *db, const float *inp, const float 
 /* The portable kernels, callable directly so tests cover them whatever the dispatcher picks. */
 void dwconv_forward_portable(float *out, const float *inp, const float *w, const float *b,
                              const struct conv_shape *s, int ith, int nth);
-/* dinp (N,H,W,C) += ..., portable path. */
+/* dinp (N,H,W,C) += (or = when acc is 0) ..., portable path. */
 void dwconv_backward_data_portable(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
-                                   int ith, int nth);
+                                   int acc, int ith, int nth);
 /* dw (KH,KW,C), db (C) += ..., portable path. */
 void dwconv_backward_params_portable(float *dw, float *db, const float *inp, const float *dout,
                                      const struct conv_shape *s, int ith, int nth);

@@ -20,16 +20,16 @@ void se_scale_forward(float *out, const float *inp, const float *scale, int N, s
 }
 
 void se_scale_backward(float *dinp, float *dscale, const float *dout, const float *inp, const float *scale, int N,
-                       size_t HW, int C, int ith, int nth)
+                       size_t HW, int C, int acc, int ith, int nth)
 {
     size_t n0, n1, Cs = (size_t)C;
     tb_slice((size_t)N, ith, nth, &n0, &n1);
-    double acc[SE_CB];
+    double sum[SE_CB];
     for (size_t n = n0; n < n1; n++) {
         const float *s = scale + n * Cs;
         for (size_t c0 = 0; c0 < Cs; c0 += SE_CB) {
             size_t cn = Cs - c0 < SE_CB ? Cs - c0 : SE_CB;
-            for (size_t j = 0; j < cn; j++) acc[j] = 0.0;
+            for (size_t j = 0; j < cn; j++) sum[j] = 0.0;
             for (size_t p = 0; p < HW; p++) {
                 size_t off = (n * HW + p) * Cs + c0;
                 const float *restrict dy = dout + off;
@@ -37,12 +37,15 @@ void se_scale_backward(float *dinp, float *dscale, const float *dout, const floa
                 const float *restrict sc = s + c0;
                 if (dinp) {
                     float *restrict dx = dinp + off;
-                    for (size_t j = 0; j < cn; j++) dx[j] += dy[j] * sc[j];
+                    if (acc)
+                        for (size_t j = 0; j < cn; j++) dx[j] += dy[j] * sc[j];
+                    else
+                        for (size_t j = 0; j < cn; j++) dx[j] = dy[j] * sc[j];
                 }
-                for (size_t j = 0; j < cn; j++) acc[j] += (double)dy[j] * (double)x[j];
+                for (size_t j = 0; j < cn; j++) sum[j] += (double)dy[j] * (double)x[j];
             }
             if (dscale)
-                for (size_t j = 0; j < cn; j++) dscale[n * Cs + c0 + j] += (float)acc[j];
+                for (size_t j = 0; j < cn; j++) dscale[n * Cs + c0 + j] += (float)sum[j];
         }
     }
 }

@@ -15,9 +15,10 @@
 /* out (N,HW,C) = inp (N,HW,C) · scale (N,C) broadcast over the HW positions. */
 void se_scale_forward(float *out, const float *inp, const float *scale, int N, size_t HW, int C, int ith,
                       int nth);
-/* dinp (N,HW,C) += dout·scale; dscale (N,C) += Σ_hw dout·inp. Either output may be NULL to skip it. */
+/* dinp (N,HW,C) += dout·scale (= when acc is 0); dscale (N,C) += Σ_hw dout·inp. Either output may be NULL
+ * to skip it. */
 void se_scale_backward(float *dinp, float *dscale, const float *dout, const float *inp, const float *scale, int N,
-                       size_t HW, int C, int ith, int nth);
+                       size_t HW, int C, int acc, int ith, int nth);
 
 /* Double references, single-threaded; the backward ref accumulates. */
 void se_scale_forward_ref(double *out, const double *inp, const double *scale, int N, size_t HW, int C);

@@ -343,7 +343,7 @@ Test(se, matches_ref_finite_differences_accumulate_partition)
         for (size_t i = 0; i < ns; i++) s[i] = 1.0f / (1.0f + expf(-(float)rng_normal(71, 99, i)));
         fill(dy, nx, 72 + (uint64_t)ci, 0.0f, 1.0f);
         se_scale_forward(y, x, s, N, HW, C, 0, 1);
-        se_scale_backward(dx, ds, dy, x, s, N, HW, C, 0, 1);
+        se_scale_backward(dx, ds, dy, x, s, N, HW, C, 1, 0, 1);
         struct se_fd f = {N, C, HW, tu_to_d(x, nx), tu_to_d(s, ns), tu_to_d(dy, nx), tu_dvec(nx)};
         se_fd_loss(&f);
         tu_assert_close(y, f.y, nx, 1e-6, 1e-7, "se forward");
@@ -357,15 +357,21 @@ Test(se, matches_ref_finite_differences_accumulate_partition)
         tu_assert_close(ds, gs, ns, 1e-4, 1e-6, "se dscale vs fd");
         /* accumulate: two calls from zero give 2×; NULL skips an output */
         float *dx2 = tu_fvec(nx), *ds2 = tu_fvec(ns);
-        se_scale_backward(dx2, ds2, dy, x, s, N, HW, C, 0, 1);
-        se_scale_backward(dx2, NULL, dy, x, s, N, HW, C, 0, 1);
-        se_scale_backward(NULL, ds2, dy, x, s, N, HW, C, 0, 1);
+        se_scale_backward(dx2, ds2, dy, x, s, N, HW, C, 1, 0, 1);
+        se_scale_backward(dx2, NULL, dy, x, s, N, HW, C, 1, 0, 1);
+        se_scale_backward(NULL, ds2, dy, x, s, N, HW, C, 1, 0, 1);
         for (size_t i = 0; i < nx; i++) cr_assert(dx2[i] == 2.0f * dx[i], "se dinp[%zu] not doubled", i);
         for (size_t i = 0; i < ns; i++) cr_assert(ds2[i] == 2.0f * ds[i], "se dscale[%zu] not doubled", i);
+        /* acc = 0 overwrites dinp (NaN-filled start) with what accumulating onto zeros gives */
+        float *dx3 = tu_fvec(nx);
+        memset(dx3, 0xFF, nx * sizeof(float));
+        se_scale_backward(dx3, NULL, dy, x, s, N, HW, C, 0, 0, 1);
+        assert_bitwise(dx3, dx, nx, "se dinp overwrite");
+        free(dx3);
         for (int q = 1; q < 4; q++) {
             float *yq = tu_fvec(nx), *dxq = tu_fvec(nx), *dsq = tu_fvec(ns);
             for (int i = 0; i < NTHS[q]; i++) se_scale_forward(yq, x, s, N, HW, C, i, NTHS[q]);
-            for (int i = 0; i < NTHS[q]; i++) se_scale_backward(dxq, dsq, dy, x, s, N, HW, C, i, NTHS[q]);
+            for (int i = 0; i < NTHS[q]; i++) se_scale_backward(dxq, dsq, dy, x, s, N, HW, C, 1, i, NTHS[q]);
             assert_bitwise(yq, y, nx, "se forward partition");
             assert_bitwise(dxq, dx, nx, "se dinp partition");
             assert_bitwise(dsq, ds, ns, "se dscale partition");

@@ -425,3 +425,29 @@ Test(conv, gemm1x1_row_chunk_params_match_reference_and_are_bitwise)
         free_bufs(&B);
     }
 }
+
+/* GEMM1X1 backward-data with β = 0: every element written (NaN-filled start), the values of the
+ * accumulating kernel applied to zeros, and the same bits for nth ∈ {1,2,3,7}. */
+Test(conv, gemm1x1_backward_data_overwrite)
+{
+    static const int nths[] = {1, 2, 3, 7};
+    int ran = 0;
+    for (int ci = 0; ci < N_CASES; ci++) {
+        const struct conv_shape s = make_shape(&cases[ci]);
+        if (!conv_algo_supported(CONV_ALGO_GEMM1X1, &s)) continue;
+        ran++;
+        struct cv_bufs B = make_bufs(&s, (uint64_t)ci + 900);
+        float *ref = zero_buf(B.ni);
+        conv_backward_data_gemm1x1(ref, B.dout, B.w, &s, NULL, NULL, 0, 1);
+        for (int k = 0; k < 4; k++) {
+            float *d = zero_buf(B.ni);
+            memset(d, 0xFF, B.ni * sizeof(float));
+            for (int ith = 0; ith < nths[k]; ith++) conv_backward_data_gemm1x1_overwrite(d, B.dout, B.w, &s, ith, nths[k]);
+            cr_expect(!memcmp(d, ref, B.ni * sizeof(float)), "case %d nth %d", ci, nths[k]);
+            free(d);
+        }
+        free(ref);
+        free_bufs(&B);
+    }
+    cr_assert_gt(ran, 0);
+}

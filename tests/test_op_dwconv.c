@@ -86,7 +86,7 @@ static void free_bufs(struct dw_bufs *B)
 }
 
 typedef void (*fwd_fn)(float *, const float *, const float *, const float *, const struct conv_shape *, int, int);
-typedef void (*bwd_fn)(float *, const float *, const float *, const struct conv_shape *, int, int);
+typedef void (*bwd_fn)(float *, const float *, const float *, const struct conv_shape *, int, int, int);
 typedef void (*par_fn)(float *, float *, const float *, const float *, const struct conv_shape *, int, int);
 
 struct dw_impl {
@@ -114,10 +114,17 @@ static void check_against_ref(const struct dw_impl *im)
         }
         /* Backward starts from non-zero gradients to check +=. */
         float *d1 = rand_buf(B.ni, 99), *d2 = rand_buf(B.ni, 99);
-        im->bwd(d1, B.dout, B.w, &s, 0, 1);
+        im->bwd(d1, B.dout, B.w, &s, 1, 0, 1);
         dwconv_backward_data_ref(d2, B.dout, B.w, &s);
         cr_expect_leq(tu_rel_err(d1, d2, B.ni), 1e-4, "%s backward_data case %d: rel err %g", im->name, ci,
                       tu_rel_err(d1, d2, B.ni));
+        /* acc = 0 writes every element (NaN-filled start) with the bits of accumulating onto zeros. */
+        float *dz = zero_buf(B.ni), *dnan = rand_buf(B.ni, 99);
+        memset(dnan, 0xFF, B.ni * sizeof(float));
+        im->bwd(dz, B.dout, B.w, &s, 1, 0, 1);
+        im->bwd(dnan, B.dout, B.w, &s, 0, 0, 1);
+        cr_expect(!memcmp(dz, dnan, B.ni * sizeof(float)), "%s backward_data overwrite case %d", im->name, ci);
+        free(dz), free(dnan);
         float *w1 = rand_buf(B.nw, 98), *w2 = rand_buf(B.nw, 98);
         float *b1 = rand_buf((size_t)s.C, 97), *b2 = rand_buf((size_t)s.C, 97);
         im->par(w1, b1, B.inp, B.dout, &s, 0, 1);
@@ -250,9 +257,9 @@ static void check_accumulate(const struct dw_impl *im)
         struct dw_bufs B = make_bufs(&s, (uint64_t)ci + 300);
         float *d1 = zero_buf(B.ni), *d2 = zero_buf(B.ni), *w1 = zero_buf(B.nw), *w2 = zero_buf(B.nw);
         float *b1 = zero_buf((size_t)s.C), *b2 = zero_buf((size_t)s.C);
-        im->bwd(d1, B.dout, B.w, &s, 0, 1);
-        im->bwd(d2, B.dout, B.w, &s, 0, 1);
-        im->bwd(d2, B.dout, B.w, &s, 0, 1);
+        im->bwd(d1, B.dout, B.w, &s, 1, 0, 1);
+        im->bwd(d2, B.dout, B.w, &s, 1, 0, 1);
+        im->bwd(d2, B.dout, B.w, &s, 1, 0, 1);
         im->par(w1, b1, B.inp, B.dout, &s, 0, 1);
         im->par(w2, b2, B.inp, B.dout, &s, 0, 1);
         im->par(w2, b2, B.inp, B.dout, &s, 0, 1);
@@ -280,7 +287,7 @@ static void check_partition(const struct dw_impl *im)
         float *o1 = zero_buf(B.no), *on = zero_buf(B.no);
         float *d1 = rand_buf(B.ni, 5), *w1 = rand_buf(B.nw, 6), *b1 = rand_buf((size_t)s.C, 7);
         im->fwd(o1, B.inp, B.w, B.b, &s, 0, 1);
-        im->bwd(d1, B.dout, B.w, &s, 0, 1);
+        im->bwd(d1, B.dout, B.w, &s, 1, 0, 1);
         im->par(w1, b1, B.inp, B.dout, &s, 0, 1);
         for (int k = 0; k < 3; k++) {
             const int nth = nths[k];
@@ -288,7 +295,7 @@ static void check_partition(const struct dw_impl *im)
             memset(on, 0xFF, B.no * sizeof(float)); /* NaN: a missed element cannot pass */
             for (int ith = 0; ith < nth; ith++) {
                 im->fwd(on, B.inp, B.w, B.b, &s, ith, nth);
-                im->bwd(dn_k, B.dout, B.w, &s, ith, nth);
+                im->bwd(dn_k, B.dout, B.w, &s, 1, ith, nth);
                 im->par(wn_k, bn_k, B.inp, B.dout, &s, ith, nth);
             }
             cr_expect(!memcmp(o1, on, B.no * sizeof(float)), "%s forward case %d nth %d not bitwise", im->name, ci,
@@ -344,7 +351,7 @@ static double bench_one(int which, const struct conv_shape *s, struct dw_bufs *B
         double t0 = now_s();
         switch (which) {
         case BENCH_FWD: dwconv_forward(out, B->inp, B->w, NULL, s, 0, 1); break;
-        case BENCH_BWD: dwconv_backward_data(dinp, B->dout, B->w, s, 0, 1); break;
+        case BENCH_BWD: dwconv_backward_data(dinp, B->dout, B->w, s, 1, 0, 1); break;
         case BENCH_PAR: dwconv_backward_params(dw, NULL, B->inp, B->dout, s, 0, 1); break;
         case BENCH_FWD_REF: dwconv_forward_ref(out, B->inp, B->w, NULL, s); break;
         case BENCH_BWD_REF: dwconv_backward_data_ref(dinp, B->dout, B->w, s); break;
