@@ -59,6 +59,39 @@ static inline __m256 norm_v8_silu_grad(__m256 z)
     const __m256 s = norm_v8_sigmoid(z);
     return _mm256_mul_ps(s, _mm256_fmadd_ps(z, _mm256_sub_ps(_mm256_set1_ps(1.0f), s), _mm256_set1_ps(1.0f)));
 }
+/* One row's 8 channels of the backward sums: dz = dy·silu'(z) (stored over dy when store), then
+ * acc = [Σdz lo, Σdz hi, Σdz·d lo, Σdz·d hi] += in double; the scalar loop's operations and order. */
+static inline __attribute__((always_inline)) void norm_v8_bwd_sums(__m256d acc[4], const float *x, float *dy,
+                                                                   const float *mean, const float *a,
+                                                                   const float *b, int store)
+{
+    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(mean));
+    const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a), _mm256_loadu_ps(b));
+    const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dy), norm_v8_silu_grad(z));
+    if (store) _mm256_storeu_ps(dy, dz);
+    const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz)), dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
+    acc[0] = _mm256_add_pd(acc[0], dz0);
+    acc[1] = _mm256_add_pd(acc[1], dz1);
+    acc[2] = _mm256_fmadd_pd(dz0, _mm256_cvtps_pd(_mm256_castps256_ps128(d)), acc[2]);
+    acc[3] = _mm256_fmadd_pd(dz1, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)), acc[3]);
+}
+
+/* NR (1 or 2, a constant after inlining) rows of channels [0,cv): one load and store of the accumulators
+ * per 8 channels for all NR rows. */
+static inline __attribute__((always_inline)) void norm_v8_bwd_sums_rows(double *sdz, double *sdzd, const float *x,
+                                                                        float *dy, size_t C, int cv,
+                                                                        const float *mean, const float *a,
+                                                                        const float *b, int store, const int NR)
+{
+    for (int j = 0; j < cv; j += 8) {
+        __m256d acc[4] = {_mm256_loadu_pd(sdz + j), _mm256_loadu_pd(sdz + j + 4), _mm256_loadu_pd(sdzd + j),
+                          _mm256_loadu_pd(sdzd + j + 4)};
+        for (int k = 0; k < NR; k++)
+            norm_v8_bwd_sums(acc, x + (size_t)k * C + j, dy + (size_t)k * C + j, mean + j, a + j, b + j, store);
+        _mm256_storeu_pd(sdz + j, acc[0]), _mm256_storeu_pd(sdz + j + 4, acc[1]);
+        _mm256_storeu_pd(sdzd + j, acc[2]), _mm256_storeu_pd(sdzd + j + 4, acc[3]);
+    }
+}
 #else
 #define NORM_V8 0
 #endif
@@ -140,69 +173,26 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
                      size_t C, int c0, int cn, int silu, int store)
 {
     for (int j = 0; j < cn; j++) sdz[j] = sdzd[j] = 0.0;
-    size_t r = 0;
+    int cv = 0; /* channels [0,cv) go in vectors; the rest (and everything without AVX2 or SiLU) below */
 #if NORM_V8
-    /* Two rows per pass over the accumulators (each still added in row order: the same bits as one
-     * row at a time), so their loads and stores are paid once per two rows. */
-    const int cv = silu ? cn & ~7 : 0;
-    if (cv)
-        for (; r + 2 <= M; r += 2) {
-            const float *restrict x = inp + r * C + (size_t)c0;
-            float *dy = dout + r * C + (size_t)c0;
-            for (int j = 0; j < cv; j += 8) {
-                __m256d s0 = _mm256_loadu_pd(sdz + j), s1 = _mm256_loadu_pd(sdz + j + 4);
-                __m256d q0 = _mm256_loadu_pd(sdzd + j), q1 = _mm256_loadu_pd(sdzd + j + 4);
-                for (size_t k = 0; k < 2; k++) {
-                    const float *restrict xk = x + k * C;
-                    float *dyk = dy + k * C;
-                    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(xk + j), _mm256_loadu_ps(mean + j));
-                    const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
-                    const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dyk + j), norm_v8_silu_grad(z));
-                    if (store) _mm256_storeu_ps(dyk + j, dz);
-                    const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz)),
-                                  dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
-                    s0 = _mm256_add_pd(s0, dz0);
-                    s1 = _mm256_add_pd(s1, dz1);
-                    q0 = _mm256_fmadd_pd(dz0, _mm256_cvtps_pd(_mm256_castps256_ps128(d)), q0);
-                    q1 = _mm256_fmadd_pd(dz1, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)), q1);
-                }
-                _mm256_storeu_pd(sdz + j, s0), _mm256_storeu_pd(sdz + j + 4, s1);
-                _mm256_storeu_pd(sdzd + j, q0), _mm256_storeu_pd(sdzd + j + 4, q1);
-            }
-            for (size_t k = 0; k < 2; k++) { /* channel tail, scalar */
-                const float *restrict xk = x + k * C;
-                float *restrict dyk = dy + k * C;
-                for (int j = cv; j < cn; j++) {
-                    float d = xk[j] - mean[j];
-                    float dz = dyk[j] * act_silu_gradf(d * a[j] + b[j]);
-                    if (store) dyk[j] = dz;
-                    sdz[j] += (double)dz;
-                    sdzd[j] += (double)dz * (double)d;
-                }
-            }
-        }
+    if (silu) {
+        cv = cn & ~7;
+        /* Two rows per load/store of the accumulators (rows stay the outer loop, for locality); each
+         * row still adds in row order, so the sums are those of one row at a time. */
+        size_t r = 0;
+        for (; r + 2 <= M; r += 2)
+            norm_v8_bwd_sums_rows(sdz, sdzd, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
+                                  store, 2);
+        if (r < M)
+            norm_v8_bwd_sums_rows(sdz, sdzd, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
+                                  store, 1);
+    }
 #endif
-    for (; r < M; r++) {
+    if (cv == cn) return;
+    for (size_t r = 0; r < M; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict dy = dout + r * C + (size_t)c0;
-        int j = 0;
-#if NORM_V8
-        for (; j < cv; j += 8) {
-            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j));
-            const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
-            const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dy + j), norm_v8_silu_grad(z));
-            if (store) _mm256_storeu_ps(dy + j, dz);
-            const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz)),
-                          dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
-            _mm256_storeu_pd(sdz + j, _mm256_add_pd(_mm256_loadu_pd(sdz + j), dz0));
-            _mm256_storeu_pd(sdz + j + 4, _mm256_add_pd(_mm256_loadu_pd(sdz + j + 4), dz1));
-            _mm256_storeu_pd(sdzd + j, _mm256_fmadd_pd(dz0, _mm256_cvtps_pd(_mm256_castps256_ps128(d)),
-                                                       _mm256_loadu_pd(sdzd + j)));
-            _mm256_storeu_pd(sdzd + j + 4, _mm256_fmadd_pd(dz1, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)),
-                                                           _mm256_loadu_pd(sdzd + j + 4)));
-        }
-#endif
-        for (; j < cn; j++) {
+        for (int j = cv; j < cn; j++) {
             float d = x[j] - mean[j];
             float dz = dy[j];
             if (silu) dz *= act_silu_gradf(d * a[j] + b[j]);
