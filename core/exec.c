@@ -290,9 +290,9 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
 /* Work below which a layer runs on thread 0 alone: splitting a few microseconds of work costs more in
  * barriers than it saves (the batch-1 MLP). Matrix ops count their FLOPs; the others are memory-bound
  * (a few FLOPs per element, but each element read and written in forward and backward), so they count
- * the larger of their FLOPs (global pooling: its input) and 8 per output element — without that, EfficientNet's late SE and pooling layers at 32×32 (~150k
- * elements) ran on one thread and cost threads 10 % of its step. Serial execution is the nth = 1
- * partition, so results stay bitwise the same. */
+ * the larger of their FLOPs (global pooling: its input) and 8 per output element — without that,
+ * EfficientNet's late SE and pooling layers at 32×32 (~150k elements) ran on one thread and cost
+ * threads 10 % of its step. Serial execution is the nth = 1 partition, so results stay bitwise the same. */
 #define EXEC_SERIAL_WORK 1.0e6
 #define EXEC_ELEMENT_WORK 8.0
 
@@ -463,7 +463,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
         if (din && !acc) conv_backward_data_gemm1x1_overwrite(din, dout, w, &cs, ith, nth);
-        else if (din) conv_backward_data((enum conv_algo)ls->algo, din, dout, w, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
+        else if (din)
+            conv_backward_data((enum conv_algo)ls->algo, din, dout, w, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
         if (ls->algo == CONV_ALGO_GEMM1X1 && conv_params_row_chunks(&cs)) {
             /* Row-chunk parts in the shared scratch (gemm1x1 uses none), summed after the barrier. */
             conv_backward_params_gemm1x1_chunks(mi->scratch, in, dout, &cs, ith, nth);
@@ -665,7 +666,8 @@ static int tune_lookup(const struct conv_shape *s, int nth, int data)
 static void tune_store(const struct conv_shape *s, int nth, int data, int algo)
 {
     pthread_mutex_lock(&tune_lock);
-    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache)) tune_cache[tune_n++] = (struct tune_entry){*s, nth, data, algo};
+    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache))
+        tune_cache[tune_n++] = (struct tune_entry){*s, nth, data, algo};
     pthread_mutex_unlock(&tune_lock);
 }
 
@@ -692,7 +694,8 @@ static void tune_run(void *arg, int ith, int nth)
     if (t->barrier && nth > 1) t->barrier(t->barrier_ctx);
     /* Only the passes a step runs count: the stem's input (the image) has no gradient, and direct's
      * slow backward-data there made tuning pick im2col, 1.6× slower on the two passes it does run. */
-    if (t->mi->m->tensors[t->l->in].needs_grad) conv_backward_data(t->algo, din, dout, w, &t->s, t->plan, scr, ith, nth);
+    if (t->mi->m->tensors[t->l->in].needs_grad)
+        conv_backward_data(t->algo, din, dout, w, &t->s, t->plan, scr, ith, nth);
     conv_backward_params(t->algo, exec_grad(t->mi, t->l->w_off), NULL, in, dout, &t->s, t->plan, scr, ith, nth);
 }
 

@@ -99,10 +99,12 @@ void conv_backward_params(enum conv_algo algo, float *dw, float *db, const float
                           int nth);
 
 /* Per-algorithm kernels (same signatures as the table). */
-/* out (N·H·W, OC) = inp (N·H·W, C) · w (C, OC) + b; partitioned over 256-row blocks. */
+/* out (N·H·W, OC) = inp (N·H·W, C) · w (C, OC) + b; partitioned over 256-row blocks, and 64-column
+ * tiles of them when there are fewer than 8 row blocks (both fixed by the shape). */
 void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                           const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
-/* dinp (N,H,W,C) += dout (N·H·W, OC) · wᵀ; partitioned over 256-row blocks. */
+/* dinp (N,H,W,C) += dout (N·H·W, OC) · wᵀ; partitioned like the forward (256-row blocks, 64-column
+ * tiles of dinp when rows are few). */
 void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                 const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
 /* dinp (N,H,W,C) = dout · wᵀ: the accumulating kernel's tiles with β = 0, so dinp needs no memset first

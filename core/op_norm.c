@@ -69,7 +69,8 @@ static inline __attribute__((always_inline)) void norm_v8_bwd_sums(__m256d acc[4
     const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a), _mm256_loadu_ps(b));
     const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dy), norm_v8_silu_grad(z));
     if (store) _mm256_storeu_ps(dy, dz);
-    const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz)), dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
+    const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz));
+    const __m256d dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
     acc[0] = _mm256_add_pd(acc[0], dz0);
     acc[1] = _mm256_add_pd(acc[1], dz1);
     acc[2] = _mm256_fmadd_pd(dz0, _mm256_cvtps_pd(_mm256_castps256_ps128(d)), acc[2]);

@@ -412,7 +412,8 @@ Test(conv, gemm1x1_row_chunk_params_match_reference_and_are_bitwise)
             for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_chunks(part, B.inp, B.dout, &s, ith, nth);
             for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_finish(w, b, part, B.dout, &s, ith, nth);
             if (nth == 1) {
-                cr_expect_leq(tu_rel_err(w, ref_w, B.nw), 1e-5, "case %d dw rel err %g", ci, tu_rel_err(w, ref_w, B.nw));
+                cr_expect_leq(tu_rel_err(w, ref_w, B.nw), 1e-5, "case %d dw rel err %g", ci,
+                              tu_rel_err(w, ref_w, B.nw));
                 cr_expect_leq(tu_rel_err(b, ref_b, (size_t)s.OC), 1e-5, "case %d db", ci);
                 w1 = w, b1 = b;
                 continue;
@@ -442,7 +443,8 @@ Test(conv, gemm1x1_backward_data_overwrite)
         for (int k = 0; k < 4; k++) {
             float *d = zero_buf(B.ni);
             memset(d, 0xFF, B.ni * sizeof(float));
-            for (int ith = 0; ith < nths[k]; ith++) conv_backward_data_gemm1x1_overwrite(d, B.dout, B.w, &s, ith, nths[k]);
+            for (int ith = 0; ith < nths[k]; ith++)
+                conv_backward_data_gemm1x1_overwrite(d, B.dout, B.w, &s, ith, nths[k]);
             cr_expect(!memcmp(d, ref, B.ni * sizeof(float)), "case %d nth %d", ci, nths[k]);
             free(d);
         }
