@@ -308,7 +308,7 @@ int conv_params_row_chunks(const struct conv_shape *s)
 {
     const size_t M = (size_t)s->N * s->H * s->W;
     const int longer = s->C > s->OC ? s->C : s->OC;
-    if (s->KH != 1 || s->KW != 1 || s->stride != 1 || s->groups != 1) return 0;
+    if (!conv_algo_supported(CONV_ALGO_GEMM1X1, s)) return 0;
     if ((longer + GEMM_COLS - 1) / GEMM_COLS >= GEMM_FEW_ROW_UNITS || M < 2 * (size_t)PARAMS_CHUNK_MIN_ROWS) return 0;
     const size_t k = M / PARAMS_CHUNK_MIN_ROWS;
     return (int)(k < PARAMS_MAX_CHUNKS ? k : PARAMS_MAX_CHUNKS);
