@@ -55,7 +55,8 @@ static const struct bench_option options[] = {
     {"threads", 1, "N", "threads backend: worker threads (default: all cores)", 0},
     {"eval-batch", 1, "N", "samples per evaluation forward (default max(batch, 256))", 0},
     {"no-eval", 0, NULL, "train: skip the test-set evaluation", 0},
-    {"conv-algo", 1, "ALGO", "auto | im2col | direct | fft: convolution algorithm", 0},
+    {"conv-algo", 1, "ALGO",
+     "auto (timed once per shape) | im2col | direct | fft | gemm1x1 (layers it cannot run: auto)", 0},
     {"devices", 1, "N", "mirrored / ipu: devices (default: all cores)", 0},
     {"transport", 1, "shm|mpi", "mirrored: gradient exchange between replicas", 0},
     {"sync-bn", 0, NULL, "mirrored: BatchNorm statistics over the global batch", 0},
@@ -236,7 +237,7 @@ static int get_int_list(const char *opt, const char *s, long lo, long hi, int *o
 }
 
 static const char *const plan_names[] = {"train", "throughput", "tta", "scaling", "inference", NULL};
-static const char *const conv_algos[] = {"auto", "im2col", "direct", "fft", NULL};
+static const char *const conv_algos[] = {"auto", "im2col", "direct", "fft", "gemm1x1", NULL};
 static const char *const transports[] = {"shm", "mpi", NULL};
 static const char *const schedules[] = {"gpipe", "1f1b", NULL};
 static const char *const precisions[] = {"fp32", "fp16", "bf16", "fp16m", "bf16m", NULL};
