@@ -59,15 +59,24 @@ static inline __m256 norm_v8_silu_grad(__m256 z)
     const __m256 s = norm_v8_sigmoid(z);
     return _mm256_mul_ps(s, _mm256_fmadd_ps(z, _mm256_sub_ps(_mm256_set1_ps(1.0f), s), _mm256_set1_ps(1.0f)));
 }
-/* One row's 8 channels of the backward sums: dz = dy·silu'(z) (stored over dy when store), then
+/* 8 channels of one row: *d = x - μ and the return dz = dy·silu'(d·a + b), the one expression both
+ * backward kernels (sums, and GroupNorm's data pass that recomputes dz) use. */
+static inline __attribute__((always_inline)) __m256 norm_v8_dz(__m256 *d, const float *x, const float *dy,
+                                                               const float *mean, const float *a, const float *b)
+{
+    *d = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(mean));
+    const __m256 z = _mm256_fmadd_ps(*d, _mm256_loadu_ps(a), _mm256_loadu_ps(b));
+    return _mm256_mul_ps(_mm256_loadu_ps(dy), norm_v8_silu_grad(z));
+}
+
+/* One row's 8 channels of the backward sums: dz (stored over dy when store), then
  * acc = [Σdz lo, Σdz hi, Σdz·d lo, Σdz·d hi] += in double; the scalar loop's operations and order. */
 static inline __attribute__((always_inline)) void norm_v8_bwd_sums(__m256d acc[4], const float *x, float *dy,
                                                                    const float *mean, const float *a,
                                                                    const float *b, int store)
 {
-    const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(mean));
-    const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a), _mm256_loadu_ps(b));
-    const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dy), norm_v8_silu_grad(z));
+    __m256 d;
+    const __m256 dz = norm_v8_dz(&d, x, dy, mean, a, b);
     if (store) _mm256_storeu_ps(dy, dz);
     const __m256d dz0 = _mm256_cvtps_pd(_mm256_castps256_ps128(dz));
     const __m256d dz1 = _mm256_cvtps_pd(_mm256_extractf128_ps(dz, 1));
@@ -232,9 +241,8 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
 #if NORM_V8
         if (silu)
             for (; j + 8 <= cn; j += 8) {
-                const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j));
-                const __m256 z = _mm256_fmadd_ps(d, _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
-                const __m256 dz = _mm256_mul_ps(_mm256_loadu_ps(dy + j), norm_v8_silu_grad(z));
+                __m256 d;
+                const __m256 dz = norm_v8_dz(&d, x + j, dy + j, mean + j, a + j, b + j);
                 __m256 g = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + j), d, _mm256_loadu_ps(k0 + j));
                 g = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), dz, g);
                 _mm256_storeu_ps(dx + j, acc ? _mm256_add_ps(_mm256_loadu_ps(dx + j), g) : g);
@@ -289,6 +297,16 @@ size_t bn_chunk_doubles(size_t M, int C) { return (size_t)bn_row_chunks(M) * 2 *
 /* Rows [r0,r1) of chunk k of K over M rows, cut at 16-row units like the row slices. */
 static void bn_chunk_rows(size_t M, int K, int k, size_t *r0, size_t *r1) { norm_row_slice(M, k, K, r0, r1); }
 
+/* s, q (cn) += cs, cq (cn): one chunk's sums added on, the step of the fixed chunk order every BatchNorm
+ * reduction takes (walked by the kernel, or from the part buffer after the barrier). */
+static inline void bn_add_chunk(double *s, double *q, const double *cs, const double *cq, int cn)
+{
+    for (int j = 0; j < cn; j++) {
+        s[j] += cs[j];
+        q[j] += cq[j];
+    }
+}
+
 /* s, q (cn) = Σx, Σx² of inp (M,C), channels [c0,c0+cn), in the chunked order. */
 static void norm_stats_chunked(double *s, double *q, const float *inp, size_t M, int C, int c0, int cn)
 {
@@ -299,10 +317,7 @@ static void norm_stats_chunked(double *s, double *q, const float *inp, size_t M,
         size_t r0, r1;
         bn_chunk_rows(M, K, k, &r0, &r1);
         norm_stats_rows(cs, cq, inp + r0 * (size_t)C, r1 - r0, (size_t)C, c0, cn);
-        for (int j = 0; j < cn; j++) {
-            s[j] += cs[j];
-            q[j] += cq[j];
-        }
+        bn_add_chunk(s, q, cs, cq, cn);
     }
 }
 
@@ -313,10 +328,7 @@ static __attribute__((noinline)) void bn_combine_block(double *s, double *q, con
     for (int j = 0; j < cn; j++) s[j] = q[j] = 0.0;
     for (int k = 0; k < K; k++) {
         const double *p = part + (size_t)k * 2 * (size_t)C + c0;
-        for (int j = 0; j < cn; j++) {
-            s[j] += p[j];
-            q[j] += p[C + j];
-        }
+        bn_add_chunk(s, q, p, p + C, cn);
     }
 }
 
@@ -524,10 +536,7 @@ static void bn_bwd_sums_chunked(double *sdz, double *sdzx, float *dout, const fl
         bn_chunk_rows(M, K, k, &r0, &r1);
         const size_t off = r0 * (size_t)C;
         norm_bwd_sums_rows(cs, cd, dout + off, inp + off, save + c0, a, beta + c0, r1 - r0, (size_t)C, c0, cn, act, 1);
-        for (int j = 0; j < cn; j++) {
-            sdz[j] += cs[j];
-            sdzx[j] += cd[j];
-        }
+        bn_add_chunk(sdz, sdzx, cs, cd, cn);
     }
     for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
 }
