@@ -292,15 +292,19 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
  * (a few FLOPs per element, but each element read and written in forward and backward), so they count
  * the larger of their FLOPs (global pooling: its input) and 8 per output element — without that,
  * EfficientNet's late SE and pooling layers at 32×32 (~150k elements) ran on one thread and cost
- * threads 10 % of its step. Serial execution is the nth = 1 partition, so results stay bitwise the same. */
-#define EXEC_SERIAL_WORK 1.0e6
+ * threads 10 % of its step. BatchNorm and GroupNorm count 4× that: two passes forward and two
+ * backward, with SiLU's sigmoid in each (a 2×2×240 BatchNorm at batch 128 takes 0.37 ms a step on one
+ * thread). Serial execution is the nth = 1 partition, so results stay bitwise the same. */
+#define EXEC_SERIAL_WORK 2.5e5
 #define EXEC_ELEMENT_WORK 8.0
+#define EXEC_NORM_ELEMENT_WORK 32.0
 
 static int layer_serial(const struct model *m, const struct layer *l, int n, int nth)
 {
     if (nth == 1) return 0;
     const int matrix = l->op == OP_DENSE || l->op == OP_CONV || l->op == OP_DWCONV;
-    const double elems = EXEC_ELEMENT_WORK * (double)m->tensors[l->out].per_sample;
+    const int norm = l->op == OP_BN || l->op == OP_GN;
+    const double elems = (norm ? EXEC_NORM_ELEMENT_WORK : EXEC_ELEMENT_WORK) * (double)m->tensors[l->out].per_sample;
     const double work = matrix || l->flops > elems ? l->flops : elems; /* pooling: FLOPs count its input */
     return work * n < EXEC_SERIAL_WORK;
 }
