@@ -116,9 +116,9 @@ void dense_backward_params(float *dw, float *db, const float *inp, const float *
                            const struct dense_shape *s, int ith, int nth)
 {
     const int N = s->N, IN = s->IN, OUT = s->OUT;
-    size_t lo, hi;
-    tb_slice((size_t)IN, ith, nth, &lo, &hi);
     if (N == 1) {
+        size_t lo, hi;
+        tb_slice((size_t)IN, ith, nth, &lo, &hi);
         /* dW[i,:] += x[i]·dy: zero inputs give zero rows, skip them. */
         for (size_t i = lo; i < hi; i++) {
             const float xi = inp[i];
@@ -127,11 +127,19 @@ void dense_backward_params(float *dw, float *db, const float *inp, const float *
             for (int o = 0; o < OUT; o++) g[o] += xi * dout[o];
         }
     } else {
-        /* dW rows [t0,t1) = inp[:, t0:t1]ᵀ · dout, K = N reduced inside one call per tile. */
-        FOR_TILES(IN, ROW_TILE, ith, nth, t0, t1, {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(t1 - t0), OUT, N, 1.0f, inp + t0, IN, dout,
-                        OUT, 1.0f, dw + t0 * OUT, OUT);
-        });
+        /* dW rows [t0,t1) = inp[:, t0:t1]ᵀ · dout, K = N reduced inside one call per tile; with few rows
+         * (an SE expansion, 48 → 1152: one row tile, so one thread) the tiles are columns of dW. */
+        if (split_rows(IN)) {
+            FOR_TILES(IN, ROW_TILE, ith, nth, t0, t1, {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(t1 - t0), OUT, N, 1.0f, inp + t0, IN,
+                            dout, OUT, 1.0f, dw + t0 * OUT, OUT);
+            });
+        } else {
+            FOR_TILES(OUT, COL_TILE, ith, nth, t0, t1, {
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IN, (int)(t1 - t0), N, 1.0f, inp, IN, dout + t0,
+                            OUT, 1.0f, dw + t0, OUT);
+            });
+        }
     }
     if (db) {
         size_t olo, ohi;

@@ -317,7 +317,7 @@ Test(dense, partition_backward_params_n1_bitwise)
     check_partition(K_BACKWARD_PARAMS, 1, 784, 128);
 }
 
-/* Batch 64: the sgemm paths, split along rows of the output for every nth here. */
+/* Batch 64: the sgemm paths, split along rows of the output (dw: columns when it has few rows). */
 Test(dense, partition_forward_n64_bitwise)
 {
     check_partition(K_FORWARD, 64, 37, 29);
@@ -334,6 +334,7 @@ Test(dense, partition_backward_params_n64_bitwise)
 {
     check_partition(K_BACKWARD_PARAMS, 64, 37, 29);
     check_partition(K_BACKWARD_PARAMS, 64, 129, 257);
+    check_partition(K_BACKWARD_PARAMS, 64, 48, 301); /* few dw rows: 32-column tiles, the last short */
 }
 
 /* Fewer output columns (or dw rows) than threads: some slices are empty. */
