@@ -15,7 +15,7 @@ struct ring_ops {
 };
 
 /* The ring schedule both element types share: R−1 reduce-scatter steps, then R−1 all-gather steps. */
-static void ring(size_t n, int R, int replica, const struct ring_ops *o, void (*barrier)(void *), void *ctx)
+static void ring_scatter(size_t n, int R, int replica, const struct ring_ops *o, void (*barrier)(void *), void *ctx)
 {
     barrier(ctx); /* every replica's gradients are complete before anyone reads a neighbour's */
     for (int s = 0; s < R - 1; s++) {
@@ -24,12 +24,22 @@ static void ring(size_t n, int R, int replica, const struct ring_ops *o, void (*
         o->add(o, lo, hi);
         barrier(ctx);
     }
+}
+
+static void ring_gather(size_t n, int R, int replica, const struct ring_ops *o, void (*barrier)(void *), void *ctx)
+{
     for (int s = 0; s < R - 1; s++) {
         size_t lo, hi;
         tb_slice(n, ((replica - s) % R + R) % R, R, &lo, &hi);
         o->copy(o, lo, hi);
         barrier(ctx);
     }
+}
+
+static void ring(size_t n, int R, int replica, const struct ring_ops *o, void (*barrier)(void *), void *ctx)
+{
+    ring_scatter(n, R, replica, o, barrier, ctx);
+    ring_gather(n, R, replica, o, barrier, ctx);
 }
 
 static void add_f32(const struct ring_ops *o, size_t lo, size_t hi)
@@ -77,4 +87,21 @@ void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, en
     if (R == 1) return;
     const struct ring_ops o = {add_half, copy_half, bufs[replica], bufs[(replica - 1 + R) % R], prec};
     ring(n, R, replica, &o, barrier, ctx);
+}
+
+int allreduce_ring_owned(int R, int replica) { return (replica + 1) % R; }
+
+void reduce_scatter_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
+{
+    if (R == 1) return;
+    const struct ring_ops o = {add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+    ring_scatter(n, R, replica, &o, barrier, ctx);
+}
+
+void allgather_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
+{
+    if (R == 1) return;
+    const struct ring_ops o = {add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+    barrier(ctx); /* every owner has finished writing its chunk */
+    ring_gather(n, R, replica, &o, barrier, ctx);
 }

@@ -2,6 +2,12 @@
  * worker pinned to its own core; the global batch splits evenly; gradients are summed by a ring
  * all-reduce over shared memory (or MPI_Allreduce across processes with --transport mpi); every
  * replica then applies the same update, so parameters stay identical without being broadcast.
+ * Over shared memory a training step shards the update instead (ZeRO stage 1): the ring's
+ * reduce-scatter leaves each replica one complete chunk of the gradients, the replica updates that
+ * chunk of the parameters and of the optimizer state, and the ring's all-gather then copies the
+ * parameters (not the gradients) around. The same traffic as the all-reduce, but each replica updates
+ * 1/R of the model; an element-wise update gives the same bits as the full one. get_tensors assembles
+ * gradients and optimizer state from the chunks' owners.
  *
  * BatchNorm statistics are per replica, as MirroredStrategy computes them (--sync-bn makes them global:
  * partial sums all-reduced inside the forward and backward passes); the running statistics reported
@@ -12,6 +18,7 @@
 
 #include "allreduce.h"
 #include "clock.h"
+#include "layout.h"
 #include "local_engine.h"
 #include "mpi_transport.h"
 #include "status.h"
@@ -28,6 +35,7 @@ struct mir_ctx {
     int shard;                /* samples per replica */
     struct local_engine *dev; /* (R) */
     float **grads;            /* (R) each replica's gradient arena */
+    float **params;           /* (R) each replica's parameter arena */
     struct tpool *pool;       /* R pinned workers (NULL when R == 1) */
     /* the step in flight */
     const struct batch *batch;
@@ -83,6 +91,14 @@ static void run_all(struct mir_ctx *c, void (*fn)(void *, int, int))
     else fn(c, 0, 1);
 }
 
+/* Whether this step's update is sharded over the replicas (see the top of the file): shared memory
+ * only (an MPI rank's checkpoint would need the other ranks' chunks), and not LARS, whose trust
+ * ratios need whole tensors of the summed gradients. */
+static int sharded_update(const struct mir_ctx *c, const struct local_engine *e)
+{
+    return c->do_update && !c->mpi && c->R > 1 && e->cfg.optim.kind != OPTIM_LARS;
+}
+
 /* One replica's share of a step: forward/backward on its shard, all-reduce, optional update. */
 static void step_task(void *arg, int r, int nth)
 {
@@ -105,6 +121,8 @@ static void step_task(void *arg, int r, int nth)
         if (st != TB_OK) c->status[r] = st;
         st = mpi_transport_allreduce_f64(&c->loss[r], 1);
         if (st != TB_OK) c->status[r] = st;
+    } else if (sharded_update(c, e)) {
+        reduce_scatter_ring(c->grads, e->m->n_params, c->R, r, mir_barrier, c);
     } else {
         allreduce_ring(c->grads, e->m->n_params, c->R, r, mir_barrier, c);
     }
@@ -116,7 +134,16 @@ static void step_task(void *arg, int r, int nth)
         if (t1b > t1) exec_trace_add(&e->trace, -1, 'W', t1, t1b);
         exec_trace_add(&e->trace, -1, 'A', t1b, t2);
     }
-    if (c->do_update) local_engine_update(e, c->step);
+    if (sharded_update(c, e)) {
+        local_engine_update_part(e, c->step, allreduce_ring_owned(c->R, r), c->R);
+        const double t3 = tb_now_s();
+        allgather_ring(c->params, e->m->n_params, c->R, r, mir_barrier, c);
+        const double t4 = tb_now_s();
+        c->t_allreduce[r] += t4 - t3;
+        if (e->trace.ev) exec_trace_add(&e->trace, -1, 'A', t3, t4);
+    } else if (c->do_update) {
+        local_engine_update(e, c->step);
+    }
 }
 
 /* --trace: every replica's event list starts at the same instant, so the lanes line up. */
@@ -153,12 +180,13 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     }
     c->dev = calloc((size_t)c->R, sizeof *c->dev);
     c->grads = calloc((size_t)c->R, sizeof *c->grads);
+    c->params = calloc((size_t)c->R, sizeof *c->params);
     c->loss = calloc((size_t)c->R, sizeof *c->loss);
     c->t_compute = calloc((size_t)c->R, sizeof(double));
     c->t_allreduce = calloc((size_t)c->R, sizeof(double));
     c->t_idle = calloc((size_t)c->R, sizeof(double));
     c->status = calloc((size_t)c->R, sizeof(int));
-    if (!c->dev || !c->grads || !c->loss || !c->t_compute || !c->t_allreduce || !c->t_idle || !c->status)
+    if (!c->dev || !c->grads || !c->params || !c->loss || !c->t_compute || !c->t_allreduce || !c->t_idle || !c->status)
         return tb_error_set(TB_ENOMEM, "mirrored: out of memory");
     struct run_config child = *cfg;
     child.no_fuse = 1; /* the all-reduce sits between backward and update */
@@ -168,6 +196,7 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
         int st = local_engine_init(&c->dev[r], m, &child, c->shard, 1);
         if (st != TB_OK) return st;
         c->grads[r] = c->dev[r].grads;
+        c->params[r] = c->dev[r].params;
     }
     if (cfg->sync_bn) {
         for (int i = 0; i < m->n_layers; i++)
@@ -293,6 +322,19 @@ static int mir_get(struct backend *b, enum tensor_family f, float *dst)
     size_t n;
     const float *src = local_engine_family(&c->dev[0], f, &n);
     memcpy(dst, src, n * sizeof(float));
+    if (c->R > 1 && (f == TF_GRADS || f == TF_OPT)) {
+        /* After a sharded update only a chunk's owner has its summed gradients and its optimizer
+         * state (after an all-reduce every replica has all of it, so this copies equal values). */
+        const size_t np = c->dev[0].m->n_params;
+        for (size_t base = 0; base < n; base += np)
+            for (int r = 0; r < c->R; r++) {
+                size_t lo, hi;
+                tb_slice(np, allreduce_ring_owned(c->R, r), c->R, &lo, &hi);
+                size_t n_r;
+                const float *own = local_engine_family(&c->dev[r], f, &n_r);
+                memcpy(dst + base + lo, own + base + lo, (hi - lo) * sizeof(float));
+            }
+    }
     return TB_OK;
 }
 
@@ -326,6 +368,7 @@ static void mir_destroy(struct backend *b)
         for (int r = 0; r < c->R; r++) local_engine_free(&c->dev[r]);
     free(c->dev);
     free(c->grads);
+    free(c->params);
     free(c->loss);
     free(c->t_compute);
     free(c->t_allreduce);

@@ -235,6 +235,15 @@ void local_engine_update(struct local_engine *e, long step)
     if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t0, tb_now_s());
 }
 
+void local_engine_update_part(struct local_engine *e, long step, int part, int parts)
+{
+    TB_ASSERT(e->cfg.optim.kind != OPTIM_LARS);
+    const double t0 = e->trace.ev ? tb_now_s() : 0.0;
+    optim_update(&e->cfg.optim, e->params, e->grads, e->opt, e->m->n_params, e->segs, e->n_segs, e->trust, step,
+                 part, parts);
+    if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t0, tb_now_s());
+}
+
 int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev)
 {
     const size_t per = e->m->tensors[e->m->input].per_sample;

@@ -46,6 +46,9 @@ int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, cons
                                   double *loss_sum);
 /* One optimizer update from the current gradients (with --trace, recorded as the step's 'U' event). */
 void local_engine_update(struct local_engine *e, long step);
+/* The update of part `part` of `parts` equal slices of the parameters (tb_slice), on the calling
+ * thread: a sharded update's share (not LARS, whose trust ratios need whole tensors). */
+void local_engine_update_part(struct local_engine *e, long step, int part, int parts);
 /* Evaluates n samples in chunks of cfg.eval_batch; adds to ev. */
 int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev);
 /* --trace: starts a step's event list at CLOCK_MONOTONIC time t0 (no-op when tracing is off). */

@@ -323,6 +323,48 @@ Test(backends, threads_bitwise_cpu, .timeout = 60)
     }
 }
 
+/* mirrored over shared memory shards the update of a training step (reduce-scatter, each replica
+ * updates its chunk, all-gather of the parameters). It must leave the bits of the unsharded path
+ * (all-reduce, every replica updates everything): parameters, optimizer state and summed gradients,
+ * as get_tensors assembles them, after every step. 2 devices, and 3 (chunks of unequal length);
+ * SGD with momentum too, whose state is one array rather than Adam's two. */
+Test(backends, mirrored_sharded_update_bitwise, .timeout = 60)
+{
+    for (int variant = 0; variant < 3; variant++) {
+        struct run_spec sp = spec_default("mirrored", 12);
+        sp.n_devices = variant == 1 ? 3 : 2;
+        if (variant == 2) optim_config_defaults(&sp.optim, OPTIM_SGD);
+        struct setup A, B;
+        setup_init(&A, &sp);
+        setup_init(&B, &sp);
+        const size_t np = A.n_params, no = A.n_opt;
+        float *pa = tu_fvec(np), *pb = tu_fvec(np), *oa = tu_fvec(no), *ob = tu_fvec(no);
+        float *ga = tu_fvec(np), *gb = tu_fvec(np);
+        for (int s = 1; s <= 4; s++) {
+            struct batch bt = setup_batch(&A, s);
+            struct step_stats sa, sb;
+            cr_assert_eq(backend_train_step(&A.b, &bt, s, &sa), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(backend_forward_backward(&B.b, &bt, s, &sb), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(B.b.i->update(&B.b, s, &sb), TB_OK, "%s", tb_error_get());
+            cr_assert(memcmp(&sa.loss_sum, &sb.loss_sum, sizeof(double)) == 0, "step %d loss %.17g != %.17g", s,
+                      sa.loss_sum, sb.loss_sum);
+            const enum tensor_family fam[3] = {TF_PARAMS, TF_OPT, TF_GRADS};
+            float *const da[3] = {pa, oa, ga}, *const db[3] = {pb, ob, gb};
+            const size_t len[3] = {np, no, np};
+            for (int f = 0; f < 3; f++) {
+                cr_assert_eq(backend_get_tensors(&A.b, fam[f], da[f]), TB_OK);
+                cr_assert_eq(backend_get_tensors(&B.b, fam[f], db[f]), TB_OK);
+                char what[96];
+                snprintf(what, sizeof what, "%d devices, %s, step %d, family %d", sp.n_devices,
+                         optim_name(sp.optim.kind), s, f);
+                tu_assert_bitwise(da[f], db[f], len[f], what);
+            }
+        }
+        free(pa), free(pb), free(oa), free(ob), free(ga), free(gb);
+        setup_free(&A), setup_free(&B);
+    }
+}
+
 /* Degenerate arrangements are the cpu schedule: one mirrored device (the all-reduce is the
  * identity), one ipu stage with one replica and one micro-batch. Bitwise equal to cpu. */
 Test(backends, degenerate_configs_bitwise_cpu, .timeout = 60)
