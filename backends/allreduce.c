@@ -74,10 +74,16 @@ static void copy_half(const struct ring_ops *o, size_t lo, size_t hi)
     memcpy((uint16_t *)o->mine + lo, (const uint16_t *)o->theirs + lo, (hi - lo) * sizeof(uint16_t));
 }
 
+/* Replica's view of a ring over fp32 buffers. */
+static struct ring_ops f32_ops(float *const *bufs, int R, int replica)
+{
+    return (struct ring_ops){add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+}
+
 void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
 {
     if (R == 1) return;
-    const struct ring_ops o = {add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+    const struct ring_ops o = f32_ops(bufs, R, replica);
     ring(n, R, replica, &o, barrier, ctx);
 }
 
@@ -94,14 +100,14 @@ int allreduce_ring_owned(int R, int replica) { return (replica + 1) % R; }
 void reduce_scatter_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
 {
     if (R == 1) return;
-    const struct ring_ops o = {add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+    const struct ring_ops o = f32_ops(bufs, R, replica);
     ring_scatter(n, R, replica, &o, barrier, ctx);
 }
 
 void allgather_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
 {
     if (R == 1) return;
-    const struct ring_ops o = {add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+    const struct ring_ops o = f32_ops(bufs, R, replica);
     barrier(ctx); /* every owner has finished writing its chunk */
     ring_gather(n, R, replica, &o, barrier, ctx);
 }

@@ -23,7 +23,6 @@ void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*bar
 void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum ipu_prec prec,
                          void (*barrier)(void *), void *ctx);
 
-
 /* The two halves of allreduce_ring, for a sharded update (ZeRO stage 1): the reduce-scatter leaves
  * replica r with the complete sum of chunk allreduce_ring_owned(R, r) — chunk k is tb_slice(n, k, R) —
  * and the all-gather (after its own barrier) copies every replica's owned chunk to all the others.

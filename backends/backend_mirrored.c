@@ -186,7 +186,8 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     c->t_allreduce = calloc((size_t)c->R, sizeof(double));
     c->t_idle = calloc((size_t)c->R, sizeof(double));
     c->status = calloc((size_t)c->R, sizeof(int));
-    if (!c->dev || !c->grads || !c->params || !c->loss || !c->t_compute || !c->t_allreduce || !c->t_idle || !c->status)
+    if (!c->dev || !c->grads || !c->params || !c->loss || !c->t_compute || !c->t_allreduce || !c->t_idle ||
+        !c->status)
         return tb_error_set(TB_ENOMEM, "mirrored: out of memory");
     struct run_config child = *cfg;
     child.no_fuse = 1; /* the all-reduce sits between backward and update */
