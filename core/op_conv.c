@@ -197,7 +197,7 @@ enum { GEMM_ROWS = 256, GEMM_COLS = 64, GEMM_FEW_ROW_UNITS = 8 };
 
 /* Output tiles of a GEMM1X1 pass: row blocks of GEMM_ROWS and, when there are fewer than
  * GEMM_FEW_ROW_UNITS of them (EfficientNet's late layers: M = N at 1×1), column blocks too, so those
- * layers split over threads as well. The column blocks are an even number (at least 64 wide, edges on
+ * layers split over threads as well. The column blocks are an even number (even_col_blocks, edges on
  * multiples of 8): 192 columns in three 64-wide blocks ran 2:1 on two threads (1.08× one thread on
  * 128×1152·1152×192, against 1.56× in two halves). Decided by the shape alone, like every unit here. */
 struct gemm_tiles {
@@ -205,10 +205,25 @@ struct gemm_tiles {
     int cols, cu; /* output columns, column blocks */
 };
 
+/* An even number of column blocks of cols, each at least GEMM_COLS / 2 wide: cols / GEMM_COLS rounded
+ * down to even, or 2 when that is 0 (64–127 columns); 1 under GEMM_COLS. */
+static int even_col_blocks(int cols)
+{
+    const int k = cols / GEMM_COLS / 2 * 2;
+    return k ? k : cols >= GEMM_COLS ? 2 : 1;
+}
+
+/* Block k of cu equal column blocks of cols, edges on multiples of 8: [*c0, *c0 + *n). */
+static void col_block(int cols, int cu, int k, int *c0, int *n)
+{
+    *c0 = (int)((long)cols * k / cu) / 8 * 8;
+    *n = (k + 1 == cu ? cols : (int)((long)cols * (k + 1) / cu) / 8 * 8) - *c0;
+}
+
 static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
 {
     struct gemm_tiles t = {.M = M, .ru = (M + GEMM_ROWS - 1) / GEMM_ROWS, .cols = cols, .cu = 1};
-    if (t.ru < GEMM_FEW_ROW_UNITS && cols >= 2 * GEMM_COLS) t.cu = cols / GEMM_COLS / 2 * 2;
+    if (t.ru < GEMM_FEW_ROW_UNITS) t.cu = even_col_blocks(cols);
     return t;
 }
 
@@ -217,9 +232,7 @@ static void gemm_tile(const struct gemm_tiles *t, size_t u, size_t *m0, int *m, 
 {
     *m0 = (u / (size_t)t->cu) * GEMM_ROWS;
     *m = (int)(t->M - *m0 < GEMM_ROWS ? t->M - *m0 : GEMM_ROWS);
-    const int c = (int)(u % (size_t)t->cu);
-    *c0 = (int)((long)t->cols * c / t->cu) / 8 * 8;
-    *n = (c + 1 == t->cu ? t->cols : (int)((long)t->cols * (c + 1) / t->cu) / 8 * 8) - *c0;
+    col_block(t->cols, t->cu, (int)(u % (size_t)t->cu), c0, n);
 }
 
 void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
@@ -280,21 +293,19 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
     const int C = s->C, OC = s->OC;
     const size_t M = (size_t)s->N * s->H * s->W;
     size_t lo, hi;
-    /* dw (C,OC) += inpᵀ · dout, K = M reduced inside each call; units along the longer side of dw. */
-    if (OC >= C) {
-        slice_units((size_t)OC, GEMM_COLS, ith, nth, &lo, &hi);
-        for (size_t o = lo; o < hi; o += GEMM_COLS) {
-            const int n = (int)(hi - o < GEMM_COLS ? hi - o : GEMM_COLS);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, n, (int)M, 1.0f, inp, C, dout + o, OC, 1.0f,
-                        dw + o, OC);
-        }
-    } else {
-        slice_units((size_t)C, GEMM_COLS, ith, nth, &lo, &hi);
-        for (size_t c = lo; c < hi; c += GEMM_COLS) {
-            const int n = (int)(hi - c < GEMM_COLS ? hi - c : GEMM_COLS);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, OC, (int)M, 1.0f, inp + c, C, dout, OC, 1.0f,
-                        dw + c * OC, OC);
-        }
+    /* dw (C,OC) += inpᵀ · dout, K = M reduced inside each call; units along the longer side of dw, an
+     * even number of them (672 in 64-wide units was 11, which two threads ran 6:5). */
+    const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer);
+    tb_slice((size_t)cu, ith, nth, &lo, &hi);
+    for (size_t u = lo; u < hi; u++) {
+        int b0, n;
+        col_block(longer, cu, (int)u, &b0, &n);
+        if (OC >= C)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, n, (int)M, 1.0f, inp, C, dout + b0, OC, 1.0f,
+                        dw + b0, OC);
+        else
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, OC, (int)M, 1.0f, inp + b0, C, dout, OC, 1.0f,
+                        dw + (size_t)b0 * OC, OC);
     }
     if (db) {
         slice_units((size_t)OC, 16, ith, nth, &lo, &hi);

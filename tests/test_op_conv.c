@@ -34,6 +34,7 @@ static const struct cv_case cases[] = {
     {2, 10, 6, 8, 40, 3, 1, 1, -1},   /* OC spans several 16-blocks, odd tail */
     {2, 16, 17, 24, 150, 1, 1, 1, -1}, /* 1×1 with several row and column units */
     {1, 20, 15, 150, 24, 1, 1, 1, -1}, /* 1×1 with C > OC (row units of dw) */
+    {1, 5, 7, 12, 100, 1, 1, 1, -1},   /* 1×1, one row unit, 64–127 columns: two column blocks */
     {2, 15, 17, 64, 64, 3, 1, 4, -1},  /* several im2col chunks */
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
