@@ -356,7 +356,8 @@ static void mir_describe(struct backend *b, char *buf, size_t n)
     if (c->mpi)
         snprintf(buf, n, "mirrored: %d MPI ranks, %d samples each, MPI_Allreduce", c->world, c->shard);
     else
-        snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s", c->R, c->shard,
+        snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s", c->R,
+                 c->shard, c->R > 1 && c->dev[0].cfg.optim.kind != OPTIM_LARS ? ", update sharded over devices" : "",
                  c->coll ? ", sync BatchNorm" : "");
 }
 
