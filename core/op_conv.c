@@ -170,6 +170,15 @@ static void bias_grad_cols(float *db, const float *dout, size_t M, int OC, int o
     }
 }
 
+/* A GEMM1X1 bias gradient (db may be NULL): thread ith's 16-column blocks of db (OC) += Σ_rows dout. */
+static void gemm1x1_bias_grad(float *db, const float *dout, const struct conv_shape *s, int ith, int nth)
+{
+    if (!db) return;
+    size_t lo, hi;
+    slice_units((size_t)s->OC, 16, ith, nth, &lo, &hi);
+    bias_grad_cols(db, dout, (size_t)s->N * s->H * s->W, s->OC, (int)lo, (int)hi);
+}
+
 /* Output-channel work units: 16-wide blocks inside each group, numbered g·nu + j. */
 struct oc_units {
     int nu;         /* units per group */
@@ -307,10 +316,7 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, OC, (int)M, 1.0f, inp + b0, C, dout, OC, 1.0f,
                         dw + (size_t)b0 * OC, OC);
     }
-    if (db) {
-        slice_units((size_t)OC, 16, ith, nth, &lo, &hi);
-        bias_grad_cols(db, dout, M, OC, (int)lo, (int)hi);
-    }
+    gemm1x1_bias_grad(db, dout, s, ith, nth);
 }
 
 /* Two-phase weight gradient: used when dw's longer side has fewer than GEMM_FEW_ROW_UNITS 64-wide
@@ -352,7 +358,7 @@ void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part
                                          const struct conv_shape *s, int ith, int nth)
 {
     const int K = conv_params_row_chunks(s);
-    const size_t n = (size_t)s->C * s->OC, stride = n;
+    const size_t n = (size_t)s->C * s->OC; /* one part's floats, and the stride between parts */
     size_t lo, hi;
     slice_units(n, 16, ith, nth, &lo, &hi);
     for (size_t e0 = lo; e0 < hi; e0 += 256) { /* 256-float blocks: the k loop outside, vectorised inside */
@@ -360,15 +366,12 @@ void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part
         float acc[256];
         memcpy(acc, part + e0, ne * sizeof(float));
         for (int k = 1; k < K; k++) {
-            const float *restrict p = part + (size_t)k * stride + e0;
+            const float *restrict p = part + (size_t)k * n + e0;
             for (size_t j = 0; j < ne; j++) acc[j] += p[j];
         }
         for (size_t j = 0; j < ne; j++) dw[e0 + j] += acc[j];
     }
-    if (db) {
-        slice_units((size_t)s->OC, 16, ith, nth, &lo, &hi);
-        bias_grad_cols(db, dout, (size_t)s->N * s->H * s->W, s->OC, (int)lo, (int)hi);
-    }
+    gemm1x1_bias_grad(db, dout, s, ith, nth);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -99,19 +99,21 @@ void conv_backward_params(enum conv_algo algo, float *dw, float *db, const float
                           int nth);
 
 /* Per-algorithm kernels (same signatures as the table). */
-/* out (N·H·W, OC) = inp (N·H·W, C) · w (C, OC) + b; partitioned over 256-row blocks, and 64-column
- * tiles of them when there are fewer than 8 row blocks (both fixed by the shape). */
+/* out (N·H·W, OC) = inp (N·H·W, C) · w (C, OC) + b; partitioned over 256-row blocks, each cut into an
+ * even number of column blocks (about 64 wide) when there are fewer than 8 row blocks (all fixed by the
+ * shape). */
 void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                           const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
-/* dinp (N,H,W,C) += dout (N·H·W, OC) · wᵀ; partitioned like the forward (256-row blocks, 64-column
- * tiles of dinp when rows are few). */
+/* dinp (N,H,W,C) += dout (N·H·W, OC) · wᵀ; partitioned like the forward (256-row blocks, column blocks
+ * of dinp when rows are few). */
 void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                 const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
 /* dinp (N,H,W,C) = dout · wᵀ: the accumulating kernel's tiles with β = 0, so dinp needs no memset first
  * and is not read. */
 void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                           int ith, int nth);
-/* dw (C,OC) += inpᵀ · dout; db += column sums; partitioned over 64-wide blocks of dw's longer side. */
+/* dw (C,OC) += inpᵀ · dout; db += column sums; partitioned over an even number of blocks (about 64
+ * wide) of dw's longer side. */
 void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
                                   const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
                                   int ith, int nth);

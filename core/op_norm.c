@@ -59,13 +59,20 @@ static inline __m256 norm_v8_silu_grad(__m256 z)
     const __m256 s = norm_v8_sigmoid(z);
     return _mm256_mul_ps(s, _mm256_fmadd_ps(z, _mm256_sub_ps(_mm256_set1_ps(1.0f), s), _mm256_set1_ps(1.0f)));
 }
+/* 8 channels of one row: *d = x - μ and the return z = d·a + b, the pre-activation the forward applies
+ * SiLU to and the backward differentiates it at (the two must agree). */
+static inline __attribute__((always_inline)) __m256 norm_v8_z(__m256 *d, const float *x, const float *mean,
+                                                              const float *a, const float *b)
+{
+    *d = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(mean));
+    return _mm256_fmadd_ps(*d, _mm256_loadu_ps(a), _mm256_loadu_ps(b));
+}
 /* 8 channels of one row: *d = x - μ and the return dz = dy·silu'(d·a + b), the one expression both
  * backward kernels (sums, and GroupNorm's data pass that recomputes dz) use. */
 static inline __attribute__((always_inline)) __m256 norm_v8_dz(__m256 *d, const float *x, const float *dy,
                                                                const float *mean, const float *a, const float *b)
 {
-    *d = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(mean));
-    const __m256 z = _mm256_fmadd_ps(*d, _mm256_loadu_ps(a), _mm256_loadu_ps(b));
+    const __m256 z = norm_v8_z(d, x, mean, a, b);
     return _mm256_mul_ps(_mm256_loadu_ps(dy), norm_v8_silu_grad(z));
 }
 
@@ -152,8 +159,8 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
 #if NORM_V8
         if (silu)
             for (; j + 8 <= cn; j += 8) {
-                const __m256 z = _mm256_fmadd_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j)),
-                                                 _mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j));
+                __m256 d;
+                const __m256 z = norm_v8_z(&d, x + j, mean + j, a + j, b + j);
                 _mm256_storeu_ps(y + j, _mm256_mul_ps(z, norm_v8_sigmoid(z)));
             }
 #endif

@@ -2220,8 +2220,8 @@ static int plan_inference(struct session *s)
     for (int r = 0; r < c->repeat && st == TB_OK; r++) {
         for (long i = 0; i < per && st == TB_OK; i++) {
             if (stop_signal) {
-                st = tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld batches", bench_signal_name(stop_signal),
-                                  done_calls, per * c->repeat);
+                st = tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld batches",
+                                  bench_signal_name(stop_signal), done_calls, per * c->repeat);
                 break;
             }
             const long off = (i % n_batches) * batch;
@@ -2263,7 +2263,8 @@ static int plan_inference(struct session *s)
     mllog_close(&lg);
     if (st == TB_EINTR) {
         /* The row of what ran (the batched forwards; no training time), marked partial. */
-        tb_error_set(st, "%s; a partial measurement reports no rate and is not resumable: run it again", tb_error_get());
+        tb_error_set(st, "%s; a partial measurement reports no rate and is not resumable: run it again",
+                     tb_error_get());
         const struct stop_info si = {per * c->repeat, n_batched, 0, NAN, batched_s, NULL, NULL};
         s->last_loss = NAN; /* forward only: no training loss */
         st = plan_stopped(s, st, s->run_base, batch, &si);
@@ -2313,7 +2314,8 @@ done:
 
 int bench_run(const struct bench_config *cfg)
 {
-    if (stop_signal) return tb_error_set(TB_EINTR, "interrupted by %s before the run started", bench_signal_name(stop_signal));
+    if (stop_signal)
+        return tb_error_set(TB_EINTR, "interrupted by %s before the run started", bench_signal_name(stop_signal));
     struct bench_stop_handlers h;
     bench_stop_handlers_install(&h);
     struct session s;
