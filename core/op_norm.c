@@ -19,7 +19,13 @@
 #include <math.h>
 #include <string.h>
 
-#define NORM_CB 256 /* channels per block: 2·256 doubles of accumulators per block on the stack */
+/* Channels per block: 2·2048 doubles of accumulators on the stack, so every EfficientNet-B0 layer is one
+ * block. With 256, a 14×14×672 layer walked each row three times in 256-channel pieces, which defeated
+ * the prefetchers: its forward apply took 4.0 ms and its backward apply 3.0 ms at batch 16, against
+ * 1.7 and 1.2 ms in one block (same bits: blocking only changes which channels a pass visits). */
+#define NORM_CB 2048
+/* GroupNorm keeps 256-channel chunks of whole groups: a chunk's rows stay in L2 for its second pass. */
+#define GN_CB 256
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -664,13 +670,13 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
 }
 
 /* ------------------------------------------------------------------------------------------------
- * GroupNorm. A sample is processed in chunks of whole groups (≤ NORM_CB channels, or one group when
+ * GroupNorm. A sample is processed in chunks of whole groups (≤ GN_CB channels, or one group when
  * a group is wider), so the per-group constants of a chunk fit on the stack and the chunk's rows are
  * still in cache for the second pass.
  */
 
-/* Groups per chunk: as many whole groups as fit in NORM_CB channels, at least one. */
-static int gn_groups_per_chunk(int Cg) { return Cg <= NORM_CB ? NORM_CB / Cg : 1; }
+/* Groups per chunk: as many whole groups as fit in GN_CB channels, at least one. */
+static int gn_groups_per_chunk(int Cg) { return Cg <= GN_CB ? GN_CB / Cg : 1; }
 
 /* mean, a (cn) for channels [c0,c0+cn) of sample save_n (G,2): μ of the channel's group and γ·rstd. */
 static void gn_consts_block(float *mean, float *a, const float *save_n, const float *gamma, int Cg, int c0,
