@@ -3,7 +3,7 @@
 
 #include "layout.h"
 
-#define POOL_CB 256 /* channels per block of double accumulators */
+#define POOL_CB 2048 /* channels per block of double accumulators: rows in one piece, as in op_norm.c */
 
 /* Thread ith's [lo,hi) of n items, cut at multiples of 16 (a cache line of floats). */
 static void pool_slice16(size_t n, int ith, int nth, size_t *lo, size_t *hi)
