@@ -111,11 +111,15 @@ static void input_forward(const struct layer *l, const struct tensor *src, const
                 if (x0 > SW - 1) x0 = SW - 1;
                 const int x1 = x0 + 1 < SW ? x0 + 1 : SW - 1;
                 const float wx = fx - (float)x0;
+                /* A grey source (SC = 1) is interpolated once per pixel and copied to the C channels. */
+                float v = 0.0f;
                 for (int c = 0; c < C; c++) {
-                    const int sc = SC == 1 ? 0 : c;
-                    const float v00 = s[((size_t)y0 * SW + x0) * SC + sc], v01 = s[((size_t)y0 * SW + x1) * SC + sc];
-                    const float v10 = s[((size_t)y1 * SW + x0) * SC + sc], v11 = s[((size_t)y1 * SW + x1) * SC + sc];
-                    const float v = (1.0f - wy) * ((1.0f - wx) * v00 + wx * v01) + wy * ((1.0f - wx) * v10 + wx * v11);
+                    if (SC != 1 || c == 0) {
+                        const int sc = SC == 1 ? 0 : c;
+                        const float v00 = s[((size_t)y0 * SW + x0) * SC + sc], v01 = s[((size_t)y0 * SW + x1) * SC + sc];
+                        const float v10 = s[((size_t)y1 * SW + x0) * SC + sc], v11 = s[((size_t)y1 * SW + x1) * SC + sc];
+                        v = (1.0f - wy) * ((1.0f - wx) * v00 + wx * v01) + wy * ((1.0f - wx) * v10 + wx * v11);
+                    }
                     dp[c] = v * scale[c] + shift[c];
                 }
             }
