@@ -52,6 +52,13 @@ static inline void sync_barrier(const struct exec_sync *s, int nth)
  * bilinear, align_corners = False like PyTorch): pixels cross to the device small and are converted
  * there. Training adds the counter-based crop (zero padding) and flip, keyed by (step, position in
  * the global batch), so every backend draws the same augmentation. */
+/* Bilinear interpolation of channel c between source rows r0, r1 (SC channels a pixel) at columns x0, x1. */
+static inline float bilerp_u8(const uint8_t *r0, const uint8_t *r1, int x0, int x1, int SC, int c, float wy, float wx)
+{
+    const float v00 = r0[x0 * SC + c], v01 = r0[x1 * SC + c], v10 = r1[x0 * SC + c], v11 = r1[x1 * SC + c];
+    return (1.0f - wy) * ((1.0f - wx) * v00 + wx * v01) + wy * ((1.0f - wx) * v10 + wx * v11);
+}
+
 static void input_forward(const struct layer *l, const struct tensor *src, const struct tensor *dstt, float *out,
                           const struct exec_step *st, int ith, int nth)
 {
@@ -111,15 +118,11 @@ static void input_forward(const struct layer *l, const struct tensor *src, const
                 if (x0 > SW - 1) x0 = SW - 1;
                 const int x1 = x0 + 1 < SW ? x0 + 1 : SW - 1;
                 const float wx = fx - (float)x0;
+                const uint8_t *r0 = s + (size_t)y0 * SW * SC, *r1 = s + (size_t)y1 * SW * SC;
                 /* A grey source (SC = 1) is interpolated once per pixel and copied to the C channels. */
-                float v = 0.0f;
+                const float grey = SC == 1 ? bilerp_u8(r0, r1, x0, x1, 1, 0, wy, wx) : 0.0f;
                 for (int c = 0; c < C; c++) {
-                    if (SC != 1 || c == 0) {
-                        const int sc = SC == 1 ? 0 : c;
-                        const float v00 = s[((size_t)y0 * SW + x0) * SC + sc], v01 = s[((size_t)y0 * SW + x1) * SC + sc];
-                        const float v10 = s[((size_t)y1 * SW + x0) * SC + sc], v11 = s[((size_t)y1 * SW + x1) * SC + sc];
-                        v = (1.0f - wy) * ((1.0f - wx) * v00 + wx * v01) + wy * ((1.0f - wx) * v10 + wx * v11);
-                    }
+                    const float v = SC == 1 ? grey : bilerp_u8(r0, r1, x0, x1, SC, c, wy, wx);
                     dp[c] = v * scale[c] + shift[c];
                 }
             }

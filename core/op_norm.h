@@ -22,10 +22,11 @@
  * Numerics and determinism. Statistics are sums in double, per channel, Σx and Σx² (one pass; products
  * of floats are exact in double, and the cancellation in Σx²/M - μ² costs ~1e-16·M·(μ/σ)² relative —
  * negligible for normalisation inputs). The fused-SiLU backward sums Σdz and Σdz·(x-μ) (no
- * cancellation to fear) add 16 rows in float, then each such partial in double. BatchNorm's M rows are cut into bn_row_chunks(M) fixed chunks
- * (the cut depends on M alone): each chunk is summed over its rows in ascending order from zero, and the
- * chunk sums are added in chunk order from zero. Every kernel takes its sums in exactly that order
- * whatever the thread split, so all kernels are bitwise identical for any nth; the two-phase BN APIs
+ * cancellation to fear) add 16 rows in float, then each such partial in double. BatchNorm's M rows are
+ * cut into bn_row_chunks(M) fixed chunks (the cut depends on M alone): each chunk is summed over its
+ * rows in ascending order from zero, and the chunk sums are added in chunk order from zero. Every
+ * kernel takes its sums in exactly that order whatever the thread split, so all kernels are bitwise
+ * identical for any nth; the two-phase BN APIs
  * (sync BN, and the row-partitioned chunk → finish pairs) use the same block routines, so one replica
  * (partials → finalize → apply) and chunks → finish are bitwise identical to the single-call kernels.
  *
