@@ -91,12 +91,12 @@ static void run_all(struct mir_ctx *c, void (*fn)(void *, int, int))
     else fn(c, 0, 1);
 }
 
-/* Whether this step's update is sharded over the replicas (see the top of the file): shared memory
- * only (an MPI rank's checkpoint would need the other ranks' chunks), and not LARS, whose trust
- * ratios need whole tensors of the summed gradients. */
-static int sharded_update(const struct mir_ctx *c, const struct local_engine *e)
+/* Whether a training step shards its update over the replicas (see the top of the file): shared memory
+ * only (an MPI rank's checkpoint would need the other ranks' chunks), more than one replica, and not
+ * LARS, whose trust ratios need whole tensors of the summed gradients. */
+static int shards_update(const struct mir_ctx *c)
 {
-    return c->do_update && !c->mpi && c->R > 1 && e->cfg.optim.kind != OPTIM_LARS;
+    return !c->mpi && c->R > 1 && c->dev[0].cfg.optim.kind != OPTIM_LARS;
 }
 
 /* One replica's share of a step: forward/backward on its shard, all-reduce, optional update. */
@@ -108,6 +108,7 @@ static void step_task(void *arg, int r, int nth)
     const size_t per = e->m->tensors[e->m->input].per_sample;
     const int global_r = c->mpi ? c->rank : r;
     const size_t off = (size_t)global_r * (size_t)c->shard;
+    const int sharded = c->do_update && shards_update(c);
     const double t0 = tb_now_s();
     local_engine_zero_grads(e);
     c->status[r] = local_engine_forward_backward(e, c->batch->x + off * per, c->batch->y + off, c->shard, (long)off,
@@ -121,7 +122,7 @@ static void step_task(void *arg, int r, int nth)
         if (st != TB_OK) c->status[r] = st;
         st = mpi_transport_allreduce_f64(&c->loss[r], 1);
         if (st != TB_OK) c->status[r] = st;
-    } else if (sharded_update(c, e)) {
+    } else if (sharded) {
         reduce_scatter_ring(c->grads, e->m->n_params, c->R, r, mir_barrier, c);
     } else {
         allreduce_ring(c->grads, e->m->n_params, c->R, r, mir_barrier, c);
@@ -134,7 +135,7 @@ static void step_task(void *arg, int r, int nth)
         if (t1b > t1) exec_trace_add(&e->trace, -1, 'W', t1, t1b);
         exec_trace_add(&e->trace, -1, 'A', t1b, t2);
     }
-    if (sharded_update(c, e)) {
+    if (sharded) {
         local_engine_update_part(e, c->step, allreduce_ring_owned(c->R, r), c->R);
         const double t3 = tb_now_s();
         allgather_ring(c->params, e->m->n_params, c->R, r, mir_barrier, c);
@@ -357,7 +358,7 @@ static void mir_describe(struct backend *b, char *buf, size_t n)
         snprintf(buf, n, "mirrored: %d MPI ranks, %d samples each, MPI_Allreduce", c->world, c->shard);
     else
         snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s", c->R,
-                 c->shard, c->R > 1 && c->dev[0].cfg.optim.kind != OPTIM_LARS ? ", update sharded over devices" : "",
+                 c->shard, shards_update(c) ? ", update sharded over devices" : "",
                  c->coll ? ", sync BatchNorm" : "");
 }
 

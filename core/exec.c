@@ -47,11 +47,6 @@ static inline void sync_barrier(const struct exec_sync *s, int nth)
     if (nth > 1 && s && s->barrier) s->barrier(s->ctx);
 }
 
-/* uint8 → float with per-channel normalisation. The output may be the source's flattening (MLP) or a
- * resize of it to the model's resolution with channels expanded 1 → 3 (EfficientNet on Fashion-MNIST,
- * bilinear, align_corners = False like PyTorch): pixels cross to the device small and are converted
- * there. Training adds the counter-based crop (zero padding) and flip, keyed by (step, position in
- * the global batch), so every backend draws the same augmentation. */
 /* Bilinear interpolation of channel c between source rows r0, r1 (SC channels a pixel) at columns x0, x1. */
 static inline float bilerp_u8(const uint8_t *r0, const uint8_t *r1, int x0, int x1, int SC, int c, float wy, float wx)
 {
@@ -59,6 +54,11 @@ static inline float bilerp_u8(const uint8_t *r0, const uint8_t *r1, int x0, int 
     return (1.0f - wy) * ((1.0f - wx) * v00 + wx * v01) + wy * ((1.0f - wx) * v10 + wx * v11);
 }
 
+/* uint8 → float with per-channel normalisation. The output may be the source's flattening (MLP) or a
+ * resize of it to the model's resolution with channels expanded 1 → 3 (EfficientNet on Fashion-MNIST,
+ * bilinear, align_corners = False like PyTorch): pixels cross to the device small and are converted
+ * there. Training adds the counter-based crop (zero padding) and flip, keyed by (step, position in
+ * the global batch), so every backend draws the same augmentation. */
 static void input_forward(const struct layer *l, const struct tensor *src, const struct tensor *dstt, float *out,
                           const struct exec_step *st, int ith, int nth)
 {
@@ -410,7 +410,10 @@ static int overwrites_in_grad(const struct model_inst *mi, const struct layer *l
     case OP_DWCONV:
     case OP_SE_SCALE:
     case OP_ADD: return 1;
-    case OP_CONV: return mi->ls && mi->ls[l - m->layers].algo == CONV_ALGO_GEMM1X1;
+    case OP_CONV: {
+        const int algo = mi->ls ? mi->ls[l - m->layers].algo : -1;
+        return algo >= 0 && conv_algos[algo].backward_data_overwrite != NULL;
+    }
     default: return 0;
     }
 }
@@ -473,7 +476,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
-        if (din && !acc) conv_backward_data_gemm1x1_overwrite(din, dout, w, &cs, ith, nth);
+        if (din && !acc) conv_algos[ls->algo].backward_data_overwrite(din, dout, w, &cs, ith, nth);
         else if (din)
             conv_backward_data((enum conv_algo)ls->algo, din, dout, w, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
         if (ls->algo == CONV_ALGO_GEMM1X1 && conv_params_row_chunks(&cs)) {

@@ -117,7 +117,7 @@ const struct conv_algo_i conv_algos[CONV_ALGO_COUNT] = {
     [CONV_ALGO_DIRECT] = {"direct", 0, conv_forward_direct, conv_backward_data_direct, conv_backward_params_direct},
     [CONV_ALGO_FFT] = {"fft", 1, conv_forward_fft, conv_backward_data_fft, conv_backward_params_fft},
     [CONV_ALGO_GEMM1X1] = {"gemm1x1", 0, conv_forward_gemm1x1, conv_backward_data_gemm1x1,
-                           conv_backward_params_gemm1x1},
+                           conv_backward_params_gemm1x1, conv_backward_data_gemm1x1_overwrite},
 };
 
 void conv_forward(enum conv_algo algo, float *out, const float *inp, const float *w, const float *b,

@@ -82,6 +82,10 @@ struct conv_algo_i {
     /* dw (KH,KW,C/G,OC) += corr(inp (N,H,W,C), dout (N,OH,OW,OC)); db (OC) += Σ dout (db may be NULL). */
     void (*backward_params)(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s,
                             const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
+    /* dinp (N,H,W,C) = convᵀ(dout, w), writing every element without reading dinp (no memset first), or
+     * NULL when the algorithm can only accumulate. */
+    void (*backward_data_overwrite)(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                                    int ith, int nth);
 };
 /* Indexed by enum conv_algo. */
 extern const struct conv_algo_i conv_algos[CONV_ALGO_COUNT];

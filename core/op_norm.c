@@ -8,7 +8,8 @@
  * two-phase, chunk → finish and any-nth paths bitwise identical. BatchNorm's sums follow fixed row
  * chunks (see the BatchNorm section) so that rows, not only channels, can be split over threads.
  * With AVX2+FMA the SiLU variants run 8-channel vectors with their own sigmoid (norm_v8_sigmoid) and
- * the backward sums take two rows per pass over the accumulators; sums keep their order either way.
+ * the backward sums take two rows per pass over float accumulators, added into double every 16 rows;
+ * sums keep one order for any thread split either way.
  */
 #include "op_norm.h"
 

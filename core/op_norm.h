@@ -26,9 +26,9 @@
  * cut into bn_row_chunks(M) fixed chunks (the cut depends on M alone): each chunk is summed over its
  * rows in ascending order from zero, and the chunk sums are added in chunk order from zero. Every
  * kernel takes its sums in exactly that order whatever the thread split, so all kernels are bitwise
- * identical for any nth; the two-phase BN APIs
- * (sync BN, and the row-partitioned chunk → finish pairs) use the same block routines, so one replica
- * (partials → finalize → apply) and chunks → finish are bitwise identical to the single-call kernels.
+ * identical for any nth; the two-phase BN APIs (sync BN, and the row-partitioned chunk → finish pairs)
+ * use the same block routines, so one replica (partials → finalize → apply) and chunks → finish are
+ * bitwise identical to the single-call kernels.
  *
  * Threading (ith, nth). "channel-partitioned" kernels give each thread a range of channels cut at
  * 16-float units (each thread reduces over all rows of its own channels, then writes them);

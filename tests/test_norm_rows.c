@@ -35,7 +35,8 @@ struct shape {
 /* 2085 = 130·16 + 5 rows: 16 chunks, the last one short; 1061 rows: 9 chunks of 7 or 8 16-row units and
  * a 5-row tail; 131×1283: two chunks of 8 channel groups each; 37×16 under 7 threads: one item, idle
  * threads; 21×2061: more channels than one 2048-channel block. */
-static const struct shape SHAPES[] = {{2085, 16}, {2085, 24}, {1061, 40}, {131, 1283}, {37, 16}, {300, 70}, {21, 2061}};
+static const struct shape SHAPES[] = {{2085, 16}, {2085, 24}, {1061, 40}, {131, 1283},
+                                      {37, 16},   {300, 70},  {21, 2061}};
 #define N_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 
 struct bn_case {
