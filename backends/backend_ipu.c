@@ -1025,11 +1025,7 @@ static int dev_init_slots(struct ipu_ctx *c, struct ipu_dev *v, int in_flight, c
                                 v->n_slots, (double)v->act_floats * 4.0 / 1048576.0, v->s);
     }
     if ((st = exec_prepare(&v->slot[0], &run, c->cfg.conv_algo, tuned)) != TB_OK) return st;
-    for (int k = 1; k < v->n_slots; k++) {
-        v->slot[k].scratch = v->slot[0].scratch;
-        v->slot[k].scratch_floats = v->slot[0].scratch_floats;
-        v->slot[k].ls = v->slot[0].ls;
-    }
+    for (int k = 1; k < v->n_slots; k++) exec_share_prepared(&v->slot[k], &v->slot[0]);
     return TB_OK;
 }
 
@@ -1118,11 +1114,7 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
     }
     struct exec_runner run = {run1, NULL, NULL, 1};
     if ((st = exec_prepare(&v->seg[0].mi, &run, c->cfg.conv_algo, tuned)) != TB_OK) return st;
-    for (int k = 1; k < K; k++) {
-        v->seg[k].mi.scratch = v->seg[0].mi.scratch;
-        v->seg[k].mi.scratch_floats = v->seg[0].mi.scratch_floats;
-        v->seg[k].mi.ls = v->seg[0].mi.ls;
-    }
+    for (int k = 1; k < K; k++) exec_share_prepared(&v->seg[k].mi, &v->seg[0].mi);
     return TB_OK;
 }
 

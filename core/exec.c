@@ -197,12 +197,11 @@ static void copy_slice(float *dst, const float *src, size_t n, int ith, int nth)
     memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
 }
 
-/* BatchNorm's per-chunk sums (bn_chunk_doubles), shared by the threads of this instance: thread 0's
- * scratch, which exec_prepare sizes for them; no other kernel uses scratch while a BN layer runs. */
+/* BatchNorm's per-chunk sums (bn_chunk_doubles), shared by the threads of this instance. */
 static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
 {
-    TB_ASSERT(mi->scratch && mi->scratch_floats * sizeof(float) >= bn_chunk_doubles(M, C) * sizeof(double));
-    return (double *)mi->scratch;
+    TB_ASSERT(mi->shared && mi->shared_floats * sizeof(float) >= bn_chunk_doubles(M, C) * sizeof(double));
+    return (double *)mi->shared;
 }
 
 /* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
@@ -242,8 +241,8 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         if (st->training && st->coll) {
             /* Sync BN: partial sums here, summed over replicas, then the global statistics. */
             TB_ASSERT(nth == 1);
-            double *sums = (double *)mi->scratch;
-            TB_ASSERT(mi->scratch_floats >= 4 * (size_t)ti->c);
+            double *sums = (double *)mi->shared;
+            TB_ASSERT(mi->shared_floats >= 4 * (size_t)ti->c);
             float *save = save_of(mi, l);
             bn_stats_partial(sums, in, M, ti->c, 0, 1);
             st->coll->allreduce_f64(st->coll->ctx, sums, 2 * (size_t)ti->c);
@@ -476,14 +475,14 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
-        if (din && !acc) conv_algos[ls->algo].backward_data_overwrite(din, dout, w, &cs, ith, nth);
+        if (din && !acc) conv_algos[ls->algo].backward_data_overwrite(din, dout, w, &cs, scratch_of(mi, ith), ith, nth);
         else if (din)
             conv_backward_data((enum conv_algo)ls->algo, din, dout, w, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
         if (ls->algo == CONV_ALGO_GEMM1X1 && conv_params_row_chunks(&cs)) {
-            /* Row-chunk parts in the shared scratch (gemm1x1 uses none), summed after the barrier. */
-            conv_backward_params_gemm1x1_chunks(mi->scratch, in, dout, &cs, ith, nth);
+            /* Row-chunk parts in the shared buffer, summed after the barrier. */
+            conv_backward_params_gemm1x1_chunks(mi->shared, in, dout, &cs, ith, nth);
             sync_barrier(sync, nth);
-            conv_backward_params_gemm1x1_finish(dw, db, mi->scratch, dout, &cs, ith, nth);
+            conv_backward_params_gemm1x1_finish(dw, db, mi->shared, dout, &cs, ith, nth);
         } else {
             conv_backward_params((enum conv_algo)ls->algo, dw, db, in, dout, &cs, ls->plan, scratch_of(mi, ith), ith,
                                  nth);
@@ -504,7 +503,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         if (st->coll) {
             TB_ASSERT(nth == 1);
             const size_t M = (size_t)n * ti->h * ti->w;
-            double *sums = (double *)mi->scratch;
+            double *sums = (double *)mi->shared;
             bn_backward_partial(sums, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), 0, 1);
             bn_backward_params_apply(dw, db, sums, ti->c, 0, 1); /* local: the gradient all-reduce sums them */
             st->coll->allreduce_f64(st->coll->ctx, sums, 2 * (size_t)ti->c);
@@ -749,7 +748,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     }
     mi->ls = calloc((size_t)m->n_layers, sizeof *mi->ls);
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
-    size_t need = 16, tune_cap = 0;
+    size_t need = 16, shared = 16, tune_cap = 0;
     float *tune_scr = NULL;
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];
@@ -812,20 +811,22 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
                 return st;
             }
         }
-        size_t k = scratch_need((enum conv_algo)algo, &s, r->nth);
-        if (algo == CONV_ALGO_GEMM1X1 && conv_params_part_floats(&s) > k) k = conv_params_part_floats(&s);
+        const size_t k = scratch_need((enum conv_algo)algo, &s, r->nth);
         if (k > need) need = k;
+        if (algo == CONV_ALGO_GEMM1X1 && conv_params_part_floats(&s) > shared) shared = conv_params_part_floats(&s);
     }
     arena_free(tune_scr);
     for (int i = 0; i < m->n_layers; i++) { /* BatchNorm's chunk sums (sync BN's 2·C sums fit in them) */
         const struct tensor *t = &m->tensors[m->layers[i].in];
         if (m->layers[i].op != OP_BN) continue;
         const size_t k = 2 * bn_chunk_doubles((size_t)mi->n_max * t->h * t->w, t->c);
-        if (k > need) need = k;
+        if (k > shared) shared = k;
     }
     mi->scratch_floats = tb_align16(need);
     mi->scratch = arena_alloc(mi->scratch_floats * (size_t)r->nth);
-    if (!mi->scratch) return TB_ENOMEM;
+    mi->shared_floats = tb_align16(shared);
+    mi->shared = arena_alloc(mi->shared_floats);
+    if (!mi->scratch || !mi->shared) return TB_ENOMEM;
     /* Tuning wrote garbage into the gradients: start clean. */
     if (mi->grads && !tune_from) memset(mi->grads, 0, m->n_params * sizeof(float));
     return TB_OK;
@@ -839,6 +840,17 @@ void exec_release(struct model_inst *mi)
     mi->ls = NULL;
     arena_free(mi->scratch);
     mi->scratch = NULL;
+    arena_free(mi->shared);
+    mi->shared = NULL;
+}
+
+void exec_share_prepared(struct model_inst *dst, const struct model_inst *src)
+{
+    dst->scratch = src->scratch;
+    dst->scratch_floats = src->scratch_floats;
+    dst->shared = src->shared;
+    dst->shared_floats = src->shared_floats;
+    dst->ls = src->ls;
 }
 
 void exec_algos(const struct model_inst *mi, int *algos)

@@ -102,11 +102,13 @@ struct exec_runner {
 };
 /* Prepares instance mi: each convolution's algorithm (algo_name forces one where the shape supports it;
  * "auto" measures every supported one once per shape and thread count, cached process-wide; tune_from,
- * if non-NULL, copies another instance's choices), FFT plans, and per-thread scratch. */
+ * if non-NULL, copies another instance's choices), FFT plans, per-thread scratch and the shared partial-sum buffer. */
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from);
 /* Frees what exec_prepare made. */
 void exec_release(struct model_inst *mi);
+/* Makes dst run on src's prepared state (algorithms, plans, scratch, shared sums) without owning it. */
+void exec_share_prepared(struct model_inst *dst, const struct model_inst *src);
 /* Writes each layer's convolution algorithm (enum conv_algo, -1 if none) into algos (n_layers). */
 void exec_algos(const struct model_inst *mi, int *algos);
 /* Names of enum conv_algo values. */

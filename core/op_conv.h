@@ -85,7 +85,7 @@ struct conv_algo_i {
     /* dinp (N,H,W,C) = convᵀ(dout, w), writing every element without reading dinp (no memset first), or
      * NULL when the algorithm can only accumulate. */
     void (*backward_data_overwrite)(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
-                                    int ith, int nth);
+                                    float *scratch, int ith, int nth);
 };
 /* Indexed by enum conv_algo. */
 extern const struct conv_algo_i conv_algos[CONV_ALGO_COUNT];
@@ -115,7 +115,7 @@ void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, 
 /* dinp (N,H,W,C) = dout · wᵀ: the accumulating kernel's tiles with β = 0, so dinp needs no memset first
  * and is not read. */
 void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
-                                          int ith, int nth);
+                                          float *scratch, int ith, int nth);
 /* dw (C,OC) += inpᵀ · dout; db += column sums; partitioned over an even number of blocks (about 64
  * wide) of dw's longer side. */
 void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,

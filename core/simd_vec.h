@@ -23,6 +23,8 @@ static inline vmask vmask_n(int n) { return n <= 0 ? (vmask)0 : n >= 16 ? (vmask
 #define VADD(a, b) _mm512_add_ps((a), (b))
 #define VSET1(x) _mm512_set1_ps(x)
 #define VZERO() _mm512_setzero_ps()
+#define VST_NT(p, v) _mm512_stream_ps((p), (v)) /* p aligned to VL floats */
+#define VFENCE_NT() _mm_sfence()
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VL 8
 typedef __m256 vf;
@@ -39,6 +41,8 @@ static inline vmask vmask_n(int n)
 #define VADD(a, b) _mm256_add_ps((a), (b))
 #define VSET1(x) _mm256_set1_ps(x)
 #define VZERO() _mm256_setzero_ps()
+#define VST_NT(p, v) _mm256_stream_ps((p), (v)) /* p aligned to VL floats */
+#define VFENCE_NT() _mm_sfence()
 #else
 /* Emulated lanes: the same kernels on any target (the compiler vectorises the lane loops). */
 #define VL 16
@@ -63,6 +67,8 @@ static inline vf vset1(float x) { vf r; for (int i = 0; i < VL; i++) r.f[i] = x;
 #define VADD(a, b) vadd((a), (b))
 #define VSET1(x) vset1(x)
 #define VZERO() vset1(0.0f)
+#define VST_NT(p, v) vst_m((p), VL, (v))
+#define VFENCE_NT() ((void)0)
 #endif
 
 /* Inside kernels templated on FULL (a whole vector, or block, of channels, known at compile time). */
