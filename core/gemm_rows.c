@@ -22,21 +22,29 @@ int gemm_rows_fits(int K, int N)
 /* Right-hand vector j of row k: the last one masked when !FULL. */
 #define B_LOAD(p, j) ((FULL || (j) < NV - 1) ? VLD_F(p) : VLD_M(tail, (p)))
 
-/* y rows [0,RB) × vectors [0,NV) = [y +] x rows · b; the last vector masked when !FULL. */
-AI void rows_block(float *y, size_t ldy, const float *x, size_t ldx, const float *b, size_t ldb, int K, int RB,
-                   int NV, int FULL, vmask tail, int accumulate, int stream)
+/* acc (RB,NV vectors) = Σ_{k<K} x[i·si + k·sk] · b[k, ·], from zero in registers: the one FMA loop of
+ * both kernels (rows: x (RB,K) row-major; atb: aᵀ, so the strides swap). */
+AI void panel_fma(vf acc[RB_MAX][NV_MAX], const float *x, size_t si, size_t sk, const float *b, size_t ldb, int K,
+                  int RB, int NV, int FULL, vmask tail)
 {
-    vf acc[RB_MAX][NV_MAX];
     for (int i = 0; i < RB; i++)
         for (int j = 0; j < NV; j++) acc[i][j] = VZERO();
     for (int k = 0; k < K; k++) {
         vf bv[NV_MAX];
         for (int j = 0; j < NV; j++) bv[j] = B_LOAD(b + (size_t)k * ldb + j * VL, j);
         for (int i = 0; i < RB; i++) {
-            const vf a = VSET1(x[i * ldx + k]);
+            const vf a = VSET1(x[i * si + k * sk]);
             for (int j = 0; j < NV; j++) acc[i][j] = VFMA(a, bv[j], acc[i][j]);
         }
     }
+}
+
+/* y rows [0,RB) × vectors [0,NV) = x rows · b [+ y]; the last vector masked when !FULL. */
+AI void rows_block(float *y, size_t ldy, const float *x, size_t ldx, const float *b, size_t ldb, int K, int RB,
+                   int NV, int FULL, vmask tail, int accumulate, int stream)
+{
+    vf acc[RB_MAX][NV_MAX];
+    panel_fma(acc, x, ldx, 1, b, ldb, K, RB, NV, FULL, tail);
     /* y's old value is added last (not the chains' start): its loads then overlap the next block's
      * FMAs instead of stalling this one's (2× at 24×144 when y came from DRAM). */
     if (accumulate)
@@ -67,16 +75,7 @@ AI void atb_block(float *c, size_t ldc, const float *a, size_t lda, const float 
                   int FULL, vmask tail)
 {
     vf acc[RB_MAX][NV_MAX];
-    for (int i = 0; i < RB; i++)
-        for (int j = 0; j < NV; j++) acc[i][j] = VZERO();
-    for (int r = 0; r < R; r++) {
-        vf bv[NV_MAX];
-        for (int j = 0; j < NV; j++) bv[j] = B_LOAD(b + (size_t)r * ldb + j * VL, j);
-        for (int i = 0; i < RB; i++) {
-            const vf x = VSET1(a[(size_t)r * lda + i]);
-            for (int j = 0; j < NV; j++) acc[i][j] = VFMA(x, bv[j], acc[i][j]);
-        }
-    }
+    panel_fma(acc, a, 1, lda, b, ldb, R, RB, NV, FULL, tail);
     for (int i = 0; i < RB; i++)
         for (int j = 0; j < NV; j++) {
             float *p = c + i * ldc + j * VL;
