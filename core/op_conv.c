@@ -2,9 +2,10 @@
  *
  * The FFT algorithm lives in op_conv_fft.c. Work is split into units fixed by the shape, never by nth
  * (pixel chunks, output rows, 16/64-wide channel blocks); threads take whole units and no reduction is
- * split between threads. Each sgemm is one whole-unit call, because OpenBLAS gives different bits for
- * the same row when M or N of the call changes (measured: small-size kernels and edge tiles). So
- * every element sees the same operations for any nth. Scratch is the calling thread's own buffer (see
+ * split between threads. Skinny GEMM1X1 passes run gemm_rows (gemm_rows.h). Each sgemm is one
+ * whole-unit call, because OpenBLAS gives different bits for the same row when M or N of the call
+ * changes (measured: small-size kernels and edge tiles). So every element sees the same operations
+ * for any nth. Scratch is the calling thread's own buffer (see
  * conv_scratch_floats); OpenBLAS must be single-threaded (the engine owns the threads).
  */
 #include "op_conv.h"

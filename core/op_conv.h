@@ -1,7 +1,8 @@
 /* op_conv.h — dense and grouped convolutions on NHWC activations, HWIO weights, four algorithms.
  *
  * Algorithms (enum conv_algo), all computing the same maths:
- *   GEMM1X1  1×1, stride 1, pad 0, groups 1: one sgemm of (N·H·W × C)·(C × OC);
+ *   GEMM1X1  1×1, stride 1, pad 0, groups 1: the GEMM (N·H·W × C)·(C × OC), in fixed tiles by sgemm,
+ *            or by gemm_rows.h's kernels when the weight matrix fits L1;
  *   IM2COL   any shape: patches gathered into per-thread scratch, one sgemm per group;
  *   DIRECT   any shape: register-blocked loops vectorised over output channels (small C per group);
  *   FFT      stride 1 only: FFTW r2c/c2r over 16-channel chunks, products per frequency.
