@@ -19,8 +19,8 @@ int gemm_rows_fits(int K, int N)
     return K > 0 && N > 0 && (long)K * N <= 10240;
 }
 
-/* Right-hand vector j of row k: the last one masked when !FULL. */
-#define B_LOAD(p, j) ((FULL || (j) < NV - 1) ? VLD_F(p) : VLD_M(tail, (p)))
+/* Vector j of a block's NV at p: the last one masked when !FULL (right-hand rows, and y's old values). */
+#define LOAD_J(p, j) ((FULL || (j) < NV - 1) ? VLD_F(p) : VLD_M(tail, (p)))
 
 /* acc (RB,NV vectors) = Σ_{k<K} x[i·si + k·sk] · b[k, ·], from zero in registers: the one FMA loop of
  * both kernels (rows: x (RB,K) row-major; atb: aᵀ, so the strides swap). */
@@ -31,7 +31,7 @@ AI void panel_fma(vf acc[RB_MAX][NV_MAX], const float *x, size_t si, size_t sk, 
         for (int j = 0; j < NV; j++) acc[i][j] = VZERO();
     for (int k = 0; k < K; k++) {
         vf bv[NV_MAX];
-        for (int j = 0; j < NV; j++) bv[j] = B_LOAD(b + (size_t)k * ldb + j * VL, j);
+        for (int j = 0; j < NV; j++) bv[j] = LOAD_J(b + (size_t)k * ldb + j * VL, j);
         for (int i = 0; i < RB; i++) {
             const vf a = VSET1(x[i * si + k * sk]);
             for (int j = 0; j < NV; j++) acc[i][j] = VFMA(a, bv[j], acc[i][j]);
@@ -49,7 +49,7 @@ AI void rows_block(float *y, size_t ldy, const float *x, size_t ldx, const float
      * FMAs instead of stalling this one's (2× at 24×144 when y came from DRAM). */
     if (accumulate)
         for (int i = 0; i < RB; i++)
-            for (int j = 0; j < NV; j++) acc[i][j] = VADD(acc[i][j], B_LOAD(y + i * ldy + j * VL, j));
+            for (int j = 0; j < NV; j++) acc[i][j] = VADD(acc[i][j], LOAD_J(y + i * ldy + j * VL, j));
     for (int i = 0; i < RB; i++)
         for (int j = 0; j < NV; j++) {
             float *p = y + i * ldy + j * VL;
@@ -79,8 +79,9 @@ AI void atb_block(float *c, size_t ldc, const float *a, size_t lda, const float 
     for (int i = 0; i < RB; i++)
         for (int j = 0; j < NV; j++) {
             float *p = c + i * ldc + j * VL;
-            if (!FULL && j == NV - 1) VST_M(p, tail, VADD(VLD_M(tail, p), acc[i][j]));
-            else VST_F(p, VADD(VLD_F(p), acc[i][j]));
+            const vf v = VADD(LOAD_J(p, j), acc[i][j]);
+            if (!FULL && j == NV - 1) VST_M(p, tail, v);
+            else VST_F(p, v);
         }
 }
 

@@ -5,8 +5,8 @@
  * split between threads. Skinny GEMM1X1 passes run gemm_rows (gemm_rows.h). Each sgemm is one
  * whole-unit call, because OpenBLAS gives different bits for the same row when M or N of the call
  * changes (measured: small-size kernels and edge tiles). So every element sees the same operations
- * for any nth. Scratch is the calling thread's own buffer (see
- * conv_scratch_floats); OpenBLAS must be single-threaded (the engine owns the threads).
+ * for any nth. Scratch is the calling thread's own buffer (see conv_scratch_floats); OpenBLAS must be
+ * single-threaded (the engine owns the threads).
  */
 #include "op_conv.h"
 
@@ -253,6 +253,8 @@ static void gemm_tile(const struct gemm_tiles *t, size_t u, size_t *m0, int *m, 
  * leave the 32 MB L3 before anything reads them, and skipping the read for ownership halves the
  * traffic of a write-only pass. */
 enum { GEMM_STREAM_BYTES = 16 << 20 };
+/* Widest dinp rows gemm_rows accumulates into (see gemm1x1_wt). */
+enum { GEMM_ROWS_ACC_MAX_COLS = 48 };
 
 static int gemm_stream(size_t M, int cols) { return M * (size_t)cols * sizeof(float) >= GEMM_STREAM_BYTES; }
 
@@ -292,7 +294,7 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
     const int stream = gemm_stream(t.M, C);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
-    if (wt && lo < hi)
+    if (wt && lo < hi) /* every thread transposes its own copy (≤ 10,240 floats): no barrier needed */
         for (int c = 0; c < C; c++)
             for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
     for (size_t u = lo; u < hi; u++) {
@@ -314,7 +316,7 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
  * reads of C. EfficientNet accumulates only into a block's input (narrow: the skip also reads it). */
 static float *gemm1x1_wt(const struct conv_shape *s, float *scratch, int accumulate)
 {
-    return gemm_rows_fits(s->OC, s->C) && (!accumulate || s->C <= 48) ? scratch : NULL;
+    return gemm_rows_fits(s->OC, s->C) && (!accumulate || s->C <= GEMM_ROWS_ACC_MAX_COLS) ? scratch : NULL;
 }
 
 void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,

@@ -113,8 +113,9 @@ void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const fl
  * of dinp when rows are few). */
 void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                 const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
-/* dinp (N,H,W,C) = dout · wᵀ: the accumulating kernel's tiles with β = 0, so dinp needs no memset first
- * and is not read. */
+/* dinp (N,H,W,C) = dout · wᵀ over the accumulating kernel's tiles, so dinp needs no memset first and is
+ * not read. Rows wider than 48 channels go through gemm_rows here but sgemm when accumulating, so the
+ * two kernels may round those differently. */
 void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                           float *scratch, int ith, int nth);
 /* dw (C,OC) += inpᵀ · dout; db += column sums; partitioned over an even number of blocks (about 64
