@@ -95,6 +95,12 @@ int backend_train_step(struct backend *b, const struct batch *batch, long step, 
     return rc;
 }
 
+int backend_finish(struct backend *b)
+{
+    TB_ASSERT(b->prepared);
+    return b->i->finish ? b->i->finish(b) : TB_OK;
+}
+
 int backend_update(struct backend *b, long step, struct step_stats *st)
 {
     TB_ASSERT(b->prepared);

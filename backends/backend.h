@@ -140,6 +140,8 @@ struct backend_i {
     int (*timeline)(struct backend *b, struct timeline_event *ev, int cap);
     /* --trace: the last completed training step's per-layer events, as timeline (count returned). */
     int (*trace_events)(struct backend *b, struct trace_event *ev, int cap);
+    /* Completes work train_step deferred to the next step (the batch-1 fused update). */
+    int (*finish)(struct backend *b);
 };
 
 struct backend {
@@ -165,6 +167,9 @@ int backend_create(struct backend *b, const char *name);
 int backend_prepare(struct backend *b, const struct model *m, const struct run_config *cfg);
 /* One optimizer step over the global batch: forward_backward then update (or the fused train_step). */
 int backend_train_step(struct backend *b, const struct batch *batch, long step, struct step_stats *st);
+/* Completes any work earlier train steps deferred (a no-op for most backends): the harness calls it
+ * inside the last timed step of a run of steps, so no step's work falls outside the training clock. */
+int backend_finish(struct backend *b);
 /* Forward/backward only, leaving summed gradients (tests, gradient checks). */
 int backend_forward_backward(struct backend *b, const struct batch *batch, long step, struct step_stats *st);
 /* One optimizer update from the gradients the last forward_backward left (tests, gradient checks). */

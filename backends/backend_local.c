@@ -65,6 +65,12 @@ static int lb_train_step(struct backend *b, const struct batch *batch, long step
     return rc;
 }
 
+static int lb_finish(struct backend *b)
+{
+    local_engine_finish(&((struct local_ctx *)b->ctx)->e);
+    return TB_OK;
+}
+
 static int lb_evaluate(struct backend *b, const struct batch *batch, struct eval_stats *ev)
 {
     struct local_ctx *c = b->ctx;
@@ -135,14 +141,14 @@ static const struct backend_i cpu_iface = {
     .name = "cpu", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .layer_profile = lb_layer_profile, .n_devices = lb_n_devices, .conv_algos = lb_conv_algos,
-    .trace_events = lb_trace_events,
+    .trace_events = lb_trace_events, .finish = lb_finish,
 };
 
 static const struct backend_i threads_iface = {
     .name = "threads", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .layer_profile = lb_layer_profile, .n_devices = lb_n_devices, .conv_algos = lb_conv_algos,
-    .trace_events = lb_trace_events,
+    .trace_events = lb_trace_events, .finish = lb_finish,
 };
 
 static int local_create(struct backend *b, const struct backend_i *iface, int want_threads)

@@ -16,7 +16,7 @@ struct fb_task {
     const struct model_inst *mi;
     struct exec_step st;
     int backward;
-    int fused_update; /* also run exec_update_fused at the end (one pool dispatch per step) */
+    int save_inputs;  /* fused: keep the dense layers' inputs for the deferred update */
 };
 
 static void barrier_cb(void *ctx) { tpool_barrier(ctx); }
@@ -27,11 +27,8 @@ static void fb_run(void *arg, int ith, int nth)
     struct exec_sync sync = {t->e->pool ? barrier_cb : NULL, t->e->pool};
     exec_forward(t->mi, &t->st, ith, nth, &sync);
     if (t->backward) exec_backward(t->mi, &t->st, ith, nth, &sync);
-    if (t->fused_update) {
-        const double t0 = t->st.trace && ith == 0 ? tb_now_s() : 0.0;
-        exec_update_fused(t->mi, &t->e->cfg.optim, t->st.step, ith, nth);
-        if (t->st.trace && ith == 0) exec_trace_add(t->st.trace, -1, 'U', t0, tb_now_s());
-    }
+    /* The forward that read the previous copy ended in a barrier. */
+    if (t->save_inputs && ith == 0) exec_save_dense_inputs(t->mi, t->e->pending_in);
 }
 
 static void run(struct local_engine *e, void (*fn)(void *, int, int), void *arg)
@@ -126,6 +123,10 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
     for (int k = 0; k < 2; k++)
         ins[k]->params = e->params, ins[k]->grads = e->grads, ins[k]->opt = e->opt, ins[k]->buffers = e->buffers;
     e->fuse = !cfg->no_fuse && exec_can_fuse_update(m, n_max, &cfg->optim);
+    if (e->fuse && !(e->pending_in = malloc(exec_dense_inputs_floats(m) * sizeof(float)))) {
+        st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");
+        goto fail;
+    }
     if (nth > 1) {
         e->pool = tpool_create(nth, 1);
         if (!e->pool) {
@@ -171,6 +172,7 @@ void local_engine_free(struct local_engine *e)
     free(e->segs);
     free(e->trust);
     free(e->trace.ev);
+    free(e->pending_in);
     memset(e, 0, sizeof *e);
 }
 
@@ -182,12 +184,17 @@ static void zero_task(void *arg, int ith, int nth)
     memset(e->grads + lo, 0, (hi - lo) * sizeof(float));
 }
 
-void local_engine_zero_grads(struct local_engine *e) { run(e, zero_task, e); }
+void local_engine_zero_grads(struct local_engine *e)
+{
+    local_engine_finish(e);
+    run(e, zero_task, e);
+}
 
 int local_engine_forward_backward(struct local_engine *e, const uint8_t *x, const int32_t *y, int n,
                                   long first_index, int n_global, long step, double *loss_sum)
 {
     TB_ASSERT(n >= 1 && n <= e->train.n_max);
+    local_engine_finish(e);
     struct fb_task t = {.e = e, .mi = &e->train, .backward = 1};
     t.st = (struct exec_step){.n = n, .n_global = n_global, .first_index = first_index, .step = step,
                               .seed = e->cfg.seed, .training = 1, .x = x, .y = y, .l0 = 0,
@@ -201,13 +208,30 @@ int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, cons
                                   double *loss_sum)
 {
     TB_ASSERT(e->fuse && n == e->train.n_max);
-    struct fb_task t = {.e = e, .mi = &e->train, .backward = 1, .fused_update = 1};
+    struct fb_task t = {.e = e, .mi = &e->train, .backward = 1, .save_inputs = 1};
     t.st = (struct exec_step){.n = n, .n_global = n, .first_index = 0, .step = step, .seed = e->cfg.seed,
                               .training = 1, .x = x, .y = y, .l0 = 0, .l1 = e->m->n_layers,
-                              .defer_dense_params = 1, .trace = e->trace.ev ? &e->trace : NULL};
+                              .defer_dense_params = 1, .pending_step = e->pending, .optim = &e->cfg.optim,
+                              .pending_in = e->pending_in, .trace = e->trace.ev ? &e->trace : NULL};
     run(e, fb_run, &t);
+    e->pending = step;
     *loss_sum = exec_loss_sum(&e->train, n);
     return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, step);
+}
+
+static void finish_run(void *arg, int ith, int nth)
+{
+    struct local_engine *e = arg;
+    exec_update_fused(&e->train, &e->cfg.optim, e->pending, e->pending_in, ith, nth);
+}
+
+void local_engine_finish(struct local_engine *e)
+{
+    if (!e->pending) return;
+    const double t0 = e->trace.ev ? tb_now_s() : 0.0;
+    run(e, finish_run, e);
+    if (e->trace.ev) exec_trace_add(&e->trace, -1, 'U', t0, tb_now_s());
+    e->pending = 0;
 }
 
 struct upd_task {
@@ -229,6 +253,7 @@ static void upd_run(void *arg, int ith, int nth)
 
 void local_engine_update(struct local_engine *e, long step)
 {
+    local_engine_finish(e);
     struct upd_task t = {e, step};
     const double t0 = e->trace.ev ? tb_now_s() : 0.0;
     run(e, upd_run, &t);
@@ -238,6 +263,7 @@ void local_engine_update(struct local_engine *e, long step)
 void local_engine_update_part(struct local_engine *e, long step, int part, int parts)
 {
     TB_ASSERT(e->cfg.optim.kind != OPTIM_LARS);
+    local_engine_finish(e);
     const double t0 = e->trace.ev ? tb_now_s() : 0.0;
     optim_update(&e->cfg.optim, e->params, e->grads, e->opt, e->m->n_params, e->segs, e->n_segs, e->trust, step,
                  part, parts);
@@ -246,6 +272,7 @@ void local_engine_update_part(struct local_engine *e, long step, int part, int p
 
 int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev)
 {
+    local_engine_finish(e);
     const size_t per = e->m->tensors[e->m->input].per_sample;
     for (int off = 0; off < n; off += e->eval.n_max) {
         int k = n - off < e->eval.n_max ? n - off : e->eval.n_max;
@@ -279,6 +306,7 @@ int local_engine_trace_copy(const struct local_engine *e, int device, struct tra
 
 float *local_engine_family(struct local_engine *e, enum tensor_family f, size_t *n)
 {
+    local_engine_finish(e); /* the caller may read or write any family */
     switch (f) {
     case TF_PARAMS: *n = e->m->n_params; return e->params;
     case TF_GRADS: *n = e->m->n_params; return e->grads;

@@ -23,6 +23,8 @@ struct local_engine {
     struct tpool *pool;            /* NULL when nth == 1 */
     int nth;
     int fuse;                      /* train steps may use the fused dense-gradient update */
+    long pending;                  /* fuse: the step whose update waits for the next forward (0: none) */
+    float *pending_in;             /* fuse: that step's dense-layer inputs (exec_save_dense_inputs) */
     const struct exec_collective *coll; /* set by a replicating backend for sync BatchNorm */
     double claimed;                /* bytes this engine counted against the process's memory budget */
     struct exec_trace trace;       /* --trace: the current (or last) training step's events; ev NULL = off */
@@ -41,9 +43,13 @@ void local_engine_zero_grads(struct local_engine *e);
 int local_engine_forward_backward(struct local_engine *e, const uint8_t *x, const int32_t *y, int n,
                                   long first_index, int n_global, long step, double *loss_sum);
 /* A whole training step of n = n_max samples with the dense gradients fused into the update (only
- * when e->fuse); same result, bitwise, as zero_grads + forward_backward + update. */
+ * when e->fuse). The update is deferred: the next fused step applies it inside its forward, which
+ * then reads each weight once, and local_engine_finish (called by every other entry point) applies
+ * it otherwise. Same result, bitwise, as zero_grads + forward_backward + update. */
 int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, long step,
                                   double *loss_sum);
+/* Applies a deferred fused update, if one is pending (with --trace, recorded as a 'U' event). */
+void local_engine_finish(struct local_engine *e);
 /* One optimizer update from the current gradients (with --trace, recorded as the step's 'U' event). */
 void local_engine_update(struct local_engine *e, long step);
 /* The update of part `part` of `parts` equal slices of the parameters (tb_slice), on the calling

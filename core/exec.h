@@ -68,6 +68,13 @@ struct exec_step {
     int no_stats_update;   /* BatchNorm: do not update running statistics (recomputation) */
     const struct exec_collective *coll; /* non-NULL: BatchNorm statistics are global (sync BN) */
     int defer_dense_params; /* skip dense backward-params: exec_update_fused applies them (batch 1) */
+    /* Batch-1 fused Adam (exec_can_fuse_update): when pending_step > 0, every dense layer first applies
+     * that step's deferred update (gradient pending_in ⊗ its output gradient, which nothing has
+     * overwritten since) and computes its output from the updated weights in the same pass over them,
+     * on all threads. The pass reads each weight once per step instead of twice. */
+    long pending_step;
+    const struct optim_config *optim;
+    const float *pending_in; /* the dense layers' inputs at pending_step (exec_save_dense_inputs) */
     struct exec_trace *trace; /* --trace: thread 0 appends each layer's interval here (NULL = off) */
 };
 
@@ -90,9 +97,15 @@ int exec_correct_count(const struct model_inst *mi, int n);
 /* True when one step of n samples under c can fuse dense gradients into the update (batch 1, Adam,
  * every weight in a dense layer). */
 int exec_can_fuse_update(const struct model *m, int n, const struct optim_config *c);
-/* The fused update after a backward with defer_dense_params: Adam on every dense layer with the
- * outer-product gradient computed on the fly. Partitioned over weight rows. */
-void exec_update_fused(const struct model_inst *mi, const struct optim_config *c, long step, int ith, int nth);
+/* The fused update of `step` after a backward with defer_dense_params: Adam on every dense layer with
+ * the outer-product gradient (inputs from exec_save_dense_inputs) computed on the fly. Partitioned over
+ * chunks of weight rows. */
+void exec_update_fused(const struct model_inst *mi, const struct optim_config *c, long step, const float *in,
+                       int ith, int nth);
+/* Floats of exec_save_dense_inputs' copy: the dense layers' input widths (batch 1). */
+size_t exec_dense_inputs_floats(const struct model *m);
+/* Copies every dense layer's input activation (batch 1) into dst, in layer order (thread 0's work). */
+void exec_save_dense_inputs(const struct model_inst *mi, float *dst);
 /* How the engine runs a task on its threads (for preparation work such as autotuning). */
 struct exec_runner {
     void (*run)(void *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);

@@ -32,6 +32,15 @@ static inline void tb_slice(size_t n, int ith, int nth, size_t *lo, size_t *hi)
     *hi = *lo + q + (i < r ? 1 : 0);
 }
 
+/* The [lo, hi) slice of n items thread ith of nth owns, cut at multiples of 16 (one cache line of
+ * floats) so two threads never write one line. */
+static inline void tb_slice16(size_t n, int ith, int nth, size_t *lo, size_t *hi)
+{
+    tb_slice((n + 15) / 16, ith, nth, lo, hi);
+    *lo = *lo * 16 < n ? *lo * 16 : n;
+    *hi = *hi * 16 < n ? *hi * 16 : n;
+}
+
 /* Returns n rounded up to a multiple of 16 floats (64 bytes), the arena alignment unit. */
 static inline size_t tb_align16(size_t n) { return (n + 15) & ~(size_t)15; }
 

@@ -47,16 +47,22 @@ void dense_forward(float *out, const float *inp, const float *w, const float *b,
     if (N == 1) {
         size_t lo, hi;
         tb_slice((size_t)OUT, ith, nth, &lo, &hi);
-        float *y = out + lo;
-        const int n = (int)(hi - lo);
-        if (b) memcpy(y, b + lo, (size_t)n * sizeof(float));
-        else memset(y, 0, (size_t)n * sizeof(float));
-        /* y += x[i]·W[i,:]: rows with x[i] == 0 (blank pixels, dead ReLUs) cost nothing. */
-        for (int i = 0; i < IN; i++) {
-            const float xi = inp[i];
-            if (xi == 0.0f) continue;
-            const float *wr = w + (size_t)i * OUT + lo;
-            for (int o = 0; o < n; o++) y[o] += xi * wr[o];
+        /* Column blocks of the thread's slice: y = b, then y += each row chunk's sum. Rows with x[i] == 0
+         * (blank pixels, dead ReLUs) cost nothing. */
+        enum { CB = 256 };
+        float part[CB];
+        for (size_t c0 = lo; c0 < hi; c0 += CB) {
+            const int n = hi - c0 < CB ? (int)(hi - c0) : CB;
+            float *y = out + c0;
+            if (b) memcpy(y, b + c0, (size_t)n * sizeof(float));
+            else memset(y, 0, (size_t)n * sizeof(float));
+            for (int i0 = 0; i0 < IN; i0 += DENSE1_ROW_CHUNK) {
+                const int i1 = IN - i0 < DENSE1_ROW_CHUNK ? IN : i0 + DENSE1_ROW_CHUNK;
+                memset(part, 0, (size_t)n * sizeof(float));
+                for (int i = i0; i < i1; i++)
+                    if (inp[i] != 0.0f) simd_axpy(part, inp[i], w + (size_t)i * OUT + c0, n);
+                simd_axpy(y, 1.0f, part, n);
+            }
         }
         if (relu) relu_block(out, (size_t)OUT, 0, 1, lo, hi);
         return;
@@ -87,6 +93,22 @@ void dense_forward(float *out, const float *inp, const float *w, const float *b,
             if (relu) relu_block(out, (size_t)OUT, 0, (size_t)N, lo, hi);
         });
     }
+}
+
+int dense1_chunks(int IN) { return (IN + DENSE1_ROW_CHUNK - 1) / DENSE1_ROW_CHUNK; }
+
+void dense1_combine(float *out, const float *part, const float *b, int IN, int OUT, int relu, int ith, int nth)
+{
+    size_t lo, hi;
+    tb_slice16((size_t)OUT, ith, nth, &lo, &hi);
+    const int n = (int)(hi - lo), K = dense1_chunks(IN);
+    if (n <= 0) return;
+    float *y = out + lo;
+    if (b) memcpy(y, b + lo, (size_t)n * sizeof(float));
+    else memset(y, 0, (size_t)n * sizeof(float));
+    /* fma(1, s, y) = y + s, rounded once: dense_forward's chunk additions. */
+    for (int k = 0; k < K; k++) simd_axpy(y, 1.0f, part + (size_t)k * OUT + lo, n);
+    if (relu) relu_block(out, (size_t)OUT, 0, 1, lo, hi);
 }
 
 void dense_backward_data(float *dinp, const float *dout, const float *w, const struct dense_shape *s,

@@ -17,6 +17,16 @@ struct dense_shape {
  * over fixed tiles of rows of out (of OUT columns when N is small). */
 void dense_forward(float *out, const float *inp, const float *w, const float *b, const struct dense_shape *s,
                    int relu, int ith, int nth);
+/* A batch of one sums its input rows in fixed chunks: out = b + Σ_k (Σ_{i in chunk k} x[i]·w[i,:]), each
+ * chunk's sum from zero (rows with x[i] = 0 skipped), the chunks added in ascending k. A pass that
+ * updates w partitioned by chunks of rows can then form the same chunk sums on any thread. */
+#define DENSE1_ROW_CHUNK 16
+/* Returns the number of row chunks of a batch-1 input of IN. */
+int dense1_chunks(int IN);
+/* out[o] = b[o] + Σ_k part[k·OUT + o] in ascending k (b may be NULL), then max(0,·) when relu:
+ * the last stage of a batch-1 forward whose chunk sums (dense1_chunks(IN), OUT) are in part.
+ * Partitioned over columns. */
+void dense1_combine(float *out, const float *part, const float *b, int IN, int OUT, int relu, int ith, int nth);
 /* dinp (N,IN) += dout (N,OUT) · wᵀ. Partitioned over rows of dinp (columns when N is small). */
 void dense_backward_data(float *dinp, const float *dout, const float *w, const struct dense_shape *s,
                          int ith, int nth);

@@ -121,18 +121,14 @@ static inline __attribute__((always_inline)) void norm_v8_bwd_sums_rows(float *f
 static void norm_ch_slice(int C, int ith, int nth, int *c0, int *c1)
 {
     size_t lo, hi;
-    tb_slice(((size_t)C + 15) / 16, ith, nth, &lo, &hi);
-    *c0 = lo * 16 < (size_t)C ? (int)(lo * 16) : C;
-    *c1 = hi * 16 < (size_t)C ? (int)(hi * 16) : C;
+    tb_slice16((size_t)C, ith, nth, &lo, &hi);
+    *c0 = (int)lo, *c1 = (int)hi;
 }
 
 /* Thread ith's rows [r0,r1) of M, cut at multiples of 16 rows so row slices never share a line. */
 static void norm_row_slice(size_t M, int ith, int nth, size_t *r0, size_t *r1)
 {
-    size_t lo, hi;
-    tb_slice((M + 15) / 16, ith, nth, &lo, &hi);
-    *r0 = lo * 16 < M ? lo * 16 : M;
-    *r1 = hi * 16 < M ? hi * 16 : M;
+    tb_slice16(M, ith, nth, r0, r1);
 }
 
 /* s, q (cn) = Σx, Σx² over rows [0,M) of inp (M,C), channels [c0,c0+cn); rows in ascending order. */

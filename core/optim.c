@@ -213,7 +213,7 @@ void optim_update(const struct optim_config *c, float *params, const float *grad
     switch (c->kind) {
     case OPTIM_ADAM: {
         const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-        const float alpha = (float)(lr * sqrt(1.0 - pow(b2, (double)step)) / (1.0 - pow(b1, (double)step)));
+        const float alpha = optim_adam_alpha(c, step);
         float *m = state, *v = state + n;
         FOR_EACH_PIECE(segs, n_segs, lo, hi, {
             adam_span(params, grads, m, v, p_lo, p_hi, p_nd ? 0.0f : wd, b1, b2, alpha, eps);
@@ -264,47 +264,69 @@ void optim_update(const struct optim_config *c, float *params, const float *grad
     }
 }
 
-void optim_adam_outer(const struct optim_config *c, float *w, float *m, float *v, const float *x, const float *dy,
-                      int cols, size_t r0, size_t r1, float wd, long step)
-{
-    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    /* The scheduled rate, exactly as optim_update computes it, so fused and unfused stay bitwise equal. */
-    const float lr = optim_lr_at(c, step);
-    const float alpha = (float)(lr * sqrt(1.0 - pow(b2, (double)step)) / (1.0 - pow(b1, (double)step)));
 #ifdef TB_SIMD_AVX2
+/* Row r of optim_adam_outer over the thread's columns (n of them, from pointer offset 0), y += a·w_new
+ * when fwd. A constant fwd after inlining: rows the next forward skips pay nothing for it. */
+static inline __attribute__((always_inline)) void adam_outer_row(const struct adam_v8c *k8, float *pr, float *mr,
+                                                                 float *vr, const float *dy, float xr_s, int n,
+                                                                 __m256i tail, const int fwd, float a, float *y)
+{
+    const __m256 xr = _mm256_set1_ps(xr_s), av = _mm256_set1_ps(a);
+    int o = 0;
+    for (; o + 8 <= n; o += 8) {
+        __m256 pi = _mm256_loadu_ps(pr + o), mi = _mm256_loadu_ps(mr + o), vi = _mm256_loadu_ps(vr + o);
+        pi = adam_v8(k8, pi, _mm256_mul_ps(xr, _mm256_loadu_ps(dy + o)), &mi, &vi);
+        _mm256_storeu_ps(mr + o, mi);
+        _mm256_storeu_ps(vr + o, vi);
+        _mm256_storeu_ps(pr + o, pi);
+        if (fwd) _mm256_storeu_ps(y + o, _mm256_fmadd_ps(av, pi, _mm256_loadu_ps(y + o)));
+    }
+    if (o < n) {
+        __m256 pi = _mm256_maskload_ps(pr + o, tail), mi = _mm256_maskload_ps(mr + o, tail);
+        __m256 vi = _mm256_maskload_ps(vr + o, tail);
+        pi = adam_v8(k8, pi, _mm256_mul_ps(xr, _mm256_maskload_ps(dy + o, tail)), &mi, &vi);
+        _mm256_maskstore_ps(mr + o, tail, mi);
+        _mm256_maskstore_ps(vr + o, tail, vi);
+        _mm256_maskstore_ps(pr + o, tail, pi);
+        if (fwd) _mm256_maskstore_ps(y + o, tail, _mm256_fmadd_ps(av, pi, _mm256_maskload_ps(y + o, tail)));
+    }
+}
+#endif
+
+float optim_adam_alpha(const struct optim_config *c, long step)
+{
+    const float lr = optim_lr_at(c, step);
+    return (float)(lr * sqrt(1.0 - pow(c->beta2, (double)step)) / (1.0 - pow(c->beta1, (double)step)));
+}
+
+void optim_adam_outer(const struct optim_config *c, float alpha, float *w, float *m, float *v, const float *x,
+                      const float *dy, int rows, int cols, int c0, int c1, float wd, const float *xn, float *y)
+{
+    if (c0 >= c1) return;
+    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    const int n = c1 - c0;
+#ifdef TB_SIMD_AVX2
+    /* Same instruction sequence per element as adam_span after dense_backward_params, whose gradient is
+     * fma(x, dy, 0) = x·dy exactly: the fused step is bitwise the unfused one; and the forward's
+     * fma(xn, w, y) per element is simd_axpy's, which dense_forward runs for a batch of one. */
     const struct adam_v8c k8 = adam_v8c(wd, b1, b2, alpha, eps);
-    const __m256i tail = simd_tail_mask(cols % 8);
-    for (size_t r = r0; r < r1; r++) {
-        const __m256 xr = _mm256_set1_ps(x[r]);
-        float *pr = w + r * (size_t)cols, *mr = m + r * (size_t)cols, *vr = v + r * (size_t)cols;
-        int o = 0;
-        /* Same instruction sequence per element as adam_span after dense_backward_params, whose
-         * gradient is fma(x, dy, 0) = x·dy exactly: the fused step is bitwise the unfused one. */
-        for (; o + 8 <= cols; o += 8) {
-            __m256 pi = _mm256_loadu_ps(pr + o), mi = _mm256_loadu_ps(mr + o), vi = _mm256_loadu_ps(vr + o);
-            pi = adam_v8(&k8, pi, _mm256_mul_ps(xr, _mm256_loadu_ps(dy + o)), &mi, &vi);
-            _mm256_storeu_ps(mr + o, mi);
-            _mm256_storeu_ps(vr + o, vi);
-            _mm256_storeu_ps(pr + o, pi);
-        }
-        if (o < cols) {
-            __m256 pi = _mm256_maskload_ps(pr + o, tail), mi = _mm256_maskload_ps(mr + o, tail);
-            __m256 vi = _mm256_maskload_ps(vr + o, tail);
-            pi = adam_v8(&k8, pi, _mm256_mul_ps(xr, _mm256_maskload_ps(dy + o, tail)), &mi, &vi);
-            _mm256_maskstore_ps(mr + o, tail, mi);
-            _mm256_maskstore_ps(vr + o, tail, vi);
-            _mm256_maskstore_ps(pr + o, tail, pi);
-        }
+    const __m256i tail = simd_tail_mask(n % 8);
+    for (int r = 0; r < rows; r++) {
+        const size_t off = (size_t)r * (size_t)cols + (size_t)c0;
+        const float a = xn ? xn[r] : 0.0f;
+        if (a != 0.0f) adam_outer_row(&k8, w + off, m + off, v + off, dy + c0, x[r], n, tail, 1, a, y + c0);
+        else adam_outer_row(&k8, w + off, m + off, v + off, dy + c0, x[r], n, tail, 0, 0.0f, NULL);
     }
 #else
-    for (size_t r = r0; r < r1; r++)
-        for (int o = 0; o < cols; o++) {
-            size_t i = r * (size_t)cols + o;
+    for (int r = 0; r < rows; r++)
+        for (int o = c0; o < c1; o++) {
+            size_t i = (size_t)r * (size_t)cols + (size_t)o;
             float g = fmaf(wd, w[i], x[r] * dy[o]);
             float mi = fmaf(g - m[i], 1.0f - b1, m[i]);
             float vi = fmaf(fmaf(g, g, -v[i]), 1.0f - b2, v[i]);
             m[i] = mi, v[i] = vi;
             w[i] -= alpha * mi / (sqrtf(vi) + eps);
+            if (xn && xn[r] != 0.0f) y[o] = fmaf(xn[r], w[i], y[o]);
         }
 #endif
 }

@@ -60,10 +60,15 @@ void optim_update(const struct optim_config *c, float *params, const float *grad
                   const struct optim_segment *segs, int n_segs, const float *trust_per_seg, long step, int ith,
                   int nth);
 
-/* Adam on rows [r0,r1) of a dense weight w (rows, cols) whose gradient is the outer product x (rows)
- * ⊗ dy (cols) of a batch of one, computed on the fly instead of stored: no gradient arena to zero,
- * write and re-read. m, v have w's layout. Bitwise equal to dense_backward_params + optim_update. */
-void optim_adam_outer(const struct optim_config *c, float *w, float *m, float *v, const float *x, const float *dy,
-                      int cols, size_t r0, size_t r1, float wd, long step);
+/* Adam's step size at a 1-based step: the scheduled rate with both bias corrections folded in. */
+float optim_adam_alpha(const struct optim_config *c, long step);
+/* Adam with step size alpha (optim_adam_alpha) on columns [c0,c1) of every row of a dense weight w
+ * (rows, cols) whose gradient is the outer product x (rows) ⊗ dy (cols) of a batch of one, computed on
+ * the fly instead of stored: no gradient arena to zero, write and re-read. m, v have w's layout. Bitwise
+ * equal to dense_backward_params + optim_update. When xn is non-NULL it then adds xn[r]·w[r,o] with
+ * the updated weights into y[o] for every row with xn[r] ≠ 0, in ascending r: a chunk of the next
+ * step's batch-1 forward (dense_forward's arithmetic) in the update's one pass over w. */
+void optim_adam_outer(const struct optim_config *c, float alpha, float *w, float *m, float *v, const float *x,
+                      const float *dy, int rows, int cols, int c0, int c1, float wd, const float *xn, float *y);
 
 #endif

@@ -42,6 +42,17 @@ static inline float simd_dot(const float *restrict a, const float *restrict b, i
 #endif
 }
 
+/* y[o] = fma(a, x[o], y[o]) for o < n: one rounding per element, the same in every lane and the tail. */
+static inline void simd_axpy(float *restrict y, float a, const float *restrict x, int n)
+{
+    int o = 0;
+#ifdef TB_SIMD_AVX2
+    const __m256 av = _mm256_set1_ps(a);
+    for (; o + 8 <= n; o += 8) _mm256_storeu_ps(y + o, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + o), _mm256_loadu_ps(y + o)));
+#endif
+    for (; o < n; o++) y[o] = fmaf(a, x[o], y[o]);
+}
+
 #ifdef TB_SIMD_AVX2
 /* Mask for the first `left` (< 8) lanes, for _mm256_maskload_ps / _mm256_maskstore_ps. */
 static inline __m256i simd_tail_mask(int left)

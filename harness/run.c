@@ -435,6 +435,7 @@ static int session_steps(struct session *s, long from, long to, struct step_reco
         struct step_stats ss;
         memset(&ss, 0, sizeof ss);
         int st = backend_train_step(&s->be, &b, step, &ss);
+        if (st == TB_OK && step == to) st = backend_finish(&s->be); /* the deferred part of the last step */
         const double t1 = tb_now_s();
         const double l = ss.loss_sum / batch;
         if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss.nonfinite))) {

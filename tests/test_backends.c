@@ -40,6 +40,7 @@ struct run_spec {
     uint64_t seed;
     struct optim_config optim;
     int may_refuse; /* a degenerate config (batch 1 over replicas) the backend may reject at prepare */
+    int peek_step;  /* run_train reads the parameters and evaluates after this step (0: never) */
 };
 
 static struct run_spec spec_default(const char *backend, int batch)
@@ -153,6 +154,13 @@ static void run_train(const struct run_spec *sp, struct trace *t)
         cr_assert_eq(ss.n, sp->batch);
         cr_assert(isfinite(ss.loss_sum), "%s step %d: loss %g", sp->backend, s, ss.loss_sum);
         t->loss[s - 1] = ss.loss_sum;
+        if (s == sp->peek_step) { /* work a backend deferred must be done first, and nothing lost */
+            float *p = tu_fvec(S.n_params);
+            cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, p), TB_OK, "%s", tb_error_get());
+            struct eval_stats ev = {0};
+            cr_assert_eq(backend_evaluate(&S.b, &bt, &ev), TB_OK, "%s", tb_error_get());
+            free(p);
+        }
     }
     t->n_params = S.n_params, t->n_opt = S.n_opt;
     t->params = tu_fvec(t->n_params);
@@ -392,8 +400,10 @@ Test(backends, degenerate_configs_bitwise_cpu, .timeout = 60)
     }
 }
 
-/* The fused batch-1 step (dense gradients folded into Adam) against zero + forward/backward +
- * update, for every backend, under a constant rate and under warm-up + cosine with weight decay. */
+/* The fused batch-1 step (dense gradients folded into Adam, the update deferred into the next step's
+ * forward) against zero + forward/backward + update, for every backend, under a constant rate, under
+ * warm-up + cosine with weight decay, and with parameters read and an evaluation mid-run (which must
+ * apply the deferred update first). */
 ParameterizedTestParameters(backends, fused_batch1_bitwise_unfused)
 {
     return cr_make_param_array(int, registry_indices, registry_params());
@@ -403,9 +413,10 @@ ParameterizedTest(int *k, backends, fused_batch1_bitwise_unfused, .timeout = 60)
 {
     int n;
     const struct backend_entry *r = backend_registry(&n);
-    for (int variant = 0; variant < 2; variant++) {
+    for (int variant = 0; variant < 3; variant++) {
         struct run_spec sf = spec_default(r[*k].name, 1);
         sf.may_refuse = 1;
+        if (variant == 2) sf.peek_step = K_STEPS / 2;
         if (variant == 1) {
             sf.optim.warmup_steps = 3;
             sf.optim.schedule = LR_COSINE;
@@ -420,7 +431,7 @@ ParameterizedTest(int *k, backends, fused_batch1_bitwise_unfused, .timeout = 60)
         if (!tf.skipped) {
             char what[80];
             snprintf(what, sizeof what, "%s fused vs unfused%s", r[*k].name,
-                     variant ? " (warm-up, cosine, weight decay)" : "");
+                     variant == 1 ? " (warm-up, cosine, weight decay)" : variant == 2 ? " (read mid-run)" : "");
             assert_trace_bitwise(&tf, &tu, what);
         }
         trace_free(&tf), trace_free(&tu);

@@ -4,8 +4,9 @@
  * with per-tensor trust ratios) runs 3 steps on a few elements against the same formulas evaluated
  * in double here (within 1e-6 relative), with weight decay applied only to decayed segments; the
  * fused optim_adam_outer is held bitwise against dense_backward_params (batch 1, zeroed gradients)
- * followed by optim_update; the LR schedules against their closed forms; and every update with
- * nth ∈ {1,2,3,7} (slices run one after another) bitwise equal to nth = 1.
+ * followed by optim_update, and its fused next forward against dense_forward; the LR schedules
+ * against their closed forms; and every update with nth ∈ {1,2,3,7} (slices run one after another)
+ * bitwise equal to nth = 1.
  */
 #include "test_util.h"
 
@@ -248,14 +249,17 @@ Test(optim, weight_decay_skips_no_decay_segments)
  */
 
 /* Runs 3 Adam steps both ways on a (rows, cols) weight and asserts params, m and v bitwise equal
- * after each; x has exact zeros (dead ReLUs) on some rows. */
+ * after each; x has exact zeros (dead ReLUs) on some rows. The fused kernel also computes the next
+ * input's forward from the updated weights, held bitwise against dense_forward. */
 static void check_outer(const struct optim_config *c, int rows, int cols, float wd)
 {
     const size_t n = (size_t)rows * cols;
     float *w1 = tu_fvec(n), *st1 = tu_fvec(2 * n), *g = tu_fvec(n);
     float *w2 = tu_fvec(n), *m2 = tu_fvec(n), *v2 = tu_fvec(n);
-    float *x = tu_fvec(rows), *dy = tu_fvec(cols);
+    float *x = tu_fvec(rows), *dy = tu_fvec(cols), *xn = tu_fvec(rows), *b = tu_fvec(cols);
+    float *y1 = tu_fvec(cols), *y2 = tu_fvec(cols), *part = tu_fvec((size_t)dense1_chunks(rows) * cols);
     tu_fill_normal(w1, n, 60, 0.0f, 0.2f);
+    tu_fill_normal(b, cols, 59, 0.0f, 0.3f);
     memcpy(w2, w1, n * sizeof *w1);
     struct optim_config cu = *c;
     cu.weight_decay = wd; /* the unfused path reads wd from the config; segs NULL = decayed */
@@ -269,10 +273,25 @@ static void check_outer(const struct optim_config *c, int rows, int cols, float 
         struct dense_shape s = {1, rows, cols};
         dense_backward_params(g, NULL, x, dy, &s, 0, 1);
         optim_update(&cu, w1, g, st1, n, NULL, 0, NULL, t, 0, 1);
-        /* fused, in two row slices to show rows are independent */
-        optim_adam_outer(c, w2, m2, v2, x, dy, cols, 0, (size_t)rows / 2, wd, t);
-        optim_adam_outer(c, w2, m2, v2, x, dy, cols, (size_t)rows / 2, (size_t)rows, wd, t);
+        /* fused, in two column slices to show columns are independent, with the next forward (ReLU) */
+        tu_fill_normal(xn, rows, 81 + (uint64_t)t, 0.5f, 1.0f);
+        for (int r = 0; r < rows; r++)
+            if ((r + t) % 4 == 1) xn[r] = 0.0f;
+        /* each row chunk's forward sum, as the engine's fused pass forms them, then combined */
+        const float a = optim_adam_alpha(c, t);
+        for (int r0 = 0; r0 < rows; r0 += DENSE1_ROW_CHUNK) {
+            const int nr = rows - r0 < DENSE1_ROW_CHUNK ? rows - r0 : DENSE1_ROW_CHUNK;
+            const size_t o = (size_t)r0 * cols;
+            float *pk = part + (size_t)(r0 / DENSE1_ROW_CHUNK) * cols;
+            memset(pk, 0, (size_t)cols * sizeof *pk);
+            optim_adam_outer(c, a, w2 + o, m2 + o, v2 + o, x + r0, dy, nr, cols, 0, cols / 2, wd, xn + r0, pk);
+            optim_adam_outer(c, a, w2 + o, m2 + o, v2 + o, x + r0, dy, nr, cols, cols / 2, cols, wd, xn + r0, pk);
+        }
+        dense1_combine(y2, part, b, rows, cols, 1, 0, 1);
+        dense_forward(y1, xn, w1, b, &s, 1, 0, 1);
         char what[96];
+        snprintf(what, sizeof what, "fused forward %dx%d wd=%g step %ld", rows, cols, (double)wd, t);
+        tu_assert_bitwise(y2, y1, (size_t)cols, what);
         snprintf(what, sizeof what, "fused params %dx%d wd=%g step %ld", rows, cols, (double)wd, t);
         tu_assert_bitwise(w2, w1, n, what);
         snprintf(what, sizeof what, "fused m %dx%d wd=%g step %ld", rows, cols, (double)wd, t);
@@ -280,7 +299,8 @@ static void check_outer(const struct optim_config *c, int rows, int cols, float 
         snprintf(what, sizeof what, "fused v %dx%d wd=%g step %ld", rows, cols, (double)wd, t);
         tu_assert_bitwise(v2, st1 + n, n, what);
     }
-    free(w1), free(st1), free(g), free(w2), free(m2), free(v2), free(x), free(dy);
+    free(w1), free(st1), free(g), free(w2), free(m2), free(v2), free(x), free(dy), free(xn), free(b), free(y1),
+        free(y2), free(part);
 }
 
 Test(optim, adam_outer_equals_backward_params_plus_update)
@@ -288,8 +308,9 @@ Test(optim, adam_outer_equals_backward_params_plus_update)
     struct optim_config c;
     optim_config_defaults(&c, OPTIM_ADAM);
     c.lr = 0.01f;
-    const int shapes[][2] = {{13, 21}, {9, 37}, {5, 3}, {7, 8}, {11, 129}};
-    for (int k = 0; k < 5; k++) {
+    /* 37 and 50 rows: several row chunks of the fused forward, the last one short */
+    const int shapes[][2] = {{13, 21}, {9, 37}, {5, 3}, {7, 8}, {11, 129}, {37, 19}, {50, 264}};
+    for (int k = 0; k < 7; k++) {
         check_outer(&c, shapes[k][0], shapes[k][1], 0.0f);
         check_outer(&c, shapes[k][0], shapes[k][1], 0.01f);
     }
@@ -428,15 +449,17 @@ Test(optim, adam_outer_partition_bitwise)
     tu_fill_normal(dy, cols, 92, 0.0f, 0.1f);
     for (int r = 0; r < rows; r += 4) x[r] = 0.0f;
     float *wr = tu_fdup(w0, n), *mr = tu_fvec(n), *vr = tu_fvec(n);
-    for (long t = 1; t <= 2; t++) optim_adam_outer(&c, wr, mr, vr, x, dy, cols, 0, rows, 0.01f, t);
+    for (long t = 1; t <= 2; t++)
+        optim_adam_outer(&c, optim_adam_alpha(&c, t), wr, mr, vr, x, dy, rows, cols, 0, cols, 0.01f, NULL, NULL);
     for (int k = 1; k < TU_N_NTHS; k++) {
         const int nth = TU_NTHS[k];
         float *w = tu_fdup(w0, n), *m = tu_fvec(n), *v = tu_fvec(n);
         for (long t = 1; t <= 2; t++)
             for (int ith = 0; ith < nth; ith++) {
                 size_t lo, hi;
-                tb_slice((size_t)rows, ith, nth, &lo, &hi);
-                optim_adam_outer(&c, w, m, v, x, dy, cols, lo, hi, 0.01f, t);
+                tb_slice((size_t)cols, ith, nth, &lo, &hi);
+                optim_adam_outer(&c, optim_adam_alpha(&c, t), w, m, v, x, dy, rows, cols, (int)lo, (int)hi, 0.01f, NULL,
+                                 NULL);
             }
         tu_assert_bitwise(w, wr, n, "adam_outer params");
         tu_assert_bitwise(m, mr, n, "adam_outer m");
