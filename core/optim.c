@@ -116,12 +116,13 @@ static int seg_find(const struct optim_segment *segs, int n_segs, size_t i)
 /* Adam's constants in 8 lanes. */
 struct adam_v8c {
     __m256 d, c1, c2, alpha, eps;
+    int decay; /* d != 0: without weight decay the gradient is used as it is (one FMA less) */
 };
 
 static inline struct adam_v8c adam_v8c(float d, float b1, float b2, float alpha, float eps)
 {
     return (struct adam_v8c){_mm256_set1_ps(d), _mm256_set1_ps(1.0f - b1), _mm256_set1_ps(1.0f - b2),
-                             _mm256_set1_ps(alpha), _mm256_set1_ps(eps)};
+                             _mm256_set1_ps(alpha), _mm256_set1_ps(eps), d != 0.0f};
 }
 
 /* One Adam step of 8 elements, the one instruction sequence every Adam kernel runs (so fused and
@@ -132,7 +133,7 @@ static inline struct adam_v8c adam_v8c(float d, float b1, float b2, float alpha,
 static inline __attribute__((always_inline)) __m256 adam_v8(const struct adam_v8c *k, __m256 p, __m256 g,
                                                              __m256 *m, __m256 *v)
 {
-    g = _mm256_fmadd_ps(k->d, p, g);
+    if (k->decay) g = _mm256_fmadd_ps(k->d, p, g);
     *m = _mm256_fmadd_ps(_mm256_sub_ps(g, *m), k->c1, *m);
     *v = _mm256_fmadd_ps(_mm256_fmsub_ps(g, g, *v), k->c2, *v);
     const __m256 den = _mm256_add_ps(_mm256_sqrt_ps(*v), k->eps);
