@@ -93,6 +93,10 @@ compare: deps build
 bench-mlp: deps build
 	@./tools/bench_mlp.sh $(BUILD)
 
+# The memory floor of mnist-mlp's batch-1 Adam update (BENCHMARKS.md, issue 4).
+membw: build
+	@$(BUILD)/membw $(or $(PARAMS),167690) $(or $(THREADS),2)
+
 # Each reader's libFuzzer target runs 10^6 executions (FUZZ_RUNS), capped at SECONDS_PER_TARGET.
 fuzz:
 	@TB_FUZZ_RUNS=$(or $(FUZZ_RUNS),1000000) ./tools/fuzz/run.sh $(or $(SECONDS_PER_TARGET),1800)
