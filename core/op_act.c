@@ -9,19 +9,10 @@
 
 #include <math.h>
 
-/* Thread ith's [lo,hi) of n elements, cut at multiples of 16 floats (one cache line). */
-static void act_slice(size_t n, int ith, int nth, size_t *lo, size_t *hi)
-{
-    size_t ulo, uhi;
-    tb_slice((n + 15) / 16, ith, nth, &ulo, &uhi);
-    *lo = ulo * 16 < n ? ulo * 16 : n;
-    *hi = uhi * 16 < n ? uhi * 16 : n;
-}
-
 void silu_forward(float *out, const float *inp, size_t n, int ith, int nth)
 {
     size_t lo, hi;
-    act_slice(n, ith, nth, &lo, &hi);
+    tb_slice16(n, ith, nth, &lo, &hi);
     for (size_t i = lo; i < hi; i++) out[i] = act_siluf(inp[i]);
 }
 
@@ -29,14 +20,14 @@ void silu_backward(float *restrict dinp, const float *restrict dout, const float
                    int ith, int nth)
 {
     size_t lo, hi;
-    act_slice(n, ith, nth, &lo, &hi);
+    tb_slice16(n, ith, nth, &lo, &hi);
     for (size_t i = lo; i < hi; i++) dinp[i] += dout[i] * act_silu_gradf(inp[i]);
 }
 
 void sigmoid_forward(float *out, const float *inp, size_t n, int ith, int nth)
 {
     size_t lo, hi;
-    act_slice(n, ith, nth, &lo, &hi);
+    tb_slice16(n, ith, nth, &lo, &hi);
     for (size_t i = lo; i < hi; i++) out[i] = act_sigmoidf(inp[i]);
 }
 
@@ -44,14 +35,14 @@ void sigmoid_backward(float *restrict dinp, const float *restrict dout, const fl
                       int ith, int nth)
 {
     size_t lo, hi;
-    act_slice(n, ith, nth, &lo, &hi);
+    tb_slice16(n, ith, nth, &lo, &hi);
     for (size_t i = lo; i < hi; i++) dinp[i] += dout[i] * (out[i] * (1.0f - out[i]));
 }
 
 void relu_forward(float *out, const float *inp, size_t n, int ith, int nth)
 {
     size_t lo, hi;
-    act_slice(n, ith, nth, &lo, &hi);
+    tb_slice16(n, ith, nth, &lo, &hi);
     for (size_t i = lo; i < hi; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
 
@@ -59,7 +50,7 @@ void relu_backward(float *restrict dinp, const float *restrict dout, const float
                    int ith, int nth)
 {
     size_t lo, hi;
-    act_slice(n, ith, nth, &lo, &hi);
+    tb_slice16(n, ith, nth, &lo, &hi);
     for (size_t i = lo; i < hi; i++) dinp[i] += out_or_inp[i] > 0.0f ? dout[i] : 0.0f;
 }
 

@@ -24,15 +24,6 @@ int dropconnect_keep(const struct dropout_args *a, uint64_t g)
     return rng_uniform(a->seed, RNG_STREAM_DROPCONNECT, drop_sample_key(a, g)) >= a->p;
 }
 
-/* Thread ith's [lo,hi) of n elements, cut at multiples of 16 floats. */
-static void drop_slice(size_t n, int ith, int nth, size_t *lo, size_t *hi)
-{
-    size_t ulo, uhi;
-    tb_slice((n + 15) / 16, ith, nth, &ulo, &uhi);
-    *lo = ulo * 16 < n ? ulo * 16 : n;
-    *hi = uhi * 16 < n ? uhi * 16 : n;
-}
-
 /* 1/(1-p) for p < 1; 0 for p >= 1 (everything dropped, and no 0·inf). */
 static float drop_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 
@@ -60,7 +51,7 @@ void dropout_forward(float *out, const float *inp, int N, size_t D, uint64_t g0,
                      int ith, int nth)
 {
     size_t lo, hi;
-    drop_slice((size_t)N * D, ith, nth, &lo, &hi);
+    tb_slice16((size_t)N * D, ith, nth, &lo, &hi);
     dropout_apply(out, inp, D, g0, a, lo, hi, 0);
 }
 
@@ -68,7 +59,7 @@ void dropout_backward(float *dinp, const float *dout, int N, size_t D, uint64_t 
                       int ith, int nth)
 {
     size_t lo, hi;
-    drop_slice((size_t)N * D, ith, nth, &lo, &hi);
+    tb_slice16((size_t)N * D, ith, nth, &lo, &hi);
     dropout_apply(dinp, dout, D, g0, a, lo, hi, 1);
 }
 
@@ -91,7 +82,7 @@ void dropconnect_forward(float *out, const float *inp, int N, size_t D, uint64_t
                          int ith, int nth)
 {
     size_t lo, hi;
-    drop_slice((size_t)N * D, ith, nth, &lo, &hi);
+    tb_slice16((size_t)N * D, ith, nth, &lo, &hi);
     dropconnect_apply(out, NULL, inp, D, g0, a, lo, hi);
 }
 
@@ -99,7 +90,7 @@ void dropconnect_backward(float *dinp, const float *dout, int N, size_t D, uint6
                           const struct dropout_args *a, int ith, int nth)
 {
     size_t lo, hi;
-    drop_slice((size_t)N * D, ith, nth, &lo, &hi);
+    tb_slice16((size_t)N * D, ith, nth, &lo, &hi);
     dropconnect_apply(dinp, dinp, dout, D, g0, a, lo, hi);
 }
 
@@ -107,7 +98,7 @@ void dropconnect_add_forward(float *out, const float *shortcut, const float *bra
                              const struct dropout_args *a, int ith, int nth)
 {
     size_t lo, hi;
-    drop_slice((size_t)N * D, ith, nth, &lo, &hi);
+    tb_slice16((size_t)N * D, ith, nth, &lo, &hi);
     dropconnect_apply(out, shortcut, branch, D, g0, a, lo, hi);
 }
 

@@ -125,12 +125,6 @@ static void norm_ch_slice(int C, int ith, int nth, int *c0, int *c1)
     *c0 = (int)lo, *c1 = (int)hi;
 }
 
-/* Thread ith's rows [r0,r1) of M, cut at multiples of 16 rows so row slices never share a line. */
-static void norm_row_slice(size_t M, int ith, int nth, size_t *r0, size_t *r1)
-{
-    tb_slice16(M, ith, nth, r0, r1);
-}
-
 /* s, q (cn) = Σx, Σx² over rows [0,M) of inp (M,C), channels [c0,c0+cn); rows in ascending order. */
 static void norm_stats_rows(double *restrict s, double *restrict q, const float *restrict inp, size_t M,
                             size_t C, int c0, int cn)
@@ -314,7 +308,7 @@ int bn_row_chunks(size_t M)
 size_t bn_chunk_doubles(size_t M, int C) { return (size_t)bn_row_chunks(M) * 2 * (size_t)C; }
 
 /* Rows [r0,r1) of chunk k of K over M rows, cut at 16-row units like the row slices. */
-static void bn_chunk_rows(size_t M, int K, int k, size_t *r0, size_t *r1) { norm_row_slice(M, k, K, r0, r1); }
+static void bn_chunk_rows(size_t M, int K, int k, size_t *r0, size_t *r1) { tb_slice16(M, k, K, r0, r1); }
 
 /* s, q (cn) += cs, cq (cn): one chunk's sums added on, the step of the fixed chunk order every BatchNorm
  * reduction takes (walked by the kernel, or from the part buffer after the barrier). */
@@ -435,7 +429,7 @@ void bn_forward_apply(float *out, const float *inp, const float *save, const flo
                       size_t M, int C, enum norm_act act, int ith, int nth)
 {
     size_t r0, r1;
-    norm_row_slice(M, ith, nth, &r0, &r1);
+    tb_slice16(M, ith, nth, &r0, &r1);
     float a[NORM_CB];
     for (int c0 = 0; c0 < C && r1 > r0; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
@@ -474,10 +468,7 @@ static void bn_item(size_t i, size_t M, int C, int K, int G, size_t *r0, size_t 
 {
     *k = (int)(i / (size_t)G);
     bn_chunk_rows(M, K, *k, r0, r1);
-    size_t lo, hi;
-    tb_slice(((size_t)C + 15) / 16, (int)(i % (size_t)G), G, &lo, &hi);
-    *c0 = lo * 16 < (size_t)C ? (int)(lo * 16) : C;
-    *c1 = hi * 16 < (size_t)C ? (int)(hi * 16) : C;
+    norm_ch_slice(C, (int)(i % (size_t)G), G, c0, c1);
 }
 
 void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, int ith, int nth)
@@ -509,7 +500,7 @@ void bn_forward_train_finish(float *out, float *save, float *run_mean, float *ru
     const int K = bn_row_chunks(M);
     size_t r0, r1;
     int cs, ce;
-    norm_row_slice(M, ith, nth, &r0, &r1);
+    tb_slice16(M, ith, nth, &r0, &r1);
     norm_ch_slice(C, ith, nth, &cs, &ce);
     double s[NORM_CB], q[NORM_CB];
     float mean[NORM_CB], a[NORM_CB];
@@ -529,7 +520,7 @@ void bn_forward_eval(float *out, const float *inp, const float *run_mean, const 
                      int ith, int nth)
 {
     size_t r0, r1;
-    norm_row_slice(M, ith, nth, &r0, &r1);
+    tb_slice16(M, ith, nth, &r0, &r1);
     float a[NORM_CB];
     for (int c0 = 0; c0 < C && r1 > r0; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
@@ -591,7 +582,7 @@ void bn_backward_data_apply(float *dinp, const float *dz, const float *inp, cons
                             const double *sums, size_t M, size_t M_total, int C, int acc, int ith, int nth)
 {
     size_t r0, r1;
-    norm_row_slice(M, ith, nth, &r0, &r1);
+    tb_slice16(M, ith, nth, &r0, &r1);
     float a[NORM_CB], c2[NORM_CB], k0[NORM_CB];
     for (int c0 = 0; c0 < C && r1 > r0; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
@@ -654,7 +645,7 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
     const int K = bn_row_chunks(M);
     size_t r0, r1;
     int cs, ce;
-    norm_row_slice(M, ith, nth, &r0, &r1);
+    tb_slice16(M, ith, nth, &r0, &r1);
     norm_ch_slice(C, ith, nth, &cs, &ce);
     double sdz[NORM_CB], sdzx[NORM_CB];
     float a[NORM_CB], c2[NORM_CB], k0[NORM_CB];

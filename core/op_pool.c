@@ -5,19 +5,10 @@
 
 #define POOL_CB 2048 /* channels per block of double accumulators: rows in one piece, as in op_norm.c */
 
-/* Thread ith's [lo,hi) of n items, cut at multiples of 16 (a cache line of floats). */
-static void pool_slice16(size_t n, int ith, int nth, size_t *lo, size_t *hi)
-{
-    size_t ulo, uhi;
-    tb_slice((n + 15) / 16, ith, nth, &ulo, &uhi);
-    *lo = ulo * 16 < n ? ulo * 16 : n;
-    *hi = uhi * 16 < n ? uhi * 16 : n;
-}
-
 void global_avgpool_forward(float *out, const float *inp, int N, size_t HW, int C, int ith, int nth)
 {
     size_t lo, hi, Cs = (size_t)C;
-    pool_slice16((size_t)N * Cs, ith, nth, &lo, &hi);
+    tb_slice16((size_t)N * Cs, ith, nth, &lo, &hi);
     double acc[POOL_CB];
     double inv = 1.0 / (double)HW;
     for (size_t i = lo; i < hi;) {
@@ -38,7 +29,7 @@ void global_avgpool_forward(float *out, const float *inp, int N, size_t HW, int 
 void global_avgpool_backward(float *dinp, const float *dout, int N, size_t HW, int C, int ith, int nth)
 {
     size_t r0, r1, Cs = (size_t)C;
-    pool_slice16((size_t)N * HW, ith, nth, &r0, &r1);
+    tb_slice16((size_t)N * HW, ith, nth, &r0, &r1);
     float inv = (float)(1.0 / (double)HW);
     for (size_t r = r0; r < r1; r++) {
         const float *restrict dy = dout + (r / HW) * Cs;

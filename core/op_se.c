@@ -9,10 +9,8 @@
 
 void se_scale_forward(float *out, const float *inp, const float *scale, int N, size_t HW, int C, int ith, int nth)
 {
-    size_t ulo, uhi, M = (size_t)N * HW, Cs = (size_t)C;
-    /* Rows cut in 16-row units so threads never share a written cache line. */
-    tb_slice((M + 15) / 16, ith, nth, &ulo, &uhi);
-    size_t r0 = ulo * 16 < M ? ulo * 16 : M, r1 = uhi * 16 < M ? uhi * 16 : M;
+    size_t r0, r1, M = (size_t)N * HW, Cs = (size_t)C;
+    tb_slice16(M, ith, nth, &r0, &r1); /* 16-row units: threads never share a written cache line */
     for (size_t r = r0; r < r1; r++) {
         const float *restrict s = scale + (r / HW) * Cs;
         const float *restrict x = inp + r * Cs;
