@@ -211,7 +211,8 @@ int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, cons
     struct fb_task t = {.e = e, .mi = &e->train, .backward = 1, .save_inputs = 1};
     t.st = (struct exec_step){.n = n, .n_global = n, .first_index = 0, .step = step, .seed = e->cfg.seed,
                               .training = 1, .x = x, .y = y, .l0 = 0, .l1 = e->m->n_layers,
-                              .defer_dense_params = 1, .pending_step = e->pending, .optim = &e->cfg.optim,
+                              .defer_dense_params = 1, .optim = e->pending ? &e->cfg.optim : NULL,
+                              .pending_alpha = e->pending ? optim_adam_alpha(&e->cfg.optim, e->pending) : 0.0f,
                               .pending_in = e->pending_in, .trace = e->trace.ev ? &e->trace : NULL};
     run(e, fb_run, &t);
     e->pending = step;

@@ -168,12 +168,13 @@ void exec_save_dense_inputs(const struct model_inst *mi, float *dst)
     }
 }
 
-/* Dense layer l's deferred Adam step, partitioned over dense_forward's batch-1 row chunks (rows, not
- * columns: two threads writing alternate 256-byte pieces of every row of w, m and v took 67–92 µs for
- * the MLP's update against 29 µs by rows, their cores pulling each other's lines). With out, the forward of the new input xn as
- * well: each chunk's sum from the updated rows into the shared buffer, then, after a barrier, out = b +
- * the chunk sums in order (and ReLU): dense_forward's arithmetic, bitwise, for any nth. */
-static void dense_adam(const struct model_inst *mi, const struct layer *l, const struct optim_config *c, long step,
+/* Dense layer l's deferred Adam step (step size alpha), partitioned over dense_forward's batch-1 row
+ * chunks (rows, not columns: two threads writing alternate 256-byte pieces of every row of w, m and v
+ * took 67–92 µs for the MLP's update against 29 µs by rows, their cores pulling each other's lines).
+ * With out, the forward of the new input xn as well: each chunk's sum from the updated rows into the
+ * shared buffer, then, after a barrier, out = b + the chunk sums in order (and ReLU): dense_forward's
+ * arithmetic, bitwise, for any nth. */
+static void dense_adam(const struct model_inst *mi, const struct layer *l, const struct optim_config *c, float alpha,
                        const float *x_old, const float *xn, float *out, int ith, int nth,
                        const struct exec_sync *sync)
 {
@@ -183,7 +184,6 @@ static void dense_adam(const struct model_inst *mi, const struct layer *l, const
     const float *dy = exec_dact(mi, l->out);
     float *w = mi->params + l->w_off, *wm = mi->opt + l->w_off, *wv = mi->opt + np + l->w_off;
     float *part = out ? mi->shared : NULL;
-    const float alpha = optim_adam_alpha(c, step);
     TB_ASSERT(!out || mi->shared_floats >= (size_t)dense1_chunks(IN) * OUT);
     if (l->n_b && ith == 0)
         optim_adam_outer(c, alpha, mi->params + l->b_off, mi->opt + l->b_off, mi->opt + np + l->b_off, &one, dy, 1,
@@ -278,8 +278,8 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     switch (l->op) {
     case OP_INPUT: input_forward(l, ti, to, out, st, ith, nth); break;
     case OP_DENSE:
-        if (st->pending_step > 0)
-            dense_adam(mi, l, st->optim, st->pending_step, st->pending_in + dense_in_offset(m, l), in, out, ith, nth,
+        if (st->optim)
+            dense_adam(mi, l, st->optim, st->pending_alpha, st->pending_in + dense_in_offset(m, l), in, out, ith, nth,
                        sync);
         else
             dense_fwd(mi, l, n, ith, nth);
@@ -384,7 +384,7 @@ static int layer_serial(const struct model *m, const struct layer *l, int n, int
 /* layer_serial for the forward: a dense layer that applies a deferred update runs on every thread. */
 static int forward_serial(const struct model *m, const struct layer *l, const struct exec_step *st, int nth)
 {
-    return !(st->pending_step > 0 && l->op == OP_DENSE) && layer_serial(m, l, st->n, nth);
+    return !(st->optim && l->op == OP_DENSE) && layer_serial(m, l, st->n, nth);
 }
 
 static int has_backward(const struct layer *l)
@@ -708,9 +708,10 @@ void exec_update_fused(const struct model_inst *mi, const struct optim_config *c
                        int ith, int nth)
 {
     const struct model *m = mi->m;
+    const float alpha = optim_adam_alpha(c, step);
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];
-        if (l->op == OP_DENSE) dense_adam(mi, l, c, step, in + dense_in_offset(m, l), NULL, NULL, ith, nth, NULL);
+        if (l->op == OP_DENSE) dense_adam(mi, l, c, alpha, in + dense_in_offset(m, l), NULL, NULL, ith, nth, NULL);
     }
 }
 

@@ -68,13 +68,13 @@ struct exec_step {
     int no_stats_update;   /* BatchNorm: do not update running statistics (recomputation) */
     const struct exec_collective *coll; /* non-NULL: BatchNorm statistics are global (sync BN) */
     int defer_dense_params; /* skip dense backward-params: exec_update_fused applies them (batch 1) */
-    /* Batch-1 fused Adam (exec_can_fuse_update): when pending_step > 0, every dense layer first applies
-     * that step's deferred update (gradient pending_in ⊗ its output gradient, which nothing has
+    /* Batch-1 fused Adam (exec_can_fuse_update): when optim is non-NULL, every dense layer first applies
+     * the previous step's deferred update (gradient pending_in ⊗ its output gradient, which nothing has
      * overwritten since) and computes its output from the updated weights in the same pass over them,
      * on all threads. The pass reads each weight once per step instead of twice. */
-    long pending_step;
     const struct optim_config *optim;
-    const float *pending_in; /* the dense layers' inputs at pending_step (exec_save_dense_inputs) */
+    float pending_alpha;     /* that update's step size (optim_adam_alpha of its step) */
+    const float *pending_in; /* the dense layers' inputs at that step (exec_save_dense_inputs) */
     struct exec_trace *trace; /* --trace: thread 0 appends each layer's interval here (NULL = off) */
 };
 
