@@ -41,6 +41,14 @@ static inline void tb_slice16(size_t n, int ith, int nth, size_t *lo, size_t *hi
     *hi = *hi * 16 < n ? *hi * 16 : n;
 }
 
+/* Outputs of at least this many bytes are written with non-temporal stores by our own kernels: they
+ * leave the 32 MB L3 before anything reads them, and skipping the read for ownership halves the
+ * traffic of a write-only pass. */
+enum { TB_STREAM_BYTES = 16 << 20 };
+
+/* Returns whether an output of n floats is large enough for non-temporal stores (TB_STREAM_BYTES). */
+static inline int tb_stream_floats(size_t n) { return n * sizeof(float) >= TB_STREAM_BYTES; }
+
 /* Returns n rounded up to a multiple of 16 floats (64 bytes), the arena alignment unit. */
 static inline size_t tb_align16(size_t n) { return (n + 15) & ~(size_t)15; }
 

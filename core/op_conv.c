@@ -249,14 +249,10 @@ static void gemm_tile(const struct gemm_tiles *t, size_t u, size_t *m0, int *m, 
     col_block(t->cols, t->cu, (int)(u % (size_t)t->cu), c0, n);
 }
 
-/* Outputs of at least this many bytes are written with non-temporal stores by our own kernels: they
- * leave the 32 MB L3 before anything reads them, and skipping the read for ownership halves the
- * traffic of a write-only pass. */
-enum { GEMM_STREAM_BYTES = 16 << 20 };
 /* Widest dinp rows gemm_rows accumulates into (see gemm1x1_wt). */
 enum { GEMM_ROWS_ACC_MAX_COLS = 48 };
 
-static int gemm_stream(size_t M, int cols) { return M * (size_t)cols * sizeof(float) >= GEMM_STREAM_BYTES; }
+static int gemm_stream(size_t M, int cols) { return tb_stream_floats(M * (size_t)cols); }
 
 void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                           const struct conv_fft_plan *plan, float *scratch, int ith, int nth)

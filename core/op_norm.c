@@ -18,6 +18,7 @@
 #include "status.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Channels per block: 2·2048 doubles of accumulators on the stack, so every EfficientNet-B0 layer is one
@@ -33,30 +34,31 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define NORM_V8 1
-/* σ(z) of 8 lanes for the fused SiLU: act_expf's reduction and polynomial, but with -z clamped to
- * [-86, 86] (σ is 1 or below 5e-38 there) so one exponent add builds 2^n, and 1/(1+e) by rcpps plus
- * one Newton step (~1e-7 relative) instead of vdivps. The scalar act_sigmoidf's exp, the division and
- * the two-factor scaling made BatchNorm+SiLU compute-bound (forward apply 18 ms, backward sums 28 ms
- * for 77 MB on this machine against 10–12 ms without SiLU). NaN passes through (min/max keep their
- * second operand). Channel tails (C % 8) take the scalar act_* path. */
+/* σ(z) of 8 lanes for the fused SiLU: 1/(1 + 2^t), t = -z·log2(e), with z clamped to [-87, 87] (σ is 1
+ * or below 2e-38 there). t = k + f, k rounded by the 1.5·2^23 trick (its low bits are k, so one shift
+ * and an integer add build 2^k), f = -z·log2(e) - k exact to ~2^-30 from a two-part constant, and 2^f on
+ * [-1/2, 1/2] by a degree-5 polynomial (relative error 9.1e-8, fitted for this kernel); 1/(1+e) by rcpps
+ * plus one Newton step (~1e-7 relative) instead of vdivps. σ is within 2.4e-7 relative wherever it is above
+ * 1e-6 (1.8e-7 absolute everywhere), as the natural-log reduction before it (2 more FMAs, a vroundps)
+ * was: SiLU in L1 went 0.53 → 0.41 ns an element. The scalar act_sigmoidf's exp, the division and the
+ * two-factor scaling made BatchNorm+SiLU compute-bound before (forward apply 18 ms, backward sums 28 ms
+ * for 77 MB on this machine against 10–12 ms without SiLU). NaN passes through (min/max keep their second
+ * operand; its shifted bits are 0). Channel tails (C % 8) take the scalar act_* path. */
 static inline __m256 norm_v8_sigmoid(__m256 z)
 {
-    __m256 x = _mm256_max_ps(_mm256_set1_ps(-86.0f), _mm256_min_ps(_mm256_set1_ps(86.0f), z));
-    x = _mm256_xor_ps(x, _mm256_set1_ps(-0.0f)); /* -z */
-    const __m256 kf = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(kf, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-    const __m256i n = _mm256_slli_epi32(_mm256_cvtps_epi32(kf), 23);
-    const __m256 e = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), n));
+    const __m256 x = _mm256_max_ps(_mm256_set1_ps(-87.0f), _mm256_min_ps(_mm256_set1_ps(87.0f), z));
+    const __m256 nl2e = _mm256_set1_ps(-1.44269504088896341f), magic = _mm256_set1_ps(12582912.0f);
+    const __m256 tm = _mm256_add_ps(_mm256_mul_ps(x, nl2e), magic);
+    __m256 f = _mm256_fmsub_ps(x, nl2e, _mm256_sub_ps(tm, magic));
+    f = _mm256_fmadd_ps(x, _mm256_set1_ps(-1.9259629891e-08f), f); /* -log2(e) - (float)-log2(e) */
+    __m256 p = _mm256_set1_ps(1.3264729525e-03f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6715130809e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5507337346e-02f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022242076e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314697761e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+    const __m256i k = _mm256_slli_epi32(_mm256_castps_si256(tm), 23);
+    const __m256 e = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), k));
     const __m256 d = _mm256_add_ps(e, _mm256_set1_ps(1.0f));
     const __m256 y = _mm256_rcp_ps(d);
     return _mm256_mul_ps(y, _mm256_fnmadd_ps(d, y, _mm256_set1_ps(2.0f)));
@@ -113,8 +115,10 @@ static inline __attribute__((always_inline)) void norm_v8_bwd_sums_rows(float *f
         _mm256_storeu_ps(fq + j, acc[1]);
     }
 }
+#define NORM_SFENCE() _mm_sfence()
 #else
 #define NORM_V8 0
+#define NORM_SFENCE() ((void)0)
 #endif
 
 /* Thread ith's channels [c0,c1), cut at multiples of 16 (one cache line of floats). */
@@ -140,23 +144,27 @@ static void norm_stats_rows(double *restrict s, double *restrict q, const float 
     }
 }
 
-/* out rows [r0,r1), channels [c0,c0+cn) = act((x - mean)·a + b); mean, a, b (cn). */
+/* out rows [r0,r1), channels [c0,c0+cn) = act((x - mean)·a + b); mean, a, b (cn). With nt the full
+ * vectors go out with non-temporal stores (the caller checked alignment and size). */
 static inline __attribute__((always_inline)) void
 norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *restrict mean,
                 const float *restrict a, const float *restrict b, size_t r0, size_t r1, size_t C, int c0,
-                int cn, int silu)
+                int cn, int silu, int nt)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict y = out + r * C + (size_t)c0;
         int j = 0;
 #if NORM_V8
-        if (silu)
-            for (; j + 8 <= cn; j += 8) {
-                __m256 d;
-                const __m256 z = norm_v8_z(&d, x + j, mean + j, a + j, b + j);
-                _mm256_storeu_ps(y + j, _mm256_mul_ps(z, norm_v8_sigmoid(z)));
-            }
+        for (; j + 8 <= cn; j += 8) {
+            __m256 d;
+            const __m256 z = norm_v8_z(&d, x + j, mean + j, a + j, b + j);
+            const __m256 v = silu ? _mm256_mul_ps(z, norm_v8_sigmoid(z)) : z;
+            if (nt)
+                _mm256_stream_ps(y + j, v);
+            else
+                _mm256_storeu_ps(y + j, v);
+        }
 #endif
         for (; j < cn; j++) {
             float z = (x[j] - mean[j]) * a[j] + b[j];
@@ -165,13 +173,27 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
     }
 }
 
-static void norm_fwd_rows(float *out, const float *inp, const float *mean, const float *a, const float *b,
-                          size_t r0, size_t r1, size_t C, int c0, int cn, enum norm_act act)
+/* Whether a row kernel writing channels [c0, ...) of rows of C floats at out, in a tensor of n floats,
+ * streams its stores: large enough (tb_stream_floats) and every full vector 32-byte aligned. */
+static int norm_nt(const float *out, size_t n, size_t C, int c0)
 {
-    if (act == NORM_ACT_SILU)
-        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1);
+    return NORM_V8 && tb_stream_floats(n) && (uintptr_t)out % 32 == 0 && C % 8 == 0 && c0 % 8 == 0;
+}
+
+/* norm_fwd_rows_k for act; stream as norm_nt decides for a tensor of M_total rows. */
+static void norm_fwd_rows(float *out, const float *inp, const float *mean, const float *a, const float *b,
+                          size_t r0, size_t r1, size_t C, int c0, int cn, enum norm_act act, size_t M_total)
+{
+    const int nt = norm_nt(out, M_total * C, C, c0);
+    if (act == NORM_ACT_SILU && nt)
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1, 1);
+    else if (act == NORM_ACT_SILU)
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1, 0);
+    else if (nt)
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 0, 1);
     else
-        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 0);
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 0, 0);
+    if (nt) NORM_SFENCE(); /* the stores are weakly ordered: visible before the caller's barrier */
 }
 
 /* sdz, sdzd (cn) = Σ dz, Σ dz·(x - mean) over rows [0,M), dz = dout·act'((x-mean)·a + b). With store
@@ -239,12 +261,13 @@ static void norm_bwd_sums_rows(double *sdz, double *sdzd, float *dout, const flo
 }
 
 /* dinp rows [r0,r1), channels [c0,c0+cn) += (acc) or = (!acc) a·dz + c2·(x - mean) + k0 (all per
- * channel, (cn)). Overwriting spares the caller a memset of dinp and this loop a read of it. */
+ * channel, (cn)). Overwriting spares the caller a memset of dinp and this loop a read of it; with nt
+ * (overwriting only) the full vectors go out with non-temporal stores. */
 static inline __attribute__((always_inline)) void
 norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *restrict inp,
                 const float *restrict mean, const float *restrict a, const float *restrict b,
                 const float *restrict c2, const float *restrict k0, size_t r0, size_t r1, size_t C, int c0,
-                int cn, int silu, int acc)
+                int cn, int silu, int acc, int nt)
 {
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
@@ -252,14 +275,20 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
         float *restrict dx = dinp + r * C + (size_t)c0;
         int j = 0;
 #if NORM_V8
-        if (silu)
-            for (; j + 8 <= cn; j += 8) {
-                __m256 d;
-                const __m256 dz = norm_v8_dz(&d, x + j, dy + j, mean + j, a + j, b + j);
-                __m256 g = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + j), d, _mm256_loadu_ps(k0 + j));
-                g = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), dz, g);
-                _mm256_storeu_ps(dx + j, acc ? _mm256_add_ps(_mm256_loadu_ps(dx + j), g) : g);
-            }
+        for (; j + 8 <= cn; j += 8) {
+            __m256 d;
+            const __m256 dz = silu ? norm_v8_dz(&d, x + j, dy + j, mean + j, a + j, b + j)
+                                   : (d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j)),
+                                      _mm256_loadu_ps(dy + j));
+            __m256 g = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + j), d, _mm256_loadu_ps(k0 + j));
+            g = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), dz, g);
+            if (acc)
+                _mm256_storeu_ps(dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), g));
+            else if (nt)
+                _mm256_stream_ps(dx + j, g);
+            else
+                _mm256_storeu_ps(dx + j, g);
+        }
 #endif
         for (; j < cn; j++) {
             float d = x[j] - mean[j];
@@ -271,18 +300,23 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
     }
 }
 
+/* norm_bwd_rows_k for act and acc; an overwrite streams as norm_nt decides for M_total rows. */
 static void norm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *mean, const float *a,
                           const float *b, const float *c2, const float *k0, size_t r0, size_t r1, size_t C,
-                          int c0, int cn, enum norm_act act, int acc)
+                          int c0, int cn, enum norm_act act, int acc, size_t M_total)
 {
+    const int nt = !acc && norm_nt(dinp, M_total * C, C, c0);
     if (act == NORM_ACT_SILU && acc)
-        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1, 1);
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1, 1, 0);
     else if (act == NORM_ACT_SILU)
-        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1, 0);
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1, 0, 0);
     else if (acc)
-        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0, 1);
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0, 1, 0);
+    else if (nt)
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0, 0, 1);
     else
-        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0, 0);
+        norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 0, 0, 0);
+    if (nt) NORM_SFENCE(); /* as in norm_fwd_rows */
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -434,7 +468,7 @@ void bn_forward_apply(float *out, const float *inp, const float *save, const flo
     for (int c0 = 0; c0 < C && r1 > r0; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
         bn_scale_block(a, save, gamma, C, c0, cn);
-        norm_fwd_rows(out, inp, save + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act);
+        norm_fwd_rows(out, inp, save + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
     }
 }
 
@@ -450,7 +484,7 @@ void bn_forward_train(float *out, float *save, float *run_mean, float *run_var, 
         int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
         norm_stats_chunked(s, q, inp, M, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, 0, cn, eps, momentum);
-        norm_fwd_rows(out, inp, mean, a, beta + c0, 0, M, (size_t)C, c0, cn, act);
+        norm_fwd_rows(out, inp, mean, a, beta + c0, 0, M, (size_t)C, c0, cn, act, M);
     }
 }
 
@@ -511,7 +545,7 @@ void bn_forward_train_finish(float *out, float *save, float *run_mean, float *ru
         /* Every thread adds the same chunk sums itself: the same bits, no second barrier. */
         bn_combine_block(s, q, part, K, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
-        if (r1 > r0) norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act);
+        if (r1 > r0) norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
     }
 }
 
@@ -528,7 +562,7 @@ void bn_forward_eval(float *out, const float *inp, const float *run_mean, const 
             float rstd = (float)(1.0 / sqrt((double)run_var[c0 + j] + (double)eps));
             a[j] = gamma[c0 + j] * rstd;
         }
-        norm_fwd_rows(out, inp, run_mean + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act);
+        norm_fwd_rows(out, inp, run_mean + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
     }
 }
 
@@ -588,7 +622,7 @@ void bn_backward_data_apply(float *dinp, const float *dz, const float *inp, cons
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
         bn_scale_block(a, save, gamma, C, c0, cn);
         bn_bwd_consts_block(c2, k0, sums + c0, sums + C + c0, save, gamma, M_total, C, c0, cn);
-        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc);
+        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
     }
 }
 
@@ -609,7 +643,7 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const fl
             dbeta[c0 + j] += (float)sdz[j];
         }
         bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
-        norm_bwd_rows(dinp, dout, inp, save + c0, a, NULL, c2, k0, 0, M, (size_t)C, c0, cn, NORM_ACT_NONE, acc);
+        norm_bwd_rows(dinp, dout, inp, save + c0, a, NULL, c2, k0, 0, M, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
     }
 }
 
@@ -662,7 +696,7 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
         if (r1 <= r0) continue;
         bn_scale_block(a, save, gamma, C, c0, cn);
         bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
-        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc);
+        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
     }
 }
 
@@ -719,7 +753,7 @@ void gn_forward(float *out, float *save, const float *inp, const float *gamma, c
             for (int c0 = g0 * Cg; c0 < ce; c0 += NORM_CB) {
                 int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
                 gn_consts_block(mean, a, sv, gamma, Cg, c0, cn);
-                norm_fwd_rows(y, x, mean, a, beta + c0, 0, HW, (size_t)C, c0, cn, act);
+                norm_fwd_rows(y, x, mean, a, beta + c0, 0, HW, (size_t)C, c0, cn, act, 0);
             }
         }
     }
@@ -766,7 +800,7 @@ void gn_backward_data(float *dinp, const float *dout, const float *inp, const fl
                     c2[j] = (float)g2s[(c0 + j) / Cg - g0];
                     k0[j] = (float)g1s[(c0 + j) / Cg - g0];
                 }
-                norm_bwd_rows(dx, dy, x, mean, a, beta + c0, c2, k0, 0, HW, (size_t)C, c0, cn, act, acc);
+                norm_bwd_rows(dx, dy, x, mean, a, beta + c0, c2, k0, 0, HW, (size_t)C, c0, cn, act, acc, 0);
             }
         }
     }

@@ -564,6 +564,51 @@ Test(bn, wide_channels_match_ref)
     bn_case_free(&t);
 }
 
+/* n floats, zeroed, at a 64-byte boundary plus off floats (calloc's large blocks sit 16 bytes past a page). */
+static float *aligned_fvec(size_t n, size_t off)
+{
+    float *p = aligned_alloc(64, ((n + off) * sizeof(float) + 63) / 64 * 64);
+    cr_assert_not_null(p);
+    memset(p, 0, (n + off) * sizeof(float));
+    return p + off;
+}
+
+/* A tensor of at least 16 MiB: the row kernels write y and an overwritten dx with non-temporal stores
+ * when the output is 32-byte aligned. Both match the reference, and are bitwise what plain stores give
+ * (the same output one float off the boundary takes the plain path). */
+Test(bn, streamed_outputs_match_ref_and_plain, .timeout = 60)
+{
+    struct bn_case t;
+    bn_case_init(&t, 65600, 64, 110); /* 16.8 MB a tensor */
+    const size_t n = t.M * (size_t)t.C, C = (size_t)t.C;
+    float *y[2], *dx[2], *dyc = tu_fvec(n), *save = tu_fvec(2 * C), *rm = tu_fvec(C), *rv = tu_fvec(C);
+    float *dg = tu_fvec(C), *db = tu_fvec(C);
+    for (int k = 0; k < 2; k++) {
+        for (int a = 0; a < 2; a++) { /* a = 0: aligned (streamed), 1: one float off (plain) */
+            y[a] = aligned_fvec(n, (size_t)a);
+            dx[a] = aligned_fvec(n, (size_t)a);
+            memcpy(rm, t.rm, C * sizeof(float));
+            memcpy(rv, t.rv, C * sizeof(float));
+            memcpy(dyc, t.dy, n * sizeof(float));
+            bn_forward_train(y[a], save, rm, rv, t.x, t.gamma, t.beta, t.M, t.C, EPS, MOM, ACTS[k], 0, 1);
+            bn_backward(dx[a], dg, db, dyc, t.x, save, t.gamma, t.beta, t.M, t.C, ACTS[k], 0, 0, 1);
+        }
+        assert_bitwise(y[0], y[1], n, "streamed y against plain stores");
+        assert_bitwise(dx[0], dx[1], n, "streamed dx against plain stores");
+        struct bn_fd f = {tu_to_d(t.x, n), tu_to_d(t.gamma, C), tu_to_d(t.beta, C), tu_to_d(t.dy, n), tu_dvec(n),
+                          tu_dvec(2 * C), t.M, t.C, ACTS[k]};
+        bn_fd_loss(&f);
+        tu_assert_close(y[0], f.y, n, 1e-5, 1e-6, "streamed y");
+        double *rdx = tu_dvec(n), *rdg = tu_dvec(C), *rdb = tu_dvec(C);
+        bn_backward_ref(rdx, rdg, rdb, f.w, f.x, f.save, f.gamma, f.beta, t.M, t.C, ACTS[k]);
+        tu_assert_close(dx[0], rdx, n, 1e-4, 2e-5, "streamed dx");
+        free(f.x), free(f.gamma), free(f.beta), free(f.w), free(f.y), free(f.save), free(rdx), free(rdg), free(rdb);
+        free(y[0]), free(dx[0]), free(y[1] - 1), free(dx[1] - 1);
+    }
+    free(dyc), free(save), free(rm), free(rv), free(dg), free(db);
+    bn_case_free(&t);
+}
+
 /* Real threads: 2 workers run their slices concurrently; the result is bitwise nth = 1. */
 struct bn_thread_arg {
     struct bn_out *o;
