@@ -152,7 +152,8 @@ struct model_inst {
     float *scratch;     /* per-thread scratch: n_threads × scratch_floats */
     size_t scratch_floats;
     float *shared;      /* (shared_floats) partial sums all threads of a layer write, then reduce:
-                         * BatchNorm's chunk sums, GEMM1X1's weight-gradient parts */
+                         * BatchNorm's chunk sums, GEMM1X1's weight-gradient parts, a batch-1 dense
+                         * forward's row-chunk sums (the deferred fused update) */
     size_t shared_floats;
     struct exec_layer_state *ls; /* (n_layers) per-instance layer state (conv algorithm, FFT plan) */
     double *prof;       /* (n_layers, 2) seconds of forward / backward per layer, summed; NULL = off */

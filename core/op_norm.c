@@ -7,9 +7,10 @@
  * same routine and expression serve every entry point, which is what makes the single-call,
  * two-phase, chunk → finish and any-nth paths bitwise identical. BatchNorm's sums follow fixed row
  * chunks (see the BatchNorm section) so that rows, not only channels, can be split over threads.
- * With AVX2+FMA the SiLU variants run 8-channel vectors with their own sigmoid (norm_v8_sigmoid) and
- * the backward sums take two rows per pass over float accumulators, added into double every 16 rows;
- * sums keep one order for any thread split either way.
+ * With AVX2+FMA the row passes run 8-channel vectors (SiLU with its own sigmoid, norm_v8_sigmoid), the
+ * SiLU backward sums take two rows per pass over float accumulators, added into double every 16 rows,
+ * and BatchNorm outputs of TB_STREAM_BYTES or more go out with non-temporal stores (norm_nt); sums keep
+ * one order for any thread split either way.
  */
 #include "op_norm.h"
 
@@ -276,10 +277,13 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
         int j = 0;
 #if NORM_V8
         for (; j + 8 <= cn; j += 8) {
-            __m256 d;
-            const __m256 dz = silu ? norm_v8_dz(&d, x + j, dy + j, mean + j, a + j, b + j)
-                                   : (d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j)),
-                                      _mm256_loadu_ps(dy + j));
+            __m256 d, dz;
+            if (silu) {
+                dz = norm_v8_dz(&d, x + j, dy + j, mean + j, a + j, b + j);
+            } else {
+                d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j));
+                dz = _mm256_loadu_ps(dy + j);
+            }
             __m256 g = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + j), d, _mm256_loadu_ps(k0 + j));
             g = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), dz, g);
             if (acc)
