@@ -125,15 +125,50 @@ DW_INLINE void corr_run(float *orow, const float *const *rows, int ky0, int ky1,
     }
 }
 
+/* Two prefetch streams spread over a row's channel-block iterations (the next output row's new input
+ * rows and its output pixels, or a backward pass's equivalents), a few lines per iteration, so the
+ * misses overlap the arithmetic instead of queueing behind a burst (the miss buffers are few: a burst of a
+ * whole 8-pixel block's lines stalled the loads behind it). Batch 16, one thread, against the burst:
+ * 56×56×144 forward 7.6–8.2 → 4.5–4.7 ms, 112×112×96 stride 2 10.5–11.4 → 7.4–7.8 ms. Offsets are
+ * clamped to the tensors. */
+struct dw_pf {
+    const char *ib, *ob;        /* the two tensors */
+    size_t i, i_end, o, o_end;  /* next byte offset to prefetch, end of the range */
+    int qi, qo;                 /* lines per channel-block iteration */
+};
+
+static inline size_t pf_min(size_t a, size_t b) { return a < b ? a : b; }
+
+/* The streams [i, i + ni) of ib (size isz) and [o, o + no) of ob (size osz), over nit iterations. */
+static inline struct dw_pf pf_make(const void *ib, size_t i, size_t ni, size_t isz, const void *ob, size_t o,
+                                   size_t no, size_t osz, int nit)
+{
+    const size_t it = nit > 0 ? (size_t)nit : 1;
+    struct dw_pf pf = {ib, ob, pf_min(i, isz), pf_min(i + ni, isz), pf_min(o, osz), pf_min(o + no, osz),
+                       (int)((ni / 64 + it - 1) / it), (int)((no / 64 + it - 1) / it)};
+    return pf;
+}
+
+DW_INLINE void pf_step(struct dw_pf *pf)
+{
+    for (int q = 0; q < pf->qi && pf->i < pf->i_end; q++, pf->i += 64) DW_PREFETCH(pf->ib + pf->i, 0);
+    for (int q = 0; q < pf->qo && pf->o < pf->o_end; q++, pf->o += 64) DW_PREFETCH(pf->ob + pf->o, 1);
+}
+
 /* All channel blocks of a run of RB pixels from ox: pixel-major, so memory is walked contiguously. */
 DW_INLINE void corr_run_all(float *orow, const float *const *rows, int ky0, int ky1, const float *w, const float *b,
                             int ox, int C, int IW, const int K, const int S, const int BWD, const int RB,
-                            const int CHECK, int acc_out)
+                            const int CHECK, int acc_out, struct dw_pf *pf)
 {
     int c0 = 0;
-    for (; c0 + VL <= C; c0 += VL)
+    for (; c0 + VL <= C; c0 += VL) {
+        pf_step(pf);
         corr_run(orow, rows, ky0, ky1, w, b, ox, c0, C, IW, K, S, BWD, RB, CHECK, 1, acc_out);
-    if (c0 < C) corr_run(orow, rows, ky0, ky1, w, b, ox, c0, C, IW, K, S, BWD, RB, CHECK, 0, acc_out);
+    }
+    if (c0 < C) {
+        pf_step(pf);
+        corr_run(orow, rows, ky0, ky1, w, b, ox, c0, C, IW, K, S, BWD, RB, CHECK, 0, acc_out);
+    }
 }
 #undef DW_TAP
 
@@ -151,6 +186,10 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
     if (ox_lo > OW) ox_lo = OW;
     if (ox_hi > OW) ox_hi = OW;
     if (ox_hi < ox_lo) ox_hi = ox_lo;
+    const int n8 = (ox_hi - ox_lo) / 8, rest = (ox_hi - ox_lo) % 8;
+    const int nit = (ox_lo + n8 + (rest >= 4) + rest % 4 + (OW - ox_hi)) * ((C + VL - 1) / VL);
+    const size_t in_row = (size_t)IW * C * sizeof(float), out_row = (size_t)OW * C * sizeof(float);
+    const size_t in_size = (size_t)g->N * IH * in_row, out_size = (size_t)g->N * OH * out_row;
     for (size_t r = r0; r < r1; r++) {
         const int n = (int)(r / (size_t)OH), oy = (int)(r % (size_t)OH);
         const int ky0 = P - oy * S > 0 ? P - oy * S : 0, ky1 = IH + P - oy * S < K ? IH + P - oy * S : K;
@@ -160,31 +199,21 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
             rows[ky] = in + ((size_t)n * IH + (iy >= 0 && iy < IH ? iy : 0)) * (size_t)IW * C;
         }
         float *orow = out + r * (size_t)OW * C;
+        /* The next output row reads S new input rows, adjacent in memory to this row's newest ones (in
+         * the next sample too), and writes the next output row. */
+        const int inew = oy * S - P + K; /* first input row the next output row is the first to read */
+        const size_t oi = ((size_t)n * IH + (size_t)(inew > 0 ? inew : 0)) * in_row, oo = (r + 1) * out_row;
+        struct dw_pf pf = pf_make(in, oi, S * in_row, in_size, out, oo, out_row, out_size, nit);
         int ox = 0;
-        for (; ox < ox_lo; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1, acc_out);
-        for (; ox + 8 <= ox_hi; ox += 8) {
-            /* Prefetch the next block: the input rows this output row is the first to read (the others
-             * are still cached from the rows above) and the output pixels it writes. Without it the
-             * kernel waited on DRAM at wide C: 56×56×144 at batch 16 went 10.9 → 8.8 ms forward,
-             * 12.0 → 10.5 ms backward-data. */
-            const int pa = (ox + 8) * S - P + K - 1, pb = pa + 8 * S < IW ? pa + 8 * S : IW;
-            for (int ky = K - S; ky < K; ky++)
-                for (const char *p = (const char *)(rows[ky] + (size_t)(pa < IW ? pa : IW) * C),
-                                *e = (const char *)(rows[ky] + (size_t)pb * C);
-                     p < e; p += 64)
-                    DW_PREFETCH(p, 0);
-            if (ox + 16 <= OW) {
-                const char *p = (const char *)(orow + (size_t)(ox + 8) * C), *e = p + (size_t)8 * C * sizeof(float);
-                for (; p < e; p += 64) DW_PREFETCH(p, 1);
-            }
-            corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 8, 0, acc_out);
-        }
+        for (; ox < ox_lo; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1, acc_out, &pf);
+        for (; ox + 8 <= ox_hi; ox += 8)
+            corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 8, 0, acc_out, &pf);
         if (ox + 4 <= ox_hi) {
-            corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 4, 0, acc_out);
+            corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 4, 0, acc_out, &pf);
             ox += 4;
         }
-        for (; ox < ox_hi; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 0, acc_out);
-        for (; ox < OW; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1, acc_out);
+        for (; ox < ox_hi; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 0, acc_out, &pf);
+        for (; ox < OW; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, C, IW, K, S, BWD, 1, 1, acc_out, &pf);
     }
 }
 
@@ -275,11 +304,12 @@ DW_INLINE void bwd_s2_px(float *drow, const float *const *grows, const int *kys,
     VST(dp, m, acc_out ? VADD(VLD(m, dp), acc) : acc);
 }
 
-#define DW_CBLOCKS(call_full, call_tail)               \
-    do {                                               \
-        int c0 = 0;                                    \
-        for (; c0 + VL <= C; c0 += VL) call_full;      \
-        if (c0 < C) call_tail;                         \
+/* call_full for every whole channel block, call_tail for a partial last one, each after a pf_step. */
+#define DW_CBLOCKS(pf, call_full, call_tail)                        \
+    do {                                                            \
+        int c0 = 0;                                                 \
+        for (; c0 + VL <= C; c0 += VL) pf_step(pf), call_full;      \
+        if (c0 < C) pf_step(pf), call_tail;                         \
     } while (0)
 
 DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0,
@@ -296,6 +326,10 @@ DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const
         }
     if (t_hi < t_lo) t_hi = t_lo;
     const int ix_l = 2 * t_lo < W ? 2 * t_lo : W, ix_r = 2 * t_hi > ix_l ? 2 * t_hi : ix_l;
+    /* Channel-block iterations a row (the right border is empty when ix_r passes W, at W of 1). */
+    const int nit = (ix_l + (t_hi - t_lo) / 4 + (t_hi - t_lo) % 4 + (W > ix_r ? W - ix_r : 0)) * ((C + VL - 1) / VL);
+    const size_t g_row = (size_t)OW * C * sizeof(float), d_row = (size_t)W * C * sizeof(float);
+    const size_t g_size = (size_t)s->N * OH * g_row, d_size = (size_t)s->N * H * d_row;
     for (size_t r = r0; r < r1; r++) {
         const int n = (int)(r / (size_t)H), iy = (int)(r % (size_t)H);
         const float *grows[3];
@@ -308,22 +342,26 @@ DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const
             nk++;
         }
         float *drow = dinp + r * (size_t)W * C;
+        /* Prefetch, spread over the row: the next dinp row and the newest dout row it reads. */
+        const int oyn = (iy + 1 + P) / 2 < OH ? (iy + 1 + P) / 2 : OH - 1;
+        const size_t og = ((size_t)n * OH + (size_t)oyn) * g_row, od = (r + 1) * d_row;
+        struct dw_pf pf = pf_make(dout, og, g_row, g_size, dinp, od, d_row, d_size, nit);
         if (!nk) { /* no tap reaches this row */
             if (!acc) memset(drow, 0, (size_t)W * C * sizeof(float));
             continue;
         }
         for (int ix = 0; ix < ix_l; ix++)
-            DW_CBLOCKS(bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
+            DW_CBLOCKS(&pf, bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
                        bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 0, acc));
         int t = t_lo;
         for (; t + 4 <= t_hi; t += 4)
-            DW_CBLOCKS(bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 4, 1, acc),
+            DW_CBLOCKS(&pf, bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 4, 1, acc),
                        bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 4, 0, acc));
         for (; t < t_hi; t++)
-            DW_CBLOCKS(bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 1, 1, acc),
+            DW_CBLOCKS(&pf, bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 1, 1, acc),
                        bwd_s2_run(drow, grows, kys, nk, w, t, c0, C, K, 1, 0, acc));
         for (int ix = ix_r; ix < W; ix++)
-            DW_CBLOCKS(bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
+            DW_CBLOCKS(&pf, bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
                        bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 0, acc));
     }
 }
@@ -339,11 +377,29 @@ static void bwd_k5s2(float *dinp, const float *dout, const float *w, const struc
     bwd_s2_rows(dinp, dout, w, s, r0, r1, 5, acc);
 }
 
+/* A prefetch over the slab's lines of a run of pixels (the next row's), one line at a time from the
+ * kernel's inner loop: from DRAM the weight gradient otherwise waits on each new line, and bursts of
+ * prefetches stall the loads behind them. */
+struct dw_slab_pf {
+    const char *base;
+    size_t off, end, size, stride; /* next pixel's slab, the run's end, the tensor's size, bytes a pixel */
+    int nl, l;                     /* lines a pixel, next line */
+};
+
+DW_INLINE void slab_pf_line(struct dw_slab_pf *f)
+{
+    if (f->off >= f->end) return;
+    const size_t o = f->off + (size_t)f->l * 64;
+    if (o < f->size) DW_PREFETCH(f->base + o, 0);
+    if (++f->l == f->nl) f->l = 0, f->off += f->stride;
+}
+
 /* One input row's contribution for channel block [c0, min(c0+VL, c_end)):
  * tot[kx] += Σ_ox dout[ox]·inp[ox·S−P+kx], summed in registers first (two interleaved partials over
  * even/odd ox to hide FMA latency). */
 DW_INLINE void params_row(vf *tot, const float *irow, const float *drow, int c0, int c_end, int C, int W, int OW,
-                          int ox_lo, int ox_hi, const int K, const int S, const int FULL)
+                          int ox_lo, int ox_hi, const int K, const int S, const int FULL, struct dw_slab_pf *fd,
+                          struct dw_slab_pf *fi)
 {
     const int P = (K - 1) / 2;
     const vmask m = vmask_n(c_end - c0);
@@ -366,6 +422,8 @@ DW_INLINE void params_row(vf *tot, const float *irow, const float *drow, int c0,
             pa[kx] = VFMA(d0, VLD(m, ip + (size_t)kx * C), pa[kx]);
             pb[kx] = VFMA(d1, VLD(m, ip + (size_t)(S + kx) * C), pb[kx]);
         }
+        slab_pf_line(fd);
+        for (int q = 0; q < S; q++) slab_pf_line(fi); /* S input pixels a dout pixel */
     }
     for (; ox < ox_hi; ox++) {
         const vf d = VLD(m, drow + (size_t)ox * C);
@@ -409,12 +467,16 @@ DW_INLINE void params_store(float *dw, float *db, const vf *tot, vf tb, int c0, 
     if (db) VST(db + c0, m, VADD(VLD(m, db + c0), tb));
 }
 
-/* Channels per slab: one pass over the tensors per slab reads each of its cache lines once. */
-enum { DW_SLAB = 64, DW_SLAB_V = DW_SLAB / VL };
+/* Channels per slab: one pass over the tensors per slab reads each of its cache lines once. 256 keeps the
+ * per-tap totals (25 KB at 5×5) in L1 and walks every EfficientNet tensor up to 256 channels in one
+ * pass (64 walked 56×56×144 in three strided passes: 7.5–8.0 against 7.1–7.3 ms at batch 16). */
+enum { DW_SLAB = 256, DW_SLAB_V = DW_SLAB / VL };
 
 /* dw[ky][kx][c] (+ db[c]) += Σ_{n,oy,ox} over channels [c_lo, c_hi), in slabs of DW_SLAB channels:
  * each (n, oy, ky) row is summed in registers per channel block, then added to per-tap totals kept on
- * the stack (a two-level sum, more accurate than one long chain, fixed in order). */
+ * the stack (a two-level sum, more accurate than one long chain, fixed in order). While a row is summed
+ * the next row's dout and new input rows are prefetched, a few pixels per call: from DRAM the kernel
+ * otherwise waits on each new line. */
 DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s, int c_lo,
                         int c_hi, const int K, const int S)
 {
@@ -424,9 +486,13 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
     if (ox_lo > OW) ox_lo = OW;
     if (ox_hi > OW) ox_hi = OW;
     if (ox_hi < ox_lo) ox_hi = ox_lo;
+    const size_t px = (size_t)C * sizeof(float);
+    const size_t in_size = (size_t)N * H * W * px, d_size = (size_t)N * OH * OW * px;
     for (int s0 = c_lo; s0 < c_hi; s0 += DW_SLAB) {
         const int s1 = s0 + DW_SLAB < c_hi ? s0 + DW_SLAB : c_hi;
         const int nb = (s1 - s0 + VL - 1) / VL, full = (s1 - s0) / VL; /* blocks; whole ones */
+        const size_t l0 = (size_t)s0 * sizeof(float) / 64 * 64; /* the slab's first line in a pixel */
+        const int nl = (int)(((size_t)s1 * sizeof(float) + 63 - l0) / 64);
         vf tot[DW_SLAB_V][25], tb[DW_SLAB_V];
         for (int v = 0; v < nb; v++) {
             tb[v] = VZERO();
@@ -435,6 +501,12 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
         for (int n = 0; n < N; n++)
             for (int oy = 0; oy < OH; oy++) {
                 const float *drow = dout + (((size_t)n * OH + oy) * OW) * C;
+                /* Next row: dout row oy+1 (adjacent in memory) and input rows from oy·S−P+K on. */
+                const size_t od = (((size_t)n * OH + oy + 1) * OW) * px + l0;
+                const int inew = oy * S - P + K;
+                const size_t oi = ((size_t)n * H + (size_t)(inew > 0 ? inew : 0)) * W * px + l0;
+                struct dw_slab_pf fd = {(const char *)dout, od, od + OW * px, d_size, px, nl, 0};
+                struct dw_slab_pf fi = {(const char *)inp, oi, oi + S * W * px, in_size, px, nl, 0};
                 if (db) {
                     for (int v = 0; v < full; v++) params_bias_row(&tb[v], drow, s0 + v * VL, s1, C, OW, 1);
                     if (full < nb) params_bias_row(&tb[full], drow, s0 + full * VL, s1, C, OW, 0);
@@ -444,9 +516,11 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
                     if (iy < 0 || iy >= H) continue;
                     const float *irow = inp + (((size_t)n * H + iy) * W) * C;
                     for (int v = 0; v < full; v++)
-                        params_row(tot[v] + ky * K, irow, drow, s0 + v * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 1);
+                        params_row(tot[v] + ky * K, irow, drow, s0 + v * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 1, &fd,
+                                   &fi);
                     if (full < nb)
-                        params_row(tot[full] + ky * K, irow, drow, s0 + full * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 0);
+                        params_row(tot[full] + ky * K, irow, drow, s0 + full * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 0,
+                                   &fd, &fi);
                 }
             }
         for (int v = 0; v < nb; v++) {
