@@ -7,8 +7,9 @@
  * same routine and expression serve every entry point, which is what makes the single-call,
  * two-phase, chunk → finish and any-nth paths bitwise identical. BatchNorm's sums follow fixed row
  * chunks (see the BatchNorm section) so that rows, not only channels, can be split over threads.
- * With AVX2+FMA the row passes run 8-channel vectors (SiLU with its own sigmoid, norm_v8_sigmoid), the
- * SiLU backward sums take two rows per pass over float accumulators, added into double every 16 rows,
+ * With AVX-512 (or AVX2+FMA) the row passes run VL-channel vectors with masked channel tails (SiLU with
+ * its own sigmoid, norm_v_sigmoid), the SiLU backward sums take two rows per pass over float
+ * accumulators, added into double every 16 rows, the statistics four rows per pass (AVX-512),
  * and BatchNorm outputs of TB_STREAM_BYTES or more go out with non-temporal stores (norm_nt); sums keep
  * one order for any thread split either way.
  */
@@ -32,93 +33,129 @@
 /* GroupNorm keeps 256-channel chunks of whole groups: a chunk's rows stay in L2 for its second pass. */
 #define GN_CB 256
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define NORM_V8 1
-/* σ(z) of 8 lanes for the fused SiLU: 1/(1 + 2^t), t = -z·log2(e), with z clamped to [-87, 87] (σ is 1
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include "simd_vec.h"
+#define NORM_VEC 1
+/* The few operations the row passes need beyond simd_vec.h, at VL lanes (16 with AVX-512, 8 with AVX2).
+ * Every lane runs the same instructions, full vector or masked tail, so channel tails and any thread
+ * split give the same bits. */
+#if defined(__AVX512F__)
+#define NV_SUB _mm512_sub_ps
+#define NV_MUL _mm512_mul_ps
+#define NV_MIN _mm512_min_ps
+#define NV_MAX _mm512_max_ps
+#define NV_FMSUB _mm512_fmsub_ps
+#define NV_FNMADD _mm512_fnmadd_ps
+#define NV_RCP _mm512_rcp14_ps
+#define NV_SHL23_ADD(p, t) \
+    _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), _mm512_slli_epi32(_mm512_castps_si512(t), 23)))
+#define NV_ALL ((vmask)0xFFFF)
+#else
+#define NV_SUB _mm256_sub_ps
+#define NV_MUL _mm256_mul_ps
+#define NV_MIN _mm256_min_ps
+#define NV_MAX _mm256_max_ps
+#define NV_FMSUB _mm256_fmsub_ps
+#define NV_FNMADD _mm256_fnmadd_ps
+#define NV_RCP _mm256_rcp_ps
+#define NV_SHL23_ADD(p, t) \
+    _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32(_mm256_castps_si256(t), 23)))
+#define NV_ALL vmask_n(8)
+#endif
+/* A full vector (FULL, a constant after inlining) or the lanes of m. */
+#define NV_LD(p) (FULL ? VLD_F(p) : VLD_M(m, (p)))
+#define NV_ST(p, v)                        \
+    do {                                   \
+        if (FULL) VST_F((p), (v));         \
+        else VST_M((p), m, (v));           \
+    } while (0)
+
+/* σ(z) of VL lanes for the fused SiLU: 1/(1 + 2^t), t = -z·log2(e), with z clamped to [-87, 87] (σ is 1
  * or below 2e-38 there). t = k + f, k rounded by the 1.5·2^23 trick (its low bits are k, so one shift
  * and an integer add build 2^k), f = -z·log2(e) - k exact to ~2^-30 from a two-part constant, and 2^f on
- * [-1/2, 1/2] by a degree-5 polynomial (relative error 9.1e-8, fitted for this kernel); 1/(1+e) by rcpps
- * plus one Newton step (~1e-7 relative) instead of vdivps. σ is within 2.4e-7 relative wherever it is above
- * 1e-6 (1.8e-7 absolute everywhere), as the natural-log reduction before it (2 more FMAs, a vroundps)
- * was: SiLU in L1 went 0.53 → 0.41 ns an element. The scalar act_sigmoidf's exp, the division and the
+ * [-1/2, 1/2] by a degree-5 polynomial (relative error 9.1e-8, fitted for this kernel); 1/(1+e) by the
+ * reciprocal estimate plus one Newton step (~1e-7 relative with AVX2's 12-bit rcpps, less with
+ * AVX-512's rcp14) instead of a division. σ is within 2.4e-7 relative wherever it is above 1e-6
+ * (1.8e-7 absolute everywhere), as the natural-log reduction before it (2 more FMAs, a vroundps) was:
+ * SiLU in L1 went 0.53 → 0.41 ns an element. The scalar act_sigmoidf's exp, the division and the
  * two-factor scaling made BatchNorm+SiLU compute-bound before (forward apply 18 ms, backward sums 28 ms
- * for 77 MB on this machine against 10–12 ms without SiLU). NaN passes through (min/max keep their second
- * operand; its shifted bits are 0). Channel tails (C % 8) take the scalar act_* path. */
-static inline __m256 norm_v8_sigmoid(__m256 z)
+ * for 77 MB against 10–12 ms without SiLU). NaN passes through (min/max keep their second operand;
+ * its shifted bits are 0). */
+static inline vf norm_v_sigmoid(vf z)
 {
-    const __m256 x = _mm256_max_ps(_mm256_set1_ps(-87.0f), _mm256_min_ps(_mm256_set1_ps(87.0f), z));
-    const __m256 nl2e = _mm256_set1_ps(-1.44269504088896341f), magic = _mm256_set1_ps(12582912.0f);
-    const __m256 tm = _mm256_add_ps(_mm256_mul_ps(x, nl2e), magic);
-    __m256 f = _mm256_fmsub_ps(x, nl2e, _mm256_sub_ps(tm, magic));
-    f = _mm256_fmadd_ps(x, _mm256_set1_ps(-1.9259629891e-08f), f); /* -log2(e) - (float)-log2(e) */
-    __m256 p = _mm256_set1_ps(1.3264729525e-03f);
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.6715130809e-03f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.5507337346e-02f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.4022242076e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.9314697761e-01f));
-    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
-    const __m256i k = _mm256_slli_epi32(_mm256_castps_si256(tm), 23);
-    const __m256 e = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), k));
-    const __m256 d = _mm256_add_ps(e, _mm256_set1_ps(1.0f));
-    const __m256 y = _mm256_rcp_ps(d);
-    return _mm256_mul_ps(y, _mm256_fnmadd_ps(d, y, _mm256_set1_ps(2.0f)));
+    const vf x = NV_MAX(VSET1(-87.0f), NV_MIN(VSET1(87.0f), z));
+    const vf nl2e = VSET1(-1.44269504088896341f), magic = VSET1(12582912.0f);
+    const vf tm = VADD(NV_MUL(x, nl2e), magic);
+    vf f = NV_FMSUB(x, nl2e, NV_SUB(tm, magic));
+    f = VFMA(x, VSET1(-1.9259629891e-08f), f); /* -log2(e) - (float)-log2(e) */
+    vf p = VSET1(1.3264729525e-03f);
+    p = VFMA(p, f, VSET1(9.6715130809e-03f));
+    p = VFMA(p, f, VSET1(5.5507337346e-02f));
+    p = VFMA(p, f, VSET1(2.4022242076e-01f));
+    p = VFMA(p, f, VSET1(6.9314697761e-01f));
+    p = VFMA(p, f, VSET1(1.0f));
+    const vf d = VADD(NV_SHL23_ADD(p, tm), VSET1(1.0f));
+    const vf y = NV_RCP(d);
+    return NV_MUL(y, NV_FNMADD(d, y, VSET1(2.0f)));
 }
 
 /* silu'(z) = σ·(1 + z·(1 - σ)). */
-static inline __m256 norm_v8_silu_grad(__m256 z)
+static inline vf norm_v_silu_grad(vf z)
 {
-    const __m256 s = norm_v8_sigmoid(z);
-    return _mm256_mul_ps(s, _mm256_fmadd_ps(z, _mm256_sub_ps(_mm256_set1_ps(1.0f), s), _mm256_set1_ps(1.0f)));
+    const vf s = norm_v_sigmoid(z);
+    return NV_MUL(s, VFMA(z, NV_SUB(VSET1(1.0f), s), VSET1(1.0f)));
 }
-/* 8 channels of one row: *d = x - μ and the return z = d·a + b, the pre-activation the forward applies
+/* VL channels of one row: *d = x - μ and the return z = d·a + b, the pre-activation the forward applies
  * SiLU to and the backward differentiates it at (the two must agree). */
-static inline __attribute__((always_inline)) __m256 norm_v8_z(__m256 *d, const float *x, const float *mean,
-                                                              const float *a, const float *b)
+static inline __attribute__((always_inline)) vf norm_v_z(vf *d, const float *x, const float *mean, const float *a,
+                                                         const float *b, vmask m, const int FULL)
 {
-    *d = _mm256_sub_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(mean));
-    return _mm256_fmadd_ps(*d, _mm256_loadu_ps(a), _mm256_loadu_ps(b));
+    *d = NV_SUB(NV_LD(x), NV_LD(mean));
+    return VFMA(*d, NV_LD(a), NV_LD(b));
 }
-/* 8 channels of one row: *d = x - μ and the return dz = dy·silu'(d·a + b), the one expression both
+/* VL channels of one row: *d = x - μ and the return dz = dy·silu'(d·a + b), the one expression both
  * backward kernels (sums, and GroupNorm's data pass that recomputes dz) use. */
-static inline __attribute__((always_inline)) __m256 norm_v8_dz(__m256 *d, const float *x, const float *dy,
-                                                               const float *mean, const float *a, const float *b)
+static inline __attribute__((always_inline)) vf norm_v_dz(vf *d, const float *x, const float *dy, const float *mean,
+                                                          const float *a, const float *b, vmask m, const int FULL)
 {
-    const __m256 z = norm_v8_z(d, x, mean, a, b);
-    return _mm256_mul_ps(_mm256_loadu_ps(dy), norm_v8_silu_grad(z));
+    const vf z = norm_v_z(d, x, mean, a, b, m, FULL);
+    return NV_MUL(NV_LD(dy), norm_v_silu_grad(z));
 }
 
-/* One row's 8 channels of the backward sums: dz (stored over dy when store), then
- * acc = [Σdz, Σdz·d] += in float (the caller adds them into double every NORM_FROWS rows). */
-static inline __attribute__((always_inline)) void norm_v8_bwd_sums(__m256 acc[2], const float *x, float *dy,
-                                                                   const float *mean, const float *a,
-                                                                   const float *b, int store)
+/* NR (1 or 2, a constant after inlining) rows of VL channels (or the lanes of m) of the backward sums:
+ * dz (stored over dy when store), then fs, fq += Σdz, Σdz·(x-μ) in float (the caller adds them into
+ * double every NORM_FROWS rows); one load and store of the accumulators for all NR rows. */
+static inline __attribute__((always_inline)) void norm_v_bwd_sums(float *fs, float *fq, const float *x, float *dy,
+                                                                  size_t C, const float *mean, const float *a,
+                                                                  const float *b, int store, const int NR, vmask m,
+                                                                  const int FULL)
 {
-    __m256 d;
-    const __m256 dz = norm_v8_dz(&d, x, dy, mean, a, b);
-    if (store) _mm256_storeu_ps(dy, dz);
-    acc[0] = _mm256_add_ps(acc[0], dz);
-    acc[1] = _mm256_fmadd_ps(dz, d, acc[1]);
-}
-
-/* NR (1 or 2, a constant after inlining) rows of channels [0,cv): one load and store of the float
- * accumulators fs, fq per 8 channels for all NR rows. */
-static inline __attribute__((always_inline)) void norm_v8_bwd_sums_rows(float *fs, float *fq, const float *x,
-                                                                        float *dy, size_t C, int cv,
-                                                                        const float *mean, const float *a,
-                                                                        const float *b, int store, const int NR)
-{
-    for (int j = 0; j < cv; j += 8) {
-        __m256 acc[2] = {_mm256_loadu_ps(fs + j), _mm256_loadu_ps(fq + j)};
-        for (int k = 0; k < NR; k++)
-            norm_v8_bwd_sums(acc, x + (size_t)k * C + j, dy + (size_t)k * C + j, mean + j, a + j, b + j, store);
-        _mm256_storeu_ps(fs + j, acc[0]);
-        _mm256_storeu_ps(fq + j, acc[1]);
+    vf s = NV_LD(fs), q = NV_LD(fq);
+    for (int k = 0; k < NR; k++) {
+        vf d;
+        const vf dz = norm_v_dz(&d, x + (size_t)k * C, dy + (size_t)k * C, mean, a, b, m, FULL);
+        if (store) NV_ST(dy + (size_t)k * C, dz);
+        s = VADD(s, dz);
+        q = VFMA(dz, d, q);
     }
+    NV_ST(fs, s);
+    NV_ST(fq, q);
 }
-#define NORM_SFENCE() _mm_sfence()
+
+/* NR rows of channels [0,cn): full vectors, then the masked tail. */
+static inline __attribute__((always_inline)) void norm_v_bwd_sums_rows(float *fs, float *fq, const float *x,
+                                                                       float *dy, size_t C, int cn,
+                                                                       const float *mean, const float *a,
+                                                                       const float *b, int store, const int NR)
+{
+    int j = 0;
+    for (; j + VL <= cn; j += VL) norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, NV_ALL, 1);
+    if (j < cn)
+        norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, vmask_n(cn - j), 0);
+}
+#define NORM_SFENCE() VFENCE_NT()
 #else
-#define NORM_V8 0
+#define NORM_VEC 0
 #define NORM_SFENCE() ((void)0)
 #endif
 
@@ -130,10 +167,62 @@ static void norm_ch_slice(int C, int ith, int nth, int *c0, int *c1)
     *c0 = (int)lo, *c1 = (int)hi;
 }
 
+#if defined(__AVX512F__)
+/* Channel blocks of 16 whose double accumulators (Σx, Σx² for the low and high 8 lanes: 4 registers a
+ * block) stay in registers over all rows of a call: 6 blocks = 24 of the 32. With the accumulators in
+ * memory every row (the compiler's vectorisation of the scalar loop, or a few rows per round trip) the
+ * pass ran at 15–30 GB/s by C, from store-forwarding and 4K-aliasing stalls against the input. */
+enum { NORM_STATS_NB = 6 };
+
+/* s, q (16·NB channels from x, the last block's lanes in m) = Σx, Σx² over M rows of stride C. */
+static inline __attribute__((always_inline)) void norm_v_stats_nb(double *s, double *q, const float *x, size_t M,
+                                                                  size_t C, const int NB, vmask m)
+{
+    __m512d acc[NORM_STATS_NB][4];
+    for (int b = 0; b < NB; b++)
+        for (int h = 0; h < 4; h++) acc[b][h] = _mm512_setzero_pd();
+    for (size_t r = 0; r < M; r++) {
+        const float *xr = x + r * C;
+        for (int b = 0; b < NB; b++) {
+            const vf v = _mm512_maskz_loadu_ps(b == NB - 1 ? m : NV_ALL, xr + 16 * b);
+            const __m512d v0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+            const __m512d v1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+            acc[b][0] = _mm512_add_pd(acc[b][0], v0), acc[b][1] = _mm512_add_pd(acc[b][1], v1);
+            acc[b][2] = _mm512_fmadd_pd(v0, v0, acc[b][2]); /* v·v is exact in double: fused or not */
+            acc[b][3] = _mm512_fmadd_pd(v1, v1, acc[b][3]);
+        }
+    }
+    for (int b = 0; b < NB; b++) {
+        const __mmask8 lo = (__mmask8)((b == NB - 1 ? m : NV_ALL) & 0xFF), hi = (__mmask8)((b == NB - 1 ? m : NV_ALL) >> 8);
+        _mm512_mask_storeu_pd(s + 16 * b, lo, acc[b][0]), _mm512_mask_storeu_pd(s + 16 * b + 8, hi, acc[b][1]);
+        _mm512_mask_storeu_pd(q + 16 * b, lo, acc[b][2]), _mm512_mask_storeu_pd(q + 16 * b + 8, hi, acc[b][3]);
+    }
+}
+#endif
+
 /* s, q (cn) = Σx, Σx² over rows [0,M) of inp (M,C), channels [c0,c0+cn); rows in ascending order. */
 static void norm_stats_rows(double *restrict s, double *restrict q, const float *restrict inp, size_t M,
                             size_t C, int c0, int cn)
 {
+#if defined(__AVX512F__)
+    /* Channels in groups of at most NORM_STATS_NB blocks, as even as the blocks allow; each group
+     * walks all M rows (its slice of each row) with the sums in registers. */
+    const int nb = (cn + 15) / 16, ng = (nb + NORM_STATS_NB - 1) / NORM_STATS_NB;
+    for (int g = 0, b0 = 0; g < ng; g++) {
+        const int b1 = (int)((long)nb * (g + 1) / ng), gb = b1 - b0, j0 = 16 * b0;
+        const vmask m = vmask_n(cn - 16 * (b1 - 1));
+        const float *x = inp + (size_t)c0 + (size_t)j0;
+        switch (gb) {
+        case 1: norm_v_stats_nb(s + j0, q + j0, x, M, C, 1, m); break;
+        case 2: norm_v_stats_nb(s + j0, q + j0, x, M, C, 2, m); break;
+        case 3: norm_v_stats_nb(s + j0, q + j0, x, M, C, 3, m); break;
+        case 4: norm_v_stats_nb(s + j0, q + j0, x, M, C, 4, m); break;
+        case 5: norm_v_stats_nb(s + j0, q + j0, x, M, C, 5, m); break;
+        default: norm_v_stats_nb(s + j0, q + j0, x, M, C, 6, m); break;
+        }
+        b0 = b1;
+    }
+#else
     for (int j = 0; j < cn; j++) s[j] = q[j] = 0.0;
     for (size_t r = 0; r < M; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
@@ -143,7 +232,25 @@ static void norm_stats_rows(double *restrict s, double *restrict q, const float 
             q[j] += v * v;
         }
     }
+#endif
 }
+
+#if NORM_VEC
+/* VL channels (or the lanes of m) of one output row: y = act((x - mean)·a + b); with nt (full vectors
+ * only) a non-temporal store. */
+static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const float *x, const float *mean,
+                                                             const float *a, const float *b, int silu, int nt,
+                                                             vmask m, const int FULL)
+{
+    vf d;
+    const vf z = norm_v_z(&d, x, mean, a, b, m, FULL);
+    const vf v = silu ? NV_MUL(z, norm_v_sigmoid(z)) : z;
+    if (FULL && nt)
+        VST_NT(y, v);
+    else
+        NV_ST(y, v);
+}
+#endif
 
 /* out rows [r0,r1), channels [c0,c0+cn) = act((x - mean)·a + b); mean, a, b (cn). With nt the full
  * vectors go out with non-temporal stores (the caller checked alignment and size). */
@@ -152,20 +259,20 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
                 const float *restrict a, const float *restrict b, size_t r0, size_t r1, size_t C, int c0,
                 int cn, int silu, int nt)
 {
+#if NORM_VEC
+    const int cv = cn - cn % VL;
+    const vmask tm = vmask_n(cn - cv);
+#endif
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict y = out + r * C + (size_t)c0;
         int j = 0;
-#if NORM_V8
-        for (; j + 8 <= cn; j += 8) {
-            __m256 d;
-            const __m256 z = norm_v8_z(&d, x + j, mean + j, a + j, b + j);
-            const __m256 v = silu ? _mm256_mul_ps(z, norm_v8_sigmoid(z)) : z;
-            if (nt)
-                _mm256_stream_ps(y + j, v);
-            else
-                _mm256_storeu_ps(y + j, v);
-        }
+#if NORM_VEC
+        for (; j < cv; j += VL) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, NV_ALL, 1);
+        if (j < cn) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, tm, 0);
+        j = cn;
+#else
+        (void)nt;
 #endif
         for (; j < cn; j++) {
             float z = (x[j] - mean[j]) * a[j] + b[j];
@@ -175,10 +282,15 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
 }
 
 /* Whether a row kernel writing channels [c0, ...) of rows of C floats at out, in a tensor of n floats,
- * streams its stores: large enough (tb_stream_floats) and every full vector 32-byte aligned. */
+ * streams its stores: large enough (tb_stream_floats) and every full vector aligned to its size. */
 static int norm_nt(const float *out, size_t n, size_t C, int c0)
 {
-    return NORM_V8 && tb_stream_floats(n) && (uintptr_t)out % 32 == 0 && C % 8 == 0 && c0 % 8 == 0;
+#if NORM_VEC
+    return tb_stream_floats(n) && (uintptr_t)out % (VL * sizeof(float)) == 0 && C % VL == 0 && c0 % VL == 0;
+#else
+    (void)out, (void)n, (void)C, (void)c0;
+    return 0;
+#endif
 }
 
 /* norm_fwd_rows_k for act; stream as norm_nt decides for a tensor of M_total rows. */
@@ -207,10 +319,11 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
                      size_t C, int c0, int cn, int silu, int store)
 {
     for (int j = 0; j < cn; j++) sdz[j] = sdzd[j] = 0.0;
-    int cv = 0; /* channels [0,cv) go in vectors; the rest (and everything without AVX2 or SiLU) below */
-#if NORM_V8
+    int cv = 0; /* channels [0,cv) go in vectors (all of them, masked tail included, with SiLU); the rest,
+                 * and everything without vectors or SiLU, below */
+#if NORM_VEC
     if (silu) {
-        cv = cn & ~7;
+        cv = cn;
         /* Float sums over blocks of NORM_FROWS rows, each block added into the double sums: converting
          * every dz and d to double cost as much as the sigmoid (backward sums of a 50,176 × 144 layer
          * 11.1 → 9.9 ms, 200,704 × 96: 24.3 → 17.7 ms). Blocks start at row 0 of the call, and every
@@ -222,11 +335,11 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
             for (int j = 0; j < cv; j++) fs[j] = fq[j] = 0.0f;
             size_t r = r0;
             for (; r + 2 <= r1; r += 2)
-                norm_v8_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
-                                      store, 2);
+                norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
+                                     store, 2);
             if (r < r1)
-                norm_v8_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
-                                      store, 1);
+                norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
+                                     store, 1);
             for (int j = 0; j < cv; j++) {
                 sdz[j] += (double)fs[j];
                 sdzd[j] += (double)fq[j];
@@ -261,6 +374,31 @@ static void norm_bwd_sums_rows(double *sdz, double *sdzd, float *dout, const flo
         norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 0, 0);
 }
 
+#if NORM_VEC
+/* VL channels (or the lanes of m) of one row of norm_bwd_rows_k. */
+static inline __attribute__((always_inline)) void norm_v_bwd(float *dx, const float *dy, const float *x,
+                                                             const float *mean, const float *a, const float *b,
+                                                             const float *c2, const float *k0, int silu, int acc,
+                                                             int nt, vmask m, const int FULL)
+{
+    vf d, dz;
+    if (silu) {
+        dz = norm_v_dz(&d, x, dy, mean, a, b, m, FULL);
+    } else {
+        d = NV_SUB(NV_LD(x), NV_LD(mean));
+        dz = NV_LD(dy);
+    }
+    vf g = VFMA(NV_LD(c2), d, NV_LD(k0));
+    g = VFMA(NV_LD(a), dz, g);
+    if (acc)
+        NV_ST(dx, VADD(NV_LD(dx), g));
+    else if (FULL && nt)
+        VST_NT(dx, g);
+    else
+        NV_ST(dx, g);
+}
+#endif
+
 /* dinp rows [r0,r1), channels [c0,c0+cn) += (acc) or = (!acc) a·dz + c2·(x - mean) + k0 (all per
  * channel, (cn)). Overwriting spares the caller a memset of dinp and this loop a read of it; with nt
  * (overwriting only) the full vectors go out with non-temporal stores. */
@@ -270,29 +408,21 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
                 const float *restrict c2, const float *restrict k0, size_t r0, size_t r1, size_t C, int c0,
                 int cn, int silu, int acc, int nt)
 {
+#if NORM_VEC
+    const int cv = cn - cn % VL;
+    const vmask tm = vmask_n(cn - cv);
+#endif
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         const float *restrict dy = dout + r * C + (size_t)c0;
         float *restrict dx = dinp + r * C + (size_t)c0;
         int j = 0;
-#if NORM_V8
-        for (; j + 8 <= cn; j += 8) {
-            __m256 d, dz;
-            if (silu) {
-                dz = norm_v8_dz(&d, x + j, dy + j, mean + j, a + j, b + j);
-            } else {
-                d = _mm256_sub_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(mean + j));
-                dz = _mm256_loadu_ps(dy + j);
-            }
-            __m256 g = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + j), d, _mm256_loadu_ps(k0 + j));
-            g = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), dz, g);
-            if (acc)
-                _mm256_storeu_ps(dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), g));
-            else if (nt)
-                _mm256_stream_ps(dx + j, g);
-            else
-                _mm256_storeu_ps(dx + j, g);
-        }
+#if NORM_VEC
+        for (; j < cv; j += VL) norm_v_bwd(dx + j, dy + j, x + j, mean + j, a + j, b + j, c2 + j, k0 + j, silu, acc, nt, NV_ALL, 1);
+        if (j < cn) norm_v_bwd(dx + j, dy + j, x + j, mean + j, a + j, b + j, c2 + j, k0 + j, silu, acc, nt, tm, 0);
+        j = cn;
+#else
+        (void)nt;
 #endif
         for (; j < cn; j++) {
             float d = x[j] - mean[j];
