@@ -27,6 +27,8 @@ static const struct dw_case cases[] = {
     {1, 9, 8, 20, 3, 3, -1},  {2, 9, 9, 24, 3, 1, 0},   {1, 10, 7, 18, 4, 2, 1},
     /* one column at stride 2: the row has no interior and no right border */
     {1, 1, 1, 16, 5, 2, -1},  {2, 2, 1, 24, 3, 2, -1},
+    /* stride 2 with 8 or more output columns: the border-pixel schedule (the others run bordered 8-runs) */
+    {1, 5, 19, 24, 3, 2, -1}, {2, 4, 21, 20, 5, 2, -1}, {1, 3, 37, 16, 3, 2, -1},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
