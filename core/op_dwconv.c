@@ -89,9 +89,9 @@ struct dw_geom {
 /* Weight vector of tap (ky, kx), or of the 180°-rotated tap for backward-data. */
 #define DW_TAP(ky, kx) (BWD ? (K - 1 - (ky)) * K + (K - 1 - (kx)) : (ky) * K + (kx))
 
-/* RB consecutive output pixels from ox, channels [c0, c0+VL):
+/* RB consecutive output pixels from ox, channels [c0, c0+VL), the first nout of them stored:
  * acc[o] = b + Σ_{ky∈[ky0,ky1)} Σ_kx in[ky][(ox+o)·S−P+kx]·w (BWD: out += Σ in·rot180(w)).
- * CHECK (borders, RB = 1) skips taps whose column is outside [0, IW). Each input column of a kernel
+ * CHECK (runs that reach a border) skips taps whose column is outside [0, IW). Each input column of a kernel
  * row is loaded once and fed to every output that uses it, so RB = 8 runs 8 independent FMA chains
  * with K weight vectors + 8 accumulators in registers (fits AVX2's 16). Per output the sum runs over
  * (ky, kx) in lexicographic order whatever RB, so block boundaries never change the bits. */

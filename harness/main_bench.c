@@ -87,7 +87,12 @@ static void choose_blas_core(const char *mode, char **argv)
     }
     if (!change) return;
     setenv("TB_BLAS_REEXEC", "1", 1);
-    execv("/proc/self/exe", argv);
+    /* The resolved path, not /proc/self/exe itself: under valgrind the latter is the tool's binary,
+     * which refuses to run ("You cannot run ... directly"), while readlink reports the client. */
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) exe[n] = '\0';
+    execv(n > 0 ? exe : "/proc/self/exe", argv);
     /* If re-exec fails we carry on with the inherited kernel set; the result row records it. */
 }
 
