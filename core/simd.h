@@ -1,5 +1,5 @@
 /* simd.h — the few vector primitives our own kernels share: AVX-512 where the compiler targets it,
- * AVX2+FMA otherwise (this VM: Zen, no AVX-512 exposed), scalar as the portable fallback.
+ * AVX2+FMA otherwise (the earlier VMs here were Zen 3 without AVX-512), scalar as the portable fallback.
  *
  * Every primitive processes each element with the same instructions wherever a slice starts or ends
  * (masked tails, not scalar epilogues), so kernels built on them stay bitwise independent of nth.
