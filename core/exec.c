@@ -525,6 +525,26 @@ static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n,
                               dout, &s, ith, nth);
 }
 
+/* A convolution's backward as the step runs it, shared with the autotuner so it times the same kernels:
+ * din (if non-NULL) overwritten (overwrite: the algorithm must have backward_data_overwrite) or
+ * accumulated; then the weight gradient, GEMM1X1's in row-chunk parts (part, conv_params_part_floats)
+ * added after a barrier when the shape has them and part is non-NULL, else in one call. */
+static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, float *din, int overwrite, float *dw,
+                     float *db, const float *in, const float *dout, const float *w, const struct conv_shape *cs,
+                     float *part, float *scratch, const struct exec_sync *sync, int ith, int nth)
+{
+    if (din && overwrite) conv_algos[algo].backward_data_overwrite(din, dout, w, cs, scratch, ith, nth);
+    else if (din)
+        conv_backward_data(algo, din, dout, w, cs, plan, scratch, ith, nth);
+    if (algo == CONV_ALGO_GEMM1X1 && part && conv_params_row_chunks(cs)) {
+        conv_backward_params_gemm1x1_chunks(part, in, dout, cs, ith, nth);
+        sync_barrier(sync, nth);
+        conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, ith, nth);
+    } else {
+        conv_backward_params(algo, dw, db, in, dout, cs, plan, scratch, ith, nth);
+    }
+}
+
 static void layer_backward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
                            int nth, const struct exec_sync *sync)
 {
@@ -547,18 +567,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
-        if (din && !acc) conv_algos[ls->algo].backward_data_overwrite(din, dout, w, &cs, scratch_of(mi, ith), ith, nth);
-        else if (din)
-            conv_backward_data((enum conv_algo)ls->algo, din, dout, w, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
-        if (ls->algo == CONV_ALGO_GEMM1X1 && conv_params_row_chunks(&cs)) {
-            /* Row-chunk parts in the shared buffer, summed after the barrier. */
-            conv_backward_params_gemm1x1_chunks(mi->shared, in, dout, &cs, ith, nth);
-            sync_barrier(sync, nth);
-            conv_backward_params_gemm1x1_finish(dw, db, mi->shared, dout, &cs, ith, nth);
-        } else {
-            conv_backward_params((enum conv_algo)ls->algo, dw, db, in, dout, &cs, ls->plan, scratch_of(mi, ith), ith,
-                                 nth);
-        }
+        conv_bwd((enum conv_algo)ls->algo, ls->plan, din, !acc, dw, db, in, dout, w, &cs, mi->shared,
+                 scratch_of(mi, ith), sync, ith, nth);
         break;
     }
     case OP_DWCONV: {
@@ -757,8 +767,7 @@ struct tune_task {
     size_t scratch_floats;
     float *part;   /* GEMM1X1's row-chunk weight-gradient parts (conv_params_part_floats), or NULL */
     int overwrite; /* the step overwrites dinp (the layer is its input's last reader) */
-    void (*barrier)(void *);
-    void *barrier_ctx;
+    struct exec_sync sync; /* the runner's barrier */
 };
 
 static void tune_run(void *arg, int ith, int nth)
@@ -769,27 +778,16 @@ static void tune_run(void *arg, int ith, int nth)
     float *in = exec_act(t->mi, t->l->in), *out = exec_act(t->mi, t->l->out);
     float *din = exec_dact(t->mi, t->l->in), *dout = exec_dact(t->mi, t->l->out);
     conv_forward(t->algo, out, in, w, NULL, &t->s, t->plan, scr, ith, nth);
-    if (t->barrier && nth > 1) t->barrier(t->barrier_ctx);
+    sync_barrier(&t->sync, nth);
     /* Only the passes a step runs count: the stem's input (the image) has no gradient, and direct's
      * slow backward-data there made tuning pick im2col, 1.6× slower on the two passes it does run. */
-    /* The kernels layer_backward runs for this algorithm, not their generic forms: GEMM1X1's
+    /* The kernels layer_backward runs for this algorithm (conv_bwd), not their generic forms: GEMM1X1's
      * overwriting backward-data and two-phase weight gradient beat what the generic calls measured
      * (a 112×112 32 → 16 layer tuned to direct, whose weight gradient has one 16-channel unit and so
      * runs on one thread: 7.3 ms a step against 5.3 with GEMM1X1 on one thread, 4.1 against 1.9 on two). */
-    if (t->mi->m->tensors[t->l->in].needs_grad) {
-        if (t->overwrite && conv_algos[t->algo].backward_data_overwrite)
-            conv_algos[t->algo].backward_data_overwrite(din, dout, w, &t->s, scr, ith, nth);
-        else
-            conv_backward_data(t->algo, din, dout, w, &t->s, t->plan, scr, ith, nth);
-    }
-    float *dw = exec_grad(t->mi, t->l->w_off);
-    if (t->algo == CONV_ALGO_GEMM1X1 && t->part && conv_params_row_chunks(&t->s)) {
-        conv_backward_params_gemm1x1_chunks(t->part, in, dout, &t->s, ith, nth);
-        if (t->barrier && nth > 1) t->barrier(t->barrier_ctx);
-        conv_backward_params_gemm1x1_finish(dw, NULL, t->part, dout, &t->s, ith, nth);
-    } else {
-        conv_backward_params(t->algo, dw, NULL, in, dout, &t->s, t->plan, scr, ith, nth);
-    }
+    conv_bwd(t->algo, t->plan, t->mi->m->tensors[t->l->in].needs_grad ? din : NULL,
+             t->overwrite && conv_algos[t->algo].backward_data_overwrite, exec_grad(t->mi, t->l->w_off), NULL, in,
+             dout, w, &t->s, t->part, scr, &t->sync, ith, nth);
 }
 
 void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs)
@@ -856,7 +854,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
                 /* A 1×1 convolution is a GEMM; its FFT form is that GEMM plus transforms (still forceable). */
                 if (a == CONV_ALGO_FFT && s.KH * s.KW == 1) continue;
                 struct tune_task t = {.mi = mi, .l = l, .s = s, .algo = (enum conv_algo)a, .overwrite = overwrite,
-                                      .barrier = r->barrier, .barrier_ctx = r->ctx};
+                                      .sync = {r->barrier, r->ctx}};
                 if (a == CONV_ALGO_GEMM1X1 && conv_params_part_floats(&s) > part_cap) {
                     arena_free(tune_part);
                     part_cap = conv_params_part_floats(&s);

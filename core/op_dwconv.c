@@ -189,7 +189,8 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
     if (ox_hi > OW) ox_hi = OW;
     if (ox_hi < ox_lo) ox_hi = ox_lo;
     const int n8 = (ox_hi - ox_lo) / 8, rest = (ox_hi - ox_lo) % 8;
-    const int runs = S == 1 || OW < 8 ? (OW + 7) / 8 : ox_lo + n8 + (rest >= 4) + rest % 4 + (OW - ox_hi);
+    const int bordered8 = S == 1 || OW < 8; /* which row schedule (below) */
+    const int runs = bordered8 ? (OW + 7) / 8 : ox_lo + n8 + (rest >= 4) + rest % 4 + (OW - ox_hi);
     const int nit = runs * ((C + VL - 1) / VL);
     const size_t in_row = (size_t)IW * C * sizeof(float), out_row = (size_t)OW * C * sizeof(float);
     const size_t in_size = (size_t)g->N * IH * in_row, out_size = (size_t)g->N * OH * out_row;
@@ -207,7 +208,7 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
         const int inew = oy * S - P + K; /* first input row the next output row is the first to read */
         const size_t oi = ((size_t)n * IH + (size_t)(inew > 0 ? inew : 0)) * in_row, oo = (r + 1) * out_row;
         struct dw_pf pf = pf_make(in, oi, S * in_row, in_size, out, oo, out_row, out_size, nit);
-        if (S == 1 || OW < 8) {
+        if (bordered8) {
             /* Runs of 8 output pixels from column 0; a run that reaches a border (or past OW: the last
              * may be partial, its phantom pixels summed and dropped) checks its input columns. Bordered
              * pixels one at a time are a single FMA chain each, with K² weight loads: on 7×7 and 14×14

@@ -49,7 +49,6 @@
 #define NV_RCP _mm512_rcp14_ps
 #define NV_SHL23_ADD(p, t) \
     _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), _mm512_slli_epi32(_mm512_castps_si512(t), 23)))
-#define NV_ALL ((vmask)0xFFFF)
 #else
 #define NV_SUB _mm256_sub_ps
 #define NV_MUL _mm256_mul_ps
@@ -60,15 +59,10 @@
 #define NV_RCP _mm256_rcp_ps
 #define NV_SHL23_ADD(p, t) \
     _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), _mm256_slli_epi32(_mm256_castps_si256(t), 23)))
-#define NV_ALL vmask_n(8)
 #endif
-/* A full vector (FULL, a constant after inlining) or the lanes of m. */
-#define NV_LD(p) (FULL ? VLD_F(p) : VLD_M(m, (p)))
-#define NV_ST(p, v)                        \
-    do {                                   \
-        if (FULL) VST_F((p), (v));         \
-        else VST_M((p), m, (v));           \
-    } while (0)
+#define NV_ALL vmask_n(VL) /* every lane: the mask full vectors pass (and FULL paths ignore) */
+/* Loads and stores below are simd_vec.h's VLD(m, p) / VST(p, m, v): a full vector when FULL (a constant
+ * after inlining), else the lanes of m. */
 
 /* σ(z) of VL lanes for the fused SiLU: 1/(1 + 2^t), t = -z·log2(e), with z clamped to [-87, 87] (σ is 1
  * or below 2e-38 there). t = k + f, k rounded by the 1.5·2^23 trick (its low bits are k, so one shift
@@ -110,8 +104,8 @@ static inline vf norm_v_silu_grad(vf z)
 static inline __attribute__((always_inline)) vf norm_v_z(vf *d, const float *x, const float *mean, const float *a,
                                                          const float *b, vmask m, const int FULL)
 {
-    *d = NV_SUB(NV_LD(x), NV_LD(mean));
-    return VFMA(*d, NV_LD(a), NV_LD(b));
+    *d = NV_SUB(VLD(m, x), VLD(m, mean));
+    return VFMA(*d, VLD(m, a), VLD(m, b));
 }
 /* VL channels of one row: *d = x - μ and the return dz = dy·silu'(d·a + b), the one expression both
  * backward kernels (sums, and GroupNorm's data pass that recomputes dz) use. */
@@ -119,7 +113,7 @@ static inline __attribute__((always_inline)) vf norm_v_dz(vf *d, const float *x,
                                                           const float *a, const float *b, vmask m, const int FULL)
 {
     const vf z = norm_v_z(d, x, mean, a, b, m, FULL);
-    return NV_MUL(NV_LD(dy), norm_v_silu_grad(z));
+    return NV_MUL(VLD(m, dy), norm_v_silu_grad(z));
 }
 
 /* NR (1 or 2, a constant after inlining) rows of VL channels (or the lanes of m) of the backward sums:
@@ -130,16 +124,16 @@ static inline __attribute__((always_inline)) void norm_v_bwd_sums(float *fs, flo
                                                                   const float *b, int store, const int NR, vmask m,
                                                                   const int FULL)
 {
-    vf s = NV_LD(fs), q = NV_LD(fq);
+    vf s = VLD(m, fs), q = VLD(m, fq);
     for (int k = 0; k < NR; k++) {
         vf d;
         const vf dz = norm_v_dz(&d, x + (size_t)k * C, dy + (size_t)k * C, mean, a, b, m, FULL);
-        if (store) NV_ST(dy + (size_t)k * C, dz);
+        if (store) VST(dy + (size_t)k * C, m, dz);
         s = VADD(s, dz);
         q = VFMA(dz, d, q);
     }
-    NV_ST(fs, s);
-    NV_ST(fq, q);
+    VST(fs, m, s);
+    VST(fq, m, q);
 }
 
 /* NR rows of channels [0,cn): full vectors, then the masked tail. */
@@ -248,7 +242,7 @@ static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const flo
     if (FULL && nt)
         VST_NT(y, v);
     else
-        NV_ST(y, v);
+        VST(y, m, v);
 }
 #endif
 
@@ -385,17 +379,17 @@ static inline __attribute__((always_inline)) void norm_v_bwd(float *dx, const fl
     if (silu) {
         dz = norm_v_dz(&d, x, dy, mean, a, b, m, FULL);
     } else {
-        d = NV_SUB(NV_LD(x), NV_LD(mean));
-        dz = NV_LD(dy);
+        d = NV_SUB(VLD(m, x), VLD(m, mean));
+        dz = VLD(m, dy);
     }
-    vf g = VFMA(NV_LD(c2), d, NV_LD(k0));
-    g = VFMA(NV_LD(a), dz, g);
+    vf g = VFMA(VLD(m, c2), d, VLD(m, k0));
+    g = VFMA(VLD(m, a), dz, g);
     if (acc)
-        NV_ST(dx, VADD(NV_LD(dx), g));
+        VST(dx, m, VADD(VLD(m, dx), g));
     else if (FULL && nt)
         VST_NT(dx, g);
     else
-        NV_ST(dx, g);
+        VST(dx, m, g);
 }
 #endif
 

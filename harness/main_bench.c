@@ -72,6 +72,15 @@ static void list_all(void)
     for (int k = 0; k < n; k++) printf("  %-14s %s\n", w[k]->name, w[k]->summary);
 }
 
+/* buf (n bytes) = this executable's path, resolved from /proc/self/exe; returns 0 if it cannot be read. */
+static int self_exe(char *buf, size_t n)
+{
+    const ssize_t k = readlink("/proc/self/exe", buf, n - 1);
+    if (k <= 0) return 0;
+    buf[k] = '\0';
+    return 1;
+}
+
 /* OpenBLAS reads OPENBLAS_CORETYPE once, when it loads, so choosing the kernel set means re-executing
  * ourselves with the environment changed. TB_BLAS_REEXEC guards against a loop. */
 static void choose_blas_core(const char *mode, char **argv)
@@ -89,10 +98,8 @@ static void choose_blas_core(const char *mode, char **argv)
     setenv("TB_BLAS_REEXEC", "1", 1);
     /* The resolved path, not /proc/self/exe itself: under valgrind the latter is the tool's binary,
      * which refuses to run ("You cannot run ... directly"), while readlink reports the client. */
-    char exe[4096];
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) exe[n] = '\0';
-    execv(n > 0 ? exe : "/proc/self/exe", argv);
+    char exe[PATH_MAX];
+    execv(self_exe(exe, sizeof exe) ? exe : "/proc/self/exe", argv);
     /* If re-exec fails we carry on with the inherited kernel set; the result row records it. */
 }
 
@@ -167,9 +174,7 @@ static int cmd_report(int argc, char **argv)
     if (!is_dir(plots)) {
         /* Run from elsewhere: the scripts sit beside the build directory (build/bench → plots/). */
         char exe[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (n > 0) {
-            exe[n] = '\0';
+        if (self_exe(exe, sizeof exe)) {
             char *slash = strrchr(exe, '/');
             if (slash) *slash = '\0';
             snprintf(plots, sizeof plots, "%s/../plots", exe);
