@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 
+#include "prefetch.h"
 #include "simd_vec.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -26,10 +27,9 @@ int gemm_rows_fits(int K, int N)
 /* Vector j of a block's NV at p: the last one masked when !FULL (right-hand rows, and y's old values). */
 #define LOAD_J(p, j) ((FULL || (j) < NV - 1) ? VLD_F(p) : VLD_M(tail, (p)))
 
-/* Two byte ranges to prefetch a few lines per step of an FMA loop (gemm_rows_atb's next panel of a, b). */
+/* gemm_rows_atb's next panel of a and of b, prefetched a few lines per step of the FMA loop. */
 struct gr_pf {
-    const char *p[2], *end[2];
-    int per_step[2]; /* lines per k step */
+    struct pf_span a, b;
 };
 
 /* acc (RB,NV vectors) = Σ_{k<K} x[i·si + k·sk] · b[k, ·], from zero in registers: the one FMA loop of
@@ -44,10 +44,10 @@ AI void panel_fma(vf acc[RB_MAX][NV_MAX], const float *x, size_t si, size_t sk, 
     for (int k = 0; k < K; k++) {
         if (pf && (k & 15) == 0)
             for (int i = 0; i < RB; i++) __builtin_prefetch(pf + i * si + k, 0, 3);
-        if (sp)
-            for (int h = 0; h < 2; h++)
-                for (int q = 0; q < sp->per_step[h] && sp->p[h] < sp->end[h]; q++, sp->p[h] += 64)
-                    __builtin_prefetch(sp->p[h], 0, 3);
+        if (sp) {
+            pf_span_step(&sp->a, 0);
+            pf_span_step(&sp->b, 0);
+        }
         vf bv[NV_MAX];
         for (int j = 0; j < NV; j++) bv[j] = LOAD_J(b + (size_t)k * ldb + j * VL, j);
         for (int i = 0; i < RB; i++) {
@@ -194,20 +194,18 @@ void gemm_rows_atb(float *c, size_t ldc, const float *a, size_t lda, const float
         /* While a panel is summed, the next panel's rows of a and b are prefetched (two spans), spread
          * over the panel's FMA steps: from DRAM the loop otherwise waits on every new line. */
         const size_t n0 = r0 + ATB_ROWS, n1 = n0 + ATB_ROWS < R ? n0 + ATB_ROWS : R;
-        struct gr_pf sp = {{NULL, NULL}, {NULL, NULL}, {0, 0}};
-        if (n0 < R && lda + ldb >= GR_PF_MIN_ATB) {
-            const char *ea = (const char *)(a + (n1 - 1) * lda + K), *eb = (const char *)(b + (n1 - 1) * ldb + N);
-            const char *pa = (const char *)(a + n0 * lda), *pb = (const char *)(b + n0 * ldb);
-            const size_t la = (size_t)(ea - pa + 63) / 64, lb = (size_t)(eb - pb + 63) / 64;
-            sp = (struct gr_pf){{pa, pb}, {ea, eb}, {(int)((la + steps - 1) / steps), (int)((lb + steps - 1) / steps)}};
-        }
+        const int pf = n0 < R && lda + ldb >= GR_PF_MIN_ATB;
+        struct gr_pf sp;
+        if (pf)
+            sp = (struct gr_pf){pf_span_of(a + n0 * lda, a + (n1 - 1) * lda + K, (size_t)steps),
+                                pf_span_of(b + n0 * ldb, b + (n1 - 1) * ldb + N, (size_t)steps)};
         for (int q = 0; q < nb; q++) {
             int v0, nv, full;
             vmask tail;
             col_block_of(N, nb, q, &v0, &nv, &full, &tail);
 #define ATB(NV_, FULL_)                                                                                  \
     atb_cols(c + (size_t)v0 * VL, ldc, ar, lda, br + (size_t)v0 * VL, ldb, rr, K, NV_, FULL_, tail, \
-             sp.p[0] ? &sp : NULL)
+             pf ? &sp : NULL)
             DISPATCH(nv, full, ATB);
 #undef ATB
         }

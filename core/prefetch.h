@@ -1,0 +1,38 @@
+/* prefetch.h — a byte range prefetched a few cache lines per step of a compute loop, for the kernels
+ * that read (or write) far ahead of what the hardware prefetchers follow: depthwise rows, gemm_rows'
+ * next panel. Spreading the lines over the loop lets the misses overlap the arithmetic; a burst of them
+ * stalls the loads behind it on the few miss buffers. Header-only; not a public API.
+ */
+#ifndef TB_PREFETCH_H
+#define TB_PREFETCH_H
+
+#include <stddef.h>
+
+/* Lines [p, end) still to prefetch, per of them a step. */
+struct pf_span {
+    const char *p, *end;
+    int per;
+};
+
+/* The span [p, end) over nsteps steps (at least one line a step when the span is not empty). */
+static inline struct pf_span pf_span_of(const void *p, const void *end, size_t nsteps)
+{
+    const char *a = p, *e = end;
+    const size_t lines = e > a ? (size_t)(e - a + 63) / 64 : 0, n = nsteps ? nsteps : 1;
+    return (struct pf_span){a, e, (int)((lines + n - 1) / n)};
+}
+
+/* Prefetches the span's next per lines: for reading (rw 0) or writing (rw 1), a constant at the call. */
+static inline __attribute__((always_inline)) void pf_span_step(struct pf_span *s, const int rw)
+{
+#if defined(__GNUC__)
+    for (int q = 0; q < s->per && s->p < s->end; q++, s->p += 64) {
+        if (rw) __builtin_prefetch(s->p, 1, 3);
+        else __builtin_prefetch(s->p, 0, 3);
+    }
+#else
+    (void)s, (void)rw;
+#endif
+}
+
+#endif
