@@ -9,10 +9,13 @@ What it is not: a statistics package or a results writer: bench writes its own r
 kept under --out-dir); this script only reads the LAST row of each, skipping a torn last line (it says so).
 
 PyTorch runs at its best settings: glibc malloc tunables that keep freed memory (PyTorch 1.13 loses up
-to 3x to page faults without them), OpenBLAS left to detect the CPU (OPENBLAS_CORETYPE and
-OPENBLAS_L2_SIZE removed from the environment; the presets force Haswell kernels and halve sgemm), and
-OMP/MKL/OpenBLAS threads = --threads. Our side gets the same OpenBLAS and thread variables (so both link
-the same BLAS kernels) but not the malloc tunables (bench allocates its arenas once).
+to 3x to page faults without them), OpenBLAS's presets removed from the environment (OPENBLAS_CORETYPE
+and OPENBLAS_L2_SIZE; they force Haswell kernels and halve sgemm) and its kernel set the one bench's
+`--blas-core auto` runs (`bench --version` says which): OpenBLAS's own detection, or on a CPU newer than
+the OpenBLAS build knows, where it falls back to Prescott kernels at a fifth of the speed, the best set
+for the CPU's ISA. OMP/MKL/OpenBLAS threads = --threads. Our side gets the same OpenBLAS and thread
+variables (so both link the same BLAS kernels) but not the malloc tunables (bench allocates its arenas
+once).
 
 Exit status: 0 when every run succeeded (whether or not the target is met; --require-target makes a
 missed target exit 3), 1 when a run failed or printed no result, 2 for usage errors.
@@ -115,6 +118,20 @@ def env_prefix(env_set, env_unset):
     return " ".join(parts) if len(parts) > 1 else ""
 
 
+def blas_kernels(bench):
+    """The OpenBLAS kernel set bench's --blas-core auto runs on this machine, from `bench --version`."""
+    env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_PRESETS}
+    try:
+        out = subprocess.run([bench, "--version"], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             universal_newlines=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        if line.startswith("OpenBLAS kernels: "):
+            return line.split(": ", 1)[1].strip() or None
+    return None
+
+
 def build_sides(a, cfg, out_dir):
     """Returns {side: (argv builder(seed, round) -> (argv, out_file or None), env_set, env_unset)}."""
     threads_env = {"OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
@@ -147,6 +164,9 @@ def build_sides(a, cfg, out_dir):
 
     torch_env = dict(TORCH_MALLOC_ENV)
     torch_env.update(threads_env)
+    kernels = blas_kernels(a.bench)
+    if kernels:
+        torch_env["OPENBLAS_CORETYPE"] = kernels
     return {
         "pytorch": (torch_argv, torch_env, OPENBLAS_PRESETS),
         "ours": (ours_argv, dict(threads_env), OPENBLAS_PRESETS),

@@ -5,6 +5,7 @@
  */
 #include "machine.h"
 
+#include "blas_core.h"
 #include "build_info.h"
 #include "status.h"
 
@@ -16,10 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Declared here rather than via cblas.h: Debian ships several cblas.h variants and we only need
- * these two OpenBLAS extensions. */
+/* Declared here rather than via cblas.h: Debian ships several cblas.h variants and we only need this
+ * OpenBLAS extension (and blas_core.h's openblas_get_corename). */
 char *openblas_get_config(void);
-char *openblas_get_corename(void);
 
 /* Bounded copy that truncates silently: a long CPU or OS name is cut, never an error. */
 static void copy_str(char *dst, size_t size, const char *src)

@@ -12,6 +12,7 @@
  * number, a bad suite line).
  */
 #define _GNU_SOURCE
+#include "blas_core.h"
 #include "build_info.h"
 #include "calibrate.h"
 #include "compare.h"
@@ -53,7 +54,9 @@ static void usage(FILE *f)
     fprintf(f, "  %-23s %s\n", "--suite FILE", "run every line of a suite file (see suites/default.suite)");
     fprintf(f, "  %-23s %s\n", "--calibrate", "measure sgemm GFLOP/s and triad GB/s into --calibration and exit");
     fprintf(f, "  --blas-core auto|env|NAME\n  %-23s %s\n", "", "OpenBLAS kernel set: auto lets OpenBLAS detect the CPU (default;");
-    fprintf(f, "  %-23s %s\n", "", "ignores an inherited OPENBLAS_CORETYPE), env keeps the environment's,");
+    fprintf(f, "  %-23s %s\n", "", "ignores an inherited OPENBLAS_CORETYPE; where OpenBLAS does not know the");
+    fprintf(f, "  %-23s %s\n", "", "CPU and falls back to older kernels than its ISA runs, the best set for");
+    fprintf(f, "  %-23s %s\n", "", "the ISA: SkylakeX for AVX-512, Haswell for AVX2), env keeps the environment's,");
     fprintf(f, "  %-23s %s\n", "", "NAME forces one (e.g. Haswell, SkylakeX, Cooperlake)");
     fprintf(f, "  %-23s %s\n", "--list", "list backends and workloads");
     fprintf(f, "  --help, --version\n");
@@ -81,26 +84,13 @@ static int self_exe(char *buf, size_t n)
     return 1;
 }
 
-/* OpenBLAS reads OPENBLAS_CORETYPE once, when it loads, so choosing the kernel set means re-executing
- * ourselves with the environment changed. TB_BLAS_REEXEC guards against a loop. */
+/* --blas-core: may re-execute this program, so it runs before anything is done. The resolved path,
+ * not /proc/self/exe itself: under valgrind the latter is the tool's binary, which refuses to run
+ * ("You cannot run ... directly"), while readlink reports the client. */
 static void choose_blas_core(const char *mode, char **argv)
 {
-    if (getenv("TB_BLAS_REEXEC")) return;
-    const char *cur = getenv("OPENBLAS_CORETYPE");
-    int change = 0;
-    if (strcmp(mode, "env") == 0) return;
-    if (strcmp(mode, "auto") == 0) {
-        if (cur) unsetenv("OPENBLAS_CORETYPE"), change = 1;
-    } else if (!cur || strcmp(cur, mode) != 0) {
-        setenv("OPENBLAS_CORETYPE", mode, 1), change = 1;
-    }
-    if (!change) return;
-    setenv("TB_BLAS_REEXEC", "1", 1);
-    /* The resolved path, not /proc/self/exe itself: under valgrind the latter is the tool's binary,
-     * which refuses to run ("You cannot run ... directly"), while readlink reports the client. */
     char exe[PATH_MAX];
-    execv(self_exe(exe, sizeof exe) ? exe : "/proc/self/exe", argv);
-    /* If re-exec fails we carry on with the inherited kernel set; the result row records it. */
+    blas_core_apply(mode, self_exe(exe, sizeof exe) ? exe : "/proc/self/exe", argv);
 }
 
 static int status_exit(int st)
@@ -261,7 +251,7 @@ int main(int argc, char **argv)
     struct bench_config c;
     bench_config_defaults(&c);
     const char *blas = "auto", *suite_path = NULL;
-    int calibrate = 0, o, rc = 0;
+    int calibrate = 0, version = 0, o, rc = 0;
     opterr = 0;
     while (rc == 0 && (o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
         const char *name = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
@@ -278,10 +268,7 @@ int main(int argc, char **argv)
         case OPT_BLAS: blas = optarg; break;
         case OPT_LIST: list_all(); free(opts); return 0;
         case OPT_HELP: usage(stdout); free(opts); return 0;
-        case OPT_VERSION:
-            printf("bench (trainbench) %s, commit %s, %s\n", TB_VERSION, TB_GIT_COMMIT, TB_COMPILER);
-            free(opts);
-            return 0;
+        case OPT_VERSION: version = 1; break;
         case ':': fprintf(stderr, "bench: %s needs a value (see bench --help)\n", name); rc = 2; break;
         default: fprintf(stderr, "bench: unknown option '%s' (see bench --help)\n", name); rc = 2; break;
         }
@@ -293,6 +280,12 @@ int main(int argc, char **argv)
         return 2;
     }
     choose_blas_core(blas, argv);
+    if (version) {
+        /* The kernel set too: what --blas-core chose here (compare gives PyTorch the same). */
+        printf("bench (trainbench) %s, commit %s, %s\nOpenBLAS kernels: %s\n", TB_VERSION, TB_GIT_COMMIT,
+               TB_COMPILER, openblas_get_corename());
+        return 0;
+    }
     if (calibrate) return cmd_calibrate(c.calibration);
 
     if (suite_path) {

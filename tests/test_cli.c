@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 #include "backend.h"
+#include "blas_core.h"
 #include "json.h"
 #include "results.h"
 #include "status.h"
@@ -175,7 +176,8 @@ Test(cli, help_version_list)
 
     run_bench(ARGS("--version"), &p);
     cr_assert_eq(p.code, 0, "--version exited %d", p.code);
-    cr_assert(strstr(p.out, "bench") != NULL && count_lines(p.out) == 1, "--version: %s", p.out);
+    cr_assert(strstr(p.out, "bench") != NULL && strstr(p.out, "OpenBLAS kernels: ") != NULL && count_lines(p.out) == 2,
+              "--version: %s", p.out);
     proc_free(&p);
 
     run_bench(ARGS("--list"), &p);
@@ -186,6 +188,55 @@ Test(cli, help_version_list)
     const struct backend_entry *r = backend_registry(&n);
     for (int i = 0; i < n; i++) cr_assert(strstr(p.out, r[i].name) != NULL, "--list misses %s", r[i].name);
     proc_free(&p);
+}
+
+/* The kernel set `bench --version` reports with OPENBLAS_CORETYPE=env_core (NULL: unset) and args. */
+static void kernels_with(const char *env_core, const char *const *args, char *name, size_t n)
+{
+    const char *saved = getenv("OPENBLAS_CORETYPE");
+    char *keep = saved ? strdup(saved) : NULL;
+    if (env_core) setenv("OPENBLAS_CORETYPE", env_core, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+    struct proc p;
+    run_bench(args, &p);
+    if (keep) setenv("OPENBLAS_CORETYPE", keep, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+    free(keep);
+    cr_assert_eq(p.code, 0, "--version exited %d", p.code);
+    const char *k = strstr(p.out, "OpenBLAS kernels: ");
+    cr_assert_not_null(k, "no kernel set in: %s", p.out);
+    k += strlen("OpenBLAS kernels: ");
+    snprintf(name, n, "%.*s", (int)strcspn(k, "\n"), k);
+    proc_free(&p);
+}
+
+/* auto never runs kernels below the CPU's ISA (OpenBLAS 0.3.21 takes a Sapphire Rapids Xeon for a
+ * Prescott: a fifth of the sgemm speed), whatever OPENBLAS_CORETYPE it inherits; env and NAME obey. */
+Test(cli, blas_core_choice)
+{
+    char k[64];
+    const int cpu = cpu_isa_level();
+    kernels_with(NULL, ARGS("--version"), k, sizeof k);
+    cr_assert_geq(blas_core_isa_level(k), cpu, "auto runs %s on a CPU of ISA level %d", k, cpu);
+    kernels_with("Prescott", ARGS("--version"), k, sizeof k);
+    cr_assert_geq(blas_core_isa_level(k), cpu, "auto with Prescott inherited runs %s (CPU level %d)", k, cpu);
+    kernels_with("Prescott", ARGS("--version", "--blas-core", "env"), k, sizeof k);
+    cr_assert_str_eq(k, "Prescott", "--blas-core env ignored OPENBLAS_CORETYPE=Prescott: %s", k);
+    kernels_with(NULL, ARGS("--version", "--blas-core", "Prescott"), k, sizeof k);
+    cr_assert_str_eq(k, "Prescott", "--blas-core Prescott runs %s", k);
+}
+
+Test(cli, blas_core_levels)
+{
+    cr_assert_eq(blas_core_isa_level("SkylakeX"), 3);
+    cr_assert_eq(blas_core_isa_level("cooperlake"), 3);
+    cr_assert_eq(blas_core_isa_level("Haswell"), 2);
+    cr_assert_eq(blas_core_isa_level("Zen"), 2);
+    cr_assert_eq(blas_core_isa_level("Sandybridge"), 1);
+    cr_assert_eq(blas_core_isa_level("Prescott"), 0);
+    cr_assert_eq(blas_core_isa_level(NULL), 0);
+    for (int l = 1; l <= 3; l++) cr_assert_eq(blas_core_isa_level(blas_core_for_level(l)), l);
+    cr_assert_null(blas_core_for_level(0));
 }
 
 /* Writes a gzip'd IDX file: magic, dims, then n·per bytes of data. */

@@ -1,0 +1,76 @@
+/* blas_core.c — choosing OpenBLAS's kernel set. OpenBLAS reads OPENBLAS_CORETYPE once, when it loads,
+ * so choosing means re-executing ourselves with the environment changed; TB_BLAS_REEXEC counts the
+ * re-execs (at most two: drop an inherited choice, then correct a fallback) so it cannot loop. */
+#define _GNU_SOURCE
+#include "blas_core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
+
+int blas_core_isa_level(const char *core)
+{
+    static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+    static const char *const avx2[] = {"haswell", "zen", "excavator"};
+    static const char *const avx[] = {"sandybridge", "bulldozer", "piledriver", "steamroller"};
+    if (!core) return 0;
+    for (size_t k = 0; k < sizeof avx512 / sizeof *avx512; k++)
+        if (strcasecmp(core, avx512[k]) == 0) return 3;
+    for (size_t k = 0; k < sizeof avx2 / sizeof *avx2; k++)
+        if (strcasecmp(core, avx2[k]) == 0) return 2;
+    for (size_t k = 0; k < sizeof avx / sizeof *avx; k++)
+        if (strcasecmp(core, avx[k]) == 0) return 1;
+    return 0;
+}
+
+int cpu_isa_level(void)
+{
+    __builtin_cpu_init();
+    /* OpenBLAS's SkylakeX kernels use F, BW, VL and DQ. */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+        return 3;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 2;
+    if (__builtin_cpu_supports("avx")) return 1;
+    return 0;
+}
+
+const char *blas_core_for_level(int level)
+{
+    return level >= 3 ? "SkylakeX" : level == 2 ? "Haswell" : level == 1 ? "Sandybridge" : NULL;
+}
+
+static void reexec(const char *exe, char **argv, int count)
+{
+    char n[8];
+    snprintf(n, sizeof n, "%d", count);
+    setenv("TB_BLAS_REEXEC", n, 1);
+    execv(exe, argv);
+}
+
+void blas_core_apply(const char *mode, const char *exe, char **argv)
+{
+    const char *env = getenv("TB_BLAS_REEXEC");
+    const int count = env ? atoi(env) : 0;
+    const char *cur = getenv("OPENBLAS_CORETYPE");
+    if (strcasecmp(mode, "env") == 0 || count >= 2) return;
+    if (strcasecmp(mode, "auto") != 0) {
+        if (count == 0 && (!cur || strcasecmp(cur, mode) != 0)) {
+            setenv("OPENBLAS_CORETYPE", mode, 1);
+            reexec(exe, argv, 2);
+        }
+        return;
+    }
+    if (cur && count == 0) {
+        unsetenv("OPENBLAS_CORETYPE");
+        reexec(exe, argv, 1);
+        return;
+    }
+    if (cur) return; /* our own correction from the step below */
+    const int want = cpu_isa_level();
+    if (blas_core_isa_level(openblas_get_corename()) < want && blas_core_for_level(want)) {
+        setenv("OPENBLAS_CORETYPE", blas_core_for_level(want), 1);
+        reexec(exe, argv, 2);
+    }
+}
