@@ -16,6 +16,7 @@
 
 #include <cblas.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -210,20 +211,38 @@ static struct oc_units oc_units_slice(const struct conv_shape *s, int ith, int n
 enum { GEMM_ROWS = 256, GEMM_COLS = 64, GEMM_FEW_ROW_UNITS = 8 };
 
 /* Output tiles of a GEMM1X1 pass: row blocks of GEMM_ROWS and, when there are fewer than
- * GEMM_FEW_ROW_UNITS of them (EfficientNet's late layers: M = N at 1×1), column blocks too, so those
- * layers split over threads as well. The column blocks are an even number (even_col_blocks, edges on
- * multiples of 8): 192 columns in three 64-wide blocks ran 2:1 on two threads (1.08× one thread on
- * 128×1152·1152×192, against 1.56× in two halves). Decided by the shape alone, like every unit here. */
+ * GEMM_FEW_ROW_UNITS of them (EfficientNet's late layers: 784 rows at 7×7 batch 16, M = N at 1×1),
+ * column blocks too, so those layers split over threads as well: as few as give every core of the
+ * machine the same share (gemm_par_units), because each sgemm call packs its whole row block again, and
+ * 18 64-wide column blocks of 784×320·320×1152 ran at 110–114 GFLOP/s against 135–146 in 4 × 2 or 2 × 2
+ * tiles (one thread, SkylakeX kernels). The column blocks are an even number (edges on multiples of 8):
+ * 192 columns in three 64-wide blocks ran 2:1 on two threads. Decided by the shape and the machine,
+ * never by nth, like every unit here. */
 struct gemm_tiles {
     size_t M, ru; /* rows, row blocks */
     int cols, cu; /* output columns, column blocks */
 };
 
-/* An even number of column blocks of cols, each at least GEMM_COLS / 2 wide: cols / GEMM_COLS rounded
- * down to even, or 2 when that is 0 (64–127 columns); 1 under GEMM_COLS. */
-static int even_col_blocks(int cols)
+/* Parallel units the machine can use: its online cores rounded up to even, at least 2. A constant of
+ * the machine, so tilings that depend on it still give the same bits for any nth. */
+static int gemm_par_units(void)
 {
-    const int k = cols / GEMM_COLS / 2 * 2;
+    static _Atomic int units;
+    int u = units;
+    if (!u) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        u = cores > 2 ? (int)(cores + cores % 2) : 2;
+        units = u;
+    }
+    return u;
+}
+
+/* An even number of column blocks of cols, at most `most` (even) and each at least GEMM_COLS / 2 wide:
+ * cols / GEMM_COLS rounded down to even, or 2 when that is 0 (64–127 columns); 1 under GEMM_COLS. */
+static int even_col_blocks(int cols, int most)
+{
+    int k = cols / GEMM_COLS / 2 * 2;
+    if (k > most) k = most;
     return k ? k : cols >= GEMM_COLS ? 2 : 1;
 }
 
@@ -237,13 +256,17 @@ static void col_block(int cols, int cu, int k, int *c0, int *n)
 /* Row blocks: an even number (when more than one) of equal blocks of at most GEMM_ROWS rows, edges on
  * multiples of 8. Whole 256-row blocks and a short last one split unevenly over two threads: 784 rows
  * (7×7 layers) went 512 : 272, 3,136 (14×14) 1,792 : 1,344, and those layers scaled 1.5–1.75× on two
- * threads against 1.9–2× elsewhere. */
+ * threads against 1.9–2× elsewhere. Column blocks when rows are few: enough for ru·cu ≥ gemm_par_units. */
 static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
 {
     size_t ru = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     if (ru > 1) ru += ru % 2;
     struct gemm_tiles t = {.M = M, .ru = ru, .cols = cols, .cu = 1};
-    if (t.ru < GEMM_FEW_ROW_UNITS) t.cu = even_col_blocks(cols);
+    const int par = gemm_par_units();
+    if (t.ru < GEMM_FEW_ROW_UNITS && t.ru < (size_t)par) {
+        const int want = (int)(((size_t)par + ru - 1) / ru);
+        t.cu = even_col_blocks(cols, want + want % 2);
+    }
     return t;
 }
 
@@ -348,8 +371,10 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
     const size_t M = (size_t)s->N * s->H * s->W;
     size_t lo, hi;
     /* dw (C,OC) += inpᵀ · dout, K = M reduced inside each call; units along the longer side of dw, an
-     * even number of them (672 in 64-wide units was 11, which two threads ran 6:5). */
-    const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer);
+     * even number of them (672 in 64-wide units was 11, which two threads ran 6:5), no more than the
+     * machine's cores use: every call packs all of dout (or inp) again, and 784×1152ᵀ·784×320 in 18
+     * units ran at 111–118 GFLOP/s against 137–150 in 2. */
+    const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer, gemm_par_units());
     tb_slice((size_t)cu, ith, nth, &lo, &hi);
     for (size_t u = lo; u < hi; u++) {
         int b0, n;
