@@ -959,6 +959,7 @@ static int timing_init(struct timing_inst *t, const struct model *m, const struc
         t->params[i] = 0.1f * (2.0f * rng_uniform(cfg->seed, RNG_STREAM_INIT, i) - 1.0f);
     for (size_t i = 0; i < m->n_buffers; i++) t->buffers[i] = 1.0f;
     struct exec_runner r = {run1, NULL, NULL, 1};
+    mi->no_layer_fusion = cfg->no_fuse;
     return exec_prepare(mi, &r, cfg->conv_algo, NULL);
 }
 
@@ -1026,6 +1027,7 @@ static int dev_init_slots(struct ipu_ctx *c, struct ipu_dev *v, int in_flight, c
     }
     if ((st = exec_prepare(&v->slot[0], &run, c->cfg.conv_algo, tuned)) != TB_OK) return st;
     for (int k = 1; k < v->n_slots; k++) exec_share_prepared(&v->slot[k], &v->slot[0]);
+    for (int k = 0; k < v->n_slots; k++) v->slot[k].no_layer_fusion = c->cfg.no_fuse;
     return TB_OK;
 }
 
@@ -1115,6 +1117,7 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
     struct exec_runner run = {run1, NULL, NULL, 1};
     if ((st = exec_prepare(&v->seg[0].mi, &run, c->cfg.conv_algo, tuned)) != TB_OK) return st;
     for (int k = 1; k < K; k++) exec_share_prepared(&v->seg[k].mi, &v->seg[0].mi);
+    for (int k = 0; k < K; k++) v->seg[k].mi.no_layer_fusion = c->cfg.no_fuse;
     return TB_OK;
 }
 

@@ -197,6 +197,7 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     for (int r = 0; r < c->R; r++) {
         int st = local_engine_init(&c->dev[r], m, &child, c->shard, 1);
         if (st != TB_OK) return st;
+        c->dev[r].train.no_layer_fusion = cfg->no_fuse; /* child.no_fuse is only about the update */
         c->grads[r] = c->dev[r].grads;
         c->params[r] = c->dev[r].params;
     }

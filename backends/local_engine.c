@@ -123,6 +123,7 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
     for (int k = 0; k < 2; k++)
         ins[k]->params = e->params, ins[k]->grads = e->grads, ins[k]->opt = e->opt, ins[k]->buffers = e->buffers;
     e->fuse = !cfg->no_fuse && exec_can_fuse_update(m, n_max, &cfg->optim);
+    e->train.no_layer_fusion = e->eval.no_layer_fusion = cfg->no_fuse;
     if (e->fuse && !(e->pending_in = malloc(exec_dense_inputs_floats(m) * sizeof(float)))) {
         st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");
         goto fail;

@@ -545,6 +545,23 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
     }
 }
 
+/* Whether BatchNorm layer bn runs its SE scale's and pool's data gradients in its own first pass
+ * (bn_backward_chunks_se) in this backward: marked at prepare, a training step without sync BN, fusion
+ * not turned off, and all three layers inside the step's range. The SE scale then computes only the
+ * scale's gradient and the pool's backward does nothing. */
+static int se_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
+    const struct exec_layer_state *s = &mi->ls[bn];
+    return s->se_scale >= 0 && bn >= st->l0 && s->se_scale < st->l1;
+}
+
+/* The BatchNorm an SE scale or pool layer l may fold into (exec_layer_state.se_bn), or -1. */
+static int se_bn_of(const struct model_inst *mi, const struct layer *l)
+{
+    return mi->ls ? mi->ls[l - mi->m->layers].se_bn : -1;
+}
+
 static void layer_backward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
                            int nth, const struct exec_sync *sync)
 {
@@ -597,7 +614,17 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             /* Row chunks, then rows after the barrier (dz left in dout by then): bitwise bn_backward. */
             const size_t M = (size_t)n * ti->h * ti->w;
             double *part = bn_part_of(mi, M, ti->c);
-            bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
+            const int li = (int)(l - m->layers);
+            if (se_fused(mi, st, li)) {
+                /* dz goes over the SE scale's output gradient; y's own was never formed. */
+                const struct layer *se = &m->layers[mi->ls[li].se_scale];
+                float *dse = exec_dact(mi, se->out);
+                bn_backward_chunks_se(part, dse, exec_act(mi, se->in2), exec_dact(mi, m->layers[mi->ls[li].se_pool].out),
+                                      (size_t)ti->h * ti->w, in, save_of(mi, l), w, b, M, ti->c, ith, nth);
+                dout = dse;
+            } else {
+                bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
+            }
             sync_barrier(sync, nth);
             bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);
         }
@@ -611,10 +638,14 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                            ith, nth);
         break;
     }
-    case OP_GAP: if (din) global_avgpool_backward(din, dout, n, (size_t)ti->h * ti->w, ti->c, ith, nth); break;
+    case OP_GAP:
+        if (din && !se_fused(mi, st, se_bn_of(mi, l)))
+            global_avgpool_backward(din, dout, n, (size_t)ti->h * ti->w, ti->c, ith, nth);
+        break;
     case OP_SE_SCALE: {
         const int need_s = m->tensors[l->in2].needs_grad;
-        se_scale_backward(din, need_s ? exec_dact(mi, l->in2) : NULL, dout, in, exec_act(mi, l->in2), n,
+        se_scale_backward(se_fused(mi, st, se_bn_of(mi, l)) ? NULL : din,
+                          need_s ? exec_dact(mi, l->in2) : NULL, dout, in, exec_act(mi, l->in2), n,
                           (size_t)ti->h * ti->w, ti->c, acc, ith, nth);
         break;
     }
@@ -812,6 +843,25 @@ static size_t scratch_need(enum conv_algo a, const struct conv_shape *s, int nth
 
 const char *const exec_conv_algo_names[] = {"im2col", "direct", "fft", "gemm1x1"};
 
+/* Marks BatchNorm layer i (with SiLU) in ls when its output is read by exactly an SE scale (as its x)
+ * and a global average pool: the pattern of every MBConv block's depthwise BatchNorm. */
+static void se_fusion_find(const struct model *m, int i, struct exec_layer_state *ls)
+{
+    const struct layer *l = &m->layers[i];
+    if (l->op != OP_BN || l->act != ACT_SILU || m->tensors[l->out].n_readers != 2) return;
+    int se = -1, gap = -1;
+    for (int j = i + 1; j < m->n_layers; j++) {
+        const struct layer *r = &m->layers[j];
+        if (r->in != l->out && r->in2 != l->out) continue;
+        if (r->op == OP_SE_SCALE && r->in == l->out && r->in2 != l->out) se = j;
+        else if (r->op == OP_GAP && r->in == l->out) gap = j;
+        else return;
+    }
+    if (se < 0 || gap < 0 || !m->tensors[m->layers[gap].out].needs_grad) return;
+    ls[i].se_scale = se, ls[i].se_pool = gap;
+    ls[se].se_bn = ls[gap].se_bn = i;
+}
+
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
 {
@@ -828,6 +878,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;
     float *tune_scr = NULL, *tune_part = NULL;
+    for (int i = 0; i < m->n_layers; i++) mi->ls[i].se_scale = mi->ls[i].se_pool = mi->ls[i].se_bn = -1;
+    for (int i = 0; i < m->n_layers; i++) se_fusion_find(m, i, mi->ls);
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];
         mi->ls[i].algo = -1;

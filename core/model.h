@@ -157,12 +157,16 @@ struct model_inst {
     size_t shared_floats;
     struct exec_layer_state *ls; /* (n_layers) per-instance layer state (conv algorithm, FFT plan) */
     double *prof;       /* (n_layers, 2) seconds of forward / backward per layer, summed; NULL = off */
+    int no_layer_fusion; /* --no-fuse: run fusable layer pairs unfused (what fusion buys) */
 };
 
 /* Per-instance state of one layer, chosen at prepare time. */
 struct exec_layer_state {
     int algo;                     /* enum conv_algo for OP_CONV, -1 otherwise */
     struct conv_fft_plan *plan;   /* FFTW plans when algo is FFT */
+    /* A BatchNorm+SiLU whose output only an SE scale and its global pool read: in the BatchNorm's
+     * state the SE-scale and pool layers, in theirs the BatchNorm's; -1 otherwise (exec_se_fused). */
+    int se_scale, se_pool, se_bn;
 };
 
 #endif

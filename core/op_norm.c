@@ -116,18 +116,32 @@ static inline __attribute__((always_inline)) vf norm_v_dz(vf *d, const float *x,
     return NV_MUL(VLD(m, dy), norm_v_silu_grad(z));
 }
 
+/* The output gradient of a BatchNorm whose output feeds an SE scale and its global pool only (see
+ * bn_backward_chunks_se): dy = do·s[n] + dp[n]·(1/HW) for the row's sample n, formed here instead of in
+ * memory. s[k], p[k]: rows k of the call's scale and pool gradient, at the call's first channel. */
+struct norm_se_rows {
+    const float *s[2], *p[2];
+    float inv;
+};
+
 /* NR (1 or 2, a constant after inlining) rows of VL channels (or the lanes of m) of the backward sums:
  * dz (stored over dy when store), then fs, fq += Σdz, Σdz·(x-μ) in float (the caller adds them into
- * double every NORM_FROWS rows); one load and store of the accumulators for all NR rows. */
+ * double every NORM_FROWS rows); one load and store of the accumulators for all NR rows. With se
+ * (non-NULL after inlining) dy holds do and the output gradient is formed from it as in the unfused
+ * kernels: do·s rounded, then fma(dp, 1/HW, ·), as se_scale_backward and global_avgpool_backward do. */
 static inline __attribute__((always_inline)) void norm_v_bwd_sums(float *fs, float *fq, const float *x, float *dy,
                                                                   size_t C, const float *mean, const float *a,
                                                                   const float *b, int store, const int NR, vmask m,
-                                                                  const int FULL)
+                                                                  const int FULL, const struct norm_se_rows *se,
+                                                                  int j)
 {
     vf s = VLD(m, fs), q = VLD(m, fq);
     for (int k = 0; k < NR; k++) {
         vf d;
-        const vf dz = norm_v_dz(&d, x + (size_t)k * C, dy + (size_t)k * C, mean, a, b, m, FULL);
+        const vf z = norm_v_z(&d, x + (size_t)k * C, mean, a, b, m, FULL);
+        vf g = VLD(m, dy + (size_t)k * C);
+        if (se) g = VFMA(VLD(m, se->p[k] + j), VSET1(se->inv), NV_MUL(g, VLD(m, se->s[k] + j)));
+        const vf dz = NV_MUL(g, norm_v_silu_grad(z));
         if (store) VST(dy + (size_t)k * C, m, dz);
         s = VADD(s, dz);
         q = VFMA(dz, d, q);
@@ -140,12 +154,15 @@ static inline __attribute__((always_inline)) void norm_v_bwd_sums(float *fs, flo
 static inline __attribute__((always_inline)) void norm_v_bwd_sums_rows(float *fs, float *fq, const float *x,
                                                                        float *dy, size_t C, int cn,
                                                                        const float *mean, const float *a,
-                                                                       const float *b, int store, const int NR)
+                                                                       const float *b, int store, const int NR,
+                                                                       const struct norm_se_rows *se)
 {
     int j = 0;
-    for (; j + VL <= cn; j += VL) norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, NV_ALL, 1);
+    for (; j + VL <= cn; j += VL)
+        norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, NV_ALL, 1, se, j);
     if (j < cn)
-        norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, vmask_n(cn - j), 0);
+        norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, vmask_n(cn - j), 0, se,
+                        j);
 }
 #define NORM_SFENCE() VFENCE_NT()
 #else
@@ -303,16 +320,25 @@ static void norm_fwd_rows(float *out, const float *inp, const float *mean, const
     if (nt) NORM_SFENCE(); /* the stores are weakly ordered: visible before the caller's barrier */
 }
 
+/* The SE inputs of bn_backward_chunks_se for a call over rows [rbase, rbase + M): scale and dpool (N,C)
+ * at channel 0, HW rows a sample. */
+struct norm_se_in {
+    const float *scale, *dpool;
+    size_t HW, rbase;
+};
+
 /* sdz, sdzd (cn) = Σ dz, Σ dz·(x - mean) over rows [0,M), dz = dout·act'((x-mean)·a + b). With store
  * (SiLU only) dz is written back over dout, so a second pass reads it instead of recomputing the
  * exp; one pointer reads and writes, so there is no aliasing for the vectoriser to fear. Without
- * store, dout is only read (GroupNorm passes a const buffer through a cast). */
+ * store, dout is only read (GroupNorm passes a const buffer through a cast). With se (SiLU only) dout
+ * holds the SE scale's output gradient and the kernel's own is formed from it (norm_se_rows). */
 static inline __attribute__((always_inline)) void
 norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, const float *restrict inp,
                      const float *restrict mean, const float *restrict a, const float *restrict b, size_t M,
-                     size_t C, int c0, int cn, int silu, int store)
+                     size_t C, int c0, int cn, int silu, int store, const struct norm_se_in *se)
 {
     for (int j = 0; j < cn; j++) sdz[j] = sdzd[j] = 0.0;
+    const float inv = se ? (float)(1.0 / (double)se->HW) : 0.0f; /* global_avgpool_backward's factor */
     int cv = 0; /* channels [0,cv) go in vectors (all of them, masked tail included, with SiLU); the rest,
                  * and everything without vectors or SiLU, below */
 #if NORM_VEC
@@ -324,16 +350,25 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
          * caller passes whole chunks (or samples), so the sums keep one order for any thread split.
          * Two rows per load/store of the accumulators; rows stay the outer loop, for locality. */
         float fs[NORM_CB], fq[NORM_CB];
+        struct norm_se_rows sr = {.inv = inv};
         for (size_t r0 = 0; r0 < M; r0 += NORM_FROWS) {
             const size_t r1 = M - r0 < NORM_FROWS ? M : r0 + NORM_FROWS;
             for (int j = 0; j < cv; j++) fs[j] = fq[j] = 0.0f;
             size_t r = r0;
-            for (; r + 2 <= r1; r += 2)
-                norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
-                                     store, 2);
-            if (r < r1)
-                norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a, b,
-                                     store, 1);
+            for (; r < r1; r += 2) {
+                const int nr = r + 2 <= r1 ? 2 : 1;
+                if (se)
+                    for (int k = 0; k < nr; k++) {
+                        const size_t o = (se->rbase + r + (size_t)k) / se->HW * C + (size_t)c0;
+                        sr.s[k] = se->scale + o, sr.p[k] = se->dpool + o;
+                    }
+                if (nr == 2)
+                    norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a,
+                                         b, store, 2, se ? &sr : NULL);
+                else
+                    norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a,
+                                         b, store, 1, se ? &sr : NULL);
+            }
             for (int j = 0; j < cv; j++) {
                 sdz[j] += (double)fs[j];
                 sdzd[j] += (double)fq[j];
@@ -345,9 +380,11 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
     for (size_t r = 0; r < M; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict dy = dout + r * C + (size_t)c0;
+        const size_t o = se ? (se->rbase + r) / se->HW * C + (size_t)c0 : 0;
         for (int j = cv; j < cn; j++) {
             float d = x[j] - mean[j];
             float dz = dy[j];
+            if (se) dz = fmaf(se->dpool[o + (size_t)j], inv, dz * se->scale[o + (size_t)j]);
             if (silu) dz *= act_silu_gradf(d * a[j] + b[j]);
             if (silu && store) dy[j] = dz;
             sdz[j] += (double)dz;
@@ -356,16 +393,20 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
     }
 }
 
+/* norm_bwd_sums_rows_k for act and store; se (SiLU and store only) as there. */
 static void norm_bwd_sums_rows(double *sdz, double *sdzd, float *dout, const float *inp, const float *mean,
                                const float *a, const float *b, size_t M, size_t C, int c0, int cn,
-                               enum norm_act act, int store)
+                               enum norm_act act, int store, const struct norm_se_in *se)
 {
-    if (act == NORM_ACT_SILU && store)
-        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 1);
+    if (se) {
+        TB_ASSERT(act == NORM_ACT_SILU && store);
+        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 1, se);
+    } else if (act == NORM_ACT_SILU && store)
+        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 1, NULL);
     else if (act == NORM_ACT_SILU)
-        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 0);
+        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 0, NULL);
     else
-        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 0, 0);
+        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 0, 0, NULL);
 }
 
 #if NORM_VEC
@@ -707,7 +748,8 @@ static void bn_bwd_sums_chunked(double *sdz, double *sdzx, float *dout, const fl
         size_t r0, r1;
         bn_chunk_rows(M, K, k, &r0, &r1);
         const size_t off = r0 * (size_t)C;
-        norm_bwd_sums_rows(cs, cd, dout + off, inp + off, save + c0, a, beta + c0, r1 - r0, (size_t)C, c0, cn, act, 1);
+        norm_bwd_sums_rows(cs, cd, dout + off, inp + off, save + c0, a, beta + c0, r1 - r0, (size_t)C, c0, cn, act, 1,
+                           NULL);
         bn_add_chunk(sdz, sdzx, cs, cd, cn);
     }
     for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
@@ -775,8 +817,10 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const fl
     }
 }
 
-void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
-                        const float *beta, size_t M, int C, enum norm_act act, int ith, int nth)
+/* bn_backward_chunks, or with se (non-NULL) bn_backward_chunks_se. */
+static void bn_bwd_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
+                          const float *beta, size_t M, int C, enum norm_act act, const struct norm_se_in *se,
+                          int ith, int nth)
 {
     const int K = bn_row_chunks(M), G = bn_item_groups(K, C);
     size_t i0, i1;
@@ -792,12 +836,29 @@ void bn_backward_chunks(double *part, float *dout, const float *inp, const float
         for (int c0 = ca; c0 < cb; c0 += NORM_CB) {
             int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
             bn_scale_block(a, save, gamma, C, c0, cn);
+            struct norm_se_in sek;
+            if (se) sek = *se, sek.rbase = r0;
             norm_bwd_sums_rows(sdz, sdzd, dout + off, inp + off, save + c0, a, beta + c0, r1 - r0, (size_t)C, c0,
-                               cn, act, 1);
+                               cn, act, 1, se ? &sek : NULL);
             memcpy(p + c0, sdz, (size_t)cn * sizeof *sdz);
             memcpy(p + C + c0, sdzd, (size_t)cn * sizeof *sdzd);
         }
     }
+}
+
+void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
+                        const float *beta, size_t M, int C, enum norm_act act, int ith, int nth)
+{
+    bn_bwd_chunks(part, dout, inp, save, gamma, beta, M, C, act, NULL, ith, nth);
+}
+
+void bn_backward_chunks_se(double *part, float *dse, const float *scale, const float *dpool, size_t HW,
+                           const float *inp, const float *save, const float *gamma, const float *beta, size_t M,
+                           int C, int ith, int nth)
+{
+    TB_ASSERT(HW > 0 && M % HW == 0);
+    const struct norm_se_in se = {scale, dpool, HW, 0};
+    bn_bwd_chunks(part, dse, inp, save, gamma, beta, M, C, NORM_ACT_SILU, &se, ith, nth);
 }
 
 void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *dz, const float *inp,
@@ -908,7 +969,7 @@ void gn_backward_data(float *dinp, const float *dout, const float *inp, const fl
             for (int c0 = g0 * Cg; c0 < ce; c0 += NORM_CB) {
                 int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
                 gn_consts_block(mean, a, sv, gamma, Cg, c0, cn);
-                norm_bwd_sums_rows(sdz, sdzd, (float *)dy, x, mean, a, beta + c0, HW, (size_t)C, c0, cn, act, 0);
+                norm_bwd_sums_rows(sdz, sdzd, (float *)dy, x, mean, a, beta + c0, HW, (size_t)C, c0, cn, act, 0, NULL);
                 for (int j = 0; j < cn; j++) {
                     g1s[(c0 + j) / Cg - g0] += (double)gamma[c0 + j] * sdz[j];
                     g2s[(c0 + j) / Cg - g0] += (double)gamma[c0 + j] * sdzd[j];
@@ -952,7 +1013,7 @@ void gn_backward_params(float *dgamma, float *dbeta, const float *dout, const fl
             const float *sv = save + (size_t)n * (size_t)G * 2;
             gn_consts_block(mean, a, sv, gamma, Cg, c0, cn);
             norm_bwd_sums_rows(sdz, sdzd, (float *)dout + (size_t)n * sz, inp + (size_t)n * sz, mean, a, beta + c0,
-                               HW, (size_t)C, c0, cn, act, 0);
+                               HW, (size_t)C, c0, cn, act, 0, NULL);
             for (int j = 0; j < cn; j++) {
                 acc1[j] += sdz[j];
                 acc2[j] += sdzd[j] * (double)sv[2 * ((c0 + j) / Cg) + 1];

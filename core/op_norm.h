@@ -93,6 +93,14 @@ void bn_forward_train_finish(float *out, float *save, float *run_mean, float *ru
  * is overwritten with dz. Item-partitioned. */
 void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
                         const float *beta, size_t M, int C, enum norm_act act, int ith, int nth);
+/* Backward phase 1 of a BatchNorm+SiLU whose output y is read only by an SE scale (o = y·s, s (N,C))
+ * and by the global average pool (p, (N,C)) of the SE branch: the output gradient, dy = do·s[n] +
+ * dp[n]/HW for sample n = row / HW, is formed as it is read instead of by se_scale_backward and
+ * global_avgpool_backward in two passes over memory, with the same roundings (bitwise the same
+ * dz). dse (M,C) holds do and is overwritten with dz, for phase 2. Otherwise bn_backward_chunks. */
+void bn_backward_chunks_se(double *part, float *dse, const float *scale, const float *dpool, size_t HW,
+                           const float *inp, const float *save, const float *gamma, const float *beta, size_t M,
+                           int C, int ith, int nth);
 /* Backward phase 2, after a barrier: dgamma, dbeta (C) += Σdz·x̂, Σdz for this thread's channels; dinp
  * (M,C) += (= when acc is 0) ∂L/∂x for its rows, reading dz (M,C): the dout phase 1 left. */
 void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *dz, const float *inp,

@@ -21,18 +21,29 @@ struct net {
     struct local_engine e;
 };
 
+/* net_init_norm with GroupNorm and fusion on. */
+static void net_init_norm(struct net *n, int res, int classes, int batch, uint64_t seed, const char *norm,
+                          int no_fuse);
+
 static void net_init(struct net *n, int res, int classes, int batch, uint64_t seed)
+{
+    net_init_norm(n, res, classes, batch, seed, "group", 0);
+}
+
+/* effnet-b0 at res × res with `norm` layers and dropout 0, in a one-thread engine (cfg.no_fuse). */
+static void net_init_norm(struct net *n, int res, int classes, int batch, uint64_t seed, const char *norm,
+                          int no_fuse)
 {
     memset(n, 0, sizeof *n);
     n->w = workload_find("effnet-b0");
     cr_assert_not_null(n->w, "%s", tb_error_get());
     struct workload_opts o = {.classes = classes, .resolution = res, .in_h = res, .in_w = res, .in_c = 3,
                               .dropout = 0.0f, .drop_connect = 0.0f};
-    snprintf(o.norm, sizeof o.norm, "group");
+    snprintf(o.norm, sizeof o.norm, "%s", norm);
     cr_assert_eq(n->w->build(&n->m, &o), TB_OK, "effnet-b0 build: %s", tb_error_get());
     for (int i = 0; i < n->m.n_layers; i++) {
         const struct layer *l = &n->m.layers[i];
-        cr_assert_neq(l->op, OP_BN, "layer %s is BatchNorm in a GroupNorm model", l->name);
+        if (strcmp(norm, "group") == 0) cr_assert_neq(l->op, OP_BN, "layer %s is BatchNorm in a GroupNorm model", l->name);
         if (l->op == OP_ADD || l->op == OP_DROPOUT) cr_assert_eq(l->a.drop.p, 0.0f, "%s: p", l->name);
     }
     struct run_config cfg = {0};
@@ -42,6 +53,7 @@ static void net_init(struct net *n, int res, int classes, int batch, uint64_t se
     optim_config_defaults(&cfg.optim, OPTIM_ADAM);
     cfg.optim.lr = 1e-3f;
     cfg.optim.total_steps = 30;
+    cfg.no_fuse = no_fuse;
     cr_assert_eq(local_engine_init(&n->e, &n->m, &cfg, batch, 1), TB_OK, "%s", tb_error_get());
     n->w->init(&n->m, n->e.params, n->e.buffers, seed);
 }
@@ -164,6 +176,48 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
     cr_assert(gn > 1e-8, "gradient norm² %g", gn);
     free(g);
     net_free(&n);
+}
+
+/* With BatchNorm every MBConv block's depthwise BatchNorm folds its SE scale's and pool's data
+ * gradients into its own first backward pass (exec_se_fused); the gradients are those of the unfused
+ * layers, bit for bit (--no-fuse). */
+Test(model_grad, effnet_b0_batchnorm_se_fusion_bitwise, .timeout = 120)
+{
+    enum { RES = 32, B = 4 };
+    struct net a, u;
+    net_init_norm(&a, RES, 10, B, 11, "batch", 0);
+    net_init_norm(&u, RES, 10, B, 11, "batch", 1);
+    int fused = 0;
+    for (int i = 0; i < a.m.n_layers; i++) fused += a.e.train.ls[i].se_scale >= 0;
+    cr_assert_eq(fused, 16, "%d BatchNorm layers fold an SE scale (effnet-b0 has 16 MBConv blocks)", fused);
+    cr_assert(!a.e.train.no_layer_fusion && u.e.train.no_layer_fusion);
+    static uint8_t x[B * RES * RES * 3];
+    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 1, i) * 256.0f);
+    const int32_t y[B] = {1, 3, 9, 0};
+    double la, lu;
+    local_engine_zero_grads(&a.e);
+    local_engine_zero_grads(&u.e);
+    /* The fusion runs: the first fused BatchNorm's output gradient is never formed (a marker survives). */
+    int bn = 0;
+    while (a.e.train.ls[bn].se_scale < 0) bn++;
+    const int t = a.m.layers[bn].out;
+    const size_t nt = (size_t)B * a.m.tensors[t].per_sample;
+    float *da = exec_dact(&a.e.train, t), *du = exec_dact(&u.e.train, t);
+    for (size_t i = 0; i < nt; i++) da[i] = du[i] = 12345.0f;
+    cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
+    cr_assert(da[0] == 12345.0f && da[nt - 1] == 12345.0f, "fused: %s's output gradient was written", a.m.layers[bn].name);
+    cr_assert(du[0] != 12345.0f, "unfused: %s's output gradient was not written", u.m.layers[bn].name);
+    cr_assert(la == lu, "loss %.17g fused, %.17g unfused", la, lu);
+    double gn = 0.0;
+    for (size_t i = 0; i < a.m.n_params; i++) {
+        cr_assert(memcmp(&a.e.grads[i], &u.e.grads[i], sizeof(float)) == 0, "gradient %zu: %.9g fused, %.9g unfused",
+                  i, (double)a.e.grads[i], (double)u.e.grads[i]);
+        gn += (double)a.e.grads[i] * a.e.grads[i];
+    }
+    cr_assert(gn > 1e-8, "gradient norm² %g", gn);
+    net_free(&a);
+    net_free(&u);
 }
 
 #define TR_RES 32

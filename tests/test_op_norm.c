@@ -18,6 +18,8 @@
 
 #include "op_act.h"
 #include "op_norm.h"
+#include "op_pool.h"
+#include "op_se.h"
 #include "rng.h"
 
 #define EPS BN_EPS_DEFAULT
@@ -628,6 +630,49 @@ static void *bn_thread(void *p)
         bn_backward(o->dx, o->dg, o->db, o->dyc, t->x, o->save, t->gamma, t->beta, t->M, t->C, NORM_ACT_SILU, 1,
                     a->ith, a->nth);
     return NULL;
+}
+
+/* The SE-fused first backward pass gives the dz and sums that se_scale_backward, then
+ * global_avgpool_backward, then bn_backward_chunks give, bit for bit, for any nth (chunks that cut
+ * samples, C with a masked tail, and HW smaller and larger than a chunk). */
+Test(bn, se_fused_backward_matches_unfused)
+{
+    static const struct { int N; size_t HW; int C; } shapes[] = {{3, 49, 37}, {4, 200, 24}, {2, 9, 130}, {16, 1, 16}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        const int N = shapes[k].N, C = shapes[k].C;
+        const size_t HW = shapes[k].HW, M = (size_t)N * HW, n = M * (size_t)C, nc = (size_t)N * (size_t)C;
+        struct bn_case t;
+        bn_case_init(&t, M, C, 300 + k);
+        float *y = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *s = tu_fvec(nc), *dp = tu_fvec(nc);
+        float *dh = tu_fvec(n), *dse = tu_fvec(n), *ds = tu_fvec(nc), *dx0 = tu_fvec(n), *dx1 = tu_fvec(n);
+        fill(s, nc, 400 + k, 0.5f, 0.2f);
+        fill(dp, nc, 500 + k, 0.0f, 1.0f);
+        bn_forward_train(y, save, NULL, NULL, t.x, t.gamma, t.beta, M, C, EPS, MOM, NORM_ACT_SILU, 0, 1);
+        double *p0 = tu_dvec(bn_chunk_doubles(M, C)), *p1 = tu_dvec(bn_chunk_doubles(M, C));
+        /* unfused, one thread: dh = do·s, then += dp/HW, then the chunk sums (dz over dh) */
+        se_scale_backward(dh, ds, t.dy, y, s, N, HW, C, 0, 0, 1);
+        global_avgpool_backward(dh, dp, N, HW, C, 0, 1);
+        bn_backward_chunks(p0, dh, t.x, save, t.gamma, t.beta, M, C, NORM_ACT_SILU, 0, 1);
+        bn_backward_finish(dx0, ds, ds, dh, t.x, save, t.gamma, p0, M, C, 0, 0, 1);
+        for (size_t ni = 0; ni < sizeof NTHS / sizeof *NTHS; ni++) {
+            const int nth = NTHS[ni];
+            memcpy(dse, t.dy, n * sizeof(float));
+            for (int i = 0; i < nth; i++)
+                bn_backward_chunks_se(p1, dse, s, dp, HW, t.x, save, t.gamma, t.beta, M, C, i, nth);
+            for (int i = 0; i < nth; i++) bn_backward_finish(dx1, ds, ds, dse, t.x, save, t.gamma, p1, M, C, 0, i, nth);
+            char what[96];
+            snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: dz", N, HW, C, nth);
+            assert_bitwise(dse, dh, n, what);
+            for (size_t i = 0; i < bn_chunk_doubles(M, C); i++)
+                cr_assert(memcmp(&p0[i], &p1[i], sizeof p0[i]) == 0, "%s: chunk sum %zu %.17g != %.17g", what, i,
+                          p0[i], p1[i]);
+            snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: dx", N, HW, C, nth);
+            assert_bitwise(dx1, dx0, n, what);
+        }
+        free(p0), free(p1);
+        free(y), free(save), free(s), free(dp), free(dh), free(dse), free(ds), free(dx0), free(dx1);
+        bn_case_free(&t);
+    }
 }
 
 Test(bn, real_threads_bitwise, .timeout = 30)
