@@ -266,6 +266,24 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
 
 /* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
  * called when nth > 1, so a layer run serially on thread 0 passes nth = 1. */
+/* Whether BatchNorm layer bn runs its SE pool in this step: the pool's forward in its apply pass
+ * (bn_forward_train_finish_pool), and the SE scale's and pool's data gradients in its own first
+ * backward pass (bn_backward_chunks_se). Marked at prepare; a training step without sync BN, fusion not
+ * turned off, and all three layers inside the step's range. The pool's forward and backward then do
+ * nothing, and the SE scale's backward computes only the scale's gradient. */
+static int se_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
+    const struct exec_layer_state *s = &mi->ls[bn];
+    return s->se_scale >= 0 && bn >= st->l0 && s->se_scale < st->l1;
+}
+
+/* The BatchNorm an SE scale or pool layer l may fold into (exec_layer_state.se_bn), or -1. */
+static int se_bn_of(const struct model_inst *mi, const struct layer *l)
+{
+    return mi->ls ? mi->ls[l - mi->m->layers].se_bn : -1;
+}
+
 static void layer_forward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
                           int nth, const struct exec_sync *sync)
 {
@@ -320,9 +338,16 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
             double *part = bn_part_of(mi, M, ti->c);
             bn_forward_train_chunks(part, in, M, ti->c, ith, nth);
             sync_barrier(sync, nth);
-            bn_forward_train_finish(out, save_of(mi, l), st->no_stats_update ? NULL : rm,
-                                    st->no_stats_update ? NULL : rv, in, w, b, part, M, ti->c, l->a.norm.eps,
-                                    l->a.norm.momentum, norm_act_of(l), ith, nth);
+            const int li = (int)(l - m->layers);
+            if (se_fused(mi, st, li))
+                bn_forward_train_finish_pool(out, exec_act(mi, m->layers[mi->ls[li].se_pool].out), save_of(mi, l),
+                                             st->no_stats_update ? NULL : rm, st->no_stats_update ? NULL : rv, in, w,
+                                             b, part, M, (size_t)ti->h * ti->w, ti->c, l->a.norm.eps,
+                                             l->a.norm.momentum, ith, nth);
+            else
+                bn_forward_train_finish(out, save_of(mi, l), st->no_stats_update ? NULL : rm,
+                                        st->no_stats_update ? NULL : rv, in, w, b, part, M, ti->c, l->a.norm.eps,
+                                        l->a.norm.momentum, norm_act_of(l), ith, nth);
         } else
             bn_forward_eval(out, in, rm, rv, w, b, M, ti->c, l->a.norm.eps, norm_act_of(l), ith, nth);
         break;
@@ -331,7 +356,9 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         gn_forward(out, save_of(mi, l), in, w, b, n, (size_t)ti->h * ti->w, ti->c, l->a.norm.groups, l->a.norm.eps,
                    norm_act_of(l), ith, nth);
         break;
-    case OP_GAP: global_avgpool_forward(out, in, n, (size_t)ti->h * ti->w, ti->c, ith, nth); break;
+    case OP_GAP:
+        if (!se_fused(mi, st, se_bn_of(mi, l))) global_avgpool_forward(out, in, n, (size_t)ti->h * ti->w, ti->c, ith, nth);
+        break;
     case OP_SE_SCALE:
         se_scale_forward(out, in, exec_act(mi, l->in2), n, (size_t)ti->h * ti->w, ti->c, ith, nth);
         break;
@@ -543,23 +570,6 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
     } else {
         conv_backward_params(algo, dw, db, in, dout, cs, plan, scratch, ith, nth);
     }
-}
-
-/* Whether BatchNorm layer bn runs its SE scale's and pool's data gradients in its own first pass
- * (bn_backward_chunks_se) in this backward: marked at prepare, a training step without sync BN, fusion
- * not turned off, and all three layers inside the step's range. The SE scale then computes only the
- * scale's gradient and the pool's backward does nothing. */
-static int se_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
-{
-    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
-    const struct exec_layer_state *s = &mi->ls[bn];
-    return s->se_scale >= 0 && bn >= st->l0 && s->se_scale < st->l1;
-}
-
-/* The BatchNorm an SE scale or pool layer l may fold into (exec_layer_state.se_bn), or -1. */
-static int se_bn_of(const struct model_inst *mi, const struct layer *l)
-{
-    return mi->ls ? mi->ls[l - mi->m->layers].se_bn : -1;
 }
 
 static void layer_backward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,

@@ -249,9 +249,27 @@ static void norm_stats_rows(double *restrict s, double *restrict q, const float 
 #if NORM_VEC
 /* VL channels (or the lanes of m) of one output row: y = act((x - mean)·a + b); with nt (full vectors
  * only) a non-temporal store. */
+/* pacc (VL doubles) += v, lane by lane in double: a global average pool's sums, as
+ * global_avgpool_forward adds them. Lanes outside m hold 0 (masked loads), so whole vectors are added. */
+static inline __attribute__((always_inline)) void norm_v_pool_add(double *pacc, vf v)
+{
+#if defined(__AVX512F__)
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    _mm512_storeu_pd(pacc, _mm512_add_pd(_mm512_loadu_pd(pacc), lo));
+    _mm512_storeu_pd(pacc + 8, _mm512_add_pd(_mm512_loadu_pd(pacc + 8), hi));
+#else
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    _mm256_storeu_pd(pacc, _mm256_add_pd(_mm256_loadu_pd(pacc), lo));
+    _mm256_storeu_pd(pacc + 4, _mm256_add_pd(_mm256_loadu_pd(pacc + 4), hi));
+#endif
+}
+
+/* VL channels of one row of the forward apply; with pacc (non-NULL after inlining) the outputs are
+ * also added into the pool sums there. */
 static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const float *x, const float *mean,
                                                              const float *a, const float *b, int silu, int nt,
-                                                             vmask m, const int FULL)
+                                                             vmask m, const int FULL, double *pacc)
 {
     vf d;
     const vf z = norm_v_z(&d, x, mean, a, b, m, FULL);
@@ -260,15 +278,17 @@ static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const flo
         VST_NT(y, v);
     else
         VST(y, m, v);
+    if (pacc) norm_v_pool_add(pacc, v);
 }
 #endif
 
 /* out rows [r0,r1), channels [c0,c0+cn) = act((x - mean)·a + b); mean, a, b (cn). With nt the full
- * vectors go out with non-temporal stores (the caller checked alignment and size). */
+ * vectors go out with non-temporal stores (the caller checked alignment and size). With pacc (cn
+ * doubles rounded up to VL, non-NULL after inlining) every output is also added there, row by row. */
 static inline __attribute__((always_inline)) void
 norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *restrict mean,
                 const float *restrict a, const float *restrict b, size_t r0, size_t r1, size_t C, int c0,
-                int cn, int silu, int nt)
+                int cn, int silu, int nt, double *restrict pacc)
 {
 #if NORM_VEC
     const int cv = cn - cn % VL;
@@ -279,8 +299,8 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
         float *restrict y = out + r * C + (size_t)c0;
         int j = 0;
 #if NORM_VEC
-        for (; j < cv; j += VL) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, NV_ALL, 1);
-        if (j < cn) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, tm, 0);
+        for (; j < cv; j += VL) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, NV_ALL, 1, pacc ? pacc + j : NULL);
+        if (j < cn) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, tm, 0, pacc ? pacc + j : NULL);
         j = cn;
 #else
         (void)nt;
@@ -288,6 +308,7 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
         for (; j < cn; j++) {
             float z = (x[j] - mean[j]) * a[j] + b[j];
             y[j] = silu ? act_siluf(z) : z;
+            if (pacc) pacc[j] += (double)y[j];
         }
     }
 }
@@ -310,14 +331,34 @@ static void norm_fwd_rows(float *out, const float *inp, const float *mean, const
 {
     const int nt = norm_nt(out, M_total * C, C, c0);
     if (act == NORM_ACT_SILU && nt)
-        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1, 1);
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1, 1, NULL);
     else if (act == NORM_ACT_SILU)
-        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1, 0);
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1, 0, NULL);
     else if (nt)
-        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 0, 1);
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 0, 1, NULL);
     else
-        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 0, 0);
+        norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 0, 0, NULL);
     if (nt) NORM_SFENCE(); /* the stores are weakly ordered: visible before the caller's barrier */
+}
+
+/* norm_fwd_rows with SiLU over the HW rows of each sample [n0,n1), pool (N,C) channels [c0,c0+cn) of
+ * those samples = the mean of each sample's outputs: summed in double over its rows in order and
+ * scaled by 1/HW in double, global_avgpool_forward's operations. */
+static void norm_fwd_rows_pool(float *out, float *pool, const float *inp, const float *mean, const float *a,
+                               const float *b, size_t n0, size_t n1, size_t HW, size_t C, int c0, int cn,
+                               size_t M_total)
+{
+    const int nt = norm_nt(out, M_total * C, C, c0);
+    const double inv = 1.0 / (double)HW;
+    double acc[NORM_CB];
+    const int cz = (cn + 15) / 16 * 16 < NORM_CB ? (cn + 15) / 16 * 16 : NORM_CB; /* masked tails add their 0s */
+    for (size_t n = n0; n < n1; n++) {
+        for (int j = 0; j < cz; j++) acc[j] = 0.0;
+        if (nt) norm_fwd_rows_k(out, inp, mean, a, b, n * HW, (n + 1) * HW, C, c0, cn, 1, 1, acc);
+        else norm_fwd_rows_k(out, inp, mean, a, b, n * HW, (n + 1) * HW, C, c0, cn, 1, 0, acc);
+        for (int j = 0; j < cn; j++) pool[n * C + (size_t)c0 + (size_t)j] = (float)(acc[j] * inv);
+    }
+    if (nt) NORM_SFENCE();
 }
 
 /* The SE inputs of bn_backward_chunks_se for a call over rows [rbase, rbase + M): scale and dpool (N,C)
@@ -715,6 +756,28 @@ void bn_forward_train_finish(float *out, float *save, float *run_mean, float *ru
         bn_combine_block(s, q, part, K, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
         if (r1 > r0) norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
+    }
+}
+
+void bn_forward_train_finish_pool(float *out, float *pool, float *save, float *run_mean, float *run_var,
+                                  const float *inp, const float *gamma, const float *beta, const double *part,
+                                  size_t M, size_t HW, int C, float eps, float momentum, int ith, int nth)
+{
+    TB_ASSERT(HW > 0 && M % HW == 0);
+    const int K = bn_row_chunks(M);
+    size_t n0, n1;
+    int cs, ce;
+    tb_slice(M / HW, ith, nth, &n0, &n1); /* whole samples: each pool sum on one thread, in row order */
+    norm_ch_slice(C, ith, nth, &cs, &ce);
+    double s[NORM_CB], q[NORM_CB];
+    float mean[NORM_CB], a[NORM_CB];
+    for (int c0 = 0; c0 < C; c0 += NORM_CB) {
+        int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
+        bn_owned(cs, ce, c0, cn, &j0, &j1);
+        if (n1 <= n0 && j1 <= j0) continue;
+        bn_combine_block(s, q, part, K, C, c0, cn);
+        bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
+        if (n1 > n0) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, n0, n1, HW, (size_t)C, c0, cn, M);
     }
 }
 

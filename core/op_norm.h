@@ -89,6 +89,11 @@ void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, in
 void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
                              const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
                              float momentum, enum norm_act act, int ith, int nth);
+/* bn_forward_train_finish with SiLU whose output's global average pool (pool (N,C), N = M/HW samples of
+ * HW rows) is taken in the same pass, bitwise global_avgpool_forward of out: threads take whole samples. */
+void bn_forward_train_finish_pool(float *out, float *pool, float *save, float *run_mean, float *run_var,
+                                  const float *inp, const float *gamma, const float *beta, const double *part,
+                                  size_t M, size_t HW, int C, float eps, float momentum, int ith, int nth);
 /* Backward phase 1: part (K,2,C) = [Σdz | Σdz·(x-μ)] of each row chunk; with NORM_ACT_SILU dout (M,C)
  * is overwritten with dz. Item-partitioned. */
 void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,

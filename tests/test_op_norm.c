@@ -675,6 +675,42 @@ Test(bn, se_fused_backward_matches_unfused)
     }
 }
 
+/* The forward apply with the SE pool taken in the same pass gives the outputs, statistics and pool
+ * of bn_forward_train_finish then global_avgpool_forward, bit for bit, for any nth (NT stores too). */
+Test(bn, finish_pool_matches_finish_then_pool)
+{
+    static const struct { int N; size_t HW; int C; } shapes[] = {{3, 49, 37}, {4, 200, 48}, {2, 9, 130}, {16, 1, 16},
+                                                                 {2, 4096, 64}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        const int N = shapes[k].N, C = shapes[k].C;
+        const size_t HW = shapes[k].HW, M = (size_t)N * HW, n = M * (size_t)C, nc = (size_t)N * (size_t)C;
+        struct bn_case t;
+        bn_case_init(&t, M, C, 600 + k);
+        double *part = tu_dvec(bn_chunk_doubles(M, C));
+        bn_forward_train_chunks(part, t.x, M, C, 0, 1);
+        float *y0 = tu_fvec(n), *y1 = tu_fvec(n), *p0 = tu_fvec(nc), *p1 = tu_fvec(nc);
+        float *s0 = tu_fvec(2 * (size_t)C), *s1 = tu_fvec(2 * (size_t)C);
+        bn_forward_train_finish(y0, s0, NULL, NULL, t.x, t.gamma, t.beta, part, M, C, EPS, MOM, NORM_ACT_SILU, 0, 1);
+        global_avgpool_forward(p0, y0, N, HW, C, 0, 1);
+        for (size_t ni = 0; ni < sizeof NTHS / sizeof *NTHS; ni++) {
+            const int nth = NTHS[ni];
+            memset(p1, 0xff, nc * sizeof(float));
+            for (int i = 0; i < nth; i++)
+                bn_forward_train_finish_pool(y1, p1, s1, NULL, NULL, t.x, t.gamma, t.beta, part, M, HW, C, EPS, MOM,
+                                             i, nth);
+            char what[96];
+            snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: y", N, HW, C, nth);
+            assert_bitwise(y1, y0, n, what);
+            snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: pool", N, HW, C, nth);
+            assert_bitwise(p1, p0, nc, what);
+            snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: save", N, HW, C, nth);
+            assert_bitwise(s1, s0, 2 * (size_t)C, what);
+        }
+        free(part), free(y0), free(y1), free(p0), free(p1), free(s0), free(s1);
+        bn_case_free(&t);
+    }
+}
+
 Test(bn, real_threads_bitwise, .timeout = 30)
 {
     struct bn_case t;
