@@ -572,6 +572,20 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
     }
 }
 
+/* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
+ * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare, a
+ * training step without sync BN, fusion not turned off, both layers in the step's range, and a shape
+ * dwconv_bn_fusable takes at this batch. The BatchNorm then goes straight to its second pass. */
+static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
+    const int d = mi->ls[bn].bn_dw;
+    if (d < 0 || bn < st->l0 || d >= st->l1) return 0;
+    struct conv_shape cs;
+    conv_shape_of(mi->m, &mi->m->layers[d], st->n, &cs);
+    return dwconv_bn_fusable(&cs);
+}
+
 static void layer_backward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
                            int nth, const struct exec_sync *sync)
 {
@@ -601,7 +615,17 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     case OP_DWCONV: {
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
-        if (din) dwconv_backward_data(din, dout, w, &cs, acc, ith, nth);
+        const int bn = mi->ls ? mi->ls[l - m->layers].dw_bn : -1;
+        if (din && dw_fused(mi, st, bn)) {
+            /* The input's BatchNorm's first backward pass too: dz over din, its chunk sums in part. */
+            const struct layer *bl = &m->layers[bn];
+            TB_ASSERT(!acc);
+            dwconv_backward_data_bn(din, dout, w, &cs, bn_part_of(mi, (size_t)n * cs.H * cs.W, cs.C),
+                                    exec_act(mi, bl->in), save_of(mi, bl), exec_param(mi, bl->w_off),
+                                    exec_param(mi, bl->b_off), ith, nth);
+        } else if (din) {
+            dwconv_backward_data(din, dout, w, &cs, acc, ith, nth);
+        }
         dwconv_backward_params(dw, db, in, dout, &cs, ith, nth);
         break;
     }
@@ -625,7 +649,9 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             const size_t M = (size_t)n * ti->h * ti->w;
             double *part = bn_part_of(mi, M, ti->c);
             const int li = (int)(l - m->layers);
-            if (se_fused(mi, st, li)) {
+            if (dw_fused(mi, st, li)) {
+                /* The depthwise backward left dz in dout and the chunk sums in part. */
+            } else if (se_fused(mi, st, li)) {
                 /* dz goes over the SE scale's output gradient; y's own was never formed. */
                 const struct layer *se = &m->layers[mi->ls[li].se_scale];
                 float *dse = exec_dact(mi, se->out);
@@ -635,7 +661,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             } else {
                 bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
             }
-            sync_barrier(sync, nth);
+            if (!dw_fused(mi, st, li)) sync_barrier(sync, nth);
             bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);
         }
         break;
@@ -872,6 +898,21 @@ static void se_fusion_find(const struct model *m, int i, struct exec_layer_state
     ls[se].se_bn = ls[gap].se_bn = i;
 }
 
+/* Marks BatchNorm layer i (with SiLU) in ls when a depthwise convolution is the only reader of its
+ * output: the expansion BatchNorm of every MBConv block with an expansion. */
+static void dw_fusion_find(const struct model *m, int i, struct exec_layer_state *ls)
+{
+    const struct layer *l = &m->layers[i];
+    if (l->op != OP_BN || l->act != ACT_SILU || m->tensors[l->out].n_readers != 1) return;
+    for (int j = i + 1; j < m->n_layers; j++) {
+        const struct layer *r = &m->layers[j];
+        if (r->in2 == l->out) return;
+        if (r->in != l->out) continue;
+        if (r->op == OP_DWCONV) ls[i].bn_dw = j, ls[j].dw_bn = i;
+        return;
+    }
+}
+
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
 {
@@ -888,8 +929,9 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;
     float *tune_scr = NULL, *tune_part = NULL;
-    for (int i = 0; i < m->n_layers; i++) mi->ls[i].se_scale = mi->ls[i].se_pool = mi->ls[i].se_bn = -1;
-    for (int i = 0; i < m->n_layers; i++) se_fusion_find(m, i, mi->ls);
+    for (int i = 0; i < m->n_layers; i++)
+        mi->ls[i].se_scale = mi->ls[i].se_pool = mi->ls[i].se_bn = mi->ls[i].bn_dw = mi->ls[i].dw_bn = -1;
+    for (int i = 0; i < m->n_layers; i++) se_fusion_find(m, i, mi->ls), dw_fusion_find(m, i, mi->ls);
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];
         mi->ls[i].algo = -1;

@@ -167,6 +167,9 @@ struct exec_layer_state {
     /* A BatchNorm+SiLU whose output only an SE scale and its global pool read: in the BatchNorm's
      * state the SE-scale and pool layers, in theirs the BatchNorm's; -1 otherwise (exec_se_fused). */
     int se_scale, se_pool, se_bn;
+    /* A BatchNorm+SiLU whose output only a depthwise convolution reads: in the BatchNorm's state that
+     * layer, in the depthwise's the BatchNorm; -1 otherwise (exec's dw_fused). */
+    int bn_dw, dw_bn;
 };
 
 #endif

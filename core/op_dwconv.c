@@ -10,6 +10,7 @@
  * only on the element's position, never on the thread slice: every nth gives the same bits.
  */
 #include "op_dwconv.h"
+#include "op_norm.h"
 
 #include "layout.h"
 #include "prefetch.h"
@@ -583,6 +584,19 @@ void dwconv_forward(float *out, const float *inp, const float *w, const float *b
     else (s->stride == 1 ? fwd_k5s1 : fwd_k5s2)(out, inp, w, b, &g, r0, r1);
 }
 
+/* dinp rows [r0,r1) of the N·H input rows (specialised shapes): overwrite, or accumulate with acc. */
+static void bwd_data_rows(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0,
+                          size_t r1, int acc)
+{
+    if (s->stride == 1) {
+        /* dinp = dout ⋆ rot180(w) with the same pad: the forward row kernel in BWD mode. */
+        const struct dw_geom g = {s->N, s->OH, s->OW, s->H, s->W, s->C};
+        (s->KH == 3 ? bwd_k3s1 : bwd_k5s1)(dinp, dout, w, &g, r0, r1, acc);
+    } else {
+        (s->KH == 3 ? bwd_k3s2 : bwd_k5s2)(dinp, dout, w, s, r0, r1, acc);
+    }
+}
+
 void dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
                           int ith, int nth)
 {
@@ -592,12 +606,44 @@ void dwconv_backward_data(float *dinp, const float *dout, const float *w, const 
     }
     size_t r0, r1;
     tb_slice((size_t)s->N * s->H, ith, nth, &r0, &r1);
-    if (s->stride == 1) {
-        /* dinp = dout ⋆ rot180(w) with the same pad: the forward row kernel in BWD mode. */
-        const struct dw_geom g = {s->N, s->OH, s->OW, s->H, s->W, s->C};
-        (s->KH == 3 ? bwd_k3s1 : bwd_k5s1)(dinp, dout, w, &g, r0, r1, acc);
-    } else {
-        (s->KH == 3 ? bwd_k3s2 : bwd_k5s2)(dinp, dout, w, s, r0, r1, acc);
+    bwd_data_rows(dinp, dout, w, s, r0, r1, acc);
+}
+
+int dwconv_bn_fusable(const struct conv_shape *s)
+{
+    if (!dwconv_specialised(s) || s->C > BN_STREAM_MAX_C) return 0;
+    const size_t W = (size_t)s->W, M = (size_t)s->N * s->H * W;
+    for (int k = 0; k < bn_row_chunks(M); k++) {
+        size_t e0, e1;
+        bn_chunk_range(M, k, &e0, &e1);
+        if (e0 % W) return 0;
+    }
+    return 1;
+}
+
+/* Input rows computed before their BatchNorm sums run over them: about 64 KB, so they are still in L2. */
+enum { DW_BN_BATCH_FLOATS = 16384 };
+
+void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                             double *part, const float *bn_in, const float *save, const float *gamma,
+                             const float *beta, int ith, int nth)
+{
+    TB_ASSERT(dwconv_bn_fusable(s));
+    const size_t W = (size_t)s->W, row = W * (size_t)s->C, M = (size_t)s->N * s->H * W;
+    const size_t batch = row >= DW_BN_BATCH_FLOATS ? 1 : DW_BN_BATCH_FLOATS / row;
+    size_t k0, k1;
+    tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
+    struct bn_bwd_stream st;
+    for (size_t k = k0; k < k1; k++) {
+        size_t e0, e1;
+        bn_chunk_range(M, (int)k, &e0, &e1);
+        bn_bwd_stream_begin(&st, part + k * 2 * (size_t)s->C, save, gamma, beta, s->C);
+        for (size_t r = e0 / W, r1 = e1 / W; r < r1; r += batch) {
+            const size_t rn = r1 - r < batch ? r1 : r + batch;
+            bwd_data_rows(dinp, dout, w, s, r, rn, 0);
+            bn_bwd_stream_rows(&st, dinp + r * row, bn_in + r * row, (rn - r) * W);
+        }
+        bn_bwd_stream_end(&st);
     }
 }
 

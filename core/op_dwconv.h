@@ -32,6 +32,17 @@ void dwconv_forward(float *out, const float *inp, const float *w, const float *b
 /* dinp (N,H,W,C) += dwconvᵀ(dout (N,OH,OW,C), w (KH,KW,C)); = when acc is 0 (every element written). */
 void dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
                           int ith, int nth);
+/* Whether dwconv_backward_data_bn runs shape s: a specialised shape of at most BN_STREAM_MAX_C channels
+ * whose input's BatchNorm row chunks (bn_row_chunks over N·H·W) start on whole input rows. */
+int dwconv_bn_fusable(const struct conv_shape *s);
+/* dwconv_backward_data (overwriting dinp) fused with the first backward pass of the BatchNorm+SiLU
+ * that produced the input: threads take whole row chunks, compute a few input rows of dinp, then turn
+ * them into dz while they are in cache (bn_bwd_stream_*; bn_in is that BatchNorm's input x, save,
+ * gamma, beta its), so part (K,2,C) and dz over dinp equal dwconv_backward_data then
+ * bn_backward_chunks, bitwise, and the BatchNorm goes straight to bn_backward_finish. */
+void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                             double *part, const float *bn_in, const float *save, const float *gamma,
+                             const float *beta, int ith, int nth);
 /* dw (KH,KW,C) += corr(inp (N,H,W,C), dout (N,OH,OW,C)); db (C) += Σ dout (db may be NULL). */
 void dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s,
                             int ith, int nth);

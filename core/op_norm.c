@@ -554,6 +554,8 @@ size_t bn_chunk_doubles(size_t M, int C) { return (size_t)bn_row_chunks(M) * 2 *
 /* Rows [r0,r1) of chunk k of K over M rows, cut at 16-row units like the row slices. */
 static void bn_chunk_rows(size_t M, int K, int k, size_t *r0, size_t *r1) { tb_slice16(M, k, K, r0, r1); }
 
+void bn_chunk_range(size_t M, int k, size_t *r0, size_t *r1) { bn_chunk_rows(M, bn_row_chunks(M), k, r0, r1); }
+
 /* s, q (cn) += cs, cq (cn): one chunk's sums added on, the step of the fixed chunk order every BatchNorm
  * reduction takes (walked by the kernel, or from the part buffer after the barrier). */
 static inline void bn_add_chunk(double *s, double *q, const double *cs, const double *cq, int cn)
@@ -907,6 +909,63 @@ static void bn_bwd_chunks(double *part, float *dout, const float *inp, const flo
             memcpy(p + C + c0, sdzd, (size_t)cn * sizeof *sdzd);
         }
     }
+}
+
+void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,
+                         const float *beta, int C)
+{
+    TB_ASSERT(C > 0 && C <= BN_STREAM_MAX_C && BN_STREAM_MAX_C <= NORM_CB);
+    st->part = part_k, st->save = save, st->beta = beta, st->C = C, st->phase = 0;
+    bn_scale_block(st->a, save, gamma, C, 0, C);
+    for (int j = 0; j < 2 * C; j++) part_k[j] = 0.0;
+}
+
+/* The float partials of the current NORM_FROWS-row block into the chunk's double sums. */
+static void bn_bwd_stream_flush(struct bn_bwd_stream *st)
+{
+    for (int j = 0; j < st->C; j++) {
+        st->part[j] += (double)st->fs[j];
+        st->part[st->C + j] += (double)st->fq[j];
+    }
+    st->phase = 0;
+}
+
+void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, size_t rows)
+{
+    const int C = st->C;
+    const size_t Cs = (size_t)C;
+    size_t r = 0;
+    while (r < rows) {
+        if (st->phase == 0)
+            for (int j = 0; j < C; j++) st->fs[j] = st->fq[j] = 0.0f;
+        const size_t room = (size_t)(NORM_FROWS - st->phase), take = rows - r < room ? rows - r : room;
+        const size_t end = r + take;
+#if NORM_VEC
+        for (; r + 2 <= end; r += 2)
+            norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 2,
+                                 NULL);
+        if (r < end)
+            norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 1,
+                                 NULL);
+        r = end;
+#else
+        for (; r < end; r++)
+            for (int j = 0; j < C; j++) {
+                const float d = inp[r * Cs + (size_t)j] - st->save[j];
+                const float dz = dout[r * Cs + (size_t)j] * act_silu_gradf(d * st->a[j] + st->beta[j]);
+                dout[r * Cs + (size_t)j] = dz;
+                st->fs[j] += dz;
+                st->fq[j] += dz * d;
+            }
+#endif
+        st->phase += (int)take;
+        if (st->phase == NORM_FROWS) bn_bwd_stream_flush(st);
+    }
+}
+
+void bn_bwd_stream_end(struct bn_bwd_stream *st)
+{
+    if (st->phase) bn_bwd_stream_flush(st);
 }
 
 void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,

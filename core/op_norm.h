@@ -89,6 +89,26 @@ void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, in
 void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
                              const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
                              float momentum, enum norm_act act, int ith, int nth);
+/* ---- bn_backward_chunks (SiLU) fed by a producer of dout, one row chunk at a time in row order, a few
+ *      rows per call while they are in cache: begin, rows … rows, end give chunk k's part (2,C) and dz
+ *      over dout bitwise as bn_backward_chunks does. C ≤ BN_STREAM_MAX_C. ---- */
+#define BN_STREAM_MAX_C 2048
+struct bn_bwd_stream {
+    double *part; /* (2,C): this chunk's [Σdz | Σdz·(x-μ)] in the part buffer */
+    const float *save, *beta;
+    int C, phase; /* phase: rows of the current float block */
+    float a[BN_STREAM_MAX_C], fs[BN_STREAM_MAX_C], fq[BN_STREAM_MAX_C];
+};
+/* Starts chunk sums into part_k (2·C doubles, zeroed here) for a BatchNorm with save, gamma, beta. */
+void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,
+                         const float *beta, int C);
+/* The next rows of the chunk: dout (rows,C) ← dz = dout·silu'(z), its sums added; inp (rows,C) is x. */
+void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, size_t rows);
+/* Ends the chunk: the last partial block into part. */
+void bn_bwd_stream_end(struct bn_bwd_stream *st);
+/* Rows [*r0,*r1) of chunk k of bn_row_chunks(M): the cut every chunk kernel uses. */
+void bn_chunk_range(size_t M, int k, size_t *r0, size_t *r1);
+
 /* bn_forward_train_finish with SiLU whose output's global average pool (pool (N,C), N = M/HW samples of
  * HW rows) is taken in the same pass, bitwise global_avgpool_forward of out: threads take whole samples. */
 void bn_forward_train_finish_pool(float *out, float *pool, float *save, float *run_mean, float *run_var,

@@ -179,8 +179,9 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
 }
 
 /* With BatchNorm every MBConv block's depthwise BatchNorm folds its SE scale's and pool's data
- * gradients into its own first backward pass (exec_se_fused); the gradients are those of the unfused
- * layers, bit for bit (--no-fuse). */
+ * gradients into its own first backward pass, and every expansion BatchNorm's first backward pass runs
+ * (and the stem's) inside the depthwise backward after it; the gradients are those of the unfused layers, bit for bit
+ * (--no-fuse). */
 Test(model_grad, effnet_b0_batchnorm_se_fusion_bitwise, .timeout = 120)
 {
     enum { RES = 32, B = 4 };
@@ -190,6 +191,9 @@ Test(model_grad, effnet_b0_batchnorm_se_fusion_bitwise, .timeout = 120)
     int fused = 0;
     for (int i = 0; i < a.m.n_layers; i++) fused += a.e.train.ls[i].se_scale >= 0;
     cr_assert_eq(fused, 16, "%d BatchNorm layers fold an SE scale (effnet-b0 has 16 MBConv blocks)", fused);
+    int into_dw = 0;
+    for (int i = 0; i < a.m.n_layers; i++) into_dw += a.e.train.ls[i].bn_dw >= 0;
+    cr_assert_eq(into_dw, 16, "%d BatchNorm layers fold into a depthwise backward (15 expansions and the stem)", into_dw);
     cr_assert(!a.e.train.no_layer_fusion && u.e.train.no_layer_fusion);
     static uint8_t x[B * RES * RES * 3];
     for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 1, i) * 256.0f);

@@ -8,6 +8,7 @@
 
 #include "op_conv.h"
 #include "op_dwconv.h"
+#include "op_norm.h"
 #include "rng.h"
 
 #include <math.h>
@@ -396,4 +397,46 @@ Test(dwconv, bench, .timeout = 120)
         free(out), free(dinp), free(dw), free(B.inp), free(B.dout), free(B.w);
         free_bufs(&B0);
     }
+}
+
+/* The depthwise backward data fused with its input BatchNorm's first backward pass equals the two
+ * kernels one after the other, bit for bit, for any nth: dz over dinp and the chunk sums. Shapes whose
+ * chunks start mid-row are refused (dwconv_bn_fusable), the others cover both strides, both kernel
+ * sizes, masked channel tails and one chunk. */
+Test(dwconv, bn_fused_backward_matches_unfused)
+{
+    static const struct dw_case fc[] = {{16, 8, 8, 40, 3, 1, -1}, {4, 16, 16, 24, 5, 2, -1}, {2, 7, 7, 48, 3, 2, -1},
+                                        {16, 7, 7, 37, 3, 1, -1}, {3, 12, 12, 150, 5, 1, -1}};
+    static const int nths[] = {1, 2, 3, 7};
+    int fused = 0;
+    for (size_t q = 0; q < sizeof fc / sizeof *fc; q++) {
+        const struct conv_shape s = make_shape(&fc[q]);
+        const size_t M = (size_t)s.N * s.H * s.W, nin = M * (size_t)s.C, nout = (size_t)s.N * s.OH * s.OW * s.C;
+        if (!dwconv_bn_fusable(&s)) {
+            cr_assert_eq(q, 4, "case %zu refused", q);
+            continue;
+        }
+        fused++;
+        float *x = rand_buf(nin, 40 + q), *dout = rand_buf(nout, 50 + q), *w = rand_buf((size_t)s.C * s.KH * s.KW, 60 + q);
+        float *gamma = rand_buf((size_t)s.C, 70 + q), *beta = rand_buf((size_t)s.C, 80 + q), *y = zero_buf(nin);
+        float *save = zero_buf(2 * (size_t)s.C), *d0 = zero_buf(nin), *d1 = zero_buf(nin);
+        double *p0 = calloc(bn_chunk_doubles(M, s.C), sizeof(double)), *p1 = calloc(bn_chunk_doubles(M, s.C), sizeof(double));
+        cr_assert(p0 && p1);
+        bn_forward_train(y, save, NULL, NULL, x, gamma, beta, M, s.C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, NORM_ACT_SILU,
+                         0, 1);
+        dwconv_backward_data(d0, dout, w, &s, 0, 0, 1);
+        bn_backward_chunks(p0, d0, x, save, gamma, beta, M, s.C, NORM_ACT_SILU, 0, 1);
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            memset(d1, 0xff, nin * sizeof(float));
+            for (int i = 0; i < nths[t]; i++) dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, i, nths[t]);
+            for (size_t i = 0; i < nin; i++)
+                cr_assert(memcmp(&d0[i], &d1[i], sizeof(float)) == 0, "case %zu nth %d: dz[%zu] %.9g != %.9g", q, nths[t],
+                          i, (double)d1[i], (double)d0[i]);
+            for (size_t i = 0; i < bn_chunk_doubles(M, s.C); i++)
+                cr_assert(memcmp(&p0[i], &p1[i], sizeof(double)) == 0, "case %zu nth %d: part[%zu] %.17g != %.17g", q,
+                          nths[t], i, p1[i], p0[i]);
+        }
+        free(x), free(dout), free(w), free(gamma), free(beta), free(y), free(save), free(d0), free(d1), free(p0), free(p1);
+    }
+    cr_assert_eq(fused, 4);
 }
