@@ -128,7 +128,7 @@ def blas_kernels(bench):
         return None
     for line in out.splitlines():
         if line.startswith("OpenBLAS kernels: "):
-            return line.split(": ", 1)[1].strip() or None
+            return (line.split(": ", 1)[1].split() or [None])[0]
     return None
 
 

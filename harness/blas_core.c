@@ -1,11 +1,13 @@
-/* blas_core.c — choosing OpenBLAS's kernel set. OpenBLAS reads OPENBLAS_CORETYPE once, when it loads,
- * so choosing means re-executing ourselves with the environment changed; TB_BLAS_REEXEC counts the
- * re-execs (at most two: drop an inherited choice, then correct a fallback) so it cannot loop. */
+/* blas_core.c — choosing OpenBLAS's kernel set and its thread count at load. OpenBLAS reads
+ * OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS once, when it loads, so choosing means re-executing
+ * ourselves with the environment changed; TB_BLAS_REEXEC counts the re-execs (at most two: set the
+ * environment, then correct a fallback kernel set) so it cannot loop. */
 #define _GNU_SOURCE
 #include "blas_core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -55,17 +57,23 @@ void blas_core_apply(const char *mode, const char *exe, char **argv)
     const int count = env ? atoi(env) : 0;
     const char *cur = getenv("OPENBLAS_CORETYPE");
     if (strcasecmp(mode, "env") == 0 || count >= 2) return;
-    if (strcasecmp(mode, "auto") != 0) {
-        if (count == 0 && (!cur || strcasecmp(cur, mode) != 0)) {
-            setenv("OPENBLAS_CORETYPE", mode, 1);
-            reexec(exe, argv, 2);
+    int change = 0;
+    if (count == 0) {
+        /* OpenBLAS loaded with its own threads serialises concurrent callers even after
+         * openblas_set_num_threads(1): 512³ sgemms on two threads at once ran 0.98–1.25× one thread,
+         * 1.90× when it loaded with one (it can still raise its count later: --calibrate does). */
+        const char *t = getenv("OPENBLAS_NUM_THREADS");
+        if (!t || strcmp(t, "1") != 0) setenv("OPENBLAS_NUM_THREADS", "1", 1), change = 1;
+        if (strcasecmp(mode, "auto") != 0) {
+            if (!cur || strcasecmp(cur, mode) != 0) setenv("OPENBLAS_CORETYPE", mode, 1), change = 1;
+            if (change) reexec(exe, argv, 2);
+            return;
         }
-        return;
-    }
-    if (cur && count == 0) {
-        unsetenv("OPENBLAS_CORETYPE");
-        reexec(exe, argv, 1);
-        return;
+        if (cur) unsetenv("OPENBLAS_CORETYPE"), change = 1;
+        if (change) {
+            reexec(exe, argv, 1);
+            return;
+        }
     }
     if (cur) return; /* our own correction from the step below */
     const int want = cpu_isa_level();

@@ -15,11 +15,12 @@ char *openblas_get_corename(void);
 /* OpenBLAS core name whose kernels use ISA level `level` (NULL for 0: nothing to force). */
 const char *blas_core_for_level(int level);
 
-/* Applies --blas-core MODE (auto | env | NAME) by re-executing exe with argv and OPENBLAS_CORETYPE changed when
- * the running kernel set is not the chosen one. auto: OpenBLAS's own detection, unless that picks
- * kernels below the CPU's ISA level (a CPU newer than the OpenBLAS build knows: Prescott kernels on an
- * AVX-512 Xeon), then the best set for the CPU's level. Returns only when no re-exec is needed or it
- * failed (the run then records the kernel set it has). */
+/* Applies --blas-core MODE (auto | env | NAME) by re-executing exe with argv and the environment changed:
+ * OPENBLAS_CORETYPE when the running kernel set is not the chosen one, and (auto and NAME)
+ * OPENBLAS_NUM_THREADS=1 at load. auto: OpenBLAS's own detection, unless that picks kernels below the
+ * CPU's ISA level (a CPU newer than the OpenBLAS build knows: Prescott kernels on an AVX-512 Xeon),
+ * then the best set for the CPU's level. Returns only when no re-exec is needed or it failed (the run
+ * then records the kernel set it has). */
 void blas_core_apply(const char *mode, const char *exe, char **argv);
 
 #endif

@@ -57,6 +57,7 @@ static void usage(FILE *f)
     fprintf(f, "  %-23s %s\n", "", "ignores an inherited OPENBLAS_CORETYPE; where OpenBLAS does not know the");
     fprintf(f, "  %-23s %s\n", "", "CPU and falls back to older kernels than its ISA runs, the best set for");
     fprintf(f, "  %-23s %s\n", "", "the ISA: SkylakeX for AVX-512, Haswell for AVX2), env keeps the environment's,");
+    fprintf(f, "  %-23s %s\n", "", "OPENBLAS_NUM_THREADS included (auto and NAME load OpenBLAS with one thread),");
     fprintf(f, "  %-23s %s\n", "", "NAME forces one (e.g. Haswell, SkylakeX, Cooperlake)");
     fprintf(f, "  %-23s %s\n", "--list", "list backends and workloads");
     fprintf(f, "  --help, --version\n");
@@ -282,8 +283,9 @@ int main(int argc, char **argv)
     choose_blas_core(blas, argv);
     if (version) {
         /* The kernel set too: what --blas-core chose here (compare gives PyTorch the same). */
-        printf("bench (trainbench) %s, commit %s, %s\nOpenBLAS kernels: %s\n", TB_VERSION, TB_GIT_COMMIT,
-               TB_COMPILER, openblas_get_corename());
+        const char *bt = getenv("OPENBLAS_NUM_THREADS");
+        printf("bench (trainbench) %s, commit %s, %s\nOpenBLAS kernels: %s (loaded with OPENBLAS_NUM_THREADS=%s)\n",
+               TB_VERSION, TB_GIT_COMMIT, TB_COMPILER, openblas_get_corename(), bt ? bt : "unset");
         return 0;
     }
     if (calibrate) return cmd_calibrate(c.calibration);

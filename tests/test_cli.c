@@ -190,23 +190,31 @@ Test(cli, help_version_list)
     proc_free(&p);
 }
 
-/* The kernel set `bench --version` reports with OPENBLAS_CORETYPE=env_core (NULL: unset) and args. */
+/* The kernel set `bench --version` reports with OPENBLAS_CORETYPE=env_core (NULL: unset),
+ * OPENBLAS_NUM_THREADS=2 and args; asserts the thread count OpenBLAS loaded with (1 but under env). */
 static void kernels_with(const char *env_core, const char *const *args, char *name, size_t n)
 {
-    const char *saved = getenv("OPENBLAS_CORETYPE");
-    char *keep = saved ? strdup(saved) : NULL;
+    const char *saved = getenv("OPENBLAS_CORETYPE"), *saved_t = getenv("OPENBLAS_NUM_THREADS");
+    char *keep = saved ? strdup(saved) : NULL, *keep_t = saved_t ? strdup(saved_t) : NULL;
     if (env_core) setenv("OPENBLAS_CORETYPE", env_core, 1);
     else unsetenv("OPENBLAS_CORETYPE");
+    setenv("OPENBLAS_NUM_THREADS", "2", 1);
     struct proc p;
     run_bench(args, &p);
     if (keep) setenv("OPENBLAS_CORETYPE", keep, 1);
     else unsetenv("OPENBLAS_CORETYPE");
-    free(keep);
+    if (keep_t) setenv("OPENBLAS_NUM_THREADS", keep_t, 1);
+    else unsetenv("OPENBLAS_NUM_THREADS");
+    free(keep), free(keep_t);
+    /* OpenBLAS loaded with its own threads serialises concurrent callers: auto and NAME load it with 1. */
+    const int env_mode = args[1] && !strcmp(args[1], "--blas-core") && args[2] && !strcmp(args[2], "env");
+    cr_assert(strstr(p.out, env_mode ? "OPENBLAS_NUM_THREADS=2)" : "OPENBLAS_NUM_THREADS=1)") != NULL,
+              "OpenBLAS's thread count at load: %s", p.out);
     cr_assert_eq(p.code, 0, "--version exited %d", p.code);
     const char *k = strstr(p.out, "OpenBLAS kernels: ");
     cr_assert_not_null(k, "no kernel set in: %s", p.out);
     k += strlen("OpenBLAS kernels: ");
-    snprintf(name, n, "%.*s", (int)strcspn(k, "\n"), k);
+    snprintf(name, n, "%.*s", (int)strcspn(k, " \n"), k);
     proc_free(&p);
 }
 
