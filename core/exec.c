@@ -264,8 +264,6 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
     return (double *)mi->shared;
 }
 
-/* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
- * called when nth > 1, so a layer run serially on thread 0 passes nth = 1. */
 /* Whether BatchNorm layer bn runs its SE pool in this step: the pool's forward in its apply pass
  * (bn_forward_train_finish_pool), and the SE scale's and pool's data gradients in its own first
  * backward pass (bn_backward_chunks_se). Marked at prepare; a training step without sync BN, fusion not
@@ -284,6 +282,22 @@ static int se_bn_of(const struct model_inst *mi, const struct layer *l)
     return mi->ls ? mi->ls[l - mi->m->layers].se_bn : -1;
 }
 
+/* Whether BatchNorm layer bn's statistics are taken by the convolution that writes its input, in this
+ * step (conv_forward_gemm1x1_bn): marked at prepare, a training step without sync BN, fusion not
+ * turned off, both layers in the step's range, and the convolution running GEMM1X1 on gemm_rows. The
+ * BatchNorm then goes straight to its apply pass. */
+static int conv_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
+    const int c = mi->ls[bn].bn_conv;
+    if (c < 0 || c < st->l0 || bn >= st->l1 || mi->ls[c].algo != CONV_ALGO_GEMM1X1) return 0;
+    struct conv_shape cs;
+    conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
+    return conv_gemm1x1_bn_fusable(&cs);
+}
+
+/* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
+ * called when nth > 1, so a layer run serially on thread 0 passes nth = 1. */
 static void layer_forward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
                           int nth, const struct exec_sync *sync)
 {
@@ -309,7 +323,10 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
-        conv_forward((enum conv_algo)ls->algo, out, in, w, b, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
+        if (conv_fused(mi, st, ls->conv_bn)) /* and its BatchNorm's statistics */
+            conv_forward_gemm1x1_bn(out, in, w, &cs, bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.OC), ith, nth);
+        else
+            conv_forward((enum conv_algo)ls->algo, out, in, w, b, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
         break;
     }
     case OP_DWCONV: {
@@ -336,9 +353,11 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         } else if (st->training) {
             /* Row chunks over every thread, then (after the barrier) rows: bitwise bn_forward_train. */
             double *part = bn_part_of(mi, M, ti->c);
-            bn_forward_train_chunks(part, in, M, ti->c, ith, nth);
-            sync_barrier(sync, nth);
             const int li = (int)(l - m->layers);
+            if (!conv_fused(mi, st, li)) { /* else the convolution before took the sums */
+                bn_forward_train_chunks(part, in, M, ti->c, ith, nth);
+                sync_barrier(sync, nth);
+            }
             if (se_fused(mi, st, li))
                 bn_forward_train_finish_pool(out, exec_act(mi, m->layers[mi->ls[li].se_pool].out), save_of(mi, l),
                                              st->no_stats_update ? NULL : rm, st->no_stats_update ? NULL : rv, in, w,
@@ -590,7 +609,7 @@ static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int
 {
     if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
     const int d = mi->ls[bn].bn_dw;
-    if (d < 0 || bn < st->l0 || d >= st->l1) return 0;
+    if (d < 0 || bn < st->l0 || d >= st->l1 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
     struct conv_shape cs;
     conv_shape_of(mi->m, &mi->m->layers[d], st->n, &cs);
     return dwconv_bn_fusable(&cs);
@@ -923,6 +942,17 @@ static void dw_fusion_find(const struct model *m, int i, struct exec_layer_state
     }
 }
 
+/* Marks BatchNorm layer i in ls when its input is the output of the bias-free convolution just before it,
+ * which nothing else reads: every 1×1 expansion and projection of EfficientNet, the stem and the head. */
+static void conv_fusion_find(const struct model *m, int i, struct exec_layer_state *ls)
+{
+    const struct layer *l = &m->layers[i];
+    if (l->op != OP_BN || i == 0 || m->tensors[l->in].n_readers != 1) return;
+    /* Adjacent, so no other layer's sums can overwrite the shared part buffer in between. */
+    const struct layer *p = &m->layers[i - 1];
+    if (p->out == l->in && p->op == OP_CONV && p->n_b == 0) ls[i].bn_conv = i - 1, ls[i - 1].conv_bn = i;
+}
+
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
 {
@@ -939,9 +969,12 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;
     float *tune_scr = NULL, *tune_part = NULL;
+    for (int i = 0; i < m->n_layers; i++) {
+        struct exec_layer_state *s = &mi->ls[i];
+        s->se_scale = s->se_pool = s->se_bn = s->bn_dw = s->dw_bn = s->bn_conv = s->conv_bn = -1;
+    }
     for (int i = 0; i < m->n_layers; i++)
-        mi->ls[i].se_scale = mi->ls[i].se_pool = mi->ls[i].se_bn = mi->ls[i].bn_dw = mi->ls[i].dw_bn = -1;
-    for (int i = 0; i < m->n_layers; i++) se_fusion_find(m, i, mi->ls), dw_fusion_find(m, i, mi->ls);
+        se_fusion_find(m, i, mi->ls), dw_fusion_find(m, i, mi->ls), conv_fusion_find(m, i, mi->ls);
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];
         mi->ls[i].algo = -1;

@@ -20,9 +20,12 @@
 int gemm_rows_fits(int K, int N);
 
 /* y (M,N; row stride ldy) = x (M,K; ldx) · b (K,N; ldb) [+ y]: accumulate adds to y's old value;
- * stream uses non-temporal stores for whole vectors when y and ldy allow it (then fences). */
+ * stream uses non-temporal stores for whole vectors when y and ldy allow it (then fences). With ss and sq
+ * (N doubles each; NULL: none) every column's outputs are added into ss[col] and their squares into
+ * sq[col], in double, row after row: a BatchNorm's statistics taken while the outputs are in registers,
+ * bitwise bn_forward_train_chunks' over the same rows. */
 void gemm_rows(float *y, size_t ldy, const float *x, size_t ldx, const float *b, size_t ldb, size_t M, int K,
-               int N, int accumulate, int stream);
+               int N, int accumulate, int stream, double *ss, double *sq);
 
 /* c (K,N; ldc) += aᵀ · b for a (R,K; lda), b (R,N; ldb): 64-row sub-sums in registers, each added to c. */
 void gemm_rows_atb(float *c, size_t ldc, const float *a, size_t lda, const float *b, size_t ldb, size_t R, int K,

@@ -11,6 +11,7 @@
 #include "op_conv.h"
 
 #include "gemm_rows.h"
+#include "op_norm.h"
 #include "layout.h"
 #include "status.h"
 
@@ -304,7 +305,7 @@ void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const fl
         gemm_tile(&t, u, &m0, &m, &c0, &n);
         float *y = out + m0 * OC + c0;
         if (own) {
-            gemm_rows(y, OC, inp + m0 * C, C, w + c0, OC, m, C, n, 0, stream);
+            gemm_rows(y, OC, inp + m0 * C, C, w + c0, OC, m, C, n, 0, stream, NULL, NULL);
             continue;
         }
         float beta = 0.0f;
@@ -314,6 +315,31 @@ void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const fl
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, C, 1.0f, inp + m0 * C, C, w + c0, OC, beta, y,
                     OC);
+    }
+}
+
+int conv_gemm1x1_bn_fusable(const struct conv_shape *s)
+{
+    return conv_algo_supported(CONV_ALGO_GEMM1X1, s) && gemm_rows_fits(s->C, s->OC);
+}
+
+void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const struct conv_shape *s, double *part,
+                             int ith, int nth)
+{
+    TB_ASSERT(conv_gemm1x1_bn_fusable(s));
+    const int C = s->C, OC = s->OC;
+    const size_t M = (size_t)s->N * s->H * s->W;
+    const int stream = gemm_stream(M, OC);
+    size_t k0, k1;
+    /* Units are the BatchNorm's row chunks, each summed by one thread in row order. gemm_rows gives
+     * every output the same bits whatever the rows of the call, so out equals conv_forward_gemm1x1's. */
+    tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        size_t r0, r1;
+        bn_chunk_range(M, (int)k, &r0, &r1);
+        double *pk = part + k * 2 * (size_t)OC;
+        memset(pk, 0, 2 * (size_t)OC * sizeof *pk);
+        gemm_rows(out + r0 * OC, OC, inp + r0 * C, C, w, OC, r1 - r0, C, OC, 0, stream, pk, pk + OC);
     }
 }
 
@@ -334,7 +360,7 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
         int m, c0, n;
         gemm_tile(&t, u, &m0, &m, &c0, &n);
         if (wt) {
-            gemm_rows(dinp + m0 * C + c0, C, dout + m0 * OC, OC, wt + c0, C, m, OC, n, accumulate, stream);
+            gemm_rows(dinp + m0 * C + c0, C, dout + m0 * OC, OC, wt + c0, C, m, OC, n, accumulate, stream, NULL, NULL);
             continue;
         }
         /* dinp tile = beta·dinp tile + dout rows · (w rows c0..c0+n)ᵀ, w (C,OC) read transposed. */

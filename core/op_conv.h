@@ -105,8 +105,8 @@ void conv_backward_params(enum conv_algo algo, float *dw, float *db, const float
 
 /* Per-algorithm kernels (same signatures as the table). */
 /* out (N·H·W, OC) = inp (N·H·W, C) · w (C, OC) + b; partitioned over 256-row blocks, each cut into an
- * even number of column blocks (about 64 wide) when there are fewer than 8 row blocks (all fixed by the
- * shape). */
+ * even number of column blocks when there are too few row blocks for the machine's cores (all fixed by
+ * the shape and the machine). */
 void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                           const struct conv_fft_plan *plan, float *scratch, int ith, int nth);
 /* dinp (N,H,W,C) += dout (N·H·W, OC) · wᵀ; partitioned like the forward (256-row blocks, column blocks
@@ -118,11 +118,19 @@ void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, 
  * two kernels may round those differently. */
 void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                           float *scratch, int ith, int nth);
-/* dw (C,OC) += inpᵀ · dout; db += column sums; partitioned over an even number of blocks (about 64
- * wide) of dw's longer side. */
+/* dw (C,OC) += inpᵀ · dout; db += column sums; partitioned over an even number of blocks (at least 32
+ * wide, no more than the machine's cores use) of dw's longer side. */
 void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
                                   const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
                                   int ith, int nth);
+/* Whether conv_forward_gemm1x1_bn runs shape s: a 1×1 convolution gemm_rows computes (small C·OC). */
+int conv_gemm1x1_bn_fusable(const struct conv_shape *s);
+/* conv_forward_gemm1x1 without bias that also takes the statistics of the BatchNorm reading out, while
+ * the outputs are in registers: part (bn_row_chunks(M), 2, OC) = [Σ | Σ²] of each row chunk, bitwise
+ * bn_forward_train_chunks of out, so the BatchNorm goes straight to bn_forward_train_finish. Threads take
+ * whole row chunks. */
+void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const struct conv_shape *s, double *part,
+                             int ith, int nth);
 /* ---- GEMM1X1 weight gradient in two calls with a barrier between them (all nth threads call the
  *      first, wait, then the second), for shapes whose dw has too few 64-wide blocks to split evenly:
  *      the M-row reduction is cut into conv_params_row_chunks(s) chunks fixed by the shape, each one

@@ -425,7 +425,10 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
         for (int j = cv; j < cn; j++) {
             float d = x[j] - mean[j];
             float dz = dy[j];
-            if (se) dz = fmaf(se->dpool[o + (size_t)j], inv, dz * se->scale[o + (size_t)j]);
+            if (se) { /* written as the unfused kernels write it, so the compiler contracts it alike */
+                dz = dz * se->scale[o + (size_t)j];
+                dz += se->dpool[o + (size_t)j] * inv;
+            }
             if (silu) dz *= act_silu_gradf(d * a[j] + b[j]);
             if (silu && store) dy[j] = dz;
             sdz[j] += (double)dz;
@@ -949,13 +952,15 @@ void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp,
                                  NULL);
         r = end;
 #else
+        /* Without vectors norm_bwd_sums_rows_k adds every dz into the double sums directly (the float
+         * partials stay 0): the same here. */
         for (; r < end; r++)
             for (int j = 0; j < C; j++) {
                 const float d = inp[r * Cs + (size_t)j] - st->save[j];
                 const float dz = dout[r * Cs + (size_t)j] * act_silu_gradf(d * st->a[j] + st->beta[j]);
                 dout[r * Cs + (size_t)j] = dz;
-                st->fs[j] += dz;
-                st->fq[j] += dz * d;
+                st->part[j] += (double)dz;
+                st->part[C + j] += (double)dz * (double)d;
             }
 #endif
         st->phase += (int)take;

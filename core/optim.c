@@ -305,8 +305,8 @@ void optim_adam_outer(const struct optim_config *c, float alpha, float *w, float
 {
     if (c0 >= c1) return;
     const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    const int n = c1 - c0;
 #ifdef TB_SIMD_AVX2
+    const int n = c1 - c0;
     /* Same instruction sequence per element as adam_span after dense_backward_params, whose gradient is
      * fma(x, dy, 0) = x·dy exactly: the fused step is bitwise the unfused one; and the forward's
      * fma(xn, w, y) per element is simd_axpy's, which dense_forward runs for a batch of one. */

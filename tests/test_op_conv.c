@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "op_conv.h"
+#include "op_norm.h"
 #include "rng.h"
 #include "status.h"
 
@@ -506,5 +507,42 @@ Test(conv, gemm1x1_streamed_outputs_match_reference, .timeout = 60)
         free(o), free(o3), free(oref), free(d), free(dref), free(d3), free(d0);
         free_env(&E);
         free_bufs(&B);
+    }
+}
+
+/* The 1×1 forward that also takes its BatchNorm's statistics writes conv_forward_gemm1x1's outputs and
+ * bn_forward_train_chunks' sums of them, bit for bit, for any nth: full and masked-tail column vectors,
+ * one chunk and sixteen, and rows that end mid register block. */
+Test(conv, gemm1x1_bn_stats_match_unfused)
+{
+    static const int shapes[][4] = {{16, 14, 24, 144}, {4, 9, 40, 37}, {1, 3, 16, 96}, {16, 7, 96, 24}};
+    static const int nths[] = {1, 2, 3, 7};
+    for (size_t q = 0; q < sizeof shapes / sizeof *shapes; q++) {
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, shapes[q][0], shapes[q][1], shapes[q][1], shapes[q][2], shapes[q][3], 1, 1, 1,
+                                     1),
+                     0);
+        cr_assert(conv_gemm1x1_bn_fusable(&s), "case %zu", q);
+        const size_t M = (size_t)s.N * s.H * s.W, nin = M * (size_t)s.C, nout = M * (size_t)s.OC;
+        const size_t np = bn_chunk_doubles(M, s.OC);
+        float *x = malloc(nin * sizeof(float)), *w = malloc((size_t)s.C * s.OC * sizeof(float));
+        float *y0 = malloc(nout * sizeof(float)), *y1 = malloc(nout * sizeof(float));
+        double *p0 = calloc(np, sizeof(double)), *p1 = calloc(np, sizeof(double));
+        cr_assert(x && w && y0 && y1 && p0 && p1);
+        for (size_t i = 0; i < nin; i++) x[i] = 2.0f * rng_uniform(91, q, i) - 1.0f;
+        for (size_t i = 0; i < (size_t)s.C * s.OC; i++) w[i] = 2.0f * rng_uniform(92, q, i) - 1.0f;
+        conv_forward_gemm1x1(y0, x, w, NULL, &s, NULL, NULL, 0, 1);
+        bn_forward_train_chunks(p0, y0, M, s.OC, 0, 1);
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            memset(y1, 0xff, nout * sizeof(float));
+            for (int i = 0; i < nths[t]; i++) conv_forward_gemm1x1_bn(y1, x, w, &s, p1, i, nths[t]);
+            for (size_t i = 0; i < nout; i++)
+                cr_assert(memcmp(&y0[i], &y1[i], sizeof(float)) == 0, "case %zu nth %d: out[%zu] %.9g != %.9g", q,
+                          nths[t], i, (double)y1[i], (double)y0[i]);
+            for (size_t i = 0; i < np; i++)
+                cr_assert(memcmp(&p0[i], &p1[i], sizeof(double)) == 0, "case %zu nth %d: part[%zu] %.17g != %.17g", q,
+                          nths[t], i, p1[i], p0[i]);
+        }
+        free(x), free(w), free(y0), free(y1), free(p0), free(p1);
     }
 }
