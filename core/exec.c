@@ -283,17 +283,19 @@ static int se_bn_of(const struct model_inst *mi, const struct layer *l)
 }
 
 /* Whether BatchNorm layer bn's statistics are taken by the convolution that writes its input, in this
- * step (conv_forward_gemm1x1_bn): marked at prepare, a training step without sync BN, fusion not
- * turned off, both layers in the step's range, and the convolution running GEMM1X1 on gemm_rows. The
- * BatchNorm then goes straight to its apply pass. */
+ * step (conv_forward_gemm1x1_bn, dwconv_forward_bn): marked at prepare, a training step without sync
+ * BN, fusion not turned off, both layers in the step's range, and a 1×1 convolution running GEMM1X1 on
+ * gemm_rows or a depthwise one whose shape dwconv_forward_bn_fusable takes. The BatchNorm then goes
+ * straight to its apply pass. */
 static int conv_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
     if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
     const int c = mi->ls[bn].bn_conv;
-    if (c < 0 || c < st->l0 || bn >= st->l1 || mi->ls[c].algo != CONV_ALGO_GEMM1X1) return 0;
+    if (c < 0 || c < st->l0 || bn >= st->l1) return 0;
     struct conv_shape cs;
     conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
-    return conv_gemm1x1_bn_fusable(&cs);
+    if (mi->m->layers[c].op == OP_DWCONV) return dwconv_forward_bn_fusable(&cs);
+    return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_gemm1x1_bn_fusable(&cs);
 }
 
 /* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
@@ -332,7 +334,10 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     case OP_DWCONV: {
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
-        dwconv_forward(out, in, w, b, &cs, ith, nth);
+        if (conv_fused(mi, st, mi->ls ? mi->ls[l - m->layers].conv_bn : -1)) /* and its BatchNorm's statistics */
+            dwconv_forward_bn(out, in, w, b, &cs, bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.C), ith, nth);
+        else
+            dwconv_forward(out, in, w, b, &cs, ith, nth);
         break;
     }
     case OP_BN: {
@@ -942,15 +947,16 @@ static void dw_fusion_find(const struct model *m, int i, struct exec_layer_state
     }
 }
 
-/* Marks BatchNorm layer i in ls when its input is the output of the bias-free convolution just before it,
- * which nothing else reads: every 1×1 expansion and projection of EfficientNet, the stem and the head. */
+/* Marks BatchNorm layer i in ls when its input is the output of the convolution just before it (a
+ * bias-free dense one, or a depthwise one), which nothing else reads: every BatchNorm of EfficientNet. */
 static void conv_fusion_find(const struct model *m, int i, struct exec_layer_state *ls)
 {
     const struct layer *l = &m->layers[i];
     if (l->op != OP_BN || i == 0 || m->tensors[l->in].n_readers != 1) return;
     /* Adjacent, so no other layer's sums can overwrite the shared part buffer in between. */
     const struct layer *p = &m->layers[i - 1];
-    if (p->out == l->in && p->op == OP_CONV && p->n_b == 0) ls[i].bn_conv = i - 1, ls[i - 1].conv_bn = i;
+    if (p->out == l->in && ((p->op == OP_CONV && p->n_b == 0) || p->op == OP_DWCONV))
+        ls[i].bn_conv = i - 1, ls[i - 1].conv_bn = i;
 }
 
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,

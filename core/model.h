@@ -170,8 +170,9 @@ struct exec_layer_state {
     /* A BatchNorm+SiLU whose output only a depthwise convolution reads: in the BatchNorm's state that
      * layer, in the depthwise's the BatchNorm; -1 otherwise (exec's dw_fused). */
     int bn_dw, dw_bn;
-    /* A BatchNorm whose input only a bias-free convolution writes and only it reads: in the BatchNorm's
-     * state that convolution, in the convolution's the BatchNorm; -1 otherwise (exec's conv_fused). */
+    /* A BatchNorm whose input the convolution just before it writes (bias-free, or depthwise) and only
+     * it reads: in the BatchNorm's state that convolution, in the convolution's the BatchNorm; -1
+     * otherwise (exec's conv_fused). */
     int bn_conv, conv_bn;
 };
 

@@ -570,6 +570,15 @@ static void params_k5s2(float *dw, float *db, const float *i, const float *d, co
  * Public kernels: dispatch to a specialisation or the portable path
  * ------------------------------------------------------------------------------------------- */
 
+/* out rows [r0,r1) of the N·OH output rows (specialised shapes). */
+static void fwd_rows(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
+                     size_t r0, size_t r1)
+{
+    const struct dw_geom g = {s->N, s->H, s->W, s->OH, s->OW, s->C};
+    if (s->KH == 3) (s->stride == 1 ? fwd_k3s1 : fwd_k3s2)(out, inp, w, b, &g, r0, r1);
+    else (s->stride == 1 ? fwd_k5s1 : fwd_k5s2)(out, inp, w, b, &g, r0, r1);
+}
+
 void dwconv_forward(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                     int ith, int nth)
 {
@@ -577,11 +586,50 @@ void dwconv_forward(float *out, const float *inp, const float *w, const float *b
         dwconv_forward_portable(out, inp, w, b, s, ith, nth);
         return;
     }
-    const struct dw_geom g = {s->N, s->H, s->W, s->OH, s->OW, s->C};
     size_t r0, r1;
     tb_slice((size_t)s->N * s->OH, ith, nth, &r0, &r1);
-    if (s->KH == 3) (s->stride == 1 ? fwd_k3s1 : fwd_k3s2)(out, inp, w, b, &g, r0, r1);
-    else (s->stride == 1 ? fwd_k5s1 : fwd_k5s2)(out, inp, w, b, &g, r0, r1);
+    fwd_rows(out, inp, w, b, s, r0, r1);
+}
+
+/* Whether BatchNorm row chunks over N·H·W rows of W pixels all start on a whole row. */
+static int chunks_on_rows(int N, int H, int W)
+{
+    const size_t M = (size_t)N * H * W;
+    for (int k = 0; k < bn_row_chunks(M); k++) {
+        size_t e0, e1;
+        bn_chunk_range(M, k, &e0, &e1);
+        if (e0 % (size_t)W) return 0;
+    }
+    return 1;
+}
+
+int dwconv_forward_bn_fusable(const struct conv_shape *s)
+{
+    return dwconv_specialised(s) && chunks_on_rows(s->N, s->OH, s->OW);
+}
+
+/* Output (or input) rows computed before a BatchNorm pass runs over them: about 64 KB, still in L2. */
+enum { DW_BN_BATCH_FLOATS = 16384 };
+
+void dwconv_forward_bn(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
+                       double *part, int ith, int nth)
+{
+    TB_ASSERT(dwconv_forward_bn_fusable(s));
+    const size_t OW = (size_t)s->OW, row = OW * (size_t)s->C, M = (size_t)s->N * s->OH * OW;
+    const size_t batch = row >= DW_BN_BATCH_FLOATS ? 1 : DW_BN_BATCH_FLOATS / row;
+    size_t k0, k1;
+    tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        size_t e0, e1;
+        bn_chunk_range(M, (int)k, &e0, &e1);
+        double *pk = part + k * 2 * (size_t)s->C;
+        memset(pk, 0, 2 * (size_t)s->C * sizeof *pk);
+        for (size_t r = e0 / OW, r1 = e1 / OW; r < r1; r += batch) {
+            const size_t rn = r1 - r < batch ? r1 : r + batch;
+            fwd_rows(out, inp, w, b, s, r, rn);
+            bn_stats_rows_add(pk, out + r * row, (rn - r) * OW, s->C);
+        }
+    }
 }
 
 /* dinp rows [r0,r1) of the N·H input rows (specialised shapes): overwrite, or accumulate with acc. */
@@ -611,18 +659,8 @@ void dwconv_backward_data(float *dinp, const float *dout, const float *w, const 
 
 int dwconv_bn_fusable(const struct conv_shape *s)
 {
-    if (!dwconv_specialised(s) || s->C > BN_STREAM_MAX_C) return 0;
-    const size_t W = (size_t)s->W, M = (size_t)s->N * s->H * W;
-    for (int k = 0; k < bn_row_chunks(M); k++) {
-        size_t e0, e1;
-        bn_chunk_range(M, k, &e0, &e1);
-        if (e0 % W) return 0;
-    }
-    return 1;
+    return dwconv_specialised(s) && s->C <= BN_STREAM_MAX_C && chunks_on_rows(s->N, s->H, s->W);
 }
-
-/* Input rows computed before their BatchNorm sums run over them: about 64 KB, so they are still in L2. */
-enum { DW_BN_BATCH_FLOATS = 16384 };
 
 void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                              double *part, const float *bn_in, const float *save, const float *gamma,

@@ -32,6 +32,14 @@ void dwconv_forward(float *out, const float *inp, const float *w, const float *b
 /* dinp (N,H,W,C) += dwconvᵀ(dout (N,OH,OW,C), w (KH,KW,C)); = when acc is 0 (every element written). */
 void dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
                           int ith, int nth);
+/* Whether dwconv_forward_bn runs shape s: a specialised shape whose output's BatchNorm row chunks
+ * (bn_row_chunks over N·OH·OW) start on whole output rows. */
+int dwconv_forward_bn_fusable(const struct conv_shape *s);
+/* dwconv_forward that also takes the statistics of the BatchNorm reading out: threads take whole row
+ * chunks, compute a few output rows, then add them into the chunk's sums while they are in cache, so
+ * part (bn_row_chunks, 2, C) equals bn_forward_train_chunks of out, bitwise (and out dwconv_forward's). */
+void dwconv_forward_bn(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
+                       double *part, int ith, int nth);
 /* Whether dwconv_backward_data_bn runs shape s: a specialised shape of at most BN_STREAM_MAX_C channels
  * whose input's BatchNorm row chunks (bn_row_chunks over N·H·W) start on whole input rows. */
 int dwconv_bn_fusable(const struct conv_shape *s);

@@ -187,11 +187,16 @@ enum { NORM_STATS_NB = 6 };
 
 /* s, q (16·NB channels from x, the last block's lanes in m) = Σx, Σx² over M rows of stride C. */
 static inline __attribute__((always_inline)) void norm_v_stats_nb(double *s, double *q, const float *x, size_t M,
-                                                                  size_t C, const int NB, vmask m)
+                                                                  size_t C, const int NB, vmask m, int add)
 {
     __m512d acc[NORM_STATS_NB][4];
-    for (int b = 0; b < NB; b++)
-        for (int h = 0; h < 4; h++) acc[b][h] = _mm512_setzero_pd();
+    for (int b = 0; b < NB; b++) {
+        const __mmask8 lo = (__mmask8)((b == NB - 1 ? m : NV_ALL) & 0xFF), hi = (__mmask8)((b == NB - 1 ? m : NV_ALL) >> 8);
+        acc[b][0] = add ? _mm512_maskz_loadu_pd(lo, s + 16 * b) : _mm512_setzero_pd();
+        acc[b][1] = add ? _mm512_maskz_loadu_pd(hi, s + 16 * b + 8) : _mm512_setzero_pd();
+        acc[b][2] = add ? _mm512_maskz_loadu_pd(lo, q + 16 * b) : _mm512_setzero_pd();
+        acc[b][3] = add ? _mm512_maskz_loadu_pd(hi, q + 16 * b + 8) : _mm512_setzero_pd();
+    }
     for (size_t r = 0; r < M; r++) {
         const float *xr = x + r * C;
         for (int b = 0; b < NB; b++) {
@@ -211,9 +216,10 @@ static inline __attribute__((always_inline)) void norm_v_stats_nb(double *s, dou
 }
 #endif
 
-/* s, q (cn) = Σx, Σx² over rows [0,M) of inp (M,C), channels [c0,c0+cn); rows in ascending order. */
+/* s, q (cn) = Σx, Σx² over rows [0,M) of inp (M,C), channels [c0,c0+cn); rows in ascending order. With
+ * add the sums continue from s, q's values (the same additions as one call over all the rows). */
 static void norm_stats_rows(double *restrict s, double *restrict q, const float *restrict inp, size_t M,
-                            size_t C, int c0, int cn)
+                            size_t C, int c0, int cn, int add)
 {
 #if defined(__AVX512F__)
     /* Channels in groups of at most NORM_STATS_NB blocks, as even as the blocks allow; each group
@@ -224,17 +230,18 @@ static void norm_stats_rows(double *restrict s, double *restrict q, const float 
         const vmask m = vmask_n(cn - 16 * (b1 - 1));
         const float *x = inp + (size_t)c0 + (size_t)j0;
         switch (gb) {
-        case 1: norm_v_stats_nb(s + j0, q + j0, x, M, C, 1, m); break;
-        case 2: norm_v_stats_nb(s + j0, q + j0, x, M, C, 2, m); break;
-        case 3: norm_v_stats_nb(s + j0, q + j0, x, M, C, 3, m); break;
-        case 4: norm_v_stats_nb(s + j0, q + j0, x, M, C, 4, m); break;
-        case 5: norm_v_stats_nb(s + j0, q + j0, x, M, C, 5, m); break;
-        default: norm_v_stats_nb(s + j0, q + j0, x, M, C, 6, m); break;
+        case 1: norm_v_stats_nb(s + j0, q + j0, x, M, C, 1, m, add); break;
+        case 2: norm_v_stats_nb(s + j0, q + j0, x, M, C, 2, m, add); break;
+        case 3: norm_v_stats_nb(s + j0, q + j0, x, M, C, 3, m, add); break;
+        case 4: norm_v_stats_nb(s + j0, q + j0, x, M, C, 4, m, add); break;
+        case 5: norm_v_stats_nb(s + j0, q + j0, x, M, C, 5, m, add); break;
+        default: norm_v_stats_nb(s + j0, q + j0, x, M, C, 6, m, add); break;
         }
         b0 = b1;
     }
 #else
-    for (int j = 0; j < cn; j++) s[j] = q[j] = 0.0;
+    if (!add)
+        for (int j = 0; j < cn; j++) s[j] = q[j] = 0.0;
     for (size_t r = 0; r < M; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         for (int j = 0; j < cn; j++) {
@@ -578,7 +585,7 @@ static void norm_stats_chunked(double *s, double *q, const float *inp, size_t M,
     for (int k = 0; k < K; k++) {
         size_t r0, r1;
         bn_chunk_rows(M, K, k, &r0, &r1);
-        norm_stats_rows(cs, cq, inp + r0 * (size_t)C, r1 - r0, (size_t)C, c0, cn);
+        norm_stats_rows(cs, cq, inp + r0 * (size_t)C, r1 - r0, (size_t)C, c0, cn, 0);
         bn_add_chunk(s, q, cs, cq, cn);
     }
 }
@@ -735,7 +742,7 @@ void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, in
         double *p = part + (size_t)k * 2 * (size_t)C;
         for (int c0 = ca; c0 < cb; c0 += NORM_CB) {
             int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
-            norm_stats_rows(s, q, inp + r0 * (size_t)C, r1 - r0, (size_t)C, c0, cn);
+            norm_stats_rows(s, q, inp + r0 * (size_t)C, r1 - r0, (size_t)C, c0, cn, 0);
             memcpy(p + c0, s, (size_t)cn * sizeof *s);
             memcpy(p + C + c0, q, (size_t)cn * sizeof *q);
         }
@@ -914,6 +921,14 @@ static void bn_bwd_chunks(double *part, float *dout, const float *inp, const flo
     }
 }
 
+void bn_stats_rows_add(double *part_k, const float *x, size_t rows, int C)
+{
+    for (int c0 = 0; c0 < C; c0 += NORM_CB) {
+        const int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
+        norm_stats_rows(part_k + c0, part_k + C + c0, x, rows, (size_t)C, c0, cn, 1);
+    }
+}
+
 void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,
                          const float *beta, int C)
 {
@@ -1054,7 +1069,7 @@ void gn_forward(float *out, float *save, const float *inp, const float *gamma, c
             for (int g = 0; g < g1 - g0; g++) gs[g] = gq[g] = 0.0;
             for (int c0 = g0 * Cg; c0 < ce; c0 += NORM_CB) {
                 int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
-                norm_stats_rows(s, q, x, HW, (size_t)C, c0, cn);
+                norm_stats_rows(s, q, x, HW, (size_t)C, c0, cn, 0);
                 for (int j = 0; j < cn; j++) {
                     gs[(c0 + j) / Cg - g0] += s[j];
                     gq[(c0 + j) / Cg - g0] += q[j];

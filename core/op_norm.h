@@ -89,6 +89,10 @@ void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, in
 void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
                              const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
                              float momentum, enum norm_act act, int ith, int nth);
+/* part_k (2,C) += [Σx | Σx²] over rows (rows,C) of x, in row order and double: chunk k's part of
+ * bn_forward_train_chunks (zeroed first) fed a few rows at a time by the kernel producing them, bitwise. */
+void bn_stats_rows_add(double *part_k, const float *x, size_t rows, int C);
+
 /* ---- bn_backward_chunks (SiLU) fed by a producer of dout, one row chunk at a time in row order, a few
  *      rows per call while they are in cache: begin, rows … rows, end give chunk k's part (2,C) and dz
  *      over dout bitwise as bn_backward_chunks does. C ≤ BN_STREAM_MAX_C. ---- */

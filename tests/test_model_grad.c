@@ -181,7 +181,7 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
 /* With BatchNorm, the executor's layer fusions: every MBConv block's depthwise BatchNorm folds in its SE
  * scale's and pool's data gradients (and takes the pool in its forward); the expansion (and stem)
  * BatchNorm's first backward pass runs inside the depthwise backward after it; a BatchNorm after a 1×1
- * convolution computed by gemm_rows has its statistics taken by that convolution. The loss and the
+ * convolution computed by gemm_rows or after a depthwise one has its statistics taken by it. The loss and the
  * gradients are those of the unfused layers, bit for bit (--no-fuse). */
 Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
 {
@@ -197,8 +197,8 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     cr_assert_eq(into_dw, 16, "%d BatchNorm layers fold into a depthwise backward (15 expansions and the stem)", into_dw);
     int after_conv = 0;
     for (int i = 0; i < a.m.n_layers; i++) after_conv += a.e.train.ls[i].bn_conv >= 0;
-    cr_assert_eq(after_conv, 33, "%d BatchNorm layers may take their statistics in the convolution before "
-                 "(stem, 15 expansions, 16 projections, head)", after_conv);
+    cr_assert_eq(after_conv, 49, "%d BatchNorm layers may take their statistics in the convolution before "
+                 "(stem, 15 expansions, 16 depthwise, 16 projections, head)", after_conv);
     cr_assert(!a.e.train.no_layer_fusion && u.e.train.no_layer_fusion);
     static uint8_t x[B * RES * RES * 3];
     for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 1, i) * 256.0f);

@@ -440,3 +440,40 @@ Test(dwconv, bn_fused_backward_matches_unfused)
     }
     cr_assert_eq(fused, 4);
 }
+
+/* The depthwise forward that also takes its BatchNorm's statistics writes dwconv_forward's outputs and
+ * bn_forward_train_chunks' sums of them, bit for bit, for any nth; chunks starting mid-row are refused. */
+Test(dwconv, bn_fused_forward_matches_unfused)
+{
+    static const struct dw_case fc[] = {{16, 8, 8, 40, 3, 1, -1}, {4, 16, 16, 24, 5, 2, -1}, {2, 7, 7, 48, 3, 2, -1},
+                                        {16, 7, 7, 37, 3, 1, -1}, {3, 24, 24, 150, 5, 2, -1}};
+    static const int nths[] = {1, 2, 3, 7};
+    int fused = 0;
+    for (size_t q = 0; q < sizeof fc / sizeof *fc; q++) {
+        const struct conv_shape s = make_shape(&fc[q]);
+        const size_t M = (size_t)s.N * s.OH * s.OW, nin = (size_t)s.N * s.H * s.W * s.C, nout = M * (size_t)s.C;
+        if (!dwconv_forward_bn_fusable(&s)) {
+            cr_assert_eq(q, 4, "case %zu refused", q);
+            continue;
+        }
+        fused++;
+        float *x = rand_buf(nin, 140 + q), *w = rand_buf((size_t)s.C * s.KH * s.KW, 150 + q), *b = rand_buf((size_t)s.C, 160 + q);
+        float *y0 = zero_buf(nout), *y1 = zero_buf(nout);
+        double *p0 = calloc(bn_chunk_doubles(M, s.C), sizeof(double)), *p1 = calloc(bn_chunk_doubles(M, s.C), sizeof(double));
+        cr_assert(p0 && p1);
+        dwconv_forward(y0, x, w, b, &s, 0, 1);
+        bn_forward_train_chunks(p0, y0, M, s.C, 0, 1);
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            memset(y1, 0xff, nout * sizeof(float));
+            for (int i = 0; i < nths[t]; i++) dwconv_forward_bn(y1, x, w, b, &s, p1, i, nths[t]);
+            for (size_t i = 0; i < nout; i++)
+                cr_assert(memcmp(&y0[i], &y1[i], sizeof(float)) == 0, "case %zu nth %d: out[%zu] %.9g != %.9g", q, nths[t],
+                          i, (double)y1[i], (double)y0[i]);
+            for (size_t i = 0; i < bn_chunk_doubles(M, s.C); i++)
+                cr_assert(memcmp(&p0[i], &p1[i], sizeof(double)) == 0, "case %zu nth %d: part[%zu] %.17g != %.17g", q,
+                          nths[t], i, p1[i], p0[i]);
+        }
+        free(x), free(w), free(b), free(y0), free(y1), free(p0), free(p1);
+    }
+    cr_assert_eq(fused, 4);
+}
