@@ -749,14 +749,21 @@ void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, in
     }
 }
 
-void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
-                             const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
-                             float momentum, enum norm_act act, int ith, int nth)
+/* bn_forward_train_finish, or with pool (non-NULL) bn_forward_train_finish_pool: rows split by 16-row
+ * units, or by whole samples of HW rows when pooling. */
+static void bn_finish(float *out, float *pool, size_t HW, float *save, float *run_mean, float *run_var,
+                      const float *inp, const float *gamma, const float *beta, const double *part, size_t M, int C,
+                      float eps, float momentum, enum norm_act act, int ith, int nth)
 {
     const int K = bn_row_chunks(M);
     size_t r0, r1;
     int cs, ce;
-    tb_slice16(M, ith, nth, &r0, &r1);
+    if (pool) {
+        tb_slice(M / HW, ith, nth, &r0, &r1); /* samples: each pool sum on one thread, in row order */
+        r0 *= HW, r1 *= HW;
+    } else {
+        tb_slice16(M, ith, nth, &r0, &r1);
+    }
     norm_ch_slice(C, ith, nth, &cs, &ce);
     double s[NORM_CB], q[NORM_CB];
     float mean[NORM_CB], a[NORM_CB];
@@ -767,8 +774,17 @@ void bn_forward_train_finish(float *out, float *save, float *run_mean, float *ru
         /* Every thread adds the same chunk sums itself: the same bits, no second barrier. */
         bn_combine_block(s, q, part, K, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
-        if (r1 > r0) norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
+        if (r1 <= r0) continue;
+        if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M);
+        else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
     }
+}
+
+void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
+                             const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
+                             float momentum, enum norm_act act, int ith, int nth)
+{
+    bn_finish(out, NULL, 0, save, run_mean, run_var, inp, gamma, beta, part, M, C, eps, momentum, act, ith, nth);
 }
 
 void bn_forward_train_finish_pool(float *out, float *pool, float *save, float *run_mean, float *run_var,
@@ -776,21 +792,8 @@ void bn_forward_train_finish_pool(float *out, float *pool, float *save, float *r
                                   size_t M, size_t HW, int C, float eps, float momentum, int ith, int nth)
 {
     TB_ASSERT(HW > 0 && M % HW == 0);
-    const int K = bn_row_chunks(M);
-    size_t n0, n1;
-    int cs, ce;
-    tb_slice(M / HW, ith, nth, &n0, &n1); /* whole samples: each pool sum on one thread, in row order */
-    norm_ch_slice(C, ith, nth, &cs, &ce);
-    double s[NORM_CB], q[NORM_CB];
-    float mean[NORM_CB], a[NORM_CB];
-    for (int c0 = 0; c0 < C; c0 += NORM_CB) {
-        int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
-        bn_owned(cs, ce, c0, cn, &j0, &j1);
-        if (n1 <= n0 && j1 <= j0) continue;
-        bn_combine_block(s, q, part, K, C, c0, cn);
-        bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
-        if (n1 > n0) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, n0, n1, HW, (size_t)C, c0, cn, M);
-    }
+    bn_finish(out, pool, HW, save, run_mean, run_var, inp, gamma, beta, part, M, C, eps, momentum, NORM_ACT_SILU,
+              ith, nth);
 }
 
 void bn_forward_eval(float *out, const float *inp, const float *run_mean, const float *run_var,
