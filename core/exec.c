@@ -264,14 +264,21 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
     return (double *)mi->shared;
 }
 
+/* Whether this step may run fused layer pairs at all: prepared (the pairs are marked then), a training
+ * step without sync BN (the fused kernels take local batch statistics), fusion not turned off. */
+static int fusion_on(const struct model_inst *mi, const struct exec_step *st)
+{
+    return mi->ls && !mi->no_layer_fusion && st->training && !st->coll;
+}
+
 /* Whether BatchNorm layer bn runs its SE pool in this step: the pool's forward in its apply pass
  * (bn_forward_train_finish_pool), and the SE scale's and pool's data gradients in its own first
- * backward pass (bn_backward_chunks_se). Marked at prepare; a training step without sync BN, fusion not
- * turned off, and all three layers inside the step's range. The pool's forward and backward then do
+ * backward pass (bn_backward_chunks_se). Marked at prepare; fusion_on, and all three layers inside the
+ * step's range. The pool's forward and backward then do
  * nothing, and the SE scale's backward computes only the scale's gradient. */
 static int se_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
-    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
+    if (bn < 0 || !fusion_on(mi, st)) return 0;
     const struct exec_layer_state *s = &mi->ls[bn];
     return s->se_scale >= 0 && bn >= st->l0 && s->se_scale < st->l1;
 }
@@ -283,13 +290,13 @@ static int se_bn_of(const struct model_inst *mi, const struct layer *l)
 }
 
 /* Whether BatchNorm layer bn's statistics are taken by the convolution that writes its input, in this
- * step (conv_forward_gemm1x1_bn, dwconv_forward_bn): marked at prepare, a training step without sync
- * BN, fusion not turned off, both layers in the step's range, and a 1×1 convolution running GEMM1X1 on
+ * step (conv_forward_gemm1x1_bn, dwconv_forward_bn): marked at prepare, fusion_on, both layers in the
+ * step's range, and a 1×1 convolution running GEMM1X1 on
  * gemm_rows or a depthwise one whose shape dwconv_forward_bn_fusable takes. The BatchNorm then goes
  * straight to its apply pass. */
 static int conv_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
-    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
+    if (bn < 0 || !fusion_on(mi, st)) return 0;
     const int c = mi->ls[bn].bn_conv;
     if (c < 0 || c < st->l0 || bn >= st->l1) return 0;
     struct conv_shape cs;
@@ -607,12 +614,12 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
 }
 
 /* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
- * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare, a
- * training step without sync BN, fusion not turned off, both layers in the step's range, and a shape
- * dwconv_bn_fusable takes at this batch. The BatchNorm then goes straight to its second pass. */
+ * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare,
+ * fusion_on, both layers in the step's range, and a shape dwconv_bn_fusable takes at this batch. The
+ * BatchNorm then goes straight to its second pass. */
 static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
-    if (bn < 0 || !mi->ls || mi->no_layer_fusion || !st->training || st->coll) return 0;
+    if (bn < 0 || !fusion_on(mi, st)) return 0;
     const int d = mi->ls[bn].bn_dw;
     if (d < 0 || bn < st->l0 || d >= st->l1 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
     struct conv_shape cs;
@@ -682,8 +689,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             /* Row chunks, then rows after the barrier (dz left in dout by then): bitwise bn_backward. */
             const size_t M = (size_t)n * ti->h * ti->w;
             double *part = bn_part_of(mi, M, ti->c);
-            const int li = (int)(l - m->layers);
-            if (dw_fused(mi, st, li)) {
+            const int li = (int)(l - m->layers), in_dw = dw_fused(mi, st, li);
+            if (in_dw) {
                 /* The depthwise backward left dz in dout and the chunk sums in part. */
             } else if (se_fused(mi, st, li)) {
                 /* dz goes over the SE scale's output gradient; y's own was never formed. */
@@ -695,7 +702,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             } else {
                 bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
             }
-            if (!dw_fused(mi, st, li)) sync_barrier(sync, nth);
+            if (!in_dw) sync_barrier(sync, nth);
             bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);
         }
         break;

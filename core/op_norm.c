@@ -256,24 +256,8 @@ static void norm_stats_rows(double *restrict s, double *restrict q, const float 
 #if NORM_VEC
 /* VL channels (or the lanes of m) of one output row: y = act((x - mean)·a + b); with nt (full vectors
  * only) a non-temporal store. */
-/* pacc (VL doubles) += v, lane by lane in double: a global average pool's sums, as
- * global_avgpool_forward adds them. Lanes outside m hold 0 (masked loads), so whole vectors are added. */
-static inline __attribute__((always_inline)) void norm_v_pool_add(double *pacc, vf v)
-{
-#if defined(__AVX512F__)
-    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-    const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    _mm512_storeu_pd(pacc, _mm512_add_pd(_mm512_loadu_pd(pacc), lo));
-    _mm512_storeu_pd(pacc + 8, _mm512_add_pd(_mm512_loadu_pd(pacc + 8), hi));
-#else
-    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-    _mm256_storeu_pd(pacc, _mm256_add_pd(_mm256_loadu_pd(pacc), lo));
-    _mm256_storeu_pd(pacc + 4, _mm256_add_pd(_mm256_loadu_pd(pacc + 4), hi));
-#endif
-}
-
 /* VL channels of one row of the forward apply; with pacc (non-NULL after inlining) the outputs are
- * also added into the pool sums there. */
+ * also added into the pool sums there, in double, as global_avgpool_forward adds them. */
 static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const float *x, const float *mean,
                                                              const float *a, const float *b, int silu, int nt,
                                                              vmask m, const int FULL, double *pacc)
@@ -285,7 +269,7 @@ static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const flo
         VST_NT(y, v);
     else
         VST(y, m, v);
-    if (pacc) norm_v_pool_add(pacc, v);
+    if (pacc) vsum_pd(pacc, NULL, &v, 1, VL); /* lanes outside m hold 0 (masked loads), added too */
 }
 #endif
 

@@ -71,6 +71,52 @@ static inline vf vset1(float x) { vf r; for (int i = 0; i < VL; i++) r.f[i] = x;
 #define VFENCE_NT() ((void)0)
 #endif
 
+/* s[l] += v[r][l] and, with q (non-NULL), q[l] += v[r][l]² in double, over rows r = 0 .. rows-1 in
+ * order, for the first n lanes (0 < n ≤ VL): float outputs summed as BatchNorm's statistics and the
+ * global pool sum them (each value converted, then added; its square is exact in double). The sums stay
+ * in registers over the rows; lanes from n on are neither read nor written. */
+static inline __attribute__((always_inline)) void vsum_pd(double *s, double *q, const vf *v, int rows, int n)
+{
+#if defined(__AVX512F__)
+    const __mmask8 ml = (__mmask8)(n >= 8 ? 0xFF : (1u << n) - 1u);
+    const __mmask8 mh = (__mmask8)(n >= 16 ? 0xFF : n > 8 ? (1u << (n - 8)) - 1u : 0u);
+    __m512d s0 = _mm512_maskz_loadu_pd(ml, s), s1 = _mm512_maskz_loadu_pd(mh, s + 8), q0, q1;
+    if (q) q0 = _mm512_maskz_loadu_pd(ml, q), q1 = _mm512_maskz_loadu_pd(mh, q + 8);
+    for (int r = 0; r < rows; r++) {
+        const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v[r]));
+        const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v[r]), 1)));
+        s0 = _mm512_add_pd(s0, lo), s1 = _mm512_add_pd(s1, hi);
+        if (q) q0 = _mm512_fmadd_pd(lo, lo, q0), q1 = _mm512_fmadd_pd(hi, hi, q1);
+    }
+    _mm512_mask_storeu_pd(s, ml, s0), _mm512_mask_storeu_pd(s + 8, mh, s1);
+    if (q) _mm512_mask_storeu_pd(q, ml, q0), _mm512_mask_storeu_pd(q + 8, mh, q1);
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+    const __m256i ml = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lane);
+    const __m256i mh = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - 4), lane);
+    __m256d s0 = _mm256_maskload_pd(s, ml), s1 = _mm256_maskload_pd(s + 4, mh), q0, q1;
+    if (q) q0 = _mm256_maskload_pd(q, ml), q1 = _mm256_maskload_pd(q + 4, mh);
+    for (int r = 0; r < rows; r++) {
+        const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v[r]));
+        const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v[r], 1));
+        s0 = _mm256_add_pd(s0, lo), s1 = _mm256_add_pd(s1, hi);
+        if (q) q0 = _mm256_fmadd_pd(lo, lo, q0), q1 = _mm256_fmadd_pd(hi, hi, q1);
+    }
+    _mm256_maskstore_pd(s, ml, s0), _mm256_maskstore_pd(s + 4, mh, s1);
+    if (q) _mm256_maskstore_pd(q, ml, q0), _mm256_maskstore_pd(q + 4, mh, q1);
+#else
+    for (int r = 0; r < rows; r++) {
+        float f[VL];
+        VST_F(f, v[r]);
+        for (int l = 0; l < n; l++) {
+            const double d = (double)f[l];
+            s[l] += d;
+            if (q) q[l] += d * d;
+        }
+    }
+#endif
+}
+
 /* Inside kernels templated on FULL (a whole vector, or block, of channels, known at compile time). */
 #define VLD(m, p) (FULL ? VLD_F(p) : VLD_M((m), (p)))
 #define VST(p, m, v)                          \

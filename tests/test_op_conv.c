@@ -536,12 +536,11 @@ Test(conv, gemm1x1_bn_stats_match_unfused)
         for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
             memset(y1, 0xff, nout * sizeof(float));
             for (int i = 0; i < nths[t]; i++) conv_forward_gemm1x1_bn(y1, x, w, &s, p1, i, nths[t]);
-            for (size_t i = 0; i < nout; i++)
-                cr_assert(memcmp(&y0[i], &y1[i], sizeof(float)) == 0, "case %zu nth %d: out[%zu] %.9g != %.9g", q,
-                          nths[t], i, (double)y1[i], (double)y0[i]);
-            for (size_t i = 0; i < np; i++)
-                cr_assert(memcmp(&p0[i], &p1[i], sizeof(double)) == 0, "case %zu nth %d: part[%zu] %.17g != %.17g", q,
-                          nths[t], i, p1[i], p0[i]);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu nth %d: out", q, nths[t]);
+            tu_assert_bitwise(y1, y0, nout, what);
+            snprintf(what, sizeof what, "case %zu nth %d: part", q, nths[t]);
+            tu_assert_bitwise_d(p1, p0, np, what);
         }
         free(x), free(w), free(y0), free(y1), free(p0), free(p1);
     }

@@ -429,12 +429,11 @@ Test(dwconv, bn_fused_backward_matches_unfused)
         for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
             memset(d1, 0xff, nin * sizeof(float));
             for (int i = 0; i < nths[t]; i++) dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, i, nths[t]);
-            for (size_t i = 0; i < nin; i++)
-                cr_assert(memcmp(&d0[i], &d1[i], sizeof(float)) == 0, "case %zu nth %d: dz[%zu] %.9g != %.9g", q, nths[t],
-                          i, (double)d1[i], (double)d0[i]);
-            for (size_t i = 0; i < bn_chunk_doubles(M, s.C); i++)
-                cr_assert(memcmp(&p0[i], &p1[i], sizeof(double)) == 0, "case %zu nth %d: part[%zu] %.17g != %.17g", q,
-                          nths[t], i, p1[i], p0[i]);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu nth %d: dz", q, nths[t]);
+            tu_assert_bitwise(d1, d0, nin, what);
+            snprintf(what, sizeof what, "case %zu nth %d: part", q, nths[t]);
+            tu_assert_bitwise_d(p1, p0, bn_chunk_doubles(M, s.C), what);
         }
         free(x), free(dout), free(w), free(gamma), free(beta), free(y), free(save), free(d0), free(d1), free(p0), free(p1);
     }
@@ -466,12 +465,11 @@ Test(dwconv, bn_fused_forward_matches_unfused)
         for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
             memset(y1, 0xff, nout * sizeof(float));
             for (int i = 0; i < nths[t]; i++) dwconv_forward_bn(y1, x, w, b, &s, p1, i, nths[t]);
-            for (size_t i = 0; i < nout; i++)
-                cr_assert(memcmp(&y0[i], &y1[i], sizeof(float)) == 0, "case %zu nth %d: out[%zu] %.9g != %.9g", q, nths[t],
-                          i, (double)y1[i], (double)y0[i]);
-            for (size_t i = 0; i < bn_chunk_doubles(M, s.C); i++)
-                cr_assert(memcmp(&p0[i], &p1[i], sizeof(double)) == 0, "case %zu nth %d: part[%zu] %.17g != %.17g", q,
-                          nths[t], i, p1[i], p0[i]);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu nth %d: out", q, nths[t]);
+            tu_assert_bitwise(y1, y0, nout, what);
+            snprintf(what, sizeof what, "case %zu nth %d: part", q, nths[t]);
+            tu_assert_bitwise_d(p1, p0, bn_chunk_doubles(M, s.C), what);
         }
         free(x), free(w), free(b), free(y0), free(y1), free(p0), free(p1);
     }

@@ -115,6 +115,14 @@ static inline void tu_assert_bitwise(const float *got, const float *want, size_t
             cr_assert_fail("%s[%zu]: %.9g != %.9g (not bitwise equal)", what, i, (double)got[i], (double)want[i]);
 }
 
+/* Asserts two double arrays have identical bit patterns. */
+static inline void tu_assert_bitwise_d(const double *got, const double *want, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof got[i]) != 0)
+            cr_assert_fail("%s[%zu]: %.17g != %.17g (not bitwise equal)", what, i, got[i], want[i]);
+}
+
 /* g (n) = ∂loss/∂p by central differences in double, perturbing p in place (restored after). */
 static inline void tu_fd_grad(double *g, double *p, size_t n, double (*loss)(void *), void *ctx, double rel_h)
 {
