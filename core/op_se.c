@@ -2,21 +2,42 @@
 #include "op_se.h"
 
 #include "layout.h"
+#include "simd_vec.h"
+
+#include <stdint.h>
 
 /* Channels per block of double accumulators for dscale: 2048, so a row is walked in one piece (256-channel
  * pieces of a 14x14x672 row defeated the prefetchers, as in op_norm.c). */
 #define SE_CB 2048
 
+/* One row y = x·s over C channels; with nt (C a multiple of VL, y aligned) non-temporal stores. */
+static inline __attribute__((always_inline)) void se_row(float *restrict y, const float *restrict x,
+                                                         const float *restrict s, size_t C, const int nt)
+{
+    size_t c = 0;
+#if VL_NATIVE
+    if (nt) {
+        for (; c < C; c += VL) VST_NT(y + c, VMUL(VLD_F(x + c), VLD_F(s + c)));
+        return;
+    }
+#endif
+    (void)nt;
+    for (; c < C; c++) y[c] = x[c] * s[c];
+}
+
 void se_scale_forward(float *out, const float *inp, const float *scale, int N, size_t HW, int C, int ith, int nth)
 {
     size_t r0, r1, M = (size_t)N * HW, Cs = (size_t)C;
     tb_slice16(M, ith, nth, &r0, &r1); /* 16-row units: threads never share a written cache line */
+    /* A whole-tensor pass: with large outputs, stores that skip the read-for-ownership of each line
+     * (writes at 8.9 GB/s on this Xeon, 22 GB/s non-temporal, 77 MB). The product rounds the same. */
+    const int nt = VL_NATIVE && tb_stream_floats(M * Cs) && Cs % VL == 0 && (uintptr_t)out % (VL * sizeof(float)) == 0;
     for (size_t r = r0; r < r1; r++) {
-        const float *restrict s = scale + (r / HW) * Cs;
-        const float *restrict x = inp + r * Cs;
-        float *restrict y = out + r * Cs;
-        for (size_t c = 0; c < Cs; c++) y[c] = x[c] * s[c];
+        const float *s = scale + (r / HW) * Cs;
+        if (nt) se_row(out + r * Cs, inp + r * Cs, s, Cs, 1);
+        else se_row(out + r * Cs, inp + r * Cs, s, Cs, 0);
     }
+    if (nt) VFENCE_NT(); /* weakly ordered stores: visible before the caller's barrier */
 }
 
 void se_scale_backward(float *dinp, float *dscale, const float *dout, const float *inp, const float *scale, int N,

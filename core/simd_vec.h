@@ -12,6 +12,7 @@
 
 #if defined(__AVX512F__)
 #define VL 16
+#define VL_NATIVE 1 /* hardware lanes (0: emulated) */
 typedef __m512 vf;
 typedef __mmask16 vmask;
 static inline vmask vmask_n(int n) { return n <= 0 ? (vmask)0 : n >= 16 ? (vmask)0xFFFF : (vmask)((1u << n) - 1u); }
@@ -21,12 +22,14 @@ static inline vmask vmask_n(int n) { return n <= 0 ? (vmask)0 : n >= 16 ? (vmask
 #define VST_M(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
 #define VFMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define VADD(a, b) _mm512_add_ps((a), (b))
+#define VMUL(a, b) _mm512_mul_ps((a), (b))
 #define VSET1(x) _mm512_set1_ps(x)
 #define VZERO() _mm512_setzero_ps()
 #define VST_NT(p, v) _mm512_stream_ps((p), (v)) /* p aligned to VL floats */
 #define VFENCE_NT() _mm_sfence()
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VL 8
+#define VL_NATIVE 1
 typedef __m256 vf;
 typedef __m256i vmask;
 static inline vmask vmask_n(int n)
@@ -39,6 +42,7 @@ static inline vmask vmask_n(int n)
 #define VST_M(p, m, v) _mm256_maskstore_ps((p), (m), (v))
 #define VFMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define VADD(a, b) _mm256_add_ps((a), (b))
+#define VMUL(a, b) _mm256_mul_ps((a), (b))
 #define VSET1(x) _mm256_set1_ps(x)
 #define VZERO() _mm256_setzero_ps()
 #define VST_NT(p, v) _mm256_stream_ps((p), (v)) /* p aligned to VL floats */
@@ -46,6 +50,7 @@ static inline vmask vmask_n(int n)
 #else
 /* Emulated lanes: the same kernels on any target (the compiler vectorises the lane loops). */
 #define VL 16
+#define VL_NATIVE 0
 typedef struct { float f[VL]; } vf;
 typedef int vmask;
 static inline vmask vmask_n(int n) { return n <= 0 ? 0 : n >= VL ? VL : n; }
@@ -58,6 +63,7 @@ static inline vf vld_m(vmask m, const float *p)
 static inline void vst_m(float *p, vmask m, vf v) { for (int i = 0; i < m; i++) p[i] = v.f[i]; }
 static inline vf vfma(vf a, vf b, vf c) { for (int i = 0; i < VL; i++) c.f[i] += a.f[i] * b.f[i]; return c; }
 static inline vf vadd(vf a, vf b) { for (int i = 0; i < VL; i++) a.f[i] += b.f[i]; return a; }
+static inline vf vmul(vf a, vf b) { for (int i = 0; i < VL; i++) a.f[i] *= b.f[i]; return a; }
 static inline vf vset1(float x) { vf r; for (int i = 0; i < VL; i++) r.f[i] = x; return r; }
 #define VLD_F(p) vld_m(VL, (p))
 #define VLD_M(m, p) vld_m((m), (p))
@@ -65,6 +71,7 @@ static inline vf vset1(float x) { vf r; for (int i = 0; i < VL; i++) r.f[i] = x;
 #define VST_M(p, m, v) vst_m((p), (m), (v))
 #define VFMA(a, b, c) vfma((a), (b), (c))
 #define VADD(a, b) vadd((a), (b))
+#define VMUL(a, b) vmul((a), (b))
 #define VSET1(x) vset1(x)
 #define VZERO() vset1(0.0f)
 #define VST_NT(p, v) vst_m((p), VL, (v))

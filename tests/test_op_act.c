@@ -382,6 +382,32 @@ Test(se, matches_ref_finite_differences_accumulate_partition)
     }
 }
 
+/* A tensor large enough (4·112·112·96 floats, 19 MB) for se_scale_forward's non-temporal stores gives
+ * every product x·s exactly, at any nth, on an aligned output and on one off by a float
+ * (which takes the plain stores). */
+Test(se, forward_streamed_is_exact)
+{
+    const int N = 4, C = 96;
+    const size_t HW = 112 * 112, n = (size_t)N * HW * C;
+    float *x = malloc(n * sizeof(float)), *s = malloc((size_t)N * C * sizeof(float));
+    float *y = aligned_alloc(64, (n + 16) * sizeof(float));
+    cr_assert(x && s && y);
+    for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000003u) / 1000003.0f - 0.5f;
+    for (size_t i = 0; i < (size_t)N * C; i++) s[i] = 0.25f + (float)i / 517.0f;
+    for (int off = 0; off < 2; off++)
+        for (int q = 0; q < 4; q++) {
+            float *yo = y + off;
+            memset(y, 0xFF, (n + 16) * sizeof(float));
+            for (int i = 0; i < NTHS[q]; i++) se_scale_forward(yo, x, s, N, HW, C, i, NTHS[q]);
+            for (size_t i = 0; i < n; i++) {
+                const float e = x[i] * s[(i / (HW * C)) * C + i % C];
+                if (memcmp(&yo[i], &e, sizeof e))
+                    cr_assert_fail("offset %d nth %d: y[%zu] = %a, want %a", off, NTHS[q], i, (double)yo[i], (double)e);
+            }
+        }
+    free(x), free(s), free(y);
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Dropout and drop-connect
  */
