@@ -9,6 +9,7 @@
 #include "layout.h"
 #include "op_act.h"
 #include "op_conv.h"
+#include "op_conv_se.h"
 #include "op_dense.h"
 #include "op_dropout.h"
 #include "op_dwconv.h"
@@ -305,6 +306,27 @@ static int conv_fused(const struct model_inst *mi, const struct exec_step *st, i
     return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_gemm1x1_bn_fusable(&cs);
 }
 
+/* Whether convolution layer c reads its SE scale's input and applies the scale itself in this step
+ * (op_conv_se.h): marked at prepare, the scale's BatchNorm SE-fused in this step (se_fused: fusion on, the
+ * BatchNorm to the scale in the step's range), the convolution in the range too, and GEMM1X1 on a shape
+ * conv_se_fusable takes. The SE scale's forward and backward then do nothing but its dscale (from the
+ * convolution's per-sample weight-gradient parts), and its BatchNorm applies a scale of ones. */
+static int se_conv_fused(const struct model_inst *mi, const struct exec_step *st, int c)
+{
+    if (c < 0 || !mi->ls || mi->no_se_conv) return 0;
+    const int se = mi->ls[c].conv_se;
+    if (se < 0 || c >= st->l1 || !se_fused(mi, st, mi->ls[se].se_bn)) return 0;
+    struct conv_shape cs;
+    conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
+    return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_se_fusable(&cs);
+}
+
+/* The convolution SE scale layer l may fold into (exec_layer_state.se_conv), or -1. */
+static int se_conv_of(const struct model_inst *mi, const struct layer *l)
+{
+    return mi->ls ? mi->ls[l - mi->m->layers].se_conv : -1;
+}
+
 /* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
  * called when nth > 1, so a layer run serially on thread 0 passes nth = 1. */
 static void layer_forward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
@@ -332,7 +354,12 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
-        if (conv_fused(mi, st, ls->conv_bn)) /* and its BatchNorm's statistics */
+        if (se_conv_fused(mi, st, (int)(l - m->layers))) { /* x·(diag(s[n])·w), and maybe the statistics */
+            const struct layer *se = &m->layers[ls->conv_se];
+            conv_se_forward(out, exec_act(mi, se->in), exec_act(mi, se->in2), w, &cs,
+                            conv_fused(mi, st, ls->conv_bn) ? bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.OC) : NULL,
+                            scratch_of(mi, ith), ith, nth);
+        } else if (conv_fused(mi, st, ls->conv_bn)) /* and its BatchNorm's statistics */
             conv_forward_gemm1x1_bn(out, in, w, &cs, bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.OC), ith, nth);
         else
             conv_forward((enum conv_algo)ls->algo, out, in, w, b, &cs, ls->plan, scratch_of(mi, ith), ith, nth);
@@ -391,7 +418,8 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         if (!se_fused(mi, st, se_bn_of(mi, l))) global_avgpool_forward(out, in, n, (size_t)ti->h * ti->w, ti->c, ith, nth);
         break;
     case OP_SE_SCALE:
-        se_scale_forward(out, in, exec_act(mi, l->in2), n, (size_t)ti->h * ti->w, ti->c, ith, nth);
+        if (!se_conv_fused(mi, st, se_conv_of(mi, l))) /* else the convolution after applies it */
+            se_scale_forward(out, in, exec_act(mi, l->in2), n, (size_t)ti->h * ti->w, ti->c, ith, nth);
         break;
     case OP_ADD: {
         const struct dropout_args a = drop_args(l, st);
@@ -649,6 +677,18 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
+        if (se_conv_fused(mi, st, (int)(l - m->layers))) {
+            /* The SE scale's input gradient through s[n] (BatchNorm reads it with a scale of ones), and
+             * the per-sample weight-gradient parts, which the SE scale's backward reads for dscale. */
+            const struct layer *se = &m->layers[ls->conv_se];
+            const float *sc = exec_act(mi, se->in2);
+            TB_ASSERT(!din || !acc);
+            if (din) conv_se_backward_data(din, dout, w, sc, &cs, scratch_of(mi, ith), ith, nth);
+            conv_se_backward_params_chunks(mi->shared, exec_act(mi, se->in), dout, &cs, ith, nth);
+            sync_barrier(sync, nth);
+            conv_se_backward_params_finish(dw, mi->shared, sc, &cs, ith, nth);
+            break;
+        }
         conv_bwd((enum conv_algo)ls->algo, ls->plan, din, !acc, dw, db, in, dout, w, &cs, mi->shared,
                  scratch_of(mi, ith), sync, ith, nth);
         break;
@@ -696,7 +736,10 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                 /* dz goes over the SE scale's output gradient; y's own was never formed. */
                 const struct layer *se = &m->layers[mi->ls[li].se_scale];
                 float *dse = exec_dact(mi, se->out);
-                bn_backward_chunks_se(part, dse, exec_act(mi, se->in2), exec_dact(mi, m->layers[mi->ls[li].se_pool].out),
+                /* With the SE scale in the projection, dse holds its input's gradient: a scale of ones. */
+                const float *sc = se_conv_fused(mi, st, mi->ls[mi->ls[li].se_scale].se_conv) ? mi->ones
+                                                                                              : exec_act(mi, se->in2);
+                bn_backward_chunks_se(part, dse, sc, exec_dact(mi, m->layers[mi->ls[li].se_pool].out),
                                       (size_t)ti->h * ti->w, in, save_of(mi, l), w, b, M, ti->c, ith, nth);
                 dout = dse;
             } else {
@@ -721,6 +764,13 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         break;
     case OP_SE_SCALE: {
         const int need_s = m->tensors[l->in2].needs_grad;
+        const int c = se_conv_of(mi, l);
+        if (se_conv_fused(mi, st, c)) { /* dscale from the convolution's parts, still in shared */
+            struct conv_shape cs;
+            conv_shape_of(m, &m->layers[c], n, &cs);
+            if (need_s) conv_se_dscale(exec_dact(mi, l->in2), mi->shared, exec_param(mi, m->layers[c].w_off), &cs, ith, nth);
+            break;
+        }
         se_scale_backward(se_fused(mi, st, se_bn_of(mi, l)) ? NULL : din,
                           need_s ? exec_dact(mi, l->in2) : NULL, dout, in, exec_act(mi, l->in2), n,
                           (size_t)ti->h * ti->w, ti->c, acc, ith, nth);
@@ -966,6 +1016,16 @@ static void conv_fusion_find(const struct model *m, int i, struct exec_layer_sta
         ls[i].bn_conv = i - 1, ls[i - 1].conv_bn = i;
 }
 
+/* Marks SE scale layer i in ls when its BatchNorm is SE-fused (se_bn) and its output is read only by the
+ * bias-free convolution just after it: every MBConv block's projection. */
+static void se_conv_fusion_find(const struct model *m, int i, struct exec_layer_state *ls)
+{
+    const struct layer *l = &m->layers[i];
+    if (l->op != OP_SE_SCALE || ls[i].se_bn < 0 || i + 1 >= m->n_layers || m->tensors[l->out].n_readers != 1) return;
+    const struct layer *c = &m->layers[i + 1];
+    if (c->op == OP_CONV && c->in == l->out && c->n_b == 0) ls[i].se_conv = i + 1, ls[i + 1].conv_se = i;
+}
+
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
 {
@@ -985,9 +1045,11 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     for (int i = 0; i < m->n_layers; i++) {
         struct exec_layer_state *s = &mi->ls[i];
         s->se_scale = s->se_pool = s->se_bn = s->bn_dw = s->dw_bn = s->bn_conv = s->conv_bn = -1;
+        s->se_conv = s->conv_se = -1;
     }
     for (int i = 0; i < m->n_layers; i++)
         se_fusion_find(m, i, mi->ls), dw_fusion_find(m, i, mi->ls), conv_fusion_find(m, i, mi->ls);
+    for (int i = 0; i < m->n_layers; i++) se_conv_fusion_find(m, i, mi->ls); /* after se_bn is marked */
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];
         mi->ls[i].algo = -1;
@@ -1065,6 +1127,17 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     }
     arena_free(tune_scr);
     arena_free(tune_part);
+    size_t ones = 0;
+    for (int i = 0; i < m->n_layers; i++) { /* the SE-scaled convolutions' weights, parts and ones */
+        const struct layer *l = &m->layers[i];
+        if (l->op != OP_CONV || mi->ls[i].conv_se < 0) continue;
+        struct conv_shape s;
+        conv_shape_of(m, l, mi->n_max, &s);
+        if (!conv_se_fusable(&s)) continue;
+        if (conv_se_scratch_floats(&s) > need) need = conv_se_scratch_floats(&s);
+        if (conv_se_part_floats(&s) > shared) shared = conv_se_part_floats(&s);
+        if ((size_t)mi->n_max * s.C > ones) ones = (size_t)mi->n_max * s.C;
+    }
     for (int i = 0; i < m->n_layers; i++) { /* a batch-1 dense forward's chunk sums (the fused update) */
         const struct layer *l = &m->layers[i];
         if (l->op != OP_DENSE || mi->n_max != 1) continue;
@@ -1081,7 +1154,10 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     mi->scratch = arena_alloc(mi->scratch_floats * (size_t)r->nth);
     mi->shared_floats = tb_align16(shared);
     mi->shared = arena_alloc(mi->shared_floats);
-    if (!mi->scratch || !mi->shared) return TB_ENOMEM;
+    mi->ones_floats = tb_align16(ones ? ones : 1);
+    mi->ones = arena_alloc(mi->ones_floats);
+    if (!mi->scratch || !mi->shared || !mi->ones) return TB_ENOMEM;
+    for (size_t i = 0; i < mi->ones_floats; i++) mi->ones[i] = 1.0f;
     /* Tuning wrote garbage into the gradients: start clean. */
     if (mi->grads && !tune_from) memset(mi->grads, 0, m->n_params * sizeof(float));
     return TB_OK;
@@ -1097,6 +1173,8 @@ void exec_release(struct model_inst *mi)
     mi->scratch = NULL;
     arena_free(mi->shared);
     mi->shared = NULL;
+    arena_free(mi->ones);
+    mi->ones = NULL;
 }
 
 void exec_share_prepared(struct model_inst *dst, const struct model_inst *src)
@@ -1105,6 +1183,8 @@ void exec_share_prepared(struct model_inst *dst, const struct model_inst *src)
     dst->scratch_floats = src->scratch_floats;
     dst->shared = src->shared;
     dst->shared_floats = src->shared_floats;
+    dst->ones = src->ones;
+    dst->ones_floats = src->ones_floats;
     dst->ls = src->ls;
 }
 

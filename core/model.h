@@ -158,6 +158,10 @@ struct model_inst {
     struct exec_layer_state *ls; /* (n_layers) per-instance layer state (conv algorithm, FFT plan) */
     double *prof;       /* (n_layers, 2) seconds of forward / backward per layer, summed; NULL = off */
     int no_layer_fusion; /* --no-fuse: run fusable layer pairs unfused (what fusion buys) */
+    int no_se_conv;      /* tests: every fusion but the SE scale's into the projection (the others are bitwise) */
+    float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the
+                          * projection convolution applied it already */
+    size_t ones_floats;
 };
 
 /* Per-instance state of one layer, chosen at prepare time. */
@@ -174,6 +178,10 @@ struct exec_layer_state {
      * it reads: in the BatchNorm's state that convolution, in the convolution's the BatchNorm; -1
      * otherwise (exec's conv_fused). */
     int bn_conv, conv_bn;
+    /* An SE scale (after a fused BatchNorm, se_bn) whose output only the bias-free 1×1 convolution just
+     * after it reads: in the scale's state that convolution, in the convolution's the scale; -1 otherwise
+     * (exec's se_conv_fused). */
+    int se_conv, conv_se;
 };
 
 #endif

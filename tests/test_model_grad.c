@@ -182,7 +182,8 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
  * scale's and pool's data gradients (and takes the pool in its forward); the expansion (and stem)
  * BatchNorm's first backward pass runs inside the depthwise backward after it; a BatchNorm after a 1×1
  * convolution computed by gemm_rows or after a depthwise one has its statistics taken by it. The loss and the
- * gradients are those of the unfused layers, bit for bit (--no-fuse). */
+ * gradients are those of the unfused layers, bit for bit (--no-fuse), with the one fusion that rounds
+ * differently (the SE scale into the projection, tested below) left off. */
 Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
 {
     enum { RES = 32, B = 4 };
@@ -200,6 +201,7 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     cr_assert_eq(after_conv, 49, "%d BatchNorm layers may take their statistics in the convolution before "
                  "(stem, 15 expansions, 16 depthwise, 16 projections, head)", after_conv);
     cr_assert(!a.e.train.no_layer_fusion && u.e.train.no_layer_fusion);
+    a.e.train.no_se_conv = 1;
     static uint8_t x[B * RES * RES * 3];
     for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 1, i) * 256.0f);
     const int32_t y[B] = {1, 3, 9, 0};
@@ -225,6 +227,62 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
         gn += (double)a.e.grads[i] * a.e.grads[i];
     }
     cr_assert(gn > 1e-8, "gradient norm² %g", gn);
+    net_free(&a);
+    net_free(&u);
+}
+
+/* Relative 2-norm distance of a from b (n floats). */
+static double rel_dist(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, q = 0.0;
+    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), q += (double)b[i] * b[i];
+    return sqrt(d / q);
+}
+
+/* The SE scale folded into the projection convolution (op_conv_se.h) in the stages whose weights gemm_rows
+ * holds: the scaled tensor is never written (a marker survives in it), and the loss and every layer's
+ * gradient are the unfused pair's within float rounding (x·s is rounded before the product there; the
+ * kernels themselves are held to a double reference in test_op_conv_se). */
+Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
+{
+    enum { RES = 32, B = 4 };
+    struct net a, u;
+    net_init_norm(&a, RES, 10, B, 11, "batch", 0);
+    net_init_norm(&u, RES, 10, B, 11, "batch", 0);
+    u.e.train.no_se_conv = 1;
+    int marked = 0, se = -1;
+    for (int i = 0; i < a.m.n_layers; i++) {
+        if (a.e.train.ls[i].se_conv < 0) continue;
+        marked++;
+        if (se < 0) se = i;
+        cr_assert_eq(a.e.train.ls[a.e.train.ls[i].se_conv].conv_se, i);
+    }
+    cr_assert_eq(marked, 16, "%d SE scales marked (effnet-b0 has 16 MBConv blocks)", marked);
+    static uint8_t x[B * RES * RES * 3];
+    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 2, i) * 256.0f);
+    const int32_t y[B] = {4, 0, 7, 2};
+    const int t = a.m.layers[se].out;
+    const size_t nt = (size_t)B * a.m.tensors[t].per_sample;
+    float *ya = exec_act(&a.e.train, t);
+    for (size_t i = 0; i < nt; i++) ya[i] = 12345.0f;
+    double la, lu;
+    local_engine_zero_grads(&a.e);
+    local_engine_zero_grads(&u.e);
+    cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
+    cr_assert(ya[0] == 12345.0f && ya[nt - 1] == 12345.0f, "fused: %s's output was written", a.m.layers[se].name);
+    cr_log_info("loss %.9g fused, %.9g unfused", la, lu);
+    cr_assert(fabs(la - lu) <= 1e-4 * fabs(lu), "loss %.9g fused, %.9g unfused", la, lu);
+    cr_assert(la != lu, "the fused pair rounds differently: an equal loss means it did not run");
+    double worst = 0.0;
+    for (int i = 0; i < a.m.n_layers; i++) {
+        const struct layer *l = &a.m.layers[i];
+        if (!l->n_w) continue;
+        const double d = rel_dist(a.e.grads + l->w_off, u.e.grads + l->w_off, l->n_w);
+        worst = fmax(worst, d);
+        cr_assert(d < 1e-3, "%s: gradient relative distance %.3g", l->name, d);
+    }
+    cr_log_info("worst layer gradient relative distance %.3g", worst);
     net_free(&a);
     net_free(&u);
 }
