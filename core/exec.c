@@ -629,6 +629,13 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
                      float *db, const float *in, const float *dout, const float *w, const struct conv_shape *cs,
                      float *part, float *scratch, const struct exec_sync *sync, int ith, int nth)
 {
+    if (algo == CONV_ALGO_GEMM1X1 && part && din && conv_backward_gemm1x1_fusable(cs, !overwrite)) {
+        /* Both from one pass over dout. */
+        conv_backward_gemm1x1_fused_chunks(din, !overwrite, part, in, dout, w, cs, scratch, ith, nth);
+        sync_barrier(sync, nth);
+        conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, ith, nth);
+        return;
+    }
     if (din && overwrite) conv_algos[algo].backward_data_overwrite(din, dout, w, cs, scratch, ith, nth);
     else if (din)
         conv_backward_data(algo, din, dout, w, cs, plan, scratch, ith, nth);

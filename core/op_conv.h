@@ -144,6 +144,16 @@ size_t conv_params_part_floats(const struct conv_shape *s);
 /* Phase 1: part (K,C,OC) = inpᵀ · dout over each row chunk; partitioned over chunks. */
 void conv_backward_params_gemm1x1_chunks(float *part, const float *inp, const float *dout, const struct conv_shape *s,
                                          int ith, int nth);
+/* Whether conv_backward_gemm1x1_fused_chunks runs s: the two-phase weight gradient on gemm_rows, and the
+ * data gradient (overwriting, or accumulating when !accumulate is 0) on gemm_rows too. */
+int conv_backward_gemm1x1_fusable(const struct conv_shape *s, int accumulate);
+/* Phase 1 with the data gradient in the same pass over dout (read once, not twice: 77 MB at 112×112×96
+ * batch 16): each chunk in 256-row pieces, dinp's rows (= or += dout·wᵀ) then the chunk's part from the
+ * piece still in cache. dinp and part bitwise the separate kernels' (conv_backward_data_gemm1x1 or its
+ * _overwrite, conv_backward_params_gemm1x1_chunks); partitioned over chunks; scratch holds wᵀ. */
+void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part, const float *inp,
+                                        const float *dout, const float *w, const struct conv_shape *s,
+                                        float *scratch, int ith, int nth);
 /* Phase 2, after a barrier: dw (C,OC) += Σ_k part[k] in chunk order; db (OC) += column sums of dout (db may
  * be NULL); partitioned over 16-float blocks of dw and of db. */
 void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,

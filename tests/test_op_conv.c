@@ -436,6 +436,59 @@ Test(conv, gemm1x1_row_chunk_params_match_reference_and_are_bitwise)
     }
 }
 
+/* The data gradient and phase 1 of the weight gradient in one pass over dout give what the separate
+ * kernels give, bit for bit, for any nth: dinp overwritten (NaN-filled start) or accumulated onto random
+ * values, and every part. Shapes whose data gradient sgemm runs are refused. */
+Test(conv, gemm1x1_fused_backward_matches_separate_kernels)
+{
+    static const struct cv_case fc[] = {
+        {16, 14, 14, 24, 144, 1, 1, 1, -1}, /* an expansion: 6 chunks, 256-row pieces and a short one */
+        {4, 16, 16, 40, 240, 1, 1, 1, -1},  /* C·OC near gemm_rows' limit */
+        {2, 33, 31, 16, 96, 1, 1, 1, -1},   /* rows not a multiple of 64 in any chunk */
+        {3, 20, 20, 70, 17, 1, 1, 1, -1},   /* C > 48: overwrite only */
+    };
+    static const int nths[] = {1, 2, 3, 7};
+    for (int ci = 0; ci < 4; ci++) {
+        const struct conv_shape s = make_shape(&fc[ci]);
+        for (int acc = 0; acc < 2; acc++) {
+            if (!conv_backward_gemm1x1_fusable(&s, acc)) {
+                cr_assert(ci == 3 && acc == 1, "case %d acc %d refused", ci, acc);
+                continue;
+            }
+            struct cv_bufs B = make_bufs(&s, (uint64_t)ci + 900);
+            const size_t np = conv_params_part_floats(&s);
+            float *d0 = rand_buf(B.ni, 31), *d1 = malloc(B.ni * sizeof(float)), *p0 = malloc(np * sizeof(float));
+            float *p1 = malloc(np * sizeof(float));
+            float *scr = malloc((size_t)7 * s.C * s.OC * sizeof(float));
+            cr_assert(d1 && p0 && p1 && scr);
+            if (acc) conv_backward_data_gemm1x1(d0, B.dout, B.w, &s, NULL, scr, 0, 1);
+            else conv_backward_data_gemm1x1_overwrite(d0, B.dout, B.w, &s, scr, 0, 1);
+            conv_backward_params_gemm1x1_chunks(p0, B.inp, B.dout, &s, 0, 1);
+            for (int k = 0; k < 4; k++) {
+                const int nth = nths[k];
+                if (acc) {
+                    float *init = rand_buf(B.ni, 31);
+                    memcpy(d1, init, B.ni * sizeof(float));
+                    free(init);
+                } else {
+                    memset(d1, 0xFF, B.ni * sizeof(float));
+                }
+                memset(p1, 0xFF, np * sizeof(float));
+                for (int ith = 0; ith < nth; ith++)
+                    conv_backward_gemm1x1_fused_chunks(d1, acc, p1, B.inp, B.dout, B.w, &s,
+                                                       scr + (size_t)ith * s.C * s.OC, ith, nth);
+                char what[64];
+                snprintf(what, sizeof what, "case %d acc %d nth %d: dinp", ci, acc, nth);
+                tu_assert_bitwise(d1, d0, B.ni, what);
+                snprintf(what, sizeof what, "case %d acc %d nth %d: part", ci, acc, nth);
+                tu_assert_bitwise(p1, p0, np, what);
+            }
+            free(d0), free(d1), free(p0), free(p1), free(scr);
+            free_bufs(&B);
+        }
+    }
+}
+
 /* GEMM1X1 backward-data with β = 0: every element written (NaN-filled start), the values of the
  * accumulating kernel applied to zeros, and the same bits for nth ∈ {2,3,7} as for nth = 1. */
 Test(conv, gemm1x1_backward_data_overwrite)
