@@ -631,7 +631,7 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
 {
     if (algo == CONV_ALGO_GEMM1X1 && part && din && conv_backward_gemm1x1_fusable(cs, !overwrite)) {
         /* Both from one pass over dout. */
-        conv_backward_gemm1x1_fused_chunks(din, !overwrite, part, in, dout, w, cs, scratch, ith, nth);
+        conv_backward_gemm1x1_fused_chunks(din, !overwrite, part, in, dout, NULL, w, cs, scratch, ith, nth);
         sync_barrier(sync, nth);
         conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, ith, nth);
         return;
@@ -660,6 +660,24 @@ static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int
     struct conv_shape cs;
     conv_shape_of(mi->m, &mi->m->layers[d], st->n, &cs);
     return dwconv_bn_fusable(&cs);
+}
+
+/* Whether BatchNorm layer bn leaves its data gradient to the 1×1 convolution before it, in this step: the
+ * BatchNorm's first pass ran in the depthwise backward after it (dw_fused, so dz is over its output
+ * gradient), and the convolution's one-pass backward (conv_backward_gemm1x1_fused_chunks) runs its shape,
+ * forming each piece of its dout from dz, x and the BatchNorm's coefficients as it reads them. The
+ * BatchNorm then computes only its parameter gradients and those coefficients; its input gradient, a whole
+ * tensor, is neither written nor read. Same bits. */
+static int bn_bwd_in_conv(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !dw_fused(mi, st, bn)) return 0;
+    const int c = mi->ls[bn].bn_conv;
+    if (c < 0 || c < st->l0) return 0;
+    const struct layer *cl = &mi->m->layers[c];
+    if (cl->op != OP_CONV || mi->ls[c].algo != CONV_ALGO_GEMM1X1 || !mi->m->tensors[cl->in].needs_grad) return 0;
+    struct conv_shape cs;
+    conv_shape_of(mi->m, cl, st->n, &cs);
+    return conv_backward_gemm1x1_fusable(&cs, !overwrites_in_grad(mi, cl));
 }
 
 static void layer_backward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
@@ -694,6 +712,15 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             conv_se_backward_params_chunks(mi->shared, exec_act(mi, se->in), dout, &cs, ith, nth);
             sync_barrier(sync, nth);
             conv_se_backward_params_finish(dw, mi->shared, sc, &cs, ith, nth);
+            break;
+        }
+        if (bn_bwd_in_conv(mi, st, ls->conv_bn)) { /* dout formed from the BatchNorm's as it is read */
+            const struct layer *bl = &m->layers[ls->conv_bn];
+            const struct conv_bn_dout bd = {exec_dact(mi, bl->out), exec_act(mi, bl->in), save_of(mi, bl), mi->bn_coef};
+            conv_backward_gemm1x1_fused_chunks(din, acc, mi->shared, in, NULL, &bd, w, &cs, scratch_of(mi, ith), ith,
+                                               nth);
+            sync_barrier(sync, nth);
+            conv_backward_params_gemm1x1_finish(dw, db, mi->shared, NULL, &cs, ith, nth);
             break;
         }
         conv_bwd((enum conv_algo)ls->algo, ls->plan, din, !acc, dw, db, in, dout, w, &cs, mi->shared,
@@ -753,7 +780,10 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                 bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
             }
             if (!in_dw) sync_barrier(sync, nth);
-            bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);
+            if (bn_bwd_in_conv(mi, st, li)) /* the convolution before applies the coefficients */
+                bn_backward_coefs(mi->bn_coef, dw, db, save_of(mi, l), w, part, M, ti->c, ith, nth);
+            else
+                bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);
         }
         break;
     case OP_GN: {
@@ -1134,7 +1164,16 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     }
     arena_free(tune_scr);
     arena_free(tune_part);
-    size_t ones = 0;
+    size_t ones = 0, coef = 16;
+    for (int i = 0; i < m->n_layers; i++) { /* one-pass GEMM1X1 backward: wᵀ and a piece of dout */
+        const struct layer *l = &m->layers[i];
+        if (l->op == OP_BN && 3 * (size_t)m->tensors[l->in].c > coef) coef = 3 * (size_t)m->tensors[l->in].c;
+        if (l->op != OP_CONV || mi->ls[i].algo != CONV_ALGO_GEMM1X1) continue;
+        struct conv_shape s;
+        conv_shape_of(m, l, mi->n_max, &s);
+        const size_t k = conv_backward_gemm1x1_fused_scratch_floats(&s);
+        if (k > need) need = k;
+    }
     for (int i = 0; i < m->n_layers; i++) { /* the SE-scaled convolutions' weights, parts and ones */
         const struct layer *l = &m->layers[i];
         if (l->op != OP_CONV || mi->ls[i].conv_se < 0) continue;
@@ -1163,7 +1202,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     mi->shared = arena_alloc(mi->shared_floats);
     mi->ones_floats = tb_align16(ones ? ones : 1);
     mi->ones = arena_alloc(mi->ones_floats);
-    if (!mi->scratch || !mi->shared || !mi->ones) return TB_ENOMEM;
+    mi->bn_coef = arena_alloc(coef);
+    if (!mi->scratch || !mi->shared || !mi->ones || !mi->bn_coef) return TB_ENOMEM;
     for (size_t i = 0; i < mi->ones_floats; i++) mi->ones[i] = 1.0f;
     /* Tuning wrote garbage into the gradients: start clean. */
     if (mi->grads && !tune_from) memset(mi->grads, 0, m->n_params * sizeof(float));
@@ -1182,6 +1222,8 @@ void exec_release(struct model_inst *mi)
     mi->shared = NULL;
     arena_free(mi->ones);
     mi->ones = NULL;
+    arena_free(mi->bn_coef);
+    mi->bn_coef = NULL;
 }
 
 void exec_share_prepared(struct model_inst *dst, const struct model_inst *src)
@@ -1192,6 +1234,7 @@ void exec_share_prepared(struct model_inst *dst, const struct model_inst *src)
     dst->shared_floats = src->shared_floats;
     dst->ones = src->ones;
     dst->ones_floats = src->ones_floats;
+    dst->bn_coef = src->bn_coef;
     dst->ls = src->ls;
 }
 

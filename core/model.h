@@ -162,6 +162,8 @@ struct model_inst {
     float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the
                           * projection convolution applied it already */
     size_t ones_floats;
+    float *bn_coef;      /* (3 · widest BatchNorm) a BatchNorm's data-gradient coefficients, for the
+                          * convolution before it that applies them as it reads (exec's bn_bwd_in_conv) */
 };
 
 /* Per-instance state of one layer, chosen at prepare time. */

@@ -471,9 +471,14 @@ int conv_backward_gemm1x1_fusable(const struct conv_shape *s, int accumulate)
  * is summed in the same panels as in one call), ~100 KB of a 96-channel dout, still in L2. */
 enum { FUSED_BWD_ROWS = 256 };
 
+size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s)
+{
+    return tb_align16((size_t)s->C * s->OC) + (size_t)FUSED_BWD_ROWS * s->OC;
+}
+
 void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part, const float *inp,
-                                        const float *dout, const float *w, const struct conv_shape *s,
-                                        float *scratch, int ith, int nth)
+                                        const float *dout, const struct conv_bn_dout *bn, const float *w,
+                                        const struct conv_shape *s, float *scratch, int ith, int nth)
 {
     TB_ASSERT(conv_backward_gemm1x1_fusable(s, accumulate));
     const int C = s->C, OC = s->OC, K = conv_params_row_chunks(s);
@@ -483,6 +488,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     tb_slice((size_t)K, ith, nth, &k0, &k1);
     if (k0 >= k1) return;
     float *wt = scratch; /* this thread's wᵀ (OC, C), as gemm1x1_backward_data makes it */
+    float *piece = scratch + tb_align16((size_t)C * OC); /* dout's rows formed from the BatchNorm's */
     for (int c = 0; c < C; c++)
         for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
     for (size_t k = k0; k < k1; k++) {
@@ -492,9 +498,13 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
         memset(pk, 0, (size_t)C * OC * sizeof(float));
         for (size_t r = r0; r < r1; r += FUSED_BWD_ROWS) {
             const size_t m = r1 - r < FUSED_BWD_ROWS ? r1 - r : FUSED_BWD_ROWS;
-            gemm_rows(dinp + r * C, (size_t)C, dout + r * OC, (size_t)OC, wt, (size_t)C, m, OC, C, accumulate, stream,
-                      NULL, NULL);
-            gemm_rows_atb(pk, (size_t)OC, inp + r * C, (size_t)C, dout + r * OC, (size_t)OC, m, C, OC);
+            const float *dp = dout + r * OC;
+            if (bn) {
+                bn_backward_rows(piece, bn->dz + r * OC, bn->x + r * OC, bn->save, bn->coef, m, OC);
+                dp = piece;
+            }
+            gemm_rows(dinp + r * C, (size_t)C, dp, (size_t)OC, wt, (size_t)C, m, OC, C, accumulate, stream, NULL, NULL);
+            gemm_rows_atb(pk, (size_t)OC, inp + r * C, (size_t)C, dp, (size_t)OC, m, C, OC);
         }
     }
 }

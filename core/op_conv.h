@@ -150,10 +150,20 @@ int conv_backward_gemm1x1_fusable(const struct conv_shape *s, int accumulate);
 /* Phase 1 with the data gradient in the same pass over dout (read once, not twice: 77 MB at 112×112×96
  * batch 16): each chunk in 256-row pieces, dinp's rows (= or += dout·wᵀ) then the chunk's part from the
  * piece still in cache. dinp and part bitwise the separate kernels' (conv_backward_data_gemm1x1 or its
- * _overwrite, conv_backward_params_gemm1x1_chunks); partitioned over chunks; scratch holds wᵀ. */
+ * _overwrite, conv_backward_params_gemm1x1_chunks); partitioned over chunks. With bn (non-NULL; dout may
+ * then be NULL) dout is never read: each piece is formed from the BatchNorm's, as its bn_backward_finish
+ * would have written it, so the results are the same bits. */
+/* The BatchNorm after the convolution, whose data gradient (this convolution's dout) the fused pass may
+ * form piece by piece as it reads (bn_backward_rows) instead of reading it from memory: its dz, its
+ * input x (this convolution's output), save and the coef of bn_backward_coefs. */
+struct conv_bn_dout {
+    const float *dz, *x, *save, *coef;
+};
+/* Floats of per-thread scratch conv_backward_gemm1x1_fused_chunks needs: wᵀ and one piece of dout. */
+size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s);
 void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part, const float *inp,
-                                        const float *dout, const float *w, const struct conv_shape *s,
-                                        float *scratch, int ith, int nth);
+                                        const float *dout, const struct conv_bn_dout *bn, const float *w,
+                                        const struct conv_shape *s, float *scratch, int ith, int nth);
 /* Phase 2, after a barrier: dw (C,OC) += Σ_k part[k] in chunk order; db (OC) += column sums of dout (db may
  * be NULL); partitioned over 16-float blocks of dw and of db. */
 void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,

@@ -1018,6 +1018,41 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
     }
 }
 
+void bn_backward_coefs(float *coef, float *dgamma, float *dbeta, const float *save, const float *gamma,
+                       const double *part, size_t M, int C, int ith, int nth)
+{
+    const int K = bn_row_chunks(M);
+    int cs, ce;
+    norm_ch_slice(C, ith, nth, &cs, &ce);
+    double sdz[NORM_CB], sdzx[NORM_CB];
+    float a[NORM_CB], c2[NORM_CB], k0[NORM_CB];
+    for (int c0 = 0; c0 < C; c0 += NORM_CB) {
+        int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
+        bn_owned(cs, ce, c0, cn, &j0, &j1);
+        if (j1 <= j0) continue;
+        /* bn_backward_finish's block, to the same bits; this thread stores its own channels. */
+        bn_combine_block(sdz, sdzx, part, K, C, c0, cn);
+        for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
+        for (int j = j0; j < j1; j++) {
+            dgamma[c0 + j] += (float)sdzx[j];
+            dbeta[c0 + j] += (float)sdz[j];
+        }
+        bn_scale_block(a, save, gamma, C, c0, cn);
+        bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
+        for (int j = j0; j < j1; j++) coef[c0 + j] = a[j], coef[C + c0 + j] = c2[j], coef[2 * C + c0 + j] = k0[j];
+    }
+}
+
+void bn_backward_rows(float *dx, const float *dz, const float *inp, const float *save, const float *coef,
+                      size_t rows, int C)
+{
+    for (int c0 = 0; c0 < C; c0 += NORM_CB) {
+        const int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
+        norm_bwd_rows(dx, dz, inp, save + c0, coef + c0, NULL, coef + C + c0, coef + 2 * C + c0, 0, rows, (size_t)C,
+                      c0, cn, NORM_ACT_NONE, 0, 0);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------------
  * GroupNorm. A sample is processed in chunks of whole groups (≤ GN_CB channels, or one group when
  * a group is wider), so the per-group constants of a chunk fit on the stack and the chunk's rows are

@@ -135,6 +135,15 @@ void bn_backward_chunks_se(double *part, float *dse, const float *scale, const f
 void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *dz, const float *inp,
                         const float *save, const float *gamma, const double *part, size_t M, int C, int acc,
                         int ith, int nth);
+/* Phase 2 split in two, for a consumer that applies it as it reads (conv_backward_gemm1x1_fused_chunks):
+ * after the barrier, dgamma, dbeta as bn_backward_finish adds them, and coef (3, C) = the per-channel
+ * a, c2, k0 of its data gradient, this thread's channels (a barrier before coef is read). */
+void bn_backward_coefs(float *coef, float *dgamma, float *dbeta, const float *save, const float *gamma,
+                       const double *part, size_t M, int C, int ith, int nth);
+/* dx (rows, C) = a·dz + c2·(x - μ) + k0 with coef from bn_backward_coefs: rows of bn_backward_finish's
+ * dinp (acc 0), bit for bit, at any row offset (dz, inp and dx point at the same first row). */
+void bn_backward_rows(float *dx, const float *dz, const float *inp, const float *save, const float *coef,
+                      size_t rows, int C);
 
 /* ---- Two-phase BatchNorm for a global (sync) BN over replicas. Forward:
  *        bn_stats_partial (each replica, its M_r rows) → all-reduce sums (sum over replicas, fixed

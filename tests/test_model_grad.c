@@ -181,7 +181,8 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
 /* With BatchNorm, the executor's layer fusions: every MBConv block's depthwise BatchNorm folds in its SE
  * scale's and pool's data gradients (and takes the pool in its forward); the expansion (and stem)
  * BatchNorm's first backward pass runs inside the depthwise backward after it; a BatchNorm after a 1×1
- * convolution computed by gemm_rows or after a depthwise one has its statistics taken by it. The loss and the
+ * convolution computed by gemm_rows or after a depthwise one has its statistics taken by it; an expansion
+ * BatchNorm's data gradient is formed by the 1×1 convolution before it as it reads it. The loss and the
  * gradients are those of the unfused layers, bit for bit (--no-fuse), with the one fusion that rounds
  * differently (the SE scale into the projection, tested below) left off. */
 Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
@@ -215,10 +216,21 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     const size_t nt = (size_t)B * a.m.tensors[t].per_sample;
     float *da = exec_dact(&a.e.train, t), *du = exec_dact(&u.e.train, t);
     for (size_t i = 0; i < nt; i++) da[i] = du[i] = 12345.0f;
+    /* Nor the input gradient of stage 2's expansion BatchNorm: the convolution before it forms it as it
+     * reads (1,024 rows here, enough for its one-pass backward). */
+    int ebn = 0;
+    while (ebn < a.m.n_layers && strcmp(a.m.layers[ebn].name, "features.2.0.block.0.1") != 0) ebn++;
+    cr_assert(ebn < a.m.n_layers && a.e.train.ls[ebn].bn_conv == ebn - 1 && a.e.train.ls[ebn].bn_dw == ebn + 1);
+    const int te = a.m.layers[ebn].in;
+    const size_t ne = (size_t)B * a.m.tensors[te].per_sample;
+    float *ea = exec_dact(&a.e.train, te), *eu = exec_dact(&u.e.train, te);
+    for (size_t i = 0; i < ne; i++) ea[i] = eu[i] = 12345.0f;
     cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
     cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
     cr_assert(da[0] == 12345.0f && da[nt - 1] == 12345.0f, "fused: %s's output gradient was written", a.m.layers[bn].name);
     cr_assert(du[0] != 12345.0f, "unfused: %s's output gradient was not written", u.m.layers[bn].name);
+    cr_assert(ea[0] == 12345.0f && ea[ne - 1] == 12345.0f, "fused: %s's input gradient was written", a.m.layers[ebn].name);
+    cr_assert(eu[0] != 12345.0f, "unfused: %s's input gradient was not written", u.m.layers[ebn].name);
     cr_assert(la == lu, "loss %.17g fused, %.17g unfused", la, lu);
     double gn = 0.0;
     for (size_t i = 0; i < a.m.n_params; i++) {

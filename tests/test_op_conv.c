@@ -438,7 +438,9 @@ Test(conv, gemm1x1_row_chunk_params_match_reference_and_are_bitwise)
 
 /* The data gradient and phase 1 of the weight gradient in one pass over dout give what the separate
  * kernels give, bit for bit, for any nth: dinp overwritten (NaN-filled start) or accumulated onto random
- * values, and every part. Shapes whose data gradient sgemm runs are refused. */
+ * values, and every part; also when dout is formed piece by piece from a BatchNorm's dz and x (the
+ * separate kernels then read the whole dout bn_backward_rows makes). Shapes whose data gradient sgemm runs
+ * are refused. */
 Test(conv, gemm1x1_fused_backward_matches_separate_kernels)
 {
     static const struct cv_case fc[] = {
@@ -456,16 +458,27 @@ Test(conv, gemm1x1_fused_backward_matches_separate_kernels)
                 continue;
             }
             struct cv_bufs B = make_bufs(&s, (uint64_t)ci + 900);
-            const size_t np = conv_params_part_floats(&s);
+            const size_t np = conv_params_part_floats(&s), M = (size_t)s.N * s.H * s.W;
+            /* A BatchNorm after the convolution: dz, its input x, save (μ, rstd) and coef (a, c2, k0). */
+            float *dz = rand_buf(B.no, 41), *bx = rand_buf(B.no, 42), *save = rand_buf(2 * (size_t)s.OC, 43);
+            float *coef = rand_buf(3 * (size_t)s.OC, 44);
+            struct conv_bn_dout bd = {dz, bx, save, coef};
             float *d0 = rand_buf(B.ni, 31), *d1 = malloc(B.ni * sizeof(float)), *p0 = malloc(np * sizeof(float));
             float *p1 = malloc(np * sizeof(float));
-            float *scr = malloc((size_t)7 * s.C * s.OC * sizeof(float));
-            cr_assert(d1 && p0 && p1 && scr);
+            const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s);
+            float *scr = malloc(7 * ks * sizeof(float)), *d0b = malloc(B.ni * sizeof(float));
+            float *p0b = malloc(np * sizeof(float)), *dob = malloc(B.no * sizeof(float));
+            cr_assert(d1 && p0 && p1 && scr && d0b && p0b && dob);
+            memcpy(d0b, d0, B.ni * sizeof(float));
             if (acc) conv_backward_data_gemm1x1(d0, B.dout, B.w, &s, NULL, scr, 0, 1);
             else conv_backward_data_gemm1x1_overwrite(d0, B.dout, B.w, &s, scr, 0, 1);
             conv_backward_params_gemm1x1_chunks(p0, B.inp, B.dout, &s, 0, 1);
-            for (int k = 0; k < 4; k++) {
-                const int nth = nths[k];
+            bn_backward_rows(dob, dz, bx, save, coef, M, s.OC);
+            if (acc) conv_backward_data_gemm1x1(d0b, dob, B.w, &s, NULL, scr, 0, 1);
+            else conv_backward_data_gemm1x1_overwrite(d0b, dob, B.w, &s, scr, 0, 1);
+            conv_backward_params_gemm1x1_chunks(p0b, B.inp, dob, &s, 0, 1);
+            for (int k = 0; k < 8; k++) {
+                const int nth = nths[k % 4], viabn = k >= 4;
                 if (acc) {
                     float *init = rand_buf(B.ni, 31);
                     memcpy(d1, init, B.ni * sizeof(float));
@@ -475,15 +488,16 @@ Test(conv, gemm1x1_fused_backward_matches_separate_kernels)
                 }
                 memset(p1, 0xFF, np * sizeof(float));
                 for (int ith = 0; ith < nth; ith++)
-                    conv_backward_gemm1x1_fused_chunks(d1, acc, p1, B.inp, B.dout, B.w, &s,
-                                                       scr + (size_t)ith * s.C * s.OC, ith, nth);
+                    conv_backward_gemm1x1_fused_chunks(d1, acc, p1, B.inp, viabn ? NULL : B.dout, viabn ? &bd : NULL,
+                                                       B.w, &s, scr + (size_t)ith * ks, ith, nth);
                 char what[64];
-                snprintf(what, sizeof what, "case %d acc %d nth %d: dinp", ci, acc, nth);
-                tu_assert_bitwise(d1, d0, B.ni, what);
-                snprintf(what, sizeof what, "case %d acc %d nth %d: part", ci, acc, nth);
-                tu_assert_bitwise(p1, p0, np, what);
+                snprintf(what, sizeof what, "case %d acc %d nth %d bn %d: dinp", ci, acc, nth, viabn);
+                tu_assert_bitwise(d1, viabn ? d0b : d0, B.ni, what);
+                snprintf(what, sizeof what, "case %d acc %d nth %d bn %d: part", ci, acc, nth, viabn);
+                tu_assert_bitwise(p1, viabn ? p0b : p0, np, what);
             }
-            free(d0), free(d1), free(p0), free(p1), free(scr);
+            free(d0), free(d1), free(p0), free(p1), free(scr), free(d0b), free(p0b), free(dob);
+            free(dz), free(bx), free(save), free(coef);
             free_bufs(&B);
         }
     }

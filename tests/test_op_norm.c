@@ -674,6 +674,47 @@ Test(bn, se_fused_backward_matches_unfused)
     }
 }
 
+/* Phase 2 split for a consumer that applies it as it reads: bn_backward_coefs' dgamma and dbeta, then
+ * bn_backward_rows over any row range, give bn_backward_finish's, bit for bit, for any nth (a 2048+
+ * channel case spans two coefficient blocks). */
+Test(bn, coefs_then_rows_match_finish)
+{
+    static const struct { size_t M; int C; } shapes[] = {{3 * 49, 37}, {800, 24}, {18, 2100}, {1030, 96}};
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+        const size_t M = shapes[k].M, n = M * (size_t)shapes[k].C;
+        const int C = shapes[k].C;
+        struct bn_case t;
+        bn_case_init(&t, M, C, 600 + k);
+        float *y = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *dz = tu_fvec(n), *dx0 = tu_fvec(n), *dx1 = tu_fvec(n);
+        float *g0 = tu_fvec((size_t)C), *b0 = tu_fvec((size_t)C), *g1 = tu_fvec((size_t)C), *b1 = tu_fvec((size_t)C);
+        float *coef = tu_fvec(3 * (size_t)C);
+        double *part = tu_dvec(bn_chunk_doubles(M, C));
+        bn_forward_train(y, save, NULL, NULL, t.x, t.gamma, t.beta, M, C, EPS, MOM, NORM_ACT_SILU, 0, 1);
+        memcpy(dz, t.dy, n * sizeof(float));
+        bn_backward_chunks(part, dz, t.x, save, t.gamma, t.beta, M, C, NORM_ACT_SILU, 0, 1);
+        bn_backward_finish(dx0, g0, b0, dz, t.x, save, t.gamma, part, M, C, 0, 0, 1);
+        for (size_t ni = 0; ni < sizeof NTHS / sizeof *NTHS; ni++) {
+            const int nth = NTHS[ni];
+            memset(g1, 0, (size_t)C * sizeof(float)), memset(b1, 0, (size_t)C * sizeof(float));
+            memset(dx1, 0xFF, n * sizeof(float));
+            for (int i = 0; i < nth; i++) bn_backward_coefs(coef, g1, b1, save, t.gamma, part, M, C, i, nth);
+            /* rows in uneven pieces, as a consumer reads them */
+            for (size_t r = 0, step = 7; r < M; r += step, step = step * 3 % 97 + 1)
+                bn_backward_rows(dx1 + r * C, dz + r * C, t.x + r * C, save, coef, M - r < step ? M - r : step, C);
+            char what[96];
+            snprintf(what, sizeof what, "M %zu C %d nth %d: dx", M, C, nth);
+            assert_bitwise(dx1, dx0, n, what);
+            snprintf(what, sizeof what, "M %zu C %d nth %d: dgamma", M, C, nth);
+            assert_bitwise(g1, g0, (size_t)C, what);
+            snprintf(what, sizeof what, "M %zu C %d nth %d: dbeta", M, C, nth);
+            assert_bitwise(b1, b0, (size_t)C, what);
+        }
+        free(part), free(y), free(save), free(dz), free(dx0), free(dx1), free(g0), free(b0), free(g1), free(b1);
+        free(coef);
+        bn_case_free(&t);
+    }
+}
+
 /* The forward apply with the SE pool taken in the same pass gives the outputs, statistics and pool
  * of bn_forward_train_finish then global_avgpool_forward, bit for bit, for any nth (NT stores too). */
 Test(bn, finish_pool_matches_finish_then_pool)
