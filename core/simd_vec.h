@@ -87,7 +87,8 @@ static inline __attribute__((always_inline)) void vsum_pd(double *s, double *q, 
 #if defined(__AVX512F__)
     const __mmask8 ml = (__mmask8)(n >= 8 ? 0xFF : (1u << n) - 1u);
     const __mmask8 mh = (__mmask8)(n >= 16 ? 0xFF : n > 8 ? (1u << (n - 8)) - 1u : 0u);
-    __m512d s0 = _mm512_maskz_loadu_pd(ml, s), s1 = _mm512_maskz_loadu_pd(mh, s + 8), q0, q1;
+    __m512d s0 = _mm512_maskz_loadu_pd(ml, s), s1 = _mm512_maskz_loadu_pd(mh, s + 8);
+    __m512d q0 = _mm512_setzero_pd(), q1 = _mm512_setzero_pd(); /* set only with q: zero quiets -Wmaybe-uninitialized */
     if (q) q0 = _mm512_maskz_loadu_pd(ml, q), q1 = _mm512_maskz_loadu_pd(mh, q + 8);
     for (int r = 0; r < rows; r++) {
         const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v[r]));
@@ -101,7 +102,8 @@ static inline __attribute__((always_inline)) void vsum_pd(double *s, double *q, 
     const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
     const __m256i ml = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), lane);
     const __m256i mh = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - 4), lane);
-    __m256d s0 = _mm256_maskload_pd(s, ml), s1 = _mm256_maskload_pd(s + 4, mh), q0, q1;
+    __m256d s0 = _mm256_maskload_pd(s, ml), s1 = _mm256_maskload_pd(s + 4, mh);
+    __m256d q0 = _mm256_setzero_pd(), q1 = _mm256_setzero_pd();
     if (q) q0 = _mm256_maskload_pd(q, ml), q1 = _mm256_maskload_pd(q + 4, mh);
     for (int r = 0; r < rows; r++) {
         const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v[r]));
