@@ -23,6 +23,7 @@
 #define TB_LAYOUT_H
 
 #include <stddef.h>
+#include <unistd.h>
 
 /* Returns the [lo, hi) slice of n items that thread ith of nth owns (contiguous, balanced). */
 static inline void tb_slice(size_t n, int ith, int nth, size_t *lo, size_t *hi)
@@ -39,6 +40,20 @@ static inline void tb_slice16(size_t n, int ith, int nth, size_t *lo, size_t *hi
     tb_slice((n + 15) / 16, ith, nth, lo, hi);
     *lo = *lo * 16 < n ? *lo * 16 : n;
     *hi = *hi * 16 < n ? *hi * 16 : n;
+}
+
+/* Parallel units the machine can use: its online cores rounded up to even, at least 2. A constant of
+ * the machine, so work cut by it (never by nth) gives the same bits for any thread count. */
+static inline int tb_par_units(void)
+{
+    static _Atomic int units;
+    int u = units;
+    if (!u) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        u = cores > 2 ? (int)(cores + cores % 2) : 2;
+        units = u;
+    }
+    return u;
 }
 
 /* Outputs of at least this many bytes are written with non-temporal stores by our own kernels: they

@@ -226,17 +226,7 @@ struct gemm_tiles {
 
 /* Parallel units the machine can use: its online cores rounded up to even, at least 2. A constant of
  * the machine, so tilings that depend on it still give the same bits for any nth. */
-static int gemm_par_units(void)
-{
-    static _Atomic int units;
-    int u = units;
-    if (!u) {
-        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        u = cores > 2 ? (int)(cores + cores % 2) : 2;
-        units = u;
-    }
-    return u;
-}
+static int gemm_par_units(void) { return tb_par_units(); }
 
 /* An even number of column blocks of cols, at most `most` (even) and each at least GEMM_COLS / 2 wide:
  * cols / GEMM_COLS rounded down to even, or 2 when that is 0 (64–127 columns); 1 under GEMM_COLS. */
