@@ -6,6 +6,7 @@
 #include "fpenv.h"
 #include "layout.h"
 #include "status.h"
+#include "zero.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -182,7 +183,7 @@ static void zero_task(void *arg, int ith, int nth)
     struct local_engine *e = arg;
     size_t lo, hi;
     tb_slice(e->m->n_params, ith, nth, &lo, &hi);
-    memset(e->grads + lo, 0, (hi - lo) * sizeof(float));
+    tb_zero_floats(e->grads + lo, hi - lo, e->m->n_params);
 }
 
 void local_engine_zero_grads(struct local_engine *e)

@@ -20,6 +20,7 @@
 #include "optim.h"
 #include "rng.h"
 #include "status.h"
+#include "zero.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -595,7 +596,7 @@ static void zero_input_grads(const struct model_inst *mi, const struct layer *l,
         if (!x->needs_grad || x->last_reader != li) continue;
         size_t lo, hi;
         tb_slice((size_t)n * x->per_sample, ith, nth, &lo, &hi);
-        memset(exec_dact(mi, t) + lo, 0, (hi - lo) * sizeof(float));
+        tb_zero_floats(exec_dact(mi, t) + lo, hi - lo, (size_t)n * x->per_sample);
     }
 }
 
