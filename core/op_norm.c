@@ -990,55 +990,55 @@ void bn_backward_chunks_se(double *part, float *dse, const float *scale, const f
     bn_bwd_chunks(part, dse, inp, save, gamma, beta, M, C, NORM_ACT_SILU, &se, ith, nth);
 }
 
+/* Channel block [c0, c0+cn) of BatchNorm's second phase: the chunk sums combined, dgamma and dbeta of
+ * the block's channels [j0, j1) added; with consts also a, c2, k0 of the whole block, for the data
+ * gradient. The one computation bn_backward_finish and bn_backward_coefs share (so they agree bitwise). */
+static void bn_bwd_block(float *a, float *c2, float *k0, float *dgamma, float *dbeta, const float *save,
+                         const float *gamma, const double *part, size_t M, int C, int c0, int cn, int j0, int j1,
+                         int consts)
+{
+    double sdz[NORM_CB], sdzx[NORM_CB];
+    bn_combine_block(sdz, sdzx, part, bn_row_chunks(M), C, c0, cn);
+    for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
+    for (int j = j0; j < j1; j++) {
+        dgamma[c0 + j] += (float)sdzx[j];
+        dbeta[c0 + j] += (float)sdz[j];
+    }
+    if (!consts) return;
+    bn_scale_block(a, save, gamma, C, c0, cn);
+    bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
+}
+
 void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *dz, const float *inp,
                         const float *save, const float *gamma, const double *part, size_t M, int C, int acc,
                         int ith, int nth)
 {
-    const int K = bn_row_chunks(M);
     size_t r0, r1;
     int cs, ce;
     tb_slice16(M, ith, nth, &r0, &r1);
     norm_ch_slice(C, ith, nth, &cs, &ce);
-    double sdz[NORM_CB], sdzx[NORM_CB];
     float a[NORM_CB], c2[NORM_CB], k0[NORM_CB];
     for (int c0 = 0; c0 < C; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
         bn_owned(cs, ce, c0, cn, &j0, &j1);
         if (r1 <= r0 && j1 <= j0) continue;
-        bn_combine_block(sdz, sdzx, part, K, C, c0, cn);
-        for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
-        for (int j = j0; j < j1; j++) {
-            dgamma[c0 + j] += (float)sdzx[j];
-            dbeta[c0 + j] += (float)sdz[j];
-        }
-        if (r1 <= r0) continue;
-        bn_scale_block(a, save, gamma, C, c0, cn);
-        bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
-        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
+        bn_bwd_block(a, c2, k0, dgamma, dbeta, save, gamma, part, M, C, c0, cn, j0, j1, r1 > r0);
+        if (r1 > r0)
+            norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
     }
 }
 
 void bn_backward_coefs(float *coef, float *dgamma, float *dbeta, const float *save, const float *gamma,
                        const double *part, size_t M, int C, int ith, int nth)
 {
-    const int K = bn_row_chunks(M);
     int cs, ce;
     norm_ch_slice(C, ith, nth, &cs, &ce);
-    double sdz[NORM_CB], sdzx[NORM_CB];
     float a[NORM_CB], c2[NORM_CB], k0[NORM_CB];
     for (int c0 = 0; c0 < C; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
         bn_owned(cs, ce, c0, cn, &j0, &j1);
         if (j1 <= j0) continue;
-        /* bn_backward_finish's block, to the same bits; this thread stores its own channels. */
-        bn_combine_block(sdz, sdzx, part, K, C, c0, cn);
-        for (int j = 0; j < cn; j++) sdzx[j] *= (double)save[C + c0 + j];
-        for (int j = j0; j < j1; j++) {
-            dgamma[c0 + j] += (float)sdzx[j];
-            dbeta[c0 + j] += (float)sdz[j];
-        }
-        bn_scale_block(a, save, gamma, C, c0, cn);
-        bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
+        bn_bwd_block(a, c2, k0, dgamma, dbeta, save, gamma, part, M, C, c0, cn, j0, j1, 1);
         for (int j = j0; j < j1; j++) coef[c0 + j] = a[j], coef[C + c0 + j] = c2[j], coef[2 * C + c0 + j] = k0[j];
     }
 }
