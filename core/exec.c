@@ -806,7 +806,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         if (se_conv_fused(mi, st, c)) { /* dscale from the convolution's parts, still in shared */
             struct conv_shape cs;
             conv_shape_of(m, &m->layers[c], n, &cs);
-            if (need_s) conv_se_dscale(exec_dact(mi, l->in2), mi->shared, exec_param(mi, m->layers[c].w_off), &cs, ith, nth);
+            if (need_s)
+                conv_se_dscale(exec_dact(mi, l->in2), mi->shared, exec_param(mi, m->layers[c].w_off), &cs, ith, nth);
             break;
         }
         se_scale_backward(se_fused(mi, st, se_bn_of(mi, l)) ? NULL : din,
@@ -1172,6 +1173,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (l->op != OP_CONV || mi->ls[i].algo != CONV_ALGO_GEMM1X1) continue;
         struct conv_shape s;
         conv_shape_of(m, l, mi->n_max, &s);
+        if (!conv_backward_gemm1x1_fusable(&s, 0) && !conv_backward_gemm1x1_fusable(&s, 1)) continue;
         const size_t k = conv_backward_gemm1x1_fused_scratch_floats(&s);
         if (k > need) need = k;
     }
