@@ -17,7 +17,6 @@
 
 #include <cblas.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -214,7 +213,7 @@ enum { GEMM_ROWS = 256, GEMM_COLS = 64, GEMM_FEW_ROW_UNITS = 8 };
 /* Output tiles of a GEMM1X1 pass: row blocks of GEMM_ROWS and, when there are fewer than
  * GEMM_FEW_ROW_UNITS of them (EfficientNet's late layers: 784 rows at 7×7 batch 16, M = N at 1×1),
  * column blocks too, so those layers split over threads as well: as few as give every core of the
- * machine the same share (gemm_par_units), because each sgemm call packs its whole row block again, and
+ * machine the same share (tb_par_units), because each sgemm call packs its whole row block again, and
  * 18 64-wide column blocks of 784×320·320×1152 ran at 110–114 GFLOP/s against 135–146 in 4 × 2 or 2 × 2
  * tiles (one thread, SkylakeX kernels). The column blocks are an even number (edges on multiples of 8):
  * 192 columns in three 64-wide blocks ran 2:1 on two threads. Decided by the shape and the machine,
@@ -223,10 +222,6 @@ struct gemm_tiles {
     size_t M, ru; /* rows, row blocks */
     int cols, cu; /* output columns, column blocks */
 };
-
-/* Parallel units the machine can use: its online cores rounded up to even, at least 2. A constant of
- * the machine, so tilings that depend on it still give the same bits for any nth. */
-static int gemm_par_units(void) { return tb_par_units(); }
 
 /* An even number of column blocks of cols, at most `most` (even) and each at least GEMM_COLS / 2 wide:
  * cols / GEMM_COLS rounded down to even, or 2 when that is 0 (64–127 columns); 1 under GEMM_COLS. */
@@ -247,13 +242,13 @@ static void col_block(int cols, int cu, int k, int *c0, int *n)
 /* Row blocks: an even number (when more than one) of equal blocks of at most GEMM_ROWS rows, edges on
  * multiples of 8. Whole 256-row blocks and a short last one split unevenly over two threads: 784 rows
  * (7×7 layers) went 512 : 272, 3,136 (14×14) 1,792 : 1,344, and those layers scaled 1.5–1.75× on two
- * threads against 1.9–2× elsewhere. Column blocks when rows are few: enough for ru·cu ≥ gemm_par_units. */
+ * threads against 1.9–2× elsewhere. Column blocks when rows are few: enough for ru·cu ≥ tb_par_units. */
 static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
 {
     size_t ru = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     if (ru > 1) ru += ru % 2;
     struct gemm_tiles t = {.M = M, .ru = ru, .cols = cols, .cu = 1};
-    const int par = gemm_par_units();
+    const int par = tb_par_units();
     if (t.ru < GEMM_FEW_ROW_UNITS && t.ru < (size_t)par) {
         const int want = (int)(((size_t)par + ru - 1) / ru);
         t.cu = even_col_blocks(cols, want + want % 2);
@@ -333,6 +328,13 @@ void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const
     }
 }
 
+/* wt (OC, C) = wᵀ for w (C, OC): each thread's own copy (at most 10,240 floats), so no barrier is needed. */
+static void transpose_w(float *restrict wt, const float *restrict w, int C, int OC)
+{
+    for (int c = 0; c < C; c++)
+        for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
+}
+
 /* wt here is this thread's wᵀ (OC,C) in scratch when gemm_rows runs the shape (NULL: sgemm). */
 static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                   float *wt, int accumulate, int ith, int nth)
@@ -342,9 +344,7 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
     const int stream = gemm_stream(t.M, C);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
-    if (wt && lo < hi) /* every thread transposes its own copy (≤ 10,240 floats): no barrier needed */
-        for (int c = 0; c < C; c++)
-            for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
+    if (wt && lo < hi) transpose_w(wt, w, C, OC);
     for (size_t u = lo; u < hi; u++) {
         size_t m0;
         int m, c0, n;
@@ -395,7 +395,7 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
      * even number of them (672 in 64-wide units was 11, which two threads ran 6:5), no more than the
      * machine's cores use: every call packs all of dout (or inp) again, and 784×1152ᵀ·784×320 in 18
      * units ran at 111–118 GFLOP/s against 137–150 in 2. */
-    const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer, gemm_par_units());
+    const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer, tb_par_units());
     tb_slice((size_t)cu, ith, nth, &lo, &hi);
     for (size_t u = lo; u < hi; u++) {
         int b0, n;
@@ -479,8 +479,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     if (k0 >= k1) return;
     float *wt = scratch; /* this thread's wᵀ (OC, C), as gemm1x1_backward_data makes it */
     float *piece = scratch + tb_align16((size_t)C * OC); /* dout's rows formed from the BatchNorm's */
-    for (int c = 0; c < C; c++)
-        for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
+    transpose_w(wt, w, C, OC);
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;
         tb_slice(M, (int)k, K, &r0, &r1);

@@ -611,12 +611,15 @@ int dwconv_forward_bn_fusable(const struct conv_shape *s)
 /* Output (or input) rows computed before a BatchNorm pass runs over them: about 64 KB, still in L2. */
 enum { DW_BN_BATCH_FLOATS = 16384 };
 
+/* Rows of `row` floats per batch of the fused kernels: DW_BN_BATCH_FLOATS' worth, at least one. */
+static size_t bn_batch_rows(size_t row) { return row >= DW_BN_BATCH_FLOATS ? 1 : DW_BN_BATCH_FLOATS / row; }
+
 void dwconv_forward_bn(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                        double *part, int ith, int nth)
 {
     TB_ASSERT(dwconv_forward_bn_fusable(s));
     const size_t OW = (size_t)s->OW, row = OW * (size_t)s->C, M = (size_t)s->N * s->OH * OW;
-    const size_t batch = row >= DW_BN_BATCH_FLOATS ? 1 : DW_BN_BATCH_FLOATS / row;
+    const size_t batch = bn_batch_rows(row);
     size_t k0, k1;
     tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
     for (size_t k = k0; k < k1; k++) {
@@ -668,7 +671,7 @@ void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, con
 {
     TB_ASSERT(dwconv_bn_fusable(s));
     const size_t W = (size_t)s->W, row = W * (size_t)s->C, M = (size_t)s->N * s->H * W;
-    const size_t batch = row >= DW_BN_BATCH_FLOATS ? 1 : DW_BN_BATCH_FLOATS / row;
+    const size_t batch = bn_batch_rows(row);
     size_t k0, k1;
     tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
     struct bn_bwd_stream st;

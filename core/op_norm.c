@@ -255,9 +255,8 @@ static void norm_stats_rows(double *restrict s, double *restrict q, const float 
 
 #if NORM_VEC
 /* VL channels (or the lanes of m) of one output row: y = act((x - mean)·a + b); with nt (full vectors
- * only) a non-temporal store. */
-/* VL channels of one row of the forward apply; with pacc (non-NULL after inlining) the outputs are
- * also added into the pool sums there, in double, as global_avgpool_forward adds them. */
+ * only) a non-temporal store; with pacc (non-NULL after inlining) the outputs also added into the pool
+ * sums there, in double, as global_avgpool_forward adds them. */
 static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const float *x, const float *mean,
                                                              const float *a, const float *b, int silu, int nt,
                                                              vmask m, const int FULL, double *pacc)
