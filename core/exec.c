@@ -266,6 +266,23 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
     return (double *)mi->shared;
 }
 
+/* Whether a depthwise convolution of shape cs whose backward runs its input BatchNorm's stream
+ * (dw_fused) takes its weight gradient from the rows that stream recomputes (dwconv_backward_data_bn):
+ * where its stored input would come back from memory, 77 MB at 112×112×96 batch 16. */
+static int dw_params_in_bn(const struct model_inst *mi, const struct conv_shape *cs)
+{
+    if (mi->dw_params_fuse < 0) return 0;
+    return mi->dw_params_fuse > 0 || tb_stream_floats((size_t)cs->N * cs->H * cs->W * cs->C);
+}
+
+/* The weight-gradient parts of dwconv_backward_data_bn: in the shared buffer after the BatchNorm's sums. */
+static float *dw_part_of(const struct model_inst *mi, const struct conv_shape *cs)
+{
+    const size_t off = tb_align16(2 * bn_chunk_doubles((size_t)cs->N * cs->H * cs->W, cs->C));
+    TB_ASSERT(mi->shared_floats >= off + dwconv_bn_params_part_floats(cs));
+    return mi->shared + off;
+}
+
 /* Whether this step may run fused layer pairs at all: prepared (the pairs are marked then), a training
  * step without sync BN (the fused kernels take local batch statistics), fusion not turned off. */
 static int fusion_on(const struct model_inst *mi, const struct exec_step *st)
@@ -733,12 +750,21 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         conv_shape_of(m, l, n, &cs);
         const int bn = mi->ls ? mi->ls[l - m->layers].dw_bn : -1;
         if (din && dw_fused(mi, st, bn)) {
-            /* The input's BatchNorm's first backward pass too: dz over din, its chunk sums in part. */
+            /* The input's BatchNorm's first backward pass too: dz over din, its chunk sums in part; and
+             * where dw_params_in_bn says so, the weight gradient from the rows that pass recomputes. */
             const struct layer *bl = &m->layers[bn];
+            const size_t M = (size_t)n * cs.H * cs.W;
+            const int pin = !db && dw_params_in_bn(mi, &cs);
+            float *dwpart = pin ? dw_part_of(mi, &cs) : NULL;
             TB_ASSERT(!acc);
-            dwconv_backward_data_bn(din, dout, w, &cs, bn_part_of(mi, (size_t)n * cs.H * cs.W, cs.C),
-                                    exec_act(mi, bl->in), save_of(mi, bl), exec_param(mi, bl->w_off),
-                                    exec_param(mi, bl->b_off), ith, nth);
+            dwconv_backward_data_bn(din, dout, w, &cs, bn_part_of(mi, M, cs.C), exec_act(mi, bl->in),
+                                    save_of(mi, bl), exec_param(mi, bl->w_off), exec_param(mi, bl->b_off), dwpart,
+                                    pin ? scratch_of(mi, ith) : NULL, ith, nth);
+            if (pin) {
+                sync_barrier(sync, nth);
+                dwconv_bn_params_finish(dw, dwpart, &cs, ith, nth);
+                break;
+            }
         } else if (din) {
             dwconv_backward_data(din, dout, w, &cs, acc, ith, nth);
         }
@@ -1192,6 +1218,16 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (l->op != OP_DENSE || mi->n_max != 1) continue;
         const size_t k = (size_t)dense1_chunks(l->a.dense.IN) * l->a.dense.OUT;
         if (k > shared) shared = k;
+    }
+    for (int i = 0; i < m->n_layers; i++) { /* a depthwise weight gradient in its BatchNorm's stream */
+        const struct layer *l = &m->layers[i];
+        if (l->op != OP_DWCONV) continue;
+        struct conv_shape s;
+        conv_shape_of(m, l, mi->n_max, &s);
+        if (!dwconv_bn_fusable(&s)) continue;
+        const size_t k = tb_align16(2 * bn_chunk_doubles((size_t)s.N * s.H * s.W, s.C)) + dwconv_bn_params_part_floats(&s);
+        if (k > shared) shared = k;
+        if (dwconv_bn_params_scratch_floats(&s) > need) need = dwconv_bn_params_scratch_floats(&s);
     }
     for (int i = 0; i < m->n_layers; i++) { /* BatchNorm's chunk sums (sync BN's 2·C sums fit in them) */
         const struct tensor *t = &m->tensors[m->layers[i].in];

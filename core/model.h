@@ -159,6 +159,8 @@ struct model_inst {
     double *prof;       /* (n_layers, 2) seconds of forward / backward per layer, summed; NULL = off */
     int no_layer_fusion; /* --no-fuse: run fusable layer pairs unfused (what fusion buys) */
     int no_se_conv;      /* tests: every fusion but the SE scale's into the projection (the others are bitwise) */
+    int dw_params_fuse;  /* the depthwise weight gradient inside its input BatchNorm's backward stream: 0 where
+                          * that input would be read back from memory (tb_stream_floats), 1 always, -1 never */
     float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the
                           * projection convolution applied it already */
     size_t ones_floats;

@@ -665,13 +665,75 @@ int dwconv_bn_fusable(const struct conv_shape *s)
     return dwconv_specialised(s) && s->C <= BN_STREAM_MAX_C && chunks_on_rows(s->N, s->H, s->W);
 }
 
+/* Input rows [r, rn) of the N·H, whose SiLU outputs are the rows of y: each paired with the output rows
+ * it feeds (one per tap row ky), dwk (K², C) += that row's Σ_ox y·dout per tap, summed in registers first
+ * by params_row, as params_k sums its (output row, tap row) pairs. */
+DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, const struct conv_shape *s, size_t r,
+                              size_t rn, const int K, const int S)
+{
+    const int P = (K - 1) / 2, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
+    int ox_lo = (P + S - 1) / S;
+    int ox_hi = floor_div(W - 1 - P, S) + 1;
+    if (ox_lo > OW) ox_lo = OW;
+    if (ox_hi > OW) ox_hi = OW;
+    if (ox_hi < ox_lo) ox_hi = ox_lo;
+    struct dw_slab_pf nopf = {0}; /* the rows are in cache: no prefetch */
+    for (size_t q = r; q < rn; q++) {
+        const int n = (int)(q / (size_t)H), iy = (int)(q % (size_t)H);
+        const float *yrow = y + (q - r) * (size_t)W * C;
+        for (int ky = 0; ky < K; ky++) {
+            const int t = iy + P - ky; /* = oy·S */
+            if (t < 0 || t % S || t / S >= OH) continue;
+            const float *drow = dout + ((size_t)n * OH + (size_t)(t / S)) * OW * C;
+            float *tk = dwk + (size_t)ky * K * C;
+            int c0 = 0;
+            for (; c0 + VL <= C; c0 += VL) {
+                const int FULL = 1;
+                const vmask m = vmask_n(VL);
+                vf tot[5];
+                DW_UNROLL for (int kx = 0; kx < K; kx++) tot[kx] = VLD(m, tk + (size_t)kx * C + c0);
+                params_row(tot, yrow, drow, c0, C, C, W, OW, ox_lo, ox_hi, K, S, 1, &nopf, &nopf);
+                DW_UNROLL for (int kx = 0; kx < K; kx++) VST(tk + (size_t)kx * C + c0, m, tot[kx]);
+            }
+            if (c0 < C) {
+                const int FULL = 0;
+                const vmask m = vmask_n(C - c0);
+                vf tot[5];
+                DW_UNROLL for (int kx = 0; kx < K; kx++) tot[kx] = VLD(m, tk + (size_t)kx * C + c0);
+                params_row(tot, yrow, drow, c0, C, C, W, OW, ox_lo, ox_hi, K, S, 0, &nopf, &nopf);
+                DW_UNROLL for (int kx = 0; kx < K; kx++) VST(tk + (size_t)kx * C + c0, m, tot[kx]);
+            }
+        }
+    }
+}
+
+static void params_in_rows_k(float *dwk, const float *y, const float *dout, const struct conv_shape *s, size_t r,
+                             size_t rn)
+{
+    if (s->KH == 3 && s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 3, 1);
+    else if (s->KH == 3) params_in_rows(dwk, y, dout, s, r, rn, 3, 2);
+    else if (s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 5, 1);
+    else params_in_rows(dwk, y, dout, s, r, rn, 5, 2);
+}
+
+size_t dwconv_bn_params_part_floats(const struct conv_shape *s)
+{
+    return (size_t)bn_row_chunks((size_t)s->N * s->H * s->W) * (size_t)s->KH * s->KW * (size_t)s->C;
+}
+
+size_t dwconv_bn_params_scratch_floats(const struct conv_shape *s)
+{
+    const size_t row = (size_t)s->W * (size_t)s->C;
+    return bn_batch_rows(row) * row;
+}
+
 void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                              double *part, const float *bn_in, const float *save, const float *gamma,
-                             const float *beta, int ith, int nth)
+                             const float *beta, float *dwpart, float *ybuf, int ith, int nth)
 {
-    TB_ASSERT(dwconv_bn_fusable(s));
+    TB_ASSERT(dwconv_bn_fusable(s) && !dwpart == !ybuf);
     const size_t W = (size_t)s->W, row = W * (size_t)s->C, M = (size_t)s->N * s->H * W;
-    const size_t batch = bn_batch_rows(row);
+    const size_t batch = bn_batch_rows(row), taps = (size_t)s->KH * s->KW * (size_t)s->C;
     size_t k0, k1;
     tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
     struct bn_bwd_stream st;
@@ -679,12 +741,28 @@ void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, con
         size_t e0, e1;
         bn_chunk_range(M, (int)k, &e0, &e1);
         bn_bwd_stream_begin(&st, part + k * 2 * (size_t)s->C, save, gamma, beta, s->C);
+        float *dwk = dwpart ? dwpart + k * taps : NULL;
+        if (dwk) memset(dwk, 0, taps * sizeof(float));
         for (size_t r = e0 / W, r1 = e1 / W; r < r1; r += batch) {
             const size_t rn = r1 - r < batch ? r1 : r + batch;
             bwd_data_rows(dinp, dout, w, s, r, rn, 0);
-            bn_bwd_stream_rows(&st, dinp + r * row, bn_in + r * row, (rn - r) * W);
+            bn_bwd_stream_rows(&st, dinp + r * row, bn_in + r * row, ybuf, (rn - r) * W);
+            if (dwk) params_in_rows_k(dwk, ybuf, dout, s, r, rn);
         }
         bn_bwd_stream_end(&st);
+    }
+}
+
+void dwconv_bn_params_finish(float *dw, const float *dwpart, const struct conv_shape *s, int ith, int nth)
+{
+    const size_t taps = (size_t)s->KH * s->KW * (size_t)s->C;
+    const int K = bn_row_chunks((size_t)s->N * s->H * s->W);
+    size_t lo, hi;
+    tb_slice16(taps, ith, nth, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        float t = 0.0f;
+        for (int k = 0; k < K; k++) t += dwpart[(size_t)k * taps + i];
+        dw[i] += t;
     }
 }
 

@@ -47,10 +47,21 @@ int dwconv_bn_fusable(const struct conv_shape *s);
  * that produced the input: threads take whole row chunks, compute a few input rows of dinp, then turn
  * them into dz while they are in cache (bn_bwd_stream_*; bn_in is that BatchNorm's input x, save,
  * gamma, beta its), so part (K,2,C) and dz over dinp equal dwconv_backward_data then
- * bn_backward_chunks, bitwise, and the BatchNorm goes straight to bn_backward_finish. */
+ * bn_backward_chunks, bitwise, and the BatchNorm goes straight to bn_backward_finish.
+ * With dwpart (dwconv_bn_params_part_floats) and ybuf (this thread's dwconv_bn_params_scratch_floats),
+ * the weight gradient too, from the input rows the stream recomputes (the forward's SiLU outputs,
+ * bitwise) instead of the stored input: each row chunk's taps into dwpart; dwconv_bn_params_finish adds
+ * them into dw after a barrier. Not bitwise dwconv_backward_params (the row sums are added input row by
+ * input row, chunk by chunk), the same for any nth. No bias gradient. */
 void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                              double *part, const float *bn_in, const float *save, const float *gamma,
-                             const float *beta, int ith, int nth);
+                             const float *beta, float *dwpart, float *ybuf, int ith, int nth);
+/* Floats of dwconv_backward_data_bn's weight-gradient parts: (row chunks, KH·KW, C). */
+size_t dwconv_bn_params_part_floats(const struct conv_shape *s);
+/* Floats of a thread's SiLU rows in dwconv_backward_data_bn (one batch of input rows). */
+size_t dwconv_bn_params_scratch_floats(const struct conv_shape *s);
+/* dw (KH,KW,C) += Σ_k dwpart[k] in ascending chunk k: partitioned over taps·channels. */
+void dwconv_bn_params_finish(float *dw, const float *dwpart, const struct conv_shape *s, int ith, int nth);
 /* dw (KH,KW,C) += corr(inp (N,H,W,C), dout (N,OH,OW,C)); db (C) += Σ dout (db may be NULL). */
 void dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s,
                             int ith, int nth);

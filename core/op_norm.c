@@ -93,11 +93,19 @@ static inline vf norm_v_sigmoid(vf z)
     return NV_MUL(y, NV_FNMADD(d, y, VSET1(2.0f)));
 }
 
+/* silu'(z) = σ·(1 + z·(1 - σ)); *y = silu(z) = z·σ, norm_v_fwd's output bitwise. */
+static inline __attribute__((always_inline)) vf norm_v_silu_grad_y(vf z, vf *y)
+{
+    const vf s = norm_v_sigmoid(z);
+    *y = NV_MUL(z, s);
+    return NV_MUL(s, VFMA(z, NV_SUB(VSET1(1.0f), s), VSET1(1.0f)));
+}
+
 /* silu'(z) = σ·(1 + z·(1 - σ)). */
 static inline vf norm_v_silu_grad(vf z)
 {
-    const vf s = norm_v_sigmoid(z);
-    return NV_MUL(s, VFMA(z, NV_SUB(VSET1(1.0f), s), VSET1(1.0f)));
+    vf y;
+    return norm_v_silu_grad_y(z, &y);
 }
 /* VL channels of one row: *d = x - μ and the return z = d·a + b, the pre-activation the forward applies
  * SiLU to and the backward differentiates it at (the two must agree). */
@@ -133,15 +141,16 @@ static inline __attribute__((always_inline)) void norm_v_bwd_sums(float *fs, flo
                                                                   size_t C, const float *mean, const float *a,
                                                                   const float *b, int store, const int NR, vmask m,
                                                                   const int FULL, const struct norm_se_rows *se,
-                                                                  int j)
+                                                                  int j, float *yo)
 {
     vf s = VLD(m, fs), q = VLD(m, fq);
     for (int k = 0; k < NR; k++) {
-        vf d;
+        vf d, y;
         const vf z = norm_v_z(&d, x + (size_t)k * C, mean, a, b, m, FULL);
         vf g = VLD(m, dy + (size_t)k * C);
         if (se) g = VFMA(VLD(m, se->p[k] + j), VSET1(se->inv), NV_MUL(g, VLD(m, se->s[k] + j)));
-        const vf dz = NV_MUL(g, norm_v_silu_grad(z));
+        const vf dz = NV_MUL(g, norm_v_silu_grad_y(z, &y));
+        if (yo) VST(yo + (size_t)k * C, m, y);
         if (store) VST(dy + (size_t)k * C, m, dz);
         s = VADD(s, dz);
         q = VFMA(dz, d, q);
@@ -150,19 +159,21 @@ static inline __attribute__((always_inline)) void norm_v_bwd_sums(float *fs, flo
     VST(fq, m, q);
 }
 
-/* NR rows of channels [0,cn): full vectors, then the masked tail. */
+/* NR rows of channels [0,cn): full vectors, then the masked tail; with yo (non-NULL after inlining) the
+ * SiLU outputs too, rows of C floats there. */
 static inline __attribute__((always_inline)) void norm_v_bwd_sums_rows(float *fs, float *fq, const float *x,
                                                                        float *dy, size_t C, int cn,
                                                                        const float *mean, const float *a,
                                                                        const float *b, int store, const int NR,
-                                                                       const struct norm_se_rows *se)
+                                                                       const struct norm_se_rows *se, float *yo)
 {
     int j = 0;
     for (; j + VL <= cn; j += VL)
-        norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, NV_ALL, 1, se, j);
+        norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, NV_ALL, 1, se, j,
+                        yo ? yo + j : NULL);
     if (j < cn)
         norm_v_bwd_sums(fs + j, fq + j, x + j, dy + j, C, mean + j, a + j, b + j, store, NR, vmask_n(cn - j), 0, se,
-                        j);
+                        j, yo ? yo + j : NULL);
 }
 #define NORM_SFENCE() VFENCE_NT()
 #else
@@ -395,10 +406,10 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
                     }
                 if (nr == 2)
                     norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a,
-                                         b, store, 2, se ? &sr : NULL);
+                                         b, store, 2, se ? &sr : NULL, NULL);
                 else
                     norm_v_bwd_sums_rows(fs, fq, inp + r * C + (size_t)c0, dout + r * C + (size_t)c0, C, cv, mean, a,
-                                         b, store, 1, se ? &sr : NULL);
+                                         b, store, 1, se ? &sr : NULL, NULL);
             }
             for (int j = 0; j < cv; j++) {
                 sdz[j] += (double)fs[j];
@@ -934,36 +945,45 @@ static void bn_bwd_stream_flush(struct bn_bwd_stream *st)
     st->phase = 0;
 }
 
-void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, size_t rows)
+/* bn_bwd_stream_rows' rows [r, end) of one float block, with y when yo (non-NULL after inlining). */
+static inline __attribute__((always_inline)) void bn_bwd_stream_block(struct bn_bwd_stream *st, float *dout,
+                                                                      const float *inp, float *yo, size_t r,
+                                                                      size_t end)
 {
     const int C = st->C;
     const size_t Cs = (size_t)C;
+#if NORM_VEC
+    for (; r + 2 <= end; r += 2)
+        norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 2,
+                             NULL, yo ? yo + r * Cs : NULL);
+    if (r < end)
+        norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 1,
+                             NULL, yo ? yo + r * Cs : NULL);
+#else
+    /* Without vectors norm_bwd_sums_rows_k adds every dz into the double sums directly (the float
+     * partials stay 0): the same here. */
+    for (; r < end; r++)
+        for (int j = 0; j < C; j++) {
+            const float d = inp[r * Cs + (size_t)j] - st->save[j], z = d * st->a[j] + st->beta[j];
+            const float dz = dout[r * Cs + (size_t)j] * act_silu_gradf(z);
+            if (yo) yo[r * Cs + (size_t)j] = act_siluf(z);
+            dout[r * Cs + (size_t)j] = dz;
+            st->part[j] += (double)dz;
+            st->part[C + j] += (double)dz * (double)d;
+        }
+#endif
+}
+
+void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, float *y, size_t rows)
+{
     size_t r = 0;
     while (r < rows) {
         if (st->phase == 0)
-            for (int j = 0; j < C; j++) st->fs[j] = st->fq[j] = 0.0f;
+            for (int j = 0; j < st->C; j++) st->fs[j] = st->fq[j] = 0.0f;
         const size_t room = (size_t)(NORM_FROWS - st->phase), take = rows - r < room ? rows - r : room;
-        const size_t end = r + take;
-#if NORM_VEC
-        for (; r + 2 <= end; r += 2)
-            norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 2,
-                                 NULL);
-        if (r < end)
-            norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 1,
-                                 NULL);
-        r = end;
-#else
-        /* Without vectors norm_bwd_sums_rows_k adds every dz into the double sums directly (the float
-         * partials stay 0): the same here. */
-        for (; r < end; r++)
-            for (int j = 0; j < C; j++) {
-                const float d = inp[r * Cs + (size_t)j] - st->save[j];
-                const float dz = dout[r * Cs + (size_t)j] * act_silu_gradf(d * st->a[j] + st->beta[j]);
-                dout[r * Cs + (size_t)j] = dz;
-                st->part[j] += (double)dz;
-                st->part[C + j] += (double)dz * (double)d;
-            }
-#endif
+        if (y) bn_bwd_stream_block(st, dout, inp, y, r, r + take);
+        else bn_bwd_stream_block(st, dout, inp, NULL, r, r + take);
+        r += take;
         st->phase += (int)take;
         if (st->phase == NORM_FROWS) bn_bwd_stream_flush(st);
     }

@@ -106,8 +106,9 @@ struct bn_bwd_stream {
 /* Starts chunk sums into part_k (2·C doubles, zeroed here) for a BatchNorm with save, gamma, beta. */
 void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,
                          const float *beta, int C);
-/* The next rows of the chunk: dout (rows,C) ← dz = dout·silu'(z), its sums added; inp (rows,C) is x. */
-void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, size_t rows);
+/* The next rows of the chunk: dout (rows,C) ← dz = dout·silu'(z), its sums added; inp (rows,C) is x;
+ * y (rows,C), unless NULL, ← silu(z), the forward's output bitwise. */
+void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, float *y, size_t rows);
 /* Ends the chunk: the last partial block into part. */
 void bn_bwd_stream_end(struct bn_bwd_stream *st);
 /* Rows [*r0,*r1) of chunk k of bn_row_chunks(M): the cut every chunk kernel uses. */

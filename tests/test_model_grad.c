@@ -303,6 +303,47 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
     net_free(&u);
 }
 
+/* The depthwise weight gradient taken inside the BatchNorm backward stream (dwconv_backward_data_bn),
+ * forced on for every depthwise layer (at 224×224 it runs where the stored input would come from memory):
+ * the loss and every other gradient are bitwise those of the separate weight-gradient kernel, and each
+ * depthwise weight gradient is within float rounding of it (its row sums are added in another order). */
+Test(model_grad, effnet_b0_dw_params_in_bn_stream_matches_separate, .timeout = 120)
+{
+    enum { RES = 32, B = 4 };
+    struct net a, u;
+    net_init_norm(&a, RES, 10, B, 11, "batch", 0);
+    net_init_norm(&u, RES, 10, B, 11, "batch", 0);
+    a.e.train.dw_params_fuse = 1;
+    u.e.train.dw_params_fuse = -1;
+    static uint8_t x[B * RES * RES * 3];
+    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 3, i) * 256.0f);
+    const int32_t y[B] = {5, 1, 8, 3};
+    double la, lu;
+    local_engine_zero_grads(&a.e);
+    local_engine_zero_grads(&u.e);
+    cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
+    cr_assert(la == lu, "loss %.17g in the stream, %.17g separate", la, lu);
+    int dw = 0, differ = 0;
+    for (int i = 0; i < a.m.n_layers; i++) {
+        const struct layer *l = &a.m.layers[i];
+        if (!l->n_w) continue;
+        const float *ga = a.e.grads + l->w_off, *gu = u.e.grads + l->w_off;
+        if (l->op != OP_DWCONV) {
+            cr_assert(memcmp(ga, gu, l->n_w * sizeof(float)) == 0, "%s: gradient differs", l->name);
+            continue;
+        }
+        dw++;
+        differ += memcmp(ga, gu, l->n_w * sizeof(float)) != 0;
+        const double d = rel_dist(ga, gu, l->n_w);
+        cr_assert(d < 1e-5, "%s: gradient relative distance %.3g", l->name, d);
+    }
+    cr_assert_eq(dw, 16, "%d depthwise layers", dw);
+    cr_assert(differ > 0, "no depthwise gradient rounds differently: the stream did not take them");
+    net_free(&a);
+    net_free(&u);
+}
+
 #define TR_RES 32
 #define TR_BATCH 16
 #define TR_STEPS 30

@@ -402,7 +402,9 @@ Test(dwconv, bench, .timeout = 120)
 /* The depthwise backward data fused with its input BatchNorm's first backward pass equals the two
  * kernels one after the other, bit for bit, for any nth: dz over dinp and the chunk sums. Shapes whose
  * chunks start mid-row are refused (dwconv_bn_fusable), the others cover both strides, both kernel
- * sizes, masked channel tails and one chunk. */
+ * sizes, masked channel tails and one chunk. With the weight gradient taken in the same pass (from the
+ * SiLU rows the stream recomputes) dz and the sums are unchanged, and dw is the double reference's on
+ * the forward's output within float rounding, the same bits for every nth. */
 Test(dwconv, bn_fused_backward_matches_unfused)
 {
     static const struct dw_case fc[] = {{16, 8, 8, 40, 3, 1, -1}, {4, 16, 16, 24, 5, 2, -1}, {2, 7, 7, 48, 3, 2, -1},
@@ -428,13 +430,45 @@ Test(dwconv, bn_fused_backward_matches_unfused)
         bn_backward_chunks(p0, d0, x, save, gamma, beta, M, s.C, NORM_ACT_SILU, 0, 1);
         for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
             memset(d1, 0xff, nin * sizeof(float));
-            for (int i = 0; i < nths[t]; i++) dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, i, nths[t]);
+            for (int i = 0; i < nths[t]; i++) dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, NULL, NULL, i, nths[t]);
             char what[64];
             snprintf(what, sizeof what, "case %zu nth %d: dz", q, nths[t]);
             tu_assert_bitwise(d1, d0, nin, what);
             snprintf(what, sizeof what, "case %zu nth %d: part", q, nths[t]);
             tu_assert_bitwise_d(p1, p0, bn_chunk_doubles(M, s.C), what);
         }
+        /* The weight gradient in the same pass. */
+        const size_t nw = (size_t)s.C * s.KH * s.KW;
+        float *dwr = zero_buf(nw), *dw1 = zero_buf(nw), *dwn = zero_buf(nw);
+        float *dwpart = zero_buf(dwconv_bn_params_part_floats(&s));
+        dwconv_backward_params_ref(dwr, NULL, y, dout, &s);
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            const size_t ys = dwconv_bn_params_scratch_floats(&s);
+            float *ybuf = zero_buf(ys * (size_t)nths[t]), *dw = t ? dwn : dw1;
+            memset(d1, 0xff, nin * sizeof(float));
+            memset(dw, 0, nw * sizeof(float));
+            for (int i = 0; i < nths[t]; i++)
+                dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, dwpart, ybuf + (size_t)i * ys, i,
+                                        nths[t]);
+            for (int i = 0; i < nths[t]; i++) dwconv_bn_params_finish(dw, dwpart, &s, i, nths[t]);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu nth %d with dw: dz", q, nths[t]);
+            tu_assert_bitwise(d1, d0, nin, what);
+            snprintf(what, sizeof what, "case %zu nth %d with dw: part", q, nths[t]);
+            tu_assert_bitwise_d(p1, p0, bn_chunk_doubles(M, s.C), what);
+            if (t) {
+                snprintf(what, sizeof what, "case %zu nth %d: dw against nth 1", q, nths[t]);
+                tu_assert_bitwise(dw, dw1, nw, what);
+            }
+            free(ybuf);
+        }
+        double big = 0.0;
+        for (size_t i = 0; i < nw; i++) big = fmax(big, fabs((double)dwr[i]));
+        cr_assert(big > 0.0);
+        for (size_t i = 0; i < nw; i++)
+            cr_assert(fabs((double)dw1[i] - dwr[i]) <= 1e-5 * big, "case %zu dw[%zu]: %.9g fused, %.9g reference", q, i,
+                      (double)dw1[i], (double)dwr[i]);
+        free(dwr), free(dw1), free(dwn), free(dwpart);
         free(x), free(dout), free(w), free(gamma), free(beta), free(y), free(save), free(d0), free(d1), free(p0), free(p1);
     }
     cr_assert_eq(fused, 4);
