@@ -345,6 +345,33 @@ static int se_conv_of(const struct model_inst *mi, const struct layer *l)
     return mi->ls ? mi->ls[l - mi->m->layers].se_conv : -1;
 }
 
+/* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
+ * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare,
+ * fusion_on, both layers in the step's range, and a shape dwconv_bn_fusable takes at this batch. The
+ * BatchNorm then goes straight to its second pass. */
+static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !fusion_on(mi, st)) return 0;
+    const int d = mi->ls[bn].bn_dw;
+    if (d < 0 || bn < st->l0 || d >= st->l1 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
+    struct conv_shape cs;
+    conv_shape_of(mi->m, &mi->m->layers[d], st->n, &cs);
+    return dwconv_bn_fusable(&cs);
+}
+
+/* Whether BatchNorm layer bn leaves its output to the depthwise convolution after it, in this step
+ * (dwconv_forward_bn_in): its backward runs in that convolution's (dw_fused), which takes its weight
+ * gradient from the rows it recomputes there (dw_params_in_bn, bias-free), so the output tensor is read
+ * by nothing but that convolution's forward, which forms each input row as it reaches it. */
+static int bn_apply_in_dw(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (!dw_fused(mi, st, bn)) return 0;
+    const struct layer *d = &mi->m->layers[mi->ls[bn].bn_dw];
+    struct conv_shape cs;
+    conv_shape_of(mi->m, d, st->n, &cs);
+    return !d->n_b && dw_params_in_bn(mi, &cs) && dwconv_forward_bn_in_fusable(&cs);
+}
+
 /* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
  * called when nth > 1, so a layer run serially on thread 0 passes nth = 1. */
 static void layer_forward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
@@ -386,7 +413,15 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     case OP_DWCONV: {
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
-        if (conv_fused(mi, st, mi->ls ? mi->ls[l - m->layers].conv_bn : -1)) /* and its BatchNorm's statistics */
+        const int fb = conv_fused(mi, st, mi->ls ? mi->ls[l - m->layers].conv_bn : -1);
+        const int ib = mi->ls ? mi->ls[l - m->layers].dw_bn : -1;
+        if (ib >= 0 && bn_apply_in_dw(mi, st, ib)) { /* the input BatchNorm's apply pass too */
+            const struct layer *bl = &m->layers[ib];
+            dwconv_forward_bn_in(out, exec_act(mi, bl->in), save_of(mi, bl), exec_param(mi, bl->w_off),
+                                 exec_param(mi, bl->b_off), w, b, &cs,
+                                 fb ? bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.C) : NULL, scratch_of(mi, ith), ith,
+                                 nth);
+        } else if (fb) /* and its BatchNorm's statistics */
             dwconv_forward_bn(out, in, w, b, &cs, bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.C), ith, nth);
         else
             dwconv_forward(out, in, w, b, &cs, ith, nth);
@@ -420,8 +455,9 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
                                              st->no_stats_update ? NULL : rm, st->no_stats_update ? NULL : rv, in, w,
                                              b, part, M, (size_t)ti->h * ti->w, ti->c, l->a.norm.eps,
                                              l->a.norm.momentum, ith, nth);
-            else
-                bn_forward_train_finish(out, save_of(mi, l), st->no_stats_update ? NULL : rm,
+            else /* the output, unless the depthwise convolution after forms it as it reads */
+                bn_forward_train_finish(bn_apply_in_dw(mi, st, li) ? NULL : out, save_of(mi, l),
+                                        st->no_stats_update ? NULL : rm,
                                         st->no_stats_update ? NULL : rv, in, w, b, part, M, ti->c, l->a.norm.eps,
                                         l->a.norm.momentum, norm_act_of(l), ith, nth);
         } else
@@ -666,19 +702,6 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
     }
 }
 
-/* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
- * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare,
- * fusion_on, both layers in the step's range, and a shape dwconv_bn_fusable takes at this batch. The
- * BatchNorm then goes straight to its second pass. */
-static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
-{
-    if (bn < 0 || !fusion_on(mi, st)) return 0;
-    const int d = mi->ls[bn].bn_dw;
-    if (d < 0 || bn < st->l0 || d >= st->l1 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
-    struct conv_shape cs;
-    conv_shape_of(mi->m, &mi->m->layers[d], st->n, &cs);
-    return dwconv_bn_fusable(&cs);
-}
 
 /* Whether BatchNorm layer bn leaves its data gradient to the 1×1 convolution before it, in this step: the
  * BatchNorm's first pass ran in the depthwise backward after it (dw_fused, so dz is over its output
@@ -1228,6 +1251,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         const size_t k = tb_align16(2 * bn_chunk_doubles((size_t)s.N * s.H * s.W, s.C)) + dwconv_bn_params_part_floats(&s);
         if (k > shared) shared = k;
         if (dwconv_bn_params_scratch_floats(&s) > need) need = dwconv_bn_params_scratch_floats(&s);
+        if (dwconv_forward_bn_in_scratch_floats(&s) > need) need = dwconv_forward_bn_in_scratch_floats(&s);
     }
     for (int i = 0; i < m->n_layers; i++) { /* BatchNorm's chunk sums (sync BN's 2·C sums fit in them) */
         const struct tensor *t = &m->tensors[m->layers[i].in];

@@ -178,7 +178,8 @@ DW_INLINE void corr_run_all(float *orow, const float *const *rows, int ky0, int 
  * BWD (stride 1 only) is backward-data: dinp = correlation of dout with the kernel rotated by 180°,
  * same symmetric pad. Kernel rows outside the image are skipped (ky range), columns by the borders. */
 DW_INLINE void corr_rows(float *out, const float *in, const float *w, const float *b, const struct dw_geom *g,
-                         size_t r0, size_t r1, const int K, const int S, const int BWD, int acc_out)
+                         size_t r0, size_t r1, const int K, const int S, const int BWD, int acc_out, const int RING,
+                         const float *pf_in)
 {
     const int P = (K - 1) / 2, C = g->C, IH = g->IH, IW = g->IW, OH = g->OH, OW = g->OW;
     /* Interior columns: every tap ix = ox·S − P + kx inside [0, IW). */
@@ -199,14 +200,15 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
         const float *rows[5];
         DW_UNROLL for (int ky = 0; ky < K; ky++) {
             const int iy = oy * S - P + ky;
-            rows[ky] = in + ((size_t)n * IH + (iy >= 0 && iy < IH ? iy : 0)) * (size_t)IW * C;
+            const size_t gi = (size_t)n * IH + (size_t)(iy >= 0 && iy < IH ? iy : 0);
+            rows[ky] = in + (RING ? gi % (size_t)K : gi) * (size_t)IW * C;
         }
         float *orow = out + r * (size_t)OW * C;
         /* The next output row reads S new input rows, adjacent in memory to this row's newest ones (in
          * the next sample too), and writes the next output row. */
         const int inew = oy * S - P + K; /* first input row the next output row is the first to read */
         const size_t oi = ((size_t)n * IH + (size_t)(inew > 0 ? inew : 0)) * in_row, oo = (r + 1) * out_row;
-        struct dw_pf pf = pf_make(in, oi, S * in_row, in_size, out, oo, out_row, out_size, nit);
+        struct dw_pf pf = pf_make(pf_in, oi, S * in_row, in_size, out, oo, out_row, out_size, nit);
         if (bordered8) {
             /* Runs of 8 output pixels from column 0; a run that reaches a border (or past OW: the last
              * may be partial, its phantom pixels summed and dropped) checks its input columns. Bordered
@@ -239,32 +241,42 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
 static void fwd_k3s1(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 3, 1, 0, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 3, 1, 0, 0, 0, i);
 }
 static void fwd_k3s2(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 3, 2, 0, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 3, 2, 0, 0, 0, i);
 }
 static void fwd_k5s1(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 5, 1, 0, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 5, 1, 0, 0, 0, i);
 }
 static void fwd_k5s2(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 5, 2, 0, 0);
+    corr_rows(o, i, w, b, g, r0, r1, 5, 2, 0, 0, 0, i);
+}
+/* The forward reading its input from a ring of K rows (row g of the N·IH at slot g mod K), prefetching
+ * the rows of x the ring's next rows are made from. */
+static void fwd_ring_rows(float *o, const float *ring, const float *w, const float *b, const struct dw_geom *g,
+                          size_t r0, size_t r1, int K, int S, const float *x)
+{
+    if (K == 3 && S == 1) corr_rows(o, ring, w, b, g, r0, r1, 3, 1, 0, 0, 1, x);
+    else if (K == 3) corr_rows(o, ring, w, b, g, r0, r1, 3, 2, 0, 0, 1, x);
+    else if (S == 1) corr_rows(o, ring, w, b, g, r0, r1, 5, 1, 0, 0, 1, x);
+    else corr_rows(o, ring, w, b, g, r0, r1, 5, 2, 0, 0, 1, x);
 }
 static void bwd_k3s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1,
                      int acc)
 {
-    corr_rows(o, i, w, NULL, g, r0, r1, 3, 1, 1, acc);
+    corr_rows(o, i, w, NULL, g, r0, r1, 3, 1, 1, acc, 0, i);
 }
 static void bwd_k5s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1,
                      int acc)
 {
-    corr_rows(o, i, w, NULL, g, r0, r1, 5, 1, 1, acc);
+    corr_rows(o, i, w, NULL, g, r0, r1, 5, 1, 1, acc, 0, i);
 }
 
 /* Stride-2 backward-data. dinp[iy][ix] += Σ dout[oy][ox]·w[ky][kx] over the nk valid (ky, oy) pairs of
@@ -631,6 +643,60 @@ void dwconv_forward_bn(float *out, const float *inp, const float *w, const float
             const size_t rn = r1 - r < batch ? r1 : r + batch;
             fwd_rows(out, inp, w, b, s, r, rn);
             bn_stats_rows_add(pk, out + r * row, (rn - r) * OW, s->C);
+        }
+    }
+}
+
+int dwconv_forward_bn_in_fusable(const struct conv_shape *s)
+{
+    return dwconv_specialised(s) && s->C <= BN_STREAM_MAX_C;
+}
+
+size_t dwconv_forward_bn_in_scratch_floats(const struct conv_shape *s)
+{
+    return (size_t)s->KH * s->W * (size_t)s->C;
+}
+
+void dwconv_forward_bn_in(float *out, const float *x, const float *save, const float *gamma, const float *beta,
+                          const float *w, const float *b, const struct conv_shape *s, double *part, float *ring,
+                          int ith, int nth)
+{
+    TB_ASSERT(dwconv_forward_bn_in_fusable(s) && (!part || dwconv_forward_bn_fusable(s)));
+    const int K = s->KH, S = s->stride, P = (K - 1) / 2, H = s->H, OH = s->OH;
+    const size_t OW = (size_t)s->OW, row = OW * (size_t)s->C, in_row = (size_t)s->W * s->C;
+    const size_t M = (size_t)s->N * OH * OW, batch = bn_batch_rows(row);
+    const struct dw_geom g = {s->N, H, s->W, OH, s->OW, s->C};
+    struct bn_apply ap;
+    bn_apply_begin(&ap, save, gamma, beta, s->C);
+    /* Work: the next BatchNorm's row chunks (whole output rows) when taking its statistics, else rows. */
+    size_t k0 = 0, k1 = 1, ra = 0, rb = 0;
+    if (part) tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
+    else tb_slice((size_t)s->N * OH, ith, nth, &ra, &rb);
+    size_t have_hi = 0; /* the ring holds input rows [needed ones' first, have_hi) of the N·H */
+    for (size_t k = k0; k < k1; k++) {
+        double *pk = NULL;
+        if (part) {
+            size_t e0, e1;
+            bn_chunk_range(M, (int)k, &e0, &e1);
+            ra = e0 / OW, rb = e1 / OW;
+            pk = part + k * 2 * (size_t)s->C;
+            memset(pk, 0, 2 * (size_t)s->C * sizeof *pk);
+        }
+        for (size_t r = ra; r < rb; r += batch) {
+            const size_t rn = rb - r < batch ? rb : r + batch;
+            for (size_t q = r; q < rn; q++) {
+                /* Output row q reads input rows [lo, hi) of its sample: each made once, into slot g mod K
+                 * (rows only move forward, and no K of them share a slot). */
+                const size_t n = q / (size_t)OH;
+                const int oy = (int)(q % (size_t)OH), lo = oy * S - P < 0 ? 0 : oy * S - P;
+                const int hi = oy * S - P + K > H ? H : oy * S - P + K;
+                const size_t glo = n * H + (size_t)lo, ghi = n * H + (size_t)hi;
+                for (size_t gi = have_hi > glo ? have_hi : glo; gi < ghi; gi++)
+                    bn_apply_rows(&ap, ring + gi % (size_t)K * in_row, x + gi * in_row, (size_t)s->W);
+                have_hi = ghi;
+                fwd_ring_rows(out, ring, w, b, &g, q, q + 1, K, S, x);
+            }
+            if (pk) bn_stats_rows_add(pk, out + r * row, (rn - r) * OW, s->C);
         }
     }
 }

@@ -40,6 +40,18 @@ int dwconv_forward_bn_fusable(const struct conv_shape *s);
  * part (bn_row_chunks, 2, C) equals bn_forward_train_chunks of out, bitwise (and out dwconv_forward's). */
 void dwconv_forward_bn(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                        double *part, int ith, int nth);
+/* Whether dwconv_forward_bn_in runs shape s: a specialised shape of at most BN_STREAM_MAX_C channels. */
+int dwconv_forward_bn_in_fusable(const struct conv_shape *s);
+/* Floats of a thread's ring of input rows in dwconv_forward_bn_in: KH rows. */
+size_t dwconv_forward_bn_in_scratch_floats(const struct conv_shape *s);
+/* dwconv_forward (and with part, dwconv_forward_bn's statistics of out) whose input is the BatchNorm+SiLU
+ * of x (save, gamma, beta that BatchNorm's), each input row formed once per thread into ring (this
+ * thread's dwconv_forward_bn_in_scratch_floats) as the output rows reach it (bn_apply_rows): the input
+ * tensor is never written. out and part are bitwise those of the BatchNorm's apply pass, then
+ * dwconv_forward or dwconv_forward_bn, for any nth. */
+void dwconv_forward_bn_in(float *out, const float *x, const float *save, const float *gamma, const float *beta,
+                          const float *w, const float *b, const struct conv_shape *s, double *part, float *ring,
+                          int ith, int nth);
 /* Whether dwconv_backward_data_bn runs shape s: a specialised shape of at most BN_STREAM_MAX_C channels
  * whose input's BatchNorm row chunks (bn_row_chunks over N·H·W) start on whole input rows. */
 int dwconv_bn_fusable(const struct conv_shape *s);

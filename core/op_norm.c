@@ -768,7 +768,7 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
         /* Every thread adds the same chunk sums itself: the same bits, no second barrier. */
         bn_combine_block(s, q, part, K, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
-        if (r1 <= r0) continue;
+        if (r1 <= r0 || !out) continue;
         if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M);
         else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
     }
@@ -924,6 +924,19 @@ void bn_stats_rows_add(double *part_k, const float *x, size_t rows, int C)
         const int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
         norm_stats_rows(part_k + c0, part_k + C + c0, x, rows, (size_t)C, c0, cn, 1);
     }
+}
+
+void bn_apply_begin(struct bn_apply *ap, const float *save, const float *gamma, const float *beta, int C)
+{
+    TB_ASSERT(C > 0 && C <= BN_STREAM_MAX_C && BN_STREAM_MAX_C <= NORM_CB);
+    ap->mean = save, ap->beta = beta, ap->C = C;
+    bn_scale_block(ap->a, save, gamma, C, 0, C);
+}
+
+void bn_apply_rows(const struct bn_apply *ap, float *y, const float *x, size_t rows)
+{
+    /* bn_finish's call for its one channel block, on these rows; M_total 0: plain stores, kept in cache. */
+    norm_fwd_rows(y, x, ap->mean, ap->a, ap->beta, 0, rows, (size_t)ap->C, 0, ap->C, NORM_ACT_SILU, 0);
 }
 
 void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,

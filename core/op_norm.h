@@ -85,7 +85,8 @@ size_t bn_chunk_doubles(size_t M, int C);
 /* Forward phase 1: part (K,2,C) = [Σx | Σx²] of each row chunk of inp (M,C). Item-partitioned. */
 void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, int ith, int nth);
 /* Forward phase 2, after a barrier: adds part in chunk order; save (2,C) and the running stats (unless
- * NULL, as in bn_forward_train) for this thread's channels; out (M,C) = act(γ·x̂+β) for its rows. */
+ * NULL, as in bn_forward_train) for this thread's channels; out (M,C) = act(γ·x̂+β) for its rows, unless
+ * out is NULL (the consumer applies it: bn_apply_rows). */
 void bn_forward_train_finish(float *out, float *save, float *run_mean, float *run_var, const float *inp,
                              const float *gamma, const float *beta, const double *part, size_t M, int C, float eps,
                              float momentum, enum norm_act act, int ith, int nth);
@@ -111,6 +112,17 @@ void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *
 void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, float *y, size_t rows);
 /* Ends the chunk: the last partial block into part. */
 void bn_bwd_stream_end(struct bn_bwd_stream *st);
+/* ---- A BatchNorm+SiLU's output formed by its consumer a few rows at a time, from x, as it needs them
+ *      (the training forward's apply pass left out): bitwise bn_forward_train_finish's rows. ---- */
+struct bn_apply {
+    const float *mean, *beta;
+    int C;
+    float a[BN_STREAM_MAX_C];
+};
+/* Readies ap for a BatchNorm whose statistics are in save (gamma, beta its); C ≤ BN_STREAM_MAX_C. */
+void bn_apply_begin(struct bn_apply *ap, const float *save, const float *gamma, const float *beta, int C);
+/* y (rows,C) = silu((x - μ)·γ·rstd + β) for x (rows,C). */
+void bn_apply_rows(const struct bn_apply *ap, float *y, const float *x, size_t rows);
 /* Rows [*r0,*r1) of chunk k of bn_row_chunks(M): the cut every chunk kernel uses. */
 void bn_chunk_range(size_t M, int k, size_t *r0, size_t *r1);
 

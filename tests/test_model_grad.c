@@ -304,10 +304,12 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
 }
 
 /* The depthwise weight gradient taken inside the BatchNorm backward stream (dwconv_backward_data_bn),
- * forced on for every depthwise layer (at 224×224 it runs where the stored input would come from memory):
- * the loss and every other gradient are bitwise those of the separate weight-gradient kernel, and each
- * depthwise weight gradient is within float rounding of it (its row sums are added in another order). */
-Test(model_grad, effnet_b0_dw_params_in_bn_stream_matches_separate, .timeout = 120)
+ * forced on for every depthwise layer (at 224×224 it runs where the stored input would come from memory),
+ * and with it the BatchNorm's apply pass formed by the depthwise forward (dwconv_forward_bn_in), so that
+ * the BatchNorm's output is never written (a marker survives in it): the loss and every other gradient are
+ * bitwise those of the separate kernels, and each depthwise weight gradient is within float rounding of
+ * its separate kernel's (its row sums are added in another order). */
+Test(model_grad, effnet_b0_dw_input_bn_in_depthwise_matches_separate, .timeout = 120)
 {
     enum { RES = 32, B = 4 };
     struct net a, u;
@@ -318,11 +320,20 @@ Test(model_grad, effnet_b0_dw_params_in_bn_stream_matches_separate, .timeout = 1
     static uint8_t x[B * RES * RES * 3];
     for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 3, i) * 256.0f);
     const int32_t y[B] = {5, 1, 8, 3};
+    int ebn = 0;
+    while (ebn < a.m.n_layers && strcmp(a.m.layers[ebn].name, "features.2.0.block.0.1") != 0) ebn++;
+    cr_assert(ebn < a.m.n_layers && a.e.train.ls[ebn].bn_dw == ebn + 1);
+    const int te = a.m.layers[ebn].out;
+    const size_t ne = (size_t)B * a.m.tensors[te].per_sample;
+    float *ea = exec_act(&a.e.train, te), *eu = exec_act(&u.e.train, te);
+    for (size_t i = 0; i < ne; i++) ea[i] = eu[i] = 12345.0f;
     double la, lu;
     local_engine_zero_grads(&a.e);
     local_engine_zero_grads(&u.e);
     cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
     cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
+    cr_assert(ea[0] == 12345.0f && ea[ne - 1] == 12345.0f, "%s's output was written", a.m.layers[ebn].name);
+    cr_assert(eu[0] != 12345.0f, "separate: %s's output was not written", u.m.layers[ebn].name);
     cr_assert(la == lu, "loss %.17g in the stream, %.17g separate", la, lu);
     int dw = 0, differ = 0;
     for (int i = 0; i < a.m.n_layers; i++) {

@@ -474,6 +474,53 @@ Test(dwconv, bn_fused_backward_matches_unfused)
     cr_assert_eq(fused, 4);
 }
 
+/* The depthwise forward whose input is formed row by row from the BatchNorm+SiLU before it
+ * (dwconv_forward_bn_in) writes what that BatchNorm's apply pass then dwconv_forward (or, with the next
+ * BatchNorm's sums, dwconv_forward_bn) write, bit for bit, for any nth: strides 1 and 2, kernels 3 and 5,
+ * masked channel tails, several samples, odd sizes, and a shape whose output chunks start mid-row (no
+ * sums there). */
+Test(dwconv, bn_input_fused_forward_matches_unfused)
+{
+    static const struct dw_case fc[] = {{16, 8, 8, 40, 3, 1, -1}, {4, 16, 16, 24, 5, 2, -1}, {2, 7, 7, 48, 3, 2, -1},
+                                        {16, 7, 7, 37, 3, 1, -1}, {3, 13, 11, 20, 5, 1, -1}, {3, 24, 24, 150, 5, 2, -1}};
+    static const int nths[] = {1, 2, 3, 7};
+    int with_sums = 0;
+    for (size_t q = 0; q < sizeof fc / sizeof *fc; q++) {
+        const struct conv_shape s = make_shape(&fc[q]);
+        cr_assert(dwconv_forward_bn_in_fusable(&s), "case %zu", q);
+        const size_t Mi = (size_t)s.N * s.H * s.W, M = (size_t)s.N * s.OH * s.OW, nin = Mi * s.C, nout = M * s.C;
+        float *x = rand_buf(nin, 240 + q), *w = rand_buf((size_t)s.C * s.KH * s.KW, 250 + q);
+        float *gamma = rand_buf((size_t)s.C, 260 + q), *beta = rand_buf((size_t)s.C, 270 + q), *save = zero_buf(2 * (size_t)s.C);
+        float *yin = zero_buf(nin), *o0 = zero_buf(nout), *o1 = zero_buf(nout);
+        const int sums = dwconv_forward_bn_fusable(&s);
+        with_sums += sums;
+        double *p0 = calloc(bn_chunk_doubles(M, s.C), sizeof(double)), *p1 = calloc(bn_chunk_doubles(M, s.C), sizeof(double));
+        cr_assert(p0 && p1);
+        bn_forward_train(yin, save, NULL, NULL, x, gamma, beta, Mi, s.C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT,
+                         NORM_ACT_SILU, 0, 1);
+        if (sums) dwconv_forward_bn(o0, yin, w, NULL, &s, p0, 0, 1);
+        else dwconv_forward(o0, yin, w, NULL, &s, 0, 1);
+        const size_t rs = dwconv_forward_bn_in_scratch_floats(&s);
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            float *ring = zero_buf(rs * (size_t)nths[t]);
+            memset(o1, 0xff, nout * sizeof(float));
+            for (int i = 0; i < nths[t]; i++)
+                dwconv_forward_bn_in(o1, x, save, gamma, beta, w, NULL, &s, sums ? p1 : NULL, ring + (size_t)i * rs, i,
+                                     nths[t]);
+            char what[64];
+            snprintf(what, sizeof what, "case %zu nth %d: out", q, nths[t]);
+            tu_assert_bitwise(o1, o0, nout, what);
+            if (sums) {
+                snprintf(what, sizeof what, "case %zu nth %d: part", q, nths[t]);
+                tu_assert_bitwise_d(p1, p0, bn_chunk_doubles(M, s.C), what);
+            }
+            free(ring);
+        }
+        free(x), free(w), free(gamma), free(beta), free(save), free(yin), free(o0), free(o1), free(p0), free(p1);
+    }
+    cr_assert(with_sums > 0 && with_sums < (int)(sizeof fc / sizeof *fc), "%d cases with sums", with_sums);
+}
+
 /* The depthwise forward that also takes its BatchNorm's statistics writes dwconv_forward's outputs and
  * bn_forward_train_chunks' sums of them, bit for bit, for any nth; chunks starting mid-row are refused. */
 Test(dwconv, bn_fused_forward_matches_unfused)
