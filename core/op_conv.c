@@ -920,12 +920,90 @@ CV_INLINE void direct_params_unit(float *dw, float *db, const float *inp, const 
         for (int v = 0; v < NV; v++) VST(db + o + v * VL, m[v], VADD(VLD(m[v], db + o + v * VL), tb[v]));
 }
 
+/* Whether conv_backward_params_direct takes shape s (db NULL) by direct_params_stem: a 3×3 convolution of
+ * 3 input channels, no groups, whole 16-wide output blocks. */
+static int direct_params_stem_shape(const struct conv_shape *s)
+{
+    return NV == 1 && s->KH == 3 && s->KW == 3 && s->C == 3 && s->groups == 1 && s->OC % 16 == 0;
+}
+
+/* The stem's weight gradient for NU (1 or 2) consecutive 16-wide output blocks from o: per input row all
+ * 9 (tap column, channel) pairs at once over the columns where every tap is inside (9·NU FMA chains per
+ * dout vector, against direct_params_cb's 3, whose latency bound it), then each tap column's border
+ * columns, each sum added into the totals as direct_params_unit does. Each channel's arithmetic is the
+ * same for NU 1 and 2, so taking two blocks together (one thread) or apart gives the same bits. */
+CV_INLINE void direct_params_stem(float *dw, const float *inp, const float *dout, const struct conv_shape *s,
+                                  size_t o, const int NU)
+{
+    const int N = s->N, H = s->H, W = s->W, OH = s->OH, OW = s->OW, S = s->stride, P = s->pad, OC = s->OC;
+    const vmask m = vmask_n(VL);
+    const int FULL = 1;
+    const int ia = imin(OW, ceil_div(P, S)), ib = imax(ia, imin(OW, floor_div(W - 3 + P, S) + 1));
+    vf tot[2][27];
+    for (int u = 0; u < NU; u++)
+        for (int t = 0; t < 27; t++) tot[u][t] = VZERO();
+    for (int n = 0; n < N; n++)
+        for (int oy = 0; oy < OH; oy++) {
+            const float *drow = dout + (((size_t)n * OH + oy) * OW) * OC + o;
+            for (int ky = 0; ky < 3; ky++) {
+                const int iy = oy * S - P + ky;
+                if (iy < 0 || iy >= H) continue;
+                const float *irow = inp + (((size_t)n * H + iy) * W) * 3;
+                vf acc[2][9];
+                for (int u = 0; u < NU; u++)
+                    for (int t = 0; t < 9; t++) acc[u][t] = VZERO();
+                for (int ox = ia; ox < ib; ox++) {
+                    vf d[2];
+                    for (int u = 0; u < NU; u++) d[u] = VLD(m, drow + (size_t)ox * OC + (size_t)u * 16);
+                    const float *ip = irow + (size_t)(ox * S - P) * 3;
+                    for (int t = 0; t < 9; t++) { /* tap column t / 3, channel t % 3 */
+                        const vf x = VSET1(ip[t]);
+                        for (int u = 0; u < NU; u++) acc[u][t] = VFMA(x, d[u], acc[u][t]);
+                    }
+                }
+                for (int u = 0; u < NU; u++)
+                    for (int t = 0; t < 9; t++) tot[u][ky * 9 + t] = VADD(tot[u][ky * 9 + t], acc[u][t]);
+                for (int kx = 0; kx < 3; kx++) {
+                    const int oxa = imax(0, ceil_div(P - kx, S)), oxb = imin(OW, floor_div(W - 1 + P - kx, S) + 1);
+                    const int ranges[2][2] = {{oxa, imin(ia, oxb)}, {imax(ib, oxa), oxb}};
+                    for (int k = 0; k < 2; k++) {
+                        if (ranges[k][0] >= ranges[k][1]) continue;
+                        vf b[2][3];
+                        for (int u = 0; u < NU; u++)
+                            for (int c = 0; c < 3; c++) b[u][c] = VZERO();
+                        for (int ox = ranges[k][0]; ox < ranges[k][1]; ox++) {
+                            const float *ip = irow + (size_t)(ox * S - P + kx) * 3;
+                            for (int u = 0; u < NU; u++) {
+                                const vf d = VLD(m, drow + (size_t)ox * OC + (size_t)u * 16);
+                                for (int c = 0; c < 3; c++) b[u][c] = VFMA(VSET1(ip[c]), d, b[u][c]);
+                            }
+                        }
+                        for (int u = 0; u < NU; u++)
+                            for (int c = 0; c < 3; c++)
+                                tot[u][ky * 9 + kx * 3 + c] = VADD(tot[u][ky * 9 + kx * 3 + c], b[u][c]);
+                    }
+                }
+            }
+        }
+    for (int u = 0; u < NU; u++)
+        for (int t = 0; t < 27; t++) { /* tot index ky·9 + kx·3 + c = dw's row (ky·KW + kx)·C + c */
+            float *p = dw + (size_t)t * OC + o + (size_t)u * 16;
+            VST(p, m, VADD(VLD(m, p), tot[u][t]));
+        }
+}
+
 void conv_backward_params_direct(float *dw, float *db, const float *inp, const float *dout,
                                  const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
                                  int ith, int nth)
 {
     const int OCg = s->OC / s->groups;
     const struct oc_units u = oc_units_slice(s, ith, nth);
+    if (!db && direct_params_stem_shape(s)) {
+        int unit = u.u0;
+        for (; unit + 2 <= u.u1; unit += 2) direct_params_stem(dw, inp, dout, s, (size_t)unit * 16, 2);
+        if (unit < u.u1) direct_params_stem(dw, inp, dout, s, (size_t)unit * 16, 1);
+        return;
+    }
     vf *tot = (vf *)(void *)scratch; /* (KH·KW·Cg·NV) vectors = KH·KW·Cg·16 floats */
     for (int unit = u.u0; unit < u.u1; unit++) {
         const int g = unit / u.nu, oc0 = (unit % u.nu) * 16, nch = imin(16, OCg - oc0);

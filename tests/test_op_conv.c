@@ -141,8 +141,13 @@ static void check_algo_against_ref(enum conv_algo a)
         cr_expect_leq(tu_rel_err(w1, w2, B.nw), 1e-4, "%s backward_params dw case %d: rel err %g", conv_algo_name(a), ci,
                       tu_rel_err(w1, w2, B.nw));
         cr_expect_leq(tu_rel_err(b1, b2, (size_t)s.OC), 1e-4, "%s backward_params db case %d", conv_algo_name(a), ci);
-        conv_backward_params(a, w1, NULL, B.inp, B.dout, &s, E.plan, E.scratch[2], 0, 1); /* db may be NULL */
-        free(o1), free(o2), free(d1), free(d2), free(w1), free(w2), free(b1), free(b2);
+        /* db may be NULL (the stem's own weight-gradient kernel runs only then). */
+        float *w3 = rand_buf(B.nw, 96), *w4 = rand_buf(B.nw, 96);
+        conv_backward_params(a, w3, NULL, B.inp, B.dout, &s, E.plan, E.scratch[2], 0, 1);
+        conv_backward_params_ref(w4, NULL, B.inp, B.dout, &s);
+        cr_expect_leq(tu_rel_err(w3, w4, B.nw), 1e-4, "%s backward_params dw (no db) case %d: rel err %g",
+                      conv_algo_name(a), ci, tu_rel_err(w3, w4, B.nw));
+        free(o1), free(o2), free(d1), free(d2), free(w1), free(w2), free(b1), free(b2), free(w3), free(w4);
         free_env(&E);
         free_bufs(&B);
     }
@@ -200,11 +205,13 @@ static void check_partition(enum conv_algo a)
         conv_forward(a, u1, B.inp, B.w, NULL, &s, E1.plan, E1.scratch[0], 0, 1);
         conv_backward_data(a, d1, B.dout, B.w, &s, E1.plan, E1.scratch[1], 0, 1);
         conv_backward_params(a, w1, b1, B.inp, B.dout, &s, E1.plan, E1.scratch[2], 0, 1);
+        float *v1 = rand_buf(B.nw, 8); /* dw without db */
+        conv_backward_params(a, v1, NULL, B.inp, B.dout, &s, E1.plan, E1.scratch[2], 0, 1);
         for (int k = 0; k < 3; k++) {
             const int nth = nths[k];
             struct cv_env E = make_env(a, &s, nth);
             float *on = zero_buf(B.no), *dn = rand_buf(B.ni, 5), *wn = rand_buf(B.nw, 6),
-                  *bn = rand_buf((size_t)s.OC, 7), *un = zero_buf(B.no);
+                  *bn = rand_buf((size_t)s.OC, 7), *un = zero_buf(B.no), *vn = rand_buf(B.nw, 8);
             memset(on, 0xFF, B.no * sizeof(float)); /* NaN: a missed element cannot pass */
             memset(un, 0xFF, B.no * sizeof(float));
             for (int ith = 0; ith < nth; ith++) {
@@ -212,7 +219,10 @@ static void check_partition(enum conv_algo a)
                 conv_forward(a, un, B.inp, B.w, NULL, &s, E.plan, E.scratch[0], ith, nth);
                 conv_backward_data(a, dn, B.dout, B.w, &s, E.plan, E.scratch[1], ith, nth);
                 conv_backward_params(a, wn, bn, B.inp, B.dout, &s, E.plan, E.scratch[2], ith, nth);
+                conv_backward_params(a, vn, NULL, B.inp, B.dout, &s, E.plan, E.scratch[2], ith, nth);
             }
+            cr_expect(!memcmp(v1, vn, B.nw * sizeof(float)), "%s dw (no db) case %d nth %d not bitwise",
+                      conv_algo_name(a), ci, nth);
             cr_expect(!memcmp(o1, on, B.no * sizeof(float)), "%s forward case %d nth %d not bitwise", conv_algo_name(a),
                       ci, nth);
             cr_expect(!memcmp(u1, un, B.no * sizeof(float)), "%s forward (no bias) case %d nth %d not bitwise",
@@ -223,10 +233,10 @@ static void check_partition(enum conv_algo a)
                       nth);
             cr_expect(!memcmp(b1, bn, (size_t)s.OC * sizeof(float)), "%s db case %d nth %d not bitwise",
                       conv_algo_name(a), ci, nth);
-            free(on), free(dn), free(wn), free(bn), free(un);
+            free(on), free(dn), free(wn), free(bn), free(un), free(vn);
             free_env(&E);
         }
-        free(o1), free(d1), free(w1), free(b1), free(u1);
+        free(o1), free(d1), free(w1), free(b1), free(u1), free(v1);
         free_env(&E1);
         free_bufs(&B);
     }
