@@ -38,6 +38,7 @@ static const struct cv_case cases[] = {
     {1, 5, 7, 12, 100, 1, 1, 1, -1},   /* 1×1, one row unit, 64–127 columns: two column blocks */
     {2, 15, 17, 64, 64, 3, 1, 4, -1},  /* several im2col chunks */
     {2, 9, 8, 6, 20, 3, 2, 1, -1},     /* C % 4 = 2: the direct weight gradient's two leftover channels */
+    {2, 15, 19, 80, 200, 1, 1, 1, -1}, /* 1×1 past gemm_rows with small K: sgemm's small-matrix sub-tiles, tails */
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
