@@ -83,6 +83,15 @@ double dwconv_flops(const struct conv_shape *s)
  * Specialisations: K ∈ {3,5}, S ∈ {1,2}, P = (K-1)/2 (compile-time constants after inlining)
  * ------------------------------------------------------------------------------------------- */
 
+/* Output columns [*lo, *hi) of OW whose K taps at stride S, pad (K-1)/2, all fall inside [0, IW). */
+static inline void interior_cols(int K, int S, int IW, int OW, int *lo, int *hi)
+{
+    const int P = (K - 1) / 2;
+    *lo = (P + S - 1) / S < OW ? (P + S - 1) / S : OW;
+    *hi = floor_div(IW - 1 - P, S) + 1 < OW ? floor_div(IW - 1 - P, S) + 1 : OW;
+    if (*hi < *lo) *hi = *lo;
+}
+
 /* Geometry of one correlation pass: `in` (N,IH,IW,C) read, `out` (N,OH,OW,C) written. */
 struct dw_geom {
     int N, IH, IW, OH, OW, C;
@@ -182,12 +191,8 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
                          const float *pf_in)
 {
     const int P = (K - 1) / 2, C = g->C, IH = g->IH, IW = g->IW, OH = g->OH, OW = g->OW;
-    /* Interior columns: every tap ix = ox·S − P + kx inside [0, IW). */
-    int ox_lo = (P + S - 1) / S;
-    int ox_hi = floor_div(IW - 1 - P, S) + 1;
-    if (ox_lo > OW) ox_lo = OW;
-    if (ox_hi > OW) ox_hi = OW;
-    if (ox_hi < ox_lo) ox_hi = ox_lo;
+    int ox_lo, ox_hi;
+    interior_cols(K, S, IW, OW, &ox_lo, &ox_hi);
     const int n8 = (ox_hi - ox_lo) / 8, rest = (ox_hi - ox_lo) % 8;
     const int bordered8 = S == 1 || OW < 8; /* which row schedule (below) */
     const int runs = bordered8 ? (OW + 7) / 8 : ox_lo + n8 + (rest >= 4) + rest % 4 + (OW - ox_hi);
@@ -512,11 +517,8 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
                         int c_hi, const int K, const int S)
 {
     const int P = (K - 1) / 2, N = s->N, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
-    int ox_lo = (P + S - 1) / S;
-    int ox_hi = floor_div(W - 1 - P, S) + 1;
-    if (ox_lo > OW) ox_lo = OW;
-    if (ox_hi > OW) ox_hi = OW;
-    if (ox_hi < ox_lo) ox_hi = ox_lo;
+    int ox_lo, ox_hi;
+    interior_cols(K, S, W, OW, &ox_lo, &ox_hi);
     const size_t px = (size_t)C * sizeof(float);
     const size_t in_size = (size_t)N * H * W * px, d_size = (size_t)N * OH * OW * px;
     for (int s0 = c_lo; s0 < c_hi; s0 += DW_SLAB) {
@@ -738,11 +740,8 @@ DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, con
                               size_t rn, const int K, const int S)
 {
     const int P = (K - 1) / 2, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
-    int ox_lo = (P + S - 1) / S;
-    int ox_hi = floor_div(W - 1 - P, S) + 1;
-    if (ox_lo > OW) ox_lo = OW;
-    if (ox_hi > OW) ox_hi = OW;
-    if (ox_hi < ox_lo) ox_hi = ox_lo;
+    int ox_lo, ox_hi;
+    interior_cols(K, S, W, OW, &ox_lo, &ox_hi);
     struct dw_slab_pf nopf = {0}; /* the rows are in cache: no prefetch */
     for (size_t q = r; q < rn; q++) {
         const int n = (int)(q / (size_t)H), iy = (int)(q % (size_t)H);
