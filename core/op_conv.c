@@ -943,7 +943,7 @@ static int direct_params_stem_shape(const struct conv_shape *s)
 /* The stem's weight gradient for NU (1 or 2) consecutive 16-wide output blocks from o: per input row all
  * 9 (tap column, channel) pairs at once over the columns where every tap is inside (9·NU FMA chains per
  * dout vector, against direct_params_cb's 3, whose latency bound it), then each tap column's border
- * columns, each sum added into the totals as direct_params_unit does. Each channel's arithmetic is the
+ * columns by direct_params_cb, each sum added into the totals as direct_params_unit does. Each channel's arithmetic is the
  * same for NU 1 and 2, so taking two blocks together (one thread) or apart gives the same bits. */
 CV_INLINE void direct_params_stem(float *dw, const float *inp, const float *dout, const struct conv_shape *s,
                                   size_t o, const int NU)
@@ -976,24 +976,13 @@ CV_INLINE void direct_params_stem(float *dw, const float *inp, const float *dout
                 }
                 for (int u = 0; u < NU; u++)
                     for (int t = 0; t < 9; t++) tot[u][ky * 9 + t] = VADD(tot[u][ky * 9 + t], acc[u][t]);
-                for (int kx = 0; kx < 3; kx++) {
+                for (int kx = 0; kx < 3; kx++) { /* the border columns: direct_params_cb's sums */
                     const int oxa = imax(0, ceil_div(P - kx, S)), oxb = imin(OW, floor_div(W - 1 + P - kx, S) + 1);
-                    const int ranges[2][2] = {{oxa, imin(ia, oxb)}, {imax(ib, oxa), oxb}};
-                    for (int k = 0; k < 2; k++) {
-                        if (ranges[k][0] >= ranges[k][1]) continue;
-                        vf b[2][3];
-                        for (int u = 0; u < NU; u++)
-                            for (int c = 0; c < 3; c++) b[u][c] = VZERO();
-                        for (int ox = ranges[k][0]; ox < ranges[k][1]; ox++) {
-                            const float *ip = irow + (size_t)(ox * S - P + kx) * 3;
-                            for (int u = 0; u < NU; u++) {
-                                const vf d = VLD(m, drow + (size_t)ox * OC + (size_t)u * 16);
-                                for (int c = 0; c < 3; c++) b[u][c] = VFMA(VSET1(ip[c]), d, b[u][c]);
-                            }
-                        }
-                        for (int u = 0; u < NU; u++)
-                            for (int c = 0; c < 3; c++)
-                                tot[u][ky * 9 + kx * 3 + c] = VADD(tot[u][ky * 9 + kx * 3 + c], b[u][c]);
+                    for (int u = 0; u < NU; u++) {
+                        vf *tt = tot[u] + ky * 9 + kx * 3;
+                        const float *du = drow + (size_t)u * 16;
+                        if (oxa < imin(ia, oxb)) direct_params_cb(tt, irow, du, &m, s, kx, oxa, imin(ia, oxb), 0, 3, 1);
+                        if (imax(ib, oxa) < oxb) direct_params_cb(tt, irow, du, &m, s, kx, imax(ib, oxa), oxb, 0, 3, 1);
                     }
                 }
             }

@@ -628,25 +628,73 @@ enum { DW_BN_BATCH_FLOATS = 16384 };
 /* Rows of `row` floats per batch of the fused kernels: DW_BN_BATCH_FLOATS' worth, at least one. */
 static size_t bn_batch_rows(size_t row) { return row >= DW_BN_BATCH_FLOATS ? 1 : DW_BN_BATCH_FLOATS / row; }
 
+/* What a fused forward reads: the input tensor inp, or (inp NULL) rows that ap makes from x into ring, a
+ * ring of K rows (row g of the N·H at slot g mod K), have_hi the end of the rows made so far. */
+struct fwd_src {
+    const float *inp, *x;
+    float *ring;
+    const struct bn_apply *ap;
+    size_t have_hi;
+};
+
+/* Output rows [r, rn) of the N·OH from src. */
+static void fwd_src_rows(float *out, struct fwd_src *src, const float *w, const float *b, const struct conv_shape *s,
+                         size_t r, size_t rn)
+{
+    if (src->inp) {
+        fwd_rows(out, src->inp, w, b, s, r, rn);
+        return;
+    }
+    const int K = s->KH, S = s->stride, P = (K - 1) / 2, H = s->H, OH = s->OH;
+    const size_t in_row = (size_t)s->W * s->C;
+    const struct dw_geom g = {s->N, H, s->W, OH, s->OW, s->C};
+    for (size_t q = r; q < rn; q++) {
+        /* Output row q reads input rows [lo, hi) of its sample: each made once, into slot g mod K (rows
+         * only move forward, and no K of them share a slot). */
+        const size_t n = q / (size_t)OH;
+        const int oy = (int)(q % (size_t)OH), lo = oy * S - P < 0 ? 0 : oy * S - P;
+        const int hi = oy * S - P + K > H ? H : oy * S - P + K;
+        const size_t glo = n * H + (size_t)lo, ghi = n * H + (size_t)hi;
+        for (size_t gi = src->have_hi > glo ? src->have_hi : glo; gi < ghi; gi++)
+            bn_apply_rows(src->ap, src->ring + gi % (size_t)K * in_row, src->x + gi * in_row, (size_t)s->W);
+        src->have_hi = ghi;
+        fwd_ring_rows(out, src->ring, w, b, &g, q, q + 1, K, S, src->x);
+    }
+}
+
+/* This thread's output rows from src: with part, the next BatchNorm's row chunks (whole output rows), each
+ * chunk's sums added a batch of rows at a time while they are in cache; else a slice of rows. */
+static void fwd_walk(float *out, struct fwd_src *src, const float *w, const float *b, const struct conv_shape *s,
+                     double *part, int ith, int nth)
+{
+    const size_t OW = (size_t)s->OW, row = OW * (size_t)s->C, M = (size_t)s->N * s->OH * OW;
+    const size_t batch = bn_batch_rows(row);
+    size_t k0 = 0, k1 = 1, ra = 0, rb = 0;
+    if (part) tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
+    else tb_slice((size_t)s->N * s->OH, ith, nth, &ra, &rb);
+    for (size_t k = k0; k < k1; k++) {
+        double *pk = NULL;
+        if (part) {
+            size_t e0, e1;
+            bn_chunk_range(M, (int)k, &e0, &e1);
+            ra = e0 / OW, rb = e1 / OW;
+            pk = part + k * 2 * (size_t)s->C;
+            memset(pk, 0, 2 * (size_t)s->C * sizeof *pk);
+        }
+        for (size_t r = ra; r < rb; r += batch) {
+            const size_t rn = rb - r < batch ? rb : r + batch;
+            fwd_src_rows(out, src, w, b, s, r, rn);
+            if (pk) bn_stats_rows_add(pk, out + r * row, (rn - r) * OW, s->C);
+        }
+    }
+}
+
 void dwconv_forward_bn(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                        double *part, int ith, int nth)
 {
     TB_ASSERT(dwconv_forward_bn_fusable(s));
-    const size_t OW = (size_t)s->OW, row = OW * (size_t)s->C, M = (size_t)s->N * s->OH * OW;
-    const size_t batch = bn_batch_rows(row);
-    size_t k0, k1;
-    tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
-    for (size_t k = k0; k < k1; k++) {
-        size_t e0, e1;
-        bn_chunk_range(M, (int)k, &e0, &e1);
-        double *pk = part + k * 2 * (size_t)s->C;
-        memset(pk, 0, 2 * (size_t)s->C * sizeof *pk);
-        for (size_t r = e0 / OW, r1 = e1 / OW; r < r1; r += batch) {
-            const size_t rn = r1 - r < batch ? r1 : r + batch;
-            fwd_rows(out, inp, w, b, s, r, rn);
-            bn_stats_rows_add(pk, out + r * row, (rn - r) * OW, s->C);
-        }
-    }
+    struct fwd_src src = {.inp = inp};
+    fwd_walk(out, &src, w, b, s, part, ith, nth);
 }
 
 int dwconv_forward_bn_in_fusable(const struct conv_shape *s)
@@ -664,43 +712,10 @@ void dwconv_forward_bn_in(float *out, const float *x, const float *save, const f
                           int ith, int nth)
 {
     TB_ASSERT(dwconv_forward_bn_in_fusable(s) && (!part || dwconv_forward_bn_fusable(s)));
-    const int K = s->KH, S = s->stride, P = (K - 1) / 2, H = s->H, OH = s->OH;
-    const size_t OW = (size_t)s->OW, row = OW * (size_t)s->C, in_row = (size_t)s->W * s->C;
-    const size_t M = (size_t)s->N * OH * OW, batch = bn_batch_rows(row);
-    const struct dw_geom g = {s->N, H, s->W, OH, s->OW, s->C};
     struct bn_apply ap;
     bn_apply_begin(&ap, save, gamma, beta, s->C);
-    /* Work: the next BatchNorm's row chunks (whole output rows) when taking its statistics, else rows. */
-    size_t k0 = 0, k1 = 1, ra = 0, rb = 0;
-    if (part) tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
-    else tb_slice((size_t)s->N * OH, ith, nth, &ra, &rb);
-    size_t have_hi = 0; /* the ring holds input rows [needed ones' first, have_hi) of the N·H */
-    for (size_t k = k0; k < k1; k++) {
-        double *pk = NULL;
-        if (part) {
-            size_t e0, e1;
-            bn_chunk_range(M, (int)k, &e0, &e1);
-            ra = e0 / OW, rb = e1 / OW;
-            pk = part + k * 2 * (size_t)s->C;
-            memset(pk, 0, 2 * (size_t)s->C * sizeof *pk);
-        }
-        for (size_t r = ra; r < rb; r += batch) {
-            const size_t rn = rb - r < batch ? rb : r + batch;
-            for (size_t q = r; q < rn; q++) {
-                /* Output row q reads input rows [lo, hi) of its sample: each made once, into slot g mod K
-                 * (rows only move forward, and no K of them share a slot). */
-                const size_t n = q / (size_t)OH;
-                const int oy = (int)(q % (size_t)OH), lo = oy * S - P < 0 ? 0 : oy * S - P;
-                const int hi = oy * S - P + K > H ? H : oy * S - P + K;
-                const size_t glo = n * H + (size_t)lo, ghi = n * H + (size_t)hi;
-                for (size_t gi = have_hi > glo ? have_hi : glo; gi < ghi; gi++)
-                    bn_apply_rows(&ap, ring + gi % (size_t)K * in_row, x + gi * in_row, (size_t)s->W);
-                have_hi = ghi;
-                fwd_ring_rows(out, ring, w, b, &g, q, q + 1, K, S, x);
-            }
-            if (pk) bn_stats_rows_add(pk, out + r * row, (rn - r) * OW, s->C);
-        }
-    }
+    struct fwd_src src = {.x = x, .ring = ring, .ap = &ap};
+    fwd_walk(out, &src, w, b, s, part, ith, nth);
 }
 
 /* dinp rows [r0,r1) of the N·H input rows (specialised shapes): overwrite, or accumulate with acc. */
@@ -733,6 +748,19 @@ int dwconv_bn_fusable(const struct conv_shape *s)
     return dwconv_specialised(s) && s->C <= BN_STREAM_MAX_C && chunks_on_rows(s->N, s->H, s->W);
 }
 
+/* Tap row tk (K taps of C floats) += params_row's sums of one input row against one dout row, for the
+ * channel block [c0, c0+VL) (the lanes below C when !FULL). The rows are in cache: no prefetch. */
+DW_INLINE void params_taps_add(float *tk, const float *irow, const float *drow, int c0, int C, int W, int OW,
+                               int ox_lo, int ox_hi, const int K, const int S, const int FULL)
+{
+    const vmask m = vmask_n(C - c0);
+    struct dw_slab_pf nopf = {0};
+    vf tot[5];
+    DW_UNROLL for (int kx = 0; kx < K; kx++) tot[kx] = VLD(m, tk + (size_t)kx * C + c0);
+    params_row(tot, irow, drow, c0, C, C, W, OW, ox_lo, ox_hi, K, S, FULL, &nopf, &nopf);
+    DW_UNROLL for (int kx = 0; kx < K; kx++) VST(tk + (size_t)kx * C + c0, m, tot[kx]);
+}
+
 /* Input rows [r, rn) of the N·H, whose SiLU outputs are the rows of y: each paired with the output rows
  * it feeds (one per tap row ky), dwk (K², C) += that row's Σ_ox y·dout per tap, summed in registers first
  * by params_row, as params_k sums its (output row, tap row) pairs. */
@@ -742,7 +770,6 @@ DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, con
     const int P = (K - 1) / 2, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
     int ox_lo, ox_hi;
     interior_cols(K, S, W, OW, &ox_lo, &ox_hi);
-    struct dw_slab_pf nopf = {0}; /* the rows are in cache: no prefetch */
     for (size_t q = r; q < rn; q++) {
         const int n = (int)(q / (size_t)H), iy = (int)(q % (size_t)H);
         const float *yrow = y + (q - r) * (size_t)W * C;
@@ -752,22 +779,8 @@ DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, con
             const float *drow = dout + ((size_t)n * OH + (size_t)(t / S)) * OW * C;
             float *tk = dwk + (size_t)ky * K * C;
             int c0 = 0;
-            for (; c0 + VL <= C; c0 += VL) {
-                const int FULL = 1;
-                const vmask m = vmask_n(VL);
-                vf tot[5];
-                DW_UNROLL for (int kx = 0; kx < K; kx++) tot[kx] = VLD(m, tk + (size_t)kx * C + c0);
-                params_row(tot, yrow, drow, c0, C, C, W, OW, ox_lo, ox_hi, K, S, 1, &nopf, &nopf);
-                DW_UNROLL for (int kx = 0; kx < K; kx++) VST(tk + (size_t)kx * C + c0, m, tot[kx]);
-            }
-            if (c0 < C) {
-                const int FULL = 0;
-                const vmask m = vmask_n(C - c0);
-                vf tot[5];
-                DW_UNROLL for (int kx = 0; kx < K; kx++) tot[kx] = VLD(m, tk + (size_t)kx * C + c0);
-                params_row(tot, yrow, drow, c0, C, C, W, OW, ox_lo, ox_hi, K, S, 0, &nopf, &nopf);
-                DW_UNROLL for (int kx = 0; kx < K; kx++) VST(tk + (size_t)kx * C + c0, m, tot[kx]);
-            }
+            for (; c0 + VL <= C; c0 += VL) params_taps_add(tk, yrow, drow, c0, C, W, OW, ox_lo, ox_hi, K, S, 1);
+            if (c0 < C) params_taps_add(tk, yrow, drow, c0, C, W, OW, ox_lo, ox_hi, K, S, 0);
         }
     }
 }

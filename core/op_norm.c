@@ -942,18 +942,17 @@ void bn_apply_rows(const struct bn_apply *ap, float *y, const float *x, size_t r
 void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,
                          const float *beta, int C)
 {
-    TB_ASSERT(C > 0 && C <= BN_STREAM_MAX_C && BN_STREAM_MAX_C <= NORM_CB);
-    st->part = part_k, st->save = save, st->beta = beta, st->C = C, st->phase = 0;
-    bn_scale_block(st->a, save, gamma, C, 0, C);
+    bn_apply_begin(&st->ap, save, gamma, beta, C);
+    st->part = part_k, st->phase = 0;
     for (int j = 0; j < 2 * C; j++) part_k[j] = 0.0;
 }
 
 /* The float partials of the current NORM_FROWS-row block into the chunk's double sums. */
 static void bn_bwd_stream_flush(struct bn_bwd_stream *st)
 {
-    for (int j = 0; j < st->C; j++) {
+    for (int j = 0; j < st->ap.C; j++) {
         st->part[j] += (double)st->fs[j];
-        st->part[st->C + j] += (double)st->fq[j];
+        st->part[st->ap.C + j] += (double)st->fq[j];
     }
     st->phase = 0;
 }
@@ -963,21 +962,21 @@ static inline __attribute__((always_inline)) void bn_bwd_stream_block(struct bn_
                                                                       const float *inp, float *yo, size_t r,
                                                                       size_t end)
 {
-    const int C = st->C;
+    const int C = st->ap.C;
     const size_t Cs = (size_t)C;
 #if NORM_VEC
     for (; r + 2 <= end; r += 2)
-        norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 2,
+        norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->ap.mean, st->ap.a, st->ap.beta, 1, 2,
                              NULL, yo ? yo + r * Cs : NULL);
     if (r < end)
-        norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->save, st->a, st->beta, 1, 1,
+        norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->ap.mean, st->ap.a, st->ap.beta, 1, 1,
                              NULL, yo ? yo + r * Cs : NULL);
 #else
     /* Without vectors norm_bwd_sums_rows_k adds every dz into the double sums directly (the float
      * partials stay 0): the same here. */
     for (; r < end; r++)
         for (int j = 0; j < C; j++) {
-            const float d = inp[r * Cs + (size_t)j] - st->save[j], z = d * st->a[j] + st->beta[j];
+            const float d = inp[r * Cs + (size_t)j] - st->ap.mean[j], z = d * st->ap.a[j] + st->ap.beta[j];
             const float dz = dout[r * Cs + (size_t)j] * act_silu_gradf(z);
             if (yo) yo[r * Cs + (size_t)j] = act_siluf(z);
             dout[r * Cs + (size_t)j] = dz;
@@ -992,7 +991,7 @@ void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp,
     size_t r = 0;
     while (r < rows) {
         if (st->phase == 0)
-            for (int j = 0; j < st->C; j++) st->fs[j] = st->fq[j] = 0.0f;
+            for (int j = 0; j < st->ap.C; j++) st->fs[j] = st->fq[j] = 0.0f;
         const size_t room = (size_t)(NORM_FROWS - st->phase), take = rows - r < room ? rows - r : room;
         if (y) bn_bwd_stream_block(st, dout, inp, y, r, r + take);
         else bn_bwd_stream_block(st, dout, inp, NULL, r, r + take);

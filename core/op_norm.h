@@ -94,24 +94,7 @@ void bn_forward_train_finish(float *out, float *save, float *run_mean, float *ru
  * bn_forward_train_chunks (zeroed first) fed a few rows at a time by the kernel producing them, bitwise. */
 void bn_stats_rows_add(double *part_k, const float *x, size_t rows, int C);
 
-/* ---- bn_backward_chunks (SiLU) fed by a producer of dout, one row chunk at a time in row order, a few
- *      rows per call while they are in cache: begin, rows … rows, end give chunk k's part (2,C) and dz
- *      over dout bitwise as bn_backward_chunks does. C ≤ BN_STREAM_MAX_C. ---- */
 #define BN_STREAM_MAX_C 2048
-struct bn_bwd_stream {
-    double *part; /* (2,C): this chunk's [Σdz | Σdz·(x-μ)] in the part buffer */
-    const float *save, *beta;
-    int C, phase; /* phase: rows of the current float block */
-    float a[BN_STREAM_MAX_C], fs[BN_STREAM_MAX_C], fq[BN_STREAM_MAX_C];
-};
-/* Starts chunk sums into part_k (2·C doubles, zeroed here) for a BatchNorm with save, gamma, beta. */
-void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,
-                         const float *beta, int C);
-/* The next rows of the chunk: dout (rows,C) ← dz = dout·silu'(z), its sums added; inp (rows,C) is x;
- * y (rows,C), unless NULL, ← silu(z), the forward's output bitwise. */
-void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, float *y, size_t rows);
-/* Ends the chunk: the last partial block into part. */
-void bn_bwd_stream_end(struct bn_bwd_stream *st);
 /* ---- A BatchNorm+SiLU's output formed by its consumer a few rows at a time, from x, as it needs them
  *      (the training forward's apply pass left out): bitwise bn_forward_train_finish's rows. ---- */
 struct bn_apply {
@@ -123,6 +106,24 @@ struct bn_apply {
 void bn_apply_begin(struct bn_apply *ap, const float *save, const float *gamma, const float *beta, int C);
 /* y (rows,C) = silu((x - μ)·γ·rstd + β) for x (rows,C). */
 void bn_apply_rows(const struct bn_apply *ap, float *y, const float *x, size_t rows);
+
+/* ---- bn_backward_chunks (SiLU) fed by a producer of dout, one row chunk at a time in row order, a few
+ *      rows per call while they are in cache: begin, rows … rows, end give chunk k's part (2,C) and dz
+ *      over dout bitwise as bn_backward_chunks does. C ≤ BN_STREAM_MAX_C. ---- */
+struct bn_bwd_stream {
+    double *part;       /* (2,C): this chunk's [Σdz | Σdz·(x-μ)] in the part buffer */
+    struct bn_apply ap; /* μ, γ·rstd, β: the z = (x-μ)·a + β the forward applied SiLU to */
+    int phase;          /* rows of the current float block */
+    float fs[BN_STREAM_MAX_C], fq[BN_STREAM_MAX_C];
+};
+/* Starts chunk sums into part_k (2·C doubles, zeroed here) for a BatchNorm with save, gamma, beta. */
+void bn_bwd_stream_begin(struct bn_bwd_stream *st, double *part_k, const float *save, const float *gamma,
+                         const float *beta, int C);
+/* The next rows of the chunk: dout (rows,C) ← dz = dout·silu'(z), its sums added; inp (rows,C) is x;
+ * y (rows,C), unless NULL, ← silu(z), the forward's output bitwise. */
+void bn_bwd_stream_rows(struct bn_bwd_stream *st, float *dout, const float *inp, float *y, size_t rows);
+/* Ends the chunk: the last partial block into part. */
+void bn_bwd_stream_end(struct bn_bwd_stream *st);
 /* Rows [*r0,*r1) of chunk k of bn_row_chunks(M): the cut every chunk kernel uses. */
 void bn_chunk_range(size_t M, int k, size_t *r0, size_t *r1);
 

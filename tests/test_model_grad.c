@@ -182,6 +182,31 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
     net_free(&n);
 }
 
+/* The index of the layer of m called name (asserted to exist). */
+static int layer_named(const struct model *m, const char *name)
+{
+    int i = 0;
+    while (i < m->n_layers && strcmp(m->layers[i].name, name) != 0) i++;
+    cr_assert(i < m->n_layers, "no layer %s", name);
+    return i;
+}
+
+/* One forward and backward of a and of u on the same batch, gradients zeroed first: B images of RES×RES×3
+ * drawn from rng stream `stream`, labels y; the losses in *la, *lu. */
+static void step_pair(struct net *a, struct net *u, int B, int RES, uint64_t stream, const int32_t *y, double *la,
+                      double *lu)
+{
+    const size_t nx = (size_t)B * RES * RES * 3;
+    uint8_t *x = malloc(nx);
+    cr_assert(x);
+    for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)(rng_uniform(13, stream, i) * 256.0f);
+    local_engine_zero_grads(&a->e);
+    local_engine_zero_grads(&u->e);
+    cr_assert_eq(local_engine_forward_backward(&a->e, x, y, B, 0, B, 1, la), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(local_engine_forward_backward(&u->e, x, y, B, 0, B, 1, lu), TB_OK, "%s", tb_error_get());
+    free(x);
+}
+
 /* With BatchNorm, the executor's layer fusions: every MBConv block's depthwise BatchNorm folds in its SE
  * scale's and pool's data gradients (and takes the pool in its forward); the expansion (and stem)
  * BatchNorm's first backward pass runs inside the depthwise backward after it; a BatchNorm after a 1×1
@@ -207,12 +232,8 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
                  "(stem, 15 expansions, 16 depthwise, 16 projections, head)", after_conv);
     cr_assert(!a.e.train.no_layer_fusion && u.e.train.no_layer_fusion);
     a.e.train.no_se_conv = 1;
-    static uint8_t x[B * RES * RES * 3];
-    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 1, i) * 256.0f);
     const int32_t y[B] = {1, 3, 9, 0};
     double la, lu;
-    local_engine_zero_grads(&a.e);
-    local_engine_zero_grads(&u.e);
     /* The fusion runs: the first fused BatchNorm's output gradient is never formed (a marker survives). */
     int bn = 0;
     while (a.e.train.ls[bn].se_scale < 0) bn++;
@@ -222,15 +243,13 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     for (size_t i = 0; i < nt; i++) da[i] = du[i] = 12345.0f;
     /* Nor the input gradient of stage 2's expansion BatchNorm: the convolution before it forms it as it
      * reads (1,024 rows here, enough for its one-pass backward). */
-    int ebn = 0;
-    while (ebn < a.m.n_layers && strcmp(a.m.layers[ebn].name, "features.2.0.block.0.1") != 0) ebn++;
-    cr_assert(ebn < a.m.n_layers && a.e.train.ls[ebn].bn_conv == ebn - 1 && a.e.train.ls[ebn].bn_dw == ebn + 1);
+    const int ebn = layer_named(&a.m, "features.2.0.block.0.1");
+    cr_assert(a.e.train.ls[ebn].bn_conv == ebn - 1 && a.e.train.ls[ebn].bn_dw == ebn + 1);
     const int te = a.m.layers[ebn].in;
     const size_t ne = (size_t)B * a.m.tensors[te].per_sample;
     float *ea = exec_dact(&a.e.train, te), *eu = exec_dact(&u.e.train, te);
     for (size_t i = 0; i < ne; i++) ea[i] = eu[i] = 12345.0f;
-    cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
+    step_pair(&a, &u, B, RES, 1, y, &la, &lu);
     cr_assert(da[0] == 12345.0f && da[nt - 1] == 12345.0f, "fused: %s's output gradient was written", a.m.layers[bn].name);
     cr_assert(du[0] != 12345.0f, "unfused: %s's output gradient was not written", u.m.layers[bn].name);
     cr_assert(ea[0] == 12345.0f && ea[ne - 1] == 12345.0f, "fused: %s's input gradient was written", a.m.layers[ebn].name);
@@ -274,18 +293,13 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
         cr_assert_eq(a.e.train.ls[a.e.train.ls[i].se_conv].conv_se, i);
     }
     cr_assert_eq(marked, 16, "%d SE scales marked (effnet-b0 has 16 MBConv blocks)", marked);
-    static uint8_t x[B * RES * RES * 3];
-    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 2, i) * 256.0f);
     const int32_t y[B] = {4, 0, 7, 2};
     const int t = a.m.layers[se].out;
     const size_t nt = (size_t)B * a.m.tensors[t].per_sample;
     float *ya = exec_act(&a.e.train, t);
     for (size_t i = 0; i < nt; i++) ya[i] = 12345.0f;
     double la, lu;
-    local_engine_zero_grads(&a.e);
-    local_engine_zero_grads(&u.e);
-    cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
+    step_pair(&a, &u, B, RES, 2, y, &la, &lu);
     cr_assert(ya[0] == 12345.0f && ya[nt - 1] == 12345.0f, "fused: %s's output was written", a.m.layers[se].name);
     cr_log_info("loss %.9g fused, %.9g unfused", la, lu);
     cr_assert(fabs(la - lu) <= 1e-4 * fabs(lu), "loss %.9g fused, %.9g unfused", la, lu);
@@ -317,21 +331,15 @@ Test(model_grad, effnet_b0_dw_input_bn_in_depthwise_matches_separate, .timeout =
     net_init_norm(&u, RES, 10, B, 11, "batch", 0);
     a.e.train.dw_params_fuse = 1;
     u.e.train.dw_params_fuse = -1;
-    static uint8_t x[B * RES * RES * 3];
-    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(13, 3, i) * 256.0f);
     const int32_t y[B] = {5, 1, 8, 3};
-    int ebn = 0;
-    while (ebn < a.m.n_layers && strcmp(a.m.layers[ebn].name, "features.2.0.block.0.1") != 0) ebn++;
-    cr_assert(ebn < a.m.n_layers && a.e.train.ls[ebn].bn_dw == ebn + 1);
+    const int ebn = layer_named(&a.m, "features.2.0.block.0.1");
+    cr_assert(a.e.train.ls[ebn].bn_dw == ebn + 1);
     const int te = a.m.layers[ebn].out;
     const size_t ne = (size_t)B * a.m.tensors[te].per_sample;
     float *ea = exec_act(&a.e.train, te), *eu = exec_act(&u.e.train, te);
     for (size_t i = 0; i < ne; i++) ea[i] = eu[i] = 12345.0f;
     double la, lu;
-    local_engine_zero_grads(&a.e);
-    local_engine_zero_grads(&u.e);
-    cr_assert_eq(local_engine_forward_backward(&a.e, x, y, B, 0, B, 1, &la), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(local_engine_forward_backward(&u.e, x, y, B, 0, B, 1, &lu), TB_OK, "%s", tb_error_get());
+    step_pair(&a, &u, B, RES, 3, y, &la, &lu);
     cr_assert(ea[0] == 12345.0f && ea[ne - 1] == 12345.0f, "%s's output was written", a.m.layers[ebn].name);
     cr_assert(eu[0] != 12345.0f, "separate: %s's output was not written", u.m.layers[ebn].name);
     cr_assert(la == lu, "loss %.17g in the stream, %.17g separate", la, lu);
