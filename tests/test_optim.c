@@ -277,15 +277,17 @@ static void check_outer(const struct optim_config *c, int rows, int cols, float 
         tu_fill_normal(xn, rows, 81 + (uint64_t)t, 0.5f, 1.0f);
         for (int r = 0; r < rows; r++)
             if ((r + t) % 4 == 1) xn[r] = 0.0f;
-        /* each row chunk's forward sum, as the engine's fused pass forms them, then combined */
+        /* each row chunk's forward sum, as the engine's fused pass forms them, then combined; up to 16
+         * columns in one call (the flat narrow path takes whole rows only) */
         const float a = optim_adam_alpha(c, t);
+        const int half = cols <= 16 ? cols : cols / 2;
         for (int r0 = 0; r0 < rows; r0 += DENSE1_ROW_CHUNK) {
             const int nr = rows - r0 < DENSE1_ROW_CHUNK ? rows - r0 : DENSE1_ROW_CHUNK;
             const size_t o = (size_t)r0 * cols;
             float *pk = part + (size_t)(r0 / DENSE1_ROW_CHUNK) * cols;
             memset(pk, 0, (size_t)cols * sizeof *pk);
-            optim_adam_outer(c, a, w2 + o, m2 + o, v2 + o, x + r0, dy, nr, cols, 0, cols / 2, wd, xn + r0, pk);
-            optim_adam_outer(c, a, w2 + o, m2 + o, v2 + o, x + r0, dy, nr, cols, cols / 2, cols, wd, xn + r0, pk);
+            optim_adam_outer(c, a, w2 + o, m2 + o, v2 + o, x + r0, dy, nr, cols, 0, half, wd, xn + r0, pk);
+            optim_adam_outer(c, a, w2 + o, m2 + o, v2 + o, x + r0, dy, nr, cols, half, cols, wd, xn + r0, pk);
         }
         dense1_combine(y2, part, b, rows, cols, 1, 0, 1);
         dense_forward(y1, xn, w1, b, &s, 1, 0, 1);
@@ -308,9 +310,10 @@ Test(optim, adam_outer_equals_backward_params_plus_update)
     struct optim_config c;
     optim_config_defaults(&c, OPTIM_ADAM);
     c.lr = 0.01f;
-    /* 37 and 50 rows: several row chunks of the fused forward, the last one short */
-    const int shapes[][2] = {{13, 21}, {9, 37}, {5, 3}, {7, 8}, {11, 129}, {37, 19}, {50, 264}};
-    for (int k = 0; k < 7; k++) {
+    /* 37 and 50 rows: several row chunks of the fused forward, the last one short; up to 16 columns
+     * (the 10 classes): the narrow path, flat over rows, with and without a masked tail */
+    const int shapes[][2] = {{13, 21}, {9, 37}, {5, 3}, {7, 8}, {11, 129}, {37, 19}, {50, 264}, {37, 10}, {17, 16}};
+    for (int k = 0; k < 9; k++) {
         check_outer(&c, shapes[k][0], shapes[k][1], 0.0f);
         check_outer(&c, shapes[k][0], shapes[k][1], 0.01f);
     }
