@@ -26,6 +26,10 @@ static void fb_run(void *arg, int ith, int nth)
 {
     struct fb_task *t = arg;
     struct exec_sync sync = {t->e->pool ? barrier_cb : NULL, t->e->pool};
+    if (t->save_inputs && t->e->dense1) {
+        exec_dense1_step(t->mi, &t->st, t->e->pending_in, ith, nth, &sync);
+        return;
+    }
     exec_forward(t->mi, &t->st, ith, nth, &sync);
     if (t->backward) exec_backward(t->mi, &t->st, ith, nth, &sync);
     /* The forward that read the previous copy ended in a barrier. */
@@ -124,6 +128,7 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
     for (int k = 0; k < 2; k++)
         ins[k]->params = e->params, ins[k]->grads = e->grads, ins[k]->opt = e->opt, ins[k]->buffers = e->buffers;
     e->fuse = !cfg->no_fuse && exec_can_fuse_update(m, n_max, &cfg->optim);
+    e->dense1 = e->fuse && exec_dense1_chain(m);
     e->train.no_layer_fusion = e->eval.no_layer_fusion = cfg->no_fuse;
     if (e->fuse && !(e->pending_in = malloc(exec_dense_inputs_floats(m) * sizeof(float)))) {
         st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");

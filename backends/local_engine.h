@@ -23,6 +23,7 @@ struct local_engine {
     struct tpool *pool;            /* NULL when nth == 1 */
     int nth;
     int fuse;                      /* train steps may use the fused dense-gradient update */
+    int dense1;                    /* fused steps of a dense chain run exec_dense1_step */
     long pending;                  /* fuse: the step whose update waits for the next forward (0: none) */
     float *pending_in;             /* fuse: that step's dense-layer inputs (exec_save_dense_inputs) */
     const struct exec_collective *coll; /* set by a replicating backend for sync BatchNorm */

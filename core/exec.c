@@ -3,6 +3,7 @@
  * accumulates into them (the tensor's last reader), where the data is about to be touched anyway.
  */
 #include "exec.h"
+#include "exec_priv.h"
 
 #include "arena.h"
 #include "clock.h"
@@ -38,16 +39,6 @@ float *exec_dact(const struct model_inst *mi, int t)
     return mi->dacts + x->unit_off * (size_t)mi->n_max;
 }
 
-/* Parameters and their gradients at canonical offset off: mi->params and mi->grads hold offsets from
- * mi->param_base on (a window of one layer's, decoded from half precision, or the whole arena when
- * param_base is 0). */
-static inline float *exec_param(const struct model_inst *mi, size_t off) { return mi->params + (off - mi->param_base); }
-static inline float *exec_grad(const struct model_inst *mi, size_t off) { return mi->grads + (off - mi->param_base); }
-
-static inline void sync_barrier(const struct exec_sync *s, int nth)
-{
-    if (nth > 1 && s && s->barrier) s->barrier(s->ctx);
-}
 
 /* Bilinear interpolation of channel c between source rows r0, r1 (SC channels a pixel) at columns x0, x1. */
 static inline float bilerp_u8(const uint8_t *r0, const uint8_t *r1, int x0, int x1, int SC, int c, float wy, float wx)
@@ -221,10 +212,6 @@ static void softmax_fwd(const struct model_inst *mi, const struct layer *l, cons
                                 1.0f / (float)st->n_global, &s, ith, nth);
 }
 
-static inline float *scratch_of(const struct model_inst *mi, int ith)
-{
-    return mi->scratch ? mi->scratch + (size_t)ith * mi->scratch_floats : NULL;
-}
 
 static void conv_shape_of(const struct model *m, const struct layer *l, int n, struct conv_shape *s)
 {
@@ -1241,6 +1228,10 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (l->op != OP_DENSE || mi->n_max != 1) continue;
         const size_t k = (size_t)dense1_chunks(l->a.dense.IN) * l->a.dense.OUT;
         if (k > shared) shared = k;
+    }
+    if (mi->n_max == 1 && exec_dense1_chain(m)) { /* exec_dense1_step's chunk sums and loss copies */
+        if (exec_dense1_shared_floats(m) > shared) shared = exec_dense1_shared_floats(m);
+        if (exec_dense1_scratch_floats(m) > need) need = exec_dense1_scratch_floats(m);
     }
     for (int i = 0; i < m->n_layers; i++) { /* a depthwise weight gradient in its BatchNorm's stream */
         const struct layer *l = &m->layers[i];

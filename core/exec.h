@@ -106,6 +106,18 @@ void exec_update_fused(const struct model_inst *mi, const struct optim_config *c
 size_t exec_dense_inputs_floats(const struct model *m);
 /* Copies every dense layer's input activation (batch 1) into dst, in layer order (thread 0's work). */
 void exec_save_dense_inputs(const struct model_inst *mi, float *dst);
+/* True when m is a dense chain exec_dense1_step runs: the flat input (no augmentation), dense layers
+ * each reading the one before (ReLU or none; none on the last), softmax cross-entropy. */
+int exec_dense1_chain(const struct model *m);
+/* Floats of the shared buffer exec_dense1_step needs (every dense layer's chunk sums at once). */
+size_t exec_dense1_shared_floats(const struct model *m);
+/* Floats of each thread's scratch exec_dense1_step needs (the loss's copies on threads > 0). */
+size_t exec_dense1_scratch_floats(const struct model *m);
+/* One fused batch-1 training step of a dense chain (exec_dense1_chain; prepared with n_max 1) as thread
+ * ith of nth: bitwise exec_forward + exec_backward with defer_dense_params and st->optim's deferred
+ * update, then exec_save_dense_inputs into pending_in, with one barrier a layer (exec_dense1.c). */
+void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, float *pending_in, int ith, int nth,
+                      const struct exec_sync *sync);
 /* How the engine runs a task on its threads (for preparation work such as autotuning). */
 struct exec_runner {
     void (*run)(void *ctx, void (*fn)(void *arg, int ith, int nth), void *arg);

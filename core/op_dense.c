@@ -111,14 +111,19 @@ void dense1_combine(float *out, const float *part, const float *b, int IN, int O
 {
     size_t lo, hi;
     tb_slice16((size_t)OUT, ith, nth, &lo, &hi);
-    const int n = (int)(hi - lo), K = dense1_chunks(IN);
+    dense1_combine_range(out, part, b, IN, OUT, relu, (int)lo, (int)hi);
+}
+
+void dense1_combine_range(float *out, const float *part, const float *b, int IN, int OUT, int relu, int lo, int hi)
+{
+    const int n = hi - lo, K = dense1_chunks(IN);
     if (n <= 0) return;
     float *y = out + lo;
     if (b) memcpy(y, b + lo, (size_t)n * sizeof(float));
     else memset(y, 0, (size_t)n * sizeof(float));
     /* fma(1, s, y) = y + s, rounded once: dense_forward's chunk additions. */
     for (int k = 0; k < K; k++) simd_axpy(y, 1.0f, part + (size_t)k * OUT + lo, n);
-    if (relu) relu_block(out, (size_t)OUT, 0, 1, lo, hi);
+    if (relu) relu_block(out, (size_t)OUT, 0, 1, (size_t)lo, (size_t)hi);
 }
 
 void dense_backward_data(float *dinp, const float *dout, const float *w, const struct dense_shape *s,

@@ -27,6 +27,8 @@ int dense1_chunks(int IN);
  * the last stage of a batch-1 forward whose chunk sums (dense1_chunks(IN), OUT) are in part.
  * Partitioned over columns. */
 void dense1_combine(float *out, const float *part, const float *b, int IN, int OUT, int relu, int ith, int nth);
+/* dense1_combine on the columns [lo,hi) only (any range: each column's arithmetic is the same). */
+void dense1_combine_range(float *out, const float *part, const float *b, int IN, int OUT, int relu, int lo, int hi);
 /* dinp (N,IN) += dout (N,OUT) · wᵀ. Partitioned over rows of dinp (columns when N is small). */
 void dense_backward_data(float *dinp, const float *dout, const float *w, const struct dense_shape *s,
                          int ith, int nth);

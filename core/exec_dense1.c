@@ -1,0 +1,188 @@
+/* exec_dense1.c — the fused batch-1 training step of a dense chain (the MNIST MLP) with one barrier a
+ * layer.
+ *
+ * The general schedule (exec_forward/exec_backward with the deferred update) spent 19 barriers a step
+ * on the MLP, and the serial input and loss layers made the other thread wait: 16 µs of a 47 µs step
+ * on two threads went to everything but the update. Here each thread owns the same rows of every
+ * weight in the forward (the deferred Adam step and the chunk sums of the new forward, as dense_adam
+ * runs them) and in the backward (its rows of wᵀ·dy), so what crosses between threads is only each
+ * layer's chunk sums and output gradient:
+ *   - forward, per layer: update the own rows and form their chunk sums, barrier, then combine the
+ *     sums of just the outputs that are this thread's rows of the next layer (its input), or all the
+ *     logits after the last layer; every thread then runs the loss on its own copy of the logits;
+ *   - backward, per layer but the first: its own rows of wᵀ·dy, ReLU-masked (rows the mask zeroes
+ *     are skipped), barrier.
+ * The arithmetic of every element is the general path's, so the bits are the same for any nth (the
+ * backend tests hold it against the unfused step).
+ */
+#include "exec.h"
+#include "exec_priv.h"
+
+#include "clock.h"
+#include "layout.h"
+#include "op_dense.h"
+#include "op_loss.h"
+#include "optim.h"
+#include "simd.h"
+
+#include <string.h>
+
+int exec_dense1_chain(const struct model *m)
+{
+    const int L = m->n_layers;
+    if (L < 3) return 0;
+    const struct layer *in = &m->layers[0], *ce = &m->layers[L - 1];
+    if (in->op != OP_INPUT || in->in != m->input || ce->op != OP_SOFTMAX_CE) return 0;
+    const struct tensor *src = &m->tensors[in->in], *dst = &m->tensors[in->out];
+    if (dst->h != 1 || dst->w != 1 || dst->per_sample != src->per_sample || src->c > 4) return 0;
+    if (in->a.input.pad > 0 || in->a.input.flip) return 0;
+    int prev = in->out;
+    for (int i = 1; i < L - 1; i++) {
+        const struct layer *l = &m->layers[i];
+        if (l->op != OP_DENSE || l->in != prev || (l->act != ACT_RELU && l->act != ACT_NONE)) return 0;
+        prev = l->out;
+    }
+    return ce->in == prev && m->layers[L - 2].act == ACT_NONE;
+}
+
+/* Each dense layer's chunk sums at its own offset: a layer's are still being read (combined) while
+ * the next layer's are written. */
+static size_t part_floats(const struct layer *l)
+{
+    return tb_align16((size_t)dense1_chunks(l->a.dense.IN) * (size_t)l->a.dense.OUT);
+}
+
+size_t exec_dense1_shared_floats(const struct model *m)
+{
+    size_t n = 0;
+    for (int i = 1; i < m->n_layers - 1; i++) n += part_floats(&m->layers[i]);
+    return n;
+}
+
+size_t exec_dense1_scratch_floats(const struct model *m)
+{
+    return 2 * tb_align16((size_t)m->layers[m->n_layers - 2].a.dense.OUT) + 16;
+}
+
+/* Rows [r0,r1) of the flat input from its pixels: input_forward's arithmetic. */
+static void input_rows(const struct layer *l, int C, const uint8_t *px, float *x, int r0, int r1)
+{
+    float scale[4], shift[4];
+    for (int c = 0; c < C; c++) {
+        scale[c] = l->a.input.scale / l->a.input.std[c];
+        shift[c] = -l->a.input.shift[c] / l->a.input.std[c];
+    }
+    if (C == 1)
+        for (int i = r0; i < r1; i++) x[i] = (float)px[i] * scale[0] + shift[0];
+    else
+        for (int i = r0; i < r1; i++) x[i] = (float)px[i] * scale[i % C] + shift[i % C];
+}
+
+/* The rows of a dense layer of IN inputs that thread ith owns: whole chunks of DENSE1_ROW_CHUNK, as
+ * dense_adam and dense_backward_data split them. */
+static void own_rows(int IN, int ith, int nth, int *r0, int *r1)
+{
+    size_t k0, k1;
+    tb_slice((size_t)dense1_chunks(IN), ith, nth, &k0, &k1);
+    *r0 = (int)k0 * DENSE1_ROW_CHUNK < IN ? (int)k0 * DENSE1_ROW_CHUNK : IN;
+    *r1 = (int)k1 * DENSE1_ROW_CHUNK < IN ? (int)k1 * DENSE1_ROW_CHUNK : IN;
+}
+
+/* Thread 0 adds the interval since *t_prev to layer li's profile slot and the trace. */
+static void clock_layer(const struct model_inst *mi, const struct exec_step *st, int li, char phase, double *t_prev)
+{
+    const double t = tb_now_s();
+    if (mi->prof) mi->prof[2 * li + (phase == 'B')] += t - *t_prev;
+    exec_trace_add(st->trace, li, phase, *t_prev, t);
+    *t_prev = t;
+}
+
+/* Layer l's forward over this thread's rows [r0,r1) of x: the deferred update of those rows when st
+ * carries one (and of the bias on thread 0), each chunk's sum of the new forward into part. */
+static void forward_rows(const struct model_inst *mi, const struct exec_step *st, const struct layer *l,
+                         const float *x, const float *x_old, float *part, int r0, int r1, int ith)
+{
+    static const float one = 1.0f;
+    const int OUT = l->a.dense.OUT;
+    const size_t np = mi->m->n_params;
+    float *w = exec_param(mi, l->w_off), *wm = mi->opt + l->w_off, *wv = mi->opt + np + l->w_off;
+    const float *dy = exec_dact(mi, l->out);
+    const struct optim_config *c = st->optim;
+    if (c && l->n_b && ith == 0)
+        optim_adam_outer(c, st->pending_alpha, exec_param(mi, l->b_off), mi->opt + l->b_off, mi->opt + np + l->b_off,
+                         &one, dy, 1, OUT, 0, OUT, 0.0f, NULL, NULL);
+    for (int c0 = r0; c0 < r1; c0 += DENSE1_ROW_CHUNK) {
+        const int c1 = r1 - c0 < DENSE1_ROW_CHUNK ? r1 : c0 + DENSE1_ROW_CHUNK;
+        float *pk = part + (size_t)(c0 / DENSE1_ROW_CHUNK) * OUT;
+        memset(pk, 0, (size_t)OUT * sizeof(float));
+        const size_t off = (size_t)c0 * OUT;
+        if (c)
+            optim_adam_outer(c, st->pending_alpha, w + off, wm + off, wv + off, x_old + c0, dy, c1 - c0, OUT, 0, OUT,
+                             c->weight_decay, x + c0, pk);
+        else /* the first step: dense_forward's chunk sum */
+            for (int i = c0; i < c1; i++)
+                if (x[i] != 0.0f) simd_axpy(pk, x[i], w + (size_t)i * OUT, OUT);
+    }
+}
+
+void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, float *pending_in, int ith, int nth,
+                      const struct exec_sync *sync)
+{
+    const struct model *m = mi->m;
+    const int D = m->n_layers - 2; /* dense layers 1..D */
+    const struct layer *ce = &m->layers[D + 1];
+    const int K = m->layers[D].a.dense.OUT;
+    const int clocked = (mi->prof || st->trace) && ith == 0;
+    double t_prev = clocked ? tb_now_s() : 0.0;
+    /* Thread 0 runs the loss into the instance's tensors; the others into their own copies. */
+    float *scr = scratch_of(mi, ith);
+    float *logits = ith == 0 ? exec_act(mi, ce->in) : scr;
+    float *dlogits = ith == 0 ? exec_dact(mi, ce->in) : scr + tb_align16((size_t)K);
+    float *loss = ith == 0 ? mi->losses : scr + 2 * tb_align16((size_t)K);
+
+    float *part = mi->shared;
+    size_t in_off = 0;
+    for (int k = 1; k <= D; k++) {
+        const struct layer *l = &m->layers[k];
+        const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
+        int r0, r1;
+        own_rows(IN, ith, nth, &r0, &r1);
+        float *x = exec_act(mi, l->in); /* rows [r0,r1) are this thread's, from the input or the combine */
+        if (k == 1) input_rows(&m->layers[0], m->tensors[m->input].c, st->x, x, r0, r1);
+        forward_rows(mi, st, l, x, pending_in + in_off, part, r0, r1, ith);
+        memcpy(pending_in + in_off + r0, x + r0, (size_t)(r1 - r0) * sizeof(float)); /* the next update's */
+        sync_barrier(sync, nth);
+        const float *b = l->n_b ? exec_param(mi, l->b_off) : NULL;
+        if (k < D) {
+            int q0, q1;
+            own_rows(OUT, ith, nth, &q0, &q1);
+            dense1_combine_range(exec_act(mi, l->out), part, b, IN, OUT, l->act == ACT_RELU, q0, q1);
+        } else {
+            dense1_combine_range(logits, part, b, IN, OUT, 0, 0, OUT);
+        }
+        if (clocked) clock_layer(mi, st, k, 'F', &t_prev);
+        part += part_floats(l);
+        in_off += (size_t)IN;
+    }
+    memset(dlogits, 0, (size_t)K * sizeof(float));
+    const struct softmax_ce_shape cs = {1, K, ce->a.ce.smoothing};
+    softmax_ce_forward_backward(loss, dlogits, ith == 0 ? mi->correct : NULL, logits, st->y,
+                                1.0f / (float)st->n_global, &cs, 0, 1);
+    if (clocked) clock_layer(mi, st, D + 1, 'F', &t_prev);
+
+    const float *dy = dlogits;
+    for (int k = D; k >= 2; k--) {
+        const struct layer *l = &m->layers[k];
+        const int IN = l->a.dense.IN, OUT = l->a.dense.OUT, relu = m->layers[k - 1].act == ACT_RELU;
+        int r0, r1;
+        own_rows(IN, ith, nth, &r0, &r1);
+        const float *w = exec_param(mi, l->w_off), *a = exec_act(mi, l->in);
+        float *din = exec_dact(mi, l->in);
+        /* zeroed gradient + wᵀ·dy, then the ReLU's mask: the general path's bits */
+        for (int i = r0; i < r1; i++)
+            din[i] = relu && !(a[i] > 0.0f) ? 0.0f : 0.0f + simd_dot(w + (size_t)i * OUT, dy, OUT);
+        if (k > 2) sync_barrier(sync, nth); /* after the last, the pool's join: the step ends */
+        dy = din;
+        if (clocked) clock_layer(mi, st, k, 'B', &t_prev);
+    }
+}
