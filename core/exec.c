@@ -20,6 +20,7 @@
 #include "op_loss.h"
 #include "optim.h"
 #include "rng.h"
+#include "simd.h"
 #include "status.h"
 #include "zero.h"
 
@@ -38,7 +39,6 @@ float *exec_dact(const struct model_inst *mi, int t)
     const struct tensor *x = &mi->m->tensors[t];
     return mi->dacts + x->unit_off * (size_t)mi->n_max;
 }
-
 
 /* Bilinear interpolation of channel c between source rows r0, r1 (SC channels a pixel) at columns x0, x1. */
 static inline float bilerp_u8(const uint8_t *r0, const uint8_t *r1, int x0, int x1, int SC, int c, float wy, float wx)
@@ -63,10 +63,7 @@ static void input_forward(const struct layer *l, const struct tensor *src, const
     tb_slice((size_t)st->n, ith, nth, &lo, &hi);
     float scale[4], shift[4];
     TB_ASSERT(C >= 1 && C <= 4 && (SC == C || SC == 1));
-    for (int c = 0; c < C; c++) {
-        scale[c] = l->a.input.scale / l->a.input.std[c];
-        shift[c] = -l->a.input.shift[c] / l->a.input.std[c];
-    }
+    input_affine(l, C, scale, shift);
     const int augment = st->training && (l->a.input.pad > 0 || l->a.input.flip);
     if (C == SC && H == SH && W == SW && !augment) {
         if (C == 1) { /* the MLP's path: one flat, vectorisable loop */
@@ -161,6 +158,31 @@ void exec_save_dense_inputs(const struct model_inst *mi, float *dst)
     }
 }
 
+void exec_dense1_rows(const struct model_inst *mi, const struct layer *l, const struct optim_config *c, float alpha,
+                      const float *x_old, const float *xn, float *part, int r0, int r1, int ith)
+{
+    static const float one = 1.0f;
+    const size_t np = mi->m->n_params;
+    const int OUT = l->a.dense.OUT;
+    const float *dy = exec_dact(mi, l->out);
+    float *w = exec_param(mi, l->w_off), *wm = mi->opt + l->w_off, *wv = mi->opt + np + l->w_off;
+    if (c && l->n_b && ith == 0)
+        optim_adam_outer(c, alpha, exec_param(mi, l->b_off), mi->opt + l->b_off, mi->opt + np + l->b_off, &one, dy, 1,
+                         OUT, 0, OUT, 0.0f, NULL, NULL);
+    for (int c0 = r0; c0 < r1; c0 += DENSE1_ROW_CHUNK) {
+        const int c1 = r1 - c0 < DENSE1_ROW_CHUNK ? r1 : c0 + DENSE1_ROW_CHUNK;
+        float *pk = part ? part + (size_t)(c0 / DENSE1_ROW_CHUNK) * OUT : NULL;
+        if (pk) memset(pk, 0, (size_t)OUT * sizeof(float));
+        const size_t off = (size_t)c0 * OUT;
+        if (c)
+            optim_adam_outer(c, alpha, w + off, wm + off, wv + off, x_old + c0, dy, c1 - c0, OUT, 0, OUT,
+                             c->weight_decay, pk ? xn + c0 : NULL, pk);
+        else if (pk) /* no update pending: dense_forward's chunk sum */
+            for (int i = c0; i < c1; i++)
+                if (xn[i] != 0.0f) simd_axpy(pk, xn[i], w + (size_t)i * OUT, OUT);
+    }
+}
+
 /* Dense layer l's deferred Adam step (step size alpha), partitioned over dense_forward's batch-1 row
  * chunks (rows, not columns: two threads writing alternate 256-byte pieces of every row of w, m and v
  * took 67–92 µs for the MLP's update against 29 µs by rows, their cores pulling each other's lines).
@@ -171,29 +193,14 @@ static void dense_adam(const struct model_inst *mi, const struct layer *l, const
                        const float *x_old, const float *xn, float *out, int ith, int nth,
                        const struct exec_sync *sync)
 {
-    static const float one = 1.0f;
-    const size_t np = mi->m->n_params;
     const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
-    const float *dy = exec_dact(mi, l->out);
-    float *w = mi->params + l->w_off, *wm = mi->opt + l->w_off, *wv = mi->opt + np + l->w_off;
-    float *part = out ? mi->shared : NULL;
     TB_ASSERT(!out || mi->shared_floats >= (size_t)dense1_chunks(IN) * OUT);
-    if (l->n_b && ith == 0)
-        optim_adam_outer(c, alpha, mi->params + l->b_off, mi->opt + l->b_off, mi->opt + np + l->b_off, &one, dy, 1,
-                         OUT, 0, OUT, 0.0f, NULL, NULL);
-    size_t k0, k1;
-    tb_slice((size_t)dense1_chunks(IN), ith, nth, &k0, &k1);
-    for (size_t k = k0; k < k1; k++) {
-        const int r0 = (int)k * DENSE1_ROW_CHUNK, r1 = IN - r0 < DENSE1_ROW_CHUNK ? IN : r0 + DENSE1_ROW_CHUNK;
-        const size_t off = (size_t)r0 * OUT;
-        float *pk = part ? part + k * OUT : NULL;
-        if (pk) memset(pk, 0, (size_t)OUT * sizeof(float));
-        optim_adam_outer(c, alpha, w + off, wm + off, wv + off, x_old + r0, dy, r1 - r0, OUT, 0, OUT, c->weight_decay,
-                         pk ? xn + r0 : NULL, pk);
-    }
+    int r0, r1;
+    dense1_own_rows(IN, ith, nth, &r0, &r1);
+    exec_dense1_rows(mi, l, c, alpha, x_old, xn, out ? mi->shared : NULL, r0, r1, ith);
     if (!out) return;
     sync_barrier(sync, nth);
-    dense1_combine(out, part, l->n_b ? mi->params + l->b_off : NULL, IN, OUT, l->act == ACT_RELU, ith, nth);
+    dense1_combine(out, mi->shared, l->n_b ? exec_param(mi, l->b_off) : NULL, IN, OUT, l->act == ACT_RELU, ith, nth);
 }
 
 static void softmax_fwd(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
@@ -211,7 +218,6 @@ static void softmax_fwd(const struct model_inst *mi, const struct layer *l, cons
     softmax_ce_forward_backward(mi->losses, dlogits, mi->correct, exec_act(mi, l->in), st->y,
                                 1.0f / (float)st->n_global, &s, ith, nth);
 }
-
 
 static void conv_shape_of(const struct model *m, const struct layer *l, int n, struct conv_shape *s)
 {

@@ -22,7 +22,6 @@
 #include "layout.h"
 #include "op_dense.h"
 #include "op_loss.h"
-#include "optim.h"
 #include "simd.h"
 
 #include <string.h>
@@ -68,24 +67,11 @@ size_t exec_dense1_scratch_floats(const struct model *m)
 static void input_rows(const struct layer *l, int C, const uint8_t *px, float *x, int r0, int r1)
 {
     float scale[4], shift[4];
-    for (int c = 0; c < C; c++) {
-        scale[c] = l->a.input.scale / l->a.input.std[c];
-        shift[c] = -l->a.input.shift[c] / l->a.input.std[c];
-    }
+    input_affine(l, C, scale, shift);
     if (C == 1)
         for (int i = r0; i < r1; i++) x[i] = (float)px[i] * scale[0] + shift[0];
     else
         for (int i = r0; i < r1; i++) x[i] = (float)px[i] * scale[i % C] + shift[i % C];
-}
-
-/* The rows of a dense layer of IN inputs that thread ith owns: whole chunks of DENSE1_ROW_CHUNK, as
- * dense_adam and dense_backward_data split them. */
-static void own_rows(int IN, int ith, int nth, int *r0, int *r1)
-{
-    size_t k0, k1;
-    tb_slice((size_t)dense1_chunks(IN), ith, nth, &k0, &k1);
-    *r0 = (int)k0 * DENSE1_ROW_CHUNK < IN ? (int)k0 * DENSE1_ROW_CHUNK : IN;
-    *r1 = (int)k1 * DENSE1_ROW_CHUNK < IN ? (int)k1 * DENSE1_ROW_CHUNK : IN;
 }
 
 /* Thread 0 adds the interval since *t_prev to layer li's profile slot and the trace. */
@@ -95,34 +81,6 @@ static void clock_layer(const struct model_inst *mi, const struct exec_step *st,
     if (mi->prof) mi->prof[2 * li + (phase == 'B')] += t - *t_prev;
     exec_trace_add(st->trace, li, phase, *t_prev, t);
     *t_prev = t;
-}
-
-/* Layer l's forward over this thread's rows [r0,r1) of x: the deferred update of those rows when st
- * carries one (and of the bias on thread 0), each chunk's sum of the new forward into part. */
-static void forward_rows(const struct model_inst *mi, const struct exec_step *st, const struct layer *l,
-                         const float *x, const float *x_old, float *part, int r0, int r1, int ith)
-{
-    static const float one = 1.0f;
-    const int OUT = l->a.dense.OUT;
-    const size_t np = mi->m->n_params;
-    float *w = exec_param(mi, l->w_off), *wm = mi->opt + l->w_off, *wv = mi->opt + np + l->w_off;
-    const float *dy = exec_dact(mi, l->out);
-    const struct optim_config *c = st->optim;
-    if (c && l->n_b && ith == 0)
-        optim_adam_outer(c, st->pending_alpha, exec_param(mi, l->b_off), mi->opt + l->b_off, mi->opt + np + l->b_off,
-                         &one, dy, 1, OUT, 0, OUT, 0.0f, NULL, NULL);
-    for (int c0 = r0; c0 < r1; c0 += DENSE1_ROW_CHUNK) {
-        const int c1 = r1 - c0 < DENSE1_ROW_CHUNK ? r1 : c0 + DENSE1_ROW_CHUNK;
-        float *pk = part + (size_t)(c0 / DENSE1_ROW_CHUNK) * OUT;
-        memset(pk, 0, (size_t)OUT * sizeof(float));
-        const size_t off = (size_t)c0 * OUT;
-        if (c)
-            optim_adam_outer(c, st->pending_alpha, w + off, wm + off, wv + off, x_old + c0, dy, c1 - c0, OUT, 0, OUT,
-                             c->weight_decay, x + c0, pk);
-        else /* the first step: dense_forward's chunk sum */
-            for (int i = c0; i < c1; i++)
-                if (x[i] != 0.0f) simd_axpy(pk, x[i], w + (size_t)i * OUT, OUT);
-    }
 }
 
 void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, float *pending_in, int ith, int nth,
@@ -146,16 +104,16 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
         const struct layer *l = &m->layers[k];
         const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
         int r0, r1;
-        own_rows(IN, ith, nth, &r0, &r1);
+        dense1_own_rows(IN, ith, nth, &r0, &r1);
         float *x = exec_act(mi, l->in); /* rows [r0,r1) are this thread's, from the input or the combine */
         if (k == 1) input_rows(&m->layers[0], m->tensors[m->input].c, st->x, x, r0, r1);
-        forward_rows(mi, st, l, x, pending_in + in_off, part, r0, r1, ith);
+        exec_dense1_rows(mi, l, st->optim, st->pending_alpha, pending_in + in_off, x, part, r0, r1, ith);
         memcpy(pending_in + in_off + r0, x + r0, (size_t)(r1 - r0) * sizeof(float)); /* the next update's */
         sync_barrier(sync, nth);
         const float *b = l->n_b ? exec_param(mi, l->b_off) : NULL;
         if (k < D) {
             int q0, q1;
-            own_rows(OUT, ith, nth, &q0, &q1);
+            dense1_own_rows(OUT, ith, nth, &q0, &q1);
             dense1_combine_range(exec_act(mi, l->out), part, b, IN, OUT, l->act == ACT_RELU, q0, q1);
         } else {
             dense1_combine_range(logits, part, b, IN, OUT, 0, 0, OUT);
@@ -175,7 +133,7 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
         const struct layer *l = &m->layers[k];
         const int IN = l->a.dense.IN, OUT = l->a.dense.OUT, relu = m->layers[k - 1].act == ACT_RELU;
         int r0, r1;
-        own_rows(IN, ith, nth, &r0, &r1);
+        dense1_own_rows(IN, ith, nth, &r0, &r1);
         const float *w = exec_param(mi, l->w_off), *a = exec_act(mi, l->in);
         float *din = exec_dact(mi, l->in);
         /* zeroed gradient + wᵀ·dy, then the ReLU's mask: the general path's bits */

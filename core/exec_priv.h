@@ -3,6 +3,8 @@
 #define TB_EXEC_PRIV_H
 
 #include "exec.h"
+#include "layout.h"
+#include "op_dense.h"
 
 /* Parameters and their gradients at canonical offset off: mi->params and mi->grads hold offsets from
  * mi->param_base on (a window of one layer's, decoded from half precision, or the whole arena when
@@ -21,5 +23,31 @@ static inline float *scratch_of(const struct model_inst *mi, int ith)
 {
     return mi->scratch ? mi->scratch + (size_t)ith * mi->scratch_floats : NULL;
 }
+
+/* The rows [r0,r1) of a batch-1 dense layer of IN inputs that thread ith of nth owns: whole chunks of
+ * DENSE1_ROW_CHUNK, the same in the deferred update, its forward and the backward's wᵀ·dy. */
+static inline void dense1_own_rows(int IN, int ith, int nth, int *r0, int *r1)
+{
+    size_t k0, k1;
+    tb_slice((size_t)dense1_chunks(IN), ith, nth, &k0, &k1);
+    *r0 = (int)k0 * DENSE1_ROW_CHUNK < IN ? (int)k0 * DENSE1_ROW_CHUNK : IN;
+    *r1 = (int)k1 * DENSE1_ROW_CHUNK < IN ? (int)k1 * DENSE1_ROW_CHUNK : IN;
+}
+
+/* The input layer's per-channel affine map of 8-bit pixels: x = pixel·scale[c] + shift[c]. */
+static inline void input_affine(const struct layer *l, int C, float *scale, float *shift)
+{
+    for (int c = 0; c < C; c++) {
+        scale[c] = l->a.input.scale / l->a.input.std[c];
+        shift[c] = -l->a.input.shift[c] / l->a.input.std[c];
+    }
+}
+
+/* Dense layer l's batch-1 rows [r0,r1) (whole chunks): with c, the deferred Adam step of step size alpha
+ * from inputs x_old and the output gradient (the bias too, on thread 0); with part, each chunk's sum
+ * of the forward of the new input xn from the updated rows (from the rows as they are without c), at
+ * part + chunk·OUT. */
+void exec_dense1_rows(const struct model_inst *mi, const struct layer *l, const struct optim_config *c, float alpha,
+                      const float *x_old, const float *xn, float *part, int r0, int r1, int ith);
 
 #endif
