@@ -2,8 +2,8 @@
  * layer.
  *
  * The general schedule (exec_forward/exec_backward with the deferred update) spent 19 barriers a step
- * on the MLP, and the serial input and loss layers made the other thread wait: 16 µs of a 47 µs step
- * on two threads went to everything but the update. Here each thread owns the same rows of every
+ * on the MLP, and the serial input and loss layers made the other thread wait: 46–48 µs a step on two
+ * threads of this kind of machine against 39–42 µs this way. Here each thread owns the same rows of every
  * weight in the forward (the deferred Adam step and the chunk sums of the new forward, as dense_adam
  * runs them) and in the backward (its rows of wᵀ·dy), so what crosses between threads is only each
  * layer's chunk sums and output gradient:
