@@ -67,8 +67,7 @@ static void input_forward(const struct layer *l, const struct tensor *src, const
     const int augment = st->training && (l->a.input.pad > 0 || l->a.input.flip);
     if (C == SC && H == SH && W == SW && !augment) {
         if (C == 1) { /* the MLP's path: one flat, vectorisable loop */
-            const float a = scale[0], b = shift[0];
-            for (size_t i = lo * per_src; i < hi * per_src; i++) out[i] = (float)st->x[i] * a + b;
+            input_grey(l, st->x, out, lo * per_src, hi * per_src);
         } else {
             for (size_t p = lo * (size_t)H * W; p < hi * (size_t)H * W; p++)
                 for (int c = 0; c < C; c++) out[p * C + c] = (float)st->x[p * C + c] * scale[c] + shift[c];
@@ -601,12 +600,7 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
         else if (ith == 0) layer_forward(mi, &m->layers[i], st, 0, 1, sync);
         /* Consecutive serial layers all run on thread 0: nothing to wait for between them. */
         if (!(ser && i + 1 < st->l1 && forward_serial(m, &m->layers[i + 1], st, nth))) sync_barrier(sync, nth);
-        if (clocked) { /* thread 0 clocks each layer, barrier wait included */
-            const double t = tb_now_s();
-            if (mi->prof) mi->prof[2 * i] += t - t_prev;
-            exec_trace_add(st->trace, i, 'F', t_prev, t);
-            t_prev = t;
-        }
+        if (clocked) clock_layer(mi, st, i, 'F', &t_prev);
     }
 }
 
@@ -922,12 +916,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         int next = i - 1;
         while (next >= st->l0 && !has_backward(&m->layers[next])) next--;
         if (!(ser && next >= st->l0 && backward_serial(m, &m->layers[next], st, nth))) sync_barrier(sync, nth);
-        if (clocked) {
-            const double t = tb_now_s();
-            if (mi->prof) mi->prof[2 * i + 1] += t - t_prev;
-            exec_trace_add(st->trace, i, 'B', t_prev, t);
-            t_prev = t;
-        }
+        if (clocked) clock_layer(mi, st, i, 'B', &t_prev);
     }
 }
 

@@ -106,7 +106,7 @@ void exec_update_fused(const struct model_inst *mi, const struct optim_config *c
 size_t exec_dense_inputs_floats(const struct model *m);
 /* Copies every dense layer's input activation (batch 1) into dst, in layer order (thread 0's work). */
 void exec_save_dense_inputs(const struct model_inst *mi, float *dst);
-/* True when m is a dense chain exec_dense1_step runs: the flat input (no augmentation), dense layers
+/* True when m is a dense chain exec_dense1_step runs: the flat grey input (no augmentation), dense layers
  * each reading the one before (ReLU or none; none on the last), softmax cross-entropy. */
 int exec_dense1_chain(const struct model *m);
 /* Floats of the shared buffer exec_dense1_step needs (every dense layer's chunk sums at once). */

@@ -18,7 +18,6 @@
 #include "exec.h"
 #include "exec_priv.h"
 
-#include "clock.h"
 #include "layout.h"
 #include "op_dense.h"
 #include "op_loss.h"
@@ -33,7 +32,7 @@ int exec_dense1_chain(const struct model *m)
     const struct layer *in = &m->layers[0], *ce = &m->layers[L - 1];
     if (in->op != OP_INPUT || in->in != m->input || ce->op != OP_SOFTMAX_CE) return 0;
     const struct tensor *src = &m->tensors[in->in], *dst = &m->tensors[in->out];
-    if (dst->h != 1 || dst->w != 1 || dst->per_sample != src->per_sample || src->c > 4) return 0;
+    if (dst->h != 1 || dst->w != 1 || dst->per_sample != src->per_sample || src->c != 1) return 0;
     if (in->a.input.pad > 0 || in->a.input.flip) return 0;
     int prev = in->out;
     for (int i = 1; i < L - 1; i++) {
@@ -63,26 +62,6 @@ size_t exec_dense1_scratch_floats(const struct model *m)
     return 2 * tb_align16((size_t)m->layers[m->n_layers - 2].a.dense.OUT) + 16;
 }
 
-/* Rows [r0,r1) of the flat input from its pixels: input_forward's arithmetic. */
-static void input_rows(const struct layer *l, int C, const uint8_t *px, float *x, int r0, int r1)
-{
-    float scale[4], shift[4];
-    input_affine(l, C, scale, shift);
-    if (C == 1)
-        for (int i = r0; i < r1; i++) x[i] = (float)px[i] * scale[0] + shift[0];
-    else
-        for (int i = r0; i < r1; i++) x[i] = (float)px[i] * scale[i % C] + shift[i % C];
-}
-
-/* Thread 0 adds the interval since *t_prev to layer li's profile slot and the trace. */
-static void clock_layer(const struct model_inst *mi, const struct exec_step *st, int li, char phase, double *t_prev)
-{
-    const double t = tb_now_s();
-    if (mi->prof) mi->prof[2 * li + (phase == 'B')] += t - *t_prev;
-    exec_trace_add(st->trace, li, phase, *t_prev, t);
-    *t_prev = t;
-}
-
 void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, float *pending_in, int ith, int nth,
                       const struct exec_sync *sync)
 {
@@ -106,7 +85,7 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
         int r0, r1;
         dense1_own_rows(IN, ith, nth, &r0, &r1);
         float *x = exec_act(mi, l->in); /* rows [r0,r1) are this thread's, from the input or the combine */
-        if (k == 1) input_rows(&m->layers[0], m->tensors[m->input].c, st->x, x, r0, r1);
+        if (k == 1) input_grey(&m->layers[0], st->x, x, (size_t)r0, (size_t)r1);
         exec_dense1_rows(mi, l, st->optim, st->pending_alpha, pending_in + in_off, x, part, r0, r1, ith);
         memcpy(pending_in + in_off + r0, x + r0, (size_t)(r1 - r0) * sizeof(float)); /* the next update's */
         sync_barrier(sync, nth);

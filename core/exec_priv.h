@@ -2,6 +2,7 @@
 #ifndef TB_EXEC_PRIV_H
 #define TB_EXEC_PRIV_H
 
+#include "clock.h"
 #include "exec.h"
 #include "layout.h"
 #include "op_dense.h"
@@ -41,6 +42,26 @@ static inline void input_affine(const struct layer *l, int C, float *scale, floa
         scale[c] = l->a.input.scale / l->a.input.std[c];
         shift[c] = -l->a.input.shift[c] / l->a.input.std[c];
     }
+}
+
+/* Elements [i0,i1) of a grey (one-channel) input at its own size, from its pixels: x = pixel·scale +
+ * shift (input_affine's channel 0). */
+static inline void input_grey(const struct layer *l, const uint8_t *px, float *x, size_t i0, size_t i1)
+{
+    float a, b;
+    input_affine(l, 1, &a, &b);
+    for (size_t i = i0; i < i1; i++) x[i] = (float)px[i] * a + b;
+}
+
+/* Thread 0's clock of a layer: adds the interval since *t_prev to layer li's forward ('F') or backward
+ * ('B') profile slot and to the trace, barrier waits included. */
+static inline void clock_layer(const struct model_inst *mi, const struct exec_step *st, int li, char phase,
+                               double *t_prev)
+{
+    const double t = tb_now_s();
+    if (mi->prof) mi->prof[2 * li + (phase == 'B')] += t - *t_prev;
+    exec_trace_add(st->trace, li, phase, *t_prev, t);
+    *t_prev = t;
 }
 
 /* Dense layer l's batch-1 rows [r0,r1) (whole chunks): with c, the deferred Adam step of step size alpha

@@ -294,37 +294,21 @@ static inline __attribute__((always_inline)) void adam_outer_row(const struct ad
 }
 
 /* optim_adam_outer over whole rows of at most 16 columns (the 10-class layer), 16 rows at a time: the
- * outer-product gradient written out flat, then Adam over the rows as one span and the forward from
- * the updated rows. Row by row, two vectors a row with masked tails ran at 34 cycles a vector against
- * 7 for full ones (2 µs for 64 rows × 10). Same arithmetic per element: g = x·dy, one rounding. */
-static void adam_outer_narrow(const struct adam_v8c *k8, float *w, float *m, float *v, const float *x,
-                              const float *dy, int rows, int cols, const float *xn, float *y)
+ * outer-product gradient written out flat, then adam_span over the rows as one span and the forward
+ * from the updated rows. Row by row, two vectors a row with masked tails ran at 34 cycles a vector
+ * against 7 for full ones (2 µs for 64 rows × 10). Same arithmetic per element: g = x·dy, one rounding. */
+static void adam_outer_narrow(float *w, float *m, float *v, const float *x, const float *dy, int rows, int cols,
+                              float d, float b1, float b2, float alpha, float eps, const float *xn, float *y)
 {
     enum { R = 16 };
     float g[R * 16];
     for (int r0 = 0; r0 < rows; r0 += R) {
-        const int nr = rows - r0 < R ? rows - r0 : R, len = nr * cols;
+        const int nr = rows - r0 < R ? rows - r0 : R;
         for (int r = 0; r < nr; r++)
             for (int o = 0; o < cols; o++) g[r * cols + o] = x[r0 + r] * dy[o];
         const size_t off = (size_t)r0 * (size_t)cols;
-        float *pw = w + off, *pm = m + off, *pv = v + off;
-        int i = 0;
-        for (; i + 8 <= len; i += 8) {
-            __m256 pi = _mm256_loadu_ps(pw + i), mi = _mm256_loadu_ps(pm + i), vi = _mm256_loadu_ps(pv + i);
-            pi = adam_v8(k8, pi, _mm256_loadu_ps(g + i), &mi, &vi);
-            _mm256_storeu_ps(pm + i, mi);
-            _mm256_storeu_ps(pv + i, vi);
-            _mm256_storeu_ps(pw + i, pi);
-        }
-        if (i < len) {
-            const __m256i k = simd_tail_mask(len - i);
-            __m256 pi = _mm256_maskload_ps(pw + i, k), mi = _mm256_maskload_ps(pm + i, k);
-            __m256 vi = _mm256_maskload_ps(pv + i, k);
-            pi = adam_v8(k8, pi, _mm256_maskload_ps(g + i, k), &mi, &vi);
-            _mm256_maskstore_ps(pm + i, k, mi);
-            _mm256_maskstore_ps(pv + i, k, vi);
-            _mm256_maskstore_ps(pw + i, k, pi);
-        }
+        float *pw = w + off;
+        adam_span(pw, g, m + off, v + off, 0, (size_t)(nr * cols), d, b1, b2, alpha, eps);
         if (xn)
             for (int r = 0; r < nr; r++)
                 if (xn[r0 + r] != 0.0f)
@@ -349,11 +333,11 @@ void optim_adam_outer(const struct optim_config *c, float alpha, float *w, float
     /* Same instruction sequence per element as adam_span after dense_backward_params, whose gradient is
      * fma(x, dy, 0) = x·dy exactly: the fused step is bitwise the unfused one; and the forward's
      * fma(xn, w, y) per element is simd_axpy's, which dense_forward runs for a batch of one. */
-    const struct adam_v8c k8 = adam_v8c(wd, b1, b2, alpha, eps);
     if (n == cols && cols <= 16) {
-        adam_outer_narrow(&k8, w, m, v, x, dy, rows, cols, xn, y);
+        adam_outer_narrow(w, m, v, x, dy, rows, cols, wd, b1, b2, alpha, eps, xn, y);
         return;
     }
+    const struct adam_v8c k8 = adam_v8c(wd, b1, b2, alpha, eps);
     const __m256i tail = simd_tail_mask(n % 8);
     for (int r = 0; r < rows; r++) {
         const size_t off = (size_t)r * (size_t)cols + (size_t)c0;

@@ -182,6 +182,34 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
     net_free(&n);
 }
 
+/* Two BatchNorm effnet-b0 networks, 10 classes, the same seed, at res × res and batch B: a with its layer
+ * fusions, u with them too or, with u_no_fuse, without (cfg.no_fuse). */
+static void net_pair(struct net *a, struct net *u, int res, int B, int u_no_fuse)
+{
+    net_init_norm(a, res, 10, B, 11, "batch", 0);
+    net_init_norm(u, res, 10, B, 11, "batch", u_no_fuse);
+}
+
+/* A tensor a fused step must leave unwritten: its floats hold MARKER before the step. */
+#define MARKER 12345.0f
+struct marked {
+    float *p;
+    size_t n;
+};
+
+/* Fills the B samples of tensor t's activations (grad 0) or gradients (grad 1) in n's training instance
+ * with MARKER and returns them. */
+static struct marked mark_tensor(struct net *n, int t, int B, int grad)
+{
+    struct marked k = {grad ? exec_dact(&n->e.train, t) : exec_act(&n->e.train, t),
+                       (size_t)B * n->m.tensors[t].per_sample};
+    for (size_t i = 0; i < k.n; i++) k.p[i] = MARKER;
+    return k;
+}
+
+/* Whether the first and last floats of a marked tensor still hold MARKER. */
+static int unwritten(struct marked k) { return k.p[0] == MARKER && k.p[k.n - 1] == MARKER; }
+
 /* The index of the layer of m called name (asserted to exist). */
 static int layer_named(const struct model *m, const char *name)
 {
@@ -218,8 +246,7 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
 {
     enum { RES = 32, B = 4 };
     struct net a, u;
-    net_init_norm(&a, RES, 10, B, 11, "batch", 0);
-    net_init_norm(&u, RES, 10, B, 11, "batch", 1);
+    net_pair(&a, &u, RES, B, 1);
     int fused = 0;
     for (int i = 0; i < a.m.n_layers; i++) fused += a.e.train.ls[i].se_scale >= 0;
     cr_assert_eq(fused, 16, "%d BatchNorm layers fold an SE scale (effnet-b0 has 16 MBConv blocks)", fused);
@@ -237,23 +264,17 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     /* The fusion runs: the first fused BatchNorm's output gradient is never formed (a marker survives). */
     int bn = 0;
     while (a.e.train.ls[bn].se_scale < 0) bn++;
-    const int t = a.m.layers[bn].out;
-    const size_t nt = (size_t)B * a.m.tensors[t].per_sample;
-    float *da = exec_dact(&a.e.train, t), *du = exec_dact(&u.e.train, t);
-    for (size_t i = 0; i < nt; i++) da[i] = du[i] = 12345.0f;
+    const struct marked da = mark_tensor(&a, a.m.layers[bn].out, B, 1), du = mark_tensor(&u, u.m.layers[bn].out, B, 1);
     /* Nor the input gradient of stage 2's expansion BatchNorm: the convolution before it forms it as it
      * reads (1,024 rows here, enough for its one-pass backward). */
     const int ebn = layer_named(&a.m, "features.2.0.block.0.1");
     cr_assert(a.e.train.ls[ebn].bn_conv == ebn - 1 && a.e.train.ls[ebn].bn_dw == ebn + 1);
-    const int te = a.m.layers[ebn].in;
-    const size_t ne = (size_t)B * a.m.tensors[te].per_sample;
-    float *ea = exec_dact(&a.e.train, te), *eu = exec_dact(&u.e.train, te);
-    for (size_t i = 0; i < ne; i++) ea[i] = eu[i] = 12345.0f;
+    const struct marked ea = mark_tensor(&a, a.m.layers[ebn].in, B, 1), eu = mark_tensor(&u, u.m.layers[ebn].in, B, 1);
     step_pair(&a, &u, B, RES, 1, y, &la, &lu);
-    cr_assert(da[0] == 12345.0f && da[nt - 1] == 12345.0f, "fused: %s's output gradient was written", a.m.layers[bn].name);
-    cr_assert(du[0] != 12345.0f, "unfused: %s's output gradient was not written", u.m.layers[bn].name);
-    cr_assert(ea[0] == 12345.0f && ea[ne - 1] == 12345.0f, "fused: %s's input gradient was written", a.m.layers[ebn].name);
-    cr_assert(eu[0] != 12345.0f, "unfused: %s's input gradient was not written", u.m.layers[ebn].name);
+    cr_assert(unwritten(da), "fused: %s's output gradient was written", a.m.layers[bn].name);
+    cr_assert(du.p[0] != MARKER, "unfused: %s's output gradient was not written", u.m.layers[bn].name);
+    cr_assert(unwritten(ea), "fused: %s's input gradient was written", a.m.layers[ebn].name);
+    cr_assert(eu.p[0] != MARKER, "unfused: %s's input gradient was not written", u.m.layers[ebn].name);
     cr_assert(la == lu, "loss %.17g fused, %.17g unfused", la, lu);
     double gn = 0.0;
     for (size_t i = 0; i < a.m.n_params; i++) {
@@ -282,8 +303,7 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
 {
     enum { RES = 32, B = 4 };
     struct net a, u;
-    net_init_norm(&a, RES, 10, B, 11, "batch", 0);
-    net_init_norm(&u, RES, 10, B, 11, "batch", 0);
+    net_pair(&a, &u, RES, B, 0);
     u.e.train.no_se_conv = 1;
     int marked = 0, se = -1;
     for (int i = 0; i < a.m.n_layers; i++) {
@@ -294,13 +314,10 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
     }
     cr_assert_eq(marked, 16, "%d SE scales marked (effnet-b0 has 16 MBConv blocks)", marked);
     const int32_t y[B] = {4, 0, 7, 2};
-    const int t = a.m.layers[se].out;
-    const size_t nt = (size_t)B * a.m.tensors[t].per_sample;
-    float *ya = exec_act(&a.e.train, t);
-    for (size_t i = 0; i < nt; i++) ya[i] = 12345.0f;
+    const struct marked ya = mark_tensor(&a, a.m.layers[se].out, B, 0);
     double la, lu;
     step_pair(&a, &u, B, RES, 2, y, &la, &lu);
-    cr_assert(ya[0] == 12345.0f && ya[nt - 1] == 12345.0f, "fused: %s's output was written", a.m.layers[se].name);
+    cr_assert(unwritten(ya), "fused: %s's output was written", a.m.layers[se].name);
     cr_log_info("loss %.9g fused, %.9g unfused", la, lu);
     cr_assert(fabs(la - lu) <= 1e-4 * fabs(lu), "loss %.9g fused, %.9g unfused", la, lu);
     cr_assert(la != lu, "the fused pair rounds differently: an equal loss means it did not run");
@@ -327,21 +344,17 @@ Test(model_grad, effnet_b0_dw_input_bn_in_depthwise_matches_separate, .timeout =
 {
     enum { RES = 32, B = 4 };
     struct net a, u;
-    net_init_norm(&a, RES, 10, B, 11, "batch", 0);
-    net_init_norm(&u, RES, 10, B, 11, "batch", 0);
+    net_pair(&a, &u, RES, B, 0);
     a.e.train.dw_params_fuse = 1;
     u.e.train.dw_params_fuse = -1;
     const int32_t y[B] = {5, 1, 8, 3};
     const int ebn = layer_named(&a.m, "features.2.0.block.0.1");
     cr_assert(a.e.train.ls[ebn].bn_dw == ebn + 1);
-    const int te = a.m.layers[ebn].out;
-    const size_t ne = (size_t)B * a.m.tensors[te].per_sample;
-    float *ea = exec_act(&a.e.train, te), *eu = exec_act(&u.e.train, te);
-    for (size_t i = 0; i < ne; i++) ea[i] = eu[i] = 12345.0f;
+    const struct marked ea = mark_tensor(&a, a.m.layers[ebn].out, B, 0), eu = mark_tensor(&u, u.m.layers[ebn].out, B, 0);
     double la, lu;
     step_pair(&a, &u, B, RES, 3, y, &la, &lu);
-    cr_assert(ea[0] == 12345.0f && ea[ne - 1] == 12345.0f, "%s's output was written", a.m.layers[ebn].name);
-    cr_assert(eu[0] != 12345.0f, "separate: %s's output was not written", u.m.layers[ebn].name);
+    cr_assert(unwritten(ea), "%s's output was written", a.m.layers[ebn].name);
+    cr_assert(eu.p[0] != MARKER, "separate: %s's output was not written", u.m.layers[ebn].name);
     cr_assert(la == lu, "loss %.17g in the stream, %.17g separate", la, lu);
     int dw = 0, differ = 0;
     for (int i = 0; i < a.m.n_layers; i++) {
