@@ -59,40 +59,33 @@ int backend_prepare(struct backend *b, const struct model *m, const struct run_c
     return st;
 }
 
-int backend_forward_backward(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
+/* Runs fn (the backend's forward_backward or train_step) on a batch of the prepared size, timed into st. */
+static int timed_step(struct backend *b, const struct batch *batch, long step, struct step_stats *st,
+                      int (*fn)(struct backend *, const struct batch *, long, struct step_stats *))
 {
-    TB_ASSERT(b->prepared);
     if (batch->n != b->cfg.batch)
         return tb_error_set(TB_EINVAL, "batch of %d samples, but the backend was prepared for %d", batch->n,
                             b->cfg.batch);
     memset(st, 0, sizeof *st);
     double t0 = tb_now_s();
-    int rc = b->i->forward_backward(b, batch, step, st);
+    int rc = fn(b, batch, step, st);
     st->t_forward_backward = tb_now_s() - t0;
     st->n = batch->n;
     return rc;
 }
 
+int backend_forward_backward(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
+{
+    TB_ASSERT(b->prepared);
+    return timed_step(b, batch, step, st, b->i->forward_backward);
+}
+
 int backend_train_step(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
 {
     TB_ASSERT(b->prepared);
-    if (b->i->train_step) {
-        if (batch->n != b->cfg.batch)
-            return tb_error_set(TB_EINVAL, "batch of %d samples, but the backend was prepared for %d", batch->n,
-                                b->cfg.batch);
-        memset(st, 0, sizeof *st);
-        double t0 = tb_now_s();
-        int rc = b->i->train_step(b, batch, step, st);
-        st->t_forward_backward = tb_now_s() - t0;
-        st->n = batch->n;
-        return rc;
-    }
+    if (b->i->train_step) return timed_step(b, batch, step, st, b->i->train_step);
     int rc = backend_forward_backward(b, batch, step, st);
-    if (rc != TB_OK) return rc;
-    double t0 = tb_now_s();
-    rc = b->i->update(b, step, st);
-    st->t_update = tb_now_s() - t0;
-    return rc;
+    return rc != TB_OK ? rc : backend_update(b, step, st);
 }
 
 int backend_finish(struct backend *b)

@@ -15,12 +15,11 @@ speed with the glibc malloc tunables that compare/run_compare.py sets; at 224x22
 """
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 
-from torch_mlp import openblas_core  # same directory; the module has no import-time side effects
+from torch_mlp import openblas_core, start_torch  # same directory; the module has no import-time side effects
 
 
 def parse_args():
@@ -44,15 +43,9 @@ def parse_args():
 
 def main():
     a = parse_args()
-    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
-    import torch
+    torch = start_torch(a.threads)
     import torch.nn.functional as F
     import torchvision
-    torch.set_num_threads(a.threads)
-    try:
-        torch.set_num_interop_threads(a.threads)
-    except RuntimeError:
-        pass  # already set by an earlier parallel region; intra-op is what matters here
     torch.manual_seed(a.seed)
 
     model = torchvision.models.efficientnet_b0(num_classes=a.classes)

@@ -128,15 +128,8 @@ def build_model(torch, inplace, flatten):
 
 def main():
     a = parse_args()
-    # Thread counts must be set before torch starts its pools.
-    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
-    import torch
+    torch = start_torch(a.threads)
     import torch.nn.functional as F
-    torch.set_num_threads(a.threads)
-    try:
-        torch.set_num_interop_threads(a.threads)
-    except RuntimeError:
-        pass  # already set by an earlier parallel region; intra-op is what matters here
 
     x_train, y_train = load_split(a.data, TRAIN_IMAGES, TRAIN_LABELS, torch)
     x_test, y_test = load_split(a.data, TEST_IMAGES, TEST_LABELS, torch)
@@ -222,6 +215,19 @@ def main():
     }
     sys.stdout.write(json.dumps(row) + "\n")
     return 0
+
+
+def start_torch(threads):
+    """Imports torch with `threads` intra-op and inter-op threads and returns it (shared with torch_effnet.py)."""
+    # Thread counts must be set before torch starts its pools.
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    import torch
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(threads)
+    except RuntimeError:
+        pass  # already set by an earlier parallel region; intra-op is what matters here
+    return torch
 
 
 def openblas_core():
