@@ -646,6 +646,46 @@ static void fmt_shape(char *buf, size_t n, int ndim, const long long *dims)
     if (k < n) snprintf(buf + k, n - k, ")");
 }
 
+/* Reads record r's data into bytes; TB_EIO (message set) on a short read. */
+static int ck_read_tensor(struct ck_file *c, const struct ck_rec *r, uint8_t *bytes)
+{
+    const size_t nb = (size_t)(r->z - r->a);
+    if (fseeko(c->f, (off_t)(c->data_start + r->a), SEEK_SET) != 0 || fread(bytes, 1, nb, c->f) != nb)
+        return tb_error_set(TB_EIO, "checkpoint %s: short read of tensor %s", c->path, r->name);
+    return TB_OK;
+}
+
+/* opt NULL: checks the n_opt optimizer copies of every trainable entry (present, F32 of shape (n)) and marks
+ * them used; else reads them into opt (n_opt, n_params). One walk, so the read takes exactly what was checked. */
+static int ck_load_opt_state(struct ck_file *c, const struct model *m, int n_opt, float *opt, uint8_t *bytes)
+{
+    for (int k = 0; k < m->n_entries; k++) {
+        const struct param_entry *e = &m->params[k];
+        if (is_buffer(e)) continue;
+        for (int j = 0; j < n_opt; j++) {
+            char on[160];
+            opt_name(e, j, on, sizeof on);
+            struct ck_rec *r = ck_find(c, on);
+            if (!opt) {
+                if (!r)
+                    return tb_error_set(TB_EFORMAT, "checkpoint %s: optimizer state %s missing (%d copies per "
+                                        "parameter expected: not a resumable checkpoint of this optimizer)",
+                                        c->path, on, n_opt);
+                if (strcmp(r->dtype, "F32") != 0 || r->ndim != 1 || r->dims[0] != (long long)e->n)
+                    return tb_error_set(TB_EFORMAT, "checkpoint %s: optimizer state %s is not F32 of shape (%zu)",
+                                        c->path, on, e->n);
+                r->used = 1;
+                continue;
+            }
+            const int st = ck_read_tensor(c, r, bytes);
+            if (st != TB_OK) return st;
+            float *dst = opt + (size_t)j * m->n_params + e->off;
+            for (size_t i = 0; i < e->n; i++) dst[i] = get_f32(bytes + 4 * i);
+        }
+    }
+    return TB_OK;
+}
+
 /* checkpoint_load (n_opt < 0: optimizer tensors are ignored) and checkpoint_load_state (exactly n_opt
  * optimizer copies per trainable entry, read into opt). */
 static int load_impl(const char *path, const struct model *m, float *params, float *buffers, float *opt, int n_opt)
@@ -690,26 +730,7 @@ static int load_impl(const char *path, const struct model *m, float *params, flo
                           m->name, first_missing);
         goto fail;
     }
-    for (int k = 0; k < m->n_entries && n_opt > 0; k++) {
-        const struct param_entry *e = &m->params[k];
-        if (is_buffer(e)) continue;
-        for (int j = 0; j < n_opt; j++) {
-            char on[160];
-            opt_name(e, j, on, sizeof on);
-            struct ck_rec *r = ck_find(&c, on);
-            if (!r) {
-                st = tb_error_set(TB_EFORMAT, "checkpoint %s: optimizer state %s missing (%d copies per parameter "
-                                  "expected: not a resumable checkpoint of this optimizer)", path, on, n_opt);
-                goto fail;
-            }
-            if (strcmp(r->dtype, "F32") != 0 || r->ndim != 1 || r->dims[0] != (long long)e->n) {
-                st = tb_error_set(TB_EFORMAT, "checkpoint %s: optimizer state %s is not F32 of shape (%zu)", path, on,
-                                  e->n);
-                goto fail;
-            }
-            r->used = 1;
-        }
-    }
+    if (n_opt > 0 && (st = ck_load_opt_state(&c, m, n_opt, NULL, NULL)) != TB_OK) goto fail;
     int extra = 0;
     const char *first_extra = NULL;
     for (int i = 0; i < c.n_recs; i++)
@@ -733,12 +754,7 @@ static int load_impl(const char *path, const struct model *m, float *params, flo
         const struct param_entry *e = &m->params[k];
         struct ck_spec s;
         spec_of(m, e, &s);
-        const struct ck_rec *r = ck_find(&c, e->name);
-        const size_t nb = (size_t)(r->z - r->a);
-        if (fseeko(c.f, (off_t)(c.data_start + r->a), SEEK_SET) != 0 || fread(bytes, 1, nb, c.f) != nb) {
-            st = tb_error_set(TB_EIO, "checkpoint %s: short read of tensor %s", path, e->name);
-            goto fail;
-        }
+        if ((st = ck_read_tensor(&c, ck_find(&c, e->name), bytes)) != TB_OK) goto fail;
         float *dst = (is_buffer(e) ? buffers : params) + e->off;
         if (s.i64) {
             for (size_t i = 0; i < e->n; i++) dst[i] = (float)(int64_t)get_u64(bytes + 8 * i);
@@ -747,22 +763,7 @@ static int load_impl(const char *path, const struct model *m, float *params, flo
             convert_layout(dst, tmp, e, &s, 0);
         }
     }
-    for (int k = 0; k < m->n_entries && n_opt > 0; k++) {
-        const struct param_entry *e = &m->params[k];
-        if (is_buffer(e)) continue;
-        for (int j = 0; j < n_opt; j++) {
-            char on[160];
-            opt_name(e, j, on, sizeof on);
-            const struct ck_rec *r = ck_find(&c, on);
-            const size_t nb = (size_t)(r->z - r->a);
-            if (fseeko(c.f, (off_t)(c.data_start + r->a), SEEK_SET) != 0 || fread(bytes, 1, nb, c.f) != nb) {
-                st = tb_error_set(TB_EIO, "checkpoint %s: short read of tensor %s", path, on);
-                goto fail;
-            }
-            float *dst = opt + (size_t)j * m->n_params + e->off;
-            for (size_t i = 0; i < e->n; i++) dst[i] = get_f32(bytes + 4 * i);
-        }
-    }
+    if (n_opt > 0) st = ck_load_opt_state(&c, m, n_opt, opt, bytes);
 fail:
     free(tmp);
     free(bytes);

@@ -184,10 +184,42 @@ static void fft_load_forward(const struct conv_fft_plan *p, float *real, fftwf_c
     fftwf_execute_dft_r2c(p->r2c, real, cplx);
 }
 
-static void fft_check_alignment(const struct conv_fft_plan *p, const float *scratch)
+/* Asserts that plan and scratch fit shape s and fills the pass's scratch layout L (every kernel's preamble). */
+static void fft_check_layout(enum conv_pass pass, const struct conv_shape *s, const struct conv_fft_plan *plan,
+                             const float *scratch, struct fft_layout *L)
 {
-    (void)p;
+    TB_ASSERT(plan && s->stride == 1);
     TB_ASSERT(((uintptr_t)scratch & 63) == 0); /* FFTW new-array execute needs the planned alignment */
+    fft_layout_of(pass, s, L);
+    TB_ASSERT(L->FH == plan->FH && L->FW == plan->FW);
+}
+
+/* dst (NF,ld) complex, re/im interleaved ← lanes l < nl of cplx (NF,16): a slice's spectra for the products. */
+static inline void fft_store_spectra(float *dst, const fftwf_complex *cplx, size_t NF, size_t ld, int nl)
+{
+    for (size_t f = 0; f < NF; f++)
+        for (int l = 0; l < nl; l++) {
+            dst[(f * ld + l) * 2] = cplx[f * 16 + l][0];
+            dst[(f * ld + l) * 2 + 1] = cplx[f * 16 + l][1];
+        }
+}
+
+/* cplx (NF,16) ← Σ_k x[f][k] · (pr + i·pi)[f][k][j + l]; x (NF,K) re/im interleaved, pr/pi (NF,K,B) split. */
+static inline void fft_mul_spectra(fftwf_complex *cplx, const float *x, const float *pr, const float *pi, size_t NF,
+                                   int K, size_t B, int j)
+{
+    for (size_t f = 0; f < NF; f++) {
+        float yr[16] = {0}, yi[16] = {0};
+        for (int k = 0; k < K; k++) {
+            const float xr = x[(f * K + k) * 2], xi = x[(f * K + k) * 2 + 1];
+            const float *ar = pr + (f * K + k) * B + j, *ai = pi + (f * K + k) * B + j;
+            for (int l = 0; l < 16; l++) {
+                yr[l] += xr * ar[l] - xi * ai[l];
+                yi[l] += xr * ai[l] + xi * ar[l];
+            }
+        }
+        for (int l = 0; l < 16; l++) cplx[f * 16 + l][0] = yr[l], cplx[f * 16 + l][1] = yi[l];
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -199,11 +231,8 @@ void conv_forward_fft(float *out, const float *inp, const float *w, const float 
 {
     const int N = s->N, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW, KH = s->KH, KW = s->KW,
               P = s->pad, G = s->groups, OC = s->OC, Cg = C / G, OCg = OC / G;
-    TB_ASSERT(plan && s->stride == 1);
-    fft_check_alignment(plan, scratch);
     struct fft_layout L;
-    fft_layout_of(CONV_PASS_FORWARD, s, &L);
-    TB_ASSERT(L.FH == plan->FH && L.FW == plan->FW);
+    fft_check_layout(CONV_PASS_FORWARD, s, plan, scratch, &L);
     const size_t NF = (size_t)L.NF, OB = (size_t)L.blk;
     float *real = scratch + L.real;
     fftwf_complex *cplx = (fftwf_complex *)(void *)(scratch + L.cplx);
@@ -236,26 +265,11 @@ void conv_forward_fft(float *out, const float *inp, const float *w, const float 
                 for (int c0 = 0; c0 < Cg; c0 += 16) {
                     const int nl = imin(16, Cg - c0);
                     fft_load_forward(plan, real, cplx, img + c0, H, W, (size_t)W * C, (size_t)C, nl, P, P);
-                    for (size_t f = 0; f < NF; f++)
-                        for (int l = 0; l < nl; l++) {
-                            xf[(f * Cg + c0 + l) * 2] = cplx[f * 16 + l][0];
-                            xf[(f * Cg + c0 + l) * 2 + 1] = cplx[f * 16 + l][1];
-                        }
+                    fft_store_spectra(xf + (size_t)c0 * 2, cplx, NF, (size_t)Cg, nl);
                 }
                 for (int j = 0; j < obn; j += 16) {
                     const int nl = imin(16, obn - j);
-                    for (size_t f = 0; f < NF; f++) {
-                        float yr[16] = {0}, yi[16] = {0};
-                        for (int c = 0; c < Cg; c++) {
-                            const float xr = xf[(f * Cg + c) * 2], xi = xf[(f * Cg + c) * 2 + 1];
-                            const float *pr = wr + (f * Cg + c) * OB + j, *pi = wi + (f * Cg + c) * OB + j;
-                            for (int l = 0; l < 16; l++) {
-                                yr[l] += xr * pr[l] - xi * pi[l];
-                                yi[l] += xr * pi[l] + xi * pr[l];
-                            }
-                        }
-                        for (int l = 0; l < 16; l++) cplx[f * 16 + l][0] = yr[l], cplx[f * 16 + l][1] = yi[l];
-                    }
+                    fft_mul_spectra(cplx, xf, wr, wi, NF, Cg, OB, j);
                     fftwf_execute_dft_c2r(plan->c2r, cplx, real);
                     const size_t o = (size_t)g * OCg + ob0 + j;
                     for (int oy = 0; oy < OH; oy++)
@@ -279,11 +293,8 @@ void conv_backward_data_fft(float *dinp, const float *dout, const float *w, cons
 {
     const int N = s->N, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW, KH = s->KH, KW = s->KW,
               P = s->pad, G = s->groups, OC = s->OC, Cg = C / G, OCg = OC / G;
-    TB_ASSERT(plan && s->stride == 1);
-    fft_check_alignment(plan, scratch);
     struct fft_layout L;
-    fft_layout_of(CONV_PASS_BACKWARD_DATA, s, &L);
-    TB_ASSERT(L.FH == plan->FH && L.FW == plan->FW);
+    fft_check_layout(CONV_PASS_BACKWARD_DATA, s, plan, scratch, &L);
     const size_t NF = (size_t)L.NF, CB = (size_t)L.blk;
     float *real = scratch + L.real;
     fftwf_complex *cplx = (fftwf_complex *)(void *)(scratch + L.cplx);
@@ -322,26 +333,11 @@ void conv_backward_data_fft(float *dinp, const float *dout, const float *w, cons
                 for (int o0 = 0; o0 < OCg; o0 += 16) {
                     const int nl = imin(16, OCg - o0);
                     fft_load_forward(plan, real, cplx, img + o0, OH, OW, (size_t)OW * OC, (size_t)OC, nl, 0, 0);
-                    for (size_t f = 0; f < NF; f++)
-                        for (int l = 0; l < nl; l++) {
-                            yf[(f * OCg + o0 + l) * 2] = cplx[f * 16 + l][0];
-                            yf[(f * OCg + o0 + l) * 2 + 1] = cplx[f * 16 + l][1];
-                        }
+                    fft_store_spectra(yf + (size_t)o0 * 2, cplx, NF, (size_t)OCg, nl);
                 }
                 for (int j = 0; j < cbn; j += 16) {
                     const int nl = imin(16, cbn - j);
-                    for (size_t f = 0; f < NF; f++) {
-                        float xr[16] = {0}, xi[16] = {0};
-                        for (int o = 0; o < OCg; o++) {
-                            const float dr = yf[(f * OCg + o) * 2], di = yf[(f * OCg + o) * 2 + 1];
-                            const float *pr = wr + (f * OCg + o) * CB + j, *pi = wi + (f * OCg + o) * CB + j;
-                            for (int l = 0; l < 16; l++) {
-                                xr[l] += dr * pr[l] - di * pi[l];
-                                xi[l] += dr * pi[l] + di * pr[l];
-                            }
-                        }
-                        for (int l = 0; l < 16; l++) cplx[f * 16 + l][0] = xr[l], cplx[f * 16 + l][1] = xi[l];
-                    }
+                    fft_mul_spectra(cplx, yf, wr, wi, NF, OCg, CB, j);
                     fftwf_execute_dft_c2r(plan->c2r, cplx, real);
                     const size_t c = (size_t)g * Cg + cb0 + j;
                     for (int iy = 0; iy < H; iy++)
@@ -365,11 +361,8 @@ void conv_backward_params_fft(float *dw, float *db, const float *inp, const floa
 {
     const int N = s->N, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW, KH = s->KH, KW = s->KW,
               P = s->pad, G = s->groups, OC = s->OC, Cg = C / G, OCg = OC / G;
-    TB_ASSERT(plan && s->stride == 1);
-    fft_check_alignment(plan, scratch);
     struct fft_layout L;
-    fft_layout_of(CONV_PASS_BACKWARD_PARAMS, s, &L);
-    TB_ASSERT(L.FH == plan->FH && L.FW == plan->FW);
+    fft_check_layout(CONV_PASS_BACKWARD_PARAMS, s, plan, scratch, &L);
     const size_t NF = (size_t)L.NF, OB = (size_t)L.blk;
     float *real = scratch + L.real;
     fftwf_complex *cplx = (fftwf_complex *)(void *)(scratch + L.cplx);
@@ -389,21 +382,13 @@ void conv_backward_params_fft(float *dw, float *db, const float *inp, const floa
                 for (int c0 = 0; c0 < Cg; c0 += 16) {
                     const int nl = imin(16, Cg - c0);
                     fft_load_forward(plan, real, cplx, img + c0, H, W, (size_t)W * C, (size_t)C, nl, P, P);
-                    for (size_t f = 0; f < NF; f++)
-                        for (int l = 0; l < nl; l++) {
-                            xf[(f * Cg + c0 + l) * 2] = cplx[f * 16 + l][0];
-                            xf[(f * Cg + c0 + l) * 2 + 1] = cplx[f * 16 + l][1];
-                        }
+                    fft_store_spectra(xf + (size_t)c0 * 2, cplx, NF, (size_t)Cg, nl);
                 }
                 const float *gimg = dout + (size_t)n * OH * OW * OC + (size_t)g * OCg + ob0;
                 for (int j = 0; j < obn; j += 16) {
                     const int nl = imin(16, obn - j);
                     fft_load_forward(plan, real, cplx, gimg + j, OH, OW, (size_t)OW * OC, (size_t)OC, nl, 0, 0);
-                    for (size_t f = 0; f < NF; f++)
-                        for (int l = 0; l < nl; l++) {
-                            yf[(f * OB + j + l) * 2] = cplx[f * 16 + l][0];
-                            yf[(f * OB + j + l) * 2 + 1] = cplx[f * 16 + l][1];
-                        }
+                    fft_store_spectra(yf + (size_t)j * 2, cplx, NF, OB, nl);
                 }
                 /* acc[f][c][o] += X[f][c] · conj(dY[f][o]) */
                 for (size_t f = 0; f < NF; f++)
