@@ -314,6 +314,15 @@ static void expect_bad(struct tiny *t, const char *tag, const char *hdr, const u
     cr_assert_null(strchr(msg, '\n'), "%s: message must be one line: %s", tag, msg);
 }
 
+/* expect_bad on the good file f with the first `old` in its header replaced by `new_`. */
+static void expect_bad_edit(struct tiny *t, const struct stfile *f, const char *tag, const char *old, const char *new_,
+                            const char *why)
+{
+    char *e = replace_once(f->hdr, old, new_);
+    expect_bad(t, tag, e, f->data, f->data_len, why);
+    free(e);
+}
+
 /* Writes raw bytes as a file and expects TB_EFORMAT naming the file with `why`. */
 static void expect_bad_bytes(struct tiny *t, const char *tag, const void *bytes, size_t n, const char *why)
 {
@@ -358,32 +367,23 @@ Test(checkpoint, malformed_files_are_rejected)
     expect_bad(&t, "bad_json", "{\"c.weight\": {\"dtype\": ", f.data, f.data_len, "not valid JSON");
     expect_bad(&t, "not_object", "[1, 2, 3]", f.data, f.data_len, "not a JSON object");
 
-    e = replace_once(h, "\"c.weight\":{\"dtype\":\"F32\"", "\"c.weight\":{\"dtype\":\"I32\"");
-    expect_bad(&t, "wrong_dtype", e, f.data, f.data_len, "dtype I32, expected F32");
-    free(e);
-    e = replace_once(h, "\"c.weight\":{\"dtype\":\"F32\"", "\"c.weight\":{\"dtype\":\"Q7\"");
-    expect_bad(&t, "unknown_dtype", e, f.data, f.data_len, "unknown dtype");
-    free(e);
-    e = replace_once(h, "\"shape\":[5,4,2,3]", "\"shape\":[5,4,3,2]");
-    expect_bad(&t, "wrong_shape", e, f.data, f.data_len, "shape (5,4,3,2), expected (5,4,2,3)");
-    free(e);
-    e = replace_once(h, "\"fc.bias\":", "\"fc.bias_renamed\":");
-    expect_bad(&t, "missing", e, f.data, f.data_len, "missing, first fc.bias");
-    free(e);
-    e = replace_once(h, "{\"c.weight\":", "{\"zzz.extra\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
-                                          "\"c.weight\":");
-    expect_bad(&t, "extra", e, f.data, f.data_len, "not in model tiny, first zzz.extra");
-    free(e);
-    e = replace_once(h, "{\"c.weight\":", "{\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
-                                          "\"c.weight\":");
-    expect_bad(&t, "duplicate", e, f.data, f.data_len, "fc.bias appears twice");
-    free(e);
-    e = replace_once(h, "\"shape\":[5,4,2,3],\"data_offsets\":[0,", "\"shape\":[5,4,2,3],\"data_offsets\":[0.5,");
-    expect_bad(&t, "fractional_offset", e, f.data, f.data_len, "two integers");
-    free(e);
-    e = replace_once(h, "\"shape\":[5,4,2,3],\"data_offsets\":[0,", "\"shape\":[5,4,2,3],\"data_offsets\":[-4,");
-    expect_bad(&t, "negative_offset", e, f.data, f.data_len, "two integers");
-    free(e);
+    expect_bad_edit(&t, &f, "wrong_dtype", "\"c.weight\":{\"dtype\":\"F32\"", "\"c.weight\":{\"dtype\":\"I32\"",
+                    "dtype I32, expected F32");
+    expect_bad_edit(&t, &f, "unknown_dtype", "\"c.weight\":{\"dtype\":\"F32\"", "\"c.weight\":{\"dtype\":\"Q7\"",
+                    "unknown dtype");
+    expect_bad_edit(&t, &f, "wrong_shape", "\"shape\":[5,4,2,3]", "\"shape\":[5,4,3,2]",
+                    "shape (5,4,3,2), expected (5,4,2,3)");
+    expect_bad_edit(&t, &f, "missing", "\"fc.bias\":", "\"fc.bias_renamed\":", "missing, first fc.bias");
+    expect_bad_edit(&t, &f, "extra", "{\"c.weight\":",
+                    "{\"zzz.extra\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},\"c.weight\":",
+                    "not in model tiny, first zzz.extra");
+    expect_bad_edit(&t, &f, "duplicate", "{\"c.weight\":",
+                    "{\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},\"c.weight\":",
+                    "fc.bias appears twice");
+    expect_bad_edit(&t, &f, "fractional_offset", "\"shape\":[5,4,2,3],\"data_offsets\":[0,",
+                    "\"shape\":[5,4,2,3],\"data_offsets\":[0.5,", "two integers");
+    expect_bad_edit(&t, &f, "negative_offset", "\"shape\":[5,4,2,3],\"data_offsets\":[0,",
+                    "\"shape\":[5,4,2,3],\"data_offsets\":[-4,", "two integers");
     {
         long long a, z, fa, fz;
         offsets_of(h, "fc.bias", &a, &z);
@@ -391,17 +391,11 @@ Test(checkpoint, malformed_files_are_rejected)
         char old[96], nw[96];
         snprintf(old, sizeof old, "\"data_offsets\":[%lld,%lld]", a, z);
         snprintf(nw, sizeof nw, "\"data_offsets\":[%lld,%lld]", fa, fa + (z - a));
-        e = replace_once(h, old, nw);
-        expect_bad(&t, "overlap", e, f.data, f.data_len, "overlap");
-        free(e);
+        expect_bad_edit(&t, &f, "overlap", old, nw, "overlap");
         snprintf(nw, sizeof nw, "\"data_offsets\":[%lld,%lld]", a, z - 4);
-        e = replace_once(h, old, nw);
-        expect_bad(&t, "byte_count", e, f.data, f.data_len, "data bytes for 5 elements");
-        free(e);
+        expect_bad_edit(&t, &f, "byte_count", old, nw, "data bytes for 5 elements");
         snprintf(nw, sizeof nw, "\"data_offsets\":[%lld,%lld]", (long long)f.data_len, (long long)f.data_len + 20);
-        e = replace_once(h, old, nw);
-        expect_bad(&t, "out_of_range", e, f.data, f.data_len, "out of range");
-        free(e);
+        expect_bad_edit(&t, &f, "out_of_range", old, nw, "out of range");
     }
     /* The good header with its data cut short. */
     expect_bad(&t, "truncated_data", h, f.data, f.data_len - 4, "out of range");
@@ -519,18 +513,24 @@ static void skip_without_torch(void)
         cr_skip_test("%s with torch and torchvision is not available", PY);
 }
 
-/* Our eval logits (IX_N, classes) for images x through the cpu engine (nth = 1). */
-static void our_logits(const struct effnet *n, const uint8_t *x, double *logits)
+/* A cpu engine (nth = 1) for batches of IX_N images, holding n's parameters and buffers. */
+static void ix_engine(struct local_engine *e, const struct effnet *n)
 {
     struct run_config cfg = {0};
     cfg.batch = IX_N;
     cfg.eval_batch = IX_N;
     cfg.seed = 1;
     optim_config_defaults(&cfg.optim, OPTIM_ADAM);
+    cr_assert_eq(local_engine_init(e, &n->m, &cfg, IX_N, 1), TB_OK, "%s", tb_error_get());
+    memcpy(e->params, n->params, n->m.n_params * sizeof(float));
+    memcpy(e->buffers, n->buffers, n->m.n_buffers * sizeof(float));
+}
+
+/* Our eval logits (IX_N, classes) for images x through the cpu engine (nth = 1). */
+static void our_logits(const struct effnet *n, const uint8_t *x, double *logits)
+{
     struct local_engine e;
-    cr_assert_eq(local_engine_init(&e, &n->m, &cfg, IX_N, 1), TB_OK, "%s", tb_error_get());
-    memcpy(e.params, n->params, n->m.n_params * sizeof(float));
-    memcpy(e.buffers, n->buffers, n->m.n_buffers * sizeof(float));
+    ix_engine(&e, n);
     int32_t y[IX_N] = {0};
     struct eval_stats ev = {0};
     cr_assert_eq(local_engine_evaluate(&e, x, y, IX_N, &ev), TB_OK, "%s", tb_error_get());
@@ -553,21 +553,21 @@ static void effnet_calibrate(struct effnet *n, const uint8_t *x)
         cr_assert(!((l->op == OP_ADD || l->op == OP_DROPOUT) && l->a.drop.p > 0.0f), "%s: p = %g", l->name,
                   (double)l->a.drop.p);
     }
-    struct run_config cfg = {0};
-    cfg.batch = IX_N;
-    cfg.eval_batch = IX_N;
-    cfg.seed = 1;
-    optim_config_defaults(&cfg.optim, OPTIM_ADAM);
     struct local_engine e;
-    cr_assert_eq(local_engine_init(&e, m, &cfg, IX_N, 1), TB_OK, "%s", tb_error_get());
-    memcpy(e.params, n->params, m->n_params * sizeof(float));
-    memcpy(e.buffers, n->buffers, m->n_buffers * sizeof(float));
+    ix_engine(&e, n);
     int32_t y[IX_N] = {0};
     double loss;
     cr_assert_eq(local_engine_forward_backward(&e, x, y, IX_N, 0, IX_N, 1, &loss), TB_OK, "%s", tb_error_get());
     memcpy(n->buffers, e.buffers, m->n_buffers * sizeof(float));
     local_engine_free(&e);
 }
+
+/* One comparison with torch: a fresh directory holding the checkpoint (ck), the images (img; also x),
+ * torch's logits (out) and its log. */
+struct py_files {
+    char *dir, ck[512], img[512], out[512], log[512];
+    uint8_t *x;
+};
 
 static void write_images(const char *path, uint8_t *x)
 {
@@ -576,15 +576,35 @@ static void write_images(const char *path, uint8_t *x)
     tu_write_file(path, x, (size_t)IX_N * IX_RES * IX_RES * 3);
 }
 
-static void run_py(const char *cmd, const char *ckpt, const char *img, const char *out, const char *log)
+/* Makes f's directory and paths (the checkpoint named ck_name) and writes the images. */
+static void py_files_make(struct py_files *f, const char *ck_name)
+{
+    f->dir = tu_mkdtemp("ckpt_py");
+    snprintf(f->ck, sizeof f->ck, "%s/%s", f->dir, ck_name);
+    snprintf(f->img, sizeof f->img, "%s/images.u8", f->dir);
+    snprintf(f->out, sizeof f->out, "%s/logits.f64", f->dir);
+    snprintf(f->log, sizeof f->log, "%s/py.log", f->dir);
+    f->x = malloc((size_t)IX_N * IX_RES * IX_RES * 3);
+    write_images(f->img, f->x);
+}
+
+/* Removes f's directory and frees it. */
+static void py_files_free(struct py_files *f)
+{
+    free(f->x);
+    tu_rm_rf(f->dir);
+    free(f->dir);
+}
+
+static void run_py(const char *cmd, const struct py_files *f)
 {
     char *line = NULL;
     cr_assert(asprintf(&line, "OMP_NUM_THREADS=1 %s %s/tools/ckpt_roundtrip.py %s '%s' --image '%s' --n %d --res %d "
                               "--classes %d --out '%s' --seed 3 >'%s' 2>&1",
-                       PY, TB_SOURCE_DIR, cmd, ckpt, img, IX_N, IX_RES, IX_CLASSES, out, log) > 0);
+                       PY, TB_SOURCE_DIR, cmd, f->ck, f->img, IX_N, IX_RES, IX_CLASSES, f->out, f->log) > 0);
     int rc = system(line);
     if (rc != 0) {
-        char *txt = tu_read_file(log, NULL);
+        char *txt = tu_read_file(f->log, NULL);
         cr_assert_fail("ckpt_roundtrip.py %s failed (status %d): %s", cmd, rc, txt ? txt : "(no output)");
     }
     free(line);
@@ -620,31 +640,29 @@ static void assert_logits_close(const double *ours, const double *torch, const c
               what, at, at / IX_CLASSES, at % IX_CLASSES, ours[at], torch[at], err, mx);
 }
 
+/* Asserts our logits for f's images agree with torch's (in f->out). */
+static void assert_agrees_with_torch(const struct py_files *f, const struct effnet *n, const char *what)
+{
+    double ours[IX_N * IX_CLASSES], torch[IX_N * IX_CLASSES];
+    read_logits(f->out, torch, IX_N * IX_CLASSES);
+    our_logits(n, f->x, ours);
+    assert_logits_close(ours, torch, what);
+}
+
 Test(checkpoint, pytorch_loads_ours_strictly_and_agrees, .timeout = 120)
 {
     skip_without_torch();
     struct effnet n;
     effnet_build(&n, IX_RES, IX_CLASSES, 0.0f);
     effnet_perturb_norms(&n);
-    char *dir = tu_mkdtemp("ckpt_py");
-    char ck[512], img[512], out[512], log[512];
-    snprintf(ck, sizeof ck, "%s/ours.safetensors", dir);
-    snprintf(img, sizeof img, "%s/images.u8", dir);
-    snprintf(out, sizeof out, "%s/logits.f64", dir);
-    snprintf(log, sizeof log, "%s/py.log", dir);
-    uint8_t *x = malloc((size_t)IX_N * IX_RES * IX_RES * 3);
-    write_images(img, x);
-    effnet_calibrate(&n, x);
-    cr_assert_eq(checkpoint_save(ck, &n.m, n.params, n.buffers, "{\"workload\":\"effnet-b0\"}"), TB_OK, "%s",
+    struct py_files f;
+    py_files_make(&f, "ours.safetensors");
+    effnet_calibrate(&n, f.x);
+    cr_assert_eq(checkpoint_save(f.ck, &n.m, n.params, n.buffers, "{\"workload\":\"effnet-b0\"}"), TB_OK, "%s",
                  tb_error_get());
-    run_py("load", ck, img, out, log);
-    double ours[IX_N * IX_CLASSES], torch[IX_N * IX_CLASSES];
-    read_logits(out, torch, IX_N * IX_CLASSES);
-    our_logits(&n, x, ours);
-    assert_logits_close(ours, torch, "our checkpoint in torchvision");
-    free(x);
-    tu_rm_rf(dir);
-    free(dir);
+    run_py("load", &f);
+    assert_agrees_with_torch(&f, &n, "our checkpoint in torchvision");
+    py_files_free(&f);
     effnet_free(&n);
 }
 
@@ -653,25 +671,14 @@ Test(checkpoint, pytorch_checkpoint_loads_here_and_agrees, .timeout = 120)
     skip_without_torch();
     struct effnet n;
     effnet_build(&n, IX_RES, IX_CLASSES, -1.0f);
-    char *dir = tu_mkdtemp("ckpt_py");
-    char ck[512], img[512], out[512], log[512];
-    snprintf(ck, sizeof ck, "%s/torch.safetensors", dir);
-    snprintf(img, sizeof img, "%s/images.u8", dir);
-    snprintf(out, sizeof out, "%s/logits.f64", dir);
-    snprintf(log, sizeof log, "%s/py.log", dir);
-    uint8_t *x = malloc((size_t)IX_N * IX_RES * IX_RES * 3);
-    write_images(img, x);
-    run_py("make", ck, img, out, log);
-    cr_assert_eq(checkpoint_load(ck, &n.m, n.params, n.buffers), TB_OK, "%s", tb_error_get());
+    struct py_files f;
+    py_files_make(&f, "torch.safetensors");
+    run_py("make", &f);
+    cr_assert_eq(checkpoint_load(f.ck, &n.m, n.params, n.buffers), TB_OK, "%s", tb_error_get());
     char src[96];
-    cr_assert_eq(checkpoint_read_meta(ck, "source", src, sizeof src), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(checkpoint_read_meta(f.ck, "source", src, sizeof src), TB_OK, "%s", tb_error_get());
     cr_assert_str_eq(src, "torchvision.models.efficientnet_b0");
-    double ours[IX_N * IX_CLASSES], torch[IX_N * IX_CLASSES];
-    read_logits(out, torch, IX_N * IX_CLASSES);
-    our_logits(&n, x, ours);
-    assert_logits_close(ours, torch, "torchvision's checkpoint here");
-    free(x);
-    tu_rm_rf(dir);
-    free(dir);
+    assert_agrees_with_torch(&f, &n, "torchvision's checkpoint here");
+    py_files_free(&f);
     effnet_free(&n);
 }

@@ -5,60 +5,24 @@
  * Each cifar test works in its own mkdtemp directory, removed in the fini hook. Every bad case
  * checks the status, that the message names the file and the fault, and that the output is zeroed.
  */
+#include "test_dataset_util.h"
+
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "dataset.h"
 #include "status.h"
 
 #define REC 3073
 
-static char g_dir[256];
+static void dir_make(void) { td_dir_make("test_cifar"); }
 
-static void dir_make(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/tb_test_cifar_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void dir_remove(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            dir_remove(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void dir_cleanup(void) { dir_remove(g_dir); }
-
-TestSuite(cifar, .init = dir_make, .fini = dir_cleanup);
+TestSuite(cifar, .init = dir_make, .fini = td_dir_remove);
 TestSuite(synthetic);
-
-static const char *path_in(const char *name)
-{
-    static char bufs[4][512];
-    static int k;
-    char *p = bufs[k++ & 3];
-    snprintf(p, 512, "%s/%s", g_dir, name);
-    return p;
-}
 
 /* Channel ch of pixel p of global record r: distinct per (r, ch, p), pseudo-random for gzip. */
 static uint8_t val(int r, int ch, int p) { return (uint8_t)(((unsigned)(r * 3 + ch) * 1031u + (unsigned)p * 2654435761u) >> 7); }
@@ -78,40 +42,17 @@ static uint8_t *make_batch(int r0, int n)
     return b;
 }
 
+/* Plain, or gzip at level 6: the corrupt and truncated cases cut streams made at this level. */
 static void write_file(const char *path, const uint8_t *b, size_t len, int gz)
 {
-    if (gz) {
-        gzFile g = gzopen(path, "wb6");
-        cr_assert_not_null(g);
-        if (len) cr_assert_eq(gzwrite(g, b, (unsigned)len), (int)len);
-        cr_assert_eq(gzclose(g), Z_OK);
-    } else {
-        FILE *f = fopen(path, "wb");
-        cr_assert_not_null(f);
-        if (len) cr_assert_eq(fwrite(b, 1, len, f), len);
-        fclose(f);
-    }
+    td_write(path, b, len, gz ? "wb6" : NULL);
 }
 
 static void write_batch(const char *name, int r0, int n, int gz)
 {
     uint8_t *b = make_batch(r0, n);
-    write_file(path_in(name), b, (size_t)n * REC, gz);
+    write_file(td_path(name), b, (size_t)n * REC, gz);
     free(b);
-}
-
-static long file_size(const char *path)
-{
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0);
-    return (long)st.st_size;
-}
-
-static void assert_zeroed(const struct dataset *ds)
-{
-    struct dataset z;
-    memset(&z, 0, sizeof z);
-    cr_assert(memcmp(ds, &z, sizeof z) == 0, "dataset not zeroed after a failed load");
 }
 
 static void expect_fail(int train, int st, const char *named, const char *fault)
@@ -119,12 +60,8 @@ static void expect_fail(int train, int st, const char *named, const char *fault)
     struct dataset ds;
     memset(&ds, 0xab, sizeof ds);
     tb_error_clear();
-    int r = cifar10_load_dir(g_dir, train, &ds);
-    const char *m = tb_error_get();
-    cr_assert_eq(r, st, "status %d (%s), expected %d; message: %s", r, tb_status_name(r), st, m);
-    cr_assert(strstr(m, path_in(named)) != NULL, "message does not name %s: %s", named, m);
-    cr_assert(strstr(m, fault) != NULL, "message lacks '%s': %s", fault, m);
-    assert_zeroed(&ds);
+    int r = cifar10_load_dir(td_dir, train, &ds);
+    td_assert_failed(r, st, &ds, named, fault);
 }
 
 /* Checks records [0, n) against the generator, in HWC. */
@@ -149,9 +86,9 @@ Test(cifar, good_test_split_plain)
 {
     write_batch("test_batch.bin", 0, 3, 0);
     struct dataset ds;
-    cr_assert_eq(cifar10_load_dir(g_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(cifar10_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
     check_records(&ds, 3);
-    cr_assert_str_eq(ds.source, g_dir);
+    cr_assert_str_eq(ds.source, td_dir);
     dataset_free(&ds);
 }
 
@@ -165,11 +102,11 @@ Test(cifar, good_train_split_mixed_gzip)
         r0 += sizes[i];
     }
     struct dataset ds;
-    cr_assert_eq(cifar10_load_dir(g_dir, 1, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(cifar10_load_dir(td_dir, 1, &ds), TB_OK, "%s", tb_error_get());
     check_records(&ds, r0);
     dataset_free(&ds);
     /* dataset_load_dir recognises it; the test split is missing there. */
-    cr_assert_eq(dataset_load_dir(g_dir, 1, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(dataset_load_dir(td_dir, 1, &ds), TB_OK, "%s", tb_error_get());
     cr_assert_str_eq(ds.name, "cifar10");
     cr_assert_eq(ds.n, r0);
     dataset_free(&ds);
@@ -178,10 +115,10 @@ Test(cifar, good_train_split_mixed_gzip)
 
 Test(cifar, batches_subdirectory)
 {
-    cr_assert_eq(mkdir(path_in("cifar-10-batches-bin"), 0700), 0);
+    cr_assert_eq(mkdir(td_path("cifar-10-batches-bin"), 0700), 0);
     write_batch("cifar-10-batches-bin/test_batch.bin.gz", 0, 2, 1);
     struct dataset ds;
-    cr_assert_eq(dataset_load_dir(g_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(dataset_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
     check_records(&ds, 2);
     cr_assert(strstr(ds.source, "cifar-10-batches-bin") != NULL, "%s", ds.source);
     dataset_free(&ds);
@@ -199,9 +136,9 @@ Test(cifar, missing_batch)
 Test(cifar, truncated_plain)
 {
     uint8_t *b = make_batch(0, 3);
-    write_file(path_in("test_batch.bin"), b, 2 * REC + 100, 0);
+    write_file(td_path("test_batch.bin"), b, 2 * REC + 100, 0);
     expect_fail(0, TB_EIO, "test_batch.bin", "truncated: 6246 bytes is 2 whole 3073-byte records plus 100 bytes");
-    write_file(path_in("test_batch.bin"), b, 10, 0);
+    write_file(td_path("test_batch.bin"), b, 10, 0);
     expect_fail(0, TB_EIO, "test_batch.bin", "truncated: 10 bytes is 0 whole");
     free(b);
 }
@@ -209,11 +146,11 @@ Test(cifar, truncated_plain)
 Test(cifar, truncated_gzip)
 {
     write_batch("test_batch.bin.gz", 0, 4, 1);
-    long sz = file_size(path_in("test_batch.bin.gz"));
-    cr_assert_eq(truncate(path_in("test_batch.bin.gz"), sz / 2), 0);
+    long sz = td_file_size(td_path("test_batch.bin.gz"));
+    cr_assert_eq(truncate(td_path("test_batch.bin.gz"), sz / 2), 0);
     expect_fail(0, TB_EIO, "test_batch.bin.gz", "truncated: gzip stream ends early");
     write_batch("test_batch.bin.gz", 0, 4, 1);
-    cr_assert_eq(truncate(path_in("test_batch.bin.gz"), sz - 2), 0);
+    cr_assert_eq(truncate(td_path("test_batch.bin.gz"), sz - 2), 0);
     expect_fail(0, TB_EIO, "test_batch.bin.gz", "truncated");
 }
 
@@ -221,8 +158,8 @@ Test(cifar, corrupt_gzip)
 {
     for (int k = 0; k < 6; k++) {
         write_batch("test_batch.bin.gz", 0, 4, 1);
-        long sz = file_size(path_in("test_batch.bin.gz"));
-        FILE *f = fopen(path_in("test_batch.bin.gz"), "r+b");
+        long sz = td_file_size(td_path("test_batch.bin.gz"));
+        FILE *f = fopen(td_path("test_batch.bin.gz"), "r+b");
         cr_assert_not_null(f);
         long at = sz / 4 + k * (sz / 12);
         uint8_t buf[4];
@@ -240,17 +177,17 @@ Test(cifar, label_out_of_range)
 {
     uint8_t *b = make_batch(0, 3);
     b[REC] = 10; /* record 1 */
-    write_file(path_in("test_batch.bin"), b, 3 * REC, 0);
+    write_file(td_path("test_batch.bin"), b, 3 * REC, 0);
     expect_fail(0, TB_EFORMAT, "test_batch.bin", "label 10 in record 1 out of range [0,10)");
     free(b);
 }
 
 Test(cifar, empty_file)
 {
-    write_file(path_in("test_batch.bin"), NULL, 0, 0);
+    write_file(td_path("test_batch.bin"), NULL, 0, 0);
     expect_fail(0, TB_EFORMAT, "test_batch.bin", "empty file");
-    unlink(path_in("test_batch.bin"));
-    write_file(path_in("test_batch.bin.gz"), NULL, 0, 1);
+    unlink(td_path("test_batch.bin"));
+    write_file(td_path("test_batch.bin.gz"), NULL, 0, 1);
     expect_fail(0, TB_EFORMAT, "test_batch.bin.gz", "empty file");
 }
 
@@ -258,7 +195,7 @@ Test(cifar, resize_to_grey)
 {
     write_batch("test_batch.bin", 0, 2, 0);
     struct dataset ds, grey;
-    cr_assert_eq(cifar10_load_dir(g_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(cifar10_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
     cr_assert_eq(dataset_resize(&ds, 32, 32, 1, &grey), TB_OK, "%s", tb_error_get());
     for (int r = 0; r < 2; r++)
         for (int p = 0; p < 1024; p++) {
@@ -349,9 +286,9 @@ Test(synthetic, rejects_bad_arguments)
     struct dataset a;
     memset(&a, 0xab, sizeof a);
     cr_assert_eq(dataset_synthetic(0, 4, 4, 1, 10, 1, 1, &a), TB_EINVAL);
-    assert_zeroed(&a);
+    td_assert_zeroed(&a);
     cr_assert_eq(dataset_synthetic(10, 4, 4, 1, 0, 1, 1, &a), TB_EINVAL);
     cr_assert_eq(dataset_synthetic(10, 4, 4, 1, 300, 1, 1, &a), TB_EINVAL);
     cr_assert_eq(dataset_synthetic(10, 1 << 20, 1 << 20, 3, 10, 1, 1, &a), TB_ENOMEM);
-    assert_zeroed(&a);
+    td_assert_zeroed(&a);
 }

@@ -5,58 +5,22 @@
  * Each test works in its own mkdtemp directory, removed in the fini hook. Every bad case checks the
  * status, that the message names the file and the fault, and that the dataset came back zeroed.
  */
+#include "test_dataset_util.h"
+
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "dataset.h"
 #include "status.h"
 
-static char g_dir[256];
+static void dir_make(void) { td_dir_make("test_idx"); }
 
-static void dir_make(void)
-{
-    snprintf(g_dir, sizeof g_dir, "/tmp/tb_test_idx_XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
-}
-
-static void dir_remove(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[512];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            dir_remove(p);
-        else
-            unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void dir_cleanup(void) { dir_remove(g_dir); }
-
-TestSuite(idx, .init = dir_make, .fini = dir_cleanup);
+TestSuite(idx, .init = dir_make, .fini = td_dir_remove);
 TestSuite(resize);
-
-static const char *path_in(const char *name)
-{
-    static char bufs[4][512];
-    static int k;
-    char *p = bufs[k++ & 3];
-    snprintf(p, 512, "%s/%s", g_dir, name);
-    return p;
-}
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -94,26 +58,10 @@ static uint8_t *make_labels(uint32_t magic, uint32_t n, int n_classes, size_t *l
     return b;
 }
 
+/* Plain, or gzip at level 9: the corrupt and truncated cases cut streams made at this level. */
 static void write_file(const char *path, const uint8_t *b, size_t len, int gz)
 {
-    if (gz) {
-        gzFile g = gzopen(path, "wb9");
-        cr_assert_not_null(g);
-        if (len) cr_assert_eq(gzwrite(g, b, (unsigned)len), (int)len);
-        cr_assert_eq(gzclose(g), Z_OK);
-    } else {
-        FILE *f = fopen(path, "wb");
-        cr_assert_not_null(f);
-        if (len) cr_assert_eq(fwrite(b, 1, len, f), len);
-        fclose(f);
-    }
-}
-
-static long file_size(const char *path)
-{
-    struct stat st;
-    cr_assert_eq(stat(path, &st), 0);
-    return (long)st.st_size;
+    td_write(path, b, len, gz ? "wb9" : NULL);
 }
 
 /* XORs 0xff into n bytes of path starting at offset. */
@@ -135,17 +83,10 @@ static void write_pair(const char *img, const char *lab, uint32_t n, uint32_t h,
 {
     size_t li, ll;
     uint8_t *bi = make_images(0x803, n, h, w, &li), *bl = make_labels(0x801, n, 10, &ll);
-    write_file(path_in(img), bi, li, gz);
-    write_file(path_in(lab), bl, ll, gz);
+    write_file(td_path(img), bi, li, gz);
+    write_file(td_path(lab), bl, ll, gz);
     free(bi);
     free(bl);
-}
-
-static void assert_zeroed(const struct dataset *ds)
-{
-    struct dataset z;
-    memset(&z, 0, sizeof z);
-    cr_assert(memcmp(ds, &z, sizeof z) == 0, "dataset not zeroed after a failed load");
 }
 
 /* Loads and expects failure with status st and a message containing the path and `fault`. */
@@ -154,12 +95,8 @@ static void expect_fail(const char *img, const char *lab, int st, const char *na
     struct dataset ds;
     memset(&ds, 0xab, sizeof ds); /* garbage in: the reader must zero it */
     tb_error_clear();
-    int r = idx_load(path_in(img), path_in(lab), 10, &ds);
-    const char *m = tb_error_get();
-    cr_assert_eq(r, st, "status %d (%s), expected %d; message: %s", r, tb_status_name(r), st, m);
-    cr_assert(strstr(m, path_in(named)) != NULL, "message does not name %s: %s", named, m);
-    cr_assert(strstr(m, fault) != NULL, "message lacks '%s': %s", fault, m);
-    assert_zeroed(&ds);
+    int r = idx_load(td_path(img), td_path(lab), 10, &ds);
+    td_assert_failed(r, st, &ds, named, fault);
 }
 
 static void check_good(const struct dataset *ds, uint32_t n, uint32_t h, uint32_t w)
@@ -177,11 +114,11 @@ Test(idx, good_plain)
 {
     write_pair("a-images", "a-labels", 7, 5, 6, 0);
     struct dataset ds;
-    cr_assert_eq(idx_load(path_in("a-images"), path_in("a-labels"), 10, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(idx_load(td_path("a-images"), td_path("a-labels"), 10, &ds), TB_OK, "%s", tb_error_get());
     check_good(&ds, 7, 5, 6);
     cr_assert_str_eq(ds.name, "idx");
     dataset_free(&ds);
-    assert_zeroed(&ds);
+    td_assert_zeroed(&ds);
     dataset_free(&ds); /* safe twice */
 }
 
@@ -190,7 +127,7 @@ Test(idx, good_gzip_large)
     /* Larger than the reader's first buffer guess would be for a tiny file: exercises growth. */
     write_pair("a-images.gz", "a-labels.gz", 3000, 28, 28, 1);
     struct dataset ds;
-    cr_assert_eq(idx_load(path_in("a-images.gz"), path_in("a-labels.gz"), 10, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(idx_load(td_path("a-images.gz"), td_path("a-labels.gz"), 10, &ds), TB_OK, "%s", tb_error_get());
     check_good(&ds, 3000, 28, 28);
     dataset_free(&ds);
 }
@@ -205,11 +142,11 @@ Test(idx, gzip_of_constant_data_grows_buffer)
     put_be32(b + 4, n);
     put_be32(b + 8, h);
     put_be32(b + 12, w);
-    write_file(path_in("z-images.gz"), b, len, 1);
-    write_file(path_in("z-labels"), bl, ll, 0);
-    cr_assert_lt(file_size(path_in("z-images.gz")) * 8 + (1 << 20), (long)len - 16);
+    write_file(td_path("z-images.gz"), b, len, 1);
+    write_file(td_path("z-labels"), bl, ll, 0);
+    cr_assert_lt(td_file_size(td_path("z-images.gz")) * 8 + (1 << 20), (long)len - 16);
     struct dataset ds;
-    cr_assert_eq(idx_load(path_in("z-images.gz"), path_in("z-labels"), 10, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(idx_load(td_path("z-images.gz"), td_path("z-labels"), 10, &ds), TB_OK, "%s", tb_error_get());
     cr_assert_eq(ds.n, (int)n);
     for (size_t i = 0; i < len - 16; i++) cr_assert_eq(ds.images[i], 0);
     dataset_free(&ds);
@@ -222,15 +159,15 @@ Test(idx, load_dir_name_variants)
     write_pair("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", 9, 4, 4, 1);
     write_pair("t10k-images.idx3-ubyte", "t10k-labels.idx1-ubyte", 5, 4, 4, 0);
     struct dataset ds;
-    cr_assert_eq(idx_load_dir(g_dir, 1, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(idx_load_dir(td_dir, 1, &ds), TB_OK, "%s", tb_error_get());
     check_good(&ds, 9, 4, 4);
     cr_assert_str_eq(ds.name, "mnist");
-    cr_assert_str_eq(ds.source, g_dir);
+    cr_assert_str_eq(ds.source, td_dir);
     dataset_free(&ds);
-    cr_assert_eq(idx_load_dir(g_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(idx_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
     check_good(&ds, 5, 4, 4);
     dataset_free(&ds);
-    cr_assert_eq(dataset_load_dir(g_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(dataset_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
     cr_assert_eq(ds.n, 5);
     dataset_free(&ds);
 }
@@ -238,7 +175,7 @@ Test(idx, load_dir_name_variants)
 Test(idx, load_dir_fashion_name)
 {
     char sub[512];
-    snprintf(sub, sizeof sub, "%s/My-Fashion-set", g_dir);
+    snprintf(sub, sizeof sub, "%s/My-Fashion-set", td_dir);
     cr_assert_eq(mkdir(sub, 0700), 0);
     write_pair("My-Fashion-set/t10k-images-idx3-ubyte", "My-Fashion-set/t10k-labels-idx1-ubyte", 3, 2, 2, 0);
     struct dataset ds;
@@ -251,23 +188,23 @@ Test(idx, load_dir_missing_files)
 {
     struct dataset ds;
     memset(&ds, 0xab, sizeof ds);
-    cr_assert_eq(idx_load_dir(g_dir, 1, &ds), TB_EIO);
-    cr_assert(strstr(tb_error_get(), g_dir) && strstr(tb_error_get(), "no train images file"), "%s", tb_error_get());
-    assert_zeroed(&ds);
+    cr_assert_eq(idx_load_dir(td_dir, 1, &ds), TB_EIO);
+    cr_assert(strstr(tb_error_get(), td_dir) && strstr(tb_error_get(), "no train images file"), "%s", tb_error_get());
+    td_assert_zeroed(&ds);
     write_pair("t10k-images-idx3-ubyte", "unrelated", 3, 2, 2, 0);
-    cr_assert_eq(idx_load_dir(g_dir, 0, &ds), TB_EIO);
+    cr_assert_eq(idx_load_dir(td_dir, 0, &ds), TB_EIO);
     cr_assert(strstr(tb_error_get(), "no test labels file"), "%s", tb_error_get());
-    assert_zeroed(&ds);
+    td_assert_zeroed(&ds);
 }
 
 Test(idx, load_dir_neither_format)
 {
     struct dataset ds;
     memset(&ds, 0xab, sizeof ds);
-    cr_assert_eq(dataset_load_dir(g_dir, 1, &ds), TB_EIO);
-    cr_assert(strstr(tb_error_get(), g_dir) && strstr(tb_error_get(), "no dataset found"), "%s", tb_error_get());
-    assert_zeroed(&ds);
-    cr_assert_eq(dataset_load_dir(path_in("nope"), 1, &ds), TB_EIO);
+    cr_assert_eq(dataset_load_dir(td_dir, 1, &ds), TB_EIO);
+    cr_assert(strstr(tb_error_get(), td_dir) && strstr(tb_error_get(), "no dataset found"), "%s", tb_error_get());
+    td_assert_zeroed(&ds);
+    cr_assert_eq(dataset_load_dir(td_path("nope"), 1, &ds), TB_EIO);
     cr_assert(strstr(tb_error_get(), "cannot open directory"), "%s", tb_error_get());
 }
 
@@ -281,7 +218,7 @@ Test(idx, missing_file)
 Test(idx, not_a_regular_file)
 {
     write_pair("img", "lab", 3, 2, 2, 0);
-    cr_assert_eq(mkdir(path_in("adir"), 0700), 0);
+    cr_assert_eq(mkdir(td_path("adir"), 0700), 0);
     expect_fail("adir", "lab", TB_EIO, "adir", "not a regular file");
 }
 
@@ -289,16 +226,16 @@ Test(idx, wrong_magic)
 {
     size_t li, ll;
     uint8_t *bi = make_images(0x802, 3, 2, 2, &li), *bl = make_labels(0x801, 3, 10, &ll);
-    write_file(path_in("img.gz"), bi, li, 1);
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("img.gz"), bi, li, 1);
+    write_file(td_path("lab"), bl, ll, 0);
     expect_fail("img.gz", "lab", TB_EFORMAT, "img.gz", "bad magic 0x00000802, expected 0x00000803");
     /* Swapped arguments: a labels file where images are expected. */
     expect_fail("lab", "img.gz", TB_EFORMAT, "lab", "bad magic 0x00000801");
     free(bi);
     bi = make_images(0x803, 3, 2, 2, &li);
-    write_file(path_in("img"), bi, li, 0);
+    write_file(td_path("img"), bi, li, 0);
     put_be32(bl, 0x00000d01); /* float labels */
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("lab"), bl, ll, 0);
     expect_fail("img", "lab", TB_EFORMAT, "lab", "bad magic 0x00000d01");
     free(bi);
     free(bl);
@@ -308,17 +245,17 @@ Test(idx, truncated_plain)
 {
     size_t li, ll;
     uint8_t *bi = make_images(0x803, 100, 28, 28, &li), *bl = make_labels(0x801, 100, 10, &ll);
-    write_file(path_in("img"), bi, 16 + 1200, 0);
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("img"), bi, 16 + 1200, 0);
+    write_file(td_path("lab"), bl, ll, 0);
     expect_fail("img", "lab", TB_EIO, "img", "truncated: expected 78400 bytes of pixels, got 1200");
-    write_file(path_in("img"), bi, li, 0);
-    write_file(path_in("lab"), bl, ll - 1, 0);
+    write_file(td_path("img"), bi, li, 0);
+    write_file(td_path("lab"), bl, ll - 1, 0);
     expect_fail("img", "lab", TB_EIO, "lab", "truncated: expected 100 bytes of labels, got 99");
-    write_file(path_in("img"), bi, 3, 0); /* not even a magic */
+    write_file(td_path("img"), bi, 3, 0); /* not even a magic */
     expect_fail("img", "lab", TB_EIO, "img", "truncated: expected 4 bytes of IDX magic, got 3");
-    write_file(path_in("img"), bi, 0, 0); /* empty */
+    write_file(td_path("img"), bi, 0, 0); /* empty */
     expect_fail("img", "lab", TB_EIO, "img", "truncated: expected 4 bytes of IDX magic, got 0");
-    write_file(path_in("img"), bi, 10, 0);
+    write_file(td_path("img"), bi, 10, 0);
     expect_fail("img", "lab", TB_EIO, "img", "truncated: expected 12 bytes of IDX dimensions, got 6");
     free(bi);
     free(bl);
@@ -328,19 +265,19 @@ Test(idx, truncated_gzip)
 {
     size_t li, ll;
     uint8_t *bi = make_images(0x803, 100, 28, 28, &li), *bl = make_labels(0x801, 100, 10, &ll);
-    write_file(path_in("img.gz"), bi, li, 1);
-    write_file(path_in("lab"), bl, ll, 0);
-    long sz = file_size(path_in("img.gz"));
-    cr_assert_eq(truncate(path_in("img.gz"), sz / 2), 0);
+    write_file(td_path("img.gz"), bi, li, 1);
+    write_file(td_path("lab"), bl, ll, 0);
+    long sz = td_file_size(td_path("img.gz"));
+    cr_assert_eq(truncate(td_path("img.gz"), sz / 2), 0);
     expect_fail("img.gz", "lab", TB_EIO, "img.gz", "truncated: expected 78400 bytes of pixels, got");
     cr_assert(strstr(tb_error_get(), "gzip stream ends early"), "%s", tb_error_get());
     /* Cut inside the 8-byte trailer: every pixel inflates, but the CRC cannot be checked. */
-    write_file(path_in("img.gz"), bi, li, 1);
-    cr_assert_eq(truncate(path_in("img.gz"), sz - 3), 0);
+    write_file(td_path("img.gz"), bi, li, 1);
+    cr_assert_eq(truncate(td_path("img.gz"), sz - 3), 0);
     expect_fail("img.gz", "lab", TB_EIO, "img.gz", "truncated: gzip stream ends before its trailer");
     /* A gzip file cut inside its 10-byte gzip header. */
-    write_file(path_in("img.gz"), bi, li, 1);
-    cr_assert_eq(truncate(path_in("img.gz"), 5), 0);
+    write_file(td_path("img.gz"), bi, li, 1);
+    cr_assert_eq(truncate(td_path("img.gz"), 5), 0);
     expect_fail("img.gz", "lab", TB_EIO, "img.gz", "truncated");
     free(bi);
     free(bl);
@@ -350,19 +287,19 @@ Test(idx, corrupt_gzip)
 {
     size_t li, ll;
     uint8_t *bi = make_images(0x803, 100, 28, 28, &li), *bl = make_labels(0x801, 100, 10, &ll);
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("lab"), bl, ll, 0);
     /* Flip bytes at several places in the middle of the deflate stream; every one must be caught
      * (bad block data, or a CRC/length mismatch when the stream is read to its end). */
     for (int k = 0; k < 8; k++) {
-        write_file(path_in("img.gz"), bi, li, 1);
-        long sz = file_size(path_in("img.gz"));
-        flip_bytes(path_in("img.gz"), sz / 4 + k * (sz / 16), 4);
+        write_file(td_path("img.gz"), bi, li, 1);
+        long sz = td_file_size(td_path("img.gz"));
+        flip_bytes(td_path("img.gz"), sz / 4 + k * (sz / 16), 4);
         expect_fail("img.gz", "lab", TB_EFORMAT, "img.gz", "corrupt gzip stream");
     }
     /* A single flipped bit changes decoded bytes but not the structure: only the CRC sees it. */
-    write_file(path_in("img.gz"), bi, li, 1);
-    long sz = file_size(path_in("img.gz"));
-    flip_bytes(path_in("img.gz"), sz - 8, 1); /* first CRC byte of the trailer */
+    write_file(td_path("img.gz"), bi, li, 1);
+    long sz = td_file_size(td_path("img.gz"));
+    flip_bytes(td_path("img.gz"), sz - 8, 1); /* first CRC byte of the trailer */
     expect_fail("img.gz", "lab", TB_EFORMAT, "img.gz", "corrupt gzip stream: incorrect data check");
     free(bi);
     free(bl);
@@ -372,8 +309,8 @@ Test(idx, count_mismatch)
 {
     size_t li, ll;
     uint8_t *bi = make_images(0x803, 5, 3, 3, &li), *bl = make_labels(0x801, 4, 10, &ll);
-    write_file(path_in("img"), bi, li, 0);
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("img"), bi, li, 0);
+    write_file(td_path("lab"), bl, ll, 0);
     expect_fail("img", "lab", TB_EFORMAT, "lab", "count mismatch: 4 labels but");
     cr_assert(strstr(tb_error_get(), "holds 5 images"), "%s", tb_error_get());
     free(bi);
@@ -385,11 +322,11 @@ Test(idx, label_out_of_range)
     size_t li, ll;
     uint8_t *bi = make_images(0x803, 5, 3, 3, &li), *bl = make_labels(0x801, 5, 10, &ll);
     bl[8 + 3] = 10;
-    write_file(path_in("img"), bi, li, 0);
-    write_file(path_in("lab.gz"), bl, ll, 1);
+    write_file(td_path("img"), bi, li, 0);
+    write_file(td_path("lab.gz"), bl, ll, 1);
     expect_fail("img", "lab.gz", TB_EFORMAT, "lab.gz", "label 10 at index 3 out of range [0,10)");
     bl[8 + 3] = 255;
-    write_file(path_in("lab.gz"), bl, ll, 1);
+    write_file(td_path("lab.gz"), bl, ll, 1);
     expect_fail("img", "lab.gz", TB_EFORMAT, "lab.gz", "label 255 at index 3");
     free(bi);
     free(bl);
@@ -399,18 +336,18 @@ Test(idx, zero_size_dims)
 {
     size_t li, ll;
     uint8_t *bl = make_labels(0x801, 5, 10, &ll);
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("lab"), bl, ll, 0);
     uint32_t dims[3][3] = {{0, 3, 3}, {5, 0, 3}, {5, 3, 0}};
     for (int k = 0; k < 3; k++) {
         uint8_t *bi = make_images(0x803, dims[k][0], dims[k][1], dims[k][2], &li);
-        write_file(path_in("img"), bi, li, k == 1);
+        write_file(td_path("img"), bi, li, k == 1);
         expect_fail("img", "lab", TB_EFORMAT, "img", "zero-size dimension");
         free(bi);
     }
     size_t lz;
     uint8_t *bz = make_labels(0x801, 0, 10, &lz), *bi = make_images(0x803, 5, 3, 3, &li);
-    write_file(path_in("img"), bi, li, 0);
-    write_file(path_in("lab"), bz, lz, 0);
+    write_file(td_path("img"), bi, li, 0);
+    write_file(td_path("lab"), bz, lz, 0);
     expect_fail("img", "lab", TB_EFORMAT, "lab", "zero-size dimension");
     free(bi);
     free(bz);
@@ -421,29 +358,29 @@ Test(idx, absurd_dims)
 {
     size_t li, ll;
     uint8_t *bl = make_labels(0x801, 5, 10, &ll);
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("lab"), bl, ll, 0);
     /* 2^31 rows: over every limit; rejected from the header alone, plain or gzip. */
     for (int gz = 0; gz < 2; gz++) {
         uint8_t *bi = make_images(0x803, 5, 0x80000000u, 28, &li);
-        write_file(path_in("img"), bi, li, gz);
+        write_file(td_path("img"), bi, li, gz);
         expect_fail("img", "lab", TB_ENOMEM, "img", "absurd dimensions in header: 5 x 2147483648 x 28");
         free(bi);
     }
     /* 2^31 images. */
     uint8_t *bi = make_images(0x803, 0x80000000u, 28, 28, &li);
-    write_file(path_in("img"), bi, li, 0);
+    write_file(td_path("img"), bi, li, 0);
     expect_fail("img", "lab", TB_ENOMEM, "img", "absurd dimensions");
     free(bi);
     /* Within the per-field limits but ~3 GB of pixels claimed by a gzip file of a few dozen bytes:
      * refused before allocating, by comparing with what the file could inflate to. */
     size_t lb;
     uint8_t *bigl = make_labels(0x801, 4000000, 10, &lb);
-    write_file(path_in("lab"), bigl, lb, 1);
+    write_file(td_path("lab"), bigl, lb, 1);
     bi = make_images(0x803, 4000000, 28, 28, &li);
-    write_file(path_in("img.gz"), bi, li, 1);
+    write_file(td_path("img.gz"), bi, li, 1);
     expect_fail("img.gz", "lab", TB_ENOMEM, "img.gz", "absurd size: header claims 3136000000 bytes of pixels");
     /* The same header in a plain file is simply a truncated file. */
-    write_file(path_in("img"), bi, li, 0);
+    write_file(td_path("img"), bi, li, 0);
     expect_fail("img", "lab", TB_EIO, "img", "truncated: expected 3136000000 bytes of pixels, got 0");
     free(bi);
     free(bigl);
@@ -455,8 +392,8 @@ Test(idx, trailing_data)
     size_t li, ll;
     uint8_t *bi = make_images(0x803, 5, 3, 3, &li), *bl = make_labels(0x801, 4, 10, &ll);
     put_be32(bi + 4, 4); /* header says 4 images, payload holds 5 */
-    write_file(path_in("img.gz"), bi, li, 1);
-    write_file(path_in("lab"), bl, ll, 0);
+    write_file(td_path("img.gz"), bi, li, 1);
+    write_file(td_path("lab"), bl, ll, 0);
     expect_fail("img.gz", "lab", TB_EFORMAT, "img.gz", "trailing data after");
     free(bi);
     free(bl);
@@ -469,7 +406,7 @@ Test(idx, bad_arguments)
     cr_assert_eq(idx_load("a", "b", 257, &ds), TB_EINVAL);
     cr_assert_eq(idx_load(NULL, "b", 10, &ds), TB_EINVAL);
     cr_assert_eq(idx_load_dir("", 1, &ds), TB_EINVAL);
-    assert_zeroed(&ds);
+    td_assert_zeroed(&ds);
 }
 
 Test(idx, debian_fashion_mnist, .timeout = 60)
@@ -579,7 +516,7 @@ Test(resize, rejects_bad_requests)
     struct dataset in = tiny(1, 2, 2, 1, px), out;
     memset(&out, 0xab, sizeof out);
     cr_assert_eq(dataset_resize(&in, 0, 2, 1, &out), TB_EINVAL);
-    assert_zeroed(&out);
+    td_assert_zeroed(&out);
     cr_assert_eq(dataset_resize(&in, 2, 2, 2, &out), TB_EINVAL);
     cr_assert(strstr(tb_error_get(), "cannot convert 1 channels to 2"), "%s", tb_error_get());
     cr_assert_eq(dataset_resize(&in, 1 << 20, 1 << 20, 3, &out), TB_ENOMEM);

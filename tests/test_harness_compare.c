@@ -31,6 +31,16 @@ static const struct compare_line *find(const struct compare_line *l, int n, cons
     return NULL;
 }
 
+/* compare_results(a, b) at alpha 0.05 with stderr captured; asserts TB_OK and returns what it printed. */
+static char *compare_captured(const char *a, const char *b, struct compare_line **l, int *n)
+{
+    th_stderr_begin();
+    int st = compare_results(a, b, 0.05, l, n);
+    char *err = th_stderr_end(); /* stderr is back before an assertion can end the test */
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    return err;
+}
+
 /* A throughput row of a run that stopped early (status given), with the given rate. */
 static void row_status(const char *path, const char *status, int batch, double ips)
 {
@@ -56,10 +66,7 @@ Test(harness_compare, unfinished_rows_are_not_matched, .init = th_setup, .fini =
     row_status(b, "diverged", 64, 900.0);
     struct compare_line *l;
     int n;
-    th_stderr_begin();
-    int st = compare_results(a, b, 0.05, &l, &n);
-    char *err = th_stderr_end();
-    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    char *err = compare_captured(a, b, &l, &n);
     cr_assert(strstr(err, "old.jsonl: 1 row of runs that did not finish") != NULL, "%s", err);
     cr_assert(strstr(err, "new.jsonl: 2 rows of runs that did not finish") != NULL, "%s", err);
     free(err);
@@ -91,10 +98,7 @@ Test(harness_compare, known_shift_and_no_shift, .init = th_setup, .fini = th_tea
     th_append(b, "this line is not JSON\n");
     struct compare_line *l;
     int n;
-    th_stderr_begin();
-    int st = compare_results(a, b, 0.05, &l, &n);
-    char *err = th_stderr_end();
-    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    char *err = compare_captured(a, b, &l, &n);
     cr_assert(strstr(err, "new.jsonl:4") != NULL, "the malformed line is reported: %s", err);
     free(err);
     cr_assert_eq(n, 4);

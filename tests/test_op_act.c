@@ -27,29 +27,6 @@ static void fill(float *p, size_t n, uint64_t seed, float mean, float sd)
     for (size_t i = 0; i < n; i++) p[i] = mean + sd * (float)rng_normal(seed, 99, i);
 }
 
-static void assert_bitwise(const float *a, const float *b, size_t n, const char *what)
-{
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0)
-            cr_assert_fail("%s[%zu]: %.9g != %.9g (not bitwise equal)", what, i, (double)a[i], (double)b[i]);
-}
-
-/* g (n) = ∂loss/∂p by central differences, perturbing p in place. */
-static void fd_grad(double *g, double *p, size_t n, double (*loss)(void *), void *ctx)
-{
-    for (size_t i = 0; i < n; i++) {
-        double v = p[i], h = 1e-5 * fmax(1.0, fabs(v));
-        p[i] = v + h;
-        double lp = loss(ctx);
-        p[i] = v - h;
-        double lm = loss(ctx);
-        p[i] = v;
-        g[i] = (lp - lm) / (2.0 * h);
-    }
-}
-
-static const int NTHS[] = {1, 2, 3, 7};
-
 /* Position of a float on the ordered integer line, for ulp distances across signs. */
 static int64_t float_ord(float f)
 {
@@ -212,7 +189,7 @@ Test(act, forward_backward_match_ref_and_finite_differences)
         if (k == ACT_RELU_K) relu_backward_ref(dref, f.w, f.x, n);
         snprintf(what, sizeof what, "%s backward vs ref", ACT_NAMES[k]);
         tu_assert_close(dx, dref, n, 1e-5, 1e-7, what);
-        fd_grad(g, f.x, n, act_fd_loss, &f);
+        tu_fd_grad(g, f.x, n, act_fd_loss, &f, 1e-5);
         snprintf(what, sizeof what, "%s backward vs fd", ACT_NAMES[k]);
         tu_assert_close(dx, g, n, 1e-4, 1e-6, what);
         free(x), free(y), free(dy), free(dx), free(f.x), free(f.w), free(f.y), free(dref), free(g);
@@ -242,18 +219,18 @@ Test(act, partition_bitwise_and_in_place)
         fill(dy, n, 41, 0.0f, 1.0f);
         act_fwd(k, y1, x, n, 0, 1);
         act_bwd(k, g1, dy, x, y1, n, 0, 1);
-        for (int q = 1; q < 4; q++) {
+        for (int q = 1; q < TU_N_NTHS; q++) {
             float *y = tu_fvec(n), *g = tu_fvec(n);
-            for (int i = 0; i < NTHS[q]; i++) act_fwd(k, y, x, n, i, NTHS[q]);
-            for (int i = 0; i < NTHS[q]; i++) act_bwd(k, g, dy, x, y1, n, i, NTHS[q]);
-            assert_bitwise(y, y1, n, ACT_NAMES[k]);
-            assert_bitwise(g, g1, n, ACT_NAMES[k]);
+            for (int i = 0; i < TU_NTHS[q]; i++) act_fwd(k, y, x, n, i, TU_NTHS[q]);
+            for (int i = 0; i < TU_NTHS[q]; i++) act_bwd(k, g, dy, x, y1, n, i, TU_NTHS[q]);
+            tu_assert_bitwise(y, y1, n, ACT_NAMES[k]);
+            tu_assert_bitwise(g, g1, n, ACT_NAMES[k]);
             free(y), free(g);
         }
         float *z = tu_fvec(n);
         memcpy(z, x, n * sizeof *z);
         act_fwd(k, z, z, n, 0, 1);
-        assert_bitwise(z, y1, n, "in place");
+        tu_assert_bitwise(z, y1, n, "in place");
         free(x), free(dy), free(y1), free(g1), free(z);
     }
 }
@@ -296,17 +273,17 @@ Test(pool, matches_ref_finite_differences_accumulate_partition)
         double *dref = tu_dvec(nx), *g = tu_dvec(nx);
         global_avgpool_backward_ref(dref, f.w, N, HW, C);
         tu_assert_close(dx, dref, nx, 1e-6, 1e-7, "pool backward vs ref");
-        fd_grad(g, f.x, nx, pool_fd_loss, &f);
+        tu_fd_grad(g, f.x, nx, pool_fd_loss, &f, 1e-5);
         tu_assert_close(dx, g, nx, 1e-4, 1e-6, "pool backward vs fd");
         global_avgpool_backward(dx2, dy, N, HW, C, 0, 1);
         global_avgpool_backward(dx2, dy, N, HW, C, 0, 1);
         for (size_t i = 0; i < nx; i++) cr_assert(dx2[i] == 2.0f * dx[i], "pool dinp[%zu] not doubled", i);
-        for (int q = 1; q < 4; q++) {
+        for (int q = 1; q < TU_N_NTHS; q++) {
             float *yq = tu_fvec(ny), *dxq = tu_fvec(nx);
-            for (int i = 0; i < NTHS[q]; i++) global_avgpool_forward(yq, x, N, HW, C, i, NTHS[q]);
-            for (int i = 0; i < NTHS[q]; i++) global_avgpool_backward(dxq, dy, N, HW, C, i, NTHS[q]);
-            assert_bitwise(yq, y, ny, "pool forward partition");
-            assert_bitwise(dxq, dx, nx, "pool backward partition");
+            for (int i = 0; i < TU_NTHS[q]; i++) global_avgpool_forward(yq, x, N, HW, C, i, TU_NTHS[q]);
+            for (int i = 0; i < TU_NTHS[q]; i++) global_avgpool_backward(dxq, dy, N, HW, C, i, TU_NTHS[q]);
+            tu_assert_bitwise(yq, y, ny, "pool forward partition");
+            tu_assert_bitwise(dxq, dx, nx, "pool backward partition");
             free(yq), free(dxq);
         }
         free(x), free(y), free(dy), free(dx), free(dx2), free(f.x), free(f.w), free(f.y), free(dref), free(g);
@@ -351,8 +328,8 @@ Test(se, matches_ref_finite_differences_accumulate_partition)
         se_scale_backward_ref(rdx, rds, f.w, f.x, f.s, N, HW, C);
         tu_assert_close(dx, rdx, nx, 1e-6, 1e-7, "se dinp vs ref");
         tu_assert_close(ds, rds, ns, 1e-5, 1e-6, "se dscale vs ref");
-        fd_grad(gx, f.x, nx, se_fd_loss, &f);
-        fd_grad(gs, f.s, ns, se_fd_loss, &f);
+        tu_fd_grad(gx, f.x, nx, se_fd_loss, &f, 1e-5);
+        tu_fd_grad(gs, f.s, ns, se_fd_loss, &f, 1e-5);
         tu_assert_close(dx, gx, nx, 1e-4, 1e-6, "se dinp vs fd");
         tu_assert_close(ds, gs, ns, 1e-4, 1e-6, "se dscale vs fd");
         /* accumulate: two calls from zero give 2×; NULL skips an output */
@@ -366,15 +343,15 @@ Test(se, matches_ref_finite_differences_accumulate_partition)
         float *dx3 = tu_fvec(nx);
         memset(dx3, 0xFF, nx * sizeof(float));
         se_scale_backward(dx3, NULL, dy, x, s, N, HW, C, 0, 0, 1);
-        assert_bitwise(dx3, dx, nx, "se dinp overwrite");
+        tu_assert_bitwise(dx3, dx, nx, "se dinp overwrite");
         free(dx3);
-        for (int q = 1; q < 4; q++) {
+        for (int q = 1; q < TU_N_NTHS; q++) {
             float *yq = tu_fvec(nx), *dxq = tu_fvec(nx), *dsq = tu_fvec(ns);
-            for (int i = 0; i < NTHS[q]; i++) se_scale_forward(yq, x, s, N, HW, C, i, NTHS[q]);
-            for (int i = 0; i < NTHS[q]; i++) se_scale_backward(dxq, dsq, dy, x, s, N, HW, C, 1, i, NTHS[q]);
-            assert_bitwise(yq, y, nx, "se forward partition");
-            assert_bitwise(dxq, dx, nx, "se dinp partition");
-            assert_bitwise(dsq, ds, ns, "se dscale partition");
+            for (int i = 0; i < TU_NTHS[q]; i++) se_scale_forward(yq, x, s, N, HW, C, i, TU_NTHS[q]);
+            for (int i = 0; i < TU_NTHS[q]; i++) se_scale_backward(dxq, dsq, dy, x, s, N, HW, C, 1, i, TU_NTHS[q]);
+            tu_assert_bitwise(yq, y, nx, "se forward partition");
+            tu_assert_bitwise(dxq, dx, nx, "se dinp partition");
+            tu_assert_bitwise(dsq, ds, ns, "se dscale partition");
             free(yq), free(dxq), free(dsq);
         }
         free(x), free(s), free(y), free(dy), free(dx), free(ds), free(dx2), free(ds2);
@@ -395,14 +372,14 @@ Test(se, forward_streamed_is_exact)
     for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000003u) / 1000003.0f - 0.5f;
     for (size_t i = 0; i < (size_t)N * C; i++) s[i] = 0.25f + (float)i / 517.0f;
     for (int off = 0; off < 2; off++)
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < TU_N_NTHS; q++) {
             float *yo = y + off;
             memset(y, 0xFF, (n + 16) * sizeof(float));
-            for (int i = 0; i < NTHS[q]; i++) se_scale_forward(yo, x, s, N, HW, C, i, NTHS[q]);
+            for (int i = 0; i < TU_NTHS[q]; i++) se_scale_forward(yo, x, s, N, HW, C, i, TU_NTHS[q]);
             for (size_t i = 0; i < n; i++) {
                 const float e = x[i] * s[(i / (HW * C)) * C + i % C];
                 if (memcmp(&yo[i], &e, sizeof e))
-                    cr_assert_fail("offset %d nth %d: y[%zu] = %a, want %a", off, NTHS[q], i, (double)yo[i], (double)e);
+                    cr_assert_fail("offset %d nth %d: y[%zu] = %a, want %a", off, TU_NTHS[q], i, (double)yo[i], (double)e);
             }
         }
     free(x), free(s), free(y);
@@ -427,17 +404,17 @@ Test(dropout, p0_is_identity)
     fill(sc, n, 83, 0.0f, 1.0f);
     memcpy(v0, dx, n * sizeof *dx);
     dropout_forward(y, x, N, D, 100, &a, 0, 1);
-    assert_bitwise(y, x, n, "dropout p=0 forward");
+    tu_assert_bitwise(y, x, n, "dropout p=0 forward");
     dropout_backward(dx, dy, N, D, 100, &a, 0, 1);
     for (size_t i = 0; i < n; i++) cr_assert(dx[i] == v0[i] + dy[i], "dropout p=0 backward [%zu]", i);
     dropconnect_forward(y, x, N, D, 100, &a, 0, 1);
-    assert_bitwise(y, x, n, "drop-connect p=0 forward");
+    tu_assert_bitwise(y, x, n, "drop-connect p=0 forward");
     dropconnect_add_forward(y, sc, x, N, D, 100, &a, 0, 1);
     for (size_t i = 0; i < n; i++) cr_assert(y[i] == sc[i] + x[i], "drop-connect add p=0 [%zu]", i);
     /* in place */
     memcpy(y, x, n * sizeof *y);
     dropout_forward(y, y, N, D, 100, &a, 0, 1);
-    assert_bitwise(y, x, n, "dropout p=0 in place");
+    tu_assert_bitwise(y, x, n, "dropout p=0 in place");
     free(x), free(y), free(dy), free(dx), free(v0), free(sc);
 }
 
@@ -473,8 +450,8 @@ Test(dropout, mask_independent_of_batch_split)
             dropconnect_add_forward(ys, sc, x, N / 2, D, 0, &a, 0, 1);
             dropconnect_add_forward(ys + h, sc + h, x + h, N / 2, D, N / 2, &a, 0, 1);
         }
-        assert_bitwise(ys, y, n, "split forward");
-        assert_bitwise(dxs, dx, n, "split backward");
+        tu_assert_bitwise(ys, y, n, "split forward");
+        tu_assert_bitwise(dxs, dx, n, "split backward");
         free(y), free(ys), free(dx), free(dxs);
     }
     /* The samples of the second half are not the first half's masks again. */
@@ -611,29 +588,29 @@ Test(dropout, matches_ref_finite_differences_accumulate_partition)
         else
             dropconnect_backward_ref(dref, f.w, N, D, g0, &a);
         tu_assert_close(dx, dref, n, 1e-6, 0.0, "dropout backward vs ref");
-        fd_grad(g, f.x, n, drop_fd_loss, &f);
+        tu_fd_grad(g, f.x, n, drop_fd_loss, &f, 1e-5);
         tu_assert_close(dx, g, n, 1e-5, 1e-7, "dropout backward vs fd");
         for (size_t i = 0; i < n; i++) cr_assert(dx2[i] == 2.0f * dx[i], "dinp[%zu] not doubled", i);
-        for (int q = 1; q < 4; q++) {
+        for (int q = 1; q < TU_N_NTHS; q++) {
             float *yq = tu_fvec(n), *dxq = tu_fvec(n);
-            for (int i = 0; i < NTHS[q]; i++) {
+            for (int i = 0; i < TU_NTHS[q]; i++) {
                 if (kind == 0) {
-                    dropout_forward(yq, x, N, D, g0, &a, i, NTHS[q]);
-                    dropout_backward(dxq, dy, N, D, g0, &a, i, NTHS[q]);
+                    dropout_forward(yq, x, N, D, g0, &a, i, TU_NTHS[q]);
+                    dropout_backward(dxq, dy, N, D, g0, &a, i, TU_NTHS[q]);
                 } else {
-                    dropconnect_forward(yq, x, N, D, g0, &a, i, NTHS[q]);
-                    dropconnect_backward(dxq, dy, N, D, g0, &a, i, NTHS[q]);
+                    dropconnect_forward(yq, x, N, D, g0, &a, i, TU_NTHS[q]);
+                    dropconnect_backward(dxq, dy, N, D, g0, &a, i, TU_NTHS[q]);
                 }
             }
-            assert_bitwise(yq, y, n, "dropout forward partition");
-            assert_bitwise(dxq, dx, n, "dropout backward partition");
+            tu_assert_bitwise(yq, y, n, "dropout forward partition");
+            tu_assert_bitwise(dxq, dx, n, "dropout backward partition");
             free(yq), free(dxq);
         }
         float *sc = tu_fvec(n), *ya = tu_fvec(n), *yaq = tu_fvec(n);
         fill(sc, n, 122, 0.0f, 1.0f);
         dropconnect_add_forward(ya, sc, x, N, D, g0, &a, 0, 1);
         for (int i = 0; i < 7; i++) dropconnect_add_forward(yaq, sc, x, N, D, g0, &a, i, 7);
-        assert_bitwise(yaq, ya, n, "drop-connect add partition");
+        tu_assert_bitwise(yaq, ya, n, "drop-connect add partition");
         free(x), free(y), free(dy), free(dx), free(dx2), free(f.x), free(f.w), free(f.y), free(dref), free(g);
         free(sc), free(ya), free(yaq);
     }

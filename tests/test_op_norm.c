@@ -31,35 +31,6 @@ static void fill(float *p, size_t n, uint64_t seed, float mean, float sd)
     for (size_t i = 0; i < n; i++) p[i] = mean + sd * (float)rng_normal(seed, 99, i);
 }
 
-static void assert_close_f(const float *got, const float *want, size_t n, double rtol, double atol, const char *what)
-{
-    double *w = tu_to_d(want, n);
-    tu_assert_close(got, w, n, rtol, atol, what);
-    free(w);
-}
-
-static void assert_bitwise(const float *a, const float *b, size_t n, const char *what)
-{
-    for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0)
-            cr_assert_fail("%s[%zu]: %.9g != %.9g (not bitwise equal)", what, i, (double)a[i], (double)b[i]);
-}
-
-/* g (n) = ∂loss/∂p by central differences, perturbing p in place. */
-static void fd_grad(double *g, double *p, size_t n, double (*loss)(void *), void *ctx)
-{
-    for (size_t i = 0; i < n; i++) {
-        double v = p[i], h = 1e-5 * fmax(1.0, fabs(v));
-        p[i] = v + h;
-        double lp = loss(ctx);
-        p[i] = v - h;
-        double lm = loss(ctx);
-        p[i] = v;
-        g[i] = (lp - lm) / (2.0 * h);
-    }
-}
-
-static const int NTHS[] = {1, 2, 3, 7};
 static const enum norm_act ACTS[] = {NORM_ACT_NONE, NORM_ACT_SILU};
 
 /* ------------------------------------------------------------------------------------------------
@@ -166,21 +137,21 @@ static void bn_out_assert_bitwise(const struct bn_out *a, const struct bn_out *b
     size_t n = t->M * (size_t)t->C, C = (size_t)t->C;
     char m[128];
     snprintf(m, sizeof m, "%s y", what);
-    assert_bitwise(a->y, b->y, n, m);
+    tu_assert_bitwise(a->y, b->y, n, m);
     snprintf(m, sizeof m, "%s save", what);
-    assert_bitwise(a->save, b->save, 2 * C, m);
+    tu_assert_bitwise(a->save, b->save, 2 * C, m);
     snprintf(m, sizeof m, "%s run_mean", what);
-    assert_bitwise(a->rm, b->rm, C, m);
+    tu_assert_bitwise(a->rm, b->rm, C, m);
     snprintf(m, sizeof m, "%s run_var", what);
-    assert_bitwise(a->rv, b->rv, C, m);
+    tu_assert_bitwise(a->rv, b->rv, C, m);
     snprintf(m, sizeof m, "%s dx", what);
-    assert_bitwise(a->dx, b->dx, n, m);
+    tu_assert_bitwise(a->dx, b->dx, n, m);
     snprintf(m, sizeof m, "%s dgamma", what);
-    assert_bitwise(a->dg, b->dg, C, m);
+    tu_assert_bitwise(a->dg, b->dg, C, m);
     snprintf(m, sizeof m, "%s dbeta", what);
-    assert_bitwise(a->db, b->db, C, m);
+    tu_assert_bitwise(a->db, b->db, C, m);
     snprintf(m, sizeof m, "%s dz left in dout", what);
-    assert_bitwise(a->dyc, b->dyc, n, m);
+    tu_assert_bitwise(a->dyc, b->dyc, n, m);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -235,8 +206,8 @@ Test(bn, running_stats_keras_momentum_unbiased_var)
     /* NULL running stats (a recomputed forward): same output and save, nothing else touched. */
     float *y2 = tu_fvec(t.M * (size_t)t.C), *save2 = tu_fvec(2 * (size_t)t.C);
     bn_forward_train(y2, save2, NULL, NULL, t.x, t.gamma, t.beta, t.M, t.C, EPS, 0.99f, NORM_ACT_NONE, 0, 1);
-    assert_bitwise(y2, o.y, t.M * (size_t)t.C, "y without running stats");
-    assert_bitwise(save2, o.save, 2 * (size_t)t.C, "save without running stats");
+    tu_assert_bitwise(y2, o.y, t.M * (size_t)t.C, "y without running stats");
+    tu_assert_bitwise(save2, o.save, 2 * (size_t)t.C, "save without running stats");
     free(y2), free(save2);
     bn_out_free(&o);
     bn_case_free(&t);
@@ -270,7 +241,7 @@ Test(bn, eval_uses_running_stats)
     float *y2 = tu_fvec(n);
     for (size_t i = 0; i < C; i++) t.x[i] += 5.0f;
     bn_forward_eval(y2, t.x, t.rm, t.rv, t.gamma, t.beta, t.M, t.C, EPS, NORM_ACT_SILU, 0, 1);
-    assert_bitwise(y2 + C, y + C, n - C, "eval rows independent");
+    tu_assert_bitwise(y2 + C, y + C, n - C, "eval rows independent");
     free(y), free(y2), free(ytrain), free(save);
     bn_case_free(&t);
 }
@@ -311,9 +282,9 @@ Test(bn, backward_matches_ref_and_finite_differences)
         tu_assert_close(o.db, db, C, 1e-4, 1e-5, "dbeta vs ref");
         /* Central differences of Σ dy·y in double. */
         double *gx = tu_dvec(n), *gg = tu_dvec(C), *gb = tu_dvec(C);
-        fd_grad(gx, f.x, n, bn_fd_loss, &f);
-        fd_grad(gg, f.gamma, C, bn_fd_loss, &f);
-        fd_grad(gb, f.beta, C, bn_fd_loss, &f);
+        tu_fd_grad(gx, f.x, n, bn_fd_loss, &f, 1e-5);
+        tu_fd_grad(gg, f.gamma, C, bn_fd_loss, &f, 1e-5);
+        tu_fd_grad(gb, f.beta, C, bn_fd_loss, &f, 1e-5);
         tu_assert_close(o.dx, gx, n, 1e-3, 1e-4, "dx vs fd");
         tu_assert_close(o.dg, gg, C, 1e-3, 1e-4, "dgamma vs fd");
         tu_assert_close(o.db, gb, C, 1e-3, 1e-4, "dbeta vs fd");
@@ -369,20 +340,20 @@ Test(bn, backward_overwrites)
         bn_run(&o, &t, ACTS[k], 1); /* o.dx = g, accumulated from zero */
         float *dx = tu_fvec(n), *dg = tu_fvec(C), *db = tu_fvec(C), *dyc = tu_fvec(n);
         double *sums = tu_dvec(2 * C);
-        for (size_t ni = 0; ni < sizeof NTHS / sizeof NTHS[0]; ni++) {
-            const int nth = NTHS[ni];
+        for (int ni = 0; ni < TU_N_NTHS; ni++) {
+            const int nth = TU_NTHS[ni];
             fill(dx, n, 8 + ni, 3.0f, 5.0f);
             memcpy(dyc, t.dy, n * sizeof *dyc);
             for (int i = 0; i < nth; i++)
                 bn_backward(dx, dg, db, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], 0, i, nth);
-            assert_bitwise(dx, o.dx, n, "bn_backward acc=0 dx");
+            tu_assert_bitwise(dx, o.dx, n, "bn_backward acc=0 dx");
             fill(dx, n, 9 + ni, -2.0f, 5.0f);
             memcpy(dyc, t.dy, n * sizeof *dyc);
             for (int i = 0; i < nth; i++)
                 bn_backward_partial(sums, dyc, t.x, o.save, t.gamma, t.beta, t.M, t.C, ACTS[k], i, nth);
             for (int i = 0; i < nth; i++)
                 bn_backward_data_apply(dx, dyc, t.x, o.save, t.gamma, sums, t.M, t.M, t.C, 0, i, nth);
-            assert_bitwise(dx, o.dx, n, "bn_backward_data_apply acc=0 dx");
+            tu_assert_bitwise(dx, o.dx, n, "bn_backward_data_apply acc=0 dx");
         }
         free(dx), free(dg), free(db), free(dyc), free(sums);
         bn_out_free(&o);
@@ -424,8 +395,8 @@ Test(bn, partition_bitwise)
             bn_out_assert_bitwise(&ref2, &ref, &t, "two-phase vs single");
             float *ye = tu_fvec(t.M * (size_t)t.C), *ye1 = tu_fvec(t.M * (size_t)t.C);
             bn_forward_eval(ye1, t.x, t.rm, t.rv, t.gamma, t.beta, t.M, t.C, EPS, ACTS[k], 0, 1);
-            for (int q = 1; q < 4; q++) {
-                int nth = NTHS[q];
+            for (int q = 1; q < TU_N_NTHS; q++) {
+                int nth = TU_NTHS[q];
                 char what[64];
                 struct bn_out o, o2;
                 bn_out_init(&o, &t);
@@ -437,7 +408,7 @@ Test(bn, partition_bitwise)
                 bn_out_assert_bitwise(&o2, &ref, &t, what);
                 for (int i = 0; i < nth; i++)
                     bn_forward_eval(ye, t.x, t.rm, t.rv, t.gamma, t.beta, t.M, t.C, EPS, ACTS[k], i, nth);
-                assert_bitwise(ye, ye1, t.M * (size_t)t.C, what);
+                tu_assert_bitwise(ye, ye1, t.M * (size_t)t.C, what);
                 bn_out_free(&o);
                 bn_out_free(&o2);
             }
@@ -479,14 +450,14 @@ Test(bn, sync_two_replicas_match_full_batch)
         for (size_t i = 0; i < 2 * C; i++) sg[i] = s0[i] + s1[i];
         bn_stats_finalize(save0, rm0, rv0, sg, t.M, t.C, EPS, MOM, 0, 1);
         bn_stats_finalize(save1, rm1, rv1, sg, t.M, t.C, EPS, MOM, 0, 1);
-        assert_bitwise(save0, save1, 2 * C, "replica saves");
-        assert_bitwise(rm0, rm1, C, "replica running means");
+        tu_assert_bitwise(save0, save1, 2 * C, "replica saves");
+        tu_assert_bitwise(rm0, rm1, C, "replica running means");
         bn_forward_apply(y, t.x, save0, t.gamma, t.beta, M0, t.C, act, 0, 1);
         bn_forward_apply(y + M0 * C, x1, save1, t.gamma, t.beta, M1, t.C, act, 0, 1);
-        assert_close_f(y, full.y, n, 1e-5, 1e-6, "sync y");
-        assert_close_f(save0, full.save, 2 * C, 1e-6, 1e-7, "sync save");
-        assert_close_f(rm0, full.rm, C, 1e-6, 1e-7, "sync run_mean");
-        assert_close_f(rv0, full.rv, C, 1e-6, 1e-7, "sync run_var");
+        tu_assert_close_f(y, full.y, n, 1e-5, 1e-6, "sync y");
+        tu_assert_close_f(save0, full.save, 2 * C, 1e-6, 1e-7, "sync save");
+        tu_assert_close_f(rm0, full.rm, C, 1e-6, 1e-7, "sync run_mean");
+        tu_assert_close_f(rv0, full.rv, C, 1e-6, 1e-7, "sync run_var");
 
         bn_backward_partial(s0, dyc, t.x, save0, t.gamma, t.beta, M0, t.C, act, 0, 1);
         bn_backward_partial(s1, dy1, x1, save1, t.gamma, t.beta, M1, t.C, act, 0, 1);
@@ -496,9 +467,9 @@ Test(bn, sync_two_replicas_match_full_batch)
         bn_backward_data_apply(dx, dyc, t.x, save0, t.gamma, sg, M0, t.M, t.C, 1, 0, 1);
         bn_backward_data_apply(dx + M0 * C, dy1, x1, save1, t.gamma, sg, M1, t.M, t.C, 1, 0, 1);
         for (size_t c = 0; c < C; c++) dg0[c] += dg1[c], db0[c] += db1[c]; /* the gradient all-reduce */
-        assert_close_f(dx, full.dx, n, 1e-4, 1e-5, "sync dx");
-        assert_close_f(dg0, full.dg, C, 1e-5, 1e-6, "sync dgamma");
-        assert_close_f(db0, full.db, C, 1e-5, 1e-6, "sync dbeta");
+        tu_assert_close_f(dx, full.dx, n, 1e-4, 1e-5, "sync dx");
+        tu_assert_close_f(dg0, full.dg, C, 1e-5, 1e-6, "sync dgamma");
+        tu_assert_close_f(db0, full.db, C, 1e-5, 1e-6, "sync dbeta");
 
         free(s0), free(s1), free(sg), free(save0), free(save1), free(y), free(dx), free(dyc);
         free(rm0), free(rv0), free(rm1), free(rv1), free(dg0), free(db0), free(dg1), free(db1);
@@ -522,16 +493,16 @@ Test(bn, fused_silu_matches_unfused)
                      NORM_ACT_NONE, 0, 1);
     float *a = tu_fvec(n), *dz = tu_fvec(n);
     silu_forward(a, plain.y, n, 0, 1);
-    assert_close_f(fused.y, a, n, 1e-6, 1e-7, "fused y");
+    tu_assert_close_f(fused.y, a, n, 1e-6, 1e-7, "fused y");
     silu_backward(dz, t.dy, plain.y, n, 0, 1);
     /* the fused backward left dz in its dout; the plain one leaves dout alone */
-    assert_close_f(fused.dyc, dz, n, 1e-6, 1e-7, "fused dz left in dout");
+    tu_assert_close_f(fused.dyc, dz, n, 1e-6, 1e-7, "fused dz left in dout");
     memcpy(a, dz, n * sizeof *a);
     bn_backward(plain.dx, plain.dg, plain.db, dz, t.x, plain.save, t.gamma, t.beta, t.M, t.C, NORM_ACT_NONE, 1, 0, 1);
-    assert_bitwise(dz, a, n, "dout untouched without activation");
-    assert_close_f(fused.dx, plain.dx, n, 1e-5, 1e-6, "fused dx");
-    assert_close_f(fused.dg, plain.dg, C, 1e-5, 1e-6, "fused dgamma");
-    assert_close_f(fused.db, plain.db, C, 1e-5, 1e-6, "fused dbeta");
+    tu_assert_bitwise(dz, a, n, "dout untouched without activation");
+    tu_assert_close_f(fused.dx, plain.dx, n, 1e-5, 1e-6, "fused dx");
+    tu_assert_close_f(fused.dg, plain.dg, C, 1e-5, 1e-6, "fused dgamma");
+    tu_assert_close_f(fused.db, plain.db, C, 1e-5, 1e-6, "fused dbeta");
     free(a), free(dz);
     bn_out_free(&fused);
     bn_out_free(&plain);
@@ -595,8 +566,8 @@ Test(bn, streamed_outputs_match_ref_and_plain, .timeout = 60)
             bn_forward_train(y[a], save, rm, rv, t.x, t.gamma, t.beta, t.M, t.C, EPS, MOM, ACTS[k], 0, 1);
             bn_backward(dx[a], dg, db, dyc, t.x, save, t.gamma, t.beta, t.M, t.C, ACTS[k], 0, 0, 1);
         }
-        assert_bitwise(y[0], y[1], n, "streamed y against plain stores");
-        assert_bitwise(dx[0], dx[1], n, "streamed dx against plain stores");
+        tu_assert_bitwise(y[0], y[1], n, "streamed y against plain stores");
+        tu_assert_bitwise(dx[0], dx[1], n, "streamed dx against plain stores");
         struct bn_fd f = {tu_to_d(t.x, n), tu_to_d(t.gamma, C), tu_to_d(t.beta, C), tu_to_d(t.dy, n), tu_dvec(n),
                           tu_dvec(2 * C), t.M, t.C, ACTS[k]};
         bn_fd_loss(&f);
@@ -654,19 +625,19 @@ Test(bn, se_fused_backward_matches_unfused)
         global_avgpool_backward(dh, dp, N, HW, C, 0, 1);
         bn_backward_chunks(p0, dh, t.x, save, t.gamma, t.beta, M, C, NORM_ACT_SILU, 0, 1);
         bn_backward_finish(dx0, ds, ds, dh, t.x, save, t.gamma, p0, M, C, 0, 0, 1);
-        for (size_t ni = 0; ni < sizeof NTHS / sizeof *NTHS; ni++) {
-            const int nth = NTHS[ni];
+        for (int ni = 0; ni < TU_N_NTHS; ni++) {
+            const int nth = TU_NTHS[ni];
             memcpy(dse, t.dy, n * sizeof(float));
             for (int i = 0; i < nth; i++)
                 bn_backward_chunks_se(p1, dse, s, dp, HW, t.x, save, t.gamma, t.beta, M, C, i, nth);
             for (int i = 0; i < nth; i++) bn_backward_finish(dx1, ds, ds, dse, t.x, save, t.gamma, p1, M, C, 0, i, nth);
             char what[96];
             snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: dz", N, HW, C, nth);
-            assert_bitwise(dse, dh, n, what);
+            tu_assert_bitwise(dse, dh, n, what);
             snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: chunk sums", N, HW, C, nth);
             tu_assert_bitwise_d(p1, p0, bn_chunk_doubles(M, C), what);
             snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: dx", N, HW, C, nth);
-            assert_bitwise(dx1, dx0, n, what);
+            tu_assert_bitwise(dx1, dx0, n, what);
         }
         free(p0), free(p1);
         free(y), free(save), free(s), free(dp), free(dh), free(dse), free(ds), free(dx0), free(dx1);
@@ -693,8 +664,8 @@ Test(bn, coefs_then_rows_match_finish)
         memcpy(dz, t.dy, n * sizeof(float));
         bn_backward_chunks(part, dz, t.x, save, t.gamma, t.beta, M, C, NORM_ACT_SILU, 0, 1);
         bn_backward_finish(dx0, g0, b0, dz, t.x, save, t.gamma, part, M, C, 0, 0, 1);
-        for (size_t ni = 0; ni < sizeof NTHS / sizeof *NTHS; ni++) {
-            const int nth = NTHS[ni];
+        for (int ni = 0; ni < TU_N_NTHS; ni++) {
+            const int nth = TU_NTHS[ni];
             memset(g1, 0, (size_t)C * sizeof(float)), memset(b1, 0, (size_t)C * sizeof(float));
             memset(dx1, 0xFF, n * sizeof(float));
             for (int i = 0; i < nth; i++) bn_backward_coefs(coef, g1, b1, save, t.gamma, part, M, C, i, nth);
@@ -703,11 +674,11 @@ Test(bn, coefs_then_rows_match_finish)
                 bn_backward_rows(dx1 + r * C, dz + r * C, t.x + r * C, save, coef, M - r < step ? M - r : step, C);
             char what[96];
             snprintf(what, sizeof what, "M %zu C %d nth %d: dx", M, C, nth);
-            assert_bitwise(dx1, dx0, n, what);
+            tu_assert_bitwise(dx1, dx0, n, what);
             snprintf(what, sizeof what, "M %zu C %d nth %d: dgamma", M, C, nth);
-            assert_bitwise(g1, g0, (size_t)C, what);
+            tu_assert_bitwise(g1, g0, (size_t)C, what);
             snprintf(what, sizeof what, "M %zu C %d nth %d: dbeta", M, C, nth);
-            assert_bitwise(b1, b0, (size_t)C, what);
+            tu_assert_bitwise(b1, b0, (size_t)C, what);
         }
         free(part), free(y), free(save), free(dz), free(dx0), free(dx1), free(g0), free(b0), free(g1), free(b1);
         free(coef);
@@ -732,19 +703,19 @@ Test(bn, finish_pool_matches_finish_then_pool)
         float *s0 = tu_fvec(2 * (size_t)C), *s1 = tu_fvec(2 * (size_t)C);
         bn_forward_train_finish(y0, s0, NULL, NULL, t.x, t.gamma, t.beta, part, M, C, EPS, MOM, NORM_ACT_SILU, 0, 1);
         global_avgpool_forward(p0, y0, N, HW, C, 0, 1);
-        for (size_t ni = 0; ni < sizeof NTHS / sizeof *NTHS; ni++) {
-            const int nth = NTHS[ni];
+        for (int ni = 0; ni < TU_N_NTHS; ni++) {
+            const int nth = TU_NTHS[ni];
             memset(p1, 0xff, nc * sizeof(float));
             for (int i = 0; i < nth; i++)
                 bn_forward_train_finish_pool(y1, p1, s1, NULL, NULL, t.x, t.gamma, t.beta, part, M, HW, C, EPS, MOM,
                                              i, nth);
             char what[96];
             snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: y", N, HW, C, nth);
-            assert_bitwise(y1, y0, n, what);
+            tu_assert_bitwise(y1, y0, n, what);
             snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: pool", N, HW, C, nth);
-            assert_bitwise(p1, p0, nc, what);
+            tu_assert_bitwise(p1, p0, nc, what);
             snprintf(what, sizeof what, "N %d HW %zu C %d nth %d: save", N, HW, C, nth);
-            assert_bitwise(s1, s0, 2 * (size_t)C, what);
+            tu_assert_bitwise(s1, s0, 2 * (size_t)C, what);
         }
         free(part), free(y0), free(y1), free(p0), free(p1), free(s0), free(s1);
         bn_case_free(&t);
@@ -863,9 +834,9 @@ Test(gn, matches_ref_and_finite_differences)
             tu_assert_close(dg, rdg, C, 1e-4, 1e-5, "dgamma vs ref");
             tu_assert_close(db, rdb, C, 1e-4, 1e-5, "dbeta vs ref");
             double *gx = tu_dvec(n), *gg = tu_dvec(C), *gb = tu_dvec(C);
-            fd_grad(gx, f.x, n, gn_fd_loss, &f);
-            fd_grad(gg, f.gamma, C, gn_fd_loss, &f);
-            fd_grad(gb, f.beta, C, gn_fd_loss, &f);
+            tu_fd_grad(gx, f.x, n, gn_fd_loss, &f, 1e-5);
+            tu_fd_grad(gg, f.gamma, C, gn_fd_loss, &f, 1e-5);
+            tu_fd_grad(gb, f.beta, C, gn_fd_loss, &f, 1e-5);
             snprintf(what, sizeof what, "case %zu act %d dx vs fd", ci, (int)ACTS[k]);
             tu_assert_close(dx, gx, n, 1e-3, 1e-4, what);
             tu_assert_close(dg, gg, C, 1e-3, 1e-4, "dgamma vs fd");
@@ -907,12 +878,12 @@ Test(gn, backward_overwrites)
     for (int k = 0; k < 2; k++) {
         memset(dx, 0, n * sizeof *dx);
         gn_run(y, save, dx, dg, db, &t, ACTS[k], 1);
-        for (size_t ni = 0; ni < sizeof NTHS / sizeof NTHS[0]; ni++) {
-            const int nth = NTHS[ni];
+        for (int ni = 0; ni < TU_N_NTHS; ni++) {
+            const int nth = TU_NTHS[ni];
             fill(dx2, n, 20 + ni, 1.0f, 4.0f);
             for (int i = 0; i < nth; i++)
                 gn_backward_data(dx2, t.dy, t.x, save, t.gamma, t.beta, t.N, t.HW, t.C, t.G, ACTS[k], 0, i, nth);
-            assert_bitwise(dx2, dx, n, "gn_backward_data acc=0 dx");
+            tu_assert_bitwise(dx2, dx, n, "gn_backward_data acc=0 dx");
         }
     }
     free(y), free(save), free(dx), free(dg), free(db), free(dx2);
@@ -929,16 +900,16 @@ Test(gn, partition_bitwise)
         for (int k = 0; k < 2; k++) {
             float *y1 = tu_fvec(n), *s1 = tu_fvec(ns), *dx1 = tu_fvec(n), *dg1 = tu_fvec(C), *db1 = tu_fvec(C);
             gn_run(y1, s1, dx1, dg1, db1, &t, ACTS[k], 1);
-            for (int q = 1; q < 4; q++) {
+            for (int q = 1; q < TU_N_NTHS; q++) {
                 float *y = tu_fvec(n), *s = tu_fvec(ns), *dx = tu_fvec(n), *dg = tu_fvec(C), *db = tu_fvec(C);
-                gn_run(y, s, dx, dg, db, &t, ACTS[k], NTHS[q]);
+                gn_run(y, s, dx, dg, db, &t, ACTS[k], TU_NTHS[q]);
                 char what[64];
-                snprintf(what, sizeof what, "case %d act %d nth %d", ci, (int)ACTS[k], NTHS[q]);
-                assert_bitwise(y, y1, n, what);
-                assert_bitwise(s, s1, ns, what);
-                assert_bitwise(dx, dx1, n, what);
-                assert_bitwise(dg, dg1, C, what);
-                assert_bitwise(db, db1, C, what);
+                snprintf(what, sizeof what, "case %d act %d nth %d", ci, (int)ACTS[k], TU_NTHS[q]);
+                tu_assert_bitwise(y, y1, n, what);
+                tu_assert_bitwise(s, s1, ns, what);
+                tu_assert_bitwise(dx, dx1, n, what);
+                tu_assert_bitwise(dg, dg1, C, what);
+                tu_assert_bitwise(db, db1, C, what);
                 free(y), free(s), free(dx), free(dg), free(db);
             }
             free(y1), free(s1), free(dx1), free(dg1), free(db1);
@@ -955,18 +926,18 @@ Test(gn, fused_silu_matches_unfused)
     float *yf = tu_fvec(n), *sf = tu_fvec(ns), *dxf = tu_fvec(n), *dgf = tu_fvec(C), *dbf = tu_fvec(C), *dy0 = tu_fvec(n);
     memcpy(dy0, t.dy, n * sizeof *dy0);
     gn_run(yf, sf, dxf, dgf, dbf, &t, NORM_ACT_SILU, 1);
-    assert_bitwise(t.dy, dy0, n, "GroupNorm backward leaves dout intact");
+    tu_assert_bitwise(t.dy, dy0, n, "GroupNorm backward leaves dout intact");
     free(dy0);
     float *z = tu_fvec(n), *s = tu_fvec(ns), *a = tu_fvec(n), *dz = tu_fvec(n), *dx = tu_fvec(n), *dg = tu_fvec(C), *db = tu_fvec(C);
     gn_forward(z, s, t.x, t.gamma, t.beta, t.N, t.HW, t.C, t.G, GN_EPS_DEFAULT, NORM_ACT_NONE, 0, 1);
     silu_forward(a, z, n, 0, 1);
-    assert_close_f(yf, a, n, 1e-6, 1e-7, "fused y");
+    tu_assert_close_f(yf, a, n, 1e-6, 1e-7, "fused y");
     silu_backward(dz, t.dy, z, n, 0, 1);
     gn_backward_data(dx, dz, t.x, s, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_NONE, 1, 0, 1);
     gn_backward_params(dg, db, dz, t.x, s, t.gamma, t.beta, t.N, t.HW, t.C, t.G, NORM_ACT_NONE, 0, 1);
-    assert_close_f(dxf, dx, n, 1e-5, 1e-6, "fused dx");
-    assert_close_f(dgf, dg, C, 1e-5, 1e-6, "fused dgamma");
-    assert_close_f(dbf, db, C, 1e-5, 1e-6, "fused dbeta");
+    tu_assert_close_f(dxf, dx, n, 1e-5, 1e-6, "fused dx");
+    tu_assert_close_f(dgf, dg, C, 1e-5, 1e-6, "fused dgamma");
+    tu_assert_close_f(dbf, db, C, 1e-5, 1e-6, "fused dbeta");
     free(yf), free(sf), free(dxf), free(dgf), free(dbf), free(z), free(s), free(a), free(dz), free(dx), free(dg),
         free(db);
     gn_case_free(&t);
