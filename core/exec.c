@@ -267,12 +267,18 @@ static int dw_params_in_bn(const struct model_inst *mi, const struct conv_shape 
     return mi->dw_params_fuse > 0 || tb_stream_floats((size_t)cs->N * cs->H * cs->W * cs->C);
 }
 
+/* Where dwconv_backward_data_bn's weight-gradient parts start in the shared buffer: after the BatchNorm's
+ * chunk sums (2 doubles a channel and chunk). */
+static size_t dw_part_off(const struct conv_shape *cs)
+{
+    return tb_align16(2 * bn_chunk_doubles((size_t)cs->N * cs->H * cs->W, cs->C));
+}
+
 /* The weight-gradient parts of dwconv_backward_data_bn: in the shared buffer after the BatchNorm's sums. */
 static float *dw_part_of(const struct model_inst *mi, const struct conv_shape *cs)
 {
-    const size_t off = tb_align16(2 * bn_chunk_doubles((size_t)cs->N * cs->H * cs->W, cs->C));
-    TB_ASSERT(mi->shared_floats >= off + dwconv_bn_params_part_floats(cs));
-    return mi->shared + off;
+    TB_ASSERT(mi->shared_floats >= dw_part_off(cs) + dwconv_bn_params_part_floats(cs));
+    return mi->shared + dw_part_off(cs);
 }
 
 /* Whether this step may run fused layer pairs at all: prepared (the pairs are marked then), a training
@@ -1234,7 +1240,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         struct conv_shape s;
         conv_shape_of(m, l, mi->n_max, &s);
         if (!dwconv_bn_fusable(&s)) continue;
-        const size_t k = tb_align16(2 * bn_chunk_doubles((size_t)s.N * s.H * s.W, s.C)) + dwconv_bn_params_part_floats(&s);
+        const size_t k = dw_part_off(&s) + dwconv_bn_params_part_floats(&s);
         if (k > shared) shared = k;
         if (dwconv_bn_params_scratch_floats(&s) > need) need = dwconv_bn_params_scratch_floats(&s);
         if (dwconv_forward_bn_in_scratch_floats(&s) > need) need = dwconv_forward_bn_in_scratch_floats(&s);

@@ -511,11 +511,8 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     }
 }
 
-void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,
-                                         const struct conv_shape *s, int ith, int nth)
+void conv_parts_sum_add(float *dst, const float *part, int K, size_t n, int ith, int nth)
 {
-    const int K = conv_params_row_chunks(s);
-    const size_t n = (size_t)s->C * s->OC; /* one part's floats, and the stride between parts */
     size_t lo, hi;
     slice_units(n, 16, ith, nth, &lo, &hi);
     for (size_t e0 = lo; e0 < hi; e0 += 256) { /* 256-float blocks: the k loop outside, vectorised inside */
@@ -526,8 +523,14 @@ void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part
             const float *restrict p = part + (size_t)k * n + e0;
             for (size_t j = 0; j < ne; j++) acc[j] += p[j];
         }
-        for (size_t j = 0; j < ne; j++) dw[e0 + j] += acc[j];
+        for (size_t j = 0; j < ne; j++) dst[e0 + j] += acc[j];
     }
+}
+
+void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,
+                                         const struct conv_shape *s, int ith, int nth)
+{
+    conv_parts_sum_add(dw, part, conv_params_row_chunks(s), (size_t)s->C * s->OC, ith, nth);
     gemm1x1_bias_grad(db, dout, s, ith, nth);
 }
 

@@ -164,6 +164,9 @@ size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s);
 void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part, const float *inp,
                                         const float *dout, const struct conv_bn_dout *bn, const float *w,
                                         const struct conv_shape *s, float *scratch, int ith, int nth);
+/* dst (n) += Σ_k part[k] over part (K, n), k ascending (the same bits for any nth); partitioned over
+ * 16-float blocks. Phase 2 of the chunked weight gradients (GEMM1X1 here, depthwise in op_dwconv.c). */
+void conv_parts_sum_add(float *dst, const float *part, int K, size_t n, int ith, int nth);
 /* Phase 2, after a barrier: dw (C,OC) += Σ_k part[k] in chunk order; db (OC) += column sums of dout (db may
  * be NULL); partitioned over 16-float blocks of dw and of db. */
 void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,

@@ -833,15 +833,8 @@ void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, con
 
 void dwconv_bn_params_finish(float *dw, const float *dwpart, const struct conv_shape *s, int ith, int nth)
 {
-    const size_t taps = (size_t)s->KH * s->KW * (size_t)s->C;
-    const int K = bn_row_chunks((size_t)s->N * s->H * s->W);
-    size_t lo, hi;
-    tb_slice16(taps, ith, nth, &lo, &hi);
-    for (size_t i = lo; i < hi; i++) {
-        float t = 0.0f;
-        for (int k = 0; k < K; k++) t += dwpart[(size_t)k * taps + i];
-        dw[i] += t;
-    }
+    conv_parts_sum_add(dw, dwpart, bn_row_chunks((size_t)s->N * s->H * s->W), (size_t)s->KH * s->KW * (size_t)s->C,
+                       ith, nth);
 }
 
 void dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s,
