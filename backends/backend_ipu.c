@@ -1056,6 +1056,9 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
                                           : exec_boundary_floats(m, v->l0, B, 0) * eb;
     v->in_bytes = align64(in_copy);
     size_t ck = v->in_bytes;
+    /* Half storage with recomputation decodes a later stage's input checkpoint into seg_in too (its
+     * first segment's recompute), not only the segment boundaries: it can be the largest of them. */
+    if (c->half && c->p.recompute && v->s > 0) v->seg_in_floats = exec_boundary_floats(m, v->l0, B, 0);
     int st = TB_OK;
     for (int k = 0; k < K; k++) {
         struct ipu_seg *g = &v->seg[k];

@@ -28,6 +28,7 @@ enum { MAX_STEPS = 8 };
 struct spec {
     const char *backend;
     int effnet;              /* 0: mnist-mlp 28×28×1; 1: effnet-b0, GroupNorm, 16×16×3; 2: same, BatchNorm */
+    int resolution;          /* effnet: input side (0: 16) */
     int batch, steps;
     int stages, ga, replicas, micro_batch, recompute, prefetch, n_devices;
     const char *schedule, *precision, *split, *timeline;
@@ -62,8 +63,8 @@ static const struct workload *build_model(const struct spec *sp, struct model *m
     const struct workload *w;
     if (sp->effnet) {
         w = &workload_effnet[0];
-        *H = *W = 16, *C = 3;
-        o.resolution = 16;
+        *H = *W = sp->resolution > 0 ? sp->resolution : 16, *C = 3;
+        o.resolution = *H;
         snprintf(o.norm, sizeof o.norm, "%s", sp->effnet == 2 ? "batch" : "group");
     } else {
         w = &workload_mnist_mlp;
@@ -721,6 +722,28 @@ Test(ipu, bf16_activation_store, .timeout = 120)
         const double d32 = mem[1][0][0] - mem[0][0][0], d16 = mem[1][1][0] - mem[0][1][0];
         cr_assert_gt(d32, 0.0);
         cr_assert_lt(d16, 0.55 * d32, "a micro-batch held costs %.0f bytes in bf16, %.0f in fp32", d16 / 2, d32 / 2);
+    }
+}
+
+/* Recomputation with half storage decodes a later stage's input checkpoint into the fp32 segment-input
+ * buffer, which was sized for the segment boundaries only: at 32×32 with the split after layer 12,
+ * stage 1's input (1,792 floats a sample-batch) is larger than any later boundary (1,280), so the
+ * decode wrote past the buffer and the run aborted in free ("double free or corruption"). Both half
+ * formats, both schedules; the result must also be bitwise the 2-byte store without recomputation. */
+Test(ipu, half_recompute_stage_input_fits, .timeout = 120)
+{
+    const char *precs[2] = {"bf16", "fp16"};
+    for (int k = 0; k < 2; k++) {
+        struct spec sp = spec_of("ipu", 2, 16);
+        sp.resolution = 32, sp.stages = 2, sp.micro_batch = 4, sp.ga = 4, sp.split = "12", sp.steps = 2;
+        sp.precision = precs[k], sp.schedule = k ? "gpipe" : "1f1b";
+        struct trace st, rc;
+        run_train(&sp, &st);
+        sp.recompute = 1;
+        run_train(&sp, &rc);
+        cr_assert(strstr(rc.desc, "recompute (segments ") != NULL, "%s", rc.desc);
+        assert_bitwise(&rc, &st, sp.steps, precs[k]);
+        trace_free(&st), trace_free(&rc);
     }
 }
 
