@@ -70,7 +70,8 @@ static const struct bench_option options[] = {
     {"precision", 1, "fp32|fp16|bf16|fp16m|bf16m", "ipu: storage precision of activations and weights (m: keep fp32\n"
                                                    "master weights in the optimizer)", 0},
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
-                                   "clean steps) or a static N in [1, 1e30]; an overflow skips the step", 0},
+                                   "clean steps) or a static N in [1, 1e30]; an overflow skips the step, and 10\n"
+                                   "in a row at the lowest (or static) scale end the run as diverged", 0},
     {"prefetch", 1, "N", "batches prepared ahead", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default\n"
