@@ -3,12 +3,9 @@
 #define _GNU_SOURCE
 #include "session.h"
 
-#include "checkpoint.h"
 #include "clock.h"
-#include "stats.h"
 #include "status.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,12 +5,10 @@
 #define _GNU_SOURCE
 #include "session.h"
 
-#include "checkpoint.h"
 #include "clock.h"
 #include "stats.h"
 #include "status.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +17,7 @@
 /* Throughput at one batch: --repeat × (fresh weights, --warmup untimed steps, --steps timed steps).
  * The throughput plan, and the untrained points of a scaling sweep (sb non-NULL). */
 int plan_throughput_at(struct session *s, int batch, const char *run_id, const struct scale_base *sb,
-                              struct point_result *res)
+                       struct point_result *res)
 {
     struct bench_config *c = &s->c;
     const long per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;

@@ -130,7 +130,7 @@ int session_ck_alloc(struct session *s)
  * tta_state (time to accuracy, else NULL) is the plan's own JSON text: seed, evaluations so far, the
  * finished seeds. path receives the file's name; only the primary process writes. */
 int checkpoint_write(struct session *s, int batch, long step, long total, double train_s,
-                            const char *tta_state, char *path, size_t n)
+                     const char *tta_state, char *path, size_t n)
 {
     const struct bench_config *c = &s->c;
     checkpoint_dir_path(c->checkpoint_dir, step, path, n);
@@ -206,7 +206,7 @@ static char *checkpoint_meta_alloc(const char *path, const char *key)
  * error (TB_EINVAL naming the first difference); a file that cannot be read is skipped, with a warning,
  * for the one before it. */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
-                       size_t n, char **tta_state)
+                size_t n, char **tta_state)
 {
     const char *dir = s->c.resume;
     long steps[8];

@@ -50,7 +50,7 @@ static int compute_threads(const struct session *s)
 
 /* Opens a row: schema, kind, run id, configuration, machine and build; leaves "figures" open. */
 void row_begin(const struct session *s, struct json_buf *b, const char *run_id, int batch, long steps,
-                      const char *sweep)
+               const char *sweep)
 {
     const struct bench_config *c = &s->c;
     int replicas, accum, local;
@@ -161,7 +161,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
 /* Figures every row carries: achieved GFLOP/s (measured time × counted FLOPs), its share of the
  * calibrated sgemm ceiling, the estimated arithmetic intensity, and the peak memory. */
 void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
-                               double flops_per_step)
+                        double flops_per_step)
 {
     json_key_double(b, "gflops_per_s", gflops);
     if (bytes_per_step > 0.0) json_key_double(b, "est_intensity_flop_per_byte", flops_per_step / bytes_per_step);
@@ -483,7 +483,7 @@ void open_log(struct mllog *lg, const struct session *s, const char *run_id)
 /* The scaling figures of a point (inside "figures"): the split of the global batch, speed-up and
  * efficiency relative to the base point (itself for the first). */
 void write_scaling(struct json_buf *b, const struct session *s, const struct scale_base *sb, int batch,
-                          double ips)
+                   double ips)
 {
     if (!sb) return;
     int r, a, l;

@@ -290,7 +290,7 @@ void step_record_free(struct step_record *r)
  * (TB_EINTR). A skipped fp16 step (the ipu backend's dynamic loss scaling) is not divergence: the
  * backend handles it and reports a finite loss. */
 int session_steps(struct session *s, long from, long to, struct step_record *rec, struct progress *pr,
-                         long pr_done, double t_rate0, long samples_before)
+                  long pr_done, double t_rate0, long samples_before)
 {
     const int batch = s->be_batch;
     s->done_step = from - 1;
