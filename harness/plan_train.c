@@ -260,11 +260,7 @@ static int train_row(struct train_run *t)
         json_key_double(&b, "session_train_time_s", t->session_train);
         json_key_int(&b, "session_steps", t->step - t->start);
     }
-    if (t->ckpt) {
-        json_key_int(&b, "checkpoints_written", t->n_ckpt);
-        json_key_double(&b, "checkpoint_time_s", t->ckpt_time);
-        json_key_str(&b, "checkpoint", t->ckpt_path);
-    }
+    if (t->ckpt) write_checkpoints(&b, t->n_ckpt, t->ckpt_time, t->ckpt_path);
     if (t->evaluated) {
         json_key_double(&b, "test_accuracy", t->acc);
         json_key_double(&b, "test_loss", t->loss);

@@ -553,11 +553,7 @@ static int tta_row(struct tta_plan *p)
         json_key_int(&b, "resumed_from_step", p->g_resumed);
         json_key_str(&b, "resumed_from", p->resumed_from);
     }
-    if (p->ckpt) {
-        json_key_int(&b, "checkpoints_written", p->n_ckpt);
-        json_key_double(&b, "checkpoint_time_s", p->ckpt_total);
-        json_key_str(&b, "checkpoint", p->ckpt_path);
-    }
+    if (p->ckpt) write_checkpoints(&b, p->n_ckpt, p->ckpt_total, p->ckpt_path);
     tta_row_runs(p, &b);
     write_trace(s, &b, s->run_base);
     row_common_figures(s, &b, p->gflops,

@@ -28,22 +28,31 @@ static double float_text(float f)
     return strtod(t, NULL);
 }
 
+/* What the session's backend declares in the registry (session_open checked that it is registered). */
+static const struct backend_caps *caps_of(const struct session *s)
+{
+    static const struct backend_caps none = {"", 0, 0, 0};
+    const struct backend_entry *e = backend_find(s->c.backend);
+    return e ? &e->caps : &none;
+}
+
 /* Replicas and accumulation as configured: how a global batch splits (for the scaling table). */
 void batch_split(const struct session *s, int batch, int *replicas, int *accum, int *local)
 {
     int r = s->c.run.replicas > 0 ? s->c.run.replicas : 1;
-    if (strcmp(s->c.backend, "mirrored") == 0) r *= s->c.run.n_devices > 0 ? s->c.run.n_devices : s->mi.n_cores;
+    if (caps_of(s)->replicas_are_devices) r *= s->c.run.n_devices > 0 ? s->c.run.n_devices : s->mi.n_cores;
     int a = s->c.run.ga > 0 ? s->c.run.ga : 1;
     if (s->split_replicas > 0 && batch == s->be_batch) r = s->split_replicas, a = s->split_accum;
     *replicas = r, *accum = a;
     *local = batch / (r * a);
 }
 
-/* Threads the backend computes with, for choosing the matching sgemm ceiling. */
+/* Threads the backend computes with, for choosing the matching sgemm ceiling: its own count (cpu: 1),
+ * else --threads or --devices where it takes them, else every core. */
 static int compute_threads(const struct session *s)
 {
-    if (strcmp(s->c.backend, "cpu") == 0) return 1;
-    if (strcmp(s->c.backend, "threads") == 0 && s->c.run.n_threads > 0) return s->c.run.n_threads;
+    if (caps_of(s)->threads > 0) return caps_of(s)->threads;
+    if (s->c.run.n_threads > 0 && backend_takes_option(s->c.backend, "threads")) return s->c.run.n_threads;
     if (s->c.run.n_devices > 0) return s->c.run.n_devices;
     return s->mi.n_cores > 0 ? s->mi.n_cores : 1;
 }
@@ -66,6 +75,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_str(b, "plan", bench_plan_name(c->plan));
     json_key_str(b, "backend", c->backend);
     json_key_str(b, "backend_desc", s->desc);
+    json_key_str(b, "device", c->device);
     json_key_str(b, "workload", s->w->name);
     json_key_str(b, "model", s->m.name);
     json_key_str(b, "dataset", s->train.name);
@@ -243,10 +253,11 @@ void write_trace(struct session *s, struct json_buf *b, const char *run_id)
 }
 
 /* The cpu baseline for scaling efficiency: the newest successful throughput row of the single-thread
- * backend with this run's workload, batch, input shape, norm and data, in the same results file
- * (suites run cpu first; side-by-side runs append to one file). */
+ * reference backend (backend_reference) with this run's workload, batch, input shape, norm and data, in
+ * the same results file (suites run cpu first; side-by-side runs append to one file). */
 struct baseline_find {
     const struct session *s;
+    const char *reference;
     int batch;
     double images_per_s;
     char run_id[96];
@@ -259,7 +270,7 @@ static int baseline_row(const struct json_value *row, long line_no, void *ctx)
     (void)line_no;
     if (strcmp(json_get_str(row, "status", ""), "ok") != 0) return TB_OK;
     if (strcmp(json_get_str(row, "config.plan", ""), "throughput") != 0) return TB_OK;
-    if (strcmp(json_get_str(row, "config.backend", ""), "cpu") != 0) return TB_OK;
+    if (strcmp(json_get_str(row, "config.backend", ""), f->reference) != 0) return TB_OK;
     if (strcmp(json_get_str(row, "config.workload", ""), s->w->name) != 0) return TB_OK;
     if ((int)json_get_number(row, "config.batch", -1) != f->batch) return TB_OK;
     if ((int)json_get_number(row, "config.resolution", -1) != s->c.wopts.resolution) return TB_OK;
@@ -280,12 +291,14 @@ void write_efficiency(struct session *s, struct json_buf *b, int batch, double i
 {
     const int devices = backend_n_devices(&s->be);
     json_key_int(b, "devices_used", devices);
-    if (strcmp(s->c.backend, "cpu") == 0) return;
-    struct baseline_find f = {.s = s, .batch = batch};
+    const char *ref = backend_reference();
+    if (!ref || caps_of(s)->reference) return;
+    struct baseline_find f = {.s = s, .reference = ref, .batch = batch};
     if (results_read_rows(s->c.out, baseline_row, &f) != TB_OK || f.images_per_s <= 0) {
         tb_error_clear();
         if (s->primary && !s->c.quiet)
-            printf("  scaling     no cpu baseline for this configuration in %s (run --backend cpu first)\n", s->c.out);
+            printf("  scaling     no %s baseline for this configuration in %s (run --backend %s first)\n", ref,
+                   s->c.out, ref);
         return;
     }
     const double speedup = images_per_s / f.images_per_s;
@@ -293,8 +306,8 @@ void write_efficiency(struct session *s, struct json_buf *b, int batch, double i
     json_key_double(b, "scaling_efficiency", speedup / devices);
     json_key_str(b, "baseline_run_id", f.run_id);
     if (s->primary && !s->c.quiet)
-        printf("  scaling     %.2fx the cpu baseline (%.1f images/s, run %s) on %d devices: efficiency %.0f %%\n",
-               speedup, f.images_per_s, f.run_id, devices, 100.0 * speedup / devices);
+        printf("  scaling     %.2fx the %s baseline (%.1f images/s, run %s) on %d devices: efficiency %.0f %%\n",
+               speedup, ref, f.images_per_s, f.run_id, devices, 100.0 * speedup / devices);
 }
 
 /* The per-step split a replicated or pipelined backend reports (compute of the slowest replica,
@@ -513,4 +526,13 @@ void write_repeats(struct json_buf *b, const double *rep, int n)
         json_key_double(b, "repeat_images_per_s_ci95", stats_ci95_halfwidth(&rs));
         json_key_double(b, "repeat_images_per_s_jitter", rs.mad_jitter);
     }
+}
+
+/* --checkpoint-dir: the checkpoints a run wrote, the seconds writing them took (not counted as training
+ * or in the time to accuracy) and the newest one. */
+void write_checkpoints(struct json_buf *b, int written, double time_s, const char *path)
+{
+    json_key_int(b, "checkpoints_written", written);
+    json_key_double(b, "checkpoint_time_s", time_s);
+    json_key_str(b, "checkpoint", path);
 }
