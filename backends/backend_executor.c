@@ -1,4 +1,5 @@
-/* backend_executor.c — run_config → executor_config, and executor trace events → trace_event. */
+/* backend_executor.c — run_config → executor_config, and executor trace events → trace_event. Stateless;
+ * called by the thread that drives the executor. */
 #include "backend_executor.h"
 
 #include "status.h"

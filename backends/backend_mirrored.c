@@ -142,14 +142,16 @@ static void step_task(void *arg, int r, int nth)
     if (t1b > t1) executor_trace_add(e, 'W', t1, t1b);
     executor_trace_add(e, 'A', t1b, t2);
     if (sharded) {
-        executor_update_part(e, c->step, allreduce_ring_owned(c->R, r), c->R);
+        const int st = executor_update_part(e, c->step, allreduce_ring_owned(c->R, r), c->R);
+        if (st != TB_OK) c->status[r] = st;
         const double t3 = tb_now_s();
         allgather_ring(c->params, c->n_params, c->R, r, mir_barrier, c);
         const double t4 = tb_now_s();
         c->t_allreduce[r] += t4 - t3;
         executor_trace_add(e, 'A', t3, t4);
     } else if (c->do_update) {
-        executor_update(e, c->step);
+        const int st = executor_update(e, c->step);
+        if (st != TB_OK) c->status[r] = st;
     }
 }
 

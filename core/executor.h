@@ -62,8 +62,11 @@ struct executor_pass {
     const uint8_t *x;     /* (n,H,W,C) pixels: read by a forward that starts at layer 0 */
     const int32_t *y;     /* (n) labels: read by a forward through the loss layer */
     int training;         /* batch statistics, dropout, augmentation; required by a backward */
-    int l0, l1;           /* layers [l0,l1); l1 = 0: through the last layer. A range's tensors from
-                             earlier layers are the ones the executor's previous passes left */
+    int l0, l1;           /* layers [l0,l1); l1 = 0: through the last layer. A range reads the tensors of
+                             earlier layers that this executor's previous passes left. Layer pairs a
+                             device fuses run unfused across a split: split at block boundaries
+                             (layer.block) for the whole pass's bits (the cpu device's SE-scale-into-
+                             projection fusion is not bitwise) */
     const struct exec_collective *coll; /* sync BatchNorm: statistics summed over replicas (NULL: local) */
 };
 
