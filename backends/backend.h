@@ -11,6 +11,7 @@
 #ifndef TB_BACKEND_H
 #define TB_BACKEND_H
 
+#include "executor.h" /* enum tensor_family, struct eval_stats */
 #include "model.h"
 #include "optim.h"
 
@@ -43,14 +44,6 @@ struct run_config {
 #define RUN_LOSS_SCALE_MIN 1.0
 #define RUN_LOSS_SCALE_MAX 1e30
 
-/* Which canonical tensor family get/set_tensors move. */
-enum tensor_family {
-    TF_PARAMS,  /* (model->n_params) */
-    TF_GRADS,   /* (model->n_params) summed over the global batch */
-    TF_OPT,     /* (optim_state_per_param · n_params) */
-    TF_BUFFERS, /* (model->n_buffers) BatchNorm running statistics */
-};
-
 /* A global batch as the harness hands it over: pixels stay uint8 until a device converts them. */
 struct batch {
     int n;
@@ -65,11 +58,6 @@ struct step_stats {
     double t_forward_backward, t_update;
     double t_compute, t_allreduce, t_exchange, t_idle; /* backends that can tell them apart */
     int nonfinite;         /* NaN/Inf seen in loss or gradients */
-};
-
-struct eval_stats {
-    double loss_sum;
-    long correct, n;
 };
 
 /* What a pipelined backend measured (per stage, averaged over the run's steps): the harness uses it for
