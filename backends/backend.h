@@ -34,6 +34,7 @@ struct run_config {
     /* ipu */
     int stages, micro_batch, ga, replicas, recompute, prefetch;
     char schedule[16], precision[8], split[64];
+    char device[16];       /* executor device the schedule places its work on ("" = cpu) */
     char conv_algo[16];    /* "auto" (or "") = measured per shape; im2col | direct | fft force one */
     int blas_threads;      /* OpenBLAS's own threads (0 = 1: the engine partitions every sgemm itself);
                               > 1 reproduces the uncoordinated arrangement, for comparison */

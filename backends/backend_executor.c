@@ -10,7 +10,7 @@
 void backend_executor_config(const struct run_config *rc, int n_max, int threads, struct executor_config *ec)
 {
     memset(ec, 0, sizeof *ec);
-    ec->device = "cpu";
+    ec->device = rc->device[0] ? rc->device : "cpu";
     ec->threads = threads;
     ec->n_max = n_max;
     ec->eval_batch = rc->eval_batch;

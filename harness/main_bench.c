@@ -85,7 +85,8 @@ static void list_all(void)
     }
     const struct device_entry *d = device_registry(&n);
     printf("devices:\n");
-    for (int k = 0; k < n; k++) printf("  %-10s %s\n", d[k].name, d[k].summary);
+    for (int k = 0; k < n; k++)
+        printf("  %-10s %s%s\n", d[k].name, d[k].summary, d[k].built ? "" : " (not built in this binary)");
     const struct workload *const *w = workload_registry(&n);
     printf("workloads:\n");
     for (int k = 0; k < n; k++) printf("  %-14s %s\n", w[k]->name, w[k]->summary);

@@ -204,6 +204,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     struct run_config rc = s->c.run;
     rc.batch = batch;
     rc.eval_batch = eval_batch;
+    snprintf(rc.device, sizeof rc.device, "%s", s->c.device);
     int st = backend_create(&s->be, s->c.backend);
     if (st == TB_OK) st = backend_prepare(&s->be, &s->m, &rc);
     if (st != TB_OK) return st;
