@@ -5,6 +5,7 @@
  *   bench --suite FILE [options]     the runs of a suite file, options as defaults for every line
  *   bench --calibrate                measure the sgemm and bandwidth ceilings into results/calibration.json
  *   bench compare OLD.jsonl NEW.jsonl  (compare.c)
+ *   bench export --csv FILE          (export.c)
  *   bench report [--in FILE] [--out-dir DIR]
  *
  * The only place that turns a status into an exit code: 0 success, 1 runtime failure (bad data file,
@@ -16,6 +17,7 @@
 #include "build_info.h"
 #include "calibrate.h"
 #include "compare.h"
+#include "export.h"
 #include "report.h"
 #include "run.h"
 #include "status.h"
@@ -36,6 +38,7 @@ static void usage(FILE *f)
                "       bench --suite FILE [options]\n"
                "       bench --calibrate [--calibration FILE]\n"
                "       bench compare [--alpha P] [--ignore KEY[,KEY]] OLD.jsonl NEW.jsonl\n"
+               "       bench export --csv FILE [--in ROWS.jsonl ...]\n"
                "       bench report [--in FILE] [--out-dir DIR] [--plots DIR] [--calibration FILE]\n"
                "Trains a workload on an execution backend under a run plan and records what it measured.\n\n");
     int n;
@@ -203,6 +206,7 @@ enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, 
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "compare") == 0) return compare_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "report") == 0) return cmd_report(argc - 1, argv + 1);
 
     int n_table;
