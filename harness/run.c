@@ -32,6 +32,7 @@
 #include "measure.h"
 #include "mllog.h"
 #include "progress.h"
+#include "perfctl.h"
 #include "results.h"
 #include "rng.h"
 #include "status.h"
@@ -1569,9 +1570,11 @@ static int plan_throughput_at(struct session *s, int batch, const char *run_id, 
     if (st == TB_OK) profile_begin(s);
     for (int r = 0; r < c->repeat && st == TB_OK; r++, steps_before += per) {
         if ((st = session_reset(s, c->run.seed)) != TB_OK) break;
+        perfctl_enable(); /* perf --control (perfctl.h): samples only the steps, not the set-up */
         const double t0 = tb_now_s();
         st = session_steps(s, 1, per, &rec, &pr, (long)r * per, t0, 0);
         t_steps += tb_now_s() - t0;
+        perfctl_disable();
         if (st != TB_OK) break;
         struct measure_throughput one;
         if ((st = measure_throughput(rec.times, per, c->warmup, batch, &one)) != TB_OK) break;
