@@ -7,7 +7,6 @@
 #include "status.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,6 @@ struct table {
     int n_rows;
     const struct json_value **cells; /* pass 2: the current row's value per column (NULL: empty) */
     FILE *out;
-    struct json_buf tmp;
 };
 
 /* Index of column name, or -1; starts at the hint and wraps around. */
@@ -78,26 +76,6 @@ static int on_row_columns(const struct json_value *row, long line_no, void *ctx)
     return walk(ctx, row, "");
 }
 
-static void put_cell(struct table *t, const struct json_value *v)
-{
-    char num[40];
-    if (!v) return;
-    switch (v->type) {
-    case JSON_NULL: break;
-    case JSON_BOOL: fputs(v->boolean ? "true" : "false", t->out); break;
-    case JSON_NUMBER:
-        if (isfinite(v->number)) json_format_double(v->number, num, sizeof num), fputs(num, t->out);
-        break;
-    case JSON_STRING: results_csv_text(t->out, v->str); break;
-    case JSON_ARRAY:
-    case JSON_OBJECT:
-        json_buf_reset(&t->tmp);
-        json_write_value(&t->tmp, v);
-        results_csv_text(t->out, json_buf_str(&t->tmp));
-        break;
-    }
-}
-
 static int on_row_write(const struct json_value *row, long line_no, void *ctx)
 {
     (void)line_no;
@@ -106,7 +84,7 @@ static int on_row_write(const struct json_value *row, long line_no, void *ctx)
     int st = walk(t, row, "");
     for (int k = 0; k < t->n && st == TB_OK; k++) {
         if (k) fputc(',', t->out);
-        put_cell(t, t->cells[k]);
+        results_csv_value(t->out, t->cells[k]);
     }
     fputs("\r\n", t->out);
     t->n_rows++;
@@ -116,7 +94,6 @@ static int on_row_write(const struct json_value *row, long line_no, void *ctx)
 int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, int *n_rows, int *n_cols)
 {
     struct table t = {0};
-    json_buf_init(&t.tmp);
     char *tmp_path = NULL;
     int st = TB_OK;
     for (int i = 0; i < n_inputs && st == TB_OK; i++) st = results_read_rows(inputs[i], on_row_columns, &t);
@@ -150,7 +127,6 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
     free(t.cols);
     free(t.cells);
     free(tmp_path);
-    json_buf_free(&t.tmp);
     return st;
 }
 

@@ -5,9 +5,9 @@
  * figures.images_per_s, figures.pipeline.bubble_measured), units in the names as the rows carry them,
  * in order of first appearance over every row of every input: the union of the rows' key sets, so a
  * row without a column has an empty cell there. An array is one cell holding its compact JSON
- * (figures.repeat_images_per_s = [1012.5,1009.1]; figures.runs with its curves). Cells: numbers as
- * the shortest text that reads back exactly, true/false, strings as they are, null and missing keys
- * empty. RFC 4180: one header line, records ending in CRLF, a cell holding a comma, quote, CR or LF
+ * (figures.repeat_images_per_s = [1012.5,1009.1]; figures.runs with its curves). Cells as
+ * results_export_csv writes them: numbers as the shortest text that reads back exactly, bools as 1/0,
+ * strings as they are, null and missing keys empty. RFC 4180: one header line, records ending in CRLF, a cell holding a comma, quote, CR or LF
  * (or an edge space) in double quotes with its quotes doubled. Malformed or newer-schema lines are
  * skipped with a warning (results.h). The file is written beside the target and renamed into place;
  * "-" writes to stdout. Threading: none.

@@ -39,5 +39,7 @@ int results_export_csv(const char *jsonl, const char *csv, const char *const *co
 /* Writes s to out as one CSV cell, quoted (quotes doubled) when it holds a comma, quote, CR or LF or
  * starts or ends with a space (RFC 4180). */
 void results_csv_text(FILE *out, const char *s);
+/* Writes v to out as one CSV cell, as results_export_csv does (NULL or null: an empty cell). */
+void results_csv_value(FILE *out, const struct json_value *v);
 
 #endif

@@ -49,7 +49,7 @@ Test(export, union_of_columns_and_rfc4180_cells, .init = th_setup, .fini = th_te
         "schema_version,kind,config.backend,config.batch,config.lr,figures.images_per_s,figures.repeat_images_per_s,"
         "figures.pipeline.stages,status,config.split,figures.runs,figures.tta_median_s,figures.partial\r\n"
         "1,throughput,cpu,32,0.1,1234.5,\"[1000,1010.25]\",2,,,,,\r\n"
-        "1,tta,\"a,b\",8,,,,,ok,\"say \"\"hi\"\"\nthere\",\"[{\"\"tta_s\"\":1.5,\"\"reached\"\":true}]\",,false\r\n";
+        "1,tta,\"a,b\",8,,,,,ok,\"say \"\"hi\"\"\nthere\",\"[{\"\"tta_s\"\":1.5,\"\"reached\"\":true}]\",,0\r\n";
     cr_assert_str_eq(text, expect);
     free(text);
 }

@@ -44,6 +44,17 @@ static char *compare_captured(const char *a, const char *b, struct compare_line 
     return err;
 }
 
+/* What compare_print prints for the lines (old.jsonl against new.jsonl), malloc'd. */
+static char *printed(const struct compare_line *l, int n)
+{
+    char p[192];
+    FILE *f = fopen(th_path(p, sizeof p, "out.txt"), "w");
+    cr_assert_not_null(f);
+    compare_print(l, n, NULL, "old.jsonl", "new.jsonl", f);
+    fclose(f);
+    return th_read(p);
+}
+
 /* A throughput row of a run that stopped early (status given), with the given rate. */
 static void row_status(const char *path, const char *status, int batch, double ips)
 {
@@ -119,11 +130,7 @@ Test(harness_compare, known_shift_and_no_shift, .init = th_setup, .fini = th_tea
     const struct compare_line *c128 = find(l, n, "throughput mnist-mlp cpu b128");
     cr_assert_eq(c128->n_new, 0);
 
-    char p[192];
-    FILE *f = fopen(th_path(p, sizeof p, "out.txt"), "w");
-    compare_print(l, n, NULL, "old.jsonl", "new.jsonl", f);
-    fclose(f);
-    char *out = th_read(p);
+    char *out = printed(l, n);
     cr_assert(strstr(out, "+10.00% (p=0.002 n=6+6)") != NULL, "%s", out);
     cr_assert(strstr(out, "~ (p=") != NULL, "%s", out);
     cr_assert(strstr(out, "only in old.jsonl") != NULL, "%s", out);
@@ -237,7 +244,7 @@ Test(harness_compare, median_ci_from_order_statistics)
 
 Test(harness_compare, spread_is_a_labelled_95_ci_of_the_median, .init = th_setup, .fini = th_teardown)
 {
-    char a[192], b[192], p[192];
+    char a[192], b[192];
     th_path(a, sizeof a, "old.jsonl");
     th_path(b, sizeof b, "new.jsonl");
     const double base[6] = {1000, 1010, 990, 1005, 995, 1002}, few[3] = {1000, 1010, 990};
@@ -250,16 +257,13 @@ Test(harness_compare, spread_is_a_labelled_95_ci_of_the_median, .init = th_setup
     cr_assert_eq(compare_results(a, b, NULL, &l, &n), TB_OK);
     const struct compare_line *c32 = find(l, n, "throughput mnist-mlp cpu b32");
     cr_assert(c32->old_lo == 990.0 && c32->old_hi == 1010.0, "[%g, %g]", c32->old_lo, c32->old_hi);
-    FILE *f = fopen(th_path(p, sizeof p, "out.txt"), "w");
-    compare_print(l, n, NULL, "old.jsonl", "new.jsonl", f);
-    fclose(f);
-    char *out = th_read(p);
-    cr_assert(strstr(out, "old ± 95 % CI") && strstr(out, "new ± 95 % CI"), "the header names the interval: %s", out);
-    /* median 1001, interval [990, 1010]: the wider side, 11, is 1.1 % of it (the MAD jitter was 0.7 %) */
-    cr_assert(strstr(out, "1001.0 ± 1.1%") != NULL, "%s", out);
-    cr_assert(strstr(out, "1000.0 ± ∞") != NULL, "3 samples bound no median at 95 %%: %s", out);
-    cr_assert(strstr(out, "95 % confidence interval of the median") != NULL, "%s", out);
-    cr_assert(strstr(out, "~ (p=") != NULL, "%s", out);
+    char *out = printed(l, n);
+    /* The header names the interval; median 1001, interval [990, 1010]: the wider side, 11, is 1.1 % of it
+     * (the MAD jitter was 0.7 %); 3 samples bound no median at 95 %; the footnote says what ± is. */
+    const char *const want[] = {"old ± 95 % CI", "new ± 95 % CI", "1001.0 ± 1.1%", "1000.0 ± ∞",
+                                "95 % confidence interval of the median", "~ (p="};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+        cr_assert(strstr(out, want[k]) != NULL, "no '%s' in:\n%s", want[k], out);
     free(out);
     free(l);
 }
