@@ -148,7 +148,8 @@ static void log_optimizer(struct mllog *l, const struct optim_config *o, long sp
 {
     const int decays = o->schedule != LR_CONSTANT;
     /* The decay runs from the end of the warm-up to the last step (optim_lr_at). */
-    const long decay_steps = o->schedule == LR_EXPONENTIAL ? o->decay_steps : o->total_steps - o->warmup_steps;
+    long decay_steps = o->schedule == LR_EXPONENTIAL ? o->decay_steps : o->total_steps - o->warmup_steps;
+    if (decay_steps < 1) decay_steps = 1; /* optim_lr_at's floor */
     const int ends = o->schedule == LR_POLYNOMIAL || o->schedule == LR_COSINE;
     mllog_point_str(l, "opt_name", optim_name(o->kind));
     point_float(l, "opt_base_learning_rate", o->lr);
