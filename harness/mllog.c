@@ -131,8 +131,8 @@ static void point_str_at(struct mllog *l, const char *key, const char *s, long l
     json_buf_free(&b);
 }
 
-/* A submission_* value: the environment's MLPERF_<NAME> when set (the variables NVIDIA's MLPerf
- * scripts use), else ours. */
+/* A submission_* value: the environment's MLPERF_SUBMISSION_<NAME> when set (a submitter's, without a
+ * command-line option per MLPerf key), else ours. */
 static const char *submission_value(const char *env, const char *fallback)
 {
     const char *v = getenv(env);
