@@ -219,6 +219,7 @@ static int load_data(struct session *s)
     const char *dir = c->data[0] ? c->data : DATASET_DEFAULT_DIR;
     if ((st = dataset_load_dir(dir, 1, &s->train)) != TB_OK) return st;
     if ((st = dataset_load_dir(dir, 0, &s->test)) != TB_OK) return st;
+    if ((st = dataset_check_pair(&s->train, &s->test)) != TB_OK) return st;
     /* Resample only for workloads that fix their input shape; EfficientNet resizes on the device. */
     int res = w->resolution, ch = w->channels ? w->channels : s->train.c;
     if ((res && (res != s->train.h || res != s->train.w)) || ch != s->train.c) {
