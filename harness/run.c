@@ -1379,16 +1379,19 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
     /* Interrupted: a checkpoint of the last completed step, so that --resume loses nothing. Also at the
      * end of a complete run, before the evaluation, so a kill during it loses nothing either. */
     if (ckpt && ckpt_step == step && !ckpt_path[0]) snprintf(ckpt_path, sizeof ckpt_path, "%s", resumed_from);
+    /* A failed final checkpoint does not void the measurement: its row is still written, naming the
+     * failure, and the run then exits 1 with that error. */
+    char ckpt_err[512] = "";
     if (ckpt && (st == TB_OK || st == TB_EINTR) && step > 0 && ckpt_step != step) {
-        char msg[512];
+        char msg[512], new_path[sizeof ckpt_path];
         snprintf(msg, sizeof msg, "%s", tb_error_get());
         const double c0 = tb_now_s();
-        const int wst = checkpoint_write(s, batch, step, total, prev_train + session_train, NULL, ckpt_path,
-                                         sizeof ckpt_path);
+        const int wst = checkpoint_write(s, batch, step, total, prev_train + session_train, NULL, new_path,
+                                         sizeof new_path);
         ckpt_time += tb_now_s() - c0;
-        if (wst == TB_OK) ckpt_step = step, n_ckpt++;
+        if (wst == TB_OK) ckpt_step = step, n_ckpt++, memcpy(ckpt_path, new_path, sizeof ckpt_path);
         if (st == TB_OK) {
-            st = wst;
+            if (wst != TB_OK) snprintf(ckpt_err, sizeof ckpt_err, "%s", tb_error_get());
         } else {
             if (wst != TB_OK) fprintf(stderr, "bench: warning: no checkpoint: %s\n", tb_error_get());
             tb_error_set(st, "%s", msg);
@@ -1481,6 +1484,7 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
         json_key_int(&b, "checkpoints_written", n_ckpt);
         json_key_double(&b, "checkpoint_time_s", ckpt_time);
         json_key_str(&b, "checkpoint", ckpt_path);
+        if (ckpt_err[0]) json_key_str(&b, "checkpoint_error", ckpt_err);
     }
     if (evaluated) {
         json_key_double(&b, "test_accuracy", acc);
@@ -1512,7 +1516,8 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
             printf("  test        accuracy %.2f %% on %d images, loss %.4f (%.2f s)\n", 100.0 * acc, s->test.n, loss,
                    eval_time);
         if (ckpt)
-            printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n", ckpt_path, n_ckpt, ckpt_time);
+            printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n", ckpt_path[0] ? ckpt_path : "none",
+                   n_ckpt, ckpt_time);
         if (c->save[0]) printf("  saved       %s\n", c->save);
         printf("  result row  %s (run %s)\n", c->out, run_id);
     } else if (c->compact && !c->quiet && !sb) {
@@ -1522,6 +1527,7 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
         printf("\n");
     }
     step_record_free(&rec);
+    if (st == TB_OK && ckpt_err[0]) st = tb_error_set(TB_EIO, "%s (the result row was written)", ckpt_err);
     return st;
 }
 

@@ -1,0 +1,68 @@
+/* test_probes.c — defects found by probing `bench` (TB_BENCH_EXE) from outside (issue 29): a final
+ * checkpoint that cannot be written, output locations that cannot be written, FIFOs and endless files
+ * given as input, resuming a finished run, a reused run id, non-finite weights, messages.
+ *
+ * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set (RB_BASE).
+ */
+#include "test_reliability_util.h"
+
+#include "results.h"
+
+#include <sys/resource.h>
+
+TestSuite(probes, .timeout = 120);
+
+/* A fresh directory for a test's runs. */
+static char *new_dir(void)
+{
+    return tu_mkdtemp("probes");
+}
+
+/* Number of '\n' in s. */
+static int n_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Runs bench with every file it writes limited to limit bytes (a full disk for anything larger):
+ * SIGXFSZ ignored, so the write that crosses the limit fails with EFBIG. Both are inherited by the
+ * child; this test's own process restores them after. */
+static int run_with_file_limit(const char *dir, const char *tag, const char *const *extra, rlim_t limit)
+{
+    struct rlimit old, lim;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = limit;
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    const int code = rb_run(dir, tag, RB_ARGS(RB_BASE), extra);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    return code;
+}
+
+/* Out of space for the checkpoint at the end of a run: the run was measured, so its row is written
+ * (naming the failure), the error is printed once, and the exit status is 1. */
+Test(probes, a_failed_final_checkpoint_still_writes_the_row)
+{
+    char *dir = new_dir();
+    /* The MLP's checkpoint with Adam state is megabytes; a result row is a few kilobytes. */
+    const int code = run_with_file_limit(dir, "ck", RB_ARGS("--steps", "20", "--checkpoint-dir", "ck"), 100000);
+    char *err = rb_stderr(dir, "ck");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "the error once, on one line: %s", err);
+    cr_assert(strstr(err, "ckpt-0000000020") != NULL, "the message names the checkpoint: %s", err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    cr_assert_eq(json_get_number(r, "figures.train_steps", -1), 20);
+    cr_assert(json_get_number(r, "figures.images_per_s", 0) > 0);
+    cr_assert(strstr(json_get_str(r, "figures.checkpoint_error", ""), "ckpt-0000000020") != NULL,
+              "the row records the checkpoint failure");
+    cr_assert_eq(json_get_number(r, "figures.checkpoints_written", -1), 0);
+    json_value_free(r);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
