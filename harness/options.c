@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const struct bench_option options[] = {
     {"backend", 1, "NAME", "execution backend (default cpu; see --list)", 0},
@@ -626,7 +627,11 @@ int bench_config_finish(struct bench_config *c)
         c->run.profile = 1;
         c->run.trace = 1;
     }
-    if (!c->mllog_dir[0]) {
+    struct stat out_sb;
+    if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {
+        /* --out /dev/null: no results kept, so no event log either (and no mllog/ made in /dev). */
+        snprintf(c->mllog_dir, sizeof c->mllog_dir, "none");
+    } else if (!c->mllog_dir[0]) {
         const char *slash = strrchr(c->out, '/');
         if (slash) snprintf(c->mllog_dir, sizeof c->mllog_dir, "%.*s/mllog", (int)(slash - c->out), c->out);
         else snprintf(c->mllog_dir, sizeof c->mllog_dir, "mllog");

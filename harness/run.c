@@ -31,6 +31,7 @@
 #include "machine.h"
 #include "measure.h"
 #include "mllog.h"
+#include "outputs.h"
 #include "progress.h"
 #include "results.h"
 #include "rng.h"
@@ -262,6 +263,7 @@ static int session_open(struct session *s, const struct bench_config *c)
     memset(s, 0, sizeof *s);
     s->c = *c;
     int st = bench_config_finish(&s->c);
+    if (st == TB_OK) st = outputs_check(&s->c);
     if (st != TB_OK) return st;
     const double t0 = tb_now_s();
     s->peak_per_run = measure_peak_reset();

@@ -66,3 +66,56 @@ Test(probes, a_failed_final_checkpoint_still_writes_the_row)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* An output location that cannot be written used to fail only after the training (a read-only --out,
+ * a --save into a missing directory) or not at all (an --mllog that could not be created was a
+ * warning). Now each is one line naming the option, exit 1, before any work: no checkpoint written. */
+Test(probes, output_locations_are_checked_before_any_work)
+{
+    char *dir = new_dir();
+    static const char *const cases[][4] = {
+        {"--out", "/proc/tb-no-such-dir/r.jsonl", "--out", "/proc"},
+        {"--out", ".", "--out", "directory"},
+        {"--mllog", "/proc/tb-no-such-dir", "--mllog", "/proc"},
+        {"--mllog", "results.jsonl", "--mllog", "not a directory"}, /* made by the first good run below */
+        {"--save", "/proc/tb-no-such.st", "--save", "/proc"},
+        {"--save", "missing/x.st", "--save", "missing"},
+        {"--save", "/dev/null", "--save", "not a regular file"},
+        {"--checkpoint-dir", "results.jsonl/ck", "--checkpoint-dir", "not a directory"},
+    };
+    cr_assert_eq(rb_run(dir, "good", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2")), 0);
+    char *ck = rb_path(dir, "ck");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE),
+                                RB_ARGS("--steps", "20", cases[i][0], cases[i][1],
+                                        strcmp(cases[i][0], "--checkpoint-dir") ? "--checkpoint-dir" : NULL, "ck"));
+        char *err = rb_stderr(dir, "bad");
+        cr_assert_eq(code, 1, "%s %s: exit %d: %s", cases[i][0], cases[i][1], code, err);
+        cr_assert_eq(n_lines(err), 1, "%s %s: not one line: %s", cases[i][0], cases[i][1], err);
+        cr_assert(strstr(err, cases[i][2]) && strstr(err, cases[i][3]), "%s %s: unclear: %s", cases[i][0], cases[i][1],
+                  err);
+        cr_assert_neq(access(ck, F_OK), 0, "%s %s: the run trained (wrote a checkpoint) before failing", cases[i][0],
+                      cases[i][1]);
+        free(err);
+    }
+    free(ck);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* --out /dev/null: the run goes through (no fsync of a device), writes no event log beside it. */
+Test(probes, out_dev_null_is_accepted)
+{
+    char *dir = new_dir();
+    const int had_mllog = access("/dev/mllog", F_OK) == 0;
+    const int code = rb_run(dir, "null", RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--batch", "8",
+                                                 "--quiet", "--out", "/dev/null"),
+                            RB_ARGS("--steps", "5"));
+    char *err = rb_stderr(dir, "null");
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    cr_assert_str_eq(err, "");
+    if (!had_mllog) cr_assert_neq(access("/dev/mllog", F_OK), 0, "an event log directory was made in /dev");
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
