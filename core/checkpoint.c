@@ -9,6 +9,7 @@
 #include "checkpoint.h"
 
 #include "json.h"
+#include "regular_file.h"
 #include "status.h"
 
 #include <dirent.h>
@@ -486,8 +487,9 @@ static int ck_open(struct ck_file *c, const char *path)
     char *hdr = NULL;
     struct ck_rec **order = NULL;
     int st = TB_OK;
-    c->f = fopen(path, "rb");
-    if (!c->f) return tb_error_set(TB_EIO, "checkpoint %s: cannot open: %s", path, strerror(errno));
+    const char *why = NULL;
+    c->f = regular_fopen(path, &why);
+    if (!c->f) return tb_error_set(TB_EIO, "checkpoint %s: cannot open: %s", path, why);
     struct stat sb;
     if (fstat(fileno(c->f), &sb) != 0) {
         st = tb_error_set(TB_EIO, "checkpoint %s: cannot stat: %s", path, strerror(errno));

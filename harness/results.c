@@ -6,6 +6,7 @@
  */
 #include "results.h"
 
+#include "regular_file.h"
 #include "status.h"
 
 #include <errno.h>
@@ -144,9 +145,10 @@ int results_read_rows(const char *path, results_row_fn fn, void *ctx)
 {
     if (!path || !fn)
         return tb_error_set(TB_EINVAL, "results_read_rows: NULL path or callback");
-    FILE *f = fopen(path, "r");
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
     if (!f)
-        return tb_error_set(TB_EIO, "results_read_rows: cannot open %s: %s", path, strerror(errno));
+        return tb_error_set(TB_EIO, "results_read_rows: cannot open %s: %s", path, why);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "suite.h"
 
+#include "regular_file.h"
 #include "status.h"
 
 #include <errno.h>
@@ -197,13 +198,9 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
 {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (!f) return tb_error_set(TB_EIO, "suite %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return tb_error_set(TB_EIO, "suite %s: is a directory, not a suite file", path);
-    }
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
+    if (!f) return tb_error_set(TB_EIO, "suite %s: %s", path, why);
     char *text = NULL;
     size_t cap = 0;
     ssize_t len;

@@ -119,3 +119,58 @@ Test(probes, out_dev_null_is_accepted)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* Runs bench to completion in dir, but fails the test (killing the child) if it takes longer than
+ * limit_s seconds: a run that blocks forever must not hang the suite. */
+static int run_bounded(const char *dir, const char *tag, const char *const *extra, double limit_s)
+{
+    pid_t pid = rb_start(dir, tag, RB_ARGS(RB_BASE), extra);
+    for (double t = 0; t < limit_s; t += 0.05) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        cr_assert_geq(r, 0);
+        if (r == pid) {
+            cr_assert(WIFEXITED(status), "the child died of signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            return WEXITSTATUS(status);
+        }
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    cr_assert(0, "%s: still running after %g s (blocked on a FIFO?)", tag, limit_s);
+    return -1;
+}
+
+/* A FIFO as --load, as --suite, or named like the newest checkpoint under --resume blocked open()
+ * forever. Now: regular files only, checked on a non-blocking open. */
+Test(probes, fifos_are_refused_not_waited_on)
+{
+    char *dir = new_dir();
+    char *fifo = rb_path(dir, "fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    int code = run_bounded(dir, "load", RB_ARGS("--steps", "3", "--load", "fifo"), 30);
+    char *err = rb_stderr(dir, "load");
+    cr_assert_eq(code, 1, "--load fifo: exit %d: %s", code, err);
+    cr_assert(strstr(err, "fifo") && strstr(err, "not a regular file"), "--load fifo: %s", err);
+    free(err);
+    code = run_bounded(dir, "suite", RB_ARGS("--suite", "fifo"), 30);
+    err = rb_stderr(dir, "suite");
+    cr_assert_eq(code, 1, "--suite fifo: exit %d: %s", code, err);
+    cr_assert(strstr(err, "fifo") && strstr(err, "not a regular file"), "--suite fifo: %s", err);
+    free(err);
+    /* A FIFO newer than the run's real checkpoints: skipped with a warning, the resume goes on. */
+    cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "10", "--no-eval", "--checkpoint-dir", "ck")), 0);
+    char *ck = rb_path(dir, "ck"), p[600];
+    checkpoint_dir_path(ck, 15, p, sizeof p);
+    cr_assert_eq(mkfifo(p, 0644), 0);
+    code = run_bounded(dir, "resume", RB_ARGS("--steps", "20", "--no-eval", "--resume", "ck"), 30);
+    err = rb_stderr(dir, "resume");
+    cr_assert_eq(code, 0, "--resume past a FIFO: exit %d: %s", code, err);
+    cr_assert(strstr(err, "ckpt-0000000015") && strstr(err, "not a regular file"), "no warning naming the FIFO: %s", err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 10);
+    json_value_free(r);
+    free(err), free(ck), free(fifo);
+    tu_rm_rf(dir);
+    free(dir);
+}
