@@ -194,6 +194,27 @@ static int parse_line(struct suite *s, char *text, int line, struct word *w, int
     return TB_OK;
 }
 
+/* Reads one line (its '\n' kept) into buf of SUITE_MAX_LINE + 2 bytes: its length, 0 at the end of the
+ * file, or a status (message set) for a line too long, a NUL byte, a file over SUITE_MAX_BYTES or a read
+ * error. *total counts the bytes read so far. getline would grow without bound on /dev/zero-like input. */
+static long read_line(FILE *f, char *buf, const char *path, int line, size_t *total)
+{
+    size_t n = 0;
+    int ch;
+    while ((ch = getc(f)) != EOF) {
+        if (++*total > SUITE_MAX_BYTES)
+            return tb_error_set(TB_EINVAL, "suite %s: larger than %d bytes; is it a suite file?", path, SUITE_MAX_BYTES);
+        if (ch == '\0') return tb_error_set(TB_EINVAL, "%s:%d: a NUL byte in the line", path, line);
+        if (n == SUITE_MAX_LINE)
+            return tb_error_set(TB_EINVAL, "%s:%d: line longer than %d bytes", path, line, SUITE_MAX_LINE);
+        buf[n++] = (char)ch;
+        if (ch == '\n') break;
+    }
+    if (ferror(f)) return tb_error_set(TB_EIO, "suite %s: read error", path);
+    buf[n] = '\0';
+    return (long)n;
+}
+
 int suite_load(const char *path, const struct bench_config *base, struct suite *out)
 {
     memset(out, 0, sizeof *out);
@@ -201,16 +222,16 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
     const char *why = NULL;
     FILE *f = regular_fopen(path, &why);
     if (!f) return tb_error_set(TB_EIO, "suite %s: %s", path, why);
-    char *text = NULL;
-    size_t cap = 0;
-    ssize_t len;
+    char *text = malloc(SUITE_MAX_LINE + 2);
+    size_t total = 0;
+    long len;
     int line = 0, st = TB_OK;
     struct word *w = calloc(MAX_WORDS, sizeof *w);
-    if (!w) st = tb_error_set(TB_ENOMEM, "suite %s: out of memory", path);
-    while (st == TB_OK && (len = getline(&text, &cap, f)) >= 0) {
+    if (!w || !text) st = tb_error_set(TB_ENOMEM, "suite %s: out of memory", path);
+    while (st == TB_OK && (len = read_line(f, text, path, line + 1, &total)) != 0) {
         line++;
-        if ((size_t)len != strlen(text)) {
-            st = tb_error_set(TB_EINVAL, "%s:%d: a NUL byte in the line", path, line);
+        if (len < 0) {
+            st = (int)len;
             break;
         }
         char *hash = strchr(text, '#');

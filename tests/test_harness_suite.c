@@ -219,3 +219,30 @@ Test(harness_options, plan_defaults_and_conflicts)
     cr_assert_eq(bench_config_finish(&c), TB_EINVAL);
     cr_assert(strstr(tb_error_get(), "warp-drive") != NULL);
 }
+
+/* Unbounded reads: `--suite /dev/zero` grew to gigabytes in getline. Now a suite is a regular file with
+ * lines of at most SUITE_MAX_LINE bytes and at most SUITE_MAX_BYTES in all. */
+Test(harness_suite, long_lines_big_files_and_devices_are_refused, .init = th_setup, .fini = th_teardown)
+{
+    char *line = malloc(SUITE_MAX_LINE + 100);
+    cr_assert_not_null(line);
+    memset(line, 'a', SUITE_MAX_LINE + 98);
+    memcpy(line, "plan=throughput # ", 18);
+    line[SUITE_MAX_LINE + 98] = '\n', line[SUITE_MAX_LINE + 99] = '\0';
+    expect_error(line, "t.suite:1:", "longer than");
+    free(line);
+    /* Many short comment lines: every line is fine, the file is not. */
+    const size_t n = SUITE_MAX_BYTES + 64;
+    char *big = malloc(n + 1);
+    cr_assert_not_null(big);
+    for (size_t i = 0; i < n; i += 32) memcpy(big + i, "# a comment line of 32 bytes...\n", n - i < 32 ? n - i : 32);
+    memcpy(big, "plan=throughput # 32 bytes too.\n", 32);
+    big[n] = '\0';
+    expect_error(big, "t.suite", "larger than");
+    free(big);
+    struct bench_config base;
+    bench_config_defaults(&base);
+    struct suite s;
+    cr_assert_eq(suite_load("/dev/zero", &base, &s), TB_EIO);
+    cr_assert(strstr(tb_error_get(), "not a regular file") != NULL, "%s", tb_error_get());
+}
