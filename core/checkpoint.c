@@ -657,6 +657,18 @@ static int ck_read_tensor(struct ck_file *c, const struct ck_rec *r, uint8_t *by
     return TB_OK;
 }
 
+/* Weights or optimizer state with a NaN or Inf cannot train: every step would carry them on (a NaN
+ * bias behind a ReLU even keeps the loss finite), and a --save would write them back. TB_EFORMAT
+ * naming the tensor and the first bad index. */
+static int ck_check_finite(const struct ck_file *c, const char *name, const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return tb_error_set(TB_EFORMAT, "checkpoint %s: tensor %s holds %s at index %zu: not weights to train from",
+                                c->path, name, isnan(v[i]) ? "NaN" : "Inf", i);
+    return TB_OK;
+}
+
 /* opt NULL: checks the n_opt optimizer copies of every trainable entry (present, F32 of shape (n)) and marks
  * them used; else reads them into opt (n_opt, n_params). One walk, so the read takes exactly what was checked. */
 static int ck_load_opt_state(struct ck_file *c, const struct model *m, int n_opt, float *opt, uint8_t *bytes)
@@ -679,10 +691,11 @@ static int ck_load_opt_state(struct ck_file *c, const struct model *m, int n_opt
                 r->used = 1;
                 continue;
             }
-            const int st = ck_read_tensor(c, r, bytes);
-            if (st != TB_OK) return st;
+            int st2 = ck_read_tensor(c, r, bytes);
+            if (st2 != TB_OK) return st2;
             float *dst = opt + (size_t)j * m->n_params + e->off;
             for (size_t i = 0; i < e->n; i++) dst[i] = get_f32(bytes + 4 * i);
+            if ((st2 = ck_check_finite(c, on, dst, e->n)) != TB_OK) return st2;
         }
     }
     return TB_OK;
@@ -762,6 +775,7 @@ static int load_impl(const char *path, const struct model *m, float *params, flo
             for (size_t i = 0; i < e->n; i++) dst[i] = (float)(int64_t)get_u64(bytes + 8 * i);
         } else {
             for (size_t i = 0; i < e->n; i++) tmp[i] = get_f32(bytes + 4 * i);
+            if ((st = ck_check_finite(&c, e->name, tmp, e->n)) != TB_OK) goto fail;
             convert_layout(dst, tmp, e, &s, 0);
         }
     }

@@ -174,3 +174,59 @@ Test(probes, fifos_are_refused_not_waited_on)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* A checkpoint with one tensor all NaN trained 50 steps with exit 0 (the NaN bias sits behind a ReLU,
+ * so the loss stayed finite) and --save wrote the NaNs back. Now --load refuses it, naming the tensor;
+ * so does --resume for NaN optimizer state. */
+Test(probes, non_finite_weights_are_refused_at_load)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(RB_BASE), RB_ARGS("--steps", "5", "--save", "a.st", "--checkpoint-dir", "ck")), 0);
+    struct rb_model r;
+    rb_model_init(&r);
+    char *a = rb_path(dir, "a.st"), *nan_st = rb_path(dir, "nan.st");
+    rb_load(&r, a, 0);
+    const struct param_entry *e = NULL;
+    for (int k = 0; k < r.m.n_entries && !e; k++)
+        if (r.m.params[k].kind != PARAM_BUFFER && r.m.params[k].kind != PARAM_COUNTER && strstr(r.m.params[k].name, "bias"))
+            e = &r.m.params[k];
+    cr_assert_not_null(e, "the MLP has a bias");
+    for (size_t i = 0; i < e->n; i++) r.p[e->off + i] = NAN;
+    cr_assert_eq(checkpoint_save(nan_st, &r.m, r.p, r.b, "{}"), TB_OK, "%s", tb_error_get());
+    const int code = rb_run(dir, "nan", RB_ARGS(RB_BASE), RB_ARGS("--steps", "50", "--load", "nan.st", "--save", "b.st"));
+    char *err = rb_stderr(dir, "nan");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, e->name) && strstr(err, "NaN"), "the message names the tensor: %s", err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    char *b = rb_path(dir, "b.st");
+    cr_assert_neq(access(b, F_OK), 0, "--save wrote the weights");
+    free(err), free(b);
+    /* The resumable checkpoint with NaN Adam state (its first moment of the first tensor). */
+    char p[600], *ck = rb_path(dir, "ck");
+    checkpoint_dir_path(ck, 5, p, sizeof p);
+    rb_load(&r, p, 1);
+    r.o[r.m.params[0].off] = INFINITY;
+    char meta[4096];
+    cr_assert_eq(checkpoint_read_meta(p, "config", meta, sizeof meta), TB_OK);
+    /* Rewrite it with every metadata key the resume checks: copy them from the original. */
+    static const char *const keys[] = {"trainbench_checkpoint", "plan", "workload", "backend", "run_id", "config",
+                                       "config_hash", "step", "total_steps", "samples_seen", "train_time_s",
+                                       "optimizer_state_copies", "checkpoint_every"};
+    char json[8192] = "{";
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        char v[4096];
+        cr_assert_eq(checkpoint_read_meta(p, keys[k], v, sizeof v), TB_OK, "%s: %s", keys[k], tb_error_get());
+        snprintf(json + strlen(json), sizeof json - strlen(json), "%s\"%s\":\"%s\"", k ? "," : "", keys[k], v);
+    }
+    strcat(json, "}");
+    cr_assert_eq(checkpoint_save_state(p, &r.m, r.p, r.b, r.o, r.spp, json), TB_OK, "%s", tb_error_get());
+    const int code2 = rb_run(dir, "res", RB_ARGS(RB_BASE), RB_ARGS("--steps", "10", "--resume", "ck"));
+    err = rb_stderr(dir, "res");
+    cr_assert_neq(code2, 0, "resumed from Inf optimizer state: %s", err);
+    cr_assert(strstr(err, "Inf") && strstr(err, "__optimizer__"), "the message names the tensor: %s", err);
+    free(err), free(ck);
+    rb_model_free(&r);
+    free(a), free(nan_st);
+    tu_rm_rf(dir);
+    free(dir);
+}
