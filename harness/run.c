@@ -25,6 +25,7 @@
 #include "clock.h"
 #include "exec.h"
 #include "layer_profile.h"
+#include "loss_watch.h"
 #include "projection.h"
 #include "checkpoint.h"
 #include "json.h"
@@ -141,6 +142,7 @@ struct session {
     float *ck_params, *ck_buffers, *ck_opt; /* checkpoint staging: (n_params), (n_buffers), (spp · n_params) */
     long done_step;             /* session_steps: the last step completed */
     double last_loss;           /* ... and its mean loss (NaN before the first) */
+    struct loss_watch watch;    /* the finite-loss divergence rule of the run's steps */
     /* what backends report per step (mirrored, ipu), summed since the last row: warm-up included */
     double sum_step, sum_compute, sum_allreduce, sum_exchange, sum_idle;
     long n_split;
@@ -428,7 +430,7 @@ static int session_steps(struct session *s, long from, long to, struct step_reco
 {
     const int batch = s->be_batch;
     s->done_step = from - 1;
-    if (from == 1) s->last_loss = NAN;
+    if (from == 1) s->last_loss = NAN, loss_watch_reset(&s->watch);
     for (long step = from; step <= to; step++) {
         if (stop_signal)
             return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", bench_signal_name(stop_signal), step - 1);
@@ -448,6 +450,8 @@ static int session_steps(struct session *s, long from, long to, struct step_reco
             return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: the loss became %s at step %ld (lower --lr?)",
                                 s->c.backend, s->w->name, isnan(l) ? "NaN" : l > 0 ? "+Inf" : "-Inf", step);
         }
+        if (st == TB_OK && (st = loss_watch_feed(&s->watch, step, l, s->m.n_classes)) != TB_OK)
+            return tb_error_set(st, "%s/%s: diverged: %s (lower --lr?)", s->c.backend, s->w->name, tb_error_get());
         if (st != TB_OK) return st;
         s->done_step = step, s->last_loss = l;
         s->sum_step += t1 - t0, s->sum_compute += ss.t_compute, s->sum_allreduce += ss.t_allreduce;

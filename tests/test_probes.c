@@ -6,8 +6,10 @@
  */
 #include "test_reliability_util.h"
 
+#include "loss_watch.h"
 #include "results.h"
 
+#include <math.h>
 #include <sys/resource.h>
 
 TestSuite(probes, .timeout = 120);
@@ -229,4 +231,51 @@ Test(probes, non_finite_weights_are_refused_at_load)
     free(a), free(nan_st);
     tu_rm_rf(dir);
     free(dir);
+}
+
+/* Adam at --lr 10 on the MLP: the loss jumps from 2.3 to 1e11, then (ReLUs dead) falls back to a
+ * uniform guess, all finite: the run "finished" at chance accuracy with exit 0. Now the finite-loss
+ * rule (loss_watch.h) stops it as diverged, with the diverged row. */
+Test(probes, a_finite_but_exploded_loss_is_divergence)
+{
+    char *dir = new_dir();
+    const int code = rb_run(dir, "div", RB_ARGS(RB_BASE), RB_ARGS("--steps", "200", "--optimizer", "adam", "--lr", "10"));
+    char *err = rb_stderr(dir, "div");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "diverged") && strstr(err, "stayed above"), "unclear message: %s", err);
+    free(err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "diverged");
+    const long at = (long)json_get_number(r, "figures.diverged_at_step", -1);
+    cr_assert(at > LOSS_WATCH_STEPS && at < 100, "diverged_at_step %ld", at);
+    cr_assert_eq(json_get_number(r, "figures.completed_steps", -1), at - 1);
+    cr_assert_null(json_get(r, "figures.test_accuracy"));
+    json_value_free(r);
+    /* A sane learning rate trains on. */
+    cr_assert_eq(rb_run(dir, "ok", RB_ARGS(RB_BASE), RB_ARGS("--steps", "200", "--optimizer", "adam", "--lr", "0.003")), 0);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The rule itself: LOSS_WATCH_STEPS consecutive steps above LOSS_WATCH_FACTOR x the reference, the
+ * reference being the larger of the first loss and ln(classes); a spike that recovers is no divergence. */
+Test(probes, loss_watch_rule)
+{
+    struct loss_watch w;
+    loss_watch_reset(&w);
+    const double chance = log(10.0), limit = LOSS_WATCH_FACTOR * chance;
+    cr_assert_eq(loss_watch_feed(&w, 1, 2.0, 10), TB_OK); /* below chance: the reference is ln 10 */
+    for (long s = 2; s < 2 + LOSS_WATCH_STEPS - 1; s++) cr_assert_eq(loss_watch_feed(&w, s, limit * 1.01, 10), TB_OK);
+    cr_assert_eq(loss_watch_feed(&w, 100, limit * 0.99, 10), TB_OK, "one step under the limit ends the streak");
+    for (long s = 101; s < 101 + LOSS_WATCH_STEPS - 1; s++) cr_assert_eq(loss_watch_feed(&w, s, 1e9, 10), TB_OK);
+    cr_assert_eq(loss_watch_feed(&w, 200, 5e9, 10), TB_EDIVERGED);
+    cr_assert(strstr(tb_error_get(), "from step 101") && strstr(tb_error_get(), "5e+09"), "%s", tb_error_get());
+    /* A resumed run with a small loss: the reference is still a uniform guess's, so noise is fine. */
+    loss_watch_reset(&w);
+    cr_assert_eq(loss_watch_feed(&w, 1001, 0.01, 10), TB_OK);
+    for (long s = 1002; s < 1100; s++) cr_assert_eq(loss_watch_feed(&w, s, 1.5, 10), TB_OK);
+    /* A first loss above chance (a bad init) raises the reference. */
+    loss_watch_reset(&w);
+    cr_assert_eq(loss_watch_feed(&w, 1, 50.0, 10), TB_OK);
+    for (long s = 2; s < 100; s++) cr_assert_eq(loss_watch_feed(&w, s, 400.0, 10), TB_OK);
 }
