@@ -608,6 +608,14 @@ static int ck_open(struct ck_file *c, const char *path)
         order[c->n_recs] = r;
         c->n_recs++;
     }
+    /* Names first: a key repeated with the same offsets is a duplicate, not an overlap. */
+    qsort(order, (size_t)c->n_recs, sizeof *order, cmp_rec_name);
+    for (int i = 1; i < c->n_recs; i++)
+        if (strcmp(order[i]->name, order[i - 1]->name) == 0) {
+            st = tb_error_set(TB_EFORMAT, "checkpoint %s: duplicate tensor name: %s appears twice in the header", path,
+                              order[i]->name);
+            goto fail;
+        }
     /* Data ranges must be disjoint (empty tensors occupy nothing). */
     qsort(order, (size_t)c->n_recs, sizeof *order, cmp_rec_off);
     for (int i = 1; i < c->n_recs; i++)
@@ -616,12 +624,6 @@ static int ck_open(struct ck_file *c, const char *path)
                               order[i - 1]->name, (unsigned long long)order[i - 1]->a,
                               (unsigned long long)order[i - 1]->z, order[i]->name, (unsigned long long)order[i]->a,
                               (unsigned long long)order[i]->z);
-            goto fail;
-        }
-    qsort(order, (size_t)c->n_recs, sizeof *order, cmp_rec_name);
-    for (int i = 1; i < c->n_recs; i++)
-        if (strcmp(order[i]->name, order[i - 1]->name) == 0) {
-            st = tb_error_set(TB_EFORMAT, "checkpoint %s: tensor %s appears twice", path, order[i]->name);
             goto fail;
         }
     free(hdr);

@@ -229,7 +229,7 @@ static int cmd_calibrate(const char *path)
 
 enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_TABLE = 1000 };
 
-int main(int argc, char **argv)
+static int bench_main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "compare") == 0) return cmd_compare(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "report") == 0) return cmd_report(argc - 1, argv + 1);
@@ -321,4 +321,17 @@ int main(int argc, char **argv)
         return status_exit(st);
     }
     return 0;
+}
+
+/* A summary or table that could not be written (stdout on a full disk, /dev/full, a closed pipe's
+ * EPIPE with SIGPIPE ignored) is a failure: exit 1 with why, not 0. */
+int main(int argc, char **argv)
+{
+    int rc = bench_main(argc, argv);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "bench: cannot write to standard output: %s\n", errno ? strerror(errno) : "write error");
+        if (rc == 0) rc = 1;
+    }
+    return rc;
 }

@@ -72,7 +72,7 @@ static const struct bench_option options[] = {
                                                    "master weights in the optimizer)", 0},
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
                                    "clean steps) or a static N in [1, 1e30]; an overflow skips the step", 0},
-    {"prefetch", 1, "N", "batches prepared ahead", 0},
+    {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none)", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default\n"
                                "constant); the decay runs to the last step", 0},
@@ -367,7 +367,12 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
     if (IS("schedule")) return get_choice(name, v, schedules, c->run.schedule, sizeof c->run.schedule);
     if (IS("recompute")) return get_flag(name, v, &c->run.recompute);
     if (IS("precision")) return get_choice(name, v, precisions, c->run.precision, sizeof c->run.precision);
-    if (IS("prefetch")) return get_int(name, v, 0, 1024, &c->run.prefetch);
+    if (IS("prefetch")) {
+        /* The backends read 0 as "their default" and a negative count as "none": 0 given means none. */
+        const int st = get_int(name, v, 0, 1024, &c->run.prefetch);
+        if (st == TB_OK && c->run.prefetch == 0) c->run.prefetch = -1;
+        return st;
+    }
     if (IS("loss-scale")) {
         if (!strcmp(v, "dynamic")) return c->run.loss_scale = 0.0f, TB_OK;
         char *end = NULL;
@@ -508,10 +513,16 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
                                                        "replicas (devices)", batch, rr);
                     if (grid && ipu && !product) {
                         const int unit = (g > 0 ? g : b > 0 ? b : 1) * rr;
-                        if (batch % unit)
-                            return tb_error_set(TB_EINVAL, "--plan scaling: ipu batch %ld is not a multiple of %s %d x "
-                                                           "replicas %d", batch, g > 0 ? "ga" : b > 0 ? "micro-batch"
-                                                           : "1", g > 0 ? g : b > 0 ? b : 1, rr);
+                        if (batch % unit) {
+                            char what[80]; /* "ga 4 x replicas 2 = 8", or "replicas 3" when neither is given */
+                            if (g > 0 || b > 0)
+                                snprintf(what, sizeof what, "%s %d x replicas %d = %d", g > 0 ? "ga" : "micro-batch",
+                                         g > 0 ? g : b, rr, unit);
+                            else
+                                snprintf(what, sizeof what, "replicas %d", rr);
+                            return tb_error_set(TB_EINVAL, "--plan scaling: ipu batch %ld is not a multiple of %s", batch,
+                                                what);
+                        }
                     }
                     if (n >= BENCH_MAX_POINTS)
                         return tb_error_set(TB_EINVAL, "--plan scaling: the sweep has more than %d points",

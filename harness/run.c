@@ -128,7 +128,7 @@ struct session {
     int32_t *test_y;            /* (test.n) */
     int batch_cap;
     struct stream s;
-    char desc[160];
+    char desc[512];
     char run_base[96];          /* run id, or its stem for plans with several runs */
     struct machine_info mi;
     struct calibration cal;

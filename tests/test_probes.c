@@ -279,3 +279,106 @@ Test(probes, loss_watch_rule)
     cr_assert_eq(loss_watch_feed(&w, 1, 50.0, 10), TB_OK);
     for (long s = 2; s < 100; s++) cr_assert_eq(loss_watch_feed(&w, s, 400.0, 10), TB_OK);
 }
+
+/* Runs bench with args and its standard output on /dev/full; returns its exit status, stderr in err. */
+static int run_to_dev_full(const char *dir, const char *const *args, char **err)
+{
+    char *err_path = rb_path(dir, "full.err");
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = TB_BENCH_EXE;
+    for (int i = 0; args[i]; i++) argv[argc++] = args[i];
+    argv[argc] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int fo = open("/dev/full", O_WRONLY), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(dir) != 0) _exit(127);
+        dup2(fo, 1), dup2(fe, 2);
+        execv(TB_BENCH_EXE, (char *const *)argv);
+        _exit(127);
+    }
+    const int code = rb_wait(pid);
+    *err = tu_read_file(err_path, NULL);
+    free(err_path);
+    return code;
+}
+
+/* Messages that misled: a duplicate tensor name reported as an overlap, a directory as a short read,
+ * stdout on a full device ignored (exit 0), --prefetch 0 described as "prefetch 3", a scaling error
+ * reading "not a multiple of 1 1 x replicas 3", 4-stage descriptions cut off. */
+Test(probes, messages_say_what_is_wrong)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--save", "a.st")), 0);
+    /* The same tensor entry twice in the header (same offsets). */
+    char *a = rb_path(dir, "a.st"), *dup = rb_path(dir, "dup.st");
+    size_t len;
+    char *bytes = tu_read_file(a, &len);
+    cr_assert(bytes && len > 8);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)bytes[i] << (8 * i);
+    char *hdr = strndup(bytes + 8, hl);
+    struct rb_model r;
+    rb_model_init(&r);
+    char key[160];
+    snprintf(key, sizeof key, "\"%s\":{", r.m.params[0].name);
+    char *at = strstr(hdr, key), *end = at ? strchr(at, '}') : NULL;
+    cr_assert(at && end, "no entry %s in %s", key, hdr);
+    const size_t entry = (size_t)(end + 1 - at) + 1; /* with a comma after it */
+    const uint64_t nhl = hl + entry;
+    char *out = malloc(len + entry);
+    for (int i = 0; i < 8; i++) out[i] = (char)(nhl >> (8 * i));
+    size_t o = 8, pre = (size_t)(at - hdr);
+    memcpy(out + o, hdr, pre), o += pre;
+    memcpy(out + o, at, entry - 1), o += entry - 1;
+    out[o++] = ',';
+    memcpy(out + o, at, hl - pre), o += hl - pre;
+    memcpy(out + o, bytes + 8 + hl, len - 8 - hl), o += len - 8 - hl;
+    tu_write_file(dup, out, o);
+    free(out), free(hdr), free(bytes);
+    int code = rb_run(dir, "dup", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"));
+    char *err = rb_stderr(dir, "dup");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "duplicate tensor name") && strstr(err, r.m.params[0].name), "%s", err);
+    free(err);
+    /* A directory as --load. */
+    cr_assert_eq(unlink(dup), 0);
+    cr_assert_eq(mkdir(dup, 0755), 0);
+    code = rb_run(dir, "dir", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"));
+    err = rb_stderr(dir, "dir");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "is a directory") && !strstr(err, "short read"), "%s", err);
+    free(err);
+    /* Standard output on a full device: the run is not a success. */
+    code = run_to_dev_full(dir, RB_ARGS("--list"), &err);
+    cr_assert_eq(code, 1, "--list > /dev/full: exit %d: %s", code, err);
+    cr_assert(strstr(err, "standard output"), "%s", err);
+    free(err);
+    /* --prefetch 0 is no prefetch, and a 4-stage description is whole. */
+    static const char *const ipu[] = {"--data", "synthetic", "--synthetic-samples", "256,64", "--mllog", "none", "--out",
+                                      "results.jsonl", "--backend", "ipu", "--stages", "4", "--micro-batch", "2", "--ga",
+                                      "4", "--batch", "8", "--steps", "2", NULL};
+    cr_assert_eq(rb_run(dir, "pf", ipu, RB_ARGS("--prefetch", "0")), 0);
+    char *po = rb_path(dir, "pf.out"), *text = tu_read_file(po, NULL);
+    cr_assert(text && strstr(text, "prefetch 0;"), "%s", text);
+    const char *mem = strstr(text, "act MiB/stage ");
+    cr_assert_not_null(mem, "%s", text);
+    int slashes = 0;
+    for (const char *c = mem + 14; *c && *c != ')' && *c != '\n'; c++) slashes += *c == '/';
+    const char *close = strpbrk(mem, ")\n");
+    cr_assert(slashes == 3 && close && *close == ')', "the description is cut: %s", text);
+    free(text), free(po);
+    /* The ipu scaling grid's unit, said plainly. */
+    code = rb_run(dir, "sc", RB_ARGS("--data", "synthetic", "--backend", "ipu", "--mllog", "none", "--out", "results.jsonl"),
+                  RB_ARGS("--plan", "scaling", "--replicas-list", "3", "--batches", "16"));
+    err = rb_stderr(dir, "sc");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "not a multiple of replicas 3") && !strstr(err, "1 1"), "%s", err);
+    free(err);
+    rb_model_free(&r);
+    free(a), free(dup);
+    tu_rm_rf(dir);
+    free(dir);
+}
