@@ -24,6 +24,7 @@
 #include "calibrate.h"
 #include "clock.h"
 #include "exec.h"
+#include "finished.h"
 #include "layer_profile.h"
 #include "loss_watch.h"
 #include "projection.h"
@@ -1329,6 +1330,11 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
     if (!sb && c->resume[0] && (st = resume_from(s, batch, total, &start, &prev_train, &resumed_every, resumed_from,
                                                  sizeof resumed_from, NULL)) != TB_OK)
         return st;
+    char note[1200];
+    if (start == total && finished_at(c->resume, total, note, sizeof note)) {
+        fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
+        return TB_OK;
+    }
     /* A resumed run keeps its checkpoint cadence unless told otherwise. */
     if (!c->checkpoint_every) c->checkpoint_every = resumed_every;
     const long every = ckpt ? c->checkpoint_every : 0;
@@ -1505,6 +1511,8 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
     row_common_figures(s, &b, gflops, measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)),
                        flops_step);
     st = row_end(s, &b);
+    if (st == TB_OK && ckpt && ckpt_step == total && s->primary && finished_mark(c->checkpoint_dir, total, run_id, c->out))
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
 
     if (!c->quiet && !c->compact && !sb) {
         printf("trainbench %s on %s (%s)\n", s->w->name, s->train.name, s->desc);

@@ -382,3 +382,34 @@ Test(probes, messages_say_what_is_wrong)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* Resuming a run that had finished wrote another "ok" row each time. Now it says the run is finished
+ * (exit 0, no row); without the note (a run killed after its last checkpoint, before its row) the
+ * resume still evaluates and writes the row, and a larger --steps extends the run. */
+Test(probes, resuming_a_finished_run_writes_no_row)
+{
+    char *dir = new_dir();
+    char *res = rb_path(dir, "results.jsonl");
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--checkpoint-dir", "ck")), 0);
+    cr_assert_eq(rb_count_lines(res), 1);
+    for (int i = 0; i < 2; i++) {
+        const int code = rb_run(dir, "again", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--resume", "ck"));
+        char *err = rb_stderr(dir, "again");
+        cr_assert_eq(code, 0, "exit %d: %s", code, err);
+        cr_assert(strstr(err, "finished at step 20") && strstr(err, "no new row"), "%s", err);
+        cr_assert_eq(rb_count_lines(res), 1, "resume %d of a finished run wrote a row", i + 1);
+        free(err);
+    }
+    char *note = rb_path(dir, "ck/finished.json");
+    cr_assert_eq(unlink(note), 0);
+    cr_assert_eq(rb_run(dir, "row", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--resume", "ck")), 0);
+    cr_assert_eq(rb_count_lines(res), 2, "the row of a run killed before it is written on resume");
+    cr_assert_eq(rb_run(dir, "ext", RB_ARGS(RB_BASE), RB_ARGS("--steps", "30", "--resume", "ck")), 0);
+    cr_assert_eq(rb_count_lines(res), 3, "an extended run writes its row");
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 20);
+    json_value_free(r);
+    free(note), free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
