@@ -280,6 +280,11 @@ static int bench_main(int argc, char **argv)
         fprintf(stderr, "bench: unexpected argument '%s' (see bench --help)\n", argv[optind]);
         return 2;
     }
+    const char *known;
+    if (!blas_core_known(blas, &known)) {
+        fprintf(stderr, "bench: --blas-core %s: not an OpenBLAS kernel set (give auto, env or one of %s)\n", blas, known);
+        return 2;
+    }
     choose_blas_core(blas, argv);
     if (version) {
         /* The kernel set too: what --blas-core chose here (compare gives PyTorch the same). */

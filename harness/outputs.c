@@ -122,5 +122,13 @@ int outputs_check(const struct bench_config *c)
     if (st == TB_OK && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) st = check_dir("--mllog", c->mllog_dir);
     if (st == TB_OK && c->checkpoint_dir[0]) st = check_dir("--checkpoint-dir", c->checkpoint_dir);
     if (st == TB_OK && c->save[0]) st = check_replaced_file("--save", c->save);
+    /* A reused --run-id would meet its earlier run's event log; only a resume continues it. */
+    if (st == TB_OK && c->run_id[0] && !c->resume[0] && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) {
+        char log[PATH_MAX];
+        struct stat sb;
+        if (snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id) < (int)sizeof log && stat(log, &sb) == 0)
+            st = tb_error_set(TB_EINVAL, "--run-id %s: %s holds an earlier run's event log; give another --run-id "
+                                         "(only --resume continues a run under its id)", c->run_id, log);
+    }
     return st;
 }

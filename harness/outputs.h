@@ -13,7 +13,8 @@
 #include "run.h"
 
 /* Checks --out, --mllog (unless "none"), --checkpoint-dir and --save of a finished configuration;
- * TB_OK, or TB_EIO with one line naming the option, the path and the reason. */
+ * TB_OK, or TB_EIO with one line naming the option, the path and the reason; TB_EINVAL for a --run-id
+ * whose event log exists already (unless the run is a --resume). */
 int outputs_check(const struct bench_config *c);
 
 #endif

@@ -944,7 +944,8 @@ static void log_run_header(struct mllog *lg, const struct session *s, int batch,
 
 static void open_log(struct mllog *lg, const struct session *s, const char *run_id)
 {
-    if (mllog_open(lg, s->c.mllog_dir, run_id) != TB_OK) fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    if (mllog_open_for(lg, s->c.mllog_dir, run_id, s->c.resume[0] != 0) != TB_OK)
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
 }
 
 /* ---------------------------------------------------------------------------------------------------

@@ -413,3 +413,40 @@ Test(probes, resuming_a_finished_run_writes_no_row)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* A reused --run-id overwrote the earlier run's MLLOG silently; --blas-core Bogus ran OpenBLAS's
+ * default kernels silently. Now: a usage error naming the log (a resume continues the log instead),
+ * and one naming the kernel set. */
+Test(probes, reused_run_id_and_unknown_blas_core_are_refused)
+{
+    char *dir = new_dir();
+    static const char *const base[] = {"--data", "synthetic", "--synthetic-samples", "1000,200", "--batch", "8", "--out",
+                                       "results.jsonl", "--quiet", "--run-id", "X", NULL};
+    cr_assert_eq(rb_run(dir, "a", base, RB_ARGS("--steps", "5", "--checkpoint-dir", "ck")), 0);
+    char *log = rb_path(dir, "mllog/X.log"), *res = rb_path(dir, "results.jsonl");
+    const int lines = rb_count_lines(log);
+    cr_assert_gt(lines, 5);
+    int code = rb_run(dir, "b", base, RB_ARGS("--steps", "5"));
+    char *err = rb_stderr(dir, "b");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "--run-id X") && strstr(err, "mllog/X.log"), "%s", err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    cr_assert_eq(rb_count_lines(log), lines, "the earlier log changed");
+    cr_assert_eq(rb_count_lines(res), 1);
+    free(err);
+    /* Resuming the run under its id continues its log. */
+    cr_assert_eq(rb_run(dir, "c", base, RB_ARGS("--steps", "8", "--resume", "ck")), 0);
+    cr_assert_gt(rb_count_lines(log), lines, "the resumed run's events were not appended");
+    char *text = tu_read_file(log, NULL);
+    cr_assert(strstr(text, "resumed_from_step"), "the resumed run's events are missing");
+    free(text);
+    /* An unknown kernel set. */
+    code = rb_run(dir, "blas", RB_ARGS("--blas-core", "Bogus"), RB_ARGS("--version"));
+    err = rb_stderr(dir, "blas");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "--blas-core Bogus") && strstr(err, "Haswell"), "%s", err);
+    free(err);
+    free(log), free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
