@@ -1332,7 +1332,7 @@ static int plan_train(struct session *s, int batch, const char *run_id, const st
                                                  sizeof resumed_from, NULL)) != TB_OK)
         return st;
     char note[1200];
-    if (start == total && finished_at(c->resume, total, note, sizeof note)) {
+    if (c->resume[0] && start == total && finished_at(c->resume, total, note, sizeof note)) {
         fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
         return TB_OK;
     }

@@ -132,6 +132,22 @@ static int check_checkpoint_dirs(const struct suite *s, const struct bench_confi
     return TB_OK;
 }
 
+/* A run id names one run's event log and rows: two runs under one id would meet each other's log
+ * (the second refused, after the first ran). Found here, before anything runs; a resume continues. */
+static int check_run_ids(const struct suite *s)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        const char *id = s->runs[i].c.run_id;
+        if (!id[0]) continue;
+        for (int j = i + 1; j < s->n_runs; j++)
+            if (strcmp(id, s->runs[j].c.run_id) == 0 && !s->runs[j].c.resume[0])
+                return tb_error_set(TB_EINVAL, "%s:%d: run id '%s' is already line %d's run's: every run needs an "
+                                    "id of its own (or none: one is generated)", s->path, s->runs[j].line, id,
+                                    s->runs[i].line);
+    }
+    return TB_OK;
+}
+
 /* Parses one line (comments already cut) into words; values point into the line. */
 static int parse_line(struct suite *s, char *text, int line, struct word *w, int *n_words, int *optional)
 {
@@ -257,6 +273,7 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
     if (st == TB_OK && out->n_runs == 0 && out->n_skipped == 0)
         st = tb_error_set(TB_EINVAL, "suite %s: no runs in the file", path);
     if (st == TB_OK) st = check_checkpoint_dirs(out, base);
+    if (st == TB_OK) st = check_run_ids(out);
     if (st != TB_OK) suite_free(out);
     return st;
 }

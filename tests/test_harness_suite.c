@@ -246,3 +246,18 @@ Test(harness_suite, long_lines_big_files_and_devices_are_refused, .init = th_set
     cr_assert_eq(suite_load("/dev/zero", &base, &s), TB_EIO);
     cr_assert(strstr(tb_error_get(), "not a regular file") != NULL, "%s", tb_error_get());
 }
+
+/* A --run-id shared by several runs of a suite: the later runs would meet the first one's event log. */
+Test(harness_suite, runs_sharing_a_run_id_are_refused_before_any_runs, .init = th_setup, .fini = th_teardown)
+{
+    expect_error("plan=throughput steps=5 run-id=a\nplan=throughput steps=9 run-id=b\nplan=throughput steps=7 run-id=a\n",
+                 "t.suite:3:", "line 1");
+    char p[192];
+    th_write(th_path(p, sizeof p, "t.suite"), "plan=throughput steps=5\nplan=throughput steps=9\n");
+    struct bench_config base;
+    bench_config_defaults(&base);
+    cr_assert_eq(bench_config_set(&base, "run-id", "x"), TB_OK);
+    struct suite s;
+    cr_assert_eq(suite_load(p, &base, &s), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "'x'") != NULL, "%s", tb_error_get());
+}
