@@ -1,18 +1,27 @@
-/* backend.c — the registry and the public wrappers that check, default and time backend calls. */
+/* backend.c — the registry (each backend with the options it takes), the devices known, and the public
+ * wrappers that check, default and time backend calls. */
 #include "backend.h"
 
 #include "clock.h"
 #include "status.h"
 
+#include <stdio.h>
 #include <string.h>
 
+/* Each entry names the options its backend reads from run_config (see struct backend_caps): --threads is
+ * the threads backend's pool, --devices the mirrored replicas or the ipu's device budget, and the
+ * pipeline, precision, projection and grid options are the ipu's. */
 static const struct backend_entry registry[] = {
-    {"cpu", "single thread, the reference schedule", backend_cpu_create},
-    {"threads", "one model, every op split over all cores (persistent pinned pool)", backend_threads_create},
+    {"cpu", "single thread, the reference schedule", backend_cpu_create, {"", 0, 1, 1}},
+    {"threads", "one model, every op split over all cores (persistent pinned pool)", backend_threads_create,
+     {"threads", 0, 0, 0}},
     {"mirrored", "N devices, each a full replica; gradients all-reduced (ring, or MPI across processes)",
-     backend_mirrored_create},
+     backend_mirrored_create, {"devices transport sync-bn replicas-list", 1, 0, 0}},
     {"ipu", "S pipeline stages x R replicas on pinned device workers; micro-batches, gpipe/1f1b, exchange queues",
-     backend_ipu_create},
+     backend_ipu_create,
+     {"devices stages split micro-batch ga replicas schedule recompute precision loss-scale prefetch timeline "
+      "replicas-list ga-list micro-batch-list project-devices link-bw link-latency allreduce-bw allreduce-latency",
+      0, 0, 0}},
 };
 
 const struct backend_entry *backend_registry(int *n)
@@ -21,19 +30,88 @@ const struct backend_entry *backend_registry(int *n)
     return registry;
 }
 
+const struct backend_entry *backend_find(const char *name)
+{
+    for (size_t k = 0; k < sizeof registry / sizeof *registry; k++)
+        if (strcmp(registry[k].name, name) == 0) return &registry[k];
+    return NULL;
+}
+
+/* Whether the space-separated list names word. */
+static int names_word(const char *list, const char *word)
+{
+    const size_t len = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)) != NULL; p += len)
+        if ((p == list || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0')) return 1;
+    return 0;
+}
+
+/* How many entries name option. */
+static int n_takers(const char *option)
+{
+    int count = 0;
+    for (size_t k = 0; k < sizeof registry / sizeof *registry; k++)
+        count += names_word(registry[k].caps.options, option);
+    return count;
+}
+
+int backend_option_takers(const char *option, char *buf, size_t n)
+{
+    const int total = n_takers(option);
+    int count = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < sizeof registry / sizeof *registry; k++) {
+        if (!names_word(registry[k].caps.options, option)) continue;
+        const char *sep = count == 0 ? "" : count == total - 1 ? " and " : ", ";
+        const size_t used = strlen(buf);
+        snprintf(buf + used, n - used, "%s%s", sep, registry[k].name);
+        count++;
+    }
+    return total;
+}
+
+int backend_takes_option(const char *name, const char *option)
+{
+    if (n_takers(option) == 0) return 1;
+    const struct backend_entry *e = backend_find(name);
+    return e && names_word(e->caps.options, option);
+}
+
+const char *backend_reference(void)
+{
+    for (size_t k = 0; k < sizeof registry / sizeof *registry; k++)
+        if (registry[k].caps.reference) return registry[k].name;
+    return NULL;
+}
+
+/* cuda is known so that asking for it says it is not built rather than unknown. */
+static const struct device_entry devices[] = {
+    {"cpu", "the host's cores (every backend)", 1},
+#ifdef TB_HAVE_CUDA
+    {"cuda", "NVIDIA GPUs", 1},
+#else
+    {"cuda", "NVIDIA GPUs (not built in this binary)", 0},
+#endif
+};
+
+const struct device_entry *device_registry(int *n)
+{
+    *n = (int)(sizeof devices / sizeof *devices);
+    return devices;
+}
+
 int backend_create(struct backend *b, const char *name)
 {
     memset(b, 0, sizeof *b);
     int n;
-    const struct backend_entry *r = backend_registry(&n);
-    for (int k = 0; k < n; k++)
-        if (strcmp(r[k].name, name) == 0) {
-            int st = r[k].create(b);
-            if (st != TB_OK) return st;
-            TB_ASSERT(b->i && b->i->prepare && b->i->forward_backward && b->i->update && b->i->evaluate &&
-                      b->i->get_tensors && b->i->set_tensors && b->i->destroy);
-            return TB_OK;
-        }
+    const struct backend_entry *r = backend_registry(&n), *e = backend_find(name);
+    if (e) {
+        int st = e->create(b);
+        if (st != TB_OK) return st;
+        TB_ASSERT(b->i && b->i->prepare && b->i->forward_backward && b->i->update && b->i->evaluate &&
+                  b->i->get_tensors && b->i->set_tensors && b->i->destroy);
+        return TB_OK;
+    }
     char names[256] = "";
     for (int k = 0; k < n; k++) {
         strncat(names, k ? ", " : "", sizeof names - strlen(names) - 1);

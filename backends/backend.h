@@ -11,6 +11,7 @@
 #ifndef TB_BACKEND_H
 #define TB_BACKEND_H
 
+#include "executor.h" /* enum tensor_family, struct eval_stats */
 #include "model.h"
 #include "optim.h"
 
@@ -43,14 +44,6 @@ struct run_config {
 #define RUN_LOSS_SCALE_MIN 1.0
 #define RUN_LOSS_SCALE_MAX 1e30
 
-/* Which canonical tensor family get/set_tensors move. */
-enum tensor_family {
-    TF_PARAMS,  /* (model->n_params) */
-    TF_GRADS,   /* (model->n_params) summed over the global batch */
-    TF_OPT,     /* (optim_state_per_param · n_params) */
-    TF_BUFFERS, /* (model->n_buffers) BatchNorm running statistics */
-};
-
 /* A global batch as the harness hands it over: pixels stay uint8 until a device converts them. */
 struct batch {
     int n;
@@ -65,11 +58,6 @@ struct step_stats {
     double t_forward_backward, t_update;
     double t_compute, t_allreduce, t_exchange, t_idle; /* backends that can tell them apart */
     int nonfinite;         /* NaN/Inf seen in loss or gradients */
-};
-
-struct eval_stats {
-    double loss_sum;
-    long correct, n;
 };
 
 /* What a pipelined backend measured (per stage, averaged over the run's steps): the harness uses it for
@@ -152,15 +140,48 @@ struct backend {
     int prepared;
 };
 
-/* A registry entry: name → constructor. */
+/* What the harness needs to know of a backend before it creates one: the options it takes and how it
+ * spreads a batch, so that no caller compares backend names. */
+struct backend_caps {
+    /* The command-line options (long names without dashes, space-separated) this backend takes beyond
+     * those every backend takes. An option that some entry names belongs to the backends that name it:
+     * the harness refuses it for the others instead of recording a setting that changed nothing. */
+    const char *options;
+    int replicas_are_devices; /* its data-parallel replicas are its --devices: a global batch splits over them */
+    int reference;            /* the single-thread reference schedule that speed-ups are measured against */
+    int threads;              /* the threads it computes with when not told (0: all cores) */
+};
+
+/* A registry entry: name → constructor, and what the backend takes. */
 struct backend_entry {
     const char *name;
     const char *summary;
     int (*create)(struct backend *b);
+    struct backend_caps caps;
 };
 
 /* The registered backends, in display order; *n receives the count. */
 const struct backend_entry *backend_registry(int *n);
+/* The registry entry of backend `name`, or NULL if none is registered under it. */
+const struct backend_entry *backend_find(const char *name);
+/* Whether backend `name` takes `option` (a long option name without dashes): every backend takes the
+ * options no entry names; of the others, those its entry names (an unknown backend takes none). */
+int backend_takes_option(const char *name, const char *option);
+/* Writes the backends that name `option` into buf (n > 0 bytes: "ipu", "mirrored and ipu", "a, b and c")
+ * and returns how many there are (0: an option every backend takes). */
+int backend_option_takers(const char *option, char *buf, size_t n);
+/* The reference backend (caps.reference) that speed-ups are measured against, or NULL. */
+const char *backend_reference(void);
+
+/* A kind of device the kernels can run on, and whether this binary was built with it. */
+struct device_entry {
+    const char *name;
+    const char *summary;
+    int built;
+};
+
+/* The devices bench knows, built into this binary or not, in display order; *n receives the count. */
+const struct device_entry *device_registry(int *n);
 /* Creates backend `name` into b; TB_EINVAL with the valid names listed if unknown. */
 int backend_create(struct backend *b, const char *name);
 /* Plans and allocates for model m under cfg (validates the configuration; errors here, never later). */

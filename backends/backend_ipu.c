@@ -79,6 +79,7 @@ extern void openblas_set_num_threads(int);
 #define MSG_HDR 64               /* bytes of a message header */
 #define MAX_BOUNDARY 32          /* tensors crossing one split */
 #define LOSS_SCALE_INIT 32768.0f /* fp16: dynamic loss scale, halved on overflow */
+#define OVERFLOW_DIVERGED 10     /* fp16: overflowed steps in a row at the lowest scale that end a run */
 #define LOSS_SCALE_GROW 2000     /* fp16: clean steps before the scale doubles */
 
 /* What leads every exchange message; labels (B int32) follow at MSG_HDR, the payload after them. */
@@ -212,6 +213,7 @@ struct ipu_ctx {
     int overflowed;                   /* the last forward_backward overflowed (its update is skipped) */
     float loss_scale;
     long clean_steps, skipped_steps;
+    int overflow_run;                 /* fp16: overflowed steps in a row with the scale at its floor */
     /* infeed worker */
     pthread_t pf_th;
     int pf_started, pf_stop;
@@ -1056,6 +1058,9 @@ static int dev_init_segments(struct ipu_ctx *c, struct ipu_dev *v, int in_flight
                                           : exec_boundary_floats(m, v->l0, B, 0) * eb;
     v->in_bytes = align64(in_copy);
     size_t ck = v->in_bytes;
+    /* Half storage with recomputation decodes a later stage's input checkpoint into seg_in too (its
+     * first segment's recompute), not only the segment boundaries: it can be the largest of them. */
+    if (c->half && c->p.recompute && v->s > 0) v->seg_in_floats = exec_boundary_floats(m, v->l0, B, 0);
     int st = TB_OK;
     for (int k = 0; k < K; k++) {
         struct ipu_seg *g = &v->seg[k];
@@ -1502,18 +1507,34 @@ static int collect(struct ipu_ctx *c, struct step_stats *st)
 }
 
 /* fp16: a step whose gradients overflowed the exchange is skipped (and counted); a dynamic loss
- * scale then halves, and doubles again after LOSS_SCALE_GROW clean steps; a static one stays. */
-static void loss_scale_after_update(struct ipu_ctx *c)
+ * scale then halves, and doubles again after LOSS_SCALE_GROW clean steps; a static one stays. A scale
+ * that can go no lower (static, or dynamic at 1) and still overflows OVERFLOW_DIVERGED steps in a row
+ * trains nothing: the run has diverged (TB_EDIVERGED), as a non-finite loss has in fp32. */
+static int loss_scale_after_update(struct ipu_ctx *c, struct step_stats *st)
 {
-    if (c->p.prec != IPU_PREC_FP16) return;
+    if (c->p.prec != IPU_PREC_FP16) return TB_OK;
     if (c->overflowed) {
         c->skipped_steps++;
         c->clean_steps = 0;
+        const int floor = c->p.loss_scale > 0.0f || c->loss_scale <= 1.0f;
+        c->overflow_run = floor ? c->overflow_run + 1 : 0;
         if (c->p.loss_scale == 0.0f && c->loss_scale > 1.0f) c->loss_scale *= 0.5f;
-    } else if (c->p.loss_scale == 0.0f && ++c->clean_steps >= LOSS_SCALE_GROW) {
-        c->clean_steps = 0;
-        if (c->loss_scale < 16777216.0f) c->loss_scale *= 2.0f;
+        if (c->overflow_run >= OVERFLOW_DIVERGED) {
+            st->nonfinite = 1;
+            return tb_error_set(TB_EDIVERGED,
+                                "fp16 gradients overflowed on %d steps in a row at %s loss scale %g (step %ld): "
+                                "lower --lr%s",
+                                c->overflow_run, c->p.loss_scale > 0.0f ? "the static" : "the lowest",
+                                (double)c->loss_scale, c->step, c->p.loss_scale > 0.0f ? " or --loss-scale" : "");
+        }
+    } else {
+        c->overflow_run = 0;
+        if (c->p.loss_scale == 0.0f && ++c->clean_steps >= LOSS_SCALE_GROW) {
+            c->clean_steps = 0;
+            if (c->loss_scale < 16777216.0f) c->loss_scale *= 2.0f;
+        }
     }
+    return TB_OK;
 }
 
 static int run_train(struct ipu_ctx *c, const struct batch *batch, long step, int do_update, struct step_stats *st)
@@ -1529,7 +1550,7 @@ static int run_train(struct ipu_ctx *c, const struct batch *batch, long step, in
     if (c->pf_started) infeed_wait_step(c);
     c->overflowed = atomic_load(&c->overflow);
     int rc = collect(c, st);
-    if (do_update) loss_scale_after_update(c);
+    if (do_update && rc == TB_OK) rc = loss_scale_after_update(c, st);
     return rc;
 }
 
@@ -1546,14 +1567,12 @@ static int ipu_train_step(struct backend *b, const struct batch *batch, long ste
 static int ipu_update(struct backend *b, long step, struct step_stats *st)
 {
     struct ipu_ctx *c = b->ctx;
-    (void)st;
     c->mode = MODE_UPDATE;
     c->step = step;
     atomic_store(&c->overflow, c->overflowed);
     c->t0 = tb_now_s();
     run_devices(c);
-    loss_scale_after_update(c);
-    return TB_OK;
+    return loss_scale_after_update(c, st);
 }
 
 static int ipu_evaluate(struct backend *b, const struct batch *batch, struct eval_stats *ev)

@@ -156,8 +156,11 @@ def build_sides(a, cfg, out_dir):
     def ours_argv(seed, rnd):
         out = os.path.join(out_dir, "ours-r%d.jsonl" % rnd)
         argv = [a.bench, "--backend", backend]
-        if backend != "cpu":
+        # --threads is the threads backend's option; mirrored and ipu take --devices instead.
+        if backend == "threads":
             argv += ["--threads", str(a.threads)]
+        elif backend in ("mirrored", "ipu"):
+            argv += ["--devices", str(a.threads)]
         argv += workload + ["--batch", str(cfg["batch"]), "--steps", str(steps), "--seed", str(seed),
                             "--out", out]
         return argv + shlex.split(a.ours_extra), out

@@ -77,10 +77,10 @@ static void spec_of(const struct model *m, const struct param_entry *e, struct c
         s->ndim = 4;
         s->dims[0] = d[2], s->dims[1] = 1, s->dims[2] = d[0], s->dims[3] = d[1];
     } else if (op == OP_DENSE && e->ndim == 2 && ends_with(e->name, ".weight")) {
-        /* torchvision's SqueezeExcitation holds fc1/fc2 as 1×1 Conv2d; everything else is nn.Linear. */
+        /* nn.Linear, or a 1×1 Conv2d where the model says so (torchvision's SqueezeExcitation). */
         s->lay = CK_DENSE_T;
         s->dims[0] = d[1], s->dims[1] = d[0];
-        if (ends_with(e->name, ".fc1.weight") || ends_with(e->name, ".fc2.weight")) {
+        if (e->torch_conv1x1) {
             s->ndim = 4;
             s->dims[2] = s->dims[3] = 1;
         }

@@ -8,7 +8,8 @@
  * Every param_entry of the model is stored under its name in torchvision's layout, so
  * torchvision.models.efficientnet_b0().load_state_dict(..., strict=True) accepts the file:
  *   conv (KH,KW,C/G,OC) → (OC,C/G,KH,KW); depthwise (KH,KW,C) → (C,1,KH,KW);
- *   dense "*.fc1/fc2.weight" (IN,OUT) → (OUT,IN,1,1) (torchvision's SE uses 1×1 Conv2d);
+ *   dense "*.weight" marked torch_conv1x1 by its workload (IN,OUT) → (OUT,IN,1,1) (torchvision's SE
+ *   uses 1×1 Conv2d for fc1/fc2);
  *   other dense "*.weight" (IN,OUT) → (OUT,IN) (nn.Linear); Keras-like "*.kernel" stays (IN,OUT);
  *   biases, norm γ/β and BatchNorm running statistics (C) as they are;
  *   every BatchNorm also gets "<prefix>.num_batches_tracked" (I64, shape [] = 0), which torch expects.

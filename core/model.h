@@ -75,6 +75,8 @@ struct param_entry {
     int ndim, dims[4];   /* our layout's dims */
     int layer;           /* owning layer */
     int kind;            /* PARAM_WEIGHT, PARAM_BIAS, PARAM_NORM, PARAM_BUFFER */
+    int torch_conv1x1;   /* a dense (IN,OUT) weight that torch holds as a 1×1 Conv2d, (OUT,IN,1,1), in
+                          * checkpoints (EfficientNet's SE fc1/fc2); the workload sets it, 0 by default */
 };
 enum { PARAM_WEIGHT, PARAM_BIAS, PARAM_NORM, PARAM_BUFFER, PARAM_COUNTER };
 

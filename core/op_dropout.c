@@ -1,4 +1,4 @@
-/* op_dropout.c — dropout / drop-connect kernels: masks recomputed from core/rng.h counters.
+/* op_dropout.c — dropout / drop-connect kernels: masks recomputed from util/rng.h counters.
  *
  * The per-sample key rng_hash(step, layer, g) is computed once per sample, the stream's key once per
  * sample run; each element then costs one inline mix (rng_uniform_keyed, the same bits as rng_uniform).

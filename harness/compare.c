@@ -79,15 +79,18 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     const char *workload = json_get_str(cfg, "workload", "?");
     const char *backend = json_get_str(cfg, "backend", "?");
     const int batch = (int)json_get_number(cfg, "batch", 0);
+    /* Rows from before config.device ran on the cpu, so they still match today's cpu rows. */
+    const char *device = json_get_str(cfg, "device", "cpu");
     char name[200], key[600];
     snprintf(name, sizeof name, "%s %s %s b%d", kind, workload, backend, batch);
+    if (strcmp(device, "cpu") != 0) snprintf(name + strlen(name), sizeof name - strlen(name), " device=%s", device);
     /* The visible name shows the options that differ from defaults; the key holds every one. */
     for (size_t k = 0; k < sizeof key_fields / sizeof *key_fields; k++)
         if (!strcmp(key_fields[k], "threads") || !strcmp(key_fields[k], "devices") || !strcmp(key_fields[k], "resolution") ||
             !strcmp(key_fields[k], "precision") || !strcmp(key_fields[k], "conv_algo") || !strcmp(key_fields[k], "no_fuse") ||
             !strcmp(key_fields[k], "stages") || !strcmp(key_fields[k], "norm"))
             append_field(name, sizeof name, cfg, key_fields[k], 0);
-    snprintf(key, sizeof key, "%s|%s|%s|%d", kind, workload, backend, batch);
+    snprintf(key, sizeof key, "%s|%s|%s|%s|%d", kind, workload, backend, device, batch);
     for (size_t k = 0; k < sizeof key_fields / sizeof *key_fields; k++) append_field(key, sizeof key, cfg, key_fields[k], 1);
 
     struct group *g = NULL;

@@ -59,18 +59,33 @@ static void usage(FILE *f)
     fprintf(f, "  %-23s %s\n", "", "the ISA: SkylakeX for AVX-512, Haswell for AVX2), env keeps the environment's,");
     fprintf(f, "  %-23s %s\n", "", "OPENBLAS_NUM_THREADS included (auto and NAME load OpenBLAS with one thread),");
     fprintf(f, "  %-23s %s\n", "", "NAME forces one (e.g. Haswell, SkylakeX, Cooperlake)");
-    fprintf(f, "  %-23s %s\n", "--list", "list backends and workloads");
+    fprintf(f, "  %-23s %s\n", "--list", "list backends (with the options only they take), devices and workloads");
     fprintf(f, "  --help, --version\n");
     fprintf(f, "\nExit status: 0 ok, 1 runtime failure (data, divergence, memory, a failed suite run), 2 usage error,\n"
                "130 / 143 stopped by SIGINT / SIGTERM (after a checkpoint, with --checkpoint-dir).\n");
 }
 
+/* --list: the backends with the options only they take, the devices, the workloads. */
 static void list_all(void)
 {
     int n;
     const struct backend_entry *b = backend_registry(&n);
     printf("backends:\n");
-    for (int k = 0; k < n; k++) printf("  %-10s %s\n", b[k].name, b[k].summary);
+    for (int k = 0; k < n; k++) {
+        printf("  %-10s %s\n", b[k].name, b[k].summary);
+        if (!b[k].caps.options[0]) continue;
+        int col = printf("  %-10s options:", "");
+        for (const char *p = b[k].caps.options; *p;) {
+            const int len = (int)strcspn(p, " ");
+            if (col + len + 3 > 104) col = printf("\n  %-19s", "") - 1; /* wrap under the first option */
+            col += printf(" --%.*s", len, p);
+            p += len + strspn(p + len, " ");
+        }
+        printf("\n");
+    }
+    const struct device_entry *d = device_registry(&n);
+    printf("devices:\n");
+    for (int k = 0; k < n; k++) printf("  %-10s %s\n", d[k].name, d[k].summary);
     const struct workload *const *w = workload_registry(&n);
     printf("workloads:\n");
     for (int k = 0; k < n; k++) printf("  %-14s %s\n", w[k]->name, w[k]->summary);

@@ -2,8 +2,9 @@
  * files, plus the defaults that depend on the workload (see run.h).
  *
  * Values are validated here, once, with a message naming the option (`--batch: expected an integer in
- * 1..1048576, got 'x'`); options that no backend implements yet (pipeline stages, precision, ...) are
- * validated all the same and end up in the run_config and the result row.
+ * 1..1048576, got 'x'`). Each backend's registry entry names the options it takes beyond those every
+ * backend takes (struct backend_caps); one given for a backend that does not take it is a usage error
+ * naming the backends that do, never a setting recorded in the row that changed nothing.
  * Threading: no shared state.
  */
 #define _GNU_SOURCE
@@ -20,7 +21,8 @@
 #include <sys/stat.h>
 
 static const struct bench_option options[] = {
-    {"backend", 1, "NAME", "execution backend (default cpu; see --list)", 0},
+    {"backend", 1, "NAME", "execution backend (default cpu; see --list for each one's own options)", 0},
+    {"device", 1, "cpu|cuda", "where the kernels run (default cpu; see --list for the devices built in)", 0},
     {"workload", 1, "NAME", "workload (default mnist-mlp; see --list)", 0},
     {"plan", 1, "PLAN", "train | throughput | tta | scaling | inference (default: train when --epochs or\n"
                         "--steps is given, else throughput)", 0},
@@ -71,7 +73,8 @@ static const struct bench_option options[] = {
     {"precision", 1, "fp32|fp16|bf16|fp16m|bf16m", "ipu: storage precision of activations and weights (m: keep fp32\n"
                                                    "master weights in the optimizer)", 0},
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
-                                   "clean steps) or a static N in [1, 1e30]; an overflow skips the step", 0},
+                                   "clean steps) or a static N in [1, 1e30]; an overflow skips the step, and 10\n"
+                                   "in a row at the lowest (or static) scale end the run as diverged", 0},
     {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none)", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default\n"
@@ -110,6 +113,8 @@ static const struct bench_option options[] = {
     {"quiet", 0, NULL, "no summary on stdout", 0},
 };
 
+_Static_assert(sizeof options / sizeof *options <= BENCH_MAX_OPTIONS, "bench_config.given has a flag per option");
+
 const struct bench_option *bench_options(int *n)
 {
     *n = (int)(sizeof options / sizeof *options);
@@ -132,6 +137,7 @@ void bench_config_defaults(struct bench_config *c)
 {
     memset(c, 0, sizeof *c);
     snprintf(c->backend, sizeof c->backend, "cpu");
+    snprintf(c->device, sizeof c->device, "cpu");
     snprintf(c->workload, sizeof c->workload, "mnist-mlp");
     snprintf(c->out, sizeof c->out, "results/results.jsonl");
     snprintf(c->calibration, sizeof c->calibration, "results/calibration.json");
@@ -157,7 +163,7 @@ static int get_long(const char *opt, const char *s, long lo, long hi, long *out)
 
 static int get_int(const char *opt, const char *s, long lo, long hi, int *out)
 {
-    long v;
+    long v = 0; /* get_long sets it on success; zeroed because the inlined code hides that from GCC */
     int st = get_long(opt, s, lo, hi, &v);
     if (st == TB_OK) *out = (int)v;
     return st;
@@ -192,16 +198,20 @@ static int get_str(const char *opt, const char *s, char *dst, size_t n)
     return TB_OK;
 }
 
+/* Appends name to a ", "-separated list in buf (n bytes), as far as it fits. */
+static void join_name(char *buf, size_t n, const char *name)
+{
+    const size_t used = strlen(buf);
+    snprintf(buf + used, n - used, "%s%s", used ? ", " : "", name);
+}
+
 /* One of the words in `valid` (a NULL-terminated list); the message lists them. */
 static int get_choice(const char *opt, const char *s, const char *const *valid, char *dst, size_t n)
 {
     for (int k = 0; valid[k]; k++)
         if (s && strcmp(s, valid[k]) == 0) return get_str(opt, s, dst, n);
     char names[160] = "";
-    for (int k = 0; valid[k]; k++) {
-        strncat(names, k ? ", " : "", sizeof names - strlen(names) - 1);
-        strncat(names, valid[k], sizeof names - strlen(names) - 1);
-    }
+    for (int k = 0; valid[k]; k++) join_name(names, sizeof names, valid[k]);
     return tb_error_set(TB_EINVAL, "--%s: unknown '%s' (valid: %s)", opt, s ? s : "", names);
 }
 
@@ -243,19 +253,34 @@ static const char *const transports[] = {"shm", "mpi", NULL};
 static const char *const schedules[] = {"gpipe", "1f1b", NULL};
 static const char *const precisions[] = {"fp32", "fp16", "bf16", "fp16m", "bf16m", NULL};
 
-int bench_config_set(struct bench_config *c, const char *name, const char *v)
-{
+/* A setter below returns this for an option that is not in its group (never a status: those are <= 0). */
+#define NOT_MINE 1
 #define IS(s) (strcmp(name, s) == 0)
-    long l = 0;
+
+/* --device: one of the devices known, and built into this binary. */
+static int get_device(const char *s, char *dst, size_t n)
+{
+    int n_dev;
+    const struct device_entry *d = device_registry(&n_dev), *hit = NULL;
+    char known[160] = "", built[160] = "";
+    for (int k = 0; k < n_dev; k++) {
+        join_name(known, sizeof known, d[k].name);
+        if (d[k].built) join_name(built, sizeof built, d[k].name);
+        if (strcmp(d[k].name, s) == 0) hit = &d[k];
+    }
+    if (!hit) return tb_error_set(TB_EINVAL, "--device: unknown '%s' (valid: %s)", s, known);
+    if (!hit->built)
+        return tb_error_set(TB_EINVAL, "--device: device %s is not built in this binary (built: %s)", s, built);
+    return get_str("device", s, dst, n);
+}
+
+/* The backend, workload, plan and what it measures (--batch, --steps, ... and the scaling lists). */
+static int set_plan_option(struct bench_config *c, const char *name, const char *v)
+{
     char tmp[32];
     int n = 0, list[BENCH_MAX_BATCHES];
-    const struct bench_option *o = NULL;
-    for (size_t k = 0; k < sizeof options / sizeof *options; k++)
-        if (IS(options[k].name)) o = &options[k];
-    if (!o) return tb_error_set(TB_EINVAL, "unknown option '%s'", name);
-    if (o->has_arg && !v) return tb_error_set(TB_EINVAL, "--%s needs a value", name);
-    c->finished = 0;
     if (IS("backend")) return get_str(name, v, c->backend, sizeof c->backend);
+    if (IS("device")) return get_device(v, c->device, sizeof c->device);
     if (IS("workload")) return get_str(name, v, c->workload, sizeof c->workload);
     if (IS("plan")) {
         int st = get_choice(name, v, plan_names, tmp, sizeof tmp);
@@ -296,6 +321,13 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
         *(IS("replicas-list") ? &c->n_replicas_list : IS("ga-list") ? &c->n_ga_list : &c->n_micro_batch_list) = n;
         return TB_OK;
     }
+    return NOT_MINE;
+}
+
+/* The optimizer, the seed, the data and the model, and evaluation. */
+static int set_training_option(struct bench_config *c, const char *name, const char *v)
+{
+    long l = 0;
     if (IS("optimizer")) {
         enum optim_kind kind;
         if (optim_parse(v, &kind) != 0)
@@ -344,6 +376,13 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
         if (st == TB_OK) c->eval = !f;
         return st;
     }
+    return NOT_MINE;
+}
+
+/* What the backends read: kernels, threads, devices, pipelines, precision, profiling. */
+static int set_backend_option(struct bench_config *c, const char *name, const char *v)
+{
+    int n = 0, list[BENCH_MAX_BATCHES];
     if (IS("conv-algo")) return get_choice(name, v, conv_algos, c->run.conv_algo, sizeof c->run.conv_algo);
     if (IS("devices")) return get_int(name, v, 1, 1024, &c->run.n_devices);
     if (IS("transport")) {
@@ -386,6 +425,12 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
         return TB_OK;
     }
     if (IS("profile")) return get_flag(name, v, &c->run.profile);
+    return NOT_MINE;
+}
+
+/* The learning-rate schedule and label smoothing. */
+static int set_schedule_option(struct bench_config *c, const char *name, const char *v)
+{
     if (IS("label-smoothing")) return get_float(name, v, 0.0, 1.0, 1, &c->wopts.label_smoothing);
     if (IS("lr-schedule")) {
         static const char *const schedules_lr[] = {"constant", "exponential", "polynomial", "cosine", NULL};
@@ -396,6 +441,13 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
     if (IS("lr-decay-steps")) return get_long(name, v, 1, 1L << 40, &c->lr_decay_steps);
     if (IS("lr-power")) return get_float(name, v, 1e-3, 100.0, 0, &c->lr_power);
     if (IS("lr-final")) return get_float(name, v, 0.0, 1e3, 0, &c->lr_final);
+    return NOT_MINE;
+}
+
+/* Traces, projections, checkpoints and where results go. */
+static int set_output_option(struct bench_config *c, const char *name, const char *v)
+{
+    int n = 0, list[BENCH_MAX_BATCHES];
     if (IS("timeline")) return get_str(name, v, c->run.timeline, sizeof c->run.timeline);
     if (IS("trace")) return get_str(name, v, c->trace, sizeof c->trace);
     if (IS("trace-step")) return get_long(name, v, 1, 1L << 40, &c->trace_step);
@@ -431,22 +483,43 @@ int bench_config_set(struct bench_config *c, const char *name, const char *v)
         return get_str(name, v, c->run_id, sizeof c->run_id);
     }
     if (IS("quiet")) return get_flag(name, v, &c->quiet);
-#undef IS
-    return tb_error_set(TB_EINVAL, "option '%s' is listed but not handled (a bug in options.c)", name);
+    return NOT_MINE;
 }
 
-/* Which backends have which grid dimension (the harness knows backends only by name and interface). */
-static const struct {
-    const char *backend;
-    int replicas, ga, micro_batch;
-} grid_caps[] = {{"mirrored", 1, 0, 0}, {"ipu", 1, 1, 1}};
+int bench_config_set(struct bench_config *c, const char *name, const char *v)
+{
+    static int (*const setters[])(struct bench_config *, const char *, const char *) = {
+        set_plan_option, set_training_option, set_backend_option, set_schedule_option, set_output_option};
+    int k = 0;
+    while (k < (int)(sizeof options / sizeof *options) && !IS(options[k].name)) k++;
+    if (k == (int)(sizeof options / sizeof *options)) return tb_error_set(TB_EINVAL, "unknown option '%s'", name);
+    if (options[k].has_arg && !v) return tb_error_set(TB_EINVAL, "--%s needs a value", name);
+    c->finished = 0;
+    for (size_t i = 0; i < sizeof setters / sizeof *setters; i++) {
+        const int st = setters[i](c, name, v);
+        if (st == NOT_MINE) continue;
+        /* Remembered so that an option the chosen backend does not take can be refused (bench_config_finish). */
+        if (st == TB_OK) c->given[k] = 1;
+        return st;
+    }
+    return tb_error_set(TB_EINVAL, "option '%s' is listed but not handled (a bug in options.c)", name);
+}
+#undef IS
 
+/* The options of the grid dimensions (replicas, accumulation, micro-batch), in bench_scaling_points's order. */
+static const char *const grid_opt[] = {"replicas-list", "ga-list", "micro-batch-list"};
+
+/* Whether the backend has grid dimension dim: it takes the dimension's list option. */
 static int grid_has(const char *backend, int dim)
 {
-    for (size_t k = 0; k < sizeof grid_caps / sizeof *grid_caps; k++)
-        if (!strcmp(grid_caps[k].backend, backend))
-            return dim == 0 ? grid_caps[k].replicas : dim == 1 ? grid_caps[k].ga : grid_caps[k].micro_batch;
-    return 0;
+    return backend_takes_option(backend, grid_opt[dim]);
+}
+
+/* Whether the backend's replicas are its devices (mirrored), not replicas of its own (ipu). */
+static int replicas_are_devices(const char *backend)
+{
+    const struct backend_entry *e = backend_find(backend);
+    return e && e->caps.replicas_are_devices;
 }
 
 static int grid_given(const struct bench_config *c)
@@ -454,10 +527,11 @@ static int grid_given(const struct bench_config *c)
     return c->n_replicas_list || c->n_ga_list || c->n_micro_batch_list;
 }
 
-/* An ipu grid whose micro-batch and accumulation are both known: each point's global batch is B·G·R. */
+/* A grid of a backend with micro-batches (ipu) whose micro-batch and accumulation are both known: each
+ * point's global batch is B·G·R. */
 static int grid_product(const struct bench_config *c)
 {
-    return grid_given(c) && !strcmp(c->backend, "ipu") && (c->n_micro_batch_list || c->run.micro_batch > 0) &&
+    return grid_given(c) && grid_has(c->backend, 2) && (c->n_micro_batch_list || c->run.micro_batch > 0) &&
            (c->n_ga_list || c->run.ga > 0);
 }
 
@@ -465,32 +539,35 @@ static const int default_batches[] = {16, 32, 64, 128, 256};
 
 int bench_scaling_points(const struct bench_config *c, struct bench_scaling_point *pts, int cap)
 {
-    const int grid = grid_given(c), ipu = !strcmp(c->backend, "ipu"), mir = !strcmp(c->backend, "mirrored");
-    static const char *const dim_opt[] = {"replicas-list", "ga-list", "micro-batch-list"};
+    /* mir: the replicas are devices (mirrored); acc: the backend splits a batch into micro-batches and
+     * accumulation (ipu), so a grid point's replicas, ga and micro-batch are its own. */
+    const int grid = grid_given(c), mir = replicas_are_devices(c->backend), acc = !mir && grid_has(c->backend, 1);
     static const char *const dim_what[] = {"replicas", "gradient accumulation", "micro-batches"};
-    static const char *const dim_who[] = {"mirrored and ipu do", "only ipu does", "only ipu does"};
     const int dim_n[] = {c->n_replicas_list, c->n_ga_list, c->n_micro_batch_list};
     const int dim_scalar[] = {c->run.replicas, c->run.ga, c->run.micro_batch};
     static const char *const scalar_opt[] = {"replicas", "ga", "micro-batch"};
     for (int d = 0; d < 3; d++) {
         if (!dim_n[d]) continue;
-        if (!grid_has(c->backend, d))
-            return tb_error_set(TB_EINVAL, "--%s: backend %s has no %s (%s)", dim_opt[d], c->backend, dim_what[d],
-                                dim_who[d]);
+        if (!grid_has(c->backend, d)) {
+            char who[128];
+            const int n_who = backend_option_takers(grid_opt[d], who, sizeof who);
+            return tb_error_set(TB_EINVAL, "--%s: backend %s has no %s (%s%s %s)", grid_opt[d], c->backend,
+                                dim_what[d], n_who == 1 ? "only " : "", who, n_who == 1 ? "does" : "do");
+        }
         if (dim_scalar[d] > 0)
-            return tb_error_set(TB_EINVAL, "--%s and --%s both given: use one", dim_opt[d], scalar_opt[d]);
+            return tb_error_set(TB_EINVAL, "--%s and --%s both given: use one", grid_opt[d], scalar_opt[d]);
     }
     if (mir && c->n_replicas_list) {
         if (c->run.n_devices > 0)
-            return tb_error_set(TB_EINVAL, "--replicas-list sets mirrored's --devices per point: drop --devices");
+            return tb_error_set(TB_EINVAL, "--replicas-list sets %s's --devices per point: drop --devices", c->backend);
         if (c->run.transport_mpi)
             return tb_error_set(TB_EINVAL, "--replicas-list: with --transport mpi the replicas are the MPI ranks "
                                            "(mpirun -n), one sweep per rank count");
     }
     const int product = grid_product(c);
     if (product && c->batches_given)
-        return tb_error_set(TB_EINVAL, "--batches: with micro-batch and ga given, each ipu point's global batch is "
-                                       "micro-batch x ga x replicas; leave --batches out");
+        return tb_error_set(TB_EINVAL, "--batches: with micro-batch and ga given, each %s point's global batch is "
+                                       "micro-batch x ga x replicas; leave --batches out", c->backend);
     const int one_r = c->run.replicas, one_g = c->run.ga, one_b = c->run.micro_batch;
     const int *R = c->n_replicas_list ? c->replicas_list : &one_r, nR = c->n_replicas_list ? c->n_replicas_list : 1;
     const int *G = c->n_ga_list ? c->ga_list : &one_g, nG = c->n_ga_list ? c->n_ga_list : 1;
@@ -509,9 +586,9 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
                         return tb_error_set(TB_EINVAL, "--plan scaling: micro-batch %d x ga %d x replicas %d = %ld "
                                                        "samples is more than %d", b, g, rr, batch, 1 << 20);
                     if (grid && mir && (batch % rr || rr > batch))
-                        return tb_error_set(TB_EINVAL, "--plan scaling: batch %ld does not split evenly over %d mirrored "
-                                                       "replicas (devices)", batch, rr);
-                    if (grid && ipu && !product) {
+                        return tb_error_set(TB_EINVAL, "--plan scaling: batch %ld does not split evenly over %d %s "
+                                                       "replicas (devices)", batch, rr, c->backend);
+                    if (grid && acc && !product) {
                         const int unit = (g > 0 ? g : b > 0 ? b : 1) * rr;
                         if (batch % unit) {
                             char what[80]; /* "ga 4 x replicas 2 = 8", or "replicas 3" when neither is given */
@@ -520,8 +597,8 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
                                          g > 0 ? g : b, rr, unit);
                             else
                                 snprintf(what, sizeof what, "replicas %d", rr);
-                            return tb_error_set(TB_EINVAL, "--plan scaling: ipu batch %ld is not a multiple of %s", batch,
-                                                what);
+                            return tb_error_set(TB_EINVAL, "--plan scaling: %s batch %ld is not a multiple of %s",
+                                                c->backend, batch, what);
                         }
                     }
                     if (n >= BENCH_MAX_POINTS)
@@ -530,7 +607,7 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
                     if (n < cap) {
                         pts[n] = (struct bench_scaling_point){(int)batch, c->run.replicas, c->run.ga,
                                                               c->run.micro_batch, c->run.n_devices};
-                        if (ipu && grid) pts[n].replicas = r, pts[n].ga = g, pts[n].micro_batch = b;
+                        if (acc && grid) pts[n].replicas = r, pts[n].ga = g, pts[n].micro_batch = b;
                         if (mir && c->n_replicas_list) pts[n].devices = r;
                     }
                     n++;
@@ -604,9 +681,6 @@ int bench_config_finish(struct bench_config *c)
         return tb_error_set(TB_EINVAL, "--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR)");
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
 
-    if (c->run.loss_scale > 0.0f && strcmp(c->run.precision, "fp16") != 0 && strcmp(c->run.precision, "fp16m") != 0)
-        fprintf(stderr, "bench: warning: --loss-scale %g applies to --precision fp16 (this run is %s): recorded, "
-                        "not used\n", (double)c->run.loss_scale, c->run.precision[0] ? c->run.precision : "fp32");
     if (c->warmup < 0) c->warmup = 10;
     if (c->repeat < 1) c->repeat = 1;
     if (c->seeds < 1) c->seeds = 1;
@@ -638,6 +712,10 @@ int bench_config_finish(struct bench_config *c)
         c->run.profile = 1;
         c->run.trace = 1;
     }
+    /* After the plan's checks, so that a grid list on a backend without that dimension keeps its own
+     * message (bench_scaling_points). */
+    int st = bench_config_check_backend(c);
+    if (st != TB_OK) return st;
     struct stat out_sb;
     if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {
         /* --out /dev/null: no results kept, so no event log either (and no mllog/ made in /dev). */
@@ -647,6 +725,21 @@ int bench_config_finish(struct bench_config *c)
         if (slash) snprintf(c->mllog_dir, sizeof c->mllog_dir, "%.*s/mllog", (int)(slash - c->out), c->out);
         else snprintf(c->mllog_dir, sizeof c->mllog_dir, "mllog");
     }
+    if (c->run.loss_scale > 0.0f && strcmp(c->run.precision, "fp16") != 0 && strcmp(c->run.precision, "fp16m") != 0)
+        fprintf(stderr, "bench: warning: --loss-scale %g applies to --precision fp16 (this run is %s): recorded, "
+                        "not used\n", (double)c->run.loss_scale, c->run.precision[0] ? c->run.precision : "fp32");
     c->finished = 1;
+    return TB_OK;
+}
+
+int bench_config_check_backend(const struct bench_config *c)
+{
+    for (size_t k = 0; k < sizeof options / sizeof *options; k++) {
+        if (!c->given[k] || backend_takes_option(c->backend, options[k].name)) continue;
+        char who[128];
+        const int n_who = backend_option_takers(options[k].name, who, sizeof who);
+        return tb_error_set(TB_EINVAL, "--%s is an option of the %s backend%s, not %s", options[k].name, who,
+                            n_who > 1 ? "s" : "", c->backend);
+    }
     return TB_OK;
 }

@@ -41,10 +41,12 @@
 enum bench_plan { PLAN_AUTO, PLAN_TRAIN, PLAN_THROUGHPUT, PLAN_TTA, PLAN_SCALING, PLAN_INFERENCE };
 
 #define BENCH_MAX_BATCHES 32
+#define BENCH_MAX_OPTIONS 128 /* entries of the option table (bench_options) */
 #define BENCH_MAX_POINTS 128 /* scaling: points of a sweep (batches × replicas × ga × micro-batch) */
 
 struct bench_config {
     char backend[32];
+    char device[16];        /* where the kernels run: cpu (default), or another device built in (see --list) */
     char workload[48];
     char data[512];         /* "" = the plan's default (Fashion-MNIST to train, synthetic to time), "synthetic", a directory */
     char out[512];          /* results file (JSON Lines) */
@@ -100,17 +102,25 @@ struct bench_config {
     int project_devices[BENCH_MAX_BATCHES], n_project;
     double link_bw_gbs, link_lat_us, allreduce_bw_gbs, allreduce_lat_us; /* <= 0: the model's default */
     int finished;           /* bench_config_finish ran */
+    /* given[k]: bench_options()[k] was set by bench_config_set (the command line or a suite line), so
+     * that an option the chosen backend does not take is refused rather than recorded and ignored */
+    unsigned char given[BENCH_MAX_OPTIONS];
 };
 
-/* Fills c with defaults (backend cpu, workload mnist-mlp, seed 42, results/results.jsonl). */
+/* Fills c with defaults (backend cpu, device cpu, workload mnist-mlp, seed 42, results/results.jsonl). */
 void bench_config_defaults(struct bench_config *c);
 /* Sets one option by its long name without dashes ("batch", "lr", "plan") from its text value (NULL
  * for flags). The single parser behind the command line and suite files. Returns TB_OK, or TB_EINVAL
  * with a message naming the option and the fault. */
 int bench_config_set(struct bench_config *c, const char *name, const char *value);
 /* Resolves defaults that depend on the workload (optimizer, learning rate, plan) and validates names
- * and combinations. Call once after the last bench_config_set. Returns TB_OK or TB_EINVAL. */
+ * and combinations, bench_config_check_backend's included. Call once after the last bench_config_set.
+ * Returns TB_OK or TB_EINVAL. */
 int bench_config_finish(struct bench_config *c);
+/* TB_EINVAL, with one line naming the option and the backends that take it ("--stages is an option of
+ * the ipu backend, not cpu"), when an option given to bench_config_set belongs to backends other than
+ * c->backend (see struct backend_caps); TB_OK otherwise. */
+int bench_config_check_backend(const struct bench_config *c);
 /* Runs the configured plan (calls bench_config_finish if needed); prints the summary; appends the
  * result rows. Returns a status: TB_EINTR when a signal stopped it, TB_EDIVERGED on a NaN/Inf loss. */
 int bench_run(const struct bench_config *c);

@@ -22,6 +22,13 @@ struct word {
     char key[48];
     char *alts[MAX_ALTS];   /* the values to expand over (one for a plain value; NULL for a bare flag) */
     int n_alts;
+    int star;               /* backend=*: the registered backends */
+};
+
+/* The backends a line's backend=* left out because they do not take one of its options. */
+struct star_skips {
+    unsigned mask;          /* bit k: backend_registry()[k] */
+    char why[256];          /* the first refusal */
 };
 
 static int list_valued(const char *key)
@@ -55,9 +62,43 @@ static int at_line(const struct suite *s, int line)
     return tb_error_set(TB_EINVAL, "%s:%d: %s", s->path, line, tb_error_get());
 }
 
+/* backend=*: whether c's backend takes every option the line (or the command line) gave; one that does
+ * not is left out of the expansion and recorded in skips. */
+static int star_takes(const struct word *w, int n_words, const struct bench_config *c, struct star_skips *skips)
+{
+    int star = 0;
+    for (int k = 0; k < n_words; k++) star |= w[k].star;
+    if (!star || bench_config_check_backend(c) == TB_OK) return 1;
+    int n;
+    const struct backend_entry *b = backend_registry(&n);
+    for (int k = 0; k < n && k < 32; k++)
+        if (strcmp(b[k].name, c->backend) == 0) skips->mask |= 1u << k;
+    if (!skips->why[0]) snprintf(skips->why, sizeof skips->why, "%s", tb_error_get());
+    tb_error_clear();
+    return 0;
+}
+
+/* After a line: a note naming the backends its backend=* left out, or an error when it left out all. */
+static int star_report(const struct suite *s, int line, const struct star_skips *skips, int runs_before)
+{
+    if (!skips->mask) return TB_OK;
+    if (s->n_runs == runs_before)
+        return tb_error_set(TB_EINVAL, "%s:%d: backend=*: no registered backend takes every option of the line (%s)",
+                            s->path, line, skips->why);
+    char names[256] = "";
+    int n;
+    const struct backend_entry *b = backend_registry(&n);
+    for (int k = 0; k < n && k < 32; k++)
+        if (skips->mask & (1u << k))
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", b[k].name);
+    fprintf(stderr, "bench: %s:%d: backend=* runs the backends that take the line's options; skipping %s (%s)\n",
+            s->path, line, names, skips->why);
+    return TB_OK;
+}
+
 /* Validates and appends one combination (idx picks an alternative per word). */
 static int expand_one(struct suite *s, const struct bench_config *base, struct word *w, int n_words, const int *idx,
-                      int line, int optional)
+                      int line, int optional, struct star_skips *skips)
 {
     struct bench_config c = *base;
     for (int k = 0; k < n_words; k++) {
@@ -78,6 +119,7 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
             return TB_OK;
         }
     }
+    if (!star_takes(w, n_words, &c, skips)) return TB_OK;
     if (bench_config_finish(&c) != TB_OK) return at_line(s, line);
     /* What tells this run apart in the one-line summaries: the options a list varied. */
     for (int k = 0; k < n_words; k++) {
@@ -190,6 +232,7 @@ static int parse_line(struct suite *s, char *text, int line, struct word *w, int
             int n;
             const struct backend_entry *b = backend_registry(&n);
             for (int k = 0; k < n && k < MAX_ALTS; k++) wd->alts[wd->n_alts++] = (char *)b[k].name;
+            wd->star = 1;
             continue;
         }
         if (list_valued(wd->key)) {
@@ -259,12 +302,15 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
             continue;
         }
         int idx[MAX_WORDS] = {0};
+        const int runs_before = out->n_runs;
+        struct star_skips skips = {0, ""};
         for (;;) {
-            if ((st = expand_one(out, base, w, n_words, idx, line, optional)) != TB_OK) break;
+            if ((st = expand_one(out, base, w, n_words, idx, line, optional, &skips)) != TB_OK) break;
             int k = n_words - 1; /* odometer: the last option varies fastest */
             while (k >= 0 && ++idx[k] == w[k].n_alts) idx[k--] = 0;
             if (k < 0) break;
         }
+        if (st == TB_OK) st = star_report(out, line, &skips, runs_before);
     }
     if (st == TB_OK && ferror(f)) st = tb_error_set(TB_EIO, "suite %s: read error", path);
     free(text);

@@ -8,9 +8,12 @@
  * A line is whitespace-separated `option=value` words (bench's long options without the dashes; a
  * flag may stand alone); `#` starts a comment. A comma list expands to the cartesian product of the
  * line's lists (`lr=0.1,0.2 warmup=2,5` is four runs), except for options whose value is itself a list
- * (batches, split). `backend=*` means every registered backend. A line starting with `?` is optional:
- * it is skipped, with a note, when its workload or backend is not registered in this build. Every run
- * starts from the command line's configuration, so `bench --suite F --out X` sends all rows to X.
+ * (batches, split). `backend=*` means every registered backend that takes the line's options: an option
+ * only some backends take (stages=2) leaves the others out, with a note, and a line none of them can run
+ * is an error, as is an option given with a named backend that does not take it. A line starting with
+ * `?` is optional: it is skipped, with a note, when its workload or backend is not registered in this
+ * build. Every run starts from the command line's configuration, so `bench --suite F --out X` sends all
+ * rows to X.
  * Errors name file:line and the option, and nothing runs until the whole file is valid. The file must
  * be a regular file of at most SUITE_MAX_BYTES with lines of at most SUITE_MAX_LINE bytes.
  * Threading: none; a suite is owned by its caller.

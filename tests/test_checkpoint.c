@@ -43,6 +43,7 @@ static void tiny_build(struct model *m)
     model_add_param(m, l, "bn.running_var", PARAM_BUFFER, 1, (int[]){4});
     l = tiny_layer(m, OP_DENSE, "se.fc1");
     model_add_param(m, l, "se.fc1.weight", PARAM_WEIGHT, 2, (int[]){4, 2}); /* IN,OUT */
+    m->params[m->n_entries - 1].torch_conv1x1 = 1; /* torch: a 1×1 Conv2d, (OUT,IN,1,1) */
     model_add_param(m, l, "se.fc1.bias", PARAM_BIAS, 1, (int[]){2});
     l = tiny_layer(m, OP_DENSE, "fc");
     model_add_param(m, l, "fc.weight", PARAM_WEIGHT, 2, (int[]){2, 5});

@@ -3,7 +3,9 @@
  * Usage errors exit 2 with one line on stderr naming the option or value at fault (unknown option,
  * backend, workload; bad --batch, --lr, --optimizer; a missing value; a stray argument); --help,
  * --version and --list exit 0; a runtime failure (empty data directory, corrupt gzip file) exits 1
- * and appends no result row; a tiny synthetic run exits 0 and appends exactly one valid JSON row.
+ * and appends no result row; a tiny synthetic run exits 0 and appends exactly one valid JSON row. An
+ * option only other backends take, and a --device not built in, are usage errors; --list shows the
+ * devices and each backend's options; a row records config.device.
  * Each child runs in its own temp directory so a stray default results file cannot land in the tree.
  */
 #include "test_util.h"
@@ -363,9 +365,9 @@ Test(cli, test_set_of_another_shape_is_refused)
 
 struct row_check {
     int n;
-    char backend[32], cpu_model[128], blas_core[64];
+    char backend[32], cpu_model[128], blas_core[64], device[16];
     double images_per_s;
-    long steps, batch;
+    long steps, batch, threads;
 };
 
 static int on_row(const struct json_value *row, long line_no, void *ctx)
@@ -379,6 +381,8 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     r->images_per_s = json_get_number(row, "figures.images_per_s", -1.0);
     r->steps = (long)json_get_number(row, "config.steps", -1.0);
     r->batch = (long)json_get_number(row, "config.batch", -1.0);
+    r->threads = (long)json_get_number(row, "config.threads", -1.0);
+    snprintf(r->device, sizeof r->device, "%s", json_get_str(row, "config.device", ""));
     return TB_OK;
 }
 
@@ -412,4 +416,74 @@ Test(cli, tiny_synthetic_run_appends_one_row)
     proc_free(&p);
     tu_rm_rf(dir);
     free(dir), free(out);
+}
+
+/* An option only other backends take is a usage error naming it and the backends that take it: `--backend
+ * cpu --precision fp16 --stages 4 --devices 7` used to run fp32 on one thread and record fp16/4/7. */
+Test(cli, an_option_of_another_backend_is_refused)
+{
+    expect_usage_error(ARGS("--backend", "cpu", "--precision", "fp16", "--stages", "4", "--devices", "7"),
+                       ARGS("--devices is an option of the mirrored and ipu backends, not cpu"));
+    expect_usage_error(ARGS("--stages", "4"), ARGS("--stages is an option of the ipu backend, not cpu"));
+    expect_usage_error(ARGS("--backend", "threads", "--sync-bn"), ARGS("--sync-bn", "mirrored", "not threads"));
+    expect_usage_error(ARGS("--backend", "mirrored", "--threads", "2"), ARGS("--threads", "threads", "not mirrored"));
+    expect_usage_error(ARGS("--backend", "ipu", "--transport", "shm"), ARGS("--transport", "mirrored", "not ipu"));
+    expect_usage_error(ARGS("--plan", "train", "--steps", "2", "--precision", "bf16"),
+                       ARGS("--precision", "ipu", "cpu"));
+}
+
+/* --device: cpu is the default; a device this binary was not built with, or an unknown one, is a usage error. */
+Test(cli, device_not_built_is_refused)
+{
+    int n;
+    const struct device_entry *d = device_registry(&n);
+    for (int k = 0; k < n; k++)
+        if (!d[k].built)
+            expect_usage_error(ARGS("--device", d[k].name), ARGS("--device", d[k].name, "not built in this binary"));
+    expect_usage_error(ARGS("--device", "tpu"), ARGS("--device", "tpu", "cpu", "cuda"));
+}
+
+Test(cli, list_shows_devices_and_backend_options)
+{
+    struct proc p;
+    run_bench(ARGS("--list"), &p);
+    cr_assert_eq(p.code, 0, "--list exited %d", p.code);
+    const char *dev = strstr(p.out, "\ndevices:\n");
+    cr_assert_not_null(dev, "--list has no devices section: %s", p.out);
+    int n;
+    const struct device_entry *d = device_registry(&n);
+    for (int k = 0; k < n; k++) cr_assert(strstr(dev, d[k].name) != NULL, "--list misses device %s", d[k].name);
+    cr_assert(strstr(p.out, "options: --threads") != NULL, "--list does not say who takes --threads: %s", p.out);
+    proc_free(&p);
+}
+
+/* Runs bench with args and --out in a fresh directory, expecting success, and reads its rows into r. */
+static void run_for_rows(const char *const *args, struct row_check *r)
+{
+    char *dir = tu_mkdtemp("cli_rows"), *out = NULL;
+    cr_assert(asprintf(&out, "%s/results.jsonl", dir) > 0);
+    const char *argv[48];
+    int n = 0;
+    while (args[n] && n < 44) argv[n] = args[n], n++;
+    argv[n++] = "--out", argv[n++] = out, argv[n] = NULL;
+    struct proc p;
+    run_bench(argv, &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert_eq(results_read_rows(out, on_row, r), TB_OK, "%s", tb_error_get());
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
+
+/* A backend's own option runs, and the row records the device the run used. */
+Test(cli, own_backend_option_runs_and_the_row_records_the_device)
+{
+    struct row_check r = {0};
+    run_for_rows(ARGS("--backend", "threads", "--threads", "2", "--device", "cpu", "--data", "synthetic",
+                      "--synthetic-samples", "64,32", "--steps", "2", "--batch", "8", "--mllog", "none"),
+                 &r);
+    cr_assert_eq(r.n, 1);
+    cr_assert_str_eq(r.backend, "threads");
+    cr_assert_eq(r.threads, 2);
+    cr_assert_str_eq(r.device, "cpu", "config.device");
 }

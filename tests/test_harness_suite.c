@@ -1,13 +1,15 @@
 /* test_harness_suite.c — the option parser shared by the CLI and suite files, and the suite parser on
  * good and bad files: comments, cartesian expansion of comma lists, backend=*, list-valued options,
  * optional lines, and errors that name file:line and the option before anything runs (runs that would
- * share a checkpoint directory included). */
+ * share a checkpoint directory included); each backend's own options, and backend=* lines naming some. */
 #include "test_harness_util.h"
 
 #include "backend.h"
 #include "run.h"
 #include "status.h"
 #include "suite.h"
+
+#include <glob.h>
 
 static int load(const char *text, struct suite *s)
 {
@@ -260,4 +262,112 @@ Test(harness_suite, runs_sharing_a_run_id_are_refused_before_any_runs, .init = t
     struct suite s;
     cr_assert_eq(suite_load(p, &base, &s), TB_EINVAL);
     cr_assert(strstr(tb_error_get(), "'x'") != NULL, "%s", tb_error_get());
+}
+
+/* A value each backend-only option accepts; every option a registry entry names must be here, so a new
+ * one is tested as soon as a backend declares it. */
+static const char *backend_option_value(const char *name)
+{
+    static const char *const values[][2] = {
+        {"threads", "2"},        {"devices", "2"},         {"transport", "shm"},     {"sync-bn", NULL},
+        {"stages", "2"},         {"split", "3"},           {"micro-batch", "2"},     {"ga", "2"},
+        {"replicas", "1"},       {"schedule", "1f1b"},     {"recompute", NULL},      {"precision", "bf16"},
+        {"loss-scale", "1024"},  {"prefetch", "2"},        {"timeline", "t.csv"},    {"replicas-list", "1,2"},
+        {"ga-list", "2"},        {"micro-batch-list", "2"}, {"project-devices", "16"}, {"link-bw", "10"},
+        {"link-latency", "1"},   {"allreduce-bw", "10"},   {"allreduce-latency", "1"},
+    };
+    for (size_t k = 0; k < sizeof values / sizeof *values; k++)
+        if (!strcmp(values[k][0], name)) return values[k][1];
+    cr_assert_fail("no test value for the backend option --%s", name);
+    return NULL;
+}
+
+/* Each option a backend declares is accepted with that backend and refused, naming the option and the
+ * backends that take it, with every other one (it used to be recorded in the row and ignored). */
+Test(harness_options, each_backend_takes_its_own_options_and_refuses_the_others, .init = th_setup,
+     .fini = th_teardown)
+{
+    int n_opts, n_backends, n_checked = 0;
+    const struct bench_option *o = bench_options(&n_opts);
+    const struct backend_entry *b = backend_registry(&n_backends);
+    th_stderr_begin(); /* --loss-scale without fp16 warns */
+    for (int k = 0; k < n_opts; k++) {
+        char who[128];
+        if (backend_option_takers(o[k].name, who, sizeof who) == 0) continue;
+        const char *value = backend_option_value(o[k].name);
+        const int is_list = strstr(o[k].name, "-list") != NULL; /* grid lists: --plan scaling */
+        for (int i = 0; i < n_backends; i++) {
+            struct bench_config c;
+            bench_config_defaults(&c);
+            cr_assert_eq(bench_config_set(&c, "backend", b[i].name), TB_OK);
+            if (is_list) cr_assert_eq(bench_config_set(&c, "plan", "scaling"), TB_OK);
+            cr_assert_eq(bench_config_set(&c, o[k].name, value), TB_OK, "--%s: %s", o[k].name, tb_error_get());
+            const int st = bench_config_finish(&c);
+            if (backend_takes_option(b[i].name, o[k].name)) {
+                cr_assert_eq(st, TB_OK, "%s refused its own --%s: %s", b[i].name, o[k].name, tb_error_get());
+                continue;
+            }
+            const char *msg = tb_error_get();
+            char opt[64];
+            snprintf(opt, sizeof opt, "--%s", o[k].name);
+            cr_assert_eq(st, TB_EINVAL, "%s accepted --%s, which only %s take", b[i].name, o[k].name, who);
+            cr_assert(strstr(msg, opt) && strstr(msg, who) && strstr(msg, b[i].name) && !strchr(msg, '\n'),
+                      "%s --%s: the message should name the option, %s and %s on one line: %s", b[i].name,
+                      o[k].name, who, b[i].name, msg);
+            n_checked++;
+        }
+    }
+    free(th_stderr_end());
+    cr_assert_gt(n_checked, 20, "the registry names backend options");
+    /* The options every backend takes are unaffected. */
+    for (int i = 0; i < n_backends; i++) {
+        struct bench_config c;
+        bench_config_defaults(&c);
+        cr_assert_eq(bench_config_set(&c, "backend", b[i].name), TB_OK);
+        cr_assert_eq(bench_config_set(&c, "batch", "16"), TB_OK);
+        cr_assert_eq(bench_config_set(&c, "lr", "0.01"), TB_OK);
+        cr_assert_eq(bench_config_set(&c, "conv-algo", "im2col"), TB_OK);
+        cr_assert_eq(bench_config_set(&c, "device", "cpu"), TB_OK);
+        cr_assert_eq(bench_config_finish(&c), TB_OK, "%s: %s", b[i].name, tb_error_get());
+    }
+}
+
+/* backend=* expands to the backends that take the line's options (a note names the others); a named
+ * backend that does not take one is an error at file:line, and so is a line no backend can run. */
+Test(harness_suite, star_keeps_the_backends_that_take_the_line_s_options, .init = th_setup, .fini = th_teardown)
+{
+    int n_backends, n_takers = 0;
+    const struct backend_entry *b = backend_registry(&n_backends);
+    for (int k = 0; k < n_backends; k++) n_takers += backend_takes_option(b[k].name, "stages");
+    struct suite s;
+    cr_assert_eq(load("plan=throughput backend=* stages=2 steps=2\nplan=throughput backend=* steps=2\n", &s), TB_OK,
+                 "%s", tb_error_get());
+    cr_assert_eq(s.n_runs, n_takers + n_backends, "stages=2 runs only where it means something");
+    for (int k = 0; k < n_takers; k++) {
+        cr_assert(backend_takes_option(s.runs[k].c.backend, "stages"), "%s got stages=2", s.runs[k].c.backend);
+        cr_assert_eq(s.runs[k].c.run.stages, 2);
+    }
+    suite_free(&s);
+    expect_error("plan=throughput backend=cpu stages=2\n", "t.suite:1:",
+                 "--stages is an option of the ipu backend, not cpu");
+    expect_error("plan=throughput backend=* stages=2 sync-bn\n", "t.suite:1:",
+                 "no registered backend takes every option");
+}
+
+/* Every suite shipped in suites/ still validates (make demo runs default.suite). */
+Test(harness_suite, every_shipped_suite_validates)
+{
+    char pattern[512];
+    snprintf(pattern, sizeof pattern, "%s/suites/*.suite", TB_SOURCE_DIR);
+    glob_t g;
+    cr_assert_eq(glob(pattern, 0, NULL, &g), 0, "no suites in %s", pattern);
+    for (size_t k = 0; k < g.gl_pathc; k++) {
+        struct bench_config base;
+        bench_config_defaults(&base);
+        struct suite s;
+        cr_assert_eq(suite_load(g.gl_pathv[k], &base, &s), TB_OK, "%s", tb_error_get());
+        cr_assert_gt(s.n_runs, 0, "%s has no runs", g.gl_pathv[k]);
+        suite_free(&s);
+    }
+    globfree(&g);
 }

@@ -28,6 +28,7 @@ enum { MAX_STEPS = 8 };
 struct spec {
     const char *backend;
     int effnet;              /* 0: mnist-mlp 28×28×1; 1: effnet-b0, GroupNorm, 16×16×3; 2: same, BatchNorm */
+    int resolution;          /* effnet: input side (0: 16) */
     int batch, steps;
     int stages, ga, replicas, micro_batch, recompute, prefetch, n_devices;
     const char *schedule, *precision, *split, *timeline;
@@ -62,8 +63,8 @@ static const struct workload *build_model(const struct spec *sp, struct model *m
     const struct workload *w;
     if (sp->effnet) {
         w = &workload_effnet[0];
-        *H = *W = 16, *C = 3;
-        o.resolution = 16;
+        *H = *W = sp->resolution > 0 ? sp->resolution : 16, *C = 3;
+        o.resolution = *H;
         snprintf(o.norm, sizeof o.norm, "%s", sp->effnet == 2 ? "batch" : "group");
     } else {
         w = &workload_mnist_mlp;
@@ -724,6 +725,28 @@ Test(ipu, bf16_activation_store, .timeout = 120)
     }
 }
 
+/* Recomputation with half storage decodes a later stage's input checkpoint into the fp32 segment-input
+ * buffer, which was sized for the segment boundaries only: at 32×32 with the split after layer 12,
+ * stage 1's input (1,792 floats a sample-batch) is larger than any later boundary (1,280), so the
+ * decode wrote past the buffer and the run aborted in free ("double free or corruption"). Both half
+ * formats, both schedules; the result must also be bitwise the 2-byte store without recomputation. */
+Test(ipu, half_recompute_stage_input_fits, .timeout = 120)
+{
+    const char *precs[2] = {"bf16", "fp16"};
+    for (int k = 0; k < 2; k++) {
+        struct spec sp = spec_of("ipu", 2, 16);
+        sp.resolution = 32, sp.stages = 2, sp.micro_batch = 4, sp.ga = 4, sp.split = "12", sp.steps = 2;
+        sp.precision = precs[k], sp.schedule = k ? "gpipe" : "1f1b";
+        struct trace st, rc;
+        run_train(&sp, &st);
+        sp.recompute = 1;
+        run_train(&sp, &rc);
+        cr_assert(strstr(rc.desc, "recompute (segments ") != NULL, "%s", rc.desc);
+        assert_bitwise(&rc, &st, sp.steps, precs[k]);
+        trace_free(&st), trace_free(&rc);
+    }
+}
+
 /* Half precision keeps the weights and the gradient accumulators in 2 bytes and the optimizer state per
  * layer: all leave and enter the canonical layout intact, so 2 steps, out, into a new backend, and 2
  * more are bitwise 4 straight (bf16 with stochastic rounding keyed by the step; bf16m with its fp32
@@ -914,6 +937,66 @@ Test(ipu, fp16_static_overflow_skips_steps_keeps_scale, .timeout = 60)
     free(p0), free(buf), free(zero);
     model_free(&m);
     trace_free(&t);
+}
+
+/* Trains sp's model from its seeded parameters for up to max_steps fp16 steps on synthetic data with
+ * optimizer lr (0: the spec's); returns the 1-based step whose train_step failed (0: none) and its status. */
+static int fp16_steps_until_failure(const struct spec *sp, float lr, int max_steps, int *status)
+{
+    struct model m;
+    int H, W, C;
+    const struct workload *w = build_model(sp, &m, &H, &W, &C);
+    struct dataset ds;
+    cr_assert_eq(dataset_synthetic(sp->batch * 4, H, W, C, 10, 7, 1, &ds), TB_OK);
+    int32_t *y = malloc(sizeof *y * (size_t)ds.n);
+    for (int i = 0; i < ds.n; i++) y[i] = ds.labels[i];
+    struct backend b;
+    cr_assert_eq(backend_create(&b, "ipu"), TB_OK);
+    struct run_config cfg;
+    fill_config(sp, w, &cfg);
+    cfg.optim.kind = OPTIM_SGD, cfg.optim.total_steps = max_steps;
+    if (lr > 0.0f) cfg.optim.lr = lr;
+    cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s", tb_error_get());
+    float *p0 = tu_fvec(m.n_params), *buf = tu_fvec(m.n_buffers);
+    w->init(&m, p0, buf, 42);
+    cr_assert_eq(backend_set_tensors(&b, TF_PARAMS, p0), TB_OK);
+    int failed = 0;
+    *status = TB_OK;
+    const size_t per = (size_t)H * W * C;
+    for (int s = 1; s <= max_steps && !failed; s++) {
+        const size_t at = (size_t)((s - 1) % 4) * sp->batch;
+        struct batch bt = {sp->batch, ds.images + at * per, y + at};
+        struct step_stats st;
+        *status = backend_train_step(&b, &bt, s, &st);
+        if (*status != TB_OK) {
+            failed = s;
+            cr_assert(st.nonfinite, "a diverged step says its gradients were not finite");
+        }
+    }
+    free(p0), free(buf), free(y);
+    backend_destroy(&b);
+    dataset_free(&ds);
+    model_free(&m);
+    return failed;
+}
+
+/* fp16 whose every step overflows trains nothing: with a static scale (1e30) the run is diverged after
+ * 10 overflowed steps in a row, not "ok" after skipping them all; with the dynamic scale (SGD at lr
+ * 1e3, the probe's recipe) once the scale has fallen to 1 and 10 more steps overflowed. A few
+ * overflowed steps are still only skipped (fp16_static_overflow_skips_steps_keeps_scale). */
+Test(ipu, fp16_overflow_every_step_is_diverged, .timeout = 60)
+{
+    struct spec sp = spec_of("ipu", 0, 16);
+    sp.stages = 2, sp.ga = 4, sp.precision = "fp16", sp.loss_scale = 1e30f;
+    int status;
+    cr_assert_eq(fp16_steps_until_failure(&sp, 0.0f, 30, &status), 10, "static 1e30: diverged at step 10");
+    cr_assert_eq(status, TB_EDIVERGED, "%s", tb_error_get());
+    cr_assert(strstr(tb_error_get(), "overflowed on 10 steps in a row") != NULL, "%s", tb_error_get());
+    sp.loss_scale = 0.0f;
+    const int at = fp16_steps_until_failure(&sp, 1e3f, 60, &status);
+    cr_assert(at > 15 && at <= 60, "dynamic scale at lr 1e3: diverged at step %d (the scale halves 15 times first)",
+              at);
+    cr_assert_eq(status, TB_EDIVERGED, "%s", tb_error_get());
 }
 
 /* The bench option: dynamic, or a static scale in [1, 1e30]; anything else a usage error naming it. */

@@ -1,7 +1,7 @@
 /* test_trace.c — `--trace FILE`: a Chrome trace-event JSON of one training step, one lane per device.
  *
  * Short in-process runs (mnist-mlp, synthetic data, a few steps) on cpu, threads, mirrored (2 devices)
- * and ipu (2 stages); each trace is parsed back with harness/json.c and checked: "M" metadata naming
+ * and ipu (2 stages); each trace is parsed back with util/json.c and checked: "M" metadata naming
  * every lane, complete events on every lane, durations ≥ 0, every event inside the step, per-layer
  * event names matching the model's layers, the chosen step, and the result row's config.trace and
  * figures.trace. Also the writer on a hand-made capture (lane names, nesting spans) and the option checks.

@@ -31,6 +31,9 @@ int idx_load(const char *images_path, const char *labels_path, int n_classes, st
 int idx_load_dir(const char *dir, int train, struct dataset *out);
 /* Loads CIFAR-10's binary format from dir (data_batch_1..5.bin for train, test_batch.bin for test). */
 int cifar10_load_dir(const char *dir, int train, struct dataset *out);
+/* Return 1 if dir holds files of that format (dataset_load_dir picks a reader with them). */
+int idx_probe_dir(const char *dir);
+int cifar10_probe_dir(const char *dir);
 /* Loads whatever dir holds: an IDX set or a CIFAR-10 binary set; a clear error if neither. */
 int dataset_load_dir(const char *dir, int train, struct dataset *out);
 /* Checks that a test split has the training split's image shape and class count; TB_EFORMAT naming both if not. */

@@ -3,8 +3,9 @@
  * One reader for plain and gzip files (zlib's gzread detects which), which turns every way a read
  * can go wrong into a status and a "<path>: <fault>" message: missing/unreadable file and short
  * reads are TB_EIO ("truncated: ..."), a corrupt gzip stream (bad block, CRC or length check) is
- * TB_EFORMAT, sizes no file of this size could hold are TB_ENOMEM. Not a public API: only
- * workloads/dataset*.c include it. A struct dsio_file belongs to one thread; close it on every path.
+ * TB_EFORMAT, sizes no file of this size could hold are TB_ENOMEM. Implemented in dataset_io.c, below
+ * the readers; the front end (dataset.c) does not use it. Not a public API: only the readers
+ * (workloads/dataset_*.c) include it. A struct dsio_file belongs to one thread; close it on every path.
  */
 #ifndef TB_DATASET_IO_H
 #define TB_DATASET_IO_H
@@ -39,9 +40,5 @@ int dsio_read_rest(struct dsio_file *f, const char *what, uint8_t **out, uint64_
 int dsio_check_end(struct dsio_file *f, const char *what);
 /* Returns 1 if path names an existing regular file. */
 int dsio_file_exists(const char *path);
-
-/* Return 1 if dir holds files of that format (used by dataset_load_dir to pick a reader). */
-int idx_probe_dir(const char *dir);
-int cifar10_probe_dir(const char *dir);
 
 #endif

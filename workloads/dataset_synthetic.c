@@ -2,7 +2,7 @@
  *
  * Each class k has a smooth mean image: per channel, 128 plus two plane waves with random integer
  * frequencies (1..3 cycles per image in x and y) and random phases. A sample is its class's mean
- * plus Gaussian noise, rounded to uint8. Everything comes from core/rng.h keyed by counters, so
+ * plus Gaussian noise, rounded to uint8. Everything comes from util/rng.h keyed by counters, so
  * sample i is the same whatever n is and on every machine; the class patterns depend on the seed
  * only (not on train), so a model trained on the train split is tested on the same classes.
  * Not a model of any real data set. Reentrant; the dataset it builds is owned by the caller.

@@ -119,8 +119,9 @@ static int add_norm(struct builder *b, const char *prefix, int x, int act)
     return l->out;
 }
 
-/* Dense (IN→OUT) with bias, for SE and the classifier. */
-static int add_dense(struct builder *b, const char *prefix, int x, int OUT)
+/* Dense (IN→OUT) with bias, for SE and the classifier; conv1x1: torchvision holds the weight as a 1×1
+ * Conv2d (SE's fc1/fc2), which checkpoints store as (OUT,IN,1,1). */
+static int add_dense(struct builder *b, const char *prefix, int x, int OUT, int conv1x1)
 {
     struct model *m = b->m;
     const int IN = (int)m->tensors[x].per_sample;
@@ -131,6 +132,7 @@ static int add_dense(struct builder *b, const char *prefix, int x, int OUT)
     int wd[2] = {IN, OUT}, bd[1] = {OUT};
     pname(n, prefix, "weight");
     l->w_off = model_add_param(m, li, n, PARAM_WEIGHT, 2, wd);
+    m->params[m->n_entries - 1].torch_conv1x1 = conv1x1;
     l->n_w = (size_t)IN * OUT;
     pname(n, prefix, "bias");
     l->b_off = model_add_param(m, li, n, PARAM_BIAS, 1, bd);
@@ -173,11 +175,11 @@ static int add_mbconv(struct builder *b, const char *prefix, int x, int expand, 
     m->layers[li].flops = (double)ty.per_sample;
     int s = m->layers[li].out;
     snprintf(n, sizeof n, "%s.block.%d.fc1", prefix, sub);
-    s = add_dense(b, n, s, sq);
+    s = add_dense(b, n, s, sq, 1);
     snprintf(n, sizeof n, "%s.block.%d.silu", prefix, sub);
     s = add_unary(b, OP_SILU, n, s);
     snprintf(n, sizeof n, "%s.block.%d.fc2", prefix, sub);
-    s = add_dense(b, n, s, CE);
+    s = add_dense(b, n, s, CE, 1);
     snprintf(n, sizeof n, "%s.block.%d.sigmoid", prefix, sub);
     s = add_unary(b, OP_SIGMOID, n, s);
     snprintf(n, sizeof n, "%s.block.%d.scale", prefix, sub++);
@@ -256,7 +258,7 @@ static int effnet_build(struct model *m, const struct workload_opts *o, int arg)
     m->layers[li].a.drop.p = o->dropout >= 0.0f ? o->dropout : v->dropout;
     m->layers[li].a.drop.id = 0;
     x = m->layers[li].out;
-    x = add_dense(&b, "classifier.1", x, classes);
+    x = add_dense(&b, "classifier.1", x, classes, 0);
     li = model_add_layer(m, OP_SOFTMAX_CE, "loss", x, -1, 1, 1, 1);
     m->layers[li].a.ce.smoothing = o->label_smoothing;
     for (int i = 0; i < m->n_layers; i++) m->flops_per_sample += m->layers[i].flops;

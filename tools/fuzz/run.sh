@@ -22,7 +22,7 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
     exe="$out/fuzz_$t"
     case $t in
     safetensors)
-        srcs="$root/core/checkpoint.c $root/core/model.c $root/harness/json.c $root/core/status.c"
+        srcs="$root/core/checkpoint.c $root/core/model.c $root/util/json.c $root/util/status.c"
         # A valid file for the target's own model is written at start-up into seed_safetensors; the
         # committed corpus holds that file and its broken variants (truncations, bad header length,
         # JSON, dtype, shape, offsets, a missing tensor).
@@ -31,25 +31,26 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
         seeds="$out/seed_$t" ;;
     suite)
         # The suite reader validates every run through the option table, the backend and workload
-        # registries and bench_config_finish, so it links the whole library. clang 14 cannot build the
+        # registries and bench_config_finish, so it links every layer's library. clang 14 cannot build the
         # library (no _Float16 on x86), so a plain gcc build of it supplies the rest, and only the
         # reader (suite.c) and the option parser (options.c) are compiled here, instrumented: the
-        # archive's copies of those two are never pulled in.
+        # harness archive's copies of those two are never pulled in.
         lib="$out/lib"
         cmake -S "$root" -B "$lib" -DCMAKE_BUILD_TYPE=Release >/dev/null
-        cmake --build "$lib" -j2 --target tb >/dev/null
-        srcs="$root/harness/suite.c $root/harness/options.c -I$root/backends -I$lib $lib/libtb.a
+        cmake --build "$lib" -j2 --target tb_harness >/dev/null
+        srcs="$root/harness/suite.c $root/harness/options.c -I$root/backends -I$lib
+              $lib/libtb_harness.a $lib/libtb_backends.a $lib/libtb_workloads.a $lib/libtb_core.a $lib/libtb_util.a
               $(pkg-config --libs openblas fftw3f gsl) -lpthread"
         # With Open MPI installed the library holds the MPI transport.
         srcs="$srcs $(pkg-config --libs ompi-c 2>/dev/null || true)"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     *)
-        srcs="$root/core/status.c $root/core/rng.c $(ls "$root"/workloads/dataset*.c)"
+        srcs="$root/util/status.c $root/util/rng.c $(ls "$root"/workloads/dataset*.c)"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     esac
     # shellcheck disable=SC2086
     "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I"$root/core" -I"$root/workloads" -I"$root/harness" \
+        -I"$root/util" -I"$root/core" -I"$root/workloads" -I"$root/harness" \
         "$root/tools/fuzz/fuzz_$t.c" $srcs -lz -lm -o "$exe"
     mkdir -p "$out/corpus_$t" "$out/artifacts_$t"
     log="$out/fuzz_$t.log"

@@ -1,0 +1,215 @@
+/* plan_throughput.c — the measuring plans over training steps: throughput at one batch (--repeat ×
+ * --warmup + --steps), and scaling, a sweep of throughput (or trained) points over global batches or a
+ * grid of replicas × accumulation × micro-batch (see run.h).
+ */
+#define _GNU_SOURCE
+#include "session.h"
+
+#include "clock.h"
+#include "stats.h"
+#include "status.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Throughput at one batch: --repeat × (fresh weights, --warmup untimed steps, --steps timed steps).
+ * The throughput plan, and the untrained points of a scaling sweep (sb non-NULL). */
+int plan_throughput_at(struct session *s, int batch, const char *run_id, const struct scale_base *sb,
+                       struct point_result *res)
+{
+    struct bench_config *c = &s->c;
+    const long per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;
+    c->run.optim.total_steps = per;
+    int st = session_backend(s, batch, batch);
+    if (st != TB_OK) return st;
+    double *all = malloc((size_t)n_timed * sizeof *all), *rep = calloc((size_t)c->repeat, sizeof *rep);
+    struct step_record rec;
+    st = step_record_init(&rec, per);
+    if (st == TB_OK && (!all || !rep)) st = tb_error_set(TB_ENOMEM, "out of memory for %ld step times", n_timed);
+    struct mllog lg = {0};
+    if (st == TB_OK) {
+        open_log(&lg, s, run_id);
+        log_run_header(&lg, s, batch, c->run.seed);
+        mllog_event(&lg, MLLOG_START, "run_start", "null", -1, NULL);
+    }
+    char label[96], extra[24] = "";
+    if (sb) snprintf(extra, sizeof extra, " b%d", batch);
+    progress_label(s, label, sizeof label, extra);
+    struct progress pr;
+    progress_init(&pr, per * c->repeat, label);
+    double final_loss = NAN, t_steps = 0.0;
+    long steps_before = 0; /* steps of the finished repeats */
+    if (st == TB_OK) profile_begin(s);
+    for (int r = 0; r < c->repeat && st == TB_OK; r++, steps_before += per) {
+        if ((st = session_reset(s, c->run.seed)) != TB_OK) break;
+        const double t0 = tb_now_s();
+        st = session_steps(s, 1, per, &rec, &pr, (long)r * per, t0, 0);
+        t_steps += tb_now_s() - t0;
+        if (st != TB_OK) break;
+        struct measure_throughput one;
+        if ((st = measure_throughput(rec.times, per, c->warmup, batch, &one)) != TB_OK) break;
+        rep[r] = one.images_per_s;
+        memcpy(all + (size_t)r * c->steps, rec.times + c->warmup, (size_t)c->steps * sizeof(double));
+        const long win = c->steps < 100 ? c->steps : 100;
+        double tail = 0.0;
+        for (long i = per - win; i < per; i++) tail += rec.losses[i];
+        final_loss = tail / (double)win;
+    }
+    progress_finish(&pr);
+    mllog_event(&lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK ? "success" : "aborted");
+    mllog_close(&lg);
+    if (st == TB_EINTR || st == TB_EDIVERGED) {
+        step_record_free(&rec);
+        free(all);
+        free(rep);
+        if (st == TB_EINTR) {
+            /* A measurement has no state worth keeping: the row records what ran, marked partial. */
+            tb_error_set(st, "%s of %ld (warm-up and repeats included); a partial measurement reports no rate and "
+                         "is not resumable: run it again", tb_error_get(), per * c->repeat);
+        }
+        const struct stop_info si = {per * c->repeat, steps_before + s->done_step, 0, t_steps, t_steps, NULL,
+                                     sb ? s->run_base : NULL};
+        return plan_stopped(s, st, run_id, batch, &si);
+    }
+    struct measure_throughput tp;
+    if (st == TB_OK) st = measure_throughput(all, n_timed, 0, batch, &tp);
+    if (st == TB_OK) {
+        const double flops_step = model_train_flops_per_sample(&s->m) * batch;
+        const double gflops = flops_step * tp.images_per_s / batch * 1e-9;
+        if (res) res->images_per_s = tp.images_per_s, res->test_accuracy = NAN, res->peak_rss_mib = measure_peak_rss_mib();
+        struct json_buf b;
+        row_begin(s, &b, run_id, batch, c->steps, sb ? s->run_base : NULL);
+        write_throughput(&b, &tp);
+        write_efficiency(s, &b, batch, tp.images_per_s);
+        write_repeats(&b, rep, c->repeat);
+        json_key_int(&b, "warmup_steps", c->warmup);
+        json_key_double(&b, "final_loss", final_loss);
+        write_scaling(&b, s, sb, batch, tp.images_per_s);
+        write_layer_times(s, &b, per * c->repeat);
+        write_trace(s, &b, run_id);
+        write_pipeline(s, &b);
+        write_step_split(s, &b);
+        row_common_figures(s, &b, gflops,
+                           measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)), flops_step);
+        st = row_end(s, &b);
+        if (!c->quiet && !c->compact && !sb) {
+            printf("trainbench throughput: %s on %s data (%s)\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
+                   s->desc);
+            printf("  config      batch %d, %d warm-up + %ld timed steps, %d repeat%s, %s lr %g\n", batch, c->warmup,
+                   c->steps, c->repeat, c->repeat > 1 ? "s" : "", optim_name(c->run.optim.kind),
+                   (double)c->run.optim.lr);
+            print_throughput(&tp, c->warmup);
+            if (c->repeat > 1) {
+                /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so
+                 * the error to compare two runs by is the spread of whole repeats, not of steps. */
+                printf("  repeats    ");
+                for (int r = 0; r < c->repeat; r++) printf(" %.0f", rep[r]);
+                struct stats_summary rs;
+                if (stats_summarize(rep, c->repeat, &rs) == TB_OK)
+                    printf(" images/s: mean %.4g ± %.2g (95 %% CI over repeats)", rs.mean, stats_ci95_halfwidth(&rs));
+                printf("\n");
+            }
+            printf("  compute     %.2f GFLOP/s (counted model FLOPs over the timed steps)\n", gflops);
+            printf("  result row  %s (run %s)\n", c->out, run_id);
+        } else if (c->compact && !c->quiet && !sb) {
+            printf("%sthroughput %s/%s b%d%s%s: %.0f img/s (per-step median %.0f, jitter %.1f %%, %d repeat%s)\n",
+                   c->progress_prefix, c->backend, s->w->name, batch, c->variant[0] ? " " : "", c->variant,
+                   tp.images_per_s, tp.rate.median,
+                   100.0 * tp.rate.mad_jitter / tp.rate.median, c->repeat, c->repeat > 1 ? "s" : "");
+        }
+    }
+    step_record_free(&rec);
+    free(all);
+    free(rep);
+    return st;
+}
+
+/* A batch-size sweep, or a grid of global batch × replicas × accumulation × micro-batch (ipu; mirrored:
+ * replicas = devices): one row per point (kind "scaling", the same "sweep" id), then the table. Each
+ * point sets its replicas/ga/micro-batch/devices in the run configuration, so its row's config says
+ * what ran, and gets a freshly prepared backend. A failed point (a batch a backend cannot split, say)
+ * is reported and skipped; the plan then fails. */
+int plan_scaling(struct session *s)
+{
+    struct bench_config *c = &s->c;
+    struct bench_scaling_point pts[BENCH_MAX_POINTS];
+    const int n = bench_scaling_points(c, pts, BENCH_MAX_POINTS);
+    if (n < 0) return n;
+    struct point_result res[BENCH_MAX_POINTS];
+    int ok[BENCH_MAX_POINTS] = {0}, first_err = TB_OK;
+    int split_r[BENCH_MAX_POINTS], split_a[BENCH_MAX_POINTS], split_l[BENCH_MAX_POINTS];
+    const int grid = c->n_replicas_list || c->n_ga_list || c->n_micro_batch_list;
+    struct scale_base base = {0};
+    for (int k = 0; k < n; k++) {
+        const struct bench_scaling_point *pt = &pts[k];
+        if (c->run.replicas != pt->replicas || c->run.ga != pt->ga || c->run.micro_batch != pt->micro_batch ||
+            c->run.n_devices != pt->devices) {
+            c->run.replicas = pt->replicas, c->run.ga = pt->ga, c->run.micro_batch = pt->micro_batch;
+            c->run.n_devices = pt->devices;
+            s->be_batch = s->be_eval_batch = 0; /* a new arrangement: session_backend prepares a fresh backend */
+        }
+        const int batch = pt->batch;
+        char id[160], label[64];
+        snprintf(label, sizeof label, "batch %d", batch);
+        snprintf(id, sizeof id, "%s-b%d", s->run_base, batch);
+        if (grid) {
+            /* Only the dimensions the grid varies name the point (a fixed one is in every row's config). */
+            char dims[64] = "";
+            size_t m = 0;
+            if (c->n_replicas_list)
+                m += (size_t)snprintf(dims + m, sizeof dims - m, "-r%d", pt->devices ? pt->devices : pt->replicas);
+            if (c->n_ga_list && m < sizeof dims) m += (size_t)snprintf(dims + m, sizeof dims - m, "-g%d", pt->ga);
+            if (c->n_micro_batch_list && m < sizeof dims) snprintf(dims + m, sizeof dims - m, "-m%d", pt->micro_batch);
+            snprintf(id, sizeof id, "%s-b%d%s", s->run_base, batch, dims);
+            snprintf(label, sizeof label, "batch %d%s", batch, dims);
+        }
+        if (s->peak_per_run) measure_peak_reset();
+        int st = c->epochs > 0 ? plan_train(s, batch, id, &base, &res[k]) : plan_throughput_at(s, batch, id, &base, &res[k]);
+        batch_split(s, batch, &split_r[k], &split_a[k], &split_l[k]);
+        if (st == TB_EINTR) {
+            /* The point wrote its row; the sweep stops. */
+            return tb_error_set(st, "scaling point %s (%d of %d): %s; %d later point%s not run", label, k + 1, n,
+                                tb_error_get(), n - k - 1, n - k - 1 == 1 ? "" : "s");
+        }
+        if (st != TB_OK) {
+            fprintf(stderr, "bench: scaling point %s failed: %s\n", label, tb_error_get());
+            if (first_err == TB_OK) first_err = st;
+            continue;
+        }
+        ok[k] = 1;
+        if (!(base.images_per_s > 0.0)) base = (struct scale_base){batch, split_r[k], res[k].images_per_s};
+    }
+    if (c->quiet) return first_err;
+    if (c->compact) {
+        printf("%sscaling %s/%s%s%s:", c->progress_prefix, c->backend, s->w->name, c->variant[0] ? " " : "", c->variant);
+        for (int k = 0; k < n; k++)
+            if (ok[k]) {
+                printf(" b%d", pts[k].batch);
+                if (grid) printf("/r%d/g%d", split_r[k], split_a[k]);
+                printf(" %.0f", res[k].images_per_s);
+            }
+        printf(" img/s\n");
+        return first_err;
+    }
+    printf("trainbench scaling: %s on %s data (%s), %s\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
+           grid ? "a grid: each point's arrangement is in its row" : s->desc, c->epochs > 0 ? "trained" : "throughput only");
+    printf("  %8s %8s %8s %6s %12s %9s %10s %10s %9s\n", "global", "local", "replicas", "accum", "images/s", "speed-up",
+           "efficiency", "peak MiB", "accuracy");
+    for (int k = 0; k < n; k++) {
+        const int r = split_r[k], a = split_a[k], l = split_l[k];
+        if (!ok[k]) {
+            printf("  %8d %8d %8d %6d %12s\n", pts[k].batch, l, r, a, "failed");
+            continue;
+        }
+        const double ips = res[k].images_per_s;
+        printf("  %8d %8d %8d %6d %12.0f %9.2f %10.2f %10.1f", pts[k].batch, l, r, a, ips, ips / base.images_per_s,
+               (ips / r) / (base.images_per_s / base.replicas), res[k].peak_rss_mib);
+        if (!isnan(res[k].test_accuracy)) printf(" %8.2f%%", 100.0 * res[k].test_accuracy);
+        printf("\n");
+    }
+    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation)); efficiency = images/s "
+           "per replica relative to the base (first) point; result rows %s (sweep %s)\n", c->out, s->run_base);
+    return first_err;
+}

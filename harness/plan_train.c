@@ -1,0 +1,363 @@
+/* plan_train.c — the training run: --epochs or --steps over the data, then the test accuracy; resumable
+ * through checkpoints (see run.h). Also the points of a trained scaling sweep.
+ */
+#define _GNU_SOURCE
+#include "session.h"
+
+#include "checkpoint.h"
+#include "clock.h"
+#include "finished.h"
+#include "status.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One training run as its steps below share it: what was planned, where it resumed, what it wrote and
+ * what it measured. */
+struct train_run {
+    struct session *s;
+    int batch;
+    const char *run_id;
+    const struct scale_base *sb; /* a trained scaling point (no checkpoints, no resume, always evaluated) */
+    int epochs;
+    long spe, total;             /* steps per epoch, steps of the whole run */
+    int ckpt;                    /* checkpoints go to --checkpoint-dir */
+    long every;                  /* a periodic checkpoint every this many steps (0: none) */
+    long start;                  /* the resumed checkpoint's step (0: a fresh run) */
+    double prev_train;           /* training seconds before this process (resume) */
+    int finished;                /* --resume of a run that finished and wrote its row: nothing to do */
+    char resumed_from[600], ckpt_path[600];
+    char ckpt_err[512];          /* a complete run's final checkpoint could not be written: why ("" = it was) */
+    struct step_record rec;
+    struct mllog lg;
+    struct progress pr;
+    double t0, ckpt_time, session_train; /* this process: clock start, seconds checkpointing, training */
+    long step, ckpt_step;        /* the last completed step; the step of the newest checkpoint (-1: none) */
+    int n_ckpt;
+    /* measured */
+    long recorded, warm, window; /* steps with a recorded time, of them warm-up, in the final-loss mean */
+    struct measure_throughput tp;
+    double acc, loss, eval_time;
+    int evaluated;
+    double first_loss, final_loss, train_time, images_per_s, flops_step, gflops;
+};
+
+/* Sets a run up: its length, a prepared backend holding fresh weights (or the resumed checkpoint's), the
+ * checkpoint directory, the step record, the event log and the progress line. */
+static int train_begin(struct train_run *t)
+{
+    struct session *s = t->s;
+    struct bench_config *c = &s->c;
+    const int batch = t->batch;
+    t->epochs = c->epochs > 0 ? c->epochs : s->w->epochs;
+    t->spe = c->steps_per_epoch > 0 ? c->steps_per_epoch : s->train.n / batch;
+    if (t->spe <= 0)
+        return tb_error_set(TB_EINVAL, "--batch %d is larger than the training set (%d samples)", batch, s->train.n);
+    t->total = (c->plan == PLAN_TRAIN && c->steps > 0) ? c->steps : (long)t->epochs * t->spe;
+    const int eval_batch = c->eval_batch > 0 ? c->eval_batch : (batch > 256 ? batch : 256);
+    c->run.optim.total_steps = t->total;
+    int st = session_backend(s, batch, eval_batch);
+    if (st == TB_OK) st = session_reset(s, c->run.seed);
+    if (st != TB_OK) return st;
+    t->ckpt = !t->sb && c->checkpoint_dir[0];
+    long resumed_every = 0;
+    if (!t->sb && c->resume[0] &&
+        (st = resume_from(s, batch, t->total, &t->start, &t->prev_train, &resumed_every, t->resumed_from,
+                          sizeof t->resumed_from, NULL)) != TB_OK)
+        return st;
+    char note[1200];
+    if (c->resume[0] && t->start == t->total && finished_at(c->resume, t->total, note, sizeof note)) {
+        fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
+        t->finished = 1;
+        return TB_OK;
+    }
+    /* A resumed run keeps its checkpoint cadence unless told otherwise. */
+    if (!c->checkpoint_every) c->checkpoint_every = resumed_every;
+    t->every = t->ckpt ? c->checkpoint_every : 0;
+    if (t->ckpt && (st = checkpoint_dir_ready(s)) != TB_OK) return st;
+    if ((st = step_record_init(&t->rec, t->total - t->start)) != TB_OK) return st;
+    t->rec.base = t->start + 1;
+    open_log(&t->lg, s, t->run_id);
+    log_run_header(&t->lg, s, batch, c->run.seed);
+    if (t->start > 0) mllog_point_int(&t->lg, "resumed_from_step", t->start);
+    mllog_event(&t->lg, MLLOG_START, "run_start", "null", -1, NULL);
+    char label[96], extra[24] = "";
+    if (t->sb) snprintf(extra, sizeof extra, " b%d", batch);
+    progress_label(s, label, sizeof label, extra);
+    progress_init(&t->pr, t->total, label);
+    profile_begin(s);
+    return TB_OK;
+}
+
+/* A periodic checkpoint at t->step. It is insurance: if it cannot be written (disk full), say so and
+ * train on; the one at the end or on a stop signal must succeed. */
+static void train_checkpoint_periodic(struct train_run *t)
+{
+    const double c0 = tb_now_s();
+    if (checkpoint_write(t->s, t->batch, t->step, t->total, t->prev_train + (c0 - t->t0 - t->ckpt_time), NULL,
+                         t->ckpt_path, sizeof t->ckpt_path) == TB_OK)
+        t->ckpt_step = t->step, t->n_ckpt++;
+    else
+        fprintf(stderr, "bench: warning: step %ld: %s\n", t->step, tb_error_get());
+    tb_error_clear();
+    t->ckpt_time += tb_now_s() - c0;
+}
+
+/* The steps from the start (or the resumed step) to the total, an epoch (or a checkpoint period) at a
+ * time; t->step follows the last completed step, t->session_train the seconds they took. */
+static int train_loop(struct train_run *t)
+{
+    struct session *s = t->s;
+    const long spe = t->spe, total = t->total, every = t->every, start = t->start;
+    int st = TB_OK;
+    t->t0 = tb_now_s();
+    /* The newest checkpoint of this run in --checkpoint-dir (the resumed one if that is the same directory). */
+    t->step = start;
+    t->ckpt_step = start > 0 && strcmp(s->c.checkpoint_dir, s->c.resume) == 0 ? start : -1;
+    s->done_step = start, s->last_loss = NAN;
+    while (t->step < total && st == TB_OK) {
+        const long step = t->step;
+        if (step % spe == 0) mllog_event(&t->lg, MLLOG_START, "epoch_start", "null", step / spe + 1, NULL);
+        long to = (step / spe + 1) * spe;
+        if (to > total) to = total;
+        if (every > 0 && (step / every + 1) * every < to) to = (step / every + 1) * every;
+        st = session_steps(s, step + 1, to, &t->rec, &t->pr, step, t->t0, (step - start) * (long)t->batch);
+        t->step = s->done_step;
+        if (st != TB_OK) break;
+        if (t->step % spe == 0) mllog_event(&t->lg, MLLOG_END, "epoch_stop", "null", t->step / spe, NULL);
+        if (every > 0 && t->step % every == 0) train_checkpoint_periodic(t);
+    }
+    t->session_train = tb_now_s() - t->t0 - t->ckpt_time;
+    progress_finish(&t->pr);
+    return st;
+}
+
+/* Interrupted: a checkpoint of the last completed step, so that --resume loses nothing. Also at the end
+ * of a complete run, before the evaluation, so a kill during it loses nothing either. A failed final
+ * checkpoint does not void the measurement: a complete run goes on, t->ckpt_err names the failure, its
+ * row is still written and the run then exits 1 with that error (plan_train). A stopped run keeps its
+ * own status and message. */
+static int train_last_checkpoint(struct train_run *t, int st)
+{
+    const long step = t->step;
+    if (t->ckpt && t->ckpt_step == step && !t->ckpt_path[0])
+        snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", t->resumed_from);
+    if (!(t->ckpt && (st == TB_OK || st == TB_EINTR) && step > 0 && t->ckpt_step != step)) return st;
+    char msg[512], new_path[sizeof t->ckpt_path];
+    snprintf(msg, sizeof msg, "%s", tb_error_get());
+    const double c0 = tb_now_s();
+    const int wst = checkpoint_write(t->s, t->batch, step, t->total, t->prev_train + t->session_train, NULL,
+                                     new_path, sizeof new_path);
+    t->ckpt_time += tb_now_s() - c0;
+    if (wst == TB_OK) t->ckpt_step = step, t->n_ckpt++, memcpy(t->ckpt_path, new_path, sizeof t->ckpt_path);
+    if (st == TB_OK) {
+        if (wst != TB_OK) snprintf(t->ckpt_err, sizeof t->ckpt_err, "%s", tb_error_get());
+        return st;
+    }
+    if (wst != TB_OK) fprintf(stderr, "bench: warning: no checkpoint: %s\n", tb_error_get());
+    tb_error_set(st, "%s", msg);
+    return st;
+}
+
+/* A run stopped by a signal or a non-finite loss: its message says whether and how it can continue,
+ * and its row records what ran. */
+static int train_stopped(struct train_run *t, int st)
+{
+    struct session *s = t->s;
+    const long step = t->step;
+    mllog_event(&t->lg, MLLOG_END, "run_stop", "null", -1, "aborted");
+    mllog_close(&t->lg);
+    step_record_free(&t->rec);
+    const int have_ck = st == TB_EINTR && t->ckpt && t->ckpt_step == step && step > 0;
+    if (st == TB_EINTR) {
+        if (have_ck)
+            tb_error_set(st, "%s of %ld; checkpoint %s (continue with --resume %s)", tb_error_get(), t->total,
+                         t->ckpt_path, s->c.checkpoint_dir);
+        else
+            tb_error_set(st, "%s of %ld; no checkpoint (%s)", tb_error_get(), t->total,
+                         t->sb ? "a scaling point is a measurement, not resumable"
+                         : !t->ckpt ? "give --checkpoint-dir DIR to make runs resumable"
+                         : step == 0 ? "nothing trained yet" : "it could not be written");
+    }
+    const struct stop_info si = {t->total, step, t->start, t->prev_train + t->session_train, t->session_train,
+                                 have_ck ? t->ckpt_path : NULL, t->sb ? s->run_base : NULL};
+    return plan_stopped(s, st, t->run_id, t->batch, &si);
+}
+
+/* --save: the trained parameters and buffers (primary process only). */
+static int train_save(struct train_run *t)
+{
+    struct session *s = t->s;
+    int st = session_ck_alloc(s);
+    if (st == TB_OK) st = backend_get_tensors(&s->be, TF_PARAMS, s->ck_params);
+    if (st == TB_OK && s->m.n_buffers) st = backend_get_tensors(&s->be, TF_BUFFERS, s->ck_buffers);
+    if (st == TB_OK) {
+        char meta[256];
+        snprintf(meta, sizeof meta, "{\"workload\":\"%s\",\"step\":%ld,\"run_id\":\"%s\"}", s->w->name, t->total,
+                 t->run_id);
+        st = checkpoint_save(s->c.save, &s->m, s->ck_params, s->ck_buffers, meta);
+    }
+    return st;
+}
+
+/* After the steps: the per-step statistics, the test-set evaluation (always for a scaling point),
+ * --save, and the end of the event log. */
+static int train_evaluate(struct train_run *t, int st)
+{
+    struct session *s = t->s;
+    const struct bench_config *c = &s->c;
+    const long ran = t->step - t->start;
+    t->recorded = ran < t->rec.cap ? ran : t->rec.cap;
+    t->warm = t->recorded > c->warmup ? c->warmup : 0;
+    memset(&t->tp, 0, sizeof t->tp);
+    if (st == TB_OK && t->recorded > 0) st = measure_throughput(t->rec.times, t->recorded, t->warm, t->batch, &t->tp);
+    t->acc = t->loss = NAN, t->eval_time = 0.0;
+    t->evaluated = c->eval || t->sb;
+    if (st == TB_OK && t->evaluated) {
+        mllog_event(&t->lg, MLLOG_START, "eval_start", "null", t->epochs, NULL);
+        st = session_evaluate(s, &t->acc, &t->loss, &t->eval_time);
+        if (st == TB_OK) {
+            char v[40];
+            json_format_double(t->acc, v, sizeof v);
+            mllog_event(&t->lg, MLLOG_POINT, "eval_accuracy", v, (long)((t->total + t->spe - 1) / t->spe), NULL);
+            mllog_event(&t->lg, MLLOG_END, "eval_stop", "null", t->epochs, NULL);
+        }
+    }
+    if (st == TB_OK && !t->sb && c->save[0] && s->primary) st = train_save(t);
+    mllog_event(&t->lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK ? "success" : "aborted");
+    mllog_close(&t->lg);
+    return st;
+}
+
+/* The run's figures from its steps, and what a scaling point hands back (res, when not NULL). */
+static void train_figures(struct train_run *t, struct point_result *res)
+{
+    const long recorded = t->recorded;
+    t->window = recorded < 100 ? recorded : 100;
+    double tail = 0.0;
+    for (long i = recorded - t->window; i < recorded; i++) tail += t->rec.losses[i];
+    t->final_loss = t->window > 0 ? tail / (double)t->window : NAN;
+    t->first_loss = recorded > 0 ? t->rec.losses[0] : NAN;
+    /* Over every session of the run: what the run cost, not what this process did. */
+    t->train_time = t->prev_train + t->session_train;
+    t->images_per_s = (double)t->total * t->batch / t->train_time;
+    t->flops_step = model_train_flops_per_sample(&t->s->m) * t->batch;
+    t->gflops = t->flops_step * (double)t->total / t->train_time * 1e-9;
+    if (res) res->images_per_s = t->images_per_s, res->test_accuracy = t->acc, res->peak_rss_mib = measure_peak_rss_mib();
+}
+
+/* The run's result row. */
+static int train_row(struct train_run *t)
+{
+    struct session *s = t->s;
+    const struct bench_config *c = &s->c;
+    const int batch = t->batch;
+    const long total = t->total;
+    struct json_buf b;
+    row_begin(s, &b, t->run_id, batch, total, t->sb ? s->run_base : NULL);
+    json_key_double(&b, "train_time_s", t->train_time);
+    json_key_int(&b, "train_steps", total);
+    json_key_int(&b, "samples", total * batch);
+    if (t->recorded > 0) write_throughput(&b, &t->tp);
+    /* The training run's headline rate covers every step, warm-up included (as it always has);
+     * the per-step statistics above exclude the warm-up. */
+    json_key_double(&b, "images_per_s", t->images_per_s);
+    json_key_int(&b, "warmup_steps", t->warm);
+    json_key_double(&b, "first_loss", t->first_loss);
+    json_key_double(&b, "final_loss", t->final_loss);
+    if (t->start > 0) {
+        json_key_int(&b, "resumed_from_step", t->start);
+        json_key_str(&b, "resumed_from", t->resumed_from);
+        json_key_double(&b, "previous_train_time_s", t->prev_train);
+        json_key_double(&b, "session_train_time_s", t->session_train);
+        json_key_int(&b, "session_steps", t->step - t->start);
+    }
+    if (t->ckpt) {
+        write_checkpoints(&b, t->n_ckpt, t->ckpt_time, t->ckpt_path);
+        if (t->ckpt_err[0]) json_key_str(&b, "checkpoint_error", t->ckpt_err);
+    }
+    if (t->evaluated) {
+        json_key_double(&b, "test_accuracy", t->acc);
+        json_key_double(&b, "test_loss", t->loss);
+        json_key_double(&b, "eval_time_s", t->eval_time);
+    }
+    write_scaling(&b, s, t->sb, batch, t->images_per_s);
+    write_layer_times(s, &b, t->step - t->start);
+    write_trace(s, &b, t->run_id);
+    write_pipeline(s, &b);
+    write_step_split(s, &b);
+    row_common_figures(s, &b, t->gflops,
+                       measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)),
+                       t->flops_step);
+    const int st = row_end(s, &b);
+    /* The run finished and its row exists: a later --resume of the same steps has nothing to do. */
+    if (st == TB_OK && t->ckpt && t->ckpt_step == total && s->primary &&
+        finished_mark(c->checkpoint_dir, total, t->run_id, c->out))
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    return st;
+}
+
+/* The summary on stdout: a block for a single run, one line in a suite, nothing for a scaling point. */
+static void train_print(const struct train_run *t)
+{
+    const struct session *s = t->s;
+    const struct bench_config *c = &s->c;
+    const int batch = t->batch;
+    if (!c->quiet && !c->compact && !t->sb) {
+        printf("trainbench %s on %s (%s)\n", s->w->name, s->train.name, s->desc);
+        printf("  config      batch %d, %ld steps (%d epochs x %ld steps), %s lr %g, seed %llu\n", batch, t->total,
+               t->epochs, t->spe, optim_name(c->run.optim.kind), (double)c->run.optim.lr,
+               (unsigned long long)c->run.seed);
+        if (t->start > 0)
+            printf("  resumed     at step %ld from %s (%.3f s of training before this run)\n", t->start,
+                   t->resumed_from, t->prev_train);
+        printf("  training    %.3f s, %.0f images/s, %.2f GFLOP/s\n", t->train_time, t->images_per_s, t->gflops);
+        if (t->recorded > 0) print_throughput(&t->tp, t->warm);
+        if (t->recorded > 0)
+            printf("  loss        %.4f at step %ld, %.4f mean of the last %ld steps\n", t->first_loss, t->start + 1,
+                   t->final_loss, t->window);
+        if (t->evaluated)
+            printf("  test        accuracy %.2f %% on %d images, loss %.4f (%.2f s)\n", 100.0 * t->acc, s->test.n,
+                   t->loss, t->eval_time);
+        if (t->ckpt)
+            printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n",
+                   t->ckpt_path[0] ? t->ckpt_path : "none", t->n_ckpt, t->ckpt_time);
+        if (c->save[0]) printf("  saved       %s\n", c->save);
+        printf("  result row  %s (run %s)\n", c->out, t->run_id);
+    } else if (c->compact && !c->quiet && !t->sb) {
+        printf("%strain %s/%s b%d%s%s: %.0f img/s over %ld steps", c->progress_prefix, c->backend, s->w->name, batch,
+               c->variant[0] ? " " : "", c->variant, t->images_per_s, t->total);
+        if (t->evaluated) printf(", test accuracy %.2f %%", 100.0 * t->acc);
+        printf("\n");
+    }
+}
+
+/* The training run: --epochs or --steps over the data, then the test accuracy. Also the points of a
+ * trained scaling sweep (sb non-NULL). With --resume it continues a checkpoint's run from its step;
+ * with --checkpoint-dir it checkpoints every --checkpoint-every steps, on a stop signal and at the end;
+ * --save writes the final weights. Training time excludes checkpoint writing and adds the seconds the
+ * resumed run had already trained. */
+int plan_train(struct session *s, int batch, const char *run_id, const struct scale_base *sb, struct point_result *res)
+{
+    struct train_run t;
+    memset(&t, 0, sizeof t);
+    t.s = s, t.batch = batch, t.run_id = run_id, t.sb = sb;
+    int st = train_begin(&t);
+    if (st != TB_OK || t.finished) {
+        step_record_free(&t.rec);
+        return st;
+    }
+    st = train_last_checkpoint(&t, train_loop(&t));
+    if (st == TB_EINTR || st == TB_EDIVERGED) return train_stopped(&t, st);
+    st = train_evaluate(&t, st);
+    if (st == TB_OK) {
+        train_figures(&t, res);
+        st = train_row(&t);
+        train_print(&t);
+    }
+    step_record_free(&t.rec);
+    if (st == TB_OK && t.ckpt_err[0]) st = tb_error_set(TB_EIO, "%s (the result row was written)", t.ckpt_err);
+    return st;
+}

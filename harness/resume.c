@@ -1,0 +1,327 @@
+/* resume.c — checkpoints and resume for the plans that train to a result (train, tta), and the rows of
+ * runs that stopped early (see session.h).
+ *
+ * Because the data stream and every random draw are pure functions of (seed, step, sample), a
+ * checkpoint of params, buffers and optimizer state at step k is all a resumed run needs to take the same
+ * steps k+1.. as an uninterrupted one; a resume refuses a checkpoint made with another configuration.
+ */
+#define _GNU_SOURCE
+#include "session.h"
+
+#include "checkpoint.h"
+#include "status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What a resumed run must share with its checkpoint, as "key=value" words: everything that changes the
+ * maths or the data order (workload and its options, data set, batch, seed, optimizer), nothing of the
+ * backend's schedule, so a run may continue on another backend. The decay horizon counts only for a
+ * schedule that decays (a constant rate lets a run be extended with a larger --steps). */
+static void resume_config(const struct session *s, int batch, char *out, size_t n)
+{
+    const struct bench_config *c = &s->c;
+    const struct optim_config *o = &c->run.optim;
+    size_t k = 0;
+#define ADD(...) (k < n ? (k += (size_t)snprintf(out + k, n - k, __VA_ARGS__)) : k)
+    ADD("workload=%s model=%s params=%zu dataset=%s train_samples=%d classes=%d input=%dx%dx%d", s->w->name,
+        s->m.name, s->m.n_params, s->train.name, s->train.n, s->m.n_classes, s->m.in_h, s->m.in_w, s->m.in_c);
+    ADD(" resolution=%d norm=%s norm_groups=%d dropout=%.9g drop_connect=%.9g", c->wopts.resolution,
+        c->wopts.norm[0] ? c->wopts.norm : "default", c->wopts.norm_groups, (double)c->wopts.dropout,
+        (double)c->wopts.drop_connect);
+    ADD(" batch=%d seed=%llu optimizer=%s lr=%.9g momentum=%.9g weight_decay=%.9g beta1=%.9g beta2=%.9g eps=%.9g"
+        " rho=%.9g lars_eta=%.9g schedule=%d warmup_steps=%ld",
+        batch, (unsigned long long)c->run.seed, optim_name(o->kind), (double)o->lr, (double)o->momentum,
+        (double)o->weight_decay, (double)o->beta1, (double)o->beta2, (double)o->eps, (double)o->rho,
+        (double)o->lars_eta, (int)o->schedule, o->warmup_steps);
+    if (o->schedule != LR_CONSTANT)
+        ADD(" total_steps=%ld decay_rate=%.9g decay_steps=%ld power=%.9g final_lr=%.9g", o->total_steps,
+            (double)o->decay_rate, o->decay_steps, (double)o->power, (double)o->final_lr);
+    /* Time to accuracy: what decides when it evaluates and stops (a train checkpoint has none of these
+     * words, so neither plan takes the other's checkpoints). */
+    if (c->plan == PLAN_TTA) {
+        const long spe = c->steps_per_epoch > 0 ? c->steps_per_epoch : s->train.n / batch;
+        ADD(" plan=tta target=%.9g eval_every=%ld steps_per_epoch=%ld max_epochs=%d seeds=%d", c->target,
+            c->eval_every > 0 ? c->eval_every : spe, spe, c->max_epochs, c->seeds);
+    }
+#undef ADD
+}
+
+/* FNV-1a: the checkpoint records it beside the configuration text, which a resume compares word by word. */
+static unsigned long long config_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (unsigned long long)h;
+}
+
+/* The value of key in a resume_config text into out ("(none)" if absent). */
+static void config_value(const char *cfg, const char *key, char *out, size_t n)
+{
+    const size_t kl = strlen(key);
+    for (const char *p = cfg; *p;) {
+        const char *end = strchr(p, ' ');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            snprintf(out, n, "%.*s", (int)(len - kl - 1), p + kl + 1);
+            return;
+        }
+        p += len;
+        while (*p == ' ') p++;
+    }
+    snprintf(out, n, "(none)");
+}
+
+/* "batch=8 in the checkpoint, batch=16 now": the first word where two configurations differ. */
+static void config_diff(const char *ckpt, const char *now, char *out, size_t n)
+{
+    snprintf(out, n, "the configuration differs");
+    for (const char *p = now; *p;) {
+        const char *end = strchr(p, ' '), *eq = strchr(p, '=');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (eq && eq < p + len) {
+            char key[48], a[96], b[96];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+            config_value(ckpt, key, a, sizeof a);
+            config_value(now, key, b, sizeof b);
+            if (strcmp(a, b) != 0) {
+                snprintf(out, n, "%s=%s in the checkpoint, %s=%s in this run", key, a, key, b);
+                return;
+            }
+        }
+        p += len;
+        while (*p == ' ') p++;
+    }
+    /* A word only the checkpoint has (plan=tta when a train run resumes a tta checkpoint). */
+    for (const char *p = ckpt; *p;) {
+        const char *end = strchr(p, ' '), *eq = strchr(p, '=');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (eq && eq < p + len) {
+            char key[48], b[96];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+            config_value(now, key, b, sizeof b);
+            if (strcmp(b, "(none)") == 0) {
+                snprintf(out, n, "%.*s in the checkpoint, no %s in this run", (int)len, p, key);
+                return;
+            }
+        }
+        p += len;
+        while (*p == ' ') p++;
+    }
+}
+
+/* Staging arrays for checkpoints, allocated on first use. */
+int session_ck_alloc(struct session *s)
+{
+    if (s->ck_params) return TB_OK;
+    const int spp = optim_state_per_param(s->c.run.optim.kind);
+    s->ck_params = calloc(s->m.n_params ? s->m.n_params : 1, sizeof(float));
+    s->ck_buffers = calloc(s->m.n_buffers ? s->m.n_buffers : 1, sizeof(float));
+    s->ck_opt = calloc(s->m.n_params * (size_t)spp + 1, sizeof(float));
+    if (!s->ck_params || !s->ck_buffers || !s->ck_opt)
+        return tb_error_set(TB_ENOMEM, "out of memory for a checkpoint of %s", s->m.name);
+    return TB_OK;
+}
+
+/* Step's resumable checkpoint in --checkpoint-dir: params, buffers, optimizer state, and the metadata a
+ * resume checks (configuration and its hash, step, training seconds so far). The data position needs no
+ * field of its own: the stream is a pure function of (seed, step). Keeps the newest two checkpoints.
+ * tta_state (time to accuracy, else NULL) is the plan's own JSON text: seed, evaluations so far, the
+ * finished seeds. path receives the file's name; only the primary process writes. */
+int checkpoint_write(struct session *s, int batch, long step, long total, double train_s,
+                     const char *tta_state, char *path, size_t n)
+{
+    const struct bench_config *c = &s->c;
+    checkpoint_dir_path(c->checkpoint_dir, step, path, n);
+    if (!s->primary) return TB_OK;
+    const int spp = optim_state_per_param(c->run.optim.kind);
+    int st = session_ck_alloc(s);
+    if (st == TB_OK) st = backend_get_tensors(&s->be, TF_PARAMS, s->ck_params);
+    if (st == TB_OK && s->m.n_buffers) st = backend_get_tensors(&s->be, TF_BUFFERS, s->ck_buffers);
+    if (st == TB_OK && s->m.n_params && spp) st = backend_get_tensors(&s->be, TF_OPT, s->ck_opt);
+    if (st != TB_OK) return st;
+    char cfg[1024], hash[24], tv[40];
+    resume_config(s, batch, cfg, sizeof cfg);
+    snprintf(hash, sizeof hash, "%016llx", config_hash(cfg));
+    snprintf(tv, sizeof tv, "%.17g", train_s);
+    struct json_buf b;
+    json_buf_init(&b);
+    json_begin_object(&b);
+    json_key_str(&b, "trainbench_checkpoint", "1");
+    json_key_str(&b, "regenerate", tta_state ? "bench --plan tta ... --checkpoint-dir DIR; continue with --resume DIR"
+                                             : "bench --plan train ... --checkpoint-dir DIR; continue with --resume DIR");
+    json_key_str(&b, "plan", bench_plan_name(c->plan));
+    json_key_str(&b, "workload", s->w->name);
+    json_key_str(&b, "backend", c->backend);
+    json_key_str(&b, "run_id", s->run_base);
+    json_key_str(&b, "config", cfg);
+    json_key_str(&b, "config_hash", hash);
+    json_key_int(&b, "step", step);
+    json_key_int(&b, "total_steps", total);
+    json_key_int(&b, "samples_seen", (long long)step * batch);
+    json_key_str(&b, "train_time_s", tv);
+    json_key_int(&b, "optimizer_state_copies", spp);
+    json_key_int(&b, "checkpoint_every", c->checkpoint_every);
+    if (tta_state) json_key_str(&b, "tta_state", tta_state);
+    json_end_object(&b);
+    st = json_buf_status(&b);
+    if (st == TB_OK)
+        st = checkpoint_save_state(path, &s->m, s->ck_params, s->ck_buffers, s->ck_opt, s->m.n_params ? spp : 0,
+                                   json_buf_str(&b));
+    else
+        tb_error_set(st, "checkpoint %s: metadata could not be formatted", path);
+    json_buf_free(&b);
+    if (st == TB_OK) st = checkpoint_dir_prune(c->checkpoint_dir, 2);
+    return st;
+}
+
+/* A metadata string of any length, malloc'd (a time-to-accuracy state grows with its evaluations; it
+ * lives in the header, so it is shorter than the file). NULL with the error set if it cannot be read. */
+static char *checkpoint_meta_alloc(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "rb");
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (f) fclose(f);
+    if (size < 0) {
+        tb_error_set(TB_EIO, "checkpoint %s: cannot read its size", path);
+        return NULL;
+    }
+    char *out = malloc((size_t)size + 1);
+    if (!out) {
+        tb_error_set(TB_ENOMEM, "checkpoint %s: out of memory for its metadata '%s'", path, key);
+        return NULL;
+    }
+    if (checkpoint_read_meta(path, key, out, (size_t)size + 1) != TB_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* --resume: loads the newest complete checkpoint of the directory into the backend; *start and *prev_s
+ * receive its step and training seconds, *every its --checkpoint-every, path its name, and *tta_state
+ * (when not NULL; malloc'd) the time-to-accuracy plan's state. A configuration that differs is a usage
+ * error (TB_EINVAL naming the first difference); a file that cannot be read is skipped, with a warning,
+ * for the one before it. */
+int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
+                size_t n, char **tta_state)
+{
+    const char *dir = s->c.resume;
+    long steps[8];
+    int cnt = 0, st = checkpoint_dir_list(dir, steps, 8, &cnt);
+    char why[512];
+    if (st != TB_OK) {
+        snprintf(why, sizeof why, "%s", tb_error_get());
+        return tb_error_set(st, "--resume: %s", why);
+    }
+    if (!cnt) return tb_error_set(TB_EIO, "--resume %s: no complete checkpoint (ckpt-*.safetensors) there", dir);
+    if ((st = session_ck_alloc(s)) != TB_OK) return st;
+    const int spp = optim_state_per_param(s->c.run.optim.kind);
+    char want[1024];
+    resume_config(s, batch, want, sizeof want);
+    for (int i = 0; i < cnt; i++) {
+        checkpoint_dir_path(dir, steps[i], path, n);
+        char got[1024], hash[32], hv[24], stepv[32], tv[48];
+        st = checkpoint_read_meta(path, "config", got, sizeof got);
+        if (st == TB_OK) st = checkpoint_read_meta(path, "config_hash", hash, sizeof hash);
+        if (st == TB_OK) st = checkpoint_read_meta(path, "step", stepv, sizeof stepv);
+        if (st == TB_OK) st = checkpoint_read_meta(path, "train_time_s", tv, sizeof tv);
+        if (st == TB_OK) snprintf(hv, sizeof hv, "%016llx", config_hash(got));
+        if (st == TB_OK && (strcmp(hash, hv) != 0 || strtol(stepv, NULL, 10) != steps[i]))
+            st = tb_error_set(TB_EFORMAT, "checkpoint %s: its metadata does not agree with itself", path);
+        if (st == TB_OK && strcmp(got, want) != 0) {
+            config_diff(got, want, why, sizeof why);
+            return tb_error_set(TB_EINVAL, "--resume %s: %s was made with another configuration (%s)", dir, path, why);
+        }
+        if (st == TB_OK && steps[i] > total)
+            return tb_error_set(TB_EINVAL, "--resume %s: %s is at step %ld, past the %ld steps of this run", dir, path,
+                                steps[i], total);
+        if (st == TB_OK && tta_state) {
+            free(*tta_state);
+            if (!(*tta_state = checkpoint_meta_alloc(path, "tta_state"))) st = TB_EFORMAT;
+        }
+        if (st == TB_OK) {
+            /* Padding between tensors as a fresh run has it. */
+            memcpy(s->ck_params, s->params, s->m.n_params * sizeof(float));
+            memcpy(s->ck_buffers, s->buffers, s->m.n_buffers * sizeof(float));
+            memset(s->ck_opt, 0, s->m.n_params * (size_t)spp * sizeof(float));
+            st = checkpoint_load_state(path, &s->m, s->ck_params, s->ck_buffers, s->ck_opt, s->m.n_params ? spp : 0);
+        }
+        if (st != TB_OK) {
+            fprintf(stderr, "bench: warning: --resume: skipping %s\n", tb_error_get());
+            continue;
+        }
+        st = backend_set_tensors(&s->be, TF_PARAMS, s->ck_params);
+        if (st == TB_OK && s->m.n_buffers) st = backend_set_tensors(&s->be, TF_BUFFERS, s->ck_buffers);
+        if (st == TB_OK && s->m.n_params && spp) st = backend_set_tensors(&s->be, TF_OPT, s->ck_opt);
+        if (st != TB_OK) return st;
+        *start = steps[i];
+        *prev_s = strtod(tv, NULL);
+        if (!(*prev_s >= 0.0)) *prev_s = 0.0;
+        char ev[32];
+        *every = checkpoint_read_meta(path, "checkpoint_every", ev, sizeof ev) == TB_OK ? strtol(ev, NULL, 10) : 0;
+        if (*every < 0) *every = 0;
+        tb_error_clear();
+        return TB_OK;
+    }
+    return tb_error_set(TB_EFORMAT, "--resume %s: no checkpoint there could be read (%d tried; see the warnings)", dir,
+                        cnt);
+}
+
+/* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
+int checkpoint_dir_ready(struct session *s)
+{
+    const struct bench_config *c = &s->c;
+    if (!c->resume[0] || strcmp(c->resume, c->checkpoint_dir) != 0) {
+        /* Another run's checkpoints would mix with this one's (pruning keeps the highest steps, and a
+         * later --resume would pick them): a fresh run wants a directory of its own. */
+        long other;
+        int n_other = 0;
+        if (checkpoint_dir_list(c->checkpoint_dir, &other, 1, &n_other) == TB_OK && n_other)
+            return tb_error_set(TB_EINVAL, "--checkpoint-dir %s already holds another run's checkpoints (newest at step "
+                                "%ld): continue it with --resume %s, or give an empty directory", c->checkpoint_dir,
+                                other, c->checkpoint_dir);
+        tb_error_clear();
+    }
+    return s->primary ? checkpoint_dir_create(c->checkpoint_dir) : TB_OK;
+}
+
+/* The row of a run that stopped early, then the stop's own status and message again. Interrupted:
+ * what ran, marked "partial" (its rate is "partial_images_per_s", so no table mistakes it for a
+ * measurement); diverged: where, and no throughput or accuracy figure (a run that blew up measured
+ * nothing worth comparing). */
+int plan_stopped(struct session *s, int st, const char *run_id, int batch, const struct stop_info *si)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tb_error_get());
+    s->row_status = st == TB_EINTR ? "interrupted" : "diverged";
+    struct json_buf b;
+    row_begin(s, &b, run_id, batch, si->planned, si->sweep);
+    s->row_status = NULL;
+    json_key_bool(&b, "partial", 1);
+    json_key_int(&b, "completed_steps", si->done);
+    json_key_int(&b, "planned_steps", si->planned);
+    json_key_double(&b, "train_time_s", si->train_s);
+    if (si->start > 0) {
+        json_key_int(&b, "resumed_from_step", si->start);
+        json_key_double(&b, "session_train_time_s", si->session_s);
+    }
+    if (st == TB_EINTR) {
+        json_key_str(&b, "stopped_by", bench_signal_name(bench_stop_signal()));
+        const long ran = si->done - si->start;
+        if (ran > 0 && si->session_s > 0.0)
+            json_key_double(&b, "partial_images_per_s", (double)ran * batch / si->session_s);
+        json_key_double(&b, "last_loss", s->last_loss);
+        if (si->checkpoint) json_key_str(&b, "checkpoint", si->checkpoint);
+        else json_key_null(&b, "checkpoint");
+    } else {
+        json_key_int(&b, "diverged_at_step", si->done + 1);
+        json_key_str(&b, "reason", msg);
+    }
+    json_key_double(&b, "peak_rss_mib", measure_peak_rss_mib());
+    json_key_double(&b, "setup_time_s", s->setup_time_s);
+    if (row_end(s, &b) != TB_OK) fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    return tb_error_set(st, "%s", msg);
+}

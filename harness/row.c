@@ -1,0 +1,539 @@
+/* row.c — the one row writer: every plan opens a result row with row_begin (schema, configuration,
+ * machine, build), adds its figures with the write_* helpers, and closes and appends it with row_end; plus
+ * the summary lines and event-log header the plans share (see session.h).
+ */
+#define _GNU_SOURCE
+#include "session.h"
+
+#include "layer_profile.h"
+#include "projection.h"
+#include "results.h"
+#include "stats.h"
+#include "status.h"
+#include "timeline_row.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A float as the shortest double that reads back as the same float: 0.001f is written 0.001, not
+ * 0.0010000000474974513. */
+static double float_text(float f)
+{
+    char t[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(t, sizeof t, "%.*g", prec, (double)f);
+        if ((float)strtod(t, NULL) == f) break;
+    }
+    return strtod(t, NULL);
+}
+
+/* What the session's backend declares in the registry (session_open checked that it is registered). */
+static const struct backend_caps *caps_of(const struct session *s)
+{
+    static const struct backend_caps none = {"", 0, 0, 0};
+    const struct backend_entry *e = backend_find(s->c.backend);
+    return e ? &e->caps : &none;
+}
+
+/* Replicas and accumulation as configured: how a global batch splits (for the scaling table). */
+void batch_split(const struct session *s, int batch, int *replicas, int *accum, int *local)
+{
+    int r = s->c.run.replicas > 0 ? s->c.run.replicas : 1;
+    if (caps_of(s)->replicas_are_devices) r *= s->c.run.n_devices > 0 ? s->c.run.n_devices : s->mi.n_cores;
+    int a = s->c.run.ga > 0 ? s->c.run.ga : 1;
+    if (s->split_replicas > 0 && batch == s->be_batch) r = s->split_replicas, a = s->split_accum;
+    *replicas = r, *accum = a;
+    *local = batch / (r * a);
+}
+
+/* Threads the backend computes with, for choosing the matching sgemm ceiling: its own count (cpu: 1),
+ * else --threads or --devices where it takes them, else every core. */
+static int compute_threads(const struct session *s)
+{
+    if (caps_of(s)->threads > 0) return caps_of(s)->threads;
+    if (s->c.run.n_threads > 0 && backend_takes_option(s->c.backend, "threads")) return s->c.run.n_threads;
+    if (s->c.run.n_devices > 0) return s->c.run.n_devices;
+    return s->mi.n_cores > 0 ? s->mi.n_cores : 1;
+}
+
+/* Opens a row: schema, kind, run id, configuration, machine and build; leaves "figures" open. */
+void row_begin(const struct session *s, struct json_buf *b, const char *run_id, int batch, long steps,
+               const char *sweep)
+{
+    const struct bench_config *c = &s->c;
+    int replicas, accum, local;
+    batch_split(s, batch, &replicas, &accum, &local);
+    json_buf_init(b);
+    json_begin_object(b);
+    json_key_int(b, "schema_version", RESULTS_SCHEMA_VERSION);
+    json_key_str(b, "kind", bench_plan_name(c->plan));
+    json_key_str(b, "run_id", run_id);
+    if (sweep) json_key_str(b, "sweep", sweep);
+    json_key_str(b, "status", s->row_status ? s->row_status : "ok");
+    json_key_object(b, "config");
+    json_key_str(b, "plan", bench_plan_name(c->plan));
+    json_key_str(b, "backend", c->backend);
+    json_key_str(b, "backend_desc", s->desc);
+    json_key_str(b, "device", c->device);
+    json_key_str(b, "workload", s->w->name);
+    json_key_str(b, "model", s->m.name);
+    json_key_str(b, "dataset", s->train.name);
+    json_key_str(b, "data_source", s->train.source);
+    json_key_int(b, "train_samples", s->train.n);
+    json_key_int(b, "eval_samples", s->test.n);
+    json_key_int(b, "batch", batch);
+    json_key_int(b, "local_batch", local);
+    json_key_int(b, "replicas_total", replicas);
+    json_key_int(b, "accumulation", accum);
+    json_key_int(b, "eval_batch", s->be_eval_batch);
+    json_key_int(b, "steps", steps);
+    json_key_int(b, "warmup", c->warmup);
+    json_key_int(b, "repeat", c->repeat);
+    json_key_int(b, "epochs", c->epochs);
+    json_key_int(b, "steps_per_epoch", c->steps_per_epoch);
+    json_key_str(b, "optimizer", optim_name(c->run.optim.kind));
+    json_key_double(b, "lr", float_text(c->run.optim.lr));
+    json_key_double(b, "momentum", float_text(c->run.optim.momentum));
+    json_key_double(b, "weight_decay", float_text(c->run.optim.weight_decay));
+    {
+        static const char *const sched[] = {"constant", "exponential", "polynomial", "cosine"};
+        json_key_str(b, "lr_schedule", sched[c->run.optim.schedule]);
+        json_key_int(b, "lr_warmup", c->run.optim.warmup_steps);
+        json_key_double(b, "label_smoothing", float_text(c->wopts.label_smoothing));
+    }
+    json_key_int(b, "seed", (long long)c->run.seed);
+    json_key_int(b, "threads", c->run.n_threads);
+    json_key_int(b, "classes", s->m.n_classes);
+    json_key_int(b, "input_h", s->m.in_h);
+    json_key_int(b, "input_w", s->m.in_w);
+    json_key_int(b, "input_c", s->m.in_c);
+    json_key_int(b, "resolution", c->wopts.resolution);
+    json_key_str(b, "norm", c->wopts.norm[0] ? c->wopts.norm : "default");
+    json_key_int(b, "norm_groups", c->wopts.norm_groups);
+    if (c->wopts.dropout >= 0.0f) json_key_double(b, "dropout", float_text(c->wopts.dropout));
+    else json_key_null(b, "dropout");
+    json_key_int(b, "params", (long long)model_count_params(&s->m));
+    json_key_double(b, "train_flops_per_sample", model_train_flops_per_sample(&s->m));
+    json_key_double(b, "forward_flops_per_sample", s->m.flops_per_sample);
+    if (c->plan == PLAN_TTA) {
+        json_key_double(b, "target", c->target);
+        json_key_int(b, "eval_every", c->eval_every);
+        json_key_int(b, "seeds", c->seeds);
+        json_key_int(b, "max_epochs", c->max_epochs);
+    }
+    json_key_str(b, "conv_algo", c->run.conv_algo[0] ? c->run.conv_algo : "auto");
+    json_key_int(b, "devices", c->run.n_devices);
+    json_key_str(b, "transport", c->transport[0] ? c->transport : "shm");
+    json_key_bool(b, "sync_bn", c->run.sync_bn);
+    json_key_int(b, "stages", c->run.stages);
+    json_key_str(b, "split", c->run.split);
+    json_key_int(b, "micro_batch", c->run.micro_batch);
+    json_key_int(b, "ga", c->run.ga);
+    json_key_int(b, "replicas", c->run.replicas);
+    json_key_str(b, "schedule", c->run.schedule);
+    json_key_bool(b, "recompute", c->run.recompute);
+    json_key_str(b, "precision", c->run.precision[0] ? c->run.precision : "fp32");
+    if (c->run.loss_scale > 0.0f) json_key_double(b, "loss_scale", c->run.loss_scale);
+    else json_key_str(b, "loss_scale", "dynamic");
+    json_key_int(b, "prefetch", c->run.prefetch);
+    json_key_bool(b, "profile", c->run.profile);
+    json_key_str(b, "trace", c->trace);
+    json_key_int(b, "trace_step", c->trace_step);
+    json_key_bool(b, "no_fuse", c->run.no_fuse);
+    json_key_str(b, "save", c->save);
+    json_key_str(b, "load", c->load);
+    json_key_str(b, "checkpoint_dir", c->checkpoint_dir);
+    json_key_int(b, "checkpoint_every", c->checkpoint_every);
+    json_key_str(b, "resume", c->resume);
+    json_end_object(b);
+    machine_info_write_json(&s->mi, b);
+    /* How busy the machine was when the row was written: noisy neighbours explain noisy figures. */
+    double la[3];
+    if (getloadavg(la, 3) == 3) {
+        json_key_array(b, "load_avg");
+        for (int k = 0; k < 3; k++) json_double(b, la[k]);
+        json_end_array(b);
+    }
+    if (s->have_cal) {
+        json_key_object(b, "calibration");
+        json_key_double(b, "sgemm_1t_gflops", s->cal.sgemm_1t_gflops);
+        json_key_double(b, "sgemm_all_gflops", s->cal.sgemm_all_gflops);
+        json_key_int(b, "all_threads", s->cal.all_threads);
+        json_key_double(b, "triad_1t_gbs", s->cal.triad_1t_gbs);
+        json_key_double(b, "triad_all_gbs", s->cal.triad_all_gbs);
+        json_key_str(b, "timestamp", s->cal.timestamp);
+        json_end_object(b);
+    }
+    json_key_object(b, "figures");
+}
+
+/* Figures every row carries: achieved GFLOP/s (measured time × counted FLOPs), its share of the
+ * calibrated sgemm ceiling, the estimated arithmetic intensity, and the peak memory. */
+void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
+                        double flops_per_step)
+{
+    json_key_double(b, "gflops_per_s", gflops);
+    if (bytes_per_step > 0.0) json_key_double(b, "est_intensity_flop_per_byte", flops_per_step / bytes_per_step);
+    if (s->have_cal) {
+        const int th = compute_threads(s);
+        double peak = s->cal.sgemm_1t_gflops;
+        if (th > 1 && s->cal.all_threads > 0)
+            peak = s->cal.sgemm_all_gflops * (th < s->cal.all_threads ? (double)th / s->cal.all_threads : 1.0);
+        json_key_int(b, "peak_threads", th);
+        json_key_double(b, "sgemm_peak_gflops", peak);
+        json_key_double(b, "sgemm_peak_share", gflops / peak);
+    }
+    json_key_double(b, "peak_rss_mib", measure_peak_rss_mib());
+    json_key_str(b, "peak_rss_scope", s->peak_per_run ? "run" : "process");
+    json_key_double(b, "setup_time_s", s->setup_time_s);
+}
+
+/* --profile: the per-layer forward and backward seconds per step over the `steps` steps since
+ * profile_begin (warm-up included), as figures.layer_times. */
+void write_layer_times(struct session *s, struct json_buf *b, long steps)
+{
+    if (!s->prof_ok || steps < 1 || backend_layer_profile(&s->be, s->prof1) != TB_OK) {
+        tb_error_clear();
+        return;
+    }
+    json_key_int(b, "layer_times_steps", steps);
+    json_key_array(b, "layer_times");
+    for (int i = 0; i < s->m.n_layers; i++) {
+        json_begin_object(b);
+        json_key_str(b, "name", s->m.layers[i].name);
+        json_key_str(b, "op", model_op_name(s->m.layers[i].op));
+        json_key_double(b, "forward_s", (s->prof1[2 * i] - s->prof0[2 * i]) / (double)steps);
+        json_key_double(b, "backward_s", (s->prof1[2 * i + 1] - s->prof0[2 * i + 1]) / (double)steps);
+        json_end_object(b);
+    }
+    json_end_array(b);
+    /* The same times by layer type, with achieved GFLOP/s: which layer types limit the speed. */
+    double *d = malloc(2 * (size_t)s->m.n_layers * sizeof(double));
+    struct layer_type_row rows[OP_COUNT];
+    if (!d) return;
+    for (int i = 0; i < 2 * s->m.n_layers; i++) d[i] = s->prof1[i] - s->prof0[i];
+    const int n = layer_profile_by_type(&s->m, d, (double)steps * s->be_batch, rows);
+    layer_profile_write_json(rows, n, b);
+    if (s->primary && !s->c.quiet) {
+        printf("  per layer type over %ld steps (forward + backward):\n", steps);
+        layer_profile_print(rows, n, s->have_cal ? s->cal.sgemm_1t_gflops : 0.0, stdout);
+    }
+    free(d);
+}
+
+/* --trace: writes the captured step as a Chrome trace file and records it as figures.trace. A file that
+ * cannot be written is a warning: the measurement in the row stands without it. */
+void write_trace(struct session *s, struct json_buf *b, const char *run_id)
+{
+    const struct bench_config *c = &s->c;
+    if (!c->trace[0] || !s->primary) return;
+    if (s->trace.step <= 0) {
+        fprintf(stderr, "bench: warning: --trace %s: step %ld never ran; no trace written\n", c->trace, c->trace_step);
+        return;
+    }
+    const struct trace_meta meta = {c->backend, s->w->name, s->desc, run_id, backend_n_devices(&s->be)};
+    if (trace_write_file(c->trace, &s->trace, &s->m, &meta) != TB_OK) {
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+        tb_error_clear();
+        return;
+    }
+    const int lanes = trace_capture_lanes(&s->trace), events = s->trace.n_ev + s->trace.n_tl;
+    json_key_object(b, "trace");
+    json_key_str(b, "label", "measured");
+    json_key_str(b, "file", c->trace);
+    json_key_int(b, "step", s->trace.step);
+    json_key_double(b, "step_s", s->trace.step_s);
+    json_key_int(b, "lanes", lanes);
+    json_key_int(b, "events", events);
+    json_end_object(b);
+    if (!c->quiet)
+        printf("  trace       %s: step %ld, %d lane%s, %d events (chrome://tracing or ui.perfetto.dev)\n", c->trace,
+               s->trace.step, lanes, lanes == 1 ? "" : "s", events);
+}
+
+/* The cpu baseline for scaling efficiency: the newest successful throughput row of the single-thread
+ * reference backend (backend_reference) with this run's workload, batch, input shape, norm and data, in
+ * the same results file (suites run cpu first; side-by-side runs append to one file). */
+struct baseline_find {
+    const struct session *s;
+    const char *reference;
+    int batch;
+    double images_per_s;
+    char run_id[96];
+};
+
+static int baseline_row(const struct json_value *row, long line_no, void *ctx)
+{
+    struct baseline_find *f = ctx;
+    const struct session *s = f->s;
+    (void)line_no;
+    if (strcmp(json_get_str(row, "status", ""), "ok") != 0) return TB_OK;
+    if (strcmp(json_get_str(row, "config.plan", ""), "throughput") != 0) return TB_OK;
+    if (strcmp(json_get_str(row, "config.backend", ""), f->reference) != 0) return TB_OK;
+    if (strcmp(json_get_str(row, "config.workload", ""), s->w->name) != 0) return TB_OK;
+    if ((int)json_get_number(row, "config.batch", -1) != f->batch) return TB_OK;
+    if ((int)json_get_number(row, "config.resolution", -1) != s->c.wopts.resolution) return TB_OK;
+    if ((int)json_get_number(row, "config.input_h", -1) != s->m.in_h) return TB_OK;
+    if (strcmp(json_get_str(row, "config.norm", ""), s->c.wopts.norm[0] ? s->c.wopts.norm : "default") != 0)
+        return TB_OK;
+    const double ips = json_get_number(row, "figures.images_per_s", 0.0);
+    if (ips > 0) {
+        f->images_per_s = ips;
+        snprintf(f->run_id, sizeof f->run_id, "%s", json_get_str(row, "run_id", "?"));
+    }
+    return TB_OK;
+}
+
+/* Speed-up over the cpu baseline and scaling efficiency (speed-up ÷ devices), the figures users of
+ * these suites compute by hand more than anything else. */
+void write_efficiency(struct session *s, struct json_buf *b, int batch, double images_per_s)
+{
+    const int devices = backend_n_devices(&s->be);
+    json_key_int(b, "devices_used", devices);
+    const char *ref = backend_reference();
+    if (!ref || caps_of(s)->reference) return;
+    struct baseline_find f = {.s = s, .reference = ref, .batch = batch};
+    if (results_read_rows(s->c.out, baseline_row, &f) != TB_OK || f.images_per_s <= 0) {
+        tb_error_clear();
+        if (s->primary && !s->c.quiet)
+            printf("  scaling     no %s baseline for this configuration in %s (run --backend %s first)\n", ref,
+                   s->c.out, ref);
+        return;
+    }
+    const double speedup = images_per_s / f.images_per_s;
+    json_key_double(b, "speedup_vs_cpu", speedup);
+    json_key_double(b, "scaling_efficiency", speedup / devices);
+    json_key_str(b, "baseline_run_id", f.run_id);
+    if (s->primary && !s->c.quiet)
+        printf("  scaling     %.2fx the %s baseline (%.1f images/s, run %s) on %d devices: efficiency %.0f %%\n",
+               speedup, ref, f.images_per_s, f.run_id, devices, 100.0 * speedup / devices);
+}
+
+/* The per-step split a replicated or pipelined backend reports (compute of the slowest replica,
+ * all-reduce, exchange, idle), averaged over the steps since the last row, warm-up included. */
+void write_step_split(struct session *s, struct json_buf *b)
+{
+    const long n = s->n_split;
+    const int any = n > 0 && (s->sum_compute > 0 || s->sum_allreduce > 0);
+    if (any) {
+        const double step = s->sum_step / n, ar = s->sum_allreduce / n;
+        json_key_object(b, "step_split");
+        json_key_int(b, "steps", n);
+        json_key_double(b, "step_s", step);
+        json_key_double(b, "compute_s", s->sum_compute / n);
+        json_key_double(b, "allreduce_s", ar);
+        json_key_double(b, "exchange_s", s->sum_exchange / n);
+        json_key_double(b, "idle_s", s->sum_idle / n);
+        json_key_double(b, "allreduce_share", step > 0 ? ar / step : 0.0);
+        json_end_object(b);
+        if (s->primary && !s->c.quiet)
+            printf("  per step    %.1f ms: compute %.1f ms, all-reduce %.2f ms (%.1f %% of the step), exchange %.1f ms, "
+                   "idle %.1f ms\n",
+                   1e3 * step, 1e3 * s->sum_compute / n, 1e3 * ar, step > 0 ? 100.0 * ar / step : 0.0,
+                   1e3 * s->sum_exchange / n, 1e3 * s->sum_idle / n);
+    }
+    s->sum_step = s->sum_compute = s->sum_allreduce = s->sum_exchange = s->sum_idle = 0.0;
+    s->n_split = 0;
+}
+
+/* Pipelined backends: the measured per-stage accounting (labelled measured) and, with
+ * --project-devices, the POD-scale projection built from it (labelled projected). */
+void write_pipeline(struct session *s, struct json_buf *b)
+{
+    struct pipeline_report r;
+    if (backend_pipeline_report(&s->be, &r) != TB_OK) {
+        tb_error_clear();
+        return;
+    }
+    const int print = s->primary && !s->c.quiet;
+    json_key_object(b, "pipeline");
+    json_key_str(b, "label", "measured");
+    json_key_int(b, "stages", r.stages);
+    json_key_int(b, "micro_batch", r.micro_batch);
+    json_key_int(b, "ga", r.ga);
+    json_key_int(b, "replicas", r.replicas);
+    json_key_double(b, "bubble_measured", r.bubble_measured);
+    json_key_double(b, "bubble_ideal", r.bubble_ideal);
+    json_key_double(b, "loss_scale", r.loss_scale);
+    json_key_str(b, "loss_scale_mode", r.loss_scale_static ? "static" : "dynamic");
+    json_key_int(b, "skipped_steps", r.skipped_steps);
+    json_key_array(b, "per_stage");
+    for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++) {
+        json_begin_object(b);
+        json_key_double(b, "fwd_s_per_micro_batch", r.t_fwd[k]);
+        json_key_double(b, "bwd_s_per_micro_batch", r.t_bwd[k]);
+        json_key_double(b, "compute_s", r.t_compute[k]);
+        json_key_double(b, "exchange_s", r.t_exchange[k]);
+        json_key_double(b, "idle_s", r.t_idle[k]);
+        json_key_double(b, "allreduce_s", r.t_allreduce[k]);
+        json_key_double(b, "exchange_bytes_per_micro_batch", r.exchange_bytes[k]);
+        json_key_double(b, "param_bytes", r.param_bytes[k]);
+        json_key_double(b, "peak_activation_bytes", r.peak_act_bytes[k]);
+        json_key_double(b, "weight_bytes", r.weight_bytes[k]);
+        json_key_double(b, "weight_window_bytes", r.weight_window_bytes[k]);
+        json_end_object(b);
+    }
+    json_end_array(b);
+    json_end_object(b);
+    timeline_row_write(b, &s->be);
+    if (print) {
+        printf("  pipeline    measured bubble %.1f %% (ideal (S-1)/(G+S-1) = %.1f %%)\n", 100.0 * r.bubble_measured,
+               100.0 * r.bubble_ideal);
+        if (r.loss_scale != 1.0 || r.loss_scale_static || r.skipped_steps)
+            printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", r.loss_scale,
+                   r.loss_scale_static ? "static" : "dynamic", r.skipped_steps, r.skipped_steps == 1 ? "" : "s");
+        for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
+            printf("  stage %-4d  compute %.3f s, exchange %.3f s, idle %.3f s, all-reduce %.3f s per step; "
+                   "activations %.1f MiB (measured), weights %.1f MiB (+%.1f MiB fp32 window), gradients %.1f MiB\n",
+                   k, r.t_compute[k], r.t_exchange[k], r.t_idle[k], r.t_allreduce[k], r.peak_act_bytes[k] / 1048576.0,
+                   r.weight_bytes[k] / 1048576.0, r.weight_window_bytes[k] / 1048576.0, r.param_bytes[k] / 1048576.0);
+    }
+    if (s->c.n_project <= 0) return;
+    struct proj_measured pm = {.stages = r.stages, .micro_batch = r.micro_batch};
+    for (int k = 0; k < r.stages && k < PROJ_MAX_STAGES; k++) {
+        pm.t_fwd[k] = r.t_fwd[k], pm.t_bwd[k] = r.t_bwd[k];
+        pm.exchange_bytes[k] = r.exchange_bytes[k], pm.param_bytes[k] = r.param_bytes[k];
+    }
+    struct proj_links l;
+    proj_links_default(&l);
+    if (s->c.link_bw_gbs > 0) l.exchange_bw = s->c.link_bw_gbs * 1e9;
+    if (s->c.link_lat_us > 0) l.exchange_lat = s->c.link_lat_us * 1e-6;
+    if (s->c.allreduce_bw_gbs > 0) l.allreduce_bw = s->c.allreduce_bw_gbs * 1e9;
+    if (s->c.allreduce_lat_us > 0) l.allreduce_lat = s->c.allreduce_lat_us * 1e-6;
+    /* Graphcore's table keeps the global batch: B·G·R of this run, or 6144 for the IPU-POD default
+     * (micro-batch 3, 2 stages: replicas 8..128 with accumulation 256..16) when it divides. */
+    int global = r.micro_batch * r.ga * r.replicas;
+    if (r.stages == 2 && r.micro_batch == 3) global = 6144;
+    struct proj_row rows[BENCH_MAX_BATCHES];
+    int n = proj_default_rows(s->c.project_devices, s->c.n_project, r.stages, r.micro_batch, global, rows);
+    if (n == 0) return;
+    proj_table(&pm, &l, rows, n);
+    json_key_object(b, "projection");
+    json_key_str(b, "label", "projected");
+    json_key_double(b, "exchange_gbs", l.exchange_bw * 1e-9);
+    json_key_double(b, "exchange_latency_us", l.exchange_lat * 1e6);
+    json_key_double(b, "allreduce_gbs", l.allreduce_bw * 1e-9);
+    json_key_double(b, "allreduce_latency_us", l.allreduce_lat * 1e6);
+    json_key_array(b, "rows");
+    for (int i = 0; i < n; i++) {
+        json_begin_object(b);
+        json_key_int(b, "devices", rows[i].devices);
+        json_key_int(b, "local_batch", rows[i].local_batch);
+        json_key_int(b, "replicas", rows[i].replicas);
+        json_key_int(b, "ga", rows[i].ga);
+        json_key_int(b, "global_batch", rows[i].global_batch);
+        json_key_double(b, "images_per_s_projected", rows[i].images_per_s);
+        json_key_double(b, "utilisation", rows[i].utilisation);
+        json_key_double(b, "scaling_efficiency", rows[i].efficiency);
+        json_end_object(b);
+    }
+    json_end_array(b);
+    json_end_object(b);
+    if (print) proj_print(&pm, &l, rows, n, stdout);
+}
+
+/* Closes the row and appends it (only the primary process writes). Returns TB_OK or the writer's error. */
+int row_end(const struct session *s, struct json_buf *b)
+{
+    json_end_object(b); /* figures */
+    json_end_object(b);
+    int st = json_buf_status(b);
+    if (st == TB_OK && !s->primary) {
+        json_buf_free(b);
+        return TB_OK;
+    }
+    if (st == TB_OK) st = results_append_row(s->c.out, json_buf_str(b));
+    else tb_error_set(st, "result row for %s could not be formatted", s->c.out);
+    json_buf_free(b);
+    return st;
+}
+
+void write_throughput(struct json_buf *b, const struct measure_throughput *t)
+{
+    json_key_double(b, "images_per_s", t->images_per_s);
+    json_key_double(b, "images_per_s_median", t->rate.median);
+    json_key_double(b, "images_per_s_mean", t->rate.mean);
+    json_key_double(b, "images_per_s_stderr", t->rate.stderr_);
+    json_key_double(b, "images_per_s_jitter", t->rate.mad_jitter);
+    json_key_double(b, "images_per_s_min", t->rate.min);
+    json_key_double(b, "images_per_s_max", t->rate.max);
+    json_key_int(b, "timed_steps", t->n_steps);
+    json_key_double(b, "timed_s", t->time_s);
+    json_key_double(b, "step_time_median_s", t->step.median);
+    json_key_double(b, "step_time_p90_s", t->step_p90_s);
+    json_key_double(b, "step_time_p99_s", t->step_p99_s);
+}
+
+void print_throughput(const struct measure_throughput *t, long warmup)
+{
+    /* %.4g: slow configurations (EfficientNet-B4 at 380x380 runs ~1 image/s) keep their digits. */
+    printf("  images/s    %.4g overall; per step: median %.4g, mean %.4g ± %.2g (s.e.), jitter %.2g (1.4826·MAD)\n",
+           t->images_per_s, t->rate.median, t->rate.mean, t->rate.stderr_, t->rate.mad_jitter);
+    printf("  step time   median %.3f ms, p90 %.3f ms, p99 %.3f ms over %ld timed steps (%ld warm-up excluded)\n",
+           1e3 * t->step.median, 1e3 * t->step_p90_s, 1e3 * t->step_p99_s, t->n_steps, warmup);
+}
+
+void log_run_header(struct mllog *lg, const struct session *s, int batch, uint64_t seed)
+{
+    mllog_point_str(lg, "submission_benchmark", s->w->name);
+    mllog_point_str(lg, "submission_platform", s->mi.cpu_model);
+    mllog_event(lg, MLLOG_START, "init_start", "null", -1, NULL);
+    mllog_point_int(lg, "global_batch_size", batch);
+    mllog_point_int(lg, "seed", (long long)seed);
+    mllog_point_str(lg, "opt_name", optim_name(s->c.run.optim.kind));
+    mllog_point_num(lg, "opt_base_learning_rate", float_text(s->c.run.optim.lr));
+    mllog_point_int(lg, "train_samples", s->train.n);
+    mllog_point_int(lg, "eval_samples", s->test.n);
+    mllog_event(lg, MLLOG_END, "init_stop", "null", -1, NULL);
+}
+
+void open_log(struct mllog *lg, const struct session *s, const char *run_id)
+{
+    if (mllog_open_for(lg, s->c.mllog_dir, run_id, s->c.resume[0] != 0) != TB_OK)
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+}
+
+/* The scaling figures of a point (inside "figures"): the split of the global batch, speed-up and
+ * efficiency relative to the base point (itself for the first). */
+void write_scaling(struct json_buf *b, const struct session *s, const struct scale_base *sb, int batch,
+                   double ips)
+{
+    if (!sb) return;
+    int r, a, l;
+    batch_split(s, batch, &r, &a, &l);
+    const int base_is_self = !(sb->images_per_s > 0.0);
+    const double base_ips = base_is_self ? ips : sb->images_per_s;
+    const int base_r = base_is_self ? r : sb->replicas;
+    json_key_int(b, "global_batch", batch);
+    json_key_int(b, "local_batch", l);
+    json_key_int(b, "replicas", r);
+    json_key_int(b, "accumulation", a);
+    json_key_int(b, "base_batch", base_is_self ? batch : sb->batch);
+    json_key_double(b, "speedup", ips / base_ips);
+    json_key_double(b, "efficiency", (ips / r) / (base_ips / base_r));
+}
+
+void write_repeats(struct json_buf *b, const double *rep, int n)
+{
+    json_key_array(b, "repeat_images_per_s");
+    for (int r = 0; r < n; r++) json_double(b, rep[r]);
+    json_end_array(b);
+    struct stats_summary rs;
+    if (n >= 2 && stats_summarize(rep, n, &rs) == TB_OK) {
+        json_key_double(b, "repeat_images_per_s_median", rs.median);
+        json_key_double(b, "repeat_images_per_s_mean", rs.mean);
+        json_key_double(b, "repeat_images_per_s_stderr", rs.stderr_);
+        json_key_double(b, "repeat_images_per_s_ci95", stats_ci95_halfwidth(&rs));
+        json_key_double(b, "repeat_images_per_s_jitter", rs.mad_jitter);
+    }
+}
+
+/* --checkpoint-dir: the checkpoints a run wrote, the seconds writing them took (not counted as training
+ * or in the time to accuracy) and the newest one. */
+void write_checkpoints(struct json_buf *b, int written, double time_s, const char *path)
+{
+    json_key_int(b, "checkpoints_written", written);
+    json_key_double(b, "checkpoint_time_s", time_s);
+    json_key_str(b, "checkpoint", path);
+}

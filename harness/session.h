@@ -1,0 +1,190 @@
+/* session.h — private to the run files (run.c, session.c, row.c, resume.c, stop.c, plan_*.c): the session a
+ * plan runs over (data, model, initial weights, one prepared backend), the record of a run's steps, and
+ * the pieces the plans share: the row writer, checkpoints and resume, the rows of runs that stopped early.
+ * Not an interface of the library: run.h is; these names may change with the plans.
+ * Threading: a session belongs to the one thread that runs bench_run.
+ */
+#ifndef TB_SESSION_H
+#define TB_SESSION_H
+
+#include "run.h"
+
+#include "calibrate.h"
+#include "loss_watch.h"
+#include "json.h"
+#include "machine.h"
+#include "measure.h"
+#include "mllog.h"
+#include "progress.h"
+#include "trace.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The stream of training samples: batch assembly with a cached permutation per data epoch. */
+struct stream {
+    const struct dataset *ds;
+    uint64_t seed;
+    uint32_t *perm;
+    long perm_epoch;
+};
+
+struct session {
+    struct bench_config c;      /* resolved */
+    const struct workload *w;
+    struct dataset train, test;
+    int synthetic;              /* the data are the synthetic set */
+    struct model m;
+    int have_model;
+    float *params, *buffers;    /* initial values: (n_params), (n_buffers) */
+    float *opt_zeros;           /* (optim_state_per_param · n_params) */
+    struct backend be;
+    int be_batch, be_eval_batch;/* what be was prepared for; 0 = none */
+    uint8_t *bx;                /* (batch_cap, H, W, C) */
+    int32_t *by;                /* (batch_cap) */
+    int32_t *test_y;            /* (test.n) */
+    int batch_cap;
+    struct stream s;
+    char desc[512];
+    char run_base[96];          /* run id, or its stem for plans with several runs */
+    struct machine_info mi;
+    struct calibration cal;
+    int have_cal;
+    int peak_per_run;           /* the peak-memory high-water mark could be reset per run */
+    double setup_time_s;
+    int primary;                /* not a non-zero MPI rank: prints, writes rows and logs */
+    double *prof0, *prof1;      /* --profile: per-layer (n_layers, 2) seconds at the start / end of a run */
+    int prof_ok;                /* the backend delivered a per-layer profile at the start of this run */
+    int loaded;                 /* params/buffers hold --load's file, not the seeded init */
+    float *ck_params, *ck_buffers, *ck_opt; /* checkpoint staging: (n_params), (n_buffers), (spp · n_params) */
+    long done_step;             /* session_steps: the last step completed */
+    double last_loss;           /* ... and its mean loss (NaN before the first) */
+    struct loss_watch watch;    /* the finite-loss divergence rule of the run's steps */
+    /* what backends report per step (mirrored, ipu), summed since the last row: warm-up included */
+    double sum_step, sum_compute, sum_allreduce, sum_exchange, sum_idle;
+    long n_split;
+    const char *row_status;     /* row_begin's "status" (NULL = "ok") */
+    int split_replicas, split_accum; /* the prepared backend's own batch split (pipeline report), 0 = unknown */
+    struct trace_capture trace; /* --trace: the chosen training step's events */
+};
+
+/* Where a run keeps each step's time and loss: index step − base, kept while below cap. */
+struct step_record {
+    double *times, *losses;
+    long base, cap;
+};
+
+
+/* What a run that stopped early got done. Steps are global step numbers. */
+struct stop_info {
+    long planned, done, start;  /* steps planned, completed, completed before this process (resume) */
+    double train_s, session_s;  /* training seconds: every session so far, this process */
+    const char *checkpoint;     /* interrupted: the checkpoint written, or NULL */
+    const char *sweep;          /* scaling: the sweep id, or NULL */
+};
+
+/* What a point of a scaling sweep is compared with: the sweep's first successful point. */
+struct scale_base {
+    int batch, replicas;
+    double images_per_s;   /* 0: this point is the base */
+};
+
+/* What one measured point hands back to the scaling plan. */
+struct point_result {
+    double images_per_s;
+    double test_accuracy;  /* NaN when not trained/evaluated */
+    double peak_rss_mib;
+};
+
+/* session.c */
+
+/* Opens a session for c: resolves the configuration, loads the data, builds the model, names the run. */
+int session_open(struct session *s, const struct bench_config *c);
+/* Releases everything the session holds (safe after a failed session_open). */
+void session_close(struct session *s);
+/* Prepares the backend for a global batch (re-creating it when the batch changes). */
+int session_backend(struct session *s, int batch, int eval_batch);
+/* --profile: snapshots the backend's summed per-layer times before a run's steps. */
+void profile_begin(struct session *s);
+/* Fresh weights (seeded init or --load's), zero optimizer state, the data order of seed. */
+int session_reset(struct session *s, uint64_t seed);
+/* Accuracy and mean loss on the whole test set, and the seconds it took. */
+int session_evaluate(struct session *s, double *acc, double *loss, double *time_s);
+/* Allocates room for the times and losses of n steps (at most 2^24 kept), base 1. */
+int step_record_init(struct step_record *r, long n);
+/* Frees what step_record_init allocated (safe on a zeroed record). */
+void step_record_free(struct step_record *r);
+/* Steps from..to at the prepared batch, each timed; TB_EDIVERGED on a non-finite loss, TB_EINTR on a stop. */
+int session_steps(struct session *s, long from, long to, struct step_record *rec, struct progress *pr, long pr_done,
+                  double t_rate0, long samples_before);
+/* The progress line's label: "[k/n] plan backend/workload" and extra. */
+void progress_label(const struct session *s, char *buf, size_t n, const char *extra);
+
+/* row.c */
+
+/* Replicas and accumulation a global batch splits into, and the local batch (for the scaling table). */
+void batch_split(const struct session *s, int batch, int *replicas, int *accum, int *local);
+/* Opens a row: schema, kind, run id, configuration, machine and build; leaves "figures" open. */
+void row_begin(const struct session *s, struct json_buf *b, const char *run_id, int batch, long steps,
+               const char *sweep);
+/* Figures every row carries: GFLOP/s, its share of the sgemm ceiling, intensity, peak memory. */
+void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
+                        double flops_per_step);
+/* --profile: per-layer seconds per step over the steps since profile_begin, as figures.layer_times. */
+void write_layer_times(struct session *s, struct json_buf *b, long steps);
+/* --trace: writes the captured step's Chrome trace and records it as figures.trace. */
+void write_trace(struct session *s, struct json_buf *b, const char *run_id);
+/* Speed-up over the cpu baseline in the results file and scaling efficiency. */
+void write_efficiency(struct session *s, struct json_buf *b, int batch, double images_per_s);
+/* The per-step split (compute, all-reduce, exchange, idle) since the last row; resets the sums. */
+void write_step_split(struct session *s, struct json_buf *b);
+/* Pipelined backends: the measured per-stage accounting and the --project-devices projection. */
+void write_pipeline(struct session *s, struct json_buf *b);
+/* Closes the row and appends it (only the primary process writes). */
+int row_end(const struct session *s, struct json_buf *b);
+/* The per-step throughput statistics of t as figures. */
+void write_throughput(struct json_buf *b, const struct measure_throughput *t);
+/* The per-step throughput statistics of t on stdout. */
+void print_throughput(const struct measure_throughput *t, long warmup);
+/* The event log's run header: benchmark, platform, batch, seed, optimizer, data sizes. */
+void log_run_header(struct mllog *lg, const struct session *s, int batch, uint64_t seed);
+/* Opens the run's event log (a warning, not a failure, when it cannot be). */
+void open_log(struct mllog *lg, const struct session *s, const char *run_id);
+/* The scaling figures of a point relative to the sweep's base point (nothing when sb is NULL). */
+void write_scaling(struct json_buf *b, const struct session *s, const struct scale_base *sb, int batch, double ips);
+/* Each repeat's images/s and, from two repeats on, their statistics. */
+void write_repeats(struct json_buf *b, const double *rep, int n);
+/* The checkpoints a run wrote (count, seconds, the newest file). */
+void write_checkpoints(struct json_buf *b, int written, double time_s, const char *path);
+
+/* resume.c */
+
+/* Staging arrays for checkpoints, allocated on first use. */
+int session_ck_alloc(struct session *s);
+/* Writes step's resumable checkpoint into --checkpoint-dir (tta_state: the tta plan's JSON, else NULL). */
+int checkpoint_write(struct session *s, int batch, long step, long total, double train_s, const char *tta_state,
+                     char *path, size_t n);
+/* --resume: loads the newest usable checkpoint of the directory into the backend. */
+int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
+                size_t n, char **tta_state);
+/* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
+int checkpoint_dir_ready(struct session *s);
+/* Writes the row of a run that stopped early (interrupted or diverged), then returns st with its message. */
+int plan_stopped(struct session *s, int st, const char *run_id, int batch, const struct stop_info *si);
+
+/* plan_*.c */
+
+/* The training run (also a trained scaling point when sb is not NULL). */
+int plan_train(struct session *s, int batch, const char *run_id, const struct scale_base *sb,
+               struct point_result *res);
+/* Throughput at one batch (also an untrained scaling point when sb is not NULL). */
+int plan_throughput_at(struct session *s, int batch, const char *run_id, const struct scale_base *sb,
+                       struct point_result *res);
+/* A batch-size sweep or a grid: one row per point, then the table. */
+int plan_scaling(struct session *s);
+/* Time to accuracy over --seeds seeds. */
+int plan_tta(struct session *s);
+/* Forward only: images/s at --batch and batch-1 latency percentiles. */
+int plan_inference(struct session *s);
+
+#endif

@@ -1,0 +1,77 @@
+#!/bin/sh
+# check_layers.sh — ctest `layers`: no layer uses a layer above it.
+#
+# Layers, lowest first: util ← core ← workloads ← backends ← harness (then bench and the tests).
+# The build already makes a higher layer's header a compile error in a lower layer's .c file (each
+# library sees only its own folder and those below it); this check also covers what the compiler
+# cannot see:
+#   1. includes in every .c and .h of a layer folder, headers included by nothing among them, and
+#      quoted includes with a path ("../harness/json.h"), which would bypass the include directories;
+#   2. the archives' symbols: a function or variable a layer uses but does not define (declared by
+#      hand, without a header) must not be defined by a higher layer.
+# Usage: check_layers.sh SOURCE_DIR ARCHIVE_DIR [NM]. Exits 1 naming every violation.
+set -u
+
+src=$1
+lib=$2
+nm=${3:-nm}
+layers="util core workloads backends harness"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# The index of the layer whose folder holds header $1, or nothing.
+layer_of() {
+    j=0
+    for l in $layers; do
+        [ -f "$src/$l/$1" ] && { echo $j; return; }
+        j=$((j + 1))
+    done
+}
+
+# 1. Includes.
+i=0
+for l in $layers; do
+    for f in "$src/$l"/*.c "$src/$l"/*.h; do
+        [ -f "$f" ] || continue
+        sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" >"$tmp/inc"
+        while read -r h; do
+            case $h in
+            */*) echo "$l/${f##*/}: includes \"$h\", a path (include by name; the build says which folders are visible)"
+                 fail=1; continue ;;
+            esac
+            j=$(layer_of "$h")
+            if [ -n "$j" ] && [ "$j" -gt "$i" ]; then
+                echo "$l/${f##*/}: includes $(echo $layers | cut -d' ' -f$((j + 1)))/$h, a layer above $l"
+                fail=1
+            fi
+        done <"$tmp/inc"
+    done
+    i=$((i + 1))
+done
+
+# 2. Symbols.
+for l in $layers; do
+    a="$lib/libtb_$l.a"
+    [ -f "$a" ] || { echo "missing archive $a"; exit 1; }
+    "$nm" -g --defined-only "$a" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/def_$l"
+    "$nm" -g --undefined-only "$a" 2>/dev/null | awk 'NF >= 2 { print $NF }' | sort -u >"$tmp/und_$l"
+done
+i=0
+for l in $layers; do
+    comm -23 "$tmp/und_$l" "$tmp/def_$l" >"$tmp/need"
+    j=0
+    for h in $layers; do
+        if [ "$j" -gt "$i" ]; then
+            for s in $(comm -12 "$tmp/need" "$tmp/def_$h"); do
+                echo "libtb_$l.a uses $s, defined in libtb_$h.a, a layer above $l"
+                fail=1
+            done
+        fi
+        j=$((j + 1))
+    done
+    i=$((i + 1))
+done
+
+[ $fail -eq 0 ] && echo "layers: util <- core <- workloads <- backends <- harness, no upward use"
+exit $fail
