@@ -219,7 +219,7 @@ static int cmd_calibrate(const char *path)
 
 enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_TABLE = 1000 };
 
-int main(int argc, char **argv)
+static int bench_main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "compare") == 0) return compare_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
@@ -271,6 +271,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench: unexpected argument '%s' (see bench --help)\n", argv[optind]);
         return 2;
     }
+    const char *known;
+    if (!blas_core_known(blas, &known)) {
+        fprintf(stderr, "bench: --blas-core %s: not an OpenBLAS kernel set (give auto, env or one of %s)\n", blas, known);
+        return 2;
+    }
     choose_blas_core(blas, argv);
     if (version) {
         /* The kernel set too: what --blas-core chose here (compare gives PyTorch the same). */
@@ -312,4 +317,17 @@ int main(int argc, char **argv)
         return status_exit(st);
     }
     return 0;
+}
+
+/* A summary or table that could not be written (stdout on a full disk, /dev/full, a closed pipe's
+ * EPIPE with SIGPIPE ignored) is a failure: exit 1 with why, not 0. */
+int main(int argc, char **argv)
+{
+    int rc = bench_main(argc, argv);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "bench: cannot write to standard output: %s\n", errno ? strerror(errno) : "write error");
+        if (rc == 0) rc = 1;
+    }
+    return rc;
 }

@@ -29,13 +29,21 @@ static int make_dirs(const char *dir)
 
 int mllog_open(struct mllog *l, const char *dir, const char *run_id)
 {
+    return mllog_open_for(l, dir, run_id, 0);
+}
+
+int mllog_open_for(struct mllog *l, const char *dir, const char *run_id, int append)
+{
     memset(l, 0, sizeof *l);
     if (!dir || !*dir || strcmp(dir, "none") == 0) return TB_OK;
     if (snprintf(l->path, sizeof l->path, "%s/%s.log", dir, run_id) >= (int)sizeof l->path)
         return tb_error_set(TB_EIO, "--mllog: path %s/%s.log is too long", dir, run_id);
     if (make_dirs(dir) != 0)
         return tb_error_set(TB_EIO, "--mllog: cannot create directory %s: %s", dir, strerror(errno));
-    l->f = fopen(l->path, "w");
+    l->f = fopen(l->path, append ? "a" : "wx");
+    if (!l->f && errno == EEXIST)
+        return tb_error_set(TB_EIO, "--mllog: %s exists (an earlier run with this run id): not overwritten, no log",
+                            l->path);
     if (!l->f) return tb_error_set(TB_EIO, "--mllog: cannot create %s: %s", l->path, strerror(errno));
     return TB_OK;
 }

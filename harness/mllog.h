@@ -26,10 +26,12 @@ struct mllog {
     char path[640];
 };
 
-/* Opens <dir>/<run_id>.log (creating dir), truncating an old one. dir NULL, "" or "none" disables
- * logging. Returns TB_OK, or TB_EIO (with a message) when the file cannot be created; the log is
- * then disabled. */
+/* Creates <dir>/<run_id>.log (and dir); an existing log is never overwritten: another run's events
+ * would be lost. dir NULL, "" or "none" disables logging. Returns TB_OK, or TB_EIO (with a message)
+ * when the file cannot be created or exists; the log is then disabled. */
 int mllog_open(struct mllog *l, const char *dir, const char *run_id);
+/* mllog_open, but append != 0 continues an existing log (a resumed run with the same run id). */
+int mllog_open_for(struct mllog *l, const char *dir, const char *run_id, int append);
 /* An event's metadata besides "file": a number < 0 (status NULL) is left out. time_ms 0 = now; a
  * time recorded earlier (mllog_now_ms) places an event that happened before the log was opened. */
 struct mllog_meta {

@@ -507,7 +507,8 @@ void log_run_header(struct mllog *lg, struct session *s, int batch, uint64_t see
 
 void open_log(struct mllog *lg, const struct session *s, const char *run_id)
 {
-    if (mllog_open(lg, s->c.mllog_dir, run_id) != TB_OK) fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    if (mllog_open_for(lg, s->c.mllog_dir, run_id, s->c.resume[0] != 0) != TB_OK)
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
 }
 
 /* The scaling figures of a point (inside "figures"): the split of the global batch, speed-up and

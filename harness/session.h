@@ -10,6 +10,7 @@
 #include "run.h"
 
 #include "calibrate.h"
+#include "loss_watch.h"
 #include "json.h"
 #include "machine.h"
 #include "measure.h"
@@ -44,7 +45,7 @@ struct session {
     int32_t *test_y;            /* (test.n) */
     int batch_cap;
     struct stream s;
-    char desc[160];
+    char desc[512];
     char run_base[96];          /* run id, or its stem for plans with several runs */
     struct machine_info mi;
     struct calibration cal;
@@ -58,6 +59,7 @@ struct session {
     float *ck_params, *ck_buffers, *ck_opt; /* checkpoint staging: (n_params), (n_buffers), (spp · n_params) */
     long done_step;             /* session_steps: the last step completed */
     double last_loss;           /* ... and its mean loss (NaN before the first) */
+    struct loss_watch watch;    /* the finite-loss divergence rule of the run's steps */
     /* what backends report per step (mirrored, ipu), summed since the last row: warm-up included */
     double sum_step, sum_compute, sum_allreduce, sum_exchange, sum_idle;
     long n_split;

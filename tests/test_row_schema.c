@@ -147,6 +147,12 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     run(dir, "profile", RB_ARGS("--plan", "throughput", "--profile", "--batch", "8", SHORT), 0);
     run(dir, "trace", RB_ARGS("--plan", "throughput", "--trace", "t.json", "--batch", "8", SHORT), 0);
     run(dir, "mirrored", RB_ARGS("--plan", "throughput", "--backend", "mirrored", "--devices", "2", "--batch", "8", SHORT), 0);
+    /* A final checkpoint that cannot be written (a file-size limit): the row is still written, naming it. */
+    cr_assert_eq(rb_run_with_file_limit(dir, "checkpoint-failed", BASE,
+                                        RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--checkpoint-dir",
+                                                "ck-full"),
+                                        100000),
+                 1);
     run(dir, "diverged", RB_ARGS("--plan", "train", "--optimizer", "sgd", "--lr", "1000", "--batch", "8", "--steps", "50"), 1);
     /* Interrupted: SIGINT once its handler is in place, mid-run. */
     pid_t pid = rb_start(dir, "interrupted", BASE, RB_ARGS("--plan", "train", "--batch", "8", "--steps", "100000000"));
