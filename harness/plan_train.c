@@ -53,7 +53,7 @@ static int train_begin(struct train_run *t)
     if (t->spe <= 0)
         return tb_error_set(TB_EINVAL, "--batch %d is larger than the training set (%d samples)", batch, s->train.n);
     t->total = (c->plan == PLAN_TRAIN && c->steps > 0) ? c->steps : (long)t->epochs * t->spe;
-    const int eval_batch = c->eval_batch > 0 ? c->eval_batch : (batch > 256 ? batch : 256);
+    const int eval_batch = session_eval_batch(s, batch);
     c->run.optim.total_steps = t->total;
     int st = session_backend(s, batch, eval_batch);
     if (st == TB_OK) st = session_reset(s, c->run.seed);

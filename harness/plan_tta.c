@@ -246,7 +246,7 @@ static int tta_begin(struct tta_plan *p)
         return tb_error_set(TB_EINVAL, "--batch %d is larger than the training set (%d samples)", batch, s->train.n);
     p->every = c->eval_every > 0 ? c->eval_every : p->spe;
     p->max_steps = (long)c->max_epochs * p->spe;
-    const int eval_batch = c->eval_batch > 0 ? c->eval_batch : (batch > 256 ? batch : 256);
+    const int eval_batch = session_eval_batch(s, batch);
     c->run.optim.total_steps = p->max_steps;
     int st = session_backend(s, batch, eval_batch);
     if (st != TB_OK) return st;
