@@ -680,7 +680,7 @@ int bench_config_finish(struct bench_config *c)
         return tb_error_set(TB_EINVAL, "--time-budget applies to --plan throughput (this is %s)", pn);
     if (c->time_budget > 0.0 && !c->budget_steps)
         return tb_error_set(TB_EINVAL, "--time-budget chooses the number of timed steps; --steps %ld sets it", c->steps);
-    if (c->time_budget <= 0.0) c->time_budget = 60.0;
+    c->budget_s = c->time_budget > 0.0 ? c->time_budget : 60.0;
     if (c->warmup < 0) c->warmup = 10;
     if (c->repeat < 1) c->repeat = 1;
     if (c->seeds < 1) c->seeds = 1;

@@ -66,14 +66,14 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             while (st == TB_OK && k < c->warmup) {
                 k++;
                 st = session_steps(s, k, k, &rec, &pr, k - 1, t0, (long)(k - 1) * batch);
-                if (k >= 2 && tb_now_s() - t0 >= c->time_budget / 4.0) break;
+                if (k >= 2 && tb_now_s() - t0 >= c->budget_s / 4.0) break;
             }
             if (st != TB_OK) {
                 t_steps += tb_now_s() - t0;
                 break;
             }
             const double t_step = rec.times[k - 1];
-            double fit = floor(c->time_budget / ((double)c->repeat * (t_step > 1e-9 ? t_step : 1e-9)));
+            double fit = floor(c->budget_s / ((double)c->repeat * (t_step > 1e-9 ? t_step : 1e-9)));
             c->warmup = k;
             c->steps = fit > 100.0 ? 100 : fit < 2.0 ? 2 : (long)fit;
             per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;
@@ -83,7 +83,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             if (!c->quiet && !c->compact) {
                 char msg[160];
                 snprintf(msg, sizeof msg, "budget %.0f s: %d warm-up + %ld timed step%s at ~%.3g s/step (--steps, "
-                         "--warmup or --time-budget to set)", c->time_budget, c->warmup, c->steps,
+                         "--warmup or --time-budget to set)", c->budget_s, c->warmup, c->steps,
                          c->steps == 1 ? "" : "s", t_step);
                 fprintf(stderr, "bench: %s\n", msg);
             }
@@ -136,7 +136,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         write_efficiency(s, &b, batch, tp.images_per_s);
         write_repeats(&b, rep, c->repeat);
         json_key_int(&b, "warmup_steps", c->warmup);
-        if (budget) json_key_double(&b, "time_budget_s", c->time_budget);
+        if (budget) json_key_double(&b, "time_budget_s", c->budget_s);
         json_key_double(&b, "final_loss", final_loss);
         write_scaling(&b, s, sb, batch, tp.images_per_s);
         write_layer_times(s, &b, per * c->repeat);

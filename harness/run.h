@@ -58,8 +58,10 @@ struct bench_config {
     int eval;               /* evaluate on the test set at the end of a training run (default 1) */
     /* plans */
     int warmup;             /* untimed steps before timing (default 10) */
-    double time_budget;     /* throughput: seconds the timed steps may take when --steps is not given (default 60) */
-    int budget_steps, budget_warmup; /* set by bench_config_finish: the steps / warm-up follow time_budget */
+    double time_budget;     /* --time-budget: seconds the timed steps may take without --steps (0 = default) */
+    /* set by bench_config_finish: the steps / warm-up follow budget_s, the budget in force (default 60) */
+    int budget_steps, budget_warmup;
+    double budget_s;
     int repeat;             /* throughput / scaling / inference: measurements (default 1) */
     double target;          /* tta: accuracy to reach; 0 = the workload's tta_target */
     long eval_every;        /* tta: evaluate every this many steps; 0 = every epoch */
