@@ -81,7 +81,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_str(b, "dataset", s->train.name);
     json_key_str(b, "data_source", s->train.source);
     json_key_int(b, "train_samples", s->train.n);
-    json_key_int(b, "eval_samples", s->test.n);
+    json_key_int(b, "eval_samples", session_eval_samples(s));
     json_key_int(b, "batch", batch);
     json_key_int(b, "local_batch", local);
     json_key_int(b, "replicas_total", replicas);
@@ -484,7 +484,7 @@ void log_run_header(struct mllog *lg, const struct session *s, int batch, uint64
     mllog_point_str(lg, "opt_name", optim_name(s->c.run.optim.kind));
     mllog_point_num(lg, "opt_base_learning_rate", float_text(s->c.run.optim.lr));
     mllog_point_int(lg, "train_samples", s->train.n);
-    mllog_point_int(lg, "eval_samples", s->test.n);
+    mllog_point_int(lg, "eval_samples", session_eval_samples(s));
     mllog_event(lg, MLLOG_END, "init_stop", "null", -1, NULL);
 }
 

@@ -504,6 +504,13 @@ Test(cli, eval_batch_clamped_to_the_test_set)
     cr_assert_eq(d.n, 1);
     cr_assert_leq(d.eval_samples, 1000, "a synthetic run's default test set");
     cr_assert_leq(d.eval_batch, d.eval_samples);
+    /* --steps N evaluates max(1,000, N × batch) test samples, not the whole set. */
+    struct row_check e = {0};
+    run_for_rows(ARGS("--data", "synthetic", "--synthetic-samples", "256,2000", "--steps", "1", "--batch", "8",
+                      "--mllog", "none"),
+                 &e);
+    cr_assert_eq(e.eval_samples, 1000);
+    cr_assert(strstr(e.err, "evaluating the first 1000 of the 2000 test samples") != NULL, "%s", e.err);
 }
 
 /* Issue 27 item 1b: without --steps the throughput plan's length comes from --time-budget (at least 2

@@ -93,14 +93,20 @@ static void small_tta(struct bench_config *c, const char *target, const char *se
     th_bench_quiet(c, 1024, 256);
 }
 
-Test(harness_tta, plan_reaches_a_target_and_logs_it, .init = th_setup, .fini = th_teardown, .timeout = 60)
+/* Runs small_tta to 50 % with `seeds` seeds, at most 5 epochs, and reads its rows into r. */
+static void run_small_tta(const char *seeds, struct rows_seen *r)
 {
     struct bench_config c;
-    small_tta(&c, "0.5", "3", "5");
+    small_tta(&c, "0.5", seeds, "5");
     cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     char p[192];
+    cr_assert_eq(results_read_rows(th_path(p, sizeof p, "rows.jsonl"), on_row, r), TB_OK);
+}
+
+Test(harness_tta, plan_reaches_a_target_and_logs_it, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
     struct rows_seen r = {0};
-    cr_assert_eq(results_read_rows(th_path(p, sizeof p, "rows.jsonl"), on_row, &r), TB_OK);
+    run_small_tta("3", &r);
     cr_assert_eq(r.n, 1);
     cr_assert_str_eq(r.kind, "tta");
     cr_assert_eq(r.runs, 3);
@@ -128,12 +134,8 @@ Test(harness_tta, plan_reaches_a_target_and_logs_it, .init = th_setup, .fini = t
  * steps on a shared machine. Each run's row now carries the overall rate and the step-time tail. */
 Test(harness_tta, row_shows_the_overall_rate_and_step_tail, .init = th_setup, .fini = th_teardown, .timeout = 60)
 {
-    struct bench_config c;
-    small_tta(&c, "0.5", "1", "5");
-    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
-    char p[192];
     struct rows_seen r = {0};
-    cr_assert_eq(results_read_rows(th_path(p, sizeof p, "rows.jsonl"), on_row, &r), TB_OK);
+    run_small_tta("1", &r);
     cr_assert_eq(r.n, 1);
     cr_assert(r.ips0 > 0.0 && r.median0 > 0.0, "overall %g, median %g images/s", r.ips0, r.median0);
     cr_assert(r.step_med0 > 0.0 && r.step_p99_0 >= r.step_med0, "step median %g s, p99 %g s", r.step_med0,
