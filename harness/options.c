@@ -679,7 +679,8 @@ int bench_config_finish(struct bench_config *c)
     if (c->time_budget > 0.0 && p != PLAN_THROUGHPUT)
         return tb_error_set(TB_EINVAL, "--time-budget applies to --plan throughput (this is %s)", pn);
     if (c->time_budget > 0.0 && !c->budget_steps)
-        return tb_error_set(TB_EINVAL, "--time-budget chooses the number of timed steps; --steps %ld sets it", c->steps);
+        return tb_error_set(TB_EINVAL, "--time-budget chooses the number of timed steps; --steps %ld sets it",
+                            c->steps);
     c->budget_s = c->time_budget > 0.0 ? c->time_budget : 60.0;
     if (c->warmup < 0) c->warmup = 10;
     if (c->repeat < 1) c->repeat = 1;
@@ -706,7 +707,9 @@ int bench_config_finish(struct bench_config *c)
         }
     }
     if (c->trace[0]) {
-        const long known = p == PLAN_THROUGHPUT && !c->budget_steps ? c->warmup + c->steps : p == PLAN_TRAIN ? c->steps : 0;
+        const long known = p == PLAN_THROUGHPUT && !c->budget_steps ? c->warmup + c->steps
+                           : p == PLAN_TRAIN                         ? c->steps
+                                                                     : 0;
         if (known > 0 && c->trace_step > known)
             return tb_error_set(TB_EINVAL, "--trace-step %ld: the run has %ld steps", c->trace_step, known);
         c->run.profile = 1;

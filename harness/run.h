@@ -3,7 +3,8 @@
  * Plans (--plan):
  *   train       the training run: --epochs/--steps steps over the data, then the test accuracy
  *               (what `bench --epochs 5` and `bench --steps N` mean; chosen automatically then)
- *   throughput  --warmup untimed steps, then --steps timed steps, --repeat times; images/s as median,
+ *   throughput  --warmup untimed steps, then --steps timed steps (without --steps: as many as --time-budget
+ *               holds at the warm-up's step time), --repeat times; images/s as median,
  *               mean ± standard error and 1.4826·MAD jitter over the timed steps (the default plan;
  *               synthetic data unless --data is given, as tf_cnn_benchmarks does)
  *   tta         train until the test accuracy reaches --target; --seeds runs, olympic mean

@@ -87,12 +87,13 @@ static int native_shape(const struct session *s, int *h, int *w, int *ch, double
 }
 
 /* The default batch of a throughput run (no --batch): the workload's, lowered (by halves, not below 8)
- * until a step is about FLOP_STEP_BUDGET FLOPs, so the headline `bench --workload effnet-b4` times
- * steps of seconds, not a minute (batch 128 at 380×380 is ~56 s a step on two cores). The budget
- * assumes ~10 GFLOP/s a core, deliberately low: a step shorter than planned only means more of them. */
+ * until a step is about 5 s of counted FLOPs at ~10 GFLOP/s a core, so the headline `bench --workload
+ * effnet-b4` times steps of seconds, not a minute (batch 128 at 380×380 is ~56 s a step on two cores).
+ * The rate is an assumption, not a measurement: a step shorter than planned only means more of them. */
 static int throughput_default_batch(const struct session *s, double train_flops)
 {
-    const double flop_step_budget = 5.0 * 10e9 * (double)(sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const double flop_step_budget = 5.0 * 10e9 * (double)(cores > 0 ? cores : 1);
     int b = s->w->batch;
     while (b > 8 && (double)b * train_flops > flop_step_budget) b /= 2;
     return b;
@@ -143,8 +144,8 @@ static int load_data(struct session *s)
         }
         /* Generating costs ~30 ns a pixel: say so before a wait of seconds (a piped run is otherwise silent). */
         if (!c->quiet && !c->compact && (double)(n_train + n_test) * (double)per > 16e6)
-            fprintf(stderr, "bench: %s %s/%s: generating %d + %d synthetic %dx%dx%d samples\n", bench_plan_name(c->plan),
-                    c->backend, w->name, n_train, n_test, h, wd, ch);
+            fprintf(stderr, "bench: %s %s/%s: generating %d + %d synthetic %dx%dx%d samples\n",
+                    bench_plan_name(c->plan), c->backend, w->name, n_train, n_test, h, wd, ch);
         if ((st = dataset_synthetic(n_train, h, wd, ch, classes, c->run.seed, 1, &s->train)) != TB_OK) return st;
         return dataset_synthetic(n_test, h, wd, ch, classes, c->run.seed, 0, &s->test);
     }
@@ -341,10 +342,10 @@ int session_eval_samples(const struct session *s)
 int session_eval_batch(struct session *s, int batch)
 {
     const int req = s->c.eval_batch;
-    const int eb = eval_batch_choose(&s->m, batch, req, session_eval_samples(s), optim_state_per_param(s->c.run.optim.kind),
-                                     arena_mem_available());
-    if (req > 0 && eb < req && s->primary_note_done == 0 && !s->c.quiet) {
-        s->primary_note_done = 1;
+    const int eb = eval_batch_choose(&s->m, batch, req, session_eval_samples(s),
+                                     optim_state_per_param(s->c.run.optim.kind), arena_mem_available());
+    if (req > 0 && eb < req && s->eval_note_done == 0 && !s->c.quiet) {
+        s->eval_note_done = 1;
         fprintf(stderr, "bench: note: --eval-batch %d: evaluating in batches of %d (%s)\n", req, eb,
                 eb == session_eval_samples(s) ? "the samples evaluated" : "what fits in memory");
     }

@@ -40,7 +40,7 @@ struct session {
     struct backend be;
     int be_batch, be_eval_batch;/* what be was prepared for; 0 = none */
     int eval_n;                 /* samples session_evaluate uses (the first of the test set); 0 = all */
-    int primary_note_done;      /* the --eval-batch clamp was announced (once a session) */
+    int eval_note_done;      /* the --eval-batch clamp was announced (once a session) */
     int batch_lowered;          /* throughput without --batch: the workload's batch lowered (see session.c) */
     uint8_t *bx;                /* (batch_cap, H, W, C) */
     int32_t *by;                /* (batch_cap) */
