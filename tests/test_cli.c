@@ -5,7 +5,10 @@
  * --version and --list exit 0; a runtime failure (empty data directory, corrupt gzip file) exits 1
  * and appends no result row; a tiny synthetic run exits 0 and appends exactly one valid JSON row. An
  * option only other backends take, and a --device not built in, are usage errors; --list shows the
- * devices and each backend's options; a row records config.device.
+ * devices and each backend's options; a row records config.device. The first hour (issue 27): --describe
+ * stays under 1 GiB (the child's getrusage), synthetic data come at the model's shape, evaluation is
+ * sized to the test set and the steps, the throughput plan's length follows --time-budget and says so,
+ * and the ipu backend says the split it chose.
  * Each child runs in its own temp directory so a stray default results file cannot land in the tree.
  */
 #include "test_util.h"
