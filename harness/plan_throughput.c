@@ -27,18 +27,8 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     if (budget && c->budget_warmup) c->warmup = 10;
     long per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;
     c->run.optim.total_steps = per;
-    if (!c->quiet && !c->compact) {
-        char what[128] = "";
-        if (s->batch_lowered)
-            snprintf(what, sizeof what, " (lowered from the workload's %d so a step takes seconds; --batch to set)",
-                     s->w->batch);
-        fprintf(stderr, "bench: throughput %s/%s, batch %d%s: preparing the backend\n", c->backend, s->w->name, batch,
-                what);
-    }
     int st = session_backend(s, batch, batch);
     if (st != TB_OK) return st;
-    if (!c->quiet && !c->compact && s->split_accum > 0)
-        fprintf(stderr, "bench: %s\n", s->desc);
     struct step_record rec;
     st = step_record_init(&rec, per);
     double *all = NULL, *rep = calloc((size_t)c->repeat, sizeof *rep);

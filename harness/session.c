@@ -266,6 +266,17 @@ int session_backend(struct session *s, int batch, int eval_batch)
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
+    /* Preparing can take a while (the ipu backend times every layer to balance its stages): a first line
+     * before it, so that a piped run is not silent. */
+    const int talk = !s->c.quiet && !s->c.compact;
+    if (talk) {
+        char what[128] = "";
+        if (s->batch_lowered && batch == s->c.run.batch)
+            snprintf(what, sizeof what, " (lowered from the workload's %d so a step takes seconds; --batch to set)",
+                     s->w->batch);
+        fprintf(stderr, "bench: %s %s/%s, batch %d%s: preparing the backend\n", bench_plan_name(s->c.plan),
+                s->c.backend, s->w->name, batch, what);
+    }
     struct run_config rc = s->c.run;
     rc.batch = batch;
     rc.eval_batch = eval_batch;
@@ -279,6 +290,8 @@ int session_backend(struct session *s, int batch, int eval_batch)
     s->split_replicas = s->split_accum = 0;
     if (backend_pipeline_report(&s->be, &pr) == TB_OK) s->split_replicas = pr.replicas, s->split_accum = pr.ga;
     tb_error_clear();
+    /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
+    if (talk && s->split_accum > 0) fprintf(stderr, "bench: %s\n", s->desc);
     /* Under MPI every rank runs the plan; only rank 0 speaks and writes. */
     s->primary = backend_is_primary(&s->be);
     if (!s->primary) {
