@@ -471,6 +471,11 @@ Test(cli, describe_allocates_no_activations)
     cr_assert(strstr(p.out, "total: ") != NULL, "no table: %s", p.out);
     cr_assert_lt(p.maxrss_kb, 1L << 20, "--describe peaked at %ld KiB (limit 1 GiB)", p.maxrss_kb);
     proc_free(&p);
+    /* One that fits (B7 at 600 is refused before allocating): a prepared backend held 2.3 GB here. */
+    run_bench(ARGS("--describe", "--workload", "effnet-b0-g16", "--batch", "16"), &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert_lt(p.maxrss_kb, 1L << 20, "--describe peaked at %ld KiB (limit 1 GiB)", p.maxrss_kb);
+    proc_free(&p);
 }
 
 /* Issue 27 item 2: synthetic data come at the shape the model takes (EfficientNet: res×res×3), so the
