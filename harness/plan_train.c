@@ -215,6 +215,12 @@ static int train_evaluate(struct train_run *t, int st)
     t->evaluated = c->eval || t->sb;
     if (st == TB_OK && t->evaluated) {
         mllog_event(&t->lg, MLLOG_START, "eval_start", "null", t->epochs, NULL);
+        if (!c->quiet && !c->compact) {
+            /* Evaluating hundreds of large images takes minutes: not in silence. */
+            char msg[64];
+            snprintf(msg, sizeof msg, "evaluating %d test samples", session_eval_samples(s));
+            progress_note(&t->pr, msg);
+        }
         st = session_evaluate(s, &t->acc, &t->loss, &t->eval_time);
         if (st == TB_OK) {
             char v[40];

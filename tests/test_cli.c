@@ -519,6 +519,7 @@ Test(cli, eval_batch_clamped_to_the_test_set)
                  &e);
     cr_assert_eq(e.eval_samples, 1000);
     cr_assert(strstr(e.err, "evaluating the first 1000 of the 2000 test samples") != NULL, "%s", e.err);
+    cr_assert(strstr(e.err, ": evaluating 1000 test samples") != NULL, "no line before evaluating: %s", e.err);
 }
 
 /* Issue 27 item 1b: without --steps the throughput plan's length comes from --time-budget (at least 2
