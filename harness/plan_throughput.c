@@ -42,7 +42,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     if (sb) snprintf(extra, sizeof extra, " b%d", batch);
     progress_label(s, label, sizeof label, extra);
     struct progress pr;
-    progress_init(&pr, per * c->repeat, label);
+    progress_init(&pr, budget ? 0 : per * c->repeat, label); /* a budgeted length is known after the warm-up */
     double final_loss = NAN, t_steps = 0.0;
     long steps_before = 0; /* steps of the finished repeats */
     if (st == TB_OK) profile_begin(s);
