@@ -1354,7 +1354,17 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
         tpool_barrier_init(&c->bar[s], R, c->D);
         if ((st = ipu_stage_model_init(&c->stage[s], m, p->l0[s], p->l0[s + 1])) != TB_OK) goto fail;
     }
-    if ((st = check_fits(c, devices_bytes(c), "the devices")) != TB_OK) goto fail;
+    if ((st = check_fits(c, devices_bytes(c), "the devices")) != TB_OK && !p->recompute && !cfg->micro_batch &&
+        !cfg->ga) {
+        /* Nothing about the split was asked for: recomputation (same bits, a forward more) is ours to
+         * choose too when the devices would not fit without it; the description says so. Only an
+         * explicit choice that cannot fit is refused. */
+        tb_error_clear();
+        p->recompute = 1;
+        c->segmented = 1;
+        st = check_fits(c, devices_bytes(c), "the devices (with recomputation)");
+    }
+    if (st != TB_OK) goto fail;
     /* The exchange: per replica, one activation and (when any crossing tensor needs one) one gradient
      * queue per boundary. */
     const size_t eb = ipu_prec_bytes(p->prec);

@@ -1,6 +1,7 @@
 /* ipu_plan.c — configuration, split points, schedules and stage plans for the ipu backend. */
 #include "ipu_plan.h"
 
+#include "arena.h"
 #include "exec.h"
 #include "layout.h"
 #include "status.h"
@@ -109,7 +110,10 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
          * a third of the machine's memory (it is shared): about three copies of the whole model's
          * activations for B samples (the slots stages hold in flight plus their gradients, or the tuning
          * instance at prepare). */
-        const double budget = ipu_plan_memory_bytes() / 3.0;
+        double budget = ipu_plan_memory_bytes() / 3.0;
+        /* ... and in what is available now, when other processes hold more than two thirds of it. */
+        const double avail = arena_mem_available();
+        if (avail > 0.0 && 0.9 * avail < budget) budget = 0.9 * avail;
         const double per_sample = 3.0 * 4.0 * (double)m->unit_floats * (double)R;
         for (int g = gmin; g <= per; g += unit) {
             if (per % g) continue;

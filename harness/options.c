@@ -30,8 +30,10 @@ static const struct bench_option options[] = {
     {"epochs", 1, "E", "train: epochs (workload default); scaling: train each point E epochs", 0},
     {"steps-per-epoch", 1, "S", "steps per epoch (default: one pass over the training set)", 0},
     {"steps", 1, "N", "train: total steps (overrides --epochs); throughput, scaling, inference: timed\n"
-                      "steps per measurement (default 100)", 0},
-    {"warmup", 1, "N", "untimed steps before timing (default 10)", 0},
+                      "steps per measurement (default 100; throughput: from --time-budget)", 0},
+    {"warmup", 1, "N", "untimed steps before timing (default 10; throughput: up to 10, from --time-budget)", 0},
+    {"time-budget", 1, "SECONDS", "throughput without --steps: time the timed steps may take, measured on the\n"
+                                  "warm-up steps (default 60; at most 100 steps, at least 2)", 0},
     {"repeat", 1, "N", "throughput, scaling, inference: repeat the whole measurement N times (default 1)", 0},
     {"target", 1, "ACC", "tta: test accuracy to reach, in (0,1] (default: the workload's)", 0},
     {"eval-every", 1, "STEPS", "tta: evaluate every STEPS steps (default: every epoch)", 0},
@@ -104,13 +106,13 @@ static const struct bench_option options[] = {
     {"checkpoint-every", 1, "N", "train, tta: also checkpoint every N steps (needs --checkpoint-dir or --resume)", 0},
     {"resume", 1, "DIR", "train, tta: continue from the newest checkpoint in DIR (same configuration; keeps\n"
                          "checkpointing there unless --checkpoint-dir says otherwise)", 0},
-    {"synthetic-samples", 1, "N[,M]", "--data synthetic: N training (and M test) samples (default 60000,10000\n"
+    {"synthetic-samples", 1, "N[,M]", "--data synthetic: N training (and M test) samples (default 60000,1000\n"
                                       "to train, fewer to time)", 1},
     {"out", 1, "FILE", "append result rows here (default results/results.jsonl)", 0},
     {"mllog", 1, "DIR|none", "MLPerf-style event logs <DIR>/<run id>.log (default: mllog/ beside --out)", 0},
     {"calibration", 1, "FILE", "machine ceilings for GFLOP/s shares (default " "results/calibration.json)", 0},
     {"run-id", 1, "ID", "name of this run in rows and logs (default: generated)", 0},
-    {"quiet", 0, NULL, "no summary on stdout", 0},
+    {"quiet", 0, NULL, "no summary on stdout, no progress on stderr (warnings and errors only)", 0},
 };
 
 _Static_assert(sizeof options / sizeof *options <= BENCH_MAX_OPTIONS, "bench_config.given has a flag per option");
@@ -294,6 +296,7 @@ static int set_plan_option(struct bench_config *c, const char *name, const char 
     if (IS("steps-per-epoch")) return get_long(name, v, 1, 1L << 40, &c->steps_per_epoch);
     if (IS("steps")) return get_long(name, v, 1, 1L << 40, &c->steps);
     if (IS("warmup")) return get_int(name, v, 0, 1000000, &c->warmup);
+    if (IS("time-budget")) return get_double(name, v, 0.001, 1e7, 0, &c->time_budget);
     if (IS("repeat")) return get_int(name, v, 1, 1000, &c->repeat);
     if (IS("target")) {
         double t = 0.0;
@@ -681,6 +684,16 @@ int bench_config_finish(struct bench_config *c)
         return tb_error_set(TB_EINVAL, "--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR)");
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
 
+    /* The throughput plan's length follows --time-budget unless --steps says it (plan_throughput.c):
+     * its warm-up is then up to 10 steps, cut short when slow steps would spend the budget on it. */
+    c->budget_steps = p == PLAN_THROUGHPUT && c->steps <= 0;
+    c->budget_warmup = c->budget_steps && c->warmup < 0;
+    if (c->time_budget > 0.0 && p != PLAN_THROUGHPUT)
+        return tb_error_set(TB_EINVAL, "--time-budget applies to --plan throughput (this is %s)", pn);
+    if (c->time_budget > 0.0 && !c->budget_steps)
+        return tb_error_set(TB_EINVAL, "--time-budget chooses the number of timed steps; --steps %ld sets it",
+                            c->steps);
+    c->budget_s = c->time_budget > 0.0 ? c->time_budget : 60.0;
     if (c->warmup < 0) c->warmup = 10;
     if (c->repeat < 1) c->repeat = 1;
     if (c->seeds < 1) c->seeds = 1;
@@ -706,7 +719,9 @@ int bench_config_finish(struct bench_config *c)
         }
     }
     if (c->trace[0]) {
-        const long known = p == PLAN_THROUGHPUT ? c->warmup + c->steps : p == PLAN_TRAIN ? c->steps : 0;
+        const long known = p == PLAN_THROUGHPUT && !c->budget_steps ? c->warmup + c->steps
+                           : p == PLAN_TRAIN                         ? c->steps
+                                                                     : 0;
         if (known > 0 && c->trace_step > known)
             return tb_error_set(TB_EINVAL, "--trace-step %ld: the run has %ld steps", c->trace_step, known);
         c->run.profile = 1;

@@ -35,6 +35,7 @@ int plan_inference(struct session *s)
     progress_label(s, label, sizeof label, NULL);
     struct progress pr;
     progress_init(&pr, per * (c->repeat + 1), label);
+    if (s->c.quiet) progress_silence(&pr);
     const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
     const long n_batches = s->test.n / batch;
     long done_calls = 0;

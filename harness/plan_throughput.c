@@ -22,14 +22,18 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
                        struct point_result *res)
 {
     struct bench_config *c = &s->c;
-    const long per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;
+    /* --time-budget (no --steps, and no scaling point): up to 10 warm-up steps, fewer once they have
+     * used a quarter of the budget (at least 2: the first pays first-touch and autotuning), then as many
+     * timed steps as the budget holds at the last warm-up step's time, 2 to 100. */
+    const int budget = c->budget_steps && !sb;
+    if (budget && c->budget_warmup) c->warmup = 10;
+    long per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;
     c->run.optim.total_steps = per;
     int st = session_backend(s, batch, batch);
     if (st != TB_OK) return st;
-    double *all = malloc((size_t)n_timed * sizeof *all), *rep = calloc((size_t)c->repeat, sizeof *rep);
     struct step_record rec;
     st = step_record_init(&rec, per);
-    if (st == TB_OK && (!all || !rep)) st = tb_error_set(TB_ENOMEM, "out of memory for %ld step times", n_timed);
+    double *all = NULL, *rep = calloc((size_t)c->repeat, sizeof *rep);
     struct mllog lg = {0};
     if (st == TB_OK) {
         open_log(&lg, s, run_id);
@@ -40,7 +44,8 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     if (sb) snprintf(extra, sizeof extra, " b%d", batch);
     progress_label(s, label, sizeof label, extra);
     struct progress pr;
-    progress_init(&pr, per * c->repeat, label);
+    progress_init(&pr, budget ? 0 : per * c->repeat, label); /* a budgeted length is known after the warm-up */
+    if (s->c.quiet) progress_silence(&pr);
     double final_loss = NAN, t_steps = 0.0;
     long steps_before = 0; /* steps of the finished repeats */
     if (st == TB_OK) profile_begin(s);
@@ -48,7 +53,44 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         if ((st = session_reset(s, c->run.seed)) != TB_OK) break;
         perfctl_enable(); /* perf --control (perfctl.h): samples only the steps, not the set-up */
         const double t0 = tb_now_s();
-        st = session_steps(s, 1, per, &rec, &pr, (long)r * per, t0, 0);
+        long first = 1;
+        if (budget && r == 0) {
+            /* The warm-up, a step at a time, measures how long a step takes. */
+            int k = 0;
+            while (st == TB_OK && k < c->warmup) {
+                k++;
+                st = session_steps(s, k, k, &rec, &pr, k - 1, t0, (long)(k - 1) * batch);
+                if (k >= 2 && tb_now_s() - t0 >= c->budget_s / 4.0) break;
+            }
+            if (st != TB_OK) {
+                t_steps += tb_now_s() - t0;
+                break;
+            }
+            const double t_step = rec.times[k - 1];
+            double fit = floor(c->budget_s / ((double)c->repeat * (t_step > 1e-9 ? t_step : 1e-9)));
+            c->warmup = k;
+            c->steps = fit > 100.0 ? 100 : fit < 2.0 ? 2 : (long)fit;
+            per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;
+            /* rec holds 10 + 100 steps, the most this can choose; the backend's schedule length stays the
+             * 110 it was prepared with (a decaying schedule decays a little less: untimed either way). */
+            pr.total_steps = per * c->repeat;
+            if (!c->quiet && !c->compact) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "budget %.0f s: %d warm-up + %ld timed step%s at ~%.3g s/step (--steps, "
+                         "--warmup or --time-budget to set)", c->budget_s, c->warmup, c->steps,
+                         c->steps == 1 ? "" : "s", t_step);
+                fprintf(stderr, "bench: %s\n", msg);
+            }
+            first = k + 1;
+        }
+        if (!all) {
+            all = malloc((size_t)n_timed * sizeof *all);
+            if (!all || !rep) {
+                st = tb_error_set(TB_ENOMEM, "out of memory for %ld step times", n_timed);
+                break;
+            }
+        }
+        st = session_steps(s, first, per, &rec, &pr, (long)r * per + first - 1, t0, (first - 1) * (long)batch);
         t_steps += tb_now_s() - t0;
         perfctl_disable();
         if (st != TB_OK) break;
@@ -89,6 +131,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         write_efficiency(s, &b, batch, tp.images_per_s);
         write_repeats(&b, rep, c->repeat);
         json_key_int(&b, "warmup_steps", c->warmup);
+        if (budget) json_key_double(&b, "time_budget_s", c->budget_s);
         json_key_double(&b, "final_loss", final_loss);
         write_scaling(&b, s, sb, batch, tp.images_per_s);
         write_layer_times(s, &b, per * c->repeat);

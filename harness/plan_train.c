@@ -57,7 +57,19 @@ static int train_begin(struct train_run *t)
     if (t->spe <= 0)
         return tb_error_set(TB_EINVAL, "--batch %d is larger than the training set (%d samples)", batch, s->train.n);
     t->total = (c->plan == PLAN_TRAIN && c->steps > 0) ? c->steps : (long)t->epochs * t->spe;
-    const int eval_batch = c->eval_batch > 0 ? c->eval_batch : (batch > 256 ? batch : 256);
+    if (c->plan == PLAN_TRAIN && c->steps > 0 && !t->sb && c->eval) {
+        /* A run of --steps N evaluates in proportion to what it trained: the first max(1,000, N × batch)
+         * test samples, so `--steps 1` on effnet-b4 does not spend an hour on 10,000 380×380 images; a
+         * run of whole epochs (the benchmark) evaluates the whole test set. */
+        const long n = t->total * (long)batch > 1000 ? t->total * (long)batch : 1000;
+        if (n < s->test.n) {
+            s->eval_n = (int)n;
+            if (!c->quiet && !c->compact)
+                fprintf(stderr, "bench: --steps %ld: evaluating the first %ld of the %d test samples (train by "
+                                "--epochs for the whole set)\n", c->steps, n, s->test.n);
+        }
+    }
+    const int eval_batch = session_eval_batch(s, batch);
     c->run.optim.total_steps = t->total;
     int st = session_backend(s, batch, eval_batch);
     if (st == TB_OK) st = session_reset(s, c->run.seed);
@@ -88,6 +100,7 @@ static int train_begin(struct train_run *t)
     if (t->sb) snprintf(extra, sizeof extra, " b%d", batch);
     progress_label(s, label, sizeof label, extra);
     progress_init(&t->pr, t->total, label);
+    if (s->c.quiet) progress_silence(&t->pr);
     profile_begin(s);
     return TB_OK;
 }
@@ -220,6 +233,12 @@ static int train_evaluate(struct train_run *t, int st)
         /* MLPerf's eval events carry the epoch and the samples trained so far. */
         const struct mllog_meta m = {(t->step + t->spe - 1) / t->spe, (long long)t->step * t->batch, NULL, 0};
         mllog_event_meta(&t->lg, MLLOG_START, "eval_start", "null", &m);
+        if (!c->quiet && !c->compact) {
+            /* Evaluating hundreds of large images takes minutes: not in silence. */
+            char msg[64];
+            snprintf(msg, sizeof msg, "evaluating %d test samples", session_eval_samples(s));
+            progress_note(&t->pr, msg);
+        }
         st = session_evaluate(s, &t->acc, &t->loss, &t->eval_time);
         if (st == TB_OK) {
             char v[40];
@@ -322,8 +341,8 @@ static void train_print(const struct train_run *t)
             printf("  loss        %.4f at step %ld, %.4f mean of the last %ld steps\n", t->first_loss, t->start + 1,
                    t->final_loss, t->window);
         if (t->evaluated)
-            printf("  test        accuracy %.2f %% on %d images, loss %.4f (%.2f s)\n", 100.0 * t->acc, s->test.n,
-                   t->loss, t->eval_time);
+            printf("  test        accuracy %.2f %% on %d images, loss %.4f (%.2f s)\n", 100.0 * t->acc,
+                   session_eval_samples(s), t->loss, t->eval_time);
         if (t->ckpt)
             printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n",
                    t->ckpt_path[0] ? t->ckpt_path : "none", t->n_ckpt, t->ckpt_time);

@@ -10,37 +10,43 @@
 #include <unistd.h>
 
 #define PROGRESS_PERIOD_S 0.125 /* at most ~8 redraws a second */
+#define PROGRESS_PLAIN_PERIOD_S 5.0 /* a plain line every few seconds: a log shows life, not a flood */
 
-/* -1 automatic, 0 forced off, 1 forced on. Set by tests before progress_init; not for threads. */
+/* -1 automatic, 0 forced off, 1 forced on (redrawn line), 2 forced plain lines. Set by tests before
+ * progress_init; not for threads. */
 static int progress_override = -1;
 
 void progress_force(int on)
 {
-    progress_override = on < 0 ? -1 : on != 0;
+    progress_override = on < 0 ? -1 : on > 2 ? 1 : on;
 }
 
-static int progress_auto_enabled(void)
+/* A terminal gets the redrawn line; anything else (a pipe, a log file, CI) plain lines every few seconds,
+ * so a long run piped to tee or a file still shows it is alive. */
+static int progress_auto_mode(void)
 {
     if (!isatty(STDERR_FILENO))
-        return 0;
+        return PROGRESS_PLAIN;
     if (getenv("CI"))
-        return 0;
+        return PROGRESS_PLAIN;
     const char *term = getenv("TERM");
     if (term && strcmp(term, "dumb") == 0)
-        return 0;
-    return 1;
+        return PROGRESS_PLAIN;
+    return PROGRESS_TTY;
 }
 
 void progress_init(struct progress *p, long total_steps, const char *label)
 {
     memset(p, 0, sizeof *p);
-    p->enabled = progress_override >= 0 ? progress_override : progress_auto_enabled();
+    p->enabled = progress_override >= 0 ? progress_override : progress_auto_mode();
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total_steps = total_steps;
     p->check_every = 1;
     p->t_start = tb_now_s();
     p->t_last_check = p->t_start;
 }
+
+void progress_silence(struct progress *p) { p->enabled = 0; }
 
 /* "12,345" — thousands separators make throughput readable at a glance. */
 static void format_grouped(double v, char *out, size_t size)
@@ -72,7 +78,8 @@ static void format_duration(double s, char *out, size_t size)
 static void progress_draw(struct progress *p, long step, double loss, double images_per_s, double now)
 {
     char line[256], num[32], eta[32];
-    int n = snprintf(line, sizeof line, "\r%s step %ld", p->label, step);
+    const int plain = p->enabled == PROGRESS_PLAIN;
+    int n = snprintf(line, sizeof line, "%s%s step %ld", plain ? "" : "\r", p->label, step);
     if (p->total_steps > 0)
         n += snprintf(line + n, sizeof line - (size_t)n, "/%ld", p->total_steps);
     n += snprintf(line + n, sizeof line - (size_t)n, "  loss %.4f", loss);
@@ -86,8 +93,15 @@ static void progress_draw(struct progress *p, long step, double loss, double ima
         format_duration(eta_s, eta, sizeof eta);
         n += snprintf(line + n, sizeof line - (size_t)n, "  ETA %s", eta);
     }
-    if (n >= (int)sizeof line)
-        n = (int)sizeof line - 1;
+    if (n >= (int)sizeof line - 1)
+        n = (int)sizeof line - 2;
+    if (plain) {
+        line[n++] = '\n';
+        line[n] = '\0';
+        fputs(line, stderr);
+        p->t_last_draw = now;
+        return;
+    }
     int visible = n - 1; /* without the '\r' */
     /* Blank what a longer previous line left behind. */
     int pad = p->last_len - visible;
@@ -122,14 +136,25 @@ void progress_update(struct progress *p, long step, double loss, double images_p
         p->check_every *= 2;
     else if (dt > PROGRESS_PERIOD_S / 2 && p->check_every > 1)
         p->check_every /= 2;
-    if (p->t_last_draw > 0 && now - p->t_last_draw < PROGRESS_PERIOD_S && !last_step)
+    if (p->enabled == PROGRESS_PLAIN) {
+        /* Plain lines: the first after the first step, then every few seconds; not the last step (the
+         * summary follows it). */
+        if (last_step || (p->t_last_draw > 0 && now - p->t_last_draw < PROGRESS_PLAIN_PERIOD_S))
+            return;
+    } else if (p->t_last_draw > 0 && now - p->t_last_draw < PROGRESS_PERIOD_S && !last_step) {
         return;
+    }
     progress_draw(p, step, loss, images_per_s, now);
+}
+
+void progress_note(const struct progress *p, const char *msg)
+{
+    if (p->enabled) fprintf(stderr, "%s%s: %s\n", p->enabled == PROGRESS_TTY ? "\r" : "", p->label, msg);
 }
 
 void progress_finish(struct progress *p)
 {
-    if (!p->enabled || p->last_len == 0)
+    if (p->enabled != PROGRESS_TTY || p->last_len == 0)
         return;
     char blank[256];
     int n = p->last_len < (int)sizeof blank - 3 ? p->last_len : (int)sizeof blank - 3;

@@ -81,7 +81,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_str(b, "dataset", s->train.name);
     json_key_str(b, "data_source", s->train.source);
     json_key_int(b, "train_samples", s->train.n);
-    json_key_int(b, "eval_samples", s->test.n);
+    json_key_int(b, "eval_samples", session_eval_samples(s));
     json_key_int(b, "batch", batch);
     json_key_int(b, "local_batch", local);
     json_key_int(b, "replicas_total", replicas);
@@ -496,7 +496,7 @@ void log_run_header_at(struct mllog *lg, struct session *s, int batch, uint64_t 
     ri.seed = seed;
     ri.optim = &s->c.run.optim;
     ri.steps_per_epoch = spe;
-    ri.train_samples = s->train.n, ri.eval_samples = s->test.n;
+    ri.train_samples = s->train.n, ri.eval_samples = session_eval_samples(s);
     mllog_run_header(lg, &ri);
 }
 

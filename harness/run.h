@@ -3,7 +3,8 @@
  * Plans (--plan):
  *   train       the training run: --epochs/--steps steps over the data, then the test accuracy
  *               (what `bench --epochs 5` and `bench --steps N` mean; chosen automatically then)
- *   throughput  --warmup untimed steps, then --steps timed steps, --repeat times; images/s as median,
+ *   throughput  --warmup untimed steps, then --steps timed steps (without --steps: as many as --time-budget
+ *               holds at the warm-up's step time), --repeat times; images/s as median,
  *               mean ± standard error and 1.4826·MAD jitter over the timed steps (the default plan;
  *               synthetic data unless --data is given, as tf_cnn_benchmarks does)
  *   tta         train until the test accuracy reaches --target; --seeds runs, olympic mean
@@ -61,6 +62,10 @@ struct bench_config {
     int eval;               /* evaluate on the test set at the end of a training run (default 1) */
     /* plans */
     int warmup;             /* untimed steps before timing (default 10) */
+    double time_budget;     /* --time-budget: seconds the timed steps may take without --steps (0 = default) */
+    /* set by bench_config_finish: the steps / warm-up follow budget_s, the budget in force (default 60) */
+    int budget_steps, budget_warmup;
+    double budget_s;
     int repeat;             /* throughput / scaling / inference: measurements (default 1) */
     double target;          /* tta: accuracy to reach; 0 = the workload's tta_target */
     long eval_every;        /* tta: evaluate every this many steps; 0 = every epoch */

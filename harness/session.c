@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "session.h"
 
+#include "arena.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "outputs.h"
@@ -64,6 +65,41 @@ static int max_batch(const struct session *s)
     return b;
 }
 
+/* The sample shape a workload's model takes without resampling: the output of its input layer when that
+ * is an image (EfficientNet: --resolution or the variant's, × 3 channels), found by building the model
+ * once at a placeholder shape (graph metadata only: no weights, no activations). 0 when the input layer
+ * is not an image (mnist-mlp flattens its input) or the build fails (the real build reports that). */
+static int native_shape(const struct session *s, int *h, int *w, int *ch, double *train_flops)
+{
+    struct workload_opts wo = s->c.wopts;
+    wo.in_h = 28, wo.in_w = 28, wo.in_c = 1;
+    if (wo.classes <= 0) wo.classes = 10;
+    struct model m;
+    memset(&m, 0, sizeof m);
+    int ok = 0;
+    if (s->w->build(&m, &wo) == TB_OK && m.n_layers > 0 && m.layers[0].op == OP_INPUT) {
+        const struct tensor *t = &m.tensors[m.layers[0].out];
+        if (t->h > 1 && t->w > 1) *h = t->h, *w = t->w, *ch = t->c, ok = 1;
+        *train_flops = model_train_flops_per_sample(&m);
+    }
+    tb_error_clear();
+    model_free(&m);
+    return ok;
+}
+
+/* The default batch of a throughput run (no --batch): the workload's, lowered (by halves, not below 8)
+ * until a step is about 5 s of counted FLOPs at ~10 GFLOP/s a core, so the headline `bench --workload
+ * effnet-b4` times steps of seconds, not a minute (batch 128 at 380×380 is ~56 s a step on two cores).
+ * The rate is an assumption, not a measurement: a step shorter than planned only means more of them. */
+static int throughput_default_batch(const struct session *s, double train_flops)
+{
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const double flop_step_budget = 5.0 * 10e9 * (double)(cores > 0 ? cores : 1);
+    int b = s->w->batch;
+    while (b > 8 && (double)b * train_flops > flop_step_budget) b /= 2;
+    return b;
+}
+
 static int load_data(struct session *s)
 {
     const struct bench_config *c = &s->c;
@@ -71,26 +107,48 @@ static int load_data(struct session *s)
     int st;
     s->synthetic = strcmp(c->data, "synthetic") == 0 || (!c->data[0] && plan_times_only(c));
     if (s->synthetic) {
-        /* The shape of the default dataset (28×28×1) unless the workload fixes one, so synthetic and
+        /* At the shape the model takes (EfficientNet: res×res×3) so that no resampling happens on the
+         * device; else the workload's fixed shape, else the default dataset's (28×28×1), so synthetic and
          * real runs time the same model. */
-        int h = w->resolution ? w->resolution : 28, ch = w->channels ? w->channels : 1;
+        int h = w->resolution ? w->resolution : 28, wd = h, ch = w->channels ? w->channels : 1;
+        if (!w->resolution) (void)native_shape(s, &h, &wd, &ch, &(double){0});
         int classes = c->wopts.classes > 0 ? c->wopts.classes : 10;
         int n_train = c->synthetic_train, n_test = c->synthetic_test;
-        const long per = (long)h * h * ch;
+        const long per = (long)h * wd * ch;
+        /* ~64 MB of pixels per split at most: enough to cycle through or to estimate an accuracy. */
+        long cap = (64L << 20) / per;
+        if (c->describe) {
+            /* The table needs the shape only. */
+            n_train = n_train > 0 ? n_train : 1, n_test = n_test > 0 ? n_test : 1;
+        }
         if (n_train <= 0) {
             if (plan_times_only(c)) {
-                /* Enough to cycle through without holding more than ~64 MB of pixels. */
-                long n = (64L << 20) / per;
+                /* ~16 MB: only the step time is measured, and generating 380×380×3 samples costs seconds. */
+                long n = cap / 4;
                 if (n > 8192) n = 8192;
                 if (n < 2L * max_batch(s)) n = 2L * max_batch(s);
                 n_train = (int)n;
             } else {
-                n_train = 60000;
+                /* Fashion-MNIST's 60,000, within ~256 MB of pixels: 60,000 224×224×3 images would be 9 GB. */
+                n_train = cap * 4 < 60000 ? (int)(cap * 4) : 60000;
+                if (n_train < 2 * max_batch(s)) n_train = 2 * max_batch(s);
             }
         }
-        if (n_test <= 0) n_test = plan_times_only(c) ? (max_batch(s) > 1024 ? max_batch(s) : 1024) : 10000;
-        if ((st = dataset_synthetic(n_train, h, h, ch, classes, c->run.seed, 1, &s->train)) != TB_OK) return st;
-        return dataset_synthetic(n_test, h, h, ch, classes, c->run.seed, 0, &s->test);
+        if (n_test <= 0) {
+            /* Small: a test set at most 1,000 samples (and ~64 MB), so evaluation costs seconds whatever the
+             * resolution (10,000 380×380 images took an hour after one step); of the plans that only time
+             * steps, inference reads one batch of it and the others none. */
+            long n = cap < 1000 ? cap : 1000;
+            if (n < 32) n = 32;
+            if (plan_times_only(c)) n = c->plan != PLAN_INFERENCE ? 32 : n < max_batch(s) ? max_batch(s) : n;
+            n_test = (int)n;
+        }
+        /* Generating costs ~30 ns a pixel: say so before a wait of seconds (a piped run is otherwise silent). */
+        if (!c->quiet && !c->compact && (double)(n_train + n_test) * (double)per > 16e6)
+            fprintf(stderr, "bench: %s %s/%s: generating %d + %d synthetic %dx%dx%d samples\n",
+                    bench_plan_name(c->plan), c->backend, w->name, n_train, n_test, h, wd, ch);
+        if ((st = dataset_synthetic(n_train, h, wd, ch, classes, c->run.seed, 1, &s->train)) != TB_OK) return st;
+        return dataset_synthetic(n_test, h, wd, ch, classes, c->run.seed, 0, &s->test);
     }
     const char *dir = c->data[0] ? c->data : DATASET_DEFAULT_DIR;
     if ((st = dataset_load_dir(dir, 1, &s->train)) != TB_OK) return st;
@@ -153,6 +211,13 @@ int session_open(struct session *s, const struct bench_config *c)
         fclose(f);
         if (!existed) remove(s->c.trace);
     }
+    if (s->c.run.batch <= 0 && s->c.plan == PLAN_THROUGHPUT) {
+        int h, wd, ch;
+        double flops = 0.0;
+        (void)native_shape(s, &h, &wd, &ch, &flops);
+        s->c.run.batch = throughput_default_batch(s, flops);
+        if (s->c.run.batch != s->w->batch) s->batch_lowered = 1;
+    }
     if (s->c.run.batch <= 0 && s->c.plan != PLAN_SCALING) s->c.run.batch = s->w->batch;
     s->data_ms[0] = mllog_now_ms();
     if ((st = load_data(s)) != TB_OK) return st;
@@ -209,6 +274,17 @@ int session_backend(struct session *s, int batch, int eval_batch)
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
+    /* Preparing can take a while (the ipu backend times every layer to balance its stages): a first line
+     * before it, so that a piped run is not silent. */
+    const int talk = !s->c.quiet && !s->c.compact;
+    if (talk) {
+        char what[128] = "";
+        if (s->batch_lowered && batch == s->c.run.batch)
+            snprintf(what, sizeof what, " (lowered from the workload's %d so a step takes seconds; --batch to set)",
+                     s->w->batch);
+        fprintf(stderr, "bench: %s %s/%s, batch %d%s: preparing the backend\n", bench_plan_name(s->c.plan),
+                s->c.backend, s->w->name, batch, what);
+    }
     s->prepare_ms[0] = mllog_now_ms();
     struct run_config rc = s->c.run;
     rc.batch = batch;
@@ -225,6 +301,8 @@ int session_backend(struct session *s, int batch, int eval_batch)
     s->split_replicas = s->split_accum = 0;
     if (backend_pipeline_report(&s->be, &pr) == TB_OK) s->split_replicas = pr.replicas, s->split_accum = pr.ga;
     tb_error_clear();
+    /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
+    if (talk && s->split_accum > 0) fprintf(stderr, "bench: %s\n", s->desc);
     /* Under MPI every rank runs the plan; only rank 0 speaks and writes. */
     s->primary = backend_is_primary(&s->be);
     if (!s->primary) {
@@ -260,11 +338,49 @@ int session_reset(struct session *s, uint64_t seed)
     return st;
 }
 
-/* Accuracy and mean loss on the whole test set. */
+int eval_batch_choose(const struct model *m, int batch, int requested, int test_n, int state_floats, double avail)
+{
+    int eb = requested;
+    if (eb <= 0) {
+        /* Default: at least the training batch (already allocated for), up to 256 samples while their
+         * forward activations stay under 1 GiB: 256 × 224×224 EfficientNet-B0 samples peaked at 18 GB. */
+        const double per = 4.0 * (double)(model_act_floats(m, 2) - model_act_floats(m, 1));
+        long fit = per > 0.0 ? (long)((double)(1L << 30) / per) : 256;
+        eb = fit < 256 ? (int)fit : 256;
+        if (eb < batch) eb = batch;
+    }
+    /* Never more than the test set: a larger batch only allocates room for samples that do not exist. */
+    if (test_n > 0 && eb > test_n) eb = test_n;
+    /* Never more than fits beside training (the backend refuses a run that does not fit at all). */
+    while (eb > 1 && avail > 0.0 && model_train_bytes(m, batch, state_floats, eb) > 0.9 * avail &&
+           model_train_bytes(m, batch, state_floats, 1) <= 0.9 * avail)
+        eb /= 2;
+    return eb < 1 ? 1 : eb;
+}
+
+int session_eval_samples(const struct session *s)
+{
+    return s->eval_n > 0 && s->eval_n < s->test.n ? s->eval_n : s->test.n;
+}
+
+int session_eval_batch(struct session *s, int batch)
+{
+    const int req = s->c.eval_batch;
+    const int eb = eval_batch_choose(&s->m, batch, req, session_eval_samples(s),
+                                     optim_state_per_param(s->c.run.optim.kind), arena_mem_available());
+    if (req > 0 && eb < req && s->eval_note_done == 0 && !s->c.quiet) {
+        s->eval_note_done = 1;
+        fprintf(stderr, "bench: note: --eval-batch %d: evaluating in batches of %d (%s)\n", req, eb,
+                eb == session_eval_samples(s) ? "the samples evaluated" : "what fits in memory");
+    }
+    return eb;
+}
+
+/* Accuracy and mean loss on the test set (its first session_eval_samples samples). */
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s)
 {
     const double t0 = tb_now_s();
-    struct batch tb = {s->test.n, s->test.images, s->test_y};
+    struct batch tb = {session_eval_samples(s), s->test.images, s->test_y};
     struct eval_stats ev = {0};
     int st = backend_evaluate(&s->be, &tb, &ev);
     *time_s = tb_now_s() - t0;

@@ -40,6 +40,9 @@ struct session {
     float *opt_zeros;           /* (optim_state_per_param · n_params) */
     struct backend be;
     int be_batch, be_eval_batch;/* what be was prepared for; 0 = none */
+    int eval_n;                 /* samples session_evaluate uses (the first of the test set); 0 = all */
+    int eval_note_done;      /* the --eval-batch clamp was announced (once a session) */
+    int batch_lowered;          /* throughput without --batch: the workload's batch lowered (see session.c) */
     uint8_t *bx;                /* (batch_cap, H, W, C) */
     int32_t *by;                /* (batch_cap) */
     int32_t *test_y;            /* (test.n) */
@@ -112,6 +115,13 @@ int session_backend(struct session *s, int batch, int eval_batch);
 void profile_begin(struct session *s);
 /* Fresh weights (seeded init or --load's), zero optimizer state, the data order of seed. */
 int session_reset(struct session *s, uint64_t seed);
+/* The samples session_evaluate uses: eval_n when set and smaller, else the whole test set. */
+int session_eval_samples(const struct session *s);
+/* The evaluation batch: requested (> 0) or the default (the batch, up to 256 while under 1 GiB of
+ * activations), at most test_n and halved until the run fits in 90 % of avail bytes (0 = unknown). */
+int eval_batch_choose(const struct model *m, int batch, int requested, int test_n, int state_floats, double avail);
+/* eval_batch_choose for this session's model, test set and memory; notes a clamped --eval-batch once. */
+int session_eval_batch(struct session *s, int batch);
 /* Accuracy and mean loss on the whole test set, and the seconds it took. */
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s);
 /* Allocates room for the times and losses of n steps (at most 2^24 kept), base 1. */

@@ -5,7 +5,10 @@
  * --version and --list exit 0; a runtime failure (empty data directory, corrupt gzip file) exits 1
  * and appends no result row; a tiny synthetic run exits 0 and appends exactly one valid JSON row. An
  * option only other backends take, and a --device not built in, are usage errors; --list shows the
- * devices and each backend's options; a row records config.device.
+ * devices and each backend's options; a row records config.device. The first hour (issue 27): --describe
+ * stays under 1 GiB (the child's getrusage), synthetic data come at the model's shape, evaluation is
+ * sized to the test set and the steps, the throughput plan's length follows --time-budget and says so,
+ * and the ipu backend says the split it chose.
  * Each child runs in its own temp directory so a stray default results file cannot land in the tree.
  */
 #include "test_util.h"
@@ -18,6 +21,7 @@
 #include "workload.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +30,7 @@
 /* What a finished child left: its exit status and its output. */
 struct proc {
     int code;  /* exit status, or -1 if it did not exit normally */
+    long maxrss_kb; /* the child's peak resident memory (getrusage through wait4) */
     char *out; /* stdout */
     char *err; /* stderr */
 };
@@ -62,7 +67,9 @@ static void run_bench(const char *const *args, struct proc *p)
         _exit(127);
     }
     int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    struct rusage ru;
+    cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
+    p->maxrss_kb = ru.ru_maxrss;
     p->code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     p->out = tu_read_file(out_path, NULL);
     p->err = tu_read_file(err_path, NULL);
@@ -366,8 +373,9 @@ Test(cli, test_set_of_another_shape_is_refused)
 struct row_check {
     int n;
     char backend[32], cpu_model[128], blas_core[64], device[16];
-    double images_per_s;
-    long steps, batch, threads;
+    double images_per_s, time_budget_s;
+    long steps, batch, threads, warmup, eval_batch, eval_samples;
+    char err[8192]; /* run_for_rows: the child's stderr */
 };
 
 static int on_row(const struct json_value *row, long line_no, void *ctx)
@@ -382,6 +390,10 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     r->steps = (long)json_get_number(row, "config.steps", -1.0);
     r->batch = (long)json_get_number(row, "config.batch", -1.0);
     r->threads = (long)json_get_number(row, "config.threads", -1.0);
+    r->warmup = (long)json_get_number(row, "figures.warmup_steps", -1.0);
+    r->time_budget_s = json_get_number(row, "figures.time_budget_s", -1.0);
+    r->eval_batch = (long)json_get_number(row, "config.eval_batch", -1.0);
+    r->eval_samples = (long)json_get_number(row, "config.eval_samples", -1.0);
     snprintf(r->device, sizeof r->device, "%s", json_get_str(row, "config.device", ""));
     return TB_OK;
 }
@@ -470,6 +482,7 @@ static void run_for_rows(const char *const *args, struct row_check *r)
     run_bench(argv, &p);
     cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
     cr_assert_eq(results_read_rows(out, on_row, r), TB_OK, "%s", tb_error_get());
+    snprintf(r->err, sizeof r->err, "%s", p.err);
     proc_free(&p);
     tu_rm_rf(dir);
     free(dir), free(out);
@@ -486,4 +499,96 @@ Test(cli, own_backend_option_runs_and_the_row_records_the_device)
     cr_assert_str_eq(r.backend, "threads");
     cr_assert_eq(r.threads, 2);
     cr_assert_str_eq(r.device, "cpu", "config.device");
+}
+
+/* Issue 27 item 5: --describe prints the model's graph without preparing a backend (which allocated every
+ * activation and autotuned: minutes and 18 GB for effnet-b0-g16). B7 at 600×600 would need tens of GB. */
+Test(cli, describe_allocates_no_activations)
+{
+    struct proc p;
+    run_bench(ARGS("--describe", "--workload", "effnet-b7", "--resolution", "600"), &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert(strstr(p.out, "total: ") != NULL, "no table: %s", p.out);
+    cr_assert_lt(p.maxrss_kb, 1L << 20, "--describe peaked at %ld KiB (limit 1 GiB)", p.maxrss_kb);
+    proc_free(&p);
+    /* One that fits (B7 at 600 is refused before allocating): a prepared backend held 2.3 GB here. */
+    run_bench(ARGS("--describe", "--workload", "effnet-b0-g16", "--batch", "16"), &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert_lt(p.maxrss_kb, 1L << 20, "--describe peaked at %ld KiB (limit 1 GiB)", p.maxrss_kb);
+    proc_free(&p);
+}
+
+/* Issue 27 item 2: synthetic data come at the shape the model takes (EfficientNet: res×res×3), so the
+ * input layer resamples nothing; mnist-mlp keeps 28×28×1. */
+Test(cli, synthetic_data_at_the_workloads_native_shape)
+{
+    struct proc p;
+    run_bench(ARGS("--describe", "--workload", "effnet-b0", "--resolution", "64"), &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert(strstr(p.out, "synthetic input 64x64x3,") != NULL, "%s", p.out);
+    proc_free(&p);
+    run_bench(ARGS("--describe", "--workload", "mnist-mlp"), &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert(strstr(p.out, "synthetic input 28x28x1,") != NULL, "%s", p.out);
+    proc_free(&p);
+}
+
+/* Issue 29 item 5: an evaluation batch larger than the test set is clamped to it (1M samples of room for
+ * 200 used 8.6 GB), and said once. Issue 27 item 4: a synthetic run's default test set is small. */
+Test(cli, eval_batch_clamped_to_the_test_set)
+{
+    struct row_check r = {0};
+    run_for_rows(ARGS("--data", "synthetic", "--synthetic-samples", "256,200", "--steps", "2", "--batch", "8",
+                      "--eval-batch", "1048576", "--mllog", "none"),
+                 &r);
+    cr_assert_eq(r.n, 1);
+    cr_assert_eq(r.eval_samples, 200);
+    cr_assert_eq(r.eval_batch, 200, "config.eval_batch");
+    cr_assert(strstr(r.err, "--eval-batch 1048576") != NULL, "the clamp is not said: %s", r.err);
+    struct row_check d = {0};
+    run_for_rows(ARGS("--data", "synthetic", "--synthetic-samples", "256", "--steps", "1", "--batch", "8", "--mllog",
+                      "none"),
+                 &d);
+    cr_assert_eq(d.n, 1);
+    cr_assert_leq(d.eval_samples, 1000, "a synthetic run's default test set");
+    cr_assert_leq(d.eval_batch, d.eval_samples);
+    /* --steps N evaluates max(1,000, N × batch) test samples, not the whole set. */
+    struct row_check e = {0};
+    run_for_rows(ARGS("--data", "synthetic", "--synthetic-samples", "256,2000", "--steps", "1", "--batch", "8",
+                      "--mllog", "none"),
+                 &e);
+    cr_assert_eq(e.eval_samples, 1000);
+    cr_assert(strstr(e.err, "evaluating the first 1000 of the 2000 test samples") != NULL, "%s", e.err);
+    cr_assert(strstr(e.err, ": evaluating 1000 test samples") != NULL, "no line before evaluating: %s", e.err);
+}
+
+/* Issue 27 item 1b: without --steps the throughput plan's length comes from --time-budget (at least 2
+ * timed steps; warm-up cut short after 2 steps once it has used a quarter of the budget) and says what it
+ * chose; --steps overrides it. */
+Test(cli, throughput_length_from_the_time_budget)
+{
+    struct row_check r = {0};
+    run_for_rows(ARGS("--plan", "throughput", "--batch", "256", "--time-budget", "0.001", "--mllog", "none"), &r);
+    cr_assert_eq(r.n, 1);
+    cr_assert_eq(r.steps, 2, "timed steps in a 1 ms budget");
+    cr_assert_eq(r.warmup, 2, "warm-up steps in a 1 ms budget");
+    cr_assert_eq(r.time_budget_s, 0.001);
+    cr_assert(strstr(r.err, "budget 0 s: 2 warm-up + 2 timed steps") != NULL, "the choice is not said: %s", r.err);
+    cr_assert(strstr(r.err, "preparing the backend") != NULL, "no first line before the backend: %s", r.err);
+    struct row_check e = {0};
+    run_for_rows(ARGS("--plan", "throughput", "--batch", "8", "--steps", "3", "--mllog", "none"), &e);
+    cr_assert_eq(e.steps, 3);
+    cr_assert_eq(e.warmup, 10);
+    cr_assert_lt(e.time_budget_s, 0.0, "no budget with --steps");
+}
+
+/* Issue 27 item 1c: an ipu run without --micro-batch/--ga says the split it chose. */
+Test(cli, ipu_says_its_chosen_split)
+{
+    struct row_check r = {0};
+    run_for_rows(ARGS("--backend", "ipu", "--plan", "throughput", "--batch", "16", "--time-budget", "0.001",
+                      "--mllog", "none"),
+                 &r);
+    cr_assert_eq(r.n, 1);
+    cr_assert(strstr(r.err, "micro-batch") != NULL, "the split is not said: %s", r.err);
 }

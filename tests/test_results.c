@@ -382,6 +382,17 @@ static void run_progress(int force, char *out, size_t size)
     unlink(tmpl);
 }
 
+/* Issue 27 item 1a: a run whose stderr is not a terminal (piped, logged) still shows it is alive: plain
+ * lines, the first after the first step, never a carriage return. */
+Test(progress, plain_lines_when_not_a_terminal)
+{
+    static char out[1 << 16];
+    run_progress(2, out, sizeof out);
+    cr_assert(strncmp(out, "train step 1/100000  loss 0.4321", 32) == 0, "the first step gives a line: %s", out);
+    cr_assert(strchr(out, '\r') == NULL, "never a carriage return: %s", out);
+    cr_assert(out[strlen(out) - 1] == '\n', "whole lines: %s", out);
+}
+
 Test(progress, forced_on_draws_and_clears)
 {
     static char out[1 << 16];

@@ -9,6 +9,7 @@
 
 #include "results.h"
 #include "run.h"
+#include "session.h"
 #include "status.h"
 
 #include <sys/stat.h>
@@ -66,4 +67,25 @@ Test(train, fashion_mnist_one_epoch_reaches_80_percent, .timeout = 120)
     cr_assert(r.accuracy <= 1.0, "test accuracy %.4f", r.accuracy);
     tu_rm_rf(dir);
     free(dir);
+}
+
+/* Issue 27 item 4: the default evaluation batch is bounded by what its activations need (1 GiB), not
+ * max(batch, 256): effnet-b0 at 224×224 with --steps 8 peaked at 18 GB evaluating 256 at a time. It never
+ * exceeds the test set, and halves until the run fits the memory given. */
+Test(train, eval_batch_sized_to_the_job)
+{
+    const struct workload *w = workload_find("effnet-b0");
+    cr_assert_not_null(w);
+    struct workload_opts o = {0};
+    o.in_h = o.in_w = 224, o.in_c = 3, o.classes = 10, o.dropout = -1.0f, o.drop_connect = -1.0f;
+    struct model m;
+    cr_assert_eq(w->build(&m, &o), TB_OK, "%s", tb_error_get());
+    const int eb = eval_batch_choose(&m, 8, 0, 10000, 1, 0.0);
+    cr_assert_geq(eb, 8, "at least the training batch");
+    cr_assert_lt(eb, 256, "256 samples of 224×224 activations is many GB");
+    cr_assert_leq(4.0 * (double)(model_act_floats(&m, eb) - model_act_floats(&m, 0)), 1.1 * (double)(1L << 30));
+    cr_assert_eq(eval_batch_choose(&m, 8, 1048576, 200, 1, 0.0), 200, "clamped to the test set");
+    const double small = model_train_bytes(&m, 8, 1, 8) / 0.9 * 1.01;
+    cr_assert_leq(eval_batch_choose(&m, 8, 512, 10000, 1, small), 8, "halved until it fits");
+    model_free(&m);
 }
