@@ -59,6 +59,7 @@
 #include "ipu_plan.h"
 #include "ipu_precision.h"
 #include "ipu_queue.h"
+#include "pipeline_report.h"
 #include "layout.h"
 #include "rng.h"
 #include "status.h"
@@ -229,6 +230,10 @@ struct ipu_ctx {
     FILE *devlog;                     /* per device and step: compute, exchange, wait, idle, ... */
     struct timeline_event *tl;        /* (cap_tl) the last training step's events: evaluation resets v->ev */
     int n_tl, cap_tl;
+    long tl_step;                     /* the step tl and dstep hold (0: none yet) */
+    struct device_step *dstep;        /* (D) the last training step per device */
+    struct pipeline_report rep;       /* backend_stats' view, refilled on each query */
+    double *prof_all;                 /* --profile: (n_layers, 2) backend_stats' view, all stages */
 };
 
 static void rep_barrier_wait(void *ctx) { tpool_barrier_wait(ctx); }
@@ -1397,14 +1402,18 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
         }
         c->pf_started = 1;
     }
-    if (cfg->timeline[0]) {
-        if (!(c->timeline = fopen(cfg->timeline, "w"))) {
-            st = tb_error_set(TB_EIO, "ipu: cannot create the timeline file '%s'", cfg->timeline);
+    if (cfg->profile && !(c->prof_all = calloc(2 * (size_t)m->n_layers, sizeof *c->prof_all))) {
+        st = tb_error_set(TB_ENOMEM, "ipu: out of memory");
+        goto fail;
+    }
+    if (cfg->ipu.timeline[0]) {
+        if (!(c->timeline = fopen(cfg->ipu.timeline, "w"))) {
+            st = tb_error_set(TB_EIO, "ipu: cannot create the timeline file '%s'", cfg->ipu.timeline);
             goto fail;
         }
         fprintf(c->timeline, "step,device,stage,replica,microbatch,phase,start_s,end_s\n");
         char path[300];
-        snprintf(path, sizeof path, "%s.devices.csv", cfg->timeline);
+        snprintf(path, sizeof path, "%s.devices.csv", cfg->ipu.timeline);
         if (!(c->devlog = fopen(path, "w"))) {
             st = tb_error_set(TB_EIO, "ipu: cannot create the device log '%s'", path);
             goto fail;
@@ -1437,12 +1446,18 @@ static void write_timeline(struct ipu_ctx *c, double span)
     fflush(c->devlog);
 }
 
-/* Keeps the step's events for backend_timeline (the result row's chart): the per-device logs are
- * reset by the next evaluation or step. Grows once; an allocation failure only empties the copy. */
-static void keep_timeline(struct ipu_ctx *c)
+/* Keeps the step's events and per-device summary for backend_stats (the result row's chart, the
+ * --timeline CSV): the per-device logs are reset by the next evaluation or step. Grows once; an
+ * allocation failure only empties the copy. */
+static void keep_timeline(struct ipu_ctx *c, double span)
 {
     int n = 0;
     for (int d = 0; d < c->D; d++) n += c->dev[d].n_ev;
+    c->tl_step = 0;
+    if (!c->dstep && !(c->dstep = calloc((size_t)c->D, sizeof *c->dstep))) {
+        c->n_tl = 0;
+        return;
+    }
     if (n > c->cap_tl) {
         struct timeline_event *p = realloc(c->tl, (size_t)n * sizeof *p);
         if (!p) {
@@ -1456,15 +1471,12 @@ static void keep_timeline(struct ipu_ctx *c)
         const struct ipu_dev *v = &c->dev[d];
         for (int k = 0; k < v->n_ev; k++)
             c->tl[c->n_tl++] = (struct timeline_event){d, v->s, v->r, v->ev[k].mb, v->ev[k].kind, v->ev[k].t0, v->ev[k].t1};
+        const double idle = span - v->t_compute - v->t_exchange;
+        c->dstep[d] = (struct device_step){d,           v->s,         v->r,           span,     v->t_compute,
+                                           v->t_exchange, v->t_wait, idle > 0 ? idle : 0.0, v->t_allreduce,
+                                           v->t_update, v->bytes,   v->peak_in_use};
     }
-}
-
-static int ipu_timeline(struct backend *b, struct timeline_event *ev, int cap)
-{
-    const struct ipu_ctx *c = b->ctx;
-    const int n = cap < c->n_tl ? cap : c->n_tl;
-    if (n > 0) memcpy(ev, c->tl, (size_t)n * sizeof *ev);
-    return c->n_tl;
+    c->tl_step = c->step;
 }
 
 /* Sums losses, fills the per-device-mean timings, and accumulates the bubble. */
@@ -1498,7 +1510,7 @@ static int collect(struct ipu_ctx *c, struct step_stats *st)
     c->sum_busy += comp + exch;
     c->n_steps++;
     write_timeline(c, span);
-    keep_timeline(c);
+    keep_timeline(c, span);
     if (!isfinite(loss)) {
         st->nonfinite = 1;
         return tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", loss, c->step);
@@ -1684,18 +1696,9 @@ static double stage_act_bytes(const struct ipu_ctx *c, int s)
     return bytes;
 }
 
-static int ipu_pipeline_report(struct backend *b, struct pipeline_report *r);
-
-static int ipu_n_devices(struct backend *b)
+/* The run's per-stage accounting so far into r. */
+static void pipeline_report_fill(struct ipu_ctx *c, struct pipeline_report *r)
 {
-    struct pipeline_report r;
-    ipu_pipeline_report(b, &r);
-    return r.stages * r.replicas;
-}
-
-static int ipu_pipeline_report(struct backend *b, struct pipeline_report *r)
-{
-    struct ipu_ctx *c = b->ctx;
     const struct ipu_plan *p = &c->p;
     memset(r, 0, sizeof *r);
     r->stages = p->S, r->micro_batch = p->B, r->ga = p->G, r->replicas = p->R;
@@ -1727,20 +1730,29 @@ static int ipu_pipeline_report(struct backend *b, struct pipeline_report *r)
     r->loss_scale_static = p->loss_scale > 0.0f;
     r->skipped_steps = c->skipped_steps;
     r->bubble_measured = c->sum_span > 0 ? 1.0 - c->sum_busy / c->sum_span : NAN;
-    return TB_OK;
 }
 
-/* Replica 0's stages together hold every layer once. */
-static int ipu_layer_profile(struct backend *b, double *prof)
+/* The pipeline report and (--profile) the layer profile, assembled from replica 0's stages, which
+ * together hold every layer once; the last training step's intervals and per-device summary as kept. */
+static int ipu_stats(struct backend *b, struct backend_stats *st)
 {
     struct ipu_ctx *c = b->ctx;
-    const int L = c->m->n_layers;
-    if (!c->dev || !c->dev[0].prof) return tb_error_set(TB_EUNSUPPORTED, "ipu: prepared without --profile");
-    memset(prof, 0, 2 * (size_t)L * sizeof(double));
-    for (int s = 0; s < c->p.S; s++) {
-        const struct ipu_dev *v = dev_at(c, s, 0);
-        for (int i = v->l0; i < v->l1; i++) prof[2 * i] = v->prof[2 * i], prof[2 * i + 1] = v->prof[2 * i + 1];
+    pipeline_report_fill(c, &c->rep);
+    st->pipeline = &c->rep;
+    st->n_devices = c->p.S * c->p.R;
+    if (c->prof_all) {
+        const int L = c->m->n_layers;
+        memset(c->prof_all, 0, 2 * (size_t)L * sizeof(double));
+        for (int s = 0; s < c->p.S; s++) {
+            const struct ipu_dev *v = dev_at(c, s, 0);
+            for (int i = v->l0; i < v->l1; i++)
+                c->prof_all[2 * i] = v->prof[2 * i], c->prof_all[2 * i + 1] = v->prof[2 * i + 1];
+        }
+        st->layer_profile = c->prof_all;
     }
+    st->step = c->tl_step;
+    st->timeline = c->tl, st->n_timeline = c->n_tl;
+    st->devices = c->dstep, st->n_device_steps = c->tl_step ? c->D : 0;
     return TB_OK;
 }
 
@@ -1824,7 +1836,7 @@ static void ipu_destroy(struct backend *b)
         for (int s = 0; s < c->p.S; s++) ipu_stage_model_free(&c->stage[s]);
     if (c->timeline) fclose(c->timeline);
     if (c->devlog) fclose(c->devlog);
-    free(c->tl);
+    free(c->tl), free(c->dstep), free(c->prof_all);
     free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar);
     free(c->gbufs), free(c->gbufs16);
     free(c);
@@ -1834,10 +1846,7 @@ static void ipu_destroy(struct backend *b)
 static const struct backend_i ipu_iface = {
     .name = "ipu", .prepare = ipu_prepare, .forward_backward = ipu_forward_backward, .update = ipu_update,
     .evaluate = ipu_evaluate, .get_tensors = ipu_get, .set_tensors = ipu_set, .destroy = ipu_destroy,
-    .train_step = ipu_train_step, .describe = ipu_describe, .pipeline_report = ipu_pipeline_report,
-    .n_devices = ipu_n_devices,
-    .layer_profile = ipu_layer_profile,
-    .timeline = ipu_timeline,
+    .train_step = ipu_train_step, .describe = ipu_describe, .stats = ipu_stats,
 };
 
 int backend_ipu_create(struct backend *b)

@@ -12,6 +12,7 @@
 #define TB_TIMELINE_ROW_H
 
 #include "backend.h"
+#include "pipeline_report.h"
 #include "json.h"
 
 #define TIMELINE_ROW_MAX_EVENTS 512

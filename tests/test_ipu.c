@@ -15,6 +15,7 @@
 #include "exec.h"
 #include "ipu_plan.h"
 #include "ipu_precision.h"
+#include "pipeline_report.h"
 #include "run.h"
 #include "status.h"
 #include "workload.h"
@@ -86,13 +87,14 @@ static void fill_config(const struct spec *sp, const struct workload *w, struct 
     /* RMSProp's default 0.016 makes an 8-sample EfficientNet chaotic: every rounding difference grows. */
     if (sp->effnet) cfg->optim.lr = 1e-4f;
     cfg->optim.total_steps = sp->total ? sp->total : sp->first + sp->steps;
-    cfg->stages = sp->stages, cfg->ga = sp->ga, cfg->replicas = sp->replicas, cfg->micro_batch = sp->micro_batch;
-    cfg->recompute = sp->recompute, cfg->prefetch = sp->prefetch, cfg->n_devices = sp->n_devices;
-    cfg->loss_scale = sp->loss_scale;
-    snprintf(cfg->schedule, sizeof cfg->schedule, "%s", sp->schedule ? sp->schedule : "");
-    snprintf(cfg->precision, sizeof cfg->precision, "%s", sp->precision ? sp->precision : "");
-    snprintf(cfg->split, sizeof cfg->split, "%s", sp->split ? sp->split : "");
-    snprintf(cfg->timeline, sizeof cfg->timeline, "%s", sp->timeline ? sp->timeline : "");
+    cfg->ipu.stages = sp->stages, cfg->ipu.ga = sp->ga, cfg->ipu.replicas = sp->replicas;
+    cfg->ipu.micro_batch = sp->micro_batch;
+    cfg->ipu.recompute = sp->recompute, cfg->ipu.prefetch = sp->prefetch, cfg->n_devices = sp->n_devices;
+    cfg->ipu.loss_scale = sp->loss_scale;
+    snprintf(cfg->ipu.schedule, sizeof cfg->ipu.schedule, "%s", sp->schedule ? sp->schedule : "");
+    snprintf(cfg->ipu.precision, sizeof cfg->ipu.precision, "%s", sp->precision ? sp->precision : "");
+    snprintf(cfg->ipu.split, sizeof cfg->ipu.split, "%s", sp->split ? sp->split : "");
+    snprintf(cfg->ipu.timeline, sizeof cfg->ipu.timeline, "%s", sp->timeline ? sp->timeline : "");
     snprintf(cfg->conv_algo, sizeof cfg->conv_algo, "im2col");
 }
 
@@ -563,7 +565,7 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
     cr_assert_eq(backend_create(&b, "ipu"), TB_OK);
     struct run_config cfg;
     fill_config(&sp, w, &cfg);
-    cfg.profile = 1, cfg.recompute = 1, cfg.ga = 4;
+    cfg.profile = 1, cfg.ipu.recompute = 1, cfg.ipu.ga = 4;
     cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s", tb_error_get());
     float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers);
     w->init(&m, params, buffers, 42);
@@ -574,7 +576,7 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
         cr_assert_eq(backend_train_step(&b, &bt, s + 1, &st), TB_OK, "%s", tb_error_get());
     }
     struct pipeline_report r;
-    cr_assert_eq(b.i->pipeline_report(&b, &r), TB_OK);
+    cr_assert_eq(backend_pipeline_report(&b, &r), TB_OK);
     cr_assert(r.stages == 2 && r.micro_batch == 2 && r.ga == 4 && r.replicas == 1);
     cr_assert_float_eq(r.bubble_ideal, 0.2, 1e-12);
     cr_assert(r.bubble_measured >= 0.0 && r.bubble_measured < 1.0);
@@ -1004,19 +1006,19 @@ Test(ipu, loss_scale_option)
 {
     struct bench_config c;
     bench_config_defaults(&c);
-    cr_assert_eq(c.run.loss_scale, 0.0f, "dynamic by default");
+    cr_assert_eq(c.run.ipu.loss_scale, 0.0f, "dynamic by default");
     cr_assert_eq(bench_config_set(&c, "loss-scale", "1024"), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(c.run.loss_scale, 1024.0f);
+    cr_assert_eq(c.run.ipu.loss_scale, 1024.0f);
     cr_assert_eq(bench_config_set(&c, "loss-scale", "1e30"), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(c.run.loss_scale, 1e30f);
+    cr_assert_eq(c.run.ipu.loss_scale, 1e30f);
     cr_assert_eq(bench_config_set(&c, "loss-scale", "dynamic"), TB_OK);
-    cr_assert_eq(c.run.loss_scale, 0.0f);
+    cr_assert_eq(c.run.ipu.loss_scale, 0.0f);
     const char *bad[] = {"0.5", "0", "-4", "1e31", "inf", "nan", "12x", "static", ""};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         tb_error_clear();
         cr_assert_eq(bench_config_set(&c, "loss-scale", bad[k]), TB_EINVAL, "'%s' accepted", bad[k]);
         cr_assert(strstr(tb_error_get(), "--loss-scale") != NULL, "%s", tb_error_get());
-        cr_assert_eq(c.run.loss_scale, 0.0f, "'%s' changed the setting", bad[k]);
+        cr_assert_eq(c.run.ipu.loss_scale, 0.0f, "'%s' changed the setting", bad[k]);
     }
 }
 
