@@ -22,7 +22,6 @@
 struct ipu_options {
     int stages, micro_batch, ga, replicas, recompute, prefetch;
     char schedule[16], precision[8], split[64];
-    char timeline[256];    /* per-device, per-micro-batch timeline CSV written here ("" = none) */
     float loss_scale;      /* fp16: static loss scale in [RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX];
                               0 = dynamic (halved on overflow, doubled after a run of clean steps) */
 };

@@ -40,8 +40,9 @@
  * Options (run_config): stages, split "5,12" (block indices; otherwise balanced on per-layer times
  * measured at prepare), micro_batch, ga, replicas, schedule gpipe|1f1b, recompute (segment
  * checkpoints, above), precision fp32|bf16|fp16 (+m: fp32 master weights), loss_scale (fp16),
- * prefetch (micro-batches the infeed worker runs ahead: 0 = 3, negative = off), timeline (CSV path;
- * a per-device, per-step log goes beside it as <path>.devices.csv), profile.
+ * prefetch (micro-batches the infeed worker runs ahead: 0 = 3, negative = off), profile. The backend
+ * writes no files: each training step's intervals and per-device summary stay in memory for
+ * backend_stats (the harness's --timeline CSV and figures.timeline).
  *
  * Threading and ownership: S·R device workers on one persistent pinned pool (the caller is device 0)
  * plus one infeed (prefetch) thread; each device touches only its own arenas and the queue ends it
@@ -226,8 +227,6 @@ struct ipu_ctx {
     double sum_span, sum_busy;        /* Σ devices × pipeline span; Σ compute + exchange */
     long n_steps;
     double t_measure;                 /* seconds spent timing layers for the split */
-    FILE *timeline;                   /* per micro-batch events */
-    FILE *devlog;                     /* per device and step: compute, exchange, wait, idle, ... */
     struct timeline_event *tl;        /* (cap_tl) the last training step's events: evaluation resets v->ev */
     int n_tl, cap_tl;
     long tl_step;                     /* the step tl and dstep hold (0: none yet) */
@@ -1406,21 +1405,6 @@ static int ipu_prepare(struct backend *b, const struct model *m, const struct ru
         st = tb_error_set(TB_ENOMEM, "ipu: out of memory");
         goto fail;
     }
-    if (cfg->ipu.timeline[0]) {
-        if (!(c->timeline = fopen(cfg->ipu.timeline, "w"))) {
-            st = tb_error_set(TB_EIO, "ipu: cannot create the timeline file '%s'", cfg->ipu.timeline);
-            goto fail;
-        }
-        fprintf(c->timeline, "step,device,stage,replica,microbatch,phase,start_s,end_s\n");
-        char path[300];
-        snprintf(path, sizeof path, "%s.devices.csv", cfg->ipu.timeline);
-        if (!(c->devlog = fopen(path, "w"))) {
-            st = tb_error_set(TB_EIO, "ipu: cannot create the device log '%s'", path);
-            goto fail;
-        }
-        fprintf(c->devlog, "step,device,stage,replica,span_s,compute_s,exchange_s,wait_s,idle_s,allreduce_s,update_s,"
-                           "bytes_out,slots_peak\n");
-    }
     return TB_OK;
 fail:
     timing_free(&ti);
@@ -1428,23 +1412,6 @@ fail:
 }
 
 /* ---- steps ---- */
-
-static void write_timeline(struct ipu_ctx *c, double span)
-{
-    if (!c->timeline) return;
-    for (int d = 0; d < c->D; d++) {
-        const struct ipu_dev *v = &c->dev[d];
-        for (int k = 0; k < v->n_ev; k++)
-            fprintf(c->timeline, "%ld,%d,%d,%d,%d,%c,%.9f,%.9f\n", c->step, d, v->s, v->r, v->ev[k].mb, v->ev[k].kind,
-                    v->ev[k].t0, v->ev[k].t1);
-        const double idle = span - v->t_compute - v->t_exchange;
-        fprintf(c->devlog, "%ld,%d,%d,%d,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.0f,%d\n", c->step, d, v->s, v->r, span,
-                v->t_compute, v->t_exchange, v->t_wait, idle > 0 ? idle : 0.0, v->t_allreduce, v->t_update, v->bytes,
-                v->peak_in_use);
-    }
-    fflush(c->timeline);
-    fflush(c->devlog);
-}
 
 /* Keeps the step's events and per-device summary for backend_stats (the result row's chart, the
  * --timeline CSV): the per-device logs are reset by the next evaluation or step. Grows once; an
@@ -1509,7 +1476,6 @@ static int collect(struct ipu_ctx *c, struct step_stats *st)
     c->sum_span += span * c->D;
     c->sum_busy += comp + exch;
     c->n_steps++;
-    write_timeline(c, span);
     keep_timeline(c, span);
     if (!isfinite(loss)) {
         st->nonfinite = 1;
@@ -1834,8 +1800,6 @@ static void ipu_destroy(struct backend *b)
         for (int r = 0; r < c->p.R; r++) ipu_queue_free(&c->q_in[r]);
     if (c->stage)
         for (int s = 0; s < c->p.S; s++) ipu_stage_model_free(&c->stage[s]);
-    if (c->timeline) fclose(c->timeline);
-    if (c->devlog) fclose(c->devlog);
     free(c->tl), free(c->dstep), free(c->prof_all);
     free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar);
     free(c->gbufs), free(c->gbufs16);

@@ -442,7 +442,7 @@ static int set_schedule_option(struct bench_config *c, const char *name, const c
 static int set_output_option(struct bench_config *c, const char *name, const char *v)
 {
     int n = 0, list[BENCH_MAX_BATCHES];
-    if (IS("timeline")) return get_str(name, v, c->run.ipu.timeline, sizeof c->run.ipu.timeline);
+    if (IS("timeline")) return get_str(name, v, c->timeline, sizeof c->timeline);
     if (IS("trace")) return get_str(name, v, c->trace, sizeof c->trace);
     if (IS("trace-step")) return get_long(name, v, 1, 1L << 40, &c->trace_step);
     if (IS("project-devices")) {

@@ -15,6 +15,7 @@
 #include "measure.h"
 #include "mllog.h"
 #include "progress.h"
+#include "timeline_csv.h"
 #include "trace.h"
 
 #include <stddef.h>
@@ -64,6 +65,7 @@ struct session {
     const char *row_status;     /* row_begin's "status" (NULL = "ok") */
     int split_replicas, split_accum; /* the prepared backend's own batch split (pipeline report), 0 = unknown */
     struct trace_capture trace; /* --trace: the chosen training step's events */
+    struct timeline_csv timeline; /* --timeline: open while be is prepared */
 };
 
 /* Where a run keeps each step's time and loss: index step − base, kept while below cap. */

@@ -18,6 +18,7 @@
 #include "pipeline_report.h"
 #include "run.h"
 #include "status.h"
+#include "timeline_csv.h"
 #include "workload.h"
 
 #include <sys/stat.h>
@@ -94,7 +95,6 @@ static void fill_config(const struct spec *sp, const struct workload *w, struct 
     snprintf(cfg->ipu.schedule, sizeof cfg->ipu.schedule, "%s", sp->schedule ? sp->schedule : "");
     snprintf(cfg->ipu.precision, sizeof cfg->ipu.precision, "%s", sp->precision ? sp->precision : "");
     snprintf(cfg->ipu.split, sizeof cfg->ipu.split, "%s", sp->split ? sp->split : "");
-    snprintf(cfg->ipu.timeline, sizeof cfg->ipu.timeline, "%s", sp->timeline ? sp->timeline : "");
     snprintf(cfg->conv_algo, sizeof cfg->conv_algo, "im2col");
 }
 
@@ -135,11 +135,14 @@ static void run_train(const struct spec *sp, struct trace *t)
     cr_assert_eq(backend_set_tensors(&b, TF_OPT, t->opt), TB_OK);
 
     const size_t per = (size_t)H * W * C;
+    struct timeline_csv csv = {0}; /* --timeline: the harness writes it from the backend's stats */
+    if (sp->timeline) cr_assert_eq(timeline_csv_open(&csv, sp->timeline), TB_OK, "%s", tb_error_get());
     for (int s = 0; s < sp->steps; s++) {
         const size_t at = (size_t)(sp->first + s) * sp->batch;
         struct batch bt = {sp->batch, ds.images + at * per, labels + at};
         int st = backend_train_step(&b, &bt, sp->first + s + 1, &t->st[s]);
         cr_assert_eq(st, TB_OK, "%s step %d: %s", sp->backend, s + 1, tb_error_get());
+        cr_assert_eq(timeline_csv_step(&csv, &b, sp->first + s + 1), TB_OK, "%s", tb_error_get());
         cr_assert(isfinite(t->st[s].loss_sum), "%s step %d: loss %g", sp->backend, s + 1, t->st[s].loss_sum);
         t->loss[s] = t->st[s].loss_sum;
     }
@@ -153,6 +156,7 @@ static void run_train(const struct spec *sp, struct trace *t)
     cr_assert_eq(backend_get_tensors(&b, TF_OPT, t->opt), TB_OK);
     backend_describe(&b, t->desc, sizeof t->desc);
     if (strcmp(sp->backend, "ipu") == 0) cr_assert_eq(backend_pipeline_report(&b, &t->rep), TB_OK);
+    timeline_csv_close(&csv);
     backend_destroy(&b);
     free(buffers), free(labels);
     dataset_free(&ds);
