@@ -9,6 +9,7 @@
 #include "checkpoint.h"
 
 #include "json.h"
+#include "regular_file.h"
 #include "status.h"
 
 #include <dirent.h>
@@ -486,8 +487,9 @@ static int ck_open(struct ck_file *c, const char *path)
     char *hdr = NULL;
     struct ck_rec **order = NULL;
     int st = TB_OK;
-    c->f = fopen(path, "rb");
-    if (!c->f) return tb_error_set(TB_EIO, "checkpoint %s: cannot open: %s", path, strerror(errno));
+    const char *why = NULL;
+    c->f = regular_fopen(path, &why);
+    if (!c->f) return tb_error_set(TB_EIO, "checkpoint %s: cannot open: %s", path, why);
     struct stat sb;
     if (fstat(fileno(c->f), &sb) != 0) {
         st = tb_error_set(TB_EIO, "checkpoint %s: cannot stat: %s", path, strerror(errno));
@@ -606,6 +608,14 @@ static int ck_open(struct ck_file *c, const char *path)
         order[c->n_recs] = r;
         c->n_recs++;
     }
+    /* Names first: a key repeated with the same offsets is a duplicate, not an overlap. */
+    qsort(order, (size_t)c->n_recs, sizeof *order, cmp_rec_name);
+    for (int i = 1; i < c->n_recs; i++)
+        if (strcmp(order[i]->name, order[i - 1]->name) == 0) {
+            st = tb_error_set(TB_EFORMAT, "checkpoint %s: duplicate tensor name: %s appears twice in the header", path,
+                              order[i]->name);
+            goto fail;
+        }
     /* Data ranges must be disjoint (empty tensors occupy nothing). */
     qsort(order, (size_t)c->n_recs, sizeof *order, cmp_rec_off);
     for (int i = 1; i < c->n_recs; i++)
@@ -614,12 +624,6 @@ static int ck_open(struct ck_file *c, const char *path)
                               order[i - 1]->name, (unsigned long long)order[i - 1]->a,
                               (unsigned long long)order[i - 1]->z, order[i]->name, (unsigned long long)order[i]->a,
                               (unsigned long long)order[i]->z);
-            goto fail;
-        }
-    qsort(order, (size_t)c->n_recs, sizeof *order, cmp_rec_name);
-    for (int i = 1; i < c->n_recs; i++)
-        if (strcmp(order[i]->name, order[i - 1]->name) == 0) {
-            st = tb_error_set(TB_EFORMAT, "checkpoint %s: tensor %s appears twice", path, order[i]->name);
             goto fail;
         }
     free(hdr);
@@ -655,6 +659,18 @@ static int ck_read_tensor(struct ck_file *c, const struct ck_rec *r, uint8_t *by
     return TB_OK;
 }
 
+/* Weights or optimizer state with a NaN or Inf cannot train: every step would carry them on (a NaN
+ * bias behind a ReLU even keeps the loss finite), and a --save would write them back. TB_EFORMAT
+ * naming the tensor and the first bad index. */
+static int ck_check_finite(const struct ck_file *c, const char *name, const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return tb_error_set(TB_EFORMAT, "checkpoint %s: tensor %s holds %s at index %zu: not weights to train from",
+                                c->path, name, isnan(v[i]) ? "NaN" : "Inf", i);
+    return TB_OK;
+}
+
 /* opt NULL: checks the n_opt optimizer copies of every trainable entry (present, F32 of shape (n)) and marks
  * them used; else reads them into opt (n_opt, n_params). One walk, so the read takes exactly what was checked. */
 static int ck_load_opt_state(struct ck_file *c, const struct model *m, int n_opt, float *opt, uint8_t *bytes)
@@ -677,10 +693,11 @@ static int ck_load_opt_state(struct ck_file *c, const struct model *m, int n_opt
                 r->used = 1;
                 continue;
             }
-            const int st = ck_read_tensor(c, r, bytes);
-            if (st != TB_OK) return st;
+            int st2 = ck_read_tensor(c, r, bytes);
+            if (st2 != TB_OK) return st2;
             float *dst = opt + (size_t)j * m->n_params + e->off;
             for (size_t i = 0; i < e->n; i++) dst[i] = get_f32(bytes + 4 * i);
+            if ((st2 = ck_check_finite(c, on, dst, e->n)) != TB_OK) return st2;
         }
     }
     return TB_OK;
@@ -760,6 +777,7 @@ static int load_impl(const char *path, const struct model *m, float *params, flo
             for (size_t i = 0; i < e->n; i++) dst[i] = (float)(int64_t)get_u64(bytes + 8 * i);
         } else {
             for (size_t i = 0; i < e->n; i++) tmp[i] = get_f32(bytes + 4 * i);
+            if ((st = ck_check_finite(&c, e->name, tmp, e->n)) != TB_OK) goto fail;
             convert_layout(dst, tmp, e, &s, 0);
         }
     }

@@ -17,7 +17,7 @@
  * torchvision's B0..B4 default to 1e-5, so a PyTorch reader sets it to compute the same function —
  * tools/ckpt_roundtrip.py does).
  * The loader checks everything (sizes, JSON, names, dtypes, shapes, offsets in range and disjoint, no
- * missing or unknown tensors) and converts back to our layouts.
+ * missing or unknown tensors, no NaN or Inf in a float tensor) and converts back to our layouts.
  *
  * Resumable checkpoints (checkpoint_save_state) add the optimizer state as extra F32 tensors
  * "__optimizer__.<param name>.<k>" (copy k of optim_state_per_param, our layout, flat), in the same file

@@ -43,6 +43,28 @@ const char *blas_core_for_level(int level)
     return level >= 3 ? "SkylakeX" : level == 2 ? "Haswell" : level == 1 ? "Sandybridge" : NULL;
 }
 
+int blas_core_known(const char *mode, const char **names)
+{
+    /* OpenBLAS's DYNAMIC_ARCH x86-64 kernel sets (driver/others/dynamic.c, corename[]). */
+    static const char *const x86[] = {"Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2",
+                                      "Penryn", "Dunnington", "Nehalem", "Athlon", "Opteron", "Opteron_SSE3",
+                                      "Barcelona", "Nano", "Sandybridge", "Bobcat", "Bulldozer", "Piledriver",
+                                      "Haswell", "Steamroller", "Excavator", "Zen", "SkylakeX", "Cooperlake",
+                                      "SapphireRapids"};
+    if (names)
+        *names = "Prescott, Core2, Nehalem, Sandybridge, Haswell, Zen, SkylakeX, Cooperlake, SapphireRapids, ...";
+    if (!mode || !*mode) return 0;
+    if (strcasecmp(mode, "auto") == 0 || strcasecmp(mode, "env") == 0) return 1;
+#if defined(__x86_64__)
+    for (size_t k = 0; k < sizeof x86 / sizeof *x86; k++)
+        if (strcasecmp(mode, x86[k]) == 0) return 1;
+    return 0;
+#else
+    (void)x86;
+    return 1; /* other architectures' names are not listed here: OpenBLAS decides */
+#endif
+}
+
 static void reexec(const char *exe, char **argv, int count)
 {
     char n[8];

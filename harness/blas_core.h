@@ -15,6 +15,11 @@ char *openblas_get_corename(void);
 /* OpenBLAS core name whose kernels use ISA level `level` (NULL for 0: nothing to force). */
 const char *blas_core_for_level(int level);
 
+/* Whether MODE is a --blas-core value: auto, env, or (on x86-64) one of OpenBLAS's kernel set names,
+ * case-insensitive. OpenBLAS ignores an OPENBLAS_CORETYPE it does not know, so a typo would run its
+ * default kernels unnoticed. names receives the accepted names for a message (may be NULL). */
+int blas_core_known(const char *mode, const char **names);
+
 /* Applies --blas-core MODE (auto | env | NAME) by re-executing exe with argv and the environment changed:
  * OPENBLAS_CORETYPE when the running kernel set is not the chosen one, and (auto and NAME)
  * OPENBLAS_NUM_THREADS=1 at load. auto: OpenBLAS's own detection, unless that picks kernels below the

@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "json.h"
 #include "machine.h"
+#include "regular_file.h"
 #include "status.h"
 
 #include <cblas.h>
@@ -206,8 +207,9 @@ int calibrate_write(const struct calibration *c, const char *path)
 int calibrate_read(const char *path, struct calibration *c)
 {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "r");
-    if (!f) return tb_error_set(TB_EIO, "calibration %s: %s", path, strerror(errno));
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
+    if (!f) return tb_error_set(TB_EIO, "calibration %s: %s", path, why);
     char buf[4096];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const struct bench_option options[] = {
     {"backend", 1, "NAME", "execution backend (default cpu; see --list for each one's own options)", 0},
@@ -74,7 +75,7 @@ static const struct bench_option options[] = {
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
                                    "clean steps) or a static N in [1, 1e30]; an overflow skips the step, and 10\n"
                                    "in a row at the lowest (or static) scale end the run as diverged", 0},
-    {"prefetch", 1, "N", "batches prepared ahead", 0},
+    {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none)", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default\n"
                                "constant); the decay runs to the last step", 0},
@@ -405,7 +406,12 @@ static int set_backend_option(struct bench_config *c, const char *name, const ch
     if (IS("schedule")) return get_choice(name, v, schedules, c->run.ipu.schedule, sizeof c->run.ipu.schedule);
     if (IS("recompute")) return get_flag(name, v, &c->run.ipu.recompute);
     if (IS("precision")) return get_choice(name, v, precisions, c->run.ipu.precision, sizeof c->run.ipu.precision);
-    if (IS("prefetch")) return get_int(name, v, 0, 1024, &c->run.ipu.prefetch);
+    if (IS("prefetch")) {
+        /* The backends read 0 as "their default" and a negative count as "none": 0 given means none. */
+        const int st = get_int(name, v, 0, 1024, &c->run.ipu.prefetch);
+        if (st == TB_OK && c->run.ipu.prefetch == 0) c->run.ipu.prefetch = -1;
+        return st;
+    }
     if (IS("loss-scale")) {
         if (!strcmp(v, "dynamic")) return c->run.ipu.loss_scale = 0.0f, TB_OK;
         char *end = NULL;
@@ -584,10 +590,16 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
                                                        "replicas (devices)", batch, rr, c->backend);
                     if (grid && acc && !product) {
                         const int unit = (g > 0 ? g : b > 0 ? b : 1) * rr;
-                        if (batch % unit)
-                            return tb_error_set(TB_EINVAL, "--plan scaling: %s batch %ld is not a multiple of %s %d x "
-                                                           "replicas %d", c->backend, batch, g > 0 ? "ga" : b > 0
-                                                           ? "micro-batch" : "1", g > 0 ? g : b > 0 ? b : 1, rr);
+                        if (batch % unit) {
+                            char what[80]; /* "ga 4 x replicas 2 = 8", or "replicas 3" when neither is given */
+                            if (g > 0 || b > 0)
+                                snprintf(what, sizeof what, "%s %d x replicas %d = %d", g > 0 ? "ga" : "micro-batch",
+                                         g > 0 ? g : b, rr, unit);
+                            else
+                                snprintf(what, sizeof what, "replicas %d", rr);
+                            return tb_error_set(TB_EINVAL, "--plan scaling: %s batch %ld is not a multiple of %s",
+                                                c->backend, batch, what);
+                        }
                     }
                     if (n >= BENCH_MAX_POINTS)
                         return tb_error_set(TB_EINVAL, "--plan scaling: the sweep has more than %d points",
@@ -704,7 +716,11 @@ int bench_config_finish(struct bench_config *c)
      * message (bench_scaling_points). */
     int st = bench_config_check_backend(c);
     if (st != TB_OK) return st;
-    if (!c->mllog_dir[0]) {
+    struct stat out_sb;
+    if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {
+        /* --out /dev/null: no results kept, so no event log either (and no mllog/ made in /dev). */
+        snprintf(c->mllog_dir, sizeof c->mllog_dir, "none");
+    } else if (!c->mllog_dir[0]) {
         const char *slash = strrchr(c->out, '/');
         if (slash) snprintf(c->mllog_dir, sizeof c->mllog_dir, "%.*s/mllog", (int)(slash - c->out), c->out);
         else snprintf(c->mllog_dir, sizeof c->mllog_dir, "mllog");

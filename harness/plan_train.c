@@ -6,6 +6,7 @@
 
 #include "checkpoint.h"
 #include "clock.h"
+#include "finished.h"
 #include "status.h"
 
 #include <math.h>
@@ -26,7 +27,9 @@ struct train_run {
     long every;                  /* a periodic checkpoint every this many steps (0: none) */
     long start;                  /* the resumed checkpoint's step (0: a fresh run) */
     double prev_train;           /* training seconds before this process (resume) */
+    int finished;                /* --resume of a run that finished and wrote its row: nothing to do */
     char resumed_from[600], ckpt_path[600];
+    char ckpt_err[512];          /* a complete run's final checkpoint could not be written: why ("" = it was) */
     struct step_record rec;
     struct mllog lg;
     struct progress pr;
@@ -48,6 +51,7 @@ static int train_begin(struct train_run *t)
     struct session *s = t->s;
     struct bench_config *c = &s->c;
     const int batch = t->batch;
+    const long long init_ms = mllog_now_ms(); /* this run's set-up: its MLPerf init interval */
     t->epochs = c->epochs > 0 ? c->epochs : s->w->epochs;
     t->spe = c->steps_per_epoch > 0 ? c->steps_per_epoch : s->train.n / batch;
     if (t->spe <= 0)
@@ -64,6 +68,12 @@ static int train_begin(struct train_run *t)
         (st = resume_from(s, batch, t->total, &t->start, &t->prev_train, &resumed_every, t->resumed_from,
                           sizeof t->resumed_from, NULL)) != TB_OK)
         return st;
+    char note[1200];
+    if (c->resume[0] && t->start == t->total && finished_at(c->resume, t->total, note, sizeof note)) {
+        fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
+        t->finished = 1;
+        return TB_OK;
+    }
     /* A resumed run keeps its checkpoint cadence unless told otherwise. */
     if (!c->checkpoint_every) c->checkpoint_every = resumed_every;
     t->every = t->ckpt ? c->checkpoint_every : 0;
@@ -71,7 +81,7 @@ static int train_begin(struct train_run *t)
     if ((st = step_record_init(&t->rec, t->total - t->start)) != TB_OK) return st;
     t->rec.base = t->start + 1;
     open_log(&t->lg, s, t->run_id);
-    log_run_header(&t->lg, s, batch, c->run.seed);
+    log_run_header_at(&t->lg, s, batch, c->run.seed, t->spe, init_ms);
     if (t->start > 0) mllog_point_int(&t->lg, "resumed_from_step", t->start);
     mllog_event(&t->lg, MLLOG_START, "run_start", "null", -1, NULL);
     char label[96], extra[24] = "";
@@ -126,22 +136,27 @@ static int train_loop(struct train_run *t)
 }
 
 /* Interrupted: a checkpoint of the last completed step, so that --resume loses nothing. Also at the end
- * of a complete run, before the evaluation, so a kill during it loses nothing either. A complete run
- * fails if it cannot be written; a stopped run keeps its own status and message. */
+ * of a complete run, before the evaluation, so a kill during it loses nothing either. A failed final
+ * checkpoint does not void the measurement: a complete run goes on, t->ckpt_err names the failure, its
+ * row is still written and the run then exits 1 with that error (plan_train). A stopped run keeps its
+ * own status and message. */
 static int train_last_checkpoint(struct train_run *t, int st)
 {
     const long step = t->step;
     if (t->ckpt && t->ckpt_step == step && !t->ckpt_path[0])
         snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s", t->resumed_from);
     if (!(t->ckpt && (st == TB_OK || st == TB_EINTR) && step > 0 && t->ckpt_step != step)) return st;
-    char msg[512];
+    char msg[512], new_path[sizeof t->ckpt_path];
     snprintf(msg, sizeof msg, "%s", tb_error_get());
     const double c0 = tb_now_s();
     const int wst = checkpoint_write(t->s, t->batch, step, t->total, t->prev_train + t->session_train, NULL,
-                                     t->ckpt_path, sizeof t->ckpt_path);
+                                     new_path, sizeof new_path);
     t->ckpt_time += tb_now_s() - c0;
-    if (wst == TB_OK) t->ckpt_step = step, t->n_ckpt++;
-    if (st == TB_OK) return wst;
+    if (wst == TB_OK) t->ckpt_step = step, t->n_ckpt++, memcpy(t->ckpt_path, new_path, sizeof t->ckpt_path);
+    if (st == TB_OK) {
+        if (wst != TB_OK) snprintf(t->ckpt_err, sizeof t->ckpt_err, "%s", tb_error_get());
+        return st;
+    }
     if (wst != TB_OK) fprintf(stderr, "bench: warning: no checkpoint: %s\n", tb_error_get());
     tb_error_set(st, "%s", msg);
     return st;
@@ -202,13 +217,15 @@ static int train_evaluate(struct train_run *t, int st)
     t->acc = t->loss = NAN, t->eval_time = 0.0;
     t->evaluated = c->eval || t->sb;
     if (st == TB_OK && t->evaluated) {
-        mllog_event(&t->lg, MLLOG_START, "eval_start", "null", t->epochs, NULL);
+        /* MLPerf's eval events carry the epoch and the samples trained so far. */
+        const struct mllog_meta m = {(t->step + t->spe - 1) / t->spe, (long long)t->step * t->batch, NULL, 0};
+        mllog_event_meta(&t->lg, MLLOG_START, "eval_start", "null", &m);
         st = session_evaluate(s, &t->acc, &t->loss, &t->eval_time);
         if (st == TB_OK) {
             char v[40];
             json_format_double(t->acc, v, sizeof v);
-            mllog_event(&t->lg, MLLOG_POINT, "eval_accuracy", v, (long)((t->total + t->spe - 1) / t->spe), NULL);
-            mllog_event(&t->lg, MLLOG_END, "eval_stop", "null", t->epochs, NULL);
+            mllog_event_meta(&t->lg, MLLOG_POINT, "eval_accuracy", v, &m);
+            mllog_event_meta(&t->lg, MLLOG_END, "eval_stop", "null", &m);
         }
     }
     if (st == TB_OK && !t->sb && c->save[0] && s->primary) st = train_save(t);
@@ -260,7 +277,10 @@ static int train_row(struct train_run *t)
         json_key_double(&b, "session_train_time_s", t->session_train);
         json_key_int(&b, "session_steps", t->step - t->start);
     }
-    if (t->ckpt) write_checkpoints(&b, t->n_ckpt, t->ckpt_time, t->ckpt_path);
+    if (t->ckpt) {
+        write_checkpoints(&b, t->n_ckpt, t->ckpt_time, t->ckpt_path);
+        if (t->ckpt_err[0]) json_key_str(&b, "checkpoint_error", t->ckpt_err);
+    }
     if (t->evaluated) {
         json_key_double(&b, "test_accuracy", t->acc);
         json_key_double(&b, "test_loss", t->loss);
@@ -274,7 +294,12 @@ static int train_row(struct train_run *t)
     row_common_figures(s, &b, t->gflops,
                        measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)),
                        t->flops_step);
-    return row_end(s, &b);
+    const int st = row_end(s, &b);
+    /* The run finished and its row exists: a later --resume of the same steps has nothing to do. */
+    if (st == TB_OK && t->ckpt && t->ckpt_step == total && s->primary &&
+        finished_mark(c->checkpoint_dir, total, t->run_id, c->out))
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    return st;
 }
 
 /* The summary on stdout: a block for a single run, one line in a suite, nothing for a scaling point. */
@@ -300,8 +325,8 @@ static void train_print(const struct train_run *t)
             printf("  test        accuracy %.2f %% on %d images, loss %.4f (%.2f s)\n", 100.0 * t->acc, s->test.n,
                    t->loss, t->eval_time);
         if (t->ckpt)
-            printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n", t->ckpt_path, t->n_ckpt,
-                   t->ckpt_time);
+            printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n",
+                   t->ckpt_path[0] ? t->ckpt_path : "none", t->n_ckpt, t->ckpt_time);
         if (c->save[0]) printf("  saved       %s\n", c->save);
         printf("  result row  %s (run %s)\n", c->out, t->run_id);
     } else if (c->compact && !c->quiet && !t->sb) {
@@ -323,7 +348,7 @@ int plan_train(struct session *s, int batch, const char *run_id, const struct sc
     memset(&t, 0, sizeof t);
     t.s = s, t.batch = batch, t.run_id = run_id, t.sb = sb;
     int st = train_begin(&t);
-    if (st != TB_OK) {
+    if (st != TB_OK || t.finished) {
         step_record_free(&t.rec);
         return st;
     }
@@ -336,5 +361,6 @@ int plan_train(struct session *s, int batch, const char *run_id, const struct sc
         train_print(&t);
     }
     step_record_free(&t.rec);
+    if (st == TB_OK && t.ckpt_err[0]) st = tb_error_set(TB_EIO, "%s (the result row was written)", t.ckpt_err);
     return st;
 }

@@ -6,6 +6,7 @@
  */
 #include "results.h"
 
+#include "regular_file.h"
 #include "status.h"
 
 #include <errno.h>
@@ -50,6 +51,18 @@ static int make_parent_dirs(const char *path)
     return TB_OK;
 }
 
+/* A failed append (disk full, file size limit) must leave the file as it was, not a torn fragment.
+ * Only when the file ends exactly where our bytes did: if another writer appended after them,
+ * cutting back would destroy its row, and readers skip our fragment anyway. */
+static void undo_partial_append(int fd, off_t orig_size, off_t written)
+{
+    struct stat now;
+    if (written <= 0 || fstat(fd, &now) != 0 || now.st_size != orig_size + written)
+        return;
+    if (ftruncate(fd, orig_size) != 0)
+        fprintf(stderr, "warning: could not remove a partial row (%s)\n", strerror(errno));
+}
+
 int results_append_row(const char *path, const char *line)
 {
     if (!path || !*path || !line)
@@ -86,7 +99,8 @@ int results_append_row(const char *path, const char *line)
      * the torn fragment from swallowing this row (readers then skip just the fragment). */
     struct stat sb;
     char last = '\n';
-    if (fstat(fd, &sb) == 0 && sb.st_size > 0 && pread(fd, &last, 1, sb.st_size - 1) != 1)
+    int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (regular && sb.st_size > 0 && pread(fd, &last, 1, sb.st_size - 1) != 1)
         last = '\n';
     size_t off = last == '\n' ? 1 : 0;
     size_t total = len + 2;
@@ -105,7 +119,10 @@ int results_append_row(const char *path, const char *line)
         done += (size_t)w;
     }
     free(buf);
-    if (st == TB_OK && fsync(fd) != 0) {
+    if (st != TB_OK && regular)
+        undo_partial_append(fd, sb.st_size, (off_t)(done - off));
+    /* fsync of a device or pipe (/dev/null, a FIFO) fails with EINVAL and means nothing there. */
+    if (st == TB_OK && regular && fsync(fd) != 0) {
         int err = errno;
         st = tb_error_set(TB_EIO, "results_append_row: fsync of %s failed: %s", path, strerror(err));
     }
@@ -128,9 +145,10 @@ int results_read_rows(const char *path, results_row_fn fn, void *ctx)
 {
     if (!path || !fn)
         return tb_error_set(TB_EINVAL, "results_read_rows: NULL path or callback");
-    FILE *f = fopen(path, "r");
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
     if (!f)
-        return tb_error_set(TB_EIO, "results_read_rows: cannot open %s: %s", path, strerror(errno));
+        return tb_error_set(TB_EIO, "results_read_rows: cannot open %s: %s", path, why);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -215,6 +233,19 @@ static void csv_put_value(struct csv_ctx *c, const struct json_value *v)
         csv_put_text(c->out, json_buf_str(&c->tmp));
         break;
     }
+}
+
+void results_csv_text(FILE *out, const char *s)
+{
+    csv_put_text(out, s);
+}
+
+void results_csv_value(FILE *out, const struct json_value *v)
+{
+    struct csv_ctx c = {out, NULL, 0, {0}};
+    json_buf_init(&c.tmp);
+    csv_put_value(&c, v);
+    json_buf_free(&c.tmp);
 }
 
 static int csv_row(const struct json_value *row, long line_no, void *ctx)

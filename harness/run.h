@@ -18,11 +18,14 @@
  * separately (and, for time-to-accuracy, also counted in, as MLPerf does). A run that fails writes
  * no result row, except that a run stopped by SIGINT/SIGTERM writes one with "status":"interrupted"
  * (figures for the part that ran, marked "partial") and a run whose loss became NaN/Inf writes one with
- * "status":"diverged" (no throughput or accuracy figure).
+ * "status":"diverged" (no throughput or accuracy figure), and a training run whose final checkpoint could
+ * not be written still writes its measured row (with "checkpoint_error") before it exits 1. Output
+ * locations (--out, --mllog, --checkpoint-dir, --save) are checked before any work (outputs.h).
  * Checkpoints (train and tta plans): --checkpoint-dir DIR holds resumable safetensors checkpoints (params,
  * buffers, optimizer state, configuration, step, training seconds), written every --checkpoint-every
  * steps, after the last step and when a signal stops the run; --resume DIR continues from the newest,
- * reaching bitwise the same parameters as an uninterrupted run on cpu; --save/--load move plain weights.
+ * reaching bitwise the same parameters as an uninterrupted run on cpu (a train run that finished and wrote
+ * its row has nothing left to resume: finished.h); --save/--load move plain weights.
  * Threading: bench_run is called from one thread; backends start their own workers. While it runs it
  * handles SIGINT and SIGTERM (previous handlers are restored when it returns).
  */

@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "clock.h"
+#include "outputs.h"
 #include "rng.h"
 #include "status.h"
 
@@ -94,6 +95,7 @@ static int load_data(struct session *s)
     const char *dir = c->data[0] ? c->data : DATASET_DEFAULT_DIR;
     if ((st = dataset_load_dir(dir, 1, &s->train)) != TB_OK) return st;
     if ((st = dataset_load_dir(dir, 0, &s->test)) != TB_OK) return st;
+    if ((st = dataset_check_pair(&s->train, &s->test)) != TB_OK) return st;
     /* Resample only for workloads that fix their input shape; EfficientNet resizes on the device. */
     int res = w->resolution, ch = w->channels ? w->channels : s->train.c;
     if ((res && (res != s->train.h || res != s->train.w)) || ch != s->train.c) {
@@ -137,8 +139,10 @@ int session_open(struct session *s, const struct bench_config *c)
     memset(s, 0, sizeof *s);
     s->c = *c;
     int st = bench_config_finish(&s->c);
+    if (st == TB_OK) st = outputs_check(&s->c);
     if (st != TB_OK) return st;
     const double t0 = tb_now_s();
+    s->init_ms = mllog_now_ms();
     s->peak_per_run = measure_peak_reset();
     s->w = workload_find(s->c.workload);
     if (!s->w) return TB_EINVAL;
@@ -151,12 +155,16 @@ int session_open(struct session *s, const struct bench_config *c)
         if (!existed) remove(s->c.trace);
     }
     if (s->c.run.batch <= 0 && s->c.plan != PLAN_SCALING) s->c.run.batch = s->w->batch;
+    s->data_ms[0] = mllog_now_ms();
     if ((st = load_data(s)) != TB_OK) return st;
+    s->data_ms[1] = mllog_now_ms();
     struct workload_opts wo = s->c.wopts;
     wo.in_h = s->train.h, wo.in_w = s->train.w, wo.in_c = s->train.c;
     if (wo.classes <= 0) wo.classes = s->train.n_classes;
     s->c.wopts = wo;
+    s->build_ms[0] = mllog_now_ms();
     if ((st = s->w->build(&s->m, &wo)) != TB_OK) return st;
+    s->build_ms[1] = mllog_now_ms();
     s->have_model = 1;
     const int spp = optim_state_per_param(s->c.run.optim.kind);
     s->params = calloc(s->m.n_params ? s->m.n_params : 1, sizeof(float));
@@ -203,6 +211,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
+    s->prepare_ms[0] = mllog_now_ms();
     struct run_config rc = s->c.run;
     rc.batch = batch;
     rc.eval_batch = eval_batch;
@@ -211,6 +220,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     if (st == TB_OK) st = backend_prepare(&s->be, &s->m, &rc);
     if (st == TB_OK && s->c.timeline[0]) st = timeline_csv_open(&s->timeline, s->c.timeline);
     if (st != TB_OK) return st;
+    s->prepare_ms[1] = mllog_now_ms();
     backend_describe(&s->be, s->desc, sizeof s->desc);
     s->be_batch = batch, s->be_eval_batch = eval_batch;
     /* A pipelined backend resolves replicas and accumulation itself (derived from the batch when not given). */
@@ -298,7 +308,7 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
 {
     const int batch = s->be_batch;
     s->done_step = from - 1;
-    if (from == 1) s->last_loss = NAN;
+    if (from == 1) s->last_loss = NAN, loss_watch_reset(&s->watch);
     for (long step = from; step <= to; step++) {
         if (bench_stop_signal())
             return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", bench_signal_name(bench_stop_signal()),
@@ -323,6 +333,8 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
             return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: the loss became %s at step %ld (lower --lr?)",
                                 s->c.backend, s->w->name, isnan(l) ? "NaN" : l > 0 ? "+Inf" : "-Inf", step);
         }
+        if (st == TB_OK && (st = loss_watch_feed(&s->watch, step, l, s->m.n_classes)) != TB_OK)
+            return tb_error_set(st, "%s/%s: diverged: %s (lower --lr?)", s->c.backend, s->w->name, tb_error_get());
         if (st != TB_OK) return st;
         s->done_step = step, s->last_loss = l;
         s->sum_step += t1 - t0, s->sum_compute += ss.t_compute, s->sum_allreduce += ss.t_allreduce;

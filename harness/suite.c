@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "suite.h"
 
+#include "regular_file.h"
 #include "status.h"
 
 #include <errno.h>
@@ -173,6 +174,22 @@ static int check_checkpoint_dirs(const struct suite *s, const struct bench_confi
     return TB_OK;
 }
 
+/* A run id names one run's event log and rows: two runs under one id would meet each other's log
+ * (the second refused, after the first ran). Found here, before anything runs; a resume continues. */
+static int check_run_ids(const struct suite *s)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        const char *id = s->runs[i].c.run_id;
+        if (!id[0]) continue;
+        for (int j = i + 1; j < s->n_runs; j++)
+            if (strcmp(id, s->runs[j].c.run_id) == 0 && !s->runs[j].c.resume[0])
+                return tb_error_set(TB_EINVAL, "%s:%d: run id '%s' is already line %d's run's: every run needs an "
+                                    "id of its own (or none: one is generated)", s->path, s->runs[j].line, id,
+                                    s->runs[i].line);
+    }
+    return TB_OK;
+}
+
 /* Parses one line (comments already cut) into words; values point into the line. */
 static int parse_line(struct suite *s, char *text, int line, struct word *w, int *n_words, int *optional)
 {
@@ -236,27 +253,44 @@ static int parse_line(struct suite *s, char *text, int line, struct word *w, int
     return TB_OK;
 }
 
+/* Reads one line (its '\n' kept) into buf of SUITE_MAX_LINE + 2 bytes: its length, 0 at the end of the
+ * file, or a status (message set) for a line too long, a NUL byte, a file over SUITE_MAX_BYTES or a read
+ * error. *total counts the bytes read so far. getline would grow without bound on /dev/zero-like input. */
+static long read_line(FILE *f, char *buf, const char *path, int line, size_t *total)
+{
+    size_t n = 0;
+    int ch;
+    while ((ch = getc(f)) != EOF) {
+        if (++*total > SUITE_MAX_BYTES)
+            return tb_error_set(TB_EINVAL, "suite %s: larger than %d bytes; is it a suite file?", path, SUITE_MAX_BYTES);
+        if (ch == '\0') return tb_error_set(TB_EINVAL, "%s:%d: a NUL byte in the line", path, line);
+        if (n == SUITE_MAX_LINE)
+            return tb_error_set(TB_EINVAL, "%s:%d: line longer than %d bytes", path, line, SUITE_MAX_LINE);
+        buf[n++] = (char)ch;
+        if (ch == '\n') break;
+    }
+    if (ferror(f)) return tb_error_set(TB_EIO, "suite %s: read error", path);
+    buf[n] = '\0';
+    return (long)n;
+}
+
 int suite_load(const char *path, const struct bench_config *base, struct suite *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", path);
-    FILE *f = fopen(path, "r");
-    if (!f) return tb_error_set(TB_EIO, "suite %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fclose(f);
-        return tb_error_set(TB_EIO, "suite %s: is a directory, not a suite file", path);
-    }
-    char *text = NULL;
-    size_t cap = 0;
-    ssize_t len;
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
+    if (!f) return tb_error_set(TB_EIO, "suite %s: %s", path, why);
+    char *text = malloc(SUITE_MAX_LINE + 2);
+    size_t total = 0;
+    long len;
     int line = 0, st = TB_OK;
     struct word *w = calloc(MAX_WORDS, sizeof *w);
-    if (!w) st = tb_error_set(TB_ENOMEM, "suite %s: out of memory", path);
-    while (st == TB_OK && (len = getline(&text, &cap, f)) >= 0) {
+    if (!w || !text) st = tb_error_set(TB_ENOMEM, "suite %s: out of memory", path);
+    while (st == TB_OK && (len = read_line(f, text, path, line + 1, &total)) != 0) {
         line++;
-        if ((size_t)len != strlen(text)) {
-            st = tb_error_set(TB_EINVAL, "%s:%d: a NUL byte in the line", path, line);
+        if (len < 0) {
+            st = (int)len;
             break;
         }
         char *hash = strchr(text, '#');
@@ -285,6 +319,7 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
     if (st == TB_OK && out->n_runs == 0 && out->n_skipped == 0)
         st = tb_error_set(TB_EINVAL, "suite %s: no runs in the file", path);
     if (st == TB_OK) st = check_checkpoint_dirs(out, base);
+    if (st == TB_OK) st = check_run_ids(out);
     if (st != TB_OK) suite_free(out);
     return st;
 }

@@ -14,7 +14,8 @@
  * `?` is optional: it is skipped, with a note, when its workload or backend is not registered in this
  * build. Every run starts from the command line's configuration, so `bench --suite F --out X` sends all
  * rows to X.
- * Errors name file:line and the option, and nothing runs until the whole file is valid.
+ * Errors name file:line and the option, and nothing runs until the whole file is valid. The file must
+ * be a regular file of at most SUITE_MAX_BYTES with lines of at most SUITE_MAX_LINE bytes.
  * Threading: none; a suite is owned by its caller.
  */
 #ifndef TB_SUITE_H
@@ -23,6 +24,10 @@
 #include "run.h"
 
 #define SUITE_MAX_RUNS 4096
+/* A suite is a short hand-written file: anything longer is a wrong path (a log, an image), refused
+ * with a clear error instead of read into memory without end. */
+#define SUITE_MAX_LINE 65536
+#define SUITE_MAX_BYTES (4 << 20)
 
 struct suite_run {
     struct bench_config c;  /* resolved (bench_config_finish has run) */

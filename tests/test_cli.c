@@ -323,6 +323,46 @@ Test(cli, corrupt_gzip_fails_without_row)
     free(data);
 }
 
+/* An IDX set whose test images are h×w while the training images are 28×28. */
+static char *idx_dir_with_test_shape(uint32_t h, uint32_t w)
+{
+    char *data = tu_mkdtemp("cli_shape");
+    char path[512];
+    const uint32_t train_dims[3] = {16, 28, 28}, test_dims[3] = {16, h, w}, lbl_dims[1] = {16};
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte.gz", data);
+    write_idx_gz(path, 0x00000803, train_dims, 3, 16 * 28 * 28);
+    snprintf(path, sizeof path, "%s/t10k-images-idx3-ubyte.gz", data);
+    write_idx_gz(path, 0x00000803, test_dims, 3, 16 * (size_t)h * w);
+    snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz", data);
+    write_idx_gz(path, 0x00000801, lbl_dims, 1, 16);
+    snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", data);
+    write_idx_gz(path, 0x00000801, lbl_dims, 1, 16);
+    return data;
+}
+
+/* A test set of another shape than the training set was read with the training geometry: 2×2 test
+ * images overflowed the heap in the evaluation, 27×28 gave a garbage accuracy. Now: one line naming
+ * both shapes, exit 1, no row. */
+Test(cli, test_set_of_another_shape_is_refused)
+{
+    const uint32_t shapes[2][2] = {{2, 2}, {27, 28}};
+    for (int k = 0; k < 2; k++) {
+        char *data = idx_dir_with_test_shape(shapes[k][0], shapes[k][1]);
+        char want[32];
+        snprintf(want, sizeof want, "%ux%ux1", shapes[k][0], shapes[k][1]);
+        struct proc p;
+        run_bench(ARGS("--data", data, "--batch", "8", "--steps", "2", "--eval-batch", "8", "--out", "r.jsonl",
+                       "--mllog", "none"),
+                  &p);
+        cr_assert_eq(p.code, 1, "%s: exited %d, want 1 (stderr: %s)", want, p.code, p.err);
+        cr_assert_eq(count_lines(p.err), 1, "want one line, got:\n%s", p.err);
+        cr_assert(strstr(p.err, want) && strstr(p.err, "28x28x1"), "the message must name both shapes: %s", p.err);
+        proc_free(&p);
+        tu_rm_rf(data);
+        free(data);
+    }
+}
+
 struct row_check {
     int n;
     char backend[32], cpu_model[128], blas_core[64], device[16];

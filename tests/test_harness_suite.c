@@ -222,6 +222,48 @@ Test(harness_options, plan_defaults_and_conflicts)
     cr_assert(strstr(tb_error_get(), "warp-drive") != NULL);
 }
 
+/* Unbounded reads: `--suite /dev/zero` grew to gigabytes in getline. Now a suite is a regular file with
+ * lines of at most SUITE_MAX_LINE bytes and at most SUITE_MAX_BYTES in all. */
+Test(harness_suite, long_lines_big_files_and_devices_are_refused, .init = th_setup, .fini = th_teardown)
+{
+    char *line = malloc(SUITE_MAX_LINE + 100);
+    cr_assert_not_null(line);
+    memset(line, 'a', SUITE_MAX_LINE + 98);
+    memcpy(line, "plan=throughput # ", 18);
+    line[SUITE_MAX_LINE + 98] = '\n', line[SUITE_MAX_LINE + 99] = '\0';
+    expect_error(line, "t.suite:1:", "longer than");
+    free(line);
+    /* Many short comment lines: every line is fine, the file is not. */
+    const size_t n = SUITE_MAX_BYTES + 64;
+    char *big = malloc(n + 1);
+    cr_assert_not_null(big);
+    for (size_t i = 0; i < n; i += 32) memcpy(big + i, "# a comment line of 32 bytes...\n", n - i < 32 ? n - i : 32);
+    memcpy(big, "plan=throughput # 32 bytes too.\n", 32);
+    big[n] = '\0';
+    expect_error(big, "t.suite", "larger than");
+    free(big);
+    struct bench_config base;
+    bench_config_defaults(&base);
+    struct suite s;
+    cr_assert_eq(suite_load("/dev/zero", &base, &s), TB_EIO);
+    cr_assert(strstr(tb_error_get(), "not a regular file") != NULL, "%s", tb_error_get());
+}
+
+/* A --run-id shared by several runs of a suite: the later runs would meet the first one's event log. */
+Test(harness_suite, runs_sharing_a_run_id_are_refused_before_any_runs, .init = th_setup, .fini = th_teardown)
+{
+    expect_error("plan=throughput steps=5 run-id=a\nplan=throughput steps=9 run-id=b\nplan=throughput steps=7 run-id=a\n",
+                 "t.suite:3:", "line 1");
+    char p[192];
+    th_write(th_path(p, sizeof p, "t.suite"), "plan=throughput steps=5\nplan=throughput steps=9\n");
+    struct bench_config base;
+    bench_config_defaults(&base);
+    cr_assert_eq(bench_config_set(&base, "run-id", "x"), TB_OK);
+    struct suite s;
+    cr_assert_eq(suite_load(p, &base, &s), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "'x'") != NULL, "%s", tb_error_get());
+}
+
 /* A value each backend-only option accepts; every option a registry entry names must be here, so a new
  * one is tested as soon as a backend declares it. */
 static const char *backend_option_value(const char *name)

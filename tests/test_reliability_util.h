@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -80,6 +81,23 @@ static __attribute__((unused)) int rb_run(const char *dir, const char *tag, cons
                                           const char *const *extra)
 {
     return rb_wait(rb_start(dir, tag, base, extra));
+}
+
+/* rb_run with the file-size limit (RLIMIT_FSIZE) at limit bytes and SIGXFSZ ignored: a write past it fails
+ * with EFBIG, as on a full disk. */
+static __attribute__((unused)) int rb_run_with_file_limit(const char *dir, const char *tag, const char *const *base,
+                                                          const char *const *extra, rlim_t limit)
+{
+    struct rlimit old, lim;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = limit;
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    const int code = rb_run(dir, tag, base, extra);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    return code;
 }
 
 /* dir/name, malloc'd. */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -235,6 +237,44 @@ Test(results, concurrent_appends_never_interleave, .init = make_tmp_dir, .fini =
     cr_assert_eq(read_capturing_stderr(path, &c, err, sizeof err), TB_OK);
     cr_assert_eq(c.n_rows, N_PROCS * N_ROWS);
     cr_assert_str_eq(err, "", "no line may be damaged:\n%s", err);
+}
+
+/* A disk that fills mid-row (here a file size limit, SIGXFSZ ignored so write() fails with EFBIG)
+ * must leave the file as it was: no torn fragment without its newline. */
+Test(results, failed_append_leaves_the_file_as_it_was, .init = make_tmp_dir, .fini = remove_tmp_dir)
+{
+    char path[128];
+    path_in_tmp(path, sizeof path, "rows.jsonl");
+    cr_assert_eq(results_append_row(path, "{\"id\":1}"), TB_OK);
+    struct stat before;
+    cr_assert_eq(stat(path, &before), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {(rlim_t)before.st_size + 100, (rlim_t)before.st_size + 100};
+        if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+            _exit(2);
+        static char row[8192];
+        int n = snprintf(row, sizeof row, "{\"id\":2,\"pad\":\"");
+        memset(row + n, 'x', 4000);
+        snprintf(row + n + 4000, sizeof row - (size_t)(n + 4000), "\"}");
+        _exit(results_append_row(path, row) == TB_EIO ? 0 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the append must fail with TB_EIO");
+    struct stat after;
+    cr_assert_eq(stat(path, &after), 0);
+    cr_assert_eq(after.st_size, before.st_size, "the file grew from %lld to %lld bytes",
+                 (long long)before.st_size, (long long)after.st_size);
+    cr_assert_str_eq(read_file(path), "{\"id\":1}\n");
+}
+
+/* A character device (/dev/null as --out) takes the row: no fsync, which it does not support. */
+Test(results, append_to_dev_null_succeeds)
+{
+    cr_assert_eq(results_append_row("/dev/null", "{\"id\":1}"), TB_OK, "%s", tb_error_get());
 }
 
 Test(results, csv_export, .init = make_tmp_dir, .fini = remove_tmp_dir)

@@ -34,6 +34,20 @@ int dataset_load_dir(const char *dir, int train, struct dataset *out)
                         dir);
 }
 
+int dataset_check_pair(const struct dataset *train, const struct dataset *test)
+{
+    /* Everything downstream (the model's input layer, the evaluation batches) takes the training
+     * geometry; a test set of another shape would be read out of bounds or as garbage. */
+    if (test->h != train->h || test->w != train->w || test->c != train->c)
+        return tb_error_set(TB_EFORMAT, "%s: test images are %dx%dx%d but training images are %dx%dx%d (HxWxC)",
+                            test->source[0] ? test->source : test->name, test->h, test->w, test->c, train->h,
+                            train->w, train->c);
+    if (test->n_classes != train->n_classes)
+        return tb_error_set(TB_EFORMAT, "%s: test set has %d classes but the training set %d",
+                            test->source[0] ? test->source : test->name, test->n_classes, train->n_classes);
+    return TB_OK;
+}
+
 /* PyTorch's align_corners=False source index and weight for one output coordinate
  * (upsample_bilinear2d: clamp the source below at 0, the second tap at the last pixel). */
 static void resize_taps(int in, int out, int o, int *i0, int *i1, float *l1)

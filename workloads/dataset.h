@@ -36,6 +36,8 @@ int idx_probe_dir(const char *dir);
 int cifar10_probe_dir(const char *dir);
 /* Loads whatever dir holds: an IDX set or a CIFAR-10 binary set; a clear error if neither. */
 int dataset_load_dir(const char *dir, int train, struct dataset *out);
+/* Checks that a test split has the training split's image shape and class count; TB_EFORMAT naming both if not. */
+int dataset_check_pair(const struct dataset *train, const struct dataset *test);
 /* Builds a deterministic synthetic set: n samples of shape (h,w,c), labels in [0,n_classes), learnable
  * (each class has its own mean pattern plus seeded noise), a pure function of (seed, train, n, shape). */
 int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, int train, struct dataset *out);

@@ -1,0 +1,64 @@
+/* finished.c — the finished-run note of a checkpoint directory (see finished.h). */
+#include "finished.h"
+
+#include "json.h"
+#include "regular_file.h"
+#include "status.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define FINISHED_NAME "finished.json"
+
+int finished_mark(const char *dir, long step, const char *run_id, const char *out)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/" FINISHED_NAME, dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    struct json_buf b;
+    json_buf_init(&b);
+    json_begin_object(&b);
+    json_key_int(&b, "finished_step", step);
+    json_key_str(&b, "run_id", run_id);
+    json_key_str(&b, "out", out);
+    json_end_object(&b);
+    int st = json_buf_status(&b);
+    FILE *f = st == TB_OK ? fopen(tmp, "w") : NULL;
+    if (st == TB_OK && !f) st = tb_error_set(TB_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    if (f) {
+        fprintf(f, "%s\n", json_buf_str(&b));
+        /* The note must not claim a row that a crash could lose: the row was fsynced before this. */
+        if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) st = tb_error_set(TB_EIO, "%s: write failed", tmp);
+        if (fclose(f) != 0 && st == TB_OK) st = tb_error_set(TB_EIO, "%s: close failed", tmp);
+        if (st == TB_OK && rename(tmp, path) != 0)
+            st = tb_error_set(TB_EIO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+        if (st != TB_OK) unlink(tmp);
+    }
+    json_buf_free(&b);
+    return st;
+}
+
+int finished_at(const char *dir, long step, char *note, size_t n)
+{
+    char path[4200], buf[8192];
+    snprintf(path, sizeof path, "%s/" FINISHED_NAME, dir);
+    FILE *f = regular_fopen(path, NULL);
+    if (!f) return 0;
+    const size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    struct json_value *v = NULL;
+    if (json_parse(buf, strcspn(buf, "\n"), &v) != TB_OK) {
+        tb_error_clear();
+        return 0;
+    }
+    const int done = json_get_number(v, "finished_step", -1) == (double)step;
+    if (done)
+        snprintf(note, n, "finished at step %ld; its row is in %s (run %s)", step, json_get_str(v, "out", "?"),
+                 json_get_str(v, "run_id", "?"));
+    json_value_free(v);
+    return done;
+}

@@ -1,0 +1,23 @@
+/* finished.h — a checkpoint directory's note that its training run finished and wrote its row.
+ *
+ * A run's last checkpoint is written before its evaluation and row, so a checkpoint at the final step
+ * alone does not say whether the row exists (a kill during the evaluation leaves the checkpoint and no
+ * row: resuming must then evaluate and write it). After the row, the run leaves DIR/finished.json
+ * ({"finished_step", "run_id", "out"}); a later --resume of the same steps finds it and has nothing to
+ * do, instead of writing the same result again. Extending the run (a larger --steps) ignores it.
+ * Threading: stateless.
+ */
+#ifndef TB_FINISHED_H
+#define TB_FINISHED_H
+
+#include <stddef.h>
+
+/* Writes dir/finished.json (atomically: a temporary file renamed) for a run that finished at step with
+ * its row in out; TB_OK or TB_EIO. */
+int finished_mark(const char *dir, long step, const char *run_id, const char *out);
+
+/* Whether dir/finished.json records a run finished at exactly step; if so note receives "finished at
+ * step N; its row is in OUT (run ID)". A missing or unreadable note is "not finished". */
+int finished_at(const char *dir, long step, char *note, size_t n);
+
+#endif

@@ -1,0 +1,20 @@
+/* outputs.h — checks, before a run does any work, that every place it will write can be written.
+ *
+ * A run learns that its results file, event log, checkpoint directory or --save file cannot be
+ * written only when it writes them, which is after the training: minutes lost, and the measurement
+ * with them. outputs_check() answers up front without leaving anything behind: missing directories
+ * are not created (the writers create them later), a probe file in the nearest existing directory is
+ * removed at once, and an existing file is opened for appending without being changed.
+ * Threading: stateless; error messages go to the calling thread's status buffer.
+ */
+#ifndef TB_OUTPUTS_H
+#define TB_OUTPUTS_H
+
+#include "run.h"
+
+/* Checks --out, --mllog (unless "none"), --checkpoint-dir and --save of a finished configuration;
+ * TB_OK, or TB_EIO with one line naming the option, the path and the reason; TB_EINVAL for a --run-id
+ * whose event log exists already (unless the run is a --resume). */
+int outputs_check(const struct bench_config *c);
+
+#endif

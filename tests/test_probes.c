@@ -1,0 +1,439 @@
+/* test_probes.c — defects found by probing `bench` (TB_BENCH_EXE) from outside (issue 29): a final
+ * checkpoint that cannot be written, output locations that cannot be written, FIFOs and endless files
+ * given as input, resuming a finished run, a reused run id, non-finite weights, messages.
+ *
+ * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set (RB_BASE).
+ */
+#include "test_reliability_util.h"
+
+#include "loss_watch.h"
+#include "results.h"
+
+#include <math.h>
+#include <sys/resource.h>
+
+TestSuite(probes, .timeout = 120);
+
+/* A fresh directory for a test's runs. */
+static char *new_dir(void)
+{
+    return tu_mkdtemp("probes");
+}
+
+/* Number of '\n' in s. */
+static int n_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Runs bench with every file it writes limited to limit bytes (a full disk for anything larger):
+ * SIGXFSZ ignored, so the write that crosses the limit fails with EFBIG. Both are inherited by the
+ * child; this test's own process restores them after. */
+
+/* Out of space for the checkpoint at the end of a run: the run was measured, so its row is written
+ * (naming the failure), the error is printed once, and the exit status is 1. */
+Test(probes, a_failed_final_checkpoint_still_writes_the_row)
+{
+    char *dir = new_dir();
+    /* The MLP's checkpoint with Adam state is megabytes; a result row is a few kilobytes. */
+    const int code = rb_run_with_file_limit(dir, "ck", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--checkpoint-dir", "ck"), 100000);
+    char *err = rb_stderr(dir, "ck");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "the error once, on one line: %s", err);
+    cr_assert(strstr(err, "ckpt-0000000020") != NULL, "the message names the checkpoint: %s", err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    cr_assert_eq(json_get_number(r, "figures.train_steps", -1), 20);
+    cr_assert(json_get_number(r, "figures.images_per_s", 0) > 0);
+    cr_assert(strstr(json_get_str(r, "figures.checkpoint_error", ""), "ckpt-0000000020") != NULL,
+              "the row records the checkpoint failure");
+    cr_assert_eq(json_get_number(r, "figures.checkpoints_written", -1), 0);
+    json_value_free(r);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* An output location that cannot be written used to fail only after the training (a read-only --out,
+ * a --save into a missing directory) or not at all (an --mllog that could not be created was a
+ * warning). Now each is one line naming the option, exit 1, before any work: no checkpoint written. */
+Test(probes, output_locations_are_checked_before_any_work)
+{
+    char *dir = new_dir();
+    static const char *const cases[][4] = {
+        {"--out", "/proc/tb-no-such-dir/r.jsonl", "--out", "/proc"},
+        {"--out", ".", "--out", "directory"},
+        {"--mllog", "/proc/tb-no-such-dir", "--mllog", "/proc"},
+        {"--mllog", "results.jsonl", "--mllog", "not a directory"}, /* made by the first good run below */
+        {"--save", "/proc/tb-no-such.st", "--save", "/proc"},
+        {"--save", "missing/x.st", "--save", "missing"},
+        {"--save", "/dev/null", "--save", "not a regular file"},
+        {"--checkpoint-dir", "results.jsonl/ck", "--checkpoint-dir", "not a directory"},
+    };
+    cr_assert_eq(rb_run(dir, "good", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2")), 0);
+    char *ck = rb_path(dir, "ck");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE),
+                                RB_ARGS("--steps", "20", cases[i][0], cases[i][1],
+                                        strcmp(cases[i][0], "--checkpoint-dir") ? "--checkpoint-dir" : NULL, "ck"));
+        char *err = rb_stderr(dir, "bad");
+        cr_assert_eq(code, 1, "%s %s: exit %d: %s", cases[i][0], cases[i][1], code, err);
+        cr_assert_eq(n_lines(err), 1, "%s %s: not one line: %s", cases[i][0], cases[i][1], err);
+        cr_assert(strstr(err, cases[i][2]) && strstr(err, cases[i][3]), "%s %s: unclear: %s", cases[i][0], cases[i][1],
+                  err);
+        cr_assert_neq(access(ck, F_OK), 0, "%s %s: the run trained (wrote a checkpoint) before failing", cases[i][0],
+                      cases[i][1]);
+        free(err);
+    }
+    free(ck);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* --out /dev/null: the run goes through (no fsync of a device), writes no event log beside it. */
+Test(probes, out_dev_null_is_accepted)
+{
+    char *dir = new_dir();
+    const int had_mllog = access("/dev/mllog", F_OK) == 0;
+    const int code = rb_run(dir, "null", RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--batch", "8",
+                                                 "--quiet", "--out", "/dev/null"),
+                            RB_ARGS("--steps", "5"));
+    char *err = rb_stderr(dir, "null");
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    cr_assert_str_eq(err, "");
+    if (!had_mllog) cr_assert_neq(access("/dev/mllog", F_OK), 0, "an event log directory was made in /dev");
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Runs bench to completion in dir, but fails the test (killing the child) if it takes longer than
+ * limit_s seconds: a run that blocks forever must not hang the suite. */
+static int run_bounded(const char *dir, const char *tag, const char *const *extra, double limit_s)
+{
+    pid_t pid = rb_start(dir, tag, RB_ARGS(RB_BASE), extra);
+    for (double t = 0; t < limit_s; t += 0.05) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        cr_assert_geq(r, 0);
+        if (r == pid) {
+            cr_assert(WIFEXITED(status), "the child died of signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            return WEXITSTATUS(status);
+        }
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    cr_assert(0, "%s: still running after %g s (blocked on a FIFO?)", tag, limit_s);
+    return -1;
+}
+
+/* A FIFO as --load, as --suite, or named like the newest checkpoint under --resume blocked open()
+ * forever. Now: regular files only, checked on a non-blocking open. */
+Test(probes, fifos_are_refused_not_waited_on)
+{
+    char *dir = new_dir();
+    char *fifo = rb_path(dir, "fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    int code = run_bounded(dir, "load", RB_ARGS("--steps", "3", "--load", "fifo"), 30);
+    char *err = rb_stderr(dir, "load");
+    cr_assert_eq(code, 1, "--load fifo: exit %d: %s", code, err);
+    cr_assert(strstr(err, "fifo") && strstr(err, "not a regular file"), "--load fifo: %s", err);
+    free(err);
+    code = run_bounded(dir, "suite", RB_ARGS("--suite", "fifo"), 30);
+    err = rb_stderr(dir, "suite");
+    cr_assert_eq(code, 1, "--suite fifo: exit %d: %s", code, err);
+    cr_assert(strstr(err, "fifo") && strstr(err, "not a regular file"), "--suite fifo: %s", err);
+    free(err);
+    /* A FIFO newer than the run's real checkpoints: skipped with a warning, the resume goes on. */
+    cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "10", "--no-eval", "--checkpoint-dir", "ck")), 0);
+    char *ck = rb_path(dir, "ck"), p[600];
+    checkpoint_dir_path(ck, 15, p, sizeof p);
+    cr_assert_eq(mkfifo(p, 0644), 0);
+    code = run_bounded(dir, "resume", RB_ARGS("--steps", "20", "--no-eval", "--resume", "ck"), 30);
+    err = rb_stderr(dir, "resume");
+    cr_assert_eq(code, 0, "--resume past a FIFO: exit %d: %s", code, err);
+    cr_assert(strstr(err, "ckpt-0000000015") && strstr(err, "not a regular file"), "no warning naming the FIFO: %s", err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 10);
+    json_value_free(r);
+    free(err), free(ck), free(fifo);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A checkpoint with one tensor all NaN trained 50 steps with exit 0 (the NaN bias sits behind a ReLU,
+ * so the loss stayed finite) and --save wrote the NaNs back. Now --load refuses it, naming the tensor;
+ * so does --resume for NaN optimizer state. */
+Test(probes, non_finite_weights_are_refused_at_load)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(RB_BASE), RB_ARGS("--steps", "5", "--save", "a.st", "--checkpoint-dir", "ck")), 0);
+    struct rb_model r;
+    rb_model_init(&r);
+    char *a = rb_path(dir, "a.st"), *nan_st = rb_path(dir, "nan.st");
+    rb_load(&r, a, 0);
+    const struct param_entry *e = NULL;
+    for (int k = 0; k < r.m.n_entries && !e; k++)
+        if (r.m.params[k].kind != PARAM_BUFFER && r.m.params[k].kind != PARAM_COUNTER && strstr(r.m.params[k].name, "bias"))
+            e = &r.m.params[k];
+    cr_assert_not_null(e, "the MLP has a bias");
+    for (size_t i = 0; i < e->n; i++) r.p[e->off + i] = NAN;
+    cr_assert_eq(checkpoint_save(nan_st, &r.m, r.p, r.b, "{}"), TB_OK, "%s", tb_error_get());
+    const int code = rb_run(dir, "nan", RB_ARGS(RB_BASE), RB_ARGS("--steps", "50", "--load", "nan.st", "--save", "b.st"));
+    char *err = rb_stderr(dir, "nan");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, e->name) && strstr(err, "NaN"), "the message names the tensor: %s", err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    char *b = rb_path(dir, "b.st");
+    cr_assert_neq(access(b, F_OK), 0, "--save wrote the weights");
+    free(err), free(b);
+    /* The resumable checkpoint with NaN Adam state (its first moment of the first tensor). */
+    char p[600], *ck = rb_path(dir, "ck");
+    checkpoint_dir_path(ck, 5, p, sizeof p);
+    rb_load(&r, p, 1);
+    r.o[r.m.params[0].off] = INFINITY;
+    char meta[4096];
+    cr_assert_eq(checkpoint_read_meta(p, "config", meta, sizeof meta), TB_OK);
+    /* Rewrite it with every metadata key the resume checks: copy them from the original. */
+    static const char *const keys[] = {"trainbench_checkpoint", "plan", "workload", "backend", "run_id", "config",
+                                       "config_hash", "step", "total_steps", "samples_seen", "train_time_s",
+                                       "optimizer_state_copies", "checkpoint_every"};
+    char json[8192] = "{";
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        char v[4096];
+        cr_assert_eq(checkpoint_read_meta(p, keys[k], v, sizeof v), TB_OK, "%s: %s", keys[k], tb_error_get());
+        snprintf(json + strlen(json), sizeof json - strlen(json), "%s\"%s\":\"%s\"", k ? "," : "", keys[k], v);
+    }
+    strcat(json, "}");
+    cr_assert_eq(checkpoint_save_state(p, &r.m, r.p, r.b, r.o, r.spp, json), TB_OK, "%s", tb_error_get());
+    const int code2 = rb_run(dir, "res", RB_ARGS(RB_BASE), RB_ARGS("--steps", "10", "--resume", "ck"));
+    err = rb_stderr(dir, "res");
+    cr_assert_neq(code2, 0, "resumed from Inf optimizer state: %s", err);
+    cr_assert(strstr(err, "Inf") && strstr(err, "__optimizer__"), "the message names the tensor: %s", err);
+    free(err), free(ck);
+    rb_model_free(&r);
+    free(a), free(nan_st);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Adam at --lr 10 on the MLP: the loss jumps from 2.3 to 1e11, then (ReLUs dead) falls back to a
+ * uniform guess, all finite: the run "finished" at chance accuracy with exit 0. Now the finite-loss
+ * rule (loss_watch.h) stops it as diverged, with the diverged row. */
+Test(probes, a_finite_but_exploded_loss_is_divergence)
+{
+    char *dir = new_dir();
+    const int code = rb_run(dir, "div", RB_ARGS(RB_BASE), RB_ARGS("--steps", "200", "--optimizer", "adam", "--lr", "10"));
+    char *err = rb_stderr(dir, "div");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "diverged") && strstr(err, "stayed above"), "unclear message: %s", err);
+    free(err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "diverged");
+    const long at = (long)json_get_number(r, "figures.diverged_at_step", -1);
+    cr_assert(at > LOSS_WATCH_STEPS && at < 100, "diverged_at_step %ld", at);
+    cr_assert_eq(json_get_number(r, "figures.completed_steps", -1), at - 1);
+    cr_assert_null(json_get(r, "figures.test_accuracy"));
+    json_value_free(r);
+    /* A sane learning rate trains on. */
+    cr_assert_eq(rb_run(dir, "ok", RB_ARGS(RB_BASE), RB_ARGS("--steps", "200", "--optimizer", "adam", "--lr", "0.003")), 0);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The rule itself: LOSS_WATCH_STEPS consecutive steps above LOSS_WATCH_FACTOR x the reference, the
+ * reference being the larger of the first loss and ln(classes); a spike that recovers is no divergence. */
+Test(probes, loss_watch_rule)
+{
+    struct loss_watch w;
+    loss_watch_reset(&w);
+    const double chance = log(10.0), limit = LOSS_WATCH_FACTOR * chance;
+    cr_assert_eq(loss_watch_feed(&w, 1, 2.0, 10), TB_OK); /* below chance: the reference is ln 10 */
+    for (long s = 2; s < 2 + LOSS_WATCH_STEPS - 1; s++) cr_assert_eq(loss_watch_feed(&w, s, limit * 1.01, 10), TB_OK);
+    cr_assert_eq(loss_watch_feed(&w, 100, limit * 0.99, 10), TB_OK, "one step under the limit ends the streak");
+    for (long s = 101; s < 101 + LOSS_WATCH_STEPS - 1; s++) cr_assert_eq(loss_watch_feed(&w, s, 1e9, 10), TB_OK);
+    cr_assert_eq(loss_watch_feed(&w, 200, 5e9, 10), TB_EDIVERGED);
+    cr_assert(strstr(tb_error_get(), "from step 101") && strstr(tb_error_get(), "5e+09"), "%s", tb_error_get());
+    /* A resumed run with a small loss: the reference is still a uniform guess's, so noise is fine. */
+    loss_watch_reset(&w);
+    cr_assert_eq(loss_watch_feed(&w, 1001, 0.01, 10), TB_OK);
+    for (long s = 1002; s < 1100; s++) cr_assert_eq(loss_watch_feed(&w, s, 1.5, 10), TB_OK);
+    /* A first loss above chance (a bad init) raises the reference. */
+    loss_watch_reset(&w);
+    cr_assert_eq(loss_watch_feed(&w, 1, 50.0, 10), TB_OK);
+    for (long s = 2; s < 100; s++) cr_assert_eq(loss_watch_feed(&w, s, 400.0, 10), TB_OK);
+}
+
+/* Runs bench with args and its standard output on /dev/full; returns its exit status, stderr in err. */
+static int run_to_dev_full(const char *dir, const char *const *args, char **err)
+{
+    char *err_path = rb_path(dir, "full.err");
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = TB_BENCH_EXE;
+    for (int i = 0; args[i]; i++) argv[argc++] = args[i];
+    argv[argc] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int fo = open("/dev/full", O_WRONLY), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(dir) != 0) _exit(127);
+        dup2(fo, 1), dup2(fe, 2);
+        execv(TB_BENCH_EXE, (char *const *)argv);
+        _exit(127);
+    }
+    const int code = rb_wait(pid);
+    *err = tu_read_file(err_path, NULL);
+    free(err_path);
+    return code;
+}
+
+/* Messages that misled: a duplicate tensor name reported as an overlap, a directory as a short read,
+ * stdout on a full device ignored (exit 0), --prefetch 0 described as "prefetch 3", a scaling error
+ * reading "not a multiple of 1 1 x replicas 3", 4-stage descriptions cut off. */
+Test(probes, messages_say_what_is_wrong)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--save", "a.st")), 0);
+    /* The same tensor entry twice in the header (same offsets). */
+    char *a = rb_path(dir, "a.st"), *dup = rb_path(dir, "dup.st");
+    size_t len;
+    char *bytes = tu_read_file(a, &len);
+    cr_assert(bytes && len > 8);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)(uint8_t)bytes[i] << (8 * i);
+    char *hdr = strndup(bytes + 8, hl);
+    struct rb_model r;
+    rb_model_init(&r);
+    char key[160];
+    snprintf(key, sizeof key, "\"%s\":{", r.m.params[0].name);
+    char *at = strstr(hdr, key), *end = at ? strchr(at, '}') : NULL;
+    cr_assert(at && end, "no entry %s in %s", key, hdr);
+    const size_t entry = (size_t)(end + 1 - at) + 1; /* with a comma after it */
+    const uint64_t nhl = hl + entry;
+    char *out = malloc(len + entry);
+    for (int i = 0; i < 8; i++) out[i] = (char)(nhl >> (8 * i));
+    size_t o = 8, pre = (size_t)(at - hdr);
+    memcpy(out + o, hdr, pre), o += pre;
+    memcpy(out + o, at, entry - 1), o += entry - 1;
+    out[o++] = ',';
+    memcpy(out + o, at, hl - pre), o += hl - pre;
+    memcpy(out + o, bytes + 8 + hl, len - 8 - hl), o += len - 8 - hl;
+    tu_write_file(dup, out, o);
+    free(out), free(hdr), free(bytes);
+    int code = rb_run(dir, "dup", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"));
+    char *err = rb_stderr(dir, "dup");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "duplicate tensor name") && strstr(err, r.m.params[0].name), "%s", err);
+    free(err);
+    /* A directory as --load. */
+    cr_assert_eq(unlink(dup), 0);
+    cr_assert_eq(mkdir(dup, 0755), 0);
+    code = rb_run(dir, "dir", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"));
+    err = rb_stderr(dir, "dir");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "is a directory") && !strstr(err, "short read"), "%s", err);
+    free(err);
+    /* Standard output on a full device: the run is not a success. */
+    code = run_to_dev_full(dir, RB_ARGS("--list"), &err);
+    cr_assert_eq(code, 1, "--list > /dev/full: exit %d: %s", code, err);
+    cr_assert(strstr(err, "standard output"), "%s", err);
+    free(err);
+    /* --prefetch 0 is no prefetch, and a 4-stage description is whole. */
+    static const char *const ipu[] = {"--data", "synthetic", "--synthetic-samples", "256,64", "--mllog", "none", "--out",
+                                      "results.jsonl", "--backend", "ipu", "--stages", "4", "--micro-batch", "2", "--ga",
+                                      "4", "--batch", "8", "--steps", "2", NULL};
+    cr_assert_eq(rb_run(dir, "pf", ipu, RB_ARGS("--prefetch", "0")), 0);
+    char *po = rb_path(dir, "pf.out"), *text = tu_read_file(po, NULL);
+    cr_assert(text && strstr(text, "prefetch 0;"), "%s", text);
+    const char *mem = strstr(text, "act MiB/stage ");
+    cr_assert_not_null(mem, "%s", text);
+    int slashes = 0;
+    for (const char *c = mem + 14; *c && *c != ')' && *c != '\n'; c++) slashes += *c == '/';
+    const char *close = strpbrk(mem, ")\n");
+    cr_assert(slashes == 3 && close && *close == ')', "the description is cut: %s", text);
+    free(text), free(po);
+    /* The ipu scaling grid's unit, said plainly. */
+    code = rb_run(dir, "sc", RB_ARGS("--data", "synthetic", "--backend", "ipu", "--mllog", "none", "--out", "results.jsonl"),
+                  RB_ARGS("--plan", "scaling", "--replicas-list", "3", "--batches", "16"));
+    err = rb_stderr(dir, "sc");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "not a multiple of replicas 3") && !strstr(err, "1 1"), "%s", err);
+    free(err);
+    rb_model_free(&r);
+    free(a), free(dup);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Resuming a run that had finished wrote another "ok" row each time. Now it says the run is finished
+ * (exit 0, no row); without the note (a run killed after its last checkpoint, before its row) the
+ * resume still evaluates and writes the row, and a larger --steps extends the run. */
+Test(probes, resuming_a_finished_run_writes_no_row)
+{
+    char *dir = new_dir();
+    char *res = rb_path(dir, "results.jsonl");
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--checkpoint-dir", "ck")), 0);
+    cr_assert_eq(rb_count_lines(res), 1);
+    for (int i = 0; i < 2; i++) {
+        const int code = rb_run(dir, "again", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--resume", "ck"));
+        char *err = rb_stderr(dir, "again");
+        cr_assert_eq(code, 0, "exit %d: %s", code, err);
+        cr_assert(strstr(err, "finished at step 20") && strstr(err, "no new row"), "%s", err);
+        cr_assert_eq(rb_count_lines(res), 1, "resume %d of a finished run wrote a row", i + 1);
+        free(err);
+    }
+    char *note = rb_path(dir, "ck/finished.json");
+    cr_assert_eq(unlink(note), 0);
+    cr_assert_eq(rb_run(dir, "row", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--resume", "ck")), 0);
+    cr_assert_eq(rb_count_lines(res), 2, "the row of a run killed before it is written on resume");
+    cr_assert_eq(rb_run(dir, "ext", RB_ARGS(RB_BASE), RB_ARGS("--steps", "30", "--resume", "ck")), 0);
+    cr_assert_eq(rb_count_lines(res), 3, "an extended run writes its row");
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 20);
+    json_value_free(r);
+    free(note), free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A reused --run-id overwrote the earlier run's MLLOG silently; --blas-core Bogus ran OpenBLAS's
+ * default kernels silently. Now: a usage error naming the log (a resume continues the log instead),
+ * and one naming the kernel set. */
+Test(probes, reused_run_id_and_unknown_blas_core_are_refused)
+{
+    char *dir = new_dir();
+    static const char *const base[] = {"--data", "synthetic", "--synthetic-samples", "1000,200", "--batch", "8", "--out",
+                                       "results.jsonl", "--quiet", "--run-id", "X", NULL};
+    cr_assert_eq(rb_run(dir, "a", base, RB_ARGS("--steps", "5", "--checkpoint-dir", "ck")), 0);
+    char *log = rb_path(dir, "mllog/X.log"), *res = rb_path(dir, "results.jsonl");
+    const int lines = rb_count_lines(log);
+    cr_assert_gt(lines, 5);
+    int code = rb_run(dir, "b", base, RB_ARGS("--steps", "5"));
+    char *err = rb_stderr(dir, "b");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "--run-id X") && strstr(err, "mllog/X.log"), "%s", err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    cr_assert_eq(rb_count_lines(log), lines, "the earlier log changed");
+    cr_assert_eq(rb_count_lines(res), 1);
+    free(err);
+    /* Resuming the run under its id continues its log. */
+    cr_assert_eq(rb_run(dir, "c", base, RB_ARGS("--steps", "8", "--resume", "ck")), 0);
+    cr_assert_gt(rb_count_lines(log), lines, "the resumed run's events were not appended");
+    char *text = tu_read_file(log, NULL);
+    cr_assert(strstr(text, "resumed_from_step"), "the resumed run's events are missing");
+    free(text);
+    /* An unknown kernel set. */
+    code = rb_run(dir, "blas", RB_ARGS("--blas-core", "Bogus"), RB_ARGS("--version"));
+    err = rb_stderr(dir, "blas");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "--blas-core Bogus") && strstr(err, "Haswell"), "%s", err);
+    free(err);
+    free(log), free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
