@@ -2,6 +2,8 @@
  * wrappers that check, default and time backend calls. */
 #include "backend.h"
 
+#include "pipeline_report.h"
+
 #include "clock.h"
 #include "status.h"
 
@@ -209,46 +211,72 @@ void backend_describe(struct backend *b, char *buf, size_t n)
     else snprintf(buf, n, "%s", b->i ? b->i->name : "?");
 }
 
-int backend_conv_algos(struct backend *b, int *algos)
+int backend_stats(struct backend *b, struct backend_stats *s)
 {
     TB_ASSERT(b->prepared);
-    if (!b->i->conv_algos) return tb_error_set(TB_EUNSUPPORTED, "backend %s does not report algorithms", b->i->name);
-    return b->i->conv_algos(b, algos);
+    memset(s, 0, sizeof *s);
+    int rc = b->i->stats ? b->i->stats(b, s) : TB_OK;
+    if (rc != TB_OK) memset(s, 0, sizeof *s);
+    if (s->n_devices < 1) s->n_devices = 1;
+    return rc;
+}
+
+int backend_conv_algos(struct backend *b, int *algos)
+{
+    struct backend_stats s;
+    int rc = backend_stats(b, &s);
+    if (rc != TB_OK) return rc;
+    if (!s.conv_algos) return tb_error_set(TB_EUNSUPPORTED, "backend %s does not report algorithms", b->i->name);
+    memcpy(algos, s.conv_algos, (size_t)b->m->n_layers * sizeof *algos);
+    return TB_OK;
 }
 
 int backend_n_devices(struct backend *b)
 {
-    TB_ASSERT(b->prepared);
-    return b->i->n_devices ? b->i->n_devices(b) : 1;
+    struct backend_stats s;
+    backend_stats(b, &s);
+    return s.n_devices;
 }
 
 int backend_pipeline_report(struct backend *b, struct pipeline_report *r)
 {
-    TB_ASSERT(b->prepared);
-    if (!b->i->pipeline_report)
-        return tb_error_set(TB_EUNSUPPORTED, "backend %s has no pipeline report", b->i->name);
-    memset(r, 0, sizeof *r);
-    return b->i->pipeline_report(b, r);
+    struct backend_stats s;
+    int rc = backend_stats(b, &s);
+    if (rc != TB_OK) return rc;
+    if (!s.pipeline) return tb_error_set(TB_EUNSUPPORTED, "backend %s has no pipeline report", b->i->name);
+    *r = *s.pipeline;
+    return TB_OK;
 }
 
 int backend_layer_profile(struct backend *b, double *prof)
 {
-    TB_ASSERT(b->prepared);
-    if (!b->i->layer_profile || !b->cfg.profile)
+    struct backend_stats s;
+    int rc = b->cfg.profile ? backend_stats(b, &s) : TB_OK;
+    if (rc != TB_OK) return rc;
+    if (!b->cfg.profile || !s.layer_profile)
         return tb_error_set(TB_EUNSUPPORTED, "backend %s has no per-layer profile (run with --profile)", b->i->name);
-    return b->i->layer_profile(b, prof);
+    memcpy(prof, s.layer_profile, 2 * (size_t)b->m->n_layers * sizeof *prof);
+    return TB_OK;
 }
 
 int backend_timeline(struct backend *b, struct timeline_event *ev, int cap)
 {
     TB_ASSERT(b->prepared && cap >= 0 && (ev || cap == 0));
-    return b->i->timeline ? b->i->timeline(b, ev, cap) : 0;
+    struct backend_stats s;
+    if (backend_stats(b, &s) != TB_OK) return 0;
+    const int n = cap < s.n_timeline ? cap : s.n_timeline;
+    if (n > 0) memcpy(ev, s.timeline, (size_t)n * sizeof *ev);
+    return s.n_timeline;
 }
 
 int backend_trace_events(struct backend *b, struct trace_event *ev, int cap)
 {
     TB_ASSERT(b->prepared && cap >= 0 && (ev || cap == 0));
-    return b->i->trace_events && b->cfg.trace ? b->i->trace_events(b, ev, cap) : 0;
+    struct backend_stats s;
+    if (!b->cfg.trace || backend_stats(b, &s) != TB_OK) return 0;
+    const int n = cap < s.n_trace ? cap : s.n_trace;
+    if (n > 0) memcpy(ev, s.trace, (size_t)n * sizeof *ev);
+    return s.n_trace;
 }
 
 int backend_is_primary(struct backend *b)

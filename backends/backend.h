@@ -18,6 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The ipu backend's own options (pipeline, precision); the others ignore them. 0 / "" = the default. */
+struct ipu_options {
+    int stages, micro_batch, ga, replicas, recompute, prefetch;
+    char schedule[16], precision[8], split[64];
+    float loss_scale;      /* fp16: static loss scale in [RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX];
+                              0 = dynamic (halved on overflow, doubled after a run of clean steps) */
+};
+
 /* Everything a backend may need to plan a run; the harness fills it from the CLI. */
 struct run_config {
     int batch;             /* global batch: samples per optimizer step */
@@ -31,16 +39,11 @@ struct run_config {
     int profile;           /* record per-layer times */
     int trace;             /* record each training step's per-layer events for backend_trace_events */
     int no_fuse;           /* disable fused kernels (for before/after measurements) */
-    /* ipu */
-    int stages, micro_batch, ga, replicas, recompute, prefetch;
-    char schedule[16], precision[8], split[64];
     char device[16];       /* executor device the schedule places its work on ("" = cpu) */
     char conv_algo[16];    /* "auto" (or "") = measured per shape; im2col | direct | fft force one */
     int blas_threads;      /* OpenBLAS's own threads (0 = 1: the engine partitions every sgemm itself);
                               > 1 reproduces the uncoordinated arrangement, for comparison */
-    char timeline[256];    /* ipu: per-device, per-micro-batch timeline CSV written here ("" = none) */
-    float loss_scale;      /* ipu fp16: static loss scale in [RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX];
-                              0 = dynamic (halved on overflow, doubled after a run of clean steps) */
+    struct ipu_options ipu;
 };
 #define RUN_LOSS_SCALE_MIN 1.0
 #define RUN_LOSS_SCALE_MAX 1e30
@@ -61,36 +64,6 @@ struct step_stats {
     int nonfinite;         /* NaN/Inf seen in loss or gradients */
 };
 
-/* What a pipelined backend measured (per stage, averaged over the run's steps): the harness uses it for
- * its accounting table and the POD-scale projection. Times in seconds per micro-batch. */
-#define BACKEND_MAX_STAGES 64
-struct pipeline_report {
-    int stages, micro_batch, ga, replicas;
-    double t_fwd[BACKEND_MAX_STAGES], t_bwd[BACKEND_MAX_STAGES];
-    double exchange_bytes[BACKEND_MAX_STAGES]; /* bytes entering stage s per micro-batch (fwd + bwd) */
-    double param_bytes[BACKEND_MAX_STAGES];    /* gradient bytes stage s holds and all-reduces per step */
-    double t_compute[BACKEND_MAX_STAGES], t_exchange[BACKEND_MAX_STAGES], t_idle[BACKEND_MAX_STAGES],
-        t_allreduce[BACKEND_MAX_STAGES];       /* per step */
-    double peak_act_bytes[BACKEND_MAX_STAGES]; /* measured activation memory per stage */
-    double weight_bytes[BACKEND_MAX_STAGES];   /* weights as stored (2 or 4 bytes each, + an fp32 master) */
-    double weight_window_bytes[BACKEND_MAX_STAGES]; /* half precision: fp32 window one layer's weights
-                                                       are decoded into while it runs (0 in fp32); its
-                                                       gradients use a second window of the same size */
-    double bubble_measured, bubble_ideal;
-    double loss_scale;     /* fp16: the loss scale now (1 otherwise) */
-    int loss_scale_static; /* fp16: --loss-scale N (else dynamic) */
-    long skipped_steps;    /* fp16: steps skipped on a gradient overflow */
-};
-
-/* One interval of a pipelined backend's last completed training step: what device `device` (stage,
- * replica) did, for which micro-batch, from start_s to end_s seconds after the step began (measured). */
-struct timeline_event {
-    int device, stage, replica;
-    int micro_batch;       /* -1 for whole-step phases (all-reduce, update) */
-    char phase;            /* 'F' forward, 'B' backward, 'R' recompute, 'A' all-reduce, 'U' update */
-    double start_s, end_s;
-};
-
 /* One interval of the last completed training step on device `device` (--trace): a layer's forward or
  * backward (layer ≥ 0, an index into model->layers) or a whole-step phase (layer −1: 'A' all-reduce,
  * 'U' update, 'W' waiting for the other devices), start_s..end_s seconds after the step began (measured;
@@ -104,6 +77,26 @@ struct trace_event {
 };
 
 struct backend;
+struct pipeline_report; /* pipeline_report.h: what pipelined backends report */
+struct timeline_event;
+struct device_step;
+
+/* What a backend recorded, as views into its own memory, valid until its next call. A member it does not
+ * record stays NULL / 0. Pipelined backends fill the last group (types in pipeline_report.h). */
+struct backend_stats {
+    int n_devices;                         /* cores/devices the schedule uses (0: one) */
+    const double *layer_profile;           /* --profile: (n_layers, 2) forward, backward seconds summed over
+                                              the steps so far */
+    const int *conv_algos;                 /* (n_layers) enum conv_algo per layer (-1: none) */
+    const struct trace_event *trace;       /* --trace: the last completed training step's per-layer events */
+    int n_trace;
+    const struct pipeline_report *pipeline; /* the run's per-stage accounting */
+    long step;                             /* the last completed training step (0: none yet) */
+    const struct timeline_event *timeline; /* that step's intervals, in device order */
+    int n_timeline;
+    const struct device_step *devices;     /* that step per device, in device order */
+    int n_device_steps;
+};
 
 struct backend_i {
     const char *name;
@@ -117,20 +110,12 @@ struct backend_i {
     void (*destroy)(struct backend *b);
     /* optional */
     int (*train_step)(struct backend *b, const struct batch *batch, long step, struct step_stats *st);
-    void (*describe)(struct backend *b, char *buf, size_t n); /* one line: threads, devices, ... */
-    int (*is_primary)(struct backend *b); /* MPI: only rank 0 prints and writes results */
-    int (*pipeline_report)(struct backend *b, struct pipeline_report *r); /* pipelined backends */
-    int (*n_devices)(struct backend *b); /* cores/devices the schedule uses (default 1) */
-    int (*conv_algos)(struct backend *b, int *algos); /* per layer enum conv_algo chosen (-1 none) */
-    /* --profile: per-layer forward and backward seconds summed over the steps so far, (n_layers, 2). */
-    int (*layer_profile)(struct backend *b, double *prof);
-    /* The last completed training step's intervals: copies at most cap into ev (device order), returns
-     * how many there are. */
-    int (*timeline)(struct backend *b, struct timeline_event *ev, int cap);
-    /* --trace: the last completed training step's per-layer events, as timeline (count returned). */
-    int (*trace_events)(struct backend *b, struct trace_event *ev, int cap);
     /* Completes work train_step deferred to the next step (the batch-1 fused update). */
     int (*finish)(struct backend *b);
+    void (*describe)(struct backend *b, char *buf, size_t n); /* one line: threads, devices, ... */
+    int (*is_primary)(struct backend *b); /* MPI: only rank 0 prints and writes results */
+    /* Everything the backend reports (s arrives zeroed): profile, algorithms, events, pipeline figures. */
+    int (*stats)(struct backend *b, struct backend_stats *s);
 };
 
 struct backend {
@@ -221,6 +206,9 @@ int backend_timeline(struct backend *b, struct timeline_event *ev, int cap);
  * NULL) and returns how many the step has; 0 unless prepared with trace = 1 by a backend that records
  * them (ipu keeps its micro-batch phases in backend_timeline instead). */
 int backend_trace_events(struct backend *b, struct trace_event *ev, int cap);
+/* Fills s with what the prepared backend reports (views valid until its next call; zeroed members for
+ * what it does not record). The wrappers above read it; the harness may call it directly. */
+int backend_stats(struct backend *b, struct backend_stats *s);
 /* True unless this process is a non-zero MPI rank: only the primary prints and writes results. */
 int backend_is_primary(struct backend *b);
 /* Releases everything the backend holds (safe on a created-but-unprepared backend). */

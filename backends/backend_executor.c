@@ -5,6 +5,7 @@
 #include "status.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void backend_executor_config(const struct run_config *rc, int n_max, int threads, struct executor_config *ec)
@@ -22,12 +23,23 @@ void backend_executor_config(const struct run_config *rc, int n_max, int threads
     ec->trace = rc->trace;
 }
 
-int backend_executor_trace(struct executor *ex, int device, struct trace_event *ev, int cap)
+int backend_executor_trace(struct executor *ex, int device, struct backend_trace_buf *t)
 {
     struct executor_stats s;
-    if (executor_stats(ex, &s) != TB_OK || !s.trace) return 0;
-    for (int k = 0; k < s.n_trace && k < cap; k++)
-        ev[k] = (struct trace_event){device, s.trace[k].layer, s.trace[k].micro_batch, s.trace[k].phase, s.trace[k].t0,
-                                     s.trace[k].t1};
-    return s.n_trace;
+    if (executor_stats(ex, &s) != TB_OK || !s.trace || s.n_trace <= 0) return TB_OK;
+    if (t->n + s.n_trace > t->cap) {
+        struct trace_event *p = realloc(t->ev, (size_t)(t->n + s.n_trace) * sizeof *p);
+        if (!p) return tb_error_set(TB_ENOMEM, "out of memory for %d trace events", t->n + s.n_trace);
+        t->ev = p, t->cap = t->n + s.n_trace;
+    }
+    for (int k = 0; k < s.n_trace; k++)
+        t->ev[t->n++] = (struct trace_event){device, s.trace[k].layer, s.trace[k].micro_batch, s.trace[k].phase,
+                                             s.trace[k].t0, s.trace[k].t1};
+    return TB_OK;
+}
+
+void backend_trace_buf_free(struct backend_trace_buf *t)
+{
+    free(t->ev);
+    memset(t, 0, sizeof *t);
 }

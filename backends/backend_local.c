@@ -20,6 +20,7 @@
 
 struct local_ctx {
     struct executor ex;
+    struct backend_trace_buf trace; /* backend_stats' copy of the executor's trace events */
     int want_threads; /* 1 for cpu, cfg.n_threads (0 = all cores) for threads */
 };
 
@@ -100,34 +101,22 @@ static int lb_set(struct backend *b, enum tensor_family f, const float *src)
     return executor_set_tensors(&((struct local_ctx *)b->ctx)->ex, f, src);
 }
 
-static int lb_layer_profile(struct backend *b, double *prof)
+/* The executor's views, and --trace events in the backend API's form. threads: the executor is SPMD over
+ * its pool and thread 0 clocks each layer (barriers included), so one lane stands for the whole pool. */
+static int lb_stats(struct backend *b, struct backend_stats *s)
 {
-    struct executor_stats s;
-    int rc = executor_stats(&((struct local_ctx *)b->ctx)->ex, &s);
+    struct local_ctx *c = b->ctx;
+    struct executor_stats es;
+    int rc = executor_stats(&c->ex, &es);
     if (rc != TB_OK) return rc;
-    if (!s.profile) return TB_EUNSUPPORTED;
-    memcpy(prof, s.profile, 2 * (size_t)b->m->n_layers * sizeof(double));
+    s->n_devices = c->ex.cfg.threads;
+    s->layer_profile = es.profile;
+    s->conv_algos = es.conv_algos;
+    c->trace.n = 0;
+    if (b->cfg.trace && (rc = backend_executor_trace(&c->ex, 0, &c->trace)) != TB_OK) return rc;
+    s->trace = c->trace.ev, s->n_trace = c->trace.n;
     return TB_OK;
 }
-
-/* threads: the executor is SPMD over its pool and thread 0 clocks each layer (barriers included), so one
- * lane stands for the whole pool. */
-static int lb_trace_events(struct backend *b, struct trace_event *ev, int cap)
-{
-    return backend_executor_trace(&((struct local_ctx *)b->ctx)->ex, 0, ev, cap);
-}
-
-static int lb_conv_algos(struct backend *b, int *algos)
-{
-    struct executor_stats s;
-    int rc = executor_stats(&((struct local_ctx *)b->ctx)->ex, &s);
-    if (rc != TB_OK) return rc;
-    if (!s.conv_algos) return TB_EUNSUPPORTED;
-    memcpy(algos, s.conv_algos, (size_t)b->m->n_layers * sizeof(int));
-    return TB_OK;
-}
-
-static int lb_n_devices(struct backend *b) { return ((struct local_ctx *)b->ctx)->ex.cfg.threads; }
 
 static void lb_describe(struct backend *b, char *buf, size_t n)
 {
@@ -145,6 +134,7 @@ static void lb_destroy(struct backend *b)
     struct local_ctx *c = b->ctx;
     if (!c) return;
     executor_destroy(&c->ex);
+    backend_trace_buf_free(&c->trace);
     free(c);
     b->ctx = NULL;
 }
@@ -152,15 +142,13 @@ static void lb_destroy(struct backend *b)
 static const struct backend_i cpu_iface = {
     .name = "cpu", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
-    .describe = lb_describe, .train_step = lb_train_step, .layer_profile = lb_layer_profile, .n_devices = lb_n_devices, .conv_algos = lb_conv_algos,
-    .trace_events = lb_trace_events, .finish = lb_finish,
+    .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
 };
 
 static const struct backend_i threads_iface = {
     .name = "threads", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
-    .describe = lb_describe, .train_step = lb_train_step, .layer_profile = lb_layer_profile, .n_devices = lb_n_devices, .conv_algos = lb_conv_algos,
-    .trace_events = lb_trace_events, .finish = lb_finish,
+    .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
 };
 
 static int local_create(struct backend *b, const struct backend_i *iface, int want_threads)

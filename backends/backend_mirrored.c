@@ -55,6 +55,7 @@ struct mir_ctx {
     struct mir_replica *rep;      /* (R) */
     double *slots;                /* (R, max_c2) partial sums */
     size_t max_c2;
+    struct backend_trace_buf trace; /* backend_stats' copy of the replicas' trace events */
 };
 
 struct mir_replica {
@@ -393,38 +394,26 @@ static void mir_destroy(struct backend *b)
     free(c->coll);
     free(c->rep);
     free(c->slots);
+    backend_trace_buf_free(&c->trace);
     free(c);
     b->ctx = NULL;
 }
 
-/* Replica 0's layer times: the replicas run the same layers on equal shards. */
-static int mir_layer_profile(struct backend *b, double *prof)
+/* Replica 0's layer times (the replicas run the same layers on equal shards); --trace: one lane per replica
+ * (under MPI, this rank's replica as device `rank`). */
+static int mir_stats(struct backend *b, struct backend_stats *s)
 {
     struct mir_ctx *c = b->ctx;
-    struct executor_stats s;
-    int st = executor_stats(&c->dev[0], &s);
-    if (st != TB_OK) return st;
-    if (!s.profile) return TB_EUNSUPPORTED;
-    memcpy(prof, s.profile, 2 * (size_t)b->m->n_layers * sizeof(double));
+    struct executor_stats es;
+    int rc = executor_stats(&c->dev[0], &es);
+    if (rc != TB_OK) return rc;
+    s->n_devices = c->mpi ? c->world : c->R;
+    s->layer_profile = es.profile;
+    c->trace.n = 0;
+    for (int r = 0; r < c->R && b->cfg.trace; r++)
+        if ((rc = backend_executor_trace(&c->dev[r], c->mpi ? c->rank : r, &c->trace)) != TB_OK) return rc;
+    s->trace = c->trace.ev, s->n_trace = c->trace.n;
     return TB_OK;
-}
-
-/* --trace: one lane per replica (under MPI, this rank's replica as device `rank`). */
-static int mir_trace_events(struct backend *b, struct trace_event *ev, int cap)
-{
-    struct mir_ctx *c = b->ctx;
-    int n = 0;
-    for (int r = 0; r < c->R; r++) {
-        const int room = cap - n > 0 ? cap - n : 0;
-        n += backend_executor_trace(&c->dev[r], c->mpi ? c->rank : r, room ? ev + n : NULL, room);
-    }
-    return n;
-}
-
-static int mir_n_devices(struct backend *b)
-{
-    struct mir_ctx *c = b->ctx;
-    return c->mpi ? c->world : c->R;
 }
 
 static int mir_primary(struct backend *b)
@@ -437,7 +426,7 @@ static const struct backend_i mirrored_iface = {
     .name = "mirrored", .prepare = mir_prepare, .forward_backward = mir_forward_backward, .update = mir_update,
     .evaluate = mir_evaluate, .get_tensors = mir_get, .set_tensors = mir_set, .destroy = mir_destroy,
     .train_step = mir_train_step, .describe = mir_describe, .is_primary = mir_primary,
-    .layer_profile = mir_layer_profile, .n_devices = mir_n_devices, .trace_events = mir_trace_events,
+    .stats = mir_stats,
 };
 
 int backend_mirrored_create(struct backend *b)

@@ -394,29 +394,29 @@ static int set_backend_option(struct bench_config *c, const char *name, const ch
         return st;
     }
     if (IS("sync-bn")) return get_flag(name, v, &c->run.sync_bn);
-    if (IS("stages")) return get_int(name, v, 1, 1024, &c->run.stages);
+    if (IS("stages")) return get_int(name, v, 1, 1024, &c->run.ipu.stages);
     if (IS("split")) {
         int st = get_int_list(name, v, 1, 100000, list, BENCH_MAX_BATCHES, &n);
         if (st != TB_OK) return st;
         for (int k = 1; k < n; k++)
             if (list[k] <= list[k - 1])
                 return tb_error_set(TB_EINVAL, "--split: block indices must increase, got '%s'", v);
-        return get_str(name, v, c->run.split, sizeof c->run.split);
+        return get_str(name, v, c->run.ipu.split, sizeof c->run.ipu.split);
     }
-    if (IS("micro-batch")) return get_int(name, v, 1, 1 << 20, &c->run.micro_batch);
-    if (IS("ga")) return get_int(name, v, 1, 1 << 16, &c->run.ga);
-    if (IS("replicas")) return get_int(name, v, 1, 1024, &c->run.replicas);
-    if (IS("schedule")) return get_choice(name, v, schedules, c->run.schedule, sizeof c->run.schedule);
-    if (IS("recompute")) return get_flag(name, v, &c->run.recompute);
-    if (IS("precision")) return get_choice(name, v, precisions, c->run.precision, sizeof c->run.precision);
+    if (IS("micro-batch")) return get_int(name, v, 1, 1 << 20, &c->run.ipu.micro_batch);
+    if (IS("ga")) return get_int(name, v, 1, 1 << 16, &c->run.ipu.ga);
+    if (IS("replicas")) return get_int(name, v, 1, 1024, &c->run.ipu.replicas);
+    if (IS("schedule")) return get_choice(name, v, schedules, c->run.ipu.schedule, sizeof c->run.ipu.schedule);
+    if (IS("recompute")) return get_flag(name, v, &c->run.ipu.recompute);
+    if (IS("precision")) return get_choice(name, v, precisions, c->run.ipu.precision, sizeof c->run.ipu.precision);
     if (IS("prefetch")) {
         /* The backends read 0 as "their default" and a negative count as "none": 0 given means none. */
-        const int st = get_int(name, v, 0, 1024, &c->run.prefetch);
-        if (st == TB_OK && c->run.prefetch == 0) c->run.prefetch = -1;
+        const int st = get_int(name, v, 0, 1024, &c->run.ipu.prefetch);
+        if (st == TB_OK && c->run.ipu.prefetch == 0) c->run.ipu.prefetch = -1;
         return st;
     }
     if (IS("loss-scale")) {
-        if (!strcmp(v, "dynamic")) return c->run.loss_scale = 0.0f, TB_OK;
+        if (!strcmp(v, "dynamic")) return c->run.ipu.loss_scale = 0.0f, TB_OK;
         char *end = NULL;
         errno = 0;
         const double x = strtod(v, &end);
@@ -424,7 +424,7 @@ static int set_backend_option(struct bench_config *c, const char *name, const ch
         if (errno || end == v || *end != '\0' || !(x >= RUN_LOSS_SCALE_MIN && x <= hi))
             return tb_error_set(TB_EINVAL, "--loss-scale: expected dynamic or a number in [%g, %g], got '%s'",
                                 RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX, v);
-        c->run.loss_scale = (float)x;
+        c->run.ipu.loss_scale = (float)x;
         return TB_OK;
     }
     if (IS("profile")) return get_flag(name, v, &c->run.profile);
@@ -451,7 +451,7 @@ static int set_schedule_option(struct bench_config *c, const char *name, const c
 static int set_output_option(struct bench_config *c, const char *name, const char *v)
 {
     int n = 0, list[BENCH_MAX_BATCHES];
-    if (IS("timeline")) return get_str(name, v, c->run.timeline, sizeof c->run.timeline);
+    if (IS("timeline")) return get_str(name, v, c->timeline, sizeof c->timeline);
     if (IS("trace")) return get_str(name, v, c->trace, sizeof c->trace);
     if (IS("trace-step")) return get_long(name, v, 1, 1L << 40, &c->trace_step);
     if (IS("project-devices")) {
@@ -534,8 +534,8 @@ static int grid_given(const struct bench_config *c)
  * point's global batch is B·G·R. */
 static int grid_product(const struct bench_config *c)
 {
-    return grid_given(c) && grid_has(c->backend, 2) && (c->n_micro_batch_list || c->run.micro_batch > 0) &&
-           (c->n_ga_list || c->run.ga > 0);
+    return grid_given(c) && grid_has(c->backend, 2) && (c->n_micro_batch_list || c->run.ipu.micro_batch > 0) &&
+           (c->n_ga_list || c->run.ipu.ga > 0);
 }
 
 static const int default_batches[] = {16, 32, 64, 128, 256};
@@ -547,7 +547,7 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
     const int grid = grid_given(c), mir = replicas_are_devices(c->backend), acc = !mir && grid_has(c->backend, 1);
     static const char *const dim_what[] = {"replicas", "gradient accumulation", "micro-batches"};
     const int dim_n[] = {c->n_replicas_list, c->n_ga_list, c->n_micro_batch_list};
-    const int dim_scalar[] = {c->run.replicas, c->run.ga, c->run.micro_batch};
+    const int dim_scalar[] = {c->run.ipu.replicas, c->run.ipu.ga, c->run.ipu.micro_batch};
     static const char *const scalar_opt[] = {"replicas", "ga", "micro-batch"};
     for (int d = 0; d < 3; d++) {
         if (!dim_n[d]) continue;
@@ -571,7 +571,7 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
     if (product && c->batches_given)
         return tb_error_set(TB_EINVAL, "--batches: with micro-batch and ga given, each %s point's global batch is "
                                        "micro-batch x ga x replicas; leave --batches out", c->backend);
-    const int one_r = c->run.replicas, one_g = c->run.ga, one_b = c->run.micro_batch;
+    const int one_r = c->run.ipu.replicas, one_g = c->run.ipu.ga, one_b = c->run.ipu.micro_batch;
     const int *R = c->n_replicas_list ? c->replicas_list : &one_r, nR = c->n_replicas_list ? c->n_replicas_list : 1;
     const int *G = c->n_ga_list ? c->ga_list : &one_g, nG = c->n_ga_list ? c->n_ga_list : 1;
     const int *B = c->n_micro_batch_list ? c->micro_batch_list : &one_b, nB = c->n_micro_batch_list ? c->n_micro_batch_list : 1;
@@ -608,8 +608,8 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
                         return tb_error_set(TB_EINVAL, "--plan scaling: the sweep has more than %d points",
                                             BENCH_MAX_POINTS);
                     if (n < cap) {
-                        pts[n] = (struct bench_scaling_point){(int)batch, c->run.replicas, c->run.ga,
-                                                              c->run.micro_batch, c->run.n_devices};
+                        pts[n] = (struct bench_scaling_point){(int)batch, c->run.ipu.replicas, c->run.ipu.ga,
+                                                              c->run.ipu.micro_batch, c->run.n_devices};
                         if (acc && grid) pts[n].replicas = r, pts[n].ga = g, pts[n].micro_batch = b;
                         if (mir && c->n_replicas_list) pts[n].devices = r;
                     }
@@ -740,9 +740,9 @@ int bench_config_finish(struct bench_config *c)
         if (slash) snprintf(c->mllog_dir, sizeof c->mllog_dir, "%.*s/mllog", (int)(slash - c->out), c->out);
         else snprintf(c->mllog_dir, sizeof c->mllog_dir, "mllog");
     }
-    if (c->run.loss_scale > 0.0f && strcmp(c->run.precision, "fp16") != 0 && strcmp(c->run.precision, "fp16m") != 0)
+    if (c->run.ipu.loss_scale > 0.0f && strcmp(c->run.ipu.precision, "fp16") != 0 && strcmp(c->run.ipu.precision, "fp16m") != 0)
         fprintf(stderr, "bench: warning: --loss-scale %g applies to --precision fp16 (this run is %s): recorded, "
-                        "not used\n", (double)c->run.loss_scale, c->run.precision[0] ? c->run.precision : "fp32");
+                        "not used\n", (double)c->run.ipu.loss_scale, c->run.ipu.precision[0] ? c->run.ipu.precision : "fp32");
     c->finished = 1;
     return TB_OK;
 }

@@ -191,9 +191,9 @@ int plan_scaling(struct session *s)
     struct scale_base base = {0};
     for (int k = 0; k < n; k++) {
         const struct bench_scaling_point *pt = &pts[k];
-        if (c->run.replicas != pt->replicas || c->run.ga != pt->ga || c->run.micro_batch != pt->micro_batch ||
+        if (c->run.ipu.replicas != pt->replicas || c->run.ipu.ga != pt->ga || c->run.ipu.micro_batch != pt->micro_batch ||
             c->run.n_devices != pt->devices) {
-            c->run.replicas = pt->replicas, c->run.ga = pt->ga, c->run.micro_batch = pt->micro_batch;
+            c->run.ipu.replicas = pt->replicas, c->run.ipu.ga = pt->ga, c->run.ipu.micro_batch = pt->micro_batch;
             c->run.n_devices = pt->devices;
             s->be_batch = s->be_eval_batch = 0; /* a new arrangement: session_backend prepares a fresh backend */
         }

@@ -39,9 +39,9 @@ static const struct backend_caps *caps_of(const struct session *s)
 /* Replicas and accumulation as configured: how a global batch splits (for the scaling table). */
 void batch_split(const struct session *s, int batch, int *replicas, int *accum, int *local)
 {
-    int r = s->c.run.replicas > 0 ? s->c.run.replicas : 1;
+    int r = s->c.run.ipu.replicas > 0 ? s->c.run.ipu.replicas : 1;
     if (caps_of(s)->replicas_are_devices) r *= s->c.run.n_devices > 0 ? s->c.run.n_devices : s->mi.n_cores;
-    int a = s->c.run.ga > 0 ? s->c.run.ga : 1;
+    int a = s->c.run.ipu.ga > 0 ? s->c.run.ipu.ga : 1;
     if (s->split_replicas > 0 && batch == s->be_batch) r = s->split_replicas, a = s->split_accum;
     *replicas = r, *accum = a;
     *local = batch / (r * a);
@@ -126,17 +126,17 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "devices", c->run.n_devices);
     json_key_str(b, "transport", c->transport[0] ? c->transport : "shm");
     json_key_bool(b, "sync_bn", c->run.sync_bn);
-    json_key_int(b, "stages", c->run.stages);
-    json_key_str(b, "split", c->run.split);
-    json_key_int(b, "micro_batch", c->run.micro_batch);
-    json_key_int(b, "ga", c->run.ga);
-    json_key_int(b, "replicas", c->run.replicas);
-    json_key_str(b, "schedule", c->run.schedule);
-    json_key_bool(b, "recompute", c->run.recompute);
-    json_key_str(b, "precision", c->run.precision[0] ? c->run.precision : "fp32");
-    if (c->run.loss_scale > 0.0f) json_key_double(b, "loss_scale", c->run.loss_scale);
+    json_key_int(b, "stages", c->run.ipu.stages);
+    json_key_str(b, "split", c->run.ipu.split);
+    json_key_int(b, "micro_batch", c->run.ipu.micro_batch);
+    json_key_int(b, "ga", c->run.ipu.ga);
+    json_key_int(b, "replicas", c->run.ipu.replicas);
+    json_key_str(b, "schedule", c->run.ipu.schedule);
+    json_key_bool(b, "recompute", c->run.ipu.recompute);
+    json_key_str(b, "precision", c->run.ipu.precision[0] ? c->run.ipu.precision : "fp32");
+    if (c->run.ipu.loss_scale > 0.0f) json_key_double(b, "loss_scale", c->run.ipu.loss_scale);
     else json_key_str(b, "loss_scale", "dynamic");
-    json_key_int(b, "prefetch", c->run.prefetch);
+    json_key_int(b, "prefetch", c->run.ipu.prefetch);
     json_key_bool(b, "profile", c->run.profile);
     json_key_str(b, "trace", c->trace);
     json_key_int(b, "trace_step", c->trace_step);

@@ -82,6 +82,7 @@ struct bench_config {
      * (0 = the run's last; with --repeat, of the last repeat). Implies --profile. */
     char trace[512];
     long trace_step;
+    char timeline[256];     /* --timeline FILE: every training step's pipeline intervals as CSV (ipu) */
     struct workload_opts wopts;
     struct run_config run;  /* backend settings: batch, seed, optimizer, threads, ... */
     /* optimizer as requested; bench_config_finish resolves it into run.optim */

@@ -171,6 +171,7 @@ static int load_data(struct session *s)
 
 void session_close(struct session *s)
 {
+    timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     if (s->have_model) model_free(&s->m);
     dataset_free(&s->train);
@@ -272,6 +273,7 @@ int session_open(struct session *s, const struct bench_config *c)
 int session_backend(struct session *s, int batch, int eval_batch)
 {
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
+    timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
     /* Preparing can take a while (the ipu backend times every layer to balance its stages): a first line
@@ -292,6 +294,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     snprintf(rc.device, sizeof rc.device, "%s", s->c.device);
     int st = backend_create(&s->be, s->c.backend);
     if (st == TB_OK) st = backend_prepare(&s->be, &s->m, &rc);
+    if (st == TB_OK && s->c.timeline[0]) st = timeline_csv_open(&s->timeline, s->c.timeline);
     if (st != TB_OK) return st;
     s->prepare_ms[1] = mllog_now_ms();
     backend_describe(&s->be, s->desc, sizeof s->desc);
@@ -434,6 +437,10 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
         int st = backend_train_step(&s->be, &b, step, &ss);
         if (st == TB_OK && step == to) st = backend_finish(&s->be); /* the deferred part of the last step */
         const double t1 = tb_now_s();
+        if (timeline_csv_step(&s->timeline, &s->be, step) != TB_OK) { /* --timeline, outside the step's time */
+            fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+            tb_error_clear();
+        }
         const double l = ss.loss_sum / batch;
         if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss.nonfinite))) {
             if (isfinite(l))

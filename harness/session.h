@@ -16,6 +16,7 @@
 #include "measure.h"
 #include "mllog.h"
 #include "progress.h"
+#include "timeline_csv.h"
 #include "trace.h"
 
 #include <stddef.h>
@@ -69,6 +70,7 @@ struct session {
     const char *row_status;     /* row_begin's "status" (NULL = "ok") */
     int split_replicas, split_accum; /* the prepared backend's own batch split (pipeline report), 0 = unknown */
     struct trace_capture trace; /* --trace: the chosen training step's events */
+    struct timeline_csv timeline; /* --timeline: open while be is prepared */
     /* Wall-clock ms (mllog_now_ms) of the set-up, for the MLPerf init interval of the first run's log
      * (log_run_header): session_open's start, data loading, model build, the last backend prepare. */
     long long init_ms, data_ms[2], build_ms[2], prepare_ms[2];

@@ -5,13 +5,14 @@
  * start_s, end_s], times in seconds since the step began rounded to 0.1 µs. At most
  * TIMELINE_ROW_MAX_EVENTS intervals are written, whole devices at a time (lanes are never half
  * drawn); "truncated" says when devices were left out. Labelled "measured".
- * Not here: the per-step CSV of every step (the ipu backend's --timeline), or any drawing.
+ * Not here: the per-step CSV of every step (--timeline: timeline_csv.h), or any drawing.
  * Threading: none; it allocates a scratch copy of the events for the duration of the call.
  */
 #ifndef TB_TIMELINE_ROW_H
 #define TB_TIMELINE_ROW_H
 
 #include "backend.h"
+#include "pipeline_report.h"
 #include "json.h"
 
 #define TIMELINE_ROW_MAX_EVENTS 512

@@ -16,6 +16,7 @@
 #define TB_TRACE_H
 
 #include "backend.h"
+#include "pipeline_report.h"
 #include "json.h"
 #include "model.h"
 

@@ -5,7 +5,7 @@
 # The build already makes a higher layer's header a compile error in a lower layer's .c file (each
 # library sees only its own folder and those below it); this check also covers what the compiler
 # cannot see:
-#   1. includes in every .c and .h of a layer folder, headers included by nothing among them, and
+#   1. includes in every .c and .h of a layer folder and its subfolders (backends/ipu), headers included by nothing among them, and
 #      quoted includes with a path ("../harness/json.h"), which would bypass the include directories;
 #   2. the archives' symbols: a function or variable a layer uses but does not define (declared by
 #      hand, without a header) must not be defined by a higher layer.
@@ -20,11 +20,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-# The index of the layer whose folder holds header $1, or nothing.
+# The index of the layer whose folder (or a folder inside it, such as backends/ipu) holds header $1,
+# or nothing.
 layer_of() {
     j=0
     for l in $layers; do
-        [ -f "$src/$l/$1" ] && { echo $j; return; }
+        for f in "$src/$l/$1" "$src/$l"/*/"$1"; do
+            [ -f "$f" ] && { echo $j; return; }
+        done
         j=$((j + 1))
     done
 }
@@ -32,17 +35,17 @@ layer_of() {
 # 1. Includes.
 i=0
 for l in $layers; do
-    for f in "$src/$l"/*.c "$src/$l"/*.h; do
+    for f in "$src/$l"/*.c "$src/$l"/*.h "$src/$l"/*/*.c "$src/$l"/*/*.h; do
         [ -f "$f" ] || continue
         sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" >"$tmp/inc"
         while read -r h; do
             case $h in
-            */*) echo "$l/${f##*/}: includes \"$h\", a path (include by name; the build says which folders are visible)"
+            */*) echo "${f#"$src/"}: includes \"$h\", a path (include by name; the build says which folders are visible)"
                  fail=1; continue ;;
             esac
             j=$(layer_of "$h")
             if [ -n "$j" ] && [ "$j" -gt "$i" ]; then
-                echo "$l/${f##*/}: includes $(echo $layers | cut -d' ' -f$((j + 1)))/$h, a layer above $l"
+                echo "${f#"$src/"}: includes $(echo $layers | cut -d' ' -f$((j + 1)))/$h, a layer above $l"
                 fail=1
             fi
         done <"$tmp/inc"

@@ -85,7 +85,8 @@ static void setup_init(struct setup *S, const struct run_spec *sp)
     cfg.optim.total_steps = K_STEPS;
     cfg.n_threads = sp->n_threads;
     cfg.n_devices = sp->n_devices;
-    cfg.stages = sp->stages, cfg.replicas = sp->replicas, cfg.micro_batch = sp->micro_batch, cfg.ga = sp->ga;
+    cfg.ipu.stages = sp->stages, cfg.ipu.replicas = sp->replicas, cfg.ipu.micro_batch = sp->micro_batch;
+    cfg.ipu.ga = sp->ga;
     cfg.no_fuse = sp->no_fuse;
     int st = backend_prepare(&S->b, &S->m, &cfg);
     if (st != TB_OK && sp->may_refuse && (st == TB_EINVAL || st == TB_EUNSUPPORTED)) {

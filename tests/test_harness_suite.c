@@ -172,7 +172,7 @@ Test(harness_options, values_are_validated_with_the_option_named)
     cr_assert_eq(bench_config_set(&c, "norm", "layer"), TB_EINVAL);
     cr_assert(strstr(tb_error_get(), "--norm") != NULL);
     cr_assert_eq(bench_config_set(&c, "split", "3,7,12"), TB_OK);
-    cr_assert_str_eq(c.run.split, "3,7,12");
+    cr_assert_str_eq(c.run.ipu.split, "3,7,12");
     cr_assert_eq(bench_config_set(&c, "split", "7,3"), TB_EINVAL);
     cr_assert_eq(bench_config_set(&c, "conv-algo", "fft"), TB_OK);
     cr_assert_str_eq(c.run.conv_algo, "fft");
@@ -345,7 +345,7 @@ Test(harness_suite, star_keeps_the_backends_that_take_the_line_s_options, .init 
     cr_assert_eq(s.n_runs, n_takers + n_backends, "stages=2 runs only where it means something");
     for (int k = 0; k < n_takers; k++) {
         cr_assert(backend_takes_option(s.runs[k].c.backend, "stages"), "%s got stages=2", s.runs[k].c.backend);
-        cr_assert_eq(s.runs[k].c.run.stages, 2);
+        cr_assert_eq(s.runs[k].c.run.ipu.stages, 2);
     }
     suite_free(&s);
     expect_error("plan=throughput backend=cpu stages=2\n", "t.suite:1:",

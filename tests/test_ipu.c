@@ -15,8 +15,10 @@
 #include "exec.h"
 #include "ipu_plan.h"
 #include "ipu_precision.h"
+#include "pipeline_report.h"
 #include "run.h"
 #include "status.h"
+#include "timeline_csv.h"
 #include "workload.h"
 
 #include <sys/stat.h>
@@ -86,13 +88,13 @@ static void fill_config(const struct spec *sp, const struct workload *w, struct 
     /* RMSProp's default 0.016 makes an 8-sample EfficientNet chaotic: every rounding difference grows. */
     if (sp->effnet) cfg->optim.lr = 1e-4f;
     cfg->optim.total_steps = sp->total ? sp->total : sp->first + sp->steps;
-    cfg->stages = sp->stages, cfg->ga = sp->ga, cfg->replicas = sp->replicas, cfg->micro_batch = sp->micro_batch;
-    cfg->recompute = sp->recompute, cfg->prefetch = sp->prefetch, cfg->n_devices = sp->n_devices;
-    cfg->loss_scale = sp->loss_scale;
-    snprintf(cfg->schedule, sizeof cfg->schedule, "%s", sp->schedule ? sp->schedule : "");
-    snprintf(cfg->precision, sizeof cfg->precision, "%s", sp->precision ? sp->precision : "");
-    snprintf(cfg->split, sizeof cfg->split, "%s", sp->split ? sp->split : "");
-    snprintf(cfg->timeline, sizeof cfg->timeline, "%s", sp->timeline ? sp->timeline : "");
+    cfg->ipu.stages = sp->stages, cfg->ipu.ga = sp->ga, cfg->ipu.replicas = sp->replicas;
+    cfg->ipu.micro_batch = sp->micro_batch;
+    cfg->ipu.recompute = sp->recompute, cfg->ipu.prefetch = sp->prefetch, cfg->n_devices = sp->n_devices;
+    cfg->ipu.loss_scale = sp->loss_scale;
+    snprintf(cfg->ipu.schedule, sizeof cfg->ipu.schedule, "%s", sp->schedule ? sp->schedule : "");
+    snprintf(cfg->ipu.precision, sizeof cfg->ipu.precision, "%s", sp->precision ? sp->precision : "");
+    snprintf(cfg->ipu.split, sizeof cfg->ipu.split, "%s", sp->split ? sp->split : "");
     snprintf(cfg->conv_algo, sizeof cfg->conv_algo, "im2col");
 }
 
@@ -133,11 +135,14 @@ static void run_train(const struct spec *sp, struct trace *t)
     cr_assert_eq(backend_set_tensors(&b, TF_OPT, t->opt), TB_OK);
 
     const size_t per = (size_t)H * W * C;
+    struct timeline_csv csv = {0}; /* --timeline: the harness writes it from the backend's stats */
+    if (sp->timeline) cr_assert_eq(timeline_csv_open(&csv, sp->timeline), TB_OK, "%s", tb_error_get());
     for (int s = 0; s < sp->steps; s++) {
         const size_t at = (size_t)(sp->first + s) * sp->batch;
         struct batch bt = {sp->batch, ds.images + at * per, labels + at};
         int st = backend_train_step(&b, &bt, sp->first + s + 1, &t->st[s]);
         cr_assert_eq(st, TB_OK, "%s step %d: %s", sp->backend, s + 1, tb_error_get());
+        cr_assert_eq(timeline_csv_step(&csv, &b, sp->first + s + 1), TB_OK, "%s", tb_error_get());
         cr_assert(isfinite(t->st[s].loss_sum), "%s step %d: loss %g", sp->backend, s + 1, t->st[s].loss_sum);
         t->loss[s] = t->st[s].loss_sum;
     }
@@ -151,6 +156,7 @@ static void run_train(const struct spec *sp, struct trace *t)
     cr_assert_eq(backend_get_tensors(&b, TF_OPT, t->opt), TB_OK);
     backend_describe(&b, t->desc, sizeof t->desc);
     if (strcmp(sp->backend, "ipu") == 0) cr_assert_eq(backend_pipeline_report(&b, &t->rep), TB_OK);
+    timeline_csv_close(&csv);
     backend_destroy(&b);
     free(buffers), free(labels);
     dataset_free(&ds);
@@ -563,7 +569,7 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
     cr_assert_eq(backend_create(&b, "ipu"), TB_OK);
     struct run_config cfg;
     fill_config(&sp, w, &cfg);
-    cfg.profile = 1, cfg.recompute = 1, cfg.ga = 4;
+    cfg.profile = 1, cfg.ipu.recompute = 1, cfg.ipu.ga = 4;
     cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s", tb_error_get());
     float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers);
     w->init(&m, params, buffers, 42);
@@ -574,7 +580,7 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
         cr_assert_eq(backend_train_step(&b, &bt, s + 1, &st), TB_OK, "%s", tb_error_get());
     }
     struct pipeline_report r;
-    cr_assert_eq(b.i->pipeline_report(&b, &r), TB_OK);
+    cr_assert_eq(backend_pipeline_report(&b, &r), TB_OK);
     cr_assert(r.stages == 2 && r.micro_batch == 2 && r.ga == 4 && r.replicas == 1);
     cr_assert_float_eq(r.bubble_ideal, 0.2, 1e-12);
     cr_assert(r.bubble_measured >= 0.0 && r.bubble_measured < 1.0);
@@ -1004,19 +1010,19 @@ Test(ipu, loss_scale_option)
 {
     struct bench_config c;
     bench_config_defaults(&c);
-    cr_assert_eq(c.run.loss_scale, 0.0f, "dynamic by default");
+    cr_assert_eq(c.run.ipu.loss_scale, 0.0f, "dynamic by default");
     cr_assert_eq(bench_config_set(&c, "loss-scale", "1024"), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(c.run.loss_scale, 1024.0f);
+    cr_assert_eq(c.run.ipu.loss_scale, 1024.0f);
     cr_assert_eq(bench_config_set(&c, "loss-scale", "1e30"), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(c.run.loss_scale, 1e30f);
+    cr_assert_eq(c.run.ipu.loss_scale, 1e30f);
     cr_assert_eq(bench_config_set(&c, "loss-scale", "dynamic"), TB_OK);
-    cr_assert_eq(c.run.loss_scale, 0.0f);
+    cr_assert_eq(c.run.ipu.loss_scale, 0.0f);
     const char *bad[] = {"0.5", "0", "-4", "1e31", "inf", "nan", "12x", "static", ""};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         tb_error_clear();
         cr_assert_eq(bench_config_set(&c, "loss-scale", bad[k]), TB_EINVAL, "'%s' accepted", bad[k]);
         cr_assert(strstr(tb_error_get(), "--loss-scale") != NULL, "%s", tb_error_get());
-        cr_assert_eq(c.run.loss_scale, 0.0f, "'%s' changed the setting", bad[k]);
+        cr_assert_eq(c.run.ipu.loss_scale, 0.0f, "'%s' changed the setting", bad[k]);
     }
 }
 

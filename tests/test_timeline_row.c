@@ -26,8 +26,8 @@ static struct json_value *train_and_write(const char *name, int mb, int ga, int 
     for (int i = 0; i < ds.n; i++) labels[i] = ds.labels[i];
     struct backend b;
     cr_assert_eq(backend_create(&b, name), TB_OK, "%s", tb_error_get());
-    struct run_config cfg = {.batch = batch, .eval_batch = batch, .seed = 42, .stages = 2, .ga = ga, .micro_batch = mb,
-                             .replicas = 1};
+    struct run_config cfg = {.batch = batch, .eval_batch = batch, .seed = 42,
+                             .ipu = {.stages = 2, .ga = ga, .micro_batch = mb, .replicas = 1}};
     optim_config_defaults(&cfg.optim, w->optimizer);
     cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s", tb_error_get());
     float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers ? m.n_buffers : 1);

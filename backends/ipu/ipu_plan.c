@@ -50,14 +50,14 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
 {
     memset(p, 0, sizeof *p);
     const int nb = m->n_blocks;
-    if (!cfg->schedule[0] || strcmp(cfg->schedule, "1f1b") == 0 || strcmp(cfg->schedule, "interleaved") == 0)
+    if (!cfg->ipu.schedule[0] || strcmp(cfg->ipu.schedule, "1f1b") == 0 || strcmp(cfg->ipu.schedule, "interleaved") == 0)
         p->sched = IPU_SCHED_1F1B;
-    else if (strcmp(cfg->schedule, "gpipe") == 0 || strcmp(cfg->schedule, "grouped") == 0)
+    else if (strcmp(cfg->ipu.schedule, "gpipe") == 0 || strcmp(cfg->ipu.schedule, "grouped") == 0)
         p->sched = IPU_SCHED_GPIPE;
     else
-        return tb_error_set(TB_EINVAL, "ipu: unknown --schedule '%s' (valid: gpipe, 1f1b)", cfg->schedule);
+        return tb_error_set(TB_EINVAL, "ipu: unknown --schedule '%s' (valid: gpipe, 1f1b)", cfg->ipu.schedule);
 
-    const char *pr = cfg->precision;
+    const char *pr = cfg->ipu.precision;
     if (!pr[0] || strcmp(pr, "fp32") == 0) p->prec = IPU_PREC_FP32;
     else if (strcmp(pr, "bf16") == 0) p->prec = IPU_PREC_BF16;
     else if (strcmp(pr, "bf16m") == 0) p->prec = IPU_PREC_BF16, p->master = 1;
@@ -68,30 +68,30 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
                                        "fp32 master weights)", pr);
 
     int split[IPU_MAX_STAGES], ns = 0;
-    if (cfg->split[0]) {
-        ns = parse_split(cfg->split, nb, split, IPU_MAX_STAGES - 1);
+    if (cfg->ipu.split[0]) {
+        ns = parse_split(cfg->ipu.split, nb, split, IPU_MAX_STAGES - 1);
         if (ns < 0)
             return tb_error_set(TB_EINVAL, "ipu: --split '%s': split points must be strictly increasing block indices "
-                                           "in 1..%d, comma-separated (%s has %d blocks)", cfg->split, nb - 1, m->name, nb);
+                                           "in 1..%d, comma-separated (%s has %d blocks)", cfg->ipu.split, nb - 1, m->name, nb);
         p->split_given = 1;
     }
-    if (cfg->stages < 0) return tb_error_set(TB_EINVAL, "ipu: --stages must be at least 1 (got %d)", cfg->stages);
-    int S = cfg->stages > 0 ? cfg->stages : p->split_given ? ns + 1 : (nb < 2 ? nb : 2);
+    if (cfg->ipu.stages < 0) return tb_error_set(TB_EINVAL, "ipu: --stages must be at least 1 (got %d)", cfg->ipu.stages);
+    int S = cfg->ipu.stages > 0 ? cfg->ipu.stages : p->split_given ? ns + 1 : (nb < 2 ? nb : 2);
     if (S > nb)
         return tb_error_set(TB_EINVAL, "ipu: --stages %d is more than the %d blocks of %s (stages split at block "
                                        "boundaries)", S, nb, m->name);
     if (S > IPU_MAX_STAGES) return tb_error_set(TB_EINVAL, "ipu: --stages %d is more than %d", S, IPU_MAX_STAGES);
     if (p->split_given && ns != S - 1)
-        return tb_error_set(TB_EINVAL, "ipu: --split '%s' gives %d split points but --stages %d needs %d", cfg->split,
+        return tb_error_set(TB_EINVAL, "ipu: --split '%s' gives %d split points but --stages %d needs %d", cfg->ipu.split,
                             ns, S, S - 1);
     p->S = S;
 
-    if (cfg->replicas < 0 || cfg->micro_batch < 0 || cfg->ga < 0)
+    if (cfg->ipu.replicas < 0 || cfg->ipu.micro_batch < 0 || cfg->ipu.ga < 0)
         return tb_error_set(TB_EINVAL, "ipu: --replicas, --micro-batch and --ga must be positive (got %d, %d, %d)",
-                            cfg->replicas, cfg->micro_batch, cfg->ga);
+                            cfg->ipu.replicas, cfg->ipu.micro_batch, cfg->ipu.ga);
     const int N = cfg->batch;
     const int unit = S == 1 ? 1 : p->sched == IPU_SCHED_GPIPE ? 2 * S : S;
-    int R = cfg->replicas, B = cfg->micro_batch, G = cfg->ga;
+    int R = cfg->ipu.replicas, B = cfg->ipu.micro_batch, G = cfg->ipu.ga;
     if (R == 0) {
         if (B > 0 && G > 0) {
             if (N % (B * G))
@@ -148,14 +148,14 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
                             cfg->n_devices);
     if (S * R > 1024) return tb_error_set(TB_EINVAL, "ipu: %d devices is more than 1024", S * R);
     p->R = R, p->G = G, p->B = B;
-    p->recompute = cfg->recompute != 0;
+    p->recompute = cfg->ipu.recompute != 0;
     /* A static fp16 loss scale (0 = dynamic); recorded whatever the precision, used only by fp16. */
-    const float ls = cfg->loss_scale;
+    const float ls = cfg->ipu.loss_scale;
     if (!(ls == 0.0f || (ls >= (float)RUN_LOSS_SCALE_MIN && ls <= (float)RUN_LOSS_SCALE_MAX)))
         return tb_error_set(TB_EINVAL, "ipu: --loss-scale %g is outside [%g, %g] (or 0 for dynamic)",
-                            (double)cfg->loss_scale, RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX);
-    p->loss_scale = cfg->loss_scale;
-    p->prefetch = cfg->prefetch == 0 ? 3 : cfg->prefetch < 0 ? 0 : cfg->prefetch;
+                            (double)cfg->ipu.loss_scale, RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX);
+    p->loss_scale = cfg->ipu.loss_scale;
+    p->prefetch = cfg->ipu.prefetch == 0 ? 3 : cfg->ipu.prefetch < 0 ? 0 : cfg->ipu.prefetch;
 
     p->first_block[0] = 0;
     for (int s = 1; s < S; s++) p->first_block[s] = p->split_given ? split[s - 1] : (int)((long)nb * s / S);
