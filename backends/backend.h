@@ -70,6 +70,9 @@ struct step_stats {
 struct eval_stats {
     double loss_sum;
     long correct, n;
+    /* In, optional: where to write the batch's logits, (batch n, classes) row-major, for --plan evaluate's
+     * top-5 and --logits (NULL: not wanted, nothing copied). Backends that cannot return them refuse. */
+    float *logits;
 };
 
 /* What a pipelined backend measured (per stage, averaged over the run's steps): the harness uses it for
