@@ -53,6 +53,8 @@ static const struct bench_option options[] = {
     {"resolution", 1, "R", "input resolution R×R (EfficientNet; the model resamples on the device)", 0},
     {"norm", 1, "batch|group[:G]", "normalisation layers (EfficientNet; G groups)", 0},
     {"dropout", 1, "X", "dropout rate before the classifier, in [0,1)", 0},
+    {"bn-eps", 1, "X", "BatchNorm epsilon (EfficientNet; default: a --load file's bn_eps, else torchvision's:\n"
+                       "1e-5 for B0-B4, 1e-3 for B5-B7)", 0},
     {"describe", 0, NULL, "print the model's per-layer table instead of running", 0},
     {"threads", 1, "N", "threads backend: worker threads (default: all cores)", 0},
     {"eval-batch", 1, "N", "samples per evaluation forward (default max(batch, 256))", 0},
@@ -366,6 +368,11 @@ static int set_training_option(struct bench_config *c, const char *name, const c
         return tb_error_set(TB_EINVAL, "--norm: expected batch, group or group:G, got '%s'", v);
     }
     if (IS("dropout")) return get_float(name, v, 0.0, 1.0, 1, &c->wopts.dropout);
+    if (IS("bn-eps")) {
+        int st = get_float(name, v, 0.0, 1.0, 0, &c->wopts.bn_eps);
+        if (st == TB_OK && !(c->wopts.bn_eps > 0.0f)) st = tb_error_set(TB_EINVAL, "--bn-eps: must be > 0, got '%s'", v);
+        return st;
+    }
     if (IS("describe")) return get_flag(name, v, &c->describe);
     if (IS("threads")) return get_int(name, v, 1, 1024, &c->run.n_threads);
     if (IS("eval-batch")) return get_int(name, v, 1, 1 << 20, &c->eval_batch);
