@@ -23,8 +23,9 @@ static const struct bench_option options[] = {
     {"backend", 1, "NAME", "execution backend (default cpu; see --list for each one's own options)", 0},
     {"device", 1, "cpu|cuda", "where the kernels run (default cpu; see --list for the devices built in)", 0},
     {"workload", 1, "NAME", "workload (default mnist-mlp; see --list)", 0},
-    {"plan", 1, "PLAN", "train | throughput | tta | scaling | inference (default: train when --epochs or\n"
-                        "--steps is given, else throughput)", 0},
+    {"plan", 1, "PLAN", "train | throughput | tta | scaling | inference | evaluate (default: train when\n"
+                        "--epochs or --steps is given, else throughput); evaluate: loss, top-1 and top-5\n"
+                        "of --load's weights on the test set", 0},
     {"batch", 1, "N", "global batch: samples per optimizer step (workload default)", 0},
     {"epochs", 1, "E", "train: epochs (workload default); scaling: train each point E epochs", 0},
     {"steps-per-epoch", 1, "S", "steps per epoch (default: one pass over the training set)", 0},
@@ -97,6 +98,7 @@ static const struct bench_option options[] = {
     {"allreduce-bw", 1, "GB/s", "projection: all-reduce bandwidth per device (default 12.5)", 0},
     {"allreduce-latency", 1, "us", "projection: latency per ring step (default 10)", 0},
     {"no-fuse", 0, NULL, "disable fused kernels (to measure what fusion buys)", 0},
+    {"logits", 1, "FILE", "evaluate: write the test set's logits as NumPy .npy (float32, shape (N, classes))", 0},
     {"save", 1, "FILE", "train: write the trained parameters and buffers at the end (safetensors,\n"
                         "torchvision names; tools/ckpt_roundtrip.py reads it)", 0},
     {"load", 1, "FILE", "start from saved parameters and buffers (ours or a torchvision state_dict)", 0},
@@ -130,6 +132,7 @@ const char *bench_plan_name(enum bench_plan p)
     case PLAN_TTA: return "tta";
     case PLAN_SCALING: return "scaling";
     case PLAN_INFERENCE: return "inference";
+    case PLAN_EVALUATE: return "evaluate";
     default: return "auto";
     }
 }
@@ -248,7 +251,7 @@ static int get_int_list(const char *opt, const char *s, long lo, long hi, int *o
     return TB_OK;
 }
 
-static const char *const plan_names[] = {"train", "throughput", "tta", "scaling", "inference", NULL};
+static const char *const plan_names[] = {"train", "throughput", "tta", "scaling", "inference", "evaluate", NULL};
 static const char *const conv_algos[] = {"auto", "im2col", "direct", "fft", "gemm1x1", NULL};
 static const char *const transports[] = {"shm", "mpi", NULL};
 static const char *const schedules[] = {"gpipe", "1f1b", NULL};
@@ -465,6 +468,7 @@ static int set_output_option(struct bench_config *c, const char *name, const cha
     if (IS("allreduce-latency")) return get_double(name, v, 0.0, 1e6, 0, &c->allreduce_lat_us);
     if (IS("no-fuse")) return get_flag(name, v, &c->run.no_fuse);
     if (IS("save")) return get_str(name, v, c->save, sizeof c->save);
+    if (IS("logits")) return get_str(name, v, c->logits, sizeof c->logits);
     if (IS("load")) return get_str(name, v, c->load, sizeof c->load);
     if (IS("checkpoint-dir")) return get_str(name, v, c->checkpoint_dir, sizeof c->checkpoint_dir);
     if (IS("checkpoint-every")) return get_long(name, v, 1, 1L << 40, &c->checkpoint_every);
@@ -664,6 +668,10 @@ int bench_config_finish(struct bench_config *c)
         return tb_error_set(TB_EINVAL, "--plan inference runs fresh weights; --epochs does not apply");
     if (p == PLAN_THROUGHPUT && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan throughput times --steps steps; --epochs does not apply (use --plan train)");
+    if (c->logits[0] && p != PLAN_EVALUATE)
+        return tb_error_set(TB_EINVAL, "--logits applies to --plan evaluate (this is %s)", pn);
+    if (p == PLAN_EVALUATE && (c->epochs > 0 || c->steps > 0))
+        return tb_error_set(TB_EINVAL, "--plan evaluate takes no --epochs or --steps: it runs the whole test set once");
     if (c->save[0] && p != PLAN_TRAIN) return tb_error_set(TB_EINVAL, "--save applies to --plan train (this is %s)", pn);
     if ((c->checkpoint_dir[0] || c->checkpoint_every || c->resume[0]) && p != PLAN_TRAIN && p != PLAN_TTA)
         return tb_error_set(TB_EINVAL, "--checkpoint-dir, --checkpoint-every and --resume apply to the plans that train "
