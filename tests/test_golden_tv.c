@@ -159,14 +159,30 @@ static void write_state_dict(const struct tv_gold *g, const char *path)
     free(h);
 }
 
-/* The images as a CIFAR-10 binary directory (the same records in every file), label of image i = i. */
-static void write_cifar(const struct tv_gold *g, const char *dir)
+/* Labels with known top-k outcomes under torchvision's logits: image i's label is the class ranked
+ * RANKS[i] (0 = the argmax), so top-1 is 2/4 and top-5 3/4. */
+static const int RANKS[NIMG] = {0, 2, 9, 0};
+
+static int label_at_rank(const float *z, int rank)
 {
-    const struct tv_entry *im = gold_get(g, "__images__");
+    for (int y = 0; y < NCLS; y++) {
+        int r = 0;
+        for (int k = 0; k < NCLS; k++) r += z[k] > z[y];
+        if (r == rank) return y;
+    }
+    cr_assert_fail("no class at rank %d (tied logits?)", rank);
+    return -1;
+}
+
+/* The images as a CIFAR-10 binary directory (the same records in every file), labels as RANKS says. */
+static void write_cifar(const struct tv_gold *g, const char *dir, int32_t *labels)
+{
+    const struct tv_entry *im = gold_get(g, "__images__"), *lg = gold_get(g, "__logits__");
     cr_assert_eq(im->n, (size_t)NIMG * SIDE * SIDE * 3);
     uint8_t rec[NIMG][3073];
     for (int i = 0; i < NIMG; i++) {
-        rec[i][0] = (uint8_t)i;
+        labels[i] = label_at_rank(lg->data + i * NCLS, RANKS[i]);
+        rec[i][0] = (uint8_t)labels[i];
         for (int p = 0; p < SIDE * SIDE; p++)
             for (int c = 0; c < 3; c++) rec[i][1 + c * SIDE * SIDE + p] = (uint8_t)im->data[((size_t)i * SIDE * SIDE + p) * 3 + c];
     }
@@ -291,7 +307,8 @@ Test(golden_tv, torchvision_state_dict_loads_and_gives_torchvisions_logits, .tim
     cr_assert(asprintf(&file, "%s/tv_b0.safetensors", dir) > 0 && asprintf(&npy, "%s/logits.npy", dir) > 0 &&
               asprintf(&saved, "%s/ours_eps1e-3.safetensors", dir) > 0);
     write_state_dict(&g, file);
-    write_cifar(&g, dir);
+    int32_t labels[NIMG];
+    write_cifar(&g, dir, labels);
     const struct tv_entry *want = gold_get(&g, "__logits__");
     cr_assert_eq(want->n, (size_t)NIMG * NCLS);
 
@@ -309,18 +326,17 @@ Test(golden_tv, torchvision_state_dict_loads_and_gives_torchvisions_logits, .tim
     cr_log_info("trainbench vs torchvision eval-mode logits: max error %.3g of max |logit|", err);
     cr_assert(err <= 1e-4, "logits are %.3g (of max |logit|) from torchvision's, want <= 1e-4", err);
 
-    /* The row's figures are those of torchvision's logits for labels 0..3. */
+    /* The row's figures: top-1 2/4 and top-5 3/4 by construction of the labels, the loss that of
+     * torchvision's logits. */
     double loss = 0;
-    int top1 = 0, top5 = 0;
     for (int i = 0; i < NIMG; i++) {
         const float *z = want->data + i * NCLS;
         double mx = -INFINITY, s = 0;
-        int rank = 0;
-        for (int k = 0; k < NCLS; k++) mx = fmax(mx, z[k]), rank += z[k] > z[i];
+        for (int k = 0; k < NCLS; k++) mx = fmax(mx, z[k]);
         for (int k = 0; k < NCLS; k++) s += exp(z[k] - mx);
-        loss += log(s) + mx - z[i];
-        top1 += rank < 1, top5 += rank < 5;
+        loss += log(s) + mx - z[labels[i]];
     }
+    const int top1 = 2, top5 = 3;
     cr_assert_float_eq(r.loss, loss / NIMG, 1e-4 * fmax(1.0, fabs(loss / NIMG)), "eval_loss %g want %g", r.loss,
                        loss / NIMG);
     cr_assert_float_eq(r.top1, top1 / (double)NIMG, 1e-12, "eval_top1 %g want %g", r.top1, top1 / (double)NIMG);
@@ -352,4 +368,23 @@ Test(golden_tv, torchvision_state_dict_loads_and_gives_torchvisions_logits, .tim
     tu_rm_rf(dir);
     free(dir), free(file), free(npy), free(saved);
     gold_free(&g);
+}
+
+/* --logits belongs to evaluate, and evaluate runs the test set once: no --steps or --epochs. */
+Test(evaluate, logits_and_steps_are_checked_against_the_plan)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "logits", "x.npy"), TB_OK);
+    cr_assert_eq(bench_config_set(&c, "steps", "3"), TB_OK);
+    cr_assert_eq(bench_config_finish(&c), TB_EINVAL, "--logits with a train run must be refused");
+    cr_assert(strstr(tb_error_get(), "--logits"), "%s", tb_error_get());
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "plan", "evaluate"), TB_OK);
+    cr_assert_eq(bench_config_set(&c, "steps", "3"), TB_OK);
+    cr_assert_eq(bench_config_finish(&c), TB_EINVAL, "--plan evaluate --steps must be refused");
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "plan", "evaluate"), TB_OK);
+    cr_assert_eq(bench_config_set(&c, "logits", "x.npy"), TB_OK);
+    cr_assert_eq(bench_config_finish(&c), TB_OK, "%s", tb_error_get());
 }
