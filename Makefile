@@ -89,8 +89,12 @@ RESULTS ?= $(if $(wildcard results/demo.jsonl),results/demo.jsonl,results/sample
 report: build
 	@$(BUILD)/bench report --in $(RESULTS) --out-dir results
 
-# perf stat + perf record -g of one throughput run: make profile BACKEND=cpu WORKLOAD=mnist-mlp [ARGS="--batch 64"]
+# perf stat + perf record -g of the timed phase of one throughput run (perf is turned on and off around
+# the steps through its control fifo; see tools/profile.sh):
+#   make profile BACKEND=cpu WORKLOAD=mnist-mlp [ARGS="--batch 64"]
+PROFILE_PKGS := linux-perf
 profile: build
+	@./tools/deps.sh $(PROFILE_PKGS) || echo "profile: no perf ($(PROFILE_PKGS)); the run goes on without counters"
 	@./tools/profile.sh $(BUILD) $(or $(BACKEND),cpu) $(or $(WORKLOAD),mnist-mlp) $(ARGS)
 
 compare: deps build

@@ -84,19 +84,23 @@ const char *backend_reference(void)
     return NULL;
 }
 
-/* cuda is known so that asking for it says it is not built rather than unknown. */
-static const struct device_entry devices[] = {
-    {"cpu", "the host's cores (every backend)", 1},
-#ifdef TB_HAVE_CUDA
-    {"cuda", "NVIDIA GPUs", 1},
-#else
-    {"cuda", "NVIDIA GPUs (not built in this binary)", 0},
-#endif
-};
+/* The devices bench knows: every executor device registered in core (built), then the ones this binary
+ * was built without, so that asking for one says it is not built rather than unknown. */
+static const char *const known_devices[][2] = {{"cuda", "NVIDIA GPUs"}};
 
 const struct device_entry *device_registry(int *n)
 {
-    *n = (int)(sizeof devices / sizeof *devices);
+    enum { MAX_DEVICES = 8 };
+    static struct device_entry devices[MAX_DEVICES];
+    int nb, k = 0;
+    const struct executor_device *built = executor_devices(&nb);
+    for (int i = 0; i < nb && k < MAX_DEVICES; i++) devices[k++] = (struct device_entry){built[i].name, built[i].summary, 1};
+    for (size_t j = 0; j < sizeof known_devices / sizeof *known_devices && k < MAX_DEVICES; j++) {
+        int have = 0;
+        for (int i = 0; i < nb; i++) have |= strcmp(built[i].name, known_devices[j][0]) == 0;
+        if (!have) devices[k++] = (struct device_entry){known_devices[j][0], known_devices[j][1], 0};
+    }
+    *n = k;
     return devices;
 }
 

@@ -11,6 +11,7 @@
 #ifndef TB_BACKEND_H
 #define TB_BACKEND_H
 
+#include "executor.h" /* enum tensor_family, struct eval_stats */
 #include "model.h"
 #include "optim.h"
 
@@ -33,6 +34,7 @@ struct run_config {
     /* ipu */
     int stages, micro_batch, ga, replicas, recompute, prefetch;
     char schedule[16], precision[8], split[64];
+    char device[16];       /* executor device the schedule places its work on ("" = cpu) */
     char conv_algo[16];    /* "auto" (or "") = measured per shape; im2col | direct | fft force one */
     int blas_threads;      /* OpenBLAS's own threads (0 = 1: the engine partitions every sgemm itself);
                               > 1 reproduces the uncoordinated arrangement, for comparison */
@@ -42,14 +44,6 @@ struct run_config {
 };
 #define RUN_LOSS_SCALE_MIN 1.0
 #define RUN_LOSS_SCALE_MAX 1e30
-
-/* Which canonical tensor family get/set_tensors move. */
-enum tensor_family {
-    TF_PARAMS,  /* (model->n_params) */
-    TF_GRADS,   /* (model->n_params) summed over the global batch */
-    TF_OPT,     /* (optim_state_per_param · n_params) */
-    TF_BUFFERS, /* (model->n_buffers) BatchNorm running statistics */
-};
 
 /* A global batch as the harness hands it over: pixels stay uint8 until a device converts them. */
 struct batch {
@@ -65,14 +59,6 @@ struct step_stats {
     double t_forward_backward, t_update;
     double t_compute, t_allreduce, t_exchange, t_idle; /* backends that can tell them apart */
     int nonfinite;         /* NaN/Inf seen in loss or gradients */
-};
-
-struct eval_stats {
-    double loss_sum;
-    long correct, n;
-    /* In, optional: where to write the batch's logits, (batch n, classes) row-major, for --plan evaluate's
-     * top-5 and --logits (NULL: not wanted, nothing copied). Backends that cannot return them refuse. */
-    float *logits;
 };
 
 /* What a pipelined backend measured (per stage, averaged over the run's steps): the harness uses it for

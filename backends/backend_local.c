@@ -1,22 +1,25 @@
-/* backend_local.c — backend_i over one local_engine: the cpu and threads backends.
+/* backend_local.c — the cpu and threads backends: a schedule over one executor.
  *
- * cpu runs the engine with nth = 1 and no pool; threads with a pinned pool of --threads workers.
- * OpenBLAS is always single-threaded: the engine partitions every sgemm itself, so cores are never
- * oversubscribed and results do not depend on OpenBLAS's own threading.
+ * cpu plans the executor with one thread; threads with --threads (0 = all cores), which the cpu device
+ * runs as a pinned pool. A step is zero + forward/backward + update, or the executor's fused train step
+ * where it has one (the batch-1 deferred Adam). OpenBLAS is always single-threaded: the executor
+ * partitions every sgemm itself, so cores are never oversubscribed and results do not depend on
+ * OpenBLAS's own threading. The backend owns its executor; one caller drives it.
  */
 #include "backend.h"
 
+#include "backend_executor.h"
 #include "clock.h"
-#include "local_engine.h"
+#include "executor.h"
 #include "status.h"
 
-#include <cblas.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 struct local_ctx {
-    struct local_engine e;
+    struct executor ex;
     int want_threads; /* 1 for cpu, cfg.n_threads (0 = all cores) for threads */
 };
 
@@ -30,15 +33,25 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
         if (nth == 0) nth = cores > 0 ? (int)cores : 1;
         if (nth < 1 || nth > 1024) return tb_error_set(TB_EINVAL, "--threads must be in 1..1024 (got %d)", nth);
     }
-    return local_engine_init(&c->e, m, cfg, cfg->batch, nth);
+    struct executor_config ec;
+    backend_executor_config(cfg, cfg->batch, nth, &ec);
+    return executor_create(&c->ex, m, &ec);
+}
+
+/* The whole global batch as one pass. */
+static struct executor_pass whole_batch(const struct batch *batch, long step)
+{
+    return (struct executor_pass){.n = batch->n, .n_global = batch->n, .step = step, .x = batch->x, .y = batch->y,
+                                  .training = 1};
 }
 
 static int lb_forward_backward(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
-    local_engine_trace_begin(&c->e, tb_now_s());
-    local_engine_zero_grads(&c->e);
-    int rc = local_engine_forward_backward(&c->e, batch->x, batch->y, batch->n, 0, batch->n, step, &st->loss_sum);
+    executor_trace_begin(&c->ex, tb_now_s());
+    executor_zero_grads(&c->ex);
+    const struct executor_pass p = whole_batch(batch, step);
+    int rc = executor_forward_backward(&c->ex, &p, &st->loss_sum);
     if (rc == TB_EDIVERGED) st->nonfinite = 1;
     return rc;
 }
@@ -47,17 +60,17 @@ static int lb_update(struct backend *b, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
     (void)st;
-    local_engine_update(&c->e, step);
-    return TB_OK;
+    return executor_update(&c->ex, step);
 }
 
 static int lb_train_step(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
     int rc;
-    if (c->e.fuse) {
-        local_engine_trace_begin(&c->e, tb_now_s());
-        rc = local_engine_train_step_fused(&c->e, batch->x, batch->y, batch->n, step, &st->loss_sum);
+    if (c->ex.fused_step) {
+        executor_trace_begin(&c->ex, tb_now_s());
+        const struct executor_pass p = whole_batch(batch, step);
+        rc = executor_train_step(&c->ex, &p, &st->loss_sum);
     } else {
         if ((rc = lb_forward_backward(b, batch, step, st)) == TB_OK) rc = lb_update(b, step, st);
     }
@@ -67,72 +80,71 @@ static int lb_train_step(struct backend *b, const struct batch *batch, long step
 
 static int lb_finish(struct backend *b)
 {
-    local_engine_finish(&((struct local_ctx *)b->ctx)->e);
+    executor_finish(&((struct local_ctx *)b->ctx)->ex);
     return TB_OK;
 }
 
 static int lb_evaluate(struct backend *b, const struct batch *batch, struct eval_stats *ev)
 {
     struct local_ctx *c = b->ctx;
-    return local_engine_evaluate(&c->e, batch->x, batch->y, batch->n, ev);
+    return executor_evaluate(&c->ex, batch->x, batch->y, batch->n, ev);
 }
 
 static int lb_get(struct backend *b, enum tensor_family f, float *dst)
 {
-    struct local_ctx *c = b->ctx;
-    size_t n;
-    float *src = local_engine_family(&c->e, f, &n);
-    memcpy(dst, src, n * sizeof(float));
-    return TB_OK;
+    return executor_get_tensors(&((struct local_ctx *)b->ctx)->ex, f, dst);
 }
 
 static int lb_set(struct backend *b, enum tensor_family f, const float *src)
 {
-    struct local_ctx *c = b->ctx;
-    size_t n;
-    float *dst = local_engine_family(&c->e, f, &n);
-    memcpy(dst, src, n * sizeof(float));
-    return TB_OK;
+    return executor_set_tensors(&((struct local_ctx *)b->ctx)->ex, f, src);
 }
 
 static int lb_layer_profile(struct backend *b, double *prof)
 {
-    struct local_ctx *c = b->ctx;
-    if (!c->e.train.prof) return TB_EUNSUPPORTED;
-    memcpy(prof, c->e.train.prof, 2 * (size_t)b->m->n_layers * sizeof(double));
+    struct executor_stats s;
+    int rc = executor_stats(&((struct local_ctx *)b->ctx)->ex, &s);
+    if (rc != TB_OK) return rc;
+    if (!s.profile) return TB_EUNSUPPORTED;
+    memcpy(prof, s.profile, 2 * (size_t)b->m->n_layers * sizeof(double));
     return TB_OK;
 }
 
-/* threads: the engine is SPMD over its pool and thread 0 clocks each layer (barriers included), so one
+/* threads: the executor is SPMD over its pool and thread 0 clocks each layer (barriers included), so one
  * lane stands for the whole pool. */
 static int lb_trace_events(struct backend *b, struct trace_event *ev, int cap)
 {
-    return local_engine_trace_copy(&((struct local_ctx *)b->ctx)->e, 0, ev, cap);
+    return backend_executor_trace(&((struct local_ctx *)b->ctx)->ex, 0, ev, cap);
 }
 
 static int lb_conv_algos(struct backend *b, int *algos)
 {
-    exec_algos(&((struct local_ctx *)b->ctx)->e.train, algos);
+    struct executor_stats s;
+    int rc = executor_stats(&((struct local_ctx *)b->ctx)->ex, &s);
+    if (rc != TB_OK) return rc;
+    if (!s.conv_algos) return TB_EUNSUPPORTED;
+    memcpy(algos, s.conv_algos, (size_t)b->m->n_layers * sizeof(int));
     return TB_OK;
 }
 
-static int lb_n_devices(struct backend *b) { return ((struct local_ctx *)b->ctx)->e.nth; }
+static int lb_n_devices(struct backend *b) { return ((struct local_ctx *)b->ctx)->ex.cfg.threads; }
 
 static void lb_describe(struct backend *b, char *buf, size_t n)
 {
     struct local_ctx *c = b->ctx;
+    const int nth = c->ex.cfg.threads;
     char blas[48];
     if (b->cfg.blas_threads > 1) snprintf(blas, sizeof blas, "OpenBLAS %d threads per call", b->cfg.blas_threads);
     else snprintf(blas, sizeof blas, "OpenBLAS single-threaded");
-    snprintf(buf, n, "%s: %d thread%s, %s%s", b->i->name, c->e.nth, c->e.nth == 1 ? "" : "s", blas,
-             c->e.fuse ? ", fused batch-1 update" : "");
+    snprintf(buf, n, "%s: %d thread%s, %s%s", b->i->name, nth, nth == 1 ? "" : "s", blas,
+             c->ex.fused_step ? ", fused batch-1 update" : "");
 }
 
 static void lb_destroy(struct backend *b)
 {
     struct local_ctx *c = b->ctx;
     if (!c) return;
-    local_engine_free(&c->e);
+    executor_destroy(&c->ex);
     free(c);
     b->ctx = NULL;
 }

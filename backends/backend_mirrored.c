@@ -13,13 +13,18 @@
  * partial sums all-reduced inside the forward and backward passes); the running statistics reported
  * (and checkpointed) are replica 0's. With one device the schedule is exactly cpu's.
  * Per step it records compute time (slowest replica) and all-reduce time.
+ *
+ * Each replica is an executor (executor.h) driven by its own device worker; the schedule touches a
+ * replica only through executor_* calls, and the collectives work in place on the host buffers the
+ * executors hand out (executor_buffer). The backend owns its executors, workers and buffers.
  */
 #include "backend.h"
 
 #include "allreduce.h"
+#include "backend_executor.h"
 #include "clock.h"
+#include "executor.h"
 #include "layout.h"
-#include "local_engine.h"
 #include "mpi_transport.h"
 #include "status.h"
 #include "tpool.h"
@@ -33,9 +38,10 @@ struct mir_ctx {
     int R;                    /* replicas in this process */
     int mpi, rank, world;     /* MPI: one replica per rank */
     int shard;                /* samples per replica */
-    struct local_engine *dev; /* (R) */
-    float **grads;            /* (R) each replica's gradient arena */
-    float **params;           /* (R) each replica's parameter arena */
+    struct executor *dev;     /* (R) */
+    float **grads;            /* (R) each replica's gradient buffer (host) */
+    float **params;           /* (R) each replica's parameter buffer (host) */
+    size_t n_params;
     struct tpool *pool;       /* R pinned workers (NULL when R == 1) */
     /* the step in flight */
     const struct batch *batch;
@@ -104,46 +110,48 @@ static void step_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
-    struct local_engine *e = &c->dev[r];
+    struct executor *e = &c->dev[r];
     const size_t per = e->m->tensors[e->m->input].per_sample;
     const int global_r = c->mpi ? c->rank : r;
     const size_t off = (size_t)global_r * (size_t)c->shard;
     const int sharded = c->do_update && shards_update(c);
     const double t0 = tb_now_s();
-    local_engine_zero_grads(e);
-    c->status[r] = local_engine_forward_backward(e, c->batch->x + off * per, c->batch->y + off, c->shard, (long)off,
-                                                 c->batch->n, c->step, &c->loss[r]);
+    executor_zero_grads(e);
+    const struct executor_pass p = {.n = c->shard, .n_global = c->batch->n, .first_index = (long)off,
+                                    .step = c->step, .x = c->batch->x + off * per, .y = c->batch->y + off,
+                                    .training = 1, .coll = c->coll ? &c->coll[r] : NULL};
+    c->status[r] = executor_forward_backward(e, &p, &c->loss[r]);
     const double t1 = tb_now_s();
     /* Waiting for the slowest replica is load imbalance, not all-reduce: time it apart. */
     if (!c->mpi) mir_barrier(c);
     const double t1b = tb_now_s();
     if (c->mpi) {
-        int st = mpi_transport_allreduce(e->grads, e->m->n_params);
+        int st = mpi_transport_allreduce(c->grads[r], c->n_params);
         if (st != TB_OK) c->status[r] = st;
         st = mpi_transport_allreduce_f64(&c->loss[r], 1);
         if (st != TB_OK) c->status[r] = st;
     } else if (sharded) {
-        reduce_scatter_ring(c->grads, e->m->n_params, c->R, r, mir_barrier, c);
+        reduce_scatter_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
     } else {
-        allreduce_ring(c->grads, e->m->n_params, c->R, r, mir_barrier, c);
+        allreduce_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
     }
     const double t2 = tb_now_s();
     c->t_compute[r] = t1 - t0;
     c->t_idle[r] = t1b - t1;
     c->t_allreduce[r] = t2 - t1b;
-    if (e->trace.ev) {
-        if (t1b > t1) exec_trace_add(&e->trace, -1, 'W', t1, t1b);
-        exec_trace_add(&e->trace, -1, 'A', t1b, t2);
-    }
+    if (t1b > t1) executor_trace_add(e, 'W', t1, t1b);
+    executor_trace_add(e, 'A', t1b, t2);
     if (sharded) {
-        local_engine_update_part(e, c->step, allreduce_ring_owned(c->R, r), c->R);
+        const int st = executor_update_part(e, c->step, allreduce_ring_owned(c->R, r), c->R);
+        if (st != TB_OK) c->status[r] = st;
         const double t3 = tb_now_s();
-        allgather_ring(c->params, e->m->n_params, c->R, r, mir_barrier, c);
+        allgather_ring(c->params, c->n_params, c->R, r, mir_barrier, c);
         const double t4 = tb_now_s();
         c->t_allreduce[r] += t4 - t3;
-        if (e->trace.ev) exec_trace_add(&e->trace, -1, 'A', t3, t4);
+        executor_trace_add(e, 'A', t3, t4);
     } else if (c->do_update) {
-        local_engine_update(e, c->step);
+        const int st = executor_update(e, c->step);
+        if (st != TB_OK) c->status[r] = st;
     }
 }
 
@@ -151,7 +159,7 @@ static void step_task(void *arg, int r, int nth)
 static void trace_begin_all(struct mir_ctx *c)
 {
     const double t0 = tb_now_s();
-    for (int r = 0; r < c->R; r++) local_engine_trace_begin(&c->dev[r], t0);
+    for (int r = 0; r < c->R; r++) executor_trace_begin(&c->dev[r], t0);
 }
 
 static int mir_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
@@ -190,16 +198,23 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     if (!c->dev || !c->grads || !c->params || !c->loss || !c->t_compute || !c->t_allreduce || !c->t_idle ||
         !c->status)
         return tb_error_set(TB_ENOMEM, "mirrored: out of memory");
-    struct run_config child = *cfg;
-    child.no_fuse = 1; /* the all-reduce sits between backward and update */
-    child.batch = c->shard;
+    struct executor_config child;
+    backend_executor_config(cfg, c->shard, 1, &child);
+    child.no_fused_step = 1; /* the all-reduce sits between backward and update */
     if (child.eval_batch > c->shard * 4) child.eval_batch = child.eval_batch / c->R > 0 ? child.eval_batch / c->R : 1;
+    c->n_params = m->n_params;
     for (int r = 0; r < c->R; r++) {
-        int st = local_engine_init(&c->dev[r], m, &child, c->shard, 1);
+        int st = executor_create(&c->dev[r], m, &child);
         if (st != TB_OK) return st;
-        c->dev[r].train.no_layer_fusion = cfg->no_fuse; /* child.no_fuse is only about the update */
-        c->grads[r] = c->dev[r].grads;
-        c->params[r] = c->dev[r].params;
+        /* The ring and MPI work on host memory in place. */
+        struct executor_buffer g, p;
+        if ((st = executor_grad_buffer(&c->dev[r], &g)) != TB_OK || (st = executor_buffer(&c->dev[r], TF_PARAMS, &p)))
+            return st;
+        if (!g.host || !p.host)
+            return tb_error_set(TB_EUNSUPPORTED, "mirrored: device %s keeps its tensors off the host",
+                                c->dev[r].cfg.device);
+        c->grads[r] = g.data;
+        c->params[r] = p.data;
     }
     if (cfg->sync_bn) {
         for (int i = 0; i < m->n_layers; i++)
@@ -214,7 +229,6 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
             c->rep[r] = (struct mir_replica){c, r};
             c->coll[r] = (struct exec_collective){c->mpi ? mpi_allreduce_f64_cb : shm_allreduce_f64, &c->rep[r],
                                                   (size_t)world};
-            c->dev[r].coll = &c->coll[r];
         }
     }
     if (c->R > 1) {
@@ -259,7 +273,7 @@ static void update_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
-    local_engine_update(&c->dev[r], c->step);
+    c->status[r] = executor_update(&c->dev[r], c->step);
 }
 
 static int mir_update(struct backend *b, long step, struct step_stats *st)
@@ -268,6 +282,8 @@ static int mir_update(struct backend *b, long step, struct step_stats *st)
     (void)st;
     c->step = step;
     run_all(c, update_task);
+    for (int r = 0; r < c->R; r++)
+        if (c->status[r] != TB_OK) return c->status[r];
     return TB_OK;
 }
 
@@ -298,8 +314,8 @@ static void eval_task(void *arg, int r, int nth)
         eval_parts[r].logits = eval_logits + (size_t)lo * m->tensors[m->layers[m->n_layers - 1].in].per_sample;
     }
     if (hi > lo)
-        c->status[r] = local_engine_evaluate(&c->dev[r], eval_batch->x + (size_t)lo * per, eval_batch->y + lo, hi - lo,
-                                             &eval_parts[r]);
+        c->status[r] = executor_evaluate(&c->dev[r], eval_batch->x + (size_t)lo * per, eval_batch->y + lo, hi - lo,
+                                         &eval_parts[r]);
 }
 
 static int mir_evaluate(struct backend *b, const struct batch *batch, struct eval_stats *ev)
@@ -329,21 +345,18 @@ static int mir_evaluate(struct backend *b, const struct batch *batch, struct eva
 static int mir_get(struct backend *b, enum tensor_family f, float *dst)
 {
     struct mir_ctx *c = b->ctx;
-    size_t n;
-    const float *src = local_engine_family(&c->dev[0], f, &n);
-    memcpy(dst, src, n * sizeof(float));
-    if (c->R > 1 && (f == TF_GRADS || f == TF_OPT)) {
-        /* After a sharded update only a chunk's owner has its summed gradients and its optimizer
-         * state (after an all-reduce every replica has all of it, so this copies equal values). */
-        const size_t np = c->dev[0].m->n_params;
-        for (size_t base = 0; base < n; base += np)
-            for (int r = 0; r < c->R; r++) {
-                size_t lo, hi;
-                tb_slice(np, allreduce_ring_owned(c->R, r), c->R, &lo, &hi);
-                size_t n_r;
-                const float *own = local_engine_family(&c->dev[r], f, &n_r);
-                memcpy(dst + base + lo, own + base + lo, (hi - lo) * sizeof(float));
-            }
+    if (c->R == 1 || (f != TF_GRADS && f != TF_OPT)) return executor_get_tensors(&c->dev[0], f, dst);
+    /* After a sharded update only a chunk's owner has its summed gradients and its optimizer state
+     * (after an all-reduce every replica has all of it, so this copies equal values). */
+    const size_t np = c->n_params;
+    for (int r = 0; r < c->R; r++) {
+        struct executor_buffer own;
+        int st = executor_buffer(&c->dev[r], f, &own);
+        if (st != TB_OK) return st;
+        size_t lo, hi;
+        tb_slice(np, allreduce_ring_owned(c->R, r), c->R, &lo, &hi);
+        for (size_t base = 0; base < own.n; base += np)
+            memcpy(dst + base + lo, own.data + base + lo, (hi - lo) * sizeof(float));
     }
     return TB_OK;
 }
@@ -352,9 +365,8 @@ static int mir_set(struct backend *b, enum tensor_family f, const float *src)
 {
     struct mir_ctx *c = b->ctx;
     for (int r = 0; r < c->R; r++) {
-        size_t n;
-        float *dst = local_engine_family(&c->dev[r], f, &n);
-        memcpy(dst, src, n * sizeof(float));
+        int st = executor_set_tensors(&c->dev[r], f, src);
+        if (st != TB_OK) return st;
     }
     return TB_OK;
 }
@@ -376,7 +388,7 @@ static void mir_destroy(struct backend *b)
     if (!c) return;
     tpool_destroy(c->pool);
     if (c->dev)
-        for (int r = 0; r < c->R; r++) local_engine_free(&c->dev[r]);
+        for (int r = 0; r < c->R; r++) executor_destroy(&c->dev[r]);
     free(c->dev);
     free(c->grads);
     free(c->params);
@@ -396,8 +408,11 @@ static void mir_destroy(struct backend *b)
 static int mir_layer_profile(struct backend *b, double *prof)
 {
     struct mir_ctx *c = b->ctx;
-    if (!c->dev[0].train.prof) return TB_EUNSUPPORTED;
-    memcpy(prof, c->dev[0].train.prof, 2 * (size_t)b->m->n_layers * sizeof(double));
+    struct executor_stats s;
+    int st = executor_stats(&c->dev[0], &s);
+    if (st != TB_OK) return st;
+    if (!s.profile) return TB_EUNSUPPORTED;
+    memcpy(prof, s.profile, 2 * (size_t)b->m->n_layers * sizeof(double));
     return TB_OK;
 }
 
@@ -408,7 +423,7 @@ static int mir_trace_events(struct backend *b, struct trace_event *ev, int cap)
     int n = 0;
     for (int r = 0; r < c->R; r++) {
         const int room = cap - n > 0 ? cap - n : 0;
-        n += local_engine_trace_copy(&c->dev[r], c->mpi ? c->rank : r, room ? ev + n : NULL, room);
+        n += backend_executor_trace(&c->dev[r], c->mpi ? c->rank : r, room ? ev + n : NULL, room);
     }
     return n;
 }

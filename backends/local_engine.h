@@ -1,68 +1,23 @@
-/* local_engine.h — one model instance on one address space, run with nth threads: the engine the
- * cpu (nth = 1) and threads (nth = pool size) backends are thin wrappers of, and the per-device engine
- * the mirrored backend replicates.
- *
- * Owns its arenas (params, grads, optimizer state, buffers, training and evaluation activations) and
- * optionally a thread pool. Calls are not reentrant: one caller drives an engine at a time.
+/* local_engine.h — the CPU executor (core/executor_cpu.h) planned from a backend's run configuration,
+ * under its old name: what the white-box tests (gradient checks, golden blocks, checkpoint round trips)
+ * drive directly. Nothing else: schedules create executors through executor.h. Ownership and threading
+ * as executor_cpu.h.
  */
 #ifndef TB_LOCAL_ENGINE_H
 #define TB_LOCAL_ENGINE_H
 
 #include "backend.h"
-#include "exec.h"
-#include "tpool.h"
+#include "backend_executor.h"
+#include "executor_cpu.h"
 
-struct local_engine {
-    const struct model *m;
-    struct run_config cfg;
-    struct model_inst train, eval; /* share params and buffers; separate activations */
-    float *params, *grads, *opt, *buffers;
-    struct optim_segment *segs;
-    int n_segs;
-    float *trust;                  /* LARS: per-segment trust ratios */
-    struct tpool *pool;            /* NULL when nth == 1 */
-    int nth;
-    int fuse;                      /* train steps may use the fused dense-gradient update */
-    int dense1;                    /* fused steps of a dense chain run exec_dense1_step */
-    long pending;                  /* fuse: the step whose update waits for the next forward (0: none) */
-    float *pending_in;             /* fuse: that step's dense-layer inputs (exec_save_dense_inputs) */
-    const struct exec_collective *coll; /* set by a replicating backend for sync BatchNorm */
-    double claimed;                /* bytes this engine counted against the process's memory budget */
-    struct exec_trace trace;       /* --trace: the current (or last) training step's events; ev NULL = off */
-};
-
-/* Plans and allocates an engine for m with n_max training samples per step and nth threads (pool
- * created, pinned, when nth > 1). */
-int local_engine_init(struct local_engine *e, const struct model *m, const struct run_config *cfg, int n_max,
-                      int nth);
-/* Frees everything (safe on a zeroed engine). */
-void local_engine_free(struct local_engine *e);
-/* Zeroes the gradients (partitioned over the engine's threads). */
-void local_engine_zero_grads(struct local_engine *e);
-/* Forward + backward of n samples (pixels x (n,H,W,C), labels y (n)) at global position first_index of a
- * global batch of n_global; ACCUMULATES into the gradients; returns the summed loss in *loss_sum. */
-int local_engine_forward_backward(struct local_engine *e, const uint8_t *x, const int32_t *y, int n,
-                                  long first_index, int n_global, long step, double *loss_sum);
-/* A whole training step of n = n_max samples with the dense gradients fused into the update (only
- * when e->fuse). The update is deferred: the next fused step applies it inside its forward, which
- * then reads each weight once, and local_engine_finish (called by every other entry point) applies
- * it otherwise. Same result, bitwise, as zero_grads + forward_backward + update. */
-int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, long step,
-                                  double *loss_sum);
-/* Applies a deferred fused update, if one is pending (with --trace, recorded as a 'U' event). */
-void local_engine_finish(struct local_engine *e);
-/* One optimizer update from the current gradients (with --trace, recorded as the step's 'U' event). */
-void local_engine_update(struct local_engine *e, long step);
-/* The update of part `part` of `parts` equal slices of the parameters (tb_slice), on the calling
- * thread: a sharded update's share (not LARS, whose trust ratios need whole tensors). */
-void local_engine_update_part(struct local_engine *e, long step, int part, int parts);
-/* Evaluates n samples in chunks of cfg.eval_batch; adds to ev. */
-int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev);
-/* --trace: starts a step's event list at CLOCK_MONOTONIC time t0 (no-op when tracing is off). */
-void local_engine_trace_begin(struct local_engine *e, double t0);
-/* --trace: copies at most cap of the step's events into ev as device `device`; returns how many there are. */
-int local_engine_trace_copy(const struct local_engine *e, int device, struct trace_event *ev, int cap);
-/* Canonical pointer and size of a tensor family. */
-float *local_engine_family(struct local_engine *e, enum tensor_family f, size_t *n);
+/* Plans and allocates a CPU engine for m with n_max training samples per pass and nth threads (a pinned
+ * pool when nth > 1), from cfg as a backend would plan it. */
+static inline int local_engine_init(struct local_engine *e, const struct model *m, const struct run_config *cfg,
+                                    int n_max, int nth)
+{
+    struct executor_config ec;
+    backend_executor_config(cfg, n_max, nth, &ec);
+    return local_engine_create(e, m, &ec);
+}
 
 #endif

@@ -14,6 +14,10 @@
  *     are skipped), barrier.
  * The arithmetic of every element is the general path's, so the bits are the same for any nth (the
  * backend tests hold it against the unfused step).
+ *
+ * Dependencies run one way: this file calls exec.c (exec_dense1_rows, exec_act, the trace) and
+ * exec_dense1_shape.c (which models it runs, the buffers it needs); exec.c calls neither this file
+ * nor anything that calls back into it, and sizes its buffers from exec_dense1_shape.c alone.
  */
 #include "exec.h"
 #include "exec_priv.h"
@@ -24,43 +28,6 @@
 #include "simd.h"
 
 #include <string.h>
-
-int exec_dense1_chain(const struct model *m)
-{
-    const int L = m->n_layers;
-    if (L < 3) return 0;
-    const struct layer *in = &m->layers[0], *ce = &m->layers[L - 1];
-    if (in->op != OP_INPUT || in->in != m->input || ce->op != OP_SOFTMAX_CE) return 0;
-    const struct tensor *src = &m->tensors[in->in], *dst = &m->tensors[in->out];
-    if (dst->h != 1 || dst->w != 1 || dst->per_sample != src->per_sample || src->c != 1) return 0;
-    if (in->a.input.pad > 0 || in->a.input.flip) return 0;
-    int prev = in->out;
-    for (int i = 1; i < L - 1; i++) {
-        const struct layer *l = &m->layers[i];
-        if (l->op != OP_DENSE || l->in != prev || (l->act != ACT_RELU && l->act != ACT_NONE)) return 0;
-        prev = l->out;
-    }
-    return ce->in == prev && m->layers[L - 2].act == ACT_NONE;
-}
-
-/* Each dense layer's chunk sums at its own offset: a layer's are still being read (combined) while
- * the next layer's are written. */
-static size_t part_floats(const struct layer *l)
-{
-    return tb_align16((size_t)dense1_chunks(l->a.dense.IN) * (size_t)l->a.dense.OUT);
-}
-
-size_t exec_dense1_shared_floats(const struct model *m)
-{
-    size_t n = 0;
-    for (int i = 1; i < m->n_layers - 1; i++) n += part_floats(&m->layers[i]);
-    return n;
-}
-
-size_t exec_dense1_scratch_floats(const struct model *m)
-{
-    return 2 * tb_align16((size_t)m->layers[m->n_layers - 2].a.dense.OUT) + 16;
-}
 
 void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, float *pending_in, int ith, int nth,
                       const struct exec_sync *sync)
@@ -98,7 +65,7 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
             dense1_combine_range(logits, part, b, IN, OUT, 0, 0, OUT);
         }
         if (clocked) clock_layer(mi, st, k, 'F', &t_prev);
-        part += part_floats(l);
+        part += dense1_part_floats(l);
         in_off += (size_t)IN;
     }
     memset(dlogits, 0, (size_t)K * sizeof(float));

@@ -1,4 +1,5 @@
-/* exec_priv.h — small helpers the executor's files share (exec.c, exec_dense1.c); not a public API. */
+/* exec_priv.h — small helpers the executor's files share (exec.c, exec_dense1.c, exec_dense1_shape.c); not
+ * a public API. Declarations here point one way: exec_dense1.c uses exec.c's, never the reverse. */
 #ifndef TB_EXEC_PRIV_H
 #define TB_EXEC_PRIV_H
 
@@ -33,6 +34,13 @@ static inline void dense1_own_rows(int IN, int ith, int nth, int *r0, int *r1)
     tb_slice((size_t)dense1_chunks(IN), ith, nth, &k0, &k1);
     *r0 = (int)k0 * DENSE1_ROW_CHUNK < IN ? (int)k0 * DENSE1_ROW_CHUNK : IN;
     *r1 = (int)k1 * DENSE1_ROW_CHUNK < IN ? (int)k1 * DENSE1_ROW_CHUNK : IN;
+}
+
+/* exec_dense1_step's chunk sums of dense layer l (batch 1), each layer's at its own offset of the shared
+ * buffer: a layer's are still being read (combined) while the next layer's are written. */
+static inline size_t dense1_part_floats(const struct layer *l)
+{
+    return tb_align16((size_t)dense1_chunks(l->a.dense.IN) * (size_t)l->a.dense.OUT);
 }
 
 /* The input layer's per-channel affine map of 8-bit pixels: x = pixel·scale[c] + shift[c]. */

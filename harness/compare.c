@@ -7,15 +7,21 @@
 #include "stats.h"
 #include "status.h"
 
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_sort.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define MAX_IGNORE 8
 
 struct group {
     char key[600];
     struct compare_line line;
     double *s[2];    /* samples: old, new */
     int n[2], cap[2];
+    char ign[2][MAX_IGNORE][48]; /* per side, the value of each ignored key first seen ("" before) */
+    unsigned char ign_mixed[2][MAX_IGNORE]; /* 1 when a side's rows differ in that key */
 };
 
 struct groups {
@@ -24,27 +30,80 @@ struct groups {
     int side;        /* 0 while reading OLD, 1 while reading NEW */
     int status;
     int unfinished[2]; /* rows skipped because their run did not finish, per side */
+    char ignore[MAX_IGNORE][32];
+    int n_ignore;
 };
 
 /* Config fields that change what is measured; the key is their values in this order. */
 static const char *const key_fields[] = {
-    "dataset", "threads", "devices", "resolution", "norm", "norm_groups", "conv_algo", "transport", "sync_bn",
+    "device", "dataset", "threads", "devices", "resolution", "norm", "norm_groups", "conv_algo", "transport", "sync_bn",
     "stages", "split", "micro_batch", "ga", "replicas", "schedule", "recompute", "precision", "prefetch", "profile",
     "no_fuse", "optimizer", "lr", "target", "eval_every", "warmup", "steps", "epochs", "steps_per_epoch",
 };
+/* Of those, the ones the visible name shows when they differ from their default. */
+static const char *const name_fields[] = {"device", "threads", "devices", "resolution", "precision", "conv_algo", "no_fuse",
+                                          "stages", "norm"};
+/* The fields every name shows (the row's kind is not ignorable: it decides the metric). */
+static const char *const head_fields[] = {"workload", "backend", "batch"};
+
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+
+static int in_list(const char *const *list, size_t n, const char *field)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(list[k], field)) return 1;
+    return 0;
+}
+
+/* Index of field among the ignored keys, or -1. */
+static int ignored(const struct groups *gs, const char *field)
+{
+    for (int k = 0; k < gs->n_ignore; k++)
+        if (!strcmp(gs->ignore[k], field)) return k;
+    return -1;
+}
+
+/* Parses "backend,devices" into gs->ignore; TB_EINVAL for a key that is not part of the match. */
+static int parse_ignore(struct groups *gs, const char *list)
+{
+    for (const char *p = list ? list : ""; *p;) {
+        size_t len = strcspn(p, ",");
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key - 1 ? len : sizeof key - 1), p);
+        if (len && !in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key))
+            return tb_error_set(TB_EINVAL, "compare: --ignore %.*s: not a key rows are matched by (workload, backend, "
+                                           "batch, or a config field such as devices, threads, precision)", (int)len, p);
+        if (len && ignored(gs, key) < 0) {
+            if (gs->n_ignore == MAX_IGNORE) return tb_error_set(TB_EINVAL, "compare: --ignore: at most %d keys", MAX_IGNORE);
+            snprintf(gs->ignore[gs->n_ignore++], sizeof gs->ignore[0], "%s", key);
+        }
+        p += len + (p[len] == ',');
+    }
+    return TB_OK;
+}
+
+/* The text of a scalar config field into val; 0 when it is absent or not a scalar. */
+static int field_text(const struct json_value *cfg, const char *field, char *val, size_t n)
+{
+    const struct json_value *v = json_get(cfg, field);
+    /* Rows from before config.device ran on the cpu, so they still match today's cpu rows. */
+    if (!v && !strcmp(field, "device")) return snprintf(val, n, "cpu"), 1;
+    if (!v) return 0;
+    if (v->type == JSON_STRING) snprintf(val, n, "%s", v->str);
+    else if (v->type == JSON_NUMBER) snprintf(val, n, "%.9g", v->number);
+    else if (v->type == JSON_BOOL) snprintf(val, n, "%d", v->boolean);
+    else return 0;
+    return 1;
+}
 
 /* Appends "name=value" of a config field to buf when it is present and not a default-looking value. */
 static void append_field(char *buf, size_t n, const struct json_value *cfg, const char *field, int always)
 {
-    const struct json_value *v = json_get(cfg, field);
-    if (!v) return;
     char val[96] = "";
-    if (v->type == JSON_STRING) snprintf(val, sizeof val, "%s", v->str);
-    else if (v->type == JSON_NUMBER) snprintf(val, sizeof val, "%.9g", v->number);
-    else if (v->type == JSON_BOOL) snprintf(val, sizeof val, "%d", v->boolean);
-    else return;
+    if (!field_text(cfg, field, val, sizeof val)) return;
     if (!always && (!val[0] || !strcmp(val, "0") || !strcmp(val, "auto") || !strcmp(val, "default") ||
-                    !strcmp(val, "fp32") || !strcmp(val, "shm")))
+                    !strcmp(val, "fp32") || !strcmp(val, "shm") ||
+                    (!strcmp(field, "device") && !strcmp(val, "cpu"))))
         return;
     size_t len = strlen(buf);
     snprintf(buf + len, n - len, " %s=%s", field, val);
@@ -63,6 +122,18 @@ static int add_sample(struct group *g, int side, double v)
     return TB_OK;
 }
 
+/* Notes the values of the ignored keys of one row of g's side. */
+static void note_ignored(const struct groups *gs, struct group *g, const struct json_value *cfg)
+{
+    for (int k = 0; k < gs->n_ignore; k++) {
+        char val[48] = "?";
+        field_text(cfg, gs->ignore[k], val, sizeof val);
+        char *seen = g->ign[gs->side][k];
+        if (!seen[0]) snprintf(seen, sizeof g->ign[0][0], "%s", val);
+        else if (strcmp(seen, val)) g->ign_mixed[gs->side][k] = 1;
+    }
+}
+
 static int on_row(const struct json_value *row, long line_no, void *ctx)
 {
     (void)line_no;
@@ -76,22 +147,25 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         return TB_OK;
     }
     const char *kind = json_get_str(row, "kind", json_get_str(cfg, "plan", "train"));
-    const char *workload = json_get_str(cfg, "workload", "?");
-    const char *backend = json_get_str(cfg, "backend", "?");
-    const int batch = (int)json_get_number(cfg, "batch", 0);
-    /* Rows from before config.device ran on the cpu, so they still match today's cpu rows. */
-    const char *device = json_get_str(cfg, "device", "cpu");
     char name[200], key[600];
-    snprintf(name, sizeof name, "%s %s %s b%d", kind, workload, backend, batch);
-    if (strcmp(device, "cpu") != 0) snprintf(name + strlen(name), sizeof name - strlen(name), " device=%s", device);
+    snprintf(name, sizeof name, "%s", kind);
+    snprintf(key, sizeof key, "%s|", kind);
+    /* workload, backend, b<batch>; an ignored one is left out of both. */
+    for (size_t k = 0; k < COUNT(head_fields); k++) {
+        char val[64] = "?";
+        if (ignored(gs, head_fields[k]) >= 0) continue;
+        if (!strcmp(head_fields[k], "batch")) snprintf(val, sizeof val, "%d", (int)json_get_number(cfg, "batch", 0));
+        else field_text(cfg, head_fields[k], val, sizeof val);
+        size_t nl = strlen(name), kl = strlen(key);
+        snprintf(name + nl, sizeof name - nl, " %s%s", strcmp(head_fields[k], "batch") ? "" : "b", val);
+        snprintf(key + kl, sizeof key - kl, "%s=%s|", head_fields[k], val);
+    }
     /* The visible name shows the options that differ from defaults; the key holds every one. */
-    for (size_t k = 0; k < sizeof key_fields / sizeof *key_fields; k++)
-        if (!strcmp(key_fields[k], "threads") || !strcmp(key_fields[k], "devices") || !strcmp(key_fields[k], "resolution") ||
-            !strcmp(key_fields[k], "precision") || !strcmp(key_fields[k], "conv_algo") || !strcmp(key_fields[k], "no_fuse") ||
-            !strcmp(key_fields[k], "stages") || !strcmp(key_fields[k], "norm"))
-            append_field(name, sizeof name, cfg, key_fields[k], 0);
-    snprintf(key, sizeof key, "%s|%s|%s|%s|%d", kind, workload, backend, device, batch);
-    for (size_t k = 0; k < sizeof key_fields / sizeof *key_fields; k++) append_field(key, sizeof key, cfg, key_fields[k], 1);
+    for (size_t k = 0; k < COUNT(key_fields); k++) {
+        if (ignored(gs, key_fields[k]) >= 0) continue;
+        if (in_list(name_fields, COUNT(name_fields), key_fields[k])) append_field(name, sizeof name, cfg, key_fields[k], 0);
+        append_field(key, sizeof key, cfg, key_fields[k], 1);
+    }
 
     struct group *g = NULL;
     for (int i = 0; i < gs->n; i++)
@@ -111,6 +185,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         snprintf(g->line.metric, sizeof g->line.metric, "%s", tta ? "tta s" : "images/s");
         g->line.higher_is_better = !tta;
     }
+    note_ignored(gs, g, cfg);
     const struct json_value *fig = json_get(row, "figures");
     if (!fig) return TB_OK;
     int st = TB_OK;
@@ -163,17 +238,60 @@ static void disambiguate(struct groups *gs)
     free(extra);
 }
 
-int compare_results(const char *old_path, const char *new_path, double alpha, struct compare_line **lines, int *n_lines)
+/* Appends what the ignored keys were on each side: " [backend cpu → threads]"; a side whose rows
+ * differ in a key shows "*"; a key equal on both sides shows once. */
+static void annotate_ignored(const struct groups *gs, struct group *g)
+{
+    char note[160] = "";
+    for (int k = 0; k < gs->n_ignore; k++) {
+        const char *v[2];
+        for (int s = 0; s < 2; s++) v[s] = g->ign_mixed[s][k] ? "*" : g->ign[s][k];
+        size_t len = strlen(note);
+        const char *sep = len ? "; " : "";
+        if (!v[0][0] || !v[1][0] || !strcmp(v[0], v[1]))
+            snprintf(note + len, sizeof note - len, "%s%s %s", sep, gs->ignore[k], v[0][0] ? v[0] : v[1]);
+        else
+            snprintf(note + len, sizeof note - len, "%s%s %s → %s", sep, gs->ignore[k], v[0], v[1]);
+    }
+    size_t len = strlen(g->line.name);
+    if (note[0]) snprintf(g->line.name + len, sizeof g->line.name - len, " [%s]", note);
+}
+
+int compare_median_ci(const double *x, int n, double level, double *lo, double *hi)
+{
+    *lo = -INFINITY, *hi = INFINITY;
+    if (!x || n < 1 || !(level > 0.0 && level < 1.0))
+        return tb_error_set(TB_EINVAL, "compare_median_ci: %d samples at level %g", n, level);
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s) return tb_error_set(TB_ENOMEM, "compare_median_ci: out of memory");
+    memcpy(s, x, (size_t)n * sizeof *s);
+    gsl_sort(s, 1, (size_t)n);
+    /* [x(j), x(n+1-j)] (1-based order statistics) holds the median with probability
+     * 1 − 2·P(B ≤ j − 1), B ~ Binomial(n, 1/2), whatever the distribution: the largest j that still
+     * covers `level` gives the narrowest such interval. */
+    int best = 0;
+    for (int j = 1; 2 * j <= n + 1; j++)
+        if (1.0 - 2.0 * gsl_cdf_binomial_P((unsigned)(j - 1), 0.5, (unsigned)n) >= level) best = j;
+    if (best) *lo = s[best - 1], *hi = s[n - best];
+    free(s);
+    return TB_OK;
+}
+
+int compare_results(const char *old_path, const char *new_path, const struct compare_opts *o,
+                    struct compare_line **lines, int *n_lines)
 {
     *lines = NULL;
     *n_lines = 0;
     struct groups gs = {0};
-    int st = results_read_rows(old_path, on_row, &gs);
+    const double alpha = o && o->alpha > 0.0 ? o->alpha : 0.05;
+    int st = parse_ignore(&gs, o ? o->ignore : NULL);
+    if (st == TB_OK) st = results_read_rows(old_path, on_row, &gs);
     if (st == TB_OK) {
         gs.side = 1;
         st = results_read_rows(new_path, on_row, &gs);
     }
     disambiguate(&gs);
+    for (int i = 0; i < gs.n; i++) annotate_ignored(&gs, &gs.g[i]);
     for (int k = 0; k < 2; k++)
         if (gs.unfinished[k])
             fprintf(stderr, "compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
@@ -188,9 +306,16 @@ int compare_results(const char *old_path, const char *new_path, double alpha, st
         l->p = 1.0;
         l->delta_pct = NAN;
         l->old_median = l->new_median = NAN;
-        struct stats_summary so, sn;
-        if (g->n[0] && stats_summarize(g->s[0], g->n[0], &so) == TB_OK) l->old_median = so.median, l->old_jitter = so.mad_jitter;
-        if (g->n[1] && stats_summarize(g->s[1], g->n[1], &sn) == TB_OK) l->new_median = sn.median, l->new_jitter = sn.mad_jitter;
+        double *med[2] = {&l->old_median, &l->new_median}, *lo[2] = {&l->old_lo, &l->new_lo},
+               *hi[2] = {&l->old_hi, &l->new_hi};
+        for (int s = 0; s < 2; s++) {
+            struct stats_summary sum;
+            *lo[s] = -INFINITY, *hi[s] = INFINITY;
+            if (g->n[s] && stats_summarize(g->s[s], g->n[s], &sum) == TB_OK) {
+                *med[s] = sum.median;
+                compare_median_ci(g->s[s], g->n[s], COMPARE_CI_LEVEL, lo[s], hi[s]);
+            }
+        }
         if (g->n[0] && g->n[1]) {
             l->delta_pct = (l->new_median - l->old_median) / l->old_median * 100.0;
             double u, p;
@@ -211,7 +336,16 @@ int compare_results(const char *old_path, const char *new_path, double alpha, st
     return TB_OK;
 }
 
-static void fmt_value(char *buf, size_t n, double v, double jitter, int samples)
+/* Field width for s so that it fills w columns: UTF-8 continuation bytes ("±", "∞") take none. */
+static int cols(const char *s, int w)
+{
+    for (; *s; s++) w += ((unsigned char)*s & 0xC0) == 0x80;
+    return w;
+}
+
+/* "1.23k ± 4%": the median and the half-width of its confidence interval in percent of it (the wider
+ * side, as benchstat prints it); "± ∞" when the samples are too few for the interval. */
+static void fmt_value(char *buf, size_t n, double v, double lo, double hi)
 {
     char num[32];
     if (!isfinite(v)) {
@@ -222,49 +356,129 @@ static void fmt_value(char *buf, size_t n, double v, double jitter, int samples)
     else if (fabs(v) >= 1e4) snprintf(num, sizeof num, "%.2fk", v * 1e-3);
     else if (fabs(v) >= 100) snprintf(num, sizeof num, "%.1f", v);
     else snprintf(num, sizeof num, "%.3f", v);
-    if (samples > 1 && v != 0.0) snprintf(buf, n, "%s ± %.0f%%", num, 100.0 * jitter / fabs(v));
-    else snprintf(buf, n, "%s", num);
+    const double half = fmax(hi - v, v - lo), pct = v != 0.0 ? 100.0 * half / fabs(v) : INFINITY;
+    if (!isfinite(pct)) snprintf(buf, n, "%s ± ∞", num);
+    else snprintf(buf, n, pct < 9.95 ? "%s ± %.1f%%" : "%s ± %.0f%%", num, pct);
 }
 
-void compare_print(const struct compare_line *l, int n, double alpha, const char *old_name, const char *new_name, FILE *f)
+void compare_print(const struct compare_line *l, int n, const struct compare_opts *o, const char *old_name,
+                   const char *new_name, FILE *f)
 {
+    const double alpha = o && o->alpha > 0.0 ? o->alpha : 0.05;
     int width = 13;
     for (int i = 0; i < n; i++) {
-        int w = (int)strlen(l[i].name);
+        int w = (int)strlen(l[i].name) - cols(l[i].name, 0);
         width = w > width ? w : width;
     }
-    fprintf(f, "%-*s  %-9s  %18s  %18s  %s\n", width, "configuration", "metric", "old", "new", "change");
+    const char *ha = "old ± 95 % CI", *hb = "new ± 95 % CI";
+    fprintf(f, "%-*s  %-9s  %*s  %*s  %s\n", width, "configuration", "metric", cols(ha, 20), ha, cols(hb, 20), hb,
+            "change");
     double log_sum = 0.0;
-    int n_geo = 0, n_only = 0;
+    int n_geo = 0, n_only = 0, n_inf = 0;
     for (int i = 0; i < n; i++) {
         if (!l[i].n_old || !l[i].n_new) {
             n_only++;
             continue;
         }
         char a[48], b[48], delta[96];
-        fmt_value(a, sizeof a, l[i].old_median, l[i].old_jitter, l[i].n_old);
-        fmt_value(b, sizeof b, l[i].new_median, l[i].new_jitter, l[i].n_new);
+        fmt_value(a, sizeof a, l[i].old_median, l[i].old_lo, l[i].old_hi);
+        fmt_value(b, sizeof b, l[i].new_median, l[i].new_lo, l[i].new_hi);
+        n_inf += strstr(a, "∞") || strstr(b, "∞");
         if (l[i].significant)
             snprintf(delta, sizeof delta, "%+.2f%% (p=%.3f n=%d+%d)", l[i].delta_pct, l[i].p, l[i].n_old, l[i].n_new);
         else
             snprintf(delta, sizeof delta, "~ (p=%.3f n=%d+%d)", l[i].p, l[i].n_old, l[i].n_new);
-        fprintf(f, "%-*s  %-9s  %18s  %18s  %s\n", width, l[i].name, l[i].metric, a, b, delta);
+        fprintf(f, "%-*s  %-*s  %*s  %*s  %s\n", cols(l[i].name, width), l[i].name, 9, l[i].metric, cols(a, 20), a,
+                cols(b, 20), b, delta);
         if (l[i].old_median > 0 && l[i].new_median > 0) {
             log_sum += log(l[i].new_median / l[i].old_median) * (l[i].higher_is_better ? 1.0 : -1.0);
             n_geo++;
         }
     }
     if (n_geo > 1)
-        fprintf(f, "%-*s  %-9s  %18s  %18s  %+.2f%% (speed, new vs old; tta inverted)\n", width, "geomean", "", "", "",
+        fprintf(f, "%-*s  %-9s  %20s  %20s  %+.2f%% (speed, new vs old; tta inverted)\n", width, "geomean", "", "", "",
                 (exp(log_sum / n_geo) - 1.0) * 100.0);
     if (n_only) {
         fprintf(f, "\nonly in one file:\n");
         for (int i = 0; i < n; i++)
             if (!l[i].n_old || !l[i].n_new)
-                fprintf(f, "  %-*s  only in %s\n", width, l[i].name, l[i].n_old ? old_name : new_name);
+                fprintf(f, "  %-*s  only in %s\n", cols(l[i].name, width), l[i].name, l[i].n_old ? old_name : new_name);
     }
     int few = 0;
     for (int i = 0; i < n; i++) few |= l[i].n_old && l[i].n_new && (l[i].n_old < 4 || l[i].n_new < 4);
-    fprintf(f, "\nchange: difference of medians when a two-sided Mann-Whitney U test gives p < %g, else ~.\n", alpha);
+    fprintf(f, "\nold, new: median ± the 95 %% confidence interval of the median (distribution-free, from order "
+               "statistics; the wider side, in %% of the median).\n");
+    if (n_inf) fprintf(f, "± ∞: fewer than 6 samples cannot bound the median at 95 %%; use --repeat 6 (or --seeds 6).\n");
+    fprintf(f, "change: difference of medians when a two-sided Mann-Whitney U test gives p < %g, else ~.\n", alpha);
+    if (o && o->ignore && o->ignore[0])
+        fprintf(f, "ignored: %s (rows that differ only in these are one configuration; [key old → new])\n", o->ignore);
     if (few) fprintf(f, "note: fewer than 4 samples on a side cannot reach p < 0.05; use --repeat 5 (or --seeds 5).\n");
+}
+
+static void compare_usage(FILE *f)
+{
+    fprintf(f, "usage: bench compare [--alpha P] [--ignore KEY[,KEY...]] OLD.jsonl NEW.jsonl\n"
+               "Matches the result rows of two files by configuration and tests each change, as benchstat does.\n\n"
+               "  --alpha P         significance level of the Mann-Whitney U test (default 0.05)\n"
+               "  --ignore KEYS     leave these keys out of the match (e.g. backend, or backend,devices), so rows\n"
+               "                    that differ only in them are compared configuration by configuration\n"
+               "  --help            this text\n\n"
+               "Samples: per-repeat images/s (throughput, scaling, inference), times to accuracy of the runs\n"
+               "that reached the target (tta). old/new: median ± 95 %% confidence interval of the median;\n"
+               "change: difference of medians when p < alpha, else ~. Exit status: 0, 1 unreadable file, 2 usage.\n");
+}
+
+int compare_main(int argc, char **argv)
+{
+    struct compare_opts o = {0.05, NULL};
+    static char ignore[256];
+    const char *files[2];
+    int nf = 0;
+    ignore[0] = '\0';
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            compare_usage(stdout);
+            return 0;
+        }
+        if ((!strcmp(a, "--alpha") || !strcmp(a, "--ignore")) && i + 1 >= argc) {
+            fprintf(stderr, "bench compare: %s needs a value (see bench compare --help)\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--alpha")) {
+            char *end;
+            o.alpha = strtod(argv[++i], &end);
+            if (*end || !(o.alpha > 0.0 && o.alpha < 1.0)) {
+                fprintf(stderr, "bench compare: --alpha: expected a number in (0, 1), got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--ignore")) {
+            size_t len = strlen(ignore);
+            snprintf(ignore + len, sizeof ignore - len, "%s%s", len ? "," : "", argv[++i]);
+            o.ignore = ignore;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "bench compare: unknown option '%s' (see bench compare --help)\n", a);
+            return 2;
+        } else if (nf < 2) {
+            files[nf++] = a;
+        } else {
+            fprintf(stderr, "bench compare: unexpected argument '%s' (see bench compare --help)\n", a);
+            return 2;
+        }
+    }
+    if (nf != 2) {
+        compare_usage(stderr);
+        return 2;
+    }
+    struct compare_line *lines;
+    int n;
+    int st = compare_results(files[0], files[1], &o, &lines, &n);
+    if (st != TB_OK) {
+        fprintf(stderr, "bench compare: %s\n", tb_error_get());
+        return st == TB_EINVAL ? 2 : 1;
+    }
+    if (n == 0) printf("no result rows in %s or %s\n", files[0], files[1]);
+    else compare_print(lines, n, &o, files[0], files[1], stdout);
+    free(lines);
+    return 0;
 }

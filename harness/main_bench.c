@@ -4,7 +4,8 @@
  *   bench [options]                  one run (see --help; the option table lives in options.c)
  *   bench --suite FILE [options]     the runs of a suite file, options as defaults for every line
  *   bench --calibrate                measure the sgemm and bandwidth ceilings into results/calibration.json
- *   bench compare OLD.jsonl NEW.jsonl
+ *   bench compare OLD.jsonl NEW.jsonl  (compare.c)
+ *   bench export --csv FILE          (export.c)
  *   bench report [--in FILE] [--out-dir DIR]
  *
  * The only place that turns a status into an exit code: 0 success, 1 runtime failure (bad data file,
@@ -16,6 +17,7 @@
 #include "build_info.h"
 #include "calibrate.h"
 #include "compare.h"
+#include "export.h"
 #include "report.h"
 #include "run.h"
 #include "status.h"
@@ -35,7 +37,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: bench [options]\n"
                "       bench --suite FILE [options]\n"
                "       bench --calibrate [--calibration FILE]\n"
-               "       bench compare [--alpha P] OLD.jsonl NEW.jsonl\n"
+               "       bench compare [--alpha P] [--ignore KEY[,KEY]] OLD.jsonl NEW.jsonl\n"
+               "       bench export --csv FILE [--in ROWS.jsonl ...]\n"
                "       bench report [--in FILE] [--out-dir DIR] [--plots DIR] [--calibration FILE]\n"
                "Trains a workload on an execution backend under a run plan and records what it measured.\n\n");
     int n;
@@ -85,7 +88,8 @@ static void list_all(void)
     }
     const struct device_entry *d = device_registry(&n);
     printf("devices:\n");
-    for (int k = 0; k < n; k++) printf("  %-10s %s\n", d[k].name, d[k].summary);
+    for (int k = 0; k < n; k++)
+        printf("  %-10s %s%s\n", d[k].name, d[k].summary, d[k].built ? "" : " (not built in this binary)");
     const struct workload *const *w = workload_registry(&n);
     printf("workloads:\n");
     for (int k = 0; k < n; k++) printf("  %-14s %s\n", w[k]->name, w[k]->summary);
@@ -114,47 +118,6 @@ static int status_exit(int st)
     /* A run stopped by SIGINT/SIGTERM exits as the shell expects of one killed by it: 130 / 143. */
     if (st == TB_EINTR && bench_stop_signal()) return 128 + bench_stop_signal();
     return st == TB_OK ? 0 : st == TB_EINVAL ? 2 : 1;
-}
-
-static int cmd_compare(int argc, char **argv)
-{
-    double alpha = 0.05;
-    const char *files[2];
-    int nf = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--alpha") == 0 && i + 1 < argc) {
-            char *end;
-            alpha = strtod(argv[++i], &end);
-            if (*end || !(alpha > 0.0 && alpha < 1.0)) {
-                fprintf(stderr, "bench compare: --alpha: expected a number in (0, 1), got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "bench compare: unknown option '%s' (usage: bench compare [--alpha P] OLD.jsonl NEW.jsonl)\n",
-                    argv[i]);
-            return 2;
-        } else if (nf < 2) {
-            files[nf++] = argv[i];
-        } else {
-            fprintf(stderr, "bench compare: unexpected argument '%s' (usage: bench compare OLD.jsonl NEW.jsonl)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (nf != 2) {
-        fprintf(stderr, "usage: bench compare [--alpha P] OLD.jsonl NEW.jsonl\n");
-        return 2;
-    }
-    struct compare_line *lines;
-    int n;
-    int st = compare_results(files[0], files[1], alpha, &lines, &n);
-    if (st != TB_OK) {
-        fprintf(stderr, "bench compare: %s\n", tb_error_get());
-        return 1;
-    }
-    if (n == 0) printf("no result rows in %s or %s\n", files[0], files[1]);
-    else compare_print(lines, n, alpha, files[0], files[1], stdout);
-    free(lines);
-    return 0;
 }
 
 static int is_dir(const char *p)
@@ -189,6 +152,18 @@ static int cmd_report(int argc, char **argv)
     o.plots_dir = plots;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: bench report [--in FILE] [--out-dir DIR] [--plots DIR] [--calibration FILE]\n"
+                   "                    [--profile-dir DIR] [--gnuplot PATH]\n"
+                   "Charts (gnuplot) and REPORT.md from result rows, without running anything.\n\n"
+                   "  --in FILE           result rows (default results/results.jsonl, else results/sample.jsonl)\n"
+                   "  --out-dir DIR       where REPORT.md and charts/ go (default results)\n"
+                   "  --plots DIR         the gnuplot scripts (default plots/ here or beside the build)\n"
+                   "  --calibration FILE  machine ceilings for the roofline (default %s)\n"
+                   "  --profile-dir DIR   tools/profile.sh sidecars (default <dir of --in>/profile)\n"
+                   "  --gnuplot PATH      the gnuplot executable (default gnuplot on PATH)\n", CALIBRATION_DEFAULT_PATH);
+            return 0;
+        }
         const char **dst = !strcmp(a, "--in") ? &o.in : !strcmp(a, "--out-dir") ? &o.out_dir
                            : !strcmp(a, "--plots") ? &o.plots_dir : !strcmp(a, "--calibration") ? &o.calibration
                            : !strcmp(a, "--profile-dir") ? &o.profile_dir : !strcmp(a, "--gnuplot") ? &o.gnuplot : NULL;
@@ -246,7 +221,8 @@ enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, 
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "compare") == 0) return cmd_compare(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "compare") == 0) return compare_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "report") == 0) return cmd_report(argc - 1, argv + 1);
 
     int n_table;

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "session.h"
 
+#include "perfctl.h"
+
 #include "clock.h"
 #include "stats.h"
 #include "status.h"
@@ -44,9 +46,11 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     if (st == TB_OK) profile_begin(s);
     for (int r = 0; r < c->repeat && st == TB_OK; r++, steps_before += per) {
         if ((st = session_reset(s, c->run.seed)) != TB_OK) break;
+        perfctl_enable(); /* perf --control (perfctl.h): samples only the steps, not the set-up */
         const double t0 = tb_now_s();
         st = session_steps(s, 1, per, &rec, &pr, (long)r * per, t0, 0);
         t_steps += tb_now_s() - t0;
+        perfctl_disable();
         if (st != TB_OK) break;
         struct measure_throughput one;
         if ((st = measure_throughput(rec.times, per, c->warmup, batch, &one)) != TB_OK) break;

@@ -48,6 +48,7 @@ static int train_begin(struct train_run *t)
     struct session *s = t->s;
     struct bench_config *c = &s->c;
     const int batch = t->batch;
+    const long long init_ms = mllog_now_ms(); /* this run's set-up: its MLPerf init interval */
     t->epochs = c->epochs > 0 ? c->epochs : s->w->epochs;
     t->spe = c->steps_per_epoch > 0 ? c->steps_per_epoch : s->train.n / batch;
     if (t->spe <= 0)
@@ -71,7 +72,7 @@ static int train_begin(struct train_run *t)
     if ((st = step_record_init(&t->rec, t->total - t->start)) != TB_OK) return st;
     t->rec.base = t->start + 1;
     open_log(&t->lg, s, t->run_id);
-    log_run_header(&t->lg, s, batch, c->run.seed);
+    log_run_header_at(&t->lg, s, batch, c->run.seed, t->spe, init_ms);
     if (t->start > 0) mllog_point_int(&t->lg, "resumed_from_step", t->start);
     mllog_event(&t->lg, MLLOG_START, "run_start", "null", -1, NULL);
     char label[96], extra[24] = "";
@@ -232,13 +233,15 @@ static int train_evaluate(struct train_run *t, int st)
     t->acc = t->loss = NAN, t->eval_time = 0.0;
     t->evaluated = c->eval || t->sb;
     if (st == TB_OK && t->evaluated) {
-        mllog_event(&t->lg, MLLOG_START, "eval_start", "null", t->epochs, NULL);
+        /* MLPerf's eval events carry the epoch and the samples trained so far. */
+        const struct mllog_meta m = {(t->step + t->spe - 1) / t->spe, (long long)t->step * t->batch, NULL, 0};
+        mllog_event_meta(&t->lg, MLLOG_START, "eval_start", "null", &m);
         st = session_evaluate(s, &t->acc, &t->loss, &t->eval_time);
         if (st == TB_OK) {
             char v[40];
             json_format_double(t->acc, v, sizeof v);
-            mllog_event(&t->lg, MLLOG_POINT, "eval_accuracy", v, (long)((t->total + t->spe - 1) / t->spe), NULL);
-            mllog_event(&t->lg, MLLOG_END, "eval_stop", "null", t->epochs, NULL);
+            mllog_event_meta(&t->lg, MLLOG_POINT, "eval_accuracy", v, &m);
+            mllog_event_meta(&t->lg, MLLOG_END, "eval_stop", "null", &m);
         }
     }
     if (st == TB_OK && !t->sb && c->save[0] && s->primary) st = train_save(t);

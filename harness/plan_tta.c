@@ -206,6 +206,7 @@ struct tta_seed {
     double t0, eval_sess, ckpt_time; /* this process: clock start, seconds evaluating, writing checkpoints */
     double session_train;
     long ckpt_step;              /* the step of this seed's newest checkpoint (-1: none) */
+    long open_epoch;             /* the epoch whose epoch_start the log has and epoch_stop not yet (0: none) */
     char id[128];
     struct mllog lg;
     struct progress pr;
@@ -277,6 +278,7 @@ static int tta_seed_open(struct tta_plan *p, struct tta_seed *q, int k)
 {
     struct session *s = p->s;
     const struct bench_config *c = &s->c;
+    const long long init_ms = mllog_now_ms(); /* this seed's set-up: its MLPerf init interval */
     q->k = k;
     q->seed = c->run.seed + (uint64_t)k;
     q->resumed = k == p->k0 && p->start > 0;
@@ -294,10 +296,8 @@ static int tta_seed_open(struct tta_plan *p, struct tta_seed *q, int k)
     if (p->n > 1) snprintf(extra, sizeof extra, " seed %d/%d", k + 1, p->n);
     progress_label(s, label, sizeof label, extra);
     open_log(&q->lg, s, q->id);
-    log_run_header(&q->lg, s, p->batch, q->seed);
-    char tv[40];
-    json_format_double(c->target, tv, sizeof tv);
-    mllog_event(&q->lg, MLLOG_POINT, "target_accuracy", tv, -1, NULL);
+    /* No target_accuracy: MLPerf has no such key (its rules hold the target); the row has it. */
+    log_run_header_at(&q->lg, s, p->batch, q->seed, p->spe, init_ms);
     if (q->resumed) mllog_point_int(&q->lg, "resumed_from_step", q->step);
     mllog_event(&q->lg, MLLOG_START, "run_start", "null", -1, NULL);
     progress_init(&q->pr, p->max_steps, label);
@@ -311,15 +311,17 @@ static int tta_seed_open(struct tta_plan *p, struct tta_seed *q, int k)
 static int tta_seed_evaluate(struct tta_plan *p, struct tta_seed *q)
 {
     const long step = q->step, epoch_num = (step + p->spe - 1) / p->spe;
-    mllog_event(&q->lg, MLLOG_START, "eval_start", "null", epoch_num, NULL);
+    /* MLPerf's eval events carry the epoch and the samples trained so far. */
+    struct mllog_meta m = {epoch_num, (long long)step * p->batch, NULL, 0};
+    mllog_event_meta(&q->lg, MLLOG_START, "eval_start", "null", &m);
     double acc, loss, dt;
     int st = session_evaluate(p->s, &acc, &loss, &dt);
     if (st != TB_OK) return st;
     q->eval_sess += dt;
     char v[40];
     json_format_double(acc, v, sizeof v);
-    mllog_event(&q->lg, MLLOG_POINT, "eval_accuracy", v, epoch_num, NULL);
-    mllog_event(&q->lg, MLLOG_END, "eval_stop", "null", epoch_num, NULL);
+    mllog_event_meta(&q->lg, MLLOG_POINT, "eval_accuracy", v, &m);
+    mllog_event_meta(&q->lg, MLLOG_END, "eval_stop", "null", &m);
     const double clock = q->prev_t + q->prev_e + (tb_now_s() - q->t0 - q->ckpt_time);
     struct tta_point pt = {step, (double)step / p->spe, step * (long)p->batch, clock, acc, loss};
     const int rr = tta_tracker_add(&p->r.tr[q->k], &pt);
@@ -351,7 +353,11 @@ static int tta_seed_loop(struct tta_plan *p, struct tta_seed *q)
     int st = TB_OK;
     while (q->step < max_steps && st == TB_OK && !tr->reached) {
         const long step = q->step;
-        if (step % spe == 0) mllog_event(&q->lg, MLLOG_START, "epoch_start", "null", step / spe + 1, NULL);
+        /* A resumed seed opens the epoch it resumed in. */
+        if (!q->open_epoch) {
+            q->open_epoch = step / spe + 1;
+            mllog_event(&q->lg, MLLOG_START, "epoch_start", "null", q->open_epoch, NULL);
+        }
         long next = (step / every + 1) * every;
         const long epoch_end = (step / spe + 1) * spe;
         if (epoch_end < next) next = epoch_end;
@@ -361,7 +367,10 @@ static int tta_seed_loop(struct tta_plan *p, struct tta_seed *q)
                                 (step - q->first) * (long)p->batch)) != TB_OK)
             break;
         q->step = next;
-        if (next % spe == 0) mllog_event(&q->lg, MLLOG_END, "epoch_stop", "null", next / spe, NULL);
+        if (next % spe == 0) {
+            mllog_event(&q->lg, MLLOG_END, "epoch_stop", "null", next / spe, NULL);
+            q->open_epoch = 0;
+        }
         if ((next % every == 0 || next == max_steps) && (st = tta_seed_evaluate(p, q)) != TB_OK) break;
         if (ck_every > 0 && next % ck_every == 0 && next < max_steps && !tr->reached) tta_seed_checkpoint_periodic(p, q);
     }
@@ -420,6 +429,10 @@ static int tta_seed_close(struct tta_plan *p, struct tta_seed *q, int st)
     if (st == TB_OK) st = tta_seed_done(p, q);
     else if (st == TB_EINTR && p->ckpt && s->done_step > 0 && q->ckpt_step != s->done_step) tta_seed_interrupted(p, q, st);
     p->ckpt_total += q->ckpt_time;
+    /* An epoch cut short (the target reached mid-epoch, a stop) still ends: MLPerf's checker wants an
+     * epoch_stop, and every interval closed. */
+    if (q->open_epoch) mllog_event(&q->lg, MLLOG_END, "epoch_stop", "null", q->open_epoch, NULL);
+    q->open_epoch = 0;
     mllog_event(&q->lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK && p->r.tr[q->k].reached ? "success" : "aborted");
     mllog_close(&q->lg);
     if (st != TB_OK) {

@@ -217,6 +217,19 @@ static void csv_put_value(struct csv_ctx *c, const struct json_value *v)
     }
 }
 
+void results_csv_text(FILE *out, const char *s)
+{
+    csv_put_text(out, s);
+}
+
+void results_csv_value(FILE *out, const struct json_value *v)
+{
+    struct csv_ctx c = {out, NULL, 0, {0}};
+    json_buf_init(&c.tmp);
+    csv_put_value(&c, v);
+    json_buf_free(&c.tmp);
+}
+
 static int csv_row(const struct json_value *row, long line_no, void *ctx)
 {
     struct csv_ctx *c = ctx;

@@ -13,6 +13,8 @@
 
 #include "json.h"
 
+#include <stdio.h>
+
 /* Bump when a field changes meaning or is removed; readers skip rows with a newer version. */
 #define RESULTS_SCHEMA_VERSION 1
 
@@ -33,5 +35,11 @@ int results_read_rows(const char *path, results_row_fn fn, void *ctx);
  * csv, replacing it atomically. Missing or null values are empty cells, bools are 1/0, strings are
  * quoted when needed, objects and arrays are compact JSON. Returns TB_OK, TB_EINVAL or TB_EIO. */
 int results_export_csv(const char *jsonl, const char *csv, const char *const *columns, int n_columns);
+
+/* Writes s to out as one CSV cell, quoted (quotes doubled) when it holds a comma, quote, CR or LF or
+ * starts or ends with a space (RFC 4180). */
+void results_csv_text(FILE *out, const char *s);
+/* Writes v to out as one CSV cell, as results_export_csv does (NULL or null: an empty cell). */
+void results_csv_value(FILE *out, const struct json_value *v);
 
 #endif

@@ -482,18 +482,35 @@ void print_throughput(const struct measure_throughput *t, long warmup)
            1e3 * t->step.median, 1e3 * t->step_p90_s, 1e3 * t->step_p99_s, t->n_steps, warmup);
 }
 
-void log_run_header(struct mllog *lg, const struct session *s, int batch, uint64_t seed)
+void log_run_header_at(struct mllog *lg, struct session *s, int batch, uint64_t seed, long spe, long long init_ms)
 {
-    mllog_point_str(lg, "submission_benchmark", s->w->name);
-    mllog_point_str(lg, "submission_platform", s->mi.cpu_model);
-    mllog_event(lg, MLLOG_START, "init_start", "null", -1, NULL);
-    mllog_point_int(lg, "global_batch_size", batch);
-    mllog_point_int(lg, "seed", (long long)seed);
-    mllog_point_str(lg, "opt_name", optim_name(s->c.run.optim.kind));
-    mllog_point_num(lg, "opt_base_learning_rate", float_text(s->c.run.optim.lr));
-    mllog_point_int(lg, "train_samples", s->train.n);
-    mllog_point_int(lg, "eval_samples", s->test.n);
-    mllog_event(lg, MLLOG_END, "init_stop", "null", -1, NULL);
+    struct mllog_run_info ri = {0};
+    ri.workload = s->w->name, ri.backend = s->c.backend, ri.platform = s->mi.cpu_model;
+    ri.init_start_ms = init_ms;
+    if (!s->init_logged) {
+        /* MLPerf's init interval covers data loading and model build: the first run's starts with the
+         * session. */
+        ri.init_start_ms = s->init_ms;
+        const struct mllog_phase ph[] = {{"staging_start", "staging_stop", s->data_ms[0], s->data_ms[1]},
+                                         {"model_build_start", "model_build_stop", s->build_ms[0], s->build_ms[1]},
+                                         {"backend_prepare_start", "backend_prepare_stop", s->prepare_ms[0],
+                                          s->prepare_ms[1]}};
+        ri.n_phases = (int)(sizeof ph / sizeof ph[0]);
+        memcpy(ri.phases, ph, sizeof ph);
+        s->init_logged = 1;
+    }
+    ri.global_batch = batch;
+    ri.accumulation = s->split_accum > 0 ? s->split_accum : 1;
+    ri.seed = seed;
+    ri.optim = &s->c.run.optim;
+    ri.steps_per_epoch = spe;
+    ri.train_samples = s->train.n, ri.eval_samples = s->test.n;
+    mllog_run_header(lg, &ri);
+}
+
+void log_run_header(struct mllog *lg, struct session *s, int batch, uint64_t seed)
+{
+    log_run_header_at(lg, s, batch, seed, 0, 0);
 }
 
 void open_log(struct mllog *lg, const struct session *s, const char *run_id)

@@ -138,6 +138,7 @@ int session_open(struct session *s, const struct bench_config *c)
     int st = bench_config_finish(&s->c);
     if (st != TB_OK) return st;
     const double t0 = tb_now_s();
+    s->init_ms = mllog_now_ms();
     s->peak_per_run = measure_peak_reset();
     s->w = workload_find(s->c.workload);
     if (!s->w) return TB_EINVAL;
@@ -150,7 +151,9 @@ int session_open(struct session *s, const struct bench_config *c)
         if (!existed) remove(s->c.trace);
     }
     if (s->c.run.batch <= 0 && s->c.plan != PLAN_SCALING) s->c.run.batch = s->w->batch;
+    s->data_ms[0] = mllog_now_ms();
     if ((st = load_data(s)) != TB_OK) return st;
+    s->data_ms[1] = mllog_now_ms();
     struct workload_opts wo = s->c.wopts;
     wo.in_h = s->train.h, wo.in_w = s->train.w, wo.in_c = s->train.c;
     if (wo.classes <= 0) wo.classes = s->train.n_classes;
@@ -162,7 +165,9 @@ int session_open(struct session *s, const struct bench_config *c)
         tb_error_clear(); /* an unreadable file is reported by checkpoint_load below */
     }
     s->c.wopts = wo;
+    s->build_ms[0] = mllog_now_ms();
     if ((st = s->w->build(&s->m, &wo)) != TB_OK) return st;
+    s->build_ms[1] = mllog_now_ms();
     s->have_model = 1;
     const int spp = optim_state_per_param(s->c.run.optim.kind);
     s->params = calloc(s->m.n_params ? s->m.n_params : 1, sizeof(float));
@@ -208,12 +213,15 @@ int session_backend(struct session *s, int batch, int eval_batch)
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
+    s->prepare_ms[0] = mllog_now_ms();
     struct run_config rc = s->c.run;
     rc.batch = batch;
     rc.eval_batch = eval_batch;
+    snprintf(rc.device, sizeof rc.device, "%s", s->c.device);
     int st = backend_create(&s->be, s->c.backend);
     if (st == TB_OK) st = backend_prepare(&s->be, &s->m, &rc);
     if (st != TB_OK) return st;
+    s->prepare_ms[1] = mllog_now_ms();
     backend_describe(&s->be, s->desc, sizeof s->desc);
     s->be_batch = batch, s->be_eval_batch = eval_batch;
     /* A pipelined backend resolves replicas and accumulation itself (derived from the batch when not given). */

@@ -64,6 +64,10 @@ struct session {
     const char *row_status;     /* row_begin's "status" (NULL = "ok") */
     int split_replicas, split_accum; /* the prepared backend's own batch split (pipeline report), 0 = unknown */
     struct trace_capture trace; /* --trace: the chosen training step's events */
+    /* Wall-clock ms (mllog_now_ms) of the set-up, for the MLPerf init interval of the first run's log
+     * (log_run_header): session_open's start, data loading, model build, the last backend prepare. */
+    long long init_ms, data_ms[2], build_ms[2], prepare_ms[2];
+    int init_logged;            /* a run's log has covered them */
 };
 
 /* Where a run keeps each step's time and loss: index step − base, kept while below cap. */
@@ -145,7 +149,12 @@ void write_throughput(struct json_buf *b, const struct measure_throughput *t);
 /* The per-step throughput statistics of t on stdout. */
 void print_throughput(const struct measure_throughput *t, long warmup);
 /* The event log's run header: benchmark, platform, batch, seed, optimizer, data sizes. */
-void log_run_header(struct mllog *lg, const struct session *s, int batch, uint64_t seed);
+/* A run's log header (mllog_run_header). Its init interval starts at init_ms (the caller's own set-up;
+ * 0: now), or at session_open for the session's first run, whose log then also shows the data loading,
+ * model build and backend prepare. spe: steps per epoch (<= 0: unknown). */
+void log_run_header_at(struct mllog *lg, struct session *s, int batch, uint64_t seed, long spe, long long init_ms);
+/* log_run_header_at for the plans that only time steps: no epochs, the set-up starting now. */
+void log_run_header(struct mllog *lg, struct session *s, int batch, uint64_t seed);
 /* Opens the run's event log (a warning, not a failure, when it cannot be). */
 void open_log(struct mllog *lg, const struct session *s, const char *run_id);
 /* The scaling figures of a point relative to the sweep's base point (nothing when sb is NULL). */

@@ -1,13 +1,16 @@
 /* test_harness_compare.c — `bench compare` on fixture rows: a known shift is reported with its size
  * and p < 0.05, no shift gives "~", rows of one configuration pool their repeats, configurations on
  * one side only are listed, tta rows compare their times to accuracy, and rows of runs that did not
- * finish (status not "ok") are never matched. */
+ * finish (status not "ok") are never matched; --ignore backend matches rows across backends; the
+ * spread printed after ± is the 95 % confidence interval of the median, labelled; `bench compare
+ * --help` and `bench report --help` print usage and exit 0. */
 #include "test_harness_util.h"
 
 #include "compare.h"
 #include "status.h"
 
 #include <math.h>
+#include <sys/wait.h>
 
 /* A throughput row with the given repeat rates. */
 static void row(const char *path, const char *backend, int batch, const double *rep, int n)
@@ -35,10 +38,21 @@ static const struct compare_line *find(const struct compare_line *l, int n, cons
 static char *compare_captured(const char *a, const char *b, struct compare_line **l, int *n)
 {
     th_stderr_begin();
-    int st = compare_results(a, b, 0.05, l, n);
+    int st = compare_results(a, b, NULL, l, n);
     char *err = th_stderr_end(); /* stderr is back before an assertion can end the test */
     cr_assert_eq(st, TB_OK, "%s", tb_error_get());
     return err;
+}
+
+/* What compare_print prints for the lines (old.jsonl against new.jsonl), malloc'd. */
+static char *printed(const struct compare_line *l, int n)
+{
+    char p[192];
+    FILE *f = fopen(th_path(p, sizeof p, "out.txt"), "w");
+    cr_assert_not_null(f);
+    compare_print(l, n, NULL, "old.jsonl", "new.jsonl", f);
+    fclose(f);
+    return th_read(p);
 }
 
 /* A throughput row of a run that stopped early (status given), with the given rate. */
@@ -116,11 +130,7 @@ Test(harness_compare, known_shift_and_no_shift, .init = th_setup, .fini = th_tea
     const struct compare_line *c128 = find(l, n, "throughput mnist-mlp cpu b128");
     cr_assert_eq(c128->n_new, 0);
 
-    char p[192];
-    FILE *f = fopen(th_path(p, sizeof p, "out.txt"), "w");
-    compare_print(l, n, 0.05, "old.jsonl", "new.jsonl", f);
-    fclose(f);
-    char *out = th_read(p);
+    char *out = printed(l, n);
     cr_assert(strstr(out, "+10.00% (p=0.002 n=6+6)") != NULL, "%s", out);
     cr_assert(strstr(out, "~ (p=") != NULL, "%s", out);
     cr_assert(strstr(out, "only in old.jsonl") != NULL, "%s", out);
@@ -139,7 +149,7 @@ Test(harness_compare, one_sample_a_side_is_never_significant, .init = th_setup, 
     row(b, "cpu", 32, &y, 1);
     struct compare_line *l;
     int n;
-    cr_assert_eq(compare_results(a, b, 0.05, &l, &n), TB_OK);
+    cr_assert_eq(compare_results(a, b, NULL, &l, &n), TB_OK);
     cr_assert_eq(n, 1);
     cr_assert(!l[0].significant);
     cr_assert_float_eq(l[0].delta_pct, 100.0, 1e-9);
@@ -162,7 +172,7 @@ Test(harness_compare, tta_rows_compare_times_of_runs_that_reached, .init = th_se
     th_append(b, text);
     struct compare_line *l;
     int n;
-    cr_assert_eq(compare_results(a, b, 0.05, &l, &n), TB_OK);
+    cr_assert_eq(compare_results(a, b, NULL, &l, &n), TB_OK);
     cr_assert_eq(n, 1);
     cr_assert_str_eq(l[0].metric, "tta s");
     cr_assert_eq(l[0].n_old, 4, "the missed run has no time");
@@ -175,5 +185,121 @@ Test(harness_compare, missing_file_is_an_error)
 {
     struct compare_line *l;
     int n;
-    cr_assert_eq(compare_results("/nonexistent/a.jsonl", "/nonexistent/b.jsonl", 0.05, &l, &n), TB_EIO);
+    cr_assert_eq(compare_results("/nonexistent/a.jsonl", "/nonexistent/b.jsonl", NULL, &l, &n), TB_EIO);
+}
+
+Test(harness_compare, ignore_backend_matches_rows_across_backends, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
+    double up[6];
+    for (int i = 0; i < 6; i++) up[i] = base[i] * 1.5;
+    row(a, "cpu", 32, base, 6);
+    row(b, "threads", 32, up, 6);
+    row(a, "cpu", 64, base, 6); /* b64 only in OLD: still one side only */
+    struct compare_line *l;
+    int n;
+    cr_assert_eq(compare_results(a, b, NULL, &l, &n), TB_OK);
+    cr_assert_eq(n, 3, "without --ignore, cpu and threads are different configurations");
+    cr_assert_eq(find(l, n, "throughput mnist-mlp cpu b32")->n_new, 0);
+    free(l);
+
+    const struct compare_opts o = {0.05, "backend"};
+    cr_assert_eq(compare_results(a, b, &o, &l, &n), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(n, 2);
+    const struct compare_line *m = find(l, n, "throughput mnist-mlp b32 [backend cpu → threads]");
+    cr_assert_eq(m->n_old, 6);
+    cr_assert_eq(m->n_new, 6);
+    cr_assert(m->significant);
+    cr_assert_float_eq(m->delta_pct, 50.0, 1e-6);
+    cr_assert_eq(find(l, n, "throughput mnist-mlp b64 [backend cpu]")->n_new, 0);
+    free(l);
+
+    const struct compare_opts bad = {0.05, "backend,seed"};
+    cr_assert_eq(compare_results(a, b, &bad, &l, &n), TB_EINVAL, "the seed is never part of the match");
+    cr_assert(strstr(tb_error_get(), "seed") != NULL, "%s", tb_error_get());
+    tb_error_clear();
+}
+
+Test(harness_compare, median_ci_from_order_statistics)
+{
+    const double x[10] = {7, 1, 9, 3, 5, 10, 2, 8, 4, 6};
+    double lo, hi;
+    /* n = 10: [x(2), x(9)] covers the median with 1 − 2·11/1024 = 97.9 %, [x(3), x(8)] with 89.1 %. */
+    cr_assert_eq(compare_median_ci(x, 10, 0.95, &lo, &hi), TB_OK);
+    cr_assert_float_eq(lo, 2.0, 0);
+    cr_assert_float_eq(hi, 9.0, 0);
+    cr_assert_eq(compare_median_ci(x, 10, 0.80, &lo, &hi), TB_OK);
+    cr_assert(lo == 3.0 && hi == 8.0, "80 %%: [%g, %g]", lo, hi);
+    /* n = 6: only [min, max] (96.9 %); n = 5: even that covers 93.8 %, no interval. */
+    cr_assert_eq(compare_median_ci(x, 6, 0.95, &lo, &hi), TB_OK);
+    cr_assert(lo == 1.0 && hi == 10.0, "[%g, %g]", lo, hi);
+    cr_assert_eq(compare_median_ci(x, 5, 0.95, &lo, &hi), TB_OK);
+    cr_assert(isinf(lo) && lo < 0 && isinf(hi) && hi > 0);
+    cr_assert_eq(compare_median_ci(x, 0, 0.95, &lo, &hi), TB_EINVAL);
+    tb_error_clear();
+}
+
+Test(harness_compare, spread_is_a_labelled_95_ci_of_the_median, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002}, few[3] = {1000, 1010, 990};
+    row(a, "cpu", 32, base, 6);
+    row(b, "cpu", 32, base, 6);
+    row(a, "cpu", 64, few, 3);
+    row(b, "cpu", 64, few, 3);
+    struct compare_line *l;
+    int n;
+    cr_assert_eq(compare_results(a, b, NULL, &l, &n), TB_OK);
+    const struct compare_line *c32 = find(l, n, "throughput mnist-mlp cpu b32");
+    cr_assert(c32->old_lo == 990.0 && c32->old_hi == 1010.0, "[%g, %g]", c32->old_lo, c32->old_hi);
+    char *out = printed(l, n);
+    /* The header names the interval; median 1001, interval [990, 1010]: the wider side, 11, is 1.1 % of it
+     * (the MAD jitter was 0.7 %); 3 samples bound no median at 95 %; the footnote says what ± is. */
+    const char *const want[] = {"old ± 95 % CI", "new ± 95 % CI", "1001.0 ± 1.1%", "1000.0 ± ∞",
+                                "95 % confidence interval of the median", "~ (p="};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+        cr_assert(strstr(out, want[k]) != NULL, "no '%s' in:\n%s", want[k], out);
+    free(out);
+    free(l);
+}
+
+/* Runs `TB_BENCH_EXE args` in the test's directory with stdout and stderr into out; returns its exit code. */
+static int bench_sh(const char *args, const char *out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s > '%s' 2>&1", th_dir, TB_BENCH_EXE, args, out);
+    const int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], p[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    th_path(p, sizeof p, "cli.txt");
+    cr_assert_eq(bench_sh("compare --help", p), 0, "bench compare --help exits 0");
+    char *out = th_read(p);
+    cr_assert(strstr(out, "usage: bench compare") && strstr(out, "--ignore"), "%s", out);
+    free(out);
+    cr_assert_eq(bench_sh("report --help", p), 0, "bench report --help exits 0");
+    out = th_read(p);
+    cr_assert(strstr(out, "usage: bench report") && strstr(out, "--in FILE"), "%s", out);
+    free(out);
+
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002}, up[6] = {2000, 2020, 1980, 2010, 1990, 2004};
+    row(a, "cpu", 32, base, 6);
+    row(b, "threads", 32, up, 6);
+    cr_assert_eq(bench_sh("compare --ignore backend old.jsonl new.jsonl", p), 0);
+    out = th_read(p);
+    cr_assert(strstr(out, "throughput mnist-mlp b32 [backend cpu → threads]") != NULL, "%s", out);
+    cr_assert(strstr(out, "+100.00% (p=0.002 n=6+6)") != NULL, "%s", out);
+    cr_assert(strstr(out, "only in one file") == NULL, "%s", out);
+    free(out);
+    cr_assert_eq(bench_sh("compare --ignore nosuchkey old.jsonl new.jsonl", p), 2, "an unknown key is a usage error");
 }

@@ -4,7 +4,13 @@
 #
 #   tools/profile.sh BUILD BACKEND WORKLOAD [bench options...]
 #
-# The counters and samples cover the whole process, set-up included. Hardware counters are used when the machine exposes them; in a VM that reports them as
+# Only the timed phase is recorded: perf starts with its events disabled (--delay=-1) and bench turns
+# them on and off around the steps of each measurement through perf's control fifo (--control
+# fifo:CTL,ACK; bench finds the fifos in TB_PERF_CTL, see harness/perfctl.h), so data generation,
+# model set-up and row writing stay out of the counters and samples (the 10 warm-up steps of 2010 are
+# in). A perf without --control (before Linux 5.10) records the whole process instead and says so.
+# The plan must be throughput (the default here): other plans never enable the events.
+# Hardware counters are used when the machine exposes them; in a VM that reports them as
 # <not supported> (check: perf stat -e instructions true) it falls back to software events and says
 # so in the sidecar and on stdout. Rows go to $OUT (results/profile.jsonl); the sidecar to
 # <dir of $OUT>/profile/<run id>.json, where `bench report --in $OUT` finds it.
@@ -18,8 +24,7 @@ OUT=${OUT:-results/profile.jsonl}
 DIR=$(dirname "$OUT")/profile
 mkdir -p "$DIR"
 ID="profile-$(date -u +%Y%m%dT%H%M%SZ)-$BACKEND-$WORKLOAD"
-# 2000 timed steps by default, so set-up (data generation, planning) is a small share of the samples;
-# options given after WORKLOAD override it.
+# 2000 timed steps by default; options given after WORKLOAD override it.
 RUN="$B --backend $BACKEND --workload $WORKLOAD --plan throughput --steps 2000 --quiet"
 
 if ! command -v perf >/dev/null 2>&1; then
@@ -39,12 +44,28 @@ else
     REC_EVENT=cycles
     NOTE="Hardware counters. Sampling on cycles."
 fi
-echo "profile: $KIND events ($EVENTS)"
+# Only the timed phase: perf's control fifos, which bench writes "enable"/"disable" to (TB_PERF_CTL).
+FIFOS=$(mktemp -d)
+trap 'rm -rf "$FIFOS"' EXIT
+mkfifo "$FIFOS/ctl" "$FIFOS/ack"
+CONTROL="--delay=-1 --control fifo:$FIFOS/ctl,$FIFOS/ack"
+if perf stat $CONTROL -e task-clock true >/dev/null 2>&1; then
+    SCOPE="timed phase only (the steps of each measurement; data generation and set-up not recorded)"
+    export TB_PERF_CTL="$FIFOS/ctl,$FIFOS/ack"
+else
+    CONTROL=""
+    SCOPE="whole process, set-up included (this perf has no --control fifo:)"
+fi
+NOTE="$NOTE Scope: $SCOPE."
+echo "profile: $KIND events ($EVENTS); recording the $SCOPE"
 
-# 1. Counters over one whole run (its result row carries the run id the sidecar is named after).
-perf stat -x, -o "$DIR/$ID.stat.csv" -e "$EVENTS" -- $RUN --run-id "$ID" --out "$OUT" "$@"
+# 1. Counters over one run (its result row carries the run id the sidecar is named after).
+# (perf says "Events enabled/disabled" on stderr at every switch: kept out of the terminal.)
+perf stat -x, -o "$DIR/$ID.stat.csv" -e "$EVENTS" $CONTROL -- $RUN --run-id "$ID" --out "$OUT" "$@" \
+    2>"$FIFOS/stat.err" || { grep -v '^Events [a-z]*abled$' "$FIFOS/stat.err" >&2; exit 1; }
+grep -v '^Events [a-z]*abled$' "$FIFOS/stat.err" >&2 || true
 # 2. Call-graph samples over a second, identical run (its row goes beside the samples, not into $OUT).
-perf record -q -g -F 999 -e "$REC_EVENT" -o "$DIR/$ID.perf.data" -- \
+perf record -q -g -F 999 -e "$REC_EVENT" -o "$DIR/$ID.perf.data" $CONTROL -- \
     $RUN --run-id "$ID-record" --out "$DIR/$ID.record.jsonl" --mllog none "$@" 2>/dev/null
 perf report -i "$DIR/$ID.perf.data" --stdio --no-children -g none --sort dso,symbol -F overhead,dso,sym \
     --percent-limit 0.5 2>/dev/null | grep -v '^#' | grep -v '^[[:space:]]*$' | sort -rn > "$DIR/$ID.top.txt" || true
@@ -66,7 +87,7 @@ esc() { sed 's/\\/\\\\/g; s/"/\\"/g'; }
     printf ']}\n'
 } > "$DIR/$ID.json"
 
-echo "profile: run $ID ($BACKEND, $WORKLOAD)"
+echo "profile: run $ID ($BACKEND, $WORKLOAD); recorded: $SCOPE"
 echo "  row       $OUT"
 echo "  sidecar   $DIR/$ID.json"
 echo "  samples   $DIR/$ID.perf.data (perf report -i $DIR/$ID.perf.data)"

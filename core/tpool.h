@@ -1,4 +1,5 @@
-/* tpool.h — a persistent pool of pinned worker threads running fn(arg, ith, nth), with a barrier.
+/* tpool.h — a persistent pool of pinned worker threads running fn(arg, ith, nth), with a barrier: the
+ * cpu executor's threads (executor_cpu.c), and the device workers of the mirrored and ipu schedules.
  *
  * Created once per engine; tpool_run wakes every worker (the caller is thread 0), runs the task and
  * returns when all are done. Workers spin briefly on a generation counter, then sleep on a futex, so

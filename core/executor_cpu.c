@@ -1,5 +1,13 @@
-/* local_engine.c — a model instance driven by the shared executor on 1..n threads. */
-#include "local_engine.h"
+/* executor_cpu.c — the cpu device: one model instance in host arenas, the shared schedule (exec.c) run on
+ * the calling thread alone or on a pinned pool (tpool.c) of cfg.threads threads, thread 0 being the
+ * caller; and its executor_i. What the pool runs is one task per call (a pass, an update, a zeroing), so
+ * a schedule pays one indirect call per executor call, never one per layer.
+ *
+ * Ownership: the engine owns its arenas, pool, trace and profile; views it hands out (executor_stats,
+ * executor_buffer) live as long as it does. The memory every engine of the process claimed is one
+ * process-wide sum (claimed_bytes), updated by create and free on the thread that drives them.
+ */
+#include "executor_cpu.h"
 
 #include "arena.h"
 #include "clock.h"
@@ -16,7 +24,7 @@ struct fb_task {
     struct local_engine *e;
     const struct model_inst *mi;
     struct exec_step st;
-    int backward;
+    int forward, backward;
     int save_inputs;  /* fused: keep the dense layers' inputs for the deferred update */
 };
 
@@ -30,7 +38,7 @@ static void fb_run(void *arg, int ith, int nth)
         exec_dense1_step(t->mi, &t->st, t->e->pending_in, ith, nth, &sync);
         return;
     }
-    exec_forward(t->mi, &t->st, ith, nth, &sync);
+    if (t->forward) exec_forward(t->mi, &t->st, ith, nth, &sync);
     if (t->backward) exec_backward(t->mi, &t->st, ith, nth, &sync);
     /* The forward that read the previous copy ended in a barrier. */
     if (t->save_inputs && ith == 0) exec_save_dense_inputs(t->mi, t->e->pending_in);
@@ -78,9 +86,10 @@ static void inst_free(struct model_inst *mi)
 /* Memory the engines of this process have claimed, so replicas and stages are refused together. */
 static double claimed_bytes;
 
-int local_engine_init(struct local_engine *e, const struct model *m, const struct run_config *cfg, int n_max,
-                      int nth)
+int local_engine_create(struct local_engine *e, const struct model *m, const struct executor_config *cfg)
 {
+    const int n_max = cfg->n_max, nth = cfg->threads;
+    TB_ASSERT(n_max >= 1 && nth >= 1);
     /* Refuse before allocating anything: a configuration that cannot fit fails in a second with the
      * estimate, not minutes later in the kernel's OOM killer. */
     const double need = model_train_bytes(m, n_max, optim_state_per_param(cfg->optim.kind),
@@ -113,7 +122,7 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
     e->segs = calloc((size_t)m->n_entries + 1, sizeof *e->segs);
     e->trust = calloc((size_t)m->n_entries + 1, sizeof *e->trust);
     if (!e->segs || !e->trust) {
-        st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");
+        st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
         goto fail;
     }
     for (int i = 0; i < m->n_entries; i++) {
@@ -127,11 +136,11 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
     struct model_inst *ins[2] = {&e->train, &e->eval};
     for (int k = 0; k < 2; k++)
         ins[k]->params = e->params, ins[k]->grads = e->grads, ins[k]->opt = e->opt, ins[k]->buffers = e->buffers;
-    e->fuse = !cfg->no_fuse && exec_can_fuse_update(m, n_max, &cfg->optim);
+    e->fuse = !cfg->no_fuse && !cfg->no_fused_step && exec_can_fuse_update(m, n_max, &cfg->optim);
     e->dense1 = e->fuse && exec_dense1_chain(m);
     e->train.no_layer_fusion = e->eval.no_layer_fusion = cfg->no_fuse;
     if (e->fuse && !(e->pending_in = malloc(exec_dense_inputs_floats(m) * sizeof(float)))) {
-        st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");
+        st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
         goto fail;
     }
     if (nth > 1) {
@@ -144,7 +153,7 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
     if (cfg->profile) {
         e->train.prof = calloc(2 * (size_t)m->n_layers, sizeof(double));
         if (!e->train.prof) {
-            st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");
+            st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
             goto fail;
         }
     }
@@ -153,13 +162,18 @@ int local_engine_init(struct local_engine *e, const struct model *m, const struc
         e->trace.cap = 2 * m->n_layers + 8;
         e->trace.micro_batch = -1;
         if (!(e->trace.ev = calloc((size_t)e->trace.cap, sizeof *e->trace.ev))) {
-            st = tb_error_set(TB_ENOMEM, "local_engine_init: out of memory");
+            st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
             goto fail;
         }
     }
     struct exec_runner r = {run_cb, e->pool ? engine_barrier : NULL, e, nth};
     if ((st = exec_prepare(&e->train, &r, cfg->conv_algo, NULL)) != TB_OK) goto fail;
     if ((st = exec_prepare(&e->eval, &r, cfg->conv_algo, &e->train)) != TB_OK) goto fail;
+    if (!(e->algos = malloc((size_t)m->n_layers * sizeof *e->algos))) {
+        st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
+        goto fail;
+    }
+    exec_algos(&e->train, e->algos); /* fixed from here on */
     return TB_OK;
 fail:
     local_engine_free(e);
@@ -180,6 +194,7 @@ void local_engine_free(struct local_engine *e)
     free(e->trust);
     free(e->trace.ev);
     free(e->pending_in);
+    free(e->algos);
     memset(e, 0, sizeof *e);
 }
 
@@ -197,25 +212,33 @@ void local_engine_zero_grads(struct local_engine *e)
     run(e, zero_task, e);
 }
 
+int local_engine_pass(struct local_engine *e, const struct exec_step *st, int what, double *loss_sum)
+{
+    TB_ASSERT(st->n >= 1 && st->n <= e->train.n_max && st->l0 >= 0 && st->l0 < st->l1 && st->l1 <= e->m->n_layers);
+    local_engine_finish(e);
+    struct fb_task t = {.e = e, .mi = &e->train, .st = *st, .forward = !!(what & EXECUTOR_FORWARD),
+                        .backward = !!(what & EXECUTOR_BACKWARD)};
+    run(e, fb_run, &t);
+    *loss_sum = 0.0;
+    if (!t.forward || st->l1 != e->m->n_layers) return TB_OK; /* no loss layer in this pass */
+    *loss_sum = exec_loss_sum(&e->train, st->n);
+    return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, st->step);
+}
+
 int local_engine_forward_backward(struct local_engine *e, const uint8_t *x, const int32_t *y, int n,
                                   long first_index, int n_global, long step, double *loss_sum)
 {
-    TB_ASSERT(n >= 1 && n <= e->train.n_max);
-    local_engine_finish(e);
-    struct fb_task t = {.e = e, .mi = &e->train, .backward = 1};
-    t.st = (struct exec_step){.n = n, .n_global = n_global, .first_index = first_index, .step = step,
-                              .seed = e->cfg.seed, .training = 1, .x = x, .y = y, .l0 = 0,
-                              .l1 = e->m->n_layers, .coll = e->coll, .trace = e->trace.ev ? &e->trace : NULL};
-    run(e, fb_run, &t);
-    *loss_sum = exec_loss_sum(&e->train, n);
-    return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, step);
+    const struct exec_step st = {.n = n, .n_global = n_global, .first_index = first_index, .step = step,
+                                 .seed = e->cfg.seed, .training = 1, .x = x, .y = y, .l0 = 0, .l1 = e->m->n_layers,
+                                 .trace = e->trace.ev ? &e->trace : NULL};
+    return local_engine_pass(e, &st, EXECUTOR_FORWARD | EXECUTOR_BACKWARD, loss_sum);
 }
 
 int local_engine_train_step_fused(struct local_engine *e, const uint8_t *x, const int32_t *y, int n, long step,
                                   double *loss_sum)
 {
     TB_ASSERT(e->fuse && n == e->train.n_max);
-    struct fb_task t = {.e = e, .mi = &e->train, .backward = 1, .save_inputs = 1};
+    struct fb_task t = {.e = e, .mi = &e->train, .forward = 1, .backward = 1, .save_inputs = 1};
     t.st = (struct exec_step){.n = n, .n_global = n, .first_index = 0, .step = step, .seed = e->cfg.seed,
                               .training = 1, .x = x, .y = y, .l0 = 0, .l1 = e->m->n_layers,
                               .defer_dense_params = 1, .optim = e->pending ? &e->cfg.optim : NULL,
@@ -284,7 +307,7 @@ int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_
     const size_t per = e->m->tensors[e->m->input].per_sample;
     for (int off = 0; off < n; off += e->eval.n_max) {
         int k = n - off < e->eval.n_max ? n - off : e->eval.n_max;
-        struct fb_task t = {.e = e, .mi = &e->eval, .backward = 0};
+        struct fb_task t = {.e = e, .mi = &e->eval, .forward = 1, .backward = 0};
         t.st = (struct exec_step){.n = k, .n_global = k, .first_index = off, .step = 0, .seed = e->cfg.seed,
                                   .training = 0, .x = x + (size_t)off * per, .y = y + off, .l0 = 0,
                                   .l1 = e->m->n_layers};
@@ -308,15 +331,6 @@ void local_engine_trace_begin(struct local_engine *e, double t0)
     e->trace.n = 0;
 }
 
-int local_engine_trace_copy(const struct local_engine *e, int device, struct trace_event *ev, int cap)
-{
-    const struct exec_trace *tr = &e->trace;
-    for (int k = 0; k < tr->n && k < cap; k++)
-        ev[k] = (struct trace_event){device, tr->ev[k].layer, tr->ev[k].micro_batch, tr->ev[k].phase, tr->ev[k].t0,
-                                     tr->ev[k].t1};
-    return tr->n;
-}
-
 float *local_engine_family(struct local_engine *e, enum tensor_family f, size_t *n)
 {
     local_engine_finish(e); /* the caller may read or write any family */
@@ -328,4 +342,113 @@ float *local_engine_family(struct local_engine *e, enum tensor_family f, size_t 
     }
     *n = 0;
     return NULL;
+}
+
+/* ---- executor_i: thin adapters, one per executor call ---- */
+
+static struct local_engine *eng(const struct executor *ex) { return ex->ctx; }
+
+static void cpu_destroy(struct executor *ex)
+{
+    local_engine_free(eng(ex));
+    free(ex->ctx);
+    ex->ctx = NULL;
+}
+
+static int cpu_compute(struct executor *ex, const struct executor_pass *p, int what, double *loss_sum)
+{
+    struct local_engine *e = eng(ex);
+    const struct exec_step st = {.n = p->n, .n_global = p->n_global, .first_index = p->first_index, .step = p->step,
+                                 .seed = e->cfg.seed, .training = p->training, .x = p->x, .y = p->y, .l0 = p->l0,
+                                 .l1 = p->l1, .coll = p->coll,
+                                 .trace = p->training && e->trace.ev ? &e->trace : NULL};
+    return local_engine_pass(e, &st, what, loss_sum);
+}
+
+static void cpu_zero_grads(struct executor *ex) { local_engine_zero_grads(eng(ex)); }
+
+static int cpu_update(struct executor *ex, long step, int part, int parts)
+{
+    if (parts == 1) local_engine_update(eng(ex), step);
+    else local_engine_update_part(eng(ex), step, part, parts);
+    return TB_OK;
+}
+
+static int cpu_get(struct executor *ex, enum tensor_family f, float *dst)
+{
+    size_t n;
+    const float *src = local_engine_family(eng(ex), f, &n);
+    memcpy(dst, src, n * sizeof(float));
+    return TB_OK;
+}
+
+static int cpu_set(struct executor *ex, enum tensor_family f, const float *src)
+{
+    size_t n;
+    float *dst = local_engine_family(eng(ex), f, &n);
+    memcpy(dst, src, n * sizeof(float));
+    return TB_OK;
+}
+
+static int cpu_buffer(struct executor *ex, enum tensor_family f, struct executor_buffer *b)
+{
+    if (f < TF_PARAMS || f > TF_BUFFERS) return tb_error_set(TB_EINVAL, "cpu executor: no tensor family %d", (int)f);
+    b->data = local_engine_family(eng(ex), f, &b->n);
+    b->host = 1;
+    return TB_OK;
+}
+
+/* exec.c runs every op kind there is. */
+static int cpu_supports(const struct executor *ex, enum op_kind op) { return op >= 0 && op < OP_COUNT; }
+
+static int cpu_train_step(struct executor *ex, const struct executor_pass *p, double *loss_sum)
+{
+    TB_ASSERT(p->first_index == 0 && p->n_global == p->n && p->l0 == 0 && (p->l1 == 0 || p->l1 == ex->m->n_layers));
+    return local_engine_train_step_fused(eng(ex), p->x, p->y, p->n, p->step, loss_sum);
+}
+
+static void cpu_finish(struct executor *ex) { local_engine_finish(eng(ex)); }
+
+static int cpu_evaluate(struct executor *ex, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev)
+{
+    return local_engine_evaluate(eng(ex), x, y, n, ev);
+}
+
+static int cpu_stats(struct executor *ex, struct executor_stats *s)
+{
+    const struct local_engine *e = eng(ex);
+    s->profile = e->train.prof;
+    s->trace = e->trace.ev;
+    s->n_trace = e->trace.ev ? e->trace.n : 0;
+    s->conv_algos = e->algos;
+    return TB_OK;
+}
+
+static void cpu_trace(struct executor *ex, char phase, double t0, double t1)
+{
+    struct local_engine *e = eng(ex);
+    if (!phase) local_engine_trace_begin(e, t0);
+    else exec_trace_add(e->trace.ev ? &e->trace : NULL, -1, phase, t0, t1);
+}
+
+static const struct executor_i cpu_iface = {
+    .name = "cpu", .destroy = cpu_destroy, .compute = cpu_compute, .zero_grads = cpu_zero_grads,
+    .update = cpu_update, .get_tensors = cpu_get, .set_tensors = cpu_set, .buffer = cpu_buffer,
+    .supports = cpu_supports, .train_step = cpu_train_step, .finish = cpu_finish, .evaluate = cpu_evaluate,
+    .stats = cpu_stats, .trace = cpu_trace,
+};
+
+int executor_cpu_create(struct executor *ex)
+{
+    struct local_engine *e = calloc(1, sizeof *e);
+    if (!e) return tb_error_set(TB_ENOMEM, "cpu executor: out of memory");
+    const int st = local_engine_create(e, ex->m, &ex->cfg);
+    if (st != TB_OK) {
+        free(e);
+        return st;
+    }
+    ex->i = &cpu_iface;
+    ex->ctx = e;
+    ex->fused_step = e->fuse;
+    return TB_OK;
 }

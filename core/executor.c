@@ -1,0 +1,160 @@
+/* executor.c — the device registry and the public wrappers that check the executor contract and supply
+ * defaults for optional members. Stateless: everything lives in struct executor and its device context.
+ */
+#include "executor.h"
+
+#include "status.h"
+
+#include <string.h>
+
+static const struct executor_device registry[] = {
+    {"cpu", "host cores: arenas in host memory, kernels on a pinned pool of `threads` workers",
+     executor_cpu_create},
+};
+
+const struct executor_device *executor_devices(int *n)
+{
+    *n = (int)(sizeof registry / sizeof *registry);
+    return registry;
+}
+
+int executor_create(struct executor *ex, const struct model *m, const struct executor_config *cfg)
+{
+    memset(ex, 0, sizeof *ex);
+    const char *name = cfg->device && cfg->device[0] ? cfg->device : "cpu";
+    int n;
+    const struct executor_device *d = executor_devices(&n);
+    int k = 0;
+    while (k < n && strcmp(d[k].name, name) != 0) k++;
+    if (k == n) {
+        char names[256] = "";
+        for (int j = 0; j < n; j++) {
+            strncat(names, j ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, d[j].name, sizeof names - strlen(names) - 1);
+        }
+        return tb_error_set(TB_EINVAL, "unknown device '%s' (valid: %s)", name, names);
+    }
+    if (cfg->threads < 1 || cfg->n_max < 1)
+        return tb_error_set(TB_EINVAL, "executor: threads (%d) and n_max (%d) must be at least 1", cfg->threads,
+                            cfg->n_max);
+    ex->m = m;
+    ex->cfg = *cfg;
+    ex->cfg.device = d[k].name;
+    if (ex->cfg.eval_batch < 1) ex->cfg.eval_batch = cfg->n_max;
+    int st = d[k].create(ex);
+    if (st != TB_OK) {
+        executor_destroy(ex);
+        return st;
+    }
+    TB_ASSERT(ex->i && ex->i->destroy && ex->i->compute && ex->i->zero_grads && ex->i->update && ex->i->get_tensors &&
+              ex->i->set_tensors && ex->i->buffer && ex->i->supports);
+    TB_ASSERT(!ex->fused_step || ex->i->train_step);
+    return TB_OK;
+}
+
+void executor_destroy(struct executor *ex)
+{
+    if (ex->i) ex->i->destroy(ex);
+    memset(ex, 0, sizeof *ex);
+}
+
+/* The pass's range checked against the model, l1 = 0 resolved to the last layer. */
+static struct executor_pass pass_checked(const struct executor *ex, const struct executor_pass *p, int what)
+{
+    struct executor_pass q = *p;
+    if (q.l1 == 0) q.l1 = ex->m->n_layers;
+    TB_ASSERT(q.n >= 1 && q.n <= ex->cfg.n_max && q.n_global >= q.n);
+    TB_ASSERT(q.l0 >= 0 && q.l0 < q.l1 && q.l1 <= ex->m->n_layers);
+    TB_ASSERT(!(what & EXECUTOR_BACKWARD) || q.training);
+    TB_ASSERT(!((what & EXECUTOR_FORWARD) && q.l0 == 0) || q.x);
+    return q;
+}
+
+int executor_forward(struct executor *ex, const struct executor_pass *p, double *loss_sum)
+{
+    const struct executor_pass q = pass_checked(ex, p, EXECUTOR_FORWARD);
+    return ex->i->compute(ex, &q, EXECUTOR_FORWARD, loss_sum);
+}
+
+int executor_backward(struct executor *ex, const struct executor_pass *p)
+{
+    const struct executor_pass q = pass_checked(ex, p, EXECUTOR_BACKWARD);
+    double unused;
+    return ex->i->compute(ex, &q, EXECUTOR_BACKWARD, &unused);
+}
+
+int executor_forward_backward(struct executor *ex, const struct executor_pass *p, double *loss_sum)
+{
+    const struct executor_pass q = pass_checked(ex, p, EXECUTOR_FORWARD | EXECUTOR_BACKWARD);
+    return ex->i->compute(ex, &q, EXECUTOR_FORWARD | EXECUTOR_BACKWARD, loss_sum);
+}
+
+void executor_zero_grads(struct executor *ex) { ex->i->zero_grads(ex); }
+
+int executor_update(struct executor *ex, long step) { return ex->i->update(ex, step, 0, 1); }
+
+int executor_update_part(struct executor *ex, long step, int part, int parts)
+{
+    TB_ASSERT(parts >= 1 && part >= 0 && part < parts);
+    TB_ASSERT(parts == 1 || ex->cfg.optim.kind != OPTIM_LARS); /* trust ratios need whole tensors */
+    return ex->i->update(ex, step, part, parts);
+}
+
+int executor_get_tensors(struct executor *ex, enum tensor_family f, float *dst)
+{
+    return ex->i->get_tensors(ex, f, dst);
+}
+
+int executor_set_tensors(struct executor *ex, enum tensor_family f, const float *src)
+{
+    return ex->i->set_tensors(ex, f, src);
+}
+
+int executor_buffer(struct executor *ex, enum tensor_family f, struct executor_buffer *b)
+{
+    memset(b, 0, sizeof *b);
+    return ex->i->buffer(ex, f, b);
+}
+
+int executor_grad_buffer(struct executor *ex, struct executor_buffer *b) { return executor_buffer(ex, TF_GRADS, b); }
+
+int executor_synchronize(struct executor *ex) { return ex->i->synchronize ? ex->i->synchronize(ex) : TB_OK; }
+
+int executor_supports(const struct executor *ex, enum op_kind op)
+{
+    return op >= 0 && op < OP_COUNT && ex->i->supports(ex, op);
+}
+
+int executor_train_step(struct executor *ex, const struct executor_pass *p, double *loss_sum)
+{
+    TB_ASSERT(ex->fused_step && p->n == ex->cfg.n_max);
+    return ex->i->train_step(ex, p, loss_sum);
+}
+
+void executor_finish(struct executor *ex)
+{
+    if (ex->i->finish) ex->i->finish(ex);
+}
+
+int executor_evaluate(struct executor *ex, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev)
+{
+    if (!ex->i->evaluate) return tb_error_set(TB_EUNSUPPORTED, "device %s cannot evaluate", ex->cfg.device);
+    return ex->i->evaluate(ex, x, y, n, ev);
+}
+
+int executor_stats(struct executor *ex, struct executor_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    return ex->i->stats ? ex->i->stats(ex, s) : TB_OK;
+}
+
+void executor_trace_begin(struct executor *ex, double t0)
+{
+    if (ex->cfg.trace && ex->i->trace) ex->i->trace(ex, 0, t0, t0);
+}
+
+void executor_trace_add(struct executor *ex, char phase, double t0, double t1)
+{
+    TB_ASSERT(phase != 0);
+    if (ex->cfg.trace && ex->i->trace) ex->i->trace(ex, phase, t0, t1);
+}

@@ -1,0 +1,182 @@
+/* executor.h — where a model's layers run: the device seam between the schedules (backends/) and the
+ * kernels (core/).
+ *
+ * An executor holds one instance of a model on one device (parameters, gradients, optimizer state,
+ * buffers, activations, and the threads or queues the device needs) and runs passes over ranges of
+ * layers, optimizer updates and tensor copies on it. A backend is a schedule over executor_* calls: how
+ * a step is spread over executors and when their gradients are exchanged. A device implementation is a
+ * `struct executor_i` of function pointers plus a private context, created by name through the device
+ * registry (executor_devices); the public wrappers below assert the contract and supply defaults for
+ * the optional members, in the spirit of ggml-backend.
+ *
+ * Ownership and threading: the caller owns struct executor. One thread drives an executor at a time
+ * (calls are not reentrant); the executor may run its own threads inside a call and has joined them
+ * when the call returns, unless the device says otherwise (executor_synchronize). Different executors
+ * may be driven concurrently, one thread each (the mirrored backend's replicas).
+ */
+#ifndef TB_EXECUTOR_H
+#define TB_EXECUTOR_H
+
+#include "exec.h"
+#include "model.h"
+#include "optim.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Which canonical tensor family get/set and buffer address. */
+enum tensor_family {
+    TF_PARAMS,  /* (model->n_params) */
+    TF_GRADS,   /* (model->n_params) summed over the global batch */
+    TF_OPT,     /* (optim_state_per_param · n_params) */
+    TF_BUFFERS, /* (model->n_buffers) BatchNorm running statistics */
+};
+
+/* What an evaluation counted; executor_evaluate adds to it. */
+struct eval_stats {
+    double loss_sum;
+    long correct, n;
+    /* In, optional: where to write the batch's logits, (batch n, classes) row-major, for --plan evaluate's
+     * top-5 and --logits (NULL: not wanted, nothing copied). Backends that cannot return them refuse. */
+    float *logits;
+};
+
+/* Everything a device needs to plan one executor. */
+struct executor_config {
+    const char *device;   /* registry name; NULL or "" = "cpu" (executor_create stores the registry's) */
+    int threads;          /* threads the device runs kernels on (≥ 1; the cpu device pins a pool when > 1) */
+    int n_max;            /* most samples one training pass holds (≥ 1) */
+    int eval_batch;       /* samples per evaluation forward (0 = n_max) */
+    struct optim_config optim;
+    uint64_t seed;        /* keys dropout, drop-connect and augmentation */
+    char conv_algo[16];   /* "auto" (or "") = measured per shape; im2col | direct | fft | gemm1x1 force one */
+    int no_fuse;          /* run fusable layer pairs unfused, and no fused train step (before/after numbers) */
+    int no_fused_step;    /* the schedule puts work between backward and update: executor_train_step unused */
+    int profile;          /* keep per-layer forward and backward seconds (executor_stats) */
+    int trace;            /* keep the current step's per-layer events (executor_stats) */
+};
+
+/* One pass over a slice of the global batch; zero-initialised fields give a whole-model pass. */
+struct executor_pass {
+    int n;                /* samples in this pass (1 .. n_max) */
+    int n_global;         /* samples in the global batch: the loss gradient is seeded with 1/n_global */
+    long first_index;     /* position of sample 0 within the global batch (augmentation, dropout keys) */
+    long step;            /* 1-based optimizer step */
+    const uint8_t *x;     /* (n,H,W,C) pixels: read by a forward that starts at layer 0 */
+    const int32_t *y;     /* (n) labels: read by a forward through the loss layer */
+    int training;         /* batch statistics, dropout, augmentation; required by a backward */
+    int l0, l1;           /* layers [l0,l1); l1 = 0: through the last layer. A range reads the tensors of
+                             earlier layers that this executor's previous passes left. Layer pairs a
+                             device fuses run unfused across a split: split at block boundaries
+                             (layer.block) for the whole pass's bits (the cpu device's SE-scale-into-
+                             projection fusion is not bitwise) */
+    const struct exec_collective *coll; /* sync BatchNorm: statistics summed over replicas (NULL: local) */
+};
+
+/* A tensor family's storage, for collectives that work in place (all-reduce, all-gather). */
+struct executor_buffer {
+    float *data;          /* canonical layout */
+    size_t n;             /* floats */
+    int host;             /* 1: a host pointer the caller may read and write; 0: a device pointer */
+};
+
+/* What the executor recorded, as views valid until its next call. */
+struct executor_stats {
+    const double *profile; /* (n_layers, 2) forward, backward seconds summed over passes; NULL unless profile */
+    const struct exec_trace_event *trace; /* the current step's events; NULL unless trace */
+    int n_trace;
+    const int *conv_algos; /* (n_layers) enum conv_algo per layer (-1: none); NULL if the device cannot tell */
+};
+
+/* executor_i.compute's `what`. */
+enum { EXECUTOR_FORWARD = 1, EXECUTOR_BACKWARD = 2 };
+
+struct executor;
+
+struct executor_i {
+    const char *name;
+    /* required */
+    void (*destroy)(struct executor *ex);
+    /* A forward and/or backward over p's layer range (what: EXECUTOR_FORWARD | EXECUTOR_BACKWARD, both in
+     * one dispatch); a forward through the loss layer sets *loss_sum to Σ per-sample loss. */
+    int (*compute)(struct executor *ex, const struct executor_pass *p, int what, double *loss_sum);
+    void (*zero_grads)(struct executor *ex);
+    /* The update of part `part` of `parts` equal slices of the parameters (0 of 1: all of them). */
+    int (*update)(struct executor *ex, long step, int part, int parts);
+    int (*get_tensors)(struct executor *ex, enum tensor_family f, float *dst);
+    int (*set_tensors)(struct executor *ex, enum tensor_family f, const float *src);
+    int (*buffer)(struct executor *ex, enum tensor_family f, struct executor_buffer *b);
+    int (*supports)(const struct executor *ex, enum op_kind op);
+    /* optional */
+    int (*synchronize)(struct executor *ex);
+    int (*train_step)(struct executor *ex, const struct executor_pass *p, double *loss_sum);
+    void (*finish)(struct executor *ex);
+    int (*evaluate)(struct executor *ex, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev);
+    int (*stats)(struct executor *ex, struct executor_stats *s);
+    /* --trace: phase 0 starts a step's event list at t0; any other appends a whole-step event t0..t1. */
+    void (*trace)(struct executor *ex, char phase, double t0, double t1);
+};
+
+struct executor {
+    const struct executor_i *i;
+    void *ctx;                  /* the device's private state */
+    const struct model *m;
+    struct executor_config cfg; /* as planned: device and eval_batch resolved */
+    int fused_step;             /* executor_train_step runs n_max-sample steps (set by the device) */
+};
+
+/* A registry entry: device name → constructor (fills ex->i, ex->ctx from ex->m and ex->cfg). */
+struct executor_device {
+    const char *name;
+    const char *summary;
+    int (*create)(struct executor *ex);
+};
+
+/* The registered devices, in display order; *n receives the count. */
+const struct executor_device *executor_devices(int *n);
+/* Plans an executor for m on cfg->device (TB_EINVAL with the valid names if unknown); ex is zeroed first. */
+int executor_create(struct executor *ex, const struct model *m, const struct executor_config *cfg);
+/* Releases everything (safe on a zeroed or failed executor). */
+void executor_destroy(struct executor *ex);
+/* Forward over p's layers; *loss_sum gets Σ loss when the range ends at the loss layer (else 0). */
+int executor_forward(struct executor *ex, const struct executor_pass *p, double *loss_sum);
+/* Backward over p's layers (last to first), accumulating parameter gradients. */
+int executor_backward(struct executor *ex, const struct executor_pass *p);
+/* Forward then backward over p's layers in one dispatch; *loss_sum as executor_forward. */
+int executor_forward_backward(struct executor *ex, const struct executor_pass *p, double *loss_sum);
+/* Zeroes the gradients. */
+void executor_zero_grads(struct executor *ex);
+/* One optimizer update of every parameter from the current gradients. */
+int executor_update(struct executor *ex, long step);
+/* The update of slice `part` of `parts` (tb_slice of n_params): a sharded update's share (not LARS). */
+int executor_update_part(struct executor *ex, long step, int part, int parts);
+/* Copies a tensor family out in the canonical layout. */
+int executor_get_tensors(struct executor *ex, enum tensor_family f, float *dst);
+/* Copies a tensor family in from the canonical layout. */
+int executor_set_tensors(struct executor *ex, enum tensor_family f, const float *src);
+/* The storage of family f (stable until destroy; its contents current after executor_finish). */
+int executor_buffer(struct executor *ex, enum tensor_family f, struct executor_buffer *b);
+/* executor_buffer(TF_GRADS): the summed gradients a schedule all-reduces. */
+int executor_grad_buffer(struct executor *ex, struct executor_buffer *b);
+/* Waits for the device's outstanding work (a no-op for synchronous devices). */
+int executor_synchronize(struct executor *ex);
+/* True when the device can run layers of kind op. */
+int executor_supports(const struct executor *ex, enum op_kind op);
+/* One whole training step of p->n = n_max samples with the update fused in (only when ex->fused_step);
+ * the update may be deferred to the next call or executor_finish. Bitwise zero + fb + update. */
+int executor_train_step(struct executor *ex, const struct executor_pass *p, double *loss_sum);
+/* Applies work an earlier call deferred (the fused step's update); a no-op when there is none. */
+void executor_finish(struct executor *ex);
+/* Evaluates n samples in chunks of cfg.eval_batch, adding to ev (TB_EUNSUPPORTED if the device cannot). */
+int executor_evaluate(struct executor *ex, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev);
+/* Fills s with what the executor recorded (all NULL when the device keeps nothing). */
+int executor_stats(struct executor *ex, struct executor_stats *s);
+/* --trace: starts the step's event list at CLOCK_MONOTONIC time t0 (no-op unless cfg.trace). */
+void executor_trace_begin(struct executor *ex, double t0);
+/* --trace: appends a whole-step event (phase 'A', 'U', 'W') from t0 to t1 (no-op unless cfg.trace). */
+void executor_trace_add(struct executor *ex, char phase, double t0, double t1);
+
+/* Constructors (one per device file). */
+int executor_cpu_create(struct executor *ex);
+
+#endif

@@ -1,0 +1,502 @@
+/* test_executor.c — the executor contract (core/executor.h), for every device in the registry.
+ *
+ * One parameterized instance per registered device (a new device is tested automatically), on the MNIST
+ * MLP and on EfficientNet-B0 at 16×16 (BatchNorm running statistics, every op kind but GroupNorm, forced
+ * im2col so nothing is autotuned), with 1 and 2 threads:
+ *   - create/destroy: the planned configuration (device, eval batch) and a destroy that is safe twice;
+ *     an unknown device fails with TB_EINVAL and the valid names listed;
+ *   - get/set of every tensor family round-trips bitwise, and the families are distinct storage;
+ *   - the gradient buffer handle is TF_GRADS: same size, same contents both ways, stable pointer;
+ *   - forward + backward over [0,L) in one pass equals, bitwise (loss, gradients, running statistics),
+ *     forward [0,k), forward [k,L), backward [k,L), backward [0,k), at every split of the MLP and at
+ *     every block boundary of EfficientNet; a forward that stops before the loss layer reports loss 0;
+ *   - an update in parts k of K (every k, K = 2, 3, 7) equals the whole update bitwise for SGD with
+ *     momentum and Adam with weight decay, and each part writes only its slice;
+ *   - the fused train step (batch-1 MLP, Adam) equals zero + forward/backward + update bitwise;
+ *   - supports() answers every op kind (cpu: all of them) and refuses out-of-range kinds;
+ *   - stats: profile, trace and convolution algorithms when asked for, NULL when not.
+ * Threaded cases carry a timeout so a deadlocked pool fails instead of hanging.
+ */
+#include "test_util.h"
+
+#include <criterion/parameterized.h>
+
+#include "dataset.h"
+#include "executor.h"
+#include "layout.h"
+#include "status.h"
+#include "workload.h"
+
+enum { IMG = 28, EFF_RES = 16 };
+
+/* A model, its seeded initial state and a synthetic set to run it on. */
+struct fixture {
+    struct model m;
+    struct dataset ds;
+    int32_t *y;       /* (ds.n) */
+    float *params, *buffers;
+    int effnet;
+};
+
+static void fixture_init(struct fixture *f, int effnet, int n)
+{
+    memset(f, 0, sizeof *f);
+    f->effnet = effnet;
+    const struct workload *w = effnet ? workload_find("effnet-b0") : &workload_mnist_mlp;
+    cr_assert_not_null(w, "%s", tb_error_get());
+    struct workload_opts o = {.classes = 10, .in_h = effnet ? EFF_RES : IMG, .in_w = effnet ? EFF_RES : IMG,
+                              .in_c = effnet ? 3 : 1, .resolution = effnet ? EFF_RES : 0, .dropout = -1,
+                              .drop_connect = -1};
+    if (effnet) snprintf(o.norm, sizeof o.norm, "batch");
+    cr_assert_eq(w->build(&f->m, &o), TB_OK, "%s build: %s", w->name, tb_error_get());
+    cr_assert_eq(dataset_synthetic(n, o.in_h, o.in_w, o.in_c, 10, 7, 1, &f->ds), TB_OK, "%s", tb_error_get());
+    f->y = malloc((size_t)n * sizeof *f->y);
+    cr_assert_not_null(f->y);
+    for (int i = 0; i < n; i++) f->y[i] = f->ds.labels[i];
+    f->params = tu_fvec(f->m.n_params);
+    f->buffers = tu_fvec(f->m.n_buffers);
+    w->init(&f->m, f->params, f->buffers, 42);
+}
+
+static void fixture_free(struct fixture *f)
+{
+    free(f->params), free(f->buffers), free(f->y);
+    dataset_free(&f->ds);
+    model_free(&f->m);
+}
+
+static struct executor_config config(const char *device, int threads, int n_max, enum optim_kind kind)
+{
+    struct executor_config c = {.device = device, .threads = threads, .n_max = n_max, .seed = 42};
+    optim_config_defaults(&c.optim, kind);
+    c.optim.total_steps = 20;
+    snprintf(c.conv_algo, sizeof c.conv_algo, "im2col"); /* no autotuning: the same algorithms every run */
+    return c;
+}
+
+/* Creates ex for f under c, loaded with f's initial parameters and buffers and zero optimizer state. */
+static void ex_init(struct executor *ex, const struct fixture *f, const struct executor_config *c)
+{
+    cr_assert_eq(executor_create(ex, &f->m, c), TB_OK, "executor_create(%s): %s", c->device, tb_error_get());
+    cr_assert_eq(executor_set_tensors(ex, TF_PARAMS, f->params), TB_OK, "%s", tb_error_get());
+    if (f->m.n_buffers) cr_assert_eq(executor_set_tensors(ex, TF_BUFFERS, f->buffers), TB_OK, "%s", tb_error_get());
+    float *opt = tu_fvec(f->m.n_params * (size_t)optim_state_per_param(c->optim.kind));
+    cr_assert_eq(executor_set_tensors(ex, TF_OPT, opt), TB_OK, "%s", tb_error_get());
+    free(opt);
+}
+
+static size_t family_floats(const struct executor *ex, enum tensor_family fam)
+{
+    switch (fam) {
+    case TF_PARAMS:
+    case TF_GRADS: return ex->m->n_params;
+    case TF_OPT: return ex->m->n_params * (size_t)optim_state_per_param(ex->cfg.optim.kind);
+    case TF_BUFFERS: return ex->m->n_buffers;
+    }
+    return 0;
+}
+
+/* A malloc'd copy of family fam. */
+static float *family_get(struct executor *ex, enum tensor_family fam)
+{
+    float *p = tu_fvec(family_floats(ex, fam));
+    cr_assert_eq(executor_get_tensors(ex, fam, p), TB_OK, "%s", tb_error_get());
+    return p;
+}
+
+static void assert_family_bitwise(struct executor *a, struct executor *b, enum tensor_family fam, const char *what)
+{
+    const size_t n = family_floats(a, fam);
+    float *pa = family_get(a, fam), *pb = family_get(b, fam);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(memcmp(&pa[i], &pb[i], sizeof(float)) == 0, "%s: family %d element %zu: %.9g vs %.9g", what,
+                  (int)fam, i, (double)pa[i], (double)pb[i]);
+    free(pa), free(pb);
+}
+
+/* One training pass of samples [0,n) of f at step 1. */
+static struct executor_pass train_pass(const struct fixture *f, int n, int l0, int l1)
+{
+    return (struct executor_pass){.n = n, .n_global = n, .step = 1, .x = f->ds.images, .y = f->y, .training = 1,
+                                  .l0 = l0, .l1 = l1};
+}
+
+/* Indices into executor_devices, one test instance each. */
+static int device_indices[64];
+
+static int device_params(void)
+{
+    int n;
+    executor_devices(&n);
+    cr_assert_leq(n, 64);
+    for (int k = 0; k < n; k++) device_indices[k] = k;
+    return n;
+}
+
+static const char *device_name(int k)
+{
+    int n;
+    return executor_devices(&n)[k].name;
+}
+
+TestSuite(executor, .timeout = 120);
+
+Test(executor, registry_lists_cpu_and_refuses_unknown)
+{
+    int n;
+    const struct executor_device *d = executor_devices(&n);
+    cr_assert_geq(n, 1);
+    int cpu = 0;
+    for (int k = 0; k < n; k++) {
+        cr_assert(d[k].name && d[k].name[0] && d[k].summary && d[k].summary[0] && d[k].create, "entry %d", k);
+        for (int j = 0; j < k; j++) cr_assert_str_neq(d[j].name, d[k].name, "device %s listed twice", d[k].name);
+        cpu += strcmp(d[k].name, "cpu") == 0;
+    }
+    cr_assert_eq(cpu, 1, "no cpu device");
+    struct fixture f;
+    fixture_init(&f, 0, 4);
+    struct executor ex;
+    struct executor_config c = config("no-such-device", 1, 4, OPTIM_ADAM);
+    cr_assert_eq(executor_create(&ex, &f.m, &c), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "no-such-device") && strstr(tb_error_get(), "cpu"), "message: %s",
+              tb_error_get());
+    cr_assert_null(ex.i);
+    executor_destroy(&ex); /* safe on a failed create */
+    fixture_free(&f);
+}
+
+ParameterizedTestParameters(executor, create_destroy)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, create_destroy)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 8);
+    for (int threads = 1; threads <= 2; threads++) {
+        struct executor ex;
+        struct executor_config c = config(device_name(*k), threads, 8, OPTIM_ADAM);
+        ex_init(&ex, &f, &c);
+        cr_assert_not_null(ex.i);
+        cr_assert_str_eq(ex.cfg.device, device_name(*k));
+        cr_assert_eq(ex.cfg.eval_batch, 8, "eval_batch 0 resolves to n_max");
+        cr_assert_eq(ex.cfg.threads, threads);
+        cr_assert_eq(ex.m, &f.m);
+        cr_assert_eq(executor_synchronize(&ex), TB_OK);
+        executor_destroy(&ex);
+        cr_assert_null(ex.i, "destroy leaves a zeroed executor");
+        cr_assert_null(ex.ctx);
+        executor_destroy(&ex); /* and again */
+    }
+    fixture_free(&f);
+}
+
+ParameterizedTestParameters(executor, tensors_round_trip)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, tensors_round_trip)
+{
+    struct fixture f;
+    fixture_init(&f, 1, 4);
+    struct executor ex;
+    struct executor_config c = config(device_name(*k), 1, 4, OPTIM_ADAM);
+    ex_init(&ex, &f, &c);
+    cr_assert_gt(f.m.n_buffers, 0);
+    const enum tensor_family fams[4] = {TF_PARAMS, TF_GRADS, TF_OPT, TF_BUFFERS};
+    float *want[4];
+    for (int j = 0; j < 4; j++) { /* distinct patterns, set in turn: each family is its own storage */
+        const size_t n = family_floats(&ex, fams[j]);
+        want[j] = tu_fvec(n);
+        tu_fill_normal(want[j], n, 100 + (uint64_t)j, 0.0f, 1.0f);
+        cr_assert_eq(executor_set_tensors(&ex, fams[j], want[j]), TB_OK, "%s", tb_error_get());
+    }
+    for (int j = 0; j < 4; j++) {
+        const size_t n = family_floats(&ex, fams[j]);
+        float *got = family_get(&ex, fams[j]);
+        cr_assert(memcmp(got, want[j], n * sizeof(float)) == 0, "family %d does not round-trip", (int)fams[j]);
+        free(got), free(want[j]);
+    }
+    executor_destroy(&ex);
+    fixture_free(&f);
+}
+
+ParameterizedTestParameters(executor, grad_buffer_is_tf_grads)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, grad_buffer_is_tf_grads)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 8);
+    struct executor ex;
+    struct executor_config c = config(device_name(*k), 2, 8, OPTIM_ADAM);
+    ex_init(&ex, &f, &c);
+    struct executor_buffer b, b2;
+    cr_assert_eq(executor_grad_buffer(&ex, &b), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(b.n, f.m.n_params);
+    cr_assert_not_null(b.data);
+    if (!b.host) {
+        cr_log_info("device %s keeps its gradients off the host: contents not compared", device_name(*k));
+    } else {
+        /* After a real pass: the buffer holds what get_tensors reads. */
+        executor_zero_grads(&ex);
+        const struct executor_pass p = train_pass(&f, 8, 0, 0);
+        double loss;
+        cr_assert_eq(executor_forward_backward(&ex, &p, &loss), TB_OK, "%s", tb_error_get());
+        float *g = family_get(&ex, TF_GRADS);
+        cr_assert(memcmp(g, b.data, b.n * sizeof(float)) == 0, "buffer differs from TF_GRADS after a pass");
+        /* Writes through the buffer are what get_tensors reads, and set_tensors lands in the buffer. */
+        tu_fill_normal(b.data, b.n, 5, 0.0f, 1.0f);
+        float *g2 = family_get(&ex, TF_GRADS);
+        cr_assert(memcmp(g2, b.data, b.n * sizeof(float)) == 0, "a write through the buffer is not TF_GRADS");
+        cr_assert_eq(executor_set_tensors(&ex, TF_GRADS, g), TB_OK);
+        cr_assert(memcmp(g, b.data, b.n * sizeof(float)) == 0, "set_tensors(TF_GRADS) not seen in the buffer");
+        free(g), free(g2);
+    }
+    cr_assert_eq(executor_buffer(&ex, TF_GRADS, &b2), TB_OK);
+    cr_assert_eq(b2.data, b.data, "the handle moved");
+    cr_assert_eq(executor_buffer(&ex, TF_PARAMS, &b2), TB_OK);
+    cr_assert_neq(b2.data, b.data, "params and gradients share storage");
+    executor_destroy(&ex);
+    fixture_free(&f);
+}
+
+/* Whole-model forward+backward against the same work split at layer k (one executor each). */
+static void check_split(const struct fixture *f, const char *device, int threads, int n, int k)
+{
+    const int L = f->m.n_layers;
+    struct executor_config c = config(device, threads, n, OPTIM_ADAM);
+    struct executor a, b;
+    ex_init(&a, f, &c);
+    ex_init(&b, f, &c);
+    double la, lb = -1.0, lb2 = -1.0;
+    executor_zero_grads(&a);
+    struct executor_pass whole = train_pass(f, n, 0, 0);
+    cr_assert_eq(executor_forward_backward(&a, &whole, &la), TB_OK, "%s", tb_error_get());
+    cr_assert_gt(la, 0.0);
+    executor_zero_grads(&b);
+    const struct executor_pass lo = train_pass(f, n, 0, k), hi = train_pass(f, n, k, L);
+    cr_assert_eq(executor_forward(&b, &lo, &lb), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(lb, 0.0, "a forward that stops before the loss layer reports a loss");
+    cr_assert_eq(executor_forward(&b, &hi, &lb2), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_backward(&b, &hi), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_backward(&b, &lo), TB_OK, "%s", tb_error_get());
+    char what[96];
+    snprintf(what, sizeof what, "%s, %d thread(s), split at layer %d of %d", f->m.name, threads, k, L);
+    cr_assert(memcmp(&la, &lb2, sizeof la) == 0, "%s: loss %.17g whole, %.17g split", what, la, lb2);
+    assert_family_bitwise(&a, &b, TF_GRADS, what);
+    if (f->m.n_buffers) assert_family_bitwise(&a, &b, TF_BUFFERS, what);
+    assert_family_bitwise(&a, &b, TF_PARAMS, what);
+    executor_destroy(&a), executor_destroy(&b);
+}
+
+ParameterizedTestParameters(executor, layer_ranges_bitwise_whole)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, layer_ranges_bitwise_whole)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 8);
+    for (int threads = 1; threads <= 2; threads++)
+        for (int s = 1; s < f.m.n_layers; s++) check_split(&f, device_name(*k), threads, 8, s);
+    fixture_free(&f);
+    fixture_init(&f, 1, 4);
+    int splits = 0;
+    for (int s = 1; s < f.m.n_layers; s++) {
+        if (f.m.layers[s].block == f.m.layers[s - 1].block) continue;
+        for (int threads = 1; threads <= 2; threads++) check_split(&f, device_name(*k), threads, 4, s);
+        splits++;
+    }
+    cr_assert_geq(splits, 8, "effnet-b0 has only %d block boundaries", splits);
+    fixture_free(&f);
+}
+
+/* An update in `parts` parts against the whole update, from the same random gradients and state. */
+static void check_update_parts(const struct fixture *f, const char *device, const struct optim_config *oc, int parts)
+{
+    struct executor_config c = config(device, 1, 4, oc->kind);
+    c.optim = *oc;
+    struct executor a, b;
+    ex_init(&a, f, &c);
+    ex_init(&b, f, &c);
+    const size_t np = f->m.n_params, no = family_floats(&a, TF_OPT);
+    float *g = tu_fvec(np), *o = tu_fvec(no);
+    tu_fill_normal(g, np, 11, 0.0f, 0.1f);
+    tu_fill_uniform(o, no, 12, 0.0f, 0.01f); /* Adam's v must be ≥ 0: uniform non-negative state */
+    struct executor *both[2] = {&a, &b};
+    for (int e = 0; e < 2; e++) {
+        cr_assert_eq(executor_set_tensors(both[e], TF_GRADS, g), TB_OK);
+        cr_assert_eq(executor_set_tensors(both[e], TF_OPT, o), TB_OK);
+    }
+    cr_assert_eq(executor_update(&a, 3), TB_OK, "%s", tb_error_get());
+    for (int part = 0; part < parts; part++) {
+        float *before = family_get(&b, TF_PARAMS);
+        cr_assert_eq(executor_update_part(&b, 3, part, parts), TB_OK, "%s", tb_error_get());
+        float *after = family_get(&b, TF_PARAMS);
+        size_t lo, hi;
+        tb_slice(np, part, parts, &lo, &hi);
+        for (size_t i = 0; i < np; i++)
+            if (i < lo || i >= hi)
+                cr_assert(memcmp(&before[i], &after[i], sizeof(float)) == 0,
+                          "part %d of %d wrote parameter %zu outside its slice [%zu,%zu)", part, parts, i, lo, hi);
+        free(before), free(after);
+    }
+    char what[80];
+    snprintf(what, sizeof what, "%s update in %d parts vs whole", optim_name(oc->kind), parts);
+    assert_family_bitwise(&a, &b, TF_PARAMS, what);
+    assert_family_bitwise(&a, &b, TF_OPT, what);
+    free(g), free(o);
+    executor_destroy(&a), executor_destroy(&b);
+}
+
+ParameterizedTestParameters(executor, update_parts_bitwise_whole)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, update_parts_bitwise_whole)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 4);
+    struct optim_config sgd, adam;
+    optim_config_defaults(&sgd, OPTIM_SGD);
+    sgd.momentum = 0.9f;
+    optim_config_defaults(&adam, OPTIM_ADAM);
+    adam.weight_decay = 1e-3f;
+    const int parts[] = {1, 2, 3, 7};
+    for (int j = 0; j < 4; j++) {
+        check_update_parts(&f, device_name(*k), &sgd, parts[j]);
+        check_update_parts(&f, device_name(*k), &adam, parts[j]);
+    }
+    fixture_free(&f);
+}
+
+ParameterizedTestParameters(executor, fused_step_bitwise_unfused)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, fused_step_bitwise_unfused)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 8);
+    for (int threads = 1; threads <= 2; threads++) {
+        struct executor_config cf = config(device_name(*k), threads, 1, OPTIM_ADAM), cu = cf;
+        cu.no_fuse = 1;
+        struct executor a, b;
+        ex_init(&a, &f, &cf);
+        ex_init(&b, &f, &cu);
+        cr_assert(!b.fused_step, "no_fuse still offers the fused step");
+        if (!a.fused_step) {
+            cr_log_info("device %s has no fused batch-1 step", device_name(*k));
+        } else {
+            const size_t per = (size_t)IMG * IMG;
+            for (int s = 1; s <= 6; s++) {
+                struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
+                                          .y = f.y + s - 1, .training = 1};
+                double la, lb;
+                cr_assert_eq(executor_train_step(&a, &p, &la), TB_OK, "%s", tb_error_get());
+                executor_zero_grads(&b);
+                cr_assert_eq(executor_forward_backward(&b, &p, &lb), TB_OK, "%s", tb_error_get());
+                cr_assert_eq(executor_update(&b, s), TB_OK);
+                cr_assert(memcmp(&la, &lb, sizeof la) == 0, "step %d: loss %.17g fused, %.17g unfused", s, la, lb);
+            }
+            executor_finish(&a);
+            assert_family_bitwise(&a, &b, TF_PARAMS, "fused vs unfused");
+            assert_family_bitwise(&a, &b, TF_OPT, "fused vs unfused");
+        }
+        executor_destroy(&a), executor_destroy(&b);
+    }
+    fixture_free(&f);
+}
+
+ParameterizedTestParameters(executor, supports_answers)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, supports_answers)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 4);
+    struct executor ex;
+    struct executor_config c = config(device_name(*k), 1, 4, OPTIM_ADAM);
+    ex_init(&ex, &f, &c);
+    for (int op = 0; op < OP_COUNT; op++) {
+        const int s = executor_supports(&ex, (enum op_kind)op);
+        cr_assert(s == 0 || s == 1, "supports(%s) = %d", model_op_name((enum op_kind)op), s);
+        if (strcmp(device_name(*k), "cpu") == 0) cr_assert(s, "cpu refuses %s", model_op_name((enum op_kind)op));
+    }
+    for (int i = 0; i < f.m.n_layers; i++) /* it was created for this model: it runs every layer */
+        cr_assert(executor_supports(&ex, f.m.layers[i].op), "layer %s", f.m.layers[i].name);
+    cr_assert(!executor_supports(&ex, OP_COUNT));
+    cr_assert(!executor_supports(&ex, (enum op_kind)-1));
+    executor_destroy(&ex);
+    fixture_free(&f);
+}
+
+ParameterizedTestParameters(executor, stats_when_asked)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, stats_when_asked)
+{
+    struct fixture f;
+    fixture_init(&f, 1, 4);
+    const int L = f.m.n_layers;
+    for (int on = 0; on <= 1; on++) {
+        struct executor_config c = config(device_name(*k), 1, 4, OPTIM_ADAM);
+        c.profile = c.trace = on;
+        struct executor ex;
+        ex_init(&ex, &f, &c);
+        executor_trace_begin(&ex, 0.0);
+        executor_zero_grads(&ex);
+        const struct executor_pass p = train_pass(&f, 4, 0, 0);
+        double loss;
+        cr_assert_eq(executor_forward_backward(&ex, &p, &loss), TB_OK, "%s", tb_error_get());
+        executor_trace_add(&ex, 'A', 1.0, 2.0);
+        struct executor_stats s;
+        cr_assert_eq(executor_stats(&ex, &s), TB_OK);
+        if (!on) {
+            cr_assert_null(s.profile, "a profile nobody asked for");
+            cr_assert_null(s.trace, "a trace nobody asked for");
+            cr_assert_eq(s.n_trace, 0);
+        } else if (s.profile || s.trace) {
+            cr_assert_not_null(s.profile);
+            double fwd = 0.0, bwd = 0.0;
+            for (int i = 0; i < L; i++) fwd += s.profile[2 * i], bwd += s.profile[2 * i + 1];
+            cr_assert(fwd > 0.0 && bwd > 0.0, "profile: %g s forward, %g s backward", fwd, bwd);
+            cr_assert_not_null(s.trace);
+            int F = 0, B = 0;
+            for (int e = 0; e < s.n_trace; e++) F += s.trace[e].phase == 'F', B += s.trace[e].phase == 'B';
+            cr_assert_eq(F, L, "one forward event a layer");
+            cr_assert_gt(B, 0);
+            cr_assert_eq(s.trace[s.n_trace - 1].phase, 'A', "the schedule's own event comes last");
+            cr_assert_eq(s.trace[s.n_trace - 1].layer, -1);
+            cr_assert_eq(s.trace[s.n_trace - 1].t0, 1.0, "events are relative to trace_begin's t0");
+        } else {
+            cr_log_info("device %s records neither profile nor trace", device_name(*k));
+        }
+        if (s.conv_algos) {
+            int convs = 0;
+            for (int i = 0; i < L; i++) {
+                if (f.m.layers[i].op != OP_CONV) {
+                    cr_assert_eq(s.conv_algos[i], -1, "layer %s", f.m.layers[i].name);
+                    continue;
+                }
+                cr_assert_str_eq(exec_conv_algo_names[s.conv_algos[i]], "im2col", "layer %s", f.m.layers[i].name);
+                convs++;
+            }
+            cr_assert_gt(convs, 0);
+        }
+        executor_destroy(&ex);
+    }
+    fixture_free(&f);
+}

@@ -1,0 +1,92 @@
+/* test_export.c — `bench export --csv`: rows with different key sets become one table whose columns
+ * are the union of their dotted key paths (empty cells where a row lacks one), arrays are one cell of
+ * compact JSON, cells are quoted as RFC 4180 says, records end in CRLF, several --in files append in
+ * order, and the command's usage errors and --help behave. */
+#include "test_harness_util.h"
+
+#include "export.h"
+#include "status.h"
+
+#include <sys/wait.h>
+
+/* Runs `TB_BENCH_EXE args` in the test's directory with stdout and stderr into out; returns its exit code. */
+static int bench_sh(const char *args, const char *out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s > '%s' 2>&1", th_dir, TB_BENCH_EXE, args, out);
+    const int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static const char *const row_a =
+    "{\"schema_version\":1,\"kind\":\"throughput\",\"config\":{\"backend\":\"cpu\",\"batch\":32,\"lr\":0.1},"
+    "\"figures\":{\"images_per_s\":1234.5,\"repeat_images_per_s\":[1000,1010.25],\"pipeline\":{\"stages\":2}}}\n";
+static const char *const row_b = /* other keys, a nested array of objects, strings that need quoting */
+    "{\"schema_version\":1,\"kind\":\"tta\",\"status\":\"ok\",\"config\":{\"backend\":\"a,b\",\"batch\":8,"
+    "\"split\":\"say \\\"hi\\\"\\nthere\"},\"figures\":{\"runs\":[{\"tta_s\":1.5,\"reached\":true}],"
+    "\"tta_median_s\":null,\"partial\":false}}\n";
+
+Test(export, union_of_columns_and_rfc4180_cells, .init = th_setup, .fini = th_teardown)
+{
+    char in[192], csv[192];
+    th_path(in, sizeof in, "rows.jsonl");
+    th_path(csv, sizeof csv, "rows.csv");
+    th_write(in, row_a);
+    th_append(in, "torn line, not JSON\n");
+    th_append(in, row_b);
+    const char *inputs[] = {in};
+    int rows = 0, cols = 0;
+    th_stderr_begin();
+    const int st = export_csv(inputs, 1, csv, &rows, &cols);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "rows.jsonl:2") != NULL, "the malformed line is reported: %s", err);
+    free(err);
+    cr_assert_eq(rows, 2);
+    cr_assert_eq(cols, 13);
+    char *text = th_read(csv);
+    const char *expect =
+        "schema_version,kind,config.backend,config.batch,config.lr,figures.images_per_s,figures.repeat_images_per_s,"
+        "figures.pipeline.stages,status,config.split,figures.runs,figures.tta_median_s,figures.partial\r\n"
+        "1,throughput,cpu,32,0.1,1234.5,\"[1000,1010.25]\",2,,,,,\r\n"
+        "1,tta,\"a,b\",8,,,,,ok,\"say \"\"hi\"\"\nthere\",\"[{\"\"tta_s\"\":1.5,\"\"reached\"\":true}]\",,0\r\n";
+    cr_assert_str_eq(text, expect);
+    free(text);
+}
+
+Test(export, cli_several_inputs_and_usage, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], out[192];
+    th_write(th_path(a, sizeof a, "a.jsonl"), row_a);
+    th_write(th_path(b, sizeof b, "b.jsonl"), row_b);
+    th_path(out, sizeof out, "out.txt");
+    cr_assert_eq(bench_sh("export --csv t.csv --in a.jsonl --in b.jsonl", out), 0);
+    char *text = th_read(out);
+    cr_assert(strstr(text, "t.csv: 2 rows, 13 columns") != NULL, "%s", text);
+    free(text);
+    char p[192];
+    text = th_read(th_path(p, sizeof p, "t.csv"));
+    cr_assert(!strncmp(text, "schema_version,kind,config.backend,", 35), "%s", text);
+    cr_assert(strstr(text, "\r\n1,throughput,cpu,32,") && strstr(text, "\r\n1,tta,\"a,b\",8,"), "%s", text);
+    free(text);
+    /* the default input is results/results.jsonl; "-" is stdout */
+    cr_assert_eq(mkdir(th_path(p, sizeof p, "results"), 0755), 0);
+    th_write(th_path(p, sizeof p, "results/results.jsonl"), row_a);
+    cr_assert_eq(bench_sh("export --csv -", out), 0);
+    text = th_read(out);
+    cr_assert(!strncmp(text, "schema_version,kind,config.backend,config.batch,config.lr,", 58), "%s", text);
+    cr_assert(strstr(text, "status") == NULL, "only row_a's columns: %s", text);
+    free(text);
+
+    cr_assert_eq(bench_sh("export --help", out), 0);
+    text = th_read(out);
+    cr_assert(strstr(text, "usage: bench export --csv FILE") != NULL, "%s", text);
+    free(text);
+    cr_assert_eq(bench_sh("export --in a.jsonl", out), 2, "--csv is required");
+    cr_assert_eq(bench_sh("export --csv t.csv --bogus", out), 2);
+    cr_assert_eq(bench_sh("export --csv t.csv --in", out), 2);
+    cr_assert_eq(bench_sh("export --csv t.csv --in missing.jsonl", out), 1, "an unreadable input is a runtime failure");
+    text = th_read(out);
+    cr_assert(strstr(text, "missing.jsonl") != NULL, "%s", text);
+    free(text);
+}

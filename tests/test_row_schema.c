@@ -1,0 +1,214 @@
+/* test_row_schema.c — every key a result row can carry is documented in results/README.md.
+ *
+ * Runs short bench runs on tiny synthetic data that together reach every row writer: throughput with
+ * repeats, train with evaluation, checkpoint and resume, tta with a tiny target and two seeds, a batch
+ * sweep, inference on fresh and on loaded weights, evaluate with --logits, ipu fp16 with its pipeline report, timeline and
+ * projection, --profile, --trace, mirrored against a cpu baseline, a diverged run and an interrupted
+ * one. It collects every key path of the rows (nested keys joined with dots, "[]" for the elements of
+ * an array of objects) and fails on any that no table of the README lists in its first column (`path`,
+ * where a `*` segment matches any one key), and on any documented field none of the runs wrote (stale
+ * documentation, or a writer this test does not reach yet). A writer that adds a key must document it.
+ */
+#include "test_reliability_util.h"
+
+#include "results.h"
+
+#include <signal.h>
+
+TestSuite(row_schema, .timeout = 120);
+
+struct paths {
+    char **p;
+    char **where; /* the run id of the first row that had it */
+    int n, cap;
+};
+
+static void paths_add(struct paths *ps, const char *path, const char *run_id)
+{
+    for (int i = 0; i < ps->n; i++)
+        if (!strcmp(ps->p[i], path)) return;
+    if (ps->n == ps->cap) {
+        ps->cap = ps->cap ? 2 * ps->cap : 256;
+        ps->p = realloc(ps->p, (size_t)ps->cap * sizeof *ps->p);
+        ps->where = realloc(ps->where, (size_t)ps->cap * sizeof *ps->where);
+        cr_assert(ps->p && ps->where);
+    }
+    ps->p[ps->n] = strdup(path);
+    ps->where[ps->n++] = strdup(run_id);
+}
+
+static void paths_free(struct paths *ps)
+{
+    for (int i = 0; i < ps->n; i++) free(ps->p[i]), free(ps->where[i]);
+    free(ps->p), free(ps->where);
+}
+
+/* Adds the key paths under v (an object or an array) to ps. */
+static void walk(struct paths *ps, const struct json_value *v, const char *prefix, const char *run_id)
+{
+    char path[512];
+    if (v->type == JSON_ARRAY) {
+        int objects = 0;
+        for (int i = 0; i < v->n; i++) objects |= v->items[i].type == JSON_OBJECT;
+        if (!objects) {
+            paths_add(ps, prefix, run_id); /* numbers, strings or arrays of them: one field */
+            return;
+        }
+        snprintf(path, sizeof path, "%s[]", prefix);
+        for (int i = 0; i < v->n; i++)
+            if (v->items[i].type == JSON_OBJECT) walk(ps, &v->items[i], path, run_id);
+        return;
+    }
+    for (int i = 0; i < v->n; i++) {
+        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", v->keys[i]);
+        const struct json_value *x = &v->items[i];
+        if (x->type == JSON_OBJECT || x->type == JSON_ARRAY) walk(ps, x, path, run_id);
+        else paths_add(ps, path, run_id);
+    }
+}
+
+struct seen {
+    struct paths keys;
+    struct paths kinds; /* "kind status" */
+};
+
+static int on_row(const struct json_value *row, long line_no, void *ctx)
+{
+    struct seen *s = ctx;
+    char kind[96];
+    (void)line_no;
+    walk(&s->keys, row, "", json_get_str(row, "run_id", "?"));
+    snprintf(kind, sizeof kind, "%s %s", json_get_str(row, "kind", "?"), json_get_str(row, "status", "?"));
+    paths_add(&s->kinds, kind, "");
+    return TB_OK;
+}
+
+/* The backticked names in the first cell of every table row of the README. */
+static void documented(struct paths *doc)
+{
+    char *text = tu_read_file(TB_SOURCE_DIR "/results/README.md", NULL);
+    cr_assert_not_null(text, "cannot read results/README.md");
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "| `", 3) != 0) continue;
+        char *end = strstr(line + 1, " |");
+        if (end) *end = '\0';
+        for (char *a = strchr(line, '`'); a; a = strchr(a, '`')) {
+            char *b = strchr(a + 1, '`');
+            if (!b) break;
+            *b = '\0';
+            paths_add(doc, a + 1, "");
+            a = b + 1;
+        }
+    }
+    free(text);
+}
+
+/* Whether path matches a documented name: the same segments, where a `*` segment matches any key. */
+static int matches(const char *doc, const char *path)
+{
+    while (*doc && *path) {
+        size_t dl = strcspn(doc, "."), pl = strcspn(path, ".");
+        const int star = doc[0] == '*' && (dl == 1 || !strncmp(doc + 1, "[]", dl - 1));
+        if (!star && (dl != pl || strncmp(doc, path, dl))) return 0;
+        doc += dl + (doc[dl] == '.');
+        path += pl + (path[pl] == '.');
+    }
+    return !*doc && !*path;
+}
+
+#define BASE RB_ARGS("--data", "synthetic", "--synthetic-samples", "256,64", "--mllog", "none", "--out", "rows.jsonl", \
+                     "--quiet", "--calibration", TB_SOURCE_DIR "/results/calibration.json")
+#define SHORT "--steps", "2", "--warmup", "1"
+
+/* Runs bench with BASE and extra in dir; asserts the exit status. */
+static void run(const char *dir, const char *tag, const char *const *extra, int want)
+{
+    const int code = rb_run(dir, tag, BASE, extra);
+    char *err = rb_stderr(dir, tag);
+    cr_assert_eq(code, want, "%s: exit %d, want %d: %s", tag, code, want, err);
+    free(err);
+}
+
+Test(row_schema, every_key_of_every_plan_is_documented)
+{
+    char *dir = tu_mkdtemp("schema");
+    run(dir, "throughput", RB_ARGS("--plan", "throughput", "--batch", "8", "--steps", "3", "--warmup", "1", "--repeat", "2"), 0);
+    run(dir, "train", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--save", "w.safetensors"), 0);
+    run(dir, "checkpoint", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--checkpoint-dir", "ck"), 0);
+    run(dir, "resume", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "6", "--resume", "ck"), 0);
+    run(dir, "tta", RB_ARGS("--plan", "tta", "--batch", "32", "--target", "0.05", "--eval-every", "2", "--seeds", "2",
+                            "--max-epochs", "1", "--checkpoint-dir", "ck-tta"), 0);
+    run(dir, "scaling", RB_ARGS("--plan", "scaling", "--batches", "8,16", SHORT), 0);
+    run(dir, "scaling-trained", RB_ARGS("--plan", "scaling", "--batches", "8,16", "--epochs", "1", "--steps-per-epoch", "2"), 0);
+    run(dir, "inference", RB_ARGS("--plan", "inference", "--batch", "8", SHORT), 0);
+    run(dir, "inference-loaded", RB_ARGS("--plan", "inference", "--batch", "8", SHORT, "--load", "w.safetensors"), 0);
+    run(dir, "evaluate", RB_ARGS("--plan", "evaluate", "--load", "w.safetensors", "--logits", "l.npy"), 0);
+    run(dir, "ipu", RB_ARGS("--plan", "throughput", "--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "2",
+                            "--batch", "8", "--precision", "fp16", "--project-devices", "4,8", SHORT), 0);
+    run(dir, "profile", RB_ARGS("--plan", "throughput", "--profile", "--batch", "8", SHORT), 0);
+    run(dir, "trace", RB_ARGS("--plan", "throughput", "--trace", "t.json", "--batch", "8", SHORT), 0);
+    run(dir, "mirrored", RB_ARGS("--plan", "throughput", "--backend", "mirrored", "--devices", "2", "--batch", "8", SHORT), 0);
+    run(dir, "diverged", RB_ARGS("--plan", "train", "--optimizer", "sgd", "--lr", "1000", "--batch", "8", "--steps", "50"), 1);
+    /* Interrupted: SIGINT once its handler is in place, mid-run. */
+    pid_t pid = rb_start(dir, "interrupted", BASE, RB_ARGS("--plan", "train", "--batch", "8", "--steps", "100000000"));
+    int exited = 0;
+    cr_assert(rb_wait_handler(pid, SIGINT, &exited), "the long run ended (status %d) before it was interrupted", exited);
+    rb_sleep_ms(100.0);
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    cr_assert_eq(rb_wait(pid), 130);
+
+    struct seen s = {0};
+    char *rows = rb_path(dir, "rows.jsonl");
+    cr_assert_eq(results_read_rows(rows, on_row, &s), TB_OK, "%s", tb_error_get());
+    free(rows);
+    /* Coverage: every plan and every status wrote a row. */
+    const char *const kinds[] = {"throughput ok", "train ok", "tta ok", "scaling ok", "inference ok", "evaluate ok", "train diverged",
+                                 "train interrupted"};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        int found = 0;
+        for (int i = 0; i < s.kinds.n; i++) found |= !strcmp(s.kinds.p[i], kinds[k]);
+        cr_assert(found, "no '%s' row", kinds[k]);
+    }
+    cr_assert_gt(s.keys.n, 200, "only %d key paths: a run wrote less than it should", s.keys.n);
+
+    struct paths doc = {0};
+    documented(&doc);
+    cr_assert_gt(doc.n, 100, "the README's tables list only %d fields", doc.n);
+    char missing[8192] = "";
+    int n_missing = 0;
+    for (int i = 0; i < s.keys.n; i++) {
+        int ok = 0;
+        for (int j = 0; j < doc.n && !ok; j++) ok = matches(doc.p[j], s.keys.p[i]);
+        if (ok) continue;
+        n_missing++;
+        size_t len = strlen(missing);
+        snprintf(missing + len, sizeof missing - len, "\n  %s (run %s)", s.keys.p[i], s.keys.where[i]);
+    }
+    cr_assert_eq(n_missing, 0, "%d row key%s not documented in results/README.md (add a table row `path` | meaning):%s",
+                 n_missing, n_missing == 1 ? "" : "s", missing);
+    /* And the other way: a documented field no run wrote is stale, or this test misses a writer. */
+    missing[0] = '\0';
+    for (int j = 0; j < doc.n; j++) {
+        int ok = 0;
+        for (int i = 0; i < s.keys.n && !ok; i++) ok = matches(doc.p[j], s.keys.p[i]);
+        if (!ok) n_missing++, snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %s", doc.p[j]);
+    }
+    cr_assert_eq(n_missing, 0, "documented in results/README.md but written by none of these runs (stale, or a run "
+                               "is missing here):%s", missing);
+    paths_free(&doc);
+    paths_free(&s.keys);
+    paths_free(&s.kinds);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+Test(row_schema, pattern_matching_of_documented_names)
+{
+    cr_assert(matches("figures.images_per_s", "figures.images_per_s"));
+    cr_assert(!matches("figures.images_per_s", "figures.images_per_s_median"));
+    cr_assert(!matches("figures", "figures.images_per_s"));
+    cr_assert(matches("figures.runs[].curve[].step", "figures.runs[].curve[].step"));
+    cr_assert(matches("figures.layers.*.forward_s", "figures.layers.conv1.forward_s"));
+    cr_assert(matches("figures.*[].x", "figures.per_stage[].x"));
+    cr_assert(!matches("figures.layers.*.forward_s", "figures.layers.conv1.backward_s"));
+}

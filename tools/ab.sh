@@ -1,0 +1,45 @@
+#!/bin/sh
+# ab.sh — an alternating A/B of two bench binaries on one configuration: A B A B … in one run, so that
+# the shared machine's drift hits both sides alike. Prints each round's overall images/s (timed samples
+# ÷ timed seconds), the ratio B/A per round and its median, and both sides' final loss (%.17g: equal
+# losses say the two builds computed the same bits).
+#
+#   tools/ab.sh [-r ROUNDS] A_BENCH B_BENCH -- BENCH ARGS...
+#   tools/ab.sh -r 3 /tmp/base/bench build/bench -- --backend cpu --workload mnist-mlp --batch 128 --steps 200
+#
+# Rows go to a temporary directory (kept with -k); needs python3 for the JSON.
+set -eu
+ROUNDS=3
+KEEP=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -r) ROUNDS=$2; shift 2 ;;
+    -k) KEEP=1; shift ;;
+    *) break ;;
+    esac
+done
+[ $# -ge 3 ] || { echo "usage: tools/ab.sh [-r ROUNDS] [-k] A_BENCH B_BENCH -- BENCH ARGS..." >&2; exit 2; }
+A=$1 B=$2
+shift 2
+[ "$1" = "--" ] && shift
+for x in "$A" "$B"; do [ -x "$x" ] || { echo "ab.sh: $x is not an executable" >&2; exit 2; }; done
+DIR=$(mktemp -d)
+[ "$KEEP" = 1 ] || trap 'rm -rf "$DIR"' EXIT
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    "$A" "$@" --quiet --mllog none --out "$DIR/a.jsonl" >/dev/null
+    "$B" "$@" --quiet --mllog none --out "$DIR/b.jsonl" >/dev/null
+    r=$((r + 1))
+done
+python3 - "$DIR/a.jsonl" "$DIR/b.jsonl" <<'PY'
+import json, statistics, sys
+rows = [[json.loads(l) for l in open(p) if l.strip()] for p in sys.argv[1:3]]
+ratios = []
+for k, (a, b) in enumerate(zip(*rows)):
+    ia, ib = a["figures"]["images_per_s"], b["figures"]["images_per_s"]
+    ratios.append(ib / ia)
+    print("round %d  A %12.2f  B %12.2f  img/s  B/A %.3f" % (k + 1, ia, ib, ib / ia))
+print("median B/A %.3f (range %.3f-%.3f)" % (statistics.median(ratios), min(ratios), max(ratios)))
+for side, rs in zip("AB", rows):
+    print("final loss %s %s" % (side, " ".join("%.17g" % r["figures"].get("final_loss", float("nan")) for r in rs)))
+PY
