@@ -300,6 +300,7 @@ static int mir_train_step(struct backend *b, const struct batch *batch, long ste
 /* Evaluation splits the batch over the replicas (parameters are identical) and sums the counts. */
 static const struct batch *eval_batch;
 static struct eval_stats *eval_parts;
+static float *eval_logits;
 
 static void eval_task(void *arg, int r, int nth)
 {
@@ -309,6 +310,10 @@ static void eval_task(void *arg, int r, int nth)
     const int n = eval_batch->n, lo = (int)((long)n * me / parts), hi = (int)((long)n * (me + 1) / parts);
     const size_t per = c->dev[r].m->tensors[c->dev[r].m->input].per_sample;
     memset(&eval_parts[r], 0, sizeof eval_parts[r]);
+    if (eval_logits) { /* each replica writes its slice's rows */
+        const struct model *m = c->dev[r].m;
+        eval_parts[r].logits = eval_logits + (size_t)lo * m->tensors[m->layers[m->n_layers - 1].in].per_sample;
+    }
     if (hi > lo)
         c->status[r] = executor_evaluate(&c->dev[r], eval_batch->x + (size_t)lo * per, eval_batch->y + lo, hi - lo,
                                          &eval_parts[r]);
@@ -318,7 +323,9 @@ static int mir_evaluate(struct backend *b, const struct batch *batch, struct eva
 {
     struct mir_ctx *c = b->ctx;
     struct eval_stats parts[1024];
-    eval_batch = batch, eval_parts = parts;
+    /* Under MPI a rank holds only its slice of the logits; gathering them is not implemented. */
+    if (ev->logits && c->mpi) return tb_error_set(TB_EUNSUPPORTED, "mirrored: logits are not gathered over MPI");
+    eval_batch = batch, eval_parts = parts, eval_logits = ev->logits;
     for (int r = 0; r < c->R; r++) c->status[r] = TB_OK;
     run_all(c, eval_task);
     double loss = 0;

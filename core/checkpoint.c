@@ -184,8 +184,8 @@ static void key_tensor(struct json_buf *b, const char *name, const char *dtype, 
 }
 
 /* Writes meta_json's members as string values (safetensors' metadata is str → str), plus format=pt and,
- * for a model with BatchNorm, bn_eps: torchvision's B0 uses 1e-5 where we use the paper's 1e-3, and a
- * reader needs it to compute the same function. */
+ * for a model with BatchNorm, bn_eps: a model trained with another eps than the reader's default (e.g.
+ * --bn-eps) computes the same function only with it. */
 static int write_meta(struct json_buf *b, const char *path, const struct model *m, const char *meta_json)
 {
     struct json_value *meta = NULL;

@@ -13,9 +13,9 @@
  *   other dense "*.weight" (IN,OUT) → (OUT,IN) (nn.Linear); Keras-like "*.kernel" stays (IN,OUT);
  *   biases, norm γ/β and BatchNorm running statistics (C) as they are;
  *   every BatchNorm also gets "<prefix>.num_batches_tracked" (I64, shape [] = 0), which torch expects.
- * __metadata__ records "format": "pt" and, with BatchNorm, "bn_eps" (ours is the paper's 1e-3;
- * torchvision's B0..B4 default to 1e-5, so a PyTorch reader sets it to compute the same function —
- * tools/ckpt_roundtrip.py does).
+ * __metadata__ records "format": "pt" and, with BatchNorm, "bn_eps" (the model's: by default
+ * torchvision's for the variant, 1e-5 for B0..B4, 1e-3 for B5..B7; a reader whose BatchNorm differs sets
+ * it to compute the same function — tools/ckpt_roundtrip.py does; the harness's --load honours it).
  * The loader checks everything (sizes, JSON, names, dtypes, shapes, offsets in range and disjoint, no
  * missing or unknown tensors, no NaN or Inf in a float tensor) and converts back to our layouts.
  *

@@ -36,6 +36,9 @@ enum tensor_family {
 struct eval_stats {
     double loss_sum;
     long correct, n;
+    /* In, optional: where to write the batch's logits, (batch n, classes) row-major, for --plan evaluate's
+     * top-5 and --logits (NULL: not wanted, nothing copied). Backends that cannot return them refuse. */
+    float *logits;
 };
 
 /* Everything a device needs to plan one executor. */

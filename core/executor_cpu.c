@@ -315,6 +315,11 @@ int local_engine_evaluate(struct local_engine *e, const uint8_t *x, const int32_
         ev->loss_sum += exec_loss_sum(&e->eval, k);
         ev->correct += exec_correct_count(&e->eval, k);
         ev->n += k;
+        if (ev->logits) { /* the loss layer's input: this chunk's (k, classes) logits */
+            const struct layer *ce = &e->m->layers[e->m->n_layers - 1];
+            const size_t K = e->m->tensors[ce->in].per_sample;
+            memcpy(ev->logits + (size_t)off * K, exec_act(&e->eval, ce->in), (size_t)k * K * sizeof(float));
+        }
     }
     return TB_OK;
 }

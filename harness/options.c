@@ -24,8 +24,9 @@ static const struct bench_option options[] = {
     {"backend", 1, "NAME", "execution backend (default cpu; see --list for each one's own options)", 0},
     {"device", 1, "cpu|cuda", "where the kernels run (default cpu; see --list for the devices built in)", 0},
     {"workload", 1, "NAME", "workload (default mnist-mlp; see --list)", 0},
-    {"plan", 1, "PLAN", "train | throughput | tta | scaling | inference (default: train when --epochs or\n"
-                        "--steps is given, else throughput)", 0},
+    {"plan", 1, "PLAN", "train | throughput | tta | scaling | inference | evaluate (default: train when\n"
+                        "--epochs or --steps is given, else throughput); evaluate: loss, top-1 and top-5\n"
+                        "of --load's weights on the test set", 0},
     {"batch", 1, "N", "global batch: samples per optimizer step (workload default)", 0},
     {"epochs", 1, "E", "train: epochs (workload default); scaling: train each point E epochs", 0},
     {"steps-per-epoch", 1, "S", "steps per epoch (default: one pass over the training set)", 0},
@@ -56,6 +57,8 @@ static const struct bench_option options[] = {
     {"resolution", 1, "R", "input resolution R×R (EfficientNet; the model resamples on the device)", 0},
     {"norm", 1, "batch|group[:G]", "normalisation layers (EfficientNet; G groups)", 0},
     {"dropout", 1, "X", "dropout rate before the classifier, in [0,1)", 0},
+    {"bn-eps", 1, "X", "BatchNorm epsilon (EfficientNet; default: a --load file's bn_eps, else torchvision's:\n"
+                       "1e-5 for B0-B4, 1e-3 for B5-B7)", 0},
     {"describe", 0, NULL, "print the model's per-layer table instead of running", 0},
     {"threads", 1, "N", "threads backend: worker threads (default: all cores)", 0},
     {"eval-batch", 1, "N", "samples per evaluation forward (default max(batch, 256))", 0},
@@ -98,6 +101,7 @@ static const struct bench_option options[] = {
     {"allreduce-bw", 1, "GB/s", "projection: all-reduce bandwidth per device (default 12.5)", 0},
     {"allreduce-latency", 1, "us", "projection: latency per ring step (default 10)", 0},
     {"no-fuse", 0, NULL, "disable fused kernels (to measure what fusion buys)", 0},
+    {"logits", 1, "FILE", "evaluate: write the test set's logits as NumPy .npy (float32, shape (N, classes))", 0},
     {"save", 1, "FILE", "train: write the trained parameters and buffers at the end (safetensors,\n"
                         "torchvision names; tools/ckpt_roundtrip.py reads it)", 0},
     {"load", 1, "FILE", "start from saved parameters and buffers (ours or a torchvision state_dict)", 0},
@@ -131,6 +135,7 @@ const char *bench_plan_name(enum bench_plan p)
     case PLAN_TTA: return "tta";
     case PLAN_SCALING: return "scaling";
     case PLAN_INFERENCE: return "inference";
+    case PLAN_EVALUATE: return "evaluate";
     default: return "auto";
     }
 }
@@ -249,7 +254,7 @@ static int get_int_list(const char *opt, const char *s, long lo, long hi, int *o
     return TB_OK;
 }
 
-static const char *const plan_names[] = {"train", "throughput", "tta", "scaling", "inference", NULL};
+static const char *const plan_names[] = {"train", "throughput", "tta", "scaling", "inference", "evaluate", NULL};
 static const char *const conv_algos[] = {"auto", "im2col", "direct", "fft", "gemm1x1", NULL};
 static const char *const transports[] = {"shm", "mpi", NULL};
 static const char *const schedules[] = {"gpipe", "1f1b", NULL};
@@ -370,6 +375,11 @@ static int set_training_option(struct bench_config *c, const char *name, const c
         return tb_error_set(TB_EINVAL, "--norm: expected batch, group or group:G, got '%s'", v);
     }
     if (IS("dropout")) return get_float(name, v, 0.0, 1.0, 1, &c->wopts.dropout);
+    if (IS("bn-eps")) {
+        int st = get_float(name, v, 0.0, 1.0, 0, &c->wopts.bn_eps);
+        if (st == TB_OK && !(c->wopts.bn_eps > 0.0f)) st = tb_error_set(TB_EINVAL, "--bn-eps: must be > 0, got '%s'", v);
+        return st;
+    }
     if (IS("describe")) return get_flag(name, v, &c->describe);
     if (IS("threads")) return get_int(name, v, 1, 1024, &c->run.n_threads);
     if (IS("eval-batch")) return get_int(name, v, 1, 1 << 20, &c->eval_batch);
@@ -467,6 +477,7 @@ static int set_output_option(struct bench_config *c, const char *name, const cha
     if (IS("allreduce-latency")) return get_double(name, v, 0.0, 1e6, 0, &c->allreduce_lat_us);
     if (IS("no-fuse")) return get_flag(name, v, &c->run.no_fuse);
     if (IS("save")) return get_str(name, v, c->save, sizeof c->save);
+    if (IS("logits")) return get_str(name, v, c->logits, sizeof c->logits);
     if (IS("load")) return get_str(name, v, c->load, sizeof c->load);
     if (IS("checkpoint-dir")) return get_str(name, v, c->checkpoint_dir, sizeof c->checkpoint_dir);
     if (IS("checkpoint-every")) return get_long(name, v, 1, 1L << 40, &c->checkpoint_every);
@@ -672,6 +683,10 @@ int bench_config_finish(struct bench_config *c)
         return tb_error_set(TB_EINVAL, "--plan inference runs fresh weights; --epochs does not apply");
     if (p == PLAN_THROUGHPUT && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan throughput times --steps steps; --epochs does not apply (use --plan train)");
+    if (c->logits[0] && p != PLAN_EVALUATE)
+        return tb_error_set(TB_EINVAL, "--logits applies to --plan evaluate (this is %s)", pn);
+    if (p == PLAN_EVALUATE && (c->epochs > 0 || c->steps > 0))
+        return tb_error_set(TB_EINVAL, "--plan evaluate takes no --epochs or --steps: it runs the whole test set once");
     if (c->save[0] && p != PLAN_TRAIN) return tb_error_set(TB_EINVAL, "--save applies to --plan train (this is %s)", pn);
     if ((c->checkpoint_dir[0] || c->checkpoint_every || c->resume[0]) && p != PLAN_TRAIN && p != PLAN_TTA)
         return tb_error_set(TB_EINVAL, "--checkpoint-dir, --checkpoint-every and --resume apply to the plans that train "

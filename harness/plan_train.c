@@ -200,6 +200,35 @@ static int train_stopped(struct train_run *t, int st)
     return plan_stopped(s, st, t->run_id, t->batch, &si);
 }
 
+/* The metadata members that tell another framework how to feed the saved model: the input layer's
+ * affine map (pixels p → (p·scale − mean[c]) / std[c], done inside the model, so a PyTorch user applies
+ * the same transform before torchvision's model), the resolution it resamples to, and the BatchNorm
+ * momentum in PyTorch's convention (1 − ours). checkpoint_save adds bn_eps itself. */
+static void save_preprocessing(const struct model *m, char *buf, size_t n)
+{
+    const struct layer *in = NULL, *bn = NULL;
+    for (int i = 0; i < m->n_layers; i++) {
+        if (!in && m->layers[i].op == OP_INPUT) in = &m->layers[i];
+        if (!bn && m->layers[i].op == OP_BN) bn = &m->layers[i];
+    }
+    int k = 0;
+    if (in) {
+        const struct tensor *t = &m->tensors[in->out];
+        const float *mu = in->a.input.shift, *sd = in->a.input.std;
+        k = snprintf(buf, n,
+                     "\"input_scale\":\"%.7g\",\"input_mean\":\"[%.6g,%.6g,%.6g]\",\"input_std\":\"[%.6g,%.6g,%.6g]\","
+                     "\"input_resolution\":\"%dx%d\",\"preprocessing\":\"uint8 HWC pixels p: x = (p*input_scale - "
+                     "input_mean[c]) / input_std[c], inside the model; resampled to input_resolution (bilinear, "
+                     "half-pixel centres, no antialias) when the data's shape differs; grey replicated to 3 channels\"",
+                     (double)in->a.input.scale, (double)mu[0], (double)mu[1], (double)mu[2], (double)sd[0],
+                     (double)sd[1], (double)sd[2], t->h, t->w);
+    }
+    if (bn && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "%s\"bn_momentum_torch\":\"%.6g\"", k ? "," : "",
+                 1.0 - (double)bn->a.norm.momentum);
+    if (!in && !bn) snprintf(buf, n, "\"preprocessing\":\"none\"");
+}
+
 /* --save: the trained parameters and buffers (primary process only). */
 static int train_save(struct train_run *t)
 {
@@ -208,9 +237,10 @@ static int train_save(struct train_run *t)
     if (st == TB_OK) st = backend_get_tensors(&s->be, TF_PARAMS, s->ck_params);
     if (st == TB_OK && s->m.n_buffers) st = backend_get_tensors(&s->be, TF_BUFFERS, s->ck_buffers);
     if (st == TB_OK) {
-        char meta[256];
-        snprintf(meta, sizeof meta, "{\"workload\":\"%s\",\"step\":%ld,\"run_id\":\"%s\"}", s->w->name, t->total,
-                 t->run_id);
+        char meta[1024], pre[640];
+        save_preprocessing(&s->m, pre, sizeof pre);
+        snprintf(meta, sizeof meta, "{\"workload\":\"%s\",\"step\":%ld,\"run_id\":\"%s\",%s}", s->w->name, t->total,
+                 t->run_id, pre);
         st = checkpoint_save(s->c.save, &s->m, s->ck_params, s->ck_buffers, meta);
     }
     return st;

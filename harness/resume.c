@@ -30,6 +30,13 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
     ADD(" resolution=%d norm=%s norm_groups=%d dropout=%.9g drop_connect=%.9g", c->wopts.resolution,
         c->wopts.norm[0] ? c->wopts.norm : "default", c->wopts.norm_groups, (double)c->wopts.dropout,
         (double)c->wopts.drop_connect);
+    /* The BatchNorm ε the model runs with (its default changed with issue 28; --bn-eps sets it): a run
+     * resumed at another ε would silently compute another function. */
+    for (int i = 0; i < s->m.n_layers; i++)
+        if (s->m.layers[i].op == OP_BN) {
+            ADD(" bn_eps=%.9g", (double)s->m.layers[i].a.norm.eps);
+            break;
+        }
     ADD(" batch=%d seed=%llu optimizer=%s lr=%.9g momentum=%.9g weight_decay=%.9g beta1=%.9g beta2=%.9g eps=%.9g"
         " rho=%.9g lars_eta=%.9g schedule=%d warmup_steps=%ld",
         batch, (unsigned long long)c->run.seed, optim_name(o->kind), (double)o->lr, (double)o->momentum,

@@ -111,6 +111,13 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "resolution", c->wopts.resolution);
     json_key_str(b, "norm", c->wopts.norm[0] ? c->wopts.norm : "default");
     json_key_int(b, "norm_groups", c->wopts.norm_groups);
+    { /* the BatchNorm ε the model ran with (default, a --load file's bn_eps, or --bn-eps); null: none */
+        const struct layer *bn = NULL;
+        for (int i = 0; i < s->m.n_layers && !bn; i++)
+            if (s->m.layers[i].op == OP_BN) bn = &s->m.layers[i];
+        if (bn) json_key_double(b, "bn_eps", float_text(bn->a.norm.eps));
+        else json_key_null(b, "bn_eps");
+    }
     if (c->wopts.dropout >= 0.0f) json_key_double(b, "dropout", float_text(c->wopts.dropout));
     else json_key_null(b, "dropout");
     json_key_int(b, "params", (long long)model_count_params(&s->m));
@@ -143,6 +150,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_bool(b, "no_fuse", c->run.no_fuse);
     json_key_str(b, "save", c->save);
     json_key_str(b, "load", c->load);
+    json_key_str(b, "logits", c->logits);
     json_key_str(b, "checkpoint_dir", c->checkpoint_dir);
     json_key_int(b, "checkpoint_every", c->checkpoint_every);
     json_key_str(b, "resume", c->resume);

@@ -59,6 +59,7 @@ int bench_run(const struct bench_config *cfg)
     case PLAN_TTA: st = plan_tta(&s); break;
     case PLAN_SCALING: st = plan_scaling(&s); break;
     case PLAN_INFERENCE: st = plan_inference(&s); break;
+    case PLAN_EVALUATE: st = plan_evaluate(&s); break;
     default: st = plan_train(&s, s.c.run.batch, s.run_base, NULL, NULL); break;
     }
     session_close(&s);

@@ -39,7 +39,7 @@
 #include <signal.h>
 #include <stdint.h>
 
-enum bench_plan { PLAN_AUTO, PLAN_TRAIN, PLAN_THROUGHPUT, PLAN_TTA, PLAN_SCALING, PLAN_INFERENCE };
+enum bench_plan { PLAN_AUTO, PLAN_TRAIN, PLAN_THROUGHPUT, PLAN_TTA, PLAN_SCALING, PLAN_INFERENCE, PLAN_EVALUATE };
 
 #define BENCH_MAX_BATCHES 32
 #define BENCH_MAX_OPTIONS 128 /* entries of the option table (bench_options) */
@@ -103,6 +103,7 @@ struct bench_config {
     /* checkpoints: --save/--load FILE (weights), --checkpoint-dir/--resume DIR (resumable, train plan);
      * bench_config_finish makes checkpoint_dir default to resume */
     char save[512], load[512], checkpoint_dir[512], resume[512];
+    char logits[512];       /* evaluate: write the test set's logits here (.npy, float32, (N, classes)) */
     long checkpoint_every;  /* 0 = only on a stop signal and at the end */
     /* pipelined backends: POD-scale projection (--project-devices) with its stated link model */
     int project_devices[BENCH_MAX_BATCHES], n_project;

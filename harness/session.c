@@ -226,6 +226,13 @@ int session_open(struct session *s, const struct bench_config *c)
     struct workload_opts wo = s->c.wopts;
     wo.in_h = s->train.h, wo.in_w = s->train.w, wo.in_c = s->train.c;
     if (wo.classes <= 0) wo.classes = s->train.n_classes;
+    if (s->c.load[0] && wo.bn_eps <= 0.0f) {
+        /* The ε the file's weights were trained with (its bn_eps), unless --bn-eps says otherwise; a plain
+         * torchvision state_dict has none and gets the variant's torchvision default. */
+        char v[32];
+        if (checkpoint_read_meta(s->c.load, "bn_eps", v, sizeof v) == TB_OK) wo.bn_eps = strtof(v, NULL);
+        tb_error_clear(); /* an unreadable file is reported by checkpoint_load below */
+    }
     s->c.wopts = wo;
     s->build_ms[0] = mllog_now_ms();
     if ((st = s->w->build(&s->m, &wo)) != TB_OK) return st;

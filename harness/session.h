@@ -207,5 +207,7 @@ int plan_scaling(struct session *s);
 int plan_tta(struct session *s);
 /* Forward only: images/s at --batch and batch-1 latency percentiles. */
 int plan_inference(struct session *s);
+/* Loss, top-1 and top-5 of the loaded (or seeded) weights on the whole test set; --logits writes them as .npy. */
+int plan_evaluate(struct session *s);
 
 #endif

@@ -443,9 +443,9 @@ static struct dataset tiny(int n, int h, int w, int c, const uint8_t *px)
     ds.c = c;
     ds.n_classes = 10;
     ds.images = malloc((size_t)n * h * w * c);
-    ds.labels = malloc((size_t)n);
+    ds.labels = malloc((size_t)n * sizeof *ds.labels);
     memcpy(ds.images, px, (size_t)n * h * w * c);
-    for (int i = 0; i < n; i++) ds.labels[i] = (uint8_t)(i % 10);
+    for (int i = 0; i < n; i++) ds.labels[i] = i % 10;
     snprintf(ds.name, sizeof ds.name, "tiny");
     return ds;
 }

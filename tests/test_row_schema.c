@@ -2,7 +2,7 @@
  *
  * Runs short bench runs on tiny synthetic data that together reach every row writer: throughput with
  * repeats, train with evaluation, checkpoint and resume, tta with a tiny target and two seeds, a batch
- * sweep, inference on fresh and on loaded weights, ipu fp16 with its pipeline report, timeline and
+ * sweep, inference on fresh and on loaded weights, evaluate with --logits, ipu fp16 with its pipeline report, timeline and
  * projection, --profile, --trace, mirrored against a cpu baseline, a diverged run and an interrupted
  * one. It collects every key path of the rows (nested keys joined with dots, "[]" for the elements of
  * an array of objects) and fails on any that no table of the README lists in its first column (`path`,
@@ -142,6 +142,7 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     run(dir, "scaling-trained", RB_ARGS("--plan", "scaling", "--batches", "8,16", "--epochs", "1", "--steps-per-epoch", "2"), 0);
     run(dir, "inference", RB_ARGS("--plan", "inference", "--batch", "8", SHORT), 0);
     run(dir, "inference-loaded", RB_ARGS("--plan", "inference", "--batch", "8", SHORT, "--load", "w.safetensors"), 0);
+    run(dir, "evaluate", RB_ARGS("--plan", "evaluate", "--load", "w.safetensors", "--logits", "l.npy"), 0);
     run(dir, "ipu", RB_ARGS("--plan", "throughput", "--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "2",
                             "--batch", "8", "--precision", "fp16", "--project-devices", "4,8", SHORT), 0);
     run(dir, "profile", RB_ARGS("--plan", "throughput", "--profile", "--batch", "8", SHORT), 0);
@@ -167,7 +168,7 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     cr_assert_eq(results_read_rows(rows, on_row, &s), TB_OK, "%s", tb_error_get());
     free(rows);
     /* Coverage: every plan and every status wrote a row. */
-    const char *const kinds[] = {"throughput ok", "train ok", "tta ok", "scaling ok", "inference ok", "train diverged",
+    const char *const kinds[] = {"throughput ok", "train ok", "tta ok", "scaling ok", "inference ok", "evaluate ok", "train diverged",
                                  "train interrupted"};
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
         int found = 0;

@@ -97,7 +97,7 @@ int dataset_resize(const struct dataset *in, int h, int w, int c, struct dataset
     }
     r = *in;
     r.images = malloc((size_t)total);
-    r.labels = malloc((size_t)in->n);
+    r.labels = malloc(sizeof(int32_t) * (size_t)in->n);
     y0 = malloc(sizeof(int) * (size_t)h);
     y1 = malloc(sizeof(int) * (size_t)h);
     x0 = malloc(sizeof(int) * (size_t)w);
@@ -111,7 +111,7 @@ int dataset_resize(const struct dataset *in, int h, int w, int c, struct dataset
     r.h = h;
     r.w = w;
     r.c = c;
-    memcpy(r.labels, in->labels, (size_t)in->n);
+    memcpy(r.labels, in->labels, sizeof(int32_t) * (size_t)in->n);
     for (int oy = 0; oy < h; oy++) resize_taps(in->h, h, oy, &y0[oy], &y1[oy], &ly[oy]);
     for (int ox = 0; ox < w; ox++) resize_taps(in->w, w, ox, &x0[ox], &x1[ox], &lx[ox]);
 

@@ -1,6 +1,7 @@
 /* dataset.h — in-memory image classification datasets (uint8 pixels, NHWC) and their readers.
  *
- * A dataset owns two malloc'd arrays: images (n,h,w,c) uint8 and labels (n) uint8. Readers
+ * A dataset owns two malloc'd arrays: images (n,h,w,c) uint8 and labels (n) int32 (any class count up to
+ * DATASET_MAX_CLASSES: ImageNet's 1000 and beyond; the IDX and CIFAR files keep their byte labels). Readers
  * validate everything (magic, dimensions, counts, label range, stream integrity) and on failure
  * return a negative status with a one-line message naming the file and the fault; they never
  * leave a half-filled dataset behind (out is zeroed on failure). Not thread-safe to build;
@@ -13,13 +14,15 @@
 #include <stdint.h>
 
 #define DATASET_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+/* The most classes a dataset (and --classes) may have; labels are int32 in memory. */
+#define DATASET_MAX_CLASSES 100000
 
 struct dataset {
     int n;            /* samples */
     int h, w, c;      /* per-sample shape, NHWC */
     int n_classes;    /* labels are in [0, n_classes) */
     uint8_t *images;  /* (n,h,w,c) */
-    uint8_t *labels;  /* (n) */
+    int32_t *labels;  /* (n) in [0, n_classes) */
     char name[64];    /* "fashion-mnist", "mnist", "cifar10", "synthetic", ... */
     char source[512]; /* directory or "synthetic" */
 };

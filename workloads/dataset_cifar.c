@@ -98,7 +98,7 @@ static int cifar_append_file(const char *path, struct dataset *ds)
         goto done;
     }
     ds->images = im;
-    uint8_t *lb = realloc(ds->labels, n_new);
+    int32_t *lb = realloc(ds->labels, n_new * sizeof(int32_t));
     if (!lb) {
         st = tb_error_set(TB_ENOMEM, "%s: cannot allocate %zu labels", path, n_new);
         goto done;

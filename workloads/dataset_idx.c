@@ -63,7 +63,8 @@ int idx_load(const char *images_path, const char *labels_path, int n_classes, st
     struct dsio_file fi, fl;
     memset(&fi, 0, sizeof fi);
     memset(&fl, 0, sizeof fl);
-    uint8_t *pixels = NULL, *labels = NULL;
+    uint8_t *pixels = NULL, *bytes = NULL;
+    int32_t *labels = NULL;
     uint32_t di[3] = {0, 0, 0}, dl[1] = {0};
     int st = dsio_open_file(&fi, images_path);
     if (st) goto fail;
@@ -81,14 +82,23 @@ int idx_load(const char *images_path, const char *labels_path, int n_classes, st
     if ((st = dsio_check_size(&fl, dl[0], "bytes of labels"))) goto fail;
     if ((st = dsio_read_alloc(&fi, n_pix, "bytes of pixels", &pixels))) goto fail;
     if ((st = dsio_check_end(&fi, "pixels"))) goto fail;
-    if ((st = dsio_read_alloc(&fl, dl[0], "bytes of labels", &labels))) goto fail;
+    if ((st = dsio_read_alloc(&fl, dl[0], "bytes of labels", &bytes))) goto fail;
     if ((st = dsio_check_end(&fl, "labels"))) goto fail;
-    for (uint32_t i = 0; i < dl[0]; i++)
-        if (labels[i] >= n_classes) {
-            st = tb_error_set(TB_EFORMAT, "%s: label %u at index %u out of range [0,%d)", labels_path, labels[i], i,
+    /* The file's labels are bytes; in memory they widen to int32 like every dataset's. */
+    if (!(labels = malloc(sizeof(int32_t) * (size_t)dl[0]))) {
+        st = tb_error_set(TB_ENOMEM, "%s: cannot allocate %u labels", labels_path, dl[0]);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < dl[0]; i++) {
+        if (bytes[i] >= n_classes) {
+            st = tb_error_set(TB_EFORMAT, "%s: label %u at index %u out of range [0,%d)", labels_path, bytes[i], i,
                               n_classes);
             goto fail;
         }
+        labels[i] = bytes[i];
+    }
+    free(bytes);
+    bytes = NULL;
     dsio_close_file(&fi);
     dsio_close_file(&fl);
     out->n = (int)di[0];
@@ -105,6 +115,7 @@ fail:
     dsio_close_file(&fi);
     dsio_close_file(&fl);
     free(pixels);
+    free(bytes);
     free(labels);
     memset(out, 0, sizeof *out);
     return st;

@@ -30,8 +30,8 @@ int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, 
     memset(out, 0, sizeof *out);
     if (n <= 0 || h <= 0 || w <= 0 || c <= 0)
         return tb_error_set(TB_EINVAL, "dataset_synthetic: bad shape n=%d h=%d w=%d c=%d", n, h, w, c);
-    if (n_classes < 1 || n_classes > 256)
-        return tb_error_set(TB_EINVAL, "dataset_synthetic: n_classes %d outside [1,256] (labels are bytes)", n_classes);
+    if (n_classes < 1 || n_classes > DATASET_MAX_CLASSES)
+        return tb_error_set(TB_EINVAL, "dataset_synthetic: n_classes %d outside [1,%d]", n_classes, DATASET_MAX_CLASSES);
     uint64_t per = (uint64_t)h * (uint64_t)w * (uint64_t)c;
     if ((uint64_t)h * (uint64_t)w > INT_MAX || per > INT_MAX || per * (uint64_t)n > (uint64_t)SIZE_MAX / 2)
         return tb_error_set(TB_ENOMEM, "dataset_synthetic: %d images of %dx%dx%d is too large", n, h, w, c);
@@ -41,7 +41,7 @@ int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, 
     float *sx = malloc(sizeof(float) * n_waves * (size_t)w), *cx = malloc(sizeof(float) * n_waves * (size_t)w);
     float *sy = malloc(sizeof(float) * n_waves * (size_t)h), *cy = malloc(sizeof(float) * n_waves * (size_t)h);
     uint8_t *images = malloc((size_t)(per * (uint64_t)n));
-    uint8_t *labels = malloc((size_t)n);
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)n);
     float *mean = malloc(sizeof(float) * (size_t)per);
     int st = TB_OK;
     if (!sx || !cx || !sy || !cy || !images || !labels || !mean) {
@@ -68,7 +68,7 @@ int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, 
     uint64_t nseed = rng_hash(seed, RNG_STREAM_SYNTHETIC, train ? SYN_KEY_NOISE_TRAIN : SYN_KEY_NOISE_TEST);
     for (int i = 0; i < n; i++) {
         int k = (int)rng_below(lseed, RNG_STREAM_SYNTHETIC, (uint64_t)i, (uint64_t)n_classes);
-        labels[i] = (uint8_t)k;
+        labels[i] = k;
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
                 for (int ch = 0; ch < c; ch++) {

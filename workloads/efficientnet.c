@@ -45,6 +45,7 @@ static int round_filters(int c, float w)
 struct builder {
     struct model *m;
     int norm_group;   /* 0 BatchNorm, else GroupNorm with this many groups */
+    float bn_eps, bn_momentum; /* BatchNorm's ε and Keras-convention momentum (running = m·running + (1−m)·batch) */
     uint32_t drop_id; /* rng ids of dropout / drop-connect layers */
 };
 
@@ -95,8 +96,8 @@ static int add_norm(struct builder *b, const char *prefix, int x, int act)
     struct layer *l = &m->layers[li];
     l->act = act ? ACT_SILU : ACT_NONE;
     l->a.norm.groups = G;
-    l->a.norm.eps = G > 0 ? 1e-5f : 1e-3f;
-    l->a.norm.momentum = 0.99f;
+    l->a.norm.eps = G > 0 ? 1e-5f : b->bn_eps;
+    l->a.norm.momentum = b->bn_momentum;
     char n[96];
     int d[1] = {C};
     pname(n, prefix, "weight");
@@ -214,7 +215,12 @@ static int effnet_build(struct model *m, const struct workload_opts *o, int arg)
     char name[32];
     snprintf(name, sizeof name, "effnet-b%d%s", vi % 8, g16 ? "-g16" : "");
     model_init(m, name, o->in_h, o->in_w, o->in_c, classes);
-    struct builder b = {m, 0, 1};
+    /* torchvision's BatchNorm, so its state_dicts load and compute the same function: nn.BatchNorm2d's
+     * defaults (ε 1e-5, momentum 0.1 = Keras 0.9) for B0..B4; B5..B7 (ported TF weights) use ε 1e-3,
+     * momentum 0.01 (= Keras 0.99). G16 follows its base variant. */
+    const int tf_bn = vi % 8 >= 5;
+    struct builder b = {m, 0, tf_bn ? 1e-3f : 1e-5f, tf_bn ? 0.99f : 0.9f, 1};
+    if (o->bn_eps > 0.0f) b.bn_eps = o->bn_eps;
     if (strcmp(o->norm, "group") == 0) b.norm_group = o->norm_groups > 0 ? o->norm_groups : 4;
     else if (o->norm[0] && strcmp(o->norm, "batch") != 0)
         return tb_error_set(TB_EINVAL, "--norm must be batch or group[:G] (got '%s')", o->norm);

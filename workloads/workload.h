@@ -22,6 +22,7 @@ struct workload_opts {
     float dropout;       /* < 0: default */
     float drop_connect;  /* < 0: default */
     float label_smoothing; /* ε of the cross-entropy target (0 = none) */
+    float bn_eps;        /* BatchNorm ε; 0: torchvision's for the variant (EfficientNet) */
 };
 
 struct workload {

@@ -176,6 +176,8 @@ static int ipu_update(struct backend *b, long step, struct step_stats *st)
 static int ipu_evaluate(struct backend *b, const struct batch *batch, struct eval_stats *ev)
 {
     struct ipu_ctx *c = b->ctx;
+    /* The last stage's devices hold only micro-batch logits in turn; not collected. */
+    if (ev->logits) return tb_error_set(TB_EUNSUPPORTED, "ipu: evaluation logits are not collected (use cpu or threads)");
     if (batch->n <= 0) return TB_OK;
     c->mode = MODE_EVAL;
     c->batch = batch;

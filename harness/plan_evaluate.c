@@ -1,0 +1,110 @@
+/* plan_evaluate.c — --plan evaluate: loss, top-1 and top-5 of --load's weights (or the seeded init) on the
+ * whole test set, in eval mode (running statistics, no dropout or augmentation), and with --logits FILE
+ * the logits themselves as a NumPy .npy file for cross-framework checks (see run.h).
+ *
+ * Top-k counts a sample when fewer than k classes rank above its label, ties broken by the lower class
+ * index as the top-1 argmax does (so top-1 here equals the backend's count of correct predictions).
+ */
+#define _GNU_SOURCE
+#include "session.h"
+
+#include "clock.h"
+#include "status.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Classes ranking above label y among K logits z (higher logit first; equal logits: lower index first). */
+static int rank_of(const float *z, int K, int y)
+{
+    int r = 0;
+    for (int k = 0; k < K; k++) r += z[k] > z[y] || (z[k] == z[y] && k < y);
+    return r;
+}
+
+/* Writes logits (n, K) as a NumPy .npy v1.0 file: magic, version 1.0, little-endian u16 header length, the
+ * header dict padded with spaces to a 64-byte boundary and ended by '\n', then the float32 data (C order). */
+static int write_npy(const char *path, const float *logits, long n, int K)
+{
+    char dict[128];
+    const int len = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (%ld, %d), }", n, K);
+    const int hlen = (10 + len + 1 + 63) / 64 * 64 - 10; /* 10 = magic 6 + version 2 + length 2 */
+    unsigned char head[10 + 192];
+    memcpy(head, "\x93NUMPY\x01\x00", 8);
+    head[8] = (unsigned char)(hlen & 0xff), head[9] = (unsigned char)(hlen >> 8);
+    memset(head + 10, ' ', (size_t)hlen);
+    memcpy(head + 10, dict, (size_t)len);
+    head[10 + hlen - 1] = '\n';
+    FILE *f = fopen(path, "wb");
+    if (!f) return tb_error_set(TB_EIO, "--logits %s: %s", path, strerror(errno));
+    /* The data are written as the machine holds them: .npy says '<f4', so refuse a big-endian host. */
+    const uint32_t one = 1;
+    if (*(const unsigned char *)&one != 1) {
+        fclose(f);
+        return tb_error_set(TB_EUNSUPPORTED, "--logits: big-endian hosts are not supported");
+    }
+    const size_t cnt = (size_t)n * (size_t)K;
+    int ok = fwrite(head, 1, 10 + (size_t)hlen, f) == 10 + (size_t)hlen && fwrite(logits, sizeof(float), cnt, f) == cnt;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) return tb_error_set(TB_EIO, "--logits %s: write failed: %s", path, strerror(errno));
+    return TB_OK;
+}
+
+int plan_evaluate(struct session *s)
+{
+    struct bench_config *c = &s->c;
+    const int K = s->m.n_classes;
+    const long n = s->test.n;
+    if (n <= 0) return tb_error_set(TB_EINVAL, "evaluate: the test set is empty");
+    const int batch = c->run.batch;
+    int eval_batch = c->eval_batch > 0 ? c->eval_batch : (batch > 256 ? batch : 256);
+    if (eval_batch > n) eval_batch = (int)n;
+    float *logits = malloc((size_t)n * (size_t)K * sizeof(float));
+    if (!logits) return tb_error_set(TB_ENOMEM, "evaluate: out of memory for %ld x %d logits", n, K);
+    int st = session_backend(s, batch, eval_batch);
+    if (st == TB_OK) st = session_reset(s, c->run.seed);
+    struct eval_stats ev = {.logits = logits};
+    const double t0 = tb_now_s();
+    if (st == TB_OK) {
+        struct batch tb = {(int)n, s->test.images, s->test_y};
+        st = backend_evaluate(&s->be, &tb, &ev);
+    }
+    const double eval_s = tb_now_s() - t0;
+    if (st == TB_OK && ev.n != n) st = tb_error_set(TB_EINVAL, "evaluate: the backend saw %ld of %ld samples", ev.n, n);
+    if (st != TB_OK) {
+        free(logits);
+        return st;
+    }
+    long top1 = 0, top5 = 0;
+    for (long i = 0; i < n; i++) {
+        const int r = rank_of(logits + (size_t)i * K, K, s->test_y[i]);
+        top1 += r < 1, top5 += r < 5;
+    }
+    const double loss = ev.loss_sum / (double)n, acc1 = (double)top1 / (double)n, acc5 = (double)top5 / (double)n;
+    if (c->logits[0] && s->primary) st = write_npy(c->logits, logits, n, K);
+    free(logits);
+    if (st != TB_OK) return st;
+    if (s->primary) {
+        struct json_buf b;
+        row_begin(s, &b, s->run_base, batch, 0, NULL);
+        json_key_double(&b, "eval_loss", loss);
+        json_key_double(&b, "eval_top1", acc1);
+        json_key_double(&b, "eval_top5", acc5);
+        json_key_int(&b, "eval_samples", n);
+        json_key_double(&b, "eval_time_s", eval_s);
+        json_key_double(&b, "images_per_s", eval_s > 0.0 ? (double)n / eval_s : NAN);
+        if (c->logits[0]) json_key_str(&b, "logits_file", c->logits);
+        row_common_figures(s, &b, eval_s > 0.0 ? s->m.flops_per_sample * (double)n / eval_s * 1e-9 : NAN,
+                           measure_infer_bytes_per_step(&s->m, eval_batch), s->m.flops_per_sample * eval_batch);
+        st = row_end(s, &b);
+    }
+    if (st == TB_OK && !c->quiet)
+        printf("trainbench evaluate: %s, %s weights, %ld %s test samples, %d classes\n"
+               "  loss %.6f  top-1 %.4f  top-5 %.4f  (%.2f s)%s%s\n",
+               s->w->name, s->loaded ? c->load : "seeded initial", n, s->synthetic ? "synthetic" : s->test.name, K,
+               loss, acc1, acc5, eval_s, c->logits[0] ? "\n  logits      " : "", c->logits);
+    return st;
+}
