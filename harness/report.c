@@ -85,6 +85,22 @@ static double fg(const struct json_value *row, const char *field)
     return json_get_number(row, path, NAN);
 }
 
+/* The row's share of the sgemm ceiling, NaN unless the ceiling it used was measured on the row's own machine
+ * (rows written before calibrations named their machine cannot show that, so they show none). */
+static double row_sgemm_share(const struct json_value *row)
+{
+    const struct json_value *c = json_get(row, "calibration");
+    struct calibration rc = {.cores = (int)json_get_number(c, "cores", 0)};
+    snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", ""));
+    snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", ""));
+    char why[8];
+    if (!c || !calibrate_matches(&rc, json_get_str(row, "machine.cpu_model", "?"),
+                                 (int)json_get_number(row, "machine.n_cores", 0), json_get_str(row, "build.blas_core", "?"),
+                                 why, sizeof why))
+        return NAN;
+    return fg(row, "sgemm_peak_share");
+}
+
 /* A row of a run that finished: "status" "ok", or no status at all (rows written before it existed).
  * A diverged or interrupted run's figures describe a partial run and stay out of every chart. */
 static int row_ok(const struct json_value *row)
@@ -410,7 +426,7 @@ static void section_throughput(struct ctx *x)
             const struct json_value *r = x->rows.v[idx[j]];
             char var[128], share[32], reps[256] = "";
             variant_label(r, var, sizeof var);
-            fmt_num(share, sizeof share, 100.0 * fg(r, "sgemm_peak_share"), "%.1f %%");
+            fmt_num(share, sizeof share, 100.0 * row_sgemm_share(r), "%.1f %%");
             const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
             for (int i = 0; rep && rep->type == JSON_ARRAY && i < rep->n && i < 12; i++)
                 snprintf(reps + strlen(reps), sizeof reps - strlen(reps), "%s%.0f", i ? ", " : "", rep->items[i].number);
@@ -738,7 +754,8 @@ static void section_roofline(struct ctx *x)
                 x->cal_source, x->cal.sgemm_n, x->cal.sgemm_1t_gflops, x->cal.sgemm_all_gflops, x->cal.all_threads,
                 x->cal.triad_1t_gbs, x->cal.triad_all_gbs);
     else
-        fprintf(x->md, "No calibration found (run `bench --calibrate`), so the chart has no ceilings.\n\n");
+        fprintf(x->md, "No calibration of this machine (CPU model, core count and OpenBLAS kernel set of the latest "
+                       "row) was found (run `bench --calibrate` on it), so the chart has no ceilings.\n\n");
     md_chart(x, "roofline", title, render(x, "roofline.gp", "roofline", path, title, sub, vars));
 }
 
@@ -958,14 +975,30 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (st != TB_OK) goto done;
     clean_charts(&x);
 
-    /* Ceilings: the calibration file if given and readable, else the latest row's own copy. */
-    if (o->calibration && calibrate_read(o->calibration, &x.cal) == TB_OK) {
+    /* Ceilings: those of the machine of the latest row only (CPU model, cores, OpenBLAS kernel set): the
+     * calibration file if it was measured there, else the newest copy a row of that machine carries. */
+    const struct json_value *lr = x.rows.n ? x.rows.v[x.rows.n - 1] : NULL;
+    const char *m_cpu = json_get_str(lr, "machine.cpu_model", "?"), *m_core = json_get_str(lr, "build.blas_core", "?");
+    const int m_cores = (int)json_get_number(lr, "machine.n_cores", 0);
+    if (lr && o->calibration && calibrate_load_matching(o->calibration, m_cpu, m_cores, m_core, &x.cal) == TB_OK) {
         x.have_cal = 1;
         snprintf(x.cal_source, sizeof x.cal_source, "%s, %s", o->calibration, x.cal.timestamp);
     }
+    int n_foreign = 0;
     for (int i = x.rows.n - 1; i >= 0 && !x.have_cal; i--) {
         const struct json_value *c = json_get(x.rows.v[i], "calibration");
         if (!c || !(json_get_number(c, "sgemm_1t_gflops", 0) > 0)) continue;
+        struct calibration rc = {.cores = (int)json_get_number(c, "cores", 0)};
+        snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", "unknown"));
+        snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", "unknown"));
+        char why[400];
+        if (!calibrate_matches(&rc, m_cpu, m_cores, m_core, why, sizeof why)) {
+            if (!n_foreign++)
+                fprintf(stderr, "bench report: warning: ceilings copied into rows ignored: %s (the latest row's machine)\n",
+                        why);
+            continue;
+        }
+        x.cal = rc;
         x.cal.sgemm_1t_gflops = json_get_number(c, "sgemm_1t_gflops", 0);
         x.cal.sgemm_all_gflops = json_get_number(c, "sgemm_all_gflops", 0);
         x.cal.all_threads = (int)json_get_number(c, "all_threads", 0);

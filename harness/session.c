@@ -177,7 +177,8 @@ int session_open(struct session *s, const struct bench_config *c)
         s->loaded = 1;
     }
     machine_info_read(&s->mi);
-    s->have_cal = calibrate_read(s->c.calibration, &s->cal) == TB_OK;
+    s->have_cal = calibrate_load_matching(s->c.calibration, s->mi.cpu_model, s->mi.n_cores, s->mi.blas_core,
+                                          &s->cal) == TB_OK;
     tb_error_clear();
     if (s->c.run_id[0]) {
         snprintf(s->run_base, sizeof s->run_base, "%s", s->c.run_id);
