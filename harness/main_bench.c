@@ -195,6 +195,10 @@ static int cmd_report(int argc, char **argv)
     o.plots_dir = plots;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
         const char **dst = !strcmp(a, "--in") ? &o.in : !strcmp(a, "--out-dir") ? &o.out_dir
                            : !strcmp(a, "--plots") ? &o.plots_dir : !strcmp(a, "--calibration") ? &o.calibration
                            : !strcmp(a, "--profile-dir") ? &o.profile_dir : !strcmp(a, "--gnuplot") ? &o.gnuplot : NULL;

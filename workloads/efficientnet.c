@@ -317,7 +317,7 @@ static void effnet_init(const struct model *m, float *params, float *buffers, ui
                        .norm_groups = 4
 #define EFFNET_LARS .optimizer = OPTIM_LARS, .lr = G16_LR, .lr_batch = 256, .warmup_steps = EFFNET_WARMUP,        \
                     .schedule = LR_POLYNOMIAL, .power = 2.0f, .norm = "group", .norm_groups = 4
-#define EFFNET_WARMUP 20
+#define EFFNET_WARMUP 100
 /* LARS applies its trust ratio to weights only; norm parameters and biases take the rate itself, and
  * above ~0.01 per step at batch 4 those made the loss climb (measured: 0.1 → loss 2.7 to 15 in 30 steps). */
 #define G16_LR 0.2f
