@@ -164,8 +164,9 @@ static int shown_always(const char *field)
 }
 
 /* A short label of the options that set a row apart: " threads=2 res=32", then every other option that
- * changes the work (variant_fields) in which this row differs from another kept row of its kind and
- * workload (" optimizer=sgd lr=0.1 load=w.ckpt"), so that two rows are never shown under the same label. */
+ * changes the work (variant_fields) in which this row differs from another kept row of its kind, workload
+ * and backend (" optimizer=sgd lr=0.1 load=w.ckpt"), so that two rows are never shown under the same
+ * label; a backend's own options, absent from other backends' rows, are not differences. */
 static void variant_label(const struct rows *rs, const struct json_value *row, char *buf, size_t n)
 {
     buf[0] = '\0';
@@ -176,13 +177,14 @@ static void variant_label(const struct rows *rs, const struct json_value *row, c
         int differs = 0;
         for (int i = 0; i < rs->n && !differs; i++) {
             const struct json_value *o = rs->v[i];
-            if (!rs->keep[i] || o == row || strcmp(kind_of(o), kind_of(row)) || strcmp(cs(o, "workload"), cs(row, "workload")))
+            if (!rs->keep[i] || o == row || strcmp(kind_of(o), kind_of(row)) || strcmp(cs(o, "workload"), cs(row, "workload")) ||
+                strcmp(cs(o, "backend"), cs(row, "backend")))
                 continue;
             field_text(o, variant_fields[k], other, sizeof other);
             differs = strcmp(mine, other) != 0;
         }
-        if (differs && strlen(buf) + strlen(mine) + 24 < n)
-            snprintf(buf + strlen(buf), n - strlen(buf), " %s=%s", variant_fields[k], mine[0] ? mine : "none");
+        if (differs && mine[0] && strlen(buf) + strlen(mine) + 24 < n)
+            snprintf(buf + strlen(buf), n - strlen(buf), " %s=%s", variant_fields[k], mine);
     }
     char extra[512];
     snprintf(extra, sizeof extra, "%s", buf);
