@@ -733,17 +733,20 @@ static void section_train(struct ctx *x)
     for (int i = 0; i < x->rows.n; i++) any |= x->rows.keep[i] && !strcmp(kind_of(x->rows.v[i]), "train");
     if (!any) return;
     fprintf(x->md, "## Training runs\n\n| workload | backend | batch | options | data | steps | time s | images/s | "
-                   "per-step median | test accuracy | GFLOP/s | commit |\n|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+                   "per-step median | note | test accuracy | GFLOP/s | commit |\n"
+                   "|---|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---|\n");
     for (int i = 0; i < x->rows.n; i++) {
         const struct json_value *r = x->rows.v[i];
         if (!x->rows.keep[i] || strcmp(kind_of(r), "train")) continue;
         char var[512], acc[32];
         variant_label(&x->rows, r, var, sizeof var);
         fmt_num(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
-        fprintf(x->md, "| %s | %s | %d | %s | %s | %.0f | %.2f | %.0f | %.0f | %s | %.2f | %s |\n", cs(r, "workload"),
-                cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"), cn(r, "steps"),
-                fg(r, "train_time_s"), fg(r, "images_per_s"), fg(r, "images_per_s_median"), acc, fg(r, "gflops_per_s"),
-                json_get_str(r, "build.commit", "?"));
+        char note[160];
+        rate_note(r, note, sizeof note);
+        fprintf(x->md, "| %s | %s | %d | %s | %s | %.0f | %.2f | **%.0f** | %.0f | %s | %s | %.2f | %s |\n",
+                cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"),
+                cn(r, "steps"), fg(r, "train_time_s"), fg(r, "images_per_s"), fg(r, "images_per_s_median"), note, acc,
+                fg(r, "gflops_per_s"), json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
 }
