@@ -805,20 +805,26 @@ static void section_roofline(struct ctx *x)
         if (!seen && nb < 32) backends[nb++] = cs(r, "backend");
         if (n < 2048) idx[n++] = i;
     }
-    /* One block per point, its label in the key rather than beside the point: labels of neighbouring points
-     * (the same model at two batches sits at almost the same intensity) overlapped. Points of one backend
-     * share a colour (column 4), each its own marker. */
+    /* One block per point, numbered, its label in the key rather than beside the point: labels of
+     * neighbouring points (the same model at two batches sits at almost the same intensity) overlapped.
+     * The key keeps a short label; the table under the chart gives each number's full options. Points of
+     * one backend share a colour (column 3), each its own marker. */
+    char points[1 << 14] = "";
     for (int j = 0; j < n; j++) {
         const struct json_value *r = x->rows.v[idx[j]];
         char label[640], var[512];
         variant_label(&x->rows, r, var, sizeof var);
-        snprintf(label, sizeof label, "%s: %s%s b%d%s", cs(r, "backend"), cs(r, "workload"),
-                 strcmp(kind_of(r), "inference") ? "" : " fwd", (int)cn(r, "batch"), var);
+        snprintf(label, sizeof label, "%d %s: %s%s b%d", j + 1, cs(r, "backend"), cs(r, "workload"),
+                 strcmp(kind_of(r), "inference") ? "" : " fwd", (int)cn(r, "batch"));
         int colour = 0;
         while (colour < nb && strcmp(backends[colour], cs(r, "backend"))) colour++;
         if (j) fprintf(f, "\n\n");
         dat_label(f, label);
         fprintf(f, "\n%.6g\t%.6g\t%d\n", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"), colour % 8 + 1);
+        size_t len = strlen(points);
+        snprintf(points + len, sizeof points - len, "| %d | %s | %s%s | %d | %s | %.2f | %.2f |\n", j + 1, cs(r, "backend"),
+                 cs(r, "workload"), strcmp(kind_of(r), "inference") ? "" : " (forward)", (int)cn(r, "batch"),
+                 var[0] ? var + 1 : "", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"));
     }
     fclose(f);
     if (n == 0) {
@@ -843,6 +849,8 @@ static void section_roofline(struct ctx *x)
         fprintf(x->md, "No calibration of this machine (CPU model, core count and OpenBLAS kernel set of the latest "
                        "row) was found (run `bench --calibrate` on it), so the chart has no ceilings.\n\n");
     md_chart(x, "roofline", title, render(x, "roofline.gp", "roofline", path, title, sub, vars));
+    fprintf(x->md, "| point | backend | workload | batch | options | intensity FLOP/byte (estimated) | GFLOP/s |\n"
+                   "|---:|---|---|---:|---|---:|---:|\n%s\n", points);
 }
 
 static void section_profiles(struct ctx *x)
@@ -1078,9 +1086,10 @@ int report_generate(const struct report_opts *o, int *n_charts)
         snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", "unknown"));
         snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", "unknown"));
         char why[400];
-        if (!calibrate_matches(&rc, m_cpu, m_cores, m_core, why, sizeof why)) {
+        if (!json_get(c, "cpu_model")) snprintf(why, sizeof why, "they name no machine (rows written before they did)");
+        if (!json_get(c, "cpu_model") || !calibrate_matches(&rc, m_cpu, m_cores, m_core, why, sizeof why)) {
             if (!n_foreign++)
-                fprintf(stderr, "bench report: warning: ceilings copied into rows ignored: %s (the latest row's machine)\n",
+                fprintf(stderr, "bench report: warning: ceilings copied into the rows ignored for the latest row's machine: %s\n",
                         why);
             continue;
         }

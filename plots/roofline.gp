@@ -1,15 +1,15 @@
 # roofline.gp — achieved GFLOP/s against estimated arithmetic intensity, under the machine's measured
 # ceilings: sgemm GFLOP/s (one thread, all threads) and triad bandwidth (GB/s).
 # datafile: nblocks blocks, one per point: a header line "backend: workload batch options" then one row of
-#   intensity (FLOP/byte), GFLOP/s, colour (one per backend). The labels go in the key, outside the plot,
+#   intensity (FLOP/byte), GFLOP/s, colour (one per backend). The labels go in the key, below the plot,
 #   so that neighbouring points never overlap their text. Also: peak1, peakall (GFLOP/s), bw1, bwall
 #   (GB/s); 0 = not calibrated on the rows' machine.
-W = 1100; H = 620
+W = 1000; H = 760
 load dir."/common.gp"
 set logscale xy
 set xlabel "arithmetic intensity (FLOP/byte, estimated from the model's compulsory traffic)"
 set ylabel "GFLOP/s (counted model FLOPs / measured time)"
-set key outside right top font ",8" spacing 0.9
+set key below left font ",8" maxcols 3 spacing 0.9 height 2
 set xrange [0.05:2000]
 set yrange [0.05:*]
 roof(x, peak, bw) = (bw * x < peak) ? bw * x : peak
