@@ -302,8 +302,8 @@ static void effnet_init(const struct model *m, float *params, float *buffers, ui
 }
 
 /* tta_target 0.75: measured, not assumed (BENCHMARKS.md, issue 6): effnet-b0 at 32×32 on Fashion-MNIST
- * with this recipe crosses 0.75 test accuracy at epoch 3.5 and is at 0.78 after 4 epochs (5.4 min on
- * two threads here), its curve still noisy; a target near convergence would take far longer runs.
+ * with the recipe of then (RMSProp 0.016 unscaled, no warm-up) crossed 0.75 test accuracy at epoch 3.5 and
+ * was at 0.78 after 4 epochs (5.4 min on two threads here); not yet measured again with the recipe below.
  *
  * Recipes (issue 27 item 3). B0..B7 as Keras/torchvision's reference trains them: RMSProp (decay 0.9,
  * momentum 0.9, ε 1e-3) at 0.016 per 256 samples, scaled linearly to the batch, exponential decay 0.97.
