@@ -120,7 +120,7 @@ static const char *const variant_fields[] = {"threads", "devices", "resolution",
                                              "momentum", "weight_decay", "lr_schedule", "lr_warmup", "label_smoothing",
                                              "steps", "warmup", "repeat", "steps_per_epoch", "load", "dropout",
                                              "classes", "loss_scale", "prefetch", "split", "eval_every", "max_epochs",
-                                             "seeds"};
+                                             "seeds", "profile"};
 
 
 /* The configuration key of a row (batch left out for scaling sweeps, which group by sweep). */

@@ -419,3 +419,17 @@ Test(harness_report, report_and_calibration_paths_are_ignored, .init = th_setup,
              TB_SOURCE_DIR);
     cr_assert_eq(system(cmd), 0, "none of them is tracked");
 }
+
+/* A --profile run (slower: per-layer timers) is a configuration of its own: it must not supersede the
+ * timed run of the same batch in the default suite, and its label says so. */
+Test(harness_report, profiled_run_does_not_replace_the_timed_one, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "t", "cpu", 3000.0, 3000.0, ",\"profile\":false");
+    tp_row(in, "p", "cpu", 2000.0, 2000.0, ",\"profile\":true");
+    char *md = report_md(in, NULL, NULL);
+    cr_assert(strstr(md, "| cpu | 32 | profile=off | synthetic | **3000** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | profile=on | synthetic | **2000** |") != NULL, "%s", md);
+    free(md);
+}
