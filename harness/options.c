@@ -42,8 +42,9 @@ static const struct bench_option options[] = {
     {"ga-list", 1, "LIST", "scaling grid, ipu: gradient-accumulation steps per point, e.g. 4,8", 1},
     {"micro-batch-list", 1, "LIST", "scaling grid, ipu: micro-batch sizes per point; with --ga or --ga-list the\n"
                                     "global batch is micro-batch x ga x replicas (no --batches)", 1},
-    {"optimizer", 1, "NAME", "adam | sgd | rmsprop | lars (workload default)", 0},
-    {"lr", 1, "X", "learning rate (optimizer default)", 0},
+    {"optimizer", 1, "NAME", "adam | sgd | rmsprop | lars (default: the workload's recipe, shown by --list;\n"
+                             "giving --optimizer or --lr replaces the whole recipe)", 0},
+    {"lr", 1, "X", "learning rate (default: the recipe's, scaled to the batch; else the optimizer's)", 0},
     {"momentum", 1, "X", "momentum for sgd, rmsprop, lars", 0},
     {"weight-decay", 1, "X", "L2 weight decay (not on biases and norm parameters)", 0},
     {"seed", 1, "S", "seed for init, shuffling and all randomness (default 42)", 0},
@@ -76,9 +77,9 @@ static const struct bench_option options[] = {
                                    "in a row at the lowest (or static) scale end the run as diverged", 0},
     {"prefetch", 1, "N", "batches prepared ahead", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
-    {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default\n"
-                               "constant); the decay runs to the last step", 0},
-    {"lr-warmup", 1, "STEPS", "linear learning-rate warm-up from 0 over STEPS steps (default 0)", 0},
+    {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default:\n"
+                               "the recipe's, else constant); the decay runs to the last step", 0},
+    {"lr-warmup", 1, "STEPS", "linear learning-rate warm-up from 0 over STEPS steps (default: the recipe's, else 0)", 0},
     {"lr-decay-rate", 1, "X", "exponential: lr·X^(step/decay-steps) (default 0.97)", 0},
     {"lr-decay-steps", 1, "N", "exponential: steps per decay period (default 1)", 0},
     {"lr-power", 1, "X", "polynomial decay power (default 1)", 0},
