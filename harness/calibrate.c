@@ -256,7 +256,12 @@ int calibrate_load_matching(const char *path, const char *cpu_model, int cores, 
     char why[400];
     if (st != TB_OK) snprintf(why, sizeof why, "%s", tb_error_get());
     else if (calibrate_matches(c, cpu_model, cores, blas_core, why, sizeof why)) return TB_OK;
-    fprintf(stderr, "bench: warning: calibration %s ignored: %s (run bench --calibrate on this machine)\n", path, why);
+    /* Once per file per process: a suite opens a session per run, and one line says it. */
+    static char warned[512];
+    if (strcmp(warned, path)) {
+        fprintf(stderr, "bench: warning: calibration %s ignored: %s (run bench --calibrate on this machine)\n", path, why);
+        snprintf(warned, sizeof warned, "%s", path);
+    }
     memset(c, 0, sizeof *c);
     return tb_error_set(TB_EINVAL, "calibration %s: %s", path, why);
 }

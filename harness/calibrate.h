@@ -44,7 +44,7 @@ int calibrate_matches(const struct calibration *c, const char *cpu_model, int co
                       char *why, size_t n);
 /* Reads path and keeps it only if it matches the machine (cpu_model, cores, blas_core). Returns TB_OK;
  * TB_EIO when there is no file (silently: calibrating is optional); TB_EINVAL, after one warning line on
- * stderr, when the file is another machine's or unreadable. */
+ * stderr (once per path per process), when the file is another machine's or unreadable. Not thread-safe. */
 int calibrate_load_matching(const char *path, const char *cpu_model, int cores, const char *blas_core,
                             struct calibration *c);
 
