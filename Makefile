@@ -84,7 +84,8 @@ demo: deps build
 	@./tools/demo.sh $(BUILD)
 
 # Charts and results/REPORT.md from result rows, without running anything: the last demo's rows if
-# there are any, else the committed sample (RESULTS=FILE to choose).
+# there are any, else the committed sample (RESULTS=FILE to choose). Writes only ignored paths
+# (results/REPORT.md, results/charts/): nothing tracked changes.
 RESULTS ?= $(if $(wildcard results/demo.jsonl),results/demo.jsonl,results/sample.jsonl)
 report: build
 	@$(BUILD)/bench report --in $(RESULTS) --out-dir results

@@ -40,6 +40,8 @@ const char *optim_name(enum optim_kind kind);
 int optim_parse(const char *name, enum optim_kind *kind);
 /* Number of state floats per parameter (Adam 2, SGD/RMSProp with momentum 1–2, ...). */
 int optim_state_per_param(enum optim_kind kind);
+/* Writes kind's initial optimizer state for n parameters into state (optim_state_per_param·n floats). */
+void optim_state_init(enum optim_kind kind, float *state, size_t n);
 /* Learning rate at a 1-based step under the config's warm-up and schedule. */
 float optim_lr_at(const struct optim_config *c, long step);
 

@@ -114,6 +114,7 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     const int n = sgemm_n > 0 ? sgemm_n : 2048;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     c->all_threads = cores > 0 ? (int)cores : 1;
+    c->cores = mi.n_cores;
     c->sgemm_n = n;
 
     float *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b);
@@ -158,6 +159,7 @@ int calibrate_write(const struct calibration *c, const char *path)
     json_key_str(&b, "kind", "calibration");
     json_key_str(&b, "timestamp", c->timestamp);
     json_key_str(&b, "cpu_model", c->cpu_model);
+    json_key_int(&b, "cores", c->cores);
     json_key_str(&b, "blas_core", c->blas_core);
     json_key_int(&b, "sgemm_n", c->sgemm_n);
     json_key_double(&b, "sgemm_1t_gflops", c->sgemm_1t_gflops);
@@ -226,6 +228,7 @@ int calibrate_read(const char *path, struct calibration *c)
     c->triad_1t_gbs = json_get_number(v, "triad_1t_gbs", 0);
     c->triad_all_gbs = json_get_number(v, "triad_all_gbs", 0);
     c->triad_elements = (long)json_get_number(v, "triad_elements", 0);
+    c->cores = (int)json_get_number(v, "cores", 0);
     snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
     snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
     snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));
@@ -233,4 +236,34 @@ int calibrate_read(const char *path, struct calibration *c)
     if (!(c->sgemm_1t_gflops > 0.0) || !(c->triad_all_gbs > 0.0))
         return tb_error_set(TB_EFORMAT, "calibration %s: missing sgemm or triad figures", path);
     return TB_OK;
+}
+
+int calibrate_matches(const struct calibration *c, const char *cpu_model, int cores, const char *blas_core,
+                      char *why, size_t n)
+{
+    if (strcmp(c->cpu_model, cpu_model))
+        snprintf(why, n, "measured on \"%s\", this is \"%s\"", c->cpu_model, cpu_model);
+    else if (c->cores != cores) snprintf(why, n, "measured on %d cores, this machine has %d", c->cores, cores);
+    else if (strcmp(c->blas_core, blas_core))
+        snprintf(why, n, "measured with the OpenBLAS kernel set %s, this run uses %s", c->blas_core, blas_core);
+    else return 1;
+    return 0;
+}
+
+int calibrate_load_matching(const char *path, const char *cpu_model, int cores, const char *blas_core,
+                            struct calibration *c)
+{
+    int st = calibrate_read(path, c);
+    if (st == TB_EIO) return st;
+    char why[400];
+    if (st != TB_OK) snprintf(why, sizeof why, "%s", tb_error_get());
+    else if (calibrate_matches(c, cpu_model, cores, blas_core, why, sizeof why)) return TB_OK;
+    /* Once per file per process: a suite opens a session per run, and one line says it. */
+    static char warned[512];
+    if (strcmp(warned, path)) {
+        fprintf(stderr, "bench: warning: calibration %s ignored: %s (run bench --calibrate on this machine)\n", path, why);
+        snprintf(warned, sizeof warned, "%s", path);
+    }
+    memset(c, 0, sizeof *c);
+    return tb_error_set(TB_EINVAL, "calibration %s: %s", path, why);
 }

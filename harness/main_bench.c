@@ -18,6 +18,7 @@
 #include "calibrate.h"
 #include "compare.h"
 #include "export.h"
+#include "machine.h"
 #include "report.h"
 #include "run.h"
 #include "status.h"
@@ -36,7 +37,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: bench [options]\n"
                "       bench --suite FILE [options]\n"
-               "       bench --calibrate [--calibration FILE]\n"
+               "       bench --calibrate | --calibrate-if-needed [--calibration FILE]\n"
                "       bench compare [--alpha P] [--ignore KEY[,KEY]] OLD.jsonl NEW.jsonl\n"
                "       bench export --csv FILE [--in ROWS.jsonl ...]\n"
                "       bench report [--in FILE] [--out-dir DIR] [--plots DIR] [--calibration FILE]\n"
@@ -56,6 +57,7 @@ static void usage(FILE *f)
     }
     fprintf(f, "  %-23s %s\n", "--suite FILE", "run every line of a suite file (see suites/default.suite)");
     fprintf(f, "  %-23s %s\n", "--calibrate", "measure sgemm GFLOP/s and triad GB/s into --calibration and exit");
+    fprintf(f, "  %-23s %s\n", "--calibrate-if-needed", "the same, unless --calibration was measured on this machine");
     fprintf(f, "  --blas-core auto|env|NAME\n  %-23s %s\n", "", "OpenBLAS kernel set: auto lets OpenBLAS detect the CPU (default;");
     fprintf(f, "  %-23s %s\n", "", "ignores an inherited OPENBLAS_CORETYPE; where OpenBLAS does not know the");
     fprintf(f, "  %-23s %s\n", "", "CPU and falls back to older kernels than its ISA runs, the best set for");
@@ -92,7 +94,11 @@ static void list_all(void)
         printf("  %-10s %s%s\n", d[k].name, d[k].summary, d[k].built ? "" : " (not built in this binary)");
     const struct workload *const *w = workload_registry(&n);
     printf("workloads:\n");
-    for (int k = 0; k < n; k++) printf("  %-14s %s\n", w[k]->name, w[k]->summary);
+    for (int k = 0; k < n; k++) {
+        char recipe[256];
+        workload_recipe_text(w[k], recipe, sizeof recipe);
+        printf("  %-14s %s\n  %-14s recipe: %s\n", w[k]->name, w[k]->summary, "", recipe);
+    }
 }
 
 /* buf (n bytes) = this executable's path, resolved from /proc/self/exe; returns 0 if it cannot be read. */
@@ -193,9 +199,20 @@ static int cmd_report(int argc, char **argv)
     return 0;
 }
 
-static int cmd_calibrate(const char *path)
+/* only_if_needed (--calibrate-if-needed): keeps a file already measured on this machine (CPU model, cores,
+ * OpenBLAS kernel set), so `make demo` measures once per machine and never reuses another's. */
+static int cmd_calibrate(const char *path, int only_if_needed)
 {
     struct calibration cal;
+    if (only_if_needed) {
+        struct machine_info mi;
+        machine_info_read(&mi);
+        if (calibrate_load_matching(path, mi.cpu_model, mi.n_cores, mi.blas_core, &cal) == TB_OK) {
+            printf("calibration %s: measured on this machine (%s), kept\n", path, cal.timestamp);
+            return 0;
+        }
+        tb_error_clear();
+    }
     printf("calibrating: OpenBLAS sgemm n=2048 on 1 and all threads, triad bandwidth (a few seconds)...\n");
     fflush(stdout);
     int st = calibrate_measure(&cal, 2048);
@@ -217,7 +234,7 @@ static int cmd_calibrate(const char *path)
     return 0;
 }
 
-enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_TABLE = 1000 };
+enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_CALIBRATE_IF, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_TABLE = 1000 };
 
 static int bench_main(int argc, char **argv)
 {
@@ -234,6 +251,7 @@ static int bench_main(int argc, char **argv)
     int n = n_table;
     opts[n++] = (struct option){"suite", required_argument, 0, OPT_SUITE};
     opts[n++] = (struct option){"calibrate", no_argument, 0, OPT_CALIBRATE};
+    opts[n++] = (struct option){"calibrate-if-needed", no_argument, 0, OPT_CALIBRATE_IF};
     opts[n++] = (struct option){"blas-core", required_argument, 0, OPT_BLAS};
     opts[n++] = (struct option){"list", no_argument, 0, OPT_LIST};
     opts[n++] = (struct option){"help", no_argument, 0, OPT_HELP};
@@ -257,6 +275,7 @@ static int bench_main(int argc, char **argv)
         switch (o) {
         case OPT_SUITE: suite_path = optarg; break;
         case OPT_CALIBRATE: calibrate = 1; break;
+        case OPT_CALIBRATE_IF: calibrate = 2; break;
         case OPT_BLAS: blas = optarg; break;
         case OPT_LIST: list_all(); free(opts); return 0;
         case OPT_HELP: usage(stdout); free(opts); return 0;
@@ -284,7 +303,7 @@ static int bench_main(int argc, char **argv)
                TB_VERSION, TB_GIT_COMMIT, TB_COMPILER, openblas_get_corename(), bt ? bt : "unset");
         return 0;
     }
-    if (calibrate) return cmd_calibrate(c.calibration);
+    if (calibrate) return cmd_calibrate(c.calibration, calibrate == 2);
 
     if (suite_path) {
         struct suite s;

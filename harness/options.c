@@ -46,8 +46,9 @@ static const struct bench_option options[] = {
     {"ga-list", 1, "LIST", "scaling grid, ipu: gradient-accumulation steps per point, e.g. 4,8", 1},
     {"micro-batch-list", 1, "LIST", "scaling grid, ipu: micro-batch sizes per point; with --ga or --ga-list the\n"
                                     "global batch is micro-batch x ga x replicas (no --batches)", 1},
-    {"optimizer", 1, "NAME", "adam | sgd | rmsprop | lars (workload default)", 0},
-    {"lr", 1, "X", "learning rate (optimizer default)", 0},
+    {"optimizer", 1, "NAME", "adam | sgd | rmsprop | lars (default: the workload's recipe, shown by --list;\n"
+                             "giving --optimizer or --lr replaces the whole recipe)", 0},
+    {"lr", 1, "X", "learning rate (default: the recipe's, scaled to the batch; else the optimizer's)", 0},
     {"momentum", 1, "X", "momentum for sgd, rmsprop, lars", 0},
     {"weight-decay", 1, "X", "L2 weight decay (not on biases and norm parameters)", 0},
     {"seed", 1, "S", "seed for init, shuffling and all randomness (default 42)", 0},
@@ -82,9 +83,9 @@ static const struct bench_option options[] = {
                                    "in a row at the lowest (or static) scale end the run as diverged", 0},
     {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none)", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
-    {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default\n"
-                               "constant); the decay runs to the last step", 0},
-    {"lr-warmup", 1, "STEPS", "linear learning-rate warm-up from 0 over STEPS steps (default 0)", 0},
+    {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default:\n"
+                               "the recipe's, else constant); the decay runs to the last step", 0},
+    {"lr-warmup", 1, "STEPS", "linear learning-rate warm-up from 0 over STEPS steps (default: the recipe's, else 0)", 0},
     {"lr-decay-rate", 1, "X", "exponential: lr·X^(step/decay-steps) (default 0.97)", 0},
     {"lr-decay-steps", 1, "N", "exponential: steps per decay period (default 1)", 0},
     {"lr-power", 1, "X", "polynomial decay power (default 1)", 0},
@@ -629,6 +630,14 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
     return n;
 }
 
+/* 1 if option `name` was set (on the command line or a suite line). */
+static int option_given(const struct bench_config *c, const char *name)
+{
+    for (size_t k = 0; k < sizeof options / sizeof *options; k++)
+        if (!strcmp(options[k].name, name)) return c->given[k];
+    return 0;
+}
+
 int bench_config_finish(struct bench_config *c)
 {
     if (c->finished) return TB_OK;
@@ -644,6 +653,19 @@ int bench_config_finish(struct bench_config *c)
     optim_config_defaults(&c->run.optim, kind);
     if (c->lr_set) c->run.optim.lr = c->lr;
     else if (w->lr > 0.0f && kind == w->optimizer) c->run.optim.lr = w->lr;
+    /* The workload's recipe (workload.h), unless the user chose the optimizer or the rate. */
+    if (!c->lr_set && !c->optimizer_set) {
+        const int batch = c->run.batch > 0 ? c->run.batch : w->batch;
+        if (w->lr_batch > 0) c->run.optim.lr *= (float)batch / (float)w->lr_batch;
+        c->run.optim.schedule = w->schedule;
+        c->run.optim.warmup_steps = w->warmup_steps;
+        if (w->decay_rate > 0.0f) c->run.optim.decay_rate = w->decay_rate;
+        if (w->decay_steps > 0) c->run.optim.decay_steps = w->decay_steps;
+        if (w->power > 0.0f) c->run.optim.power = w->power;
+    }
+    if (!c->wopts.norm[0] && w->norm) snprintf(c->wopts.norm, sizeof c->wopts.norm, "%s", w->norm);
+    /* The group count that will run, so the row records it rather than 0 for "the builder's". */
+    if (!strcmp(c->wopts.norm, "group") && c->wopts.norm_groups == 0) c->wopts.norm_groups = w->norm_groups;
     if (c->momentum >= 0.0f) c->run.optim.momentum = c->momentum;
     if (c->weight_decay >= 0.0f) c->run.optim.weight_decay = c->weight_decay;
     if (c->lr_schedule[0]) {
@@ -651,7 +673,7 @@ int bench_config_finish(struct bench_config *c)
         for (int k = 0; k < 4; k++)
             if (strcmp(c->lr_schedule, names[k]) == 0) c->run.optim.schedule = (enum lr_schedule)k;
     }
-    c->run.optim.warmup_steps = c->lr_warmup;
+    if (option_given(c, "lr-warmup")) c->run.optim.warmup_steps = c->lr_warmup;
     if (c->lr_decay_steps > 0) c->run.optim.decay_steps = c->lr_decay_steps;
     if (c->lr_decay_rate > 0.0f) c->run.optim.decay_rate = c->lr_decay_rate;
     if (c->lr_power > 0.0f) c->run.optim.power = c->lr_power;

@@ -85,6 +85,22 @@ static double fg(const struct json_value *row, const char *field)
     return json_get_number(row, path, NAN);
 }
 
+/* The row's share of the sgemm ceiling, NaN unless the ceiling it used was measured on the row's own machine
+ * (rows written before calibrations named their machine cannot show that, so they show none). */
+static double row_sgemm_share(const struct json_value *row)
+{
+    const struct json_value *c = json_get(row, "calibration");
+    struct calibration rc = {.cores = (int)json_get_number(c, "cores", 0)};
+    snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", ""));
+    snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", ""));
+    char why[8];
+    if (!c || !calibrate_matches(&rc, json_get_str(row, "machine.cpu_model", "?"),
+                                 (int)json_get_number(row, "machine.n_cores", 0), json_get_str(row, "build.blas_core", "?"),
+                                 why, sizeof why))
+        return NAN;
+    return fg(row, "sgemm_peak_share");
+}
+
 /* A row of a run that finished: "status" "ok", or no status at all (rows written before it existed).
  * A diverged or interrupted run's figures describe a partial run and stay out of every chart. */
 static int row_ok(const struct json_value *row)
@@ -100,7 +116,12 @@ static const char *kind_of(const struct json_value *row)
 /* Options that change what a row measures, beyond kind, workload, backend and batch. */
 static const char *const variant_fields[] = {"threads", "devices", "resolution", "norm", "norm_groups", "conv_algo",
                                              "precision", "stages", "micro_batch", "ga", "replicas", "schedule",
-                                             "recompute", "no_fuse", "transport", "sync_bn", "dataset"};
+                                             "recompute", "no_fuse", "transport", "sync_bn", "dataset", "optimizer", "lr",
+                                             "momentum", "weight_decay", "lr_schedule", "lr_warmup", "label_smoothing",
+                                             "steps", "warmup", "repeat", "steps_per_epoch", "load", "dropout",
+                                             "classes", "loss_scale", "prefetch", "split", "eval_every", "max_epochs",
+                                             "seeds", "profile"};
+
 
 /* The configuration key of a row (batch left out for scaling sweeps, which group by sweep). */
 static void row_key(const struct json_value *row, char *key, size_t n, int with_batch)
@@ -121,9 +142,52 @@ static void row_key(const struct json_value *row, char *key, size_t n, int with_
     }
 }
 
-/* A short label of the options that differ from the defaults: " threads=2 res=32". */
-static void variant_label(const struct json_value *row, char *buf, size_t n)
+/* A config field's value as text ("" when absent). */
+static void field_text(const struct json_value *row, const char *field, char *buf, size_t n)
 {
+    const struct json_value *v = json_get(json_get(row, "config"), field);
+    buf[0] = '\0';
+    if (!v) return;
+    if (v->type == JSON_STRING) snprintf(buf, n, "%s", v->str);
+    else if (v->type == JSON_NUMBER) snprintf(buf, n, "%g", v->number);
+    else if (v->type == JSON_BOOL) snprintf(buf, n, "%s", v->boolean ? "on" : "off");
+}
+
+/* Fields variant_label shows whenever they are set, in its own words. */
+static int shown_always(const char *field)
+{
+    static const char *const f[] = {"threads", "devices", "resolution", "stages", "precision", "conv_algo", "norm",
+                                    "no_fuse"};
+    for (size_t k = 0; k < sizeof f / sizeof *f; k++)
+        if (!strcmp(f[k], field)) return 1;
+    return 0;
+}
+
+/* A short label of the options that set a row apart: " threads=2 res=32", then every other option that
+ * changes the work (variant_fields) in which this row differs from another kept row of its kind, workload
+ * and backend (" optimizer=sgd lr=0.1 load=w.ckpt"), so that two rows are never shown under the same
+ * label; a backend's own options, absent from other backends' rows, are not differences. */
+static void variant_label(const struct rows *rs, const struct json_value *row, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    for (size_t k = 0; k < sizeof variant_fields / sizeof *variant_fields; k++) {
+        if (shown_always(variant_fields[k])) continue;
+        char mine[160], other[160];
+        field_text(row, variant_fields[k], mine, sizeof mine);
+        int differs = 0;
+        for (int i = 0; i < rs->n && !differs; i++) {
+            const struct json_value *o = rs->v[i];
+            if (!rs->keep[i] || o == row || strcmp(kind_of(o), kind_of(row)) || strcmp(cs(o, "workload"), cs(row, "workload")) ||
+                strcmp(cs(o, "backend"), cs(row, "backend")))
+                continue;
+            field_text(o, variant_fields[k], other, sizeof other);
+            differs = strcmp(mine, other) != 0;
+        }
+        if (differs && mine[0] && strlen(buf) + strlen(mine) + 24 < n)
+            snprintf(buf + strlen(buf), n - strlen(buf), " %s=%s", variant_fields[k], mine);
+    }
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s", buf);
     buf[0] = '\0';
     if (cn(row, "threads") > 0) snprintf(buf + strlen(buf), n - strlen(buf), " threads=%g", cn(row, "threads"));
     if (cn(row, "devices") > 0) snprintf(buf + strlen(buf), n - strlen(buf), " devices=%g", cn(row, "devices"));
@@ -136,6 +200,7 @@ static void variant_label(const struct json_value *row, char *buf, size_t n)
     const char *nm = cs(row, "norm");
     if (nm[0] && strcmp(nm, "default") && strcmp(nm, "batch")) snprintf(buf + strlen(buf), n - strlen(buf), " norm=%s", nm);
     if (json_get_bool(row, "config.no_fuse", 0)) snprintf(buf + strlen(buf), n - strlen(buf), " no-fuse");
+    snprintf(buf + strlen(buf), n - strlen(buf), "%s", extra);
 }
 
 /* Marks the latest row of each configuration, and for scaling the latest sweep of each; rows of runs
@@ -362,6 +427,16 @@ static int workloads_of(const struct ctx *x, const char *kind, const char **out,
     return n;
 }
 
+/* The per-step median against the headline (timed samples ÷ timed seconds): a note when they differ by more
+ * than 20 %, else "". */
+static void rate_note(const struct json_value *r, char *buf, size_t n)
+{
+    const double overall = fg(r, "images_per_s"), median = fg(r, "images_per_s_median");
+    buf[0] = '\0';
+    if (!(overall > 0.0) || !(median > 0.0) || fabs(median / overall - 1.0) <= 0.20) return;
+    snprintf(buf, n, "per-step median %+.0f %% from images/s: uneven steps", 100.0 * (median / overall - 1.0));
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Sections. */
 
@@ -375,9 +450,12 @@ static void section_throughput(struct ctx *x)
         return;
     }
     fprintf(x->md, "Images per second over the timed steps after the warm-up (`--plan throughput`, synthetic data "
-                   "unless stated). *Median* and *jitter* (1.4826·MAD) are over per-step rates; *overall* is timed "
-                   "samples ÷ timed seconds; *repeats* are the overall rates of each `--repeat`. GFLOP/s counts the "
-                   "model's training FLOPs; the share is of the calibrated sgemm ceiling for the threads used.\n\n");
+                   "unless stated). The headline, the bar and every ranking is **images/s = timed samples ÷ timed "
+                   "seconds** over all repeats; the error bar spans the slowest and fastest repeat. The per-step "
+                   "*median* and *jitter* (1.4826·MAD of per-step rates) describe the steps' spread; where the median "
+                   "differs from the headline by more than 20 %% the row says so, since then the steps are uneven and "
+                   "the median (which ignores slow steps) is not what the run achieved. GFLOP/s counts the model's "
+                   "training FLOPs; the share is of the calibrated sgemm ceiling of the row's own machine.\n\n");
     for (int k = 0; k < nw; k++) {
         int idx[512], n = 0;
         char name[160], safe[128], path[1200], title[256], sub[400];
@@ -386,16 +464,23 @@ static void section_throughput(struct ctx *x)
         snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
         FILE *f = fopen(path, "w");
         if (!f) continue;
-        fprintf(f, "# label\tmedian images/s\tjitter\tmean\tstderr\n");
+        fprintf(f, "# label\timages/s (timed samples / timed s)\tslowest repeat\tfastest repeat\tper-step median\tjitter\n");
         for (int i = 0; i < x->rows.n && n < 512; i++) {
             const struct json_value *r = x->rows.v[i];
             if (!x->rows.keep[i] || strcmp(kind_of(r), "throughput") || strcmp(cs(r, "workload"), wl[k])) continue;
-            char var[128], label[200];
-            variant_label(r, var, sizeof var);
+            char var[512], label[640];
+            variant_label(&x->rows, r, var, sizeof var);
             snprintf(label, sizeof label, "%s b%d%s", cs(r, "backend"), (int)cn(r, "batch"), var);
+            const double overall = fg(r, "images_per_s");
+            double lo = overall, hi = overall;
+            const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
+            for (int q = 0; rep && rep->type == JSON_ARRAY && q < rep->n; q++) {
+                lo = rep->items[q].number < lo ? rep->items[q].number : lo;
+                hi = rep->items[q].number > hi ? rep->items[q].number : hi;
+            }
             dat_label(f, label);
-            fprintf(f, "\t%.6g\t%.6g\t%.6g\t%.6g\n", fg(r, "images_per_s_median"), fg(r, "images_per_s_jitter"),
-                    fg(r, "images_per_s_mean"), fg(r, "images_per_s_stderr"));
+            fprintf(f, "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", overall, lo, hi, fg(r, "images_per_s_median"),
+                    fg(r, "images_per_s_jitter"));
             idx[n++] = i;
         }
         fclose(f);
@@ -403,22 +488,23 @@ static void section_throughput(struct ctx *x)
         subtitle(x, idx, n, sub, sizeof sub);
         fprintf(x->md, "### %s\n\n", wl[k]);
         md_chart(x, name, title, render(x, "throughput.gp", name, path, title, sub, NULL));
-        fprintf(x->md, "| backend | batch | options | data | images/s median | mean ± s.e. | jitter | overall | repeats "
-                       "| GFLOP/s | sgemm share | peak RSS MiB | commit |\n");
-        fprintf(x->md, "|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---:|---|\n");
+        fprintf(x->md, "| backend | batch | options | data | images/s | repeats | per-step median | jitter | "
+                       "mean ± s.e. | note | GFLOP/s | sgemm share | peak RSS MiB | commit |\n");
+        fprintf(x->md, "|---|---:|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---|\n");
         for (int j = 0; j < n; j++) {
             const struct json_value *r = x->rows.v[idx[j]];
-            char var[128], share[32], reps[256] = "";
-            variant_label(r, var, sizeof var);
-            fmt_num(share, sizeof share, 100.0 * fg(r, "sgemm_peak_share"), "%.1f %%");
+            char var[512], share[32], reps[256] = "", note[160];
+            variant_label(&x->rows, r, var, sizeof var);
+            fmt_num(share, sizeof share, 100.0 * row_sgemm_share(r), "%.1f %%");
             const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
             for (int i = 0; rep && rep->type == JSON_ARRAY && i < rep->n && i < 12; i++)
                 snprintf(reps + strlen(reps), sizeof reps - strlen(reps), "%s%.0f", i ? ", " : "", rep->items[i].number);
-            fprintf(x->md, "| %s | %d | %s | %s | %.0f | %.0f ± %.0f | %.0f | %.0f | %s | %.2f | %s | %.0f | %s |\n",
-                    cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"),
-                    fg(r, "images_per_s_median"), fg(r, "images_per_s_mean"), fg(r, "images_per_s_stderr"),
-                    fg(r, "images_per_s_jitter"), fg(r, "images_per_s"), reps, fg(r, "gflops_per_s"), share,
-                    fg(r, "peak_rss_mib"), json_get_str(r, "build.commit", "?"));
+            rate_note(r, note, sizeof note);
+            fprintf(x->md, "| %s | %d | %s | %s | **%.0f** | %s | %.0f | %.0f | %.0f ± %.0f | %s | %.2f | %s | %.0f | %s |\n",
+                    cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"), fg(r, "images_per_s"),
+                    reps, fg(r, "images_per_s_median"), fg(r, "images_per_s_jitter"), fg(r, "images_per_s_mean"),
+                    fg(r, "images_per_s_stderr"), note, fg(r, "gflops_per_s"), share, fg(r, "peak_rss_mib"),
+                    json_get_str(r, "build.commit", "?"));
         }
         fprintf(x->md, "\n");
     }
@@ -446,8 +532,8 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
         for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
             const struct json_value *curve = json_get(&runs->items[s], "curve");
             if (!curve || curve->type != JSON_ARRAY || curve->n == 0) continue;
-            char label[200], var[128];
-            variant_label(r, var, sizeof var);
+            char label[640], var[512];
+            variant_label(&x->rows, r, var, sizeof var);
             snprintf(label, sizeof label, "%s b%d%s seed %.0f", cs(r, "backend"), (int)cn(r, "batch"), var,
                      json_get_number(&runs->items[s], "seed", 0));
             if (blocks++) fprintf(f, "\n\n");
@@ -538,8 +624,10 @@ static void section_scaling(struct ctx *x)
         fprintf(x->md, "No scaling rows (`bench --plan scaling --batches 16,32,64,128,256`).\n\n");
         return;
     }
-    fprintf(x->md, "One sweep per backend (the latest). *Efficiency* is images/s per replica relative to the sweep's "
-                   "base (first) point: 1.0 means a replica processes samples as fast at this batch as at the base. "
+    fprintf(x->md, "One sweep per backend (the latest). *Speed-up* is images/s relative to the sweep's base (first) "
+                   "point. Where the sweep changes the number of replicas, *scaling efficiency* is the speed-up per "
+                   "replica added (images/s per replica relative to the base): 100 %% means each replica processes "
+                   "samples as fast as at the base. "
                    "Peak RSS is the run's high-water mark (VmHWM, reset per point when the kernel allows).\n\n");
     for (int k = 0; k < nw; k++) {
         /* The sweeps of this workload, in order. */
@@ -570,27 +658,33 @@ static void section_scaling(struct ctx *x)
                 if (!strcmp(json_get_str(x->rows.v[all_idx[j]], "sweep", ""), sweeps[s])) idx[n++] = all_idx[j];
             qsort_r(idx, (size_t)n, sizeof *idx, cmp_batch_idx, &x->rows);
             const struct json_value *r0 = x->rows.v[idx[0]];
-            char var[128], label[200];
-            variant_label(r0, var, sizeof var);
+            char var[512], label[640];
+            variant_label(&x->rows, r0, var, sizeof var);
             const int trained = cn(r0, "epochs") > 0;
             snprintf(label, sizeof label, "%s%s%s", cs(r0, "backend"), var, trained ? " (trained)" : "");
             if (blocks++) fprintf(f, "\n\n");
             dat_label(f, label);
             fprintf(f, "\n");
+            /* Scaling efficiency (speed-up per added replica) only means something where replicas change;
+             * with one replica throughout it would just repeat the speed-up under a misleading name. */
+            int replicas_vary = 0;
+            for (int j = 1; j < n; j++) replicas_vary |= fg(x->rows.v[idx[j]], "replicas") != fg(r0, "replicas");
             size_t len = strlen(tables);
             snprintf(tables + len, sizeof tables - len,
                      "**%s** (sweep `%s`, %s)\n\n| global batch | local batch | replicas | accumulation | images/s | "
-                     "speed-up | efficiency | peak RSS MiB | test accuracy |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-                     label, sweeps[s], trained ? "trained, images/s over the whole run" : "throughput, synthetic data");
+                     "speed-up |%s peak RSS MiB | test accuracy |\n|---:|---:|---:|---:|---:|---:|%s---:|---:|\n",
+                     label, sweeps[s], trained ? "trained, images/s over the whole run" : "throughput, synthetic data",
+                     replicas_vary ? " scaling efficiency |" : "", replicas_vary ? "---:|" : "");
             for (int j = 0; j < n; j++) {
                 const struct json_value *r = x->rows.v[idx[j]];
-                fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "efficiency"));
-                char acc[32];
+                fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "speedup"));
+                char acc[32], eff[48] = "";
                 fmt_num(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
+                if (replicas_vary) snprintf(eff, sizeof eff, " %.0f %% |", 100.0 * fg(r, "efficiency"));
                 len = strlen(tables);
-                snprintf(tables + len, sizeof tables - len, "| %d | %g | %g | %g | %.0f | %.2f | %.2f | %.0f | %s |\n",
+                snprintf(tables + len, sizeof tables - len, "| %d | %g | %g | %g | %.0f | %.2f× |%s %.0f | %s |\n",
                          (int)cn(r, "batch"), fg(r, "local_batch"), fg(r, "replicas"), fg(r, "accumulation"),
-                         fg(r, "images_per_s"), fg(r, "speedup"), fg(r, "efficiency"), fg(r, "peak_rss_mib"), acc);
+                         fg(r, "images_per_s"), fg(r, "speedup"), eff, fg(r, "peak_rss_mib"), acc);
             }
             len = strlen(tables);
             snprintf(tables + len, sizeof tables - len, "\n");
@@ -613,17 +707,21 @@ static void section_inference(struct ctx *x)
         fprintf(x->md, "No inference rows (`bench --plan inference`).\n\n");
         return;
     }
-    fprintf(x->md, "Forward only from fresh weights: images/s at the batch shown (per-batch median, overall), and the "
-                   "latency of single images at batch 1.\n\n| workload | backend | batch | options | images/s median | "
-                   "overall | latency p50 ms | p90 ms | p99 ms | GFLOP/s | commit |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+    fprintf(x->md, "Forward only: images/s (timed samples ÷ timed seconds) at the batch shown, the per-batch median "
+                   "beside it, and the latency of single images at batch 1.\n\n| workload | backend | batch | options | "
+                   "weights | images/s | per-batch median | note | latency p50 ms | p90 ms | p99 ms | GFLOP/s | commit |\n"
+                   "|---|---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < x->rows.n; i++) {
         const struct json_value *r = x->rows.v[i];
         if (!x->rows.keep[i] || strcmp(kind_of(r), "inference")) continue;
-        char var[128];
-        variant_label(r, var, sizeof var);
-        fprintf(x->md, "| %s | %s | %d | %s | %.0f | %.0f | %.3f | %.3f | %.3f | %.2f | %s |\n", cs(r, "workload"),
-                cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", fg(r, "images_per_s_median"),
-                fg(r, "images_per_s"), 1e3 * fg(r, "latency_p50_s"), 1e3 * fg(r, "latency_p90_s"),
+        char var[512];
+        variant_label(&x->rows, r, var, sizeof var);
+        char note[160];
+        rate_note(r, note, sizeof note);
+        fprintf(x->md, "| %s | %s | %d | %s | %s | **%.0f** | %.0f | %s | %.3f | %.3f | %.3f | %.2f | %s |\n",
+                cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "",
+                cs(r, "load")[0] ? cs(r, "load") : "fresh", fg(r, "images_per_s"), fg(r, "images_per_s_median"), note,
+                1e3 * fg(r, "latency_p50_s"), 1e3 * fg(r, "latency_p90_s"),
                 1e3 * fg(r, "latency_p99_s"), fg(r, "gflops_per_s"), json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
@@ -635,17 +733,20 @@ static void section_train(struct ctx *x)
     for (int i = 0; i < x->rows.n; i++) any |= x->rows.keep[i] && !strcmp(kind_of(x->rows.v[i]), "train");
     if (!any) return;
     fprintf(x->md, "## Training runs\n\n| workload | backend | batch | options | data | steps | time s | images/s | "
-                   "per-step median | test accuracy | GFLOP/s | commit |\n|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+                   "per-step median | note | test accuracy | GFLOP/s | commit |\n"
+                   "|---|---|---:|---|---|---:|---:|---:|---:|---|---:|---:|---|\n");
     for (int i = 0; i < x->rows.n; i++) {
         const struct json_value *r = x->rows.v[i];
         if (!x->rows.keep[i] || strcmp(kind_of(r), "train")) continue;
-        char var[128], acc[32];
-        variant_label(r, var, sizeof var);
+        char var[512], acc[32];
+        variant_label(&x->rows, r, var, sizeof var);
         fmt_num(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
-        fprintf(x->md, "| %s | %s | %d | %s | %s | %.0f | %.2f | %.0f | %.0f | %s | %.2f | %s |\n", cs(r, "workload"),
-                cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"), cn(r, "steps"),
-                fg(r, "train_time_s"), fg(r, "images_per_s"), fg(r, "images_per_s_median"), acc, fg(r, "gflops_per_s"),
-                json_get_str(r, "build.commit", "?"));
+        char note[160];
+        rate_note(r, note, sizeof note);
+        fprintf(x->md, "| %s | %s | %d | %s | %s | %.0f | %.2f | **%.0f** | %.0f | %s | %s | %.2f | %s |\n",
+                cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"),
+                cn(r, "steps"), fg(r, "train_time_s"), fg(r, "images_per_s"), fg(r, "images_per_s_median"), note, acc,
+                fg(r, "gflops_per_s"), json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
 }
@@ -704,26 +805,33 @@ static void section_roofline(struct ctx *x)
         if (!seen && nb < 32) backends[nb++] = cs(r, "backend");
         if (n < 2048) idx[n++] = i;
     }
-    for (int k = 0; k < nb; k++) {
-        if (k) fprintf(f, "\n\n");
-        dat_label(f, backends[k]);
-        fprintf(f, "\n");
-        for (int j = 0; j < n; j++) {
-            const struct json_value *r = x->rows.v[idx[j]];
-            if (strcmp(cs(r, "backend"), backends[k])) continue;
-            char label[160];
-            snprintf(label, sizeof label, "%s%s b%d", cs(r, "workload"), strcmp(kind_of(r), "inference") ? "" : " fwd",
-                     (int)cn(r, "batch"));
-            dat_label(f, label);
-            fprintf(f, "\t%.6g\t%.6g\n", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"));
-        }
+    /* One block per point, numbered, its label in the key rather than beside the point: labels of
+     * neighbouring points (the same model at two batches sits at almost the same intensity) overlapped.
+     * The key keeps a short label; the table under the chart gives each number's full options. Points of
+     * one backend share a colour (column 3), each its own marker. */
+    char points[1 << 14] = "";
+    for (int j = 0; j < n; j++) {
+        const struct json_value *r = x->rows.v[idx[j]];
+        char label[640], var[512];
+        variant_label(&x->rows, r, var, sizeof var);
+        snprintf(label, sizeof label, "%d %s: %s%s b%d", j + 1, cs(r, "backend"), cs(r, "workload"),
+                 strcmp(kind_of(r), "inference") ? "" : " fwd", (int)cn(r, "batch"));
+        int colour = 0;
+        while (colour < nb && strcmp(backends[colour], cs(r, "backend"))) colour++;
+        if (j) fprintf(f, "\n\n");
+        dat_label(f, label);
+        fprintf(f, "\n%.6g\t%.6g\t%d\n", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"), colour % 8 + 1);
+        size_t len = strlen(points);
+        snprintf(points + len, sizeof points - len, "| %d | %s | %s%s | %d | %s | %.2f | %.2f |\n", j + 1, cs(r, "backend"),
+                 cs(r, "workload"), strcmp(kind_of(r), "inference") ? "" : " (forward)", (int)cn(r, "batch"),
+                 var[0] ? var + 1 : "", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"));
     }
     fclose(f);
     if (n == 0) {
         fprintf(x->md, "No rows with GFLOP/s and an intensity estimate.\n\n");
         return;
     }
-    snprintf(vars, sizeof vars, "nblocks=%d; peak1=%.6g; peakall=%.6g; bw1=%.6g; bwall=%.6g", nb,
+    snprintf(vars, sizeof vars, "nblocks=%d; peak1=%.6g; peakall=%.6g; bw1=%.6g; bwall=%.6g", n,
              x->have_cal ? x->cal.sgemm_1t_gflops : 0.0, x->have_cal ? x->cal.sgemm_all_gflops : 0.0,
              x->have_cal ? x->cal.triad_1t_gbs : 0.0, x->have_cal ? x->cal.triad_all_gbs : 0.0);
     snprintf(title, sizeof title, "Roofline: achieved GFLOP/s against estimated arithmetic intensity");
@@ -738,8 +846,11 @@ static void section_roofline(struct ctx *x)
                 x->cal_source, x->cal.sgemm_n, x->cal.sgemm_1t_gflops, x->cal.sgemm_all_gflops, x->cal.all_threads,
                 x->cal.triad_1t_gbs, x->cal.triad_all_gbs);
     else
-        fprintf(x->md, "No calibration found (run `bench --calibrate`), so the chart has no ceilings.\n\n");
+        fprintf(x->md, "No calibration of this machine (CPU model, core count and OpenBLAS kernel set of the latest "
+                       "row) was found (run `bench --calibrate` on it), so the chart has no ceilings.\n\n");
     md_chart(x, "roofline", title, render(x, "roofline.gp", "roofline", path, title, sub, vars));
+    fprintf(x->md, "| point | backend | workload | batch | options | intensity FLOP/byte (estimated) | GFLOP/s |\n"
+                   "|---:|---|---|---:|---|---:|---:|\n%s\n", points);
 }
 
 static void section_profiles(struct ctx *x)
@@ -859,8 +970,8 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
              sched[0] ? ", " : "", sched);
     int one[1] = {i};
     subtitle(x, one, 1, sub, sizeof sub);
-    char var[128], bubble[256] = "";
-    variant_label(r, var, sizeof var);
+    char var[512], bubble[256] = "";
+    variant_label(&x->rows, r, var, sizeof var);
     fprintf(x->md, "### %s, %s b%d%s (%s, run `%s`)\n\n", cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var,
             kind_of(r), json_get_str(r, "run_id", "?"));
     const double bm = json_get_number(r, "figures.pipeline.bubble_measured", NAN);
@@ -958,14 +1069,31 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (st != TB_OK) goto done;
     clean_charts(&x);
 
-    /* Ceilings: the calibration file if given and readable, else the latest row's own copy. */
-    if (o->calibration && calibrate_read(o->calibration, &x.cal) == TB_OK) {
+    /* Ceilings: those of the machine of the latest row only (CPU model, cores, OpenBLAS kernel set): the
+     * calibration file if it was measured there, else the newest copy a row of that machine carries. */
+    const struct json_value *lr = x.rows.n ? x.rows.v[x.rows.n - 1] : NULL;
+    const char *m_cpu = json_get_str(lr, "machine.cpu_model", "?"), *m_core = json_get_str(lr, "build.blas_core", "?");
+    const int m_cores = (int)json_get_number(lr, "machine.n_cores", 0);
+    if (lr && o->calibration && calibrate_load_matching(o->calibration, m_cpu, m_cores, m_core, &x.cal) == TB_OK) {
         x.have_cal = 1;
         snprintf(x.cal_source, sizeof x.cal_source, "%s, %s", o->calibration, x.cal.timestamp);
     }
+    int n_foreign = 0;
     for (int i = x.rows.n - 1; i >= 0 && !x.have_cal; i--) {
         const struct json_value *c = json_get(x.rows.v[i], "calibration");
         if (!c || !(json_get_number(c, "sgemm_1t_gflops", 0) > 0)) continue;
+        struct calibration rc = {.cores = (int)json_get_number(c, "cores", 0)};
+        snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", "unknown"));
+        snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", "unknown"));
+        char why[400];
+        if (!json_get(c, "cpu_model")) snprintf(why, sizeof why, "they name no machine (rows written before they did)");
+        if (!json_get(c, "cpu_model") || !calibrate_matches(&rc, m_cpu, m_cores, m_core, why, sizeof why)) {
+            if (!n_foreign++)
+                fprintf(stderr, "bench report: warning: ceilings copied into the rows ignored for the latest row's machine: %s\n",
+                        why);
+            continue;
+        }
+        x.cal = rc;
         x.cal.sgemm_1t_gflops = json_get_number(c, "sgemm_1t_gflops", 0);
         x.cal.sgemm_all_gflops = json_get_number(c, "sgemm_all_gflops", 0);
         x.cal.all_threads = (int)json_get_number(c, "all_threads", 0);
@@ -980,10 +1108,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
 
     int n_keep = 0, n_unfinished = 0;
     for (int i = 0; i < x.rows.n; i++) n_keep += x.rows.keep[i], n_unfinished += !row_ok(x.rows.v[i]);
-    char unfinished[96] = "";
-    if (n_unfinished)
-        snprintf(unfinished, sizeof unfinished, "; %d row%s of runs that did not finish, listed at the end",
-                 n_unfinished, n_unfinished == 1 ? "" : "s");
+    const int n_superseded = x.rows.n - n_keep - n_unfinished;
     const struct json_value *last = x.rows.v[x.rows.n - 1];
     time_t now = time(NULL);
     struct tm tm;
@@ -991,9 +1116,13 @@ int report_generate(const struct report_opts *o, int *n_charts)
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
     fprintf(x.md, "# trainbench report\n\n");
-    fprintf(x.md, "Generated by `bench report` on %s from `%s`: %d rows, %d shown (the latest of each "
-                  "configuration%s).\n\n",
-            when, o->in, x.rows.n, n_keep, unfinished);
+    fprintf(x.md, "Generated by `bench report` on %s from `%s`: %d row%s, %d shown. Left out: %d superseded by a "
+                  "later row of the same configuration (kind, workload, backend, batch and every option that changes "
+                  "the work: %d fields such as optimizer, lr, steps, dataset and load; a row's options column names "
+                  "those in which it differs from the other rows of its backend), %d of runs that did not finish%s.\n\n",
+            when, o->in, x.rows.n, x.rows.n == 1 ? "" : "s", n_keep, n_superseded,
+            (int)(sizeof variant_fields / sizeof *variant_fields), n_unfinished,
+            n_unfinished ? " (listed at the end)" : "");
     fprintf(x.md, "Machine of the latest row: %s, %g cores, %.1f GiB; %s; %s; %s (kernel set %s); commit %s.\n\n",
             json_get_str(last, "machine.cpu_model", "?"), json_get_number(last, "machine.n_cores", 0),
             json_get_number(last, "machine.mem_gib", 0), json_get_str(last, "machine.os", "?"),

@@ -171,6 +171,9 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
         json_key_double(b, "triad_1t_gbs", s->cal.triad_1t_gbs);
         json_key_double(b, "triad_all_gbs", s->cal.triad_all_gbs);
         json_key_str(b, "timestamp", s->cal.timestamp);
+        json_key_str(b, "cpu_model", s->cal.cpu_model);
+        json_key_int(b, "cores", s->cal.cores);
+        json_key_str(b, "blas_core", s->cal.blas_core);
         json_end_object(b);
     }
     json_key_object(b, "figures");

@@ -1,6 +1,7 @@
-# scaling.gp — batch-size scaling: images/s (top) and scaling efficiency (bottom) against the global
-# batch on a log2 axis, one line per backend.
-# datafile: nblocks blocks, each a header line "backend" then rows of global batch, images/s, efficiency.
+# scaling.gp — batch-size scaling: images/s (top) and speed-up over the sweep's first point (bottom) against
+# the global batch on a log2 axis, one line per backend. (Scaling efficiency, per replica, is in the tables
+# where a sweep changes replicas; a batch sweep on one replica has only a speed-up.)
+# datafile: nblocks blocks, each a header line "backend" then rows of global batch, images/s, speed-up.
 W = 900; H = 720
 load dir."/common.gp"
 unset title
@@ -14,7 +15,7 @@ do for [k=1:2] {
   set ylabel "images/s"
   set yrange [0:*]
   plot for [i=0:nblocks-1] datafile index i using 1:2 with linespoints title columnheader(1)
-  set ylabel "scaling efficiency (per-replica images/s ÷ base)"
+  set ylabel "speed-up (images/s ÷ the sweep's first point)"
   set yrange [0:*]
   plot for [i=0:nblocks-1] datafile index i using 1:3 with linespoints title columnheader(1)
   unset multiplot

@@ -199,6 +199,53 @@ Test(cli, help_version_list)
     proc_free(&p);
 }
 
+/* Issue 27: `bench report --help` prints the usage and exits 0 (it was "unknown option", exit 2); `--list`
+ * states each workload's default recipe (items 3, 10). */
+Test(cli, report_help_and_recipes_in_list)
+{
+    struct proc p;
+    run_bench(ARGS("report", "--help"), &p);
+    cr_assert_eq(p.code, 0, "report --help exited %d: %s", p.code, p.err);
+    cr_assert(strstr(p.out, "bench report [--in FILE]") != NULL, "report --help: %s", p.out);
+    proc_free(&p);
+    run_bench(ARGS("--list"), &p);
+    cr_assert_eq(p.code, 0);
+    cr_assert(strstr(p.out, "recipe: rmsprop lr 0.016 x batch/256 (batch 128), linear warm-up") != NULL, "%s", p.out);
+    cr_assert(strstr(p.out, "recipe: lars lr 0.2 x batch/256 (batch 128), linear warm-up") != NULL, "%s", p.out);
+    cr_assert(strstr(p.out, "GroupNorm (4 groups)") != NULL, "%s", p.out);
+    cr_assert(strstr(p.out, "recipe: adam lr 0.001 (batch 32), constant") != NULL, "%s", p.out);
+    proc_free(&p);
+}
+
+/* Issue 27 item 6: a calibration file measured on another machine is not applied to this machine's rows:
+ * one warning line, and the row carries no ceilings and no sgemm share. */
+Test(cli, foreign_calibration_is_not_applied_to_rows)
+{
+    char *dir = tu_mkdtemp("cal");
+    char cal[512], out[512];
+    snprintf(cal, sizeof cal, "%s/calibration.json", dir);
+    snprintf(out, sizeof out, "%s/rows.jsonl", dir);
+    FILE *f = fopen(cal, "w");
+    cr_assert_not_null(f);
+    fputs("{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"T\",\"cpu_model\":\"Some Other CPU 9000\",\"cores\":2,"
+          "\"blas_core\":\"SkylakeX\",\"sgemm_n\":2048,\"sgemm_1t_gflops\":121,\"sgemm_all_gflops\":225,\"all_threads\":2,"
+          "\"triad_1t_gbs\":12,\"triad_all_gbs\":22}\n", f);
+    fclose(f);
+    struct proc p;
+    run_bench(ARGS("--data", "synthetic", "--synthetic-samples", "256,64", "--steps", "3", "--warmup", "1", "--plan",
+                   "throughput", "--calibration", cal, "--out", out, "--mllog", "none", "--quiet"), &p);
+    cr_assert_eq(p.code, 0, "%s", p.err);
+    cr_assert(strstr(p.err, "calibration") && strstr(p.err, "ignored") && strstr(p.err, "Some Other CPU 9000"), "%s", p.err);
+    cr_assert_eq(count_lines(p.err), 1, "one warning line: %s", p.err);
+    char *rows = tu_read_file(out, NULL);
+    cr_assert_not_null(rows);
+    cr_assert(strstr(rows, "\"calibration\"") == NULL && strstr(rows, "sgemm_peak_share") == NULL, "%s", rows);
+    free(rows);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* The kernel set `bench --version` reports with OPENBLAS_CORETYPE=env_core (NULL: unset),
  * OPENBLAS_NUM_THREADS=2 and args; asserts the thread count OpenBLAS loaded with (1 but under env). */
 static void kernels_with(const char *env_core, const char *const *args, char *name, size_t n)

@@ -82,6 +82,7 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
     th_path(out, sizeof out, "report");
     snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
     th_write(cal, "{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"2024-05-01T11:00:00Z\",\"sgemm_n\":2048,"
+                  "\"cpu_model\":\"Fixture CPU\",\"cores\":2,\"blas_core\":\"Zen\","
                   "\"sgemm_1t_gflops\":60,\"sgemm_all_gflops\":115,\"all_threads\":2,\"triad_1t_gbs\":12,"
                   "\"triad_all_gbs\":18}\n");
     throughput(in, "cpu", 32, 1000.0, 50.0); /* superseded by the row below */
@@ -134,8 +135,8 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
     }
     cr_assert(strstr(md, "Fixture CPU") != NULL);
     cr_assert(strstr(md, "abc123def456") != NULL);
-    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | 25000 |") != NULL, "the latest cpu b32 row wins:\n%s", md);
-    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | 1000 |") == NULL, "the superseded row is not shown");
+    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | **22500** |") != NULL, "the latest cpu b32 row wins:\n%s", md);
+    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | **900** |") == NULL, "the superseded row is not shown");
     cr_assert(strstr(md, "missed") != NULL, "a run that missed its target says so");
     cr_assert(strstr(md, "sgemm n=2048 60.0 GFLOP/s") != NULL, "%s", md);
     cr_assert(strstr(md, "## Inference") != NULL && strstr(md, "0.021") != NULL);
@@ -206,8 +207,9 @@ Test(harness_report, timeline_chart_and_unfinished_rows, .init = th_setup, .fini
     cr_assert(strstr(md, "**38.2 %**") != NULL && strstr(md, "= 20.0 %") != NULL, "measured vs ideal bubble:\n%s", md);
     cr_assert(strstr(md, "18 intervals on 2 devices over 17.800 ms") != NULL, "%s", md);
     /* The unfinished rows: listed with their status, in no table or chart of results. */
-    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | 25000 |") != NULL, "the finished row stays the latest:\n%s", md);
+    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | **22500** |") != NULL, "the finished row stays the latest:\n%s", md);
     cr_assert(strstr(md, "| 777 |") == NULL && strstr(md, "| 555 |") == NULL, "%s", md);
+    cr_assert(strstr(md, "**777**") == NULL && strstr(md, "**555**") == NULL, "%s", md);
     cr_assert(strstr(md, "| cpu | 64 |  | synthetic") == NULL, "the diverged configuration has no throughput line:\n%s", md);
     cr_assert(strstr(md, "## Runs that did not finish") != NULL, "%s", md);
     cr_assert(strstr(md, "| `run-interrupted` | throughput | mnist-mlp | cpu | 32 | interrupted |") != NULL, "%s", md);
@@ -237,4 +239,197 @@ Test(harness_report, no_rows_is_an_error, .init = th_setup, .fini = th_teardown)
     cr_assert_eq(report_generate(&o, &n), TB_EINVAL);
     o.in = "/nonexistent/results.jsonl";
     cr_assert_eq(report_generate(&o, &n), TB_EIO);
+}
+
+/* A throughput row with its headline rate (timed samples ÷ timed seconds) and per-step median apart, and
+ * extra config fields (a JSON fragment, may be empty). */
+static void tp_row(const char *path, const char *id, const char *backend, double overall, double median,
+                   const char *extra_config)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"%s\",\"status\":\"ok\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"%s\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\"%s},%s,"
+             "\"figures\":{\"images_per_s\":%g,\"images_per_s_median\":%g,\"images_per_s_mean\":%g,"
+             "\"images_per_s_stderr\":1,\"images_per_s_jitter\":%g,\"repeat_images_per_s\":[%g,%g],"
+             "\"gflops_per_s\":%g,\"est_intensity_flop_per_byte\":3.2,\"peak_rss_mib\":20}}\n",
+             id, backend, extra_config, machine, overall, median, median, median * 0.05, overall * 0.95, overall * 1.05,
+             overall * 8e-4);
+    th_append(path, t);
+}
+
+static char *report_md(const char *in, const char *cal, char **err)
+{
+    char out[192], plots[512], p[256];
+    th_path(out, sizeof out, "report");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots, .calibration = cal};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *e = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    if (err) *err = e;
+    else free(e);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    return th_read(p);
+}
+
+/* Issue 27 item 7: one headline figure. Issue 27's rows: threads' per-step median 164.6k img/s, cpu's 108.6k,
+ * while overall threads ran 2.4x slower. The bar (first data column) and the table's headline are the overall
+ * rate; the median stays a secondary column with a note beside the row where the two differ by > 20 %. */
+Test(harness_report, headline_is_timed_samples_over_timed_seconds, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "c", "cpu", 105000.0, 108600.0, "");
+    tp_row(in, "t", "threads", 43750.0, 164600.0, "");
+    char *md = report_md(in, NULL, NULL);
+    cr_assert(strstr(md, "| cpu | 32 |  | synthetic | **105000** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| threads | 32 |  | synthetic | **43750** |") != NULL, "%s", md);
+    const char *t = strstr(md, "| threads | 32 |");
+    const char *eol = strchr(t, '\n');
+    const char *note = strstr(t, "per-step median +276 % from images/s");
+    cr_assert(note && note < eol, "the threads row carries the note:\n%s", md);
+    const char *c = strstr(md, "| cpu | 32 |");
+    cr_assert(strstr(c, "uneven") == NULL || strstr(c, "uneven") > strchr(c, '\n'), "cpu's rates agree: no note");
+    free(md);
+    snprintf(p, sizeof p, "%s/report/charts/data/throughput_mnist-mlp.dat", th_dir);
+    char *dat = th_read(p);
+    cr_assert(strstr(dat, "\"cpu b32\"\t105000\t") != NULL, "the bar is the overall rate:\n%s", dat);
+    cr_assert(strstr(dat, "\"threads b32\"\t43750\t") != NULL, "the bar is the overall rate:\n%s", dat);
+    free(dat);
+}
+
+/* Issue 27 item 8: rows that differ in an option that changes the work (optimizer, lr, --load) are separate
+ * configurations, each labelled by what differs; the header counts the rows left out and why; inference
+ * rows that used --load do not claim fresh weights; a batch sweep on one replica has a speed-up and no
+ * "efficiency"; a sweep over replicas has a scaling efficiency; roofline points are labelled in the key. */
+Test(harness_report, hides_nothing, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], p[256], t[2048];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a0", "cpu", 900.0, 900.0, ",\"optimizer\":\"adam\",\"lr\":0.001"); /* superseded by a1 */
+    tp_row(in, "a1", "cpu", 1000.0, 1000.0, ",\"optimizer\":\"adam\",\"lr\":0.001");
+    tp_row(in, "s1", "cpu", 2000.0, 2000.0, ",\"optimizer\":\"sgd\",\"lr\":0.1");
+    unfinished(in, "u", "diverged", 32, 5.0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(t, sizeof t,
+                 "{\"schema_version\":1,\"kind\":\"inference\",\"run_id\":\"inf%d\",\"config\":{\"backend\":\"cpu\","
+                 "\"workload\":\"mnist-mlp\",\"batch\":256,\"load\":\"%s\"},%s,\"figures\":{\"images_per_s\":%d,"
+                 "\"images_per_s_median\":90000,\"latency_p50_s\":2e-5,\"latency_p90_s\":2e-5,\"latency_p99_s\":3e-5,"
+                 "\"gflops_per_s\":30,\"est_intensity_flop_per_byte\":12}}\n",
+                 k, k ? "w.ckpt" : "", machine, 90000 + k);
+        th_append(in, t);
+    }
+    const int b[3] = {16, 32, 64};
+    for (int k = 0; k < 3; k++) scaling(in, "cpu", "sw-b", b[k], 1000.0 * (k + 1), k + 1.0);
+    for (int k = 0; k < 3; k++) {
+        snprintf(t, sizeof t,
+                 "{\"schema_version\":1,\"kind\":\"scaling\",\"run_id\":\"r%d\",\"sweep\":\"sw-r\",\"config\":{\"plan\":"
+                 "\"scaling\",\"backend\":\"mirrored\",\"workload\":\"mnist-mlp\",\"batch\":%d,\"epochs\":0},%s,"
+                 "\"figures\":{\"images_per_s\":%g,\"global_batch\":%d,\"local_batch\":16,\"replicas\":%d,"
+                 "\"accumulation\":1,\"speedup\":%g,\"efficiency\":%g,\"peak_rss_mib\":30}}\n",
+                 k, 16 << k, machine, 1000.0 * (1 << k) * 0.8, 16 << k, 1 << k, (1 << k) * 0.8, k ? 0.8 : 1.0);
+        th_append(in, t);
+    }
+    char *md = report_md(in, NULL, NULL);
+    cr_assert(strstr(md, "12 rows, 10 shown. Left out: 1 superseded by a later row of the same configuration") != NULL,
+              "%s", md);
+    cr_assert(strstr(md, "1 of runs that did not finish") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | optimizer=adam lr=0.001 | synthetic | **1000** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | optimizer=sgd lr=0.1 | synthetic | **2000** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "fresh weights") == NULL, "%s", md);
+    cr_assert(strstr(md, "| mnist-mlp | cpu | 256 | load=w.ckpt | w.ckpt | **90001** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| mnist-mlp | cpu | 256 |  | fresh | **90000** |") != NULL, "%s", md);
+    const char *sb = strstr(md, "(sweep `sw-b`"), *sr = strstr(md, "(sweep `sw-r`");
+    cr_assert(sb && sr, "%s", md);
+    const char *sb_end = strstr(sb, "\n\n**");
+    cr_assert(sb_end, "%s", md);
+    cr_assert(strstr(sb, "speed-up") && strstr(sb, "speed-up") < sb_end, "%s", md);
+    cr_assert(strstr(sb, "efficiency") == NULL || strstr(sb, "efficiency") > sb_end, "no efficiency on one replica:\n%s", md);
+    cr_assert(strstr(sr, "scaling efficiency") != NULL && strstr(sr, "| 80 % |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| 3.00× |") != NULL, "%s", md);
+    free(md);
+    /* The roofline: one block per point, so each label goes in the key (none drawn beside a point). */
+    snprintf(p, sizeof p, "%s/report/charts/data/roofline.dat", th_dir);
+    char *dat = th_read(p);
+    int blocks = 1;
+    for (const char *c = dat; (c = strstr(c, "\n\n")); c += 2) blocks++;
+    cr_assert_eq(blocks, 4, "2 training rows, 2 inference rows:\n%s", dat);
+    free(dat);
+    snprintf(p, sizeof p, "%s/plots/roofline.gp", TB_SOURCE_DIR);
+    char *gp = th_read(p);
+    cr_assert(strstr(gp, "with labels") == NULL, "labels beside points overlap");
+    free(gp);
+}
+
+/* Issue 27 item 6: ceilings measured on another machine (CPU model, cores or OpenBLAS kernel set) are
+ * ignored with one warning line; those of the rows' machine are used. */
+Test(harness_report, calibration_of_another_machine_is_ignored, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], cal[192];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(cal, sizeof cal, "calibration.json");
+    tp_row(in, "c", "cpu", 1000.0, 1000.0, "");
+    th_write(cal, "{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"T\",\"cpu_model\":\"Intel(R) Xeon(R) "
+                  "Processor\",\"cores\":2,\"blas_core\":\"SkylakeX\",\"sgemm_n\":2048,\"sgemm_1t_gflops\":121,"
+                  "\"sgemm_all_gflops\":225,\"all_threads\":2,\"triad_1t_gbs\":12,\"triad_all_gbs\":22}\n");
+    char *err = NULL;
+    char *md = report_md(in, cal, &err);
+    cr_assert(strstr(md, "Machine ceilings") == NULL && strstr(md, "121.0 GFLOP/s") == NULL, "%s", md);
+    cr_assert(strstr(err, "calibration") && strstr(err, "ignored") && strstr(err, "Xeon"), "%s", err);
+    int lines = 0;
+    for (const char *c = err; *c; c++) lines += *c == '\n';
+    cr_assert_eq(lines, 1, "one warning line: %s", err);
+    free(md), free(err);
+    /* The same figures measured on the rows' machine are used; so is a core count that matches. */
+    th_write(cal, "{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"T\",\"cpu_model\":\"Fixture CPU\","
+                  "\"cores\":2,\"blas_core\":\"Zen\",\"sgemm_n\":2048,\"sgemm_1t_gflops\":121,"
+                  "\"sgemm_all_gflops\":225,\"all_threads\":2,\"triad_1t_gbs\":12,\"triad_all_gbs\":22}\n");
+    md = report_md(in, cal, NULL);
+    cr_assert(strstr(md, "121.0 GFLOP/s") != NULL, "%s", md);
+    free(md);
+    /* Same CPU, another core count: ignored. */
+    th_write(cal, "{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"T\",\"cpu_model\":\"Fixture CPU\","
+                  "\"cores\":64,\"blas_core\":\"Zen\",\"sgemm_n\":2048,\"sgemm_1t_gflops\":121,"
+                  "\"sgemm_all_gflops\":225,\"all_threads\":2,\"triad_1t_gbs\":12,\"triad_all_gbs\":22}\n");
+    md = report_md(in, cal, NULL);
+    cr_assert(strstr(md, "121.0 GFLOP/s") == NULL, "%s", md);
+    free(md);
+}
+
+/* Issue 27 items 6 and 8: `make report` and `bench --calibrate` write only paths git ignores, and the
+ * repository tracks no report, chart or calibration of some machine. */
+Test(harness_report, report_and_calibration_paths_are_ignored, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --is-inside-work-tree >/dev/null 2>&1", TB_SOURCE_DIR);
+    if (system(cmd) != 0) {
+        cr_skip_test("not a git checkout");
+        return;
+    }
+    static const char *const paths[] = {"results/REPORT.md", "results/charts/roofline.png",
+                                        "results/charts/data/roofline.dat", "results/calibration.json"};
+    for (size_t k = 0; k < sizeof paths / sizeof *paths; k++) {
+        snprintf(cmd, sizeof cmd, "git -C '%s' check-ignore -q --no-index %s", TB_SOURCE_DIR, paths[k]);
+        cr_assert_eq(system(cmd), 0, "%s (written by make report or --calibrate) is ignored", paths[k]);
+    }
+    snprintf(cmd, sizeof cmd, "test -z \"$(git -C '%s' ls-files results/REPORT.md results/charts results/calibration.json)\"",
+             TB_SOURCE_DIR);
+    cr_assert_eq(system(cmd), 0, "none of them is tracked");
+}
+
+/* A --profile run (slower: per-layer timers) is a configuration of its own: it must not supersede the
+ * timed run of the same batch in the default suite, and its label says so. */
+Test(harness_report, profiled_run_does_not_replace_the_timed_one, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "t", "cpu", 3000.0, 3000.0, ",\"profile\":false");
+    tp_row(in, "p", "cpu", 2000.0, 2000.0, ",\"profile\":true");
+    char *md = report_md(in, NULL, NULL);
+    cr_assert(strstr(md, "| cpu | 32 | profile=off | synthetic | **3000** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | profile=on | synthetic | **2000** |") != NULL, "%s", md);
+    free(md);
 }

@@ -5,6 +5,7 @@
 #include "status.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const struct workload *const registry[] = {
@@ -33,6 +34,30 @@ const struct workload *workload_find(const char *name)
     }
     tb_error_set(TB_EINVAL, "unknown workload '%s' (valid: %s)", name, names);
     return NULL;
+}
+
+void workload_recipe_text(const struct workload *w, char *buf, size_t n)
+{
+    struct optim_config d;
+    optim_config_defaults(&d, w->optimizer);
+    const float lr = w->lr > 0.0f ? w->lr : d.lr;
+    int k = snprintf(buf, n, "%s lr %g", optim_name(w->optimizer), (double)lr);
+    if (w->lr_batch > 0) k += snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, " x batch/%d", w->lr_batch);
+    k += snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, " (batch %d)", w->batch);
+    if (w->warmup_steps > 0)
+        k += snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, ", linear warm-up %ld steps", w->warmup_steps);
+    if (w->schedule == LR_EXPONENTIAL)
+        k += snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, ", exponential decay %g every %ld steps",
+                      (double)w->decay_rate, w->decay_steps);
+    else if (w->schedule == LR_POLYNOMIAL)
+        k += snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, ", polynomial decay (power %g) to 0 at the last step",
+                      (double)w->power);
+    else if (w->schedule == LR_COSINE)
+        k += snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, ", cosine decay to 0 at the last step");
+    else k += snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, ", constant");
+    if (w->norm && !strcmp(w->norm, "group"))
+        snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, "; GroupNorm (%d groups)", w->norm_groups);
+    else if (w->norm) snprintf(buf + k, n > (size_t)k ? n - (size_t)k : 0, "; BatchNorm");
 }
 
 void init_glorot_uniform(float *w, size_t n, int fan_in, int fan_out, uint64_t seed, uint64_t tensor)

@@ -36,6 +36,19 @@ struct workload {
     int batch, epochs, steps_per_epoch; /* steps_per_epoch 0 = a full pass over the data */
     enum optim_kind optimizer;
     float lr;                           /* 0 = the optimizer's default */
+    /* The rest of the training recipe, applied when the run keeps the workload's optimizer and lr (an
+     * --optimizer or --lr of the user's replaces the whole recipe, so its schedule is then constant unless
+     * --lr-schedule / --lr-warmup say otherwise). lr is the rate at lr_batch samples per step, scaled
+     * linearly to the run's batch (0 = not scaled): the references state their rates that way, and an
+     * unscaled RMSProp rate of batch 256 diverges at batch 16. */
+    int lr_batch;
+    long warmup_steps;                  /* linear warm-up from 0 over this many steps */
+    enum lr_schedule schedule;          /* decay after the warm-up */
+    float decay_rate;                   /* exponential: lr·rate^(step/decay_steps) */
+    long decay_steps;
+    float power;                        /* polynomial: (1 − t/T)^power towards 0 */
+    const char *norm;                   /* default normalisation ("group", "batch"; NULL = the builder's) */
+    int norm_groups;                    /* GroupNorm's group count when norm is "group" */
     int resolution;                     /* input size the model expects (0 = the dataset's) */
     int channels;                       /* channels the model expects (0 = the dataset's) */
     float tta_target;                   /* default time-to-accuracy target */
@@ -46,6 +59,10 @@ struct workload {
 const struct workload *const *workload_registry(int *n);
 /* Finds a workload by name; NULL and a message listing the valid names if unknown. */
 const struct workload *workload_find(const char *name);
+
+/* The workload's default recipe in words (optimizer, rate and its batch scaling, warm-up, decay, norm) into
+ * buf (n bytes), for --list. */
+void workload_recipe_text(const struct workload *w, char *buf, size_t n);
 
 /* Keras's Glorot-uniform init of a (fan_in, fan_out) weight, keyed by (seed, tensor index). */
 void init_glorot_uniform(float *w, size_t n, int fan_in, int fan_out, uint64_t seed, uint64_t tensor);
