@@ -187,6 +187,8 @@ struct tta_plan {
     double ckpt_total;           /* seconds spent writing checkpoints */
     int n_ckpt;
     char resumed_from[600], ckpt_path[600];
+    char ckpt_err[512];          /* a finished seed's checkpoint that could not be written (the first): the
+                                    result is still written, naming it, and the run then exits 1 */
     int resumed_here;            /* the newest checkpoint in --checkpoint-dir is the resumed one */
     int ran;                     /* the seed that stopped, or n */
     long stop_step, stop_start;  /* a stopped seed's completed steps and where its session began */
@@ -391,14 +393,16 @@ static int tta_seed_done(struct tta_plan *p, struct tta_seed *q)
     tb_error_clear();
     if (!p->ckpt) return TB_OK;
     const double c0 = tb_now_s();
-    char *txt = tta_state_text(&p->r, k + 1, 0, 0.0);
+    char *txt = tta_state_text(&p->r, k + 1, 0, 0.0), path[sizeof p->ckpt_path];
     const int st = txt ? checkpoint_write(p->s, p->batch, p->g_before + q->step, p->max_steps,
-                                          q->prev_t + q->session_train, txt, p->ckpt_path, sizeof p->ckpt_path)
+                                          q->prev_t + q->session_train, txt, path, sizeof path)
                        : TB_ENOMEM;
-    if (st == TB_OK) p->n_ckpt++;
+    if (st == TB_OK) p->n_ckpt++, memcpy(p->ckpt_path, path, sizeof path);
+    /* The seed was measured: a checkpoint that cannot be written does not void it (as in the train plan). */
+    else if (!p->ckpt_err[0]) snprintf(p->ckpt_err, sizeof p->ckpt_err, "%s", tb_error_get());
     free(txt);
     q->ckpt_time += tb_now_s() - c0;
-    return st;
+    return TB_OK;
 }
 
 /* A seed stopped by a signal: a checkpoint of its last completed step (if not already written), keeping
@@ -573,6 +577,7 @@ static int tta_row(struct tta_plan *p)
         json_key_str(&b, "resumed_from", p->resumed_from);
     }
     if (p->ckpt) write_checkpoints(&b, p->n_ckpt, p->ckpt_total, p->ckpt_path);
+    if (p->ckpt_err[0]) json_key_str(&b, "checkpoint_error", p->ckpt_err);
     tta_row_runs(p, &b);
     write_trace(s, &b, s->run_base);
     row_common_figures(s, &b, p->gflops,
@@ -619,8 +624,8 @@ static void tta_print(const struct tta_plan *p)
     else
         printf("  result      no score: %d of %d runs missed the target\n", n - p->n_reached, n);
     if (p->ckpt)
-        printf("  checkpoint  %s (%d written, %.3f s, not counted in the clock)\n", p->ckpt_path, p->n_ckpt,
-               p->ckpt_total);
+        printf("  checkpoint  %s (%d written, %.3f s, not counted in the clock)\n",
+               p->ckpt_path[0] ? p->ckpt_path : "none", p->n_ckpt, p->ckpt_total);
     printf("  result row  %s (run %s; logs in %s)\n", c->out, s->run_base, c->mllog_dir);
 }
 
@@ -645,6 +650,8 @@ int plan_tta(struct session *s)
             tta_result(&p);
             st = tta_row(&p);
             tta_print(&p);
+            if (st == TB_OK && p.ckpt_err[0])
+                st = tb_error_set(TB_EIO, "%s (the result row was written)", p.ckpt_err);
         }
     }
     free(p.state);

@@ -56,6 +56,30 @@ Test(probes, a_failed_final_checkpoint_still_writes_the_row)
     free(dir);
 }
 
+/* The same in the tta plan: a seed that reached its target was measured, so its row is written with the
+ * checkpoint failure in it, and the run exits 1 naming the checkpoint (before: exit 1 and no row). */
+Test(probes, a_failed_tta_checkpoint_still_writes_the_row)
+{
+    char *dir = new_dir();
+    const int code = rb_run_with_file_limit(dir, "tta", RB_ARGS(RB_BASE),
+                                            RB_ARGS("--plan", "tta", "--target", "0.05", "--eval-every", "4",
+                                                    "--max-epochs", "1", "--checkpoint-dir", "ck"),
+                                            100000);
+    char *err = rb_stderr(dir, "tta");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "the error once, on one line: %s", err);
+    cr_assert(strstr(err, "the result row was written") != NULL, "%s", err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    cr_assert_eq(json_get_number(r, "figures.runs_reached", -1), 1);
+    cr_assert(strstr(json_get_str(r, "figures.checkpoint_error", ""), "ckpt-") != NULL,
+              "the row records the checkpoint failure");
+    json_value_free(r);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* An output location that cannot be written used to fail only after the training (a read-only --out,
  * a --save into a missing directory) or not at all (an --mllog that could not be created was a
  * warning). Now each is one line naming the option, exit 1, before any work: no checkpoint written. */
