@@ -82,22 +82,11 @@ static int on_row(const struct json_value *row, long line, void *ctx)
     return TB_OK;
 }
 
-static void small_tta(struct bench_config *c, const char *target, const char *seeds, const char *max_epochs)
-{
-    bench_config_defaults(c);
-    cr_assert_eq(bench_config_set(c, "plan", "tta"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "target", target), TB_OK);
-    cr_assert_eq(bench_config_set(c, "seeds", seeds), TB_OK);
-    cr_assert_eq(bench_config_set(c, "max-epochs", max_epochs), TB_OK);
-    cr_assert_eq(bench_config_set(c, "eval-every", "16"), TB_OK);
-    th_bench_quiet(c, 1024, 256);
-}
-
-/* Runs small_tta to 50 % with `seeds` seeds, at most 5 epochs, and reads its rows into r. */
+/* Runs th_small_tta to 50 % with `seeds` seeds, at most 5 epochs, and reads its rows into r. */
 static void run_small_tta(const char *seeds, struct rows_seen *r)
 {
     struct bench_config c;
-    small_tta(&c, "0.5", seeds, "5");
+    th_small_tta(&c, "0.5", seeds, "5");
     cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     char p[192];
     cr_assert_eq(results_read_rows(th_path(p, sizeof p, "rows.jsonl"), on_row, r), TB_OK);
@@ -145,7 +134,7 @@ Test(harness_tta, row_shows_the_overall_rate_and_step_tail, .init = th_setup, .f
 Test(harness_tta, plan_reports_a_missed_target, .init = th_setup, .fini = th_teardown, .timeout = 60)
 {
     struct bench_config c;
-    small_tta(&c, "0.9", "1", "1");
+    th_small_tta(&c, "0.9", "1", "1");
     cr_assert_eq(bench_config_set(&c, "lr", "1e-9"), TB_OK); /* learns nothing: 10 classes stay at chance */
     cr_assert_eq(bench_run(&c), TB_OK, "a missed target is a result, not an error: %s", tb_error_get());
     char p[192];

@@ -123,4 +123,18 @@ static __attribute__((unused)) void th_bench_quiet(struct bench_config *c, int t
     progress_force(0);
 }
 
+/* A quiet in-process tta plan to target with `seeds` seeds, at most max_epochs epochs, an evaluation
+ * every 16 steps, on 1,024 training and 256 test samples (th_bench_quiet). */
+static __attribute__((unused)) void th_small_tta(struct bench_config *c, const char *target, const char *seeds,
+                                                 const char *max_epochs)
+{
+    bench_config_defaults(c);
+    cr_assert_eq(bench_config_set(c, "plan", "tta"), TB_OK);
+    cr_assert_eq(bench_config_set(c, "target", target), TB_OK);
+    cr_assert_eq(bench_config_set(c, "seeds", seeds), TB_OK);
+    cr_assert_eq(bench_config_set(c, "max-epochs", max_epochs), TB_OK);
+    cr_assert_eq(bench_config_set(c, "eval-every", "16"), TB_OK);
+    th_bench_quiet(c, 1024, 256);
+}
+
 #endif

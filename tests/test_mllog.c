@@ -145,17 +145,12 @@ static void check_phase_inside_init(const struct evlog *L, const char *start_key
               b->t, i0->t, i1->t);
 }
 
+/* th_small_tta under run id run_id. */
 static void small_tta(struct bench_config *c, const char *run_id, const char *seeds, const char *target,
                       const char *max_epochs)
 {
-    bench_config_defaults(c);
-    cr_assert_eq(bench_config_set(c, "plan", "tta"), TB_OK);
-    cr_assert_eq(bench_config_set(c, "target", target), TB_OK);
-    cr_assert_eq(bench_config_set(c, "seeds", seeds), TB_OK);
-    cr_assert_eq(bench_config_set(c, "max-epochs", max_epochs), TB_OK);
-    cr_assert_eq(bench_config_set(c, "eval-every", "16"), TB_OK);
+    th_small_tta(c, target, seeds, max_epochs);
     cr_assert_eq(bench_config_set(c, "run-id", run_id), TB_OK);
-    th_bench_quiet(c, 1024, 256);
 }
 
 Test(mllog, tta_log_passes_mlperf_common_checks, .init = th_setup, .fini = th_teardown, .timeout = 60)
