@@ -31,11 +31,8 @@ int plan_inference(struct session *s)
     open_log(&lg, s, s->run_base);
     log_run_header(&lg, s, batch, c->run.seed);
     mllog_event(&lg, MLLOG_START, "run_start", "null", -1, NULL);
-    char label[96];
-    progress_label(s, label, sizeof label, NULL);
     struct progress pr;
-    progress_init(&pr, per * (c->repeat + 1), label);
-    if (s->c.quiet) progress_silence(&pr);
+    session_progress(s, &pr, per * (c->repeat + 1), NULL);
     const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
     const long n_batches = s->test.n / batch;
     long done_calls = 0;

@@ -40,12 +40,10 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         log_run_header(&lg, s, batch, c->run.seed);
         mllog_event(&lg, MLLOG_START, "run_start", "null", -1, NULL);
     }
-    char label[96], extra[24] = "";
+    char extra[24] = "";
     if (sb) snprintf(extra, sizeof extra, " b%d", batch);
-    progress_label(s, label, sizeof label, extra);
     struct progress pr;
-    progress_init(&pr, budget ? 0 : per * c->repeat, label); /* a budgeted length is known after the warm-up */
-    if (s->c.quiet) progress_silence(&pr);
+    session_progress(s, &pr, budget ? 0 : per * c->repeat, extra); /* a budgeted length is known after the warm-up */
     double final_loss = NAN, t_steps = 0.0;
     long steps_before = 0; /* steps of the finished repeats */
     if (st == TB_OK) profile_begin(s);

@@ -96,11 +96,9 @@ static int train_begin(struct train_run *t)
     log_run_header_at(&t->lg, s, batch, c->run.seed, t->spe, init_ms);
     if (t->start > 0) mllog_point_int(&t->lg, "resumed_from_step", t->start);
     mllog_event(&t->lg, MLLOG_START, "run_start", "null", -1, NULL);
-    char label[96], extra[24] = "";
+    char extra[24] = "";
     if (t->sb) snprintf(extra, sizeof extra, " b%d", batch);
-    progress_label(s, label, sizeof label, extra);
-    progress_init(&t->pr, t->total, label);
-    if (s->c.quiet) progress_silence(&t->pr);
+    session_progress(s, &t->pr, t->total, extra);
     profile_begin(s);
     return TB_OK;
 }

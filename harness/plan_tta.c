@@ -293,17 +293,15 @@ static int tta_seed_open(struct tta_plan *p, struct tta_seed *q, int k)
     }
     p->rec.base = q->step + 1;
     q->first = q->step;
-    char label[96], extra[40] = "";
+    char extra[40] = "";
     tta_seed_id(p, q->seed, q->id, sizeof q->id);
     if (p->n > 1) snprintf(extra, sizeof extra, " seed %d/%d", k + 1, p->n);
-    progress_label(s, label, sizeof label, extra);
     open_log(&q->lg, s, q->id);
     /* No target_accuracy: MLPerf has no such key (its rules hold the target); the row has it. */
     log_run_header_at(&q->lg, s, p->batch, q->seed, p->spe, init_ms);
     if (q->resumed) mllog_point_int(&q->lg, "resumed_from_step", q->step);
     mllog_event(&q->lg, MLLOG_START, "run_start", "null", -1, NULL);
-    progress_init(&q->pr, p->max_steps, label);
-    if (s->c.quiet) progress_silence(&q->pr);
+    session_progress(s, &q->pr, p->max_steps, extra);
     q->t0 = tb_now_s();
     q->eval_sess = q->ckpt_time = 0.0;
     q->ckpt_step = q->resumed && p->resumed_here ? q->step : -1;

@@ -253,6 +253,7 @@ int session_open(struct session *s, const struct bench_config *c)
     s->by = malloc((size_t)s->batch_cap * sizeof(int32_t));
     if (!s->params || !s->buffers || !s->opt_init || !s->s.perm || !s->test_y || !s->bx || !s->by)
         return tb_error_set(TB_ENOMEM, "out of memory preparing the run");
+    optim_state_init(s->c.run.optim.kind, s->opt_init, s->m.n_params);
     for (int i = 0; i < s->test.n; i++) s->test_y[i] = s->test.labels[i];
     if (s->c.load[0]) {
         /* Init first so any padding between tensors holds what a fresh run has; then the file. */
@@ -347,10 +348,7 @@ int session_reset(struct session *s, uint64_t seed)
     if (!s->loaded) s->w->init(&s->m, s->params, s->buffers, seed);
     int st = backend_set_tensors(&s->be, TF_PARAMS, s->params);
     if (st == TB_OK && s->m.n_buffers) st = backend_set_tensors(&s->be, TF_BUFFERS, s->buffers);
-    if (st == TB_OK && s->m.n_params) {
-        optim_state_init(s->c.run.optim.kind, s->opt_init, s->m.n_params);
-        st = backend_set_tensors(&s->be, TF_OPT, s->opt_init);
-    }
+    if (st == TB_OK && s->m.n_params) st = backend_set_tensors(&s->be, TF_OPT, s->opt_init);
     s->s.ds = &s->train, s->s.seed = seed, s->s.perm_epoch = -1;
     return st;
 }
@@ -486,8 +484,11 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
     return TB_OK;
 }
 
-void progress_label(const struct session *s, char *buf, size_t n, const char *extra)
+void session_progress(const struct session *s, struct progress *p, long total_steps, const char *extra)
 {
-    snprintf(buf, n, "%s%s %s/%s%s", s->c.progress_prefix, bench_plan_name(s->c.plan), s->c.backend, s->w->name,
-             extra ? extra : "");
+    char label[96];
+    snprintf(label, sizeof label, "%s%s %s/%s%s", s->c.progress_prefix, bench_plan_name(s->c.plan), s->c.backend,
+             s->w->name, extra ? extra : "");
+    progress_init(p, total_steps, label);
+    if (s->c.quiet) progress_silence(p); /* --quiet: warnings and errors only on stderr */
 }

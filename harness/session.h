@@ -133,8 +133,8 @@ void step_record_free(struct step_record *r);
 /* Steps from..to at the prepared batch, each timed; TB_EDIVERGED on a non-finite loss, TB_EINTR on a stop. */
 int session_steps(struct session *s, long from, long to, struct step_record *rec, struct progress *pr, long pr_done,
                   double t_rate0, long samples_before);
-/* The progress line's label: "[k/n] plan backend/workload" and extra. */
-void progress_label(const struct session *s, char *buf, size_t n, const char *extra);
+/* Starts p for total_steps steps, labelled "[k/n] plan backend/workload" and extra; off under --quiet. */
+void session_progress(const struct session *s, struct progress *p, long total_steps, const char *extra);
 
 /* row.c */
 
