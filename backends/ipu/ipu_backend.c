@@ -348,7 +348,8 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
     }
     char rec[96] = "";
     if (c->segmented) {
-        snprintf(rec, sizeof rec, ", %s (segments ", p->recompute ? "recompute" : "2-byte store");
+        snprintf(rec, sizeof rec, ", %s (segments ",
+                 p->recompute_chosen ? "recompute chosen to fit" : p->recompute ? "recompute" : "2-byte store");
         for (int s = 0; s < p->S; s++) {
             char t[16];
             snprintf(t, sizeof t, "%s%d", s ? "/" : "", dev_at(c, s, 0)->n_seg);
@@ -370,10 +371,10 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
     }
     /* Most important first: the harness keeps a bounded prefix of this line. */
     snprintf(buf, n,
-             "ipu: %d stage%s x %d replica%s, global batch %d = micro-batch %d x GA %d x %d, %s, split %s (%s), "
+             "ipu: %d stage%s x %d replica%s, global batch %d = micro-batch %d x GA %d x %d%s, %s, split %s (%s), "
              "%s%s%s%s, prefetch %d; bubble ideal %.1f%%%s; act MiB/stage %s",
              p->S, p->S == 1 ? "" : "s", p->R, p->R == 1 ? "" : "s", c->cfg.batch, p->B, p->G, p->R,
-             ipu_schedule_name(p->sched), p->S > 1 ? split : "-",
+             p->mb_chosen ? " (chosen to fit memory)" : "", ipu_schedule_name(p->sched), p->S > 1 ? split : "-",
              p->S == 1 ? "one stage" : p->split_given ? "given" : "timed", ipu_prec_name(p->prec),
              p->master ? " + fp32 master" : "", scale, rec, p->prefetch,
              100.0 * ipu_plan_ideal_bubble(p), meas, mem);

@@ -16,6 +16,8 @@ const char *ipu_schedule_name(enum ipu_schedule s) { return s == IPU_SCHED_GPIPE
 
 double ipu_plan_memory_bytes(void)
 {
+    const double o = arena_mem_override();
+    if (o > 0.0) return o;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (double)pages * (double)page : 8.0 * 1024 * 1024 * 1024;
 }
@@ -125,6 +127,7 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
                                            "of the %d replicas needs a multiple of %d micro-batches, at least %d (set "
                                            "--micro-batch and --ga, or --stages 1)", N, S, R, unit, gmin);
         B = per / G;
+        p->mb_chosen = 1;
     } else if (G == 0) {
         if (N % (B * R))
             return tb_error_set(TB_EINVAL, "ipu: --batch %d is not a multiple of --micro-batch %d × %d replicas", N, B, R);

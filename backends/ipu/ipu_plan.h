@@ -29,6 +29,8 @@ struct ipu_plan {
     enum ipu_prec prec;      /* weight and exchange storage */
     int master;              /* fp32 master weights in the optimizer (precision bf16m / fp16m) */
     int recompute;           /* keep only segment-boundary checkpoints; recompute segments in backward */
+    int mb_chosen;           /* micro-batch and GA were ours to choose (memory): the description says so */
+    int recompute_chosen;    /* recompute was ours: the devices would not fit without it */
     float loss_scale;        /* fp16: static loss scale, 0 = dynamic */
     int prefetch;            /* micro-batches the infeed worker runs ahead (0 = off) */
     int split_given;         /* split points came from run_config.split */

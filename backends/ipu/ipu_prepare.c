@@ -21,10 +21,15 @@ extern void openblas_set_num_threads(int);
 static int check_fits(const struct ipu_ctx *c, double need, const char *what)
 {
     const double avail = arena_mem_available();
-    if (avail > 0.0 && need > 0.9 * avail)
-        return tb_error_set(TB_EINVAL, "ipu: %s of %s at micro-batch %d needs about %.1f GiB but only %.1f GiB is "
-                                       "available: lower --micro-batch (raise --ga), use --recompute or more --stages",
-                            what, c->m->name, c->p.B, need / 1073741824.0, 0.9 * avail / 1073741824.0);
+    if (avail > 0.0 && need > 0.9 * avail) {
+        /* MiB under a GiB: "needs 0.2 GiB but 0.2 GiB is available" says nothing. */
+        const int gib = 0.9 * avail >= 1073741824.0;
+        const double u = gib ? 1073741824.0 : 1048576.0;
+        return tb_error_set(TB_EINVAL, "ipu: %s of %s at micro-batch %d: about %.1f %s needed but only %.1f %s "
+                                       "available: %suse --recompute or more --stages",
+                            what, c->m->name, c->p.B, need / u, gib ? "GiB" : "MiB", 0.9 * avail / u,
+                            gib ? "GiB" : "MiB", c->p.B > 1 ? "lower --micro-batch (raise --ga), " : "");
+    }
     return TB_OK;
 }
 
@@ -238,6 +243,7 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
          * explicit choice that cannot fit is refused. */
         tb_error_clear();
         p->recompute = 1;
+        p->recompute_chosen = 1;
         c->segmented = 1;
         st = check_fits(c, devices_bytes(c), "the devices (with recomputation)");
     }
