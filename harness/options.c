@@ -638,6 +638,13 @@ static int option_given(const struct bench_config *c, const char *name)
     return 0;
 }
 
+void bench_config_recipe_lr(struct bench_config *c, const struct workload *w, int batch)
+{
+    if (c->lr_set || c->optimizer_set || w->lr <= 0.0f) return;
+    c->run.optim.lr = w->lr;
+    if (w->lr_batch > 0 && batch > 0) c->run.optim.lr *= (float)batch / (float)w->lr_batch;
+}
+
 int bench_config_finish(struct bench_config *c)
 {
     if (c->finished) return TB_OK;
@@ -655,8 +662,7 @@ int bench_config_finish(struct bench_config *c)
     else if (w->lr > 0.0f && kind == w->optimizer) c->run.optim.lr = w->lr;
     /* The workload's recipe (workload.h), unless the user chose the optimizer or the rate. */
     if (!c->lr_set && !c->optimizer_set) {
-        const int batch = c->run.batch > 0 ? c->run.batch : w->batch;
-        if (w->lr_batch > 0) c->run.optim.lr *= (float)batch / (float)w->lr_batch;
+        bench_config_recipe_lr(c, w, c->run.batch > 0 ? c->run.batch : w->batch);
         c->run.optim.schedule = w->schedule;
         c->run.optim.warmup_steps = w->warmup_steps;
         if (w->decay_rate > 0.0f) c->run.optim.decay_rate = w->decay_rate;

@@ -124,6 +124,9 @@ int bench_config_set(struct bench_config *c, const char *name, const char *value
  * and combinations, bench_config_check_backend's included. Call once after the last bench_config_set.
  * Returns TB_OK or TB_EINVAL. */
 int bench_config_finish(struct bench_config *c);
+/* Sets run.optim.lr to the workload's recipe rate at `batch` samples a step (scaled from its lr_batch),
+ * unless the user chose the rate or the optimizer: called again once a plan settles the batch. */
+void bench_config_recipe_lr(struct bench_config *c, const struct workload *w, int batch);
 /* TB_EINVAL, with one line naming the option and the backends that take it ("--stages is an option of
  * the ipu backend, not cpu"), when an option given to bench_config_set belongs to backends other than
  * c->backend (see struct backend_caps); TB_OK otherwise. */

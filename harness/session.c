@@ -218,9 +218,8 @@ int session_open(struct session *s, const struct bench_config *c)
         (void)native_shape(s, &h, &wd, &ch, &flops);
         s->c.run.batch = throughput_default_batch(s, flops);
         if (s->c.run.batch != s->w->batch) s->batch_lowered = 1;
-        /* The recipe's rate was scaled to the workload's batch (bench_config_finish): to this one now. */
-        if (s->batch_lowered && !s->c.lr_set && !s->c.optimizer_set && s->w->lr_batch > 0 && s->w->batch > 0)
-            s->c.run.optim.lr *= (float)s->c.run.batch / (float)s->w->batch;
+        /* The recipe at the batch that will run, not the workload's (what bench_config_finish knew). */
+        bench_config_recipe_lr(&s->c, s->w, s->c.run.batch);
     }
     if (s->c.run.batch <= 0 && s->c.plan != PLAN_SCALING) s->c.run.batch = s->w->batch;
     s->data_ms[0] = mllog_now_ms();

@@ -153,3 +153,28 @@ Test(recipes, g16_row_records_group_norm)
     cr_assert(strstr(rows, "\"norm\":\"group\",\"norm_groups\":4"), "row: %.400s", strstr(rows, "\"norm\""));
     free(rows);
 }
+
+/* A throughput run without --batch lowers the batch so that a step takes seconds (session_open); the
+ * recipe's rate is then the one for that batch (0.016 × batch / 256), not batch 128's; an explicit --lr
+ * stays as given. The batch depends on the core count, the rule does not. */
+Test(recipes, lowered_throughput_batch_gets_the_recipe_rate_of_that_batch)
+{
+    for (int explicit_lr = 0; explicit_lr <= 1; explicit_lr++) {
+        struct bench_config c;
+        bench_config_defaults(&c);
+        th_bench_quiet(&c, 16, 16);
+        cr_assert_eq(bench_config_set(&c, "plan", "throughput"), TB_OK);
+        cr_assert_eq(bench_config_set(&c, "workload", "effnet-b4"), TB_OK);
+        if (explicit_lr) cr_assert_eq(bench_config_set(&c, "lr", "0.002"), TB_OK);
+        cr_assert_eq(bench_config_finish(&c), TB_OK, "%s", tb_error_get());
+        struct session s;
+        memset(&s, 0, sizeof s);
+        cr_assert_eq(session_open(&s, &c), TB_OK, "%s", tb_error_get());
+        const int b = s.c.run.batch;
+        cr_assert(b >= 8 && b <= 128, "batch %d", b);
+        if (explicit_lr) cr_assert_float_eq(s.c.run.optim.lr, 0.002f, 1e-9);
+        else cr_assert_float_eq(s.c.run.optim.lr, 0.016f * (float)b / 256.0f, 1e-8, "batch %d lr %g", b,
+                                (double)s.c.run.optim.lr);
+        session_close(&s);
+    }
+}
