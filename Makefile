@@ -11,7 +11,7 @@ DEB_PKGS := cmake gcc make pkg-config libopenblas-dev libfftw3-dev libgsl-dev gn
             libcriterion-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin valgrind
 COMPARE_PKGS := python3-torch python3-torchvision
 
-.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report profile compare bench-mlp fuzz clean
+.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile compare bench-mlp fuzz clean
 
 all: build
 
@@ -89,6 +89,13 @@ demo: deps build
 RESULTS ?= $(if $(wildcard results/demo.jsonl),results/demo.jsonl,results/sample.jsonl)
 report: build
 	@$(BUILD)/bench report --in $(RESULTS) --out-dir results
+
+# Issue 30's seed 002 (suites/seed-002.suite: the Keras MNIST MLP, batch 1 per replica, 50 epochs x 2000
+# steps on cpu, threads, mirrored and ipu), then the report with its Seeds section beside the published
+# figures. Rows in results/seeds.jsonl; writes only ignored paths. SEED_DATA=DIR trains on the MNIST IDX
+# files in DIR (default: Debian's Fashion-MNIST); SEED_EPOCHS=N runs the same set-ups for N epochs.
+seeds: build
+	@SEED_DATA="$(SEED_DATA)" SEED_EPOCHS="$(SEED_EPOCHS)" ./tools/seeds.sh $(BUILD)
 
 # perf stat + perf record -g of the timed phase of one throughput run (perf is turned on and off around
 # the steps through its control fifo; see tools/profile.sh):

@@ -181,7 +181,8 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
             return tb_error_set(TB_EINVAL, "--devices must be in 1..1024 (got %d)", cfg->n_devices);
         if (R > cfg->batch)
             return tb_error_set(TB_EINVAL, "--devices %d is more than the %d samples of a batch: each replica needs "
-                                           "at least one sample", R, cfg->batch);
+                                           "at least one sample (--batch is the global batch; --batch-per-replica B "
+                                           "gives each replica B)", R, cfg->batch);
         if (cfg->batch % R)
             return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d devices (choose a multiple of %d)",
                                 cfg->batch, R, R);

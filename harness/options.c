@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const struct bench_option options[] = {
     {"backend", 1, "NAME", "execution backend (default cpu; see --list for each one's own options)", 0},
@@ -28,6 +29,8 @@ static const struct bench_option options[] = {
                         "--epochs or --steps is given, else throughput); evaluate: loss, top-1 and top-5\n"
                         "of --load's weights on the test set", 0},
     {"batch", 1, "N", "global batch: samples per optimizer step (workload default)", 0},
+    {"batch-per-replica", 1, "B", "samples per replica per step, as tf.distribute counts them: the global batch is\n"
+                                  "B x replicas (mirrored: --devices; ipu: --replicas, B = micro-batch x ga)", 0},
     {"epochs", 1, "E", "train: epochs (workload default); scaling: train each point E epochs", 0},
     {"steps-per-epoch", 1, "S", "steps per epoch (default: one pass over the training set)", 0},
     {"steps", 1, "N", "train: total steps (overrides --epochs); throughput, scaling, inference: timed\n"
@@ -298,6 +301,7 @@ static int set_plan_option(struct bench_config *c, const char *name, const char 
         return st;
     }
     if (IS("batch")) return get_int(name, v, 1, 1 << 20, &c->run.batch);
+    if (IS("batch-per-replica")) return get_int(name, v, 1, 1 << 20, &c->batch_per_replica);
     if (IS("epochs")) return get_int(name, v, 1, 100000, &c->epochs);
     if (IS("steps-per-epoch")) return get_long(name, v, 1, 1L << 40, &c->steps_per_epoch);
     if (IS("steps")) return get_long(name, v, 1, 1L << 40, &c->steps);
@@ -645,6 +649,53 @@ void bench_config_recipe_lr(struct bench_config *c, const struct workload *w, in
     if (w->lr_batch > 0 && batch > 0) c->run.optim.lr *= (float)batch / (float)w->lr_batch;
 }
 
+/* The global batch when it is not given as --batch: --batch-per-replica B times the replicas (how
+ * tf.distribute and Graphcore's IPUStrategy count it: a MirroredStrategy replica takes B samples, so
+ * Keras's "batch 1" on two GPUs is a global batch of 2), or an ipu run's micro-batch x ga x replicas when
+ * both are given (Graphcore's effective batch size). Without it a batch-1 seed could not run on two
+ * devices or two pipeline stages at all (--batch is global: 1 sample cannot feed two replicas, nor fill a
+ * two-stage pipeline), and --micro-batch 1 --ga 2 silently ran the workload's batch 32 as 16 replicas. */
+static int global_batch(struct bench_config *c)
+{
+    const int bpr = option_given(c, "batch-per-replica") ? c->batch_per_replica : 0;
+    if (option_given(c, "batch")) {
+        if (bpr)
+            return tb_error_set(TB_EINVAL, "--batch %d is the global batch and --batch-per-replica %d sets it too: "
+                                           "give one of them", c->run.batch, bpr);
+        return TB_OK;
+    }
+    if (c->plan == PLAN_SCALING) {
+        if (bpr) return tb_error_set(TB_EINVAL, "--plan scaling takes --batches LIST, not --batch-per-replica");
+        return TB_OK;
+    }
+    const struct backend_entry *e = backend_find(c->backend);
+    const int mirrored = e && e->caps.replicas_are_devices;
+    const int pipelined = backend_takes_option(c->backend, "micro-batch"); /* ipu: named only by it */
+    if (bpr) {
+        long R = 1;
+        if (mirrored) {
+            if (!strcmp(c->transport, "mpi"))
+                return tb_error_set(TB_EINVAL, "--batch-per-replica: with --transport mpi the replicas are the MPI "
+                                               "ranks, unknown until the run starts; give --batch (ranks x B)");
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            R = c->run.n_devices > 0 ? c->run.n_devices : cores > 0 ? cores : 1;
+        } else if (pipelined) {
+            R = c->run.ipu.replicas > 0 ? c->run.ipu.replicas : 1;
+        }
+        if ((long)bpr * R > (1L << 20))
+            return tb_error_set(TB_EINVAL, "--batch-per-replica %d x %ld replicas is more than %d samples", bpr, R, 1 << 20);
+        c->run.batch = (int)((long)bpr * R);
+    } else if (pipelined && c->run.ipu.micro_batch > 0 && c->run.ipu.ga > 0) {
+        const long R = c->run.ipu.replicas > 0 ? c->run.ipu.replicas : 1;
+        const long n = (long)c->run.ipu.micro_batch * c->run.ipu.ga * R;
+        if (n > (1L << 20))
+            return tb_error_set(TB_EINVAL, "--micro-batch %d x --ga %d x %ld replicas is more than %d samples",
+                                c->run.ipu.micro_batch, c->run.ipu.ga, R, 1 << 20);
+        c->run.batch = (int)n;
+    }
+    return TB_OK;
+}
+
 int bench_config_finish(struct bench_config *c)
 {
     if (c->finished) return TB_OK;
@@ -653,6 +704,9 @@ int bench_config_finish(struct bench_config *c)
     struct backend probe;
     if (backend_create(&probe, c->backend) != TB_OK) return TB_EINVAL;
     backend_destroy(&probe);
+
+    int st = global_batch(c);
+    if (st != TB_OK) return st;
 
     enum optim_kind kind = w->optimizer;
     if (c->optimizer_set && optim_parse(c->optimizer, &kind) != 0)
@@ -772,7 +826,7 @@ int bench_config_finish(struct bench_config *c)
     }
     /* After the plan's checks, so that a grid list on a backend without that dimension keeps its own
      * message (bench_scaling_points). */
-    int st = bench_config_check_backend(c);
+    st = bench_config_check_backend(c);
     if (st != TB_OK) return st;
     struct stat out_sb;
     if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {

@@ -3,6 +3,7 @@
 #include "report.h"
 
 #include "calibrate.h"
+#include "report_seeds.h"
 #include "json.h"
 #include "results.h"
 #include "status.h"
@@ -353,7 +354,7 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
  * so a chart whose rows are gone does not linger beside the new ones. */
 static void clean_charts(const struct ctx *x)
 {
-    static const char *const prefixes[] = {"throughput_", "tta_", "scaling_", "layers_", "roofline", "timeline_",
+    static const char *const prefixes[] = {"throughput_", "tta_", "scaling_", "layers_", "roofline", "timeline_", "seeds_",
                                             "gnuplot.log"};
     const char *dirs[2] = {x->charts_dir, x->data_dir};
     for (int d = 0; d < 2; d++) {
@@ -405,6 +406,18 @@ static void md_chart(struct ctx *x, const char *name, const char *alt, int rende
         fprintf(x->md, "![%s](charts/%s.png)\n\n[SVG](charts/%s.svg) · data: `charts/data/%s.dat`\n\n", alt, name, name, name);
     else
         fprintf(x->md, "_(chart %s not rendered: %s)_\n\n", name, x->have_gnuplot ? "gnuplot failed, see charts/data/gnuplot.log" : "gnuplot not found");
+}
+
+/* The renderer and chart links for the sections in other files (report_seeds.h). */
+int report_render_chart(void *report, const char *script, const char *name, const char *data, const char *title,
+                        const char *sub, const char *extra_vars)
+{
+    return render(report, script, name, data, title, sub, extra_vars);
+}
+
+void report_md_chart(void *report, const char *name, const char *alt, int rendered)
+{
+    md_chart(report, name, alt, rendered);
 }
 
 static void fmt_num(char *buf, size_t n, double v, const char *fmt)
@@ -1165,6 +1178,8 @@ int report_generate(const struct report_opts *o, int *n_charts)
     section_roofline(&x);
     section_profiles(&x);
     section_timeline(&x);
+    report_seeds(&(struct report_seeds_in){x.md, (const struct json_value *const *)x.rows.v, x.rows.keep, x.rows.n,
+                                            o->plots_dir, x.data_dir, &x});
     section_unfinished(&x);
     if (!x.have_gnuplot)
         fprintf(x.md, "---\ngnuplot was not found, so this report has tables only (install gnuplot-nox).\n");

@@ -69,6 +69,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "schema_version", RESULTS_SCHEMA_VERSION);
     json_key_str(b, "kind", bench_plan_name(c->plan));
     json_key_str(b, "run_id", run_id);
+    json_key_str(b, "suite", c->suite);
     if (sweep) json_key_str(b, "sweep", sweep);
     json_key_str(b, "status", s->row_status ? s->row_status : "ok");
     json_key_object(b, "config");
@@ -84,6 +85,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "eval_samples", session_eval_samples(s));
     json_key_int(b, "batch", batch);
     json_key_int(b, "local_batch", local);
+    json_key_int(b, "batch_per_replica", c->batch_per_replica);
     json_key_int(b, "replicas_total", replicas);
     json_key_int(b, "accumulation", accum);
     json_key_int(b, "eval_batch", s->be_eval_batch);

@@ -68,6 +68,7 @@ struct bench_config {
     double budget_s;
     int repeat;             /* throughput / scaling / inference: measurements (default 1) */
     double target;          /* tta: accuracy to reach; 0 = the workload's tta_target */
+    int batch_per_replica;  /* --batch-per-replica B: global batch = B x replicas (0 = not given) */
     long eval_every;        /* tta: evaluate every this many steps; 0 = every epoch */
     int seeds;              /* tta: runs with seeds seed, seed+1, ... (default 1) */
     int max_epochs;         /* tta: give up after this many epochs (default 15) */
@@ -99,6 +100,7 @@ struct bench_config {
     int synthetic_train, synthetic_test; /* sample counts of the synthetic set (0 = the plan's choice) */
     char progress_prefix[32]; /* "[3/12] " in suites */
     char variant[128];        /* suites: the listed options that vary ("lr=0.2 warmup=5"), for summaries */
+    char suite[512];          /* suites: the suite file a run came from ("" on the command line), recorded */
     char transport[8];      /* shm | mpi */
     /* checkpoints: --save/--load FILE (weights), --checkpoint-dir/--resume DIR (resumable, train plan);
      * bench_config_finish makes checkpoint_dir default to resume */

@@ -101,6 +101,7 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
                       int line, int optional, struct star_skips *skips)
 {
     struct bench_config c = *base;
+    snprintf(c.suite, sizeof c.suite, "%s", s->path); /* the row says which suite ran it (make seeds' report) */
     for (int k = 0; k < n_words; k++) {
         const char *v = w[k].alts[idx[k]];
         if (bench_config_set(&c, w[k].key, v) != TB_OK) return at_line(s, line);

@@ -186,14 +186,13 @@ static void assert_trace_bitwise(const struct trace *t, const struct trace *ref,
     tu_assert_bitwise(t->opt, ref->opt, t->n_opt, w);
 }
 
-/* Step-by-step equivalence of registry backend k with cpu from cpu's exact state at every step. */
-static void check_steps_against_cpu(int k, int batch)
+/* Step-by-step equivalence of one configuration (sp->backend at sp->batch) with cpu at that batch, from
+ * cpu's exact state at every step. */
+static void check_spec_steps_against_cpu(const struct run_spec *spp)
 {
-    int n;
-    const struct backend_entry *r = backend_registry(&n);
-    cr_assert_str_eq(r[0].name, "cpu", "the registry starts with the reference backend");
-    struct run_spec sc = spec_default("cpu", batch), sp = spec_default(r[k].name, batch);
-    sp.may_refuse = batch == 1;
+    const struct run_spec sp = *spp;
+    const int batch = sp.batch;
+    struct run_spec sc = spec_default("cpu", batch);
     struct setup C, B;
     setup_init(&C, &sc);
     setup_init(&B, &sp);
@@ -215,17 +214,17 @@ static void check_steps_against_cpu(int k, int batch)
         struct batch bt = setup_batch(&C, s);
         struct step_stats sc_, sb_;
         cr_assert_eq(backend_forward_backward(&C.b, &bt, s, &sc_), TB_OK, "cpu step %d: %s", s, tb_error_get());
-        cr_assert_eq(backend_forward_backward(&B.b, &bt, s, &sb_), TB_OK, "%s step %d: %s", r[k].name, s,
+        cr_assert_eq(backend_forward_backward(&B.b, &bt, s, &sb_), TB_OK, "%s step %d: %s", sp.backend, s,
                      tb_error_get());
         cr_assert(fabs(sb_.loss_sum - sc_.loss_sum) <= 1e-5 * fabs(sc_.loss_sum),
-                  "%s batch %d step %d: loss %.9g, cpu %.9g", r[k].name, batch, s, sb_.loss_sum, sc_.loss_sum);
+                  "%s batch %d step %d: loss %.9g, cpu %.9g", sp.backend, batch, s, sb_.loss_sum, sc_.loss_sum);
         if (s == 1) first_loss = sc_.loss_sum;
         last_loss = sc_.loss_sum;
         cr_assert_eq(backend_get_tensors(&C.b, TF_GRADS, gc), TB_OK);
         cr_assert_eq(backend_get_tensors(&B.b, TF_GRADS, gb), TB_OK, "%s", tb_error_get());
         double *want = tu_to_d(gc, np);
         char what[96];
-        snprintf(what, sizeof what, "%s batch %d step %d: summed gradients", r[k].name, batch, s);
+        snprintf(what, sizeof what, "%s batch %d step %d: summed gradients", sp.backend, batch, s);
         tu_assert_close(gb, want, np, 1e-5, 1e-6, what);
         free(want);
         /* The update from identical gradients: the same element-wise optimizer, the same bits.
@@ -237,15 +236,26 @@ static void check_steps_against_cpu(int k, int batch)
         cr_assert_eq(backend_get_tensors(&C.b, TF_OPT, o), TB_OK);
         cr_assert_eq(backend_get_tensors(&B.b, TF_PARAMS, pb), TB_OK);
         cr_assert_eq(backend_get_tensors(&B.b, TF_OPT, ob), TB_OK);
-        snprintf(what, sizeof what, "%s batch %d step %d: params after the update", r[k].name, batch, s);
+        snprintf(what, sizeof what, "%s batch %d step %d: params after the update", sp.backend, batch, s);
         tu_assert_bitwise(pb, p, np, what);
-        snprintf(what, sizeof what, "%s batch %d step %d: optimizer state after the update", r[k].name, batch, s);
+        snprintf(what, sizeof what, "%s batch %d step %d: optimizer state after the update", sp.backend, batch, s);
         tu_assert_bitwise(ob, o, no, what);
     }
     /* training happened: the loss moved */
     cr_assert_neq(first_loss, last_loss);
     free(p), free(o), free(gc), free(gb), free(pb), free(ob);
     setup_free(&B), setup_free(&C);
+}
+
+/* The same for registry backend k with its defaults. */
+static void check_steps_against_cpu(int k, int batch)
+{
+    int n;
+    const struct backend_entry *r = backend_registry(&n);
+    cr_assert_str_eq(r[0].name, "cpu", "the registry starts with the reference backend");
+    struct run_spec sp = spec_default(r[k].name, batch);
+    sp.may_refuse = batch == 1;
+    check_spec_steps_against_cpu(&sp);
 }
 
 /* Free-running trajectory of registry backend k against cpu, within the loose bound the header
@@ -375,6 +385,25 @@ Test(backends, mirrored_sharded_update_bitwise, .timeout = 60)
         free(pa), free(pb), free(oa), free(ob), free(ga), free(gb);
         setup_free(&A), setup_free(&B);
     }
+}
+
+/* Issue 30's MirroredStrategy seed: batch 1 on each of 2 devices is a global batch of 2 (what
+ * --batch-per-replica 1 runs). Every step from cpu's state: the loss and the summed gradients of the two
+ * one-sample shards match cpu's at batch 2, and the update leaves cpu's bits. */
+Test(backends, mirrored_one_sample_per_replica_matches_cpu, .timeout = 60)
+{
+    struct run_spec sp = spec_default("mirrored", 2);
+    sp.n_devices = 2;
+    check_spec_steps_against_cpu(&sp);
+    struct run_spec sc = spec_default("cpu", 2);
+    struct trace ref, t;
+    run_train(&sc, &ref);
+    run_train(&sp, &t);
+    cr_assert(!t.skipped, "mirrored refused 2 devices at batch 2");
+    for (int s = 0; s < K_STEPS; s++)
+        cr_assert(fabs(t.loss[s] - ref.loss[s]) <= 1e-4 * fabs(ref.loss[s]), "step %d: loss %.9g, cpu %.9g", s + 1,
+                  t.loss[s], ref.loss[s]);
+    trace_free(&t), trace_free(&ref);
 }
 
 /* Degenerate arrangements are the cpu schedule: one mirrored device (the all-reduce is the

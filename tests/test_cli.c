@@ -675,3 +675,79 @@ Test(cli, ipu_chooses_micro_batch_and_recompute_to_fit_memory, .timeout = 120)
     unsetenv("TB_MEM_AVAILABLE");
     cr_assert(strstr(big.err, "recompute") == NULL, "%s", big.err);
 }
+
+/* The first row of a results file, parsed (the caller frees it). */
+static struct json_value *first_row(const char *path)
+{
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    cr_assert_not_null(text, "no results file at %s", path);
+    char *nl = strchr(text, '\n');
+    struct json_value *v = NULL;
+    cr_assert_eq(json_parse(text, nl ? (size_t)(nl - text) : len, &v), TB_OK, "the row is not JSON: %s", tb_error_get());
+    free(text);
+    return v;
+}
+
+/* Issue 30 item 1: the seed's MirroredStrategy set-up, batch 1 on each of 2 devices. --batch is global,
+ * so --batch 1 cannot feed two replicas (exit 2, and the message now says how); --batch-per-replica 1
+ * runs a global batch of 2, one sample per replica, and the row records the split. */
+Test(cli, mirrored_two_devices_at_one_sample_per_replica_runs)
+{
+    char *dir = tu_mkdtemp("cli_bpr");
+    char *out = NULL;
+    cr_assert(asprintf(&out, "%s/results.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--backend", "mirrored", "--devices", "2", "--batch", "1", "--steps", "2", "--data", "synthetic",
+                   "--synthetic-samples", "64,32", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 2, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert(strstr(p.err, "--devices 2") && strstr(p.err, "--batch-per-replica"), "%s", p.err);
+    cr_assert_eq(access(out, F_OK), -1, "a refused run writes no row");
+    proc_free(&p);
+    run_bench(ARGS("--backend", "mirrored", "--devices", "2", "--batch-per-replica", "1", "--data", "synthetic",
+                   "--synthetic-samples", "64,32", "--steps", "4", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    struct json_value *v = first_row(out);
+    cr_assert_eq(json_get_number(v, "config.batch", -1), 2);
+    cr_assert_eq(json_get_number(v, "config.local_batch", -1), 1);
+    cr_assert_eq(json_get_number(v, "config.replicas_total", -1), 2);
+    cr_assert_eq(json_get_number(v, "config.batch_per_replica", -1), 1);
+    cr_assert_eq(json_get_number(v, "figures.train_steps", -1), 4);
+    cr_assert_str_eq(json_get_str(v, "suite", "?"), "", "a command-line run names no suite");
+    json_value_free(v);
+    proc_free(&p);
+    /* Both batches at once is a usage error. */
+    expect_usage_error(ARGS("--batch", "2", "--batch-per-replica", "1", "--steps", "2", "--data", "synthetic", "--out",
+                            out),
+                       ARGS("--batch 2", "--batch-per-replica 1"));
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
+
+/* Issue 30 item 1: the seed's IPUStrategy set-up, two pipeline stages of micro-batch 1. The global batch is
+ * micro-batch x ga x replicas = 2 (before: the workload's batch 32, cut into 16 silent replicas), and a
+ * train step runs. */
+Test(cli, ipu_two_stages_micro_batch_1_trains)
+{
+    char *dir = tu_mkdtemp("cli_ipu_mb1");
+    char *out = NULL;
+    cr_assert(asprintf(&out, "%s/results.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--backend", "ipu", "--stages", "2", "--micro-batch", "1", "--ga", "2", "--data", "synthetic",
+                   "--synthetic-samples", "64,32", "--steps", "3", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    struct json_value *v = first_row(out);
+    cr_assert_eq(json_get_number(v, "config.batch", -1), 2);
+    cr_assert_eq(json_get_number(v, "config.local_batch", -1), 1);
+    cr_assert_eq(json_get_number(v, "config.accumulation", -1), 2);
+    cr_assert_eq(json_get_number(v, "config.replicas_total", -1), 1);
+    cr_assert_eq(json_get_number(v, "config.stages", -1), 2);
+    cr_assert_eq(json_get_number(v, "figures.train_steps", -1), 3);
+    json_value_free(v);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}

@@ -437,3 +437,91 @@ Test(harness_report, profiled_run_does_not_replace_the_timed_one, .init = th_set
     cr_assert(strstr(md, "| cpu | 32 | profile=on | synthetic | **2000** |") != NULL, "%s", md);
     free(md);
 }
+
+/* A train row of make seeds (suites/seed-002.suite). */
+static void seed_row(const char *path, const char *suite, const char *backend, int devices, int batch, int accum,
+                     int stages, int spe, double time_s, double acc)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"train\",\"run_id\":\"seed-%s\",\"suite\":\"%s\",\"status\":\"ok\","
+             "\"config\":{\"plan\":\"train\",\"backend\":\"%s\",\"workload\":\"mnist-mlp\",\"dataset\":"
+             "\"fashion-mnist\",\"batch\":%d,\"local_batch\":1,\"replicas_total\":%d,\"accumulation\":%d,"
+             "\"batch_per_replica\":1,\"devices\":%d,\"stages\":%d,\"schedule\":\"%s\",\"epochs\":50,"
+             "\"steps_per_epoch\":%d,\"steps\":%d,\"eval_samples\":10000},%s,\"figures\":{\"train_time_s\":%g,"
+             "\"eval_time_s\":0.04,\"test_accuracy\":%g,\"images_per_s\":19000}}\n",
+             backend, suite, backend, batch, batch / accum, accum, devices, stages, stages ? "1f1b" : "", spe, 50 * spe,
+             machine, time_s, acc);
+    th_append(path, t);
+}
+
+static const char *after(const char *md, const char *a, const char *b)
+{
+    const char *pa = strstr(md, a), *pb = strstr(md, b);
+    return pa && pb && pa < pb ? pb : NULL;
+}
+
+/* Issue 30 item 2: the Seeds section renders from rows: seed 001's place, then seed 002's table and chart
+ * with the published figures (plots/seed-002.published.tsv, labelled published with their source) and the
+ * measured rows (labelled measured here, with the row's CPU and cores and data set). Rows of other suites
+ * and unfinished runs stay out. */
+Test(harness_report, seeds_section_published_beside_measured, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(out, sizeof out, "report");
+    throughput(in, "cpu", 32, 25000.0, 400.0);
+    seed_row(in, "suites/seed-002.suite", "cpu", 0, 1, 1, 0, 2000, 5.16, 0.8372);
+    seed_row(in, "suites/seed-002.suite", "mirrored", 2, 2, 1, 0, 2000, 34.5, 0.861);
+    seed_row(in, "build/seed-002.suite", "ipu", 0, 2, 2, 2, 1000, 6.25, 0.8401);
+    seed_row(in, "suites/default.suite", "threads", 0, 1, 1, 0, 2000, 777.0, 0.5); /* another suite's row */
+    char *md = report_md(in, NULL, NULL);
+    const char *sec = strstr(md, "## Seeds");
+    cr_assert_not_null(sec, "no Seeds section:\n%s", md);
+    cr_assert(after(sec, "### Seed 001", "### Seed 002 — Keras MNIST MLP") != NULL, "seed 001's place, then 002:\n%s", sec);
+    cr_assert(strstr(sec, "(projection: see issue 30 item 2)") != NULL);
+    /* Published: every system, its figure, its source. */
+    const char *pub[4] = {"| 97.10 |", "| 69.45 |", "| 235.56 |", "| 10.90 |"};
+    for (int k = 0; k < 4; k++) {
+        char cell[32];
+        snprintf(cell, sizeof cell, "**%s", pub[k] + 2);
+        cell[strlen(cell) - 2] = '\0';
+        strcat(cell, "** |");
+        cr_assert(strstr(sec, cell) != NULL, "published %s missing:\n%s", cell, sec);
+    }
+    cr_assert(strstr(sec, "| published (issue 30; 2020 TF2/Keras strategy comparison) | 2x Graphcore GC2 IPU | IPUStrategy |") != NULL,
+              "published rows name their source:\n%s", sec);
+    /* Measured: labelled, with the machine and the data set. */
+    cr_assert(strstr(sec, "| measured here | Fixture CPU, 2 cores | cpu | 1 | 1 | 1 | 50 | 2000 | fashion-mnist | **5.16** |") != NULL,
+              "%s", sec);
+    cr_assert(strstr(sec, "| measured here | Fixture CPU, 2 cores | mirrored, 2 devices | 2 | 1 | 2 | 50 | 2000 | "
+                          "fashion-mnist | **34.50** | 86.10 % (test, 10000 images) |") != NULL, "%s", sec);
+    cr_assert(strstr(sec, "| measured here | Fixture CPU, 2 cores | ipu, 2 stages, micro-batch 1 x GA 2 (1f1b) | 2 | 1 | 2 | "
+                          "50 | 1000 | fashion-mnist | **6.25** |") != NULL, "%s", sec);
+    cr_assert(strstr(sec, "777") == NULL, "a row of another suite is not a seed row:\n%s", sec);
+    /* The chart: both kinds of bar, from the table's figures. */
+    cr_assert(strstr(sec, "](charts/seeds_002.png)") != NULL, "%s", sec);
+    check_png(out, "seeds_002");
+    char p[256];
+    snprintf(p, sizeof p, "%s/charts/data/seeds_002.dat", out);
+    char *dat = th_read(p);
+    cr_assert(strstr(dat, "published: 2x Graphcore GC2 IPU, IPUStrategy\t10.9\t1") != NULL, "%s", dat);
+    cr_assert(strstr(dat, "measured here: mirrored, 2 devices, 50 epochs\t34.5\t2") != NULL, "%s", dat);
+    free(dat);
+    free(md);
+}
+
+/* Without seed rows the section still shows the published figures and says how to measure them; no chart. */
+Test(harness_report, seeds_section_without_measured_rows, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192];
+    th_path(in, sizeof in, "results.jsonl");
+    throughput(in, "cpu", 32, 25000.0, 400.0);
+    char *md = report_md(in, NULL, NULL);
+    const char *sec = strstr(md, "## Seeds");
+    cr_assert_not_null(sec);
+    cr_assert(strstr(sec, "**235.56** |") != NULL, "%s", sec);
+    cr_assert(strstr(sec, "run `make seeds`") != NULL, "%s", sec);
+    cr_assert(strstr(sec, "measured here |") == NULL && strstr(sec, "seeds_002.png") == NULL, "%s", sec);
+    free(md);
+}

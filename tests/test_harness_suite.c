@@ -159,6 +159,51 @@ Test(harness_suite, the_default_suite_parses)
     suite_free(&s);
 }
 
+/* Issue 30 item 1: suites/seed-002.suite is the seed's recipe on every backend, with tf.distribute's
+ * per-replica batch: cpu and threads at batch 1, mirrored on 2 devices at global batch 2 (1 per replica),
+ * ipu in 2 stages of micro-batch 1 x GA 2; 50 epochs of 2000 steps (ipu: 1000 updates of 2 samples, the
+ * seed's 2000 micro-batches); mnist-mlp's Adam at 0.001; every run records the suite it came from. */
+Test(harness_suite, the_seed_002_suite_expands_to_the_seed_s_runs)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/suites/seed-002.suite", TB_SOURCE_DIR);
+    struct bench_config base;
+    bench_config_defaults(&base);
+    struct suite s;
+    cr_assert_eq(suite_load(p, &base, &s), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(s.n_runs, 4);
+    const char *backend[4] = {"cpu", "threads", "mirrored", "ipu"};
+    const int batch[4] = {1, 1, 2, 2}, spe[4] = {2000, 2000, 2000, 1000};
+    for (int k = 0; k < 4; k++) {
+        const struct bench_config *c = &s.runs[k].c;
+        cr_assert_str_eq(c->backend, backend[k]);
+        cr_assert_str_eq(c->workload, "mnist-mlp");
+        cr_assert_eq(c->plan, PLAN_TRAIN, "%s", backend[k]);
+        cr_assert_eq(c->run.batch, batch[k], "%s: global batch %d", backend[k], c->run.batch);
+        cr_assert_eq(c->epochs, 50, "%s", backend[k]);
+        cr_assert_eq(c->steps_per_epoch, spe[k], "%s", backend[k]);
+        cr_assert_eq(c->steps, 0, "%s: whole epochs, so the whole test set is evaluated", backend[k]);
+        cr_assert_eq(c->run.optim.kind, OPTIM_ADAM, "%s", backend[k]);
+        cr_assert_float_eq(c->run.optim.lr, 1e-3f, 1e-9f, "%s", backend[k]);
+        cr_assert_str_eq(c->data, "", "%s: the data come from the command line (make seeds SEED_DATA)", backend[k]);
+        cr_assert_str_eq(c->suite, p, "%s", backend[k]);
+    }
+    cr_assert_eq(s.runs[0].c.batch_per_replica, 1);
+    cr_assert_eq(s.runs[2].c.batch_per_replica, 1);
+    cr_assert_eq(s.runs[2].c.run.n_devices, 2);
+    const struct bench_config *ipu = &s.runs[3].c;
+    cr_assert_eq(ipu->run.ipu.stages, 2);
+    cr_assert_eq(ipu->run.ipu.micro_batch, 1);
+    cr_assert_eq(ipu->run.ipu.ga, 2);
+    cr_assert_str_eq(ipu->run.ipu.schedule, "1f1b");
+    suite_free(&s);
+    /* --data on the command line reaches every run (MNIST from the user's folder). */
+    snprintf(base.data, sizeof base.data, "/some/mnist");
+    cr_assert_eq(suite_load(p, &base, &s), TB_OK, "%s", tb_error_get());
+    for (int k = 0; k < s.n_runs; k++) cr_assert_str_eq(s.runs[k].c.data, "/some/mnist");
+    suite_free(&s);
+}
+
 Test(harness_options, values_are_validated_with_the_option_named)
 {
     struct bench_config c;

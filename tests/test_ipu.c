@@ -243,6 +243,18 @@ Test(ipu, mlp_s2_g2_r2_matches_cpu, .timeout = 60)
     check_against_cpu(&sp, "mlp ipu S=2 G=2 R=2");
 }
 
+/* Issue 30's IPUStrategy seed: two stages of micro-batch 1 with accumulation 2 (the least 1f1b allows),
+ * global batch 2: trains, and matches cpu at batch 2. Grouped (gpipe) needs 4 micro-batches. */
+Test(ipu, mlp_s2_b1_g2_matches_cpu, .timeout = 60)
+{
+    struct spec sp = spec_of("ipu", 0, 2);
+    sp.stages = 2, sp.micro_batch = 1, sp.ga = 2, sp.replicas = 1, sp.schedule = "1f1b";
+    check_against_cpu(&sp, "mlp ipu S=2 B=1 G=2 R=1 1f1b");
+    sp = spec_of("ipu", 0, 4);
+    sp.stages = 2, sp.micro_batch = 1, sp.ga = 4, sp.replicas = 1, sp.schedule = "gpipe";
+    check_against_cpu(&sp, "mlp ipu S=2 B=1 G=4 R=1 gpipe");
+}
+
 /* Four stages and two replicas: eight devices on this machine's cores (oversubscribed), given splits. */
 Test(ipu, mlp_s4_oversubscribed_matches_cpu, .timeout = 90)
 {

@@ -1,0 +1,222 @@
+/* report_seeds.c — the report's "Seeds" section and its seed-002 subsection (see report_seeds.h).
+ *
+ * Seed 002 is a Keras MNIST MLP timed per TensorFlow strategy (issue 30). Its published figures are read
+ * from plots/seed-002.published.tsv (one line per system, cited there); the measured ones are the kept,
+ * finished train rows that suites/seed-002.suite wrote (top-level "suite" ending in seed-002.suite).
+ * Each table row and chart bar is labelled "published (source)" or "measured here"; measured rows name
+ * their machine (CPU model and cores from the row) and data set, since the seed trained on MNIST and
+ * `make seeds` trains on Fashion-MNIST unless given MNIST. Time is fit()'s: figures.train_time_s, the
+ * clock around all epochs' steps, without the evaluation after them.
+ */
+#define _GNU_SOURCE
+#include "report_seeds.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEED002_SUITE "seed-002.suite"
+#define SEED002_PUBLISHED "seed-002.published.tsv"
+#define MAX_PUBLISHED 32
+#define MAX_MEASURED 256
+
+struct published {
+    char system[128], strategy[96], devices[16], epochs[16], counterpart[32], source[256];
+    double time_s, acc_pct; /* NAN: not given ("-") */
+};
+
+static double num_or_nan(const char *s)
+{
+    char *end;
+    const double v = strtod(s, &end);
+    return end == s ? NAN : v;
+}
+
+/* Reads the published figures: tab-separated lines, '#' comments. Returns the count, or -1 if the file
+ * cannot be opened; a line with fewer than 8 fields is skipped with a warning. */
+static int published_read(const char *path, struct published *p, int max)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[2048];
+    int n = 0, line_no = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        line_no++;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '#' || line[0] == '\0') continue;
+        char *field[8], *save = NULL, *t = strtok_r(line, "\t", &save);
+        int k = 0;
+        for (; t && k < 8; t = strtok_r(NULL, "\t", &save)) field[k++] = t;
+        if (k < 8) {
+            fprintf(stderr, "bench report: warning: %s:%d: expected 8 tab-separated fields, got %d; skipped\n", path,
+                    line_no, k);
+            continue;
+        }
+        struct published *q = &p[n++];
+        snprintf(q->system, sizeof q->system, "%s", field[0]);
+        snprintf(q->strategy, sizeof q->strategy, "%s", field[1]);
+        snprintf(q->devices, sizeof q->devices, "%s", field[2]);
+        snprintf(q->epochs, sizeof q->epochs, "%s", field[3]);
+        q->time_s = num_or_nan(field[4]);
+        q->acc_pct = num_or_nan(field[5]);
+        snprintf(q->counterpart, sizeof q->counterpart, "%s", field[6]);
+        snprintf(q->source, sizeof q->source, "%s", field[7]);
+    }
+    fclose(f);
+    return n;
+}
+
+static const char *cfg_str(const struct json_value *r, const char *field)
+{
+    char path[96];
+    snprintf(path, sizeof path, "config.%s", field);
+    return json_get_str(r, path, "");
+}
+
+static double cfg_num(const struct json_value *r, const char *field)
+{
+    char path[96];
+    snprintf(path, sizeof path, "config.%s", field);
+    return json_get_number(r, path, NAN);
+}
+
+/* A kept, finished training row of suites/seed-002.suite (any directory: make seeds may run a copy). */
+static int is_seed002(const struct json_value *r)
+{
+    const char *suite = json_get_str(r, "suite", "");
+    const char *base = strrchr(suite, '/');
+    base = base ? base + 1 : suite;
+    return !strcmp(base, SEED002_SUITE) && !strcmp(json_get_str(r, "kind", ""), "train") &&
+           !strcmp(json_get_str(r, "status", "ok"), "ok");
+}
+
+/* Devices a measured row ran on: mirrored's --devices, ipu's stages × replicas, else 1. */
+static int row_devices(const struct json_value *r)
+{
+    const char *b = cfg_str(r, "backend");
+    const double stages = cfg_num(r, "stages"), replicas = cfg_num(r, "replicas_total"), dev = cfg_num(r, "devices");
+    if (!strcmp(b, "ipu")) return (int)((stages > 0 ? stages : 1) * (replicas > 0 ? replicas : 1));
+    if (!strcmp(b, "mirrored")) return (int)(replicas > 0 ? replicas : dev > 0 ? dev : 1);
+    return 1;
+}
+
+/* "cpu", "mirrored, 2 devices", "ipu, 2 stages, micro-batch 1 × GA 2". */
+static void row_how(const struct json_value *r, char *buf, size_t n)
+{
+    const char *b = cfg_str(r, "backend");
+    if (!strcmp(b, "ipu"))
+        snprintf(buf, n, "ipu, %g stages, micro-batch %g x GA %g (%s)", cfg_num(r, "stages"), cfg_num(r, "local_batch"),
+                 cfg_num(r, "accumulation"), cfg_str(r, "schedule")[0] ? cfg_str(r, "schedule") : "1f1b");
+    else if (!strcmp(b, "mirrored"))
+        snprintf(buf, n, "mirrored, %d devices", row_devices(r));
+    else if (!strcmp(b, "threads") && cfg_num(r, "threads") > 0)
+        snprintf(buf, n, "threads (%g)", cfg_num(r, "threads"));
+    else
+        snprintf(buf, n, "%s", b);
+}
+
+static void row_machine(const struct json_value *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s, %g cores", json_get_str(r, "machine.cpu_model", "unknown CPU"),
+             json_get_number(r, "machine.n_cores", 0));
+}
+
+static void seed002(const struct report_seeds_in *in)
+{
+    fprintf(in->md, "### Seed 002 — Keras MNIST MLP\n\n");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", in->plots_dir, SEED002_PUBLISHED);
+    struct published pub[MAX_PUBLISHED];
+    const int n_pub = published_read(path, pub, MAX_PUBLISHED);
+    if (n_pub < 0) fprintf(stderr, "bench report: warning: cannot read the published seed figures %s\n", path);
+    int idx[MAX_MEASURED], n = 0;
+    for (int i = 0; i < in->n_rows && n < MAX_MEASURED; i++)
+        if (in->keep[i] && is_seed002(in->rows[i])) idx[n++] = i;
+
+    fprintf(in->md, "784-128-256-128-10 MLP, Adam (lr 0.001), batch 1 per replica, `steps_per_epoch` 2000 "
+                    "(`suites/seed-002.suite`, run by `make seeds`). **Time is fit()'s**: the training of all "
+                    "epochs, without the test-set evaluation after it (published: Keras's fit(); measured: "
+                    "`figures.train_time_s`). Published figures: `plots/%s`, labelled *published (source)*; "
+                    "ours are labelled *measured here* with the machine of their row.\n\n", SEED002_PUBLISHED);
+    if (n_pub < 0) fprintf(in->md, "_(published figures not found: %s)_\n\n", path);
+    if (n == 0) fprintf(in->md, "No measured seed-002 rows in these results: run `make seeds`.\n\n");
+
+    /* The chart: one horizontal bar per system, published and measured in their own colours. */
+    char dat[1300], name[] = "seeds_002", sub[600] = "", machine[300] = "", data[64] = "";
+    snprintf(dat, sizeof dat, "%s/%s.dat", in->data_dir, name);
+    FILE *f = n ? fopen(dat, "w") : NULL;
+    int bars = 0;
+    if (f) {
+        fprintf(f, "# label\tseconds (fit: training of all epochs)\tkind (1 published, 2 measured here)\n");
+        for (int k = 0; k < n_pub; k++)
+            if (!isnan(pub[k].time_s)) {
+                fprintf(f, "published: %s, %s\t%.6g\t1\n", pub[k].system, pub[k].strategy, pub[k].time_s);
+                bars++;
+            }
+        for (int j = 0; j < n; j++) {
+            const struct json_value *r = in->rows[idx[j]];
+            char how[200];
+            row_how(r, how, sizeof how);
+            row_machine(r, machine, sizeof machine);
+            snprintf(data, sizeof data, "%s", cfg_str(r, "dataset"));
+            fprintf(f, "measured here: %s, %g epochs\t%.6g\t2\n", how, cfg_num(r, "epochs"),
+                    json_get_number(r, "figures.train_time_s", NAN));
+            bars++;
+        }
+        fclose(f);
+    }
+    snprintf(sub, sizeof sub, "measured here: %s%s%s", n ? machine : "no rows yet (make seeds)", n ? ", data " : "",
+             n ? data : "");
+    /* The key names the source: src='...' (a gnuplot single-quoted string: '' for a quote). */
+    char vars[700] = "src='", *v = vars + strlen(vars);
+    for (const char *c = n_pub > 0 ? pub[0].source : "-"; *c && v < vars + sizeof vars - 4; c++) {
+        if (*c == '\'') *v++ = '\'';
+        *v++ = *c;
+    }
+    snprintf(v, (size_t)(vars + sizeof vars - v), "'");
+    /* No chart of the published figures alone: it would say nothing about this machine. */
+    const int rendered = f && n && bars ? report_render_chart(in->report, "seeds.gp", name, dat,
+                                                         "Seed 002: Keras MNIST MLP, fit() seconds per system", sub, vars)
+                                   : 0;
+    if (n) report_md_chart(in->report, name, "Seed 002: fit() seconds per system, published and measured here", rendered);
+
+    fprintf(in->md, "| figure | system | strategy / backend | devices | batch per replica | global batch | epochs | "
+                    "steps per epoch | data | fit time s | accuracy |\n"
+                    "|---|---|---|---:|---:|---:|---:|---:|---|---:|---|\n");
+    for (int k = 0; k < n_pub; k++) {
+        char t[32], a[48];
+        if (isnan(pub[k].time_s)) snprintf(t, sizeof t, "–");
+        else snprintf(t, sizeof t, "%.2f", pub[k].time_s);
+        if (isnan(pub[k].acc_pct)) snprintf(a, sizeof a, "–");
+        else snprintf(a, sizeof a, "%.2f %% (validation)", pub[k].acc_pct);
+        fprintf(in->md, "| published (%s) | %s | %s | %s | 1 | – | %s | 2000 | MNIST | **%s** | %s |\n", pub[k].source,
+                pub[k].system, pub[k].strategy, pub[k].devices, strcmp(pub[k].epochs, "-") ? pub[k].epochs : "–", t,
+                a);
+    }
+    for (int j = 0; j < n; j++) {
+        const struct json_value *r = in->rows[idx[j]];
+        char how[200], m[300];
+        row_how(r, how, sizeof how);
+        row_machine(r, m, sizeof m);
+        fprintf(in->md, "| measured here | %s | %s | %d | %g | %g | %g | %g | %s | **%.2f** | %.2f %% (test, %g images) |\n",
+                m, how, row_devices(r), cfg_num(r, "local_batch"), cfg_num(r, "batch"), cfg_num(r, "epochs"),
+                cfg_num(r, "steps_per_epoch"), cfg_str(r, "dataset"), json_get_number(r, "figures.train_time_s", NAN),
+                100.0 * json_get_number(r, "figures.test_accuracy", NAN), cfg_num(r, "eval_samples"));
+    }
+    fprintf(in->md, "\nHow the set-ups map (the suite's comments give the reasons): a MirroredStrategy replica takes "
+                    "batch 1, so the global batch is the replica count and a step is one global batch "
+                    "(`--batch-per-replica 1`); the IPU run is two pipeline stages of micro-batch 1 with gradient "
+                    "accumulation 2, the least a pipeline allows, and its 2000 Keras steps (micro-batches) per epoch "
+                    "are 1000 weight updates of 2 samples. The published accuracies are on MNIST (validation); "
+                    "ours on the data set named in the row (Fashion-MNIST, a harder set, unless `make seeds "
+                    "SEED_DATA=DIR` named an MNIST folder), over the whole test set. The V100 figure is of 10 "
+                    "epochs and the TPU's epochs are not given; ours are the rows' own.\n\n");
+}
+
+void report_seeds(const struct report_seeds_in *in)
+{
+    fprintf(in->md, "## Seeds\n\nIssue 30's seed figures, published, beside what this suite measures of them.\n\n");
+    /* Seed 001: its own file (harness/report_seed001.c). */
+    report_seed001(in);
+    seed002(in);
+}

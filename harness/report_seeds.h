@@ -1,0 +1,40 @@
+/* report_seeds.h — the report's "Seeds" section: issue 30's seeds, published figures beside ours.
+ *
+ * report.c calls report_seeds() once, with the rows it kept; report_seeds prints "## Seeds", then each
+ * seed's subsection: report_seed001() (harness/report_seed001.c, its own file so that seed 001's author
+ * edits nothing else) and seed 002's, the Keras MNIST MLP (harness/report_seeds.c): a table and a chart
+ * (plots/seeds.gp) of the published figures (plots/seed-002.published.tsv, labelled "published
+ * (source)") beside the rows `make seeds` measured (suites/seed-002.suite, labelled "measured here"
+ * with the row's CPU model and cores). Figures come from those files and rows only.
+ * Threading: none; the caller owns every pointer.
+ */
+#ifndef TB_REPORT_SEEDS_H
+#define TB_REPORT_SEEDS_H
+
+#include "json.h"
+
+#include <stdio.h>
+
+struct report_seeds_in {
+    FILE *md;                               /* REPORT.md, open for writing */
+    const struct json_value *const *rows;   /* every row read (n_rows) */
+    const int *keep;                        /* (n_rows) 1: the latest row of its configuration */
+    int n_rows;
+    const char *plots_dir;                  /* gnuplot scripts and the published figures */
+    const char *data_dir;                   /* <out>/charts/data: chart tables go here */
+    void *report;                           /* report.c's context, for report_render_chart */
+};
+
+/* Renders plots/<script> on data into charts/<name>.png and .svg (report.c's renderer; extra_vars:
+ * more gnuplot assignments, "name='value'; ...", or NULL): 1 if both were written, 0 if not (no gnuplot, or it failed; the report says so through report_md_chart). */
+int report_render_chart(void *report, const char *script, const char *name, const char *data, const char *title,
+                        const char *sub, const char *extra_vars);
+/* The chart's Markdown: the image and its links, or why it is missing. */
+void report_md_chart(void *report, const char *name, const char *alt, int rendered);
+
+/* "## Seeds" and every seed's subsection. */
+void report_seeds(const struct report_seeds_in *in);
+/* "### Seed 001 — ..." (harness/report_seed001.c). */
+void report_seed001(const struct report_seeds_in *in);
+
+#endif

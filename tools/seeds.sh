@@ -1,0 +1,45 @@
+#!/bin/sh
+# seeds.sh — `make seeds`: run suites/seed-002.suite (issue 30's seed 002 on every backend) and write the
+# report with its Seeds section beside the published figures (plots/seed-002.published.tsv).
+#
+#   tools/seeds.sh [BUILD]        environment: SEED_DATA=DIR (MNIST IDX files; default Debian's
+#                                 Fashion-MNIST), SEED_EPOCHS=N (a shorter check; default the suite's 50)
+#
+# Rows go to results/seeds.jsonl (the previous run's to results/seeds.prev.jsonl), event logs to
+# results/mllog/, the report to results/REPORT.md and results/charts/ (all git-ignored). The report reads
+# the last demo's rows too when there are any (results/demo.jsonl), so its other sections stay. A failed
+# run is reported and the rest still run; the report is written either way and the exit status says so.
+set -u
+BUILD=${1:-build}
+cd "$(dirname "$0")/.."
+B=$BUILD/bench
+[ -x "$B" ] || { echo "seeds: $B not built (make build)" >&2; exit 1; }
+start=$(date +%s)
+SUITE=suites/seed-002.suite
+if [ -n "${SEED_EPOCHS:-}" ]; then
+    case $SEED_EPOCHS in *[!0-9]*|'') echo "seeds: SEED_EPOCHS must be a whole number" >&2; exit 2 ;; esac
+    # The same runs, shorter: a copy with every epochs=50 replaced (the rows name the copy and their epochs).
+    SUITE=$BUILD/seed-002.suite
+    sed "s/\bepochs=50\b/epochs=$SEED_EPOCHS/g" suites/seed-002.suite > "$SUITE" || exit 1
+fi
+set --
+if [ -n "${SEED_DATA:-}" ]; then
+    [ -d "$SEED_DATA" ] || { echo "seeds: SEED_DATA=$SEED_DATA is not a directory" >&2; exit 2; }
+    set -- --data "$SEED_DATA"
+fi
+[ -f results/seeds.jsonl ] && mv results/seeds.jsonl results/seeds.prev.jsonl
+status=0
+"$B" --suite "$SUITE" --out results/seeds.jsonl "$@" || status=$?
+rows=results/seeds.jsonl
+if [ -f results/demo.jsonl ] && [ -f results/seeds.jsonl ]; then
+    rows=$BUILD/report-rows.jsonl
+    cat results/demo.jsonl results/seeds.jsonl > "$rows" || exit 1
+fi
+if [ -f "$rows" ]; then
+    "$B" report --in "$rows" --out-dir results || status=$?
+else
+    echo "seeds: no rows were written" >&2
+    status=1
+fi
+echo "seeds: $(( $(date +%s) - start )) s in all; the Seeds section is in results/REPORT.md"
+exit $status
