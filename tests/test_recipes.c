@@ -79,9 +79,15 @@ Test(recipes, mnist_mlp_default_recipe_trains)
 
 Test(recipes, effnet_b0_32px_default_recipe_trains)
 {
-    static const char *const kv[] = {"resolution", "32", NULL};
-    float l[40], l0[40];
-    assert_trains("effnet-b0", 16, 40, kv, l, l0);
+    /* One convolution algorithm, not the timed choice: "auto" picks by measuring, so under load another
+     * algorithm (other rounding) ran. The issue's 50 steps, inside the 100-step warm-up, at batch 32:
+     * measured (im2col, synthetic 32×32), batch 32 goes 7.6 → 4.7, 64 6.4 → 3.9, 128 4.7 → 3.4, while at
+     * batch 16 (the recipe's 0.016 × 16/256 = 0.001, warmed up from 0) the loss only wanders around
+     * 6.5 for 50 steps: the 40-step batch-16 version of this test passed or failed with the timed
+     * algorithm choice. The workload's default batch is 128. */
+    static const char *const kv[] = {"resolution", "32", "conv-algo", "im2col", NULL};
+    float l[50], l0[50];
+    assert_trains("effnet-b0", 32, 50, kv, l, l0);
 }
 
 Test(recipes, effnet_b4_g16_64px_default_recipe_trains)
