@@ -1,5 +1,7 @@
 /* executor.h — where a model's layers run: the device seam between the schedules (backends/) and the
- * kernels (core/).
+ * kernels (core/). An executor holds a whole model, or one pipeline stage of it (executor_config.l0/l1:
+ * a stage executor, with activation slots, segments and storage precision, fed and drained through
+ * packed boundaries; docs/DESIGN.md).
  *
  * An executor holds one instance of a model on one device (parameters, gradients, optimizer state,
  * buffers, activations, and the threads or queues the device needs) and runs passes over ranges of

@@ -47,19 +47,6 @@ static void span_trim(float *p, size_t n, size_t lo, size_t hi)
     if (b < n) madvise(p + b, (n - b) * sizeof(float), MADV_DONTNEED);
 }
 
-/* First parameter (buffers = 0) or buffer (buffers = 1) offset owned by a layer ≥ split; the arena size
- * when none (the table is in layer order: model_add_param follows model_add_layer). */
-static size_t first_offset(const struct model *m, int split, int buffers)
-{
-    size_t best = buffers ? m->n_buffers : m->n_params;
-    for (int k = 0; k < m->n_entries; k++) {
-        const struct param_entry *e = &m->params[k];
-        const int is_buf = e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER;
-        if (is_buf == buffers && e->layer >= split && e->off < best) best = e->off;
-    }
-    return best;
-}
-
 /* Whether entry pe is a trainable tensor of the stage's layers (what its optimizer updates). */
 static int stage_trains(const struct stage_engine *e, const struct param_entry *pe)
 {
@@ -244,7 +231,8 @@ static void update_half(struct stage_engine *e, long step)
 static int stage_update(struct executor *ex, long step, int part, int parts)
 {
     struct stage_engine *e = eng(ex);
-    if (parts != 1) return tb_error_set(TB_EUNSUPPORTED, "stage executor: no sharded update (part %d of %d)", part, parts);
+    if (parts != 1)
+        return tb_error_set(TB_EUNSUPPORTED, "stage executor: no sharded update (part %d of %d)", part, parts);
     const size_t n = e->p1 - e->p0;
     if (n == 0) return TB_OK;
     if (e->half) {
@@ -445,10 +433,10 @@ int executor_cpu_stage_create(struct executor *ex)
         memcpy(e->cuts, cfg->cuts, sizeof *e->cuts * (size_t)(cfg->n_seg + 1));
     }
     e->cfg.cuts = e->cuts;
-    e->p0 = e->l0 == 0 ? 0 : first_offset(m, e->l0, 0);
-    e->p1 = e->l1 == m->n_layers ? m->n_params : first_offset(m, e->l1, 0);
-    e->q0 = e->l0 == 0 ? 0 : first_offset(m, e->l0, 1);
-    e->q1 = e->l1 == m->n_layers ? m->n_buffers : first_offset(m, e->l1, 1);
+    e->p0 = e->l0 == 0 ? 0 : model_range_first_offset(m, e->l0, 0);
+    e->p1 = e->l1 == m->n_layers ? m->n_params : model_range_first_offset(m, e->l1, 0);
+    e->q0 = e->l0 == 0 ? 0 : model_range_first_offset(m, e->l0, 1);
+    e->q1 = e->l1 == m->n_layers ? m->n_buffers : model_range_first_offset(m, e->l1, 1);
     e->n_in = model_boundary_tensors(m, e->l0, e->in_ids, STAGE_MAX_BOUNDARY);
     e->n_out = model_boundary_tensors(m, e->l1, e->out_ids, STAGE_MAX_BOUNDARY);
     if (e->n_in > STAGE_MAX_BOUNDARY || e->n_out > STAGE_MAX_BOUNDARY)

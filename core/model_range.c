@@ -19,6 +19,22 @@ size_t model_boundary_floats(const struct model *m, int split, int n, int grads)
     return exec_boundary_floats(m, split, n, grads);
 }
 
+size_t model_range_first_offset(const struct model *m, int split, int buffers)
+{
+    size_t best = buffers ? m->n_buffers : m->n_params;
+    int last_layer = -1;
+    size_t last_off = 0;
+    for (int k = 0; k < m->n_entries; k++) {
+        const struct param_entry *e = &m->params[k];
+        const int is_buf = e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER;
+        if (is_buf != buffers) continue;
+        TB_ASSERT(e->layer >= last_layer && (last_layer < 0 || e->off >= last_off));
+        last_layer = e->layer, last_off = e->off;
+        if (e->layer >= split && e->off < best) best = e->off;
+    }
+    return best;
+}
+
 /* Marks in touched (n_tensors) the tensors a plan of layers [l0,l1) of src holds: outputs, inputs,
  * saved data and the tensors crossing either end. */
 static void range_touched(const struct model *src, int l0, int l1, char *touched)

@@ -19,6 +19,10 @@ int model_boundary_tensors(const struct model *m, int split, int *ids, int max_i
 /* Floats of a packed boundary buffer for n samples at `split` (each tensor n·per_sample floats at a
  * 16-float-aligned offset); grads = 1 counts only the tensors that need a gradient. */
 size_t model_boundary_floats(const struct model *m, int split, int n, int grads);
+/* First parameter (buffers = 0) or buffer (buffers = 1) offset owned by a layer ≥ split; the family's
+ * size when none: where a range's slice of the canonical layout ends. TB_ASSERTs the table is in layer
+ * order (model_add_param follows model_add_layer). */
+size_t model_range_first_offset(const struct model *m, int split, int buffers);
 /* Activation floats a range plan of layers [l0,l1) needs for n samples (what model_range_init gives);
  * work is scratch of m->n_tensors bytes. */
 size_t model_range_act_floats(const struct model *m, int l0, int l1, int n, char *work);

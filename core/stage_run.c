@@ -152,7 +152,10 @@ static void half_backward(struct stage_engine *e, const struct model_inst *mi, c
 }
 
 /* Recompute: segment k's input checkpoint inside a stash (k = 0: the stage input). */
-static inline void *seg_ckpt(const struct stage_engine *e, void *stash, int k) { return (char *)stash + e->seg[k].ck_off; }
+static inline void *seg_ckpt(const struct stage_engine *e, void *stash, int k)
+{
+    return (char *)stash + e->seg[k].ck_off;
+}
 
 /* Segments: the stage's forward one segment at a time in the working slot, from st (x or in_act: the
  * stage input). Recompute keeps each later segment's input in stash; half storage without it keeps
@@ -172,7 +175,8 @@ static void seg_forward_all(struct stage_engine *e, const struct exec_step *st, 
          * resident. */
         if (stored && keep && (more || e->l1 < e->m->n_layers)) seg_transfer(e, g, stash, 1);
         if (!more) continue;
-        if (e->cfg.recompute) stage_boundary_pack(&g->mi, g->l1, 0, st->n, seg_ckpt(e, stash, k + 1), e->cfg.prec, 1.0f);
+        if (e->cfg.recompute)
+            stage_boundary_pack(&g->mi, g->l1, 0, st->n, seg_ckpt(e, stash, k + 1), e->cfg.prec, 1.0f);
         if (e->half) stage_boundary_pack(&g->mi, g->l1, 0, st->n, e->seg_in, STAGE_PREC_FP32, 1.0f);
     }
 }
@@ -289,8 +293,9 @@ static int init_slots(struct stage_engine *e)
     return TB_OK;
 }
 
-/* Segments: plans each segment of cfg.cuts and sizes its stored activations (half storage) or input
- * checkpoint (recompute) inside a stash; returns the stash bytes, 0 with a message on failure. */
+/* Segments: plans each segment of cfg.cuts and places its stored activations (half storage) or input
+ * checkpoint (recompute) inside a stash, whose size goes to *stash_bytes; sizes the working slot and
+ * the buffers between segments. */
 static int plan_segments(struct stage_engine *e, size_t *stash_bytes)
 {
     const struct model *m = e->m;
@@ -298,7 +303,9 @@ static int plan_segments(struct stage_engine *e, size_t *stash_bytes)
     const size_t eb = stage_prec_bytes(e->cfg.prec);
     const int recompute = e->cfg.recompute;
     /* Recompute keeps the stage input; half storage keeps it inside the first segment's activations. */
-    const size_t in_copy = !recompute ? 0 : e->l0 == 0 ? (size_t)B * e->per_in : model_boundary_floats(m, e->l0, B, 0) * eb;
+    const size_t in_copy = !recompute ? 0
+                           : e->l0 == 0 ? (size_t)B * e->per_in
+                                        : model_boundary_floats(m, e->l0, B, 0) * eb;
     e->in_bytes = align64(in_copy);
     size_t ck = e->in_bytes;
     /* Half storage with recomputation decodes a later stage's input checkpoint into seg_in too (its

@@ -96,5 +96,6 @@ for s in $(grep -E '^(exec_|arena_|local_engine_)' "$tmp/und_backends"); do
     fail=1
 done
 
-[ $fail -eq 0 ] && echo "layers: util <- core <- workloads <- backends <- harness, no upward use; schedules use executors only"
+[ $fail -eq 0 ] && echo "layers: util <- core <- workloads <- backends <- harness, no upward use;" \
+    "schedules use executors only"
 exit $fail

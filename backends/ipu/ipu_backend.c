@@ -14,9 +14,10 @@
  * Replicas live here rather than in a mirrored wrapper: each stage all-reduces only its own slice,
  * the S rings running concurrently, with no full-model gradient buffer anywhere.
  *
- * Memory: a stage's activation slots follow its own plan (ipu_stage_model: only the tensors it
- * touches); its parameters, gradients and buffers keep the canonical offsets in an address space of
- * which only its slice is committed; optimizer state (and fp32 master weights) is compact per stage.
+ * Memory (the stage executors'): a stage's activation slots follow its own plan (model_range.h: only
+ * the tensors it touches); its parameters, gradients and buffers keep the canonical offsets in an
+ * address space of which only its slice is committed; optimizer state (and fp32 master weights) is
+ * compact per stage.
  * Precision: bf16/fp16 store in 2 bytes the weights (updates rounded stochastically with
  * counter-based randomness keyed by the global index, so replicas stay identical; to nearest from an
  * fp32 master with bf16m/fp16m), every activation a stage keeps for a backward, and the tensors
@@ -357,10 +358,8 @@ static void ipu_destroy(struct backend *b)
         for (size_t k = 0; k < links; k++) ipu_queue_free(&c->q_grad[k]);
     if (c->q_in)
         for (int r = 0; r < c->p.R; r++) ipu_queue_free(&c->q_in[r]);
-    if (c->stage)
-        for (int s = 0; s < c->p.S; s++) ipu_stage_model_free(&c->stage[s]);
     free(c->tl), free(c->dstep), free(c->prof_all);
-    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar);
+    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->dev), free(c->bar);
     free(c->gbufs), free(c->gbufs16), free(c->cuts);
     free(c);
     b->ctx = NULL;

@@ -269,18 +269,7 @@ double ipu_plan_ideal_bubble(const struct ipu_plan *p)
 
 size_t ipu_plan_first_offset(const struct model *m, int split, int buffers)
 {
-    size_t best = buffers ? m->n_buffers : m->n_params;
-    int last_layer = -1;
-    size_t last_off = 0;
-    for (int k = 0; k < m->n_entries; k++) {
-        const struct param_entry *e = &m->params[k];
-        const int is_buf = e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER;
-        if (is_buf != buffers) continue;
-        TB_ASSERT(e->layer >= last_layer && (last_layer < 0 || e->off >= last_off));
-        last_layer = e->layer, last_off = e->off;
-        if (e->layer >= split && e->off < best) best = e->off;
-    }
-    return best;
+    return model_range_first_offset(m, split, buffers);
 }
 
 size_t ipu_plan_range_act_floats(const struct model *m, int l0, int l1, int n, char *work)

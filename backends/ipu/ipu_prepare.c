@@ -1,6 +1,6 @@
 /* ipu_prepare.c — preparing the ipu engine: the plan (ipu_plan_resolve), a memory estimate checked
  * before allocating, the whole-model executor that tunes convolutions once and times each layer for the
- * split, the stage plans, queues, devices (stage executors), worker pool and infeed thread.
+ * split, the queues, devices (stage executors), worker pool and infeed thread.
  */
 #define _GNU_SOURCE
 #include "ipu_priv.h"
@@ -40,8 +40,8 @@ static double devices_bytes(const struct ipu_ctx *c)
     char *work = malloc((size_t)m->n_tensors + 1);
     TB_ASSERT(cuts && work);
     for (int s = 0; s < p->S; s++) {
-        double act = 4.0 * (double)model_act_floats(&c->stage[s].m, p->B);
         const int in_flight = ipu_plan_in_flight(p, s), l0 = p->l0[s], l1 = p->l0[s + 1];
+        double act = 4.0 * (double)model_range_act_floats(m, l0, l1, p->B, work);
         double slots = in_flight, stash = 0.0;
         if (p->recompute || p->prec != STAGE_PREC_FP32) {
             /* One working slot of the largest segment, and per micro-batch held the checkpoints
@@ -181,7 +181,6 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
             goto fail;
         }
 
-    c->stage = calloc((size_t)S, sizeof *c->stage);
     c->dev = calloc((size_t)c->D, sizeof *c->dev);
     c->bar = calloc((size_t)S, sizeof *c->bar);
     c->gbufs = calloc((size_t)c->D, sizeof *c->gbufs);
@@ -190,14 +189,11 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
     const size_t links = (size_t)R * (size_t)(S - 1);
     c->q_act = calloc(links + 1, sizeof *c->q_act);
     c->q_grad = calloc(links + 1, sizeof *c->q_grad);
-    if (!c->stage || !c->dev || !c->bar || !c->gbufs || !c->gbufs16 || !c->cuts || !c->q_act || !c->q_grad) {
+    if (!c->dev || !c->bar || !c->gbufs || !c->gbufs16 || !c->cuts || !c->q_act || !c->q_grad) {
         st = tb_error_set(TB_ENOMEM, "ipu: out of memory");
         goto fail;
     }
-    for (int s = 0; s < S; s++) {
-        tpool_barrier_init(&c->bar[s], R, c->D);
-        if ((st = ipu_stage_model_init(&c->stage[s], m, p->l0[s], p->l0[s + 1])) != TB_OK) goto fail;
-    }
+    for (int s = 0; s < S; s++) tpool_barrier_init(&c->bar[s], R, c->D);
     if ((st = check_fits(c, devices_bytes(c), "the devices")) != TB_OK && !p->recompute && !cfg->ipu.micro_batch &&
         !cfg->ipu.ga) {
         /* Nothing about the split was asked for: recomputation (same bits, a forward more) is ours to

@@ -75,7 +75,6 @@ struct ipu_ctx {
     const struct model *m;
     struct run_config cfg;
     int D;                            /* devices S·R, device d = r·S + s */
-    struct ipu_stage_model *stage;    /* (S) */
     struct ipu_dev *dev;              /* (D) */
     struct ipu_queue *q_act, *q_grad; /* (R·(S−1)) boundary s of replica r at r·(S−1) + s */
     struct ipu_queue *q_in;           /* (R) infeed, when prefetching */
