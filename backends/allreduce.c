@@ -11,7 +11,7 @@ struct ring_ops {
     void (*copy)(const struct ring_ops *o, size_t lo, size_t hi);
     void *mine;
     const void *theirs;
-    enum ipu_prec prec;
+    enum stage_prec prec;
 };
 
 /* The ring schedule both element types share: R−1 reduce-scatter steps, then R−1 all-gather steps. */
@@ -62,10 +62,10 @@ static void add_half(const struct ring_ops *o, size_t lo, size_t hi)
     float a[256], b[256];
     for (size_t i = lo; i < hi; i += 256) {
         const size_t len = hi - i < 256 ? hi - i : 256;
-        ipu_prec_unpack(a, mine + i, len, o->prec, 1.0f);
-        ipu_prec_unpack(b, theirs + i, len, o->prec, 1.0f);
+        stage_prec_unpack(a, mine + i, len, o->prec, 1.0f);
+        stage_prec_unpack(b, theirs + i, len, o->prec, 1.0f);
         for (size_t j = 0; j < len; j++) a[j] += b[j];
-        ipu_prec_pack(mine + i, a, len, o->prec, 1.0f);
+        stage_prec_pack(mine + i, a, len, o->prec, 1.0f);
     }
 }
 
@@ -77,7 +77,7 @@ static void copy_half(const struct ring_ops *o, size_t lo, size_t hi)
 /* Replica's view of a ring over fp32 buffers. */
 static struct ring_ops f32_ops(float *const *bufs, int R, int replica)
 {
-    return (struct ring_ops){add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], IPU_PREC_FP32};
+    return (struct ring_ops){add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], STAGE_PREC_FP32};
 }
 
 void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
@@ -87,7 +87,7 @@ void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*bar
     ring(n, R, replica, &o, barrier, ctx);
 }
 
-void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum ipu_prec prec,
+void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum stage_prec prec,
                          void (*barrier)(void *), void *ctx)
 {
     if (R == 1) return;

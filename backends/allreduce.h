@@ -10,7 +10,7 @@
 #ifndef TB_ALLREDUCE_H
 #define TB_ALLREDUCE_H
 
-#include "ipu_precision.h"
+#include "stage_precision.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +20,7 @@
 void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx);
 /* The same ring over 2-byte values of precision prec (bf16, fp16): each partial sum is formed in fp32 and
  * rounded back to nearest, in the same fixed order, so every replica ends with the same bits. */
-void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum ipu_prec prec,
+void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum stage_prec prec,
                          void (*barrier)(void *), void *ctx);
 
 /* The two halves of allreduce_ring, for a sharded update (ZeRO stage 1): the reduce-scatter leaves

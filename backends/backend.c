@@ -201,7 +201,7 @@ int backend_get_tensors(struct backend *b, enum tensor_family f, float *dst)
 
 int backend_set_tensors(struct backend *b, enum tensor_family f, const float *src)
 {
-    TB_ASSERT(b->prepared);
+    TB_ASSERT(b->prepared && (src || f == TF_OPT));
     return b->i->set_tensors(b, f, src);
 }
 

@@ -185,7 +185,8 @@ int backend_update(struct backend *b, long step, struct step_stats *st);
 int backend_evaluate(struct backend *b, const struct batch *batch, struct eval_stats *ev);
 /* Copies a tensor family out in the canonical layout. */
 int backend_get_tensors(struct backend *b, enum tensor_family f, float *dst);
-/* Copies a tensor family in from the canonical layout (every replica/stage receives it). */
+/* Copies a tensor family in from the canonical layout (every replica/stage receives it); src NULL with
+ * TF_OPT restores the optimizer's initial state, which each executor writes at creation. */
 int backend_set_tensors(struct backend *b, enum tensor_family f, const float *src);
 /* Writes a one-line description of the backend's arrangement into buf. */
 void backend_describe(struct backend *b, char *buf, size_t n);

@@ -3,9 +3,11 @@
  */
 #include "executor.h"
 
+#include "arena.h"
 #include "status.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static const struct executor_device registry[] = {
     {"cpu", "host cores: arenas in host memory, kernels on a pinned pool of `threads` workers",
@@ -37,9 +39,13 @@ int executor_create(struct executor *ex, const struct model *m, const struct exe
     if (cfg->threads < 1 || cfg->n_max < 1)
         return tb_error_set(TB_EINVAL, "executor: threads (%d) and n_max (%d) must be at least 1", cfg->threads,
                             cfg->n_max);
+    if (cfg->l1 && (cfg->l0 < 0 || cfg->l0 >= cfg->l1 || cfg->l1 > m->n_layers || cfg->threads != 1))
+        return tb_error_set(TB_EINVAL, "executor: stage layers [%d,%d) of %s on %d threads (one thread a stage)",
+                            cfg->l0, cfg->l1, m->name, cfg->threads);
     ex->m = m;
     ex->cfg = *cfg;
     ex->cfg.device = d[k].name;
+    if (ex->cfg.l1 && ex->cfg.slots < 1) ex->cfg.slots = 1;
     if (ex->cfg.eval_batch < 1) ex->cfg.eval_batch = cfg->n_max;
     int st = d[k].create(ex);
     if (st != TB_OK) {
@@ -49,6 +55,7 @@ int executor_create(struct executor *ex, const struct model *m, const struct exe
     TB_ASSERT(ex->i && ex->i->destroy && ex->i->compute && ex->i->zero_grads && ex->i->update && ex->i->get_tensors &&
               ex->i->set_tensors && ex->i->buffer && ex->i->supports);
     TB_ASSERT(!ex->fused_step || ex->i->train_step);
+    TB_ASSERT(!ex->cfg.l1 || (ex->i->import_boundary && ex->i->export_boundary));
     return TB_OK;
 }
 
@@ -65,6 +72,7 @@ static struct executor_pass pass_checked(const struct executor *ex, const struct
     if (q.l1 == 0) q.l1 = ex->m->n_layers;
     TB_ASSERT(q.n >= 1 && q.n <= ex->cfg.n_max && q.n_global >= q.n);
     TB_ASSERT(q.l0 >= 0 && q.l0 < q.l1 && q.l1 <= ex->m->n_layers);
+    TB_ASSERT(!ex->cfg.l1 || (q.l0 == ex->cfg.l0 && q.l1 == ex->cfg.l1 && q.slot >= 0 && q.slot < ex->cfg.slots));
     TB_ASSERT(!(what & EXECUTOR_BACKWARD) || q.training);
     TB_ASSERT(!((what & EXECUTOR_FORWARD) && q.l0 == 0) || q.x);
     return q;
@@ -107,6 +115,7 @@ int executor_get_tensors(struct executor *ex, enum tensor_family f, float *dst)
 
 int executor_set_tensors(struct executor *ex, enum tensor_family f, const float *src)
 {
+    TB_ASSERT(src || f == TF_OPT);
     return ex->i->set_tensors(ex, f, src);
 }
 
@@ -157,4 +166,33 @@ void executor_trace_add(struct executor *ex, char phase, double t0, double t1)
 {
     TB_ASSERT(phase != 0);
     if (ex->cfg.trace && ex->i->trace) ex->i->trace(ex, phase, t0, t1);
+}
+
+size_t executor_import_boundary(struct executor *ex, int grads, const void *src, int n, enum stage_prec prec,
+                                float scale)
+{
+    TB_ASSERT(ex->cfg.l1 && n >= 1 && n <= ex->cfg.n_max);
+    return ex->i->import_boundary(ex, grads, src, n, prec, scale);
+}
+
+size_t executor_export_boundary(struct executor *ex, int grads, int slot, void *dst, int n, enum stage_prec prec,
+                                float scale)
+{
+    TB_ASSERT(ex->cfg.l1 && n >= 1 && n <= ex->cfg.n_max && slot >= 0 && slot < ex->cfg.slots);
+    return ex->i->export_boundary(ex, grads, slot, dst, n, prec, scale);
+}
+
+void executor_set_grad_scale(struct executor *ex, float scale)
+{
+    if (ex->i->set_grad_scale) ex->i->set_grad_scale(ex, scale);
+}
+
+double executor_host_mem_available(void) { return arena_mem_available(); }
+
+double executor_host_mem_total(void)
+{
+    const double o = arena_mem_override();
+    if (o > 0.0) return o;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 8.0 * 1024 * 1024 * 1024;
 }

@@ -1,5 +1,7 @@
 /* executor.h — where a model's layers run: the device seam between the schedules (backends/) and the
- * kernels (core/).
+ * kernels (core/). An executor holds a whole model, or one pipeline stage of it (executor_config.l0/l1:
+ * a stage executor, with activation slots, segments and storage precision, fed and drained through
+ * packed boundaries; docs/DESIGN.md).
  *
  * An executor holds one instance of a model on one device (parameters, gradients, optimizer state,
  * buffers, activations, and the threads or queues the device needs) and runs passes over ranges of
@@ -20,6 +22,7 @@
 #include "exec.h"
 #include "model.h"
 #include "optim.h"
+#include "stage_precision.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -54,6 +57,23 @@ struct executor_config {
     int no_fused_step;    /* the schedule puts work between backward and update: executor_train_step unused */
     int profile;          /* keep per-layer forward and backward seconds (executor_stats) */
     int trace;            /* keep the current step's per-layer events (executor_stats) */
+    /* A stage of a pipeline (l1 = 0: the whole model). A stage executor holds layers [l0,l1) with the
+     * parameters, gradients, buffers and optimizer state of their slice of the canonical layout only;
+     * get/set tensors and buffers address that slice. It runs on the calling thread (threads = 1),
+     * takes the tensors crossing its first split and hands over those crossing its last one through
+     * import_boundary / export_boundary, and keeps a micro-batch's activations in its slot
+     * (executor_pass.slot) from its forward to its backward. */
+    int l0, l1;
+    int slots;            /* activation slots: micro-batches held between forward and backward (0 = 1) */
+    enum stage_prec prec; /* storage of weights, gradients and kept activations (kernels compute in fp32):
+                             half precision rounds every output onto the half grid and the update's
+                             result stochastically (keyed by the global index), or to nearest from master */
+    int master;           /* half precision: fp32 master weights in the optimizer */
+    int recompute;        /* keep each segment's input only; the backward recomputes it (no BatchNorm
+                             statistics update): the bits of a run without it */
+    const int *cuts;      /* segments (required by recompute or half storage, else none): n_seg + 1 layers,
+                             cuts[0] = l0 .. cuts[n_seg] = l1, at block boundaries (copied at create) */
+    int n_seg;
 };
 
 /* One pass over a slice of the global batch; zero-initialised fields give a whole-model pass. */
@@ -71,13 +91,20 @@ struct executor_pass {
                              (layer.block) for the whole pass's bits (the cpu device's SE-scale-into-
                              projection fusion is not bitwise) */
     const struct exec_collective *coll; /* sync BatchNorm: statistics summed over replicas (NULL: local) */
+    int slot;             /* stage executors: the activation slot of this micro-batch (0 .. slots−1) */
+    long *n_correct;      /* out, optional: a forward through the loss layer adds its correct predictions */
 };
 
-/* A tensor family's storage, for collectives that work in place (all-reduce, all-gather). */
+/* A tensor family's storage, for collectives that work in place (all-reduce, all-gather). Half-precision
+ * stage gradients are a buffer of 2-byte elements (data16, prec), summed by decoding to fp32. */
 struct executor_buffer {
-    float *data;          /* canonical layout */
-    size_t n;             /* floats */
+    float *data;          /* canonical layout; NULL when the elements are 2-byte (data16) */
+    size_t n;             /* elements */
     int host;             /* 1: a host pointer the caller may read and write; 0: a device pointer */
+    size_t off;           /* canonical offset of element 0 (a stage's slice; 0 for a whole model) */
+    uint16_t *data16;     /* prec bf16/fp16: the elements, 2 bytes each; NULL for fp32 */
+    enum stage_prec prec; /* element type: STAGE_PREC_FP32 (data) or a half precision (data16) */
+    float scale;          /* the stored values are the tensors times this (fp16 gradients: the loss scale) */
 };
 
 /* What the executor recorded, as views valid until its next call. */
@@ -86,6 +113,14 @@ struct executor_stats {
     const struct exec_trace_event *trace; /* the current step's events; NULL unless trace */
     int n_trace;
     const int *conv_algos; /* (n_layers) enum conv_algo per layer (-1: none); NULL if the device cannot tell */
+    /* Stage executors (zero otherwise). */
+    double t_recompute;    /* seconds the last backward spent recomputing segments (the timeline's R) */
+    long nonfinite_grads;  /* gradients stored as inf or NaN since the last zero_grads (fp16 overflow) */
+    int n_segments;        /* segments the stage runs as (0: whole-stage slots) */
+    double act_fixed_bytes; /* activation memory held whatever the micro-batches in flight */
+    double act_slot_bytes;  /* activation memory per micro-batch held */
+    double grad_bytes, weight_bytes; /* the slice's gradients; weights as stored (+ fp32 master) */
+    double window_bytes;   /* half precision: the fp32 window one layer's weights are decoded into */
 };
 
 /* executor_i.compute's `what`. */
@@ -115,6 +150,13 @@ struct executor_i {
     int (*stats)(struct executor *ex, struct executor_stats *s);
     /* --trace: phase 0 starts a step's event list at t0; any other appends a whole-step event t0..t1. */
     void (*trace)(struct executor *ex, char phase, double t0, double t1);
+    /* Stages (required when cfg.l1 > 0): see executor_import_boundary, executor_export_boundary. */
+    size_t (*import_boundary)(struct executor *ex, int grads, const void *src, int n, enum stage_prec prec,
+                              float scale);
+    size_t (*export_boundary)(struct executor *ex, int grads, int slot, void *dst, int n, enum stage_prec prec,
+                              float scale);
+    /* Stages, half precision: gradients are stored times `scale` from the next call on. */
+    void (*set_grad_scale)(struct executor *ex, float scale);
 };
 
 struct executor {
@@ -152,7 +194,8 @@ int executor_update(struct executor *ex, long step);
 int executor_update_part(struct executor *ex, long step, int part, int parts);
 /* Copies a tensor family out in the canonical layout. */
 int executor_get_tensors(struct executor *ex, enum tensor_family f, float *dst);
-/* Copies a tensor family in from the canonical layout. */
+/* Copies a tensor family in from the canonical layout; src NULL with TF_OPT writes the optimizer's
+ * initial state (optim_state_init: what create wrote), so a schedule can restart training. */
 int executor_set_tensors(struct executor *ex, enum tensor_family f, const float *src);
 /* The storage of family f (stable until destroy; its contents current after executor_finish). */
 int executor_buffer(struct executor *ex, enum tensor_family f, struct executor_buffer *b);
@@ -176,7 +219,27 @@ void executor_trace_begin(struct executor *ex, double t0);
 /* --trace: appends a whole-step event (phase 'A', 'U', 'W') from t0 to t1 (no-op unless cfg.trace). */
 void executor_trace_add(struct executor *ex, char phase, double t0, double t1);
 
+/* Stages: takes n samples of the tensors crossing the stage's first split (grads = 0: activations, for
+ * the next forward) or its last split (grads = 1: their gradients, for the next backward), packed
+ * (model_boundary_floats' layout) in precision prec, times scale; returns how many values are not
+ * finite. src must stay valid until that pass has run (a device may read it in place). */
+size_t executor_import_boundary(struct executor *ex, int grads, const void *src, int n, enum stage_prec prec,
+                                float scale);
+/* Stages: packs into dst, in precision prec times scale, the activations crossing the last split that
+ * slot's forward left (grads = 0; valid until the next forward) or the gradients crossing the first
+ * split that the last backward left (grads = 1); returns how many packed values are not finite. */
+size_t executor_export_boundary(struct executor *ex, int grads, int slot, void *dst, int n, enum stage_prec prec,
+                                float scale);
+/* Stages, half precision: stores gradients times scale (fp16's loss scale) from the next call on. */
+void executor_set_grad_scale(struct executor *ex, float scale);
+/* Bytes of host memory available now (0 when unknown): what an executor's estimate is checked against. */
+double executor_host_mem_available(void);
+/* Bytes of host memory in all (TB_MEM_AVAILABLE when set, else the physical pages; 8 GiB when unknown). */
+double executor_host_mem_total(void);
+
 /* Constructors (one per device file). */
 int executor_cpu_create(struct executor *ex);
+/* The cpu device's stage executor (executor_cpu_create's when cfg.l1 > 0; executor_cpu_stage.c). */
+int executor_cpu_stage_create(struct executor *ex);
 
 #endif

@@ -118,6 +118,7 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
         st = TB_ENOMEM;
         goto fail;
     }
+    optim_state_init(cfg->optim.kind, e->opt, np); /* the optimizer's initial state is the executor's */
     /* One optimizer segment per trainable tensor: weight-decay exclusions and LARS trust ratios. */
     e->segs = calloc((size_t)m->n_entries + 1, sizeof *e->segs);
     e->trust = calloc((size_t)m->n_entries + 1, sizeof *e->trust);
@@ -362,7 +363,10 @@ static int cpu_compute(struct executor *ex, const struct executor_pass *p, int w
                                  .seed = e->cfg.seed, .training = p->training, .x = p->x, .y = p->y, .l0 = p->l0,
                                  .l1 = p->l1, .coll = p->coll,
                                  .trace = p->training && e->trace.ev ? &e->trace : NULL};
-    return local_engine_pass(e, &st, what, loss_sum);
+    const int rc = local_engine_pass(e, &st, what, loss_sum);
+    if (p->n_correct && (what & EXECUTOR_FORWARD) && p->l1 == ex->m->n_layers)
+        *p->n_correct += exec_correct_count(&e->train, p->n);
+    return rc;
 }
 
 static void cpu_zero_grads(struct executor *ex) { local_engine_zero_grads(eng(ex)); }
@@ -386,7 +390,8 @@ static int cpu_set(struct executor *ex, enum tensor_family f, const float *src)
 {
     size_t n;
     float *dst = local_engine_family(eng(ex), f, &n);
-    memcpy(dst, src, n * sizeof(float));
+    if (!src) optim_state_init(ex->cfg.optim.kind, dst, ex->m->n_params); /* TF_OPT's initial state */
+    else memcpy(dst, src, n * sizeof(float));
     return TB_OK;
 }
 
@@ -440,6 +445,7 @@ static const struct executor_i cpu_iface = {
 
 int executor_cpu_create(struct executor *ex)
 {
+    if (ex->cfg.l1) return executor_cpu_stage_create(ex); /* a pipeline stage: executor_cpu_stage.c */
     struct local_engine *e = calloc(1, sizeof *e);
     if (!e) return tb_error_set(TB_ENOMEM, "cpu executor: out of memory");
     const int st = local_engine_create(e, ex->m, &ex->cfg);

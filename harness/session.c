@@ -178,7 +178,6 @@ void session_close(struct session *s)
     dataset_free(&s->test);
     free(s->params);
     free(s->buffers);
-    free(s->opt_init);
     free(s->bx);
     free(s->by);
     free(s->test_y);
@@ -240,19 +239,16 @@ int session_open(struct session *s, const struct bench_config *c)
     if ((st = s->w->build(&s->m, &wo)) != TB_OK) return st;
     s->build_ms[1] = mllog_now_ms();
     s->have_model = 1;
-    const int spp = optim_state_per_param(s->c.run.optim.kind);
     s->params = calloc(s->m.n_params ? s->m.n_params : 1, sizeof(float));
     s->buffers = calloc(s->m.n_buffers ? s->m.n_buffers : 1, sizeof(float));
-    s->opt_init = calloc(s->m.n_params * (size_t)spp + 1, sizeof(float));
     s->s.perm = malloc((size_t)s->train.n * sizeof(uint32_t));
     s->test_y = malloc((size_t)(s->test.n ? s->test.n : 1) * sizeof(int32_t));
     s->batch_cap = max_batch(s);
     const size_t per = (size_t)s->train.h * s->train.w * s->train.c;
     s->bx = malloc((size_t)s->batch_cap * per);
     s->by = malloc((size_t)s->batch_cap * sizeof(int32_t));
-    if (!s->params || !s->buffers || !s->opt_init || !s->s.perm || !s->test_y || !s->bx || !s->by)
+    if (!s->params || !s->buffers || !s->s.perm || !s->test_y || !s->bx || !s->by)
         return tb_error_set(TB_ENOMEM, "out of memory preparing the run");
-    optim_state_init(s->c.run.optim.kind, s->opt_init, s->m.n_params);
     for (int i = 0; i < s->test.n; i++) s->test_y[i] = s->test.labels[i];
     if (s->c.load[0]) {
         /* Init first so any padding between tensors holds what a fresh run has; then the file. */
@@ -347,7 +343,8 @@ int session_reset(struct session *s, uint64_t seed)
     if (!s->loaded) s->w->init(&s->m, s->params, s->buffers, seed);
     int st = backend_set_tensors(&s->be, TF_PARAMS, s->params);
     if (st == TB_OK && s->m.n_buffers) st = backend_set_tensors(&s->be, TF_BUFFERS, s->buffers);
-    if (st == TB_OK && s->m.n_params) st = backend_set_tensors(&s->be, TF_OPT, s->opt_init);
+    /* The optimizer's initial state is the executors' (RMSProp's mean square at 1): NULL restores it. */
+    if (st == TB_OK && s->m.n_params) st = backend_set_tensors(&s->be, TF_OPT, NULL);
     s->s.ds = &s->train, s->s.seed = seed, s->s.perm_epoch = -1;
     return st;
 }

@@ -38,7 +38,6 @@ struct session {
     struct model m;
     int have_model;
     float *params, *buffers;    /* initial values: (n_params), (n_buffers) */
-    float *opt_init;            /* (optim_state_per_param · n_params) the optimizer's initial state */
     struct backend be;
     int be_batch, be_eval_batch;/* what be was prepared for; 0 = none */
     int eval_n;                 /* samples session_evaluate uses (the first of the test set); 0 = all */

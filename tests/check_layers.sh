@@ -8,7 +8,11 @@
 #   1. includes in every .c and .h of a layer folder and its subfolders (backends/ipu), headers included by nothing among them, and
 #      quoted includes with a path ("../harness/json.h"), which would bypass the include directories;
 #   2. the archives' symbols: a function or variable a layer uses but does not define (declared by
-#      hand, without a header) must not be defined by a higher layer.
+#      hand, without a header) must not be defined by a higher layer;
+#   3. the executor seam (issue 25): the schedules (backends/, backends/ipu/) reach devices through
+#      executor.h only — no .c file there includes exec.h, exec_priv.h, arena.h, executor_cpu.h or
+#      stage_engine.h, and libtb_backends.a calls no exec_*, arena_* or local_engine_* function
+#      (backends/local_engine.h, which includes executor_cpu.h, is the white-box tests' helper).
 # Usage: check_layers.sh SOURCE_DIR ARCHIVE_DIR [NM]. Exits 1 naming every violation.
 set -u
 
@@ -76,5 +80,22 @@ for l in $layers; do
     i=$((i + 1))
 done
 
-[ $fail -eq 0 ] && echo "layers: util <- core <- workloads <- backends <- harness, no upward use"
+# 3. The executor seam.
+for f in "$src"/backends/*.c "$src"/backends/ipu/*.c "$src"/backends/ipu/*.h; do
+    [ -f "$f" ] || continue
+    for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+        case $h in
+        exec.h | exec_priv.h | arena.h | executor_cpu.h | stage_engine.h)
+            echo "${f#"$src/"}: includes $h: a schedule reaches a device through executor.h only"
+            fail=1 ;;
+        esac
+    done
+done
+for s in $(grep -E '^(exec_|arena_|local_engine_)' "$tmp/und_backends"); do
+    echo "libtb_backends.a uses $s: a schedule reaches a device through executor.h only"
+    fail=1
+done
+
+[ $fail -eq 0 ] && echo "layers: util <- core <- workloads <- backends <- harness, no upward use;" \
+    "schedules use executors only"
 exit $fail

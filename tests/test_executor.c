@@ -14,7 +14,9 @@
  *     momentum and Adam with weight decay, and each part writes only its slice;
  *   - the fused train step (batch-1 MLP, Adam) equals zero + forward/backward + update bitwise;
  *   - supports() answers every op kind (cpu: all of them) and refuses out-of-range kinds;
- *   - stats: profile, trace and convolution algorithms when asked for, NULL when not.
+ *   - stats: profile, trace and convolution algorithms when asked for, NULL when not;
+ *   - stage executors (layer ranges with slots, segments and recomputation, boundaries exported and
+ *     imported packed) give the whole executor's bits; the optimizer's initial state is the executor's.
  * Threaded cases carry a timeout so a deadlocked pool fails instead of hanging.
  */
 #include "test_util.h"
@@ -24,6 +26,7 @@
 #include "dataset.h"
 #include "executor.h"
 #include "layout.h"
+#include "model_range.h"
 #include "status.h"
 #include "workload.h"
 
@@ -498,5 +501,176 @@ ParameterizedTest(int *k, executor, stats_when_asked)
         }
         executor_destroy(&ex);
     }
+    fixture_free(&f);
+}
+
+/* Stage executors (issue 25): layers [0,k) and [k,L) as two stages, two micro-batches in two slots
+ * (1F1B's order: forward 0, forward 1, backward 0, backward 1), the boundary exported packed in fp32
+ * and imported by the other stage, give the whole executor's loss, gradients and running statistics
+ * (its forward + backward of each micro-batch in turn) bitwise, and the same update; with segments
+ * cut at every block boundary and recomputation too. */
+static void check_stages(const struct fixture *f, const char *device, int n, int k, int segmented)
+{
+    const int L = f->m.n_layers, mb = n / 2;
+    const size_t per = f->m.tensors[f->m.input].per_sample;
+    struct executor_config c = config(device, 1, mb, OPTIM_RMSPROP);
+    struct executor whole, st[2];
+    ex_init(&whole, f, &c);
+    int cuts[2][64], nc[2] = {0, 0};
+    for (int s = 0; s < 2; s++) {
+        const int l0 = s ? k : 0, l1 = s ? L : k;
+        cuts[s][nc[s]++] = l0;
+        for (int i = l0 + 1; i < l1 && segmented; i++)
+            if (f->m.layers[i].block != f->m.layers[i - 1].block && nc[s] < 62) cuts[s][nc[s]++] = i;
+        cuts[s][nc[s]] = l1;
+        struct executor_config sc = c;
+        sc.l0 = l0, sc.l1 = l1, sc.slots = 2, sc.recompute = segmented, sc.cuts = segmented ? cuts[s] : NULL;
+        sc.n_seg = segmented ? nc[s] : 0;
+        ex_init(&st[s], f, &sc);
+    }
+    executor_zero_grads(&whole), executor_zero_grads(&st[0]), executor_zero_grads(&st[1]);
+    double lw = 0.0, ls = 0.0;
+    const size_t fa = model_boundary_floats(&f->m, k, mb, 0), fg = model_boundary_floats(&f->m, k, mb, 1);
+    float *acts[2] = {tu_fvec(fa + 16), tu_fvec(fa + 16)}, *grads = tu_fvec(fg + 16);
+    struct executor_pass p[2];
+    for (int i = 0; i < 2; i++) {
+        p[i] = (struct executor_pass){.n = mb, .n_global = n, .first_index = i * mb, .step = 1, .training = 1,
+                                      .x = f->ds.images + (size_t)(i * mb) * per, .y = f->y + i * mb, .slot = i};
+        double l;
+        struct executor_pass w = p[i];
+        cr_assert_eq(executor_forward_backward(&whole, &w, &l), TB_OK, "%s", tb_error_get());
+        lw += l;
+    }
+    for (int i = 0; i < 2; i++) { /* forward of both micro-batches through stage 0, exported */
+        struct executor_pass a = p[i];
+        a.l0 = 0, a.l1 = k;
+        double l;
+        cr_assert_eq(executor_forward(&st[0], &a, &l), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_export_boundary(&st[0], 0, i, acts[i], mb, STAGE_PREC_FP32, 1.0f), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        struct executor_pass a = p[i], b = p[i];
+        a.l0 = 0, a.l1 = k, a.x = NULL, a.y = NULL;
+        b.l0 = k, b.l1 = L, b.x = NULL;
+        double l;
+        cr_assert_eq(executor_import_boundary(&st[1], 0, acts[i], mb, STAGE_PREC_FP32, 1.0f), 0);
+        cr_assert_eq(executor_forward(&st[1], &b, &l), TB_OK, "%s", tb_error_get());
+        ls += l;
+        cr_assert_eq(executor_backward(&st[1], &b), TB_OK, "%s", tb_error_get());
+        if (fg) {
+            cr_assert_eq(executor_export_boundary(&st[1], 1, i, grads, mb, STAGE_PREC_FP32, 1.0f), 0);
+            cr_assert_eq(executor_import_boundary(&st[0], 1, grads, mb, STAGE_PREC_FP32, 1.0f), 0);
+        }
+        cr_assert_eq(executor_backward(&st[0], &a), TB_OK, "%s", tb_error_get());
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s, stages [0,%d) [%d,%d)%s", f->m.name, k, k, L, segmented ? ", segments" : "");
+    cr_assert(memcmp(&lw, &ls, sizeof lw) == 0, "%s: loss %.17g whole, %.17g stages", what, lw, ls);
+    for (int round = 0; round < 2; round++) { /* the gradients, then the state after one update */
+        const enum tensor_family fams[4] = {TF_GRADS, TF_PARAMS, TF_BUFFERS, TF_OPT};
+        for (int j = round; j < round + 3; j++) { /* round 0: grads, params, buffers; 1: params, buffers, opt */
+            const enum tensor_family fam = fams[j];
+            const size_t nf = family_floats(&whole, fam);
+            if (!nf) continue;
+            float *a = family_get(&whole, fam), *b = tu_fvec(nf);
+            for (int s = 0; s < 2; s++) cr_assert_eq(executor_get_tensors(&st[s], fam, b), TB_OK, "%s", tb_error_get());
+            for (int e = 0; e < f->m.n_entries; e++) {
+                const struct param_entry *pe = &f->m.params[e];
+                const int is_buf = pe->kind == PARAM_BUFFER || pe->kind == PARAM_COUNTER;
+                if (is_buf != (fam == TF_BUFFERS)) continue;
+                for (size_t base = 0; base < nf; base += fam == TF_BUFFERS ? nf : f->m.n_params)
+                    for (size_t i = pe->off; i < pe->off + pe->n; i++)
+                        cr_assert(memcmp(&a[base + i], &b[base + i], sizeof(float)) == 0,
+                                  "%s: family %d, %s element %zu: %.9g whole, %.9g stages (round %d)", what, (int)fam,
+                                  pe->name, i - pe->off, (double)a[base + i], (double)b[base + i], round);
+            }
+            free(a), free(b);
+        }
+        if (!round)
+            for (int s = 0; s < 3; s++) cr_assert_eq(executor_update(s < 2 ? &st[s] : &whole, 1), TB_OK);
+    }
+    free(acts[0]), free(acts[1]), free(grads);
+    executor_destroy(&whole), executor_destroy(&st[0]), executor_destroy(&st[1]);
+}
+
+ParameterizedTestParameters(executor, stages_bitwise_whole)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+/* Whether device k makes stage executors (a device may refuse them with TB_EUNSUPPORTED). */
+static int device_has_stages(const struct fixture *f, int k)
+{
+    struct executor_config c = config(device_name(k), 1, 4, OPTIM_SGD);
+    c.l0 = 0, c.l1 = f->m.n_layers;
+    struct executor ex;
+    const int st = executor_create(&ex, &f->m, &c);
+    executor_destroy(&ex);
+    if (st == TB_EUNSUPPORTED) return 0;
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    return 1;
+}
+
+ParameterizedTest(int *k, executor, stages_bitwise_whole)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 8);
+    if (!device_has_stages(&f, *k)) {
+        fixture_free(&f);
+        cr_skip_test("device %s makes no stage executors", device_name(*k));
+    }
+    for (int s = 1; s < f.m.n_layers; s++) check_stages(&f, device_name(*k), 8, s, 0);
+    fixture_free(&f);
+    fixture_init(&f, 1, 4);
+    int splits = 0;
+    for (int s = 1; s < f.m.n_layers; s++) {
+        if (f.m.layers[s].block == f.m.layers[s - 1].block) continue;
+        if (splits++ % 3) continue; /* every third block boundary: enough, and quick */
+        check_stages(&f, device_name(*k), 4, s, 0);
+        check_stages(&f, device_name(*k), 4, s, 1);
+    }
+    fixture_free(&f);
+}
+
+/* The optimizer's initial state is the executor's (issue 27): RMSProp's mean square starts at 1, and
+ * set_tensors(TF_OPT, NULL) writes it again after training moved it. */
+ParameterizedTestParameters(executor, optimizer_state_starts_initialised)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, optimizer_state_starts_initialised)
+{
+    struct fixture f;
+    fixture_init(&f, 0, 8);
+    struct executor_config c = config(device_name(*k), 1, 8, OPTIM_RMSPROP);
+    const size_t n = f.m.n_params * (size_t)optim_state_per_param(OPTIM_RMSPROP);
+    float *want = tu_fvec(n);
+    optim_state_init(OPTIM_RMSPROP, want, f.m.n_params);
+    for (int stage = 0; stage < 2; stage++) {
+        if (stage && !device_has_stages(&f, *k)) continue;
+        struct executor ex;
+        struct executor_config sc = c;
+        if (stage) sc.l0 = 0, sc.l1 = f.m.n_layers;
+        cr_assert_eq(executor_create(&ex, &f.m, &sc), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_set_tensors(&ex, TF_PARAMS, f.params), TB_OK);
+        for (int round = 0; round < 2; round++) {
+            float *got = family_get(&ex, TF_OPT);
+            cr_assert(memcmp(got, want, n * sizeof(float)) == 0, "%s executor: the initial state (round %d)",
+                      stage ? "stage" : "whole", round);
+            free(got);
+            struct executor_pass p = train_pass(&f, 8, 0, stage ? f.m.n_layers : 0);
+            double l;
+            executor_zero_grads(&ex);
+            cr_assert_eq(executor_forward_backward(&ex, &p, &l), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(executor_update(&ex, 1), TB_OK);
+            got = family_get(&ex, TF_OPT);
+            cr_assert(memcmp(got, want, n * sizeof(float)) != 0, "an update moves the state");
+            free(got);
+            cr_assert_eq(executor_set_tensors(&ex, TF_OPT, NULL), TB_OK);
+        }
+        executor_destroy(&ex);
+    }
+    free(want);
     fixture_free(&f);
 }

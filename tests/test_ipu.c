@@ -14,7 +14,7 @@
 #include "backend.h"
 #include "exec.h"
 #include "ipu_plan.h"
-#include "ipu_precision.h"
+#include "stage_precision.h"
 #include "pipeline_report.h"
 #include "run.h"
 #include "status.h"
@@ -1043,29 +1043,29 @@ Test(ipu, precision_conversions)
     const float x[6] = {1.0f, -2.5f, 1.00390625f /* 1 + 2^-8: a bf16 tie, rounds to even */, 1.0e-8f, 70000.0f, 0.1f};
     uint16_t h[6];
     float back[6];
-    ipu_prec_pack(h, x, 6, IPU_PREC_BF16, 1.0f);
-    cr_assert_eq(ipu_prec_unpack(back, h, 6, IPU_PREC_BF16, 1.0f), 0);
+    stage_prec_pack(h, x, 6, STAGE_PREC_BF16, 1.0f);
+    cr_assert_eq(stage_prec_unpack(back, h, 6, STAGE_PREC_BF16, 1.0f), 0);
     cr_assert_eq(back[0], 1.0f);
     cr_assert_eq(back[1], -2.5f);
     cr_assert_eq(back[2], 1.0f);
     cr_assert_float_eq(back[5], 0.1f, 1e-3);
     /* fp16: 70000 overflows to inf and is reported; 1e-8 survives only when scaled up */
-    ipu_prec_pack(h, x, 6, IPU_PREC_FP16, 1.0f);
-    cr_assert_eq(ipu_prec_unpack(back, h, 6, IPU_PREC_FP16, 1.0f), 1);
+    stage_prec_pack(h, x, 6, STAGE_PREC_FP16, 1.0f);
+    cr_assert_eq(stage_prec_unpack(back, h, 6, STAGE_PREC_FP16, 1.0f), 1);
     cr_assert(isinf(back[4]));
     cr_assert_eq(back[3], 0.0f);
-    ipu_prec_pack(h, x, 4, IPU_PREC_FP16, 1024.0f);
-    cr_assert_eq(ipu_prec_unpack(back, h, 4, IPU_PREC_FP16, 1.0f / 1024.0f), 0);
+    stage_prec_pack(h, x, 4, STAGE_PREC_FP16, 1024.0f);
+    cr_assert_eq(stage_prec_unpack(back, h, 4, STAGE_PREC_FP16, 1.0f / 1024.0f), 0);
     cr_assert_float_eq(back[3], 1.0e-8f, 1e-10);
     /* stochastic rounding is unbiased and lands on the grid; counter-based: reproducible */
     const int n = 20000;
     float *v = tu_fvec((size_t)n), *w = tu_fvec((size_t)n);
     for (int p = 0; p < 2; p++) {
-        const enum ipu_prec pr = p ? IPU_PREC_FP16 : IPU_PREC_BF16;
+        const enum stage_prec pr = p ? STAGE_PREC_FP16 : STAGE_PREC_BF16;
         const float val = 1.0f + 1.0f / 3.0f * (p ? 0x1p-10f : 0x1p-7f); /* a third of an ulp above 1 */
         for (int i = 0; i < n; i++) v[i] = w[i] = val;
-        ipu_prec_round(v, (size_t)n, pr, 1, 9, 5, 0);
-        ipu_prec_round(w, (size_t)n, pr, 1, 9, 5, 0);
+        stage_prec_round(v, (size_t)n, pr, 1, 9, 5, 0);
+        stage_prec_round(w, (size_t)n, pr, 1, 9, 5, 0);
         tu_assert_bitwise(v, w, (size_t)n, "stochastic rounding twice");
         double mean = 0;
         int up = 0;
@@ -1075,7 +1075,7 @@ Test(ipu, precision_conversions)
             cr_assert(v[i] == 1.0f || v[i] == 1.0f + (p ? 0x1p-10f : 0x1p-7f), "not on the grid: %.9g", (double)v[i]);
         }
         mean /= n;
-        cr_assert(fabs((double)up / n - 1.0 / 3.0) < 0.02, "%s: rounded up %d of %d", ipu_prec_name(pr), up, n);
+        cr_assert(fabs((double)up / n - 1.0 / 3.0) < 0.02, "%s: rounded up %d of %d", stage_prec_name(pr), up, n);
         cr_assert(fabs(mean - val) < 2e-4 * val);
     }
     free(v), free(w);

@@ -14,9 +14,10 @@
  * Replicas live here rather than in a mirrored wrapper: each stage all-reduces only its own slice,
  * the S rings running concurrently, with no full-model gradient buffer anywhere.
  *
- * Memory: a stage's activation slots follow its own plan (ipu_stage_model: only the tensors it
- * touches); its parameters, gradients and buffers keep the canonical offsets in an address space of
- * which only its slice is committed; optimizer state (and fp32 master weights) is compact per stage.
+ * Memory (the stage executors'): a stage's activation slots follow its own plan (model_range.h: only
+ * the tensors it touches); its parameters, gradients and buffers keep the canonical offsets in an
+ * address space of which only its slice is committed; optimizer state (and fp32 master weights) is
+ * compact per stage.
  * Precision: bf16/fp16 store in 2 bytes the weights (updates rounded stochastically with
  * counter-based randomness keyed by the global index, so replicas stay identical; to nearest from an
  * fp32 master with bf16m/fp16m), every activation a stage keeps for a backward, and the tensors
@@ -45,19 +46,27 @@
  * backend_stats (the harness's --timeline CSV and figures.timeline).
  *
  * Threading and ownership: S·R device workers on one persistent pinned pool (the caller is device 0)
- * plus one infeed (prefetch) thread; each device touches only its own arenas and the queue ends it
+ * plus one infeed (prefetch) thread; each device touches only its own executor and the queue ends it
  * owns; the ring all-reduce reads a neighbour replica's gradient slice between barriers. The context
  * owns everything; calls come from one harness thread at a time.
  *
+ * Devices: each stage of each replica is a stage executor (executor.h: executor_config.l0/l1, slots,
+ * prec, master, recompute, cuts; core/executor_cpu_stage.c and stage_run.c on cpu), which holds the
+ * stage's memory and runs its layers, segments and half-precision storage described above; this
+ * engine keeps the plan, the queues and messages (boundaries exported and imported by the executors),
+ * the op order, the replicas' all-reduce on the executors' gradient buffers, loss scaling and the
+ * timeline. It never calls a kernel.
+ *
  * Files (backends/ipu/): this one, the backend_i glue (steps, accounting, stats, canonical tensors,
- * description, constructor); ipu_prepare.c, ipu_stage.c (stage memory and precision), ipu_schedule.c
- * (device workers), ipu_exchange.c (queues, infeed), ipu_replicas.c (all-reduce, update), ipu_plan.c,
- * ipu_precision.c, ipu_queue.c; ipu_priv.h holds the context they share.
+ * description, constructor); ipu_prepare.c, ipu_stage.c (a device: its stage executor, queue ends, op
+ * order), ipu_schedule.c (device workers), ipu_exchange.c (queues, infeed), ipu_replicas.c (all-reduce,
+ * update, loss scale), ipu_plan.c, ipu_queue.c; ipu_priv.h holds the context they share.
  */
 #define _GNU_SOURCE
 #include "ipu_priv.h"
 
 #include "clock.h"
+#include "model_range.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -192,78 +201,21 @@ static int ipu_evaluate(struct backend *b, const struct batch *batch, struct eva
 
 /* ---- canonical tensors: stage slices assembled / scattered ---- */
 
-/* Optimizer state between a device and the canonical (spp, n_params) layout: out non-NULL copies the
- * device's slice out, else in's slice in. fp32 keeps it as (spp, p1−p0); half precision per layer chunk,
- * (spp, w1−w0) at spp·(w0−p0), so each layer's update is one optimizer call on its own window. */
-static void opt_copy(const struct ipu_dev *v, float *out, const float *in)
-{
-    const size_t np = v->c->m->n_params, n = v->p1 - v->p0;
-    const size_t spp = (size_t)optim_state_per_param(v->c->cfg.optim.kind);
-    if (!v->chunk) {
-        for (size_t k = 0; k < spp; k++) {
-            if (out) memcpy(out + k * np + v->p0, v->opt + k * n, n * sizeof(float));
-            else memcpy(v->opt + k * n, in + k * np + v->p0, n * sizeof(float));
-        }
-        return;
-    }
-    if (out)
-        for (size_t k = 0; k < spp; k++) memset(out + k * np + v->p0, 0, n * sizeof(float)); /* the gaps */
-    for (int j = 0; j < v->n_chunk; j++) {
-        const struct ipu_chunk *ch = &v->chunk[j];
-        const size_t len = ch->w1 - ch->w0;
-        for (size_t k = 0; k < spp; k++) {
-            float *dev = v->opt + spp * (ch->w0 - v->p0) + k * len;
-            if (out) memcpy(out + k * np + ch->w0, dev, len * sizeof(float));
-            else memcpy(dev, in + k * np + ch->w0, len * sizeof(float));
-        }
-    }
-}
-
 static int ipu_get(struct backend *b, enum tensor_family f, float *dst)
 {
     struct ipu_ctx *c = b->ctx;
-    for (int s = 0; s < c->p.S; s++) {
-        const struct ipu_dev *v = dev_at(c, s, 0); /* replicas hold the same values (BN buffers: replica 0's) */
-        const size_t n = v->p1 - v->p0;
-        switch (f) {
-        case TF_PARAMS:
-            if (v->master) memcpy(dst + v->p0, v->master, n * sizeof(float));
-            else if (v->w16) ipu_prec_unpack(dst + v->p0, v->w16, n, c->p.prec, 1.0f);
-            else memcpy(dst + v->p0, v->params + v->p0, n * sizeof(float));
-            break;
-        case TF_GRADS:
-            if (v->g16) ipu_prec_unpack(dst + v->p0, v->g16, n, c->p.prec, 1.0f / grad_scale(c));
-            else memcpy(dst + v->p0, v->grads + v->p0, n * sizeof(float));
-            break;
-        case TF_OPT: opt_copy(v, dst, NULL); break;
-        case TF_BUFFERS: memcpy(dst + v->q0, v->buffers + v->q0, (v->q1 - v->q0) * sizeof(float)); break;
-        }
-    }
-    return TB_OK;
+    int st = TB_OK;
+    /* Replicas hold the same values (BatchNorm buffers: replica 0's); each stage its slice. */
+    for (int s = 0; s < c->p.S && st == TB_OK; s++) st = executor_get_tensors(&dev_at(c, s, 0)->ex, f, dst);
+    return st;
 }
 
 static int ipu_set(struct backend *b, enum tensor_family f, const float *src)
 {
     struct ipu_ctx *c = b->ctx;
-    for (int d = 0; d < c->D; d++) {
-        struct ipu_dev *v = &c->dev[d];
-        const size_t n = v->p1 - v->p0;
-        switch (f) {
-        case TF_PARAMS:
-            if (v->master) memcpy(v->master, src + v->p0, n * sizeof(float));
-            /* Stored weights are half precision: what a device holds is the nearest half value. */
-            if (v->w16) ipu_prec_pack(v->w16, src + v->p0, n, c->p.prec, 1.0f);
-            else memcpy(v->params + v->p0, src + v->p0, n * sizeof(float));
-            break;
-        case TF_GRADS:
-            if (v->g16) ipu_prec_pack(v->g16, src + v->p0, n, c->p.prec, grad_scale(c));
-            else memcpy(v->grads + v->p0, src + v->p0, n * sizeof(float));
-            break;
-        case TF_OPT: opt_copy(v, NULL, src); break;
-        case TF_BUFFERS: memcpy(v->buffers + v->q0, src + v->q0, (v->q1 - v->q0) * sizeof(float)); break;
-        }
-    }
-    return TB_OK;
+    int st = TB_OK;
+    for (int d = 0; d < c->D && st == TB_OK; d++) st = executor_set_tensors(&c->dev[d].ex, f, src);
+    return st;
 }
 
 /* The run's per-stage accounting so far into r. */
@@ -273,7 +225,7 @@ static void pipeline_report_fill(struct ipu_ctx *c, struct pipeline_report *r)
     memset(r, 0, sizeof *r);
     r->stages = p->S, r->micro_batch = p->B, r->ga = p->G, r->replicas = p->R;
     const long steps = c->n_steps > 1 ? c->n_steps - 1 : c->n_steps;
-    const double eb = (double)ipu_prec_bytes(p->prec);
+    const double eb = (double)stage_prec_bytes(p->prec);
     for (int s = 0; s < p->S && s < BACKEND_MAX_STAGES; s++) {
         double f = 0, bw = 0, cp = 0, ex = 0, id = 0, ar = 0;
         for (int k = 0; k < p->R; k++) {
@@ -286,14 +238,15 @@ static void pipeline_report_fill(struct ipu_ctx *c, struct pipeline_report *r)
         r->t_fwd[s] = f * per_mb, r->t_bwd[s] = bw * per_mb;
         r->t_compute[s] = cp * per_step, r->t_exchange[s] = ex * per_step, r->t_idle[s] = id * per_step;
         r->t_allreduce[s] = ar * per_step;
-        const struct ipu_dev *v = dev_at(c, s, 0);
-        r->exchange_bytes[s] = eb * (double)(exec_boundary_floats(c->m, v->l0, p->B, 0) +
-                                             exec_boundary_floats(c->m, v->l1, p->B, 1));
-        r->param_bytes[s] = (v->g16 ? 2.0 : 4.0) * (double)(v->p1 - v->p0);
+        struct ipu_dev *v = dev_at(c, s, 0);
+        r->exchange_bytes[s] = eb * (double)(model_boundary_floats(c->m, v->l0, p->B, 0) +
+                                             model_boundary_floats(c->m, v->l1, p->B, 1));
+        struct executor_stats es;
+        executor_stats(&v->ex, &es);
+        r->param_bytes[s] = es.grad_bytes;
         r->peak_act_bytes[s] = ipu_stage_act_bytes(c, s);
-        const double np = (double)(v->p1 - v->p0);
-        r->weight_bytes[s] = (v->w16 ? 2.0 : 4.0) * np + (v->master ? 4.0 * np : 0.0);
-        r->weight_window_bytes[s] = 4.0 * (double)v->wwin_floats;
+        r->weight_bytes[s] = es.weight_bytes;
+        r->weight_window_bytes[s] = es.window_bytes;
     }
     r->bubble_ideal = ipu_plan_ideal_bubble(p);
     r->loss_scale = c->loss_scale;
@@ -314,9 +267,12 @@ static int ipu_stats(struct backend *b, struct backend_stats *st)
         const int L = c->m->n_layers;
         memset(c->prof_all, 0, 2 * (size_t)L * sizeof(double));
         for (int s = 0; s < c->p.S; s++) {
-            const struct ipu_dev *v = dev_at(c, s, 0);
+            struct ipu_dev *v = dev_at(c, s, 0);
+            struct executor_stats es;
+            executor_stats(&v->ex, &es);
+            if (!es.profile) continue;
             for (int i = v->l0; i < v->l1; i++)
-                c->prof_all[2 * i] = v->prof[2 * i], c->prof_all[2 * i + 1] = v->prof[2 * i + 1];
+                c->prof_all[2 * i] = es.profile[2 * i], c->prof_all[2 * i + 1] = es.profile[2 * i + 1];
         }
         st->layer_profile = c->prof_all;
     }
@@ -362,7 +318,7 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
         snprintf(meas, sizeof meas, ", measured %.1f%% over %ld step%s", 100.0 * (1.0 - c->sum_busy / c->sum_span),
                  c->n_steps > 1 ? c->n_steps - 1 : 1, c->n_steps > 2 ? "s" : "");
     char scale[64] = "";
-    if (p->prec == IPU_PREC_FP16) {
+    if (p->prec == STAGE_PREC_FP16) {
         /* Before any step (the harness takes this line at prepare) there is no count to give. */
         char skipped[40] = "";
         if (c->n_steps > 0) snprintf(skipped, sizeof skipped, ", %ld steps skipped", c->skipped_steps);
@@ -375,7 +331,7 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
              "%s%s%s%s, prefetch %d; bubble ideal %.1f%%%s; act MiB/stage %s",
              p->S, p->S == 1 ? "" : "s", p->R, p->R == 1 ? "" : "s", c->cfg.batch, p->B, p->G, p->R,
              p->mb_chosen ? " (chosen to fit memory)" : "", ipu_schedule_name(p->sched), p->S > 1 ? split : "-",
-             p->S == 1 ? "one stage" : p->split_given ? "given" : "timed", ipu_prec_name(p->prec),
+             p->S == 1 ? "one stage" : p->split_given ? "given" : "timed", stage_prec_name(p->prec),
              p->master ? " + fp32 master" : "", scale, rec, p->prefetch,
              100.0 * ipu_plan_ideal_bubble(p), meas, mem);
 }
@@ -395,7 +351,7 @@ static void ipu_destroy(struct backend *b)
     }
     tpool_destroy(c->pool);
     if (c->dev)
-        for (int d = 0; d < c->D; d++) ipu_dev_free(c, &c->dev[d]);
+        for (int d = 0; d < c->D; d++) ipu_dev_free(&c->dev[d]);
     const size_t links = (size_t)c->p.R * (size_t)(c->p.S > 0 ? c->p.S - 1 : 0);
     if (c->q_act)
         for (size_t k = 0; k < links; k++) ipu_queue_free(&c->q_act[k]);
@@ -403,11 +359,9 @@ static void ipu_destroy(struct backend *b)
         for (size_t k = 0; k < links; k++) ipu_queue_free(&c->q_grad[k]);
     if (c->q_in)
         for (int r = 0; r < c->p.R; r++) ipu_queue_free(&c->q_in[r]);
-    if (c->stage)
-        for (int s = 0; s < c->p.S; s++) ipu_stage_model_free(&c->stage[s]);
     free(c->tl), free(c->dstep), free(c->prof_all);
-    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->stage), free(c->dev), free(c->bar);
-    free(c->gbufs), free(c->gbufs16);
+    free(c->q_act), free(c->q_grad), free(c->q_in), free(c->dev), free(c->bar);
+    free(c->gbufs), free(c->gbufs16), free(c->cuts);
     free(c);
     b->ctx = NULL;
 }

@@ -1,9 +1,9 @@
 /* ipu_plan.c — configuration, split points, schedules and stage plans for the ipu backend. */
 #include "ipu_plan.h"
 
-#include "arena.h"
-#include "exec.h"
+#include "executor.h"
 #include "layout.h"
+#include "model_range.h"
 #include "status.h"
 
 #include <ctype.h>
@@ -14,13 +14,7 @@
 
 const char *ipu_schedule_name(enum ipu_schedule s) { return s == IPU_SCHED_GPIPE ? "gpipe" : "1f1b"; }
 
-double ipu_plan_memory_bytes(void)
-{
-    const double o = arena_mem_override();
-    if (o > 0.0) return o;
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (double)pages * (double)page : 8.0 * 1024 * 1024 * 1024;
-}
+double ipu_plan_memory_bytes(void) { return executor_host_mem_total(); }
 
 /* Parses "5,12" into strictly increasing block indices in 1..nb-1; returns the count or -1. */
 static int parse_split(const char *s, int nb, int *out, int max)
@@ -60,11 +54,11 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
         return tb_error_set(TB_EINVAL, "ipu: unknown --schedule '%s' (valid: gpipe, 1f1b)", cfg->ipu.schedule);
 
     const char *pr = cfg->ipu.precision;
-    if (!pr[0] || strcmp(pr, "fp32") == 0) p->prec = IPU_PREC_FP32;
-    else if (strcmp(pr, "bf16") == 0) p->prec = IPU_PREC_BF16;
-    else if (strcmp(pr, "bf16m") == 0) p->prec = IPU_PREC_BF16, p->master = 1;
-    else if (strcmp(pr, "fp16") == 0) p->prec = IPU_PREC_FP16;
-    else if (strcmp(pr, "fp16m") == 0) p->prec = IPU_PREC_FP16, p->master = 1;
+    if (!pr[0] || strcmp(pr, "fp32") == 0) p->prec = STAGE_PREC_FP32;
+    else if (strcmp(pr, "bf16") == 0) p->prec = STAGE_PREC_BF16;
+    else if (strcmp(pr, "bf16m") == 0) p->prec = STAGE_PREC_BF16, p->master = 1;
+    else if (strcmp(pr, "fp16") == 0) p->prec = STAGE_PREC_FP16;
+    else if (strcmp(pr, "fp16m") == 0) p->prec = STAGE_PREC_FP16, p->master = 1;
     else
         return tb_error_set(TB_EINVAL, "ipu: unknown --precision '%s' (valid: fp32, bf16, fp16; bf16m, fp16m keep "
                                        "fp32 master weights)", pr);
@@ -114,7 +108,7 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
          * instance at prepare). */
         double budget = ipu_plan_memory_bytes() / 3.0;
         /* ... and in what is available now, when other processes hold more than two thirds of it. */
-        const double avail = arena_mem_available();
+        const double avail = executor_host_mem_available();
         if (avail > 0.0 && 0.9 * avail < budget) budget = 0.9 * avail;
         const double per_sample = 3.0 * 4.0 * (double)m->unit_floats * (double)R;
         for (int g = gmin; g <= per; g += unit) {
@@ -272,48 +266,12 @@ double ipu_plan_ideal_bubble(const struct ipu_plan *p)
 
 size_t ipu_plan_first_offset(const struct model *m, int split, int buffers)
 {
-    size_t best = buffers ? m->n_buffers : m->n_params;
-    int last_layer = -1;
-    size_t last_off = 0;
-    for (int k = 0; k < m->n_entries; k++) {
-        const struct param_entry *e = &m->params[k];
-        const int is_buf = e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER;
-        if (is_buf != buffers) continue;
-        TB_ASSERT(e->layer >= last_layer && (last_layer < 0 || e->off >= last_off));
-        last_layer = e->layer, last_off = e->off;
-        if (e->layer >= split && e->off < best) best = e->off;
-    }
-    return best;
-}
-
-/* Marks in touched (n_tensors) the tensors a plan of layers [l0,l1) of src holds: outputs, inputs,
- * saved data and the tensors crossing either end. */
-static void range_touched(const struct model *src, int l0, int l1, char *touched)
-{
-    for (int i = l0; i < l1; i++) {
-        const struct layer *l = &src->layers[i];
-        touched[l->out] = 1;
-        if (l->op != OP_INPUT) touched[l->in] = 1; /* the uint8 input is read from the batch, not a slot */
-        if (l->in2 >= 0) touched[l->in2] = 1;
-        if (l->save >= 0) touched[l->save] = 1;
-    }
-    int ids[64];
-    const int splits[2] = {l0, l1};
-    for (int k = 0; k < 2; k++) {
-        const int n = exec_boundary_tensors(src, splits[k], ids, 64);
-        TB_ASSERT(n <= 64);
-        for (int j = 0; j < n; j++) touched[ids[j]] = 1;
-    }
+    return model_range_first_offset(m, split, buffers);
 }
 
 size_t ipu_plan_range_act_floats(const struct model *m, int l0, int l1, int n, char *work)
 {
-    memset(work, 0, (size_t)m->n_tensors);
-    range_touched(m, l0, l1, work);
-    size_t unit = 0, fixed = 0;
-    for (int t = 0; t < m->n_tensors; t++)
-        if (work[t]) unit += tb_align16(m->tensors[t].per_sample), fixed += tb_align16(m->tensors[t].fixed);
-    return unit * (size_t)n + fixed;
+    return model_range_act_floats(m, l0, l1, n, work);
 }
 
 int ipu_plan_block_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts)
@@ -342,7 +300,7 @@ int ipu_plan_segments(const struct ipu_plan *p, const struct model *m, int s, in
     for (int a = 0; a < nb; a++)
         for (int b = a + 1; b <= nb; b++)
             act[(size_t)a * nn + (size_t)b] = (double)ipu_plan_range_act_floats(m, pos[a], pos[b], p->B, work);
-    for (int a = 1; a < nb; a++) ck[a] = (double)exec_boundary_floats(m, pos[a], p->B, 0);
+    for (int a = 1; a < nb; a++) ck[a] = (double)model_boundary_floats(m, pos[a], p->B, 0);
     const double held = (double)ipu_plan_in_flight(p, s);
     /* Peak floats with segments of at most `cap` floats: the working slot and its gradients (2·cap)
      * plus the checkpoints of every micro-batch held. For each candidate cap the fewest checkpoint
@@ -381,36 +339,7 @@ int ipu_plan_segments(const struct ipu_plan *p, const struct model *m, int s, in
 
 int ipu_stage_model_init(struct ipu_stage_model *sm, const struct model *src, int l0, int l1)
 {
-    memset(sm, 0, sizeof *sm);
-    sm->m = *src;
-    sm->m.tensors = malloc(sizeof *src->tensors * (size_t)src->n_tensors);
-    char *touched = calloc((size_t)src->n_tensors, 1);
-    if (!sm->m.tensors || !touched) {
-        free(sm->m.tensors), free(touched);
-        memset(sm, 0, sizeof *sm);
-        return tb_error_set(TB_ENOMEM, "ipu: out of memory planning a stage");
-    }
-    memcpy(sm->m.tensors, src->tensors, sizeof *src->tensors * (size_t)src->n_tensors);
-    sm->m.cap_tensors = src->n_tensors;
-    range_touched(src, l0, l1, touched);
-    size_t unit = 0, fixed = 0;
-    for (int t = 0; t < src->n_tensors; t++) {
-        struct tensor *x = &sm->m.tensors[t];
-        x->unit_off = 0, x->fixed_off = 0;
-        if (!touched[t]) continue;
-        x->unit_off = unit;
-        unit += tb_align16(x->per_sample);
-        x->fixed_off = fixed;
-        fixed += tb_align16(x->fixed);
-    }
-    sm->m.unit_floats = unit;
-    sm->m.fixed_floats = fixed;
-    free(touched);
-    return TB_OK;
+    return model_range_init(&sm->m, src, l0, l1);
 }
 
-void ipu_stage_model_free(struct ipu_stage_model *sm)
-{
-    free(sm->m.tensors);
-    memset(sm, 0, sizeof *sm);
-}
+void ipu_stage_model_free(struct ipu_stage_model *sm) { model_range_free(&sm->m); }

@@ -10,7 +10,7 @@
 #define TB_IPU_PLAN_H
 
 #include "backend.h"
-#include "ipu_precision.h"
+#include "stage_precision.h"
 #include "model.h"
 
 #define IPU_MAX_STAGES 64
@@ -26,7 +26,7 @@ struct ipu_op {
 struct ipu_plan {
     int S, R, G, B;          /* stages, replicas, micro-batches per step (GA), samples per micro-batch */
     enum ipu_schedule sched;
-    enum ipu_prec prec;      /* weight and exchange storage */
+    enum stage_prec prec;      /* weight and exchange storage */
     int master;              /* fp32 master weights in the optimizer (precision bf16m / fp16m) */
     int recompute;           /* keep only segment-boundary checkpoints; recompute segments in backward */
     int mb_chosen;           /* micro-batch and GA were ours to choose (memory): the description says so */
@@ -64,7 +64,7 @@ const char *ipu_schedule_name(enum ipu_schedule s);
 
 /* Recomputation checkpoints: cuts stage s at block boundaries into K segments, layers
  * [cuts[k], cuts[k+1]), writing K+1 cuts (room for one more than the stage's blocks) and returning K.
- * Minimises the stage's activation peak: two segment-sized arenas (activations, gradients) plus the
+ * Minimises the stage's activation peak: two segment-sized buffers (activations, gradients) plus the
  * boundary checkpoints of every micro-batch the schedule holds at once. */
 int ipu_plan_segments(const struct ipu_plan *p, const struct model *m, int s, int *cuts);
 /* Half-precision storage without recomputation: cuts stage s into one segment per block (each stored
@@ -86,7 +86,7 @@ struct ipu_stage_model {
 int ipu_stage_model_init(struct ipu_stage_model *sm, const struct model *src, int l0, int l1);
 /* Frees the stage plan's tensor table. */
 void ipu_stage_model_free(struct ipu_stage_model *sm);
-/* First parameter (buffers = 0) or buffer (buffers = 1) offset owned by a layer ≥ split; the arena size
+/* First parameter (buffers = 0) or buffer (buffers = 1) offset owned by a layer ≥ split; the family's size
  * when none. TB_ASSERTs the table is in layer order (model_add_param follows model_add_layer). */
 size_t ipu_plan_first_offset(const struct model *m, int split, int buffers);
 

@@ -1,13 +1,14 @@
 /* ipu_prepare.c — preparing the ipu engine: the plan (ipu_plan_resolve), a memory estimate checked
- * before allocating, the whole-model instance that tunes convolutions once and times each layer for the
- * split, the stage plans, queues, devices, worker pool and infeed thread.
+ * before allocating, the whole-model executor that tunes convolutions once and times each layer for the
+ * split, the queues, devices (stage executors), worker pool and infeed thread.
  */
 #define _GNU_SOURCE
 #include "ipu_priv.h"
 
-#include "arena.h"
+#include "backend_executor.h"
 #include "clock.h"
 #include "fpenv.h"
+#include "model_range.h"
 #include "rng.h"
 
 #include <pthread.h>
@@ -20,7 +21,7 @@ extern void openblas_set_num_threads(int);
  * beats the kernel's OOM killer minutes later. */
 static int check_fits(const struct ipu_ctx *c, double need, const char *what)
 {
-    const double avail = arena_mem_available();
+    const double avail = executor_host_mem_available();
     if (avail > 0.0 && need > 0.9 * avail) {
         /* MiB under a GiB: "needs 0.2 GiB but 0.2 GiB is available" says nothing. */
         const int gib = 0.9 * avail >= 1073741824.0;
@@ -33,7 +34,7 @@ static int check_fits(const struct ipu_ctx *c, double need, const char *what)
     return TB_OK;
 }
 
-/* Bytes the devices will hold: activation slots, gradient arenas, stashes, parameter slices, queues. */
+/* Bytes the devices will hold: activation slots, gradient buffers, stashes, parameter slices, queues. */
 static double devices_bytes(const struct ipu_ctx *c)
 {
     const struct ipu_plan *p = &c->p;
@@ -44,120 +45,85 @@ static double devices_bytes(const struct ipu_ctx *c)
     char *work = malloc((size_t)m->n_tensors + 1);
     TB_ASSERT(cuts && work);
     for (int s = 0; s < p->S; s++) {
-        double act = 4.0 * (double)model_act_floats(&c->stage[s].m, p->B);
         const int in_flight = ipu_plan_in_flight(p, s), l0 = p->l0[s], l1 = p->l0[s + 1];
+        double act = 4.0 * (double)model_range_act_floats(m, l0, l1, p->B, work);
         double slots = in_flight, stash = 0.0;
-        if (p->recompute || p->prec != IPU_PREC_FP32) {
+        if (p->recompute || p->prec != STAGE_PREC_FP32) {
             /* One working slot of the largest segment, and per micro-batch held the checkpoints
              * (recompute) or every activation at 2 bytes (half storage). */
-            const double eb = (double)ipu_prec_bytes(p->prec);
+            const double eb = (double)stage_prec_bytes(p->prec);
             const int K = p->recompute ? ipu_plan_segments(p, m, s, cuts) : ipu_plan_block_segments(p, m, s, cuts);
             const double whole = act;
             act = 0.0, slots = 1.0;
             if (p->recompute)
-                stash = s == 0 ? (double)p->B * (double)c->per_in : eb * (double)exec_boundary_floats(m, l0, p->B, 0);
+                stash = s == 0 ? (double)p->B * (double)c->per_in : eb * (double)model_boundary_floats(m, l0, p->B, 0);
             else
                 stash = whole / 2.0;
             for (int k = 0; k < K; k++) {
-                const double a = 4.0 * (double)ipu_plan_range_act_floats(m, cuts[k], cuts[k + 1], p->B, work);
+                const double a = 4.0 * (double)model_range_act_floats(m, cuts[k], cuts[k + 1], p->B, work);
                 if (a > act) act = a;
-                if (k > 0 && p->recompute) stash += eb * (double)exec_boundary_floats(m, cuts[k], p->B, 0);
+                if (k > 0 && p->recompute) stash += eb * (double)model_boundary_floats(m, cuts[k], p->B, 0);
             }
             stash *= in_flight;
         }
         const size_t p0 = s == 0 ? 0 : ipu_plan_first_offset(m, l0, 0);
         const size_t p1 = s == p->S - 1 ? m->n_params : ipu_plan_first_offset(m, l1, 0);
         const double params = 4.0 * (double)(p1 - p0) * (2.0 + spp + p->master);
-        const double queue = 2.0 * ipu_plan_queue_depth(p) * 4.0 * (double)exec_boundary_floats(m, l1, p->B, 0);
+        const double queue = 2.0 * ipu_plan_queue_depth(p) * 4.0 * (double)model_boundary_floats(m, l1, p->B, 0);
         total += p->R * ((slots + 1.0) * act + params + stash + queue);
     }
     free(cuts), free(work);
     return total;
 }
 
-struct timing_inst {
-    struct model_inst mi;
-    float *params, *grads, *buffers;
-};
-
-/* Frees the instance's arenas but keeps its tuned layer state (what the stages copy). */
-static void timing_free_arenas(struct timing_inst *t)
+/* A whole-model executor of one micro-batch on one thread: it tunes the convolution algorithms (the
+ * process-wide choices every stage executor then finds for the same shapes) and times each layer for
+ * the split. Timing only needs plausible magnitudes: small seeded weights, unit running variances. */
+static int timing_init(struct executor *ex, const struct model *m, const struct run_config *cfg, int n_max)
 {
-    arena_free(t->mi.acts), arena_free(t->mi.dacts);
-    free(t->mi.losses), free(t->mi.correct), free(t->mi.labels);
-    arena_free(t->params), arena_free(t->grads), arena_free(t->buffers);
-    t->mi.acts = t->mi.dacts = t->mi.losses = NULL, t->mi.correct = NULL, t->mi.labels = NULL;
-    t->params = t->grads = t->buffers = NULL;
-}
-
-static void timing_free(struct timing_inst *t)
-{
-    if (t->mi.m) exec_release(&t->mi);
-    timing_free_arenas(t);
-    memset(t, 0, sizeof *t);
-}
-
-/* A whole-model instance of one micro-batch: it tunes the convolution algorithms every stage then
- * copies, and times each layer for the split. */
-static int timing_init(struct timing_inst *t, const struct model *m, const struct run_config *cfg, int n_max)
-{
-    memset(t, 0, sizeof *t);
-    struct model_inst *mi = &t->mi;
-    mi->m = m;
-    mi->n_max = n_max;
-    const size_t act = model_act_floats(m, n_max);
-    t->params = arena_alloc(m->n_params);
-    t->grads = arena_alloc(m->n_params);
-    t->buffers = arena_alloc(m->n_buffers);
-    mi->acts = arena_alloc(act);
-    mi->dacts = arena_alloc(act);
-    mi->losses = calloc((size_t)n_max, sizeof(float));
-    mi->correct = calloc((size_t)n_max, 1);
-    mi->labels = calloc((size_t)n_max, sizeof(int32_t));
-    if (!t->params || !t->grads || !t->buffers || !mi->acts || !mi->dacts || !mi->losses || !mi->correct ||
-        !mi->labels)
-        return tb_error_set(TB_ENOMEM, "ipu: cannot allocate a %d-sample instance of %s (%.1f MiB of activations)",
-                            n_max, m->name, (double)act * 8.0 / 1048576.0);
-    mi->params = t->params, mi->grads = t->grads, mi->buffers = t->buffers;
-    /* Timing only needs plausible magnitudes: small seeded weights, unit running variances. */
-    for (size_t i = 0; i < m->n_params; i++)
-        t->params[i] = 0.1f * (2.0f * rng_uniform(cfg->seed, RNG_STREAM_INIT, i) - 1.0f);
-    for (size_t i = 0; i < m->n_buffers; i++) t->buffers[i] = 1.0f;
-    struct exec_runner r = {ipu_run1, NULL, NULL, 1};
-    mi->no_layer_fusion = cfg->no_fuse;
-    return exec_prepare(mi, &r, cfg->conv_algo, NULL);
+    struct executor_config ec;
+    backend_executor_config(cfg, n_max, 1, &ec);
+    ec.eval_batch = 1; /* it never evaluates */
+    ec.no_fused_step = 1, ec.profile = 0, ec.trace = 0;
+    int st = executor_create(ex, m, &ec);
+    if (st != TB_OK) return st;
+    float *w = malloc(sizeof(float) * (m->n_params + m->n_buffers + 1));
+    if (!w) return tb_error_set(TB_ENOMEM, "ipu: out of memory");
+    for (size_t i = 0; i < m->n_params; i++) w[i] = 0.1f * (2.0f * rng_uniform(cfg->seed, RNG_STREAM_INIT, i) - 1.0f);
+    st = executor_set_tensors(ex, TF_PARAMS, w);
+    for (size_t i = 0; i < m->n_buffers; i++) w[i] = 1.0f;
+    if (st == TB_OK) st = executor_set_tensors(ex, TF_BUFFERS, w);
+    free(w);
+    return st;
 }
 
 /* Per-layer forward and backward seconds for n samples: one warm-up pass, then the best of two; a
  * single pass when reps = 1 (large models, where one pass already takes seconds). */
-static void timing_measure(struct timing_inst *t, const struct run_config *cfg, int n, int reps, double *tf,
-                           double *tb)
+static void timing_measure(struct executor *ex, const struct run_config *cfg, int n, int reps, double *tf, double *tb)
 {
-    const struct model *m = t->mi.m;
+    const struct model *m = ex->m;
     const size_t per_in = m->tensors[m->input].per_sample;
     uint8_t *x = calloc((size_t)n * per_in, 1);
     int32_t *y = calloc((size_t)n, sizeof *y);
     TB_ASSERT(x && y);
     for (size_t i = 0; i < (size_t)n * per_in; i++) x[i] = (uint8_t)(rng_hash(cfg->seed, RNG_STREAM_SYNTHETIC, i) & 255);
-    struct exec_step st = {.n = n, .n_global = n, .step = 1, .seed = cfg->seed, .training = 1, .x = x, .y = y,
-                           .l0 = 0, .l1 = m->n_layers, .no_stats_update = 1};
-    if (reps > 1) {
-        exec_forward(&t->mi, &st, 0, 1, NULL);
-        exec_backward(&t->mi, &st, 0, 1, NULL);
-    }
+    struct executor_pass ps = {.n = n, .n_global = n, .step = 1, .training = 1, .x = x, .y = y};
+    double loss;
+    /* Random weights may well give a non-finite loss: only the time counts here. */
+    if (reps > 1 && executor_forward_backward(ex, &ps, &loss) != TB_OK) tb_error_clear();
     for (int i = 0; i < m->n_layers; i++) tf[i] = tb[i] = 1e30;
     for (int rep = 0; rep < reps; rep++) {
         for (int i = 0; i < m->n_layers; i++) {
-            st.l0 = i, st.l1 = i + 1;
+            ps.l0 = i, ps.l1 = i + 1;
             const double t0 = tb_now_s();
-            exec_forward(&t->mi, &st, 0, 1, NULL);
+            if (executor_forward(ex, &ps, &loss) != TB_OK) tb_error_clear();
             const double dt = tb_now_s() - t0;
             if (dt < tf[i]) tf[i] = dt;
         }
         for (int i = m->n_layers - 1; i >= 0; i--) {
-            st.l0 = i, st.l1 = i + 1;
+            ps.l0 = i, ps.l1 = i + 1;
             const double t0 = tb_now_s();
-            exec_backward(&t->mi, &st, 0, 1, NULL);
+            executor_backward(ex, &ps);
             const double dt = tb_now_s() - t0;
             if (dt < tb[i]) tb[i] = dt;
         }
@@ -169,7 +135,7 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
 {
     struct ipu_ctx *c = b->ctx;
     struct ipu_plan *p = &c->p;
-    struct timing_inst ti;
+    struct executor ti;
     memset(&ti, 0, sizeof ti);
     int st;
     c->m = m;
@@ -178,13 +144,13 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
         return tb_error_set(TB_EUNSUPPORTED, "ipu: --sync-bn is not supported (BatchNorm statistics are per micro-batch)");
     if (cfg->transport_mpi) return tb_error_set(TB_EUNSUPPORTED, "ipu: --transport mpi is not supported");
     if ((st = ipu_plan_resolve(p, m, cfg)) != TB_OK) return st;
-    c->half = p->prec != IPU_PREC_FP32;
+    c->half = p->prec != STAGE_PREC_FP32;
     c->segmented = p->recompute || c->half;
     const int S = p->S, R = p->R;
     c->D = S * R;
     c->per_in = m->tensors[m->input].per_sample;
     c->labels_bytes = ((size_t)p->B * sizeof(int32_t) + 63) / 64 * 64;
-    c->loss_scale = p->prec != IPU_PREC_FP16 ? 1.0f : p->loss_scale > 0.0f ? p->loss_scale : LOSS_SCALE_INIT;
+    c->loss_scale = p->prec != STAGE_PREC_FP16 ? 1.0f : p->loss_scale > 0.0f ? p->loss_scale : LOSS_SCALE_INIT;
     fpenv_set(); /* the caller runs device 0 */
     openblas_set_num_threads(1);
 
@@ -212,7 +178,7 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
         ipu_plan_balance(p, m, tf, tb);
         free(tf), free(tb);
     }
-    timing_free_arenas(&ti); /* the stages need its convolution choices, not its memory */
+    executor_destroy(&ti); /* the stages find its convolution choices in the process-wide cache */
     for (int s = 0; s < S; s++)
         if (p->l0[s] >= p->l0[s + 1]) {
             st = tb_error_set(TB_EINVAL, "ipu: stage %d of %s holds no layers (blocks %d..%d)", s, m->name,
@@ -220,22 +186,19 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
             goto fail;
         }
 
-    c->stage = calloc((size_t)S, sizeof *c->stage);
     c->dev = calloc((size_t)c->D, sizeof *c->dev);
     c->bar = calloc((size_t)S, sizeof *c->bar);
     c->gbufs = calloc((size_t)c->D, sizeof *c->gbufs);
     c->gbufs16 = calloc((size_t)c->D, sizeof *c->gbufs16);
+    c->cuts = malloc(sizeof *c->cuts * (size_t)(m->n_blocks + 2));
     const size_t links = (size_t)R * (size_t)(S - 1);
     c->q_act = calloc(links + 1, sizeof *c->q_act);
     c->q_grad = calloc(links + 1, sizeof *c->q_grad);
-    if (!c->stage || !c->dev || !c->bar || !c->gbufs || !c->gbufs16 || !c->q_act || !c->q_grad) {
+    if (!c->dev || !c->bar || !c->gbufs || !c->gbufs16 || !c->cuts || !c->q_act || !c->q_grad) {
         st = tb_error_set(TB_ENOMEM, "ipu: out of memory");
         goto fail;
     }
-    for (int s = 0; s < S; s++) {
-        tpool_barrier_init(&c->bar[s], R, c->D);
-        if ((st = ipu_stage_model_init(&c->stage[s], m, p->l0[s], p->l0[s + 1])) != TB_OK) goto fail;
-    }
+    for (int s = 0; s < S; s++) tpool_barrier_init(&c->bar[s], R, c->D);
     if ((st = check_fits(c, devices_bytes(c), "the devices")) != TB_OK && !p->recompute && !cfg->ipu.micro_batch &&
         !cfg->ipu.ga) {
         /* Nothing about the split was asked for: recomputation (same bits, a forward more) is ours to
@@ -250,13 +213,13 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
     if (st != TB_OK) goto fail;
     /* The exchange: per replica, one activation and (when any crossing tensor needs one) one gradient
      * queue per boundary. */
-    const size_t eb = ipu_prec_bytes(p->prec);
+    const size_t eb = stage_prec_bytes(p->prec);
     const int depth = ipu_plan_queue_depth(p);
     for (int r = 0; r < R; r++)
         for (int s = 0; s + 1 < S; s++) {
             const size_t k = (size_t)r * (size_t)(S - 1) + (size_t)s;
             const int split = p->l0[s + 1];
-            const size_t fa = exec_boundary_floats(m, split, p->B, 0), fg = exec_boundary_floats(m, split, p->B, 1);
+            const size_t fa = model_boundary_floats(m, split, p->B, 0), fg = model_boundary_floats(m, split, p->B, 1);
             if ((st = ipu_queue_init(&c->q_act[k], depth, MSG_HDR + c->labels_bytes + fa * eb)) != TB_OK) goto fail;
             if (fg && (st = ipu_queue_init(&c->q_grad[k], depth, MSG_HDR + c->labels_bytes + fg * eb)) != TB_OK)
                 goto fail;
@@ -274,8 +237,8 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
     }
     for (int r = 0; r < R; r++)
         for (int s = 0; s < S; s++)
-            if ((st = ipu_dev_init(c, dev_at(c, s, r), s, r, &ti.mi)) != TB_OK) goto fail;
-    timing_free(&ti);
+            if ((st = ipu_dev_init(c, dev_at(c, s, r), s, r)) != TB_OK) goto fail;
+    ipu_set_grad_scale(c);
 
     if (c->D > 1 && !(c->pool = tpool_create(c->D, 1))) {
         st = tb_error_set(TB_ENOMEM, "ipu: cannot start %d device workers", c->D);
@@ -296,6 +259,6 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
     }
     return TB_OK;
 fail:
-    timing_free(&ti);
+    executor_destroy(&ti);
     return st;
 }

@@ -1,5 +1,6 @@
 /* ipu_schedule.c — the ipu engine's device workers: a device's training step (its gpipe or 1f1b op
- * order of micro-batch forwards and backwards, between the exchange's queues), its evaluation (chunks
+ * order of micro-batch forwards and backwards on its stage executor, between the exchange's queues),
+ * its evaluation (chunks
  * streamed through the stages), and the dispatch of a job (train, update, evaluate) to the S·R workers
  * on the pinned pool. Each worker touches only its own device.
  */
@@ -10,11 +11,12 @@
 
 #include <string.h>
 
-static struct exec_step step_of(const struct ipu_dev *v, int n, long first, int training)
+/* The pass of n samples at global position first, for micro-batch mb's slot. */
+static struct executor_pass pass_of(const struct ipu_dev *v, int mb, int n, long first, int training)
 {
     const struct ipu_ctx *c = v->c;
-    return (struct exec_step){.n = n, .n_global = c->cfg.batch, .first_index = first, .step = c->step,
-                              .seed = c->cfg.seed, .training = training, .l0 = v->l0, .l1 = v->l1};
+    return (struct executor_pass){.n = n, .n_global = c->cfg.batch, .first_index = first, .step = c->step,
+                                  .training = training, .l0 = v->l0, .l1 = v->l1, .slot = mb % v->n_slots};
 }
 
 static void dev_forward(struct ipu_dev *v, int mb)
@@ -23,63 +25,58 @@ static void dev_forward(struct ipu_dev *v, int mb)
     const struct ipu_plan *p = &c->p;
     const int last = v->s == p->S - 1, n = p->B;
     const long first = (long)v->r * p->G * p->B + (long)mb * p->B;
-    const struct model_inst *mi = c->segmented ? NULL : &v->slot[mb % v->n_slots];
-    void *stash = c->segmented ? v->stash[mb % v->n_stash] : NULL;
-    struct exec_step st = step_of(v, n, first, 1);
+    struct executor_pass ps = pass_of(v, mb, n, first, 1);
     const void *msg = NULL;
     struct ipu_queue *q = NULL;
     if (v->s == 0) {
         if (v->infeed) {
             msg = ipu_queue_begin_pop(q = v->infeed, &v->t_wait);
-            st.x = msg_payload(c, msg);
-            st.y = msg_labels(msg);
+            ps.x = msg_payload(c, msg);
+            ps.y = msg_labels(msg);
         } else {
-            st.x = c->batch->x + (size_t)first * c->per_in;
-            st.y = c->batch->y + first;
+            ps.x = c->batch->x + (size_t)first * c->per_in;
+            ps.y = c->batch->y + first;
         }
-        if (p->recompute) memcpy(stash, st.x, (size_t)n * c->per_in);
     } else {
-        msg = ipu_pop_acts(v, n, &st.in_act);
+        msg = ipu_pop_acts(v, n);
         q = v->act_in;
-        st.y = msg_labels(msg);
-        if (p->recompute) ipu_prec_pack(stash, st.in_act, exec_boundary_floats(v->sm, v->l0, n, 0), p->prec, 1.0f);
+        ps.y = msg_labels(msg);
     }
+    double loss = 0.0;
     const double t0 = tb_now_s();
-    if (stash) mi = ipu_seg_forward_all(v, &st, stash, 1);
-    else exec_forward(mi, &st, 0, 1, NULL);
+    executor_forward(&v->ex, &ps, &loss);
     const double t1 = tb_now_s();
     v->t_compute += t1 - t0;
     v->t_fwd += t1 - t0;
     ev_add(v, mb, 'F', t0, t1);
-    v->resident = mb;
-    if (last) v->loss += exec_loss_sum(mi, n);
-    else ipu_push_acts(v, mi, mb, n, first, st.y);
-    if (q) ipu_queue_end_pop(q); /* in_act, x and y pointed into the message until here */
+    if (last) v->loss += loss;
+    else ipu_push_acts(v, ps.slot, mb, n, first, ps.y);
+    if (q) ipu_queue_end_pop(q); /* x, y and the imported activations pointed into the message until here */
     if (++v->in_use > v->peak_in_use) v->peak_in_use = v->in_use;
 }
 
+/* The timeline keeps one R and one B per micro-batch: the backward's exact start and end, split by the
+ * summed recomputation time (segments interleave the two). */
 static void dev_backward(struct ipu_dev *v, int mb)
 {
     struct ipu_ctx *c = v->c;
     const struct ipu_plan *p = &c->p;
     const int n = p->B;
     const long first = (long)v->r * p->G * p->B + (long)mb * p->B;
-    const struct model_inst *mi = c->segmented ? NULL : &v->slot[mb % v->n_slots];
-    struct exec_step st = step_of(v, n, first, 1);
+    const struct executor_pass ps = pass_of(v, mb, n, first, 1);
     const void *msg = NULL;
-    if (v->grad_in) msg = ipu_pop_grads(v, n, &st.out_dact);
-    if (c->segmented) {
-        mi = ipu_seg_backward_all(v, mb, &st, v->stash[mb % v->n_stash]);
-    } else {
-        const double t0 = tb_now_s();
-        exec_backward(mi, &st, 0, 1, NULL);
-        const double t1 = tb_now_s();
-        v->t_compute += t1 - t0;
-        v->t_bwd += t1 - t0;
-        ev_add(v, mb, 'B', t0, t1);
-    }
+    if (v->grad_in) msg = ipu_pop_grads(v, n);
+    const double t0 = tb_now_s();
+    executor_backward(&v->ex, &ps);
+    const double t1 = tb_now_s();
+    struct executor_stats es;
+    executor_stats(&v->ex, &es);
+    v->t_compute += t1 - t0;
+    v->t_bwd += t1 - t0;
+    if (es.t_recompute > 0.0) ev_add(v, mb, 'R', t0, t0 + es.t_recompute);
+    ev_add(v, mb, 'B', t0 + es.t_recompute, t1);
     if (msg) ipu_queue_end_pop(v->grad_in);
-    if (v->grad_out) ipu_push_grads(v, mi, mb, n, first);
+    if (v->grad_out) ipu_push_grads(v, mb, n, first);
     v->in_use--;
 }
 
@@ -87,14 +84,16 @@ static void dev_train(struct ipu_dev *v)
 {
     struct ipu_ctx *c = v->c;
     double t = tb_now_s();
-    if (v->g16) memset(v->g16, 0, (v->p1 - v->p0) * sizeof(uint16_t));
-    else memset(v->grads + v->p0, 0, (v->p1 - v->p0) * sizeof(float));
+    executor_zero_grads(&v->ex);
     v->t_compute += tb_now_s() - t;
-    v->resident = -1;
     for (int k = 0; k < v->n_ops; k++) {
         if (v->ops[k].fwd) dev_forward(v, v->ops[k].mb);
         else dev_backward(v, v->ops[k].mb);
     }
+    /* fp16: a gradient that overflowed its 2-byte store skips the step, as one in the exchange does. */
+    struct executor_stats es;
+    executor_stats(&v->ex, &es);
+    if (es.nonfinite_grads) atomic_store(&c->overflow, 1);
     v->t_end = tb_now_s() - c->t0;
     if (c->p.R > 1) ipu_allreduce_grads(v);
 }
@@ -105,30 +104,31 @@ static void dev_eval(struct ipu_dev *v)
     const struct ipu_plan *p = &c->p;
     const int last = v->s == p->S - 1;
     const int N = c->batch->n, chunks = (N + p->B - 1) / p->B;
-    const struct model_inst *mi = c->segmented ? NULL : &v->slot[0];
-    v->resident = -1;
     for (int k = v->r; k < chunks; k += p->R) {
         const long first = (long)k * p->B;
         const int n = N - first < p->B ? (int)(N - first) : p->B;
-        struct exec_step st = step_of(v, n, first, 0);
+        /* Nothing is in flight: slot 0 will do. */
+        struct executor_pass ps = pass_of(v, 0, n, first, 0);
         const void *msg = NULL;
         if (v->s == 0) {
-            st.x = c->batch->x + (size_t)first * c->per_in;
-            st.y = c->batch->y + first;
+            ps.x = c->batch->x + (size_t)first * c->per_in;
+            ps.y = c->batch->y + first;
         } else {
-            msg = ipu_pop_acts(v, n, &st.in_act);
-            st.y = msg_labels(msg);
+            msg = ipu_pop_acts(v, n);
+            ps.y = msg_labels(msg);
         }
+        long correct = 0;
+        if (last) ps.n_correct = &correct;
+        double loss = 0.0;
         const double t0 = tb_now_s();
-        if (c->segmented) mi = ipu_seg_forward_all(v, &st, v->stash[0], 0); /* nothing in flight: any stash will do */
-        else exec_forward(mi, &st, 0, 1, NULL);
+        executor_forward(&v->ex, &ps, &loss);
         v->t_compute += tb_now_s() - t0;
         if (last) {
-            v->loss += exec_loss_sum(mi, n);
-            v->correct += exec_correct_count(mi, n);
+            v->loss += loss;
+            v->correct += correct;
             v->n_done += n;
         } else {
-            ipu_push_acts(v, mi, k, n, first, st.y);
+            ipu_push_acts(v, ps.slot, k, n, first, ps.y);
         }
         if (msg) ipu_queue_end_pop(v->act_in);
     }
@@ -149,7 +149,7 @@ static void dev_task(void *arg, int d, int nth)
         dev_train(v);
         if (c->do_update) {
             /* fp16: every device must know whether any gradient overflowed before anyone updates. */
-            if (c->p.prec == IPU_PREC_FP16 && nth > 1) tpool_barrier(c->pool);
+            if (c->p.prec == STAGE_PREC_FP16 && nth > 1) tpool_barrier(c->pool);
             ipu_dev_update(v);
         }
         break;

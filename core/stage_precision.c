@@ -1,6 +1,6 @@
-/* ipu_precision.c — bf16 by bit manipulation, fp16 through the compiler's _Float16 (F16C when the
- * target has it); stochastic rounding with rng_hash (see ipu_precision.h). */
-#include "ipu_precision.h"
+/* stage_precision.c — bf16 by bit manipulation, fp16 through the compiler's _Float16 (F16C when the
+ * target has it); stochastic rounding with rng_hash (see stage_precision.h). */
+#include "stage_precision.h"
 
 #include "rng.h"
 
@@ -9,14 +9,14 @@
 #include <string.h>
 
 #ifndef __FLT16_MAX__
-#error "ipu_precision.c needs the compiler's _Float16 (gcc >= 12 on x86-64)"
+#error "stage_precision.c needs the compiler's _Float16 (gcc >= 12 on x86-64)"
 #endif
 
-size_t ipu_prec_bytes(enum ipu_prec p) { return p == IPU_PREC_FP32 ? 4 : 2; }
+size_t stage_prec_bytes(enum stage_prec p) { return p == STAGE_PREC_FP32 ? 4 : 2; }
 
-const char *ipu_prec_name(enum ipu_prec p)
+const char *stage_prec_name(enum stage_prec p)
 {
-    return p == IPU_PREC_BF16 ? "bf16" : p == IPU_PREC_FP16 ? "fp16" : "fp32";
+    return p == STAGE_PREC_BF16 ? "bf16" : p == STAGE_PREC_FP16 ? "fp16" : "fp32";
 }
 
 static inline uint32_t f2u(float f)
@@ -41,14 +41,14 @@ static inline uint16_t bf16_rne(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r); /* NaN stays a quiet NaN */
 }
 
-/* One chunk of ipu_prec_pack (n < 2^32): the count is 32-bit so that it stays in the vector lanes. */
-static unsigned pack_chunk(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
+/* One chunk of stage_prec_pack (n < 2^32): the count is 32-bit so that it stays in the vector lanes. */
+static unsigned pack_chunk(void *dst, const float *src, size_t n, enum stage_prec p, float scale)
 {
     /* Non-finite results counted by a compare, not a branch, so the loops vectorise. */
-    const float max = p == IPU_PREC_FP16 ? 65504.0f : FLT_MAX;
+    const float max = p == STAGE_PREC_FP16 ? 65504.0f : FLT_MAX;
     unsigned bad = 0;
     switch (p) {
-    case IPU_PREC_FP32: {
+    case STAGE_PREC_FP32: {
         float *d = dst;
         if (scale == 1.0f) { /* checkpoints and the fp32 exchange: a copy, the values as they are */
             memcpy(d, src, n * sizeof(float));
@@ -60,7 +60,7 @@ static unsigned pack_chunk(void *dst, const float *src, size_t n, enum ipu_prec 
         }
         break;
     }
-    case IPU_PREC_BF16: {
+    case STAGE_PREC_BF16: {
         uint16_t *d = dst;
         for (size_t i = 0; i < n; i++) {
             d[i] = bf16_rne(src[i] * scale);
@@ -68,7 +68,7 @@ static unsigned pack_chunk(void *dst, const float *src, size_t n, enum ipu_prec 
         }
         break;
     }
-    case IPU_PREC_FP16: {
+    case STAGE_PREC_FP16: {
         _Float16 *d = dst;
         for (size_t i = 0; i < n; i++) {
             d[i] = (_Float16)(src[i] * scale);
@@ -80,12 +80,12 @@ static unsigned pack_chunk(void *dst, const float *src, size_t n, enum ipu_prec 
     return bad;
 }
 
-/* One chunk of ipu_prec_unpack (n < 2^32). */
-static unsigned unpack_chunk(float *dst, const void *src, size_t n, enum ipu_prec p, float inv_scale)
+/* One chunk of stage_prec_unpack (n < 2^32). */
+static unsigned unpack_chunk(float *dst, const void *src, size_t n, enum stage_prec p, float inv_scale)
 {
     unsigned bad = 0;
     switch (p) {
-    case IPU_PREC_FP32: {
+    case STAGE_PREC_FP32: {
         const float *s = src;
         for (size_t i = 0; i < n; i++) {
             dst[i] = s[i] * inv_scale;
@@ -93,7 +93,7 @@ static unsigned unpack_chunk(float *dst, const void *src, size_t n, enum ipu_pre
         }
         break;
     }
-    case IPU_PREC_BF16: {
+    case STAGE_PREC_BF16: {
         const uint16_t *s = src;
         for (size_t i = 0; i < n; i++) {
             dst[i] = u2f((uint32_t)s[i] << 16) * inv_scale;
@@ -101,7 +101,7 @@ static unsigned unpack_chunk(float *dst, const void *src, size_t n, enum ipu_pre
         }
         break;
     }
-    case IPU_PREC_FP16: {
+    case STAGE_PREC_FP16: {
         const _Float16 *s = src;
         for (size_t i = 0; i < n; i++) {
             dst[i] = (float)s[i] * inv_scale;
@@ -115,19 +115,19 @@ static unsigned unpack_chunk(float *dst, const void *src, size_t n, enum ipu_pre
 
 #define CHUNK ((size_t)1 << 30)
 
-size_t ipu_prec_pack(void *dst, const float *src, size_t n, enum ipu_prec p, float scale)
+size_t stage_prec_pack(void *dst, const float *src, size_t n, enum stage_prec p, float scale)
 {
     size_t bad = 0;
     for (size_t i = 0; i < n; i += CHUNK)
-        bad += pack_chunk((char *)dst + i * ipu_prec_bytes(p), src + i, n - i < CHUNK ? n - i : CHUNK, p, scale);
+        bad += pack_chunk((char *)dst + i * stage_prec_bytes(p), src + i, n - i < CHUNK ? n - i : CHUNK, p, scale);
     return bad;
 }
 
-size_t ipu_prec_unpack(float *dst, const void *src, size_t n, enum ipu_prec p, float inv_scale)
+size_t stage_prec_unpack(float *dst, const void *src, size_t n, enum stage_prec p, float inv_scale)
 {
     size_t bad = 0;
     for (size_t i = 0; i < n; i += CHUNK)
-        bad += unpack_chunk(dst + i, (const char *)src + i * ipu_prec_bytes(p), n - i < CHUNK ? n - i : CHUNK, p,
+        bad += unpack_chunk(dst + i, (const char *)src + i * stage_prec_bytes(p), n - i < CHUNK ? n - i : CHUNK, p,
                             inv_scale);
     return bad;
 }
@@ -147,12 +147,12 @@ static float fp16_sr(float x, uint64_t r)
     return copysignf(v, x);
 }
 
-void ipu_prec_round(float *x, size_t n, enum ipu_prec p, int stochastic, uint64_t seed, long step,
+void stage_prec_round(float *x, size_t n, enum stage_prec p, int stochastic, uint64_t seed, long step,
                     size_t first_index)
 {
-    if (p == IPU_PREC_FP32) return;
+    if (p == STAGE_PREC_FP32) return;
     if (!stochastic) { /* every activation goes through here: keep the loops branch-free */
-        if (p == IPU_PREC_BF16)
+        if (p == STAGE_PREC_BF16)
             for (size_t i = 0; i < n; i++) x[i] = u2f((uint32_t)bf16_rne(x[i]) << 16);
         else
             for (size_t i = 0; i < n; i++) x[i] = (float)(_Float16)x[i];
@@ -163,7 +163,7 @@ void ipu_prec_round(float *x, size_t n, enum ipu_prec p, int stochastic, uint64_
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) continue;
         const uint64_t r = rng_hash_keyed(key, base + first_index + i);
-        if (p == IPU_PREC_BF16) {
+        if (p == STAGE_PREC_BF16) {
             /* Adding 16 random bits below the kept mantissa then truncating rounds up with
              * probability equal to the dropped fraction. */
             uint32_t u = f2u(x[i]) + (uint32_t)(r & 0xffffu);
