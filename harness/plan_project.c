@@ -34,6 +34,7 @@ int project_device_spec(const char *name, const char *device_set, const char *ca
         st = TB_OK;
     } else {
         st = dev_spec_load(name, DEV_DEFAULT_DIR, d);
+        if (st == TB_EIO) st = TB_EINVAL; /* a device name that is not there is a usage error (exit 2) */
     }
     if (st == TB_OK && device_set && device_set[0]) st = dev_spec_override(d, device_set);
     return st;
