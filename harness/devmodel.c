@@ -542,9 +542,10 @@ int dev_published_parse(const char *text, const char *where, struct dev_publishe
                 return tb_error_set(TB_EINVAL, "%s:%d: point: expected 'devices replicas ga images/s', got '%s'", where, line, val);
             p->n++;
         } else if (sscanf(val, "%d", &iv) == 1 &&
-                   (!strcmp(key, "resolution") || !strcmp(key, "micro_batch") || !strcmp(key, "stages") ||
+                   (!strcmp(key, "resolution") || !strcmp(key, "classes") || !strcmp(key, "micro_batch") || !strcmp(key, "stages") ||
                     !strcmp(key, "recompute") || !strcmp(key, "global_batch"))) {
             if (!strcmp(key, "resolution")) p->resolution = iv;
+            else if (!strcmp(key, "classes")) p->classes = iv;
             else if (!strcmp(key, "micro_batch")) p->micro_batch = iv;
             else if (!strcmp(key, "stages")) p->stages = iv;
             else if (!strcmp(key, "recompute")) p->recompute = iv;

@@ -138,7 +138,7 @@ int dev_run_project(const struct dev_spec *d, const struct model *m, int stages,
 #define DEV_MAX_POINTS 16
 struct dev_published {
     char title[200], source[400], device[64], workload[64], split[64], precision[16], schedule[16];
-    int resolution, micro_batch, stages, recompute, global_batch, n;
+    int resolution, classes, micro_batch, stages, recompute, global_batch, n;
     int devices[DEV_MAX_POINTS], replicas[DEV_MAX_POINTS], ga[DEV_MAX_POINTS];
     double images_per_s[DEV_MAX_POINTS];
 };

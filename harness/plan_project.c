@@ -49,7 +49,8 @@ static int model_resolution(const struct model *m)
 int project_device_matches(const struct dev_published *p, const struct model *m, int stages, int micro_batch,
                            const char *split, int prec, int recompute)
 {
-    return !strcmp(p->workload, m->name) && p->resolution == model_resolution(m) && p->stages == stages &&
+    return !strcmp(p->workload, m->name) && p->resolution == model_resolution(m) &&
+           (p->classes == 0 || p->classes == m->n_classes) && p->stages == stages &&
            p->micro_batch == micro_batch && !strcmp(p->split, split) && dev_prec_parse(p->precision) == prec &&
            p->recompute == recompute;
 }
@@ -101,9 +102,9 @@ int plan_project(struct session *s)
     if ((st = configure(s, &d, &r, &pub, &have_pub, &matches)) != TB_OK) return st;
     dev_print(&d, &r.c, r.st, &r.pm, r.rows, r.n, matches ? &pub : NULL, stdout);
     if (have_pub && !matches && !strcmp(pub.device, d.name))
-        printf("  published   not compared: %s's published configuration is %s at %d, %d stages split at %s, micro-batch "
-               "%d, %s, recompute %s\n",
-               d.name, pub.workload, pub.resolution, pub.stages, pub.split, pub.micro_batch, pub.precision,
+        printf("  published   not compared: %s's published configuration is %s at %d with %d classes, %d stages split "
+               "at %s, micro-batch %d, %s, recompute %s\n",
+               d.name, pub.workload, pub.resolution, pub.classes, pub.stages, pub.split, pub.micro_batch, pub.precision,
                pub.recompute ? "on" : "off");
     return TB_OK;
 }

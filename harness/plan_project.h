@@ -16,7 +16,7 @@ struct session;
  * device_set overrides. */
 int project_device_spec(const char *name, const char *device_set, const char *calibration, const struct calibration *cal,
                         int have_cal, struct dev_spec *d);
-/* 1 when p's configuration is this one (workload, resolution, stages, micro-batch, split, precision,
+/* 1 when p's configuration is this one (workload, resolution, classes, stages, micro-batch, split, precision,
  * recomputation). */
 int project_device_matches(const struct dev_published *p, const struct model *m, int stages, int micro_batch,
                            const char *split, int prec, int recompute);

@@ -302,7 +302,7 @@ Test(devmodel, seed001_projection_is_labelled_and_validated)
 {
     int status;
     char *out = run_cmd("cd '" TB_SOURCE_DIR "' && '" TB_BENCH_EXE "' --backend ipu --workload effnet-b4-g16 "
-                        "--project-device ipu-bow --precision fp16 --recompute 2>&1",
+                        "--classes 1000 --project-device ipu-bow --precision fp16 --recompute 2>&1",
                         &status);
     cr_assert_eq(status, 0, "%s", out);
     cr_assert(strstr(out, "PROJECTED (device model, not a measurement)"), "%s", out);
@@ -330,7 +330,7 @@ Test(devmodel, seed001_projection_is_labelled_and_validated)
     free(out);
     /* Another configuration is projected but not compared. */
     out = run_cmd("cd '" TB_SOURCE_DIR "' && '" TB_BENCH_EXE "' --backend ipu --workload effnet-b4-g16 "
-                  "--project-device ipu-bow --precision fp16 --micro-batch 2 2>&1",
+                  "--classes 1000 --project-device ipu-bow --precision fp16 --micro-batch 2 2>&1",
                   &status);
     cr_assert_eq(status, 0, "%s", out);
     cr_assert(strstr(out, "published   not compared"), "%s", out);

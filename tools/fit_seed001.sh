@@ -7,7 +7,7 @@ set -eu
 BENCH=${1:-build/bench}
 target=$(awk '/^point *= *16 /{print $6}' devices/seed001.published)
 rate() {
-    "$BENCH" --backend ipu --workload effnet-b4-g16 --project-device ipu-bow --precision fp16 --recompute \
+    "$BENCH" --backend ipu --workload effnet-b4-g16 --classes 1000 --project-device ipu-bow --precision fp16 --recompute \
         --project-devices 16 --device-set "kernel_overhead_us=$1" |
         awk '$1 == 16 && $2 == 8 {print $8; exit}'
 }
