@@ -4,6 +4,7 @@
 #include "devmodel.h"
 #include "model.h"
 #include "projection.h"
+#include "report_seed001.h"
 #include "status.h"
 #include "workload.h"
 
@@ -342,4 +343,55 @@ Test(devmodel, seed001_projection_is_labelled_and_validated)
     cr_assert_eq(status, 2, "%s", out);
     cr_assert(strstr(out, "devices/tpu-v9.spec not found") && strstr(out, "h200"), "%s", out);
     free(out);
+}
+
+static const char *const seed_row =
+    "{\"status\":\"ok\",\"run_id\":\"fixture-ipu\",\"machine\":{\"cpu_model\":\"Test CPU\",\"n_cores\":2},"
+    "\"calibration\":{\"sgemm_1t_gflops\":67.0,\"triad_1t_gbs\":21.0,\"cpu_model\":\"Test CPU\",\"timestamp\":\"T0\"},"
+    "\"config\":{\"backend\":\"ipu\",\"workload\":\"effnet-b4-g16\",\"stages\":2,\"split\":\"11\",\"micro_batch\":2,"
+    "\"resolution\":64,\"input_h\":64,\"input_w\":64,\"input_c\":3,\"classes\":10,\"norm\":\"group\",\"norm_groups\":4,"
+    "\"precision\":\"fp32\",\"recompute\":false},"
+    "\"figures\":{\"pipeline\":{\"per_stage\":[{\"fwd_s_per_micro_batch\":0.020,\"bwd_s_per_micro_batch\":0.050},"
+    "{\"fwd_s_per_micro_batch\":0.038,\"bwd_s_per_micro_batch\":0.093}]}}}\n";
+
+static char *report_text(const char *gnuplot, const char *rows, const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/charts'", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+    char *text = NULL;
+    size_t n = 0;
+    FILE *md = open_memstream(&text, &n);
+    char charts[400];
+    snprintf(charts, sizeof charts, "%s/charts", dir);
+    int st = report_seed001(md, charts, TB_SOURCE_DIR "/plots", TB_SOURCE_DIR "/devices", rows, gnuplot);
+    fclose(md);
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    return text;
+}
+
+Test(devmodel, report_seed001_tables_are_labelled)
+{
+    const char *dir = "/tmp/tb_test_seed001";
+    char rows[200];
+    snprintf(rows, sizeof rows, "%s.jsonl", dir);
+    FILE *f = fopen(rows, "w");
+    cr_assert(f != NULL);
+    fputs(seed_row, f);
+    fclose(f);
+    char *md = report_text("/nonexistent/gnuplot", rows, dir);
+    cr_assert(strstr(md, "### Seed 001 — EfficientNet-B4 G16 on IPU-PODs"), "%s", md);
+    cr_assert(strstr(md, "| 16 | 8 × 256 | 8936 |"), "%s", md);
+    cr_assert(strstr(md, "(fitted)") && strstr(md, "(out-of-sample)"));
+    cr_assert(strstr(md, "images/s PROJECTED") && strstr(md, "images/s published"));
+    cr_assert(strstr(md, "h200 images/s PROJECTED"));
+    cr_assert(strstr(md, "Machine: **Test CPU**, 2 cores"), "%s", md);
+    cr_assert(strstr(md, "| 0 | 0–125 (input … features.3.3.add) | 20.00 |"), "%s", md);
+    cr_assert(strstr(md, "chart seed001_pods not rendered: gnuplot not found"));
+    free(md);
+    /* No measured run: the section says how to make one. */
+    md = report_text("/nonexistent/gnuplot", NULL, dir);
+    cr_assert(strstr(md, "No measured ipu run") && strstr(md, "--project-device cpu-this"), "%s", md);
+    free(md);
+    remove(rows);
 }
