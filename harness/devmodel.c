@@ -624,6 +624,7 @@ void dev_print(const struct dev_spec *d, const struct dev_config *c, const struc
         (void)pm;
     }
     const int show_pub = pub && !strcmp(pub->device, d->name);
+    if (n <= 0) return;
     fprintf(f, "  %7s %8s %12s %12s %9s %13s %10s %21s", "devices", "replicas", "accumulation", "global batch", "step ms",
             "all-reduce ms", "update ms", "images/s (PROJECTED)");
     if (show_pub) fprintf(f, " %19s %8s", "images/s published", "error");
