@@ -690,7 +690,7 @@ int bench_config_finish(struct bench_config *c)
     /* A device projection alone trains nothing; with an explicit --plan the run also validates it. */
     c->project_only = c->project_device[0] && c->plan == PLAN_AUTO;
     if (c->device_set[0] && !c->project_device[0])
-        return tb_error_set(TB_EINVAL, "--device-set applies to --project-device");
+        fprintf(stderr, "bench: warning: --device-set %s applies to --project-device: not used\n", c->device_set);
     if (c->plan == PLAN_AUTO) c->plan = (c->epochs > 0 || c->steps > 0) ? PLAN_TRAIN : PLAN_THROUGHPUT;
     const enum bench_plan p = c->plan;
     const char *pn = bench_plan_name(p);

@@ -13,6 +13,7 @@
 #include "devmodel.h"
 #include "optim.h"
 #include "plan_project.h"
+#include "report_seed001.h"
 #include "session.h"
 #include "status.h"
 
@@ -106,6 +107,19 @@ int plan_project(struct session *s)
                "at %s, micro-batch %d, %s, recompute %s\n",
                d.name, pub.workload, pub.resolution, pub.classes, pub.stages, pub.split, pub.micro_batch, pub.precision,
                pub.recompute ? "on" : "off");
+    /* Beside every projection, the model's record on this machine: the newest measured ipu run in the rows. */
+    static struct seed001_cpu v;
+    st = seed001_cpu_load(s->c.out, &v);
+    if (st == TB_OK) {
+        printf("  this machine (%s, run %s: %s at %dx%d, %d stages split at %s, micro-batch %d):\n", v.cpu, v.run_id, v.m.name,
+               v.in_h, v.in_w, v.stages, v.split, v.micro_batch);
+        dev_print_stage_validation(&v.d, v.r.st, v.stages, v.meas_fwd, v.meas_bwd, stdout);
+    } else {
+        printf("  this machine: %s; validate the model here with --plan throughput --project-device cpu-this --stages 2 "
+               "--split 11 (see README)\n", tb_error_get());
+    }
+    tb_error_clear();
+    seed001_cpu_free(&v);
     return TB_OK;
 }
 

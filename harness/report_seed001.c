@@ -148,64 +148,89 @@ static int pick_row(const struct json_value *row, long line_no, void *ctx)
     return TB_OK;
 }
 
+int seed001_cpu_load(const char *rows_path, struct seed001_cpu *v)
+{
+    memset(v, 0, sizeof *v);
+    struct pick p = {NULL, 0};
+    if (rows_path) (void)results_read_rows(rows_path, pick_row, &p);
+    tb_error_clear();
+    if (!p.row) return tb_error_set(TB_EIO, "no measured ipu run with --stages >= 2 and --split in %s", rows_path ? rows_path : "(no rows)");
+    const struct json_value *r = p.row;
+    snprintf(v->run_id, sizeof v->run_id, "%s", json_get_str(r, "run_id", "?"));
+    snprintf(v->cpu, sizeof v->cpu, "%s", json_get_str(r, "machine.cpu_model", "?"));
+    v->cores = (int)json_get_number(r, "machine.n_cores", 0);
+    struct calibration cal = {0};
+    cal.sgemm_1t_gflops = json_get_number(r, "calibration.sgemm_1t_gflops", 0);
+    cal.triad_1t_gbs = json_get_number(r, "calibration.triad_1t_gbs", 0);
+    snprintf(cal.cpu_model, sizeof cal.cpu_model, "%s", json_get_str(r, "calibration.cpu_model", v->cpu));
+    snprintf(cal.timestamp, sizeof cal.timestamp, "%s", json_get_str(r, "calibration.timestamp", "?"));
+    v->cal = cal;
+    v->stages = (int)json_get_number(r, "config.stages", 2);
+    v->micro_batch = (int)json_get_number(r, "config.micro_batch", 1);
+    v->in_h = (int)json_get_number(r, "config.input_h", 0);
+    v->in_w = (int)json_get_number(r, "config.input_w", 0);
+    v->recompute = json_get_bool(r, "config.recompute", 0);
+    snprintf(v->split, sizeof v->split, "%s", json_get_str(r, "config.split", ""));
+    snprintf(v->precision, sizeof v->precision, "%s", json_get_str(r, "config.precision", "fp32"));
+    for (int s = 0; s < v->stages && s < PROJ_MAX_STAGES; s++) {
+        char path[96];
+        snprintf(path, sizeof path, "figures.pipeline.per_stage.%d.fwd_s_per_micro_batch", s);
+        v->meas_fwd[s] = json_get_number(r, path, NAN);
+        snprintf(path, sizeof path, "figures.pipeline.per_stage.%d.bwd_s_per_micro_batch", s);
+        v->meas_bwd[s] = json_get_number(r, path, NAN);
+    }
+    int st = TB_OK;
+    if (!(cal.sgemm_1t_gflops > 0 && cal.triad_1t_gbs > 0))
+        st = tb_error_set(TB_EINVAL, "the measured run %s carries no calibration (run bench --calibrate first)", v->run_id);
+    if (st == TB_OK)
+        st = build_model(&v->m, json_get_str(r, "config.workload", ""), (int)json_get_number(r, "config.resolution", 0), v->in_h,
+                         v->in_w, (int)json_get_number(r, "config.input_c", 3), (int)json_get_number(r, "config.classes", 10),
+                         json_get_str(r, "config.norm", ""), (int)json_get_number(r, "config.norm_groups", 0));
+    json_value_free(p.row);
+    if (st != TB_OK) return st;
+    v->have_model = 1;
+    dev_spec_from_calibration(&cal, &v->d);
+    const int prec = dev_prec_parse(v->precision);
+    const int dev1[1] = {v->stages};
+    if (prec < 0) return tb_error_set(TB_EINVAL, "the measured run %s: no device model for precision %s", v->run_id, v->precision);
+    return dev_run_project(&v->d, &v->m, v->stages, v->micro_batch, v->split, (enum dev_prec)prec, v->recompute, 0, 1, dev1, 1,
+                           v->micro_batch * v->stages, &v->r);
+}
+
+void seed001_cpu_free(struct seed001_cpu *v)
+{
+    if (v->have_model) model_free(&v->m);
+    v->have_model = 0;
+}
+
 static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, const char *plots_dir, const char *gnuplot,
                         const char *rows_path, int *missing)
 {
     const char *cmd = "bench --backend ipu --workload effnet-b4-g16 --resolution 64 --stages 2 --split 11 --micro-batch 2 "
                       "--ga 4 --batch 8 --steps 3 --warmup 1 --plan throughput --project-device cpu-this";
     fprintf(md, "#### On this machine: the cpu-this model against measured stage times\n\n");
-    struct pick p = {NULL, 0};
-    if (rows_path) (void)results_read_rows(rows_path, pick_row, &p);
-    tb_error_clear();
-    if (!p.row) {
+    static struct seed001_cpu v;
+    int st = seed001_cpu_load(rows_path, &v);
+    if (st == TB_EIO) {
         fprintf(md, "No measured ipu run with `--stages 2 --split` in the rows; make one with `%s` (about 10 s) and run the "
                     "report again.\n\n", cmd);
-        return;
-    }
-    const struct json_value *r = p.row;
-    const char *cpu = json_get_str(r, "machine.cpu_model", "?");
-    const int cores = (int)json_get_number(r, "machine.n_cores", 0);
-    struct calibration cal = {0};
-    cal.sgemm_1t_gflops = json_get_number(r, "calibration.sgemm_1t_gflops", 0);
-    cal.triad_1t_gbs = json_get_number(r, "calibration.triad_1t_gbs", 0);
-    snprintf(cal.cpu_model, sizeof cal.cpu_model, "%s", json_get_str(r, "calibration.cpu_model", cpu));
-    snprintf(cal.timestamp, sizeof cal.timestamp, "%s", json_get_str(r, "calibration.timestamp", "?"));
-    if (!(cal.sgemm_1t_gflops > 0 && cal.triad_1t_gbs > 0)) {
-        fprintf(md, "The measured run %s carries no calibration (run `bench --calibrate` first, then `%s`).\n\n",
-                json_get_str(r, "run_id", "?"), cmd);
-        json_value_free(p.row);
-        return;
-    }
-    struct dev_spec d;
-    dev_spec_from_calibration(&cal, &d);
-    struct model m;
-    const int S = (int)json_get_number(r, "config.stages", 2), B = (int)json_get_number(r, "config.micro_batch", 1);
-    int st = build_model(&m, json_get_str(r, "config.workload", ""), (int)json_get_number(r, "config.resolution", 0),
-                         (int)json_get_number(r, "config.input_h", 0), (int)json_get_number(r, "config.input_w", 0),
-                         (int)json_get_number(r, "config.input_c", 3), (int)json_get_number(r, "config.classes", 10),
-                         json_get_str(r, "config.norm", ""), (int)json_get_number(r, "config.norm_groups", 0));
-    static struct dev_run dr;
-    const int prec = dev_prec_parse(json_get_str(r, "config.precision", "fp32"));
-    const int dev1[1] = {S};
-    if (st == TB_OK && prec >= 0)
-        st = dev_run_project(&d, &m, S, B, json_get_str(r, "config.split", ""), (enum dev_prec)prec,
-                             json_get_bool(r, "config.recompute", 0), 0, 1, dev1, 1, B * S, &dr);
-    if (st != TB_OK || prec < 0) {
-        fprintf(md, "The measured run %s could not be modelled: %s\n\n", json_get_str(r, "run_id", "?"), tb_error_get());
         tb_error_clear();
-        if (st == TB_OK) model_free(&m);
-        json_value_free(p.row);
         return;
     }
+    if (st != TB_OK) {
+        fprintf(md, "Not modelled: %s (make a run with `%s`).\n\n", tb_error_get(), cmd);
+        tb_error_clear();
+        seed001_cpu_free(&v);
+        return;
+    }
+    const int S = v.stages, B = v.micro_batch;
     fprintf(md, "Machine: **%s**, %d cores; calibration of %s: sgemm %.1f GFLOP/s and triad %.1f GB/s on one core (one "
                 "pipeline stage runs on one core). Run `%s` (%s at %dx%d, %d stages split at block %s, micro-batch %d, %s, "
                 "recomputation %s). *Measured*: the run's per-stage times per micro-batch; *PROJECTED*: the device model "
-                "with the cpu-this spec (sgemm and triad from the calibration; efficiencies 0.5 matrix, 0.25 vector, 2 us "
+                "with the cpu-this spec (sgemm and triad from the calibration; efficiencies %.2f matrix, %.2f vector, %.0f us "
                 "per kernel: stated assumptions, nothing fitted to this run).\n\n",
-            cpu, cores, cal.timestamp, cal.sgemm_1t_gflops, cal.triad_1t_gbs, json_get_str(r, "run_id", "?"), m.name,
-            (int)json_get_number(r, "config.input_h", 0), (int)json_get_number(r, "config.input_w", 0), S,
-            json_get_str(r, "config.split", ""), B, json_get_str(r, "config.precision", "fp32"),
-            json_get_bool(r, "config.recompute", 0) ? "on" : "off");
+            v.cpu, v.cores, v.cal.timestamp, v.cal.sgemm_1t_gflops, v.cal.triad_1t_gbs, v.run_id, v.m.name, v.in_h, v.in_w, S,
+            v.split, B, v.precision, v.recompute ? "on" : "off", v.d.eff_matrix, v.d.eff_vector, v.d.kernel_overhead_s * 1e6);
     fprintf(md, "| stage | layers | fwd measured (ms) | fwd PROJECTED (ms) | error | bwd measured (ms) | bwd PROJECTED (ms) | error | "
                 "fwd+bwd error |\n|---|---|---|---|---|---|---|---|---|\n");
     char dat[1200];
@@ -213,16 +238,12 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
     FILE *f = fopen(dat, "w");
     double worst = 0.0;
     for (int s = 0; s < S && s < PROJ_MAX_STAGES; s++) {
-        char path[96];
-        snprintf(path, sizeof path, "figures.pipeline.per_stage.%d.fwd_s_per_micro_batch", s);
-        const double mf = json_get_number(r, path, NAN);
-        snprintf(path, sizeof path, "figures.pipeline.per_stage.%d.bwd_s_per_micro_batch", s);
-        const double mb = json_get_number(r, path, NAN);
-        const struct dev_stage *x = &dr.st[s];
+        const double mf = v.meas_fwd[s], mb = v.meas_bwd[s];
+        const struct dev_stage *x = &v.r.st[s];
         const double et = 100.0 * (x->t_fwd + x->t_bwd - mf - mb) / (mf + mb);
         if (fabs(et) > fabs(worst)) worst = et;
         fprintf(md, "| %d | %d–%d (%s … %s) | %.2f | %.2f | %+.0f %% | %.2f | %.2f | %+.0f %% | %+.0f %% |\n", s, x->l0,
-                x->l1 - 1, m.layers[x->l0].name, m.layers[x->l1 - 1].name, mf * 1e3, x->t_fwd * 1e3,
+                x->l1 - 1, v.m.layers[x->l0].name, v.m.layers[x->l1 - 1].name, mf * 1e3, x->t_fwd * 1e3,
                 100.0 * (x->t_fwd - mf) / mf, mb * 1e3, x->t_bwd * 1e3, 100.0 * (x->t_bwd - mb) / mb, et);
         if (f) fprintf(f, "stage %d\t%.6f\t%.6f\n", s, (mf + mb) * 1e3, (x->t_fwd + x->t_bwd) * 1e3);
     }
@@ -243,13 +264,12 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
     else
         fprintf(md, "\nThe model is within %.0f %% of every stage here, from stated assumptions, not fitted to this run.\n\n",
                 fabs(worst));
-    char title[200], sub[200];
+    char title[200], sub[400];
     snprintf(title, sizeof title, "Seed 001 on this machine: per-stage time per micro-batch, measured vs PROJECTED (cpu-this)");
-    snprintf(sub, sizeof sub, "%s, %d cores; run %s", cpu, cores, json_get_str(r, "run_id", "?"));
+    snprintf(sub, sizeof sub, "%s, %d cores; run %s", v.cpu, v.cores, v.run_id);
     int ok = f ? render(gnuplot, plots_dir, "seed001_cpu.gp", chart_dir, "seed001_cpu", dat, title, sub, missing) : 0;
     md_chart(md, link_dir, "seed001_cpu", "measured vs projected stage times on this machine", ok, *missing);
-    model_free(&m);
-    json_value_free(p.row);
+    seed001_cpu_free(&v);
 }
 
 int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,

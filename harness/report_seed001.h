@@ -8,7 +8,28 @@
 #ifndef TB_REPORT_SEED001_H
 #define TB_REPORT_SEED001_H
 
+#include "calibrate.h"
+#include "devmodel.h"
+
 #include <stdio.h>
+
+/* This machine's validation: the newest ok ipu row of a rows file with ≥ 2 stages, a split and per-stage
+ * times (effnet-b4-g16 preferred), its model rebuilt from the row's config, and the cpu-this spec from
+ * the row's own calibration projected onto the same stages. */
+struct seed001_cpu {
+    char run_id[128], cpu[128], split[64], precision[16];
+    int cores, stages, micro_batch, in_h, in_w, recompute;
+    struct calibration cal;
+    double meas_fwd[PROJ_MAX_STAGES], meas_bwd[PROJ_MAX_STAGES]; /* measured, seconds per micro-batch */
+    struct dev_spec d;
+    struct model m;
+    int have_model;
+    struct dev_run r;
+};
+/* TB_OK; TB_EIO when the file holds no such row; TB_EINVAL when it cannot be modelled (message set).
+ * Call seed001_cpu_free after any return. */
+int seed001_cpu_load(const char *rows_path, struct seed001_cpu *v);
+void seed001_cpu_free(struct seed001_cpu *v);
 
 /* Writes "### Seed 001 — EfficientNet-B4 G16 on IPU-PODs" into md (a Markdown file being written in
  * the directory that holds chart_dir).
