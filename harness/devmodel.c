@@ -384,27 +384,29 @@ int dev_config_split(struct dev_config *c, const struct dev_spec *d, const char 
         return TB_OK;
     }
     /* Balanced on the modelled times: contiguous blocks into S stages minimising the slowest (DP). */
-    double t[1024], pre[1025];
-    if (nb > 1024) return tb_error_set(TB_EINVAL, "%s: too many blocks to balance", c->m->name);
+    double *t = malloc((size_t)nb * sizeof *t), *pre = malloc((size_t)(nb + 1) * sizeof *pre);
+    /* best[s·(nb+1) + b]: the slowest stage when stages 0..s-1 hold blocks [0, b); cut: its last stage's start. */
+    double *best = malloc((size_t)(S + 1) * (nb + 1) * sizeof *best);
+    int *cut = malloc((size_t)(S + 1) * (nb + 1) * sizeof *cut);
+    TB_ASSERT(t && pre && best && cut);
+    const int W = nb + 1;
     block_costs(d, c, t);
     pre[0] = 0.0;
     for (int b = 0; b < nb; b++) pre[b + 1] = pre[b] + t[b];
-    /* best[s][b]: the slowest stage when stages 0..s-1 hold blocks [0, b); cut[s][b] its last stage's start. */
-    static double best[PROJ_MAX_STAGES + 1][1025];
-    static int cut[PROJ_MAX_STAGES + 1][1025];
-    for (int b = 0; b <= nb; b++) best[1][b] = pre[b], cut[1][b] = 0;
+    for (int b = 0; b <= nb; b++) best[1 * W + b] = pre[b], cut[1 * W + b] = 0;
     for (int s = 2; s <= S; s++)
         for (int b = s; b <= nb; b++) {
-            best[s][b] = INFINITY;
+            best[s * W + b] = INFINITY;
             for (int a = s - 1; a < b; a++) {
-                const double last = pre[b] - pre[a], v = best[s - 1][a] > last ? best[s - 1][a] : last;
-                if (v < best[s][b]) best[s][b] = v, cut[s][b] = a;
+                const double last = pre[b] - pre[a], v = best[(s - 1) * W + a] > last ? best[(s - 1) * W + a] : last;
+                if (v < best[s * W + b]) best[s * W + b] = v, cut[s * W + b] = a;
             }
         }
     for (int s = S, b = nb; s >= 2; s--) {
-        c->first_block[s - 1] = cut[s][b];
-        b = cut[s][b];
+        c->first_block[s - 1] = cut[s * W + b];
+        b = cut[s * W + b];
     }
+    free(t), free(pre), free(best), free(cut);
     return TB_OK;
 }
 
