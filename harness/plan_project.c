@@ -102,6 +102,22 @@ int plan_project(struct session *s)
     int have_pub = 0, matches = 0;
     if ((st = configure(s, &d, &r, &pub, &have_pub, &matches)) != TB_OK) return st;
     dev_print(&d, &r.c, r.st, &r.pm, r.rows, r.n, matches ? &pub : NULL, stdout);
+    if (d.kernel_overhead_s > 0.0) {
+        /* What the per-kernel overhead is worth: the same projection as a plain roofline. */
+        struct dev_spec raw = d;
+        raw.kernel_overhead_s = 0.0;
+        static struct dev_run rr;
+        struct dev_published p2;
+        int hp = 0, m2 = 0;
+        if (configure(s, &raw, &rr, &p2, &hp, &m2) == TB_OK) {
+            printf("  roofline    without the %.3g us per kernel (PROJECTED):", d.kernel_overhead_s * 1e6);
+            for (int i = 0; i < rr.n; i++) printf(" %.0f%s", rr.rows[i].images_per_s, i + 1 < rr.n ? " /" : "");
+            printf(" images/s at");
+            for (int i = 0; i < rr.n; i++) printf(" %d%s", rr.rows[i].devices, i + 1 < rr.n ? " /" : "");
+            printf(" devices\n");
+        }
+        tb_error_clear();
+    }
     if (have_pub && !matches && !strcmp(pub.device, d.name))
         printf("  published   not compared: %s's published configuration is %s at %d with %d classes, %d stages split "
                "at %s, micro-batch %d, %s, recompute %s\n",
