@@ -22,7 +22,7 @@ static const struct backend_entry registry[] = {
     {"ipu", "S pipeline stages x R replicas on pinned device workers; micro-batches, gpipe/1f1b, exchange queues",
      backend_ipu_create,
      {"devices stages split micro-batch ga replicas schedule recompute precision loss-scale prefetch timeline "
-      "replicas-list ga-list micro-batch-list project-devices link-bw link-latency allreduce-bw allreduce-latency",
+      "replicas-list ga-list micro-batch-list project-devices project-device device-set link-bw link-latency allreduce-bw allreduce-latency",
       0, 0, 0}},
 };
 

@@ -100,6 +100,12 @@ static const struct bench_option options[] = {
     {"trace-step", 1, "N", "--trace: the step to record (default: the last; with --repeat, of the last)", 0},
     {"project-devices", 1, "LIST", "ipu: project throughput to these device counts (e.g. 16,64,128,256);\n"
                                    "figures labelled projected", 0},
+    {"project-device", 1, "NAME|FILE", "ipu: project onto a described device (devices/NAME.spec: ipu-bow, ipu-mk2, a100,\n"
+                                       "h100, h200; cpu-this from results/calibration.json): per-layer roofline\n"
+                                       "composed over stages, micro-batches, replicas; labelled PROJECTED. Without\n"
+                                       "--plan nothing is trained; with --plan, the run's measured stage times are\n"
+                                       "printed beside the model's (validation)", 0},
+    {"device-set", 1, "K=V,...", "projection: override spec keys (e.g. kernel_overhead_us=3); printed as such", 1},
     {"link-bw", 1, "GB/s", "projection: stage-to-stage exchange bandwidth (default 32)", 0},
     {"link-latency", 1, "us", "projection: latency per exchange transfer (default 5)", 0},
     {"allreduce-bw", 1, "GB/s", "projection: all-reduce bandwidth per device (default 12.5)", 0},
@@ -476,6 +482,8 @@ static int set_output_option(struct bench_config *c, const char *name, const cha
         c->n_project = n;
         return TB_OK;
     }
+    if (IS("project-device")) return get_str(name, v, c->project_device, sizeof c->project_device);
+    if (IS("device-set")) return get_str(name, v, c->device_set, sizeof c->device_set);
     if (IS("link-bw")) return get_double(name, v, 1e-3, 1e6, 0, &c->link_bw_gbs);
     if (IS("link-latency")) return get_double(name, v, 0.0, 1e6, 0, &c->link_lat_us);
     if (IS("allreduce-bw")) return get_double(name, v, 1e-3, 1e6, 0, &c->allreduce_bw_gbs);
@@ -739,6 +747,10 @@ int bench_config_finish(struct bench_config *c)
     if (c->lr_power > 0.0f) c->run.optim.power = c->lr_power;
     if (c->lr_final > 0.0f) c->run.optim.final_lr = c->lr_final;
 
+    /* A device projection alone trains nothing; with an explicit --plan the run also validates it. */
+    c->project_only = c->project_device[0] && c->plan == PLAN_AUTO;
+    if (c->device_set[0] && !c->project_device[0])
+        fprintf(stderr, "bench: warning: --device-set %s applies to --project-device: not used\n", c->device_set);
     if (c->plan == PLAN_AUTO) c->plan = (c->epochs > 0 || c->steps > 0) ? PLAN_TRAIN : PLAN_THROUGHPUT;
     const enum bench_plan p = c->plan;
     const char *pn = bench_plan_name(p);

@@ -10,28 +10,44 @@ void proj_links_default(struct proj_links *l)
     l->exchange_lat = 5e-6;
     l->allreduce_bw = 12.5e9;
     l->allreduce_lat = 10e-6;
+    l->pod_devices = 0;
+    l->scaleout_bw = 0.0;
+    l->scaleout_lat = 0.0;
+}
+
+double proj_allreduce_s(const struct proj_links *l, double bytes, int R, int S)
+{
+    if (R <= 1) return 0.0;
+    const int r = l->pod_devices >= S && S > 0 ? l->pod_devices / S : 0;
+    if (r < 1 || R <= r || l->scaleout_bw <= 0.0)
+        return 2.0 * (R - 1) / R * bytes / l->allreduce_bw + 2.0 * (R - 1) * l->allreduce_lat;
+    const int P = (R + r - 1) / r;
+    double t = 0.0;
+    if (r > 1) t += 2.0 * (r - 1) / r * bytes / l->allreduce_bw + 2.0 * (r - 1) * l->allreduce_lat;
+    t += 2.0 * (P - 1) / P * (bytes / r) / l->scaleout_bw + 2.0 * (P - 1) * l->scaleout_lat;
+    return t;
 }
 
 void proj_project(const struct proj_measured *m, const struct proj_links *l, struct proj_row *r)
 {
     const int S = m->stages, G = r->ga, R = r->replicas;
-    double slowest = 0.0, busy = 0.0, ar = 0.0;
+    double slowest = 0.0, busy = 0.0, ar = 0.0, up = 0.0;
     for (int s = 0; s < S; s++) {
         const double x = s > 0 ? m->exchange_bytes[s] / l->exchange_bw + 2.0 * l->exchange_lat : 0.0;
         const double t = m->t_fwd[s] + m->t_bwd[s] + x;
         if (t > slowest) slowest = t;
         busy += m->t_fwd[s] + m->t_bwd[s];
-        if (R > 1) {
-            const double a = 2.0 * (R - 1) / R * m->param_bytes[s] / l->allreduce_bw + 2.0 * (R - 1) * l->allreduce_lat;
-            if (a > ar) ar = a;
-        }
+        const double a = proj_allreduce_s(l, m->param_bytes[s], R, S);
+        if (a > ar) ar = a;
+        if (m->t_update[s] > up) up = m->t_update[s];
     }
     r->devices = S * R;
     r->local_batch = m->micro_batch;
     r->global_batch = m->micro_batch * G * R;
     r->pipe_s = (G + S - 1) * slowest;
     r->allreduce_s = ar;
-    r->step_s = r->pipe_s + r->allreduce_s;
+    r->update_s = up;
+    r->step_s = r->pipe_s + r->allreduce_s + r->update_s;
     r->images_per_s = r->step_s > 0.0 ? (double)r->global_batch / r->step_s : 0.0;
     r->utilisation = r->step_s > 0.0 ? (double)G * busy / (S * r->step_s) : 0.0;
 }

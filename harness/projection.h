@@ -7,7 +7,11 @@
  * or 1F1B schedule, every stage waits for the slowest one:
  *     t_pipe = (G + S − 1) · max_s (f_s + b_s + exchange_s)
  *     t_ar   = max_s [ 2 (R−1)/R · param_bytes_s / bw_ar + 2 (R−1) · latency_ar ]     (ring all-reduce)
- *     images/s = B · G · R / (t_pipe + t_ar)
+ *     images/s = B · G · R / (t_pipe + t_ar + max_s t_update_s)
+ * With pod_devices > 0 and more devices than a pod holds, the all-reduce is hierarchical: a ring over the
+ * r = pod_devices/S replicas of a pod (reduce-scatter + all-gather at bw_ar), and between the P pods a
+ * ring over each device's 1/r shard at the scale-out link's bandwidth and latency:
+ *     t_ar = 2 (r−1)/r · bytes / bw_ar + 2 (r−1) · lat_ar + 2 (P−1)/P · (bytes/r) / bw_out + 2 (P−1) · lat_out.
  * Utilisation = Σ_s G (f_s + b_s) / (S · (t_pipe + t_ar)); scaling efficiency = per-device throughput
  * relative to the first row. Every figure it produces is labelled "projected" by the caller.
  * Threading: pure functions.
@@ -27,6 +31,7 @@ struct proj_measured {
     double t_bwd[PROJ_MAX_STAGES];      /* backward (incl. recomputation) per micro-batch, per stage */
     double exchange_bytes[PROJ_MAX_STAGES]; /* bytes entering stage s per micro-batch (fwd + bwd) */
     double param_bytes[PROJ_MAX_STAGES];    /* gradient bytes all-reduced by stage s per step */
+    double t_update[PROJ_MAX_STAGES];       /* weight update per step (0 = not modelled: measured runs) */
 };
 
 /* The link model: stated, with defaults the user can override. */
@@ -35,17 +40,22 @@ struct proj_links {
     double exchange_lat;  /* s per transfer */
     double allreduce_bw;  /* bytes/s per device in the ring */
     double allreduce_lat; /* s per ring step */
+    int pod_devices;      /* devices joined by the all-reduce links above (0 = one flat ring) */
+    double scaleout_bw;   /* bytes/s per device between pods */
+    double scaleout_lat;  /* s per ring step between pods */
 };
 
 /* One configuration to project and its result. */
 struct proj_row {
     int replicas, ga;                /* inputs */
     int devices, local_batch, global_batch;
-    double step_s, pipe_s, allreduce_s, images_per_s, utilisation, efficiency;
+    double step_s, pipe_s, allreduce_s, update_s, images_per_s, utilisation, efficiency;
 };
 
 /* Fills l with the default link model (IPU-Link-like exchange, Pod-scale all-reduce; see projection.c). */
 void proj_links_default(struct proj_links *l);
+/* The all-reduce time of bytes over R replicas of an S-stage pipeline under l (flat or hierarchical). */
+double proj_allreduce_s(const struct proj_links *l, double bytes, int R, int S);
 /* Projects one configuration (replicas, ga) into row. */
 void proj_project(const struct proj_measured *m, const struct proj_links *l, struct proj_row *row);
 /* Projects rows[0..n) (replicas and ga filled in) and computes scaling efficiency against rows[0]. */

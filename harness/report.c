@@ -1178,8 +1178,12 @@ int report_generate(const struct report_opts *o, int *n_charts)
     section_roofline(&x);
     section_profiles(&x);
     section_timeline(&x);
+    /* Device specs sit beside the gnuplot scripts: <root>/plots and <root>/devices. */
+    char devices_dir[1100];
+    snprintf(devices_dir, sizeof devices_dir, "%s/../devices", o->plots_dir);
     report_seeds(&(struct report_seeds_in){x.md, (const struct json_value *const *)x.rows.v, x.rows.keep, x.rows.n,
-                                            o->plots_dir, x.data_dir, &x});
+                                            o->plots_dir, x.data_dir, &x, x.charts_dir, o->in, devices_dir,
+                                            o->gnuplot});
     section_unfinished(&x);
     if (!x.have_gnuplot)
         fprintf(x.md, "---\ngnuplot was not found, so this report has tables only (install gnuplot-nox).\n");

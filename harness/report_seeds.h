@@ -23,6 +23,10 @@ struct report_seeds_in {
     const char *plots_dir;                  /* gnuplot scripts and the published figures */
     const char *data_dir;                   /* <out>/charts/data: chart tables go here */
     void *report;                           /* report.c's context, for report_render_chart */
+    const char *charts_dir;                 /* <out>/charts: seed 001's charts go here */
+    const char *rows_path;                  /* the rows file (seed 001's measured ipu run for its validation) */
+    const char *devices_dir;                /* device specs and seed001.published (devices/) */
+    const char *gnuplot;                    /* NULL = "gnuplot" on PATH */
 };
 
 /* Renders plots/<script> on data into charts/<name>.png and .svg (report.c's renderer; extra_vars:
@@ -34,7 +38,5 @@ void report_md_chart(void *report, const char *name, const char *alt, int render
 
 /* "## Seeds" and every seed's subsection. */
 void report_seeds(const struct report_seeds_in *in);
-/* "### Seed 001 — ..." (harness/report_seed001.c). */
-void report_seed001(const struct report_seeds_in *in);
 
 #endif

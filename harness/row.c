@@ -6,6 +6,7 @@
 #include "session.h"
 
 #include "layer_profile.h"
+#include "plan_project.h"
 #include "projection.h"
 #include "results.h"
 #include "stats.h"
@@ -402,6 +403,9 @@ void write_pipeline(struct session *s, struct json_buf *b)
                    k, r.t_compute[k], r.t_exchange[k], r.t_idle[k], r.t_allreduce[k], r.peak_act_bytes[k] / 1048576.0,
                    r.weight_bytes[k] / 1048576.0, r.weight_window_bytes[k] / 1048576.0, r.param_bytes[k] / 1048576.0);
     }
+    if (print && s->c.project_device[0])
+        plan_project_validate(s, r.t_fwd, r.t_bwd, r.stages < PROJ_MAX_STAGES ? r.stages : PROJ_MAX_STAGES, r.micro_batch,
+                              stdout);
     if (s->c.n_project <= 0) return;
     struct proj_measured pm = {.stages = r.stages, .micro_batch = r.micro_batch};
     for (int k = 0; k < r.stages && k < PROJ_MAX_STAGES; k++) {

@@ -26,6 +26,7 @@
 #include "session.h"
 
 #include "exec.h"
+#include "plan_project.h"
 #include "status.h"
 
 #include <stdio.h>
@@ -53,6 +54,13 @@ int bench_run(const struct bench_config *cfg)
         session_close(&s);
         bench_stop_handlers_restore(&h);
         return TB_OK;
+    }
+    if (s.c.project_only) {
+        /* No backend either: the projection reads the model's layer table only. */
+        st = plan_project(&s);
+        session_close(&s);
+        bench_stop_handlers_restore(&h);
+        return st;
     }
     switch (s.c.plan) {
     case PLAN_THROUGHPUT: st = plan_throughput_at(&s, s.c.run.batch, s.run_base, NULL, NULL); break;

@@ -110,6 +110,10 @@ struct bench_config {
     /* pipelined backends: POD-scale projection (--project-devices) with its stated link model */
     int project_devices[BENCH_MAX_BATCHES], n_project;
     double link_bw_gbs, link_lat_us, allreduce_bw_gbs, allreduce_lat_us; /* <= 0: the model's default */
+    /* --project-device NAME|PATH: the device model (devmodel.h) instead of this CPU's measured stage times;
+     * without an explicit --plan nothing runs (project_only); --device-set KEY=VALUE,... overrides the spec */
+    char project_device[512], device_set[512];
+    int project_only;
     int finished;           /* bench_config_finish ran */
     /* given[k]: bench_options()[k] was set by bench_config_set (the command line or a suite line), so
      * that an option the chosen backend does not take is refused rather than recorded and ignored */

@@ -117,8 +117,8 @@ static int load_data(struct session *s)
         const long per = (long)h * wd * ch;
         /* ~64 MB of pixels per split at most: enough to cycle through or to estimate an accuracy. */
         long cap = (64L << 20) / per;
-        if (c->describe) {
-            /* The table needs the shape only. */
+        if (c->describe || c->project_only) {
+            /* The table (or the device projection) needs the shape only. */
             n_train = n_train > 0 ? n_train : 1, n_test = n_test > 0 ? n_test : 1;
         }
         if (n_train <= 0) {

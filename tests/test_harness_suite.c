@@ -320,6 +320,7 @@ static const char *backend_option_value(const char *name)
         {"loss-scale", "1024"},  {"prefetch", "2"},        {"timeline", "t.csv"},    {"replicas-list", "1,2"},
         {"ga-list", "2"},        {"micro-batch-list", "2"}, {"project-devices", "16"}, {"link-bw", "10"},
         {"link-latency", "1"},   {"allreduce-bw", "10"},   {"allreduce-latency", "1"},
+        {"project-device", "ipu-bow"}, {"device-set", "kernel_overhead_us=1"},
     };
     for (size_t k = 0; k < sizeof values / sizeof *values; k++)
         if (!strcmp(values[k][0], name)) return values[k][1];
