@@ -90,11 +90,13 @@ RESULTS ?= $(if $(wildcard results/demo.jsonl),results/demo.jsonl,results/sample
 report: build
 	@$(BUILD)/bench report --in $(RESULTS) --out-dir results
 
-# Issue 30's seed 002 (suites/seed-002.suite: the Keras MNIST MLP, batch 1 per replica, 50 epochs x 2000
-# steps on cpu, threads, mirrored and ipu), then the report with its Seeds section beside the published
-# figures. Rows in results/seeds.jsonl; writes only ignored paths. SEED_DATA=DIR trains on the MNIST IDX
-# files in DIR (default: Debian's Fashion-MNIST); SEED_EPOCHS=N runs the same set-ups for N epochs.
-seeds: build
+# Issue 30's seeds: this machine calibrated if needed; seed 001's B4-G16 pipeline at 64x64 (its stage
+# times check the device model here: suites/seed-001.suite); seed 002 (suites/seed-002.suite: the Keras
+# MNIST MLP, batch 1 per replica, 50 epochs x 2000 steps on cpu, threads, mirrored and ipu); then the
+# report with its Seeds section: published, measured here and projected, each labelled. Rows in
+# results/seeds.jsonl; writes only ignored paths. SEED_DATA=DIR trains on the MNIST IDX files in DIR
+# (default: Debian's Fashion-MNIST); SEED_EPOCHS=N runs seed 002's set-ups for N epochs.
+seeds: deps build
 	@SEED_DATA="$(SEED_DATA)" SEED_EPOCHS="$(SEED_EPOCHS)" ./tools/seeds.sh $(BUILD)
 
 # perf stat + perf record -g of the timed phase of one throughput run (perf is turned on and off around

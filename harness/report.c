@@ -1180,7 +1180,11 @@ int report_generate(const struct report_opts *o, int *n_charts)
     section_timeline(&x);
     /* Device specs sit beside the gnuplot scripts: <root>/plots and <root>/devices. */
     char devices_dir[1100];
-    snprintf(devices_dir, sizeof devices_dir, "%s/../devices", o->plots_dir);
+    const size_t pl = strlen(o->plots_dir);
+    if (pl >= 5 && !strcmp(o->plots_dir + pl - 5, "plots") && (pl == 5 || o->plots_dir[pl - 6] == '/'))
+        snprintf(devices_dir, sizeof devices_dir, "%.*sdevices", (int)(pl - 5), o->plots_dir);
+    else
+        snprintf(devices_dir, sizeof devices_dir, "%s/../devices", o->plots_dir);
     report_seeds(&(struct report_seeds_in){x.md, (const struct json_value *const *)x.rows.v, x.rows.keep, x.rows.n,
                                             o->plots_dir, x.data_dir, &x, x.charts_dir, o->in, devices_dir,
                                             o->gnuplot});

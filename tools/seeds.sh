@@ -1,6 +1,8 @@
 #!/bin/sh
-# seeds.sh — `make seeds`: run suites/seed-002.suite (issue 30's seed 002 on every backend) and write the
-# report with its Seeds section beside the published figures (plots/seed-002.published.tsv).
+# seeds.sh — `make seeds`: calibrate this machine if needed, run suites/seed-001.suite (the B4-G16 pipeline
+# whose stage times check the device model here) and suites/seed-002.suite (issue 30's seed 002 on every
+# backend), and write the report with its Seeds section beside the published figures
+# (devices/seed001.published, plots/seed-002.published.tsv) and the device model's projections.
 #
 #   tools/seeds.sh [BUILD]        environment: SEED_DATA=DIR (MNIST IDX files; default Debian's
 #                                 Fashion-MNIST), SEED_EPOCHS=N (a shorter check; default the suite's 50)
@@ -29,6 +31,10 @@ if [ -n "${SEED_DATA:-}" ]; then
 fi
 [ -f results/seeds.jsonl ] && mv results/seeds.jsonl results/seeds.prev.jsonl
 status=0
+# Seed 001's validation compares the cpu-this model (from the calibration the row carries) with measured
+# stage times: the calibration must be this machine's.
+"$B" --calibrate-if-needed || status=$?
+"$B" --suite suites/seed-001.suite --out results/seeds.jsonl || status=$?
 "$B" --suite "$SUITE" --out results/seeds.jsonl "$@" || status=$?
 rows=results/seeds.jsonl
 if [ -f results/demo.jsonl ] && [ -f results/seeds.jsonl ]; then
