@@ -676,6 +676,7 @@ Test(cli, ipu_chooses_micro_batch_and_recompute_to_fit_memory, .timeout = 120)
                  &big);
     unsetenv("TB_MEM_AVAILABLE");
     cr_assert(strstr(big.err, "recompute") == NULL, "%s", big.err);
+    cr_assert(strstr(big.err, " x 1 (chosen), ") != NULL, "the least accumulation is not memory's doing: %s", big.err);
 }
 
 /* The first row of a results file, parsed (the caller frees it). */

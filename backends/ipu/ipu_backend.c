@@ -330,7 +330,7 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
              "ipu: %d stage%s x %d replica%s, global batch %d = micro-batch %d x GA %d x %d%s, %s, split %s (%s), "
              "%s%s%s%s, prefetch %d; bubble ideal %.1f%%%s; act MiB/stage %s",
              p->S, p->S == 1 ? "" : "s", p->R, p->R == 1 ? "" : "s", c->cfg.batch, p->B, p->G, p->R,
-             p->mb_chosen ? " (chosen to fit memory)" : "", ipu_schedule_name(p->sched), p->S > 1 ? split : "-",
+             p->mb_chosen == 2 ? " (chosen to fit memory)" : p->mb_chosen ? " (chosen)" : "", ipu_schedule_name(p->sched), p->S > 1 ? split : "-",
              p->S == 1 ? "one stage" : p->split_given ? "given" : "timed", stage_prec_name(p->prec),
              p->master ? " + fp32 master" : "", scale, rec, p->prefetch,
              100.0 * ipu_plan_ideal_bubble(p), meas, mem);

@@ -111,8 +111,10 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
         const double avail = executor_host_mem_available();
         if (avail > 0.0 && 0.9 * avail < budget) budget = 0.9 * avail;
         const double per_sample = 3.0 * 4.0 * (double)m->unit_floats * (double)R;
+        int g_first = 0; /* the pipeline's own least accumulation: anything more was memory's choice */
         for (int g = gmin; g <= per; g += unit) {
             if (per % g) continue;
+            if (!g_first) g_first = g;
             G = g;
             if ((double)(per / g) * per_sample <= budget) break;
         }
@@ -121,7 +123,7 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
                                            "of the %d replicas needs a multiple of %d micro-batches, at least %d (set "
                                            "--micro-batch and --ga, or --stages 1)", N, S, R, unit, gmin);
         B = per / G;
-        p->mb_chosen = 1;
+        p->mb_chosen = G > g_first ? 2 : 1;
     } else if (G == 0) {
         if (N % (B * R))
             return tb_error_set(TB_EINVAL, "ipu: --batch %d is not a multiple of --micro-batch %d × %d replicas", N, B, R);

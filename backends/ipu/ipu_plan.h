@@ -29,7 +29,7 @@ struct ipu_plan {
     enum stage_prec prec;      /* weight and exchange storage */
     int master;              /* fp32 master weights in the optimizer (precision bf16m / fp16m) */
     int recompute;           /* keep only segment-boundary checkpoints; recompute segments in backward */
-    int mb_chosen;           /* micro-batch and GA were ours to choose (memory): the description says so */
+    int mb_chosen;           /* micro-batch and GA were ours: 1 the pipeline's least GA, 2 more to fit memory */
     int recompute_chosen;    /* recompute was ours: the devices would not fit without it */
     float loss_scale;        /* fp16: static loss scale, 0 = dynamic */
     int prefetch;            /* micro-batches the infeed worker runs ahead (0 = off) */
