@@ -569,16 +569,29 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
     /* The training rate beside the score: time to accuracy pays the overall rate, which a long step tail
      * drags down however fast the median step is (a 2-thread pool on a shared 2-core machine). */
     fprintf(x->md, "| backend | batch | target | score (olympic mean, s) | reached | training images/s (overall) | "
-                   "step p99 ms (slowest run) | runs: seed → time to target s (of it evaluation s), epochs | commit |\n"
-                   "|---|---:|---:|---:|---:|---:|---:|---|---|\n");
+                   "step median ms (fastest–slowest run) | step p99 ms (slowest run) | runs: seed → time to target s "
+                   "(of it evaluation s), epochs | commit |\n"
+                   "|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+    int uneven = 0;
     for (int j = 0; j < n; j++) {
         const struct json_value *r = x->rows.v[idx[j]];
-        char runs_txt[1024] = "", score[32], rate[32], p99[32];
+        char runs_txt[1024] = "", score[32], rate[32], p99[32], med[64] = "–";
         const struct json_value *runs = json_get(r, "figures.runs");
-        double p99_max = NAN;
+        double p99_max = NAN, med_lo = NAN, med_hi = NAN;
         for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
             const double v = json_get_number(&runs->items[s], "step_time_p99_s", NAN);
             if (isfinite(v) && !(v <= p99_max)) p99_max = v;
+            const double m = json_get_number(&runs->items[s], "step_time_median_s", NAN);
+            if (isfinite(m) && !(m <= med_hi)) med_hi = m;
+            if (isfinite(m) && !(m >= med_lo)) med_lo = m;
+        }
+        if (isfinite(med_lo)) {
+            /* Seeds of one configuration whose typical step differs by more than 1.8×: the machine, not the
+             * configuration, changed between them (BENCHMARKS.md: a 2-vCPU guest's threads fell into 2.6×
+             * slower steps for whole seeds); said beside the row and under the table. */
+            const int bi = med_hi > 1.8 * med_lo;
+            uneven |= bi;
+            snprintf(med, sizeof med, "%.3f–%.3f%s", 1e3 * med_lo, 1e3 * med_hi, bi ? " (uneven)" : "");
         }
         fmt_num(rate, sizeof rate, fg(r, "images_per_s"), "%.0f");
         fmt_num(p99, sizeof p99, 1e3 * p99_max, "%.2f");
@@ -595,11 +608,18 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
                          json_get_number(ru, "epochs", NAN));
         }
         fmt_num(score, sizeof score, fg(r, "tta_olympic_mean_s"), "%.2f");
-        fprintf(x->md, "| %s | %d | %.4g | %s | %.0f of %.0f | %s | %s | %s | %s |\n", cs(r, "backend"),
-                (int)cn(r, "batch"), cn(r, "target"), score, fg(r, "runs_reached"), fg(r, "runs_total"), rate, p99, runs_txt,
-                json_get_str(r, "build.commit", "?"));
+        fprintf(x->md, "| %s | %d | %.4g | %s | %.0f of %.0f | %s | %s | %s | %s | %s |\n", cs(r, "backend"),
+                (int)cn(r, "batch"), cn(r, "target"), score, fg(r, "runs_reached"), fg(r, "runs_total"), rate, med, p99,
+                runs_txt, json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
+    if (uneven)
+        fprintf(x->md, "*Uneven*: the runs (seeds) of a row marked so differ by more than 1.8× in median step time, "
+                       "although each seed does the same work: the machine changed under them, and the score "
+                       "carries it. On the 2-vCPU guests these results come from, multi-threaded backends fall into "
+                       "a mode where every step is ~2.6× slower for a whole seed (both threads busy, every kernel "
+                       "slower alike, no steal time reported), while one thread never does; compare such rows by "
+                       "their fastest seeds or rerun them (BENCHMARKS.md, seventeenth session).\n\n");
 }
 
 static void section_tta(struct ctx *x)

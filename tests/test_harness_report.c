@@ -34,13 +34,15 @@ static void tta(const char *path, const char *backend, double scale)
              "\"workload\":\"mnist-mlp\",\"batch\":32,\"target\":0.88},%s,\"figures\":{\"target\":0.88,\"runs_total\":2,"
              "\"runs_reached\":1,\"tta_olympic_mean_s\":%g,\"images_per_s\":%g,\"runs\":["
              "{\"seed\":42,\"reached\":true,\"tta_s\":%g,\"eval_time_s\":0.5,\"epochs\":3,\"step_time_p99_s\":%g,"
+             "\"step_time_median_s\":%g,"
              "\"curve\":["
              "{\"time_s\":%g,\"accuracy\":0.84},{\"time_s\":%g,\"accuracy\":0.866},{\"time_s\":%g,\"accuracy\":0.881}]},"
-             "{\"seed\":43,\"reached\":false,\"tta_s\":null,\"best_accuracy\":0.875,\"epochs\":4,\"curve\":["
+             "{\"seed\":43,\"reached\":false,\"tta_s\":null,\"best_accuracy\":0.875,\"epochs\":4,"
+             "\"step_time_median_s\":%g,\"curve\":["
              "{\"time_s\":%g,\"accuracy\":0.83},{\"time_s\":%g,\"accuracy\":0.85},{\"time_s\":%g,\"accuracy\":0.87},"
              "{\"time_s\":%g,\"accuracy\":0.875}]}]}}\n",
-             backend, backend, machine, 6 * scale, 12000.0 / scale, 6 * scale, 0.004 * scale, 2 * scale, 4 * scale, 6 * scale, 2.1 * scale, 4.2 * scale,
-             6.3 * scale, 8.4 * scale);
+             backend, backend, machine, 6 * scale, 12000.0 / scale, 6 * scale, 0.004 * scale, 2.5e-4 * scale, 2 * scale, 4 * scale, 6 * scale,
+             6.5e-4 * scale, 2.1 * scale, 4.2 * scale, 6.3 * scale, 8.4 * scale);
     th_append(path, t);
 }
 
@@ -140,8 +142,10 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
     cr_assert(strstr(md, "| cpu | 32 |  | synthetic | **900** |") == NULL, "the superseded row is not shown");
     cr_assert(strstr(md, "missed") != NULL, "a run that missed its target says so");
     /* Why one backend is slower to the target: its overall training rate and step tail beside the score. */
-    cr_assert(strstr(md, "| threads | 32 | 0.88 | 9.60 | 1 of 2 | 7500 | 6.40 |") != NULL,
-              "the tta table shows the overall rate and the step p99:\n%s", md);
+    cr_assert(strstr(md, "| threads | 32 | 0.88 | 9.60 | 1 of 2 | 7500 | 0.400–1.040 (uneven) | 6.40 |") != NULL,
+              "the tta table shows the overall rate, the seeds' step medians and the step p99:\n%s", md);
+    /* Seeds 2.6× apart in their typical step: flagged, with the reason under the table. */
+    cr_assert(strstr(md, "*Uneven*: the runs (seeds) of a row marked so") != NULL, "%s", md);
     cr_assert(strstr(md, "sgemm n=2048 60.0 GFLOP/s") != NULL, "%s", md);
     cr_assert(strstr(md, "## Inference") != NULL && strstr(md, "0.021") != NULL);
     free(md);
