@@ -619,7 +619,7 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
                        "carries it. On the 2-vCPU guests these results come from, multi-threaded backends fall into "
                        "a mode where every step is ~2.6× slower for a whole seed (both threads busy, every kernel "
                        "slower alike, no steal time reported), while one thread never does; compare such rows by "
-                       "their fastest seeds or rerun them (BENCHMARKS.md, seventeenth session).\n\n");
+                       "their fastest seeds or rerun them (BENCHMARKS.md, fifteenth session).\n\n");
 }
 
 static void section_tta(struct ctx *x)
