@@ -103,7 +103,9 @@ static void check_mlperf_common(const struct evlog *L, int batch, int below_one_
     cr_assert(line_of(L, "submission_division", 0) < init0);
     /* init_start (any number, none after init_stop or run_start) < init_stop < run_start < run_stop. */
     cr_assert(line_of(L, "init_start", 1) < init1 && init1 < run0 && run0 < run1);
-    cr_assert(L->e[init1].t > L->e[init0].t, "a set-up takes time: init_start %lld, init_stop %lld", L->e[init0].t,
+    /* Not strictly later: time_ms has millisecond resolution and this tiny set-up took under 1 ms on a Zen 4
+     * (init_start == init_stop failed CI); the line order above shows the interval encloses it. */
+    cr_assert(L->e[init1].t >= L->e[init0].t, "init_stop before init_start: %lld, %lld", L->e[init0].t,
               L->e[init1].t);
     cr_assert(L->e[init1].t - L->e[init0].t < 30LL * 60 * 1000, "well inside the open division's 240 minutes");
     cr_assert(L->e[run1].has_status);
