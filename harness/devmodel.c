@@ -41,6 +41,21 @@ static const struct num_key num_keys[] = {
 };
 #define N_NUM_KEYS (int)(sizeof num_keys / sizeof num_keys[0])
 
+/* Copies the next line of *p (without its newline) into buf and advances *p: 1, 0 at the end of the text,
+ * or TB_EINVAL for a line longer than buf (message names where and the line). */
+static int next_line(const char **p, char *buf, size_t cap, const char *where, int *line)
+{
+    if (!**p) return 0;
+    ++*line;
+    const char *nl = strchr(*p, '\n');
+    const size_t len = nl ? (size_t)(nl - *p) : strlen(*p);
+    if (len >= cap) return tb_error_set(TB_EINVAL, "%s:%d: line too long", where, *line);
+    memcpy(buf, *p, len);
+    buf[len] = '\0';
+    *p = nl ? nl + 1 : *p + len;
+    return 1;
+}
+
 static char *trim(char *s)
 {
     while (isspace((unsigned char)*s)) s++;
@@ -151,15 +166,9 @@ static int spec_parse_lines(const char *text, const char *where, struct dev_spec
     int seen_str[2] = {0, 0};
     int line = 0;
     const char *p = text;
-    while (*p) {
-        line++;
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        char buf[1024];
-        if (len >= sizeof buf) return tb_error_set(TB_EINVAL, "%s:%d: line too long", where, line);
-        memcpy(buf, p, len);
-        buf[len] = '\0';
-        p = nl ? nl + 1 : p + len;
+    char buf[1024];
+    int st;
+    while ((st = next_line(&p, buf, sizeof buf, where, &line)) > 0) {
         char *hash = strchr(buf, '#');
         int has_source = !require_source;
         if (hash) {
@@ -173,9 +182,9 @@ static int spec_parse_lines(const char *text, const char *where, struct dev_spec
         *eq = '\0';
         char *key = trim(s), *val = trim(eq + 1);
         if (!*val) return tb_error_set(TB_EINVAL, "%s:%d: %s has no value", where, line, key);
-        int st = spec_set(d, key, val, has_source, where, line, &seen, &lv_seen, seen_str);
-        if (st != TB_OK) return st;
+        if ((st = spec_set(d, key, val, has_source, where, line, &seen, &lv_seen, seen_str)) != TB_OK) return st;
     }
+    if (st < 0) return st;
     return spec_check(d, where, seen, lv_seen, seen_str);
 }
 
@@ -511,15 +520,9 @@ int dev_published_parse(const char *text, const char *where, struct dev_publishe
     memset(p, 0, sizeof *p);
     int line = 0;
     const char *q = text;
-    while (*q) {
-        line++;
-        const char *nl = strchr(q, '\n');
-        size_t len = nl ? (size_t)(nl - q) : strlen(q);
-        char buf[1024];
-        if (len >= sizeof buf) return tb_error_set(TB_EINVAL, "%s:%d: line too long", where, line);
-        memcpy(buf, q, len);
-        buf[len] = '\0';
-        q = nl ? nl + 1 : q + len;
+    char buf[1024];
+    int st;
+    while ((st = next_line(&q, buf, sizeof buf, where, &line)) > 0) {
         char *hash = strchr(buf, '#');
         if (hash) *hash = '\0';
         char *s = trim(buf);
@@ -556,6 +559,7 @@ int dev_published_parse(const char *text, const char *where, struct dev_publishe
             return tb_error_set(TB_EINVAL, "%s:%d: unknown key or bad value '%s = %s'", where, line, key, val);
         }
     }
+    if (st < 0) return st;
     if (!p->source[0]) return tb_error_set(TB_EINVAL, "%s: missing key source (published figures cite where from)", where);
     if (!p->device[0] || !p->workload[0] || p->n == 0)
         return tb_error_set(TB_EINVAL, "%s: needs device, workload and at least one point", where);

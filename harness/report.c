@@ -264,8 +264,7 @@ static void safe_name(char *dst, size_t n, const char *s)
     dst[k] = '\0';
 }
 
-/* A string as a gnuplot single-quoted literal body ('' for a quote). */
-static void gp_quote(char *dst, size_t n, const char *s)
+void report_gp_quote(char *dst, size_t n, const char *s)
 {
     size_t k = 0;
     for (; *s && k + 2 < n; s++) {
@@ -313,13 +312,13 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     snprintf(spath, sizeof spath, "%s/%s", x->o->plots_dir, script);
     remove(png);
     remove(svg);
-    gp_quote(q[0], sizeof q[0], x->o->plots_dir);
-    gp_quote(q[1], sizeof q[1], data);
-    gp_quote(q[2], sizeof q[2], title);
-    gp_quote(q[3], sizeof q[3], sub);
+    report_gp_quote(q[0], sizeof q[0], x->o->plots_dir);
+    report_gp_quote(q[1], sizeof q[1], data);
+    report_gp_quote(q[2], sizeof q[2], title);
+    report_gp_quote(q[3], sizeof q[3], sub);
     char qp[1200], qs[1200];
-    gp_quote(qp, sizeof qp, png);
-    gp_quote(qs, sizeof qs, svg);
+    report_gp_quote(qp, sizeof qp, png);
+    report_gp_quote(qs, sizeof qs, svg);
     snprintf(vars, sizeof vars, "dir='%s'; datafile='%s'; outpng='%s'; outsvg='%s'; ttl='%s'; sub='%s'; %s", q[0], q[1],
              qp, qs, q[2], q[3], extra_vars ? extra_vars : "");
     char log[1200];
@@ -999,7 +998,7 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
     for (int p = 0; p < 5; p++)
         if (present[p]) snprintf(present_txt + strlen(present_txt), sizeof present_txt - strlen(present_txt), "%d ", p + 1);
     char qy[3100];
-    gp_quote(qy, sizeof qy, ytics);
+    report_gp_quote(qy, sizeof qy, ytics);
     snprintf(vars, sizeof vars, "nlanes=%d; span_ms=%.6g; phases='%s'; ytics_cmd='%s'", nl > 0 ? nl : 1, 1e3 * span,
              present_txt, qy);
     const int stages = (int)json_get_number(r, "figures.pipeline.stages", cn(r, "stages"));

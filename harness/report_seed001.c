@@ -1,6 +1,7 @@
 /* report_seed001.c — the seed-001 subsection of the report (report_seed001.h). */
 #define _GNU_SOURCE
 #include "report_seed001.h"
+#include "report_seeds.h"
 
 #include "devmodel.h"
 #include "json.h"
@@ -42,17 +43,6 @@ static const char *base_name(const char *path)
     return s && s[1] ? s + 1 : path;
 }
 
-/* gnuplot single-quoted literal body. */
-static void gp_quote(char *dst, size_t n, const char *s)
-{
-    size_t k = 0;
-    for (; *s && k + 2 < n; s++) {
-        if (*s == '\'') dst[k++] = '\'';
-        dst[k++] = *s;
-    }
-    dst[k] = '\0';
-}
-
 static int file_nonempty(const char *p)
 {
     struct stat sb;
@@ -70,12 +60,12 @@ static int render(const char *gnuplot, const char *plots_dir, const char *script
     snprintf(log, sizeof log, "%s/data/gnuplot.log", chart_dir);
     remove(png);
     remove(svg);
-    gp_quote(q[0], sizeof q[0], plots_dir);
-    gp_quote(q[1], sizeof q[1], data);
-    gp_quote(q[2], sizeof q[2], png);
-    gp_quote(q[3], sizeof q[3], svg);
-    gp_quote(q[4], sizeof q[4], title);
-    gp_quote(q[5], sizeof q[5], sub);
+    report_gp_quote(q[0], sizeof q[0], plots_dir);
+    report_gp_quote(q[1], sizeof q[1], data);
+    report_gp_quote(q[2], sizeof q[2], png);
+    report_gp_quote(q[3], sizeof q[3], svg);
+    report_gp_quote(q[4], sizeof q[4], title);
+    report_gp_quote(q[5], sizeof q[5], sub);
     snprintf(vars, sizeof vars, "dir='%s'; datafile='%s'; outpng='%s'; outsvg='%s'; ttl='%s'; sub='%s'", q[0], q[1], q[2],
              q[3], q[4], q[5]);
     const char *gp = gnuplot ? gnuplot : "gnuplot";

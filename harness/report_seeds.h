@@ -33,6 +33,8 @@ struct report_seeds_in {
  * more gnuplot assignments, "name='value'; ...", or NULL): 1 if both were written, 0 if not (no gnuplot, or it failed; the report says so through report_md_chart). */
 int report_render_chart(void *report, const char *script, const char *name, const char *data, const char *title,
                         const char *sub, const char *extra_vars);
+/* A string as a gnuplot single-quoted literal body ('' for a quote), cut to fit n bytes. */
+void report_gp_quote(char *dst, size_t n, const char *s);
 /* The chart's Markdown: the image and its links, or why it is missing. */
 void report_md_chart(void *report, const char *name, const char *alt, int rendered);
 
