@@ -124,6 +124,11 @@ static void lb_describe(struct backend *b, char *buf, size_t n)
 {
     struct local_ctx *c = b->ctx;
     const int nth = c->ex.cfg.threads;
+    if (strcmp(c->ex.cfg.device, "cpu") != 0) { /* a GPU: one stream, no host threads or OpenBLAS */
+        snprintf(buf, n, "%s: one %s device%s", b->i->name, c->ex.cfg.device,
+                 c->ex.fused_step ? ", batch-1 step as a CUDA graph" : "");
+        return;
+    }
     char blas[48];
     if (b->cfg.blas_threads > 1) snprintf(blas, sizeof blas, "OpenBLAS %d threads per call", b->cfg.blas_threads);
     else snprintf(blas, sizeof blas, "OpenBLAS single-threaded");
