@@ -304,8 +304,9 @@ static int cuda_get(struct executor *ex, enum tensor_family f, float *dst)
     size_t n;
     const float *src = family(c, f, &n);
     if (!src) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
+    /* On the executor's stream (non-blocking: a plain cudaMemcpy would not wait for its kernels). */
+    if (n) TB_CU(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->s));
     TB_CU(cudaStreamSynchronize(c->s));
-    if (n) TB_CU(cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost));
     return TB_OK;
 }
 
@@ -323,8 +324,9 @@ static int cuda_set(struct executor *ex, enum tensor_family f, const float *src)
         optim_state_init(c->cfg.optim.kind, init, c->m->n_params);
         src = init;
     }
-    cudaError_t e = cudaStreamSynchronize(c->s);
-    if (e == cudaSuccess && n) e = cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyHostToDevice);
+    /* Ordered after the stream's earlier kernels, and complete (src free again) when this returns. */
+    cudaError_t e = n ? cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, c->s) : cudaSuccess;
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
     free(init);
     if (e != cudaSuccess) return tb_cuda_fail(e, "cudaMemcpy(set_tensors)", __FILE__, __LINE__);
     return TB_OK;
@@ -388,6 +390,8 @@ static int loop_capture(struct cuda_ctx *c)
     const float scale = in0->a.input.scale / in0->a.input.std[0], shift = -in0->a.input.shift[0] / in0->a.input.std[0];
     TB_CU(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
     int st = TB_OK;
+    /* The input layer's work is the gather's (the step's pixels from the run's table); the rest is the
+     * plain pass's calls, so the replayed step is the plain step's kernels in the same order. */
     tb_cuda_loop_gather(c->ld, act(c, &c->train, in0->out), c->labels, c->l_alpha_now, 1, c->per_in, scale, shift,
                         c->s);
     for (int i = 1; i < m->n_layers && st == TB_OK; i++) st = layer_forward(c, &c->train, &m->layers[i], 1, 1, 1);
@@ -400,6 +404,8 @@ static int loop_capture(struct cuda_ctx *c)
         tb_cuda_optim_update(&a, c->params, c->grads, c->opt, m->n_params, 0, m->n_params, c->seg_of, c->no_decay,
                              c->trust, c->s);
         tb_cuda_loop_advance(c->ld, c->losses, 1, c->s);
+        const cudaError_t le = cudaGetLastError(); /* a launch the capture recorded badly */
+        if (le != cudaSuccess) st = tb_cuda_fail(le, "a launch in the captured step", __FILE__, __LINE__);
     }
     cudaGraph_t g = NULL;
     const cudaError_t e = cudaStreamEndCapture(c->s, &g); /* always end the capture, even after a failure */
@@ -641,10 +647,12 @@ int executor_cuda_create(struct executor *ex)
     TB_CU(cudaMallocHost((void **)&c->h_correct, (size_t)c->n_io));
     /* Zeroed like the cpu's arenas (get_tensors before any pass reads zeros), the optimizer's initial state
      * written as every executor writes it (issue 27). */
-    TB_CU(cudaMemset(c->grads, 0, np * sizeof(float)));
-    TB_CU(cudaMemset(c->params, 0, np * sizeof(float)));
-    if (m->n_buffers) TB_CU(cudaMemset(c->buffers, 0, m->n_buffers * sizeof(float)));
+    TB_CU(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
+    TB_CU(cudaMemsetAsync(c->params, 0, np * sizeof(float), c->s));
+    if (m->n_buffers) TB_CU(cudaMemsetAsync(c->buffers, 0, m->n_buffers * sizeof(float), c->s));
     if ((st = cuda_set(ex, TF_OPT, NULL)) != TB_OK) return st;
+    /* The segment tables went through the legacy stream (cudaMemcpy): complete before any pass reads them. */
+    TB_CU(cudaDeviceSynchronize());
     c->loop = loop_eligible(ex);
     if (c->loop) {
         TB_CU(cudaMalloc((void **)&c->l_k, sizeof(long long)));
