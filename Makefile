@@ -31,6 +31,8 @@ test: deps build
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j1
 
+# The sanitizer and valgrind builds leave the cuda layer out (-DTB_CUDA=OFF): the CUDA runtime does not run
+# under ASan's shadow memory or valgrind, and nvcc's time is spent once, in the main build.
 test-san:
 	@echo "== ASan + UBSan"
 	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE=ON -DTB_CUDA=OFF >/dev/null
