@@ -31,9 +31,11 @@ test: deps build
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j1
 
+# The sanitizer and valgrind builds leave the cuda layer out (-DTB_CUDA=OFF): the CUDA runtime does not run
+# under ASan's shadow memory or valgrind, and nvcc's time is spent once, in the main build.
 test-san:
 	@echo "== ASan + UBSan"
-	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE=ON -DTB_CUDA=OFF >/dev/null
 	@cmake --build $(BUILD_SAN) -j$(JOBS)
 	@cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -44,7 +46,7 @@ test-san:
 # all-reduce and sync BatchNorm, and the ipu pipeline with replicas and bf16.
 test-tsan:
 	@echo "== ThreadSanitizer"
-	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_TSAN=ON -DTB_TESTS=OFF >/dev/null
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_TSAN=ON -DTB_TESTS=OFF -DTB_CUDA=OFF >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS) --target bench
 	@set -e; export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1; B=$(BUILD_TSAN)/bench; \
 	  O="--data synthetic --synthetic-samples 512,128 --eval-batch 64 --out /tmp/tb-tsan.jsonl --quiet"; \
@@ -68,7 +70,7 @@ test-mpi: build
 # OPENBLAS_CORETYPE, which would run the training outside valgrind.
 test-valgrind:
 	@echo "== valgrind memcheck"
-	@cmake -S . -B $(BUILD_VG) -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DTB_TESTS=OFF \
+	@cmake -S . -B $(BUILD_VG) -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DTB_TESTS=OFF -DTB_CUDA=OFF \
 	  -DCMAKE_C_FLAGS="$$(grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && echo -mavx2 -mfma)" >/dev/null
 	@cmake --build $(BUILD_VG) -j$(JOBS) --target bench
 	@valgrind -q --error-exitcode=3 --leak-check=full --errors-for-leak-kinds=definite \

@@ -14,16 +14,21 @@
  * the threads backend's pool, --devices the mirrored replicas or the ipu's device budget, and the
  * pipeline, precision, projection and grid options are the ipu's. */
 static const struct backend_entry registry[] = {
-    {"cpu", "single thread, the reference schedule", backend_cpu_create, {"", 0, 1, 1}},
+    {"cpu", "single thread, the reference schedule", backend_cpu_create, {"", 0, 1, 1, NULL}},
     {"threads", "one model, every op split over all cores (persistent pinned pool)", backend_threads_create,
-     {"threads", 0, 0, 0}},
+     {"threads", 0, 0, 0, NULL}},
     {"mirrored", "N devices, each a full replica; gradients all-reduced (ring, or MPI across processes)",
-     backend_mirrored_create, {"devices transport sync-bn replicas-list", 1, 0, 0}},
+     backend_mirrored_create, {"devices transport sync-bn replicas-list", 1, 0, 0, NULL}},
     {"ipu", "S pipeline stages x R replicas on pinned device workers; micro-batches, gpipe/1f1b, exchange queues",
      backend_ipu_create,
      {"devices stages split micro-batch ga replicas schedule recompute precision loss-scale prefetch timeline "
       "replicas-list ga-list micro-batch-list project-devices project-device device-set link-bw link-latency allreduce-bw allreduce-latency",
-      0, 0, 0}},
+      0, 0, 0, NULL}},
+#ifdef TB_HAVE_CUDA
+    /* The reference schedule on one GPU: --backend cpu --device cuda under its own name. */
+    {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured CUDA graph a step)",
+     backend_cuda_create, {"", 0, 0, 1, "cuda"}},
+#endif
 };
 
 const struct backend_entry *backend_registry(int *n)

@@ -136,6 +136,7 @@ struct backend_caps {
     int replicas_are_devices; /* its data-parallel replicas are its --devices: a global batch splits over them */
     int reference;            /* the single-thread reference schedule that speed-ups are measured against */
     int threads;              /* the threads it computes with when not told (0: all cores) */
+    const char *device;       /* the executor device it always places its work on (NULL: --device's) */
 };
 
 /* A registry entry: name → constructor, and what the backend takes. */
@@ -220,5 +221,7 @@ int backend_cpu_create(struct backend *b);
 int backend_threads_create(struct backend *b);
 int backend_mirrored_create(struct backend *b);
 int backend_ipu_create(struct backend *b);
+/* The cpu schedule on the cuda device (backend_local.c; registered when built with TB_HAVE_CUDA). */
+int backend_cuda_create(struct backend *b);
 
 #endif

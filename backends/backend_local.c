@@ -1,7 +1,7 @@
 /* backend_local.c — the cpu and threads backends: a schedule over one executor.
  *
  * cpu plans the executor with one thread; threads with --threads (0 = all cores), which the cpu device
- * runs as a pinned pool. A step is zero + forward/backward + update, or the executor's fused train step
+ * runs as a pinned pool; cuda is cpu's schedule on the cuda device (one stream, so one "thread"). A step is zero + forward/backward + update, or the executor's fused train step
  * where it has one (the batch-1 deferred Adam). OpenBLAS is always single-threaded: the executor
  * partitions every sgemm itself, so cores are never oversubscribed and results do not depend on
  * OpenBLAS's own threading. The backend owns its executor; one caller drives it.
@@ -22,6 +22,7 @@ struct local_ctx {
     struct executor ex;
     struct backend_trace_buf trace; /* backend_stats' copy of the executor's trace events */
     int want_threads; /* 1 for cpu, cfg.n_threads (0 = all cores) for threads */
+    const char *device; /* cuda: the device it always uses (NULL: run_config.device) */
 };
 
 static int lb_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
@@ -36,6 +37,7 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
     }
     struct executor_config ec;
     backend_executor_config(cfg, cfg->batch, nth, &ec);
+    if (c->device) ec.device = c->device;
     return executor_create(&c->ex, m, &ec);
 }
 
@@ -122,6 +124,11 @@ static void lb_describe(struct backend *b, char *buf, size_t n)
 {
     struct local_ctx *c = b->ctx;
     const int nth = c->ex.cfg.threads;
+    if (strcmp(c->ex.cfg.device, "cpu") != 0) { /* a GPU: one stream, no host threads or OpenBLAS */
+        snprintf(buf, n, "%s: one %s device%s", b->i->name, c->ex.cfg.device,
+                 c->ex.fused_step ? ", batch-1 step as a CUDA graph" : "");
+        return;
+    }
     char blas[48];
     if (b->cfg.blas_threads > 1) snprintf(blas, sizeof blas, "OpenBLAS %d threads per call", b->cfg.blas_threads);
     else snprintf(blas, sizeof blas, "OpenBLAS single-threaded");
@@ -151,16 +158,26 @@ static const struct backend_i threads_iface = {
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
 };
 
-static int local_create(struct backend *b, const struct backend_i *iface, int want_threads)
+/* The cpu schedule on one GPU: one executor on the cuda device, its fused step the captured graph. */
+static const struct backend_i cuda_iface = {
+    .name = "cuda", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
+    .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
+    .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
+};
+
+static int local_create(struct backend *b, const struct backend_i *iface, int want_threads, const char *device)
 {
     struct local_ctx *c = calloc(1, sizeof *c);
     if (!c) return tb_error_set(TB_ENOMEM, "backend %s: out of memory", iface->name);
     c->want_threads = want_threads;
+    c->device = device;
     b->i = iface;
     b->ctx = c;
     return TB_OK;
 }
 
-int backend_cpu_create(struct backend *b) { return local_create(b, &cpu_iface, 1); }
+int backend_cpu_create(struct backend *b) { return local_create(b, &cpu_iface, 1, NULL); }
 
-int backend_threads_create(struct backend *b) { return local_create(b, &threads_iface, 0); }
+int backend_threads_create(struct backend *b) { return local_create(b, &threads_iface, 0, NULL); }
+
+int backend_cuda_create(struct backend *b) { return local_create(b, &cuda_iface, 1, "cuda"); }

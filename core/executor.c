@@ -11,13 +11,26 @@
 
 static const struct executor_device registry[] = {
     {"cpu", "host cores: arenas in host memory, kernels on a pinned pool of `threads` workers",
-     executor_cpu_create},
+     executor_cpu_create, NULL},
+#ifdef TB_HAVE_CUDA
+    {"cuda", "one NVIDIA GPU: device memory, CUDA kernels and cuBLAS on a stream (dense chains so far)",
+     executor_cuda_create, executor_cuda_probe},
+#endif
 };
 
 const struct executor_device *executor_devices(int *n)
 {
     *n = (int)(sizeof registry / sizeof *registry);
     return registry;
+}
+
+int executor_device_probe(const char *name)
+{
+    int n;
+    const struct executor_device *d = executor_devices(&n);
+    for (int k = 0; k < n; k++)
+        if (strcmp(d[k].name, name) == 0) return d[k].probe ? d[k].probe() : TB_OK;
+    return tb_error_set(TB_EINVAL, "unknown device '%s'", name);
 }
 
 int executor_create(struct executor *ex, const struct model *m, const struct executor_config *cfg)

@@ -172,12 +172,18 @@ struct executor_device {
     const char *name;
     const char *summary;
     int (*create)(struct executor *ex);
+    /* Optional, for devices that need hardware: TB_OK when one is present, else TB_EUNSUPPORTED with a
+     * one-line reason (NULL: always present, as the cpu is). */
+    int (*probe)(void);
 };
 
 /* The registered devices, in display order; *n receives the count. */
 const struct executor_device *executor_devices(int *n);
 /* Plans an executor for m on cfg->device (TB_EINVAL with the valid names if unknown); ex is zeroed first. */
 int executor_create(struct executor *ex, const struct model *m, const struct executor_config *cfg);
+/* Whether device `name` can run here: TB_OK, TB_EUNSUPPORTED with the reason (no hardware present), or
+ * TB_EINVAL for a name the registry does not know. */
+int executor_device_probe(const char *name);
 /* Releases everything (safe on a zeroed or failed executor). */
 void executor_destroy(struct executor *ex);
 /* Forward over p's layers; *loss_sum gets Σ loss when the range ends at the loss layer (else 0). */
@@ -241,5 +247,9 @@ double executor_host_mem_total(void);
 int executor_cpu_create(struct executor *ex);
 /* The cpu device's stage executor (executor_cpu_create's when cfg.l1 > 0; executor_cpu_stage.c). */
 int executor_cpu_stage_create(struct executor *ex);
+/* The cuda device (cuda/executor_cuda.c, built with TB_HAVE_CUDA): TB_EUNSUPPORTED where no GPU is present. */
+int executor_cuda_create(struct executor *ex);
+/* The cuda device's probe: TB_OK when cudaGetDeviceCount finds a GPU, else TB_EUNSUPPORTED with why. */
+int executor_cuda_probe(void);
 
 #endif

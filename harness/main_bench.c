@@ -90,8 +90,13 @@ static void list_all(void)
     }
     const struct device_entry *d = device_registry(&n);
     printf("devices:\n");
-    for (int k = 0; k < n; k++)
-        printf("  %-10s %s%s\n", d[k].name, d[k].summary, d[k].built ? "" : " (not built in this binary)");
+    for (int k = 0; k < n; k++) {
+        /* A built device that needs hardware says whether this machine has it. */
+        const int absent = d[k].built && executor_device_probe(d[k].name) != TB_OK;
+        printf("  %-10s %s%s\n", d[k].name, d[k].summary,
+               !d[k].built ? " (not built in this binary)" : absent ? " (built; no device present)" : "");
+        if (absent) tb_error_clear();
+    }
     const struct workload *const *w = workload_registry(&n);
     printf("workloads:\n");
     for (int k = 0; k < n; k++) {

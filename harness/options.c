@@ -712,6 +712,9 @@ int bench_config_finish(struct bench_config *c)
     struct backend probe;
     if (backend_create(&probe, c->backend) != TB_OK) return TB_EINVAL;
     backend_destroy(&probe);
+    /* A backend tied to a device (cuda) runs there whatever --device says; the row records it. */
+    const struct backend_entry *be = backend_find(c->backend);
+    if (be && be->caps.device) snprintf(c->device, sizeof c->device, "%s", be->caps.device);
 
     int st = global_batch(c);
     if (st != TB_OK) return st;

@@ -32,7 +32,7 @@ static double float_text(float f)
 /* What the session's backend declares in the registry (session_open checked that it is registered). */
 static const struct backend_caps *caps_of(const struct session *s)
 {
-    static const struct backend_caps none = {"", 0, 0, 0};
+    static const struct backend_caps none = {"", 0, 0, 0, NULL};
     const struct backend_entry *e = backend_find(s->c.backend);
     return e ? &e->caps : &none;
 }

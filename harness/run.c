@@ -36,6 +36,12 @@ int bench_run(const struct bench_config *cfg)
     if (bench_stop_signal())
         return tb_error_set(TB_EINTR, "interrupted by %s before the run started",
                             bench_signal_name(bench_stop_signal()));
+    /* A device that needs hardware (cuda) and has none: one line and exit 1 before any data is read or
+     * any row written. */
+    if (cfg->device[0] && !cfg->describe && !cfg->project_only) {
+        const int dst = executor_device_probe(cfg->device);
+        if (dst != TB_OK) return dst;
+    }
     struct bench_stop_handlers h;
     bench_stop_handlers_install(&h);
     struct session s;

@@ -13,6 +13,11 @@
 #      executor.h only — no .c file there includes exec.h, exec_priv.h, arena.h, executor_cpu.h or
 #      stage_engine.h, and libtb_backends.a calls no exec_*, arena_* or local_engine_* function
 #      (backends/local_engine.h, which includes executor_cpu.h, is the white-box tests' helper).
+#   4. the cuda device (cuda/, built with TB_CUDA): a layer beside core that may use util and core only
+#      (its .c, .cu and .h files include no header of workloads, backends or harness, and libtb_cuda.a
+#      uses no symbol they define); core uses nothing of it but the registry's constructor and probe
+#      (executor_cuda_create, executor_cuda_probe); no other layer uses a symbol of libtb_cuda.a or
+#      includes a cuda/ header — schedules reach the GPU through executor.h. Skipped when not built.
 # Usage: check_layers.sh SOURCE_DIR ARCHIVE_DIR [NM]. Exits 1 naming every violation.
 set -u
 
@@ -96,6 +101,54 @@ for s in $(grep -E '^(exec_|arena_|local_engine_)' "$tmp/und_backends"); do
     fail=1
 done
 
+# 4. The cuda device.
+cuda_note=""
+if [ -d "$src/cuda" ]; then
+    for f in "$src"/cuda/*.c "$src"/cuda/*.cu "$src"/cuda/*.h; do
+        [ -f "$f" ] || continue
+        for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+            j=$(layer_of "$h")
+            case $h in */*) echo "${f#"$src/"}: includes \"$h\", a path"; fail=1; continue ;; esac
+            if [ -n "$j" ] && [ "$j" -gt 1 ]; then
+                echo "${f#"$src/"}: includes $(echo $layers | cut -d' ' -f$((j + 1)))/$h: cuda may use util and core only"
+                fail=1
+            fi
+        done
+    done
+    cuda_headers=$(cd "$src/cuda" && ls *.h 2>/dev/null)
+    for l in core workloads backends harness; do
+        for f in "$src/$l"/*.c "$src/$l"/*.h "$src/$l"/*/*.c "$src/$l"/*/*.h; do
+            [ -f "$f" ] || continue
+            for h in $(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f"); do
+                for ch in $cuda_headers; do
+                    [ "$h" = "$ch" ] && { echo "${f#"$src/"}: includes cuda/$h: reach the cuda device through executor.h"; fail=1; }
+                done
+            done
+        done
+    done
+fi
+a="$lib/libtb_cuda.a"
+if [ -f "$a" ]; then
+    "$nm" -g --defined-only "$a" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/def_cuda"
+    "$nm" -g --undefined-only "$a" 2>/dev/null | awk 'NF >= 2 { print $NF }' | sort -u >"$tmp/und_cuda"
+    comm -23 "$tmp/und_cuda" "$tmp/def_cuda" >"$tmp/need"
+    for h in workloads backends harness; do
+        for s in $(comm -12 "$tmp/need" "$tmp/def_$h"); do
+            echo "libtb_cuda.a uses $s, defined in libtb_$h.a: cuda may use util and core only"
+            fail=1
+        done
+    done
+    for l in core workloads backends harness; do
+        comm -23 "$tmp/und_$l" "$tmp/def_$l" >"$tmp/need"
+        for s in $(comm -12 "$tmp/need" "$tmp/def_cuda"); do
+            [ "$l" = core ] && { [ "$s" = executor_cuda_create ] || [ "$s" = executor_cuda_probe ]; } && continue
+            echo "libtb_$l.a uses $s, defined in libtb_cuda.a: only core's registry names the cuda device"
+            fail=1
+        done
+    done
+    cuda_note="; cuda beside core (util and core only, reached through the registry)"
+fi
+
 [ $fail -eq 0 ] && echo "layers: util <- core <- workloads <- backends <- harness, no upward use;" \
-    "schedules use executors only"
+    "schedules use executors only$cuda_note"
 exit $fail

@@ -754,3 +754,43 @@ Test(cli, ipu_two_stages_micro_batch_1_trains)
     tu_rm_rf(dir);
     free(dir), free(out);
 }
+
+/* Issue 26: the cuda device. Built and without a GPU, `bench --backend cuda` (and --device cuda) is one
+ * line on stderr naming the reason and exit 1 (a runtime failure, not a usage error) with no row, and
+ * --list shows cuda built with no device present; not built, --list shows the device "not built" and no
+ * cuda backend. With a GPU the refusal cannot be exercised: skipped, saying so. */
+Test(cli, cuda_without_gpu_is_one_line_and_exit_1)
+{
+    struct proc p;
+    run_bench(ARGS("--list"), &p);
+    cr_assert_eq(p.code, 0);
+    const int built = backend_find("cuda") != NULL;
+    if (!built) {
+        cr_assert(strstr(p.out, "cuda") && strstr(p.out, "(not built in this binary)"), "--list: %s", p.out);
+        proc_free(&p);
+        const char *const needles[] = {"cuda", NULL};
+        expect_usage_error(ARGS("--backend", "cuda"), needles);
+        return;
+    }
+    if (executor_device_probe("cuda") == TB_OK) {
+        proc_free(&p);
+        cr_skip_test("a CUDA device is present: the no-GPU refusal is not exercised here");
+    }
+    cr_assert(strstr(p.out, "(built; no device present)") != NULL, "--list: %s", p.out);
+    proc_free(&p);
+    char *dir = tu_mkdtemp("cuda");
+    char out[512];
+    snprintf(out, sizeof out, "%s/rows.jsonl", dir);
+    const char *const *runs[2] = {ARGS("--backend", "cuda", "--workload", "mnist-mlp", "--out", out),
+                                  ARGS("--device", "cuda", "--workload", "mnist-mlp", "--batch", "1", "--out", out)};
+    for (int k = 0; k < 2; k++) {
+        run_bench(runs[k], &p);
+        cr_assert_eq(p.code, 1, "exit %d: %s", p.code, p.err);
+        cr_assert_eq(count_lines(p.err), 1, "stderr: %s", p.err);
+        cr_assert(strstr(p.err, "cuda: no CUDA device") != NULL, "stderr: %s", p.err);
+        cr_assert(access(out, F_OK) != 0, "a row was written");
+        proc_free(&p);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}

@@ -36,7 +36,8 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
         # reader (suite.c) and the option parser (options.c) are compiled here, instrumented: the
         # harness archive's copies of those two are never pulled in.
         lib="$out/lib"
-        cmake -S "$root" -B "$lib" -DCMAKE_BUILD_TYPE=Release >/dev/null
+        # -DTB_CUDA=OFF: the archives are linked by hand below, without the cuda layer and its runtime.
+        cmake -S "$root" -B "$lib" -DCMAKE_BUILD_TYPE=Release -DTB_CUDA=OFF >/dev/null
         cmake --build "$lib" -j2 --target tb_harness >/dev/null
         srcs="$root/harness/suite.c $root/harness/options.c -I$root/backends -I$lib
               $lib/libtb_harness.a $lib/libtb_backends.a $lib/libtb_workloads.a $lib/libtb_core.a $lib/libtb_util.a

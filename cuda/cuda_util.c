@@ -1,0 +1,140 @@
+/* cuda_util.c — CUDA errors as tb_error_set messages, the device probe, and cuBLAS through dlopen.
+ *
+ * cuBLAS is declared here by hand (the few entry points we call, with cublas_api.h's types) and looked up
+ * in libcublas.so.<major> from the toolkit the build found, then by soname on the loader's path. */
+#define _GNU_SOURCE
+#include "cuda_util.h"
+
+#include "status.h"
+
+#include <cublas_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef TB_CUBLAS_MAJOR
+#define TB_CUBLAS_MAJOR 13
+#endif
+#define TB_STR2(x) #x
+#define TB_STR(x) TB_STR2(x)
+
+int tb_cuda_fail(cudaError_t err, const char *what, const char *file, int line)
+{
+    const int st = err == cudaErrorMemoryAllocation ? TB_ENOMEM : TB_EIO;
+    const char *base = strrchr(file, '/');
+    return tb_error_set(st, "cuda: %s failed: %s (%s:%d)", what, cudaGetErrorString(err), base ? base + 1 : file,
+                        line);
+}
+
+int tb_cuda_probe(void)
+{
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* the runtime keeps the error sticky for the next call otherwise */
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+    }
+    if (n < 1) return tb_error_set(TB_EUNSUPPORTED, "cuda: no CUDA device (cudaGetDeviceCount found 0)");
+    return TB_OK;
+}
+
+/* The cuBLAS entry points we use, resolved once. */
+static struct {
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
+    cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+                            const float *, int, const float *, int, const float *, float *, int);
+    const char *(*status_string)(cublasStatus_t);
+    int loaded;
+    char why[256];
+} cb;
+static pthread_once_t cb_once = PTHREAD_ONCE_INIT;
+
+static void cb_load(void)
+{
+    const char *names[] = {
+#ifdef TB_CUBLAS_DIR
+        TB_CUBLAS_DIR "/libcublas.so." TB_STR(TB_CUBLAS_MAJOR),
+#endif
+        "libcublas.so." TB_STR(TB_CUBLAS_MAJOR), "libcublas.so"};
+    void *lib = NULL;
+    for (size_t k = 0; k < sizeof names / sizeof *names && !lib; k++) lib = dlopen(names[k], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(cb.why, sizeof cb.why, "cannot load cuBLAS (libcublas.so.%d): %s", TB_CUBLAS_MAJOR, dlerror());
+        return;
+    }
+    /* The _v2 symbols are what cublas_v2.h's names map to. */
+    *(void **)&cb.create = dlsym(lib, "cublasCreate_v2");
+    *(void **)&cb.destroy = dlsym(lib, "cublasDestroy_v2");
+    *(void **)&cb.set_stream = dlsym(lib, "cublasSetStream_v2");
+    *(void **)&cb.set_math_mode = dlsym(lib, "cublasSetMathMode");
+    *(void **)&cb.set_workspace = dlsym(lib, "cublasSetWorkspace_v2");
+    *(void **)&cb.sgemm = dlsym(lib, "cublasSgemm_v2");
+    *(void **)&cb.status_string = dlsym(lib, "cublasGetStatusString");
+    if (!cb.create || !cb.destroy || !cb.set_stream || !cb.set_math_mode || !cb.set_workspace || !cb.sgemm ||
+        !cb.status_string) {
+        snprintf(cb.why, sizeof cb.why, "cuBLAS lacks an entry point trainbench calls");
+        return;
+    }
+    cb.loaded = 1;
+}
+
+static int cb_fail(cublasStatus_t s, const char *what)
+{
+    return tb_error_set(TB_EIO, "cuda: %s failed: %s", what, cb.status_string ? cb.status_string(s) : "cuBLAS error");
+}
+
+#define TB_CB(call, what)                                 \
+    do {                                                  \
+        const cublasStatus_t tb_cb_s_ = (call);           \
+        if (tb_cb_s_ != CUBLAS_STATUS_SUCCESS) return cb_fail(tb_cb_s_, what); \
+    } while (0)
+
+struct tb_cublas {
+    cublasHandle_t h;
+    void *workspace;
+};
+
+/* Workspace cuBLAS may use per call: given explicitly, so that graph capture never allocates. */
+enum { CUBLAS_WORKSPACE_BYTES = 4 << 20 };
+
+int tb_cublas_create(tb_cublas **out, cudaStream_t s)
+{
+    *out = NULL;
+    pthread_once(&cb_once, cb_load);
+    if (!cb.loaded) return tb_error_set(TB_EUNSUPPORTED, "cuda: %s", cb.why);
+    tb_cublas *h = calloc(1, sizeof *h);
+    if (!h) return tb_error_set(TB_ENOMEM, "cuda: out of memory");
+    *out = h;
+    TB_CB(cb.create(&h->h), "cublasCreate");
+    TB_CB(cb.set_stream(h->h, s), "cublasSetStream");
+    /* fp32 as fp32: no TF32 tensor-core rounding of the inputs (CUBLAS_DEFAULT_MATH since CUDA 11), so the
+     * GEMMs match the cpu executor to ~1e-6 relative; NVIDIA_TF32_OVERRIDE=1 in the environment would
+     * still force TF32 — leave it unset for comparisons. */
+    TB_CB(cb.set_math_mode(h->h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    TB_CU(cudaMalloc(&h->workspace, CUBLAS_WORKSPACE_BYTES));
+    TB_CB(cb.set_workspace(h->h, h->workspace, CUBLAS_WORKSPACE_BYTES), "cublasSetWorkspace");
+    return TB_OK;
+}
+
+void tb_cublas_destroy(tb_cublas *h)
+{
+    if (!h) return;
+    if (h->h) cb.destroy(h->h);
+    if (h->workspace) cudaFree(h->workspace);
+    free(h);
+}
+
+int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc)
+{
+    TB_CB(cb.sgemm(h->h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, lda, B,
+                   ldb, &beta, C, ldc),
+          "cublasSgemm");
+    return TB_OK;
+}

@@ -1,0 +1,664 @@
+/* executor_cuda.c — the cuda device: one model instance in the memory of one GPU, its layers run on one
+ * stream (cuBLAS for the GEMMs, ops_dense.cu and optim_cuda.cu for the rest), and its executor_i.
+ *
+ * What runs here today: dense chains (mnist-mlp: input, dense with or without ReLU, ReLU, softmax
+ * cross-entropy with label smoothing), forward and backward over any layer range, every optimizer of
+ * core/optim.c (whole or part k of K), evaluation, and for batch 1 with Adam a step captured once into a
+ * CUDA graph (the fused train step, and executor_cuda_run_steps' on-device loop). A model with another
+ * layer kind is refused at create with TB_EUNSUPPORTED naming it; so are stage executors. Where no GPU
+ * is present, create fails with TB_EUNSUPPORTED and the runtime's reason.
+ *
+ * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max,
+ * so get/set tensors are plain copies and a test can compare the two devices element by element.
+ * Synchronisation: every call returns with its work enqueued; those that hand results to the host (a
+ * loss, get_tensors, evaluate) wait on the stream. Ownership: the context owns every allocation.
+ */
+#include "executor_cuda.h"
+
+#include "cuda_util.h"
+#include "layout.h"
+#include "ops_dense.h"
+#include "optim_cuda.h"
+#include "status.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One set of activations: the training pass's (with gradients) or evaluation's. */
+struct cu_inst {
+    int n_max;
+    float *acts, *dacts;  /* device; dacts NULL for evaluation */
+};
+
+struct cuda_ctx {
+    const struct model *m;
+    struct executor_config cfg;
+    cudaStream_t s;
+    tb_cublas *blas;
+    float *params, *grads, *opt, *buffers;   /* device, canonical layouts */
+    struct cu_inst train, eval;
+    float *losses;                           /* device (max n): per-sample losses */
+    uint8_t *correct, *x;                    /* device: argmax == label; a pass's pixels */
+    int32_t *labels;                         /* device */
+    float *h_losses;                         /* pinned (max n) */
+    uint8_t *h_correct;                      /* pinned (max n) */
+    int n_io;                                /* samples the I/O buffers hold: max(n_max, eval batch) */
+    size_t per_in;                           /* input bytes per sample */
+    /* The optimizer's segments: each parameter's segment (-1: padding), per segment no_decay and
+     * LARS's trust, and (off, n) for the trust kernel. */
+    int32_t *seg_of;
+    uint8_t *no_decay;
+    float *trust;
+    size_t *seg_off, *seg_n;
+    int n_segs;
+    int err;                                 /* a failure in a void call (zero_grads), reported next */
+    char err_msg[256];
+    /* The captured batch-1 step (loop = 1 when the model has one). */
+    int loop;
+    cudaGraph_t graph;
+    cudaGraphExec_t gexec;
+    struct tb_cuda_loop_dev ld;              /* device views the graph reads */
+    uint8_t *l_x;                            /* device: the run's pixels (cap steps) */
+    int32_t *l_y;
+    float *l_alpha, *l_alpha_now;            /* device: per-step Adam step sizes; the current one */
+    double *l_loss;                          /* device: per-step loss sums */
+    long long *l_k;                          /* device: the step index the graph reads */
+    long l_cap;                              /* steps the loop buffers hold */
+    void *h_stage;                           /* pinned: a fused step's pixels, label, alpha and loss */
+};
+
+static struct cuda_ctx *ctx_of(const struct executor *ex) { return ex->ctx; }
+
+static float *act(const struct cuda_ctx *c, const struct cu_inst *in, int t)
+{
+    return in->acts + c->m->tensors[t].unit_off * (size_t)in->n_max;
+}
+
+static float *dact(const struct cuda_ctx *c, const struct cu_inst *in, int t)
+{
+    return in->dacts + c->m->tensors[t].unit_off * (size_t)in->n_max;
+}
+
+/* ---- what the device runs ---- */
+
+/* Whether layer l runs here; if not, why (for create's message). */
+static int layer_ok(const struct model *m, const struct layer *l, const char **why)
+{
+    *why = NULL;
+    switch (l->op) {
+    case OP_INPUT: {
+        const struct tensor *src = &m->tensors[l->in], *dst = &m->tensors[l->out];
+        const int flat = dst->h == 1 && dst->w == 1 && dst->per_sample == src->per_sample;
+        if (!(flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c)) || src->c > 4)
+            *why = "input resampling";
+        else if (l->a.input.pad > 0 || l->a.input.flip)
+            *why = "input augmentation";
+        return *why == NULL;
+    }
+    case OP_DENSE:
+        if (l->act != ACT_NONE && l->act != ACT_RELU) *why = "dense with a fused SiLU";
+        return *why == NULL;
+    case OP_RELU:
+    case OP_SOFTMAX_CE: return 1;
+    default: return 0;
+    }
+}
+
+static int cuda_supports(const struct executor *ex, enum op_kind op)
+{
+    return op == OP_INPUT || op == OP_DENSE || op == OP_RELU || op == OP_SOFTMAX_CE;
+}
+
+static int sticky(struct cuda_ctx *c)
+{
+    if (!c->err) return TB_OK;
+    const int st = c->err;
+    c->err = 0;
+    return tb_error_set(st, "%s", c->err_msg);
+}
+
+/* ---- passes ---- */
+
+static int layer_forward(struct cuda_ctx *c, const struct cu_inst *in, const struct layer *l, int n, int n_global,
+                         int training)
+{
+    const struct model *m = c->m;
+    float *out = act(c, in, l->out);
+    switch (l->op) {
+    case OP_INPUT: {
+        const struct tensor *src = &m->tensors[l->in];
+        float scale[4], shift[4];
+        for (int k = 0; k < src->c; k++) {
+            scale[k] = l->a.input.scale / l->a.input.std[k]; /* input_affine (exec_priv.h) */
+            shift[k] = -l->a.input.shift[k] / l->a.input.std[k];
+        }
+        tb_cuda_input_affine(out, c->x, (size_t)n * src->per_sample, src->c, scale, shift, c->s);
+        TB_CU_LAUNCHED("input");
+        return TB_OK;
+    }
+    case OP_DENSE: {
+        const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
+        /* Row-major y (n,OUT) = x (n,IN) · W (IN,OUT) is column-major yᵀ = Wᵀ xᵀ: W's buffer is Wᵀ with
+         * ld OUT, x's is xᵀ with ld IN. */
+        int st = tb_cublas_sgemm(c->blas, 0, 0, OUT, n, IN, 1.0f, c->params + l->w_off, OUT, act(c, in, l->in), IN,
+                                 0.0f, out, OUT);
+        if (st != TB_OK) return st;
+        tb_cuda_bias_act(out, l->n_b ? c->params + l->b_off : NULL, n, OUT, l->act == ACT_RELU, c->s);
+        TB_CU_LAUNCHED("dense bias");
+        return TB_OK;
+    }
+    case OP_RELU:
+        tb_cuda_relu_forward(out, act(c, in, l->in), (size_t)n * m->tensors[l->out].per_sample, c->s);
+        TB_CU_LAUNCHED("relu");
+        return TB_OK;
+    case OP_SOFTMAX_CE:
+        tb_cuda_softmax_ce(c->losses, training ? dact(c, in, l->in) : NULL, c->correct, act(c, in, l->in), c->labels,
+                           1.0f / (float)n_global, n, m->tensors[l->in].c, l->a.ce.smoothing, c->s);
+        TB_CU_LAUNCHED("softmax_ce");
+        return TB_OK;
+    default: return tb_error_set(TB_EUNSUPPORTED, "cuda: layer kind %s is not implemented on this device yet",
+                                 model_op_name(l->op));
+    }
+}
+
+static int layer_backward(struct cuda_ctx *c, const struct cu_inst *in, const struct layer *l, int li, int n)
+{
+    const struct model *m = c->m;
+    if (l->op == OP_INPUT || l->op == OP_SOFTMAX_CE) return TB_OK; /* no gradient / seeded in the forward */
+    const struct tensor *ti = &m->tensors[l->in];
+    float *din = ti->needs_grad ? dact(c, in, l->in) : NULL, *dout = dact(c, in, l->out);
+    /* The input's gradient is zeroed just before its last reader's backward, as exec.c does. */
+    if (din && ti->last_reader == li) TB_CU(cudaMemsetAsync(din, 0, (size_t)n * ti->per_sample * sizeof(float), c->s));
+    const size_t total = (size_t)n * m->tensors[l->out].per_sample;
+    if (l->act == ACT_RELU) {
+        tb_cuda_relu_mask(dout, act(c, in, l->out), total, c->s);
+        TB_CU_LAUNCHED("relu mask");
+    }
+    switch (l->op) {
+    case OP_DENSE: {
+        const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
+        int st;
+        /* din (n,IN) += dout (n,OUT) · Wᵀ: column-major dinᵀ = (Wᵀ)ᵀ doutᵀ. */
+        if (din && (st = tb_cublas_sgemm(c->blas, 1, 0, IN, n, OUT, 1.0f, c->params + l->w_off, OUT, dout, OUT, 1.0f,
+                                         din, IN)) != TB_OK)
+            return st;
+        /* dW (IN,OUT) += xᵀ · dout: column-major dWᵀ = doutᵀ · x. */
+        if ((st = tb_cublas_sgemm(c->blas, 0, 1, OUT, IN, n, 1.0f, dout, OUT, act(c, in, l->in), IN, 1.0f,
+                                  c->grads + l->w_off, OUT)) != TB_OK)
+            return st;
+        if (l->n_b) {
+            tb_cuda_bias_grad(c->grads + l->b_off, dout, n, OUT, c->s);
+            TB_CU_LAUNCHED("bias gradient");
+        }
+        return TB_OK;
+    }
+    case OP_RELU:
+        if (din) {
+            tb_cuda_relu_backward(din, dout, act(c, in, l->out), total, c->s);
+            TB_CU_LAUNCHED("relu backward");
+        }
+        return TB_OK;
+    default: return tb_error_set(TB_EUNSUPPORTED, "cuda: layer kind %s is not implemented on this device yet",
+                                 model_op_name(l->op));
+    }
+}
+
+/* Uploads n samples' pixels (when the pass starts at the input) and labels (when it ends at the loss). */
+static int upload(struct cuda_ctx *c, const uint8_t *x, const int32_t *y, int n)
+{
+    if (x) TB_CU(cudaMemcpyAsync(c->x, x, (size_t)n * c->per_in, cudaMemcpyHostToDevice, c->s));
+    if (y) TB_CU(cudaMemcpyAsync(c->labels, y, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, c->s));
+    return TB_OK;
+}
+
+/* Waits for the stream and sums the pass's per-sample losses (and correct predictions) in exec.c's order. */
+static int read_loss(struct cuda_ctx *c, int n, double *loss_sum, long *n_correct)
+{
+    TB_CU(cudaMemcpyAsync(c->h_losses, c->losses, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, c->s));
+    TB_CU(cudaMemcpyAsync(c->h_correct, c->correct, (size_t)n, cudaMemcpyDeviceToHost, c->s));
+    TB_CU(cudaStreamSynchronize(c->s));
+    double s = 0.0;
+    long k = 0;
+    for (int i = 0; i < n; i++) s += c->h_losses[i], k += c->h_correct[i];
+    *loss_sum = s;
+    if (n_correct) *n_correct += k;
+    return TB_OK;
+}
+
+static int cuda_compute(struct executor *ex, const struct executor_pass *p, int what, double *loss_sum)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    const struct model *m = c->m;
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    *loss_sum = 0.0;
+    const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
+    const int at_loss = p->l1 == m->n_layers;
+    if (fwd && (st = upload(c, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n)) != TB_OK) return st;
+    for (int i = p->l0; fwd && i < p->l1; i++)
+        if ((st = layer_forward(c, &c->train, &m->layers[i], p->n, p->n_global, p->training)) != TB_OK) return st;
+    for (int i = p->l1 - 1; bwd && i >= p->l0; i--)
+        if ((st = layer_backward(c, &c->train, &m->layers[i], i, p->n)) != TB_OK) return st;
+    if (!fwd || !at_loss) return TB_OK; /* no loss layer in this pass: nothing to wait for */
+    if ((st = read_loss(c, p->n, loss_sum, p->n_correct)) != TB_OK) return st;
+    return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, p->step);
+}
+
+static void cuda_zero_grads(struct executor *ex)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    const cudaError_t e = cudaMemsetAsync(c->grads, 0, c->m->n_params * sizeof(float), c->s);
+    if (e != cudaSuccess && !c->err) {
+        c->err = tb_cuda_fail(e, "cudaMemsetAsync(gradients)", __FILE__, __LINE__);
+        snprintf(c->err_msg, sizeof c->err_msg, "%s", tb_error_get());
+    }
+}
+
+/* The update's scalars at a step: the schedules are optim.c's, computed here on the host. */
+static struct tb_cuda_optim_args optim_args(const struct optim_config *o, long step)
+{
+    return (struct tb_cuda_optim_args){.kind = (int)o->kind, .lr = optim_lr_at(o, step),
+                                       .alpha = o->kind == OPTIM_ADAM ? optim_adam_alpha(o, step) : 0.0f,
+                                       .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .momentum = o->momentum,
+                                       .rho = o->rho, .weight_decay = o->weight_decay};
+}
+
+static int cuda_update(struct executor *ex, long step, int part, int parts)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    const struct optim_config *o = &c->cfg.optim;
+    if (o->kind == OPTIM_LARS) { /* whole tensors only (executor_update_part refuses LARS) */
+        tb_cuda_lars_trust(c->trust, c->params, c->grads, c->seg_off, c->seg_n, c->no_decay, c->n_segs, o->lars_eta,
+                           o->weight_decay, c->s);
+        TB_CU_LAUNCHED("lars trust");
+    }
+    size_t lo, hi;
+    tb_slice(c->m->n_params, part, parts, &lo, &hi);
+    const struct tb_cuda_optim_args a = optim_args(o, step);
+    tb_cuda_optim_update(&a, c->params, c->grads, c->opt, c->m->n_params, lo, hi, c->seg_of, c->no_decay, c->trust,
+                         c->s);
+    TB_CU_LAUNCHED("optimizer update");
+    return TB_OK;
+}
+
+static float *family(struct cuda_ctx *c, enum tensor_family f, size_t *n)
+{
+    switch (f) {
+    case TF_PARAMS: *n = c->m->n_params; return c->params;
+    case TF_GRADS: *n = c->m->n_params; return c->grads;
+    case TF_OPT: *n = c->m->n_params * (size_t)optim_state_per_param(c->cfg.optim.kind); return c->opt;
+    case TF_BUFFERS: *n = c->m->n_buffers; return c->buffers;
+    }
+    *n = 0;
+    return NULL;
+}
+
+static int cuda_get(struct executor *ex, enum tensor_family f, float *dst)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    size_t n;
+    const float *src = family(c, f, &n);
+    if (!src) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
+    /* On the executor's stream (non-blocking: a plain cudaMemcpy would not wait for its kernels). */
+    if (n) TB_CU(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->s));
+    TB_CU(cudaStreamSynchronize(c->s));
+    return TB_OK;
+}
+
+static int cuda_set(struct executor *ex, enum tensor_family f, const float *src)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    size_t n;
+    float *dst = family(c, f, &n);
+    if (!dst) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
+    float *init = NULL;
+    if (!src) { /* TF_OPT's initial state, written on the host by optim.c and copied */
+        if (!(init = malloc((n ? n : 1) * sizeof(float)))) return tb_error_set(TB_ENOMEM, "cuda: out of memory");
+        optim_state_init(c->cfg.optim.kind, init, c->m->n_params);
+        src = init;
+    }
+    /* Ordered after the stream's earlier kernels, and complete (src free again) when this returns. */
+    cudaError_t e = n ? cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, c->s) : cudaSuccess;
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
+    free(init);
+    if (e != cudaSuccess) return tb_cuda_fail(e, "cudaMemcpy(set_tensors)", __FILE__, __LINE__);
+    return TB_OK;
+}
+
+static int cuda_buffer(struct executor *ex, enum tensor_family f, struct executor_buffer *b)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    b->data = family(c, f, &b->n);
+    if (!b->data) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
+    b->host = 0; /* a device pointer: an all-reduce over these needs NCCL (or a staging copy) */
+    b->prec = STAGE_PREC_FP32;
+    b->scale = 1.0f;
+    return TB_OK;
+}
+
+static int cuda_synchronize(struct executor *ex)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    TB_CU(cudaStreamSynchronize(c->s));
+    return TB_OK;
+}
+
+static int cuda_evaluate(struct executor *ex, const uint8_t *x, const int32_t *y, int n, struct eval_stats *ev)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    const struct model *m = c->m;
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    for (int off = 0; off < n; off += c->eval.n_max) {
+        const int k = n - off < c->eval.n_max ? n - off : c->eval.n_max;
+        if ((st = upload(c, x + (size_t)off * c->per_in, y + off, k)) != TB_OK) return st;
+        for (int i = 0; i < m->n_layers; i++)
+            if ((st = layer_forward(c, &c->eval, &m->layers[i], k, k, 0)) != TB_OK) return st;
+        double l;
+        long correct = 0;
+        if (ev->logits) { /* the loss layer's input: this chunk's (k, classes) logits */
+            const struct layer *ce = &m->layers[m->n_layers - 1];
+            const size_t K = m->tensors[ce->in].per_sample;
+            TB_CU(cudaMemcpyAsync(ev->logits + (size_t)off * K, act(c, &c->eval, ce->in), (size_t)k * K * sizeof(float),
+                                  cudaMemcpyDeviceToHost, c->s));
+        }
+        if ((st = read_loss(c, k, &l, &correct)) != TB_OK) return st;
+        ev->loss_sum += l;
+        ev->correct += correct;
+        ev->n += k;
+    }
+    return TB_OK;
+}
+
+/* ---- the captured batch-1 step ---- */
+
+/* Records one training step of the loop's current data slot into c->graph: gather, forward, zeroed
+ * gradients, backward, Adam with the step size read on the device, loss sum and index advance. */
+static int loop_capture(struct cuda_ctx *c)
+{
+    const struct model *m = c->m;
+    const struct layer *in0 = &m->layers[0];
+    const float scale = in0->a.input.scale / in0->a.input.std[0], shift = -in0->a.input.shift[0] / in0->a.input.std[0];
+    TB_CU(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    int st = TB_OK;
+    /* The input layer's work is the gather's (the step's pixels from the run's table); the rest is the
+     * plain pass's calls, so the replayed step is the plain step's kernels in the same order. */
+    tb_cuda_loop_gather(c->ld, act(c, &c->train, in0->out), c->labels, c->l_alpha_now, 1, c->per_in, scale, shift,
+                        c->s);
+    for (int i = 1; i < m->n_layers && st == TB_OK; i++) st = layer_forward(c, &c->train, &m->layers[i], 1, 1, 1);
+    if (st == TB_OK && cudaMemsetAsync(c->grads, 0, m->n_params * sizeof(float), c->s) != cudaSuccess)
+        st = tb_error_set(TB_EIO, "cuda: cudaMemsetAsync in a captured step failed");
+    for (int i = m->n_layers - 1; i >= 0 && st == TB_OK; i--) st = layer_backward(c, &c->train, &m->layers[i], i, 1);
+    if (st == TB_OK) {
+        struct tb_cuda_optim_args a = optim_args(&c->cfg.optim, 1);
+        a.alpha_dev = c->l_alpha_now;
+        tb_cuda_optim_update(&a, c->params, c->grads, c->opt, m->n_params, 0, m->n_params, c->seg_of, c->no_decay,
+                             c->trust, c->s);
+        tb_cuda_loop_advance(c->ld, c->losses, 1, c->s);
+        const cudaError_t le = cudaGetLastError(); /* a launch the capture recorded badly */
+        if (le != cudaSuccess) st = tb_cuda_fail(le, "a launch in the captured step", __FILE__, __LINE__);
+    }
+    cudaGraph_t g = NULL;
+    const cudaError_t e = cudaStreamEndCapture(c->s, &g); /* always end the capture, even after a failure */
+    if (st != TB_OK) {
+        if (g) cudaGraphDestroy(g);
+        return st;
+    }
+    if (e != cudaSuccess) return tb_cuda_fail(e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    c->graph = g;
+    TB_CU(cudaGraphInstantiate(&c->gexec, c->graph, 0));
+    return TB_OK;
+}
+
+/* Makes the loop's data buffers hold `steps` steps (they only grow) and captures the step on first use;
+ * the graph reads the buffers through c->ld, so growing them means capturing again. */
+static int loop_reserve(struct cuda_ctx *c, long steps)
+{
+    if (steps <= c->l_cap && c->gexec) return TB_OK;
+    if (c->gexec) cudaGraphExecDestroy(c->gexec), c->gexec = NULL;
+    if (c->graph) cudaGraphDestroy(c->graph), c->graph = NULL;
+    if (steps > c->l_cap) {
+        cudaFree(c->l_x), cudaFree(c->l_y), cudaFree(c->l_alpha), cudaFree(c->l_loss);
+        c->l_x = NULL, c->l_y = NULL, c->l_alpha = NULL, c->l_loss = NULL, c->l_cap = 0;
+        TB_CU(cudaMalloc((void **)&c->l_x, (size_t)steps * c->per_in));
+        TB_CU(cudaMalloc((void **)&c->l_y, (size_t)steps * sizeof(int32_t)));
+        TB_CU(cudaMalloc((void **)&c->l_alpha, (size_t)steps * sizeof(float)));
+        TB_CU(cudaMalloc((void **)&c->l_loss, (size_t)steps * sizeof(double)));
+        c->l_cap = steps;
+    }
+    c->ld = (struct tb_cuda_loop_dev){c->l_x, c->l_y, c->l_alpha, c->l_loss, c->l_k, c->l_cap};
+    return loop_capture(c);
+}
+
+int executor_cuda_has_loop(const struct executor *ex)
+{
+    return ex->i && strcmp(ex->i->name, "cuda") == 0 && ctx_of(ex)->loop;
+}
+
+int executor_cuda_run_steps(struct executor *ex, long first_step, long n_steps, const uint8_t *x_all,
+                            const int32_t *y_all, double *losses)
+{
+    if (!executor_cuda_has_loop(ex))
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: the on-device loop needs a dense chain at batch 1 with Adam");
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    if (n_steps < 1) return TB_OK;
+    if ((st = loop_reserve(c, n_steps)) != TB_OK) return st;
+    float *alpha = malloc((size_t)n_steps * sizeof(float));
+    if (!alpha) return tb_error_set(TB_ENOMEM, "cuda: out of memory for %ld step sizes", n_steps);
+    for (long k = 0; k < n_steps; k++) alpha[k] = optim_adam_alpha(&c->cfg.optim, first_step + k);
+    /* Everything up front, then the steps back to back: the stream never waits on the host. */
+    cudaError_t e = cudaMemcpyAsync(c->l_x, x_all, (size_t)n_steps * c->per_in, cudaMemcpyHostToDevice, c->s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(c->l_y, y_all, (size_t)n_steps * sizeof(int32_t), cudaMemcpyHostToDevice, c->s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(c->l_alpha, alpha, (size_t)n_steps * sizeof(float), cudaMemcpyHostToDevice, c->s);
+    if (e == cudaSuccess) e = cudaMemsetAsync(c->l_k, 0, sizeof(long long), c->s);
+    for (long k = 0; k < n_steps && e == cudaSuccess; k++) e = cudaGraphLaunch(c->gexec, c->s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(losses, c->l_loss, (size_t)n_steps * sizeof(double), cudaMemcpyDeviceToHost, c->s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->s); /* alpha (pageable) and losses are the host's again */
+    free(alpha);
+    if (e != cudaSuccess) return tb_cuda_fail(e, "the on-device loop", __FILE__, __LINE__);
+    for (long k = 0; k < n_steps; k++)
+        if (!isfinite(losses[k])) return tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", losses[k], first_step + k);
+    return TB_OK;
+}
+
+/* The fused train step: one replay of the captured step on this step's sample. The harness wants each
+ * step's loss, so this waits for it (one round trip a step); executor_cuda_run_steps does not. */
+static int cuda_train_step(struct executor *ex, const struct executor_pass *p, double *loss_sum)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    if ((st = loop_reserve(c, 1)) != TB_OK) return st;
+    /* Pinned staging: pixels, then the label, the step size and the loss, 8-byte aligned. */
+    uint8_t *px = c->h_stage;
+    const size_t off = (c->per_in + 7) / 8 * 8;
+    int32_t *py = (int32_t *)(px + off);
+    float *pa = (float *)(px + off + 8);
+    double *pl = (double *)(px + off + 16);
+    TB_CU(cudaStreamSynchronize(c->s)); /* the staging buffer is free (the last step's copies are done) */
+    memcpy(px, p->x, c->per_in);
+    *py = p->y[0];
+    *pa = optim_adam_alpha(&c->cfg.optim, p->step);
+    TB_CU(cudaMemcpyAsync(c->l_x, px, c->per_in, cudaMemcpyHostToDevice, c->s));
+    TB_CU(cudaMemcpyAsync(c->l_y, py, sizeof(int32_t), cudaMemcpyHostToDevice, c->s));
+    TB_CU(cudaMemcpyAsync(c->l_alpha, pa, sizeof(float), cudaMemcpyHostToDevice, c->s));
+    TB_CU(cudaMemsetAsync(c->l_k, 0, sizeof(long long), c->s));
+    TB_CU(cudaGraphLaunch(c->gexec, c->s));
+    TB_CU(cudaMemcpyAsync(pl, c->l_loss, sizeof(double), cudaMemcpyDeviceToHost, c->s));
+    TB_CU(cudaStreamSynchronize(c->s));
+    *loss_sum = *pl;
+    return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, p->step);
+}
+
+/* ---- lifetime ---- */
+
+static void cuda_destroy(struct executor *ex)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    if (!c) return;
+    if (c->s) cudaStreamSynchronize(c->s);
+    if (c->gexec) cudaGraphExecDestroy(c->gexec);
+    if (c->graph) cudaGraphDestroy(c->graph);
+    tb_cublas_destroy(c->blas);
+    void *dev[] = {c->params, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts, c->eval.acts, c->losses,
+                   c->correct, c->x, c->labels, c->seg_of, c->no_decay, c->trust, c->seg_off, c->seg_n,
+                   c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k};
+    for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
+        if (dev[k]) cudaFree(dev[k]);
+    if (c->h_losses) cudaFreeHost(c->h_losses);
+    if (c->h_correct) cudaFreeHost(c->h_correct);
+    if (c->h_stage) cudaFreeHost(c->h_stage);
+    if (c->s) cudaStreamDestroy(c->s);
+    free(c);
+    ex->ctx = NULL;
+}
+
+/* cudaMalloc of n bytes (at least 1, so every family has a distinct pointer). */
+static int dev_alloc(void **p, size_t n, const char *what)
+{
+    const cudaError_t e = cudaMalloc(p, n ? n : 1);
+    if (e != cudaSuccess) return tb_cuda_fail(e, what, __FILE__, __LINE__);
+    return TB_OK;
+}
+
+/* The optimizer's segment tables (one per trainable tensor, as executor_cpu.c builds them) on the device. */
+static int build_segments(struct cuda_ctx *c)
+{
+    const struct model *m = c->m;
+    const size_t np = m->n_params;
+    int32_t *seg_of = malloc((np ? np : 1) * sizeof *seg_of);
+    uint8_t *nd = malloc((size_t)m->n_entries + 1);
+    size_t *off = malloc(((size_t)m->n_entries + 1) * sizeof *off), *cnt = malloc(((size_t)m->n_entries + 1) * sizeof *cnt);
+    int st = TB_OK;
+    if (!seg_of || !nd || !off || !cnt) st = tb_error_set(TB_ENOMEM, "cuda: out of memory");
+    for (size_t i = 0; st == TB_OK && i < np; i++) seg_of[i] = -1;
+    int n = 0;
+    for (int i = 0; st == TB_OK && i < m->n_entries; i++) {
+        const struct param_entry *pe = &m->params[i];
+        if (pe->kind == PARAM_BUFFER || pe->kind == PARAM_COUNTER) continue;
+        for (size_t j = pe->off; j < pe->off + pe->n; j++) seg_of[j] = n;
+        off[n] = pe->off, cnt[n] = pe->n, nd[n] = pe->kind != PARAM_WEIGHT;
+        n++;
+    }
+    c->n_segs = n;
+    if (st == TB_OK) st = dev_alloc((void **)&c->seg_of, np * sizeof *seg_of, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc((void **)&c->no_decay, (size_t)n, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc((void **)&c->trust, (size_t)n * sizeof(float), "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc((void **)&c->seg_off, (size_t)n * sizeof *off, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc((void **)&c->seg_n, (size_t)n * sizeof *cnt, "cudaMalloc(segments)");
+    cudaError_t e = cudaSuccess;
+    if (st == TB_OK && np) e = cudaMemcpy(c->seg_of, seg_of, np * sizeof *seg_of, cudaMemcpyHostToDevice);
+    if (st == TB_OK && n && e == cudaSuccess) e = cudaMemcpy(c->no_decay, nd, (size_t)n, cudaMemcpyHostToDevice);
+    if (st == TB_OK && n && e == cudaSuccess) e = cudaMemcpy(c->seg_off, off, (size_t)n * sizeof *off, cudaMemcpyHostToDevice);
+    if (st == TB_OK && n && e == cudaSuccess) e = cudaMemcpy(c->seg_n, cnt, (size_t)n * sizeof *cnt, cudaMemcpyHostToDevice);
+    if (st == TB_OK && e != cudaSuccess) st = tb_cuda_fail(e, "cudaMemcpy(segments)", __FILE__, __LINE__);
+    free(seg_of), free(nd), free(off), free(cnt);
+    return st;
+}
+
+/* Whether the model is a dense chain the captured batch-1 step runs: a one-channel flat input, then
+ * dense layers (ReLU or none) and the loss; Adam at n_max 1, fusion allowed. */
+static int loop_eligible(const struct executor *ex)
+{
+    const struct model *m = ex->m;
+    const struct executor_config *cfg = &ex->cfg;
+    if (cfg->n_max != 1 || cfg->optim.kind != OPTIM_ADAM || cfg->no_fuse || cfg->no_fused_step) return 0;
+    if (m->n_layers < 2 || m->layers[0].op != OP_INPUT || m->tensors[m->layers[0].in].c != 1) return 0;
+    for (int i = 1; i < m->n_layers - 1; i++)
+        if (m->layers[i].op != OP_DENSE) return 0;
+    return m->layers[m->n_layers - 1].op == OP_SOFTMAX_CE;
+}
+
+static const struct executor_i cuda_iface = {
+    .name = "cuda", .destroy = cuda_destroy, .compute = cuda_compute, .zero_grads = cuda_zero_grads,
+    .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
+    .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
+    .evaluate = cuda_evaluate,
+};
+
+int executor_cuda_probe(void) { return tb_cuda_probe(); }
+
+int executor_cuda_create(struct executor *ex)
+{
+    int st = tb_cuda_probe(); /* first: without a GPU nothing else matters */
+    if (st != TB_OK) return st;
+    const struct model *m = ex->m;
+    if (ex->cfg.l1) return tb_error_set(TB_EUNSUPPORTED, "cuda: stage executors are not implemented on this device yet");
+    for (int i = 0; i < m->n_layers; i++) {
+        const char *why;
+        if (!layer_ok(m, &m->layers[i], &why))
+            return why ? tb_error_set(TB_EUNSUPPORTED, "cuda: %s (layer %s) is not implemented on this device yet", why,
+                                      m->layers[i].name)
+                       : tb_error_set(TB_EUNSUPPORTED, "cuda: layer kind %s is not implemented on this device yet",
+                                      model_op_name(m->layers[i].op));
+    }
+    if (m->layers[m->n_layers - 1].op != OP_SOFTMAX_CE || m->layers[0].op != OP_INPUT)
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: a model must start at its input and end at its loss");
+    struct cuda_ctx *c = calloc(1, sizeof *c);
+    if (!c) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
+    ex->ctx = c; /* from here on, executor_destroy (called by executor_create on failure) frees it all */
+    ex->i = &cuda_iface;
+    c->m = m;
+    c->cfg = ex->cfg;
+    const int n_max = ex->cfg.n_max, eval_n = ex->cfg.eval_batch;
+    c->n_io = n_max > eval_n ? n_max : eval_n;
+    c->per_in = m->tensors[m->input].per_sample;
+    /* Refuse before allocating: the estimate against the device's free memory. */
+    const double need = model_train_bytes(m, n_max, optim_state_per_param(ex->cfg.optim.kind), eval_n);
+    size_t free_b = 0, total_b = 0;
+    TB_CU(cudaMemGetInfo(&free_b, &total_b));
+    if (need > 0.9 * (double)free_b)
+        return tb_error_set(TB_ENOMEM, "cuda: %s at batch %d needs about %.1f GiB but the GPU has %.1f GiB free: "
+                                       "lower --batch or --eval-batch", m->name, n_max, need / 1073741824.0,
+                            (double)free_b / 1073741824.0);
+    TB_CU(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
+    if ((st = tb_cublas_create(&c->blas, c->s)) != TB_OK) return st;
+    const size_t np = m->n_params, no = np * (size_t)optim_state_per_param(ex->cfg.optim.kind);
+    c->train.n_max = n_max, c->eval.n_max = eval_n;
+    const size_t at = model_act_floats(m, n_max), ae = model_act_floats(m, eval_n);
+    if ((st = dev_alloc((void **)&c->params, np * sizeof(float), "cudaMalloc(params)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->train.acts, at * sizeof(float), "cudaMalloc(activations)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->train.dacts, at * sizeof(float), "cudaMalloc(activation gradients)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->eval.acts, ae * sizeof(float), "cudaMalloc(evaluation activations)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
+        (st = dev_alloc((void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
+        (st = build_segments(c)) != TB_OK)
+        return st;
+    TB_CU(cudaMallocHost((void **)&c->h_losses, (size_t)c->n_io * sizeof(float)));
+    TB_CU(cudaMallocHost((void **)&c->h_correct, (size_t)c->n_io));
+    /* Zeroed like the cpu's arenas (get_tensors before any pass reads zeros), the optimizer's initial state
+     * written as every executor writes it (issue 27). */
+    TB_CU(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
+    TB_CU(cudaMemsetAsync(c->params, 0, np * sizeof(float), c->s));
+    if (m->n_buffers) TB_CU(cudaMemsetAsync(c->buffers, 0, m->n_buffers * sizeof(float), c->s));
+    if ((st = cuda_set(ex, TF_OPT, NULL)) != TB_OK) return st;
+    /* The segment tables went through the legacy stream (cudaMemcpy): complete before any pass reads them. */
+    TB_CU(cudaDeviceSynchronize());
+    c->loop = loop_eligible(ex);
+    if (c->loop) {
+        TB_CU(cudaMalloc((void **)&c->l_k, sizeof(long long)));
+        TB_CU(cudaMalloc((void **)&c->l_alpha_now, sizeof(float)));
+        TB_CU(cudaMallocHost(&c->h_stage, (c->per_in + 7) / 8 * 8 + 32));
+        ex->fused_step = 1;
+    }
+    return TB_OK;
+}

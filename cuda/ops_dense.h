@@ -1,0 +1,57 @@
+/* ops_dense.h — the CUDA kernels of a dense chain (mnist-mlp): the uint8 input's affine, bias and ReLU
+ * after a cuBLAS GEMM, ReLU masks, bias gradients, softmax cross-entropy, and the on-device loop's
+ * bookkeeping. extern "C" launchers (ops_dense.cu) enqueue on `s` and never synchronise; each returns
+ * nothing, the caller checks cudaGetLastError after it (TB_CU_LAUNCHED). Layouts are the cpu
+ * executor's: row-major (N, features), canonical parameter offsets.
+ */
+#ifndef TB_CUDA_OPS_DENSE_H
+#define TB_CUDA_OPS_DENSE_H
+
+#include <cuda_runtime_api.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out[i] = x[i]·scale[i % C] + shift[i % C] for i < n (C ≤ 4 channels): the cpu's input_grey path. */
+void tb_cuda_input_affine(float *out, const uint8_t *x, size_t n, int C, const float *scale4, const float *shift4,
+                          cudaStream_t s);
+/* y (N,OUT) += b (broadcast over rows; b may be NULL), then max(0,·) when relu. */
+void tb_cuda_bias_act(float *y, const float *b, int N, int OUT, int relu, cudaStream_t s);
+/* dy[i] = y[i] > 0 ? dy[i] : 0 for i < n (a fused or standalone ReLU's backward, in place). */
+void tb_cuda_relu_mask(float *dy, const float *y, size_t n, cudaStream_t s);
+/* din[i] += y[i] > 0 ? dy[i] : 0 (a standalone ReLU layer's backward into its input's gradient). */
+void tb_cuda_relu_backward(float *din, const float *dy, const float *y, size_t n, cudaStream_t s);
+/* y[i] = max(0, x[i]) (a standalone ReLU layer). */
+void tb_cuda_relu_forward(float *y, const float *x, size_t n, cudaStream_t s);
+/* db (OUT) += Σ_n dy (N,OUT), summed over n in ascending order. */
+void tb_cuda_bias_grad(float *db, const float *dy, int N, int OUT, cudaStream_t s);
+/* Per sample n < N: loss[n] = CE of softmax(logits[n]) against labels[n] with smoothing eps (log-sum-exp
+ * in double, as op_loss.c), correct[n] = argmax == label, and when dlogits is non-NULL dlogits[n] =
+ * (softmax − target)·scale (written, not added: the cpu zeroes it first). */
+void tb_cuda_softmax_ce(float *loss, float *dlogits, uint8_t *correct, const float *logits, const int32_t *labels,
+                        float scale, int N, int K, float eps, cudaStream_t s);
+
+/* The on-device loop (executor_cuda_run_steps): step k of a run whose data is all on the device. */
+struct tb_cuda_loop_dev {
+    const uint8_t *x_all;   /* (steps, per) pixels of every step's sample(s) */
+    const int32_t *y_all;   /* (steps, n) labels */
+    const float *alpha_all; /* (steps) the host-computed step size of each step (Adam: optim_adam_alpha) */
+    double *loss_all;       /* (steps) out: Σ per-sample loss of each step */
+    long long *k;           /* the current step's index into the run, advanced by tb_cuda_loop_advance */
+    long long steps;
+};
+/* Step k's input: x = pixels·scale + shift into in (n·per floats), labels into y, alpha into *alpha. */
+void tb_cuda_loop_gather(struct tb_cuda_loop_dev d, float *in, int32_t *y, float *alpha, int n, size_t per,
+                         float scale, float shift, cudaStream_t s);
+/* loss_all[k] = Σ losses[0..n) (double, ascending), then k += 1: the last node of a captured step. */
+void tb_cuda_loop_advance(struct tb_cuda_loop_dev d, const float *losses, int n, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

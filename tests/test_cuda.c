@@ -1,0 +1,308 @@
+/* test_cuda.c — the cuda device against the cpu executor (built only with TB_CUDA; needs a GPU to run).
+ *
+ * Where no GPU is present every test reports itself skipped with the runtime's reason ("no CUDA device:
+ * ..."), never passed. On a GPU, with TF32 off (cuda_util.c):
+ *   - each dense-chain op's forward and backward (input affine, dense + ReLU, dense, softmax cross-entropy,
+ *     with and without label smoothing): the loss, and the parameter gradients of a backward over every
+ *     layer range [k,L), within 1e-4 relative of the cpu executor's;
+ *   - one training step of mnist-mlp (zero, forward/backward, Adam update): parameters within 1e-5;
+ *   - every optimizer (SGD, Adam with weight decay, RMSProp, LARS) with a warm-up and a cosine schedule,
+ *     whole and in parts, from the same gradients and state: parameters and state within 1e-5;
+ *   - evaluation: loss, correct count and logits;
+ *   - the on-device loop: 50 steps replayed from the captured graph (executor_cuda_run_steps) bitwise
+ *     50 plain steps on the device (losses, parameters, Adam state), and within 1e-4 of the cpu's;
+ *   - an EfficientNet model is refused at create with TB_EUNSUPPORTED naming the layer kind.
+ */
+#include "test_util.h"
+
+#include "dataset.h"
+#include "executor.h"
+#include "executor_cuda.h"
+#include "status.h"
+#include "workload.h"
+
+enum { IMG = 28, N = 16, LOOP_STEPS = 50 };
+
+/* Skips the test, with the runtime's reason, where this machine has no GPU. */
+static void need_gpu(void)
+{
+    if (executor_cuda_probe() == TB_OK) return;
+    const char *msg = tb_error_get(), *why = strchr(msg, '('); /* "cuda: no CUDA device (<the runtime's reason>)" */
+    cr_skip_test("no CUDA device: %s", why ? why : msg);
+}
+
+struct fixture {
+    struct model m;
+    struct dataset ds;
+    int32_t *y;
+    float *params, *buffers;
+};
+
+static void fixture_init(struct fixture *f, int n, float smoothing)
+{
+    memset(f, 0, sizeof *f);
+    struct workload_opts o = {.classes = 10, .in_h = IMG, .in_w = IMG, .in_c = 1, .dropout = -1, .drop_connect = -1,
+                              .label_smoothing = smoothing};
+    cr_assert_eq(workload_mnist_mlp.build(&f->m, &o), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(dataset_synthetic(n, IMG, IMG, 1, 10, 7, 1, &f->ds), TB_OK, "%s", tb_error_get());
+    f->y = malloc((size_t)n * sizeof *f->y);
+    cr_assert_not_null(f->y);
+    for (int i = 0; i < n; i++) f->y[i] = f->ds.labels[i];
+    f->params = tu_fvec(f->m.n_params);
+    f->buffers = tu_fvec(f->m.n_buffers);
+    workload_mnist_mlp.init(&f->m, f->params, f->buffers, 42);
+}
+
+static void fixture_free(struct fixture *f)
+{
+    free(f->params), free(f->buffers), free(f->y);
+    dataset_free(&f->ds);
+    model_free(&f->m);
+}
+
+static struct executor_config config(const char *device, int n_max, enum optim_kind kind)
+{
+    struct executor_config c = {.device = device, .threads = 1, .n_max = n_max, .seed = 42};
+    optim_config_defaults(&c.optim, kind);
+    c.optim.total_steps = 100;
+    return c;
+}
+
+static void ex_init(struct executor *ex, const struct fixture *f, const struct executor_config *c)
+{
+    cr_assert_eq(executor_create(ex, &f->m, c), TB_OK, "executor_create(%s): %s", c->device, tb_error_get());
+    cr_assert_eq(executor_set_tensors(ex, TF_PARAMS, f->params), TB_OK, "%s", tb_error_get());
+}
+
+static size_t fam_n(const struct executor *ex, enum tensor_family fam)
+{
+    return fam == TF_OPT ? ex->m->n_params * (size_t)optim_state_per_param(ex->cfg.optim.kind)
+           : fam == TF_BUFFERS ? ex->m->n_buffers : ex->m->n_params;
+}
+
+static float *fam_get(struct executor *ex, enum tensor_family fam)
+{
+    float *p = tu_fvec(fam_n(ex, fam));
+    cr_assert_eq(executor_get_tensors(ex, fam, p), TB_OK, "%s", tb_error_get());
+    return p;
+}
+
+/* Every element of family fam within tol relative of the cpu's, relative to the element or, for values
+ * near zero, to a thousandth of the tensor's largest. */
+static void assert_close(struct executor *gpu, struct executor *cpu, enum tensor_family fam, double tol,
+                         const char *what)
+{
+    const size_t n = fam_n(cpu, fam);
+    float *a = fam_get(gpu, fam), *b = fam_get(cpu, fam);
+    double mx = 0.0;
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]), ref = fabs(b[i]) + 1e-3 * mx + 1e-30;
+        cr_assert(d <= tol * ref, "%s: family %d element %zu: %.9g cuda, %.9g cpu (rel %.3g)", what, (int)fam, i,
+                  (double)a[i], (double)b[i], d / ref);
+    }
+    free(a), free(b);
+}
+
+static void assert_bitwise(struct executor *a, struct executor *b, enum tensor_family fam, const char *what)
+{
+    const size_t n = fam_n(a, fam);
+    float *pa = fam_get(a, fam), *pb = fam_get(b, fam);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(memcmp(&pa[i], &pb[i], sizeof(float)) == 0, "%s: family %d element %zu: %.9g vs %.9g", what,
+                  (int)fam, i, (double)pa[i], (double)pb[i]);
+    free(pa), free(pb);
+}
+
+static struct executor_pass pass(const struct fixture *f, int n, long step, int l0, int l1)
+{
+    return (struct executor_pass){.n = n, .n_global = n, .step = step, .x = f->ds.images, .y = f->y, .training = 1,
+                                  .l0 = l0, .l1 = l1};
+}
+
+TestSuite(cuda, .timeout = 300);
+
+/* Forward over the whole chain, then a backward over [k,L) for every k: each layer's backward (and the
+ * ones after it) against the cpu's, with and without label smoothing. */
+Test(cuda, dense_chain_ops_vs_cpu)
+{
+    need_gpu();
+    for (int sm = 0; sm < 2; sm++) {
+        struct fixture f;
+        fixture_init(&f, N, sm ? 0.1f : 0.0f);
+        const int L = f.m.n_layers;
+        for (int k = 0; k < L; k++) {
+            struct executor g, c;
+            struct executor_config cg = config("cuda", N, OPTIM_ADAM), cc = config("cpu", N, OPTIM_ADAM);
+            ex_init(&g, &f, &cg);
+            ex_init(&c, &f, &cc);
+            executor_zero_grads(&g), executor_zero_grads(&c);
+            double lg, lc;
+            const struct executor_pass fw = pass(&f, N, 1, 0, L), bw = pass(&f, N, 1, k, L);
+            cr_assert_eq(executor_forward(&g, &fw, &lg), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(executor_forward(&c, &fw, &lc), TB_OK, "%s", tb_error_get());
+            cr_assert(fabs(lg - lc) <= 1e-5 * fabs(lc), "loss %.9g cuda, %.9g cpu (smoothing %d)", lg, lc, sm);
+            cr_assert_eq(executor_backward(&g, &bw), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(executor_backward(&c, &bw), TB_OK, "%s", tb_error_get());
+            char what[96];
+            snprintf(what, sizeof what, "backward over [%d,%d), smoothing %.1f", k, L, sm ? 0.1 : 0.0);
+            assert_close(&g, &c, TF_GRADS, 1e-4, what);
+            executor_destroy(&g), executor_destroy(&c);
+        }
+        fixture_free(&f);
+    }
+}
+
+Test(cuda, mlp_train_step_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    struct executor g, c;
+    struct executor_config cg = config("cuda", N, OPTIM_ADAM), cc = config("cpu", N, OPTIM_ADAM);
+    ex_init(&g, &f, &cg);
+    ex_init(&c, &f, &cc);
+    struct executor *both[2] = {&g, &c};
+    for (int e = 0; e < 2; e++) {
+        double l;
+        const struct executor_pass p = pass(&f, N, 1, 0, 0);
+        executor_zero_grads(both[e]);
+        cr_assert_eq(executor_forward_backward(both[e], &p, &l), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_update(both[e], 1), TB_OK, "%s", tb_error_get());
+    }
+    assert_close(&g, &c, TF_PARAMS, 1e-5, "params after one Adam step");
+    assert_close(&g, &c, TF_OPT, 1e-4, "Adam state after one step");
+    executor_destroy(&g), executor_destroy(&c);
+    fixture_free(&f);
+}
+
+/* optim.c's rules and schedules on the device: the same random gradients and state, update at step 7 of a
+ * warm-up of 5 and a cosine decay, whole and in 3 parts (not LARS: trust ratios need whole tensors). */
+Test(cuda, optimizers_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, 4, 0.0f);
+    const enum optim_kind kinds[4] = {OPTIM_SGD, OPTIM_ADAM, OPTIM_RMSPROP, OPTIM_LARS};
+    for (int j = 0; j < 4; j++)
+        for (int parts = 1; parts <= 3; parts += 2) {
+            if (parts > 1 && kinds[j] == OPTIM_LARS) continue;
+            struct executor_config cg = config("cuda", 4, kinds[j]), cc = config("cpu", 4, kinds[j]);
+            cg.optim.weight_decay = cc.optim.weight_decay = 1e-3f;
+            cg.optim.warmup_steps = cc.optim.warmup_steps = 5;
+            cg.optim.schedule = cc.optim.schedule = LR_COSINE;
+            struct executor g, c;
+            ex_init(&g, &f, &cg);
+            ex_init(&c, &f, &cc);
+            const size_t np = f.m.n_params, no = fam_n(&g, TF_OPT);
+            float *gr = tu_fvec(np), *o = tu_fvec(no);
+            tu_fill_normal(gr, np, 11, 0.0f, 0.1f);
+            tu_fill_uniform(o, no, 12, 0.0f, 0.01f);
+            struct executor *both[2] = {&g, &c};
+            for (int e = 0; e < 2; e++) {
+                cr_assert_eq(executor_set_tensors(both[e], TF_GRADS, gr), TB_OK);
+                cr_assert_eq(executor_set_tensors(both[e], TF_OPT, o), TB_OK);
+                for (int p = 0; p < parts; p++)
+                    cr_assert_eq(executor_update_part(both[e], 7, p, parts), TB_OK, "%s", tb_error_get());
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s in %d part(s)", optim_name(kinds[j]), parts);
+            assert_close(&g, &c, TF_PARAMS, 1e-5, what);
+            assert_close(&g, &c, TF_OPT, 1e-5, what);
+            free(gr), free(o);
+            executor_destroy(&g), executor_destroy(&c);
+        }
+    fixture_free(&f);
+}
+
+Test(cuda, evaluate_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, 40, 0.0f);
+    struct executor g, c;
+    struct executor_config cg = config("cuda", 8, OPTIM_ADAM), cc = config("cpu", 8, OPTIM_ADAM);
+    cg.eval_batch = cc.eval_batch = 16; /* 40 samples: chunks of 16, 16, 8 */
+    ex_init(&g, &f, &cg);
+    ex_init(&c, &f, &cc);
+    float *lg = tu_fvec(40 * 10), *lc = tu_fvec(40 * 10);
+    struct eval_stats eg = {.logits = lg}, ec = {.logits = lc};
+    cr_assert_eq(executor_evaluate(&g, f.ds.images, f.y, 40, &eg), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_evaluate(&c, f.ds.images, f.y, 40, &ec), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(eg.n, 40);
+    cr_assert(fabs(eg.loss_sum - ec.loss_sum) <= 1e-5 * fabs(ec.loss_sum), "%.9g vs %.9g", eg.loss_sum, ec.loss_sum);
+    cr_assert_eq(eg.correct, ec.correct);
+    for (int i = 0; i < 400; i++) cr_assert(fabs(lg[i] - lc[i]) <= 1e-4 * (fabs(lc[i]) + 1e-2), "logit %d", i);
+    free(lg), free(lc);
+    executor_destroy(&g), executor_destroy(&c);
+    fixture_free(&f);
+}
+
+/* The on-device loop: LOOP_STEPS steps of batch 1 replayed from the captured graph, against the same steps
+ * run plainly on the device (bitwise) and on the cpu (within 1e-4). */
+Test(cuda, graph_loop_vs_plain_steps)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, LOOP_STEPS, 0.0f);
+    struct executor_config cl = config("cuda", 1, OPTIM_ADAM), cp = cl, cc = config("cpu", 1, OPTIM_ADAM);
+    cp.no_fused_step = 1;
+    struct executor loop, plain, cpu;
+    ex_init(&loop, &f, &cl);
+    ex_init(&plain, &f, &cp);
+    ex_init(&cpu, &f, &cc);
+    cr_assert(executor_cuda_has_loop(&loop), "mnist-mlp at batch 1 with Adam has the captured step");
+    cr_assert(!executor_cuda_has_loop(&plain));
+    double losses[LOOP_STEPS];
+    cr_assert_eq(executor_cuda_run_steps(&loop, 1, LOOP_STEPS, f.ds.images, f.y, losses), TB_OK, "%s", tb_error_get());
+    const size_t per = (size_t)IMG * IMG;
+    for (int s = 1; s <= LOOP_STEPS; s++) {
+        struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
+                                  .y = f.y + s - 1, .training = 1};
+        double lp, lc;
+        executor_zero_grads(&plain);
+        cr_assert_eq(executor_forward_backward(&plain, &p, &lp), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_update(&plain, s), TB_OK);
+        executor_zero_grads(&cpu);
+        cr_assert_eq(executor_forward_backward(&cpu, &p, &lc), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_update(&cpu, s), TB_OK);
+        cr_assert(memcmp(&losses[s - 1], &lp, sizeof lp) == 0, "step %d: loss %.17g graph, %.17g plain", s,
+                  losses[s - 1], lp);
+        cr_assert(fabs(lp - lc) <= 1e-4 * fabs(lc), "step %d: loss %.9g cuda, %.9g cpu", s, lp, lc);
+    }
+    assert_bitwise(&loop, &plain, TF_PARAMS, "graph loop vs plain steps");
+    assert_bitwise(&loop, &plain, TF_OPT, "graph loop vs plain steps");
+    assert_close(&plain, &cpu, TF_PARAMS, 1e-4, "50 cuda steps vs 50 cpu steps");
+    /* The fused train step (the harness's per-step path) is the same captured step. */
+    struct executor fused;
+    ex_init(&fused, &f, &cl);
+    cr_assert(fused.fused_step);
+    for (int s = 1; s <= 5; s++) {
+        struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
+                                  .y = f.y + s - 1, .training = 1};
+        double l;
+        cr_assert_eq(executor_train_step(&fused, &p, &l), TB_OK, "%s", tb_error_get());
+        cr_assert(memcmp(&l, &losses[s - 1], sizeof l) == 0, "fused step %d: %.17g vs %.17g", s, l, losses[s - 1]);
+    }
+    executor_destroy(&fused);
+    executor_destroy(&loop), executor_destroy(&plain), executor_destroy(&cpu);
+    fixture_free(&f);
+}
+
+Test(cuda, refuses_efficientnet_cleanly)
+{
+    need_gpu();
+    const struct workload *w = workload_find("effnet-b0");
+    cr_assert_not_null(w);
+    struct model m;
+    struct workload_opts o = {.classes = 10, .in_h = 16, .in_w = 16, .in_c = 3, .resolution = 16, .dropout = -1,
+                              .drop_connect = -1};
+    snprintf(o.norm, sizeof o.norm, "batch");
+    cr_assert_eq(w->build(&m, &o), TB_OK, "%s", tb_error_get());
+    struct executor ex;
+    struct executor_config c = config("cuda", 4, OPTIM_RMSPROP);
+    cr_assert_eq(executor_create(&ex, &m, &c), TB_EUNSUPPORTED);
+    cr_assert(strstr(tb_error_get(), "not implemented on this device yet"), "message: %s", tb_error_get());
+    cr_assert_null(ex.i);
+    model_free(&m);
+}
