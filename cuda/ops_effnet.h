@@ -6,8 +6,9 @@
  *     name ends in _bf16 (bf16 storage, fp32 arithmetic);
  *   - every pointer is device memory; stream is a cudaStream_t passed as void* (NULL: legacy stream);
  *     cublas is a cublasHandle_t passed as void*, whose stream the launcher sets to stream;
- *   - each returns 0 or the CUDA (or cuBLAS) error code; nothing is allocated: reductions take a
- *     scratch buffer of the size the matching *_scratch_bytes function returns (256-byte aligned);
+ *   - each returns 0, a cudaError_t code, or TB_CUDA_CUBLAS_ERR + a cublasStatus_t; nothing is
+ *     allocated: reductions take a scratch buffer of the size the matching *_scratch_bytes function
+ *     returns (256-byte aligned);
  *   - backward ACCUMULATES (+=) into dinp/dw/db unless an acc argument is 0 (then =); gradients are +dL/dx;
  *   - reductions are chunked in a fixed order without atomics: the same bits on every run.
  * Compiled with nvcc -arch=sm_90 and never run yet: tests/test_cuda_ops.c checks them against the CPU
@@ -24,6 +25,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* cuBLAS failures are returned as TB_CUDA_CUBLAS_ERR + status (the two enums overlap otherwise). The fp32
+ * launchers run in the handle's math mode: CUBLAS_DEFAULT_MATH for true fp32 (what the tests compare),
+ * CUBLAS_TF32_TENSOR_OP_MATH for TF32. */
+#define TB_CUDA_CUBLAS_ERR 1000
 
 /* ---- ops_conv.cu: dense (groups == 1) convolutions on cuBLAS ---- */
 

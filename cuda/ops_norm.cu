@@ -158,7 +158,10 @@ __global__ void k_bn_bwd_apply(float *dinp, const float *dout, const float *inp,
 }
 
 /* Byte offset of the coefficient block after the part doubles (256-byte aligned). */
-static size_t bn_coef_offset(size_t M, int C) { return ((size_t)ops_chunks(M) * 2 * (size_t)C * 8 + 255) & ~(size_t)255; }
+static size_t bn_coef_offset(size_t M, int C)
+{
+    return ((size_t)ops_chunks(M) * 2 * (size_t)C * sizeof(double) + 255) & ~(size_t)255;
+}
 
 /* GroupNorm statistics: save (N,G,2) per (sample, group). Grid (G, N), block GN_THREADS. */
 __global__ void k_gn_stats(float *save, const float *inp, size_t HW, int C, int G, float eps)
