@@ -1,28 +1,26 @@
 /* ops_conv.cu — dense (groups == 1) convolutions on cuBLAS: 1×1 convs as one GEMM, and k×k convs (the
  * 3×3 stride-2 stem) as im2col + GEMM; the GPU twins of core/op_conv.c's GEMM1X1 and IM2COL algorithms.
+ * The GEMMs go through cuda_util's tb_cublas_sgemm (cuBLAS loaded with dlopen, TF32 off).
  *
  * NHWC makes a 1×1 stride-1 conv a plain row-major GEMM (N·H·W, C)·(C, OC); cuBLAS is column-major, so
  * each call computes the transposed product, reading the same memory with the roles of the operands
  * swapped. The bias goes in first (a broadcast into out, then the GEMM with beta = 1): no extra pass.
- * The stem has C = 3, so its im2col columns (N·OH·OW, 27) are small next to its output; an implicit-GEMM
- * kernel would save that pass but the stem is < 1% of EfficientNet's time. The bias gradient (column
+ * The stem has C = 3, so its im2col columns (N·OH·OW, 27) are about the size of its 32-channel output;
+ * an implicit-GEMM kernel would save writing and reading them, but the stem is a small part of a step. The bias gradient (column
  * sums of dout) is chunked in a fixed order like every reduction here (ops_common.cuh).
  */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
 
-#include <cublas_v2.h>
 #include <limits.h>
 
 #define COL_ROWS 8 /* blockDim.y of the column sums */
 
-static int blas(cublasStatus_t st) { return st == CUBLAS_STATUS_SUCCESS ? 0 : TB_CUDA_CUBLAS_ERR + (int)st; }
-
-/* out (M,OC) row-major = b broadcast over the rows (float or bf16 out). */
-template <typename T> __global__ void k_bias_rows(T *out, const float *b, size_t total, int OC)
+/* out (M,OC) row-major = b broadcast over the rows. */
+__global__ void k_bias_rows(float *out, const float *b, size_t total, int OC)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = (T)b[i % (size_t)OC];
+        out[i] = b[i % (size_t)OC];
 }
 
 /* part (K, OC) = Σ of each row chunk of x (M, OC). Grid (⌈OC/32⌉, K), block (32, COL_ROWS). */
@@ -91,40 +89,24 @@ __global__ void k_col2im(float *dinp, const float *dcols, conv_shape s, int acc)
     }
 }
 
-/* out (M,OC) = in (M,K)·w (K,OC) + beta·out, row-major; t the storage type (fp32: Sgemm, bf16: GemmEx). */
-static int gemm_fwd(cublasHandle_t h, void *out, const void *in, const void *w, int M, int K, int OC, float beta,
-                    cudaDataType_t t)
+/* The row-major products below, each one column-major tb_cublas_sgemm of the transposed problem. */
+/* out (M,OC) = in (M,K)·w (K,OC) + beta·out. */
+static int gemm_fwd(tb_cublas *h, float *out, const float *in, const float *w, int M, int K, int OC, float beta)
 {
-    const float one = 1.0f;
-    if (t == CUDA_R_32F)
-        return blas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, OC, M, K, &one, (const float *)w, OC, (const float *)in,
-                                K, &beta, (float *)out, OC));
-    return blas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, OC, M, K, &one, w, t, OC, in, t, K, &beta, out, t, OC,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return tb_cublas_sgemm(h, 0, 0, OC, M, K, 1.0f, w, OC, in, K, beta, out, OC);
 }
 
-/* din (M,K) = dout (M,OC)·wᵀ + beta·din, row-major. */
-static int gemm_bwd_data(cublasHandle_t h, void *din, const void *dout, const void *w, int M, int K, int OC,
-                         float beta, cudaDataType_t t)
+/* din (M,K) = dout (M,OC)·wᵀ + beta·din. */
+static int gemm_bwd_data(tb_cublas *h, float *din, const float *dout, const float *w, int M, int K, int OC,
+                         float beta)
 {
-    const float one = 1.0f;
-    if (t == CUDA_R_32F)
-        return blas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, K, M, OC, &one, (const float *)w, OC,
-                                (const float *)dout, OC, &beta, (float *)din, K));
-    return blas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, K, M, OC, &one, w, t, OC, dout, t, OC, &beta, din, t, K,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return tb_cublas_sgemm(h, 1, 0, K, M, OC, 1.0f, w, OC, dout, OC, beta, din, K);
 }
 
-/* dw (K,OC) fp32 += in (M,K)ᵀ·dout (M,OC), row-major. */
-static int gemm_bwd_w(cublasHandle_t h, float *dw, const void *in, const void *dout, int M, int K, int OC,
-                      cudaDataType_t t)
+/* dw (K,OC) += in (M,K)ᵀ·dout (M,OC). */
+static int gemm_bwd_w(tb_cublas *h, float *dw, const float *in, const float *dout, int M, int K, int OC)
 {
-    const float one = 1.0f;
-    if (t == CUDA_R_32F)
-        return blas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, OC, K, M, &one, (const float *)dout, OC,
-                                (const float *)in, K, &one, dw, OC));
-    return blas(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, OC, K, M, &one, dout, t, OC, in, t, K, &one, dw, CUDA_R_32F,
-                             OC, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return tb_cublas_sgemm(h, 0, 1, OC, K, M, 1.0f, dout, OC, in, K, 1.0f, dw, OC);
 }
 
 /* db (OC) += column sums of dout (M, OC) through part (ops_chunks(M)·OC doubles). */
@@ -149,48 +131,35 @@ static int is_1x1(const conv_shape *s)
     return s->KH == 1 && s->KW == 1 && s->stride == 1 && s->pad == 0 && s->OH == s->H && s->OW == s->W;
 }
 
-/* Sets the handle's stream; 0 or the error. */
-static int on_stream(void *cublas, void *stream)
+/* Forward of a conv whose GEMM input is in (M, Kd): bias first, then the GEMM on the handle's stream. */
+static int fwd_common(tb_cublas *h, float *out, const float *in, const float *w, const float *b, int M, int Kd,
+                      int OC, cudaStream_t st)
 {
-    return blas(cublasSetStream((cublasHandle_t)cublas, (cudaStream_t)stream));
-}
-
-/* Forward of a conv whose GEMM input is in (M, Kd): bias first, then the GEMM. */
-static int fwd_common(void *cublas, void *out, const void *in, const void *w, const float *b, int M, int Kd, int OC,
-                      cudaDataType_t t, void *stream)
-{
-    int err = on_stream(cublas, stream);
-    if (err) return err;
     size_t total = (size_t)M * OC;
     if (b) {
-        if (t == CUDA_R_32F)
-            k_bias_rows<float><<<ops_grid(total), OPS_THREADS, 0, (cudaStream_t)stream>>>((float *)out, b, total, OC);
-        else
-            k_bias_rows<__nv_bfloat16>
-                <<<ops_grid(total), OPS_THREADS, 0, (cudaStream_t)stream>>>((__nv_bfloat16 *)out, b, total, OC);
-        if ((err = ops_launched())) return err;
+        k_bias_rows<<<ops_grid(total), OPS_THREADS, 0, st>>>(out, b, total, OC);
+        int err = ops_launched();
+        if (err) return err;
     }
-    return gemm_fwd((cublasHandle_t)cublas, out, in, w, M, Kd, OC, b ? 1.0f : 0.0f, t);
+    return gemm_fwd(h, out, in, w, M, Kd, OC, b ? 1.0f : 0.0f);
 }
 
 extern "C" {
 
-int tb_cuda_conv1x1_forward(void *cublas, float *out, const float *inp, const float *w, const float *b,
+int tb_cuda_conv1x1_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
                             const struct conv_shape *s, void *stream)
 {
     int M = gemm_rows(s, (size_t)s->C);
     if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
-    return M ? fwd_common(cublas, out, inp, w, b, M, s->C, s->OC, CUDA_R_32F, stream) : 0;
+    return M ? fwd_common(cublas, out, inp, w, b, M, s->C, s->OC, (cudaStream_t)stream) : 0;
 }
 
-int tb_cuda_conv1x1_backward_data(void *cublas, float *dinp, const float *dout, const float *w,
-                                  const struct conv_shape *s, int acc, void *stream)
+int tb_cuda_conv1x1_backward_data(tb_cublas *cublas, float *dinp, const float *dout, const float *w,
+                                  const struct conv_shape *s, int acc)
 {
-    int M = gemm_rows(s, (size_t)s->C), err;
+    int M = gemm_rows(s, (size_t)s->C);
     if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
-    if (!M) return 0;
-    if ((err = on_stream(cublas, stream))) return err;
-    return gemm_bwd_data((cublasHandle_t)cublas, dinp, dout, w, M, s->C, s->OC, acc ? 1.0f : 0.0f, CUDA_R_32F);
+    return M ? gemm_bwd_data(cublas, dinp, dout, w, M, s->C, s->OC, acc ? 1.0f : 0.0f) : 0;
 }
 
 size_t tb_cuda_conv1x1_scratch_bytes(const struct conv_shape *s)
@@ -198,43 +167,14 @@ size_t tb_cuda_conv1x1_scratch_bytes(const struct conv_shape *s)
     return (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * (size_t)s->OC * sizeof(double);
 }
 
-int tb_cuda_conv1x1_backward_params(void *cublas, float *dw, float *db, const float *inp, const float *dout,
+int tb_cuda_conv1x1_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,
                                     const struct conv_shape *s, void *scratch, void *stream)
 {
     int M = gemm_rows(s, (size_t)s->C), err;
     if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
     if (!M) return 0;
-    if ((err = on_stream(cublas, stream))) return err;
-    if ((err = gemm_bwd_w((cublasHandle_t)cublas, dw, inp, dout, M, s->C, s->OC, CUDA_R_32F))) return err;
+    if ((err = gemm_bwd_w(cublas, dw, inp, dout, M, s->C, s->OC))) return err;
     return db ? bias_grad(db, dout, (size_t)M, s->OC, (double *)scratch, (cudaStream_t)stream) : 0;
-}
-
-int tb_cuda_conv1x1_forward_bf16(void *cublas, void *out, const void *inp, const void *w, const float *b,
-                                 const struct conv_shape *s, void *stream)
-{
-    int M = gemm_rows(s, (size_t)s->C);
-    if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
-    return M ? fwd_common(cublas, out, inp, w, b, M, s->C, s->OC, CUDA_R_16BF, stream) : 0;
-}
-
-int tb_cuda_conv1x1_backward_data_bf16(void *cublas, void *dinp, const void *dout, const void *w,
-                                       const struct conv_shape *s, int acc, void *stream)
-{
-    int M = gemm_rows(s, (size_t)s->C), err;
-    if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
-    if (!M) return 0;
-    if ((err = on_stream(cublas, stream))) return err;
-    return gemm_bwd_data((cublasHandle_t)cublas, dinp, dout, w, M, s->C, s->OC, acc ? 1.0f : 0.0f, CUDA_R_16BF);
-}
-
-int tb_cuda_conv1x1_backward_params_bf16(void *cublas, float *dw, const void *inp, const void *dout,
-                                         const struct conv_shape *s, void *stream)
-{
-    int M = gemm_rows(s, (size_t)s->C), err;
-    if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
-    if (!M) return 0;
-    if ((err = on_stream(cublas, stream))) return err;
-    return gemm_bwd_w((cublasHandle_t)cublas, dw, inp, dout, M, s->C, s->OC, CUDA_R_16BF);
 }
 
 size_t tb_cuda_conv_im2col_scratch_bytes(const struct conv_shape *s)
@@ -250,7 +190,7 @@ static double *im2col_part(void *scratch, const conv_shape *s)
     return (double *)((char *)scratch + ((cols + 255) & ~(size_t)255));
 }
 
-int tb_cuda_conv_im2col_forward(void *cublas, float *out, const float *inp, const float *w, const float *b,
+int tb_cuda_conv_im2col_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
                                 const struct conv_shape *s, void *scratch, void *stream)
 {
     size_t Kd = (size_t)s->KH * s->KW * s->C;
@@ -260,10 +200,10 @@ int tb_cuda_conv_im2col_forward(void *cublas, float *out, const float *inp, cons
     float *cols = (float *)scratch;
     k_im2col<<<ops_grid((size_t)M * Kd), OPS_THREADS, 0, (cudaStream_t)stream>>>(cols, inp, *s);
     if ((err = ops_launched())) return err;
-    return fwd_common(cublas, out, cols, w, b, M, (int)Kd, s->OC, CUDA_R_32F, stream);
+    return fwd_common(cublas, out, cols, w, b, M, (int)Kd, s->OC, (cudaStream_t)stream);
 }
 
-int tb_cuda_conv_im2col_backward_data(void *cublas, float *dinp, const float *dout, const float *w,
+int tb_cuda_conv_im2col_backward_data(tb_cublas *cublas, float *dinp, const float *dout, const float *w,
                                       const struct conv_shape *s, int acc, void *scratch, void *stream)
 {
     size_t Kd = (size_t)s->KH * s->KW * s->C;
@@ -271,15 +211,14 @@ int tb_cuda_conv_im2col_backward_data(void *cublas, float *dinp, const float *do
     if (M < 0) return (int)cudaErrorInvalidValue;
     if (!M) return 0;
     float *dcols = (float *)scratch;
-    if ((err = on_stream(cublas, stream))) return err;
-    if ((err = gemm_bwd_data((cublasHandle_t)cublas, dcols, dout, w, M, (int)Kd, s->OC, 0.0f, CUDA_R_32F)))
+    if ((err = gemm_bwd_data(cublas, dcols, dout, w, M, (int)Kd, s->OC, 0.0f)))
         return err;
     size_t total = (size_t)s->N * s->H * s->W * s->C;
     k_col2im<<<ops_grid(total), OPS_THREADS, 0, (cudaStream_t)stream>>>(dinp, dcols, *s, acc);
     return ops_launched();
 }
 
-int tb_cuda_conv_im2col_backward_params(void *cublas, float *dw, float *db, const float *inp, const float *dout,
+int tb_cuda_conv_im2col_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,
                                         const struct conv_shape *s, void *scratch, void *stream)
 {
     size_t Kd = (size_t)s->KH * s->KW * s->C;
@@ -289,8 +228,7 @@ int tb_cuda_conv_im2col_backward_params(void *cublas, float *dw, float *db, cons
     float *cols = (float *)scratch;
     k_im2col<<<ops_grid((size_t)M * Kd), OPS_THREADS, 0, (cudaStream_t)stream>>>(cols, inp, *s);
     if ((err = ops_launched())) return err;
-    if ((err = on_stream(cublas, stream))) return err;
-    if ((err = gemm_bwd_w((cublasHandle_t)cublas, dw, cols, dout, M, (int)Kd, s->OC, CUDA_R_32F))) return err;
+    if ((err = gemm_bwd_w(cublas, dw, cols, dout, M, (int)Kd, s->OC))) return err;
     return db ? bias_grad(db, dout, (size_t)M, s->OC, im2col_part(scratch, s), (cudaStream_t)stream) : 0;
 }
 

@@ -5,10 +5,9 @@
  *   - activations NHWC, conv weights HWIO (KH,KW,C/G,OC), depthwise weights (KH,KW,C), fp32 unless a
  *     name ends in _bf16 (bf16 storage, fp32 arithmetic);
  *   - every pointer is device memory; stream is a cudaStream_t passed as void* (NULL: legacy stream);
- *     cublas is a cublasHandle_t passed as void*, whose stream the launcher sets to stream;
- *   - each returns 0, a cudaError_t code, or TB_CUDA_CUBLAS_ERR + a cublasStatus_t; nothing is
- *     allocated: reductions take a scratch buffer of the size the matching *_scratch_bytes function
- *     returns (256-byte aligned);
+ *   - each returns 0, a (positive) cudaError_t code, or the negative tb status of a failed
+ *     tb_cublas_sgemm (its message already recorded); nothing is allocated: reductions take a
+ *     scratch buffer of the size the matching *_scratch_bytes function returns (256-byte aligned);
  *   - backward ACCUMULATES (+=) into dinp/dw/db unless an acc argument is 0 (then =); gradients are +dL/dx;
  *   - reductions are chunked in a fixed order without atomics: the same bits on every run.
  * Compiled with nvcc -arch=sm_90 and never run yet: tests/test_cuda_ops.c checks them against the CPU
@@ -26,42 +25,34 @@
 extern "C" {
 #endif
 
-/* cuBLAS failures are returned as TB_CUDA_CUBLAS_ERR + status (the two enums overlap otherwise). The fp32
- * launchers run in the handle's math mode: CUBLAS_DEFAULT_MATH for true fp32 (what the tests compare),
- * CUBLAS_TF32_TENSOR_OP_MATH for TF32. */
-#define TB_CUDA_CUBLAS_ERR 1000
+/* cuBLAS is loaded with dlopen by cuda/cuda_util.c (linking it cost every bench process ~90 ms): the
+ * GEMMs here go through its wrapper, declared as there. A handle is bound to one stream at creation, so
+ * the stream passed to a conv launcher must be its handle's. TF32 is off in those handles: true fp32. */
+typedef struct tb_cublas tb_cublas;
+int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc);
 
 /* ---- ops_conv.cu: dense (groups == 1) convolutions on cuBLAS ---- */
 
 /* out (N·H·W, OC) = inp (N·H·W, C) · w (C, OC) + b (OC, may be NULL): a 1×1 stride-1 conv is one GEMM. */
-int tb_cuda_conv1x1_forward(void *cublas, float *out, const float *inp, const float *w, const float *b,
+int tb_cuda_conv1x1_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
                             const struct conv_shape *s, void *stream);
-/* dinp (N·H·W, C) += dout · wᵀ (= when acc is 0). */
-int tb_cuda_conv1x1_backward_data(void *cublas, float *dinp, const float *dout, const float *w,
-                                  const struct conv_shape *s, int acc, void *stream);
+/* dinp (N·H·W, C) += dout · wᵀ (= when acc is 0), on the handle's stream. */
+int tb_cuda_conv1x1_backward_data(tb_cublas *cublas, float *dinp, const float *dout, const float *w,
+                                  const struct conv_shape *s, int acc);
 /* dw (C, OC) += inpᵀ · dout; db (OC) += Σ_rows dout (db may be NULL; needs scratch). */
-int tb_cuda_conv1x1_backward_params(void *cublas, float *dw, float *db, const float *inp, const float *dout,
+int tb_cuda_conv1x1_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,
                                     const struct conv_shape *s, void *scratch, void *stream);
 /* Scratch bytes of tb_cuda_conv1x1_backward_params (the bias gradient's chunk sums). */
 size_t tb_cuda_conv1x1_scratch_bytes(const struct conv_shape *s);
-/* bf16 storage, fp32 accumulation (cublasGemmEx): out = inp · w + b, b fp32 (may be NULL). */
-int tb_cuda_conv1x1_forward_bf16(void *cublas, void *out, const void *inp, const void *w, const float *b,
-                                 const struct conv_shape *s, void *stream);
-/* bf16: dinp = dout · wᵀ (acc 0) or += (acc 1), in fp32 arithmetic. */
-int tb_cuda_conv1x1_backward_data_bf16(void *cublas, void *dinp, const void *dout, const void *w,
-                                       const struct conv_shape *s, int acc, void *stream);
-/* bf16 inputs, fp32 weight gradient: dw (C, OC, fp32) += inpᵀ · dout. */
-int tb_cuda_conv1x1_backward_params_bf16(void *cublas, float *dw, const void *inp, const void *dout,
-                                         const struct conv_shape *s, void *stream);
-
 /* k×k dense conv (the stem) as im2col + GEMM: out = conv(inp, w) + b (b may be NULL). */
-int tb_cuda_conv_im2col_forward(void *cublas, float *out, const float *inp, const float *w, const float *b,
+int tb_cuda_conv_im2col_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
                                 const struct conv_shape *s, void *scratch, void *stream);
 /* dinp += convᵀ(dout, w) (= when acc is 0): GEMM into columns, then a gather col2im (no atomics). */
-int tb_cuda_conv_im2col_backward_data(void *cublas, float *dinp, const float *dout, const float *w,
+int tb_cuda_conv_im2col_backward_data(tb_cublas *cublas, float *dinp, const float *dout, const float *w,
                                       const struct conv_shape *s, int acc, void *scratch, void *stream);
 /* dw (KH·KW·C, OC) += colsᵀ · dout; db (OC) += Σ dout (db may be NULL). */
-int tb_cuda_conv_im2col_backward_params(void *cublas, float *dw, float *db, const float *inp, const float *dout,
+int tb_cuda_conv_im2col_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,
                                         const struct conv_shape *s, void *scratch, void *stream);
 /* Scratch bytes of the im2col launchers: the columns (N·OH·OW, KH·KW·C) and the bias sums. */
 size_t tb_cuda_conv_im2col_scratch_bytes(const struct conv_shape *s);
