@@ -16,7 +16,7 @@
 #ifndef TB_CUDA_OPS_EFFNET_H
 #define TB_CUDA_OPS_EFFNET_H
 
-#include "../core/op_conv.h" /* struct conv_shape */
+#include "op_conv.h" /* struct conv_shape (core/) */
 
 #include <stddef.h>
 #include <stdint.h>
