@@ -282,7 +282,7 @@ Test(cuda_ops, batchnorm)
 {
     need_gpu();
     const int C = 37;
-    const size_t M = 2 * 13 * 11, n = M * C; /* several row chunks on both sides */
+    const size_t M = 3 * 23 * 17, n = M * C; /* 3 row chunks of the GPU's 512, 10 of the CPU's */
     float *x = rnd(n, 13, -1.0f, 3.0f), *g = rnd(n, 14, -1.0f, 1.0f), *gam = rnd((size_t)C, 15, 0.5f, 1.5f);
     float *bet = rnd((size_t)C, 16, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 17, -0.1f, 0.1f);
     float *rv0 = rnd((size_t)C, 18, 0.9f, 1.1f), *acc0 = rnd(n, 19, -1.0f, 1.0f);
@@ -324,7 +324,7 @@ Test(cuda_ops, groupnorm)
 {
     need_gpu();
     const int N = 3, C = 32, G = 4;
-    const size_t HW = 5 * 7, n = (size_t)N * HW * C;
+    const size_t HW = 20 * 19, n = (size_t)N * HW * C; /* dγ, dβ over 3 row chunks */
     float *x = rnd(n, 20, -1.0f, 3.0f), *g = rnd(n, 21, -1.0f, 1.0f), *gam = rnd((size_t)C, 22, 0.5f, 1.5f);
     float *bet = rnd((size_t)C, 23, -0.5f, 0.5f), *acc0 = rnd(n, 24, -1.0f, 1.0f);
     float *dx = dev_dup(x, n), *dg = dev_dup(g, n), *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C);
@@ -482,10 +482,10 @@ Test(cuda_ops, depthwise)
 {
     need_gpu();
     /* N, H, W, C, K, stride: the specialised 3/5 × 1/2 kernels (odd widths, partial column tiles) and
-     * the any-shape kernel (K 7, stride 3) */
+     * the any-shape kernel (K 7, stride 3); the last has 5 row chunks in its weight gradient */
     static const int cases[][6] = {{2, 9, 11, 19, 3, 1}, {2, 9, 11, 19, 3, 2}, {2, 13, 7, 37, 5, 1},
                                    {1, 13, 7, 37, 5, 2}, {3, 8, 8, 96, 3, 2},  {1, 1, 1, 8, 3, 1},
-                                   {2, 7, 9, 21, 7, 1},  {1, 9, 8, 20, 3, 3}};
+                                   {2, 7, 9, 21, 7, 1},  {1, 9, 8, 20, 3, 3},  {4, 24, 24, 40, 3, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
         struct conv_shape s;
