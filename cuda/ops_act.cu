@@ -84,19 +84,33 @@ __global__ void k_gap_fwd(float *out, const float *inp, size_t HW, int C)
     if (threadIdx.y == 0 && c < C) out[(size_t)n * C + c] = (float)(s * (1.0 / (double)HW));
 }
 
-__global__ void k_gap_bwd(float *dinp, const float *dout, size_t HW, int C, size_t total, float inv)
+/* The (N, D = HW·C) kernels below run on grid (x, N): sample n = blockIdx.y, a grid-stride loop over its
+ * D elements, channel c tracked by step_c (ops_step_c): no division per element. */
+
+__global__ void k_gap_bwd(float *dinp, const float *dout, size_t D, int C, int step_c, float inv)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t c = i % (size_t)C, n = i / ((size_t)C * HW);
-        dinp[i] += dout[n * C + c] * inv;
+    const size_t n = blockIdx.y, stride = (size_t)gridDim.x * blockDim.x;
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(j % (size_t)C);
+    float *dx = dinp + n * D;
+    const float *dy = dout + n * C;
+    for (; j < D; j += stride) {
+        dx[j] += dy[c] * inv;
+        c += step_c;
+        if (c >= C) c -= C;
     }
 }
 
-__global__ void k_se_fwd(float *out, const float *inp, const float *scale, size_t HW, int C, size_t total)
+__global__ void k_se_fwd(float *out, const float *inp, const float *scale, size_t D, int C, int step_c)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t c = i % (size_t)C, n = i / ((size_t)C * HW);
-        out[i] = inp[i] * scale[n * C + c];
+    const size_t n = blockIdx.y, stride = (size_t)gridDim.x * blockDim.x;
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(j % (size_t)C);
+    const float *s = scale + n * C;
+    for (; j < D; j += stride) {
+        out[n * D + j] = inp[n * D + j] * s[c];
+        c += step_c;
+        if (c >= C) c -= C;
     }
 }
 
@@ -120,41 +134,48 @@ __global__ void k_se_bwd(float *dinp, float *dscale, const float *dout, const fl
     if (threadIdx.y == 0 && c < C && dscale) dscale[(size_t)n * C + c] += (float)s;
 }
 
-__global__ void k_bias_act(float *out, const float *inp, const float *b, int C, size_t total, int act)
+/* One row of grid (x, 1) over the N·C elements, c tracked as above. */
+__global__ void k_bias_act(float *out, const float *inp, const float *b, int C, int step_c, size_t total, int act)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        float v = inp[i] + (b ? b[i % (size_t)C] : 0.0f);
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(i % (size_t)C);
+    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float v = inp[i] + (b ? b[c] : 0.0f);
         out[i] = act == 1 ? ops_silu(v) : act == 2 ? ops_sigmoid(v) : v;
+        c += step_c;
+        if (c >= C) c -= C;
     }
 }
 
 /* 1/(1-p) for p < 1, 0 otherwise: op_dropout.c's drop_scale. */
 static float drop_scale(float p) { return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f; }
 
-/* Element e of sample n is kept iff uniform(key_stream, rng_hash(step, layer, g0+n) + e) >= p, where
- * rng_hash(step, layer, g) = hash_keyed(key_sample, g): the CPU's dropout_keep with both keys from the
- * host. accumulate selects += (backward). */
+/* Element e of sample n (grid (x, N), n = blockIdx.y) is kept iff
+ * uniform(key_stream, rng_hash(step, layer, g0+n) + e) >= p, where rng_hash(step, layer, g) =
+ * hash_keyed(key_sample, g): the CPU's dropout_keep with both keys from the host. accumulate selects +=. */
 __global__ void k_dropout(float *y, const float *x, size_t D, uint64_t g0, uint64_t key_stream, uint64_t key_sample,
-                          float p, float scale, size_t total, int accumulate)
+                          float p, float scale, int accumulate)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / D, e = i % D;
-        uint64_t base = ops_rng_hash_keyed(key_sample, g0 + n);
+    const size_t n = blockIdx.y;
+    const uint64_t base = ops_rng_hash_keyed(key_sample, g0 + n);
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < D; e += (size_t)gridDim.x * blockDim.x) {
+        size_t i = n * D + e;
         float v = ops_rng_uniform_keyed(key_stream, base + e) >= p ? x[i] * scale : 0.0f;
         y[i] = accumulate ? y[i] + v : v;
     }
 }
 
-/* y = base + x·s_n, s_n = scale if uniform(key_stream, rng_hash(step, layer, g0+n)) >= p else 0 (p <= 0:
- * s_n = 1); base NULL means 0. */
+/* y = base + x·s_n on sample n = blockIdx.y, s_n = scale if uniform(key_stream, rng_hash(step, layer, g0+n))
+ * >= p else 0 (p <= 0: s_n = 1); base NULL means 0. */
 __global__ void k_dropconnect(float *y, const float *base, const float *x, size_t D, uint64_t g0,
-                              uint64_t key_stream, uint64_t key_sample, float p, float scale, size_t total)
+                              uint64_t key_stream, uint64_t key_sample, float p, float scale)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / D;
-        float s = p <= 0.0f ? 1.0f
-                  : ops_rng_uniform_keyed(key_stream, ops_rng_hash_keyed(key_sample, g0 + n)) >= p ? scale
-                                                                                                  : 0.0f;
+    const size_t n = blockIdx.y;
+    const float s = p <= 0.0f ? 1.0f
+                    : ops_rng_uniform_keyed(key_stream, ops_rng_hash_keyed(key_sample, g0 + n)) >= p ? scale
+                                                                                                    : 0.0f;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < D; e += (size_t)gridDim.x * blockDim.x) {
+        size_t i = n * D + e;
         y[i] = base ? base[i] + x[i] * s : x[i] * s;
     }
 }
@@ -164,6 +185,15 @@ __global__ void k_dropconnect(float *y, const float *base, const float *x, size_
     do {                                                                                                               \
         if ((n) == 0) return 0;                                                                                        \
         kern<<<ops_grid(n), OPS_THREADS, 0, STREAM(st)>>>(__VA_ARGS__);                                               \
+        return ops_launched();                                                                                         \
+    } while (0)
+/* The same on grid (ops_grid_rows(D, N), N) for the per-sample kernels; gx names the blocks along x. */
+#define LAUNCH_ROWS(kern, D, N, st, ...)                                                                               \
+    do {                                                                                                               \
+        if ((N) > 65535) return (int)cudaErrorInvalidValue;                                                           \
+        if ((D) == 0 || (N) <= 0) return 0;                                                                            \
+        const unsigned gx = ops_grid_rows(D, N);                                                                       \
+        kern<<<dim3(gx, (unsigned)(N)), OPS_THREADS, 0, STREAM(st)>>>(__VA_ARGS__);                                   \
         return ops_launched();                                                                                         \
     } while (0)
 
@@ -224,15 +254,15 @@ int tb_cuda_gap_forward(float *out, const float *inp, int N, size_t HW, int C, v
 
 int tb_cuda_gap_backward(float *dinp, const float *dout, int N, size_t HW, int C, void *stream)
 {
-    size_t total = (size_t)N * HW * (size_t)C;
-    LAUNCH1D(k_gap_bwd, total, stream, dinp, dout, HW, C, total, (float)(1.0 / (double)HW));
+    const size_t D = HW * (size_t)C;
+    LAUNCH_ROWS(k_gap_bwd, D, N, stream, dinp, dout, D, C, ops_step_c(gx, C), (float)(1.0 / (double)HW));
 }
 
 int tb_cuda_se_scale_forward(float *out, const float *inp, const float *scale, int N, size_t HW, int C,
                              void *stream)
 {
-    size_t total = (size_t)N * HW * (size_t)C;
-    LAUNCH1D(k_se_fwd, total, stream, out, inp, scale, HW, C, total);
+    const size_t D = HW * (size_t)C;
+    LAUNCH_ROWS(k_se_fwd, D, N, stream, out, inp, scale, D, C, ops_step_c(gx, C));
 }
 
 int tb_cuda_se_scale_backward(float *dinp, float *dscale, const float *dout, const float *inp, const float *scale,
@@ -246,8 +276,8 @@ int tb_cuda_se_scale_backward(float *dinp, float *dscale, const float *dout, con
 
 int tb_cuda_bias_act_forward(float *out, const float *inp, const float *b, int N, int C, int act, void *stream)
 {
-    size_t total = (size_t)N * (size_t)C;
-    LAUNCH1D(k_bias_act, total, stream, out, inp, b, C, total, act);
+    const size_t total = (size_t)N * (size_t)C;
+    LAUNCH_ROWS(k_bias_act, total, 1, stream, out, inp, b, C, ops_step_c(gx, C), total, act);
 }
 
 int tb_cuda_dropout_forward(float *out, const float *inp, int N, size_t D, uint64_t g0,
@@ -258,8 +288,8 @@ int tb_cuda_dropout_forward(float *out, const float *inp, int N, size_t D, uint6
         if (out == inp || total == 0) return 0;
         return (int)cudaMemcpyAsync(out, inp, total * sizeof(float), cudaMemcpyDeviceToDevice, STREAM(stream));
     }
-    LAUNCH1D(k_dropout, total, stream, out, inp, D, g0, ops_rng_key(a->seed, 3 /* RNG_STREAM_DROPOUT */),
-             ops_rng_key(a->step, a->layer), a->p, drop_scale(a->p), total, 0);
+    LAUNCH_ROWS(k_dropout, D, N, stream, out, inp, D, g0, ops_rng_key(a->seed, 3 /* RNG_STREAM_DROPOUT */),
+                ops_rng_key(a->step, a->layer), a->p, drop_scale(a->p), 0);
 }
 
 int tb_cuda_dropout_backward(float *dinp, const float *dout, int N, size_t D, uint64_t g0,
@@ -267,26 +297,24 @@ int tb_cuda_dropout_backward(float *dinp, const float *dout, int N, size_t D, ui
 {
     size_t total = (size_t)N * D;
     if (a->p <= 0.0f) return tb_cuda_add_backward(dinp, NULL, dout, total, stream);
-    LAUNCH1D(k_dropout, total, stream, dinp, dout, D, g0, ops_rng_key(a->seed, 3 /* RNG_STREAM_DROPOUT */),
-             ops_rng_key(a->step, a->layer), a->p, drop_scale(a->p), total, 1);
+    LAUNCH_ROWS(k_dropout, D, N, stream, dinp, dout, D, g0, ops_rng_key(a->seed, 3 /* RNG_STREAM_DROPOUT */),
+                ops_rng_key(a->step, a->layer), a->p, drop_scale(a->p), 1);
 }
 
 int tb_cuda_dropconnect_add_forward(float *out, const float *shortcut, const float *branch, int N, size_t D,
                                     uint64_t g0, const struct tb_cuda_drop *a, void *stream)
 {
-    size_t total = (size_t)N * D;
-    LAUNCH1D(k_dropconnect, total, stream, out, shortcut, branch, D, g0,
-             ops_rng_key(a->seed, 4 /* RNG_STREAM_DROPCONNECT */), ops_rng_key(a->step, a->layer), a->p,
-             drop_scale(a->p), total);
+    LAUNCH_ROWS(k_dropconnect, D, N, stream, out, shortcut, branch, D, g0,
+                ops_rng_key(a->seed, 4 /* RNG_STREAM_DROPCONNECT */), ops_rng_key(a->step, a->layer), a->p,
+                drop_scale(a->p));
 }
 
 int tb_cuda_dropconnect_backward(float *dinp, const float *dout, int N, size_t D, uint64_t g0,
                                  const struct tb_cuda_drop *a, void *stream)
 {
-    size_t total = (size_t)N * D;
-    LAUNCH1D(k_dropconnect, total, stream, dinp, dinp, dout, D, g0,
-             ops_rng_key(a->seed, 4 /* RNG_STREAM_DROPCONNECT */), ops_rng_key(a->step, a->layer), a->p,
-             drop_scale(a->p), total);
+    LAUNCH_ROWS(k_dropconnect, D, N, stream, dinp, dinp, dout, D, g0,
+                ops_rng_key(a->seed, 4 /* RNG_STREAM_DROPCONNECT */), ops_rng_key(a->step, a->layer), a->p,
+                drop_scale(a->p));
 }
 
 } /* extern "C" */

@@ -40,6 +40,19 @@ static inline unsigned ops_grid(size_t n)
     return b < 1 ? 1u : b > 65535u * 8u ? 65535u * 8u : (unsigned)b;
 }
 
+/* Blocks along x of a (samples, D) elementwise launch, grid (x, N): enough for ~4096 blocks in all (the
+ * kernels loop grid-stride within a sample), at least 1. */
+static inline unsigned ops_grid_rows(size_t D, int N)
+{
+    size_t cap = 4096 / (size_t)(N > 0 ? N : 1), b = (D + OPS_THREADS - 1) / OPS_THREADS;
+    cap = cap < 1 ? 1 : cap;
+    return b < 1 ? 1u : b > cap ? (unsigned)cap : (unsigned)b;
+}
+
+/* How far the channel index moves per grid-stride step of gx blocks of OPS_THREADS over rows of C
+ * channels: the kernels then track c with an add and a compare instead of a division per element. */
+static inline int ops_step_c(unsigned gx, int C) { return (int)(((size_t)gx * OPS_THREADS) % (size_t)C); }
+
 /* The launch's status: 0, or the CUDA error code the launch left (cleared, so it is reported once). */
 static inline int ops_launched(void) { return (int)cudaGetLastError(); }
 
@@ -63,6 +76,33 @@ template <typename T> static __device__ __forceinline__ T ops_sum_y(T v, T *sh)
         for (unsigned y = 0; y < blockDim.y; y++) s += sh[y * 32 + threadIdx.x]; /* fixed order */
     __syncthreads();
     return s;
+}
+
+/* The taps of a convolution (stride S, pad) that reach input row i: k = k0, k0 + S, ... with output rows
+ * o = o0, o0 - 1, ... (o = (i + pad - k)/S exactly): loops stop at k >= K or o < 0 and skip o >= O, with
+ * no division per tap. */
+static __device__ __forceinline__ void ops_first_tap(int i, int pad, int S, int *k0, int *o0)
+{
+    *k0 = (i + pad) % S;
+    *o0 = (i + pad) / S;
+}
+
+/* An output pixel p = (n·OH + oy)·OW + ox of a walk over pixels, advanced without divisions. */
+struct ops_pix {
+    int ox, oy, n;
+};
+static __device__ __forceinline__ ops_pix ops_pix_at(size_t p, int OW, int OH)
+{
+    ops_pix q = {(int)(p % (size_t)OW), (int)(p / (size_t)OW % (size_t)OH), (int)(p / ((size_t)OW * OH))};
+    return q;
+}
+static __device__ __forceinline__ void ops_pix_add(ops_pix *q, int d, int OW, int OH)
+{
+    for (q->ox += d; q->ox >= OW; q->ox -= OW)
+        if (++q->oy == OH) {
+            q->oy = 0;
+            q->n++;
+        }
 }
 
 /* util/rng.h's counter-based hash, for host and device: the same bits as rng_key / rng_hash_keyed /

@@ -4,10 +4,13 @@
  *
  * NHWC makes a 1×1 stride-1 conv a plain row-major GEMM (N·H·W, C)·(C, OC); cuBLAS is column-major, so
  * each call computes the transposed product, reading the same memory with the roles of the operands
- * swapped. The bias goes in first (a broadcast into out, then the GEMM with beta = 1): no extra pass.
+ * swapped. The bias goes in first (a broadcast into out, then the GEMM with beta = 1): an extra write and
+ * read of out that cuBLASLt's bias epilogue would save, once cuda_util wraps it (EfficientNet's convs have
+ * no bias: BatchNorm follows them; the SE block's two 1×1 convs do, on (N, C) only).
  * The stem has C = 3, so its im2col columns (N·OH·OW, 27) are about the size of its 32-channel output;
- * an implicit-GEMM kernel would save writing and reading them, but the stem is a small part of a step. The bias gradient (column
- * sums of dout) is chunked in a fixed order like every reduction here (ops_common.cuh).
+ * an implicit-GEMM kernel would save writing and reading them, but the stem is a small part of a step.
+ * The bias gradient (column sums of dout) is chunked in a fixed order like every reduction here
+ * (ops_common.cuh).
  */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
@@ -16,11 +19,16 @@
 
 #define COL_ROWS 8 /* blockDim.y of the column sums */
 
-/* out (M,OC) row-major = b broadcast over the rows. */
-__global__ void k_bias_rows(float *out, const float *b, size_t total, int OC)
+/* out (M,OC) row-major = b broadcast over the rows; the column tracked by step_c (ops_step_c). */
+__global__ void k_bias_rows(float *out, const float *b, size_t total, int OC, int step_c)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = b[i % (size_t)OC];
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(i % (size_t)OC);
+    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        out[i] = b[c];
+        c += step_c;
+        if (c >= OC) c -= OC;
+    }
 }
 
 /* part (K, OC) = Σ of each row chunk of x (M, OC). Grid (⌈OC/32⌉, K), block (32, COL_ROWS). */
@@ -75,13 +83,14 @@ __global__ void k_col2im(float *dinp, const float *dcols, conv_shape s, int acc)
         r /= s.W;
         int iy = (int)(r % s.H), n = (int)(r / s.H);
         float v = 0.0f;
-        for (int ky = 0; ky < s.KH; ky++) {
-            int ty = iy + s.pad - ky;
-            if (ty < 0 || ty % s.stride || ty / s.stride >= s.OH) continue;
-            for (int kx = 0; kx < s.KW; kx++) {
-                int tx = ix + s.pad - kx;
-                if (tx < 0 || tx % s.stride || tx / s.stride >= s.OW) continue;
-                size_t p = ((size_t)n * s.OH + ty / s.stride) * s.OW + tx / s.stride;
+        int ky0, oy0, kx0, ox0;
+        ops_first_tap(iy, s.pad, s.stride, &ky0, &oy0);
+        ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
+        for (int ky = ky0, oy = oy0; ky < s.KH && oy >= 0; ky += s.stride, oy--) {
+            if (oy >= s.OH) continue;
+            for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
+                if (ox >= s.OW) continue;
+                size_t p = ((size_t)n * s.OH + oy) * s.OW + ox;
                 v += dcols[(p * KK + ky * s.KW + kx) * C + c];
             }
         }
@@ -137,7 +146,8 @@ static int fwd_common(tb_cublas *h, float *out, const float *in, const float *w,
 {
     size_t total = (size_t)M * OC;
     if (b) {
-        k_bias_rows<<<ops_grid(total), OPS_THREADS, 0, st>>>(out, b, total, OC);
+        unsigned gx = ops_grid_rows(total, 1);
+        k_bias_rows<<<gx, OPS_THREADS, 0, st>>>(out, b, total, OC, ops_step_c(gx, OC));
         int err = ops_launched();
         if (err) return err;
     }

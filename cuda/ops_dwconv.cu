@@ -132,15 +132,12 @@ __global__ void k_dw_bwd_data(float *dinp, const float *dout, const float *w, co
         r /= s.W;
         int iy = (int)(r % s.H), n = (int)(r / s.H);
         float v = 0.0f;
-        for (int ky = 0; ky < s.KH; ky++) {
-            int ty = iy + s.pad - ky;
-            if (ty < 0 || ty % s.stride) continue;
-            int oy = ty / s.stride;
+        int ky0, oy0, kx0, ox0;
+        ops_first_tap(iy, s.pad, s.stride, &ky0, &oy0);
+        ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
+        for (int ky = ky0, oy = oy0; ky < s.KH && oy >= 0; ky += s.stride, oy--) {
             if (oy >= s.OH) continue;
-            for (int kx = 0; kx < s.KW; kx++) {
-                int tx = ix + s.pad - kx;
-                if (tx < 0 || tx % s.stride) continue;
-                int ox = tx / s.stride;
+            for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
                 if (ox >= s.OW) continue;
                 v += dout[(((size_t)n * s.OH + oy) * s.OW + ox) * C + c] * w[(ky * s.KW + kx) * C + c];
             }
@@ -160,18 +157,17 @@ __global__ void k_dw_bwd_params(double *part, const float *inp, const float *dou
     size_t p0, p1;
     ops_chunk_range(P, K, k, &p0, &p1);
     double acc = 0.0;
-    if (c < C)
-        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS) {
-            float g = dout[p * C + c];
-            if (tap == taps) {
-                acc += (double)g;
-                continue;
-            }
-            int ox = (int)(p % s.OW), oy = (int)(p / s.OW % s.OH), n = (int)(p / ((size_t)s.OW * s.OH));
-            int iy = oy * s.stride - s.pad + ky, ix = ox * s.stride - s.pad + kx;
+    if (c < C && tap == taps)
+        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS) acc += (double)dout[p * C + c];
+    else if (c < C) {
+        ops_pix q = ops_pix_at(p0 + threadIdx.y, s.OW, s.OH);
+        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS, ops_pix_add(&q, DW_ROWS, s.OW, s.OH)) {
+            int iy = q.oy * s.stride - s.pad + ky, ix = q.ox * s.stride - s.pad + kx;
             if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
-            acc += (double)g * (double)load_in(inp + (((size_t)n * s.H + iy) * s.W + ix) * C + c, c, C, bn);
+            acc += (double)dout[p * C + c] *
+                   (double)load_in(inp + (((size_t)q.n * s.H + iy) * s.W + ix) * C + c, c, C, bn);
         }
+    }
     acc = ops_sum_y(acc, sh);
     if (threadIdx.y == 0 && c < C) part[((size_t)k * (taps + 1) + tap) * C + c] = acc;
 }
@@ -228,15 +224,12 @@ __global__ void k_gc_bwd_data(float *dinp, const float *dout, const float *w, co
         r /= s.W;
         int iy = (int)(r % s.H), n = (int)(r / s.H), ci = c % Cg, o0 = c / Cg * OCg;
         float v = 0.0f;
-        for (int ky = 0; ky < s.KH; ky++) {
-            int ty = iy + s.pad - ky;
-            if (ty < 0 || ty % s.stride) continue;
-            int oy = ty / s.stride;
+        int ky0, oy0, kx0, ox0;
+        ops_first_tap(iy, s.pad, s.stride, &ky0, &oy0);
+        ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
+        for (int ky = ky0, oy = oy0; ky < s.KH && oy >= 0; ky += s.stride, oy--) {
             if (oy >= s.OH) continue;
-            for (int kx = 0; kx < s.KW; kx++) {
-                int tx = ix + s.pad - kx;
-                if (tx < 0 || tx % s.stride) continue;
-                int ox = tx / s.stride;
+            for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
                 if (ox >= s.OW) continue;
                 const float *g = dout + (((size_t)n * s.OH + oy) * s.OW + ox) * OC + o0;
                 const float *wt = w + ((size_t)(ky * s.KW + kx) * Cg + ci) * OC + o0;
@@ -263,11 +256,11 @@ __global__ void k_gc_bwd_params(double *part, const float *inp, const float *dou
     } else {
         int oc = (int)(e % OC), ci = (int)(e / OC % Cg), tap = (int)(e / ((size_t)OC * Cg));
         int ky = tap / s.KW, kx = tap % s.KW, c = oc / OCg * Cg + ci;
-        for (size_t p = p0; p < p1; p++) {
-            int ox = (int)(p % s.OW), oy = (int)(p / s.OW % s.OH), nn = (int)(p / ((size_t)s.OW * s.OH));
-            int iy = oy * s.stride - s.pad + ky, ix = ox * s.stride - s.pad + kx;
+        ops_pix q = ops_pix_at(p0, s.OW, s.OH);
+        for (size_t p = p0; p < p1; p++, ops_pix_add(&q, 1, s.OW, s.OH)) {
+            int iy = q.oy * s.stride - s.pad + ky, ix = q.ox * s.stride - s.pad + kx;
             if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
-            acc += (double)dout[p * OC + oc] * (double)inp[(((size_t)nn * s.H + iy) * s.W + ix) * s.C + c];
+            acc += (double)dout[p * OC + oc] * (double)inp[(((size_t)q.n * s.H + iy) * s.W + ix) * s.C + c];
         }
     }
     part[(size_t)k * n + e] = acc;

@@ -85,16 +85,22 @@ __global__ void k_bn_finalize(float *save, float *run_mean, float *run_var, cons
     }
 }
 
+/* The elementwise passes run grid-stride over the M·C (or one sample's HW·C) elements with the channel c
+ * tracked by step_c (ops_step_c): no division per element. */
+
 /* out = act((x - mean[c])·(γ[c]·rstd[c]) + β[c]); eval computes rstd from run_var (var) per element. */
 template <bool EVAL>
 __global__ void k_bn_apply(float *out, const float *inp, const float *mean, const float *rstd_or_var,
-                           const float *gamma, const float *beta, size_t total, int C, float eps, int act)
+                           const float *gamma, const float *beta, size_t total, int C, int step_c, float eps, int act)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)C);
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(i % (size_t)C);
+    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
         float rstd = EVAL ? (float)(1.0 / sqrt((double)rstd_or_var[c] + (double)eps)) : rstd_or_var[c];
         float z = (inp[i] - mean[c]) * (gamma[c] * rstd) + beta[c];
         out[i] = act_f(z, act);
+        c += step_c;
+        if (c >= C) c -= C;
     }
 }
 
@@ -146,14 +152,18 @@ __global__ void k_bn_bwd_finalize(float *coef, float *dgamma, float *dbeta, cons
 }
 
 __global__ void k_bn_bwd_apply(float *dinp, const float *dout, const float *inp, const float *save,
-                               const float *beta, const float *coef, size_t total, int C, int act, int acc)
+                               const float *beta, const float *coef, size_t total, int C, int step_c, int act,
+                               int acc)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)C);
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(i % (size_t)C);
+    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
         float a = coef[c], xm = inp[i] - save[c];
         float dz = dout[i] * act_grad(xm * a + beta[c], act);
         float v = a * dz + coef[C + c] * xm + coef[2 * C + c];
         dinp[i] = acc ? dinp[i] + v : v;
+        c += step_c;
+        if (c >= C) c -= C;
     }
 }
 
@@ -184,15 +194,21 @@ __global__ void k_gn_stats(float *save, const float *inp, size_t HW, int C, int 
     }
 }
 
+/* Grid (x, N): sample n = blockIdx.y, its D = HW·C elements; the group of c is a 32-bit division. */
 __global__ void k_gn_apply(float *out, const float *inp, const float *save, const float *gamma, const float *beta,
-                           size_t HW, int C, int G, size_t total, int act)
+                           size_t D, int C, int G, int step_c, int act)
 {
-    int Cg = C / G;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)C);
-        size_t n = i / (HW * (size_t)C), sg = (n * G + (size_t)(c / Cg)) * 2;
-        float z = (inp[i] - save[sg]) * (gamma[c] * save[sg + 1]) + beta[c];
-        out[i] = act_f(z, act);
+    const unsigned Cg = (unsigned)(C / G);
+    const size_t n = blockIdx.y;
+    const float *sv = save + n * G * 2;
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(j % (size_t)C);
+    for (; j < D; j += (size_t)gridDim.x * blockDim.x) {
+        unsigned g = (unsigned)c / Cg;
+        float z = (inp[n * D + j] - sv[2 * g]) * (gamma[c] * sv[2 * g + 1]) + beta[c];
+        out[n * D + j] = act_f(z, act);
+        c += step_c;
+        if (c >= C) c -= C;
     }
 }
 
@@ -220,19 +236,23 @@ __global__ void k_gn_bwd_stats(double *gsum, const float *dout, const float *inp
     }
 }
 
+/* Grid (x, N) as k_gn_apply; inv_m = 1/(HW·C/G). */
 __global__ void k_gn_bwd_apply(float *dinp, const float *dout, const float *inp, const float *save, const float *gamma,
-                               const float *beta, const double *gsum, size_t HW, int C, int G, size_t total, int act,
-                               int acc)
+                               const float *beta, const double *gsum, size_t D, int C, int G, int step_c,
+                               float inv_m, int act, int acc)
 {
-    int Cg = C / G;
-    float inv_m = (float)(1.0 / ((double)HW * (double)Cg));
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int c = (int)(i % (size_t)C);
-        size_t n = i / (HW * (size_t)C), sg = (n * G + (size_t)(c / Cg)) * 2;
+    const unsigned Cg = (unsigned)(C / G);
+    const size_t n = blockIdx.y;
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(j % (size_t)C);
+    for (; j < D; j += (size_t)gridDim.x * blockDim.x) {
+        size_t sg = (n * G + (unsigned)c / Cg) * 2, i = n * D + j;
         float rstd = save[sg + 1], xh = (inp[i] - save[sg]) * rstd;
         float dz = dout[i] * act_grad(xh * gamma[c] + beta[c], act);
         float v = rstd * (gamma[c] * dz - (float)gsum[sg] * inv_m - xh * (float)gsum[sg + 1] * inv_m);
         dinp[i] = acc ? dinp[i] + v : v;
+        c += step_c;
+        if (c >= C) c -= C;
     }
 }
 
@@ -294,8 +314,9 @@ int tb_cuda_bn_forward_train(float *out, float *save, float *run_mean, float *ru
     k_bn_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(save, run_mean, run_var, part, K, M, C, eps, momentum);
     if ((err = ops_launched())) return err;
     size_t total = M * (size_t)C;
-    k_bn_apply<false><<<ops_grid(total), OPS_THREADS, 0, st>>>(out, inp, save, save + C, gamma, beta, total, C, eps,
-                                                               act);
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_apply<false><<<gx, OPS_THREADS, 0, st>>>(out, inp, save, save + C, gamma, beta, total, C, ops_step_c(gx, C),
+                                                  eps, act);
     return ops_launched();
 }
 
@@ -304,8 +325,9 @@ int tb_cuda_bn_forward_eval(float *out, const float *inp, const float *run_mean,
 {
     size_t total = M * (size_t)C;
     if (total == 0) return 0;
-    k_bn_apply<true><<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(out, inp, run_mean, run_var, gamma, beta,
-                                                                          total, C, eps, act);
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_apply<true><<<gx, OPS_THREADS, 0, STREAM(stream)>>>(out, inp, run_mean, run_var, gamma, beta, total, C,
+                                                             ops_step_c(gx, C), eps, act);
     return ops_launched();
 }
 
@@ -325,7 +347,9 @@ int tb_cuda_bn_backward(float *dinp, float *dgamma, float *dbeta, const float *d
     if ((err = ops_launched())) return err;
     if (!dinp) return 0;
     size_t total = M * (size_t)C;
-    k_bn_bwd_apply<<<ops_grid(total), OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, total, C, act, acc);
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_bwd_apply<<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, total, C, ops_step_c(gx, C), act,
+                                               acc);
     return ops_launched();
 }
 
@@ -338,14 +362,16 @@ size_t tb_cuda_gn_scratch_bytes(int N, size_t HW, int C)
 int tb_cuda_gn_forward(float *out, float *save, const float *inp, const float *gamma, const float *beta, int N,
                        size_t HW, int C, int G, float eps, int act, void *stream)
 {
-    if (G <= 0 || C % G != 0 || N < 0) return (int)cudaErrorInvalidValue;
+    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
     if (N == 0 || HW == 0) return 0;
     cudaStream_t st = STREAM(stream);
     int err;
     k_gn_stats<<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(save, inp, HW, C, G, eps);
     if ((err = ops_launched())) return err;
-    size_t total = (size_t)N * HW * (size_t)C;
-    k_gn_apply<<<ops_grid(total), OPS_THREADS, 0, st>>>(out, inp, save, gamma, beta, HW, C, G, total, act);
+    size_t D = HW * (size_t)C;
+    unsigned gx = ops_grid_rows(D, N);
+    k_gn_apply<<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(out, inp, save, gamma, beta, D, C, G, ops_step_c(gx, C),
+                                                              act);
     return ops_launched();
 }
 
@@ -353,10 +379,10 @@ int tb_cuda_gn_backward(float *dinp, float *dgamma, float *dbeta, const float *d
                         const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
                         int act, int acc, void *scratch, void *stream)
 {
-    if (G <= 0 || C % G != 0 || N < 0) return (int)cudaErrorInvalidValue;
+    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
     if (N == 0 || HW == 0) return 0;
     cudaStream_t st = STREAM(stream);
-    size_t M = (size_t)N * HW, total = M * (size_t)C;
+    size_t M = (size_t)N * HW;
     int K = ops_chunks(M), err;
     double *part = (double *)scratch, *gsum = part + (size_t)K * 2 * C; /* gsum needs N·G·2 ≤ N·2·C */
     if (dgamma || dbeta) {
@@ -370,8 +396,10 @@ int tb_cuda_gn_backward(float *dinp, float *dgamma, float *dbeta, const float *d
     k_gn_bwd_stats<<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(gsum, dout, inp, save, gamma, beta, HW, C,
                                                                          G, act);
     if ((err = ops_launched())) return err;
-    k_gn_bwd_apply<<<ops_grid(total), OPS_THREADS, 0, st>>>(dinp, dout, inp, save, gamma, beta, gsum, HW, C, G, total,
-                                                            act, acc);
+    unsigned gx = ops_grid_rows(HW * (size_t)C, N);
+    k_gn_bwd_apply<<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(dinp, dout, inp, save, gamma, beta, gsum,
+                                                                  HW * (size_t)C, C, G, ops_step_c(gx, C),
+                                                                  (float)(1.0 / ((double)HW * (C / G))), act, acc);
     return ops_launched();
 }
 
