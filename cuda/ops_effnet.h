@@ -147,9 +147,8 @@ int tb_cuda_se_scale_forward(float *out, const float *inp, const float *scale, i
 /* dinp += dout·scale (= when acc is 0; may be NULL); dscale (N,C) += Σ_hw dout·inp in double (may be NULL). */
 int tb_cuda_se_scale_backward(float *dinp, float *dscale, const float *dout, const float *inp, const float *scale,
                               int N, size_t HW, int C, int acc, void *stream);
-/* The SE gate on the squeezed (N, Cr) activations: out = bias-added then act (1 SiLU, 2 sigmoid), in place
- * allowed; the two 1×1 convs of the SE block are tb_cuda_conv1x1_* with H = W = 1. */
-int tb_cuda_bias_act_forward(float *out, const float *inp, const float *b, int N, int C, int act, void *stream);
+/* The SE block is tb_cuda_gap_forward → tb_cuda_conv1x1_forward (H = W = 1, with bias) → SiLU →
+ * conv1x1 → sigmoid → tb_cuda_se_scale_forward, each with its backward. */
 
 /* Dropout / drop-connect keys: core/op_dropout.h's struct dropout_args, as scalars. */
 struct tb_cuda_drop {
