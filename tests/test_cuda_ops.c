@@ -174,7 +174,33 @@ Test(cuda_ops, activations)
     silu_forward(want, xr, n, 0, 1);
     for (size_t i = 0; i < n; i++) got[i] = from_bf16(hy[i]);
     tu_assert_close_f(got, want, n, BF16_TOL, ATOL, "silu bf16");
-    free(hb), free(hy), free(xr), free(got);
+
+    /* bf16 backward (overwriting: acc 0) from bf16 dout, and the bf16 residual add */
+    uint16_t *hg = malloc(n * sizeof *hg);
+    cr_assert(hg);
+    float *gr = tu_fvec(n);
+    for (size_t i = 0; i < n; i++) {
+        hg[i] = to_bf16(g[i]);
+        gr[i] = from_bf16(hg[i]);
+    }
+    void *dgb = dev_alloc(n * 2);
+    CU(cudaMemcpy(dgb, hg, n * 2, cudaMemcpyHostToDevice));
+    OK(tb_cuda_silu_backward_bf16(dyb, dgb, db, n, 0, NULL));
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(hy, dyb, n * 2, cudaMemcpyDeviceToHost));
+    memset(want, 0, n * sizeof *want);
+    silu_backward(want, gr, xr, n, 0, 1);
+    for (size_t i = 0; i < n; i++) got[i] = from_bf16(hy[i]);
+    tu_assert_close_f(got, want, n, BF16_TOL, ATOL, "silu backward bf16");
+    OK(tb_cuda_add_forward_bf16(dyb, db, dgb, n, NULL));
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(hy, dyb, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
+        want[i] = xr[i] + gr[i];
+        got[i] = from_bf16(hy[i]);
+    }
+    tu_assert_close_f(got, want, n, BF16_TOL, ATOL, "add bf16");
+    free(hb), free(hy), free(hg), free(xr), free(gr), free(got);
 
     dev_free_all();
     free(x), free(g), free(acc0), free(want), free(dwant);
@@ -367,7 +393,7 @@ static void check_conv(const struct conv_impl *im, const struct conv_shape *s, t
     float *accw = rnd(nw, seed + 5, -1.0f, 1.0f), *accb = rnd(nb, seed + 6, -1.0f, 1.0f);
     float *dx = dev_dup(x, ni), *dw = dev_dup(w, nw), *db = dev_dup(b, nb), *dg = dev_dup(g, no);
     float *dy = dev_alloc(no * 4), *ddi = dev_dup(acci, ni), *ddw = dev_dup(accw, nw), *ddb = dev_dup(accb, nb);
-    void *scr = dev_alloc(im->scratch_bytes ? im->scratch_bytes(s) : 0);
+    void *scr = dev_alloc(im->scratch_bytes(s));
     char what[160];
 
     float *want = tu_fvec(no);
