@@ -146,8 +146,8 @@ __global__ void k_dw_bwd_data(float *dinp, const float *dout, const float *w, co
     }
 }
 
-/* part (K, taps+1, C): chunk k's Σ in(tap)·dout per (tap, channel), tap == taps the bias (Σ dout).
- * Grid (⌈C/32⌉, taps+1, K), block (32, DW_ROWS). */
+/* part (K, taps+1, C): chunk k's Σ in(tap)·dout per (tap, channel), tap == taps the bias (Σ dout), for
+ * any kernel size. Grid (⌈C/32⌉, taps+1, K), block (32, DW_ROWS). */
 __global__ void k_dw_bwd_params(double *part, const float *inp, const float *dout, bn_in_dev bn, conv_shape s)
 {
     __shared__ double sh[32 * DW_ROWS];
@@ -170,6 +170,45 @@ __global__ void k_dw_bwd_params(double *part, const float *inp, const float *dou
     }
     acc = ops_sum_y(acc, sh);
     if (threadIdx.y == 0 && c < C) part[((size_t)k * (taps + 1) + tap) * C + c] = acc;
+}
+
+/* The same sums for K×K (3, 5) with every tap and the bias in registers: dout and the input read once
+ * per block instead of once per tap. Grid (⌈C/32⌉, 1, K chunks), block (32, DW_ROWS). */
+template <int K>
+__global__ void k_dw_bwd_params_t(double *part, const float *inp, const float *dout, bn_in_dev bn, conv_shape s)
+{
+    __shared__ double sh[32 * DW_ROWS];
+    constexpr int T = K * K;
+    const int C = s.C, nk = gridDim.z, k = blockIdx.z, c = blockIdx.x * 32 + threadIdx.x;
+    const size_t P = (size_t)s.N * s.OH * s.OW;
+    size_t p0, p1;
+    ops_chunk_range(P, nk, k, &p0, &p1);
+    double acc[T + 1];
+#pragma unroll
+    for (int t = 0; t <= T; t++) acc[t] = 0.0;
+    if (c < C) {
+        ops_pix q = ops_pix_at(p0 + threadIdx.y, s.OW, s.OH);
+        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS, ops_pix_add(&q, DW_ROWS, s.OW, s.OH)) {
+            const double g = (double)dout[p * C + c];
+            acc[T] += g;
+#pragma unroll
+            for (int ky = 0; ky < K; ky++) {
+                int iy = q.oy * s.stride - s.pad + ky;
+                if (iy < 0 || iy >= s.H) continue;
+                const float *row = inp + ((size_t)q.n * s.H + iy) * s.W * C + c;
+#pragma unroll
+                for (int kx = 0; kx < K; kx++) {
+                    int ix = q.ox * s.stride - s.pad + kx;
+                    if (ix >= 0 && ix < s.W) acc[ky * K + kx] += g * (double)load_in(row + (size_t)ix * C, c, C, bn);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t <= T; t++) {
+        double v = ops_sum_y(acc[t], sh);
+        if (threadIdx.y == 0 && c < C) part[((size_t)k * (T + 1) + t) * C + c] = v;
+    }
 }
 
 /* dst[e] += Σ_k part[k][e] for e < n_w into dw, then n_b more into db (may be NULL): chunks in order. */
@@ -350,8 +389,16 @@ int tb_cuda_dwconv_backward_params(float *dw, float *db, const float *inp, const
     cudaStream_t st = STREAM(stream);
     int K = ops_chunks(P), taps = s->KH * s->KW, err;
     double *part = (double *)scratch;
-    k_dw_bwd_params<<<dim3((unsigned)(s->C + 31) / 32, (unsigned)(taps + (db ? 1 : 0)), (unsigned)K),
-                      dim3(32, DW_ROWS), 0, st>>>(part, inp, dout, bn_dev(bn), *s);
+    const dim3 block(32, DW_ROWS);
+    if (s->KH == 3 && s->KW == 3)
+        k_dw_bwd_params_t<3><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
+                                                                                                  bn_dev(bn), *s);
+    else if (s->KH == 5 && s->KW == 5)
+        k_dw_bwd_params_t<5><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
+                                                                                                  bn_dev(bn), *s);
+    else
+        k_dw_bwd_params<<<dim3((unsigned)(s->C + 31) / 32, (unsigned)(taps + (db ? 1 : 0)), (unsigned)K), block, 0,
+                          st>>>(part, inp, dout, bn_dev(bn), *s);
     if ((err = ops_launched())) return err;
     /* part rows are (taps+1)·C wide whether or not the bias row was computed; finish skips it without db */
     size_t n_w = (size_t)taps * s->C, n = n_w + (size_t)s->C;
