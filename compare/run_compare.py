@@ -69,6 +69,27 @@ CONFIGS = {
     },
 }
 
+
+def _cuda_config(model, size, batch, precision, ours_precision):
+    """An issue-26 GPU configuration: bench --backend cuda against compare/torch_cuda.py, both NHWC."""
+    return {
+        "what": "EfficientNet-%s, %dx%d, batch %d, %s, synthetic data, 5 warm-up + 20 timed steps, one GPU "
+                "(PyTorch channels-last%s)" % (model.upper(), size, size, batch, precision,
+                                               ", TF32 off" if precision == "fp32" else " autocast"),
+        "kind": "effnet-cuda", "model": model, "size": size, "batch": batch, "warmup": 5, "steps": 20,
+        "precision": precision, "backend": "cuda", "target": 1.0,
+        "bench_args": ["--workload", "effnet-" + model, "--plan", "throughput", "--warmup", "5", "--data",
+                       "synthetic", "--resolution", str(size), "--classes", "1000", "--optimizer", "sgd",
+                       "--momentum", "0.9"] + (["--precision", ours_precision] if ours_precision else []),
+    }
+
+
+# Issue 26 item 4. The bf16 rows pass bench the ipu's --precision name (bf16m: bf16 storage, fp32 master
+# weights); the cuda executor is to accept the same value.
+CONFIGS["cuda-b0-fp32"] = _cuda_config("b0", 224, 256, "fp32", None)
+CONFIGS["cuda-b0-bf16"] = _cuda_config("b0", 224, 256, "bf16", "bf16m")
+CONFIGS["cuda-b4-bf16"] = _cuda_config("b4", 380, 64, "bf16", "bf16m")
+
 # glibc tunables (read by malloc at start-up) that keep freed memory in the heap: no munmap/trim, so a
 # tensor freed in one step is reused in the next instead of being faulted in again.
 TORCH_MALLOC_ENV = {
@@ -142,6 +163,10 @@ def build_sides(a, cfg, out_dir):
         if cfg["kind"] == "mlp":
             argv = [a.python, os.path.join(HERE, "torch_mlp.py"), "--batch", str(cfg["batch"]),
                     "--steps", str(steps), "--threads", str(a.threads), "--seed", str(seed)]
+        elif cfg["kind"] == "effnet-cuda":
+            argv = [a.python, os.path.join(HERE, "torch_cuda.py"), "--model", cfg["model"], "--size",
+                    str(cfg["size"]), "--batch", str(cfg["batch"]), "--warmup", str(cfg["warmup"]), "--steps",
+                    str(steps), "--seed", str(seed), "--precision", cfg["precision"], "--channels-last"]
         else:
             argv = [a.python, os.path.join(HERE, "torch_effnet.py"), "--size", str(cfg["size"]),
                     "--batch", str(cfg["batch"]), "--warmup", str(cfg["warmup"]), "--steps", str(steps),
@@ -150,7 +175,7 @@ def build_sides(a, cfg, out_dir):
                 argv.append("--channels-last")
         return argv + shlex.split(a.torch_extra), None
 
-    backend = a.ours_backend or ("cpu" if a.threads == 1 else "threads")
+    backend = a.ours_backend or cfg.get("backend") or ("cpu" if a.threads == 1 else "threads")
     workload = shlex.split(a.ours_args) if a.ours_args is not None else cfg["bench_args"]
 
     def ours_argv(seed, rnd):

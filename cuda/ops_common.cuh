@@ -1,0 +1,129 @@
+/* ops_common.cuh — device helpers shared by the EfficientNet kernels (ops_*.cu); C++ (nvcc) only.
+ *
+ * Deterministic reductions: every sum over rows is cut into a fixed number of chunks that depends on
+ * the row count alone (ops_chunks), each chunk reduced by one block in a fixed order, and the chunk
+ * partials added in chunk order by a second kernel. No atomics, so a run gives the same bits every time
+ * (the CPU kernels promise the same for any thread count; the GPU's bits differ from the CPU's).
+ */
+#ifndef TB_CUDA_OPS_COMMON_CUH
+#define TB_CUDA_OPS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OPS_THREADS 256 /* threads per block of the elementwise kernels */
+#define OPS_ROWS_PER_CHUNK 512
+#define OPS_MAX_CHUNKS 512
+
+/* Returns the row chunks of a deterministic reduction over M rows: enough blocks to fill the H200's
+ * 132 SMs several times over on EfficientNet's 100k–3M-row layers, at most OPS_MAX_CHUNKS. */
+static inline int ops_chunks(size_t M)
+{
+    size_t k = (M + OPS_ROWS_PER_CHUNK - 1) / OPS_ROWS_PER_CHUNK;
+    return k < 1 ? 1 : k > OPS_MAX_CHUNKS ? OPS_MAX_CHUNKS : (int)k;
+}
+
+/* Rows [*r0, *r1) of chunk k of K over M rows (balanced, contiguous). */
+static __host__ __device__ inline void ops_chunk_range(size_t M, int K, int k, size_t *r0, size_t *r1)
+{
+    size_t q = M / (size_t)K, r = M % (size_t)K, i = (size_t)k;
+    *r0 = i * q + (i < r ? i : r);
+    *r1 = *r0 + q + (i < r ? 1 : 0);
+}
+
+/* Grid size for n elements at OPS_THREADS per block, capped (kernels loop grid-stride beyond). */
+static inline unsigned ops_grid(size_t n)
+{
+    size_t b = (n + OPS_THREADS - 1) / OPS_THREADS;
+    return b < 1 ? 1u : b > 65535u * 8u ? 65535u * 8u : (unsigned)b;
+}
+
+/* Blocks along x of a (samples, D) elementwise launch, grid (x, N): enough for ~4096 blocks in all (the
+ * kernels loop grid-stride within a sample), at least 1. */
+static inline unsigned ops_grid_rows(size_t D, int N)
+{
+    size_t cap = 4096 / (size_t)(N > 0 ? N : 1), b = (D + OPS_THREADS - 1) / OPS_THREADS;
+    cap = cap < 1 ? 1 : cap;
+    return b < 1 ? 1u : b > cap ? (unsigned)cap : (unsigned)b;
+}
+
+/* How far the channel index moves per grid-stride step of gx blocks of OPS_THREADS over rows of C
+ * channels: the kernels then track c with an add and a compare instead of a division per element. */
+static inline int ops_step_c(unsigned gx, int C) { return (int)(((size_t)gx * OPS_THREADS) % (size_t)C); }
+
+/* The launch's status: 0, or the CUDA error code the launch left (cleared, so it is reported once). */
+static inline int ops_launched(void) { return (int)cudaGetLastError(); }
+
+/* σ(x) with the accurate expf (not __expf), so the fp32 results stay within 1e-4 of the CPU's act_expf. */
+static __device__ __forceinline__ float ops_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static __device__ __forceinline__ float ops_silu(float x) { return x * ops_sigmoid(x); }
+/* d silu/dx = σ(x)·(1 + x·(1 - σ(x))), the CPU's act_silu_gradf. */
+static __device__ __forceinline__ float ops_silu_grad(float x)
+{
+    float s = ops_sigmoid(x);
+    return s * (1.0f + x * (1.0f - s));
+}
+
+/* Sums v over a block of (32, blockDim.y) threads along y into thread (x, 0); sh holds 32·blockDim.y. */
+template <typename T> static __device__ __forceinline__ T ops_sum_y(T v, T *sh)
+{
+    sh[threadIdx.y * 32 + threadIdx.x] = v;
+    __syncthreads();
+    T s = 0;
+    if (threadIdx.y == 0)
+        for (unsigned y = 0; y < blockDim.y; y++) s += sh[y * 32 + threadIdx.x]; /* fixed order */
+    __syncthreads();
+    return s;
+}
+
+/* The taps of a convolution (stride S, pad) that reach input row i: k = k0, k0 + S, ... with output rows
+ * o = o0, o0 - 1, ... (o = (i + pad - k)/S exactly): loops stop at k >= K or o < 0 and skip o >= O, with
+ * no division per tap. */
+static __device__ __forceinline__ void ops_first_tap(int i, int pad, int S, int *k0, int *o0)
+{
+    *k0 = (i + pad) % S;
+    *o0 = (i + pad) / S;
+}
+
+/* An output pixel p = (n·OH + oy)·OW + ox of a walk over pixels, advanced without divisions. */
+struct ops_pix {
+    int ox, oy, n;
+};
+static __device__ __forceinline__ ops_pix ops_pix_at(size_t p, int OW, int OH)
+{
+    ops_pix q = {(int)(p % (size_t)OW), (int)(p / (size_t)OW % (size_t)OH), (int)(p / ((size_t)OW * OH))};
+    return q;
+}
+static __device__ __forceinline__ void ops_pix_add(ops_pix *q, int d, int OW, int OH)
+{
+    for (q->ox += d; q->ox >= OW; q->ox -= OW)
+        if (++q->oy == OH) {
+            q->oy = 0;
+            q->n++;
+        }
+}
+
+/* util/rng.h's counter-based hash, for host and device: the same bits as rng_key / rng_hash_keyed /
+ * rng_uniform_keyed, so dropout masks on the GPU equal the CPU's. */
+static __host__ __device__ __forceinline__ uint64_t ops_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static __host__ __device__ __forceinline__ uint64_t ops_rng_key(uint64_t seed, uint64_t stream)
+{
+    return ops_mix64(ops_mix64(seed + 0x9e3779b97f4a7c15ULL) ^ (stream + 0x632be59bd9b4e019ULL));
+}
+static __host__ __device__ __forceinline__ uint64_t ops_rng_hash_keyed(uint64_t key, uint64_t counter)
+{
+    return ops_mix64(key ^ (counter * 0xd1b54a32d192ed03ULL + 0x8cb92ba72f3d8dd7ULL));
+}
+static __host__ __device__ __forceinline__ float ops_rng_uniform_keyed(uint64_t key, uint64_t counter)
+{
+    return (float)(ops_rng_hash_keyed(key, counter) >> 40) * (1.0f / 16777216.0f);
+}
+
+#endif

@@ -1,0 +1,245 @@
+/* ops_conv.cu — dense (groups == 1) convolutions on cuBLAS: 1×1 convs as one GEMM, and k×k convs (the
+ * 3×3 stride-2 stem) as im2col + GEMM; the GPU twins of core/op_conv.c's GEMM1X1 and IM2COL algorithms.
+ * The GEMMs go through cuda_util's tb_cublas_sgemm (cuBLAS loaded with dlopen, TF32 off).
+ *
+ * NHWC makes a 1×1 stride-1 conv a plain row-major GEMM (N·H·W, C)·(C, OC); cuBLAS is column-major, so
+ * each call computes the transposed product, reading the same memory with the roles of the operands
+ * swapped. The bias goes in first (a broadcast into out, then the GEMM with beta = 1): an extra write and
+ * read of out that cuBLASLt's bias epilogue would save, once cuda_util wraps it (EfficientNet's convs have
+ * no bias: BatchNorm follows them; the SE block's two 1×1 convs do, on (N, C) only).
+ * The stem has C = 3, so its im2col columns (N·OH·OW, 27) are about the size of its 32-channel output;
+ * an implicit-GEMM kernel would save writing and reading them, but the stem is a small part of a step.
+ * The bias gradient (column sums of dout) is chunked in a fixed order like every reduction here
+ * (ops_common.cuh).
+ */
+#include "ops_common.cuh"
+#include "ops_effnet.h"
+
+#include <limits.h>
+
+#define COL_ROWS 8 /* blockDim.y of the column sums */
+
+/* out (M,OC) row-major = b broadcast over the rows; the column tracked by step_c (ops_step_c). */
+__global__ void k_bias_rows(float *out, const float *b, size_t total, int OC, int step_c)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(i % (size_t)OC);
+    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        out[i] = b[c];
+        c += step_c;
+        if (c >= OC) c -= OC;
+    }
+}
+
+/* part (K, OC) = Σ of each row chunk of x (M, OC). Grid (⌈OC/32⌉, K), block (32, COL_ROWS). */
+__global__ void k_colsum_chunks(double *part, const float *x, size_t M, int OC)
+{
+    __shared__ double sh[32 * COL_ROWS];
+    int c = blockIdx.x * 32 + threadIdx.x, K = gridDim.y, k = blockIdx.y;
+    size_t r0, r1;
+    ops_chunk_range(M, K, k, &r0, &r1);
+    double s = 0.0;
+    if (c < OC)
+        for (size_t r = r0 + threadIdx.y; r < r1; r += COL_ROWS) s += (double)x[r * OC + c];
+    s = ops_sum_y(s, sh);
+    if (threadIdx.y == 0 && c < OC) part[(size_t)k * OC + c] = s;
+}
+
+/* db (OC) += Σ_k part[k], chunks in order. */
+__global__ void k_colsum_finish(float *db, const double *part, int K, int OC)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    double s = 0.0;
+    for (int k = 0; k < K; k++) s += part[(size_t)k * OC + c];
+    db[c] += (float)s;
+}
+
+/* cols (P, KH·KW·C) = the input patch of each output pixel in (ky, kx, c) order, the HWIO weight's row
+ * order, zeros outside the image. */
+__global__ void k_im2col(float *cols, const float *inp, conv_shape s)
+{
+    const int C = s.C, KK = s.KH * s.KW;
+    const size_t total = (size_t)s.N * s.OH * s.OW * KK * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % C), tap = (int)(i / C % KK);
+        size_t p = i / ((size_t)C * KK);
+        int ox = (int)(p % s.OW), oy = (int)(p / s.OW % s.OH), n = (int)(p / ((size_t)s.OW * s.OH));
+        int iy = oy * s.stride - s.pad + tap / s.KW, ix = ox * s.stride - s.pad + tap % s.KW;
+        cols[i] = iy >= 0 && iy < s.H && ix >= 0 && ix < s.W ? inp[(((size_t)n * s.H + iy) * s.W + ix) * C + c]
+                                                              : 0.0f;
+    }
+}
+
+/* dinp (n,iy,ix,c) (+)= Σ over the taps reaching it of dcols: a gather, so no atomics. */
+__global__ void k_col2im(float *dinp, const float *dcols, conv_shape s, int acc)
+{
+    const int C = s.C, KK = s.KH * s.KW;
+    const size_t total = (size_t)s.N * s.H * s.W * C;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(i % C);
+        size_t r = i / C;
+        int ix = (int)(r % s.W);
+        r /= s.W;
+        int iy = (int)(r % s.H), n = (int)(r / s.H);
+        float v = 0.0f;
+        int ky0, oy0, kx0, ox0;
+        ops_first_tap(iy, s.pad, s.stride, &ky0, &oy0);
+        ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
+        for (int ky = ky0, oy = oy0; ky < s.KH && oy >= 0; ky += s.stride, oy--) {
+            if (oy >= s.OH) continue;
+            for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
+                if (ox >= s.OW) continue;
+                size_t p = ((size_t)n * s.OH + oy) * s.OW + ox;
+                v += dcols[(p * KK + ky * s.KW + kx) * C + c];
+            }
+        }
+        dinp[i] = acc ? dinp[i] + v : v;
+    }
+}
+
+/* The row-major products below, each one column-major tb_cublas_sgemm of the transposed problem. */
+/* out (M,OC) = in (M,K)·w (K,OC) + beta·out. */
+static int gemm_fwd(tb_cublas *h, float *out, const float *in, const float *w, int M, int K, int OC, float beta)
+{
+    return tb_cublas_sgemm(h, 0, 0, OC, M, K, 1.0f, w, OC, in, K, beta, out, OC);
+}
+
+/* din (M,K) = dout (M,OC)·wᵀ + beta·din. */
+static int gemm_bwd_data(tb_cublas *h, float *din, const float *dout, const float *w, int M, int K, int OC,
+                         float beta)
+{
+    return tb_cublas_sgemm(h, 1, 0, K, M, OC, 1.0f, w, OC, dout, OC, beta, din, K);
+}
+
+/* dw (K,OC) += in (M,K)ᵀ·dout (M,OC). */
+static int gemm_bwd_w(tb_cublas *h, float *dw, const float *in, const float *dout, int M, int K, int OC)
+{
+    return tb_cublas_sgemm(h, 0, 1, OC, K, M, 1.0f, dout, OC, in, K, 1.0f, dw, OC);
+}
+
+/* db (OC) += column sums of dout (M, OC) through part (ops_chunks(M)·OC doubles). */
+static int bias_grad(float *db, const float *dout, size_t M, int OC, double *part, cudaStream_t st)
+{
+    int K = ops_chunks(M), err;
+    k_colsum_chunks<<<dim3((unsigned)(OC + 31) / 32, (unsigned)K), dim3(32, COL_ROWS), 0, st>>>(part, dout, M, OC);
+    if ((err = ops_launched())) return err;
+    k_colsum_finish<<<(unsigned)(OC + 127) / 128, 128, 0, st>>>(db, part, K, OC);
+    return ops_launched();
+}
+
+/* Rows of the GEMM (N·OH·OW) if they and the other sizes fit cuBLAS's int, else -1. */
+static int gemm_rows(const conv_shape *s, size_t k)
+{
+    size_t P = (size_t)s->N * s->OH * s->OW;
+    return s->N < 0 || s->groups != 1 || P > INT_MAX || k > INT_MAX || s->OC <= 0 ? -1 : (int)P;
+}
+
+static int is_1x1(const conv_shape *s)
+{
+    return s->KH == 1 && s->KW == 1 && s->stride == 1 && s->pad == 0 && s->OH == s->H && s->OW == s->W;
+}
+
+/* Forward of a conv whose GEMM input is in (M, Kd): bias first, then the GEMM on the handle's stream. */
+static int fwd_common(tb_cublas *h, float *out, const float *in, const float *w, const float *b, int M, int Kd,
+                      int OC, cudaStream_t st)
+{
+    size_t total = (size_t)M * OC;
+    if (b) {
+        unsigned gx = ops_grid_rows(total, 1);
+        k_bias_rows<<<gx, OPS_THREADS, 0, st>>>(out, b, total, OC, ops_step_c(gx, OC));
+        int err = ops_launched();
+        if (err) return err;
+    }
+    return gemm_fwd(h, out, in, w, M, Kd, OC, b ? 1.0f : 0.0f);
+}
+
+extern "C" {
+
+int tb_cuda_conv1x1_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
+                            const struct conv_shape *s, void *stream)
+{
+    int M = gemm_rows(s, (size_t)s->C);
+    if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
+    return M ? fwd_common(cublas, out, inp, w, b, M, s->C, s->OC, (cudaStream_t)stream) : 0;
+}
+
+int tb_cuda_conv1x1_backward_data(tb_cublas *cublas, float *dinp, const float *dout, const float *w,
+                                  const struct conv_shape *s, int acc)
+{
+    int M = gemm_rows(s, (size_t)s->C);
+    if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
+    return M ? gemm_bwd_data(cublas, dinp, dout, w, M, s->C, s->OC, acc ? 1.0f : 0.0f) : 0;
+}
+
+size_t tb_cuda_conv1x1_scratch_bytes(const struct conv_shape *s)
+{
+    return (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * (size_t)s->OC * sizeof(double);
+}
+
+int tb_cuda_conv1x1_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,
+                                    const struct conv_shape *s, void *scratch, void *stream)
+{
+    int M = gemm_rows(s, (size_t)s->C), err;
+    if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
+    if (!M) return 0;
+    if ((err = gemm_bwd_w(cublas, dw, inp, dout, M, s->C, s->OC))) return err;
+    return db ? bias_grad(db, dout, (size_t)M, s->OC, (double *)scratch, (cudaStream_t)stream) : 0;
+}
+
+size_t tb_cuda_conv_im2col_scratch_bytes(const struct conv_shape *s)
+{
+    size_t P = (size_t)s->N * s->OH * s->OW, cols = P * s->KH * s->KW * (size_t)s->C * sizeof(float);
+    return ((cols + 255) & ~(size_t)255) + (size_t)ops_chunks(P) * (size_t)s->OC * sizeof(double);
+}
+
+/* The bias-sum part buffer after the columns in the im2col scratch. */
+static double *im2col_part(void *scratch, const conv_shape *s)
+{
+    size_t P = (size_t)s->N * s->OH * s->OW, cols = P * s->KH * s->KW * (size_t)s->C * sizeof(float);
+    return (double *)((char *)scratch + ((cols + 255) & ~(size_t)255));
+}
+
+int tb_cuda_conv_im2col_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
+                                const struct conv_shape *s, void *scratch, void *stream)
+{
+    size_t Kd = (size_t)s->KH * s->KW * s->C;
+    int M = gemm_rows(s, Kd), err;
+    if (M < 0) return (int)cudaErrorInvalidValue;
+    if (!M) return 0;
+    float *cols = (float *)scratch;
+    k_im2col<<<ops_grid((size_t)M * Kd), OPS_THREADS, 0, (cudaStream_t)stream>>>(cols, inp, *s);
+    if ((err = ops_launched())) return err;
+    return fwd_common(cublas, out, cols, w, b, M, (int)Kd, s->OC, (cudaStream_t)stream);
+}
+
+int tb_cuda_conv_im2col_backward_data(tb_cublas *cublas, float *dinp, const float *dout, const float *w,
+                                      const struct conv_shape *s, int acc, void *scratch, void *stream)
+{
+    size_t Kd = (size_t)s->KH * s->KW * s->C;
+    int M = gemm_rows(s, Kd), err;
+    if (M < 0) return (int)cudaErrorInvalidValue;
+    if (!M) return 0;
+    float *dcols = (float *)scratch;
+    if ((err = gemm_bwd_data(cublas, dcols, dout, w, M, (int)Kd, s->OC, 0.0f)))
+        return err;
+    size_t total = (size_t)s->N * s->H * s->W * s->C;
+    k_col2im<<<ops_grid(total), OPS_THREADS, 0, (cudaStream_t)stream>>>(dinp, dcols, *s, acc);
+    return ops_launched();
+}
+
+int tb_cuda_conv_im2col_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,
+                                        const struct conv_shape *s, void *scratch, void *stream)
+{
+    size_t Kd = (size_t)s->KH * s->KW * s->C;
+    int M = gemm_rows(s, Kd), err;
+    if (M < 0) return (int)cudaErrorInvalidValue;
+    if (!M) return 0;
+    float *cols = (float *)scratch;
+    k_im2col<<<ops_grid((size_t)M * Kd), OPS_THREADS, 0, (cudaStream_t)stream>>>(cols, inp, *s);
+    if ((err = ops_launched())) return err;
+    if ((err = gemm_bwd_w(cublas, dw, cols, dout, M, (int)Kd, s->OC))) return err;
+    return db ? bias_grad(db, dout, (size_t)M, s->OC, im2col_part(scratch, s), (cudaStream_t)stream) : 0;
+}
+
+} /* extern "C" */

@@ -1,0 +1,444 @@
+/* ops_dwconv.cu — depthwise and grouped convolutions on NHWC fp32, forward, backward-data and
+ * backward-weights: the GPU twins of core/op_dwconv.c and the grouped path of core/op_conv.c.
+ *
+ * Why our own and not cuDNN: cuDNN's NHWC fp32 depthwise 3×3 ran at 152 GB/s of input+output on the
+ * H200 (8.1 ms at 128×112×112×96), 3.5% of the ~4.3 TB/s the HBM gives a copy; at ~18 FLOPs per float
+ * moved a depthwise conv is bandwidth-bound, so a direct kernel that reads each input about once from
+ * HBM (the K² re-reads hit L1/L2) should run near copy speed.
+ *
+ * Depthwise forward: a thread owns one channel (a warp covers 32 consecutive channels: 128-byte
+ * coalesced rows) and DW_OXT consecutive output columns of one output row; per kernel row it loads the
+ * (DW_OXT-1)·S + K input values it needs into registers once and reuses them across the K taps and the
+ * DW_OXT outputs (K, S compile-time for 3/5 × 1/2, the EfficientNet shapes; a per-output kernel runs
+ * every other shape). Optional fusions, as on the CPU: the input may be the BatchNorm(+SiLU) of the
+ * stored tensor (applied on load, so the normalised tensor is never written), and the epilogue adds the
+ * bias and optionally applies SiLU.
+ * Backward-data gathers (one thread per input element sums the taps that reach it): no atomics.
+ * Backward-weights: chunks of output pixels × (tap, 32 channels) blocks sum in double, and a finish
+ * kernel adds the chunks in order (deterministic, as in ops_common.cuh).
+ * Grouped (G16 = 16-channel groups): direct kernels, one thread per output / input / weight element,
+ * the warp spread over output channels so weight and dout reads coalesce.
+ */
+#include "ops_common.cuh"
+#include "ops_effnet.h"
+
+#define DW_OXT 4   /* output columns per thread in the specialised depthwise forward */
+#define DW_ROWS 8  /* blockDim.y of the weight-gradient sums */
+#define GC_PART_DOUBLES ((size_t)8 << 20) /* cap on the grouped weight-gradient parts: 64 MB */
+
+/* Kernel-side copy of the optional BatchNorm on the input. */
+struct bn_in_dev {
+    const float *save, *gamma, *beta;
+    int silu;
+};
+
+/* The input value the convolution sees at channel c: x, or bn(x). */
+static __device__ __forceinline__ float load_in(const float *p, int c, int C, const bn_in_dev &bn)
+{
+    float x = *p;
+    if (!bn.save) return x;
+    float z = (x - bn.save[c]) * (bn.gamma[c] * bn.save[C + c]) + bn.beta[c];
+    return bn.silu ? ops_silu(z) : z;
+}
+
+static __device__ __forceinline__ float epilogue(float v, const float *b, int c, int act)
+{
+    if (b) v += b[c];
+    return act ? ops_silu(v) : v;
+}
+
+/* Specialised depthwise forward: K×K, stride S; one thread = channel c, DW_OXT columns of row (n, oy). */
+template <int K, int S>
+__global__ void k_dw_fwd(float *out, const float *inp, const float *w, const float *b, bn_in_dev bn, int act,
+                         conv_shape s)
+{
+    const int OWB = (s.OW + DW_OXT - 1) / DW_OXT, C = s.C;
+    const size_t total = (size_t)s.N * s.OH * OWB * C;
+    constexpr int XN = (DW_OXT - 1) * S + K;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(idx % C);
+        size_t r = idx / C;
+        int oxb = (int)(r % OWB);
+        r /= OWB;
+        int oy = (int)(r % s.OH), n = (int)(r / s.OH);
+        int ox0 = oxb * DW_OXT, ix0 = ox0 * S - s.pad;
+        float acc[DW_OXT];
+#pragma unroll
+        for (int t = 0; t < DW_OXT; t++) acc[t] = 0.0f;
+#pragma unroll
+        for (int ky = 0; ky < K; ky++) {
+            int iy = oy * S - s.pad + ky;
+            if (iy < 0 || iy >= s.H) continue;
+            const float *row = inp + (((size_t)n * s.H + iy) * s.W) * C + c;
+            float xin[XN];
+#pragma unroll
+            for (int j = 0; j < XN; j++) {
+                int ix = ix0 + j;
+                xin[j] = ix >= 0 && ix < s.W ? load_in(row + (size_t)ix * C, c, C, bn) : 0.0f;
+            }
+#pragma unroll
+            for (int kx = 0; kx < K; kx++) {
+                float wv = w[(ky * K + kx) * C + c];
+#pragma unroll
+                for (int t = 0; t < DW_OXT; t++) acc[t] += xin[t * S + kx] * wv;
+            }
+        }
+        float *o = out + (((size_t)n * s.OH + oy) * s.OW + ox0) * C + c;
+#pragma unroll
+        for (int t = 0; t < DW_OXT; t++)
+            if (ox0 + t < s.OW) o[(size_t)t * C] = epilogue(acc[t], b, c, act);
+    }
+}
+
+/* Any depthwise shape: one thread per output element. */
+__global__ void k_dw_fwd_any(float *out, const float *inp, const float *w, const float *b, bn_in_dev bn, int act,
+                             conv_shape s)
+{
+    const int C = s.C;
+    const size_t total = (size_t)s.N * s.OH * s.OW * C;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(idx % C);
+        size_t r = idx / C;
+        int ox = (int)(r % s.OW);
+        r /= s.OW;
+        int oy = (int)(r % s.OH), n = (int)(r / s.OH);
+        float acc = 0.0f;
+        for (int ky = 0; ky < s.KH; ky++) {
+            int iy = oy * s.stride - s.pad + ky;
+            if (iy < 0 || iy >= s.H) continue;
+            for (int kx = 0; kx < s.KW; kx++) {
+                int ix = ox * s.stride - s.pad + kx;
+                if (ix < 0 || ix >= s.W) continue;
+                acc += load_in(inp + (((size_t)n * s.H + iy) * s.W + ix) * C + c, c, C, bn) *
+                       w[(ky * s.KW + kx) * C + c];
+            }
+        }
+        out[idx] = epilogue(acc, b, c, act);
+    }
+}
+
+/* dinp (+)= Σ over the taps reaching (n, iy, ix) of dout·w; one thread per input element. */
+__global__ void k_dw_bwd_data(float *dinp, const float *dout, const float *w, conv_shape s, int acc)
+{
+    const int C = s.C;
+    const size_t total = (size_t)s.N * s.H * s.W * C;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(idx % C);
+        size_t r = idx / C;
+        int ix = (int)(r % s.W);
+        r /= s.W;
+        int iy = (int)(r % s.H), n = (int)(r / s.H);
+        float v = 0.0f;
+        int ky0, oy0, kx0, ox0;
+        ops_first_tap(iy, s.pad, s.stride, &ky0, &oy0);
+        ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
+        for (int ky = ky0, oy = oy0; ky < s.KH && oy >= 0; ky += s.stride, oy--) {
+            if (oy >= s.OH) continue;
+            for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
+                if (ox >= s.OW) continue;
+                v += dout[(((size_t)n * s.OH + oy) * s.OW + ox) * C + c] * w[(ky * s.KW + kx) * C + c];
+            }
+        }
+        dinp[idx] = acc ? dinp[idx] + v : v;
+    }
+}
+
+/* part (K, taps+1, C): chunk k's Σ in(tap)·dout per (tap, channel), tap == taps the bias (Σ dout), for
+ * any kernel size. Grid (⌈C/32⌉, taps+1, K), block (32, DW_ROWS). */
+__global__ void k_dw_bwd_params(double *part, const float *inp, const float *dout, bn_in_dev bn, conv_shape s)
+{
+    __shared__ double sh[32 * DW_ROWS];
+    const int C = s.C, taps = s.KH * s.KW, tap = blockIdx.y, K = gridDim.z, k = blockIdx.z;
+    const int c = blockIdx.x * 32 + threadIdx.x, ky = tap / s.KW, kx = tap % s.KW;
+    const size_t P = (size_t)s.N * s.OH * s.OW;
+    size_t p0, p1;
+    ops_chunk_range(P, K, k, &p0, &p1);
+    double acc = 0.0;
+    if (c < C && tap == taps)
+        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS) acc += (double)dout[p * C + c];
+    else if (c < C) {
+        ops_pix q = ops_pix_at(p0 + threadIdx.y, s.OW, s.OH);
+        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS, ops_pix_add(&q, DW_ROWS, s.OW, s.OH)) {
+            int iy = q.oy * s.stride - s.pad + ky, ix = q.ox * s.stride - s.pad + kx;
+            if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
+            acc += (double)dout[p * C + c] *
+                   (double)load_in(inp + (((size_t)q.n * s.H + iy) * s.W + ix) * C + c, c, C, bn);
+        }
+    }
+    acc = ops_sum_y(acc, sh);
+    if (threadIdx.y == 0 && c < C) part[((size_t)k * (taps + 1) + tap) * C + c] = acc;
+}
+
+/* The same sums for K×K (3, 5) with every tap and the bias in registers: dout and the input read once
+ * per block instead of once per tap. Grid (⌈C/32⌉, 1, K chunks), block (32, DW_ROWS). */
+template <int K>
+__global__ void k_dw_bwd_params_t(double *part, const float *inp, const float *dout, bn_in_dev bn, conv_shape s)
+{
+    __shared__ double sh[32 * DW_ROWS];
+    constexpr int T = K * K;
+    const int C = s.C, nk = gridDim.z, k = blockIdx.z, c = blockIdx.x * 32 + threadIdx.x;
+    const size_t P = (size_t)s.N * s.OH * s.OW;
+    size_t p0, p1;
+    ops_chunk_range(P, nk, k, &p0, &p1);
+    double acc[T + 1];
+#pragma unroll
+    for (int t = 0; t <= T; t++) acc[t] = 0.0;
+    if (c < C) {
+        ops_pix q = ops_pix_at(p0 + threadIdx.y, s.OW, s.OH);
+        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS, ops_pix_add(&q, DW_ROWS, s.OW, s.OH)) {
+            const double g = (double)dout[p * C + c];
+            acc[T] += g;
+#pragma unroll
+            for (int ky = 0; ky < K; ky++) {
+                int iy = q.oy * s.stride - s.pad + ky;
+                if (iy < 0 || iy >= s.H) continue;
+                const float *row = inp + ((size_t)q.n * s.H + iy) * s.W * C + c;
+#pragma unroll
+                for (int kx = 0; kx < K; kx++) {
+                    int ix = q.ox * s.stride - s.pad + kx;
+                    if (ix >= 0 && ix < s.W) acc[ky * K + kx] += g * (double)load_in(row + (size_t)ix * C, c, C, bn);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t <= T; t++) {
+        double v = ops_sum_y(acc[t], sh);
+        if (threadIdx.y == 0 && c < C) part[((size_t)k * (T + 1) + t) * C + c] = v;
+    }
+}
+
+/* dst[e] += Σ_k part[k][e] for e < n_w into dw, then n_b more into db (may be NULL): chunks in order. */
+__global__ void k_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b)
+{
+    size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x, n = n_w + n_b;
+    if (e >= n || (e >= n_w && !db)) return;
+    double s = 0.0;
+    for (int k = 0; k < K; k++) s += part[(size_t)k * n + e];
+    if (e < n_w) dw[e] += (float)s;
+    else db[e - n_w] += (float)s;
+}
+
+/* Grouped forward: one thread per output element (oc fastest). */
+__global__ void k_gc_fwd(float *out, const float *inp, const float *w, const float *b, conv_shape s)
+{
+    const int OC = s.OC, Cg = s.C / s.groups, OCg = s.OC / s.groups;
+    const size_t total = (size_t)s.N * s.OH * s.OW * OC;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int oc = (int)(idx % OC);
+        size_t r = idx / OC;
+        int ox = (int)(r % s.OW);
+        r /= s.OW;
+        int oy = (int)(r % s.OH), n = (int)(r / s.OH), c0 = oc / OCg * Cg;
+        float acc = 0.0f;
+        for (int ky = 0; ky < s.KH; ky++) {
+            int iy = oy * s.stride - s.pad + ky;
+            if (iy < 0 || iy >= s.H) continue;
+            for (int kx = 0; kx < s.KW; kx++) {
+                int ix = ox * s.stride - s.pad + kx;
+                if (ix < 0 || ix >= s.W) continue;
+                const float *x = inp + (((size_t)n * s.H + iy) * s.W + ix) * s.C + c0;
+                const float *wt = w + (size_t)(ky * s.KW + kx) * Cg * OC + oc;
+                for (int ci = 0; ci < Cg; ci++) acc += x[ci] * wt[(size_t)ci * OC];
+            }
+        }
+        out[idx] = b ? acc + b[oc] : acc;
+    }
+}
+
+/* Grouped backward-data: one thread per input element, gathering its group's output channels. */
+__global__ void k_gc_bwd_data(float *dinp, const float *dout, const float *w, conv_shape s, int acc)
+{
+    const int C = s.C, OC = s.OC, Cg = s.C / s.groups, OCg = s.OC / s.groups;
+    const size_t total = (size_t)s.N * s.H * s.W * C;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(idx % C);
+        size_t r = idx / C;
+        int ix = (int)(r % s.W);
+        r /= s.W;
+        int iy = (int)(r % s.H), n = (int)(r / s.H), ci = c % Cg, o0 = c / Cg * OCg;
+        float v = 0.0f;
+        int ky0, oy0, kx0, ox0;
+        ops_first_tap(iy, s.pad, s.stride, &ky0, &oy0);
+        ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
+        for (int ky = ky0, oy = oy0; ky < s.KH && oy >= 0; ky += s.stride, oy--) {
+            if (oy >= s.OH) continue;
+            for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
+                if (ox >= s.OW) continue;
+                const float *g = dout + (((size_t)n * s.OH + oy) * s.OW + ox) * OC + o0;
+                const float *wt = w + ((size_t)(ky * s.KW + kx) * Cg + ci) * OC + o0;
+                for (int o = 0; o < OCg; o++) v += g[o] * wt[o];
+            }
+        }
+        dinp[idx] = acc ? dinp[idx] + v : v;
+    }
+}
+
+/* Grouped weight gradient: part (K, KH·KW·Cg·OC + OC), one thread per weight (or bias) element summing
+ * its chunk of output pixels in double. Grid (⌈elements/256⌉, K). */
+__global__ void k_gc_bwd_params(double *part, const float *inp, const float *dout, conv_shape s, size_t n_w)
+{
+    const int OC = s.OC, Cg = s.C / s.groups, OCg = s.OC / s.groups, K = gridDim.y, k = blockIdx.y;
+    size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x, n = n_w + (size_t)OC;
+    if (e >= n) return;
+    const size_t P = (size_t)s.N * s.OH * s.OW;
+    size_t p0, p1;
+    ops_chunk_range(P, K, k, &p0, &p1);
+    double acc = 0.0;
+    if (e >= n_w) {
+        for (size_t p = p0; p < p1; p++) acc += (double)dout[p * OC + (e - n_w)];
+    } else {
+        int oc = (int)(e % OC), ci = (int)(e / OC % Cg), tap = (int)(e / ((size_t)OC * Cg));
+        int ky = tap / s.KW, kx = tap % s.KW, c = oc / OCg * Cg + ci;
+        ops_pix q = ops_pix_at(p0, s.OW, s.OH);
+        for (size_t p = p0; p < p1; p++, ops_pix_add(&q, 1, s.OW, s.OH)) {
+            int iy = q.oy * s.stride - s.pad + ky, ix = q.ox * s.stride - s.pad + kx;
+            if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
+            acc += (double)dout[p * OC + oc] * (double)inp[(((size_t)q.n * s.H + iy) * s.W + ix) * s.C + c];
+        }
+    }
+    part[(size_t)k * n + e] = acc;
+}
+
+/* Row chunks of the grouped weight gradient: ops_chunks, fewer when the parts would pass the cap. */
+static int gc_chunks(const conv_shape *s)
+{
+    size_t P = (size_t)s->N * s->OH * s->OW;
+    size_t per = (size_t)s->KH * s->KW * (s->C / s->groups) * s->OC + (size_t)s->OC;
+    size_t cap = GC_PART_DOUBLES / per;
+    int K = ops_chunks(P);
+    return (size_t)K > cap ? (cap < 1 ? 1 : (int)cap) : K;
+}
+
+static bn_in_dev bn_dev(const struct tb_cuda_bn_in *bn)
+{
+    bn_in_dev d = {NULL, NULL, NULL, 0};
+    if (bn) d = {bn->save, bn->gamma, bn->beta, bn->silu};
+    return d;
+}
+
+static int dw_valid(const conv_shape *s)
+{
+    return s->N >= 0 && s->C > 0 && s->OC == s->C && s->groups == s->C && s->KH > 0 && s->KW > 0 && s->stride > 0;
+}
+
+static int gc_valid(const conv_shape *s)
+{
+    return s->N >= 0 && s->groups > 0 && s->C % s->groups == 0 && s->OC % s->groups == 0 && s->KH > 0 &&
+           s->KW > 0 && s->stride > 0;
+}
+
+#define STREAM(s) ((cudaStream_t)(s))
+
+extern "C" {
+
+int tb_cuda_dwconv_forward(float *out, const float *inp, const float *w, const float *b,
+                           const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
+{
+    if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t total = (size_t)s->N * s->OH * s->OW * s->C;
+    if (total == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    bn_in_dev d = bn_dev(bn);
+    size_t tiles = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT) * s->C;
+    int K = s->KH, S = s->stride;
+    if (s->KW != K || (K != 3 && K != 5) || (S != 1 && S != 2))
+        k_dw_fwd_any<<<ops_grid(total), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    else if (K == 3 && S == 1)
+        k_dw_fwd<3, 1><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    else if (K == 3)
+        k_dw_fwd<3, 2><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    else if (S == 1)
+        k_dw_fwd<5, 1><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    else
+        k_dw_fwd<5, 2><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    return ops_launched();
+}
+
+int tb_cuda_dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
+                                 void *stream)
+{
+    if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t total = (size_t)s->N * s->H * s->W * s->C;
+    if (total == 0) return 0;
+    k_dw_bwd_data<<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
+    return ops_launched();
+}
+
+size_t tb_cuda_dwconv_scratch_bytes(const struct conv_shape *s)
+{
+    size_t P = (size_t)s->N * s->OH * s->OW;
+    if (s->groups == s->C && s->OC == s->C)
+        return (size_t)ops_chunks(P) * ((size_t)s->KH * s->KW + 1) * (size_t)s->C * sizeof(double);
+    size_t per = (size_t)s->KH * s->KW * (s->C / s->groups) * s->OC + (size_t)s->OC;
+    return (size_t)gc_chunks(s) * per * sizeof(double);
+}
+
+int tb_cuda_dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout,
+                                   const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
+                                   void *stream)
+{
+    if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t P = (size_t)s->N * s->OH * s->OW;
+    if (P == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    int K = ops_chunks(P), taps = s->KH * s->KW, err;
+    double *part = (double *)scratch;
+    const dim3 block(32, DW_ROWS);
+    if (s->KH == 3 && s->KW == 3)
+        k_dw_bwd_params_t<3><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
+                                                                                                  bn_dev(bn), *s);
+    else if (s->KH == 5 && s->KW == 5)
+        k_dw_bwd_params_t<5><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
+                                                                                                  bn_dev(bn), *s);
+    else
+        k_dw_bwd_params<<<dim3((unsigned)(s->C + 31) / 32, (unsigned)(taps + (db ? 1 : 0)), (unsigned)K), block, 0,
+                          st>>>(part, inp, dout, bn_dev(bn), *s);
+    if ((err = ops_launched())) return err;
+    /* part rows are (taps+1)·C wide whether or not the bias row was computed; finish skips it without db */
+    size_t n_w = (size_t)taps * s->C, n = n_w + (size_t)s->C;
+    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->C);
+    return ops_launched();
+}
+
+int tb_cuda_gconv_forward(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
+                          void *stream)
+{
+    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t total = (size_t)s->N * s->OH * s->OW * s->OC;
+    if (total == 0) return 0;
+    k_gc_fwd<<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(out, inp, w, b, *s);
+    return ops_launched();
+}
+
+int tb_cuda_gconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
+                                void *stream)
+{
+    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t total = (size_t)s->N * s->H * s->W * s->C;
+    if (total == 0) return 0;
+    k_gc_bwd_data<<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
+    return ops_launched();
+}
+
+int tb_cuda_gconv_backward_params(float *dw, float *db, const float *inp, const float *dout,
+                                  const struct conv_shape *s, void *scratch, void *stream)
+{
+    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
+    if ((size_t)s->N * s->OH * s->OW == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    int K = gc_chunks(s), err;
+    size_t n_w = (size_t)s->KH * s->KW * (s->C / s->groups) * s->OC, n = n_w + (size_t)s->OC;
+    double *part = (double *)scratch;
+    k_gc_bwd_params<<<dim3((unsigned)((n + 255) / 256), (unsigned)K), 256, 0, st>>>(part, inp, dout, *s, n_w);
+    if ((err = ops_launched())) return err;
+    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->OC);
+    return ops_launched();
+}
+
+} /* extern "C" */

@@ -1,0 +1,406 @@
+/* ops_norm.cu — BatchNorm (train with running stats, eval) and GroupNorm, each optionally fused with
+ * SiLU, forward and backward: the GPU twins of core/op_norm.c.
+ *
+ * The maths is the CPU's: statistics Σx, Σx² in double, var = Σx²/M - μ² clamped at 0, rstd =
+ * 1/sqrt(var + ε) rounded to float, z = (x - μ)·(γ·rstd) + β, running stats momentum·run + (1-momentum)·batch
+ * with the unbiased variance (PyTorch's convention; the CPU's default momentum 0.99 is Keras').
+ * BatchNorm: three kernels per pass — chunk sums (block of 32 channels × 8 rows per row chunk, so a warp
+ * reads 128 contiguous bytes of a row), a per-channel finalize that adds the chunks in order, and an
+ * elementwise apply. The backward recomputes dz = dout·silu'(z) in its apply pass instead of writing it
+ * over dout as the CPU does: two reads (x, dout) instead of a write and a read of dz, and the SiLU costs
+ * nothing next to the bandwidth. GroupNorm: one block per (sample, group) for its statistics and
+ * backward sums, elementwise apply, and chunked per-channel sums for dγ, dβ.
+ */
+#include "ops_common.cuh"
+#include "ops_effnet.h"
+
+#define NORM_ROWS 8   /* blockDim.y of the chunk sums */
+#define GN_THREADS 256 /* threads of a (sample, group) block */
+
+/* Sums a and b over a 1-D block of GN_THREADS threads (fixed tree order) into thread 0. */
+static __device__ void block_sum2(double *a, double *b)
+{
+    __shared__ double sa[GN_THREADS], sb[GN_THREADS];
+    sa[threadIdx.x] = *a;
+    sb[threadIdx.x] = *b;
+    __syncthreads();
+    for (unsigned h = GN_THREADS / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h) {
+            sa[threadIdx.x] += sa[threadIdx.x + h];
+            sb[threadIdx.x] += sb[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    *a = sa[0];
+    *b = sb[0];
+}
+
+/* z → act(z): 0 none, 1 SiLU. */
+static __device__ __forceinline__ float act_f(float z, int act) { return act ? ops_silu(z) : z; }
+static __device__ __forceinline__ float act_grad(float z, int act) { return act ? ops_silu_grad(z) : 1.0f; }
+
+/* part (K,2,C) = [Σx | Σx²] of each row chunk of inp (M,C). Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
+__global__ void k_bn_stats(double *part, const float *inp, size_t M, int C)
+{
+    __shared__ double sh[32 * NORM_ROWS];
+    int c = blockIdx.x * 32 + threadIdx.x, K = gridDim.y, k = blockIdx.y;
+    size_t r0, r1;
+    ops_chunk_range(M, K, k, &r0, &r1);
+    double s = 0.0, q = 0.0;
+    if (c < C)
+        for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
+            double v = (double)inp[r * C + c];
+            s += v;
+            q += v * v;
+        }
+    s = ops_sum_y(s, sh);
+    q = ops_sum_y(q, sh);
+    if (threadIdx.y == 0 && c < C) {
+        part[(size_t)k * 2 * C + c] = s;
+        part[(size_t)k * 2 * C + C + c] = q;
+    }
+}
+
+/* save and running stats per channel from the chunk sums, added in chunk order (op_norm.c's
+ * bn_finalize_block). */
+__global__ void k_bn_finalize(float *save, float *run_mean, float *run_var, const double *part, int K, size_t M,
+                              int C, float eps, float momentum)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = 0.0, q = 0.0;
+    for (int k = 0; k < K; k++) {
+        s += part[(size_t)k * 2 * C + c];
+        q += part[(size_t)k * 2 * C + C + c];
+    }
+    double inv_m = 1.0 / (double)M, mom = (double)momentum;
+    double unbias = M > 1 ? (double)M / (double)(M - 1) : 1.0;
+    double mu = s * inv_m, var = q * inv_m - mu * mu;
+    if (var < 0.0) var = 0.0;
+    save[c] = (float)mu;
+    save[C + c] = (float)(1.0 / sqrt(var + (double)eps));
+    if (run_mean && run_var) {
+        run_mean[c] = (float)(mom * (double)run_mean[c] + (1.0 - mom) * mu);
+        run_var[c] = (float)(mom * (double)run_var[c] + (1.0 - mom) * var * unbias);
+    }
+}
+
+/* The elementwise passes run grid-stride over the M·C (or one sample's HW·C) elements with the channel c
+ * tracked by step_c (ops_step_c): no division per element. */
+
+/* out = act((x - mean[c])·(γ[c]·rstd[c]) + β[c]); eval computes rstd from run_var (var) per element. */
+template <bool EVAL>
+__global__ void k_bn_apply(float *out, const float *inp, const float *mean, const float *rstd_or_var,
+                           const float *gamma, const float *beta, size_t total, int C, int step_c, float eps, int act)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(i % (size_t)C);
+    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float rstd = EVAL ? (float)(1.0 / sqrt((double)rstd_or_var[c] + (double)eps)) : rstd_or_var[c];
+        float z = (inp[i] - mean[c]) * (gamma[c] * rstd) + beta[c];
+        out[i] = act_f(z, act);
+        c += step_c;
+        if (c >= C) c -= C;
+    }
+}
+
+/* part (K,2,C) = [Σdz | Σdz·(x-μ)] of each row chunk. Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
+__global__ void k_bn_bwd_stats(double *part, const float *dout, const float *inp, const float *save,
+                               const float *gamma, const float *beta, size_t M, int C, int act)
+{
+    __shared__ double sh[32 * NORM_ROWS];
+    int c = blockIdx.x * 32 + threadIdx.x, K = gridDim.y, k = blockIdx.y;
+    size_t r0, r1;
+    ops_chunk_range(M, K, k, &r0, &r1);
+    double s = 0.0, q = 0.0;
+    if (c < C) {
+        float mu = save[c], a = gamma[c] * save[C + c], b = beta[c];
+        for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
+            float xm = inp[r * C + c] - mu;
+            float dz = dout[r * C + c] * act_grad(xm * a + b, act);
+            s += (double)dz;
+            q += (double)dz * (double)xm;
+        }
+    }
+    s = ops_sum_y(s, sh);
+    q = ops_sum_y(q, sh);
+    if (threadIdx.y == 0 && c < C) {
+        part[(size_t)k * 2 * C + c] = s;
+        part[(size_t)k * 2 * C + C + c] = q;
+    }
+}
+
+/* dγ += Σdz·x̂, dβ += Σdz; coef (3,C) = a, c2, k0 of dx = a·dz + c2·(x-μ) + k0 (op_norm.c's
+ * bn_bwd_consts_block). */
+__global__ void k_bn_bwd_finalize(float *coef, float *dgamma, float *dbeta, const double *part, int K,
+                                  const float *save, const float *gamma, size_t M, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double sdz = 0.0, sdzxm = 0.0;
+    for (int k = 0; k < K; k++) {
+        sdz += part[(size_t)k * 2 * C + c];
+        sdzxm += part[(size_t)k * 2 * C + C + c];
+    }
+    double rstd = (double)save[C + c], sdzx = sdzxm * rstd, inv_m = 1.0 / (double)M;
+    double kk = (double)gamma[c] * rstd;
+    if (dgamma) dgamma[c] += (float)sdzx;
+    if (dbeta) dbeta[c] += (float)sdz;
+    coef[c] = gamma[c] * save[C + c];
+    coef[C + c] = (float)(-kk * rstd * sdzx * inv_m);
+    coef[2 * C + c] = (float)(-kk * sdz * inv_m);
+}
+
+__global__ void k_bn_bwd_apply(float *dinp, const float *dout, const float *inp, const float *save,
+                               const float *beta, const float *coef, size_t total, int C, int step_c, int act,
+                               int acc)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(i % (size_t)C);
+    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        float a = coef[c], xm = inp[i] - save[c];
+        float dz = dout[i] * act_grad(xm * a + beta[c], act);
+        float v = a * dz + coef[C + c] * xm + coef[2 * C + c];
+        dinp[i] = acc ? dinp[i] + v : v;
+        c += step_c;
+        if (c >= C) c -= C;
+    }
+}
+
+/* Byte offset of the coefficient block after the part doubles (256-byte aligned). */
+static size_t bn_coef_offset(size_t M, int C)
+{
+    return ((size_t)ops_chunks(M) * 2 * (size_t)C * sizeof(double) + 255) & ~(size_t)255;
+}
+
+/* GroupNorm statistics: save (N,G,2) per (sample, group). Grid (G, N), block GN_THREADS. */
+__global__ void k_gn_stats(float *save, const float *inp, size_t HW, int C, int G, float eps)
+{
+    int g = blockIdx.x, n = blockIdx.y, Cg = C / G;
+    size_t m = HW * (size_t)Cg;
+    const float *x = inp + (size_t)n * HW * C + (size_t)g * Cg;
+    double s = 0.0, q = 0.0;
+    for (size_t i = threadIdx.x; i < m; i += GN_THREADS) {
+        double v = (double)x[(i / Cg) * C + i % Cg];
+        s += v;
+        q += v * v;
+    }
+    block_sum2(&s, &q);
+    if (threadIdx.x == 0) {
+        double mu = s / (double)m, var = q / (double)m - mu * mu;
+        if (var < 0.0) var = 0.0;
+        save[((size_t)n * G + g) * 2] = (float)mu;
+        save[((size_t)n * G + g) * 2 + 1] = (float)(1.0 / sqrt(var + (double)eps));
+    }
+}
+
+/* Grid (x, N): sample n = blockIdx.y, its D = HW·C elements; the group of c is a 32-bit division. */
+__global__ void k_gn_apply(float *out, const float *inp, const float *save, const float *gamma, const float *beta,
+                           size_t D, int C, int G, int step_c, int act)
+{
+    const unsigned Cg = (unsigned)(C / G);
+    const size_t n = blockIdx.y;
+    const float *sv = save + n * G * 2;
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(j % (size_t)C);
+    for (; j < D; j += (size_t)gridDim.x * blockDim.x) {
+        unsigned g = (unsigned)c / Cg;
+        float z = (inp[n * D + j] - sv[2 * g]) * (gamma[c] * sv[2 * g + 1]) + beta[c];
+        out[n * D + j] = act_f(z, act);
+        c += step_c;
+        if (c >= C) c -= C;
+    }
+}
+
+/* gsum (N,G,2) = [Σγ·dz | Σγ·dz·x̂] per (sample, group). Grid (G, N), block GN_THREADS. */
+__global__ void k_gn_bwd_stats(double *gsum, const float *dout, const float *inp, const float *save,
+                               const float *gamma, const float *beta, size_t HW, int C, int G, int act)
+{
+    int g = blockIdx.x, n = blockIdx.y, Cg = C / G;
+    size_t m = HW * (size_t)Cg, sg = ((size_t)n * G + g) * 2;
+    size_t base = (size_t)n * HW * C + (size_t)g * Cg;
+    float mu = save[sg], rstd = save[sg + 1];
+    double s1 = 0.0, s2 = 0.0;
+    for (size_t i = threadIdx.x; i < m; i += GN_THREADS) {
+        int c = g * Cg + (int)(i % Cg);
+        size_t j = base + (i / Cg) * C + i % Cg;
+        float xh = (inp[j] - mu) * rstd;
+        float gdz = gamma[c] * dout[j] * act_grad(xh * gamma[c] + beta[c], act);
+        s1 += (double)gdz;
+        s2 += (double)gdz * (double)xh;
+    }
+    block_sum2(&s1, &s2);
+    if (threadIdx.x == 0) {
+        gsum[sg] = s1;
+        gsum[sg + 1] = s2;
+    }
+}
+
+/* Grid (x, N) as k_gn_apply; inv_m = 1/(HW·C/G). */
+__global__ void k_gn_bwd_apply(float *dinp, const float *dout, const float *inp, const float *save, const float *gamma,
+                               const float *beta, const double *gsum, size_t D, int C, int G, int step_c,
+                               float inv_m, int act, int acc)
+{
+    const unsigned Cg = (unsigned)(C / G);
+    const size_t n = blockIdx.y;
+    size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    int c = (int)(j % (size_t)C);
+    for (; j < D; j += (size_t)gridDim.x * blockDim.x) {
+        size_t sg = (n * G + (unsigned)c / Cg) * 2, i = n * D + j;
+        float rstd = save[sg + 1], xh = (inp[i] - save[sg]) * rstd;
+        float dz = dout[i] * act_grad(xh * gamma[c] + beta[c], act);
+        float v = rstd * (gamma[c] * dz - (float)gsum[sg] * inv_m - xh * (float)gsum[sg + 1] * inv_m);
+        dinp[i] = acc ? dinp[i] + v : v;
+        c += step_c;
+        if (c >= C) c -= C;
+    }
+}
+
+/* part (K,2,C) = [Σdz | Σdz·x̂] per row chunk of the N·HW rows. Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
+__global__ void k_gn_param_stats(double *part, const float *dout, const float *inp, const float *save,
+                                 const float *gamma, const float *beta, size_t HW, int C, int G, size_t M, int act)
+{
+    __shared__ double sh[32 * NORM_ROWS];
+    int c = blockIdx.x * 32 + threadIdx.x, K = gridDim.y, k = blockIdx.y, Cg = C / G;
+    size_t r0, r1;
+    ops_chunk_range(M, K, k, &r0, &r1);
+    double s = 0.0, q = 0.0;
+    if (c < C)
+        for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
+            size_t sg = ((r / HW) * G + (size_t)(c / Cg)) * 2;
+            float xh = (inp[r * C + c] - save[sg]) * save[sg + 1];
+            float dz = dout[r * C + c] * act_grad(xh * gamma[c] + beta[c], act);
+            s += (double)dz;
+            q += (double)dz * (double)xh;
+        }
+    s = ops_sum_y(s, sh);
+    q = ops_sum_y(q, sh);
+    if (threadIdx.y == 0 && c < C) {
+        part[(size_t)k * 2 * C + c] = s;
+        part[(size_t)k * 2 * C + C + c] = q;
+    }
+}
+
+/* dβ += Σ_k part[k][0], dγ += Σ_k part[k][1], chunks in order. */
+__global__ void k_param_finish(float *dgamma, float *dbeta, const double *part, int K, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = 0.0, q = 0.0;
+    for (int k = 0; k < K; k++) {
+        s += part[(size_t)k * 2 * C + c];
+        q += part[(size_t)k * 2 * C + C + c];
+    }
+    if (dbeta) dbeta[c] += (float)s;
+    if (dgamma) dgamma[c] += (float)q;
+}
+
+#define STREAM(s) ((cudaStream_t)(s))
+
+extern "C" {
+
+size_t tb_cuda_bn_scratch_bytes(size_t M, int C) { return bn_coef_offset(M, C) + 3 * (size_t)C * sizeof(float); }
+
+int tb_cuda_bn_forward_train(float *out, float *save, float *run_mean, float *run_var, const float *inp,
+                             const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
+                             int act, void *scratch, void *stream)
+{
+    if (M == 0 || C <= 0) return C < 0 ? (int)cudaErrorInvalidValue : 0;
+    cudaStream_t st = STREAM(stream);
+    double *part = (double *)scratch;
+    int K = ops_chunks(M), err;
+    k_bn_stats<<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(part, inp, M, C);
+    if ((err = ops_launched())) return err;
+    k_bn_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(save, run_mean, run_var, part, K, M, C, eps, momentum);
+    if ((err = ops_launched())) return err;
+    size_t total = M * (size_t)C;
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_apply<false><<<gx, OPS_THREADS, 0, st>>>(out, inp, save, save + C, gamma, beta, total, C, ops_step_c(gx, C),
+                                                  eps, act);
+    return ops_launched();
+}
+
+int tb_cuda_bn_forward_eval(float *out, const float *inp, const float *run_mean, const float *run_var,
+                            const float *gamma, const float *beta, size_t M, int C, float eps, int act, void *stream)
+{
+    size_t total = M * (size_t)C;
+    if (total == 0) return 0;
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_apply<true><<<gx, OPS_THREADS, 0, STREAM(stream)>>>(out, inp, run_mean, run_var, gamma, beta, total, C,
+                                                             ops_step_c(gx, C), eps, act);
+    return ops_launched();
+}
+
+int tb_cuda_bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                        const float *save, const float *gamma, const float *beta, size_t M, int C, int act, int acc,
+                        void *scratch, void *stream)
+{
+    if (M == 0 || C <= 0) return C < 0 ? (int)cudaErrorInvalidValue : 0;
+    cudaStream_t st = STREAM(stream);
+    double *part = (double *)scratch;
+    float *coef = (float *)((char *)scratch + bn_coef_offset(M, C));
+    int K = ops_chunks(M), err;
+    k_bn_bwd_stats<<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
+        part, dout, inp, save, gamma, beta, M, C, act);
+    if ((err = ops_launched())) return err;
+    k_bn_bwd_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(coef, dgamma, dbeta, part, K, save, gamma, M, C);
+    if ((err = ops_launched())) return err;
+    if (!dinp) return 0;
+    size_t total = M * (size_t)C;
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_bwd_apply<<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, total, C, ops_step_c(gx, C), act,
+                                               acc);
+    return ops_launched();
+}
+
+size_t tb_cuda_gn_scratch_bytes(int N, size_t HW, int C)
+{
+    size_t M = (size_t)N * HW;
+    return (size_t)ops_chunks(M) * 2 * (size_t)C * sizeof(double) + (size_t)N * 2 * (size_t)C * sizeof(double);
+}
+
+int tb_cuda_gn_forward(float *out, float *save, const float *inp, const float *gamma, const float *beta, int N,
+                       size_t HW, int C, int G, float eps, int act, void *stream)
+{
+    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
+    if (N == 0 || HW == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    int err;
+    k_gn_stats<<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(save, inp, HW, C, G, eps);
+    if ((err = ops_launched())) return err;
+    size_t D = HW * (size_t)C;
+    unsigned gx = ops_grid_rows(D, N);
+    k_gn_apply<<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(out, inp, save, gamma, beta, D, C, G, ops_step_c(gx, C),
+                                                              act);
+    return ops_launched();
+}
+
+int tb_cuda_gn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
+                        const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
+                        int act, int acc, void *scratch, void *stream)
+{
+    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
+    if (N == 0 || HW == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    size_t M = (size_t)N * HW;
+    int K = ops_chunks(M), err;
+    double *part = (double *)scratch, *gsum = part + (size_t)K * 2 * C; /* gsum needs N·G·2 ≤ N·2·C */
+    if (dgamma || dbeta) {
+        k_gn_param_stats<<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
+            part, dout, inp, save, gamma, beta, HW, C, G, M, act);
+        if ((err = ops_launched())) return err;
+        k_param_finish<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(dgamma, dbeta, part, K, C);
+        if ((err = ops_launched())) return err;
+    }
+    if (!dinp) return 0;
+    k_gn_bwd_stats<<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(gsum, dout, inp, save, gamma, beta, HW, C,
+                                                                         G, act);
+    if ((err = ops_launched())) return err;
+    unsigned gx = ops_grid_rows(HW * (size_t)C, N);
+    k_gn_bwd_apply<<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(dinp, dout, inp, save, gamma, beta, gsum,
+                                                                  HW * (size_t)C, C, G, ops_step_c(gx, C),
+                                                                  (float)(1.0 / ((double)HW * (C / G))), act, acc);
+    return ops_launched();
+}
+
+} /* extern "C" */
