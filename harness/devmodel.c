@@ -6,10 +6,13 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- spec files ---- */
 
@@ -217,17 +220,36 @@ int dev_spec_override(struct dev_spec *d, const char *list)
     return TB_OK;
 }
 
+const char *dev_default_dir(void)
+{
+    static char dir[PATH_MAX];
+    struct stat sb;
+    if (stat(DEV_DEFAULT_DIR, &sb) == 0 && S_ISDIR(sb.st_mode)) return DEV_DEFAULT_DIR;
+    char exe[PATH_MAX];
+    const ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(dir, sizeof dir, "%.*s/../" DEV_DEFAULT_DIR, (int)(sizeof dir - 16), exe);
+            if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return dir;
+        }
+    }
+    return DEV_DEFAULT_DIR;
+}
+
 int dev_spec_load(const char *name_or_path, const char *dir, struct dev_spec *d)
 {
     char path[512];
     const size_t nl = strlen(name_or_path);
     const int is_path = strchr(name_or_path, '/') || (nl > 5 && !strcmp(name_or_path + nl - 5, ".spec"));
     if (is_path) snprintf(path, sizeof path, "%s", name_or_path);
-    else snprintf(path, sizeof path, "%s/%s.spec", dir ? dir : DEV_DEFAULT_DIR, name_or_path);
+    else snprintf(path, sizeof path, "%s/%s.spec", dir ? dir : dev_default_dir(), name_or_path);
     FILE *f = fopen(path, "rb");
     if (!f) {
         char names[400] = "";
-        DIR *dd = opendir(dir ? dir : DEV_DEFAULT_DIR);
+        DIR *dd = opendir(dir ? dir : dev_default_dir());
         if (dd) {
             struct dirent *e;
             while ((e = readdir(dd))) {

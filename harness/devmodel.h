@@ -30,6 +30,10 @@
 #define DEV_MAX_LEVELS 4
 #define DEV_DEFAULT_DIR "devices"
 
+/* Where the shipped specs are: ./devices when it exists, else the one beside the build directory
+ * (<dir of bench>/../devices), so that bench run from elsewhere still finds them; else "devices". */
+const char *dev_default_dir(void);
+
 enum dev_prec { DEV_PREC_FP32, DEV_PREC_FP16, DEV_PREC_COUNT };
 enum dev_class { DEV_CLASS_MATRIX, DEV_CLASS_VECTOR };
 

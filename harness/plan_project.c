@@ -17,11 +17,11 @@
 #include "session.h"
 #include "status.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#define SEED001_FILE DEV_DEFAULT_DIR "/seed001.published"
 
 int project_device_spec(const char *name, const char *device_set, const char *calibration, const struct calibration *cal,
                         int have_cal, struct dev_spec *d)
@@ -34,7 +34,7 @@ int project_device_spec(const char *name, const char *device_set, const char *ca
         dev_spec_from_calibration(cal, d);
         st = TB_OK;
     } else {
-        st = dev_spec_load(name, DEV_DEFAULT_DIR, d);
+        st = dev_spec_load(name, NULL, d);
         if (st == TB_EIO) st = TB_EINVAL; /* a device name that is not there is a usage error (exit 2) */
     }
     if (st == TB_OK && device_set && device_set[0]) st = dev_spec_override(d, device_set);
@@ -61,7 +61,9 @@ static int configure(const struct session *s, const struct dev_spec *d, struct d
                      int *have_pub, int *matches)
 {
     const struct bench_config *c = &s->c;
-    *have_pub = dev_published_load(SEED001_FILE, pub) == TB_OK;
+    char pub_path[PATH_MAX + 32];
+    snprintf(pub_path, sizeof pub_path, "%s/seed001.published", dev_default_dir());
+    *have_pub = dev_published_load(pub_path, pub) == TB_OK;
     tb_error_clear();
     const int same_wl = *have_pub && !strcmp(pub->workload, s->m.name);
     const int S = c->run.ipu.stages > 0 ? c->run.ipu.stages : same_wl ? pub->stages : 2;
