@@ -19,6 +19,7 @@
 #include "executor_cuda_layers.h"
 #include "layout.h"
 #include "ops_dense.h"
+#include "ops_effnet.h"
 #include "optim_cuda.h"
 #include "stage_precision.h"
 #include "status.h"
@@ -87,10 +88,12 @@ static int layer_ok(const struct model *m, const struct layer *l, const char **w
     case OP_INPUT: {
         const struct tensor *src = &m->tensors[l->in], *dst = &m->tensors[l->out];
         const int flat = dst->h == 1 && dst->w == 1 && dst->per_sample == src->per_sample;
-        if (!(flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c)) || src->c > 4)
-            *why = "input resampling";
-        else if (l->a.input.pad > 0 || l->a.input.flip)
-            *why = "input augmentation";
+        /* The flat (MLP) input: the affine kernel; an image: ops_input.cu (resampling, 1 → C channels,
+         * the training crop and flip), as exec.c's input_forward allows. */
+        if (flat ? src->c > 4 : dst->c > 4 || (src->c != dst->c && src->c != 1))
+            *why = "input with these channels";
+        else if (flat && (l->a.input.pad > 0 || l->a.input.flip))
+            *why = "augmentation of a flat input";
         return *why == NULL;
     }
     case OP_DENSE:
@@ -131,15 +134,26 @@ static int layer_forward(struct cuda_ctx *c, const struct cu_acts *in, const str
     float *out = act(c, in, l->out);
     switch (l->op) {
     case OP_INPUT: {
-        const struct tensor *src = &m->tensors[l->in];
-        float scale[4], shift[4];
-        for (int k = 0; k < src->c; k++) {
+        const struct tensor *src = &m->tensors[l->in], *dst = &m->tensors[l->out];
+        const int flat = dst->h == 1 && dst->w == 1 && dst->per_sample == src->per_sample;
+        const int augment = training && (l->a.input.pad > 0 || l->a.input.flip);
+        const int C = flat ? src->c : dst->c;
+        float scale[4] = {0}, shift[4] = {0};
+        for (int k = 0; k < C; k++) {
             scale[k] = l->a.input.scale / l->a.input.std[k]; /* input_affine (exec_priv.h) */
             shift[k] = -l->a.input.shift[k] / l->a.input.std[k];
         }
-        tb_cuda_input_affine(out, c->x, (size_t)n * src->per_sample, src->c, scale, shift, c->s);
-        TB_CU_LAUNCHED("input");
-        return TB_OK;
+        if (flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c && !augment)) {
+            tb_cuda_input_affine(out, c->x, (size_t)n * src->per_sample, src->c, scale, shift, c->s);
+            TB_CU_LAUNCHED("input");
+            return TB_OK;
+        }
+        struct tb_cuda_input a = {.SH = src->h, .SW = src->w, .SC = src->c, .H = dst->h, .W = dst->w, .C = C,
+                                  .augment = augment, .pad = l->a.input.pad, .flip = l->a.input.flip,
+                                  .seed = c->cfg.seed, .step = (uint64_t)step, .g0 = (uint64_t)first_index};
+        memcpy(a.scale, scale, sizeof scale), memcpy(a.shift, shift, sizeof shift);
+        const int e = tb_cuda_input_forward(out, c->x, n, &a, c->s);
+        return e ? tb_cuda_fail((cudaError_t)e, "tb_cuda_input_forward", __FILE__, __LINE__) : TB_OK;
     }
     case OP_DENSE: {
         const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;

@@ -11,10 +11,10 @@
  *   - evaluation: loss, correct count and logits;
  *   - the on-device loop: 50 steps replayed from the captured graph (executor_cuda_run_steps) bitwise
  *     50 plain steps on the device (losses, parameters, Adam state), and within 1e-4 of the cpu's;
- *   - EfficientNet-B0 at 32×32, BatchNorm and G16 with GroupNorm (input augmentation cleared): one training
- *     forward+backward (dropout, drop-connect) against the cpu's (loss 1e-4, gradients 1e-3, running
+ *   - EfficientNet-B0 at 32×32, BatchNorm and G16 with GroupNorm: one training
+ *     forward+backward (crop/flip, dropout, drop-connect) against the cpu's (loss 1e-4, gradients 1e-3, running
  *     statistics 1e-4), one SGD step (parameters 1e-4), evaluation after a step (loss 1e-4, correct count);
- *   - EfficientNet with its input augmentation is refused at create with TB_EUNSUPPORTED naming it.
+ *   - EfficientNet B0 and B0-G16 from grey 28×28 pixels (resampled, 1 → 3 channels) accepted at create.
  */
 #include "test_util.h"
 
@@ -292,9 +292,8 @@ Test(cuda, graph_loop_vs_plain_steps)
     fixture_free(&f);
 }
 
-/* EfficientNet at 32×32 (3 channels, 10 classes) with its initial parameters. The input layer's training
- * augmentation (pad/flip) is cleared: it is not wired on the device (the model is refused with it, see
- * refuses_efficientnet_augmentation_cleanly), and the comparison is of the layers after it. */
+/* EfficientNet at 32×32 (3 channels, 10 classes) with its initial parameters; the input layer keeps its
+ * training crop and flip (keyed like dropout, so both devices draw the same). */
 static void effnet_fixture(struct fixture *f, const char *name, const char *norm, int n)
 {
     memset(f, 0, sizeof *f);
@@ -304,7 +303,6 @@ static void effnet_fixture(struct fixture *f, const char *name, const char *norm
                               .dropout = -1, .drop_connect = -1};
     snprintf(o.norm, sizeof o.norm, "%s", norm);
     cr_assert_eq(w->build(&f->m, &o), TB_OK, "%s", tb_error_get());
-    f->m.layers[0].a.input.pad = 0, f->m.layers[0].a.input.flip = 0;
     cr_assert_eq(dataset_synthetic(n, EFF_RES, EFF_RES, 3, 10, 7, 1, &f->ds), TB_OK, "%s", tb_error_get());
     f->y = malloc((size_t)n * sizeof *f->y);
     cr_assert_not_null(f->y);
@@ -391,21 +389,24 @@ Test(cuda, effnet_b0_evaluate_vs_cpu)
     fixture_free(&f);
 }
 
-/* The input's training augmentation (pad/flip) is not on the device: refused at create, naming it. */
-Test(cuda, refuses_efficientnet_augmentation_cleanly)
+/* Every EfficientNet kind the device takes is accepted at create (B0 BatchNorm, B0-G16 GroupNorm, at
+ * 16×16 from 28×28 grey pixels: the input's resampling and 1 → 3 channels), and freed cleanly. */
+Test(cuda, accepts_efficientnet)
 {
     need_gpu();
-    const struct workload *w = workload_find("effnet-b0");
-    cr_assert_not_null(w);
-    struct model m;
-    struct workload_opts o = {.classes = 10, .in_h = 16, .in_w = 16, .in_c = 3, .resolution = 16, .dropout = -1,
-                              .drop_connect = -1};
-    snprintf(o.norm, sizeof o.norm, "batch");
-    cr_assert_eq(w->build(&m, &o), TB_OK, "%s", tb_error_get());
-    struct executor ex;
-    struct executor_config c = config("cuda", 4, OPTIM_RMSPROP);
-    cr_assert_eq(executor_create(&ex, &m, &c), TB_EUNSUPPORTED);
-    cr_assert(strstr(tb_error_get(), "input augmentation"), "message: %s", tb_error_get());
-    cr_assert_null(ex.i);
-    model_free(&m);
+    const char *names[2] = {"effnet-b0", "effnet-b0-g16"}, *norms[2] = {"batch", "group"};
+    for (int k = 0; k < 2; k++) {
+        const struct workload *w = workload_find(names[k]);
+        cr_assert_not_null(w);
+        struct model m;
+        struct workload_opts o = {.classes = 10, .in_h = 28, .in_w = 28, .in_c = 1, .resolution = 16,
+                                  .dropout = -1, .drop_connect = -1};
+        snprintf(o.norm, sizeof o.norm, "%s", norms[k]);
+        cr_assert_eq(w->build(&m, &o), TB_OK, "%s", tb_error_get());
+        struct executor ex;
+        struct executor_config c = config("cuda", 4, OPTIM_RMSPROP);
+        cr_assert_eq(executor_create(&ex, &m, &c), TB_OK, "%s: %s", names[k], tb_error_get());
+        executor_destroy(&ex);
+        model_free(&m);
+    }
 }
