@@ -2,11 +2,14 @@
  * stream (cuBLAS for the GEMMs, ops_dense.cu and optim_cuda.cu for the rest), and its executor_i.
  *
  * What runs here today: dense chains (mnist-mlp: input, dense with or without ReLU, ReLU, softmax
- * cross-entropy with label smoothing), forward and backward over any layer range, every optimizer of
- * core/optim.c (whole or part k of K), evaluation, and for batch 1 with Adam a step captured once into a
- * CUDA graph (the fused train step, and executor_cuda_run_steps' on-device loop). A model with another
- * layer kind is refused at create with TB_EUNSUPPORTED naming it; so are stage executors. Where no GPU
- * is present, create fails with TB_EUNSUPPORTED and the runtime's reason.
+ * cross-entropy with label smoothing) and EfficientNet (B0–B7, G16; BatchNorm or GroupNorm; the input's
+ * resampling and training crop/flip in ops_input.cu; every other EfficientNet layer kind in
+ * executor_cuda_layers.c, one ops_effnet.h launcher per layer, unfused), fp32, forward and backward over
+ * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
+ * with Adam a dense chain's step captured once into a CUDA graph (the fused train step, and
+ * executor_cuda_run_steps' on-device loop). A model with another layer kind is refused at create with
+ * TB_EUNSUPPORTED naming it; so are stage executors and half-precision storage. Where no GPU is present,
+ * create fails with TB_EUNSUPPORTED and the runtime's reason.
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max,
  * so get/set tensors are plain copies and a test can compare the two devices element by element.
