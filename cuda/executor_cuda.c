@@ -265,6 +265,10 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     int st = sticky(c);
     if (st != TB_OK) return st;
     *loss_sum = 0.0;
+    /* Sync BatchNorm needs the statistics summed over replicas between its passes (NCCL): refused rather
+     * than run with local statistics. */
+    if (p->coll && p->training)
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: sync BatchNorm across replicas is not implemented on this device yet");
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
     if (fwd && (st = upload(c, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n)) != TB_OK) return st;
