@@ -268,7 +268,8 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     /* Sync BatchNorm needs the statistics summed over replicas between its passes (NCCL): refused rather
      * than run with local statistics. */
     if (p->coll && p->training)
-        return tb_error_set(TB_EUNSUPPORTED, "cuda: sync BatchNorm across replicas is not implemented on this device yet");
+        return tb_error_set(TB_EUNSUPPORTED,
+                            "cuda: sync BatchNorm across replicas is not implemented on this device yet");
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
     if (fwd && (st = upload(c, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n)) != TB_OK) return st;
@@ -433,10 +434,12 @@ static int loop_capture(struct cuda_ctx *c)
      * plain pass's calls, so the replayed step is the plain step's kernels in the same order. */
     tb_cuda_loop_gather(c->ld, act(c, &c->train, in0->out), c->labels, c->l_alpha_now, 1, c->per_in, scale, shift,
                         c->s);
-    for (int i = 1; i < m->n_layers && st == TB_OK; i++) st = layer_forward(c, &c->train, &m->layers[i], 1, 1, 1, 0, 1);
+    for (int i = 1; i < m->n_layers && st == TB_OK; i++)
+        st = layer_forward(c, &c->train, &m->layers[i], 1, 1, 1, 0, 1);
     if (st == TB_OK && cudaMemsetAsync(c->grads, 0, m->n_params * sizeof(float), c->s) != cudaSuccess)
         st = tb_error_set(TB_EIO, "cuda: cudaMemsetAsync in a captured step failed");
-    for (int i = m->n_layers - 1; i >= 0 && st == TB_OK; i--) st = layer_backward(c, &c->train, &m->layers[i], i, 1, 0, 1);
+    for (int i = m->n_layers - 1; i >= 0 && st == TB_OK; i--)
+        st = layer_backward(c, &c->train, &m->layers[i], i, 1, 0, 1);
     if (st == TB_OK) {
         struct tb_cuda_optim_args a = optim_args(&c->cfg.optim, 1);
         a.alpha_dev = c->l_alpha_now;

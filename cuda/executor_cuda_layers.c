@@ -215,7 +215,8 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     case OP_DWCONV: {
         const struct conv_shape s = shape_of(m, l, n);
         if (din) CK(tb_cuda_dwconv_backward_data(din, dout, w, &s, 1, st), "tb_cuda_dwconv_backward_data");
-        CK(tb_cuda_dwconv_backward_params(dw, db, in, dout, NULL, &s, e->scratch, st), "tb_cuda_dwconv_backward_params");
+        CK(tb_cuda_dwconv_backward_params(dw, db, in, dout, NULL, &s, e->scratch, st),
+           "tb_cuda_dwconv_backward_params");
         return TB_OK;
     }
     case OP_BN:
