@@ -2,11 +2,14 @@
  * stream (cuBLAS for the GEMMs, ops_dense.cu and optim_cuda.cu for the rest), and its executor_i.
  *
  * What runs here today: dense chains (mnist-mlp: input, dense with or without ReLU, ReLU, softmax
- * cross-entropy with label smoothing), forward and backward over any layer range, every optimizer of
- * core/optim.c (whole or part k of K), evaluation, and for batch 1 with Adam a step captured once into a
- * CUDA graph (the fused train step, and executor_cuda_run_steps' on-device loop). A model with another
- * layer kind is refused at create with TB_EUNSUPPORTED naming it; so are stage executors. Where no GPU
- * is present, create fails with TB_EUNSUPPORTED and the runtime's reason.
+ * cross-entropy with label smoothing) and EfficientNet (B0–B7, G16; BatchNorm or GroupNorm; the input's
+ * resampling and training crop/flip in ops_input.cu; every other EfficientNet layer kind in
+ * executor_cuda_layers.c, one ops_effnet.h launcher per layer, unfused), fp32, forward and backward over
+ * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
+ * with Adam a dense chain's step captured once into a CUDA graph (the fused train step, and
+ * executor_cuda_run_steps' on-device loop). A model with another layer kind is refused at create with
+ * TB_EUNSUPPORTED naming it; so are stage executors and half-precision storage. Where no GPU is present,
+ * create fails with TB_EUNSUPPORTED and the runtime's reason.
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max,
  * so get/set tensors are plain copies and a test can compare the two devices element by element.
@@ -16,20 +19,17 @@
 #include "executor_cuda.h"
 
 #include "cuda_util.h"
+#include "executor_cuda_layers.h"
 #include "layout.h"
 #include "ops_dense.h"
+#include "ops_effnet.h"
 #include "optim_cuda.h"
+#include "stage_precision.h"
 #include "status.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* One set of activations: the training pass's (with gradients) or evaluation's. */
-struct cu_inst {
-    int n_max;
-    float *acts, *dacts;  /* device; dacts NULL for evaluation */
-};
 
 struct cuda_ctx {
     const struct model *m;
@@ -37,7 +37,8 @@ struct cuda_ctx {
     cudaStream_t s;
     tb_cublas *blas;
     float *params, *grads, *opt, *buffers;   /* device, canonical layouts */
-    struct cu_inst train, eval;
+    struct cu_acts train, eval;             /* the training pass's (with gradients) and evaluation's */
+    void *scratch;                           /* device: the EfficientNet launchers' (sized at create) */
     float *losses;                           /* device (max n): per-sample losses */
     uint8_t *correct, *x;                    /* device: argmax == label; a pass's pixels */
     int32_t *labels;                         /* device */
@@ -70,12 +71,12 @@ struct cuda_ctx {
 
 static struct cuda_ctx *ctx_of(const struct executor *ex) { return ex->ctx; }
 
-static float *act(const struct cuda_ctx *c, const struct cu_inst *in, int t)
+static float *act(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
     return in->acts + c->m->tensors[t].unit_off * (size_t)in->n_max;
 }
 
-static float *dact(const struct cuda_ctx *c, const struct cu_inst *in, int t)
+static float *dact(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
     return in->dacts + c->m->tensors[t].unit_off * (size_t)in->n_max;
 }
@@ -90,10 +91,12 @@ static int layer_ok(const struct model *m, const struct layer *l, const char **w
     case OP_INPUT: {
         const struct tensor *src = &m->tensors[l->in], *dst = &m->tensors[l->out];
         const int flat = dst->h == 1 && dst->w == 1 && dst->per_sample == src->per_sample;
-        if (!(flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c)) || src->c > 4)
-            *why = "input resampling";
-        else if (l->a.input.pad > 0 || l->a.input.flip)
-            *why = "input augmentation";
+        /* The flat (MLP) input: the affine kernel; an image: ops_input.cu (resampling, 1 → C channels,
+         * the training crop and flip), as exec.c's input_forward allows. */
+        if (flat ? src->c > 4 : dst->c > 4 || (src->c != dst->c && src->c != 1))
+            *why = "input with these channels";
+        else if (flat && (l->a.input.pad > 0 || l->a.input.flip))
+            *why = "augmentation of a flat input";
         return *why == NULL;
     }
     case OP_DENSE:
@@ -101,13 +104,20 @@ static int layer_ok(const struct model *m, const struct layer *l, const char **w
         return *why == NULL;
     case OP_RELU:
     case OP_SOFTMAX_CE: return 1;
-    default: return 0;
+    default: return tb_cuda_effnet_layer_ok(m, l, why);
     }
 }
 
 static int cuda_supports(const struct executor *ex, enum op_kind op)
 {
-    return op == OP_INPUT || op == OP_DENSE || op == OP_RELU || op == OP_SOFTMAX_CE;
+    return op == OP_INPUT || op == OP_DENSE || op == OP_RELU || op == OP_SOFTMAX_CE || tb_cuda_effnet_op(op);
+}
+
+/* The device state the EfficientNet layers read. */
+static struct cu_env env_of(const struct cuda_ctx *c)
+{
+    return (struct cu_env){.m = c->m, .s = c->s, .blas = c->blas, .params = c->params, .grads = c->grads,
+                           .buffers = c->buffers, .scratch = c->scratch, .seed = c->cfg.seed};
 }
 
 static int sticky(struct cuda_ctx *c)
@@ -120,22 +130,33 @@ static int sticky(struct cuda_ctx *c)
 
 /* ---- passes ---- */
 
-static int layer_forward(struct cuda_ctx *c, const struct cu_inst *in, const struct layer *l, int n, int n_global,
-                         int training)
+static int layer_forward(struct cuda_ctx *c, const struct cu_acts *in, const struct layer *l, int n, int n_global,
+                         int training, long first_index, long step)
 {
     const struct model *m = c->m;
     float *out = act(c, in, l->out);
     switch (l->op) {
     case OP_INPUT: {
-        const struct tensor *src = &m->tensors[l->in];
-        float scale[4], shift[4];
-        for (int k = 0; k < src->c; k++) {
+        const struct tensor *src = &m->tensors[l->in], *dst = &m->tensors[l->out];
+        const int flat = dst->h == 1 && dst->w == 1 && dst->per_sample == src->per_sample;
+        const int augment = training && (l->a.input.pad > 0 || l->a.input.flip);
+        const int C = flat ? src->c : dst->c;
+        float scale[4] = {0}, shift[4] = {0};
+        for (int k = 0; k < C; k++) {
             scale[k] = l->a.input.scale / l->a.input.std[k]; /* input_affine (exec_priv.h) */
             shift[k] = -l->a.input.shift[k] / l->a.input.std[k];
         }
-        tb_cuda_input_affine(out, c->x, (size_t)n * src->per_sample, src->c, scale, shift, c->s);
-        TB_CU_LAUNCHED("input");
-        return TB_OK;
+        if (flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c && !augment)) {
+            tb_cuda_input_affine(out, c->x, (size_t)n * src->per_sample, src->c, scale, shift, c->s);
+            TB_CU_LAUNCHED("input");
+            return TB_OK;
+        }
+        struct tb_cuda_input a = {.SH = src->h, .SW = src->w, .SC = src->c, .H = dst->h, .W = dst->w, .C = C,
+                                  .augment = augment, .pad = l->a.input.pad, .flip = l->a.input.flip,
+                                  .seed = c->cfg.seed, .step = (uint64_t)step, .g0 = (uint64_t)first_index};
+        memcpy(a.scale, scale, sizeof scale), memcpy(a.shift, shift, sizeof shift);
+        const int e = tb_cuda_input_forward(out, c->x, n, &a, c->s);
+        return e ? tb_cuda_fail((cudaError_t)e, "tb_cuda_input_forward", __FILE__, __LINE__) : TB_OK;
     }
     case OP_DENSE: {
         const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
@@ -157,19 +178,28 @@ static int layer_forward(struct cuda_ctx *c, const struct cu_inst *in, const str
                            1.0f / (float)n_global, n, m->tensors[l->in].c, l->a.ce.smoothing, c->s);
         TB_CU_LAUNCHED("softmax_ce");
         return TB_OK;
-    default: return tb_error_set(TB_EUNSUPPORTED, "cuda: layer kind %s is not implemented on this device yet",
-                                 model_op_name(l->op));
+    default: {
+        const struct cu_env e = env_of(c);
+        return tb_cuda_effnet_forward(&e, in, l, n, first_index, step, training);
+    }
     }
 }
 
-static int layer_backward(struct cuda_ctx *c, const struct cu_inst *in, const struct layer *l, int li, int n)
+static int layer_backward(struct cuda_ctx *c, const struct cu_acts *in, const struct layer *l, int li, int n,
+                          long first_index, long step)
 {
     const struct model *m = c->m;
     if (l->op == OP_INPUT || l->op == OP_SOFTMAX_CE) return TB_OK; /* no gradient / seeded in the forward */
     const struct tensor *ti = &m->tensors[l->in];
     float *din = ti->needs_grad ? dact(c, in, l->in) : NULL, *dout = dact(c, in, l->out);
-    /* The input's gradient is zeroed just before its last reader's backward, as exec.c does. */
+    /* Each input's gradient is zeroed just before its last reader's backward, as exec.c does (every
+     * kernel here accumulates: exec.c's overwrite-instead-of-zero shortcut is not taken). */
     if (din && ti->last_reader == li) TB_CU(cudaMemsetAsync(din, 0, (size_t)n * ti->per_sample * sizeof(float), c->s));
+    if (l->in2 >= 0) {
+        const struct tensor *t2 = &m->tensors[l->in2];
+        if (t2->needs_grad && t2->last_reader == li && l->in2 != l->in)
+            TB_CU(cudaMemsetAsync(dact(c, in, l->in2), 0, (size_t)n * t2->per_sample * sizeof(float), c->s));
+    }
     const size_t total = (size_t)n * m->tensors[l->out].per_sample;
     if (l->act == ACT_RELU) {
         tb_cuda_relu_mask(dout, act(c, in, l->out), total, c->s);
@@ -199,8 +229,10 @@ static int layer_backward(struct cuda_ctx *c, const struct cu_inst *in, const st
             TB_CU_LAUNCHED("relu backward");
         }
         return TB_OK;
-    default: return tb_error_set(TB_EUNSUPPORTED, "cuda: layer kind %s is not implemented on this device yet",
-                                 model_op_name(l->op));
+    default: {
+        const struct cu_env e = env_of(c);
+        return tb_cuda_effnet_backward(&e, in, l, n, first_index, step);
+    }
     }
 }
 
@@ -233,13 +265,20 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     int st = sticky(c);
     if (st != TB_OK) return st;
     *loss_sum = 0.0;
+    /* Sync BatchNorm needs the statistics summed over replicas between its passes (NCCL): refused rather
+     * than run with local statistics. */
+    if (p->coll && p->training)
+        return tb_error_set(TB_EUNSUPPORTED,
+                            "cuda: sync BatchNorm across replicas is not implemented on this device yet");
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
     if (fwd && (st = upload(c, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n)) != TB_OK) return st;
     for (int i = p->l0; fwd && i < p->l1; i++)
-        if ((st = layer_forward(c, &c->train, &m->layers[i], p->n, p->n_global, p->training)) != TB_OK) return st;
+        if ((st = layer_forward(c, &c->train, &m->layers[i], p->n, p->n_global, p->training, p->first_index,
+                                p->step)) != TB_OK)
+            return st;
     for (int i = p->l1 - 1; bwd && i >= p->l0; i--)
-        if ((st = layer_backward(c, &c->train, &m->layers[i], i, p->n)) != TB_OK) return st;
+        if ((st = layer_backward(c, &c->train, &m->layers[i], i, p->n, p->first_index, p->step)) != TB_OK) return st;
     if (!fwd || !at_loss) return TB_OK; /* no loss layer in this pass: nothing to wait for */
     if ((st = read_loss(c, p->n, loss_sum, p->n_correct)) != TB_OK) return st;
     return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, p->step);
@@ -362,7 +401,8 @@ static int cuda_evaluate(struct executor *ex, const uint8_t *x, const int32_t *y
         const int k = n - off < c->eval.n_max ? n - off : c->eval.n_max;
         if ((st = upload(c, x + (size_t)off * c->per_in, y + off, k)) != TB_OK) return st;
         for (int i = 0; i < m->n_layers; i++)
-            if ((st = layer_forward(c, &c->eval, &m->layers[i], k, k, 0)) != TB_OK) return st;
+            /* exec.c's evaluation keys (first_index = off, step 0); nothing is dropped without training. */
+            if ((st = layer_forward(c, &c->eval, &m->layers[i], k, k, 0, off, 0)) != TB_OK) return st;
         double l;
         long correct = 0;
         if (ev->logits) { /* the loss layer's input: this chunk's (k, classes) logits */
@@ -394,10 +434,12 @@ static int loop_capture(struct cuda_ctx *c)
      * plain pass's calls, so the replayed step is the plain step's kernels in the same order. */
     tb_cuda_loop_gather(c->ld, act(c, &c->train, in0->out), c->labels, c->l_alpha_now, 1, c->per_in, scale, shift,
                         c->s);
-    for (int i = 1; i < m->n_layers && st == TB_OK; i++) st = layer_forward(c, &c->train, &m->layers[i], 1, 1, 1);
+    for (int i = 1; i < m->n_layers && st == TB_OK; i++)
+        st = layer_forward(c, &c->train, &m->layers[i], 1, 1, 1, 0, 1);
     if (st == TB_OK && cudaMemsetAsync(c->grads, 0, m->n_params * sizeof(float), c->s) != cudaSuccess)
         st = tb_error_set(TB_EIO, "cuda: cudaMemsetAsync in a captured step failed");
-    for (int i = m->n_layers - 1; i >= 0 && st == TB_OK; i--) st = layer_backward(c, &c->train, &m->layers[i], i, 1);
+    for (int i = m->n_layers - 1; i >= 0 && st == TB_OK; i--)
+        st = layer_backward(c, &c->train, &m->layers[i], i, 1, 0, 1);
     if (st == TB_OK) {
         struct tb_cuda_optim_args a = optim_args(&c->cfg.optim, 1);
         a.alpha_dev = c->l_alpha_now;
@@ -516,7 +558,7 @@ static void cuda_destroy(struct executor *ex)
     tb_cublas_destroy(c->blas);
     void *dev[] = {c->params, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts, c->eval.acts, c->losses,
                    c->correct, c->x, c->labels, c->seg_of, c->no_decay, c->trust, c->seg_off, c->seg_n,
-                   c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k};
+                   c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k, c->scratch};
     for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
         if (dev[k]) cudaFree(dev[k]);
     if (c->h_losses) cudaFreeHost(c->h_losses);
@@ -598,6 +640,9 @@ int executor_cuda_create(struct executor *ex)
     if (st != TB_OK) return st;
     const struct model *m = ex->m;
     if (ex->cfg.l1) return tb_error_set(TB_EUNSUPPORTED, "cuda: stage executors are not implemented on this device yet");
+    if (ex->cfg.prec != STAGE_PREC_FP32)
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: %s storage is not implemented on this device yet (fp32 only)",
+                            stage_prec_name(ex->cfg.prec));
     for (int i = 0; i < m->n_layers; i++) {
         const char *why;
         if (!layer_ok(m, &m->layers[i], &why))
@@ -630,6 +675,9 @@ int executor_cuda_create(struct executor *ex)
     const size_t np = m->n_params, no = np * (size_t)optim_state_per_param(ex->cfg.optim.kind);
     c->train.n_max = n_max, c->eval.n_max = eval_n;
     const size_t at = model_act_floats(m, n_max), ae = model_act_floats(m, eval_n);
+    /* Once, for the larger of the two batches: no allocation per step. */
+    const size_t s_train = tb_cuda_effnet_scratch_bytes(m, n_max), s_eval = tb_cuda_effnet_scratch_bytes(m, eval_n);
+    const size_t scratch = s_train > s_eval ? s_train : s_eval;
     if ((st = dev_alloc((void **)&c->params, np * sizeof(float), "cudaMalloc(params)")) != TB_OK ||
         (st = dev_alloc((void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
         (st = dev_alloc((void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
@@ -641,7 +689,7 @@ int executor_cuda_create(struct executor *ex)
         (st = dev_alloc((void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
         (st = dev_alloc((void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
         (st = dev_alloc((void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
-        (st = build_segments(c)) != TB_OK)
+        (st = dev_alloc(&c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
         return st;
     TB_CU(cudaMallocHost((void **)&c->h_losses, (size_t)c->n_io * sizeof(float)));
     TB_CU(cudaMallocHost((void **)&c->h_correct, (size_t)c->n_io));

@@ -169,6 +169,19 @@ int tb_cuda_dropconnect_add_forward(float *out, const float *shortcut, const flo
 int tb_cuda_dropconnect_backward(float *dinp, const float *dout, int N, size_t D, uint64_t g0,
                                  const struct tb_cuda_drop *a, void *stream);
 
+/* ---- ops_input.cu: the input layer's resampling, channel expansion and training augmentation ---- */
+
+/* core/exec.c's input_forward for an (N, SH, SW, SC) uint8 batch into (N, H, W, C) floats. */
+struct tb_cuda_input {
+    int SH, SW, SC, H, W, C;         /* source and destination shapes (C ≤ 4; SC == C or 1) */
+    float scale[4], shift[4];        /* per channel: x = pixel·scale + shift (exec_priv.h's input_affine) */
+    int augment, pad, flip;          /* augment: the training crop (±pad, zero fill) and flip */
+    uint64_t seed, step, g0;         /* the draw's key: run seed, optimizer step, sample 0's global index */
+    float ry, rx;                    /* set by the launcher (SH/H, SW/W) */
+};
+/* out = the normalised, resampled and (when augment) cropped/flipped pixels, the cpu's element for element. */
+int tb_cuda_input_forward(float *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

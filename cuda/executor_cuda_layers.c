@@ -1,0 +1,271 @@
+/* executor_cuda_layers.c — the EfficientNet layer kinds on the cuda device: one ops_effnet.h launcher per
+ * layer, forward and backward, fp32, mapped from core/exec.c's layer_forward / layer_backward.
+ *
+ * Unfused on purpose (issue 26 item 1, first wiring): none of the cpu's layer-pair fusions (BN statistics
+ * in the conv before, BN apply in the depthwise after, SE pool in the BN, SE scale in the projection,
+ * dwconv backward with the BN's) runs here yet, so every tensor the cpu may leave unwritten under a fusion
+ * is written, and gradients match the cpu's unfused maths. Backward always accumulates: the caller zeroes
+ * each input gradient before its last reader's backward (exec.c's rule, without its overwrite shortcut).
+ * Errors: a positive launcher return is a cudaError_t (turned into a message here), a negative one is a
+ * tb status already recorded (a failed tb_cublas_sgemm).
+ */
+#include "executor_cuda_layers.h"
+
+#include "layout.h"
+#include "ops_effnet.h"
+#include "status.h"
+
+/* Returns from the enclosing function when launcher call `r` failed, with its message. */
+#define CK(r, what)                                                                            \
+    do {                                                                                       \
+        const int ck_ = (r);                                                                   \
+        if (ck_ > 0) return tb_cuda_fail((cudaError_t)ck_, what, __FILE__, __LINE__);         \
+        if (ck_ < 0) return ck_;                                                               \
+    } while (0)
+
+static float *act_of(const struct cu_env *e, const struct cu_acts *a, int t)
+{
+    const struct tensor *x = &e->m->tensors[t];
+    /* Saved per-channel data (BatchNorm's μ, rstd) lives after all per-sample data, as in the cpu arena. */
+    if (x->fixed) return a->acts + e->m->unit_floats * (size_t)a->n_max + x->fixed_off;
+    return a->acts + x->unit_off * (size_t)a->n_max;
+}
+
+static float *dact_of(const struct cu_env *e, const struct cu_acts *a, int t)
+{
+    return a->dacts + e->m->tensors[t].unit_off * (size_t)a->n_max;
+}
+
+/* exec.c's conv_shape_of. */
+static struct conv_shape shape_of(const struct model *m, const struct layer *l, int n)
+{
+    const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
+    return (struct conv_shape){.N = n, .H = ti->h, .W = ti->w, .C = ti->c, .OH = to->h, .OW = to->w, .OC = to->c,
+                               .KH = l->a.conv.KH, .KW = l->a.conv.KW, .stride = l->a.conv.stride,
+                               .pad = l->a.conv.pad, .groups = l->a.conv.groups};
+}
+
+static int is_1x1(const struct conv_shape *s)
+{
+    return s->groups == 1 && s->KH == 1 && s->KW == 1 && s->stride == 1 && s->pad == 0;
+}
+
+/* exec.c's drop_args: the same seed, step and layer id, so the device drops the cpu's elements. */
+static struct tb_cuda_drop drop_of(const struct cu_env *e, const struct layer *l, long step)
+{
+    return (struct tb_cuda_drop){.seed = e->seed, .step = (uint64_t)step, .layer = l->a.drop.id, .p = l->a.drop.p};
+}
+
+int tb_cuda_effnet_op(enum op_kind op)
+{
+    switch (op) {
+    case OP_SILU: case OP_SIGMOID: case OP_CONV: case OP_DWCONV: case OP_BN: case OP_GN: case OP_GAP:
+    case OP_SE_SCALE: case OP_ADD: case OP_DROPOUT: return 1;
+    default: return 0;
+    }
+}
+
+int tb_cuda_effnet_layer_ok(const struct model *m, const struct layer *l, const char **why)
+{
+    *why = NULL;
+    if (!tb_cuda_effnet_op(l->op)) return 0;
+    /* Only the norms fuse an activation (SiLU) on this device; the cpu's other kernels ignore l->act,
+     * so a model that set one elsewhere would mean something neither device runs. */
+    if (l->act != ACT_NONE && !((l->op == OP_BN || l->op == OP_GN) && l->act == ACT_SILU))
+        *why = "a fused activation on this layer kind";
+    else if (l->op == OP_DWCONV && l->a.conv.groups != m->tensors[l->in].c)
+        *why = "depthwise with a channel multiplier";
+    else if (l->op == OP_GN && (l->a.norm.groups < 1 || m->tensors[l->in].c % l->a.norm.groups))
+        *why = "GroupNorm whose groups do not divide the channels";
+    return *why == NULL;
+}
+
+size_t tb_cuda_effnet_scratch_bytes(const struct model *m, int n)
+{
+    size_t need = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const struct layer *l = &m->layers[i];
+        const struct tensor *ti = &m->tensors[l->in];
+        size_t b = 0;
+        if (l->op == OP_CONV || l->op == OP_DWCONV) {
+            const struct conv_shape s = shape_of(m, l, n);
+            b = l->op == OP_DWCONV || s.groups > 1 ? tb_cuda_dwconv_scratch_bytes(&s)
+                : is_1x1(&s)                      ? tb_cuda_conv1x1_scratch_bytes(&s)
+                                                  : tb_cuda_conv_im2col_scratch_bytes(&s);
+        } else if (l->op == OP_BN) {
+            b = tb_cuda_bn_scratch_bytes((size_t)n * ti->h * ti->w, ti->c);
+        } else if (l->op == OP_GN) {
+            b = tb_cuda_gn_scratch_bytes(n, (size_t)ti->h * ti->w, ti->c);
+        }
+        if (b > need) need = b;
+    }
+    return need;
+}
+
+int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n,
+                           long first_index, long step, int training)
+{
+    const struct model *m = e->m;
+    const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
+    const float *in = act_of(e, a, l->in);
+    float *out = act_of(e, a, l->out);
+    const float *w = e->params + l->w_off, *b = l->n_b ? e->params + l->b_off : NULL;
+    const size_t total = (size_t)n * to->per_sample, HW = (size_t)ti->h * ti->w;
+    void *st = e->s;
+    switch (l->op) {
+    case OP_SILU: CK(tb_cuda_silu_forward(out, in, total, st), "tb_cuda_silu_forward"); return TB_OK;
+    case OP_SIGMOID: CK(tb_cuda_sigmoid_forward(out, in, total, st), "tb_cuda_sigmoid_forward"); return TB_OK;
+    case OP_CONV: {
+        const struct conv_shape s = shape_of(m, l, n);
+        if (s.groups > 1) CK(tb_cuda_gconv_forward(out, in, w, b, &s, st), "tb_cuda_gconv_forward");
+        else if (is_1x1(&s)) CK(tb_cuda_conv1x1_forward(e->blas, out, in, w, b, &s, st), "tb_cuda_conv1x1_forward");
+        else CK(tb_cuda_conv_im2col_forward(e->blas, out, in, w, b, &s, e->scratch, st), "tb_cuda_conv_im2col_forward");
+        return TB_OK;
+    }
+    case OP_DWCONV: {
+        const struct conv_shape s = shape_of(m, l, n);
+        CK(tb_cuda_dwconv_forward(out, in, w, b, NULL, 0, &s, st), "tb_cuda_dwconv_forward");
+        return TB_OK;
+    }
+    case OP_BN: {
+        const size_t M = (size_t)n * HW;
+        /* running_var is its own param_entry, starting on a 16-float boundary (exec.c's layout). */
+        float *rm = e->buffers + l->buf_off, *rv = rm + tb_align16((size_t)ti->c);
+        const int silu = l->act == ACT_SILU;
+        if (training)
+            CK(tb_cuda_bn_forward_train(out, act_of(e, a, l->save), rm, rv, in, w, b, M, ti->c, l->a.norm.eps,
+                                        l->a.norm.momentum, silu, e->scratch, st),
+               "tb_cuda_bn_forward_train");
+        else
+            CK(tb_cuda_bn_forward_eval(out, in, rm, rv, w, b, M, ti->c, l->a.norm.eps, silu, st),
+               "tb_cuda_bn_forward_eval");
+        return TB_OK;
+    }
+    case OP_GN: /* no running statistics: the same in training and evaluation, as on the cpu */
+        CK(tb_cuda_gn_forward(out, act_of(e, a, l->save), in, w, b, n, HW, ti->c, l->a.norm.groups, l->a.norm.eps,
+                              l->act == ACT_SILU, st),
+           "tb_cuda_gn_forward");
+        return TB_OK;
+    case OP_GAP: CK(tb_cuda_gap_forward(out, in, n, HW, ti->c, st), "tb_cuda_gap_forward"); return TB_OK;
+    case OP_SE_SCALE:
+        CK(tb_cuda_se_scale_forward(out, in, act_of(e, a, l->in2), n, HW, ti->c, st), "tb_cuda_se_scale_forward");
+        return TB_OK;
+    case OP_ADD: /* drop-connect only in training, as exec.c: the identity key otherwise */
+        if (training && l->a.drop.p > 0.0f) {
+            const struct tb_cuda_drop d = drop_of(e, l, step);
+            CK(tb_cuda_dropconnect_add_forward(out, in, act_of(e, a, l->in2), n, to->per_sample, (uint64_t)first_index,
+                                               &d, st),
+               "tb_cuda_dropconnect_add_forward");
+        } else {
+            CK(tb_cuda_add_forward(out, in, act_of(e, a, l->in2), total, st), "tb_cuda_add_forward");
+        }
+        return TB_OK;
+    case OP_DROPOUT:
+        if (training && l->a.drop.p > 0.0f) {
+            const struct tb_cuda_drop d = drop_of(e, l, step);
+            CK(tb_cuda_dropout_forward(out, in, n, to->per_sample, (uint64_t)first_index, &d, st),
+               "tb_cuda_dropout_forward");
+        } else {
+            TB_CU(cudaMemcpyAsync(out, in, total * sizeof(float), cudaMemcpyDeviceToDevice, e->s));
+        }
+        return TB_OK;
+    default:
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: layer kind %s is not implemented on this device yet",
+                            model_op_name(l->op));
+    }
+}
+
+int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n,
+                            long first_index, long step)
+{
+    const struct model *m = e->m;
+    const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
+    const float *in = act_of(e, a, l->in), *out = act_of(e, a, l->out), *dout = dact_of(e, a, l->out);
+    float *din = ti->needs_grad ? dact_of(e, a, l->in) : NULL;
+    const float *w = e->params + l->w_off, *b = l->n_b ? e->params + l->b_off : NULL;
+    float *dw = e->grads + l->w_off, *db = l->n_b ? e->grads + l->b_off : NULL;
+    const size_t total = (size_t)n * to->per_sample, HW = (size_t)ti->h * ti->w;
+    void *st = e->s;
+    switch (l->op) {
+    case OP_SILU:
+        if (din) CK(tb_cuda_silu_backward(din, dout, in, total, st), "tb_cuda_silu_backward");
+        return TB_OK;
+    case OP_SIGMOID:
+        if (din) CK(tb_cuda_sigmoid_backward(din, dout, out, total, st), "tb_cuda_sigmoid_backward");
+        return TB_OK;
+    case OP_CONV: {
+        const struct conv_shape s = shape_of(m, l, n);
+        if (s.groups > 1) {
+            if (din) CK(tb_cuda_gconv_backward_data(din, dout, w, &s, 1, st), "tb_cuda_gconv_backward_data");
+            CK(tb_cuda_gconv_backward_params(dw, db, in, dout, &s, e->scratch, st), "tb_cuda_gconv_backward_params");
+        } else if (is_1x1(&s)) {
+            if (din) CK(tb_cuda_conv1x1_backward_data(e->blas, din, dout, w, &s, 1), "tb_cuda_conv1x1_backward_data");
+            CK(tb_cuda_conv1x1_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
+               "tb_cuda_conv1x1_backward_params");
+        } else {
+            /* Both use the scratch's columns; one stream orders them. */
+            if (din)
+                CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, 1, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_data");
+            CK(tb_cuda_conv_im2col_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
+               "tb_cuda_conv_im2col_backward_params");
+        }
+        return TB_OK;
+    }
+    case OP_DWCONV: {
+        const struct conv_shape s = shape_of(m, l, n);
+        if (din) CK(tb_cuda_dwconv_backward_data(din, dout, w, &s, 1, st), "tb_cuda_dwconv_backward_data");
+        CK(tb_cuda_dwconv_backward_params(dw, db, in, dout, NULL, &s, e->scratch, st),
+           "tb_cuda_dwconv_backward_params");
+        return TB_OK;
+    }
+    case OP_BN:
+        /* dz = dout·silu'(z) recomputed from x inside: dout stays as it is (the cpu overwrites it). */
+        CK(tb_cuda_bn_backward(din, dw, db, dout, in, act_of(e, a, l->save), w, b, (size_t)n * HW, ti->c,
+                               l->act == ACT_SILU, 1, e->scratch, st),
+           "tb_cuda_bn_backward");
+        return TB_OK;
+    case OP_GN:
+        CK(tb_cuda_gn_backward(din, dw, db, dout, in, act_of(e, a, l->save), w, b, n, HW, ti->c, l->a.norm.groups,
+                               l->act == ACT_SILU, 1, e->scratch, st),
+           "tb_cuda_gn_backward");
+        return TB_OK;
+    case OP_GAP:
+        if (din) CK(tb_cuda_gap_backward(din, dout, n, HW, ti->c, st), "tb_cuda_gap_backward");
+        return TB_OK;
+    case OP_SE_SCALE: {
+        float *dscale = m->tensors[l->in2].needs_grad ? dact_of(e, a, l->in2) : NULL;
+        if (din || dscale)
+            CK(tb_cuda_se_scale_backward(din, dscale, dout, in, act_of(e, a, l->in2), n, HW, ti->c, 1, st),
+               "tb_cuda_se_scale_backward");
+        return TB_OK;
+    }
+    case OP_ADD: {
+        float *d2 = m->tensors[l->in2].needs_grad ? dact_of(e, a, l->in2) : NULL;
+        /* The shortcut (in) takes dout as is; the branch (in2) through the drop-connect mask, which the
+         * cpu applies whenever p > 0 (a backward is always a training pass). */
+        if (din) CK(tb_cuda_add_backward(din, NULL, dout, total, st), "tb_cuda_add_backward");
+        if (d2 && l->a.drop.p > 0.0f) {
+            const struct tb_cuda_drop d = drop_of(e, l, step);
+            CK(tb_cuda_dropconnect_backward(d2, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
+               "tb_cuda_dropconnect_backward");
+        } else if (d2) {
+            CK(tb_cuda_add_backward(NULL, d2, dout, total, st), "tb_cuda_add_backward");
+        }
+        return TB_OK;
+    }
+    case OP_DROPOUT:
+        if (!din) return TB_OK;
+        if (l->a.drop.p > 0.0f) {
+            const struct tb_cuda_drop d = drop_of(e, l, step);
+            CK(tb_cuda_dropout_backward(din, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
+               "tb_cuda_dropout_backward");
+        } else {
+            CK(tb_cuda_add_backward(din, NULL, dout, total, st), "tb_cuda_add_backward");
+        }
+        return TB_OK;
+    default:
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: layer kind %s is not implemented on this device yet",
+                            model_op_name(l->op));
+    }
+}
