@@ -614,8 +614,8 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
     fprintf(x->md, "\n");
     if (uneven)
         fprintf(x->md, "*Uneven*: the runs (seeds) of a row marked so differ by more than 1.8× in median step time, "
-                       "although each seed does the same work: the machine changed under them, and the score "
-                       "carries it. On the 2-vCPU guests these results come from, multi-threaded backends fall into "
+                       "although each seed does the same work: something outside the configuration changed "
+                       "between them, and the score carries it. On the 2-vCPU guests these results come from, multi-threaded backends fall into "
                        "a mode where every step is ~2.6× slower for a whole seed (both threads busy, every kernel "
                        "slower alike, no steal time reported), while one thread never does; compare such rows by "
                        "their fastest seeds or rerun them (BENCHMARKS.md, fifteenth session).\n\n");
