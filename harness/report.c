@@ -44,13 +44,8 @@ static int collect(const struct json_value *row, long line_no, void *ctx)
         fprintf(stderr, "warning: %s:%ld: a row without config or figures; skipped\n", r->path, line_no);
         return TB_OK;
     }
-    struct json_buf b;
-    json_buf_init(&b);
-    json_write_value(&b, row);
     struct json_value *copy = NULL;
-    int st = json_buf_status(&b);
-    if (st == TB_OK) st = json_parse(json_buf_str(&b), b.len, &copy);
-    json_buf_free(&b);
+    const int st = json_value_copy(row, &copy);
     if (st != TB_OK) return st;
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 64;

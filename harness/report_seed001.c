@@ -124,13 +124,8 @@ static int pick_row(const struct json_value *row, long line_no, void *ctx)
     if (!json_get(row, "figures.pipeline.per_stage.0.fwd_s_per_micro_batch")) return TB_OK;
     const int pref = !strcmp(json_get_str(row, "config.workload", ""), "effnet-b4-g16");
     if (p->row && p->preferred && !pref) return TB_OK;
-    struct json_buf b;
-    json_buf_init(&b);
-    json_write_value(&b, row);
     struct json_value *copy = NULL;
-    int st = json_buf_status(&b);
-    if (st == TB_OK) st = json_parse(json_buf_str(&b), b.len, &copy);
-    json_buf_free(&b);
+    const int st = json_value_copy(row, &copy);
     if (st != TB_OK) return st;
     json_value_free(p->row);
     p->row = copy;

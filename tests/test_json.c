@@ -138,6 +138,16 @@ Test(json, round_trip_through_parser)
     json_write_value(&b2, v);
     cr_assert_eq(json_buf_status(&b2), TB_OK);
     cr_assert_str_eq(json_buf_str(&b2), json_buf_str(&b));
+    /* json_value_copy: an independent DOM that writes the same text. */
+    struct json_value *c = NULL;
+    cr_assert_eq(json_value_copy(v, &c), TB_OK);
+    cr_assert(c != NULL && c != v);
+    struct json_buf b3;
+    json_buf_init(&b3);
+    json_write_value(&b3, c);
+    cr_assert_str_eq(json_buf_str(&b3), json_buf_str(&b));
+    json_buf_free(&b3);
+    json_value_free(c);
     json_value_free(v);
     json_buf_free(&b2);
     json_buf_free(&b);

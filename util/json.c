@@ -747,3 +747,16 @@ int json_get_bool(const struct json_value *root, const char *path, int fallback)
     const struct json_value *v = json_get(root, path);
     return v && v->type == JSON_BOOL ? v->boolean : fallback;
 }
+
+int json_value_copy(const struct json_value *v, struct json_value **out)
+{
+    /* Through the text form: the writer and the parser already agree on every type and escape. */
+    struct json_buf b;
+    json_buf_init(&b);
+    json_write_value(&b, v);
+    *out = NULL;
+    int st = json_buf_status(&b);
+    if (st == TB_OK) st = json_parse(json_buf_str(&b), b.len, out);
+    json_buf_free(&b);
+    return st;
+}

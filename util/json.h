@@ -115,5 +115,7 @@ int json_get_bool(const struct json_value *root, const char *path, int fallback)
 
 /* Writes a DOM value (any type, recursively) as the next value of b. */
 void json_write_value(struct json_buf *b, const struct json_value *v);
+/* Deep-copies v into *out (free with json_value_free): a row kept past the reader's callback. */
+int json_value_copy(const struct json_value *v, struct json_value **out);
 
 #endif

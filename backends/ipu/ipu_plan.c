@@ -10,11 +10,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 const char *ipu_schedule_name(enum ipu_schedule s) { return s == IPU_SCHED_GPIPE ? "gpipe" : "1f1b"; }
-
-double ipu_plan_memory_bytes(void) { return executor_host_mem_total(); }
 
 /* Parses "5,12" into strictly increasing block indices in 1..nb-1; returns the count or -1. */
 static int parse_split(const char *s, int nb, int *out, int max)
@@ -106,7 +103,7 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
          * a third of the machine's memory (it is shared): about three copies of the whole model's
          * activations for B samples (the slots stages hold in flight plus their gradients, or the tuning
          * instance at prepare). */
-        double budget = ipu_plan_memory_bytes() / 3.0;
+        double budget = executor_host_mem_total() / 3.0;
         /* ... and in what is available now, when other processes hold more than two thirds of it. */
         const double avail = executor_host_mem_available();
         if (avail > 0.0 && 0.9 * avail < budget) budget = 0.9 * avail;

@@ -40,7 +40,7 @@ struct ipu_plan {
 
 /* Validates cfg against model m and fills p: schedule, precision, S, R, G, B (defaults when not given:
  * S = 2, R = 1, the smallest legal G ≥ 2S dividing batch/R whose micro-batch's activations fit in a
- * third of ipu_plan_memory_bytes), split points when given (else an even split by block count, to be
+ * third of executor_host_mem_total), split points when given (else an even split by block count, to be
  * replaced by ipu_plan_balance). TB_EINVAL with a message on any fault. */
 int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run_config *cfg);
 /* Fills p->l0 from p->first_block (the first layer of each stage's first block). */
@@ -57,8 +57,6 @@ int ipu_plan_in_flight(const struct ipu_plan *p, int s);
 int ipu_plan_queue_depth(const struct ipu_plan *p);
 /* The ideal bubble fraction (S−1)/(G+S−1). */
 double ipu_plan_ideal_bubble(const struct ipu_plan *p);
-/* Physical memory of this machine in bytes (8 GiB if it cannot be read). */
-double ipu_plan_memory_bytes(void);
 /* "gpipe" or "1f1b". */
 const char *ipu_schedule_name(enum ipu_schedule s);
 
