@@ -1,18 +1,17 @@
 /* devmodel.c — device specs, the per-layer roofline and its composition into a pipeline (devmodel.h). */
 #include "devmodel.h"
 
+#include "repo_dir.h"
+
 #include "status.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- spec files ---- */
 
@@ -222,21 +221,8 @@ int dev_spec_override(struct dev_spec *d, const char *list)
 
 const char *dev_default_dir(void)
 {
-    static char dir[PATH_MAX];
-    struct stat sb;
-    if (stat(DEV_DEFAULT_DIR, &sb) == 0 && S_ISDIR(sb.st_mode)) return DEV_DEFAULT_DIR;
-    char exe[PATH_MAX];
-    const ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(dir, sizeof dir, "%.*s/../" DEV_DEFAULT_DIR, (int)(sizeof dir - 16), exe);
-            if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return dir;
-        }
-    }
-    return DEV_DEFAULT_DIR;
+    static char dir[4096];
+    return repo_dir(DEV_DEFAULT_DIR, dir, sizeof dir);
 }
 
 int dev_spec_load(const char *name_or_path, const char *dir, struct dev_spec *d)

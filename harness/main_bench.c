@@ -19,6 +19,7 @@
 #include "compare.h"
 #include "export.h"
 #include "machine.h"
+#include "repo_dir.h"
 #include "report.h"
 #include "run.h"
 #include "status.h"
@@ -150,17 +151,7 @@ static int cmd_report(int argc, char **argv)
     o.out_dir = "results";
     o.calibration = CALIBRATION_DEFAULT_PATH;
     static char plots[PATH_MAX + 16];
-    snprintf(plots, sizeof plots, "plots");
-    if (!is_dir(plots)) {
-        /* Run from elsewhere: the scripts sit beside the build directory (build/bench → plots/). */
-        char exe[PATH_MAX];
-        if (self_exe(exe, sizeof exe)) {
-            char *slash = strrchr(exe, '/');
-            if (slash) *slash = '\0';
-            snprintf(plots, sizeof plots, "%s/../plots", exe);
-        }
-    }
-    o.plots_dir = plots;
+    o.plots_dir = repo_dir("plots", plots, sizeof plots); /* run from elsewhere: beside the build directory */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
