@@ -22,9 +22,9 @@ Side by side with bench --backend cuda, A B A B (the same three runs as configur
 """
 import argparse
 import json
-import statistics
 import sys
-import time
+
+from torch_mlp import timed_steps  # same directory; the module has no import-time side effects
 
 MODELS = ["b%d" % i for i in range(8)]
 
@@ -107,27 +107,9 @@ def main():
         return loss
 
     torch.cuda.reset_peak_memory_stats()
-    for i in range(a.warmup):
-        t = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        if a.progress:
-            sys.stderr.write("torch_cuda: warm-up %d: %.4f s\n" % (i + 1, time.perf_counter() - t))
-    times = []
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for i in range(a.steps):
-        t = time.perf_counter()
-        loss = step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-        if a.progress:
-            sys.stderr.write("torch_cuda: step %d: %.4f s\n" % (i + 1, times[-1]))
-    train_time = time.perf_counter() - t0
+    _, train_time, loss, med, jitter = timed_steps(step, a.warmup, a.steps, "torch_cuda", a.progress,
+                                                  sync=torch.cuda.synchronize, digits=4)
     final_loss = loss.item()
-
-    med = statistics.median(times)
-    mad = statistics.median(abs(t - med) for t in times)
     peak = torch.cuda.max_memory_allocated()
     row = {
         "impl": "pytorch-cuda",
@@ -151,7 +133,7 @@ def main():
         "train_time_s": train_time,
         "images_per_s": a.steps * a.batch / train_time,
         "step_time_median_s": med,
-        "step_time_jitter_s": 1.4826 * mad,  # tf_cnn_benchmarks' jitter: 1.4826 * MAD
+        "step_time_jitter_s": jitter,  # tf_cnn_benchmarks' jitter: 1.4826 * MAD
         "final_loss": final_loss,
         "peak_gpu_memory_bytes": peak,
         "peak_gpu_memory_reserved_bytes": torch.cuda.max_memory_reserved(),

@@ -15,11 +15,9 @@ speed with the glibc malloc tunables that compare/run_compare.py sets; at 224x22
 """
 import argparse
 import json
-import statistics
 import sys
-import time
 
-from torch_mlp import openblas_core, start_torch  # same directory; the module has no import-time side effects
+from torch_mlp import openblas_core, start_torch, timed_steps  # same directory; the module has no import-time side effects
 
 
 def parse_args():
@@ -66,24 +64,8 @@ def main():
         opt.step()
         return loss
 
-    for i in range(a.warmup):
-        t = time.perf_counter()
-        step()
-        if a.progress:
-            sys.stderr.write("torch_effnet: warm-up %d: %.3f s\n" % (i + 1, time.perf_counter() - t))
-    times = []
-    t0 = time.perf_counter()
-    for i in range(a.steps):
-        t = time.perf_counter()
-        loss = step()
-        times.append(time.perf_counter() - t)
-        if a.progress:
-            sys.stderr.write("torch_effnet: step %d: %.3f s\n" % (i + 1, times[-1]))
-    train_time = time.perf_counter() - t0
+    _, train_time, loss, med, jitter = timed_steps(step, a.warmup, a.steps, "torch_effnet", a.progress)
     final_loss = loss.item()
-
-    med = statistics.median(times)
-    mad = statistics.median(abs(t - med) for t in times)
     row = {
         "impl": "pytorch",
         "torch": torch.__version__,
@@ -100,7 +82,7 @@ def main():
         "train_time_s": train_time,
         "images_per_s": a.steps * a.batch / train_time,
         "step_time_median_s": med,
-        "step_time_jitter_s": 1.4826 * mad,  # tf_cnn_benchmarks' jitter: 1.4826 * MAD
+        "step_time_jitter_s": jitter,  # tf_cnn_benchmarks' jitter: 1.4826 * MAD
         "final_loss": final_loss,
         "params": sum(p.numel() for p in model.parameters()),
         "openblas_core": openblas_core(),

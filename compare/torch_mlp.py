@@ -230,6 +230,36 @@ def start_torch(threads):
     return torch
 
 
+def timed_steps(step, warmup, steps, name, progress, sync=lambda: None, digits=3):
+    """Runs `warmup` untimed and `steps` timed calls of step() (shared with torch_effnet.py, torch_cuda.py).
+
+    sync() waits for the device after each step (CUDA), so a step's time is its work, not its launch.
+    Returns (per-step seconds, seconds of the timed loop, the last step's loss, median s, jitter s:
+    1.4826 * MAD, tf_cnn_benchmarks' jitter)."""
+    import statistics
+    for i in range(warmup):
+        t = time.perf_counter()
+        step()
+        sync()
+        if progress:
+            sys.stderr.write("%s: warm-up %d: %.*f s\n" % (name, i + 1, digits, time.perf_counter() - t))
+    times = []
+    sync()
+    t0 = time.perf_counter()
+    loss = None
+    for i in range(steps):
+        t = time.perf_counter()
+        loss = step()
+        sync()
+        times.append(time.perf_counter() - t)
+        if progress:
+            sys.stderr.write("%s: step %d: %.*f s\n" % (name, i + 1, digits, times[-1]))
+    train_time = time.perf_counter() - t0
+    med = statistics.median(times)
+    mad = statistics.median(abs(t - med) for t in times)
+    return times, train_time, loss, med, 1.4826 * mad
+
+
 def openblas_core():
     """The kernel set OpenBLAS picked (the copy torch loaded), or None if it cannot be asked."""
     import ctypes
