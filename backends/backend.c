@@ -253,14 +253,18 @@ int backend_pipeline_report(struct backend *b, struct pipeline_report *r)
     return TB_OK;
 }
 
-int backend_layer_profile(struct backend *b, double *prof)
+int backend_layer_profile(struct backend *b, double *prof, int *busy_threads)
 {
     struct backend_stats s;
     int rc = b->cfg.profile ? backend_stats(b, &s) : TB_OK;
     if (rc != TB_OK) return rc;
     if (!b->cfg.profile || !s.layer_profile)
         return tb_error_set(TB_EUNSUPPORTED, "backend %s has no per-layer profile (run with --profile)", b->i->name);
-    memcpy(prof, s.layer_profile, 2 * (size_t)b->m->n_layers * sizeof *prof);
+    const size_t n2 = 2 * (size_t)b->m->n_layers;
+    memcpy(prof, s.layer_profile, n2 * sizeof *prof);
+    if (s.layer_busy) memcpy(prof + n2, s.layer_busy, n2 * sizeof *prof);
+    else memset(prof + n2, 0, n2 * sizeof *prof);
+    *busy_threads = s.layer_busy ? s.busy_threads : 0;
     return TB_OK;
 }
 

@@ -110,6 +110,9 @@ struct executor_buffer {
 /* What the executor recorded, as views valid until its next call. */
 struct executor_stats {
     const double *profile; /* (n_layers, 2) forward, backward seconds summed over passes; NULL unless profile */
+    const double *profile_busy; /* (n_layers, 2) seconds the device's threads worked in each layer (their time
+                                   in it less barrier waits), summed over threads and passes; NULL: no pool */
+    int profile_threads;   /* threads profile_busy sums over */
     const struct exec_trace_event *trace; /* the current step's events; NULL unless trace */
     int n_trace;
     const int *conv_algos; /* (n_layers) enum conv_algo per layer (-1: none); NULL if the device cannot tell */

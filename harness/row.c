@@ -207,27 +207,33 @@ void row_common_figures(const struct session *s, struct json_buf *b, double gflo
  * profile_begin (warm-up included), as figures.layer_times. */
 void write_layer_times(struct session *s, struct json_buf *b, long steps)
 {
-    if (!s->prof_ok || steps < 1 || backend_layer_profile(&s->be, s->prof1) != TB_OK) {
+    if (!s->prof_ok || steps < 1 || backend_layer_profile(&s->be, s->prof1, &s->busy_threads) != TB_OK) {
         tb_error_clear();
         return;
     }
+    const int L = s->m.n_layers, T = s->busy_threads;
+    /* d: this run's times, then its threads' work seconds (layer_profile's layout). */
+    double *d = malloc(4 * (size_t)L * sizeof(double));
+    struct layer_type_row rows[OP_COUNT];
+    if (!d) return;
+    for (int i = 0; i < 4 * L; i++) d[i] = s->prof1[i] - s->prof0[i];
     json_key_int(b, "layer_times_steps", steps);
     json_key_array(b, "layer_times");
-    for (int i = 0; i < s->m.n_layers; i++) {
+    for (int i = 0; i < L; i++) {
         json_begin_object(b);
         json_key_str(b, "name", s->m.layers[i].name);
         json_key_str(b, "op", model_op_name(s->m.layers[i].op));
-        json_key_double(b, "forward_s", (s->prof1[2 * i] - s->prof0[2 * i]) / (double)steps);
-        json_key_double(b, "backward_s", (s->prof1[2 * i + 1] - s->prof0[2 * i + 1]) / (double)steps);
+        json_key_double(b, "forward_s", d[2 * i] / (double)steps);
+        json_key_double(b, "backward_s", d[2 * i + 1] / (double)steps);
+        /* The layer's time less a thread's mean work in it, per step: what imbalance and serial work cost. */
+        if (T > 0)
+            json_key_double(b, "idle_s", (d[2 * i] + d[2 * i + 1] - (d[2 * L + 2 * i] + d[2 * L + 2 * i + 1]) / T) /
+                                             (double)steps);
         json_end_object(b);
     }
     json_end_array(b);
     /* The same times by layer type, with achieved GFLOP/s: which layer types limit the speed. */
-    double *d = malloc(2 * (size_t)s->m.n_layers * sizeof(double));
-    struct layer_type_row rows[OP_COUNT];
-    if (!d) return;
-    for (int i = 0; i < 2 * s->m.n_layers; i++) d[i] = s->prof1[i] - s->prof0[i];
-    const int n = layer_profile_by_type(&s->m, d, (double)steps * s->be_batch, rows);
+    const int n = layer_profile_by_type(&s->m, d, T > 0 ? d + 2 * L : NULL, T, (double)steps * s->be_batch, rows);
     layer_profile_write_json(rows, n, b);
     if (s->primary && !s->c.quiet) {
         printf("  per layer type over %ld steps (forward + backward):\n", steps);

@@ -327,11 +327,11 @@ void profile_begin(struct session *s)
 {
     s->prof_ok = 0;
     if (!s->c.run.profile) return;
-    const size_t n = 2 * (size_t)s->m.n_layers;
+    const size_t n = 4 * (size_t)s->m.n_layers;
     if (!s->prof0) s->prof0 = calloc(n, sizeof(double));
     if (!s->prof1) s->prof1 = calloc(n, sizeof(double));
     if (!s->prof0 || !s->prof1) return;
-    if (backend_layer_profile(&s->be, s->prof0) == TB_OK) s->prof_ok = 1;
+    if (backend_layer_profile(&s->be, s->prof0, &s->busy_threads) == TB_OK) s->prof_ok = 1;
     else fprintf(stderr, "bench: note: %s\n", tb_error_get());
     tb_error_clear();
 }

@@ -56,7 +56,9 @@ struct session {
     int peak_per_run;           /* the peak-memory high-water mark could be reset per run */
     double setup_time_s;
     int primary;                /* not a non-zero MPI rank: prints, writes rows and logs */
-    double *prof0, *prof1;      /* --profile: per-layer (n_layers, 2) seconds at the start / end of a run */
+    double *prof0, *prof1;      /* --profile: per-layer (n_layers, 2) seconds, then threads' work (n_layers, 2),
+                                   at the start / end of a run (backend_layer_profile) */
+    int busy_threads;           /* threads the work seconds sum over (0: the backend has no pool) */
     int prof_ok;                /* the backend delivered a per-layer profile at the start of this run */
     int loaded;                 /* params/buffers hold --load's file, not the seeded init */
     float *ck_params, *ck_buffers, *ck_opt; /* checkpoint staging: (n_params), (n_buffers), (spp · n_params) */

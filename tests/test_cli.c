@@ -794,3 +794,50 @@ Test(cli, cuda_without_gpu_is_one_line_and_exit_1)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* Issue 31's where-the-time-goes: --profile on a pool records each layer's idle time (its time less a
+ * thread's mean work in it), so imbalance and serial layers show apart from kernel time; one thread has
+ * none to record. Two threads always wait somewhere (the loss and the pooled layers run on thread 0), and
+ * no layer type can idle more than all of its time. */
+Test(cli, profile_on_a_pool_records_idle_time_per_layer, .timeout = 120)
+{
+    for (int threads = 1; threads <= 2; threads++) {
+        char *dir = tu_mkdtemp("cli_idle"), *out = NULL;
+        cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
+        struct proc p;
+        run_bench(ARGS("--backend", "threads", "--threads", threads == 1 ? "1" : "2",
+                       "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic",
+                       "--synthetic-samples", "64,16", "--batch", "8", "--steps", "3", "--warmup", "1",
+                       "--plan", "throughput", "--profile", "--mllog", "none", "--quiet", "--out", out),
+                  &p);
+        cr_assert_eq(p.code, 0, "exited %d: %s", p.code, p.err);
+        size_t len;
+        char *text = tu_read_file(out, &len);
+        cr_assert_not_null(text, "no row (exit %d: %s)", p.code, p.err);
+        struct json_value *v = NULL;
+        cr_assert_eq(json_parse(text, len, &v), TB_OK, "%s", tb_error_get());
+        const struct json_value *types = json_get(v, "figures.layer_types"), *layers = json_get(v, "figures.layer_times");
+        cr_assert(types && types->type == JSON_ARRAY && types->n > 0, "no layer_types");
+        cr_assert(layers && layers->type == JSON_ARRAY && layers->n > 0, "no layer_times");
+        double idle = 0.0, total = 0.0;
+        for (int i = 0; i < layers->n; i++) {
+            const struct json_value *l = &layers->items[i];
+            total += json_get_number(l, "forward_s", 0.0) + json_get_number(l, "backward_s", 0.0);
+            const double s = json_get_number(l, "idle_s", NAN);
+            cr_assert_eq(threads == 1, isnan(s), "layer %d: idle_s %g with %d thread(s)", i, s, threads);
+            if (!isnan(s)) idle += s;
+        }
+        for (int i = 0; i < types->n; i++) {
+            const double sh = json_get_number(&types->items[i], "idle_share", NAN);
+            cr_assert_eq(threads == 1, isnan(sh), "type %d: idle_share %g with %d thread(s)", i, sh, threads);
+            if (threads == 2) cr_assert(sh > -0.25 && sh <= 1.0, "type %s idles %g of its time",
+                                        json_get_str(&types->items[i], "op", "?"), sh);
+        }
+        if (threads == 2) cr_assert(idle > 0.0 && idle < total, "idle %g s of %g s per step", idle, total);
+        json_value_free(v);
+        free(text);
+        proc_free(&p);
+        tu_rm_rf(dir);
+        free(dir), free(out);
+    }
+}

@@ -147,7 +147,8 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     run(dir, "evaluate", RB_ARGS("--plan", "evaluate", "--load", "w.safetensors", "--logits", "l.npy"), 0);
     run(dir, "ipu", RB_ARGS("--plan", "throughput", "--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "2",
                             "--batch", "8", "--precision", "fp16", "--project-devices", "4,8", SHORT), 0);
-    run(dir, "profile", RB_ARGS("--plan", "throughput", "--profile", "--batch", "8", SHORT), 0);
+    run(dir, "profile", RB_ARGS("--plan", "throughput", "--backend", "threads", "--threads", "2", "--profile", "--batch", "8",
+                                SHORT), 0);
     run(dir, "trace", RB_ARGS("--plan", "throughput", "--trace", "t.json", "--batch", "8", SHORT), 0);
     run(dir, "mirrored", RB_ARGS("--plan", "throughput", "--backend", "mirrored", "--devices", "2", "--batch", "8", SHORT), 0);
     /* A final checkpoint that cannot be written (a file-size limit): the row is still written, naming it. */
