@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "executor.h"
 #include "status.h"
+#include "tpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +32,7 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
     int nth = c->want_threads;
     if (nth == 0) {
         nth = cfg->n_threads;
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        if (nth == 0) nth = cores > 0 ? (int)cores : 1;
+        if (nth == 0) nth = tpool_cpus();
         if (nth < 1 || nth > 1024) return tb_error_set(TB_EINVAL, "--threads must be in 1..1024 (got %d)", nth);
     }
     struct executor_config ec;

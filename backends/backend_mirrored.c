@@ -1,8 +1,11 @@
 /* backend_mirrored.c — MirroredStrategy: R devices, each a full replica with its own arenas and a
  * worker pinned to its own core; the global batch splits evenly; gradients are summed by a ring
- * all-reduce over shared memory (or MPI_Allreduce across processes with --transport mpi); every
- * replica then applies the same update, so parameters stay identical without being broadcast.
- * Over shared memory a training step shards the update instead (ZeRO stage 1): the ring's
+ * all-reduce over shared memory (or across processes with --transport mpi: each rank holds --devices
+ * replicas, default 1; the ring's reduce-scatter within the rank, MPI_Allreduce of each replica's complete
+ * chunk between the ranks, the ring's all-gather within the rank — the hierarchical all-reduce NCCL uses
+ * between nodes, so only 1/R of the gradients per replica crosses MPI); every replica then applies the
+ * same update, so parameters stay identical without being broadcast.
+ * With more than one replica in a process a training step shards the update instead (ZeRO stage 1): the ring's
  * reduce-scatter leaves each replica one complete chunk of the gradients, the replica updates that
  * chunk of the parameters and of the optimizer state, and the ring's all-gather then copies the
  * parameters (not the gradients) around. The same traffic as the all-reduce, but each replica updates
@@ -36,7 +39,7 @@
 
 struct mir_ctx {
     int R;                    /* replicas in this process */
-    int mpi, rank, world;     /* MPI: one replica per rank */
+    int mpi, rank, world;     /* MPI: R replicas per rank, world ranks; replica r is global replica rank·R + r */
     int shard;                /* samples per replica */
     struct executor *dev;     /* (R) */
     float **grads;            /* (R) each replica's gradient buffer (host) */
@@ -98,12 +101,39 @@ static void run_all(struct mir_ctx *c, void (*fn)(void *, int, int))
     else fn(c, 0, 1);
 }
 
-/* Whether a training step shards its update over the replicas (see the top of the file): shared memory
- * only (an MPI rank's checkpoint would need the other ranks' chunks), more than one replica, and not
+/* Whether a training step shards its update over the replicas (see the top of the file): more than one
+ * replica in this process (the shards stay within a rank, so its checkpoint has every chunk), and not
  * LARS, whose trust ratios need whole tensors of the summed gradients. */
 static int shards_update(const struct mir_ctx *c)
 {
-    return !c->mpi && c->R > 1 && c->dev[0].cfg.optim.kind != OPTIM_LARS;
+    return c->R > 1 && c->dev[0].cfg.optim.kind != OPTIM_LARS;
+}
+
+/* The replica's index among all replicas of the run (every rank's). */
+static int global_replica(const struct mir_ctx *c, int r) { return (c->mpi ? c->rank * c->R : 0) + r; }
+
+/* --transport mpi, between the ring's halves: every replica's complete chunk (the rank's sum) summed over
+ * the ranks, and the rank's loss sum with it (into loss[0], the others zeroed). MPI is called from
+ * replica 0's thread only — the process's main thread, as MPI_THREAD_FUNNELED requires —, between two
+ * barriers so that every chunk is complete before and no replica reads one early after. */
+static void mpi_between_ranks(struct mir_ctx *c, int r)
+{
+    mir_barrier(c);
+    if (r == 0) {
+        double loss = 0.0;
+        for (int q = 0; q < c->R; q++) {
+            size_t lo, hi;
+            tb_slice(c->n_params, allreduce_ring_owned(c->R, q), c->R, &lo, &hi);
+            const int st = mpi_transport_allreduce(c->grads[q] + lo, hi - lo);
+            if (st != TB_OK) c->status[0] = st;
+            loss += c->loss[q];
+            if (q > 0) c->loss[q] = 0.0;
+        }
+        const int st = mpi_transport_allreduce_f64(&loss, 1);
+        if (st != TB_OK) c->status[0] = st;
+        c->loss[0] = loss;
+    }
+    mir_barrier(c);
 }
 
 /* One replica's share of a step: forward/backward on its shard, all-reduce, optional update. */
@@ -113,8 +143,7 @@ static void step_task(void *arg, int r, int nth)
     (void)nth;
     struct executor *e = &c->dev[r];
     const size_t per = e->m->tensors[e->m->input].per_sample;
-    const int global_r = c->mpi ? c->rank : r;
-    const size_t off = (size_t)global_r * (size_t)c->shard;
+    const size_t off = (size_t)global_replica(c, r) * (size_t)c->shard;
     const int sharded = c->do_update && shards_update(c);
     const double t0 = tb_now_s();
     executor_zero_grads(e);
@@ -123,14 +152,14 @@ static void step_task(void *arg, int r, int nth)
                                     .training = 1, .coll = c->coll ? &c->coll[r] : NULL};
     c->status[r] = executor_forward_backward(e, &p, &c->loss[r]);
     const double t1 = tb_now_s();
-    /* Waiting for the slowest replica is load imbalance, not all-reduce: time it apart. */
-    if (!c->mpi) mir_barrier(c);
+    /* Waiting for the slowest replica is load imbalance, not all-reduce: time it apart (within the rank;
+     * under MPI the other ranks' imbalance is inside the all-reduce). */
+    mir_barrier(c);
     const double t1b = tb_now_s();
     if (c->mpi) {
-        int st = mpi_transport_allreduce(c->grads[r], c->n_params);
-        if (st != TB_OK) c->status[r] = st;
-        st = mpi_transport_allreduce_f64(&c->loss[r], 1);
-        if (st != TB_OK) c->status[r] = st;
+        reduce_scatter_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
+        mpi_between_ranks(c, r);
+        if (!sharded) allgather_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
     } else if (sharded) {
         reduce_scatter_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
     } else {
@@ -166,15 +195,26 @@ static void trace_begin_all(struct mir_ctx *c)
 static int mir_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
 {
     struct mir_ctx *c = b->ctx;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const long cores = tpool_cpus();
     if (cfg->transport_mpi) {
         int st = mpi_transport_init(&c->rank, &c->world);
         if (st != TB_OK) return st;
         c->mpi = 1;
-        c->R = 1;
-        if (cfg->batch % c->world)
-            return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d MPI ranks", cfg->batch, c->world);
-        c->shard = cfg->batch / c->world;
+        /* Replicas per rank: --devices, else one (ranks started on one machine would share its cores). */
+        c->R = cfg->n_devices > 0 ? cfg->n_devices : 1;
+        const long G = (long)c->world * c->R;
+        if (cfg->n_devices < 0 || c->R > 1024)
+            return tb_error_set(TB_EINVAL, "--devices must be in 1..1024 (got %d)", cfg->n_devices);
+        if (G > cfg->batch)
+            return tb_error_set(TB_EINVAL, "%d MPI ranks x %d devices is more than the %d samples of a batch", c->world,
+                                c->R, cfg->batch);
+        if (cfg->batch % G)
+            return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d MPI ranks x %d devices", cfg->batch,
+                                c->world, c->R);
+        if (cfg->sync_bn && c->R > 1)
+            return tb_error_set(TB_EUNSUPPORTED, "--sync-bn over MPI takes one device per rank (--devices 1): its "
+                                                 "collective runs inside each replica's pass");
+        c->shard = (int)(cfg->batch / G);
     } else {
         int R = cfg->n_devices > 0 ? cfg->n_devices : (cores > 0 ? (int)cores : 1);
         if (cfg->n_devices < 0 || R > 1024)
@@ -307,7 +347,7 @@ static void eval_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
-    const int parts = c->mpi ? c->world : c->R, me = c->mpi ? c->rank : r;
+    const int parts = c->mpi ? c->world * c->R : c->R, me = global_replica(c, r);
     const int n = eval_batch->n, lo = (int)((long)n * me / parts), hi = (int)((long)n * (me + 1) / parts);
     const size_t per = c->dev[r].m->tensors[c->dev[r].m->input].per_sample;
     memset(&eval_parts[r], 0, sizeof eval_parts[r]);
@@ -376,8 +416,12 @@ static int mir_set(struct backend *b, enum tensor_family f, const float *src)
 static void mir_describe(struct backend *b, char *buf, size_t n)
 {
     struct mir_ctx *c = b->ctx;
-    if (c->mpi)
+    if (c->mpi && c->R == 1)
         snprintf(buf, n, "mirrored: %d MPI ranks, %d samples each, MPI_Allreduce", c->world, c->shard);
+    else if (c->mpi)
+        snprintf(buf, n, "mirrored: %d MPI ranks x %d devices, %d samples each, ring within a rank and "
+                         "MPI_Allreduce of its chunks between ranks%s", c->world, c->R, c->shard,
+                 shards_update(c) ? ", update sharded over a rank's devices" : "");
     else
         snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s", c->R,
                  c->shard, shards_update(c) ? ", update sharded over devices" : "",
@@ -408,18 +452,18 @@ static void mir_destroy(struct backend *b)
 }
 
 /* Replica 0's layer times (the replicas run the same layers on equal shards); --trace: one lane per replica
- * (under MPI, this rank's replica as device `rank`). */
+ * (under MPI, this rank's replicas as their global indices). */
 static int mir_stats(struct backend *b, struct backend_stats *s)
 {
     struct mir_ctx *c = b->ctx;
     struct executor_stats es;
     int rc = executor_stats(&c->dev[0], &es);
     if (rc != TB_OK) return rc;
-    s->n_devices = c->mpi ? c->world : c->R;
+    s->n_devices = c->mpi ? c->world * c->R : c->R;
     s->layer_profile = es.profile;
     c->trace.n = 0;
     for (int r = 0; r < c->R && b->cfg.trace; r++)
-        if ((rc = backend_executor_trace(&c->dev[r], c->mpi ? c->rank : r, &c->trace)) != TB_OK) return rc;
+        if ((rc = backend_executor_trace(&c->dev[r], global_replica(c, r), &c->trace)) != TB_OK) return rc;
     s->trace = c->trace.ev, s->n_trace = c->trace.n;
     return TB_OK;
 }

@@ -7,6 +7,7 @@
 #include "machine.h"
 #include "regular_file.h"
 #include "status.h"
+#include "tpool.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -112,8 +113,7 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     snprintf(c->blas_core, sizeof c->blas_core, "%s", mi.blas_core);
     snprintf(c->timestamp, sizeof c->timestamp, "%s", mi.timestamp);
     const int n = sgemm_n > 0 ? sgemm_n : 2048;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    c->all_threads = cores > 0 ? (int)cores : 1;
+    c->all_threads = tpool_cpus();
     c->cores = mi.n_cores;
     c->sgemm_n = n;
 
@@ -145,7 +145,7 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     }
     c->triad_elements = elems;
     c->triad_1t_gbs = triad_gbs(x, y, z, elems, 1);
-    c->triad_all_gbs = triad_gbs(x, y, z, elems, cores > 0 ? (int)cores : 1);
+    c->triad_all_gbs = triad_gbs(x, y, z, elems, c->all_threads);
     free(x), free(y), free(z);
     return TB_OK;
 }

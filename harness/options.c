@@ -11,6 +11,7 @@
 #include "run.h"
 
 #include "status.h"
+#include "tpool.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -69,8 +70,11 @@ static const struct bench_option options[] = {
     {"no-eval", 0, NULL, "train: skip the test-set evaluation", 0},
     {"conv-algo", 1, "ALGO",
      "auto (timed once per shape) | im2col | direct | fft | gemm1x1 (layers it cannot run: auto)", 0},
-    {"devices", 1, "N", "mirrored / ipu: devices (default: all cores)", 0},
-    {"transport", 1, "shm|mpi", "mirrored: gradient exchange between replicas", 0},
+    {"devices", 1, "N", "mirrored / ipu: devices (default: the cores this process may use; mirrored over MPI: "
+                        "per rank, default 1)", 0},
+    {"transport", 1, "shm|mpi", "mirrored: gradient exchange between replicas (mpi: under mpirun, a ring within "
+                                "each rank's devices and MPI_Allreduce between ranks; bind each rank to its own "
+                                "cores, e.g. mpirun --map-by slot:PE=8 --bind-to core)", 0},
     {"sync-bn", 0, NULL, "mirrored: BatchNorm statistics over the global batch", 0},
     {"stages", 1, "S", "ipu: pipeline stages", 0},
     {"split", 1, "a,b,...", "ipu: first block of each stage after the first", 1},
@@ -685,7 +689,7 @@ static int global_batch(struct bench_config *c)
             if (!strcmp(c->transport, "mpi"))
                 return tb_error_set(TB_EINVAL, "--batch-per-replica: with --transport mpi the replicas are the MPI "
                                                "ranks, unknown until the run starts; give --batch (ranks x B)");
-            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            long cores = tpool_cpus();
             R = c->run.n_devices > 0 ? c->run.n_devices : cores > 0 ? cores : 1;
         } else if (pipelined) {
             R = c->run.ipu.replicas > 0 ? c->run.ipu.replicas : 1;

@@ -16,6 +16,7 @@
 #include "outputs.h"
 #include "rng.h"
 #include "status.h"
+#include "tpool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -93,7 +94,7 @@ static int native_shape(const struct session *s, int *h, int *w, int *ch, double
  * The rate is an assumption, not a measurement: a step shorter than planned only means more of them. */
 static int throughput_default_batch(const struct session *s, double train_flops)
 {
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const long cores = tpool_cpus();
     const double flop_step_budget = 5.0 * 10e9 * (double)(cores > 0 ? cores : 1);
     int b = s->w->batch;
     while (b > 8 && (double)b * train_flops > flop_step_budget) b /= 2;
