@@ -10,11 +10,12 @@
 #include <unistd.h>
 
 static const struct executor_device registry[] = {
-    {"cpu", "host cores: arenas in host memory, kernels on a pinned pool of `threads` workers",
-     executor_cpu_create, NULL},
+    /* The cpu: always present, no facts or ceilings of its own (the harness measures the host). */
+    {.name = "cpu", .summary = "host cores: arenas in host memory, kernels on a pinned pool of `threads` workers",
+     .create = executor_cpu_create},
 #ifdef TB_HAVE_CUDA
     {"cuda", "one NVIDIA GPU: device memory, CUDA kernels and cuBLAS on a stream (dense chains so far)",
-     executor_cuda_create, executor_cuda_probe},
+     executor_cuda_create, executor_cuda_probe, executor_cuda_info, executor_cuda_calibrate, executor_cuda_memory},
 #endif
 };
 
@@ -31,6 +32,46 @@ int executor_device_probe(const char *name)
     for (int k = 0; k < n; k++)
         if (strcmp(d[k].name, name) == 0) return d[k].probe ? d[k].probe() : TB_OK;
     return tb_error_set(TB_EINVAL, "unknown device '%s'", name);
+}
+
+/* The registry entry of name, or NULL after TB_EINVAL's message. */
+static const struct executor_device *device_named(const char *name)
+{
+    int n;
+    const struct executor_device *d = executor_devices(&n);
+    for (int k = 0; k < n; k++)
+        if (strcmp(d[k].name, name) == 0) return &d[k];
+    tb_error_set(TB_EINVAL, "unknown device '%s'", name);
+    return NULL;
+}
+
+/* A device's optional member is present and its hardware answers (the probe's reason otherwise). */
+static int device_ready(const struct executor_device *d, int has_member, const char *what)
+{
+    if (!d) return TB_EINVAL;
+    if (!has_member) return tb_error_set(TB_EUNSUPPORTED, "device %s keeps no %s", d->name, what);
+    return d->probe ? d->probe() : TB_OK;
+}
+
+int executor_device_info(const char *name, struct device_info *out)
+{
+    const struct executor_device *d = device_named(name);
+    const int st = device_ready(d, d && d->info, "facts");
+    return st != TB_OK ? st : d->info(out);
+}
+
+int executor_device_calibrate(const char *name, struct device_ceilings *c, int gemm_n)
+{
+    const struct executor_device *d = device_named(name);
+    const int st = device_ready(d, d && d->calibrate, "ceilings");
+    return st != TB_OK ? st : d->calibrate(c, gemm_n);
+}
+
+int executor_device_memory(const char *name, struct device_memory *m, int reset)
+{
+    const struct executor_device *d = device_named(name);
+    const int st = device_ready(d, d && d->memory, "memory accounting");
+    return st != TB_OK ? st : d->memory(m, reset);
 }
 
 int executor_create(struct executor *ex, const struct model *m, const struct executor_config *cfg)

@@ -19,6 +19,7 @@
 #ifndef TB_EXECUTOR_H
 #define TB_EXECUTOR_H
 
+#include "device_info.h"
 #include "exec.h"
 #include "model.h"
 #include "optim.h"
@@ -178,6 +179,12 @@ struct executor_device {
     /* Optional, for devices that need hardware: TB_OK when one is present, else TB_EUNSUPPORTED with a
      * one-line reason (NULL: always present, as the cpu is). */
     int (*probe)(void);
+    /* Optional (device_info.h): the device's facts; its measured ceilings (gemm_n 0: the device's
+     * default size; seconds of work); its memory, the allocation high-water mark restarted afterwards
+     * when reset. Each TB_OK, or an error with its one-line reason (the probe's where no hardware). */
+    int (*info)(struct device_info *d);
+    int (*calibrate)(struct device_ceilings *c, int gemm_n);
+    int (*memory)(struct device_memory *m, int reset);
 };
 
 /* The registered devices, in display order; *n receives the count. */
@@ -187,6 +194,14 @@ int executor_create(struct executor *ex, const struct model *m, const struct exe
 /* Whether device `name` can run here: TB_OK, TB_EUNSUPPORTED with the reason (no hardware present), or
  * TB_EINVAL for a name the registry does not know. */
 int executor_device_probe(const char *name);
+/* Device `name`'s facts (device_info.h): TB_OK; TB_EUNSUPPORTED when it keeps none or has no hardware here,
+ * TB_EINVAL when the registry does not know it; each with its reason. */
+int executor_device_info(const char *name, struct device_info *d);
+/* Measures device `name`'s ceilings (gemm_n 0: its default), errors as executor_device_info. */
+int executor_device_calibrate(const char *name, struct device_ceilings *c, int gemm_n);
+/* Device `name`'s memory now; reset restarts the allocation high-water mark at what is held. Errors as
+ * executor_device_info. */
+int executor_device_memory(const char *name, struct device_memory *m, int reset);
 /* Releases everything (safe on a zeroed or failed executor). */
 void executor_destroy(struct executor *ex);
 /* Forward over p's layers; *loss_sum gets Σ loss when the range ends at the loss layer (else 0). */
@@ -254,5 +269,11 @@ int executor_cpu_stage_create(struct executor *ex);
 int executor_cuda_create(struct executor *ex);
 /* The cuda device's probe: TB_OK when cudaGetDeviceCount finds a GPU, else TB_EUNSUPPORTED with why. */
 int executor_cuda_probe(void);
+/* The cuda device's facts: GPU 0's name, driver and runtime versions, memory, compute capability. */
+int executor_cuda_info(struct device_info *d);
+/* The cuda device's ceilings: cuBLAS fp32/TF32/bf16 GEMM and device-to-device copy (cuda/calibrate_cuda.c). */
+int executor_cuda_calibrate(struct device_ceilings *c, int gemm_n);
+/* The cuda device's memory: the executors' own accounting and cudaMemGetInfo. */
+int executor_cuda_memory(struct device_memory *m, int reset);
 
 #endif

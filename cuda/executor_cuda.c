@@ -66,10 +66,24 @@ struct cuda_ctx {
     double *l_loss;                          /* device: per-step loss sums */
     long long *l_k;                          /* device: the step index the graph reads */
     long l_cap;                              /* steps the loop buffers hold */
+    double l_bytes;                          /* their device bytes (part of dev_bytes) */
     void *h_stage;                           /* pinned: a fused step's pixels, label, alpha and loss */
+    double dev_bytes;                        /* device memory it allocated (the rows' gpu_mem_peak_mib) */
 };
 
 static struct cuda_ctx *ctx_of(const struct executor *ex) { return ex->ctx; }
+
+/* cudaMalloc of n bytes (at least 1, so every family has a distinct pointer), counted in c->dev_bytes and
+ * the process's tally (tb_cuda_mem_account); cuda_destroy gives the whole count back. */
+static int dev_alloc(struct cuda_ctx *c, void **p, size_t n, const char *what)
+{
+    const size_t bytes = n ? n : 1;
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) return tb_cuda_fail(e, what, __FILE__, __LINE__);
+    c->dev_bytes += (double)bytes;
+    tb_cuda_mem_account((double)bytes);
+    return TB_OK;
+}
 
 static float *act(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
@@ -469,12 +483,20 @@ static int loop_reserve(struct cuda_ctx *c, long steps)
     if (c->gexec) cudaGraphExecDestroy(c->gexec), c->gexec = NULL;
     if (c->graph) cudaGraphDestroy(c->graph), c->graph = NULL;
     if (steps > c->l_cap) {
-        cudaFree(c->l_x), cudaFree(c->l_y), cudaFree(c->l_alpha), cudaFree(c->l_loss);
+        void *old[] = {c->l_x, c->l_y, c->l_alpha, c->l_loss};
+        for (int k = 0; k < 4; k++)
+            if (old[k]) cudaFree(old[k]);
+        c->dev_bytes -= c->l_bytes;
+        tb_cuda_mem_account(-c->l_bytes);
         c->l_x = NULL, c->l_y = NULL, c->l_alpha = NULL, c->l_loss = NULL, c->l_cap = 0;
-        TB_CU(cudaMalloc((void **)&c->l_x, (size_t)steps * c->per_in));
-        TB_CU(cudaMalloc((void **)&c->l_y, (size_t)steps * sizeof(int32_t)));
-        TB_CU(cudaMalloc((void **)&c->l_alpha, (size_t)steps * sizeof(float)));
-        TB_CU(cudaMalloc((void **)&c->l_loss, (size_t)steps * sizeof(double)));
+        const double before = c->dev_bytes;
+        const size_t ns = (size_t)steps;
+        int st = dev_alloc(c, (void **)&c->l_x, ns * c->per_in, "cudaMalloc(loop pixels)");
+        if (st == TB_OK) st = dev_alloc(c, (void **)&c->l_y, ns * sizeof(int32_t), "cudaMalloc(loop labels)");
+        if (st == TB_OK) st = dev_alloc(c, (void **)&c->l_alpha, ns * sizeof(float), "cudaMalloc(loop steps)");
+        if (st == TB_OK) st = dev_alloc(c, (void **)&c->l_loss, ns * sizeof(double), "cudaMalloc(loop losses)");
+        c->l_bytes = c->dev_bytes - before; /* what the next growth gives back, even after a failure here */
+        if (st != TB_OK) return st;
         c->l_cap = steps;
     }
     c->ld = (struct tb_cuda_loop_dev){c->l_x, c->l_y, c->l_alpha, c->l_loss, c->l_k, c->l_cap};
@@ -565,16 +587,9 @@ static void cuda_destroy(struct executor *ex)
     if (c->h_correct) cudaFreeHost(c->h_correct);
     if (c->h_stage) cudaFreeHost(c->h_stage);
     if (c->s) cudaStreamDestroy(c->s);
+    tb_cuda_mem_account(-c->dev_bytes);
     free(c);
     ex->ctx = NULL;
-}
-
-/* cudaMalloc of n bytes (at least 1, so every family has a distinct pointer). */
-static int dev_alloc(void **p, size_t n, const char *what)
-{
-    const cudaError_t e = cudaMalloc(p, n ? n : 1);
-    if (e != cudaSuccess) return tb_cuda_fail(e, what, __FILE__, __LINE__);
-    return TB_OK;
 }
 
 /* The optimizer's segment tables (one per trainable tensor, as executor_cpu.c builds them) on the device. */
@@ -597,11 +612,11 @@ static int build_segments(struct cuda_ctx *c)
         n++;
     }
     c->n_segs = n;
-    if (st == TB_OK) st = dev_alloc((void **)&c->seg_of, np * sizeof *seg_of, "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->no_decay, (size_t)n, "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->trust, (size_t)n * sizeof(float), "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->seg_off, (size_t)n * sizeof *off, "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->seg_n, (size_t)n * sizeof *cnt, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->seg_of, np * sizeof *seg_of, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->no_decay, (size_t)n, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->trust, (size_t)n * sizeof(float), "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->seg_off, (size_t)n * sizeof *off, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->seg_n, (size_t)n * sizeof *cnt, "cudaMalloc(segments)");
     cudaError_t e = cudaSuccess;
     if (st == TB_OK && np) e = cudaMemcpy(c->seg_of, seg_of, np * sizeof *seg_of, cudaMemcpyHostToDevice);
     if (st == TB_OK && n && e == cudaSuccess) e = cudaMemcpy(c->no_decay, nd, (size_t)n, cudaMemcpyHostToDevice);
@@ -678,18 +693,18 @@ int executor_cuda_create(struct executor *ex)
     /* Once, for the larger of the two batches: no allocation per step. */
     const size_t s_train = tb_cuda_effnet_scratch_bytes(m, n_max), s_eval = tb_cuda_effnet_scratch_bytes(m, eval_n);
     const size_t scratch = s_train > s_eval ? s_train : s_eval;
-    if ((st = dev_alloc((void **)&c->params, np * sizeof(float), "cudaMalloc(params)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->train.acts, at * sizeof(float), "cudaMalloc(activations)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->train.dacts, at * sizeof(float), "cudaMalloc(activation gradients)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->eval.acts, ae * sizeof(float), "cudaMalloc(evaluation activations)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
-        (st = dev_alloc(&c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
+    if ((st = dev_alloc(c, (void **)&c->params, np * sizeof(float), "cudaMalloc(params)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->train.acts, at * sizeof(float), "cudaMalloc(activations)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->train.dacts, at * sizeof(float), "cudaMalloc(activation gradients)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->eval.acts, ae * sizeof(float), "cudaMalloc(evaluation activations)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
+        (st = dev_alloc(c, &c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
         return st;
     TB_CU(cudaMallocHost((void **)&c->h_losses, (size_t)c->n_io * sizeof(float)));
     TB_CU(cudaMallocHost((void **)&c->h_correct, (size_t)c->n_io));
@@ -703,8 +718,9 @@ int executor_cuda_create(struct executor *ex)
     TB_CU(cudaDeviceSynchronize());
     c->loop = loop_eligible(ex);
     if (c->loop) {
-        TB_CU(cudaMalloc((void **)&c->l_k, sizeof(long long)));
-        TB_CU(cudaMalloc((void **)&c->l_alpha_now, sizeof(float)));
+        if ((st = dev_alloc(c, (void **)&c->l_k, sizeof(long long), "cudaMalloc(loop step)")) != TB_OK ||
+            (st = dev_alloc(c, (void **)&c->l_alpha_now, sizeof(float), "cudaMalloc(loop step size)")) != TB_OK)
+            return st;
         TB_CU(cudaMallocHost(&c->h_stage, (c->per_in + 7) / 8 * 8 + 32));
         ex->fused_step = 1;
     }

@@ -168,6 +168,14 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     }
     if (s->have_cal) {
         json_key_object(b, "calibration");
+        if (row_gpu_calibrated(s)) { /* the GPU's ceilings the row's GPU share was taken of */
+            const struct calibration_gpu *g = &s->cal.gpu;
+            json_key_str(b, "gpu_name", g->info.name);
+            json_key_double(b, "gpu_fp32_tflops", g->c.fp32_tflops);
+            json_key_double(b, "gpu_tf32_tflops", g->c.tf32_tflops);
+            json_key_double(b, "gpu_bf16_tflops", g->c.bf16_tflops);
+            json_key_double(b, "gpu_copy_gbs", calibrate_gpu_copy_gbs(g));
+        }
         json_key_double(b, "sgemm_1t_gflops", s->cal.sgemm_1t_gflops);
         json_key_double(b, "sgemm_all_gflops", s->cal.sgemm_all_gflops);
         json_key_int(b, "all_threads", s->cal.all_threads);
@@ -182,14 +190,38 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_object(b, "figures");
 }
 
+int row_gpu_calibrated(const struct session *s)
+{
+    return s->have_cal && s->mi.have_gpu && calibrate_gpu_matches(&s->cal.gpu, s->mi.gpu.name);
+}
+
+void row_gpu_memory(const struct session *s, struct json_buf *b)
+{
+    struct device_memory dm;
+    if (!s->mi.have_gpu) return;
+    if (executor_device_memory(s->c.device, &dm, 0) != TB_OK) {
+        tb_error_clear();
+        return;
+    }
+    json_key_double(b, "gpu_mem_peak_mib", dm.alloc_peak_bytes / 1048576.0);
+    json_key_double(b, "gpu_mem_used_mib", dm.used_bytes / 1048576.0);
+}
+
 /* Figures every row carries: achieved GFLOP/s (measured time × counted FLOPs), its share of the
- * calibrated sgemm ceiling, the estimated arithmetic intensity, and the peak memory. */
+ * calibrated ceiling of the device it ran on (the sgemm's, or for the cuda device the GPU's fp32 GEMM),
+ * the estimated arithmetic intensity, and the peak memory (host, and the GPU's on the cuda device). */
 void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
                         double flops_per_step)
 {
     json_key_double(b, "gflops_per_s", gflops);
     if (bytes_per_step > 0.0) json_key_double(b, "est_intensity_flop_per_byte", flops_per_step / bytes_per_step);
-    if (s->have_cal) {
+    if (s->mi.have_gpu) {
+        /* The kernels ran on the GPU: a share of the host's sgemm would mean nothing. */
+        if (row_gpu_calibrated(s)) {
+            json_key_double(b, "gpu_peak_tflops", s->cal.gpu.c.fp32_tflops);
+            json_key_double(b, "gpu_peak_share", gflops / (1e3 * s->cal.gpu.c.fp32_tflops));
+        }
+    } else if (s->have_cal) {
         const int th = compute_threads(s);
         double peak = s->cal.sgemm_1t_gflops;
         if (th > 1 && s->cal.all_threads > 0)
@@ -200,6 +232,7 @@ void row_common_figures(const struct session *s, struct json_buf *b, double gflo
     }
     json_key_double(b, "peak_rss_mib", measure_peak_rss_mib());
     json_key_str(b, "peak_rss_scope", s->peak_per_run ? "run" : "process");
+    row_gpu_memory(s, b);
     json_key_double(b, "setup_time_s", s->setup_time_s);
 }
 

@@ -258,6 +258,7 @@ int session_open(struct session *s, const struct bench_config *c)
         s->loaded = 1;
     }
     machine_info_read(&s->mi);
+    machine_gpu_read(&s->mi, s->c.device);
     s->have_cal = calibrate_load_matching(s->c.calibration, s->mi.cpu_model, s->mi.n_cores, s->mi.blas_core,
                                           &s->cal) == TB_OK;
     tb_error_clear();
@@ -284,6 +285,9 @@ int session_backend(struct session *s, int batch, int eval_batch)
     timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
+    /* The GPU memory figures count from the backend about to be prepared (its executors' allocations). */
+    struct device_memory dm;
+    if (s->mi.have_gpu && executor_device_memory(s->c.device, &dm, 1) != TB_OK) tb_error_clear();
     /* Preparing can take a while (the ipu backend times every layer to balance its stages): a first line
      * before it, so that a piped run is not silent. */
     const int talk = !s->c.quiet && !s->c.compact;

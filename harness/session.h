@@ -144,7 +144,12 @@ void batch_split(const struct session *s, int batch, int *replicas, int *accum, 
 /* Opens a row: schema, kind, run id, configuration, machine and build; leaves "figures" open. */
 void row_begin(const struct session *s, struct json_buf *b, const char *run_id, int batch, long steps,
                const char *sweep);
-/* Figures every row carries: GFLOP/s, its share of the sgemm ceiling, intensity, peak memory. */
+/* Whether the session's calibration holds ceilings of the GPU the run uses (the cuda device). */
+int row_gpu_calibrated(const struct session *s);
+/* Runs on a GPU: figures.gpu_mem_peak_mib (the executors' allocation high-water mark since the backend was
+ * prepared) and gpu_mem_used_mib (the device's memory in use, cudaMemGetInfo); nothing otherwise. */
+void row_gpu_memory(const struct session *s, struct json_buf *b);
+/* Figures every row carries: GFLOP/s, its share of the device's ceiling, intensity, peak memory. */
 void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
                         double flops_per_step);
 /* --profile: per-layer seconds per step over the steps since profile_begin, as figures.layer_times. */
