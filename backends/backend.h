@@ -20,6 +20,8 @@
 
 /* The ipu backend's own options (pipeline, precision); the others ignore them. 0 / "" = the default. */
 struct ipu_options {
+    /* prefetch is also the executor schedules' (cpu, mirrored, cuda): batches handed to devices that copy
+     * their inputs (backend_prefetches) ahead of the step that reads them (0 = 1; negative = none). */
     int stages, micro_batch, ga, replicas, recompute, prefetch;
     char schedule[16], precision[8], split[64];
     float loss_scale;      /* fp16: static loss scale in [RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX];
@@ -119,6 +121,10 @@ struct backend_i {
     int (*is_primary)(struct backend *b); /* MPI: only rank 0 prints and writes results */
     /* Everything the backend reports (s arrives zeroed): profile, algorithms, events, pipeline figures. */
     int (*stats)(struct backend *b, struct backend_stats *s);
+    /* How many batches ahead prefetch takes (0: none; its devices read host memory in place). */
+    int (*prefetches)(struct backend *b);
+    /* Starts copying step `step`'s batch to the devices, overlapping the steps before it. */
+    int (*prefetch)(struct backend *b, const struct batch *batch, long step);
 };
 
 struct backend {
@@ -178,6 +184,12 @@ int backend_create(struct backend *b, const char *name);
 int backend_prepare(struct backend *b, const struct model *m, const struct run_config *cfg);
 /* One optimizer step over the global batch: forward_backward then update (or the fused train_step). */
 int backend_train_step(struct backend *b, const struct batch *batch, long step, struct step_stats *st);
+/* How many batches ahead the devices copy (backend_prefetch) while earlier steps run: 0 where they read
+ * host memory in place (cpu) or --prefetch 0 said none; -1 for a backend with its own infeed (ipu). */
+int backend_prefetches(struct backend *b);
+/* Starts copying step `step`'s batch to the devices (a no-op unless backend_prefetches); the batch must
+ * stay unchanged until backend_train_step runs that step. */
+int backend_prefetch(struct backend *b, const struct batch *batch, long step);
 /* Completes any work earlier train steps deferred (a no-op for most backends): the harness calls it
  * inside the last timed step of a run of steps, so no step's work falls outside the training clock. */
 int backend_finish(struct backend *b);

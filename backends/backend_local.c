@@ -81,6 +81,14 @@ static int lb_train_step(struct backend *b, const struct batch *batch, long step
     return rc;
 }
 
+static int lb_prefetches(struct backend *b) { return executor_prefetches(&((struct local_ctx *)b->ctx)->ex); }
+
+static int lb_prefetch(struct backend *b, const struct batch *batch, long step)
+{
+    const struct executor_pass p = whole_batch(batch, step); /* the pass lb_train_step will run */
+    return executor_prefetch(&((struct local_ctx *)b->ctx)->ex, &p);
+}
+
 static int lb_finish(struct backend *b)
 {
     executor_finish(&((struct local_ctx *)b->ctx)->ex);
@@ -151,12 +159,14 @@ static const struct backend_i cpu_iface = {
     .name = "cpu", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
+    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
 };
 
 static const struct backend_i threads_iface = {
     .name = "threads", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
+    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
 };
 
 /* The cpu schedule on one GPU: one executor on the cuda device, its fused step the captured graph. */
@@ -164,6 +174,7 @@ static const struct backend_i cuda_iface = {
     .name = "cuda", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
+    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
 };
 
 static int local_create(struct backend *b, const struct backend_i *iface, int want_threads, const char *device)

@@ -75,6 +75,9 @@ struct executor_config {
     const int *cuts;      /* segments (required by recompute or half storage, else none): n_seg + 1 layers,
                              cuts[0] = l0 .. cuts[n_seg] = l1, at block boundaries (copied at create) */
     int n_seg;
+    int prefetch;         /* passes a schedule hands over ahead (executor_prefetch) at most; 0 = none */
+    int ordinal;          /* which instance of the device this executor uses (a mirrored replica's index):
+                             the cuda device takes GPU ordinal mod the GPUs present; the cpu ignores it */
 };
 
 /* One pass over a slice of the global batch; zero-initialised fields give a whole-model pass. */
@@ -132,6 +135,15 @@ enum { EXECUTOR_FORWARD = 1, EXECUTOR_BACKWARD = 2 };
 
 struct executor;
 
+/* Executors of one device that sum their gradients together (a schedule's replicas), in rank order. */
+struct executor_group {
+    struct executor *ex;  /* (n) the members, consecutive */
+    int n;
+    void *state;          /* the device's (communicators, events, pointer tables) */
+    void (*release)(struct executor_group *g); /* frees state; set by the device's group_init */
+    char how[128];        /* how the group sums, for a backend's description line */
+};
+
 struct executor_i {
     const char *name;
     /* required */
@@ -161,6 +173,17 @@ struct executor_i {
                               float scale);
     /* Stages, half precision: gradients are stored times `scale` from the next call on. */
     void (*set_grad_scale)(struct executor *ex, float scale);
+    /* Collectives over executors of this device (optional: a schedule without them sums host copies of
+     * the gradients). group_init prepares g over its members (communicators, events) and says how in
+     * g->how; allreduce_grads, called by one thread once every member's backward has been issued
+     * (the members' own threads wait meanwhile),
+     * leaves each member's TF_GRADS the sum over the group in a fixed order (the same bits every run),
+     * ordered after each member's earlier work and before its later work. */
+    int (*group_init)(struct executor_group *g);
+    int (*allreduce_grads)(struct executor_group *g);
+    /* Optional: starts copying a later pass's inputs (p->x, p->y, p->n) to the device, so that the copy
+     * overlaps the passes before it; that pass then reads the copy. */
+    int (*prefetch)(struct executor *ex, const struct executor_pass *p);
 };
 
 struct executor {
@@ -185,6 +208,8 @@ struct executor_device {
     int (*info)(struct device_info *d);
     int (*calibrate)(struct device_ceilings *c, int gemm_n);
     int (*memory)(struct device_memory *m, int reset);
+    /* Optional: how many instances are present (GPUs); NULL or 0: not counted (the cpu's cores). */
+    int (*count)(void);
 };
 
 /* The registered devices, in display order; *n receives the count. */
@@ -202,6 +227,11 @@ int executor_device_calibrate(const char *name, struct device_ceilings *c, int g
 /* Device `name`'s memory now; reset restarts the allocation high-water mark at what is held. Errors as
  * executor_device_info. */
 int executor_device_memory(const char *name, struct device_memory *m, int reset);
+/* Instances of device `name` present (cuda: GPUs); 0 when the device does not count them (cpu). */
+int executor_device_count(const char *name);
+/* Adds a device after the built-in ones (a test's double of a device; at most 4): TB_EINVAL when full
+ * or the name is taken. Not thread-safe: register before creating executors. */
+int executor_device_register(const struct executor_device *d);
 /* Releases everything (safe on a zeroed or failed executor). */
 void executor_destroy(struct executor *ex);
 /* Forward over p's layers; *loss_sum gets Σ loss when the range ends at the loss layer (else 0). */
@@ -256,6 +286,19 @@ size_t executor_export_boundary(struct executor *ex, int grads, int slot, void *
                                 float scale);
 /* Stages, half precision: stores gradients times scale (fp16's loss scale) from the next call on. */
 void executor_set_grad_scale(struct executor *ex, float scale);
+/* Prepares a gradient collective over ex[0..n) (created executors of one device): TB_EUNSUPPORTED with
+ * the reason when the device has none, or none for this arrangement (the schedule then sums host copies). */
+int executor_group_init(struct executor_group *g, struct executor *ex, int n);
+/* Sums TF_GRADS over the group into every member in a fixed order (executor_synchronize waits for it). */
+int executor_group_allreduce_grads(struct executor_group *g);
+/* Releases what executor_group_init prepared (safe on a zeroed or failed group). */
+void executor_group_free(struct executor_group *g);
+/* Starts copying the inputs of a later pass (p->x, p->y, p->n: unchanged until that pass) to the device;
+ * a no-op where the device reads host memory in place (cpu) or stages its own (a fused step). */
+int executor_prefetch(struct executor *ex, const struct executor_pass *p);
+/* How many passes ahead executor_prefetch copies on this executor (cfg.prefetch, or 0 where it copies
+ * nothing). */
+int executor_prefetches(const struct executor *ex);
 /* Bytes of host memory available now (0 when unknown): what an executor's estimate is checked against. */
 double executor_host_mem_available(void);
 /* Bytes of host memory in all (TB_MEM_AVAILABLE when set, else the physical pages; 8 GiB when unknown). */
@@ -275,5 +318,7 @@ int executor_cuda_info(struct device_info *d);
 int executor_cuda_calibrate(struct device_ceilings *c, int gemm_n);
 /* The cuda device's memory: the executors' own accounting and cudaMemGetInfo. */
 int executor_cuda_memory(struct device_memory *m, int reset);
+/* The GPUs cudaGetDeviceCount finds (0 when it fails). */
+int executor_cuda_count(void);
 
 #endif

@@ -13,17 +13,22 @@
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max,
  * so get/set tensors are plain copies and a test can compare the two devices element by element.
+ * Placement: an executor runs on GPU cfg.ordinal mod the GPUs present, on a stream and memory of its
+ * own (a schedule's replicas share a GPU when there are fewer GPUs than replicas); gradients of a group
+ * of executors are summed by collective_cuda.c, inputs copied ahead by prefetch_cuda.c.
  * Synchronisation: every call returns with its work enqueued; those that hand results to the host (a
  * loss, get_tensors, evaluate) wait on the stream. Ownership: the context owns every allocation.
  */
 #include "executor_cuda.h"
 
+#include "collective_cuda.h"
 #include "cuda_util.h"
 #include "executor_cuda_layers.h"
 #include "layout.h"
 #include "ops_dense.h"
 #include "ops_effnet.h"
 #include "optim_cuda.h"
+#include "prefetch_cuda.h"
 #include "stage_precision.h"
 #include "status.h"
 
@@ -34,6 +39,8 @@
 struct cuda_ctx {
     const struct model *m;
     struct executor_config cfg;
+    int gpu;                                 /* the GPU ordinal: cfg.ordinal mod the GPUs present */
+    struct tb_cuda_prefetch *pf;             /* inputs copied ahead (--prefetch; NULL until the first) */
     cudaStream_t s;
     tb_cublas *blas;
     float *params, *grads, *opt, *buffers;   /* device, canonical layouts */
@@ -134,8 +141,12 @@ static struct cu_env env_of(const struct cuda_ctx *c)
                            .buffers = c->buffers, .scratch = c->scratch, .seed = c->cfg.seed};
 }
 
+/* Every entry point starts here: this executor's GPU made current on the calling thread (replicas on
+ * several GPUs are driven from several threads, and one thread drives several), then a failure a void
+ * call left is reported. */
 static int sticky(struct cuda_ctx *c)
 {
+    TB_CU(cudaSetDevice(c->gpu));
     if (!c->err) return TB_OK;
     const int st = c->err;
     c->err = 0;
@@ -286,7 +297,12 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
                             "cuda: sync BatchNorm across replicas is not implemented on this device yet");
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
-    if (fwd && (st = upload(c, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n)) != TB_OK) return st;
+    const uint8_t *px = p->l0 == 0 ? p->x : NULL;
+    const int32_t *py = at_loss ? p->y : NULL;
+    /* Inputs copied ahead (cuda_prefetch) are taken on the device; otherwise uploaded now. */
+    const int ahead = fwd && c->pf ? tb_cuda_prefetch_take(c->pf, px, py, p->n, p->step, c->x, c->labels, c->s) : 0;
+    if (ahead < 0) return ahead;
+    if (fwd && !ahead && (st = upload(c, px, py, p->n)) != TB_OK) return st;
     for (int i = p->l0; fwd && i < p->l1; i++)
         if ((st = layer_forward(c, &c->train, &m->layers[i], p->n, p->n_global, p->training, p->first_index,
                                 p->step)) != TB_OK)
@@ -301,7 +317,8 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
 static void cuda_zero_grads(struct executor *ex)
 {
     struct cuda_ctx *c = ctx_of(ex);
-    const cudaError_t e = cudaMemsetAsync(c->grads, 0, c->m->n_params * sizeof(float), c->s);
+    cudaError_t e = cudaSetDevice(c->gpu);
+    if (e == cudaSuccess) e = cudaMemsetAsync(c->grads, 0, c->m->n_params * sizeof(float), c->s);
     if (e != cudaSuccess && !c->err) {
         c->err = tb_cuda_fail(e, "cudaMemsetAsync(gradients)", __FILE__, __LINE__);
         snprintf(c->err_msg, sizeof c->err_msg, "%s", tb_error_get());
@@ -568,12 +585,31 @@ static int cuda_train_step(struct executor *ex, const struct executor_pass *p, d
     return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, p->step);
 }
 
+/* Starts the upload of a later pass's inputs on the copy stream (prefetch_cuda.c), the ring's
+ * cfg.prefetch + 1 slots created on first use: the pass that reads them may be that many calls away. */
+static int cuda_prefetch(struct executor *ex, const struct executor_pass *p)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    if (!c->pf && (st = tb_cuda_prefetch_create(&c->pf, c->cfg.prefetch + 1, c->cfg.n_max, c->per_in)) != TB_OK)
+        return st;
+    const int at_loss = p->l1 == 0 || p->l1 == c->m->n_layers; /* the keys cuda_compute will look for */
+    return tb_cuda_prefetch_put(c->pf, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n, p->step);
+}
+
+int executor_cuda_gpu(const struct executor *ex) { return ctx_of(ex)->gpu; }
+
+void *executor_cuda_stream(const struct executor *ex) { return ctx_of(ex)->s; }
+
 /* ---- lifetime ---- */
 
 static void cuda_destroy(struct executor *ex)
 {
     struct cuda_ctx *c = ctx_of(ex);
     if (!c) return;
+    cudaSetDevice(c->gpu);
+    tb_cuda_prefetch_destroy(c->pf);
     if (c->s) cudaStreamSynchronize(c->s);
     if (c->gexec) cudaGraphExecDestroy(c->gexec);
     if (c->graph) cudaGraphDestroy(c->graph);
@@ -644,10 +680,18 @@ static const struct executor_i cuda_iface = {
     .name = "cuda", .destroy = cuda_destroy, .compute = cuda_compute, .zero_grads = cuda_zero_grads,
     .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
     .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
-    .evaluate = cuda_evaluate,
+    .evaluate = cuda_evaluate, .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
+    .prefetch = cuda_prefetch,
 };
 
 int executor_cuda_probe(void) { return tb_cuda_probe(); }
+
+int executor_cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) (void)cudaGetLastError(), n = 0;
+    return n;
+}
 
 int executor_cuda_create(struct executor *ex)
 {
@@ -674,6 +718,11 @@ int executor_cuda_create(struct executor *ex)
     ex->i = &cuda_iface;
     c->m = m;
     c->cfg = ex->cfg;
+    /* Replica r of a schedule on GPU r mod the GPUs present: with one GPU, every replica on it (a stream
+     * and memory each), so multi-device schedules run on one card. */
+    const int n_gpus = executor_cuda_count();
+    c->gpu = n_gpus > 0 && ex->cfg.ordinal > 0 ? ex->cfg.ordinal % n_gpus : 0;
+    TB_CU(cudaSetDevice(c->gpu));
     const int n_max = ex->cfg.n_max, eval_n = ex->cfg.eval_batch;
     c->n_io = n_max > eval_n ? n_max : eval_n;
     c->per_in = m->tensors[m->input].per_sample;

@@ -1,5 +1,6 @@
 /* executor_cuda.h — the cuda device's entry points beyond executor.h (the constructor and probe are
- * declared there, for core's registry): the batch-1 on-device training loop. Schedules do not include
+ * declared there, for core's registry): the batch-1 on-device training loop, and an executor's GPU and
+ * stream (for the group collective, collective_cuda.c). Schedules do not include
  * this header (tests/check_layers.sh); the tests and, later, a backend member that hands over a run of
  * steps do.
  */
@@ -20,5 +21,10 @@ int executor_cuda_has_loop(const struct executor *ex);
  * Bitwise the same as n_steps calls of executor_train_step. TB_EUNSUPPORTED unless executor_cuda_has_loop. */
 int executor_cuda_run_steps(struct executor *ex, long first_step, long n_steps, const uint8_t *x_all,
                             const int32_t *y_all, double *losses);
+
+/* The GPU ordinal a cuda executor runs on (cfg.ordinal mod the GPUs present). */
+int executor_cuda_gpu(const struct executor *ex);
+/* Its stream (a cudaStream_t), on which every call enqueues its work. */
+void *executor_cuda_stream(const struct executor *ex);
 
 #endif

@@ -88,7 +88,9 @@ static const struct bench_option options[] = {
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
                                    "clean steps) or a static N in [1, 1e30]; an overflow skips the step, and 10\n"
                                    "in a row at the lowest (or static) scale end the run as diverged", 0},
-    {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none)", 0},
+    {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none); cpu, mirrored, cuda on a\n"
+                         "device that copies its inputs (cuda): batches copied ahead of their step over a\n"
+                         "copy stream (default 1; 0 = none; the cpu device reads them in place)", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default:\n"
                                "the recipe's, else constant); the decay runs to the last step", 0},

@@ -179,6 +179,9 @@ void session_close(struct session *s)
     dataset_free(&s->test);
     free(s->params);
     free(s->buffers);
+    for (int k = 1; k <= s->ahead; k++) free(s->ahead_x[k]), free(s->ahead_y[k]);
+    free(s->ahead_x);
+    free(s->ahead_y);
     free(s->bx);
     free(s->by);
     free(s->test_y);
@@ -278,6 +281,35 @@ int session_open(struct session *s, const struct bench_config *c)
     return TB_OK;
 }
 
+/* The batch buffers --prefetch needs for the prepared backend: as many more as it takes batches ahead
+ * (kept for later backends of the session). An explicit --prefetch that copies nothing says so, once. */
+static int session_ahead(struct session *s, int talk)
+{
+    const int ahead = backend_prefetches(&s->be);
+    if (ahead == 0 && s->c.run.ipu.prefetch > 0 && talk && !s->prefetch_note_done++)
+        fprintf(stderr, "bench: note: --prefetch %d: nothing is copied ahead: %s on device %s reads each batch in "
+                        "host memory where it is assembled\n", s->c.run.ipu.prefetch, s->c.backend,
+                s->be.cfg.device[0] ? s->be.cfg.device : "cpu");
+    if (ahead <= s->ahead) return TB_OK;
+    const size_t per = s->m.tensors[s->m.input].per_sample;
+    uint8_t **x = realloc(s->ahead_x, (size_t)(ahead + 1) * sizeof *x);
+    if (x) s->ahead_x = x;
+    int32_t **y = realloc(s->ahead_y, (size_t)(ahead + 1) * sizeof *y);
+    if (y) s->ahead_y = y;
+    if (!x || !y) return tb_error_set(TB_ENOMEM, "out of memory for --prefetch's batches");
+    x[0] = s->bx, y[0] = s->by;
+    for (; s->ahead < ahead; s->ahead++) {
+        const int k = s->ahead + 1;
+        x[k] = malloc((size_t)s->batch_cap * per);
+        y[k] = malloc((size_t)s->batch_cap * sizeof(int32_t));
+        if (!x[k] || !y[k]) {
+            free(x[k]), free(y[k]);
+            return tb_error_set(TB_ENOMEM, "out of memory for --prefetch's %d batches", ahead);
+        }
+    }
+    return TB_OK;
+}
+
 /* Prepares the backend for a global batch (re-creating it when the batch changes). */
 int session_backend(struct session *s, int batch, int eval_batch)
 {
@@ -318,6 +350,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     tb_error_clear();
     /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
     if (talk && s->split_accum > 0) fprintf(stderr, "bench: %s\n", s->desc);
+    if ((st = session_ahead(s, talk)) != TB_OK) return st;
     /* Under MPI every rank runs the plan; only rank 0 speaks and writes. */
     s->primary = backend_is_primary(&s->be);
     if (!s->primary) {
@@ -436,6 +469,7 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
                   long pr_done, double t_rate0, long samples_before)
 {
     const int batch = s->be_batch;
+    const int ahead = backend_prefetches(&s->be) > 0 ? backend_prefetches(&s->be) : 0;
     s->done_step = from - 1;
     if (from == 1) s->last_loss = NAN, loss_watch_reset(&s->watch);
     for (long step = from; step <= to; step++) {
@@ -443,11 +477,24 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
             return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", bench_signal_name(bench_stop_signal()),
                                 step - 1);
         const double t0 = tb_now_s();
-        stream_batch(&s->s, step, batch, s->bx, s->by);
-        struct batch b = {batch, s->bx, s->by};
+        /* --prefetch: this step's batch was handed over `ahead` steps ago (the first steps' now); step
+         * step + ahead's goes now, so its copy runs while this step computes. */
+        const int at = ahead ? (int)(step % (ahead + 1)) : 0;
+        uint8_t *bx = ahead ? s->ahead_x[at] : s->bx;
+        int32_t *by = ahead ? s->ahead_y[at] : s->by;
+        if (!ahead || step == from) stream_batch(&s->s, step, batch, bx, by);
+        int st = TB_OK;
+        for (long k = step == from ? step + 1 : step + ahead; ahead && k <= step + ahead && k <= to && st == TB_OK;
+             k++) {
+            const int ak = (int)(k % (ahead + 1));
+            stream_batch(&s->s, k, batch, s->ahead_x[ak], s->ahead_y[ak]);
+            const struct batch next = {batch, s->ahead_x[ak], s->ahead_y[ak]};
+            st = backend_prefetch(&s->be, &next, k);
+        }
+        struct batch b = {batch, bx, by};
         struct step_stats ss;
         memset(&ss, 0, sizeof ss);
-        int st = backend_train_step(&s->be, &b, step, &ss);
+        if (st == TB_OK) st = backend_train_step(&s->be, &b, step, &ss);
         if (st == TB_OK && step == to) st = backend_finish(&s->be); /* the deferred part of the last step */
         const double t1 = tb_now_s();
         if (timeline_csv_step(&s->timeline, &s->be, step) != TB_OK) { /* --timeline, outside the step's time */

@@ -45,6 +45,12 @@ struct session {
     int batch_lowered;          /* throughput without --batch: the workload's batch lowered (see session.c) */
     uint8_t *bx;                /* (batch_cap, H, W, C) */
     int32_t *by;                /* (batch_cap) */
+    /* --prefetch on devices that copy their inputs (backend_prefetches): the steps' batches are assembled
+     * and handed over `ahead` steps early, batch of step k in buffer k mod (ahead + 1) (buffer 0: bx/by). */
+    int ahead;                  /* 0: none */
+    int prefetch_note_done;     /* an explicit --prefetch that copies nothing was announced */
+    uint8_t **ahead_x;          /* (ahead + 1) */
+    int32_t **ahead_y;
     int32_t *test_y;            /* (test.n) */
     int batch_cap;
     struct stream s;
