@@ -1,9 +1,9 @@
-/* op_loss.c — stable softmax cross-entropy with its gradient in one pass. */
+/* op_loss.c — stable softmax cross-entropy with its gradient in one pass; the per-sample arithmetic is
+ * softmax_ce_row.h's, shared with the CUDA kernels. */
 #include "op_loss.h"
 
 #include "layout.h"
-
-#include <math.h>
+#include "softmax_ce_row.h"
 
 void softmax_ce_forward_backward(float *loss, float *dlogits, uint8_t *correct, const float *logits,
                                  const int32_t *labels, float scale, const struct softmax_ce_shape *s,
@@ -16,30 +16,12 @@ void softmax_ce_forward_backward(float *loss, float *dlogits, uint8_t *correct, 
     for (size_t n = lo; n < hi; n++) {
         const float *z = logits + n * K;
         const int y = labels[n];
-        int arg = 0;
-        float mx = z[0];
-        for (int k = 1; k < K; k++)
-            if (z[k] > mx) mx = z[k], arg = k;
-        double sum = 0.0;
-        for (int k = 0; k < K; k++) sum += exp((double)(z[k] - mx));
-        const double lse = log(sum) + mx;
-        double l = lse - z[y];
-        if (eps != 0.0f) {
-            double mean_z = 0.0;
-            for (int k = 0; k < K; k++) mean_z += z[k];
-            mean_z /= K;
-            l = (1.0 - eps) * l + eps * (lse - mean_z);
-        }
-        loss[n] = (float)l;
-        if (correct) correct[n] = (uint8_t)(arg == y);
+        const struct sce_row r = sce_row_stats(z, K);
+        loss[n] = sce_loss(z, K, y, eps, &r);
+        if (correct) correct[n] = (uint8_t)(r.arg == y);
         if (dlogits) {
             float *d = dlogits + n * K;
-            const float inv = (float)(1.0 / sum);
-            for (int k = 0; k < K; k++) {
-                float p = expf(z[k] - mx) * inv;
-                float t = (k == y ? 1.0f - eps : 0.0f) + eps / K;
-                d[k] += (p - t) * scale;
-            }
+            for (int k = 0; k < K; k++) d[k] += sce_grad(z[k], k == y, eps, K, scale, &r);
         }
     }
 }
