@@ -150,10 +150,11 @@ int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alp
 int tb_cublas_gemm_ex(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha,
                       const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc)
 {
-    const cudaDataType t = p == TB_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType t = p == TB_GEMM_BF16 || p == TB_GEMM_BF16_F32C ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType tc = p == TB_GEMM_BF16_F32C ? CUDA_R_32F : t; /* bf16 products summed into fp32 */
     const cublasComputeType_t ct = p == TB_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     TB_CB(cb.gemm_ex(h->h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, t,
-                     lda, B, t, ldb, &beta, C, t, ldc, ct, CUBLAS_GEMM_DEFAULT),
+                     lda, B, t, ldb, &beta, C, tc, ldc, ct, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
     return TB_OK;
 }

@@ -53,6 +53,17 @@ static inline unsigned ops_grid_rows(size_t D, int N)
  * channels: the kernels then track c with an add and a compare instead of a division per element. */
 static inline int ops_step_c(unsigned gx, int C) { return (int)(((size_t)gx * OPS_THREADS) % (size_t)C); }
 
+/* Storage types: the kernels are templates over T, the element type of activations and their gradients
+ * (float, or bf16 for mixed precision); arithmetic is always float. ops_f reads an element as float,
+ * ops_to<T> rounds a float to T (to nearest even: cuda_bf16.h's __float2bfloat16). For float both are the
+ * identity, so the fp32 instantiations compute exactly what the untemplated kernels did. */
+typedef __nv_bfloat16 bf16;
+static __device__ __forceinline__ float ops_f(float v) { return v; }
+static __device__ __forceinline__ float ops_f(bf16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T ops_to(float v);
+template <> __device__ __forceinline__ float ops_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ bf16 ops_to<bf16>(float v) { return __float2bfloat16(v); }
+
 /* The launch's status: 0, or the CUDA error code the launch left (cleared, so it is reported once). */
 static inline int ops_launched(void) { return (int)cudaGetLastError(); }
 

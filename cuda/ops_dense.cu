@@ -1,7 +1,12 @@
 // ops_dense.cu — the dense chain's element-wise and reduction kernels (GEMMs are cuBLAS's, executor_cuda.c).
 // Grid-stride loops of 256 threads; reductions that must match the cpu's order (bias gradient, loss
-// sums) run one thread per output over the rows in ascending order: small, and bitwise repeatable.
+// sums) run one thread per output over the rows in ascending order: small, and bitwise repeatable. The
+// softmax cross-entropy's per-sample arithmetic is core/softmax_ce_row.h's, the cpu's own. Kernels are
+// templates over the activations' element type (float, or bf16 for mixed precision: ops_common.cuh).
 #include "ops_dense.h"
+
+#include "ops_common.cuh"
+#include "softmax_ce_row.h"
 
 namespace {
 
@@ -17,84 +22,76 @@ struct Affine4 {
     float scale[4], shift[4];
 };
 
-__global__ void input_affine_k(float *out, const uint8_t *x, size_t n, int C, Affine4 a)
+template <typename T> __global__ void input_affine_k(T *out, const uint8_t *x, size_t n, int C, Affine4 a)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % (size_t)C);
-        out[i] = (float)x[i] * a.scale[c] + a.shift[c];
+        out[i] = ops_to<T>((float)x[i] * a.scale[c] + a.shift[c]);
     }
 }
 
-__global__ void bias_act_k(float *y, const float *b, int N, int OUT, int relu)
+template <typename T> __global__ void bias_act_k(T *y, const float *b, int N, int OUT, int relu)
 {
     const size_t n = (size_t)N * OUT;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = y[i];
+        float v = ops_f(y[i]);
         if (b) v += b[i % (size_t)OUT];
-        y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+        y[i] = ops_to<T>(relu ? (v > 0.0f ? v : 0.0f) : v);
     }
 }
 
-__global__ void relu_mask_k(float *dy, const float *y, size_t n)
+template <typename T> __global__ void relu_mask_k(T *dy, const T *y, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+        if (!(ops_f(y[i]) > 0.0f)) dy[i] = ops_to<T>(0.0f);
 }
 
-__global__ void relu_backward_k(float *din, const float *dy, const float *y, size_t n)
+template <typename T> __global__ void relu_backward_k(T *din, const T *dy, const T *y, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        din[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+        din[i] = ops_to<T>(ops_f(din[i]) + (ops_f(y[i]) > 0.0f ? ops_f(dy[i]) : 0.0f));
 }
 
-__global__ void relu_forward_k(float *y, const float *x, size_t n)
+template <typename T> __global__ void relu_forward_k(T *y, const T *x, size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = ops_f(x[i]);
+        y[i] = ops_to<T>(v > 0.0f ? v : 0.0f);
+    }
 }
 
-__global__ void bias_grad_k(float *db, const float *dy, int N, int OUT)
+template <typename T> __global__ void bias_grad_k(float *db, const T *dy, int N, int OUT)
 {
     const int o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= OUT) return;
     float acc = db[o];
-    for (int n = 0; n < N; n++) acc += dy[(size_t)n * OUT + o]; // the cpu's order: db[o] += d[n][o], n ascending
+    for (int n = 0; n < N; n++) acc += ops_f(dy[(size_t)n * OUT + o]); // the cpu's order: n ascending
     db[o] = acc;
 }
 
-// One thread a sample: K is the class count (10 for the MLP), so a row is a few cache lines.
-__global__ void softmax_ce_k(float *loss, float *dlogits, uint8_t *correct, const float *logits,
-                             const int32_t *labels, float scale, int N, int K, float eps)
+// One thread a sample: K is the class count (10 for the MLP), so a row is a few cache lines. Logits are
+// fp32 in both precisions (the loss is computed in fp32, as autocast does); the gradient goes out as TG.
+template <typename TG>
+__global__ void softmax_ce_k(float *loss, TG *dlogits, uint8_t *correct, const float *logits, const int32_t *labels,
+                             float scale, int N, int K, float eps)
 {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= N) return;
     const float *z = logits + (size_t)n * K;
     const int y = labels[n];
-    int arg = 0;
-    float mx = z[0];
-    for (int k = 1; k < K; k++)
-        if (z[k] > mx) mx = z[k], arg = k;
-    double sum = 0.0;
-    for (int k = 0; k < K; k++) sum += exp((double)(z[k] - mx));
-    const double lse = log(sum) + mx;
-    double l = lse - z[y];
-    if (eps != 0.0f) {
-        double mean_z = 0.0;
-        for (int k = 0; k < K; k++) mean_z += z[k];
-        mean_z /= K;
-        l = (1.0 - eps) * l + eps * (lse - mean_z);
+    const sce_row r = sce_row_stats(z, K);
+    loss[n] = sce_loss(z, K, y, eps, &r);
+    if (correct) correct[n] = (uint8_t)(r.arg == y);
+    if (dlogits) { // written, not added: the executor zeroes nothing before the loss layer
+        TG *d = dlogits + (size_t)n * K;
+        for (int k = 0; k < K; k++) d[k] = ops_to<TG>(sce_grad(z[k], k == y, eps, K, scale, &r));
     }
-    loss[n] = (float)l;
-    if (correct) correct[n] = (uint8_t)(arg == y);
-    if (dlogits) {
-        float *d = dlogits + (size_t)n * K;
-        const float inv = (float)(1.0 / sum);
-        for (int k = 0; k < K; k++) {
-            const float p = expf(z[k] - mx) * inv;
-            const float t = (k == y ? 1.0f - eps : 0.0f) + eps / K;
-            d[k] = (p - t) * scale;
-        }
-    }
+}
+
+__global__ void to_bf16_k(bf16 *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16(src[i]);
 }
 
 __global__ void loop_gather_k(tb_cuda_loop_dev d, float *in, int32_t *y, float *alpha, int n, size_t per, float scale,
@@ -120,12 +117,20 @@ __global__ void loop_advance_k(tb_cuda_loop_dev d, const float *losses, int n)
 
 } // namespace
 
-extern "C" void tb_cuda_input_affine(float *out, const uint8_t *x, size_t n, int C, const float *scale4,
-                                     const float *shift4, cudaStream_t s)
+static Affine4 affine4(int C, const float *scale4, const float *shift4)
 {
     Affine4 a;
     for (int c = 0; c < 4; c++) a.scale[c] = scale4[c < C ? c : 0], a.shift[c] = shift4[c < C ? c : 0];
-    input_affine_k<<<blocks_for(n), kThreads, 0, s>>>(out, x, n, C, a);
+    return a;
+}
+
+#define B(p) ((bf16 *)(p))
+#define CB(p) ((const bf16 *)(p))
+
+extern "C" void tb_cuda_input_affine(float *out, const uint8_t *x, size_t n, int C, const float *scale4,
+                                     const float *shift4, cudaStream_t s)
+{
+    input_affine_k<<<blocks_for(n), kThreads, 0, s>>>(out, x, n, C, affine4(C, scale4, shift4));
 }
 
 extern "C" void tb_cuda_bias_act(float *y, const float *b, int N, int OUT, int relu, cudaStream_t s)
@@ -159,6 +164,47 @@ extern "C" void tb_cuda_softmax_ce(float *loss, float *dlogits, uint8_t *correct
     softmax_ce_k<<<(N + 127) / 128, 128, 0, s>>>(loss, dlogits, correct, logits, labels, scale, N, K, eps);
 }
 
+extern "C" void tb_cuda_input_affine_bf16(void *out, const uint8_t *x, size_t n, int C, const float *scale4,
+                                          const float *shift4, cudaStream_t s)
+{
+    input_affine_k<<<blocks_for(n), kThreads, 0, s>>>(B(out), x, n, C, affine4(C, scale4, shift4));
+}
+
+extern "C" void tb_cuda_bias_act_bf16(void *y, const float *b, int N, int OUT, int relu, cudaStream_t s)
+{
+    bias_act_k<<<blocks_for((size_t)N * OUT), kThreads, 0, s>>>(B(y), b, N, OUT, relu);
+}
+
+extern "C" void tb_cuda_relu_mask_bf16(void *dy, const void *y, size_t n, cudaStream_t s)
+{
+    relu_mask_k<<<blocks_for(n), kThreads, 0, s>>>(B(dy), CB(y), n);
+}
+
+extern "C" void tb_cuda_relu_backward_bf16(void *din, const void *dy, const void *y, size_t n, cudaStream_t s)
+{
+    relu_backward_k<<<blocks_for(n), kThreads, 0, s>>>(B(din), CB(dy), CB(y), n);
+}
+
+extern "C" void tb_cuda_relu_forward_bf16(void *y, const void *x, size_t n, cudaStream_t s)
+{
+    relu_forward_k<<<blocks_for(n), kThreads, 0, s>>>(B(y), CB(x), n);
+}
+
+extern "C" void tb_cuda_bias_grad_bf16(float *db, const void *dy, int N, int OUT, cudaStream_t s)
+{
+    bias_grad_k<<<(OUT + kThreads - 1) / kThreads, kThreads, 0, s>>>(db, CB(dy), N, OUT);
+}
+
+extern "C" void tb_cuda_softmax_ce_bf16(float *loss, void *dlogits, uint8_t *correct, const float *logits,
+                                        const int32_t *labels, float scale, int N, int K, float eps, cudaStream_t s)
+{
+    softmax_ce_k<<<(N + 127) / 128, 128, 0, s>>>(loss, B(dlogits), correct, logits, labels, scale, N, K, eps);
+}
+
+extern "C" void tb_cuda_to_bf16(void *dst, const float *src, size_t n, cudaStream_t s)
+{
+    if (n) to_bf16_k<<<blocks_for(n), kThreads, 0, s>>>(B(dst), src, n);
+}
 extern "C" void tb_cuda_loop_gather(tb_cuda_loop_dev d, float *in, int32_t *y, float *alpha, int n, size_t per,
                                     float scale, float shift, cudaStream_t s)
 {

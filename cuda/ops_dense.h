@@ -29,11 +29,34 @@ void tb_cuda_relu_backward(float *din, const float *dy, const float *y, size_t n
 void tb_cuda_relu_forward(float *y, const float *x, size_t n, cudaStream_t s);
 /* db (OUT) += Σ_n dy (N,OUT), summed over n in ascending order. */
 void tb_cuda_bias_grad(float *db, const float *dy, int N, int OUT, cudaStream_t s);
-/* Per sample n < N: loss[n] = CE of softmax(logits[n]) against labels[n] with smoothing eps (log-sum-exp
- * in double, as op_loss.c), correct[n] = argmax == label, and when dlogits is non-NULL dlogits[n] =
- * (softmax − target)·scale (written, not added: the cpu zeroes it first). */
+/* Per sample n < N: loss[n] = CE of softmax(logits[n]) against labels[n] with smoothing eps (log-sum-exp in
+ * double: core/softmax_ce_row.h, op_loss.c's arithmetic), correct[n] = argmax == label, and when dlogits is
+ * non-NULL dlogits[n] = (softmax − target)·scale (written, not added: the cpu zeroes it first). */
 void tb_cuda_softmax_ce(float *loss, float *dlogits, uint8_t *correct, const float *logits, const int32_t *labels,
                         float scale, int N, int K, float eps, cudaStream_t s);
+
+/* ---- bf16 storage (the executor's --precision bf16): the launchers above with activations and their
+ * gradients as bf16 (void *: __nv_bfloat16 on the device), arithmetic in fp32, each stored value rounded
+ * once to nearest even; biases, bias gradients, losses and the logits stay fp32. ---- */
+
+/* out (n bf16) = x·scale + shift per channel. */
+void tb_cuda_input_affine_bf16(void *out, const uint8_t *x, size_t n, int C, const float *scale4,
+                               const float *shift4, cudaStream_t s);
+/* y (N,OUT bf16) += b (fp32, may be NULL), then max(0,·) when relu: the GEMM's output rounded a second time. */
+void tb_cuda_bias_act_bf16(void *y, const float *b, int N, int OUT, int relu, cudaStream_t s);
+/* dy[i] = y[i] > 0 ? dy[i] : 0, both bf16. */
+void tb_cuda_relu_mask_bf16(void *dy, const void *y, size_t n, cudaStream_t s);
+/* din[i] += y[i] > 0 ? dy[i] : 0, all bf16. */
+void tb_cuda_relu_backward_bf16(void *din, const void *dy, const void *y, size_t n, cudaStream_t s);
+/* y[i] = max(0, x[i]), bf16. */
+void tb_cuda_relu_forward_bf16(void *y, const void *x, size_t n, cudaStream_t s);
+/* db (OUT, fp32) += Σ_n dy (N,OUT bf16), n ascending, summed in fp32. */
+void tb_cuda_bias_grad_bf16(float *db, const void *dy, int N, int OUT, cudaStream_t s);
+/* tb_cuda_softmax_ce from fp32 logits (the loss in fp32, as autocast computes it) with dlogits written as bf16. */
+void tb_cuda_softmax_ce_bf16(float *loss, void *dlogits, uint8_t *correct, const float *logits,
+                             const int32_t *labels, float scale, int N, int K, float eps, cudaStream_t s);
+/* dst (n bf16) = src (n fp32) rounded to nearest even: the weights' bf16 copy after an update. */
+void tb_cuda_to_bf16(void *dst, const float *src, size_t n, cudaStream_t s);
 
 /* The on-device loop (executor_cuda_run_steps): step k of a run whose data is all on the device. */
 struct tb_cuda_loop_dev {

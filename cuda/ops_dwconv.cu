@@ -18,6 +18,8 @@
  * kernel adds the chunks in order (deterministic, as in ops_common.cuh).
  * Grouped (G16 = 16-channel groups): direct kernels, one thread per output / input / weight element,
  * the warp spread over output channels so weight and dout reads coalesce.
+ * Every kernel is a template over the element type T of the input, output and their gradients (float, or
+ * bf16 for mixed precision: ops_common.cuh); weights, biases, the BatchNorm on load and every sum are float.
  */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
@@ -33,9 +35,9 @@ struct bn_in_dev {
 };
 
 /* The input value the convolution sees at channel c: x, or bn(x). */
-static __device__ __forceinline__ float load_in(const float *p, int c, int C, const bn_in_dev &bn)
+template <typename T> static __device__ __forceinline__ float load_in(const T *p, int c, int C, const bn_in_dev &bn)
 {
-    float x = *p;
+    float x = ops_f(*p);
     if (!bn.save) return x;
     float z = (x - bn.save[c]) * (bn.gamma[c] * bn.save[C + c]) + bn.beta[c];
     return bn.silu ? ops_silu(z) : z;
@@ -48,9 +50,8 @@ static __device__ __forceinline__ float epilogue(float v, const float *b, int c,
 }
 
 /* Specialised depthwise forward: K×K, stride S; one thread = channel c, DW_OXT columns of row (n, oy). */
-template <int K, int S>
-__global__ void k_dw_fwd(float *out, const float *inp, const float *w, const float *b, bn_in_dev bn, int act,
-                         conv_shape s)
+template <typename T, int K, int S>
+__global__ void k_dw_fwd(T *out, const T *inp, const float *w, const float *b, bn_in_dev bn, int act, conv_shape s)
 {
     const int OWB = (s.OW + DW_OXT - 1) / DW_OXT, C = s.C;
     const size_t total = (size_t)s.N * s.OH * OWB * C;
@@ -70,7 +71,7 @@ __global__ void k_dw_fwd(float *out, const float *inp, const float *w, const flo
         for (int ky = 0; ky < K; ky++) {
             int iy = oy * S - s.pad + ky;
             if (iy < 0 || iy >= s.H) continue;
-            const float *row = inp + (((size_t)n * s.H + iy) * s.W) * C + c;
+            const T *row = inp + (((size_t)n * s.H + iy) * s.W) * C + c;
             float xin[XN];
 #pragma unroll
             for (int j = 0; j < XN; j++) {
@@ -84,16 +85,16 @@ __global__ void k_dw_fwd(float *out, const float *inp, const float *w, const flo
                 for (int t = 0; t < DW_OXT; t++) acc[t] += xin[t * S + kx] * wv;
             }
         }
-        float *o = out + (((size_t)n * s.OH + oy) * s.OW + ox0) * C + c;
+        T *o = out + (((size_t)n * s.OH + oy) * s.OW + ox0) * C + c;
 #pragma unroll
         for (int t = 0; t < DW_OXT; t++)
-            if (ox0 + t < s.OW) o[(size_t)t * C] = epilogue(acc[t], b, c, act);
+            if (ox0 + t < s.OW) o[(size_t)t * C] = ops_to<T>(epilogue(acc[t], b, c, act));
     }
 }
 
 /* Any depthwise shape: one thread per output element. */
-__global__ void k_dw_fwd_any(float *out, const float *inp, const float *w, const float *b, bn_in_dev bn, int act,
-                             conv_shape s)
+template <typename T>
+__global__ void k_dw_fwd_any(T *out, const T *inp, const float *w, const float *b, bn_in_dev bn, int act, conv_shape s)
 {
     const int C = s.C;
     const size_t total = (size_t)s.N * s.OH * s.OW * C;
@@ -115,12 +116,12 @@ __global__ void k_dw_fwd_any(float *out, const float *inp, const float *w, const
                        w[(ky * s.KW + kx) * C + c];
             }
         }
-        out[idx] = epilogue(acc, b, c, act);
+        out[idx] = ops_to<T>(epilogue(acc, b, c, act));
     }
 }
 
 /* dinp (+)= Σ over the taps reaching (n, iy, ix) of dout·w; one thread per input element. */
-__global__ void k_dw_bwd_data(float *dinp, const float *dout, const float *w, conv_shape s, int acc)
+template <typename T> __global__ void k_dw_bwd_data(T *dinp, const T *dout, const float *w, conv_shape s, int acc)
 {
     const int C = s.C;
     const size_t total = (size_t)s.N * s.H * s.W * C;
@@ -139,16 +140,17 @@ __global__ void k_dw_bwd_data(float *dinp, const float *dout, const float *w, co
             if (oy >= s.OH) continue;
             for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
                 if (ox >= s.OW) continue;
-                v += dout[(((size_t)n * s.OH + oy) * s.OW + ox) * C + c] * w[(ky * s.KW + kx) * C + c];
+                v += ops_f(dout[(((size_t)n * s.OH + oy) * s.OW + ox) * C + c]) * w[(ky * s.KW + kx) * C + c];
             }
         }
-        dinp[idx] = acc ? dinp[idx] + v : v;
+        dinp[idx] = ops_to<T>(acc ? ops_f(dinp[idx]) + v : v);
     }
 }
 
 /* part (K, taps+1, C): chunk k's Σ in(tap)·dout per (tap, channel), tap == taps the bias (Σ dout), for
  * any kernel size. Grid (⌈C/32⌉, taps+1, K), block (32, DW_ROWS). */
-__global__ void k_dw_bwd_params(double *part, const float *inp, const float *dout, bn_in_dev bn, conv_shape s)
+template <typename T>
+__global__ void k_dw_bwd_params(double *part, const T *inp, const T *dout, bn_in_dev bn, conv_shape s)
 {
     __shared__ double sh[32 * DW_ROWS];
     const int C = s.C, taps = s.KH * s.KW, tap = blockIdx.y, K = gridDim.z, k = blockIdx.z;
@@ -158,13 +160,13 @@ __global__ void k_dw_bwd_params(double *part, const float *inp, const float *dou
     ops_chunk_range(P, K, k, &p0, &p1);
     double acc = 0.0;
     if (c < C && tap == taps)
-        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS) acc += (double)dout[p * C + c];
+        for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS) acc += (double)ops_f(dout[p * C + c]);
     else if (c < C) {
         ops_pix q = ops_pix_at(p0 + threadIdx.y, s.OW, s.OH);
         for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS, ops_pix_add(&q, DW_ROWS, s.OW, s.OH)) {
             int iy = q.oy * s.stride - s.pad + ky, ix = q.ox * s.stride - s.pad + kx;
             if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
-            acc += (double)dout[p * C + c] *
+            acc += (double)ops_f(dout[p * C + c]) *
                    (double)load_in(inp + (((size_t)q.n * s.H + iy) * s.W + ix) * C + c, c, C, bn);
         }
     }
@@ -174,28 +176,28 @@ __global__ void k_dw_bwd_params(double *part, const float *inp, const float *dou
 
 /* The same sums for K×K (3, 5) with every tap and the bias in registers: dout and the input read once
  * per block instead of once per tap. Grid (⌈C/32⌉, 1, K chunks), block (32, DW_ROWS). */
-template <int K>
-__global__ void k_dw_bwd_params_t(double *part, const float *inp, const float *dout, bn_in_dev bn, conv_shape s)
+template <typename T, int K>
+__global__ void k_dw_bwd_params_t(double *part, const T *inp, const T *dout, bn_in_dev bn, conv_shape s)
 {
     __shared__ double sh[32 * DW_ROWS];
-    constexpr int T = K * K;
+    constexpr int TAPS = K * K;
     const int C = s.C, nk = gridDim.z, k = blockIdx.z, c = blockIdx.x * 32 + threadIdx.x;
     const size_t P = (size_t)s.N * s.OH * s.OW;
     size_t p0, p1;
     ops_chunk_range(P, nk, k, &p0, &p1);
-    double acc[T + 1];
+    double acc[TAPS + 1];
 #pragma unroll
-    for (int t = 0; t <= T; t++) acc[t] = 0.0;
+    for (int t = 0; t <= TAPS; t++) acc[t] = 0.0;
     if (c < C) {
         ops_pix q = ops_pix_at(p0 + threadIdx.y, s.OW, s.OH);
         for (size_t p = p0 + threadIdx.y; p < p1; p += DW_ROWS, ops_pix_add(&q, DW_ROWS, s.OW, s.OH)) {
-            const double g = (double)dout[p * C + c];
-            acc[T] += g;
+            const double g = (double)ops_f(dout[p * C + c]);
+            acc[TAPS] += g;
 #pragma unroll
             for (int ky = 0; ky < K; ky++) {
                 int iy = q.oy * s.stride - s.pad + ky;
                 if (iy < 0 || iy >= s.H) continue;
-                const float *row = inp + ((size_t)q.n * s.H + iy) * s.W * C + c;
+                const T *row = inp + ((size_t)q.n * s.H + iy) * s.W * C + c;
 #pragma unroll
                 for (int kx = 0; kx < K; kx++) {
                     int ix = q.ox * s.stride - s.pad + kx;
@@ -205,9 +207,9 @@ __global__ void k_dw_bwd_params_t(double *part, const float *inp, const float *d
         }
     }
 #pragma unroll
-    for (int t = 0; t <= T; t++) {
+    for (int t = 0; t <= TAPS; t++) {
         double v = ops_sum_y(acc[t], sh);
-        if (threadIdx.y == 0 && c < C) part[((size_t)k * (T + 1) + t) * C + c] = v;
+        if (threadIdx.y == 0 && c < C) part[((size_t)k * (TAPS + 1) + t) * C + c] = v;
     }
 }
 
@@ -223,7 +225,7 @@ __global__ void k_parts_finish(float *dw, float *db, const double *part, int K, 
 }
 
 /* Grouped forward: one thread per output element (oc fastest). */
-__global__ void k_gc_fwd(float *out, const float *inp, const float *w, const float *b, conv_shape s)
+template <typename T> __global__ void k_gc_fwd(T *out, const T *inp, const float *w, const float *b, conv_shape s)
 {
     const int OC = s.OC, Cg = s.C / s.groups, OCg = s.OC / s.groups;
     const size_t total = (size_t)s.N * s.OH * s.OW * OC;
@@ -241,17 +243,17 @@ __global__ void k_gc_fwd(float *out, const float *inp, const float *w, const flo
             for (int kx = 0; kx < s.KW; kx++) {
                 int ix = ox * s.stride - s.pad + kx;
                 if (ix < 0 || ix >= s.W) continue;
-                const float *x = inp + (((size_t)n * s.H + iy) * s.W + ix) * s.C + c0;
+                const T *x = inp + (((size_t)n * s.H + iy) * s.W + ix) * s.C + c0;
                 const float *wt = w + (size_t)(ky * s.KW + kx) * Cg * OC + oc;
-                for (int ci = 0; ci < Cg; ci++) acc += x[ci] * wt[(size_t)ci * OC];
+                for (int ci = 0; ci < Cg; ci++) acc += ops_f(x[ci]) * wt[(size_t)ci * OC];
             }
         }
-        out[idx] = b ? acc + b[oc] : acc;
+        out[idx] = ops_to<T>(b ? acc + b[oc] : acc);
     }
 }
 
 /* Grouped backward-data: one thread per input element, gathering its group's output channels. */
-__global__ void k_gc_bwd_data(float *dinp, const float *dout, const float *w, conv_shape s, int acc)
+template <typename T> __global__ void k_gc_bwd_data(T *dinp, const T *dout, const float *w, conv_shape s, int acc)
 {
     const int C = s.C, OC = s.OC, Cg = s.C / s.groups, OCg = s.OC / s.groups;
     const size_t total = (size_t)s.N * s.H * s.W * C;
@@ -270,18 +272,19 @@ __global__ void k_gc_bwd_data(float *dinp, const float *dout, const float *w, co
             if (oy >= s.OH) continue;
             for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
                 if (ox >= s.OW) continue;
-                const float *g = dout + (((size_t)n * s.OH + oy) * s.OW + ox) * OC + o0;
+                const T *g = dout + (((size_t)n * s.OH + oy) * s.OW + ox) * OC + o0;
                 const float *wt = w + ((size_t)(ky * s.KW + kx) * Cg + ci) * OC + o0;
-                for (int o = 0; o < OCg; o++) v += g[o] * wt[o];
+                for (int o = 0; o < OCg; o++) v += ops_f(g[o]) * wt[o];
             }
         }
-        dinp[idx] = acc ? dinp[idx] + v : v;
+        dinp[idx] = ops_to<T>(acc ? ops_f(dinp[idx]) + v : v);
     }
 }
 
 /* Grouped weight gradient: part (K, KH·KW·Cg·OC + OC), one thread per weight (or bias) element summing
  * its chunk of output pixels in double. Grid (⌈elements/256⌉, K). */
-__global__ void k_gc_bwd_params(double *part, const float *inp, const float *dout, conv_shape s, size_t n_w)
+template <typename T>
+__global__ void k_gc_bwd_params(double *part, const T *inp, const T *dout, conv_shape s, size_t n_w)
 {
     const int OC = s.OC, Cg = s.C / s.groups, OCg = s.OC / s.groups, K = gridDim.y, k = blockIdx.y;
     size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x, n = n_w + (size_t)OC;
@@ -291,7 +294,7 @@ __global__ void k_gc_bwd_params(double *part, const float *inp, const float *dou
     ops_chunk_range(P, K, k, &p0, &p1);
     double acc = 0.0;
     if (e >= n_w) {
-        for (size_t p = p0; p < p1; p++) acc += (double)dout[p * OC + (e - n_w)];
+        for (size_t p = p0; p < p1; p++) acc += (double)ops_f(dout[p * OC + (e - n_w)]);
     } else {
         int oc = (int)(e % OC), ci = (int)(e / OC % Cg), tap = (int)(e / ((size_t)OC * Cg));
         int ky = tap / s.KW, kx = tap % s.KW, c = oc / OCg * Cg + ci;
@@ -299,7 +302,8 @@ __global__ void k_gc_bwd_params(double *part, const float *inp, const float *dou
         for (size_t p = p0; p < p1; p++, ops_pix_add(&q, 1, s.OW, s.OH)) {
             int iy = q.oy * s.stride - s.pad + ky, ix = q.ox * s.stride - s.pad + kx;
             if (iy < 0 || iy >= s.H || ix < 0 || ix >= s.W) continue;
-            acc += (double)dout[p * OC + oc] * (double)inp[(((size_t)q.n * s.H + iy) * s.W + ix) * s.C + c];
+            const T x = inp[(((size_t)q.n * s.H + iy) * s.W + ix) * s.C + c];
+            acc += (double)ops_f(dout[p * OC + oc]) * (double)ops_f(x);
         }
     }
     part[(size_t)k * n + e] = acc;
@@ -335,10 +339,11 @@ static int gc_valid(const conv_shape *s)
 
 #define STREAM(s) ((cudaStream_t)(s))
 
-extern "C" {
+/* The launchers, once per element type; the extern "C" entry points below name the instantiations. */
 
-int tb_cuda_dwconv_forward(float *out, const float *inp, const float *w, const float *b,
-                           const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
+template <typename T>
+static int dw_forward(T *out, const T *inp, const float *w, const float *b, const struct tb_cuda_bn_in *bn, int act,
+                      const conv_shape *s, void *stream)
 {
     if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
     size_t total = (size_t)s->N * s->OH * s->OW * s->C;
@@ -348,26 +353,107 @@ int tb_cuda_dwconv_forward(float *out, const float *inp, const float *w, const f
     size_t tiles = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT) * s->C;
     int K = s->KH, S = s->stride;
     if (s->KW != K || (K != 3 && K != 5) || (S != 1 && S != 2))
-        k_dw_fwd_any<<<ops_grid(total), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+        k_dw_fwd_any<T><<<ops_grid(total), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
     else if (K == 3 && S == 1)
-        k_dw_fwd<3, 1><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+        k_dw_fwd<T, 3, 1><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
     else if (K == 3)
-        k_dw_fwd<3, 2><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+        k_dw_fwd<T, 3, 2><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
     else if (S == 1)
-        k_dw_fwd<5, 1><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+        k_dw_fwd<T, 5, 1><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
     else
-        k_dw_fwd<5, 2><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+        k_dw_fwd<T, 5, 2><<<ops_grid(tiles), OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
     return ops_launched();
+}
+
+template <typename T>
+static int dw_backward_data(T *dinp, const T *dout, const float *w, const conv_shape *s, int acc, void *stream)
+{
+    if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t total = (size_t)s->N * s->H * s->W * s->C;
+    if (total == 0) return 0;
+    k_dw_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
+    return ops_launched();
+}
+
+template <typename T>
+static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout, const struct tb_cuda_bn_in *bn,
+                              const conv_shape *s, void *scratch, void *stream)
+{
+    if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t P = (size_t)s->N * s->OH * s->OW;
+    if (P == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    int K = ops_chunks(P), taps = s->KH * s->KW, err;
+    double *part = (double *)scratch;
+    const dim3 block(32, DW_ROWS);
+    if (s->KH == 3 && s->KW == 3)
+        k_dw_bwd_params_t<T, 3><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
+                                                                                                     bn_dev(bn), *s);
+    else if (s->KH == 5 && s->KW == 5)
+        k_dw_bwd_params_t<T, 5><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
+                                                                                                     bn_dev(bn), *s);
+    else
+        k_dw_bwd_params<T><<<dim3((unsigned)(s->C + 31) / 32, (unsigned)(taps + (db ? 1 : 0)), (unsigned)K), block,
+                             0, st>>>(part, inp, dout, bn_dev(bn), *s);
+    if ((err = ops_launched())) return err;
+    /* part rows are (taps+1)·C wide whether or not the bias row was computed; finish skips it without db */
+    size_t n_w = (size_t)taps * s->C, n = n_w + (size_t)s->C;
+    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->C);
+    return ops_launched();
+}
+
+template <typename T>
+static int gc_forward(T *out, const T *inp, const float *w, const float *b, const conv_shape *s, void *stream)
+{
+    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t total = (size_t)s->N * s->OH * s->OW * s->OC;
+    if (total == 0) return 0;
+    k_gc_fwd<T><<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(out, inp, w, b, *s);
+    return ops_launched();
+}
+
+template <typename T>
+static int gc_backward_data(T *dinp, const T *dout, const float *w, const conv_shape *s, int acc, void *stream)
+{
+    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
+    size_t total = (size_t)s->N * s->H * s->W * s->C;
+    if (total == 0) return 0;
+    k_gc_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
+    return ops_launched();
+}
+
+template <typename T>
+static int gc_backward_params(float *dw, float *db, const T *inp, const T *dout, const conv_shape *s, void *scratch,
+                              void *stream)
+{
+    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
+    if ((size_t)s->N * s->OH * s->OW == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    int K = gc_chunks(s), err;
+    size_t n_w = (size_t)s->KH * s->KW * (s->C / s->groups) * s->OC, n = n_w + (size_t)s->OC;
+    double *part = (double *)scratch;
+    k_gc_bwd_params<T><<<dim3((unsigned)((n + 255) / 256), (unsigned)K), 256, 0, st>>>(part, inp, dout, *s, n_w);
+    if ((err = ops_launched())) return err;
+    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->OC);
+    return ops_launched();
+}
+
+/* bf16 views of the C API's void pointers. */
+#define B(p) ((bf16 *)(p))
+#define CB(p) ((const bf16 *)(p))
+
+extern "C" {
+
+int tb_cuda_dwconv_forward(float *out, const float *inp, const float *w, const float *b,
+                           const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
+{
+    return dw_forward(out, inp, w, b, bn, act, s, stream);
 }
 
 int tb_cuda_dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
                                  void *stream)
 {
-    if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
-    size_t total = (size_t)s->N * s->H * s->W * s->C;
-    if (total == 0) return 0;
-    k_dw_bwd_data<<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
-    return ops_launched();
+    return dw_backward_data(dinp, dout, w, s, acc, stream);
 }
 
 size_t tb_cuda_dwconv_scratch_bytes(const struct conv_shape *s)
@@ -383,62 +469,64 @@ int tb_cuda_dwconv_backward_params(float *dw, float *db, const float *inp, const
                                    const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
                                    void *stream)
 {
-    if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
-    size_t P = (size_t)s->N * s->OH * s->OW;
-    if (P == 0) return 0;
-    cudaStream_t st = STREAM(stream);
-    int K = ops_chunks(P), taps = s->KH * s->KW, err;
-    double *part = (double *)scratch;
-    const dim3 block(32, DW_ROWS);
-    if (s->KH == 3 && s->KW == 3)
-        k_dw_bwd_params_t<3><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
-                                                                                                  bn_dev(bn), *s);
-    else if (s->KH == 5 && s->KW == 5)
-        k_dw_bwd_params_t<5><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
-                                                                                                  bn_dev(bn), *s);
-    else
-        k_dw_bwd_params<<<dim3((unsigned)(s->C + 31) / 32, (unsigned)(taps + (db ? 1 : 0)), (unsigned)K), block, 0,
-                          st>>>(part, inp, dout, bn_dev(bn), *s);
-    if ((err = ops_launched())) return err;
-    /* part rows are (taps+1)·C wide whether or not the bias row was computed; finish skips it without db */
-    size_t n_w = (size_t)taps * s->C, n = n_w + (size_t)s->C;
-    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->C);
-    return ops_launched();
+    return dw_backward_params(dw, db, inp, dout, bn, s, scratch, stream);
 }
 
 int tb_cuda_gconv_forward(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                           void *stream)
 {
-    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
-    size_t total = (size_t)s->N * s->OH * s->OW * s->OC;
-    if (total == 0) return 0;
-    k_gc_fwd<<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(out, inp, w, b, *s);
-    return ops_launched();
+    return gc_forward(out, inp, w, b, s, stream);
 }
 
 int tb_cuda_gconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s, int acc,
                                 void *stream)
 {
-    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
-    size_t total = (size_t)s->N * s->H * s->W * s->C;
-    if (total == 0) return 0;
-    k_gc_bwd_data<<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
-    return ops_launched();
+    return gc_backward_data(dinp, dout, w, s, acc, stream);
 }
 
 int tb_cuda_gconv_backward_params(float *dw, float *db, const float *inp, const float *dout,
                                   const struct conv_shape *s, void *scratch, void *stream)
 {
-    if (!gc_valid(s)) return (int)cudaErrorInvalidValue;
-    if ((size_t)s->N * s->OH * s->OW == 0) return 0;
-    cudaStream_t st = STREAM(stream);
-    int K = gc_chunks(s), err;
-    size_t n_w = (size_t)s->KH * s->KW * (s->C / s->groups) * s->OC, n = n_w + (size_t)s->OC;
-    double *part = (double *)scratch;
-    k_gc_bwd_params<<<dim3((unsigned)((n + 255) / 256), (unsigned)K), 256, 0, st>>>(part, inp, dout, *s, n_w);
-    if ((err = ops_launched())) return err;
-    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->OC);
-    return ops_launched();
+    return gc_backward_params(dw, db, inp, dout, s, scratch, stream);
+}
+
+/* ---- bf16 storage ---- */
+
+int tb_cuda_dwconv_forward_bf16(void *out, const void *inp, const float *w, const float *b,
+                                const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
+{
+    return dw_forward(B(out), CB(inp), w, b, bn, act, s, stream);
+}
+
+int tb_cuda_dwconv_backward_data_bf16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                      int acc, void *stream)
+{
+    return dw_backward_data(B(dinp), CB(dout), w, s, acc, stream);
+}
+
+int tb_cuda_dwconv_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
+                                        const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
+                                        void *stream)
+{
+    return dw_backward_params(dw, db, CB(inp), CB(dout), bn, s, scratch, stream);
+}
+
+int tb_cuda_gconv_forward_bf16(void *out, const void *inp, const float *w, const float *b, const struct conv_shape *s,
+                               void *stream)
+{
+    return gc_forward(B(out), CB(inp), w, b, s, stream);
+}
+
+int tb_cuda_gconv_backward_data_bf16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                     int acc, void *stream)
+{
+    return gc_backward_data(B(dinp), CB(dout), w, s, acc, stream);
+}
+
+int tb_cuda_gconv_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
+                                       const struct conv_shape *s, void *scratch, void *stream)
+{
+    return gc_backward_params(dw, db, CB(inp), CB(dout), s, scratch, stream);
 }
 
 } /* extern "C" */

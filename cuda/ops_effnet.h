@@ -3,10 +3,10 @@
  *
  * Contract, as core/layout.h's for the CPU kernels, of which each launcher is the GPU twin:
  *   - activations NHWC, conv weights HWIO (KH,KW,C/G,OC), depthwise weights (KH,KW,C), fp32 unless a
- *     name ends in _bf16 (bf16 storage, fp32 arithmetic);
+ *     name ends in _bf16 (bf16 storage, fp32 arithmetic: the section at the end);
  *   - every pointer is device memory; stream is a cudaStream_t passed as void* (NULL: legacy stream);
  *   - each returns 0, a (positive) cudaError_t code, or the negative tb status of a failed
- *     tb_cublas_sgemm (its message already recorded); nothing is allocated: reductions take a
+ *     tb_cublas_sgemm / tb_cublas_gemm_ex (its message already recorded); nothing is allocated: reductions take a
  *     scratch buffer of the size the matching *_scratch_bytes function returns (256-byte aligned);
  *   - backward ACCUMULATES (+=) into dinp/dw/db unless an acc argument is 0 (then =); gradients are +dL/dx;
  *   - reductions are chunked in a fixed order without atomics: the same bits on every run.
@@ -27,7 +27,8 @@ extern "C" {
 
 /* cuBLAS is loaded with dlopen by cuda/cuda_util.c (linking it cost every bench process ~90 ms): the
  * GEMMs here go through its wrapper, declared as there. A handle is bound to one stream at creation, so
- * the stream passed to a conv launcher must be its handle's. TF32 is off in those handles: true fp32. */
+ * the stream passed to a conv launcher must be its handle's. TF32 is off in those handles: true fp32. The bf16
+ * GEMMs use cuda_util.h's tb_cublas_gemm_ex (ops_conv.cu includes it). */
 typedef struct tb_cublas tb_cublas;
 int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
@@ -127,16 +128,10 @@ int tb_cuda_silu_backward(float *dinp, const float *dout, const float *inp, size
 int tb_cuda_sigmoid_forward(float *out, const float *inp, size_t n, void *stream);
 /* dinp (n) += dout · out·(1 - out), from the sigmoid's OUTPUT. */
 int tb_cuda_sigmoid_backward(float *dinp, const float *dout, const float *out, size_t n, void *stream);
-/* bf16 storage: out = silu(inp). */
-int tb_cuda_silu_forward_bf16(void *out, const void *inp, size_t n, void *stream);
-/* bf16 storage: dinp = dout · silu'(inp) (acc 0) or += (acc 1), rounded once to bf16. */
-int tb_cuda_silu_backward_bf16(void *dinp, const void *dout, const void *inp, size_t n, int acc, void *stream);
 /* out (n) = a + b (the residual add without drop-connect); out may alias a or b. */
 int tb_cuda_add_forward(float *out, const float *a, const float *b, size_t n, void *stream);
 /* da (n) += dout, db (n) += dout (either may be NULL). */
 int tb_cuda_add_backward(float *da, float *db, const float *dout, size_t n, void *stream);
-/* bf16 storage: out = a + b. */
-int tb_cuda_add_forward_bf16(void *out, const void *a, const void *b, size_t n, void *stream);
 /* out (N,C) = mean over HW of inp (N,HW,C), summed in double like the CPU. */
 int tb_cuda_gap_forward(float *out, const float *inp, int N, size_t HW, int C, void *stream);
 /* dinp (N,HW,C) += dout (N,C) / HW. */
@@ -181,6 +176,112 @@ struct tb_cuda_input {
 };
 /* out = the normalised, resampled and (when augment) cropped/flipped pixels, the cpu's element for element. */
 int tb_cuda_input_forward(float *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream);
+
+/* ---- bf16 storage (mixed precision: the executor's --precision bf16) ----
+ * Each launcher below is its fp32 twin above with every activation and activation gradient in bf16 (void *:
+ * __nv_bfloat16 on the device), the same arguments in the same order, arithmetic in fp32 and each stored
+ * value rounded once to nearest even (an accumulation reads the bf16 value, adds in fp32, rounds). Weights:
+ * the GEMM launchers (conv1x1, im2col) take the weights' bf16 copy (w16); the direct kernels (depthwise,
+ * grouped, norms) read the fp32 weights. Biases, γ, β, saved statistics, running statistics, weight and
+ * bias gradients stay fp32; reductions are the fp32 twins' (double sums, or cuBLAS's fp32 accumulation). */
+
+/* tb_cuda_conv1x1_forward, bf16 storage. */
+int tb_cuda_conv1x1_forward_bf16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
+                                 const struct conv_shape *s, void *stream);
+/* tb_cuda_conv1x1_backward_data, bf16 storage. */
+int tb_cuda_conv1x1_backward_data_bf16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
+                                       const struct conv_shape *s, int acc);
+/* tb_cuda_conv1x1_backward_params, bf16 storage. */
+int tb_cuda_conv1x1_backward_params_bf16(tb_cublas *cublas, float *dw, float *db, const void *inp, const void *dout,
+                                         const struct conv_shape *s, void *scratch, void *stream);
+/* tb_cuda_conv_im2col_forward, bf16 storage (the fp32 twin's scratch size holds the bf16 columns). */
+int tb_cuda_conv_im2col_forward_bf16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
+                                     const struct conv_shape *s, void *scratch, void *stream);
+/* tb_cuda_conv_im2col_backward_data, bf16 storage. */
+int tb_cuda_conv_im2col_backward_data_bf16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
+                                           const struct conv_shape *s, int acc, void *scratch, void *stream);
+/* tb_cuda_conv_im2col_backward_params, bf16 storage. */
+int tb_cuda_conv_im2col_backward_params_bf16(tb_cublas *cublas, float *dw, float *db, const void *inp,
+                                             const void *dout, const struct conv_shape *s, void *scratch,
+                                             void *stream);
+
+/* tb_cuda_dwconv_forward, bf16 storage. */
+int tb_cuda_dwconv_forward_bf16(void *out, const void *inp, const float *w, const float *b,
+                                const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream);
+/* tb_cuda_dwconv_backward_data, bf16 storage. */
+int tb_cuda_dwconv_backward_data_bf16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                      int acc, void *stream);
+/* tb_cuda_dwconv_backward_params, bf16 storage. */
+int tb_cuda_dwconv_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
+                                        const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
+                                        void *stream);
+/* tb_cuda_gconv_forward, bf16 storage. */
+int tb_cuda_gconv_forward_bf16(void *out, const void *inp, const float *w, const float *b, const struct conv_shape *s,
+                               void *stream);
+/* tb_cuda_gconv_backward_data, bf16 storage. */
+int tb_cuda_gconv_backward_data_bf16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                     int acc, void *stream);
+/* tb_cuda_gconv_backward_params, bf16 storage. */
+int tb_cuda_gconv_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
+                                       const struct conv_shape *s, void *scratch, void *stream);
+
+/* tb_cuda_bn_forward_train, bf16 storage. */
+int tb_cuda_bn_forward_train_bf16(void *out, float *save, float *run_mean, float *run_var, const void *inp,
+                                  const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
+                                  int act, void *scratch, void *stream);
+/* tb_cuda_bn_forward_eval, bf16 storage. */
+int tb_cuda_bn_forward_eval_bf16(void *out, const void *inp, const float *run_mean, const float *run_var,
+                                 const float *gamma, const float *beta, size_t M, int C, float eps, int act,
+                                 void *stream);
+/* tb_cuda_bn_backward, bf16 storage. */
+int tb_cuda_bn_backward_bf16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, size_t M, int C, int act,
+                             int acc, void *scratch, void *stream);
+/* tb_cuda_gn_forward, bf16 storage. */
+int tb_cuda_gn_forward_bf16(void *out, float *save, const void *inp, const float *gamma, const float *beta, int N,
+                            size_t HW, int C, int G, float eps, int act, void *stream);
+/* tb_cuda_gn_backward, bf16 storage. */
+int tb_cuda_gn_backward_bf16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
+                             int act, int acc, void *scratch, void *stream);
+
+/* tb_cuda_silu_forward, bf16 storage. */
+int tb_cuda_silu_forward_bf16(void *out, const void *inp, size_t n, void *stream);
+/* tb_cuda_silu_backward, bf16 storage. */
+int tb_cuda_silu_backward_bf16(void *dinp, const void *dout, const void *inp, size_t n, void *stream);
+/* tb_cuda_sigmoid_forward, bf16 storage. */
+int tb_cuda_sigmoid_forward_bf16(void *out, const void *inp, size_t n, void *stream);
+/* tb_cuda_sigmoid_backward, bf16 storage. */
+int tb_cuda_sigmoid_backward_bf16(void *dinp, const void *dout, const void *out, size_t n, void *stream);
+/* tb_cuda_add_forward, bf16 storage. */
+int tb_cuda_add_forward_bf16(void *out, const void *a, const void *b, size_t n, void *stream);
+/* tb_cuda_add_backward, bf16 storage. */
+int tb_cuda_add_backward_bf16(void *da, void *db, const void *dout, size_t n, void *stream);
+/* tb_cuda_gap_forward, bf16 storage. */
+int tb_cuda_gap_forward_bf16(void *out, const void *inp, int N, size_t HW, int C, void *stream);
+/* tb_cuda_gap_backward, bf16 storage. */
+int tb_cuda_gap_backward_bf16(void *dinp, const void *dout, int N, size_t HW, int C, void *stream);
+/* tb_cuda_se_scale_forward, bf16 storage. */
+int tb_cuda_se_scale_forward_bf16(void *out, const void *inp, const void *scale, int N, size_t HW, int C,
+                                  void *stream);
+/* tb_cuda_se_scale_backward, bf16 storage. */
+int tb_cuda_se_scale_backward_bf16(void *dinp, void *dscale, const void *dout, const void *inp, const void *scale,
+                                   int N, size_t HW, int C, int acc, void *stream);
+/* tb_cuda_dropout_forward, bf16 storage. */
+int tb_cuda_dropout_forward_bf16(void *out, const void *inp, int N, size_t D, uint64_t g0,
+                                 const struct tb_cuda_drop *a, void *stream);
+/* tb_cuda_dropout_backward, bf16 storage. */
+int tb_cuda_dropout_backward_bf16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
+                                  const struct tb_cuda_drop *a, void *stream);
+/* tb_cuda_dropconnect_add_forward, bf16 storage. */
+int tb_cuda_dropconnect_add_forward_bf16(void *out, const void *shortcut, const void *branch, int N, size_t D,
+                                         uint64_t g0, const struct tb_cuda_drop *a, void *stream);
+/* tb_cuda_dropconnect_backward, bf16 storage. */
+int tb_cuda_dropconnect_backward_bf16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
+                                      const struct tb_cuda_drop *a, void *stream);
+
+/* tb_cuda_input_forward, bf16 storage. */
+int tb_cuda_input_forward_bf16(void *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
 // the counter-keyed crop (zero padding) and flip: core/exec.c's input_forward, element for element.
 // One thread per output pixel on a (32, 8) block over (x, y), the sample in blockIdx.z: no division per
 // element. The coordinate arithmetic is written with __fadd_rn / __fmul_rn so nvcc cannot contract it
-// into FMAs: the truncations to a source row/column must fall where the cpu's do.
+// into FMAs: the truncations to a source row/column must fall where the cpu's do. The output's element type
+// T is float, or bf16 for mixed precision (each value rounded once after the fp32 arithmetic).
 #include "ops_common.cuh"
 #include "ops_effnet.h"
 
@@ -20,7 +21,7 @@ __device__ __forceinline__ float bilerp(const uint8_t *r0, const uint8_t *r1, in
     return __fadd_rn(__fmul_rn(1.0f - wy, a), __fmul_rn(wy, b));
 }
 
-__global__ void k_input(float *out, const uint8_t *x, tb_cuda_input a, uint64_t key)
+template <typename T> __global__ void k_input(T *out, const uint8_t *x, tb_cuda_input a, uint64_t key)
 {
     const int xo = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     const int n = blockIdx.z;
@@ -32,12 +33,12 @@ __global__ void k_input(float *out, const uint8_t *x, tb_cuda_input a, uint64_t 
         if (p > 0) dy = (int)(r % (uint64_t)span) - p, dx = (int)((r >> 16) % (uint64_t)span) - p;
         flip = a.flip ? (int)((r >> 40) & 1) : 0;
     }
-    float *dp = out + (((size_t)n * a.H + y) * a.W + xo) * a.C;
+    T *dp = out + (((size_t)n * a.H + y) * a.W + xo) * a.C;
     const int oy = y + dy, ox = (flip ? a.W - 1 - xo : xo) + dx;
     if (oy < 0 || oy >= a.H || ox < 0 || ox >= a.W) { // zero padding = pixel value 0
 #pragma unroll
         for (int c = 0; c < 4; c++) // unrolled: constant indices keep scale/shift out of local memory
-            if (c < a.C) dp[c] = a.shift[c];
+            if (c < a.C) dp[c] = ops_to<T>(a.shift[c]);
         return;
     }
     float fy = __fadd_rn(__fmul_rn(__fadd_rn((float)oy, 0.5f), a.ry), -0.5f);
@@ -59,18 +60,29 @@ __global__ void k_input(float *out, const uint8_t *x, tb_cuda_input a, uint64_t 
     for (int c = 0; c < 4; c++) {
         if (c >= a.C) break;
         const float v = a.SC == 1 ? grey : bilerp(r0, r1, x0, x1, a.SC, c, wy, wx);
-        dp[c] = __fadd_rn(__fmul_rn(v, a.scale[c]), a.shift[c]);
+        dp[c] = ops_to<T>(__fadd_rn(__fmul_rn(v, a.scale[c]), a.shift[c]));
     }
+}
+
+template <typename T> int input_forward(T *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream)
+{
+    if (N <= 0) return 0;
+    tb_cuda_input k = *a;
+    k.ry = (float)a->SH / (float)a->H, k.rx = (float)a->SW / (float)a->W; // exec.c's ratios, on the host
+    const dim3 block(32, 8), grid((unsigned)((a->W + 31) / 32), (unsigned)((a->H + 7) / 8), (unsigned)N);
+    k_input<T><<<grid, block, 0, (cudaStream_t)stream>>>(out, x, k, ops_rng_key(a->seed, 5 /* RNG_STREAM_AUGMENT */));
+    return (int)cudaGetLastError();
 }
 
 } // namespace
 
 extern "C" int tb_cuda_input_forward(float *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream)
 {
-    if (N <= 0) return 0;
-    tb_cuda_input k = *a;
-    k.ry = (float)a->SH / (float)a->H, k.rx = (float)a->SW / (float)a->W; // exec.c's ratios, on the host
-    const dim3 block(32, 8), grid((unsigned)((a->W + 31) / 32), (unsigned)((a->H + 7) / 8), (unsigned)N);
-    k_input<<<grid, block, 0, (cudaStream_t)stream>>>(out, x, k, ops_rng_key(a->seed, 5 /* RNG_STREAM_AUGMENT */));
-    return (int)cudaGetLastError();
+    return input_forward(out, x, N, a, stream);
+}
+
+extern "C" int tb_cuda_input_forward_bf16(void *out, const uint8_t *x, int N, const struct tb_cuda_input *a,
+                                          void *stream)
+{
+    return input_forward((bf16 *)out, x, N, a, stream);
 }

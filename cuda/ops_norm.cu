@@ -10,6 +10,8 @@
  * over dout as the CPU does: two reads (x, dout) instead of a write and a read of dz, and the SiLU costs
  * nothing next to the bandwidth. GroupNorm: one block per (sample, group) for its statistics and
  * backward sums, elementwise apply, and chunked per-channel sums for dγ, dβ.
+ * Every kernel is a template over the element type T of x, out, dout and dinp (float, or bf16 for mixed
+ * precision: ops_common.cuh); statistics, γ, β, the saved (μ, rstd) and the running stats stay float.
  */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
@@ -40,7 +42,7 @@ static __device__ __forceinline__ float act_f(float z, int act) { return act ? o
 static __device__ __forceinline__ float act_grad(float z, int act) { return act ? ops_silu_grad(z) : 1.0f; }
 
 /* part (K,2,C) = [Σx | Σx²] of each row chunk of inp (M,C). Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
-__global__ void k_bn_stats(double *part, const float *inp, size_t M, int C)
+template <typename T> __global__ void k_bn_stats(double *part, const T *inp, size_t M, int C)
 {
     __shared__ double sh[32 * NORM_ROWS];
     int c = blockIdx.x * 32 + threadIdx.x, K = gridDim.y, k = blockIdx.y;
@@ -49,7 +51,7 @@ __global__ void k_bn_stats(double *part, const float *inp, size_t M, int C)
     double s = 0.0, q = 0.0;
     if (c < C)
         for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
-            double v = (double)inp[r * C + c];
+            double v = (double)ops_f(inp[r * C + c]);
             s += v;
             q += v * v;
         }
@@ -89,23 +91,24 @@ __global__ void k_bn_finalize(float *save, float *run_mean, float *run_var, cons
  * tracked by step_c (ops_step_c): no division per element. */
 
 /* out = act((x - mean[c])·(γ[c]·rstd[c]) + β[c]); eval computes rstd from run_var (var) per element. */
-template <bool EVAL>
-__global__ void k_bn_apply(float *out, const float *inp, const float *mean, const float *rstd_or_var,
+template <typename T, bool EVAL>
+__global__ void k_bn_apply(T *out, const T *inp, const float *mean, const float *rstd_or_var,
                            const float *gamma, const float *beta, size_t total, int C, int step_c, float eps, int act)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     int c = (int)(i % (size_t)C);
     for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
         float rstd = EVAL ? (float)(1.0 / sqrt((double)rstd_or_var[c] + (double)eps)) : rstd_or_var[c];
-        float z = (inp[i] - mean[c]) * (gamma[c] * rstd) + beta[c];
-        out[i] = act_f(z, act);
+        float z = (ops_f(inp[i]) - mean[c]) * (gamma[c] * rstd) + beta[c];
+        out[i] = ops_to<T>(act_f(z, act));
         c += step_c;
         if (c >= C) c -= C;
     }
 }
 
 /* part (K,2,C) = [Σdz | Σdz·(x-μ)] of each row chunk. Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
-__global__ void k_bn_bwd_stats(double *part, const float *dout, const float *inp, const float *save,
+template <typename T>
+__global__ void k_bn_bwd_stats(double *part, const T *dout, const T *inp, const float *save,
                                const float *gamma, const float *beta, size_t M, int C, int act)
 {
     __shared__ double sh[32 * NORM_ROWS];
@@ -116,8 +119,8 @@ __global__ void k_bn_bwd_stats(double *part, const float *dout, const float *inp
     if (c < C) {
         float mu = save[c], a = gamma[c] * save[C + c], b = beta[c];
         for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
-            float xm = inp[r * C + c] - mu;
-            float dz = dout[r * C + c] * act_grad(xm * a + b, act);
+            float xm = ops_f(inp[r * C + c]) - mu;
+            float dz = ops_f(dout[r * C + c]) * act_grad(xm * a + b, act);
             s += (double)dz;
             q += (double)dz * (double)xm;
         }
@@ -151,17 +154,18 @@ __global__ void k_bn_bwd_finalize(float *coef, float *dgamma, float *dbeta, cons
     coef[2 * C + c] = (float)(-kk * sdz * inv_m);
 }
 
-__global__ void k_bn_bwd_apply(float *dinp, const float *dout, const float *inp, const float *save,
+template <typename T>
+__global__ void k_bn_bwd_apply(T *dinp, const T *dout, const T *inp, const float *save,
                                const float *beta, const float *coef, size_t total, int C, int step_c, int act,
                                int acc)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     int c = (int)(i % (size_t)C);
     for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        float a = coef[c], xm = inp[i] - save[c];
-        float dz = dout[i] * act_grad(xm * a + beta[c], act);
+        float a = coef[c], xm = ops_f(inp[i]) - save[c];
+        float dz = ops_f(dout[i]) * act_grad(xm * a + beta[c], act);
         float v = a * dz + coef[C + c] * xm + coef[2 * C + c];
-        dinp[i] = acc ? dinp[i] + v : v;
+        dinp[i] = ops_to<T>(acc ? ops_f(dinp[i]) + v : v);
         c += step_c;
         if (c >= C) c -= C;
     }
@@ -174,14 +178,14 @@ static size_t bn_coef_offset(size_t M, int C)
 }
 
 /* GroupNorm statistics: save (N,G,2) per (sample, group). Grid (G, N), block GN_THREADS. */
-__global__ void k_gn_stats(float *save, const float *inp, size_t HW, int C, int G, float eps)
+template <typename T> __global__ void k_gn_stats(float *save, const T *inp, size_t HW, int C, int G, float eps)
 {
     int g = blockIdx.x, n = blockIdx.y, Cg = C / G;
     size_t m = HW * (size_t)Cg;
-    const float *x = inp + (size_t)n * HW * C + (size_t)g * Cg;
+    const T *x = inp + (size_t)n * HW * C + (size_t)g * Cg;
     double s = 0.0, q = 0.0;
     for (size_t i = threadIdx.x; i < m; i += GN_THREADS) {
-        double v = (double)x[(i / Cg) * C + i % Cg];
+        double v = (double)ops_f(x[(i / Cg) * C + i % Cg]);
         s += v;
         q += v * v;
     }
@@ -195,7 +199,8 @@ __global__ void k_gn_stats(float *save, const float *inp, size_t HW, int C, int 
 }
 
 /* Grid (x, N): sample n = blockIdx.y, its D = HW·C elements; the group of c is a 32-bit division. */
-__global__ void k_gn_apply(float *out, const float *inp, const float *save, const float *gamma, const float *beta,
+template <typename T>
+__global__ void k_gn_apply(T *out, const T *inp, const float *save, const float *gamma, const float *beta,
                            size_t D, int C, int G, int step_c, int act)
 {
     const unsigned Cg = (unsigned)(C / G);
@@ -205,15 +210,16 @@ __global__ void k_gn_apply(float *out, const float *inp, const float *save, cons
     int c = (int)(j % (size_t)C);
     for (; j < D; j += (size_t)gridDim.x * blockDim.x) {
         unsigned g = (unsigned)c / Cg;
-        float z = (inp[n * D + j] - sv[2 * g]) * (gamma[c] * sv[2 * g + 1]) + beta[c];
-        out[n * D + j] = act_f(z, act);
+        float z = (ops_f(inp[n * D + j]) - sv[2 * g]) * (gamma[c] * sv[2 * g + 1]) + beta[c];
+        out[n * D + j] = ops_to<T>(act_f(z, act));
         c += step_c;
         if (c >= C) c -= C;
     }
 }
 
 /* gsum (N,G,2) = [Σγ·dz | Σγ·dz·x̂] per (sample, group). Grid (G, N), block GN_THREADS. */
-__global__ void k_gn_bwd_stats(double *gsum, const float *dout, const float *inp, const float *save,
+template <typename T>
+__global__ void k_gn_bwd_stats(double *gsum, const T *dout, const T *inp, const float *save,
                                const float *gamma, const float *beta, size_t HW, int C, int G, int act)
 {
     int g = blockIdx.x, n = blockIdx.y, Cg = C / G;
@@ -224,8 +230,8 @@ __global__ void k_gn_bwd_stats(double *gsum, const float *dout, const float *inp
     for (size_t i = threadIdx.x; i < m; i += GN_THREADS) {
         int c = g * Cg + (int)(i % Cg);
         size_t j = base + (i / Cg) * C + i % Cg;
-        float xh = (inp[j] - mu) * rstd;
-        float gdz = gamma[c] * dout[j] * act_grad(xh * gamma[c] + beta[c], act);
+        float xh = (ops_f(inp[j]) - mu) * rstd;
+        float gdz = gamma[c] * ops_f(dout[j]) * act_grad(xh * gamma[c] + beta[c], act);
         s1 += (double)gdz;
         s2 += (double)gdz * (double)xh;
     }
@@ -237,7 +243,8 @@ __global__ void k_gn_bwd_stats(double *gsum, const float *dout, const float *inp
 }
 
 /* Grid (x, N) as k_gn_apply; inv_m = 1/(HW·C/G). */
-__global__ void k_gn_bwd_apply(float *dinp, const float *dout, const float *inp, const float *save, const float *gamma,
+template <typename T>
+__global__ void k_gn_bwd_apply(T *dinp, const T *dout, const T *inp, const float *save, const float *gamma,
                                const float *beta, const double *gsum, size_t D, int C, int G, int step_c,
                                float inv_m, int act, int acc)
 {
@@ -247,17 +254,18 @@ __global__ void k_gn_bwd_apply(float *dinp, const float *dout, const float *inp,
     int c = (int)(j % (size_t)C);
     for (; j < D; j += (size_t)gridDim.x * blockDim.x) {
         size_t sg = (n * G + (unsigned)c / Cg) * 2, i = n * D + j;
-        float rstd = save[sg + 1], xh = (inp[i] - save[sg]) * rstd;
-        float dz = dout[i] * act_grad(xh * gamma[c] + beta[c], act);
+        float rstd = save[sg + 1], xh = (ops_f(inp[i]) - save[sg]) * rstd;
+        float dz = ops_f(dout[i]) * act_grad(xh * gamma[c] + beta[c], act);
         float v = rstd * (gamma[c] * dz - (float)gsum[sg] * inv_m - xh * (float)gsum[sg + 1] * inv_m);
-        dinp[i] = acc ? dinp[i] + v : v;
+        dinp[i] = ops_to<T>(acc ? ops_f(dinp[i]) + v : v);
         c += step_c;
         if (c >= C) c -= C;
     }
 }
 
 /* part (K,2,C) = [Σdz | Σdz·x̂] per row chunk of the N·HW rows. Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
-__global__ void k_gn_param_stats(double *part, const float *dout, const float *inp, const float *save,
+template <typename T>
+__global__ void k_gn_param_stats(double *part, const T *dout, const T *inp, const float *save,
                                  const float *gamma, const float *beta, size_t HW, int C, int G, size_t M, int act)
 {
     __shared__ double sh[32 * NORM_ROWS];
@@ -268,8 +276,8 @@ __global__ void k_gn_param_stats(double *part, const float *dout, const float *i
     if (c < C)
         for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
             size_t sg = ((r / HW) * G + (size_t)(c / Cg)) * 2;
-            float xh = (inp[r * C + c] - save[sg]) * save[sg + 1];
-            float dz = dout[r * C + c] * act_grad(xh * gamma[c] + beta[c], act);
+            float xh = (ops_f(inp[r * C + c]) - save[sg]) * save[sg + 1];
+            float dz = ops_f(dout[r * C + c]) * act_grad(xh * gamma[c] + beta[c], act);
             s += (double)dz;
             q += (double)dz * (double)xh;
         }
@@ -297,6 +305,113 @@ __global__ void k_param_finish(float *dgamma, float *dbeta, const double *part, 
 
 #define STREAM(s) ((cudaStream_t)(s))
 
+/* The launchers, once per element type; the extern "C" entry points below name the instantiations. */
+
+template <typename T>
+static int bn_forward_train(T *out, float *save, float *run_mean, float *run_var, const T *inp, const float *gamma,
+                            const float *beta, size_t M, int C, float eps, float momentum, int act, void *scratch,
+                            void *stream)
+{
+    if (M == 0 || C <= 0) return C < 0 ? (int)cudaErrorInvalidValue : 0;
+    cudaStream_t st = STREAM(stream);
+    double *part = (double *)scratch;
+    int K = ops_chunks(M), err;
+    k_bn_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(part, inp, M, C);
+    if ((err = ops_launched())) return err;
+    k_bn_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(save, run_mean, run_var, part, K, M, C, eps, momentum);
+    if ((err = ops_launched())) return err;
+    size_t total = M * (size_t)C;
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_apply<T, false><<<gx, OPS_THREADS, 0, st>>>(out, inp, save, save + C, gamma, beta, total, C,
+                                                     ops_step_c(gx, C), eps, act);
+    return ops_launched();
+}
+
+template <typename T>
+static int bn_forward_eval(T *out, const T *inp, const float *run_mean, const float *run_var, const float *gamma,
+                           const float *beta, size_t M, int C, float eps, int act, void *stream)
+{
+    size_t total = M * (size_t)C;
+    if (total == 0) return 0;
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_apply<T, true><<<gx, OPS_THREADS, 0, STREAM(stream)>>>(out, inp, run_mean, run_var, gamma, beta, total, C,
+                                                                ops_step_c(gx, C), eps, act);
+    return ops_launched();
+}
+
+template <typename T>
+static int bn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, const T *inp, const float *save,
+                       const float *gamma, const float *beta, size_t M, int C, int act, int acc, void *scratch,
+                       void *stream)
+{
+    if (M == 0 || C <= 0) return C < 0 ? (int)cudaErrorInvalidValue : 0;
+    cudaStream_t st = STREAM(stream);
+    double *part = (double *)scratch;
+    float *coef = (float *)((char *)scratch + bn_coef_offset(M, C));
+    int K = ops_chunks(M), err;
+    k_bn_bwd_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
+        part, dout, inp, save, gamma, beta, M, C, act);
+    if ((err = ops_launched())) return err;
+    k_bn_bwd_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(coef, dgamma, dbeta, part, K, save, gamma, M, C);
+    if ((err = ops_launched())) return err;
+    if (!dinp) return 0;
+    size_t total = M * (size_t)C;
+    unsigned gx = ops_grid_rows(total, 1);
+    k_bn_bwd_apply<T><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, total, C, ops_step_c(gx, C), act,
+                                                  acc);
+    return ops_launched();
+}
+
+template <typename T>
+static int gn_forward(T *out, float *save, const T *inp, const float *gamma, const float *beta, int N, size_t HW,
+                      int C, int G, float eps, int act, void *stream)
+{
+    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
+    if (N == 0 || HW == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    int err;
+    k_gn_stats<T><<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(save, inp, HW, C, G, eps);
+    if ((err = ops_launched())) return err;
+    size_t D = HW * (size_t)C;
+    unsigned gx = ops_grid_rows(D, N);
+    k_gn_apply<T><<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(out, inp, save, gamma, beta, D, C, G,
+                                                                 ops_step_c(gx, C), act);
+    return ops_launched();
+}
+
+template <typename T>
+static int gn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, const T *inp, const float *save,
+                       const float *gamma, const float *beta, int N, size_t HW, int C, int G, int act, int acc,
+                       void *scratch, void *stream)
+{
+    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
+    if (N == 0 || HW == 0) return 0;
+    cudaStream_t st = STREAM(stream);
+    size_t M = (size_t)N * HW;
+    int K = ops_chunks(M), err;
+    double *part = (double *)scratch, *gsum = part + (size_t)K * 2 * C; /* gsum needs N·G·2 ≤ N·2·C */
+    if (dgamma || dbeta) {
+        k_gn_param_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
+            part, dout, inp, save, gamma, beta, HW, C, G, M, act);
+        if ((err = ops_launched())) return err;
+        k_param_finish<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(dgamma, dbeta, part, K, C);
+        if ((err = ops_launched())) return err;
+    }
+    if (!dinp) return 0;
+    k_gn_bwd_stats<T><<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(gsum, dout, inp, save, gamma, beta, HW,
+                                                                            C, G, act);
+    if ((err = ops_launched())) return err;
+    unsigned gx = ops_grid_rows(HW * (size_t)C, N);
+    k_gn_bwd_apply<T><<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(dinp, dout, inp, save, gamma, beta, gsum,
+                                                                     HW * (size_t)C, C, G, ops_step_c(gx, C),
+                                                                     (float)(1.0 / ((double)HW * (C / G))), act, acc);
+    return ops_launched();
+}
+
+/* bf16 views of the C API's void pointers. */
+#define B(p) ((bf16 *)(p))
+#define CB(p) ((const bf16 *)(p))
+
 extern "C" {
 
 size_t tb_cuda_bn_scratch_bytes(size_t M, int C) { return bn_coef_offset(M, C) + 3 * (size_t)C * sizeof(float); }
@@ -305,52 +420,21 @@ int tb_cuda_bn_forward_train(float *out, float *save, float *run_mean, float *ru
                              const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
                              int act, void *scratch, void *stream)
 {
-    if (M == 0 || C <= 0) return C < 0 ? (int)cudaErrorInvalidValue : 0;
-    cudaStream_t st = STREAM(stream);
-    double *part = (double *)scratch;
-    int K = ops_chunks(M), err;
-    k_bn_stats<<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(part, inp, M, C);
-    if ((err = ops_launched())) return err;
-    k_bn_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(save, run_mean, run_var, part, K, M, C, eps, momentum);
-    if ((err = ops_launched())) return err;
-    size_t total = M * (size_t)C;
-    unsigned gx = ops_grid_rows(total, 1);
-    k_bn_apply<false><<<gx, OPS_THREADS, 0, st>>>(out, inp, save, save + C, gamma, beta, total, C, ops_step_c(gx, C),
-                                                  eps, act);
-    return ops_launched();
+    return bn_forward_train(out, save, run_mean, run_var, inp, gamma, beta, M, C, eps, momentum, act, scratch,
+                            stream);
 }
 
 int tb_cuda_bn_forward_eval(float *out, const float *inp, const float *run_mean, const float *run_var,
                             const float *gamma, const float *beta, size_t M, int C, float eps, int act, void *stream)
 {
-    size_t total = M * (size_t)C;
-    if (total == 0) return 0;
-    unsigned gx = ops_grid_rows(total, 1);
-    k_bn_apply<true><<<gx, OPS_THREADS, 0, STREAM(stream)>>>(out, inp, run_mean, run_var, gamma, beta, total, C,
-                                                             ops_step_c(gx, C), eps, act);
-    return ops_launched();
+    return bn_forward_eval(out, inp, run_mean, run_var, gamma, beta, M, C, eps, act, stream);
 }
 
 int tb_cuda_bn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
                         const float *save, const float *gamma, const float *beta, size_t M, int C, int act, int acc,
                         void *scratch, void *stream)
 {
-    if (M == 0 || C <= 0) return C < 0 ? (int)cudaErrorInvalidValue : 0;
-    cudaStream_t st = STREAM(stream);
-    double *part = (double *)scratch;
-    float *coef = (float *)((char *)scratch + bn_coef_offset(M, C));
-    int K = ops_chunks(M), err;
-    k_bn_bwd_stats<<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
-        part, dout, inp, save, gamma, beta, M, C, act);
-    if ((err = ops_launched())) return err;
-    k_bn_bwd_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(coef, dgamma, dbeta, part, K, save, gamma, M, C);
-    if ((err = ops_launched())) return err;
-    if (!dinp) return 0;
-    size_t total = M * (size_t)C;
-    unsigned gx = ops_grid_rows(total, 1);
-    k_bn_bwd_apply<<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, total, C, ops_step_c(gx, C), act,
-                                               acc);
-    return ops_launched();
+    return bn_backward(dinp, dgamma, dbeta, dout, inp, save, gamma, beta, M, C, act, acc, scratch, stream);
 }
 
 size_t tb_cuda_gn_scratch_bytes(int N, size_t HW, int C)
@@ -362,45 +446,52 @@ size_t tb_cuda_gn_scratch_bytes(int N, size_t HW, int C)
 int tb_cuda_gn_forward(float *out, float *save, const float *inp, const float *gamma, const float *beta, int N,
                        size_t HW, int C, int G, float eps, int act, void *stream)
 {
-    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
-    if (N == 0 || HW == 0) return 0;
-    cudaStream_t st = STREAM(stream);
-    int err;
-    k_gn_stats<<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(save, inp, HW, C, G, eps);
-    if ((err = ops_launched())) return err;
-    size_t D = HW * (size_t)C;
-    unsigned gx = ops_grid_rows(D, N);
-    k_gn_apply<<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(out, inp, save, gamma, beta, D, C, G, ops_step_c(gx, C),
-                                                              act);
-    return ops_launched();
+    return gn_forward(out, save, inp, gamma, beta, N, HW, C, G, eps, act, stream);
 }
 
 int tb_cuda_gn_backward(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *inp,
                         const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
                         int act, int acc, void *scratch, void *stream)
 {
-    if (G <= 0 || C % G != 0 || N < 0 || N > 65535) return (int)cudaErrorInvalidValue;
-    if (N == 0 || HW == 0) return 0;
-    cudaStream_t st = STREAM(stream);
-    size_t M = (size_t)N * HW;
-    int K = ops_chunks(M), err;
-    double *part = (double *)scratch, *gsum = part + (size_t)K * 2 * C; /* gsum needs N·G·2 ≤ N·2·C */
-    if (dgamma || dbeta) {
-        k_gn_param_stats<<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
-            part, dout, inp, save, gamma, beta, HW, C, G, M, act);
-        if ((err = ops_launched())) return err;
-        k_param_finish<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(dgamma, dbeta, part, K, C);
-        if ((err = ops_launched())) return err;
-    }
-    if (!dinp) return 0;
-    k_gn_bwd_stats<<<dim3((unsigned)G, (unsigned)N), GN_THREADS, 0, st>>>(gsum, dout, inp, save, gamma, beta, HW, C,
-                                                                         G, act);
-    if ((err = ops_launched())) return err;
-    unsigned gx = ops_grid_rows(HW * (size_t)C, N);
-    k_gn_bwd_apply<<<dim3(gx, (unsigned)N), OPS_THREADS, 0, st>>>(dinp, dout, inp, save, gamma, beta, gsum,
-                                                                  HW * (size_t)C, C, G, ops_step_c(gx, C),
-                                                                  (float)(1.0 / ((double)HW * (C / G))), act, acc);
-    return ops_launched();
+    return gn_backward(dinp, dgamma, dbeta, dout, inp, save, gamma, beta, N, HW, C, G, act, acc, scratch, stream);
+}
+
+/* ---- bf16 storage ---- */
+
+int tb_cuda_bn_forward_train_bf16(void *out, float *save, float *run_mean, float *run_var, const void *inp,
+                                  const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
+                                  int act, void *scratch, void *stream)
+{
+    return bn_forward_train(B(out), save, run_mean, run_var, CB(inp), gamma, beta, M, C, eps, momentum, act, scratch,
+                            stream);
+}
+
+int tb_cuda_bn_forward_eval_bf16(void *out, const void *inp, const float *run_mean, const float *run_var,
+                                 const float *gamma, const float *beta, size_t M, int C, float eps, int act,
+                                 void *stream)
+{
+    return bn_forward_eval(B(out), CB(inp), run_mean, run_var, gamma, beta, M, C, eps, act, stream);
+}
+
+int tb_cuda_bn_backward_bf16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, size_t M, int C, int act,
+                             int acc, void *scratch, void *stream)
+{
+    return bn_backward(B(dinp), dgamma, dbeta, CB(dout), CB(inp), save, gamma, beta, M, C, act, acc, scratch, stream);
+}
+
+int tb_cuda_gn_forward_bf16(void *out, float *save, const void *inp, const float *gamma, const float *beta, int N,
+                            size_t HW, int C, int G, float eps, int act, void *stream)
+{
+    return gn_forward(B(out), save, CB(inp), gamma, beta, N, HW, C, G, eps, act, stream);
+}
+
+int tb_cuda_gn_backward_bf16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
+                             int act, int acc, void *scratch, void *stream)
+{
+    return gn_backward(B(dinp), dgamma, dbeta, CB(dout), CB(inp), save, gamma, beta, N, HW, C, G, act, acc, scratch,
+                       stream);
 }
 
 } /* extern "C" */

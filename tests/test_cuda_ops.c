@@ -1,7 +1,10 @@
 /* test_cuda_ops.c — the CUDA EfficientNet kernels (cuda/ops_*.cu) against the CPU kernels and their
  * references on small random shapes: every launcher's forward and backward, fp32 within 1e-4 relative
- * (normwise floor 1e-5 for elements near zero), bf16 storage within 1e-2; dropout and drop-connect masks
- * equal to the CPU's element for element.
+ * (normwise floor 1e-5 for elements near zero); dropout and drop-connect masks equal to the CPU's element for
+ * element. Every _bf16 launcher (mixed precision, ops_effnet.h and ops_dense.h) against the same fp32 CPU
+ * kernel run on the bf16-rounded inputs: within 1e-2 relative, with a normwise floor of 4e-3 of the largest
+ * element (one bf16 ulp: a bias or an earlier term rounded to bf16 before the sum carries its own rounding,
+ * which near a cancellation is large beside the result).
  *
  * Built in every configuration (tests/test_*.c are globbed); without TB_HAVE_CUDA, or on a machine with
  * no CUDA device, each test is skipped with the reason, never passed.
@@ -11,7 +14,10 @@
 #include <criterion/criterion.h>
 
 #define GPU_TESTS(X) X(activations) X(dropout_masks) X(pool_and_se) X(batchnorm) X(groupnorm) \
-    X(depthwise) X(depthwise_bn_input) X(grouped) X(conv1x1) X(stem_im2col)
+    X(depthwise) X(depthwise_bn_input) X(grouped) X(conv1x1) X(stem_im2col) X(activations_bf16) \
+    X(dropout_masks_bf16) X(pool_and_se_bf16) X(batchnorm_bf16) X(groupnorm_bf16) X(depthwise_bf16) \
+    X(depthwise_bn_input_bf16) X(grouped_bf16) X(conv1x1_bf16) X(stem_im2col_bf16) X(input_bf16) \
+    X(dense_chain_bf16)
 
 #ifndef TB_HAVE_CUDA
 
@@ -26,31 +32,20 @@ GPU_TESTS(SKIP_TEST)
 #include "op_conv.h"
 #include "op_dropout.h"
 #include "op_dwconv.h"
+#include "op_loss.h"
 #include "op_norm.h"
 #include "op_pool.h"
 #include "op_se.h"
+#include "ops_dense.h"
 #include "ops_effnet.h"
+#include "stage_precision.h"
 
 #include <cuda_runtime_api.h>
 
 #define RTOL 1e-4
 #define ATOL 1e-5
 #define BF16_TOL 1e-2
-
-/* bf16 bits of f, rounded to nearest even (finite inputs), and back: cuda_bf16.h's helpers are C++ only. */
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
+#define BF16_ATOL 4e-3
 
 /* Skips the test unless a CUDA device answers. */
 static void need_gpu(void)
@@ -75,7 +70,7 @@ static void need_gpu(void)
     } while (0)
 
 /* Device buffers of the running test, freed by dev_free_all. */
-static void *live[64];
+static void *live[128];
 static int n_live;
 
 static void *dev_alloc(size_t bytes)
@@ -83,7 +78,7 @@ static void *dev_alloc(size_t bytes)
     void *d = NULL;
     CU(cudaMalloc(&d, bytes ? bytes : 1));
     CU(cudaMemset(d, 0, bytes ? bytes : 1));
-    cr_assert_lt(n_live, 64);
+    cr_assert_lt(n_live, 128);
     live[n_live++] = d;
     return d;
 }
@@ -126,6 +121,57 @@ static float *rnd(size_t n, uint64_t seed, float lo, float hi)
     return p;
 }
 
+/* ---- bf16 storage helpers: host values on the bf16 grid, their device copies, and the check ---- */
+
+/* A random host vector in [lo, hi) rounded to bf16 (the values a bf16 store holds, and the CPU's inputs). */
+static float *rnd16(size_t n, uint64_t seed, float lo, float hi)
+{
+    float *p = rnd(n, seed, lo, hi);
+    stage_prec_round(p, n, STAGE_PREC_BF16, 0, 0, 0, 0);
+    return p;
+}
+
+/* A device bf16 copy of n host floats (rounded to nearest even). */
+static void *dev_bf16(const float *h, size_t n)
+{
+    uint16_t *b = malloc((n ? n : 1) * sizeof *b);
+    cr_assert_not_null(b);
+    stage_prec_pack(b, h, n, STAGE_PREC_BF16, 1.0f);
+    void *d = dev_alloc(n * 2);
+    CU(cudaMemcpy(d, b, n * 2, cudaMemcpyHostToDevice));
+    free(b);
+    return d;
+}
+
+/* h (n) ← the device's bf16 d (n) as floats, after the work queued on the legacy stream. */
+static void dev_get_bf16(float *h, const void *d, size_t n)
+{
+    uint16_t *b = malloc((n ? n : 1) * sizeof *b);
+    cr_assert_not_null(b);
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(b, d, n * 2, cudaMemcpyDeviceToHost));
+    stage_prec_unpack(h, b, n, STAGE_PREC_BF16, 1.0f);
+    free(b);
+}
+
+/* Asserts the device's bf16 d (n) is within bf16's tolerance of want (n). */
+static void check16(const void *d, const float *want, size_t n, const char *what)
+{
+    float *got = tu_fvec(n);
+    dev_get_bf16(got, d, n);
+    tu_assert_close_f(got, want, n, BF16_TOL, BF16_ATOL, what);
+    free(got);
+}
+
+/* Asserts the device's fp32 d (n), computed from bf16 inputs, is within bf16's tolerance of want (n). */
+static void check32(const float *d, const float *want, size_t n, const char *what)
+{
+    float *got = tu_fvec(n);
+    dev_get(got, d, n);
+    tu_assert_close_f(got, want, n, BF16_TOL, BF16_ATOL, what);
+    free(got);
+}
+
 Test(cuda_ops, activations)
 {
     need_gpu();
@@ -157,50 +203,6 @@ Test(cuda_ops, activations)
     CU(cudaMemcpy(dd, acc0, n * 4, cudaMemcpyHostToDevice));
     OK(tb_cuda_add_backward(dd, NULL, dg, n, NULL));
     check(dd, dwant, n, 0.0, "add backward");
-
-    /* bf16 storage: the CPU's SiLU of the bf16-rounded inputs, within bf16's 8-bit precision */
-    uint16_t *hb = malloc(n * sizeof *hb), *hy = malloc(n * sizeof *hy);
-    cr_assert(hb && hy);
-    float *xr = tu_fvec(n), *got = tu_fvec(n);
-    for (size_t i = 0; i < n; i++) {
-        hb[i] = to_bf16(x[i]);
-        xr[i] = from_bf16(hb[i]);
-    }
-    void *db = dev_alloc(n * 2), *dyb = dev_alloc(n * 2);
-    CU(cudaMemcpy(db, hb, n * 2, cudaMemcpyHostToDevice));
-    OK(tb_cuda_silu_forward_bf16(dyb, db, n, NULL));
-    CU(cudaDeviceSynchronize());
-    CU(cudaMemcpy(hy, dyb, n * 2, cudaMemcpyDeviceToHost));
-    silu_forward(want, xr, n, 0, 1);
-    for (size_t i = 0; i < n; i++) got[i] = from_bf16(hy[i]);
-    tu_assert_close_f(got, want, n, BF16_TOL, ATOL, "silu bf16");
-
-    /* bf16 backward (overwriting: acc 0) from bf16 dout, and the bf16 residual add */
-    uint16_t *hg = malloc(n * sizeof *hg);
-    cr_assert(hg);
-    float *gr = tu_fvec(n);
-    for (size_t i = 0; i < n; i++) {
-        hg[i] = to_bf16(g[i]);
-        gr[i] = from_bf16(hg[i]);
-    }
-    void *dgb = dev_alloc(n * 2);
-    CU(cudaMemcpy(dgb, hg, n * 2, cudaMemcpyHostToDevice));
-    OK(tb_cuda_silu_backward_bf16(dyb, dgb, db, n, 0, NULL));
-    CU(cudaDeviceSynchronize());
-    CU(cudaMemcpy(hy, dyb, n * 2, cudaMemcpyDeviceToHost));
-    memset(want, 0, n * sizeof *want);
-    silu_backward(want, gr, xr, n, 0, 1);
-    for (size_t i = 0; i < n; i++) got[i] = from_bf16(hy[i]);
-    tu_assert_close_f(got, want, n, BF16_TOL, ATOL, "silu backward bf16");
-    OK(tb_cuda_add_forward_bf16(dyb, db, dgb, n, NULL));
-    CU(cudaDeviceSynchronize());
-    CU(cudaMemcpy(hy, dyb, n * 2, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; i++) {
-        want[i] = xr[i] + gr[i];
-        got[i] = from_bf16(hy[i]);
-    }
-    tu_assert_close_f(got, want, n, BF16_TOL, ATOL, "add bf16");
-    free(hb), free(hy), free(hg), free(xr), free(gr), free(got);
 
     dev_free_all();
     free(x), free(g), free(acc0), free(want), free(dwant);
@@ -585,6 +587,485 @@ Test(cuda_ops, stem_im2col)
     cr_assert_eq(conv_shape_init(&s, 1, 9, 9, 8, 16, 5, 5, 1, 1), 0);
     check_conv(&IC, &s, h, 510);
     tb_cublas_destroy(h);
+}
+
+/* ---- bf16 storage: each _bf16 launcher against its fp32 CPU kernel on bf16-rounded inputs ---- */
+
+Test(cuda_ops, activations_bf16)
+{
+    need_gpu();
+    const size_t n = 10007;
+    float *x = rnd16(n, 31, -8.0f, 8.0f), *g = rnd16(n, 32, -1.0f, 1.0f), *acc0 = rnd16(n, 33, -1.0f, 1.0f);
+    float *want = tu_fvec(n), *dwant = tu_fvec(n), *y = tu_fvec(n);
+    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2), *dd = dev_bf16(acc0, n);
+    void *dd2 = dev_bf16(acc0, n);
+
+    silu_forward(want, x, n, 0, 1);
+    OK(tb_cuda_silu_forward_bf16(dy, dx, n, NULL));
+    check16(dy, want, n, "silu bf16");
+    memcpy(dwant, acc0, n * sizeof *dwant);
+    silu_backward(dwant, g, x, n, 0, 1);
+    OK(tb_cuda_silu_backward_bf16(dd, dg, dx, n, NULL));
+    check16(dd, dwant, n, "silu backward bf16 (accumulating)");
+
+    OK(tb_cuda_sigmoid_forward_bf16(dy, dx, n, NULL));
+    dev_get_bf16(y, dy, n); /* the backward reads the stored (rounded) output, as the executor's does */
+    sigmoid_forward(want, x, n, 0, 1);
+    tu_assert_close_f(y, want, n, BF16_TOL, BF16_ATOL, "sigmoid bf16");
+    memcpy(dwant, acc0, n * sizeof *dwant);
+    CU(cudaMemcpy(dd, dd2, n * 2, cudaMemcpyDeviceToDevice));
+    sigmoid_backward(dwant, g, y, n, 0, 1);
+    OK(tb_cuda_sigmoid_backward_bf16(dd, dg, dy, n, NULL));
+    check16(dd, dwant, n, "sigmoid backward bf16");
+
+    for (size_t i = 0; i < n; i++) want[i] = x[i] + g[i];
+    OK(tb_cuda_add_forward_bf16(dy, dx, dg, n, NULL));
+    check16(dy, want, n, "add bf16");
+    for (size_t i = 0; i < n; i++) dwant[i] = acc0[i] + g[i];
+    CU(cudaMemcpy(dd, dd2, n * 2, cudaMemcpyDeviceToDevice));
+    OK(tb_cuda_add_backward_bf16(dd, dd2, dg, n, NULL)); /* both branches */
+    check16(dd, dwant, n, "add backward bf16 (a)");
+    check16(dd2, dwant, n, "add backward bf16 (b)");
+
+    dev_free_all();
+    free(x), free(g), free(acc0), free(want), free(dwant), free(y);
+}
+
+/* Asserts the device's bf16 d (n) is zero exactly where want is and close elsewhere. */
+static void check_mask16(const void *d, const float *want, size_t n, const char *what)
+{
+    float *got = tu_fvec(n);
+    dev_get_bf16(got, d, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(got[i] == 0.0f, want[i] == 0.0f, "%s[%zu]: got %g want %g (mask differs)", what, i,
+                     (double)got[i], (double)want[i]);
+    tu_assert_close_f(got, want, n, BF16_TOL, BF16_ATOL, what);
+    free(got);
+}
+
+Test(cuda_ops, dropout_masks_bf16)
+{
+    need_gpu();
+    const int N = 7;
+    const size_t D = 1003, n = (size_t)N * D;
+    const uint64_t g0 = 37;
+    struct dropout_args a = {.seed = 1234, .step = 9, .layer = 17, .p = 0.3f};
+    struct tb_cuda_drop b = {.seed = a.seed, .step = a.step, .layer = a.layer, .p = a.p};
+    float *x = rnd16(n, 34, 0.5f, 1.5f), *s = rnd16(n, 35, 0.5f, 1.5f), *want = tu_fvec(n);
+    void *dx = dev_bf16(x, n), *ds = dev_bf16(s, n), *dy = dev_alloc(n * 2);
+
+    dropout_forward(want, x, N, D, g0, &a, 0, 1);
+    OK(tb_cuda_dropout_forward_bf16(dy, dx, N, D, g0, &b, NULL));
+    check_mask16(dy, want, n, "dropout bf16");
+    memset(want, 0, n * sizeof *want);
+    dropout_backward(want, x, N, D, g0, &a, 0, 1);
+    CU(cudaMemset(dy, 0, n * 2));
+    OK(tb_cuda_dropout_backward_bf16(dy, dx, N, D, g0, &b, NULL));
+    check_mask16(dy, want, n, "dropout backward bf16");
+
+    a.p = b.p = 0.5f;
+    dropconnect_forward(want, x, N, D, g0, &a, 0, 1);
+    OK(tb_cuda_dropconnect_add_forward_bf16(dy, NULL, dx, N, D, g0, &b, NULL));
+    check_mask16(dy, want, n, "drop-connect bf16");
+    memset(want, 0, n * sizeof *want);
+    dropconnect_backward(want, x, N, D, g0, &a, 0, 1);
+    CU(cudaMemset(dy, 0, n * 2));
+    OK(tb_cuda_dropconnect_backward_bf16(dy, dx, N, D, g0, &b, NULL));
+    check_mask16(dy, want, n, "drop-connect backward bf16");
+    dropconnect_add_forward(want, s, x, N, D, g0, &a, 0, 1);
+    OK(tb_cuda_dropconnect_add_forward_bf16(dy, ds, dx, N, D, g0, &b, NULL));
+    check16(dy, want, n, "drop-connect add bf16");
+
+    a.p = b.p = 0.0f; /* the identity: a copy of the stored values */
+    OK(tb_cuda_dropout_forward_bf16(dy, dx, N, D, g0, &b, NULL));
+    float *got = tu_fvec(n);
+    dev_get_bf16(got, dy, n);
+    tu_assert_bitwise(got, x, n, "dropout bf16 p = 0");
+    free(got);
+
+    dev_free_all();
+    free(x), free(s), free(want);
+}
+
+Test(cuda_ops, pool_and_se_bf16)
+{
+    need_gpu();
+    const int N = 3, C = 45;
+    const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
+    float *x = rnd16(n, 36, -2.0f, 2.0f), *g = rnd16(n, 37, -1.0f, 1.0f), *sc = rnd16(nc, 38, 0.0f, 1.0f);
+    float *gp = rnd16(nc, 39, -1.0f, 1.0f), *acc0 = rnd16(n, 40, -1.0f, 1.0f), *accs = rnd16(nc, 41, -1.0f, 1.0f);
+    float *want = tu_fvec(n), *wants = tu_fdup(accs, nc);
+    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dsc = dev_bf16(sc, nc), *dgp = dev_bf16(gp, nc);
+    void *dy = dev_alloc(n * 2), *dp = dev_alloc(nc * 2), *dds = dev_bf16(accs, nc), *dacc = dev_bf16(acc0, n);
+
+    global_avgpool_forward(want, x, N, HW, C, 0, 1);
+    OK(tb_cuda_gap_forward_bf16(dp, dx, N, HW, C, NULL));
+    check16(dp, want, nc, "global average pool bf16");
+    memcpy(want, acc0, n * sizeof *want);
+    CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
+    global_avgpool_backward(want, gp, N, HW, C, 0, 1);
+    OK(tb_cuda_gap_backward_bf16(dy, dgp, N, HW, C, NULL));
+    check16(dy, want, n, "global average pool backward bf16");
+
+    se_scale_forward(want, x, sc, N, HW, C, 0, 1);
+    OK(tb_cuda_se_scale_forward_bf16(dy, dx, dsc, N, HW, C, NULL));
+    check16(dy, want, n, "SE scale bf16");
+    memcpy(want, acc0, n * sizeof *want);
+    CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
+    se_scale_backward(want, wants, g, x, sc, N, HW, C, 1, 0, 1);
+    OK(tb_cuda_se_scale_backward_bf16(dy, dds, dg, dx, dsc, N, HW, C, 1, NULL));
+    check16(dy, want, n, "SE scale backward dinp bf16");
+    check16(dds, wants, nc, "SE scale backward dscale bf16");
+
+    dev_free_all();
+    free(x), free(g), free(sc), free(gp), free(acc0), free(accs), free(want), free(wants);
+}
+
+Test(cuda_ops, batchnorm_bf16)
+{
+    need_gpu();
+    const int C = 37;
+    const size_t M = 3 * 23 * 17, n = M * C;
+    float *x = rnd16(n, 42, -1.0f, 3.0f), *g = rnd16(n, 43, -1.0f, 1.0f), *gam = rnd((size_t)C, 44, 0.5f, 1.5f);
+    float *bet = rnd((size_t)C, 45, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 46, -0.1f, 0.1f);
+    float *rv0 = rnd((size_t)C, 47, 0.9f, 1.1f), *acc0 = rnd16(n, 48, -1.0f, 1.0f);
+    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2);
+    float *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C), *dsave = dev_alloc(2 * (size_t)C * 4);
+    void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
+    for (int act = 0; act <= 1; act++) {
+        float *want = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *rm = tu_fdup(rm0, (size_t)C);
+        float *rv = tu_fdup(rv0, (size_t)C), *drm = dev_dup(rm0, (size_t)C), *drv = dev_dup(rv0, (size_t)C);
+        bn_forward_train(want, save, rm, rv, x, gam, bet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, act, 0, 1);
+        OK(tb_cuda_bn_forward_train_bf16(dy, dsave, drm, drv, dx, dgam, dbet, M, C, BN_EPS_DEFAULT,
+                                         BN_MOMENTUM_DEFAULT, act, scr, NULL));
+        check16(dy, want, n, "BN train forward bf16");
+        check32(dsave, save, 2 * (size_t)C, "BN save (fp32) from bf16");
+        check32(drm, rm, (size_t)C, "BN running mean from bf16");
+        check32(drv, rv, (size_t)C, "BN running var from bf16");
+
+        bn_forward_eval(want, x, rm, rv, gam, bet, M, C, BN_EPS_DEFAULT, act, 0, 1);
+        OK(tb_cuda_bn_forward_eval_bf16(dy, dx, drm, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, act, NULL));
+        check16(dy, want, n, "BN eval forward bf16");
+
+        float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
+        float *gcopy = tu_fdup(g, n); /* the CPU overwrites dout with dz under SiLU */
+        void *ddx = dev_bf16(acc0, n);
+        float *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C), *dsv = dev_dup(save, 2 * (size_t)C);
+        bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
+        OK(tb_cuda_bn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 1, scr, NULL));
+        check16(ddx, dwant, n, "BN backward dinp bf16");
+        check32(ddg, dgw, (size_t)C, "BN backward dgamma from bf16");
+        check32(ddb, dbw, (size_t)C, "BN backward dbeta from bf16");
+        free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
+    }
+    dev_free_all();
+    free(x), free(g), free(gam), free(bet), free(rm0), free(rv0), free(acc0);
+}
+
+Test(cuda_ops, groupnorm_bf16)
+{
+    need_gpu();
+    const int N = 3, C = 32, G = 4;
+    const size_t HW = 20 * 19, n = (size_t)N * HW * C, ns = (size_t)N * G * 2;
+    float *x = rnd16(n, 49, -1.0f, 3.0f), *g = rnd16(n, 50, -1.0f, 1.0f), *gam = rnd((size_t)C, 51, 0.5f, 1.5f);
+    float *bet = rnd((size_t)C, 52, -0.5f, 0.5f), *acc0 = rnd16(n, 53, -1.0f, 1.0f);
+    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2);
+    float *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C), *dsave = dev_alloc(ns * 4);
+    void *scr = dev_alloc(tb_cuda_gn_scratch_bytes(N, HW, C));
+    for (int act = 0; act <= 1; act++) {
+        float *want = tu_fvec(n), *save = tu_fvec(ns);
+        gn_forward(want, save, x, gam, bet, N, HW, C, G, GN_EPS_DEFAULT, act, 0, 1);
+        OK(tb_cuda_gn_forward_bf16(dy, dsave, dx, dgam, dbet, N, HW, C, G, GN_EPS_DEFAULT, act, NULL));
+        check16(dy, want, n, "GN forward bf16");
+        check32(dsave, save, ns, "GN save (fp32) from bf16");
+
+        float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
+        void *ddx = dev_bf16(acc0, n);
+        float *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C), *dsv = dev_dup(save, ns);
+        gn_backward_data(dwant, g, x, save, gam, bet, N, HW, C, G, act, 1, 0, 1);
+        gn_backward_params(dgw, dbw, g, x, save, gam, bet, N, HW, C, G, act, 0, 1);
+        OK(tb_cuda_gn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, N, HW, C, G, act, 1, scr, NULL));
+        check16(ddx, dwant, n, "GN backward dinp bf16");
+        check32(ddg, dgw, (size_t)C, "GN backward dgamma from bf16");
+        check32(ddb, dbw, (size_t)C, "GN backward dbeta from bf16");
+        free(want), free(save), free(dwant), free(dgw), free(dbw);
+    }
+    dev_free_all();
+    free(x), free(g), free(gam), free(bet), free(acc0);
+}
+
+/* The bf16 convolution launchers by kind: depthwise and grouped read the fp32 weights, the GEMM kinds
+ * (conv1x1, im2col) the weights' bf16 copy w16. */
+enum conv16_kind { CONV16_DW, CONV16_GC, CONV16_C1, CONV16_IC };
+static const char *const conv16_name[] = {"depthwise bf16", "grouped bf16", "conv1x1 bf16", "im2col bf16"};
+
+static int conv16_fwd(enum conv16_kind k, tb_cublas *h, void *out, const void *in, const float *w, const void *w16,
+                      const float *b, const struct conv_shape *s, void *scr)
+{
+    switch (k) {
+    case CONV16_DW: return tb_cuda_dwconv_forward_bf16(out, in, w, b, NULL, 0, s, NULL);
+    case CONV16_GC: return tb_cuda_gconv_forward_bf16(out, in, w, b, s, NULL);
+    case CONV16_C1: return tb_cuda_conv1x1_forward_bf16(h, out, in, w16, b, s, NULL);
+    default: return tb_cuda_conv_im2col_forward_bf16(h, out, in, w16, b, s, scr, NULL);
+    }
+}
+
+static int conv16_bwd_data(enum conv16_kind k, tb_cublas *h, void *din, const void *dout, const float *w,
+                           const void *w16, const struct conv_shape *s, void *scr)
+{
+    switch (k) {
+    case CONV16_DW: return tb_cuda_dwconv_backward_data_bf16(din, dout, w, s, 1, NULL);
+    case CONV16_GC: return tb_cuda_gconv_backward_data_bf16(din, dout, w, s, 1, NULL);
+    case CONV16_C1: return tb_cuda_conv1x1_backward_data_bf16(h, din, dout, w16, s, 1);
+    default: return tb_cuda_conv_im2col_backward_data_bf16(h, din, dout, w16, s, 1, scr, NULL);
+    }
+}
+
+static int conv16_bwd_params(enum conv16_kind k, tb_cublas *h, float *dw, float *db, const void *in, const void *dout,
+                             const struct conv_shape *s, void *scr)
+{
+    switch (k) {
+    case CONV16_DW: return tb_cuda_dwconv_backward_params_bf16(dw, db, in, dout, NULL, s, scr, NULL);
+    case CONV16_GC: return tb_cuda_gconv_backward_params_bf16(dw, db, in, dout, s, scr, NULL);
+    case CONV16_C1: return tb_cuda_conv1x1_backward_params_bf16(h, dw, db, in, dout, s, scr, NULL);
+    default: return tb_cuda_conv_im2col_backward_params_bf16(h, dw, db, in, dout, s, scr, NULL);
+    }
+}
+
+static size_t conv16_scratch(enum conv16_kind k, const struct conv_shape *s)
+{
+    return k == CONV16_C1 ? tb_cuda_conv1x1_scratch_bytes(s)
+           : k == CONV16_IC ? tb_cuda_conv_im2col_scratch_bytes(s)
+                            : tb_cuda_dwconv_scratch_bytes(s);
+}
+
+/* check_conv for a bf16 launcher kind: forward (with bias), backward-data into a bf16 gradient and
+ * backward-params into fp32 ones (accumulating), against the CPU references on the rounded inputs (and
+ * rounded weights for the GEMM kinds). */
+static void check_conv16(enum conv16_kind k, const struct conv_shape *s, tb_cublas *h, uint64_t seed)
+{
+    size_t ni = in_n(s), no = out_n(s), nw = w_n(s), nb = (size_t)s->OC;
+    float *x = rnd16(ni, seed, -1.0f, 1.0f), *w = rnd(nw, seed + 1, -0.5f, 0.5f), *b = rnd(nb, seed + 2, -1, 1);
+    float *g = rnd16(no, seed + 3, -1.0f, 1.0f), *acci = rnd16(ni, seed + 4, -1.0f, 1.0f);
+    float *accw = rnd(nw, seed + 5, -1.0f, 1.0f), *accb = rnd(nb, seed + 6, -1.0f, 1.0f);
+    float *wref = tu_fdup(w, nw);
+    if (k == CONV16_C1 || k == CONV16_IC) stage_prec_round(wref, nw, STAGE_PREC_BF16, 0, 0, 0, 0);
+    void *dx = dev_bf16(x, ni), *dw16 = dev_bf16(w, nw), *dg = dev_bf16(g, no), *dy = dev_alloc(no * 2);
+    void *ddi = dev_bf16(acci, ni), *scr = dev_alloc(conv16_scratch(k, s));
+    float *dw = dev_dup(w, nw), *db = dev_dup(b, nb), *ddw = dev_dup(accw, nw), *ddb = dev_dup(accb, nb);
+    char what[160];
+
+    float *want = tu_fvec(no);
+    conv_forward_ref(want, x, wref, b, s);
+    OK(conv16_fwd(k, h, dy, dx, dw, dw16, db, s, scr));
+    snprintf(what, sizeof what, "%s forward %dx%dx%dx%d k%d s%d g%d", conv16_name[k], s->N, s->H, s->W, s->C, s->KH,
+             s->stride, s->groups);
+    check16(dy, want, no, what);
+    free(want);
+
+    float *wi = tu_fdup(acci, ni), *ww = tu_fdup(accw, nw), *wb = tu_fdup(accb, nb);
+    conv_backward_data_ref(wi, g, wref, s);
+    conv_backward_params_ref(ww, wb, x, g, s);
+    OK(conv16_bwd_data(k, h, ddi, dg, dw, dw16, s, scr));
+    OK(conv16_bwd_params(k, h, ddw, ddb, dx, dg, s, scr));
+    snprintf(what, sizeof what, "%s backward", conv16_name[k]);
+    check16(ddi, wi, ni, what);
+    check32(ddw, ww, nw, what);
+    check32(ddb, wb, nb, what);
+    free(wi), free(ww), free(wb);
+
+    dev_free_all();
+    free(x), free(w), free(b), free(g), free(acci), free(accw), free(accb), free(wref);
+}
+
+Test(cuda_ops, depthwise_bf16)
+{
+    need_gpu();
+    static const int cases[][6] = {{2, 9, 11, 19, 3, 1}, {2, 9, 11, 19, 3, 2}, {2, 13, 7, 37, 5, 1},
+                                   {1, 13, 7, 37, 5, 2}, {2, 7, 9, 21, 7, 1},  {4, 24, 24, 40, 3, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        struct conv_shape s;
+        cr_assert_eq(dwconv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], c[5]), 0);
+        check_conv16(CONV16_DW, &s, NULL, 600 + 10 * i);
+    }
+}
+
+/* The bf16 depthwise forward with a BatchNorm+SiLU on load and a SiLU epilogue, and its weight gradient. */
+Test(cuda_ops, depthwise_bn_input_bf16)
+{
+    need_gpu();
+    struct conv_shape s;
+    cr_assert_eq(dwconv_shape_init(&s, 2, 10, 9, 24, 3, 2), 0);
+    size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s), C = (size_t)s.C, M = ni / C;
+    float *x = rnd16(ni, 700, -1, 3), *w = rnd(nw, 701, -0.5f, 0.5f), *b = rnd(C, 702, -1, 1);
+    float *gam = rnd(C, 703, 0.5f, 1.5f), *bet = rnd(C, 704, -0.5f, 0.5f), *save = tu_fvec(2 * C);
+    float *y = tu_fvec(ni), *want = tu_fvec(no), *g = rnd16(no, 705, -1, 1);
+    bn_forward_train(y, save, NULL, NULL, x, gam, bet, M, s.C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, NORM_ACT_SILU, 0,
+                     1);
+    dwconv_forward_ref(want, y, w, b, &s);
+    silu_forward(want, want, no, 0, 1);
+    void *dx = dev_bf16(x, ni), *dout = dev_alloc(no * 2), *dg = dev_bf16(g, no);
+    float *dw = dev_dup(w, nw), *db = dev_dup(b, C);
+    struct tb_cuda_bn_in bn = {dev_dup(save, 2 * C), dev_dup(gam, C), dev_dup(bet, C), 1};
+    OK(tb_cuda_dwconv_forward_bf16(dout, dx, dw, db, &bn, 1, &s, NULL));
+    check16(dout, want, no, "depthwise bf16 with BN+SiLU input and SiLU epilogue");
+
+    float *ww = tu_fvec(nw), *ddw = dev_alloc(nw * 4);
+    dwconv_backward_params_ref(ww, NULL, y, g, &s);
+    void *scr = dev_alloc(tb_cuda_dwconv_scratch_bytes(&s));
+    OK(tb_cuda_dwconv_backward_params_bf16(ddw, NULL, dx, dg, &bn, &s, scr, NULL));
+    check32(ddw, ww, nw, "depthwise bf16 weight gradient from the BN+SiLU input");
+    dev_free_all();
+    free(x), free(w), free(b), free(gam), free(bet), free(save), free(y), free(want), free(g), free(ww);
+}
+
+Test(cuda_ops, grouped_bf16)
+{
+    need_gpu();
+    static const int cases[][7] = {{2, 9, 11, 48, 48, 3, 1}, {1, 6, 7, 16, 48, 3, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[3] / 16 > 1 ? c[3] / 16 : 2),
+                     0);
+        check_conv16(CONV16_GC, &s, NULL, 800 + 10 * i);
+    }
+}
+
+Test(cuda_ops, conv1x1_bf16)
+{
+    need_gpu();
+    tb_cublas *h = blas_handle();
+    static const int cases[][4] = {{2, 7, 9, 24}, {1, 5, 5, 96}, {3, 1, 1, 40}}; /* N, H, W, C; OC below */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[3] * 2 + 3, 1, 1, 1, 1), 0);
+        check_conv16(CONV16_C1, &s, h, 900 + 10 * i);
+    }
+    tb_cublas_destroy(h);
+}
+
+Test(cuda_ops, stem_im2col_bf16)
+{
+    need_gpu();
+    tb_cublas *h = blas_handle();
+    struct conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, 2, 17, 15, 3, 32, 3, 3, 2, 1), 0);
+    check_conv16(CONV16_IC, &s, h, 1000);
+    tb_cublas_destroy(h);
+}
+
+/* The input layer in bf16: the general path (resampling, 1 → 3 channels, training crop/flip) against the fp32
+ * launcher's values rounded once (the same fp32 arithmetic, then one rounding: bitwise), and the flat affine
+ * path against the cpu's formula (input_grey: x·scale + shift). */
+Test(cuda_ops, input_bf16)
+{
+    need_gpu();
+    const int N = 3, SH = 28, SW = 28, SC = 1;
+    const size_t np = (size_t)N * SH * SW * SC;
+    uint8_t *px = malloc(np);
+    cr_assert_not_null(px);
+    for (size_t i = 0; i < np; i++) px[i] = (uint8_t)(rng_uniform(77, 1, i) * 256.0f);
+    uint8_t *dpx = dev_alloc(np);
+    CU(cudaMemcpy(dpx, px, np, cudaMemcpyHostToDevice));
+    struct tb_cuda_input a = {.SH = SH, .SW = SW, .SC = SC, .H = 32, .W = 32, .C = 3, .augment = 1, .pad = 4,
+                              .flip = 1, .seed = 5, .step = 3, .g0 = 11};
+    for (int c = 0; c < 3; c++) a.scale[c] = 1.0f / (255.0f * (0.2f + 0.01f * c)), a.shift[c] = -0.4f - 0.05f * c;
+    const size_t no = (size_t)N * 32 * 32 * 3;
+    float *d32 = dev_alloc(no * 4), *want = tu_fvec(no), *got = tu_fvec(no);
+    void *d16 = dev_alloc(no * 2);
+    OK(tb_cuda_input_forward(d32, dpx, N, &a, NULL));
+    OK(tb_cuda_input_forward_bf16(d16, dpx, N, &a, NULL));
+    dev_get(want, d32, no);
+    stage_prec_round(want, no, STAGE_PREC_BF16, 0, 0, 0, 0);
+    dev_get_bf16(got, d16, no);
+    tu_assert_bitwise(got, want, no, "input bf16 vs the fp32 launcher rounded");
+
+    const float scale[4] = {1.0f / 255.0f, 0, 0, 0}, shift[4] = {-0.5f, 0, 0, 0};
+    tb_cuda_input_affine_bf16(d16, dpx, np, 1, scale, shift, NULL);
+    CU(cudaGetLastError());
+    for (size_t i = 0; i < np; i++) want[i] = (float)px[i] * scale[0] + shift[0];
+    check16(d16, want, np, "input affine bf16");
+    dev_free_all();
+    free(px), free(want), free(got);
+}
+
+/* The dense chain's bf16 kernels (ops_dense.h): bias + ReLU after a GEMM, the ReLU mask, forward and
+ * backward, the bias gradient, the softmax cross-entropy's bf16 gradient against op_loss.c, and the
+ * weights' bf16 copy (bitwise stage_prec_pack's rounding). */
+Test(cuda_ops, dense_chain_bf16)
+{
+    need_gpu();
+    const int N = 13, OUT = 37, K = 10;
+    const size_t n = (size_t)N * OUT;
+    float *y = rnd16(n, 1100, -2.0f, 2.0f), *b = rnd((size_t)OUT, 1101, -1.0f, 1.0f), *g = rnd16(n, 1102, -1, 1);
+    float *acc0 = rnd16(n, 1103, -1.0f, 1.0f), *want = tu_fvec(n), *got = tu_fvec(n);
+    float *db = dev_dup(b, (size_t)OUT);
+    void *dy = dev_bf16(y, n), *dg = dev_bf16(g, n), *dd = dev_bf16(acc0, n);
+    for (int relu = 0; relu <= 1; relu++) { /* y += b, then max(0,·) */
+        CU(cudaMemcpy(dy, dev_bf16(y, n), n * 2, cudaMemcpyDeviceToDevice));
+        tb_cuda_bias_act_bf16(dy, db, N, OUT, relu, NULL);
+        CU(cudaGetLastError());
+        for (size_t i = 0; i < n; i++) {
+            const float v = y[i] + b[i % OUT];
+            want[i] = relu && v < 0.0f ? 0.0f : v;
+        }
+        check16(dy, want, n, relu ? "bias + ReLU bf16" : "bias bf16");
+    }
+    float *yr = tu_fvec(n); /* the ReLU layer's output from y */
+    relu_forward(yr, y, n, 0, 1);
+    tb_cuda_relu_forward_bf16(dy, dev_bf16(y, n), n, NULL);
+    CU(cudaGetLastError());
+    check16(dy, yr, n, "ReLU forward bf16");
+    memcpy(want, acc0, n * sizeof *want);
+    relu_backward(want, g, yr, n, 0, 1);
+    tb_cuda_relu_backward_bf16(dd, dg, dy, n, NULL);
+    CU(cudaGetLastError());
+    check16(dd, want, n, "ReLU backward bf16");
+    for (size_t i = 0; i < n; i++) want[i] = yr[i] > 0.0f ? g[i] : 0.0f;
+    tb_cuda_relu_mask_bf16(dg, dy, n, NULL);
+    CU(cudaGetLastError());
+    check16(dg, want, n, "ReLU mask bf16");
+    float *dbw = tu_fdup(b, (size_t)OUT), *ddb = dev_dup(b, (size_t)OUT);
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OUT; o++) dbw[o] += want[(size_t)i * OUT + o];
+    tb_cuda_bias_grad_bf16(ddb, dg, N, OUT, NULL);
+    CU(cudaGetLastError());
+    check32(ddb, dbw, (size_t)OUT, "bias gradient from bf16");
+
+    /* softmax cross-entropy: fp32 logits, bf16 gradient (the cpu adds into zeros; the device writes) */
+    float *z = rnd((size_t)N * K, 1104, -4.0f, 4.0f), *loss = tu_fvec(N), *dz = tu_fvec((size_t)N * K);
+    int32_t lab[13];
+    for (int i = 0; i < N; i++) lab[i] = (int32_t)((i * 7) % K);
+    const struct softmax_ce_shape ss = {.N = N, .K = K, .smoothing = 0.1f};
+    uint8_t cor[13], dcor_h[13];
+    softmax_ce_forward_backward(loss, dz, cor, z, lab, 1.0f / N, &ss, 0, 1);
+    float *dzl = dev_dup(z, (size_t)N * K), *dloss = dev_alloc((size_t)N * 4);
+    int32_t *dlab = dev_alloc(sizeof lab);
+    uint8_t *dcor = dev_alloc((size_t)N);
+    void *ddz = dev_alloc((size_t)N * K * 2);
+    CU(cudaMemcpy(dlab, lab, sizeof lab, cudaMemcpyHostToDevice));
+    tb_cuda_softmax_ce_bf16(dloss, ddz, dcor, dzl, dlab, 1.0f / N, N, K, 0.1f, NULL);
+    CU(cudaGetLastError());
+    check(dloss, loss, (size_t)N, RTOL, "softmax CE loss (fp32 logits)");
+    check16(ddz, dz, (size_t)N * K, "softmax CE gradient bf16");
+    CU(cudaMemcpy(dcor_h, dcor, (size_t)N, cudaMemcpyDeviceToHost));
+    cr_assert(memcmp(dcor_h, cor, (size_t)N) == 0, "softmax CE correct flags");
+
+    /* the weights' bf16 copy: rounding to nearest even, bitwise stage_prec_pack's */
+    float *wts = rnd(n, 1105, -3.0f, 3.0f), *dwts = dev_dup(wts, n);
+    void *dw16 = dev_alloc(n * 2);
+    tb_cuda_to_bf16(dw16, dwts, n, NULL);
+    CU(cudaGetLastError());
+    dev_get_bf16(got, dw16, n);
+    stage_prec_round(wts, n, STAGE_PREC_BF16, 0, 0, 0, 0);
+    tu_assert_bitwise(got, wts, n, "bf16 weight copy");
+
+    dev_free_all();
+    free(y), free(b), free(g), free(acc0), free(want), free(got), free(yr), free(dbw), free(z), free(loss), free(dz);
+    free(wts);
 }
 
 #endif

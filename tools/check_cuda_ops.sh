@@ -1,8 +1,9 @@
 #!/bin/sh
 # check_cuda_ops.sh — the build check of the CUDA EfficientNet kernels on a machine without a GPU: each
 # cuda/ops_*.cu (and calibrate_kernels.cu, bench --calibrate's) with nvcc for sm_90 as CMake builds
-# tb_cuda (C++17, -O3, every warning an error, register spills warned), ops_effnet.h as C11 with -pedantic, and tests/test_cuda_ops.c without CUDA (its skip
-# path) and, when cuda/cuda_util.h is there (the executor's tree), with TB_HAVE_CUDA.
+# tb_cuda (C++17, -O3, every warning an error, register spills warned), ops_effnet.h and core/softmax_ce_row.h
+# (shared with op_loss.c) as C11 with -pedantic, and tests/test_cuda_ops.c without CUDA (its skip path) and,
+# when cuda/cuda_util.h is there (the executor's tree), with TB_HAVE_CUDA.
 # Usage: tools/check_cuda_ops.sh [NVCC]. Exits 1 at the first failure; objects go to a temp folder.
 set -eu
 cd "$(dirname "$0")/.."
@@ -17,6 +18,9 @@ done
 printf '#include "ops_effnet.h"\n' >"$tmp/h.c"
 gcc -std=c11 -Wall -Wextra -Werror -pedantic -Icore -Icuda -fsyntax-only "$tmp/h.c"
 echo "ok  cuda/ops_effnet.h (C11)"
+printf '#include "softmax_ce_row.h"\n' >"$tmp/s.c"
+gcc -std=c11 -Wall -Wextra -Werror -pedantic -Icore -fsyntax-only "$tmp/s.c"
+echo "ok  core/softmax_ce_row.h (C11; ops_dense.cu above is its nvcc build)"
 crit=$(pkg-config --cflags criterion 2>/dev/null || true)
 cc="gcc -std=c11 -O2 -Wall -Wextra -Werror -Itests -Iutil -Icore -Icuda $crit -c tests/test_cuda_ops.c"
 $cc -o "$tmp/t0.o"
