@@ -13,7 +13,8 @@
 /* Each entry names the options its backend reads from run_config (see struct backend_caps): --threads is
  * the threads backend's pool, --devices the mirrored replicas or the ipu's device budget, --prefetch the
  * ipu's infeed depth or the batches the executor schedules hand a device that copies its inputs ahead,
- * and the pipeline, precision, projection and grid options are the ipu's. */
+ * the pipeline, projection and grid options are the ipu's, and --precision the ipu's (storage) and cuda's
+ * (mixed precision). */
 static const struct backend_entry registry[] = {
     {"cpu", "single thread, the reference schedule", backend_cpu_create, {"prefetch", 0, 1, 1, NULL}},
     {"threads", "one model, every op split over all cores (persistent pinned pool)", backend_threads_create,
@@ -28,7 +29,7 @@ static const struct backend_entry registry[] = {
 #ifdef TB_HAVE_CUDA
     /* The reference schedule on one GPU: --backend cpu --device cuda under its own name. */
     {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured CUDA graph a step)",
-     backend_cuda_create, {"prefetch", 0, 0, 1, "cuda"}},
+     backend_cuda_create, {"prefetch precision", 0, 0, 1, "cuda"}},
 #endif
 };
 

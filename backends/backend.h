@@ -18,7 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The ipu backend's own options (pipeline, precision); the others ignore them. 0 / "" = the default. */
+/* The ipu backend's own options (pipeline, precision; precision is cuda's too); the others ignore them.
+ * 0 / "" = the default. */
 struct ipu_options {
     /* prefetch is also the executor schedules' (cpu, mirrored, cuda): batches handed to devices that copy
      * their inputs (backend_prefetches) ahead of the step that reads them (0 = 1; negative = none). */

@@ -38,6 +38,11 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
     struct executor_config ec;
     backend_executor_config(cfg, cfg->batch, nth, &ec);
     if (c->device) ec.device = c->device;
+    /* cuda takes --precision (the harness refuses it for cpu and threads): bf16 is its mixed precision, with
+     * fp32 master weights whether or not the name ends in m. */
+    if (c->device && stage_prec_parse(cfg->ipu.precision, &ec.prec, &ec.master) != 0)
+        return tb_error_set(TB_EINVAL, "%s: unknown --precision '%s' (valid: fp32, bf16)", b->i->name,
+                            cfg->ipu.precision);
     return executor_create(&c->ex, m, &ec);
 }
 
@@ -134,7 +139,8 @@ static void lb_describe(struct backend *b, char *buf, size_t n)
     struct local_ctx *c = b->ctx;
     const int nth = c->ex.cfg.threads;
     if (strcmp(c->ex.cfg.device, "cpu") != 0) { /* a GPU: one stream, no host threads or OpenBLAS */
-        snprintf(buf, n, "%s: one %s device%s", b->i->name, c->ex.cfg.device,
+        snprintf(buf, n, "%s: one %s device%s%s", b->i->name, c->ex.cfg.device,
+                 c->ex.cfg.prec == STAGE_PREC_BF16 ? ", bf16 mixed precision (fp32 master weights)" : "",
                  c->ex.fused_step ? ", batch-1 step as a CUDA graph" : "");
         return;
     }

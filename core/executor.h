@@ -68,7 +68,10 @@ struct executor_config {
     int slots;            /* activation slots: micro-batches held between forward and backward (0 = 1) */
     enum stage_prec prec; /* storage of weights, gradients and kept activations (kernels compute in fp32):
                              half precision rounds every output onto the half grid and the update's
-                             result stochastically (keyed by the global index), or to nearest from master */
+                             result stochastically (keyed by the global index), or to nearest from master.
+                             The cuda device's bf16 is mixed precision instead (autocast's): activations
+                             and GEMM operands bf16, weights, gradients and optimizer state fp32 (master
+                             implied); it refuses fp16 */
     int master;           /* half precision: fp32 master weights in the optimizer */
     int recompute;        /* keep each segment's input only; the backward recomputes it (no BatchNorm
                              statistics update): the bits of a run without it */

@@ -19,6 +19,22 @@ const char *stage_prec_name(enum stage_prec p)
     return p == STAGE_PREC_BF16 ? "bf16" : p == STAGE_PREC_FP16 ? "fp16" : "fp32";
 }
 
+int stage_prec_parse(const char *s, enum stage_prec *p, int *master)
+{
+    static const struct {
+        const char *name;
+        enum stage_prec p;
+        int master;
+    } names[] = {{"", STAGE_PREC_FP32, 0},    {"fp32", STAGE_PREC_FP32, 0}, {"bf16", STAGE_PREC_BF16, 0},
+                 {"bf16m", STAGE_PREC_BF16, 1}, {"fp16", STAGE_PREC_FP16, 0}, {"fp16m", STAGE_PREC_FP16, 1}};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (strcmp(s, names[k].name) == 0) {
+            *p = names[k].p, *master = names[k].master;
+            return 0;
+        }
+    return -1;
+}
+
 static inline uint32_t f2u(float f)
 {
     uint32_t u;

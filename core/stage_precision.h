@@ -20,6 +20,9 @@ enum stage_prec { STAGE_PREC_FP32, STAGE_PREC_BF16, STAGE_PREC_FP16 };
 size_t stage_prec_bytes(enum stage_prec p);
 /* Name ("fp32", "bf16", "fp16"). */
 const char *stage_prec_name(enum stage_prec p);
+/* Parses --precision: "fp32" or "" (fp32), "bf16", "fp16", and "bf16m", "fp16m" (*master = 1: fp32 master
+ * weights); 0, or -1 for any other string (p and master untouched). */
+int stage_prec_parse(const char *s, enum stage_prec *p, int *master);
 /* dst (n values of p) = src (n) · scale, rounded to nearest even; fp16 overflows become ±inf. Returns
  * how many stored values are not finite (fp32 at scale 1 is a plain copy and counts none). */
 size_t stage_prec_pack(void *dst, const float *src, size_t n, enum stage_prec p, float scale);

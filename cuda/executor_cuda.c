@@ -7,12 +7,14 @@
  * executor_cuda_layers.c, one ops_effnet.h launcher per layer, unfused), fp32, forward and backward over
  * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
  * with Adam a dense chain's step captured once into a CUDA graph (the fused train step, and
- * executor_cuda_run_steps' on-device loop). A model with another layer kind is refused at create with
- * TB_EUNSUPPORTED naming it; so are stage executors and half-precision storage. Where no GPU is present,
- * create fails with TB_EUNSUPPORTED and the runtime's reason.
+ * executor_cuda_run_steps' on-device loop); with cfg.prec bf16, mixed precision (executor_cuda_bf16.h:
+ * bf16 activations and GEMM operands, fp32 master weights, gradients and optimizer state; no graph). A
+ * model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so are stage
+ * executors and fp16. Where no GPU is present, create fails with TB_EUNSUPPORTED and the runtime's reason.
  *
- * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max,
- * so get/set tensors are plain copies and a test can compare the two devices element by element.
+ * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max
+ * (bf16: a byte offset per tensor, tb_cuda_bf16_layout), so get/set tensors are plain copies and a test can
+ * compare the two devices element by element.
  * Placement: an executor runs on GPU cfg.ordinal mod the GPUs present, on a stream and memory of its
  * own (a schedule's replicas share a GPU when there are fewer GPUs than replicas); gradients of a group
  * of executors are summed by collective_cuda.c, inputs copied ahead by prefetch_cuda.c.
@@ -23,6 +25,7 @@
 
 #include "collective_cuda.h"
 #include "cuda_util.h"
+#include "executor_cuda_bf16.h"
 #include "executor_cuda_layers.h"
 #include "layout.h"
 #include "ops_dense.h"
@@ -44,6 +47,8 @@ struct cuda_ctx {
     cudaStream_t s;
     tb_cublas *blas;
     float *params, *grads, *opt, *buffers;   /* device, canonical layouts */
+    uint16_t *params16;                      /* device, bf16 mixed precision only: the weights' bf16 copy */
+    size_t *off_train, *off_eval;            /* bf16: each tensor's byte offset in train / eval (host) */
     struct cu_acts train, eval;             /* the training pass's (with gradients) and evaluation's */
     void *scratch;                           /* device: the EfficientNet launchers' (sized at create) */
     float *losses;                           /* device (max n): per-sample losses */
@@ -94,6 +99,7 @@ static int dev_alloc(struct cuda_ctx *c, void **p, size_t n, const char *what)
 
 static float *act(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
+    if (in->off) return (float *)((char *)in->acts + in->off[t]); /* bf16 layout: the logits are fp32 there */
     return in->acts + c->m->tensors[t].unit_off * (size_t)in->n_max;
 }
 
@@ -138,7 +144,9 @@ static int cuda_supports(const struct executor *ex, enum op_kind op)
 static struct cu_env env_of(const struct cuda_ctx *c)
 {
     return (struct cu_env){.m = c->m, .s = c->s, .blas = c->blas, .params = c->params, .grads = c->grads,
-                           .buffers = c->buffers, .scratch = c->scratch, .seed = c->cfg.seed};
+                           .buffers = c->buffers, .scratch = c->scratch, .seed = c->cfg.seed,
+                           .params16 = c->params16, .x = c->x, .labels = c->labels, .losses = c->losses,
+                           .correct = c->correct};
 }
 
 /* Every entry point starts here: this executor's GPU made current on the calling thread (replicas on
@@ -159,29 +167,15 @@ static int layer_forward(struct cuda_ctx *c, const struct cu_acts *in, const str
                          int training, long first_index, long step)
 {
     const struct model *m = c->m;
+    if (c->params16) { /* mixed precision: every layer on its bf16 path */
+        const struct cu_env e = env_of(c);
+        return tb_cuda_bf16_forward(&e, in, l, n, n_global, training, first_index, step);
+    }
     float *out = act(c, in, l->out);
     switch (l->op) {
-    case OP_INPUT: {
-        const struct tensor *src = &m->tensors[l->in], *dst = &m->tensors[l->out];
-        const int flat = dst->h == 1 && dst->w == 1 && dst->per_sample == src->per_sample;
-        const int augment = training && (l->a.input.pad > 0 || l->a.input.flip);
-        const int C = flat ? src->c : dst->c;
-        float scale[4] = {0}, shift[4] = {0};
-        for (int k = 0; k < C; k++) {
-            scale[k] = l->a.input.scale / l->a.input.std[k]; /* input_affine (exec_priv.h) */
-            shift[k] = -l->a.input.shift[k] / l->a.input.std[k];
-        }
-        if (flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c && !augment)) {
-            tb_cuda_input_affine(out, c->x, (size_t)n * src->per_sample, src->c, scale, shift, c->s);
-            TB_CU_LAUNCHED("input");
-            return TB_OK;
-        }
-        struct tb_cuda_input a = {.SH = src->h, .SW = src->w, .SC = src->c, .H = dst->h, .W = dst->w, .C = C,
-                                  .augment = augment, .pad = l->a.input.pad, .flip = l->a.input.flip,
-                                  .seed = c->cfg.seed, .step = (uint64_t)step, .g0 = (uint64_t)first_index};
-        memcpy(a.scale, scale, sizeof scale), memcpy(a.shift, shift, sizeof shift);
-        const int e = tb_cuda_input_forward(out, c->x, n, &a, c->s);
-        return e ? tb_cuda_fail((cudaError_t)e, "tb_cuda_input_forward", __FILE__, __LINE__) : TB_OK;
+    case OP_INPUT: { /* fp32 and bf16 alike in executor_cuda_layers.c */
+        const struct cu_env e = env_of(c);
+        return tb_cuda_input_layer(&e, in, l, n, training, first_index, step);
     }
     case OP_DENSE: {
         const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
@@ -214,6 +208,10 @@ static int layer_backward(struct cuda_ctx *c, const struct cu_acts *in, const st
                           long first_index, long step)
 {
     const struct model *m = c->m;
+    if (c->params16) { /* mixed precision: every layer on its bf16 path (its own zeroing of 2-byte gradients) */
+        const struct cu_env e = env_of(c);
+        return tb_cuda_bf16_backward(&e, in, l, li, n, first_index, step);
+    }
     if (l->op == OP_INPUT || l->op == OP_SOFTMAX_CE) return TB_OK; /* no gradient / seeded in the forward */
     const struct tensor *ti = &m->tensors[l->in];
     float *din = ti->needs_grad ? dact(c, in, l->in) : NULL, *dout = dact(c, in, l->out);
@@ -351,6 +349,10 @@ static int cuda_update(struct executor *ex, long step, int part, int parts)
     tb_cuda_optim_update(&a, c->params, c->grads, c->opt, c->m->n_params, lo, hi, c->seg_of, c->no_decay, c->trust,
                          c->s);
     TB_CU_LAUNCHED("optimizer update");
+    if (c->params16) { /* mixed precision: the GEMMs' bf16 weights, cast once per update from the fp32 master */
+        tb_cuda_to_bf16(c->params16 + lo, c->params + lo, hi - lo, c->s);
+        TB_CU_LAUNCHED("bf16 weight copy");
+    }
     return TB_OK;
 }
 
@@ -396,6 +398,10 @@ static int cuda_set(struct executor *ex, enum tensor_family f, const float *src)
     }
     /* Ordered after the stream's earlier kernels, and complete (src free again) when this returns. */
     cudaError_t e = n ? cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, c->s) : cudaSuccess;
+    if (e == cudaSuccess && f == TF_PARAMS && c->params16) { /* mixed precision: the bf16 copy follows */
+        tb_cuda_to_bf16(c->params16, c->params, n, c->s);
+        e = cudaGetLastError();
+    }
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
     free(init);
     if (e != cudaSuccess) return tb_cuda_fail(e, "cudaMemcpy(set_tensors)", __FILE__, __LINE__);
@@ -529,7 +535,7 @@ int executor_cuda_run_steps(struct executor *ex, long first_step, long n_steps, 
                             const int32_t *y_all, double *losses)
 {
     if (!executor_cuda_has_loop(ex))
-        return tb_error_set(TB_EUNSUPPORTED, "cuda: the on-device loop needs a dense chain at batch 1 with Adam");
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: the on-device loop needs a dense chain at batch 1 with Adam, fp32");
     struct cuda_ctx *c = ctx_of(ex);
     int st = sticky(c);
     if (st != TB_OK) return st;
@@ -614,8 +620,8 @@ static void cuda_destroy(struct executor *ex)
     if (c->gexec) cudaGraphExecDestroy(c->gexec);
     if (c->graph) cudaGraphDestroy(c->graph);
     tb_cublas_destroy(c->blas);
-    void *dev[] = {c->params, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts, c->eval.acts, c->losses,
-                   c->correct, c->x, c->labels, c->seg_of, c->no_decay, c->trust, c->seg_off, c->seg_n,
+    void *dev[] = {c->params, c->params16, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts, c->eval.acts,
+                   c->losses, c->correct, c->x, c->labels, c->seg_of, c->no_decay, c->trust, c->seg_off, c->seg_n,
                    c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k, c->scratch};
     for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
         if (dev[k]) cudaFree(dev[k]);
@@ -624,6 +630,7 @@ static void cuda_destroy(struct executor *ex)
     if (c->h_stage) cudaFreeHost(c->h_stage);
     if (c->s) cudaStreamDestroy(c->s);
     tb_cuda_mem_account(-c->dev_bytes);
+    free(c->off_train), free(c->off_eval);
     free(c);
     ex->ctx = NULL;
 }
@@ -670,6 +677,7 @@ static int loop_eligible(const struct executor *ex)
     const struct model *m = ex->m;
     const struct executor_config *cfg = &ex->cfg;
     if (cfg->n_max != 1 || cfg->optim.kind != OPTIM_ADAM || cfg->no_fuse || cfg->no_fused_step) return 0;
+    if (cfg->prec != STAGE_PREC_FP32) return 0; /* the captured step is the fp32 one */
     if (m->n_layers < 2 || m->layers[0].op != OP_INPUT || m->tensors[m->layers[0].in].c != 1) return 0;
     for (int i = 1; i < m->n_layers - 1; i++)
         if (m->layers[i].op != OP_DENSE) return 0;
@@ -695,13 +703,16 @@ int executor_cuda_count(void)
 
 int executor_cuda_create(struct executor *ex)
 {
-    int st = tb_cuda_probe(); /* first: without a GPU nothing else matters */
+    /* bf16 is mixed precision (fp32 master weights whatever cfg.master says); fp16 would need loss scaling.
+     * Refused before the probe: no machine runs it, GPU or not. */
+    if (ex->cfg.prec == STAGE_PREC_FP16)
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: fp16 is not implemented on this device (it needs loss scaling): "
+                                             "use --precision bf16");
+    int st = tb_cuda_probe(); /* then: without a GPU nothing else matters */
     if (st != TB_OK) return st;
     const struct model *m = ex->m;
     if (ex->cfg.l1) return tb_error_set(TB_EUNSUPPORTED, "cuda: stage executors are not implemented on this device yet");
-    if (ex->cfg.prec != STAGE_PREC_FP32)
-        return tb_error_set(TB_EUNSUPPORTED, "cuda: %s storage is not implemented on this device yet (fp32 only)",
-                            stage_prec_name(ex->cfg.prec));
+    const int bf16 = ex->cfg.prec == STAGE_PREC_BF16;
     for (int i = 0; i < m->n_layers; i++) {
         const char *why;
         if (!layer_ok(m, &m->layers[i], &why))
@@ -712,6 +723,9 @@ int executor_cuda_create(struct executor *ex)
     }
     if (m->layers[m->n_layers - 1].op != OP_SOFTMAX_CE || m->layers[0].op != OP_INPUT)
         return tb_error_set(TB_EUNSUPPORTED, "cuda: a model must start at its input and end at its loss");
+    const char *bf16_why;
+    if (bf16 && !tb_cuda_bf16_model_ok(m, &bf16_why))
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: bf16: %s", bf16_why);
     struct cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
     ex->ctx = c; /* from here on, executor_destroy (called by executor_create on failure) frees it all */
@@ -726,8 +740,21 @@ int executor_cuda_create(struct executor *ex)
     const int n_max = ex->cfg.n_max, eval_n = ex->cfg.eval_batch;
     c->n_io = n_max > eval_n ? n_max : eval_n;
     c->per_in = m->tensors[m->input].per_sample;
-    /* Refuse before allocating: the estimate against the device's free memory. */
-    const double need = model_train_bytes(m, n_max, optim_state_per_param(ex->cfg.optim.kind), eval_n);
+    /* Activation arenas in bytes: the cpu's fp32 layout, or mixed precision's (bf16, offsets per tensor). */
+    size_t b_train = model_act_floats(m, n_max) * sizeof(float), b_eval = model_act_floats(m, eval_n) * sizeof(float);
+    if (bf16) {
+        if (!(c->off_train = malloc((size_t)m->n_tensors * sizeof(size_t))) ||
+            !(c->off_eval = malloc((size_t)m->n_tensors * sizeof(size_t))))
+            return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
+        b_train = tb_cuda_bf16_layout(m, n_max, c->off_train), b_eval = tb_cuda_bf16_layout(m, eval_n, c->off_eval);
+        c->train.off = c->off_train, c->eval.off = c->off_eval;
+    }
+    /* Refuse before allocating: the estimate against the device's free memory (bf16: the weights' copy and
+     * the smaller arenas). */
+    const int sp = optim_state_per_param(ex->cfg.optim.kind);
+    const double need = bf16 ? 4.0 * ((double)m->n_params * (2.0 + sp) + (double)m->n_buffers) +
+                                   2.0 * (double)m->n_params + 2.0 * (double)b_train + (double)b_eval
+                             : model_train_bytes(m, n_max, sp, eval_n);
     size_t free_b = 0, total_b = 0;
     TB_CU(cudaMemGetInfo(&free_b, &total_b));
     if (need > 0.9 * (double)free_b)
@@ -738,7 +765,6 @@ int executor_cuda_create(struct executor *ex)
     if ((st = tb_cublas_create(&c->blas, c->s)) != TB_OK) return st;
     const size_t np = m->n_params, no = np * (size_t)optim_state_per_param(ex->cfg.optim.kind);
     c->train.n_max = n_max, c->eval.n_max = eval_n;
-    const size_t at = model_act_floats(m, n_max), ae = model_act_floats(m, eval_n);
     /* Once, for the larger of the two batches: no allocation per step. */
     const size_t s_train = tb_cuda_effnet_scratch_bytes(m, n_max), s_eval = tb_cuda_effnet_scratch_bytes(m, eval_n);
     const size_t scratch = s_train > s_eval ? s_train : s_eval;
@@ -746,14 +772,16 @@ int executor_cuda_create(struct executor *ex)
         (st = dev_alloc(c, (void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->train.acts, at * sizeof(float), "cudaMalloc(activations)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->train.dacts, at * sizeof(float), "cudaMalloc(activation gradients)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->eval.acts, ae * sizeof(float), "cudaMalloc(evaluation activations)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->train.acts, b_train, "cudaMalloc(activations)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->train.dacts, b_train, "cudaMalloc(activation gradients)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->eval.acts, b_eval, "cudaMalloc(evaluation activations)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
         (st = dev_alloc(c, &c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
+        return st;
+    if (bf16 && (st = dev_alloc(c, (void **)&c->params16, np * sizeof(uint16_t), "cudaMalloc(bf16 weights)")) != TB_OK)
         return st;
     TB_CU(cudaMallocHost((void **)&c->h_losses, (size_t)c->n_io * sizeof(float)));
     TB_CU(cudaMallocHost((void **)&c->h_correct, (size_t)c->n_io));
@@ -761,6 +789,7 @@ int executor_cuda_create(struct executor *ex)
      * written as every executor writes it (issue 27). */
     TB_CU(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
     TB_CU(cudaMemsetAsync(c->params, 0, np * sizeof(float), c->s));
+    if (bf16) TB_CU(cudaMemsetAsync(c->params16, 0, np * sizeof(uint16_t), c->s)); /* bf16 +0: the zeros' copy */
     if (m->n_buffers) TB_CU(cudaMemsetAsync(c->buffers, 0, m->n_buffers * sizeof(float), c->s));
     if ((st = cuda_set(ex, TF_OPT, NULL)) != TB_OK) return st;
     /* The segment tables went through the legacy stream (cudaMemcpy): complete before any pass reads them. */

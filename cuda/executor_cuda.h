@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-/* Whether ex (a cuda executor) has the captured batch-1 step: a dense chain, n_max 1, Adam, fusion on. */
+/* Whether ex (a cuda executor) has the captured batch-1 step: a dense chain, n_max 1, Adam, fusion on, fp32. */
 int executor_cuda_has_loop(const struct executor *ex);
 /* Runs steps first_step .. first_step + n_steps − 1 on the device without a host round trip per step:
  * every step's pixels (x_all, n_steps × the input's per-sample bytes) and labels (y_all) are uploaded

@@ -1,5 +1,7 @@
 /* executor_cuda_layers.c — the EfficientNet layer kinds on the cuda device: one ops_effnet.h launcher per
- * layer, forward and backward, fp32, mapped from core/exec.c's layer_forward / layer_backward.
+ * layer, forward and backward, mapped from core/exec.c's layer_forward / layer_backward; and the input layer.
+ * Mixed precision (e->params16 set): the same mapping onto the _bf16 launchers (PICK), activations and their
+ * gradients bf16 at the byte offsets of tb_cuda_bf16_layout, the GEMM convs reading the weights' bf16 copy.
  *
  * Unfused on purpose (issue 26 item 1, first wiring): none of the cpu's layer-pair fusions (BN statistics
  * in the conv before, BN apply in the depthwise after, SE pool in the BN, SE scale in the projection,
@@ -12,8 +14,11 @@
 #include "executor_cuda_layers.h"
 
 #include "layout.h"
+#include "ops_dense.h"
 #include "ops_effnet.h"
 #include "status.h"
+
+#include <string.h>
 
 /* Returns from the enclosing function when launcher call `r` failed, with its message. */
 #define CK(r, what)                                                                            \
@@ -23,17 +28,51 @@
         if (ck_ < 0) return ck_;                                                               \
     } while (0)
 
-static float *act_of(const struct cu_env *e, const struct cu_acts *a, int t)
+/* The fp32 launcher f, or its bf16 twin f_bf16 with the same arguments, by the executor's precision. */
+#define PICK(f, ...) (e->params16 ? f##_bf16(__VA_ARGS__) : f(__VA_ARGS__))
+
+void *tb_cuda_act(const struct cu_env *e, const struct cu_acts *a, int t)
 {
+    if (a->off) return (char *)a->acts + a->off[t];
     const struct tensor *x = &e->m->tensors[t];
     /* Saved per-channel data (BatchNorm's μ, rstd) lives after all per-sample data, as in the cpu arena. */
     if (x->fixed) return a->acts + e->m->unit_floats * (size_t)a->n_max + x->fixed_off;
     return a->acts + x->unit_off * (size_t)a->n_max;
 }
 
-static float *dact_of(const struct cu_env *e, const struct cu_acts *a, int t)
+void *tb_cuda_dact(const struct cu_env *e, const struct cu_acts *a, int t)
 {
+    if (a->off) return (char *)a->dacts + a->off[t];
     return a->dacts + e->m->tensors[t].unit_off * (size_t)a->n_max;
+}
+
+int tb_cuda_input_layer(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n, int training,
+                        long first_index, long step)
+{
+    const struct model *m = e->m;
+    void *out = tb_cuda_act(e, a, l->out);
+    const struct tensor *src = &m->tensors[l->in], *dst = &m->tensors[l->out];
+    const int flat = dst->h == 1 && dst->w == 1 && dst->per_sample == src->per_sample;
+    const int augment = training && (l->a.input.pad > 0 || l->a.input.flip);
+    const int C = flat ? src->c : dst->c;
+    float scale[4] = {0}, shift[4] = {0};
+    for (int k = 0; k < C; k++) {
+        scale[k] = l->a.input.scale / l->a.input.std[k]; /* input_affine (exec_priv.h) */
+        shift[k] = -l->a.input.shift[k] / l->a.input.std[k];
+    }
+    if (flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c && !augment)) {
+        const size_t total = (size_t)n * src->per_sample;
+        if (e->params16) tb_cuda_input_affine_bf16(out, e->x, total, src->c, scale, shift, e->s);
+        else tb_cuda_input_affine(out, e->x, total, src->c, scale, shift, e->s);
+        TB_CU_LAUNCHED("input");
+        return TB_OK;
+    }
+    struct tb_cuda_input in = {.SH = src->h, .SW = src->w, .SC = src->c, .H = dst->h, .W = dst->w, .C = C,
+                               .augment = augment, .pad = l->a.input.pad, .flip = l->a.input.flip,
+                               .seed = e->seed, .step = (uint64_t)step, .g0 = (uint64_t)first_index};
+    memcpy(in.scale, scale, sizeof scale), memcpy(in.shift, shift, sizeof shift);
+    CK(PICK(tb_cuda_input_forward, out, e->x, n, &in, e->s), "tb_cuda_input_forward");
+    return TB_OK;
 }
 
 /* exec.c's conv_shape_of. */
@@ -107,24 +146,30 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
 {
     const struct model *m = e->m;
     const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
-    const float *in = act_of(e, a, l->in);
-    float *out = act_of(e, a, l->out);
+    const void *in = tb_cuda_act(e, a, l->in);
+    void *out = tb_cuda_act(e, a, l->out);
     const float *w = e->params + l->w_off, *b = l->n_b ? e->params + l->b_off : NULL;
+    const void *w16 = e->params16 ? e->params16 + l->w_off : NULL; /* the GEMM convs' operand */
     const size_t total = (size_t)n * to->per_sample, HW = (size_t)ti->h * ti->w;
     void *st = e->s;
     switch (l->op) {
-    case OP_SILU: CK(tb_cuda_silu_forward(out, in, total, st), "tb_cuda_silu_forward"); return TB_OK;
-    case OP_SIGMOID: CK(tb_cuda_sigmoid_forward(out, in, total, st), "tb_cuda_sigmoid_forward"); return TB_OK;
+    case OP_SILU: CK(PICK(tb_cuda_silu_forward, out, in, total, st), "tb_cuda_silu_forward"); return TB_OK;
+    case OP_SIGMOID: CK(PICK(tb_cuda_sigmoid_forward, out, in, total, st), "tb_cuda_sigmoid_forward"); return TB_OK;
     case OP_CONV: {
         const struct conv_shape s = shape_of(m, l, n);
-        if (s.groups > 1) CK(tb_cuda_gconv_forward(out, in, w, b, &s, st), "tb_cuda_gconv_forward");
+        if (s.groups > 1) CK(PICK(tb_cuda_gconv_forward, out, in, w, b, &s, st), "tb_cuda_gconv_forward");
+        else if (is_1x1(&s) && w16)
+            CK(tb_cuda_conv1x1_forward_bf16(e->blas, out, in, w16, b, &s, st), "tb_cuda_conv1x1_forward_bf16");
         else if (is_1x1(&s)) CK(tb_cuda_conv1x1_forward(e->blas, out, in, w, b, &s, st), "tb_cuda_conv1x1_forward");
+        else if (w16)
+            CK(tb_cuda_conv_im2col_forward_bf16(e->blas, out, in, w16, b, &s, e->scratch, st),
+               "tb_cuda_conv_im2col_forward_bf16");
         else CK(tb_cuda_conv_im2col_forward(e->blas, out, in, w, b, &s, e->scratch, st), "tb_cuda_conv_im2col_forward");
         return TB_OK;
     }
     case OP_DWCONV: {
         const struct conv_shape s = shape_of(m, l, n);
-        CK(tb_cuda_dwconv_forward(out, in, w, b, NULL, 0, &s, st), "tb_cuda_dwconv_forward");
+        CK(PICK(tb_cuda_dwconv_forward, out, in, w, b, NULL, 0, &s, st), "tb_cuda_dwconv_forward");
         return TB_OK;
     }
     case OP_BN: {
@@ -133,40 +178,42 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
         float *rm = e->buffers + l->buf_off, *rv = rm + tb_align16((size_t)ti->c);
         const int silu = l->act == ACT_SILU;
         if (training)
-            CK(tb_cuda_bn_forward_train(out, act_of(e, a, l->save), rm, rv, in, w, b, M, ti->c, l->a.norm.eps,
-                                        l->a.norm.momentum, silu, e->scratch, st),
+            CK(PICK(tb_cuda_bn_forward_train, out, tb_cuda_act(e, a, l->save), rm, rv, in, w, b, M, ti->c,
+                    l->a.norm.eps, l->a.norm.momentum, silu, e->scratch, st),
                "tb_cuda_bn_forward_train");
         else
-            CK(tb_cuda_bn_forward_eval(out, in, rm, rv, w, b, M, ti->c, l->a.norm.eps, silu, st),
+            CK(PICK(tb_cuda_bn_forward_eval, out, in, rm, rv, w, b, M, ti->c, l->a.norm.eps, silu, st),
                "tb_cuda_bn_forward_eval");
         return TB_OK;
     }
     case OP_GN: /* no running statistics: the same in training and evaluation, as on the cpu */
-        CK(tb_cuda_gn_forward(out, act_of(e, a, l->save), in, w, b, n, HW, ti->c, l->a.norm.groups, l->a.norm.eps,
-                              l->act == ACT_SILU, st),
+        CK(PICK(tb_cuda_gn_forward, out, tb_cuda_act(e, a, l->save), in, w, b, n, HW, ti->c, l->a.norm.groups,
+                l->a.norm.eps, l->act == ACT_SILU, st),
            "tb_cuda_gn_forward");
         return TB_OK;
-    case OP_GAP: CK(tb_cuda_gap_forward(out, in, n, HW, ti->c, st), "tb_cuda_gap_forward"); return TB_OK;
+    case OP_GAP: CK(PICK(tb_cuda_gap_forward, out, in, n, HW, ti->c, st), "tb_cuda_gap_forward"); return TB_OK;
     case OP_SE_SCALE:
-        CK(tb_cuda_se_scale_forward(out, in, act_of(e, a, l->in2), n, HW, ti->c, st), "tb_cuda_se_scale_forward");
+        CK(PICK(tb_cuda_se_scale_forward, out, in, tb_cuda_act(e, a, l->in2), n, HW, ti->c, st),
+           "tb_cuda_se_scale_forward");
         return TB_OK;
     case OP_ADD: /* drop-connect only in training, as exec.c: the identity key otherwise */
         if (training && l->a.drop.p > 0.0f) {
             const struct tb_cuda_drop d = drop_of(e, l, step);
-            CK(tb_cuda_dropconnect_add_forward(out, in, act_of(e, a, l->in2), n, to->per_sample, (uint64_t)first_index,
-                                               &d, st),
+            CK(PICK(tb_cuda_dropconnect_add_forward, out, in, tb_cuda_act(e, a, l->in2), n, to->per_sample,
+                    (uint64_t)first_index, &d, st),
                "tb_cuda_dropconnect_add_forward");
         } else {
-            CK(tb_cuda_add_forward(out, in, act_of(e, a, l->in2), total, st), "tb_cuda_add_forward");
+            CK(PICK(tb_cuda_add_forward, out, in, tb_cuda_act(e, a, l->in2), total, st), "tb_cuda_add_forward");
         }
         return TB_OK;
     case OP_DROPOUT:
         if (training && l->a.drop.p > 0.0f) {
             const struct tb_cuda_drop d = drop_of(e, l, step);
-            CK(tb_cuda_dropout_forward(out, in, n, to->per_sample, (uint64_t)first_index, &d, st),
+            CK(PICK(tb_cuda_dropout_forward, out, in, n, to->per_sample, (uint64_t)first_index, &d, st),
                "tb_cuda_dropout_forward");
         } else {
-            TB_CU(cudaMemcpyAsync(out, in, total * sizeof(float), cudaMemcpyDeviceToDevice, e->s));
+            const size_t elem = e->params16 ? 2 : sizeof(float);
+            TB_CU(cudaMemcpyAsync(out, in, total * elem, cudaMemcpyDeviceToDevice, e->s));
         }
         return TB_OK;
     default:
@@ -180,30 +227,43 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
 {
     const struct model *m = e->m;
     const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
-    const float *in = act_of(e, a, l->in), *out = act_of(e, a, l->out), *dout = dact_of(e, a, l->out);
-    float *din = ti->needs_grad ? dact_of(e, a, l->in) : NULL;
+    const void *in = tb_cuda_act(e, a, l->in), *out = tb_cuda_act(e, a, l->out), *dout = tb_cuda_dact(e, a, l->out);
+    void *din = ti->needs_grad ? tb_cuda_dact(e, a, l->in) : NULL;
     const float *w = e->params + l->w_off, *b = l->n_b ? e->params + l->b_off : NULL;
+    const void *w16 = e->params16 ? e->params16 + l->w_off : NULL;
     float *dw = e->grads + l->w_off, *db = l->n_b ? e->grads + l->b_off : NULL;
     const size_t total = (size_t)n * to->per_sample, HW = (size_t)ti->h * ti->w;
     void *st = e->s;
     switch (l->op) {
     case OP_SILU:
-        if (din) CK(tb_cuda_silu_backward(din, dout, in, total, st), "tb_cuda_silu_backward");
+        if (din) CK(PICK(tb_cuda_silu_backward, din, dout, in, total, st), "tb_cuda_silu_backward");
         return TB_OK;
     case OP_SIGMOID:
-        if (din) CK(tb_cuda_sigmoid_backward(din, dout, out, total, st), "tb_cuda_sigmoid_backward");
+        if (din) CK(PICK(tb_cuda_sigmoid_backward, din, dout, out, total, st), "tb_cuda_sigmoid_backward");
         return TB_OK;
     case OP_CONV: {
         const struct conv_shape s = shape_of(m, l, n);
         if (s.groups > 1) {
-            if (din) CK(tb_cuda_gconv_backward_data(din, dout, w, &s, 1, st), "tb_cuda_gconv_backward_data");
-            CK(tb_cuda_gconv_backward_params(dw, db, in, dout, &s, e->scratch, st), "tb_cuda_gconv_backward_params");
+            if (din) CK(PICK(tb_cuda_gconv_backward_data, din, dout, w, &s, 1, st), "tb_cuda_gconv_backward_data");
+            CK(PICK(tb_cuda_gconv_backward_params, dw, db, in, dout, &s, e->scratch, st),
+               "tb_cuda_gconv_backward_params");
+        } else if (is_1x1(&s) && w16) {
+            if (din)
+                CK(tb_cuda_conv1x1_backward_data_bf16(e->blas, din, dout, w16, &s, 1),
+                   "tb_cuda_conv1x1_backward_data_bf16");
+            CK(tb_cuda_conv1x1_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
+               "tb_cuda_conv1x1_backward_params_bf16");
         } else if (is_1x1(&s)) {
             if (din) CK(tb_cuda_conv1x1_backward_data(e->blas, din, dout, w, &s, 1), "tb_cuda_conv1x1_backward_data");
             CK(tb_cuda_conv1x1_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv1x1_backward_params");
+        } else if (w16) { /* both use the scratch's columns; one stream orders them */
+            if (din)
+                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, 1, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_data_bf16");
+            CK(tb_cuda_conv_im2col_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
+               "tb_cuda_conv_im2col_backward_params_bf16");
         } else {
-            /* Both use the scratch's columns; one stream orders them. */
             if (din)
                 CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, 1, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data");
@@ -214,43 +274,43 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     }
     case OP_DWCONV: {
         const struct conv_shape s = shape_of(m, l, n);
-        if (din) CK(tb_cuda_dwconv_backward_data(din, dout, w, &s, 1, st), "tb_cuda_dwconv_backward_data");
-        CK(tb_cuda_dwconv_backward_params(dw, db, in, dout, NULL, &s, e->scratch, st),
+        if (din) CK(PICK(tb_cuda_dwconv_backward_data, din, dout, w, &s, 1, st), "tb_cuda_dwconv_backward_data");
+        CK(PICK(tb_cuda_dwconv_backward_params, dw, db, in, dout, NULL, &s, e->scratch, st),
            "tb_cuda_dwconv_backward_params");
         return TB_OK;
     }
     case OP_BN:
         /* dz = dout·silu'(z) recomputed from x inside: dout stays as it is (the cpu overwrites it). */
-        CK(tb_cuda_bn_backward(din, dw, db, dout, in, act_of(e, a, l->save), w, b, (size_t)n * HW, ti->c,
-                               l->act == ACT_SILU, 1, e->scratch, st),
+        CK(PICK(tb_cuda_bn_backward, din, dw, db, dout, in, tb_cuda_act(e, a, l->save), w, b, (size_t)n * HW, ti->c,
+                l->act == ACT_SILU, 1, e->scratch, st),
            "tb_cuda_bn_backward");
         return TB_OK;
     case OP_GN:
-        CK(tb_cuda_gn_backward(din, dw, db, dout, in, act_of(e, a, l->save), w, b, n, HW, ti->c, l->a.norm.groups,
-                               l->act == ACT_SILU, 1, e->scratch, st),
+        CK(PICK(tb_cuda_gn_backward, din, dw, db, dout, in, tb_cuda_act(e, a, l->save), w, b, n, HW, ti->c,
+                l->a.norm.groups, l->act == ACT_SILU, 1, e->scratch, st),
            "tb_cuda_gn_backward");
         return TB_OK;
     case OP_GAP:
-        if (din) CK(tb_cuda_gap_backward(din, dout, n, HW, ti->c, st), "tb_cuda_gap_backward");
+        if (din) CK(PICK(tb_cuda_gap_backward, din, dout, n, HW, ti->c, st), "tb_cuda_gap_backward");
         return TB_OK;
     case OP_SE_SCALE: {
-        float *dscale = m->tensors[l->in2].needs_grad ? dact_of(e, a, l->in2) : NULL;
+        void *dscale = m->tensors[l->in2].needs_grad ? tb_cuda_dact(e, a, l->in2) : NULL;
         if (din || dscale)
-            CK(tb_cuda_se_scale_backward(din, dscale, dout, in, act_of(e, a, l->in2), n, HW, ti->c, 1, st),
+            CK(PICK(tb_cuda_se_scale_backward, din, dscale, dout, in, tb_cuda_act(e, a, l->in2), n, HW, ti->c, 1, st),
                "tb_cuda_se_scale_backward");
         return TB_OK;
     }
     case OP_ADD: {
-        float *d2 = m->tensors[l->in2].needs_grad ? dact_of(e, a, l->in2) : NULL;
+        void *d2 = m->tensors[l->in2].needs_grad ? tb_cuda_dact(e, a, l->in2) : NULL;
         /* The shortcut (in) takes dout as is; the branch (in2) through the drop-connect mask, which the
          * cpu applies whenever p > 0 (a backward is always a training pass). */
-        if (din) CK(tb_cuda_add_backward(din, NULL, dout, total, st), "tb_cuda_add_backward");
+        if (din) CK(PICK(tb_cuda_add_backward, din, NULL, dout, total, st), "tb_cuda_add_backward");
         if (d2 && l->a.drop.p > 0.0f) {
             const struct tb_cuda_drop d = drop_of(e, l, step);
-            CK(tb_cuda_dropconnect_backward(d2, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
+            CK(PICK(tb_cuda_dropconnect_backward, d2, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
                "tb_cuda_dropconnect_backward");
         } else if (d2) {
-            CK(tb_cuda_add_backward(NULL, d2, dout, total, st), "tb_cuda_add_backward");
+            CK(PICK(tb_cuda_add_backward, NULL, d2, dout, total, st), "tb_cuda_add_backward");
         }
         return TB_OK;
     }
@@ -258,10 +318,10 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
         if (!din) return TB_OK;
         if (l->a.drop.p > 0.0f) {
             const struct tb_cuda_drop d = drop_of(e, l, step);
-            CK(tb_cuda_dropout_backward(din, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
+            CK(PICK(tb_cuda_dropout_backward, din, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
                "tb_cuda_dropout_backward");
         } else {
-            CK(tb_cuda_add_backward(din, NULL, dout, total, st), "tb_cuda_add_backward");
+            CK(PICK(tb_cuda_add_backward, din, NULL, dout, total, st), "tb_cuda_add_backward");
         }
         return TB_OK;
     default:

@@ -1,6 +1,7 @@
 /* executor_cuda_layers.h — the cuda executor's EfficientNet layers (executor_cuda_layers.c): each layer
  * kind of core/exec.c that is not part of a dense chain, run forward and backward with one launcher of
- * ops_effnet.h per layer (unfused), in fp32. Private to cuda/executor_cuda*.c.
+ * ops_effnet.h per layer (unfused), in fp32 or with bf16 activations (mixed precision), and the input layer
+ * for both; the state the layers read. Private to cuda/executor_cuda*.c.
  */
 #ifndef TB_EXECUTOR_CUDA_LAYERS_H
 #define TB_EXECUTOR_CUDA_LAYERS_H
@@ -19,14 +20,27 @@ struct cu_env {
     float *params, *grads, *buffers; /* device, canonical layouts */
     void *scratch;                   /* device, tb_cuda_effnet_scratch_bytes of the larger batch */
     uint64_t seed;                   /* the run's seed: dropout keys, as the cpu's exec_step.seed */
+    const uint16_t *params16;        /* mixed precision: the weights' bf16 copy (GEMM operands); NULL: fp32 */
+    const uint8_t *x;                /* device: the pass's pixels (the input layer) */
+    const int32_t *labels;           /* device: the pass's labels (the loss layer) */
+    float *losses;                   /* device: per-sample losses (the loss layer) */
+    uint8_t *correct;                /* device: argmax == label (the loss layer) */
 };
 
 /* One set of activations (n_max samples per tensor; dacts NULL for evaluation). */
 struct cu_acts {
     int n_max;
-    float *acts, *dacts;
+    float *acts, *dacts; /* fp32: the cpu's layout (unit_off · n_max); mixed precision: bytes at off[t] */
+    const size_t *off;   /* mixed precision: each tensor's byte offset (tb_cuda_bf16_layout); NULL: fp32 */
 };
 
+/* Tensor t's activations: fp32, or in mixed precision bf16 (fp32 for saved data and the logits). */
+void *tb_cuda_act(const struct cu_env *e, const struct cu_acts *a, int t);
+/* Tensor t's activation gradients (bf16 in mixed precision). */
+void *tb_cuda_dact(const struct cu_env *e, const struct cu_acts *a, int t);
+/* Enqueues the input layer l: pixels (e->x) to fp32 or bf16 activations, resampled and augmented as exec.c. */
+int tb_cuda_input_layer(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n, int training,
+                        long first_index, long step);
 /* Whether op is one of the EfficientNet layer kinds this file runs. */
 int tb_cuda_effnet_op(enum op_kind op);
 /* Whether layer l (an EfficientNet kind) runs here; if not, *why names what is missing. */

@@ -778,7 +778,7 @@ Test(cli, ipu_two_stages_micro_batch_1_trains)
 }
 
 /* Issue 26: the cuda device. Built and without a GPU, `bench --backend cuda` (and --device cuda, with the
- * cpu or the mirrored schedule) is one
+ * cpu or the mirrored schedule, and --backend cuda --precision bf16: an option cuda takes) is one
  * line on stderr naming the reason and exit 1 (a runtime failure, not a usage error) with no row, and
  * --list shows cuda built with no device present; not built, --list shows the device "not built" and no
  * cuda backend. With a GPU the refusal cannot be exercised: skipped, saying so. */
@@ -804,11 +804,13 @@ Test(cli, cuda_without_gpu_is_one_line_and_exit_1)
     char *dir = tu_mkdtemp("cuda");
     char out[512];
     snprintf(out, sizeof out, "%s/rows.jsonl", dir);
-    const char *const *runs[3] = {ARGS("--backend", "cuda", "--workload", "mnist-mlp", "--out", out),
+    const char *const *runs[4] = {ARGS("--backend", "cuda", "--workload", "mnist-mlp", "--out", out),
                                   ARGS("--device", "cuda", "--workload", "mnist-mlp", "--batch", "1", "--out", out),
                                   ARGS("--backend", "mirrored", "--device", "cuda", "--devices", "2", "--workload",
-                                       "mnist-mlp", "--batch", "4", "--out", out)};
-    for (int k = 0; k < 3; k++) {
+                                       "mnist-mlp", "--batch", "4", "--out", out),
+                                  ARGS("--backend", "cuda", "--precision", "bf16", "--workload", "mnist-mlp", "--out",
+                                       out)};
+    for (int k = 0; k < 4; k++) {
         run_bench(runs[k], &p);
         cr_assert_eq(p.code, 1, "exit %d: %s", p.code, p.err);
         cr_assert_eq(count_lines(p.err), 1, "stderr: %s", p.err);

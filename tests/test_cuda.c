@@ -15,13 +15,23 @@
  *     forward+backward (crop/flip, dropout, drop-connect) against the cpu's (loss 1e-4, gradients 1e-3, running
  *     statistics 1e-4), one SGD step (parameters 1e-4), evaluation after a step (loss 1e-4, correct count);
  *   - EfficientNet B0 and B0-G16 from grey 28×28 pixels (resampled, 1 → 3 channels) accepted at create;
- *   - the device's facts (name, versions, memory, compute capability) and its memory accounting.
+ *   - the device's facts (name, versions, memory, compute capability) and its memory accounting;
+ *   - mixed precision (--precision bf16: bf16 activations and GEMMs, fp32 master weights): one training step
+ *     of mnist-mlp and of effnet-b0 (32×32, BatchNorm) against the cpu's fp32 step — loss within 1e-2 (mlp) /
+ *     2e-2 (b0) relative, each parameter tensor's gradient within 3e-2 / 5e-2 in L2 norm (‖cuda − cpu‖ ≤
+ *     tol·‖cpu‖, floored at a thousandth of the largest tensor's norm), running statistics 2e-2, and after
+ *     one SGD step the parameters within 1e-3 —, the loss falling over 12 bf16 steps on one batch (mlp: each
+ *     step within 5e-2 of the cpu's fp32 loss), and evaluation after a step (loss 2e-2). Never run yet: the
+ *     tolerances are bf16's 8-bit mantissa compounded over the layers, to be confirmed on a GPU.
+ * Without a GPU too: the bf16 activation layout (disjoint, aligned, fp32 where it must be) and the fp16
+ * refusal at create (one line).
  */
 #include "test_util.h"
 
 #include "dataset.h"
 #include "executor.h"
 #include "executor_cuda.h"
+#include "executor_cuda_bf16.h"
 #include "status.h"
 #include "workload.h"
 
@@ -295,13 +305,13 @@ Test(cuda, graph_loop_vs_plain_steps)
 
 /* EfficientNet at 32×32 (3 channels, 10 classes) with its initial parameters; the input layer keeps its
  * training crop and flip (keyed like dropout, so both devices draw the same). */
-static void effnet_fixture(struct fixture *f, const char *name, const char *norm, int n)
+static void effnet_fixture_drop(struct fixture *f, const char *name, const char *norm, int n, float drop)
 {
     memset(f, 0, sizeof *f);
     const struct workload *w = workload_find(name);
     cr_assert_not_null(w, "%s", name);
     struct workload_opts o = {.classes = 10, .in_h = EFF_RES, .in_w = EFF_RES, .in_c = 3, .resolution = EFF_RES,
-                              .dropout = -1, .drop_connect = -1};
+                              .dropout = drop, .drop_connect = drop};
     snprintf(o.norm, sizeof o.norm, "%s", norm);
     cr_assert_eq(w->build(&f->m, &o), TB_OK, "%s", tb_error_get());
     cr_assert_eq(dataset_synthetic(n, EFF_RES, EFF_RES, 3, 10, 7, 1, &f->ds), TB_OK, "%s", tb_error_get());
@@ -311,6 +321,12 @@ static void effnet_fixture(struct fixture *f, const char *name, const char *norm
     f->params = tu_fvec(f->m.n_params);
     f->buffers = tu_fvec(f->m.n_buffers);
     w->init(&f->m, f->params, f->buffers, 42);
+}
+
+/* effnet_fixture_drop with the variant's dropout and drop-connect rates. */
+static void effnet_fixture(struct fixture *f, const char *name, const char *norm, int n)
+{
+    effnet_fixture_drop(f, name, norm, n, -1.0f);
 }
 
 static void ex_init_buffers(struct executor *ex, const struct fixture *f, const struct executor_config *c)
@@ -440,5 +456,213 @@ Test(cuda, device_facts_and_memory_accounting)
     cr_assert_eq(executor_device_memory("cuda", &m2, 0), TB_OK, "%s", tb_error_get());
     cr_assert_float_eq(m2.alloc_bytes, m0.alloc_bytes, 0.5, "every byte given back");
     cr_assert_float_eq(m2.alloc_peak_bytes, m1.alloc_peak_bytes, 0.5, "the mark stays until a reset");
+    fixture_free(&f);
+}
+
+/* ---- mixed precision (--precision bf16) ---- */
+
+/* Per parameter tensor of family fam (TF_BUFFERS: the buffer entries), ‖cuda − cpu‖₂ ≤ tol·max(‖cpu‖₂, 1e-3 of
+ * the family's largest tensor norm): bf16's rounding is noise relative to each tensor's scale. */
+static void assert_close_l2(struct executor *gpu, struct executor *cpu, enum tensor_family fam, double tol,
+                            const char *what)
+{
+    const struct model *m = cpu->m;
+    float *a = fam_get(gpu, fam), *b = fam_get(cpu, fam);
+    double top = 0.0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < m->n_entries; k++) {
+            const struct param_entry *pe = &m->params[k];
+            if (pe->kind == PARAM_COUNTER || (pe->kind == PARAM_BUFFER) != (fam == TF_BUFFERS)) continue;
+            double d2 = 0.0, r2 = 0.0;
+            for (size_t i = pe->off; i < pe->off + pe->n; i++) {
+                d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+                r2 += (double)b[i] * b[i];
+            }
+            if (pass == 0) {
+                top = fmax(top, sqrt(r2));
+                continue;
+            }
+            const double ref = fmax(sqrt(r2), 1e-3 * top);
+            cr_assert(sqrt(d2) <= tol * ref + 1e-30,
+                      "%s: %s (family %d): |cuda - cpu| %.3g, |cpu| %.3g (rel %.3g > %g)", what, pe->name, (int)fam,
+                      sqrt(d2), sqrt(r2), sqrt(d2) / ref, tol);
+        }
+    free(a), free(b);
+}
+
+/* A cuda executor config in mixed precision. */
+static struct executor_config config_bf16(int n_max, enum optim_kind kind)
+{
+    struct executor_config c = config("cuda", n_max, kind);
+    c.prec = STAGE_PREC_BF16;
+    return c;
+}
+
+/* Runs without a GPU: the bf16 arena's tensors are disjoint, 256-byte aligned, each as large as its
+ * elements (fp32 for the logits and BatchNorm's saved statistics, bf16 otherwise), and the arena about half
+ * the fp32 one; both workloads are accepted by the bf16 check. */
+Test(cuda, bf16_layout)
+{
+    struct fixture f[2];
+    fixture_init(&f[0], 4, 0.0f);
+    effnet_fixture(&f[1], "effnet-b0", "batch", 4);
+    for (int k = 0; k < 2; k++) {
+        const struct model *m = &f[k].m;
+        const char *why = NULL;
+        cr_assert(tb_cuda_bf16_model_ok(m, &why), "%s: %s", m->name, why ? why : "");
+        size_t *off = malloc((size_t)m->n_tensors * sizeof *off);
+        cr_assert_not_null(off);
+        const int n_max = 8;
+        const size_t bytes = tb_cuda_bf16_layout(m, n_max, off);
+        int saved_fp32 = 0;
+        for (int t = 0; t < m->n_tensors; t++) {
+            const struct tensor *x = &m->tensors[t];
+            int saved = 0;
+            for (int i = 0; i < m->n_layers; i++) saved |= m->layers[i].save == t;
+            const size_t elem = t == m->logits || saved ? 4 : 2, n = x->fixed ? x->fixed : x->per_sample * n_max;
+            const size_t end = t + 1 < m->n_tensors ? off[t + 1] : bytes;
+            cr_assert_eq(off[t] % 256, 0, "%s: tensor %d at %zu", m->name, t, off[t]);
+            cr_assert(end >= off[t] + n * elem, "%s: tensor %d needs %zu bytes, has %zu", m->name, t, n * elem,
+                      end - off[t]);
+            saved_fp32 += saved;
+        }
+        cr_assert(k == 0 || saved_fp32 > 0, "effnet-b0 has BatchNorm statistics");
+        const double fp32 = (double)model_act_floats(m, n_max) * 4.0;
+        cr_assert(bytes < 0.6 * fp32, "%s: bf16 arena %zu bytes vs fp32 %.0f", m->name, bytes, fp32);
+        free(off);
+    }
+    fixture_free(&f[0]), fixture_free(&f[1]);
+}
+
+/* Runs without a GPU (the refusal comes before the probe): fp16 is one line naming it and the alternative. */
+Test(cuda, refuses_fp16)
+{
+    struct fixture f;
+    fixture_init(&f, 4, 0.0f);
+    struct executor ex;
+    struct executor_config c = config("cuda", 4, OPTIM_ADAM);
+    c.prec = STAGE_PREC_FP16;
+    cr_assert_eq(executor_create(&ex, &f.m, &c), TB_EUNSUPPORTED);
+    const char *msg = tb_error_get();
+    cr_assert(strstr(msg, "fp16") && strstr(msg, "bf16") && !strchr(msg, '\n'), "%s", msg);
+    fixture_free(&f);
+}
+
+/* One bf16 training step (zero, forward/backward, SGD) against the cpu's fp32 one from the same parameters. */
+static void bf16_step_vs_cpu(struct fixture *f, int n, double loss_tol, double grad_tol)
+{
+    struct executor g, c;
+    struct executor_config cg = config_bf16(n, OPTIM_SGD), cc = config("cpu", n, OPTIM_SGD);
+    ex_init_buffers(&g, f, &cg);
+    ex_init_buffers(&c, f, &cc);
+    double lg, lc;
+    const struct executor_pass p = pass(f, n, 3, 0, 0);
+    executor_zero_grads(&g), executor_zero_grads(&c);
+    cr_assert_eq(executor_forward_backward(&g, &p, &lg), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_forward_backward(&c, &p, &lc), TB_OK, "%s", tb_error_get());
+    cr_assert(fabs(lg - lc) <= loss_tol * fabs(lc), "%s bf16: loss %.9g cuda, %.9g cpu", f->m.name, lg, lc);
+    assert_close_l2(&g, &c, TF_GRADS, grad_tol, "bf16 gradients");
+    if (f->m.n_buffers) assert_close_l2(&g, &c, TF_BUFFERS, 2e-2, "bf16 running statistics");
+    cr_assert_eq(executor_update(&g, 3), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_update(&c, 3), TB_OK, "%s", tb_error_get());
+    assert_close_l2(&g, &c, TF_PARAMS, 1e-3, "bf16: fp32 master weights after one SGD step");
+    executor_destroy(&g), executor_destroy(&c);
+}
+
+Test(cuda, mlp_bf16_step_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    bf16_step_vs_cpu(&f, N, 1e-2, 3e-2);
+    fixture_free(&f);
+}
+
+Test(cuda, effnet_b0_bf16_step_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    effnet_fixture(&f, "effnet-b0", "batch", EFF_N);
+    bf16_step_vs_cpu(&f, EFF_N, 2e-2, 5e-2);
+    fixture_free(&f);
+}
+
+/* Steps of Adam on one batch, bf16 on the device and fp32 on the cpu: the bf16 loss falls (the weights' bf16
+ * copy follows each update) and, with cmp_tol > 0, stays within cmp_tol of the cpu's at every step. */
+static void bf16_loss_falls(struct fixture *f, int n, int steps, double cmp_tol)
+{
+    struct executor g, c;
+    struct executor_config cg = config_bf16(n, OPTIM_ADAM), cc = config("cpu", n, OPTIM_ADAM);
+    ex_init_buffers(&g, f, &cg);
+    ex_init_buffers(&c, f, &cc);
+    double first = 0.0, last = 0.0;
+    for (int s = 1; s <= steps; s++) {
+        double lg, lc;
+        const struct executor_pass p = pass(f, n, s, 0, 0);
+        executor_zero_grads(&g);
+        cr_assert_eq(executor_forward_backward(&g, &p, &lg), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_update(&g, s), TB_OK, "%s", tb_error_get());
+        if (cmp_tol > 0.0) {
+            executor_zero_grads(&c);
+            cr_assert_eq(executor_forward_backward(&c, &p, &lc), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(executor_update(&c, s), TB_OK, "%s", tb_error_get());
+            cr_assert(fabs(lg - lc) <= cmp_tol * fabs(lc), "%s step %d: bf16 loss %.6g, cpu fp32 %.6g", f->m.name, s,
+                      lg, lc);
+        }
+        if (s == 1) first = lg;
+        last = lg;
+    }
+    cr_assert(last < 0.9 * first, "%s: bf16 loss %.6g at step 1, %.6g at step %d", f->m.name, first, last, steps);
+    executor_destroy(&g), executor_destroy(&c);
+}
+
+Test(cuda, mlp_bf16_loss_falls)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    bf16_loss_falls(&f, N, 12, 5e-2);
+    fixture_free(&f);
+}
+
+Test(cuda, effnet_b0_bf16_loss_falls)
+{
+    need_gpu();
+    struct fixture f;
+    effnet_fixture_drop(&f, "effnet-b0", "batch", EFF_N, 0.0f); /* no dropout: the same function every step */
+    bf16_loss_falls(&f, EFF_N, 12, 0.0);
+    fixture_free(&f);
+}
+
+/* Evaluation in bf16 (BatchNorm on running statistics, fp32 logits copied out) after one step: the loss sum
+ * within 2e-2 of the cpu's fp32 evaluation, the logits within 2e-2 of the largest. */
+Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    effnet_fixture(&f, "effnet-b0", "batch", 2 * EFF_N + 4);
+    struct executor g, c;
+    struct executor_config cg = config_bf16(EFF_N, OPTIM_SGD), cc = config("cpu", EFF_N, OPTIM_SGD);
+    cg.eval_batch = cc.eval_batch = EFF_N;
+    ex_init_buffers(&g, &f, &cg);
+    ex_init_buffers(&c, &f, &cc);
+    struct executor *both[2] = {&g, &c};
+    for (int e = 0; e < 2; e++) {
+        double l;
+        const struct executor_pass p = pass(&f, EFF_N, 1, 0, 0);
+        executor_zero_grads(both[e]);
+        cr_assert_eq(executor_forward_backward(both[e], &p, &l), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_update(both[e], 1), TB_OK, "%s", tb_error_get());
+    }
+    const int n = 2 * EFF_N + 4;
+    float *lgt = tu_fvec((size_t)n * 10), *lct = tu_fvec((size_t)n * 10);
+    struct eval_stats eg = {.logits = lgt}, ec = {.logits = lct};
+    cr_assert_eq(executor_evaluate(&g, f.ds.images, f.y, n, &eg), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_evaluate(&c, f.ds.images, f.y, n, &ec), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(eg.n, n);
+    cr_assert(fabs(eg.loss_sum - ec.loss_sum) <= 2e-2 * fabs(ec.loss_sum), "%.9g vs %.9g", eg.loss_sum, ec.loss_sum);
+    tu_assert_close_f(lgt, lct, (size_t)n * 10, 2e-2, 2e-2, "bf16 evaluation logits");
+    free(lgt), free(lct);
+    executor_destroy(&g), executor_destroy(&c);
     fixture_free(&f);
 }

@@ -51,12 +51,7 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
         return tb_error_set(TB_EINVAL, "ipu: unknown --schedule '%s' (valid: gpipe, 1f1b)", cfg->ipu.schedule);
 
     const char *pr = cfg->ipu.precision;
-    if (!pr[0] || strcmp(pr, "fp32") == 0) p->prec = STAGE_PREC_FP32;
-    else if (strcmp(pr, "bf16") == 0) p->prec = STAGE_PREC_BF16;
-    else if (strcmp(pr, "bf16m") == 0) p->prec = STAGE_PREC_BF16, p->master = 1;
-    else if (strcmp(pr, "fp16") == 0) p->prec = STAGE_PREC_FP16;
-    else if (strcmp(pr, "fp16m") == 0) p->prec = STAGE_PREC_FP16, p->master = 1;
-    else
+    if (stage_prec_parse(pr, &p->prec, &p->master) != 0)
         return tb_error_set(TB_EINVAL, "ipu: unknown --precision '%s' (valid: fp32, bf16, fp16; bf16m, fp16m keep "
                                        "fp32 master weights)", pr);
 

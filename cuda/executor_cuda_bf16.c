@@ -1,0 +1,131 @@
+/* executor_cuda_bf16.c — the cuda executor's mixed precision: the bf16 activation layout and the dense chain's
+ * layers on bf16 activations (see executor_cuda_bf16.h). GEMMs go through tb_cublas_gemm_ex: bf16 weights
+ * (e->params16) and activations, fp32 accumulation, bf16 outputs except the logits (fp32, which the loss
+ * reads as autocast's fp32 cross-entropy does) and the weight gradients (fp32, straight into e->grads). */
+#include "executor_cuda_bf16.h"
+
+#include "ops_dense.h"
+#include "status.h"
+
+/* Whether tensor t is some layer's saved data (BatchNorm's μ/rstd, GroupNorm's statistics): fp32. */
+static int is_saved(const struct model *m, int t)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].save == t) return 1;
+    return 0;
+}
+
+int tb_cuda_bf16_model_ok(const struct model *m, const char **why)
+{
+    *why = NULL;
+    for (int i = 0; i < m->n_layers; i++) {
+        const struct layer *l = &m->layers[i];
+        /* The logits stay fp32: a dense layer writes them from its fp32 accumulator. */
+        if (l->out == m->logits && (l->op != OP_DENSE || l->act != ACT_NONE))
+            *why = "the logits must come from a dense layer without an activation";
+    }
+    return *why == NULL;
+}
+
+size_t tb_cuda_bf16_layout(const struct model *m, int n_max, size_t *off)
+{
+    size_t bytes = 0;
+    for (int t = 0; t < m->n_tensors; t++) {
+        const struct tensor *x = &m->tensors[t];
+        const size_t elem = t == m->logits || is_saved(m, t) ? sizeof(float) : sizeof(uint16_t);
+        const size_t n = x->fixed ? x->fixed : x->per_sample * (size_t)n_max; /* as tb_cuda_act reads it */
+        off[t] = bytes;
+        bytes += (n * elem + 255) & ~(size_t)255; /* aligned for cuBLAS's tensor-core kernels */
+    }
+    return bytes;
+}
+
+static int dense_forward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n)
+{
+    const int IN = l->a.dense.IN, OUT = l->a.dense.OUT, logits = l->out == e->m->logits;
+    void *y = tb_cuda_act(e, a, l->out);
+    /* Row-major y (n,OUT) = x (n,IN) · W (IN,OUT) as column-major yᵀ = Wᵀ xᵀ (executor_cuda.c's mapping). */
+    const int st = tb_cublas_gemm_ex(e->blas, logits ? TB_GEMM_BF16_F32C : TB_GEMM_BF16, 0, 0, OUT, n, IN, 1.0f,
+                                     e->params16 + l->w_off, OUT, tb_cuda_act(e, a, l->in), IN, 0.0f, y, OUT);
+    if (st != TB_OK) return st;
+    const float *b = l->n_b ? e->params + l->b_off : NULL;
+    const int relu = l->act == ACT_RELU;
+    if (!b && !relu) return TB_OK;
+    if (logits) tb_cuda_bias_act(y, b, n, OUT, relu, e->s);
+    else tb_cuda_bias_act_bf16(y, b, n, OUT, relu, e->s);
+    TB_CU_LAUNCHED("dense bias");
+    return TB_OK;
+}
+
+static int dense_backward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n, void *din)
+{
+    const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
+    void *dout = tb_cuda_dact(e, a, l->out);
+    if (l->act == ACT_RELU) { /* never on the logits (tb_cuda_bf16_model_ok): y is bf16 */
+        tb_cuda_relu_mask_bf16(dout, tb_cuda_act(e, a, l->out), (size_t)n * OUT, e->s);
+        TB_CU_LAUNCHED("relu mask");
+    }
+    int st;
+    /* din (n,IN) += dout (n,OUT) · Wᵀ; dW (IN,OUT) += xᵀ · dout in fp32 (executor_cuda.c's mappings). */
+    if (din && (st = tb_cublas_gemm_ex(e->blas, TB_GEMM_BF16, 1, 0, IN, n, OUT, 1.0f, e->params16 + l->w_off, OUT,
+                                       dout, OUT, 1.0f, din, IN)) != TB_OK)
+        return st;
+    if ((st = tb_cublas_gemm_ex(e->blas, TB_GEMM_BF16_F32C, 0, 1, OUT, IN, n, 1.0f, dout, OUT,
+                                tb_cuda_act(e, a, l->in), IN, 1.0f, e->grads + l->w_off, OUT)) != TB_OK)
+        return st;
+    if (l->n_b) {
+        tb_cuda_bias_grad_bf16(e->grads + l->b_off, dout, n, OUT, e->s);
+        TB_CU_LAUNCHED("bias gradient");
+    }
+    return TB_OK;
+}
+
+int tb_cuda_bf16_forward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n, int n_global,
+                         int training, long first_index, long step)
+{
+    const struct model *m = e->m;
+    switch (l->op) {
+    case OP_INPUT: return tb_cuda_input_layer(e, a, l, n, training, first_index, step);
+    case OP_DENSE: return dense_forward(e, a, l, n);
+    case OP_RELU:
+        tb_cuda_relu_forward_bf16(tb_cuda_act(e, a, l->out), tb_cuda_act(e, a, l->in),
+                                  (size_t)n * m->tensors[l->out].per_sample, e->s);
+        TB_CU_LAUNCHED("relu");
+        return TB_OK;
+    case OP_SOFTMAX_CE:
+        tb_cuda_softmax_ce_bf16(e->losses, training ? tb_cuda_dact(e, a, l->in) : NULL, e->correct,
+                                tb_cuda_act(e, a, l->in), e->labels, 1.0f / (float)n_global, n, m->tensors[l->in].c,
+                                l->a.ce.smoothing, e->s);
+        TB_CU_LAUNCHED("softmax_ce");
+        return TB_OK;
+    default: return tb_cuda_effnet_forward(e, a, l, n, first_index, step, training);
+    }
+}
+
+int tb_cuda_bf16_backward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int li, int n,
+                          long first_index, long step)
+{
+    const struct model *m = e->m;
+    if (l->op == OP_INPUT || l->op == OP_SOFTMAX_CE) return TB_OK; /* no gradient / seeded in the forward */
+    const struct tensor *ti = &m->tensors[l->in];
+    void *din = ti->needs_grad ? tb_cuda_dact(e, a, l->in) : NULL;
+    /* Every kernel accumulates: each input's gradient (2-byte elements) is zeroed just before its last
+     * reader's backward, as exec.c and the fp32 path do. */
+    if (din && ti->last_reader == li) TB_CU(cudaMemsetAsync(din, 0, (size_t)n * ti->per_sample * 2, e->s));
+    if (l->in2 >= 0) {
+        const struct tensor *t2 = &m->tensors[l->in2];
+        if (t2->needs_grad && t2->last_reader == li && l->in2 != l->in)
+            TB_CU(cudaMemsetAsync(tb_cuda_dact(e, a, l->in2), 0, (size_t)n * t2->per_sample * 2, e->s));
+    }
+    switch (l->op) {
+    case OP_DENSE: return dense_backward(e, a, l, n, din);
+    case OP_RELU:
+        if (din) {
+            tb_cuda_relu_backward_bf16(din, tb_cuda_dact(e, a, l->out), tb_cuda_act(e, a, l->out),
+                                       (size_t)n * m->tensors[l->out].per_sample, e->s);
+            TB_CU_LAUNCHED("relu backward");
+        }
+        return TB_OK;
+    default: return tb_cuda_effnet_backward(e, a, l, n, first_index, step);
+    }
+}
