@@ -35,7 +35,7 @@ void tb_cuda_bias_grad(float *db, const float *dy, int N, int OUT, cudaStream_t 
 void tb_cuda_softmax_ce(float *loss, float *dlogits, uint8_t *correct, const float *logits, const int32_t *labels,
                         float scale, int N, int K, float eps, cudaStream_t s);
 
-/* The on-device loop (executor_cuda_run_steps): step k of a run whose data is all on the device. */
+/* The on-device loop (executor_run_steps on cuda): step k of a run whose data is all on the device. */
 struct tb_cuda_loop_dev {
     const uint8_t *x_all;   /* (steps, per) pixels of every step's sample(s) */
     const int32_t *y_all;   /* (steps, n) labels */
