@@ -26,7 +26,8 @@ static const struct backend_entry registry[] = {
       0, 0, 0, NULL}},
 #ifdef TB_HAVE_CUDA
     /* The reference schedule on one GPU: --backend cpu --device cuda under its own name. */
-    {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured CUDA graph a step)",
+    {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured step, run in loops "
+             "on the GPU)",
      backend_cuda_create, {"", 0, 0, 1, "cuda"}},
 #endif
 };
