@@ -180,7 +180,7 @@ int backend_train_step(struct backend *b, const struct batch *batch, long step, 
 
 int backend_stage_steps(struct backend *b, long first_step, long n_steps, const struct batch *all)
 {
-    TB_ASSERT(b->prepared && first_step >= 1 && n_steps >= 1);
+    TB_ASSERT(b->prepared && first_step >= 1 && n_steps >= 1 && !b->i->stage_steps == !b->i->run_steps);
     if (all->n != n_steps * (long)b->cfg.batch)
         return tb_error_set(TB_EINVAL, "%ld samples for %ld steps of batch %d", (long)all->n, n_steps, b->cfg.batch);
     b->staged = *all, b->staged_first = first_step, b->staged_n = n_steps;
