@@ -11,7 +11,7 @@ DEB_PKGS := cmake gcc make pkg-config libopenblas-dev libfftw3-dev libgsl-dev gn
             libcriterion-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin valgrind
 COMPARE_PKGS := python3-torch python3-torchvision
 
-.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile compare bench-mlp fuzz clean
+.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile compare bench-mlp bench-scaling fuzz clean
 
 all: build
 
@@ -115,6 +115,13 @@ compare: deps build
 
 bench-mlp: deps build
 	@./tools/bench_mlp.sh $(BUILD)
+
+# Issue 31's scaling on this machine's cores, in one run (tools/scaling.sh): threads strong scaling with
+# where the time goes per layer type, mirrored weak scaling, MPI 2 ranks against one process, the ipu
+# pipeline with replicas; rows in results/scaling.jsonl, tables in results/scaling.md.
+#   make bench-scaling [PHASES="strong weak mpi ipu"] (SCALE_THREADS, SCALE_ROUNDS, SCALE_IPU_RES: see the script)
+bench-scaling: deps build
+	@./tools/scaling.sh $(BUILD) $(PHASES)
 
 # The memory floor of mnist-mlp's batch-1 Adam update (BENCHMARKS.md, issue 4).
 membw: build

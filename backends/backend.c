@@ -11,14 +11,15 @@
 #include <string.h>
 
 /* Each entry names the options its backend reads from run_config (see struct backend_caps): --threads is
- * the threads backend's pool, --devices the mirrored replicas or the ipu's device budget, and the
- * pipeline, precision, projection and grid options are the ipu's. */
+ * the threads backend's pool, --devices the mirrored replicas or the ipu's device budget, --prefetch the
+ * ipu's infeed depth or the batches the executor schedules hand a device that copies its inputs ahead,
+ * and the pipeline, precision, projection and grid options are the ipu's. */
 static const struct backend_entry registry[] = {
-    {"cpu", "single thread, the reference schedule", backend_cpu_create, {"", 0, 1, 1, NULL}},
+    {"cpu", "single thread, the reference schedule", backend_cpu_create, {"prefetch", 0, 1, 1, NULL}},
     {"threads", "one model, every op split over all cores (persistent pinned pool)", backend_threads_create,
      {"threads", 0, 0, 0, NULL}},
-    {"mirrored", "N devices, each a full replica; gradients all-reduced (ring, or MPI across processes)",
-     backend_mirrored_create, {"devices transport sync-bn replicas-list", 1, 0, 0, NULL}},
+    {"mirrored", "N devices, each a full replica; gradients all-reduced (ring, MPI across processes, or on GPUs)",
+     backend_mirrored_create, {"devices transport sync-bn replicas-list prefetch", 1, 0, 0, NULL}},
     {"ipu", "S pipeline stages x R replicas on pinned device workers; micro-batches, gpipe/1f1b, exchange queues",
      backend_ipu_create,
      {"devices stages split micro-batch ga replicas schedule recompute precision loss-scale prefetch timeline "
@@ -28,7 +29,7 @@ static const struct backend_entry registry[] = {
     /* The reference schedule on one GPU: --backend cpu --device cuda under its own name. */
     {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured step, run in loops "
              "on the GPU)",
-     backend_cuda_create, {"", 0, 0, 1, "cuda"}},
+     backend_cuda_create, {"prefetch", 0, 0, 1, "cuda"}},
 #endif
 };
 
@@ -178,6 +179,18 @@ int backend_train_step(struct backend *b, const struct batch *batch, long step, 
     return rc != TB_OK ? rc : backend_update(b, step, st);
 }
 
+int backend_prefetches(struct backend *b)
+{
+    TB_ASSERT(b->prepared);
+    return b->i->prefetches && b->i->prefetch ? b->i->prefetches(b) : -1;
+}
+
+int backend_prefetch(struct backend *b, const struct batch *batch, long step)
+{
+    TB_ASSERT(b->prepared && batch->n == b->cfg.batch);
+    return backend_prefetches(b) > 0 ? b->i->prefetch(b, batch, step) : TB_OK;
+}
+
 int backend_stage_steps(struct backend *b, long first_step, long n_steps, const struct batch *all)
 {
     TB_ASSERT(b->prepared && first_step >= 1 && n_steps >= 1 && !b->i->stage_steps == !b->i->run_steps);
@@ -297,14 +310,18 @@ int backend_pipeline_report(struct backend *b, struct pipeline_report *r)
     return TB_OK;
 }
 
-int backend_layer_profile(struct backend *b, double *prof)
+int backend_layer_profile(struct backend *b, double *prof, int *busy_threads)
 {
     struct backend_stats s;
     int rc = b->cfg.profile ? backend_stats(b, &s) : TB_OK;
     if (rc != TB_OK) return rc;
     if (!b->cfg.profile || !s.layer_profile)
         return tb_error_set(TB_EUNSUPPORTED, "backend %s has no per-layer profile (run with --profile)", b->i->name);
-    memcpy(prof, s.layer_profile, 2 * (size_t)b->m->n_layers * sizeof *prof);
+    const size_t n2 = 2 * (size_t)b->m->n_layers;
+    memcpy(prof, s.layer_profile, n2 * sizeof *prof);
+    if (s.layer_busy) memcpy(prof + n2, s.layer_busy, n2 * sizeof *prof);
+    else memset(prof + n2, 0, n2 * sizeof *prof);
+    *busy_threads = s.layer_busy ? s.busy_threads : 0;
     return TB_OK;
 }
 

@@ -20,6 +20,8 @@
 
 /* The ipu backend's own options (pipeline, precision); the others ignore them. 0 / "" = the default. */
 struct ipu_options {
+    /* prefetch is also the executor schedules' (cpu, mirrored, cuda): batches handed to devices that copy
+     * their inputs (backend_prefetches) ahead of the step that reads them (0 = 1; negative = none). */
     int stages, micro_batch, ga, replicas, recompute, prefetch;
     char schedule[16], precision[8], split[64];
     float loss_scale;      /* fp16: static loss scale in [RUN_LOSS_SCALE_MIN, RUN_LOSS_SCALE_MAX];
@@ -87,6 +89,9 @@ struct backend_stats {
     int n_devices;                         /* cores/devices the schedule uses (0: one) */
     const double *layer_profile;           /* --profile: (n_layers, 2) forward, backward seconds summed over
                                               the steps so far */
+    const double *layer_busy;              /* --profile: (n_layers, 2) seconds the device's threads worked per
+                                              layer (less barrier waits), summed over them (NULL: no pool) */
+    int busy_threads;                      /* threads layer_busy sums over */
     const int *conv_algos;                 /* (n_layers) enum conv_algo per layer (-1: none) */
     const struct trace_event *trace;       /* --trace: the last completed training step's per-layer events */
     int n_trace;
@@ -116,6 +121,10 @@ struct backend_i {
     int (*is_primary)(struct backend *b); /* MPI: only rank 0 prints and writes results */
     /* Everything the backend reports (s arrives zeroed): profile, algorithms, events, pipeline figures. */
     int (*stats)(struct backend *b, struct backend_stats *s);
+    /* How many batches ahead prefetch takes (0: none; its devices read host memory in place). */
+    int (*prefetches)(struct backend *b);
+    /* Starts copying step `step`'s batch to the devices, overlapping the steps before it. */
+    int (*prefetch)(struct backend *b, const struct batch *batch, long step);
     /* Runs of steps (both or neither; without them backend.c loops train_step over the staged batches):
      * see backend_stage_steps and backend_run_steps. */
     int (*stage_steps)(struct backend *b, long first_step, long n_steps, const struct batch *all);
@@ -183,6 +192,12 @@ int backend_create(struct backend *b, const char *name);
 int backend_prepare(struct backend *b, const struct model *m, const struct run_config *cfg);
 /* One optimizer step over the global batch: forward_backward then update (or the fused train_step). */
 int backend_train_step(struct backend *b, const struct batch *batch, long step, struct step_stats *st);
+/* How many batches ahead the devices copy (backend_prefetch) while earlier steps run: 0 where they read
+ * host memory in place (cpu) or --prefetch 0 said none; -1 for a backend with its own infeed (ipu). */
+int backend_prefetches(struct backend *b);
+/* Starts copying step `step`'s batch to the devices (a no-op unless backend_prefetches); the batch must
+ * stay unchanged until backend_train_step runs that step. */
+int backend_prefetch(struct backend *b, const struct batch *batch, long step);
 /* Completes any work earlier train steps deferred (a no-op for most backends): the harness calls it
  * inside the last timed step of a run of steps, so no step's work falls outside the training clock. */
 int backend_finish(struct backend *b);
@@ -218,9 +233,11 @@ int backend_conv_algos(struct backend *b, int *algos);
 int backend_n_devices(struct backend *b);
 /* Fills r with what a pipelined backend measured; TB_EUNSUPPORTED for backends without pipelines. */
 int backend_pipeline_report(struct backend *b, struct pipeline_report *r);
-/* Copies the per-layer profile (n_layers, 2: forward, backward seconds summed over steps) into prof;
- * TB_EUNSUPPORTED if the backend was not prepared with profile = 1 or cannot profile. */
-int backend_layer_profile(struct backend *b, double *prof);
+/* Copies the per-layer profile into prof (4·n_layers): (n_layers, 2) forward, backward seconds summed over
+ * steps, then (n_layers, 2) work seconds summed over the device's threads (zeros without a pool; their
+ * count in *busy_threads, 0 then); TB_EUNSUPPORTED if the backend was not prepared with profile = 1 or
+ * cannot profile. */
+int backend_layer_profile(struct backend *b, double *prof, int *busy_threads);
 /* Copies at most cap events of the last completed training step into ev (cap 0: ev may be NULL) and
  * returns the number the step has (as snprintf does), 0 when the backend keeps no timeline. */
 int backend_timeline(struct backend *b, struct timeline_event *ev, int cap);

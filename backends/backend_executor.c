@@ -21,6 +21,7 @@ void backend_executor_config(const struct run_config *rc, int n_max, int threads
     ec->no_fuse = rc->no_fuse;
     ec->profile = rc->profile;
     ec->trace = rc->trace;
+    ec->prefetch = rc->ipu.prefetch == 0 ? 1 : rc->ipu.prefetch > 0 ? rc->ipu.prefetch : 0; /* 0: the default */
 }
 
 int backend_executor_trace(struct executor *ex, int device, struct backend_trace_buf *t)

@@ -9,7 +9,8 @@
 #include "executor.h"
 
 /* The executor configuration for passes of at most n_max samples on `threads` threads under rc (device
- * "cpu"; eval batch, optimizer, seed, convolution algorithm, fusion, profile and trace from rc). */
+ * "cpu"; eval batch, optimizer, seed, convolution algorithm, fusion, profile, trace and prefetch depth
+ * from rc). */
 void backend_executor_config(const struct run_config *rc, int n_max, int threads, struct executor_config *ec);
 /* Trace events gathered for backend_stats: the backend owns one and refills it on each query. */
 struct backend_trace_buf {

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "executor.h"
 #include "status.h"
+#include "tpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,7 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
     int nth = c->want_threads;
     if (nth == 0) {
         nth = cfg->n_threads;
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        if (nth == 0) nth = cores > 0 ? (int)cores : 1;
+        if (nth == 0) nth = tpool_cpus();
         if (nth < 1 || nth > 1024) return tb_error_set(TB_EINVAL, "--threads must be in 1..1024 (got %d)", nth);
     }
     struct executor_config ec;
@@ -104,6 +104,14 @@ static int lb_run_steps(struct backend *b, long step, long n_steps, struct step_
     return rc;
 }
 
+static int lb_prefetches(struct backend *b) { return executor_prefetches(&((struct local_ctx *)b->ctx)->ex); }
+
+static int lb_prefetch(struct backend *b, const struct batch *batch, long step)
+{
+    const struct executor_pass p = whole_batch(batch, step); /* the pass lb_train_step will run */
+    return executor_prefetch(&((struct local_ctx *)b->ctx)->ex, &p);
+}
+
 static int lb_finish(struct backend *b)
 {
     executor_finish(&((struct local_ctx *)b->ctx)->ex);
@@ -136,6 +144,7 @@ static int lb_stats(struct backend *b, struct backend_stats *s)
     if (rc != TB_OK) return rc;
     s->n_devices = c->ex.cfg.threads;
     s->layer_profile = es.profile;
+    s->layer_busy = es.profile_busy, s->busy_threads = es.profile_threads;
     s->conv_algos = es.conv_algos;
     c->trace.n = 0;
     if (b->cfg.trace && (rc = backend_executor_trace(&c->ex, 0, &c->trace)) != TB_OK) return rc;
@@ -175,6 +184,7 @@ static const struct backend_i cpu_iface = {
     .name = "cpu", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
+    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
     .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
 };
 
@@ -182,6 +192,7 @@ static const struct backend_i threads_iface = {
     .name = "threads", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
+    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
     .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
 };
 
@@ -190,6 +201,7 @@ static const struct backend_i cuda_iface = {
     .name = "cuda", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
+    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
     .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
 };
 

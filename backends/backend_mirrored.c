@@ -1,8 +1,11 @@
 /* backend_mirrored.c — MirroredStrategy: R devices, each a full replica with its own arenas and a
  * worker pinned to its own core; the global batch splits evenly; gradients are summed by a ring
- * all-reduce over shared memory (or MPI_Allreduce across processes with --transport mpi); every
- * replica then applies the same update, so parameters stay identical without being broadcast.
- * Over shared memory a training step shards the update instead (ZeRO stage 1): the ring's
+ * all-reduce over shared memory (or across processes with --transport mpi: each rank holds --devices
+ * replicas, default 1; the ring's reduce-scatter within the rank, MPI_Allreduce of each replica's complete
+ * chunk between the ranks, the ring's all-gather within the rank — the hierarchical all-reduce NCCL uses
+ * between nodes, so only 1/R of the gradients per replica crosses MPI); every replica then applies the
+ * same update, so parameters stay identical without being broadcast.
+ * With more than one replica in a process a training step shards the update instead (ZeRO stage 1): the ring's
  * reduce-scatter leaves each replica one complete chunk of the gradients, the replica updates that
  * chunk of the parameters and of the optimizer state, and the ring's all-gather then copies the
  * parameters (not the gradients) around. The same traffic as the all-reduce, but each replica updates
@@ -17,6 +20,13 @@
  * Each replica is an executor (executor.h) driven by its own device worker; the schedule touches a
  * replica only through executor_* calls, and the collectives work in place on the host buffers the
  * executors hand out (executor_buffer). The backend owns its executors, workers and buffers.
+ *
+ * Replicas whose tensors live off the host (the cuda device: replica r on GPU r mod the GPUs present)
+ * are summed by the device's collective (executor_group_allreduce_grads: NCCL between GPUs, a kernel
+ * in the ring's order between replicas of one GPU), issued by replica 0's worker once every backward is
+ * in; every replica then updates everything (no sharded update: its parameters are not on the host).
+ * A device without a collective for the arrangement (cuda built without NCCL, several GPUs), and MPI,
+ * sum host copies instead: gradients copied out, the same ring (and MPI), copied back.
  */
 #include "backend.h"
 
@@ -30,13 +40,14 @@
 #include "tpool.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 struct mir_ctx {
     int R;                    /* replicas in this process */
-    int mpi, rank, world;     /* MPI: one replica per rank */
+    int mpi, rank, world;     /* MPI: R replicas per rank, world ranks; replica r is global replica rank·R + r */
     int shard;                /* samples per replica */
     struct executor *dev;     /* (R) */
     float **grads;            /* (R) each replica's gradient buffer (host) */
@@ -56,6 +67,11 @@ struct mir_ctx {
     double *slots;                /* (R, max_c2) partial sums */
     size_t max_c2;
     struct backend_trace_buf trace; /* backend_stats' copy of the replicas' trace events */
+    /* Replicas with device tensors (see the top of the file). */
+    int offhost;
+    struct executor_group group;  /* the device's collective (group.n == 0: none, host copies) */
+    float **stage;                /* (R) host copies of the gradients when summed on the host (else NULL) */
+    char stage_why[160];          /* why host copies: the device's reason */
 };
 
 struct mir_replica {
@@ -98,12 +114,82 @@ static void run_all(struct mir_ctx *c, void (*fn)(void *, int, int))
     else fn(c, 0, 1);
 }
 
-/* Whether a training step shards its update over the replicas (see the top of the file): shared memory
- * only (an MPI rank's checkpoint would need the other ranks' chunks), more than one replica, and not
+/* Whether a training step shards its update over the replicas (see the top of the file): more than one
+ * replica in this process (the shards stay within a rank, so its checkpoint has every chunk), and not
  * LARS, whose trust ratios need whole tensors of the summed gradients. */
 static int shards_update(const struct mir_ctx *c)
 {
-    return !c->mpi && c->R > 1 && c->dev[0].cfg.optim.kind != OPTIM_LARS;
+    return !c->offhost && c->R > 1 && c->dev[0].cfg.optim.kind != OPTIM_LARS;
+}
+
+/* The replica's index among all replicas of the run (every rank's). */
+static int global_replica(const struct mir_ctx *c, int r) { return (c->mpi ? c->rank * c->R : 0) + r; }
+
+/* --transport mpi, between the ring's halves: every replica's complete chunk (the rank's sum) summed over
+ * the ranks, and the rank's loss sum with it (into loss[0], the others zeroed). MPI is called from
+ * replica 0's thread only — the process's main thread, as MPI_THREAD_FUNNELED requires —, between two
+ * barriers so that every chunk is complete before and no replica reads one early after. */
+static void mpi_between_ranks(struct mir_ctx *c, int r)
+{
+    mir_barrier(c);
+    if (r == 0) {
+        double loss = 0.0;
+        for (int q = 0; q < c->R; q++) {
+            size_t lo, hi;
+            tb_slice(c->n_params, allreduce_ring_owned(c->R, q), c->R, &lo, &hi);
+            const int st = mpi_transport_allreduce(c->grads[q] + lo, hi - lo);
+            if (st != TB_OK) c->status[0] = st;
+            loss += c->loss[q];
+            if (q > 0) c->loss[q] = 0.0;
+        }
+        const int st = mpi_transport_allreduce_f64(&loss, 1);
+        if (st != TB_OK) c->status[0] = st;
+        c->loss[0] = loss;
+    }
+    mir_barrier(c);
+}
+
+/* Sums the replicas' gradients on the host: the ring over shared memory, with MPI between its halves
+ * across processes; for device tensors through host copies (c->stage). The caller's barrier has seen
+ * every backward. */
+static int host_allreduce(struct mir_ctx *c, int r, int sharded)
+{
+    struct executor *e = &c->dev[r];
+    int st, rc = TB_OK;
+    if (c->stage && (st = executor_get_tensors(e, TF_GRADS, c->stage[r])) != TB_OK) rc = st;
+    if (c->mpi) {
+        reduce_scatter_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
+        mpi_between_ranks(c, r);
+        if (!sharded) allgather_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
+    } else if (sharded) {
+        reduce_scatter_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
+    } else {
+        allreduce_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
+    }
+    if (c->stage && rc == TB_OK && (st = executor_set_tensors(e, TF_GRADS, c->stage[r])) != TB_OK) rc = st;
+    return rc;
+}
+
+/* The device's collective, issued by replica 0 between two barriers; each replica then waits for it on
+ * its own stream, so its time is the all-reduce's and not the update's. */
+static int device_allreduce(struct mir_ctx *c, int r)
+{
+    int rc = TB_OK;
+    if (r == 0) rc = executor_group_allreduce_grads(&c->group);
+    mir_barrier(c);
+    const int st = executor_synchronize(&c->dev[r]);
+    return rc != TB_OK ? rc : st;
+}
+
+/* Replica r's training pass over its shard of batch at step. */
+static struct executor_pass shard_pass(const struct mir_ctx *c, int r, const struct batch *batch, long step)
+{
+    const struct executor *e = &c->dev[r];
+    const size_t per = e->m->tensors[e->m->input].per_sample;
+    const size_t off = (size_t)global_replica(c, r) * (size_t)c->shard;
+    return (struct executor_pass){.n = c->shard, .n_global = batch->n, .first_index = (long)off, .step = step,
+                                  .x = batch->x + off * per, .y = batch->y + off, .training = 1,
+                                  .coll = c->coll ? &c->coll[r] : NULL};
 }
 
 /* One replica's share of a step: forward/backward on its shard, all-reduce, optional update. */
@@ -112,29 +198,19 @@ static void step_task(void *arg, int r, int nth)
     struct mir_ctx *c = arg;
     (void)nth;
     struct executor *e = &c->dev[r];
-    const size_t per = e->m->tensors[e->m->input].per_sample;
-    const int global_r = c->mpi ? c->rank : r;
-    const size_t off = (size_t)global_r * (size_t)c->shard;
     const int sharded = c->do_update && shards_update(c);
     const double t0 = tb_now_s();
     executor_zero_grads(e);
-    const struct executor_pass p = {.n = c->shard, .n_global = c->batch->n, .first_index = (long)off,
-                                    .step = c->step, .x = c->batch->x + off * per, .y = c->batch->y + off,
-                                    .training = 1, .coll = c->coll ? &c->coll[r] : NULL};
+    const struct executor_pass p = shard_pass(c, r, c->batch, c->step);
     c->status[r] = executor_forward_backward(e, &p, &c->loss[r]);
     const double t1 = tb_now_s();
-    /* Waiting for the slowest replica is load imbalance, not all-reduce: time it apart. */
-    if (!c->mpi) mir_barrier(c);
+    /* Waiting for the slowest replica is load imbalance, not all-reduce: time it apart (within the rank;
+     * under MPI the other ranks' imbalance is inside the all-reduce). */
+    mir_barrier(c);
     const double t1b = tb_now_s();
-    if (c->mpi) {
-        int st = mpi_transport_allreduce(c->grads[r], c->n_params);
+    if (c->mpi || c->R > 1) {
+        const int st = c->group.n ? device_allreduce(c, r) : host_allreduce(c, r, sharded);
         if (st != TB_OK) c->status[r] = st;
-        st = mpi_transport_allreduce_f64(&c->loss[r], 1);
-        if (st != TB_OK) c->status[r] = st;
-    } else if (sharded) {
-        reduce_scatter_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
-    } else {
-        allreduce_ring(c->grads, c->n_params, c->R, r, mir_barrier, c);
     }
     const double t2 = tb_now_s();
     c->t_compute[r] = t1 - t0;
@@ -163,20 +239,59 @@ static void trace_begin_all(struct mir_ctx *c)
     for (int r = 0; r < c->R; r++) executor_trace_begin(&c->dev[r], t0);
 }
 
+/* Replicas with device tensors: the device's collective where it has one for this arrangement, else
+ * host copies of the gradients for the ring (and MPI). Sync BatchNorm would need a device all-reduce of
+ * the statistics inside the passes: refused. */
+static int prepare_offhost(struct mir_ctx *c, const struct run_config *cfg)
+{
+    if (cfg->sync_bn)
+        return tb_error_set(TB_EUNSUPPORTED, "mirrored: --sync-bn is not implemented on device %s yet (its "
+                                             "statistics would need a device all-reduce inside the passes)",
+                            c->dev[0].cfg.device);
+    if (!c->mpi && c->R == 1) return TB_OK; /* nothing to sum */
+    if (!c->mpi) {
+        const int st = executor_group_init(&c->group, c->dev, c->R);
+        if (st != TB_EUNSUPPORTED) return st;
+        snprintf(c->stage_why, sizeof c->stage_why, "%s", tb_error_get());
+        tb_error_clear();
+    }
+    c->stage = calloc((size_t)c->R, sizeof *c->stage);
+    if (!c->stage) return tb_error_set(TB_ENOMEM, "mirrored: out of memory");
+    for (int r = 0; r < c->R; r++) {
+        if (!(c->stage[r] = malloc((c->n_params ? c->n_params : 1) * sizeof(float))))
+            return tb_error_set(TB_ENOMEM, "mirrored: out of memory for host copies of the gradients");
+        c->grads[r] = c->stage[r];
+    }
+    return TB_OK;
+}
+
 static int mir_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
 {
     struct mir_ctx *c = b->ctx;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const long cores = tpool_cpus();
     if (cfg->transport_mpi) {
         int st = mpi_transport_init(&c->rank, &c->world);
         if (st != TB_OK) return st;
         c->mpi = 1;
-        c->R = 1;
-        if (cfg->batch % c->world)
-            return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d MPI ranks", cfg->batch, c->world);
-        c->shard = cfg->batch / c->world;
+        /* Replicas per rank: --devices, else one (ranks started on one machine would share its cores). */
+        c->R = cfg->n_devices > 0 ? cfg->n_devices : 1;
+        const long G = (long)c->world * c->R;
+        if (cfg->n_devices < 0 || c->R > 1024)
+            return tb_error_set(TB_EINVAL, "--devices must be in 1..1024 (got %d)", cfg->n_devices);
+        if (G > cfg->batch)
+            return tb_error_set(TB_EINVAL, "%d MPI ranks x %d devices is more than the %d samples of a batch", c->world,
+                                c->R, cfg->batch);
+        if (cfg->batch % G)
+            return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d MPI ranks x %d devices", cfg->batch,
+                                c->world, c->R);
+        if (cfg->sync_bn && c->R > 1)
+            return tb_error_set(TB_EUNSUPPORTED, "--sync-bn over MPI takes one device per rank (--devices 1): its "
+                                                 "collective runs inside each replica's pass");
+        c->shard = (int)(cfg->batch / G);
     } else {
-        int R = cfg->n_devices > 0 ? cfg->n_devices : (cores > 0 ? (int)cores : 1);
+        /* Not told: one replica a GPU where the device counts its instances, else one a core. */
+        const int count = executor_device_count(cfg->device[0] ? cfg->device : "cpu");
+        int R = cfg->n_devices > 0 ? cfg->n_devices : count > 0 ? count : (cores > 0 ? (int)cores : 1);
         if (cfg->n_devices < 0 || R > 1024)
             return tb_error_set(TB_EINVAL, "--devices must be in 1..1024 (got %d)", cfg->n_devices);
         if (R > cfg->batch)
@@ -206,17 +321,23 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     if (child.eval_batch > c->shard * 4) child.eval_batch = child.eval_batch / c->R > 0 ? child.eval_batch / c->R : 1;
     c->n_params = m->n_params;
     for (int r = 0; r < c->R; r++) {
+        child.ordinal = r; /* cuda: replica r on GPU r mod the GPUs present */
         int st = executor_create(&c->dev[r], m, &child);
         if (st != TB_OK) return st;
-        /* The ring and MPI work on host memory in place. */
+        /* The ring and MPI work on host memory in place; device memory goes through the device's
+         * collective or host copies. */
         struct executor_buffer g, p;
         if ((st = executor_grad_buffer(&c->dev[r], &g)) != TB_OK || (st = executor_buffer(&c->dev[r], TF_PARAMS, &p)))
             return st;
-        if (!g.host || !p.host)
-            return tb_error_set(TB_EUNSUPPORTED, "mirrored: device %s keeps its tensors off the host",
-                                c->dev[r].cfg.device);
-        c->grads[r] = g.data;
-        c->params[r] = p.data;
+        if (g.prec != STAGE_PREC_FP32)
+            return tb_error_set(TB_EUNSUPPORTED, "mirrored: device %s stores 2-byte gradients", c->dev[r].cfg.device);
+        c->offhost |= !g.host || !p.host;
+        c->grads[r] = g.host ? g.data : NULL;
+        c->params[r] = p.host ? p.data : NULL;
+    }
+    if (c->offhost) {
+        const int st = prepare_offhost(c, cfg);
+        if (st != TB_OK) return st;
     }
     if (cfg->sync_bn) {
         for (int i = 0; i < m->n_layers; i++)
@@ -298,6 +419,21 @@ static int mir_train_step(struct backend *b, const struct batch *batch, long ste
     return collect(c, st);
 }
 
+/* Every replica takes as many batches ahead as its executor (they are configured alike). */
+static int mir_prefetches(struct backend *b) { return executor_prefetches(&((struct mir_ctx *)b->ctx)->dev[0]); }
+
+/* Each replica's shard of a later step, handed to its executor from this thread. */
+static int mir_prefetch(struct backend *b, const struct batch *batch, long step)
+{
+    struct mir_ctx *c = b->ctx;
+    for (int r = 0; r < c->R; r++) {
+        const struct executor_pass p = shard_pass(c, r, batch, step);
+        const int st = executor_prefetch(&c->dev[r], &p);
+        if (st != TB_OK) return st;
+    }
+    return TB_OK;
+}
+
 /* Evaluation splits the batch over the replicas (parameters are identical) and sums the counts. */
 static const struct batch *eval_batch;
 static struct eval_stats *eval_parts;
@@ -307,7 +443,7 @@ static void eval_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
-    const int parts = c->mpi ? c->world : c->R, me = c->mpi ? c->rank : r;
+    const int parts = c->mpi ? c->world * c->R : c->R, me = global_replica(c, r);
     const int n = eval_batch->n, lo = (int)((long)n * me / parts), hi = (int)((long)n * (me + 1) / parts);
     const size_t per = c->dev[r].m->tensors[c->dev[r].m->input].per_sample;
     memset(&eval_parts[r], 0, sizeof eval_parts[r]);
@@ -347,7 +483,8 @@ static int mir_evaluate(struct backend *b, const struct batch *batch, struct eva
 static int mir_get(struct backend *b, enum tensor_family f, float *dst)
 {
     struct mir_ctx *c = b->ctx;
-    if (c->R == 1 || (f != TF_GRADS && f != TF_OPT)) return executor_get_tensors(&c->dev[0], f, dst);
+    if (c->R == 1 || c->offhost || (f != TF_GRADS && f != TF_OPT)) /* offhost: never sharded */
+        return executor_get_tensors(&c->dev[0], f, dst);
     /* After a sharded update only a chunk's owner has its summed gradients and its optimizer state
      * (after an all-reduce every replica has all of it, so this copies equal values). */
     const size_t np = c->n_params;
@@ -376,9 +513,21 @@ static int mir_set(struct backend *b, enum tensor_family f, const float *src)
 static void mir_describe(struct backend *b, char *buf, size_t n)
 {
     struct mir_ctx *c = b->ctx;
-    if (c->mpi)
-        snprintf(buf, n, "mirrored: %d MPI ranks, %d samples each, MPI_Allreduce", c->world, c->shard);
-    else
+    const char *copies = c->stage ? " of host copies of the gradients" : "";
+    if (c->mpi && c->R == 1)
+        snprintf(buf, n, "mirrored: %d MPI ranks, %d samples each, MPI_Allreduce%s", c->world, c->shard, copies);
+    else if (c->mpi)
+        snprintf(buf, n, "mirrored: %d MPI ranks x %d devices, %d samples each, ring within a rank and "
+                         "MPI_Allreduce of its chunks between ranks%s%s", c->world, c->R, c->shard, copies,
+                 shards_update(c) ? ", update sharded over a rank's devices" : "");
+    else if (c->offhost) {
+        char how[320];
+        if (c->group.n) snprintf(how, sizeof how, "%s", c->group.how);
+        else if (c->stage) snprintf(how, sizeof how, "ring all-reduce of host copies of the gradients (%s)", c->stage_why);
+        else snprintf(how, sizeof how, "nothing to all-reduce");
+        snprintf(buf, n, "mirrored: %d %s replica%s, %d samples each, %s", c->R, c->dev[0].cfg.device,
+                 c->R == 1 ? "" : "s", c->shard, how);
+    } else
         snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s", c->R,
                  c->shard, shards_update(c) ? ", update sharded over devices" : "",
                  c->coll ? ", sync BatchNorm" : "");
@@ -389,6 +538,10 @@ static void mir_destroy(struct backend *b)
     struct mir_ctx *c = b->ctx;
     if (!c) return;
     tpool_destroy(c->pool);
+    executor_group_free(&c->group); /* before its members */
+    if (c->stage)
+        for (int r = 0; r < c->R; r++) free(c->stage[r]);
+    free(c->stage);
     if (c->dev)
         for (int r = 0; r < c->R; r++) executor_destroy(&c->dev[r]);
     free(c->dev);
@@ -408,18 +561,18 @@ static void mir_destroy(struct backend *b)
 }
 
 /* Replica 0's layer times (the replicas run the same layers on equal shards); --trace: one lane per replica
- * (under MPI, this rank's replica as device `rank`). */
+ * (under MPI, this rank's replicas as their global indices). */
 static int mir_stats(struct backend *b, struct backend_stats *s)
 {
     struct mir_ctx *c = b->ctx;
     struct executor_stats es;
     int rc = executor_stats(&c->dev[0], &es);
     if (rc != TB_OK) return rc;
-    s->n_devices = c->mpi ? c->world : c->R;
+    s->n_devices = c->mpi ? c->world * c->R : c->R;
     s->layer_profile = es.profile;
     c->trace.n = 0;
     for (int r = 0; r < c->R && b->cfg.trace; r++)
-        if ((rc = backend_executor_trace(&c->dev[r], c->mpi ? c->rank : r, &c->trace)) != TB_OK) return rc;
+        if ((rc = backend_executor_trace(&c->dev[r], global_replica(c, r), &c->trace)) != TB_OK) return rc;
     s->trace = c->trace.ev, s->n_trace = c->trace.n;
     return TB_OK;
 }
@@ -434,7 +587,7 @@ static const struct backend_i mirrored_iface = {
     .name = "mirrored", .prepare = mir_prepare, .forward_backward = mir_forward_backward, .update = mir_update,
     .evaluate = mir_evaluate, .get_tensors = mir_get, .set_tensors = mir_set, .destroy = mir_destroy,
     .train_step = mir_train_step, .describe = mir_describe, .is_primary = mir_primary,
-    .stats = mir_stats,
+    .stats = mir_stats, .prefetches = mir_prefetches, .prefetch = mir_prefetch,
 };
 
 int backend_mirrored_create(struct backend *b)

@@ -590,6 +590,8 @@ static void boundary_unpack(const struct model_inst *mi, int split, const float 
     }
 }
 
+_Thread_local double *exec_busy_slot;
+
 void exec_forward(const struct model_inst *mi, const struct exec_step *st, int ith, int nth,
                   const struct exec_sync *sync)
 {
@@ -600,7 +602,9 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
     }
     const int clocked = (mi->prof || st->trace) && ith == 0;
     double t_prev = clocked ? tb_now_s() : 0.0;
+    double t_busy = 0.0;
     for (int i = st->l0; i < st->l1; i++) {
+        busy_clock(mi, ith, i, 'F', &t_busy);
         const int ser = forward_serial(m, &m->layers[i], st, nth);
         if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth, sync);
         else if (ith == 0) layer_forward(mi, &m->layers[i], st, 0, 1, sync);
@@ -608,6 +612,7 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
         if (!(ser && i + 1 < st->l1 && forward_serial(m, &m->layers[i + 1], st, nth))) sync_barrier(sync, nth);
         if (clocked) clock_layer(mi, st, i, 'F', &t_prev);
     }
+    busy_clock(mi, ith, -1, 'F', &t_busy);
 }
 
 /* Whether layer l writes (rather than adds) the gradient of its input l->in: it is that tensor's last
@@ -903,9 +908,11 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
     }
     const int clocked = (mi->prof || st->trace) && ith == 0;
     double t_prev = clocked ? tb_now_s() : 0.0;
+    double t_busy = 0.0;
     for (int i = st->l1 - 1; i >= st->l0; i--) {
         const struct layer *l = &m->layers[i];
         if (!has_backward(l)) continue;
+        busy_clock(mi, ith, i, 'B', &t_busy);
         const int ser = backward_serial(m, l, st, nth);
         if (ser) {
             if (ith == 0) {
@@ -924,6 +931,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         if (!(ser && next >= st->l0 && backward_serial(m, &m->layers[next], st, nth))) sync_barrier(sync, nth);
         if (clocked) clock_layer(mi, st, i, 'B', &t_prev);
     }
+    busy_clock(mi, ith, -1, 'B', &t_busy);
 }
 
 double exec_loss_sum(const struct model_inst *mi, int n)

@@ -37,7 +37,7 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
     const struct layer *ce = &m->layers[D + 1];
     const int K = m->layers[D].a.dense.OUT;
     const int clocked = (mi->prof || st->trace) && ith == 0;
-    double t_prev = clocked ? tb_now_s() : 0.0;
+    double t_prev = clocked ? tb_now_s() : 0.0, t_busy = 0.0;
     /* Thread 0 runs the loss into the instance's tensors; the others into their own copies. */
     float *scr = scratch_of(mi, ith);
     float *logits = ith == 0 ? exec_act(mi, ce->in) : scr;
@@ -50,6 +50,7 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
         const struct layer *l = &m->layers[k];
         const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
         int r0, r1;
+        busy_clock(mi, ith, k, 'F', &t_busy);
         dense1_own_rows(IN, ith, nth, &r0, &r1);
         float *x = exec_act(mi, l->in); /* rows [r0,r1) are this thread's, from the input or the combine */
         if (k == 1) input_grey(&m->layers[0], st->x, x, (size_t)r0, (size_t)r1);
@@ -68,6 +69,7 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
         part += dense1_part_floats(l);
         in_off += (size_t)IN;
     }
+    busy_clock(mi, ith, D + 1, 'F', &t_busy);
     memset(dlogits, 0, (size_t)K * sizeof(float));
     const struct softmax_ce_shape cs = {1, K, ce->a.ce.smoothing};
     softmax_ce_forward_backward(loss, dlogits, ith == 0 ? mi->correct : NULL, logits, st->y,
@@ -79,6 +81,7 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
         const struct layer *l = &m->layers[k];
         const int IN = l->a.dense.IN, OUT = l->a.dense.OUT, relu = m->layers[k - 1].act == ACT_RELU;
         int r0, r1;
+        busy_clock(mi, ith, k, 'B', &t_busy);
         dense1_own_rows(IN, ith, nth, &r0, &r1);
         const float *w = exec_param(mi, l->w_off), *a = exec_act(mi, l->in);
         float *din = exec_dact(mi, l->in);
@@ -89,4 +92,5 @@ void exec_dense1_step(const struct model_inst *mi, const struct exec_step *st, f
         dy = din;
         if (clocked) clock_layer(mi, st, k, 'B', &t_prev);
     }
+    busy_clock(mi, ith, -1, 'B', &t_busy);
 }

@@ -14,10 +14,36 @@
 static inline float *exec_param(const struct model_inst *mi, size_t off) { return mi->params + (off - mi->param_base); }
 static inline float *exec_grad(const struct model_inst *mi, size_t off) { return mi->grads + (off - mi->param_base); }
 
-/* Waits for all nth threads (nothing to do alone). */
+/* --profile: the calling thread's busy-time slot for the layer it runs (an element of model_inst.prof_busy),
+ * NULL when not profiling. Thread-local, so every barrier a kernel reaches through sync_barrier takes its
+ * wait off its layer's busy time without a pointer threaded through the kernels. */
+extern _Thread_local double *exec_busy_slot;
+
+/* Waits for all nth threads (nothing to do alone); takes the wait off exec_busy_slot when set. */
 static inline void sync_barrier(const struct exec_sync *s, int nth)
 {
-    if (nth > 1 && s && s->barrier) s->barrier(s->ctx);
+    if (!(nth > 1 && s && s->barrier)) return;
+    double *slot = exec_busy_slot;
+    if (!slot) {
+        s->barrier(s->ctx);
+        return;
+    }
+    const double t0 = tb_now_s();
+    s->barrier(s->ctx);
+    *slot -= tb_now_s() - t0;
+}
+
+/* --profile, every thread: ends the layer this thread was in (its time since *t_prev goes to its busy slot,
+ * which its barrier waits have been taken off) and points the slot at layer li's forward ('F') or backward
+ * ('B'); li < 0 ends without a next layer. Nothing when the instance keeps no busy profile. */
+static inline void busy_clock(const struct model_inst *mi, int ith, int li, char phase, double *t_prev)
+{
+    if (!mi->prof_busy) return;
+    const double t = tb_now_s();
+    if (exec_busy_slot) *exec_busy_slot += t - *t_prev;
+    *t_prev = t;
+    exec_busy_slot = li < 0 ? NULL
+                            : &mi->prof_busy[((size_t)ith * (size_t)mi->m->n_layers + (size_t)li) * 2 + (phase == 'B')];
 }
 
 /* Thread ith's piece of the per-thread scratch (NULL when the instance has none). */

@@ -10,19 +10,46 @@
 #include <string.h>
 #include <unistd.h>
 
-static const struct executor_device registry[] = {
-    {"cpu", "host cores: arenas in host memory, kernels on a pinned pool of `threads` workers",
-     executor_cpu_create, NULL},
+/* The built-in devices, then room for the doubles a test registers (executor_device_register). */
+enum { N_REGISTERED_MAX = 4 };
+static struct executor_device registry[] = {
+    /* The cpu: always present, no facts or ceilings of its own (the harness measures the host). */
+    {.name = "cpu", .summary = "host cores: arenas in host memory, kernels on a pinned pool of `threads` workers",
+     .create = executor_cpu_create},
 #ifdef TB_HAVE_CUDA
-    {"cuda", "one NVIDIA GPU: device memory, CUDA kernels and cuBLAS on a stream (dense chains so far)",
-     executor_cuda_create, executor_cuda_probe},
+    {.name = "cuda", .summary = "NVIDIA GPUs: device memory, CUDA kernels and cuBLAS on a stream per executor",
+     .create = executor_cuda_create, .probe = executor_cuda_probe, .info = executor_cuda_info,
+     .calibrate = executor_cuda_calibrate, .memory = executor_cuda_memory, .count = executor_cuda_count},
 #endif
+    {0}, {0}, {0}, {0},
 };
+static int n_registry = (int)(sizeof registry / sizeof *registry) - N_REGISTERED_MAX;
 
 const struct executor_device *executor_devices(int *n)
 {
-    *n = (int)(sizeof registry / sizeof *registry);
+    *n = n_registry;
     return registry;
+}
+
+int executor_device_register(const struct executor_device *d)
+{
+    if (n_registry >= (int)(sizeof registry / sizeof *registry))
+        return tb_error_set(TB_EINVAL, "executor: no room to register device %s", d->name);
+    for (int k = 0; k < n_registry; k++)
+        if (strcmp(registry[k].name, d->name) == 0)
+            return tb_error_set(TB_EINVAL, "executor: device %s is already registered", d->name);
+    TB_ASSERT(d->name && d->create);
+    registry[n_registry++] = *d;
+    return TB_OK;
+}
+
+int executor_device_count(const char *name)
+{
+    int n;
+    const struct executor_device *d = executor_devices(&n);
+    for (int k = 0; k < n; k++)
+        if (strcmp(d[k].name, name) == 0) return d[k].count ? d[k].count() : 0;
+    return 0;
 }
 
 int executor_device_probe(const char *name)
@@ -32,6 +59,46 @@ int executor_device_probe(const char *name)
     for (int k = 0; k < n; k++)
         if (strcmp(d[k].name, name) == 0) return d[k].probe ? d[k].probe() : TB_OK;
     return tb_error_set(TB_EINVAL, "unknown device '%s'", name);
+}
+
+/* The registry entry of name, or NULL after TB_EINVAL's message. */
+static const struct executor_device *device_named(const char *name)
+{
+    int n;
+    const struct executor_device *d = executor_devices(&n);
+    for (int k = 0; k < n; k++)
+        if (strcmp(d[k].name, name) == 0) return &d[k];
+    tb_error_set(TB_EINVAL, "unknown device '%s'", name);
+    return NULL;
+}
+
+/* A device's optional member is present and its hardware answers (the probe's reason otherwise). */
+static int device_ready(const struct executor_device *d, int has_member, const char *what)
+{
+    if (!d) return TB_EINVAL;
+    if (!has_member) return tb_error_set(TB_EUNSUPPORTED, "device %s keeps no %s", d->name, what);
+    return d->probe ? d->probe() : TB_OK;
+}
+
+int executor_device_info(const char *name, struct device_info *out)
+{
+    const struct executor_device *d = device_named(name);
+    const int st = device_ready(d, d && d->info, "facts");
+    return st != TB_OK ? st : d->info(out);
+}
+
+int executor_device_calibrate(const char *name, struct device_ceilings *c, int gemm_n)
+{
+    const struct executor_device *d = device_named(name);
+    const int st = device_ready(d, d && d->calibrate, "ceilings");
+    return st != TB_OK ? st : d->calibrate(c, gemm_n);
+}
+
+int executor_device_memory(const char *name, struct device_memory *m, int reset)
+{
+    const struct executor_device *d = device_named(name);
+    const int st = device_ready(d, d && d->memory, "memory accounting");
+    return st != TB_OK ? st : d->memory(m, reset);
 }
 
 int executor_create(struct executor *ex, const struct model *m, const struct executor_config *cfg)
@@ -248,6 +315,43 @@ size_t executor_export_boundary(struct executor *ex, int grads, int slot, void *
 void executor_set_grad_scale(struct executor *ex, float scale)
 {
     if (ex->i->set_grad_scale) ex->i->set_grad_scale(ex, scale);
+}
+
+int executor_group_init(struct executor_group *g, struct executor *ex, int n)
+{
+    memset(g, 0, sizeof *g);
+    TB_ASSERT(n >= 1 && ex[0].i);
+    for (int k = 1; k < n; k++) TB_ASSERT(ex[k].i == ex[0].i); /* one device */
+    if (!ex[0].i->group_init || !ex[0].i->allreduce_grads)
+        return tb_error_set(TB_EUNSUPPORTED, "device %s has no gradient collective", ex[0].cfg.device);
+    g->ex = ex, g->n = n;
+    const int st = ex[0].i->group_init(g);
+    if (st != TB_OK) executor_group_free(g);
+    return st;
+}
+
+int executor_group_allreduce_grads(struct executor_group *g)
+{
+    TB_ASSERT(g->n >= 1);
+    return g->ex[0].i->allreduce_grads(g);
+}
+
+void executor_group_free(struct executor_group *g)
+{
+    if (g->release) g->release(g);
+    memset(g, 0, sizeof *g);
+}
+
+int executor_prefetch(struct executor *ex, const struct executor_pass *p)
+{
+    TB_ASSERT(p->n >= 1 && p->n <= ex->cfg.n_max);
+    return executor_prefetches(ex) > 0 ? ex->i->prefetch(ex, p) : TB_OK;
+}
+
+/* A fused step (executor_train_step) stages its own inputs: a copy made ahead would never be read. */
+int executor_prefetches(const struct executor *ex)
+{
+    return ex->i->prefetch && !ex->fused_step && ex->cfg.prefetch > 0 ? ex->cfg.prefetch : 0;
 }
 
 double executor_host_mem_available(void) { return arena_mem_available(); }

@@ -19,6 +19,7 @@
 #ifndef TB_EXECUTOR_H
 #define TB_EXECUTOR_H
 
+#include "device_info.h"
 #include "exec.h"
 #include "model.h"
 #include "optim.h"
@@ -74,6 +75,9 @@ struct executor_config {
     const int *cuts;      /* segments (required by recompute or half storage, else none): n_seg + 1 layers,
                              cuts[0] = l0 .. cuts[n_seg] = l1, at block boundaries (copied at create) */
     int n_seg;
+    int prefetch;         /* passes a schedule hands over ahead (executor_prefetch) at most; 0 = none */
+    int ordinal;          /* which instance of the device this executor uses (a mirrored replica's index):
+                             the cuda device takes GPU ordinal mod the GPUs present; the cpu ignores it */
 };
 
 /* One pass over a slice of the global batch; zero-initialised fields give a whole-model pass. */
@@ -110,6 +114,9 @@ struct executor_buffer {
 /* What the executor recorded, as views valid until its next call. */
 struct executor_stats {
     const double *profile; /* (n_layers, 2) forward, backward seconds summed over passes; NULL unless profile */
+    const double *profile_busy; /* (n_layers, 2) seconds the device's threads worked in each layer (their time
+                                   in it less barrier waits), summed over threads and passes; NULL: no pool */
+    int profile_threads;   /* threads profile_busy sums over */
     const struct exec_trace_event *trace; /* the current step's events; NULL unless trace */
     int n_trace;
     const int *conv_algos; /* (n_layers) enum conv_algo per layer (-1: none); NULL if the device cannot tell */
@@ -133,6 +140,15 @@ struct executor_staged {
     const uint8_t *x;     /* (n · n_max, H, W, C) pixels, step by step */
     const int32_t *y;     /* (n · n_max) labels */
     long first, n;        /* steps first .. first + n − 1 (n = 0: nothing staged) */
+};
+
+/* Executors of one device that sum their gradients together (a schedule's replicas), in rank order. */
+struct executor_group {
+    struct executor *ex;  /* (n) the members, consecutive */
+    int n;
+    void *state;          /* the device's (communicators, events, pointer tables) */
+    void (*release)(struct executor_group *g); /* frees state; set by the device's group_init */
+    char how[128];        /* how the group sums, for a backend's description line */
 };
 
 struct executor_i {
@@ -164,6 +180,17 @@ struct executor_i {
                               float scale);
     /* Stages, half precision: gradients are stored times `scale` from the next call on. */
     void (*set_grad_scale)(struct executor *ex, float scale);
+    /* Collectives over executors of this device (optional: a schedule without them sums host copies of
+     * the gradients). group_init prepares g over its members (communicators, events) and says how in
+     * g->how; allreduce_grads, called by one thread once every member's backward has been issued
+     * (the members' own threads wait meanwhile),
+     * leaves each member's TF_GRADS the sum over the group in a fixed order (the same bits every run),
+     * ordered after each member's earlier work and before its later work. */
+    int (*group_init)(struct executor_group *g);
+    int (*allreduce_grads)(struct executor_group *g);
+    /* Optional: starts copying a later pass's inputs (p->x, p->y, p->n) to the device, so that the copy
+     * overlaps the passes before it; that pass then reads the copy. */
+    int (*prefetch)(struct executor *ex, const struct executor_pass *p);
     /* Runs of steps, required when the device sets loop_steps (else executor.c's defaults run): see
      * executor_stage_steps and executor_run_steps. */
     int (*stage_steps)(struct executor *ex, const struct executor_staged *sg);
@@ -189,6 +216,14 @@ struct executor_device {
     /* Optional, for devices that need hardware: TB_OK when one is present, else TB_EUNSUPPORTED with a
      * one-line reason (NULL: always present, as the cpu is). */
     int (*probe)(void);
+    /* Optional (device_info.h): the device's facts; its measured ceilings (gemm_n 0: the device's
+     * default size; seconds of work); its memory, the allocation high-water mark restarted afterwards
+     * when reset. Each TB_OK, or an error with its one-line reason (the probe's where no hardware). */
+    int (*info)(struct device_info *d);
+    int (*calibrate)(struct device_ceilings *c, int gemm_n);
+    int (*memory)(struct device_memory *m, int reset);
+    /* Optional: how many instances are present (GPUs); NULL or 0: not counted (the cpu's cores). */
+    int (*count)(void);
 };
 
 /* The registered devices, in display order; *n receives the count. */
@@ -198,6 +233,19 @@ int executor_create(struct executor *ex, const struct model *m, const struct exe
 /* Whether device `name` can run here: TB_OK, TB_EUNSUPPORTED with the reason (no hardware present), or
  * TB_EINVAL for a name the registry does not know. */
 int executor_device_probe(const char *name);
+/* Device `name`'s facts (device_info.h): TB_OK; TB_EUNSUPPORTED when it keeps none or has no hardware here,
+ * TB_EINVAL when the registry does not know it; each with its reason. */
+int executor_device_info(const char *name, struct device_info *d);
+/* Measures device `name`'s ceilings (gemm_n 0: its default), errors as executor_device_info. */
+int executor_device_calibrate(const char *name, struct device_ceilings *c, int gemm_n);
+/* Device `name`'s memory now; reset restarts the allocation high-water mark at what is held. Errors as
+ * executor_device_info. */
+int executor_device_memory(const char *name, struct device_memory *m, int reset);
+/* Instances of device `name` present (cuda: GPUs); 0 when the device does not count them (cpu). */
+int executor_device_count(const char *name);
+/* Adds a device after the built-in ones (a test's double of a device; at most 4): TB_EINVAL when full
+ * or the name is taken. Not thread-safe: register before creating executors. */
+int executor_device_register(const struct executor_device *d);
 /* Releases everything (safe on a zeroed or failed executor). */
 void executor_destroy(struct executor *ex);
 /* Forward over p's layers; *loss_sum gets Σ loss when the range ends at the loss layer (else 0). */
@@ -264,6 +312,19 @@ size_t executor_export_boundary(struct executor *ex, int grads, int slot, void *
                                 float scale);
 /* Stages, half precision: stores gradients times scale (fp16's loss scale) from the next call on. */
 void executor_set_grad_scale(struct executor *ex, float scale);
+/* Prepares a gradient collective over ex[0..n) (created executors of one device): TB_EUNSUPPORTED with
+ * the reason when the device has none, or none for this arrangement (the schedule then sums host copies). */
+int executor_group_init(struct executor_group *g, struct executor *ex, int n);
+/* Sums TF_GRADS over the group into every member in a fixed order (executor_synchronize waits for it). */
+int executor_group_allreduce_grads(struct executor_group *g);
+/* Releases what executor_group_init prepared (safe on a zeroed or failed group). */
+void executor_group_free(struct executor_group *g);
+/* Starts copying the inputs of a later pass (p->x, p->y, p->n: unchanged until that pass) to the device;
+ * a no-op where the device reads host memory in place (cpu) or stages its own (a fused step). */
+int executor_prefetch(struct executor *ex, const struct executor_pass *p);
+/* How many passes ahead executor_prefetch copies on this executor (cfg.prefetch, or 0 where it copies
+ * nothing). */
+int executor_prefetches(const struct executor *ex);
 /* Bytes of host memory available now (0 when unknown): what an executor's estimate is checked against. */
 double executor_host_mem_available(void);
 /* Bytes of host memory in all (TB_MEM_AVAILABLE when set, else the physical pages; 8 GiB when unknown). */
@@ -277,5 +338,13 @@ int executor_cpu_stage_create(struct executor *ex);
 int executor_cuda_create(struct executor *ex);
 /* The cuda device's probe: TB_OK when cudaGetDeviceCount finds a GPU, else TB_EUNSUPPORTED with why. */
 int executor_cuda_probe(void);
+/* The cuda device's facts: GPU 0's name, driver and runtime versions, memory, compute capability. */
+int executor_cuda_info(struct device_info *d);
+/* The cuda device's ceilings: cuBLAS fp32/TF32/bf16 GEMM and device-to-device copy (cuda/calibrate_cuda.c). */
+int executor_cuda_calibrate(struct device_ceilings *c, int gemm_n);
+/* The cuda device's memory: the executors' own accounting and cudaMemGetInfo. */
+int executor_cuda_memory(struct device_memory *m, int reset);
+/* The GPUs cudaGetDeviceCount finds (0 when it fails). */
+int executor_cuda_count(void);
 
 #endif

@@ -80,6 +80,7 @@ static void inst_free(struct model_inst *mi)
     free(mi->labels);
     if (mi->m) exec_release(mi);
     free(mi->prof);
+    free(mi->prof_busy);
     memset(mi, 0, sizeof *mi);
 }
 
@@ -153,7 +154,12 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
     }
     if (cfg->profile) {
         e->train.prof = calloc(2 * (size_t)m->n_layers, sizeof(double));
-        if (!e->train.prof) {
+        /* Barrier waits per thread (a pool only): imbalance and serial layers, apart from kernel time. */
+        if (nth > 1) {
+            e->train.prof_busy = calloc(2 * (size_t)m->n_layers * (size_t)nth, sizeof(double));
+            e->busy_sum = calloc(2 * (size_t)m->n_layers, sizeof(double));
+        }
+        if (!e->train.prof || (nth > 1 && (!e->train.prof_busy || !e->busy_sum))) {
             st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
             goto fail;
         }
@@ -196,6 +202,7 @@ void local_engine_free(struct local_engine *e)
     free(e->trace.ev);
     free(e->pending_in);
     free(e->algos);
+    free(e->busy_sum);
     memset(e, 0, sizeof *e);
 }
 
@@ -423,6 +430,16 @@ static int cpu_stats(struct executor *ex, struct executor_stats *s)
 {
     const struct local_engine *e = eng(ex);
     s->profile = e->train.prof;
+    if (e->busy_sum) {
+        const size_t n2 = 2 * (size_t)e->m->n_layers;
+        for (size_t k = 0; k < n2; k++) {
+            double w = 0.0;
+            for (int t = 0; t < e->nth; t++) w += e->train.prof_busy[(size_t)t * n2 + k];
+            e->busy_sum[k] = w;
+        }
+        s->profile_busy = e->busy_sum;
+        s->profile_threads = e->nth;
+    }
     s->trace = e->trace.ev;
     s->n_trace = e->trace.ev ? e->trace.n : 0;
     s->conv_algos = e->algos;

@@ -31,6 +31,8 @@ struct local_engine {
     int *algos;                    /* (n_layers) each layer's enum conv_algo (-1 none), for executor_stats */
     double claimed;                /* bytes this engine counted against the process's memory budget */
     struct exec_trace trace;       /* --trace: the current (or last) training step's events; ev NULL = off */
+    double *busy_sum;              /* --profile with threads: (n_layers, 2) work seconds summed over the
+                                      pool's threads, refreshed from train.prof_busy by executor_stats */
 };
 
 /* Plans and allocates an engine for m under cfg (cfg->n_max training samples per pass, cfg->threads

@@ -39,11 +39,44 @@ struct tpool {
     int spin;                  /* pauses before sleeping: BARRIER_SPIN, less when oversubscribed */
 };
 
+/* The cores this process may run on, in order: read once, before any pool pins its caller (whose own mask
+ * then shrinks to one core). */
+static int cpu_list[CPU_SETSIZE];
+static int n_cpu_list;
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+
+static void cpu_list_read(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set)) cpu_list[n_cpu_list++] = c;
+    if (n_cpu_list == 0) {
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        for (long c = 0; c < (online > 0 ? online : 1) && c < CPU_SETSIZE; c++) cpu_list[n_cpu_list++] = (int)c;
+    }
+}
+
+int tpool_cpus(void)
+{
+    pthread_once(&cpu_once, cpu_list_read);
+    return n_cpu_list;
+}
+
 /* Pauses a waiter spins before it sleeps or yields, with `threads` threads sharing the cores. */
 static int spin_for(int threads)
 {
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    return online > 0 && threads > online ? BARRIER_SPIN_OVERSUBSCRIBED : BARRIER_SPIN;
+    return threads > tpool_cpus() ? BARRIER_SPIN_OVERSUBSCRIBED : BARRIER_SPIN;
+}
+
+/* Pins thread th to the ith core of the process's mask. */
+static void pin_thread(pthread_t th, int ith)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu_list[ith % tpool_cpus()], &set);
+    pthread_setaffinity_np(th, sizeof set, &set);
 }
 
 static void futex_wait(_Atomic unsigned *addr, unsigned val)
@@ -57,16 +90,6 @@ static void futex_wake_all(_Atomic unsigned *addr)
 }
 
 static inline void cpu_relax(void) { __builtin_ia32_pause(); }
-
-static void pin_to(int core)
-{
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1) return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(core % cores, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-}
 
 static void *worker_main(void *arg)
 {
@@ -99,7 +122,7 @@ struct tpool *tpool_create(int n_threads, int pin)
     tpool_barrier_init(&p->bar, n_threads, n_threads);
     p->w = calloc((size_t)n_threads, sizeof *p->w);
     if (!p->w) goto fail;
-    if (pin) pin_to(0);
+    if (pin) pin_thread(pthread_self(), 0);
     for (int i = 1; i < n_threads; i++) {
         p->w[i].p = p;
         p->w[i].ith = i;
@@ -108,13 +131,7 @@ struct tpool *tpool_create(int n_threads, int pin)
             tpool_destroy(p);
             return NULL;
         }
-        if (pin) {
-            long cores = sysconf(_SC_NPROCESSORS_ONLN);
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(i % (cores > 0 ? cores : 1), &set);
-            pthread_setaffinity_np(p->w[i].th, sizeof set, &set);
-        }
+        if (pin) pin_thread(p->w[i].th, i);
     }
     return p;
 fail:

@@ -27,7 +27,11 @@ void tpool_barrier_init(struct tpool_barrier *b, int n, int threads);
 /* Waits until all n threads reach b. */
 void tpool_barrier_wait(struct tpool_barrier *b);
 
-/* Creates a pool of n_threads (≥ 1) threads, the caller included; pins thread i to core i % cores when pin. */
+/* Cores this process may run on: its affinity mask when first asked (taskset, mpirun's --bind-to/PE=,
+ * a cgroup's cpuset), else the online cores. The default thread and device counts. */
+int tpool_cpus(void);
+/* Creates a pool of n_threads (≥ 1) threads, the caller included; when pin, thread i runs on the
+ * (i mod tpool_cpus())-th core of that mask, so ranks bound to disjoint cores keep their pools apart. */
 struct tpool *tpool_create(int n_threads, int pin);
 /* Runs fn(arg, ith, nth) on every thread and waits for all. */
 void tpool_run(struct tpool *p, void (*fn)(void *arg, int ith, int nth), void *arg);

@@ -49,6 +49,9 @@ static struct {
     cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
     cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
                             const float *, int, const float *, int, const float *, float *, int);
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
     const char *(*status_string)(cublasStatus_t);
     int loaded;
     char why[256];
@@ -75,9 +78,10 @@ static void cb_load(void)
     *(void **)&cb.set_math_mode = dlsym(lib, "cublasSetMathMode");
     *(void **)&cb.set_workspace = dlsym(lib, "cublasSetWorkspace_v2");
     *(void **)&cb.sgemm = dlsym(lib, "cublasSgemm_v2");
+    *(void **)&cb.gemm_ex = dlsym(lib, "cublasGemmEx");
     *(void **)&cb.status_string = dlsym(lib, "cublasGetStatusString");
     if (!cb.create || !cb.destroy || !cb.set_stream || !cb.set_math_mode || !cb.set_workspace || !cb.sgemm ||
-        !cb.status_string) {
+        !cb.gemm_ex || !cb.status_string) {
         snprintf(cb.why, sizeof cb.why, "cuBLAS lacks an entry point trainbench calls");
         return;
     }
@@ -118,6 +122,7 @@ int tb_cublas_create(tb_cublas **out, cudaStream_t s)
      * still force TF32 — leave it unset for comparisons. */
     TB_CB(cb.set_math_mode(h->h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     TB_CU(cudaMalloc(&h->workspace, CUBLAS_WORKSPACE_BYTES));
+    tb_cuda_mem_account(CUBLAS_WORKSPACE_BYTES);
     TB_CB(cb.set_workspace(h->h, h->workspace, CUBLAS_WORKSPACE_BYTES), "cublasSetWorkspace");
     return TB_OK;
 }
@@ -126,7 +131,10 @@ void tb_cublas_destroy(tb_cublas *h)
 {
     if (!h) return;
     if (h->h) cb.destroy(h->h);
-    if (h->workspace) cudaFree(h->workspace);
+    if (h->workspace) {
+        cudaFree(h->workspace);
+        tb_cuda_mem_account(-(double)CUBLAS_WORKSPACE_BYTES);
+    }
     free(h);
 }
 
@@ -137,4 +145,38 @@ int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alp
                    ldb, &beta, C, ldc),
           "cublasSgemm");
     return TB_OK;
+}
+
+int tb_cublas_gemm_ex(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha,
+                      const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc)
+{
+    const cudaDataType t = p == TB_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    const cublasComputeType_t ct = p == TB_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    TB_CB(cb.gemm_ex(h->h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, t,
+                     lda, B, t, ldb, &beta, C, t, ldc, ct, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+    return TB_OK;
+}
+
+/* The process's device allocations: a count and its high-water mark, under one lock (executors of
+ * mirrored replicas may be created from several threads). */
+static struct {
+    pthread_mutex_t mu;
+    double now, peak;
+} mem = {PTHREAD_MUTEX_INITIALIZER, 0.0, 0.0};
+
+void tb_cuda_mem_account(double bytes)
+{
+    pthread_mutex_lock(&mem.mu);
+    mem.now += bytes;
+    if (mem.now > mem.peak) mem.peak = mem.now;
+    pthread_mutex_unlock(&mem.mu);
+}
+
+void tb_cuda_mem_counts(double *now, double *peak, int reset)
+{
+    pthread_mutex_lock(&mem.mu);
+    *now = mem.now, *peak = mem.peak;
+    if (reset) mem.peak = mem.now;
+    pthread_mutex_unlock(&mem.mu);
 }

@@ -42,6 +42,22 @@ typedef struct tb_cublas tb_cublas;
 int tb_cublas_create(tb_cublas **h, cudaStream_t s);
 /* Destroys a handle (NULL is fine). */
 void tb_cublas_destroy(tb_cublas *h);
+/* Element and compute types of tb_cublas_gemm_ex. */
+enum tb_gemm_prec {
+    TB_GEMM_FP32, /* fp32 A, B, C; fp32 arithmetic, TF32 off (what tb_cublas_sgemm runs) */
+    TB_GEMM_TF32, /* fp32 A, B, C; inputs rounded to TF32 on the tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) */
+    TB_GEMM_BF16, /* bf16 A, B, C; fp32 accumulation (CUBLAS_COMPUTE_32F) */
+};
+/* Column-major C (m,n) = alpha·op(A)·op(B) + beta·C through cublasGemmEx in precision p (alpha, beta in fp32);
+ * ta/tb: 0 = N, 1 = T. */
+int tb_cublas_gemm_ex(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha,
+                      const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc);
+
+/* Adds bytes (negative: freed) to this process's count of device memory the cuda device allocated, and
+ * raises its high-water mark (thread-safe). */
+void tb_cuda_mem_account(double bytes);
+/* The count now and its high-water mark; reset restarts the mark at the count (after reading it). */
+void tb_cuda_mem_counts(double *now, double *peak, int reset);
 /* Column-major C (m,n) = alpha·op(A)·op(B) + beta·C, fp32 (cublasSgemm); ta/tb: 0 = N, 1 = T. */
 int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);

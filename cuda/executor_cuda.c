@@ -13,17 +13,22 @@
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max,
  * so get/set tensors are plain copies and a test can compare the two devices element by element.
+ * Placement: an executor runs on GPU cfg.ordinal mod the GPUs present, on a stream and memory of its
+ * own (a schedule's replicas share a GPU when there are fewer GPUs than replicas); gradients of a group
+ * of executors are summed by collective_cuda.c, inputs copied ahead by prefetch_cuda.c.
  * Synchronisation: every call returns with its work enqueued; those that hand results to the host (a
  * loss, get_tensors, evaluate) wait on the stream. Ownership: the context owns every allocation.
  */
-#include "executor.h"
+#include "executor_cuda.h"
 
+#include "collective_cuda.h"
 #include "cuda_util.h"
 #include "executor_cuda_layers.h"
 #include "layout.h"
 #include "ops_dense.h"
 #include "ops_effnet.h"
 #include "optim_cuda.h"
+#include "prefetch_cuda.h"
 #include "stage_precision.h"
 #include "status.h"
 
@@ -34,6 +39,8 @@
 struct cuda_ctx {
     const struct model *m;
     struct executor_config cfg;
+    int gpu;                                 /* the GPU ordinal: cfg.ordinal mod the GPUs present */
+    struct tb_cuda_prefetch *pf;             /* inputs copied ahead (--prefetch; NULL until the first) */
     cudaStream_t s;
     tb_cublas *blas;
     float *params, *grads, *opt, *buffers;   /* device, canonical layouts */
@@ -67,10 +74,24 @@ struct cuda_ctx {
     long long *l_k;                          /* device: the step index the graph reads */
     long l_cap;                              /* steps the loop buffers hold */
     long l_first, l_n;                       /* the staged steps (l_n = 0: none staged) */
+    double l_bytes;                          /* their device bytes (part of dev_bytes) */
     void *h_stage;                           /* pinned: a fused step's pixels, label, alpha and loss */
+    double dev_bytes;                        /* device memory it allocated (the rows' gpu_mem_peak_mib) */
 };
 
 static struct cuda_ctx *ctx_of(const struct executor *ex) { return ex->ctx; }
+
+/* cudaMalloc of n bytes (at least 1, so every family has a distinct pointer), counted in c->dev_bytes and
+ * the process's tally (tb_cuda_mem_account); cuda_destroy gives the whole count back. */
+static int dev_alloc(struct cuda_ctx *c, void **p, size_t n, const char *what)
+{
+    const size_t bytes = n ? n : 1;
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) return tb_cuda_fail(e, what, __FILE__, __LINE__);
+    c->dev_bytes += (double)bytes;
+    tb_cuda_mem_account((double)bytes);
+    return TB_OK;
+}
 
 static float *act(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
@@ -121,8 +142,12 @@ static struct cu_env env_of(const struct cuda_ctx *c)
                            .buffers = c->buffers, .scratch = c->scratch, .seed = c->cfg.seed};
 }
 
+/* Every entry point starts here: this executor's GPU made current on the calling thread (replicas on
+ * several GPUs are driven from several threads, and one thread drives several), then a failure a void
+ * call left is reported. */
 static int sticky(struct cuda_ctx *c)
 {
+    TB_CU(cudaSetDevice(c->gpu));
     if (!c->err) return TB_OK;
     const int st = c->err;
     c->err = 0;
@@ -273,7 +298,12 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
                             "cuda: sync BatchNorm across replicas is not implemented on this device yet");
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
-    if (fwd && (st = upload(c, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n)) != TB_OK) return st;
+    const uint8_t *px = p->l0 == 0 ? p->x : NULL;
+    const int32_t *py = at_loss ? p->y : NULL;
+    /* Inputs copied ahead (cuda_prefetch) are taken on the device; otherwise uploaded now. */
+    const int ahead = fwd && c->pf ? tb_cuda_prefetch_take(c->pf, px, py, p->n, p->step, c->x, c->labels, c->s) : 0;
+    if (ahead < 0) return ahead;
+    if (fwd && !ahead && (st = upload(c, px, py, p->n)) != TB_OK) return st;
     for (int i = p->l0; fwd && i < p->l1; i++)
         if ((st = layer_forward(c, &c->train, &m->layers[i], p->n, p->n_global, p->training, p->first_index,
                                 p->step)) != TB_OK)
@@ -288,7 +318,8 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
 static void cuda_zero_grads(struct executor *ex)
 {
     struct cuda_ctx *c = ctx_of(ex);
-    const cudaError_t e = cudaMemsetAsync(c->grads, 0, c->m->n_params * sizeof(float), c->s);
+    cudaError_t e = cudaSetDevice(c->gpu);
+    if (e == cudaSuccess) e = cudaMemsetAsync(c->grads, 0, c->m->n_params * sizeof(float), c->s);
     if (e != cudaSuccess && !c->err) {
         c->err = tb_cuda_fail(e, "cudaMemsetAsync(gradients)", __FILE__, __LINE__);
         snprintf(c->err_msg, sizeof c->err_msg, "%s", tb_error_get());
@@ -470,12 +501,20 @@ static int loop_reserve(struct cuda_ctx *c, long steps)
     if (c->gexec) cudaGraphExecDestroy(c->gexec), c->gexec = NULL;
     if (c->graph) cudaGraphDestroy(c->graph), c->graph = NULL;
     if (steps > c->l_cap) {
-        cudaFree(c->l_x), cudaFree(c->l_y), cudaFree(c->l_alpha), cudaFree(c->l_loss);
+        void *old[] = {c->l_x, c->l_y, c->l_alpha, c->l_loss};
+        for (int k = 0; k < 4; k++)
+            if (old[k]) cudaFree(old[k]);
+        c->dev_bytes -= c->l_bytes;
+        tb_cuda_mem_account(-c->l_bytes);
         c->l_x = NULL, c->l_y = NULL, c->l_alpha = NULL, c->l_loss = NULL, c->l_cap = 0;
-        TB_CU(cudaMalloc((void **)&c->l_x, (size_t)steps * c->per_in));
-        TB_CU(cudaMalloc((void **)&c->l_y, (size_t)steps * sizeof(int32_t)));
-        TB_CU(cudaMalloc((void **)&c->l_alpha, (size_t)steps * sizeof(float)));
-        TB_CU(cudaMalloc((void **)&c->l_loss, (size_t)steps * sizeof(double)));
+        const double before = c->dev_bytes;
+        const size_t ns = (size_t)steps;
+        int st = dev_alloc(c, (void **)&c->l_x, ns * c->per_in, "cudaMalloc(loop pixels)");
+        if (st == TB_OK) st = dev_alloc(c, (void **)&c->l_y, ns * sizeof(int32_t), "cudaMalloc(loop labels)");
+        if (st == TB_OK) st = dev_alloc(c, (void **)&c->l_alpha, ns * sizeof(float), "cudaMalloc(loop steps)");
+        if (st == TB_OK) st = dev_alloc(c, (void **)&c->l_loss, ns * sizeof(double), "cudaMalloc(loop losses)");
+        c->l_bytes = c->dev_bytes - before; /* what the next growth gives back, even after a failure here */
+        if (st != TB_OK) return st;
         c->l_cap = steps;
     }
     c->ld = (struct tb_cuda_loop_dev){c->l_x, c->l_y, c->l_alpha, c->l_loss, c->l_k, c->l_cap};
@@ -568,12 +607,31 @@ static int cuda_train_step(struct executor *ex, const struct executor_pass *p, d
     return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, p->step);
 }
 
+/* Starts the upload of a later pass's inputs on the copy stream (prefetch_cuda.c), the ring's
+ * cfg.prefetch + 1 slots created on first use: the pass that reads them may be that many calls away. */
+static int cuda_prefetch(struct executor *ex, const struct executor_pass *p)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    if (!c->pf && (st = tb_cuda_prefetch_create(&c->pf, c->cfg.prefetch + 1, c->cfg.n_max, c->per_in)) != TB_OK)
+        return st;
+    const int at_loss = p->l1 == 0 || p->l1 == c->m->n_layers; /* the keys cuda_compute will look for */
+    return tb_cuda_prefetch_put(c->pf, p->l0 == 0 ? p->x : NULL, at_loss ? p->y : NULL, p->n, p->step);
+}
+
+int executor_cuda_gpu(const struct executor *ex) { return ctx_of(ex)->gpu; }
+
+void *executor_cuda_stream(const struct executor *ex) { return ctx_of(ex)->s; }
+
 /* ---- lifetime ---- */
 
 static void cuda_destroy(struct executor *ex)
 {
     struct cuda_ctx *c = ctx_of(ex);
     if (!c) return;
+    cudaSetDevice(c->gpu);
+    tb_cuda_prefetch_destroy(c->pf);
     if (c->s) cudaStreamSynchronize(c->s);
     if (c->gexec) cudaGraphExecDestroy(c->gexec);
     if (c->graph) cudaGraphDestroy(c->graph);
@@ -587,16 +645,9 @@ static void cuda_destroy(struct executor *ex)
     if (c->h_correct) cudaFreeHost(c->h_correct);
     if (c->h_stage) cudaFreeHost(c->h_stage);
     if (c->s) cudaStreamDestroy(c->s);
+    tb_cuda_mem_account(-c->dev_bytes);
     free(c);
     ex->ctx = NULL;
-}
-
-/* cudaMalloc of n bytes (at least 1, so every family has a distinct pointer). */
-static int dev_alloc(void **p, size_t n, const char *what)
-{
-    const cudaError_t e = cudaMalloc(p, n ? n : 1);
-    if (e != cudaSuccess) return tb_cuda_fail(e, what, __FILE__, __LINE__);
-    return TB_OK;
 }
 
 /* The optimizer's segment tables (one per trainable tensor, as executor_cpu.c builds them) on the device. */
@@ -619,11 +670,11 @@ static int build_segments(struct cuda_ctx *c)
         n++;
     }
     c->n_segs = n;
-    if (st == TB_OK) st = dev_alloc((void **)&c->seg_of, np * sizeof *seg_of, "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->no_decay, (size_t)n, "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->trust, (size_t)n * sizeof(float), "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->seg_off, (size_t)n * sizeof *off, "cudaMalloc(segments)");
-    if (st == TB_OK) st = dev_alloc((void **)&c->seg_n, (size_t)n * sizeof *cnt, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->seg_of, np * sizeof *seg_of, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->no_decay, (size_t)n, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->trust, (size_t)n * sizeof(float), "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->seg_off, (size_t)n * sizeof *off, "cudaMalloc(segments)");
+    if (st == TB_OK) st = dev_alloc(c, (void **)&c->seg_n, (size_t)n * sizeof *cnt, "cudaMalloc(segments)");
     cudaError_t e = cudaSuccess;
     if (st == TB_OK && np) e = cudaMemcpy(c->seg_of, seg_of, np * sizeof *seg_of, cudaMemcpyHostToDevice);
     if (st == TB_OK && n && e == cudaSuccess) e = cudaMemcpy(c->no_decay, nd, (size_t)n, cudaMemcpyHostToDevice);
@@ -651,10 +702,18 @@ static const struct executor_i cuda_iface = {
     .name = "cuda", .destroy = cuda_destroy, .compute = cuda_compute, .zero_grads = cuda_zero_grads,
     .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
     .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
-    .evaluate = cuda_evaluate, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps,
+    .evaluate = cuda_evaluate, .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
+    .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps,
 };
 
 int executor_cuda_probe(void) { return tb_cuda_probe(); }
+
+int executor_cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) (void)cudaGetLastError(), n = 0;
+    return n;
+}
 
 int executor_cuda_create(struct executor *ex)
 {
@@ -681,6 +740,11 @@ int executor_cuda_create(struct executor *ex)
     ex->i = &cuda_iface;
     c->m = m;
     c->cfg = ex->cfg;
+    /* Replica r of a schedule on GPU r mod the GPUs present: with one GPU, every replica on it (a stream
+     * and memory each), so multi-device schedules run on one card. */
+    const int n_gpus = executor_cuda_count();
+    c->gpu = n_gpus > 0 && ex->cfg.ordinal > 0 ? ex->cfg.ordinal % n_gpus : 0;
+    TB_CU(cudaSetDevice(c->gpu));
     const int n_max = ex->cfg.n_max, eval_n = ex->cfg.eval_batch;
     c->n_io = n_max > eval_n ? n_max : eval_n;
     c->per_in = m->tensors[m->input].per_sample;
@@ -700,18 +764,18 @@ int executor_cuda_create(struct executor *ex)
     /* Once, for the larger of the two batches: no allocation per step. */
     const size_t s_train = tb_cuda_effnet_scratch_bytes(m, n_max), s_eval = tb_cuda_effnet_scratch_bytes(m, eval_n);
     const size_t scratch = s_train > s_eval ? s_train : s_eval;
-    if ((st = dev_alloc((void **)&c->params, np * sizeof(float), "cudaMalloc(params)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->train.acts, at * sizeof(float), "cudaMalloc(activations)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->train.dacts, at * sizeof(float), "cudaMalloc(activation gradients)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->eval.acts, ae * sizeof(float), "cudaMalloc(evaluation activations)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
-        (st = dev_alloc((void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
-        (st = dev_alloc(&c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
+    if ((st = dev_alloc(c, (void **)&c->params, np * sizeof(float), "cudaMalloc(params)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->train.acts, at * sizeof(float), "cudaMalloc(activations)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->train.dacts, at * sizeof(float), "cudaMalloc(activation gradients)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->eval.acts, ae * sizeof(float), "cudaMalloc(evaluation activations)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
+        (st = dev_alloc(c, &c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
         return st;
     TB_CU(cudaMallocHost((void **)&c->h_losses, (size_t)c->n_io * sizeof(float)));
     TB_CU(cudaMallocHost((void **)&c->h_correct, (size_t)c->n_io));
@@ -725,8 +789,9 @@ int executor_cuda_create(struct executor *ex)
     TB_CU(cudaDeviceSynchronize());
     c->loop = loop_eligible(ex);
     if (c->loop) {
-        TB_CU(cudaMalloc((void **)&c->l_k, sizeof(long long)));
-        TB_CU(cudaMalloc((void **)&c->l_alpha_now, sizeof(float)));
+        if ((st = dev_alloc(c, (void **)&c->l_k, sizeof(long long), "cudaMalloc(loop step)")) != TB_OK ||
+            (st = dev_alloc(c, (void **)&c->l_alpha_now, sizeof(float), "cudaMalloc(loop step size)")) != TB_OK)
+            return st;
         TB_CU(cudaMallocHost(&c->h_stage, (c->per_in + 7) / 8 * 8 + 32));
         ex->fused_step = 1;
         ex->loop_steps = 1;

@@ -7,6 +7,7 @@
 #include "machine.h"
 #include "regular_file.h"
 #include "status.h"
+#include "tpool.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -112,8 +113,7 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     snprintf(c->blas_core, sizeof c->blas_core, "%s", mi.blas_core);
     snprintf(c->timestamp, sizeof c->timestamp, "%s", mi.timestamp);
     const int n = sgemm_n > 0 ? sgemm_n : 2048;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    c->all_threads = cores > 0 ? (int)cores : 1;
+    c->all_threads = tpool_cpus();
     c->cores = mi.n_cores;
     c->sgemm_n = n;
 
@@ -145,7 +145,7 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     }
     c->triad_elements = elems;
     c->triad_1t_gbs = triad_gbs(x, y, z, elems, 1);
-    c->triad_all_gbs = triad_gbs(x, y, z, elems, cores > 0 ? (int)cores : 1);
+    c->triad_all_gbs = triad_gbs(x, y, z, elems, c->all_threads);
     free(x), free(y), free(z);
     return TB_OK;
 }
@@ -168,6 +168,7 @@ int calibrate_write(const struct calibration *c, const char *path)
     json_key_double(&b, "triad_1t_gbs", c->triad_1t_gbs);
     json_key_double(&b, "triad_all_gbs", c->triad_all_gbs);
     json_key_int(&b, "triad_elements", c->triad_elements);
+    calibrate_gpu_write_json(&c->gpu, &b);
     json_end_object(&b);
     int st = json_buf_status(&b);
     if (st != TB_OK) {
@@ -212,7 +213,7 @@ int calibrate_read(const char *path, struct calibration *c)
     const char *why = NULL;
     FILE *f = regular_fopen(path, &why);
     if (!f) return tb_error_set(TB_EIO, "calibration %s: %s", path, why);
-    char buf[4096];
+    char buf[8192];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
@@ -232,9 +233,11 @@ int calibrate_read(const char *path, struct calibration *c)
     snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
     snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
     snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));
+    st = calibrate_gpu_read_json(v, &c->gpu);
     json_value_free(v);
     if (!(c->sgemm_1t_gflops > 0.0) || !(c->triad_all_gbs > 0.0))
         return tb_error_set(TB_EFORMAT, "calibration %s: missing sgemm or triad figures", path);
+    if (st != TB_OK) return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, tb_error_get());
     return TB_OK;
 }
 

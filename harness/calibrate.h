@@ -7,6 +7,10 @@
  * cores); the triad is a[i] = b[i] + s·c[i] over doubles, arrays four times the last-level cache,
  * 24 bytes per element counted as STREAM does (no write-allocate traffic), on one thread and on all.
  * Best of several repetitions, since a ceiling is what the machine can do, not what it usually does.
+ * The GPU (the cuda device, when built and present) is measured beside them by the device itself
+ * (executor_device_calibrate: cuBLAS fp32 with TF32 off, TF32 and bf16 GEMMs, device-to-device copy) and
+ * recorded in the same file with its facts; a machine without one records why (absent: the runtime's
+ * reason; not built), never a zero ceiling (calibrate_gpu.c).
  * Not a tuning tool: it measures, it never changes OpenBLAS's or the backends' settings for later.
  * Threading: calibrate_measure starts and joins its own threads and restores OpenBLAS's thread
  * count; call it from one thread while nothing else runs.
@@ -14,9 +18,30 @@
 #ifndef TB_CALIBRATE_H
 #define TB_CALIBRATE_H
 
+#include "device_info.h"
+#include "json.h"
+
 #include <stddef.h>
 
 #define CALIBRATION_DEFAULT_PATH "results/calibration.json"
+/* The registry's device whose ceilings a calibration holds as the GPU's. */
+#define CALIBRATION_GPU_DEVICE "cuda"
+
+/* What a calibration says of the GPU. */
+enum calibration_gpu_state {
+    CAL_GPU_UNKNOWN,   /* nothing: a file written before GPUs were calibrated */
+    CAL_GPU_MEASURED,  /* facts and ceilings measured */
+    CAL_GPU_ABSENT,    /* the cuda device is built but no GPU answered (why: the runtime's reason) */
+    CAL_GPU_NOT_BUILT, /* this bench has no cuda device */
+    CAL_GPU_FAILED,    /* a GPU answered but a measurement failed (why) */
+};
+
+struct calibration_gpu {
+    enum calibration_gpu_state state;
+    char why[256];             /* absent, not built, failed: the one-line reason */
+    struct device_info info;   /* measured: the GPU's facts */
+    struct device_ceilings c;  /* measured: its ceilings (all > 0) */
+};
 
 struct calibration {
     int sgemm_n;
@@ -30,10 +55,28 @@ struct calibration {
     int cores;                 /* online logical CPUs where it was measured */
     char blas_core[64];
     char timestamp[32];
+    struct calibration_gpu gpu;
 };
 
-/* Measures the ceilings (a few seconds). sgemm_n 0 = 2048. Returns TB_OK or TB_ENOMEM. */
+/* Measures the CPU ceilings (a few seconds; c->gpu left unknown). sgemm_n 0 = 2048. Returns TB_OK or TB_ENOMEM. */
 int calibrate_measure(struct calibration *c, int sgemm_n);
+/* Measures the GPU into g (gemm_n 0: the device's default size); a missing, unbuilt or failing GPU is a
+ * state with its reason, not an error. Returns g->state. */
+enum calibration_gpu_state calibrate_measure_gpu(struct calibration_gpu *g, int gemm_n);
+/* What this machine has now, without measuring: state MEASURED with the facts when a GPU answers, else
+ * ABSENT or NOT_BUILT with why. Returns g->state. */
+enum calibration_gpu_state calibrate_gpu_probe(struct calibration_gpu *g);
+/* "measured", "absent", "not built", "failed" or "unknown". */
+const char *calibrate_gpu_state_name(enum calibration_gpu_state s);
+/* 1 when g holds ceilings measured on a GPU named gpu_name, else 0. */
+int calibrate_gpu_matches(const struct calibration_gpu *g, const char *gpu_name);
+/* The better of g's two copy ceilings, GB/s: the memory roof of the GPU's roofline. */
+double calibrate_gpu_copy_gbs(const struct calibration_gpu *g);
+/* Writes member "gpu" of a calibration file into the object open in b (nothing for UNKNOWN). */
+void calibrate_gpu_write_json(const struct calibration_gpu *g, struct json_buf *b);
+/* Reads member "gpu" of a parsed calibration file (UNKNOWN when there is none). TB_OK, or TB_EFORMAT for
+ * a measured GPU without a positive ceiling. */
+int calibrate_gpu_read_json(const struct json_value *file, struct calibration_gpu *g);
 /* Writes c as JSON to path (parent directories created). Returns TB_OK or TB_EIO. */
 int calibrate_write(const struct calibration *c, const char *path);
 /* Reads a calibration written by calibrate_write. Returns TB_OK, TB_EIO (missing) or TB_EFORMAT. */

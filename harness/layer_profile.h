@@ -14,14 +14,17 @@ struct layer_type_row {
     int layers;
     double seconds;     /* forward + backward, summed over steps */
     double gflop;       /* training FLOPs of those layers over the steps */
+    double busy;        /* a thread's mean work in those layers (seconds); < 0: not measured */
 };
 
-/* Aggregates prof (n_layers, 2) over `samples` training samples into rows by op type (at most OP_COUNT);
- * returns the number of rows, sorted by time, largest first. */
-int layer_profile_by_type(const struct model *m, const double *prof, double samples, struct layer_type_row *rows);
-/* Prints the breakdown; peak_gflops <= 0 omits the share-of-peak column. */
+/* Aggregates prof (n_layers, 2) over `samples` training samples into rows by op type (at most OP_COUNT),
+ * with busy (n_layers, 2: work seconds summed over `threads` threads; NULL: not measured); returns the
+ * number of rows, sorted by time, largest first. */
+int layer_profile_by_type(const struct model *m, const double *prof, const double *busy, int threads,
+                          double samples, struct layer_type_row *rows);
+/* Prints the breakdown; peak_gflops <= 0 omits the share-of-peak column, rows without work times the idle column. */
 void layer_profile_print(const struct layer_type_row *rows, int n, double peak_gflops, FILE *f);
-/* Writes "layer_types": [{op, layers, seconds, share, gflops_per_s}] into the object open in b. */
+/* Writes "layer_types": [{op, layers, seconds, share, gflops_per_s[, idle_share]}] into the object open in b. */
 void layer_profile_write_json(const struct layer_type_row *rows, int n, struct json_buf *b);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "blas_core.h"
 #include "build_info.h"
+#include "executor.h"
 #include "status.h"
 
 #include <math.h>
@@ -178,6 +179,14 @@ int machine_info_read(struct machine_info *m)
     return TB_OK;
 }
 
+int machine_gpu_read(struct machine_info *m, const char *device)
+{
+    m->have_gpu = device && strcmp(device, "cpu") && executor_device_info(device, &m->gpu) == TB_OK;
+    if (!m->have_gpu) memset(&m->gpu, 0, sizeof m->gpu);
+    tb_error_clear();
+    return TB_OK;
+}
+
 void machine_info_write_json(const struct machine_info *m, struct json_buf *b)
 {
     json_key_str(b, "timestamp", m->timestamp);
@@ -187,6 +196,17 @@ void machine_info_write_json(const struct machine_info *m, struct json_buf *b)
     json_key_double(b, "mem_gib", m->mem_gib);
     json_key_str(b, "hostname", m->hostname);
     json_key_str(b, "os", m->os);
+    if (m->have_gpu) {
+        json_key_object(b, "gpu");
+        json_key_str(b, "name", m->gpu.name);
+        json_key_str(b, "driver_version", m->gpu.driver_version);
+        json_key_str(b, "driver_cuda_version", m->gpu.driver_cuda);
+        json_key_str(b, "runtime_version", m->gpu.runtime_version);
+        json_key_str(b, "compute_capability", m->gpu.capability);
+        json_key_double(b, "mem_gib", round(m->gpu.mem_gib * 100.0) / 100.0);
+        json_key_int(b, "multiprocessors", m->gpu.multiprocessors);
+        json_end_object(b);
+    }
     json_end_object(b);
 
     json_key_object(b, "build");

@@ -3,7 +3,7 @@
  *
  *   bench [options]                  one run (see --help; the option table lives in options.c)
  *   bench --suite FILE [options]     the runs of a suite file, options as defaults for every line
- *   bench --calibrate                measure the sgemm and bandwidth ceilings into results/calibration.json
+ *   bench --calibrate                measure the sgemm, bandwidth and GPU ceilings into results/calibration.json
  *   bench compare OLD.jsonl NEW.jsonl  (compare.c)
  *   bench export --csv FILE          (export.c)
  *   bench report [--in FILE] [--out-dir DIR]
@@ -57,7 +57,8 @@ static void usage(FILE *f)
         fputc('\n', f);
     }
     fprintf(f, "  %-23s %s\n", "--suite FILE", "run every line of a suite file (see suites/default.suite)");
-    fprintf(f, "  %-23s %s\n", "--calibrate", "measure sgemm GFLOP/s and triad GB/s into --calibration and exit");
+    fprintf(f, "  %-23s %s\n", "--calibrate",
+            "measure sgemm GFLOP/s, triad GB/s and the GPU's ceilings into --calibration and exit");
     fprintf(f, "  %-23s %s\n", "--calibrate-if-needed", "the same, unless --calibration was measured on this machine");
     fprintf(f, "  --blas-core auto|env|NAME\n  %-23s %s\n", "", "OpenBLAS kernel set: auto lets OpenBLAS detect the CPU (default;");
     fprintf(f, "  %-23s %s\n", "", "ignores an inherited OPENBLAS_CORETYPE; where OpenBLAS does not know the");
@@ -195,23 +196,53 @@ static int cmd_report(int argc, char **argv)
     return 0;
 }
 
+/* The GPU's lines of `bench --calibrate`: its facts and ceilings, or one line saying why there are none. */
+static void print_gpu_calibration(const struct calibration_gpu *g)
+{
+    if (g->state != CAL_GPU_MEASURED) {
+        printf("  gpu         %s: %s%s%s\n", calibrate_gpu_state_name(g->state), g->info.name[0] ? g->info.name : "",
+               g->info.name[0] ? ": " : "", g->why);
+        return;
+    }
+    const struct device_info *d = &g->info;
+    const struct device_ceilings *c = &g->c;
+    printf("  gpu         %s: compute capability %s, %d SMs, %.1f GiB; driver %s (CUDA %s), runtime %s\n", d->name,
+           d->capability, d->multiprocessors, d->mem_gib, d->driver_version, d->driver_cuda, d->runtime_version);
+    printf("  gpu gemm    cuBLAS n=%d: fp32 (TF32 off) %.1f TFLOP/s, TF32 %.1f TFLOP/s, bf16 (fp32 accumulate) %.1f "
+           "TFLOP/s (best of %d)\n", c->gemm_n, c->fp32_tflops, c->tf32_tflops, c->bf16_tflops, c->reps);
+    printf("  gpu copy    device to device: cudaMemcpy %.0f GB/s, copy kernel %.0f GB/s "
+           "(%.0f MiB read + written a copy)\n", c->memcpy_gbs, c->copy_kernel_gbs, c->copy_bytes / 1048576.0);
+    /* cuBLAS's environment switches change what the fp32 and TF32 figures mean. */
+    const char *tf32 = getenv("NVIDIA_TF32_OVERRIDE"), *emu = getenv("CUBLAS_EMULATE_SINGLE_PRECISION");
+    if (tf32 && !strcmp(tf32, "0"))
+        printf("  warning     NVIDIA_TF32_OVERRIDE=0 is set: the TF32 figure ran without TF32\n");
+    if (emu && strcmp(emu, "0"))
+        printf("  warning     CUBLAS_EMULATE_SINGLE_PRECISION=%s is set: fp32 may be emulated\n", emu);
+}
+
 /* only_if_needed (--calibrate-if-needed): keeps a file already measured on this machine (CPU model, cores,
- * OpenBLAS kernel set), so `make demo` measures once per machine and never reuses another's. */
+ * OpenBLAS kernel set, and the GPU when one answers now), so `make demo` measures once per machine and
+ * never reuses another's. */
 static int cmd_calibrate(const char *path, int only_if_needed)
 {
     struct calibration cal;
     if (only_if_needed) {
         struct machine_info mi;
         machine_info_read(&mi);
-        if (calibrate_load_matching(path, mi.cpu_model, mi.n_cores, mi.blas_core, &cal) == TB_OK) {
+        struct calibration_gpu now;
+        const int gpu_now = calibrate_gpu_probe(&now) == CAL_GPU_MEASURED;
+        if (calibrate_load_matching(path, mi.cpu_model, mi.n_cores, mi.blas_core, &cal) == TB_OK &&
+            (!gpu_now || calibrate_gpu_matches(&cal.gpu, now.info.name))) {
             printf("calibration %s: measured on this machine (%s), kept\n", path, cal.timestamp);
             return 0;
         }
         tb_error_clear();
     }
-    printf("calibrating: OpenBLAS sgemm n=2048 on 1 and all threads, triad bandwidth (a few seconds)...\n");
+    printf("calibrating: OpenBLAS sgemm n=2048 on 1 and all threads, triad bandwidth, the GPU if any "
+           "(a few seconds)...\n");
     fflush(stdout);
     int st = calibrate_measure(&cal, 2048);
+    if (st == TB_OK) calibrate_measure_gpu(&cal.gpu, 0);
     if (st == TB_OK) st = calibrate_write(&cal, path);
     if (st != TB_OK) {
         fprintf(stderr, "bench: %s\n", tb_error_get());
@@ -221,12 +252,18 @@ static int cmd_calibrate(const char *path, int only_if_needed)
            cal.sgemm_1t_gflops, cal.sgemm_all_gflops, cal.all_threads, cal.blas_core);
     printf("  triad       %.2f GB/s on 1 thread, %.2f GB/s on all (3 x %ld doubles)\n", cal.triad_1t_gbs,
            cal.triad_all_gbs, cal.triad_elements);
+    print_gpu_calibration(&cal.gpu);
     printf("  written to  %s\n", path);
     double la[1];
     if (cal.all_threads > 1 && (cal.sgemm_all_gflops < 1.2 * cal.sgemm_1t_gflops || cal.triad_all_gbs < cal.triad_1t_gbs))
         printf("  warning     all threads barely beat one%s: other processes are probably using the other cores;\n"
                "              calibrate again on a quiet machine\n",
                getloadavg(la, 1) == 1 && la[0] > 0.5 ? " (the load average is high)" : "");
+    /* A GPU that answered but could not be measured is a failure; one that is absent or not built is not. */
+    if (cal.gpu.state == CAL_GPU_FAILED) {
+        fprintf(stderr, "bench: calibrating the GPU failed (above); the CPU ceilings were written\n");
+        return 1;
+    }
     return 0;
 }
 

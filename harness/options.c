@@ -11,6 +11,7 @@
 #include "run.h"
 
 #include "status.h"
+#include "tpool.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -73,8 +74,11 @@ static const struct bench_option options[] = {
     {"no-eval", 0, NULL, "train: skip the test-set evaluation", 0},
     {"conv-algo", 1, "ALGO",
      "auto (timed once per shape) | im2col | direct | fft | gemm1x1 (layers it cannot run: auto)", 0},
-    {"devices", 1, "N", "mirrored / ipu: devices (default: all cores)", 0},
-    {"transport", 1, "shm|mpi", "mirrored: gradient exchange between replicas", 0},
+    {"devices", 1, "N", "mirrored / ipu: devices (default: the cores this process may use; mirrored over MPI: "
+                        "per rank, default 1)", 0},
+    {"transport", 1, "shm|mpi", "mirrored: gradient exchange between replicas (mpi: under mpirun, a ring within "
+                                "each rank's devices and MPI_Allreduce between ranks; bind each rank to its own "
+                                "cores, e.g. mpirun --map-by slot:PE=8 --bind-to core)", 0},
     {"sync-bn", 0, NULL, "mirrored: BatchNorm statistics over the global batch", 0},
     {"stages", 1, "S", "ipu: pipeline stages", 0},
     {"split", 1, "a,b,...", "ipu: first block of each stage after the first", 1},
@@ -88,7 +92,9 @@ static const struct bench_option options[] = {
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
                                    "clean steps) or a static N in [1, 1e30]; an overflow skips the step, and 10\n"
                                    "in a row at the lowest (or static) scale end the run as diverged", 0},
-    {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none)", 0},
+    {"prefetch", 1, "N", "ipu: micro-batches prepared ahead (default 3; 0 = none); cpu, mirrored, cuda on a\n"
+                         "device that copies its inputs (cuda): batches copied ahead of their step over a\n"
+                         "copy stream (default 1; 0 = none; the cpu device reads them in place)", 0},
     {"label-smoothing", 1, "X", "cross-entropy label smoothing in [0,1) (default 0)", 0},
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default:\n"
                                "the recipe's, else constant); the decay runs to the last step", 0},
@@ -693,7 +699,7 @@ static int global_batch(struct bench_config *c)
             if (!strcmp(c->transport, "mpi"))
                 return tb_error_set(TB_EINVAL, "--batch-per-replica: with --transport mpi the replicas are the MPI "
                                                "ranks, unknown until the run starts; give --batch (ranks x B)");
-            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            long cores = tpool_cpus();
             R = c->run.n_devices > 0 ? c->run.n_devices : cores > 0 ? cores : 1;
         } else if (pipelined) {
             R = c->run.ipu.replicas > 0 ? c->run.ipu.replicas : 1;

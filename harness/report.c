@@ -3,6 +3,7 @@
 #include "report.h"
 
 #include "calibrate.h"
+#include "report_gpu.h"
 #include "report_seeds.h"
 #include "json.h"
 #include "results.h"
@@ -289,6 +290,7 @@ struct ctx {
     struct calibration cal;
     int have_cal;
     char cal_source[600];
+    struct report_gpu gpu;      /* the GPU of the rows on the cuda device, and its ceilings */
     FILE *md;
 };
 
@@ -464,7 +466,8 @@ static void section_throughput(struct ctx *x)
                    "*median* and *jitter* (1.4826·MAD of per-step rates) describe the steps' spread; where the median "
                    "differs from the headline by more than 20 %% the row says so, since then the steps are uneven and "
                    "the median (which ignores slow steps) is not what the run achieved. GFLOP/s counts the model's "
-                   "training FLOPs; the share is of the calibrated sgemm ceiling of the row's own machine.\n\n");
+                   "training FLOPs; the ceiling share is of the calibrated sgemm ceiling of the row's own machine, and "
+                   "for a row on the cuda device of its GPU's fp32 cuBLAS ceiling (TF32 off).\n\n");
     for (int k = 0; k < nw; k++) {
         int idx[512], n = 0;
         char name[160], safe[128], path[1200], title[256], sub[400];
@@ -497,22 +500,31 @@ static void section_throughput(struct ctx *x)
         subtitle(x, idx, n, sub, sizeof sub);
         fprintf(x->md, "### %s\n\n", wl[k]);
         md_chart(x, name, title, render(x, "throughput.gp", name, path, title, sub, NULL));
+        int any_gpu = 0; /* a GPU memory column only where a row ran on the GPU */
+        for (int j = 0; j < n; j++) any_gpu |= report_gpu_row(x->rows.v[idx[j]]);
         fprintf(x->md, "| backend | batch | options | data | images/s | repeats | per-step median | jitter | "
-                       "mean ± s.e. | note | GFLOP/s | sgemm share | peak RSS MiB | commit |\n");
-        fprintf(x->md, "|---|---:|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|---|\n");
+                       "mean ± s.e. | note | GFLOP/s | ceiling share | peak RSS MiB |%s commit |\n",
+                any_gpu ? " GPU peak MiB |" : "");
+        fprintf(x->md, "|---|---:|---|---|---:|---|---:|---:|---:|---|---:|---:|---:|%s---|\n", any_gpu ? "---:|" : "");
         for (int j = 0; j < n; j++) {
             const struct json_value *r = x->rows.v[idx[j]];
-            char var[512], share[32], reps[256] = "", note[160];
+            char var[512], share[32], reps[256] = "", note[160], gpu_mem[48] = "";
             variant_label(&x->rows, r, var, sizeof var);
-            fmt_num(share, sizeof share, 100.0 * row_sgemm_share(r), "%.1f %%");
+            if (report_gpu_row(r)) fmt_num(share, sizeof share, 100.0 * report_gpu_share(&x->gpu, r), "%.1f %% of GPU fp32");
+            else fmt_num(share, sizeof share, 100.0 * row_sgemm_share(r), "%.1f %%");
+            if (any_gpu) {
+                char mib[32];
+                fmt_num(mib, sizeof mib, fg(r, "gpu_mem_peak_mib"), "%.0f");
+                snprintf(gpu_mem, sizeof gpu_mem, " %s |", mib);
+            }
             const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
             for (int i = 0; rep && rep->type == JSON_ARRAY && i < rep->n && i < 12; i++)
                 snprintf(reps + strlen(reps), sizeof reps - strlen(reps), "%s%.0f", i ? ", " : "", rep->items[i].number);
             rate_note(r, note, sizeof note);
-            fprintf(x->md, "| %s | %d | %s | %s | **%.0f** | %s | %.0f | %.0f | %.0f ± %.0f | %s | %.2f | %s | %.0f | %s |\n",
+            fprintf(x->md, "| %s | %d | %s | %s | **%.0f** | %s | %.0f | %.0f | %.0f ± %.0f | %s | %.2f | %s | %.0f |%s %s |\n",
                     cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"), fg(r, "images_per_s"),
                     reps, fg(r, "images_per_s_median"), fg(r, "images_per_s_jitter"), fg(r, "images_per_s_mean"),
-                    fg(r, "images_per_s_stderr"), note, fg(r, "gflops_per_s"), share, fg(r, "peak_rss_mib"),
+                    fg(r, "images_per_s_stderr"), note, fg(r, "gflops_per_s"), share, fg(r, "peak_rss_mib"), gpu_mem,
                     json_get_str(r, "build.commit", "?"));
         }
         fprintf(x->md, "\n");
@@ -828,12 +840,12 @@ static void section_layers(struct ctx *x)
 static void section_roofline(struct ctx *x)
 {
     fprintf(x->md, "## Roofline\n\n");
-    char path[1200], title[256], sub[400], vars[256];
+    char path[1200], title[256], sub[400], vars[1024];
     snprintf(path, sizeof path, "%s/roofline.dat", x->data_dir);
     FILE *f = fopen(path, "w");
     if (!f) return;
     const char *backends[32];
-    int nb = 0, idx[2048], n = 0;
+    int nb = 0, idx[2048], n = 0, n_gpu = 0;
     for (int i = 0; i < x->rows.n; i++) {
         const struct json_value *r = x->rows.v[i];
         /* Throughput and inference rows only: the other plans time the same steps again. */
@@ -842,7 +854,7 @@ static void section_roofline(struct ctx *x)
         int seen = 0;
         for (int k = 0; k < nb; k++) seen |= !strcmp(backends[k], cs(r, "backend"));
         if (!seen && nb < 32) backends[nb++] = cs(r, "backend");
-        if (n < 2048) idx[n++] = i;
+        if (n < 2048) idx[n++] = i, n_gpu += report_gpu_row(r);
     }
     /* One block per point, numbered, its label in the key rather than beside the point: labels of
      * neighbouring points (the same model at two batches sits at almost the same intensity) overlapped.
@@ -873,6 +885,7 @@ static void section_roofline(struct ctx *x)
     snprintf(vars, sizeof vars, "nblocks=%d; peak1=%.6g; peakall=%.6g; bw1=%.6g; bwall=%.6g", n,
              x->have_cal ? x->cal.sgemm_1t_gflops : 0.0, x->have_cal ? x->cal.sgemm_all_gflops : 0.0,
              x->have_cal ? x->cal.triad_1t_gbs : 0.0, x->have_cal ? x->cal.triad_all_gbs : 0.0);
+    if (n_gpu) report_gpu_roofline_vars(&x->gpu, vars, sizeof vars); /* GPU roofs only under GPU points */
     snprintf(title, sizeof title, "Roofline: achieved GFLOP/s against estimated arithmetic intensity");
     subtitle(x, idx, n, sub, sizeof sub);
     fprintf(x->md, "Each point is a throughput run (training step) or an inference run (`fwd`), the latest per "
@@ -887,6 +900,7 @@ static void section_roofline(struct ctx *x)
     else
         fprintf(x->md, "No calibration of this machine (CPU model, core count and OpenBLAS kernel set of the latest "
                        "row) was found (run `bench --calibrate` on it), so the chart has no ceilings.\n\n");
+    if (n_gpu) report_gpu_roofline_text(&x->gpu, x->md);
     md_chart(x, "roofline", title, render(x, "roofline.gp", "roofline", path, title, sub, vars));
     fprintf(x->md, "| point | backend | workload | batch | options | intensity FLOP/byte (estimated) | GFLOP/s |\n"
                    "|---:|---|---|---:|---|---:|---:|\n%s\n", points);
@@ -1117,6 +1131,8 @@ int report_generate(const struct report_opts *o, int *n_charts)
         x.have_cal = 1;
         snprintf(x.cal_source, sizeof x.cal_source, "%s, %s", o->calibration, x.cal.timestamp);
     }
+    report_gpu_choose(&x.gpu, (const struct json_value *const *)x.rows.v, x.rows.keep, x.rows.n,
+                      x.have_cal ? &x.cal : NULL, x.cal_source);
     int n_foreign = 0;
     for (int i = x.rows.n - 1; i >= 0 && !x.have_cal; i--) {
         const struct json_value *c = json_get(x.rows.v[i], "calibration");
@@ -1185,6 +1201,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
                       "on %d threads; triad %.2f GB/s on 1 thread, %.2f GB/s on all.\n\n",
                 x.cal_source, x.cal.sgemm_n, x.cal.sgemm_1t_gflops, x.cal.sgemm_all_gflops, x.cal.all_threads,
                 x.cal.triad_1t_gbs, x.cal.triad_all_gbs);
+    report_gpu_header(&x.gpu, x.md);
     section_throughput(&x);
     section_tta(&x);
     section_scaling(&x);

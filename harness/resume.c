@@ -329,6 +329,7 @@ int plan_stopped(struct session *s, int st, const char *run_id, int batch, const
     }
     write_step_executions(s, &b);
     json_key_double(&b, "peak_rss_mib", measure_peak_rss_mib());
+    row_gpu_memory(s, &b);
     json_key_double(&b, "setup_time_s", s->setup_time_s);
     if (row_end(s, &b) != TB_OK) fprintf(stderr, "bench: warning: %s\n", tb_error_get());
     return tb_error_set(st, "%s", msg);

@@ -169,6 +169,14 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     }
     if (s->have_cal) {
         json_key_object(b, "calibration");
+        if (row_gpu_calibrated(s)) { /* the GPU's ceilings the row's GPU share was taken of */
+            const struct calibration_gpu *g = &s->cal.gpu;
+            json_key_str(b, "gpu_name", g->info.name);
+            json_key_double(b, "gpu_fp32_tflops", g->c.fp32_tflops);
+            json_key_double(b, "gpu_tf32_tflops", g->c.tf32_tflops);
+            json_key_double(b, "gpu_bf16_tflops", g->c.bf16_tflops);
+            json_key_double(b, "gpu_copy_gbs", calibrate_gpu_copy_gbs(g));
+        }
         json_key_double(b, "sgemm_1t_gflops", s->cal.sgemm_1t_gflops);
         json_key_double(b, "sgemm_all_gflops", s->cal.sgemm_all_gflops);
         json_key_int(b, "all_threads", s->cal.all_threads);
@@ -183,14 +191,38 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_object(b, "figures");
 }
 
+int row_gpu_calibrated(const struct session *s)
+{
+    return s->have_cal && s->mi.have_gpu && calibrate_gpu_matches(&s->cal.gpu, s->mi.gpu.name);
+}
+
+void row_gpu_memory(const struct session *s, struct json_buf *b)
+{
+    struct device_memory dm;
+    if (!s->mi.have_gpu) return;
+    if (executor_device_memory(s->c.device, &dm, 0) != TB_OK) {
+        tb_error_clear();
+        return;
+    }
+    json_key_double(b, "gpu_mem_peak_mib", dm.alloc_peak_bytes / 1048576.0);
+    json_key_double(b, "gpu_mem_used_mib", dm.used_bytes / 1048576.0);
+}
+
 /* Figures every row carries: achieved GFLOP/s (measured time × counted FLOPs), its share of the
- * calibrated sgemm ceiling, the estimated arithmetic intensity, and the peak memory. */
+ * calibrated ceiling of the device it ran on (the sgemm's, or for the cuda device the GPU's fp32 GEMM),
+ * the estimated arithmetic intensity, and the peak memory (host, and the GPU's on the cuda device). */
 void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
                         double flops_per_step)
 {
     json_key_double(b, "gflops_per_s", gflops);
     if (bytes_per_step > 0.0) json_key_double(b, "est_intensity_flop_per_byte", flops_per_step / bytes_per_step);
-    if (s->have_cal) {
+    if (s->mi.have_gpu) {
+        /* The kernels ran on the GPU: a share of the host's sgemm would mean nothing. */
+        if (row_gpu_calibrated(s)) {
+            json_key_double(b, "gpu_peak_tflops", s->cal.gpu.c.fp32_tflops);
+            json_key_double(b, "gpu_peak_share", gflops / (1e3 * s->cal.gpu.c.fp32_tflops));
+        }
+    } else if (s->have_cal) {
         const int th = compute_threads(s);
         double peak = s->cal.sgemm_1t_gflops;
         if (th > 1 && s->cal.all_threads > 0)
@@ -201,6 +233,7 @@ void row_common_figures(const struct session *s, struct json_buf *b, double gflo
     }
     json_key_double(b, "peak_rss_mib", measure_peak_rss_mib());
     json_key_str(b, "peak_rss_scope", s->peak_per_run ? "run" : "process");
+    row_gpu_memory(s, b);
     json_key_double(b, "setup_time_s", s->setup_time_s);
 }
 
@@ -208,27 +241,33 @@ void row_common_figures(const struct session *s, struct json_buf *b, double gflo
  * profile_begin (warm-up included), as figures.layer_times. */
 void write_layer_times(struct session *s, struct json_buf *b, long steps)
 {
-    if (!s->prof_ok || steps < 1 || backend_layer_profile(&s->be, s->prof1) != TB_OK) {
+    if (!s->prof_ok || steps < 1 || backend_layer_profile(&s->be, s->prof1, &s->busy_threads) != TB_OK) {
         tb_error_clear();
         return;
     }
+    const int L = s->m.n_layers, T = s->busy_threads;
+    /* d: this run's times, then its threads' work seconds (layer_profile's layout). */
+    double *d = malloc(4 * (size_t)L * sizeof(double));
+    struct layer_type_row rows[OP_COUNT];
+    if (!d) return;
+    for (int i = 0; i < 4 * L; i++) d[i] = s->prof1[i] - s->prof0[i];
     json_key_int(b, "layer_times_steps", steps);
     json_key_array(b, "layer_times");
-    for (int i = 0; i < s->m.n_layers; i++) {
+    for (int i = 0; i < L; i++) {
         json_begin_object(b);
         json_key_str(b, "name", s->m.layers[i].name);
         json_key_str(b, "op", model_op_name(s->m.layers[i].op));
-        json_key_double(b, "forward_s", (s->prof1[2 * i] - s->prof0[2 * i]) / (double)steps);
-        json_key_double(b, "backward_s", (s->prof1[2 * i + 1] - s->prof0[2 * i + 1]) / (double)steps);
+        json_key_double(b, "forward_s", d[2 * i] / (double)steps);
+        json_key_double(b, "backward_s", d[2 * i + 1] / (double)steps);
+        /* The layer's time less a thread's mean work in it, per step: what imbalance and serial work cost. */
+        if (T > 0)
+            json_key_double(b, "idle_s", (d[2 * i] + d[2 * i + 1] - (d[2 * L + 2 * i] + d[2 * L + 2 * i + 1]) / T) /
+                                             (double)steps);
         json_end_object(b);
     }
     json_end_array(b);
     /* The same times by layer type, with achieved GFLOP/s: which layer types limit the speed. */
-    double *d = malloc(2 * (size_t)s->m.n_layers * sizeof(double));
-    struct layer_type_row rows[OP_COUNT];
-    if (!d) return;
-    for (int i = 0; i < 2 * s->m.n_layers; i++) d[i] = s->prof1[i] - s->prof0[i];
-    const int n = layer_profile_by_type(&s->m, d, (double)steps * s->be_batch, rows);
+    const int n = layer_profile_by_type(&s->m, d, T > 0 ? d + 2 * L : NULL, T, (double)steps * s->be_batch, rows);
     layer_profile_write_json(rows, n, b);
     if (s->primary && !s->c.quiet) {
         printf("  per layer type over %ld steps (forward + backward):\n", steps);

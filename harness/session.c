@@ -16,6 +16,7 @@
 #include "outputs.h"
 #include "rng.h"
 #include "status.h"
+#include "tpool.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -94,7 +95,7 @@ static int native_shape(const struct session *s, int *h, int *w, int *ch, double
  * The rate is an assumption, not a measurement: a step shorter than planned only means more of them. */
 static int throughput_default_batch(const struct session *s, double train_flops)
 {
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const long cores = tpool_cpus();
     const double flop_step_budget = 5.0 * 10e9 * (double)(cores > 0 ? cores : 1);
     int b = s->w->batch;
     while (b > 8 && (double)b * train_flops > flop_step_budget) b /= 2;
@@ -179,6 +180,9 @@ void session_close(struct session *s)
     dataset_free(&s->test);
     free(s->params);
     free(s->buffers);
+    for (int k = 1; k <= s->ahead; k++) free(s->ahead_x[k]), free(s->ahead_y[k]);
+    free(s->ahead_x);
+    free(s->ahead_y);
     free(s->bx);
     free(s->by);
     free(s->run_x);
@@ -261,6 +265,7 @@ int session_open(struct session *s, const struct bench_config *c)
         s->loaded = 1;
     }
     machine_info_read(&s->mi);
+    machine_gpu_read(&s->mi, s->c.device);
     s->have_cal = calibrate_load_matching(s->c.calibration, s->mi.cpu_model, s->mi.n_cores, s->mi.blas_core,
                                           &s->cal) == TB_OK;
     tb_error_clear();
@@ -280,6 +285,35 @@ int session_open(struct session *s, const struct bench_config *c)
     return TB_OK;
 }
 
+/* The batch buffers --prefetch needs for the prepared backend: as many more as it takes batches ahead
+ * (kept for later backends of the session). An explicit --prefetch that copies nothing says so, once. */
+static int session_ahead(struct session *s, int talk)
+{
+    const int ahead = backend_prefetches(&s->be);
+    if (ahead == 0 && s->c.run.ipu.prefetch > 0 && talk && !s->prefetch_note_done++)
+        fprintf(stderr, "bench: note: --prefetch %d: nothing is copied ahead: %s on device %s reads each batch in "
+                        "host memory where it is assembled\n", s->c.run.ipu.prefetch, s->c.backend,
+                s->be.cfg.device[0] ? s->be.cfg.device : "cpu");
+    if (ahead <= s->ahead) return TB_OK;
+    const size_t per = s->m.tensors[s->m.input].per_sample;
+    uint8_t **x = realloc(s->ahead_x, (size_t)(ahead + 1) * sizeof *x);
+    if (x) s->ahead_x = x;
+    int32_t **y = realloc(s->ahead_y, (size_t)(ahead + 1) * sizeof *y);
+    if (y) s->ahead_y = y;
+    if (!x || !y) return tb_error_set(TB_ENOMEM, "out of memory for --prefetch's batches");
+    x[0] = s->bx, y[0] = s->by;
+    for (; s->ahead < ahead; s->ahead++) {
+        const int k = s->ahead + 1;
+        x[k] = malloc((size_t)s->batch_cap * per);
+        y[k] = malloc((size_t)s->batch_cap * sizeof(int32_t));
+        if (!x[k] || !y[k]) {
+            free(x[k]), free(y[k]);
+            return tb_error_set(TB_ENOMEM, "out of memory for --prefetch's %d batches", ahead);
+        }
+    }
+    return TB_OK;
+}
+
 /* Prepares the backend for a global batch (re-creating it when the batch changes). */
 int session_backend(struct session *s, int batch, int eval_batch)
 {
@@ -287,6 +321,9 @@ int session_backend(struct session *s, int batch, int eval_batch)
     timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
+    /* The GPU memory figures count from the backend about to be prepared (its executors' allocations). */
+    struct device_memory dm;
+    if (s->mi.have_gpu && executor_device_memory(s->c.device, &dm, 1) != TB_OK) tb_error_clear();
     /* Preparing can take a while (the ipu backend times every layer to balance its stages): a first line
      * before it, so that a piped run is not silent. */
     const int talk = !s->c.quiet && !s->c.compact;
@@ -318,6 +355,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     tb_error_clear();
     /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
     if (talk && s->split_accum > 0) fprintf(stderr, "bench: %s\n", s->desc);
+    if ((st = session_ahead(s, talk)) != TB_OK) return st;
     /* Under MPI every rank runs the plan; only rank 0 speaks and writes. */
     s->primary = backend_is_primary(&s->be);
     if (!s->primary) {
@@ -332,11 +370,11 @@ void profile_begin(struct session *s)
 {
     s->prof_ok = 0;
     if (!s->c.run.profile) return;
-    const size_t n = 2 * (size_t)s->m.n_layers;
+    const size_t n = 4 * (size_t)s->m.n_layers;
     if (!s->prof0) s->prof0 = calloc(n, sizeof(double));
     if (!s->prof1) s->prof1 = calloc(n, sizeof(double));
     if (!s->prof0 || !s->prof1) return;
-    if (backend_layer_profile(&s->be, s->prof0) == TB_OK) s->prof_ok = 1;
+    if (backend_layer_profile(&s->be, s->prof0, &s->busy_threads) == TB_OK) s->prof_ok = 1;
     else fprintf(stderr, "bench: note: %s\n", tb_error_get());
     tb_error_clear();
 }
@@ -512,7 +550,8 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
 }
 
 /* Steps from..to (1-based, inclusive) at the prepared batch. One step a backend call (batch assembly
- * included in its time), or in runs (steps_per_call): the batches of up to RUN_SPAN_BYTES of steps
+ * included in its time; with --prefetch on devices that copy their inputs, the batches of the next steps
+ * handed over ahead), or in runs (steps_per_call): the batches of up to RUN_SPAN_BYTES of steps
  * assembled in the same stream order and staged once, then runs of them, each run's time shared evenly by
  * its steps and its losses booked step by step, so the losses, the divergence rules, the record and the
  * progress line are the per-step path's (the same bits: backend_run_steps is those steps' train steps).
@@ -527,6 +566,7 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
     const int batch = s->be_batch;
     const long per_call = steps_per_call(s);
     long staged_to = from - 1; /* the last step staged with the backend by this call */
+    const int ahead = backend_prefetches(&s->be) > 0 ? backend_prefetches(&s->be) : 0;
     s->done_step = from - 1;
     if (from == 1) s->last_loss = NAN, loss_watch_reset(&s->watch);
     for (long step = from; step <= to;) {
@@ -537,14 +577,27 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
         struct step_stats one;
         const struct step_stats *sts = &one;
         long k = 1, done = 0;
-        int st;
+        int st = TB_OK;
         if (per_call == 1) {
-            stream_batch(&s->s, step, batch, s->bx, s->by);
-            const struct batch b = {batch, s->bx, s->by};
+            /* --prefetch: this step's batch was handed over `ahead` steps ago (the first steps' now); step
+             * step + ahead's goes now, so its copy runs while this step computes. */
+            const int at = ahead ? (int)(step % (ahead + 1)) : 0;
+            uint8_t *bx = ahead ? s->ahead_x[at] : s->bx;
+            int32_t *by = ahead ? s->ahead_y[at] : s->by;
+            if (!ahead || step == from) stream_batch(&s->s, step, batch, bx, by);
+            for (long n = step == from ? step + 1 : step + ahead; ahead && n <= step + ahead && n <= to && st == TB_OK;
+                 n++) {
+                const int an = (int)(n % (ahead + 1));
+                stream_batch(&s->s, n, batch, s->ahead_x[an], s->ahead_y[an]);
+                const struct batch next = {batch, s->ahead_x[an], s->ahead_y[an]};
+                st = backend_prefetch(&s->be, &next, n);
+            }
+            const struct batch b = {batch, bx, by};
             memset(&one, 0, sizeof one);
-            st = backend_train_step(&s->be, &b, step, &one);
+            if (st == TB_OK) st = backend_train_step(&s->be, &b, step, &one);
             done = st == TB_OK;
         } else {
+            /* The staged batches are the copies ahead: no per-step prefetch within a run. */
             if (step > staged_to && (st = run_stage(s, step, to, &staged_to)) != TB_OK) return st;
             k = run_length(s, per_call, staged_to - step + 1);
             st = backend_run_steps(&s->be, step, k, s->run_st, &done);

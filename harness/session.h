@@ -53,6 +53,12 @@ struct session {
     long run_cap;
     double run_step_s;
     long n_exec, n_exec_steps;  /* backend calls that ran training steps, and those steps, since the last row */
+    /* --prefetch on devices that copy their inputs (backend_prefetches): the steps' batches are assembled
+     * and handed over `ahead` steps early, batch of step k in buffer k mod (ahead + 1) (buffer 0: bx/by). */
+    int ahead;                  /* 0: none */
+    int prefetch_note_done;     /* an explicit --prefetch that copies nothing was announced */
+    uint8_t **ahead_x;          /* (ahead + 1) */
+    int32_t **ahead_y;
     int32_t *test_y;            /* (test.n) */
     int batch_cap;
     struct stream s;
@@ -64,7 +70,9 @@ struct session {
     int peak_per_run;           /* the peak-memory high-water mark could be reset per run */
     double setup_time_s;
     int primary;                /* not a non-zero MPI rank: prints, writes rows and logs */
-    double *prof0, *prof1;      /* --profile: per-layer (n_layers, 2) seconds at the start / end of a run */
+    double *prof0, *prof1;      /* --profile: per-layer (n_layers, 2) seconds, then threads' work (n_layers, 2),
+                                   at the start / end of a run (backend_layer_profile) */
+    int busy_threads;           /* threads the work seconds sum over (0: the backend has no pool) */
     int prof_ok;                /* the backend delivered a per-layer profile at the start of this run */
     int loaded;                 /* params/buffers hold --load's file, not the seeded init */
     float *ck_params, *ck_buffers, *ck_opt; /* checkpoint staging: (n_params), (n_buffers), (spp · n_params) */
@@ -151,7 +159,12 @@ void batch_split(const struct session *s, int batch, int *replicas, int *accum, 
 /* Opens a row: schema, kind, run id, configuration, machine and build; leaves "figures" open. */
 void row_begin(const struct session *s, struct json_buf *b, const char *run_id, int batch, long steps,
                const char *sweep);
-/* Figures every row carries: GFLOP/s, its share of the sgemm ceiling, intensity, peak memory. */
+/* Whether the session's calibration holds ceilings of the GPU the run uses (the cuda device). */
+int row_gpu_calibrated(const struct session *s);
+/* Runs on a GPU: figures.gpu_mem_peak_mib (the executors' allocation high-water mark since the backend was
+ * prepared) and gpu_mem_used_mib (the device's memory in use, cudaMemGetInfo); nothing otherwise. */
+void row_gpu_memory(const struct session *s, struct json_buf *b);
+/* Figures every row carries: GFLOP/s, its share of the device's ceiling, intensity, peak memory. */
 void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
                         double flops_per_step);
 /* --profile: per-layer seconds per step over the steps since profile_begin, as figures.layer_times. */

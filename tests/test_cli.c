@@ -729,6 +729,28 @@ Test(cli, mirrored_two_devices_at_one_sample_per_replica_runs)
     free(dir), free(out);
 }
 
+/* Issue 26 item 2: --prefetch on the cpu device copies nothing (its executors read the batch in place):
+ * the run goes on with one note saying so, and the row records the option as given. */
+Test(cli, prefetch_on_the_cpu_is_a_note)
+{
+    char *dir = tu_mkdtemp("cli_pf");
+    char *out = NULL;
+    cr_assert(asprintf(&out, "%s/results.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--backend", "mirrored", "--devices", "2", "--batch", "4", "--steps", "2", "--prefetch", "2",
+                   "--data", "synthetic", "--synthetic-samples", "64,32", "--mllog", "none", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    cr_assert(strstr(p.err, "bench: note: --prefetch 2: nothing is copied ahead") && strstr(p.err, "device cpu"),
+              "%s", p.err);
+    struct json_value *v = first_row(out);
+    cr_assert_eq(json_get_number(v, "config.prefetch", -1), 2);
+    json_value_free(v);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
+
 /* Issue 30 item 1: the seed's IPUStrategy set-up, two pipeline stages of micro-batch 1. The global batch is
  * micro-batch x ga x replicas = 2 (before: the workload's batch 32, cut into 16 silent replicas), and a
  * train step runs. */
@@ -755,7 +777,8 @@ Test(cli, ipu_two_stages_micro_batch_1_trains)
     free(dir), free(out);
 }
 
-/* Issue 26: the cuda device. Built and without a GPU, `bench --backend cuda` (and --device cuda) is one
+/* Issue 26: the cuda device. Built and without a GPU, `bench --backend cuda` (and --device cuda, with the
+ * cpu or the mirrored schedule) is one
  * line on stderr naming the reason and exit 1 (a runtime failure, not a usage error) with no row, and
  * --list shows cuda built with no device present; not built, --list shows the device "not built" and no
  * cuda backend. With a GPU the refusal cannot be exercised: skipped, saying so. */
@@ -781,9 +804,11 @@ Test(cli, cuda_without_gpu_is_one_line_and_exit_1)
     char *dir = tu_mkdtemp("cuda");
     char out[512];
     snprintf(out, sizeof out, "%s/rows.jsonl", dir);
-    const char *const *runs[2] = {ARGS("--backend", "cuda", "--workload", "mnist-mlp", "--out", out),
-                                  ARGS("--device", "cuda", "--workload", "mnist-mlp", "--batch", "1", "--out", out)};
-    for (int k = 0; k < 2; k++) {
+    const char *const *runs[3] = {ARGS("--backend", "cuda", "--workload", "mnist-mlp", "--out", out),
+                                  ARGS("--device", "cuda", "--workload", "mnist-mlp", "--batch", "1", "--out", out),
+                                  ARGS("--backend", "mirrored", "--device", "cuda", "--devices", "2", "--workload",
+                                       "mnist-mlp", "--batch", "4", "--out", out)};
+    for (int k = 0; k < 3; k++) {
         run_bench(runs[k], &p);
         cr_assert_eq(p.code, 1, "exit %d: %s", p.code, p.err);
         cr_assert_eq(count_lines(p.err), 1, "stderr: %s", p.err);
@@ -793,4 +818,51 @@ Test(cli, cuda_without_gpu_is_one_line_and_exit_1)
     }
     tu_rm_rf(dir);
     free(dir);
+}
+
+/* Issue 31's where-the-time-goes: --profile on a pool records each layer's idle time (its time less a
+ * thread's mean work in it), so imbalance and serial layers show apart from kernel time; one thread has
+ * none to record. Two threads always wait somewhere (the loss and the pooled layers run on thread 0), and
+ * no layer type can idle more than all of its time. */
+Test(cli, profile_on_a_pool_records_idle_time_per_layer, .timeout = 120)
+{
+    for (int threads = 1; threads <= 2; threads++) {
+        char *dir = tu_mkdtemp("cli_idle"), *out = NULL;
+        cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
+        struct proc p;
+        run_bench(ARGS("--backend", "threads", "--threads", threads == 1 ? "1" : "2",
+                       "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic",
+                       "--synthetic-samples", "64,16", "--batch", "8", "--steps", "3", "--warmup", "1",
+                       "--plan", "throughput", "--profile", "--mllog", "none", "--quiet", "--out", out),
+                  &p);
+        cr_assert_eq(p.code, 0, "exited %d: %s", p.code, p.err);
+        size_t len;
+        char *text = tu_read_file(out, &len);
+        cr_assert_not_null(text, "no row (exit %d: %s)", p.code, p.err);
+        struct json_value *v = NULL;
+        cr_assert_eq(json_parse(text, len, &v), TB_OK, "%s", tb_error_get());
+        const struct json_value *types = json_get(v, "figures.layer_types"), *layers = json_get(v, "figures.layer_times");
+        cr_assert(types && types->type == JSON_ARRAY && types->n > 0, "no layer_types");
+        cr_assert(layers && layers->type == JSON_ARRAY && layers->n > 0, "no layer_times");
+        double idle = 0.0, total = 0.0;
+        for (int i = 0; i < layers->n; i++) {
+            const struct json_value *l = &layers->items[i];
+            total += json_get_number(l, "forward_s", 0.0) + json_get_number(l, "backward_s", 0.0);
+            const double s = json_get_number(l, "idle_s", NAN);
+            cr_assert_eq(threads == 1, isnan(s), "layer %d: idle_s %g with %d thread(s)", i, s, threads);
+            if (!isnan(s)) idle += s;
+        }
+        for (int i = 0; i < types->n; i++) {
+            const double sh = json_get_number(&types->items[i], "idle_share", NAN);
+            cr_assert_eq(threads == 1, isnan(sh), "type %d: idle_share %g with %d thread(s)", i, sh, threads);
+            if (threads == 2) cr_assert(sh > -0.25 && sh <= 1.0, "type %s idles %g of its time",
+                                        json_get_str(&types->items[i], "op", "?"), sh);
+        }
+        if (threads == 2) cr_assert(idle > 0.0 && idle < total, "idle %g s of %g s per step", idle, total);
+        json_value_free(v);
+        free(text);
+        proc_free(&p);
+        tu_rm_rf(dir);
+        free(dir), free(out);
+    }
 }

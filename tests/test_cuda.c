@@ -15,7 +15,8 @@
  *   - EfficientNet-B0 at 32×32, BatchNorm and G16 with GroupNorm: one training
  *     forward+backward (crop/flip, dropout, drop-connect) against the cpu's (loss 1e-4, gradients 1e-3, running
  *     statistics 1e-4), one SGD step (parameters 1e-4), evaluation after a step (loss 1e-4, correct count);
- *   - EfficientNet B0 and B0-G16 from grey 28×28 pixels (resampled, 1 → 3 channels) accepted at create.
+ *   - EfficientNet B0 and B0-G16 from grey 28×28 pixels (resampled, 1 → 3 channels) accepted at create;
+ *   - the device's facts (name, versions, memory, compute capability) and its memory accounting.
  */
 #include "test_util.h"
 
@@ -425,4 +426,35 @@ Test(cuda, accepts_efficientnet)
         executor_destroy(&ex);
         model_free(&m);
     }
+}
+
+/* The device's facts (what rows record as machine.gpu) and its memory accounting (figures.gpu_mem_peak_mib):
+ * an executor's allocations raise the count by at least its parameters, gradients and Adam state, the
+ * high-water mark follows, and destroying it gives every byte back. */
+Test(cuda, device_facts_and_memory_accounting)
+{
+    need_gpu();
+    struct device_info d;
+    cr_assert_eq(executor_device_info("cuda", &d), TB_OK, "%s", tb_error_get());
+    cr_assert(d.name[0] && d.mem_gib > 0 && d.multiprocessors > 0, "%s", d.name);
+    cr_assert(strchr(d.capability, '.') && strchr(d.runtime_version, '.') && strchr(d.driver_cuda, '.'),
+              "%s %s %s", d.capability, d.runtime_version, d.driver_cuda);
+    struct device_memory m0, m1, m2;
+    cr_assert_eq(executor_device_memory("cuda", &m0, 1), TB_OK, "%s", tb_error_get());
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    struct executor ex;
+    struct executor_config c = config("cuda", N, OPTIM_ADAM);
+    ex_init(&ex, &f, &c);
+    cr_assert_eq(executor_device_memory("cuda", &m1, 0), TB_OK, "%s", tb_error_get());
+    const double state = 4.0 * 4.0 * (double)f.m.n_params; /* params, grads, Adam's two moments */
+    cr_assert(m1.alloc_bytes - m0.alloc_bytes >= state, "%.0f bytes counted for %.0f of state",
+              m1.alloc_bytes - m0.alloc_bytes, state);
+    cr_assert(m1.alloc_peak_bytes >= m1.alloc_bytes);
+    cr_assert(m1.used_bytes > 0 && m1.used_bytes <= m1.total_bytes);
+    executor_destroy(&ex);
+    cr_assert_eq(executor_device_memory("cuda", &m2, 0), TB_OK, "%s", tb_error_get());
+    cr_assert_float_eq(m2.alloc_bytes, m0.alloc_bytes, 0.5, "every byte given back");
+    cr_assert_float_eq(m2.alloc_peak_bytes, m1.alloc_peak_bytes, 0.5, "the mark stays until a reset");
+    fixture_free(&f);
 }

@@ -529,3 +529,121 @@ Test(harness_report, seeds_section_without_measured_rows, .init = th_setup, .fin
     cr_assert(strstr(sec, "measured here |") == NULL && strstr(sec, "seeds_002.png") == NULL, "%s", sec);
     free(md);
 }
+
+/* A throughput row of the cuda backend on "Fixture GPU" (machine.gpu), 5,000 GFLOP/s, 1,234 MiB of GPU
+ * memory at its peak. */
+static void gpu_row(const char *path)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"g\",\"status\":\"ok\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"cuda\",\"device\":\"cuda\",\"workload\":\"mnist-mlp\",\"batch\":256,"
+             "\"dataset\":\"synthetic\"},\"timestamp\":\"2024-05-01T12:00:00Z\",\"machine\":{\"cpu_model\":\"Fixture CPU\","
+             "\"n_cores\":2,\"mem_gib\":8,\"gpu\":{\"name\":\"Fixture GPU\",\"driver_version\":\"580.65.06\","
+             "\"driver_cuda_version\":\"13.0\",\"runtime_version\":\"13.0\",\"compute_capability\":\"9.0\",\"mem_gib\":139.8,"
+             "\"multiprocessors\":132}},\"build\":{\"compiler\":\"GNU 12.2.0\",\"blas\":\"OpenBLAS\",\"blas_core\":\"Zen\","
+             "\"commit\":\"abc123def456\"},\"figures\":{\"images_per_s\":900000,\"images_per_s_median\":910000,"
+             "\"images_per_s_mean\":905000,\"images_per_s_stderr\":100,\"images_per_s_jitter\":2000,"
+             "\"gflops_per_s\":5000,\"est_intensity_flop_per_byte\":40,\"peak_rss_mib\":300,\"gpu_mem_peak_mib\":1234,"
+             "\"gpu_mem_used_mib\":2000}}\n");
+    th_append(path, t);
+}
+
+/* A calibration of the fixture machine; gpu: its "gpu" member as JSON ("" for none). */
+static void gpu_calibration(const char *path, const char *gpu)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"2024-05-01T11:00:00Z\",\"cpu_model\":\"Fixture CPU\","
+             "\"cores\":2,\"blas_core\":\"Zen\",\"sgemm_n\":2048,\"sgemm_1t_gflops\":60,\"sgemm_all_gflops\":115,"
+             "\"all_threads\":2,\"triad_1t_gbs\":12,\"triad_all_gbs\":18%s%s}\n", gpu[0] ? "," : "", gpu);
+    th_write(path, t);
+}
+
+static const char fixture_gpu[] =
+    "\"gpu\":{\"status\":\"measured\",\"name\":\"Fixture GPU\",\"driver_version\":\"580.65.06\",\"driver_cuda_version\":"
+    "\"13.0\",\"runtime_version\":\"13.0\",\"compute_capability\":\"9.0\",\"mem_gib\":139.8,\"multiprocessors\":132,"
+    "\"gemm_n\":8192,\"reps\":5,\"fp32_tflops\":50,\"tf32_tflops\":400,\"bf16_tflops\":800,\"copy_bytes\":1073741824,"
+    "\"memcpy_d2d_gbs\":3900,\"copy_kernel_gbs\":4100}";
+
+/* Issue 26 item 5: a row on the GPU is drawn and tabled against the GPU's ceilings from the calibration (the
+ * roofline gets the GPU's roofs, the table its share of the fp32 ceiling and its GPU memory), and a cpu row
+ * beside it against the sgemm's. */
+Test(harness_report, gpu_rows_against_gpu_ceilings, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], cal[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(cal, sizeof cal, "calibration.json");
+    throughput(in, "cpu", 32, 25000.0, 400.0);
+    gpu_row(in);
+    gpu_calibration(cal, fixture_gpu);
+    char *md = report_md(in, cal, NULL);
+    cr_assert(strstr(md, "GPU of the latest row on the cuda device: Fixture GPU, compute capability 9.0") != NULL, "%s", md);
+    cr_assert(strstr(md, "driver 580.65.06 (CUDA 13.0), CUDA runtime 13.0") != NULL, "%s", md);
+    cr_assert(strstr(md, "**GPU ceilings**") != NULL && strstr(md, "fp32 (TF32 off) 50.0 TFLOP/s") != NULL &&
+                  strstr(md, "bf16 (fp32 accumulate) 800.0 TFLOP/s") != NULL && strstr(md, "4100 GB/s") != NULL,
+              "%s", md);
+    cr_assert(strstr(md, "no GPU calibration") == NULL, "%s", md);
+    /* 5,000 GFLOP/s of a 50 TFLOP/s ceiling; 1,234 MiB at the peak; the cpu row has no GPU memory. */
+    cr_assert(strstr(md, "| 5000.00 | 10.0 % of GPU fp32 | 300 | 1234 |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| GPU peak MiB |") != NULL, "%s", md);
+    cr_assert(strstr(md, "Points on the cuda device sit under the GPU's roofs (Fixture GPU)") != NULL, "%s", md);
+    /* The chart draws the GPU's roofs beside the CPU's (their titles are the key's). */
+    snprintf(p, sizeof p, "%s/report/charts/roofline.svg", th_dir);
+    char *svg = th_read(p);
+    cr_assert(strstr(svg, "Fixture GPU: fp32 (TF32 off) 50.0 TFLOP/s, copy 4100 GB/s") != NULL, "no GPU roof");
+    cr_assert(strstr(svg, "Fixture GPU: bf16 800 TFLOP/s") != NULL, "no bf16 roof");
+    cr_assert(strstr(svg, "all threads: sgemm 115 GFLOP/s") != NULL, "the CPU's roof is still drawn");
+    free(svg);
+    free(md);
+}
+
+/* Without GPU ceilings (a calibration that predates them, or of a machine whose GPU was absent) the GPU rows
+ * are shown without ceilings and the report says "no GPU calibration"; a calibration of another GPU is no
+ * calibration of this one. */
+Test(harness_report, gpu_rows_without_gpu_calibration, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], cal[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(cal, sizeof cal, "calibration.json");
+    gpu_row(in);
+    const char *const gpus[] = {"", "\"gpu\":{\"status\":\"absent\",\"reason\":\"cuda: no CUDA device (why)\"}",
+                                "\"gpu\":{\"status\":\"measured\",\"name\":\"Other GPU\",\"fp32_tflops\":50,"
+                                "\"tf32_tflops\":400,\"bf16_tflops\":800,\"memcpy_d2d_gbs\":3900,\"copy_kernel_gbs\":4100}"};
+    for (int k = 0; k < 3; k++) {
+        gpu_calibration(cal, gpus[k]);
+        char *md = report_md(in, cal, NULL);
+        cr_assert(strstr(md, "no GPU calibration of Fixture GPU") != NULL, "case %d:\n%s", k, md);
+        cr_assert(strstr(md, "**GPU ceilings**") == NULL && strstr(md, "of GPU fp32") == NULL, "case %d:\n%s", k, md);
+        cr_assert(strstr(md, "Points on the cuda device have no GPU roof: no GPU calibration") != NULL, "%s", md);
+        cr_assert(strstr(md, "| 5000.00 | – | 300 | 1234 |") != NULL, "case %d:\n%s", k, md);
+        snprintf(p, sizeof p, "%s/report/charts/roofline.svg", th_dir);
+        char *svg = th_read(p);
+        cr_assert(strstr(svg, "TF32") == NULL, "case %d: a GPU roof without ceilings", k);
+        free(svg);
+        free(md);
+    }
+}
+
+/* The ceilings a cuda row carries (calibration.gpu_*) serve when no calibration file of the machine is found. */
+Test(harness_report, gpu_ceilings_copied_into_rows, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], t[2048];
+    th_path(in, sizeof in, "results.jsonl");
+    gpu_row(in);
+    char *row = th_read(in);
+    /* The same row with its calibration copy, as row_begin writes it for a calibrated GPU. */
+    char *cut = strstr(row, ",\"figures\"");
+    cr_assert_not_null(cut);
+    *cut = '\0';
+    snprintf(t, sizeof t, "%s,\"calibration\":{\"sgemm_1t_gflops\":60,\"timestamp\":\"T0\",\"gpu_name\":\"Fixture GPU\","
+                          "\"gpu_fp32_tflops\":40,\"gpu_tf32_tflops\":300,\"gpu_bf16_tflops\":600,\"gpu_copy_gbs\":3000},%s",
+             row, cut + 1);
+    free(row);
+    th_write(in, t);
+    char *md = report_md(in, NULL, NULL);
+    cr_assert(strstr(md, "**GPU ceilings** (`bench --calibrate`; copied into the rows, T0): Fixture GPU, cuBLAS fp32 "
+                         "(TF32 off) 40.0 TFLOP/s") != NULL, "%s", md);
+    cr_assert(strstr(md, "| 12.5 % of GPU fp32 |") != NULL, "%s", md);
+    free(md);
+}

@@ -605,8 +605,10 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
         pb += r.param_bytes[s];
     }
     cr_assert_eq(pb, 4.0 * (double)m.n_params, "stage parameter slices tile the arena");
-    double *prof = tu_dvec(2 * (size_t)m.n_layers);
-    cr_assert_eq(backend_layer_profile(&b, prof), TB_OK, "%s", tb_error_get());
+    double *prof = tu_dvec(4 * (size_t)m.n_layers);
+    int busy_threads = -1;
+    cr_assert_eq(backend_layer_profile(&b, prof, &busy_threads), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(busy_threads, 0, "stages run on one thread each: no busy-time profile");
     double tot = 0;
     for (int i = 0; i < 2 * m.n_layers; i++) tot += prof[i];
     cr_assert_gt(tot, 0.0);

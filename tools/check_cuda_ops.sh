@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_cuda_ops.sh — the build check of the CUDA EfficientNet kernels on a machine without a GPU: each
-# cuda/ops_*.cu with nvcc for sm_90 as CMake builds tb_cuda (C++17, -O3, every warning an error, register
-# spills warned), ops_effnet.h as C11 with -pedantic, and tests/test_cuda_ops.c without CUDA (its skip
+# cuda/ops_*.cu (and calibrate_kernels.cu, bench --calibrate's) with nvcc for sm_90 as CMake builds
+# tb_cuda (C++17, -O3, every warning an error, register spills warned), ops_effnet.h as C11 with -pedantic, and tests/test_cuda_ops.c without CUDA (its skip
 # path) and, when cuda/cuda_util.h is there (the executor's tree), with TB_HAVE_CUDA.
 # Usage: tools/check_cuda_ops.sh [NVCC]. Exits 1 at the first failure; objects go to a temp folder.
 set -eu
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 nvcc=${1:-/usr/local/cuda/bin/nvcc}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for f in cuda/ops_*.cu; do
+for f in cuda/ops_*.cu cuda/calibrate_kernels.cu; do
     "$nvcc" -std=c++17 -O3 -arch=sm_90 -Icore -Icuda --Werror all-warnings -Xptxas --warn-on-spills \
         -Xcompiler -Wall,-Wextra -c "$f" -o "$tmp/$(basename "$f" .cu).o"
     echo "ok  $f"

@@ -5,10 +5,11 @@
 #   tools/gpu_session.sh pack       here: build build-dev for the GPU machine's CPU (x86-64-v4, not -march=native),
 #                                   pack bench and the CUDA tests into .dev and check the 64 MiB that may travel
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
-#                                   instances), and runs of steps against one step a call on the GPU
+#                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
+#                                   against one step a call on the GPU
 #   tools/gpu_session.sh sanitizer  there*: compute-sanitizer memcheck (and racecheck) of short bench runs
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
-#   tools/gpu_session.sh scaling    there*: tools/scaling.sh (issue 31), or a line saying it is missing
+#   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31), or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`)
 #
 # A phase first asks bench for the GPU (a one-step mnist-mlp inference on --device cuda): where there is
@@ -28,11 +29,12 @@ PHASE=${1:-}
 BUDGET=${GPU_PHASE_BUDGET:-450}
 PYTHON=${PYTHON:-python3}
 LIMIT=$((64 * 1024 * 1024)) # the device tool's travelling tree, carried paths included
-TESTS=(test_cuda test_cuda_ops test_executor test_backends)
+# The tests with cuda code or cuda instances (test_cuda_mirrored, test_calibrate_gpu: issue 26 items 2, 5).
+TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored test_calibrate_gpu)
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '5,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -194,7 +196,7 @@ PY
 # The medians and the ratio line of a run_compare.py step's output.
 compare_headline() {
     grep -hE '^median|ours / PyTorch|^no ratio|^FAILED' "$WORK/$1.out" 2>/dev/null | sed 's/  */ /g' |
-        awk '{printf "%s%s", NR > 1 ? "; " : "", $0}'
+        awk '{printf "%s%s", (NR > 1 ? "; " : ""), $0}'
 }
 
 phase_tests() {
@@ -300,15 +302,24 @@ phase_bench() {
     note "$(row_headline "$WORK/mlp-b1-per-step.jsonl")"
 }
 
+# tools/scaling.sh (issue 31: `tools/scaling.sh BUILD [PHASE...]`, make bench-scaling) on the GPU
+# machine's cores, one of its phases a step so that each gets the time left; its rows and tables kept.
 phase_scaling() {
     if [ ! -f tools/scaling.sh ]; then
-        SUMMARY+=("MISSING tools/scaling.sh: issue 31's scaling runner is not in this tree yet; nothing run")
+        SUMMARY+=("MISSING tools/scaling.sh: issue 31's scaling runner is not in this tree; nothing run")
         say "== scaling: tools/scaling.sh is missing (issue 31)"
         return
     fi
-    # Its interface is issue 31's: it gets the paths it may need in its environment, and the phase's time.
-    step scaling $((BUDGET - 30)) env BENCH="$(command -v bench)" PYTHON="$PYTHON" RESULTS_DIR="$WORK" \
-        TIME_BUDGET=$((BUDGET - 40)) bash tools/scaling.sh
+    local build p
+    build=$(dirname "$(command -v bench)")
+    # One round unless SCALE_ROUNDS says otherwise: two rounds of every phase do not fit one budget.
+    for p in strong weak mpi ipu; do
+        step "scaling-$p" $((BUDGET / 2)) env SCALE_ROUNDS="${SCALE_ROUNDS:-1}" SCALE_OUT="$WORK/scaling-$p.jsonl" \
+            sh tools/scaling.sh "$build" "$p"
+        note "$(grep -h 'failed' "$WORK/scaling-$p.out" 2>/dev/null | head -n 2 |
+            awk '{printf "%s%s", (NR > 1 ? "; " : ""), $0}')"
+        cp results/scaling.md "$WORK/scaling-$p.md" 2>/dev/null
+    done
 }
 
 case "$PHASE" in

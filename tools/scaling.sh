@@ -1,0 +1,159 @@
+#!/bin/sh
+# scaling.sh — `make bench-scaling`: issue 31's scaling measurements on this machine, in one run.
+#
+#   tools/scaling.sh [BUILD] [PHASE...]        PHASE: strong weak mpi ipu (default: all four)
+#
+#   strong  threads backend, effnet-b0 224x224 batch 16 and 32x32 batch 128, at each thread count
+#           (SCALE_THREADS, default 1 2 4 ... up to the cores this process may use), with --profile: the
+#           speedup and efficiency per point, and at the largest count the layer types that lose most
+#           against one thread (core-seconds lost, idle share = waiting for other threads or a serial layer)
+#   weak    mirrored, 128 samples per device at 32x32 (devices = SCALE_THREADS), against one device
+#   mpi     mirrored over MPI, 2 ranks x C/2 devices (each rank bound to its own C/2 cores) against
+#           mirrored with C devices in one process, at the same global batch (128 per device)
+#   ipu     effnet-b4-g16 (GroupNorm, LARS), 2 stages x C/2 replicas, micro-batch 3, GA 16 (the seed's
+#           per-replica configuration) at SCALE_IPU_RES (default 64) x SCALE_IPU_RES
+#
+# Points alternate within a round (1 2 4 ... 1 2 4 ...) and SCALE_ROUNDS rounds (default 2) are run, so a
+# shared machine's drift falls on every point alike; the figures are medians over rounds. Rows go to
+# SCALE_OUT (default results/scaling.jsonl, previous run kept as .prev); the summary to stdout and
+# results/scaling.md. Each phase prints a line when it starts; a failing run is reported and skipped.
+set -u
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+PHASES=${*:-strong weak mpi ipu}
+cd "$(dirname "$0")/.." || exit 1
+B=$BUILD/bench
+[ -x "$B" ] || { echo "scaling: $B not built (make build)" >&2; exit 1; }
+C=$(nproc) # the cores this process may use, as bench counts them
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ -z "${SCALE_THREADS:-}" ]; then
+    SCALE_THREADS=1 t=2
+    while [ "$t" -lt "$C" ]; do SCALE_THREADS="$SCALE_THREADS $t"; t=$((t * 2)); done
+    [ "$C" -gt 1 ] && SCALE_THREADS="$SCALE_THREADS $C"
+fi
+ROUNDS=${SCALE_ROUNDS:-2}
+OUT=${SCALE_OUT:-results/scaling.jsonl}
+RES=${SCALE_IPU_RES:-64}
+mkdir -p "$(dirname "$OUT")"
+[ -f "$OUT" ] && mv "$OUT" "${OUT%.jsonl}.prev.jsonl"
+COMMON="--data synthetic --plan throughput --mllog none --quiet --out $OUT"
+fails=0
+
+# run LABEL ARGS...: one point; its row is tagged with --run-id LABEL-rROUND.
+run() {
+    label=$1
+    shift
+    # shellcheck disable=SC2086 # COMMON is a list of options
+    if ! "$@" $COMMON --run-id "$label-r$round" 2>"/tmp/scaling.$$.err"; then
+        echo "scaling: $label (round $round) failed: $(tail -n 1 /tmp/scaling.$$.err)"
+        fails=$((fails + 1))
+    fi
+    rm -f "/tmp/scaling.$$.err"
+}
+
+echo "scaling: $C cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)); points: $SCALE_THREADS; $ROUNDS rounds; rows in $OUT"
+for phase in $PHASES; do
+    round=1
+    case $phase in
+    strong) echo "scaling: strong (threads; effnet-b0 224x224 b16 and 32x32 b128)" ;;
+    weak) echo "scaling: weak (mirrored, 128 samples per device, 32x32)" ;;
+    mpi) echo "scaling: mpi (2 ranks x $((C / 2)) devices against mirrored $C devices)" ;;
+    ipu) echo "scaling: ipu (effnet-b4-g16 ${RES}x$RES, 2 stages x $((C / 2)) replicas, micro-batch 3, GA 16)" ;;
+    *) echo "scaling: unknown phase $phase (strong weak mpi ipu)" >&2; exit 2 ;;
+    esac
+    while [ "$round" -le "$ROUNDS" ]; do
+        case $phase in
+        strong)
+            for t in $SCALE_THREADS; do
+                run "strong-224-$t" "$B" --backend threads --threads "$t" --workload effnet-b0 --resolution 224 \
+                    --batch 16 --warmup 2 --steps 8 --profile
+                run "strong-32-$t" "$B" --backend threads --threads "$t" --workload effnet-b0 --resolution 32 \
+                    --batch 128 --warmup 2 --steps 12 --profile
+            done ;;
+        weak)
+            for d in $SCALE_THREADS; do
+                run "weak-$d" "$B" --backend mirrored --devices "$d" --workload effnet-b0 --resolution 32 \
+                    --batch $((128 * d)) --warmup 2 --steps 8
+            done ;;
+        mpi)
+            [ "$C" -ge 2 ] || { echo "scaling: mpi needs 2 cores"; break; }
+            h=$((C / 2))
+            run "mpi-shm-$C" "$B" --backend mirrored --devices $((2 * h)) --workload effnet-b0 --resolution 32 \
+                --batch $((256 * h)) --warmup 2 --steps 8
+            run "mpi-2x$h" mpirun -np 2 --map-by "slot:PE=$h" --bind-to core "$B" --backend mirrored \
+                --transport mpi --devices "$h" --workload effnet-b0 --resolution 32 --batch $((256 * h)) \
+                --warmup 2 --steps 8 ;;
+        ipu)
+            h=$((C / 2 > 0 ? C / 2 : 1))
+            run "ipu-2x$h" "$B" --backend ipu --workload effnet-b4-g16 --resolution "$RES" --stages 2 \
+                --replicas "$h" --micro-batch 3 --ga 16 --batch $((48 * h)) --warmup 1 --steps 3 ;;
+        esac
+        round=$((round + 1))
+    done
+done
+
+/usr/bin/env python3 - "$OUT" "$C" <<'PY' | tee results/scaling.md
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+cores = int(sys.argv[2])
+pts = {}
+for r in rows:
+    rid = r.get("run_id", "")
+    if r.get("status") != "ok" or "-r" not in rid:
+        continue
+    pts.setdefault(rid.rsplit("-r", 1)[0], []).append(r)
+def ips(label):
+    rs = pts.get(label, [])
+    return statistics.median(r["figures"]["images_per_s"] for r in rs) if rs else None
+m = rows[0]["machine"] if rows else {}
+print(f"# Scaling on {m.get('cpu_model', '?')}, {cores} cores (tools/scaling.sh; medians over rounds)\n")
+def table(title, prefix, base_label, goal):
+    counts = sorted({int(k.rsplit("-", 1)[1]) for k in pts if k.startswith(prefix)})
+    if not counts:
+        return
+    base = ips(base_label)
+    print(f"## {title}\n\n| threads/devices | img/s | speedup | efficiency |\n|---:|---:|---:|---:|")
+    for n in counts:
+        v = ips(f"{prefix}{n}")
+        if v is None or not base:
+            continue
+        print(f"| {n} | {v:,.1f} | {v / base:.2f}x | {100 * v / base / n:.0f} % |")
+    print(f"\nGoal: {goal}\n")
+table("Strong scaling, threads, effnet-b0 224x224 batch 16", "strong-224-", "strong-224-1", ">= 70 % at 16 threads")
+table("Strong scaling, threads, effnet-b0 32x32 batch 128", "strong-32-", "strong-32-1", ">= 50 % at 16 threads")
+table("Weak scaling, mirrored, 128 samples per device, 32x32", "weak-", "weak-1", ">= 90 % at 16 devices")
+# Where the time goes: per layer type at the largest thread count against one thread.
+for res in ("224", "32"):
+    counts = sorted({int(k.rsplit("-", 1)[1]) for k in pts if k.startswith(f"strong-{res}-")})
+    if len(counts) < 2 or 1 not in counts:
+        continue
+    top = counts[-1]
+    def types(label):
+        acc = {}
+        for r in pts[label]:
+            steps = r["figures"].get("layer_times_steps") or 1
+            for t in r["figures"].get("layer_types", []):
+                a = acc.setdefault(t["op"], [0.0, 0.0, 0])
+                a[0] += t["seconds"] / steps
+                a[1] += t.get("idle_share", 0.0)
+                a[2] += 1
+        return {k: (v[0] / v[2], v[1] / v[2]) for k, v in acc.items()}
+    one, many = types(f"strong-{res}-1"), types(f"strong-{res}-{top}")
+    lost = sorted(((top * many[k][0] - one[k][0], k) for k in one if k in many), reverse=True)
+    print(f"## Where {top} threads lose against 1 (effnet-b0 {res}x{res}, per step, --profile)\n")
+    print(f"| layer type | 1 thread (ms) | {top} threads (ms) | efficiency | idle at {top} | core-ms lost |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for l, k in lost[:8]:
+        t1, (tn, idle) = one[k][0], many[k]
+        print(f"| {k} | {1e3 * t1:.1f} | {1e3 * tn:.1f} | {100 * t1 / (top * tn) if tn else 0:.0f} % | {100 * idle:.0f} % | {1e3 * l:.1f} |")
+    print()
+a, b = [(k, ips(k)) for k in pts if k.startswith("mpi-shm-")], [(k, ips(k)) for k in pts if k.startswith("mpi-2x")]
+if a and b:
+    print(f"## MPI\n\n{b[0][0]}: {b[0][1]:,.1f} img/s against {a[0][0]} {a[0][1]:,.1f}: {100 * b[0][1] / a[0][1]:.0f} % (goal >= 90 %)\n")
+for k in pts:
+    if k.startswith("ipu-"):
+        r = pts[k][0]
+        print(f"## ipu\n\n{k}: {ips(k):,.2f} img/s — {r['config'].get('backend_desc', '')} (effnet-b4-g16 at "
+              f"{r['config'].get('resolution')}x{r['config'].get('resolution')}; the seed: 380x380, 2 stages, micro-batch 3, up to 128 replicas on IPU-PODs)\n")
+PY
+[ "$fails" -eq 0 ] || { echo "scaling: $fails run(s) failed (above)"; exit 1; }
