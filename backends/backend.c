@@ -28,7 +28,8 @@ static const struct backend_entry registry[] = {
       0, 0, 0, NULL}},
 #ifdef TB_HAVE_CUDA
     /* The reference schedule on one GPU: --backend cpu --device cuda under its own name. */
-    {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured CUDA graph a step)",
+    {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured step, run in loops "
+             "on the GPU)",
      backend_cuda_create, {"prefetch precision", 0, 0, 1, "cuda"}},
 #endif
 };
@@ -190,6 +191,49 @@ int backend_prefetch(struct backend *b, const struct batch *batch, long step)
     TB_ASSERT(b->prepared && batch->n == b->cfg.batch);
     return backend_prefetches(b) > 0 ? b->i->prefetch(b, batch, step) : TB_OK;
 }
+
+int backend_stage_steps(struct backend *b, long first_step, long n_steps, const struct batch *all)
+{
+    TB_ASSERT(b->prepared && first_step >= 1 && n_steps >= 1 && !b->i->stage_steps == !b->i->run_steps);
+    if (all->n != n_steps * (long)b->cfg.batch)
+        return tb_error_set(TB_EINVAL, "%ld samples for %ld steps of batch %d", (long)all->n, n_steps, b->cfg.batch);
+    b->staged = *all, b->staged_first = first_step, b->staged_n = n_steps;
+    if (!b->i->stage_steps) return TB_OK;
+    const int rc = b->i->stage_steps(b, first_step, n_steps, all);
+    if (rc != TB_OK) b->staged_n = 0;
+    return rc;
+}
+
+/* The default run of steps: backend_train_step on each staged batch, as the harness's per-step loop does. */
+static int run_steps_each(struct backend *b, long step, long n_steps, struct step_stats *st, long *done)
+{
+    const size_t per = b->m->tensors[b->m->input].per_sample, batch = (size_t)b->cfg.batch;
+    for (long j = 0; j < n_steps; j++) {
+        const size_t k = (size_t)(step + j - b->staged_first);
+        const struct batch bt = {b->cfg.batch, b->staged.x + k * batch * per, b->staged.y + k * batch};
+        const int rc = backend_train_step(b, &bt, step + j, &st[j]);
+        if (rc != TB_OK) {
+            *done = j;
+            return rc;
+        }
+    }
+    *done = n_steps;
+    return TB_OK;
+}
+
+int backend_run_steps(struct backend *b, long step, long n_steps, struct step_stats *st, long *done)
+{
+    TB_ASSERT(b->prepared && n_steps >= 1 && b->staged_n > 0 && step >= b->staged_first &&
+              step + n_steps <= b->staged_first + b->staged_n);
+    *done = 0;
+    memset(st, 0, (size_t)n_steps * sizeof *st);
+    if (!b->i->run_steps) return run_steps_each(b, step, n_steps, st, done);
+    const int rc = b->i->run_steps(b, step, n_steps, st, done);
+    for (long j = 0; j < n_steps; j++) st[j].n = b->cfg.batch;
+    return rc;
+}
+
+int backend_loops_on_device(const struct backend *b) { return b->prepared && b->device_loop; }
 
 int backend_finish(struct backend *b)
 {

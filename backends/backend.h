@@ -126,6 +126,10 @@ struct backend_i {
     int (*prefetches)(struct backend *b);
     /* Starts copying step `step`'s batch to the devices, overlapping the steps before it. */
     int (*prefetch)(struct backend *b, const struct batch *batch, long step);
+    /* Runs of steps (both or neither; without them backend.c loops train_step over the staged batches):
+     * see backend_stage_steps and backend_run_steps. */
+    int (*stage_steps)(struct backend *b, long first_step, long n_steps, const struct batch *all);
+    int (*run_steps)(struct backend *b, long step, long n_steps, struct step_stats *st, long *done);
 };
 
 struct backend {
@@ -134,6 +138,10 @@ struct backend {
     const struct model *m;
     struct run_config cfg;
     int prepared;
+    int device_loop;            /* run_steps keeps a run of steps on its device, no host round trip a step
+                                   (set by prepare; backend_loops_on_device) */
+    struct batch staged;        /* what backend_stage_steps was last given (the default reads it in place) */
+    long staged_first, staged_n;
 };
 
 /* What the harness needs to know of a backend before it creates one: the options it takes and how it
@@ -194,6 +202,18 @@ int backend_prefetch(struct backend *b, const struct batch *batch, long step);
 /* Completes any work earlier train steps deferred (a no-op for most backends): the harness calls it
  * inside the last timed step of a run of steps, so no step's work falls outside the training clock. */
 int backend_finish(struct backend *b);
+/* Hands over the global batches of steps first_step .. first_step + n_steps − 1 (all->n = n_steps × the
+ * prepared batch samples, step by step) for backend_run_steps. all's arrays stay the caller's and must stay
+ * valid until the next stage call; a backend that loops on its device copies them there once, here. */
+int backend_stage_steps(struct backend *b, long first_step, long n_steps, const struct batch *all);
+/* Runs staged steps step .. step + n_steps − 1, bitwise n_steps backend_train_step calls on their batches:
+ * st[j] gets step + j's statistics (the loss; times are the caller's to take), *done the steps completed
+ * (on a failure, step + *done failed and st[*done] holds what it reported). Work the last step deferred
+ * stays deferred (backend_finish). Where backend_loops_on_device, no host round trip per step. */
+int backend_run_steps(struct backend *b, long step, long n_steps, struct step_stats *st, long *done);
+/* True when the prepared backend runs backend_run_steps on its device without the host per step (the cuda
+ * device's captured batch-1 step): the harness then hands it runs of steps instead of one at a time. */
+int backend_loops_on_device(const struct backend *b);
 /* Forward/backward only, leaving summed gradients (tests, gradient checks). */
 int backend_forward_backward(struct backend *b, const struct batch *batch, long step, struct step_stats *st);
 /* One optimizer update from the gradients the last forward_backward left (tests, gradient checks). */

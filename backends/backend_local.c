@@ -1,8 +1,11 @@
 /* backend_local.c — the cpu and threads backends: a schedule over one executor.
  *
  * cpu plans the executor with one thread; threads with --threads (0 = all cores), which the cpu device
- * runs as a pinned pool; cuda is cpu's schedule on the cuda device (one stream, so one "thread"). A step is zero + forward/backward + update, or the executor's fused train step
- * where it has one (the batch-1 deferred Adam). OpenBLAS is always single-threaded: the executor
+ * runs as a pinned pool; cuda is cpu's schedule on the cuda device (one stream, so one "thread"). A step
+ * is zero + forward/backward + update, or the executor's fused train step where it has one (the batch-1
+ * deferred Adam; on cuda the captured step). A run of steps is the executor's (executor_run_steps: on the
+ * cuda device's captured step, a loop on the GPU; elsewhere those steps one by one, the same code path
+ * for every device). OpenBLAS is always single-threaded: the executor
  * partitions every sgemm itself, so cores are never oversubscribed and results do not depend on
  * OpenBLAS's own threading. The backend owns its executor; one caller drives it.
  */
@@ -24,6 +27,8 @@ struct local_ctx {
     struct backend_trace_buf trace; /* backend_stats' copy of the executor's trace events */
     int want_threads; /* 1 for cpu, cfg.n_threads (0 = all cores) for threads */
     const char *device; /* cuda: the device it always uses (NULL: run_config.device) */
+    double *losses;     /* run_steps: each step's loss sum (cap of them) */
+    long cap;
 };
 
 static int lb_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
@@ -43,7 +48,9 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
     if (c->device && stage_prec_parse(cfg->ipu.precision, &ec.prec, &ec.master) != 0)
         return tb_error_set(TB_EINVAL, "%s: unknown --precision '%s' (valid: fp32, bf16)", b->i->name,
                             cfg->ipu.precision);
-    return executor_create(&c->ex, m, &ec);
+    const int st = executor_create(&c->ex, m, &ec);
+    b->device_loop = st == TB_OK && c->ex.loop_steps;
+    return st;
 }
 
 /* The whole global batch as one pass. */
@@ -74,15 +81,31 @@ static int lb_update(struct backend *b, long step, struct step_stats *st)
 static int lb_train_step(struct backend *b, const struct batch *batch, long step, struct step_stats *st)
 {
     struct local_ctx *c = b->ctx;
-    int rc;
-    if (c->ex.fused_step) {
-        executor_trace_begin(&c->ex, tb_now_s());
-        const struct executor_pass p = whole_batch(batch, step);
-        rc = executor_train_step(&c->ex, &p, &st->loss_sum);
-    } else {
-        if ((rc = lb_forward_backward(b, batch, step, st)) == TB_OK) rc = lb_update(b, step, st);
-    }
+    executor_trace_begin(&c->ex, tb_now_s());
+    const struct executor_pass p = whole_batch(batch, step);
+    const int rc = executor_step(&c->ex, &p, &st->loss_sum);
     if (rc == TB_EDIVERGED) st->nonfinite = 1;
+    return rc;
+}
+
+static int lb_stage_steps(struct backend *b, long first_step, long n_steps, const struct batch *all)
+{
+    struct local_ctx *c = b->ctx;
+    if (n_steps > c->cap) {
+        double *p = realloc(c->losses, (size_t)n_steps * sizeof *p);
+        if (!p) return tb_error_set(TB_ENOMEM, "backend %s: out of memory for %ld losses", b->i->name, n_steps);
+        c->losses = p, c->cap = n_steps;
+    }
+    return executor_stage_steps(&c->ex, first_step, n_steps, all->x, all->y);
+}
+
+static int lb_run_steps(struct backend *b, long step, long n_steps, struct step_stats *st, long *done)
+{
+    struct local_ctx *c = b->ctx;
+    const int rc = executor_run_steps(&c->ex, step, n_steps, c->losses, done);
+    const long got = *done + (rc == TB_EDIVERGED); /* a diverged step's loss too, for the message */
+    for (long j = 0; j < got && j < n_steps; j++) st[j].loss_sum = c->losses[j];
+    if (rc == TB_EDIVERGED && *done < n_steps) st[*done].nonfinite = 1;
     return rc;
 }
 
@@ -141,7 +164,8 @@ static void lb_describe(struct backend *b, char *buf, size_t n)
     if (strcmp(c->ex.cfg.device, "cpu") != 0) { /* a GPU: one stream, no host threads or OpenBLAS */
         snprintf(buf, n, "%s: one %s device%s%s", b->i->name, c->ex.cfg.device,
                  c->ex.cfg.prec == STAGE_PREC_BF16 ? ", bf16 mixed precision (fp32 master weights)" : "",
-                 c->ex.fused_step ? ", batch-1 step as a CUDA graph" : "");
+                 c->ex.loop_steps ? ", batch-1 step as a CUDA graph, runs of steps on the device"
+                 : c->ex.fused_step ? ", batch-1 step as a CUDA graph" : "");
         return;
     }
     char blas[48];
@@ -157,6 +181,7 @@ static void lb_destroy(struct backend *b)
     if (!c) return;
     executor_destroy(&c->ex);
     backend_trace_buf_free(&c->trace);
+    free(c->losses);
     free(c);
     b->ctx = NULL;
 }
@@ -166,6 +191,7 @@ static const struct backend_i cpu_iface = {
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
     .prefetches = lb_prefetches, .prefetch = lb_prefetch,
+    .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
 };
 
 static const struct backend_i threads_iface = {
@@ -173,6 +199,7 @@ static const struct backend_i threads_iface = {
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
     .prefetches = lb_prefetches, .prefetch = lb_prefetch,
+    .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
 };
 
 /* The cpu schedule on one GPU: one executor on the cuda device, its fused step the captured graph. */
@@ -181,6 +208,7 @@ static const struct backend_i cuda_iface = {
     .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
     .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
     .prefetches = lb_prefetches, .prefetch = lb_prefetch,
+    .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
 };
 
 static int local_create(struct backend *b, const struct backend_i *iface, int want_threads, const char *device)

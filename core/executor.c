@@ -4,6 +4,7 @@
 #include "executor.h"
 
 #include "arena.h"
+#include "clock.h"
 #include "status.h"
 
 #include <string.h>
@@ -136,6 +137,7 @@ int executor_create(struct executor *ex, const struct model *m, const struct exe
               ex->i->set_tensors && ex->i->buffer && ex->i->supports);
     TB_ASSERT(!ex->fused_step || ex->i->train_step);
     TB_ASSERT(!ex->cfg.l1 || (ex->i->import_boundary && ex->i->export_boundary));
+    TB_ASSERT(!ex->loop_steps || (ex->i->stage_steps && ex->i->run_steps));
     return TB_OK;
 }
 
@@ -218,6 +220,54 @@ int executor_train_step(struct executor *ex, const struct executor_pass *p, doub
 {
     TB_ASSERT(ex->fused_step && p->n == ex->cfg.n_max);
     return ex->i->train_step(ex, p, loss_sum);
+}
+
+int executor_step(struct executor *ex, const struct executor_pass *p, double *loss_sum)
+{
+    if (ex->fused_step) return executor_train_step(ex, p, loss_sum);
+    executor_zero_grads(ex);
+    const int st = executor_forward_backward(ex, p, loss_sum);
+    return st != TB_OK ? st : executor_update(ex, p->step);
+}
+
+int executor_stage_steps(struct executor *ex, long first, long n, const uint8_t *x, const int32_t *y)
+{
+    TB_ASSERT(first >= 1 && n >= 1 && x && y && !ex->cfg.l1);
+    ex->staged = (struct executor_staged){x, y, first, n};
+    if (!ex->loop_steps) return TB_OK;
+    const int st = ex->i->stage_steps(ex, &ex->staged);
+    if (st != TB_OK) ex->staged.n = 0;
+    return st;
+}
+
+/* The default run of steps: executor_step on each staged step's samples, as a schedule's step would. */
+static int run_steps_each(struct executor *ex, long step, long n, double *loss_sums, long *done)
+{
+    const int b = ex->cfg.n_max;
+    const size_t per = ex->m->tensors[ex->m->input].per_sample;
+    for (long j = 0; j < n; j++) {
+        const long k = step + j - ex->staged.first;
+        const struct executor_pass p = {.n = b, .n_global = b, .step = step + j,
+                                        .x = ex->staged.x + (size_t)k * (size_t)b * per,
+                                        .y = ex->staged.y + (size_t)k * (size_t)b, .training = 1};
+        executor_trace_begin(ex, tb_now_s());
+        const int st = executor_step(ex, &p, &loss_sums[j]);
+        if (st != TB_OK) {
+            *done = j;
+            return st;
+        }
+    }
+    *done = n;
+    return TB_OK;
+}
+
+int executor_run_steps(struct executor *ex, long step, long n, double *loss_sums, long *done)
+{
+    TB_ASSERT(n >= 1 && ex->staged.n > 0 && step >= ex->staged.first &&
+              step + n <= ex->staged.first + ex->staged.n);
+    *done = 0;
+    if (ex->loop_steps) return ex->i->run_steps(ex, step, n, loss_sums, done);
+    return run_steps_each(ex, step, n, loss_sums, done);
 }
 
 void executor_finish(struct executor *ex)

@@ -138,6 +138,13 @@ enum { EXECUTOR_FORWARD = 1, EXECUTOR_BACKWARD = 2 };
 
 struct executor;
 
+/* The samples of a run of whole training steps, as executor_stage_steps hands them over. */
+struct executor_staged {
+    const uint8_t *x;     /* (n · n_max, H, W, C) pixels, step by step */
+    const int32_t *y;     /* (n · n_max) labels */
+    long first, n;        /* steps first .. first + n − 1 (n = 0: nothing staged) */
+};
+
 /* Executors of one device that sum their gradients together (a schedule's replicas), in rank order. */
 struct executor_group {
     struct executor *ex;  /* (n) the members, consecutive */
@@ -187,6 +194,10 @@ struct executor_i {
     /* Optional: starts copying a later pass's inputs (p->x, p->y, p->n) to the device, so that the copy
      * overlaps the passes before it; that pass then reads the copy. */
     int (*prefetch)(struct executor *ex, const struct executor_pass *p);
+    /* Runs of steps, required when the device sets loop_steps (else executor.c's defaults run): see
+     * executor_stage_steps and executor_run_steps. */
+    int (*stage_steps)(struct executor *ex, const struct executor_staged *sg);
+    int (*run_steps)(struct executor *ex, long step, long n, double *loss_sums, long *done);
 };
 
 struct executor {
@@ -195,6 +206,9 @@ struct executor {
     const struct model *m;
     struct executor_config cfg; /* as planned: device and eval_batch resolved */
     int fused_step;             /* executor_train_step runs n_max-sample steps (set by the device) */
+    int loop_steps;             /* executor_run_steps stays on the device, no host round trip a step (set by
+                                   the device; it then has stage_steps and run_steps) */
+    struct executor_staged staged; /* what executor_stage_steps was last given (read in place by default) */
 };
 
 /* A registry entry: device name → constructor (fills ex->i, ex->ctx from ex->m and ex->cfg). */
@@ -265,6 +279,18 @@ int executor_supports(const struct executor *ex, enum op_kind op);
 /* One whole training step of p->n = n_max samples with the update fused in (only when ex->fused_step);
  * the update may be deferred to the next call or executor_finish. Bitwise zero + fb + update. */
 int executor_train_step(struct executor *ex, const struct executor_pass *p, double *loss_sum);
+/* One whole training step of p->n = n_max samples: the fused step where the device has one (ex->fused_step),
+ * else zero + forward/backward + update (bitwise the same). */
+int executor_step(struct executor *ex, const struct executor_pass *p, double *loss_sum);
+/* Hands over the samples of steps first .. first + n − 1 (n · n_max of them, step by step) for
+ * executor_run_steps. x and y stay the caller's and must stay valid until the next stage call: the default
+ * reads them in place; a device with loop_steps copies them to its memory once, here. */
+int executor_stage_steps(struct executor *ex, long first, long n, const uint8_t *x, const int32_t *y);
+/* Runs staged steps step .. step + n − 1, bitwise n executor_step calls on their samples: loss_sums[j] gets
+ * step + j's Σ loss, *done the steps completed (on a failure, step + *done failed and loss_sums[*done] holds
+ * its loss where it has one). With loop_steps the steps run without a host round trip per step and the
+ * losses come back in one copy. Deferred work of the last step stays deferred (executor_finish). */
+int executor_run_steps(struct executor *ex, long step, long n, double *loss_sums, long *done);
 /* Applies work an earlier call deferred (the fused step's update); a no-op when there is none. */
 void executor_finish(struct executor *ex);
 /* Evaluates n samples in chunks of cfg.eval_batch, adding to ev (TB_EUNSUPPORTED if the device cannot). */

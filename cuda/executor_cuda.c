@@ -6,11 +6,12 @@
  * resampling and training crop/flip in ops_input.cu; every other EfficientNet layer kind in
  * executor_cuda_layers.c, one ops_effnet.h launcher per layer, unfused), fp32, forward and backward over
  * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
- * with Adam a dense chain's step captured once into a CUDA graph (the fused train step, and
- * executor_cuda_run_steps' on-device loop); with cfg.prec bf16, mixed precision (executor_cuda_bf16.h:
- * bf16 activations and GEMM operands, fp32 master weights, gradients and optimizer state; no graph). A
- * model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so are stage
- * executors and fp16. Where no GPU is present, create fails with TB_EUNSUPPORTED and the runtime's reason.
+ * with Adam a dense chain's step captured once into a CUDA graph (the fused train step, and the runs of
+ * steps of executor_run_steps: a loop on the device); with cfg.prec bf16, mixed precision
+ * (executor_cuda_bf16.h: bf16 activations and GEMM operands, fp32 master weights, gradients and optimizer
+ * state; no graph). A model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so
+ * are stage executors and fp16. Where no GPU is present, create fails with TB_EUNSUPPORTED and the
+ * runtime's reason.
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max
  * (bf16: a byte offset per tensor, tb_cuda_bf16_layout), so get/set tensors are plain copies and a test can
@@ -78,6 +79,7 @@ struct cuda_ctx {
     double *l_loss;                          /* device: per-step loss sums */
     long long *l_k;                          /* device: the step index the graph reads */
     long l_cap;                              /* steps the loop buffers hold */
+    long l_first, l_n;                       /* the staged steps (l_n = 0: none staged) */
     double l_bytes;                          /* their device bytes (part of dev_bytes) */
     void *h_stage;                           /* pinned: a fused step's pixels, label, alpha and loss */
     double dev_bytes;                        /* device memory it allocated (the rows' gpu_mem_peak_mib) */
@@ -526,51 +528,72 @@ static int loop_reserve(struct cuda_ctx *c, long steps)
     return loop_capture(c);
 }
 
-int executor_cuda_has_loop(const struct executor *ex)
+/* Runs of steps (ex->loop_steps): the staged steps' pixels, labels and Adam step sizes go to the device
+ * once (stage), then each run replays the captured step n times back to back from the run's first index and
+ * copies its n losses back in one copy (run): the stream never waits on the host within a run. */
+static int cuda_stage_steps(struct executor *ex, const struct executor_staged *sg)
 {
-    return ex->i && strcmp(ex->i->name, "cuda") == 0 && ctx_of(ex)->loop;
-}
-
-int executor_cuda_run_steps(struct executor *ex, long first_step, long n_steps, const uint8_t *x_all,
-                            const int32_t *y_all, double *losses)
-{
-    if (!executor_cuda_has_loop(ex))
-        return tb_error_set(TB_EUNSUPPORTED, "cuda: the on-device loop needs a dense chain at batch 1 with Adam, fp32");
     struct cuda_ctx *c = ctx_of(ex);
     int st = sticky(c);
     if (st != TB_OK) return st;
-    if (n_steps < 1) return TB_OK;
-    if ((st = loop_reserve(c, n_steps)) != TB_OK) return st;
-    float *alpha = malloc((size_t)n_steps * sizeof(float));
-    if (!alpha) return tb_error_set(TB_ENOMEM, "cuda: out of memory for %ld step sizes", n_steps);
-    for (long k = 0; k < n_steps; k++) alpha[k] = optim_adam_alpha(&c->cfg.optim, first_step + k);
-    /* Everything up front, then the steps back to back: the stream never waits on the host. */
-    cudaError_t e = cudaMemcpyAsync(c->l_x, x_all, (size_t)n_steps * c->per_in, cudaMemcpyHostToDevice, c->s);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(c->l_y, y_all, (size_t)n_steps * sizeof(int32_t), cudaMemcpyHostToDevice, c->s);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(c->l_alpha, alpha, (size_t)n_steps * sizeof(float), cudaMemcpyHostToDevice, c->s);
-    if (e == cudaSuccess) e = cudaMemsetAsync(c->l_k, 0, sizeof(long long), c->s);
-    for (long k = 0; k < n_steps && e == cudaSuccess; k++) e = cudaGraphLaunch(c->gexec, c->s);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(losses, c->l_loss, (size_t)n_steps * sizeof(double), cudaMemcpyDeviceToHost, c->s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(c->s); /* alpha (pageable) and losses are the host's again */
+    c->l_n = 0;
+    if ((st = loop_reserve(c, sg->n)) != TB_OK) return st;
+    float *alpha = malloc((size_t)sg->n * sizeof(float));
+    if (!alpha) return tb_error_set(TB_ENOMEM, "cuda: out of memory for %ld step sizes", sg->n);
+    for (long k = 0; k < sg->n; k++) alpha[k] = optim_adam_alpha(&c->cfg.optim, sg->first + k);
+    const size_t n = (size_t)sg->n;
+    cudaError_t e = cudaMemcpyAsync(c->l_x, sg->x, n * c->per_in, cudaMemcpyHostToDevice, c->s);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(c->l_y, sg->y, n * sizeof(int32_t), cudaMemcpyHostToDevice, c->s);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(c->l_alpha, alpha, n * sizeof(float), cudaMemcpyHostToDevice, c->s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->s); /* alpha (pageable) is the host's again */
     free(alpha);
-    if (e != cudaSuccess) return tb_cuda_fail(e, "the on-device loop", __FILE__, __LINE__);
-    for (long k = 0; k < n_steps; k++)
-        if (!isfinite(losses[k])) return tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", losses[k], first_step + k);
+    if (e != cudaSuccess) return tb_cuda_fail(e, "staging a run of steps", __FILE__, __LINE__);
+    c->l_first = sg->first, c->l_n = sg->n;
     return TB_OK;
 }
 
-/* The fused train step: one replay of the captured step on this step's sample. The harness wants each
- * step's loss, so this waits for it (one round trip a step); executor_cuda_run_steps does not. */
+static int cuda_run_steps(struct executor *ex, long step, long n, double *loss_sums, long *done)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    /* A fused step since the stage overwrote the table's first sample: stage again. */
+    if (c->l_n == 0 || step < c->l_first || step + n > c->l_first + c->l_n)
+        return tb_error_set(TB_EINVAL, "cuda: steps %ld..%ld are not staged on the device", step, step + n - 1);
+    const long k0 = step - c->l_first;
+    /* The run's first index, through the pinned staging buffer (its last 8 bytes, after the fused step's). */
+    long long *pk = (long long *)((uint8_t *)c->h_stage + (c->per_in + 7) / 8 * 8 + 24);
+    cudaError_t e = cudaStreamSynchronize(c->s);
+    if (e == cudaSuccess) {
+        *pk = k0;
+        e = cudaMemcpyAsync(c->l_k, pk, sizeof *pk, cudaMemcpyHostToDevice, c->s);
+    }
+    for (long k = 0; k < n && e == cudaSuccess; k++) e = cudaGraphLaunch(c->gexec, c->s);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(loss_sums, c->l_loss + k0, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost, c->s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
+    if (e != cudaSuccess) return tb_cuda_fail(e, "the on-device loop", __FILE__, __LINE__);
+    for (long k = 0; k < n; k++)
+        if (!isfinite(loss_sums[k])) {
+            *done = k;
+            return tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", loss_sums[k], step + k);
+        }
+    *done = n;
+    return TB_OK;
+}
+
+/* The fused train step: one replay of the captured step on this step's sample, waiting for its loss (one
+ * round trip a step; cuda_run_steps does without). It writes the table's first slot, so a staged run must be
+ * staged again. */
 static int cuda_train_step(struct executor *ex, const struct executor_pass *p, double *loss_sum)
 {
     struct cuda_ctx *c = ctx_of(ex);
     int st = sticky(c);
     if (st != TB_OK) return st;
     if ((st = loop_reserve(c, 1)) != TB_OK) return st;
-    /* Pinned staging: pixels, then the label, the step size and the loss, 8-byte aligned. */
+    c->l_n = 0;
+    /* Pinned staging: pixels, then the label, the step size, the loss and run_steps' first index, 8-byte
+     * aligned. */
     uint8_t *px = c->h_stage;
     const size_t off = (c->per_in + 7) / 8 * 8;
     int32_t *py = (int32_t *)(px + off);
@@ -689,7 +712,7 @@ static const struct executor_i cuda_iface = {
     .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
     .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
     .evaluate = cuda_evaluate, .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
-    .prefetch = cuda_prefetch,
+    .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps,
 };
 
 int executor_cuda_probe(void) { return tb_cuda_probe(); }
@@ -801,6 +824,7 @@ int executor_cuda_create(struct executor *ex)
             return st;
         TB_CU(cudaMallocHost(&c->h_stage, (c->per_in + 7) / 8 * 8 + 32));
         ex->fused_step = 1;
+        ex->loop_steps = 1;
     }
     return TB_OK;
 }

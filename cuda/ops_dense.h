@@ -58,7 +58,7 @@ void tb_cuda_softmax_ce_bf16(float *loss, void *dlogits, uint8_t *correct, const
 /* dst (n bf16) = src (n fp32) rounded to nearest even: the weights' bf16 copy after an update. */
 void tb_cuda_to_bf16(void *dst, const float *src, size_t n, cudaStream_t s);
 
-/* The on-device loop (executor_cuda_run_steps): step k of a run whose data is all on the device. */
+/* The on-device loop (executor_run_steps on cuda): step k of a run whose data is all on the device. */
 struct tb_cuda_loop_dev {
     const uint8_t *x_all;   /* (steps, per) pixels of every step's sample(s) */
     const int32_t *y_all;   /* (steps, n) labels */

@@ -39,6 +39,7 @@ static const char *const key_fields[] = {
     "device", "dataset", "threads", "devices", "resolution", "norm", "norm_groups", "conv_algo", "transport", "sync_bn",
     "stages", "split", "micro_batch", "ga", "replicas", "schedule", "recompute", "precision", "prefetch", "profile",
     "no_fuse", "optimizer", "lr", "target", "eval_every", "warmup", "steps", "epochs", "steps_per_epoch",
+    "steps_per_execution",
 };
 /* Of those, the ones the visible name shows when they differ from their default. */
 static const char *const name_fields[] = {"device", "threads", "devices", "resolution", "precision", "conv_algo", "no_fuse",

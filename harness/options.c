@@ -37,6 +37,10 @@ static const struct bench_option options[] = {
     {"steps", 1, "N", "train: total steps (overrides --epochs); throughput, scaling, inference: timed\n"
                       "steps per measurement (default 100; throughput: from --time-budget)", 0},
     {"warmup", 1, "N", "untimed steps before timing (default 10; throughput: up to 10, from --time-budget)", 0},
+    {"steps-per-execution", 1, "N|auto", "training steps handed to the backend per call, the same bits (default auto:\n"
+                                         "one, except on a device that loops on its own (cuda, batch 1), which gets\n"
+                                         "runs of about a second; N: up to N steps a call, per-step times then the\n"
+                                         "run's mean)", 0},
     {"time-budget", 1, "SECONDS", "throughput without --steps: time the timed steps may take, measured on the\n"
                                   "warm-up steps (default 60; at most 100 steps, at least 2)", 0},
     {"repeat", 1, "N", "throughput, scaling, inference: repeat the whole measurement N times (default 1)", 0},
@@ -320,6 +324,10 @@ static int set_plan_option(struct bench_config *c, const char *name, const char 
     if (IS("steps-per-epoch")) return get_long(name, v, 1, 1L << 40, &c->steps_per_epoch);
     if (IS("steps")) return get_long(name, v, 1, 1L << 40, &c->steps);
     if (IS("warmup")) return get_int(name, v, 0, 1000000, &c->warmup);
+    if (IS("steps-per-execution")) {
+        if (v && !strcmp(v, "auto")) return c->steps_per_execution = 0, TB_OK;
+        return get_long(name, v, 1, 1L << 40, &c->steps_per_execution);
+    }
     if (IS("time-budget")) return get_double(name, v, 0.001, 1e7, 0, &c->time_budget);
     if (IS("repeat")) return get_int(name, v, 1, 1000, &c->repeat);
     if (IS("target")) {
@@ -777,6 +785,11 @@ int bench_config_finish(struct bench_config *c)
         return tb_error_set(TB_EINVAL, "--replicas-list, --ga-list and --micro-batch-list apply to --plan scaling "
                                        "(this is %s; use --replicas, --ga, --micro-batch)", pn);
     if (c->trace_step > 0 && !c->trace[0]) return tb_error_set(TB_EINVAL, "--trace-step needs --trace FILE");
+    if (c->steps_per_execution > 0 && (p == PLAN_INFERENCE || p == PLAN_EVALUATE))
+        return tb_error_set(TB_EINVAL, "--steps-per-execution applies to the plans that train (this is %s)", pn);
+    if (c->steps_per_execution > 1 && (c->trace[0] || c->timeline[0]))
+        return tb_error_set(TB_EINVAL, "--steps-per-execution %ld hands steps over in runs: --%s records single steps "
+                                       "(give 1 or auto)", c->steps_per_execution, c->trace[0] ? "trace" : "timeline");
     if (c->trace[0] && p != PLAN_TRAIN && p != PLAN_THROUGHPUT && p != PLAN_TTA)
         return tb_error_set(TB_EINVAL, "--trace records one training step of one run: it applies to --plan train, "
                                        "throughput and tta (this is %s)", pn);

@@ -136,6 +136,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         write_trace(s, &b, run_id);
         write_pipeline(s, &b);
         write_step_split(s, &b);
+        write_step_executions(s, &b);
         row_common_figures(s, &b, gflops,
                            measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)), flops_step);
         st = row_end(s, &b);

@@ -338,6 +338,7 @@ static int train_row(struct train_run *t)
     write_trace(s, &b, t->run_id);
     write_pipeline(s, &b);
     write_step_split(s, &b);
+    write_step_executions(s, &b);
     row_common_figures(s, &b, t->gflops,
                        measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)),
                        t->flops_step);

@@ -577,6 +577,7 @@ static int tta_row(struct tta_plan *p)
     if (p->ckpt) write_checkpoints(&b, p->n_ckpt, p->ckpt_total, p->ckpt_path);
     if (p->ckpt_err[0]) json_key_str(&b, "checkpoint_error", p->ckpt_err);
     tta_row_runs(p, &b);
+    write_step_executions(s, &b);
     write_trace(s, &b, s->run_base);
     row_common_figures(s, &b, p->gflops,
                        measure_train_bytes_per_step(&s->m, p->batch, optim_state_per_param(c->run.optim.kind)),

@@ -117,7 +117,7 @@ static const char *const variant_fields[] = {"threads", "devices", "resolution",
                                              "momentum", "weight_decay", "lr_schedule", "lr_warmup", "label_smoothing",
                                              "steps", "warmup", "repeat", "steps_per_epoch", "load", "dropout",
                                              "classes", "loss_scale", "prefetch", "split", "eval_every", "max_epochs",
-                                             "seeds", "profile"};
+                                             "seeds", "profile", "steps_per_execution"};
 
 
 /* The configuration key of a row (batch left out for scaling sweeps, which group by sweep). */
@@ -129,6 +129,8 @@ static void row_key(const struct json_value *row, char *key, size_t n, int with_
         const struct json_value *v = json_get(json_get(row, "config"), variant_fields[k]);
         size_t len = strlen(key);
         if (!v) continue;
+        /* Rows from before --steps-per-execution ran as auto (0) does: the same key (field_text too). */
+        if (!strcmp(variant_fields[k], "steps_per_execution") && v->type == JSON_NUMBER && v->number == 0) continue;
         if (v->type == JSON_STRING) snprintf(key + len, n - len, "|%s", v->str);
         else if (v->type == JSON_NUMBER) snprintf(key + len, n - len, "|%g", v->number);
         else if (v->type == JSON_BOOL) snprintf(key + len, n - len, "|%d", v->boolean);
@@ -144,7 +146,7 @@ static void field_text(const struct json_value *row, const char *field, char *bu
 {
     const struct json_value *v = json_get(json_get(row, "config"), field);
     buf[0] = '\0';
-    if (!v) return;
+    if (!v || (!strcmp(field, "steps_per_execution") && v->type == JSON_NUMBER && v->number == 0)) return;
     if (v->type == JSON_STRING) snprintf(buf, n, "%s", v->str);
     else if (v->type == JSON_NUMBER) snprintf(buf, n, "%g", v->number);
     else if (v->type == JSON_BOOL) snprintf(buf, n, "%s", v->boolean ? "on" : "off");

@@ -327,6 +327,7 @@ int plan_stopped(struct session *s, int st, const char *run_id, int batch, const
         json_key_int(&b, "diverged_at_step", si->done + 1);
         json_key_str(&b, "reason", msg);
     }
+    write_step_executions(s, &b);
     json_key_double(&b, "peak_rss_mib", measure_peak_rss_mib());
     row_gpu_memory(s, &b);
     json_key_double(&b, "setup_time_s", s->setup_time_s);

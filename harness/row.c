@@ -92,6 +92,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "eval_batch", s->be_eval_batch);
     json_key_int(b, "steps", steps);
     json_key_int(b, "warmup", c->warmup);
+    json_key_int(b, "steps_per_execution", c->steps_per_execution);
     json_key_int(b, "repeat", c->repeat);
     json_key_int(b, "epochs", c->epochs);
     json_key_int(b, "steps_per_epoch", c->steps_per_epoch);
@@ -388,6 +389,12 @@ void write_step_split(struct session *s, struct json_buf *b)
     }
     s->sum_step = s->sum_compute = s->sum_allreduce = s->sum_exchange = s->sum_idle = 0.0;
     s->n_split = 0;
+}
+
+void write_step_executions(struct session *s, struct json_buf *b)
+{
+    if (s->n_exec > 0 && s->n_exec < s->n_exec_steps) json_key_int(b, "step_executions", s->n_exec);
+    s->n_exec = s->n_exec_steps = 0;
 }
 
 /* Pipelined backends: the measured per-stage accounting (labelled measured) and, with

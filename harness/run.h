@@ -62,6 +62,7 @@ struct bench_config {
     int eval;               /* evaluate on the test set at the end of a training run (default 1) */
     /* plans */
     int warmup;             /* untimed steps before timing (default 10) */
+    long steps_per_execution; /* training steps per backend call (0 = auto: 1, or timed runs on a device loop) */
     double time_budget;     /* --time-budget: seconds the timed steps may take without --steps (0 = default) */
     /* set by bench_config_finish: the steps / warm-up follow budget_s, the budget in force (default 60) */
     int budget_steps, budget_warmup;

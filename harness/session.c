@@ -19,6 +19,7 @@
 #include "tpool.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,9 @@ void session_close(struct session *s)
     free(s->ahead_y);
     free(s->bx);
     free(s->by);
+    free(s->run_x);
+    free(s->run_y);
+    free(s->run_st);
     free(s->test_y);
     free(s->s.perm);
     free(s->prof0);
@@ -343,6 +347,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     s->prepare_ms[1] = mllog_now_ms();
     backend_describe(&s->be, s->desc, sizeof s->desc);
     s->be_batch = batch, s->be_eval_batch = eval_batch;
+    s->run_step_s = 0.0; /* another backend or batch: the next run of steps measures its pace again */
     /* A pipelined backend resolves replicas and accumulation itself (derived from the batch when not given). */
     struct pipeline_report pr;
     s->split_replicas = s->split_accum = 0;
@@ -459,75 +464,165 @@ void step_record_free(struct step_record *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Steps from..to (1-based, inclusive) at the prepared batch, each timed on its own (batch assembly
- * included). The progress line shows done = pr_done + steps so far, and the rate since t_rate0 with
- * samples_before samples already counted. s->done_step and s->last_loss follow the last completed step.
- * A non-finite loss stops the run (TB_EDIVERGED); a stop signal stops it before the next step
- * (TB_EINTR). A skipped fp16 step (the ipu backend's dynamic loss scaling) is not divergence: the
- * backend handles it and reports a finite loss. */
+/* The most pixels and labels a run of steps stages at once: an MNIST epoch at batch 1 is 47 MB, so
+ * mnist-mlp's epoch is staged whole; an EfficientNet batch of hundreds of large images is a step alone. */
+#define RUN_SPAN_BYTES (64L << 20)
+/* An automatic run of steps lasts about this long: a progress line, a stop signal or a checkpoint then
+ * waits at most this for the run in flight, and one host round trip is spread over its steps. */
+#define RUN_TARGET_S 1.0
+
+/* The steps one backend call may run: --steps-per-execution N, else (auto) unbounded where the backend
+ * loops on its device (runs are sized by time, run_length), and 1 elsewhere or with --trace/--timeline,
+ * which record single steps. */
+static long steps_per_call(const struct session *s)
+{
+    if (s->c.steps_per_execution > 0) return s->c.steps_per_execution;
+    return backend_loops_on_device(&s->be) && !s->c.trace[0] && !s->c.timeline[0] ? LONG_MAX : 1;
+}
+
+/* Assembles the batches of steps from .. (at most) to in stream order, as many as RUN_SPAN_BYTES holds
+ * (at least one), and stages them with the backend; *last gets the last step staged. */
+static int run_stage(struct session *s, long from, long to, long *last)
+{
+    const int batch = s->be_batch;
+    const size_t per = (size_t)s->train.h * s->train.w * s->train.c;
+    const size_t step_bytes = (size_t)batch * (per + sizeof(int32_t));
+    long n = to - from + 1, fit = (long)(RUN_SPAN_BYTES / step_bytes);
+    if (fit < 1) fit = 1;
+    if (n > fit) n = fit;
+    if (n > s->run_cap) {
+        free(s->run_x), free(s->run_y), free(s->run_st);
+        s->run_x = malloc((size_t)n * batch * per);
+        s->run_y = malloc((size_t)n * batch * sizeof *s->run_y);
+        s->run_st = malloc((size_t)n * sizeof *s->run_st);
+        s->run_cap = s->run_x && s->run_y && s->run_st ? n : 0;
+        if (!s->run_cap) return tb_error_set(TB_ENOMEM, "out of memory staging %ld steps of batch %d", n, batch);
+    }
+    for (long k = 0; k < n; k++)
+        stream_batch(&s->s, from + k, batch, s->run_x + (size_t)k * batch * per, s->run_y + (size_t)k * batch);
+    const struct batch all = {(int)(n * batch), s->run_x, s->run_y};
+    *last = from + n - 1;
+    return backend_stage_steps(&s->be, from, n, &all);
+}
+
+/* The length of the next run: per_call steps, or (auto) about RUN_TARGET_S at the last run's pace (one
+ * step while it is unknown); never more than the left steps staged. */
+static long run_length(const struct session *s, long per_call, long left)
+{
+    long k = per_call;
+    if (per_call == LONG_MAX) {
+        const double q = s->run_step_s > 0.0 ? RUN_TARGET_S / s->run_step_s : 1.0;
+        k = q >= (double)left ? left : q < 1.0 ? 1 : (long)q;
+    }
+    return k < left ? k : left;
+}
+
+/* Books one step that ran (st: its own status, ss: what it reported, dt: its seconds): the divergence
+ * rules, the session's counters, the step record and, on the per-step path (traced), --trace's capture.
+ * TB_OK to go on; else the step is not done. */
+static int step_book(struct session *s, long step, int st, const struct step_stats *ss, double dt,
+                     struct step_record *rec, int traced)
+{
+    const double l = ss->loss_sum / s->be_batch;
+    if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss->nonfinite))) {
+        if (isfinite(l))
+            return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: non-finite gradients at step %ld (lower --lr?)",
+                                s->c.backend, s->w->name, step);
+        return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: the loss became %s at step %ld (lower --lr?)",
+                            s->c.backend, s->w->name, isnan(l) ? "NaN" : l > 0 ? "+Inf" : "-Inf", step);
+    }
+    if (st == TB_OK && (st = loss_watch_feed(&s->watch, step, l, s->m.n_classes)) != TB_OK)
+        return tb_error_set(st, "%s/%s: diverged: %s (lower --lr?)", s->c.backend, s->w->name, tb_error_get());
+    if (st != TB_OK) return st;
+    s->done_step = step, s->last_loss = l;
+    s->sum_step += dt, s->sum_compute += ss->t_compute, s->sum_allreduce += ss->t_allreduce;
+    s->sum_exchange += ss->t_exchange, s->sum_idle += ss->t_idle, s->n_split++;
+    const long i = step - rec->base;
+    if (i >= 0 && i < rec->cap) rec->times[i] = dt, rec->losses[i] = l;
+    /* --trace: the chosen step, or every step so that the last one is kept (a copy of ~2 events per
+     * layer, outside the step's timing). */
+    if (traced && s->c.trace[0] && (s->c.trace_step == 0 || step == s->c.trace_step) &&
+        trace_capture_take(&s->trace, &s->be, step, dt) != TB_OK) {
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+        tb_error_clear();
+    }
+    return TB_OK;
+}
+
+/* Steps from..to (1-based, inclusive) at the prepared batch. One step a backend call (batch assembly
+ * included in its time; with --prefetch on devices that copy their inputs, the batches of the next steps
+ * handed over ahead), or in runs (steps_per_call): the batches of up to RUN_SPAN_BYTES of steps
+ * assembled in the same stream order and staged once, then runs of them, each run's time shared evenly by
+ * its steps and its losses booked step by step, so the losses, the divergence rules, the record and the
+ * progress line are the per-step path's (the same bits: backend_run_steps is those steps' train steps).
+ * Runs end at `to`, where the callers put epoch ends, evaluations and checkpoints. The progress line
+ * shows done = pr_done + steps so far, and the rate since t_rate0 with samples_before samples already
+ * counted. s->done_step and s->last_loss follow the last completed step. A non-finite loss stops the run
+ * (TB_EDIVERGED); a stop signal stops it before the next call (TB_EINTR). A skipped fp16 step (the ipu
+ * backend's dynamic loss scaling) is not divergence: the backend handles it and reports a finite loss. */
 int session_steps(struct session *s, long from, long to, struct step_record *rec, struct progress *pr,
                   long pr_done, double t_rate0, long samples_before)
 {
     const int batch = s->be_batch;
+    const long per_call = steps_per_call(s);
+    long staged_to = from - 1; /* the last step staged with the backend by this call */
     const int ahead = backend_prefetches(&s->be) > 0 ? backend_prefetches(&s->be) : 0;
     s->done_step = from - 1;
     if (from == 1) s->last_loss = NAN, loss_watch_reset(&s->watch);
-    for (long step = from; step <= to; step++) {
+    for (long step = from; step <= to;) {
         if (bench_stop_signal())
             return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", bench_signal_name(bench_stop_signal()),
                                 step - 1);
         const double t0 = tb_now_s();
-        /* --prefetch: this step's batch was handed over `ahead` steps ago (the first steps' now); step
-         * step + ahead's goes now, so its copy runs while this step computes. */
-        const int at = ahead ? (int)(step % (ahead + 1)) : 0;
-        uint8_t *bx = ahead ? s->ahead_x[at] : s->bx;
-        int32_t *by = ahead ? s->ahead_y[at] : s->by;
-        if (!ahead || step == from) stream_batch(&s->s, step, batch, bx, by);
+        struct step_stats one;
+        const struct step_stats *sts = &one;
+        long k = 1, done = 0;
         int st = TB_OK;
-        for (long k = step == from ? step + 1 : step + ahead; ahead && k <= step + ahead && k <= to && st == TB_OK;
-             k++) {
-            const int ak = (int)(k % (ahead + 1));
-            stream_batch(&s->s, k, batch, s->ahead_x[ak], s->ahead_y[ak]);
-            const struct batch next = {batch, s->ahead_x[ak], s->ahead_y[ak]};
-            st = backend_prefetch(&s->be, &next, k);
+        if (per_call == 1) {
+            /* --prefetch: this step's batch was handed over `ahead` steps ago (the first steps' now); step
+             * step + ahead's goes now, so its copy runs while this step computes. */
+            const int at = ahead ? (int)(step % (ahead + 1)) : 0;
+            uint8_t *bx = ahead ? s->ahead_x[at] : s->bx;
+            int32_t *by = ahead ? s->ahead_y[at] : s->by;
+            if (!ahead || step == from) stream_batch(&s->s, step, batch, bx, by);
+            for (long n = step == from ? step + 1 : step + ahead; ahead && n <= step + ahead && n <= to && st == TB_OK;
+                 n++) {
+                const int an = (int)(n % (ahead + 1));
+                stream_batch(&s->s, n, batch, s->ahead_x[an], s->ahead_y[an]);
+                const struct batch next = {batch, s->ahead_x[an], s->ahead_y[an]};
+                st = backend_prefetch(&s->be, &next, n);
+            }
+            const struct batch b = {batch, bx, by};
+            memset(&one, 0, sizeof one);
+            if (st == TB_OK) st = backend_train_step(&s->be, &b, step, &one);
+            done = st == TB_OK;
+        } else {
+            /* The staged batches are the copies ahead: no per-step prefetch within a run. */
+            if (step > staged_to && (st = run_stage(s, step, to, &staged_to)) != TB_OK) return st;
+            k = run_length(s, per_call, staged_to - step + 1);
+            st = backend_run_steps(&s->be, step, k, s->run_st, &done);
+            sts = s->run_st;
         }
-        struct batch b = {batch, bx, by};
-        struct step_stats ss;
-        memset(&ss, 0, sizeof ss);
-        if (st == TB_OK) st = backend_train_step(&s->be, &b, step, &ss);
-        if (st == TB_OK && step == to) st = backend_finish(&s->be); /* the deferred part of the last step */
-        const double t1 = tb_now_s();
-        if (timeline_csv_step(&s->timeline, &s->be, step) != TB_OK) { /* --timeline, outside the step's time */
+        if (st == TB_OK && step + k - 1 == to && (st = backend_finish(&s->be)) != TB_OK)
+            done = k - 1; /* the deferred part of the last step failed: that step did */
+        if (st != TB_OK && done >= k) done = k - 1;
+        const double t1 = tb_now_s(), dt = (t1 - t0) / (double)k;
+        if (per_call == LONG_MAX) s->run_step_s = dt;
+        s->n_exec++, s->n_exec_steps += k;
+        if (per_call == 1 && timeline_csv_step(&s->timeline, &s->be, step) != TB_OK) { /* outside the time */
             fprintf(stderr, "bench: warning: %s\n", tb_error_get());
             tb_error_clear();
         }
-        const double l = ss.loss_sum / batch;
-        if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss.nonfinite))) {
-            if (isfinite(l))
-                return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: non-finite gradients at step %ld (lower --lr?)",
-                                    s->c.backend, s->w->name, step);
-            return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: the loss became %s at step %ld (lower --lr?)",
-                                s->c.backend, s->w->name, isnan(l) ? "NaN" : l > 0 ? "+Inf" : "-Inf", step);
+        for (long j = 0; j < k && j <= done; j++) {
+            const int rc = step_book(s, step + j, j < done ? TB_OK : st, &sts[j], dt, rec, per_call == 1);
+            if (rc != TB_OK) return rc;
+            if (pr->enabled) {
+                const long n = step + j - from + 1;
+                progress_update(pr, pr_done + n, s->last_loss,
+                                (double)(samples_before + n * (long)batch) / (t1 - t_rate0));
+            }
         }
-        if (st == TB_OK && (st = loss_watch_feed(&s->watch, step, l, s->m.n_classes)) != TB_OK)
-            return tb_error_set(st, "%s/%s: diverged: %s (lower --lr?)", s->c.backend, s->w->name, tb_error_get());
-        if (st != TB_OK) return st;
-        s->done_step = step, s->last_loss = l;
-        s->sum_step += t1 - t0, s->sum_compute += ss.t_compute, s->sum_allreduce += ss.t_allreduce;
-        s->sum_exchange += ss.t_exchange, s->sum_idle += ss.t_idle, s->n_split++;
-        const long i = step - rec->base;
-        if (i >= 0 && i < rec->cap) rec->times[i] = t1 - t0, rec->losses[i] = l;
-        /* --trace: the chosen step, or every step so that the last one is kept (a copy of ~2 events per
-         * layer, outside the step's timing). */
-        if (s->c.trace[0] && (s->c.trace_step == 0 || step == s->c.trace_step) &&
-            trace_capture_take(&s->trace, &s->be, step, t1 - t0) != TB_OK) {
-            fprintf(stderr, "bench: warning: %s\n", tb_error_get());
-            tb_error_clear();
-        }
-        if (pr->enabled) {
-            const long k = step - from + 1;
-            progress_update(pr, pr_done + k, l, (double)(samples_before + k * (long)batch) / (t1 - t_rate0));
-        }
+        step += k;
     }
     return TB_OK;
 }

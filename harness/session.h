@@ -45,6 +45,14 @@ struct session {
     int batch_lowered;          /* throughput without --batch: the workload's batch lowered (see session.c) */
     uint8_t *bx;                /* (batch_cap, H, W, C) */
     int32_t *by;                /* (batch_cap) */
+    /* session_steps' runs of steps (--steps-per-execution): the staged steps' batches and each step's
+     * statistics (run_cap steps), and the last run's seconds a step (0: none yet) */
+    uint8_t *run_x;
+    int32_t *run_y;
+    struct step_stats *run_st;
+    long run_cap;
+    double run_step_s;
+    long n_exec, n_exec_steps;  /* backend calls that ran training steps, and those steps, since the last row */
     /* --prefetch on devices that copy their inputs (backend_prefetches): the steps' batches are assembled
      * and handed over `ahead` steps early, batch of step k in buffer k mod (ahead + 1) (buffer 0: bx/by). */
     int ahead;                  /* 0: none */
@@ -137,7 +145,8 @@ int session_evaluate(struct session *s, double *acc, double *loss, double *time_
 int step_record_init(struct step_record *r, long n);
 /* Frees what step_record_init allocated (safe on a zeroed record). */
 void step_record_free(struct step_record *r);
-/* Steps from..to at the prepared batch, each timed; TB_EDIVERGED on a non-finite loss, TB_EINTR on a stop. */
+/* Steps from..to at the prepared batch, one backend call each or in runs (--steps-per-execution), each
+ * step timed; TB_EDIVERGED on a non-finite loss, TB_EINTR on a stop. */
 int session_steps(struct session *s, long from, long to, struct step_record *rec, struct progress *pr, long pr_done,
                   double t_rate0, long samples_before);
 /* Starts p for total_steps steps, labelled "[k/n] plan backend/workload" and extra; off under --quiet. */
@@ -166,6 +175,9 @@ void write_trace(struct session *s, struct json_buf *b, const char *run_id);
 void write_efficiency(struct session *s, struct json_buf *b, int batch, double images_per_s);
 /* The per-step split (compute, all-reduce, exchange, idle) since the last row; resets the sums. */
 void write_step_split(struct session *s, struct json_buf *b);
+/* The backend calls the steps since the last row ran in (figures.step_executions), when some call ran
+ * more than one step; resets the count. */
+void write_step_executions(struct session *s, struct json_buf *b);
 /* Pipelined backends: the measured per-stage accounting and the --project-devices projection. */
 void write_pipeline(struct session *s, struct json_buf *b);
 /* Closes the row and appends it (only the primary process writes). */

@@ -16,7 +16,9 @@
  * Degenerate and repeatable configurations are bitwise: `threads` with any thread count equals `cpu`
  * (the kernel contract: bitwise for any nth); every backend with one thread, device, stage and
  * replica equals `cpu`; the fused batch-1 step equals the unfused one
- * (run_config.no_fuse) in params and optimizer state; the same seed twice gives the same bits.
+ * (run_config.no_fuse) in params and optimizer state; the same seed twice gives the same bits; a run of
+ * steps (backend_stage_steps once, backend_run_steps in runs of 7, 1 and 12: the cuda device's own loop at
+ * batch 1, else the steps one by one) gives backend_train_step's bits, for every backend.
  * Also: backend_create on an unknown name fails with TB_EINVAL and the valid names listed.
  * Threaded tests carry a timeout so a deadlocked pool fails instead of hanging.
  */
@@ -164,6 +166,40 @@ static void run_train(const struct run_spec *sp, struct trace *t)
             free(p);
         }
     }
+    t->n_params = S.n_params, t->n_opt = S.n_opt;
+    t->params = tu_fvec(t->n_params);
+    t->opt = tu_fvec(t->n_opt);
+    cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, t->params), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_get_tensors(&S.b, TF_OPT, t->opt), TB_OK, "%s", tb_error_get());
+    setup_free(&S);
+}
+
+/* run_train's trace, the K_STEPS steps staged at once and run in runs of 7, 1 and 12. */
+static void run_train_runs(const struct run_spec *sp, struct trace *t)
+{
+    memset(t, 0, sizeof *t);
+    struct setup S;
+    setup_init(&S, sp);
+    if (S.refused) {
+        t->skipped = 1;
+        setup_free(&S);
+        return;
+    }
+    const struct batch all = {K_STEPS * sp->batch, S.ds.images, S.labels};
+    cr_assert_eq(backend_stage_steps(&S.b, 1, K_STEPS, &all), TB_OK, "%s", tb_error_get());
+    static const long runs[] = {7, 1, 12};
+    struct step_stats st[K_STEPS];
+    for (long r = 0, at = 1; r < 3; at += runs[r++]) {
+        long done = -1;
+        cr_assert_eq(backend_run_steps(&S.b, at, runs[r], st, &done), TB_OK, "%s steps %ld..: %s", sp->backend, at,
+                     tb_error_get());
+        cr_assert_eq(done, runs[r]);
+        for (long j = 0; j < runs[r]; j++) {
+            cr_assert_eq(st[j].n, sp->batch);
+            t->loss[at - 1 + j] = st[j].loss_sum;
+        }
+    }
+    cr_assert_eq(backend_finish(&S.b), TB_OK, "%s", tb_error_get());
     t->n_params = S.n_params, t->n_opt = S.n_opt;
     t->params = tu_fvec(t->n_params);
     t->opt = tu_fvec(t->n_opt);
@@ -493,6 +529,33 @@ ParameterizedTest(int *k, backends, fused_batch1_bitwise_unfused, .timeout = 60)
             assert_trace_bitwise(&tf, &tu, what);
         }
         trace_free(&tf), trace_free(&tu);
+    }
+}
+
+/* Runs of steps against one step a call, bitwise, at batch 16 and 1 (fused where the backend fuses). */
+ParameterizedTestParameters(backends, run_steps_bitwise_train_steps)
+{
+    return cr_make_param_array(int, registry_indices, registry_params());
+}
+
+ParameterizedTest(int *k, backends, run_steps_bitwise_train_steps, .timeout = 60)
+{
+    skip_unless_device_present(*k);
+    int n;
+    const struct backend_entry *r = backend_registry(&n);
+    for (int batch = 16; batch >= 1; batch -= 15) {
+        struct run_spec sp = spec_default(r[*k].name, batch);
+        sp.may_refuse = batch == 1;
+        struct trace a, b;
+        run_train(&sp, &a);
+        run_train_runs(&sp, &b);
+        cr_assert_eq(a.skipped, b.skipped);
+        if (!a.skipped) {
+            char what[80];
+            snprintf(what, sizeof what, "%s batch %d: runs of steps vs one step a call", r[*k].name, batch);
+            assert_trace_bitwise(&b, &a, what);
+        }
+        trace_free(&a), trace_free(&b);
     }
 }
 

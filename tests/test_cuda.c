@@ -9,8 +9,9 @@
  *   - every optimizer (SGD, Adam with weight decay, RMSProp, LARS) with a warm-up and a cosine schedule,
  *     whole and in parts, from the same gradients and state: parameters and state within 1e-5;
  *   - evaluation: loss, correct count and logits;
- *   - the on-device loop: 50 steps replayed from the captured graph (executor_cuda_run_steps) bitwise
- *     50 plain steps on the device (losses, parameters, Adam state), and within 1e-4 of the cpu's;
+ *   - the on-device loop: 50 steps staged once and replayed from the captured graph in runs of 1, 7, 20
+ *     and 22 (executor_stage_steps, executor_run_steps) bitwise 50 plain steps on the device (losses,
+ *     parameters, Adam state), and within 1e-4 of the cpu's; a fused step in between asks for a new stage;
  *   - EfficientNet-B0 at 32×32, BatchNorm and G16 with GroupNorm: one training
  *     forward+backward (crop/flip, dropout, drop-connect) against the cpu's (loss 1e-4, gradients 1e-3, running
  *     statistics 1e-4), one SGD step (parameters 1e-4), evaluation after a step (loss 1e-4, correct count);
@@ -265,10 +266,16 @@ Test(cuda, graph_loop_vs_plain_steps)
     ex_init(&loop, &f, &cl);
     ex_init(&plain, &f, &cp);
     ex_init(&cpu, &f, &cc);
-    cr_assert(executor_cuda_has_loop(&loop), "mnist-mlp at batch 1 with Adam has the captured step");
-    cr_assert(!executor_cuda_has_loop(&plain));
+    cr_assert(loop.loop_steps, "mnist-mlp at batch 1 with Adam has the captured step");
+    cr_assert(!plain.loop_steps);
     double losses[LOOP_STEPS];
-    cr_assert_eq(executor_cuda_run_steps(&loop, 1, LOOP_STEPS, f.ds.images, f.y, losses), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_stage_steps(&loop, 1, LOOP_STEPS, f.ds.images, f.y), TB_OK, "%s", tb_error_get());
+    static const long runs[] = {1, 7, 20, 22}; /* from index 0 and from later indices of the staged table */
+    for (long r = 0, at = 1; r < 4; at += runs[r++]) {
+        long done = -1;
+        cr_assert_eq(executor_run_steps(&loop, at, runs[r], losses + at - 1, &done), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(done, runs[r]);
+    }
     const size_t per = (size_t)IMG * IMG;
     for (int s = 1; s <= LOOP_STEPS; s++) {
         struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
@@ -298,6 +305,16 @@ Test(cuda, graph_loop_vs_plain_steps)
         cr_assert_eq(executor_train_step(&fused, &p, &l), TB_OK, "%s", tb_error_get());
         cr_assert(memcmp(&l, &losses[s - 1], sizeof l) == 0, "fused step %d: %.17g vs %.17g", s, l, losses[s - 1]);
     }
+    /* A fused step wrote the table's first slot: the staged steps are gone until staged again. */
+    cr_assert_eq(executor_stage_steps(&fused, 6, 2, f.ds.images + 5 * (size_t)IMG * IMG, f.y + 5), TB_OK, "%s",
+                 tb_error_get());
+    struct executor_pass p7 = {.n = 1, .n_global = 1, .step = 6, .x = f.ds.images + 5 * (size_t)IMG * IMG,
+                               .y = f.y + 5, .training = 1};
+    double l6, l7;
+    long done = -1;
+    cr_assert_eq(executor_train_step(&fused, &p7, &l6), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_run_steps(&fused, 7, 1, &l7, &done), TB_EINVAL, "a run after a fused step is refused");
+    cr_assert_eq(done, 0);
     executor_destroy(&fused);
     executor_destroy(&loop), executor_destroy(&plain), executor_destroy(&cpu);
     fixture_free(&f);

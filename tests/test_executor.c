@@ -13,6 +13,9 @@
  *   - an update in parts k of K (every k, K = 2, 3, 7) equals the whole update bitwise for SGD with
  *     momentum and Adam with weight decay, and each part writes only its slice;
  *   - the fused train step (batch-1 MLP, Adam) equals zero + forward/backward + update bitwise;
+ *   - a run of steps (executor_stage_steps once, executor_run_steps in runs of 5, 1 and 6: the device's
+ *     loop where it has one, cuda's captured step; else the default) equals executor_step step by step,
+ *     bitwise, at batch 1 and 4;
  *   - supports() answers every op kind (cpu: all of them) and refuses out-of-range kinds;
  *   - stats: profile, trace and convolution algorithms when asked for, NULL when not;
  *   - stage executors (layer ranges with slots, segments and recomputation, boundaries exported and
@@ -463,6 +466,49 @@ ParameterizedTest(int *k, executor, fused_step_bitwise_unfused)
             assert_family_bitwise(&a, &b, TF_OPT, "fused vs unfused");
         }
         executor_destroy(&a), executor_destroy(&b);
+    }
+    fixture_free(&f);
+}
+
+ParameterizedTestParameters(executor, run_steps_bitwise_steps)
+{
+    return cr_make_param_array(int, device_indices, device_params());
+}
+
+ParameterizedTest(int *k, executor, run_steps_bitwise_steps)
+{
+    enum { STEPS = 12 };
+    struct fixture f;
+    fixture_init(&f, 0, STEPS * 4);
+    SKIP_UNLESS_RUNS(&f, *k);
+    const size_t per = (size_t)IMG * IMG;
+    for (int b = 1; b <= 4; b += 3) {
+        struct executor_config c = config(device_name(*k), 1, b, OPTIM_ADAM);
+        struct executor run, each;
+        ex_init(&run, &f, &c);
+        ex_init(&each, &f, &c);
+        cr_log_info("device %s, batch %d: %s", device_name(*k), b,
+                    run.loop_steps ? "its own loop" : "the default run of steps");
+        double lr[STEPS], le[STEPS];
+        cr_assert_eq(executor_stage_steps(&run, 1, STEPS, f.ds.images, f.y), TB_OK, "%s", tb_error_get());
+        static const long runs[] = {5, 1, 6};
+        for (long r = 0, at = 1; r < 3; at += runs[r++]) {
+            long done = -1;
+            cr_assert_eq(executor_run_steps(&run, at, runs[r], lr + at - 1, &done), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(done, runs[r]);
+        }
+        for (int s = 1; s <= STEPS; s++) {
+            const struct executor_pass p = {.n = b, .n_global = b, .step = s,
+                                            .x = f.ds.images + (size_t)(s - 1) * b * per, .y = f.y + (s - 1) * b,
+                                            .training = 1};
+            cr_assert_eq(executor_step(&each, &p, &le[s - 1]), TB_OK, "%s", tb_error_get());
+            cr_assert(memcmp(&lr[s - 1], &le[s - 1], sizeof(double)) == 0, "batch %d step %d: loss %.17g in a run, "
+                      "%.17g alone", b, s, lr[s - 1], le[s - 1]);
+        }
+        executor_finish(&run), executor_finish(&each);
+        assert_family_bitwise(&run, &each, TF_PARAMS, "run of steps vs steps");
+        assert_family_bitwise(&run, &each, TF_OPT, "run of steps vs steps");
+        executor_destroy(&run), executor_destroy(&each);
     }
     fixture_free(&f);
 }

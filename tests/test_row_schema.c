@@ -144,7 +144,8 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     /* Ceilings of this machine (a calibration of another is ignored): the rows' calibration fields. */
     cr_assert_eq(rb_run(dir, "calibrate", RB_ARGS("--calibrate", "--calibration", "calibration.json"), RB_ARGS("--quiet")), 0);
     run(dir, "throughput", RB_ARGS("--plan", "throughput", "--batch", "8", "--steps", "3", "--warmup", "1", "--repeat", "2"), 0);
-    run(dir, "train", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--save", "w.safetensors"), 0);
+    run(dir, "train", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--save", "w.safetensors",
+                              "--steps-per-execution", "3"), 0);
     run(dir, "checkpoint", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--checkpoint-dir", "ck"), 0);
     run(dir, "resume", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "6", "--resume", "ck"), 0);
     run(dir, "tta", RB_ARGS("--plan", "tta", "--batch", "32", "--target", "0.05", "--eval-every", "2", "--seeds", "2",

@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# gpu_session.sh — a GPU session in phases that fit the device tool's limits (30 minutes of device time a
+# session, 10 minutes a command, 8 files back from $OUT; ../shared/device/README.md, cuda/README.md).
+#
+#   tools/gpu_session.sh pack       here: build build-dev for the GPU machine's CPU (x86-64-v4, not -march=native),
+#                                   pack bench and the CUDA tests into .dev and check the 64 MiB that may travel
+#   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
+#                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
+#                                   against one step a call on the GPU
+#   tools/gpu_session.sh sanitizer  there*: compute-sanitizer memcheck (and racecheck) of short bench runs
+#   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
+#   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31), or a line saying it is missing
+#   (*: from the repository root, after `source .dev/env.sh`)
+#
+# A phase first asks bench for the GPU (a one-step mnist-mlp inference on --device cuda): where there is
+# none it says so in one line and exits 1 with nothing run. Then it runs its steps within one time budget
+# (GPU_PHASE_BUDGET seconds, default 450, so a phase and the machine's start stay under 8 minutes), each
+# under its own limit; a step that fails or times out is recorded and the next one runs. It ends with one
+# line per step (PASS, FAIL with the exit status, TIMEOUT, SKIP or MISSING with why, and the step's
+# headline where it has one) on stdout and in $OUT/<phase>.log (every step's whole output), and packs the
+# rows, compare summaries and step outputs into $OUT/<phase>.tar.gz: two files a phase, so all four fit
+# the 8 files that come back. Exit status: 0 when no step failed, 1 when one did or there is no GPU, 2 for
+# usage. Environment: OUT (default build-dev/gpu_session_out here), PYTHON (python3: the one with torch),
+# COMPUTE_SANITIZER, GPU_PHASE_BUDGET.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 2
+PHASE=${1:-}
+BUDGET=${GPU_PHASE_BUDGET:-450}
+PYTHON=${PYTHON:-python3}
+LIMIT=$((64 * 1024 * 1024)) # the device tool's travelling tree, carried paths included
+# The tests with cuda code or cuda instances (test_cuda_mirrored, test_calibrate_gpu: issue 26 items 2, 5).
+TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored test_calibrate_gpu)
+export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
+
+usage() {
+    sed -n '5,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# ---- pack (here) ----
+
+# Bytes of the files that travel: tracked and untracked-not-ignored ones, then the carried .dev.
+tree_bytes() {
+    git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null |
+        awk '{s += $1} END {print s + 0}'
+}
+
+pack() {
+    local packer=${TB_DEVICE_PACK:-$ROOT/../shared/device/pack}
+    [ -x "$packer" ] || { echo "gpu_session: pack: $packer is not an executable (set TB_DEVICE_PACK)" >&2; exit 1; }
+    # The GPU machine's CPU has AVX-512 but is not this one: no -march=native (TB_NATIVE=OFF).
+    cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v4 \
+        -DTB_CUDA=ON || exit 1
+    cmake --build build-dev -j2 --target bench "${TESTS[@]}" || exit 1
+    local exclude
+    exclude=$(git rev-parse --git-path info/exclude) || exit 1
+    mkdir -p "$(dirname "$exclude")"
+    grep -qx '/.dev/' "$exclude" 2>/dev/null || echo '/.dev/' >>"$exclude"
+    rm -rf .dev
+    "$packer" .dev build-dev/bench "${TESTS[@]/#/build-dev/}" || exit 1
+    # bin/ and lib/ travel as one gzip archive (68 MB → ~25 MB: libopenblas alone is 36 MB), which also
+    # shortens the transfer that device time pays for. env.sh unpacks it outside the tree (a .dev sourced
+    # here stays small enough to carry) and points pack's own lines there instead of at .dev.
+    tar -czf .dev/payload.tar.gz -C .dev bin lib && rm -rf .dev/bin .dev/lib || exit 1
+    # shellcheck disable=SC2016 # the line as pack writes it, unexpanded
+    local here_line='here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)'
+    grep -qxF "$here_line" .dev/env.sh || { echo "gpu_session: pack: .dev/env.sh has no '$here_line'" >&2; exit 1; }
+    {
+        cat <<'ENV'
+# tools/gpu_session.sh pack: bin/ and lib/ travel as payload.tar.gz, unpacked once per payload into /tmp
+# (not into .dev, which must stay small enough to carry); pack's own lines below read $here, that copy.
+tb_dev_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/payload.tar.gz
+here=${TMPDIR:-/tmp}/tb-dev-$(stat -c %s-%Y "$tb_dev_src")
+[ -d "$here/lib" ] || { mkdir -p "$here" && tar -xzf "$tb_dev_src" -C "$here"; }
+unset tb_dev_src
+ENV
+        grep -vxF "$here_line" .dev/env.sh
+    } >.dev/env.sh.new && mv .dev/env.sh.new .dev/env.sh || exit 1
+    local dev tree
+    dev=$(du -sb .dev | awk '{print $1}')
+    tree=$(tree_bytes)
+    awk -v d="$dev" -v t="$tree" 'BEGIN { printf "gpu_session: pack: .dev %.1f MiB + working tree %.1f MiB = " \
+        "%.1f MiB of the 64 MiB that may travel\n", d / 1048576, t / 1048576, (d + t) / 1048576 }'
+    if [ $((dev + tree)) -gt "$LIMIT" ]; then
+        echo "gpu_session: pack: over the device tool's 64 MiB: pack fewer executables" >&2
+        exit 1
+    fi
+    echo "gpu_session: pack: done; run phases with carry [\".dev\"] (cuda/README.md, GPU session)"
+}
+
+# ---- phases (there) ----
+
+T0=$SECONDS
+FAILED=0
+SUMMARY=()
+LOG=
+WORK=
+
+say() { printf '%s\n' "$*" | tee -a "$LOG"; }
+
+# Appends " — text" to the last summary line (a step's headline figure).
+note() { [ -n "$1" ] && SUMMARY[${#SUMMARY[@]} - 1]+=" — $1"; }
+
+# step NAME MAX_S CMD...: runs CMD with at most MAX_S seconds (less when the phase budget has less left),
+# its output in WORK/NAME.out and the log; records PASS / FAIL / TIMEOUT. Returns CMD's status.
+step() {
+    local name=$1 max=$2
+    shift 2
+    local left=$((BUDGET - (SECONDS - T0) - 10))
+    if [ "$left" -lt 20 ]; then
+        SUMMARY+=("SKIP    $name: out of phase time (GPU_PHASE_BUDGET=$BUDGET s)")
+        say "== $name: skipped, out of phase time"
+        return 125
+    fi
+    local t=$max
+    [ "$t" -gt "$left" ] && t=$left
+    say "== $name (at most $t s): $*"
+    local s0=$SECONDS rc
+    timeout -k 10 "$t" "$@" >"$WORK/$name.out" 2>&1
+    rc=$?
+    cat "$WORK/$name.out" >>"$LOG"
+    local dt=$((SECONDS - s0)) r
+    if [ $rc -eq 0 ]; then
+        r="PASS   "
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        r="TIMEOUT" FAILED=1
+    else
+        r="FAIL   " FAILED=1
+    fi
+    SUMMARY+=("$r $name (${dt} s$([ $rc -ne 0 ] && echo ", exit $rc"))")
+    say "== $name: exit $rc after $dt s"
+    [ $rc -ne 0 ] && tail -n 15 "$WORK/$name.out" | sed 's/^/   | /'
+    return $rc
+}
+
+skip() { # skip NAME WHY
+    SUMMARY+=("SKIP    $1: $2")
+    say "== $1: skipped: $2"
+}
+
+# Starts a phase: the log, a work directory, the GPU check (exits 1 at once where there is none).
+begin() {
+    OUT=${OUT:-$ROOT/build-dev/gpu_session_out}
+    mkdir -p "$OUT" || exit 1
+    LOG=$OUT/$PHASE.log
+    : >"$LOG"
+    if ! command -v bench >/dev/null; then
+        say "gpu_session: $PHASE: bench is not on PATH: \`source .dev/env.sh\` first (tools/gpu_session.sh pack)"
+        exit 1
+    fi
+    WORK=$(mktemp -d "/tmp/gpu_session.$PHASE.XXXXXX") || exit 1
+    local probe
+    probe=$(timeout -k 5 60 bench --device cuda --plan inference --batch 1 --steps 1 --warmup 0 --data synthetic \
+        --synthetic-samples 8,8 --out /dev/null --mllog none --quiet 2>&1 >/dev/null)
+    local rc=$?
+    if printf '%s' "$probe" | grep -q 'no CUDA device'; then
+        say "gpu_session: $PHASE: no CUDA device here ($(printf '%s' "$probe" | head -n 1)): nothing run"
+        rm -rf "$WORK"
+        exit 1
+    fi
+    say "gpu_session $PHASE: $(date -u +%FT%TZ), budget $BUDGET s, bench $(command -v bench)"
+    { bench --version 2>&1 | head -n 3; command -v nvidia-smi >/dev/null && nvidia-smi -L; } >>"$LOG" 2>&1
+    if [ $rc -ne 0 ]; then # a GPU, but the smoke step failed: said, and the phase goes on
+        SUMMARY+=("FAIL    cuda smoke (mnist-mlp inference, one step; exit $rc): $(printf '%s' "$probe" | head -n 1)")
+        FAILED=1
+    fi
+}
+
+finish() {
+    say ""
+    say "gpu_session $PHASE: ${#SUMMARY[@]} steps in $((SECONDS - T0)) s$([ $FAILED -ne 0 ] && echo ", some failed")"
+    local l
+    for l in "${SUMMARY[@]}"; do say "  $l"; done
+    cp "$LOG" "$WORK/" 2>/dev/null
+    tar -czf "$OUT/$PHASE.tar.gz" -C "$WORK" . || say "gpu_session: $PHASE: could not pack $WORK"
+    rm -rf "$WORK"
+    exit $FAILED
+}
+
+# The Criterion synthesis line of a test step's output ("Tested: 9 | Passing: 9 | ...").
+synthesis() { grep -h 'Synthesis' "$WORK/$1.out" 2>/dev/null | tail -n 1 | sed 's/.*Synthesis: //'; }
+
+# "images/s X, final loss Y, ..." of the last row in a results file.
+row_headline() {
+    "$PYTHON" - "$1" <<'PY' 2>/dev/null
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+f = rows[-1].get("figures", {})
+parts = ["%s %s" % (k, format(f[k], ".6g") if isinstance(f[k], float) else f[k])
+         for k in ("images_per_s", "train_time_s", "final_loss", "test_accuracy", "step_executions") if k in f]
+print(", ".join(parts))
+PY
+}
+
+# The medians and the ratio line of a run_compare.py step's output.
+compare_headline() {
+    grep -hE '^median|ours / PyTorch|^no ratio|^FAILED' "$WORK/$1.out" 2>/dev/null | sed 's/  */ /g' |
+        awk '{printf "%s%s", (NR > 1 ? "; " : ""), $0}'
+}
+
+phase_tests() {
+    local t
+    for t in "${TESTS[@]}"; do
+        if ! command -v "$t" >/dev/null; then
+            skip "$t" "not in .dev (run pack again)"
+            continue
+        fi
+        step "$t" 150 "$t" --verbose --jobs 8
+        note "$(synthesis "$t")"
+    done
+    # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
+    local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
+    local mlp=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 3000 --steps-per-epoch 1000 --data synthetic
+        --synthetic-samples "3000,500" --mllog none)
+    step harness-runs-auto 60 "${mlp[@]}" --out "$a" && note "$(row_headline "$a")"
+    step harness-runs-one 120 "${mlp[@]}" --steps-per-execution 1 --out "$b" && note "$(row_headline "$b")"
+    if [ -s "$a" ] && [ -s "$b" ]; then
+        step harness-runs-same-bits 30 "$PYTHON" - "$a" "$b" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p) if l.strip()][-1]["figures"] for p in sys.argv[1:3])
+keys = ("first_loss", "final_loss", "test_loss", "test_accuracy")
+diff = [k for k in keys if a.get(k) != b.get(k)]
+print("runs of steps vs one step a call:", ", ".join("%s %r vs %r" % (k, a.get(k), b.get(k)) for k in keys))
+sys.exit(1 if diff else 0)
+PY
+    else
+        skip harness-runs-same-bits "a run above wrote no row"
+    fi
+}
+
+phase_sanitizer() {
+    local cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+    if [ ! -x "$cs" ]; then
+        skip memcheck "no compute-sanitizer ($cs; set COMPUTE_SANITIZER)"
+        return
+    fi
+    local san=("$cs" --tool memcheck --error-exitcode 3 --print-limit 20)
+    local common=(--data synthetic --mllog none --out "$WORK/rows.jsonl")
+    # The batch-1 graph and its runs on the device; the plain passes, update and evaluation; EfficientNet.
+    step memcheck-mlp-b1 150 "${san[@]}" bench --backend cuda --workload mnist-mlp --batch 1 --steps 300 \
+        --synthetic-samples 1000,100 "${common[@]}"
+    step memcheck-mlp-b32 120 "${san[@]}" bench --backend cuda --workload mnist-mlp --batch 32 --steps 10 \
+        --synthetic-samples 1000,100 "${common[@]}"
+    step memcheck-effnet-b0-r32 200 "${san[@]}" bench --backend cuda --workload effnet-b0 --resolution 32 \
+        --batch 4 --steps 2 --synthetic-samples 64,16 "${common[@]}"
+    step racecheck-effnet-b0-r32 200 "$cs" --tool racecheck --error-exitcode 3 --print-limit 20 bench \
+        --backend cuda --workload effnet-b0 --resolution 32 --batch 4 --steps 1 --synthetic-samples 64,16 "${common[@]}"
+}
+
+# The bench flag (e.g. "--precision bf16m") a run_compare.py configuration passes for its precision.
+compare_precision_flag() {
+    "$PYTHON" - "$1" <<'PY' 2>/dev/null
+import sys
+sys.path.insert(0, "compare")
+import run_compare
+a = run_compare.CONFIGS[sys.argv[1]]["bench_args"]
+print(" ".join(a[a.index("--precision"):a.index("--precision") + 2]) if "--precision" in a else "")
+PY
+}
+
+# Side by side: run_compare.py CONFIG in rounds A B A B; only the PyTorch side where ours refuses.
+compare_step() { # compare_step CONFIG MAX_S ours_ok
+    local cfg=$1 max=$2 ok=$3
+    local cmp=("$PYTHON" compare/run_compare.py "$cfg" --python "$PYTHON" --bench "$(command -v bench)"
+        --out-dir "$WORK/$cfg" --timeout $((max / 2)))
+    if [ "$ok" = 1 ]; then
+        step "$cfg" "$max" "${cmp[@]}" --rounds 2
+    else
+        step "$cfg-pytorch-only" "$max" "${cmp[@]}" --rounds 1 --only pytorch
+    fi
+    note "$(compare_headline "${cfg}$([ "$ok" = 1 ] || echo -pytorch-only)")"
+}
+
+phase_bench() {
+    "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >>"$LOG" 2>&1
+    local mlp=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 100000 --data synthetic)
+    # Issue 26: mnist-mlp batch 1, 100,000 steps (runs of steps on the device: --steps-per-execution auto).
+    step mlp-b1-100k 150 "${mlp[@]}" --out "$WORK/mlp-b1.jsonl"
+    note "$(row_headline "$WORK/mlp-b1.jsonl")"
+    compare_step cuda-b0-fp32 300 1
+    # bf16: as run_compare.py would pass it, on a tiny run first. Not accepted (yet) is an answer, not a
+    # failed step: our side is skipped, the peer's still runs.
+    local flag bf16=0 out=$WORK/bf16-accepted.out rc
+    flag=$(compare_precision_flag cuda-b0-bf16)
+    say "== bf16-accepted: bench --backend cuda ... $flag (effnet-b0, 32x32, one step)"
+    # shellcheck disable=SC2086 # flag is two words on purpose
+    timeout -k 5 60 bench --backend cuda --workload effnet-b0 --plan throughput --resolution 32 --batch 2 --steps 1 \
+        --warmup 0 --data synthetic --synthetic-samples 8,8 --out /dev/null --mllog none --quiet $flag >"$out" 2>&1
+    rc=$?
+    cat "$out" >>"$LOG"
+    if [ $rc -eq 0 ]; then
+        SUMMARY+=("PASS    bf16-accepted: the cuda backend runs '$flag'")
+        bf16=1
+    else
+        SUMMARY+=("SKIP    bf16: the cuda backend does not take '$flag' (exit $rc): $(head -n 1 "$out")")
+    fi
+    compare_step cuda-b0-bf16 240 "$bf16"
+    compare_step cuda-b4-bf16 240 "$bf16"
+    # What the runs buy: the same 100,000 steps one step a call (the fused step, one round trip a step).
+    step mlp-b1-100k-per-step 150 "${mlp[@]}" --steps-per-execution 1 --out "$WORK/mlp-b1-per-step.jsonl"
+    note "$(row_headline "$WORK/mlp-b1-per-step.jsonl")"
+}
+
+# tools/scaling.sh (issue 31: `tools/scaling.sh BUILD [PHASE...]`, make bench-scaling) on the GPU
+# machine's cores, one of its phases a step so that each gets the time left; its rows and tables kept.
+phase_scaling() {
+    if [ ! -f tools/scaling.sh ]; then
+        SUMMARY+=("MISSING tools/scaling.sh: issue 31's scaling runner is not in this tree; nothing run")
+        say "== scaling: tools/scaling.sh is missing (issue 31)"
+        return
+    fi
+    local build p
+    build=$(dirname "$(command -v bench)")
+    # One round unless SCALE_ROUNDS says otherwise: two rounds of every phase do not fit one budget.
+    for p in strong weak mpi ipu; do
+        step "scaling-$p" $((BUDGET / 2)) env SCALE_ROUNDS="${SCALE_ROUNDS:-1}" SCALE_OUT="$WORK/scaling-$p.jsonl" \
+            sh tools/scaling.sh "$build" "$p"
+        note "$(grep -h 'failed' "$WORK/scaling-$p.out" 2>/dev/null | head -n 2 |
+            awk '{printf "%s%s", (NR > 1 ? "; " : ""), $0}')"
+        cp results/scaling.md "$WORK/scaling-$p.md" 2>/dev/null
+    done
+}
+
+case "$PHASE" in
+pack) pack ;;
+tests | sanitizer | bench | scaling)
+    begin
+    "phase_$PHASE"
+    finish
+    ;;
+*) usage ;;
+esac
