@@ -46,6 +46,28 @@ tree_bytes() {
         awk '{s += $1} END {print s + 0}'
 }
 
+# The GPU machine has Open MPI's libraries only as bench's dependencies, and no mpirun: the scaling
+# phase's 2-rank runs (issue 31) take Debian's launcher along — orterun and orted, the component tree
+# (lib/x86_64-linux-gnu/openmpi, as Debian lays it out under the /usr prefix, so OPAL_PREFIX relocates it),
+# its help texts and the libraries the components load, less glibc's and those bench's own pack has.
+pack_ompi() {
+    local orterun
+    orterun=$(command -v orterun) || { echo "gpu_session: pack: no orterun here: the mpi scaling phase will be skipped"; return 0; }
+    local o=.dev/ompi lib=/usr/lib/x86_64-linux-gnu/openmpi
+    mkdir -p "$o/bin" "$o/lib/x86_64-linux-gnu/openmpi" "$o/share" "$o/deps" || return 1
+    cp -L "$orterun" "$o/bin/orterun" && ln -sf orterun "$o/bin/mpirun" && cp -L "$(dirname "$orterun")/orted" "$o/bin/" &&
+        cp -rL "$lib/lib" "$o/lib/x86_64-linux-gnu/openmpi/" && cp -rL /usr/share/openmpi "$o/share/" || return 1
+    local f dep
+    for f in "$o/bin/orterun" "$o/bin/orted" "$o"/lib/x86_64-linux-gnu/openmpi/lib/openmpi3/*.so; do
+        ldd "$f" 2>/dev/null | awk '/=> \// {print $3}'
+    done | sort -u | while read -r dep; do
+        case "$(basename "$dep")" in
+        libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libcuda.so* | libcudart* | libnccl*) ;;
+        *) [ -e ".dev/lib/$(basename "$dep")" ] || cp -L -n "$dep" "$o/deps/" ;;
+        esac
+    done
+}
+
 pack() {
     local packer=${TB_DEVICE_PACK:-$ROOT/../shared/device/pack}
     [ -x "$packer" ] || { echo "gpu_session: pack: $packer is not an executable (set TB_DEVICE_PACK)" >&2; exit 1; }
@@ -59,10 +81,11 @@ pack() {
     grep -qx '/.dev/' "$exclude" 2>/dev/null || echo '/.dev/' >>"$exclude"
     rm -rf .dev
     "$packer" .dev build-dev/bench "${TESTS[@]/#/build-dev/}" || exit 1
+    pack_ompi || exit 1
     # bin/ and lib/ travel as one gzip archive (68 MB → ~25 MB: libopenblas alone is 36 MB), which also
     # shortens the transfer that device time pays for. env.sh unpacks it outside the tree (a .dev sourced
     # here stays small enough to carry) and points pack's own lines there instead of at .dev.
-    tar -czf .dev/payload.tar.gz -C .dev bin lib && rm -rf .dev/bin .dev/lib || exit 1
+    tar -czf .dev/payload.tar.gz -C .dev bin lib ompi && rm -rf .dev/bin .dev/lib .dev/ompi || exit 1
     # shellcheck disable=SC2016 # the line as pack writes it, unexpanded
     local here_line='here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)'
     grep -qxF "$here_line" .dev/env.sh || { echo "gpu_session: pack: .dev/env.sh has no '$here_line'" >&2; exit 1; }
@@ -76,6 +99,11 @@ here=${TMPDIR:-/tmp}/tb-dev-$(stat -c %s-%Y "$tb_dev_src")
 unset tb_dev_src
 ENV
         grep -vxF "$here_line" .dev/env.sh
+        cat <<'ENV'
+# Open MPI's launcher, relocated (pack_ompi): mpirun finds its components under OPAL_PREFIX.
+export OPAL_PREFIX="$here/ompi" PATH="$here/ompi/bin:$PATH" LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$here/ompi/deps"
+export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ENV
     } >.dev/env.sh.new && mv .dev/env.sh.new .dev/env.sh || exit 1
     local dev tree
     dev=$(du -sb .dev | awk '{print $1}')
