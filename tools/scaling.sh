@@ -15,8 +15,9 @@
 #
 # Points alternate within a round (1 2 4 ... 1 2 4 ...) and SCALE_ROUNDS rounds (default 2) are run, so a
 # shared machine's drift falls on every point alike; the figures are medians over rounds. Rows go to
-# SCALE_OUT (default results/scaling.jsonl, previous run kept as .prev); the summary to stdout and
-# results/scaling.md. Each phase prints a line when it starts; a failing run is reported and skipped.
+# SCALE_OUT (default results/scaling.jsonl, previous run kept as .prev), this machine's ceilings to
+# scaling-calibration.json beside it; the summary to stdout and results/scaling.md. Each phase prints a
+# line when it starts; a failing run is reported and skipped.
 set -u
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
@@ -52,6 +53,10 @@ run() {
 }
 
 echo "scaling: $C cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)); points: $SCALE_THREADS; $ROUNDS rounds; rows in $OUT"
+# The ceilings a perfect schedule would hit: sgemm and triad on one thread and on all (compute-bound layers
+# can gain the first ratio, memory-bound ones — BatchNorm, depthwise, elementwise — at most the second).
+CAL=$(dirname "$OUT")/scaling-calibration.json
+"$B" --calibrate --calibration "$CAL" 2>&1 | grep -E '^  (sgemm|triad)' || echo "scaling: calibration failed"
 for phase in $PHASES; do
     round=1
     case $phase in
@@ -92,7 +97,7 @@ for phase in $PHASES; do
     done
 done
 
-/usr/bin/env python3 - "$OUT" "$C" <<'PY' | tee results/scaling.md
+/usr/bin/env python3 - "$OUT" "$C" "$CAL" <<'PY' | tee results/scaling.md
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 cores = int(sys.argv[2])
@@ -107,6 +112,15 @@ def ips(label):
     return statistics.median(r["figures"]["images_per_s"] for r in rs) if rs else None
 m = rows[0]["machine"] if rows else {}
 print(f"# Scaling on {m.get('cpu_model', '?')}, {cores} cores (tools/scaling.sh; medians over rounds)\n")
+try:
+    cal = json.load(open(sys.argv[3]))
+    t = cal["all_threads"]
+    print(f"Ceilings (bench --calibrate): sgemm {cal['sgemm_1t_gflops']:.1f} GFLOP/s on 1 thread, "
+          f"{cal['sgemm_all_gflops']:.1f} on {t} ({cal['sgemm_all_gflops'] / cal['sgemm_1t_gflops']:.2f}x); triad "
+          f"{cal['triad_1t_gbs']:.2f} GB/s on 1 thread, {cal['triad_all_gbs']:.2f} on {t} "
+          f"({cal['triad_all_gbs'] / cal['triad_1t_gbs']:.2f}x: the most a memory-bound layer can gain).\n")
+except (OSError, KeyError, ValueError, ZeroDivisionError):
+    print("No calibration (bench --calibrate failed): no ceilings.\n")
 def table(title, prefix, base_label, goal):
     counts = sorted({int(k.rsplit("-", 1)[1]) for k in pts if k.startswith(prefix)})
     if not counts:
