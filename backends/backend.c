@@ -320,9 +320,13 @@ int backend_layer_profile(struct backend *b, double *prof, int *busy_threads)
         return tb_error_set(TB_EUNSUPPORTED, "backend %s has no per-layer profile (run with --profile)", b->i->name);
     const size_t n2 = 2 * (size_t)b->m->n_layers;
     memcpy(prof, s.layer_profile, n2 * sizeof *prof);
-    if (s.layer_busy) memcpy(prof + n2, s.layer_busy, n2 * sizeof *prof);
-    else memset(prof + n2, 0, n2 * sizeof *prof);
-    *busy_threads = s.layer_busy ? s.busy_threads : 0;
+    if (s.layer_busy && s.layer_busy_max) {
+        memcpy(prof + n2, s.layer_busy, n2 * sizeof *prof);
+        memcpy(prof + 2 * n2, s.layer_busy_max, n2 * sizeof *prof);
+    } else {
+        memset(prof + n2, 0, 2 * n2 * sizeof *prof);
+    }
+    *busy_threads = s.layer_busy && s.layer_busy_max ? s.busy_threads : 0;
     return TB_OK;
 }
 

@@ -28,18 +28,20 @@ static inline void sync_barrier(const struct exec_sync *s, int nth)
         s->barrier(s->ctx);
         return;
     }
-    const double t0 = tb_now_s();
+    const double t0 = tb_thread_cpu_s();
     s->barrier(s->ctx);
-    *slot -= tb_now_s() - t0;
+    *slot -= tb_thread_cpu_s() - t0;
 }
 
-/* --profile, every thread: ends the layer this thread was in (its time since *t_prev goes to its busy slot,
- * which its barrier waits have been taken off) and points the slot at layer li's forward ('F') or backward
- * ('B'); li < 0 ends without a next layer. Nothing when the instance keeps no busy profile. */
+/* --profile, every thread: ends the layer this thread was in (its CPU time since *t_prev goes to its busy
+ * slot, which the CPU time of its barrier waits — the spinning — has been taken off) and points the slot at
+ * layer li's forward ('F') or backward ('B'); li < 0 ends without a next layer. CPU time, so a thread
+ * descheduled by another (more threads than cores) is not counted as working. Nothing when the instance
+ * keeps no busy profile. */
 static inline void busy_clock(const struct model_inst *mi, int ith, int li, char phase, double *t_prev)
 {
     if (!mi->prof_busy) return;
-    const double t = tb_now_s();
+    const double t = tb_thread_cpu_s();
     if (exec_busy_slot) *exec_busy_slot += t - *t_prev;
     *t_prev = t;
     exec_busy_slot = li < 0 ? NULL

@@ -117,8 +117,10 @@ struct executor_buffer {
 /* What the executor recorded, as views valid until its next call. */
 struct executor_stats {
     const double *profile; /* (n_layers, 2) forward, backward seconds summed over passes; NULL unless profile */
-    const double *profile_busy; /* (n_layers, 2) seconds the device's threads worked in each layer (their time
-                                   in it less barrier waits), summed over threads and passes; NULL: no pool */
+    const double *profile_busy; /* (n_layers, 2) seconds the device's threads worked in each layer (their CPU
+                                   time in it less barrier spinning), summed over threads and passes; NULL: no pool */
+    const double *profile_busy_max; /* (n_layers, 2) the busiest thread's work seconds in each layer (summed
+                                   over passes per thread); NULL with profile_busy */
     int profile_threads;   /* threads profile_busy sums over */
     const struct exec_trace_event *trace; /* the current step's events; NULL unless trace */
     int n_trace;

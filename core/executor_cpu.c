@@ -157,7 +157,7 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
         /* Barrier waits per thread (a pool only): imbalance and serial layers, apart from kernel time. */
         if (nth > 1) {
             e->train.prof_busy = calloc(2 * (size_t)m->n_layers * (size_t)nth, sizeof(double));
-            e->busy_sum = calloc(2 * (size_t)m->n_layers, sizeof(double));
+            e->busy_sum = calloc(4 * (size_t)m->n_layers, sizeof(double));
         }
         if (!e->train.prof || (nth > 1 && (!e->train.prof_busy || !e->busy_sum))) {
             st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
@@ -433,11 +433,16 @@ static int cpu_stats(struct executor *ex, struct executor_stats *s)
     if (e->busy_sum) {
         const size_t n2 = 2 * (size_t)e->m->n_layers;
         for (size_t k = 0; k < n2; k++) {
-            double w = 0.0;
-            for (int t = 0; t < e->nth; t++) w += e->train.prof_busy[(size_t)t * n2 + k];
-            e->busy_sum[k] = w;
+            double w = 0.0, mx = 0.0;
+            for (int t = 0; t < e->nth; t++) {
+                const double b = e->train.prof_busy[(size_t)t * n2 + k];
+                w += b;
+                if (b > mx) mx = b;
+            }
+            e->busy_sum[k] = w, e->busy_sum[n2 + k] = mx;
         }
         s->profile_busy = e->busy_sum;
+        s->profile_busy_max = e->busy_sum + n2;
         s->profile_threads = e->nth;
     }
     s->trace = e->trace.ev;

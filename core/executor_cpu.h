@@ -32,7 +32,8 @@ struct local_engine {
     double claimed;                /* bytes this engine counted against the process's memory budget */
     struct exec_trace trace;       /* --trace: the current (or last) training step's events; ev NULL = off */
     double *busy_sum;              /* --profile with threads: (n_layers, 2) work seconds summed over the
-                                      pool's threads, refreshed from train.prof_busy by executor_stats */
+                                      pool's threads, then (n_layers, 2) the busiest thread's, refreshed
+                                      from train.prof_busy by executor_stats */
 };
 
 /* Plans and allocates an engine for m under cfg (cfg->n_max training samples per pass, cfg->threads

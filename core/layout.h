@@ -22,7 +22,10 @@
 #ifndef TB_LAYOUT_H
 #define TB_LAYOUT_H
 
+#include "tpool.h"
+
 #include <stddef.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 /* Returns the [lo, hi) slice of n items that thread ith of nth owns (contiguous, balanced). */
@@ -42,14 +45,19 @@ static inline void tb_slice16(size_t n, int ith, int nth, size_t *lo, size_t *hi
     *hi = *hi * 16 < n ? *hi * 16 : n;
 }
 
-/* Parallel units the machine can use: its online cores rounded up to even, at least 2. A constant of
- * the machine, so work cut by it (never by nth) gives the same bits for any thread count. */
+/* Parallel units the machine can use: the cores this process may run on (tpool_cpus: its affinity mask,
+ * so an MPI rank bound to 8 cores cuts for 8) rounded up to even, at least 2. A constant of the process, so
+ * work cut by it (never by nth) gives the same bits for any thread count. TB_PAR_UNITS=N cuts as a machine
+ * of N cores would: with more threads than cores, --profile's per-thread work then shows how that machine's
+ * threads would share each layer (tools/scaling.sh's simulated points). */
 static inline int tb_par_units(void)
 {
     static _Atomic int units;
     int u = units;
     if (!u) {
-        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        const char *env = getenv("TB_PAR_UNITS");
+        const long want = env ? strtol(env, NULL, 10) : 0;
+        const long cores = want > 0 && want <= 4096 ? want : tpool_cpus();
         u = cores > 2 ? (int)(cores + cores % 2) : 2;
         units = u;
     }

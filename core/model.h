@@ -159,8 +159,8 @@ struct model_inst {
     size_t shared_floats;
     struct exec_layer_state *ls; /* (n_layers) per-instance layer state (conv algorithm, FFT plan) */
     double *prof;       /* (n_layers, 2) seconds of forward / backward per layer, summed; NULL = off */
-    double *prof_busy;  /* (threads, n_layers, 2) each thread's seconds of work per layer and phase (its own
-                         * time in the layer less its barrier waits), summed: the pool's idle time per layer
+    double *prof_busy;  /* (threads, n_layers, 2) each thread's seconds of work per layer and phase (its CPU
+                         * time in the layer less its barrier spinning), summed: the pool's idle time per layer
                          * (imbalance, serial work) is the layer's time less these; NULL = off */
     int no_layer_fusion; /* --no-fuse: run fusable layer pairs unfused (what fusion buys) */
     int no_se_conv;      /* tests: every fusion but the SE scale's into the projection (the others are bitwise) */

@@ -246,11 +246,12 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
         return;
     }
     const int L = s->m.n_layers, T = s->busy_threads;
-    /* d: this run's times, then its threads' work seconds (layer_profile's layout). */
-    double *d = malloc(4 * (size_t)L * sizeof(double));
+    /* d: this run's times, then its threads' work seconds summed (layer_profile's layout), then the busiest
+     * thread's. */
+    double *d = malloc(6 * (size_t)L * sizeof(double));
     struct layer_type_row rows[OP_COUNT];
     if (!d) return;
-    for (int i = 0; i < 4 * L; i++) d[i] = s->prof1[i] - s->prof0[i];
+    for (int i = 0; i < 6 * L; i++) d[i] = s->prof1[i] - s->prof0[i];
     json_key_int(b, "layer_times_steps", steps);
     json_key_array(b, "layer_times");
     for (int i = 0; i < L; i++) {
@@ -260,9 +261,13 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
         json_key_double(b, "forward_s", d[2 * i] / (double)steps);
         json_key_double(b, "backward_s", d[2 * i + 1] / (double)steps);
         /* The layer's time less a thread's mean work in it, per step: what imbalance and serial work cost. */
-        if (T > 0)
+        if (T > 0) {
             json_key_double(b, "idle_s", (d[2 * i] + d[2 * i + 1] - (d[2 * L + 2 * i] + d[2 * L + 2 * i + 1]) / T) /
                                              (double)steps);
+            /* The busiest thread's work: with the mean (time − idle), the layer's imbalance, even when the
+             * pool has more threads than cores (work is CPU time). */
+            json_key_double(b, "work_max_s", (d[4 * L + 2 * i] + d[4 * L + 2 * i + 1]) / (double)steps);
+        }
         json_end_object(b);
     }
     json_end_array(b);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # scaling.sh — `make bench-scaling`: issue 31's scaling measurements on this machine, in one run.
 #
-#   tools/scaling.sh [BUILD] [PHASE...]        PHASE: strong weak mpi ipu (default: all four)
+#   tools/scaling.sh [BUILD] [PHASE...]        PHASE: strong weak mpi ipu sim (default: the first four)
 #
 #   strong  threads backend, effnet-b0 224x224 batch 16 and 32x32 batch 128, at each thread count
 #           (SCALE_THREADS, default 1 2 4 ... up to the cores this process may use), with --profile: the
@@ -12,6 +12,11 @@
 #           mirrored with C devices in one process, at the same global batch (128 per device)
 #   ipu     effnet-b4-g16 (GroupNorm, LARS), 2 stages x C/2 replicas, micro-batch 3, GA 16 (the seed's
 #           per-replica configuration) at SCALE_IPU_RES (default 64) x SCALE_IPU_RES
+#   sim     SIMULATED, for machines with fewer cores than the question: how SCALE_SIM (default 16) threads
+#           would share each layer on a SCALE_SIM-core machine — work cut as there (TB_PAR_UNITS), run
+#           with that many threads here, each thread's work measured in CPU time (--profile's
+#           work_max_s), so oversubscription does not count; per layer the busiest thread against one
+#           thread's time: the critical path, imbalance and work inflation (no speed is claimed)
 #
 # Points alternate within a round (1 2 4 ... 1 2 4 ...) and SCALE_ROUNDS rounds (default 2) are run, so a
 # shared machine's drift falls on every point alike; the figures are medians over rounds. Rows go to
@@ -22,6 +27,7 @@ set -u
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
 PHASES=${*:-strong weak mpi ipu}
+SIM=${SCALE_SIM:-16}
 cd "$(dirname "$0")/.." || exit 1
 B=$BUILD/bench
 [ -x "$B" ] || { echo "scaling: $B not built (make build)" >&2; exit 1; }
@@ -64,7 +70,8 @@ for phase in $PHASES; do
     weak) echo "scaling: weak (mirrored, 128 samples per device, 32x32)" ;;
     mpi) echo "scaling: mpi (2 ranks x $((C / 2)) devices against mirrored $C devices)" ;;
     ipu) echo "scaling: ipu (effnet-b4-g16 ${RES}x$RES, 2 stages x $((C / 2)) replicas, micro-batch 3, GA 16)" ;;
-    *) echo "scaling: unknown phase $phase (strong weak mpi ipu)" >&2; exit 2 ;;
+    sim) echo "scaling: sim (SIMULATED: $SIM threads cut for a $SIM-core machine, per-thread CPU time)" ;;
+    *) echo "scaling: unknown phase $phase (strong weak mpi ipu sim)" >&2; exit 2 ;;
     esac
     while [ "$round" -le "$ROUNDS" ]; do
         case $phase in
@@ -88,6 +95,13 @@ for phase in $PHASES; do
             run "mpi-2x$h" mpirun -np 2 --map-by "slot:PE=$h" --bind-to core "$B" --backend mirrored \
                 --transport mpi --devices "$h" --workload effnet-b0 --resolution 32 --batch $((256 * h)) \
                 --warmup 2 --steps 8 ;;
+        sim)
+            for t in 1 "$SIM"; do
+                TB_PAR_UNITS=$SIM run "sim-224-$t" "$B" --backend threads --threads "$t" --workload effnet-b0 \
+                    --resolution 224 --batch 16 --warmup 1 --steps 3 --profile
+                TB_PAR_UNITS=$SIM run "sim-32-$t" "$B" --backend threads --threads "$t" --workload effnet-b0 \
+                    --resolution 32 --batch 128 --warmup 1 --steps 6 --profile
+            done ;;
         ipu)
             h=$((C / 2 > 0 ? C / 2 : 1))
             run "ipu-2x$h" "$B" --backend ipu --workload effnet-b4-g16 --resolution "$RES" --stages 2 \
@@ -160,6 +174,39 @@ for res in ("224", "32"):
     for l, k in lost[:8]:
         t1, (tn, idle) = one[k][0], many[k]
         print(f"| {k} | {1e3 * t1:.1f} | {1e3 * tn:.1f} | {100 * t1 / (top * tn) if tn else 0:.0f} % | {100 * idle:.0f} % | {1e3 * l:.1f} |")
+    print()
+# SIMULATED: the busiest thread's CPU work per layer at SIM threads (work_max_s) against one thread's time.
+for res in ("224", "32"):
+    ks = sorted({int(k.rsplit("-", 1)[1]) for k in pts if k.startswith(f"sim-{res}-")})
+    if len(ks) < 2 or 1 not in ks:
+        continue
+    T = ks[-1]
+    def per_layer(label):
+        acc = {}
+        for r in pts[label]:
+            for i, l in enumerate(r["figures"].get("layer_times", [])):
+                a = acc.setdefault(i, [l["name"], l["op"], 0.0, 0.0, 0.0, 0])
+                t = l["forward_s"] + l["backward_s"]
+                a[2] += t
+                a[3] += t - l.get("idle_s", 0.0)
+                a[4] += l.get("work_max_s", t)
+                a[5] += 1
+        return {i: (v[0], v[1], v[2] / v[5], v[3] / v[5], v[4] / v[5]) for i, v in acc.items()}
+    one, many = per_layer(f"sim-{res}-1"), per_layer(f"sim-{res}-{T}")
+    t1 = sum(v[2] for v in one.values())
+    crit = sum(v[4] for v in many.values())
+    work = sum(v[3] for v in many.values()) * T
+    print(f"## SIMULATED: {T} threads cut for a {T}-core machine (effnet-b0 {res}x{res}, CPU time per thread)\n")
+    print(f"Not a speed: the busiest thread's work summed over layers {1e3 * crit:.1f} ms against one thread's "
+          f"{1e3 * t1:.1f} ms — at most {100 * t1 / (T * crit):.0f} % efficiency from the work split alone "
+          f"(no barrier, bandwidth or cache effects); all threads' work {work / t1:.2f}x one thread's.\n")
+    print("| layer | op | 1 thread (ms) | busiest of T (ms) | mean of T (ms) | imbalance | core-ms lost |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    rows_ = sorted(((T * many[i][4] - one[i][2], i) for i in one if i in many), reverse=True)
+    for lost, i in rows_[:12]:
+        n_, op, a1, _, _ = one[i]
+        _, _, _, mean, mx = many[i]
+        print(f"| {n_} | {op} | {1e3 * a1:.2f} | {1e3 * mx:.3f} | {1e3 * mean:.3f} | {mx / mean if mean > 0 else 0:.1f} | {1e3 * lost:.2f} |")
     print()
 a, b = [(k, ips(k)) for k in pts if k.startswith("mpi-shm-")], [(k, ips(k)) for k in pts if k.startswith("mpi-2x")]
 if a and b:

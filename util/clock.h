@@ -15,4 +15,13 @@ static inline double tb_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Seconds of CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID): work, not time descheduled,
+ * so a pool's per-thread work can be told apart even with more threads than cores. */
+static inline double tb_thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 #endif
