@@ -33,6 +33,7 @@ int plan_inference(struct session *s)
     mllog_event(&lg, MLLOG_START, "run_start", "null", -1, NULL);
     struct progress pr;
     session_progress(s, &pr, per * (c->repeat + 1), NULL);
+    pr.no_loss = 1; /* forward passes only */
     const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
     const long n_batches = s->test.n / batch;
     long done_calls = 0;

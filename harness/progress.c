@@ -82,7 +82,7 @@ static void progress_draw(struct progress *p, long step, double loss, double ima
     int n = snprintf(line, sizeof line, "%s%s step %ld", plain ? "" : "\r", p->label, step);
     if (p->total_steps > 0)
         n += snprintf(line + n, sizeof line - (size_t)n, "/%ld", p->total_steps);
-    n += snprintf(line + n, sizeof line - (size_t)n, "  loss %.4f", loss);
+    if (!p->no_loss) n += snprintf(line + n, sizeof line - (size_t)n, "  loss %.4f", loss);
     if (images_per_s > 0 && isfinite(images_per_s) && images_per_s < 1e15) {
         format_grouped(images_per_s, num, sizeof num);
         n += snprintf(line + n, sizeof line - (size_t)n, "  %s img/s", num);

@@ -28,6 +28,7 @@ struct progress {
     long step_start;    /* first step seen, so the ETA ignores steps done before a resume */
     int has_start;
     int last_len;       /* characters drawn last time, to blank a shorter redraw */
+    int no_loss;        /* the steps have no loss (inference): the line shows none, rather than "loss nan" */
 };
 
 /* Forces the display off (0), redrawn (1) or plain lines (2) regardless of the terminal, or back to
@@ -38,7 +39,7 @@ void progress_init(struct progress *p, long total_steps, const char *label);
 /* Turns a display off (--quiet: nothing on stderr but warnings and errors). */
 void progress_silence(struct progress *p);
 /* Reports that `step` steps are done; redraws at most ~8 times a second. images_per_s <= 0 or
- * NaN omits the rate. */
+ * NaN omits the rate; loss is not shown when p->no_loss (a NaN loss of a training step is). */
 void progress_update(struct progress *p, long step, double loss, double images_per_s);
 /* Writes one line "<label>: msg" on stderr when the display is enabled (what a long phase is doing). */
 void progress_note(const struct progress *p, const char *msg);

@@ -868,3 +868,16 @@ Test(cli, profile_on_a_pool_records_idle_time_per_layer, .timeout = 120)
         free(dir), free(out);
     }
 }
+
+/* An inference run's progress lines carry no loss: it has none, and "loss nan" read like a diverged run. */
+Test(cli, inference_progress_shows_no_loss)
+{
+    struct proc p;
+    run_bench(ARGS("--plan", "inference", "--data", "synthetic", "--synthetic-samples", "64,32", "--batch", "8",
+                   "--steps", "40", "--warmup", "1", "--mllog", "none", "--out", "/dev/null"),
+              &p);
+    cr_assert_eq(p.code, 0, "exited %d: %s", p.code, p.err);
+    cr_assert(strstr(p.err, "inference cpu/mnist-mlp step") != NULL, "no progress line: %s", p.err);
+    cr_assert(strstr(p.err, "loss") == NULL, "a loss in an inference progress line: %s", p.err);
+    proc_free(&p);
+}
