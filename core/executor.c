@@ -101,6 +101,17 @@ int executor_device_memory(const char *name, struct device_memory *m, int reset)
     return st != TB_OK ? st : d->memory(m, reset);
 }
 
+size_t tensor_family_floats(const struct model *m, enum optim_kind k, enum tensor_family f)
+{
+    switch (f) {
+    case TF_PARAMS:
+    case TF_GRADS: return m->n_params;
+    case TF_OPT: return m->n_params * (size_t)optim_state_per_param(k);
+    case TF_BUFFERS: return m->n_buffers;
+    }
+    return 0;
+}
+
 int executor_create(struct executor *ex, const struct model *m, const struct executor_config *cfg)
 {
     memset(ex, 0, sizeof *ex);

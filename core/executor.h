@@ -36,6 +36,9 @@ enum tensor_family {
     TF_BUFFERS, /* (model->n_buffers) BatchNorm running statistics */
 };
 
+/* Elements of family f of a whole model m trained with optimizer k (the sizes above). */
+size_t tensor_family_floats(const struct model *m, enum optim_kind k, enum tensor_family f);
+
 /* What an evaluation counted; executor_evaluate adds to it. */
 struct eval_stats {
     double loss_sum;

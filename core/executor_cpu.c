@@ -342,13 +342,13 @@ void local_engine_trace_begin(struct local_engine *e, double t0)
 float *local_engine_family(struct local_engine *e, enum tensor_family f, size_t *n)
 {
     local_engine_finish(e); /* the caller may read or write any family */
+    *n = tensor_family_floats(e->m, e->cfg.optim.kind, f);
     switch (f) {
-    case TF_PARAMS: *n = e->m->n_params; return e->params;
-    case TF_GRADS: *n = e->m->n_params; return e->grads;
-    case TF_OPT: *n = e->m->n_params * (size_t)optim_state_per_param(e->cfg.optim.kind); return e->opt;
-    case TF_BUFFERS: *n = e->m->n_buffers; return e->buffers;
+    case TF_PARAMS: return e->params;
+    case TF_GRADS: return e->grads;
+    case TF_OPT: return e->opt;
+    case TF_BUFFERS: return e->buffers;
     }
-    *n = 0;
     return NULL;
 }
 

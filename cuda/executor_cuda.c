@@ -360,13 +360,13 @@ static int cuda_update(struct executor *ex, long step, int part, int parts)
 
 static float *family(struct cuda_ctx *c, enum tensor_family f, size_t *n)
 {
+    *n = tensor_family_floats(c->m, c->cfg.optim.kind, f);
     switch (f) {
-    case TF_PARAMS: *n = c->m->n_params; return c->params;
-    case TF_GRADS: *n = c->m->n_params; return c->grads;
-    case TF_OPT: *n = c->m->n_params * (size_t)optim_state_per_param(c->cfg.optim.kind); return c->opt;
-    case TF_BUFFERS: *n = c->m->n_buffers; return c->buffers;
+    case TF_PARAMS: return c->params;
+    case TF_GRADS: return c->grads;
+    case TF_OPT: return c->opt;
+    case TF_BUFFERS: return c->buffers;
     }
-    *n = 0;
     return NULL;
 }
 

@@ -91,8 +91,7 @@ static void ex_init(struct executor *ex, const struct fixture *f, const struct e
 
 static size_t fam_n(const struct executor *ex, enum tensor_family fam)
 {
-    return fam == TF_OPT ? ex->m->n_params * (size_t)optim_state_per_param(ex->cfg.optim.kind)
-           : fam == TF_BUFFERS ? ex->m->n_buffers : ex->m->n_params;
+    return tensor_family_floats(ex->m, ex->cfg.optim.kind, fam);
 }
 
 static float *fam_get(struct executor *ex, enum tensor_family fam)

@@ -95,13 +95,7 @@ static void ex_init(struct executor *ex, const struct fixture *f, const struct e
 
 static size_t family_floats(const struct executor *ex, enum tensor_family fam)
 {
-    switch (fam) {
-    case TF_PARAMS:
-    case TF_GRADS: return ex->m->n_params;
-    case TF_OPT: return ex->m->n_params * (size_t)optim_state_per_param(ex->cfg.optim.kind);
-    case TF_BUFFERS: return ex->m->n_buffers;
-    }
-    return 0;
+    return tensor_family_floats(ex->m, ex->cfg.optim.kind, fam);
 }
 
 /* A malloc'd copy of family fam. */
