@@ -186,30 +186,19 @@ static void lb_destroy(struct backend *b)
     b->ctx = NULL;
 }
 
-static const struct backend_i cpu_iface = {
-    .name = "cpu", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
-    .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
-    .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
-    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
-    .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
-};
+/* cpu, threads and cuda are one schedule (one executor) under three names: the same members. */
+#define LOCAL_IFACE(NAME)                                                                                              \
+    {                                                                                                                  \
+        .name = NAME, .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,            \
+        .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,                 \
+        .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,                 \
+        .prefetches = lb_prefetches, .prefetch = lb_prefetch, .stage_steps = lb_stage_steps, .run_steps = lb_run_steps \
+    }
 
-static const struct backend_i threads_iface = {
-    .name = "threads", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
-    .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
-    .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
-    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
-    .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
-};
-
+static const struct backend_i cpu_iface = LOCAL_IFACE("cpu");
+static const struct backend_i threads_iface = LOCAL_IFACE("threads");
 /* The cpu schedule on one GPU: one executor on the cuda device, its fused step the captured graph. */
-static const struct backend_i cuda_iface = {
-    .name = "cuda", .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,
-    .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,
-    .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,
-    .prefetches = lb_prefetches, .prefetch = lb_prefetch,
-    .stage_steps = lb_stage_steps, .run_steps = lb_run_steps,
-};
+static const struct backend_i cuda_iface = LOCAL_IFACE("cuda");
 
 static int local_create(struct backend *b, const struct backend_i *iface, int want_threads, const char *device)
 {
