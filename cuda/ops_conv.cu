@@ -217,18 +217,25 @@ static int c1_backward_params(tb_cublas *h, float *dw, float *db, const T *inp, 
     return db ? bias_grad(db, dout, (size_t)M, s->OC, (double *)scratch, (cudaStream_t)stream) : 0;
 }
 
+/* inp's im2col columns in scratch (M rows of KH·KW·C): the forward's and the weight gradient's operand;
+ * *M = 0: nothing to do. */
+template <typename T> static int ic_columns(const T *inp, const conv_shape *s, void *scratch, void *stream, int *M)
+{
+    const size_t Kd = (size_t)s->KH * s->KW * s->C;
+    *M = gemm_rows(s, Kd);
+    if (*M < 0) return (int)cudaErrorInvalidValue;
+    if (!*M) return 0;
+    k_im2col<T><<<ops_grid((size_t)*M * Kd), OPS_THREADS, 0, (cudaStream_t)stream>>>((T *)scratch, inp, *s);
+    return ops_launched();
+}
+
 template <typename T>
 static int ic_forward(tb_cublas *h, T *out, const T *inp, const T *w, const float *b, const conv_shape *s,
                       void *scratch, void *stream)
 {
-    size_t Kd = (size_t)s->KH * s->KW * s->C;
-    int M = gemm_rows(s, Kd), err;
-    if (M < 0) return (int)cudaErrorInvalidValue;
-    if (!M) return 0;
-    T *cols = (T *)scratch;
-    k_im2col<T><<<ops_grid((size_t)M * Kd), OPS_THREADS, 0, (cudaStream_t)stream>>>(cols, inp, *s);
-    if ((err = ops_launched())) return err;
-    return fwd_common(h, out, cols, w, b, M, (int)Kd, s->OC, (cudaStream_t)stream);
+    int M, err = ic_columns(inp, s, scratch, stream, &M);
+    if (err || !M) return err;
+    return fwd_common(h, out, (T *)scratch, w, b, M, s->KH * s->KW * s->C, s->OC, (cudaStream_t)stream);
 }
 
 template <typename T>
@@ -250,14 +257,9 @@ template <typename T>
 static int ic_backward_params(tb_cublas *h, float *dw, float *db, const T *inp, const T *dout, const conv_shape *s,
                               void *scratch, void *stream)
 {
-    size_t Kd = (size_t)s->KH * s->KW * s->C;
-    int M = gemm_rows(s, Kd), err;
-    if (M < 0) return (int)cudaErrorInvalidValue;
-    if (!M) return 0;
-    T *cols = (T *)scratch;
-    k_im2col<T><<<ops_grid((size_t)M * Kd), OPS_THREADS, 0, (cudaStream_t)stream>>>(cols, inp, *s);
-    if ((err = ops_launched())) return err;
-    if ((err = gemm_bwd_w(h, dw, cols, dout, M, (int)Kd, s->OC))) return err;
+    int M, err = ic_columns(inp, s, scratch, stream, &M);
+    if (err || !M) return err;
+    if ((err = gemm_bwd_w(h, dw, (T *)scratch, dout, M, s->KH * s->KW * s->C, s->OC))) return err;
     return db ? bias_grad(db, dout, (size_t)M, s->OC, im2col_part(scratch, s), (cudaStream_t)stream) : 0;
 }
 

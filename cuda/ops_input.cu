@@ -21,6 +21,19 @@ __device__ __forceinline__ float bilerp(const uint8_t *r0, const uint8_t *r1, in
     return __fadd_rn(__fmul_rn(1.0f - wy, a), __fmul_rn(wy, b));
 }
 
+/* Output coordinate o's source neighbours *i0, *i1 (clamped to [0, S)) at scale r and its weight on *i1:
+ * align_corners = False, rounded as the cpu's (no FMA moves a truncation). One axis of the bilinear map. */
+__device__ __forceinline__ float src_coord(int o, float r, int S, int *i0, int *i1)
+{
+    float f = __fadd_rn(__fmul_rn(__fadd_rn((float)o, 0.5f), r), -0.5f);
+    if (f < 0.0f) f = 0.0f;
+    int i = (int)f;
+    if (i > S - 1) i = S - 1;
+    *i0 = i;
+    *i1 = i + 1 < S ? i + 1 : S - 1;
+    return f - (float)i;
+}
+
 template <typename T> __global__ void k_input(T *out, const uint8_t *x, tb_cuda_input a, uint64_t key)
 {
     const int xo = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -41,18 +54,8 @@ template <typename T> __global__ void k_input(T *out, const uint8_t *x, tb_cuda_
             if (c < a.C) dp[c] = ops_to<T>(a.shift[c]);
         return;
     }
-    float fy = __fadd_rn(__fmul_rn(__fadd_rn((float)oy, 0.5f), a.ry), -0.5f);
-    if (fy < 0.0f) fy = 0.0f;
-    int y0 = (int)fy;
-    if (y0 > a.SH - 1) y0 = a.SH - 1;
-    const int y1 = y0 + 1 < a.SH ? y0 + 1 : a.SH - 1;
-    const float wy = fy - (float)y0;
-    float fx = __fadd_rn(__fmul_rn(__fadd_rn((float)ox, 0.5f), a.rx), -0.5f);
-    if (fx < 0.0f) fx = 0.0f;
-    int x0 = (int)fx;
-    if (x0 > a.SW - 1) x0 = a.SW - 1;
-    const int x1 = x0 + 1 < a.SW ? x0 + 1 : a.SW - 1;
-    const float wx = fx - (float)x0;
+    int y0, y1, x0, x1;
+    const float wy = src_coord(oy, a.ry, a.SH, &y0, &y1), wx = src_coord(ox, a.rx, a.SW, &x0, &x1);
     const uint8_t *s = x + (size_t)n * a.SH * a.SW * a.SC;
     const uint8_t *r0 = s + (size_t)y0 * a.SW * a.SC, *r1 = s + (size_t)y1 * a.SW * a.SC;
     const float grey = a.SC == 1 ? bilerp(r0, r1, x0, x1, 1, 0, wy, wx) : 0.0f;

@@ -41,6 +41,18 @@ static __device__ void block_sum2(double *a, double *b)
 static __device__ __forceinline__ float act_f(float z, int act) { return act ? ops_silu(z) : z; }
 static __device__ __forceinline__ float act_grad(float z, int act) { return act ? ops_silu_grad(z) : 1.0f; }
 
+/* The block's two per-channel sums (s, q) summed over y and stored as chunk k's pair of part (K,2,C). */
+static __device__ __forceinline__ void chunk_pair_store(double *part, int k, int C, int c, double s, double q,
+                                                        double *sh)
+{
+    s = ops_sum_y(s, sh);
+    q = ops_sum_y(q, sh);
+    if (threadIdx.y == 0 && c < C) {
+        part[(size_t)k * 2 * C + c] = s;
+        part[(size_t)k * 2 * C + C + c] = q;
+    }
+}
+
 /* part (K,2,C) = [Σx | Σx²] of each row chunk of inp (M,C). Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
 template <typename T> __global__ void k_bn_stats(double *part, const T *inp, size_t M, int C)
 {
@@ -55,12 +67,7 @@ template <typename T> __global__ void k_bn_stats(double *part, const T *inp, siz
             s += v;
             q += v * v;
         }
-    s = ops_sum_y(s, sh);
-    q = ops_sum_y(q, sh);
-    if (threadIdx.y == 0 && c < C) {
-        part[(size_t)k * 2 * C + c] = s;
-        part[(size_t)k * 2 * C + C + c] = q;
-    }
+    chunk_pair_store(part, k, C, c, s, q, sh);
 }
 
 /* save and running stats per channel from the chunk sums, added in chunk order (op_norm.c's
@@ -125,12 +132,7 @@ __global__ void k_bn_bwd_stats(double *part, const T *dout, const T *inp, const 
             q += (double)dz * (double)xm;
         }
     }
-    s = ops_sum_y(s, sh);
-    q = ops_sum_y(q, sh);
-    if (threadIdx.y == 0 && c < C) {
-        part[(size_t)k * 2 * C + c] = s;
-        part[(size_t)k * 2 * C + C + c] = q;
-    }
+    chunk_pair_store(part, k, C, c, s, q, sh);
 }
 
 /* dγ += Σdz·x̂, dβ += Σdz; coef (3,C) = a, c2, k0 of dx = a·dz + c2·(x-μ) + k0 (op_norm.c's
@@ -281,12 +283,7 @@ __global__ void k_gn_param_stats(double *part, const T *dout, const T *inp, cons
             s += (double)dz;
             q += (double)dz * (double)xh;
         }
-    s = ops_sum_y(s, sh);
-    q = ops_sum_y(q, sh);
-    if (threadIdx.y == 0 && c < C) {
-        part[(size_t)k * 2 * C + c] = s;
-        part[(size_t)k * 2 * C + C + c] = q;
-    }
+    chunk_pair_store(part, k, C, c, s, q, sh);
 }
 
 /* dβ += Σ_k part[k][0], dγ += Σ_k part[k][1], chunks in order. */
