@@ -306,11 +306,23 @@ static int se_bn_of(const struct model_inst *mi, const struct layer *l)
     return mi->ls ? mi->ls[l - mi->m->layers].se_bn : -1;
 }
 
+/* Whether the fused kernels whose threads take whole BatchNorm row chunks of M rows keep the machine's
+ * cores busy: the K chunks fill at least 2/3 of the rounds of tb_par_units() cores they take. Too few
+ * chunks (EfficientNet's 7×7 layers at batch 16: 7 of 16 cores; 1×1 at 32×32 batch 128: 1 chunk, one
+ * thread) and the unfused kernels, split over rows and (chunk, channel group) items, lose less than the
+ * idle cores do (the simulated 16-core split, BENCHMARKS.md). Decided by the shape and the machine, never
+ * by nth, like every work split here; the forward's bits are the same either way. */
+static int chunks_fill_cores(size_t M)
+{
+    const int K = bn_row_chunks(M), U = tb_par_units();
+    return 3 * K >= 2 * U * ((K + U - 1) / U);
+}
+
 /* Whether BatchNorm layer bn's statistics are taken by the convolution that writes its input, in this
  * step (conv_forward_gemm1x1_bn, dwconv_forward_bn): marked at prepare, fusion_on, both layers in the
  * step's range, and a 1×1 convolution running GEMM1X1 on
- * gemm_rows or a depthwise one whose shape dwconv_forward_bn_fusable takes. The BatchNorm then goes
- * straight to its apply pass. */
+ * gemm_rows or a depthwise one whose shape dwconv_forward_bn_fusable takes, with chunks enough for the
+ * machine (chunks_fill_cores). The BatchNorm then goes straight to its apply pass. */
 static int conv_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
     if (bn < 0 || !fusion_on(mi, st)) return 0;
@@ -318,6 +330,7 @@ static int conv_fused(const struct model_inst *mi, const struct exec_step *st, i
     if (c < 0 || c < st->l0 || bn >= st->l1) return 0;
     struct conv_shape cs;
     conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
+    if (!chunks_fill_cores((size_t)cs.N * cs.OH * cs.OW)) return 0;
     if (mi->m->layers[c].op == OP_DWCONV) return dwconv_forward_bn_fusable(&cs);
     return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_gemm1x1_bn_fusable(&cs);
 }
@@ -345,8 +358,8 @@ static int se_conv_of(const struct model_inst *mi, const struct layer *l)
 
 /* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
  * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare,
- * fusion_on, both layers in the step's range, and a shape dwconv_bn_fusable takes at this batch. The
- * BatchNorm then goes straight to its second pass. */
+ * fusion_on, both layers in the step's range, and a shape dwconv_bn_fusable takes at this batch, with
+ * chunks enough for the machine (chunks_fill_cores). The BatchNorm then goes straight to its second pass. */
 static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
     if (bn < 0 || !fusion_on(mi, st)) return 0;
@@ -354,7 +367,7 @@ static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int
     if (d < 0 || bn < st->l0 || d >= st->l1 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
     struct conv_shape cs;
     conv_shape_of(mi->m, &mi->m->layers[d], st->n, &cs);
-    return dwconv_bn_fusable(&cs);
+    return dwconv_bn_fusable(&cs) && chunks_fill_cores((size_t)cs.N * cs.H * cs.W);
 }
 
 /* Whether BatchNorm layer bn leaves its output to the depthwise convolution after it, in this step
@@ -695,6 +708,10 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
         conv_backward_params_gemm1x1_chunks(part, in, dout, cs, ith, nth);
         sync_barrier(sync, nth);
         conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, ith, nth);
+    } else if (algo == CONV_ALGO_DIRECT && part && !db && conv_direct_params_row_chunks(cs)) {
+        conv_backward_params_direct_chunks(part, in, dout, cs, ith, nth);
+        sync_barrier(sync, nth);
+        conv_backward_params_direct_finish(dw, part, cs, ith, nth);
     } else {
         conv_backward_params(algo, dw, db, in, dout, cs, plan, scratch, ith, nth);
     }
@@ -1007,7 +1024,7 @@ struct tune_task {
     const struct conv_fft_plan *plan;
     float *scratch;
     size_t scratch_floats;
-    float *part;   /* GEMM1X1's row-chunk weight-gradient parts (conv_params_part_floats), or NULL */
+    float *part;   /* two-phase weight-gradient parts (conv_params_parts_floats of the algorithm), or NULL */
     int overwrite; /* the step overwrites dinp (the layer is its input's last reader) */
     struct exec_sync sync; /* the runner's barrier */
 };
@@ -1161,13 +1178,14 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
                 if (a == CONV_ALGO_FFT && s.KH * s.KW == 1) continue;
                 struct tune_task t = {.mi = mi, .l = l, .s = s, .algo = (enum conv_algo)a, .overwrite = overwrite,
                                       .sync = {r->barrier, r->ctx}};
-                if (a == CONV_ALGO_GEMM1X1 && conv_params_part_floats(&s) > part_cap) {
+                const size_t parts = conv_params_parts_floats((enum conv_algo)a, &s);
+                if (parts > part_cap) {
                     arena_free(tune_part);
-                    part_cap = conv_params_part_floats(&s);
+                    part_cap = parts;
                     tune_part = arena_alloc(part_cap);
                     if (!tune_part) part_cap = 0;
                 }
-                t.part = a == CONV_ALGO_GEMM1X1 ? tune_part : NULL;
+                t.part = parts ? tune_part : NULL;
                 struct conv_fft_plan *plan = NULL;
                 if (conv_algos[a].needs_plan && conv_fft_plan_create(&plan, &s) != TB_OK) continue;
                 t.plan = plan;
@@ -1207,7 +1225,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         }
         const size_t k = scratch_need((enum conv_algo)algo, &s, r->nth);
         if (k > need) need = k;
-        if (algo == CONV_ALGO_GEMM1X1 && conv_params_part_floats(&s) > shared) shared = conv_params_part_floats(&s);
+        if (conv_params_parts_floats((enum conv_algo)algo, &s) > shared)
+            shared = conv_params_parts_floats((enum conv_algo)algo, &s);
     }
     arena_free(tune_scr);
     arena_free(tune_part);

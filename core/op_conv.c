@@ -949,17 +949,17 @@ static int direct_params_stem_shape(const struct conv_shape *s)
  * columns by direct_params_cb, each sum added into the totals as direct_params_unit does. Each channel's arithmetic is the
  * same for NU 1 and 2, so taking two blocks together (one thread) or apart gives the same bits. */
 CV_INLINE void direct_params_stem(float *dw, const float *inp, const float *dout, const struct conv_shape *s,
-                                  size_t o, const int NU)
+                                  size_t o, size_t r0, size_t r1, const int NU, int store)
 {
-    const int N = s->N, H = s->H, W = s->W, OH = s->OH, OW = s->OW, S = s->stride, P = s->pad, OC = s->OC;
+    const int H = s->H, W = s->W, OH = s->OH, OW = s->OW, S = s->stride, P = s->pad, OC = s->OC;
     const vmask m = vmask_n(VL);
     const int FULL = 1;
     const int ia = imin(OW, ceil_div(P, S)), ib = imax(ia, imin(OW, floor_div(W - 3 + P, S) + 1));
     vf tot[2][27];
     for (int u = 0; u < NU; u++)
         for (int t = 0; t < 27; t++) tot[u][t] = VZERO();
-    for (int n = 0; n < N; n++)
-        for (int oy = 0; oy < OH; oy++) {
+    for (size_t r = r0; r < r1; r++) {
+            const int n = (int)(r / (size_t)OH), oy = (int)(r % (size_t)OH);
             const float *drow = dout + (((size_t)n * OH + oy) * OW) * OC + o;
             for (int ky = 0; ky < 3; ky++) {
                 const int iy = oy * S - P + ky;
@@ -993,7 +993,7 @@ CV_INLINE void direct_params_stem(float *dw, const float *inp, const float *dout
     for (int u = 0; u < NU; u++)
         for (int t = 0; t < 27; t++) { /* tot index ky·9 + kx·3 + c = dw's row (ky·KW + kx)·C + c */
             float *p = dw + (size_t)t * OC + o + (size_t)u * 16;
-            VST(p, m, VADD(VLD(m, p), tot[u][t]));
+            VST(p, m, store ? tot[u][t] : VADD(VLD(m, p), tot[u][t]));
         }
 }
 
@@ -1004,9 +1004,10 @@ void conv_backward_params_direct(float *dw, float *db, const float *inp, const f
     const int OCg = s->OC / s->groups;
     const struct oc_units u = oc_units_slice(s, ith, nth);
     if (!db && direct_params_stem_shape(s)) {
+        const size_t rows = (size_t)s->N * s->OH;
         int unit = u.u0;
-        for (; unit + 2 <= u.u1; unit += 2) direct_params_stem(dw, inp, dout, s, (size_t)unit * 16, 2);
-        if (unit < u.u1) direct_params_stem(dw, inp, dout, s, (size_t)unit * 16, 1);
+        for (; unit + 2 <= u.u1; unit += 2) direct_params_stem(dw, inp, dout, s, (size_t)unit * 16, 0, rows, 2, 0);
+        if (unit < u.u1) direct_params_stem(dw, inp, dout, s, (size_t)unit * 16, 0, rows, 1, 0);
         return;
     }
     vf *tot = (vf *)(void *)scratch; /* (KH·KW·Cg·NV) vectors = KH·KW·Cg·16 floats */
@@ -1016,6 +1017,54 @@ void conv_backward_params_direct(float *dw, float *db, const float *inp, const f
         if (nch == 16) direct_params_unit(dw, db, inp, dout, s, tot, g, o, nch, 1);
         else direct_params_unit(dw, db, inp, dout, s, tot, g, o, nch, 0);
     }
+}
+
+/* The stem has 32 output channels, two 16-wide units: cut by output channels alone, 2 of 16 threads did
+ * its weight gradient (the simulated 16-core split, BENCHMARKS.md: ~30 % of the core-time lost at
+ * 224×224). So the N·OH output rows are cut too, into chunks fixed by the shape, each (chunk, unit pair)
+ * an item writing its own part; the parts are added in chunk order after a barrier. */
+enum { STEM_CHUNK_MIN_ROWS = 32 };
+
+int conv_direct_params_row_chunks(const struct conv_shape *s)
+{
+    if (!direct_params_stem_shape(s)) return 0;
+    const size_t k = (size_t)s->N * s->OH / STEM_CHUNK_MIN_ROWS;
+    return k < 2 ? 0 : (int)(k < PARAMS_MAX_CHUNKS ? k : PARAMS_MAX_CHUNKS);
+}
+
+size_t conv_direct_params_part_floats(const struct conv_shape *s)
+{
+    return (size_t)conv_direct_params_row_chunks(s) * s->KH * s->KW * s->C * (size_t)s->OC;
+}
+
+void conv_backward_params_direct_chunks(float *part, const float *inp, const float *dout, const struct conv_shape *s,
+                                        int ith, int nth)
+{
+    const int K = conv_direct_params_row_chunks(s), nu = s->OC / 16, pairs = (nu + 1) / 2;
+    TB_ASSERT(K > 0);
+    const size_t rows = (size_t)s->N * s->OH, per = (size_t)s->KH * s->KW * s->C * s->OC;
+    size_t i0, i1;
+    tb_slice((size_t)K * pairs, ith, nth, &i0, &i1);
+    for (size_t i = i0; i < i1; i++) {
+        const int k = (int)(i / (size_t)pairs), p = (int)(i % (size_t)pairs);
+        size_t r0, r1;
+        tb_slice(rows, k, K, &r0, &r1);
+        float *pk = part + (size_t)k * per;
+        if (2 * p + 2 <= nu) direct_params_stem(pk, inp, dout, s, (size_t)p * 32, r0, r1, 2, 1);
+        else direct_params_stem(pk, inp, dout, s, (size_t)p * 32, r0, r1, 1, 1);
+    }
+}
+
+void conv_backward_params_direct_finish(float *dw, const float *part, const struct conv_shape *s, int ith, int nth)
+{
+    conv_parts_sum_add(dw, part, conv_direct_params_row_chunks(s), (size_t)s->KH * s->KW * s->C * s->OC, ith, nth);
+}
+
+size_t conv_params_parts_floats(enum conv_algo a, const struct conv_shape *s)
+{
+    if (a == CONV_ALGO_GEMM1X1) return conv_params_part_floats(s);
+    if (a == CONV_ALGO_DIRECT) return conv_direct_params_part_floats(s);
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------

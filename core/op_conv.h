@@ -191,6 +191,23 @@ void conv_backward_data_direct(float *dinp, const float *dout, const float *w, c
 void conv_backward_params_direct(float *dw, float *db, const float *inp, const float *dout,
                                  const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
                                  int ith, int nth);
+/* ---- The stem's weight gradient (conv_backward_params_direct's 3×3, 3-input-channel shapes, no bias) in
+ *      two calls with a barrier between them, as the GEMM1X1 pair above: the N·OH output rows cut into
+ *      conv_direct_params_row_chunks(s) chunks fixed by the shape, each chunk's (KH,KW,C,OC) part written
+ *      by items of (chunk, two 16-wide units), then the parts added in chunk order. Bitwise the same for any
+ *      nth (not the single call's bits, which sums all rows in one total). ---- */
+
+/* Row chunks of the two-phase stem weight gradient for s, or 0 when s uses the single call. */
+int conv_direct_params_row_chunks(const struct conv_shape *s);
+/* Floats of the shared part buffer the stem's pair needs: chunks·KH·KW·C·OC. */
+size_t conv_direct_params_part_floats(const struct conv_shape *s);
+/* Phase 1: part (K,KH,KW,C,OC) = each row chunk's weight gradient; partitioned over (chunk, unit pair). */
+void conv_backward_params_direct_chunks(float *part, const float *inp, const float *dout, const struct conv_shape *s,
+                                        int ith, int nth);
+/* Phase 2, after a barrier: dw (KH,KW,C,OC) += Σ_k part[k] in chunk order; partitioned over 16-float blocks. */
+void conv_backward_params_direct_finish(float *dw, const float *part, const struct conv_shape *s, int ith, int nth);
+/* Floats of the shared part buffer algorithm a's two-phase weight gradient needs for s (0: none). */
+size_t conv_params_parts_floats(enum conv_algo a, const struct conv_shape *s);
 /* FFT forward (stride 1, plan required); partitioned over 16-wide output-channel blocks. */
 void conv_forward_fft(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                       const struct conv_fft_plan *plan, float *scratch, int ith, int nth);

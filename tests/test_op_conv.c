@@ -447,6 +447,55 @@ Test(conv, gemm1x1_row_chunk_params_match_reference_and_are_bitwise)
     }
 }
 
+/* The two-phase stem weight gradient (row-chunk parts per (chunk, unit pair), then their sum): on the
+ * shapes that use it, it matches the reference, gives the same bits for nth ∈ {1,2,3,7} (all ith run phase
+ * 1, then phase 2) and writes every part; few rows, a bias or another shape keep the single call. */
+Test(conv, stem_row_chunk_params_match_reference_and_are_bitwise)
+{
+    static const struct cv_case stem_cases[] = {
+        {4, 33, 31, 3, 32, 3, 2, 1, -1},   /* 68 output rows: 2 chunks, odd sizes */
+        {8, 32, 32, 3, 48, 3, 1, 1, -1},   /* 256 rows: 8 chunks, an odd unit (3 units: a pair and one) */
+        {16, 64, 48, 3, 32, 3, 2, 1, -1},  /* 512 rows: 16 chunks (the cap) */
+    };
+    static const int nths[] = {1, 2, 3, 7};
+    const struct conv_shape few = make_shape(&(struct cv_case){1, 16, 16, 3, 32, 3, 2, 1, -1});
+    cr_assert_eq(conv_direct_params_row_chunks(&few), 0, "8 rows: the single call");
+    cr_assert_eq(conv_params_parts_floats(CONV_ALGO_IM2COL, &few), 0);
+    for (int ci = 0; ci < 3; ci++) {
+        const struct conv_shape s = make_shape(&stem_cases[ci]);
+        const int K = conv_direct_params_row_chunks(&s);
+        if (K == 0) { /* the stem kernel needs 16-lane vectors: other targets keep the single call */
+            cr_log_info("stem two-phase not built for this vector width: case %d skipped", ci);
+            continue;
+        }
+        cr_assert(K >= 2, "case %d: %d chunks", ci, K);
+        const size_t nparts = conv_direct_params_part_floats(&s);
+        cr_assert_eq(nparts, conv_params_parts_floats(CONV_ALGO_DIRECT, &s));
+        struct cv_bufs B = make_bufs(&s, (uint64_t)ci + 800);
+        float *ref_w = rand_buf(B.nw, 96), *w1 = NULL;
+        conv_backward_params_ref(ref_w, NULL, B.inp, B.dout, &s);
+        float *part = malloc(nparts * sizeof(float));
+        cr_assert(part);
+        for (int k = 0; k < 4; k++) {
+            const int nth = nths[k];
+            float *w = rand_buf(B.nw, 96);
+            memset(part, 0xFF, nparts * sizeof(float)); /* NaN: every part is written */
+            for (int ith = 0; ith < nth; ith++) conv_backward_params_direct_chunks(part, B.inp, B.dout, &s, ith, nth);
+            for (int ith = 0; ith < nth; ith++) conv_backward_params_direct_finish(w, part, &s, ith, nth);
+            if (nth == 1) {
+                cr_expect_leq(tu_rel_err(w, ref_w, B.nw), 1e-5, "case %d dw rel err %g", ci,
+                              tu_rel_err(w, ref_w, B.nw));
+                w1 = w;
+                continue;
+            }
+            cr_expect(!memcmp(w, w1, B.nw * sizeof(float)), "case %d dw nth %d not bitwise", ci, nth);
+            free(w);
+        }
+        free(w1), free(part), free(ref_w);
+        free_bufs(&B);
+    }
+}
+
 /* The data gradient and phase 1 of the weight gradient in one pass over dout give what the separate
  * kernels give, bit for bit, for any nth: dinp overwritten (NaN-filled start) or accumulated onto random
  * values, and every part; also when dout is formed piece by piece from a BatchNorm's dz and x (the
