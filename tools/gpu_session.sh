@@ -1,32 +1,43 @@
 #!/usr/bin/env bash
-# gpu_session.sh — a GPU session in phases that fit the device tool's limits (30 minutes of device time a
-# session, 10 minutes a command, 8 files back from $OUT; ../shared/device/README.md, cuda/README.md).
+# gpu_session.sh — a GPU session in phases that fit the device tool's limits (../shared/device/README.md,
+# cuda/README.md): 15 minutes of device time a session, all calls together, a fresh machine's start (a
+# minute or two) counted and none started with under 4 minutes left; 10 minutes a command; 8 files back.
 #
 #   tools/gpu_session.sh pack       here: build build-dev for the GPU machine's CPU (x86-64-v4, not -march=native),
 #                                   pack bench and the CUDA tests into .dev and check the 64 MiB that may travel
+#   tools/gpu_session.sh first      there*: run this first, as the session's one command: test_cuda_ops,
+#                                   test_cuda, issue 26's mnist-mlp batch-1 figure, effnet-b0 fp32 and bf16
+#                                   beside PyTorch (one round each), then test_cuda_mirrored and
+#                                   test_calibrate_gpu if time is left (480 s)
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
 #   tools/gpu_session.sh sanitizer  there*: compute-sanitizer memcheck (and racecheck) of short bench runs
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
 #   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31), or a line saying it is missing
-#   (*: from the repository root, after `source .dev/env.sh`)
+#   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
+#   8 minutes each with a machine's start, are for a session with device time left after first)
 #
 # A phase first asks bench for the GPU (a one-step mnist-mlp inference on --device cuda): where there is
 # none it says so in one line and exits 1 with nothing run. Then it runs its steps within one time budget
-# (GPU_PHASE_BUDGET seconds, default 450, so a phase and the machine's start stay under 8 minutes), each
-# under its own limit; a step that fails or times out is recorded and the next one runs. It ends with one
-# line per step (PASS, FAIL with the exit status, TIMEOUT, SKIP or MISSING with why, and the step's
-# headline where it has one) on stdout and in $OUT/<phase>.log (every step's whole output), and packs the
-# rows, compare summaries and step outputs into $OUT/<phase>.tar.gz: two files a phase, so all four fit
-# the 8 files that come back. Exit status: 0 when no step failed, 1 when one did or there is no GPU, 2 for
-# usage. Environment: OUT (default build-dev/gpu_session_out here), PYTHON (python3: the one with torch),
+# (GPU_PHASE_BUDGET seconds, default 480 for first and 450 for the others, so that with the machine's start
+# first stays near 10 minutes and the others under 8), each under its own limit; a step that fails or
+# times out is recorded and the next one runs. It ends with one line per step (PASS, FAIL with the exit
+# status, TIMEOUT, SKIP or MISSING with why, and the step's headline where it has one) on stdout and in
+# $OUT/<phase>.log (every step's whole output), and packs the rows, compare summaries and step outputs into
+# $OUT/<phase>.tar.gz: two files a phase, within the 8 that come back from a command. Exit status: 0 when
+# no step failed, 1 when one did or there is no GPU, 2 for usage. Environment: OUT (default
+# build-dev/gpu_session_out here; the device tool sets it there), PYTHON (python3: the one with torch),
 # COMPUTE_SANITIZER, GPU_PHASE_BUDGET.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
 PHASE=${1:-}
-BUDGET=${GPU_PHASE_BUDGET:-450}
+# first is a session's one command (about 10 minutes with the machine's start); the others keep 450 s.
+case "$PHASE" in
+first) BUDGET=${GPU_PHASE_BUDGET:-480} ;;
+*) BUDGET=${GPU_PHASE_BUDGET:-450} ;;
+esac
 PYTHON=${PYTHON:-python3}
 LIMIT=$((64 * 1024 * 1024)) # the device tool's travelling tree, carried paths included
 # The tests with cuda code or cuda instances (test_cuda_mirrored, test_calibrate_gpu: issue 26 items 2, 5).
@@ -34,7 +45,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '5,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -227,15 +238,20 @@ compare_headline() {
         awk '{printf "%s%s", (NR > 1 ? "; " : ""), $0}'
 }
 
+# test_step TEST MAX_S: one packed Criterion test (cuda instances beside the cpu ones), its synthesis noted.
+test_step() {
+    if ! command -v "$1" >/dev/null; then
+        skip "$1" "not in .dev (run pack again)"
+        return
+    fi
+    step "$1" "$2" "$1" --verbose --jobs 8
+    note "$(synthesis "$1")"
+}
+
 phase_tests() {
     local t
     for t in "${TESTS[@]}"; do
-        if ! command -v "$t" >/dev/null; then
-            skip "$t" "not in .dev (run pack again)"
-            continue
-        fi
-        step "$t" 150 "$t" --verbose --jobs 8
-        note "$(synthesis "$t")"
+        test_step "$t" 150
     done
     # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
     local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
@@ -287,46 +303,89 @@ print(" ".join(a[a.index("--precision"):a.index("--precision") + 2]) if "--preci
 PY
 }
 
-# Side by side: run_compare.py CONFIG in rounds A B A B; only the PyTorch side where ours refuses.
-compare_step() { # compare_step CONFIG MAX_S ours_ok
-    local cfg=$1 max=$2 ok=$3
+# Side by side: run_compare.py CONFIG in ROUNDS rounds of A B (default 2: A B A B); only the PyTorch side,
+# one round, where ours refuses.
+compare_step() { # compare_step CONFIG MAX_S ours_ok [ROUNDS]
+    local cfg=$1 max=$2 ok=$3 rounds=${4:-2}
     local cmp=("$PYTHON" compare/run_compare.py "$cfg" --python "$PYTHON" --bench "$(command -v bench)"
         --out-dir "$WORK/$cfg" --timeout $((max / 2)))
     if [ "$ok" = 1 ]; then
-        step "$cfg" "$max" "${cmp[@]}" --rounds 2
+        step "$cfg" "$max" "${cmp[@]}" --rounds "$rounds"
     else
         step "$cfg-pytorch-only" "$max" "${cmp[@]}" --rounds 1 --only pytorch
     fi
     note "$(compare_headline "${cfg}$([ "$ok" = 1 ] || echo -pytorch-only)")"
 }
 
-phase_bench() {
-    "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' >>"$LOG" 2>&1
-    local mlp=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 100000 --data synthetic)
-    # Issue 26: mnist-mlp batch 1, 100,000 steps (runs of steps on the device: --steps-per-execution auto).
-    step mlp-b1-100k 150 "${mlp[@]}" --out "$WORK/mlp-b1.jsonl"
-    note "$(row_headline "$WORK/mlp-b1.jsonl")"
-    compare_step cuda-b0-fp32 300 1
-    # bf16: as run_compare.py would pass it, on a tiny run first. Not accepted (yet) is an answer, not a
-    # failed step: our side is skipped, the peer's still runs.
-    local flag bf16=0 out=$WORK/bf16-accepted.out rc
+# bf16_probe MAX_S: whether the cuda backend takes run_compare's bf16 flag, as run_compare.py would pass it,
+# on a tiny run (BF16_OK=1 where it does). Not accepted (yet) is an answer, not a failed step: our side of
+# the bf16 compares is skipped, the peer's still runs. Capped by the phase time left, as a step is.
+BF16_OK=0
+bf16_probe() {
+    local max=$1 flag out=$WORK/bf16-accepted.out rc left=$((BUDGET - (SECONDS - T0) - 10))
+    BF16_OK=0
+    if [ "$left" -lt 20 ]; then
+        skip bf16-accepted "out of phase time (GPU_PHASE_BUDGET=$BUDGET s)"
+        return
+    fi
+    [ "$max" -gt "$left" ] && max=$left
     flag=$(compare_precision_flag cuda-b0-bf16)
     say "== bf16-accepted: bench --backend cuda ... $flag (effnet-b0, 32x32, one step)"
     # shellcheck disable=SC2086 # flag is two words on purpose
-    timeout -k 5 60 bench --backend cuda --workload effnet-b0 --plan throughput --resolution 32 --batch 2 --steps 1 \
-        --warmup 0 --data synthetic --synthetic-samples 8,8 --out /dev/null --mllog none --quiet $flag >"$out" 2>&1
+    timeout -k 5 "$max" bench --backend cuda --workload effnet-b0 --plan throughput --resolution 32 --batch 2 \
+        --steps 1 --warmup 0 --data synthetic --synthetic-samples 8,8 --out /dev/null --mllog none --quiet $flag \
+        >"$out" 2>&1
     rc=$?
     cat "$out" >>"$LOG"
     if [ $rc -eq 0 ]; then
         SUMMARY+=("PASS    bf16-accepted: the cuda backend runs '$flag'")
-        bf16=1
+        BF16_OK=1
     else
         SUMMARY+=("SKIP    bf16: the cuda backend does not take '$flag' (exit $rc): $(head -n 1 "$out")")
     fi
-    compare_step cuda-b0-bf16 240 "$bf16"
-    compare_step cuda-b4-bf16 240 "$bf16"
+}
+
+# Issue 26's headline: mnist-mlp batch 1, 100,000 steps (runs of steps on the device: --steps-per-execution
+# auto); bench and first both run it.
+MLP_B1_100K=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 100000 --data synthetic)
+
+torch_version() {
+    timeout -k 5 60 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' \
+        >>"$LOG" 2>&1
+}
+
+# A session's one command (15 minutes of device time, a machine's start included): the checks and figures
+# in the order they are worth, each capped so that a hang leaves the ones after it their time.
+phase_first() {
+    local t s0
+    # The kernels against their CPU references first: every figure after them rests on these.
+    for t in test_cuda_ops test_cuda; do
+        test_step "$t" 120
+    done
+    step mlp-b1-100k 90 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1.jsonl"
+    note "$(row_headline "$WORK/mlp-b1.jsonl")"
+    torch_version
+    # One round each (PyTorch, ours): two do not fit beside the rest.
+    compare_step cuda-b0-fp32 150 1 1
+    # The probe and the bf16 compare share their 120 s.
+    s0=$SECONDS
+    bf16_probe 30
+    compare_step cuda-b0-bf16 $((120 - (SECONDS - s0))) "$BF16_OK" 1
+    for t in test_cuda_mirrored test_calibrate_gpu; do
+        test_step "$t" 60
+    done
+}
+
+phase_bench() {
+    torch_version
+    step mlp-b1-100k 150 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1.jsonl"
+    note "$(row_headline "$WORK/mlp-b1.jsonl")"
+    compare_step cuda-b0-fp32 300 1
+    bf16_probe 60
+    compare_step cuda-b0-bf16 240 "$BF16_OK"
+    compare_step cuda-b4-bf16 240 "$BF16_OK"
     # What the runs buy: the same 100,000 steps one step a call (the fused step, one round trip a step).
-    step mlp-b1-100k-per-step 150 "${mlp[@]}" --steps-per-execution 1 --out "$WORK/mlp-b1-per-step.jsonl"
+    step mlp-b1-100k-per-step 150 "${MLP_B1_100K[@]}" --steps-per-execution 1 --out "$WORK/mlp-b1-per-step.jsonl"
     note "$(row_headline "$WORK/mlp-b1-per-step.jsonl")"
 }
 
@@ -352,7 +411,7 @@ phase_scaling() {
 
 case "$PHASE" in
 pack) pack ;;
-tests | sanitizer | bench | scaling)
+first | tests | sanitizer | bench | scaling)
     begin
     "phase_$PHASE"
     finish
