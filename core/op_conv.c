@@ -208,7 +208,7 @@ static struct oc_units oc_units_slice(const struct conv_shape *s, int ith, int n
 /* OpenBLAS does not give the same bits for a row (or column) of C when M (or N) changes — small-size
  * kernels and edge tiles sum in other orders — so every sgemm here is one fixed-size unit call whose
  * arguments depend only on the shape: threads take whole units, and a unit is the same call for any nth. */
-enum { GEMM_ROWS = 256, GEMM_COLS = 64, GEMM_FEW_ROW_UNITS = 8 };
+enum { GEMM_ROWS = 256, GEMM_COLS = 64, GEMM_FEW_ROW_UNITS = 8, GEMM_MIN_TILE_ROWS = 16 };
 /* sgemm calls of at most SGEMM_SMALL_ROWS × SGEMM_SMALL_COLS × SGEMM_SMALL_K (2^20 multiply-adds) go to
  * OpenBLAS's small-matrix kernels (see conv_forward_gemm1x1). */
 enum { SGEMM_SMALL_ROWS = 128, SGEMM_SMALL_COLS = 64, SGEMM_SMALL_K = 128 };
@@ -227,10 +227,13 @@ struct gemm_tiles {
 };
 
 /* An even number of column blocks of cols, at most `most` (even) and each at least GEMM_COLS / 2 wide:
- * cols / GEMM_COLS rounded down to even, or 2 when that is 0 (64–127 columns); 1 under GEMM_COLS. */
+ * cols / (GEMM_COLS / 2) rounded down to even, or 2 when that is 0 (64–127 columns); 1 under GEMM_COLS.
+ * Only a machine of many cores (most > 2) gets blocks under 64 wide: 16 cores split 192 columns 6 ways,
+ * not 2 (the simulated 16-core split, BENCHMARKS.md), where one call per core repacking its operand costs
+ * less than 14 idle cores; at most 2 the blocks are those of the 64-wide rule. */
 static int even_col_blocks(int cols, int most)
 {
-    int k = cols / GEMM_COLS / 2 * 2;
+    int k = cols / (GEMM_COLS / 2) / 2 * 2;
     if (k > most) k = most;
     return k ? k : cols >= GEMM_COLS ? 2 : 1;
 }
@@ -255,6 +258,14 @@ static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
     if (t.ru < GEMM_FEW_ROW_UNITS && t.ru < (size_t)par) {
         const int want = (int)(((size_t)par + ru - 1) / ru);
         t.cu = even_col_blocks(cols, want + want % 2);
+    }
+    /* Still fewer tiles than cores (a 1×1 layer at 32×32 batch 128: 128 rows × 192 columns, 2 tiles for
+     * 16 cores): shorter row blocks, down to GEMM_MIN_TILE_ROWS rows, an even number of them. */
+    if (t.ru * (size_t)t.cu < (size_t)par) {
+        size_t want = ((size_t)par + (size_t)t.cu - 1) / (size_t)t.cu;
+        const size_t most = M / GEMM_MIN_TILE_ROWS;
+        want = want < most ? want : most;
+        if (want > t.ru) t.ru = want + (want > 1 ? want % 2 : 0);
     }
     return t;
 }
