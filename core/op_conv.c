@@ -436,8 +436,11 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
 
 /* Two-phase weight gradient: used when dw's longer side has fewer than GEMM_FEW_ROW_UNITS 64-wide
  * blocks (EfficientNet's 16–240-channel layers: 1–4 blocks, so one thread did most of the work) and there
- * are rows for at least two chunks. The chunk count depends on M alone, up to 16. */
-enum { PARAMS_CHUNK_MIN_ROWS = 512, PARAMS_MAX_CHUNKS = 16 };
+ * are rows for at least two chunks. The chunk count depends on M and the machine, up to 16: chunks of
+ * PARAMS_CHUNK_MIN_ROWS rows, or, where that gives fewer chunks than cores, of down to
+ * PARAMS_CHUNK_FEW_ROWS rows, one a core (2,048 rows at 32×32 batch 128's stage 3: 4 chunks for 16 cores,
+ * and the one-pass backward, data gradient included, went on 4 of them). */
+enum { PARAMS_CHUNK_MIN_ROWS = 512, PARAMS_CHUNK_FEW_ROWS = 128, PARAMS_MAX_CHUNKS = 16 };
 
 int conv_params_row_chunks(const struct conv_shape *s)
 {
@@ -445,7 +448,12 @@ int conv_params_row_chunks(const struct conv_shape *s)
     const int longer = s->C > s->OC ? s->C : s->OC;
     if (!conv_algo_supported(CONV_ALGO_GEMM1X1, s)) return 0;
     if ((longer + GEMM_COLS - 1) / GEMM_COLS >= GEMM_FEW_ROW_UNITS || M < 2 * (size_t)PARAMS_CHUNK_MIN_ROWS) return 0;
-    const size_t k = M / PARAMS_CHUNK_MIN_ROWS;
+    size_t k = M / PARAMS_CHUNK_MIN_ROWS;
+    const size_t par = (size_t)tb_par_units();
+    if (k < par) {
+        const size_t few = M / PARAMS_CHUNK_FEW_ROWS;
+        k = few < par ? few : par;
+    }
     return (int)(k < PARAMS_MAX_CHUNKS ? k : PARAMS_MAX_CHUNKS);
 }
 

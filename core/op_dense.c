@@ -41,6 +41,49 @@ static int col_tile(int n)
         }                                                                                           \
     } while (0)
 
+/* Tiles of an R × n output of a batched pass split by rows (split_rows(R)): ROW_TILE-row tiles, or where
+ * those are fewer than the machine's cores (an SE layer at batch 128: 2 tiles for 16 cores, which left 14
+ * idle: the simulated 16-core split, BENCHMARKS.md), column tiles too, at least 16 wide, then shorter
+ * row tiles, at least 16 rows, until there are as many tiles as cores. Edges on multiples of 8. By the
+ * shape and the machine, never nth; at 2 cores always the ROW_TILE tiles. */
+struct dense_tiles {
+    int R, n;   /* output rows and columns */
+    int th, tw; /* tile height and width */
+    int rt, ct; /* row and column tiles */
+};
+
+static int round8(int v) { return (v + 7) / 8 * 8; }
+
+static struct dense_tiles dense_tiles_of(int R, int n)
+{
+    struct dense_tiles t = {.R = R, .n = n, .th = ROW_TILE, .tw = n, .rt = (R + ROW_TILE - 1) / ROW_TILE, .ct = 1};
+    const int par = tb_par_units();
+    if (t.rt >= par) return t;
+    int ct = (par + t.rt - 1) / t.rt, rt = t.rt;
+    if (ct > n / 16) ct = n / 16 > 1 ? n / 16 : 1;
+    if (rt * ct < par) {
+        const int want = (par + ct - 1) / ct, most = R / 16;
+        rt = want < most ? want : most;
+        if (rt < t.rt) rt = t.rt;
+    }
+    t.th = round8((R + rt - 1) / rt), t.rt = (R + t.th - 1) / t.th;
+    t.tw = round8((n + ct - 1) / ct), t.ct = (n + t.tw - 1) / t.tw;
+    return t;
+}
+
+/* Runs the body for each tile of t thread ith owns: rows [r0,r1), columns [c0,c1). */
+#define FOR_TILES2(t, ith, nth, r0, r1, c0, c1, ...)                                                 \
+    do {                                                                                            \
+        size_t ulo_, uhi_;                                                                          \
+        tb_slice((size_t)(t).rt * (size_t)(t).ct, ith, nth, &ulo_, &uhi_);                          \
+        for (size_t u_ = ulo_; u_ < uhi_; u_++) {                                                   \
+            const size_t r0 = u_ / (size_t)(t).ct * (size_t)(t).th, c0 = u_ % (size_t)(t).ct * (size_t)(t).tw; \
+            const size_t r1 = r0 + (size_t)(t).th < (size_t)(t).R ? r0 + (size_t)(t).th : (size_t)(t).R; \
+            const size_t c1 = c0 + (size_t)(t).tw < (size_t)(t).n ? c0 + (size_t)(t).tw : (size_t)(t).n; \
+            __VA_ARGS__;                                                                            \
+        }                                                                                           \
+    } while (0)
+
 /* In-place ReLU on rows [r0,r1) × columns [c0,c1) of y (rows, ld). */
 static void relu_block(float *y, size_t ld, size_t r0, size_t r1, size_t c0, size_t c1)
 {
@@ -78,17 +121,18 @@ void dense_forward(float *out, const float *inp, const float *w, const float *b,
         return;
     }
     if (split_rows(N)) {
-        FOR_TILES(N, ROW_TILE, ith, nth, lo, hi, {
-            float *y = out + lo * OUT;
-            const int m = (int)(hi - lo);
+        const struct dense_tiles t = dense_tiles_of(N, OUT);
+        FOR_TILES2(t, ith, nth, lo, hi, c0, c1, {
+            float *y = out + lo * OUT + c0;
+            const int m = (int)(hi - lo), n = (int)(c1 - c0);
             float beta = 0.0f;
             if (b) {
-                for (int r = 0; r < m; r++) memcpy(y + (size_t)r * OUT, b, (size_t)OUT * sizeof(float));
+                for (int r = 0; r < m; r++) memcpy(y + (size_t)r * OUT, b + c0, (size_t)n * sizeof(float));
                 beta = 1.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, OUT, IN, 1.0f, inp + lo * IN, IN, w, OUT,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, IN, 1.0f, inp + lo * IN, IN, w + c0, OUT,
                         beta, y, OUT);
-            if (relu) relu_block(out, (size_t)OUT, lo, hi, 0, (size_t)OUT);
+            if (relu) relu_block(out, (size_t)OUT, lo, hi, c0, c1);
         });
     } else {
         FOR_TILES(OUT, col_tile(OUT), ith, nth, lo, hi, {
@@ -137,9 +181,10 @@ void dense_backward_data(float *dinp, const float *dout, const float *w, const s
         return;
     }
     if (split_rows(N)) {
-        FOR_TILES(N, ROW_TILE, ith, nth, lo, hi, {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(hi - lo), IN, OUT, 1.0f, dout + lo * OUT,
-                        OUT, w, OUT, 1.0f, dinp + lo * IN, IN);
+        const struct dense_tiles t = dense_tiles_of(N, IN);
+        FOR_TILES2(t, ith, nth, lo, hi, c0, c1, {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(hi - lo), (int)(c1 - c0), OUT, 1.0f,
+                        dout + lo * OUT, OUT, w + c0 * OUT, OUT, 1.0f, dinp + lo * IN + c0, IN);
         });
     } else {
         FOR_TILES(IN, col_tile(IN), ith, nth, lo, hi, {

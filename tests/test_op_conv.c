@@ -113,11 +113,11 @@ static void free_env(struct cv_env *E)
     for (int p = 0; p < 3; p++) free(E->scratch[p]);
 }
 
-static void check_algo_against_ref(enum conv_algo a)
+static void check_algo_against_ref_on(enum conv_algo a, const struct cv_case *cs, int n_cases)
 {
     int ran = 0;
-    for (int ci = 0; ci < N_CASES; ci++) {
-        const struct conv_shape s = make_shape(&cases[ci]);
+    for (int ci = 0; ci < n_cases; ci++) {
+        const struct conv_shape s = make_shape(&cs[ci]);
         if (!conv_algo_supported(a, &s)) continue;
         ran++;
         struct cv_bufs B = make_bufs(&s, (uint64_t)ci);
@@ -154,6 +154,8 @@ static void check_algo_against_ref(enum conv_algo a)
     }
     cr_assert_gt(ran, 0, "no case ran for %s", conv_algo_name(a));
 }
+
+static void check_algo_against_ref(enum conv_algo a) { check_algo_against_ref_on(a, cases, N_CASES); }
 
 Test(conv, gemm1x1_matches_reference) { check_algo_against_ref(CONV_ALGO_GEMM1X1); }
 Test(conv, im2col_matches_reference) { check_algo_against_ref(CONV_ALGO_IM2COL); }
@@ -192,11 +194,11 @@ Test(conv, direct_accumulates) { check_accumulate(CONV_ALGO_DIRECT); }
 Test(conv, fft_accumulates) { check_accumulate(CONV_ALGO_FFT); }
 
 /* Every ith of nth called in turn (each with its own scratch) gives the same bits as nth = 1. */
-static void check_partition(enum conv_algo a)
+static void check_partition_on(enum conv_algo a, const struct cv_case *cs, int n_cases)
 {
     static const int nths[] = {2, 3, 7};
-    for (int ci = 0; ci < N_CASES; ci++) {
-        const struct conv_shape s = make_shape(&cases[ci]);
+    for (int ci = 0; ci < n_cases; ci++) {
+        const struct conv_shape s = make_shape(&cs[ci]);
         if (!conv_algo_supported(a, &s)) continue;
         struct cv_bufs B = make_bufs(&s, (uint64_t)ci + 400);
         struct cv_env E1 = make_env(a, &s, 1);
@@ -243,10 +245,49 @@ static void check_partition(enum conv_algo a)
     }
 }
 
+static void check_partition(enum conv_algo a) { check_partition_on(a, cases, N_CASES); }
+
 Test(conv, gemm1x1_partition_is_bitwise) { check_partition(CONV_ALGO_GEMM1X1); }
 Test(conv, im2col_partition_is_bitwise) { check_partition(CONV_ALGO_IM2COL); }
 Test(conv, direct_partition_is_bitwise) { check_partition(CONV_ALGO_DIRECT); }
 Test(conv, fft_partition_is_bitwise) { check_partition(CONV_ALGO_FFT); }
+
+/* The work split of a 16-core machine (TB_PAR_UNITS, read once a process: each Criterion test is one), whose
+ * GEMM1X1 tiles are narrower and shorter where the 2-core ones are fewer than cores, and whose two-phase
+ * weight gradients have more, shorter row chunks: against the references, bitwise for any nth, every part
+ * written. Shapes of EfficientNet's late layers at 32×32 (M = N at 1×1, 2×2) and stage 3's 2,048 rows. */
+Test(conv, many_core_split_matches_reference_and_is_bitwise, .timeout = 60)
+{
+    setenv("TB_PAR_UNITS", "16", 1);
+    static const struct cv_case many[] = {
+        {128, 1, 1, 1152, 192, 1, 1, 1, -1}, /* 128 rows × 192 columns: 4 row × 6 column tiles, not 2 */
+        {128, 1, 1, 192, 1152, 1, 1, 1, -1}, /* the expansion: 16 column tiles; its data gradient 24 */
+        {32, 2, 2, 320, 1280, 1, 1, 1, -1},  /* 128 rows: the head */
+        {24, 3, 3, 100, 40, 1, 1, 1, -1},    /* 216 rows, 40 columns: 13 row tiles of 16–24 rows */
+        {128, 4, 4, 40, 240, 1, 1, 1, -1},   /* 2,048 rows: 16 weight-gradient chunks, not 4 */
+    };
+    const int n = (int)(sizeof many / sizeof many[0]);
+    const struct conv_shape s4 = make_shape(&many[4]);
+    cr_assert_eq(conv_params_row_chunks(&s4), 16, "2,048 rows on 16 cores: %d chunks", conv_params_row_chunks(&s4));
+    check_algo_against_ref_on(CONV_ALGO_GEMM1X1, many, n);
+    check_partition_on(CONV_ALGO_GEMM1X1, many, n);
+    struct cv_bufs B = make_bufs(&s4, 900);
+    float *ref_w = rand_buf(B.nw, 95), *w1 = rand_buf(B.nw, 95), *w7 = rand_buf(B.nw, 95);
+    float *part = malloc(conv_params_part_floats(&s4) * sizeof(float));
+    cr_assert(part);
+    conv_backward_params_ref(ref_w, NULL, B.inp, B.dout, &s4);
+    for (int pass = 0; pass < 2; pass++) {
+        const int nth = pass ? 7 : 1;
+        float *w = pass ? w7 : w1;
+        memset(part, 0xFF, conv_params_part_floats(&s4) * sizeof(float));
+        for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_chunks(part, B.inp, B.dout, &s4, ith, nth);
+        for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_finish(w, NULL, part, B.dout, &s4, ith, nth);
+    }
+    cr_expect_leq(tu_rel_err(w1, ref_w, B.nw), 1e-5, "16 chunks: dw rel err %g", tu_rel_err(w1, ref_w, B.nw));
+    cr_expect(!memcmp(w1, w7, B.nw * sizeof(float)), "16 chunks: nth 7 not bitwise");
+    free(ref_w), free(w1), free(w7), free(part);
+    free_bufs(&B);
+}
 
 /* L = Σ out·R in double, from an independent double forward; one element of inp, w or b perturbed. */
 static double loss_double(const struct cv_bufs *B, const struct conv_shape *s, size_t pi, double di, size_t pw,

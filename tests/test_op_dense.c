@@ -337,6 +337,37 @@ Test(dense, partition_backward_params_n64_bitwise)
     check_partition(K_BACKWARD_PARAMS, 64, 48, 301); /* few dw rows: 32-column tiles, the last short */
 }
 
+/* The work split of a 16-core machine (TB_PAR_UNITS, read once a process: each Criterion test is one): the
+ * batched passes whose 64-row tiles are fewer than cores are cut in columns and shorter rows too. Against
+ * the reference and bitwise for any nth: SE layers at batch 128 (1152 → 48, 48 → 1152) and odd sizes. */
+Test(dense, many_core_tiles_match_ref_and_are_bitwise, .timeout = 60)
+{
+    setenv("TB_PAR_UNITS", "16", 1);
+    const struct dense_case cases[] = {{128, 1152, 48}, {128, 48, 1152}, {200, 37, 29}, {136, 100, 130}};
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        const struct dense_case *tc = &cases[k];
+        check_partition(K_FORWARD, tc->N, tc->IN, tc->OUT);
+        check_partition(K_BACKWARD_DATA, tc->N, tc->IN, tc->OUT);
+        struct dense_data d;
+        data_init(&d, tc->N, tc->IN, tc->OUT, 700 + k);
+        const size_t ny = (size_t)tc->N * tc->OUT, nx = (size_t)tc->N * tc->IN;
+        float *y = tu_fvec(ny), *yr = tu_fvec(ny), *dx = tu_fvec(nx), *dxr = tu_fvec(nx);
+        memset(y, 0xFF, ny * sizeof *y); /* NaN: every element is written */
+        dense_forward(y, d.x, d.w, d.b, &d.s, 1, 0, 1);
+        dense_forward_ref(yr, d.x, d.w, d.b, &d.s);
+        for (size_t i = 0; i < ny; i++) yr[i] = yr[i] > 0.0f ? yr[i] : 0.0f;
+        char what[96];
+        snprintf(what, sizeof what, "forward+relu vs ref N=%d IN=%d OUT=%d", tc->N, tc->IN, tc->OUT);
+        tu_assert_close_f(y, yr, ny, 1e-5, 1e-6, what);
+        dense_backward_data(dx, d.r, d.w, &d.s, 0, 1);
+        dense_backward_data_ref(dxr, d.r, d.w, &d.s);
+        snprintf(what, sizeof what, "dinp vs ref N=%d IN=%d OUT=%d", tc->N, tc->IN, tc->OUT);
+        tu_assert_close_f(dx, dxr, nx, 1e-5, 1e-6, what);
+        free(y), free(yr), free(dx), free(dxr);
+        data_free(&d);
+    }
+}
+
 /* Fewer output columns (or dw rows) than threads: some slices are empty. */
 Test(dense, partition_small_bitwise)
 {
