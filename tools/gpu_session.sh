@@ -7,8 +7,9 @@
 #                                   pack bench and the CUDA tests into .dev and check the 64 MiB that may travel
 #   tools/gpu_session.sh first      there*: run this first, as the session's one command: test_cuda_ops,
 #                                   test_cuda, issue 26's mnist-mlp batch-1 figure, effnet-b0 fp32 and bf16
-#                                   beside PyTorch (one round each), then test_cuda_mirrored and
-#                                   test_calibrate_gpu if time is left (480 s)
+#                                   beside PyTorch (one round each), then test_cuda_mirrored,
+#                                   test_calibrate_gpu and issue 31's threads at 1 and all cores if time
+#                                   is left (480 s)
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
@@ -45,7 +46,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -374,6 +375,9 @@ phase_first() {
     for t in test_cuda_mirrored test_calibrate_gpu; do
         test_step "$t" 60
     done
+    # Issue 31 on the machine's cores, if time is left: threads at 1 and all cores (effnet-b0 224 b16 and
+    # 32 b128, one round, per-layer profile), the check of the work split the 2-core sessions simulated.
+    [ -f tools/scaling.sh ] && scaling_step strong 150 SCALE_THREADS="1 $(nproc)"
 }
 
 phase_bench() {
@@ -397,16 +401,21 @@ phase_scaling() {
         say "== scaling: tools/scaling.sh is missing (issue 31)"
         return
     fi
-    local build p
+    local p
+    for p in strong weak mpi ipu; do scaling_step "$p" $((BUDGET / 2)); done
+}
+
+# scaling_step PHASE MAX_S [ENV...]: tools/scaling.sh's PHASE as one step (one round unless SCALE_ROUNDS says
+# otherwise: two rounds of every phase do not fit one budget), its summary kept beside its rows.
+scaling_step() {
+    local p=$1 max=$2 build
+    shift 2
     build=$(dirname "$(command -v bench)")
-    # One round unless SCALE_ROUNDS says otherwise: two rounds of every phase do not fit one budget.
-    for p in strong weak mpi ipu; do
-        step "scaling-$p" $((BUDGET / 2)) env SCALE_ROUNDS="${SCALE_ROUNDS:-1}" SCALE_OUT="$WORK/scaling-$p.jsonl" \
-            sh tools/scaling.sh "$build" "$p"
-        note "$(grep -h 'failed' "$WORK/scaling-$p.out" 2>/dev/null | head -n 2 |
-            awk '{printf "%s%s", (NR > 1 ? "; " : ""), $0}')"
-        cp results/scaling.md "$WORK/scaling-$p.md" 2>/dev/null
-    done
+    step "scaling-$p" "$max" env SCALE_ROUNDS="${SCALE_ROUNDS:-1}" SCALE_OUT="$WORK/scaling-$p.jsonl" "$@" \
+        sh tools/scaling.sh "$build" "$p"
+    note "$(grep -h 'failed' "$WORK/scaling-$p.out" 2>/dev/null | head -n 2 |
+        awk '{printf "%s%s", (NR > 1 ? "; " : ""), $0}')"
+    cp results/scaling.md "$WORK/scaling-$p.md" 2>/dev/null
 }
 
 case "$PHASE" in
