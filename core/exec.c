@@ -806,6 +806,14 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         } else if (din) {
             dwconv_backward_data(din, dout, w, &cs, acc, ith, nth);
         }
+        if (dwconv_params_row_chunks(&cs)) { /* more cores than channel blocks: row chunks too */
+            float *part = mi->shared + dw_part_off(&cs);
+            TB_ASSERT(mi->shared_floats >= dw_part_off(&cs) + dwconv_params_part_floats(&cs));
+            dwconv_backward_params_chunks(part, db != NULL, in, dout, &cs, ith, nth);
+            sync_barrier(sync, nth);
+            dwconv_backward_params_finish(dw, db, part, &cs, ith, nth);
+            break;
+        }
         dwconv_backward_params(dw, db, in, dout, &cs, ith, nth);
         break;
     }
@@ -1266,6 +1274,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (l->op != OP_DWCONV) continue;
         struct conv_shape s;
         conv_shape_of(m, l, mi->n_max, &s);
+        if (dwconv_specialised(&s) && dw_part_off(&s) + dwconv_params_part_floats(&s) > shared)
+            shared = dw_part_off(&s) + dwconv_params_part_floats(&s); /* or in row-chunk parts */
         if (!dwconv_bn_fusable(&s)) continue;
         const size_t k = dw_part_off(&s) + dwconv_bn_params_part_floats(&s);
         if (k > shared) shared = k;

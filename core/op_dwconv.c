@@ -491,16 +491,16 @@ DW_INLINE void params_bias_row(vf *tb, const float *drow, int c0, int c_end, int
     *tb = VADD(*tb, VADD(b0, b1));
 }
 
-/* dw[t][c0..] += tot[t] for the K² taps, db[c0..] += tb (db may be NULL). */
+/* dw[t][c0..] += tot[t] for the K² taps, db[c0..] += tb (db may be NULL); = instead of += with store. */
 DW_INLINE void params_store(float *dw, float *db, const vf *tot, vf tb, int c0, int c_end, int C, const int K,
-                            const int FULL)
+                            const int FULL, int store)
 {
     const vmask m = vmask_n(c_end - c0);
     for (int t = 0; t < K * K; t++) {
         float *p = dw + (size_t)t * C + c0;
-        VST(p, m, VADD(VLD(m, p), tot[t]));
+        VST(p, m, store ? tot[t] : VADD(VLD(m, p), tot[t]));
     }
-    if (db) VST(db + c0, m, VADD(VLD(m, db + c0), tb));
+    if (db) VST(db + c0, m, store ? tb : VADD(VLD(m, db + c0), tb));
 }
 
 /* Channels per slab: one pass over the tensors per slab reads each of its cache lines once. 256 keeps the
@@ -514,7 +514,7 @@ enum { DW_SLAB = 256, DW_SLAB_V = DW_SLAB / VL };
  * the next row's dout and new input rows are prefetched, a few pixels per call: from DRAM the kernel
  * otherwise waits on each new line. */
 DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s, int c_lo,
-                        int c_hi, const int K, const int S)
+                        int c_hi, size_t r0, size_t r1, int store, const int K, const int S)
 {
     const int P = (K - 1) / 2, N = s->N, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
     int ox_lo, ox_hi;
@@ -531,8 +531,8 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
             tb[v] = VZERO();
             for (int t = 0; t < K * K; t++) tot[v][t] = VZERO();
         }
-        for (int n = 0; n < N; n++)
-            for (int oy = 0; oy < OH; oy++) {
+        for (size_t r = r0; r < r1; r++) {
+                const int n = (int)(r / (size_t)OH), oy = (int)(r % (size_t)OH);
                 const float *drow = dout + (((size_t)n * OH + oy) * OW) * C;
                 /* Next row: dout row oy+1 (adjacent in memory) and input rows from oy·S−P+K on. */
                 const size_t od = (((size_t)n * OH + oy + 1) * OW) * px + l0;
@@ -557,27 +557,41 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
                 }
             }
         for (int v = 0; v < nb; v++) {
-            if (v < full) params_store(dw, db, tot[v], tb[v], s0 + v * VL, s1, C, K, 1);
-            else params_store(dw, db, tot[v], tb[v], s0 + v * VL, s1, C, K, 0);
+            if (v < full) params_store(dw, db, tot[v], tb[v], s0 + v * VL, s1, C, K, 1, store);
+            else params_store(dw, db, tot[v], tb[v], s0 + v * VL, s1, C, K, 0, store);
         }
     }
+    (void)N;
 }
 
-static void params_k3s1(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z)
+/* Channels [a,z) over output rows [r0,r1) of the N·OH, added into dw/db, or stored with store. */
+typedef void params_fn(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
+                      size_t r0, size_t r1, int store);
+static void params_k3s1(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
+                        size_t r0, size_t r1, int store)
 {
-    params_k(dw, db, i, d, s, a, z, 3, 1);
+    params_k(dw, db, i, d, s, a, z, r0, r1, store, 3, 1);
 }
-static void params_k3s2(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z)
+static void params_k3s2(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
+                        size_t r0, size_t r1, int store)
 {
-    params_k(dw, db, i, d, s, a, z, 3, 2);
+    params_k(dw, db, i, d, s, a, z, r0, r1, store, 3, 2);
 }
-static void params_k5s1(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z)
+static void params_k5s1(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
+                        size_t r0, size_t r1, int store)
 {
-    params_k(dw, db, i, d, s, a, z, 5, 1);
+    params_k(dw, db, i, d, s, a, z, r0, r1, store, 5, 1);
 }
-static void params_k5s2(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z)
+static void params_k5s2(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
+                        size_t r0, size_t r1, int store)
 {
-    params_k(dw, db, i, d, s, a, z, 5, 2);
+    params_k(dw, db, i, d, s, a, z, r0, r1, store, 5, 2);
+}
+
+static params_fn *params_of(const struct conv_shape *s)
+{
+    if (s->KH == 3) return s->stride == 1 ? params_k3s1 : params_k3s2;
+    return s->stride == 1 ? params_k5s1 : params_k5s2;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -847,8 +861,57 @@ void dwconv_backward_params(float *dw, float *db, const float *inp, const float 
     int c0, c1;
     channel_slice(s->C, ith, nth, &c0, &c1);
     if (c1 <= c0) return;
-    if (s->KH == 3) (s->stride == 1 ? params_k3s1 : params_k3s2)(dw, db, inp, dout, s, c0, c1);
-    else (s->stride == 1 ? params_k5s1 : params_k5s2)(dw, db, inp, dout, s, c0, c1);
+    params_of(s)(dw, db, inp, dout, s, c0, c1, 0, (size_t)s->N * s->OH, 0);
+}
+
+/* With fewer channel blocks than cores (32 channels at 16×16 in EfficientNet's stage 1: 2 blocks for 16
+ * cores), channel slices gave each thread single channels, so each of them read half the cache lines of
+ * both tensors: 16 threads did 3.9× one thread's work (the simulated 16-core split, BENCHMARKS.md).
+ * Items of (row chunk, channel block) instead, each into its own part, summed after a barrier. */
+enum { DW_PARAMS_MAX_CHUNKS = 16 };
+
+int dwconv_params_row_chunks(const struct conv_shape *s)
+{
+    if (!dwconv_specialised(s)) return 0;
+    const int nb = (s->C + VL - 1) / VL, par = tb_par_units();
+    if (nb >= par) return 0;
+    const size_t rows = (size_t)s->N * s->OH;
+    size_t k = (size_t)((par + nb - 1) / nb);
+    k = k < DW_PARAMS_MAX_CHUNKS ? k : DW_PARAMS_MAX_CHUNKS;
+    k = k < rows ? k : rows;
+    return k < 2 ? 0 : (int)k;
+}
+
+size_t dwconv_params_part_floats(const struct conv_shape *s)
+{
+    return (size_t)DW_PARAMS_MAX_CHUNKS * ((size_t)s->KH * s->KW + 1) * (size_t)s->C;
+}
+
+void dwconv_backward_params_chunks(float *part, int with_db, const float *inp, const float *dout,
+                                   const struct conv_shape *s, int ith, int nth)
+{
+    const int K = dwconv_params_row_chunks(s), nb = (s->C + VL - 1) / VL;
+    TB_ASSERT(K > 0);
+    const size_t taps = (size_t)s->KH * s->KW * (size_t)s->C, rows = (size_t)s->N * s->OH;
+    params_fn *fn = params_of(s);
+    size_t i0, i1;
+    tb_slice((size_t)K * (size_t)nb, ith, nth, &i0, &i1);
+    for (size_t i = i0; i < i1; i++) {
+        const int k = (int)(i / (size_t)nb), c0 = (int)(i % (size_t)nb) * VL;
+        size_t r0, r1;
+        tb_slice(rows, k, K, &r0, &r1);
+        float *dbk = with_db ? part + (size_t)K * taps + (size_t)k * s->C : NULL;
+        fn(part + (size_t)k * taps, dbk, inp, dout, s, c0, c0 + VL < s->C ? c0 + VL : s->C, r0, r1, 1);
+    }
+}
+
+void dwconv_backward_params_finish(float *dw, float *db, const float *part, const struct conv_shape *s, int ith,
+                                   int nth)
+{
+    const int K = dwconv_params_row_chunks(s);
+    const size_t taps = (size_t)s->KH * s->KW * (size_t)s->C;
+    conv_parts_sum_add(dw, part, K, taps, ith, nth);
+    if (db) conv_parts_sum_add(db, part + (size_t)K * taps, K, (size_t)s->C, ith, nth);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -74,6 +74,21 @@ size_t dwconv_bn_params_part_floats(const struct conv_shape *s);
 size_t dwconv_bn_params_scratch_floats(const struct conv_shape *s);
 /* dw (KH,KW,C) += Σ_k dwpart[k] in ascending chunk k: partitioned over taps·channels. */
 void dwconv_bn_params_finish(float *dw, const float *dwpart, const struct conv_shape *s, int ith, int nth);
+/* ---- The weight gradient in two calls with a barrier between them (all nth threads call the first,
+ *      wait, then the second), for specialised shapes with fewer VL-channel blocks than the machine's
+ *      cores: items of (row chunk of the N·OH, channel block) into parts, added in chunk order. Bitwise
+ *      the same for any nth (not the single call's bits). ---- */
+
+/* Row chunks of the two-phase weight gradient for s on this machine, or 0 when s uses the single call. */
+int dwconv_params_row_chunks(const struct conv_shape *s);
+/* Floats of the part buffer the pair needs at most: 16 chunks of (KH·KW + 1)·C. */
+size_t dwconv_params_part_floats(const struct conv_shape *s);
+/* Phase 1: part = each chunk's dw (K, KH·KW·C) then, with with_db, each chunk's db (K, C). */
+void dwconv_backward_params_chunks(float *part, int with_db, const float *inp, const float *dout,
+                                   const struct conv_shape *s, int ith, int nth);
+/* Phase 2, after a barrier: dw (KH,KW,C) += Σ_k its parts, db (C) += Σ_k its parts (db may be NULL). */
+void dwconv_backward_params_finish(float *dw, float *db, const float *part, const struct conv_shape *s, int ith,
+                                   int nth);
 /* dw (KH,KW,C) += corr(inp (N,H,W,C), dout (N,OH,OW,C)); db (C) += Σ dout (db may be NULL). */
 void dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s,
                             int ith, int nth);

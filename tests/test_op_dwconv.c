@@ -320,6 +320,60 @@ static void check_partition(const struct dw_impl *im)
 Test(dwconv, dispatch_partition_is_bitwise) { check_partition(&impls[0]); }
 Test(dwconv, portable_partition_is_bitwise) { check_partition(&impls[1]); }
 
+/* The weight gradient in (row chunk, channel block) parts, as a 16-core machine takes it where channel blocks
+ * are fewer than cores (TB_PAR_UNITS, read once a process: each Criterion test is one): against the
+ * reference with and without db, every part written, bitwise for any nth (all ith of phase 1, then of
+ * phase 2); shapes of many channel blocks keep the single call. */
+Test(dwconv, many_core_params_parts_match_reference_and_are_bitwise, .timeout = 60)
+{
+    setenv("TB_PAR_UNITS", "16", 1);
+    static const struct dw_case pc[] = {
+        {8, 16, 16, 32, 3, 1, -1}, /* stage 1 at 32×32 (2 blocks of 16: 8 chunks) */
+        {4, 16, 15, 96, 3, 2, -1}, /* stage 2's stride 2, 6 blocks */
+        {3, 9, 11, 37, 5, 1, -1},  /* a short last block, 5×5 */
+        {2, 7, 9, 20, 5, 2, -1},   /* few rows: chunks limited by them */
+    };
+    static const int nths[] = {1, 2, 3, 7};
+    const struct conv_shape wide = make_shape(&(struct dw_case){2, 8, 8, 1152, 3, 1, -1});
+    cr_assert_eq(dwconv_params_row_chunks(&wide), 0, "1152 channels: the single call");
+    for (int ci = 0; ci < (int)(sizeof pc / sizeof pc[0]); ci++) {
+        const struct conv_shape s = make_shape(&pc[ci]);
+        const int K = dwconv_params_row_chunks(&s);
+        cr_assert(K >= 2, "case %d: %d chunks", ci, K);
+        struct dw_bufs B = make_bufs(&s, (uint64_t)ci + 900);
+        const size_t np = dwconv_params_part_floats(&s);
+        float *part = malloc(np * sizeof(float)), *wr = rand_buf(B.nw, 6), *br = rand_buf((size_t)s.C, 7);
+        cr_assert(part);
+        dwconv_backward_params_ref(wr, br, B.inp, B.dout, &s);
+        for (int with_db = 0; with_db < 2; with_db++) {
+            float *w1 = NULL, *b1 = NULL;
+            for (int k = 0; k < 4; k++) {
+                const int nth = nths[k];
+                float *w = rand_buf(B.nw, 6), *b = rand_buf((size_t)s.C, 7);
+                memset(part, 0xFF, np * sizeof(float)); /* NaN: a part not written cannot pass */
+                for (int ith = 0; ith < nth; ith++)
+                    dwconv_backward_params_chunks(part, with_db, B.inp, B.dout, &s, ith, nth);
+                for (int ith = 0; ith < nth; ith++)
+                    dwconv_backward_params_finish(w, with_db ? b : NULL, part, &s, ith, nth);
+                if (nth == 1) {
+                    cr_expect_leq(tu_rel_err(w, wr, B.nw), 1e-5, "case %d dw rel err %g", ci, tu_rel_err(w, wr, B.nw));
+                    if (with_db)
+                        cr_expect_leq(tu_rel_err(b, br, (size_t)s.C), 1e-5, "case %d db rel err %g", ci,
+                                      tu_rel_err(b, br, (size_t)s.C));
+                    w1 = w, b1 = b;
+                    continue;
+                }
+                cr_expect(!memcmp(w, w1, B.nw * sizeof(float)), "case %d dw nth %d not bitwise", ci, nth);
+                cr_expect(!memcmp(b, b1, (size_t)s.C * sizeof(float)), "case %d db nth %d not bitwise", ci, nth);
+                free(w), free(b);
+            }
+            free(w1), free(b1);
+        }
+        free(part), free(wr), free(br);
+        free_bufs(&B);
+    }
+}
+
 Test(dwconv, shape_validation)
 {
     struct conv_shape s;
