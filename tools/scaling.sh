@@ -68,7 +68,9 @@ run() {
     rm -f "/tmp/scaling.$$.err"
 }
 
-echo "scaling: $C cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)); points: $SCALE_THREADS; $ROUNDS rounds; rows in $OUT"
+# Threads a core: where 2 (SMT), C vCPUs are C/2 cores and a compute-bound layer gains little past C/2.
+TPC=$(lscpu 2>/dev/null | sed -n 's/^Thread(s) per core:[[:space:]]*//p')
+echo "scaling: $C cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1); ${TPC:-?} threads a core); points: $SCALE_THREADS; $ROUNDS rounds; rows in $OUT"
 # The ceilings a perfect schedule would hit: sgemm and triad on one thread and on all (compute-bound layers
 # can gain the first ratio, memory-bound ones — BatchNorm, depthwise, elementwise — at most the second).
 CAL=$(dirname "$OUT")/scaling-calibration.json
