@@ -995,6 +995,9 @@ void exec_update_fused(const struct model_inst *mi, const struct optim_config *c
 /* ---- Preparation: convolution algorithms (forced or autotuned), FFT plans, scratch. ---- */
 
 #define TUNE_PRUNE 3.0
+/* A 1×1 layer at 32×32 batch 128 timed 4.75 ms on gemm1x1 and 5.11 on im2col: the choice flipped between
+ * runs of one binary under the machine's noise, and with it the bits of the run. */
+#define TUNE_MARGIN 0.05
 
 struct tune_entry {
     struct conv_shape s;
@@ -1210,12 +1213,17 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
                     const double w0 = tb_now_s();
                     r->run(r->ctx, tune_run, &t);
                     const int reps = tb_now_s() - w0 > TUNE_PRUNE * best ? 0 : 3;
+                    double mine = 1e30;
                     for (int rep = 0; rep < reps; rep++) {
                         double t0 = tb_now_s();
                         r->run(r->ctx, tune_run, &t);
                         double dt = tb_now_s() - t0;
-                        if (dt < best) best = dt, algo = a;
+                        if (dt < mine) mine = dt;
                     }
+                    /* The first one timed, or one TUNE_MARGIN faster than the best so far: where two time
+                     * within noise, the earlier in `order` keeps the layer, so one binary picks the same
+                     * algorithm (and gives the same bits) run after run. */
+                    if (reps && (algo < 0 || mine * (1.0 + TUNE_MARGIN) < best)) best = mine, algo = a;
                 }
                 conv_fft_plan_destroy(plan);
             }
