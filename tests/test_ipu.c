@@ -39,6 +39,7 @@ struct spec {
     const struct trace *from; /* non-NULL: start from its parameters and optimizer state ... */
     int first;               /* ... as step first + 1 (data and step numbers continue) */
     int total;               /* the schedule's total steps (0: first + steps) */
+    const char *device;      /* the executors' device (NULL: cpu) */
 };
 
 /* What a run leaves behind. */
@@ -96,6 +97,7 @@ static void fill_config(const struct spec *sp, const struct workload *w, struct 
     snprintf(cfg->ipu.precision, sizeof cfg->ipu.precision, "%s", sp->precision ? sp->precision : "");
     snprintf(cfg->ipu.split, sizeof cfg->ipu.split, "%s", sp->split ? sp->split : "");
     snprintf(cfg->conv_algo, sizeof cfg->conv_algo, "im2col");
+    if (sp->device) snprintf(cfg->device, sizeof cfg->device, "%s", sp->device);
 }
 
 /* Trains under sp on a fixed synthetic set from the workload's seeded initial parameters, then
@@ -241,6 +243,82 @@ Test(ipu, mlp_s2_g2_r2_matches_cpu, .timeout = 60)
     struct spec sp = spec_of("ipu", 0, 16);
     sp.stages = 2, sp.ga = 2, sp.replicas = 2;
     check_against_cpu(&sp, "mlp ipu S=2 G=2 R=2");
+}
+
+/* ---- Stages on a device whose tensors are off the host (a GPU's), on the cpu: a double of the cpu device
+ * whose executor_buffer says host = 0 and hands out poisoned pointers, so a schedule that read them would
+ * crash; the replicas' ring must go through host copies (get, ring, set). ---- */
+
+static struct executor_i offhost_whole_i, offhost_stage_i; /* the cpu device's tables, wrapped */
+static const struct executor_i *cpu_whole_i, *cpu_stage_i;
+
+static int offhost_buffer(struct executor *ex, enum tensor_family f, struct executor_buffer *b)
+{
+    const int st = (ex->cfg.l1 > 0 ? cpu_stage_i : cpu_whole_i)->buffer(ex, f, b);
+    b->host = 0;
+    if (b->data) b->data = (float *)(uintptr_t)16;
+    if (b->data16) b->data16 = (uint16_t *)(uintptr_t)16;
+    return st;
+}
+
+static int offhost_create(struct executor *ex)
+{
+    const int st = executor_cpu_create(ex);
+    if (st != TB_OK) return st;
+    const int stage = ex->cfg.l1 > 0;
+    const struct executor_i **orig = stage ? &cpu_stage_i : &cpu_whole_i;
+    struct executor_i *mine = stage ? &offhost_stage_i : &offhost_whole_i;
+    if (!*orig) *orig = ex->i;
+    *mine = **orig;
+    mine->name = "offhost";
+    mine->buffer = offhost_buffer;
+    ex->i = mine;
+    return TB_OK;
+}
+
+static void register_offhost(void)
+{
+    static const struct executor_device d = {
+        .name = "offhost", .summary = "test: cpu tensors reported off the host", .create = offhost_create};
+    cr_assert_eq(executor_device_register(&d), TB_OK, "%s", tb_error_get());
+}
+
+/* Bitwise the same run on the cpu device: 2 stages × 2 replicas (the ring over host copies) and one
+ * replica (no ring), 1F1B and GPipe, accumulation 4. */
+Test(ipu, offhost_stages_bitwise_cpu, .init = register_offhost, .timeout = 90)
+{
+    static const char *const scheds[2] = {"1f1b", "gpipe"};
+    for (int k = 0; k < 2; k++)
+        for (int R = 1; R <= 2; R++) {
+            struct spec sp = spec_of("ipu", 0, 16);
+            sp.stages = 2, sp.ga = 4, sp.replicas = R, sp.schedule = scheds[k];
+            struct trace ref, t;
+            run_train(&sp, &ref);
+            sp.device = "offhost";
+            run_train(&sp, &t);
+            char what[96];
+            snprintf(what, sizeof what, "mlp ipu S=2 G=4 R=%d %s on offhost vs cpu", R, scheds[k]);
+            assert_bitwise(&t, &ref, sp.steps, what);
+            trace_free(&t), trace_free(&ref);
+        }
+}
+
+/* 2-byte stages' replicas would sum host copies in fp32: refused in one line at prepare. */
+Test(ipu, offhost_half_replicas_refused, .init = register_offhost, .timeout = 30)
+{
+    struct spec sp = spec_of("ipu", 0, 16);
+    sp.stages = 2, sp.ga = 2, sp.replicas = 2, sp.precision = "bf16", sp.device = "offhost";
+    struct model m;
+    int H, W, C;
+    const struct workload *w = build_model(&sp, &m, &H, &W, &C);
+    struct backend b;
+    cr_assert_eq(backend_create(&b, "ipu"), TB_OK, "%s", tb_error_get());
+    struct run_config cfg;
+    fill_config(&sp, w, &cfg);
+    cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "replicas of 2-byte stages on device offhost"), "%s", tb_error_get());
+    backend_destroy(&b);
+    model_free(&m);
 }
 
 /* Issue 30's IPUStrategy seed: two stages of micro-batch 1 with accumulation 2 (the least 1f1b allows),

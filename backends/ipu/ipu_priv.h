@@ -49,6 +49,8 @@ struct ipu_dev {
     int l0, l1;                       /* layers [l0,l1) */
     struct executor ex;               /* the stage executor (core/executor_cpu_stage.c on cpu) */
     struct executor_buffer gbuf;      /* its gradient slice, for the replicas' ring (fp32 or 2-byte) */
+    float *host_grads;                /* (gbuf.off + gbuf.n) canonical-layout host copy of the slice the ring
+                                         sums when gbuf is off the host (a GPU's), else NULL */
     int n_slots;                      /* activation slots: micro-batches in flight */
     int n_seg;                        /* segments the stage runs as (0: whole-stage slots) */
     struct ipu_queue *act_in, *act_out, *grad_in, *grad_out, *infeed; /* NULL where there is none */

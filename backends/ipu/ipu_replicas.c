@@ -22,7 +22,13 @@ void ipu_allreduce_grads(struct ipu_dev *v)
     const double t = tb_now_s();
     const size_t n = v->gbuf.n;
     if (!v->gbuf.data16) {
+        /* Off the host: the slice into its host copy first (the ring's first barrier waits for every
+         * replica's), and the sums back after (its last barrier has seen every chunk gathered). */
+        int st = v->host_grads ? executor_get_tensors(&v->ex, TF_GRADS, v->host_grads) : TB_OK;
+        TB_ASSERT(st == TB_OK); /* a copy out of the executor's own slice */
         allreduce_ring(&c->gbufs[(size_t)v->s * c->p.R], n, c->p.R, v->r, rep_barrier_wait, &c->bar[v->s]);
+        st = v->host_grads ? executor_set_tensors(&v->ex, TF_GRADS, v->host_grads) : TB_OK;
+        TB_ASSERT(st == TB_OK);
     } else {
         allreduce_ring_half(&c->gbufs16[(size_t)v->s * c->p.R], n, c->p.R, v->r, c->p.prec, rep_barrier_wait,
                             &c->bar[v->s]);

@@ -90,6 +90,7 @@ static void dev_train(struct ipu_dev *v)
         if (v->ops[k].fwd) dev_forward(v, v->ops[k].mb);
         else dev_backward(v, v->ops[k].mb);
     }
+    executor_synchronize(&v->ex); /* an asynchronous device's passes end here, not at their launch */
     /* fp16: a gradient that overflowed its 2-byte store skips the step, as one in the exchange does. */
     struct executor_stats es;
     executor_stats(&v->ex, &es);

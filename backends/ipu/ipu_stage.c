@@ -33,9 +33,20 @@ int ipu_dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r)
     ec.slots = v->n_slots;
     ec.prec = p->prec, ec.master = p->master, ec.recompute = p->recompute;
     ec.cuts = n_seg ? c->cuts : NULL, ec.n_seg = n_seg;
+    ec.ordinal = r * S + s; /* cuda: device d on GPU d mod the GPUs present */
     if ((st = executor_create(&v->ex, m, &ec)) != TB_OK) return st;
     v->n_seg = n_seg;
     if ((st = executor_grad_buffer(&v->ex, &v->gbuf)) != TB_OK) return st;
+    if (!v->gbuf.host && p->R > 1) {
+        /* A device's gradients (a GPU's): the ring sums host copies, taken and put back through the
+         * executor (get, ring, set), as mirrored does without a device collective. */
+        if (v->gbuf.data16)
+            return tb_error_set(TB_EINVAL, "ipu: replicas of 2-byte stages on device %s are not supported (the "
+                                           "ring sums host copies in fp32): use --precision fp32 or --replicas 1",
+                                c->cfg.device);
+        v->host_grads = calloc(v->gbuf.off + v->gbuf.n ? v->gbuf.off + v->gbuf.n : 1, sizeof(float));
+        if (!v->host_grads) return tb_error_set(TB_ENOMEM, "ipu: out of memory for host copies of the gradients");
+    }
     const int last = s == S - 1;
     const int links = S - 1;
     if (s > 0) {
@@ -53,14 +64,14 @@ int ipu_dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r)
     if (!v->ops || !v->ev) return tb_error_set(TB_ENOMEM, "ipu: out of memory");
     v->n_ops = ipu_plan_ops(p, s, v->ops);
     if (v->gbuf.data16) c->gbufs16[(size_t)s * p->R + (size_t)r] = v->gbuf.data16;
-    else c->gbufs[(size_t)s * p->R + (size_t)r] = v->gbuf.data;
+    else c->gbufs[(size_t)s * p->R + (size_t)r] = v->host_grads ? v->host_grads + v->gbuf.off : v->gbuf.data;
     return TB_OK;
 }
 
 void ipu_dev_free(struct ipu_dev *v)
 {
     executor_destroy(&v->ex);
-    free(v->ops), free(v->ev);
+    free(v->ops), free(v->ev), free(v->host_grads);
     memset(v, 0, sizeof *v);
 }
 
