@@ -262,10 +262,14 @@ static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
     /* Still fewer tiles than cores (a 1×1 layer at 32×32 batch 128: 128 rows × 192 columns, 2 tiles for
      * 16 cores): shorter row blocks, down to GEMM_MIN_TILE_ROWS rows, an even number of them. */
     if (t.ru * (size_t)t.cu < (size_t)par) {
-        size_t want = ((size_t)par + (size_t)t.cu - 1) / (size_t)t.cu;
-        const size_t most = M / GEMM_MIN_TILE_ROWS;
-        want = want < most ? want : most;
-        if (want > t.ru) t.ru = want + (want > 1 ? want % 2 : 0);
+        const size_t cu = (size_t)t.cu, want = ((size_t)par + cu - 1) / cu, most = M / GEMM_MIN_TILE_ROWS;
+        /* The fewest row blocks from want on whose tiles are a multiple of the cores (6 column blocks: 8
+         * row blocks, 48 tiles, 3 a core, not 4 and 24, 2 rounds for 1.5 of work), else an even number. */
+        size_t k = want;
+        while (k < most && (k * cu) % (size_t)par) k++;
+        if ((k * cu) % (size_t)par) k = want + (want > 1 ? want % 2 : 0);
+        k = k < most ? k : most;
+        if (k > t.ru) t.ru = k;
     }
     return t;
 }

@@ -876,7 +876,11 @@ int dwconv_params_row_chunks(const struct conv_shape *s)
     const int nb = (s->C + VL - 1) / VL, par = tb_par_units();
     if (nb >= par) return 0;
     const size_t rows = (size_t)s->N * s->OH;
+    /* Enough chunks for every core, and items (chunks × blocks) a multiple of the cores where one is
+     * within DW_PARAMS_MAX_CHUNKS: 96 channels (6 blocks) in 3 chunks gave 18 items, 2 rounds on 16 cores
+     * for 1.1 rounds of work; in 8 chunks, 48 items, 3 each. */
     size_t k = (size_t)((par + nb - 1) / nb);
+    while (k < DW_PARAMS_MAX_CHUNKS && (k * (size_t)nb) % (size_t)par) k++;
     k = k < DW_PARAMS_MAX_CHUNKS ? k : DW_PARAMS_MAX_CHUNKS;
     k = k < rows ? k : rows;
     return k < 2 ? 0 : (int)k;

@@ -260,7 +260,7 @@ Test(conv, many_core_split_matches_reference_and_is_bitwise, .timeout = 60)
 {
     setenv("TB_PAR_UNITS", "16", 1);
     static const struct cv_case many[] = {
-        {128, 1, 1, 1152, 192, 1, 1, 1, -1}, /* 128 rows × 192 columns: 4 row × 6 column tiles, not 2 */
+        {128, 1, 1, 1152, 192, 1, 1, 1, -1}, /* 128 rows × 192 columns: 8 row × 6 column tiles, not 2 */
         {128, 1, 1, 192, 1152, 1, 1, 1, -1}, /* the expansion: 16 column tiles; its data gradient 24 */
         {32, 2, 2, 320, 1280, 1, 1, 1, -1},  /* 128 rows: the head */
         {24, 3, 3, 100, 40, 1, 1, 1, -1},    /* 216 rows, 40 columns: 13 row tiles of 16–24 rows */
