@@ -564,34 +564,15 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
     (void)N;
 }
 
-/* Channels [a,z) over output rows [r0,r1) of the N·OH, added into dw/db, or stored with store. */
-typedef void params_fn(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
-                      size_t r0, size_t r1, int store);
-static void params_k3s1(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
+/* Channels [a,z) over output rows [r0,r1) of the N·OH, added into dw/db, or stored with store (specialised
+ * shapes: each K and stride its own compiled body). */
+static void params_rows(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
                         size_t r0, size_t r1, int store)
 {
-    params_k(dw, db, i, d, s, a, z, r0, r1, store, 3, 1);
-}
-static void params_k3s2(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
-                        size_t r0, size_t r1, int store)
-{
-    params_k(dw, db, i, d, s, a, z, r0, r1, store, 3, 2);
-}
-static void params_k5s1(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
-                        size_t r0, size_t r1, int store)
-{
-    params_k(dw, db, i, d, s, a, z, r0, r1, store, 5, 1);
-}
-static void params_k5s2(float *dw, float *db, const float *i, const float *d, const struct conv_shape *s, int a, int z,
-                        size_t r0, size_t r1, int store)
-{
-    params_k(dw, db, i, d, s, a, z, r0, r1, store, 5, 2);
-}
-
-static params_fn *params_of(const struct conv_shape *s)
-{
-    if (s->KH == 3) return s->stride == 1 ? params_k3s1 : params_k3s2;
-    return s->stride == 1 ? params_k5s1 : params_k5s2;
+    if (s->KH == 3 && s->stride == 1) params_k(dw, db, i, d, s, a, z, r0, r1, store, 3, 1);
+    else if (s->KH == 3) params_k(dw, db, i, d, s, a, z, r0, r1, store, 3, 2);
+    else if (s->stride == 1) params_k(dw, db, i, d, s, a, z, r0, r1, store, 5, 1);
+    else params_k(dw, db, i, d, s, a, z, r0, r1, store, 5, 2);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -861,7 +842,7 @@ void dwconv_backward_params(float *dw, float *db, const float *inp, const float 
     int c0, c1;
     channel_slice(s->C, ith, nth, &c0, &c1);
     if (c1 <= c0) return;
-    params_of(s)(dw, db, inp, dout, s, c0, c1, 0, (size_t)s->N * s->OH, 0);
+    params_rows(dw, db, inp, dout, s, c0, c1, 0, (size_t)s->N * s->OH, 0);
 }
 
 /* With fewer channel blocks than cores (32 channels at 16×16 in EfficientNet's stage 1: 2 blocks for 16
@@ -897,7 +878,6 @@ void dwconv_backward_params_chunks(float *part, int with_db, const float *inp, c
     const int K = dwconv_params_row_chunks(s), nb = (s->C + VL - 1) / VL;
     TB_ASSERT(K > 0);
     const size_t taps = (size_t)s->KH * s->KW * (size_t)s->C, rows = (size_t)s->N * s->OH;
-    params_fn *fn = params_of(s);
     size_t i0, i1;
     tb_slice((size_t)K * (size_t)nb, ith, nth, &i0, &i1);
     for (size_t i = i0; i < i1; i++) {
@@ -905,7 +885,7 @@ void dwconv_backward_params_chunks(float *part, int with_db, const float *inp, c
         size_t r0, r1;
         tb_slice(rows, k, K, &r0, &r1);
         float *dbk = with_db ? part + (size_t)K * taps + (size_t)k * s->C : NULL;
-        fn(part + (size_t)k * taps, dbk, inp, dout, s, c0, c0 + VL < s->C ? c0 + VL : s->C, r0, r1, 1);
+        params_rows(part + (size_t)k * taps, dbk, inp, dout, s, c0, c0 + VL < s->C ? c0 + VL : s->C, r0, r1, 1);
     }
 }
 
