@@ -101,6 +101,15 @@ int executor_device_memory(const char *name, struct device_memory *m, int reset)
     return st != TB_OK ? st : d->memory(m, reset);
 }
 
+int executor_device_own_memory(const char *name)
+{
+    int n;
+    const struct executor_device *d = executor_devices(&n);
+    for (int k = 0; k < n; k++)
+        if (strcmp(d[k].name, name) == 0) return d[k].memory != NULL;
+    return 0;
+}
+
 size_t tensor_family_floats(const struct model *m, enum optim_kind k, enum tensor_family f)
 {
     switch (f) {

@@ -249,6 +249,8 @@ int executor_device_calibrate(const char *name, struct device_ceilings *c, int g
 /* Device `name`'s memory now; reset restarts the allocation high-water mark at what is held. Errors as
  * executor_device_info. */
 int executor_device_memory(const char *name, struct device_memory *m, int reset);
+/* True when device `name` keeps memory of its own (a GPU's), not the host's; no probe, no error set. */
+int executor_device_own_memory(const char *name);
 /* Instances of device `name` present (cuda: GPUs); 0 when the device does not count them (cpu). */
 int executor_device_count(const char *name);
 /* Adds a device after the built-in ones (a test's double of a device; at most 4): TB_EINVAL when full

@@ -9,9 +9,12 @@
  * with Adam a dense chain's step captured once into a CUDA graph (the fused train step, and the runs of
  * steps of executor_run_steps: a loop on the device); with cfg.prec bf16, mixed precision
  * (executor_cuda_bf16.h: bf16 activations and GEMM operands, fp32 master weights, gradients and optimizer
- * state; no graph). A model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so
- * are stage executors and fp16. Where no GPU is present, create fails with TB_EUNSUPPORTED and the
- * runtime's reason.
+ * state; no graph). Stage executors (cfg.l1 > 0, the ipu schedule's devices), fp32 only: the same passes on
+ * a layer range's plan, one activation slot per micro-batch in flight, the parameter slice, packed
+ * boundaries copied through the host (executor_cuda_stage.c); each stage pass returns when its kernels are
+ * done. A model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so are fp16,
+ * and on a stage 2-byte storage and recomputation. Where no GPU is present, create fails with
+ * TB_EUNSUPPORTED and the runtime's reason.
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max
  * (bf16: a byte offset per tensor, tb_cuda_bf16_layout), so get/set tensors are plain copies and a test can
@@ -20,7 +23,8 @@
  * own (a schedule's replicas share a GPU when there are fewer GPUs than replicas); gradients of a group
  * of executors are summed by collective_cuda.c, inputs copied ahead by prefetch_cuda.c.
  * Synchronisation: every call returns with its work enqueued; those that hand results to the host (a
- * loss, get_tensors, evaluate) wait on the stream. Ownership: the context owns every allocation.
+ * loss, get_tensors, evaluate, a stage's export) wait on the stream, and so does every pass of a stage.
+ * Ownership: the context owns every allocation.
  */
 #include "executor_cuda.h"
 
@@ -28,6 +32,7 @@
 #include "cuda_util.h"
 #include "executor_cuda_bf16.h"
 #include "executor_cuda_layers.h"
+#include "executor_cuda_stage.h"
 #include "layout.h"
 #include "ops_dense.h"
 #include "ops_effnet.h"
@@ -41,7 +46,8 @@
 #include <string.h>
 
 struct cuda_ctx {
-    const struct model *m;
+    const struct model *m;                   /* a stage's: its range plan (stage->sm), the model's tables */
+    struct cu_stage *stage;                  /* a stage executor's slices, slots and boundaries; NULL: whole */
     struct executor_config cfg;
     int gpu;                                 /* the GPU ordinal: cfg.ordinal mod the GPUs present */
     struct tb_cuda_prefetch *pf;             /* inputs copied ahead (--prefetch; NULL until the first) */
@@ -283,6 +289,29 @@ static int read_loss(struct cuda_ctx *c, int n, double *loss_sum, long *n_correc
     return TB_OK;
 }
 
+/* Enqueues pass p's layers on in's activations (a stage: its slot, the imported boundary copied in first). */
+static int enqueue_pass(struct cuda_ctx *c, const struct executor_pass *p, const struct cu_acts *in, int fwd, int bwd)
+{
+    const struct model *m = c->m;
+    const int at_loss = p->l1 == m->n_layers;
+    const uint8_t *px = p->l0 == 0 ? p->x : NULL;
+    const int32_t *py = at_loss ? p->y : NULL;
+    int st;
+    /* Inputs copied ahead (cuda_prefetch) are taken on the device; otherwise uploaded now. */
+    const int ahead = fwd && c->pf ? tb_cuda_prefetch_take(c->pf, px, py, p->n, p->step, c->x, c->labels, c->s) : 0;
+    if (ahead < 0) return ahead;
+    if (fwd && !ahead && (st = upload(c, px, py, p->n)) != TB_OK) return st;
+    if (fwd && c->stage && (st = tb_cuda_stage_feed(c->stage, 0, in, p->n, c->s)) != TB_OK) return st;
+    for (int i = p->l0; fwd && i < p->l1; i++)
+        if ((st = layer_forward(c, in, &m->layers[i], p->n, p->n_global, p->training, p->first_index, p->step)) !=
+            TB_OK)
+            return st;
+    if (bwd && c->stage && (st = tb_cuda_stage_feed(c->stage, 1, in, p->n, c->s)) != TB_OK) return st;
+    for (int i = p->l1 - 1; bwd && i >= p->l0; i--)
+        if ((st = layer_backward(c, in, &m->layers[i], i, p->n, p->first_index, p->step)) != TB_OK) return st;
+    return TB_OK;
+}
+
 static int cuda_compute(struct executor *ex, const struct executor_pass *p, int what, double *loss_sum)
 {
     struct cuda_ctx *c = ctx_of(ex);
@@ -297,28 +326,32 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
                             "cuda: sync BatchNorm across replicas is not implemented on this device yet");
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
-    const uint8_t *px = p->l0 == 0 ? p->x : NULL;
-    const int32_t *py = at_loss ? p->y : NULL;
-    /* Inputs copied ahead (cuda_prefetch) are taken on the device; otherwise uploaded now. */
-    const int ahead = fwd && c->pf ? tb_cuda_prefetch_take(c->pf, px, py, p->n, p->step, c->x, c->labels, c->s) : 0;
-    if (ahead < 0) return ahead;
-    if (fwd && !ahead && (st = upload(c, px, py, p->n)) != TB_OK) return st;
-    for (int i = p->l0; fwd && i < p->l1; i++)
-        if ((st = layer_forward(c, &c->train, &m->layers[i], p->n, p->n_global, p->training, p->first_index,
-                                p->step)) != TB_OK)
-            return st;
-    for (int i = p->l1 - 1; bwd && i >= p->l0; i--)
-        if ((st = layer_backward(c, &c->train, &m->layers[i], i, p->n, p->first_index, p->step)) != TB_OK) return st;
-    if (!fwd || !at_loss) return TB_OK; /* no loss layer in this pass: nothing to wait for */
+    st = enqueue_pass(c, p, c->stage ? &c->stage->slot[p->slot] : &c->train, fwd, bwd);
+    if (c->stage) {
+        /* A stage's pass returns when its kernels are done, after a failure too: the imported host buffer is the
+         * caller's again (its copy ran), and the schedule's F and B intervals time the pass itself. */
+        const cudaError_t e = cudaStreamSynchronize(c->s);
+        if (st == TB_OK && e != cudaSuccess) st = tb_cuda_fail(e, "cudaStreamSynchronize(stage pass)", __FILE__, __LINE__);
+    }
+    if (st != TB_OK || !fwd || !at_loss) return st; /* no loss layer in this pass: nothing to wait for */
     if ((st = read_loss(c, p->n, loss_sum, p->n_correct)) != TB_OK) return st;
     return isfinite(*loss_sum) ? TB_OK : tb_error_set(TB_EDIVERGED, "loss is %g at step %ld", *loss_sum, p->step);
+}
+
+/* The parameters this executor trains, [*p0,*p1) of the canonical layout: all of them, or a stage's slice. */
+static void param_slice(const struct cuda_ctx *c, size_t *p0, size_t *p1)
+{
+    *p0 = c->stage ? c->stage->p0 : 0;
+    *p1 = c->stage ? c->stage->p1 : c->m->n_params;
 }
 
 static void cuda_zero_grads(struct executor *ex)
 {
     struct cuda_ctx *c = ctx_of(ex);
+    size_t p0, p1;
+    param_slice(c, &p0, &p1);
     cudaError_t e = cudaSetDevice(c->gpu);
-    if (e == cudaSuccess) e = cudaMemsetAsync(c->grads, 0, c->m->n_params * sizeof(float), c->s);
+    if (e == cudaSuccess) e = cudaMemsetAsync(c->grads + p0, 0, (p1 - p0) * sizeof(float), c->s);
     if (e != cudaSuccess && !c->err) {
         c->err = tb_cuda_fail(e, "cudaMemsetAsync(gradients)", __FILE__, __LINE__);
         snprintf(c->err_msg, sizeof c->err_msg, "%s", tb_error_get());
@@ -345,8 +378,10 @@ static int cuda_update(struct executor *ex, long step, int part, int parts)
                            o->weight_decay, c->s);
         TB_CU_LAUNCHED("lars trust");
     }
-    size_t lo, hi;
-    tb_slice(c->m->n_params, part, parts, &lo, &hi);
+    size_t p0, p1, lo, hi; /* part k of K of this executor's parameters (a stage: of its slice) */
+    param_slice(c, &p0, &p1);
+    tb_slice(p1 - p0, part, parts, &lo, &hi);
+    lo += p0, hi += p0;
     const struct tb_cuda_optim_args a = optim_args(o, step);
     tb_cuda_optim_update(&a, c->params, c->grads, c->opt, c->m->n_params, lo, hi, c->seg_of, c->no_decay, c->trust,
                          c->s);
@@ -370,16 +405,41 @@ static float *family(struct cuda_ctx *c, enum tensor_family f, size_t *n)
     return NULL;
 }
 
+/* What this executor holds of family f in the canonical layout: `runs` runs of len floats from off, stride
+ * apart — the whole family in one run, or a stage's slice (TF_OPT: one run per optimizer state copy). The
+ * device arrays are the canonical layout's whole size either way (a stage touches only its slice). */
+struct fam_view {
+    float *base; /* the device array (canonical offsets) */
+    size_t n;    /* its floats */
+    size_t off, len, stride;
+    int runs;
+};
+
+static int family_view(struct cuda_ctx *c, enum tensor_family f, struct fam_view *v)
+{
+    v->base = family(c, f, &v->n);
+    v->off = 0, v->len = v->n, v->stride = 0, v->runs = 1;
+    if (!v->base) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
+    const struct cu_stage *sg = c->stage;
+    if (!sg) return TB_OK;
+    v->off = f == TF_BUFFERS ? sg->q0 : sg->p0;
+    v->len = f == TF_BUFFERS ? sg->q1 - sg->q0 : sg->p1 - sg->p0;
+    if (f == TF_OPT) v->stride = c->m->n_params, v->runs = optim_state_per_param(c->cfg.optim.kind);
+    return TB_OK;
+}
+
 static int cuda_get(struct executor *ex, enum tensor_family f, float *dst)
 {
     struct cuda_ctx *c = ctx_of(ex);
     int st = sticky(c);
     if (st != TB_OK) return st;
-    size_t n;
-    const float *src = family(c, f, &n);
-    if (!src) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
+    struct fam_view v;
+    if ((st = family_view(c, f, &v)) != TB_OK) return st;
     /* On the executor's stream (non-blocking: a plain cudaMemcpy would not wait for its kernels). */
-    if (n) TB_CU(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, c->s));
+    for (int r = 0; r < v.runs && v.len; r++) {
+        const size_t at = v.off + (size_t)r * v.stride;
+        TB_CU(cudaMemcpyAsync(dst + at, v.base + at, v.len * sizeof(float), cudaMemcpyDeviceToHost, c->s));
+    }
     TB_CU(cudaStreamSynchronize(c->s));
     return TB_OK;
 }
@@ -389,19 +449,22 @@ static int cuda_set(struct executor *ex, enum tensor_family f, const float *src)
     struct cuda_ctx *c = ctx_of(ex);
     int st = sticky(c);
     if (st != TB_OK) return st;
-    size_t n;
-    float *dst = family(c, f, &n);
-    if (!dst) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
+    struct fam_view v;
+    if ((st = family_view(c, f, &v)) != TB_OK) return st;
     float *init = NULL;
     if (!src) { /* TF_OPT's initial state, written on the host by optim.c and copied */
-        if (!(init = malloc((n ? n : 1) * sizeof(float)))) return tb_error_set(TB_ENOMEM, "cuda: out of memory");
+        if (!(init = malloc((v.n ? v.n : 1) * sizeof(float)))) return tb_error_set(TB_ENOMEM, "cuda: out of memory");
         optim_state_init(c->cfg.optim.kind, init, c->m->n_params);
         src = init;
     }
     /* Ordered after the stream's earlier kernels, and complete (src free again) when this returns. */
-    cudaError_t e = n ? cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, c->s) : cudaSuccess;
-    if (e == cudaSuccess && f == TF_PARAMS && c->params16) { /* mixed precision: the bf16 copy follows */
-        tb_cuda_to_bf16(c->params16, c->params, n, c->s);
+    cudaError_t e = cudaSuccess;
+    for (int r = 0; r < v.runs && v.len && e == cudaSuccess; r++) {
+        const size_t at = v.off + (size_t)r * v.stride;
+        e = cudaMemcpyAsync(v.base + at, src + at, v.len * sizeof(float), cudaMemcpyHostToDevice, c->s);
+    }
+    if (e == cudaSuccess && f == TF_PARAMS && c->params16) { /* mixed precision (whole models): the bf16 copy */
+        tb_cuda_to_bf16(c->params16, c->params, v.n, c->s);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
@@ -413,9 +476,16 @@ static int cuda_set(struct executor *ex, enum tensor_family f, const float *src)
 static int cuda_buffer(struct executor *ex, enum tensor_family f, struct executor_buffer *b)
 {
     struct cuda_ctx *c = ctx_of(ex);
-    b->data = family(c, f, &b->n);
-    if (!b->data) return tb_error_set(TB_EINVAL, "cuda executor: no tensor family %d", (int)f);
-    b->host = 0; /* a device pointer: an all-reduce over these needs NCCL (or a staging copy) */
+    struct fam_view v;
+    const int st = family_view(c, f, &v);
+    if (st != TB_OK) return st;
+    /* A stage's optimizer state is several runs of the canonical layout: no buffer, as on the cpu stage. */
+    if (c->stage && f == TF_OPT)
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: a stage executor has no buffer of its optimizer state");
+    b->data = v.base + v.off;
+    b->n = v.len;
+    b->off = v.off; /* a stage's slice (0 for a whole model) */
+    b->host = 0;    /* a device pointer: an all-reduce over these needs NCCL (or a staging copy) */
     b->prec = STAGE_PREC_FP32;
     b->scale = 1.0f;
     return TB_OK;
@@ -651,6 +721,7 @@ static void cuda_destroy(struct executor *ex)
     if (c->h_losses) cudaFreeHost(c->h_losses);
     if (c->h_correct) cudaFreeHost(c->h_correct);
     if (c->h_stage) cudaFreeHost(c->h_stage);
+    if (c->stage) tb_cuda_stage_free(c->stage), free(c->stage);
     if (c->s) cudaStreamDestroy(c->s);
     tb_cuda_mem_account(-c->dev_bytes);
     free(c->off_train), free(c->off_eval);
@@ -658,10 +729,12 @@ static void cuda_destroy(struct executor *ex)
     ex->ctx = NULL;
 }
 
-/* The optimizer's segment tables (one per trainable tensor, as executor_cpu.c builds them) on the device. */
+/* The optimizer's segment tables (one per trainable tensor, as executor_cpu.c builds them; a stage's: the
+ * tensors of its layers only, so LARS's trust ratios cover nothing else) on the device. */
 static int build_segments(struct cuda_ctx *c)
 {
     const struct model *m = c->m;
+    const int l0 = c->stage ? c->stage->l0 : 0, l1 = c->stage ? c->stage->l1 : m->n_layers;
     const size_t np = m->n_params;
     int32_t *seg_of = malloc((np ? np : 1) * sizeof *seg_of);
     uint8_t *nd = malloc((size_t)m->n_entries + 1);
@@ -672,7 +745,7 @@ static int build_segments(struct cuda_ctx *c)
     int n = 0;
     for (int i = 0; st == TB_OK && i < m->n_entries; i++) {
         const struct param_entry *pe = &m->params[i];
-        if (pe->kind == PARAM_BUFFER || pe->kind == PARAM_COUNTER) continue;
+        if (pe->kind == PARAM_BUFFER || pe->kind == PARAM_COUNTER || pe->layer < l0 || pe->layer >= l1) continue;
         for (size_t j = pe->off; j < pe->off + pe->n; j++) seg_of[j] = n;
         off[n] = pe->off, cnt[n] = pe->n, nd[n] = pe->kind != PARAM_WEIGHT;
         n++;
@@ -700,7 +773,7 @@ static int loop_eligible(const struct executor *ex)
     const struct model *m = ex->m;
     const struct executor_config *cfg = &ex->cfg;
     if (cfg->n_max != 1 || cfg->optim.kind != OPTIM_ADAM || cfg->no_fuse || cfg->no_fused_step) return 0;
-    if (cfg->prec != STAGE_PREC_FP32) return 0; /* the captured step is the fp32 one */
+    if (cfg->prec != STAGE_PREC_FP32 || cfg->l1) return 0; /* the captured step is the fp32 whole model's */
     if (m->n_layers < 2 || m->layers[0].op != OP_INPUT || m->tensors[m->layers[0].in].c != 1) return 0;
     for (int i = 1; i < m->n_layers - 1; i++)
         if (m->layers[i].op != OP_DENSE) return 0;
@@ -715,6 +788,54 @@ static const struct executor_i cuda_iface = {
     .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps,
 };
 
+/* ---- stage executors (cfg.l1 > 0): executor_cuda_stage.c's plan and boundaries around the passes above ---- */
+
+static int cuda_stats(struct executor *ex, struct executor_stats *s)
+{
+    tb_cuda_stage_stats(ctx_of(ex)->stage, s);
+    return TB_OK;
+}
+
+/* Records the boundary for the next pass, which copies it in (tb_cuda_stage_feed) and returns when the copy
+ * and its kernels are done: src is read until then, as executor.h allows. */
+static size_t cuda_import(struct executor *ex, int grads, const void *src, int n, enum stage_prec prec, float scale)
+{
+    return tb_cuda_stage_import(ctx_of(ex)->stage, grads, src, n, prec, scale);
+}
+
+/* The export cannot return a failure: it is kept and reported by the next call that can (sticky). */
+static size_t cuda_export(struct executor *ex, int grads, int slot, void *dst, int n, enum stage_prec prec,
+                          float scale)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    size_t bad = 0;
+    const cudaError_t e = cudaSetDevice(c->gpu);
+    const int st = e != cudaSuccess ? tb_cuda_fail(e, "cudaSetDevice", __FILE__, __LINE__)
+                                    : tb_cuda_stage_export(c->stage, grads, slot, dst, n, prec, scale, c->s, &bad);
+    if (st != TB_OK && !c->err) {
+        c->err = st;
+        snprintf(c->err_msg, sizeof c->err_msg, "%s", tb_error_get());
+    }
+    return bad;
+}
+
+/* fp32 stages store their gradients unscaled whatever the scale: only fp16 storage keeps them times the loss
+ * scale (the cpu stage's rule), and this device refuses 2-byte storage at create. */
+static void cuda_set_grad_scale(struct executor *ex, float scale)
+{
+    (void)ex, (void)scale;
+}
+
+/* A stage: no evaluate (the schedule streams evaluation through the stages' forwards), no fused step or
+ * runs of steps, no prefetch (the schedule's infeed hands over the inputs). */
+static const struct executor_i cuda_stage_iface = {
+    .name = "cuda", .destroy = cuda_destroy, .compute = cuda_compute, .zero_grads = cuda_zero_grads,
+    .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
+    .supports = cuda_supports, .synchronize = cuda_synchronize, .stats = cuda_stats,
+    .import_boundary = cuda_import, .export_boundary = cuda_export, .set_grad_scale = cuda_set_grad_scale,
+    .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
+};
+
 int executor_cuda_probe(void) { return tb_cuda_probe(); }
 
 int executor_cuda_count(void)
@@ -726,17 +847,20 @@ int executor_cuda_count(void)
 
 int executor_cuda_create(struct executor *ex)
 {
-    /* bf16 is mixed precision (fp32 master weights whatever cfg.master says); fp16 would need loss scaling.
-     * Refused before the probe: no machine runs it, GPU or not. */
+    /* Refused before the probe, being what no machine runs, GPU or not: a stage's 2-byte storage or
+     * recomputation (tb_cuda_stage_refuse), and fp16 (bf16 is mixed precision, with fp32 master weights
+     * whatever cfg.master says; fp16 would need loss scaling). */
+    int st;
+    if (ex->cfg.l1 && (st = tb_cuda_stage_refuse(&ex->cfg)) != TB_OK) return st;
     if (ex->cfg.prec == STAGE_PREC_FP16)
         return tb_error_set(TB_EUNSUPPORTED, "cuda: fp16 is not implemented on this device (it needs loss scaling): "
                                              "use --precision bf16");
-    int st = tb_cuda_probe(); /* then: without a GPU nothing else matters */
+    st = tb_cuda_probe(); /* then: without a GPU nothing else matters */
     if (st != TB_OK) return st;
     const struct model *m = ex->m;
-    if (ex->cfg.l1) return tb_error_set(TB_EUNSUPPORTED, "cuda: stage executors are not implemented on this device yet");
-    const int bf16 = ex->cfg.prec == STAGE_PREC_BF16;
-    for (int i = 0; i < m->n_layers; i++) {
+    const int stage = ex->cfg.l1 > 0;
+    const int bf16 = ex->cfg.prec == STAGE_PREC_BF16; /* never on a stage (refused above) */
+    for (int i = stage ? ex->cfg.l0 : 0; i < (stage ? ex->cfg.l1 : m->n_layers); i++) {
         const char *why;
         if (!layer_ok(m, &m->layers[i], &why))
             return why ? tb_error_set(TB_EUNSUPPORTED, "cuda: %s (layer %s) is not implemented on this device yet", why,
@@ -752,9 +876,14 @@ int executor_cuda_create(struct executor *ex)
     struct cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
     ex->ctx = c; /* from here on, executor_destroy (called by executor_create on failure) frees it all */
-    ex->i = &cuda_iface;
+    ex->i = stage ? &cuda_stage_iface : &cuda_iface;
     c->m = m;
     c->cfg = ex->cfg;
+    if (stage) { /* the range plan: its layers see activation offsets of the tensors the range touches only */
+        if (!(c->stage = calloc(1, sizeof *c->stage))) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
+        if ((st = tb_cuda_stage_plan(c->stage, m, &ex->cfg)) != TB_OK) return st;
+        c->m = &c->stage->sm;
+    }
     /* Replica r of a schedule on GPU r mod the GPUs present: with one GPU, every replica on it (a stream
      * and memory each), so multi-device schedules run on one card. */
     const int n_gpus = executor_cuda_count();
@@ -763,8 +892,11 @@ int executor_cuda_create(struct executor *ex)
     const int n_max = ex->cfg.n_max, eval_n = ex->cfg.eval_batch;
     c->n_io = n_max > eval_n ? n_max : eval_n;
     c->per_in = m->tensors[m->input].per_sample;
-    /* Activation arenas in bytes: the cpu's fp32 layout, or mixed precision's (bf16, offsets per tensor). */
-    size_t b_train = model_act_floats(m, n_max) * sizeof(float), b_eval = model_act_floats(m, eval_n) * sizeof(float);
+    /* Activation arenas in bytes: the cpu's fp32 layout, or mixed precision's (bf16, offsets per tensor); a
+     * stage has its slots and gradient arena instead (the range plan's fp32 layout), and no evaluation arena. */
+    size_t b_train = stage ? 0 : model_act_floats(m, n_max) * sizeof(float);
+    size_t b_eval = stage ? 0 : model_act_floats(m, eval_n) * sizeof(float);
+    const size_t b_slot = stage ? c->stage->act_floats * sizeof(float) : 0;
     if (bf16) {
         if (!(c->off_train = malloc((size_t)m->n_tensors * sizeof(size_t))) ||
             !(c->off_eval = malloc((size_t)m->n_tensors * sizeof(size_t))))
@@ -773,17 +905,25 @@ int executor_cuda_create(struct executor *ex)
         c->train.off = c->off_train, c->eval.off = c->off_eval;
     }
     /* Refuse before allocating: the estimate against the device's free memory (bf16: the weights' copy and
-     * the smaller arenas). */
+     * the smaller arenas; a stage: the canonical-size parameter arrays it allocates, its slots and gradient
+     * arena). */
     const int sp = optim_state_per_param(ex->cfg.optim.kind);
-    const double need = bf16 ? 4.0 * ((double)m->n_params * (2.0 + sp) + (double)m->n_buffers) +
-                                   2.0 * (double)m->n_params + 2.0 * (double)b_train + (double)b_eval
-                             : model_train_bytes(m, n_max, sp, eval_n);
+    const double params_bytes = 4.0 * ((double)m->n_params * (2.0 + sp) + (double)m->n_buffers);
+    const double need = stage  ? params_bytes + (double)(c->stage->n_slots + 1) * (double)b_slot
+                        : bf16 ? params_bytes + 2.0 * (double)m->n_params + 2.0 * (double)b_train + (double)b_eval
+                               : model_train_bytes(m, n_max, sp, eval_n);
     size_t free_b = 0, total_b = 0;
     TB_CU(cudaMemGetInfo(&free_b, &total_b));
-    if (need > 0.9 * (double)free_b)
+    if (need > 0.9 * (double)free_b) {
+        if (stage)
+            return tb_error_set(TB_ENOMEM, "cuda: layers %d..%d of %s, %d slots of micro-batch %d, need about %.1f GiB "
+                                           "but the GPU has %.1f GiB free: lower --micro-batch or use more stages",
+                                c->stage->l0, c->stage->l1 - 1, m->name, c->stage->n_slots, n_max,
+                                need / 1073741824.0, (double)free_b / 1073741824.0);
         return tb_error_set(TB_ENOMEM, "cuda: %s at batch %d needs about %.1f GiB but the GPU has %.1f GiB free: "
                                        "lower --batch or --eval-batch", m->name, n_max, need / 1073741824.0,
                             (double)free_b / 1073741824.0);
+    }
     TB_CU(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
     if ((st = tb_cublas_create(&c->blas, c->s)) != TB_OK) return st;
     const size_t np = m->n_params, no = np * (size_t)optim_state_per_param(ex->cfg.optim.kind);
@@ -794,11 +934,24 @@ int executor_cuda_create(struct executor *ex)
     if ((st = dev_alloc(c, (void **)&c->params, np * sizeof(float), "cudaMalloc(params)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->grads, np * sizeof(float), "cudaMalloc(grads)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->train.acts, b_train, "cudaMalloc(activations)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->train.dacts, b_train, "cudaMalloc(activation gradients)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->eval.acts, b_eval, "cudaMalloc(evaluation activations)")) != TB_OK ||
-        (st = dev_alloc(c, (void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
+        (st = dev_alloc(c, (void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK)
+        return st;
+    if (!stage &&
+        ((st = dev_alloc(c, (void **)&c->train.acts, b_train, "cudaMalloc(activations)")) != TB_OK ||
+         (st = dev_alloc(c, (void **)&c->train.dacts, b_train, "cudaMalloc(activation gradients)")) != TB_OK ||
+         (st = dev_alloc(c, (void **)&c->eval.acts, b_eval, "cudaMalloc(evaluation activations)")) != TB_OK))
+        return st;
+    if (stage) { /* a slot per micro-batch in flight, one gradient arena their backwards share */
+        struct cu_stage *sg = c->stage;
+        if ((st = dev_alloc(c, (void **)&sg->dacts, b_slot, "cudaMalloc(stage activation gradients)")) != TB_OK)
+            return st;
+        for (int k = 0; k < sg->n_slots; k++) {
+            if ((st = dev_alloc(c, (void **)&sg->slot[k].acts, b_slot, "cudaMalloc(stage activation slot)")) != TB_OK)
+                return st;
+            sg->slot[k].dacts = sg->dacts;
+        }
+    }
+    if ((st = dev_alloc(c, (void **)&c->losses, (size_t)c->n_io * sizeof(float), "cudaMalloc(losses)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->correct, (size_t)c->n_io, "cudaMalloc(correct)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->x, (size_t)c->n_io * c->per_in, "cudaMalloc(pixels)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
