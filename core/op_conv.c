@@ -261,7 +261,7 @@ static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
     }
     /* Still fewer tiles than cores (a 1×1 layer at 32×32 batch 128: 128 rows × 192 columns, 2 tiles for
      * 16 cores): shorter row blocks, down to GEMM_MIN_TILE_ROWS rows, an even number of them. */
-    if (t.ru * (size_t)t.cu < (size_t)par) {
+    if (par > 2 && t.ru * (size_t)t.cu < (size_t)par) { /* 2 cores: the tiles of before (their bits) */
         const size_t cu = (size_t)t.cu, want = ((size_t)par + cu - 1) / cu, most = M / GEMM_MIN_TILE_ROWS;
         /* The fewest row blocks from want on whose tiles are a multiple of the cores (6 column blocks: 8
          * row blocks, 48 tiles, 3 a core, not 4 and 24, 2 rounds for 1.5 of work), else an even number. */

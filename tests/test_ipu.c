@@ -303,6 +303,66 @@ Test(ipu, offhost_stages_bitwise_cpu, .init = register_offhost, .timeout = 90)
         }
 }
 
+/* A device's call that fails (a GPU's launch, say) fails the step with its message, once every device has
+ * kept its place in the queues and the ring (no deadlock, no abort); the backend is freed cleanly after. A
+ * double of the offhost device whose stage-1 backward fails from step 2 on. */
+static int failing_compute(struct executor *ex, const struct executor_pass *p, int what, double *loss_sum)
+{
+    if (ex->cfg.l0 > 0 && (what & EXECUTOR_BACKWARD) && p->step >= 2)
+        return tb_error_set(TB_EIO, "failing: a kernel launch failed at step %ld", p->step);
+    return cpu_stage_i->compute(ex, p, what, loss_sum);
+}
+
+static struct executor_i failing_stage_i;
+
+static int failing_create(struct executor *ex)
+{
+    const int st = offhost_create(ex);
+    if (st != TB_OK || ex->cfg.l1 == 0) return st;
+    failing_stage_i = *ex->i;
+    failing_stage_i.compute = failing_compute;
+    ex->i = &failing_stage_i;
+    return TB_OK;
+}
+
+static void register_failing(void)
+{
+    static const struct executor_device d = {
+        .name = "failing", .summary = "test: offhost, stage 1's backward fails from step 2", .create = failing_create};
+    cr_assert_eq(executor_device_register(&d), TB_OK, "%s", tb_error_get());
+}
+
+Test(ipu, device_failure_fails_the_step, .init = register_failing, .timeout = 60)
+{
+    struct spec sp = spec_of("ipu", 0, 16);
+    sp.stages = 2, sp.ga = 4, sp.replicas = 2, sp.device = "failing";
+    struct model m;
+    int H, W, C;
+    const struct workload *w = build_model(&sp, &m, &H, &W, &C);
+    struct dataset ds;
+    cr_assert_eq(dataset_synthetic(2 * sp.batch, H, W, C, 10, 7, 1, &ds), TB_OK);
+    int32_t y[32];
+    for (int i = 0; i < 2 * sp.batch; i++) y[i] = ds.labels[i];
+    struct backend b;
+    cr_assert_eq(backend_create(&b, "ipu"), TB_OK, "%s", tb_error_get());
+    struct run_config cfg;
+    fill_config(&sp, w, &cfg);
+    cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s", tb_error_get());
+    float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers);
+    w->init(&m, params, buffers, sp.seed);
+    cr_assert_eq(backend_set_tensors(&b, TF_PARAMS, params), TB_OK);
+    const size_t per = (size_t)H * W * C;
+    struct step_stats st = {0};
+    struct batch b1 = {sp.batch, ds.images, y}, b2 = {sp.batch, ds.images + (size_t)sp.batch * per, y + sp.batch};
+    cr_assert_eq(backend_train_step(&b, &b1, 1, &st), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_train_step(&b, &b2, 2, &st), TB_EIO);
+    cr_assert(strstr(tb_error_get(), "a kernel launch failed at step 2"), "%s", tb_error_get());
+    backend_destroy(&b);
+    free(params), free(buffers);
+    dataset_free(&ds);
+    model_free(&m);
+}
+
 /* 2-byte stages' replicas would sum host copies in fp32: refused in one line at prepare. */
 Test(ipu, offhost_half_replicas_refused, .init = register_offhost, .timeout = 30)
 {

@@ -151,12 +151,15 @@ static int run_train(struct ipu_ctx *c, const struct batch *batch, long step, in
     c->step = step;
     c->do_update = do_update;
     atomic_store(&c->overflow, 0);
+    ipu_job_begin(c);
     c->t0 = tb_now_s();
     if (c->pf_started) ipu_infeed_start_step(c, batch);
     ipu_run_devices(c);
     if (c->pf_started) ipu_infeed_wait_step(c);
     c->overflowed = atomic_load(&c->overflow);
-    int rc = collect(c, st);
+    int rc = ipu_job_status(c);
+    if (rc != TB_OK) return rc;
+    rc = collect(c, st);
     if (do_update && rc == TB_OK) rc = ipu_loss_scale_after_update(c, st);
     return rc;
 }
@@ -177,9 +180,11 @@ static int ipu_update(struct backend *b, long step, struct step_stats *st)
     c->mode = MODE_UPDATE;
     c->step = step;
     atomic_store(&c->overflow, c->overflowed);
+    ipu_job_begin(c);
     c->t0 = tb_now_s();
     ipu_run_devices(c);
-    return ipu_loss_scale_after_update(c, st);
+    const int rc = ipu_job_status(c);
+    return rc != TB_OK ? rc : ipu_loss_scale_after_update(c, st);
 }
 
 static int ipu_evaluate(struct backend *b, const struct batch *batch, struct eval_stats *ev)
@@ -190,8 +195,11 @@ static int ipu_evaluate(struct backend *b, const struct batch *batch, struct eva
     if (batch->n <= 0) return TB_OK;
     c->mode = MODE_EVAL;
     c->batch = batch;
+    ipu_job_begin(c);
     c->t0 = tb_now_s();
     ipu_run_devices(c);
+    const int rc = ipu_job_status(c);
+    if (rc != TB_OK) return rc;
     for (int r = 0; r < c->p.R; r++) {
         const struct ipu_dev *v = dev_at(c, c->p.S - 1, r);
         ev->loss_sum += v->loss, ev->correct += v->correct, ev->n += v->n_done;

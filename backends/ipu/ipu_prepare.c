@@ -20,10 +20,16 @@ extern void openblas_set_num_threads(int);
 /* Refuses, before allocating, a plan whose estimate does not fit: failing in a second with the figures
  * beats the kernel's OOM killer minutes later. A device with memory of its own (a GPU) checks it when
  * each stage's executor is created, against its free memory: the host's says nothing of it, and
- * recomputation chosen for the host's sake would be refused there. */
+ * recomputation chosen for the host's sake would be refused there. What such devices do hold on the host,
+ * replicas' host copies of their gradient slices (ipu_stage.c: a canonical-layout prefix, at most the
+ * model's parameters each), is checked against the host's memory instead. */
 static int check_fits(const struct ipu_ctx *c, double need, const char *what)
 {
-    if (c->cfg.device[0] && executor_device_own_memory(c->cfg.device)) return TB_OK;
+    if (c->cfg.device[0] && executor_device_own_memory(c->cfg.device)) {
+        if (c->p.R == 1) return TB_OK;
+        need = 4.0 * (double)c->D * (double)c->m->n_params;
+        what = "the host copies of the devices' gradients";
+    }
     const double avail = executor_host_mem_available();
     if (avail > 0.0 && need > 0.9 * avail) {
         /* MiB under a GiB: "needs 0.2 GiB but 0.2 GiB is available" says nothing. */

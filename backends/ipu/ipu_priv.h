@@ -93,6 +93,8 @@ struct ipu_ctx {
     int do_update;
     double t0;
     _Atomic int overflow;             /* fp16: a gradient overflowed in the exchange this step */
+    _Atomic int dev_err;              /* the job's first failed executor call's status (ipu_dev_fail), or 0 */
+    char dev_err_msg[256];            /* its message, written by the device that failed first */
     int overflowed;                   /* the last forward_backward overflowed (its update is skipped) */
     float loss_scale;
     long clean_steps, skipped_steps;
@@ -173,6 +175,14 @@ void ipu_run_devices(struct ipu_ctx *c);
 
 /* All-reduces device v's gradient slice over its stage's replicas (timed as 'A'). */
 void ipu_allreduce_grads(struct ipu_dev *v);
+/* Records st (unless TB_OK, or TB_EDIVERGED: a non-finite loss, which the step's loss check reports) as the
+ * job's failure when it is the first: the job runs on, every device keeping its place in the queues and
+ * rings, and ipu_job_status fails the step after. */
+void ipu_dev_fail(struct ipu_ctx *c, int st);
+/* Starts a job's failure record (before ipu_run_devices). */
+void ipu_job_begin(struct ipu_ctx *c);
+/* TB_OK, or the job's first failure with its message (after ipu_run_devices). */
+int ipu_job_status(struct ipu_ctx *c);
 /* Device v's optimizer update of its slice, unless a gradient overflowed (timed as 'U'). */
 void ipu_dev_update(struct ipu_dev *v);
 /* fp16: counts a skipped step and adjusts a dynamic loss scale; TB_EDIVERGED after too many in a row. */

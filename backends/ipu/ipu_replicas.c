@@ -24,11 +24,9 @@ void ipu_allreduce_grads(struct ipu_dev *v)
     if (!v->gbuf.data16) {
         /* Off the host: the slice into its host copy first (the ring's first barrier waits for every
          * replica's), and the sums back after (its last barrier has seen every chunk gathered). */
-        int st = v->host_grads ? executor_get_tensors(&v->ex, TF_GRADS, v->host_grads) : TB_OK;
-        TB_ASSERT(st == TB_OK); /* a copy out of the executor's own slice */
+        if (v->host_grads) ipu_dev_fail(c, executor_get_tensors(&v->ex, TF_GRADS, v->host_grads));
         allreduce_ring(&c->gbufs[(size_t)v->s * c->p.R], n, c->p.R, v->r, rep_barrier_wait, &c->bar[v->s]);
-        st = v->host_grads ? executor_set_tensors(&v->ex, TF_GRADS, v->host_grads) : TB_OK;
-        TB_ASSERT(st == TB_OK);
+        if (v->host_grads) ipu_dev_fail(c, executor_set_tensors(&v->ex, TF_GRADS, v->host_grads));
     } else {
         allreduce_ring_half(&c->gbufs16[(size_t)v->s * c->p.R], n, c->p.R, v->r, c->p.prec, rep_barrier_wait,
                             &c->bar[v->s]);
@@ -48,10 +46,9 @@ void ipu_allreduce_grads(struct ipu_dev *v)
 void ipu_dev_update(struct ipu_dev *v)
 {
     struct ipu_ctx *c = v->c;
-    if (atomic_load(&c->overflow) || v->gbuf.n == 0) return;
+    if (atomic_load(&c->overflow) || v->gbuf.n == 0 || atomic_load(&c->dev_err)) return;
     const double t0 = tb_now_s();
-    const int st = executor_update(&v->ex, c->step);
-    TB_ASSERT(st == TB_OK); /* a stage's update of its own slice cannot fail */
+    ipu_dev_fail(c, executor_update(&v->ex, c->step)); /* a device's (a GPU's) call can fail */
     const double t1 = tb_now_s();
     v->t_update = t1 - t0;
     ev_add(v, -1, 'U', t0, t1);

@@ -19,6 +19,26 @@ static struct executor_pass pass_of(const struct ipu_dev *v, int mb, int n, long
                                   .training = training, .l0 = v->l0, .l1 = v->l1, .slot = mb % v->n_slots};
 }
 
+void ipu_dev_fail(struct ipu_ctx *c, int st)
+{
+    int none = 0;
+    if (st == TB_OK || st == TB_EDIVERGED) return;
+    if (atomic_compare_exchange_strong(&c->dev_err, &none, st))
+        snprintf(c->dev_err_msg, sizeof c->dev_err_msg, "%s", tb_error_get()); /* this thread's message */
+}
+
+void ipu_job_begin(struct ipu_ctx *c)
+{
+    atomic_store(&c->dev_err, 0);
+    c->dev_err_msg[0] = 0;
+}
+
+int ipu_job_status(struct ipu_ctx *c)
+{
+    const int st = atomic_load(&c->dev_err);
+    return st ? tb_error_set(st, "ipu: %s", c->dev_err_msg) : TB_OK;
+}
+
 static void dev_forward(struct ipu_dev *v, int mb)
 {
     struct ipu_ctx *c = v->c;
@@ -44,7 +64,7 @@ static void dev_forward(struct ipu_dev *v, int mb)
     }
     double loss = 0.0;
     const double t0 = tb_now_s();
-    executor_forward(&v->ex, &ps, &loss);
+    ipu_dev_fail(c, executor_forward(&v->ex, &ps, &loss));
     const double t1 = tb_now_s();
     v->t_compute += t1 - t0;
     v->t_fwd += t1 - t0;
@@ -67,7 +87,7 @@ static void dev_backward(struct ipu_dev *v, int mb)
     const void *msg = NULL;
     if (v->grad_in) msg = ipu_pop_grads(v, n);
     const double t0 = tb_now_s();
-    executor_backward(&v->ex, &ps);
+    ipu_dev_fail(c, executor_backward(&v->ex, &ps));
     const double t1 = tb_now_s();
     struct executor_stats es;
     executor_stats(&v->ex, &es);
@@ -90,7 +110,7 @@ static void dev_train(struct ipu_dev *v)
         if (v->ops[k].fwd) dev_forward(v, v->ops[k].mb);
         else dev_backward(v, v->ops[k].mb);
     }
-    executor_synchronize(&v->ex); /* an asynchronous device's passes end here, not at their launch */
+    ipu_dev_fail(c, executor_synchronize(&v->ex)); /* an asynchronous device's passes end here, not at launch */
     /* fp16: a gradient that overflowed its 2-byte store skips the step, as one in the exchange does. */
     struct executor_stats es;
     executor_stats(&v->ex, &es);
@@ -122,7 +142,7 @@ static void dev_eval(struct ipu_dev *v)
         if (last) ps.n_correct = &correct;
         double loss = 0.0;
         const double t0 = tb_now_s();
-        executor_forward(&v->ex, &ps, &loss);
+        ipu_dev_fail(c, executor_forward(&v->ex, &ps, &loss));
         v->t_compute += tb_now_s() - t0;
         if (last) {
             v->loss += loss;
