@@ -276,11 +276,16 @@ static int offhost_create(struct executor *ex)
     return TB_OK;
 }
 
+static int failing_create(struct executor *ex);
+
+/* The doubles: "offhost", and "failing" (offhost, with stage 1's backward failing from step 2 on). */
 static void register_offhost(void)
 {
-    static const struct executor_device d = {
-        .name = "offhost", .summary = "test: cpu tensors reported off the host", .create = offhost_create};
-    cr_assert_eq(executor_device_register(&d), TB_OK, "%s", tb_error_get());
+    static const struct executor_device d[2] = {
+        {.name = "offhost", .summary = "test: cpu tensors reported off the host", .create = offhost_create},
+        {.name = "failing", .summary = "test: offhost, stage 1's backward fails from step 2", .create = failing_create},
+    };
+    for (int k = 0; k < 2; k++) cr_assert_eq(executor_device_register(&d[k]), TB_OK, "%s", tb_error_get());
 }
 
 /* Bitwise the same run on the cpu device: 2 stages × 2 replicas (the ring over host copies) and one
@@ -325,14 +330,7 @@ static int failing_create(struct executor *ex)
     return TB_OK;
 }
 
-static void register_failing(void)
-{
-    static const struct executor_device d = {
-        .name = "failing", .summary = "test: offhost, stage 1's backward fails from step 2", .create = failing_create};
-    cr_assert_eq(executor_device_register(&d), TB_OK, "%s", tb_error_get());
-}
-
-Test(ipu, device_failure_fails_the_step, .init = register_failing, .timeout = 60)
+Test(ipu, device_failure_fails_the_step, .init = register_offhost, .timeout = 60)
 {
     struct spec sp = spec_of("ipu", 0, 16);
     sp.stages = 2, sp.ga = 4, sp.replicas = 2, sp.device = "failing";
