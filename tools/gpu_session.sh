@@ -8,8 +8,8 @@
 #   tools/gpu_session.sh first      there*: run this first, as the session's one command: test_cuda_ops,
 #                                   test_cuda, issue 26's mnist-mlp batch-1 figure, effnet-b0 fp32 and bf16
 #                                   beside PyTorch (one round each), then test_cuda_mirrored,
-#                                   test_calibrate_gpu and issue 31's threads at 1 and all cores if time
-#                                   is left (480 s)
+#                                   test_calibrate_gpu, ipu stages on cuda against cpu and issue 31's
+#                                   threads at 1 and all cores if time is left (480 s)
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
@@ -258,6 +258,7 @@ phase_tests() {
     for t in "${TESTS[@]}"; do
         test_step "$t" 150
     done
+    ipu_cuda_steps
     # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
     local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
     local mlp=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 3000 --steps-per-epoch 1000 --data synthetic
@@ -276,6 +277,32 @@ PY
     else
         skip harness-runs-same-bits "a run above wrote no row"
     fi
+}
+
+# Issue 26 item 2's pipeline stages on the GPU (compiled, never run before): mnist-mlp in 2 stages x 2 replicas
+# on --device cuda against the same run on the cpu device (fp32 both, other kernels and summation orders:
+# losses within 1e-4 relative, test accuracy within 0.01).
+ipu_cuda_steps() {
+    local a=$WORK/ipu-cpu.jsonl b=$WORK/ipu-cuda.jsonl
+    local run=(bench --backend ipu --workload mnist-mlp --stages 2 --replicas 2 --ga 4 --batch 64 --steps 20
+        --data synthetic --synthetic-samples "1280,256" --mllog none)
+    step ipu-cpu 60 "${run[@]}" --device cpu --out "$a" && note "$(row_headline "$a")"
+    step ipu-cuda 60 "${run[@]}" --device cuda --out "$b" && note "$(row_headline "$b")"
+    if [ ! -s "$a" ] || [ ! -s "$b" ]; then
+        skip ipu-cuda-vs-cpu "a run above wrote no row"
+        return
+    fi
+    step ipu-cuda-vs-cpu 30 "$PYTHON" - "$a" "$b" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p) if l.strip()][-1]["figures"] for p in sys.argv[1:3])
+bad = [k for k in ("first_loss", "final_loss", "test_loss")
+       if not (isinstance(a.get(k), float) and isinstance(b.get(k), float)) or abs(a[k] - b[k]) > 1e-4 * abs(a[k])]
+if abs(a.get("test_accuracy", 0) - b.get("test_accuracy", -1)) > 0.01: bad.append("test_accuracy")
+print("ipu on cuda vs cpu:", ", ".join("%s %r vs %r" % (k, b.get(k), a.get(k)) for k in
+                                       ("first_loss", "final_loss", "test_loss", "test_accuracy")))
+sys.exit(1 if bad else 0)
+PY
+    note "$(tail -n 1 "$WORK/ipu-cuda-vs-cpu.out" 2>/dev/null)"
 }
 
 phase_sanitizer() {
@@ -379,6 +406,7 @@ phase_first() {
     for t in test_cuda_mirrored test_calibrate_gpu; do
         test_step "$t" 60
     done
+    ipu_cuda_steps
     # Issue 31 on the machine's cores, if time is left: threads at 1 and all cores (effnet-b0 224 b16 and
     # 32 b128, one round, per-layer profile), the check of the work split the 2-core sessions simulated.
     # Optional: run only with its whole 150 s left, so that being cut short is never the phase's failure.
