@@ -274,10 +274,11 @@ static size_t dw_part_off(const struct conv_shape *cs)
     return tb_align16(2 * bn_chunk_doubles((size_t)cs->N * cs->H * cs->W, cs->C));
 }
 
-/* The weight-gradient parts of dwconv_backward_data_bn: in the shared buffer after the BatchNorm's sums. */
-static float *dw_part_of(const struct model_inst *mi, const struct conv_shape *cs)
+/* A depthwise layer's weight-gradient parts of n floats (dwconv_backward_data_bn's, or the row-chunk parts of
+ * dwconv_backward_params_chunks): in the shared buffer after the BatchNorm's sums. */
+static float *dw_part_of(const struct model_inst *mi, const struct conv_shape *cs, size_t n)
 {
-    TB_ASSERT(mi->shared_floats >= dw_part_off(cs) + dwconv_bn_params_part_floats(cs));
+    TB_ASSERT(mi->shared_floats >= dw_part_off(cs) + n);
     return mi->shared + dw_part_off(cs);
 }
 
@@ -793,7 +794,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             const struct layer *bl = &m->layers[bn];
             const size_t M = (size_t)n * cs.H * cs.W;
             const int pin = !db && dw_params_in_bn(mi, &cs);
-            float *dwpart = pin ? dw_part_of(mi, &cs) : NULL;
+            float *dwpart = pin ? dw_part_of(mi, &cs, dwconv_bn_params_part_floats(&cs)) : NULL;
             TB_ASSERT(!acc);
             dwconv_backward_data_bn(din, dout, w, &cs, bn_part_of(mi, M, cs.C), exec_act(mi, bl->in),
                                     save_of(mi, bl), exec_param(mi, bl->w_off), exec_param(mi, bl->b_off), dwpart,
@@ -807,8 +808,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             dwconv_backward_data(din, dout, w, &cs, acc, ith, nth);
         }
         if (dwconv_params_row_chunks(&cs)) { /* more cores than channel blocks: row chunks too */
-            float *part = mi->shared + dw_part_off(&cs);
-            TB_ASSERT(mi->shared_floats >= dw_part_off(&cs) + dwconv_params_part_floats(&cs));
+            float *part = dw_part_of(mi, &cs, dwconv_params_part_floats(&cs));
             dwconv_backward_params_chunks(part, db != NULL, in, dout, &cs, ith, nth);
             sync_barrier(sync, nth);
             dwconv_backward_params_finish(dw, db, part, &cs, ith, nth);
@@ -1282,8 +1282,9 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (l->op != OP_DWCONV) continue;
         struct conv_shape s;
         conv_shape_of(m, l, mi->n_max, &s);
-        if (dwconv_specialised(&s) && dw_part_off(&s) + dwconv_params_part_floats(&s) > shared)
-            shared = dw_part_off(&s) + dwconv_params_part_floats(&s); /* or in row-chunk parts */
+        /* Or in row-chunk parts: a smaller batch has no more chunks (the same channel blocks, fewer rows). */
+        if (dwconv_params_row_chunks(&s) && dw_part_off(&s) + dwconv_params_part_floats(&s) > shared)
+            shared = dw_part_off(&s) + dwconv_params_part_floats(&s);
         if (!dwconv_bn_fusable(&s)) continue;
         const size_t k = dw_part_off(&s) + dwconv_bn_params_part_floats(&s);
         if (k > shared) shared = k;

@@ -43,33 +43,35 @@ int executor_device_register(const struct executor_device *d)
     return TB_OK;
 }
 
-int executor_device_count(const char *name)
-{
-    int n;
-    const struct executor_device *d = executor_devices(&n);
-    for (int k = 0; k < n; k++)
-        if (strcmp(d[k].name, name) == 0) return d[k].count ? d[k].count() : 0;
-    return 0;
-}
-
-int executor_device_probe(const char *name)
-{
-    int n;
-    const struct executor_device *d = executor_devices(&n);
-    for (int k = 0; k < n; k++)
-        if (strcmp(d[k].name, name) == 0) return d[k].probe ? d[k].probe() : TB_OK;
-    return tb_error_set(TB_EINVAL, "unknown device '%s'", name);
-}
-
-/* The registry entry of name, or NULL after TB_EINVAL's message. */
-static const struct executor_device *device_named(const char *name)
+/* The registry entry of name, or NULL. */
+static const struct executor_device *device_find(const char *name)
 {
     int n;
     const struct executor_device *d = executor_devices(&n);
     for (int k = 0; k < n; k++)
         if (strcmp(d[k].name, name) == 0) return &d[k];
-    tb_error_set(TB_EINVAL, "unknown device '%s'", name);
     return NULL;
+}
+
+/* The registry entry of name, or NULL after TB_EINVAL's message. */
+static const struct executor_device *device_named(const char *name)
+{
+    const struct executor_device *d = device_find(name);
+    if (!d) tb_error_set(TB_EINVAL, "unknown device '%s'", name);
+    return d;
+}
+
+int executor_device_count(const char *name)
+{
+    const struct executor_device *d = device_find(name);
+    return d && d->count ? d->count() : 0;
+}
+
+int executor_device_probe(const char *name)
+{
+    const struct executor_device *d = device_named(name);
+    if (!d) return TB_EINVAL;
+    return d->probe ? d->probe() : TB_OK;
 }
 
 /* A device's optional member is present and its hardware answers (the probe's reason otherwise). */
@@ -103,11 +105,8 @@ int executor_device_memory(const char *name, struct device_memory *m, int reset)
 
 int executor_device_own_memory(const char *name)
 {
-    int n;
-    const struct executor_device *d = executor_devices(&n);
-    for (int k = 0; k < n; k++)
-        if (strcmp(d[k].name, name) == 0) return d[k].memory != NULL;
-    return 0;
+    const struct executor_device *d = device_find(name);
+    return d && d->memory;
 }
 
 size_t tensor_family_floats(const struct model *m, enum optim_kind k, enum tensor_family f)

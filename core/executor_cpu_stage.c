@@ -433,10 +433,8 @@ int executor_cpu_stage_create(struct executor *ex)
         memcpy(e->cuts, cfg->cuts, sizeof *e->cuts * (size_t)(cfg->n_seg + 1));
     }
     e->cfg.cuts = e->cuts;
-    e->p0 = e->l0 == 0 ? 0 : model_range_first_offset(m, e->l0, 0);
-    e->p1 = e->l1 == m->n_layers ? m->n_params : model_range_first_offset(m, e->l1, 0);
-    e->q0 = e->l0 == 0 ? 0 : model_range_first_offset(m, e->l0, 1);
-    e->q1 = e->l1 == m->n_layers ? m->n_buffers : model_range_first_offset(m, e->l1, 1);
+    model_range_slice(m, e->l0, e->l1, 0, &e->p0, &e->p1);
+    model_range_slice(m, e->l0, e->l1, 1, &e->q0, &e->q1);
     e->n_in = model_boundary_tensors(m, e->l0, e->in_ids, STAGE_MAX_BOUNDARY);
     e->n_out = model_boundary_tensors(m, e->l1, e->out_ids, STAGE_MAX_BOUNDARY);
     if (e->n_in > STAGE_MAX_BOUNDARY || e->n_out > STAGE_MAX_BOUNDARY)

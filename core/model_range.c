@@ -35,6 +35,12 @@ size_t model_range_first_offset(const struct model *m, int split, int buffers)
     return best;
 }
 
+void model_range_slice(const struct model *m, int l0, int l1, int buffers, size_t *a, size_t *b)
+{
+    *a = l0 == 0 ? 0 : model_range_first_offset(m, l0, buffers);
+    *b = l1 == m->n_layers ? (buffers ? m->n_buffers : m->n_params) : model_range_first_offset(m, l1, buffers);
+}
+
 /* Marks in touched (n_tensors) the tensors a plan of layers [l0,l1) of src holds: outputs, inputs,
  * saved data and the tensors crossing either end. */
 static void range_touched(const struct model *src, int l0, int l1, char *touched)

@@ -23,6 +23,9 @@ size_t model_boundary_floats(const struct model *m, int split, int n, int grads)
  * size when none: where a range's slice of the canonical layout ends. TB_ASSERTs the table is in layer
  * order (model_add_param follows model_add_layer). */
 size_t model_range_first_offset(const struct model *m, int split, int buffers);
+/* [*a,*b): the slice of the canonical parameters (buffers = 0) or buffers (buffers = 1) that layers
+ * [l0,l1) own, what a stage executor of that range holds. */
+void model_range_slice(const struct model *m, int l0, int l1, int buffers, size_t *a, size_t *b);
 /* Activation floats a range plan of layers [l0,l1) needs for n samples (what model_range_init gives);
  * work is scratch of m->n_tensors bytes. */
 size_t model_range_act_floats(const struct model *m, int l0, int l1, int n, char *work);

@@ -29,11 +29,9 @@ int tb_cuda_stage_plan(struct cu_stage *st, const struct model *m, const struct 
     memset(st, 0, sizeof *st);
     st->l0 = cfg->l0, st->l1 = cfg->l1, st->B = cfg->n_max;
     st->n_slots = cfg->slots > 0 ? cfg->slots : 1;
-    /* The slices as the cpu stage computes them (executor_cpu_stage.c). */
-    st->p0 = st->l0 == 0 ? 0 : model_range_first_offset(m, st->l0, 0);
-    st->p1 = st->l1 == m->n_layers ? m->n_params : model_range_first_offset(m, st->l1, 0);
-    st->q0 = st->l0 == 0 ? 0 : model_range_first_offset(m, st->l0, 1);
-    st->q1 = st->l1 == m->n_layers ? m->n_buffers : model_range_first_offset(m, st->l1, 1);
+    /* The slices as the cpu stage takes them (executor_cpu_stage.c). */
+    model_range_slice(m, st->l0, st->l1, 0, &st->p0, &st->p1);
+    model_range_slice(m, st->l0, st->l1, 1, &st->q0, &st->q1);
     st->n_in = model_boundary_tensors(m, st->l0, st->in_ids, TB_CUDA_STAGE_MAX_BOUNDARY);
     st->n_out = model_boundary_tensors(m, st->l1, st->out_ids, TB_CUDA_STAGE_MAX_BOUNDARY);
     if (st->n_in > TB_CUDA_STAGE_MAX_BOUNDARY || st->n_out > TB_CUDA_STAGE_MAX_BOUNDARY)
