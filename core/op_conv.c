@@ -260,7 +260,7 @@ static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
         t.cu = even_col_blocks(cols, want + want % 2);
     }
     /* Still fewer tiles than cores (a 1×1 layer at 32×32 batch 128: 128 rows × 192 columns, 2 tiles for
-     * 16 cores): shorter row blocks, down to GEMM_MIN_TILE_ROWS rows, an even number of them. */
+     * 16 cores): shorter row blocks, down to GEMM_MIN_TILE_ROWS rows. */
     if (par > 2 && t.ru * (size_t)t.cu < (size_t)par) { /* 2 cores: the tiles of before (their bits) */
         const size_t cu = (size_t)t.cu, want = ((size_t)par + cu - 1) / cu, most = M / GEMM_MIN_TILE_ROWS;
         /* The fewest row blocks from want on whose tiles are a multiple of the cores (6 column blocks: 8
@@ -982,37 +982,37 @@ CV_INLINE void direct_params_stem(float *dw, const float *inp, const float *dout
     for (int u = 0; u < NU; u++)
         for (int t = 0; t < 27; t++) tot[u][t] = VZERO();
     for (size_t r = r0; r < r1; r++) {
-            const int n = (int)(r / (size_t)OH), oy = (int)(r % (size_t)OH);
-            const float *drow = dout + (((size_t)n * OH + oy) * OW) * OC + o;
-            for (int ky = 0; ky < 3; ky++) {
-                const int iy = oy * S - P + ky;
-                if (iy < 0 || iy >= H) continue;
-                const float *irow = inp + (((size_t)n * H + iy) * W) * 3;
-                vf acc[2][9];
-                for (int u = 0; u < NU; u++)
-                    for (int t = 0; t < 9; t++) acc[u][t] = VZERO();
-                for (int ox = ia; ox < ib; ox++) {
-                    vf d[2];
-                    for (int u = 0; u < NU; u++) d[u] = VLD(m, drow + (size_t)ox * OC + (size_t)u * 16);
-                    const float *ip = irow + (size_t)(ox * S - P) * 3;
-                    for (int t = 0; t < 9; t++) { /* tap column t / 3, channel t % 3 */
-                        const vf x = VSET1(ip[t]);
-                        for (int u = 0; u < NU; u++) acc[u][t] = VFMA(x, d[u], acc[u][t]);
-                    }
+        const int n = (int)(r / (size_t)OH), oy = (int)(r % (size_t)OH);
+        const float *drow = dout + (((size_t)n * OH + oy) * OW) * OC + o;
+        for (int ky = 0; ky < 3; ky++) {
+            const int iy = oy * S - P + ky;
+            if (iy < 0 || iy >= H) continue;
+            const float *irow = inp + (((size_t)n * H + iy) * W) * 3;
+            vf acc[2][9];
+            for (int u = 0; u < NU; u++)
+                for (int t = 0; t < 9; t++) acc[u][t] = VZERO();
+            for (int ox = ia; ox < ib; ox++) {
+                vf d[2];
+                for (int u = 0; u < NU; u++) d[u] = VLD(m, drow + (size_t)ox * OC + (size_t)u * 16);
+                const float *ip = irow + (size_t)(ox * S - P) * 3;
+                for (int t = 0; t < 9; t++) { /* tap column t / 3, channel t % 3 */
+                    const vf x = VSET1(ip[t]);
+                    for (int u = 0; u < NU; u++) acc[u][t] = VFMA(x, d[u], acc[u][t]);
                 }
-                for (int u = 0; u < NU; u++)
-                    for (int t = 0; t < 9; t++) tot[u][ky * 9 + t] = VADD(tot[u][ky * 9 + t], acc[u][t]);
-                for (int kx = 0; kx < 3; kx++) { /* the border columns: direct_params_cb's sums */
-                    const int oxa = imax(0, ceil_div(P - kx, S)), oxb = imin(OW, floor_div(W - 1 + P - kx, S) + 1);
-                    for (int u = 0; u < NU; u++) {
-                        vf *tt = tot[u] + ky * 9 + kx * 3;
-                        const float *du = drow + (size_t)u * 16;
-                        if (oxa < imin(ia, oxb)) direct_params_cb(tt, irow, du, &m, s, kx, oxa, imin(ia, oxb), 0, 3, 1);
-                        if (imax(ib, oxa) < oxb) direct_params_cb(tt, irow, du, &m, s, kx, imax(ib, oxa), oxb, 0, 3, 1);
-                    }
+            }
+            for (int u = 0; u < NU; u++)
+                for (int t = 0; t < 9; t++) tot[u][ky * 9 + t] = VADD(tot[u][ky * 9 + t], acc[u][t]);
+            for (int kx = 0; kx < 3; kx++) { /* the border columns: direct_params_cb's sums */
+                const int oxa = imax(0, ceil_div(P - kx, S)), oxb = imin(OW, floor_div(W - 1 + P - kx, S) + 1);
+                for (int u = 0; u < NU; u++) {
+                    vf *tt = tot[u] + ky * 9 + kx * 3;
+                    const float *du = drow + (size_t)u * 16;
+                    if (oxa < imin(ia, oxb)) direct_params_cb(tt, irow, du, &m, s, kx, oxa, imin(ia, oxb), 0, 3, 1);
+                    if (imax(ib, oxa) < oxb) direct_params_cb(tt, irow, du, &m, s, kx, imax(ib, oxa), oxb, 0, 3, 1);
                 }
             }
         }
+    }
     for (int u = 0; u < NU; u++)
         for (int t = 0; t < 27; t++) { /* tot index ky·9 + kx·3 + c = dw's row (ky·KW + kx)·C + c */
             float *p = dw + (size_t)t * OC + o + (size_t)u * 16;

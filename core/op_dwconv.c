@@ -532,36 +532,35 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
             for (int t = 0; t < K * K; t++) tot[v][t] = VZERO();
         }
         for (size_t r = r0; r < r1; r++) {
-                const int n = (int)(r / (size_t)OH), oy = (int)(r % (size_t)OH);
-                const float *drow = dout + (((size_t)n * OH + oy) * OW) * C;
-                /* Next row: dout row oy+1 (adjacent in memory) and input rows from oy·S−P+K on. */
-                const size_t od = (((size_t)n * OH + oy + 1) * OW) * px + l0;
-                const int inew = oy * S - P + K;
-                const size_t oi = ((size_t)n * H + (size_t)(inew > 0 ? inew : 0)) * W * px + l0;
-                struct dw_slab_pf fd = {(const char *)dout, od, od + OW * px, d_size, px, nl, 0};
-                struct dw_slab_pf fi = {(const char *)inp, oi, oi + S * W * px, in_size, px, nl, 0};
-                if (db) {
-                    for (int v = 0; v < full; v++) params_bias_row(&tb[v], drow, s0 + v * VL, s1, C, OW, 1);
-                    if (full < nb) params_bias_row(&tb[full], drow, s0 + full * VL, s1, C, OW, 0);
-                }
-                for (int ky = 0; ky < K; ky++) {
-                    const int iy = oy * S - P + ky;
-                    if (iy < 0 || iy >= H) continue;
-                    const float *irow = inp + (((size_t)n * H + iy) * W) * C;
-                    for (int v = 0; v < full; v++)
-                        params_row(tot[v] + ky * K, irow, drow, s0 + v * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 1, &fd,
-                                   &fi);
-                    if (full < nb)
-                        params_row(tot[full] + ky * K, irow, drow, s0 + full * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 0,
-                                   &fd, &fi);
-                }
+            const int n = (int)(r / (size_t)OH), oy = (int)(r % (size_t)OH);
+            const float *drow = dout + (((size_t)n * OH + oy) * OW) * C;
+            /* Next row: dout row oy+1 (adjacent in memory) and input rows from oy·S−P+K on. */
+            const size_t od = (((size_t)n * OH + oy + 1) * OW) * px + l0;
+            const int inew = oy * S - P + K;
+            const size_t oi = ((size_t)n * H + (size_t)(inew > 0 ? inew : 0)) * W * px + l0;
+            struct dw_slab_pf fd = {(const char *)dout, od, od + OW * px, d_size, px, nl, 0};
+            struct dw_slab_pf fi = {(const char *)inp, oi, oi + S * W * px, in_size, px, nl, 0};
+            if (db) {
+                for (int v = 0; v < full; v++) params_bias_row(&tb[v], drow, s0 + v * VL, s1, C, OW, 1);
+                if (full < nb) params_bias_row(&tb[full], drow, s0 + full * VL, s1, C, OW, 0);
             }
+            for (int ky = 0; ky < K; ky++) {
+                const int iy = oy * S - P + ky;
+                if (iy < 0 || iy >= H) continue;
+                const float *irow = inp + (((size_t)n * H + iy) * W) * C;
+                for (int v = 0; v < full; v++)
+                    params_row(tot[v] + ky * K, irow, drow, s0 + v * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 1, &fd,
+                               &fi);
+                if (full < nb)
+                    params_row(tot[full] + ky * K, irow, drow, s0 + full * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 0,
+                               &fd, &fi);
+            }
+        }
         for (int v = 0; v < nb; v++) {
             if (v < full) params_store(dw, db, tot[v], tb[v], s0 + v * VL, s1, C, K, 1, store);
             else params_store(dw, db, tot[v], tb[v], s0 + v * VL, s1, C, K, 0, store);
         }
     }
-    (void)N;
 }
 
 /* Channels [a,z) over output rows [r0,r1) of the N·OH, added into dw/db, or stored with store (specialised
