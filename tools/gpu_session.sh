@@ -142,12 +142,16 @@ say() { printf '%s\n' "$*" | tee -a "$LOG"; }
 # Appends " — text" to the last summary line (a step's headline figure).
 note() { [ -n "$1" ] && SUMMARY[${#SUMMARY[@]} - 1]+=" — $1"; }
 
+# Seconds of the phase's budget left, less 10 for its end.
+time_left() { echo $((BUDGET - (SECONDS - T0) - 10)); }
+
 # step NAME MAX_S CMD...: runs CMD with at most MAX_S seconds (less when the phase budget has less left),
 # its output in WORK/NAME.out and the log; records PASS / FAIL / TIMEOUT. Returns CMD's status.
 step() {
     local name=$1 max=$2
     shift 2
-    local left=$((BUDGET - (SECONDS - T0) - 10))
+    local left
+    left=$(time_left)
     if [ "$left" -lt 20 ]; then
         SUMMARY+=("SKIP    $name: out of phase time (GPU_PHASE_BUDGET=$BUDGET s)")
         say "== $name: skipped, out of phase time"
@@ -354,7 +358,8 @@ compare_step() { # compare_step CONFIG MAX_S ours_ok [ROUNDS]
 # the bf16 compares is skipped, the peer's still runs. Capped by the phase time left, as a step is.
 BF16_OK=0
 bf16_probe() {
-    local max=$1 flag out=$WORK/bf16-accepted.out rc left=$((BUDGET - (SECONDS - T0) - 10))
+    local max=$1 flag out=$WORK/bf16-accepted.out rc left
+    left=$(time_left)
     BF16_OK=0
     if [ "$left" -lt 20 ]; then
         skip bf16-accepted "out of phase time (GPU_PHASE_BUDGET=$BUDGET s)"
@@ -410,7 +415,8 @@ phase_first() {
     # Issue 31 on the machine's cores, if time is left: threads at 1 and all cores (effnet-b0 224 b16 and
     # 32 b128, one round, per-layer profile), the check of the work split the 2-core sessions simulated.
     # Optional: run only with its whole 150 s left, so that being cut short is never the phase's failure.
-    local left=$((BUDGET - (SECONDS - T0) - 10))
+    local left
+    left=$(time_left)
     if [ ! -f tools/scaling.sh ]; then
         skip scaling-strong "tools/scaling.sh is not in this tree"
     elif [ "$left" -lt 150 ]; then
