@@ -162,10 +162,10 @@ static void lb_describe(struct backend *b, char *buf, size_t n)
     struct local_ctx *c = b->ctx;
     const int nth = c->ex.cfg.threads;
     if (strcmp(c->ex.cfg.device, "cpu") != 0) { /* a GPU: one stream, no host threads or OpenBLAS */
-        snprintf(buf, n, "%s: one %s device%s%s", b->i->name, c->ex.cfg.device,
+        snprintf(buf, n, "%s: one %s device%s%s%s%s", b->i->name, c->ex.cfg.device,
                  c->ex.cfg.prec == STAGE_PREC_BF16 ? ", bf16 mixed precision (fp32 master weights)" : "",
-                 c->ex.loop_steps ? ", batch-1 step as a CUDA graph, runs of steps on the device"
-                 : c->ex.fused_step ? ", batch-1 step as a CUDA graph" : "");
+                 c->ex.fused_step && c->ex.step_what ? ", " : "", c->ex.fused_step && c->ex.step_what ? c->ex.step_what : "",
+                 c->ex.loop_steps ? ", runs of steps on the device" : "");
         return;
     }
     char blas[48];

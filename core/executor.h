@@ -213,6 +213,8 @@ struct executor {
     int fused_step;             /* executor_train_step runs n_max-sample steps (set by the device) */
     int loop_steps;             /* executor_run_steps stays on the device, no host round trip a step (set by
                                    the device; it then has stage_steps and run_steps) */
+    const char *step_what;      /* how the fused step and runs execute, for the run's description (the
+                                   device's words, e.g. "batch-1 step as a CUDA graph"; NULL: nothing said) */
     struct executor_staged staged; /* what executor_stage_steps was last given (read in place by default) */
 };
 

@@ -34,6 +34,7 @@
 #include "executor_cuda_layers.h"
 #include "executor_cuda_stage.h"
 #include "layout.h"
+#include "mlp_persist.h"
 #include "ops_dense.h"
 #include "ops_effnet.h"
 #include "optim_cuda.h"
@@ -42,6 +43,7 @@
 #include "status.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +90,14 @@ struct cuda_ctx {
     long l_first, l_n;                       /* the staged steps (l_n = 0: none staged) */
     double l_bytes;                          /* their device bytes (part of dev_bytes) */
     void *h_stage;                           /* pinned: a fused step's pixels, label, alpha and loss */
+    /* The runs as one persistent kernel (mlp_persist.h; persist = 1) instead of the graph's replays. */
+    int persist;
+    struct tb_cuda_mlp_plan mlp;
+    float *mlp_scratch;
+    /* --profile (whole models): events after each layer's forward F[i+1] and backward B[i] (F[l0], B[l1]:
+     * the pass's start), read after the pass; per layer forward and backward seconds summed over passes. */
+    cudaEvent_t *ev_f, *ev_b;
+    double *prof;
     double dev_bytes;                        /* device memory it allocated (the rows' gpu_mem_peak_mib) */
 };
 
@@ -302,13 +312,37 @@ static int enqueue_pass(struct cuda_ctx *c, const struct executor_pass *p, const
     if (ahead < 0) return ahead;
     if (fwd && !ahead && (st = upload(c, px, py, p->n)) != TB_OK) return st;
     if (fwd && c->stage && (st = tb_cuda_stage_feed(c->stage, 0, in, p->n, c->s)) != TB_OK) return st;
-    for (int i = p->l0; fwd && i < p->l1; i++)
+    if (fwd && c->prof) TB_CU(cudaEventRecord(c->ev_f[p->l0], c->s));
+    for (int i = p->l0; fwd && i < p->l1; i++) {
         if ((st = layer_forward(c, in, &m->layers[i], p->n, p->n_global, p->training, p->first_index, p->step)) !=
             TB_OK)
             return st;
+        if (c->prof) TB_CU(cudaEventRecord(c->ev_f[i + 1], c->s));
+    }
     if (bwd && c->stage && (st = tb_cuda_stage_feed(c->stage, 1, in, p->n, c->s)) != TB_OK) return st;
-    for (int i = p->l1 - 1; bwd && i >= p->l0; i--)
+    if (bwd && c->prof) TB_CU(cudaEventRecord(c->ev_b[p->l1], c->s));
+    for (int i = p->l1 - 1; bwd && i >= p->l0; i--) {
         if ((st = layer_backward(c, in, &m->layers[i], i, p->n, p->first_index, p->step)) != TB_OK) return st;
+        if (c->prof) TB_CU(cudaEventRecord(c->ev_b[i], c->s));
+    }
+    return TB_OK;
+}
+
+/* --profile: waits for the pass and adds its layers' event intervals (forward, backward) to c->prof. */
+static int profile_add(struct cuda_ctx *c, const struct executor_pass *p, int fwd, int bwd)
+{
+    TB_CU(cudaEventSynchronize(bwd ? c->ev_b[p->l0] : c->ev_f[p->l1]));
+    for (int i = p->l0; i < p->l1; i++) {
+        float ms;
+        if (fwd) {
+            TB_CU(cudaEventElapsedTime(&ms, c->ev_f[i], c->ev_f[i + 1]));
+            c->prof[2 * i] += 1e-3 * ms;
+        }
+        if (bwd) {
+            TB_CU(cudaEventElapsedTime(&ms, c->ev_b[i + 1], c->ev_b[i]));
+            c->prof[2 * i + 1] += 1e-3 * ms;
+        }
+    }
     return TB_OK;
 }
 
@@ -327,6 +361,7 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
     st = enqueue_pass(c, p, c->stage ? &c->stage->slot[p->slot] : &c->train, fwd, bwd);
+    if (st == TB_OK && c->prof) st = profile_add(c, p, fwd, bwd);
     if (c->stage) {
         /* A stage's pass returns when its kernels are done, after a failure too: the imported host buffer is the
          * caller's again (its copy ran), and the schedule's F and B intervals time the pass itself. */
@@ -574,7 +609,7 @@ static int loop_capture(struct cuda_ctx *c)
  * the graph reads the buffers through c->ld, so growing them means capturing again. */
 static int loop_reserve(struct cuda_ctx *c, long steps)
 {
-    if (steps <= c->l_cap && c->gexec) return TB_OK;
+    if (steps <= c->l_cap && (c->gexec || c->persist)) return TB_OK;
     if (c->gexec) cudaGraphExecDestroy(c->gexec), c->gexec = NULL;
     if (c->graph) cudaGraphDestroy(c->graph), c->graph = NULL;
     if (steps > c->l_cap) {
@@ -595,7 +630,7 @@ static int loop_reserve(struct cuda_ctx *c, long steps)
         c->l_cap = steps;
     }
     c->ld = (struct tb_cuda_loop_dev){c->l_x, c->l_y, c->l_alpha, c->l_loss, c->l_k, c->l_cap};
-    return loop_capture(c);
+    return c->persist ? TB_OK : loop_capture(c); /* the persistent kernel reads the table as it is */
 }
 
 /* Runs of steps (ex->loop_steps): the staged steps' pixels, labels and Adam step sizes go to the device
@@ -633,12 +668,17 @@ static int cuda_run_steps(struct executor *ex, long step, long n, double *loss_s
     const long k0 = step - c->l_first;
     /* The run's first index, through the pinned staging buffer (its last 8 bytes, after the fused step's). */
     long long *pk = (long long *)((uint8_t *)c->h_stage + (c->per_in + 7) / 8 * 8 + 24);
-    cudaError_t e = cudaStreamSynchronize(c->s);
-    if (e == cudaSuccess) {
-        *pk = k0;
-        e = cudaMemcpyAsync(c->l_k, pk, sizeof *pk, cudaMemcpyHostToDevice, c->s);
+    cudaError_t e = cudaSuccess;
+    if (c->persist) {
+        e = tb_cuda_mlp_run(&c->mlp, c->ld, k0, n, c->s);
+    } else {
+        e = cudaStreamSynchronize(c->s);
+        if (e == cudaSuccess) {
+            *pk = k0;
+            e = cudaMemcpyAsync(c->l_k, pk, sizeof *pk, cudaMemcpyHostToDevice, c->s);
+        }
+        for (long k = 0; k < n && e == cudaSuccess; k++) e = cudaGraphLaunch(c->gexec, c->s);
     }
-    for (long k = 0; k < n && e == cudaSuccess; k++) e = cudaGraphLaunch(c->gexec, c->s);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(loss_sums, c->l_loss + k0, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost, c->s);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
@@ -676,8 +716,12 @@ static int cuda_train_step(struct executor *ex, const struct executor_pass *p, d
     TB_CU(cudaMemcpyAsync(c->l_x, px, c->per_in, cudaMemcpyHostToDevice, c->s));
     TB_CU(cudaMemcpyAsync(c->l_y, py, sizeof(int32_t), cudaMemcpyHostToDevice, c->s));
     TB_CU(cudaMemcpyAsync(c->l_alpha, pa, sizeof(float), cudaMemcpyHostToDevice, c->s));
-    TB_CU(cudaMemsetAsync(c->l_k, 0, sizeof(long long), c->s));
-    TB_CU(cudaGraphLaunch(c->gexec, c->s));
+    if (c->persist) {
+        TB_CU(tb_cuda_mlp_run(&c->mlp, c->ld, 0, 1, c->s));
+    } else {
+        TB_CU(cudaMemsetAsync(c->l_k, 0, sizeof(long long), c->s));
+        TB_CU(cudaGraphLaunch(c->gexec, c->s));
+    }
     TB_CU(cudaMemcpyAsync(pl, c->l_loss, sizeof(double), cudaMemcpyDeviceToHost, c->s));
     TB_CU(cudaStreamSynchronize(c->s));
     *loss_sum = *pl;
@@ -715,12 +759,17 @@ static void cuda_destroy(struct executor *ex)
     tb_cublas_destroy(c->blas);
     void *dev[] = {c->params, c->params16, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts, c->eval.acts,
                    c->losses, c->correct, c->x, c->labels, c->seg_of, c->no_decay, c->trust, c->seg_off, c->seg_n,
-                   c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k, c->scratch};
+                   c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k, c->scratch, c->mlp_scratch};
     for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
         if (dev[k]) cudaFree(dev[k]);
     if (c->h_losses) cudaFreeHost(c->h_losses);
     if (c->h_correct) cudaFreeHost(c->h_correct);
     if (c->h_stage) cudaFreeHost(c->h_stage);
+    for (int i = 0; c->prof && c->ev_f && c->ev_b && i <= c->m->n_layers; i++) { /* c->m: a stage's is freed below */
+        if (c->ev_f[i]) cudaEventDestroy(c->ev_f[i]);
+        if (c->ev_b[i]) cudaEventDestroy(c->ev_b[i]);
+    }
+    free(c->ev_f), free(c->ev_b), free(c->prof);
     if (c->stage) tb_cuda_stage_free(c->stage), free(c->stage);
     if (c->s) cudaStreamDestroy(c->s);
     tb_cuda_mem_account(-c->dev_bytes);
@@ -780,19 +829,66 @@ static int loop_eligible(const struct executor *ex)
     return m->layers[m->n_layers - 1].op == OP_SOFTMAX_CE;
 }
 
+/* The persistent kernel's plan for a loop-eligible chain (mlp_persist.h), unless TB_CUDA_LOOP=graph asks for
+ * the captured graph (the tests compare the two) or the chain does not fit it (then the graph, said on
+ * stderr once with why). Every dense layer must have a bias (the kernel's combine adds it). */
+static int persist_plan(struct cuda_ctx *c)
+{
+    const struct model *m = c->m;
+    const char *env = getenv("TB_CUDA_LOOP");
+    if (env && strcmp(env, "graph") == 0) return TB_OK;
+    const int D = m->n_layers - 2;
+    if (D > TB_CUDA_MLP_MAX_LAYERS) return TB_OK;
+    struct tb_cuda_mlp_plan *p = &c->mlp;
+    memset(p, 0, sizeof *p);
+    const size_t np = m->n_params;
+    const struct optim_config *o = &c->cfg.optim;
+    for (int l = 0; l < D; l++) {
+        const struct layer *ly = &m->layers[l + 1];
+        if (!ly->n_b) return TB_OK;
+        struct tb_cuda_mlp_layer *L = &p->L[l];
+        L->w = c->params + ly->w_off, L->b = c->params + ly->b_off;
+        L->mw = c->opt + ly->w_off, L->vw = c->opt + np + ly->w_off;
+        L->mb = c->opt + ly->b_off, L->vb = c->opt + np + ly->b_off;
+        L->in = ly->a.dense.IN, L->out = ly->a.dense.OUT, L->relu = ly->act == ACT_RELU;
+        L->wd = o->weight_decay;
+    }
+    const struct layer *in0 = &m->layers[0];
+    p->n_layers = D;
+    p->scale = in0->a.input.scale / in0->a.input.std[0], p->shift = -in0->a.input.shift[0] / in0->a.input.std[0];
+    p->b1 = o->beta1, p->b2 = o->beta2, p->eps = o->eps;
+    p->smoothing = m->layers[m->n_layers - 1].a.ce.smoothing;
+    const char *why = NULL;
+    const size_t floats = tb_cuda_mlp_prepare(p, &why);
+    if (!floats) {
+        fprintf(stderr, "cuda: runs of steps as a CUDA graph: the persistent kernel does not take %s (%s)\n", m->name,
+                why ? why : "?");
+        return TB_OK;
+    }
+    int st = dev_alloc(c, (void **)&c->mlp_scratch, floats * sizeof(float), "cudaMalloc(persistent loop scratch)");
+    if (st != TB_OK) return st;
+    tb_cuda_mlp_bind(p, c->mlp_scratch);
+    c->persist = 1;
+    return TB_OK;
+}
+
+static int cuda_stats(struct executor *ex, struct executor_stats *s);
+
 static const struct executor_i cuda_iface = {
     .name = "cuda", .destroy = cuda_destroy, .compute = cuda_compute, .zero_grads = cuda_zero_grads,
     .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
     .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
     .evaluate = cuda_evaluate, .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
-    .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps,
+    .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps, .stats = cuda_stats,
 };
 
 /* ---- stage executors (cfg.l1 > 0): executor_cuda_stage.c's plan and boundaries around the passes above ---- */
 
 static int cuda_stats(struct executor *ex, struct executor_stats *s)
 {
-    tb_cuda_stage_stats(ctx_of(ex)->stage, s);
+    const struct cuda_ctx *c = ctx_of(ex);
+    if (c->stage) tb_cuda_stage_stats(c->stage, s);
+    s->profile = c->prof;
     return TB_OK;
 }
 
@@ -970,6 +1066,16 @@ int executor_cuda_create(struct executor *ex)
     if ((st = cuda_set(ex, TF_OPT, NULL)) != TB_OK) return st;
     /* The segment tables went through the legacy stream (cudaMemcpy): complete before any pass reads them. */
     TB_CU(cudaDeviceSynchronize());
+    if (ex->cfg.profile && !stage) { /* --profile: the events each pass records (enqueue_pass) */
+        const size_t ne = (size_t)m->n_layers + 1;
+        c->ev_f = calloc(ne, sizeof *c->ev_f), c->ev_b = calloc(ne, sizeof *c->ev_b);
+        c->prof = calloc(2 * (size_t)m->n_layers, sizeof *c->prof);
+        if (!c->ev_f || !c->ev_b || !c->prof) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
+        for (size_t i = 0; i < ne; i++) {
+            TB_CU(cudaEventCreate(&c->ev_f[i]));
+            TB_CU(cudaEventCreate(&c->ev_b[i]));
+        }
+    }
     c->loop = loop_eligible(ex);
     if (c->loop) {
         if ((st = dev_alloc(c, (void **)&c->l_k, sizeof(long long), "cudaMalloc(loop step)")) != TB_OK ||
@@ -978,6 +1084,9 @@ int executor_cuda_create(struct executor *ex)
         TB_CU(cudaMallocHost(&c->h_stage, (c->per_in + 7) / 8 * 8 + 32));
         ex->fused_step = 1;
         ex->loop_steps = 1;
+        ex->step_what = "batch-1 step as a CUDA graph";
+        if ((st = persist_plan(c)) != TB_OK) return st;
+        if (c->persist) ex->step_what = "batch-1 steps in one persistent kernel";
     }
     return TB_OK;
 }

@@ -310,6 +310,7 @@ Test(cuda, graph_loop_vs_plain_steps)
     struct executor_config cl = config("cuda", 1, OPTIM_ADAM), cp = cl, cc = config("cpu", 1, OPTIM_ADAM);
     cp.no_fused_step = 1;
     struct executor loop, plain, cpu;
+    setenv("TB_CUDA_LOOP", "graph", 1); /* the captured graph (the default is the persistent kernel: below) */
     ex_init(&loop, &f, &cl);
     ex_init(&plain, &f, &cp);
     ex_init(&cpu, &f, &cc);
@@ -344,7 +345,9 @@ Test(cuda, graph_loop_vs_plain_steps)
     /* The fused train step (the harness's per-step path) is the same captured step. */
     struct executor fused;
     ex_init(&fused, &f, &cl);
+    unsetenv("TB_CUDA_LOOP");
     cr_assert(fused.fused_step);
+    cr_assert(fused.step_what && strstr(fused.step_what, "graph"), "%s", fused.step_what ? fused.step_what : "");
     for (int s = 1; s <= 5; s++) {
         struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
                                   .y = f.y + s - 1, .training = 1};
@@ -364,6 +367,83 @@ Test(cuda, graph_loop_vs_plain_steps)
     cr_assert_eq(done, 0);
     executor_destroy(&fused);
     executor_destroy(&loop), executor_destroy(&plain), executor_destroy(&cpu);
+    fixture_free(&f);
+}
+
+/* Runs of `runs` on a fresh executor (the staged table of LOOP_STEPS steps); the per-step losses into out. */
+static void loop_runs(struct executor *ex, const struct fixture *f, const long *runs, int n_runs, double *out)
+{
+    cr_assert_eq(executor_stage_steps(ex, 1, LOOP_STEPS, f->ds.images, f->y), TB_OK, "%s", tb_error_get());
+    for (long r = 0, at = 1; r < n_runs; at += runs[r++]) {
+        long done = -1;
+        cr_assert_eq(executor_run_steps(ex, at, runs[r], out + at - 1, &done), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(done, runs[r]);
+    }
+}
+
+/* The persistent kernel (mlp_persist.cu, the default runs of batch-1 steps): 50 steps in runs of 1, 7, 20 and
+ * 22 bitwise the same 50 in one run and a fused step's losses (its arithmetic does not depend on where a run
+ * starts), and against the captured graph and the cpu: losses within 1e-4, parameters as assert_close_abs
+ * with Adam's floor, moments within 1e-3 in norm (another summation order, 50 steps). */
+Test(cuda, persistent_loop_vs_graph_and_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, LOOP_STEPS, 0.0f);
+    struct executor_config cl = config("cuda", 1, OPTIM_ADAM), cc = config("cpu", 1, OPTIM_ADAM);
+    struct executor split, whole, graph, cpu;
+    unsetenv("TB_CUDA_LOOP");
+    ex_init(&split, &f, &cl);
+    ex_init(&whole, &f, &cl);
+    cr_assert(split.step_what && strstr(split.step_what, "persistent"), "the persistent kernel runs mnist-mlp: %s",
+              split.step_what ? split.step_what : "(nothing said)");
+    setenv("TB_CUDA_LOOP", "graph", 1);
+    ex_init(&graph, &f, &cl);
+    unsetenv("TB_CUDA_LOOP");
+    ex_init(&cpu, &f, &cc);
+    double ls[LOOP_STEPS], lw[LOOP_STEPS], lg[LOOP_STEPS];
+    static const long runs[] = {1, 7, 20, 22}, one[] = {LOOP_STEPS};
+    loop_runs(&split, &f, runs, 4, ls);
+    loop_runs(&whole, &f, one, 1, lw);
+    loop_runs(&graph, &f, one, 1, lg);
+    const size_t per = (size_t)IMG * IMG;
+    for (int s = 1; s <= LOOP_STEPS; s++) {
+        struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
+                                  .y = f.y + s - 1, .training = 1};
+        double lc;
+        executor_zero_grads(&cpu);
+        cr_assert_eq(executor_forward_backward(&cpu, &p, &lc), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_update(&cpu, s), TB_OK);
+        cr_assert(memcmp(&ls[s - 1], &lw[s - 1], sizeof lc) == 0, "step %d: loss %.17g in runs, %.17g in one run", s,
+                  ls[s - 1], lw[s - 1]);
+        cr_assert(fabs(ls[s - 1] - lg[s - 1]) <= 1e-4 * fabs(lg[s - 1]), "step %d: loss %.9g persistent, %.9g graph", s,
+                  ls[s - 1], lg[s - 1]);
+        cr_assert(fabs(ls[s - 1] - lc) <= 1e-4 * fabs(lc), "step %d: loss %.9g persistent, %.9g cpu", s, ls[s - 1], lc);
+    }
+    assert_bitwise(&split, &whole, TF_PARAMS, "persistent: runs vs one run");
+    assert_bitwise(&split, &whole, TF_OPT, "persistent: runs vs one run");
+    const double floor = 1e-3 * cl.optim.lr * LOOP_STEPS;
+    assert_close_abs(&split, &graph, TF_PARAMS, 1e-4, floor, "persistent vs graph, 50 steps");
+    assert_close_abs(&split, &cpu, TF_PARAMS, 1e-4, floor, "persistent vs cpu, 50 steps");
+    {
+        const size_t n = fam_n(&cpu, TF_OPT);
+        float *a = fam_get(&split, TF_OPT), *b = fam_get(&graph, TF_OPT);
+        cr_log_info("persistent vs graph: Adam moments within %.3g of the allowed",
+                    assert_tensors_l2(cpu.m, a, b, NULL, 0.0, n, TF_OPT, 1e-3, "persistent vs graph: Adam moments"));
+        free(a), free(b);
+    }
+    /* The fused step (the harness's per-step path) is a run of one: the same bits. */
+    struct executor fused;
+    ex_init(&fused, &f, &cl);
+    for (int s = 1; s <= 5; s++) {
+        struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
+                                  .y = f.y + s - 1, .training = 1};
+        double l;
+        cr_assert_eq(executor_train_step(&fused, &p, &l), TB_OK, "%s", tb_error_get());
+        cr_assert(memcmp(&l, &ls[s - 1], sizeof l) == 0, "fused step %d: %.17g vs %.17g", s, l, ls[s - 1]);
+    }
+    executor_destroy(&fused), executor_destroy(&split), executor_destroy(&whole), executor_destroy(&graph);
+    executor_destroy(&cpu);
     fixture_free(&f);
 }
 

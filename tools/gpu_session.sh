@@ -10,6 +10,9 @@
 #                                   beside PyTorch (one round each), then test_cuda_mirrored,
 #                                   test_calibrate_gpu, ipu stages on cuda against cpu and issue 31's
 #                                   threads at 1 and all cores if time is left (480 s)
+#   tools/gpu_session.sh second     there*: a session's second command, after first's failures were mended: the
+#                                   GPU tests again, batch-1 runs persistent vs graph, compute-sanitizer on
+#                                   them, effnet-b0 224 b256 per-layer profiles (fp32, bf16), b4 bf16 compare
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
@@ -46,7 +49,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -263,24 +266,7 @@ phase_tests() {
         test_step "$t" 150
     done
     ipu_cuda_steps
-    # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
-    local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
-    local mlp=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 3000 --steps-per-epoch 1000 --data synthetic
-        --synthetic-samples "3000,500" --mllog none)
-    step harness-runs-auto 60 "${mlp[@]}" --out "$a" && note "$(row_headline "$a")"
-    step harness-runs-one 120 "${mlp[@]}" --steps-per-execution 1 --out "$b" && note "$(row_headline "$b")"
-    if [ -s "$a" ] && [ -s "$b" ]; then
-        step harness-runs-same-bits 30 "$PYTHON" - "$a" "$b" <<'PY'
-import json, sys
-a, b = ([json.loads(l) for l in open(p) if l.strip()][-1]["figures"] for p in sys.argv[1:3])
-keys = ("first_loss", "final_loss", "test_loss", "test_accuracy")
-diff = [k for k in keys if a.get(k) != b.get(k)]
-print("runs of steps vs one step a call:", ", ".join("%s %r vs %r" % (k, a.get(k), b.get(k)) for k in keys))
-sys.exit(1 if diff else 0)
-PY
-    else
-        skip harness-runs-same-bits "a run above wrote no row"
-    fi
+    phase_harness_runs
 }
 
 # Issue 26 item 2's pipeline stages on the GPU (compiled, never run before): mnist-mlp in 2 stages x 2 replicas
@@ -426,6 +412,69 @@ phase_first() {
     fi
 }
 
+# A session's second command, after first's failures were mended: the GPU tests again, the runs of batch-1
+# steps (the persistent kernel) against the captured graph A B A B, compute-sanitizer on the persistent
+# kernel, a per-layer profile of effnet-b0 at 224 batch 256 (fp32, bf16), and first's missing compare (b4 bf16).
+phase_second() {
+    local t
+    for t in test_cuda test_cuda_mirrored test_calibrate_gpu; do test_step "$t" 90; done
+    phase_harness_runs
+    local r
+    for r in 1 2; do
+        step "mlp-b1-100k-persistent-r$r" 40 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-persistent.jsonl" &&
+            note "$(row_headline "$WORK/mlp-b1-persistent.jsonl")"
+        step "mlp-b1-100k-graph-r$r" 40 env TB_CUDA_LOOP=graph "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-graph.jsonl" &&
+            note "$(row_headline "$WORK/mlp-b1-graph.jsonl")"
+    done
+    local cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+    local tool
+    for tool in memcheck racecheck synccheck; do
+        step "$tool-mlp-b1-persistent" 60 "$cs" --tool "$tool" --error-exitcode 3 --print-limit 20 bench --backend cuda \
+            --workload mnist-mlp --batch 1 --steps 300 --synthetic-samples 1000,100 --data synthetic --mllog none \
+            --out "$WORK/rows.jsonl"
+    done
+    local prec
+    for prec in fp32 bf16m; do
+        step "profile-b0-224-b256-$prec" 60 bench --backend cuda --workload effnet-b0 --plan throughput --resolution 224 \
+            --batch 256 --steps 10 --warmup 3 --data synthetic --classes 1000 --optimizer sgd --momentum 0.9 \
+            --precision "$prec" --profile --mllog none --out "$WORK/profile-$prec.jsonl"
+        note "$(row_headline "$WORK/profile-$prec.jsonl")"
+    done
+    torch_version
+    compare_step cuda-b4-bf16 150 1 1
+    # Issue 31's other phases on the machine's cores (first ran strong), each only with its whole time left.
+    local p need
+    for p in weak:90 mpi:70 ipu:70; do
+        need=${p#*:}
+        if [ "$(time_left)" -lt "$need" ]; then
+            skip "scaling-${p%%:*}" "needs $need s, $(time_left) s left"
+        else
+            scaling_step "${p%%:*}" "$need" SCALE_THREADS="1 $(nproc)"
+        fi
+    done
+}
+
+# The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
+phase_harness_runs() {
+    local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
+    local mlp=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 3000 --steps-per-epoch 1000 --data synthetic
+        --synthetic-samples "3000,500" --mllog none)
+    step harness-runs-auto 60 "${mlp[@]}" --out "$a" && note "$(row_headline "$a")"
+    step harness-runs-one 120 "${mlp[@]}" --steps-per-execution 1 --out "$b" && note "$(row_headline "$b")"
+    if [ -s "$a" ] && [ -s "$b" ]; then
+        step harness-runs-same-bits 30 "$PYTHON" - "$a" "$b" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p) if l.strip()][-1]["figures"] for p in sys.argv[1:3])
+keys = ("first_loss", "final_loss", "test_loss", "test_accuracy")
+diff = [k for k in keys if a.get(k) != b.get(k)]
+print("runs of steps vs one step a call:", ", ".join("%s %r vs %r" % (k, a.get(k), b.get(k)) for k in keys))
+sys.exit(1 if diff else 0)
+PY
+    else
+        skip harness-runs-same-bits "a run above wrote no row"
+    fi
+}
+
 phase_bench() {
     torch_version
     step mlp-b1-100k 150 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1.jsonl"
@@ -466,7 +515,7 @@ scaling_step() {
 
 case "$PHASE" in
 pack) pack ;;
-first | tests | sanitizer | bench | scaling)
+first | second | tests | sanitizer | bench | scaling)
     begin
     "phase_$PHASE"
     finish

@@ -1,0 +1,250 @@
+// mlp_persist.cu — the batch-1 dense chain's runs of steps in one cooperative kernel (mlp_persist.h).
+// A block keeps its rows of every layer it holds a chunk of — weights, Adam's m and v, and the rows' inputs —
+// in shared memory for the whole run; what crosses blocks goes through global memory, read with __ldcg (L2,
+// never a stale L1 line), after a grid barrier.
+#include "mlp_persist.h"
+
+#include "softmax_ce_row.h"
+
+#include <cooperative_groups.h>
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+
+// Rows [*r0, *r0 + return) of chunk c of `chunks` over `in` rows (balanced, contiguous).
+__host__ __device__ inline int chunk_rows(int in, int chunks, int c, int *r0)
+{
+    const int q = in / chunks, r = in % chunks;
+    *r0 = c * q + (c < r ? c : r);
+    return q + (c < r ? 1 : 0);
+}
+
+// The chunk of layer L that block b of G holds, or -1.
+__host__ __device__ inline int chunk_of(const tb_cuda_mlp_layer &L, int b, int G)
+{
+    const int c = ((b - L.first) % G + G) % G;
+    return c < L.chunks ? c : -1;
+}
+
+// optim_cuda.cu's Adam element, the same expression (so the same bits from the same inputs).
+__device__ inline void adam(float &p, float &m, float &v, float g, float d, float b1, float b2, float eps, float alpha)
+{
+    g = fmaf(d, p, g);
+    const float mi = fmaf(g - m, 1.0f - b1, m);
+    const float vi = fmaf(fmaf(g, g, -v), 1.0f - b2, v);
+    m = mi, v = vi;
+    p -= alpha * mi / (sqrtf(vi) + eps);
+}
+
+__global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb_cuda_loop_dev d, long long k0,
+                                                          long long n)
+{
+    extern __shared__ float sm[];
+    __shared__ float sd[TB_CUDA_MLP_MAX_WIDTH], z[TB_CUDA_MLP_MAX_WIDTH];
+    __shared__ sce_row row;
+    cg::grid_group grid = cg::this_grid();
+    const int b = blockIdx.x, G = gridDim.x, t = threadIdx.x, D = p.n_layers;
+    // This block's chunks: rows, and where their weights, moments and inputs sit in shared memory.
+    float *W[TB_CUDA_MLP_MAX_LAYERS], *M[TB_CUDA_MLP_MAX_LAYERS], *V[TB_CUDA_MLP_MAX_LAYERS], *A[TB_CUDA_MLP_MAX_LAYERS];
+    int C[TB_CUDA_MLP_MAX_LAYERS], R0[TB_CUDA_MLP_MAX_LAYERS], NR[TB_CUDA_MLP_MAX_LAYERS];
+    float *q = sm;
+    for (int l = 0; l < D; l++) {
+        const tb_cuda_mlp_layer &L = p.L[l];
+        C[l] = chunk_of(L, b, G), NR[l] = 0, R0[l] = 0;
+        W[l] = M[l] = V[l] = A[l] = q;
+        if (C[l] < 0) continue;
+        NR[l] = chunk_rows(L.in, L.chunks, C[l], &R0[l]);
+        const size_t e = (size_t)NR[l] * L.out, o = (size_t)R0[l] * L.out;
+        W[l] = q, M[l] = q + e, V[l] = q + 2 * e, A[l] = q + 3 * e;
+        q += 3 * e + NR[l];
+        for (size_t i = t; i < e; i += kThreads) W[l][i] = L.w[o + i], M[l][i] = L.mw[o + i], V[l][i] = L.vw[o + i];
+    }
+    __syncthreads();
+    for (long long k = k0; k < k0 + n; k++) {
+        const long long kk = k < d.steps ? k : d.steps - 1; // as loop_gather_k: past the table repeats its last
+        const uint8_t *x = d.x_all + (size_t)kk * p.L[0].in;
+        const int y = d.y_all[kk];
+        const float alpha = d.alpha_all[kk];
+        // Forward: each chunk's input rows (the pixels' affine, or the previous layer's chunk sums + bias and
+        // ReLU), then its partial product for every output.
+        for (int l = 0; l < D; l++) {
+            const tb_cuda_mlp_layer &L = p.L[l];
+            if (NR[l]) {
+                for (int i = t; i < NR[l]; i += kThreads) {
+                    const int r = R0[l] + i;
+                    float v;
+                    if (l == 0) {
+                        v = (float)x[r] * p.scale + p.shift;
+                    } else {
+                        const tb_cuda_mlp_layer &P = p.L[l - 1];
+                        float s = 0.0f;
+                        for (int c = 0; c < P.chunks; c++) s += __ldcg(&P.part[(size_t)c * P.out + r]);
+                        s += __ldcg(&P.b[r]);
+                        v = P.relu ? (s > 0.0f ? s : 0.0f) : s;
+                    }
+                    A[l][i] = v;
+                }
+                __syncthreads();
+                for (int j = t; j < L.out; j += kThreads) {
+                    float acc = 0.0f;
+                    for (int i = 0; i < NR[l]; i++) acc = fmaf(A[l][i], W[l][(size_t)i * L.out + j], acc);
+                    L.part[(size_t)C[l] * L.out + j] = acc;
+                }
+            }
+            grid.sync();
+        }
+        // Backward, last layer first: δ of the layer's outputs (the loss's gradient, or what the layer above
+        // wrote), then per row: (old w)·δ for the layer below, masked by its ReLU, and the row's Adam update.
+        for (int l = D - 1; l >= 0; l--) {
+            const tb_cuda_mlp_layer &L = p.L[l];
+            if (l == D - 1) { // every block forms the logits and the loss's gradient itself
+                for (int j = t; j < L.out; j += kThreads) {
+                    float s = 0.0f;
+                    for (int c = 0; c < L.chunks; c++) s += __ldcg(&L.part[(size_t)c * L.out + j]);
+                    z[j] = s + __ldcg(&L.b[j]);
+                }
+                __syncthreads();
+                if (t == 0) {
+                    row = sce_row_stats(z, L.out);
+                    if (b == 0 && k < d.steps) d.loss_all[k] = (double)sce_loss(z, L.out, y, p.smoothing, &row);
+                }
+                __syncthreads();
+                for (int j = t; j < L.out; j += kThreads) {
+                    sd[j] = sce_grad(z[j], j == y, p.smoothing, L.out, 1.0f, &row);
+                    if (b == 0) L.delta[j] = sd[j]; // for the bias update
+                }
+            } else {
+                for (int j = t; j < L.out; j += kThreads) sd[j] = __ldcg(&L.delta[j]);
+            }
+            __syncthreads();
+            const int warp = t >> 5, lane = t & 31;
+            for (int i = warp; i < NR[l]; i += kWarps) { // warp-uniform: the shuffles below see every lane
+                float *w = W[l] + (size_t)i * L.out, *m = M[l] + (size_t)i * L.out, *v = V[l] + (size_t)i * L.out;
+                const float ai = A[l][i];
+                float s = 0.0f;
+                for (int j = lane; j < L.out; j += 32) {
+                    float wj = w[j], mj = m[j], vj = v[j];
+                    s = fmaf(wj, sd[j], s);
+                    adam(wj, mj, vj, ai * sd[j], L.wd, p.b1, p.b2, p.eps, alpha);
+                    w[j] = wj, m[j] = mj, v[j] = vj;
+                }
+                if (l > 0) {
+                    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+                    if (lane == 0) p.L[l - 1].delta[R0[l] + i] = p.L[l - 1].relu && !(ai > 0.0f) ? 0.0f : s;
+                }
+            }
+            if (l > 0) grid.sync();
+        }
+        // The biases (their gradient is δ itself), on the last block, once every δ is written.
+        if (b == G - 1)
+            for (int l = 0; l < D; l++) {
+                const tb_cuda_mlp_layer &L = p.L[l];
+                for (int j = t; j < L.out; j += kThreads) {
+                    float pb = L.b[j], mb = L.mb[j], vb = L.vb[j];
+                    adam(pb, mb, vb, __ldcg(&L.delta[j]), 0.0f, p.b1, p.b2, p.eps, alpha);
+                    L.b[j] = pb, L.mb[j] = mb, L.vb[j] = vb;
+                }
+            }
+        __syncthreads(); // the next step's first layer rewrites A[0] and reads the updated rows
+    }
+    for (int l = 0; l < D; l++) {
+        if (!NR[l]) continue;
+        const tb_cuda_mlp_layer &L = p.L[l];
+        const size_t e = (size_t)NR[l] * L.out, o = (size_t)R0[l] * L.out;
+        for (size_t i = t; i < e; i += kThreads) L.w[o + i] = W[l][i], L.mw[o + i] = M[l][i], L.vw[o + i] = V[l][i];
+    }
+}
+
+} // namespace
+
+extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **why)
+{
+    *why = NULL;
+    int dev = 0, sms = 0, coop = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        *why = "the device's attributes could not be read";
+        return 0;
+    }
+    if (!coop) {
+        *why = "the device has no cooperative launch";
+        return 0;
+    }
+    if (p->n_layers < 2 || p->n_layers > TB_CUDA_MLP_MAX_LAYERS) {
+        *why = "not 2 to 8 dense layers";
+        return 0;
+    }
+    int G = 1;
+    for (int l = 0; l < p->n_layers; l++) {
+        tb_cuda_mlp_layer *L = &p->L[l];
+        if (L->out > TB_CUDA_MLP_MAX_WIDTH || L->in < 1 || L->out < 1) {
+            *why = "a layer wider than the kernel's 1024 outputs";
+            return 0;
+        }
+        const int c = (L->in + TB_CUDA_MLP_ROWS - 1) / TB_CUDA_MLP_ROWS;
+        L->chunks = c < sms ? c : sms;
+        G = L->chunks > G ? L->chunks : G;
+    }
+    // Each layer's chunks start where the last one's ended, so the narrow layers land on different blocks.
+    int at = 0;
+    size_t scratch = 0, smem = 0;
+    for (int l = 0; l < p->n_layers; l++) {
+        p->L[l].first = at % G;
+        at += p->L[l].chunks;
+        scratch += (size_t)p->L[l].chunks * p->L[l].out + p->L[l].out;
+    }
+    for (int b = 0; b < G; b++) {
+        size_t f = 0;
+        for (int l = 0; l < p->n_layers; l++) {
+            const int c = chunk_of(p->L[l], b, G);
+            int r0;
+            if (c >= 0) {
+                const int nr = chunk_rows(p->L[l].in, p->L[l].chunks, c, &r0);
+                f += 3 * (size_t)nr * p->L[l].out + nr;
+            }
+        }
+        smem = f > smem ? f : smem;
+    }
+    smem *= sizeof(float);
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, mlp_persist_k) != cudaSuccess || smem + fa.sharedSizeBytes > (size_t)optin ||
+        cudaFuncSetAttribute(mlp_persist_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess) {
+        (void)cudaGetLastError();
+        *why = "its weights do not fit the blocks' shared memory";
+        return 0;
+    }
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mlp_persist_k, kThreads, smem) != cudaSuccess ||
+        per_sm * sms < G) {
+        (void)cudaGetLastError();
+        *why = "its blocks cannot all be resident at once";
+        return 0;
+    }
+    p->blocks = G;
+    p->smem = smem;
+    return scratch;
+}
+
+extern "C" void tb_cuda_mlp_bind(struct tb_cuda_mlp_plan *p, float *scratch)
+{
+    for (int l = 0; l < p->n_layers; l++) {
+        p->L[l].part = scratch, scratch += (size_t)p->L[l].chunks * p->L[l].out;
+        p->L[l].delta = scratch, scratch += p->L[l].out;
+    }
+}
+
+extern "C" cudaError_t tb_cuda_mlp_run(const struct tb_cuda_mlp_plan *p, struct tb_cuda_loop_dev d, long long k0,
+                                       long long n, cudaStream_t s)
+{
+    if (n <= 0) return cudaSuccess;
+    tb_cuda_mlp_plan pv = *p;
+    void *args[] = {&pv, &d, &k0, &n};
+    return cudaLaunchCooperativeKernel((const void *)mlp_persist_k, dim3((unsigned)p->blocks), dim3(kThreads), args,
+                                       p->smem, s);
+}
