@@ -39,6 +39,16 @@ __device__ inline void adam(float &p, float &m, float &v, float g, float d, floa
     p -= alpha * mi / (sqrtf(vi) + eps);
 }
 
+// Σ_c part[c·stride + r] over c < chunks by one warp (lane = this thread's lane): lane k sums chunks k, k+32,
+// ..., then a fixed butterfly; every lane returns the total (the same bits each run).
+__device__ inline float warp_chunk_sum(const float *part, int chunks, int stride, int r, int lane)
+{
+    float s = 0.0f;
+    for (int c = lane; c < chunks; c += 32) s += __ldcg(&part[(size_t)c * stride + r]);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
 __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb_cuda_loop_dev d, long long k0,
                                                           long long n)
 {
@@ -73,19 +83,15 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
         for (int l = 0; l < D; l++) {
             const tb_cuda_mlp_layer &L = p.L[l];
             if (NR[l]) {
-                for (int i = t; i < NR[l]; i += kThreads) {
-                    const int r = R0[l] + i;
-                    float v;
-                    if (l == 0) {
-                        v = (float)x[r] * p.scale + p.shift;
-                    } else {
-                        const tb_cuda_mlp_layer &P = p.L[l - 1];
-                        float s = 0.0f;
-                        for (int c = 0; c < P.chunks; c++) s += __ldcg(&P.part[(size_t)c * P.out + r]);
-                        s += __ldcg(&P.b[r]);
-                        v = P.relu ? (s > 0.0f ? s : 0.0f) : s;
+                if (l == 0) {
+                    for (int i = t; i < NR[l]; i += kThreads) A[l][i] = (float)x[R0[l] + i] * p.scale + p.shift;
+                } else { // a warp a row: its lanes load the chunk sums at once (one L2 round trip, not one a chunk)
+                    const tb_cuda_mlp_layer &P = p.L[l - 1];
+                    for (int i = t >> 5; i < NR[l]; i += kWarps) {
+                        const int r = R0[l] + i;
+                        const float s = warp_chunk_sum(P.part, P.chunks, P.out, r, t & 31) + __ldcg(&P.b[r]);
+                        if ((t & 31) == 0) A[l][i] = P.relu ? (s > 0.0f ? s : 0.0f) : s;
                     }
-                    A[l][i] = v;
                 }
                 __syncthreads();
                 for (int j = t; j < L.out; j += kThreads) {
@@ -101,10 +107,9 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
         for (int l = D - 1; l >= 0; l--) {
             const tb_cuda_mlp_layer &L = p.L[l];
             if (l == D - 1) { // every block forms the logits and the loss's gradient itself
-                for (int j = t; j < L.out; j += kThreads) {
-                    float s = 0.0f;
-                    for (int c = 0; c < L.chunks; c++) s += __ldcg(&L.part[(size_t)c * L.out + j]);
-                    z[j] = s + __ldcg(&L.b[j]);
+                for (int j = t >> 5; j < L.out; j += kWarps) {
+                    const float s = warp_chunk_sum(L.part, L.chunks, L.out, j, t & 31) + __ldcg(&L.b[j]);
+                    if ((t & 31) == 0) z[j] = s;
                 }
                 __syncthreads();
                 if (t == 0) {
@@ -138,15 +143,15 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
             }
             if (l > 0) grid.sync();
         }
-        // The biases (their gradient is δ itself), on the last block, once every δ is written.
-        if (b == G - 1)
-            for (int l = 0; l < D; l++) {
+        // The biases (their gradient is δ itself), once every δ is written: one element a thread over the
+        // grid, layer after layer, so all their loads are in flight at once.
+        for (int q = b * kThreads + t, l = 0, base = 0; l < D; base += p.L[l].out, l++)
+            for (; q - base < p.L[l].out; q += G * kThreads) {
                 const tb_cuda_mlp_layer &L = p.L[l];
-                for (int j = t; j < L.out; j += kThreads) {
-                    float pb = L.b[j], mb = L.mb[j], vb = L.vb[j];
-                    adam(pb, mb, vb, __ldcg(&L.delta[j]), 0.0f, p.b1, p.b2, p.eps, alpha);
-                    L.b[j] = pb, L.mb[j] = mb, L.vb[j] = vb;
-                }
+                const int j = q - base;
+                float pb = __ldcg(&L.b[j]), mb = __ldcg(&L.mb[j]), vb = __ldcg(&L.vb[j]);
+                adam(pb, mb, vb, __ldcg(&L.delta[j]), 0.0f, p.b1, p.b2, p.eps, alpha);
+                L.b[j] = pb, L.mb[j] = mb, L.vb[j] = vb;
             }
         __syncthreads(); // the next step's first layer rewrites A[0] and reads the updated rows
     }

@@ -13,6 +13,9 @@
 #   tools/gpu_session.sh second     there*: a session's second command, after first's failures were mended: the
 #                                   GPU tests again, batch-1 runs persistent vs graph, compute-sanitizer on
 #                                   them, effnet-b0 224 b256 per-layer profiles (fp32, bf16), b4 bf16 compare
+#   tools/gpu_session.sh check      there*: a short re-check after kernel changes (a session's last ~4 minutes):
+#                                   kernel and GPU tests, batch-1 persistent vs graph, b0 fp32/bf16 compares,
+#                                   an fp32 per-layer profile, our b4 bf16 alone
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
@@ -49,7 +52,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -454,6 +457,31 @@ phase_second() {
     done
 }
 
+# A short re-check after kernel changes (fits a session's last ~4 minutes): the kernel and GPU tests, batch-1
+# persistent (twice) vs graph, effnet-b0 224 b256 fp32 and bf16 beside PyTorch (one round each), an fp32
+# per-layer profile, our b4 bf16 alone (PyTorch's b4 needs more than such a call has).
+phase_check() {
+    local t
+    for t in test_cuda_ops test_cuda; do test_step "$t" 60; done
+    step mlp-b1-100k-persistent-r1 30 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-persistent.jsonl" &&
+        note "$(row_headline "$WORK/mlp-b1-persistent.jsonl")"
+    step mlp-b1-100k-graph 30 env TB_CUDA_LOOP=graph "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-graph.jsonl" &&
+        note "$(row_headline "$WORK/mlp-b1-graph.jsonl")"
+    step mlp-b1-100k-persistent-r2 30 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-persistent.jsonl" &&
+        note "$(row_headline "$WORK/mlp-b1-persistent.jsonl")"
+    torch_version
+    compare_step cuda-b0-fp32 90 1 1
+    compare_step cuda-b0-bf16 90 1 1
+    step profile-b0-224-b256-fp32 40 bench --backend cuda --workload effnet-b0 --plan throughput --resolution 224 \
+        --batch 256 --steps 10 --warmup 3 --data synthetic --classes 1000 --optimizer sgd --momentum 0.9 --profile \
+        --mllog none --out "$WORK/profile-fp32.jsonl"
+    note "$(row_headline "$WORK/profile-fp32.jsonl")"
+    step ours-b4-380-b64-bf16 40 bench --backend cuda --workload effnet-b4 --plan throughput --resolution 380 \
+        --batch 64 --steps 20 --warmup 5 --data synthetic --classes 1000 --optimizer sgd --momentum 0.9 \
+        --precision bf16m --mllog none --out "$WORK/b4-bf16.jsonl"
+    note "$(row_headline "$WORK/b4-bf16.jsonl")"
+}
+
 # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
 phase_harness_runs() {
     local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
@@ -515,7 +543,7 @@ scaling_step() {
 
 case "$PHASE" in
 pack) pack ;;
-first | second | tests | sanitizer | bench | scaling)
+first | second | check | tests | sanitizer | bench | scaling)
     begin
     "phase_$PHASE"
     finish
