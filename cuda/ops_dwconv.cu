@@ -13,8 +13,7 @@
  * every other shape). Optional fusions, as on the CPU: the input may be the BatchNorm(+SiLU) of the
  * stored tensor (applied on load, so the normalised tensor is never written), and the epilogue adds the
  * bias and optionally applies SiLU.
- * Backward-data gathers (a thread per input element, a block per 32 channels × DW_BX columns of an input
- * row, sums the taps that reach it): no atomics.
+ * Backward-data gathers (one thread per input element sums the taps that reach it): no atomics.
  * Backward-weights: chunks of output pixels × (tap, 32 channels) blocks sum in double, and a finish
  * kernel adds the chunks in order (deterministic, as in ops_common.cuh).
  * Grouped (G16 = 16-channel groups): direct kernels, one thread per output / input / weight element,
@@ -27,7 +26,6 @@
 
 #define DW_OXT 4   /* output columns per thread in the specialised depthwise forward */
 #define DW_ROWS 8  /* blockDim.y of the weight-gradient sums */
-#define DW_BX 8    /* input columns a backward-data block covers (blockDim.y; 32 channels in x) */
 #define GC_PART_DOUBLES ((size_t)8 << 20) /* cap on the grouped weight-gradient parts: 64 MB */
 
 /* Kernel-side copy of the optional BatchNorm on the input. */
@@ -122,34 +120,29 @@ __global__ void k_dw_fwd_any(T *out, const T *inp, const float *w, const float *
     }
 }
 
-/* dinp (+)= Σ over the taps reaching (n, iy, ix) of dout·w. A block is 32 channels × DW_BX columns of input
- * rows: grid (⌈C/32⌉·⌈W/DW_BX⌉, rows), the rows N·H walked by blockIdx.y. No integer division per element:
- * the first GPU run's one-thread-per-element form decoded a 64-bit index with three 64-bit divisions
- * (~70 instructions each) and took 4.9 ms where the forward took 0.6 (effnet-b0 224, batch 256, the
- * 112→56 stride-2 layer). Same taps in the same order as that form: the same bits. */
-template <typename T>
-__global__ void k_dw_bwd_data(T *dinp, const T *dout, const float *w, conv_shape s, int acc, int cblocks)
+/* dinp (+)= Σ over the taps reaching (n, iy, ix) of dout·w; one thread per input element. */
+template <typename T> __global__ void k_dw_bwd_data(T *dinp, const T *dout, const float *w, conv_shape s, int acc)
 {
-    const int C = s.C, cb = (int)(blockIdx.x % (unsigned)cblocks), wb = (int)(blockIdx.x / (unsigned)cblocks);
-    const int c = cb * 32 + (int)threadIdx.x, ix = wb * (int)blockDim.y + (int)threadIdx.y;
-    if (c >= C || ix >= s.W) return;
-    int kx0, ox0;
-    ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
-    const int rows = s.N * s.H;
-    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
-        const int n = row / s.H, iy = row - n * s.H;
+    const int C = s.C;
+    const size_t total = (size_t)s.N * s.H * s.W * C;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int c = (int)(idx % C);
+        size_t r = idx / C;
+        int ix = (int)(r % s.W);
+        r /= s.W;
+        int iy = (int)(r % s.H), n = (int)(r / s.H);
         float v = 0.0f;
-        int ky0, oy0;
+        int ky0, oy0, kx0, ox0;
         ops_first_tap(iy, s.pad, s.stride, &ky0, &oy0);
+        ops_first_tap(ix, s.pad, s.stride, &kx0, &ox0);
         for (int ky = ky0, oy = oy0; ky < s.KH && oy >= 0; ky += s.stride, oy--) {
             if (oy >= s.OH) continue;
-            const T *drow = dout + ((size_t)n * s.OH + oy) * s.OW * C + c;
             for (int kx = kx0, ox = ox0; kx < s.KW && ox >= 0; kx += s.stride, ox--) {
                 if (ox >= s.OW) continue;
-                v += ops_f(drow[(size_t)ox * C]) * w[(ky * s.KW + kx) * C + c];
+                v += ops_f(dout[(((size_t)n * s.OH + oy) * s.OW + ox) * C + c]) * w[(ky * s.KW + kx) * C + c];
             }
         }
-        const size_t idx = ((size_t)row * s.W + ix) * C + c;
         dinp[idx] = ops_to<T>(acc ? ops_f(dinp[idx]) + v : v);
     }
 }
@@ -378,9 +371,7 @@ static int dw_backward_data(T *dinp, const T *dout, const float *w, const conv_s
     if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
     size_t total = (size_t)s->N * s->H * s->W * s->C;
     if (total == 0) return 0;
-    const int cblocks = (s->C + 31) / 32, wblocks = (s->W + DW_BX - 1) / DW_BX, rows = s->N * s->H;
-    const dim3 grid((unsigned)cblocks * (unsigned)wblocks, (unsigned)(rows < 65535 ? rows : 65535));
-    k_dw_bwd_data<T><<<grid, dim3(32, DW_BX), 0, STREAM(stream)>>>(dinp, dout, w, *s, acc, cblocks);
+    k_dw_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
     return ops_launched();
 }
 
