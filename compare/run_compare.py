@@ -261,6 +261,13 @@ def run_one(side, argv, out_file, env_set, env_unset, timeout):
     if out["images_per_s"] is None or out["images_per_s"] <= 0:
         raise RuntimeError("%s: result has no positive images_per_s: %s" % (side, json.dumps(figs)[:400]))
     out["wall_s"] = wall
+    # Peak GPU memory where the side reports it (issue 26: beside PyTorch's): bench's gpu_mem_peak_mib, the
+    # PyTorch script's max_memory_allocated.
+    peak = figure_value(figs.get("gpu_mem_peak_mib"))
+    if peak is None and figure_value(figs.get("peak_gpu_memory_bytes")) is not None:
+        peak = figure_value(figs.get("peak_gpu_memory_bytes")) / 1048576.0
+    if peak is not None:
+        out["gpu_peak_mib"] = peak
     return out, row
 
 
@@ -377,6 +384,13 @@ def print_table(a, cfg, order, results, extra, out_dir):
             print("%-7s %-8s %12s %11s %9s %11s" % ("median", side, fmt(m["images_per_s"], ".1f"),
                                                     fmt(m["train_time_s"], ".3f"), fmt(m["test_accuracy"], ".4f"),
                                                     fmt(m["final_loss"], ".4f")))
+    peaks = []
+    for side in order:
+        got = [r["gpu_peak_mib"] for r in results[side] if "gpu_peak_mib" in r]
+        if got:
+            peaks.append("%s %.0f MiB" % (side, max(got)))
+    if peaks:
+        print("peak GPU memory: " + ", ".join(peaks))
     if "ours" in med and "pytorch" in med:
         ratio = med["ours"]["images_per_s"] / med["pytorch"]["images_per_s"]
         print("\nours / PyTorch (median images/s): %.2fx   target >= %gx   %s"
