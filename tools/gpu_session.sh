@@ -16,6 +16,8 @@
 #   tools/gpu_session.sh check      there*: a short re-check after kernel changes (a session's last ~4 minutes):
 #                                   kernel and GPU tests, batch-1 persistent vs graph, b0 fp32/bf16 compares,
 #                                   an fp32 per-layer profile, our b4 bf16 alone
+#   tools/gpu_session.sh kernels    there*: each kernel's time in one effnet-b0 224 b256 step (fp32, bf16) by
+#                                   Nsight Compute: where the slow layers' time goes
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
@@ -52,7 +54,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -487,6 +489,24 @@ phase_check() {
     note "$(row_headline "$WORK/b4-bf16.jsonl")"
 }
 
+# Each kernel's time in one effnet-b0 224 batch-256 training step (fp32, then bf16), from Nsight Compute (one
+# metric, the kernel's duration, so one replay a kernel; --clock-control none: the clocks as they run): the
+# per-layer profile (--profile) says which layers are slow, this says which of their kernels. The eighteenth
+# session's profile put 35 of 121 ms in the depthwise backward, with the backward-data kernel not the cause.
+phase_kernels() {
+    local ncu=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)} prec
+    if [ ! -x "$ncu" ]; then
+        skip ncu "no Nsight Compute ($ncu; set NCU)"
+        return
+    fi
+    for prec in fp32 bf16m; do
+        step "ncu-b0-224-b256-$prec" 200 "$ncu" --clock-control none --metrics gpu__time_duration.sum \
+            --print-summary per-kernel --csv bench --backend cuda --workload effnet-b0 --plan throughput \
+            --resolution 224 --batch 256 --steps 1 --warmup 0 --data synthetic --classes 1000 --optimizer sgd \
+            --momentum 0.9 --precision "$prec" --mllog none --out "$WORK/ncu-$prec.jsonl"
+    done
+}
+
 # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
 phase_harness_runs() {
     local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
@@ -548,7 +568,7 @@ scaling_step() {
 
 case "$PHASE" in
 pack) pack ;;
-first | second | check | tests | sanitizer | bench | scaling)
+first | second | check | kernels | tests | sanitizer | bench | scaling)
     begin
     "phase_$PHASE"
     finish
