@@ -7,7 +7,8 @@
  * One thread calls allreduce_grads once every member's backward has been issued; the work is enqueued
  * on the members' streams, ordered after their earlier work by events, and each member's stream waits
  * for its sum before its later work. Built without NCCL, a group on several GPUs is refused at
- * group_init (TB_EUNSUPPORTED: the schedule then sums host copies). Compiled here, never run (no GPU).
+ * group_init (TB_EUNSUPPORTED: the schedule then sums host copies). The one-GPU sum ran on an H200
+ * (test_cuda_mirrored); NCCL across GPUs has not run yet (one GPU lent).
  */
 #ifndef TB_CUDA_COLLECTIVE_H
 #define TB_CUDA_COLLECTIVE_H

