@@ -7,6 +7,7 @@
 #include "softmax_ce_row.h"
 
 #include <cooperative_groups.h>
+#include <stdlib.h>
 
 namespace cg = cooperative_groups;
 
@@ -185,6 +186,11 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
         *why = "not 2 to 8 dense layers";
         return 0;
     }
+    // Rows a chunk: TB_CUDA_MLP_ROWS by default; the environment's TB_CUDA_MLP_ROWS (1..1024) for a sweep
+    // (fewer, larger chunks: fewer blocks at each grid barrier, more work and shared memory a block).
+    int rows = TB_CUDA_MLP_ROWS;
+    const char *env = getenv("TB_CUDA_MLP_ROWS");
+    if (env && atoi(env) >= 1 && atoi(env) <= 1024) rows = atoi(env);
     int G = 1;
     for (int l = 0; l < p->n_layers; l++) {
         tb_cuda_mlp_layer *L = &p->L[l];
@@ -192,29 +198,46 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
             *why = "a layer wider than the kernel's 1024 outputs";
             return 0;
         }
-        const int c = (L->in + TB_CUDA_MLP_ROWS - 1) / TB_CUDA_MLP_ROWS;
+        const int c = (L->in + rows - 1) / rows;
         L->chunks = c < sms ? c : sms;
         G = L->chunks > G ? L->chunks : G;
     }
-    // Each layer's chunks start where the last one's ended, so the narrow layers land on different blocks.
-    int at = 0;
-    size_t scratch = 0, smem = 0;
-    for (int l = 0; l < p->n_layers; l++) {
-        p->L[l].first = at % G;
-        at += p->L[l].chunks;
-        scratch += (size_t)p->L[l].chunks * p->L[l].out + p->L[l].out;
+    // Where each layer's chunks start: layer by layer, the offset that keeps the fullest block's shared memory
+    // least (the blocks' floats so far in load[]), so the narrow layers land on different blocks. Placement
+    // changes which block holds a chunk, never the order chunks are summed in: the same bits either way.
+    size_t scratch = 0, smem = 0, load[1024] = {0};
+    if (G > 1024) {
+        *why = "more chunks than the kernel places";
+        return 0;
     }
-    for (int b = 0; b < G; b++) {
-        size_t f = 0;
-        for (int l = 0; l < p->n_layers; l++) {
-            const int c = chunk_of(p->L[l], b, G);
+    for (int l = 0; l < p->n_layers; l++) {
+        tb_cuda_mlp_layer *L = &p->L[l];
+        size_t best = (size_t)-1;
+        int best_first = 0;
+        for (int first = 0; first < G; first++) {
+            size_t worst = 0;
+            L->first = first;
+            for (int b = 0; b < G; b++) {
+                const int c = chunk_of(*L, b, G);
+                int r0;
+                const size_t f = load[b] + (c >= 0 ? 3 * (size_t)chunk_rows(L->in, L->chunks, c, &r0) * L->out +
+                                                         (size_t)chunk_rows(L->in, L->chunks, c, &r0)
+                                                   : 0);
+                worst = f > worst ? f : worst;
+            }
+            if (worst < best) best = worst, best_first = first;
+        }
+        L->first = best_first;
+        smem = best;
+        for (int b = 0; b < G; b++) {
+            const int c = chunk_of(*L, b, G);
             int r0;
             if (c >= 0) {
-                const int nr = chunk_rows(p->L[l].in, p->L[l].chunks, c, &r0);
-                f += 3 * (size_t)nr * p->L[l].out + nr;
+                const size_t nr = (size_t)chunk_rows(L->in, L->chunks, c, &r0);
+                load[b] += 3 * nr * L->out + nr;
             }
         }
-        smem = f > smem ? f : smem;
+        scratch += (size_t)L->chunks * L->out + L->out;
     }
     smem *= sizeof(float);
     cudaFuncAttributes fa;

@@ -25,7 +25,8 @@ extern "C" {
 
 #define TB_CUDA_MLP_MAX_LAYERS 8
 #define TB_CUDA_MLP_MAX_WIDTH 1024 /* a layer's outputs (the block's δ and logits live in shared memory) */
-#define TB_CUDA_MLP_ROWS 16         /* rows of a weight chunk (fewer chunks for narrow layers) */
+#define TB_CUDA_MLP_ROWS 16         /* rows of a weight chunk (fewer chunks for narrow layers; the environment's
+                                       TB_CUDA_MLP_ROWS overrides it, for a sweep) */
 
 /* One dense layer: y = x·W + b (W row-major in × out), ReLU when relu; pointers into the executor's canonical
  * parameter and Adam-state arrays, and its scratch. */

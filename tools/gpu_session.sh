@@ -18,6 +18,7 @@
 #                                   an fp32 per-layer profile, our b4 bf16 alone
 #   tools/gpu_session.sh kernels    there*: each kernel's time in one effnet-b0 224 b256 step (fp32, bf16) by
 #                                   Nsight Compute: where the slow layers' time goes
+#   tools/gpu_session.sh mlp        there*: the persistent batch-1 kernel's chunk rows 8..32 against the graph
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
@@ -54,7 +55,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -507,6 +508,22 @@ phase_kernels() {
     done
 }
 
+# The persistent batch-1 kernel's chunk rows (TB_CUDA_MLP_ROWS: 16 is the default, 49 blocks for mnist-mlp; 8, 24
+# and 32 give 98, 33 and 25 blocks: cheaper barriers or more work a block), alternating with the graph: where
+# its 32 µs a step (eighteenth session) goes. A size whose shared memory does not fit falls back to the graph
+# and says so on stderr.
+phase_mlp() {
+    local r rows
+    for r in 1 2; do
+        step "mlp-b1-100k-graph-r$r" 30 env TB_CUDA_LOOP=graph "${MLP_B1_100K[@]}" --out "$WORK/mlp-graph.jsonl" &&
+            note "$(row_headline "$WORK/mlp-graph.jsonl")"
+        for rows in 8 16 24 32; do
+            step "mlp-b1-100k-rows$rows-r$r" 30 env TB_CUDA_MLP_ROWS=$rows "${MLP_B1_100K[@]}" \
+                --out "$WORK/mlp-rows$rows.jsonl" && note "$(row_headline "$WORK/mlp-rows$rows.jsonl")"
+        done
+    done
+}
+
 # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
 phase_harness_runs() {
     local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
@@ -568,7 +585,7 @@ scaling_step() {
 
 case "$PHASE" in
 pack) pack ;;
-first | second | check | kernels | tests | sanitizer | bench | scaling)
+first | second | check | kernels | mlp | tests | sanitizer | bench | scaling)
     begin
     "phase_$PHASE"
     finish
