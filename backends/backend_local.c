@@ -162,10 +162,10 @@ static void lb_describe(struct backend *b, char *buf, size_t n)
     struct local_ctx *c = b->ctx;
     const int nth = c->ex.cfg.threads;
     if (strcmp(c->ex.cfg.device, "cpu") != 0) { /* a GPU: one stream, no host threads or OpenBLAS */
+        const char *how = c->ex.fused_step ? c->ex.step_what : NULL; /* the device's words for its fused step */
         snprintf(buf, n, "%s: one %s device%s%s%s%s", b->i->name, c->ex.cfg.device,
                  c->ex.cfg.prec == STAGE_PREC_BF16 ? ", bf16 mixed precision (fp32 master weights)" : "",
-                 c->ex.fused_step && c->ex.step_what ? ", " : "", c->ex.fused_step && c->ex.step_what ? c->ex.step_what : "",
-                 c->ex.loop_steps ? ", runs of steps on the device" : "");
+                 how ? ", " : "", how ? how : "", c->ex.loop_steps ? ", runs of steps on the device" : "");
         return;
     }
     char blas[48];

@@ -566,13 +566,22 @@ static int cuda_evaluate(struct executor *ex, const uint8_t *x, const int32_t *y
 
 /* ---- the captured batch-1 step ---- */
 
+/* The loop-eligible chain's one-channel flat input as x·scale + shift (the graph's gather, the persistent
+ * kernel's first layer). */
+static void flat_input_affine(const struct model *m, float *scale, float *shift)
+{
+    const struct layer *in0 = &m->layers[0];
+    *scale = in0->a.input.scale / in0->a.input.std[0], *shift = -in0->a.input.shift[0] / in0->a.input.std[0];
+}
+
 /* Records one training step of the loop's current data slot into c->graph: gather, forward, zeroed
  * gradients, backward, Adam with the step size read on the device, loss sum and index advance. */
 static int loop_capture(struct cuda_ctx *c)
 {
     const struct model *m = c->m;
     const struct layer *in0 = &m->layers[0];
-    const float scale = in0->a.input.scale / in0->a.input.std[0], shift = -in0->a.input.shift[0] / in0->a.input.std[0];
+    float scale, shift;
+    flat_input_affine(m, &scale, &shift);
     TB_CU(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
     int st = TB_OK;
     /* The input layer's work is the gather's (the step's pixels from the run's table); the rest is the
@@ -667,12 +676,12 @@ static int cuda_run_steps(struct executor *ex, long step, long n, double *loss_s
     if (c->l_n == 0 || step < c->l_first || step + n > c->l_first + c->l_n)
         return tb_error_set(TB_EINVAL, "cuda: steps %ld..%ld are not staged on the device", step, step + n - 1);
     const long k0 = step - c->l_first;
-    /* The run's first index, through the pinned staging buffer (its last 8 bytes, after the fused step's). */
-    long long *pk = (long long *)((uint8_t *)c->h_stage + (c->per_in + 7) / 8 * 8 + 24);
     cudaError_t e = cudaSuccess;
     if (c->persist) {
         e = tb_cuda_mlp_run(&c->mlp, c->ld, k0, n, c->s);
     } else {
+        /* The run's first index, through the pinned staging buffer (its last 8 bytes, after the fused step's). */
+        long long *pk = (long long *)((uint8_t *)c->h_stage + (c->per_in + 7) / 8 * 8 + 24);
         e = cudaStreamSynchronize(c->s);
         if (e == cudaSuccess) {
             *pk = k0;
@@ -854,9 +863,8 @@ static int persist_plan(struct cuda_ctx *c)
         L->in = ly->a.dense.IN, L->out = ly->a.dense.OUT, L->relu = ly->act == ACT_RELU;
         L->wd = o->weight_decay;
     }
-    const struct layer *in0 = &m->layers[0];
     p->n_layers = D;
-    p->scale = in0->a.input.scale / in0->a.input.std[0], p->shift = -in0->a.input.shift[0] / in0->a.input.std[0];
+    flat_input_affine(m, &p->scale, &p->shift);
     p->b1 = o->beta1, p->b2 = o->beta2, p->eps = o->eps;
     p->smoothing = m->layers[m->n_layers - 1].a.ce.smoothing;
     const char *why = NULL;

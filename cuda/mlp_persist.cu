@@ -30,6 +30,15 @@ __host__ __device__ inline int chunk_of(const tb_cuda_mlp_layer &L, int b, int G
     return c < L.chunks ? c : -1;
 }
 
+// Shared-memory floats block b of G holds of layer L: its chunk's weights, m and v, and the rows' inputs (0: none).
+__host__ __device__ inline size_t chunk_floats(const tb_cuda_mlp_layer &L, int b, int G)
+{
+    const int c = chunk_of(L, b, G);
+    int r0;
+    const size_t nr = c < 0 ? 0 : (size_t)chunk_rows(L.in, L.chunks, c, &r0);
+    return 3 * nr * L.out + nr;
+}
+
 // optim_cuda.cu's Adam element, the same expression (so the same bits from the same inputs).
 __device__ inline void adam(float &p, float &m, float &v, float g, float d, float b1, float b2, float eps, float alpha)
 {
@@ -190,7 +199,8 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
     // (fewer, larger chunks: fewer blocks at each grid barrier, more work and shared memory a block).
     int rows = TB_CUDA_MLP_ROWS;
     const char *env = getenv("TB_CUDA_MLP_ROWS");
-    if (env && atoi(env) >= 1 && atoi(env) <= 1024) rows = atoi(env);
+    const int env_rows = env ? atoi(env) : 0;
+    if (env_rows >= 1 && env_rows <= 1024) rows = env_rows;
     int G = 1;
     for (int l = 0; l < p->n_layers; l++) {
         tb_cuda_mlp_layer *L = &p->L[l];
@@ -218,25 +228,14 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
             size_t worst = 0;
             L->first = first;
             for (int b = 0; b < G; b++) {
-                const int c = chunk_of(*L, b, G);
-                int r0;
-                const size_t f = load[b] + (c >= 0 ? 3 * (size_t)chunk_rows(L->in, L->chunks, c, &r0) * L->out +
-                                                         (size_t)chunk_rows(L->in, L->chunks, c, &r0)
-                                                   : 0);
+                const size_t f = load[b] + chunk_floats(*L, b, G);
                 worst = f > worst ? f : worst;
             }
             if (worst < best) best = worst, best_first = first;
         }
         L->first = best_first;
         smem = best;
-        for (int b = 0; b < G; b++) {
-            const int c = chunk_of(*L, b, G);
-            int r0;
-            if (c >= 0) {
-                const size_t nr = (size_t)chunk_rows(L->in, L->chunks, c, &r0);
-                load[b] += 3 * nr * L->out + nr;
-            }
-        }
+        for (int b = 0; b < G; b++) load[b] += chunk_floats(*L, b, G);
         scratch += (size_t)L->chunks * L->out + L->out;
     }
     smem *= sizeof(float);

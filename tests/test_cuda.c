@@ -40,6 +40,7 @@
 #include "executor.h"
 #include "executor_cuda.h"
 #include "executor_cuda_bf16.h"
+#include "stage_precision.h"
 #include "status.h"
 #include "workload.h"
 
@@ -171,8 +172,9 @@ static double check_tensors(const struct model *m, const float *a, const float *
 /* Family fam of the two executors close: per tensor in L2 norm within tol (floored at a thousandth of the
  * largest tensor's norm), and every element within 10·tol of itself or of a tenth of its tensor's largest or
  * a thousandth of the family's largest, whichever is more, plus abs_floor (the third GPU run: a BatchNorm bias
- * whose gradient is zero but for rounding, largest element 3e-6, differed by 5e-6). Elementwise relative alone was too strict: an element that is a sum cancelling to near zero
- * (a BatchNorm-fed gradient, a summed batch) carries the summation order's rounding relative to its terms,
+ * whose gradient is zero but for rounding, largest element 3e-6, differed by 5e-6). Elementwise relative alone
+ * was too strict: an element that is a sum cancelling to near zero (a BatchNorm-fed gradient, a summed batch)
+ * carries the summation order's rounding relative to its terms,
  * not to itself (the first GPU runs: 1.2e-3, then 2e-2 on single elements of the stem's weight gradient
  * under BatchNorm whose tensors agree far closer in norm). abs_floor: Adam's update is lr·g/(|g| + eps), so
  * a gradient element near eps moves its parameter by up to ~lr times the gradient's relative error — the
@@ -330,6 +332,18 @@ Test(cuda, evaluate_vs_cpu)
     fixture_free(&f);
 }
 
+/* Steps 1..n of the fixture, one executor_train_step (the fused step) a call: each loss bitwise want's. */
+static void fused_steps_bitwise(struct executor *ex, const struct fixture *f, int n, const double *want)
+{
+    for (int s = 1; s <= n; s++) {
+        struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f->ds.images + (size_t)(s - 1) * IMG * IMG,
+                                  .y = f->y + s - 1, .training = 1};
+        double l;
+        cr_assert_eq(executor_train_step(ex, &p, &l), TB_OK, "%s", tb_error_get());
+        cr_assert(memcmp(&l, &want[s - 1], sizeof l) == 0, "fused step %d: %.17g vs %.17g", s, l, want[s - 1]);
+    }
+}
+
 /* The on-device loop: LOOP_STEPS steps of batch 1 replayed from the captured graph, against the same steps
  * run plainly on the device (bitwise) and on the cpu (within 1e-4). */
 Test(cuda, graph_loop_vs_plain_steps)
@@ -378,13 +392,7 @@ Test(cuda, graph_loop_vs_plain_steps)
     unsetenv("TB_CUDA_LOOP");
     cr_assert(fused.fused_step);
     cr_assert(fused.step_what && strstr(fused.step_what, "graph"), "%s", fused.step_what ? fused.step_what : "");
-    for (int s = 1; s <= 5; s++) {
-        struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
-                                  .y = f.y + s - 1, .training = 1};
-        double l;
-        cr_assert_eq(executor_train_step(&fused, &p, &l), TB_OK, "%s", tb_error_get());
-        cr_assert(memcmp(&l, &losses[s - 1], sizeof l) == 0, "fused step %d: %.17g vs %.17g", s, l, losses[s - 1]);
-    }
+    fused_steps_bitwise(&fused, &f, 5, losses);
     /* A fused step wrote the table's first slot: the staged steps are gone until staged again. */
     cr_assert_eq(executor_stage_steps(&fused, 6, 2, f.ds.images + 5 * (size_t)IMG * IMG, f.y + 5), TB_OK, "%s",
                  tb_error_get());
@@ -466,13 +474,7 @@ Test(cuda, persistent_loop_vs_graph_and_cpu)
     /* The fused step (the harness's per-step path) is a run of one: the same bits. */
     struct executor fused;
     ex_init(&fused, &f, &cl);
-    for (int s = 1; s <= 5; s++) {
-        struct executor_pass p = {.n = 1, .n_global = 1, .step = s, .x = f.ds.images + (size_t)(s - 1) * per,
-                                  .y = f.y + s - 1, .training = 1};
-        double l;
-        cr_assert_eq(executor_train_step(&fused, &p, &l), TB_OK, "%s", tb_error_get());
-        cr_assert(memcmp(&l, &ls[s - 1], sizeof l) == 0, "fused step %d: %.17g vs %.17g", s, l, ls[s - 1]);
-    }
+    fused_steps_bitwise(&fused, &f, 5, ls);
     executor_destroy(&fused), executor_destroy(&split), executor_destroy(&whole), executor_destroy(&graph);
     executor_destroy(&cpu);
     fixture_free(&f);
@@ -658,24 +660,13 @@ static void assert_close_bf16(struct executor *gpu, struct executor *cpu, struct
     free(a), free(b), free(e);
 }
 
-/* The fixture's parameters rounded to bf16 (nearest even), as a cpu baseline executor starts from. */
-static float *bf16_rounded(const float *p, size_t n)
-{
-    float *r = tu_fdup(p, n);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &r[i], 4);
-        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-        memcpy(&r[i], &u, 4);
-    }
-    return r;
-}
-
-/* A cpu executor like c's config whose parameters are the fixture's rounded to bf16. */
+/* A cpu executor like c's config whose parameters are the fixture's rounded to bf16 (nearest even:
+ * stage_prec_round, the ipu stages' own rounding). */
 static void ex_init_bf16_baseline(struct executor *ex, const struct fixture *f, const struct executor_config *c)
 {
     ex_init_buffers(ex, f, c);
-    float *r = bf16_rounded(f->params, f->m.n_params);
+    float *r = tu_fdup(f->params, f->m.n_params);
+    stage_prec_round(r, f->m.n_params, STAGE_PREC_BF16, 0, 0, 0, 0);
     cr_assert_eq(executor_set_tensors(ex, TF_PARAMS, r), TB_OK, "%s", tb_error_get());
     free(r);
 }

@@ -272,7 +272,7 @@ phase_tests() {
         test_step "$t" 150
     done
     ipu_cuda_steps
-    phase_harness_runs
+    harness_runs
 }
 
 # Issue 26 item 2's pipeline stages on the GPU (first run on an H200: within 1e-7): mnist-mlp in 2 stages x 2 replicas
@@ -382,6 +382,22 @@ bf16_probe() {
 # Issue 26's headline: mnist-mlp batch 1, 100,000 steps (runs of steps on the device: --steps-per-execution
 # auto); bench and first both run it.
 MLP_B1_100K=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 100000 --data synthetic)
+# Issue 26's effnet-b0 configuration (run_compare.py's cuda-b0-*): 224x224, batch 256, synthetic, SGD momentum.
+B0_224_B256=(bench --backend cuda --workload effnet-b0 --plan throughput --resolution 224 --batch 256 --data synthetic
+    --classes 1000 --optimizer sgd --momentum 0.9 --mllog none)
+
+# mlp_step NAME MAX_S [VAR=VALUE...]: MLP_B1_100K as one step with those variables, its row's headline noted.
+mlp_step() {
+    local name=$1 max=$2
+    shift 2
+    step "$name" "$max" env "$@" "${MLP_B1_100K[@]}" --out "$WORK/$name.jsonl" && note "$(row_headline "$WORK/$name.jsonl")"
+}
+
+# b0_profile_step NAME MAX_S PRECISION: B0_224_B256 for 10 steps with --profile (the per-layer times).
+b0_profile_step() {
+    step "$1" "$2" "${B0_224_B256[@]}" --steps 10 --warmup 3 --precision "$3" --profile --out "$WORK/$1.jsonl"
+    note "$(row_headline "$WORK/$1.jsonl")"
+}
 
 torch_version() {
     timeout -k 5 60 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' \
@@ -396,8 +412,7 @@ phase_first() {
     for t in test_cuda_ops test_cuda; do
         test_step "$t" 120
     done
-    step mlp-b1-100k 90 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1.jsonl"
-    note "$(row_headline "$WORK/mlp-b1.jsonl")"
+    mlp_step mlp-b1-100k 90
     torch_version
     # One round each (PyTorch, ours): two do not fit beside the rest.
     compare_step cuda-b0-fp32 150 1 1
@@ -429,13 +444,11 @@ phase_first() {
 phase_second() {
     local t
     for t in test_cuda test_cuda_mirrored test_calibrate_gpu; do test_step "$t" 90; done
-    phase_harness_runs
+    harness_runs
     local r
     for r in 1 2; do
-        step "mlp-b1-100k-persistent-r$r" 40 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-persistent.jsonl" &&
-            note "$(row_headline "$WORK/mlp-b1-persistent.jsonl")"
-        step "mlp-b1-100k-graph-r$r" 40 env TB_CUDA_LOOP=graph "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-graph.jsonl" &&
-            note "$(row_headline "$WORK/mlp-b1-graph.jsonl")"
+        mlp_step "mlp-b1-100k-persistent-r$r" 40
+        mlp_step "mlp-b1-100k-graph-r$r" 40 TB_CUDA_LOOP=graph
     done
     local cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
     local tool
@@ -445,12 +458,7 @@ phase_second() {
             --out "$WORK/rows.jsonl"
     done
     local prec
-    for prec in fp32 bf16m; do
-        step "profile-b0-224-b256-$prec" 60 bench --backend cuda --workload effnet-b0 --plan throughput --resolution 224 \
-            --batch 256 --steps 10 --warmup 3 --data synthetic --classes 1000 --optimizer sgd --momentum 0.9 \
-            --precision "$prec" --profile --mllog none --out "$WORK/profile-$prec.jsonl"
-        note "$(row_headline "$WORK/profile-$prec.jsonl")"
-    done
+    for prec in fp32 bf16m; do b0_profile_step "profile-b0-224-b256-$prec" 60 "$prec"; done
     torch_version
     compare_step cuda-b4-bf16 150 1 1
     # Issue 31's other phases on the machine's cores (first ran strong), each only with its whole time left.
@@ -471,19 +479,13 @@ phase_second() {
 phase_check() {
     local t
     for t in test_cuda_ops test_cuda; do test_step "$t" 60; done
-    step mlp-b1-100k-persistent-r1 30 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-persistent.jsonl" &&
-        note "$(row_headline "$WORK/mlp-b1-persistent.jsonl")"
-    step mlp-b1-100k-graph 30 env TB_CUDA_LOOP=graph "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-graph.jsonl" &&
-        note "$(row_headline "$WORK/mlp-b1-graph.jsonl")"
-    step mlp-b1-100k-persistent-r2 30 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1-persistent.jsonl" &&
-        note "$(row_headline "$WORK/mlp-b1-persistent.jsonl")"
+    mlp_step mlp-b1-100k-persistent-r1 30
+    mlp_step mlp-b1-100k-graph 30 TB_CUDA_LOOP=graph
+    mlp_step mlp-b1-100k-persistent-r2 30
     torch_version
     compare_step cuda-b0-fp32 90 1 1
     compare_step cuda-b0-bf16 90 1 1
-    step profile-b0-224-b256-fp32 40 bench --backend cuda --workload effnet-b0 --plan throughput --resolution 224 \
-        --batch 256 --steps 10 --warmup 3 --data synthetic --classes 1000 --optimizer sgd --momentum 0.9 --profile \
-        --mllog none --out "$WORK/profile-fp32.jsonl"
-    note "$(row_headline "$WORK/profile-fp32.jsonl")"
+    b0_profile_step profile-b0-224-b256-fp32 40 fp32
     step ours-b4-380-b64-bf16 40 bench --backend cuda --workload effnet-b4 --plan throughput --resolution 380 \
         --batch 64 --steps 20 --warmup 5 --data synthetic --classes 1000 --optimizer sgd --momentum 0.9 \
         --precision bf16m --mllog none --out "$WORK/b4-bf16.jsonl"
@@ -502,9 +504,8 @@ phase_kernels() {
     fi
     for prec in fp32 bf16m; do
         step "ncu-b0-224-b256-$prec" 200 "$ncu" --clock-control none --metrics gpu__time_duration.sum \
-            --print-summary per-kernel --csv bench --backend cuda --workload effnet-b0 --plan throughput \
-            --resolution 224 --batch 256 --steps 1 --warmup 0 --data synthetic --classes 1000 --optimizer sgd \
-            --momentum 0.9 --precision "$prec" --mllog none --out "$WORK/ncu-$prec.jsonl"
+            --print-summary per-kernel --csv "${B0_224_B256[@]}" --steps 1 --warmup 0 --precision "$prec" \
+            --out "$WORK/ncu-$prec.jsonl"
     done
 }
 
@@ -515,17 +516,13 @@ phase_kernels() {
 phase_mlp() {
     local r rows
     for r in 1 2; do
-        step "mlp-b1-100k-graph-r$r" 30 env TB_CUDA_LOOP=graph "${MLP_B1_100K[@]}" --out "$WORK/mlp-graph.jsonl" &&
-            note "$(row_headline "$WORK/mlp-graph.jsonl")"
-        for rows in 8 16 24 32; do
-            step "mlp-b1-100k-rows$rows-r$r" 30 env TB_CUDA_MLP_ROWS=$rows "${MLP_B1_100K[@]}" \
-                --out "$WORK/mlp-rows$rows.jsonl" && note "$(row_headline "$WORK/mlp-rows$rows.jsonl")"
-        done
+        mlp_step "mlp-b1-100k-graph-r$r" 30 TB_CUDA_LOOP=graph
+        for rows in 8 16 24 32; do mlp_step "mlp-b1-100k-rows$rows-r$r" 30 TB_CUDA_MLP_ROWS=$rows; done
     done
 }
 
 # The harness's runs of steps on the GPU against one step a call: the same losses and accuracy.
-phase_harness_runs() {
+harness_runs() {
     local a=$WORK/runs-auto.jsonl b=$WORK/runs-one.jsonl
     local mlp=(bench --backend cuda --workload mnist-mlp --batch 1 --steps 3000 --steps-per-epoch 1000 --data synthetic
         --synthetic-samples "3000,500" --mllog none)
@@ -547,8 +544,7 @@ PY
 
 phase_bench() {
     torch_version
-    step mlp-b1-100k 150 "${MLP_B1_100K[@]}" --out "$WORK/mlp-b1.jsonl"
-    note "$(row_headline "$WORK/mlp-b1.jsonl")"
+    mlp_step mlp-b1-100k 150
     compare_step cuda-b0-fp32 300 1
     bf16_probe 60
     compare_step cuda-b0-bf16 240 "$BF16_OK"
