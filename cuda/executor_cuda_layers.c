@@ -18,6 +18,7 @@
 #include "ops_effnet.h"
 #include "status.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Returns from the enclosing function when launcher call `r` failed, with its message. */
@@ -89,6 +90,14 @@ static int is_1x1(const struct conv_shape *s)
     return s->groups == 1 && s->KH == 1 && s->KW == 1 && s->stride == 1 && s->pad == 0;
 }
 
+/* The direct kernels take the stem (3×3, 1 or 3 input channels) unless TB_CUDA_CONV_ALGO=im2col asks
+ * for the GEMM path (an A-B run on one binary). */
+static int use_direct(const struct conv_shape *s)
+{
+    const char *v = getenv("TB_CUDA_CONV_ALGO");
+    return tb_cuda_conv_direct_fits(s) && !(v && strcmp(v, "im2col") == 0);
+}
+
 /* exec.c's drop_args: the same seed, step and layer id, so the device drops the cpu's elements. */
 static struct tb_cuda_drop drop_of(const struct cu_env *e, const struct layer *l, long step)
 {
@@ -130,7 +139,13 @@ size_t tb_cuda_effnet_scratch_bytes(const struct model *m, int n)
             const struct conv_shape s = shape_of(m, l, n);
             b = l->op == OP_DWCONV || s.groups > 1 ? tb_cuda_dwconv_scratch_bytes(&s)
                 : is_1x1(&s)                      ? tb_cuda_conv1x1_scratch_bytes(&s)
+                : use_direct(&s)                  ? tb_cuda_conv_direct_scratch_bytes(&s)
                                                   : tb_cuda_conv_im2col_scratch_bytes(&s);
+            /* a direct conv whose input needs a gradient takes im2col's backward-data: its columns too */
+            if (l->op == OP_CONV && use_direct(&s) && ti->needs_grad) {
+                const size_t c = tb_cuda_conv_im2col_scratch_bytes(&s);
+                b = c > b ? c : b;
+            }
         } else if (l->op == OP_BN) {
             b = tb_cuda_bn_scratch_bytes((size_t)n * ti->h * ti->w, ti->c);
         } else if (l->op == OP_GN) {
@@ -161,6 +176,9 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
         else if (is_1x1(&s) && w16)
             CK(tb_cuda_conv1x1_forward_bf16(e->blas, out, in, w16, b, &s, st), "tb_cuda_conv1x1_forward_bf16");
         else if (is_1x1(&s)) CK(tb_cuda_conv1x1_forward(e->blas, out, in, w, b, &s, st), "tb_cuda_conv1x1_forward");
+        else if (use_direct(&s) && w16)
+            CK(tb_cuda_conv_direct_forward_bf16(out, in, w16, b, &s, st), "tb_cuda_conv_direct_forward_bf16");
+        else if (use_direct(&s)) CK(tb_cuda_conv_direct_forward(out, in, w, b, &s, st), "tb_cuda_conv_direct_forward");
         else if (w16)
             CK(tb_cuda_conv_im2col_forward_bf16(e->blas, out, in, w16, b, &s, e->scratch, st),
                "tb_cuda_conv_im2col_forward_bf16");
@@ -257,6 +275,15 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
             if (din) CK(tb_cuda_conv1x1_backward_data(e->blas, din, dout, w, &s, 1), "tb_cuda_conv1x1_backward_data");
             CK(tb_cuda_conv1x1_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv1x1_backward_params");
+        } else if (use_direct(&s)) { /* backward-data (none for the stem) by im2col's columns, then direct */
+            if (din && w16)
+                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, 1, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_data_bf16");
+            else if (din)
+                CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, 1, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_data");
+            CK(PICK(tb_cuda_conv_direct_backward_params, dw, db, in, dout, &s, e->scratch, st),
+               "tb_cuda_conv_direct_backward_params");
         } else if (w16) { /* both use the scratch's columns; one stream orders them */
             if (din)
                 CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, 1, e->scratch, st),

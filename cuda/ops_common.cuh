@@ -12,6 +12,8 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define OPS_THREADS 256 /* threads per block of the elementwise kernels */
 #define OPS_ROWS_PER_CHUNK 512
@@ -58,11 +60,33 @@ static inline int ops_step_c(unsigned gx, int C) { return (int)(((size_t)gx * OP
  * ops_to<T> rounds a float to T (to nearest even: cuda_bf16.h's __float2bfloat16). For float both are the
  * identity, so the fp32 instantiations compute exactly what the untemplated kernels did. */
 typedef __nv_bfloat16 bf16;
-static __device__ __forceinline__ float ops_f(float v) { return v; }
-static __device__ __forceinline__ float ops_f(bf16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T ops_to(float v);
-template <> __device__ __forceinline__ float ops_to<float>(float v) { return v; }
-template <> __device__ __forceinline__ bf16 ops_to<bf16>(float v) { return __float2bfloat16(v); }
+static __host__ __device__ __forceinline__ float ops_f(float v) { return v; }
+static __host__ __device__ __forceinline__ float ops_f(bf16 v) { return __bfloat162float(v); }
+template <typename T> __host__ __device__ __forceinline__ T ops_to(float v);
+template <> __host__ __device__ __forceinline__ float ops_to<float>(float v) { return v; }
+template <> __host__ __device__ __forceinline__ bf16 ops_to<bf16>(float v) { return __float2bfloat16(v); }
+
+/* #pragma unroll in a __host__ __device__ body: the host compiler does not know it (and warns). */
+#ifdef __CUDA_ARCH__
+#define OPS_UNROLL _Pragma("unroll")
+#else
+#define OPS_UNROLL
+#endif
+
+/* floor(a / b) for b > 0, at compile time: the register offsets of the blocked convolution kernels. */
+static constexpr __host__ __device__ int ops_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* 1 when the environment variable name is set to value: the switches that pick an earlier kernel for an
+ * A-B run on one binary (TB_CUDA_DW_BWD=gather). Read at each launch (no cache, no shared state). */
+static inline int ops_env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
+/* dst[e] += Σ_k part[k·(n_w+n_b) + e], chunks in order, for e < n_w into dw, then n_b more into db (may be
+ * NULL): the finish of every chunked weight gradient (ops_dwconv.cu). */
+int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st);
 
 /* The launch's status: 0, or the CUDA error code the launch left (cleared, so it is reported once). */
 static inline int ops_launched(void) { return (int)cudaGetLastError(); }
@@ -102,12 +126,12 @@ static __device__ __forceinline__ void ops_first_tap(int i, int pad, int S, int 
 struct ops_pix {
     int ox, oy, n;
 };
-static __device__ __forceinline__ ops_pix ops_pix_at(size_t p, int OW, int OH)
+static __host__ __device__ __forceinline__ ops_pix ops_pix_at(size_t p, int OW, int OH)
 {
     ops_pix q = {(int)(p % (size_t)OW), (int)(p / (size_t)OW % (size_t)OH), (int)(p / ((size_t)OW * OH))};
     return q;
 }
-static __device__ __forceinline__ void ops_pix_add(ops_pix *q, int d, int OW, int OH)
+static __host__ __device__ __forceinline__ void ops_pix_add(ops_pix *q, int d, int OW, int OH)
 {
     for (q->ox += d; q->ox >= OW; q->ox -= OW)
         if (++q->oy == OH) {

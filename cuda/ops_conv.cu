@@ -7,8 +7,8 @@
  * swapped. The bias goes in first (a broadcast into out, then the GEMM with beta = 1): an extra write and
  * read of out that cuBLASLt's bias epilogue would save, once cuda_util wraps it (EfficientNet's convs have
  * no bias: BatchNorm follows them; the SE block's two 1×1 convs do, on (N, C) only).
- * The stem has C = 3, so its im2col columns (N·OH·OW, 27) are about the size of its 32-channel output;
- * an implicit-GEMM kernel would save writing and reading them, but the stem is a small part of a step.
+ * The stem (C = 3 or 1) has direct kernels instead (below, and tb_cuda_conv_direct_*): its im2col columns
+ * (N·OH·OW, 27) are about the size of its 32-channel output, and its GEMMs are the skinniest of a step.
  * The bias gradient (column sums of dout) is chunked in a fixed order like every reduction here
  * (ops_common.cuh).
  * Mixed precision (the _bf16 launchers): activations, their gradients and the im2col columns in bf16, the
@@ -22,6 +22,7 @@
 #include "ops_effnet.h"
 
 #include <limits.h>
+#include <stdlib.h>
 
 #define COL_ROWS 8 /* blockDim.y of the column sums */
 
@@ -102,6 +103,190 @@ template <typename T> __global__ void k_col2im(T *dinp, const T *dcols, conv_sha
         }
         dinp[i] = ops_to<T>(acc ? ops_f(dinp[i]) + v : v);
     }
+}
+
+/* ---- Direct k×k convolution of few input channels (the stem: 3×3, C = 3) ----
+ * im2col + GEMM writes and reads columns as large as the stem's output, and its weight gradient is a GEMM
+ * of inner dimension N·OH·OW (3.2 M at 224 batch 256) with a 27 × 32 result: the stem's forward alone took
+ * 7.4 ms of a 121 ms effnet-b0 step on the H200. Here a warp owns one output pixel, a lane per output
+ * channel: the pixel's KH·KW·C patch is read once into registers (the same addresses in every lane, so
+ * one transaction each) and the weights sit in shared memory. The weight gradient keeps a thread's
+ * KH·KW·C + 1 sums (taps, bias) in double registers over its pixels, chunked and finished in chunk order
+ * like every reduction here. K and C are template parameters so the patch stays in registers. */
+#define DC_PIX 8       /* blockDim.y: pixels of the forward, pixel rows of the weight gradient */
+#define DC_MAX_OC 256  /* the forward's weights in shared memory: KH·KW·C·OC floats, 27 KB at most */
+#define DC_MAX_GRID 8192
+
+/* The input patch of output pixel (n, oy, ox) in (ky, kx, c) order, zeros outside the image. */
+template <typename T, int K, int CI>
+static __host__ __device__ __forceinline__ void dc_patch(float *x, const T *inp, const conv_shape &s, int n, int oy,
+                                                        int ox)
+{
+OPS_UNROLL
+    for (int ky = 0; ky < K; ky++) {
+        const int iy = oy * s.stride - s.pad + ky;
+OPS_UNROLL
+        for (int kx = 0; kx < K; kx++) {
+            const int ix = ox * s.stride - s.pad + kx;
+            const bool inside = iy >= 0 && iy < s.H && ix >= 0 && ix < s.W;
+            const size_t at = inside ? (((size_t)n * s.H + iy) * s.W + ix) * CI : 0;
+OPS_UNROLL
+            for (int ci = 0; ci < CI; ci++) x[(ky * K + kx) * CI + ci] = inside ? ops_f(inp[at + ci]) : 0.0f;
+        }
+    }
+}
+
+/* Output channel oc of one pixel: Σ_t x[t]·w[t·OC + oc], then the bias rounded to T first (as the GEMM
+ * path adds it: broadcast into the T output, then beta = 1). */
+template <typename T, int KD>
+static __host__ __device__ __forceinline__ float dc_fwd_one(const float *x, const float *w, const float *b, int OC,
+                                                           int oc)
+{
+    float acc = 0.0f;
+OPS_UNROLL
+    for (int t = 0; t < KD; t++) acc += x[t] * w[t * OC + oc];
+    return b ? acc + ops_f(ops_to<T>(b[oc])) : acc;
+}
+
+/* Forward: block (32 lanes over output channels, DC_PIX pixels), grid-stride over the pixels. */
+template <typename T, typename WT, int K, int CI>
+__global__ void k_conv_direct_fwd(T *out, const T *inp, const WT *w, const float *b, conv_shape s)
+{
+    extern __shared__ float dc_w[];
+    constexpr int KD = K * K * CI;
+    const int OC = s.OC;
+    for (int i = threadIdx.y * 32 + threadIdx.x; i < KD * OC; i += 32 * DC_PIX) dc_w[i] = ops_f(w[i]);
+    __syncthreads();
+    const size_t P = (size_t)s.N * s.OH * s.OW;
+    for (size_t p = blockIdx.x * (size_t)DC_PIX + threadIdx.y; p < P; p += (size_t)gridDim.x * DC_PIX) {
+        const ops_pix q = ops_pix_at(p, s.OW, s.OH);
+        float x[KD];
+        dc_patch<T, K, CI>(x, inp, s, q.n, q.oy, q.ox);
+        for (int oc = threadIdx.x; oc < OC; oc += 32) out[p * OC + oc] = ops_to<T>(dc_fwd_one<T, KD>(x, dc_w, b, OC, oc));
+    }
+}
+
+/* One thread's weight-gradient sums: acc[t] += Σ x_p[t]·dout[p, oc] (t < KD) and acc[KD] += Σ dout[p, oc]
+ * over pixels p0 + y, p0 + y + DC_PIX, … below p1. */
+template <typename T, int K, int CI>
+static __host__ __device__ __forceinline__ void dc_params_thread(double *acc, const T *inp, const T *dout,
+                                                                const conv_shape &s, int oc, size_t p0, size_t p1,
+                                                                int y)
+{
+    constexpr int KD = K * K * CI;
+    ops_pix q = ops_pix_at(p0 + y, s.OW, s.OH);
+    for (size_t p = p0 + y; p < p1; p += DC_PIX, ops_pix_add(&q, DC_PIX, s.OW, s.OH)) {
+        float x[KD];
+        dc_patch<T, K, CI>(x, inp, s, q.n, q.oy, q.ox);
+        const double g = (double)ops_f(dout[p * s.OC + oc]);
+        acc[KD] += g;
+OPS_UNROLL
+        for (int t = 0; t < KD; t++) acc[t] += g * (double)x[t];
+    }
+}
+
+/* part (chunks, KD + 1, OC): chunk k's sums. Grid (⌈OC/32⌉, chunks), block (32, DC_PIX). */
+template <typename T, int K, int CI>
+__global__ void k_conv_direct_bwd_params(double *part, const T *inp, const T *dout, conv_shape s)
+{
+    __shared__ double sh[32 * DC_PIX];
+    constexpr int KD = K * K * CI;
+    const int oc = blockIdx.x * 32 + threadIdx.x, OC = s.OC;
+    size_t p0, p1;
+    ops_chunk_range((size_t)s.N * s.OH * s.OW, gridDim.y, blockIdx.y, &p0, &p1);
+    double acc[KD + 1];
+#pragma unroll
+    for (int t = 0; t <= KD; t++) acc[t] = 0.0;
+    if (oc < OC) dc_params_thread<T, K, CI>(acc, inp, dout, s, oc, p0, p1, threadIdx.y);
+#pragma unroll
+    for (int t = 0; t <= KD; t++) {
+        const double v = ops_sum_y(acc[t], sh);
+        if (threadIdx.y == 0 && oc < OC) part[((size_t)blockIdx.y * (KD + 1) + t) * OC + oc] = v;
+    }
+}
+
+/* 1 for (K, C) = (3, 3), 2 for (3, 1): the direct instances; 0 where they do not apply. */
+static int dc_kind(const conv_shape *s)
+{
+    if (s->N < 0 || s->groups != 1 || s->KH != 3 || s->KW != 3 || s->stride < 1 || s->OC < 1 || s->OC > DC_MAX_OC)
+        return 0;
+    return s->C == 3 ? 1 : s->C == 1 ? 2 : 0;
+}
+
+template <typename T, typename WT>
+static int dc_forward(T *out, const T *inp, const WT *w, const float *b, const conv_shape *s, void *stream)
+{
+    const int kind = dc_kind(s);
+    if (!kind) return (int)cudaErrorInvalidValue;
+    const size_t P = (size_t)s->N * s->OH * s->OW, bytes = (size_t)9 * s->C * s->OC * sizeof(float);
+    if (P == 0) return 0;
+    const size_t want = (P + DC_PIX - 1) / DC_PIX;
+    const unsigned grid = (unsigned)(want < DC_MAX_GRID ? want : DC_MAX_GRID);
+    const dim3 block(32, DC_PIX);
+    cudaStream_t st = (cudaStream_t)stream;
+    if (kind == 1) k_conv_direct_fwd<T, WT, 3, 3><<<grid, block, bytes, st>>>(out, inp, w, b, *s);
+    else k_conv_direct_fwd<T, WT, 3, 1><<<grid, block, bytes, st>>>(out, inp, w, b, *s);
+    return ops_launched();
+}
+
+template <typename T>
+static int dc_backward_params(float *dw, float *db, const T *inp, const T *dout, const conv_shape *s, void *scratch,
+                              void *stream)
+{
+    const int kind = dc_kind(s);
+    if (!kind) return (int)cudaErrorInvalidValue;
+    const size_t P = (size_t)s->N * s->OH * s->OW;
+    if (P == 0) return 0;
+    const int K = ops_chunks(P), KD = 9 * s->C;
+    const dim3 grid((unsigned)(s->OC + 31) / 32, (unsigned)K), block(32, DC_PIX);
+    cudaStream_t st = (cudaStream_t)stream;
+    double *part = (double *)scratch;
+    if (kind == 1) k_conv_direct_bwd_params<T, 3, 3><<<grid, block, 0, st>>>(part, inp, dout, *s);
+    else k_conv_direct_bwd_params<T, 3, 1><<<grid, block, 0, st>>>(part, inp, dout, *s);
+    int err = ops_launched();
+    return err ? err : ops_parts_finish(dw, db, part, K, (size_t)KD * s->OC, (size_t)s->OC, st);
+}
+
+/* The host twins: the kernels' thread bodies run on the host over every thread, in the kernels' order of
+ * sums (a pixel row's sums, then rows 0..DC_PIX-1, then chunks), so the index logic is checked without a
+ * GPU (tests/test_cuda_ops.c). */
+template <int K, int CI>
+static void dc_forward_host(float *out, const float *inp, const float *w, const float *b, const conv_shape *s)
+{
+    constexpr int KD = K * K * CI;
+    const size_t P = (size_t)s->N * s->OH * s->OW;
+    for (size_t p = 0; p < P; p++) {
+        const ops_pix q = ops_pix_at(p, s->OW, s->OH);
+        float x[KD];
+        dc_patch<float, K, CI>(x, inp, *s, q.n, q.oy, q.ox);
+        for (int oc = 0; oc < s->OC; oc++) out[p * s->OC + oc] = dc_fwd_one<float, KD>(x, w, b, s->OC, oc);
+    }
+}
+
+template <int K, int CI>
+static void dc_backward_params_host(float *dw, float *db, const float *inp, const float *dout, const conv_shape *s)
+{
+    constexpr int KD = K * K * CI;
+    const size_t P = (size_t)s->N * s->OH * s->OW;
+    const int nk = ops_chunks(P), OC = s->OC;
+    double *sum = (double *)calloc((size_t)(KD + 1) * OC, sizeof(double));
+    for (int k = 0; k < nk; k++) {
+        size_t p0, p1;
+        ops_chunk_range(P, nk, k, &p0, &p1);
+        for (int oc = 0; oc < OC; oc++) {
+            double part[KD + 1] = {0};
+            for (int y = 0; y < DC_PIX; y++) {
+                double acc[KD + 1] = {0};
+                dc_params_thread<float, K, CI>(acc, inp, dout, *s, oc, p0, p1, y);
+                for (int t = 0; t <= KD; t++) part[t] += acc[t];
+            }
+            for (int t = 0; t <= KD; t++) sum[(size_t)t * OC + oc] += part[t];
+        }
+    }
+    for (size_t e = 0; e < (size_t)KD * OC; e++) dw[e] += (float)sum[e];
+    if (db)
+        for (int oc = 0; oc < OC; oc++) db[oc] += (float)sum[(size_t)KD * OC + oc];
+    free(sum);
 }
 
 /* One column-major GEMM C = op(A)·op(B) + beta·C: cuBLAS's sgemm for fp32, GemmEx with fp32 accumulation for
@@ -298,6 +483,44 @@ size_t tb_cuda_conv_im2col_scratch_bytes(const struct conv_shape *s)
     return ((cols + 255) & ~(size_t)255) + (size_t)ops_chunks(P) * (size_t)s->OC * sizeof(double);
 }
 
+int tb_cuda_conv_direct_fits(const struct conv_shape *s) { return dc_kind(s) != 0; }
+
+size_t tb_cuda_conv_direct_scratch_bytes(const struct conv_shape *s)
+{
+    return (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * ((size_t)s->KH * s->KW * s->C + 1) * (size_t)s->OC *
+           sizeof(double);
+}
+
+int tb_cuda_conv_direct_forward(float *out, const float *inp, const float *w, const float *b,
+                                const struct conv_shape *s, void *stream)
+{
+    return dc_forward(out, inp, w, b, s, stream);
+}
+
+int tb_cuda_conv_direct_backward_params(float *dw, float *db, const float *inp, const float *dout,
+                                        const struct conv_shape *s, void *scratch, void *stream)
+{
+    return dc_backward_params(dw, db, inp, dout, s, scratch, stream);
+}
+
+int tb_cuda_conv_direct_forward_host(float *out, const float *inp, const float *w, const float *b,
+                                     const struct conv_shape *s)
+{
+    const int kind = dc_kind(s);
+    if (kind == 1) dc_forward_host<3, 3>(out, inp, w, b, s);
+    else if (kind == 2) dc_forward_host<3, 1>(out, inp, w, b, s);
+    return kind ? 0 : (int)cudaErrorInvalidValue;
+}
+
+int tb_cuda_conv_direct_backward_params_host(float *dw, float *db, const float *inp, const float *dout,
+                                             const struct conv_shape *s)
+{
+    const int kind = dc_kind(s);
+    if (kind == 1) dc_backward_params_host<3, 3>(dw, db, inp, dout, s);
+    else if (kind == 2) dc_backward_params_host<3, 1>(dw, db, inp, dout, s);
+    return kind ? 0 : (int)cudaErrorInvalidValue;
+}
+
 int tb_cuda_conv_im2col_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
                                 const struct conv_shape *s, void *scratch, void *stream)
 {
@@ -334,6 +557,18 @@ int tb_cuda_conv1x1_backward_params_bf16(tb_cublas *cublas, float *dw, float *db
                                          const struct conv_shape *s, void *scratch, void *stream)
 {
     return c1_backward_params(cublas, dw, db, CB(inp), CB(dout), s, scratch, stream);
+}
+
+int tb_cuda_conv_direct_forward_bf16(void *out, const void *inp, const void *w16, const float *b,
+                                     const struct conv_shape *s, void *stream)
+{
+    return dc_forward(B(out), CB(inp), CB(w16), b, s, stream);
+}
+
+int tb_cuda_conv_direct_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
+                                             const struct conv_shape *s, void *scratch, void *stream)
+{
+    return dc_backward_params(dw, db, CB(inp), CB(dout), s, scratch, stream);
 }
 
 int tb_cuda_conv_im2col_forward_bf16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,

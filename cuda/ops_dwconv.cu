@@ -147,6 +147,73 @@ template <typename T> __global__ void k_dw_bwd_data(T *dinp, const T *dout, cons
     }
 }
 
+/* The blocked backward-data of K×K stride S (3/5 × 1/2), one thread's work: channel c, the DW_OXT input
+ * columns from ix0 (a multiple of DW_OXT) of input row `row` = n·H + iy. Per kernel row it loads the dout
+ * values its columns reach into registers once, instead of once per (column, tap) as the gather below
+ * does, and adds each column's taps in the gather's order (ky, then kx, ascending): the same sums. PH = pad
+ * mod S makes every register index compile-time: column ix0 + t meets tap kx at output column
+ * (ix0 + pad − PH)/S + (PH + t − kx)/S wherever S divides PH + t − kx. __host__ too, so the host twin below
+ * runs this very body. */
+template <typename T, int K, int S, int PH>
+static __host__ __device__ __forceinline__ void dw_bwd_data_strip(T *dinp, const T *dout, const float *w,
+                                                                  const conv_shape &s, int acc, int c, int ix0,
+                                                                  int row)
+{
+    constexpr int OMIN = ops_floor_div(PH - (K - 1), S), OMAX = ops_floor_div(PH + DW_OXT - 1, S);
+    constexpr int NX = OMAX - OMIN + 1;
+    const int C = s.C, n = row / s.H, iy = row - n * s.H, ub = (ix0 + s.pad - PH) / S;
+    float v[DW_OXT];
+OPS_UNROLL
+    for (int t = 0; t < DW_OXT; t++) v[t] = 0.0f;
+OPS_UNROLL
+    for (int ky = 0; ky < K; ky++) {
+        const int ny = iy + s.pad - ky;
+        if (ny < 0 || ny % S) continue;
+        const int oy = ny / S;
+        if (oy >= s.OH) continue;
+        const T *drow = dout + ((size_t)n * s.OH + oy) * s.OW * C + c;
+        float d[NX];
+OPS_UNROLL
+        for (int j = 0; j < NX; j++) {
+            const int ox = ub + OMIN + j;
+            d[j] = ox >= 0 && ox < s.OW ? ops_f(drow[(size_t)ox * C]) : 0.0f;
+        }
+OPS_UNROLL
+        for (int kx = 0; kx < K; kx++) {
+            const float wv = w[(ky * K + kx) * C + c];
+OPS_UNROLL
+            for (int t = 0; t < DW_OXT; t++)
+                if ((PH + t - kx - OMIN * S) % S == 0) v[t] += d[(PH + t - kx - OMIN * S) / S] * wv;
+        }
+    }
+    T *o = dinp + ((size_t)row * s.W + ix0) * C + c;
+OPS_UNROLL
+    for (int t = 0; t < DW_OXT; t++)
+        if (ix0 + t < s.W) o[(size_t)t * C] = ops_to<T>(acc ? ops_f(o[(size_t)t * C]) + v[t] : v[t]);
+}
+
+/* The blocked backward-data: grid (x over a row's strips × channels, y over the N·H input rows). */
+template <typename T, int K, int S, int PH>
+__global__ void k_dw_bwd_data_t(T *dinp, const T *dout, const float *w, conv_shape s, int acc)
+{
+    const unsigned C = (unsigned)s.C, per_row = (unsigned)((s.W + DW_OXT - 1) / DW_OXT) * C;
+    const int rows = s.N * s.H;
+    for (int row = blockIdx.y; row < rows; row += gridDim.y)
+        for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < per_row; j += gridDim.x * blockDim.x) {
+            const unsigned strip = j / C;
+            dw_bwd_data_strip<T, K, S, PH>(dinp, dout, w, s, acc, (int)(j - strip * C), (int)strip * DW_OXT, row);
+        }
+}
+
+/* Which blocked instance takes a shape: 1..6 for (K, S, PH) = (3,1,0) (3,2,0) (3,2,1) (5,1,0) (5,2,0)
+ * (5,2,1), 0 for the gather (any other shape, or TB_CUDA_DW_BWD=gather for an A-B run). */
+static int dw_bwd_data_kind(const conv_shape *s)
+{
+    const int K = s->KH, S = s->stride;
+    if (s->KW != K || (K != 3 && K != 5) || (S != 1 && S != 2) || s->pad < 0 || s->pad >= K) return 0;
+    return (K == 3 ? 1 : 4) + (S == 2 ? 1 + s->pad % 2 : 0);
+}
+
 /* part (K, taps+1, C): chunk k's Σ in(tap)·dout per (tap, channel), tap == taps the bias (Σ dout), for
  * any kernel size. Grid (⌈C/32⌉, taps+1, K), block (32, DW_ROWS). */
 template <typename T>
@@ -222,6 +289,14 @@ __global__ void k_parts_finish(float *dw, float *db, const double *part, int K, 
     for (int k = 0; k < K; k++) s += part[(size_t)k * n + e];
     if (e < n_w) dw[e] += (float)s;
     else db[e - n_w] += (float)s;
+}
+
+int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st)
+{
+    size_t n = n_w + n_b;
+    if (n == 0) return 0;
+    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, n_b);
+    return ops_launched();
 }
 
 /* Grouped forward: one thread per output element (oc fastest). */
@@ -371,8 +446,46 @@ static int dw_backward_data(T *dinp, const T *dout, const float *w, const conv_s
     if (!dw_valid(s)) return (int)cudaErrorInvalidValue;
     size_t total = (size_t)s->N * s->H * s->W * s->C;
     if (total == 0) return 0;
-    k_dw_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, STREAM(stream)>>>(dinp, dout, w, *s, acc);
+    cudaStream_t st = STREAM(stream);
+    const int kind = ops_env_is("TB_CUDA_DW_BWD", "gather") ? 0 : dw_bwd_data_kind(s);
+    if (!kind) {
+        k_dw_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc);
+        return ops_launched();
+    }
+    const size_t per_row = (size_t)((s->W + DW_OXT - 1) / DW_OXT) * s->C, rows = (size_t)s->N * s->H;
+    const dim3 grid((unsigned)((per_row + OPS_THREADS - 1) / OPS_THREADS), (unsigned)(rows < 65535 ? rows : 65535));
+    switch (kind) {
+    case 1: k_dw_bwd_data_t<T, 3, 1, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 2: k_dw_bwd_data_t<T, 3, 2, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 3: k_dw_bwd_data_t<T, 3, 2, 1><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 4: k_dw_bwd_data_t<T, 5, 1, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 5: k_dw_bwd_data_t<T, 5, 2, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    default: k_dw_bwd_data_t<T, 5, 2, 1><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    }
     return ops_launched();
+}
+
+/* The blocked backward-data's thread body run on the host over every (row, strip, channel): its index
+ * logic checked against the CPU without a GPU (tests/test_cuda_ops.c). */
+static int dw_backward_data_host(float *dinp, const float *dout, const float *w, const conv_shape *s, int acc)
+{
+    const int kind = dw_valid(s) ? dw_bwd_data_kind(s) : 0;
+    if (!kind) return (int)cudaErrorInvalidValue;
+    const int strips = (s->W + DW_OXT - 1) / DW_OXT;
+    for (int row = 0; row < s->N * s->H; row++)
+        for (int x = 0; x < strips; x++)
+            for (int c = 0; c < s->C; c++) {
+                const int ix0 = x * DW_OXT;
+                switch (kind) {
+                case 1: dw_bwd_data_strip<float, 3, 1, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 2: dw_bwd_data_strip<float, 3, 2, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 3: dw_bwd_data_strip<float, 3, 2, 1>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 4: dw_bwd_data_strip<float, 5, 1, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 5: dw_bwd_data_strip<float, 5, 2, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                default: dw_bwd_data_strip<float, 5, 2, 1>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                }
+            }
+    return 0;
 }
 
 template <typename T>
@@ -397,9 +510,7 @@ static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout,
                              0, st>>>(part, inp, dout, bn_dev(bn), *s);
     if ((err = ops_launched())) return err;
     /* part rows are (taps+1)·C wide whether or not the bias row was computed; finish skips it without db */
-    size_t n_w = (size_t)taps * s->C, n = n_w + (size_t)s->C;
-    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->C);
-    return ops_launched();
+    return ops_parts_finish(dw, db, part, K, (size_t)taps * s->C, (size_t)s->C, st);
 }
 
 template <typename T>
@@ -434,8 +545,7 @@ static int gc_backward_params(float *dw, float *db, const T *inp, const T *dout,
     double *part = (double *)scratch;
     k_gc_bwd_params<T><<<dim3((unsigned)((n + 255) / 256), (unsigned)K), 256, 0, st>>>(part, inp, dout, *s, n_w);
     if ((err = ops_launched())) return err;
-    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, (size_t)s->OC);
-    return ops_launched();
+    return ops_parts_finish(dw, db, part, K, n_w, (size_t)s->OC, st);
 }
 
 /* bf16 views of the C API's void pointers. */
@@ -454,6 +564,12 @@ int tb_cuda_dwconv_backward_data(float *dinp, const float *dout, const float *w,
                                  void *stream)
 {
     return dw_backward_data(dinp, dout, w, s, acc, stream);
+}
+
+int tb_cuda_dwconv_backward_data_host(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                                      int acc)
+{
+    return dw_backward_data_host(dinp, dout, w, s, acc);
 }
 
 size_t tb_cuda_dwconv_scratch_bytes(const struct conv_shape *s)

@@ -58,6 +58,25 @@ int tb_cuda_conv_im2col_backward_params(tb_cublas *cublas, float *dw, float *db,
 /* Scratch bytes of the im2col launchers: the columns (N·OH·OW, KH·KW·C) and the bias sums. */
 size_t tb_cuda_conv_im2col_scratch_bytes(const struct conv_shape *s);
 
+/* Direct 3×3 conv of 1 or 3 input channels (the stem; groups 1, OC ≤ 256): no columns, no GEMM.
+ * 1 when the direct launchers below take the shape. */
+int tb_cuda_conv_direct_fits(const struct conv_shape *s);
+/* out (N,OH,OW,OC) = conv(inp, w (3,3,C,OC)) + b (OC, may be NULL), directly. */
+int tb_cuda_conv_direct_forward(float *out, const float *inp, const float *w, const float *b,
+                                const struct conv_shape *s, void *stream);
+/* dw (3·3·C, OC) += corr(inp, dout); db (OC) += Σ dout (may be NULL), directly (needs scratch). The
+ * backward-data of such a conv is tb_cuda_conv_im2col_backward_data's (the stem has none to compute). */
+int tb_cuda_conv_direct_backward_params(float *dw, float *db, const float *inp, const float *dout,
+                                        const struct conv_shape *s, void *scratch, void *stream);
+/* Scratch bytes of tb_cuda_conv_direct_backward_params (chunk sums of the taps and the bias). */
+size_t tb_cuda_conv_direct_scratch_bytes(const struct conv_shape *s);
+/* The direct forward's thread body run on the host (host arrays; no GPU needed): its index logic under test. */
+int tb_cuda_conv_direct_forward_host(float *out, const float *inp, const float *w, const float *b,
+                                     const struct conv_shape *s);
+/* The direct weight gradient's thread bodies run on the host in the kernel's order of sums (host arrays). */
+int tb_cuda_conv_direct_backward_params_host(float *dw, float *db, const float *inp, const float *dout,
+                                             const struct conv_shape *s);
+
 /* ---- ops_dwconv.cu: depthwise (groups == C == OC) and grouped (C/groups channels per group) ---- */
 
 /* The BatchNorm(+SiLU) whose output a convolution reads, applied to each input value as it is loaded
@@ -74,6 +93,10 @@ int tb_cuda_dwconv_forward(float *out, const float *inp, const float *w, const f
 /* dinp (N,H,W,C) += dwconvᵀ(dout, w) (= when acc is 0). */
 int tb_cuda_dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                  int acc, void *stream);
+/* The backward-data's blocked kernel (K 3 or 5, stride 1 or 2) run on the host over every thread (host
+ * arrays; no GPU needed): its index logic under test; cudaErrorInvalidValue for a shape it does not take. */
+int tb_cuda_dwconv_backward_data_host(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
+                                      int acc);
 /* dw (KH,KW,C) += corr(in, dout); db (C) += Σ dout (may be NULL); in as in the forward (bn may be NULL). */
 int tb_cuda_dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout,
                                    const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
@@ -204,6 +227,13 @@ int tb_cuda_conv_im2col_backward_data_bf16(tb_cublas *cublas, void *dinp, const 
 int tb_cuda_conv_im2col_backward_params_bf16(tb_cublas *cublas, float *dw, float *db, const void *inp,
                                              const void *dout, const struct conv_shape *s, void *scratch,
                                              void *stream);
+
+/* tb_cuda_conv_direct_forward, bf16 storage, the weights' bf16 copy as the GEMM path's. */
+int tb_cuda_conv_direct_forward_bf16(void *out, const void *inp, const void *w16, const float *b,
+                                     const struct conv_shape *s, void *stream);
+/* tb_cuda_conv_direct_backward_params, bf16 storage. */
+int tb_cuda_conv_direct_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
+                                             const struct conv_shape *s, void *scratch, void *stream);
 
 /* tb_cuda_dwconv_forward, bf16 storage. */
 int tb_cuda_dwconv_forward_bf16(void *out, const void *inp, const float *w, const float *b,

@@ -17,7 +17,8 @@
     X(depthwise) X(depthwise_bn_input) X(grouped) X(conv1x1) X(stem_im2col) X(activations_bf16) \
     X(dropout_masks_bf16) X(pool_and_se_bf16) X(batchnorm_bf16) X(groupnorm_bf16) X(depthwise_bf16) \
     X(depthwise_bn_input_bf16) X(grouped_bf16) X(conv1x1_bf16) X(stem_im2col_bf16) X(input_bf16) \
-    X(dense_chain_bf16)
+    X(dense_chain_bf16) X(stem_direct) X(stem_direct_bf16) X(depthwise_blocked_vs_gather) \
+    X(depthwise_backward_data_host) X(stem_direct_host)
 
 #ifndef TB_HAVE_CUDA
 
@@ -490,10 +491,44 @@ static int ic_bwd_params(tb_cublas *h, float *dw, float *db, const float *inp, c
     return tb_cuda_conv_im2col_backward_params(h, dw, db, inp, dout, s, scratch, NULL);
 }
 
+/* The direct stem kernels as the executor pairs them: forward and weight gradient direct, backward-data by
+ * im2col (the stem's input needs none; a conv whose input does takes that path); scratch for both. */
+static int dc_fwd(tb_cublas *h, float *out, const float *inp, const float *w, const float *b,
+                  const struct conv_shape *s, void *scratch)
+{
+    (void)h, (void)scratch;
+    return tb_cuda_conv_direct_forward(out, inp, w, b, s, NULL);
+}
+static int dc_bwd_params(tb_cublas *h, float *dw, float *db, const float *inp, const float *dout,
+                         const struct conv_shape *s, void *scratch)
+{
+    (void)h;
+    return tb_cuda_conv_direct_backward_params(dw, db, inp, dout, s, scratch, NULL);
+}
+static size_t dc_scratch(const struct conv_shape *s)
+{
+    size_t a = tb_cuda_conv_im2col_scratch_bytes(s), b = tb_cuda_conv_direct_scratch_bytes(s);
+    return a > b ? a : b;
+}
+
 static const struct conv_impl DW = {"depthwise", dw_fwd, dw_bwd_data, dw_bwd_params, tb_cuda_dwconv_scratch_bytes};
 static const struct conv_impl GC = {"grouped", gc_fwd, gc_bwd_data, gc_bwd_params, tb_cuda_dwconv_scratch_bytes};
 static const struct conv_impl C1 = {"conv1x1", c1_fwd, c1_bwd_data, c1_bwd_params, tb_cuda_conv1x1_scratch_bytes};
 static const struct conv_impl IC = {"im2col", ic_fwd, ic_bwd_data, ic_bwd_params, tb_cuda_conv_im2col_scratch_bytes};
+static const struct conv_impl DC = {"direct", dc_fwd, ic_bwd_data, dc_bwd_params, dc_scratch};
+
+/* The direct kernels' shapes: EfficientNet's stem small (C 3, stride 2), one with 3 weight-gradient
+ * chunks (1080 pixels) and OC past a warp, a grey-image stem (C 1, stride 1). N, H, W, C, OC, stride. */
+static const int dc_cases[][6] = {{2, 17, 15, 3, 32, 2}, {3, 40, 36, 3, 48, 2}, {1, 9, 8, 1, 16, 1}};
+
+/* A depthwise shape with an explicit pad (dwconv_shape_init picks (K-1)/2). */
+static struct conv_shape dw_shape_pad(int N, int H, int W, int C, int K, int stride, int pad)
+{
+    struct conv_shape s = {.N = N, .H = H, .W = W, .C = C, .OC = C, .KH = K, .KW = K, .stride = stride, .pad = pad,
+                           .groups = C};
+    cr_assert_eq(conv_shape_fill(&s), 0);
+    return s;
+}
 
 Test(cuda_ops, depthwise)
 {
@@ -538,6 +573,60 @@ Test(cuda_ops, depthwise_bn_input)
     check(ddw, ww, nw, RTOL, "depthwise weight gradient from the BN+SiLU input");
     dev_free_all();
     free(x), free(w), free(b), free(gam), free(bet), free(save), free(y), free(want), free(g), free(ww);
+}
+
+/* The blocked backward-data (the default for K 3/5, stride 1/2) gives the gather's sums, term for term in
+ * the same order: equal to it (TB_CUDA_DW_BWD=gather picks the gather, as for an A-B run), pads of both
+ * parities at stride 2 included. */
+Test(cuda_ops, depthwise_blocked_vs_gather)
+{
+    need_gpu();
+    static const int cases[][7] = {{2, 9, 11, 19, 3, 2, 0}, {3, 8, 8, 96, 3, 2, 1}, {1, 13, 7, 37, 5, 2, 1},
+                                   {1, 13, 7, 37, 5, 2, 2}, {4, 24, 24, 40, 3, 1, 1}, {2, 7, 9, 21, 5, 1, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        struct conv_shape s = dw_shape_pad(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+        size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s);
+        float *g = rnd(no, 1500 + i, -1, 1), *w = rnd(nw, 1510 + i, -0.5f, 0.5f), *acc = rnd(ni, 1520 + i, -1, 1);
+        float *dg = dev_dup(g, no), *dw = dev_dup(w, nw), *blocked = dev_dup(acc, ni), *gather = dev_dup(acc, ni);
+        OK(tb_cuda_dwconv_backward_data(blocked, dg, dw, &s, 1, NULL));
+        cr_assert_eq(setenv("TB_CUDA_DW_BWD", "gather", 1), 0);
+        int st = tb_cuda_dwconv_backward_data(gather, dg, dw, &s, 1, NULL);
+        unsetenv("TB_CUDA_DW_BWD");
+        OK(st);
+        float *a = tu_fvec(ni), *b = tu_fvec(ni);
+        dev_get(a, blocked, ni);
+        dev_get(b, gather, ni);
+        for (size_t e = 0; e < ni; e++)
+            cr_assert(a[e] == b[e], "case %zu element %zu: blocked %.9g, gather %.9g", i, e, a[e], b[e]);
+        dev_free_all();
+        free(g), free(w), free(acc), free(a), free(b);
+    }
+}
+
+/* The blocked backward-data's thread body on the host (no GPU): all six (K, stride, pad mod stride)
+ * instances, odd widths and partial column strips, against the CPU reference (accumulating). */
+Test(cuda_ops, depthwise_backward_data_host)
+{
+    static const int cases[][7] = {{2, 9, 11, 19, 3, 1, 1}, {2, 9, 11, 19, 3, 2, 0}, {2, 9, 11, 19, 3, 2, 1},
+                                   {1, 13, 7, 37, 5, 1, 2}, {1, 13, 7, 37, 5, 2, 2}, {1, 13, 7, 37, 5, 2, 1},
+                                   {2, 8, 13, 8, 3, 2, 2},  {1, 1, 1, 8, 3, 1, 1},   {1, 6, 6, 4, 5, 2, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        struct conv_shape s = dw_shape_pad(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+        size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s);
+        float *g = rnd(no, 1600 + i, -1, 1), *w = rnd(nw, 1610 + i, -0.5f, 0.5f), *got = rnd(ni, 1620 + i, -1, 1);
+        float *want = tu_fdup(got, ni);
+        dwconv_backward_data_ref(want, g, w, &s);
+        cr_assert_eq(tb_cuda_dwconv_backward_data_host(got, g, w, &s, 1), 0, "case %zu", i);
+        char what[96];
+        snprintf(what, sizeof what, "host blocked backward-data k%d s%d pad %d", c[4], c[5], c[6]);
+        tu_assert_close_f(got, want, ni, RTOL, ATOL, what);
+        free(g), free(w), free(got), free(want);
+    }
+    struct conv_shape k7 = dw_shape_pad(1, 9, 9, 8, 7, 1, 3); /* not a blocked shape: the gather's */
+    float one = 0.0f;
+    cr_assert_neq(tb_cuda_dwconv_backward_data_host(&one, &one, &one, &k7, 1), 0);
 }
 
 Test(cuda_ops, grouped)
@@ -587,6 +676,47 @@ Test(cuda_ops, stem_im2col)
     cr_assert_eq(conv_shape_init(&s, 1, 9, 9, 8, 16, 5, 5, 1, 1), 0);
     check_conv(&IC, &s, h, 510);
     tb_cublas_destroy(h);
+}
+
+Test(cuda_ops, stem_direct)
+{
+    need_gpu();
+    tb_cublas *h = blas_handle();
+    for (size_t i = 0; i < sizeof dc_cases / sizeof dc_cases[0]; i++) {
+        const int *c = dc_cases[i];
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], 3, 3, c[5], 1), 0);
+        cr_assert(tb_cuda_conv_direct_fits(&s));
+        check_conv(&DC, &s, h, 520 + 10 * i);
+    }
+    struct conv_shape no;
+    cr_assert_eq(conv_shape_init(&no, 1, 9, 9, 8, 16, 3, 3, 1, 1), 0); /* 8 input channels: im2col's */
+    cr_assert(!tb_cuda_conv_direct_fits(&no));
+    tb_cublas_destroy(h);
+}
+
+/* The direct stem kernels' thread bodies on the host (no GPU): forward and (accumulating) weight and bias
+ * gradients against the CPU references. */
+Test(cuda_ops, stem_direct_host)
+{
+    for (size_t i = 0; i < sizeof dc_cases / sizeof dc_cases[0]; i++) {
+        const int *c = dc_cases[i];
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], 3, 3, c[5], 1), 0);
+        size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s), nb = (size_t)s.OC;
+        float *x = rnd(ni, 1700 + i, -1, 1), *w = rnd(nw, 1710 + i, -0.5f, 0.5f), *b = rnd(nb, 1720 + i, -1, 1);
+        float *g = rnd(no, 1730 + i, -1, 1), *got = tu_fvec(no), *want = tu_fvec(no);
+        conv_forward_ref(want, x, w, b, &s);
+        cr_assert_eq(tb_cuda_conv_direct_forward_host(got, x, w, b, &s), 0);
+        tu_assert_close_f(got, want, no, RTOL, ATOL, "host direct forward");
+        float *gw = rnd(nw, 1740 + i, -1, 1), *gb = rnd(nb, 1750 + i, -1, 1);
+        float *ww = tu_fdup(gw, nw), *wb = tu_fdup(gb, nb);
+        conv_backward_params_ref(ww, wb, x, g, &s);
+        cr_assert_eq(tb_cuda_conv_direct_backward_params_host(gw, gb, x, g, &s), 0);
+        tu_assert_close_f(gw, ww, nw, RTOL, ATOL, "host direct weight gradient");
+        tu_assert_close_f(gb, wb, nb, RTOL, ATOL, "host direct bias gradient");
+        free(x), free(w), free(b), free(g), free(got), free(want), free(gw), free(gb), free(ww), free(wb);
+    }
 }
 
 /* ---- bf16 storage: each _bf16 launcher against its fp32 CPU kernel on bf16-rounded inputs ---- */
@@ -796,8 +926,9 @@ Test(cuda_ops, groupnorm_bf16)
 
 /* The bf16 convolution launchers by kind: depthwise and grouped read the fp32 weights, the GEMM kinds
  * (conv1x1, im2col) the weights' bf16 copy w16. */
-enum conv16_kind { CONV16_DW, CONV16_GC, CONV16_C1, CONV16_IC };
-static const char *const conv16_name[] = {"depthwise bf16", "grouped bf16", "conv1x1 bf16", "im2col bf16"};
+enum conv16_kind { CONV16_DW, CONV16_GC, CONV16_C1, CONV16_IC, CONV16_DC };
+static const char *const conv16_name[] = {"depthwise bf16", "grouped bf16", "conv1x1 bf16", "im2col bf16",
+                                          "direct bf16"};
 
 static int conv16_fwd(enum conv16_kind k, tb_cublas *h, void *out, const void *in, const float *w, const void *w16,
                       const float *b, const struct conv_shape *s, void *scr)
@@ -806,6 +937,7 @@ static int conv16_fwd(enum conv16_kind k, tb_cublas *h, void *out, const void *i
     case CONV16_DW: return tb_cuda_dwconv_forward_bf16(out, in, w, b, NULL, 0, s, NULL);
     case CONV16_GC: return tb_cuda_gconv_forward_bf16(out, in, w, b, s, NULL);
     case CONV16_C1: return tb_cuda_conv1x1_forward_bf16(h, out, in, w16, b, s, NULL);
+    case CONV16_DC: return tb_cuda_conv_direct_forward_bf16(out, in, w16, b, s, NULL);
     default: return tb_cuda_conv_im2col_forward_bf16(h, out, in, w16, b, s, scr, NULL);
     }
 }
@@ -828,6 +960,7 @@ static int conv16_bwd_params(enum conv16_kind k, tb_cublas *h, float *dw, float 
     case CONV16_DW: return tb_cuda_dwconv_backward_params_bf16(dw, db, in, dout, NULL, s, scr, NULL);
     case CONV16_GC: return tb_cuda_gconv_backward_params_bf16(dw, db, in, dout, s, scr, NULL);
     case CONV16_C1: return tb_cuda_conv1x1_backward_params_bf16(h, dw, db, in, dout, s, scr, NULL);
+    case CONV16_DC: return tb_cuda_conv_direct_backward_params_bf16(dw, db, in, dout, s, scr, NULL);
     default: return tb_cuda_conv_im2col_backward_params_bf16(h, dw, db, in, dout, s, scr, NULL);
     }
 }
@@ -836,6 +969,7 @@ static size_t conv16_scratch(enum conv16_kind k, const struct conv_shape *s)
 {
     return k == CONV16_C1 ? tb_cuda_conv1x1_scratch_bytes(s)
            : k == CONV16_IC ? tb_cuda_conv_im2col_scratch_bytes(s)
+           : k == CONV16_DC ? dc_scratch(s)
                             : tb_cuda_dwconv_scratch_bytes(s);
 }
 
@@ -849,7 +983,7 @@ static void check_conv16(enum conv16_kind k, const struct conv_shape *s, tb_cubl
     float *g = rnd16(no, seed + 3, -1.0f, 1.0f), *acci = rnd16(ni, seed + 4, -1.0f, 1.0f);
     float *accw = rnd(nw, seed + 5, -1.0f, 1.0f), *accb = rnd(nb, seed + 6, -1.0f, 1.0f);
     float *wref = tu_fdup(w, nw);
-    if (k == CONV16_C1 || k == CONV16_IC) stage_prec_round(wref, nw, STAGE_PREC_BF16, 0, 0, 0, 0);
+    if (k == CONV16_C1 || k == CONV16_IC || k == CONV16_DC) stage_prec_round(wref, nw, STAGE_PREC_BF16, 0, 0, 0, 0);
     void *dx = dev_bf16(x, ni), *dw16 = dev_bf16(w, nw), *dg = dev_bf16(g, no), *dy = dev_alloc(no * 2);
     void *ddi = dev_bf16(acci, ni), *scr = dev_alloc(conv16_scratch(k, s));
     float *dw = dev_dup(w, nw), *db = dev_dup(b, nb), *ddw = dev_dup(accw, nw), *ddb = dev_dup(accb, nb);
@@ -954,6 +1088,19 @@ Test(cuda_ops, stem_im2col_bf16)
     struct conv_shape s;
     cr_assert_eq(conv_shape_init(&s, 2, 17, 15, 3, 32, 3, 3, 2, 1), 0);
     check_conv16(CONV16_IC, &s, h, 1000);
+    tb_cublas_destroy(h);
+}
+
+Test(cuda_ops, stem_direct_bf16)
+{
+    need_gpu();
+    tb_cublas *h = blas_handle();
+    for (size_t i = 0; i < sizeof dc_cases / sizeof dc_cases[0]; i++) {
+        const int *c = dc_cases[i];
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], 3, 3, c[5], 1), 0);
+        check_conv16(CONV16_DC, &s, h, 1010 + 10 * i);
+    }
     tb_cublas_destroy(h);
 }
 
