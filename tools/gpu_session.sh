@@ -18,6 +18,8 @@
 #                                   an fp32 per-layer profile, our b4 bf16 alone
 #   tools/gpu_session.sh kernels    there*: each kernel's time in one effnet-b0 224 b256 step (fp32, bf16) by
 #                                   Nsight Compute: where the slow layers' time goes
+#   tools/gpu_session.sh ab         there*: the kernels this tree changed against the ones they replace (their
+#                                   TB_CUDA_* switches), alternating, effnet-b0 224 b256 fp32 and bf16 profiles
 #   tools/gpu_session.sh mlp        there*: the persistent batch-1 kernel's chunk rows 8..32 against the graph
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
@@ -55,7 +57,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -393,9 +395,11 @@ mlp_step() {
     step "$name" "$max" env "$@" "${MLP_B1_100K[@]}" --out "$WORK/$name.jsonl" && note "$(row_headline "$WORK/$name.jsonl")"
 }
 
-# b0_profile_step NAME MAX_S PRECISION: B0_224_B256 for 10 steps with --profile (the per-layer times).
+# b0_profile_step NAME MAX_S PRECISION [VAR=VALUE...]: B0_224_B256 for 10 steps with --profile (the per-layer
+# times), with those variables.
 b0_profile_step() {
-    step "$1" "$2" "${B0_224_B256[@]}" --steps 10 --warmup 3 --precision "$3" --profile --out "$WORK/$1.jsonl"
+    step "$1" "$2" env "${@:4}" "${B0_224_B256[@]}" --steps 10 --warmup 3 --precision "$3" --profile \
+        --out "$WORK/$1.jsonl"
     note "$(row_headline "$WORK/$1.jsonl")"
 }
 
@@ -509,6 +513,40 @@ phase_kernels() {
     done
 }
 
+# The kernels a tree changed against the ones they replace, on one binary through their switches
+# (TB_CUDA_DW_BWD=gather: the depthwise backward-data's gather; TB_CUDA_CONV_ALGO=im2col: the stem by im2col
+# and GEMMs), alternating new old new old on effnet-b0 224 batch 256, fp32 then bf16, each run with its
+# per-layer profile; then the ratio of the medians (new / old images/s) per precision.
+AB_OLD=(TB_CUDA_DW_BWD=gather TB_CUDA_CONV_ALGO=im2col)
+phase_ab() {
+    local prec r
+    for prec in fp32 bf16m; do
+        for r in 1 2; do
+            b0_profile_step "ab-new-$prec-r$r" 50 "$prec"
+            b0_profile_step "ab-old-$prec-r$r" 50 "$prec" "${AB_OLD[@]}"
+        done
+    done
+    step ab-ratio 20 "$PYTHON" - "$WORK" <<'PY'
+import glob, json, os, statistics, sys
+def ips(p):
+    rows = [json.loads(l) for l in open(p) if l.strip()]
+    return rows[-1]["figures"]["images_per_s"] if rows else None
+bad = 0
+for prec in ("fp32", "bf16m"):
+    got = {}
+    for side in ("new", "old"):
+        got[side] = [v for v in (ips(p) for p in sorted(glob.glob(os.path.join(sys.argv[1], "ab-%s-%s-r*.jsonl" % (side, prec))))) if v]
+    if got["new"] and got["old"]:
+        n, o = statistics.median(got["new"]), statistics.median(got["old"])
+        print("%s: new %s, old %s images/s; new / old %.3f" % (prec, got["new"], got["old"], n / o))
+    else:
+        print("%s: a side wrote no row" % prec)
+        bad = 1
+sys.exit(bad)
+PY
+    note "$(tr '\n' ' ' <"$WORK/ab-ratio.out" 2>/dev/null)"
+}
+
 # The persistent batch-1 kernel's chunk rows (TB_CUDA_MLP_ROWS: 16 is the default, 49 blocks for mnist-mlp; 8, 24
 # and 32 give 98, 33 and 25 blocks: cheaper barriers or more work a block), alternating with the graph: where
 # its 32 µs a step (eighteenth session) goes. A size whose shared memory does not fit falls back to the graph
@@ -581,7 +619,7 @@ scaling_step() {
 
 case "$PHASE" in
 pack) pack ;;
-first | second | check | kernels | mlp | tests | sanitizer | bench | scaling)
+first | second | check | kernels | ab | mlp | tests | sanitizer | bench | scaling)
     begin
     "phase_$PHASE"
     finish
