@@ -88,6 +88,56 @@ static inline int ops_env_is(const char *name, const char *value)
  * NULL): the finish of every chunked weight gradient (ops_dwconv.cu). */
 int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st);
 
+/* V (1 or 4) consecutive elements of T as floats, loaded or stored as one transaction (16 bytes of fp32, 8 of
+ * bf16): the elementwise kernels' wide path, which keeps 4× the bytes in flight per thread (a grid-stride loop
+ * of 4-byte loads cannot cover HBM's latency). Wide needs p aligned to V elements (ops_wide_ok). */
+struct alignas(8) ops_bf16x4 {
+    __nv_bfloat162 lo, hi;
+};
+template <int V> static __device__ __forceinline__ void ops_ldv(const float *p, float *v)
+{
+    if constexpr (V == 4) {
+        const float4 q = *reinterpret_cast<const float4 *>(p);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    } else {
+        v[0] = *p;
+    }
+}
+template <int V> static __device__ __forceinline__ void ops_ldv(const bf16 *p, float *v)
+{
+    if constexpr (V == 4) {
+        const ops_bf16x4 q = *reinterpret_cast<const ops_bf16x4 *>(p);
+        v[0] = __low2float(q.lo), v[1] = __high2float(q.lo), v[2] = __low2float(q.hi), v[3] = __high2float(q.hi);
+    } else {
+        v[0] = ops_f(*p);
+    }
+}
+template <int V> static __device__ __forceinline__ void ops_stv(float *p, const float *v)
+{
+    if constexpr (V == 4) *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    else *p = v[0];
+}
+template <int V> static __device__ __forceinline__ void ops_stv(bf16 *p, const float *v)
+{
+    if constexpr (V == 4) {
+        ops_bf16x4 q;
+        q.lo = __floats2bfloat162_rn(v[0], v[1]); /* each to nearest even, as __float2bfloat16 */
+        q.hi = __floats2bfloat162_rn(v[2], v[3]);
+        *reinterpret_cast<ops_bf16x4 *>(p) = q;
+    } else {
+        *p = __float2bfloat16(v[0]);
+    }
+}
+
+/* 1 when rows of C elements of T at each pointer (NULL skipped) suit the wide path: C a multiple of 4, each
+ * pointer aligned to 4 elements. The launchers also take TB_CUDA_NARROW=1 (one element a thread, for an A-B
+ * run). */
+template <typename T> static inline int ops_wide_ok(int C, const void *a, const void *b, const void *c = NULL)
+{
+    const uintptr_t m = 4 * sizeof(T) - 1;
+    return C % 4 == 0 && !((uintptr_t)a & m) && !((uintptr_t)b & m) && !((uintptr_t)c & m);
+}
+
 /* The launch's status: 0, or the CUDA error code the launch left (cleared, so it is reported once). */
 static inline int ops_launched(void) { return (int)cudaGetLastError(); }
 

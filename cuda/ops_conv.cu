@@ -162,7 +162,8 @@ __global__ void k_conv_direct_fwd(T *out, const T *inp, const WT *w, const float
         const ops_pix q = ops_pix_at(p, s.OW, s.OH);
         float x[KD];
         dc_patch<T, K, CI>(x, inp, s, q.n, q.oy, q.ox);
-        for (int oc = threadIdx.x; oc < OC; oc += 32) out[p * OC + oc] = ops_to<T>(dc_fwd_one<T, KD>(x, dc_w, b, OC, oc));
+        for (int oc = threadIdx.x; oc < OC; oc += 32)
+            out[p * OC + oc] = ops_to<T>(dc_fwd_one<T, KD>(x, dc_w, b, OC, oc));
     }
 }
 

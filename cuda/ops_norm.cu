@@ -62,6 +62,7 @@ template <typename T> __global__ void k_bn_stats(double *part, const T *inp, siz
     ops_chunk_range(M, K, k, &r0, &r1);
     double s = 0.0, q = 0.0;
     if (c < C)
+#pragma unroll 4 /* four rows' loads in flight before their adds (the adds keep their order) */
         for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
             double v = (double)ops_f(inp[r * C + c]);
             s += v;
@@ -97,20 +98,47 @@ __global__ void k_bn_finalize(float *save, float *run_mean, float *run_var, cons
 /* The elementwise passes run grid-stride over the M·C (or one sample's HW·C) elements with the channel c
  * tracked by step_c (ops_step_c): no division per element. */
 
-/* out = act((x - mean[c])·(γ[c]·rstd[c]) + β[c]); eval computes rstd from run_var (var) per element. */
-template <typename T, bool EVAL>
+/* out = act((x - mean[c])·(γ[c]·rstd[c]) + β[c]); eval computes rstd from run_var (var) per element. V
+ * consecutive channels a thread (ops_ldv): i counts groups of V, cv the group's channel block (CV = C/V). */
+template <typename T, bool EVAL, int V>
 __global__ void k_bn_apply(T *out, const T *inp, const float *mean, const float *rstd_or_var,
-                           const float *gamma, const float *beta, size_t total, int C, int step_c, float eps, int act)
+                           const float *gamma, const float *beta, size_t groups, int CV, int step_cv, float eps,
+                           int act)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    int c = (int)(i % (size_t)C);
-    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        float rstd = EVAL ? (float)(1.0 / sqrt((double)rstd_or_var[c] + (double)eps)) : rstd_or_var[c];
-        float z = (ops_f(inp[i]) - mean[c]) * (gamma[c] * rstd) + beta[c];
-        out[i] = ops_to<T>(act_f(z, act));
-        c += step_c;
-        if (c >= C) c -= C;
+    int cv = (int)(i % (size_t)CV);
+    for (; i < groups; i += (size_t)gridDim.x * blockDim.x) {
+        float x[V];
+        ops_ldv<V>(inp + i * V, x);
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const int c = cv * V + j;
+            float rstd = EVAL ? (float)(1.0 / sqrt((double)rstd_or_var[c] + (double)eps)) : rstd_or_var[c];
+            float z = (x[j] - mean[c]) * (gamma[c] * rstd) + beta[c];
+            x[j] = act_f(z, act);
+        }
+        ops_stv<V>(out + i * V, x);
+        cv += step_cv;
+        if (cv >= CV) cv -= CV;
     }
+}
+
+/* k_bn_apply over M·C elements, 4 channels a thread where the rows and pointers allow. */
+template <typename T, bool EVAL>
+static int bn_apply(T *out, const T *inp, const float *mean, const float *rstd_or_var, const float *gamma,
+                    const float *beta, size_t total, int C, float eps, int act, cudaStream_t st)
+{
+    const int V = !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(C, out, inp) ? 4 : 1;
+    const size_t groups = total / V;
+    const unsigned gx = ops_grid_rows(groups, 1);
+    const int CV = C / V, step = ops_step_c(gx, CV);
+    if (V == 4)
+        k_bn_apply<T, EVAL, 4><<<gx, OPS_THREADS, 0, st>>>(out, inp, mean, rstd_or_var, gamma, beta, groups, CV, step,
+                                                           eps, act);
+    else
+        k_bn_apply<T, EVAL, 1><<<gx, OPS_THREADS, 0, st>>>(out, inp, mean, rstd_or_var, gamma, beta, groups, CV, step,
+                                                           eps, act);
+    return ops_launched();
 }
 
 /* part (K,2,C) = [Σdz | Σdz·(x-μ)] of each row chunk. Grid (⌈C/32⌉, K), block (32, NORM_ROWS). */
@@ -125,6 +153,7 @@ __global__ void k_bn_bwd_stats(double *part, const T *dout, const T *inp, const 
     double s = 0.0, q = 0.0;
     if (c < C) {
         float mu = save[c], a = gamma[c] * save[C + c], b = beta[c];
+#pragma unroll 4
         for (size_t r = r0 + threadIdx.y; r < r1; r += NORM_ROWS) {
             float xm = ops_f(inp[r * C + c]) - mu;
             float dz = ops_f(dout[r * C + c]) * act_grad(xm * a + b, act);
@@ -156,20 +185,30 @@ __global__ void k_bn_bwd_finalize(float *coef, float *dgamma, float *dbeta, cons
     coef[2 * C + c] = (float)(-kk * sdz * inv_m);
 }
 
-template <typename T>
-__global__ void k_bn_bwd_apply(T *dinp, const T *dout, const T *inp, const float *save,
-                               const float *beta, const float *coef, size_t total, int C, int step_c, int act,
-                               int acc)
+/* dinp (+)= a·dz + c2·(x-μ) + k0, V consecutive channels a thread as k_bn_apply. */
+template <typename T, int V>
+__global__ void k_bn_bwd_apply(T *dinp, const T *dout, const T *inp, const float *save, const float *beta,
+                               const float *coef, size_t groups, int CV, int step_cv, int act, int acc)
 {
+    const int C = CV * V;
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    int c = (int)(i % (size_t)C);
-    for (; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        float a = coef[c], xm = ops_f(inp[i]) - save[c];
-        float dz = ops_f(dout[i]) * act_grad(xm * a + beta[c], act);
-        float v = a * dz + coef[C + c] * xm + coef[2 * C + c];
-        dinp[i] = ops_to<T>(acc ? ops_f(dinp[i]) + v : v);
-        c += step_c;
-        if (c >= C) c -= C;
+    int cv = (int)(i % (size_t)CV);
+    for (; i < groups; i += (size_t)gridDim.x * blockDim.x) {
+        float x[V], g[V], d[V];
+        ops_ldv<V>(inp + i * V, x);
+        ops_ldv<V>(dout + i * V, g);
+        if (acc) ops_ldv<V>(dinp + i * V, d);
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const int c = cv * V + j;
+            float a = coef[c], xm = x[j] - save[c];
+            float dz = g[j] * act_grad(xm * a + beta[c], act);
+            float v = a * dz + coef[C + c] * xm + coef[2 * C + c];
+            d[j] = acc ? d[j] + v : v;
+        }
+        ops_stv<V>(dinp + i * V, d);
+        cv += step_cv;
+        if (cv >= CV) cv -= CV;
     }
 }
 
@@ -317,11 +356,7 @@ static int bn_forward_train(T *out, float *save, float *run_mean, float *run_var
     if ((err = ops_launched())) return err;
     k_bn_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(save, run_mean, run_var, part, K, M, C, eps, momentum);
     if ((err = ops_launched())) return err;
-    size_t total = M * (size_t)C;
-    unsigned gx = ops_grid_rows(total, 1);
-    k_bn_apply<T, false><<<gx, OPS_THREADS, 0, st>>>(out, inp, save, save + C, gamma, beta, total, C,
-                                                     ops_step_c(gx, C), eps, act);
-    return ops_launched();
+    return bn_apply<T, false>(out, inp, save, save + C, gamma, beta, M * (size_t)C, C, eps, act, st);
 }
 
 template <typename T>
@@ -330,10 +365,7 @@ static int bn_forward_eval(T *out, const T *inp, const float *run_mean, const fl
 {
     size_t total = M * (size_t)C;
     if (total == 0) return 0;
-    unsigned gx = ops_grid_rows(total, 1);
-    k_bn_apply<T, true><<<gx, OPS_THREADS, 0, STREAM(stream)>>>(out, inp, run_mean, run_var, gamma, beta, total, C,
-                                                                ops_step_c(gx, C), eps, act);
-    return ops_launched();
+    return bn_apply<T, true>(out, inp, run_mean, run_var, gamma, beta, total, C, eps, act, STREAM(stream));
 }
 
 template <typename T>
@@ -352,10 +384,14 @@ static int bn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
     k_bn_bwd_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(coef, dgamma, dbeta, part, K, save, gamma, M, C);
     if ((err = ops_launched())) return err;
     if (!dinp) return 0;
-    size_t total = M * (size_t)C;
-    unsigned gx = ops_grid_rows(total, 1);
-    k_bn_bwd_apply<T><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, total, C, ops_step_c(gx, C), act,
-                                                  acc);
+    const int V = !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(C, dinp, dout, inp) ? 4 : 1;
+    const size_t groups = M * (size_t)C / V;
+    const unsigned gx = ops_grid_rows(groups, 1);
+    const int CV = C / V, step = ops_step_c(gx, CV);
+    if (V == 4)
+        k_bn_bwd_apply<T, 4><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);
+    else
+        k_bn_bwd_apply<T, 1><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);
     return ops_launched();
 }
 

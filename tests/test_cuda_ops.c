@@ -299,43 +299,46 @@ Test(cuda_ops, pool_and_se)
 Test(cuda_ops, batchnorm)
 {
     need_gpu();
-    const int C = 37;
-    const size_t M = 3 * 23 * 17, n = M * C; /* 3 row chunks of the GPU's 512, 10 of the CPU's */
-    float *x = rnd(n, 13, -1.0f, 3.0f), *g = rnd(n, 14, -1.0f, 1.0f), *gam = rnd((size_t)C, 15, 0.5f, 1.5f);
-    float *bet = rnd((size_t)C, 16, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 17, -0.1f, 0.1f);
-    float *rv0 = rnd((size_t)C, 18, 0.9f, 1.1f), *acc0 = rnd(n, 19, -1.0f, 1.0f);
-    float *dx = dev_dup(x, n), *dg = dev_dup(g, n), *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C);
-    float *dy = dev_alloc(n * 4), *dsave = dev_alloc(2 * (size_t)C * 4);
-    void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
-    for (int act = 0; act <= 1; act++) {
-        float *want = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *rm = tu_fdup(rm0, (size_t)C);
-        float *rv = tu_fdup(rv0, (size_t)C), *drm = dev_dup(rm0, (size_t)C), *drv = dev_dup(rv0, (size_t)C);
-        bn_forward_train(want, save, rm, rv, x, gam, bet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, act, 0, 1);
-        OK(tb_cuda_bn_forward_train(dy, dsave, drm, drv, dx, dgam, dbet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT,
-                                    act, scr, NULL));
-        check(dy, want, n, RTOL, "BN train forward");
-        check(dsave, save, 2 * (size_t)C, RTOL, "BN save");
-        check(drm, rm, (size_t)C, RTOL, "BN running mean");
-        check(drv, rv, (size_t)C, RTOL, "BN running var");
+    /* C 37: a channel a thread in the elementwise passes; 40: the wide path, 4 channels a thread */
+    for (int C = 37; C <= 40; C += 3) {
+        const size_t M = 3 * 23 * 17, n = M * C; /* 3 row chunks of the GPU's 512, 10 of the CPU's */
+        float *x = rnd(n, 13, -1.0f, 3.0f), *g = rnd(n, 14, -1.0f, 1.0f), *gam = rnd((size_t)C, 15, 0.5f, 1.5f);
+        float *bet = rnd((size_t)C, 16, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 17, -0.1f, 0.1f);
+        float *rv0 = rnd((size_t)C, 18, 0.9f, 1.1f), *acc0 = rnd(n, 19, -1.0f, 1.0f);
+        float *dx = dev_dup(x, n), *dg = dev_dup(g, n), *dgam = dev_dup(gam, (size_t)C);
+        float *dbet = dev_dup(bet, (size_t)C);
+        float *dy = dev_alloc(n * 4), *dsave = dev_alloc(2 * (size_t)C * 4);
+        void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
+        for (int act = 0; act <= 1; act++) {
+            float *want = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *rm = tu_fdup(rm0, (size_t)C);
+            float *rv = tu_fdup(rv0, (size_t)C), *drm = dev_dup(rm0, (size_t)C), *drv = dev_dup(rv0, (size_t)C);
+            bn_forward_train(want, save, rm, rv, x, gam, bet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, act, 0, 1);
+            OK(tb_cuda_bn_forward_train(dy, dsave, drm, drv, dx, dgam, dbet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT,
+                                        act, scr, NULL));
+            check(dy, want, n, RTOL, "BN train forward");
+            check(dsave, save, 2 * (size_t)C, RTOL, "BN save");
+            check(drm, rm, (size_t)C, RTOL, "BN running mean");
+            check(drv, rv, (size_t)C, RTOL, "BN running var");
 
-        bn_forward_eval(want, x, rm, rv, gam, bet, M, C, BN_EPS_DEFAULT, act, 0, 1);
-        OK(tb_cuda_bn_forward_eval(dy, dx, drm, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, act, NULL));
-        check(dy, want, n, RTOL, "BN eval forward");
+            bn_forward_eval(want, x, rm, rv, gam, bet, M, C, BN_EPS_DEFAULT, act, 0, 1);
+            OK(tb_cuda_bn_forward_eval(dy, dx, drm, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, act, NULL));
+            check(dy, want, n, RTOL, "BN eval forward");
 
-        /* backward from the CPU's save, accumulating onto nonzero gradients */
-        float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
-        float *gcopy = tu_fdup(g, n); /* the CPU overwrites dout with dz under SiLU */
-        float *ddx = dev_dup(acc0, n), *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C);
-        float *dsv = dev_dup(save, 2 * (size_t)C);
-        bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
-        OK(tb_cuda_bn_backward(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 1, scr, NULL));
-        check(ddx, dwant, n, RTOL, "BN backward dinp");
-        check(ddg, dgw, (size_t)C, RTOL, "BN backward dgamma");
-        check(ddb, dbw, (size_t)C, RTOL, "BN backward dbeta");
-        free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
+            /* backward from the CPU's save, accumulating onto nonzero gradients */
+            float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
+            float *gcopy = tu_fdup(g, n); /* the CPU overwrites dout with dz under SiLU */
+            float *ddx = dev_dup(acc0, n), *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C);
+            float *dsv = dev_dup(save, 2 * (size_t)C);
+            bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
+            OK(tb_cuda_bn_backward(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 1, scr, NULL));
+            check(ddx, dwant, n, RTOL, "BN backward dinp");
+            check(ddg, dgw, (size_t)C, RTOL, "BN backward dgamma");
+            check(ddb, dbw, (size_t)C, RTOL, "BN backward dbeta");
+            free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
+        }
+        dev_free_all();
+        free(x), free(g), free(gam), free(bet), free(rm0), free(rv0), free(acc0);
     }
-    dev_free_all();
-    free(x), free(g), free(gam), free(bet), free(rm0), free(rv0), free(acc0);
 }
 
 Test(cuda_ops, groupnorm)
@@ -854,42 +857,44 @@ Test(cuda_ops, pool_and_se_bf16)
 Test(cuda_ops, batchnorm_bf16)
 {
     need_gpu();
-    const int C = 37;
-    const size_t M = 3 * 23 * 17, n = M * C;
-    float *x = rnd16(n, 42, -1.0f, 3.0f), *g = rnd16(n, 43, -1.0f, 1.0f), *gam = rnd((size_t)C, 44, 0.5f, 1.5f);
-    float *bet = rnd((size_t)C, 45, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 46, -0.1f, 0.1f);
-    float *rv0 = rnd((size_t)C, 47, 0.9f, 1.1f), *acc0 = rnd16(n, 48, -1.0f, 1.0f);
-    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2);
-    float *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C), *dsave = dev_alloc(2 * (size_t)C * 4);
-    void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
-    for (int act = 0; act <= 1; act++) {
-        float *want = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *rm = tu_fdup(rm0, (size_t)C);
-        float *rv = tu_fdup(rv0, (size_t)C), *drm = dev_dup(rm0, (size_t)C), *drv = dev_dup(rv0, (size_t)C);
-        bn_forward_train(want, save, rm, rv, x, gam, bet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, act, 0, 1);
-        OK(tb_cuda_bn_forward_train_bf16(dy, dsave, drm, drv, dx, dgam, dbet, M, C, BN_EPS_DEFAULT,
-                                         BN_MOMENTUM_DEFAULT, act, scr, NULL));
-        check16(dy, want, n, "BN train forward bf16");
-        check32(dsave, save, 2 * (size_t)C, "BN save (fp32) from bf16");
-        check32(drm, rm, (size_t)C, "BN running mean from bf16");
-        check32(drv, rv, (size_t)C, "BN running var from bf16");
+    /* C 37: a channel a thread in the elementwise passes; 40: the wide path, 4 channels a thread */
+    for (int C = 37; C <= 40; C += 3) {
+        const size_t M = 3 * 23 * 17, n = M * C;
+        float *x = rnd16(n, 42, -1.0f, 3.0f), *g = rnd16(n, 43, -1.0f, 1.0f), *gam = rnd((size_t)C, 44, 0.5f, 1.5f);
+        float *bet = rnd((size_t)C, 45, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 46, -0.1f, 0.1f);
+        float *rv0 = rnd((size_t)C, 47, 0.9f, 1.1f), *acc0 = rnd16(n, 48, -1.0f, 1.0f);
+        void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2);
+        float *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C), *dsave = dev_alloc(2 * (size_t)C * 4);
+        void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
+        for (int act = 0; act <= 1; act++) {
+            float *want = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *rm = tu_fdup(rm0, (size_t)C);
+            float *rv = tu_fdup(rv0, (size_t)C), *drm = dev_dup(rm0, (size_t)C), *drv = dev_dup(rv0, (size_t)C);
+            bn_forward_train(want, save, rm, rv, x, gam, bet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, act, 0, 1);
+            OK(tb_cuda_bn_forward_train_bf16(dy, dsave, drm, drv, dx, dgam, dbet, M, C, BN_EPS_DEFAULT,
+                                             BN_MOMENTUM_DEFAULT, act, scr, NULL));
+            check16(dy, want, n, "BN train forward bf16");
+            check32(dsave, save, 2 * (size_t)C, "BN save (fp32) from bf16");
+            check32(drm, rm, (size_t)C, "BN running mean from bf16");
+            check32(drv, rv, (size_t)C, "BN running var from bf16");
 
-        bn_forward_eval(want, x, rm, rv, gam, bet, M, C, BN_EPS_DEFAULT, act, 0, 1);
-        OK(tb_cuda_bn_forward_eval_bf16(dy, dx, drm, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, act, NULL));
-        check16(dy, want, n, "BN eval forward bf16");
+            bn_forward_eval(want, x, rm, rv, gam, bet, M, C, BN_EPS_DEFAULT, act, 0, 1);
+            OK(tb_cuda_bn_forward_eval_bf16(dy, dx, drm, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, act, NULL));
+            check16(dy, want, n, "BN eval forward bf16");
 
-        float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
-        float *gcopy = tu_fdup(g, n); /* the CPU overwrites dout with dz under SiLU */
-        void *ddx = dev_bf16(acc0, n);
-        float *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C), *dsv = dev_dup(save, 2 * (size_t)C);
-        bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
-        OK(tb_cuda_bn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 1, scr, NULL));
-        check16(ddx, dwant, n, "BN backward dinp bf16");
-        check32(ddg, dgw, (size_t)C, "BN backward dgamma from bf16");
-        check32(ddb, dbw, (size_t)C, "BN backward dbeta from bf16");
-        free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
+            float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
+            float *gcopy = tu_fdup(g, n); /* the CPU overwrites dout with dz under SiLU */
+            void *ddx = dev_bf16(acc0, n);
+            float *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C), *dsv = dev_dup(save, 2 * (size_t)C);
+            bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
+            OK(tb_cuda_bn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 1, scr, NULL));
+            check16(ddx, dwant, n, "BN backward dinp bf16");
+            check32(ddg, dgw, (size_t)C, "BN backward dgamma from bf16");
+            check32(ddb, dbw, (size_t)C, "BN backward dbeta from bf16");
+            free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
+        }
+        dev_free_all();
+        free(x), free(g), free(gam), free(bet), free(rm0), free(rv0), free(acc0);
     }
-    dev_free_all();
-    free(x), free(g), free(gam), free(bet), free(rm0), free(rv0), free(acc0);
 }
 
 Test(cuda_ops, groupnorm_bf16)

@@ -515,9 +515,9 @@ phase_kernels() {
 
 # The kernels a tree changed against the ones they replace, on one binary through their switches
 # (TB_CUDA_DW_BWD=gather: the depthwise backward-data's gather; TB_CUDA_CONV_ALGO=im2col: the stem by im2col
-# and GEMMs), alternating new old new old on effnet-b0 224 batch 256, fp32 then bf16, each run with its
+# and GEMMs; TB_CUDA_NARROW=1: BatchNorm's elementwise passes one element a thread), alternating new old new old on effnet-b0 224 batch 256, fp32 then bf16, each run with its
 # per-layer profile; then the ratio of the medians (new / old images/s) per precision.
-AB_OLD=(TB_CUDA_DW_BWD=gather TB_CUDA_CONV_ALGO=im2col)
+AB_OLD=(TB_CUDA_DW_BWD=gather TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1)
 phase_ab() {
     local prec r
     for prec in fp32 bf16m; do
@@ -535,7 +535,8 @@ bad = 0
 for prec in ("fp32", "bf16m"):
     got = {}
     for side in ("new", "old"):
-        got[side] = [v for v in (ips(p) for p in sorted(glob.glob(os.path.join(sys.argv[1], "ab-%s-%s-r*.jsonl" % (side, prec))))) if v]
+        runs = sorted(glob.glob(os.path.join(sys.argv[1], "ab-%s-%s-r*.jsonl" % (side, prec))))
+        got[side] = [v for v in map(ips, runs) if v]
     if got["new"] and got["old"]:
         n, o = statistics.median(got["new"]), statistics.median(got["old"])
         print("%s: new %s, old %s images/s; new / old %.3f" % (prec, got["new"], got["old"], n / o))
