@@ -234,14 +234,11 @@ static int layer_backward(struct cuda_ctx *c, const struct cu_acts *in, const st
     if (l->op == OP_INPUT || l->op == OP_SOFTMAX_CE) return TB_OK; /* no gradient / seeded in the forward */
     const struct tensor *ti = &m->tensors[l->in];
     float *din = ti->needs_grad ? dact(c, in, l->in) : NULL, *dout = dact(c, in, l->out);
-    /* Each input's gradient is zeroed just before its last reader's backward, as exec.c does (every
-     * kernel here accumulates: exec.c's overwrite-instead-of-zero shortcut is not taken). */
-    if (din && ti->last_reader == li) TB_CU(cudaMemsetAsync(din, 0, (size_t)n * ti->per_sample * sizeof(float), c->s));
-    if (l->in2 >= 0) {
-        const struct tensor *t2 = &m->tensors[l->in2];
-        if (t2->needs_grad && t2->last_reader == li && l->in2 != l->in)
-            TB_CU(cudaMemsetAsync(dact(c, in, l->in2), 0, (size_t)n * t2->per_sample * sizeof(float), c->s));
-    }
+    /* Each input's gradient is overwritten by its last reader's backward where that layer kind can (exec.c's
+     * shortcut), else zeroed just before it and accumulated into. */
+    const struct cu_env e = env_of(c);
+    const int over = tb_cuda_prepare_input_grads(&e, in, l, li, n, sizeof(float));
+    if (over < 0) return over;
     const size_t total = (size_t)n * m->tensors[l->out].per_sample;
     if (l->act == ACT_RELU) {
         tb_cuda_relu_mask(dout, act(c, in, l->out), total, c->s);
@@ -271,10 +268,7 @@ static int layer_backward(struct cuda_ctx *c, const struct cu_acts *in, const st
             TB_CU_LAUNCHED("relu backward");
         }
         return TB_OK;
-    default: {
-        const struct cu_env e = env_of(c);
-        return tb_cuda_effnet_backward(&e, in, l, n, first_index, step);
-    }
+    default: return tb_cuda_effnet_backward(&e, in, l, n, first_index, step, over);
     }
 }
 

@@ -109,14 +109,9 @@ int tb_cuda_bf16_backward(const struct cu_env *e, const struct cu_acts *a, const
     if (l->op == OP_INPUT || l->op == OP_SOFTMAX_CE) return TB_OK; /* no gradient / seeded in the forward */
     const struct tensor *ti = &m->tensors[l->in];
     void *din = ti->needs_grad ? tb_cuda_dact(e, a, l->in) : NULL;
-    /* Every kernel accumulates: each input's gradient (2-byte elements) is zeroed just before its last
-     * reader's backward, as exec.c and the fp32 path do. */
-    if (din && ti->last_reader == li) TB_CU(cudaMemsetAsync(din, 0, (size_t)n * ti->per_sample * 2, e->s));
-    if (l->in2 >= 0) {
-        const struct tensor *t2 = &m->tensors[l->in2];
-        if (t2->needs_grad && t2->last_reader == li && l->in2 != l->in)
-            TB_CU(cudaMemsetAsync(tb_cuda_dact(e, a, l->in2), 0, (size_t)n * t2->per_sample * 2, e->s));
-    }
+    /* Each input's gradient (2-byte elements) is overwritten or zeroed at its last reader, as the fp32 path. */
+    const int over = tb_cuda_prepare_input_grads(e, a, l, li, n, 2);
+    if (over < 0) return over;
     switch (l->op) {
     case OP_DENSE: return dense_backward(e, a, l, n, din);
     case OP_RELU:
@@ -126,6 +121,6 @@ int tb_cuda_bf16_backward(const struct cu_env *e, const struct cu_acts *a, const
             TB_CU_LAUNCHED("relu backward");
         }
         return TB_OK;
-    default: return tb_cuda_effnet_backward(e, a, l, n, first_index, step);
+    default: return tb_cuda_effnet_backward(e, a, l, n, first_index, step, over);
     }
 }

@@ -240,8 +240,43 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
     }
 }
 
+/* exec.c's overwrite-instead-of-zero shortcut: a gradient's last reader (in forward order) runs the first
+ * backward that writes it, so where that layer writes every element through a kernel's acc argument (or a
+ * copy) it may write with acc = 0, and the memset before it and the read of zeros go. Bit 0: l->in, bit 1:
+ * l->in2. The SE scale's gate gradient (N·C, always accumulated by its kernel) and a drop-connect branch (a
+ * kernel without acc) stay zeroed. TB_CUDA_GRAD_ZERO=memset turns the shortcut off (an A-B run). */
+static int overwrite_mask(const struct model *m, const struct layer *l, int li)
+{
+    const char *v = getenv("TB_CUDA_GRAD_ZERO");
+    if ((v && strcmp(v, "memset") == 0) || l->in2 == l->in) return 0;
+    const struct tensor *ti = &m->tensors[l->in], *t2 = l->in2 >= 0 ? &m->tensors[l->in2] : NULL;
+    const int last = (ti->needs_grad && ti->last_reader == li ? 1 : 0) |
+                     (t2 && t2->needs_grad && t2->last_reader == li ? 2 : 0);
+    switch (l->op) {
+    case OP_CONV: case OP_DWCONV: case OP_BN: case OP_GN: case OP_SE_SCALE: return last & 1;
+    case OP_ADD: return last & (l->a.drop.p > 0.0f ? 1 : 3);
+    default: return 0;
+    }
+}
+
+int tb_cuda_prepare_input_grads(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int li, int n,
+                                size_t elem)
+{
+    const struct model *m = e->m;
+    const struct tensor *ti = &m->tensors[l->in];
+    const int over = tb_cuda_effnet_op(l->op) ? overwrite_mask(m, l, li) : 0;
+    if (ti->needs_grad && ti->last_reader == li && !(over & 1))
+        TB_CU(cudaMemsetAsync(tb_cuda_dact(e, a, l->in), 0, (size_t)n * ti->per_sample * elem, e->s));
+    if (l->in2 >= 0 && l->in2 != l->in) {
+        const struct tensor *t2 = &m->tensors[l->in2];
+        if (t2->needs_grad && t2->last_reader == li && !(over & 2))
+            TB_CU(cudaMemsetAsync(tb_cuda_dact(e, a, l->in2), 0, (size_t)n * t2->per_sample * elem, e->s));
+    }
+    return over;
+}
+
 int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n,
-                            long first_index, long step)
+                            long first_index, long step, int over)
 {
     const struct model *m = e->m;
     const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
@@ -251,6 +286,8 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     const void *w16 = e->params16 ? e->params16 + l->w_off : NULL;
     float *dw = e->grads + l->w_off, *db = l->n_b ? e->grads + l->b_off : NULL;
     const size_t total = (size_t)n * to->per_sample, HW = (size_t)ti->h * ti->w;
+    const size_t elem = e->params16 ? 2 : sizeof(float);
+    const int acc = !(over & 1); /* l->in's gradient: accumulate, or overwrite (tb_cuda_prepare_input_grads) */
     void *st = e->s;
     switch (l->op) {
     case OP_SILU:
@@ -262,37 +299,37 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     case OP_CONV: {
         const struct conv_shape s = shape_of(m, l, n);
         if (s.groups > 1) {
-            if (din) CK(PICK(tb_cuda_gconv_backward_data, din, dout, w, &s, 1, st), "tb_cuda_gconv_backward_data");
+            if (din) CK(PICK(tb_cuda_gconv_backward_data, din, dout, w, &s, acc, st), "tb_cuda_gconv_backward_data");
             CK(PICK(tb_cuda_gconv_backward_params, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_gconv_backward_params");
         } else if (is_1x1(&s) && w16) {
             if (din)
-                CK(tb_cuda_conv1x1_backward_data_bf16(e->blas, din, dout, w16, &s, 1),
+                CK(tb_cuda_conv1x1_backward_data_bf16(e->blas, din, dout, w16, &s, acc),
                    "tb_cuda_conv1x1_backward_data_bf16");
             CK(tb_cuda_conv1x1_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv1x1_backward_params_bf16");
         } else if (is_1x1(&s)) {
-            if (din) CK(tb_cuda_conv1x1_backward_data(e->blas, din, dout, w, &s, 1), "tb_cuda_conv1x1_backward_data");
+            if (din) CK(tb_cuda_conv1x1_backward_data(e->blas, din, dout, w, &s, acc), "tb_cuda_conv1x1_backward_data");
             CK(tb_cuda_conv1x1_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv1x1_backward_params");
         } else if (use_direct(&s)) { /* backward-data (none for the stem) by im2col's columns, then direct */
             if (din && w16)
-                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, 1, e->scratch, st),
+                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, acc, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data_bf16");
             else if (din)
-                CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, 1, e->scratch, st),
+                CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, acc, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data");
             CK(PICK(tb_cuda_conv_direct_backward_params, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv_direct_backward_params");
         } else if (w16) { /* both use the scratch's columns; one stream orders them */
             if (din)
-                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, 1, e->scratch, st),
+                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, acc, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data_bf16");
             CK(tb_cuda_conv_im2col_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv_im2col_backward_params_bf16");
         } else {
             if (din)
-                CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, 1, e->scratch, st),
+                CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, acc, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data");
             CK(tb_cuda_conv_im2col_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv_im2col_backward_params");
@@ -301,7 +338,7 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     }
     case OP_DWCONV: {
         const struct conv_shape s = shape_of(m, l, n);
-        if (din) CK(PICK(tb_cuda_dwconv_backward_data, din, dout, w, &s, 1, st), "tb_cuda_dwconv_backward_data");
+        if (din) CK(PICK(tb_cuda_dwconv_backward_data, din, dout, w, &s, acc, st), "tb_cuda_dwconv_backward_data");
         CK(PICK(tb_cuda_dwconv_backward_params, dw, db, in, dout, NULL, &s, e->scratch, st),
            "tb_cuda_dwconv_backward_params");
         return TB_OK;
@@ -309,12 +346,12 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     case OP_BN:
         /* dz = dout·silu'(z) recomputed from x inside: dout stays as it is (the cpu overwrites it). */
         CK(PICK(tb_cuda_bn_backward, din, dw, db, dout, in, tb_cuda_act(e, a, l->save), w, b, (size_t)n * HW, ti->c,
-                l->act == ACT_SILU, 1, e->scratch, st),
+                l->act == ACT_SILU, acc, e->scratch, st),
            "tb_cuda_bn_backward");
         return TB_OK;
     case OP_GN:
         CK(PICK(tb_cuda_gn_backward, din, dw, db, dout, in, tb_cuda_act(e, a, l->save), w, b, n, HW, ti->c,
-                l->a.norm.groups, l->act == ACT_SILU, 1, e->scratch, st),
+                l->a.norm.groups, l->act == ACT_SILU, acc, e->scratch, st),
            "tb_cuda_gn_backward");
         return TB_OK;
     case OP_GAP:
@@ -323,7 +360,7 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     case OP_SE_SCALE: {
         void *dscale = m->tensors[l->in2].needs_grad ? tb_cuda_dact(e, a, l->in2) : NULL;
         if (din || dscale)
-            CK(PICK(tb_cuda_se_scale_backward, din, dscale, dout, in, tb_cuda_act(e, a, l->in2), n, HW, ti->c, 1, st),
+            CK(PICK(tb_cuda_se_scale_backward, din, dscale, dout, in, tb_cuda_act(e, a, l->in2), n, HW, ti->c, acc, st),
                "tb_cuda_se_scale_backward");
         return TB_OK;
     }
@@ -331,11 +368,14 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
         void *d2 = m->tensors[l->in2].needs_grad ? tb_cuda_dact(e, a, l->in2) : NULL;
         /* The shortcut (in) takes dout as is; the branch (in2) through the drop-connect mask, which the
          * cpu applies whenever p > 0 (a backward is always a training pass). */
-        if (din) CK(PICK(tb_cuda_add_backward, din, NULL, dout, total, st), "tb_cuda_add_backward");
+        if (din && !acc) TB_CU(cudaMemcpyAsync(din, dout, total * elem, cudaMemcpyDeviceToDevice, e->s));
+        else if (din) CK(PICK(tb_cuda_add_backward, din, NULL, dout, total, st), "tb_cuda_add_backward");
         if (d2 && l->a.drop.p > 0.0f) {
             const struct tb_cuda_drop d = drop_of(e, l, step);
             CK(PICK(tb_cuda_dropconnect_backward, d2, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
                "tb_cuda_dropconnect_backward");
+        } else if (d2 && (over & 2)) {
+            TB_CU(cudaMemcpyAsync(d2, dout, total * elem, cudaMemcpyDeviceToDevice, e->s));
         } else if (d2) {
             CK(PICK(tb_cuda_add_backward, NULL, d2, dout, total, st), "tb_cuda_add_backward");
         }

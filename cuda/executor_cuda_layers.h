@@ -50,8 +50,14 @@ size_t tb_cuda_effnet_scratch_bytes(const struct model *m, int n);
 /* Enqueues layer l's forward for n samples; first_index/step key dropout as the cpu executor does. */
 int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n,
                            long first_index, long step, int training);
-/* Enqueues layer l's backward (gradients ACCUMULATED into zeroed input gradients, as the caller zeroes them). */
+/* Readies layer li's input gradients (elem bytes an element) for its backward: returns the mask of those its
+ * backward overwrites (bit 0 l->in, bit 1 l->in2: exec.c's overwrite-instead-of-zero at their last reader),
+ * having zeroed the others that are at their last reader; a negative tb status on a CUDA error. */
+int tb_cuda_prepare_input_grads(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int li, int n,
+                                size_t elem);
+/* Enqueues layer l's backward: input gradients overwritten where `over` (tb_cuda_prepare_input_grads) says,
+ * else ACCUMULATED into the gradients the caller zeroed. */
 int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n,
-                            long first_index, long step);
+                            long first_index, long step, int over);
 
 #endif

@@ -31,6 +31,7 @@
  *     1e-5 of the cpu's —, the loss falling over 12 bf16 steps on one batch (mlp: each step within 5e-2 of
  *     the cpu's fp32 loss), and evaluation after a step (loss and logits within 2e-2 or 8 times the baseline).
  *     The bf16 tolerances are what the H200 runs support (assert_close_bf16 says why).
+ * The gradient shortcut (overwrite at a gradient's last reader) gives the values zeroing and accumulating give.
  * Without a GPU too: the bf16 activation layout (disjoint, aligned, fp32 where it must be) and the fp16
  * refusal at create (one line).
  */
@@ -870,4 +871,42 @@ Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
     free(lg), free(lc), free(l16);
     executor_destroy(&g), executor_destroy(&c), executor_destroy(&c16);
     fixture_free(&f);
+}
+
+/* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) against zeroing
+ * and accumulating (TB_CUDA_GRAD_ZERO=memset): v and 0 + v are the same number, so the loss and every
+ * parameter gradient are equal (±0 alike), fp32 and bf16, BatchNorm and G16 GroupNorm, drop-connect on. */
+static void overwrite_same_values(const char *name, const char *norm, int bf16)
+{
+    struct fixture f;
+    effnet_fixture(&f, name, norm, EFF_N);
+    struct executor a, b;
+    const struct executor_config c = bf16 ? config_bf16(EFF_N, OPTIM_SGD) : config("cuda", EFF_N, OPTIM_SGD);
+    ex_init_buffers(&a, &f, &c);
+    ex_init_buffers(&b, &f, &c);
+    const struct executor_pass p = pass(&f, EFF_N, 3, 0, 0);
+    double la, lb;
+    executor_zero_grads(&a), executor_zero_grads(&b);
+    cr_assert_eq(executor_forward_backward(&a, &p, &la), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(setenv("TB_CUDA_GRAD_ZERO", "memset", 1), 0);
+    const int st = executor_forward_backward(&b, &p, &lb);
+    unsetenv("TB_CUDA_GRAD_ZERO");
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(la == lb, "%s: loss %.17g overwriting, %.17g zeroing", name, la, lb);
+    const size_t n = fam_n(&a, TF_GRADS);
+    float *ga = fam_get(&a, TF_GRADS), *gb = fam_get(&b, TF_GRADS);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(ga[i] == gb[i], "%s%s: gradient %zu: %.9g overwriting, %.9g zeroing", name, bf16 ? " bf16" : "", i,
+                  (double)ga[i], (double)gb[i]);
+    free(ga), free(gb);
+    executor_destroy(&a), executor_destroy(&b);
+    fixture_free(&f);
+}
+
+Test(cuda, effnet_gradient_overwrite_same_values)
+{
+    need_gpu();
+    overwrite_same_values("effnet-b0", "batch", 0);
+    overwrite_same_values("effnet-b0-g16", "group", 0);
+    overwrite_same_values("effnet-b0", "batch", 1);
 }

@@ -334,6 +334,11 @@ Test(cuda_ops, batchnorm)
             check(ddx, dwant, n, RTOL, "BN backward dinp");
             check(ddg, dgw, (size_t)C, RTOL, "BN backward dgamma");
             check(ddb, dbw, (size_t)C, RTOL, "BN backward dbeta");
+            /* acc 0 overwrites dinp (the executor's shortcut at a gradient's last reader) */
+            memcpy(gcopy, g, n * sizeof *gcopy), memset(dwant, 0, n * sizeof *dwant);
+            bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
+            OK(tb_cuda_bn_backward(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 0, scr, NULL));
+            check(ddx, dwant, n, RTOL, "BN backward dinp, overwriting");
             free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
         }
         dev_free_all();
@@ -592,9 +597,10 @@ Test(cuda_ops, depthwise_blocked_vs_gather)
         size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s);
         float *g = rnd(no, 1500 + i, -1, 1), *w = rnd(nw, 1510 + i, -0.5f, 0.5f), *acc = rnd(ni, 1520 + i, -1, 1);
         float *dg = dev_dup(g, no), *dw = dev_dup(w, nw), *blocked = dev_dup(acc, ni), *gather = dev_dup(acc, ni);
-        OK(tb_cuda_dwconv_backward_data(blocked, dg, dw, &s, 1, NULL));
+        const int add = (int)(i % 2); /* accumulating, and overwriting what is there */
+        OK(tb_cuda_dwconv_backward_data(blocked, dg, dw, &s, add, NULL));
         cr_assert_eq(setenv("TB_CUDA_DW_BWD", "gather", 1), 0);
-        int st = tb_cuda_dwconv_backward_data(gather, dg, dw, &s, 1, NULL);
+        int st = tb_cuda_dwconv_backward_data(gather, dg, dw, &s, add, NULL);
         unsetenv("TB_CUDA_DW_BWD");
         OK(st);
         float *a = tu_fvec(ni), *b = tu_fvec(ni);
@@ -619,9 +625,10 @@ Test(cuda_ops, depthwise_backward_data_host)
         struct conv_shape s = dw_shape_pad(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
         size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s);
         float *g = rnd(no, 1600 + i, -1, 1), *w = rnd(nw, 1610 + i, -0.5f, 0.5f), *got = rnd(ni, 1620 + i, -1, 1);
-        float *want = tu_fdup(got, ni);
+        const int acc = (int)(i % 2) == 0; /* accumulating, or overwriting what is there */
+        float *want = acc ? tu_fdup(got, ni) : tu_fvec(ni);
         dwconv_backward_data_ref(want, g, w, &s);
-        cr_assert_eq(tb_cuda_dwconv_backward_data_host(got, g, w, &s, 1), 0, "case %zu", i);
+        cr_assert_eq(tb_cuda_dwconv_backward_data_host(got, g, w, &s, acc), 0, "case %zu", i);
         char what[96];
         snprintf(what, sizeof what, "host blocked backward-data k%d s%d pad %d", c[4], c[5], c[6]);
         tu_assert_close_f(got, want, ni, RTOL, ATOL, what);
@@ -890,6 +897,10 @@ Test(cuda_ops, batchnorm_bf16)
             check16(ddx, dwant, n, "BN backward dinp bf16");
             check32(ddg, dgw, (size_t)C, "BN backward dgamma from bf16");
             check32(ddb, dbw, (size_t)C, "BN backward dbeta from bf16");
+            memcpy(gcopy, g, n * sizeof *gcopy), memset(dwant, 0, n * sizeof *dwant);
+            bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
+            OK(tb_cuda_bn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 0, scr, NULL));
+            check16(ddx, dwant, n, "BN backward dinp bf16, overwriting");
             free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
         }
         dev_free_all();
