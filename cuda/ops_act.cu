@@ -62,6 +62,7 @@ template <typename T> __global__ void k_gap_fwd(T *out, const T *inp, size_t HW,
     int c = blockIdx.x * 32 + threadIdx.x, n = blockIdx.y;
     double s = 0.0;
     if (c < C)
+#pragma unroll 4 /* four rows' loads in flight before their adds (in the same order) */
         for (size_t p = threadIdx.y; p < HW; p += SE_ROWS) s += (double)ops_f(inp[((size_t)n * HW + p) * C + c]);
     s = ops_sum_y(s, sh);
     if (threadIdx.y == 0 && c < C) out[(size_t)n * C + c] = ops_to<T>((float)(s * (1.0 / (double)HW)));
@@ -70,42 +71,56 @@ template <typename T> __global__ void k_gap_fwd(T *out, const T *inp, size_t HW,
 /* The (N, D = HW·C) kernels below run on grid (x, N): sample n = blockIdx.y, a grid-stride loop over its
  * D elements, channel c tracked by step_c (ops_step_c): no division per element. */
 
-template <typename T> __global__ void k_gap_bwd(T *dinp, const T *dout, size_t D, int C, int step_c, float inv)
+/* Wide (V = 4, ops_ldv) where C is a multiple of 4 and the pointers allow: j counts groups of V elements
+ * (DV = D/V of them), cv the group's channel block (CV = C/V); the same arithmetic per element. */
+template <typename T, int V>
+__global__ void k_gap_bwd(T *dinp, const T *dout, size_t DV, int CV, int step_cv, float inv)
 {
     const size_t n = blockIdx.y, stride = (size_t)gridDim.x * blockDim.x;
     size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    int c = (int)(j % (size_t)C);
-    T *dx = dinp + n * D;
-    const T *dy = dout + n * C;
-    for (; j < D; j += stride) {
-        dx[j] = ops_to<T>(ops_f(dx[j]) + ops_f(dy[c]) * inv);
-        c += step_c;
-        if (c >= C) c -= C;
+    int cv = (int)(j % (size_t)CV);
+    T *dx = dinp + n * DV * V;
+    const T *dy = dout + n * (size_t)CV * V;
+    for (; j < DV; j += stride) {
+        float v[V];
+        ops_ldv<V>(dx + j * V, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) v[k] += ops_f(dy[cv * V + k]) * inv;
+        ops_stv<V>(dx + j * V, v);
+        cv += step_cv;
+        if (cv >= CV) cv -= CV;
     }
 }
 
-template <typename T> __global__ void k_se_fwd(T *out, const T *inp, const T *scale, size_t D, int C, int step_c)
+template <typename T, int V>
+__global__ void k_se_fwd(T *out, const T *inp, const T *scale, size_t DV, int CV, int step_cv)
 {
     const size_t n = blockIdx.y, stride = (size_t)gridDim.x * blockDim.x;
     size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    int c = (int)(j % (size_t)C);
-    const T *s = scale + n * C;
-    for (; j < D; j += stride) {
-        out[n * D + j] = ops_to<T>(ops_f(inp[n * D + j]) * ops_f(s[c]));
-        c += step_c;
-        if (c >= C) c -= C;
+    int cv = (int)(j % (size_t)CV);
+    const T *s = scale + n * (size_t)CV * V;
+    for (; j < DV; j += stride) {
+        float v[V];
+        ops_ldv<V>(inp + (n * DV + j) * V, v);
+#pragma unroll
+        for (int k = 0; k < V; k++) v[k] *= ops_f(s[cv * V + k]);
+        ops_stv<V>(out + (n * DV + j) * V, v);
+        cv += step_cv;
+        if (cv >= CV) cv -= CV;
     }
 }
 
 /* Block (32, SE_ROWS) per (32 channels, sample): dinp rows and the sample's dscale in one read of dout. */
 template <typename T>
-__global__ void k_se_bwd(T *dinp, T *dscale, const T *dout, const T *inp, const T *scale, size_t HW, int C, int acc)
+__global__ void k_se_bwd(T *__restrict__ dinp, T *dscale, const T *__restrict__ dout, const T *__restrict__ inp,
+                         const T *scale, size_t HW, int C, int acc)
 {
     __shared__ double sh[32 * SE_ROWS];
     int c = blockIdx.x * 32 + threadIdx.x, n = blockIdx.y;
     double s = 0.0;
     if (c < C) {
         float sc = ops_f(scale[(size_t)n * C + c]);
+#pragma unroll 4 /* dinp aliases neither input (restrict): later rows' loads may pass this row's store */
         for (size_t p = threadIdx.y; p < HW; p += SE_ROWS) {
             size_t i = ((size_t)n * HW + p) * C + c;
             float dy = ops_f(dout[i]);
@@ -211,17 +226,28 @@ template <typename T> static int gap_fwd(T *out, const T *inp, int N, size_t HW,
     return ops_launched();
 }
 
+/* 4 elements a thread (the wide kernels) where C allows it and the pointers are aligned, unless TB_CUDA_NARROW=1. */
+template <typename T> static int wide(int C, const void *a, const void *b)
+{
+    return !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(C, a, b) ? 4 : 1;
+}
+
 template <typename T> static int gap_bwd(T *dinp, const T *dout, int N, size_t HW, int C, void *stream)
 {
-    const size_t D = HW * (size_t)C;
-    LAUNCH_ROWS(k_gap_bwd<T>, D, N, stream, dinp, dout, D, C, ops_step_c(gx, C), (float)(1.0 / (double)HW));
+    const int V = wide<T>(C, dinp, dout);
+    const size_t DV = HW * (size_t)C / V;
+    const float inv = (float)(1.0 / (double)HW);
+    if (V == 4) LAUNCH_ROWS((k_gap_bwd<T, 4>), DV, N, stream, dinp, dout, DV, C / 4, ops_step_c(gx, C / 4), inv);
+    LAUNCH_ROWS((k_gap_bwd<T, 1>), DV, N, stream, dinp, dout, DV, C, ops_step_c(gx, C), inv);
 }
 
 template <typename T>
 static int se_fwd(T *out, const T *inp, const T *scale, int N, size_t HW, int C, void *stream)
 {
-    const size_t D = HW * (size_t)C;
-    LAUNCH_ROWS(k_se_fwd<T>, D, N, stream, out, inp, scale, D, C, ops_step_c(gx, C));
+    const int V = wide<T>(C, out, inp);
+    const size_t DV = HW * (size_t)C / V;
+    if (V == 4) LAUNCH_ROWS((k_se_fwd<T, 4>), DV, N, stream, out, inp, scale, DV, C / 4, ops_step_c(gx, C / 4));
+    LAUNCH_ROWS((k_se_fwd<T, 1>), DV, N, stream, out, inp, scale, DV, C, ops_step_c(gx, C));
 }
 
 template <typename T>

@@ -265,35 +265,44 @@ Test(cuda_ops, dropout_masks)
 Test(cuda_ops, pool_and_se)
 {
     need_gpu();
-    const int N = 3, C = 45;
-    const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
-    float *x = rnd(n, 6, -2.0f, 2.0f), *g = rnd(n, 7, -1.0f, 1.0f), *sc = rnd(nc, 8, 0.0f, 1.0f);
-    float *gp = rnd(nc, 9, -1.0f, 1.0f), *acc0 = rnd(n, 10, -1.0f, 1.0f), *accs = rnd(nc, 11, -1.0f, 1.0f);
-    float *want = tu_fvec(n), *wants = tu_fdup(accs, nc);
-    float *dx = dev_dup(x, n), *dg = dev_dup(g, n), *dsc = dev_dup(sc, nc), *dgp = dev_dup(gp, nc);
-    float *dy = dev_alloc(n * 4), *dp = dev_alloc(nc * 4), *dds = dev_dup(accs, nc);
+    /* C 45: an element a thread in the elementwise passes; 48: the wide path, 4 channels a thread */
+    for (int C = 45; C <= 48; C += 3) {
+        const int N = 3;
+        const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
+        float *x = rnd(n, 6, -2.0f, 2.0f), *g = rnd(n, 7, -1.0f, 1.0f), *sc = rnd(nc, 8, 0.0f, 1.0f);
+        float *gp = rnd(nc, 9, -1.0f, 1.0f), *acc0 = rnd(n, 10, -1.0f, 1.0f), *accs = rnd(nc, 11, -1.0f, 1.0f);
+        float *want = tu_fvec(n), *wants = tu_fdup(accs, nc);
+        float *dx = dev_dup(x, n), *dg = dev_dup(g, n), *dsc = dev_dup(sc, nc), *dgp = dev_dup(gp, nc);
+        float *dy = dev_alloc(n * 4), *dp = dev_alloc(nc * 4), *dds = dev_dup(accs, nc);
 
-    global_avgpool_forward(want, x, N, HW, C, 0, 1);
-    OK(tb_cuda_gap_forward(dp, dx, N, HW, C, NULL));
-    check(dp, want, nc, RTOL, "global average pool");
-    memcpy(want, acc0, n * sizeof *want);
-    CU(cudaMemcpy(dy, acc0, n * 4, cudaMemcpyHostToDevice));
-    global_avgpool_backward(want, gp, N, HW, C, 0, 1);
-    OK(tb_cuda_gap_backward(dy, dgp, N, HW, C, NULL));
-    check(dy, want, n, RTOL, "global average pool backward");
+        global_avgpool_forward(want, x, N, HW, C, 0, 1);
+        OK(tb_cuda_gap_forward(dp, dx, N, HW, C, NULL));
+        check(dp, want, nc, RTOL, "global average pool");
+        memcpy(want, acc0, n * sizeof *want);
+        CU(cudaMemcpy(dy, acc0, n * 4, cudaMemcpyHostToDevice));
+        global_avgpool_backward(want, gp, N, HW, C, 0, 1);
+        OK(tb_cuda_gap_backward(dy, dgp, N, HW, C, NULL));
+        check(dy, want, n, RTOL, "global average pool backward");
 
-    se_scale_forward(want, x, sc, N, HW, C, 0, 1);
-    OK(tb_cuda_se_scale_forward(dy, dx, dsc, N, HW, C, NULL));
-    check(dy, want, n, RTOL, "SE scale");
-    memcpy(want, acc0, n * sizeof *want);
-    CU(cudaMemcpy(dy, acc0, n * 4, cudaMemcpyHostToDevice));
-    se_scale_backward(want, wants, g, x, sc, N, HW, C, 1, 0, 1);
-    OK(tb_cuda_se_scale_backward(dy, dds, dg, dx, dsc, N, HW, C, 1, NULL));
-    check(dy, want, n, RTOL, "SE scale backward dinp");
-    check(dds, wants, nc, RTOL, "SE scale backward dscale");
+        se_scale_forward(want, x, sc, N, HW, C, 0, 1);
+        OK(tb_cuda_se_scale_forward(dy, dx, dsc, N, HW, C, NULL));
+        check(dy, want, n, RTOL, "SE scale");
+        memcpy(want, acc0, n * sizeof *want);
+        CU(cudaMemcpy(dy, acc0, n * 4, cudaMemcpyHostToDevice));
+        se_scale_backward(want, wants, g, x, sc, N, HW, C, 1, 0, 1);
+        OK(tb_cuda_se_scale_backward(dy, dds, dg, dx, dsc, N, HW, C, 1, NULL));
+        check(dy, want, n, RTOL, "SE scale backward dinp");
+        check(dds, wants, nc, RTOL, "SE scale backward dscale");
+        /* acc 0 overwrites dinp (the executor's shortcut); dscale accumulates either way */
+        memset(want, 0, n * sizeof *want);
+        se_scale_backward(want, wants, g, x, sc, N, HW, C, 0, 0, 1);
+        OK(tb_cuda_se_scale_backward(dy, dds, dg, dx, dsc, N, HW, C, 0, NULL));
+        check(dy, want, n, RTOL, "SE scale backward dinp, overwriting");
+        check(dds, wants, nc, RTOL, "SE scale backward dscale, accumulated again");
 
-    dev_free_all();
-    free(x), free(g), free(sc), free(gp), free(acc0), free(accs), free(want), free(wants);
+        dev_free_all();
+        free(x), free(g), free(sc), free(gp), free(acc0), free(accs), free(want), free(wants);
+    }
 }
 
 Test(cuda_ops, batchnorm)
@@ -830,35 +839,38 @@ Test(cuda_ops, dropout_masks_bf16)
 Test(cuda_ops, pool_and_se_bf16)
 {
     need_gpu();
-    const int N = 3, C = 45;
-    const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
-    float *x = rnd16(n, 36, -2.0f, 2.0f), *g = rnd16(n, 37, -1.0f, 1.0f), *sc = rnd16(nc, 38, 0.0f, 1.0f);
-    float *gp = rnd16(nc, 39, -1.0f, 1.0f), *acc0 = rnd16(n, 40, -1.0f, 1.0f), *accs = rnd16(nc, 41, -1.0f, 1.0f);
-    float *want = tu_fvec(n), *wants = tu_fdup(accs, nc);
-    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dsc = dev_bf16(sc, nc), *dgp = dev_bf16(gp, nc);
-    void *dy = dev_alloc(n * 2), *dp = dev_alloc(nc * 2), *dds = dev_bf16(accs, nc), *dacc = dev_bf16(acc0, n);
+    /* C 45: an element a thread in the elementwise passes; 48: the wide path, 4 channels a thread */
+    for (int C = 45; C <= 48; C += 3) {
+        const int N = 3;
+        const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
+        float *x = rnd16(n, 36, -2.0f, 2.0f), *g = rnd16(n, 37, -1.0f, 1.0f), *sc = rnd16(nc, 38, 0.0f, 1.0f);
+        float *gp = rnd16(nc, 39, -1.0f, 1.0f), *acc0 = rnd16(n, 40, -1.0f, 1.0f), *accs = rnd16(nc, 41, -1.0f, 1.0f);
+        float *want = tu_fvec(n), *wants = tu_fdup(accs, nc);
+        void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dsc = dev_bf16(sc, nc), *dgp = dev_bf16(gp, nc);
+        void *dy = dev_alloc(n * 2), *dp = dev_alloc(nc * 2), *dds = dev_bf16(accs, nc), *dacc = dev_bf16(acc0, n);
 
-    global_avgpool_forward(want, x, N, HW, C, 0, 1);
-    OK(tb_cuda_gap_forward_bf16(dp, dx, N, HW, C, NULL));
-    check16(dp, want, nc, "global average pool bf16");
-    memcpy(want, acc0, n * sizeof *want);
-    CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
-    global_avgpool_backward(want, gp, N, HW, C, 0, 1);
-    OK(tb_cuda_gap_backward_bf16(dy, dgp, N, HW, C, NULL));
-    check16(dy, want, n, "global average pool backward bf16");
+        global_avgpool_forward(want, x, N, HW, C, 0, 1);
+        OK(tb_cuda_gap_forward_bf16(dp, dx, N, HW, C, NULL));
+        check16(dp, want, nc, "global average pool bf16");
+        memcpy(want, acc0, n * sizeof *want);
+        CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
+        global_avgpool_backward(want, gp, N, HW, C, 0, 1);
+        OK(tb_cuda_gap_backward_bf16(dy, dgp, N, HW, C, NULL));
+        check16(dy, want, n, "global average pool backward bf16");
 
-    se_scale_forward(want, x, sc, N, HW, C, 0, 1);
-    OK(tb_cuda_se_scale_forward_bf16(dy, dx, dsc, N, HW, C, NULL));
-    check16(dy, want, n, "SE scale bf16");
-    memcpy(want, acc0, n * sizeof *want);
-    CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
-    se_scale_backward(want, wants, g, x, sc, N, HW, C, 1, 0, 1);
-    OK(tb_cuda_se_scale_backward_bf16(dy, dds, dg, dx, dsc, N, HW, C, 1, NULL));
-    check16(dy, want, n, "SE scale backward dinp bf16");
-    check16(dds, wants, nc, "SE scale backward dscale bf16");
+        se_scale_forward(want, x, sc, N, HW, C, 0, 1);
+        OK(tb_cuda_se_scale_forward_bf16(dy, dx, dsc, N, HW, C, NULL));
+        check16(dy, want, n, "SE scale bf16");
+        memcpy(want, acc0, n * sizeof *want);
+        CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
+        se_scale_backward(want, wants, g, x, sc, N, HW, C, 1, 0, 1);
+        OK(tb_cuda_se_scale_backward_bf16(dy, dds, dg, dx, dsc, N, HW, C, 1, NULL));
+        check16(dy, want, n, "SE scale backward dinp bf16");
+        check16(dds, wants, nc, "SE scale backward dscale bf16");
 
-    dev_free_all();
-    free(x), free(g), free(sc), free(gp), free(acc0), free(accs), free(want), free(wants);
+        dev_free_all();
+        free(x), free(g), free(sc), free(gp), free(acc0), free(accs), free(want), free(wants);
+    }
 }
 
 Test(cuda_ops, batchnorm_bf16)
