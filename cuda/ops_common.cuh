@@ -142,8 +142,8 @@ template <typename T> static inline int ops_wide_ok(int C, const void *a, const 
 static inline int ops_launched(void) { return (int)cudaGetLastError(); }
 
 /* σ(x) with the accurate expf (not __expf), so the fp32 results stay within 1e-4 of the CPU's act_expf. */
-static __device__ __forceinline__ float ops_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static __device__ __forceinline__ float ops_silu(float x) { return x * ops_sigmoid(x); }
+static __host__ __device__ __forceinline__ float ops_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static __host__ __device__ __forceinline__ float ops_silu(float x) { return x * ops_sigmoid(x); }
 /* d silu/dx = σ(x)·(1 + x·(1 - σ(x))), the CPU's act_silu_gradf. */
 static __device__ __forceinline__ float ops_silu_grad(float x)
 {

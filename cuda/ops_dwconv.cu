@@ -24,6 +24,8 @@
 #include "ops_common.cuh"
 #include "ops_effnet.h"
 
+#include <stdlib.h>
+
 #define DW_OXT 4   /* output columns per thread in the specialised depthwise forward */
 #define DW_ROWS 8  /* blockDim.y of the weight-gradient sums */
 #define GC_PART_DOUBLES ((size_t)8 << 20) /* cap on the grouped weight-gradient parts: 64 MB */
@@ -35,7 +37,8 @@ struct bn_in_dev {
 };
 
 /* The input value the convolution sees at channel c: x, or bn(x). */
-template <typename T> static __device__ __forceinline__ float load_in(const T *p, int c, int C, const bn_in_dev &bn)
+template <typename T>
+static __host__ __device__ __forceinline__ float load_in(const T *p, int c, int C, const bn_in_dev &bn)
 {
     float x = ops_f(*p);
     if (!bn.save) return x;
@@ -206,7 +209,8 @@ __global__ void k_dw_bwd_data_t(T *dinp, const T *dout, const float *w, conv_sha
 }
 
 /* Which blocked instance takes a shape: 1..6 for (K, S, PH) = (3,1,0) (3,2,0) (3,2,1) (5,1,0) (5,2,0)
- * (5,2,1), 0 for the gather (any other shape, or TB_CUDA_DW_BWD=gather for an A-B run). */
+ * (5,2,1), 0 for the gather (any other shape, or TB_CUDA_DW_BWD=old for an A-B run: then the weight gradient
+ * too takes its per-pixel kernel). */
 static int dw_bwd_data_kind(const conv_shape *s)
 {
     const int K = s->KH, S = s->stride;
@@ -277,6 +281,70 @@ __global__ void k_dw_bwd_params_t(double *part, const T *inp, const T *dout, bn_
     for (int t = 0; t <= TAPS; t++) {
         double v = ops_sum_y(acc[t], sh);
         if (threadIdx.y == 0 && c < C) part[((size_t)k * (TAPS + 1) + t) * C + c] = v;
+    }
+}
+
+/* The blocked weight gradient of K×K stride S (3/5 × 1/2), one thread's sums: channel c over the output
+ * strips (DW_OXT output columns of one output row, of N·OH·⌈OW/DW_OXT⌉) u0 + y, u0 + y + DW_ROWS, … below u1.
+ * Per kernel row the (DW_OXT−1)·S + K inputs its taps read are loaded (BatchNorm on load as the forward) and
+ * converted once, and each meets the strip's DW_OXT douts in registers: per 4 pixels K·XN + 4 loads against
+ * the per-pixel kernel's 4·(K² + 1). acc[ky·K + kx] += Σ in·dout, acc[K²] += Σ dout, in double. __host__ too:
+ * the host twin runs this body. */
+template <typename T, int K, int S>
+static __host__ __device__ __forceinline__ void dw_bwd_params_strips(double *acc, const T *inp, const T *dout,
+                                                                    const bn_in_dev &bn, const conv_shape &s, int c,
+                                                                    size_t u0, size_t u1, int y)
+{
+    constexpr int XN = (DW_OXT - 1) * S + K, TAPS = K * K;
+    const int C = s.C, strips = (s.OW + DW_OXT - 1) / DW_OXT;
+    ops_pix q = ops_pix_at(u0 + y, strips, s.OH); /* q.ox: the strip */
+    for (size_t u = u0 + y; u < u1; u += DW_ROWS, ops_pix_add(&q, DW_ROWS, strips, s.OH)) {
+        const int ox0 = q.ox * DW_OXT, ix0 = ox0 * S - s.pad;
+        const T *drow = dout + (((size_t)q.n * s.OH + q.oy) * s.OW + ox0) * C + c;
+        double g[DW_OXT];
+        OPS_UNROLL
+        for (int t = 0; t < DW_OXT; t++) {
+            g[t] = ox0 + t < s.OW ? (double)ops_f(drow[(size_t)t * C]) : 0.0;
+            acc[TAPS] += g[t];
+        }
+        OPS_UNROLL
+        for (int ky = 0; ky < K; ky++) {
+            const int iy = q.oy * S - s.pad + ky;
+            if (iy < 0 || iy >= s.H) continue;
+            const T *row = inp + ((size_t)q.n * s.H + iy) * s.W * C + c;
+            double xin[XN];
+            OPS_UNROLL
+            for (int j = 0; j < XN; j++) {
+                const int ix = ix0 + j;
+                xin[j] = ix >= 0 && ix < s.W ? (double)load_in(row + (size_t)ix * C, c, C, bn) : 0.0;
+            }
+            OPS_UNROLL
+            for (int kx = 0; kx < K; kx++)
+                OPS_UNROLL
+                for (int t = 0; t < DW_OXT; t++) acc[ky * K + kx] += g[t] * xin[t * S + kx];
+        }
+    }
+}
+
+/* part (chunks, K²+1, C) of the blocked weight gradient. Grid (⌈C/32⌉, 1, chunks of the strips), block
+ * (32, DW_ROWS). */
+template <typename T, int K, int S>
+__global__ void k_dw_bwd_params_s(double *part, const T *inp, const T *dout, bn_in_dev bn, conv_shape s)
+{
+    __shared__ double sh[32 * DW_ROWS];
+    constexpr int TAPS = K * K;
+    const int C = s.C, c = blockIdx.x * 32 + threadIdx.x;
+    const size_t U = (size_t)s.N * s.OH * ((s.OW + DW_OXT - 1) / DW_OXT);
+    size_t u0, u1;
+    ops_chunk_range(U, gridDim.z, blockIdx.z, &u0, &u1);
+    double acc[TAPS + 1];
+#pragma unroll
+    for (int t = 0; t <= TAPS; t++) acc[t] = 0.0;
+    if (c < C) dw_bwd_params_strips<T, K, S>(acc, inp, dout, bn, s, c, u0, u1, threadIdx.y);
+#pragma unroll
+    for (int t = 0; t <= TAPS; t++) {
+        const double v = ops_sum_y(acc[t], sh);
+        if (threadIdx.y == 0 && c < C) part[((size_t)blockIdx.z * (TAPS + 1) + t) * C + c] = v;
     }
 }
 
@@ -447,7 +515,7 @@ static int dw_backward_data(T *dinp, const T *dout, const float *w, const conv_s
     size_t total = (size_t)s->N * s->H * s->W * s->C;
     if (total == 0) return 0;
     cudaStream_t st = STREAM(stream);
-    const int kind = ops_env_is("TB_CUDA_DW_BWD", "gather") ? 0 : dw_bwd_data_kind(s);
+    const int kind = ops_env_is("TB_CUDA_DW_BWD", "old") ? 0 : dw_bwd_data_kind(s);
     if (!kind) {
         k_dw_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc);
         return ops_launched();
@@ -499,7 +567,17 @@ static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout,
     int K = ops_chunks(P), taps = s->KH * s->KW, err;
     double *part = (double *)scratch;
     const dim3 block(32, DW_ROWS);
-    if (s->KH == 3 && s->KW == 3)
+    const int kind = ops_env_is("TB_CUDA_DW_BWD", "old") ? 0 : dw_bwd_data_kind(s);
+    if (kind) { /* blocked: chunks of the strips (no more than the pixels', which the scratch is sized for) */
+        const size_t U = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT);
+        K = ops_chunks(U);
+        const dim3 grid((unsigned)(s->C + 31) / 32, 1, (unsigned)K);
+        const bn_in_dev d = bn_dev(bn);
+        if (kind == 1) k_dw_bwd_params_s<T, 3, 1><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
+        else if (kind <= 3) k_dw_bwd_params_s<T, 3, 2><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
+        else if (kind == 4) k_dw_bwd_params_s<T, 5, 1><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
+        else k_dw_bwd_params_s<T, 5, 2><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
+    } else if (s->KH == 3 && s->KW == 3)
         k_dw_bwd_params_t<T, 3><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
                                                                                                      bn_dev(bn), *s);
     else if (s->KH == 5 && s->KW == 5)
@@ -511,6 +589,46 @@ static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout,
     if ((err = ops_launched())) return err;
     /* part rows are (taps+1)·C wide whether or not the bias row was computed; finish skips it without db */
     return ops_parts_finish(dw, db, part, K, (size_t)taps * s->C, (size_t)s->C, st);
+}
+
+/* One blocked instance's host twin: each thread's sums (dw_bwd_params_strips), rows y in order, then chunks in
+ * order, as the kernel, its ops_sum_y and ops_parts_finish add them. */
+template <int K, int S> static void dw_params_host_k(float *dw, float *db, const float *inp, const float *dout,
+                                                   const conv_shape *s)
+{
+    constexpr int TAPS = K * K;
+    const size_t U = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT);
+    const int nk = ops_chunks(U), C = s->C;
+    const bn_in_dev none = {NULL, NULL, NULL, 0};
+    double *sum = (double *)calloc((size_t)(TAPS + 1) * C, sizeof(double));
+    for (int k = 0; k < nk; k++) {
+        size_t u0, u1;
+        ops_chunk_range(U, nk, k, &u0, &u1);
+        for (int c = 0; c < C; c++) {
+            double part[TAPS + 1] = {0};
+            for (int y = 0; y < DW_ROWS; y++) {
+                double acc[TAPS + 1] = {0};
+                dw_bwd_params_strips<float, K, S>(acc, inp, dout, none, *s, c, u0, u1, y);
+                for (int t = 0; t <= TAPS; t++) part[t] += acc[t];
+            }
+            for (int t = 0; t <= TAPS; t++) sum[(size_t)t * C + c] += part[t];
+        }
+    }
+    for (size_t e = 0; e < (size_t)TAPS * C; e++) dw[e] += (float)sum[e];
+    if (db)
+        for (int c = 0; c < C; c++) db[c] += (float)sum[(size_t)TAPS * C + c];
+    free(sum);
+}
+
+/* The blocked weight gradient's host twin (no BatchNorm on load): its index logic checked without a GPU. */
+static int dw_backward_params_host(float *dw, float *db, const float *inp, const float *dout, const conv_shape *s)
+{
+    const int kind = dw_valid(s) ? dw_bwd_data_kind(s) : 0;
+    if (kind == 1) dw_params_host_k<3, 1>(dw, db, inp, dout, s);
+    else if (kind == 2 || kind == 3) dw_params_host_k<3, 2>(dw, db, inp, dout, s);
+    else if (kind == 4) dw_params_host_k<5, 1>(dw, db, inp, dout, s);
+    else if (kind) dw_params_host_k<5, 2>(dw, db, inp, dout, s);
+    return kind ? 0 : (int)cudaErrorInvalidValue;
 }
 
 template <typename T>
@@ -564,6 +682,12 @@ int tb_cuda_dwconv_backward_data(float *dinp, const float *dout, const float *w,
                                  void *stream)
 {
     return dw_backward_data(dinp, dout, w, s, acc, stream);
+}
+
+int tb_cuda_dwconv_backward_params_host(float *dw, float *db, const float *inp, const float *dout,
+                                        const struct conv_shape *s)
+{
+    return dw_backward_params_host(dw, db, inp, dout, s);
 }
 
 int tb_cuda_dwconv_backward_data_host(float *dinp, const float *dout, const float *w, const struct conv_shape *s,

@@ -97,6 +97,10 @@ int tb_cuda_dwconv_backward_data(float *dinp, const float *dout, const float *w,
  * arrays; no GPU needed): its index logic under test; cudaErrorInvalidValue for a shape it does not take. */
 int tb_cuda_dwconv_backward_data_host(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                       int acc);
+/* The weight gradient's blocked kernel (the same shapes) run on the host over every thread, in the kernel's
+ * order of sums, without a BatchNorm on load (host arrays; no GPU needed); cudaErrorInvalidValue otherwise. */
+int tb_cuda_dwconv_backward_params_host(float *dw, float *db, const float *inp, const float *dout,
+                                        const struct conv_shape *s);
 /* dw (KH,KW,C) += corr(in, dout); db (C) += Σ dout (may be NULL); in as in the forward (bn may be NULL). */
 int tb_cuda_dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout,
                                    const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,

@@ -593,7 +593,7 @@ Test(cuda_ops, depthwise_bn_input)
 }
 
 /* The blocked backward-data (the default for K 3/5, stride 1/2) gives the gather's sums, term for term in
- * the same order: equal to it (TB_CUDA_DW_BWD=gather picks the gather, as for an A-B run), pads of both
+ * the same order: equal to it (TB_CUDA_DW_BWD=old picks the gather, as for an A-B run), pads of both
  * parities at stride 2 included. */
 Test(cuda_ops, depthwise_blocked_vs_gather)
 {
@@ -608,7 +608,7 @@ Test(cuda_ops, depthwise_blocked_vs_gather)
         float *dg = dev_dup(g, no), *dw = dev_dup(w, nw), *blocked = dev_dup(acc, ni), *gather = dev_dup(acc, ni);
         const int add = (int)(i % 2); /* accumulating, and overwriting what is there */
         OK(tb_cuda_dwconv_backward_data(blocked, dg, dw, &s, add, NULL));
-        cr_assert_eq(setenv("TB_CUDA_DW_BWD", "gather", 1), 0);
+        cr_assert_eq(setenv("TB_CUDA_DW_BWD", "old", 1), 0);
         int st = tb_cuda_dwconv_backward_data(gather, dg, dw, &s, add, NULL);
         unsetenv("TB_CUDA_DW_BWD");
         OK(st);
@@ -622,8 +622,9 @@ Test(cuda_ops, depthwise_blocked_vs_gather)
     }
 }
 
-/* The blocked backward-data's thread body on the host (no GPU): all six (K, stride, pad mod stride)
- * instances, odd widths and partial column strips, against the CPU reference (accumulating). */
+/* The blocked backward-data's and weight gradient's thread bodies on the host (no GPU): all six (K, stride,
+ * pad mod stride) instances, odd widths and partial column strips, against the CPU references (backward-data
+ * accumulating or overwriting, the weight and bias gradients accumulating). */
 Test(cuda_ops, depthwise_backward_data_host)
 {
     static const int cases[][7] = {{2, 9, 11, 19, 3, 1, 1}, {2, 9, 11, 19, 3, 2, 0}, {2, 9, 11, 19, 3, 2, 1},
@@ -641,11 +642,20 @@ Test(cuda_ops, depthwise_backward_data_host)
         char what[96];
         snprintf(what, sizeof what, "host blocked backward-data k%d s%d pad %d", c[4], c[5], c[6]);
         tu_assert_close_f(got, want, ni, RTOL, ATOL, what);
-        free(g), free(w), free(got), free(want);
+
+        float *x = rnd(ni, 1630 + i, -1, 1), *gw = rnd(nw, 1640 + i, -1, 1), *gb = rnd((size_t)s.C, 1650 + i, -1, 1);
+        float *ww = tu_fdup(gw, nw), *wb = tu_fdup(gb, (size_t)s.C);
+        dwconv_backward_params_ref(ww, wb, x, g, &s);
+        cr_assert_eq(tb_cuda_dwconv_backward_params_host(gw, gb, x, g, &s), 0, "case %zu", i);
+        snprintf(what, sizeof what, "host blocked weight gradient k%d s%d pad %d", c[4], c[5], c[6]);
+        tu_assert_close_f(gw, ww, nw, RTOL, ATOL, what);
+        tu_assert_close_f(gb, wb, (size_t)s.C, RTOL, ATOL, what);
+        free(g), free(w), free(got), free(want), free(x), free(gw), free(gb), free(ww), free(wb);
     }
     struct conv_shape k7 = dw_shape_pad(1, 9, 9, 8, 7, 1, 3); /* not a blocked shape: the gather's */
     float one = 0.0f;
     cr_assert_neq(tb_cuda_dwconv_backward_data_host(&one, &one, &one, &k7, 1), 0);
+    cr_assert_neq(tb_cuda_dwconv_backward_params_host(&one, &one, &one, &one, &k7), 0);
 }
 
 Test(cuda_ops, grouped)
