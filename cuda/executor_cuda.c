@@ -33,6 +33,7 @@
 #include "cuda_util.h"
 #include "executor_cuda_bf16.h"
 #include "executor_cuda_layers.h"
+#include "grad_layout.h"
 #include "executor_cuda_stage.h"
 #include "layout.h"
 #include "mlp_persist.h"
@@ -59,6 +60,7 @@ struct cuda_ctx {
     float *params, *grads, *opt, *buffers;   /* device, canonical layouts */
     uint16_t *params16;                      /* device, bf16 mixed precision only: the weights' bf16 copy */
     size_t *off_train, *off_eval;            /* bf16: each tensor's byte offset in train / eval (host) */
+    size_t *doff;                            /* each gradient's byte offset in train.dacts (host; NULL: acts') */
     struct cu_acts train, eval;             /* the training pass's (with gradients) and evaluation's */
     void *scratch;                           /* device: the EfficientNet launchers' (sized at create) */
     float *losses;                           /* device (max n): per-sample losses */
@@ -124,6 +126,7 @@ static float *act(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 
 static float *dact(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
+    if (in->doff) return (float *)((char *)in->dacts + in->doff[t]);
     return in->dacts + c->m->tensors[t].unit_off * (size_t)in->n_max;
 }
 
@@ -777,7 +780,7 @@ static void cuda_destroy(struct executor *ex)
     if (c->stage) tb_cuda_stage_free(c->stage), free(c->stage);
     if (c->s) cudaStreamDestroy(c->s);
     tb_cuda_mem_account(-c->dev_bytes);
-    free(c->off_train), free(c->off_eval);
+    free(c->off_train), free(c->off_eval), free(c->doff);
     free(c);
     ex->ctx = NULL;
 }
@@ -1003,14 +1006,24 @@ int executor_cuda_create(struct executor *ex)
         b_train = tb_cuda_bf16_layout(m, n_max, c->off_train), b_eval = tb_cuda_bf16_layout(m, eval_n, c->off_eval);
         c->train.off = c->off_train, c->eval.off = c->off_eval;
     }
+    /* The gradients: only those alive at once take bytes at once (grad_layout.h); TB_CUDA_GRAD_LAYOUT=full
+     * keeps one per tensor (the activations' layout), for an A-B run of peak memory. */
+    size_t b_grads = b_train;
+    const char *gl = getenv("TB_CUDA_GRAD_LAYOUT");
+    if (!stage && !(gl && strcmp(gl, "full") == 0)) {
+        if (!(c->doff = malloc((size_t)m->n_tensors * sizeof(size_t))))
+            return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
+        const size_t b = tb_cuda_grad_layout(m, n_max, bf16, c->doff);
+        if (b) b_grads = b, c->train.doff = c->doff;
+    }
     /* Refuse before allocating: the estimate against the device's free memory (bf16: the weights' copy and
      * the smaller arenas; a stage: the canonical-size parameter arrays it allocates, its slots and gradient
      * arena). */
     const int sp = optim_state_per_param(ex->cfg.optim.kind);
     const double params_bytes = 4.0 * ((double)m->n_params * (2.0 + sp) + (double)m->n_buffers);
     const double need = stage  ? params_bytes + (double)(c->stage->n_slots + 1) * (double)b_slot
-                        : bf16 ? params_bytes + 2.0 * (double)m->n_params + 2.0 * (double)b_train + (double)b_eval
-                               : model_train_bytes(m, n_max, sp, eval_n);
+                        : params_bytes + (bf16 ? 2.0 * (double)m->n_params : 0.0) + (double)b_train +
+                              (double)b_grads + (double)b_eval;
     size_t free_b = 0, total_b = 0;
     TB_CU(cudaMemGetInfo(&free_b, &total_b));
     if (need > 0.9 * (double)free_b) {
@@ -1037,7 +1050,7 @@ int executor_cuda_create(struct executor *ex)
         return st;
     if (!stage &&
         ((st = dev_alloc(c, (void **)&c->train.acts, b_train, "cudaMalloc(activations)")) != TB_OK ||
-         (st = dev_alloc(c, (void **)&c->train.dacts, b_train, "cudaMalloc(activation gradients)")) != TB_OK ||
+         (st = dev_alloc(c, (void **)&c->train.dacts, b_grads, "cudaMalloc(activation gradients)")) != TB_OK ||
          (st = dev_alloc(c, (void **)&c->eval.acts, b_eval, "cudaMalloc(evaluation activations)")) != TB_OK))
         return st;
     if (stage) { /* a slot per micro-batch in flight, one gradient arena their backwards share */

@@ -43,6 +43,7 @@ void *tb_cuda_act(const struct cu_env *e, const struct cu_acts *a, int t)
 
 void *tb_cuda_dact(const struct cu_env *e, const struct cu_acts *a, int t)
 {
+    if (a->doff) return (char *)a->dacts + a->doff[t];
     if (a->off) return (char *)a->dacts + a->off[t];
     return a->dacts + e->m->tensors[t].unit_off * (size_t)a->n_max;
 }

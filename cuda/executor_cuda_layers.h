@@ -32,6 +32,7 @@ struct cu_acts {
     int n_max;
     float *acts, *dacts; /* fp32: the cpu's layout (unit_off · n_max); mixed precision: bytes at off[t] */
     const size_t *off;   /* mixed precision: each tensor's byte offset (tb_cuda_bf16_layout); NULL: fp32 */
+    const size_t *doff;  /* each gradient's byte offset in dacts (tb_cuda_grad_layout); NULL: as the acts */
 };
 
 /* Tensor t's activations: fp32, or in mixed precision bf16 (fp32 for saved data and the logits). */

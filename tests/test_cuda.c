@@ -31,8 +31,9 @@
  *     1e-5 of the cpu's —, the loss falling over 12 bf16 steps on one batch (mlp: each step within 5e-2 of
  *     the cpu's fp32 loss), and evaluation after a step (loss and logits within 2e-2 or 8 times the baseline).
  *     The bf16 tolerances are what the H200 runs support (assert_close_bf16 says why).
- * The gradient shortcut (overwrite at a gradient's last reader) gives the values zeroing and accumulating give.
- * Without a GPU too: the bf16 activation layout (disjoint, aligned, fp32 where it must be) and the fp16
+ * The gradient shortcut (overwrite at a gradient's last reader) in the shared gradient arena gives the values
+ * zeroing and accumulating in one slot per tensor give.
+ * Without a GPU too: the gradient arena (no two gradients alive together share a byte), the bf16 activation layout (disjoint, aligned, fp32 where it must be) and the fp16
  * refusal at create (one line).
  */
 #include "test_util.h"
@@ -41,6 +42,7 @@
 #include "executor.h"
 #include "executor_cuda.h"
 #include "executor_cuda_bf16.h"
+#include "grad_layout.h"
 #include "stage_precision.h"
 #include "status.h"
 #include "workload.h"
@@ -717,6 +719,52 @@ Test(cuda, bf16_layout)
 }
 
 /* Runs without a GPU (the refusal comes before the probe): fp16 is one line naming it and the alternative. */
+/* The gradient arena (grad_layout.h), without a GPU: each gradient 256-byte aligned inside the arena, no two
+ * gradients alive at one backward step sharing a byte, every layer's dout and din alive at its step, and the
+ * arena under half the one-per-tensor layout on effnet-b0 (the point of sharing); fp32 and bf16 sizes. */
+Test(cuda, grad_layout)
+{
+    struct fixture f[2];
+    fixture_init(&f[0], 4, 0.0f);
+    effnet_fixture(&f[1], "effnet-b0", "batch", 4);
+    for (int k = 0; k < 2; k++)
+        for (int bf16 = 0; bf16 <= 1; bf16++) {
+            const struct model *m = &f[k].m;
+            const int n_max = 8, nt = m->n_tensors;
+            size_t *off = malloc((size_t)nt * sizeof *off), *len = calloc((size_t)nt, sizeof *len);
+            int *a = malloc((size_t)nt * sizeof *a), *b = malloc((size_t)nt * sizeof *b);
+            cr_assert(off && len && a && b);
+            const size_t bytes = tb_cuda_grad_layout(m, n_max, bf16, off);
+            cr_assert_gt(bytes, 0);
+            for (int t = 0; t < nt; t++) {
+                if (!tb_cuda_grad_life(m, t, &a[t], &b[t])) continue;
+                len[t] = m->tensors[t].per_sample * (size_t)n_max * (bf16 && t != m->logits ? 2 : 4);
+                cr_assert_eq(off[t] % 256, 0);
+                cr_assert(off[t] + len[t] <= bytes, "%s: gradient %d past the arena", m->name, t);
+                cr_assert(a[t] <= b[t]);
+            }
+            for (int t = 0; t < nt; t++)
+                for (int u = t + 1; u < nt; u++) {
+                    if (!len[t] || !len[u] || a[t] > b[u] || a[u] > b[t]) continue; /* not alive together */
+                    cr_assert(off[t] + len[t] <= off[u] || off[u] + len[u] <= off[t],
+                              "%s: gradients %d [%d,%d] and %d [%d,%d] alive together share bytes", m->name, t, a[t],
+                              b[t], u, a[u], b[u]);
+                }
+            for (int i = 0; i < m->n_layers; i++) { /* a backward reads dout and writes din at its own step */
+                const struct layer *l = &m->layers[i];
+                const int step = m->n_layers - 1 - i;
+                if (len[l->out]) cr_assert(a[l->out] <= step && step <= b[l->out], "%s: layer %d's dout", m->name, i);
+                if (len[l->in]) cr_assert(a[l->in] <= step && step <= b[l->in], "%s: layer %d's din", m->name, i);
+            }
+            const double full = (double)model_act_floats(m, n_max) * (bf16 ? 2.0 : 4.0);
+            cr_log_info("%s%s: gradient arena %.3f of the one-per-tensor layout", m->name, bf16 ? " bf16" : "",
+                        (double)bytes / full);
+            if (k == 1) cr_assert(bytes < 0.5 * full, "effnet-b0: gradient arena %zu bytes, all tensors %.0f", bytes, full);
+            free(off), free(len), free(a), free(b);
+        }
+    fixture_free(&f[0]), fixture_free(&f[1]);
+}
+
 Test(cuda, refuses_fp16)
 {
     struct fixture f;
@@ -873,9 +921,11 @@ Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
     fixture_free(&f);
 }
 
-/* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) against zeroing
- * and accumulating (TB_CUDA_GRAD_ZERO=memset): v and 0 + v are the same number, so the loss and every
- * parameter gradient are equal (±0 alike), fp32 and bf16, BatchNorm and G16 GroupNorm, drop-connect on. */
+/* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) in the shared
+ * gradient arena against zeroing and accumulating (TB_CUDA_GRAD_ZERO=memset) in one slot per tensor
+ * (TB_CUDA_GRAD_LAYOUT=full at create): v and 0 + v are the same number, and no gradient may be clobbered by
+ * another sharing its bytes, so the loss and every parameter gradient are equal (±0 alike), fp32 and bf16,
+ * BatchNorm and G16 GroupNorm, drop-connect on. */
 static void overwrite_same_values(const char *name, const char *norm, int bf16)
 {
     struct fixture f;
@@ -883,7 +933,9 @@ static void overwrite_same_values(const char *name, const char *norm, int bf16)
     struct executor a, b;
     const struct executor_config c = bf16 ? config_bf16(EFF_N, OPTIM_SGD) : config("cuda", EFF_N, OPTIM_SGD);
     ex_init_buffers(&a, &f, &c);
+    cr_assert_eq(setenv("TB_CUDA_GRAD_LAYOUT", "full", 1), 0);
     ex_init_buffers(&b, &f, &c);
+    unsetenv("TB_CUDA_GRAD_LAYOUT");
     const struct executor_pass p = pass(&f, EFF_N, 3, 0, 0);
     double la, lb;
     executor_zero_grads(&a), executor_zero_grads(&b);
@@ -903,7 +955,7 @@ static void overwrite_same_values(const char *name, const char *norm, int bf16)
     fixture_free(&f);
 }
 
-Test(cuda, effnet_gradient_overwrite_same_values)
+Test(cuda, effnet_gradient_arena_and_overwrite_same_values)
 {
     need_gpu();
     overwrite_same_values("effnet-b0", "batch", 0);
