@@ -61,6 +61,7 @@ struct cuda_ctx {
     uint16_t *params16;                      /* device, bf16 mixed precision only: the weights' bf16 copy */
     size_t *off_train, *off_eval;            /* bf16: each tensor's byte offset in train / eval (host) */
     size_t *doff;                            /* each gradient's byte offset in train.dacts (host; NULL: acts') */
+    int eval_shared;                         /* eval.acts is train.acts (evaluation between steps only) */
     struct cu_acts train, eval;             /* the training pass's (with gradients) and evaluation's */
     void *scratch;                           /* device: the EfficientNet launchers' (sized at create) */
     float *losses;                           /* device (max n): per-sample losses */
@@ -764,7 +765,8 @@ static void cuda_destroy(struct executor *ex)
     if (c->gexec) cudaGraphExecDestroy(c->gexec);
     if (c->graph) cudaGraphDestroy(c->graph);
     tb_cublas_destroy(c->blas);
-    void *dev[] = {c->params, c->params16, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts, c->eval.acts,
+    void *dev[] = {c->params, c->params16, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts,
+                   c->eval_shared ? NULL : c->eval.acts,
                    c->losses, c->correct, c->x, c->labels, c->seg_of, c->no_decay, c->trust, c->seg_off, c->seg_n,
                    c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k, c->scratch, c->mlp_scratch};
     for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
@@ -1006,6 +1008,11 @@ int executor_cuda_create(struct executor *ex)
         b_train = tb_cuda_bf16_layout(m, n_max, c->off_train), b_eval = tb_cuda_bf16_layout(m, eval_n, c->off_eval);
         c->train.off = c->off_train, c->eval.off = c->off_eval;
     }
+    /* Evaluation's activations in the training arena: an evaluation runs between steps, never inside one (a
+     * step's forward and backward are one dispatch, or consecutive calls), and every step's forward rewrites
+     * what its backward reads. TB_CUDA_EVAL_ARENA=own keeps an arena of its own (an A-B run of peak memory). */
+    const char *ea = getenv("TB_CUDA_EVAL_ARENA");
+    c->eval_shared = !stage && !(ea && strcmp(ea, "own") == 0);
     /* The gradients: only those alive at once take bytes at once (grad_layout.h); TB_CUDA_GRAD_LAYOUT=full
      * keeps one per tensor (the activations' layout), for an A-B run of peak memory. */
     size_t b_grads = b_train;
@@ -1022,8 +1029,9 @@ int executor_cuda_create(struct executor *ex)
     const int sp = optim_state_per_param(ex->cfg.optim.kind);
     const double params_bytes = 4.0 * ((double)m->n_params * (2.0 + sp) + (double)m->n_buffers);
     const double need = stage  ? params_bytes + (double)(c->stage->n_slots + 1) * (double)b_slot
-                        : params_bytes + (bf16 ? 2.0 * (double)m->n_params : 0.0) + (double)b_train +
-                              (double)b_grads + (double)b_eval;
+                        : params_bytes + (bf16 ? 2.0 * (double)m->n_params : 0.0) + (double)b_grads +
+                              (c->eval_shared ? (double)(b_train > b_eval ? b_train : b_eval)
+                                              : (double)b_train + (double)b_eval);
     size_t free_b = 0, total_b = 0;
     TB_CU(cudaMemGetInfo(&free_b, &total_b));
     if (need > 0.9 * (double)free_b) {
@@ -1048,7 +1056,13 @@ int executor_cuda_create(struct executor *ex)
         (st = dev_alloc(c, (void **)&c->opt, no * sizeof(float), "cudaMalloc(optimizer state)")) != TB_OK ||
         (st = dev_alloc(c, (void **)&c->buffers, m->n_buffers * sizeof(float), "cudaMalloc(buffers)")) != TB_OK)
         return st;
-    if (!stage &&
+    if (!stage && c->eval_shared &&
+        ((st = dev_alloc(c, (void **)&c->train.acts, b_train > b_eval ? b_train : b_eval, "cudaMalloc(activations)")) !=
+             TB_OK ||
+         (st = dev_alloc(c, (void **)&c->train.dacts, b_grads, "cudaMalloc(activation gradients)")) != TB_OK))
+        return st;
+    if (c->eval_shared) c->eval.acts = c->train.acts;
+    if (!stage && !c->eval_shared &&
         ((st = dev_alloc(c, (void **)&c->train.acts, b_train, "cudaMalloc(activations)")) != TB_OK ||
          (st = dev_alloc(c, (void **)&c->train.dacts, b_grads, "cudaMalloc(activation gradients)")) != TB_OK ||
          (st = dev_alloc(c, (void **)&c->eval.acts, b_eval, "cudaMalloc(evaluation activations)")) != TB_OK))

@@ -33,8 +33,8 @@
  *     The bf16 tolerances are what the H200 runs support (assert_close_bf16 says why).
  * The gradient shortcut (overwrite at a gradient's last reader) in the shared gradient arena gives the values
  * zeroing and accumulating in one slot per tensor give.
- * Without a GPU too: the gradient arena (no two gradients alive together share a byte), the bf16 activation layout (disjoint, aligned, fp32 where it must be) and the fp16
- * refusal at create (one line).
+ * Without a GPU too: the gradient arena (no two gradients alive together share a byte), the bf16 activation
+ * layout (disjoint, aligned, fp32 where it must be) and the fp16 refusal at create (one line).
  */
 #include "test_util.h"
 
@@ -759,7 +759,8 @@ Test(cuda, grad_layout)
             const double full = (double)model_act_floats(m, n_max) * (bf16 ? 2.0 : 4.0);
             cr_log_info("%s%s: gradient arena %.3f of the one-per-tensor layout", m->name, bf16 ? " bf16" : "",
                         (double)bytes / full);
-            if (k == 1) cr_assert(bytes < 0.5 * full, "effnet-b0: gradient arena %zu bytes, all tensors %.0f", bytes, full);
+            if (k == 1)
+                cr_assert(bytes < 0.5 * full, "effnet-b0: gradient arena %zu bytes, all tensors %.0f", bytes, full);
             free(off), free(len), free(a), free(b);
         }
     fixture_free(&f[0]), fixture_free(&f[1]);
@@ -922,9 +923,10 @@ Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
 }
 
 /* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) in the shared
- * gradient arena against zeroing and accumulating (TB_CUDA_GRAD_ZERO=memset) in one slot per tensor
- * (TB_CUDA_GRAD_LAYOUT=full at create): v and 0 + v are the same number, and no gradient may be clobbered by
- * another sharing its bytes, so the loss and every parameter gradient are equal (±0 alike), fp32 and bf16,
+ * gradient arena, evaluation in the training arena, against zeroing and accumulating (TB_CUDA_GRAD_ZERO=memset)
+ * in one slot per tensor and evaluation in its own arena (TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own at
+ * create): v and 0 + v are the same number, and nothing may be clobbered by what shares its bytes, so the
+ * losses, every parameter gradient and an evaluation between two steps are equal (±0 alike), fp32 and bf16,
  * BatchNorm and G16 GroupNorm, drop-connect on. */
 static void overwrite_same_values(const char *name, const char *norm, int bf16)
 {
@@ -934,8 +936,9 @@ static void overwrite_same_values(const char *name, const char *norm, int bf16)
     const struct executor_config c = bf16 ? config_bf16(EFF_N, OPTIM_SGD) : config("cuda", EFF_N, OPTIM_SGD);
     ex_init_buffers(&a, &f, &c);
     cr_assert_eq(setenv("TB_CUDA_GRAD_LAYOUT", "full", 1), 0);
+    cr_assert_eq(setenv("TB_CUDA_EVAL_ARENA", "own", 1), 0);
     ex_init_buffers(&b, &f, &c);
-    unsetenv("TB_CUDA_GRAD_LAYOUT");
+    unsetenv("TB_CUDA_GRAD_LAYOUT"), unsetenv("TB_CUDA_EVAL_ARENA");
     const struct executor_pass p = pass(&f, EFF_N, 3, 0, 0);
     double la, lb;
     executor_zero_grads(&a), executor_zero_grads(&b);
@@ -945,12 +948,31 @@ static void overwrite_same_values(const char *name, const char *norm, int bf16)
     unsetenv("TB_CUDA_GRAD_ZERO");
     cr_assert_eq(st, TB_OK, "%s", tb_error_get());
     cr_assert(la == lb, "%s: loss %.17g overwriting, %.17g zeroing", name, la, lb);
-    const size_t n = fam_n(&a, TF_GRADS);
-    float *ga = fam_get(&a, TF_GRADS), *gb = fam_get(&b, TF_GRADS);
-    for (size_t i = 0; i < n; i++)
-        cr_assert(ga[i] == gb[i], "%s%s: gradient %zu: %.9g overwriting, %.9g zeroing", name, bf16 ? " bf16" : "", i,
-                  (double)ga[i], (double)gb[i]);
-    free(ga), free(gb);
+    for (int round = 0; round < 2; round++) {
+        const size_t n = fam_n(&a, TF_GRADS);
+        float *ga = fam_get(&a, TF_GRADS), *gb = fam_get(&b, TF_GRADS);
+        for (size_t i = 0; i < n; i++)
+            cr_assert(ga[i] == gb[i], "%s%s, step %d: gradient %zu: %.9g overwriting, %.9g zeroing", name,
+                      bf16 ? " bf16" : "", round, i, (double)ga[i], (double)gb[i]);
+        free(ga), free(gb);
+        if (round) break;
+        /* an evaluation between steps (a's in the training arena, b's in its own), then the next step */
+        struct eval_stats ea = {0}, eb = {0};
+        cr_assert_eq(executor_update(&a, 3), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_update(&b, 3), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_evaluate(&a, f.ds.images, f.y, EFF_N, &ea), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_evaluate(&b, f.ds.images, f.y, EFF_N, &eb), TB_OK, "%s", tb_error_get());
+        cr_assert(ea.loss_sum == eb.loss_sum && ea.correct == eb.correct, "%s: evaluation %.17g vs %.17g", name,
+                  ea.loss_sum, eb.loss_sum);
+        const struct executor_pass p2 = pass(&f, EFF_N, 4, 0, 0);
+        executor_zero_grads(&a), executor_zero_grads(&b);
+        cr_assert_eq(executor_forward_backward(&a, &p2, &la), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(setenv("TB_CUDA_GRAD_ZERO", "memset", 1), 0);
+        const int st2 = executor_forward_backward(&b, &p2, &lb);
+        unsetenv("TB_CUDA_GRAD_ZERO");
+        cr_assert_eq(st2, TB_OK, "%s", tb_error_get());
+        cr_assert(la == lb, "%s: second loss %.17g vs %.17g", name, la, lb);
+    }
     executor_destroy(&a), executor_destroy(&b);
     fixture_free(&f);
 }
