@@ -516,10 +516,12 @@ phase_kernels() {
 # The kernels a tree changed against the ones they replace, on one binary through their switches
 # (TB_CUDA_DW_BWD=old: the depthwise backward's gather and per-pixel sums; TB_CUDA_CONV_ALGO=im2col: the stem by im2col
 # and GEMMs; TB_CUDA_NARROW=1: BatchNorm's elementwise passes one element a thread; TB_CUDA_GRAD_ZERO=memset:
-# every gradient zeroed and accumulated into), alternating new old new old on effnet-b0 224 batch 256, fp32
+# every gradient zeroed and accumulated into; TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own: a slot per
+# gradient and an evaluation arena of its own), alternating new old new old on effnet-b0 224 batch 256, fp32
 # then bf16, each run with its per-layer profile; then the ratio of the medians (new / old images/s) per
-# precision.
-AB_OLD=(TB_CUDA_DW_BWD=old TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1 TB_CUDA_GRAD_ZERO=memset)
+# precision, and each side's peak GPU memory.
+AB_OLD=(TB_CUDA_DW_BWD=old TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1 TB_CUDA_GRAD_ZERO=memset
+    TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own)
 phase_ab() {
     local prec r
     for prec in fp32 bf16m; do
@@ -530,18 +532,20 @@ phase_ab() {
     done
     step ab-ratio 20 "$PYTHON" - "$WORK" <<'PY'
 import glob, json, os, statistics, sys
-def ips(p):
+def fig(p, key):
     rows = [json.loads(l) for l in open(p) if l.strip()]
-    return rows[-1]["figures"]["images_per_s"] if rows else None
+    return rows[-1]["figures"].get(key) if rows else None
 bad = 0
 for prec in ("fp32", "bf16m"):
-    got = {}
+    got, mem = {}, {}
     for side in ("new", "old"):
         runs = sorted(glob.glob(os.path.join(sys.argv[1], "ab-%s-%s-r*.jsonl" % (side, prec))))
-        got[side] = [v for v in map(ips, runs) if v]
+        got[side] = [v for v in (fig(p, "images_per_s") for p in runs) if v]
+        mem[side] = [v for v in (fig(p, "gpu_mem_peak_mib") for p in runs) if v]
     if got["new"] and got["old"]:
         n, o = statistics.median(got["new"]), statistics.median(got["old"])
-        print("%s: new %s, old %s images/s; new / old %.3f" % (prec, got["new"], got["old"], n / o))
+        print("%s: new %s, old %s images/s; new / old %.3f; peak MiB new %s, old %s" %
+              (prec, got["new"], got["old"], n / o, mem["new"], mem["old"]))
     else:
         print("%s: a side wrote no row" % prec)
         bad = 1
