@@ -94,7 +94,7 @@ int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w
 struct alignas(8) ops_bf16x4 {
     __nv_bfloat162 lo, hi;
 };
-template <int V> static __device__ __forceinline__ void ops_ldv(const float *p, float *v)
+template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const float *p, float *v)
 {
     if constexpr (V == 4) {
         const float4 q = *reinterpret_cast<const float4 *>(p);
@@ -103,7 +103,7 @@ template <int V> static __device__ __forceinline__ void ops_ldv(const float *p, 
         v[0] = *p;
     }
 }
-template <int V> static __device__ __forceinline__ void ops_ldv(const bf16 *p, float *v)
+template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const bf16 *p, float *v)
 {
     if constexpr (V == 4) {
         const ops_bf16x4 q = *reinterpret_cast<const ops_bf16x4 *>(p);
@@ -112,12 +112,12 @@ template <int V> static __device__ __forceinline__ void ops_ldv(const bf16 *p, f
         v[0] = ops_f(*p);
     }
 }
-template <int V> static __device__ __forceinline__ void ops_stv(float *p, const float *v)
+template <int V> static __host__ __device__ __forceinline__ void ops_stv(float *p, const float *v)
 {
     if constexpr (V == 4) *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
     else *p = v[0];
 }
-template <int V> static __device__ __forceinline__ void ops_stv(bf16 *p, const float *v)
+template <int V> static __host__ __device__ __forceinline__ void ops_stv(bf16 *p, const float *v)
 {
     if constexpr (V == 4) {
         ops_bf16x4 q;

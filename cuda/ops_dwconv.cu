@@ -46,7 +46,7 @@ static __host__ __device__ __forceinline__ float load_in(const T *p, int c, int 
     return bn.silu ? ops_silu(z) : z;
 }
 
-static __device__ __forceinline__ float epilogue(float v, const float *b, int c, int act)
+static __host__ __device__ __forceinline__ float epilogue(float v, const float *b, int c, int act)
 {
     if (b) v += b[c];
     return act ? ops_silu(v) : v;
@@ -150,14 +150,81 @@ template <typename T> __global__ void k_dw_bwd_data(T *dinp, const T *dout, cons
     }
 }
 
-/* The blocked backward-data of K×K stride S (3/5 × 1/2), one thread's work: channel c, the DW_OXT input
- * columns from ix0 (a multiple of DW_OXT) of input row `row` = n·H + iy. Per kernel row it loads the dout
- * values its columns reach into registers once, instead of once per (column, tap) as the gather below
+/* V consecutive channels from c of the values the convolution sees: x, or bn(x) (load_in's arithmetic). */
+template <int V, typename T>
+static __host__ __device__ __forceinline__ void load_in_v(float *x, const T *p, int c, int C, const bn_in_dev &bn)
+{
+    ops_ldv<V>(p, x);
+    if (!bn.save) return;
+OPS_UNROLL
+    for (int v = 0; v < V; v++) {
+        const float z = (x[v] - bn.save[c + v]) * (bn.gamma[c + v] * bn.save[C + c + v]) + bn.beta[c + v];
+        x[v] = bn.silu ? ops_silu(z) : z;
+    }
+}
+
+/* The blocked forward of K×K stride S (3/5 × 1/2), one thread's work: V channels from c (1, or 4 in one
+ * transaction each), DW_OXT output columns from ox0 of output row `row` = n·OH + oy; per kernel row the
+ * (DW_OXT−1)·S + K inputs it needs are loaded once and reused across the K taps and DW_OXT outputs — k_dw_fwd's
+ * arithmetic, element for element, on a grid that costs one division a thread instead of six. __host__ too:
+ * the host twin runs this body. */
+template <typename T, int K, int S, int V>
+static __host__ __device__ __forceinline__ void dw_fwd_strip(T *out, const T *inp, const float *w, const float *b,
+                                                            const bn_in_dev &bn, int act, const conv_shape &s, int c,
+                                                            int ox0, int row)
+{
+    constexpr int XN = (DW_OXT - 1) * S + K;
+    const int C = s.C, n = row / s.OH, oy = row - n * s.OH, ix0 = ox0 * S - s.pad;
+    float acc[DW_OXT][V];
+OPS_UNROLL
+    for (int t = 0; t < DW_OXT; t++)
+OPS_UNROLL
+        for (int v = 0; v < V; v++) acc[t][v] = 0.0f;
+OPS_UNROLL
+    for (int ky = 0; ky < K; ky++) {
+        const int iy = oy * S - s.pad + ky;
+        if (iy < 0 || iy >= s.H) continue;
+        const T *rp = inp + ((size_t)n * s.H + iy) * s.W * C + c;
+        float xin[XN][V];
+OPS_UNROLL
+        for (int j = 0; j < XN; j++) {
+            const int ix = ix0 + j;
+            if (ix >= 0 && ix < s.W) {
+                load_in_v<V>(xin[j], rp + (size_t)ix * C, c, C, bn);
+            } else {
+OPS_UNROLL
+                for (int v = 0; v < V; v++) xin[j][v] = 0.0f;
+            }
+        }
+OPS_UNROLL
+        for (int kx = 0; kx < K; kx++) {
+            float wv[V];
+            ops_ldv<V>(w + (ky * K + kx) * C + c, wv);
+OPS_UNROLL
+            for (int t = 0; t < DW_OXT; t++)
+OPS_UNROLL
+                for (int v = 0; v < V; v++) acc[t][v] += xin[t * S + kx][v] * wv[v];
+        }
+    }
+    T *o = out + ((size_t)row * s.OW + ox0) * C + c;
+OPS_UNROLL
+    for (int t = 0; t < DW_OXT; t++) {
+        if (ox0 + t >= s.OW) continue;
+        float r[V];
+OPS_UNROLL
+        for (int v = 0; v < V; v++) r[v] = epilogue(acc[t][v], b, c + v, act);
+        ops_stv<V>(o + (size_t)t * C, r);
+    }
+}
+
+/* The blocked backward-data of K×K stride S (3/5 × 1/2), one thread's work: V channels from c, the DW_OXT
+ * input columns from ix0 (a multiple of DW_OXT) of input row `row` = n·H + iy. Per kernel row it loads the
+ * dout values its columns reach into registers once, instead of once per (column, tap) as the gather below
  * does, and adds each column's taps in the gather's order (ky, then kx, ascending): the same sums. PH = pad
  * mod S makes every register index compile-time: column ix0 + t meets tap kx at output column
  * (ix0 + pad − PH)/S + (PH + t − kx)/S wherever S divides PH + t − kx. __host__ too, so the host twin below
  * runs this very body. */
-template <typename T, int K, int S, int PH>
+template <typename T, int K, int S, int PH, int V>
 static __host__ __device__ __forceinline__ void dw_bwd_data_strip(T *dinp, const T *dout, const float *w,
                                                                   const conv_shape &s, int acc, int c, int ix0,
                                                                   int row)
@@ -165,9 +232,11 @@ static __host__ __device__ __forceinline__ void dw_bwd_data_strip(T *dinp, const
     constexpr int OMIN = ops_floor_div(PH - (K - 1), S), OMAX = ops_floor_div(PH + DW_OXT - 1, S);
     constexpr int NX = OMAX - OMIN + 1;
     const int C = s.C, n = row / s.H, iy = row - n * s.H, ub = (ix0 + s.pad - PH) / S;
-    float v[DW_OXT];
+    float g[DW_OXT][V];
 OPS_UNROLL
-    for (int t = 0; t < DW_OXT; t++) v[t] = 0.0f;
+    for (int t = 0; t < DW_OXT; t++)
+OPS_UNROLL
+        for (int v = 0; v < V; v++) g[t][v] = 0.0f;
 OPS_UNROLL
     for (int ky = 0; ky < K; ky++) {
         const int ny = iy + s.pad - ky;
@@ -175,43 +244,72 @@ OPS_UNROLL
         const int oy = ny / S;
         if (oy >= s.OH) continue;
         const T *drow = dout + ((size_t)n * s.OH + oy) * s.OW * C + c;
-        float d[NX];
+        float d[NX][V];
 OPS_UNROLL
         for (int j = 0; j < NX; j++) {
             const int ox = ub + OMIN + j;
-            d[j] = ox >= 0 && ox < s.OW ? ops_f(drow[(size_t)ox * C]) : 0.0f;
+            if (ox >= 0 && ox < s.OW) {
+                ops_ldv<V>(drow + (size_t)ox * C, d[j]);
+            } else {
+OPS_UNROLL
+                for (int v = 0; v < V; v++) d[j][v] = 0.0f;
+            }
         }
 OPS_UNROLL
         for (int kx = 0; kx < K; kx++) {
-            const float wv = w[(ky * K + kx) * C + c];
+            float wv[V];
+            ops_ldv<V>(w + (ky * K + kx) * C + c, wv);
 OPS_UNROLL
             for (int t = 0; t < DW_OXT; t++)
-                if ((PH + t - kx - OMIN * S) % S == 0) v[t] += d[(PH + t - kx - OMIN * S) / S] * wv;
+                if ((PH + t - kx - OMIN * S) % S == 0)
+OPS_UNROLL
+                    for (int v = 0; v < V; v++) g[t][v] += d[(PH + t - kx - OMIN * S) / S][v] * wv[v];
         }
     }
     T *o = dinp + ((size_t)row * s.W + ix0) * C + c;
 OPS_UNROLL
-    for (int t = 0; t < DW_OXT; t++)
-        if (ix0 + t < s.W) o[(size_t)t * C] = ops_to<T>(acc ? ops_f(o[(size_t)t * C]) + v[t] : v[t]);
+    for (int t = 0; t < DW_OXT; t++) {
+        if (ix0 + t >= s.W) continue;
+        float r[V];
+        if (acc) ops_ldv<V>(o + (size_t)t * C, r);
+OPS_UNROLL
+        for (int v = 0; v < V; v++) r[v] = acc ? r[v] + g[t][v] : g[t][v];
+        ops_stv<V>(o + (size_t)t * C, r);
+    }
 }
 
-/* The blocked backward-data: grid (x over a row's strips × channels, y over the N·H input rows). */
-template <typename T, int K, int S, int PH>
+/* The blocked kernels' grid: x over a row's strips × channel groups (CV = C/V of them), y over the rows
+ * (N·OH output rows forward, N·H input rows backward); one division a thread. */
+template <typename T, int K, int S, int V>
+__global__ void k_dw_fwd_t(T *out, const T *inp, const float *w, const float *b, bn_in_dev bn, int act, conv_shape s)
+{
+    const unsigned CV = (unsigned)(s.C / V), per_row = (unsigned)((s.OW + DW_OXT - 1) / DW_OXT) * CV;
+    const int rows = s.N * s.OH;
+    for (int row = blockIdx.y; row < rows; row += gridDim.y)
+        for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < per_row; j += gridDim.x * blockDim.x) {
+            const unsigned strip = j / CV;
+            dw_fwd_strip<T, K, S, V>(out, inp, w, b, bn, act, s, (int)(j - strip * CV) * V, (int)strip * DW_OXT,
+                                     row);
+        }
+}
+
+template <typename T, int K, int S, int PH, int V>
 __global__ void k_dw_bwd_data_t(T *dinp, const T *dout, const float *w, conv_shape s, int acc)
 {
-    const unsigned C = (unsigned)s.C, per_row = (unsigned)((s.W + DW_OXT - 1) / DW_OXT) * C;
+    const unsigned CV = (unsigned)(s.C / V), per_row = (unsigned)((s.W + DW_OXT - 1) / DW_OXT) * CV;
     const int rows = s.N * s.H;
     for (int row = blockIdx.y; row < rows; row += gridDim.y)
         for (unsigned j = blockIdx.x * blockDim.x + threadIdx.x; j < per_row; j += gridDim.x * blockDim.x) {
-            const unsigned strip = j / C;
-            dw_bwd_data_strip<T, K, S, PH>(dinp, dout, w, s, acc, (int)(j - strip * C), (int)strip * DW_OXT, row);
+            const unsigned strip = j / CV;
+            dw_bwd_data_strip<T, K, S, PH, V>(dinp, dout, w, s, acc, (int)(j - strip * CV) * V,
+                                              (int)strip * DW_OXT, row);
         }
 }
 
 /* Which blocked instance takes a shape: 1..6 for (K, S, PH) = (3,1,0) (3,2,0) (3,2,1) (5,1,0) (5,2,0)
- * (5,2,1), 0 for the gather (any other shape, or TB_CUDA_DW_BWD=old for an A-B run: then the weight gradient
- * too takes its per-pixel kernel). */
-static int dw_bwd_data_kind(const conv_shape *s)
+ * (5,2,1), 0 for the earlier kernels (any other shape, or TB_CUDA_DW=old for an A-B run: k_dw_fwd, the
+ * gather and the per-pixel weight gradient). */
+static int dw_kind(const conv_shape *s)
 {
     const int K = s->KH, S = s->stride;
     if (s->KW != K || (K != 3 && K != 5) || (S != 1 && S != 2) || s->pad < 0 || s->pad >= K) return 0;
@@ -484,6 +582,34 @@ static int gc_valid(const conv_shape *s)
 
 /* The launchers, once per element type; the extern "C" entry points below name the instantiations. */
 
+/* dw_kind, or 0 (the earlier kernels) under TB_CUDA_DW=old: an A-B run on one binary. */
+static int dw_use_blocked(const conv_shape *s) { return ops_env_is("TB_CUDA_DW", "old") ? 0 : dw_kind(s); }
+
+/* 4 channels a thread (one 16- or 8-byte transaction a load) where C and the pointers allow, unless
+ * TB_CUDA_NARROW=1. */
+template <typename T> static int dw_wide(const conv_shape *s, const void *a, const void *b, const float *w)
+{
+    return !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(s->C, a, b) && ops_wide_ok<float>(s->C, w, NULL);
+}
+
+/* The blocked grid over `rows` rows of `width` columns in strips of DW_OXT, C/V channel groups a strip. */
+static dim3 dw_grid(const conv_shape *s, int width, size_t rows, int V)
+{
+    const size_t per_row = (size_t)((width + DW_OXT - 1) / DW_OXT) * (s->C / V);
+    return dim3((unsigned)((per_row + OPS_THREADS - 1) / OPS_THREADS), (unsigned)(rows < 65535 ? rows : 65535));
+}
+
+template <typename T, int V>
+static void dw_forward_t(int kind, T *out, const T *inp, const float *w, const float *b, bn_in_dev d, int act,
+                         const conv_shape *s, cudaStream_t st)
+{
+    const dim3 g = dw_grid(s, s->OW, (size_t)s->N * s->OH, V);
+    if (kind == 1) k_dw_fwd_t<T, 3, 1, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    else if (kind <= 3) k_dw_fwd_t<T, 3, 2, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    else if (kind == 4) k_dw_fwd_t<T, 5, 1, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    else k_dw_fwd_t<T, 5, 2, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+}
+
 template <typename T>
 static int dw_forward(T *out, const T *inp, const float *w, const float *b, const struct tb_cuda_bn_in *bn, int act,
                       const conv_shape *s, void *stream)
@@ -493,6 +619,12 @@ static int dw_forward(T *out, const T *inp, const float *w, const float *b, cons
     if (total == 0) return 0;
     cudaStream_t st = STREAM(stream);
     bn_in_dev d = bn_dev(bn);
+    const int kind = dw_use_blocked(s);
+    if (kind) {
+        if (dw_wide<T>(s, out, inp, w)) dw_forward_t<T, 4>(kind, out, inp, w, b, d, act, s, st);
+        else dw_forward_t<T, 1>(kind, out, inp, w, b, d, act, s, st);
+        return ops_launched();
+    }
     size_t tiles = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT) * s->C;
     int K = s->KH, S = s->stride;
     if (s->KW != K || (K != 3 && K != 5) || (S != 1 && S != 2))
@@ -508,6 +640,21 @@ static int dw_forward(T *out, const T *inp, const float *w, const float *b, cons
     return ops_launched();
 }
 
+template <typename T, int V>
+static void dw_backward_data_t(int kind, T *dinp, const T *dout, const float *w, const conv_shape *s, int acc,
+                               cudaStream_t st)
+{
+    const dim3 g = dw_grid(s, s->W, (size_t)s->N * s->H, V);
+    switch (kind) {
+    case 1: k_dw_bwd_data_t<T, 3, 1, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 2: k_dw_bwd_data_t<T, 3, 2, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 3: k_dw_bwd_data_t<T, 3, 2, 1, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 4: k_dw_bwd_data_t<T, 5, 1, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    case 5: k_dw_bwd_data_t<T, 5, 2, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    default: k_dw_bwd_data_t<T, 5, 2, 1, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
+    }
+}
+
 template <typename T>
 static int dw_backward_data(T *dinp, const T *dout, const float *w, const conv_shape *s, int acc, void *stream)
 {
@@ -515,44 +662,69 @@ static int dw_backward_data(T *dinp, const T *dout, const float *w, const conv_s
     size_t total = (size_t)s->N * s->H * s->W * s->C;
     if (total == 0) return 0;
     cudaStream_t st = STREAM(stream);
-    const int kind = ops_env_is("TB_CUDA_DW_BWD", "old") ? 0 : dw_bwd_data_kind(s);
-    if (!kind) {
-        k_dw_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc);
-        return ops_launched();
-    }
-    const size_t per_row = (size_t)((s->W + DW_OXT - 1) / DW_OXT) * s->C, rows = (size_t)s->N * s->H;
-    const dim3 grid((unsigned)((per_row + OPS_THREADS - 1) / OPS_THREADS), (unsigned)(rows < 65535 ? rows : 65535));
-    switch (kind) {
-    case 1: k_dw_bwd_data_t<T, 3, 1, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 2: k_dw_bwd_data_t<T, 3, 2, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 3: k_dw_bwd_data_t<T, 3, 2, 1><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 4: k_dw_bwd_data_t<T, 5, 1, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 5: k_dw_bwd_data_t<T, 5, 2, 0><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    default: k_dw_bwd_data_t<T, 5, 2, 1><<<grid, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    }
+    const int kind = dw_use_blocked(s);
+    if (!kind) k_dw_bwd_data<T><<<ops_grid(total), OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc);
+    else if (dw_wide<T>(s, dinp, dout, w)) dw_backward_data_t<T, 4>(kind, dinp, dout, w, s, acc, st);
+    else dw_backward_data_t<T, 1>(kind, dinp, dout, w, s, acc, st);
     return ops_launched();
 }
 
-/* The blocked backward-data's thread body run on the host over every (row, strip, channel): its index
- * logic checked against the CPU without a GPU (tests/test_cuda_ops.c). */
-static int dw_backward_data_host(float *dinp, const float *dout, const float *w, const conv_shape *s, int acc)
+/* The blocked kernels' thread bodies run on the host over every (row, strip, channel group), V channels a
+ * thread (1 or 4): their index logic checked against the CPU without a GPU (tests/test_cuda_ops.c). */
+template <int V>
+static void dw_backward_data_host_v(int kind, float *dinp, const float *dout, const float *w, const conv_shape *s,
+                                    int acc)
 {
-    const int kind = dw_valid(s) ? dw_bwd_data_kind(s) : 0;
-    if (!kind) return (int)cudaErrorInvalidValue;
     const int strips = (s->W + DW_OXT - 1) / DW_OXT;
     for (int row = 0; row < s->N * s->H; row++)
         for (int x = 0; x < strips; x++)
-            for (int c = 0; c < s->C; c++) {
+            for (int c = 0; c < s->C; c += V) {
                 const int ix0 = x * DW_OXT;
                 switch (kind) {
-                case 1: dw_bwd_data_strip<float, 3, 1, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 2: dw_bwd_data_strip<float, 3, 2, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 3: dw_bwd_data_strip<float, 3, 2, 1>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 4: dw_bwd_data_strip<float, 5, 1, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 5: dw_bwd_data_strip<float, 5, 2, 0>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                default: dw_bwd_data_strip<float, 5, 2, 1>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 1: dw_bwd_data_strip<float, 3, 1, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 2: dw_bwd_data_strip<float, 3, 2, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 3: dw_bwd_data_strip<float, 3, 2, 1, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 4: dw_bwd_data_strip<float, 5, 1, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                case 5: dw_bwd_data_strip<float, 5, 2, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
+                default: dw_bwd_data_strip<float, 5, 2, 1, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
                 }
             }
+}
+
+static int dw_backward_data_host(float *dinp, const float *dout, const float *w, const conv_shape *s, int acc,
+                                 int wide)
+{
+    const int kind = dw_valid(s) ? dw_kind(s) : 0;
+    if (!kind || (wide && s->C % 4)) return (int)cudaErrorInvalidValue;
+    if (wide) dw_backward_data_host_v<4>(kind, dinp, dout, w, s, acc);
+    else dw_backward_data_host_v<1>(kind, dinp, dout, w, s, acc);
+    return 0;
+}
+
+template <int V>
+static void dw_forward_host_v(int kind, float *out, const float *inp, const float *w, const float *b, int act,
+                              const conv_shape *s)
+{
+    const bn_in_dev none = {NULL, NULL, NULL, 0};
+    const int strips = (s->OW + DW_OXT - 1) / DW_OXT;
+    for (int row = 0; row < s->N * s->OH; row++)
+        for (int x = 0; x < strips; x++)
+            for (int c = 0; c < s->C; c += V) {
+                const int ox0 = x * DW_OXT;
+                if (kind == 1) dw_fwd_strip<float, 3, 1, V>(out, inp, w, b, none, act, *s, c, ox0, row);
+                else if (kind <= 3) dw_fwd_strip<float, 3, 2, V>(out, inp, w, b, none, act, *s, c, ox0, row);
+                else if (kind == 4) dw_fwd_strip<float, 5, 1, V>(out, inp, w, b, none, act, *s, c, ox0, row);
+                else dw_fwd_strip<float, 5, 2, V>(out, inp, w, b, none, act, *s, c, ox0, row);
+            }
+}
+
+static int dw_forward_host(float *out, const float *inp, const float *w, const float *b, int act,
+                           const conv_shape *s, int wide)
+{
+    const int kind = dw_valid(s) ? dw_kind(s) : 0;
+    if (!kind || (wide && s->C % 4)) return (int)cudaErrorInvalidValue;
+    if (wide) dw_forward_host_v<4>(kind, out, inp, w, b, act, s);
+    else dw_forward_host_v<1>(kind, out, inp, w, b, act, s);
     return 0;
 }
 
@@ -567,7 +739,7 @@ static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout,
     int K = ops_chunks(P), taps = s->KH * s->KW, err;
     double *part = (double *)scratch;
     const dim3 block(32, DW_ROWS);
-    const int kind = ops_env_is("TB_CUDA_DW_BWD", "old") ? 0 : dw_bwd_data_kind(s);
+    const int kind = dw_use_blocked(s);
     if (kind) { /* blocked: chunks of the strips (no more than the pixels', which the scratch is sized for) */
         const size_t U = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT);
         K = ops_chunks(U);
@@ -623,7 +795,7 @@ template <int K, int S> static void dw_params_host_k(float *dw, float *db, const
 /* The blocked weight gradient's host twin (no BatchNorm on load): its index logic checked without a GPU. */
 static int dw_backward_params_host(float *dw, float *db, const float *inp, const float *dout, const conv_shape *s)
 {
-    const int kind = dw_valid(s) ? dw_bwd_data_kind(s) : 0;
+    const int kind = dw_valid(s) ? dw_kind(s) : 0;
     if (kind == 1) dw_params_host_k<3, 1>(dw, db, inp, dout, s);
     else if (kind == 2 || kind == 3) dw_params_host_k<3, 2>(dw, db, inp, dout, s);
     else if (kind == 4) dw_params_host_k<5, 1>(dw, db, inp, dout, s);
@@ -691,9 +863,15 @@ int tb_cuda_dwconv_backward_params_host(float *dw, float *db, const float *inp, 
 }
 
 int tb_cuda_dwconv_backward_data_host(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
-                                      int acc)
+                                      int acc, int wide)
 {
-    return dw_backward_data_host(dinp, dout, w, s, acc);
+    return dw_backward_data_host(dinp, dout, w, s, acc, wide);
+}
+
+int tb_cuda_dwconv_forward_host(float *out, const float *inp, const float *w, const float *b, int act,
+                                const struct conv_shape *s, int wide)
+{
+    return dw_forward_host(out, inp, w, b, act, s, wide);
 }
 
 size_t tb_cuda_dwconv_scratch_bytes(const struct conv_shape *s)

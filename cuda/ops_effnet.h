@@ -93,10 +93,14 @@ int tb_cuda_dwconv_forward(float *out, const float *inp, const float *w, const f
 /* dinp (N,H,W,C) += dwconvᵀ(dout, w) (= when acc is 0). */
 int tb_cuda_dwconv_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                  int acc, void *stream);
-/* The backward-data's blocked kernel (K 3 or 5, stride 1 or 2) run on the host over every thread (host
- * arrays; no GPU needed): its index logic under test; cudaErrorInvalidValue for a shape it does not take. */
+/* The backward-data's blocked kernel (K 3 or 5, stride 1 or 2) run on the host over every thread, a channel a
+ * thread or (wide, C % 4 == 0) four (host arrays; no GPU needed): its index logic under test;
+ * cudaErrorInvalidValue for a shape it does not take. */
 int tb_cuda_dwconv_backward_data_host(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
-                                      int acc);
+                                      int acc, int wide);
+/* The forward's blocked kernel the same way (no BatchNorm on load; act 0 or 1 as the launcher's). */
+int tb_cuda_dwconv_forward_host(float *out, const float *inp, const float *w, const float *b, int act,
+                                const struct conv_shape *s, int wide);
 /* The weight gradient's blocked kernel (the same shapes) run on the host over every thread, in the kernel's
  * order of sums, without a BatchNorm on load (host arrays; no GPU needed); cudaErrorInvalidValue otherwise. */
 int tb_cuda_dwconv_backward_params_host(float *dw, float *db, const float *inp, const float *dout,

@@ -17,8 +17,8 @@
     X(depthwise) X(depthwise_bn_input) X(grouped) X(conv1x1) X(stem_im2col) X(activations_bf16) \
     X(dropout_masks_bf16) X(pool_and_se_bf16) X(batchnorm_bf16) X(groupnorm_bf16) X(depthwise_bf16) \
     X(depthwise_bn_input_bf16) X(grouped_bf16) X(conv1x1_bf16) X(stem_im2col_bf16) X(input_bf16) \
-    X(dense_chain_bf16) X(stem_direct) X(stem_direct_bf16) X(depthwise_blocked_vs_gather) \
-    X(depthwise_backward_data_host) X(stem_direct_host)
+    X(dense_chain_bf16) X(stem_direct) X(stem_direct_bf16) X(depthwise_blocked_vs_old) \
+    X(depthwise_blocked_host) X(stem_direct_host)
 
 #ifndef TB_HAVE_CUDA
 
@@ -592,70 +592,102 @@ Test(cuda_ops, depthwise_bn_input)
     free(x), free(w), free(b), free(gam), free(bet), free(save), free(y), free(want), free(g), free(ww);
 }
 
-/* The blocked backward-data (the default for K 3/5, stride 1/2) gives the gather's sums, term for term in
- * the same order: equal to it (TB_CUDA_DW_BWD=old picks the gather, as for an A-B run), pads of both
- * parities at stride 2 included. */
-Test(cuda_ops, depthwise_blocked_vs_gather)
+/* Blocked depthwise shapes (N, H, W, C, K, stride, pad): all six (K, stride, pad mod stride) instances, odd
+ * widths and partial column strips, C a multiple of 4 (the 4-channel path) and not. */
+static const int dwb_cases[][7] = {{2, 9, 11, 19, 3, 1, 1}, {2, 9, 11, 20, 3, 1, 1}, {2, 9, 11, 19, 3, 2, 0},
+                                   {2, 9, 11, 24, 3, 2, 0}, {2, 9, 11, 19, 3, 2, 1}, {3, 8, 8, 96, 3, 2, 1},
+                                   {1, 13, 7, 37, 5, 1, 2}, {1, 13, 7, 12, 5, 1, 2}, {1, 13, 7, 37, 5, 2, 2},
+                                   {1, 13, 7, 40, 5, 2, 2}, {1, 13, 7, 37, 5, 2, 1}, {1, 13, 7, 36, 5, 2, 1},
+                                   {2, 8, 13, 8, 3, 2, 2},  {1, 1, 1, 8, 3, 1, 1},   {1, 6, 6, 4, 5, 2, 3}};
+#define N_DWB (sizeof dwb_cases / sizeof dwb_cases[0])
+
+/* Asserts a (n) == b (n) element for element (±0 alike). */
+static void assert_equal(const float *a, const float *b, size_t n, const char *what, size_t i)
+{
+    for (size_t e = 0; e < n; e++)
+        cr_assert(a[e] == b[e], "%s, case %zu, element %zu: blocked %.9g, earlier %.9g", what, i, e, a[e], b[e]);
+}
+
+/* The blocked forward and backward-data (the defaults for K 3/5, stride 1/2, 4 channels a thread where C % 4
+ * == 0) do the earlier kernels' arithmetic in their order: equal to them (TB_CUDA_DW=old), bias and SiLU
+ * epilogue and BatchNorm+SiLU on load included, backward-data accumulating and overwriting. */
+Test(cuda_ops, depthwise_blocked_vs_old)
 {
     need_gpu();
-    static const int cases[][7] = {{2, 9, 11, 19, 3, 2, 0}, {3, 8, 8, 96, 3, 2, 1}, {1, 13, 7, 37, 5, 2, 1},
-                                   {1, 13, 7, 37, 5, 2, 2}, {4, 24, 24, 40, 3, 1, 1}, {2, 7, 9, 21, 5, 1, 2}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const int *c = cases[i];
+    for (size_t i = 0; i < N_DWB; i++) {
+        const int *c = dwb_cases[i];
         struct conv_shape s = dw_shape_pad(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
-        size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s);
-        float *g = rnd(no, 1500 + i, -1, 1), *w = rnd(nw, 1510 + i, -0.5f, 0.5f), *acc = rnd(ni, 1520 + i, -1, 1);
-        float *dg = dev_dup(g, no), *dw = dev_dup(w, nw), *blocked = dev_dup(acc, ni), *gather = dev_dup(acc, ni);
-        const int add = (int)(i % 2); /* accumulating, and overwriting what is there */
-        OK(tb_cuda_dwconv_backward_data(blocked, dg, dw, &s, add, NULL));
-        cr_assert_eq(setenv("TB_CUDA_DW_BWD", "old", 1), 0);
-        int st = tb_cuda_dwconv_backward_data(gather, dg, dw, &s, add, NULL);
-        unsetenv("TB_CUDA_DW_BWD");
-        OK(st);
-        float *a = tu_fvec(ni), *b = tu_fvec(ni);
-        dev_get(a, blocked, ni);
-        dev_get(b, gather, ni);
-        for (size_t e = 0; e < ni; e++)
-            cr_assert(a[e] == b[e], "case %zu element %zu: blocked %.9g, gather %.9g", i, e, a[e], b[e]);
+        const size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s), C = (size_t)s.C;
+        float *x = rnd(ni, 1490 + i, -1, 2), *g = rnd(no, 1500 + i, -1, 1), *w = rnd(nw, 1510 + i, -0.5f, 0.5f);
+        float *acc = rnd(ni, 1520 + i, -1, 1), *b = rnd(C, 1530 + i, -1, 1), *save = rnd(2 * C, 1540 + i, 0.5f, 1);
+        float *gam = rnd(C, 1550 + i, 0.5f, 1.5f), *bet = rnd(C, 1560 + i, -0.5f, 0.5f);
+        float *dx = dev_dup(x, ni), *dg = dev_dup(g, no), *dw = dev_dup(w, nw), *db = dev_dup(b, C);
+        float *y[2] = {dev_alloc(no * 4), dev_alloc(no * 4)}, *di[2] = {dev_dup(acc, ni), dev_dup(acc, ni)};
+        const struct tb_cuda_bn_in bn = {dev_dup(save, 2 * C), dev_dup(gam, C), dev_dup(bet, C), 1};
+        const int add = (int)(i % 2), on_load = (int)(i % 3 == 0); /* accumulate or overwrite; BN on load */
+        for (int old = 0; old <= 1; old++) {
+            if (old) cr_assert_eq(setenv("TB_CUDA_DW", "old", 1), 0);
+            const int st1 = tb_cuda_dwconv_forward(y[old], dx, dw, db, on_load ? &bn : NULL, 1, &s, NULL);
+            const int st2 = tb_cuda_dwconv_backward_data(di[old], dg, dw, &s, add, NULL);
+            unsetenv("TB_CUDA_DW");
+            OK(st1);
+            OK(st2);
+        }
+        float *h[2] = {tu_fvec(no), tu_fvec(no)}, *hi[2] = {tu_fvec(ni), tu_fvec(ni)};
+        for (int k = 0; k < 2; k++) dev_get(h[k], y[k], no), dev_get(hi[k], di[k], ni);
+        assert_equal(h[0], h[1], no, "forward", i);
+        assert_equal(hi[0], hi[1], ni, "backward-data", i);
         dev_free_all();
-        free(g), free(w), free(acc), free(a), free(b);
+        free(x), free(g), free(w), free(acc), free(b), free(save), free(gam), free(bet);
+        free(h[0]), free(h[1]), free(hi[0]), free(hi[1]);
     }
 }
 
-/* The blocked backward-data's and weight gradient's thread bodies on the host (no GPU): all six (K, stride,
- * pad mod stride) instances, odd widths and partial column strips, against the CPU references (backward-data
- * accumulating or overwriting, the weight and bias gradients accumulating). */
-Test(cuda_ops, depthwise_backward_data_host)
+/* The blocked kernels' thread bodies on the host (no GPU), a channel a thread and (C % 4 == 0) four: the
+ * forward with bias (and SiLU), the backward-data (accumulating or overwriting) and the weight and bias
+ * gradients (accumulating) against the CPU references. */
+Test(cuda_ops, depthwise_blocked_host)
 {
-    static const int cases[][7] = {{2, 9, 11, 19, 3, 1, 1}, {2, 9, 11, 19, 3, 2, 0}, {2, 9, 11, 19, 3, 2, 1},
-                                   {1, 13, 7, 37, 5, 1, 2}, {1, 13, 7, 37, 5, 2, 2}, {1, 13, 7, 37, 5, 2, 1},
-                                   {2, 8, 13, 8, 3, 2, 2},  {1, 1, 1, 8, 3, 1, 1},   {1, 6, 6, 4, 5, 2, 3}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const int *c = cases[i];
+    for (size_t i = 0; i < N_DWB; i++) {
+        const int *c = dwb_cases[i];
         struct conv_shape s = dw_shape_pad(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
-        size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s);
-        float *g = rnd(no, 1600 + i, -1, 1), *w = rnd(nw, 1610 + i, -0.5f, 0.5f), *got = rnd(ni, 1620 + i, -1, 1);
-        const int acc = (int)(i % 2) == 0; /* accumulating, or overwriting what is there */
-        float *want = acc ? tu_fdup(got, ni) : tu_fvec(ni);
-        dwconv_backward_data_ref(want, g, w, &s);
-        cr_assert_eq(tb_cuda_dwconv_backward_data_host(got, g, w, &s, acc), 0, "case %zu", i);
+        const size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s), C = (size_t)s.C;
+        float *x = rnd(ni, 1630 + i, -1, 1), *g = rnd(no, 1600 + i, -1, 1), *w = rnd(nw, 1610 + i, -0.5f, 0.5f);
+        float *b = rnd(C, 1660 + i, -1, 1), *acc0 = rnd(ni, 1620 + i, -1, 1);
         char what[96];
-        snprintf(what, sizeof what, "host blocked backward-data k%d s%d pad %d", c[4], c[5], c[6]);
-        tu_assert_close_f(got, want, ni, RTOL, ATOL, what);
+        for (int wide = 0; wide <= (s.C % 4 == 0); wide++) {
+            const int act = (int)((i + wide) % 2), acc = (int)(i % 2) == 0;
+            float *want = tu_fvec(no), *got = tu_fvec(no);
+            dwconv_forward_ref(want, x, w, b, &s);
+            if (act) silu_forward(want, want, no, 0, 1);
+            cr_assert_eq(tb_cuda_dwconv_forward_host(got, x, w, b, act, &s, wide), 0, "case %zu", i);
+            snprintf(what, sizeof what, "host blocked forward k%d s%d pad %d wide %d", c[4], c[5], c[6], wide);
+            tu_assert_close_f(got, want, no, RTOL, ATOL, what);
+            free(want), free(got);
 
-        float *x = rnd(ni, 1630 + i, -1, 1), *gw = rnd(nw, 1640 + i, -1, 1), *gb = rnd((size_t)s.C, 1650 + i, -1, 1);
-        float *ww = tu_fdup(gw, nw), *wb = tu_fdup(gb, (size_t)s.C);
+            float *gi = tu_fdup(acc0, ni), *wi = acc ? tu_fdup(acc0, ni) : tu_fvec(ni);
+            dwconv_backward_data_ref(wi, g, w, &s);
+            cr_assert_eq(tb_cuda_dwconv_backward_data_host(gi, g, w, &s, acc, wide), 0, "case %zu", i);
+            snprintf(what, sizeof what, "host blocked backward-data k%d s%d pad %d wide %d", c[4], c[5], c[6], wide);
+            tu_assert_close_f(gi, wi, ni, RTOL, ATOL, what);
+            free(gi), free(wi);
+        }
+        float *gw = rnd(nw, 1640 + i, -1, 1), *gb = rnd(C, 1650 + i, -1, 1);
+        float *ww = tu_fdup(gw, nw), *wb = tu_fdup(gb, C);
         dwconv_backward_params_ref(ww, wb, x, g, &s);
         cr_assert_eq(tb_cuda_dwconv_backward_params_host(gw, gb, x, g, &s), 0, "case %zu", i);
         snprintf(what, sizeof what, "host blocked weight gradient k%d s%d pad %d", c[4], c[5], c[6]);
         tu_assert_close_f(gw, ww, nw, RTOL, ATOL, what);
-        tu_assert_close_f(gb, wb, (size_t)s.C, RTOL, ATOL, what);
-        free(g), free(w), free(got), free(want), free(x), free(gw), free(gb), free(ww), free(wb);
+        tu_assert_close_f(gb, wb, C, RTOL, ATOL, what);
+        free(x), free(g), free(w), free(b), free(acc0), free(gw), free(gb), free(ww), free(wb);
     }
-    struct conv_shape k7 = dw_shape_pad(1, 9, 9, 8, 7, 1, 3); /* not a blocked shape: the gather's */
+    struct conv_shape k7 = dw_shape_pad(1, 9, 9, 8, 7, 1, 3); /* not a blocked shape: the earlier kernels' */
     float one = 0.0f;
-    cr_assert_neq(tb_cuda_dwconv_backward_data_host(&one, &one, &one, &k7, 1), 0);
+    cr_assert_neq(tb_cuda_dwconv_backward_data_host(&one, &one, &one, &k7, 1, 0), 0);
+    cr_assert_neq(tb_cuda_dwconv_forward_host(&one, &one, &one, NULL, 0, &k7, 0), 0);
     cr_assert_neq(tb_cuda_dwconv_backward_params_host(&one, &one, &one, &one, &k7), 0);
+    struct conv_shape c19 = dw_shape_pad(1, 5, 5, 19, 3, 1, 1); /* 4 channels a thread needs C % 4 == 0 */
+    cr_assert_neq(tb_cuda_dwconv_forward_host(&one, &one, &one, NULL, 0, &c19, 1), 0);
 }
 
 Test(cuda_ops, grouped)

@@ -514,13 +514,13 @@ phase_kernels() {
 }
 
 # The kernels a tree changed against the ones they replace, on one binary through their switches
-# (TB_CUDA_DW_BWD=old: the depthwise backward's gather and per-pixel sums; TB_CUDA_CONV_ALGO=im2col: the stem by im2col
-# and GEMMs; TB_CUDA_NARROW=1: BatchNorm's elementwise passes one element a thread; TB_CUDA_GRAD_ZERO=memset:
+# (TB_CUDA_DW=old: the earlier depthwise kernels; TB_CUDA_CONV_ALGO=im2col: the stem by im2col and GEMMs;
+# TB_CUDA_NARROW=1: one channel a thread in the depthwise and elementwise kernels; TB_CUDA_GRAD_ZERO=memset:
 # every gradient zeroed and accumulated into; TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own: a slot per
 # gradient and an evaluation arena of its own), alternating new old new old on effnet-b0 224 batch 256, fp32
 # then bf16, each run with its per-layer profile; then the ratio of the medians (new / old images/s) per
 # precision, and each side's peak GPU memory.
-AB_OLD=(TB_CUDA_DW_BWD=old TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1 TB_CUDA_GRAD_ZERO=memset
+AB_OLD=(TB_CUDA_DW=old TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1 TB_CUDA_GRAD_ZERO=memset
     TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own)
 phase_ab() {
     local prec r
