@@ -77,7 +77,7 @@ template <> __host__ __device__ __forceinline__ bf16 ops_to<bf16>(float v) { ret
 static constexpr __host__ __device__ int ops_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 /* 1 when the environment variable name is set to value: the switches that pick an earlier kernel for an
- * A-B run on one binary (TB_CUDA_DW_BWD=gather). Read at each launch (no cache, no shared state). */
+ * A-B run on one binary (TB_CUDA_DW=old). Read at each launch (no cache, no shared state). */
 static inline int ops_env_is(const char *name, const char *value)
 {
     const char *v = getenv(name);
