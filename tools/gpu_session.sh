@@ -510,6 +510,35 @@ phase_kernels() {
         step "ncu-b0-224-b256-$prec" 200 "$ncu" --clock-control none --metrics gpu__time_duration.sum \
             --print-summary per-kernel --csv "${B0_224_B256[@]}" --steps 1 --warmup 0 --precision "$prec" \
             --out "$WORK/ncu-$prec.jsonl"
+        step "ncu-top-$prec" 20 "$PYTHON" - "$WORK/ncu-b0-224-b256-$prec.out" <<'PY'
+# The per-kernel summary as a ranking: each kernel name's total time (average × invocations) and its share.
+import csv, sys
+rows = [l for l in open(sys.argv[1], errors="replace") if l.startswith('"')]
+table = list(csv.reader(rows))
+head = next((r for r in table if "Kernel Name" in r and "Average" in r), None)
+if not head:
+    print("ncu summary: no per-kernel table in the output"); sys.exit(0)
+k, avg = head.index("Kernel Name"), head.index("Average")
+inv = head.index("Invocations") if "Invocations" in head else None
+unit = head.index("Metric Unit") if "Metric Unit" in head else None
+tot, count, scale = {}, {}, {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+for r in table:
+    if r is head or len(r) <= max(k, avg):
+        continue
+    try:
+        a = float(r[avg].replace(",", ""))
+    except ValueError:
+        continue
+    n = int(r[inv]) if inv is not None and r[inv].isdigit() else 1
+    ms = a * n * scale.get(r[unit] if unit is not None else "nsecond", 1e-6)
+    name = r[k].split("(")[0].split("<")[0].strip()
+    tot[name] = tot.get(name, 0.0) + ms
+    count[name] = count.get(name, 0) + n
+all_ms = sum(tot.values())
+print("ncu: %.1f ms of kernels in the run" % all_ms)
+for name, ms in sorted(tot.items(), key=lambda x: -x[1])[:25]:
+    print("%8.2f ms %5.1f%% %5d x  %s" % (ms, 100.0 * ms / all_ms if all_ms else 0.0, count[name], name))
+PY
     done
 }
 
@@ -520,8 +549,9 @@ phase_kernels() {
 # gradient and an evaluation arena of its own), alternating new old new old on effnet-b0 224 batch 256, fp32
 # then bf16, each run with its per-layer profile; then the ratio of the medians (new / old images/s) per
 # precision, and each side's peak GPU memory.
-AB_OLD=(TB_CUDA_DW=old TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1 TB_CUDA_GRAD_ZERO=memset
-    TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own)
+# GPU_AB_OLD (words VAR=VALUE) replaces the old side's switches, to measure one change alone.
+read -r -a AB_OLD <<<"${GPU_AB_OLD:-TB_CUDA_DW=old TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1 TB_CUDA_GRAD_ZERO=memset \
+TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own}"
 phase_ab() {
     local prec r
     for prec in fp32 bf16m; do
