@@ -532,6 +532,7 @@ for r in table:
     n = int(r[inv]) if inv is not None and r[inv].isdigit() else 1
     ms = a * n * scale.get(r[unit] if unit is not None else "nsecond", 1e-6)
     name = r[k].split("(")[0].split("<")[0].strip()
+    name = name[5:] if name.startswith("void ") else name
     tot[name] = tot.get(name, 0.0) + ms
     count[name] = count.get(name, 0) + n
 all_ms = sum(tot.values())
