@@ -163,6 +163,24 @@ OPS_UNROLL
     }
 }
 
+/* dst[j] (j < N) = the V channels from c at column i0 + j of a row (p: its first element, columns C apart), zeros
+ * outside [0, n), the BatchNorm applied on load when bn has one: a kernel row's values in registers. */
+template <int N, int V, typename T>
+static __host__ __device__ __forceinline__ void dw_row_load(float (*dst)[V], const T *p, int i0, int n, int c, int C,
+                                                           const bn_in_dev &bn)
+{
+OPS_UNROLL
+    for (int j = 0; j < N; j++) {
+        const int i = i0 + j;
+        if (i >= 0 && i < n) {
+            load_in_v<V>(dst[j], p + (size_t)i * C + c, c, C, bn);
+        } else {
+OPS_UNROLL
+            for (int v = 0; v < V; v++) dst[j][v] = 0.0f;
+        }
+    }
+}
+
 /* The blocked forward of K×K stride S (3/5 × 1/2), one thread's work: V channels from c (1, or 4 in one
  * transaction each), DW_OXT output columns from ox0 of output row `row` = n·OH + oy; per kernel row the
  * (DW_OXT−1)·S + K inputs it needs are loaded once and reused across the K taps and DW_OXT outputs — k_dw_fwd's
@@ -184,18 +202,8 @@ OPS_UNROLL
     for (int ky = 0; ky < K; ky++) {
         const int iy = oy * S - s.pad + ky;
         if (iy < 0 || iy >= s.H) continue;
-        const T *rp = inp + ((size_t)n * s.H + iy) * s.W * C + c;
         float xin[XN][V];
-OPS_UNROLL
-        for (int j = 0; j < XN; j++) {
-            const int ix = ix0 + j;
-            if (ix >= 0 && ix < s.W) {
-                load_in_v<V>(xin[j], rp + (size_t)ix * C, c, C, bn);
-            } else {
-OPS_UNROLL
-                for (int v = 0; v < V; v++) xin[j][v] = 0.0f;
-            }
-        }
+        dw_row_load<XN, V>(xin, inp + ((size_t)n * s.H + iy) * s.W * C, ix0, s.W, c, C, bn);
 OPS_UNROLL
         for (int kx = 0; kx < K; kx++) {
             float wv[V];
@@ -243,18 +251,9 @@ OPS_UNROLL
         if (ny < 0 || ny % S) continue;
         const int oy = ny / S;
         if (oy >= s.OH) continue;
-        const T *drow = dout + ((size_t)n * s.OH + oy) * s.OW * C + c;
         float d[NX][V];
-OPS_UNROLL
-        for (int j = 0; j < NX; j++) {
-            const int ox = ub + OMIN + j;
-            if (ox >= 0 && ox < s.OW) {
-                ops_ldv<V>(drow + (size_t)ox * C, d[j]);
-            } else {
-OPS_UNROLL
-                for (int v = 0; v < V; v++) d[j][v] = 0.0f;
-            }
-        }
+        const bn_in_dev none = {NULL, NULL, NULL, 0};
+        dw_row_load<NX, V>(d, dout + ((size_t)n * s.OH + oy) * s.OW * C, ub + OMIN, s.OW, c, C, none);
 OPS_UNROLL
         for (int kx = 0; kx < K; kx++) {
             float wv[V];

@@ -537,6 +537,17 @@ static const struct conv_impl DC = {"direct", dc_fwd, ic_bwd_data, dc_bwd_params
 /* The direct kernels' shapes: EfficientNet's stem small (C 3, stride 2), one with 3 weight-gradient
  * chunks (1080 pixels) and OC past a warp, a grey-image stem (C 1, stride 1). N, H, W, C, OC, stride. */
 static const int dc_cases[][6] = {{2, 17, 15, 3, 32, 2}, {3, 40, 36, 3, 48, 2}, {1, 9, 8, 1, 16, 1}};
+#define N_DC (sizeof dc_cases / sizeof dc_cases[0])
+
+/* Case i of dc_cases as a 3×3 conv shape the direct kernels take. */
+static struct conv_shape dc_shape(size_t i)
+{
+    const int *c = dc_cases[i];
+    struct conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], 3, 3, c[5], 1), 0);
+    cr_assert(tb_cuda_conv_direct_fits(&s));
+    return s;
+}
 
 /* A depthwise shape with an explicit pad (dwconv_shape_init picks (K-1)/2). */
 static struct conv_shape dw_shape_pad(int N, int H, int W, int C, int K, int stride, int pad)
@@ -743,11 +754,8 @@ Test(cuda_ops, stem_direct)
 {
     need_gpu();
     tb_cublas *h = blas_handle();
-    for (size_t i = 0; i < sizeof dc_cases / sizeof dc_cases[0]; i++) {
-        const int *c = dc_cases[i];
-        struct conv_shape s;
-        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], 3, 3, c[5], 1), 0);
-        cr_assert(tb_cuda_conv_direct_fits(&s));
+    for (size_t i = 0; i < N_DC; i++) {
+        const struct conv_shape s = dc_shape(i);
         check_conv(&DC, &s, h, 520 + 10 * i);
     }
     struct conv_shape no;
@@ -760,10 +768,8 @@ Test(cuda_ops, stem_direct)
  * gradients against the CPU references. */
 Test(cuda_ops, stem_direct_host)
 {
-    for (size_t i = 0; i < sizeof dc_cases / sizeof dc_cases[0]; i++) {
-        const int *c = dc_cases[i];
-        struct conv_shape s;
-        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], 3, 3, c[5], 1), 0);
+    for (size_t i = 0; i < N_DC; i++) {
+        const struct conv_shape s = dc_shape(i);
         size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s), nb = (size_t)s.OC;
         float *x = rnd(ni, 1700 + i, -1, 1), *w = rnd(nw, 1710 + i, -0.5f, 0.5f), *b = rnd(nb, 1720 + i, -1, 1);
         float *g = rnd(no, 1730 + i, -1, 1), *got = tu_fvec(no), *want = tu_fvec(no);
@@ -1165,10 +1171,8 @@ Test(cuda_ops, stem_direct_bf16)
 {
     need_gpu();
     tb_cublas *h = blas_handle();
-    for (size_t i = 0; i < sizeof dc_cases / sizeof dc_cases[0]; i++) {
-        const int *c = dc_cases[i];
-        struct conv_shape s;
-        cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], 3, 3, c[5], 1), 0);
+    for (size_t i = 0; i < N_DC; i++) {
+        const struct conv_shape s = dc_shape(i);
         check_conv16(CONV16_DC, &s, h, 1010 + 10 * i);
     }
     tb_cublas_destroy(h);
