@@ -7,7 +7,7 @@
 #                                   pack bench and the CUDA tests into .dev and check the 64 MiB that may travel
 #   tools/gpu_session.sh first      there*: run this first, as the session's one command: test_cuda_ops,
 #                                   test_cuda, issue 26's mnist-mlp batch-1 figure, effnet-b0 fp32 and bf16
-#                                   beside PyTorch (one round each), then test_cuda_mirrored,
+#                                   beside PyTorch (one round each), one round of ab in fp32, test_cuda_mirrored,
 #                                   test_calibrate_gpu, ipu stages on cuda against cpu and issue 31's
 #                                   threads at 1 and all cores if time is left (480 s)
 #   tools/gpu_session.sh second     there*: a session's second command, after first's failures were mended: the
@@ -424,6 +424,13 @@ phase_first() {
     s0=$SECONDS
     bf16_probe 30
     compare_step cuda-b0-bf16 $((120 - (SECONDS - s0))) "$BF16_OK" 1
+    # One round of the ab phase in fp32 (the changed kernels against the ones they replace), when 100 s are left.
+    if [ "$(time_left)" -ge 100 ]; then
+        b0_profile_step ab-new-fp32-r1 45 fp32
+        b0_profile_step ab-old-fp32-r1 45 fp32 "${AB_OLD[@]}"
+    else
+        skip ab-fp32 "needs 100 s, $(time_left) s left (tools/gpu_session.sh ab)"
+    fi
     for t in test_cuda_mirrored test_calibrate_gpu; do
         test_step "$t" 60
     done
