@@ -226,17 +226,13 @@ template <typename T> static int gap_fwd(T *out, const T *inp, int N, size_t HW,
     return ops_launched();
 }
 
-/* 4 elements a thread (the wide kernels) where C allows it and the pointers are aligned, unless TB_CUDA_NARROW=1. */
-template <typename T> static int wide(int C, const void *a, const void *b)
-{
-    return !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(C, a, b) ? 4 : 1;
-}
-
+/* 8 (bf16) or 4 elements a thread where C and the pointers allow (ops_width). */
 template <typename T> static int gap_bwd(T *dinp, const T *dout, int N, size_t HW, int C, void *stream)
 {
-    const int V = wide<T>(C, dinp, dout);
+    const int V = ops_width<T>(C, dinp, dout);
     const size_t DV = HW * (size_t)C / V;
     const float inv = (float)(1.0 / (double)HW);
+    if (V == 8) LAUNCH_ROWS((k_gap_bwd<T, 8>), DV, N, stream, dinp, dout, DV, C / 8, ops_step_c(gx, C / 8), inv);
     if (V == 4) LAUNCH_ROWS((k_gap_bwd<T, 4>), DV, N, stream, dinp, dout, DV, C / 4, ops_step_c(gx, C / 4), inv);
     LAUNCH_ROWS((k_gap_bwd<T, 1>), DV, N, stream, dinp, dout, DV, C, ops_step_c(gx, C), inv);
 }
@@ -244,8 +240,9 @@ template <typename T> static int gap_bwd(T *dinp, const T *dout, int N, size_t H
 template <typename T>
 static int se_fwd(T *out, const T *inp, const T *scale, int N, size_t HW, int C, void *stream)
 {
-    const int V = wide<T>(C, out, inp);
+    const int V = ops_width<T>(C, out, inp);
     const size_t DV = HW * (size_t)C / V;
+    if (V == 8) LAUNCH_ROWS((k_se_fwd<T, 8>), DV, N, stream, out, inp, scale, DV, C / 8, ops_step_c(gx, C / 8));
     if (V == 4) LAUNCH_ROWS((k_se_fwd<T, 4>), DV, N, stream, out, inp, scale, DV, C / 4, ops_step_c(gx, C / 4));
     LAUNCH_ROWS((k_se_fwd<T, 1>), DV, N, stream, out, inp, scale, DV, C, ops_step_c(gx, C));
 }

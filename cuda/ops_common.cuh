@@ -88,15 +88,22 @@ static inline int ops_env_is(const char *name, const char *value)
  * NULL): the finish of every chunked weight gradient (ops_dwconv.cu). */
 int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st);
 
-/* V (1 or 4) consecutive elements of T as floats, loaded or stored as one transaction (16 bytes of fp32, 8 of
- * bf16): the elementwise kernels' wide path, which keeps 4× the bytes in flight per thread (a grid-stride loop
- * of 4-byte loads cannot cover HBM's latency). Wide needs p aligned to V elements (ops_wide_ok). */
+/* V (1, 4 or 8) consecutive elements of T as floats, loaded or stored in as few transactions as the type allows
+ * (4 fp32 or 8 bf16: 16 bytes, one; 4 bf16: 8 bytes): the elementwise kernels' wide path, which keeps more
+ * bytes in flight per thread (a grid-stride loop of 2- or 4-byte loads cannot cover HBM's latency). Wide needs
+ * p aligned to V elements (ops_width). */
 struct alignas(8) ops_bf16x4 {
     __nv_bfloat162 lo, hi;
 };
+struct alignas(16) ops_bf16x8 {
+    __nv_bfloat162 q[4];
+};
 template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const float *p, float *v)
 {
-    if constexpr (V == 4) {
+    if constexpr (V == 8) {
+        const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else if constexpr (V == 4) {
         const float4 q = *reinterpret_cast<const float4 *>(p);
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else {
@@ -105,7 +112,10 @@ template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const f
 }
 template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const bf16 *p, float *v)
 {
-    if constexpr (V == 4) {
+    if constexpr (V == 8) {
+        const ops_bf16x8 q = *reinterpret_cast<const ops_bf16x8 *>(p);
+        for (int k = 0; k < 4; k++) v[2 * k] = __low2float(q.q[k]), v[2 * k + 1] = __high2float(q.q[k]);
+    } else if constexpr (V == 4) {
         const ops_bf16x4 q = *reinterpret_cast<const ops_bf16x4 *>(p);
         v[0] = __low2float(q.lo), v[1] = __high2float(q.lo), v[2] = __low2float(q.hi), v[3] = __high2float(q.hi);
     } else {
@@ -114,12 +124,22 @@ template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const b
 }
 template <int V> static __host__ __device__ __forceinline__ void ops_stv(float *p, const float *v)
 {
-    if constexpr (V == 4) *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
-    else *p = v[0];
+    if constexpr (V == 8) {
+        *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+        *reinterpret_cast<float4 *>(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    } else if constexpr (V == 4) {
+        *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+        *p = v[0];
+    }
 }
 template <int V> static __host__ __device__ __forceinline__ void ops_stv(bf16 *p, const float *v)
 {
-    if constexpr (V == 4) {
+    if constexpr (V == 8) {
+        ops_bf16x8 q;
+        for (int k = 0; k < 4; k++) q.q[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+        *reinterpret_cast<ops_bf16x8 *>(p) = q;
+    } else if constexpr (V == 4) {
         ops_bf16x4 q;
         q.lo = __floats2bfloat162_rn(v[0], v[1]); /* each to nearest even, as __float2bfloat16 */
         q.hi = __floats2bfloat162_rn(v[2], v[3]);
@@ -136,6 +156,16 @@ template <typename T> static inline int ops_wide_ok(int C, const void *a, const 
 {
     const uintptr_t m = 4 * sizeof(T) - 1;
     return C % 4 == 0 && !((uintptr_t)a & m) && !((uintptr_t)b & m) && !((uintptr_t)c & m);
+}
+
+/* The elements a thread of an elementwise pass takes over rows of C: 8 for bf16 where C % 8 == 0 and every
+ * pointer is 16-byte aligned (one 16-byte transaction, as 4 floats), else 4 where ops_wide_ok, else 1 (and 1
+ * under TB_CUDA_NARROW=1). */
+template <typename T> static inline int ops_width(int C, const void *a, const void *b, const void *c = NULL)
+{
+    if (ops_env_is("TB_CUDA_NARROW", "1")) return 1;
+    if (sizeof(T) == 2 && C % 8 == 0 && !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15)) return 8;
+    return ops_wide_ok<T>(C, a, b, c) ? 4 : 1;
 }
 
 /* The launch's status: 0, or the CUDA error code the launch left (cleared, so it is reported once). */

@@ -123,16 +123,19 @@ __global__ void k_bn_apply(T *out, const T *inp, const float *mean, const float 
     }
 }
 
-/* k_bn_apply over M·C elements, 4 channels a thread where the rows and pointers allow. */
+/* k_bn_apply over M·C elements, 8 (bf16) or 4 channels a thread where the rows and pointers allow. */
 template <typename T, bool EVAL>
 static int bn_apply(T *out, const T *inp, const float *mean, const float *rstd_or_var, const float *gamma,
                     const float *beta, size_t total, int C, float eps, int act, cudaStream_t st)
 {
-    const int V = !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(C, out, inp) ? 4 : 1;
+    const int V = ops_width<T>(C, out, inp);
     const size_t groups = total / V;
     const unsigned gx = ops_grid_rows(groups, 1);
     const int CV = C / V, step = ops_step_c(gx, CV);
-    if (V == 4)
+    if (V == 8)
+        k_bn_apply<T, EVAL, 8><<<gx, OPS_THREADS, 0, st>>>(out, inp, mean, rstd_or_var, gamma, beta, groups, CV, step,
+                                                           eps, act);
+    else if (V == 4)
         k_bn_apply<T, EVAL, 4><<<gx, OPS_THREADS, 0, st>>>(out, inp, mean, rstd_or_var, gamma, beta, groups, CV, step,
                                                            eps, act);
     else
@@ -384,11 +387,13 @@ static int bn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
     k_bn_bwd_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(coef, dgamma, dbeta, part, K, save, gamma, M, C);
     if ((err = ops_launched())) return err;
     if (!dinp) return 0;
-    const int V = !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(C, dinp, dout, inp) ? 4 : 1;
+    const int V = ops_width<T>(C, dinp, dout, inp);
     const size_t groups = M * (size_t)C / V;
     const unsigned gx = ops_grid_rows(groups, 1);
     const int CV = C / V, step = ops_step_c(gx, CV);
-    if (V == 4)
+    if (V == 8)
+        k_bn_bwd_apply<T, 8><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);
+    else if (V == 4)
         k_bn_bwd_apply<T, 4><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);
     else
         k_bn_bwd_apply<T, 1><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);

@@ -265,8 +265,8 @@ Test(cuda_ops, dropout_masks)
 Test(cuda_ops, pool_and_se)
 {
     need_gpu();
-    /* C 45: an element a thread in the elementwise passes; 48: the wide path, 4 channels a thread */
-    for (int C = 45; C <= 48; C += 3) {
+    /* C 45: an element a thread in the elementwise passes; 52: 4 a thread; 48: 4 (fp32) or 8 (bf16) a thread */
+    for (int C = 45; C <= 52; C += C == 45 ? 3 : 4) {
         const int N = 3;
         const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
         float *x = rnd(n, 6, -2.0f, 2.0f), *g = rnd(n, 7, -1.0f, 1.0f), *sc = rnd(nc, 8, 0.0f, 1.0f);
@@ -308,8 +308,8 @@ Test(cuda_ops, pool_and_se)
 Test(cuda_ops, batchnorm)
 {
     need_gpu();
-    /* C 37: a channel a thread in the elementwise passes; 40: the wide path, 4 channels a thread */
-    for (int C = 37; C <= 40; C += 3) {
+    /* C 37: a channel a thread in the elementwise passes; 44: 4 a thread; 40: 4 (fp32) or 8 (bf16) a thread */
+    for (int C = 37; C <= 44; C += C == 37 ? 3 : 4) {
         const size_t M = 3 * 23 * 17, n = M * C; /* 3 row chunks of the GPU's 512, 10 of the CPU's */
         float *x = rnd(n, 13, -1.0f, 3.0f), *g = rnd(n, 14, -1.0f, 1.0f), *gam = rnd((size_t)C, 15, 0.5f, 1.5f);
         float *bet = rnd((size_t)C, 16, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 17, -0.1f, 0.1f);
@@ -887,8 +887,8 @@ Test(cuda_ops, dropout_masks_bf16)
 Test(cuda_ops, pool_and_se_bf16)
 {
     need_gpu();
-    /* C 45: an element a thread in the elementwise passes; 48: the wide path, 4 channels a thread */
-    for (int C = 45; C <= 48; C += 3) {
+    /* C 45: an element a thread in the elementwise passes; 52: 4 a thread; 48: 4 (fp32) or 8 (bf16) a thread */
+    for (int C = 45; C <= 52; C += C == 45 ? 3 : 4) {
         const int N = 3;
         const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
         float *x = rnd16(n, 36, -2.0f, 2.0f), *g = rnd16(n, 37, -1.0f, 1.0f), *sc = rnd16(nc, 38, 0.0f, 1.0f);
@@ -924,8 +924,8 @@ Test(cuda_ops, pool_and_se_bf16)
 Test(cuda_ops, batchnorm_bf16)
 {
     need_gpu();
-    /* C 37: a channel a thread in the elementwise passes; 40: the wide path, 4 channels a thread */
-    for (int C = 37; C <= 40; C += 3) {
+    /* C 37: a channel a thread in the elementwise passes; 44: 4 a thread; 40: 4 (fp32) or 8 (bf16) a thread */
+    for (int C = 37; C <= 44; C += C == 37 ? 3 : 4) {
         const size_t M = 3 * 23 * 17, n = M * C;
         float *x = rnd16(n, 42, -1.0f, 3.0f), *g = rnd16(n, 43, -1.0f, 1.0f), *gam = rnd((size_t)C, 44, 0.5f, 1.5f);
         float *bet = rnd((size_t)C, 45, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 46, -0.1f, 0.1f);
