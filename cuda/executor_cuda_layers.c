@@ -6,8 +6,9 @@
  * Unfused on purpose (issue 26 item 1, first wiring): none of the cpu's layer-pair fusions (BN statistics
  * in the conv before, BN apply in the depthwise after, SE pool in the BN, SE scale in the projection,
  * dwconv backward with the BN's) runs here yet, so every tensor the cpu may leave unwritten under a fusion
- * is written, and gradients match the cpu's unfused maths. Backward always accumulates: the caller zeroes
- * each input gradient before its last reader's backward (exec.c's rule, without its overwrite shortcut).
+ * is written, and gradients match the cpu's unfused maths. Backward takes exec.c's rule and its shortcut:
+ * at an input gradient's last reader it is overwritten (acc 0) where the layer's kernel writes every element,
+ * else zeroed there and accumulated into (tb_cuda_prepare_input_grads).
  * Errors: a positive launcher return is a cudaError_t (turned into a message here), a negative one is a
  * tb status already recorded (a failed tb_cublas_sgemm).
  */
