@@ -1116,7 +1116,9 @@ int executor_cuda_create(struct executor *ex)
         ex->loop_steps = 1;
         ex->step_what = "batch-1 step as a CUDA graph";
         if ((st = persist_plan(c)) != TB_OK) return st;
-        if (c->persist) ex->step_what = "batch-1 steps in one persistent kernel";
+        if (c->persist)
+            ex->step_what = c->mlp.cluster ? "batch-1 steps in one persistent kernel, one thread-block cluster"
+                                           : "batch-1 steps in one persistent kernel";
     }
     return TB_OK;
 }

@@ -7,7 +7,9 @@
 #include "softmax_ce_row.h"
 
 #include <cooperative_groups.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 namespace cg = cooperative_groups;
 
@@ -57,6 +59,13 @@ __device__ inline float warp_chunk_sum(const float *part, int chunks, int stride
     for (int c = lane; c < chunks; c += 32) s += __ldcg(&part[(size_t)c * stride + r]);
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     return s;
+}
+
+// The step's barrier: the cluster's (one cluster holds every block) or the cooperative grid's.
+__device__ inline void step_barrier(const tb_cuda_mlp_plan &p, cg::grid_group &grid)
+{
+    if (p.cluster) cg::this_cluster().sync();
+    else grid.sync();
 }
 
 __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb_cuda_loop_dev d, long long k0,
@@ -110,7 +119,7 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
                     L.part[(size_t)C[l] * L.out + j] = acc;
                 }
             }
-            grid.sync();
+            step_barrier(p, grid);
         }
         // Backward, last layer first: δ of the layer's outputs (the loss's gradient, or what the layer above
         // wrote), then per row: (old w)·δ for the layer below, masked by its ReLU, and the row's Adam update.
@@ -151,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
                     if (lane == 0) p.L[l - 1].delta[R0[l] + i] = p.L[l - 1].relu && !(ai > 0.0f) ? 0.0f : s;
                 }
             }
-            if (l > 0) grid.sync();
+            if (l > 0) step_barrier(p, grid);
         }
         // The biases (their gradient is δ itself), once every δ is written: one element a thread over the
         // grid, layer after layer, so all their loads are in flight at once.
@@ -198,8 +207,13 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
     // Rows a chunk: TB_CUDA_MLP_ROWS by default; the environment's TB_CUDA_MLP_ROWS (1..1024) for a sweep
     // (fewer, larger chunks: fewer blocks at each grid barrier, more work and shared memory a block).
     int rows = TB_CUDA_MLP_ROWS;
-    const char *env = getenv("TB_CUDA_MLP_ROWS");
-    const int env_rows = env ? atoi(env) : 0;
+    const char *env = getenv("TB_CUDA_MLP_ROWS"), *sync = getenv("TB_CUDA_MLP_SYNC");
+    const int env_rows = env ? atoi(env) : 0, cluster = sync && strcmp(sync, "cluster") == 0;
+    if (cluster) { /* at most 16 chunks a layer: one cluster of blocks */
+        int widest = 1;
+        for (int l = 0; l < p->n_layers; l++) widest = p->L[l].in > widest ? p->L[l].in : widest;
+        rows = (widest + 15) / 16;
+    }
     if (env_rows >= 1 && env_rows <= 1024) rows = env_rows;
     int G = 1;
     for (int l = 0; l < p->n_layers; l++) {
@@ -255,6 +269,26 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
     }
     p->blocks = G;
     p->smem = smem;
+    p->cluster = 0;
+    if (cluster) {
+        const char *no = NULL;
+        int nc = 0;
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)G, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)G), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem;
+        cfg.attrs = attr, cfg.numAttrs = 1;
+        if (G > 16) no = "more than 16 blocks";
+        else if (G > 8 && cudaFuncSetAttribute(mlp_persist_k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+                              cudaSuccess)
+            no = "no cluster above 8 blocks on this device";
+        else if (cudaOccupancyMaxActiveClusters(&nc, (const void *)mlp_persist_k, &cfg) != cudaSuccess || nc < 1)
+            no = "the cluster does not fit the device";
+        (void)cudaGetLastError();
+        if (no) fprintf(stderr, "cuda: TB_CUDA_MLP_SYNC=cluster: %s: %d blocks with grid barriers instead\n", no, G);
+        else p->cluster = 1;
+    }
     return scratch;
 }
 
@@ -271,6 +305,15 @@ extern "C" cudaError_t tb_cuda_mlp_run(const struct tb_cuda_mlp_plan *p, struct 
 {
     if (n <= 0) return cudaSuccess;
     tb_cuda_mlp_plan pv = *p;
+    if (p->cluster) { /* one cluster of every block: no cooperative launch needed */
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)p->blocks, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)p->blocks), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = p->smem;
+        cfg.stream = s, cfg.attrs = attr, cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, mlp_persist_k, pv, d, k0, n);
+    }
     void *args[] = {&pv, &d, &k0, &n};
     return cudaLaunchCooperativeKernel((const void *)mlp_persist_k, dim3((unsigned)p->blocks), dim3(kThreads), args,
                                        p->smem, s);

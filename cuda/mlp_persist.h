@@ -11,6 +11,11 @@
  * same Adam expression, the input affine, softmax_ce_row.h); sums run in another order, so the results agree
  * with the graph's within rounding, not bitwise. Runs of any length give the same bits as steps one at a
  * time (the kernel's arithmetic does not depend on where a run starts).
+ * TB_CUDA_MLP_SYNC=cluster (nineteenth session, not yet run on a GPU): the blocks — at most 16, so chunks of
+ * ⌈widest input / 16⌉ rows unless TB_CUDA_MLP_ROWS says otherwise — launch as one thread-block cluster and
+ * each barrier is the cluster's hardware barrier instead of a grid barrier through global memory atomics (about
+ * 4.5 µs a barrier-separated phase on the H200 with 49 blocks); the same arithmetic as grid barriers with the
+ * same rows, so the same bits.
  */
 #ifndef TB_CUDA_MLP_PERSIST_H
 #define TB_CUDA_MLP_PERSIST_H
@@ -42,6 +47,7 @@ struct tb_cuda_mlp_layer {
 /* A dense chain and the run's constants. */
 struct tb_cuda_mlp_plan {
     int n_layers, blocks;
+    int cluster;                    /* 1: the blocks are one thread-block cluster (≤ 16), barriers the cluster's */
     size_t smem;                    /* dynamic shared memory a block needs */
     struct tb_cuda_mlp_layer L[TB_CUDA_MLP_MAX_LAYERS];
     float scale, shift;             /* the input's affine (one channel) */

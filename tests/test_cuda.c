@@ -922,6 +922,37 @@ Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
     fixture_free(&f);
 }
 
+/* The persistent kernel's blocks as one thread-block cluster (TB_CUDA_MLP_SYNC=cluster: hardware cluster
+ * barriers) against the same 16 chunks with grid barriers (TB_CUDA_MLP_ROWS=49 for both): the same arithmetic,
+ * so the same losses, parameters and Adam moments bit for bit, over runs of 1, 7, 20 and 22 steps. */
+Test(cuda, persistent_cluster_vs_grid_barriers)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, LOOP_STEPS, 0.0f);
+    struct executor_config cl = config("cuda", 1, OPTIM_ADAM);
+    struct executor grid, cluster;
+    unsetenv("TB_CUDA_LOOP");
+    cr_assert_eq(setenv("TB_CUDA_MLP_ROWS", "49", 1), 0);
+    ex_init(&grid, &f, &cl);
+    cr_assert_eq(setenv("TB_CUDA_MLP_SYNC", "cluster", 1), 0);
+    ex_init(&cluster, &f, &cl);
+    unsetenv("TB_CUDA_MLP_SYNC"), unsetenv("TB_CUDA_MLP_ROWS");
+    cr_assert(cluster.step_what && strstr(cluster.step_what, "cluster"), "%s",
+              cluster.step_what ? cluster.step_what : "(nothing said)");
+    double lg[LOOP_STEPS], lc[LOOP_STEPS];
+    static const long runs[] = {1, 7, 20, 22};
+    loop_runs(&grid, &f, runs, 4, lg);
+    loop_runs(&cluster, &f, runs, 4, lc);
+    for (int s = 0; s < LOOP_STEPS; s++)
+        cr_assert(memcmp(&lg[s], &lc[s], sizeof lg[s]) == 0, "step %d: loss %.17g grid, %.17g cluster", s + 1, lg[s],
+                  lc[s]);
+    assert_bitwise(&grid, &cluster, TF_PARAMS, "cluster vs grid barriers");
+    assert_bitwise(&grid, &cluster, TF_OPT, "cluster vs grid barriers");
+    executor_destroy(&grid), executor_destroy(&cluster);
+    fixture_free(&f);
+}
+
 /* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) in the shared
  * gradient arena, evaluation in the training arena, against zeroing and accumulating (TB_CUDA_GRAD_ZERO=memset)
  * in one slot per tensor and evaluation in its own arena (TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own at

@@ -20,7 +20,7 @@
 #                                   Nsight Compute: where the slow layers' time goes
 #   tools/gpu_session.sh ab         there*: the kernels this tree changed against the ones they replace (their
 #                                   TB_CUDA_* switches), alternating, effnet-b0 224 b256 fp32 and bf16 profiles
-#   tools/gpu_session.sh mlp        there*: the persistent batch-1 kernel's chunk rows 8..32 against the graph
+#   tools/gpu_session.sh mlp        there*: the persistent batch-1 kernel's chunk rows and cluster against the graph
 #   tools/gpu_session.sh tests      there*: test_cuda, test_cuda_ops, test_executor, test_backends (their cuda
 #                                   instances), test_cuda_mirrored, test_calibrate_gpu, and runs of steps
 #                                   against one step a call on the GPU
@@ -417,6 +417,7 @@ phase_first() {
         test_step "$t" 120
     done
     mlp_step mlp-b1-100k 90
+    mlp_step mlp-b1-100k-cluster 40 TB_CUDA_MLP_SYNC=cluster # the nineteenth session's cluster barriers
     torch_version
     # One round each (PyTorch, ours): two do not fit beside the rest.
     compare_step cuda-b0-fp32 150 1 1
@@ -593,13 +594,17 @@ PY
 }
 
 # The persistent batch-1 kernel's chunk rows (TB_CUDA_MLP_ROWS: 16 is the default, 49 blocks for mnist-mlp; 8, 24
-# and 32 give 98, 33 and 25 blocks: cheaper barriers or more work a block), alternating with the graph: where
-# its 32 µs a step (eighteenth session) goes. A size whose shared memory does not fit falls back to the graph
+# and 32 give 98, 33 and 25 blocks: cheaper barriers or more work a block) and its blocks as one thread-block
+# cluster (TB_CUDA_MLP_SYNC=cluster: 16 blocks, hardware barriers; beside it rows 49, the same 16 chunks with
+# grid barriers), alternating with the graph: where its 32 µs a step (eighteenth session) goes. A size whose shared memory does not fit falls back to the graph
 # and says so on stderr.
 phase_mlp() {
     local r rows
     for r in 1 2; do
         mlp_step "mlp-b1-100k-graph-r$r" 30 TB_CUDA_LOOP=graph
+        # one thread-block cluster of 16 blocks (hardware barriers), and the same 16 chunks with grid barriers
+        mlp_step "mlp-b1-100k-cluster-r$r" 30 TB_CUDA_MLP_SYNC=cluster
+        mlp_step "mlp-b1-100k-rows49-r$r" 30 TB_CUDA_MLP_ROWS=49
         for rows in 8 16 24 32; do mlp_step "mlp-b1-100k-rows$rows-r$r" 30 TB_CUDA_MLP_ROWS=$rows; done
     done
 }
