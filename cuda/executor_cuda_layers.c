@@ -245,8 +245,8 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
 /* exec.c's overwrite-instead-of-zero shortcut: a gradient's last reader (in forward order) runs the first
  * backward that writes it, so where that layer writes every element through a kernel's acc argument (or a
  * copy) it may write with acc = 0, and the memset before it and the read of zeros go. Bit 0: l->in, bit 1:
- * l->in2. The SE scale's gate gradient (N·C, always accumulated by its kernel) and a drop-connect branch (a
- * kernel without acc) stay zeroed. TB_CUDA_GRAD_ZERO=memset turns the shortcut off (an A-B run). */
+ * l->in2. The SE scale's gate gradient (N·C, always accumulated by its kernel) stays zeroed.
+ * TB_CUDA_GRAD_ZERO=memset turns the shortcut off (an A-B run). */
 static int overwrite_mask(const struct model *m, const struct layer *l, int li)
 {
     const char *v = getenv("TB_CUDA_GRAD_ZERO");
@@ -256,7 +256,7 @@ static int overwrite_mask(const struct model *m, const struct layer *l, int li)
                      (t2 && t2->needs_grad && t2->last_reader == li ? 2 : 0);
     switch (l->op) {
     case OP_CONV: case OP_DWCONV: case OP_BN: case OP_GN: case OP_SE_SCALE: return last & 1;
-    case OP_ADD: return last & (l->a.drop.p > 0.0f ? 1 : 3);
+    case OP_ADD: return last; /* the shortcut's by a copy, the branch's by a copy or drop-connect's acc 0 */
     default: return 0;
     }
 }
@@ -374,7 +374,8 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
         else if (din) CK(PICK(tb_cuda_add_backward, din, NULL, dout, total, st), "tb_cuda_add_backward");
         if (d2 && l->a.drop.p > 0.0f) {
             const struct tb_cuda_drop d = drop_of(e, l, step);
-            CK(PICK(tb_cuda_dropconnect_backward, d2, dout, n, to->per_sample, (uint64_t)first_index, &d, st),
+            CK(PICK(tb_cuda_dropconnect_backward, d2, dout, n, to->per_sample, (uint64_t)first_index, &d,
+                    !(over & 2), st),
                "tb_cuda_dropconnect_backward");
         } else if (d2 && (over & 2)) {
             TB_CU(cudaMemcpyAsync(d2, dout, total * elem, cudaMemcpyDeviceToDevice, e->s));

@@ -153,18 +153,23 @@ __global__ void k_dropout(T *y, const T *x, size_t D, uint64_t g0, uint64_t key_
 }
 
 /* y = base + x·s_n on sample n = blockIdx.y, s_n = scale if uniform(key_stream, rng_hash(step, layer, g0+n))
- * >= p else 0 (p <= 0: s_n = 1); base NULL means 0. */
-template <typename T>
-__global__ void k_dropconnect(T *y, const T *base, const T *x, size_t D, uint64_t g0, uint64_t key_stream,
+ * >= p else 0 (p <= 0: s_n = 1); base NULL means 0. V elements a thread (ops_ldv; DV = D/V groups a sample). */
+template <typename T, int V>
+__global__ void k_dropconnect(T *y, const T *base, const T *x, size_t DV, uint64_t g0, uint64_t key_stream,
                               uint64_t key_sample, float p, float scale)
 {
     const size_t n = blockIdx.y;
     const float s = p <= 0.0f ? 1.0f
                     : ops_rng_uniform_keyed(key_stream, ops_rng_hash_keyed(key_sample, g0 + n)) >= p ? scale
                                                                                                     : 0.0f;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < D; e += (size_t)gridDim.x * blockDim.x) {
-        size_t i = n * D + e;
-        y[i] = ops_to<T>(base ? ops_f(base[i]) + ops_f(x[i]) * s : ops_f(x[i]) * s);
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < DV; e += (size_t)gridDim.x * blockDim.x) {
+        const size_t i = (n * DV + e) * V;
+        float v[V], b[V];
+        ops_ldv<V>(x + i, v);
+        if (base) ops_ldv<V>(base + i, b);
+#pragma unroll
+        for (int k = 0; k < V; k++) v[k] = base ? b[k] + v[k] * s : v[k] * s;
+        ops_stv<V>(y + i, v);
     }
 }
 
@@ -280,22 +285,33 @@ static int dropout_bwd(T *dinp, const T *dout, int N, size_t D, uint64_t g0, con
                 ops_rng_key(a->step, a->layer), a->p, drop_scale(a->p), 1);
 }
 
+/* y = base + x·keep/(1-p) (base may be NULL) over N samples of D, 8 (bf16) or 4 elements a thread where D and
+ * the pointers allow. */
+template <typename T>
+static int dropconnect(T *y, const T *base, const T *x, int N, size_t D, uint64_t g0, const struct tb_cuda_drop *a,
+                       void *stream)
+{
+    const uint64_t ks = ops_rng_key(a->seed, 4 /* RNG_STREAM_DROPCONNECT */), kn = ops_rng_key(a->step, a->layer);
+    const float sc = drop_scale(a->p);
+    const int V = ops_width<T>(D % 8 == 0 ? 8 : D % 4 == 0 ? 4 : 1, y, x, base);
+    const size_t DV = D / V;
+    if (V == 8) LAUNCH_ROWS((k_dropconnect<T, 8>), DV, N, stream, y, base, x, DV, g0, ks, kn, a->p, sc);
+    if (V == 4) LAUNCH_ROWS((k_dropconnect<T, 4>), DV, N, stream, y, base, x, DV, g0, ks, kn, a->p, sc);
+    LAUNCH_ROWS((k_dropconnect<T, 1>), DV, N, stream, y, base, x, DV, g0, ks, kn, a->p, sc);
+}
+
 template <typename T>
 static int dropconnect_add_fwd(T *out, const T *shortcut, const T *branch, int N, size_t D, uint64_t g0,
                                const struct tb_cuda_drop *a, void *stream)
 {
-    LAUNCH_ROWS(k_dropconnect<T>, D, N, stream, out, shortcut, branch, D, g0,
-                ops_rng_key(a->seed, 4 /* RNG_STREAM_DROPCONNECT */), ops_rng_key(a->step, a->layer), a->p,
-                drop_scale(a->p));
+    return dropconnect(out, shortcut, branch, N, D, g0, a, stream);
 }
 
 template <typename T>
-static int dropconnect_bwd(T *dinp, const T *dout, int N, size_t D, uint64_t g0, const struct tb_cuda_drop *a,
+static int dropconnect_bwd(T *dinp, const T *dout, int N, size_t D, uint64_t g0, const struct tb_cuda_drop *a, int acc,
                            void *stream)
 {
-    LAUNCH_ROWS(k_dropconnect<T>, D, N, stream, dinp, dinp, dout, D, g0,
-                ops_rng_key(a->seed, 4 /* RNG_STREAM_DROPCONNECT */), ops_rng_key(a->step, a->layer), a->p,
-                drop_scale(a->p));
+    return dropconnect(dinp, acc ? dinp : (const T *)NULL, dout, N, D, g0, a, stream);
 }
 
 /* bf16 views of the C API's void pointers. */
@@ -372,9 +388,9 @@ int tb_cuda_dropconnect_add_forward(float *out, const float *shortcut, const flo
 }
 
 int tb_cuda_dropconnect_backward(float *dinp, const float *dout, int N, size_t D, uint64_t g0,
-                                 const struct tb_cuda_drop *a, void *stream)
+                                 const struct tb_cuda_drop *a, int acc, void *stream)
 {
-    return dropconnect_bwd(dinp, dout, N, D, g0, a, stream);
+    return dropconnect_bwd(dinp, dout, N, D, g0, a, acc, stream);
 }
 
 /* ---- bf16 storage ---- */
@@ -450,9 +466,9 @@ int tb_cuda_dropconnect_add_forward_bf16(void *out, const void *shortcut, const 
 }
 
 int tb_cuda_dropconnect_backward_bf16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
-                                      const struct tb_cuda_drop *a, void *stream)
+                                      const struct tb_cuda_drop *a, int acc, void *stream)
 {
-    return dropconnect_bwd(B(dinp), CB(dout), N, D, g0, a, stream);
+    return dropconnect_bwd(B(dinp), CB(dout), N, D, g0, a, acc, stream);
 }
 
 } /* extern "C" */

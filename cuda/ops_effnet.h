@@ -191,9 +191,9 @@ int tb_cuda_dropout_backward(float *dinp, const float *dout, int N, size_t D, ui
 /* out (N,D) = shortcut (may be NULL: 0) + branch · keep(g0+n)/(1-p): drop-connect, fused residual add. */
 int tb_cuda_dropconnect_add_forward(float *out, const float *shortcut, const float *branch, int N, size_t D,
                                     uint64_t g0, const struct tb_cuda_drop *a, void *stream);
-/* dinp (N,D) += dout · keep(g0+n)/(1-p): the branch's gradient (the shortcut's is dout itself). */
+/* dinp (N,D) += dout · keep(g0+n)/(1-p) (= when acc is 0): the branch's gradient (the shortcut's is dout). */
 int tb_cuda_dropconnect_backward(float *dinp, const float *dout, int N, size_t D, uint64_t g0,
-                                 const struct tb_cuda_drop *a, void *stream);
+                                 const struct tb_cuda_drop *a, int acc, void *stream);
 
 /* ---- ops_input.cu: the input layer's resampling, channel expansion and training augmentation ---- */
 
@@ -316,7 +316,7 @@ int tb_cuda_dropconnect_add_forward_bf16(void *out, const void *shortcut, const 
                                          uint64_t g0, const struct tb_cuda_drop *a, void *stream);
 /* tb_cuda_dropconnect_backward, bf16 storage. */
 int tb_cuda_dropconnect_backward_bf16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
-                                      const struct tb_cuda_drop *a, void *stream);
+                                      const struct tb_cuda_drop *a, int acc, void *stream);
 
 /* tb_cuda_input_forward, bf16 storage. */
 int tb_cuda_input_forward_bf16(void *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream);

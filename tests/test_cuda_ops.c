@@ -225,12 +225,12 @@ Test(cuda_ops, dropout_masks)
 {
     need_gpu();
     const int N = 7;
-    const size_t D = 1003, n = (size_t)N * D;
+    const size_t D = 1003, n = (size_t)N * D, n_max = (size_t)N * 1008;
     const uint64_t g0 = 37;
     struct dropout_args a = {.seed = 1234, .step = 9, .layer = 17, .p = 0.3f};
     struct tb_cuda_drop b = {.seed = a.seed, .step = a.step, .layer = a.layer, .p = a.p};
-    float *x = rnd(n, 4, 0.5f, 1.5f), *s = rnd(n, 5, 0.5f, 1.5f), *want = tu_fvec(n);
-    float *dx = dev_dup(x, n), *ds = dev_dup(s, n), *dy = dev_alloc(n * 4);
+    float *x = rnd(n_max, 4, 0.5f, 1.5f), *s = rnd(n_max, 5, 0.5f, 1.5f), *want = tu_fvec(n_max);
+    float *dx = dev_dup(x, n_max), *ds = dev_dup(s, n_max), *dy = dev_alloc(n_max * 4);
 
     dropout_forward(want, x, N, D, g0, &a, 0, 1);
     OK(tb_cuda_dropout_forward(dy, dx, N, D, g0, &b, NULL));
@@ -242,17 +242,23 @@ Test(cuda_ops, dropout_masks)
     check_mask(dy, want, n, "dropout backward");
 
     a.p = b.p = 0.5f; /* with N = 7 samples some branches are dropped and some kept */
-    dropconnect_forward(want, x, N, D, g0, &a, 0, 1);
-    OK(tb_cuda_dropconnect_add_forward(dy, NULL, dx, N, D, g0, &b, NULL));
-    check_mask(dy, want, n, "drop-connect");
-    memset(want, 0, n * sizeof *want);
-    dropconnect_backward(want, x, N, D, g0, &a, 0, 1);
-    CU(cudaMemset(dy, 0, n * 4));
-    OK(tb_cuda_dropconnect_backward(dy, dx, N, D, g0, &b, NULL));
-    check_mask(dy, want, n, "drop-connect backward");
-    dropconnect_add_forward(want, s, x, N, D, g0, &a, 0, 1);
-    OK(tb_cuda_dropconnect_add_forward(dy, ds, dx, N, D, g0, &b, NULL));
-    check(dy, want, n, 1e-6, "drop-connect add");
+    /* D 1003: an element a thread; 1004: 4; 1008: 4 (8 in bf16) */
+    for (size_t Dd = 1003; Dd <= 1008; Dd += Dd == 1003 ? 1 : 4) {
+        const size_t nd = (size_t)N * Dd;
+        dropconnect_forward(want, x, N, Dd, g0, &a, 0, 1);
+        OK(tb_cuda_dropconnect_add_forward(dy, NULL, dx, N, Dd, g0, &b, NULL));
+        check_mask(dy, want, nd, "drop-connect");
+        memset(want, 0, nd * sizeof *want);
+        dropconnect_backward(want, x, N, Dd, g0, &a, 0, 1);
+        CU(cudaMemset(dy, 0, nd * 4));
+        OK(tb_cuda_dropconnect_backward(dy, dx, N, Dd, g0, &b, 1, NULL));
+        check_mask(dy, want, nd, "drop-connect backward");
+        OK(tb_cuda_dropconnect_backward(dy, dx, N, Dd, g0, &b, 0, NULL)); /* acc 0 overwrites what is there */
+        check_mask(dy, want, nd, "drop-connect backward, overwriting");
+        dropconnect_add_forward(want, s, x, N, Dd, g0, &a, 0, 1);
+        OK(tb_cuda_dropconnect_add_forward(dy, ds, dx, N, Dd, g0, &b, NULL));
+        check(dy, want, nd, 1e-6, "drop-connect add");
+    }
 
     a.p = b.p = 0.0f; /* the identity */
     OK(tb_cuda_dropout_forward(dy, dx, N, D, g0, &b, NULL));
@@ -844,12 +850,12 @@ Test(cuda_ops, dropout_masks_bf16)
 {
     need_gpu();
     const int N = 7;
-    const size_t D = 1003, n = (size_t)N * D;
+    const size_t D = 1003, n = (size_t)N * D, n_max = (size_t)N * 1008;
     const uint64_t g0 = 37;
     struct dropout_args a = {.seed = 1234, .step = 9, .layer = 17, .p = 0.3f};
     struct tb_cuda_drop b = {.seed = a.seed, .step = a.step, .layer = a.layer, .p = a.p};
-    float *x = rnd16(n, 34, 0.5f, 1.5f), *s = rnd16(n, 35, 0.5f, 1.5f), *want = tu_fvec(n);
-    void *dx = dev_bf16(x, n), *ds = dev_bf16(s, n), *dy = dev_alloc(n * 2);
+    float *x = rnd16(n_max, 34, 0.5f, 1.5f), *s = rnd16(n_max, 35, 0.5f, 1.5f), *want = tu_fvec(n_max);
+    void *dx = dev_bf16(x, n_max), *ds = dev_bf16(s, n_max), *dy = dev_alloc(n_max * 2);
 
     dropout_forward(want, x, N, D, g0, &a, 0, 1);
     OK(tb_cuda_dropout_forward_bf16(dy, dx, N, D, g0, &b, NULL));
@@ -861,17 +867,22 @@ Test(cuda_ops, dropout_masks_bf16)
     check_mask16(dy, want, n, "dropout backward bf16");
 
     a.p = b.p = 0.5f;
-    dropconnect_forward(want, x, N, D, g0, &a, 0, 1);
-    OK(tb_cuda_dropconnect_add_forward_bf16(dy, NULL, dx, N, D, g0, &b, NULL));
-    check_mask16(dy, want, n, "drop-connect bf16");
-    memset(want, 0, n * sizeof *want);
-    dropconnect_backward(want, x, N, D, g0, &a, 0, 1);
-    CU(cudaMemset(dy, 0, n * 2));
-    OK(tb_cuda_dropconnect_backward_bf16(dy, dx, N, D, g0, &b, NULL));
-    check_mask16(dy, want, n, "drop-connect backward bf16");
-    dropconnect_add_forward(want, s, x, N, D, g0, &a, 0, 1);
-    OK(tb_cuda_dropconnect_add_forward_bf16(dy, ds, dx, N, D, g0, &b, NULL));
-    check16(dy, want, n, "drop-connect add bf16");
+    for (size_t Dd = 1003; Dd <= 1008; Dd += Dd == 1003 ? 1 : 4) { /* 1, 4 and 8 elements a thread */
+        const size_t nd = (size_t)N * Dd;
+        dropconnect_forward(want, x, N, Dd, g0, &a, 0, 1);
+        OK(tb_cuda_dropconnect_add_forward_bf16(dy, NULL, dx, N, Dd, g0, &b, NULL));
+        check_mask16(dy, want, nd, "drop-connect bf16");
+        memset(want, 0, nd * sizeof *want);
+        dropconnect_backward(want, x, N, Dd, g0, &a, 0, 1);
+        CU(cudaMemset(dy, 0, nd * 2));
+        OK(tb_cuda_dropconnect_backward_bf16(dy, dx, N, Dd, g0, &b, 1, NULL));
+        check_mask16(dy, want, nd, "drop-connect backward bf16");
+        OK(tb_cuda_dropconnect_backward_bf16(dy, dx, N, Dd, g0, &b, 0, NULL));
+        check_mask16(dy, want, nd, "drop-connect backward bf16, overwriting");
+        dropconnect_add_forward(want, s, x, N, Dd, g0, &a, 0, 1);
+        OK(tb_cuda_dropconnect_add_forward_bf16(dy, ds, dx, N, Dd, g0, &b, NULL));
+        check16(dy, want, nd, "drop-connect add bf16");
+    }
 
     a.p = b.p = 0.0f; /* the identity: a copy of the stored values */
     OK(tb_cuda_dropout_forward_bf16(dy, dx, N, D, g0, &b, NULL));
