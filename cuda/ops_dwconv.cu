@@ -163,6 +163,15 @@ OPS_UNROLL
     }
 }
 
+/* a[t][v] = 0 for the DW_OXT × V sums of a blocked kernel's thread. */
+template <int V> static __host__ __device__ __forceinline__ void dw_zero(float (*a)[V])
+{
+OPS_UNROLL
+    for (int t = 0; t < DW_OXT; t++)
+OPS_UNROLL
+        for (int v = 0; v < V; v++) a[t][v] = 0.0f;
+}
+
 /* dst[j] (j < N) = the V channels from c at column i0 + j of a row (p: its first element, columns C apart), zeros
  * outside [0, n), the BatchNorm applied on load when bn has one: a kernel row's values in registers. */
 template <int N, int V, typename T>
@@ -194,10 +203,7 @@ static __host__ __device__ __forceinline__ void dw_fwd_strip(T *out, const T *in
     constexpr int XN = (DW_OXT - 1) * S + K;
     const int C = s.C, n = row / s.OH, oy = row - n * s.OH, ix0 = ox0 * S - s.pad;
     float acc[DW_OXT][V];
-OPS_UNROLL
-    for (int t = 0; t < DW_OXT; t++)
-OPS_UNROLL
-        for (int v = 0; v < V; v++) acc[t][v] = 0.0f;
+    dw_zero<V>(acc);
 OPS_UNROLL
     for (int ky = 0; ky < K; ky++) {
         const int iy = oy * S - s.pad + ky;
@@ -241,10 +247,7 @@ static __host__ __device__ __forceinline__ void dw_bwd_data_strip(T *dinp, const
     constexpr int NX = OMAX - OMIN + 1;
     const int C = s.C, n = row / s.H, iy = row - n * s.H, ub = (ix0 + s.pad - PH) / S;
     float g[DW_OXT][V];
-OPS_UNROLL
-    for (int t = 0; t < DW_OXT; t++)
-OPS_UNROLL
-        for (int v = 0; v < V; v++) g[t][v] = 0.0f;
+    dw_zero<V>(g);
 OPS_UNROLL
     for (int ky = 0; ky < K; ky++) {
         const int ny = iy + s.pad - ky;
