@@ -175,7 +175,7 @@ static inline int ops_launched(void) { return (int)cudaGetLastError(); }
 static __host__ __device__ __forceinline__ float ops_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static __host__ __device__ __forceinline__ float ops_silu(float x) { return x * ops_sigmoid(x); }
 /* d silu/dx = σ(x)·(1 + x·(1 - σ(x))), the CPU's act_silu_gradf. */
-static __device__ __forceinline__ float ops_silu_grad(float x)
+static __host__ __device__ __forceinline__ float ops_silu_grad(float x)
 {
     float s = ops_sigmoid(x);
     return s * (1.0f + x * (1.0f - s));

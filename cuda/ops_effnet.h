@@ -123,6 +123,9 @@ int tb_cuda_gconv_backward_params(float *dw, float *db, const float *inp, const 
 
 /* ---- ops_norm.cu: BatchNorm over (M = N·H·W, C) and GroupNorm; act 0 none, 1 SiLU ---- */
 
+/* The wide BatchNorm statistics' thread bodies (4 fp32 channels a thread, C % 4 == 0) run on the host: part
+ * (ops_chunks(M), 2, C) = [Σx | Σx²] per row chunk, as the kernel leaves it (host arrays; no GPU needed). */
+int tb_cuda_bn_stats_host(double *part, const float *inp, size_t M, int C);
 /* Scratch bytes of the BatchNorm launchers for M rows of C channels (chunk sums and coefficients). */
 size_t tb_cuda_bn_scratch_bytes(size_t M, int C);
 /* Training forward: save (2,C) = [μ | rstd] (biased variance, ε inside the root); out = act(γ·x̂ + β);

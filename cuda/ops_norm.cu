@@ -71,6 +71,125 @@ template <typename T> __global__ void k_bn_stats(double *part, const T *inp, siz
     chunk_pair_store(part, k, C, c, s, q, sh);
 }
 
+/* ---- Wide statistics: V channels a thread (one 16-byte load: 4 fp32 or 8 bf16) ----
+ * The kernels above give a lane one channel and so load 2 or 4 bytes a row; with V channels a lane each load
+ * is 16 bytes. A block of 256 threads covers CGB = min(C/V, 32) channel groups × RY = 256/CGB row slots
+ * (threads past CGB·RY idle); thread (g, y) sums rows r0 + y, r0 + y + RY, … of its chunk in double, and the
+ * RY slots are added in order through shared memory: part (K,2,C) as the narrow kernels, other bits. */
+#define BN_WIDE_THREADS 256
+
+/* One thread's sums over its rows: forward s += x, q += x²; backward (save, γ, β given) s += dz, q += dz·(x−μ)
+ * with dz = dout·act'(z). __host__ too: the host twin runs this body. */
+template <typename T, int V, bool BWD>
+static __host__ __device__ __forceinline__ void bn_stats_rows(double *s, double *q, const T *inp, const T *dout,
+                                                             const float *save, const float *gamma,
+                                                             const float *beta, size_t r, size_t r1, size_t ry,
+                                                             int C, int c0, int act)
+{
+    float mu[V], a[V], b[V];
+OPS_UNROLL
+    for (int v = 0; v < V; v++) {
+        s[v] = q[v] = 0.0;
+        if (BWD) mu[v] = save[c0 + v], a[v] = gamma[c0 + v] * save[C + c0 + v], b[v] = beta[c0 + v];
+    }
+    for (; r < r1; r += ry) {
+        float x[V], g[V];
+        ops_ldv<V>(inp + r * C + c0, x);
+        if (BWD) ops_ldv<V>(dout + r * C + c0, g);
+OPS_UNROLL
+        for (int v = 0; v < V; v++) {
+            if (BWD) {
+                const float xm = x[v] - mu[v];
+                const float dz = g[v] * (act ? ops_silu_grad(xm * a[v] + b[v]) : 1.0f);
+                s[v] += (double)dz;
+                q[v] += (double)dz * (double)xm;
+            } else {
+                const double d = (double)x[v];
+                s[v] += d;
+                q[v] += d * d;
+            }
+        }
+    }
+}
+
+/* Grid (⌈(C/V)/CGB⌉, K chunks), block BN_WIDE_THREADS. */
+template <typename T, int V, bool BWD>
+__global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const float *save, const float *gamma,
+                             const float *beta, size_t M, int C, int act)
+{
+    __shared__ double sh[BN_WIDE_THREADS * 2 * V];
+    const int CG = C / V, CGB = CG < 32 ? CG : 32, RY = BN_WIDE_THREADS / CGB, t = threadIdx.x;
+    const int g = blockIdx.x * CGB + t % CGB, y = t / CGB, k = blockIdx.y;
+    const bool live = y < RY && g < CG;
+    size_t r0, r1;
+    ops_chunk_range(M, gridDim.y, k, &r0, &r1);
+    double sv[V], qv[V];
+    if (live) bn_stats_rows<T, V, BWD>(sv, qv, inp, dout, save, gamma, beta, r0 + y, r1, RY, C, g * V, act);
+#pragma unroll
+    for (int v = 0; v < V; v++) {
+        sh[t * 2 * V + v] = live ? sv[v] : 0.0;
+        sh[t * 2 * V + V + v] = live ? qv[v] : 0.0;
+    }
+    __syncthreads();
+    if (t < CGB && g < CG) { /* the row slots of channel group t, in order */
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            double S = 0.0, Q = 0.0;
+            for (int yy = 0; yy < RY; yy++) {
+                S += sh[(yy * CGB + t) * 2 * V + v];
+                Q += sh[(yy * CGB + t) * 2 * V + V + v];
+            }
+            part[(size_t)k * 2 * C + g * V + v] = S;
+            part[(size_t)k * 2 * C + C + g * V + v] = Q;
+        }
+    }
+}
+
+/* The wide statistics' V (4 fp32 channels, 8 bf16) where C and the pointers allow and C/V fits a row of
+ * blocks, else 0 (the narrow kernels; TB_CUDA_NARROW=1 too). */
+template <typename T> static int bn_stats_width(int C, const void *a, const void *b)
+{
+    const int V = 16 / (int)sizeof(T);
+    if (ops_env_is("TB_CUDA_NARROW", "1") || C % V || (((uintptr_t)a | (uintptr_t)b) & 15)) return 0;
+    return V;
+}
+
+template <typename T, bool BWD>
+static void bn_stats_launch(double *part, const T *inp, const T *dout, const float *save, const float *gamma,
+                            const float *beta, size_t M, int C, int act, int K, cudaStream_t st)
+{
+    constexpr int V = 16 / sizeof(T);
+    const int CG = C / V, CGB = CG < 32 ? CG : 32;
+    k_bn_stats_v<T, V, BWD><<<dim3((unsigned)((CG + CGB - 1) / CGB), (unsigned)K), BN_WIDE_THREADS, 0, st>>>(
+        part, inp, dout, save, gamma, beta, M, C, act);
+}
+
+/* The wide forward statistics' thread bodies run on the host (fp32, V = 4), in the kernel's order of sums:
+ * part (K,2,C) as the kernel leaves it. Its index logic checked without a GPU. */
+static int bn_stats_host(double *part, const float *inp, size_t M, int C)
+{
+    constexpr int V = 4;
+    if (C % V || M == 0) return (int)cudaErrorInvalidValue;
+    const int K = ops_chunks(M), CG = C / V, CGB = CG < 32 ? CG : 32, RY = BN_WIDE_THREADS / CGB;
+    for (int k = 0; k < K; k++) {
+        size_t r0, r1;
+        ops_chunk_range(M, K, k, &r0, &r1);
+        for (int g = 0; g < CG; g++) {
+            double S[V] = {0}, Q[V] = {0};
+            for (int y = 0; y < RY; y++) {
+                double sv[V], qv[V];
+                bn_stats_rows<float, V, false>(sv, qv, inp, NULL, NULL, NULL, NULL, r0 + y, r1, RY, C, g * V, 0);
+                for (int v = 0; v < V; v++) S[v] += sv[v], Q[v] += qv[v];
+            }
+            for (int v = 0; v < V; v++) {
+                part[(size_t)k * 2 * C + g * V + v] = S[v];
+                part[(size_t)k * 2 * C + C + g * V + v] = Q[v];
+            }
+        }
+    }
+    return 0;
+}
+
 /* save and running stats per channel from the chunk sums, added in chunk order (op_norm.c's
  * bn_finalize_block). */
 __global__ void k_bn_finalize(float *save, float *run_mean, float *run_var, const double *part, int K, size_t M,
@@ -355,7 +474,10 @@ static int bn_forward_train(T *out, float *save, float *run_mean, float *run_var
     cudaStream_t st = STREAM(stream);
     double *part = (double *)scratch;
     int K = ops_chunks(M), err;
-    k_bn_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(part, inp, M, C);
+    if (bn_stats_width<T>(C, inp, NULL))
+        bn_stats_launch<T, false>(part, inp, (const T *)NULL, NULL, NULL, NULL, M, C, 0, K, st);
+    else
+        k_bn_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(part, inp, M, C);
     if ((err = ops_launched())) return err;
     k_bn_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(save, run_mean, run_var, part, K, M, C, eps, momentum);
     if ((err = ops_launched())) return err;
@@ -381,8 +503,11 @@ static int bn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
     double *part = (double *)scratch;
     float *coef = (float *)((char *)scratch + bn_coef_offset(M, C));
     int K = ops_chunks(M), err;
-    k_bn_bwd_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
-        part, dout, inp, save, gamma, beta, M, C, act);
+    if (bn_stats_width<T>(C, inp, dout))
+        bn_stats_launch<T, true>(part, inp, dout, save, gamma, beta, M, C, act, K, st);
+    else
+        k_bn_bwd_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
+            part, dout, inp, save, gamma, beta, M, C, act);
     if ((err = ops_launched())) return err;
     k_bn_bwd_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(coef, dgamma, dbeta, part, K, save, gamma, M, C);
     if ((err = ops_launched())) return err;
@@ -451,6 +576,8 @@ static int gn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
 #define CB(p) ((const bf16 *)(p))
 
 extern "C" {
+
+int tb_cuda_bn_stats_host(double *part, const float *inp, size_t M, int C) { return bn_stats_host(part, inp, M, C); }
 
 size_t tb_cuda_bn_scratch_bytes(size_t M, int C) { return bn_coef_offset(M, C) + 3 * (size_t)C * sizeof(float); }
 

@@ -18,7 +18,7 @@
     X(dropout_masks_bf16) X(pool_and_se_bf16) X(batchnorm_bf16) X(groupnorm_bf16) X(depthwise_bf16) \
     X(depthwise_bn_input_bf16) X(grouped_bf16) X(conv1x1_bf16) X(stem_im2col_bf16) X(input_bf16) \
     X(dense_chain_bf16) X(stem_direct) X(stem_direct_bf16) X(depthwise_blocked_vs_old) \
-    X(depthwise_blocked_host) X(stem_direct_host)
+    X(depthwise_blocked_host) X(stem_direct_host) X(batchnorm_stats_host)
 
 #ifndef TB_HAVE_CUDA
 
@@ -359,6 +359,37 @@ Test(cuda_ops, batchnorm)
         dev_free_all();
         free(x), free(g), free(gam), free(bet), free(rm0), free(rv0), free(acc0);
     }
+}
+
+/* The wide BatchNorm statistics' thread bodies on the host (no GPU): each channel's Σx and Σx² over the chunks
+ * against a direct double sum, for one block of channel groups (C 40), several (C 200) and one group (C 4);
+ * C % 4 != 0 is not theirs. */
+Test(cuda_ops, batchnorm_stats_host)
+{
+    static const int Cs[] = {40, 200, 4};
+    const size_t M = 3 * 23 * 17; /* 3 row chunks */
+    for (size_t i = 0; i < sizeof Cs / sizeof Cs[0]; i++) {
+        const int C = Cs[i];
+        float *x = rnd(M * (size_t)C, 1800 + i, -1.0f, 3.0f);
+        const size_t K = (M + 511) / 512;
+        double *part = calloc(K * 2 * (size_t)C, sizeof *part);
+        cr_assert_not_null(part);
+        cr_assert_eq(tb_cuda_bn_stats_host(part, x, M, C), 0);
+        for (int c = 0; c < C; c++) {
+            double s = 0.0, q = 0.0, ws = 0.0, wq = 0.0;
+            for (size_t k = 0; k < K; k++) s += part[k * 2 * C + c], q += part[k * 2 * C + C + c];
+            for (size_t r = 0; r < M; r++) {
+                const double v = x[r * C + c];
+                ws += v, wq += v * v;
+            }
+            cr_assert(fabs(s - ws) <= 1e-12 * fabs(wq) && fabs(q - wq) <= 1e-12 * fabs(wq),
+                      "C %d channel %d: Σx %.17g vs %.17g, Σx² %.17g vs %.17g", C, c, s, ws, q, wq);
+        }
+        free(x), free(part);
+    }
+    double one = 0.0;
+    float zero = 0.0f;
+    cr_assert_neq(tb_cuda_bn_stats_host(&one, &zero, 1, 37), 0);
 }
 
 Test(cuda_ops, groupnorm)
