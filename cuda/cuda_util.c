@@ -28,6 +28,12 @@ int tb_cuda_fail(cudaError_t err, const char *what, const char *file, int line)
                         line);
 }
 
+int tb_cuda_env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
 int tb_cuda_probe(void)
 {
     int n = 0;

@@ -31,6 +31,10 @@ int tb_cuda_fail(cudaError_t err, const char *what, const char *file, int line);
 /* The same for a kernel launch just made (cudaGetLastError: bad configuration, no kernel image). */
 #define TB_CU_LAUNCHED(what) TB_CU(cudaGetLastError())
 
+/* 1 when the environment variable name is set to value: the TB_CUDA_* switches that pick an earlier kernel,
+ * layout or path for an A-B run on one binary. Read at each call (no cache, no shared state). */
+int tb_cuda_env_is(const char *name, const char *value);
+
 /* TB_OK when at least one CUDA device is present, else TB_EUNSUPPORTED with
  * "cuda: no CUDA device (cudaGetDeviceCount: <reason>)". Safe to call on a machine without a driver. */
 int tb_cuda_probe(void);

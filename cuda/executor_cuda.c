@@ -844,8 +844,7 @@ static int loop_eligible(const struct executor *ex)
 static int persist_plan(struct cuda_ctx *c)
 {
     const struct model *m = c->m;
-    const char *env = getenv("TB_CUDA_LOOP");
-    if (env && strcmp(env, "graph") == 0) return TB_OK;
+    if (tb_cuda_env_is("TB_CUDA_LOOP", "graph")) return TB_OK;
     const int D = m->n_layers - 2;
     if (D > TB_CUDA_MLP_MAX_LAYERS) return TB_OK;
     struct tb_cuda_mlp_plan *p = &c->mlp;
@@ -1011,13 +1010,11 @@ int executor_cuda_create(struct executor *ex)
     /* Evaluation's activations in the training arena: an evaluation runs between steps, never inside one (a
      * step's forward and backward are one dispatch, or consecutive calls), and every step's forward rewrites
      * what its backward reads. TB_CUDA_EVAL_ARENA=own keeps an arena of its own (an A-B run of peak memory). */
-    const char *ea = getenv("TB_CUDA_EVAL_ARENA");
-    c->eval_shared = !stage && !(ea && strcmp(ea, "own") == 0);
+    c->eval_shared = !stage && !tb_cuda_env_is("TB_CUDA_EVAL_ARENA", "own");
     /* The gradients: only those alive at once take bytes at once (grad_layout.h); TB_CUDA_GRAD_LAYOUT=full
      * keeps one per tensor (the activations' layout), for an A-B run of peak memory. */
     size_t b_grads = b_train;
-    const char *gl = getenv("TB_CUDA_GRAD_LAYOUT");
-    if (!stage && !(gl && strcmp(gl, "full") == 0)) {
+    if (!stage && !tb_cuda_env_is("TB_CUDA_GRAD_LAYOUT", "full")) {
         if (!(c->doff = malloc((size_t)m->n_tensors * sizeof(size_t))))
             return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
         const size_t b = tb_cuda_grad_layout(m, n_max, bf16, c->doff);

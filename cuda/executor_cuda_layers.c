@@ -19,7 +19,6 @@
 #include "ops_effnet.h"
 #include "status.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Returns from the enclosing function when launcher call `r` failed, with its message. */
@@ -96,8 +95,7 @@ static int is_1x1(const struct conv_shape *s)
  * for the GEMM path (an A-B run on one binary). */
 static int use_direct(const struct conv_shape *s)
 {
-    const char *v = getenv("TB_CUDA_CONV_ALGO");
-    return tb_cuda_conv_direct_fits(s) && !(v && strcmp(v, "im2col") == 0);
+    return tb_cuda_conv_direct_fits(s) && !tb_cuda_env_is("TB_CUDA_CONV_ALGO", "im2col");
 }
 
 /* exec.c's drop_args: the same seed, step and layer id, so the device drops the cpu's elements. */
@@ -249,8 +247,7 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
  * TB_CUDA_GRAD_ZERO=memset turns the shortcut off (an A-B run). */
 static int overwrite_mask(const struct model *m, const struct layer *l, int li)
 {
-    const char *v = getenv("TB_CUDA_GRAD_ZERO");
-    if ((v && strcmp(v, "memset") == 0) || l->in2 == l->in) return 0;
+    if (tb_cuda_env_is("TB_CUDA_GRAD_ZERO", "memset") || l->in2 == l->in) return 0;
     const struct tensor *ti = &m->tensors[l->in], *t2 = l->in2 >= 0 ? &m->tensors[l->in2] : NULL;
     const int last = (ti->needs_grad && ti->last_reader == li ? 1 : 0) |
                      (t2 && t2->needs_grad && t2->last_reader == li ? 2 : 0);
@@ -314,27 +311,24 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
             if (din) CK(tb_cuda_conv1x1_backward_data(e->blas, din, dout, w, &s, acc), "tb_cuda_conv1x1_backward_data");
             CK(tb_cuda_conv1x1_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
                "tb_cuda_conv1x1_backward_params");
-        } else if (use_direct(&s)) { /* backward-data (none for the stem) by im2col's columns, then direct */
+        } else { /* k×k: backward-data by im2col's columns (the direct kernels have none; the stem needs none),
+                  * then the weight gradient, direct or from the columns; both use the scratch, one stream orders
+                  * them */
             if (din && w16)
                 CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, acc, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data_bf16");
             else if (din)
                 CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, acc, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data");
-            CK(PICK(tb_cuda_conv_direct_backward_params, dw, db, in, dout, &s, e->scratch, st),
-               "tb_cuda_conv_direct_backward_params");
-        } else if (w16) { /* both use the scratch's columns; one stream orders them */
-            if (din)
-                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, acc, e->scratch, st),
-                   "tb_cuda_conv_im2col_backward_data_bf16");
-            CK(tb_cuda_conv_im2col_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
-               "tb_cuda_conv_im2col_backward_params_bf16");
-        } else {
-            if (din)
-                CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, acc, e->scratch, st),
-                   "tb_cuda_conv_im2col_backward_data");
-            CK(tb_cuda_conv_im2col_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
-               "tb_cuda_conv_im2col_backward_params");
+            if (use_direct(&s))
+                CK(PICK(tb_cuda_conv_direct_backward_params, dw, db, in, dout, &s, e->scratch, st),
+                   "tb_cuda_conv_direct_backward_params");
+            else if (w16)
+                CK(tb_cuda_conv_im2col_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_params_bf16");
+            else
+                CK(tb_cuda_conv_im2col_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_params");
         }
         return TB_OK;
     }

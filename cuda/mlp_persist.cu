@@ -4,12 +4,13 @@
 // never a stale L1 line), after a grid barrier.
 #include "mlp_persist.h"
 
+#include "cuda_util.h"
+
 #include "softmax_ce_row.h"
 
 #include <cooperative_groups.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 namespace cg = cooperative_groups;
 
@@ -207,8 +208,8 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
     // Rows a chunk: TB_CUDA_MLP_ROWS by default; the environment's TB_CUDA_MLP_ROWS (1..1024) for a sweep
     // (fewer, larger chunks: fewer blocks at each grid barrier, more work and shared memory a block).
     int rows = TB_CUDA_MLP_ROWS;
-    const char *env = getenv("TB_CUDA_MLP_ROWS"), *sync = getenv("TB_CUDA_MLP_SYNC");
-    const int env_rows = env ? atoi(env) : 0, cluster = sync && strcmp(sync, "cluster") == 0;
+    const char *env = getenv("TB_CUDA_MLP_ROWS");
+    const int env_rows = env ? atoi(env) : 0, cluster = tb_cuda_env_is("TB_CUDA_MLP_SYNC", "cluster");
     if (cluster) { /* at most 16 chunks a layer: one cluster of blocks */
         int widest = 1;
         for (int l = 0; l < p->n_layers; l++) widest = p->L[l].in > widest ? p->L[l].in : widest;

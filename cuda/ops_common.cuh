@@ -8,12 +8,12 @@
 #ifndef TB_CUDA_OPS_COMMON_CUH
 #define TB_CUDA_OPS_COMMON_CUH
 
+#include "cuda_util.h" /* tb_cuda_env_is: the A-B switches */
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define OPS_THREADS 256 /* threads per block of the elementwise kernels */
 #define OPS_ROWS_PER_CHUNK 512
@@ -76,13 +76,6 @@ template <> __host__ __device__ __forceinline__ bf16 ops_to<bf16>(float v) { ret
 /* floor(a / b) for b > 0, at compile time: the register offsets of the blocked convolution kernels. */
 static constexpr __host__ __device__ int ops_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-/* 1 when the environment variable name is set to value: the switches that pick an earlier kernel for an
- * A-B run on one binary (TB_CUDA_DW=old). Read at each launch (no cache, no shared state). */
-static inline int ops_env_is(const char *name, const char *value)
-{
-    const char *v = getenv(name);
-    return v && strcmp(v, value) == 0;
-}
 
 /* dst[e] += Σ_k part[k·(n_w+n_b) + e], chunks in order, for e < n_w into dw, then n_b more into db (may be
  * NULL): the finish of every chunked weight gradient (ops_dwconv.cu). */
@@ -163,7 +156,7 @@ template <typename T> static inline int ops_wide_ok(int C, const void *a, const 
  * under TB_CUDA_NARROW=1). */
 template <typename T> static inline int ops_width(int C, const void *a, const void *b, const void *c = NULL)
 {
-    if (ops_env_is("TB_CUDA_NARROW", "1")) return 1;
+    if (tb_cuda_env_is("TB_CUDA_NARROW", "1")) return 1;
     if (sizeof(T) == 2 && C % 8 == 0 && !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15)) return 8;
     return ops_wide_ok<T>(C, a, b, c) ? 4 : 1;
 }

@@ -585,13 +585,13 @@ static int gc_valid(const conv_shape *s)
 /* The launchers, once per element type; the extern "C" entry points below name the instantiations. */
 
 /* dw_kind, or 0 (the earlier kernels) under TB_CUDA_DW=old: an A-B run on one binary. */
-static int dw_use_blocked(const conv_shape *s) { return ops_env_is("TB_CUDA_DW", "old") ? 0 : dw_kind(s); }
+static int dw_use_blocked(const conv_shape *s) { return tb_cuda_env_is("TB_CUDA_DW", "old") ? 0 : dw_kind(s); }
 
 /* 4 channels a thread (one 16- or 8-byte transaction a load) where C and the pointers allow, unless
  * TB_CUDA_NARROW=1. */
 template <typename T> static int dw_wide(const conv_shape *s, const void *a, const void *b, const float *w)
 {
-    return !ops_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(s->C, a, b) && ops_wide_ok<float>(s->C, w, NULL);
+    return !tb_cuda_env_is("TB_CUDA_NARROW", "1") && ops_wide_ok<T>(s->C, a, b) && ops_wide_ok<float>(s->C, w, NULL);
 }
 
 /* The blocked grid over `rows` rows of `width` columns in strips of DW_OXT, C/V channel groups a strip. */

@@ -150,7 +150,7 @@ __global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const fl
 template <typename T> static int bn_stats_width(int C, const void *a, const void *b)
 {
     const int V = 16 / (int)sizeof(T);
-    if (ops_env_is("TB_CUDA_NARROW", "1") || C % V || (((uintptr_t)a | (uintptr_t)b) & 15)) return 0;
+    if (tb_cuda_env_is("TB_CUDA_NARROW", "1") || C % V || (((uintptr_t)a | (uintptr_t)b) & 15)) return 0;
     return V;
 }
 
