@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define OPS_THREADS 256 /* threads per block of the elementwise kernels */
 #define OPS_ROWS_PER_CHUNK 512
@@ -184,6 +185,48 @@ template <typename T> static __device__ __forceinline__ T ops_sum_y(T v, T *sh)
         for (unsigned y = 0; y < blockDim.y; y++) s += sh[y * 32 + threadIdx.x]; /* fixed order */
     __syncthreads();
     return s;
+}
+
+/* Chunk `chunk`'s row of part (chunks, N, C): each of a (32, blockDim.y) block's N sums a thread (acc) summed
+ * over y (ops_sum_y, in order) into part[(chunk·N + t)·C + c] by row 0, for c < C. The chunked weight
+ * gradients' epilogue; ops_parts_host is its host mirror. */
+template <int N>
+static __device__ __forceinline__ void ops_part_store(double *part, const double *acc, double *sh, unsigned chunk,
+                                                      int C, int c)
+{
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        const double v = ops_sum_y(acc[t], sh);
+        if (threadIdx.y == 0 && c < C) part[((size_t)chunk * N + t) * C + c] = v;
+    }
+}
+
+/* The host mirror of a chunked weight gradient: for each of ops_chunks(M) chunks [r0, r1) and channel c < C,
+ * rows(acc, c, r0, r1, y) fills thread y's N sums (y < Y, the block's rows), which are added in y order
+ * (ops_part_store), the chunks in order (ops_parts_finish), and dw (the first N−1 rows, (N−1)·C) and db (the
+ * last, may be NULL) += them as floats: the kernels' order of sums, so the host twins check their index logic. */
+template <int N, typename F>
+static inline void ops_parts_host(float *dw, float *db, size_t M, int C, int Y, F &&rows)
+{
+    const int nk = ops_chunks(M);
+    double *sum = (double *)calloc((size_t)N * C, sizeof(double));
+    for (int k = 0; k < nk; k++) {
+        size_t r0, r1;
+        ops_chunk_range(M, nk, k, &r0, &r1);
+        for (int c = 0; c < C; c++) {
+            double part[N] = {0};
+            for (int y = 0; y < Y; y++) {
+                double acc[N] = {0};
+                rows(acc, c, r0, r1, y);
+                for (int t = 0; t < N; t++) part[t] += acc[t];
+            }
+            for (int t = 0; t < N; t++) sum[(size_t)t * C + c] += part[t];
+        }
+    }
+    for (size_t e = 0; e < (size_t)(N - 1) * C; e++) dw[e] += (float)sum[e];
+    if (db)
+        for (int c = 0; c < C; c++) db[c] += (float)sum[(size_t)(N - 1) * C + c];
+    free(sum);
 }
 
 /* The taps of a convolution (stride S, pad) that reach input row i: k = k0, k0 + S, ... with output rows

@@ -199,11 +199,7 @@ __global__ void k_conv_direct_bwd_params(double *part, const T *inp, const T *do
 #pragma unroll
     for (int t = 0; t <= KD; t++) acc[t] = 0.0;
     if (oc < OC) dc_params_thread<T, K, CI>(acc, inp, dout, s, oc, p0, p1, threadIdx.y);
-#pragma unroll
-    for (int t = 0; t <= KD; t++) {
-        const double v = ops_sum_y(acc[t], sh);
-        if (threadIdx.y == 0 && oc < OC) part[((size_t)blockIdx.y * (KD + 1) + t) * OC + oc] = v;
-    }
+    ops_part_store<KD + 1>(part, acc, sh, blockIdx.y, OC, oc);
 }
 
 /* 1 for (K, C) = (3, 3), 2 for (3, 1): the direct instances; 0 where they do not apply. */
@@ -267,27 +263,10 @@ static void dc_forward_host(float *out, const float *inp, const float *w, const 
 template <int K, int CI>
 static void dc_backward_params_host(float *dw, float *db, const float *inp, const float *dout, const conv_shape *s)
 {
-    constexpr int KD = K * K * CI;
-    const size_t P = (size_t)s->N * s->OH * s->OW;
-    const int nk = ops_chunks(P), OC = s->OC;
-    double *sum = (double *)calloc((size_t)(KD + 1) * OC, sizeof(double));
-    for (int k = 0; k < nk; k++) {
-        size_t p0, p1;
-        ops_chunk_range(P, nk, k, &p0, &p1);
-        for (int oc = 0; oc < OC; oc++) {
-            double part[KD + 1] = {0};
-            for (int y = 0; y < DC_PIX; y++) {
-                double acc[KD + 1] = {0};
-                dc_params_thread<float, K, CI>(acc, inp, dout, *s, oc, p0, p1, y);
-                for (int t = 0; t <= KD; t++) part[t] += acc[t];
-            }
-            for (int t = 0; t <= KD; t++) sum[(size_t)t * OC + oc] += part[t];
-        }
-    }
-    for (size_t e = 0; e < (size_t)KD * OC; e++) dw[e] += (float)sum[e];
-    if (db)
-        for (int oc = 0; oc < OC; oc++) db[oc] += (float)sum[(size_t)KD * OC + oc];
-    free(sum);
+    ops_parts_host<K * K * CI + 1>(dw, db, (size_t)s->N * s->OH * s->OW, s->OC, DC_PIX,
+                                   [&](double *acc, int oc, size_t p0, size_t p1, int y) {
+                                       dc_params_thread<float, K, CI>(acc, inp, dout, *s, oc, p0, p1, y);
+                                   });
 }
 
 /* One column-major GEMM C = op(A)·op(B) + beta·C: cuBLAS's sgemm for fp32, GemmEx with fp32 accumulation for

@@ -318,6 +318,25 @@ static int dw_kind(const conv_shape *s)
     return (K == 3 ? 1 : 4) + (S == 2 ? 1 + s->pad % 2 : 0);
 }
 
+/* A blocked instance's K, S and pad mod S as a type, for dw_with_kind's generic callers. */
+template <int K_, int S_, int PH_> struct dw_inst {
+    static constexpr int K = K_, S = S_, PH = PH_;
+};
+
+/* f(dw_inst<K, S, PH>{}) for kind (dw_kind's 1..6): the one place kinds map to instances, for the launchers
+ * and their host twins alike (the forward and weight gradient ignore PH). */
+template <typename F> static void dw_with_kind(int kind, F &&f)
+{
+    switch (kind) {
+    case 1: f(dw_inst<3, 1, 0>{}); break;
+    case 2: f(dw_inst<3, 2, 0>{}); break;
+    case 3: f(dw_inst<3, 2, 1>{}); break;
+    case 4: f(dw_inst<5, 1, 0>{}); break;
+    case 5: f(dw_inst<5, 2, 0>{}); break;
+    default: f(dw_inst<5, 2, 1>{}); break;
+    }
+}
+
 /* part (K, taps+1, C): chunk k's Σ in(tap)·dout per (tap, channel), tap == taps the bias (Σ dout), for
  * any kernel size. Grid (⌈C/32⌉, taps+1, K), block (32, DW_ROWS). */
 template <typename T>
@@ -377,11 +396,13 @@ __global__ void k_dw_bwd_params_t(double *part, const T *inp, const T *dout, bn_
             }
         }
     }
-#pragma unroll
-    for (int t = 0; t <= TAPS; t++) {
-        double v = ops_sum_y(acc[t], sh);
-        if (threadIdx.y == 0 && c < C) part[((size_t)k * (TAPS + 1) + t) * C + c] = v;
-    }
+    ops_part_store<TAPS + 1>(part, acc, sh, k, C, c);
+}
+
+/* The output strips (DW_OXT columns of one output row) of a depthwise shape: N·OH·⌈OW/DW_OXT⌉. */
+static __host__ __device__ __forceinline__ size_t dw_strips(const conv_shape &s)
+{
+    return (size_t)s.N * s.OH * ((s.OW + DW_OXT - 1) / DW_OXT);
 }
 
 /* The blocked weight gradient of K×K stride S (3/5 × 1/2), one thread's sums: channel c over the output
@@ -411,13 +432,11 @@ static __host__ __device__ __forceinline__ void dw_bwd_params_strips(double *acc
         for (int ky = 0; ky < K; ky++) {
             const int iy = q.oy * S - s.pad + ky;
             if (iy < 0 || iy >= s.H) continue;
-            const T *row = inp + ((size_t)q.n * s.H + iy) * s.W * C + c;
+            float xf[XN][1];
+            dw_row_load<XN, 1>(xf, inp + ((size_t)q.n * s.H + iy) * s.W * C, ix0, s.W, c, C, bn);
             double xin[XN];
             OPS_UNROLL
-            for (int j = 0; j < XN; j++) {
-                const int ix = ix0 + j;
-                xin[j] = ix >= 0 && ix < s.W ? (double)load_in(row + (size_t)ix * C, c, C, bn) : 0.0;
-            }
+            for (int j = 0; j < XN; j++) xin[j] = (double)xf[j][0];
             OPS_UNROLL
             for (int kx = 0; kx < K; kx++)
                 OPS_UNROLL
@@ -434,18 +453,13 @@ __global__ void k_dw_bwd_params_s(double *part, const T *inp, const T *dout, bn_
     __shared__ double sh[32 * DW_ROWS];
     constexpr int TAPS = K * K;
     const int C = s.C, c = blockIdx.x * 32 + threadIdx.x;
-    const size_t U = (size_t)s.N * s.OH * ((s.OW + DW_OXT - 1) / DW_OXT);
     size_t u0, u1;
-    ops_chunk_range(U, gridDim.z, blockIdx.z, &u0, &u1);
+    ops_chunk_range(dw_strips(s), gridDim.z, blockIdx.z, &u0, &u1);
     double acc[TAPS + 1];
 #pragma unroll
     for (int t = 0; t <= TAPS; t++) acc[t] = 0.0;
     if (c < C) dw_bwd_params_strips<T, K, S>(acc, inp, dout, bn, s, c, u0, u1, threadIdx.y);
-#pragma unroll
-    for (int t = 0; t <= TAPS; t++) {
-        const double v = ops_sum_y(acc[t], sh);
-        if (threadIdx.y == 0 && c < C) part[((size_t)blockIdx.z * (TAPS + 1) + t) * C + c] = v;
-    }
+    ops_part_store<TAPS + 1>(part, acc, sh, blockIdx.z, C, c);
 }
 
 /* dst[e] += Σ_k part[k][e] for e < n_w into dw, then n_b more into db (may be NULL): chunks in order. */
@@ -606,10 +620,9 @@ static void dw_forward_t(int kind, T *out, const T *inp, const float *w, const f
                          const conv_shape *s, cudaStream_t st)
 {
     const dim3 g = dw_grid(s, s->OW, (size_t)s->N * s->OH, V);
-    if (kind == 1) k_dw_fwd_t<T, 3, 1, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
-    else if (kind <= 3) k_dw_fwd_t<T, 3, 2, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
-    else if (kind == 4) k_dw_fwd_t<T, 5, 1, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
-    else k_dw_fwd_t<T, 5, 2, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    dw_with_kind(kind, [&](auto i) {
+        k_dw_fwd_t<T, decltype(i)::K, decltype(i)::S, V><<<g, OPS_THREADS, 0, st>>>(out, inp, w, b, d, act, *s);
+    });
 }
 
 template <typename T>
@@ -647,14 +660,10 @@ static void dw_backward_data_t(int kind, T *dinp, const T *dout, const float *w,
                                cudaStream_t st)
 {
     const dim3 g = dw_grid(s, s->W, (size_t)s->N * s->H, V);
-    switch (kind) {
-    case 1: k_dw_bwd_data_t<T, 3, 1, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 2: k_dw_bwd_data_t<T, 3, 2, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 3: k_dw_bwd_data_t<T, 3, 2, 1, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 4: k_dw_bwd_data_t<T, 5, 1, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    case 5: k_dw_bwd_data_t<T, 5, 2, 0, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    default: k_dw_bwd_data_t<T, 5, 2, 1, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc); break;
-    }
+    dw_with_kind(kind, [&](auto i) {
+        using I = decltype(i);
+        k_dw_bwd_data_t<T, I::K, I::S, I::PH, V><<<g, OPS_THREADS, 0, st>>>(dinp, dout, w, *s, acc);
+    });
 }
 
 template <typename T>
@@ -680,17 +689,11 @@ static void dw_backward_data_host_v(int kind, float *dinp, const float *dout, co
     const int strips = (s->W + DW_OXT - 1) / DW_OXT;
     for (int row = 0; row < s->N * s->H; row++)
         for (int x = 0; x < strips; x++)
-            for (int c = 0; c < s->C; c += V) {
-                const int ix0 = x * DW_OXT;
-                switch (kind) {
-                case 1: dw_bwd_data_strip<float, 3, 1, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 2: dw_bwd_data_strip<float, 3, 2, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 3: dw_bwd_data_strip<float, 3, 2, 1, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 4: dw_bwd_data_strip<float, 5, 1, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                case 5: dw_bwd_data_strip<float, 5, 2, 0, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                default: dw_bwd_data_strip<float, 5, 2, 1, V>(dinp, dout, w, *s, acc, c, ix0, row); break;
-                }
-            }
+            for (int c = 0; c < s->C; c += V)
+                dw_with_kind(kind, [&](auto i) {
+                    using I = decltype(i);
+                    dw_bwd_data_strip<float, I::K, I::S, I::PH, V>(dinp, dout, w, *s, acc, c, x * DW_OXT, row);
+                });
 }
 
 static int dw_backward_data_host(float *dinp, const float *dout, const float *w, const conv_shape *s, int acc,
@@ -711,13 +714,11 @@ static void dw_forward_host_v(int kind, float *out, const float *inp, const floa
     const int strips = (s->OW + DW_OXT - 1) / DW_OXT;
     for (int row = 0; row < s->N * s->OH; row++)
         for (int x = 0; x < strips; x++)
-            for (int c = 0; c < s->C; c += V) {
-                const int ox0 = x * DW_OXT;
-                if (kind == 1) dw_fwd_strip<float, 3, 1, V>(out, inp, w, b, none, act, *s, c, ox0, row);
-                else if (kind <= 3) dw_fwd_strip<float, 3, 2, V>(out, inp, w, b, none, act, *s, c, ox0, row);
-                else if (kind == 4) dw_fwd_strip<float, 5, 1, V>(out, inp, w, b, none, act, *s, c, ox0, row);
-                else dw_fwd_strip<float, 5, 2, V>(out, inp, w, b, none, act, *s, c, ox0, row);
-            }
+            for (int c = 0; c < s->C; c += V)
+                dw_with_kind(kind, [&](auto i) {
+                    using I = decltype(i);
+                    dw_fwd_strip<float, I::K, I::S, V>(out, inp, w, b, none, act, *s, c, x * DW_OXT, row);
+                });
 }
 
 static int dw_forward_host(float *out, const float *inp, const float *w, const float *b, int act,
@@ -743,14 +744,12 @@ static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout,
     const dim3 block(32, DW_ROWS);
     const int kind = dw_use_blocked(s);
     if (kind) { /* blocked: chunks of the strips (no more than the pixels', which the scratch is sized for) */
-        const size_t U = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT);
-        K = ops_chunks(U);
+        K = ops_chunks(dw_strips(*s));
         const dim3 grid((unsigned)(s->C + 31) / 32, 1, (unsigned)K);
         const bn_in_dev d = bn_dev(bn);
-        if (kind == 1) k_dw_bwd_params_s<T, 3, 1><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
-        else if (kind <= 3) k_dw_bwd_params_s<T, 3, 2><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
-        else if (kind == 4) k_dw_bwd_params_s<T, 5, 1><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
-        else k_dw_bwd_params_s<T, 5, 2><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
+        dw_with_kind(kind, [&](auto i) {
+            k_dw_bwd_params_s<T, decltype(i)::K, decltype(i)::S><<<grid, block, 0, st>>>(part, inp, dout, d, *s);
+        });
     } else if (s->KH == 3 && s->KW == 3)
         k_dw_bwd_params_t<T, 3><<<dim3((unsigned)(s->C + 31) / 32, 1, (unsigned)K), block, 0, st>>>(part, inp, dout,
                                                                                                      bn_dev(bn), *s);
@@ -765,44 +764,24 @@ static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout,
     return ops_parts_finish(dw, db, part, K, (size_t)taps * s->C, (size_t)s->C, st);
 }
 
-/* One blocked instance's host twin: each thread's sums (dw_bwd_params_strips), rows y in order, then chunks in
- * order, as the kernel, its ops_sum_y and ops_parts_finish add them. */
+/* One blocked instance's host twin: each thread's sums (dw_bwd_params_strips) added as the kernel does. */
 template <int K, int S> static void dw_params_host_k(float *dw, float *db, const float *inp, const float *dout,
                                                    const conv_shape *s)
 {
-    constexpr int TAPS = K * K;
-    const size_t U = (size_t)s->N * s->OH * ((s->OW + DW_OXT - 1) / DW_OXT);
-    const int nk = ops_chunks(U), C = s->C;
     const bn_in_dev none = {NULL, NULL, NULL, 0};
-    double *sum = (double *)calloc((size_t)(TAPS + 1) * C, sizeof(double));
-    for (int k = 0; k < nk; k++) {
-        size_t u0, u1;
-        ops_chunk_range(U, nk, k, &u0, &u1);
-        for (int c = 0; c < C; c++) {
-            double part[TAPS + 1] = {0};
-            for (int y = 0; y < DW_ROWS; y++) {
-                double acc[TAPS + 1] = {0};
-                dw_bwd_params_strips<float, K, S>(acc, inp, dout, none, *s, c, u0, u1, y);
-                for (int t = 0; t <= TAPS; t++) part[t] += acc[t];
-            }
-            for (int t = 0; t <= TAPS; t++) sum[(size_t)t * C + c] += part[t];
-        }
-    }
-    for (size_t e = 0; e < (size_t)TAPS * C; e++) dw[e] += (float)sum[e];
-    if (db)
-        for (int c = 0; c < C; c++) db[c] += (float)sum[(size_t)TAPS * C + c];
-    free(sum);
+    ops_parts_host<K * K + 1>(dw, db, dw_strips(*s), s->C, DW_ROWS,
+                              [&](double *acc, int c, size_t u0, size_t u1, int y) {
+                                  dw_bwd_params_strips<float, K, S>(acc, inp, dout, none, *s, c, u0, u1, y);
+                              });
 }
 
 /* The blocked weight gradient's host twin (no BatchNorm on load): its index logic checked without a GPU. */
 static int dw_backward_params_host(float *dw, float *db, const float *inp, const float *dout, const conv_shape *s)
 {
     const int kind = dw_valid(s) ? dw_kind(s) : 0;
-    if (kind == 1) dw_params_host_k<3, 1>(dw, db, inp, dout, s);
-    else if (kind == 2 || kind == 3) dw_params_host_k<3, 2>(dw, db, inp, dout, s);
-    else if (kind == 4) dw_params_host_k<5, 1>(dw, db, inp, dout, s);
-    else if (kind) dw_params_host_k<5, 2>(dw, db, inp, dout, s);
-    return kind ? 0 : (int)cudaErrorInvalidValue;
+    if (!kind) return (int)cudaErrorInvalidValue;
+    dw_with_kind(kind, [&](auto i) { dw_params_host_k<decltype(i)::K, decltype(i)::S>(dw, db, inp, dout, s); });
+    return 0;
 }
 
 template <typename T>

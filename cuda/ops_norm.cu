@@ -78,6 +78,9 @@ template <typename T> __global__ void k_bn_stats(double *part, const T *inp, siz
  * RY slots are added in order through shared memory: part (K,2,C) as the narrow kernels, other bits. */
 #define BN_WIDE_THREADS 256
 
+/* A wide-statistics block's channel groups: min(C/V, 32); its row slots are BN_WIDE_THREADS / that. */
+static __host__ __device__ __forceinline__ int bn_wide_groups(int C, int V) { return C / V < 32 ? C / V : 32; }
+
 /* One thread's sums over its rows: forward s += x, q += x²; backward (save, γ, β given) s += dz, q += dz·(x−μ)
  * with dz = dout·act'(z). __host__ too: the host twin runs this body. */
 template <typename T, int V, bool BWD>
@@ -118,7 +121,7 @@ __global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const fl
                              const float *beta, size_t M, int C, int act)
 {
     __shared__ double sh[BN_WIDE_THREADS * 2 * V];
-    const int CG = C / V, CGB = CG < 32 ? CG : 32, RY = BN_WIDE_THREADS / CGB, t = threadIdx.x;
+    const int CG = C / V, CGB = bn_wide_groups(C, V), RY = BN_WIDE_THREADS / CGB, t = threadIdx.x;
     const int g = blockIdx.x * CGB + t % CGB, y = t / CGB, k = blockIdx.y;
     const bool live = y < RY && g < CG;
     size_t r0, r1;
@@ -145,13 +148,11 @@ __global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const fl
     }
 }
 
-/* The wide statistics' V (4 fp32 channels, 8 bf16) where C and the pointers allow and C/V fits a row of
- * blocks, else 0 (the narrow kernels; TB_CUDA_NARROW=1 too). */
-template <typename T> static int bn_stats_width(int C, const void *a, const void *b)
+/* Whether the wide statistics take rows of C at a and b: where ops_width gives 16-byte loads (4 fp32 channels,
+ * 8 bf16), so not under TB_CUDA_NARROW=1. */
+template <typename T> static int bn_stats_wide(int C, const void *a, const void *b)
 {
-    const int V = 16 / (int)sizeof(T);
-    if (tb_cuda_env_is("TB_CUDA_NARROW", "1") || C % V || (((uintptr_t)a | (uintptr_t)b) & 15)) return 0;
-    return V;
+    return ops_width<T>(C, a, b) * (int)sizeof(T) == 16;
 }
 
 template <typename T, bool BWD>
@@ -159,7 +160,7 @@ static void bn_stats_launch(double *part, const T *inp, const T *dout, const flo
                             const float *beta, size_t M, int C, int act, int K, cudaStream_t st)
 {
     constexpr int V = 16 / sizeof(T);
-    const int CG = C / V, CGB = CG < 32 ? CG : 32;
+    const int CG = C / V, CGB = bn_wide_groups(C, V);
     k_bn_stats_v<T, V, BWD><<<dim3((unsigned)((CG + CGB - 1) / CGB), (unsigned)K), BN_WIDE_THREADS, 0, st>>>(
         part, inp, dout, save, gamma, beta, M, C, act);
 }
@@ -170,7 +171,7 @@ static int bn_stats_host(double *part, const float *inp, size_t M, int C)
 {
     constexpr int V = 4;
     if (C % V || M == 0) return (int)cudaErrorInvalidValue;
-    const int K = ops_chunks(M), CG = C / V, CGB = CG < 32 ? CG : 32, RY = BN_WIDE_THREADS / CGB;
+    const int K = ops_chunks(M), CG = C / V, RY = BN_WIDE_THREADS / bn_wide_groups(C, V);
     for (int k = 0; k < K; k++) {
         size_t r0, r1;
         ops_chunk_range(M, K, k, &r0, &r1);
@@ -474,7 +475,7 @@ static int bn_forward_train(T *out, float *save, float *run_mean, float *run_var
     cudaStream_t st = STREAM(stream);
     double *part = (double *)scratch;
     int K = ops_chunks(M), err;
-    if (bn_stats_width<T>(C, inp, NULL))
+    if (bn_stats_wide<T>(C, inp, NULL))
         bn_stats_launch<T, false>(part, inp, (const T *)NULL, NULL, NULL, NULL, M, C, 0, K, st);
     else
         k_bn_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(part, inp, M, C);
@@ -503,7 +504,7 @@ static int bn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
     double *part = (double *)scratch;
     float *coef = (float *)((char *)scratch + bn_coef_offset(M, C));
     int K = ops_chunks(M), err;
-    if (bn_stats_width<T>(C, inp, dout))
+    if (bn_stats_wide<T>(C, inp, dout))
         bn_stats_launch<T, true>(part, inp, dout, save, gamma, beta, M, C, act, K, st);
     else
         k_bn_bwd_stats<T><<<dim3((unsigned)(C + 31) / 32, (unsigned)K), dim3(32, NORM_ROWS), 0, st>>>(
