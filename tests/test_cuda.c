@@ -959,6 +959,27 @@ Test(cuda, persistent_cluster_vs_grid_barriers)
  * create): v and 0 + v are the same number, and nothing may be clobbered by what shares its bytes, so the
  * losses, every parameter gradient and an evaluation between two steps are equal (±0 alike), fp32 and bf16,
  * BatchNorm and G16 GroupNorm, drop-connect on. */
+/* One training step on both executors — a (the defaults), b (zeroing and accumulating, TB_CUDA_GRAD_ZERO=memset) —
+ * and its loss and every parameter gradient equal (±0 alike). */
+static void same_step(struct executor *a, struct executor *b, const struct fixture *f, long step, const char *what)
+{
+    const struct executor_pass p = pass(f, EFF_N, step, 0, 0);
+    double la, lb;
+    executor_zero_grads(a), executor_zero_grads(b);
+    cr_assert_eq(executor_forward_backward(a, &p, &la), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(setenv("TB_CUDA_GRAD_ZERO", "memset", 1), 0);
+    const int st = executor_forward_backward(b, &p, &lb);
+    unsetenv("TB_CUDA_GRAD_ZERO");
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(la == lb, "%s, step %ld: loss %.17g overwriting, %.17g zeroing", what, step, la, lb);
+    const size_t n = fam_n(a, TF_GRADS);
+    float *ga = fam_get(a, TF_GRADS), *gb = fam_get(b, TF_GRADS);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(ga[i] == gb[i], "%s, step %ld: gradient %zu: %.9g overwriting, %.9g zeroing", what, step, i,
+                  (double)ga[i], (double)gb[i]);
+    free(ga), free(gb);
+}
+
 static void overwrite_same_values(const char *name, const char *norm, int bf16)
 {
     struct fixture f;
@@ -970,40 +991,18 @@ static void overwrite_same_values(const char *name, const char *norm, int bf16)
     cr_assert_eq(setenv("TB_CUDA_EVAL_ARENA", "own", 1), 0);
     ex_init_buffers(&b, &f, &c);
     unsetenv("TB_CUDA_GRAD_LAYOUT"), unsetenv("TB_CUDA_EVAL_ARENA");
-    const struct executor_pass p = pass(&f, EFF_N, 3, 0, 0);
-    double la, lb;
-    executor_zero_grads(&a), executor_zero_grads(&b);
-    cr_assert_eq(executor_forward_backward(&a, &p, &la), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(setenv("TB_CUDA_GRAD_ZERO", "memset", 1), 0);
-    const int st = executor_forward_backward(&b, &p, &lb);
-    unsetenv("TB_CUDA_GRAD_ZERO");
-    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
-    cr_assert(la == lb, "%s: loss %.17g overwriting, %.17g zeroing", name, la, lb);
-    for (int round = 0; round < 2; round++) {
-        const size_t n = fam_n(&a, TF_GRADS);
-        float *ga = fam_get(&a, TF_GRADS), *gb = fam_get(&b, TF_GRADS);
-        for (size_t i = 0; i < n; i++)
-            cr_assert(ga[i] == gb[i], "%s%s, step %d: gradient %zu: %.9g overwriting, %.9g zeroing", name,
-                      bf16 ? " bf16" : "", round, i, (double)ga[i], (double)gb[i]);
-        free(ga), free(gb);
-        if (round) break;
-        /* an evaluation between steps (a's in the training arena, b's in its own), then the next step */
-        struct eval_stats ea = {0}, eb = {0};
-        cr_assert_eq(executor_update(&a, 3), TB_OK, "%s", tb_error_get());
-        cr_assert_eq(executor_update(&b, 3), TB_OK, "%s", tb_error_get());
-        cr_assert_eq(executor_evaluate(&a, f.ds.images, f.y, EFF_N, &ea), TB_OK, "%s", tb_error_get());
-        cr_assert_eq(executor_evaluate(&b, f.ds.images, f.y, EFF_N, &eb), TB_OK, "%s", tb_error_get());
-        cr_assert(ea.loss_sum == eb.loss_sum && ea.correct == eb.correct, "%s: evaluation %.17g vs %.17g", name,
-                  ea.loss_sum, eb.loss_sum);
-        const struct executor_pass p2 = pass(&f, EFF_N, 4, 0, 0);
-        executor_zero_grads(&a), executor_zero_grads(&b);
-        cr_assert_eq(executor_forward_backward(&a, &p2, &la), TB_OK, "%s", tb_error_get());
-        cr_assert_eq(setenv("TB_CUDA_GRAD_ZERO", "memset", 1), 0);
-        const int st2 = executor_forward_backward(&b, &p2, &lb);
-        unsetenv("TB_CUDA_GRAD_ZERO");
-        cr_assert_eq(st2, TB_OK, "%s", tb_error_get());
-        cr_assert(la == lb, "%s: second loss %.17g vs %.17g", name, la, lb);
-    }
+    char what[64];
+    snprintf(what, sizeof what, "%s%s", name, bf16 ? " bf16" : "");
+    same_step(&a, &b, &f, 3, what);
+    /* an evaluation between steps (a's in the training arena, b's in its own), then the next step */
+    struct eval_stats ea = {0}, eb = {0};
+    cr_assert_eq(executor_update(&a, 3), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_update(&b, 3), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_evaluate(&a, f.ds.images, f.y, EFF_N, &ea), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_evaluate(&b, f.ds.images, f.y, EFF_N, &eb), TB_OK, "%s", tb_error_get());
+    cr_assert(ea.loss_sum == eb.loss_sum && ea.correct == eb.correct, "%s: evaluation %.17g vs %.17g", what,
+              ea.loss_sum, eb.loss_sum);
+    same_step(&a, &b, &f, 4, what);
     executor_destroy(&a), executor_destroy(&b);
     fixture_free(&f);
 }
