@@ -108,10 +108,29 @@ static int cb_fail(cublasStatus_t s, const char *what)
 struct tb_cublas {
     cublasHandle_t h;
     void *workspace;
+    size_t ws_bytes;
 };
 
-/* Workspace cuBLAS may use per call: given explicitly, so that graph capture never allocates. */
-enum { CUBLAS_WORKSPACE_BYTES = 4 << 20 };
+/* Workspace cuBLAS may use per call: given explicitly, so that graph capture never allocates. NVIDIA's
+ * cublasSetWorkspace notes recommend 32 MiB on Hopper (sm90 and later) and 4 MiB before it — what PyTorch
+ * gives its handles too; a smaller one narrows the heuristics' choice of kernels (split-K among them).
+ * TB_CUDA_CUBLAS_WS_MIB=N sets N MiB (1..1024; 4 is what every GPU got before the nineteenth session). */
+static size_t cublas_workspace_bytes(void)
+{
+    const char *v = getenv("TB_CUDA_CUBLAS_WS_MIB");
+    if (v && *v) {
+        char *end = NULL;
+        const long mib = strtol(v, &end, 10);
+        if (end && !*end && mib >= 1 && mib <= 1024) return (size_t)mib << 20;
+    }
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        major = 0;
+    }
+    return (size_t)(major >= 9 ? 32 : 4) << 20;
+}
 
 int tb_cublas_create(tb_cublas **out, cudaStream_t s)
 {
@@ -127,9 +146,10 @@ int tb_cublas_create(tb_cublas **out, cudaStream_t s)
      * GEMMs match the cpu executor to ~1e-6 relative; NVIDIA_TF32_OVERRIDE=1 in the environment would
      * still force TF32 — leave it unset for comparisons. */
     TB_CB(cb.set_math_mode(h->h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-    TB_CU(cudaMalloc(&h->workspace, CUBLAS_WORKSPACE_BYTES));
-    tb_cuda_mem_account(CUBLAS_WORKSPACE_BYTES);
-    TB_CB(cb.set_workspace(h->h, h->workspace, CUBLAS_WORKSPACE_BYTES), "cublasSetWorkspace");
+    h->ws_bytes = cublas_workspace_bytes();
+    TB_CU(cudaMalloc(&h->workspace, h->ws_bytes));
+    tb_cuda_mem_account((double)h->ws_bytes);
+    TB_CB(cb.set_workspace(h->h, h->workspace, h->ws_bytes), "cublasSetWorkspace");
     return TB_OK;
 }
 
@@ -139,7 +159,7 @@ void tb_cublas_destroy(tb_cublas *h)
     if (h->h) cb.destroy(h->h);
     if (h->workspace) {
         cudaFree(h->workspace);
-        tb_cuda_mem_account(-(double)CUBLAS_WORKSPACE_BYTES);
+        tb_cuda_mem_account(-(double)h->ws_bytes);
     }
     free(h);
 }
