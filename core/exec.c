@@ -339,7 +339,7 @@ static int conv_fused(const struct model_inst *mi, const struct exec_step *st, i
 /* Whether convolution layer c reads its SE scale's input and applies the scale itself in this step
  * (op_conv_se.h): marked at prepare, the scale's BatchNorm SE-fused in this step (se_fused: fusion on, the
  * BatchNorm to the scale in the step's range), the convolution in the range too, and GEMM1X1 on a shape
- * conv_se_fusable takes. The SE scale's forward and backward then do nothing but its dscale (from the
+ * conv_se_pays takes. The SE scale's forward and backward then do nothing but its dscale (from the
  * convolution's per-sample weight-gradient parts), and its BatchNorm applies a scale of ones. */
 static int se_conv_fused(const struct model_inst *mi, const struct exec_step *st, int c)
 {
@@ -348,7 +348,7 @@ static int se_conv_fused(const struct model_inst *mi, const struct exec_step *st
     if (se < 0 || c >= st->l1 || !se_fused(mi, st, mi->ls[se].se_bn)) return 0;
     struct conv_shape cs;
     conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
-    return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_se_fusable(&cs);
+    return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_se_pays(&cs);
 }
 
 /* The convolution SE scale layer l may fold into (exec_layer_state.se_conv), or -1. */
@@ -1262,7 +1262,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (l->op != OP_CONV || mi->ls[i].conv_se < 0) continue;
         struct conv_shape s;
         conv_shape_of(m, l, mi->n_max, &s);
-        if (!conv_se_fusable(&s)) continue;
+        if (!conv_se_pays(&s)) continue;
         if (conv_se_scratch_floats(&s) > need) need = conv_se_scratch_floats(&s);
         if (conv_se_part_floats(&s) > shared) shared = conv_se_part_floats(&s);
         if ((size_t)mi->n_max * s.C > ones) ones = (size_t)mi->n_max * s.C;

@@ -21,6 +21,10 @@
 
 /* Whether these kernels run shape s: a bias-free 1×1 convolution gemm_rows computes (small C·OC). */
 int conv_se_fusable(const struct conv_shape *s);
+/* Whether the executor should run them on s: conv_se_fusable, and H·W ≥ 4·OC (a sample's weight-gradient
+ * part, C·OC floats, at most a quarter of its scaled tensor, H·W·C): below that the per-sample parts and
+ * short GEMMs cost more than the passes the fusion saves (BENCHMARKS.md, twentieth session). */
+int conv_se_pays(const struct conv_shape *s);
 /* Floats of per-thread scratch the forward and backward-data kernels need (one scaled weight matrix). */
 size_t conv_se_scratch_floats(const struct conv_shape *s);
 /* Floats of the shared part buffer of the weight gradient: N·C·OC (one G[n] per sample). */

@@ -125,3 +125,21 @@ Test(conv_se, large_weights_are_refused)
     cr_assert_eq(conv_shape_init(&sh, 2, 7, 7, 240, 40, 3, 3, 1, 1), 0);
     cr_assert(!conv_se_fusable(&sh), "a 3×3 convolution");
 }
+
+/* The executor folds the scale in only where a sample's part (C·OC) is at most a quarter of its tensor
+ * (H·W·C): EfficientNet-B0 at 32×32 keeps it at 16×16 (OC 16) and leaves it at 8×8 (OC 24) and 4×4 (OC 40);
+ * at 224×224 its fusable layers (28×28 and up) all keep it. */
+Test(conv_se, pays_only_where_the_parts_are_small)
+{
+    static const int cases[][6] = {/* N, H, C, OC, pays */
+                                   {128, 16, 32, 16, 1}, {128, 8, 144, 24, 0}, {128, 4, 240, 40, 0},
+                                   {16, 28, 240, 40, 1}, {16, 56, 144, 24, 1}, {2, 10, 24, 25, 1},
+                                   {2, 10, 24, 26, 0}, {2, 14, 480, 80, 0}};
+    for (size_t q = 0; q < sizeof cases / sizeof *cases; q++) {
+        struct conv_shape sh;
+        cr_assert_eq(conv_shape_init(&sh, cases[q][0], cases[q][1], cases[q][1], cases[q][2], cases[q][3], 1, 1, 1, 1),
+                     0);
+        cr_assert_eq(conv_se_pays(&sh), cases[q][4], "case %zu: %d×%d, C %d, OC %d", q, cases[q][1], cases[q][1],
+                     cases[q][2], cases[q][3]);
+    }
+}
