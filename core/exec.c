@@ -75,6 +75,9 @@ static void input_forward(const struct layer *l, const struct tensor *src, const
         return;
     }
     const float ry = (float)SH / (float)H, rx = (float)SW / (float)W;
+    /* No resampling (the augmented crop and flip at the source's size): every bilinear weight is 0, so the
+     * pixel itself is the interpolated value, bit for bit, without the per-pixel coordinate arithmetic. */
+    const int same = SH == H && SW == W && SC == C;
     for (size_t n = lo; n < hi; n++) {
         const uint8_t *s = st->x + n * per_src;
         float *d = out + n * per;
@@ -88,6 +91,23 @@ static void input_forward(const struct layer *l, const struct tensor *src, const
         }
         for (int y = 0; y < H; y++) {
             const int oy = y + dy;
+            if (same) {
+                float *dr = d + (size_t)y * W * C;
+                if (oy < 0 || oy >= H) { /* a padding row */
+                    for (int x = 0; x < W; x++)
+                        for (int c = 0; c < C; c++) dr[(size_t)x * C + c] = shift[c];
+                    continue;
+                }
+                const uint8_t *sr = s + (size_t)oy * SW * SC;
+                for (int x = 0; x < W; x++) {
+                    const int ox = (flip ? W - 1 - x : x) + dx;
+                    for (int c = 0; c < C; c++) {
+                        if (ox < 0 || ox >= W) dr[(size_t)x * C + c] = shift[c];
+                        else dr[(size_t)x * C + c] = (float)sr[(size_t)ox * SC + c] * scale[c] + shift[c];
+                    }
+                }
+                continue;
+            }
             float fy = ((float)oy + 0.5f) * ry - 0.5f;
             if (fy < 0.0f) fy = 0.0f;
             int y0 = (int)fy;

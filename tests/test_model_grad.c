@@ -415,3 +415,58 @@ Test(model_grad, effnet_b0_groupnorm_loss_falls_in_30_adam_steps, .timeout = 120
     dataset_free(&ds);
     net_free(&n);
 }
+
+/* The training input layer at the source's size (no resampling: its fast path) is a crop with zero padding
+ * and a flip of the evaluation input, per sample: for every sample some shift (dy, dx) within the pad and
+ * flip give every output element bitwise — the evaluation pass's value of the source pixel, or that of a
+ * zero pixel where the shift leaves the image — and the draws are not all the identity. The reference
+ * searches the shifts instead of replaying the generator. */
+Test(model_grad, effnet_b0_training_crop_flip_is_a_shifted_copy)
+{
+    enum { RES = 16, B = 6, C = 3 };
+    struct net n;
+    net_init(&n, RES, 10, B, 3);
+    const struct layer *in = &n.m.layers[0];
+    cr_assert_eq(in->op, OP_INPUT);
+    const int pad = in->a.input.pad;
+    cr_assert(pad > 0 && in->a.input.flip, "effnet-b0 trains with a crop and a flip");
+    static uint8_t x[B * RES * RES * C], zero[B * RES * RES * C];
+    for (size_t i = 0; i < sizeof x; i++) x[i] = (uint8_t)(rng_uniform(4, 2, i) * 256.0f);
+    const size_t per = (size_t)RES * RES * C;
+    float *ev = malloc(B * per * sizeof(float)), *z = malloc(per * sizeof(float)), *tr = malloc(B * per * sizeof(float));
+    cr_assert(ev && z && tr);
+    const struct exec_step base = {.n = B, .n_global = B, .first_index = 0, .step = 3, .seed = 3, .l0 = 0, .l1 = 1};
+    struct exec_step st = base;
+    st.x = x;
+    exec_forward(&n.e.train, &st, 0, 1, NULL);
+    memcpy(ev, exec_act(&n.e.train, in->out), B * per * sizeof(float));
+    st.x = zero;
+    exec_forward(&n.e.train, &st, 0, 1, NULL);
+    memcpy(z, exec_act(&n.e.train, in->out), per * sizeof(float));
+    st.x = x, st.training = 1;
+    exec_forward(&n.e.train, &st, 0, 1, NULL);
+    memcpy(tr, exec_act(&n.e.train, in->out), B * per * sizeof(float));
+    int moved = 0;
+    for (int s = 0; s < B; s++) {
+        int found = 0;
+        for (int dy = -pad; dy <= pad && !found; dy++)
+            for (int dx = -pad; dx <= pad && !found; dx++)
+                for (int flip = 0; flip < 2 && !found; flip++) {
+                    int ok = 1;
+                    for (int yy = 0; yy < RES && ok; yy++)
+                        for (int xx = 0; xx < RES && ok; xx++) {
+                            const int oy = yy + dy, ox = (flip ? RES - 1 - xx : xx) + dx;
+                            const int out = oy < 0 || oy >= RES || ox < 0 || ox >= RES;
+                            for (int c = 0; c < C && ok; c++) {
+                                const float want = out ? z[c] : ev[s * per + ((size_t)oy * RES + ox) * C + c];
+                                ok = memcmp(&tr[s * per + ((size_t)yy * RES + xx) * C + c], &want, sizeof want) == 0;
+                            }
+                        }
+                    if (ok) found = 1, moved += dy != 0 || dx != 0 || flip;
+                }
+        cr_assert(found, "sample %d: no shift within %d and flip gives the training input", s, pad);
+    }
+    cr_assert(moved > 0, "no sample was shifted or flipped");
+    free(ev), free(z), free(tr);
+    net_free(&n);
+}
