@@ -58,6 +58,10 @@ static struct {
     cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
                               const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
                               cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    cublasStatus_t (*gemm_sb_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                                 const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
+                                 const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
+                                 cublasGemmAlgo_t);
     const char *(*status_string)(cublasStatus_t);
     int loaded;
     char why[256];
@@ -85,9 +89,10 @@ static void cb_load(void)
     *(void **)&cb.set_workspace = dlsym(lib, "cublasSetWorkspace_v2");
     *(void **)&cb.sgemm = dlsym(lib, "cublasSgemm_v2");
     *(void **)&cb.gemm_ex = dlsym(lib, "cublasGemmEx");
+    *(void **)&cb.gemm_sb_ex = dlsym(lib, "cublasGemmStridedBatchedEx");
     *(void **)&cb.status_string = dlsym(lib, "cublasGetStatusString");
     if (!cb.create || !cb.destroy || !cb.set_stream || !cb.set_math_mode || !cb.set_workspace || !cb.sgemm ||
-        !cb.gemm_ex || !cb.status_string) {
+        !cb.gemm_ex || !cb.gemm_sb_ex || !cb.status_string) {
         snprintf(cb.why, sizeof cb.why, "cuBLAS lacks an entry point trainbench calls");
         return;
     }
@@ -173,15 +178,36 @@ int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alp
     return TB_OK;
 }
 
+/* Element types (A and B; C) and compute type of precision p. */
+static void gemm_types(enum tb_gemm_prec p, cudaDataType *t, cudaDataType *tc, cublasComputeType_t *ct)
+{
+    *t = p == TB_GEMM_BF16 || p == TB_GEMM_BF16_F32C ? CUDA_R_16BF : CUDA_R_32F;
+    *tc = p == TB_GEMM_BF16_F32C ? CUDA_R_32F : *t; /* bf16 products summed into fp32 */
+    *ct = p == TB_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 int tb_cublas_gemm_ex(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha,
                       const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc)
 {
-    const cudaDataType t = p == TB_GEMM_BF16 || p == TB_GEMM_BF16_F32C ? CUDA_R_16BF : CUDA_R_32F;
-    const cudaDataType tc = p == TB_GEMM_BF16_F32C ? CUDA_R_32F : t; /* bf16 products summed into fp32 */
-    const cublasComputeType_t ct = p == TB_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cudaDataType t, tc;
+    cublasComputeType_t ct;
+    gemm_types(p, &t, &tc, &ct);
     TB_CB(cb.gemm_ex(h->h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, t,
                      lda, B, t, ldb, &beta, C, tc, ldc, ct, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
+    return TB_OK;
+}
+
+int tb_cublas_gemm_strided_batched(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k,
+                                   float alpha, const void *A, int lda, long long sA, const void *B, int ldb,
+                                   long long sB, float beta, void *C, int ldc, long long sC, int batch)
+{
+    cudaDataType t, tc;
+    cublasComputeType_t ct;
+    gemm_types(p, &t, &tc, &ct);
+    TB_CB(cb.gemm_sb_ex(h->h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, t,
+                        lda, sA, B, t, ldb, sB, &beta, C, tc, ldc, sC, batch, ct, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
     return TB_OK;
 }
 

@@ -58,6 +58,12 @@ enum tb_gemm_prec {
 int tb_cublas_gemm_ex(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha,
                       const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc);
 
+/* batch GEMMs of tb_cublas_gemm_ex's form through cublasGemmStridedBatchedEx: product i reads A + i·sA, B + i·sB
+ * and writes C + i·sC (strides in elements). */
+int tb_cublas_gemm_strided_batched(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k,
+                                   float alpha, const void *A, int lda, long long sA, const void *B, int ldb,
+                                   long long sB, float beta, void *C, int ldc, long long sC, int batch);
+
 /* Adds bytes (negative: freed) to this process's count of device memory the cuda device allocated, and
  * raises its high-water mark (thread-safe). */
 void tb_cuda_mem_account(double bytes);

@@ -81,6 +81,7 @@ static constexpr __host__ __device__ int ops_floor_div(int a, int b) { return a 
 /* dst[e] += Σ_k part[k·(n_w+n_b) + e], chunks in order, for e < n_w into dw, then n_b more into db (may be
  * NULL): the finish of every chunked weight gradient (ops_dwconv.cu). */
 int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st);
+int ops_parts_finish(float *dw, float *db, const float *part, int K, size_t n_w, size_t n_b, cudaStream_t st);
 
 /* V (1, 4 or 8) consecutive elements of T as floats, loaded or stored in as few transactions as the type allows
  * (4 fp32 or 8 bf16: 16 bytes, one; 4 bf16: 8 bytes): the elementwise kernels' wide path, which keeps more

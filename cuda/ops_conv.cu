@@ -308,6 +308,58 @@ template <typename T> static int gemm_bwd_w(tb_cublas *h, float *dw, const T *in
     return gemm(h, 0, 1, OC, K, M, dout, OC, in, K, 1.0f, dw, OC);
 }
 
+/* The 1×1 weight gradient split over rows. One GEMM of inner dimension M = N·H·W (3.2 M at 112×112 batch 256)
+ * into an output of K·OC floats (1,536 for 16→96) has output tiles for a few SMs and leaves each a reduction
+ * of millions of rows; cut into S chunks of M/S rows, one strided-batched GEMM writes S fp32 parts (beta 0)
+ * and ops_parts_finish adds them into dw in chunk order (double sums): S·K·OC floats of scratch, the same
+ * result on every run. S: chunks of at least WG_ROWS rows, about WG_BLOCKS output tiles of 128×128 in all
+ * (two waves of an H200's 132 SMs), at most WG_SPLIT; 1 (the one GEMM) where that gives under 2, or with
+ * TB_CUDA_WGRAD=gemm (an A-B run). Rows past S·(M/S), fewer than S, go into one more part. */
+enum { WG_ROWS = 4096, WG_SPLIT = 256, WG_BLOCKS = 264, WG_TILE = 128 * 128 };
+static int wg_split(size_t M, int K, int OC)
+{
+    if (tb_cuda_env_is("TB_CUDA_WGRAD", "gemm")) return 1;
+    const size_t out = (size_t)K * OC, tiles = (out + WG_TILE - 1) / WG_TILE;
+    size_t s = (WG_BLOCKS + tiles - 1) / tiles;
+    if (s > M / WG_ROWS) s = M / WG_ROWS;
+    if (s > WG_SPLIT) s = WG_SPLIT;
+    return s < 2 ? 1 : (int)s;
+}
+
+/* Parts (floats) of the split weight gradient: S·K·OC, plus one part for the rows past S·(M/S). */
+static size_t wg_part_floats(size_t M, int K, int OC)
+{
+    const int S = wg_split(M, K, OC);
+    return S < 2 ? 0 : (size_t)(S + 1) * K * OC;
+}
+
+static int gemm_sb(tb_cublas *h, int m, int n, int k, const float *A, int lda, long long sA, const float *B, int ldb,
+                   long long sB, float *C, int ldc, long long sC, int batch)
+{
+    return tb_cublas_gemm_strided_batched(h, TB_GEMM_FP32, 0, 1, m, n, k, 1.0f, A, lda, sA, B, ldb, sB, 0.0f, C, ldc,
+                                          sC, batch);
+}
+static int gemm_sb(tb_cublas *h, int m, int n, int k, const bf16 *A, int lda, long long sA, const bf16 *B, int ldb,
+                   long long sB, float *C, int ldc, long long sC, int batch)
+{
+    return tb_cublas_gemm_strided_batched(h, TB_GEMM_BF16_F32C, 0, 1, m, n, k, 1.0f, A, lda, sA, B, ldb, sB, 0.0f, C,
+                                          ldc, sC, batch);
+}
+
+/* gemm_bwd_w through S row chunks (wg_split) into part (wg_part_floats), then their sum into dw. */
+template <typename T>
+static int gemm_bwd_w_split(tb_cublas *h, float *dw, const T *in, const T *dout, int M, int K, int OC, float *part,
+                            cudaStream_t st)
+{
+    const int S = wg_split((size_t)M, K, OC), R = M / S, rest = M - S * R;
+    const size_t out = (size_t)K * OC;
+    int err = gemm_sb(h, OC, K, R, dout, OC, (long long)R * OC, in, K, (long long)R * K, part, OC, (long long)out, S);
+    if (!err && rest)
+        err = gemm(h, 0, 1, OC, K, rest, dout + (size_t)S * R * OC, OC, in + (size_t)S * R * K, K, 0.0f,
+                   part + (size_t)S * out, OC);
+    return err ? err : ops_parts_finish(dw, NULL, part, S + (rest ? 1 : 0), out, 0, st);
+}
+
 /* db (OC) += column sums of dout (M, OC) through part (ops_chunks(M)·OC doubles). */
 template <typename T> static int bias_grad(float *db, const T *dout, size_t M, int OC, double *part, cudaStream_t st)
 {
@@ -371,6 +423,13 @@ static int c1_backward_data(tb_cublas *h, T *dinp, const T *dout, const T *w, co
     return M ? gemm_bwd_data(h, dinp, dout, w, M, s->C, s->OC, acc ? 1.0f : 0.0f) : 0;
 }
 
+/* The split weight gradient's parts, after the bias gradient's chunk sums in the 1×1 scratch. */
+static float *c1_wg_part(void *scratch, const conv_shape *s)
+{
+    const size_t bias = (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * (size_t)s->OC * sizeof(double);
+    return (float *)((char *)scratch + ((bias + 255) & ~(size_t)255));
+}
+
 template <typename T>
 static int c1_backward_params(tb_cublas *h, float *dw, float *db, const T *inp, const T *dout, const conv_shape *s,
                               void *scratch, void *stream)
@@ -378,7 +437,11 @@ static int c1_backward_params(tb_cublas *h, float *dw, float *db, const T *inp, 
     int M = gemm_rows(s, (size_t)s->C), err;
     if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
     if (!M) return 0;
-    if ((err = gemm_bwd_w(h, dw, inp, dout, M, s->C, s->OC))) return err;
+    if (wg_split((size_t)M, s->C, s->OC) > 1)
+        err = gemm_bwd_w_split(h, dw, inp, dout, M, s->C, s->OC, c1_wg_part(scratch, s), (cudaStream_t)stream);
+    else
+        err = gemm_bwd_w(h, dw, inp, dout, M, s->C, s->OC);
+    if (err) return err;
     return db ? bias_grad(db, dout, (size_t)M, s->OC, (double *)scratch, (cudaStream_t)stream) : 0;
 }
 
@@ -448,7 +511,8 @@ int tb_cuda_conv1x1_backward_data(tb_cublas *cublas, float *dinp, const float *d
 
 size_t tb_cuda_conv1x1_scratch_bytes(const struct conv_shape *s)
 {
-    return (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * (size_t)s->OC * sizeof(double);
+    const size_t M = (size_t)s->N * s->OH * s->OW, bias = (size_t)ops_chunks(M) * (size_t)s->OC * sizeof(double);
+    return ((bias + 255) & ~(size_t)255) + wg_part_floats(M, s->C, s->OC) * sizeof(float);
 }
 
 int tb_cuda_conv1x1_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,

@@ -462,8 +462,9 @@ __global__ void k_dw_bwd_params_s(double *part, const T *inp, const T *dout, bn_
     ops_part_store<TAPS + 1>(part, acc, sh, blockIdx.z, C, c);
 }
 
-/* dst[e] += Σ_k part[k][e] for e < n_w into dw, then n_b more into db (may be NULL): chunks in order. */
-__global__ void k_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b)
+/* dst[e] += Σ_k part[k][e] for e < n_w into dw, then n_b more into db (may be NULL): chunks in order, summed in
+ * double (parts of double, or of float from a split GEMM). */
+template <typename P> __global__ void k_parts_finish(float *dw, float *db, const P *part, int K, size_t n_w, size_t n_b)
 {
     size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x, n = n_w + n_b;
     if (e >= n || (e >= n_w && !db)) return;
@@ -473,12 +474,21 @@ __global__ void k_parts_finish(float *dw, float *db, const double *part, int K, 
     else db[e - n_w] += (float)s;
 }
 
-int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st)
+template <typename P>
+static int parts_finish(float *dw, float *db, const P *part, int K, size_t n_w, size_t n_b, cudaStream_t st)
 {
     size_t n = n_w + n_b;
     if (n == 0) return 0;
-    k_parts_finish<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, n_b);
+    k_parts_finish<P><<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, n_b);
     return ops_launched();
+}
+int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st)
+{
+    return parts_finish(dw, db, part, K, n_w, n_b, st);
+}
+int ops_parts_finish(float *dw, float *db, const float *part, int K, size_t n_w, size_t n_b, cudaStream_t st)
+{
+    return parts_finish(dw, db, part, K, n_w, n_b, st);
 }
 
 /* Grouped forward: one thread per output element (oc fastest). */

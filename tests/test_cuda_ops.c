@@ -765,7 +765,9 @@ Test(cuda_ops, conv1x1)
 {
     need_gpu();
     tb_cublas *h = blas_handle();
-    static const int cases[][4] = {{2, 7, 9, 24}, {1, 5, 5, 96}, {3, 1, 1, 40}}; /* N, H, W, C; OC below */
+    /* N, H, W, C; OC below. The last has 8,427 rows against 16·35 weights: the weight gradient split in 2 row
+     * chunks of 4,213 and one more part for the last row (ops_conv.cu's wg_split). */
+    static const int cases[][4] = {{2, 7, 9, 24}, {1, 5, 5, 96}, {3, 1, 1, 40}, {3, 53, 53, 16}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
         struct conv_shape s;
@@ -1189,7 +1191,8 @@ Test(cuda_ops, conv1x1_bf16)
 {
     need_gpu();
     tb_cublas *h = blas_handle();
-    static const int cases[][4] = {{2, 7, 9, 24}, {1, 5, 5, 96}, {3, 1, 1, 40}}; /* N, H, W, C; OC below */
+    /* N, H, W, C; OC below; the last with the split weight gradient, as in conv1x1. */
+    static const int cases[][4] = {{2, 7, 9, 24}, {1, 5, 5, 96}, {3, 1, 1, 40}, {3, 53, 53, 16}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int *c = cases[i];
         struct conv_shape s;
