@@ -11,7 +11,7 @@ DEB_PKGS := cmake gcc make pkg-config libopenblas-dev libfftw3-dev libgsl-dev gn
             libcriterion-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin valgrind
 COMPARE_PKGS := python3-torch python3-torchvision
 
-.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile compare bench-mlp bench-scaling fuzz clean
+.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile compare bench-mlp bench-scaling kernbench fuzz clean
 
 all: build
 
@@ -126,6 +126,10 @@ bench-scaling: deps build
 # The memory floor of mnist-mlp's batch-1 Adam update (BENCHMARKS.md, issue 4).
 membw: build
 	@$(BUILD)/membw $(or $(PARAMS),167690) $(or $(THREADS),2)
+
+# Single-thread GFLOP/s of the skinny 1×1 GEMM kernels (gemm_rows, gemm_rows_atb) on EfficientNet-B0's shapes.
+kernbench: build
+	@$(BUILD)/kernbench $(or $(REPEATS),5)
 
 # Each reader's libFuzzer target runs 10^6 executions (FUZZ_RUNS), capped at SECONDS_PER_TARGET.
 fuzz:
