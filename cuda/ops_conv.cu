@@ -346,12 +346,12 @@ static int gemm_sb(tb_cublas *h, int m, int n, int k, const bf16 *A, int lda, lo
                                           ldc, sC, batch);
 }
 
-/* gemm_bwd_w through S row chunks (wg_split) into part (wg_part_floats), then their sum into dw. */
+/* gemm_bwd_w through S row chunks (wg_split's) into part (wg_part_floats), then their sum into dw. */
 template <typename T>
-static int gemm_bwd_w_split(tb_cublas *h, float *dw, const T *in, const T *dout, int M, int K, int OC, float *part,
-                            cudaStream_t st)
+static int gemm_bwd_w_split(tb_cublas *h, float *dw, const T *in, const T *dout, int M, int K, int OC, int S,
+                            float *part, cudaStream_t st)
 {
-    const int S = wg_split((size_t)M, K, OC), R = M / S, rest = M - S * R;
+    const int R = M / S, rest = M - S * R;
     const size_t out = (size_t)K * OC;
     int err = gemm_sb(h, OC, K, R, dout, OC, (long long)R * OC, in, K, (long long)R * K, part, OC, (long long)out, S);
     if (!err && rest)
@@ -397,11 +397,17 @@ static int fwd_common(tb_cublas *h, T *out, const T *in, const T *w, const float
     return gemm_fwd(h, out, in, w, M, Kd, OC, b ? 1.0f : 0.0f);
 }
 
-/* The bias-sum part buffer after the columns in the im2col scratch (the fp32 columns' size: bf16 fits). */
-static double *im2col_part(void *scratch, const conv_shape *s)
+/* Bytes of the im2col scratch before its bias-sum parts: the fp32 columns (bf16 fits), 256-byte aligned. */
+static size_t im2col_part_off(const conv_shape *s)
 {
     size_t P = (size_t)s->N * s->OH * s->OW, cols = P * s->KH * s->KW * (size_t)s->C * sizeof(float);
-    return (double *)((char *)scratch + ((cols + 255) & ~(size_t)255));
+    return (cols + 255) & ~(size_t)255;
+}
+
+/* The bias-sum part buffer after the columns in the im2col scratch. */
+static double *im2col_part(void *scratch, const conv_shape *s)
+{
+    return (double *)((char *)scratch + im2col_part_off(s));
 }
 
 /* The launchers, once per element type; the extern "C" entry points below name the instantiations. */
@@ -423,11 +429,12 @@ static int c1_backward_data(tb_cublas *h, T *dinp, const T *dout, const T *w, co
     return M ? gemm_bwd_data(h, dinp, dout, w, M, s->C, s->OC, acc ? 1.0f : 0.0f) : 0;
 }
 
-/* The split weight gradient's parts, after the bias gradient's chunk sums in the 1×1 scratch. */
-static float *c1_wg_part(void *scratch, const conv_shape *s)
+/* Bytes of the 1×1 scratch before the split weight gradient's parts: the bias gradient's chunk sums,
+ * 256-byte aligned. */
+static size_t c1_wg_off(const conv_shape *s)
 {
     const size_t bias = (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * (size_t)s->OC * sizeof(double);
-    return (float *)((char *)scratch + ((bias + 255) & ~(size_t)255));
+    return (bias + 255) & ~(size_t)255;
 }
 
 template <typename T>
@@ -437,8 +444,10 @@ static int c1_backward_params(tb_cublas *h, float *dw, float *db, const T *inp, 
     int M = gemm_rows(s, (size_t)s->C), err;
     if (M < 0 || !is_1x1(s)) return (int)cudaErrorInvalidValue;
     if (!M) return 0;
-    if (wg_split((size_t)M, s->C, s->OC) > 1)
-        err = gemm_bwd_w_split(h, dw, inp, dout, M, s->C, s->OC, c1_wg_part(scratch, s), (cudaStream_t)stream);
+    const int S = wg_split((size_t)M, s->C, s->OC);
+    if (S > 1)
+        err = gemm_bwd_w_split(h, dw, inp, dout, M, s->C, s->OC, S, (float *)((char *)scratch + c1_wg_off(s)),
+                               (cudaStream_t)stream);
     else
         err = gemm_bwd_w(h, dw, inp, dout, M, s->C, s->OC);
     if (err) return err;
@@ -511,8 +520,7 @@ int tb_cuda_conv1x1_backward_data(tb_cublas *cublas, float *dinp, const float *d
 
 size_t tb_cuda_conv1x1_scratch_bytes(const struct conv_shape *s)
 {
-    const size_t M = (size_t)s->N * s->OH * s->OW, bias = (size_t)ops_chunks(M) * (size_t)s->OC * sizeof(double);
-    return ((bias + 255) & ~(size_t)255) + wg_part_floats(M, s->C, s->OC) * sizeof(float);
+    return c1_wg_off(s) + wg_part_floats((size_t)s->N * s->OH * s->OW, s->C, s->OC) * sizeof(float);
 }
 
 int tb_cuda_conv1x1_backward_params(tb_cublas *cublas, float *dw, float *db, const float *inp, const float *dout,
@@ -523,8 +531,7 @@ int tb_cuda_conv1x1_backward_params(tb_cublas *cublas, float *dw, float *db, con
 
 size_t tb_cuda_conv_im2col_scratch_bytes(const struct conv_shape *s)
 {
-    size_t P = (size_t)s->N * s->OH * s->OW, cols = P * s->KH * s->KW * (size_t)s->C * sizeof(float);
-    return ((cols + 255) & ~(size_t)255) + (size_t)ops_chunks(P) * (size_t)s->OC * sizeof(double);
+    return im2col_part_off(s) + (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * (size_t)s->OC * sizeof(double);
 }
 
 int tb_cuda_conv_direct_fits(const struct conv_shape *s) { return dc_kind(s) != 0; }

@@ -435,9 +435,7 @@ Test(model_grad, effnet_b0_training_crop_flip_is_a_shifted_copy)
     const size_t per = (size_t)RES * RES * C;
     float *ev = malloc(B * per * sizeof(float)), *z = malloc(per * sizeof(float)), *tr = malloc(B * per * sizeof(float));
     cr_assert(ev && z && tr);
-    const struct exec_step base = {.n = B, .n_global = B, .first_index = 0, .step = 3, .seed = 3, .l0 = 0, .l1 = 1};
-    struct exec_step st = base;
-    st.x = x;
+    struct exec_step st = {.n = B, .n_global = B, .first_index = 0, .step = 3, .seed = 3, .x = x, .l0 = 0, .l1 = 1};
     exec_forward(&n.e.train, &st, 0, 1, NULL);
     memcpy(ev, exec_act(&n.e.train, in->out), B * per * sizeof(float));
     st.x = zero;
