@@ -213,7 +213,14 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
          * the next sample too), and writes the next output row. */
         const int inew = oy * S - P + K; /* first input row the next output row is the first to read */
         const size_t oi = ((size_t)n * IH + (size_t)(inew > 0 ? inew : 0)) * in_row, oo = (r + 1) * out_row;
-        struct dw_pf pf = pf_make(pf_in, oi, S * in_row, in_size, out, oo, out_row, out_size, nit);
+        /* Not the ring's source rows at stride 2: two rows of x an output row, their lines issued within
+         * this row's taps alone (a quarter of the pixels), outran the miss buffers; the hardware prefetcher
+         * streams them while bn_apply_rows makes the rows. One thread, batch 16, dwconv_forward_bn_in,
+         * alternating: 112×112×96 7.5–8.1 → 6.5–6.7 ms, 56×56×144 2.6–2.9 → 2.5–2.6. At stride 1, and
+         * reading a stored input, the prefetch still wins (56×56×144 s1 ring 3.4 vs 3.7 without; 112×112×96
+         * s2 stored 3.7 vs 5.5). */
+        const size_t in_pf = RING && S == 2 ? 0 : (size_t)S * in_row;
+        struct dw_pf pf = pf_make(pf_in, oi, in_pf, in_size, out, oo, out_row, out_size, nit);
         if (bordered8) {
             /* Runs of 8 output pixels from column 0; a run that reaches a border (or past OW: the last
              * may be partial, its phantom pixels summed and dropped) checks its input columns. Bordered
