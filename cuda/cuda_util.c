@@ -119,7 +119,7 @@ struct tb_cublas {
 /* Workspace cuBLAS may use per call: given explicitly, so that graph capture never allocates. NVIDIA's
  * cublasSetWorkspace notes recommend 32 MiB on Hopper (sm90 and later) and 4 MiB before it — what PyTorch
  * gives its handles too; a smaller one narrows the heuristics' choice of kernels (split-K among them).
- * TB_CUDA_CUBLAS_WS_MIB=N sets N MiB (1..1024; 4 is what every GPU got before the nineteenth session). */
+ * TB_CUDA_CUBLAS_WS_MIB=N sets N MiB (1..1024; 4 is what every GPU got until the twentieth session). */
 static size_t cublas_workspace_bytes(void)
 {
     const char *v = getenv("TB_CUDA_CUBLAS_WS_MIB");

@@ -485,22 +485,30 @@ Test(cuda, persistent_loop_vs_graph_and_cpu)
 
 /* EfficientNet at 32×32 (3 channels, 10 classes) with its initial parameters; the input layer keeps its
  * training crop and flip (keyed like dropout, so both devices draw the same). */
-static void effnet_fixture_drop(struct fixture *f, const char *name, const char *norm, int n, float drop)
+/* An EfficientNet variant at res×res on n synthetic samples, dropout and drop-connect at drop (< 0: the
+ * variant's rates). */
+static void effnet_fixture_at(struct fixture *f, const char *name, const char *norm, int n, float drop, int res)
 {
     memset(f, 0, sizeof *f);
     const struct workload *w = workload_find(name);
     cr_assert_not_null(w, "%s", name);
-    struct workload_opts o = {.classes = 10, .in_h = EFF_RES, .in_w = EFF_RES, .in_c = 3, .resolution = EFF_RES,
+    struct workload_opts o = {.classes = 10, .in_h = res, .in_w = res, .in_c = 3, .resolution = res,
                               .dropout = drop, .drop_connect = drop};
     snprintf(o.norm, sizeof o.norm, "%s", norm);
     cr_assert_eq(w->build(&f->m, &o), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(dataset_synthetic(n, EFF_RES, EFF_RES, 3, 10, 7, 1, &f->ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(dataset_synthetic(n, res, res, 3, 10, 7, 1, &f->ds), TB_OK, "%s", tb_error_get());
     f->y = malloc((size_t)n * sizeof *f->y);
     cr_assert_not_null(f->y);
     for (int i = 0; i < n; i++) f->y[i] = f->ds.labels[i];
     f->params = tu_fvec(f->m.n_params);
     f->buffers = tu_fvec(f->m.n_buffers);
     w->init(&f->m, f->params, f->buffers, 42);
+}
+
+/* effnet_fixture_at at EFF_RES. */
+static void effnet_fixture_drop(struct fixture *f, const char *name, const char *norm, int n, float drop)
+{
+    effnet_fixture_at(f, name, norm, n, drop, EFF_RES);
 }
 
 /* effnet_fixture_drop with the variant's dropout and drop-connect rates. */
@@ -718,7 +726,6 @@ Test(cuda, bf16_layout)
     fixture_free(&f[0]), fixture_free(&f[1]);
 }
 
-/* Runs without a GPU (the refusal comes before the probe): fp16 is one line naming it and the alternative. */
 /* The gradient arena (grad_layout.h), without a GPU: each gradient 256-byte aligned inside the arena, no two
  * gradients alive at one backward step sharing a byte, every layer's dout and din alive at its step, and the
  * arena under half the one-per-tensor layout on effnet-b0 (the point of sharing); fp32 and bf16 sizes. */
@@ -766,6 +773,7 @@ Test(cuda, grad_layout)
     fixture_free(&f[0]), fixture_free(&f[1]);
 }
 
+/* Runs without a GPU (the refusal comes before the probe): fp16 is one line naming it and the alternative. */
 Test(cuda, refuses_fp16)
 {
     struct fixture f;
@@ -953,12 +961,6 @@ Test(cuda, persistent_cluster_vs_grid_barriers)
     fixture_free(&f);
 }
 
-/* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) in the shared
- * gradient arena, evaluation in the training arena, against zeroing and accumulating (TB_CUDA_GRAD_ZERO=memset)
- * in one slot per tensor and evaluation in its own arena (TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own at
- * create): v and 0 + v are the same number, and nothing may be clobbered by what shares its bytes, so the
- * losses, every parameter gradient and an evaluation between two steps are equal (±0 alike), fp32 and bf16,
- * BatchNorm and G16 GroupNorm, drop-connect on. */
 /* One training step on both executors — a (the defaults), b (zeroing and accumulating, TB_CUDA_GRAD_ZERO=memset) —
  * and its loss and every parameter gradient equal (±0 alike). */
 static void same_step(struct executor *a, struct executor *b, const struct fixture *f, long step, const char *what)
@@ -1007,6 +1009,51 @@ static void overwrite_same_values(const char *name, const char *norm, int bf16)
     fixture_free(&f);
 }
 
+/* The 1×1 weight gradients split over row chunks (the default: one strided-batched GEMM into parts summed in
+ * chunk order) against the one GEMM (TB_CUDA_WGRAD=gemm, read at each call), in whole steps: at 64×64 batch 8
+ * the 32×32 layers have 8,192 rows, so they split in two (the executor tests at 32×32 never split). Same
+ * executor, same inputs, the gradients only summed in another order: every parameter gradient within 1e-5 in
+ * norm (1e-4 an element, of the tensor's scale), fp32 and bf16; the loss equal (the forward is the same). */
+static void wgrad_split_vs_gemm(int bf16)
+{
+    enum { RES = 64 };
+    struct fixture f;
+    effnet_fixture_at(&f, "effnet-b0", "batch", EFF_N, 0.0f, RES);
+    const struct executor_config c = bf16 ? config_bf16(EFF_N, OPTIM_SGD) : config("cuda", EFF_N, OPTIM_SGD);
+    struct executor ex;
+    ex_init_buffers(&ex, &f, &c);
+    const struct executor_pass p = pass(&f, EFF_N, 3, 0, 0);
+    double ls, lg;
+    executor_zero_grads(&ex);
+    cr_assert_eq(executor_forward_backward(&ex, &p, &ls), TB_OK, "%s", tb_error_get());
+    float *gs = fam_get(&ex, TF_GRADS);
+    executor_zero_grads(&ex);
+    cr_assert_eq(setenv("TB_CUDA_WGRAD", "gemm", 1), 0);
+    const int st = executor_forward_backward(&ex, &p, &lg);
+    unsetenv("TB_CUDA_WGRAD");
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(ls == lg, "%s: loss %.17g split, %.17g one GEMM", bf16 ? "bf16" : "fp32", ls, lg);
+    float *gg = fam_get(&ex, TF_GRADS);
+    const struct closeness q = {.tol = 1e-5, .floor = 1e-3, .elem = 1e-4};
+    check_tensors(&f.m, gs, gg, fam_n(&ex, TF_GRADS), TF_GRADS, &q, NULL, bf16 ? "wgrad split bf16" : "wgrad split");
+    free(gs), free(gg);
+    executor_destroy(&ex);
+    fixture_free(&f);
+}
+
+Test(cuda, effnet_wgrad_split_vs_one_gemm)
+{
+    need_gpu();
+    wgrad_split_vs_gemm(0);
+    wgrad_split_vs_gemm(1);
+}
+
+/* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) in the shared
+ * gradient arena, evaluation in the training arena, against zeroing and accumulating (TB_CUDA_GRAD_ZERO=memset)
+ * in one slot per tensor and evaluation in its own arena (TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own at
+ * create): v and 0 + v are the same number, and nothing may be clobbered by what shares its bytes, so the
+ * losses, every parameter gradient and an evaluation between two steps are equal (±0 alike), fp32 and bf16,
+ * BatchNorm and G16 GroupNorm, drop-connect on. */
 Test(cuda, effnet_gradient_arena_and_overwrite_same_values)
 {
     need_gpu();

@@ -393,6 +393,10 @@ mlp_step() {
     local name=$1 max=$2
     shift 2
     step "$name" "$max" env "$@" "${MLP_B1_100K[@]}" --out "$WORK/$name.jsonl" && note "$(row_headline "$WORK/$name.jsonl")"
+    # A refused cluster (grid barriers instead) or a chain the persistent kernel does not take (the graph
+    # instead) is said on stderr only: on the summary line, so a fallback's figure is not read as the switch's.
+    note "$(grep -h -m 2 -E 'TB_CUDA_MLP_SYNC=cluster:|persistent kernel does not take' "$WORK/$name.out" 2>/dev/null |
+        tr '\n' ' ')" || true
 }
 
 # b0_profile_step NAME MAX_S PRECISION [VAR=VALUE...]: B0_224_B256 for 10 steps with --profile (the per-layer
