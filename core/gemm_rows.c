@@ -29,7 +29,7 @@ int gemm_rows_fits(int K, int N)
 
 /* gemm_rows_atb's next panel of a and of b, prefetched a few lines per step of the FMA loop. */
 struct gr_pf {
-    struct pf_span a, b;
+    struct pf_span a, b, m0, m1; /* m0, m1: the caller's ranges (gemm_rows_atb_pf), over the whole call */
 };
 
 /* acc (RB,NV vectors) = Σ_{k<K} x[i·si + k·sk] · b[k, ·], from zero in registers: the one FMA loop of
@@ -47,6 +47,8 @@ AI void panel_fma(vf acc[RB_MAX][NV_MAX], const float *x, size_t si, size_t sk, 
         if (sp) {
             pf_span_step(&sp->a, 0);
             pf_span_step(&sp->b, 0);
+            pf_span_step(&sp->m0, 0);
+            pf_span_step(&sp->m1, 0);
         }
         vf bv[NV_MAX];
         for (int j = 0; j < NV; j++) bv[j] = LOAD_J(b + (size_t)k * ldb + j * VL, j);
@@ -194,8 +196,8 @@ void gemm_rows(float *y, size_t ldy, const float *x, size_t ldx, const float *b,
     if (stream) VFENCE_NT(); /* the stores are weakly ordered: make them visible before the barrier */
 }
 
-void gemm_rows_atb(float *c, size_t ldc, const float *a, size_t lda, const float *b, size_t ldb, size_t R, int K,
-                   int N)
+static void atb_run(float *c, size_t ldc, const float *a, size_t lda, const float *b, size_t ldb, size_t R, int K,
+                    int N, const float *m0, size_t n0f, const float *m1, size_t n1f)
 {
     const int nb = col_blocks(N);
     /* FMA steps a panel: one per row of the panel in every register block of every column block. */
@@ -207,6 +209,11 @@ void gemm_rows_atb(float *c, size_t ldc, const float *a, size_t lda, const float
         steps += K / RB_OF(nv) + K % RB_OF(nv);
     }
     steps *= ATB_ROWS;
+    const int more = m0 || m1;
+    const size_t panels = (R + ATB_ROWS - 1) / ATB_ROWS;
+    const struct pf_span m0s = pf_span_of(m0, m0 ? m0 + n0f : NULL, (size_t)steps * panels),
+                         m1s = pf_span_of(m1, m1 ? m1 + n1f : NULL, (size_t)steps * panels);
+    struct gr_pf sp = {.m0 = m0s, .m1 = m1s};
     for (size_t r0 = 0; r0 < R; r0 += ATB_ROWS) {
         const int rr = (int)(R - r0 < ATB_ROWS ? R - r0 : ATB_ROWS);
         const float *ar = a + r0 * lda, *br = b + r0 * ldb;
@@ -214,19 +221,29 @@ void gemm_rows_atb(float *c, size_t ldc, const float *a, size_t lda, const float
          * over the panel's FMA steps: from DRAM the loop otherwise waits on every new line. */
         const size_t n0 = r0 + ATB_ROWS, n1 = n0 + ATB_ROWS < R ? n0 + ATB_ROWS : R;
         const int pf = n0 < R && lda + ldb >= GR_PF_MIN_ATB;
-        struct gr_pf sp;
-        if (pf)
-            sp = (struct gr_pf){pf_span_of(a + n0 * lda, a + (n1 - 1) * lda + K, (size_t)steps),
-                                pf_span_of(b + n0 * ldb, b + (n1 - 1) * ldb + N, (size_t)steps)};
+        sp.a = pf ? pf_span_of(a + n0 * lda, a + (n1 - 1) * lda + K, (size_t)steps) : pf_span_of(NULL, NULL, 1);
+        sp.b = pf ? pf_span_of(b + n0 * ldb, b + (n1 - 1) * ldb + N, (size_t)steps) : pf_span_of(NULL, NULL, 1);
         for (int q = 0; q < nb; q++) {
             int v0, nv, full;
             vmask tail;
             col_block_of(N, nb, q, &v0, &nv, &full, &tail);
 #define ATB(NV_, FULL_)                                                                                  \
     atb_cols(c + (size_t)v0 * VL, ldc, ar, lda, br + (size_t)v0 * VL, ldb, rr, K, NV_, FULL_, tail, \
-             pf ? &sp : NULL)
+             pf || more ? &sp : NULL)
             DISPATCH(nv, full, ATB);
 #undef ATB
         }
     }
+}
+
+void gemm_rows_atb(float *c, size_t ldc, const float *a, size_t lda, const float *b, size_t ldb, size_t R, int K,
+                   int N)
+{
+    atb_run(c, ldc, a, lda, b, ldb, R, K, N, NULL, 0, NULL, 0);
+}
+
+void gemm_rows_atb_pf(float *c, size_t ldc, const float *a, size_t lda, const float *b, size_t ldb, size_t R, int K,
+                      int N, const float *m0, size_t n0, const float *m1, size_t n1)
+{
+    atb_run(c, ldc, a, lda, b, ldb, R, K, N, m0, n0, m1, n1);
 }

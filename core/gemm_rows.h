@@ -31,4 +31,9 @@ void gemm_rows(float *y, size_t ldy, const float *x, size_t ldx, const float *b,
 void gemm_rows_atb(float *c, size_t ldc, const float *a, size_t lda, const float *b, size_t ldb, size_t R, int K,
                    int N);
 
+/* gemm_rows_atb that also prefetches the n0 floats at m0 and the n1 at m1 (either may be NULL), a few lines per
+ * step of its FMA loop over the whole call: what the caller reads next, while this call computes. */
+void gemm_rows_atb_pf(float *c, size_t ldc, const float *a, size_t lda, const float *b, size_t ldb, size_t R, int K,
+                      int N, const float *m0, size_t n0, const float *m1, size_t n1);
+
 #endif
