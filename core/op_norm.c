@@ -189,24 +189,27 @@ static void norm_ch_slice(int C, int ith, int nth, int *c0, int *c1)
     *c0 = (int)lo, *c1 = (int)hi;
 }
 
+/* The passes whose sums chain through accumulators (the statistics; the SiLU backward's sums, with the
+ * sigmoid between the loads and the adds) prefetch the rows this many bytes ahead: with the hardware
+ * prefetcher alone they waited on their misses. One thread, statistics over a tensor in memory (add 0):
+ * 25.7 MB of C = 32 2.0–3.0 → 0.5 ms, C = 96 77 MB 2.0–2.2 → 1.8, C = 240 0.65 → 0.22 (2 and 4 KB ahead
+ * did less); the backward sums (with SE) of 50,176 × 144 3.4 → 2.3 ms, 12,544 × 240 1.3 → 1.1, the
+ * bandwidth-bound 200,704 × 96 unchanged, rows under 64 channels 5 % slower (so not there). Rows just
+ * written (add 1: the fused kernels' batches) are in cache. */
+enum { NORM_PF_BYTES = 8192 };
+
 #if defined(__AVX512F__)
 /* Channel blocks of 16 whose double accumulators (Σx, Σx² for the low and high 8 lanes: 4 registers a
  * block) stay in registers over all rows of a call: 6 blocks = 24 of the 32. With the accumulators in
  * memory every row (the compiler's vectorisation of the scalar loop, or a few rows per round trip) the
  * pass ran at 15–30 GB/s by C, from store-forwarding and 4K-aliasing stalls against the input. */
 enum { NORM_STATS_NB = 6 };
-/* A pass over a tensor in memory (add 0) prefetches the row this many bytes ahead: the rows' sums are
- * chains through the accumulators, and with them the hardware prefetcher alone left the pass waiting on
- * its misses (one thread, 25.7 MB of C = 32: 2.0–3.0 → 0.5 ms; C = 96, 77 MB: 2.0–2.2 → 1.8; C = 240
- * 0.65 → 0.22; 2 and 4 KB ahead did less). Rows just written (add 1: the fused kernels' batches) are in
- * cache. */
-enum { NORM_STATS_PF_BYTES = 8192 };
 
 /* s, q (16·NB channels from x, the last block's lanes in m) = Σx, Σx² over M rows of stride C. */
 static inline __attribute__((always_inline)) void norm_v_stats_nb(double *s, double *q, const float *x, size_t M,
                                                                   size_t C, const int NB, vmask m, int add)
 {
-    const size_t ahead = add ? 0 : (NORM_STATS_PF_BYTES + 4 * C - 1) / (4 * C);
+    const size_t ahead = add ? 0 : (NORM_PF_BYTES + 4 * C - 1) / (4 * C);
     __m512d acc[NORM_STATS_NB][4];
     for (int b = 0; b < NB; b++) {
         const __mmask8 lo = (__mmask8)((b == NB - 1 ? m : NV_ALL) & 0xFF), hi = (__mmask8)((b == NB - 1 ? m : NV_ALL) >> 8);
@@ -402,12 +405,18 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
          * Two rows per load/store of the accumulators; rows stay the outer loop, for locality. */
         float fs[NORM_CB], fq[NORM_CB];
         struct norm_se_rows sr = {.inv = inv};
+        const size_t ahead = C >= 64 ? (NORM_PF_BYTES + 4 * C - 1) / (4 * C) : 0; /* shorter rows: lost 5 % */
         for (size_t r0 = 0; r0 < M; r0 += NORM_FROWS) {
             const size_t r1 = M - r0 < NORM_FROWS ? M : r0 + NORM_FROWS;
             for (int j = 0; j < cv; j++) fs[j] = fq[j] = 0.0f;
             size_t r = r0;
             for (; r < r1; r += 2) {
                 const int nr = r + 2 <= r1 ? 2 : 1;
+                if (ahead && r + 2 + ahead < M) /* both rows' lines of x and dout, NORM_PF_BYTES ahead */
+                    for (size_t o = 0; o < 2 * C * 4; o += 64) {
+                        __builtin_prefetch((const char *)(inp + (r + ahead) * C) + o, 0, 3);
+                        __builtin_prefetch((const char *)(dout + (r + ahead) * C) + o, 1, 3);
+                    }
                 if (se)
                     for (int k = 0; k < nr; k++) {
                         const size_t o = (se->rbase + r + (size_t)k) / se->HW * C + (size_t)c0;
