@@ -39,6 +39,8 @@ static const struct cv_case cases[] = {
     {2, 15, 17, 64, 64, 3, 1, 4, -1},  /* several im2col chunks */
     {2, 9, 8, 6, 20, 3, 2, 1, -1},     /* C % 4 = 2: the direct weight gradient's two leftover channels */
     {2, 15, 19, 80, 200, 1, 1, 1, -1}, /* 1×1 past gemm_rows with small K: sgemm's small-matrix sub-tiles, tails */
+    {1, 9, 7, 5, 64, 3, 1, 1, -1},     /* the direct forward's 32-channel blocks, two of them */
+    {2, 8, 9, 64, 64, 3, 2, 2, -1},    /* ... in each of two groups */
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
