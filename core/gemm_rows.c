@@ -221,8 +221,8 @@ static void atb_run(float *c, size_t ldc, const float *a, size_t lda, const floa
          * over the panel's FMA steps: from DRAM the loop otherwise waits on every new line. */
         const size_t n0 = r0 + ATB_ROWS, n1 = n0 + ATB_ROWS < R ? n0 + ATB_ROWS : R;
         const int pf = n0 < R && lda + ldb >= GR_PF_MIN_ATB;
-        sp.a = pf ? pf_span_of(a + n0 * lda, a + (n1 - 1) * lda + K, (size_t)steps) : pf_span_of(NULL, NULL, 1);
-        sp.b = pf ? pf_span_of(b + n0 * ldb, b + (n1 - 1) * ldb + N, (size_t)steps) : pf_span_of(NULL, NULL, 1);
+        sp.a = pf ? pf_span_of(a + n0 * lda, a + (n1 - 1) * lda + K, (size_t)steps) : (struct pf_span){0};
+        sp.b = pf ? pf_span_of(b + n0 * ldb, b + (n1 - 1) * ldb + N, (size_t)steps) : (struct pf_span){0};
         for (int q = 0; q < nb; q++) {
             int v0, nv, full;
             vmask tail;

@@ -356,8 +356,8 @@ void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const
     }
 }
 
-/* wt (OC, C) = wᵀ for w (C, OC): each thread's own copy (at most 10,240 floats), so no barrier is needed. */
-static void transpose_w(float *restrict wt, const float *restrict w, int C, int OC)
+/* Callers keep each thread's own copy (at most 10,240 floats for gemm_rows' shapes), so no barrier is needed. */
+void conv_transpose_w(float *restrict wt, const float *restrict w, int C, int OC)
 {
     for (int c = 0; c < C; c++)
         for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
@@ -372,7 +372,7 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
     const int stream = gemm_stream(t.M, C);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
-    if (wt && lo < hi) transpose_w(wt, w, C, OC);
+    if (wt && lo < hi) conv_transpose_w(wt, w, C, OC);
     for (size_t u = lo; u < hi; u++) {
         size_t m0;
         int m, c0, n;
@@ -516,7 +516,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     float *wt = scratch; /* this thread's wᵀ (OC, C), as gemm1x1_backward_data makes it */
     float *piece = scratch + tb_align16((size_t)C * OC); /* dout's rows formed from the BatchNorm's */
     const int pf_next = tb_stream_floats(M * (size_t)OC);
-    transpose_w(wt, w, C, OC);
+    conv_transpose_w(wt, w, C, OC);
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;
         tb_slice(M, (int)k, K, &r0, &r1);
@@ -537,12 +537,9 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
              * (28×28 40 → 240, 12 MB: 4.0–4.1 → 4.3–4.4 ms). */
             const size_t rn = r + m;
             const size_t nm = pf_next && rn < M ? (M - rn < FUSED_BWD_ROWS ? M - rn : FUSED_BWD_ROWS) : 0;
-            if (bn)
-                gemm_rows_atb_pf(pk, (size_t)OC, inp + r * C, (size_t)C, dp, (size_t)OC, m, C, OC,
-                                 nm ? bn->dz + rn * OC : NULL, nm * OC, nm ? bn->x + rn * OC : NULL, nm * OC);
-            else
-                gemm_rows_atb_pf(pk, (size_t)OC, inp + r * C, (size_t)C, dp, (size_t)OC, m, C, OC,
-                                 nm ? dout + rn * OC : NULL, nm * OC, NULL, 0);
+            const float *next0 = nm ? (bn ? bn->dz : dout) + rn * OC : NULL, *next1 = nm && bn ? bn->x + rn * OC : NULL;
+            gemm_rows_atb_pf(pk, (size_t)OC, inp + r * C, (size_t)C, dp, (size_t)OC, m, C, OC, next0, nm * OC, next1,
+                             next1 ? nm * OC : 0);
         }
     }
 }

@@ -159,6 +159,8 @@ int conv_backward_gemm1x1_fusable(const struct conv_shape *s, int accumulate);
 struct conv_bn_dout {
     const float *dz, *x, *save, *coef;
 };
+/* wt (OC, C) = wᵀ for the 1×1 weights w (C, OC). */
+void conv_transpose_w(float *wt, const float *w, int C, int OC);
 /* Floats of per-thread scratch conv_backward_gemm1x1_fused_chunks needs: wᵀ and one piece of dout. */
 size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s);
 void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part, const float *inp,

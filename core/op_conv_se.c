@@ -56,8 +56,7 @@ static void se_rows(float *out, const float *in, const float *w, const float *sc
     float *wt = NULL; /* backward: wᵀ once a call, after the scaled matrix in scr */
     if (!fwd && k0 < k1) {
         wt = scr + (size_t)C * OC;
-        for (int c = 0; c < C; c++)
-            for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
+        conv_transpose_w(wt, w, C, OC);
     }
     size_t have = (size_t)-1;
     for (size_t k = k0; k < k1; k++) {

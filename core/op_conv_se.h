@@ -25,7 +25,8 @@ int conv_se_fusable(const struct conv_shape *s);
  * part, C·OC floats, at most a quarter of its scaled tensor, H·W·C): below that the per-sample parts and
  * short GEMMs cost more than the passes the fusion saves (BENCHMARKS.md, twentieth session). */
 int conv_se_pays(const struct conv_shape *s);
-/* Floats of per-thread scratch the forward and backward-data kernels need (one scaled weight matrix). */
+/* Floats of per-thread scratch the forward and backward-data kernels need (one scaled weight matrix, and
+ * wᵀ beside it for the backward-data pass). */
 size_t conv_se_scratch_floats(const struct conv_shape *s);
 /* Floats of the shared part buffer of the weight gradient: N·C·OC (one G[n] per sample). */
 size_t conv_se_part_floats(const struct conv_shape *s);

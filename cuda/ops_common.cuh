@@ -77,6 +77,9 @@ template <> __host__ __device__ __forceinline__ bf16 ops_to<bf16>(float v) { ret
 /* floor(a / b) for b > 0, at compile time: the register offsets of the blocked convolution kernels. */
 static constexpr __host__ __device__ int ops_floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
+/* bytes rounded up to 256: where a scratch's next block starts (cuBLAS's and the wide loads' alignment). */
+static constexpr size_t ops_align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
 
 /* dst[e] += Σ_k part[k·(n_w+n_b) + e], chunks in order, for e < n_w into dw, then n_b more into db (may be
  * NULL): the finish of every chunked weight gradient (ops_dwconv.cu). */

@@ -401,7 +401,7 @@ static int fwd_common(tb_cublas *h, T *out, const T *in, const T *w, const float
 static size_t im2col_part_off(const conv_shape *s)
 {
     size_t P = (size_t)s->N * s->OH * s->OW, cols = P * s->KH * s->KW * (size_t)s->C * sizeof(float);
-    return (cols + 255) & ~(size_t)255;
+    return ops_align256(cols);
 }
 
 /* The bias-sum part buffer after the columns in the im2col scratch. */
@@ -434,7 +434,7 @@ static int c1_backward_data(tb_cublas *h, T *dinp, const T *dout, const T *w, co
 static size_t c1_wg_off(const conv_shape *s)
 {
     const size_t bias = (size_t)ops_chunks((size_t)s->N * s->OH * s->OW) * (size_t)s->OC * sizeof(double);
-    return (bias + 255) & ~(size_t)255;
+    return ops_align256(bias);
 }
 
 template <typename T>

@@ -338,7 +338,7 @@ __global__ void k_bn_bwd_apply(T *dinp, const T *dout, const T *inp, const float
 /* Byte offset of the coefficient block after the part doubles (256-byte aligned). */
 static size_t bn_coef_offset(size_t M, int C)
 {
-    return ((size_t)ops_chunks(M) * 2 * (size_t)C * sizeof(double) + 255) & ~(size_t)255;
+    return ops_align256((size_t)ops_chunks(M) * 2 * (size_t)C * sizeof(double));
 }
 
 /* GroupNorm statistics: save (N,G,2) per (sample, group). Grid (G, N), block GN_THREADS. */
