@@ -18,7 +18,7 @@ enum { NV_MAX = 6, RB_MAX = 8, ATB_ROWS = 64, GROUP_ROWS = 24, ATB_PF_EVERY = 8 
 /* Software prefetch only where the hardware's falls short (measured): gemm_rows when a row of x is
  * longer than a line (K > 16: RB interleaved slow streams), gemm_rows_atb when a panel row of a and b
  * together is 64 floats or more. Below these the prefetch instructions cost more than they save. */
-enum { GR_PF_MIN_K = 16, GR_PF_MIN_ATB = 64 };
+enum { GR_PF_MIN_K = 16, GR_PF_MIN_ATB = 64, GR_PF_BYTES = 4096 };
 #define RB_OF(nv) ((nv) >= 5 ? 2 : (nv) == 4 ? 3 : (nv) == 3 ? 4 : (nv) == 2 ? 6 : 8)
 
 /* Measured on this VM (commit message): sgemm wins once the right-hand matrix leaves L1. */
@@ -97,11 +97,15 @@ AI void rows_cols(float *y, size_t ldy, const float *x, size_t ldx, const float 
                   int valid)
 {
     const int RB = RB_OF(NV);
+    /* x's rows GR_PF_BYTES ahead (at least the next block): with the next block alone, 1 KB ahead at 32
+     * columns, the misses came too late (200,704 rows 32 → 16 from memory: 2.1–2.3 → 1.5–1.6 ms; no change
+     * at 50,176 rows 96 → 24 or 144 → 24, 12,544 rows 240 → 40). */
+    const size_t ahead = GR_PF_BYTES / (ldx * sizeof(float)) > (size_t)RB ? GR_PF_BYTES / (ldx * sizeof(float)) : (size_t)RB;
     size_t m = 0;
     for (; m + RB <= M; m += RB) {
-        const size_t next = m + 2 * (size_t)RB; /* the next block's rows end here */
+        const size_t next = m + (size_t)RB + ahead; /* the prefetched block's rows end here */
         rows_block(y + m * ldy, ldy, x + m * ldx, ldx, b, ldb, K, RB, NV, FULL, tail, accumulate, stream,
-                   K > GR_PF_MIN_K && next <= xrows ? x + (m + RB) * ldx : NULL, ss, sq, valid);
+                   K > GR_PF_MIN_K && next <= xrows ? x + (m + ahead) * ldx : NULL, ss, sq, valid);
     }
     for (; m < M; m++)
         rows_block(y + m * ldy, ldy, x + m * ldx, ldx, b, ldb, K, 1, NV, FULL, tail, accumulate, stream, NULL, ss, sq,
