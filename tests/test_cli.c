@@ -857,8 +857,13 @@ Test(cli, profile_on_a_pool_records_idle_time_per_layer, .timeout = 120)
         for (int i = 0; i < types->n; i++) {
             const double sh = json_get_number(&types->items[i], "idle_share", NAN);
             cr_assert_eq(threads == 1, isnan(sh), "type %d: idle_share %g with %d thread(s)", i, sh, threads);
-            if (threads == 2) cr_assert(sh > -0.25 && sh <= 1.0, "type %s idles %g of its time",
-                                        json_get_str(&types->items[i], "op", "?"), sh);
+            /* Work is each thread's CPU time and a layer's time thread 0's clock, so a type of a few
+             * microseconds can read below 0 when another process takes a core mid-layer (seen once under
+             * ctest -j2); the lower bound is asserted where that offset is small against the type's time. */
+            const double secs = json_get_number(&types->items[i], "seconds", 0.0);
+            if (threads == 2)
+                cr_assert(sh <= 1.0 + 1e-9 && (secs < 1e-3 || sh > -0.25), "type %s idles %g of its %g s",
+                          json_get_str(&types->items[i], "op", "?"), sh, secs);
         }
         if (threads == 2) cr_assert(idle > 0.0 && idle < total, "idle %g s of %g s per step", idle, total);
         json_value_free(v);
