@@ -102,7 +102,7 @@ AI void rows_cols(float *y, size_t ldy, const float *x, size_t ldx, const float 
     /* x's rows GR_PF_BYTES ahead (at least the next block): with the next block alone, 1 KB ahead at 32
      * columns, the misses came too late (200,704 rows 32 → 16 from memory: 2.1–2.3 → 1.5–1.6 ms; no change
      * at 50,176 rows 96 → 24 or 144 → 24, 12,544 rows 240 → 40). */
-    const size_t ahead = GR_PF_BYTES / (ldx * sizeof(float)) > (size_t)RB ? GR_PF_BYTES / (ldx * sizeof(float)) : (size_t)RB;
+    const size_t rows_pf = GR_PF_BYTES / (ldx * sizeof(float)), ahead = rows_pf > (size_t)RB ? rows_pf : (size_t)RB;
     size_t m = 0;
     for (; m + RB <= M; m += RB) {
         const size_t next = m + (size_t)RB + ahead; /* the prefetched block's rows end here */

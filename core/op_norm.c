@@ -312,8 +312,9 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict y = out + r * C + (size_t)c0;
         int j = 0;
-        if (ahead)
-            for (size_t o = 0; o < (size_t)cn * 4; o += 64) __builtin_prefetch((const char *)(x + ahead * C) + o, 0, 3);
+        if (ahead) /* the address in integers: the rows ahead may lie past the tensor (a prefetch does not fault) */
+            for (size_t o = 0; o < (size_t)cn * 4; o += 64)
+                __builtin_prefetch((const void *)((uintptr_t)x + ahead * C * sizeof(float) + o), 0, 3);
 #if NORM_VEC
         for (; j < cv; j += VL) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, NV_ALL, 1, pacc ? pacc + j : NULL);
         if (j < cn) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, tm, 0, pacc ? pacc + j : NULL);
@@ -960,7 +961,7 @@ void bn_apply_rows(const struct bn_apply *ap, float *y, const float *x, size_t r
      * NORM_PF_BYTES ahead: the depthwise forward makes its input rows here, from x in memory, between taps
      * that read only cache, and the hardware prefetcher alone left the misses waiting (one thread, batch
      * 16, dwconv_forward_bn_in: 112×112×96 stride 2 6.6–7.4 → 5.1–5.3 ms, 56×56×144 5×5 stride 2 3.2 →
-     * 2.5, stride 1 3.8 → 3.5; in the step features.2.0.block.1.0's forward 7.0 → 5.0 ms). */
+     * 2.5, stride 1 3.8 → 3.5; in the step features.2.0.block.1.0's forward 7.0 → 4.8 ms). */
     norm_fwd_rows_k(y, x, ap->mean, ap->a, ap->beta, 0, rows, (size_t)ap->C, 0, ap->C, 1, 0, NULL, 1);
 }
 
@@ -994,12 +995,13 @@ static inline __attribute__((always_inline)) void bn_bwd_stream_block(struct bn_
      * is in cache): the stream read x from memory with the hardware prefetcher alone, and its misses did not
      * overlap the sigmoid (one thread, batch 16, dwconv_backward_data_bn at 112×112×96 stride 2: 12.1–12.8 →
      * 8.3–8.5 ms; in the step, with the weight gradient, 13.0 → 10.0). Past the rows given: the caller's
-     * next rows, or harmless lines past the tensor (a prefetch does not fault). From 32 channels (the sums
+     * next rows, or lines past the tensor (a prefetch does not fault). From 32 channels (the sums
      * alone lost at fewer than 64): 112×112×32 3.6–4.1 → 3.2–3.3 ms, in the step 4.93 → 4.42. */
     const size_t ahead = C >= 32 ? (NORM_PF_BYTES + 4 * Cs - 1) / (4 * Cs) : 0;
     for (; r + 2 <= end; r += 2) {
-        if (ahead)
-            for (size_t o = 0; o < 2 * Cs * 4; o += 64) __builtin_prefetch((const char *)(inp + (r + ahead) * Cs) + o, 0, 3);
+        if (ahead) /* in integers, as norm_fwd_rows_k's */
+            for (size_t o = 0; o < 2 * Cs * sizeof(float); o += 64)
+                __builtin_prefetch((const void *)((uintptr_t)(inp + r * Cs) + ahead * Cs * sizeof(float) + o), 0, 3);
         norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->ap.mean, st->ap.a, st->ap.beta, 1, 2,
                              NULL, yo ? yo + r * Cs : NULL);
     }
