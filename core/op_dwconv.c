@@ -218,8 +218,10 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
          * streams them while bn_apply_rows makes the rows. One thread, batch 16, dwconv_forward_bn_in,
          * alternating: 112×112×96 7.5–8.1 → 6.5–6.7 ms, 56×56×144 2.6–2.9 → 2.5–2.6. At stride 1, and
          * reading a stored input, the prefetch still wins (56×56×144 s1 ring 3.4 vs 3.7 without; 112×112×96
-         * s2 stored 3.7 vs 5.5). */
-        const size_t in_pf = RING && S == 2 ? 0 : (size_t)S * in_row;
+         * s2 stored 3.7 vs 5.5). Nor where bn_apply_rows prefetches x itself (BN_APPLY_PF_MIN_C channels
+         * or more): both streams at once lost (56×56×144 stride 1 2.9 without this one against 3.2 with;
+         * 28×28×240 1.9 against 2.0), while at 32 channels this one is the only prefetch (2.8 against 3.9). */
+        const size_t in_pf = RING && (S == 2 || C >= BN_APPLY_PF_MIN_C) ? 0 : (size_t)S * in_row;
         struct dw_pf pf = pf_make(pf_in, oi, in_pf, in_size, out, oo, out_row, out_size, nit);
         if (bordered8) {
             /* Runs of 8 output pixels from column 0; a run that reaches a border (or past OW: the last

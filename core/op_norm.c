@@ -307,7 +307,7 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
     const int cv = cn - cn % VL;
     const vmask tm = vmask_n(cn - cv);
 #endif
-    const size_t ahead = pf && C >= 64 ? (NORM_PF_BYTES + 4 * C - 1) / (4 * C) : 0;
+    const size_t ahead = pf && C >= BN_APPLY_PF_MIN_C ? (NORM_PF_BYTES + 4 * C - 1) / (4 * C) : 0;
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict y = out + r * C + (size_t)c0;

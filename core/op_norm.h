@@ -95,6 +95,8 @@ void bn_forward_train_finish(float *out, float *save, float *run_mean, float *ru
 void bn_stats_rows_add(double *part_k, const float *x, size_t rows, int C);
 
 #define BN_STREAM_MAX_C 2048
+/* Channels from which bn_apply_rows prefetches its rows of x ahead (fewer: the hardware's prefetch alone). */
+#define BN_APPLY_PF_MIN_C 64
 /* ---- A BatchNorm+SiLU's output formed by its consumer a few rows at a time, from x, as it needs them
  *      (the training forward's apply pass left out): bitwise bn_forward_train_finish's rows. ---- */
 struct bn_apply {
