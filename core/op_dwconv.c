@@ -443,8 +443,8 @@ DW_INLINE void slab_pf_line(struct dw_slab_pf *f)
  * tot[kx] += Σ_ox dout[ox]·inp[ox·S−P+kx], summed in registers first (two interleaved partials over
  * even/odd ox to hide FMA latency). */
 DW_INLINE void params_row(vf *tot, const float *irow, const float *drow, int c0, int c_end, int C, int W, int OW,
-                          int ox_lo, int ox_hi, const int K, const int S, const int FULL, struct dw_slab_pf *fd,
-                          struct dw_slab_pf *fi)
+                          int ox_lo, int ox_hi, const int K, const int S, const int FULL, const int PF,
+                          struct dw_slab_pf *fd, struct dw_slab_pf *fi)
 {
     const int P = (K - 1) / 2;
     const vmask m = vmask_n(c_end - c0);
@@ -467,8 +467,10 @@ DW_INLINE void params_row(vf *tot, const float *irow, const float *drow, int c0,
             pa[kx] = VFMA(d0, VLD(m, ip + (size_t)kx * C), pa[kx]);
             pb[kx] = VFMA(d1, VLD(m, ip + (size_t)(S + kx) * C), pb[kx]);
         }
-        slab_pf_line(fd);
-        for (int q = 0; q < S; q++) slab_pf_line(fi); /* S input pixels a dout pixel */
+        if (PF) {
+            slab_pf_line(fd);
+            for (int q = 0; q < S; q++) slab_pf_line(fi); /* S input pixels a dout pixel */
+        }
     }
     for (; ox < ox_hi; ox++) {
         const vf d = VLD(m, drow + (size_t)ox * C);
@@ -558,11 +560,11 @@ DW_INLINE void params_k(float *dw, float *db, const float *inp, const float *dou
                 if (iy < 0 || iy >= H) continue;
                 const float *irow = inp + (((size_t)n * H + iy) * W) * C;
                 for (int v = 0; v < full; v++)
-                    params_row(tot[v] + ky * K, irow, drow, s0 + v * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 1, &fd,
-                               &fi);
+                    params_row(tot[v] + ky * K, irow, drow, s0 + v * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 1, 1,
+                               &fd, &fi);
                 if (full < nb)
                     params_row(tot[full] + ky * K, irow, drow, s0 + full * VL, s1, C, W, OW, ox_lo, ox_hi, K, S, 0,
-                               &fd, &fi);
+                               1, &fd, &fi);
             }
         }
         for (int v = 0; v < nb; v++) {
@@ -752,24 +754,22 @@ int dwconv_bn_fusable(const struct conv_shape *s)
 }
 
 /* Tap row tk (K taps of C floats) += params_row's sums of one input row against one dout row, for the
- * channel block [c0, c0+VL) (the lanes below C when !FULL). The rows are in cache; nx streams the lines
- * the caller reads next (S a dout pixel pair). */
+ * channel block [c0, c0+VL) (the lanes below C when !FULL). The rows are in cache: no prefetch. */
 DW_INLINE void params_taps_add(float *tk, const float *irow, const float *drow, int c0, int C, int W, int OW,
-                               int ox_lo, int ox_hi, const int K, const int S, const int FULL, struct dw_slab_pf *nx)
+                               int ox_lo, int ox_hi, const int K, const int S, const int FULL)
 {
     const vmask m = vmask_n(C - c0);
-    struct dw_slab_pf nopf = {0};
     vf tot[5];
     DW_UNROLL for (int kx = 0; kx < K; kx++) tot[kx] = VLD(m, tk + (size_t)kx * C + c0);
-    params_row(tot, irow, drow, c0, C, C, W, OW, ox_lo, ox_hi, K, S, FULL, &nopf, nx);
+    params_row(tot, irow, drow, c0, C, C, W, OW, ox_lo, ox_hi, K, S, FULL, 0, NULL, NULL);
     DW_UNROLL for (int kx = 0; kx < K; kx++) VST(tk + (size_t)kx * C + c0, m, tot[kx]);
 }
 
 /* Input rows [r, rn) of the N·H, whose SiLU outputs are the rows of y: each paired with the output rows
  * it feeds (one per tap row ky), dwk (K², C) += that row's Σ_ox y·dout per tap, summed in registers first
- * by params_row, as params_k sums its (output row, tap row) pairs; nx prefetched as the taps go. */
+ * by params_row, as params_k sums its (output row, tap row) pairs. */
 DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, const struct conv_shape *s, size_t r,
-                              size_t rn, const int K, const int S, struct dw_slab_pf *nx)
+                              size_t rn, const int K, const int S)
 {
     const int P = (K - 1) / 2, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
     int ox_lo, ox_hi;
@@ -783,19 +783,19 @@ DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, con
             const float *drow = dout + ((size_t)n * OH + (size_t)(t / S)) * OW * C;
             float *tk = dwk + (size_t)ky * K * C;
             int c0 = 0;
-            for (; c0 + VL <= C; c0 += VL) params_taps_add(tk, yrow, drow, c0, C, W, OW, ox_lo, ox_hi, K, S, 1, nx);
-            if (c0 < C) params_taps_add(tk, yrow, drow, c0, C, W, OW, ox_lo, ox_hi, K, S, 0, nx);
+            for (; c0 + VL <= C; c0 += VL) params_taps_add(tk, yrow, drow, c0, C, W, OW, ox_lo, ox_hi, K, S, 1);
+            if (c0 < C) params_taps_add(tk, yrow, drow, c0, C, W, OW, ox_lo, ox_hi, K, S, 0);
         }
     }
 }
 
 static void params_in_rows_k(float *dwk, const float *y, const float *dout, const struct conv_shape *s, size_t r,
-                             size_t rn, struct dw_slab_pf *nx)
+                             size_t rn)
 {
-    if (s->KH == 3 && s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 3, 1, nx);
-    else if (s->KH == 3) params_in_rows(dwk, y, dout, s, r, rn, 3, 2, nx);
-    else if (s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 5, 1, nx);
-    else params_in_rows(dwk, y, dout, s, r, rn, 5, 2, nx);
+    if (s->KH == 3 && s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 3, 1);
+    else if (s->KH == 3) params_in_rows(dwk, y, dout, s, r, rn, 3, 2);
+    else if (s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 5, 1);
+    else params_in_rows(dwk, y, dout, s, r, rn, 5, 2);
 }
 
 size_t dwconv_bn_params_part_floats(const struct conv_shape *s)
@@ -828,15 +828,13 @@ void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, con
         for (size_t r = e0 / W, r1 = e1 / W; r < r1; r += batch) {
             const size_t rn = r1 - r < batch ? r1 : r + batch;
             bwd_data_rows(dinp, dout, w, s, r, rn, 0);
+            /* The stream prefetches x ahead itself (bn_bwd_stream_rows). The weight gradient's taps, on rows
+             * in cache, prefetched the next batch's x too (the twenty-first session: 112×112×96 stride 2
+             * 16.6–17.1 → 13.5–13.9 ms, one thread, batch 16); with the stream's own prefetch that second
+             * stream and its bookkeeping lost: 10.4 → 9.8 ms there, 56×56×144 5.7–6.1 → 5.3–5.5, 112×112×32
+             * 4.7 → 4.2, 56×56×144 5×5 stride 2 4.5–4.9 → 4.0–4.2 without it. */
             bn_bwd_stream_rows(&st, dinp + r * row, bn_in + r * row, ybuf, (rn - r) * W);
-            /* The weight gradient's taps (all compute, on rows in cache) prefetch the next batch's rows of
-             * x, a line every few FMAs: the stream reads them next, and without this its misses did not
-             * overlap anything (one thread, batch 16: 112×112×96 stride 2 16.6–17.1 → 13.5–13.9 ms,
-             * 56×56×144 6.2–6.6 → 6.0–6.3). */
-            const size_t rb = rn + (rn - r) < r1 ? rn + (rn - r) : r1;
-            struct dw_slab_pf nx = {(const char *)bn_in, rn * row * sizeof(float), rb * row * sizeof(float),
-                                    M * s->C * sizeof(float), 64, 1, 0};
-            if (dwk) params_in_rows_k(dwk, ybuf, dout, s, r, rn, &nx);
+            if (dwk) params_in_rows_k(dwk, ybuf, dout, s, r, rn);
         }
         bn_bwd_stream_end(&st);
     }
