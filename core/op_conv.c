@@ -515,7 +515,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     if (k0 >= k1) return;
     float *wt = scratch; /* this thread's wᵀ (OC, C), as gemm1x1_backward_data makes it */
     float *piece = scratch + tb_align16((size_t)C * OC); /* dout's rows formed from the BatchNorm's */
-    const int pf_next = tb_stream_floats(M * (size_t)OC);
+    const int pf_next = M * (size_t)OC * sizeof(float) >= ((size_t)4 << 20);
     conv_transpose_w(wt, w, C, OC);
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;
@@ -533,8 +533,9 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
             /* Where dout streams from memory, the weight gradient's FMAs prefetch the next piece's dout (or
              * the dz and x it is formed from): read in a burst at the piece's start, its misses overlapped
              * nothing (one thread, batch 16: 112×112 16 → 96 with its BatchNorm 12.3–12.6 → 10.4–10.9 ms,
-             * 56×56 24 → 144 6.0–6.2 → 5.7–6.0). From the L3 the prefetches cost more than they save
-             * (28×28 40 → 240, 12 MB: 4.0–4.1 → 4.3–4.4 ms). */
+             * 56×56 24 → 144 6.0–6.2 → 5.7–6.0). From 4 MB of dout: a harness that kept the 12 MB of a 28×28
+             * 40 → 240 layer in L3 said the prefetches cost more than they save (4.0–4.1 → 4.3–4.4 ms), but
+             * in the step, where the layers before evict it, they win (3.78 → 3.52, 3.68 → 3.55 ms). */
             const size_t rn = r + m;
             const size_t nm = pf_next && rn < M ? (M - rn < FUSED_BWD_ROWS ? M - rn : FUSED_BWD_ROWS) : 0;
             const float *next0 = nm ? (bn ? bn->dz : dout) + rn * OC : NULL, *next1 = nm && bn ? bn->x + rn * OC : NULL;
