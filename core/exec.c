@@ -280,11 +280,13 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
 
 /* Whether a depthwise convolution of shape cs whose backward runs its input BatchNorm's stream
  * (dw_fused) takes its weight gradient from the rows that stream recomputes (dwconv_backward_data_bn):
- * where its stored input would come back from memory, 77 MB at 112×112×96 batch 16. */
+ * where its stored input would come back from memory, from 8 MB (in the step, one thread, batch 16: the
+ * 12 MB input of 28×28×240 5×5 stride 2 2.20 → 1.61 ms; 8.4 MB at 14×14×672 unchanged; 6 MB at 14×14×480
+ * 1.41 → 1.47, so not there; a 16 MB gate had been set from a harness that kept its inputs in L3). */
 static int dw_params_in_bn(const struct model_inst *mi, const struct conv_shape *cs)
 {
     if (mi->dw_params_fuse < 0) return 0;
-    return mi->dw_params_fuse > 0 || tb_stream_floats((size_t)cs->N * cs->H * cs->W * cs->C);
+    return mi->dw_params_fuse > 0 || (size_t)cs->N * cs->H * cs->W * cs->C * sizeof(float) >= ((size_t)8 << 20);
 }
 
 /* Where dwconv_backward_data_bn's weight-gradient parts start in the shared buffer: after the BatchNorm's
