@@ -283,10 +283,11 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
  * where its stored input would come back from memory, from 8 MB (in the step, one thread, batch 16: the
  * 12 MB input of 28×28×240 5×5 stride 2 2.20 → 1.61 ms; 8.4 MB at 14×14×672 unchanged; 6 MB at 14×14×480
  * 1.41 → 1.47, so not there; a 16 MB gate had been set from a harness that kept its inputs in L3). */
+enum { DW_PARAMS_IN_BN_BYTES = 8 << 20 };
 static int dw_params_in_bn(const struct model_inst *mi, const struct conv_shape *cs)
 {
     if (mi->dw_params_fuse < 0) return 0;
-    return mi->dw_params_fuse > 0 || (size_t)cs->N * cs->H * cs->W * cs->C * sizeof(float) >= ((size_t)8 << 20);
+    return mi->dw_params_fuse > 0 || (size_t)cs->N * cs->H * cs->W * cs->C * sizeof(float) >= DW_PARAMS_IN_BN_BYTES;
 }
 
 /* Where dwconv_backward_data_bn's weight-gradient parts start in the shared buffer: after the BatchNorm's

@@ -495,7 +495,8 @@ int conv_backward_gemm1x1_fusable(const struct conv_shape *s, int accumulate)
 
 /* Rows of dout per piece of the fused pass: 64-row multiples (gemm_rows_atb's panels, so a chunk's part
  * is summed in the same panels as in one call), ~100 KB of a 96-channel dout, still in L2. */
-enum { FUSED_BWD_ROWS = 256 };
+/* FUSED_BWD_PF_BYTES: dout (or dz) from which the fused backward prefetches its next piece (below). */
+enum { FUSED_BWD_ROWS = 256, FUSED_BWD_PF_BYTES = 4 << 20 };
 
 size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s)
 {
@@ -515,7 +516,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     if (k0 >= k1) return;
     float *wt = scratch; /* this thread's wᵀ (OC, C), as gemm1x1_backward_data makes it */
     float *piece = scratch + tb_align16((size_t)C * OC); /* dout's rows formed from the BatchNorm's */
-    const int pf_next = M * (size_t)OC * sizeof(float) >= ((size_t)4 << 20);
+    const int pf_next = M * (size_t)OC * sizeof(float) >= FUSED_BWD_PF_BYTES;
     conv_transpose_w(wt, w, C, OC);
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;

@@ -198,6 +198,16 @@ static void norm_ch_slice(int C, int ith, int nth, int *c0, int *c1)
  * written (add 1: the fused kernels' batches) are in cache. */
 enum { NORM_PF_BYTES = 8192 };
 
+/* Rows of C floats that make NORM_PF_BYTES (rounded up): how far ahead those passes prefetch. */
+static inline size_t norm_pf_rows(size_t C) { return (NORM_PF_BYTES + 4 * C - 1) / (4 * C); }
+
+/* Prefetches for reading the lines of the `bytes` bytes that start `ahead` bytes past p. The address is
+ * formed in integers: the lines ahead may lie past the tensor (a prefetch does not fault). */
+static inline __attribute__((always_inline)) void norm_pf_read(const void *p, size_t ahead, size_t bytes)
+{
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)((uintptr_t)p + ahead + o), 0, 3);
+}
+
 #if defined(__AVX512F__)
 /* Channel blocks of 16 whose double accumulators (Σx, Σx² for the low and high 8 lanes: 4 registers a
  * block) stay in registers over all rows of a call: 6 blocks = 24 of the 32. With the accumulators in
@@ -209,7 +219,7 @@ enum { NORM_STATS_NB = 6 };
 static inline __attribute__((always_inline)) void norm_v_stats_nb(double *s, double *q, const float *x, size_t M,
                                                                   size_t C, const int NB, vmask m, int add)
 {
-    const size_t ahead = add ? 0 : (NORM_PF_BYTES + 4 * C - 1) / (4 * C);
+    const size_t ahead = add ? 0 : norm_pf_rows(C);
     __m512d acc[NORM_STATS_NB][4];
     for (int b = 0; b < NB; b++) {
         const __mmask8 lo = (__mmask8)((b == NB - 1 ? m : NV_ALL) & 0xFF), hi = (__mmask8)((b == NB - 1 ? m : NV_ALL) >> 8);
@@ -220,8 +230,7 @@ static inline __attribute__((always_inline)) void norm_v_stats_nb(double *s, dou
     }
     for (size_t r = 0; r < M; r++) {
         const float *xr = x + r * C;
-        if (ahead && r + ahead < M)
-            for (int b = 0; b < NB; b++) __builtin_prefetch(xr + ahead * C + 16 * b, 0, 3);
+        if (ahead && r + ahead < M) norm_pf_read(xr, ahead * C * sizeof(float), (size_t)NB * 64);
         for (int b = 0; b < NB; b++) {
             const vf v = _mm512_maskz_loadu_ps(b == NB - 1 ? m : NV_ALL, xr + 16 * b);
             const __m512d v0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
@@ -307,14 +316,12 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
     const int cv = cn - cn % VL;
     const vmask tm = vmask_n(cn - cv);
 #endif
-    const size_t ahead = pf && C >= BN_APPLY_PF_MIN_C ? (NORM_PF_BYTES + 4 * C - 1) / (4 * C) : 0;
+    const size_t ahead = pf && C >= BN_APPLY_PF_MIN_C ? norm_pf_rows(C) : 0;
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict y = out + r * C + (size_t)c0;
         int j = 0;
-        if (ahead) /* the address in integers: the rows ahead may lie past the tensor (a prefetch does not fault) */
-            for (size_t o = 0; o < (size_t)cn * 4; o += 64)
-                __builtin_prefetch((const void *)((uintptr_t)x + ahead * C * sizeof(float) + o), 0, 3);
+        if (ahead) norm_pf_read(x, ahead * C * sizeof(float), (size_t)cn * sizeof(float));
 #if NORM_VEC
         for (; j < cv; j += VL) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, NV_ALL, 1, pacc ? pacc + j : NULL);
         if (j < cn) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, tm, 0, pacc ? pacc + j : NULL);
@@ -409,7 +416,7 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
          * Two rows per load/store of the accumulators; rows stay the outer loop, for locality. */
         float fs[NORM_CB], fq[NORM_CB];
         struct norm_se_rows sr = {.inv = inv};
-        const size_t ahead = C >= 64 ? (NORM_PF_BYTES + 4 * C - 1) / (4 * C) : 0; /* shorter rows: lost 5 % */
+        const size_t ahead = C >= 64 ? norm_pf_rows(C) : 0; /* shorter rows: lost 5 % */
         for (size_t r0 = 0; r0 < M; r0 += NORM_FROWS) {
             const size_t r1 = M - r0 < NORM_FROWS ? M : r0 + NORM_FROWS;
             for (int j = 0; j < cv; j++) fs[j] = fq[j] = 0.0f;
@@ -997,11 +1004,9 @@ static inline __attribute__((always_inline)) void bn_bwd_stream_block(struct bn_
      * 8.3–8.5 ms; in the step, with the weight gradient, 13.0 → 10.0). Past the rows given: the caller's
      * next rows, or lines past the tensor (a prefetch does not fault). From 32 channels (the sums
      * alone lost at fewer than 64): 112×112×32 3.6–4.1 → 3.2–3.3 ms, in the step 4.93 → 4.42. */
-    const size_t ahead = C >= 32 ? (NORM_PF_BYTES + 4 * Cs - 1) / (4 * Cs) : 0;
+    const size_t ahead = C >= 32 ? norm_pf_rows(Cs) : 0;
     for (; r + 2 <= end; r += 2) {
-        if (ahead) /* in integers, as norm_fwd_rows_k's */
-            for (size_t o = 0; o < 2 * Cs * sizeof(float); o += 64)
-                __builtin_prefetch((const void *)((uintptr_t)(inp + r * Cs) + ahead * Cs * sizeof(float) + o), 0, 3);
+        if (ahead) norm_pf_read(inp + r * Cs, ahead * Cs * sizeof(float), 2 * Cs * sizeof(float));
         norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->ap.mean, st->ap.a, st->ap.beta, 1, 2,
                              NULL, yo ? yo + r * Cs : NULL);
     }
