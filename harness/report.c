@@ -146,7 +146,11 @@ static void field_text(const struct json_value *row, const char *field, char *bu
 {
     const struct json_value *v = json_get(json_get(row, "config"), field);
     buf[0] = '\0';
-    if (!v || (!strcmp(field, "steps_per_execution") && v->type == JSON_NUMBER && v->number == 0)) return;
+    /* 0 in these means the option was not given (the backend's default): no option to show. */
+    static const char *const unset0[] = {"steps_per_execution", "micro_batch", "ga", "replicas"};
+    for (size_t k = 0; v && v->type == JSON_NUMBER && v->number == 0 && k < sizeof unset0 / sizeof *unset0; k++)
+        if (!strcmp(field, unset0[k])) return;
+    if (!v) return;
     if (v->type == JSON_STRING) snprintf(buf, n, "%s", v->str);
     else if (v->type == JSON_NUMBER) snprintf(buf, n, "%g", v->number);
     else if (v->type == JSON_BOOL) snprintf(buf, n, "%s", v->boolean ? "on" : "off");
@@ -860,9 +864,17 @@ static void section_roofline(struct ctx *x)
      * neighbouring points (the same model at two batches sits at almost the same intensity) overlapped.
      * The key keeps a short label; the table under the chart gives each number's full options. Points of
      * one backend share a colour (column 3), each its own marker. */
-    char points[1 << 14] = "";
+    char points[1 << 14] = "", above[512] = "";
+    int n_above = 0;
     for (int j = 0; j < n; j++) {
         const struct json_value *r = x->rows.v[idx[j]];
+        /* Above the all-cores memory roof (CPU points with a calibration): the traffic model overestimated
+         * the bytes (a working set that stayed in cache), which the text below says. */
+        if (x->have_cal && !report_gpu_row(r) &&
+            fg(r, "gflops_per_s") > fg(r, "est_intensity_flop_per_byte") * x->cal.triad_all_gbs) {
+            size_t al = strlen(above);
+            snprintf(above + al, sizeof above - al, "%s%d", n_above++ ? ", " : "", j + 1);
+        }
         char label[640], var[512];
         variant_label(&x->rows, r, var, sizeof var);
         snprintf(label, sizeof label, "%d %s: %s%s b%d", j + 1, cs(r, "backend"), cs(r, "workload"),
@@ -901,6 +913,13 @@ static void section_roofline(struct ctx *x)
         fprintf(x->md, "No calibration of this machine (CPU model, core count and OpenBLAS kernel set of the latest "
                        "row) was found (run `bench --calibrate` on it), so the chart has no ceilings.\n\n");
     if (n_gpu) report_gpu_roofline_text(&x->gpu, x->md);
+    if (n_above)
+        fprintf(x->md, "Point%s %s lie%s above the memory roof: a run cannot compute faster than memory delivers its bytes, so %s moved fewer "
+                       "bytes than the model counts — a working set (weights, optimizer state, a small batch's "
+                       "activations) that stayed in the caches between steps. %s true intensity is higher: to the "
+                       "right of where %s drawn.\n\n",
+                n_above > 1 ? "s" : "", above, n_above > 1 ? "" : "s", n_above > 1 ? "those runs" : "that run",
+                n_above > 1 ? "Their" : "Its", n_above > 1 ? "they are" : "it is");
     md_chart(x, "roofline", title, render(x, "roofline.gp", "roofline", path, title, sub, vars));
     fprintf(x->md, "| point | backend | workload | batch | options | intensity FLOP/byte (estimated) | GFLOP/s |\n"
                    "|---:|---|---|---:|---|---:|---:|\n%s\n", points);
@@ -1190,10 +1209,15 @@ int report_generate(const struct report_opts *o, int *n_charts)
         la_min = la < la_min ? la : la_min;
         la_max = la > la_max ? la : la_max;
     }
-    if (la_max >= 0.0)
-        fprintf(x.md, "1-minute load average when the rows shown were written: %.1f to %.1f on %g cores (above the core "
-                      "count, other processes competed for the CPU and the figures are noisier).\n\n",
-                la_min, la_max, json_get_number(last, "machine.n_cores", 0));
+    if (la_max >= 0.0) {
+        /* Said as it was: a load above the core count means other processes competed for the CPU. */
+        const double cores = json_get_number(last, "machine.n_cores", 0);
+        fprintf(x.md, "1-minute load average when the rows shown were written: %.1f to %.1f on %g cores (%s).\n\n",
+                la_min, la_max, cores,
+                la_max > cores ? "above the core count at times: other processes competed for the CPU, and those "
+                                 "rows' figures are noisier"
+                               : "never above the core count: no sign of other processes competing for the CPU");
+    }
     fprintf(x.md, "Every figure is measured on that machine unless it says *estimated*. Units are in the column "
                   "names; result-row fields carry them as suffixes (`_s`, `_per_s`, `_mib`, `_gflops`).\n\n");
     if (x.have_cal)

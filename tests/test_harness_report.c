@@ -148,6 +148,7 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
     cr_assert(strstr(md, "*Uneven*: the runs (seeds) of a row marked so") != NULL, "%s", md);
     cr_assert(strstr(md, "sgemm n=2048 60.0 GFLOP/s") != NULL, "%s", md);
     cr_assert(strstr(md, "## Inference") != NULL && strstr(md, "0.021") != NULL);
+    cr_assert(strstr(md, "above the memory roof") == NULL, "every point is under its roof: %s", md);
     free(md);
 }
 
@@ -281,6 +282,25 @@ static char *report_md(const char *in, const char *cal, char **err)
     else free(e);
     snprintf(p, sizeof p, "%s/REPORT.md", out);
     return th_read(p);
+}
+
+/* A CPU point above the all-cores memory roof (80 GFLOP/s at 3.2 FLOP/byte against 18 GB/s: 57.6) is named
+ * under the roofline with why (its bytes stayed in cache); one under it (16) is not. */
+Test(harness_report, points_above_the_memory_roof_explained, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], cal[192];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(cal, sizeof cal, "calibration.json");
+    th_write(cal, "{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"T\",\"sgemm_n\":2048,\"cpu_model\":"
+                  "\"Fixture CPU\",\"cores\":2,\"blas_core\":\"Zen\",\"sgemm_1t_gflops\":60,\"sgemm_all_gflops\":115,"
+                  "\"all_threads\":2,\"triad_1t_gbs\":12,\"triad_all_gbs\":18}\n");
+    tp_row(in, "above", "cpu", 100000.0, 100000.0, "");
+    tp_row(in, "under", "threads", 20000.0, 20000.0, "");
+    char *md = report_md(in, cal, NULL);
+    cr_assert(strstr(md, "Point 1 lies above the memory roof") != NULL, "%s", md);
+    cr_assert(strstr(md, "that run moved fewer bytes than the model counts") != NULL, "%s", md);
+    cr_assert(strstr(md, "Point 2 lies") == NULL && strstr(md, "1, 2") == NULL, "%s", md);
+    free(md);
 }
 
 /* Issue 27 item 7: one headline figure. Issue 27's rows: threads' per-step median 164.6k img/s, cpu's 108.6k,
