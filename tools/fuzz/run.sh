@@ -22,7 +22,7 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
     exe="$out/fuzz_$t"
     case $t in
     safetensors)
-        srcs="$root/core/checkpoint.c $root/core/model.c $root/util/json.c $root/util/status.c"
+        srcs="$root/core/checkpoint.c $root/core/model.c $root/core/regular_file.c $root/util/json.c $root/util/status.c"
         # A valid file for the target's own model is written at start-up into seed_safetensors; the
         # committed corpus holds that file and its broken variants (truncations, bad header length,
         # JSON, dtype, shape, offsets, a missing tensor).
@@ -46,7 +46,7 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
         srcs="$srcs $(pkg-config --libs ompi-c 2>/dev/null || true)"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     *)
-        srcs="$root/util/status.c $root/util/rng.c $(ls "$root"/workloads/dataset*.c)"
+        srcs="$root/util/status.c $root/util/rng.c $root/core/regular_file.c $(ls "$root"/workloads/dataset*.c)"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     esac
     # shellcheck disable=SC2086
