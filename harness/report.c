@@ -146,11 +146,12 @@ static void field_text(const struct json_value *row, const char *field, char *bu
 {
     const struct json_value *v = json_get(json_get(row, "config"), field);
     buf[0] = '\0';
+    if (!v) return;
     /* 0 in these means the option was not given (the backend's default): no option to show. */
     static const char *const unset0[] = {"steps_per_execution", "micro_batch", "ga", "replicas"};
-    for (size_t k = 0; v && v->type == JSON_NUMBER && v->number == 0 && k < sizeof unset0 / sizeof *unset0; k++)
-        if (!strcmp(field, unset0[k])) return;
-    if (!v) return;
+    if (v->type == JSON_NUMBER && v->number == 0)
+        for (size_t k = 0; k < sizeof unset0 / sizeof *unset0; k++)
+            if (!strcmp(field, unset0[k])) return;
     if (v->type == JSON_STRING) snprintf(buf, n, "%s", v->str);
     else if (v->type == JSON_NUMBER) snprintf(buf, n, "%g", v->number);
     else if (v->type == JSON_BOOL) snprintf(buf, n, "%s", v->boolean ? "on" : "off");
