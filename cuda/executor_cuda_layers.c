@@ -141,10 +141,12 @@ size_t tb_cuda_effnet_scratch_bytes(const struct model *m, int n)
                 : is_1x1(&s)                      ? tb_cuda_conv1x1_scratch_bytes(&s)
                 : use_direct(&s)                  ? tb_cuda_conv_direct_scratch_bytes(&s)
                                                   : tb_cuda_conv_im2col_scratch_bytes(&s);
-            /* a direct conv whose input needs a gradient takes im2col's backward-data: its columns too */
-            if (l->op == OP_CONV && use_direct(&s) && ti->needs_grad) {
-                const size_t c = tb_cuda_conv_im2col_scratch_bytes(&s);
+            /* a direct conv whose input needs a gradient takes im2col's backward-data: its columns too; and
+             * TB_CUDA_CONV_ALGO is read at each call, so a shape the direct kernels fit gets room for both */
+            if (l->op == OP_CONV && !is_1x1(&s) && s.groups == 1 && tb_cuda_conv_direct_fits(&s)) {
+                const size_t c = tb_cuda_conv_im2col_scratch_bytes(&s), d = tb_cuda_conv_direct_scratch_bytes(&s);
                 b = c > b ? c : b;
+                b = d > b ? d : b;
             }
         } else if (l->op == OP_BN) {
             b = tb_cuda_bn_scratch_bytes((size_t)n * ti->h * ti->w, ti->c);

@@ -306,6 +306,10 @@ extern "C" cudaError_t tb_cuda_mlp_run(const struct tb_cuda_mlp_plan *p, struct 
 {
     if (n <= 0) return cudaSuccess;
     tb_cuda_mlp_plan pv = *p;
+    /* The shared-memory limit is the kernel function's, for the whole process: another plan (another executor)
+     * may have set it lower since this one was made. */
+    const cudaError_t set = cudaFuncSetAttribute(mlp_persist_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)p->smem);
+    if (set != cudaSuccess) return set;
     if (p->cluster) { /* one cluster of every block: no cooperative launch needed */
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute attr[1];

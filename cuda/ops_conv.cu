@@ -316,9 +316,8 @@ template <typename T> static int gemm_bwd_w(tb_cublas *h, float *dw, const T *in
  * (two waves of an H200's 132 SMs), at most WG_SPLIT; 1 (the one GEMM) where that gives under 2, or with
  * TB_CUDA_WGRAD=gemm (an A-B run). Rows past S·(M/S), fewer than S, go into one more part. */
 enum { WG_ROWS = 4096, WG_SPLIT = 256, WG_BLOCKS = 264, WG_TILE = 128 * 128 };
-static int wg_split(size_t M, int K, int OC)
+static int wg_split_auto(size_t M, int K, int OC)
 {
-    if (tb_cuda_env_is("TB_CUDA_WGRAD", "gemm")) return 1;
     const size_t out = (size_t)K * OC, tiles = (out + WG_TILE - 1) / WG_TILE;
     size_t s = (WG_BLOCKS + tiles - 1) / tiles;
     if (s > M / WG_ROWS) s = M / WG_ROWS;
@@ -326,10 +325,17 @@ static int wg_split(size_t M, int K, int OC)
     return s < 2 ? 1 : (int)s;
 }
 
-/* Parts (floats) of the split weight gradient: S·K·OC, plus one part for the rows past S·(M/S). */
+static int wg_split(size_t M, int K, int OC)
+{
+    return tb_cuda_env_is("TB_CUDA_WGRAD", "gemm") ? 1 : wg_split_auto(M, K, OC);
+}
+
+/* Parts (floats) of the split weight gradient: S·K·OC, plus one part for the rows past S·(M/S). Sized for
+ * the split whatever TB_CUDA_WGRAD says now: it is read at each call, so a scratch sized while it was set
+ * must still hold the parts once it is unset. */
 static size_t wg_part_floats(size_t M, int K, int OC)
 {
-    const int S = wg_split(M, K, OC);
+    const int S = wg_split_auto(M, K, OC);
     return S < 2 ? 0 : (size_t)(S + 1) * K * OC;
 }
 
