@@ -327,6 +327,7 @@ int backend_layer_profile(struct backend *b, double *prof, int *busy_threads)
         memset(prof + n2, 0, 2 * n2 * sizeof *prof);
     }
     *busy_threads = s.layer_busy && s.layer_busy_max ? s.busy_threads : 0;
+    prof[3 * n2] = (double)s.barriers;
     return TB_OK;
 }
 

@@ -94,6 +94,8 @@ struct backend_stats {
                                               layer (less barrier waits), summed over them (NULL: no pool) */
     const double *layer_busy_max;          /* --profile: (n_layers, 2) the busiest thread's work per layer */
     int busy_threads;                      /* threads layer_busy sums over */
+    unsigned barriers;                     /* barriers the schedule's threads completed together, mod 2^32 (0:
+                                              none, or one thread) */
     const int *conv_algos;                 /* (n_layers) enum conv_algo per layer (-1: none) */
     const struct trace_event *trace;       /* --trace: the last completed training step's per-layer events */
     int n_trace;
@@ -235,10 +237,11 @@ int backend_conv_algos(struct backend *b, int *algos);
 int backend_n_devices(struct backend *b);
 /* Fills r with what a pipelined backend measured; TB_EUNSUPPORTED for backends without pipelines. */
 int backend_pipeline_report(struct backend *b, struct pipeline_report *r);
-/* Copies the per-layer profile into prof (4·n_layers): (n_layers, 2) forward, backward seconds summed over
+/* Copies the per-layer profile into prof (6·n_layers + 1): (n_layers, 2) forward, backward seconds summed over
  * steps, then (n_layers, 2) work seconds summed over the device's threads, then (n_layers, 2) the busiest
- * thread's (zeros without a pool; the thread count in *busy_threads, 0 then); TB_EUNSUPPORTED if the backend was not prepared with profile = 1 or
- * cannot profile. */
+ * thread's (zeros without a pool; the thread count in *busy_threads, 0 then), then the barriers the threads
+ * have completed so far (mod 2^32; 0 without a pool); TB_EUNSUPPORTED if the backend was not prepared with
+ * profile = 1 or cannot profile. */
 int backend_layer_profile(struct backend *b, double *prof, int *busy_threads);
 /* Copies at most cap events of the last completed training step into ev (cap 0: ev may be NULL) and
  * returns the number the step has (as snprintf does), 0 when the backend keeps no timeline. */

@@ -150,6 +150,7 @@ static int lb_stats(struct backend *b, struct backend_stats *s)
     s->n_devices = c->ex.cfg.threads;
     s->layer_profile = es.profile;
     s->layer_busy = es.profile_busy, s->layer_busy_max = es.profile_busy_max, s->busy_threads = es.profile_threads;
+    s->barriers = es.barriers;
     s->conv_algos = es.conv_algos;
     c->trace.n = 0;
     if (b->cfg.trace && (rc = backend_executor_trace(&c->ex, 0, &c->trace)) != TB_OK) return rc;

@@ -570,6 +570,7 @@ static int mir_stats(struct backend *b, struct backend_stats *s)
     if (rc != TB_OK) return rc;
     s->n_devices = c->mpi ? c->world * c->R : c->R;
     s->layer_profile = es.profile;
+    if (c->pool) s->barriers = tpool_barriers(c->pool); /* the replicas' (ring steps, sync BatchNorm) */
     c->trace.n = 0;
     for (int r = 0; r < c->R && b->cfg.trace; r++)
         if ((rc = backend_executor_trace(&c->dev[r], global_replica(c, r), &c->trace)) != TB_OK) return rc;

@@ -125,6 +125,7 @@ struct executor_stats {
     const double *profile_busy_max; /* (n_layers, 2) the busiest thread's work seconds in each layer (summed
                                    over passes per thread); NULL with profile_busy */
     int profile_threads;   /* threads profile_busy sums over */
+    unsigned barriers;     /* barriers the device's threads have completed together, mod 2^32 (0: no pool) */
     const struct exec_trace_event *trace; /* the current step's events; NULL unless trace */
     int n_trace;
     const int *conv_algos; /* (n_layers) enum conv_algo per layer (-1: none); NULL if the device cannot tell */

@@ -445,6 +445,7 @@ static int cpu_stats(struct executor *ex, struct executor_stats *s)
         s->profile_busy_max = e->busy_sum + n2;
         s->profile_threads = e->nth;
     }
+    if (e->pool) s->barriers = tpool_barriers(e->pool);
     s->trace = e->trace.ev;
     s->n_trace = e->trace.ev ? e->trace.n : 0;
     s->conv_algos = e->algos;

@@ -194,6 +194,8 @@ void tpool_barrier(struct tpool *p) { tpool_barrier_wait(&p->bar); }
 
 int tpool_size(const struct tpool *p) { return p->n; }
 
+unsigned tpool_barriers(const struct tpool *p) { return atomic_load_explicit(&p->bar.gen, memory_order_relaxed); }
+
 void tpool_destroy(struct tpool *p)
 {
     if (!p) return;

@@ -39,6 +39,9 @@ void tpool_run(struct tpool *p, void (*fn)(void *arg, int ith, int nth), void *a
 void tpool_barrier(struct tpool *p);
 /* Number of threads, the caller included. */
 int tpool_size(const struct tpool *p);
+/* Barriers the pool's threads have completed together (tpool_barrier), mod 2^32: a difference of two reads
+ * counts those between them. */
+unsigned tpool_barriers(const struct tpool *p);
 /* Stops and joins the workers (NULL is fine). */
 void tpool_destroy(struct tpool *p);
 

@@ -12,6 +12,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,36 @@ static void *triad_worker(void *arg)
     }
     t->best_s = best;
     return NULL;
+}
+
+/* One barrier of a pinned pool of `threads` threads (the threads backend's pool: tpool), in µs: the best of a
+ * few runs of back-to-back barriers, so a wait for a late thread is left out and what remains is the cost a
+ * schedule pays per barrier on top of its imbalance. The pool pins its caller: the caller's mask is put back. */
+enum { BARRIER_REPS = 20000 };
+static void barrier_task(void *arg, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    for (int i = 0; i < BARRIER_REPS; i++) tpool_barrier(arg);
+}
+
+static double barrier_us(int threads)
+{
+    cpu_set_t mask;
+    const int have_mask = sched_getaffinity(0, sizeof mask, &mask) == 0;
+    struct tpool *p = tpool_create(threads, 1);
+    double best = 0.0;
+    if (p) {
+        tpool_run(p, barrier_task, p); /* untimed: wakes and places every worker */
+        for (int r = 0; r < 5; r++) {
+            const double t0 = tb_now_s();
+            tpool_run(p, barrier_task, p);
+            const double us = (tb_now_s() - t0) * 1e6 / BARRIER_REPS;
+            if (best == 0.0 || us < best) best = us;
+        }
+        tpool_destroy(p);
+    }
+    if (have_mask) sched_setaffinity(0, sizeof mask, &mask);
+    return best;
 }
 
 /* Best triad bandwidth in GB/s over n elements with `threads` threads; 0 on failure. */
@@ -147,6 +178,8 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     c->triad_1t_gbs = triad_gbs(x, y, z, elems, 1);
     c->triad_all_gbs = triad_gbs(x, y, z, elems, c->all_threads);
     free(x), free(y), free(z);
+    /* Last: the pool pins this thread while it lives, and OpenBLAS's threads must not inherit that. */
+    c->barrier_all_us = c->all_threads > 1 ? barrier_us(c->all_threads) : 0.0;
     return TB_OK;
 }
 
@@ -168,6 +201,7 @@ int calibrate_write(const struct calibration *c, const char *path)
     json_key_double(&b, "triad_1t_gbs", c->triad_1t_gbs);
     json_key_double(&b, "triad_all_gbs", c->triad_all_gbs);
     json_key_int(&b, "triad_elements", c->triad_elements);
+    if (c->barrier_all_us > 0.0) json_key_double(&b, "barrier_all_us", c->barrier_all_us);
     calibrate_gpu_write_json(&c->gpu, &b);
     json_end_object(&b);
     int st = json_buf_status(&b);
@@ -229,6 +263,8 @@ int calibrate_read(const char *path, struct calibration *c)
     c->triad_1t_gbs = json_get_number(v, "triad_1t_gbs", 0);
     c->triad_all_gbs = json_get_number(v, "triad_all_gbs", 0);
     c->triad_elements = (long)json_get_number(v, "triad_elements", 0);
+    c->barrier_all_us = json_get_number(v, "barrier_all_us", 0);
+    if (!(c->barrier_all_us >= 0.0 && c->barrier_all_us < 1e6)) c->barrier_all_us = 0.0; /* NaN, negative: unknown */
     c->cores = (int)json_get_number(v, "cores", 0);
     snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
     snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));

@@ -51,6 +51,8 @@ struct calibration {
     double triad_1t_gbs;       /* GB/s (1e9 bytes/s), one thread */
     double triad_all_gbs;      /* GB/s, all_threads threads */
     long triad_elements;       /* per array */
+    double barrier_all_us;     /* one barrier of a pinned pool of all_threads threads (the threads backend's), µs;
+                                  0: not measured (one core, or a file from before it was) */
     char cpu_model[128];
     int cores;                 /* online logical CPUs where it was measured */
     char blas_core[64];

@@ -252,6 +252,9 @@ static int cmd_calibrate(const char *path, int only_if_needed)
            cal.sgemm_1t_gflops, cal.sgemm_all_gflops, cal.all_threads, cal.blas_core);
     printf("  triad       %.2f GB/s on 1 thread, %.2f GB/s on all (3 x %ld doubles)\n", cal.triad_1t_gbs,
            cal.triad_all_gbs, cal.triad_elements);
+    if (cal.barrier_all_us > 0.0)
+        printf("  barrier     %.2f us on %d pinned threads (the threads backend's pool)\n", cal.barrier_all_us,
+               cal.all_threads);
     print_gpu_calibration(&cal.gpu);
     printf("  written to  %s\n", path);
     double la[1];

@@ -182,6 +182,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
         json_key_int(b, "all_threads", s->cal.all_threads);
         json_key_double(b, "triad_1t_gbs", s->cal.triad_1t_gbs);
         json_key_double(b, "triad_all_gbs", s->cal.triad_all_gbs);
+        if (s->cal.barrier_all_us > 0.0) json_key_double(b, "barrier_all_us", s->cal.barrier_all_us);
         json_key_str(b, "timestamp", s->cal.timestamp);
         json_key_str(b, "cpu_model", s->cal.cpu_model);
         json_key_int(b, "cores", s->cal.cores);
@@ -253,6 +254,11 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
     if (!d) return;
     for (int i = 0; i < 6 * L; i++) d[i] = s->prof1[i] - s->prof0[i];
     json_key_int(b, "layer_times_steps", steps);
+    /* The pool's barriers a step (a count mod 2^32 at both ends): with the calibrated cost of one, what
+     * synchronisation alone takes of a step, apart from the waits for late threads that idle_s holds. */
+    const unsigned nb = (unsigned)s->prof1[6 * L] - (unsigned)s->prof0[6 * L];
+    const double per_step = (double)nb / (double)steps;
+    if (nb > 0) json_key_double(b, "barriers_per_step", per_step);
     json_key_array(b, "layer_times");
     for (int i = 0; i < L; i++) {
         json_begin_object(b);
@@ -277,6 +283,14 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
     if (s->primary && !s->c.quiet) {
         printf("  per layer type over %ld steps (forward + backward):\n", steps);
         layer_profile_print(rows, n, s->have_cal ? s->cal.sgemm_1t_gflops : 0.0, stdout);
+        if (nb > 0) {
+            printf("  barriers    %.0f a step", per_step);
+            /* The calibrated cost is of a pool as wide as the machine: only a run that wide can use it. */
+            if (s->have_cal && s->cal.barrier_all_us > 0.0 && s->busy_threads == s->cal.all_threads)
+                printf(", x %.2f us each (bench --calibrate) = %.3f ms of synchronisation a step", s->cal.barrier_all_us,
+                       per_step * s->cal.barrier_all_us * 1e-3);
+            printf("\n");
+        }
     }
     free(d);
 }

@@ -370,7 +370,7 @@ void profile_begin(struct session *s)
 {
     s->prof_ok = 0;
     if (!s->c.run.profile) return;
-    const size_t n = 6 * (size_t)s->m.n_layers;
+    const size_t n = 6 * (size_t)s->m.n_layers + 1; /* backend_layer_profile's layout */
     if (!s->prof0) s->prof0 = calloc(n, sizeof(double));
     if (!s->prof1) s->prof1 = calloc(n, sizeof(double));
     if (!s->prof0 || !s->prof1) return;

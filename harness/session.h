@@ -71,7 +71,7 @@ struct session {
     double setup_time_s;
     int primary;                /* not a non-zero MPI rank: prints, writes rows and logs */
     double *prof0, *prof1;      /* --profile: per-layer (n_layers, 2) seconds, then threads' work (n_layers, 2)
-                                   and the busiest thread's (n_layers, 2),
+                                   and the busiest thread's (n_layers, 2), then the pool's barriers so far,
                                    at the start / end of a run (backend_layer_profile) */
     int busy_threads;           /* threads the work seconds sum over (0: the backend has no pool) */
     int prof_ok;                /* the backend delivered a per-layer profile at the start of this run */

@@ -741,7 +741,7 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
         pb += r.param_bytes[s];
     }
     cr_assert_eq(pb, 4.0 * (double)m.n_params, "stage parameter slices tile the arena");
-    double *prof = tu_dvec(6 * (size_t)m.n_layers);
+    double *prof = tu_dvec(6 * (size_t)m.n_layers + 1);
     int busy_threads = -1;
     cr_assert_eq(backend_layer_profile(&b, prof, &busy_threads), TB_OK, "%s", tb_error_get());
     cr_assert_eq(busy_threads, 0, "stages run on one thread each: no busy-time profile");

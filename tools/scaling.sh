@@ -74,7 +74,7 @@ echo "scaling: $C cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo
 # The ceilings a perfect schedule would hit: sgemm and triad on one thread and on all (compute-bound layers
 # can gain the first ratio, memory-bound ones — BatchNorm, depthwise, elementwise — at most the second).
 CAL=$(dirname "$OUT")/scaling-calibration.json
-"$B" --calibrate --calibration "$CAL" 2>&1 | grep -E '^  (sgemm|triad)' || echo "scaling: calibration failed"
+"$B" --calibrate --calibration "$CAL" 2>&1 | grep -E '^  (sgemm|triad|barrier)' || echo "scaling: calibration failed"
 for phase in $PHASES; do
     round=1
     case $phase in
@@ -140,6 +140,7 @@ def ips(label):
     return statistics.median(r["figures"]["images_per_s"] for r in rs) if rs else None
 m = rows[0]["machine"] if rows else {}
 print(f"# Scaling on {m.get('cpu_model', '?')}, {cores} cores (tools/scaling.sh; medians over rounds)\n")
+cal = {}
 try:
     cal = json.load(open(sys.argv[3]))
     t = cal["all_threads"]
@@ -189,6 +190,18 @@ for res in ("224", "32"):
         t1, (tn, idle) = one[k][0], many[k]
         print(f"| {k} | {1e3 * t1:.1f} | {1e3 * tn:.1f} | {100 * t1 / (top * tn) if tn else 0:.0f} % | {100 * idle:.0f} % | {1e3 * l:.1f} |")
     print()
+    # Barriers: a count a step (figures.barriers_per_step) times the calibrated cost of one at all cores.
+    rs = pts[f"strong-{res}-{top}"]
+    nb = statistics.median(r["figures"].get("barriers_per_step", 0) for r in rs)
+    us = cal.get("barrier_all_us", 0) if isinstance(cal, dict) else 0
+    step_ms = 1e3 * statistics.median(sum(l["forward_s"] + l["backward_s"] for l in r["figures"].get("layer_times", []))
+                                      for r in rs)
+    if nb and us and step_ms and top == cal.get("all_threads"):
+        print(f"Barriers at {top} threads: {nb:.0f} a step x {us:.2f} us (bench --calibrate, a pool of {top}) = "
+              f"{nb * us / 1e3:.2f} ms of synchronisation, {100 * nb * us / 1e3 / step_ms:.1f} % of the "
+              f"{step_ms:.1f} ms the layers took; the rest of the idle share is waiting for late threads.\n")
+    elif nb:
+        print(f"Barriers at {top} threads: {nb:.0f} a step (no calibrated cost of one for {top} threads).\n")
 # SIMULATED: the busiest thread's CPU work per layer at SIM threads (work_max_s) against one thread's time.
 for res in ("224", "32"):
     ks = sorted({int(k.rsplit("-", 1)[1]) for k in pts if k.startswith(f"sim-{res}-")})
