@@ -141,12 +141,12 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
         if (s < N_FORCED) e = find_entry(&n.m, forced[s]);
         const size_t idx = e->off + rng_hash(5, 2, s) % e->n;
         /* At resolution 16 the last stages are 1×1, so a k×k depthwise tap off the centre sees only
-         * padding: its gradient is exactly 0 and its central difference too. Such draws check nothing. */
-        if (g[idx] == 0.0f) {
-            zero++;
-            continue;
-        }
-        checked++;
+         * padding: its gradient is exactly 0. Such a draw is checked too (its central difference must be 0
+         * within the loss noise: a gradient the backward dropped is not), but does not count towards the
+         * GC_SAMPLES non-zero ones. */
+        const int is_zero = g[idx] == 0.0f;
+        if (is_zero) zero++;
+        else checked++;
         /* Richardson extrapolation of two central differences, (4·D(h/2) − D(h))/3, cancels the h² term.
          * The step scales inversely with the tensor's RMS gradient (the loss moves by ~1e-2·|L| per
          * step): early depthwise weights carry gradients up to ~20 and strong curvature, so they need a
@@ -155,7 +155,7 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
         double rms = 0.0;
         for (size_t i = 0; i < e->n; i++) rms += (double)g[e->off + i] * g[e->off + i];
         rms = sqrt(rms / (double)e->n);
-        const float h = (float)fmin(1e-1, fmax(2e-3, 1e-2 * fabs(l0) / rms));
+        const float h = (float)fmin(1e-1, fmax(2e-3, rms > 0.0 ? 1e-2 * fabs(l0) / rms : 1.0));
         const double fd = (4.0 * central(&n, idx, 0.5f * h, x, y, GC_BATCH) - central(&n, idx, h, x, y, GC_BATCH)) / 3.0;
         const double bp = g[idx];
         /* 5 % relative, plus 3σ of the extrapolation's share of the loss noise (σ_L = 8e-6·|L|). */
@@ -171,9 +171,9 @@ Test(model_grad, effnet_b0_groupnorm_matches_central_differences, .timeout = 120
         }
     }
     cr_assert_eq(checked, GC_SAMPLES, "only %d non-zero gradients found in %d draws", checked, checked + zero);
-    cr_log_info("gradient check: %d samples (%d structurally zero skipped), worst error/tolerance %.3g", checked, zero,
-                worst);
-    cr_assert_eq(fails, 0, "%d of %d sampled gradients disagree with central differences", fails, GC_SAMPLES);
+    cr_log_info("gradient check: %d samples (and %d zero gradients, their differences zero too), worst "
+                "error/tolerance %.3g", checked, zero, worst);
+    cr_assert_eq(fails, 0, "%d of %d sampled gradients disagree with central differences", fails, checked + zero);
     /* The check is not vacuous: the gradient is non-zero across the model. */
     double gn = 0.0;
     for (size_t i = 0; i < n.m.n_params; i++) gn += (double)g[i] * g[i];
@@ -410,7 +410,10 @@ Test(model_grad, effnet_b0_groupnorm_loss_falls_in_30_adam_steps, .timeout = 120
     double last = 0.0;
     for (int s = TR_STEPS - 5; s < TR_STEPS; s++) last += loss[s] / 5.0;
     cr_log_info("loss: first step %.4f, mean of the last 5 steps %.4f", loss[0], last);
-    cr_assert(last < loss[0], "loss did not fall: first step %.4f, mean of the last 5 steps %.4f", loss[0], last);
+    /* Well below the start: each step sees other samples, so without updates the loss still drifts (8.28 →
+     * 8.13 measured with the update stubbed out); with them it ends near half (4.15). */
+    cr_assert(last < 0.7 * loss[0], "loss did not fall by 30 %%: first step %.4f, mean of the last 5 steps %.4f",
+              loss[0], last);
     free(labels);
     dataset_free(&ds);
     net_free(&n);
