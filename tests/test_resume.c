@@ -171,6 +171,11 @@ Test(resume, mirrored_and_ipu_resume_bitwise_their_straight_run, .timeout = 120)
         cr_assert_eq(rb_run(dir, "part2", be,
                             RB_ARGS("--steps", "60", "--no-eval", "--resume", "ck", "--save", "resumed.st")),
                      0, "backend line %d: resumed part failed", k);
+        /* It resumed (a run that ignored the checkpoint would end on the same bits too). */
+        struct json_value *r = rb_last_row(dir);
+        cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 25, "backend line %d", k);
+        cr_assert_eq(json_get_number(r, "figures.session_steps", -1), 35, "backend line %d", k);
+        json_value_free(r);
         char *a = rb_path(dir, "straight.st"), *b = rb_path(dir, "resumed.st");
         rb_assert_same_tensors(a, b, 0);
         free(a), free(b);
@@ -275,6 +280,10 @@ Test(resume, another_backend_continues_the_run)
     cr_assert_eq(rb_run(dir, "threads", RB_ARGS(RB_BASE), RB_ARGS("--steps", "200", "--no-eval", "--resume", "ck", "--backend",
                                                                    "threads", "--threads", "2", "--save", "resumed.st")),
                  0);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 80);
+    cr_assert_eq(json_get_number(r, "figures.session_steps", -1), 120);
+    json_value_free(r);
     char *a = rb_path(dir, "straight.st"), *b = rb_path(dir, "resumed.st");
     rb_assert_same_tensors(a, b, 0);
     free(a), free(b);
@@ -431,12 +440,17 @@ Test(resume, checkpoint_options_are_validated)
         {"--steps", "5", "--checkpoint-dir", "ck", NULL, NULL}, /* ck holds another run's checkpoints */
         {"--plan", "inference", "--checkpoint-dir", "ck2", NULL, NULL},
     };
+    /* What each message must name: the rule broken, not just any usage error. */
+    static const char *const needle[] = {"--save applies to --plan train", "--checkpoint-every needs --checkpoint-dir",
+                                         "--load x.st does not apply", "--plan throughput measures step times",
+                                         "already holds another run's checkpoints", "--plan inference measures"};
     cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "3", "--no-eval", "--checkpoint-dir", "ck")), 0);
     for (int i = 0; i < 6; i++) {
         const int code = rb_run(dir, "v", RB_ARGS(RB_BASE), cases[i]);
         char *err = rb_stderr(dir, "v");
         cr_assert_eq(code, 2, "case %d: exit %d: %s", i, code, err);
         cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "case %d: not one line: %s", i, err);
+        cr_assert(strstr(err, needle[i]), "case %d: the message does not say \"%s\": %s", i, needle[i], err);
         free(err);
     }
     tu_rm_rf(dir);
