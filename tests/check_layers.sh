@@ -24,6 +24,7 @@ set -u
 src=$1
 lib=$2
 nm=${3:-nm}
+command -v "$nm" >/dev/null 2>&1 || { echo "check_layers: no symbol lister '$nm': cannot check the layers' symbols"; exit 1; }
 layers="util core workloads backends harness"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -68,6 +69,8 @@ for l in $layers; do
     [ -f "$a" ] || { echo "missing archive $a"; exit 1; }
     "$nm" -g --defined-only "$a" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/def_$l"
     "$nm" -g --undefined-only "$a" 2>/dev/null | awk 'NF >= 2 { print $NF }' | sort -u >"$tmp/und_$l"
+    # A pipeline hides nm's failure: an archive that defines nothing means the listing failed, not a clean layer.
+    [ -s "$tmp/def_$l" ] || { echo "check_layers: $nm listed no symbols defined in $a"; exit 1; }
 done
 i=0
 for l in $layers; do
@@ -131,6 +134,7 @@ a="$lib/libtb_cuda.a"
 if [ -f "$a" ]; then
     "$nm" -g --defined-only "$a" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u >"$tmp/def_cuda"
     "$nm" -g --undefined-only "$a" 2>/dev/null | awk 'NF >= 2 { print $NF }' | sort -u >"$tmp/und_cuda"
+    [ -s "$tmp/def_cuda" ] || { echo "check_layers: $nm listed no symbols defined in $a"; exit 1; }
     comm -23 "$tmp/und_cuda" "$tmp/def_cuda" >"$tmp/need"
     for h in workloads backends harness; do
         for s in $(comm -12 "$tmp/need" "$tmp/def_$h"); do
