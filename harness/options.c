@@ -213,10 +213,15 @@ static int get_double(const char *opt, const char *s, double lo, double hi, int 
 
 static int get_float(const char *opt, const char *s, double lo, double hi, int hi_open, float *out)
 {
-    double v;
+    double v = 0.0; /* get_double sets it on success; zeroed for GCC, as get_int does */
     int st = get_double(opt, s, lo, hi, hi_open, &v);
-    if (st == TB_OK) *out = (float)v;
-    return st;
+    if (st != TB_OK) return st;
+    /* An open bound is checked again as stored: 0.99999999 is below 1 as a double and 1 as a float. */
+    if (hi_open && (double)(float)v >= hi)
+        return tb_error_set(TB_EINVAL, "--%s: expected a number in [%g, %g), got '%s' (%g in single precision)", opt,
+                            lo, hi, s, (double)(float)v);
+    *out = (float)v;
+    return TB_OK;
 }
 
 static int get_str(const char *opt, const char *s, char *dst, size_t n)
@@ -725,6 +730,14 @@ int bench_config_finish(struct bench_config *c)
     if (c->finished) return TB_OK;
     const struct workload *w = workload_find(c->workload);
     if (!w) return TB_EINVAL;
+    /* The model options a workload's builder applies; any other is a usage error, never a setting the row
+     * records and the run ignores (mnist-mlp has no resolution, normalisation, dropout or BatchNorm). */
+    static const struct { const char *opt; unsigned flag; } wl_opts[] = {
+        {"resolution", WL_OPT_RESOLUTION}, {"norm", WL_OPT_NORM}, {"dropout", WL_OPT_DROPOUT}, {"bn-eps", WL_OPT_BN_EPS}};
+    for (size_t k = 0; k < sizeof wl_opts / sizeof *wl_opts; k++)
+        if (!(w->opts & wl_opts[k].flag) && option_given(c, wl_opts[k].opt))
+            return tb_error_set(TB_EINVAL, "--%s is not an option of workload %s (its model has no such setting; "
+                                           "the EfficientNet workloads take it)", wl_opts[k].opt, w->name);
     struct backend probe;
     if (backend_create(&probe, c->backend) != TB_OK) return TB_EINVAL;
     backend_destroy(&probe);

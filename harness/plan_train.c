@@ -198,6 +198,23 @@ static int train_stopped(struct train_run *t, int st)
     return plan_stopped(s, st, t->run_id, t->batch, &si);
 }
 
+/* fp16 skips a step whose gradients overflowed; the diverged rule needs 10 in a row at the lowest scale, so a
+ * shorter run could skip every step and still look like a result. A run that applied no update trained
+ * nothing: it ends as diverged, with why. */
+static int train_applied_some(struct train_run *t)
+{
+    struct pipeline_report r;
+    const long ran = t->step - t->start;
+    if (ran < 1 || backend_pipeline_report(&t->s->be, &r) != TB_OK) {
+        tb_error_clear();
+        return TB_OK;
+    }
+    if (r.skipped_steps < ran) return TB_OK;
+    return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (loss "
+                                      "scale now %g; lower --lr, or run more steps so a dynamic scale can come down)",
+                        t->s->c.backend, t->s->w->name, ran, r.loss_scale);
+}
+
 /* The metadata members that tell another framework how to feed the saved model: the input layer's
  * affine map (pixels p → (p·scale − mean[c]) / std[c], done inside the model, so a PyTorch user applies
  * the same transform before torchvision's model), the resolution it resamples to, and the BatchNorm
@@ -401,6 +418,7 @@ int plan_train(struct session *s, int batch, const char *run_id, const struct sc
         return st;
     }
     st = train_last_checkpoint(&t, train_loop(&t));
+    if (st == TB_OK) st = train_applied_some(&t);
     if (st == TB_EINTR || st == TB_EDIVERGED) return train_stopped(&t, st);
     st = train_evaluate(&t, st);
     if (st == TB_OK) {

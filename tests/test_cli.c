@@ -491,6 +491,52 @@ Test(cli, an_option_of_another_backend_is_refused)
                        ARGS("--precision", "ipu", "cpu"));
 }
 
+/* A model option the workload's builder does not apply is refused, never recorded and ignored; a GroupNorm
+ * group count that does not divide a layer's channels is refused, never rounded to another; a value just
+ * below an open bound that single precision stores as the bound is refused as the bound is. */
+Test(cli, model_options_the_run_would_ignore_are_refused)
+{
+    expect_usage_error(ARGS("--workload", "mnist-mlp", "--resolution", "64", "--steps", "1", "--data", "synthetic"),
+                       ARGS("--resolution is not an option of workload mnist-mlp"));
+    expect_usage_error(ARGS("--workload", "mnist-mlp", "--norm", "group", "--describe"),
+                       ARGS("--norm is not an option of workload mnist-mlp"));
+    expect_usage_error(ARGS("--workload", "mnist-mlp", "--dropout", "0.5", "--plan", "throughput"),
+                       ARGS("--dropout is not an option of workload mnist-mlp"));
+    expect_usage_error(ARGS("--workload", "mnist-mlp", "--bn-eps", "1e-3", "--steps", "1"),
+                       ARGS("--bn-eps is not an option of workload mnist-mlp"));
+    expect_usage_error(ARGS("--workload", "effnet-b0", "--norm", "group:3", "--describe"),
+                       ARGS("group:3", "do not divide the 32 channels of features.0.1"));
+    expect_usage_error(ARGS("--workload", "effnet-b0", "--resolution", "32", "--norm", "group:16", "--describe"),
+                       ARGS("group:16", "24 channels"));
+    expect_usage_error(ARGS("--workload", "effnet-b0", "--dropout", "0.99999999", "--describe"),
+                       ARGS("--dropout", "[0, 1)", "single precision"));
+    expect_usage_error(ARGS("--momentum", "0.99999999", "--steps", "1"), ARGS("--momentum", "single precision"));
+    expect_usage_error(ARGS("--label-smoothing", "0.99999999", "--steps", "1"), ARGS("--label-smoothing"));
+}
+
+static struct json_value *first_row(const char *path);
+
+/* An fp16 run shorter than the 10-overflow rule in which every step overflowed applied no update: it ends as
+ * diverged (exit 1, a "diverged" row saying why), not as a result. */
+Test(cli, an_fp16_run_that_applied_no_update_is_not_a_result)
+{
+    char *dir = tu_mkdtemp("cli-fp16"), *out = NULL;
+    cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--backend", "ipu", "--stages", "2", "--precision", "fp16", "--loss-scale", "1e30", "--steps", "8",
+                   "--batch", "8", "--data", "synthetic", "--synthetic-samples", "256,64", "--mllog", "none", "--out",
+                   out),
+              &p);
+    cr_assert_eq(p.code, 1, "exit %d: %s", p.code, p.err);
+    cr_assert(strstr(p.err, "no update applied") && strstr(p.err, "all 8 steps"), "%s", p.err);
+    struct json_value *r = first_row(out);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "diverged");
+    json_value_free(r);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
+
 /* --device: cpu is the default; a device this binary was not built with, or an unknown one, is a usage error. */
 Test(cli, device_not_built_is_refused)
 {

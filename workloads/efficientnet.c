@@ -47,6 +47,8 @@ struct builder {
     int norm_group;   /* 0 BatchNorm, else GroupNorm with this many groups */
     float bn_eps, bn_momentum; /* BatchNorm's ε and Keras-convention momentum (running = m·running + (1−m)·batch) */
     uint32_t drop_id; /* rng ids of dropout / drop-connect layers */
+    char uneven[96];  /* the first norm layer whose channels norm_group does not divide ("" if none) */
+    int uneven_c;
 };
 
 static void pname(char *dst, const char *prefix, const char *suffix)
@@ -89,9 +91,9 @@ static int add_norm(struct builder *b, const char *prefix, int x, int act)
     /* Copies, not a pointer: model_add_layer may realloc the tensor array. */
     const struct tensor t = m->tensors[x];
     const int C = t.c;
-    int G = b->norm_group;
-    if (G > 0)
-        while (C % G) G--; /* channels are multiples of 8; G=4 always divides, others fall back */
+    const int G = b->norm_group;
+    if (G > 0 && C % G && !b->uneven[0]) /* channels are multiples of 8: G = 1, 2, 4, 8 always divide */
+        snprintf(b->uneven, sizeof b->uneven, "%s", prefix), b->uneven_c = C;
     int li = model_add_layer(m, G > 0 ? OP_GN : OP_BN, prefix, x, -1, t.h, t.w, C);
     struct layer *l = &m->layers[li];
     l->act = act ? ACT_SILU : ACT_NONE;
@@ -219,7 +221,7 @@ static int effnet_build(struct model *m, const struct workload_opts *o, int arg)
      * defaults (ε 1e-5, momentum 0.1 = Keras 0.9) for B0..B4; B5..B7 (ported TF weights) use ε 1e-3,
      * momentum 0.01 (= Keras 0.99). G16 follows its base variant. */
     const int tf_bn = vi % 8 >= 5;
-    struct builder b = {m, 0, tf_bn ? 1e-3f : 1e-5f, tf_bn ? 0.99f : 0.9f, 1};
+    struct builder b = {m, 0, tf_bn ? 1e-3f : 1e-5f, tf_bn ? 0.99f : 0.9f, 1, "", 0};
     if (o->bn_eps > 0.0f) b.bn_eps = o->bn_eps;
     if (strcmp(o->norm, "group") == 0) b.norm_group = o->norm_groups > 0 ? o->norm_groups : 4;
     else if (o->norm[0] && strcmp(o->norm, "batch") != 0)
@@ -268,6 +270,12 @@ static int effnet_build(struct model *m, const struct workload_opts *o, int arg)
     li = model_add_layer(m, OP_SOFTMAX_CE, "loss", x, -1, 1, 1, 1);
     m->layers[li].a.ce.smoothing = o->label_smoothing;
     for (int i = 0; i < m->n_layers; i++) m->flops_per_sample += m->layers[i].flops;
+    if (b.uneven[0]) { /* refused, not rounded to another G the row would not record */
+        model_free(m);
+        return tb_error_set(TB_EINVAL, "--norm group:%d: %d groups do not divide the %d channels of %s (%s's channels "
+                                       "are multiples of 8: 1, 2, 4 or 8 groups fit every layer)", b.norm_group,
+                            b.norm_group, b.uneven_c, b.uneven, name);
+    }
     return model_finalize(m);
 }
 
@@ -332,7 +340,7 @@ static void effnet_init(const struct model *m, float *params, float *buffers, ui
 #define G16_LR 0.2f
 #define EFFNET_DESC(k, nm, sum, recipe)                                                                    \
     {.name = nm, .summary = sum, .build = effnet_build_##k, .init = effnet_init, .batch = 128, .epochs = 1, \
-     .tta_target = 0.75f, .arg = k, recipe}
+     .tta_target = 0.75f, .arg = k, .opts = WL_OPT_RESOLUTION | WL_OPT_NORM | WL_OPT_DROPOUT | WL_OPT_BN_EPS, recipe}
 const struct workload workload_effnet[16] = {
     EFFNET_DESC(0, "effnet-b0", "EfficientNet-B0 (w1.0 d1.0 r224), MBConv + SE, BatchNorm or GroupNorm", EFFNET_RMSPROP),
     EFFNET_DESC(1, "effnet-b1", "EfficientNet-B1 (w1.0 d1.1 r240)", EFFNET_RMSPROP),

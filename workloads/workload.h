@@ -53,7 +53,12 @@ struct workload {
     int channels;                       /* channels the model expects (0 = the dataset's) */
     float tta_target;                   /* default time-to-accuracy target */
     int arg;                            /* builder-specific (EfficientNet: variant index + 16·G16) */
+    unsigned opts;                      /* WL_OPT_*: the workload_opts the builder applies; the harness refuses
+                                           the others, so a row never records a setting the run ignored */
 };
+
+/* struct workload.opts. */
+enum { WL_OPT_RESOLUTION = 1u, WL_OPT_NORM = 2u, WL_OPT_DROPOUT = 4u, WL_OPT_BN_EPS = 8u };
 
 /* The registered workloads; *n receives the count. */
 const struct workload *const *workload_registry(int *n);
