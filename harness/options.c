@@ -64,7 +64,7 @@ static const struct bench_option options[] = {
                                  "(default: " DATASET_DEFAULT_DIR " to train, synthetic to time)", 0},
     {"classes", 1, "N", "output classes (default: the dataset's)", 0},
     {"resolution", 1, "R", "input resolution R×R (EfficientNet; the model resamples on the device)", 0},
-    {"norm", 1, "batch|group[:G]", "normalisation layers (EfficientNet; G groups)", 0},
+    {"norm", 1, "batch|group[:G]", "normalisation layers (EfficientNet; G groups, dividing every layer's channels: 1, 2, 4 or 8)", 0},
     {"dropout", 1, "X", "dropout rate before the classifier, in [0,1)", 0},
     {"bn-eps", 1, "X", "BatchNorm epsilon (EfficientNet; default: a --load file's bn_eps, else torchvision's:\n"
                        "1e-5 for B0-B4, 1e-3 for B5-B7)", 0},

@@ -103,6 +103,22 @@ Test(classes, synthetic_set_with_1000_classes_has_labels_past_255)
     cr_assert_eq(dataset_synthetic(4, 2, 2, 1, DATASET_MAX_CLASSES + 1, 1, 1, &ds), TB_EINVAL);
 }
 
+/* More classes than samples make each sample's class tables when it needs them (a one-sample --describe at
+ * 100,000 classes had built tables for all of them: 2 GB); the samples are those of the set built with every
+ * class's tables up front (more samples than classes), bit for bit. */
+Test(classes, synthetic_samples_are_the_same_with_tables_made_per_class)
+{
+    struct dataset few, many;
+    cr_assert_eq(dataset_synthetic(7, 12, 10, 3, 64, 42, 1, &few), TB_OK, "%s", tb_error_get());   /* 64 > 7 */
+    cr_assert_eq(dataset_synthetic(200, 12, 10, 3, 64, 42, 1, &many), TB_OK, "%s", tb_error_get()); /* 64 <= 200 */
+    cr_assert_eq(memcmp(few.labels, many.labels, 7 * sizeof *few.labels), 0);
+    cr_assert_eq(memcmp(few.images, many.images, (size_t)7 * 12 * 10 * 3), 0, "per-class tables gave other pixels");
+    dataset_free(&few), dataset_free(&many);
+    /* and the big case stays small and quick: one sample of 100,000 classes at 224×224×3 */
+    cr_assert_eq(dataset_synthetic(1, 224, 224, 3, 100000, 42, 1, &few), TB_OK, "%s", tb_error_get());
+    dataset_free(&few);
+}
+
 /* One sample's loss and logits through the cpu backend's evaluation of a 1000-class mnist-mlp. */
 static double loss_of_label(int32_t label, float *logits)
 {

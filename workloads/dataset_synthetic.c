@@ -25,6 +25,29 @@
 /* Counter domains inside RNG_STREAM_SYNTHETIC, so the uses never share a counter. */
 enum { SYN_KEY_PATTERN = 1, SYN_KEY_LABEL_TRAIN, SYN_KEY_LABEL_TEST, SYN_KEY_NOISE_TRAIN, SYN_KEY_NOISE_TEST };
 
+/* Class k's wave tables (c · SYN_COMPONENTS waves, each w values of x and h of y) into sx, cx (waves × w) and
+ * sy, cy (waves × h), from the pattern seed: the same values whichever buffer or order they are made in. */
+static void class_waves(uint64_t pseed, int k, int h, int w, int c, float *sx, float *cx, float *sy, float *cy)
+{
+    const size_t nw = (size_t)c * SYN_COMPONENTS;
+    for (size_t u = 0; u < nw; u++) {
+        const size_t v = (size_t)k * nw + u; /* the wave's global index: its random draws */
+        double fx = 1.0 + (double)rng_below(pseed, RNG_STREAM_SYNTHETIC, 3 * v + 0, 3);
+        double fy = 1.0 + (double)rng_below(pseed, RNG_STREAM_SYNTHETIC, 3 * v + 1, 3);
+        double phase = SYN_TWO_PI * rng_uniform(pseed, RNG_STREAM_SYNTHETIC, 3 * v + 2);
+        for (int x = 0; x < w; x++) {
+            double a = SYN_TWO_PI * fx * ((double)x + 0.5) / w + phase;
+            sx[u * (size_t)w + x] = (float)sin(a);
+            cx[u * (size_t)w + x] = (float)cos(a);
+        }
+        for (int y = 0; y < h; y++) {
+            double b = SYN_TWO_PI * fy * ((double)y + 0.5) / h;
+            sy[u * (size_t)h + y] = (float)sin(b);
+            cy[u * (size_t)h + y] = (float)cos(b);
+        }
+    }
+}
+
 int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, int train, struct dataset *out)
 {
     memset(out, 0, sizeof *out);
@@ -36,8 +59,12 @@ int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, 
     if ((uint64_t)h * (uint64_t)w > INT_MAX || per > INT_MAX || per * (uint64_t)n > (uint64_t)SIZE_MAX / 2)
         return tb_error_set(TB_ENOMEM, "dataset_synthetic: %d images of %dx%dx%d is too large", n, h, w, c);
 
-    /* Separable tables: sin(a(x) + b(y)) = sin a cos b + cos a sin b, per (class, channel, wave). */
-    size_t n_waves = (size_t)n_classes * (size_t)c * SYN_COMPONENTS;
+    /* Separable tables: sin(a(x) + b(y)) = sin a cos b + cos a sin b, per (class, channel, wave). Every
+     * class's up front when there are fewer classes than samples; else (--classes 100000, a one-sample
+     * --describe) a class's when a sample needs it, so the tables never outgrow the samples. */
+    const int all = n_classes <= n;
+    const size_t per_class = (size_t)c * SYN_COMPONENTS;
+    size_t n_waves = (all ? (size_t)n_classes : 1) * per_class;
     float *sx = malloc(sizeof(float) * n_waves * (size_t)w), *cx = malloc(sizeof(float) * n_waves * (size_t)w);
     float *sy = malloc(sizeof(float) * n_waves * (size_t)h), *cy = malloc(sizeof(float) * n_waves * (size_t)h);
     uint8_t *images = malloc((size_t)(per * (uint64_t)n));
@@ -49,32 +76,24 @@ int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, 
         goto fail;
     }
     uint64_t pseed = rng_hash(seed, RNG_STREAM_SYNTHETIC, SYN_KEY_PATTERN);
-    for (size_t v = 0; v < n_waves; v++) {
-        double fx = 1.0 + (double)rng_below(pseed, RNG_STREAM_SYNTHETIC, 3 * v + 0, 3);
-        double fy = 1.0 + (double)rng_below(pseed, RNG_STREAM_SYNTHETIC, 3 * v + 1, 3);
-        double phase = SYN_TWO_PI * rng_uniform(pseed, RNG_STREAM_SYNTHETIC, 3 * v + 2);
-        for (int x = 0; x < w; x++) {
-            double a = SYN_TWO_PI * fx * ((double)x + 0.5) / w + phase;
-            sx[v * (size_t)w + x] = (float)sin(a);
-            cx[v * (size_t)w + x] = (float)cos(a);
-        }
-        for (int y = 0; y < h; y++) {
-            double b = SYN_TWO_PI * fy * ((double)y + 0.5) / h;
-            sy[v * (size_t)h + y] = (float)sin(b);
-            cy[v * (size_t)h + y] = (float)cos(b);
-        }
+    for (int k = 0; all && k < n_classes; k++) {
+        const size_t o = (size_t)k * per_class;
+        class_waves(pseed, k, h, w, c, sx + o * w, cx + o * w, sy + o * h, cy + o * h);
     }
+    int made = -1; /* the class whose tables the lazy buffers hold */
     uint64_t lseed = rng_hash(seed, RNG_STREAM_SYNTHETIC, train ? SYN_KEY_LABEL_TRAIN : SYN_KEY_LABEL_TEST);
     uint64_t nseed = rng_hash(seed, RNG_STREAM_SYNTHETIC, train ? SYN_KEY_NOISE_TRAIN : SYN_KEY_NOISE_TEST);
     for (int i = 0; i < n; i++) {
         int k = (int)rng_below(lseed, RNG_STREAM_SYNTHETIC, (uint64_t)i, (uint64_t)n_classes);
         labels[i] = k;
+        if (!all && k != made) class_waves(pseed, k, h, w, c, sx, cx, sy, cy), made = k;
+        const int kt = all ? k : 0; /* k's place in the tables */
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
                 for (int ch = 0; ch < c; ch++) {
                     float m = 128.0f;
                     for (int j = 0; j < SYN_COMPONENTS; j++) {
-                        size_t v = ((size_t)k * (size_t)c + (size_t)ch) * SYN_COMPONENTS + (size_t)j;
+                        size_t v = ((size_t)kt * (size_t)c + (size_t)ch) * SYN_COMPONENTS + (size_t)j;
                         m += SYN_AMPLITUDE * (sx[v * w + x] * cy[v * h + y] + cx[v * w + x] * sy[v * h + y]);
                     }
                     mean[((size_t)y * w + x) * c + ch] = m;
