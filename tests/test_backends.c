@@ -6,7 +6,8 @@
  * batch 16 and batch 1 (in the arrangement that takes one sample: ipu on one stage, mirrored on one
  * device; a configuration refused at prepare fails the test), against the `cpu` backend (a backend tied
  * to another device, cuda, is skipped where that device is absent, and left out of the bitwise
- * comparisons with cpu: tests/test_cuda.c compares it):
+ * comparisons with cpu: tests/test_cuda.c compares it; cpu's own instance is skipped, cpu against cpu
+ * checking nothing):
  *   - step by step from cpu's exact state (params and optimizer state set before every step): the
  *     loss and the summed gradients within 1e-5 relative, and the update, given cpu's gradients,
  *     bitwise equal (every backend applies the same element-wise optimizer);
@@ -334,6 +335,17 @@ static void skip_unless_device_present(int k)
         cr_skip_test("backend %s: %s", backend_registry(&n)[k].name, tb_error_get());
 }
 
+/* Skips the calling test for the reference backend (cpu): the comparisons against cpu would compare it with
+ * itself, which cannot fail. */
+static void skip_if_reference(int k)
+{
+    int n;
+    const struct backend_entry *e = &backend_registry(&n)[k];
+    if (e->caps.reference)
+        cr_skip_test("backend %s is the reference these steps are compared against: against itself nothing is "
+                     "checked", e->name);
+}
+
 /* Indices into backend_registry, one test instance each. */
 static int registry_indices[64];
 
@@ -353,6 +365,7 @@ ParameterizedTestParameters(backends, steps_match_cpu)
 
 ParameterizedTest(int *k, backends, steps_match_cpu, .timeout = 60)
 {
+    skip_if_reference(*k);
     skip_unless_device_present(*k);
     if (tied_device(*k))
         cr_skip_test("backend %s runs on %s: its steps against cpu's are tests/test_cuda.c's, within tolerances "
@@ -368,6 +381,7 @@ ParameterizedTestParameters(backends, trajectory_tracks_cpu)
 
 ParameterizedTest(int *k, backends, trajectory_tracks_cpu, .timeout = 60)
 {
+    skip_if_reference(*k);
     skip_unless_device_present(*k);
     check_trajectory_against_cpu(*k, 16);
     check_trajectory_against_cpu(*k, 1);
