@@ -13,9 +13,10 @@
  *   - an update in parts k of K (every k, K = 2, 3, 7) equals the whole update bitwise for SGD with
  *     momentum and Adam with weight decay, and each part writes only its slice;
  *   - the fused train step (batch-1 MLP, Adam) equals zero + forward/backward + update bitwise;
- *   - a run of steps (executor_stage_steps once, executor_run_steps in runs of 5, 1 and 6: the device's
- *     loop where it has one, cuda's captured step; else the default) equals executor_step step by step,
- *     bitwise, at batch 1 and 4;
+ *   - a run of steps (2 steps one at a time, then executor_stage_steps from step 3 once,
+ *     executor_run_steps in runs of 5, 1 and 6: the device's loop where it has one, cuda's captured step;
+ *     else executor.c's default, whose sample offsets and step numbers are then what is checked) equals
+ *     executor_step step by step, bitwise, at batch 1 and 4;
  *   - supports() answers every op kind (cpu: all of them) and refuses out-of-range kinds;
  *   - stats: profile, trace and convolution algorithms when asked for, NULL when not;
  *   - stage executors (layer ranges with slots, segments and recomputation where the device has them,
@@ -470,11 +471,16 @@ ParameterizedTestParameters(executor, run_steps_bitwise_steps)
     return cr_make_param_array(int, device_indices, device_params());
 }
 
+/* Where the device has no loop of its own (cpu), what runs is executor.c's default, a loop of
+ * executor_step: the check is then that it takes each step's samples at the right offset of the staged
+ * set and numbers the steps from the staged first step. The staged set starts after WARM steps run one
+ * at a time (the harness stages span after span), so an offset or a step number counted from step 1
+ * rather than from the staged first step shows. */
 ParameterizedTest(int *k, executor, run_steps_bitwise_steps)
 {
-    enum { STEPS = 12 };
+    enum { STEPS = 12, WARM = 2 };
     struct fixture f;
-    fixture_init(&f, 0, STEPS * 4);
+    fixture_init(&f, 0, (WARM + STEPS) * 4);
     SKIP_UNLESS_RUNS(&f, *k);
     const size_t per = (size_t)IMG * IMG;
     for (int b = 1; b <= 4; b += 3) {
@@ -484,15 +490,23 @@ ParameterizedTest(int *k, executor, run_steps_bitwise_steps)
         ex_init(&each, &f, &c);
         cr_log_info("device %s, batch %d: %s", device_name(*k), b,
                     run.loop_steps ? "its own loop" : "the default run of steps");
-        double lr[STEPS], le[STEPS];
-        cr_assert_eq(executor_stage_steps(&run, 1, STEPS, f.ds.images, f.y), TB_OK, "%s", tb_error_get());
+        double lr[WARM + STEPS], le[WARM + STEPS];
+        for (int s = 1; s <= WARM; s++) {
+            const struct executor_pass p = {.n = b, .n_global = b, .step = s,
+                                            .x = f.ds.images + (size_t)(s - 1) * b * per, .y = f.y + (s - 1) * b,
+                                            .training = 1};
+            cr_assert_eq(executor_step(&run, &p, &lr[s - 1]), TB_OK, "%s", tb_error_get());
+        }
+        cr_assert_eq(executor_stage_steps(&run, WARM + 1, STEPS, f.ds.images + (size_t)WARM * b * per,
+                                          f.y + WARM * b),
+                     TB_OK, "%s", tb_error_get());
         static const long runs[] = {5, 1, 6};
-        for (long r = 0, at = 1; r < 3; at += runs[r++]) {
+        for (long r = 0, at = WARM + 1; r < 3; at += runs[r++]) {
             long done = -1;
             cr_assert_eq(executor_run_steps(&run, at, runs[r], lr + at - 1, &done), TB_OK, "%s", tb_error_get());
             cr_assert_eq(done, runs[r]);
         }
-        for (int s = 1; s <= STEPS; s++) {
+        for (int s = 1; s <= WARM + STEPS; s++) {
             const struct executor_pass p = {.n = b, .n_global = b, .step = s,
                                             .x = f.ds.images + (size_t)(s - 1) * b * per, .y = f.y + (s - 1) * b,
                                             .training = 1};

@@ -1,7 +1,7 @@
 /* test_op_dense.c — the dense layer kernels (core/op_dense.c).
  *
  * Forward against a double reference; dense_backward_data and dense_backward_params (weights and
- * bias) against central differences in double of L = Σ R·y on odd shapes (N ∈ {1, 3, 17}, IN and OUT
+ * bias) against central differences in double of L = Σ R·y on odd shapes (N ∈ {1, 3, 17, 128}, IN and OUT
  * odd and not multiples of 8, a third of the inputs exactly zero so the N = 1 zero-skipping paths
  * run); the optimised kernels against their *_ref twins; the accumulate contract (two calls = 2×,
  * pre-filled gradients kept and added to); and thread partitions (nth ∈ {1,2,3,7}, every slice run
@@ -16,9 +16,10 @@ struct dense_case {
 };
 
 /* Odd shapes, none a multiple of the vector width; N covers the vector path (1), the column-split
- * sgemm path (3) and the row-split sgemm path (17). */
+ * sgemm path (3, 17) and the row-split one (128: forward and backward_data split rows from N ≥ 128,
+ * split_rows; dw splits by IN, under 128 here, so in columns). */
 static const struct dense_case GRAD_CASES[] = {
-    {1, 13, 11}, {1, 37, 29}, {3, 13, 11}, {3, 37, 29}, {17, 13, 11}, {17, 37, 29}, {17, 5, 3},
+    {1, 13, 11}, {1, 37, 29}, {3, 13, 11}, {3, 37, 29}, {17, 13, 11}, {17, 37, 29}, {17, 5, 3}, {128, 13, 11},
 };
 #define N_GRAD_CASES ((int)(sizeof GRAD_CASES / sizeof GRAD_CASES[0]))
 
@@ -168,9 +169,12 @@ Test(dense, backward_params_matches_central_differences)
     }
 }
 
+/* N = 128 and 200 take the row-split path of forward and backward_data (split_rows: N ≥ 128) at this
+ * machine's own tiling; IN = 129 that of dw, whose split goes by IN. */
 Test(dense, optimised_matches_ref)
 {
-    const struct dense_case cases[] = {{1, 13, 11}, {3, 37, 29}, {17, 37, 29}, {64, 100, 130}, {1, 784, 128}};
+    const struct dense_case cases[] = {{1, 13, 11},   {3, 37, 29},   {17, 37, 29},  {64, 100, 130},
+                                       {1, 784, 128}, {128, 37, 29}, {200, 129, 257}};
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         const struct dense_case *tc = &cases[k];
         struct dense_data d;
@@ -317,7 +321,8 @@ Test(dense, partition_backward_params_n1_bitwise)
     check_partition(K_BACKWARD_PARAMS, 1, 784, 128);
 }
 
-/* Batch 64: the sgemm paths, split along rows of the output (dw: columns when it has few rows). */
+/* Batch 64: the sgemm paths split along columns of the output (split_rows is N ≥ 128); dw splits by its
+ * rows, IN, so in rows at IN = 129 and in columns at 37 and 48. */
 Test(dense, partition_forward_n64_bitwise)
 {
     check_partition(K_FORWARD, 64, 37, 29);
@@ -335,6 +340,27 @@ Test(dense, partition_backward_params_n64_bitwise)
     check_partition(K_BACKWARD_PARAMS, 64, 37, 29);
     check_partition(K_BACKWARD_PARAMS, 64, 129, 257);
     check_partition(K_BACKWARD_PARAMS, 64, 48, 301); /* few dw rows: 32-column tiles, the last short */
+}
+
+/* Batch 128 and 200: forward and backward_data split along rows of the output, in this machine's tiles
+ * (TB_PAR_UNITS left alone: 64-row tiles where they are at least as many as the cores); 200 ends on a
+ * short tile. dw splits by IN whatever N (rows at 129, columns at 37), here with K = N = 128 and 200. */
+Test(dense, partition_forward_rows_bitwise)
+{
+    check_partition(K_FORWARD, 128, 37, 29);
+    check_partition(K_FORWARD, 200, 129, 257);
+}
+
+Test(dense, partition_backward_data_rows_bitwise)
+{
+    check_partition(K_BACKWARD_DATA, 128, 37, 29);
+    check_partition(K_BACKWARD_DATA, 200, 129, 257);
+}
+
+Test(dense, partition_backward_params_rows_bitwise)
+{
+    check_partition(K_BACKWARD_PARAMS, 128, 37, 29);
+    check_partition(K_BACKWARD_PARAMS, 200, 129, 257);
 }
 
 /* The work split of a 16-core machine (TB_PAR_UNITS, read once a process: each Criterion test is one): the

@@ -2,7 +2,8 @@
  *
  * Per-sample losses against a double-precision reference (with and without label smoothing); the
  * gradient against central differences in double of scale·Σ loss, seeded with 1/N_global for a slice
- * that is only part of the global batch; stability with logits of ±1e4; a hand-computed
+ * that is only part of the global batch; stability with logits of ±1e4 (losses and gradients against
+ * the double references, with and without smoothing); a hand-computed
  * label-smoothing value; the correct flags; dlogits = NULL for evaluation; the accumulate contract;
  * and thread partitions (nth ∈ {1,2,3,7}) bitwise equal to nth = 1.
  */
@@ -32,6 +33,19 @@ struct ce_ctx {
     double *z;        /* (N,K) */
     const int32_t *y; /* (N) */
 };
+
+/* dlogits of one sample in double, the exact (softmax − target)·scale, t = (1−ε)·onehot + ε/K. */
+static void ce_grad_ref(double *g, const double *z, int K, int y, double eps, double scale)
+{
+    double mx = z[0];
+    for (int k = 1; k < K; k++) mx = fmax(mx, z[k]);
+    double s = 0.0;
+    for (int k = 0; k < K; k++) s += exp(z[k] - mx);
+    for (int k = 0; k < K; k++) {
+        const double t = (k == y ? 1.0 - eps : 0.0) + eps / K;
+        g[k] = (exp(z[k] - mx) / s - t) * scale;
+    }
+}
 
 /* scale · Σ_n loss_n: the quantity whose gradient the kernel accumulates into dlogits. */
 static double ce_total(void *p)
@@ -113,22 +127,34 @@ Test(softmax_ce, stable_for_huge_logits)
     softmax_ce_forward_backward(loss, d, correct, z, y, 1.0f / N, &s, 0, 1);
     for (int n = 0; n < N; n++) cr_assert(isfinite(loss[n]), "loss[%d] = %g", n, (double)loss[n]);
     for (int i = 0; i < N * K; i++) cr_assert(isfinite(d[i]), "dlogits[%d] = %g", i, (double)d[i]);
-    double zd[5];
+    /* The softmax of ±1e4 logits is exact in double (0, 1/3, 1/2 or 1/5: e^−2e4 is 0), so the
+     * gradient is checked against it, not only for finiteness. */
+    double zd[5], gd[4 * 5];
     for (int n = 0; n < N; n++) {
         for (int k = 0; k < K; k++) zd[k] = z[n * K + k];
         const double want = ce_ref(zd, K, y[n], 0.0);
         cr_assert(fabs(loss[n] - want) <= 1e-6 * fabs(want) + 1e-6, "loss[%d] = %.9g want %.9g", n,
                   (double)loss[n], want);
+        ce_grad_ref(gd + n * K, zd, K, y[n], 0.0, 1.0 / N);
     }
+    tu_assert_close(d, gd, (size_t)N * K, 1e-6, 1e-6, "dlogits at ±1e4");
     /* sample 0: label 0 at −1e4 with +1e4 elsewhere: loss 2e4 */
     cr_assert(fabs(loss[0] - (2e4 + log(2.0))) < 1e-2, "loss[0] = %g", (double)loss[0]);
     /* sample 3: uniform: log K */
     cr_assert(fabs(loss[3] - log(5.0)) < 1e-6, "loss[3] = %g", (double)loss[3]);
-    /* and with label smoothing the ±1e4 logits still give finite values */
+    /* and with label smoothing: the losses (thousands: ε/K of each 2e4 gap) and the gradient against
+     * the same references, at the kernel's own ε (0.1f) */
     struct softmax_ce_shape s2 = {N, K, 0.1f};
+    memset(d, 0, sizeof d); /* the kernel adds to dlogits */
     softmax_ce_forward_backward(loss, d, NULL, z, y, 1.0f / N, &s2, 0, 1);
-    for (int n = 0; n < N; n++) cr_assert(isfinite(loss[n]), "smoothed loss[%d] = %g", n, (double)loss[n]);
-    for (int i = 0; i < N * K; i++) cr_assert(isfinite(d[i]), "smoothed dlogits[%d] = %g", i, (double)d[i]);
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) zd[k] = z[n * K + k];
+        const double want = ce_ref(zd, K, y[n], (double)s2.smoothing);
+        cr_assert(fabs(loss[n] - want) <= 1e-6 * fabs(want) + 1e-6, "smoothed loss[%d] = %.9g want %.9g", n,
+                  (double)loss[n], want);
+        ce_grad_ref(gd + n * K, zd, K, y[n], (double)s2.smoothing, 1.0 / N);
+    }
+    tu_assert_close(d, gd, (size_t)N * K, 1e-6, 1e-6, "smoothed dlogits at ±1e4");
 }
 
 Test(softmax_ce, label_smoothing_value)
