@@ -996,6 +996,14 @@ int exec_correct_count(const struct model_inst *mi, int n)
     return c;
 }
 
+void exec_logits_copy(const struct model_inst *mi, int n, float *dst)
+{
+    const struct model *m = mi->m;
+    const struct layer *loss = &m->layers[m->n_layers - 1];
+    TB_ASSERT(loss->op == OP_SOFTMAX_CE);
+    memcpy(dst, exec_act(mi, loss->in), (size_t)n * m->tensors[loss->in].per_sample * sizeof(float));
+}
+
 int exec_can_fuse_update(const struct model *m, int n, const struct optim_config *c)
 {
     if (n != 1 || c->kind != OPTIM_ADAM) return 0;

@@ -94,6 +94,8 @@ size_t exec_boundary_floats(const struct model *m, int split, int n, int grads);
 double exec_loss_sum(const struct model_inst *mi, int n);
 /* Number of correct predictions of the last forward. */
 int exec_correct_count(const struct model_inst *mi, int n);
+/* Copies the last forward's (n, classes) logits, the loss layer's input, into dst. */
+void exec_logits_copy(const struct model_inst *mi, int n, float *dst);
 /* True when one step of n samples under c can fuse dense gradients into the update (batch 1, Adam,
  * every weight in a dense layer). */
 int exec_can_fuse_update(const struct model *m, int n, const struct optim_config *c);

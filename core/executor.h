@@ -103,6 +103,7 @@ struct executor_pass {
     const struct exec_collective *coll; /* sync BatchNorm: statistics summed over replicas (NULL: local) */
     int slot;             /* stage executors: the activation slot of this micro-batch (0 .. slots−1) */
     long *n_correct;      /* out, optional: a forward through the loss layer adds its correct predictions */
+    float *logits;        /* out, optional: a forward through the loss layer writes its (n, classes) logits here */
 };
 
 /* A tensor family's storage, for collectives that work in place (all-reduce, all-gather). Half-precision

@@ -371,8 +371,10 @@ static int cpu_compute(struct executor *ex, const struct executor_pass *p, int w
                                  .l1 = p->l1, .coll = p->coll,
                                  .trace = p->training && e->trace.ev ? &e->trace : NULL};
     const int rc = local_engine_pass(e, &st, what, loss_sum);
-    if (p->n_correct && (what & EXECUTOR_FORWARD) && p->l1 == ex->m->n_layers)
-        *p->n_correct += exec_correct_count(&e->train, p->n);
+    if ((what & EXECUTOR_FORWARD) && p->l1 == ex->m->n_layers) {
+        if (p->n_correct) *p->n_correct += exec_correct_count(&e->train, p->n);
+        if (p->logits && rc == TB_OK) exec_logits_copy(&e->train, p->n, p->logits);
+    }
     return rc;
 }
 

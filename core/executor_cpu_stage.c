@@ -185,6 +185,7 @@ static int stage_compute(struct executor *ex, const struct executor_pass *p, int
         if (e->l1 == ex->m->n_layers) {
             *loss_sum = exec_loss_sum(mi, p->n);
             if (p->n_correct) *p->n_correct += exec_correct_count(mi, p->n);
+            if (p->logits) exec_logits_copy(mi, p->n, p->logits);
         }
     }
     if (what & EXECUTOR_BACKWARD) {

@@ -352,6 +352,8 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     int st = sticky(c);
     if (st != TB_OK) return st;
     *loss_sum = 0.0;
+    if (p->logits && (what & EXECUTOR_FORWARD) && p->l1 == m->n_layers)
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: a pass's logits are not copied back (evaluate collects them)");
     /* Sync BatchNorm needs the statistics summed over replicas between its passes (NCCL): refused rather
      * than run with local statistics. */
     if (p->coll && p->training)

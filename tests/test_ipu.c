@@ -547,6 +547,56 @@ Test(ipu, effnet_bn_repeatable, .timeout = 120)
     trace_free(&a), trace_free(&b);
 }
 
+/* Evaluation with logits (bench --plan evaluate, --logits): the pipeline's last stage writes each micro-batch's
+ * rows where the batch has them, so the logits are cpu's from the same weights (other micro-batches, other
+ * kernel splits and fusions: within 1e-4), every row written, for replicas too. */
+Test(ipu, evaluate_collects_the_logits_cpus_evaluate_does)
+{
+    enum { N = 50, K = 10 };
+    static const char *const backs[] = {"cpu", "ipu", "ipu"};
+    float *lg[3];
+    double loss[3];
+    for (int k = 0; k < 3; k++) {
+        struct spec sp = spec_of(backs[k], 1, 8);
+        if (k) sp.stages = 2, sp.ga = 4, sp.replicas = k == 2 ? 2 : 1, sp.batch = k == 2 ? 16 : 8;
+        struct model m;
+        int H, W, C;
+        const struct workload *w = build_model(&sp, &m, &H, &W, &C);
+        struct dataset ds;
+        cr_assert_eq(dataset_synthetic(N, H, W, C, K, 7, 0, &ds), TB_OK, "%s", tb_error_get());
+        int32_t y[N];
+        for (int i = 0; i < N; i++) y[i] = ds.labels[i];
+        struct backend b;
+        cr_assert_eq(backend_create(&b, sp.backend), TB_OK, "%s", tb_error_get());
+        struct run_config cfg;
+        fill_config(&sp, w, &cfg);
+        cfg.eval_batch = 8;
+        cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s: %s", sp.backend, tb_error_get());
+        float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers + 1);
+        w->init(&m, params, buffers, 5);
+        cr_assert_eq(backend_set_tensors(&b, TF_PARAMS, params), TB_OK);
+        if (m.n_buffers) cr_assert_eq(backend_set_tensors(&b, TF_BUFFERS, buffers), TB_OK);
+        lg[k] = tu_fvec(N * K);
+        for (int i = 0; i < N * K; i++) lg[k][i] = NAN; /* a row left unwritten stays NaN */
+        struct batch all = {N, ds.images, y};
+        struct eval_stats ev = {.logits = lg[k]};
+        cr_assert_eq(backend_evaluate(&b, &all, &ev), TB_OK, "%s: %s", sp.backend, tb_error_get());
+        cr_assert_eq(ev.n, N);
+        loss[k] = ev.loss_sum;
+        backend_destroy(&b);
+        free(params), free(buffers);
+        dataset_free(&ds);
+        model_free(&m);
+    }
+    for (int k = 1; k < 3; k++) {
+        cr_assert(fabs(loss[k] - loss[0]) <= 1e-5 * fabs(loss[0]), "loss %.9g vs cpu %.9g", loss[k], loss[0]);
+        for (int i = 0; i < N * K; i++)
+            cr_assert(fabsf(lg[k][i] - lg[0][i]) <= 1e-4f * (1.0f + fabsf(lg[0][i])), "ipu (%d replicas) logit %d: %.9g, cpu %.9g",
+                      k, i, (double)lg[k][i], (double)lg[0][i]);
+    }
+    for (int k = 0; k < 3; k++) free(lg[k]);
+}
+
 /* Only --batch: two stages, one replica, GA the smallest multiple of 2 ≥ 2·S dividing the batch. */
 Test(ipu, defaults_from_batch_only, .timeout = 60)
 {

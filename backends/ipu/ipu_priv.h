@@ -89,6 +89,7 @@ struct ipu_ctx {
     /* the job in flight */
     int mode;
     const struct batch *batch;
+    float *eval_logits;               /* MODE_EVAL: the caller's (batch n, classes) logits, or NULL */
     long step;
     int do_update;
     double t0;

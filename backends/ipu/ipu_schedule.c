@@ -140,6 +140,7 @@ static void dev_eval(struct ipu_dev *v)
         }
         long correct = 0;
         if (last) ps.n_correct = &correct;
+        if (last && c->eval_logits) ps.logits = c->eval_logits + (size_t)first * (size_t)v->ex.m->n_classes;
         double loss = 0.0;
         const double t0 = tb_now_s();
         ipu_dev_fail(c, executor_forward(&v->ex, &ps, &loss));
