@@ -96,12 +96,18 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
     const double need = model_train_bytes(m, n_max, optim_state_per_param(cfg->optim.kind),
                                           cfg->eval_batch > 0 ? cfg->eval_batch : n_max);
     const double avail = arena_mem_available();
-    if (avail > 0.0 && claimed_bytes + need > 0.9 * avail)
-        return tb_error_set(TB_EINVAL, "%s at batch %d needs about %.1f GiB per engine (%.1f GiB with the engines "
-                                       "already planned) but only %.1f GiB is available: lower --batch, "
-                                       "--resolution or --eval-batch",
-                            m->name, n_max, need / 1073741824.0, (claimed_bytes + need) / 1073741824.0,
-                            0.9 * avail / 1073741824.0);
+    if (avail > 0.0 && claimed_bytes + need > 0.9 * avail) {
+        /* MiB under a GiB ("needs 0.0 GiB but 0.0 GiB is available" says nothing); --resolution only where
+         * the model has one to lower (its input is resampled by a convolutional model). */
+        const int gib = 0.9 * avail >= 1073741824.0;
+        const double u = gib ? 1073741824.0 : 1048576.0;
+        int conv = 0;
+        for (int i = 0; i < m->n_layers; i++) conv |= m->layers[i].op == OP_CONV;
+        return tb_error_set(TB_EINVAL, "%s at batch %d needs about %.1f %s per engine (%.1f %s with the engines "
+                                       "already planned) but only %.1f %s is available: lower --batch%s or --eval-batch",
+                            m->name, n_max, need / u, gib ? "GiB" : "MiB", (claimed_bytes + need) / u,
+                            gib ? "GiB" : "MiB", 0.9 * avail / u, gib ? "GiB" : "MiB", conv ? ", --resolution" : "");
+    }
     memset(e, 0, sizeof *e);
     e->claimed = need;
     claimed_bytes += need;

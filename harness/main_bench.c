@@ -317,7 +317,17 @@ static int bench_main(int argc, char **argv)
         case OPT_HELP: usage(stdout); free(opts); return 0;
         case OPT_VERSION: version = 1; break;
         case ':': fprintf(stderr, "bench: %s needs a value (see bench --help)\n", name); rc = 2; break;
-        default: fprintf(stderr, "bench: unknown option '%s' (see bench --help)\n", name); rc = 2; break;
+        default:
+            /* bench has no short options: "-batch" is read as -b -a ... and getopt stops inside the word, so
+             * argv[optind - 1] would be the word before it. Name the single-dash word itself. */
+            if (optopt > 0 && optind < argc && argv[optind][0] == '-' && argv[optind][1] != '-')
+                fprintf(stderr, "bench: unknown option '%s' (options take two dashes: see bench --help)\n", argv[optind]);
+            else if (optopt > 0 && name[0] == '-' && name[1] != '-')
+                fprintf(stderr, "bench: unknown option '%s' (options take two dashes: see bench --help)\n", name);
+            else
+                fprintf(stderr, "bench: unknown option '%s' (see bench --help)\n", name);
+            rc = 2;
+            break;
         }
     }
     free(opts);

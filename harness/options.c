@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "run.h"
 
+#include "arena.h"
 #include "status.h"
 #include "tpool.h"
 
@@ -730,6 +731,12 @@ int bench_config_finish(struct bench_config *c)
     if (c->finished) return TB_OK;
     const struct workload *w = workload_find(c->workload);
     if (!w) return TB_EINVAL;
+    /* TB_MEM_AVAILABLE stands in for the machine's memory when set: a value it cannot read would silently plan
+     * for the real machine instead. */
+    const char *mem = getenv("TB_MEM_AVAILABLE");
+    if (mem && *mem && !(arena_mem_override() > 0.0))
+        return tb_error_set(TB_EINVAL, "TB_MEM_AVAILABLE='%s' is not a byte count (a number, optionally with K, M "
+                                       "or G: 300M, 16G)", mem);
     /* The model options a workload's builder applies; any other is a usage error, never a setting the row
      * records and the run ignores (mnist-mlp has no resolution, normalisation, dropout or BatchNorm). */
     static const struct { const char *opt; unsigned flag; } wl_opts[] = {

@@ -114,6 +114,9 @@ Test(cli, unknown_option)
 {
     expect_usage_error(ARGS("--frobnicate"), ARGS("--frobnicate"));
     expect_usage_error(ARGS("--data", "synthetic", "--bacth", "8"), ARGS("--bacth"));
+    /* single-dash words name themselves, not the word before (getopt stops inside "-batch") */
+    expect_usage_error(ARGS("--steps", "2", "-batch", "8"), ARGS("'-batch'", "two dashes"));
+    expect_usage_error(ARGS("-batch", "8"), ARGS("'-batch'"));
 }
 
 Test(cli, unknown_backend_lists_valid_ones)
@@ -723,6 +726,21 @@ Test(cli, ipu_chooses_micro_batch_and_recompute_to_fit_memory, .timeout = 120)
     unsetenv("TB_MEM_AVAILABLE");
     cr_assert(strstr(big.err, "recompute") == NULL, "%s", big.err);
     cr_assert(strstr(big.err, " x 1 (chosen), ") != NULL, "the least accumulation is not memory's doing: %s", big.err);
+    /* a value it cannot read is a usage error, not the real machine's memory in its place */
+    static const char *const bad[] = {"abc", "-5", "10X", "nan"};
+    for (int i = 0; i < 4; i++) {
+        setenv("TB_MEM_AVAILABLE", bad[i], 1);
+        expect_usage_error(ARGS("--steps", "1", "--data", "synthetic"), ARGS("TB_MEM_AVAILABLE", bad[i]));
+    }
+    /* and a tiny one says its sizes in MiB, without --resolution for a model that has none */
+    setenv("TB_MEM_AVAILABLE", "1M", 1);
+    struct proc tiny;
+    run_bench(ARGS("--steps", "1", "--data", "synthetic", "--mllog", "none", "--quiet"), &tiny);
+    unsetenv("TB_MEM_AVAILABLE");
+    cr_assert_eq(tiny.code, 2, "exit %d: %s", tiny.code, tiny.err);
+    cr_assert(strstr(tiny.err, "MiB") && !strstr(tiny.err, "0.0 GiB") && !strstr(tiny.err, "--resolution"), "%s",
+              tiny.err);
+    proc_free(&tiny);
 }
 
 /* The first row of a results file, parsed (the caller frees it). */
