@@ -714,6 +714,14 @@ static int global_batch(struct bench_config *c)
         }
         if ((long)bpr * R > (1L << 20))
             return tb_error_set(TB_EINVAL, "--batch-per-replica %d x %ld replicas is more than %d samples", bpr, R, 1 << 20);
+        /* The pipeline's own check would name --batch, which the user did not give: say it in their terms. */
+        const int mb = pipelined ? c->run.ipu.micro_batch : 0, ga = pipelined ? c->run.ipu.ga : 0;
+        if (mb > 0 && ga > 0 && bpr != mb * ga)
+            return tb_error_set(TB_EINVAL, "--batch-per-replica %d is not --micro-batch %d x --ga %d: a replica's batch "
+                                           "is its --ga micro-batches", bpr, mb, ga);
+        if (mb > 0 && ga <= 0 && bpr % mb)
+            return tb_error_set(TB_EINVAL, "--batch-per-replica %d is not a multiple of --micro-batch %d: a replica's "
+                                           "batch is whole micro-batches", bpr, mb);
         c->run.batch = (int)((long)bpr * R);
     } else if (pipelined && c->run.ipu.micro_batch > 0 && c->run.ipu.ga > 0) {
         const long R = c->run.ipu.replicas > 0 ? c->run.ipu.replicas : 1;

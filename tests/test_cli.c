@@ -515,6 +515,13 @@ Test(cli, model_options_the_run_would_ignore_are_refused)
                        ARGS("--dropout", "[0, 1)", "single precision"));
     expect_usage_error(ARGS("--momentum", "0.99999999", "--steps", "1"), ARGS("--momentum", "single precision"));
     expect_usage_error(ARGS("--label-smoothing", "0.99999999", "--steps", "1"), ARGS("--label-smoothing"));
+    /* --batch-per-replica's refusals name it, not a --batch the user never gave */
+    expect_usage_error(ARGS("--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "3", "--batch-per-replica",
+                            "5", "--steps", "1"),
+                       ARGS("--batch-per-replica 5 is not --micro-batch 2 x --ga 3"));
+    expect_usage_error(ARGS("--backend", "ipu", "--stages", "2", "--micro-batch", "4", "--batch-per-replica", "6",
+                            "--steps", "1"),
+                       ARGS("--batch-per-replica 6 is not a multiple of --micro-batch 4"));
 }
 
 static struct json_value *first_row(const char *path);
