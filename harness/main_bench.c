@@ -68,6 +68,7 @@ static void usage(FILE *f)
     fprintf(f, "  %-23s %s\n", "", "NAME forces one (e.g. Haswell, SkylakeX, Cooperlake)");
     fprintf(f, "  %-23s %s\n", "--list", "list backends (with the options only they take), devices and workloads");
     fprintf(f, "  --help, --version\n");
+    fprintf(f, "\nAn option given twice counts with its last value (a script's later --steps overrides an earlier one).\n");
     fprintf(f, "\nExit status: 0 ok, 1 runtime failure (data, divergence, memory, a failed suite run), 2 usage error,\n"
                "130 / 143 stopped by SIGINT / SIGTERM (after a checkpoint, with --checkpoint-dir).\n");
 }
@@ -223,7 +224,12 @@ static void print_gpu_calibration(const struct calibration_gpu *g)
 /* only_if_needed (--calibrate-if-needed): keeps a file already measured on this machine (CPU model, cores,
  * OpenBLAS kernel set, and the GPU when one answers now), so `make demo` measures once per machine and
  * never reuses another's. */
-static int cmd_calibrate(const char *path, int only_if_needed)
+/* --quiet: only warnings and errors. */
+#define CAL_SAY(...) \
+    do { \
+        if (!quiet) printf(__VA_ARGS__); \
+    } while (0)
+static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
 {
     struct calibration cal;
     if (only_if_needed) {
@@ -233,12 +239,12 @@ static int cmd_calibrate(const char *path, int only_if_needed)
         const int gpu_now = calibrate_gpu_probe(&now) == CAL_GPU_MEASURED;
         if (calibrate_load_matching(path, mi.cpu_model, mi.n_cores, mi.blas_core, &cal) == TB_OK &&
             (!gpu_now || calibrate_gpu_matches(&cal.gpu, now.info.name))) {
-            printf("calibration %s: measured on this machine (%s), kept\n", path, cal.timestamp);
+            CAL_SAY("calibration %s: measured on this machine (%s), kept\n", path, cal.timestamp);
             return 0;
         }
         tb_error_clear();
     }
-    printf("calibrating: OpenBLAS sgemm n=2048 on 1 and all threads, triad bandwidth, the GPU if any "
+    CAL_SAY("calibrating: OpenBLAS sgemm n=2048 on 1 and all threads, triad bandwidth, the GPU if any "
            "(a few seconds)...\n");
     fflush(stdout);
     int st = calibrate_measure(&cal, 2048);
@@ -248,15 +254,15 @@ static int cmd_calibrate(const char *path, int only_if_needed)
         fprintf(stderr, "bench: %s\n", tb_error_get());
         return 1;
     }
-    printf("  sgemm       %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads (OpenBLAS %s kernels)\n",
+    CAL_SAY("  sgemm       %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads (OpenBLAS %s kernels)\n",
            cal.sgemm_1t_gflops, cal.sgemm_all_gflops, cal.all_threads, cal.blas_core);
-    printf("  triad       %.2f GB/s on 1 thread, %.2f GB/s on all (3 x %ld doubles)\n", cal.triad_1t_gbs,
+    CAL_SAY("  triad       %.2f GB/s on 1 thread, %.2f GB/s on all (3 x %ld doubles)\n", cal.triad_1t_gbs,
            cal.triad_all_gbs, cal.triad_elements);
     if (cal.barrier_all_us > 0.0)
-        printf("  barrier     %.2f us on %d pinned threads (the threads backend's pool)\n", cal.barrier_all_us,
+        CAL_SAY("  barrier     %.2f us on %d pinned threads (the threads backend's pool)\n", cal.barrier_all_us,
                cal.all_threads);
-    print_gpu_calibration(&cal.gpu);
-    printf("  written to  %s\n", path);
+    if (!quiet) print_gpu_calibration(&cal.gpu);
+    CAL_SAY("  written to  %s\n", path);
     double la[1];
     if (cal.all_threads > 1 && (cal.sgemm_all_gflops < 1.2 * cal.sgemm_1t_gflops || cal.triad_all_gbs < cal.triad_1t_gbs))
         printf("  warning     all threads barely beat one%s: other processes are probably using the other cores;\n"
@@ -269,6 +275,7 @@ static int cmd_calibrate(const char *path, int only_if_needed)
     }
     return 0;
 }
+#undef CAL_SAY
 
 enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_CALIBRATE_IF, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_TABLE = 1000 };
 
@@ -349,7 +356,21 @@ static int bench_main(int argc, char **argv)
                TB_VERSION, TB_GIT_COMMIT, TB_COMPILER, openblas_get_corename(), bt ? bt : "unset");
         return 0;
     }
-    if (calibrate) return cmd_calibrate(c.calibration, calibrate == 2);
+    if (calibrate) {
+        /* It measures this machine and exits: a run option beside it would be recorded nowhere and do nothing. */
+        const char *cal = calibrate == 2 ? "--calibrate-if-needed" : "--calibrate";
+        for (int k = 0; k < n_table; k++)
+            if (c.given[k] && strcmp(table[k].name, "calibration") != 0 && strcmp(table[k].name, "quiet") != 0) {
+                fprintf(stderr, "bench: --%s does not apply to %s (it measures this machine's ceilings and exits)\n",
+                        table[k].name, cal);
+                return 2;
+            }
+        if (suite_path) {
+            fprintf(stderr, "bench: --suite does not apply to %s (run them one after the other)\n", cal);
+            return 2;
+        }
+        return cmd_calibrate(c.calibration, calibrate == 2, c.quiet);
+    }
 
     if (suite_path) {
         struct suite s;

@@ -282,6 +282,15 @@ static int get_int_list(const char *opt, const char *s, long lo, long hi, int *o
     return TB_OK;
 }
 
+/* A list of measurement points: a value twice would run (and record) the same point twice. */
+static int list_unique(const char *opt, const char *s, const int *l, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (l[i] == l[j]) return tb_error_set(TB_EINVAL, "--%s: %d appears twice in '%s'", opt, l[i], s);
+    return TB_OK;
+}
+
 static const char *const plan_names[] = {"train", "throughput", "tta", "scaling", "inference", "evaluate", NULL};
 static const char *const conv_algos[] = {"auto", "im2col", "direct", "fft", "gemm1x1", NULL};
 static const char *const transports[] = {"shm", "mpi", NULL};
@@ -347,6 +356,7 @@ static int set_plan_option(struct bench_config *c, const char *name, const char 
     if (IS("max-epochs")) return get_int(name, v, 1, 100000, &c->max_epochs);
     if (IS("batches")) {
         int st = get_int_list(name, v, 1, 1 << 20, list, BENCH_MAX_BATCHES, &n);
+        if (st == TB_OK) st = list_unique(name, v, list, n);
         if (st != TB_OK) return st;
         memcpy(c->batches, list, (size_t)n * sizeof *list);
         c->n_batches = n;
@@ -356,6 +366,7 @@ static int set_plan_option(struct bench_config *c, const char *name, const char 
     if (IS("replicas-list") || IS("ga-list") || IS("micro-batch-list")) {
         int st = get_int_list(name, v, 1, IS("ga-list") ? 1 << 16 : IS("replicas-list") ? 1024 : 1 << 20, list,
                               BENCH_MAX_BATCHES, &n);
+        if (st == TB_OK) st = list_unique(name, v, list, n);
         if (st != TB_OK) return st;
         int *dst = IS("replicas-list") ? c->replicas_list : IS("ga-list") ? c->ga_list : c->micro_batch_list;
         memcpy(dst, list, (size_t)n * sizeof *list);
@@ -499,6 +510,7 @@ static int set_output_option(struct bench_config *c, const char *name, const cha
     if (IS("trace-step")) return get_long(name, v, 1, 1L << 40, &c->trace_step);
     if (IS("project-devices")) {
         int st = get_int_list(name, v, 1, 1 << 20, list, BENCH_MAX_BATCHES, &n);
+        if (st == TB_OK) st = list_unique(name, v, list, n);
         if (st != TB_OK) return st;
         memcpy(c->project_devices, list, (size_t)n * sizeof *list);
         c->n_project = n;
@@ -802,6 +814,10 @@ int bench_config_finish(struct bench_config *c)
     const enum bench_plan p = c->plan;
     const char *pn = bench_plan_name(p);
     if (c->seeds > 1 && p != PLAN_TTA) return tb_error_set(TB_EINVAL, "--seeds applies to --plan tta (this is %s)", pn);
+    if (option_given(c, "eval-batch") &&
+        (p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs <= 0)))
+        return tb_error_set(TB_EINVAL, "--eval-batch applies to the plans that evaluate (train, tta, evaluate, scaling "
+                                       "with --epochs); %s does not", pn);
     if ((c->target > 0.0 || c->eval_every > 0 || c->max_epochs > 0) && p != PLAN_TTA)
         return tb_error_set(TB_EINVAL, "--target, --eval-every and --max-epochs apply to --plan tta (this is %s)", pn);
     if (c->repeat > 1 && (p == PLAN_TRAIN || p == PLAN_TTA))

@@ -266,8 +266,14 @@ int session_open(struct session *s, const struct bench_config *c)
     }
     machine_info_read(&s->mi);
     machine_gpu_read(&s->mi, s->c.device);
-    s->have_cal = calibrate_load_matching(s->c.calibration, s->mi.cpu_model, s->mi.n_cores, s->mi.blas_core,
-                                          &s->cal) == TB_OK;
+    const int cal_st = calibrate_load_matching(s->c.calibration, s->mi.cpu_model, s->mi.n_cores, s->mi.blas_core,
+                                               &s->cal);
+    s->have_cal = cal_st == TB_OK;
+    /* A missing default file is the usual first run; a path the user named that cannot be read is said, once the
+     * backend says whether this process speaks (session_backend). */
+    s->cal_unread[0] = '\0';
+    if (cal_st == TB_EIO && strcmp(s->c.calibration, CALIBRATION_DEFAULT_PATH) != 0)
+        snprintf(s->cal_unread, sizeof s->cal_unread, "%s", tb_error_get());
     tb_error_clear();
     if (s->c.run_id[0]) {
         snprintf(s->run_base, sizeof s->run_base, "%s", s->c.run_id);
@@ -358,6 +364,9 @@ int session_backend(struct session *s, int batch, int eval_batch)
     if ((st = session_ahead(s, talk)) != TB_OK) return st;
     /* Under MPI every rank runs the plan; only rank 0 speaks and writes. */
     s->primary = backend_is_primary(&s->be);
+    static int cal_said; /* once a process: a suite opens a session per run */
+    if (s->primary && s->cal_unread[0] && !cal_said++)
+        fprintf(stderr, "bench: warning: --calibration: %s; the rows carry no machine ceilings\n", s->cal_unread);
     if (!s->primary) {
         s->c.quiet = 1;
         snprintf(s->c.mllog_dir, sizeof s->c.mllog_dir, "none");

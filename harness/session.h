@@ -73,6 +73,7 @@ struct session {
     double *prof0, *prof1;      /* --profile: per-layer (n_layers, 2) seconds, then threads' work (n_layers, 2)
                                    and the busiest thread's (n_layers, 2), then the pool's barriers so far,
                                    at the start / end of a run (backend_layer_profile) */
+    char cal_unread[320];       /* --calibration named a file that could not be read: why (said once) */
     int busy_threads;           /* threads the work seconds sum over (0: the backend has no pool) */
     int prof_ok;                /* the backend delivered a per-layer profile at the start of this run */
     int loaded;                 /* params/buffers hold --load's file, not the seeded init */

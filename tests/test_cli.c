@@ -524,6 +524,30 @@ Test(cli, model_options_the_run_would_ignore_are_refused)
                        ARGS("--batch-per-replica 6 is not a multiple of --micro-batch 4"));
 }
 
+/* Options that would do nothing in the run they are given to are refused: run options beside --calibrate, a
+ * measurement point listed twice, --eval-batch on a plan that never evaluates. A --calibration file the user
+ * named that cannot be read is said, not silently dropped from the rows. */
+Test(cli, options_that_would_do_nothing_are_refused)
+{
+    expect_usage_error(ARGS("--calibrate", "--steps", "5"), ARGS("--steps does not apply to --calibrate"));
+    expect_usage_error(ARGS("--calibrate-if-needed", "--backend", "threads"),
+                       ARGS("--backend does not apply to --calibrate-if-needed"));
+    expect_usage_error(ARGS("--plan", "scaling", "--batches", "16,32,16"), ARGS("--batches: 16 appears twice"));
+    expect_usage_error(ARGS("--plan", "scaling", "--backend", "ipu", "--replicas-list", "1,2,1"),
+                       ARGS("--replicas-list: 1 appears twice"));
+    expect_usage_error(ARGS("--plan", "throughput", "--eval-batch", "4"), ARGS("--eval-batch", "throughput does not"));
+    expect_usage_error(ARGS("--plan", "inference", "--eval-batch", "4"), ARGS("--eval-batch", "inference does not"));
+    struct proc p;
+    run_bench(ARGS("--steps", "1", "--data", "synthetic", "--mllog", "none", "--no-eval", "--quiet", "--calibration",
+                   "/nonexistent/calibration.json"),
+              &p);
+    cr_assert_eq(p.code, 0, "exit %d: %s", p.code, p.err);
+    cr_assert(strstr(p.err, "--calibration") && strstr(p.err, "/nonexistent/calibration.json") &&
+                  strstr(p.err, "no machine ceilings"),
+              "an unreadable --calibration was not said: %s", p.err);
+    proc_free(&p);
+}
+
 static struct json_value *first_row(const char *path);
 
 /* An fp16 run shorter than the 10-overflow rule in which every step overflowed applied no update: it ends as
