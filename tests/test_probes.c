@@ -6,6 +6,7 @@
  */
 #include "test_reliability_util.h"
 
+#include "devmodel.h"
 #include "loss_watch.h"
 #include "results.h"
 
@@ -458,6 +459,36 @@ Test(probes, reused_run_id_and_unknown_blas_core_are_refused)
     cr_assert(strstr(err, "--blas-core Bogus") && strstr(err, "Haswell"), "%s", err);
     free(err);
     free(log), free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* --project-device FIFO blocked in fopen forever, and a directory was "larger than 16383 bytes". Now
+ * both are one line saying the path is not a regular file, exit 2; the seed figures' reader
+ * (dev_published_load) refuses a FIFO the same way instead of waiting for a writer. */
+Test(probes, a_fifo_or_directory_as_device_spec_is_refused)
+{
+    char *dir = new_dir();
+    char *fifo = rb_path(dir, "spec.fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    int code = run_bounded(dir, "fifo", RB_ARGS("--backend", "ipu", "--project-device", "./spec.fifo"), 30);
+    char *err = rb_stderr(dir, "fifo");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    cr_assert(strstr(err, "spec.fifo") && strstr(err, "not a regular file"), "%s", err);
+    free(err);
+    code = run_bounded(dir, "dir", RB_ARGS("--backend", "ipu", "--project-device", dir), 30);
+    err = rb_stderr(dir, "dir");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    cr_assert(strstr(err, "directory") && !strstr(err, "larger than"), "%s", err);
+    free(err);
+    struct dev_published pub;
+    alarm(20); /* a blocking open kills the test instead of hanging it */
+    cr_assert_neq(dev_published_load(fifo, &pub), TB_OK);
+    alarm(0);
+    cr_assert(strstr(tb_error_get(), "not a regular file"), "%s", tb_error_get());
+    free(fifo);
     tu_rm_rf(dir);
     free(dir);
 }
