@@ -81,15 +81,19 @@ static int check_append_file(const char *opt, const char *path)
     return st != TB_OK ? st : dir_writable(opt, path, dir);
 }
 
-/* A file replaced by rename (--save): its directory must exist (the writer does not create it) and
- * take a new file; an existing target must be a regular file, since renaming over /dev/null would
- * replace the device. */
-static int check_replaced_file(const char *opt, const char *path)
+/* A file replaced by rename (--save, the calibration): an existing target must be a regular file, since
+ * renaming over /dev/null would replace the device; its directory must exist (the --save writer does not
+ * create it) and take a new file, or with make_dirs be creatable under its nearest existing ancestor. */
+static int check_replaced_file(const char *opt, const char *path, int make_dirs)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return tb_error_set(TB_EIO, "%s %s: %s", opt, path, S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
     char dir[PATH_MAX];
+    if (make_dirs) {
+        const int st = existing_parent(opt, path, dir, sizeof dir);
+        return st != TB_OK ? st : dir_writable(opt, path, dir);
+    }
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
         return tb_error_set(TB_EIO, "%s %s: path too long", opt, path);
     char *slash = strrchr(dir, '/');
@@ -99,6 +103,11 @@ static int check_replaced_file(const char *opt, const char *path)
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tb_error_set(TB_EIO, "%s %s: directory %s does not exist", opt, path, dir);
     return dir_writable(opt, path, dir);
+}
+
+int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
+{
+    return check_replaced_file(opt, path, make_dirs);
 }
 
 /* A directory written into (--mllog, --checkpoint-dir): an existing one must take a new file; a
@@ -121,7 +130,7 @@ int outputs_check(const struct bench_config *c)
     if (c->out[0]) st = check_append_file("--out", c->out);
     if (st == TB_OK && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) st = check_dir("--mllog", c->mllog_dir);
     if (st == TB_OK && c->checkpoint_dir[0]) st = check_dir("--checkpoint-dir", c->checkpoint_dir);
-    if (st == TB_OK && c->save[0]) st = check_replaced_file("--save", c->save);
+    if (st == TB_OK && c->save[0]) st = check_replaced_file("--save", c->save, 0);
     /* A reused --run-id would meet its earlier run's event log; only a resume continues it. */
     if (st == TB_OK && c->run_id[0] && !c->resume[0] && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) {
         char log[PATH_MAX];

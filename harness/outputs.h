@@ -17,4 +17,10 @@
  * whose event log exists already (unless the run is a --resume). */
 int outputs_check(const struct bench_config *c);
 
+/* The check of a file that a writer replaces by renaming a new one over it (--save, the calibration): an
+ * existing path must be a regular file, not a device, FIFO or directory the rename would replace; its
+ * directory must exist and take a new file (make_dirs: or be creatable, for a writer that makes it).
+ * TB_OK, or TB_EIO with one line "OPT PATH: why". */
+int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <sys/resource.h>
+#include <sys/sysmacros.h>
 
 TestSuite(probes, .timeout = 120);
 
@@ -489,6 +490,65 @@ Test(probes, a_fifo_or_directory_as_device_spec_is_refused)
     alarm(0);
     cr_assert(strstr(tb_error_get(), "not a regular file"), "%s", tb_error_get());
     free(fifo);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Whether path is (still) a FIFO. */
+static int is_fifo(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+}
+
+/* --calibrate and --calibrate-if-needed renamed their file over whatever --calibration named: a device
+ * node (as root, /dev/null became a regular file), a FIFO, a results file. Now they refuse a target that
+ * is not a regular file, or a regular file that is not a calibration, with one line before measuring
+ * (exit 1) and leave it alone; an empty file or another machine's calibration is replaced. */
+Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
+{
+    char *dir = new_dir();
+    char *fifo = rb_path(dir, "fifo"), *rows = rb_path(dir, "rows.jsonl"), *node = rb_path(dir, "null");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    /* A private device node (root only: mknod), never the machine's /dev/null. */
+    const int have_node = mknod(node, S_IFCHR | 0666, makedev(1, 3)) == 0;
+    static const char rows_text[] = "{\"schema\":1,\"kind\":\"train\",\"run_id\":\"a\"}\n{\"schema\":1,\"run_id\":\"b\"}\n";
+    rb_write(dir, "rows.jsonl", rows_text);
+    rb_write(dir, "one.json", "{\"schema\":1,\"kind\":\"train\"}\n");
+    static const char *const modes[] = {"--calibrate", "--calibrate-if-needed"};
+    static const char *const targets[] = {"fifo", "rows.jsonl", "one.json", "null"};
+    for (int m = 0; m < 2; m++) {
+        for (int t = 0; t < 4; t++) {
+            if (t == 3 && !have_node) continue;
+            const int code = run_bounded(dir, "cal", RB_ARGS(modes[m], "--calibration", targets[t]), 60);
+            char *err = rb_stderr(dir, "cal"), *out = rb_path(dir, "cal.out"), *text = tu_read_file(out, NULL);
+            cr_assert_eq(code, 1, "%s --calibration %s: exit %d: %s", modes[m], targets[t], code, err);
+            cr_assert_eq(n_lines(err), 1, "%s %s: %s", modes[m], targets[t], err);
+            cr_assert(strstr(err, "--calibration") && strstr(err, targets[t]), "%s", err);
+            cr_assert(strstr(err, t == 0 || t == 3 ? "not a regular file" : "not a calibration"), "%s", err);
+            cr_assert(!text || !strstr(text, "calibrating"), "%s %s: measured before refusing: %s", modes[m], targets[t], text);
+            free(text), free(out), free(err);
+        }
+    }
+    cr_assert(is_fifo(fifo), "the FIFO was replaced");
+    if (have_node) {
+        struct stat sb;
+        cr_assert(stat(node, &sb) == 0 && S_ISCHR(sb.st_mode), "the device node was replaced");
+    }
+    char *text = tu_read_file(rows, NULL);
+    cr_assert_str_eq(text, rows_text, "the results file changed");
+    free(text);
+    /* Another machine's calibration is replaced by this one's. */
+    rb_write(dir, "cal.json", "{\"schema\":1,\"kind\":\"calibration\",\"cpu_model\":\"Another CPU\",\"cores\":999,"
+                              "\"sgemm_1t_gflops\":1,\"triad_all_gbs\":1}\n");
+    int code = rb_run(dir, "other", RB_ARGS("--calibrate-if-needed", "--calibration", "cal.json"), NULL);
+    char *err = rb_stderr(dir, "other");
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    char *cal = rb_path(dir, "cal.json");
+    text = tu_read_file(cal, NULL);
+    cr_assert(text && strstr(text, "\"kind\":\"calibration\"") && !strstr(text, "Another CPU"), "%s", text);
+    free(text), free(err), free(cal);
+    free(fifo), free(rows), free(node);
     tu_rm_rf(dir);
     free(dir);
 }
