@@ -552,3 +552,79 @@ Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* The whole of a file, malloc'd ("" when missing), to see that a refused run left it alone. */
+static char *contents(const char *dir, const char *name)
+{
+    char *p = rb_path(dir, name), *s = tu_read_file(p, NULL);
+    free(p);
+    return s ? s : strdup("");
+}
+
+/* Nothing checked that outputs differ from each other and from the inputs: --trace, --save, --logits or
+ * --timeline on the --out file replaced its rows; --logits on --load's file replaced the weights;
+ * --out on --load's file appended a row to them. Now every such pair is one line naming both options,
+ * exit 2, before any work. Directories may be shared (--mllog and --checkpoint-dir, --resume's default). */
+Test(probes, outputs_that_collide_with_each_other_or_an_input_are_refused, .timeout = 240)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "good", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--save", "a.st")), 0);
+    for (const char *sub = "d\0data\0"; *sub; sub += strlen(sub) + 1) {
+        char *p = rb_path(dir, sub);
+        cr_assert_eq(mkdir(p, 0755), 0);
+        free(p);
+    }
+    rb_write(dir, "data/train-images-idx3-ubyte", "not read: refused before");
+    rb_write(dir, "s.suite", "steps=2\n");
+    char *rows = contents(dir, "results.jsonl"), *weights = contents(dir, "a.st");
+    static const struct {
+        const char *args[12];
+        const char *a, *b; /* the two options the message names */
+    } cases[] = {
+        {{"--steps", "2", "--trace", "results.jsonl"}, "--trace", "--out"},
+        {{"--steps", "2", "--save", "results.jsonl"}, "--save", "--out"},
+        {{"--plan", "evaluate", "--load", "a.st", "--logits", "results.jsonl"}, "--logits", "--out"},
+        {{"--backend", "ipu", "--steps", "2", "--timeline", "results.jsonl"}, "--timeline", "--out"},
+        {{"--plan", "evaluate", "--load", "a.st", "--logits", "a.st"}, "--logits", "--load"},
+        {{"--steps", "2", "--load", "a.st", "--out", "a.st"}, "--out", "--load"},
+        {{"--steps", "2", "--load", "./a.st", "--save", "d/../a.st"}, "--save", "--load"},
+        {{"--steps", "2", "--trace", "new.json", "--save", "d/../new.json"}, "--save", "--trace"},
+        {{"--backend", "ipu", "--steps", "2", "--timeline", "t.csv", "--trace", "t.csv.devices.csv"}, "--trace", "--timeline"},
+        {{"--steps", "2", "--checkpoint-dir", "ck", "--trace", "ck"}, "--trace", "--checkpoint-dir"},
+        {{"--steps", "2", "--calibration", "cal.json", "--out", "./cal.json"}, "--out", "--calibration"},
+        {{"--steps", "2", "--data", "data", "--out", "data/train-images-idx3-ubyte"}, "--out", "--data"},
+        {{"--suite", "s.suite", "--out", "s.suite"}, "--out", "--suite"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i].args);
+        char *err = rb_stderr(dir, "bad");
+        const int suite = !strcmp(cases[i].b, "--suite"); /* a failed suite run exits 1 */
+        cr_assert_eq(code, suite ? 1 : 2, "case %zu (%s, %s): exit %d: %s", i, cases[i].a, cases[i].b, code, err);
+        cr_assert(strstr(err, cases[i].a) && strstr(err, cases[i].b), "case %zu: does not name both: %s", i, err);
+        if (!suite) cr_assert_eq(n_lines(err), 1, "case %zu: %s", i, err);
+        char *r = contents(dir, "results.jsonl"), *w = contents(dir, "a.st"), *s = contents(dir, "s.suite");
+        cr_assert_str_eq(r, rows, "case %zu: the result rows changed", i);
+        cr_assert(strcmp(w, weights) == 0, "case %zu: the weights changed", i);
+        cr_assert_str_eq(s, "steps=2\n", "case %zu: the suite changed", i);
+        for (const char *made = "new.json\0t.csv\0ck\0cal.json\0"; *made; made += strlen(made) + 1) {
+            char *p = rb_path(dir, made);
+            cr_assert_neq(access(p, F_OK), 0, "case %zu: %s was written", i, made);
+            free(p);
+        }
+        free(r), free(w), free(s), free(err);
+    }
+    /* What stays allowed: --out appends, --resume keeps checkpointing in its directory, --mllog may share
+     * the checkpoint directory, and a device sink may take more than one output. */
+    cr_assert_eq(rb_run(dir, "ck", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--checkpoint-dir", "ck", "--mllog", "ck")), 0);
+    cr_assert_eq(rb_run(dir, "res", RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--resume", "ck", "--mllog", "ck")), 0);
+    char *node = rb_path(dir, "null");
+    if (mknod(node, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        const int code = rb_run(dir, "sink", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--out", "null", "--trace", "null"));
+        char *err = rb_stderr(dir, "sink");
+        cr_assert_eq(code, 0, "exit %d: %s", code, err);
+        free(err);
+    }
+    free(node), free(rows), free(weights);
+    tu_rm_rf(dir);
+    free(dir);
+}
