@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "json.h"
 #include "machine.h"
+#include "outputs.h"
 #include "regular_file.h"
 #include "status.h"
 #include "tpool.h"
@@ -183,8 +184,36 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     return TB_OK;
 }
 
+int calibrate_check_target(const char *path)
+{
+    int st = outputs_check_replaced("--calibration", path, 1);
+    if (st != TB_OK) return st;
+    struct stat sb;
+    if (stat(path, &sb) != 0 || sb.st_size == 0) return TB_OK; /* nothing there to lose */
+    /* Any machine's calibration may be replaced; anything else (results rows, say) is someone's data. */
+    char buf[8192];
+    size_t n = 0;
+    FILE *f = regular_fopen(path, NULL);
+    if (f) {
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    struct json_value *v = NULL;
+    const int is_cal = f && (size_t)sb.st_size < sizeof buf && json_parse(buf, n, &v) == TB_OK &&
+                       !strcmp(json_get_str(v, "kind", ""), "calibration");
+    json_value_free(v);
+    tb_error_clear();
+    if (!is_cal)
+        return tb_error_set(TB_EIO, "--calibration %s: not a calibration file (no \"kind\": \"calibration\"), so it is "
+                                    "not replaced; give another path", path);
+    return TB_OK;
+}
+
 int calibrate_write(const struct calibration *c, const char *path)
 {
+    int st = calibrate_check_target(path);
+    if (st != TB_OK) return st;
     struct json_buf b;
     json_buf_init(&b);
     json_begin_object(&b);
@@ -204,7 +233,7 @@ int calibrate_write(const struct calibration *c, const char *path)
     if (c->barrier_all_us > 0.0) json_key_double(&b, "barrier_all_us", c->barrier_all_us);
     calibrate_gpu_write_json(&c->gpu, &b);
     json_end_object(&b);
-    int st = json_buf_status(&b);
+    st = json_buf_status(&b);
     if (st != TB_OK) {
         json_buf_free(&b);
         return tb_error_set(st, "calibrate: cannot format %s", path);

@@ -79,7 +79,11 @@ void calibrate_gpu_write_json(const struct calibration_gpu *g, struct json_buf *
 /* Reads member "gpu" of a parsed calibration file (UNKNOWN when there is none). TB_OK, or TB_EFORMAT for
  * a measured GPU without a positive ceiling. */
 int calibrate_gpu_read_json(const struct json_value *file, struct calibration_gpu *g);
-/* Writes c as JSON to path (parent directories created). Returns TB_OK or TB_EIO. */
+/* Whether a calibration may be written to path: TB_OK when nothing is there, the file is empty or holds a
+ * calibration (any machine's); TB_EIO with one line when it is not a regular file (the rename would
+ * replace a device or FIFO) or is another file (results rows would be lost), or its directory cannot be made. */
+int calibrate_check_target(const char *path);
+/* Writes c as JSON to path (parent directories created; calibrate_check_target first). Returns TB_OK or TB_EIO. */
 int calibrate_write(const struct calibration *c, const char *path);
 /* Reads a calibration written by calibrate_write. Returns TB_OK, TB_EIO (missing) or TB_EFORMAT. */
 int calibrate_read(const char *path, struct calibration *c);

@@ -1,6 +1,7 @@
 /* devmodel.c — device specs, the per-layer roofline and its composition into a pipeline (devmodel.h). */
 #include "devmodel.h"
 
+#include "regular_file.h"
 #include "repo_dir.h"
 
 #include "status.h"
@@ -12,6 +13,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- spec files ---- */
 
@@ -232,7 +234,11 @@ int dev_spec_load(const char *name_or_path, const char *dir, struct dev_spec *d)
     const int is_path = strchr(name_or_path, '/') || (nl > 5 && !strcmp(name_or_path + nl - 5, ".spec"));
     if (is_path) snprintf(path, sizeof path, "%s", name_or_path);
     else snprintf(path, sizeof path, "%s/%s.spec", dir ? dir : dev_default_dir(), name_or_path);
-    FILE *f = fopen(path, "rb");
+    /* Regular files only: a FIFO would block the open forever, a directory reads as garbage. */
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
+    struct stat sb;
+    if (!f && stat(path, &sb) == 0) return tb_error_set(TB_EIO, "device spec %s: %s", path, why);
     if (!f) {
         char names[400] = "";
         DIR *dd = opendir(dir ? dir : dev_default_dir());
@@ -576,8 +582,10 @@ int dev_published_parse(const char *text, const char *where, struct dev_publishe
 
 int dev_published_load(const char *path, struct dev_published *p)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tb_error_set(TB_EIO, "published figures %s not found", path);
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why); /* not a FIFO: its open would wait for a writer */
+    struct stat sb;
+    if (!f) return tb_error_set(TB_EIO, "published figures %s: %s", path, stat(path, &sb) == 0 ? why : "not found");
     char text[8192];
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);

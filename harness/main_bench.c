@@ -59,6 +59,7 @@ static void usage(FILE *f)
     fprintf(f, "  %-23s %s\n", "--suite FILE", "run every line of a suite file (see suites/default.suite)");
     fprintf(f, "  %-23s %s\n", "--calibrate",
             "measure sgemm GFLOP/s, triad GB/s and the GPU's ceilings into --calibration and exit");
+    fprintf(f, "  %-23s %s\n", "", "(replaces only a calibration: never rows, a device or a FIFO)");
     fprintf(f, "  %-23s %s\n", "--calibrate-if-needed", "the same, unless --calibration was measured on this machine");
     fprintf(f, "  --blas-core auto|env|NAME\n  %-23s %s\n", "", "OpenBLAS kernel set: auto lets OpenBLAS detect the CPU (default;");
     fprintf(f, "  %-23s %s\n", "", "ignores an inherited OPENBLAS_CORETYPE; where OpenBLAS does not know the");
@@ -232,6 +233,11 @@ static void print_gpu_calibration(const struct calibration_gpu *g)
 static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
 {
     struct calibration cal;
+    /* Before measuring, and before reading it as a calibration: a path it must not replace is refused. */
+    if (calibrate_check_target(path) != TB_OK) {
+        fprintf(stderr, "bench: %s\n", tb_error_get());
+        return 1;
+    }
     if (only_if_needed) {
         struct machine_info mi;
         machine_info_read(&mi);

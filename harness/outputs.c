@@ -1,6 +1,7 @@
 /* outputs.c — up-front checks of the run's output locations (see outputs.h). */
 #include "outputs.h"
 
+#include "dataset.h"
 #include "status.h"
 
 #include <errno.h>
@@ -81,15 +82,19 @@ static int check_append_file(const char *opt, const char *path)
     return st != TB_OK ? st : dir_writable(opt, path, dir);
 }
 
-/* A file replaced by rename (--save): its directory must exist (the writer does not create it) and
- * take a new file; an existing target must be a regular file, since renaming over /dev/null would
- * replace the device. */
-static int check_replaced_file(const char *opt, const char *path)
+/* A file replaced by rename (--save, the calibration): an existing target must be a regular file, since
+ * renaming over /dev/null would replace the device; its directory must exist (the --save writer does not
+ * create it) and take a new file, or with make_dirs be creatable under its nearest existing ancestor. */
+static int check_replaced_file(const char *opt, const char *path, int make_dirs)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return tb_error_set(TB_EIO, "%s %s: %s", opt, path, S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
     char dir[PATH_MAX];
+    if (make_dirs) {
+        const int st = existing_parent(opt, path, dir, sizeof dir);
+        return st != TB_OK ? st : dir_writable(opt, path, dir);
+    }
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
         return tb_error_set(TB_EIO, "%s %s: path too long", opt, path);
     char *slash = strrchr(dir, '/');
@@ -99,6 +104,11 @@ static int check_replaced_file(const char *opt, const char *path)
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tb_error_set(TB_EIO, "%s %s: directory %s does not exist", opt, path, dir);
     return dir_writable(opt, path, dir);
+}
+
+int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
+{
+    return check_replaced_file(opt, path, make_dirs);
 }
 
 /* A directory written into (--mllog, --checkpoint-dir): an existing one must take a new file; a
@@ -115,13 +125,159 @@ static int check_dir(const char *opt, const char *path)
     return st != TB_OK ? st : dir_writable(opt, path, dir);
 }
 
+/* ---- outputs that are one file ---- */
+
+/* A place the run writes or reads, as the user named it, and what it is now: an existing one by
+ * (st_dev, st_ino), one that does not exist yet by its normalised absolute path. */
+struct place {
+    const char *opt;     /* "--out", ... */
+    char path[PATH_MAX]; /* as given (a sidecar or a data file: as the run will spell it) */
+    int output, dir;     /* written (else read); a directory of files (else a file) */
+    int exists, sink;    /* sink: an existing character device (/dev/null): it keeps nothing to destroy */
+    dev_t dev;
+    ino_t ino;
+    char norm[PATH_MAX];
+};
+
+/* path made absolute, its existing leading directories resolved (realpath) and the rest cleaned
+ * lexically (".", "..", "//"), so that two spellings of a file not made yet compare equal. */
+static void normalise(const char *path, char *out, size_t n)
+{
+    char abs[PATH_MAX], head[PATH_MAX], cwd[PATH_MAX];
+    const int k = path[0] == '/' || !getcwd(cwd, sizeof cwd) ? snprintf(abs, sizeof abs, "%s", path)
+                                                             : snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+    if (k < 0 || k >= (int)sizeof abs) { /* too long to open: compared as given */
+        snprintf(out, n, "%s", path);
+        return;
+    }
+    size_t cut = strlen(abs);
+    for (;;) { /* the longest leading part that exists */
+        memcpy(head, abs, cut);
+        head[cut] = '\0';
+        if (cut == 0 || realpath(head, out)) break;
+        while (cut > 0 && abs[cut - 1] != '/') cut--;
+        while (cut > 0 && abs[cut - 1] == '/') cut--;
+    }
+    if (cut == 0) snprintf(out, n, "/");
+    char *save = NULL;
+    for (char *comp = strtok_r(abs + cut, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
+        size_t len = strlen(out);
+        if (!strcmp(comp, ".")) continue;
+        if (!strcmp(comp, "..")) {
+            char *slash = strrchr(out, '/');
+            if (slash && slash != out) *slash = '\0';
+            else snprintf(out, n, "/");
+            continue;
+        }
+        snprintf(out + len, n - len, "%s%s", len > 1 ? "/" : "", comp);
+    }
+}
+
+/* Appends a place; fmt names its path (a sidecar is "%s.devices.csv"). Places past max are dropped. */
+static void add_place(struct place *pl, int *n, int max, const char *opt, int output, int dir, const char *fmt,
+                      const char *path)
+{
+    if (!path[0] || *n >= max) return;
+    struct place *p = &pl[(*n)++];
+    memset(p, 0, sizeof *p);
+    p->opt = opt, p->output = output, p->dir = dir;
+    snprintf(p->path, sizeof p->path, fmt, path);
+    struct stat sb;
+    if (stat(p->path, &sb) == 0) {
+        p->exists = 1, p->sink = S_ISCHR(sb.st_mode);
+        p->dev = sb.st_dev, p->ino = sb.st_ino;
+    } else {
+        normalise(p->path, p->norm, sizeof p->norm);
+    }
+}
+
+/* The files of a dataset directory that its readers open (dataset.h): IDX under either spelling, plain
+ * or gzip, and CIFAR-10's batches, there or in cifar-10-batches-bin/; only those that exist. */
+static void add_data_files(struct place *pl, int *n, int max, const char *dir)
+{
+    static const char *const idx[] = {"train-images", "train-labels", "t10k-images", "t10k-labels"};
+    static const char *const cifar[] = {"data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4",
+                                        "data_batch_5", "test_batch"};
+    for (int sub = 0; sub < 2; sub++) {
+        char base[PATH_MAX], f[PATH_MAX + 64];
+        snprintf(base, sizeof base, "%s%s", dir, sub ? "/cifar-10-batches-bin" : "");
+        for (int k = 0; k < 4 * 2 * 2 + 6 * 2; k++) {
+            const char *gz = k % 2 ? ".gz" : "";
+            if (k < 16) /* "train-images-idx3-ubyte", "train-images.idx3-ubyte" */
+                snprintf(f, sizeof f, "%s/%s%sidx%d-ubyte%s", base, idx[k / 4], (k / 2) % 2 ? "." : "-",
+                         strstr(idx[k / 4], "images") ? 3 : 1, gz);
+            else
+                snprintf(f, sizeof f, "%s/%s.bin%s", base, cifar[(k - 16) / 2], gz);
+            struct stat sb;
+            if (stat(f, &sb) == 0) add_place(pl, n, max, "--data", 0, 0, "%s", f);
+        }
+    }
+}
+
+/* Every output must be its own file, apart from the other outputs and from every input: --trace on the
+ * --out file replaced the result rows, --logits on --load's file the weights. Directories may be shared
+ * (--mllog's and --checkpoint-dir's files are named apart; --checkpoint-dir defaults to --resume's), and a
+ * character device such as /dev/null may take any number of outputs. TB_EINVAL naming both options. */
+static int check_distinct(const struct bench_config *c)
+{
+    enum { MAX_PLACES = 96 };
+    struct place *pl = calloc(MAX_PLACES, sizeof *pl);
+    if (!pl) return tb_error_set(TB_ENOMEM, "out of memory checking the output paths");
+    int n = 0;
+    const int mllog = c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0;
+    add_place(pl, &n, MAX_PLACES, "--out", 1, 0, "%s", c->out);
+    if (mllog) add_place(pl, &n, MAX_PLACES, "--mllog", 1, 1, "%s", c->mllog_dir);
+    if (mllog && c->run_id[0]) {
+        char log[PATH_MAX];
+        snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id);
+        add_place(pl, &n, MAX_PLACES, "--mllog", 1, 0, "%s", log);
+    }
+    add_place(pl, &n, MAX_PLACES, "--save", 1, 0, "%s", c->save);
+    add_place(pl, &n, MAX_PLACES, "--trace", 1, 0, "%s", c->trace);
+    add_place(pl, &n, MAX_PLACES, "--logits", 1, 0, "%s", c->logits);
+    add_place(pl, &n, MAX_PLACES, "--timeline", 1, 0, "%s", c->timeline);
+    if (c->timeline[0]) add_place(pl, &n, MAX_PLACES, "--timeline", 1, 0, "%s.devices.csv", c->timeline);
+    add_place(pl, &n, MAX_PLACES, "--checkpoint-dir", 1, 1, "%s", c->checkpoint_dir);
+    add_place(pl, &n, MAX_PLACES, "--load", 0, 0, "%s", c->load);
+    add_place(pl, &n, MAX_PLACES, "--resume", 0, 1, "%s", c->resume);
+    add_place(pl, &n, MAX_PLACES, "--suite", 0, 0, "%s", c->suite);
+    add_place(pl, &n, MAX_PLACES, "--calibration", 0, 0, "%s", c->calibration);
+    const size_t pdl = strlen(c->project_device);
+    if (strchr(c->project_device, '/') || (pdl > 5 && !strcmp(c->project_device + pdl - 5, ".spec")))
+        add_place(pl, &n, MAX_PLACES, "--project-device", 0, 0, "%s", c->project_device); /* a path, not a name */
+    /* The data the run reads (session.c: the plans that only time steps default to synthetic data). */
+    const int times_only = c->plan == PLAN_THROUGHPUT || c->plan == PLAN_INFERENCE || (c->plan == PLAN_SCALING && c->epochs == 0);
+    const char *data = c->data[0] ? (strcmp(c->data, "synthetic") ? c->data : NULL) : times_only ? NULL : DATASET_DEFAULT_DIR;
+    if (data) {
+        add_place(pl, &n, MAX_PLACES, "--data", 0, 1, "%s", data);
+        add_data_files(pl, &n, MAX_PLACES, data);
+    }
+    int st = TB_OK;
+    for (int i = 0; i < n && st == TB_OK; i++) {
+        for (int j = i + 1; j < n && st == TB_OK; j++) {
+            const struct place *a = &pl[i], *b = &pl[j];
+            if (!a->output && !b->output) continue;
+            if (a->opt == b->opt || (a->dir && b->dir) || a->exists != b->exists) continue;
+            const int same = a->exists ? a->dev == b->dev && a->ino == b->ino : !strcmp(a->norm, b->norm);
+            if (!same || a->sink) continue;
+            /* Name the output that was listed later first: outputs come before inputs in pl. */
+            const struct place *w = b->output ? b : a, *o = b->output ? a : b;
+            st = tb_error_set(TB_EINVAL, "%s %s: the same %s as %s %s, which the run %s; give each its own path",
+                              w->opt, w->path, a->dir || b->dir ? "path" : "file", o->opt, o->path,
+                              o->output ? "writes too (one would destroy the other)" : "reads (writing would destroy it)");
+        }
+    }
+    free(pl);
+    return st;
+}
+
 int outputs_check(const struct bench_config *c)
 {
     int st = TB_OK;
     if (c->out[0]) st = check_append_file("--out", c->out);
     if (st == TB_OK && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) st = check_dir("--mllog", c->mllog_dir);
     if (st == TB_OK && c->checkpoint_dir[0]) st = check_dir("--checkpoint-dir", c->checkpoint_dir);
-    if (st == TB_OK && c->save[0]) st = check_replaced_file("--save", c->save);
+    if (st == TB_OK && c->save[0]) st = check_replaced_file("--save", c->save, 0);
     /* A reused --run-id would meet its earlier run's event log; only a resume continues it. */
     if (st == TB_OK && c->run_id[0] && !c->resume[0] && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) {
         char log[PATH_MAX];
@@ -130,5 +286,6 @@ int outputs_check(const struct bench_config *c)
             st = tb_error_set(TB_EINVAL, "--run-id %s: %s holds an earlier run's event log; give another --run-id "
                                          "(only --resume continues a run under its id)", c->run_id, log);
     }
+    if (st == TB_OK) st = check_distinct(c);
     return st;
 }

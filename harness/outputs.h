@@ -14,7 +14,16 @@
 
 /* Checks --out, --mllog (unless "none"), --checkpoint-dir and --save of a finished configuration;
  * TB_OK, or TB_EIO with one line naming the option, the path and the reason; TB_EINVAL for a --run-id
- * whose event log exists already (unless the run is a --resume). */
+ * whose event log exists already (unless the run is a --resume), and for two outputs that are one file
+ * or an output that is an input (--load, --resume, --data's files, --suite, --calibration,
+ * --project-device's file), naming both options: existing files compared by device and inode, others
+ * by normalised path. Directories may be shared, and a character device such as /dev/null. */
 int outputs_check(const struct bench_config *c);
+
+/* The check of a file that a writer replaces by renaming a new one over it (--save, the calibration): an
+ * existing path must be a regular file, not a device, FIFO or directory the rename would replace; its
+ * directory must exist and take a new file (make_dirs: or be creatable, for a writer that makes it).
+ * TB_OK, or TB_EIO with one line "OPT PATH: why". */
+int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
 
 #endif

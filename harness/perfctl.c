@@ -8,10 +8,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int opened;              /* 0 before the first call, 1 once tried */
 static int ctl_fd = -1, ack_fd = -1;
+
+/* Opens path (flags | O_NONBLOCK) only if it is a FIFO: a regular file or a device named by mistake would
+ * be written over (or read) at offset 0. stat before the open, since opening some devices acts; fstat
+ * after it, against a swap in between. Returns the descriptor, or -1 with *why set (and errno, for ENXIO). */
+static int fifo_open(const char *path, int flags, const char **why)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        *why = strerror(errno);
+        return -1;
+    }
+    const int fd = S_ISFIFO(sb.st_mode) ? open(path, flags | O_NONBLOCK | O_CLOEXEC) : -1;
+    if (fd < 0 && S_ISFIFO(sb.st_mode)) {
+        *why = strerror(errno); /* ENXIO: no reader */
+        return -1;
+    }
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISFIFO(sb.st_mode)) return fd;
+    if (fd >= 0) close(fd);
+    errno = 0;
+    *why = "not a FIFO, so left alone (perf --control fifo:CTL,ACK makes FIFOs)";
+    return -1;
+}
 
 /* Opens the fifos named by TB_PERF_CTL on the first call; returns 1 when there is a control fifo. */
 static int perfctl_open(void)
@@ -25,15 +48,16 @@ static int perfctl_open(void)
     char *ack = strchr(ctl, ',');
     if (ack) *ack++ = '\0';
     /* Non-blocking: with no reader (perf not listening) the open fails with ENXIO instead of hanging. */
-    ctl_fd = open(ctl, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    const char *why = NULL;
+    ctl_fd = fifo_open(ctl, O_WRONLY, &why);
     if (ctl_fd < 0) {
-        fprintf(stderr, "bench: warning: %s=%s: cannot open the control fifo %s: %s%s\n", PERFCTL_ENV, env, ctl,
-                strerror(errno), errno == ENXIO ? " (no reader: is perf running with --control?)" : "");
+        fprintf(stderr, "bench: warning: %s=%s: cannot open the control fifo %s: %s%s\n", PERFCTL_ENV, env, ctl, why,
+                errno == ENXIO ? " (no reader: is perf running with --control?)" : "");
         return 0;
     }
-    if (ack && *ack && (ack_fd = open(ack, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
-        fprintf(stderr, "bench: warning: %s: cannot open the ack fifo %s: %s; not waiting for acks\n", PERFCTL_ENV,
-                ack, strerror(errno));
+    if (ack && *ack && (ack_fd = fifo_open(ack, O_RDONLY, &why)) < 0)
+        fprintf(stderr, "bench: warning: %s: cannot open the ack fifo %s: %s; not waiting for acks\n", PERFCTL_ENV, ack,
+                why);
     return 1;
 }
 

@@ -6,8 +6,9 @@
  * "disable\n" when they end, once per --repeat, and after each waits (at most 10 s) for perf's "ack\n"
  * on ACK (without ",ACK" it does not wait). Data generation, model set-up, weight initialisation and
  * the row writing stay out of the samples. tools/profile.sh sets it all up. Without TB_PERF_CTL both
- * calls do nothing; when the fifo has no reader (perf is not listening) the first call warns once on
- * stderr and later ones do nothing. Threading: main thread only (the fifos are opened once and kept).
+ * calls do nothing; when the fifo has no reader (perf is not listening), or a path is not a FIFO at all
+ * (a regular file or a device is never opened for writing: it would be written over), the first call
+ * warns once on stderr and later ones do nothing (an ack path that is not a FIFO: no waiting for acks). Threading: main thread only (the fifos are opened once and kept).
  */
 #ifndef TB_PERFCTL_H
 #define TB_PERFCTL_H

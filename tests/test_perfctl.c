@@ -130,3 +130,40 @@ Test(perfctl, real_perf_counts_only_the_enabled_windows)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* TB_PERF_CTL naming a regular file: bench opened it for writing and put "enable\ndisable\n..." over its
+ * first bytes (a results file lost its first row). Now anything but a FIFO is one warning and ignored;
+ * the file is unchanged and the run goes on. So is an ack path that is not a FIFO. */
+Test(perfctl, a_regular_file_is_not_written)
+{
+    char *dir = tu_mkdtemp("perfctl"), *env = NULL;
+    static const char text[] = "{\"schema\":1,\"run_id\":\"first\"}\n{\"schema\":1,\"run_id\":\"second\"}\n";
+    rb_write(dir, "pc.jsonl", text);
+    char *pc = rb_path(dir, "pc.jsonl");
+    cr_assert_eq(setenv("TB_PERF_CTL", pc, 1), 0);
+    const int code = rb_run(dir, "run", BASE, NULL);
+    unsetenv("TB_PERF_CTL");
+    char *err = rb_stderr(dir, "run"), *got = tu_read_file(pc, NULL);
+    cr_assert_eq(code, 0, "%s", err);
+    cr_assert_str_eq(got, text, "the file was written");
+    cr_assert(strstr(err, "TB_PERF_CTL") && strstr(err, "not a FIFO"), "no warning: %s", err);
+    int lines = 0;
+    for (const char *c = err; *c; c++) lines += *c == '\n';
+    cr_assert_eq(lines, 1, "one warning, not one per call: %s", err);
+    free(got), free(err);
+    /* A real control fifo with a regular file as the ack path: commands flow, nothing waits on the file. */
+    char *ctl, *ack;
+    make_fifos(dir, &ctl, &ack);
+    cr_assert(asprintf(&env, "%s,%s", ctl, pc) > 0);
+    int code2;
+    got = fake_perf(dir, env, ctl, NULL, &code2);
+    err = rb_stderr(dir, "run");
+    cr_assert_eq(code2, 0, "%s", err);
+    cr_assert_str_eq(got, "enable\ndisable\nenable\ndisable\n", "stderr: %s", err);
+    cr_assert(strstr(err, "ack") && strstr(err, "not a FIFO"), "no warning about the ack path: %s", err);
+    char *again = tu_read_file(pc, NULL);
+    cr_assert_str_eq(again, text, "the ack file changed");
+    free(again), free(got), free(err), free(env), free(ctl), free(ack), free(pc);
+    tu_rm_rf(dir);
+    free(dir);
+}

@@ -6,11 +6,13 @@
  */
 #include "test_reliability_util.h"
 
+#include "devmodel.h"
 #include "loss_watch.h"
 #include "results.h"
 
 #include <math.h>
 #include <sys/resource.h>
+#include <sys/sysmacros.h>
 
 TestSuite(probes, .timeout = 120);
 
@@ -458,6 +460,171 @@ Test(probes, reused_run_id_and_unknown_blas_core_are_refused)
     cr_assert(strstr(err, "--blas-core Bogus") && strstr(err, "Haswell"), "%s", err);
     free(err);
     free(log), free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* --project-device FIFO blocked in fopen forever, and a directory was "larger than 16383 bytes". Now
+ * both are one line saying the path is not a regular file, exit 2; the seed figures' reader
+ * (dev_published_load) refuses a FIFO the same way instead of waiting for a writer. */
+Test(probes, a_fifo_or_directory_as_device_spec_is_refused)
+{
+    char *dir = new_dir();
+    char *fifo = rb_path(dir, "spec.fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    int code = run_bounded(dir, "fifo", RB_ARGS("--backend", "ipu", "--project-device", "./spec.fifo"), 30);
+    char *err = rb_stderr(dir, "fifo");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    cr_assert(strstr(err, "spec.fifo") && strstr(err, "not a regular file"), "%s", err);
+    free(err);
+    code = run_bounded(dir, "dir", RB_ARGS("--backend", "ipu", "--project-device", dir), 30);
+    err = rb_stderr(dir, "dir");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "%s", err);
+    cr_assert(strstr(err, "directory") && !strstr(err, "larger than"), "%s", err);
+    free(err);
+    struct dev_published pub;
+    alarm(20); /* a blocking open kills the test instead of hanging it */
+    cr_assert_neq(dev_published_load(fifo, &pub), TB_OK);
+    alarm(0);
+    cr_assert(strstr(tb_error_get(), "not a regular file"), "%s", tb_error_get());
+    free(fifo);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Whether path is (still) a FIFO. */
+static int is_fifo(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+}
+
+/* --calibrate and --calibrate-if-needed renamed their file over whatever --calibration named: a device
+ * node (as root, /dev/null became a regular file), a FIFO, a results file. Now they refuse a target that
+ * is not a regular file, or a regular file that is not a calibration, with one line before measuring
+ * (exit 1) and leave it alone; an empty file or another machine's calibration is replaced. */
+Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
+{
+    char *dir = new_dir();
+    char *fifo = rb_path(dir, "fifo"), *rows = rb_path(dir, "rows.jsonl"), *node = rb_path(dir, "null");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    /* A private device node (root only: mknod), never the machine's /dev/null. */
+    const int have_node = mknod(node, S_IFCHR | 0666, makedev(1, 3)) == 0;
+    static const char rows_text[] = "{\"schema\":1,\"kind\":\"train\",\"run_id\":\"a\"}\n{\"schema\":1,\"run_id\":\"b\"}\n";
+    rb_write(dir, "rows.jsonl", rows_text);
+    rb_write(dir, "one.json", "{\"schema\":1,\"kind\":\"train\"}\n");
+    static const char *const modes[] = {"--calibrate", "--calibrate-if-needed"};
+    static const char *const targets[] = {"fifo", "rows.jsonl", "one.json", "null"};
+    for (int m = 0; m < 2; m++) {
+        for (int t = 0; t < 4; t++) {
+            if (t == 3 && !have_node) continue;
+            const int code = run_bounded(dir, "cal", RB_ARGS(modes[m], "--calibration", targets[t]), 60);
+            char *err = rb_stderr(dir, "cal"), *out = rb_path(dir, "cal.out"), *text = tu_read_file(out, NULL);
+            cr_assert_eq(code, 1, "%s --calibration %s: exit %d: %s", modes[m], targets[t], code, err);
+            cr_assert_eq(n_lines(err), 1, "%s %s: %s", modes[m], targets[t], err);
+            cr_assert(strstr(err, "--calibration") && strstr(err, targets[t]), "%s", err);
+            cr_assert(strstr(err, t == 0 || t == 3 ? "not a regular file" : "not a calibration"), "%s", err);
+            cr_assert(!text || !strstr(text, "calibrating"), "%s %s: measured before refusing: %s", modes[m], targets[t], text);
+            free(text), free(out), free(err);
+        }
+    }
+    cr_assert(is_fifo(fifo), "the FIFO was replaced");
+    if (have_node) {
+        struct stat sb;
+        cr_assert(stat(node, &sb) == 0 && S_ISCHR(sb.st_mode), "the device node was replaced");
+    }
+    char *text = tu_read_file(rows, NULL);
+    cr_assert_str_eq(text, rows_text, "the results file changed");
+    free(text);
+    /* Another machine's calibration is replaced by this one's. */
+    rb_write(dir, "cal.json", "{\"schema\":1,\"kind\":\"calibration\",\"cpu_model\":\"Another CPU\",\"cores\":999,"
+                              "\"sgemm_1t_gflops\":1,\"triad_all_gbs\":1}\n");
+    int code = rb_run(dir, "other", RB_ARGS("--calibrate-if-needed", "--calibration", "cal.json"), NULL);
+    char *err = rb_stderr(dir, "other");
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    char *cal = rb_path(dir, "cal.json");
+    text = tu_read_file(cal, NULL);
+    cr_assert(text && strstr(text, "\"kind\":\"calibration\"") && !strstr(text, "Another CPU"), "%s", text);
+    free(text), free(err), free(cal);
+    free(fifo), free(rows), free(node);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The whole of a file, malloc'd ("" when missing), to see that a refused run left it alone. */
+static char *contents(const char *dir, const char *name)
+{
+    char *p = rb_path(dir, name), *s = tu_read_file(p, NULL);
+    free(p);
+    return s ? s : strdup("");
+}
+
+/* Nothing checked that outputs differ from each other and from the inputs: --trace, --save, --logits or
+ * --timeline on the --out file replaced its rows; --logits on --load's file replaced the weights;
+ * --out on --load's file appended a row to them. Now every such pair is one line naming both options,
+ * exit 2, before any work. Directories may be shared (--mllog and --checkpoint-dir, --resume's default). */
+Test(probes, outputs_that_collide_with_each_other_or_an_input_are_refused, .timeout = 240)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "good", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--save", "a.st")), 0);
+    for (const char *sub = "d\0data\0"; *sub; sub += strlen(sub) + 1) {
+        char *p = rb_path(dir, sub);
+        cr_assert_eq(mkdir(p, 0755), 0);
+        free(p);
+    }
+    rb_write(dir, "data/train-images-idx3-ubyte", "not read: refused before");
+    rb_write(dir, "s.suite", "steps=2\n");
+    char *rows = contents(dir, "results.jsonl"), *weights = contents(dir, "a.st");
+    static const struct {
+        const char *args[12];
+        const char *a, *b; /* the two options the message names */
+    } cases[] = {
+        {{"--steps", "2", "--trace", "results.jsonl"}, "--trace", "--out"},
+        {{"--steps", "2", "--save", "results.jsonl"}, "--save", "--out"},
+        {{"--plan", "evaluate", "--load", "a.st", "--logits", "results.jsonl"}, "--logits", "--out"},
+        {{"--backend", "ipu", "--steps", "2", "--timeline", "results.jsonl"}, "--timeline", "--out"},
+        {{"--plan", "evaluate", "--load", "a.st", "--logits", "a.st"}, "--logits", "--load"},
+        {{"--steps", "2", "--load", "a.st", "--out", "a.st"}, "--out", "--load"},
+        {{"--steps", "2", "--load", "./a.st", "--save", "d/../a.st"}, "--save", "--load"},
+        {{"--steps", "2", "--trace", "new.json", "--save", "d/../new.json"}, "--save", "--trace"},
+        {{"--backend", "ipu", "--steps", "2", "--timeline", "t.csv", "--trace", "t.csv.devices.csv"}, "--trace", "--timeline"},
+        {{"--steps", "2", "--checkpoint-dir", "ck", "--trace", "ck"}, "--trace", "--checkpoint-dir"},
+        {{"--steps", "2", "--calibration", "cal.json", "--out", "./cal.json"}, "--out", "--calibration"},
+        {{"--steps", "2", "--data", "data", "--out", "data/train-images-idx3-ubyte"}, "--out", "--data"},
+        {{"--suite", "s.suite", "--out", "s.suite"}, "--out", "--suite"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i].args);
+        char *err = rb_stderr(dir, "bad");
+        const int suite = !strcmp(cases[i].b, "--suite"); /* a failed suite run exits 1 */
+        cr_assert_eq(code, suite ? 1 : 2, "case %zu (%s, %s): exit %d: %s", i, cases[i].a, cases[i].b, code, err);
+        cr_assert(strstr(err, cases[i].a) && strstr(err, cases[i].b), "case %zu: does not name both: %s", i, err);
+        if (!suite) cr_assert_eq(n_lines(err), 1, "case %zu: %s", i, err);
+        char *r = contents(dir, "results.jsonl"), *w = contents(dir, "a.st"), *s = contents(dir, "s.suite");
+        cr_assert_str_eq(r, rows, "case %zu: the result rows changed", i);
+        cr_assert(strcmp(w, weights) == 0, "case %zu: the weights changed", i);
+        cr_assert_str_eq(s, "steps=2\n", "case %zu: the suite changed", i);
+        for (const char *made = "new.json\0t.csv\0ck\0cal.json\0"; *made; made += strlen(made) + 1) {
+            char *p = rb_path(dir, made);
+            cr_assert_neq(access(p, F_OK), 0, "case %zu: %s was written", i, made);
+            free(p);
+        }
+        free(r), free(w), free(s), free(err);
+    }
+    /* What stays allowed: --out appends, --resume keeps checkpointing in its directory, --mllog may share
+     * the checkpoint directory, and a device sink may take more than one output. */
+    cr_assert_eq(rb_run(dir, "ck", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--checkpoint-dir", "ck", "--mllog", "ck")), 0);
+    cr_assert_eq(rb_run(dir, "res", RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--resume", "ck", "--mllog", "ck")), 0);
+    char *node = rb_path(dir, "null");
+    if (mknod(node, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        const int code = rb_run(dir, "sink", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--out", "null", "--trace", "null"));
+        char *err = rb_stderr(dir, "sink");
+        cr_assert_eq(code, 0, "exit %d: %s", code, err);
+        free(err);
+    }
+    free(node), free(rows), free(weights);
     tu_rm_rf(dir);
     free(dir);
 }
