@@ -137,9 +137,10 @@ Test(probes, out_dev_null_is_accepted)
 
 /* Runs bench to completion in dir, but fails the test (killing the child) if it takes longer than
  * limit_s seconds: a run that blocks forever must not hang the suite. */
-static int run_bounded(const char *dir, const char *tag, const char *const *extra, double limit_s)
+static int run_bounded_with(const char *dir, const char *tag, const char *const *base, const char *const *extra,
+                            double limit_s)
 {
-    pid_t pid = rb_start(dir, tag, RB_ARGS(RB_BASE), extra);
+    pid_t pid = rb_start(dir, tag, base, extra);
     for (double t = 0; t < limit_s; t += 0.05) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -154,6 +155,12 @@ static int run_bounded(const char *dir, const char *tag, const char *const *extr
     waitpid(pid, NULL, 0);
     cr_assert(0, "%s: still running after %g s (blocked on a FIFO?)", tag, limit_s);
     return -1;
+}
+
+/* The same, after the tests' base arguments (a short synthetic run). */
+static int run_bounded(const char *dir, const char *tag, const char *const *extra, double limit_s)
+{
+    return run_bounded_with(dir, tag, RB_ARGS(RB_BASE), extra, limit_s);
 }
 
 /* A FIFO as --load, as --suite, or named like the newest checkpoint under --resume blocked open()
@@ -520,7 +527,7 @@ Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
     for (int m = 0; m < 2; m++) {
         for (int t = 0; t < 4; t++) {
             if (t == 3 && !have_node) continue;
-            const int code = run_bounded(dir, "cal", RB_ARGS(modes[m], "--calibration", targets[t]), 60);
+            const int code = run_bounded_with(dir, "cal", RB_ARGS(modes[m]), RB_ARGS("--calibration", targets[t]), 60) /* no run options: --calibrate refuses them */;
             char *err = rb_stderr(dir, "cal"), *out = rb_path(dir, "cal.out"), *text = tu_read_file(out, NULL);
             cr_assert_eq(code, 1, "%s --calibration %s: exit %d: %s", modes[m], targets[t], code, err);
             cr_assert_eq(n_lines(err), 1, "%s %s: %s", modes[m], targets[t], err);
