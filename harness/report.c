@@ -6,6 +6,7 @@
 #include "report_gpu.h"
 #include "report_seeds.h"
 #include "json.h"
+#include "regular_file.h"
 #include "results.h"
 #include "status.h"
 
@@ -941,8 +942,15 @@ static void section_profiles(struct ctx *x)
         if (!id[0] || !row_ok(x->rows.v[i])) continue;
         char path[1400];
         snprintf(path, sizeof path, "%s/%s.json", dir, id);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
+        struct stat sb;
+        if (stat(path, &sb) != 0) continue; /* most runs have no sidecar */
+        /* Not fopen: a FIFO without a writer would block the report forever, a device never end. */
+        const char *why = NULL;
+        FILE *f = regular_fopen(path, &why);
+        if (!f) {
+            fprintf(stderr, "bench report: warning: profile %s: %s; skipped\n", path, why);
+            continue;
+        }
         static char buf[1 << 16];
         size_t len = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);

@@ -667,3 +667,26 @@ Test(harness_report, gpu_ceilings_copied_into_rows, .init = th_setup, .fini = th
     cr_assert(strstr(md, "| 12.5 % of GPU fp32 |") != NULL, "%s", md);
     free(md);
 }
+
+/* Probe item 1: a profile sidecar that is a FIFO (no writer) blocked the report forever on fopen; it is
+ * skipped with one warning line naming it, and the report is written. */
+Test(harness_report, profile_sidecar_fifo_is_skipped, .init = th_setup, .fini = th_teardown, .timeout = 20)
+{
+    char in[192], out[192], plots[512], pdir[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "fifo-run", "cpu", 1000.0, 1000.0, "");
+    cr_assert_eq(mkdir(th_path(pdir, sizeof pdir, "profile"), 0755), 0);
+    cr_assert_eq(mkfifo(th_path(p, sizeof p, "profile/fifo-run.json"), 0644), 0);
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots,
+                            .profile_dir = pdir};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "fifo-run.json") && strstr(err, "not a regular file") && strstr(err, "skipped"), "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    cr_assert(th_size(p) > 0);
+}
