@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "report_seeds.h"
 
+#include "regular_file.h"
 #include "report_seed001.h"
 #include "status.h"
 
@@ -35,11 +36,12 @@ static double num_or_nan(const char *s)
     return end == s ? NAN : v;
 }
 
-/* Reads the published figures: tab-separated lines, '#' comments. Returns the count, or -1 if the file
- * cannot be opened; a line with fewer than 8 fields is skipped with a warning. */
-static int published_read(const char *path, struct published *p, int max)
+/* Reads the published figures: tab-separated lines, '#' comments. Returns the count, or -1 with *why if
+ * the file cannot be opened; a line with fewer than 8 fields is skipped with a warning. */
+static int published_read(const char *path, struct published *p, int max, const char **why)
 {
-    FILE *f = fopen(path, "r");
+    /* Not fopen: a FIFO without a writer would block the report forever, a device never end. */
+    FILE *f = regular_fopen(path, why);
     if (!f) return -1;
     char line[2048];
     int n = 0, line_no = 0;
@@ -130,8 +132,9 @@ static void seed002(const struct report_seeds_in *in)
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", in->plots_dir, SEED002_PUBLISHED);
     struct published pub[MAX_PUBLISHED];
-    const int n_pub = published_read(path, pub, MAX_PUBLISHED);
-    if (n_pub < 0) fprintf(stderr, "bench report: warning: cannot read the published seed figures %s\n", path);
+    const char *why = "";
+    const int n_pub = published_read(path, pub, MAX_PUBLISHED, &why);
+    if (n_pub < 0) fprintf(stderr, "bench report: warning: cannot read the published seed figures %s: %s\n", path, why);
     int idx[MAX_MEASURED], n = 0;
     for (int i = 0; i < in->n_rows && n < MAX_MEASURED; i++)
         if (in->keep[i] && is_seed002(in->rows[i])) idx[n++] = i;
@@ -141,7 +144,7 @@ static void seed002(const struct report_seeds_in *in)
                     "epochs, without the test-set evaluation after it (published: Keras's fit(); measured: "
                     "`figures.train_time_s`). Published figures: `plots/%s`, labelled *published (source)*; "
                     "ours are labelled *measured here* with the machine of their row.\n\n", SEED002_PUBLISHED);
-    if (n_pub < 0) fprintf(in->md, "_(published figures not found: %s)_\n\n", path);
+    if (n_pub < 0) fprintf(in->md, "_(published figures not found: %s: %s)_\n\n", path, why);
     if (n == 0) fprintf(in->md, "No measured seed-002 rows in these results: run `make seeds`.\n\n");
 
     /* The chart: one horizontal bar per system, published and measured in their own colours. */

@@ -690,3 +690,29 @@ Test(harness_report, profile_sidecar_fifo_is_skipped, .init = th_setup, .fini = 
     snprintf(p, sizeof p, "%s/REPORT.md", out);
     cr_assert(th_size(p) > 0);
 }
+
+/* Probe item 2: plots/seed-002.published.tsv as a FIFO (no writer) blocked the report forever; the seeds
+ * section now says it cannot read it, why, and the report is written. */
+Test(harness_report, published_seed_figures_fifo_is_refused, .init = th_setup, .fini = th_teardown, .timeout = 20)
+{
+    char in[192], out[192], plots[192], p[256], cmd[1024];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    /* The real scripts, the published figures replaced by a FIFO. */
+    cr_assert_eq(mkdir(th_path(plots, sizeof plots, "plots"), 0755), 0);
+    snprintf(cmd, sizeof cmd, "ln -s '%s'/plots/* '%s'/ && rm '%s/seed-002.published.tsv'", TB_SOURCE_DIR, plots, plots);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(mkfifo(th_path(p, sizeof p, "plots/seed-002.published.tsv"), 0644), 0);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "seed-002.published.tsv: not a regular file") != NULL, "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "published figures not found") != NULL, "%s", md);
+    free(md);
+}
