@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct table {
@@ -96,8 +97,14 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
     struct table t = {0};
     char *tmp_path = NULL;
     int st = TB_OK;
-    for (int i = 0; i < n_inputs && st == TB_OK; i++) st = results_read_rows(inputs[i], on_row_columns, &t);
     const int to_stdout = !strcmp(csv_path, "-");
+    struct stat sb;
+    /* The table is renamed into place: renaming over /dev/null or a FIFO would replace the node with a
+     * regular file (outputs.c guards --save the same way). */
+    if (!to_stdout && stat(csv_path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return tb_error_set(TB_EIO, "%s: %s", csv_path,
+                            S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file (--csv - writes to stdout)");
+    for (int i = 0; i < n_inputs && st == TB_OK; i++) st = results_read_rows(inputs[i], on_row_columns, &t);
     if (st == TB_OK && t.n && !(t.cells = calloc((size_t)t.n, sizeof *t.cells)))
         st = tb_error_set(TB_ENOMEM, "export: out of memory");
     if (st == TB_OK && to_stdout) t.out = stdout;

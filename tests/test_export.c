@@ -7,6 +7,7 @@
 #include "export.h"
 #include "status.h"
 
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 /* Runs `TB_BENCH_EXE args` in the test's directory with stdout and stderr into out; returns its exit code. */
@@ -89,4 +90,30 @@ Test(export, cli_several_inputs_and_usage, .init = th_setup, .fini = th_teardown
     text = th_read(out);
     cr_assert(strstr(text, "missing.jsonl") != NULL, "%s", text);
     free(text);
+}
+
+/* Probe item 3: --csv naming a device or FIFO renamed a regular file over it (--csv /dev/null replaced the
+ * machine's /dev/null). It is refused with one line, exit 1, and the node stays what it was. */
+Test(export, device_or_fifo_target_is_refused, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], node[192], out[192];
+    th_write(th_path(a, sizeof a, "a.jsonl"), row_a);
+    th_path(out, sizeof out, "out.txt");
+    cr_assert_eq(mkfifo(th_path(node, sizeof node, "fifo"), 0644), 0);
+    cr_assert_eq(bench_sh("export --csv fifo --in a.jsonl", out), 1);
+    char *text = th_read(out);
+    cr_assert(strstr(text, "bench export: fifo: not a regular file") != NULL, "%s", text);
+    cr_assert(strchr(text, '\n') == strrchr(text, '\n'), "one line: %s", text);
+    free(text);
+    struct stat sb;
+    cr_assert(stat(node, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    /* A private character device like /dev/null (only where this user may make one). */
+    if (mknod(th_path(node, sizeof node, "null"), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        cr_assert_eq(bench_sh("export --csv null --in a.jsonl", out), 1);
+        text = th_read(out);
+        cr_assert(strstr(text, "bench export: null: not a regular file") != NULL, "%s", text);
+        free(text);
+        cr_assert(stat(node, &sb) == 0 && S_ISCHR(sb.st_mode), "the device node was replaced");
+    }
+    cr_assert_eq(system("test -z \"$(ls -A | grep '\\.tmp\\.')\""), 0, "no temporary file is left");
 }
