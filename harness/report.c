@@ -354,6 +354,39 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     return 1;
 }
 
+/* TB_OK if path is missing or a regular file. A device or FIFO in the report's place must not be touched:
+ * REPORT.md is renamed into place (which would replace /dev/null with a regular file), a chart's data is
+ * opened for writing (a FIFO without a reader blocks forever), gnuplot's old outputs are removed. */
+static int check_output(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return TB_OK;
+    return tb_error_set(TB_EIO, "%s: %s", path,
+                        S_ISDIR(sb.st_mode) ? "is a directory, not a regular file" : "not a regular file");
+}
+
+/* check_output of REPORT.md and of every chart, data and log file (by suffix) already in charts/ and
+ * charts/data/, before anything is written. */
+static int check_outputs(const struct ctx *x, const char *md_path)
+{
+    int st = check_output(md_path);
+    const char *dirs[2] = {x->charts_dir, x->data_dir};
+    for (int d = 0; d < 2 && st == TB_OK; d++) {
+        DIR *dir = opendir(dirs[d]);
+        if (!dir) continue;
+        struct dirent *e;
+        while (st == TB_OK && (e = readdir(dir))) {
+            const char *dot = strrchr(e->d_name, '.');
+            if (!dot || (strcmp(dot, ".png") && strcmp(dot, ".svg") && strcmp(dot, ".dat") && strcmp(dot, ".log"))) continue;
+            char p[1400];
+            snprintf(p, sizeof p, "%s/%s", dirs[d], e->d_name);
+            st = check_output(p);
+        }
+        closedir(dir);
+    }
+    return st;
+}
+
 /* Removes the charts and data files an earlier report left in charts/ (only names this file writes),
  * so a chart whose rows are gone does not linger beside the new ones. */
 static void clean_charts(const struct ctx *x)
@@ -1146,7 +1179,10 @@ int report_generate(const struct report_opts *o, int *n_charts)
     char md_path[1100], md_tmp[1200];
     snprintf(md_path, sizeof md_path, "%s/REPORT.md", o->out_dir);
     snprintf(md_tmp, sizeof md_tmp, "%s.tmp%ld", md_path, (long)getpid());
-    if (st == TB_OK && !(x.md = fopen(md_tmp, "w"))) st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_tmp, strerror(errno));
+    if (st == TB_OK) st = check_outputs(&x, md_path);
+    /* Our own temporary name: whatever a crashed run left there goes, and "x" creates it afresh. */
+    if (st == TB_OK) remove(md_tmp);
+    if (st == TB_OK && !(x.md = fopen(md_tmp, "wx"))) st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_tmp, strerror(errno));
     if (st != TB_OK) goto done;
     clean_charts(&x);
 

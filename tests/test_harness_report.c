@@ -8,6 +8,8 @@
 #include "report.h"
 #include "status.h"
 
+#include <sys/sysmacros.h>
+
 static const char *const machine =
     "\"timestamp\":\"2024-05-01T12:00:00Z\",\"machine\":{\"cpu_model\":\"Fixture CPU\",\"n_cores\":2,\"mem_gib\":8},"
     "\"build\":{\"compiler\":\"GNU 12.2.0\",\"blas\":\"OpenBLAS\",\"blas_core\":\"Zen\",\"commit\":\"abc123def456\"}";
@@ -715,4 +717,38 @@ Test(harness_report, published_seed_figures_fifo_is_refused, .init = th_setup, .
     char *md = th_read(p);
     cr_assert(strstr(md, "published figures not found") != NULL, "%s", md);
     free(md);
+}
+
+/* Probe item 3: REPORT.md, or a chart or data file the report writes, that is a device node or FIFO: the
+ * report renamed a regular file over REPORT.md (replacing /dev/null) or blocked opening a FIFO for
+ * writing. It is refused with one line naming it, before anything is written, and the node stays. */
+Test(harness_report, device_or_fifo_outputs_are_refused, .init = th_setup, .fini = th_teardown, .timeout = 30)
+{
+    char in[192], out[192], plots[512], node[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    th_path(out, sizeof out, "report");
+    static const char *const names[] = {"REPORT.md", "charts/data/throughput_mnist-mlp.dat", "charts/roofline.png",
+                                        "charts/data/gnuplot.log"};
+    for (size_t k = 0; k < 2 * sizeof names / sizeof *names; k++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/charts/data'", out, out);
+        cr_assert_eq(system(cmd), 0);
+        snprintf(node, sizeof node, "%s/%s", out, names[k / 2]);
+        const int fifo = k % 2 == 0; /* else a private character device like /dev/null, where one may be made */
+        if (fifo) cr_assert_eq(mkfifo(node, 0644), 0);
+        else if (mknod(node, S_IFCHR | 0666, makedev(1, 3)) != 0) continue;
+        struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+        int n_charts = 0;
+        th_stderr_begin();
+        const int st = report_generate(&o, &n_charts);
+        char *err = th_stderr_end();
+        free(err);
+        cr_assert_eq(st, TB_EIO, "%s: %s", node, tb_error_get());
+        cr_assert(strstr(tb_error_get(), node) && strstr(tb_error_get(), "not a regular file"), "%s", tb_error_get());
+        struct stat sb;
+        cr_assert(stat(node, &sb) == 0 && (fifo ? S_ISFIFO(sb.st_mode) : S_ISCHR(sb.st_mode)), "%s was replaced", node);
+        tb_error_clear();
+    }
 }
