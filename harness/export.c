@@ -104,6 +104,13 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
     if (!to_stdout && stat(csv_path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return tb_error_set(TB_EIO, "%s: %s", csv_path,
                             S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file (--csv - writes to stdout)");
+    /* The same file as an input, however named (another path, a link): the table would replace the rows. */
+    for (int i = 0; i < n_inputs && !to_stdout && stat(csv_path, &sb) == 0; i++) {
+        struct stat in;
+        if (stat(inputs[i], &in) == 0 && in.st_dev == sb.st_dev && in.st_ino == sb.st_ino)
+            return tb_error_set(TB_EINVAL, "--csv %s is also an input (--in %s); give another output file", csv_path,
+                                inputs[i]);
+    }
     for (int i = 0; i < n_inputs && st == TB_OK; i++) st = results_read_rows(inputs[i], on_row_columns, &t);
     if (st == TB_OK && t.n && !(t.cells = calloc((size_t)t.n, sizeof *t.cells)))
         st = tb_error_set(TB_ENOMEM, "export: out of memory");
@@ -179,7 +186,7 @@ int export_main(int argc, char **argv)
         if (st != TB_OK) fprintf(stderr, "bench export: %s\n", tb_error_get());
         else if (strcmp(csv, "-")) printf("bench export: %s: %d row%s, %d column%s\n", csv, rows, rows == 1 ? "" : "s",
                                           cols, cols == 1 ? "" : "s");
-        rc = st == TB_OK ? 0 : 1;
+        rc = st == TB_OK ? 0 : st == TB_EINVAL ? 2 : 1;
     }
     free(in);
     return rc;

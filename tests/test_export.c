@@ -117,3 +117,29 @@ Test(export, device_or_fifo_target_is_refused, .init = th_setup, .fini = th_tear
     }
     cr_assert_eq(system("test -z \"$(ls -A | grep '\\.tmp\\.')\""), 0, "no temporary file is left");
 }
+
+/* Probe item 4: `export --csv X --in X` replaced the rows with the table. An output that is one of the
+ * inputs (same file, however named: another path, a hard link) is a usage error, before anything is written. */
+Test(export, output_that_is_an_input_is_refused, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], hard[192], out[192];
+    th_write(th_path(a, sizeof a, "r.jsonl"), row_a);
+    th_write(th_path(b, sizeof b, "b.jsonl"), row_b);
+    cr_assert_eq(link(a, th_path(hard, sizeof hard, "hard.jsonl")), 0);
+    th_path(out, sizeof out, "out.txt");
+    static const char *const args[] = {"export --csv r.jsonl --in r.jsonl", "export --csv ./r.jsonl --in b.jsonl --in r.jsonl",
+                                       "export --csv hard.jsonl --in r.jsonl"};
+    for (size_t k = 0; k < sizeof args / sizeof *args; k++) {
+        cr_assert_eq(bench_sh(args[k], out), 2, "%s", args[k]);
+        char *text = th_read(out);
+        cr_assert(strstr(text, "is also an input") != NULL, "%s: %s", args[k], text);
+        cr_assert(strchr(text, '\n') == strrchr(text, '\n'), "one line: %s", text);
+        free(text);
+        text = th_read(a);
+        cr_assert_str_eq(text, row_a, "%s: the input was overwritten", args[k]);
+        free(text);
+    }
+    const char *inputs[] = {b, a};
+    cr_assert_eq(export_csv(inputs, 2, a, NULL, NULL), TB_EINVAL);
+    tb_error_clear();
+}
