@@ -5,9 +5,12 @@
  * (status not "ok") are listed, never drawn. Needs gnuplot (gnuplot-nox). */
 #include "test_harness_util.h"
 
+#include "json.h"
 #include "report.h"
 #include "status.h"
 
+#include <ctype.h>
+#include <strings.h>
 #include <sys/sysmacros.h>
 
 static const char *const machine =
@@ -752,3 +755,154 @@ Test(harness_report, device_or_fifo_outputs_are_refused, .init = th_setup, .fini
         tb_error_clear();
     }
 }
+
+/* ---- Probe item 13: figures missing, null, of the wrong type or infinite. */
+
+/* A row of kind with every figure the report shows, its configuration set apart by lr = k. */
+static void fuzz_base(char *t, size_t n, const char *kind, int k)
+{
+    const char *figures = "";
+    if (!strcmp(kind, "throughput"))
+        figures = "\"images_per_s\":1000,\"images_per_s_median\":1010,\"images_per_s_mean\":1005,\"images_per_s_stderr\":2,"
+                  "\"images_per_s_jitter\":9,\"repeat_images_per_s\":[990,1010],\"gflops_per_s\":1.5,"
+                  "\"est_intensity_flop_per_byte\":3.2,\"sgemm_peak_share\":0.4,\"peak_rss_mib\":20";
+    else if (!strcmp(kind, "tta"))
+        figures = "\"target\":0.88,\"runs_total\":2,\"runs_reached\":1,\"tta_olympic_mean_s\":6,\"images_per_s\":12000,"
+                  "\"runs\":[{\"seed\":42,\"reached\":true,\"tta_s\":6,\"eval_time_s\":0.5,\"epochs\":3,\"step_time_p99_s\":0.004,"
+                  "\"step_time_median_s\":0.00025,\"curve\":[{\"time_s\":2,\"accuracy\":0.84},{\"time_s\":6,\"accuracy\":0.881}]},"
+                  "{\"seed\":43,\"reached\":false,\"tta_s\":null,\"best_accuracy\":0.875,\"epochs\":4,"
+                  "\"step_time_median_s\":0.0003,\"curve\":[{\"time_s\":2.1,\"accuracy\":0.83},{\"time_s\":8.4,\"accuracy\":0.875}]}]";
+    else if (!strcmp(kind, "scaling"))
+        figures = "\"images_per_s\":2000,\"global_batch\":32,\"local_batch\":16,\"replicas\":2,\"accumulation\":1,"
+                  "\"speedup\":1.5,\"efficiency\":0.75,\"peak_rss_mib\":30,\"test_accuracy\":0.5";
+    else if (!strcmp(kind, "inference"))
+        figures = "\"images_per_s\":90000,\"images_per_s_median\":95000,\"latency_p50_s\":2.1e-5,\"latency_p90_s\":2.4e-5,"
+                  "\"latency_p99_s\":3e-5,\"gflops_per_s\":30,\"est_intensity_flop_per_byte\":12";
+    else if (!strcmp(kind, "train"))
+        figures = "\"images_per_s\":24000,\"images_per_s_median\":24500,\"test_accuracy\":0.85,\"train_time_s\":2.5,"
+                  "\"gflops_per_s\":3,\"layer_times\":[{\"name\":\"dense_0\",\"forward_s\":2e-4,\"backward_s\":4e-4},"
+                  "{\"name\":\"dense_1\",\"forward_s\":1e-4,\"backward_s\":2e-4}]";
+    /* Train rows as seed 002's suite writes them, for the seeds section's table and chart too. */
+    snprintf(t, n,
+             "{\"schema_version\":1,\"kind\":\"%s\",\"run_id\":\"%s-%d\",\"status\":\"ok\",\"sweep\":\"sw-%d\",%s\"config\":{"
+             "\"plan\":\"%s\",\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\","
+             "\"target\":0.88,\"epochs\":0,\"steps\":10,\"lr\":%d},%s,\"figures\":{%s}}",
+             kind, kind, k, k, strcmp(kind, "train") ? "" : "\"suite\":\"suites/seed-002.suite\",", kind, k + 1, machine,
+             figures);
+}
+
+/* v written to b, the value at the dotted path target replaced by the JSON text repl (NULL: the key left out). */
+static void fuzz_emit(struct json_buf *b, const struct json_value *v, const char *path, const char *target, const char *repl)
+{
+    char child[256];
+    if (v->type == JSON_OBJECT) {
+        json_begin_object(b);
+        for (int i = 0; i < v->n; i++) {
+            snprintf(child, sizeof child, "%s%s%s", path, path[0] ? "." : "", v->keys[i]);
+            if (strcmp(child, target)) json_key(b, v->keys[i]), fuzz_emit(b, &v->items[i], child, target, repl);
+            else if (repl) json_key_raw(b, v->keys[i], repl);
+        }
+        json_end_object(b);
+    } else if (v->type == JSON_ARRAY) {
+        json_begin_array(b);
+        for (int i = 0; i < v->n; i++) {
+            snprintf(child, sizeof child, "%s.%d", path, i);
+            if (strcmp(child, target)) fuzz_emit(b, &v->items[i], child, target, repl);
+            else json_raw(b, repl ? repl : "null");
+        }
+        json_end_array(b);
+    } else {
+        json_write_value(b, v);
+    }
+}
+
+/* Whether text holds "nan" or "inf" as a word (any case), as printf writes a non-finite double. */
+static const char *nan_word(const char *text)
+{
+    for (const char *c = text; *c; c++) {
+        if (c > text && (isalnum((unsigned char)c[-1]) || c[-1] == '_')) continue;
+        if ((strncasecmp(c, "nan", 3) && strncasecmp(c, "inf", 3)) || isalnum((unsigned char)c[3])) continue;
+        return c;
+    }
+    return NULL;
+}
+
+/* Every figure the report shows, missing, null, a string, an object or ±infinite (1e400): the tables show
+ * the empty-cell mark, never nan or inf, and the charts' data files carry no such row, so gnuplot draws
+ * every chart that still has a point. */
+Test(harness_report, missing_or_non_finite_figures_show_as_empty_cells, .init = th_setup, .fini = th_teardown,
+     .timeout = 120)
+{
+    static const char *const kinds[] = {"throughput", "tta", "scaling", "inference", "train"};
+    static const char *const paths[][20] = {
+        {"figures", "figures.images_per_s", "figures.images_per_s_median", "figures.images_per_s_mean",
+         "figures.images_per_s_stderr", "figures.images_per_s_jitter", "figures.repeat_images_per_s",
+         "figures.repeat_images_per_s.0", "figures.gflops_per_s", "figures.est_intensity_flop_per_byte",
+         "figures.sgemm_peak_share", "figures.peak_rss_mib", NULL},
+        {"figures", "figures.runs_total", "figures.runs_reached", "figures.tta_olympic_mean_s", "figures.images_per_s",
+         "figures.runs.0", "figures.runs.0.seed", "figures.runs.0.tta_s", "figures.runs.0.eval_time_s",
+         "figures.runs.0.epochs", "figures.runs.0.step_time_p99_s", "figures.runs.0.step_time_median_s",
+         "figures.runs.0.curve.0.time_s", "figures.runs.0.curve.1.accuracy", "figures.runs.1.best_accuracy",
+         "figures.runs.1.epochs", NULL},
+        {"figures", "figures.images_per_s", "figures.local_batch", "figures.replicas", "figures.accumulation",
+         "figures.speedup", "figures.efficiency", "figures.peak_rss_mib", "figures.test_accuracy", "config.batch", NULL},
+        {"figures", "figures.images_per_s", "figures.images_per_s_median", "figures.latency_p50_s",
+         "figures.latency_p90_s", "figures.latency_p99_s", "figures.gflops_per_s",
+         "figures.est_intensity_flop_per_byte", NULL},
+        {"figures", "figures.images_per_s", "figures.images_per_s_median", "figures.test_accuracy",
+         "figures.train_time_s", "figures.gflops_per_s", "figures.layer_times.0.forward_s",
+         "figures.layer_times.1.backward_s", NULL},
+    };
+    static const char *const repls[] = {NULL, "null", "\"x\"", "{}", "1e400", "-1e400", "1e308", "0"};
+    const int n_repls = (int)(sizeof repls / sizeof *repls);
+    char in[192], t[4096], p[512], plots[512], out[192];
+    th_path(in, sizeof in, "results.jsonl");
+    int k = 0;
+    for (size_t kind = 0; kind < sizeof kinds / sizeof *kinds; kind++)
+        for (int j = 0; paths[kind][j]; j++)
+            for (int r = 0; r < n_repls; r++, k++) {
+                fuzz_base(t, sizeof t, kinds[kind], k);
+                struct json_value *v = NULL;
+                cr_assert_eq(json_parse(t, strlen(t), &v), TB_OK, "%s", t);
+                struct json_buf b;
+                json_buf_init(&b);
+                fuzz_emit(&b, v, "", paths[kind][j], repls[r]);
+                cr_assert_eq(json_buf_status(&b), TB_OK);
+                th_append(in, json_buf_str(&b));
+                th_append(in, "\n");
+                json_buf_free(&b);
+                json_value_free(v);
+            }
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    const char *w = nan_word(md);
+    if (w) {
+        const char *bol = w, *eol = strchr(w, '\n');
+        while (bol > md && bol[-1] != '\n') bol--;
+        cr_assert_fail("REPORT.md shows a non-finite figure: %.*s", (int)(eol ? eol - bol : 200), bol);
+    }
+    cr_assert(strstr(md, "| – |") != NULL, "the empty-cell mark is shown");
+    cr_assert(strstr(md, "not rendered") == NULL, "every chart is drawn:\n%s", md);
+    free(md);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s/charts/data/'*.dat > '%s/dats.txt'", out, th_dir);
+    cr_assert_eq(system(cmd), 0);
+    char *dats = th_read(th_path(p, sizeof p, "dats.txt"));
+    for (char *line = strtok(dats, "\n"); line; line = strtok(NULL, "\n")) {
+        char *dat = th_read(line);
+        const char *bad = nan_word(dat);
+        cr_assert(bad == NULL, "%s carries a non-finite value: %.60s", line, bad);
+        free(dat);
+    }
+    free(dats);
+}
+
