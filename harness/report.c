@@ -352,7 +352,7 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
                   const char *sub, const char *extra_vars)
 {
     if (!x->have_gnuplot) return 0;
-    char png[1200], svg[1200], spath[1200], vars[8400], q[4][1200];
+    char png[1200], svg[1200], spath[1200], q[4][1200];
     snprintf(png, sizeof png, "%s/%s.png", x->charts_dir, name);
     snprintf(svg, sizeof svg, "%s/%s.svg", x->charts_dir, name);
     snprintf(spath, sizeof spath, "%s/%s", x->o->plots_dir, script);
@@ -365,8 +365,14 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     char qp[1200], qs[1200];
     report_gp_quote(qp, sizeof qp, png);
     report_gp_quote(qs, sizeof qs, svg);
-    snprintf(vars, sizeof vars, "dir='%s'; datafile='%s'; outpng='%s'; outsvg='%s'; ttl='%s'; sub='%s'; %s", q[0], q[1],
-             qp, qs, q[2], q[3], extra_vars ? extra_vars : "");
+    /* Allocated: extra_vars grows with the chart (the tta chart's two words per curve). */
+    char *vars = NULL;
+    if (asprintf(&vars, "dir='%s'; datafile='%s'; outpng='%s'; outsvg='%s'; ttl='%s'; sub='%s'; %s", q[0], q[1], qp, qs,
+                 q[2], q[3], extra_vars ? extra_vars : "") < 0) {
+        fprintf(stderr, "bench report: out of memory for the chart %s\n", name);
+        x->gnuplot_failed++;
+        return 0;
+    }
     char log[1200];
     snprintf(log, sizeof log, "%s/gnuplot.log", x->data_dir);
     posix_spawn_file_actions_t fa;
@@ -378,6 +384,7 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     pid_t pid;
     int rc = posix_spawnp(&pid, gp, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
+    free(vars);
     if (rc != 0) {
         x->have_gnuplot = 0;
         return 0;
@@ -617,32 +624,45 @@ static void section_throughput(struct ctx *x)
     }
 }
 
+/* Curves drawn per row: a row of --seeds 1000 would bury the chart under its key. */
+#define TTA_MAX_CURVES 20
+
 /* The time-to-accuracy chart and table of one workload and target. */
 static void tta_chart(struct ctx *x, const char *wl, double target, int several)
 {
-    int idx[256] = {0}, n = 0, blocks = 0;
-    char name[200], safe[128], path[1300], title[256], sub[400], vars[1400];
-    /* One colour per configuration (row), one dash pattern per seed within it. */
-    char colours[512] = "", dashes[512] = "";
+    int idx[256] = {0}, n = 0, blocks = 0, capped = 0;
+    char name[200], safe[128], path[1300], title[256], sub[400];
+    /* One colour per configuration (row), one dash pattern per seed within it: a word of each per curve,
+     * which grow with the curves (gnuplot met empty words when fixed buffers filled). */
+    char *colours = NULL, *dashes = NULL, *vars = NULL;
+    size_t colours_len = 0, dashes_len = 0;
     safe_name(safe, sizeof safe, wl);
     if (several) snprintf(name, sizeof name, "tta_%s_t%.4g", safe, target);
     else snprintf(name, sizeof name, "tta_%s", safe);
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) return;
+    FILE *cw = open_memstream(&colours, &colours_len), *dw = open_memstream(&dashes, &dashes_len);
+    FILE *f = cw && dw ? fopen(path, "w") : NULL;
+    if (!f) {
+        if (cw) fclose(cw);
+        if (dw) fclose(dw);
+        free(colours), free(dashes);
+        return;
+    }
     for (int i = 0; i < x->rows.n && n < 256; i++) {
         const struct json_value *r = x->rows.v[i];
         if (!x->rows.keep[i] || strcmp(kind_of(r), "tta") || strcmp(cs(r, "workload"), wl) || cn(r, "target") != target)
             continue;
         idx[n++] = i;
         const struct json_value *runs = json_get(r, "figures.runs");
-        for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
+        for (int s = 0, drawn = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
             const struct json_value *curve = json_get(&runs->items[s], "curve");
             int points = 0; /* only finite points are drawn; a curve without one is no block */
             for (int p = 0; curve && curve->type == JSON_ARRAY && p < curve->n; p++)
                 points += isfinite(json_get_number(&curve->items[p], "time_s", NAN)) &&
                           isfinite(json_get_number(&curve->items[p], "accuracy", NAN));
             if (!points) continue;
+            if (drawn++ == TTA_MAX_CURVES) capped = 1;
+            if (drawn > TTA_MAX_CURVES) continue;
             char label[640], var[512];
             variant_label(&x->rows, r, var, sizeof var);
             snprintf(label, sizeof label, "%s b%d%s seed %s", cs(r, "backend"), (int)cn(r, "batch"), var,
@@ -650,10 +670,8 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
             if (blocks++) fprintf(f, "\n\n");
             dat_label(f, label);
             fprintf(f, "\n");
-            if (strlen(colours) + 8 < sizeof colours) {
-                snprintf(colours + strlen(colours), sizeof colours - strlen(colours), "%d ", (n - 1) % 8 + 1);
-                snprintf(dashes + strlen(dashes), sizeof dashes - strlen(dashes), "%d ", s % 5 + 1);
-            }
+            fprintf(cw, "%d ", (n - 1) % 8 + 1);
+            fprintf(dw, "%d ", s % 5 + 1);
             for (int p = 0; p < curve->n; p++) {
                 const double t = json_get_number(&curve->items[p], "time_s", NAN);
                 const double a = json_get_number(&curve->items[p], "accuracy", NAN);
@@ -662,10 +680,16 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
         }
     }
     fclose(f);
+    const int words_ok = fclose(cw) == 0 && fclose(dw) == 0;
     snprintf(title, sizeof title, "Time to accuracy: %s, target %.4g (test accuracy against wall time)", wl, target);
     subtitle(x, idx, n, sub, sizeof sub);
-    snprintf(vars, sizeof vars, "nblocks=%d; target=%.6g; colours='%s'; dashes='%s'", blocks, target, colours, dashes);
-    md_chart(x, name, title, blocks > 0 && render(x, "tta.gp", name, path, title, sub, vars));
+    if (!words_ok || asprintf(&vars, "nblocks=%d; target=%.6g; colours='%s'; dashes='%s'", blocks, target, colours, dashes) < 0)
+        vars = NULL;
+    md_chart(x, name, title, blocks > 0 && vars && render(x, "tta.gp", name, path, title, sub, vars));
+    free(vars), free(colours), free(dashes);
+    if (capped)
+        fprintf(x->md, "The chart draws the curves of the first %d seeds of a row; the score and the counts below are "
+                       "of all of them.\n\n", TTA_MAX_CURVES);
     /* The training rate beside the score: time to accuracy pays the overall rate, which a long step tail
      * drags down however fast the median step is (a 2-thread pool on a shared 2-core machine). */
     fprintf(x->md, "| backend | batch | target | score (olympic mean, s) | reached | training images/s (overall) | "

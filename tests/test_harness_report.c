@@ -906,3 +906,52 @@ Test(harness_report, missing_or_non_finite_figures_show_as_empty_cells, .init = 
     free(dats);
 }
 
+/* Probe item 14: the tta chart of a row with more than ~252 seeds failed (its colour and dash lists
+ * stopped growing while the curves went on, so gnuplot met empty words). --seeds allows 1000: a row of
+ * 1000 seeds beside one of 2 is drawn. */
+Test(harness_report, tta_chart_of_1000_seeds, .init = th_setup, .fini = th_teardown, .timeout = 120)
+{
+    char in[192], out[192], plots[512];
+    th_path(in, sizeof in, "results.jsonl");
+    tta(in, "cpu", 1.0);
+    const int seeds = 1000;
+    size_t cap = 256 + (size_t)seeds * 200, len = 0;
+    char *t = malloc(cap);
+    cr_assert_not_null(t);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "{\"schema_version\":1,\"kind\":\"tta\",\"run_id\":\"tta-many\",\"config\":{\"plan\":\"tta\","
+                            "\"backend\":\"threads\",\"workload\":\"mnist-mlp\",\"batch\":32,\"target\":0.88,\"seeds\":%d},%s,"
+                            "\"figures\":{\"target\":0.88,\"runs_total\":%d,\"runs_reached\":%d,\"tta_olympic_mean_s\":3,"
+                            "\"runs\":[", seeds, machine, seeds, seeds);
+    for (int s = 0; s < seeds; s++)
+        len += (size_t)snprintf(t + len, cap - len,
+                                "%s{\"seed\":%d,\"reached\":true,\"tta_s\":%g,\"eval_time_s\":0.1,\"epochs\":1,\"curve\":["
+                                "{\"time_s\":%g,\"accuracy\":0.8},{\"time_s\":%g,\"accuracy\":0.89}]}",
+                                s ? "," : "", s, 3.0 + s * 1e-3, 1.0 + s * 1e-3, 3.0 + s * 1e-3);
+    snprintf(t + len, cap - len, "]}}\n");
+    th_append(in, t);
+    free(t);
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
+    free(err);
+    check_png(out, "tta_mnist-mlp");
+    /* A readable chart: the first seeds of the big row are drawn, and REPORT.md says so; the table counts all. */
+    char p[256];
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "The chart draws the curves of the first 20 seeds of a row") != NULL, "%s", md);
+    cr_assert(strstr(md, "| 1000 of 1000 |") != NULL, "%s", md);
+    free(md);
+    snprintf(p, sizeof p, "%s/charts/data/tta_mnist-mlp.dat", out);
+    char *dat = th_read(p);
+    int blocks = 1;
+    for (const char *c = dat; (c = strstr(c, "\n\n")); c += 2) blocks++;
+    cr_assert_eq(blocks, 2 + 20, "the 2 seeds of one row and 20 of the other");
+    free(dat);
+}
