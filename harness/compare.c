@@ -30,6 +30,7 @@ struct groups {
     int side;        /* 0 while reading OLD, 1 while reading NEW */
     int status;
     int unfinished[2]; /* rows skipped because their run did not finish, per side */
+    int rows[2];       /* rows matched to a configuration, per side */
     char ignore[MAX_IGNORE][32];
     int n_ignore;
 };
@@ -187,6 +188,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         g->line.higher_is_better = !tta;
     }
     note_ignored(gs, g, cfg);
+    gs->rows[gs->side]++;
     const struct json_value *fig = json_get(row, "figures");
     if (!fig) return TB_OK;
     int st = TB_OK;
@@ -297,6 +299,12 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         if (gs.unfinished[k])
             fprintf(stderr, "compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
                     k ? new_path : old_path, gs.unfinished[k], gs.unfinished[k] == 1 ? "" : "s");
+    /* A side without rows compares nothing: an empty table (or none) would read as "no change". */
+    for (int k = 0; k < 2 && st == TB_OK; k++)
+        if (!gs.rows[k])
+            st = tb_error_set(TB_EFORMAT, "%s: no usable result rows (%s)", k ? new_path : old_path,
+                              gs.unfinished[k] ? "only rows of runs that did not finish"
+                                               : "empty, or no line is a row with a config");
     struct compare_line *out = NULL;
     if (st == TB_OK && gs.n > 0 && !(out = calloc((size_t)gs.n, sizeof *out)))
         st = tb_error_set(TB_ENOMEM, "compare: out of memory");
@@ -426,7 +434,8 @@ static void compare_usage(FILE *f)
                "  --help            this text\n\n"
                "Samples: per-repeat images/s (throughput, scaling, inference), times to accuracy of the runs\n"
                "that reached the target (tta). old/new: median ± 95 %% confidence interval of the median;\n"
-               "change: difference of medians when p < alpha, else ~. Exit status: 0, 1 unreadable file, 2 usage.\n");
+               "change: difference of medians when p < alpha, else ~. Exit status: 0, 1 a file unreadable or without\n"
+               "a usable row, 2 usage.\n");
 }
 
 int compare_main(int argc, char **argv)
@@ -478,8 +487,7 @@ int compare_main(int argc, char **argv)
         fprintf(stderr, "bench compare: %s\n", tb_error_get());
         return st == TB_EINVAL ? 2 : 1;
     }
-    if (n == 0) printf("no result rows in %s or %s\n", files[0], files[1]);
-    else compare_print(lines, n, &o, files[0], files[1], stdout);
+    compare_print(lines, n, &o, files[0], files[1], stdout);
     free(lines);
     return 0;
 }

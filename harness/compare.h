@@ -42,7 +42,8 @@ struct compare_line {
 
 /* Matches the rows of two results files. *lines (malloc'd, free with free()) receives one line per
  * configuration seen in either file, in order of first appearance. o may be NULL (alpha 0.05, nothing
- * ignored). Returns TB_OK, TB_EIO, TB_ENOMEM or TB_EINVAL (an --ignore key rows are not matched by). */
+ * ignored). Returns TB_OK, TB_EIO, TB_EFORMAT (a file without one usable row: empty, every line
+ * malformed or of an unfinished run), TB_ENOMEM or TB_EINVAL (an --ignore key rows are not matched by). */
 int compare_results(const char *old_path, const char *new_path, const struct compare_opts *o,
                     struct compare_line **lines, int *n_lines);
 /* Prints the table (medians ± 95 % CI, change or ~), the configurations found on one side only, and
@@ -54,7 +55,7 @@ void compare_print(const struct compare_line *lines, int n, const struct compare
  * 0.95). Returns TB_OK, TB_EINVAL or TB_ENOMEM. */
 int compare_median_ci(const double *x, int n, double level, double *lo, double *hi);
 /* `bench compare` with its arguments (argv[0] = "compare"): --alpha, --ignore, --help. Returns the exit
- * status: 0 done (also for --help), 1 unreadable file, 2 usage error. */
+ * status: 0 done (also for --help), 1 a file unreadable or without a usable row, 2 usage error. */
 int compare_main(int argc, char **argv);
 
 #endif

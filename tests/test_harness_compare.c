@@ -303,3 +303,38 @@ Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown
     free(out);
     cr_assert_eq(bench_sh("compare --ignore nosuchkey old.jsonl new.jsonl", p), 2, "an unknown key is a usage error");
 }
+
+/* Probe item 15: a file without one usable row (empty, every line malformed, every run unfinished) is an
+ * error naming it, exit 1, whichever side it is on; it was "no result rows", or an empty table, exit 0. */
+Test(harness_compare, file_without_usable_rows_is_an_error, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], p[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    th_path(p, sizeof p, "cli.txt");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
+    row(a, "cpu", 32, base, 6);
+    static const char *const bad[] = {"", "not JSON\n{\"truncated\":\n", "{\"schema_version\":1,\"kind\":\"throughput\"}\n"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        th_write(b, bad[k]);
+        struct compare_line *l = NULL;
+        int n = 0;
+        th_stderr_begin();
+        int st = compare_results(a, b, NULL, &l, &n);
+        char *err = th_stderr_end();
+        free(err);
+        cr_assert_eq(st, TB_EFORMAT, "case %zu", k);
+        cr_assert(strstr(tb_error_get(), "new.jsonl") && strstr(tb_error_get(), "no usable result rows"), "%s",
+                  tb_error_get());
+        tb_error_clear();
+        cr_assert_eq(bench_sh("compare old.jsonl new.jsonl", p), 1, "case %zu: the new side", k);
+        cr_assert_eq(bench_sh("compare new.jsonl old.jsonl", p), 1, "case %zu: the old side", k);
+        char *out = th_read(p);
+        cr_assert(strstr(out, "bench compare: new.jsonl: no usable result rows") != NULL, "%s", out);
+        free(out);
+    }
+    th_write(b, "");
+    th_write(a, "");
+    cr_assert_eq(bench_sh("compare old.jsonl new.jsonl", p), 1, "both empty");
+}
+
