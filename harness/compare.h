@@ -7,7 +7,8 @@
  * interrupted runs) are never matched, only counted on stderr. Per configuration it takes the samples
  * of each side — the per-repeat images/s of throughput, scaling and inference rows (or a row's single
  * figure), the time to accuracy of every run that reached its target for tta rows; rows of the same
- * configuration in one file pool their samples — and reports both medians with the 95 % confidence
+ * configuration in one file pool their samples; a sample that is not a finite positive number is skipped
+ * and counted on stderr, and a configuration left without samples on a side is listed as such — and reports both medians with the 95 % confidence
  * interval of each median (distribution-free, from order statistics, as benchstat's ±; it needs 6
  * samples a side, fewer print ± ∞), the change in percent and a two-sided Mann–Whitney U test
  * (stats.h): the change is printed when p < alpha (0.05), "~" when not, as Go's benchstat does. With
@@ -31,7 +32,8 @@ struct compare_line {
     char name[200];          /* "throughput mnist-mlp cpu b32"; with --ignore "... [backend cpu → threads]" */
     char metric[24];         /* "images/s" or "tta s" */
     int higher_is_better;
-    int n_old, n_new;        /* samples each side (0: the configuration is missing there) */
+    int n_old, n_new;        /* finite positive samples each side */
+    int rows_old, rows_new;  /* rows each side (0: the configuration is missing there) */
     double old_median, new_median;
     double old_lo, old_hi;   /* 95 % CI of the old median (−∞, +∞ with fewer than 6 samples) */
     double new_lo, new_hi;   /* the same for the new median */

@@ -338,3 +338,38 @@ Test(harness_compare, file_without_usable_rows_is_an_error, .init = th_setup, .f
     cr_assert_eq(bench_sh("compare old.jsonl new.jsonl", p), 1, "both empty");
 }
 
+/* Probe item 15: a configuration in both files whose samples on one side are all non-finite was listed as
+ * "only in" the other file; it is listed as having no finite samples there. Rates that are not positive
+ * (a negative or zero images/s) are no samples either: skipped, counted in one warning line per file. */
+Test(harness_compare, non_finite_and_non_positive_samples, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
+    row(a, "cpu", 32, base, 6);
+    th_append(b, "{\"schema_version\":1,\"kind\":\"throughput\",\"config\":{\"plan\":\"throughput\",\"backend\":\"cpu\","
+                 "\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\",\"steps\":100,\"warmup\":10},"
+                 "\"figures\":{\"images_per_s\":1e400,\"repeat_images_per_s\":[1e400,-1e400]}}\n");
+    const double bad[6] = {-100, 0, 1000, 1010, 990, 1005};
+    row(a, "cpu", 64, base, 6);
+    row(b, "cpu", 64, bad, 6);
+    struct compare_line *l;
+    int n;
+    char *err = compare_captured(a, b, &l, &n);
+    cr_assert(strstr(err, "new.jsonl: 4 samples that are not finite positive rates or times skipped") != NULL, "%s", err);
+    cr_assert(strstr(err, "old.jsonl") == NULL, "%s", err);
+    free(err);
+    cr_assert_eq(n, 2);
+    const struct compare_line *c32 = find(l, n, "throughput mnist-mlp cpu b32");
+    cr_assert(c32->n_old == 6 && c32->n_new == 0 && c32->rows_old == 1 && c32->rows_new == 1);
+    const struct compare_line *c64 = find(l, n, "throughput mnist-mlp cpu b64");
+    cr_assert_eq(c64->n_new, 4, "-100 and 0 are no samples");
+    cr_assert(c64->new_median > 0);
+    char *out = printed(l, n);
+    cr_assert(strstr(out, "only in") == NULL, "%s", out);
+    cr_assert(strstr(out, "throughput mnist-mlp cpu b32  no finite samples in new.jsonl") != NULL, "%s", out);
+    cr_assert(strstr(out, "-100") == NULL && strstr(out, "p=0.000") == NULL, "%s", out);
+    free(out);
+    free(l);
+}
