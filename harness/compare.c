@@ -67,23 +67,28 @@ static int ignored(const struct groups *gs, const char *field)
     return -1;
 }
 
-/* Parses "backend,devices" into gs->ignore; TB_EINVAL for a key that is not part of the match. */
+/* Parses "backend,devices" into gs->ignore; TB_EINVAL for a key that is not part of the match, an empty
+ * key (",", "a,,b", a trailing comma, "") or one given twice: each is a typo whose intent is unclear. */
 static int parse_ignore(struct groups *gs, const char *list)
 {
-    for (const char *p = list ? list : ""; *p;) {
-        size_t len = strcspn(p, ",");
+    if (!list) return TB_OK;
+    for (const char *p = list;; p++) {
+        const size_t len = strcspn(p, ",");
+        if (!len)
+            return tb_error_set(TB_EINVAL, "compare: --ignore '%s': an empty key (give keys separated by single commas)",
+                                list);
         char key[32];
         snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key - 1 ? len : sizeof key - 1), p);
-        if (len && !in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key))
+        if (len >= sizeof key ||
+            (!in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key)))
             return tb_error_set(TB_EINVAL, "compare: --ignore %.*s: not a key rows are matched by (workload, backend, "
                                            "batch, or a config field such as devices, threads, precision)", (int)len, p);
-        if (len && ignored(gs, key) < 0) {
-            if (gs->n_ignore == MAX_IGNORE) return tb_error_set(TB_EINVAL, "compare: --ignore: at most %d keys", MAX_IGNORE);
-            snprintf(gs->ignore[gs->n_ignore++], sizeof gs->ignore[0], "%s", key);
-        }
-        p += len + (p[len] == ',');
+        if (ignored(gs, key) >= 0) return tb_error_set(TB_EINVAL, "compare: --ignore '%s': %s is given twice", list, key);
+        if (gs->n_ignore == MAX_IGNORE) return tb_error_set(TB_EINVAL, "compare: --ignore: at most %d keys", MAX_IGNORE);
+        snprintf(gs->ignore[gs->n_ignore++], sizeof gs->ignore[0], "%s", key);
+        p += len;
+        if (!*p) return TB_OK;
     }
-    return TB_OK;
 }
 
 /* The text of a scalar config field into val; 0 when it is absent or not a scalar. */
@@ -318,7 +323,7 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         if (!gs.rows[k])
             st = tb_error_set(TB_EFORMAT, "%s: no usable result rows (%s)", k ? new_path : old_path,
                               gs.unfinished[k] ? "only rows of runs that did not finish"
-                                               : "the file is empty, or no line is a well-formed row with a config");
+                                               : "it is empty, or no line is a well-formed row with a config");
     struct compare_line *out = NULL;
     if (st == TB_OK && gs.n > 0 && !(out = calloc((size_t)gs.n, sizeof *out)))
         st = tb_error_set(TB_ENOMEM, "compare: out of memory");

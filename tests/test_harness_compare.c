@@ -373,3 +373,35 @@ Test(harness_compare, non_finite_and_non_positive_samples, .init = th_setup, .fi
     free(out);
     free(l);
 }
+
+/* Probe item 21: --ignore with an empty key (",", "backend,,devices", a trailing comma, "") or a key given
+ * twice ("backend,backend", or --ignore twice) was accepted; each is a usage error naming the problem. */
+Test(harness_compare, ignore_refuses_empty_and_duplicate_keys, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], p[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    th_path(p, sizeof p, "cli.txt");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
+    row(a, "cpu", 32, base, 6);
+    row(b, "threads", 32, base, 6);
+    static const struct {
+        const char *args, *says;
+    } bad[] = {{"--ignore ,", "empty key"}, {"--ignore backend,,devices", "empty key"}, {"--ignore backend,", "empty key"},
+               {"--ignore ''", "empty key"}, {"--ignore backend,backend", "backend is given twice"},
+               {"--ignore backend --ignore devices,backend", "backend is given twice"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char args[256];
+        snprintf(args, sizeof args, "compare %s old.jsonl new.jsonl", bad[k].args);
+        cr_assert_eq(bench_sh(args, p), 2, "%s", args);
+        char *out = th_read(p);
+        cr_assert(strstr(out, bad[k].says) != NULL && strchr(out, '\n') == strrchr(out, '\n'), "%s: %s", args, out);
+        free(out);
+    }
+    struct compare_line *l;
+    int n;
+    const struct compare_opts o = {0.05, "backend,,devices"};
+    cr_assert_eq(compare_results(a, b, &o, &l, &n), TB_EINVAL);
+    tb_error_clear();
+    cr_assert_eq(bench_sh("compare --ignore backend,devices old.jsonl new.jsonl", p), 0, "distinct keys still work");
+}
