@@ -291,6 +291,7 @@ struct ctx {
     struct rows rows;
     char charts_dir[1024], data_dir[1024];
     int have_gnuplot;
+    char no_gnuplot[1200];      /* why there is none: "gnuplot not found", or what is wrong with --gnuplot */
     int gnuplot_failed;
     int n_charts;
     struct calibration cal;
@@ -387,6 +388,9 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     free(vars);
     if (rc != 0) {
         x->have_gnuplot = 0;
+        if (x->o->gnuplot)
+            snprintf(x->no_gnuplot, sizeof x->no_gnuplot, "--gnuplot %s: %s (%s)", x->o->gnuplot,
+                     strchr(x->o->gnuplot, '/') ? "cannot be run" : "not found on PATH", strerror(rc));
         return 0;
     }
     int status = 0;
@@ -490,7 +494,8 @@ static void md_chart(struct ctx *x, const char *name, const char *alt, int rende
     if (rendered)
         fprintf(x->md, "![%s](charts/%s.png)\n\n[SVG](charts/%s.svg) · data: `charts/data/%s.dat`\n\n", alt, name, name, name);
     else
-        fprintf(x->md, "_(chart %s not rendered: %s)_\n\n", name, x->have_gnuplot ? "gnuplot failed, see charts/data/gnuplot.log" : "gnuplot not found");
+        fprintf(x->md, "_(chart %s not rendered: %s)_\n\n", name,
+                x->have_gnuplot ? "gnuplot failed, see charts/data/gnuplot.log" : x->no_gnuplot);
 }
 
 /* The renderer and chart links for the sections in other files (report_seeds.h). */
@@ -1063,6 +1068,47 @@ static void section_roofline(struct ctx *x)
                    "|---:|---|---|---:|---|---:|---:|\n%s\n", points);
 }
 
+/* A profile sidecar is read whole up to this size (perf's counters and symbols: kilobytes to a few MB). */
+#define PROFILE_MAX_BYTES (64L << 20)
+
+/* The rest of f as a NUL-terminated malloc'd string of *len bytes, or NULL with *why: larger than
+ * PROFILE_MAX_BYTES, a read error, or out of memory. */
+static char *read_sidecar(FILE *f, size_t *len, const char **why)
+{
+    const long max = PROFILE_MAX_BYTES;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && sb.st_size > max) {
+        *why = "larger than 64 MiB";
+        return NULL;
+    }
+    size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break; /* end of file or an error */
+        if ((long)cap > max) {
+            free(buf);
+            *why = "larger than 64 MiB";
+            return NULL;
+        }
+        char *more = realloc(buf, 2 * cap + 1);
+        if (!more) free(buf);
+        buf = more, cap *= 2;
+    }
+    if (!buf) {
+        *why = "out of memory";
+        return NULL;
+    }
+    if (ferror(f)) {
+        free(buf);
+        *why = "read error";
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
 static void section_profiles(struct ctx *x)
 {
     char dir[1024];
@@ -1071,6 +1117,15 @@ static void section_profiles(struct ctx *x)
         const char *slash = strrchr(x->o->in, '/');
         if (slash) snprintf(dir, sizeof dir, "%.*s/profile", (int)(slash - x->o->in), x->o->in);
         else snprintf(dir, sizeof dir, "profile");
+    }
+    struct stat dir_sb;
+    const int dir_ok = stat(dir, &dir_sb) == 0;
+    if (!dir_ok || !S_ISDIR(dir_sb.st_mode)) {
+        /* Given explicitly: said once; the default directory is optional. */
+        if (x->o->profile_dir)
+            fprintf(stderr, "bench report: warning: --profile-dir %s: %s; no profiles shown\n", dir,
+                    dir_ok ? "not a directory" : strerror(errno));
+        return;
     }
     int found = 0;
     for (int i = 0; i < x->rows.n; i++) {
@@ -1087,12 +1142,17 @@ static void section_profiles(struct ctx *x)
             fprintf(stderr, "bench report: warning: profile %s: %s; skipped\n", path, why);
             continue;
         }
-        static char buf[1 << 16];
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        size_t len = 0;
+        char *buf = read_sidecar(f, &len, &why);
         fclose(f);
-        buf[len] = '\0';
+        if (!buf) {
+            fprintf(stderr, "bench report: warning: profile %s: %s; skipped\n", path, why);
+            continue;
+        }
         struct json_value *p = NULL;
-        if (json_parse(buf, len, &p) != TB_OK) {
+        const int parsed = json_parse(buf, len, &p);
+        free(buf);
+        if (parsed != TB_OK) {
             fprintf(stderr, "warning: %s: %s; skipped\n", path, tb_error_get());
             continue;
         }
@@ -1302,9 +1362,15 @@ int report_generate(const struct report_opts *o, int *n_charts)
     const struct json_value *lr = x.rows.n ? x.rows.v[x.rows.n - 1] : NULL;
     const char *m_cpu = json_get_str(lr, "machine.cpu_model", "?"), *m_core = json_get_str(lr, "build.blas_core", "?");
     const int m_cores = (int)json_get_number(lr, "machine.n_cores", 0);
-    if (lr && o->calibration && calibrate_load_matching(o->calibration, m_cpu, m_cores, m_core, &x.cal) == TB_OK) {
+    const int cal_st = lr && o->calibration ? calibrate_load_matching(o->calibration, m_cpu, m_cores, m_core, &x.cal)
+                                            : TB_EINVAL;
+    if (cal_st == TB_OK) {
         x.have_cal = 1;
         snprintf(x.cal_source, sizeof x.cal_source, "%s, %s", o->calibration, x.cal.timestamp);
+    } else if (cal_st == TB_EIO && strcmp(o->calibration, CALIBRATION_DEFAULT_PATH)) {
+        /* A file given explicitly that cannot be read is said (one that reads but does not fit this machine
+         * is, by calibrate_load_matching); the default one is optional. */
+        fprintf(stderr, "bench report: warning: %s; no ceilings from it\n", tb_error_get());
     }
     report_gpu_choose(&x.gpu, (const struct json_value *const *)x.rows.v, x.rows.keep, x.rows.n,
                       x.have_cal ? &x.cal : NULL, x.cal_source);
@@ -1337,6 +1403,20 @@ int report_generate(const struct report_opts *o, int *n_charts)
     }
     tb_error_clear();
     x.have_gnuplot = 1;
+    snprintf(x.no_gnuplot, sizeof x.no_gnuplot, "gnuplot not found");
+    struct stat gp_sb;
+    /* --gnuplot naming a path: checked here, so that the report says what is wrong with it. */
+    if (o->gnuplot && strchr(o->gnuplot, '/')) {
+        const char *why = stat(o->gnuplot, &gp_sb) != 0 ? strerror(errno)
+                          : S_ISDIR(gp_sb.st_mode)      ? "a directory"
+                          : !S_ISREG(gp_sb.st_mode)     ? "not a regular file"
+                          : access(o->gnuplot, X_OK)    ? "not executable"
+                                                        : NULL;
+        if (why) {
+            x.have_gnuplot = 0;
+            snprintf(x.no_gnuplot, sizeof x.no_gnuplot, "--gnuplot %s: not an executable (%s)", o->gnuplot, why);
+        }
+    }
 
     int n_keep = 0, n_unfinished = 0;
     for (int i = 0; i < x.rows.n; i++) n_keep += x.rows.keep[i], n_unfinished += !row_ok(x.rows.v[i]);
@@ -1404,14 +1484,16 @@ int report_generate(const struct report_opts *o, int *n_charts)
                                             o->plots_dir, x.data_dir, &x, x.charts_dir, o->in, devices_dir,
                                             o->gnuplot});
     section_unfinished(&x);
-    if (!x.have_gnuplot)
+    if (!x.have_gnuplot && !o->gnuplot)
         fprintf(x.md, "---\ngnuplot was not found, so this report has tables only (install gnuplot-nox).\n");
+    else if (!x.have_gnuplot)
+        fprintf(x.md, "---\n%s, so this report has tables only.\n", x.no_gnuplot);
     if (fclose(x.md) != 0 || rename(md_tmp, md_path) != 0) {
         st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_path, strerror(errno));
         remove(md_tmp);
     }
     x.md = NULL;
-    if (!x.have_gnuplot) fprintf(stderr, "bench report: gnuplot not found; REPORT.md has tables only\n");
+    if (!x.have_gnuplot) fprintf(stderr, "bench report: %s; REPORT.md has tables only\n", x.no_gnuplot);
     *n_charts = x.n_charts;
 done:
     if (x.md) fclose(x.md);

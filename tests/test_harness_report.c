@@ -5,6 +5,7 @@
  * (status not "ok") are listed, never drawn. Needs gnuplot (gnuplot-nox). */
 #include "test_harness_util.h"
 
+#include "calibrate.h"
 #include "json.h"
 #include "report.h"
 #include "status.h"
@@ -954,4 +955,105 @@ Test(harness_report, tta_chart_of_1000_seeds, .init = th_setup, .fini = th_teard
     for (const char *c = dat; (c = strstr(c, "\n\n")); c += 2) blocks++;
     cr_assert_eq(blocks, 2 + 20, "the 2 seeds of one row and 20 of the other");
     free(dat);
+}
+
+/* ---- Probe item 20: paths given explicitly are never silently ignored. */
+
+/* report_generate on rows with the given options (in, out_dir and plots_dir set here); returns its stderr. */
+static char *report_err(struct report_opts o, const char *in)
+{
+    char out[192], plots[512];
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    o.in = in, o.out_dir = th_path(out, sizeof out, "report"), o.plots_dir = plots;
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    return err;
+}
+
+/* --calibration naming a missing file or a directory gets a warning line naming it; the default path
+ * (results/calibration.json, absent here) stays silent. */
+Test(harness_report, explicit_calibration_missing_or_directory_warns, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    char in[192], dir[192];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    cr_assert_eq(mkdir(th_path(dir, sizeof dir, "caldir"), 0755), 0);
+    const char *const paths[] = {"/nonexistent/calibration.json", dir};
+    for (int k = 0; k < 2; k++) {
+        char *err = report_err((struct report_opts){.calibration = paths[k]}, in);
+        cr_assert(strstr(err, paths[k]) && strstr(err, "warning") && strstr(err, "calibration"), "%s", err);
+        cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line: %s", err);
+        free(err);
+    }
+    char *err = report_err((struct report_opts){.calibration = CALIBRATION_DEFAULT_PATH}, in);
+    cr_assert_str_eq(err, "", "the default path is silent when absent");
+    free(err);
+}
+
+/* --gnuplot naming a path that is not an executable says so, not "gnuplot not found"; REPORT.md has its
+ * tables and says why it has no charts. */
+Test(harness_report, explicit_gnuplot_not_executable, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    const char *const paths[] = {"/nonexistent/gnuplot", "/tmp", "no-such-gnuplot-here"};
+    const char *const says[] = {"--gnuplot /nonexistent/gnuplot: not an executable", "--gnuplot /tmp: not an executable",
+                                "--gnuplot no-such-gnuplot-here: not found on PATH"};
+    for (int k = 0; k < 3; k++) {
+        char *err = report_err((struct report_opts){.gnuplot = paths[k]}, in);
+        cr_assert(strstr(err, says[k]) != NULL && strstr(err, "gnuplot not found") == NULL, "%s", err);
+        cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line: %s", err);
+        free(err);
+        snprintf(p, sizeof p, "%s/report/REPORT.md", th_dir);
+        char *md = th_read(p);
+        cr_assert(strstr(md, says[k]) != NULL && strstr(md, "| cpu | 32 |") != NULL, "%s", md);
+        free(md);
+    }
+}
+
+/* --profile-dir naming a missing directory (or a file) warns once; the default (<dir of --in>/profile,
+ * absent here) stays silent. A sidecar larger than 64 KiB is read whole (it was cut and called malformed). */
+Test(harness_report, explicit_profile_dir_and_large_sidecar, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], pdir[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "big", "cpu", 1000.0, 1000.0, "");
+    tp_row(in, "other", "threads", 1000.0, 1000.0, "");
+    char *err = report_err((struct report_opts){.profile_dir = "/nonexistent/profile"}, in);
+    cr_assert(strstr(err, "--profile-dir /nonexistent/profile") && strstr(err, "warning"), "%s", err);
+    cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line for both rows: %s", err);
+    free(err);
+    err = report_err((struct report_opts){.profile_dir = in}, in);
+    cr_assert(strstr(err, "--profile-dir") && strstr(err, "not a directory"), "%s", err);
+    free(err);
+    err = report_err((struct report_opts){0}, in);
+    cr_assert_str_eq(err, "", "the default directory is silent when absent");
+    free(err);
+
+    cr_assert_eq(mkdir(th_path(pdir, sizeof pdir, "profile"), 0755), 0);
+    FILE *f = fopen(th_path(p, sizeof p, "profile/big.json"), "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"events_note\":\"many counters\",\"counters\":[");
+    for (int k = 0; k < 3000; k++) fprintf(f, "%s{\"event\":\"counter-%05d\",\"value\":%d,\"unit\":\"\"}", k ? "," : "", k, k);
+    fprintf(f, "],\"top_functions\":[{\"percent\":12.5,\"symbol\":\"sgemm_kernel\",\"dso\":\"libopenblas\"}]}\n");
+    fclose(f);
+    cr_assert(th_size(p) > 100 * 1024, "%ld", th_size(p));
+    /* Over the 64 MiB bound (sparse): refused with a line that says so. */
+    f = fopen(th_path(p, sizeof p, "profile/other.json"), "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert_eq(truncate(p, 65L << 20), 0);
+    err = report_err((struct report_opts){0}, in);
+    cr_assert(strstr(err, "big.json") == NULL, "%s", err);
+    cr_assert(strstr(err, "other.json") && strstr(err, "larger than 64 MiB"), "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/report/REPORT.md", th_dir);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "| counter-02999 | 2999 |") != NULL && strstr(md, "`sgemm_kernel`") != NULL, "%s", md);
+    free(md);
 }
