@@ -4,7 +4,9 @@
  * Columns are the leaves of the rows' JSON objects, nested keys joined with dots (config.batch,
  * figures.images_per_s, figures.pipeline.bubble_measured), units in the names as the rows carry them,
  * in order of first appearance over every row of every input: the union of the rows' key sets, so a
- * row without a column has an empty cell there. An array is one cell holding its compact JSON
+ * row without a column has an empty cell there. Two keys of one row that spell the same column (a dotted
+ * key "a.b" beside the nested path {"a":{"b":..}}, or a repeated key) are both kept: the second value
+ * goes to column "a.b#2", said in a warning. An array is one cell holding its compact JSON
  * (figures.repeat_images_per_s = [1012.5,1009.1]; figures.runs with its curves). Cells as
  * results_export_csv writes them: numbers as the shortest text that reads back exactly, bools as 1/0,
  * strings as they are, null and missing keys empty. RFC 4180: one header line, records ending in CRLF, a cell holding a comma, quote, CR or LF

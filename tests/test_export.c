@@ -143,3 +143,43 @@ Test(export, output_that_is_an_input_is_refused, .init = th_setup, .fini = th_te
     cr_assert_eq(export_csv(inputs, 2, a, NULL, NULL), TB_EINVAL);
     tb_error_clear();
 }
+
+/* Probe item 22: a dotted key and the nested path it spells ({"a":{"b":1},"a.b":2}) were merged into one
+ * column a.b and one value silently dropped. Both are kept: the second gets column a.b#2, with a warning
+ * naming it; a row holding only one of them fills a.b. */
+Test(export, dotted_key_and_nested_path_are_both_kept, .init = th_setup, .fini = th_teardown)
+{
+    char in[192], csv[192];
+    th_write(th_path(in, sizeof in, "dot.jsonl"), "{\"schema_version\":1,\"a\":{\"b\":1},\"a.b\":2}\n"
+                                                  "{\"schema_version\":1,\"a.b\":3}\n");
+    th_path(csv, sizeof csv, "dot.csv");
+    const char *inputs[] = {in};
+    int rows = 0, cols = 0;
+    th_stderr_begin();
+    const int st = export_csv(inputs, 1, csv, &rows, &cols);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "dot.jsonl:1") && strstr(err, "a.b#2"), "%s", err);
+    cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line: %s", err);
+    free(err);
+    char *text = th_read(csv);
+    cr_assert_str_eq(text, "schema_version,a.b,a.b#2\r\n1,1,2\r\n1,3,\r\n");
+    free(text);
+}
+
+/* Probe item 22: finding a row's columns was linear in the columns (100,000 distinct keys: 9.7 s). */
+Test(export, many_distinct_keys_in_linear_time, .init = th_setup, .fini = th_teardown, .timeout = 5)
+{
+    char in[192], csv[192];
+    th_path(in, sizeof in, "wide.jsonl");
+    FILE *f = fopen(in, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"schema_version\":1");
+    for (int k = 0; k < 100000; k++) fprintf(f, ",\"k%d\":%d", k, k);
+    fprintf(f, "}\n");
+    fclose(f);
+    const char *inputs[] = {in};
+    int rows = 0, cols = 0;
+    cr_assert_eq(export_csv(inputs, 1, th_path(csv, sizeof csv, "wide.csv"), &rows, &cols), TB_OK, "%s", tb_error_get());
+    cr_assert(rows == 1 && cols == 100001, "%d rows, %d columns", rows, cols);
+}
