@@ -20,6 +20,7 @@ struct group {
     struct compare_line line;
     double *s[2];    /* samples: old, new */
     int n[2], cap[2];
+    int rows[2];     /* rows of this configuration, per side */
     char ign[2][MAX_IGNORE][48]; /* per side, the value of each ignored key first seen ("" before) */
     unsigned char ign_mixed[2][MAX_IGNORE]; /* 1 when a side's rows differ in that key */
 };
@@ -30,6 +31,8 @@ struct groups {
     int side;        /* 0 while reading OLD, 1 while reading NEW */
     int status;
     int unfinished[2]; /* rows skipped because their run did not finish, per side */
+    int rows[2];       /* rows matched to a configuration, per side */
+    int skipped[2];    /* samples that were no finite positive number, per side */
     char ignore[MAX_IGNORE][32];
     int n_ignore;
 };
@@ -64,23 +67,28 @@ static int ignored(const struct groups *gs, const char *field)
     return -1;
 }
 
-/* Parses "backend,devices" into gs->ignore; TB_EINVAL for a key that is not part of the match. */
+/* Parses "backend,devices" into gs->ignore; TB_EINVAL for a key that is not part of the match, an empty
+ * key (",", "a,,b", a trailing comma, "") or one given twice: each is a typo whose intent is unclear. */
 static int parse_ignore(struct groups *gs, const char *list)
 {
-    for (const char *p = list ? list : ""; *p;) {
-        size_t len = strcspn(p, ",");
+    if (!list) return TB_OK;
+    for (const char *p = list;; p++) {
+        const size_t len = strcspn(p, ",");
+        if (!len)
+            return tb_error_set(TB_EINVAL, "compare: --ignore '%s': an empty key (give keys separated by single commas)",
+                                list);
         char key[32];
         snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key - 1 ? len : sizeof key - 1), p);
-        if (len && !in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key))
+        if (len >= sizeof key ||
+            (!in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key)))
             return tb_error_set(TB_EINVAL, "compare: --ignore %.*s: not a key rows are matched by (workload, backend, "
                                            "batch, or a config field such as devices, threads, precision)", (int)len, p);
-        if (len && ignored(gs, key) < 0) {
-            if (gs->n_ignore == MAX_IGNORE) return tb_error_set(TB_EINVAL, "compare: --ignore: at most %d keys", MAX_IGNORE);
-            snprintf(gs->ignore[gs->n_ignore++], sizeof gs->ignore[0], "%s", key);
-        }
-        p += len + (p[len] == ',');
+        if (ignored(gs, key) >= 0) return tb_error_set(TB_EINVAL, "compare: --ignore '%s': %s is given twice", list, key);
+        if (gs->n_ignore == MAX_IGNORE) return tb_error_set(TB_EINVAL, "compare: --ignore: at most %d keys", MAX_IGNORE);
+        snprintf(gs->ignore[gs->n_ignore++], sizeof gs->ignore[0], "%s", key);
+        p += len;
+        if (!*p) return TB_OK;
     }
-    return TB_OK;
 }
 
 /* The text of a scalar config field into val; 0 when it is absent or not a scalar. */
@@ -110,9 +118,15 @@ static void append_field(char *buf, size_t n, const struct json_value *cfg, cons
     snprintf(buf + len, n - len, " %s=%s", field, val);
 }
 
-static int add_sample(struct group *g, int side, double v)
+/* Adds v to g's samples of the side being read. A rate or time that is not a finite positive number
+ * (inf from 1e400, a negative or zero images/s) measures nothing: skipped and counted for a warning. */
+static int add_sample(struct groups *gs, struct group *g, double v)
 {
-    if (!isfinite(v)) return TB_OK;
+    const int side = gs->side;
+    if (!isfinite(v) || !(v > 0.0)) {
+        gs->skipped[side]++;
+        return TB_OK;
+    }
     if (g->n[side] == g->cap[side]) {
         int cap = g->cap[side] ? 2 * g->cap[side] : 8;
         double *p = realloc(g->s[side], (size_t)cap * sizeof *p);
@@ -187,6 +201,8 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         g->line.higher_is_better = !tta;
     }
     note_ignored(gs, g, cfg);
+    gs->rows[gs->side]++;
+    g->rows[gs->side]++;
     const struct json_value *fig = json_get(row, "figures");
     if (!fig) return TB_OK;
     int st = TB_OK;
@@ -194,16 +210,16 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         const struct json_value *runs = json_get(fig, "runs");
         for (int i = 0; runs && runs->type == JSON_ARRAY && i < runs->n && st == TB_OK; i++)
             if (json_get_bool(&runs->items[i], "reached", 0))
-                st = add_sample(g, gs->side, json_get_number(&runs->items[i], "tta_s", NAN));
+                st = add_sample(gs, g, json_get_number(&runs->items[i], "tta_s", NAN));
         return st;
     }
     const struct json_value *rep = json_get(fig, "repeat_images_per_s");
     if (rep && rep->type == JSON_ARRAY && rep->n > 0) {
         for (int i = 0; i < rep->n && st == TB_OK; i++)
-            if (rep->items[i].type == JSON_NUMBER) st = add_sample(g, gs->side, rep->items[i].number);
+            st = add_sample(gs, g, rep->items[i].type == JSON_NUMBER ? rep->items[i].number : NAN);
         return st;
     }
-    return add_sample(g, gs->side, json_get_number(fig, "images_per_s", NAN));
+    return add_sample(gs, g, json_get_number(fig, "images_per_s", NAN));
 }
 
 /* Two configurations with the same short name differ in a field the name leaves out (lr, steps,
@@ -297,6 +313,17 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         if (gs.unfinished[k])
             fprintf(stderr, "compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
                     k ? new_path : old_path, gs.unfinished[k], gs.unfinished[k] == 1 ? "" : "s");
+    for (int k = 0; k < 2; k++)
+        if (gs.skipped[k])
+            fprintf(stderr, "compare: %s: %d sample%s that %s not finite positive rates or times skipped\n",
+                    k ? new_path : old_path, gs.skipped[k], gs.skipped[k] == 1 ? "" : "s",
+                    gs.skipped[k] == 1 ? "is" : "are");
+    /* A side without rows compares nothing: an empty table (or none) would read as "no change". */
+    for (int k = 0; k < 2 && st == TB_OK; k++)
+        if (!gs.rows[k])
+            st = tb_error_set(TB_EFORMAT, "%s: no usable result rows (%s)", k ? new_path : old_path,
+                              gs.unfinished[k] ? "only rows of runs that did not finish"
+                                               : "it is empty, or no line is a well-formed row with a config");
     struct compare_line *out = NULL;
     if (st == TB_OK && gs.n > 0 && !(out = calloc((size_t)gs.n, sizeof *out)))
         st = tb_error_set(TB_ENOMEM, "compare: out of memory");
@@ -304,6 +331,7 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         struct group *g = &gs.g[i];
         struct compare_line *l = &g->line;
         l->n_old = g->n[0], l->n_new = g->n[1];
+        l->rows_old = g->rows[0], l->rows_new = g->rows[1];
         l->p = 1.0;
         l->delta_pct = NAN;
         l->old_median = l->new_median = NAN;
@@ -375,10 +403,11 @@ void compare_print(const struct compare_line *l, int n, const struct compare_opt
     fprintf(f, "%-*s  %-9s  %*s  %*s  %s\n", width, "configuration", "metric", cols(ha, 20), ha, cols(hb, 20), hb,
             "change");
     double log_sum = 0.0;
-    int n_geo = 0, n_only = 0, n_inf = 0;
+    int n_geo = 0, n_only = 0, n_unsampled = 0, n_inf = 0;
     for (int i = 0; i < n; i++) {
         if (!l[i].n_old || !l[i].n_new) {
-            n_only++;
+            if (l[i].rows_old && l[i].rows_new) n_unsampled++;
+            else n_only++;
             continue;
         }
         char a[48], b[48], delta[96];
@@ -402,8 +431,16 @@ void compare_print(const struct compare_line *l, int n, const struct compare_opt
     if (n_only) {
         fprintf(f, "\nonly in one file:\n");
         for (int i = 0; i < n; i++)
-            if (!l[i].n_old || !l[i].n_new)
-                fprintf(f, "  %-*s  only in %s\n", cols(l[i].name, width), l[i].name, l[i].n_old ? old_name : new_name);
+            if ((!l[i].n_old || !l[i].n_new) && !(l[i].rows_old && l[i].rows_new))
+                fprintf(f, "  %-*s  only in %s\n", cols(l[i].name, width), l[i].name, l[i].rows_old ? old_name : new_name);
+    }
+    /* In both files, but a side has no sample to test (every one non-finite or not positive). */
+    if (n_unsampled) {
+        fprintf(f, "\nin both files, nothing to compare:\n");
+        for (int i = 0; i < n; i++)
+            if ((!l[i].n_old || !l[i].n_new) && l[i].rows_old && l[i].rows_new)
+                fprintf(f, "  %-*s  no finite samples in %s%s%s\n", cols(l[i].name, width), l[i].name,
+                        l[i].n_old ? "" : old_name, !l[i].n_old && !l[i].n_new ? " or " : "", l[i].n_new ? "" : new_name);
     }
     int few = 0;
     for (int i = 0; i < n; i++) few |= l[i].n_old && l[i].n_new && (l[i].n_old < 4 || l[i].n_new < 4);
@@ -426,7 +463,8 @@ static void compare_usage(FILE *f)
                "  --help            this text\n\n"
                "Samples: per-repeat images/s (throughput, scaling, inference), times to accuracy of the runs\n"
                "that reached the target (tta). old/new: median ± 95 %% confidence interval of the median;\n"
-               "change: difference of medians when p < alpha, else ~. Exit status: 0, 1 unreadable file, 2 usage.\n");
+               "change: difference of medians when p < alpha, else ~. Exit status: 0, 1 a file unreadable or without\n"
+               "a usable row, 2 usage.\n");
 }
 
 int compare_main(int argc, char **argv)
@@ -478,8 +516,7 @@ int compare_main(int argc, char **argv)
         fprintf(stderr, "bench compare: %s\n", tb_error_get());
         return st == TB_EINVAL ? 2 : 1;
     }
-    if (n == 0) printf("no result rows in %s or %s\n", files[0], files[1]);
-    else compare_print(lines, n, &o, files[0], files[1], stdout);
+    compare_print(lines, n, &o, files[0], files[1], stdout);
     free(lines);
     return 0;
 }

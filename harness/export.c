@@ -10,42 +10,101 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct table {
     char **cols;      /* column names (dotted paths), in order of first appearance */
     int n, cap;
-    int hint;         /* where the next lookup starts: rows mostly repeat the previous row's order */
+    int *slots;       /* hash of the names: column index + 1, 0 for an empty slot; a power of 2 */
+    int n_slots;
+    long *stamp;      /* per column: the serial of the last row that filled it */
+    unsigned char *warned; /* per column: its collision was reported */
+    long row;         /* serial of the row being walked (both passes) */
+    const char *path; /* the input being read, for warnings */
+    long line_no;
     int n_rows;
     const struct json_value **cells; /* pass 2: the current row's value per column (NULL: empty) */
     FILE *out;
 };
 
-/* Index of column name, or -1; starts at the hint and wraps around. */
-static int col_find(struct table *t, const char *name)
+static unsigned long hash_name(const char *s)
 {
-    for (int k = 0; k < t->n; k++) {
-        const int i = (t->hint + k) % t->n;
-        if (!strcmp(t->cols[i], name)) {
-            t->hint = (i + 1) % t->n;
-            return i;
-        }
-    }
-    return -1;
+    unsigned long h = 1469598103934665603UL; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211UL;
+    return h;
 }
 
+/* The slot of name in t->slots: the one holding it, or the empty one where it would go. */
+static int slot_of(const struct table *t, const char *name)
+{
+    int i = (int)(hash_name(name) & (unsigned long)(t->n_slots - 1));
+    while (t->slots[i] && strcmp(t->cols[t->slots[i] - 1], name)) i = (i + 1) & (t->n_slots - 1);
+    return i;
+}
+
+/* Index of column name, or -1. A hash: a row of 100,000 keys took 10 s with a linear search. */
+static int col_find(const struct table *t, const char *name)
+{
+    return t->n_slots ? t->slots[slot_of(t, name)] - 1 : -1;
+}
+
+/* Index of column name, added at the end if new; -1 when out of memory (the error set). */
 static int col_add(struct table *t, const char *name)
 {
-    if (col_find(t, name) >= 0) return TB_OK;
+    const int k = col_find(t, name);
+    if (k >= 0) return k;
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 64;
         char **p = realloc(t->cols, (size_t)cap * sizeof *p);
-        if (!p) return tb_error_set(TB_ENOMEM, "export: out of memory for %d columns", cap);
-        t->cols = p, t->cap = cap;
+        long *q = p ? realloc(t->stamp, (size_t)cap * sizeof *q) : NULL;
+        unsigned char *w = q ? realloc(t->warned, (size_t)cap) : NULL;
+        if (p) t->cols = p;
+        if (q) t->stamp = q;
+        if (w) t->warned = w;
+        if (!w) return tb_error_set(TB_ENOMEM, "export: out of memory for %d columns", cap), -1;
+        t->cap = cap;
     }
-    if (!(t->cols[t->n] = strdup(name))) return tb_error_set(TB_ENOMEM, "export: out of memory");
-    t->n++;
-    return TB_OK;
+    if (2 * (t->n + 1) > t->n_slots) { /* at most half full */
+        const int n_slots = t->n_slots ? 2 * t->n_slots : 128;
+        int *slots = calloc((size_t)n_slots, sizeof *slots);
+        if (!slots) return tb_error_set(TB_ENOMEM, "export: out of memory for %d columns", t->n), -1;
+        free(t->slots);
+        t->slots = slots, t->n_slots = n_slots;
+        for (int c = 0; c < t->n; c++) t->slots[slot_of(t, t->cols[c])] = c + 1;
+    }
+    if (!(t->cols[t->n] = strdup(name))) return tb_error_set(TB_ENOMEM, "export: out of memory"), -1;
+    t->stamp[t->n] = 0;
+    t->warned[t->n] = 0;
+    t->slots[slot_of(t, name)] = t->n + 1;
+    return t->n++;
+}
+
+/* The column of a leaf at path in the row being walked: path's own, unless this row already filled it
+ * (a dotted key "a.b" beside the nested path {"a":{"b":..}} spells the same name, as does a repeated
+ * key), then "path#2", "path#3"..., so that no value is dropped; said once per column. Pass 1 (add)
+ * creates the columns, pass 2 finds the same ones. */
+static int leaf_column(struct table *t, const char *path, int add)
+{
+    int k = add ? col_add(t, path) : col_find(t, path);
+    if (k < 0 || t->stamp[k] != t->row) {
+        if (k >= 0) t->stamp[k] = t->row;
+        return k;
+    }
+    const int first = k;
+    for (int n = 2; k >= 0 && t->stamp[k] == t->row; n++) {
+        char *alt = NULL;
+        if (asprintf(&alt, "%s#%d", path, n) < 0) return tb_error_set(TB_ENOMEM, "export: out of memory"), -1;
+        k = add ? col_add(t, alt) : col_find(t, alt);
+        if (add && k >= 0 && !t->warned[first]) {
+            t->warned[first] = 1;
+            fprintf(stderr, "warning: %s:%ld: two keys spell the column %s (a dotted key beside the nested path, or a "
+                            "repeated key); the second value is column %s\n", t->path, t->line_no, path, alt);
+        }
+        free(alt);
+    }
+    if (k >= 0) t->stamp[k] = t->row;
+    return k;
 }
 
 /* Visits every leaf of object v under prefix: pass 1 (t->cells NULL) adds its column, pass 2 notes
@@ -59,10 +118,10 @@ static int walk(struct table *t, const struct json_value *v, const char *prefix)
         const struct json_value *x = &v->items[i];
         int st = TB_OK;
         if (x->type == JSON_OBJECT) st = walk(t, x, path);
-        else if (!t->cells) st = col_add(t, path);
         else {
-            const int k = col_find(t, path);
-            if (k >= 0) t->cells[k] = x;
+            const int k = leaf_column(t, path, !t->cells);
+            if (k >= 0 && t->cells) t->cells[k] = x;
+            else if (k < 0 && !t->cells) st = TB_ENOMEM;
         }
         free(path);
         if (st != TB_OK) return st;
@@ -72,14 +131,15 @@ static int walk(struct table *t, const struct json_value *v, const char *prefix)
 
 static int on_row_columns(const struct json_value *row, long line_no, void *ctx)
 {
-    (void)line_no;
-    return walk(ctx, row, "");
+    struct table *t = ctx;
+    t->row++, t->line_no = line_no;
+    return walk(t, row, "");
 }
 
 static int on_row_write(const struct json_value *row, long line_no, void *ctx)
 {
-    (void)line_no;
     struct table *t = ctx;
+    t->row++, t->line_no = line_no;
     memset(t->cells, 0, (size_t)t->n * sizeof *t->cells);
     int st = walk(t, row, "");
     for (int k = 0; k < t->n && st == TB_OK; k++) {
@@ -96,8 +156,24 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
     struct table t = {0};
     char *tmp_path = NULL;
     int st = TB_OK;
-    for (int i = 0; i < n_inputs && st == TB_OK; i++) st = results_read_rows(inputs[i], on_row_columns, &t);
     const int to_stdout = !strcmp(csv_path, "-");
+    struct stat sb;
+    /* The table is renamed into place: renaming over /dev/null or a FIFO would replace the node with a
+     * regular file (outputs.c guards --save the same way). */
+    if (!to_stdout && stat(csv_path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return tb_error_set(TB_EIO, "%s: %s", csv_path,
+                            S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file (--csv - writes to stdout)");
+    /* The same file as an input, however named (another path, a link): the table would replace the rows. */
+    for (int i = 0; i < n_inputs && !to_stdout && stat(csv_path, &sb) == 0; i++) {
+        struct stat in;
+        if (stat(inputs[i], &in) == 0 && in.st_dev == sb.st_dev && in.st_ino == sb.st_ino)
+            return tb_error_set(TB_EINVAL, "--csv %s is also an input (--in %s); give another output file", csv_path,
+                                inputs[i]);
+    }
+    for (int i = 0; i < n_inputs && st == TB_OK; i++) {
+        t.path = inputs[i];
+        st = results_read_rows(inputs[i], on_row_columns, &t);
+    }
     if (st == TB_OK && t.n && !(t.cells = calloc((size_t)t.n, sizeof *t.cells)))
         st = tb_error_set(TB_ENOMEM, "export: out of memory");
     if (st == TB_OK && to_stdout) t.out = stdout;
@@ -113,7 +189,10 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
         results_csv_text(t.out, t.cols[k]);
     }
     if (st == TB_OK && t.n) fputs("\r\n", t.out);
-    for (int i = 0; i < n_inputs && st == TB_OK && t.n; i++) st = results_read_rows(inputs[i], on_row_write, &t);
+    for (int i = 0; i < n_inputs && st == TB_OK && t.n; i++) {
+        t.path = inputs[i];
+        st = results_read_rows(inputs[i], on_row_write, &t);
+    }
     if (t.out && ferror(t.out) && st == TB_OK) st = tb_error_set(TB_EIO, "export: write to %s failed", csv_path);
     if (t.out && !to_stdout && fclose(t.out) != 0 && st == TB_OK)
         st = tb_error_set(TB_EIO, "export: cannot close %s: %s", tmp_path, strerror(errno));
@@ -125,6 +204,9 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
     if (n_cols) *n_cols = t.n;
     for (int k = 0; k < t.n; k++) free(t.cols[k]);
     free(t.cols);
+    free(t.slots);
+    free(t.stamp);
+    free(t.warned);
     free(t.cells);
     free(tmp_path);
     return st;
@@ -172,7 +254,7 @@ int export_main(int argc, char **argv)
         if (st != TB_OK) fprintf(stderr, "bench export: %s\n", tb_error_get());
         else if (strcmp(csv, "-")) printf("bench export: %s: %d row%s, %d column%s\n", csv, rows, rows == 1 ? "" : "s",
                                           cols, cols == 1 ? "" : "s");
-        rc = st == TB_OK ? 0 : 1;
+        rc = st == TB_OK ? 0 : st == TB_EINVAL ? 2 : 1;
     }
     free(in);
     return rc;

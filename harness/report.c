@@ -6,6 +6,7 @@
 #include "report_gpu.h"
 #include "report_seeds.h"
 #include "json.h"
+#include "regular_file.h"
 #include "results.h"
 #include "status.h"
 
@@ -290,6 +291,7 @@ struct ctx {
     struct rows rows;
     char charts_dir[1024], data_dir[1024];
     int have_gnuplot;
+    char no_gnuplot[1200];      /* why there is none: "gnuplot not found", or what is wrong with --gnuplot */
     int gnuplot_failed;
     int n_charts;
     struct calibration cal;
@@ -298,6 +300,47 @@ struct ctx {
     struct report_gpu gpu;      /* the GPU of the rows on the cuda device, and its ceilings */
     FILE *md;
 };
+
+/* v in fmt, or the empty-cell mark "–" where the row lacks it (missing, null, not a number) or it is not
+ * finite (1e400 reads as inf): printf would show nan or inf. */
+static void fmt_num(char *buf, size_t n, double v, const char *fmt)
+{
+    if (!isfinite(v)) snprintf(buf, n, "–");
+    else snprintf(buf, n, fmt, v);
+}
+
+/* fmt_num as a value, for a cell in a printf argument list: cellf(v, "%.0f").s lives to the end of the
+ * full expression (C11 6.2.4p8). */
+struct cell {
+    char s[64];
+};
+
+static struct cell cellf(double v, const char *fmt)
+{
+    struct cell c;
+    fmt_num(c.s, sizeof c.s, v, fmt);
+    return c;
+}
+
+/* v if finite and within an int's range, else 0: a figure from a row that printf and gnuplot can take. */
+static double finite_or_0(double v)
+{
+    return isfinite(v) && fabs(v) < 1e9 ? v : 0.0;
+}
+
+/* A tab and v in a chart's data file, or "-" (no number to gnuplot) for a column the chart does not draw:
+ * the data files carry no nan or inf. */
+static void dat_num(FILE *f, double v)
+{
+    if (isfinite(v)) fprintf(f, "\t%.6g", v);
+    else fputs("\t-", f);
+}
+
+/* Where a chart has no point to draw: said, instead of a chart gnuplot would fail on. */
+static void md_no_chart(struct ctx *x, const char *name, const char *what)
+{
+    fprintf(x->md, "_(chart %s not drawn: no row has a finite %s)_\n\n", name, what);
+}
 
 static int file_size(const char *path)
 {
@@ -310,7 +353,7 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
                   const char *sub, const char *extra_vars)
 {
     if (!x->have_gnuplot) return 0;
-    char png[1200], svg[1200], spath[1200], vars[8400], q[4][1200];
+    char png[1200], svg[1200], spath[1200], q[4][1200];
     snprintf(png, sizeof png, "%s/%s.png", x->charts_dir, name);
     snprintf(svg, sizeof svg, "%s/%s.svg", x->charts_dir, name);
     snprintf(spath, sizeof spath, "%s/%s", x->o->plots_dir, script);
@@ -323,8 +366,14 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     char qp[1200], qs[1200];
     report_gp_quote(qp, sizeof qp, png);
     report_gp_quote(qs, sizeof qs, svg);
-    snprintf(vars, sizeof vars, "dir='%s'; datafile='%s'; outpng='%s'; outsvg='%s'; ttl='%s'; sub='%s'; %s", q[0], q[1],
-             qp, qs, q[2], q[3], extra_vars ? extra_vars : "");
+    /* Allocated: extra_vars grows with the chart (the tta chart's two words per curve). */
+    char *vars = NULL;
+    if (asprintf(&vars, "dir='%s'; datafile='%s'; outpng='%s'; outsvg='%s'; ttl='%s'; sub='%s'; %s", q[0], q[1], qp, qs,
+                 q[2], q[3], extra_vars ? extra_vars : "") < 0) {
+        fprintf(stderr, "bench report: out of memory for the chart %s\n", name);
+        x->gnuplot_failed++;
+        return 0;
+    }
     char log[1200];
     snprintf(log, sizeof log, "%s/gnuplot.log", x->data_dir);
     posix_spawn_file_actions_t fa;
@@ -336,8 +385,12 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     pid_t pid;
     int rc = posix_spawnp(&pid, gp, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
+    free(vars);
     if (rc != 0) {
         x->have_gnuplot = 0;
+        if (x->o->gnuplot)
+            snprintf(x->no_gnuplot, sizeof x->no_gnuplot, "--gnuplot %s: %s (%s)", x->o->gnuplot,
+                     strchr(x->o->gnuplot, '/') ? "cannot be run" : "not found on PATH", strerror(rc));
         return 0;
     }
     int status = 0;
@@ -351,6 +404,39 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
     }
     x->n_charts++;
     return 1;
+}
+
+/* TB_OK if path is missing or a regular file. A device or FIFO in the report's place must not be touched:
+ * REPORT.md is renamed into place (which would replace /dev/null with a regular file), a chart's data is
+ * opened for writing (a FIFO without a reader blocks forever), gnuplot's old outputs are removed. */
+static int check_output(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return TB_OK;
+    return tb_error_set(TB_EIO, "%s: %s", path,
+                        S_ISDIR(sb.st_mode) ? "is a directory, not a regular file" : "not a regular file");
+}
+
+/* check_output of REPORT.md and of every chart, data and log file (by suffix) already in charts/ and
+ * charts/data/, before anything is written. */
+static int check_outputs(const struct ctx *x, const char *md_path)
+{
+    int st = check_output(md_path);
+    const char *dirs[2] = {x->charts_dir, x->data_dir};
+    for (int d = 0; d < 2 && st == TB_OK; d++) {
+        DIR *dir = opendir(dirs[d]);
+        if (!dir) continue;
+        struct dirent *e;
+        while (st == TB_OK && (e = readdir(dir))) {
+            const char *dot = strrchr(e->d_name, '.');
+            if (!dot || (strcmp(dot, ".png") && strcmp(dot, ".svg") && strcmp(dot, ".dat") && strcmp(dot, ".log"))) continue;
+            char p[1400];
+            snprintf(p, sizeof p, "%s/%s", dirs[d], e->d_name);
+            st = check_output(p);
+        }
+        closedir(dir);
+    }
+    return st;
 }
 
 /* Removes the charts and data files an earlier report left in charts/ (only names this file writes),
@@ -398,9 +484,9 @@ static void subtitle(const struct ctx *x, const int *idx, int n, char *buf, size
     }
     char more[32] = "";
     if (n_commits > 2) snprintf(more, sizeof more, " (+%d more)", n_commits - 2);
-    snprintf(buf, size, "%s, %g cores, %s · commit %s%s · %.10s", json_get_str(last, "machine.cpu_model", "unknown CPU"),
-             json_get_number(last, "machine.n_cores", 0), json_get_str(last, "build.blas_core", "?"), commits, more,
-             json_get_str(last, "timestamp", ""));
+    snprintf(buf, size, "%s, %s cores, %s · commit %s%s · %.10s", json_get_str(last, "machine.cpu_model", "unknown CPU"),
+             cellf(json_get_number(last, "machine.n_cores", 0), "%g").s, json_get_str(last, "build.blas_core", "?"), commits,
+             more, json_get_str(last, "timestamp", ""));
 }
 
 static void md_chart(struct ctx *x, const char *name, const char *alt, int rendered)
@@ -408,7 +494,8 @@ static void md_chart(struct ctx *x, const char *name, const char *alt, int rende
     if (rendered)
         fprintf(x->md, "![%s](charts/%s.png)\n\n[SVG](charts/%s.svg) · data: `charts/data/%s.dat`\n\n", alt, name, name, name);
     else
-        fprintf(x->md, "_(chart %s not rendered: %s)_\n\n", name, x->have_gnuplot ? "gnuplot failed, see charts/data/gnuplot.log" : "gnuplot not found");
+        fprintf(x->md, "_(chart %s not rendered: %s)_\n\n", name,
+                x->have_gnuplot ? "gnuplot failed, see charts/data/gnuplot.log" : x->no_gnuplot);
 }
 
 /* The renderer and chart links for the sections in other files (report_seeds.h). */
@@ -421,12 +508,6 @@ int report_render_chart(void *report, const char *script, const char *name, cons
 void report_md_chart(void *report, const char *name, const char *alt, int rendered)
 {
     md_chart(report, name, alt, rendered);
-}
-
-static void fmt_num(char *buf, size_t n, double v, const char *fmt)
-{
-    if (isnan(v)) snprintf(buf, n, "–");
-    else snprintf(buf, n, fmt, v);
 }
 
 /* The distinct workloads of rows of a kind (kept rows only), in order of appearance. */
@@ -474,7 +555,7 @@ static void section_throughput(struct ctx *x)
                    "training FLOPs; the ceiling share is of the calibrated sgemm ceiling of the row's own machine, and "
                    "for a row on the cuda device of its GPU's fp32 cuBLAS ceiling (TF32 off).\n\n");
     for (int k = 0; k < nw; k++) {
-        int idx[512], n = 0;
+        int idx[512], n = 0, bars = 0;
         char name[160], safe[128], path[1200], title[256], sub[400];
         safe_name(safe, sizeof safe, wl[k]);
         snprintf(name, sizeof name, "throughput_%s", safe);
@@ -488,23 +569,31 @@ static void section_throughput(struct ctx *x)
             char var[512], label[640];
             variant_label(&x->rows, r, var, sizeof var);
             snprintf(label, sizeof label, "%s b%d%s", cs(r, "backend"), (int)cn(r, "batch"), var);
+            idx[n++] = i;
+            /* A row without a finite rate has no bar (its table row says "–"). */
             const double overall = fg(r, "images_per_s");
+            if (!isfinite(overall)) continue;
             double lo = overall, hi = overall;
             const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
             for (int q = 0; rep && rep->type == JSON_ARRAY && q < rep->n; q++) {
-                lo = rep->items[q].number < lo ? rep->items[q].number : lo;
-                hi = rep->items[q].number > hi ? rep->items[q].number : hi;
+                const struct json_value *v = &rep->items[q];
+                if (v->type != JSON_NUMBER || !isfinite(v->number)) continue;
+                lo = v->number < lo ? v->number : lo;
+                hi = v->number > hi ? v->number : hi;
             }
             dat_label(f, label);
-            fprintf(f, "\t%.6g\t%.6g\t%.6g\t%.6g\t%.6g\n", overall, lo, hi, fg(r, "images_per_s_median"),
-                    fg(r, "images_per_s_jitter"));
-            idx[n++] = i;
+            fprintf(f, "\t%.6g\t%.6g\t%.6g", overall, lo, hi);
+            dat_num(f, fg(r, "images_per_s_median"));
+            dat_num(f, fg(r, "images_per_s_jitter"));
+            fprintf(f, "\n");
+            bars++;
         }
         fclose(f);
         snprintf(title, sizeof title, "Training throughput by backend: %s", wl[k]);
         subtitle(x, idx, n, sub, sizeof sub);
         fprintf(x->md, "### %s\n\n", wl[k]);
-        md_chart(x, name, title, render(x, "throughput.gp", name, path, title, sub, NULL));
+        if (bars) md_chart(x, name, title, render(x, "throughput.gp", name, path, title, sub, NULL));
+        else md_no_chart(x, name, "images/s");
         int any_gpu = 0; /* a GPU memory column only where a row ran on the GPU */
         for (int j = 0; j < n; j++) any_gpu |= report_gpu_row(x->rows.v[idx[j]]);
         fprintf(x->md, "| backend | batch | options | data | images/s | repeats | per-step median | jitter | "
@@ -523,62 +612,89 @@ static void section_throughput(struct ctx *x)
                 snprintf(gpu_mem, sizeof gpu_mem, " %s |", mib);
             }
             const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
-            for (int i = 0; rep && rep->type == JSON_ARRAY && i < rep->n && i < 12; i++)
-                snprintf(reps + strlen(reps), sizeof reps - strlen(reps), "%s%.0f", i ? ", " : "", rep->items[i].number);
+            for (int i = 0; rep && rep->type == JSON_ARRAY && i < rep->n && i < 12; i++) {
+                const struct json_value *v = &rep->items[i];
+                snprintf(reps + strlen(reps), sizeof reps - strlen(reps), "%s%s", i ? ", " : "",
+                         cellf(v->type == JSON_NUMBER ? v->number : NAN, "%.0f").s);
+            }
             rate_note(r, note, sizeof note);
-            fprintf(x->md, "| %s | %d | %s | %s | **%.0f** | %s | %.0f | %.0f | %.0f ± %.0f | %s | %.2f | %s | %.0f |%s %s |\n",
-                    cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"), fg(r, "images_per_s"),
-                    reps, fg(r, "images_per_s_median"), fg(r, "images_per_s_jitter"), fg(r, "images_per_s_mean"),
-                    fg(r, "images_per_s_stderr"), note, fg(r, "gflops_per_s"), share, fg(r, "peak_rss_mib"), gpu_mem,
-                    json_get_str(r, "build.commit", "?"));
+            fprintf(x->md, "| %s | %d | %s | %s | **%s** | %s | %s | %s | %s ± %s | %s | %s | %s | %s |%s %s |\n",
+                    cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"),
+                    cellf(fg(r, "images_per_s"), "%.0f").s, reps, cellf(fg(r, "images_per_s_median"), "%.0f").s,
+                    cellf(fg(r, "images_per_s_jitter"), "%.0f").s, cellf(fg(r, "images_per_s_mean"), "%.0f").s,
+                    cellf(fg(r, "images_per_s_stderr"), "%.0f").s, note, cellf(fg(r, "gflops_per_s"), "%.2f").s, share,
+                    cellf(fg(r, "peak_rss_mib"), "%.0f").s, gpu_mem, json_get_str(r, "build.commit", "?"));
         }
         fprintf(x->md, "\n");
     }
 }
 
+/* Curves drawn per row: a row of --seeds 1000 would bury the chart under its key. */
+#define TTA_MAX_CURVES 20
+
 /* The time-to-accuracy chart and table of one workload and target. */
 static void tta_chart(struct ctx *x, const char *wl, double target, int several)
 {
-    int idx[256] = {0}, n = 0, blocks = 0;
-    char name[200], safe[128], path[1300], title[256], sub[400], vars[1400];
-    /* One colour per configuration (row), one dash pattern per seed within it. */
-    char colours[512] = "", dashes[512] = "";
+    int idx[256] = {0}, n = 0, blocks = 0, capped = 0;
+    char name[200], safe[128], path[1300], title[256], sub[400];
+    /* One colour per configuration (row), one dash pattern per seed within it: a word of each per curve,
+     * which grow with the curves (gnuplot met empty words when fixed buffers filled). */
+    char *colours = NULL, *dashes = NULL, *vars = NULL;
+    size_t colours_len = 0, dashes_len = 0;
     safe_name(safe, sizeof safe, wl);
     if (several) snprintf(name, sizeof name, "tta_%s_t%.4g", safe, target);
     else snprintf(name, sizeof name, "tta_%s", safe);
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) return;
+    FILE *cw = open_memstream(&colours, &colours_len), *dw = open_memstream(&dashes, &dashes_len);
+    FILE *f = cw && dw ? fopen(path, "w") : NULL;
+    if (!f) {
+        if (cw) fclose(cw);
+        if (dw) fclose(dw);
+        free(colours), free(dashes);
+        return;
+    }
     for (int i = 0; i < x->rows.n && n < 256; i++) {
         const struct json_value *r = x->rows.v[i];
         if (!x->rows.keep[i] || strcmp(kind_of(r), "tta") || strcmp(cs(r, "workload"), wl) || cn(r, "target") != target)
             continue;
         idx[n++] = i;
         const struct json_value *runs = json_get(r, "figures.runs");
-        for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
+        for (int s = 0, drawn = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
             const struct json_value *curve = json_get(&runs->items[s], "curve");
-            if (!curve || curve->type != JSON_ARRAY || curve->n == 0) continue;
+            int points = 0; /* only finite points are drawn; a curve without one is no block */
+            for (int p = 0; curve && curve->type == JSON_ARRAY && p < curve->n; p++)
+                points += isfinite(json_get_number(&curve->items[p], "time_s", NAN)) &&
+                          isfinite(json_get_number(&curve->items[p], "accuracy", NAN));
+            if (!points) continue;
+            if (drawn++ == TTA_MAX_CURVES) capped = 1;
+            if (drawn > TTA_MAX_CURVES) continue;
             char label[640], var[512];
             variant_label(&x->rows, r, var, sizeof var);
-            snprintf(label, sizeof label, "%s b%d%s seed %.0f", cs(r, "backend"), (int)cn(r, "batch"), var,
-                     json_get_number(&runs->items[s], "seed", 0));
+            snprintf(label, sizeof label, "%s b%d%s seed %s", cs(r, "backend"), (int)cn(r, "batch"), var,
+                     cellf(json_get_number(&runs->items[s], "seed", NAN), "%.0f").s);
             if (blocks++) fprintf(f, "\n\n");
             dat_label(f, label);
             fprintf(f, "\n");
-            if (strlen(colours) + 8 < sizeof colours) {
-                snprintf(colours + strlen(colours), sizeof colours - strlen(colours), "%d ", (n - 1) % 8 + 1);
-                snprintf(dashes + strlen(dashes), sizeof dashes - strlen(dashes), "%d ", s % 5 + 1);
+            fprintf(cw, "%d ", (n - 1) % 8 + 1);
+            fprintf(dw, "%d ", s % 5 + 1);
+            for (int p = 0; p < curve->n; p++) {
+                const double t = json_get_number(&curve->items[p], "time_s", NAN);
+                const double a = json_get_number(&curve->items[p], "accuracy", NAN);
+                if (isfinite(t) && isfinite(a)) fprintf(f, "%.6g\t%.6g\n", t, a);
             }
-            for (int p = 0; p < curve->n; p++)
-                fprintf(f, "%.6g\t%.6g\n", json_get_number(&curve->items[p], "time_s", NAN),
-                        json_get_number(&curve->items[p], "accuracy", NAN));
         }
     }
     fclose(f);
+    const int words_ok = fclose(cw) == 0 && fclose(dw) == 0;
     snprintf(title, sizeof title, "Time to accuracy: %s, target %.4g (test accuracy against wall time)", wl, target);
     subtitle(x, idx, n, sub, sizeof sub);
-    snprintf(vars, sizeof vars, "nblocks=%d; target=%.6g; colours='%s'; dashes='%s'", blocks, target, colours, dashes);
-    md_chart(x, name, title, blocks > 0 && render(x, "tta.gp", name, path, title, sub, vars));
+    if (!words_ok || asprintf(&vars, "nblocks=%d; target=%.6g; colours='%s'; dashes='%s'", blocks, target, colours, dashes) < 0)
+        vars = NULL;
+    md_chart(x, name, title, blocks > 0 && vars && render(x, "tta.gp", name, path, title, sub, vars));
+    free(vars), free(colours), free(dashes);
+    if (capped)
+        fprintf(x->md, "The chart draws the curves of the first %d seeds of a row; the score and the counts below are "
+                       "of all of them.\n\n", TTA_MAX_CURVES);
     /* The training rate beside the score: time to accuracy pays the overall rate, which a long step tail
      * drags down however fast the median step is (a 2-thread pool on a shared 2-core machine). */
     fprintf(x->md, "| backend | batch | target | score (olympic mean, s) | reached | training images/s (overall) | "
@@ -588,7 +704,7 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
     int uneven = 0;
     for (int j = 0; j < n; j++) {
         const struct json_value *r = x->rows.v[idx[j]];
-        char runs_txt[1024] = "", score[32], rate[32], p99[32], med[64] = "–";
+        char runs_txt[1024] = "", score[32], rate[32], p99[32], med[160] = "–";
         const struct json_value *runs = json_get(r, "figures.runs");
         double p99_max = NAN, med_lo = NAN, med_hi = NAN;
         for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
@@ -604,26 +720,29 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
              * slower steps for whole seeds); said beside the row and under the table. */
             const int bi = med_hi > 1.8 * med_lo;
             uneven |= bi;
-            snprintf(med, sizeof med, "%.3f–%.3f%s", 1e3 * med_lo, 1e3 * med_hi, bi ? " (uneven)" : "");
+            snprintf(med, sizeof med, "%s–%s%s", cellf(1e3 * med_lo, "%.3f").s, cellf(1e3 * med_hi, "%.3f").s,
+                     bi ? " (uneven)" : "");
         }
         fmt_num(rate, sizeof rate, fg(r, "images_per_s"), "%.0f");
         fmt_num(p99, sizeof p99, 1e3 * p99_max, "%.2f");
         for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n && s < 10; s++) {
             const struct json_value *ru = &runs->items[s];
             size_t len = strlen(runs_txt);
+            const struct cell seed = cellf(json_get_number(ru, "seed", NAN), "%.0f");
             if (json_get_bool(ru, "reached", 0))
-                snprintf(runs_txt + len, sizeof runs_txt - len, "%s%.0f → %.2f (%.2f), %.2f", s ? "; " : "",
-                         json_get_number(ru, "seed", 0), json_get_number(ru, "tta_s", NAN),
-                         json_get_number(ru, "eval_time_s", NAN), json_get_number(ru, "epochs", NAN));
+                snprintf(runs_txt + len, sizeof runs_txt - len, "%s%s → %s (%s), %s", s ? "; " : "", seed.s,
+                         cellf(json_get_number(ru, "tta_s", NAN), "%.2f").s,
+                         cellf(json_get_number(ru, "eval_time_s", NAN), "%.2f").s,
+                         cellf(json_get_number(ru, "epochs", NAN), "%.2f").s);
             else
-                snprintf(runs_txt + len, sizeof runs_txt - len, "%s%.0f → missed (best %.4f in %.1f epochs)",
-                         s ? "; " : "", json_get_number(ru, "seed", 0), json_get_number(ru, "best_accuracy", NAN),
-                         json_get_number(ru, "epochs", NAN));
+                snprintf(runs_txt + len, sizeof runs_txt - len, "%s%s → missed (best %s in %s epochs)", s ? "; " : "",
+                         seed.s, cellf(json_get_number(ru, "best_accuracy", NAN), "%.4f").s,
+                         cellf(json_get_number(ru, "epochs", NAN), "%.1f").s);
         }
         fmt_num(score, sizeof score, fg(r, "tta_olympic_mean_s"), "%.2f");
-        fprintf(x->md, "| %s | %d | %.4g | %s | %.0f of %.0f | %s | %s | %s | %s | %s |\n", cs(r, "backend"),
-                (int)cn(r, "batch"), cn(r, "target"), score, fg(r, "runs_reached"), fg(r, "runs_total"), rate, med, p99,
-                runs_txt, json_get_str(r, "build.commit", "?"));
+        fprintf(x->md, "| %s | %d | %s | %s | %s of %s | %s | %s | %s | %s | %s |\n", cs(r, "backend"),
+                (int)cn(r, "batch"), cellf(cn(r, "target"), "%.4g").s, score, cellf(fg(r, "runs_reached"), "%.0f").s,
+                cellf(fg(r, "runs_total"), "%.0f").s, rate, med, p99, runs_txt, json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
     if (uneven)
@@ -669,6 +788,12 @@ static int cmp_batch_idx(const void *a, const void *b, void *ctx)
     const struct rows *r = ctx;
     double x = cn(r->v[*(const int *)a], "batch"), y = cn(r->v[*(const int *)b], "batch");
     return (x > y) - (x < y);
+}
+
+/* Whether a scaling row is a point of its chart: see section_scaling. */
+static int scaling_point(const struct json_value *r)
+{
+    return cn(r, "batch") >= 1 && cn(r, "batch") < 1e9 && isfinite(fg(r, "images_per_s")) && isfinite(fg(r, "speedup"));
 }
 
 static void section_scaling(struct ctx *x)
@@ -718,9 +843,15 @@ static void section_scaling(struct ctx *x)
             variant_label(&x->rows, r0, var, sizeof var);
             const int trained = cn(r0, "epochs") > 0;
             snprintf(label, sizeof label, "%s%s%s", cs(r0, "backend"), var, trained ? " (trained)" : "");
-            if (blocks++) fprintf(f, "\n\n");
-            dat_label(f, label);
-            fprintf(f, "\n");
+            /* Points with a batch (the axis is logarithmic), a finite rate and speed-up are drawn; a sweep
+             * without one is no block. */
+            int points = 0;
+            for (int j = 0; j < n; j++) points += scaling_point(x->rows.v[idx[j]]);
+            if (points) {
+                if (blocks++) fprintf(f, "\n\n");
+                dat_label(f, label);
+                fprintf(f, "\n");
+            }
             /* Scaling efficiency (speed-up per added replica) only means something where replicas change;
              * with one replica throughout it would just repeat the speed-up under a misleading name. */
             int replicas_vary = 0;
@@ -733,14 +864,16 @@ static void section_scaling(struct ctx *x)
                      replicas_vary ? " scaling efficiency |" : "", replicas_vary ? "---:|" : "");
             for (int j = 0; j < n; j++) {
                 const struct json_value *r = x->rows.v[idx[j]];
-                fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "speedup"));
-                char acc[32], eff[48] = "";
+                if (scaling_point(r))
+                    fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "speedup"));
+                char acc[32], eff[80] = "";
                 fmt_num(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
-                if (replicas_vary) snprintf(eff, sizeof eff, " %.0f %% |", 100.0 * fg(r, "efficiency"));
+                if (replicas_vary) snprintf(eff, sizeof eff, " %s |", cellf(100.0 * fg(r, "efficiency"), "%.0f %%").s);
                 len = strlen(tables);
-                snprintf(tables + len, sizeof tables - len, "| %d | %g | %g | %g | %.0f | %.2f× |%s %.0f | %s |\n",
-                         (int)cn(r, "batch"), fg(r, "local_batch"), fg(r, "replicas"), fg(r, "accumulation"),
-                         fg(r, "images_per_s"), fg(r, "speedup"), eff, fg(r, "peak_rss_mib"), acc);
+                snprintf(tables + len, sizeof tables - len, "| %d | %s | %s | %s | %s | %s |%s %s | %s |\n",
+                         (int)cn(r, "batch"), cellf(fg(r, "local_batch"), "%g").s, cellf(fg(r, "replicas"), "%g").s,
+                         cellf(fg(r, "accumulation"), "%g").s, cellf(fg(r, "images_per_s"), "%.0f").s,
+                         cellf(fg(r, "speedup"), "%.2f×").s, eff, cellf(fg(r, "peak_rss_mib"), "%.0f").s, acc);
             }
             len = strlen(tables);
             snprintf(tables + len, sizeof tables - len, "\n");
@@ -774,11 +907,12 @@ static void section_inference(struct ctx *x)
         variant_label(&x->rows, r, var, sizeof var);
         char note[160];
         rate_note(r, note, sizeof note);
-        fprintf(x->md, "| %s | %s | %d | %s | %s | **%.0f** | %.0f | %s | %.3f | %.3f | %.3f | %.2f | %s |\n",
+        fprintf(x->md, "| %s | %s | %d | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s |\n",
                 cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "",
-                cs(r, "load")[0] ? cs(r, "load") : "fresh", fg(r, "images_per_s"), fg(r, "images_per_s_median"), note,
-                1e3 * fg(r, "latency_p50_s"), 1e3 * fg(r, "latency_p90_s"),
-                1e3 * fg(r, "latency_p99_s"), fg(r, "gflops_per_s"), json_get_str(r, "build.commit", "?"));
+                cs(r, "load")[0] ? cs(r, "load") : "fresh", cellf(fg(r, "images_per_s"), "%.0f").s,
+                cellf(fg(r, "images_per_s_median"), "%.0f").s, note, cellf(1e3 * fg(r, "latency_p50_s"), "%.3f").s,
+                cellf(1e3 * fg(r, "latency_p90_s"), "%.3f").s, cellf(1e3 * fg(r, "latency_p99_s"), "%.3f").s,
+                cellf(fg(r, "gflops_per_s"), "%.2f").s, json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
 }
@@ -799,10 +933,11 @@ static void section_train(struct ctx *x)
         fmt_num(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
         char note[160];
         rate_note(r, note, sizeof note);
-        fprintf(x->md, "| %s | %s | %d | %s | %s | %.0f | %.2f | **%.0f** | %.0f | %s | %s | %.2f | %s |\n",
+        fprintf(x->md, "| %s | %s | %d | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n",
                 cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"),
-                cn(r, "steps"), fg(r, "train_time_s"), fg(r, "images_per_s"), fg(r, "images_per_s_median"), note, acc,
-                fg(r, "gflops_per_s"), json_get_str(r, "build.commit", "?"));
+                cellf(cn(r, "steps"), "%.0f").s, cellf(fg(r, "train_time_s"), "%.2f").s,
+                cellf(fg(r, "images_per_s"), "%.0f").s, cellf(fg(r, "images_per_s_median"), "%.0f").s, note, acc,
+                cellf(fg(r, "gflops_per_s"), "%.2f").s, json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
 }
@@ -823,17 +958,22 @@ static void section_layers(struct ctx *x)
         FILE *f = fopen(path, "w");
         if (!f) continue;
         fprintf(f, "# layer\tforward ms\tbackward ms\n");
+        int bars = 0;
         for (int k = 0; k < lt->n; k++) {
+            const double fw_ms = 1e3 * json_get_number(&lt->items[k], "forward_s", 0.0);
+            const double bw_ms = 1e3 * json_get_number(&lt->items[k], "backward_s", 0.0);
+            if (!isfinite(fw_ms) || !isfinite(bw_ms)) continue; /* no bar gnuplot could draw */
             dat_label(f, json_get_str(&lt->items[k], "name", "?"));
-            fprintf(f, "\t%.6g\t%.6g\n", 1e3 * json_get_number(&lt->items[k], "forward_s", 0.0),
-                    1e3 * json_get_number(&lt->items[k], "backward_s", 0.0));
+            fprintf(f, "\t%.6g\t%.6g\n", fw_ms, bw_ms);
+            bars++;
         }
         fclose(f);
         int one[1] = {i};
         snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %d (%s)", cs(r, "workload"),
                  cs(r, "backend"), (int)cn(r, "batch"), kind_of(r));
         subtitle(x, one, 1, sub, sizeof sub);
-        md_chart(x, name, title, render(x, "layers.gp", name, path, title, sub, NULL));
+        if (bars) md_chart(x, name, title, render(x, "layers.gp", name, path, title, sub, NULL));
+        else md_no_chart(x, name, "layer time");
         found++;
     }
     if (!found)
@@ -855,7 +995,9 @@ static void section_roofline(struct ctx *x)
         const struct json_value *r = x->rows.v[i];
         /* Throughput and inference rows only: the other plans time the same steps again. */
         if (strcmp(kind_of(r), "throughput") && strcmp(kind_of(r), "inference")) continue;
-        if (!x->rows.keep[i] || isnan(fg(r, "est_intensity_flop_per_byte")) || !(fg(r, "gflops_per_s") > 0)) continue;
+        /* Both axes are logarithmic: a point needs a finite, positive intensity and rate. */
+        const double ai = fg(r, "est_intensity_flop_per_byte"), gf = fg(r, "gflops_per_s");
+        if (!x->rows.keep[i] || !(isfinite(ai) && ai > 0) || !(isfinite(gf) && gf > 0)) continue;
         int seen = 0;
         for (int k = 0; k < nb; k++) seen |= !strcmp(backends[k], cs(r, "backend"));
         if (!seen && nb < 32) backends[nb++] = cs(r, "backend");
@@ -926,6 +1068,47 @@ static void section_roofline(struct ctx *x)
                    "|---:|---|---|---:|---|---:|---:|\n%s\n", points);
 }
 
+/* A profile sidecar is read whole up to this size (perf's counters and symbols: kilobytes to a few MB). */
+#define PROFILE_MAX_BYTES (64L << 20)
+
+/* The rest of f as a NUL-terminated malloc'd string of *len bytes, or NULL with *why: larger than
+ * PROFILE_MAX_BYTES, a read error, or out of memory. */
+static char *read_sidecar(FILE *f, size_t *len, const char **why)
+{
+    const long max = PROFILE_MAX_BYTES;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && sb.st_size > max) {
+        *why = "larger than 64 MiB";
+        return NULL;
+    }
+    size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break; /* end of file or an error */
+        if ((long)cap > max) {
+            free(buf);
+            *why = "larger than 64 MiB";
+            return NULL;
+        }
+        char *more = realloc(buf, 2 * cap + 1);
+        if (!more) free(buf);
+        buf = more, cap *= 2;
+    }
+    if (!buf) {
+        *why = "out of memory";
+        return NULL;
+    }
+    if (ferror(f)) {
+        free(buf);
+        *why = "read error";
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
 static void section_profiles(struct ctx *x)
 {
     char dir[1024];
@@ -935,20 +1118,41 @@ static void section_profiles(struct ctx *x)
         if (slash) snprintf(dir, sizeof dir, "%.*s/profile", (int)(slash - x->o->in), x->o->in);
         else snprintf(dir, sizeof dir, "profile");
     }
+    struct stat dir_sb;
+    const int dir_ok = stat(dir, &dir_sb) == 0;
+    if (!dir_ok || !S_ISDIR(dir_sb.st_mode)) {
+        /* Given explicitly: said once; the default directory is optional. */
+        if (x->o->profile_dir)
+            fprintf(stderr, "bench report: warning: --profile-dir %s: %s; no profiles shown\n", dir,
+                    dir_ok ? "not a directory" : strerror(errno));
+        return;
+    }
     int found = 0;
     for (int i = 0; i < x->rows.n; i++) {
         const char *id = json_get_str(x->rows.v[i], "run_id", "");
         if (!id[0] || !row_ok(x->rows.v[i])) continue;
         char path[1400];
         snprintf(path, sizeof path, "%s/%s.json", dir, id);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        static char buf[1 << 16];
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        struct stat sb;
+        if (stat(path, &sb) != 0) continue; /* most runs have no sidecar */
+        /* Not fopen: a FIFO without a writer would block the report forever, a device never end. */
+        const char *why = NULL;
+        FILE *f = regular_fopen(path, &why);
+        if (!f) {
+            fprintf(stderr, "bench report: warning: profile %s: %s; skipped\n", path, why);
+            continue;
+        }
+        size_t len = 0;
+        char *buf = read_sidecar(f, &len, &why);
         fclose(f);
-        buf[len] = '\0';
+        if (!buf) {
+            fprintf(stderr, "bench report: warning: profile %s: %s; skipped\n", path, why);
+            continue;
+        }
         struct json_value *p = NULL;
-        if (json_parse(buf, len, &p) != TB_OK) {
+        const int parsed = json_parse(buf, len, &p);
+        free(buf);
+        if (parsed != TB_OK) {
             fprintf(stderr, "warning: %s: %s; skipped\n", path, tb_error_get());
             continue;
         }
@@ -963,7 +1167,8 @@ static void section_profiles(struct ctx *x)
                 const struct json_value *c = &cnt->items[k];
                 const struct json_value *v = json_get(c, "value");
                 if (v && v->type == JSON_NUMBER)
-                    fprintf(x->md, "| %s | %.6g | %s |\n", json_get_str(c, "event", "?"), v->number, json_get_str(c, "unit", ""));
+                    fprintf(x->md, "| %s | %s | %s |\n", json_get_str(c, "event", "?"), cellf(v->number, "%.6g").s,
+                            json_get_str(c, "unit", ""));
                 else
                     fprintf(x->md, "| %s | %s | %s |\n", json_get_str(c, "event", "?"),
                             v && v->type == JSON_STRING ? v->str : "not counted", json_get_str(c, "unit", ""));
@@ -974,7 +1179,7 @@ static void section_profiles(struct ctx *x)
         if (top && top->type == JSON_ARRAY && top->n) {
             fprintf(x->md, "| self %% | function | object |\n|---:|---|---|\n");
             for (int k = 0; k < top->n && k < 15; k++)
-                fprintf(x->md, "| %.2f | `%s` | %s |\n", json_get_number(&top->items[k], "percent", NAN),
+                fprintf(x->md, "| %s | `%s` | %s |\n", cellf(json_get_number(&top->items[k], "percent", NAN), "%.2f").s,
                         json_get_str(&top->items[k], "symbol", "?"), json_get_str(&top->items[k], "dso", ""));
             fprintf(x->md, "\n");
         }
@@ -1001,11 +1206,18 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
     fprintf(f, "# lane\tstart ms\tend ms\tphase (1 forward, 2 backward, 3 recompute, 4 all-reduce, 5 update)\tmicro-batch\n");
     int lane_dev[MAX_LANES], lane_stage[MAX_LANES], lane_rep[MAX_LANES], nl = 0, present[5] = {0}, n_ev = 0;
     double span = json_get_number(tl, "span_s", 0.0);
+    if (!isfinite(span) || span < 0.0) span = 0.0; /* a gnuplot variable: never nan or inf */
     for (int k = 0; ev && ev->type == JSON_ARRAY && k < ev->n; k++) {
         const struct json_value *e = &ev->items[k];
         if (e->type != JSON_ARRAY || e->n < 7 || e->items[4].type != JSON_STRING) continue;
         const char *ph = strchr(phases, e->items[4].str[0]);
         if (!ph || !e->items[4].str[0]) continue;
+        /* [device, stage, replica, micro-batch, phase, start s, end s]: numbers that fit an int and finite
+         * times, or the event is not drawn (nor cast to int out of range). */
+        int numbers = 1;
+        for (int q = 0; q < 7; q++)
+            if (q != 4) numbers &= e->items[q].type == JSON_NUMBER && fabs(e->items[q].number) < 1e9;
+        if (!numbers) continue;
         const int dev = (int)e->items[0].number;
         int lane = 0;
         while (lane < nl && lane_dev[lane] != dev) lane++;
@@ -1049,15 +1261,15 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
             kind_of(r), json_get_str(r, "run_id", "?"));
     const double bm = json_get_number(r, "figures.pipeline.bubble_measured", NAN);
     const double bi = json_get_number(r, "figures.pipeline.bubble_ideal", NAN);
-    if (!isnan(bm) && !isnan(bi))
+    if (isfinite(bm) && isfinite(bi))
         snprintf(bubble, sizeof bubble, " Pipeline bubble, measured over the run's steps after the first: **%.1f %%** of "
                                         "device time, against the ideal (S−1)/(G+S−1) = %.1f %% of this schedule.",
                  100.0 * bm, 100.0 * bi);
     fprintf(x->md, "The run's last training step: %d interval%s on %d device%s over %.3f ms (measured).%s", n_ev,
             n_ev == 1 ? "" : "s", nl, nl == 1 ? "" : "s", 1e3 * span, bubble);
     if (json_get_bool(tl, "truncated", 0))
-        fprintf(x->md, " The row keeps at most 512 intervals: %g of %g devices are drawn.",
-                json_get_number(tl, "devices_shown", nl), json_get_number(tl, "devices", nl));
+        fprintf(x->md, " The row keeps at most 512 intervals: %s of %s devices are drawn.",
+                cellf(json_get_number(tl, "devices_shown", nl), "%g").s, cellf(json_get_number(tl, "devices", nl), "%g").s);
     fprintf(x->md, "\n\n");
     md_chart(x, name, title, n_ev > 0 && render(x, "timeline.gp", name, path, title, sub, vars));
 }
@@ -1138,7 +1350,10 @@ int report_generate(const struct report_opts *o, int *n_charts)
     char md_path[1100], md_tmp[1200];
     snprintf(md_path, sizeof md_path, "%s/REPORT.md", o->out_dir);
     snprintf(md_tmp, sizeof md_tmp, "%s.tmp%ld", md_path, (long)getpid());
-    if (st == TB_OK && !(x.md = fopen(md_tmp, "w"))) st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_tmp, strerror(errno));
+    if (st == TB_OK) st = check_outputs(&x, md_path);
+    /* Our own temporary name: whatever a crashed run left there goes, and "x" creates it afresh. */
+    if (st == TB_OK) remove(md_tmp);
+    if (st == TB_OK && !(x.md = fopen(md_tmp, "wx"))) st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_tmp, strerror(errno));
     if (st != TB_OK) goto done;
     clean_charts(&x);
 
@@ -1147,16 +1362,23 @@ int report_generate(const struct report_opts *o, int *n_charts)
     const struct json_value *lr = x.rows.n ? x.rows.v[x.rows.n - 1] : NULL;
     const char *m_cpu = json_get_str(lr, "machine.cpu_model", "?"), *m_core = json_get_str(lr, "build.blas_core", "?");
     const int m_cores = (int)json_get_number(lr, "machine.n_cores", 0);
-    if (lr && o->calibration && calibrate_load_matching(o->calibration, m_cpu, m_cores, m_core, &x.cal) == TB_OK) {
+    const int cal_st = lr && o->calibration ? calibrate_load_matching(o->calibration, m_cpu, m_cores, m_core, &x.cal)
+                                            : TB_EINVAL;
+    if (cal_st == TB_OK) {
         x.have_cal = 1;
         snprintf(x.cal_source, sizeof x.cal_source, "%s, %s", o->calibration, x.cal.timestamp);
+    } else if (cal_st == TB_EIO && strcmp(o->calibration, CALIBRATION_DEFAULT_PATH)) {
+        /* A file given explicitly that cannot be read is said (one that reads but does not fit this machine
+         * is, by calibrate_load_matching); the default one is optional. */
+        fprintf(stderr, "bench report: warning: %s; no ceilings from it\n", tb_error_get());
     }
     report_gpu_choose(&x.gpu, (const struct json_value *const *)x.rows.v, x.rows.keep, x.rows.n,
                       x.have_cal ? &x.cal : NULL, x.cal_source);
     int n_foreign = 0;
     for (int i = x.rows.n - 1; i >= 0 && !x.have_cal; i--) {
         const struct json_value *c = json_get(x.rows.v[i], "calibration");
-        if (!c || !(json_get_number(c, "sgemm_1t_gflops", 0) > 0)) continue;
+        if (!c || !(json_get_number(c, "sgemm_1t_gflops", 0) > 0) || !isfinite(json_get_number(c, "sgemm_1t_gflops", 0)))
+            continue;
         struct calibration rc = {.cores = (int)json_get_number(c, "cores", 0)};
         snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", "unknown"));
         snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", "unknown"));
@@ -1169,17 +1391,32 @@ int report_generate(const struct report_opts *o, int *n_charts)
             continue;
         }
         x.cal = rc;
+        /* Printed and passed to gnuplot: a non-finite ceiling is no ceiling (0). */
         x.cal.sgemm_1t_gflops = json_get_number(c, "sgemm_1t_gflops", 0);
-        x.cal.sgemm_all_gflops = json_get_number(c, "sgemm_all_gflops", 0);
-        x.cal.all_threads = (int)json_get_number(c, "all_threads", 0);
-        x.cal.triad_1t_gbs = json_get_number(c, "triad_1t_gbs", 0);
-        x.cal.triad_all_gbs = json_get_number(c, "triad_all_gbs", 0);
+        x.cal.sgemm_all_gflops = finite_or_0(json_get_number(c, "sgemm_all_gflops", 0));
+        x.cal.all_threads = (int)finite_or_0(json_get_number(c, "all_threads", 0));
+        x.cal.triad_1t_gbs = finite_or_0(json_get_number(c, "triad_1t_gbs", 0));
+        x.cal.triad_all_gbs = finite_or_0(json_get_number(c, "triad_all_gbs", 0));
         x.cal.sgemm_n = 2048;
         snprintf(x.cal_source, sizeof x.cal_source, "copied into the rows, %s", json_get_str(c, "timestamp", "?"));
         x.have_cal = 1;
     }
     tb_error_clear();
     x.have_gnuplot = 1;
+    snprintf(x.no_gnuplot, sizeof x.no_gnuplot, "gnuplot not found");
+    struct stat gp_sb;
+    /* --gnuplot naming a path: checked here, so that the report says what is wrong with it. */
+    if (o->gnuplot && strchr(o->gnuplot, '/')) {
+        const char *why = stat(o->gnuplot, &gp_sb) != 0 ? strerror(errno)
+                          : S_ISDIR(gp_sb.st_mode)      ? "a directory"
+                          : !S_ISREG(gp_sb.st_mode)     ? "not a regular file"
+                          : access(o->gnuplot, X_OK)    ? "not executable"
+                                                        : NULL;
+        if (why) {
+            x.have_gnuplot = 0;
+            snprintf(x.no_gnuplot, sizeof x.no_gnuplot, "--gnuplot %s: not an executable (%s)", o->gnuplot, why);
+        }
+    }
 
     int n_keep = 0, n_unfinished = 0;
     for (int i = 0; i < x.rows.n; i++) n_keep += x.rows.keep[i], n_unfinished += !row_ok(x.rows.v[i]);
@@ -1198,23 +1435,23 @@ int report_generate(const struct report_opts *o, int *n_charts)
             when, o->in, x.rows.n, x.rows.n == 1 ? "" : "s", n_keep, n_superseded,
             (int)(sizeof variant_fields / sizeof *variant_fields), n_unfinished,
             n_unfinished ? " (listed at the end)" : "");
-    fprintf(x.md, "Machine of the latest row: %s, %g cores, %.1f GiB; %s; %s; %s (kernel set %s); commit %s.\n\n",
-            json_get_str(last, "machine.cpu_model", "?"), json_get_number(last, "machine.n_cores", 0),
-            json_get_number(last, "machine.mem_gib", 0), json_get_str(last, "machine.os", "?"),
+    fprintf(x.md, "Machine of the latest row: %s, %s cores, %s GiB; %s; %s; %s (kernel set %s); commit %s.\n\n",
+            json_get_str(last, "machine.cpu_model", "?"), cellf(json_get_number(last, "machine.n_cores", 0), "%g").s,
+            cellf(json_get_number(last, "machine.mem_gib", 0), "%.1f").s, json_get_str(last, "machine.os", "?"),
             json_get_str(last, "build.compiler", "?"), json_get_str(last, "build.blas", "?"),
             json_get_str(last, "build.blas_core", "?"), json_get_str(last, "build.commit", "?"));
     double la_min = INFINITY, la_max = -INFINITY;
     for (int i = 0; i < x.rows.n; i++) {
         const double la = json_get_number(x.rows.v[i], "load_avg.0", NAN);
-        if (!x.rows.keep[i] || isnan(la)) continue;
+        if (!x.rows.keep[i] || !isfinite(la)) continue;
         la_min = la < la_min ? la : la_min;
         la_max = la > la_max ? la : la_max;
     }
     if (la_max >= 0.0) {
         /* Said as it was: a load above the core count means other processes competed for the CPU. */
         const double cores = json_get_number(last, "machine.n_cores", 0);
-        fprintf(x.md, "1-minute load average when the rows shown were written: %.1f to %.1f on %g cores (%s).\n\n",
-                la_min, la_max, cores,
+        fprintf(x.md, "1-minute load average when the rows shown were written: %.1f to %.1f on %s cores (%s).\n\n",
+                la_min, la_max, cellf(cores, "%g").s,
                 la_max > cores ? "above the core count at times: other processes competed for the CPU, and those "
                                  "rows' figures are noisier"
                                : "never above the core count: no sign of other processes competing for the CPU");
@@ -1247,14 +1484,16 @@ int report_generate(const struct report_opts *o, int *n_charts)
                                             o->plots_dir, x.data_dir, &x, x.charts_dir, o->in, devices_dir,
                                             o->gnuplot});
     section_unfinished(&x);
-    if (!x.have_gnuplot)
+    if (!x.have_gnuplot && !o->gnuplot)
         fprintf(x.md, "---\ngnuplot was not found, so this report has tables only (install gnuplot-nox).\n");
+    else if (!x.have_gnuplot)
+        fprintf(x.md, "---\n%s, so this report has tables only.\n", x.no_gnuplot);
     if (fclose(x.md) != 0 || rename(md_tmp, md_path) != 0) {
         st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_path, strerror(errno));
         remove(md_tmp);
     }
     x.md = NULL;
-    if (!x.have_gnuplot) fprintf(stderr, "bench report: gnuplot not found; REPORT.md has tables only\n");
+    if (!x.have_gnuplot) fprintf(stderr, "bench report: %s; REPORT.md has tables only\n", x.no_gnuplot);
     *n_charts = x.n_charts;
 done:
     if (x.md) fclose(x.md);

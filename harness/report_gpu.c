@@ -11,19 +11,26 @@ int report_gpu_row(const struct json_value *row)
     return !strcmp(json_get_str(row, "config.device", "cpu"), "cuda");
 }
 
+/* A ceiling a row carries: finite and not negative, else 0 (none): it is printed and passed to gnuplot. */
+static double ceiling(const struct json_value *c, const char *key)
+{
+    const double v = json_get_number(c, key, 0);
+    return isfinite(v) && v > 0 ? v : 0.0;
+}
+
 /* The GPU ceilings a row carries (calibration.gpu_*) into g->cal, if it carries them for g's GPU. */
 static int from_row(struct report_gpu *g, const struct json_value *row)
 {
     const struct json_value *c = json_get(row, "calibration");
-    if (!c || strcmp(json_get_str(c, "gpu_name", ""), g->name) || !(json_get_number(c, "gpu_fp32_tflops", 0) > 0))
+    if (!c || strcmp(json_get_str(c, "gpu_name", ""), g->name) || !(ceiling(c, "gpu_fp32_tflops") > 0))
         return 0;
     memset(&g->cal, 0, sizeof g->cal);
     g->cal.state = CAL_GPU_MEASURED;
     snprintf(g->cal.info.name, sizeof g->cal.info.name, "%s", g->name);
-    g->cal.c.fp32_tflops = json_get_number(c, "gpu_fp32_tflops", 0);
-    g->cal.c.tf32_tflops = json_get_number(c, "gpu_tf32_tflops", 0);
-    g->cal.c.bf16_tflops = json_get_number(c, "gpu_bf16_tflops", 0);
-    g->cal.c.memcpy_gbs = json_get_number(c, "gpu_copy_gbs", 0); /* the better of the two copies */
+    g->cal.c.fp32_tflops = ceiling(c, "gpu_fp32_tflops");
+    g->cal.c.tf32_tflops = ceiling(c, "gpu_tf32_tflops");
+    g->cal.c.bf16_tflops = ceiling(c, "gpu_bf16_tflops");
+    g->cal.c.memcpy_gbs = ceiling(c, "gpu_copy_gbs"); /* the better of the two copies */
     snprintf(g->source, sizeof g->source, "copied into the rows, %s", json_get_str(c, "timestamp", "?"));
     return 1;
 }
@@ -51,11 +58,14 @@ void report_gpu_header(const struct report_gpu *g, FILE *md)
 {
     if (g->latest) {
         const struct json_value *r = g->latest;
+        const double mem = json_get_number(r, "machine.gpu.mem_gib", 0), sms = json_get_number(r, "machine.gpu.multiprocessors", 0);
+        char mem_txt[32] = "–", sms_txt[32] = "–"; /* the report's empty-cell mark, never nan or inf */
+        if (isfinite(mem)) snprintf(mem_txt, sizeof mem_txt, "%.1f", mem);
+        if (isfinite(sms)) snprintf(sms_txt, sizeof sms_txt, "%g", sms);
         if (json_get(r, "machine.gpu"))
-            fprintf(md, "GPU of the latest row on the cuda device: %s, compute capability %s, %.1f GiB, %g SMs; "
+            fprintf(md, "GPU of the latest row on the cuda device: %s, compute capability %s, %s GiB, %s SMs; "
                         "driver %s (CUDA %s), CUDA runtime %s.\n\n",
-                    g->name, json_get_str(r, "machine.gpu.compute_capability", "?"),
-                    json_get_number(r, "machine.gpu.mem_gib", 0), json_get_number(r, "machine.gpu.multiprocessors", 0),
+                    g->name, json_get_str(r, "machine.gpu.compute_capability", "?"), mem_txt, sms_txt,
                     json_get_str(r, "machine.gpu.driver_version", "?"),
                     json_get_str(r, "machine.gpu.driver_cuda_version", "?"),
                     json_get_str(r, "machine.gpu.runtime_version", "?"));

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "report_seeds.h"
 
+#include "regular_file.h"
 #include "report_seed001.h"
 #include "status.h"
 
@@ -35,11 +36,12 @@ static double num_or_nan(const char *s)
     return end == s ? NAN : v;
 }
 
-/* Reads the published figures: tab-separated lines, '#' comments. Returns the count, or -1 if the file
- * cannot be opened; a line with fewer than 8 fields is skipped with a warning. */
-static int published_read(const char *path, struct published *p, int max)
+/* Reads the published figures: tab-separated lines, '#' comments. Returns the count, or -1 with *why if
+ * the file cannot be opened; a line with fewer than 8 fields is skipped with a warning. */
+static int published_read(const char *path, struct published *p, int max, const char **why)
 {
-    FILE *f = fopen(path, "r");
+    /* Not fopen: a FIFO without a writer would block the report forever, a device never end. */
+    FILE *f = regular_fopen(path, why);
     if (!f) return -1;
     char line[2048];
     int n = 0, line_no = 0;
@@ -67,6 +69,15 @@ static int published_read(const char *path, struct published *p, int max)
     }
     fclose(f);
     return n;
+}
+
+/* v in fmt into buf, or the report's empty-cell mark "–" where the row lacks it or it is not finite
+ * (printf would show nan or inf); returns buf. */
+static const char *cell(char *buf, size_t n, double v, const char *fmt)
+{
+    if (isfinite(v)) snprintf(buf, n, fmt, v);
+    else snprintf(buf, n, "–");
+    return buf;
 }
 
 static const char *cfg_str(const struct json_value *r, const char *field)
@@ -107,21 +118,25 @@ static int row_devices(const struct json_value *r)
 static void row_how(const struct json_value *r, char *buf, size_t n)
 {
     const char *b = cfg_str(r, "backend");
+    char c[3][32];
     if (!strcmp(b, "ipu"))
-        snprintf(buf, n, "ipu, %g stages, micro-batch %g x GA %g (%s)", cfg_num(r, "stages"), cfg_num(r, "local_batch"),
-                 cfg_num(r, "accumulation"), cfg_str(r, "schedule")[0] ? cfg_str(r, "schedule") : "1f1b");
+        snprintf(buf, n, "ipu, %s stages, micro-batch %s x GA %s (%s)", cell(c[0], sizeof c[0], cfg_num(r, "stages"), "%g"),
+                 cell(c[1], sizeof c[1], cfg_num(r, "local_batch"), "%g"),
+                 cell(c[2], sizeof c[2], cfg_num(r, "accumulation"), "%g"),
+                 cfg_str(r, "schedule")[0] ? cfg_str(r, "schedule") : "1f1b");
     else if (!strcmp(b, "mirrored"))
         snprintf(buf, n, "mirrored, %d devices", row_devices(r));
     else if (!strcmp(b, "threads") && cfg_num(r, "threads") > 0)
-        snprintf(buf, n, "threads (%g)", cfg_num(r, "threads"));
+        snprintf(buf, n, "threads (%s)", cell(c[0], sizeof c[0], cfg_num(r, "threads"), "%g"));
     else
         snprintf(buf, n, "%s", b);
 }
 
 static void row_machine(const struct json_value *r, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s, %g cores", json_get_str(r, "machine.cpu_model", "unknown CPU"),
-             json_get_number(r, "machine.n_cores", 0));
+    char cores[32];
+    snprintf(buf, n, "%s, %s cores", json_get_str(r, "machine.cpu_model", "unknown CPU"),
+             cell(cores, sizeof cores, json_get_number(r, "machine.n_cores", 0), "%g"));
 }
 
 static void seed002(const struct report_seeds_in *in)
@@ -130,8 +145,9 @@ static void seed002(const struct report_seeds_in *in)
     char path[1200];
     snprintf(path, sizeof path, "%s/%s", in->plots_dir, SEED002_PUBLISHED);
     struct published pub[MAX_PUBLISHED];
-    const int n_pub = published_read(path, pub, MAX_PUBLISHED);
-    if (n_pub < 0) fprintf(stderr, "bench report: warning: cannot read the published seed figures %s\n", path);
+    const char *why = "";
+    const int n_pub = published_read(path, pub, MAX_PUBLISHED, &why);
+    if (n_pub < 0) fprintf(stderr, "bench report: warning: cannot read the published seed figures %s: %s\n", path, why);
     int idx[MAX_MEASURED], n = 0;
     for (int i = 0; i < in->n_rows && n < MAX_MEASURED; i++)
         if (in->keep[i] && is_seed002(in->rows[i])) idx[n++] = i;
@@ -141,7 +157,7 @@ static void seed002(const struct report_seeds_in *in)
                     "epochs, without the test-set evaluation after it (published: Keras's fit(); measured: "
                     "`figures.train_time_s`). Published figures: `plots/%s`, labelled *published (source)*; "
                     "ours are labelled *measured here* with the machine of their row.\n\n", SEED002_PUBLISHED);
-    if (n_pub < 0) fprintf(in->md, "_(published figures not found: %s)_\n\n", path);
+    if (n_pub < 0) fprintf(in->md, "_(published figures not found: %s: %s)_\n\n", path, why);
     if (n == 0) fprintf(in->md, "No measured seed-002 rows in these results: run `make seeds`.\n\n");
 
     /* The chart: one horizontal bar per system, published and measured in their own colours. */
@@ -162,8 +178,11 @@ static void seed002(const struct report_seeds_in *in)
             row_how(r, how, sizeof how);
             row_machine(r, machine, sizeof machine);
             snprintf(data, sizeof data, "%s", cfg_str(r, "dataset"));
-            fprintf(f, "measured here: %s, %g epochs\t%.6g\t2\n", how, cfg_num(r, "epochs"),
-                    json_get_number(r, "figures.train_time_s", NAN));
+            /* A row without a finite time has no bar (its table row says "–"). */
+            const double t = json_get_number(r, "figures.train_time_s", NAN);
+            if (!isfinite(t)) continue;
+            char ep[32];
+            fprintf(f, "measured here: %s, %s epochs\t%.6g\t2\n", how, cell(ep, sizeof ep, cfg_num(r, "epochs"), "%g"), t);
             bars++;
         }
         fclose(f);
@@ -201,10 +220,14 @@ static void seed002(const struct report_seeds_in *in)
         char how[200], m[300];
         row_how(r, how, sizeof how);
         row_machine(r, m, sizeof m);
-        fprintf(in->md, "| measured here | %s | %s | %d | %g | %g | %g | %g | %s | **%.2f** | %.2f %% (test, %g images) |\n",
-                m, how, row_devices(r), cfg_num(r, "local_batch"), cfg_num(r, "batch"), cfg_num(r, "epochs"),
-                cfg_num(r, "steps_per_epoch"), cfg_str(r, "dataset"), json_get_number(r, "figures.train_time_s", NAN),
-                100.0 * json_get_number(r, "figures.test_accuracy", NAN), cfg_num(r, "eval_samples"));
+        char c[7][32];
+        fprintf(in->md, "| measured here | %s | %s | %d | %s | %s | %s | %s | %s | **%s** | %s (test, %s images) |\n", m,
+                how, row_devices(r), cell(c[0], sizeof c[0], cfg_num(r, "local_batch"), "%g"),
+                cell(c[1], sizeof c[1], cfg_num(r, "batch"), "%g"), cell(c[2], sizeof c[2], cfg_num(r, "epochs"), "%g"),
+                cell(c[3], sizeof c[3], cfg_num(r, "steps_per_epoch"), "%g"), cfg_str(r, "dataset"),
+                cell(c[4], sizeof c[4], json_get_number(r, "figures.train_time_s", NAN), "%.2f"),
+                cell(c[5], sizeof c[5], 100.0 * json_get_number(r, "figures.test_accuracy", NAN), "%.2f %%"),
+                cell(c[6], sizeof c[6], cfg_num(r, "eval_samples"), "%g"));
     }
     fprintf(in->md, "\nHow the set-ups map (the suite's comments give the reasons): a MirroredStrategy replica takes "
                     "batch 1, so the global batch is the replica count and a step is one global batch "

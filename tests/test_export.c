@@ -7,6 +7,7 @@
 #include "export.h"
 #include "status.h"
 
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 
 /* Runs `TB_BENCH_EXE args` in the test's directory with stdout and stderr into out; returns its exit code. */
@@ -89,4 +90,96 @@ Test(export, cli_several_inputs_and_usage, .init = th_setup, .fini = th_teardown
     text = th_read(out);
     cr_assert(strstr(text, "missing.jsonl") != NULL, "%s", text);
     free(text);
+}
+
+/* Probe item 3: --csv naming a device or FIFO renamed a regular file over it (--csv /dev/null replaced the
+ * machine's /dev/null). It is refused with one line, exit 1, and the node stays what it was. */
+Test(export, device_or_fifo_target_is_refused, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], node[192], out[192];
+    th_write(th_path(a, sizeof a, "a.jsonl"), row_a);
+    th_path(out, sizeof out, "out.txt");
+    cr_assert_eq(mkfifo(th_path(node, sizeof node, "fifo"), 0644), 0);
+    cr_assert_eq(bench_sh("export --csv fifo --in a.jsonl", out), 1);
+    char *text = th_read(out);
+    cr_assert(strstr(text, "bench export: fifo: not a regular file") != NULL, "%s", text);
+    cr_assert(strchr(text, '\n') == strrchr(text, '\n'), "one line: %s", text);
+    free(text);
+    struct stat sb;
+    cr_assert(stat(node, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    /* A private character device like /dev/null (only where this user may make one). */
+    if (mknod(th_path(node, sizeof node, "null"), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        cr_assert_eq(bench_sh("export --csv null --in a.jsonl", out), 1);
+        text = th_read(out);
+        cr_assert(strstr(text, "bench export: null: not a regular file") != NULL, "%s", text);
+        free(text);
+        cr_assert(stat(node, &sb) == 0 && S_ISCHR(sb.st_mode), "the device node was replaced");
+    }
+    cr_assert_eq(system("test -z \"$(ls -A | grep '\\.tmp\\.')\""), 0, "no temporary file is left");
+}
+
+/* Probe item 4: `export --csv X --in X` replaced the rows with the table. An output that is one of the
+ * inputs (same file, however named: another path, a hard link) is a usage error, before anything is written. */
+Test(export, output_that_is_an_input_is_refused, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], hard[192], out[192];
+    th_write(th_path(a, sizeof a, "r.jsonl"), row_a);
+    th_write(th_path(b, sizeof b, "b.jsonl"), row_b);
+    cr_assert_eq(link(a, th_path(hard, sizeof hard, "hard.jsonl")), 0);
+    th_path(out, sizeof out, "out.txt");
+    static const char *const args[] = {"export --csv r.jsonl --in r.jsonl", "export --csv ./r.jsonl --in b.jsonl --in r.jsonl",
+                                       "export --csv hard.jsonl --in r.jsonl"};
+    for (size_t k = 0; k < sizeof args / sizeof *args; k++) {
+        cr_assert_eq(bench_sh(args[k], out), 2, "%s", args[k]);
+        char *text = th_read(out);
+        cr_assert(strstr(text, "is also an input") != NULL, "%s: %s", args[k], text);
+        cr_assert(strchr(text, '\n') == strrchr(text, '\n'), "one line: %s", text);
+        free(text);
+        text = th_read(a);
+        cr_assert_str_eq(text, row_a, "%s: the input was overwritten", args[k]);
+        free(text);
+    }
+    const char *inputs[] = {b, a};
+    cr_assert_eq(export_csv(inputs, 2, a, NULL, NULL), TB_EINVAL);
+    tb_error_clear();
+}
+
+/* Probe item 22: a dotted key and the nested path it spells ({"a":{"b":1},"a.b":2}) were merged into one
+ * column a.b and one value silently dropped. Both are kept: the second gets column a.b#2, with a warning
+ * naming it; a row holding only one of them fills a.b. */
+Test(export, dotted_key_and_nested_path_are_both_kept, .init = th_setup, .fini = th_teardown)
+{
+    char in[192], csv[192];
+    th_write(th_path(in, sizeof in, "dot.jsonl"), "{\"schema_version\":1,\"a\":{\"b\":1},\"a.b\":2}\n"
+                                                  "{\"schema_version\":1,\"a.b\":3}\n");
+    th_path(csv, sizeof csv, "dot.csv");
+    const char *inputs[] = {in};
+    int rows = 0, cols = 0;
+    th_stderr_begin();
+    const int st = export_csv(inputs, 1, csv, &rows, &cols);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "dot.jsonl:1") && strstr(err, "a.b#2"), "%s", err);
+    cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line: %s", err);
+    free(err);
+    char *text = th_read(csv);
+    cr_assert_str_eq(text, "schema_version,a.b,a.b#2\r\n1,1,2\r\n1,3,\r\n");
+    free(text);
+}
+
+/* Probe item 22: finding a row's columns was linear in the columns (100,000 distinct keys: 9.7 s). */
+Test(export, many_distinct_keys_in_linear_time, .init = th_setup, .fini = th_teardown, .timeout = 5)
+{
+    char in[192], csv[192];
+    th_path(in, sizeof in, "wide.jsonl");
+    FILE *f = fopen(in, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"schema_version\":1");
+    for (int k = 0; k < 100000; k++) fprintf(f, ",\"k%d\":%d", k, k);
+    fprintf(f, "}\n");
+    fclose(f);
+    const char *inputs[] = {in};
+    int rows = 0, cols = 0;
+    cr_assert_eq(export_csv(inputs, 1, th_path(csv, sizeof csv, "wide.csv"), &rows, &cols), TB_OK, "%s", tb_error_get());
+    cr_assert(rows == 1 && cols == 100001, "%d rows, %d columns", rows, cols);
 }

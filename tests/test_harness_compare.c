@@ -303,3 +303,105 @@ Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown
     free(out);
     cr_assert_eq(bench_sh("compare --ignore nosuchkey old.jsonl new.jsonl", p), 2, "an unknown key is a usage error");
 }
+
+/* Probe item 15: a file without one usable row (empty, every line malformed, every run unfinished) is an
+ * error naming it, exit 1, whichever side it is on; it was "no result rows", or an empty table, exit 0. */
+Test(harness_compare, file_without_usable_rows_is_an_error, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], p[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    th_path(p, sizeof p, "cli.txt");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
+    row(a, "cpu", 32, base, 6);
+    static const char *const bad[] = {"", "not JSON\n{\"truncated\":\n", "{\"schema_version\":1,\"kind\":\"throughput\"}\n"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        th_write(b, bad[k]);
+        struct compare_line *l = NULL;
+        int n = 0;
+        th_stderr_begin();
+        int st = compare_results(a, b, NULL, &l, &n);
+        char *err = th_stderr_end();
+        free(err);
+        cr_assert_eq(st, TB_EFORMAT, "case %zu", k);
+        cr_assert(strstr(tb_error_get(), "new.jsonl") && strstr(tb_error_get(), "no usable result rows"), "%s",
+                  tb_error_get());
+        tb_error_clear();
+        cr_assert_eq(bench_sh("compare old.jsonl new.jsonl", p), 1, "case %zu: the new side", k);
+        cr_assert_eq(bench_sh("compare new.jsonl old.jsonl", p), 1, "case %zu: the old side", k);
+        char *out = th_read(p);
+        cr_assert(strstr(out, "bench compare: new.jsonl: no usable result rows") != NULL, "%s", out);
+        free(out);
+    }
+    th_write(b, "");
+    th_write(a, "");
+    cr_assert_eq(bench_sh("compare old.jsonl new.jsonl", p), 1, "both empty");
+}
+
+/* Probe item 15: a configuration in both files whose samples on one side are all non-finite was listed as
+ * "only in" the other file; it is listed as having no finite samples there. Rates that are not positive
+ * (a negative or zero images/s) are no samples either: skipped, counted in one warning line per file. */
+Test(harness_compare, non_finite_and_non_positive_samples, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
+    row(a, "cpu", 32, base, 6);
+    th_append(b, "{\"schema_version\":1,\"kind\":\"throughput\",\"config\":{\"plan\":\"throughput\",\"backend\":\"cpu\","
+                 "\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\",\"steps\":100,\"warmup\":10},"
+                 "\"figures\":{\"images_per_s\":1e400,\"repeat_images_per_s\":[1e400,-1e400]}}\n");
+    const double bad[6] = {-100, 0, 1000, 1010, 990, 1005};
+    row(a, "cpu", 64, base, 6);
+    row(b, "cpu", 64, bad, 6);
+    struct compare_line *l;
+    int n;
+    char *err = compare_captured(a, b, &l, &n);
+    cr_assert(strstr(err, "new.jsonl: 4 samples that are not finite positive rates or times skipped") != NULL, "%s", err);
+    cr_assert(strstr(err, "old.jsonl") == NULL, "%s", err);
+    free(err);
+    cr_assert_eq(n, 2);
+    const struct compare_line *c32 = find(l, n, "throughput mnist-mlp cpu b32");
+    cr_assert(c32->n_old == 6 && c32->n_new == 0 && c32->rows_old == 1 && c32->rows_new == 1);
+    const struct compare_line *c64 = find(l, n, "throughput mnist-mlp cpu b64");
+    cr_assert_eq(c64->n_new, 4, "-100 and 0 are no samples");
+    cr_assert(c64->new_median > 0);
+    char *out = printed(l, n);
+    cr_assert(strstr(out, "only in") == NULL, "%s", out);
+    cr_assert(strstr(out, "throughput mnist-mlp cpu b32  no finite samples in new.jsonl") != NULL, "%s", out);
+    cr_assert(strstr(out, "-100") == NULL && strstr(out, "p=0.000") == NULL, "%s", out);
+    free(out);
+    free(l);
+}
+
+/* Probe item 21: --ignore with an empty key (",", "backend,,devices", a trailing comma, "") or a key given
+ * twice ("backend,backend", or --ignore twice) was accepted; each is a usage error naming the problem. */
+Test(harness_compare, ignore_refuses_empty_and_duplicate_keys, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], p[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    th_path(p, sizeof p, "cli.txt");
+    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
+    row(a, "cpu", 32, base, 6);
+    row(b, "threads", 32, base, 6);
+    static const struct {
+        const char *args, *says;
+    } bad[] = {{"--ignore ,", "empty key"}, {"--ignore backend,,devices", "empty key"}, {"--ignore backend,", "empty key"},
+               {"--ignore ''", "empty key"}, {"--ignore backend,backend", "backend is given twice"},
+               {"--ignore backend --ignore devices,backend", "backend is given twice"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char args[256];
+        snprintf(args, sizeof args, "compare %s old.jsonl new.jsonl", bad[k].args);
+        cr_assert_eq(bench_sh(args, p), 2, "%s", args);
+        char *out = th_read(p);
+        cr_assert(strstr(out, bad[k].says) != NULL && strchr(out, '\n') == strrchr(out, '\n'), "%s: %s", args, out);
+        free(out);
+    }
+    struct compare_line *l;
+    int n;
+    const struct compare_opts o = {0.05, "backend,,devices"};
+    cr_assert_eq(compare_results(a, b, &o, &l, &n), TB_EINVAL);
+    tb_error_clear();
+    cr_assert_eq(bench_sh("compare --ignore backend,devices old.jsonl new.jsonl", p), 0, "distinct keys still work");
+}

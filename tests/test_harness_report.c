@@ -5,8 +5,14 @@
  * (status not "ok") are listed, never drawn. Needs gnuplot (gnuplot-nox). */
 #include "test_harness_util.h"
 
+#include "calibrate.h"
+#include "json.h"
 #include "report.h"
 #include "status.h"
+
+#include <ctype.h>
+#include <strings.h>
+#include <sys/sysmacros.h>
 
 static const char *const machine =
     "\"timestamp\":\"2024-05-01T12:00:00Z\",\"machine\":{\"cpu_model\":\"Fixture CPU\",\"n_cores\":2,\"mem_gib\":8},"
@@ -665,5 +671,389 @@ Test(harness_report, gpu_ceilings_copied_into_rows, .init = th_setup, .fini = th
     cr_assert(strstr(md, "**GPU ceilings** (`bench --calibrate`; copied into the rows, T0): Fixture GPU, cuBLAS fp32 "
                          "(TF32 off) 40.0 TFLOP/s") != NULL, "%s", md);
     cr_assert(strstr(md, "| 12.5 % of GPU fp32 |") != NULL, "%s", md);
+    free(md);
+}
+
+/* Probe item 1: a profile sidecar that is a FIFO (no writer) blocked the report forever on fopen; it is
+ * skipped with one warning line naming it, and the report is written. */
+Test(harness_report, profile_sidecar_fifo_is_skipped, .init = th_setup, .fini = th_teardown, .timeout = 20)
+{
+    char in[192], out[192], plots[512], pdir[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "fifo-run", "cpu", 1000.0, 1000.0, "");
+    cr_assert_eq(mkdir(th_path(pdir, sizeof pdir, "profile"), 0755), 0);
+    cr_assert_eq(mkfifo(th_path(p, sizeof p, "profile/fifo-run.json"), 0644), 0);
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots,
+                            .profile_dir = pdir};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "fifo-run.json") && strstr(err, "not a regular file") && strstr(err, "skipped"), "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    cr_assert(th_size(p) > 0);
+}
+
+/* Probe item 2: plots/seed-002.published.tsv as a FIFO (no writer) blocked the report forever; the seeds
+ * section now says it cannot read it, why, and the report is written. */
+Test(harness_report, published_seed_figures_fifo_is_refused, .init = th_setup, .fini = th_teardown, .timeout = 20)
+{
+    char in[192], out[192], plots[192], p[256], cmd[1024];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    /* The real scripts, the published figures replaced by a FIFO. */
+    cr_assert_eq(mkdir(th_path(plots, sizeof plots, "plots"), 0755), 0);
+    snprintf(cmd, sizeof cmd, "ln -s '%s'/plots/* '%s'/ && rm '%s/seed-002.published.tsv'", TB_SOURCE_DIR, plots, plots);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(mkfifo(th_path(p, sizeof p, "plots/seed-002.published.tsv"), 0644), 0);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "seed-002.published.tsv: not a regular file") != NULL, "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "published figures not found") != NULL, "%s", md);
+    free(md);
+}
+
+/* Probe item 3: REPORT.md, or a chart or data file the report writes, that is a device node or FIFO: the
+ * report renamed a regular file over REPORT.md (replacing /dev/null) or blocked opening a FIFO for
+ * writing. It is refused with one line naming it, before anything is written, and the node stays. */
+Test(harness_report, device_or_fifo_outputs_are_refused, .init = th_setup, .fini = th_teardown, .timeout = 30)
+{
+    char in[192], out[192], plots[512], node[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    th_path(out, sizeof out, "report");
+    static const char *const names[] = {"REPORT.md", "charts/data/throughput_mnist-mlp.dat", "charts/roofline.png",
+                                        "charts/data/gnuplot.log"};
+    for (size_t k = 0; k < 2 * sizeof names / sizeof *names; k++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/charts/data'", out, out);
+        cr_assert_eq(system(cmd), 0);
+        snprintf(node, sizeof node, "%s/%s", out, names[k / 2]);
+        const int fifo = k % 2 == 0; /* else a private character device like /dev/null, where one may be made */
+        if (fifo) cr_assert_eq(mkfifo(node, 0644), 0);
+        else if (mknod(node, S_IFCHR | 0666, makedev(1, 3)) != 0) continue;
+        struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+        int n_charts = 0;
+        th_stderr_begin();
+        const int st = report_generate(&o, &n_charts);
+        char *err = th_stderr_end();
+        free(err);
+        cr_assert_eq(st, TB_EIO, "%s: %s", node, tb_error_get());
+        cr_assert(strstr(tb_error_get(), node) && strstr(tb_error_get(), "not a regular file"), "%s", tb_error_get());
+        struct stat sb;
+        cr_assert(stat(node, &sb) == 0 && (fifo ? S_ISFIFO(sb.st_mode) : S_ISCHR(sb.st_mode)), "%s was replaced", node);
+        tb_error_clear();
+    }
+}
+
+/* ---- Probe item 13: figures missing, null, of the wrong type or infinite. */
+
+/* A row of kind with every figure the report shows, its configuration set apart by lr = k. */
+static void fuzz_base(char *t, size_t n, const char *kind, int k)
+{
+    const char *figures = "";
+    if (!strcmp(kind, "throughput"))
+        figures = "\"images_per_s\":1000,\"images_per_s_median\":1010,\"images_per_s_mean\":1005,\"images_per_s_stderr\":2,"
+                  "\"images_per_s_jitter\":9,\"repeat_images_per_s\":[990,1010],\"gflops_per_s\":1.5,"
+                  "\"est_intensity_flop_per_byte\":3.2,\"sgemm_peak_share\":0.4,\"peak_rss_mib\":20";
+    else if (!strcmp(kind, "tta"))
+        figures = "\"target\":0.88,\"runs_total\":2,\"runs_reached\":1,\"tta_olympic_mean_s\":6,\"images_per_s\":12000,"
+                  "\"runs\":[{\"seed\":42,\"reached\":true,\"tta_s\":6,\"eval_time_s\":0.5,\"epochs\":3,\"step_time_p99_s\":0.004,"
+                  "\"step_time_median_s\":0.00025,\"curve\":[{\"time_s\":2,\"accuracy\":0.84},{\"time_s\":6,\"accuracy\":0.881}]},"
+                  "{\"seed\":43,\"reached\":false,\"tta_s\":null,\"best_accuracy\":0.875,\"epochs\":4,"
+                  "\"step_time_median_s\":0.0003,\"curve\":[{\"time_s\":2.1,\"accuracy\":0.83},{\"time_s\":8.4,\"accuracy\":0.875}]}]";
+    else if (!strcmp(kind, "scaling"))
+        figures = "\"images_per_s\":2000,\"global_batch\":32,\"local_batch\":16,\"replicas\":2,\"accumulation\":1,"
+                  "\"speedup\":1.5,\"efficiency\":0.75,\"peak_rss_mib\":30,\"test_accuracy\":0.5";
+    else if (!strcmp(kind, "inference"))
+        figures = "\"images_per_s\":90000,\"images_per_s_median\":95000,\"latency_p50_s\":2.1e-5,\"latency_p90_s\":2.4e-5,"
+                  "\"latency_p99_s\":3e-5,\"gflops_per_s\":30,\"est_intensity_flop_per_byte\":12";
+    else if (!strcmp(kind, "train"))
+        figures = "\"images_per_s\":24000,\"images_per_s_median\":24500,\"test_accuracy\":0.85,\"train_time_s\":2.5,"
+                  "\"gflops_per_s\":3,\"layer_times\":[{\"name\":\"dense_0\",\"forward_s\":2e-4,\"backward_s\":4e-4},"
+                  "{\"name\":\"dense_1\",\"forward_s\":1e-4,\"backward_s\":2e-4}]";
+    /* Train rows as seed 002's suite writes them, for the seeds section's table and chart too. */
+    snprintf(t, n,
+             "{\"schema_version\":1,\"kind\":\"%s\",\"run_id\":\"%s-%d\",\"status\":\"ok\",\"sweep\":\"sw-%d\",%s\"config\":{"
+             "\"plan\":\"%s\",\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\","
+             "\"target\":0.88,\"epochs\":0,\"steps\":10,\"lr\":%d},%s,\"figures\":{%s}}",
+             kind, kind, k, k, strcmp(kind, "train") ? "" : "\"suite\":\"suites/seed-002.suite\",", kind, k + 1, machine,
+             figures);
+}
+
+/* v written to b, the value at the dotted path target replaced by the JSON text repl (NULL: the key left out). */
+static void fuzz_emit(struct json_buf *b, const struct json_value *v, const char *path, const char *target, const char *repl)
+{
+    char child[256];
+    if (v->type == JSON_OBJECT) {
+        json_begin_object(b);
+        for (int i = 0; i < v->n; i++) {
+            snprintf(child, sizeof child, "%s%s%s", path, path[0] ? "." : "", v->keys[i]);
+            if (strcmp(child, target)) json_key(b, v->keys[i]), fuzz_emit(b, &v->items[i], child, target, repl);
+            else if (repl) json_key_raw(b, v->keys[i], repl);
+        }
+        json_end_object(b);
+    } else if (v->type == JSON_ARRAY) {
+        json_begin_array(b);
+        for (int i = 0; i < v->n; i++) {
+            snprintf(child, sizeof child, "%s.%d", path, i);
+            if (strcmp(child, target)) fuzz_emit(b, &v->items[i], child, target, repl);
+            else json_raw(b, repl ? repl : "null");
+        }
+        json_end_array(b);
+    } else {
+        json_write_value(b, v);
+    }
+}
+
+/* Whether text holds "nan" or "inf" as a word (any case), as printf writes a non-finite double. */
+static const char *nan_word(const char *text)
+{
+    for (const char *c = text; *c; c++) {
+        if (c > text && (isalnum((unsigned char)c[-1]) || c[-1] == '_')) continue;
+        if ((strncasecmp(c, "nan", 3) && strncasecmp(c, "inf", 3)) || isalnum((unsigned char)c[3])) continue;
+        return c;
+    }
+    return NULL;
+}
+
+/* Every figure the report shows, missing, null, a string, an object or ±infinite (1e400): the tables show
+ * the empty-cell mark, never nan or inf, and the charts' data files carry no such row, so gnuplot draws
+ * every chart that still has a point. */
+Test(harness_report, missing_or_non_finite_figures_show_as_empty_cells, .init = th_setup, .fini = th_teardown,
+     .timeout = 120)
+{
+    static const char *const kinds[] = {"throughput", "tta", "scaling", "inference", "train"};
+    static const char *const paths[][20] = {
+        {"figures", "figures.images_per_s", "figures.images_per_s_median", "figures.images_per_s_mean",
+         "figures.images_per_s_stderr", "figures.images_per_s_jitter", "figures.repeat_images_per_s",
+         "figures.repeat_images_per_s.0", "figures.gflops_per_s", "figures.est_intensity_flop_per_byte",
+         "figures.sgemm_peak_share", "figures.peak_rss_mib", NULL},
+        {"figures", "figures.runs_total", "figures.runs_reached", "figures.tta_olympic_mean_s", "figures.images_per_s",
+         "figures.runs.0", "figures.runs.0.seed", "figures.runs.0.tta_s", "figures.runs.0.eval_time_s",
+         "figures.runs.0.epochs", "figures.runs.0.step_time_p99_s", "figures.runs.0.step_time_median_s",
+         "figures.runs.0.curve.0.time_s", "figures.runs.0.curve.1.accuracy", "figures.runs.1.best_accuracy",
+         "figures.runs.1.epochs", NULL},
+        {"figures", "figures.images_per_s", "figures.local_batch", "figures.replicas", "figures.accumulation",
+         "figures.speedup", "figures.efficiency", "figures.peak_rss_mib", "figures.test_accuracy", "config.batch", NULL},
+        {"figures", "figures.images_per_s", "figures.images_per_s_median", "figures.latency_p50_s",
+         "figures.latency_p90_s", "figures.latency_p99_s", "figures.gflops_per_s",
+         "figures.est_intensity_flop_per_byte", NULL},
+        {"figures", "figures.images_per_s", "figures.images_per_s_median", "figures.test_accuracy",
+         "figures.train_time_s", "figures.gflops_per_s", "figures.layer_times.0.forward_s",
+         "figures.layer_times.1.backward_s", NULL},
+    };
+    static const char *const repls[] = {NULL, "null", "\"x\"", "{}", "1e400", "-1e400", "1e308", "0"};
+    const int n_repls = (int)(sizeof repls / sizeof *repls);
+    char in[192], t[4096], p[512], plots[512], out[192];
+    th_path(in, sizeof in, "results.jsonl");
+    int k = 0;
+    for (size_t kind = 0; kind < sizeof kinds / sizeof *kinds; kind++)
+        for (int j = 0; paths[kind][j]; j++)
+            for (int r = 0; r < n_repls; r++, k++) {
+                fuzz_base(t, sizeof t, kinds[kind], k);
+                struct json_value *v = NULL;
+                cr_assert_eq(json_parse(t, strlen(t), &v), TB_OK, "%s", t);
+                struct json_buf b;
+                json_buf_init(&b);
+                fuzz_emit(&b, v, "", paths[kind][j], repls[r]);
+                cr_assert_eq(json_buf_status(&b), TB_OK);
+                th_append(in, json_buf_str(&b));
+                th_append(in, "\n");
+                json_buf_free(&b);
+                json_value_free(v);
+            }
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    const char *w = nan_word(md);
+    if (w) {
+        const char *bol = w, *eol = strchr(w, '\n');
+        while (bol > md && bol[-1] != '\n') bol--;
+        cr_assert_fail("REPORT.md shows a non-finite figure: %.*s", (int)(eol ? eol - bol : 200), bol);
+    }
+    cr_assert(strstr(md, "| – |") != NULL, "the empty-cell mark is shown");
+    cr_assert(strstr(md, "not rendered") == NULL, "every chart is drawn:\n%s", md);
+    free(md);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s/charts/data/'*.dat > '%s/dats.txt'", out, th_dir);
+    cr_assert_eq(system(cmd), 0);
+    char *dats = th_read(th_path(p, sizeof p, "dats.txt"));
+    for (char *line = strtok(dats, "\n"); line; line = strtok(NULL, "\n")) {
+        char *dat = th_read(line);
+        const char *bad = nan_word(dat);
+        cr_assert(bad == NULL, "%s carries a non-finite value: %.60s", line, bad);
+        free(dat);
+    }
+    free(dats);
+}
+
+/* Probe item 14: the tta chart of a row with more than ~252 seeds failed (its colour and dash lists
+ * stopped growing while the curves went on, so gnuplot met empty words). --seeds allows 1000: a row of
+ * 1000 seeds beside one of 2 is drawn. */
+Test(harness_report, tta_chart_of_1000_seeds, .init = th_setup, .fini = th_teardown, .timeout = 120)
+{
+    char in[192], out[192], plots[512];
+    th_path(in, sizeof in, "results.jsonl");
+    tta(in, "cpu", 1.0);
+    const int seeds = 1000;
+    size_t cap = 256 + (size_t)seeds * 200, len = 0;
+    char *t = malloc(cap);
+    cr_assert_not_null(t);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "{\"schema_version\":1,\"kind\":\"tta\",\"run_id\":\"tta-many\",\"config\":{\"plan\":\"tta\","
+                            "\"backend\":\"threads\",\"workload\":\"mnist-mlp\",\"batch\":32,\"target\":0.88,\"seeds\":%d},%s,"
+                            "\"figures\":{\"target\":0.88,\"runs_total\":%d,\"runs_reached\":%d,\"tta_olympic_mean_s\":3,"
+                            "\"runs\":[", seeds, machine, seeds, seeds);
+    for (int s = 0; s < seeds; s++)
+        len += (size_t)snprintf(t + len, cap - len,
+                                "%s{\"seed\":%d,\"reached\":true,\"tta_s\":%g,\"eval_time_s\":0.1,\"epochs\":1,\"curve\":["
+                                "{\"time_s\":%g,\"accuracy\":0.8},{\"time_s\":%g,\"accuracy\":0.89}]}",
+                                s ? "," : "", s, 3.0 + s * 1e-3, 1.0 + s * 1e-3, 3.0 + s * 1e-3);
+    snprintf(t + len, cap - len, "]}}\n");
+    th_append(in, t);
+    free(t);
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
+    free(err);
+    check_png(out, "tta_mnist-mlp");
+    /* A readable chart: the first seeds of the big row are drawn, and REPORT.md says so; the table counts all. */
+    char p[256];
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "The chart draws the curves of the first 20 seeds of a row") != NULL, "%s", md);
+    cr_assert(strstr(md, "| 1000 of 1000 |") != NULL, "%s", md);
+    free(md);
+    snprintf(p, sizeof p, "%s/charts/data/tta_mnist-mlp.dat", out);
+    char *dat = th_read(p);
+    int blocks = 1;
+    for (const char *c = dat; (c = strstr(c, "\n\n")); c += 2) blocks++;
+    cr_assert_eq(blocks, 2 + 20, "the 2 seeds of one row and 20 of the other");
+    free(dat);
+}
+
+/* ---- Probe item 20: paths given explicitly are never silently ignored. */
+
+/* report_generate on rows with the given options (in, out_dir and plots_dir set here); returns its stderr. */
+static char *report_err(struct report_opts o, const char *in)
+{
+    char out[192], plots[512];
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    o.in = in, o.out_dir = th_path(out, sizeof out, "report"), o.plots_dir = plots;
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    return err;
+}
+
+/* --calibration naming a missing file or a directory gets a warning line naming it; the default path
+ * (results/calibration.json, absent here) stays silent. */
+Test(harness_report, explicit_calibration_missing_or_directory_warns, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    char in[192], dir[192];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    cr_assert_eq(mkdir(th_path(dir, sizeof dir, "caldir"), 0755), 0);
+    const char *const paths[] = {"/nonexistent/calibration.json", dir};
+    for (int k = 0; k < 2; k++) {
+        char *err = report_err((struct report_opts){.calibration = paths[k]}, in);
+        cr_assert(strstr(err, paths[k]) && strstr(err, "warning") && strstr(err, "calibration"), "%s", err);
+        cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line: %s", err);
+        free(err);
+    }
+    char *err = report_err((struct report_opts){.calibration = CALIBRATION_DEFAULT_PATH}, in);
+    cr_assert_str_eq(err, "", "the default path is silent when absent");
+    free(err);
+}
+
+/* --gnuplot naming a path that is not an executable says so, not "gnuplot not found"; REPORT.md has its
+ * tables and says why it has no charts. */
+Test(harness_report, explicit_gnuplot_not_executable, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "a", "cpu", 1000.0, 1000.0, "");
+    const char *const paths[] = {"/nonexistent/gnuplot", "/tmp", "no-such-gnuplot-here"};
+    const char *const says[] = {"--gnuplot /nonexistent/gnuplot: not an executable", "--gnuplot /tmp: not an executable",
+                                "--gnuplot no-such-gnuplot-here: not found on PATH"};
+    for (int k = 0; k < 3; k++) {
+        char *err = report_err((struct report_opts){.gnuplot = paths[k]}, in);
+        cr_assert(strstr(err, says[k]) != NULL && strstr(err, "gnuplot not found") == NULL, "%s", err);
+        cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line: %s", err);
+        free(err);
+        snprintf(p, sizeof p, "%s/report/REPORT.md", th_dir);
+        char *md = th_read(p);
+        cr_assert(strstr(md, says[k]) != NULL && strstr(md, "| cpu | 32 |") != NULL, "%s", md);
+        free(md);
+    }
+}
+
+/* --profile-dir naming a missing directory (or a file) warns once; the default (<dir of --in>/profile,
+ * absent here) stays silent. A sidecar larger than 64 KiB is read whole (it was cut and called malformed). */
+Test(harness_report, explicit_profile_dir_and_large_sidecar, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], pdir[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "big", "cpu", 1000.0, 1000.0, "");
+    tp_row(in, "other", "threads", 1000.0, 1000.0, "");
+    char *err = report_err((struct report_opts){.profile_dir = "/nonexistent/profile"}, in);
+    cr_assert(strstr(err, "--profile-dir /nonexistent/profile") && strstr(err, "warning"), "%s", err);
+    cr_assert(strchr(err, '\n') == strrchr(err, '\n'), "one line for both rows: %s", err);
+    free(err);
+    err = report_err((struct report_opts){.profile_dir = in}, in);
+    cr_assert(strstr(err, "--profile-dir") && strstr(err, "not a directory"), "%s", err);
+    free(err);
+    err = report_err((struct report_opts){0}, in);
+    cr_assert_str_eq(err, "", "the default directory is silent when absent");
+    free(err);
+
+    cr_assert_eq(mkdir(th_path(pdir, sizeof pdir, "profile"), 0755), 0);
+    FILE *f = fopen(th_path(p, sizeof p, "profile/big.json"), "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"events_note\":\"many counters\",\"counters\":[");
+    for (int k = 0; k < 3000; k++) fprintf(f, "%s{\"event\":\"counter-%05d\",\"value\":%d,\"unit\":\"\"}", k ? "," : "", k, k);
+    fprintf(f, "],\"top_functions\":[{\"percent\":12.5,\"symbol\":\"sgemm_kernel\",\"dso\":\"libopenblas\"}]}\n");
+    fclose(f);
+    cr_assert(th_size(p) > 100 * 1024, "%ld", th_size(p));
+    /* Over the 64 MiB bound (sparse): refused with a line that says so. */
+    f = fopen(th_path(p, sizeof p, "profile/other.json"), "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert_eq(truncate(p, 65L << 20), 0);
+    err = report_err((struct report_opts){0}, in);
+    cr_assert(strstr(err, "big.json") == NULL, "%s", err);
+    cr_assert(strstr(err, "other.json") && strstr(err, "larger than 64 MiB"), "%s", err);
+    free(err);
+    snprintf(p, sizeof p, "%s/report/REPORT.md", th_dir);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "| counter-02999 | 2999 |") != NULL && strstr(md, "`sgemm_kernel`") != NULL, "%s", md);
     free(md);
 }
