@@ -135,7 +135,8 @@ static const struct bench_option options[] = {
                          "checkpointing there unless --checkpoint-dir says otherwise)", 0},
     {"synthetic-samples", 1, "N[,M]", "--data synthetic: N training (and M test) samples (default 60000,1000\n"
                                       "to train, fewer to time)", 1},
-    {"out", 1, "FILE", "append result rows here (default results/results.jsonl)", 0},
+    {"out", 1, "FILE", "append result rows here (default results/results.jsonl; no other output or input\n"
+                         "of the run may be this file)", 0},
     {"mllog", 1, "DIR|none", "MLPerf-style event logs <DIR>/<run id>.log (default: mllog/ beside --out)", 0},
     {"calibration", 1, "FILE", "machine ceilings for GFLOP/s shares (default " "results/calibration.json)", 0},
     {"run-id", 1, "ID", "name of this run in rows and logs (default: generated)", 0},
