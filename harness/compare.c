@@ -16,7 +16,7 @@
 #define MAX_IGNORE 8
 
 struct group {
-    char key[600];
+    char key[1024];
     struct compare_line line;
     double *s[2];    /* samples: old, new */
     int n[2], cap[2];
@@ -43,6 +43,12 @@ static const char *const key_fields[] = {
     "stages", "split", "micro_batch", "ga", "replicas", "schedule", "recompute", "precision", "prefetch", "profile",
     "no_fuse", "optimizer", "lr", "target", "eval_every", "warmup", "steps", "epochs", "steps_per_epoch",
     "steps_per_execution",
+};
+/* The same, keyed only when set (not 0): the recipe's fields, so rows of a build that did not record them
+ * (absent) still match today's rows at their defaults. */
+static const char *const key_fields_if_set[] = {
+    "momentum", "weight_decay", "lr_schedule", "lr_warmup", "lr_decay_rate", "lr_decay_steps", "lr_power", "lr_final",
+    "label_smoothing", "dropout", "loss_scale",
 };
 /* Of those, the ones the visible name shows when they differ from their default. */
 static const char *const name_fields[] = {"device", "threads", "devices", "resolution", "precision", "conv_algo", "no_fuse",
@@ -80,7 +86,8 @@ static int parse_ignore(struct groups *gs, const char *list)
         char key[32];
         snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key - 1 ? len : sizeof key - 1), p);
         if (len >= sizeof key ||
-            (!in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key)))
+            (!in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key) &&
+             !in_list(key_fields_if_set, COUNT(key_fields_if_set), key)))
             return tb_error_set(TB_EINVAL, "compare: --ignore %.*s: not a key rows are matched by (workload, backend, "
                                            "batch, or a config field such as devices, threads, precision)", (int)len, p);
         if (ignored(gs, key) >= 0) return tb_error_set(TB_EINVAL, "compare: --ignore '%s': %s is given twice", list, key);
@@ -162,7 +169,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         return TB_OK;
     }
     const char *kind = json_get_str(row, "kind", json_get_str(cfg, "plan", "train"));
-    char name[200], key[600];
+    char name[200], key[1024];
     snprintf(name, sizeof name, "%s", kind);
     snprintf(key, sizeof key, "%s|", kind);
     /* workload, backend, b<batch>; an ignored one is left out of both. */
@@ -181,6 +188,8 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         if (in_list(name_fields, COUNT(name_fields), key_fields[k])) append_field(name, sizeof name, cfg, key_fields[k], 0);
         append_field(key, sizeof key, cfg, key_fields[k], 1);
     }
+    for (size_t k = 0; k < COUNT(key_fields_if_set); k++)
+        if (ignored(gs, key_fields_if_set[k]) < 0) append_field(key, sizeof key, cfg, key_fields_if_set[k], 0);
 
     struct group *g = NULL;
     for (int i = 0; i < gs->n; i++)
@@ -239,7 +248,7 @@ static void disambiguate(struct groups *gs)
             for (int j = 0; j < gs->n; j++) {
                 if (j == i || strcmp(gs->g[j].line.name, gs->g[i].line.name)) continue;
                 namesakes++;
-                char hay[620];
+                char hay[1040];
                 snprintf(hay, sizeof hay, "%s ", gs->g[j].key);
                 shared += strstr(hay, word) != NULL;
             }

@@ -218,6 +218,40 @@ static void add_data_files(struct place *pl, int *n, int max, const char *dir)
  * --out file replaced the result rows, --logits on --load's file the weights. Directories may be shared
  * (--mllog's and --checkpoint-dir's files are named apart; --checkpoint-dir defaults to --resume's), and a
  * character device such as /dev/null may take any number of outputs. TB_EINVAL naming both options. */
+/* Whether path's directory is dir (both may not exist yet). */
+static int parent_is(const char *path, const char *dir)
+{
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash) *slash = '\0';
+    else snprintf(parent, sizeof parent, ".");
+    if (!parent[0]) snprintf(parent, sizeof parent, "/");
+    struct stat a, b;
+    if (stat(parent, &a) == 0 && stat(dir, &b) == 0) return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    char na[PATH_MAX], nb[PATH_MAX];
+    normalise(parent, na, sizeof na), normalise(dir, nb, sizeof nb);
+    return !strcmp(na, nb);
+}
+
+/* The checkpointer's own files (finished.json, ckpt-*) in the directory it writes: an output named like one
+ * would be replaced by it, or appended onto a checkpoint. */
+static int check_checkpoint_names(const struct bench_config *c, const struct place *pl, int n)
+{
+    const char *dir = c->checkpoint_dir[0] ? c->checkpoint_dir : c->resume;
+    if (!dir[0]) return TB_OK;
+    for (int i = 0; i < n; i++) {
+        const struct place *p = &pl[i];
+        if (!p->output || p->dir || p->sink) continue;
+        const char *base = strrchr(p->path, '/');
+        base = base ? base + 1 : p->path;
+        if ((!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5)) && parent_is(p->path, dir))
+            return tb_error_set(TB_EINVAL, "%s %s: a name the checkpoints in %s use (finished.json, ckpt-*), which "
+                                           "the run writes there; give another path", p->opt, p->path, dir);
+    }
+    return TB_OK;
+}
+
 static int check_distinct(const struct bench_config *c)
 {
     enum { MAX_PLACES = 96 };
@@ -252,7 +286,7 @@ static int check_distinct(const struct bench_config *c)
         add_place(pl, &n, MAX_PLACES, "--data", 0, 1, "%s", data);
         add_data_files(pl, &n, MAX_PLACES, data);
     }
-    int st = TB_OK;
+    int st = check_checkpoint_names(c, pl, n);
     for (int i = 0; i < n && st == TB_OK; i++) {
         for (int j = i + 1; j < n && st == TB_OK; j++) {
             const struct place *a = &pl[i], *b = &pl[j];

@@ -115,7 +115,8 @@ static const char *kind_of(const struct json_value *row)
 static const char *const variant_fields[] = {"threads", "devices", "resolution", "norm", "norm_groups", "conv_algo",
                                              "precision", "stages", "micro_batch", "ga", "replicas", "schedule",
                                              "recompute", "no_fuse", "transport", "sync_bn", "dataset", "optimizer", "lr",
-                                             "momentum", "weight_decay", "lr_schedule", "lr_warmup", "label_smoothing",
+                                             "momentum", "weight_decay", "lr_schedule", "lr_warmup", "lr_decay_rate",
+                                             "lr_decay_steps", "lr_power", "lr_final", "label_smoothing",
                                              "steps", "warmup", "repeat", "steps_per_epoch", "load", "dropout",
                                              "classes", "loss_scale", "prefetch", "split", "eval_every", "max_epochs",
                                              "seeds", "profile", "steps_per_execution"};

@@ -42,6 +42,9 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
         batch, (unsigned long long)c->run.seed, optim_name(o->kind), (double)o->lr, (double)o->momentum,
         (double)o->weight_decay, (double)o->beta1, (double)o->beta2, (double)o->eps, (double)o->rho,
         (double)o->lars_eta, (int)o->schedule, o->warmup_steps);
+    /* The loss itself (smoothing changes it as the rate does); written only when set, so checkpoints from
+     * before it was recorded (all at 0) still match a run at 0. */
+    if (c->wopts.label_smoothing != 0.0f) ADD(" label_smoothing=%.9g", (double)c->wopts.label_smoothing);
     if (o->schedule != LR_CONSTANT)
         ADD(" total_steps=%ld decay_rate=%.9g decay_steps=%ld power=%.9g final_lr=%.9g", o->total_steps,
             (double)o->decay_rate, o->decay_steps, (double)o->power, (double)o->final_lr);

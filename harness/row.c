@@ -104,6 +104,11 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
         static const char *const sched[] = {"constant", "exponential", "polynomial", "cosine"};
         json_key_str(b, "lr_schedule", sched[c->run.optim.schedule]);
         json_key_int(b, "lr_warmup", c->run.optim.warmup_steps);
+        /* The decay's own parameters: two cosine runs with other floors are other configurations. */
+        json_key_double(b, "lr_decay_rate", float_text(c->run.optim.decay_rate));
+        json_key_int(b, "lr_decay_steps", c->run.optim.decay_steps);
+        json_key_double(b, "lr_power", float_text(c->run.optim.power));
+        json_key_double(b, "lr_final", float_text(c->run.optim.final_lr));
         json_key_double(b, "label_smoothing", float_text(c->wopts.label_smoothing));
     }
     json_key_int(b, "seed", (long long)c->run.seed);

@@ -235,6 +235,16 @@ int session_open(struct session *s, const struct bench_config *c)
     struct workload_opts wo = s->c.wopts;
     wo.in_h = s->train.h, wo.in_w = s->train.w, wo.in_c = s->train.c;
     if (wo.classes <= 0) wo.classes = s->train.n_classes;
+    /* A label at or past the model's classes would read another sample's logits (or past the last row): the
+     * data and --classes must agree before anything is built. */
+    for (int k = 0; k < 2; k++) {
+        const struct dataset *d = k ? &s->test : &s->train;
+        int top = -1;
+        for (int i = 0; i < d->n; i++) top = d->labels[i] > top ? d->labels[i] : top;
+        if (top >= wo.classes)
+            return tb_error_set(TB_EINVAL, "--classes %d, but the %s set's labels reach %d (%s): give --classes %d or more",
+                                wo.classes, k ? "test" : "training", top, d->source[0] ? d->source : d->name, top + 1);
+    }
     if (s->c.load[0] && wo.bn_eps <= 0.0f) {
         /* The ε the file's weights were trained with (its bn_eps), unless --bn-eps says otherwise; a plain
          * torchvision state_dict has none and gets the variant's torchvision default. */
