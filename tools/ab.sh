@@ -2,7 +2,7 @@
 # ab.sh — an alternating A/B of two bench binaries on one configuration: A B A B … in one run, so that
 # the shared machine's drift hits both sides alike. Prints each round's overall images/s (timed samples
 # ÷ timed seconds), the ratio B/A per round and its median, and both sides' final loss (%.17g: equal
-# losses say the two builds computed the same bits).
+# losses say the two builds computed the same bits; "n/a" where the plan records none, e.g. evaluate, tta).
 #
 #   tools/ab.sh [-r ROUNDS] A_BENCH B_BENCH -- BENCH ARGS...
 #   tools/ab.sh -r 3 /tmp/base/bench build/bench -- --backend cpu --workload mnist-mlp --batch 128 --steps 200
@@ -11,14 +11,23 @@
 set -eu
 ROUNDS=3
 KEEP=0
+usage() {
+    [ -z "${1:-}" ] || echo "ab.sh: $1" >&2
+    echo "usage: tools/ab.sh [-r ROUNDS] [-k] A_BENCH B_BENCH -- BENCH ARGS...   (ROUNDS: a whole number >= 1)" >&2
+    exit 2
+}
 while [ $# -gt 0 ]; do
     case "$1" in
-    -r) ROUNDS=$2; shift 2 ;;
+    -r)
+        [ $# -ge 2 ] || usage "-r needs a number of rounds"
+        case $2 in '' | *[!0-9]* | 0*) usage "-r '$2' is not a whole number >= 1" ;; esac
+        ROUNDS=$2
+        shift 2 ;;
     -k) KEEP=1; shift ;;
     *) break ;;
     esac
 done
-[ $# -ge 3 ] || { echo "usage: tools/ab.sh [-r ROUNDS] [-k] A_BENCH B_BENCH -- BENCH ARGS..." >&2; exit 2; }
+[ $# -ge 3 ] || usage
 A=$1 B=$2
 shift 2
 [ "$1" = "--" ] && shift
@@ -41,5 +50,8 @@ for k, (a, b) in enumerate(zip(*rows)):
     print("round %d  A %12.2f  B %12.2f  img/s  B/A %.3f" % (k + 1, ia, ib, ib / ia))
 print("median B/A %.3f (range %.3f-%.3f)" % (statistics.median(ratios), min(ratios), max(ratios)))
 for side, rs in zip("AB", rows):
-    print("final loss %s %s" % (side, " ".join("%.17g" % r["figures"].get("final_loss", float("nan")) for r in rs)))
+    # Plans without training (evaluate, tta) record no final_loss: "n/a", not a nan that looks computed.
+    losses = [r["figures"].get("final_loss") for r in rs]
+    print("final loss %s %s" % (side, " ".join("n/a" if not isinstance(v, (int, float)) else "%.17g" % v
+                                                   for v in losses)))
 PY

@@ -9,7 +9,7 @@
 # fifo:CTL,ACK; bench finds the fifos in TB_PERF_CTL, see harness/perfctl.h), so data generation,
 # model set-up and row writing stay out of the counters and samples (the 10 warm-up steps of 2010 are
 # in). A perf without --control (before Linux 5.10) records the whole process instead and says so.
-# The plan must be throughput (the default here): other plans never enable the events.
+# The plan must be throughput (the default here): other plans never enable the events, so they are refused (exit 2).
 # Hardware counters are used when the machine exposes them; in a VM that reports them as
 # <not supported> (check: perf stat -e instructions true) it falls back to software events and says
 # so in the sidecar and on stdout. Rows go to $OUT (results/profile.jsonl); the sidecar to
@@ -18,6 +18,18 @@ set -eu
 [ $# -ge 3 ] || { echo "usage: tools/profile.sh BUILD BACKEND WORKLOAD [bench options...]" >&2; exit 2; }
 BUILD=$1 BACKEND=$2 WORKLOAD=$3
 shift 3
+# The plan bench will run: the last --plan among the options (as getopt_long reads them), else throughput.
+PLAN=throughput
+prev=
+for a in "$@"; do
+    case $prev in --plan) PLAN=$a ;; esac
+    case $a in --plan=*) PLAN=${a#--plan=} ;; esac
+    prev=$a
+done
+if [ "$PLAN" != throughput ]; then
+    echo "profile.sh records the throughput plan only (got --plan $PLAN: other plans never enable the events)" >&2
+    exit 2
+fi
 cd "$(dirname "$0")/.."
 B=$BUILD/bench
 OUT=${OUT:-results/profile.jsonl}
@@ -61,8 +73,14 @@ echo "profile: $KIND events ($EVENTS); recording the $SCOPE"
 
 # 1. Counters over one run (its result row carries the run id the sidecar is named after).
 # (perf says "Events enabled/disabled" on stderr at every switch: kept out of the terminal.)
+# A failed run (bench's usage error is 2) ends here with bench's status and leaves no counters file behind.
 perf stat -x, -o "$DIR/$ID.stat.csv" -e "$EVENTS" $CONTROL -- $RUN --run-id "$ID" --out "$OUT" "$@" \
-    2>"$FIFOS/stat.err" || { grep -v '^Events [a-z]*abled$' "$FIFOS/stat.err" >&2; exit 1; }
+    2>"$FIFOS/stat.err" || {
+    st=$?
+    grep -v '^Events [a-z]*abled$' "$FIFOS/stat.err" >&2 || true
+    rm -f "$DIR/$ID.stat.csv"
+    exit "$st"
+}
 grep -v '^Events [a-z]*abled$' "$FIFOS/stat.err" >&2 || true
 # 2. Call-graph samples over a second, identical run (its row goes beside the samples, not into $OUT).
 perf record -q -g -F 999 -e "$REC_EVENT" -o "$DIR/$ID.perf.data" $CONTROL -- \

@@ -30,6 +30,27 @@ BUILD=${1:-build}
 [ $# -gt 0 ] && shift
 PHASES=${*:-strong weak mpi ipu}
 SIM=${SCALE_SIM:-16}
+# Everything given is checked before anything is measured or the previous rows are moved aside.
+usage() {
+    echo "scaling: $1" >&2
+    echo "usage: tools/scaling.sh [BUILD] [PHASE...]   PHASE: strong weak mpi ipu sim; SCALE_ROUNDS, SCALE_SIM, SCALE_IPU_RES: whole numbers >= 1; SCALE_THREADS: such numbers, space-separated" >&2
+    exit 2
+}
+posint() { case $1 in '' | *[!0-9]* | 0*) return 1 ;; esac; } # a whole number >= 1, no leading zero
+for phase in $PHASES; do
+    case $phase in strong | weak | mpi | ipu | sim) ;; *) usage "unknown phase '$phase'" ;; esac
+done
+posint "${SCALE_ROUNDS:-2}" || usage "SCALE_ROUNDS='${SCALE_ROUNDS:-}' is not a whole number >= 1"
+posint "$SIM" || usage "SCALE_SIM='$SIM' is not a whole number >= 1"
+posint "${SCALE_IPU_RES:-64}" || usage "SCALE_IPU_RES='${SCALE_IPU_RES:-}' is not a whole number >= 1"
+if [ -n "${SCALE_THREADS:-}" ]; then
+    n=0
+    for t in $SCALE_THREADS; do
+        posint "$t" || usage "SCALE_THREADS entry '$t' is not a whole number >= 1"
+        n=$((n + 1))
+    done
+    [ "$n" -gt 0 ] || usage "SCALE_THREADS='$SCALE_THREADS' names no thread count"
+fi
 cd "$(dirname "$0")/.." || exit 1
 B=$BUILD/bench
 [ -x "$B" ] || { echo "scaling: $B not built (make build)" >&2; exit 1; }

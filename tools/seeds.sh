@@ -13,22 +13,42 @@
 # run is reported and the rest still run; the report is written either way and the exit status says so.
 set -u
 BUILD=${1:-build}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 B=$BUILD/bench
+# SEED_EPOCHS and SEED_DATA are checked before anything is moved, written or run.
+usage() {
+    echo "seeds: $1" >&2
+    echo "usage: [SEED_DATA=DIR] [SEED_EPOCHS=N] tools/seeds.sh [BUILD]   (DIR: MNIST IDX files; N: 1..100000)" >&2
+    exit 2
+}
+if [ -n "${SEED_EPOCHS:-}" ]; then
+    case $SEED_EPOCHS in
+    *[!0-9]* | 0* | ??????*[0-9]) usage "SEED_EPOCHS=$SEED_EPOCHS is not a whole number in 1..100000" ;;
+    esac
+    [ "$SEED_EPOCHS" -le 100000 ] || usage "SEED_EPOCHS=$SEED_EPOCHS is not a whole number in 1..100000"
+fi
+if [ -n "${SEED_DATA:-}" ]; then
+    [ -d "$SEED_DATA" ] || usage "SEED_DATA=$SEED_DATA is not a directory"
+    # The IDX files bench's loader looks for (workloads/dataset_idx.c): <train|t10k>-<images-idx3|labels-idx1>-ubyte,
+    # with '.' for the second '-' also accepted, plain or .gz.
+    for f in train-images-idx3 train-labels-idx1 t10k-images-idx3 t10k-labels-idx1; do
+        found=0
+        for g in "$f" "${f%-idx?}.${f##*-}"; do
+            for ext in "" .gz; do [ -f "$SEED_DATA/$g-ubyte$ext" ] && found=1; done
+        done
+        [ "$found" = 1 ] || usage "SEED_DATA=$SEED_DATA holds no MNIST IDX set: no $f-ubyte[.gz] (or ${f%-idx?}.${f##*-}-ubyte[.gz])"
+    done
+fi
 [ -x "$B" ] || { echo "seeds: $B not built (make build)" >&2; exit 1; }
 start=$(date +%s)
 SUITE=suites/seed-002.suite
 if [ -n "${SEED_EPOCHS:-}" ]; then
-    case $SEED_EPOCHS in *[!0-9]*|'') echo "seeds: SEED_EPOCHS must be a whole number" >&2; exit 2 ;; esac
     # The same runs, shorter: a copy with every epochs=50 replaced (the rows name the copy and their epochs).
     SUITE=$BUILD/seed-002.suite
     sed "s/\bepochs=50\b/epochs=$SEED_EPOCHS/g" suites/seed-002.suite > "$SUITE" || exit 1
 fi
 set --
-if [ -n "${SEED_DATA:-}" ]; then
-    [ -d "$SEED_DATA" ] || { echo "seeds: SEED_DATA=$SEED_DATA is not a directory" >&2; exit 2; }
-    set -- --data "$SEED_DATA"
-fi
+[ -z "${SEED_DATA:-}" ] || set -- --data "$SEED_DATA"
 [ -f results/seeds.jsonl ] && mv results/seeds.jsonl results/seeds.prev.jsonl
 status=0
 # Seed 001's validation compares the cpu-this model (from the calibration the row carries) with measured
