@@ -550,6 +550,37 @@ Test(cli, options_that_would_do_nothing_are_refused)
 
 static struct json_value *first_row(const char *path);
 
+/* The second probe: --classes below the labels the data holds (a label past the logits read the next sample's
+ * row) and an output spelled like the checkpointer's own files in its directory are refused before any work;
+ * a row records the schedule's decay parameters (two cosine runs with other floors are other rows). */
+Test(cli, classes_checkpoint_names_and_schedule_fields)
+{
+    char *data = idx_dir_with_test_shape(28, 28); /* labels 0..9 */
+    expect_usage_error(ARGS("--steps", "1", "--classes", "5", "--data", data), ARGS("--classes 5", "labels reach"));
+    tu_rm_rf(data);
+    free(data);
+    expect_usage_error(ARGS("--steps", "1", "--data", "synthetic", "--checkpoint-dir", "ck", "--out", "ck/finished.json"),
+                       ARGS("--out ck/finished.json", "checkpoints"));
+    expect_usage_error(ARGS("--steps", "1", "--data", "synthetic", "--checkpoint-dir", "ck", "--trace",
+                            "ck/ckpt-0000000001.safetensors"),
+                       ARGS("--trace", "ckpt-"));
+    char *dir = tu_mkdtemp("cli-sched"), *out = NULL;
+    cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--steps", "2", "--data", "synthetic", "--mllog", "none", "--no-eval", "--quiet", "--lr-schedule",
+                   "cosine", "--lr-final", "0.01", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exit %d: %s", p.code, p.err);
+    struct json_value *r = first_row(out);
+    cr_assert_float_eq(json_get_number(r, "config.lr_final", -1), 0.01, 1e-9);
+    cr_assert(json_get(r, "config.lr_power") && json_get(r, "config.lr_decay_rate") && json_get(r, "config.lr_decay_steps"));
+    json_value_free(r);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
+
+
 /* An fp16 run shorter than the 10-overflow rule in which every step overflowed applied no update: it ends as
  * diverged (exit 1, a "diverged" row saying why), not as a result. */
 Test(cli, an_fp16_run_that_applied_no_update_is_not_a_result)
