@@ -861,6 +861,37 @@ int bench_config_finish(struct bench_config *c)
     if (c->checkpoint_every && !c->checkpoint_dir[0] && !c->resume[0])
         return tb_error_set(TB_EINVAL, "--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR)");
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
+    if (p == PLAN_TTA && c->epochs > 0)
+        return tb_error_set(TB_EINVAL, "--plan tta runs until the target or --max-epochs; --epochs does not apply");
+    if (option_given(c, "no-eval") && p != PLAN_TRAIN && !(p == PLAN_SCALING && c->epochs > 0))
+        return tb_error_set(TB_EINVAL, "--no-eval applies to --plan train (and scaling with --epochs); %s %s", pn,
+                            p == PLAN_TTA ? "evaluates to find its target" : p == PLAN_EVALUATE ? "is the evaluation"
+                                                                                                : "never evaluates");
+    /* Plans that train nothing record no training recipe: an option of one would be a setting the run ignored. */
+    if (p == PLAN_INFERENCE || p == PLAN_EVALUATE) {
+        static const char *const recipe[] = {"optimizer", "lr", "momentum", "weight-decay", "lr-schedule", "lr-warmup",
+                                             "lr-decay-rate", "lr-decay-steps", "lr-power", "lr-final", "dropout"};
+        for (size_t k = 0; k < sizeof recipe / sizeof *recipe; k++)
+            if (option_given(c, recipe[k]))
+                return tb_error_set(TB_EINVAL, "--%s applies to the plans that train; --plan %s runs %s weights in "
+                                               "eval mode", recipe[k], pn, p == PLAN_EVALUATE ? "--load's" : "fresh");
+        if (p == PLAN_EVALUATE && option_given(c, "warmup"))
+            return tb_error_set(TB_EINVAL, "--warmup applies to the timed plans; --plan evaluate runs the test set once");
+    }
+    /* A schedule's parameters belong to that schedule: another would leave them unused. */
+    {
+        static const char *const sched_names[] = {"constant", "exponential", "polynomial", "cosine"};
+        const enum lr_schedule sc = c->run.optim.schedule;
+        const char *wrong = (option_given(c, "lr-decay-rate") || option_given(c, "lr-decay-steps")) && sc != LR_EXPONENTIAL
+                                ? (option_given(c, "lr-decay-rate") ? "lr-decay-rate" : "lr-decay-steps")
+                            : option_given(c, "lr-power") && sc != LR_POLYNOMIAL ? "lr-power"
+                            : option_given(c, "lr-final") && sc != LR_POLYNOMIAL && sc != LR_COSINE ? "lr-final"
+                                                                                                   : NULL;
+        if (wrong)
+            return tb_error_set(TB_EINVAL, "--%s does not apply to the %s learning-rate schedule (--lr-schedule %s)", wrong,
+                                sched_names[sc], !strcmp(wrong, "lr-power") ? "polynomial"
+                                                 : !strcmp(wrong, "lr-final") ? "polynomial or cosine" : "exponential");
+    }
 
     /* The throughput plan's length follows --time-budget unless --steps says it (plan_throughput.c):
      * its warm-up is then up to 10 steps, cut short when slow steps would spend the budget on it. */

@@ -537,6 +537,16 @@ Test(cli, options_that_would_do_nothing_are_refused)
                        ARGS("--replicas-list: 1 appears twice"));
     expect_usage_error(ARGS("--plan", "throughput", "--eval-batch", "4"), ARGS("--eval-batch", "throughput does not"));
     expect_usage_error(ARGS("--plan", "inference", "--eval-batch", "4"), ARGS("--eval-batch", "inference does not"));
+    /* a recipe on plans that train nothing, --epochs and --no-eval where the plan ignores them, a schedule's
+     * parameter under another schedule */
+    expect_usage_error(ARGS("--plan", "inference", "--optimizer", "sgd"), ARGS("--optimizer", "plans that train"));
+    expect_usage_error(ARGS("--plan", "evaluate", "--lr", "0.5"), ARGS("--lr", "plans that train"));
+    expect_usage_error(ARGS("--plan", "evaluate", "--warmup", "3"), ARGS("--warmup", "evaluate"));
+    expect_usage_error(ARGS("--plan", "tta", "--epochs", "3"), ARGS("--epochs does not apply"));
+    expect_usage_error(ARGS("--plan", "tta", "--no-eval"), ARGS("--no-eval", "tta"));
+    expect_usage_error(ARGS("--plan", "throughput", "--no-eval"), ARGS("--no-eval", "never evaluates"));
+    expect_usage_error(ARGS("--steps", "1", "--lr-schedule", "constant", "--lr-final", "0.1"), ARGS("--lr-final", "constant"));
+    expect_usage_error(ARGS("--steps", "1", "--lr-schedule", "cosine", "--lr-power", "3"), ARGS("--lr-power", "cosine"));
     struct proc p;
     run_bench(ARGS("--steps", "1", "--data", "synthetic", "--mllog", "none", "--no-eval", "--quiet", "--calibration",
                    "/nonexistent/calibration.json"),
