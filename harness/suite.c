@@ -191,6 +191,47 @@ static int check_run_ids(const struct suite *s)
     return TB_OK;
 }
 
+/* Whether two paths name one file: by inode where both exist, else as spelled (less a leading "./"). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    while (!strncmp(a, "./", 2)) a += 2;
+    while (!strncmp(b, "./", 2)) b += 2;
+    return !strcmp(a, b);
+}
+
+/* The files one run writes whole (replacing what was there): another run's output of any kind on one of
+ * them destroys it — a later line's save= over an earlier line's rows, two expansions of one line saving to one
+ * file. Result rows (out=) may be shared: runs append. Found here, before anything runs. */
+static int check_run_outputs(const struct suite *s)
+{
+    for (int i = 0; i < s->n_runs; i++) {
+        const struct bench_config *a = &s->runs[i].c;
+        const char *whole[] = {a->save, a->trace, a->logits, a->timeline};
+        static const char *const names[] = {"save", "trace", "logits", "timeline"};
+        for (int j = 0; j < s->n_runs; j++) {
+            if (j == i) continue;
+            const struct bench_config *b = &s->runs[j].c;
+            const char *theirs[] = {b->save, b->trace, b->logits, b->timeline, b->out};
+            static const char *const their_names[] = {"save", "trace", "logits", "timeline", "out"};
+            for (int k = 0; k < 4; k++)
+                for (int m = 0; m < 5; m++) {
+                    if (!whole[k][0] || !theirs[m][0] || (j < i && m < 4) || !same_file(whole[k], theirs[m]))
+                        continue;
+                    if (s->runs[i].line == s->runs[j].line)
+                        return tb_error_set(TB_EINVAL, "%s:%d: the line expands to several runs that would all write "
+                                            "%s=%s (give each run a line and a file of its own)", s->path,
+                                            s->runs[i].line, names[k], whole[k]);
+                    return tb_error_set(TB_EINVAL, "%s:%d: %s=%s is line %d's %s= too: one run would replace the "
+                                        "other's file; give each its own", s->path, s->runs[i].line, names[k],
+                                        whole[k], s->runs[j].line, their_names[m]);
+                }
+        }
+    }
+    return TB_OK;
+}
+
 /* Parses one line (comments already cut) into words; values point into the line. */
 static int parse_line(struct suite *s, char *text, int line, struct word *w, int *n_words, int *optional)
 {
@@ -332,6 +373,7 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
         st = tb_error_set(TB_EINVAL, "suite %s: no runs in the file", path);
     if (st == TB_OK) st = check_checkpoint_dirs(out, base);
     if (st == TB_OK) st = check_run_ids(out);
+    if (st == TB_OK) st = check_run_outputs(out);
     if (st != TB_OK) suite_free(out);
     return st;
 }

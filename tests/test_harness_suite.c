@@ -40,7 +40,7 @@ Test(harness_suite, expands_lists_to_the_cartesian_product, .init = th_setup, .f
                       "\n"
                       "plan=throughput backend=cpu lr=0.1,0.2 warmup=2,5 steps=20   # trailing comment\n"
                       "plan=scaling backend=cpu batches=16,32,64 steps=10\n"
-                      "plan=tta seeds=3 max-epochs=2 --no-eval\n",
+                      "plan=tta seeds=3 max-epochs=2 --quiet\n",
                       &s),
                  TB_OK, "%s", tb_error_get());
     cr_assert_eq(s.n_runs, 6);
@@ -60,8 +60,21 @@ Test(harness_suite, expands_lists_to_the_cartesian_product, .init = th_setup, .f
     cr_assert_eq(s.runs[4].line, 4);
     cr_assert_eq(s.runs[5].c.plan, PLAN_TTA);
     cr_assert_eq(s.runs[5].c.seeds, 3);
-    cr_assert_eq(s.runs[5].c.eval, 0, "a flag may stand alone, with or without dashes");
+    cr_assert_eq(s.runs[5].c.quiet, 1, "a flag may stand alone, with or without dashes");
     cr_assert_float_eq(s.runs[5].c.target, 0.88, 1e-9, "the workload's default target");
+    suite_free(&s);
+}
+
+/* Runs of one suite that would write one file whole (save=, trace=, logits=, timeline=) over another run's output
+ * of any kind, results included, are refused before anything runs; runs may share out= (they append). */
+Test(harness_suite, runs_writing_one_file_are_refused, .init = th_setup, .fini = th_teardown)
+{
+    expect_error("plan=train steps=2 out=rows.jsonl\nplan=train steps=2 save=rows.jsonl\n", ":2:", "line 1's out=");
+    expect_error("plan=train steps=2 save=w.st\nplan=train steps=2 trace=w.st\n", "save=w.st", "line 2");
+    expect_error("plan=train steps=2 seed=1,2 save=w.st\n", ":1:", "several runs");
+    struct suite s;
+    cr_assert_eq(load("plan=train steps=2 out=rows.jsonl\nplan=train steps=2 out=rows.jsonl save=a.st\n", &s), TB_OK,
+                 "%s", tb_error_get());
     suite_free(&s);
 }
 
