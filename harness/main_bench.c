@@ -177,7 +177,8 @@ static int cmd_report(int argc, char **argv)
                             "--calibration FILE, --profile-dir DIR, --gnuplot PATH)\n", a);
             return 2;
         }
-        if (i + 1 >= argc) {
+        /* "--in --out-dir X" (make report RESULTS= left empty) would read --out-dir as the rows' path. */
+        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2) || !argv[i + 1][0]) {
             fprintf(stderr, "bench report: %s needs a value\n", a);
             return 2;
         }
