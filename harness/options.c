@@ -226,6 +226,17 @@ static int get_float(const char *opt, const char *s, double lo, double hi, int h
     return TB_OK;
 }
 
+static int get_str(const char *opt, const char *s, char *dst, size_t n);
+
+/* A directory: as get_str, less trailing slashes, so "ck/" and "ck" are one directory wherever they are compared
+ * as text (a resume and its checkpoint directory, a suite's directories). */
+static int get_dir(const char *opt, const char *s, char *dst, size_t n)
+{
+    const int st = get_str(opt, s, dst, n);
+    for (size_t len = strlen(dst); st == TB_OK && len > 1 && dst[len - 1] == '/'; len--) dst[len - 1] = '\0';
+    return st;
+}
+
 static int get_str(const char *opt, const char *s, char *dst, size_t n)
 {
     if (!s || !*s) return tb_error_set(TB_EINVAL, "--%s: needs a non-empty value", opt);
@@ -527,9 +538,9 @@ static int set_output_option(struct bench_config *c, const char *name, const cha
     if (IS("save")) return get_str(name, v, c->save, sizeof c->save);
     if (IS("logits")) return get_str(name, v, c->logits, sizeof c->logits);
     if (IS("load")) return get_str(name, v, c->load, sizeof c->load);
-    if (IS("checkpoint-dir")) return get_str(name, v, c->checkpoint_dir, sizeof c->checkpoint_dir);
+    if (IS("checkpoint-dir")) return get_dir(name, v, c->checkpoint_dir, sizeof c->checkpoint_dir);
     if (IS("checkpoint-every")) return get_long(name, v, 1, 1L << 40, &c->checkpoint_every);
-    if (IS("resume")) return get_str(name, v, c->resume, sizeof c->resume);
+    if (IS("resume")) return get_dir(name, v, c->resume, sizeof c->resume);
     if (IS("synthetic-samples")) {
         int st = get_int_list(name, v, 1, 1L << 24, list, 2, &n);
         if (st == TB_OK) c->synthetic_train = list[0], c->synthetic_test = n > 1 ? list[1] : 0;
