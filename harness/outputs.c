@@ -321,9 +321,16 @@ int outputs_check(const struct bench_config *c)
     if (st == TB_OK && c->run_id[0] && !c->resume[0] && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) {
         char log[PATH_MAX];
         struct stat sb;
-        if (snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id) < (int)sizeof log && stat(log, &sb) == 0)
-            st = tb_error_set(TB_EINVAL, "--run-id %s: %s holds an earlier run's event log; give another --run-id "
-                                         "(only --resume continues a run under its id)", c->run_id, log);
+        /* tta with several seeds logs each as <id>-seed<S>.log (plan_tta.c): those are the run's logs then. */
+        const int per_seed = c->plan == PLAN_TTA && c->seeds > 1;
+        for (int k = 0; st == TB_OK && k < (per_seed ? c->seeds : 1); k++) {
+            const int len = per_seed ? snprintf(log, sizeof log, "%s/%s-seed%llu.log", c->mllog_dir, c->run_id,
+                                                (unsigned long long)c->run.seed + (unsigned long long)k)
+                                     : snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id);
+            if (len < (int)sizeof log && stat(log, &sb) == 0)
+                st = tb_error_set(TB_EINVAL, "--run-id %s: %s holds an earlier run's event log; give another --run-id "
+                                             "(only --resume continues a run under its id)", c->run_id, log);
+        }
     }
     if (st == TB_OK) st = check_distinct(c);
     return st;

@@ -574,6 +574,22 @@ Test(cli, classes_checkpoint_names_and_schedule_fields)
     expect_usage_error(ARGS("--steps", "1", "--data", "synthetic", "--checkpoint-dir", "ck", "--trace",
                             "ck/ckpt-0000000001.safetensors"),
                        ARGS("--trace", "ckpt-"));
+    /* tta's seeds log as <id>-seed<S>.log: a reused --run-id meets them before any work, as train's <id>.log */
+    char *ml = tu_mkdtemp("cli-mllog"), *tta_out = NULL;
+    cr_assert(asprintf(&tta_out, "%s/rows.jsonl", ml) > 0);
+    struct proc t1;
+    run_bench(ARGS("--plan", "tta", "--max-epochs", "1", "--target", "0.99", "--batch", "8", "--data", "synthetic",
+                   "--synthetic-samples", "64,32", "--seeds", "2", "--run-id", "X", "--mllog", ml, "--out", tta_out,
+                   "--quiet"),
+              &t1);
+    cr_assert_eq(t1.code, 0, "exit %d: %s", t1.code, t1.err);
+    proc_free(&t1);
+    expect_usage_error(ARGS("--plan", "tta", "--max-epochs", "1", "--target", "0.99", "--batch", "8", "--data",
+                            "synthetic", "--synthetic-samples", "64,32", "--seeds", "3", "--run-id", "X", "--mllog", ml,
+                            "--out", tta_out, "--quiet"),
+                       ARGS("--run-id X", "X-seed42.log"));
+    tu_rm_rf(ml);
+    free(ml), free(tta_out);
     char *dir = tu_mkdtemp("cli-sched"), *out = NULL;
     cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
     struct proc p;
