@@ -214,6 +214,14 @@ static int write_meta(struct json_buf *b, const char *path, const struct model *
         json_value_free(meta);
     }
     if (!has_format) json_key_str(b, "format", "pt");
+    /* GroupNorm's group count: the tensors' shapes do not show it, and another count is another function. */
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].op == OP_GN) {
+            char v[32];
+            snprintf(v, sizeof v, "%d", m->layers[i].a.norm.groups);
+            json_key_str(b, "gn_groups", v);
+            break;
+        }
     for (int i = 0; i < m->n_layers && !has_eps; i++)
         if (m->layers[i].op == OP_BN) {
             char v[32];

@@ -272,6 +272,18 @@ int session_open(struct session *s, const struct bench_config *c)
         /* Init first so any padding between tensors holds what a fresh run has; then the file. */
         s->w->init(&s->m, s->params, s->buffers, s->c.run.seed);
         if ((st = checkpoint_load(s->c.load, &s->m, s->params, s->buffers)) != TB_OK) return st;
+        /* Weights trained with another GroupNorm group count have the same shapes but are another model. */
+        char g[32];
+        if (checkpoint_read_meta(s->c.load, "gn_groups", g, sizeof g) == TB_OK)
+            for (int i = 0; i < s->m.n_layers; i++)
+                if (s->m.layers[i].op == OP_GN) {
+                    if (atoi(g) != s->m.layers[i].a.norm.groups)
+                        return tb_error_set(TB_EINVAL, "--load %s: trained with GroupNorm of %s groups; this model has %d "
+                                                       "(give --norm group:%s)", s->c.load, g,
+                                            s->m.layers[i].a.norm.groups, g);
+                    break;
+                }
+        tb_error_clear();
         s->loaded = 1;
     }
     machine_info_read(&s->mi);

@@ -588,6 +588,21 @@ Test(cli, classes_checkpoint_names_and_schedule_fields)
                             "synthetic", "--synthetic-samples", "64,32", "--seeds", "3", "--run-id", "X", "--mllog", ml,
                             "--out", tta_out, "--quiet"),
                        ARGS("--run-id X", "X-seed42.log"));
+    /* weights of GroupNorm with 4 groups, evaluated under 2: the same shapes, another model */
+    char *st = NULL;
+    cr_assert(asprintf(&st, "%s/g4.st", ml) > 0);
+    struct proc g4;
+    run_bench(ARGS("--workload", "effnet-b0", "--resolution", "32", "--norm", "group:4", "--batch", "4", "--steps", "1",
+                   "--data", "synthetic", "--synthetic-samples", "32,16", "--save", st, "--mllog", "none", "--no-eval",
+                   "--quiet", "--out", tta_out),
+              &g4);
+    cr_assert_eq(g4.code, 0, "exit %d: %s", g4.code, g4.err);
+    proc_free(&g4);
+    expect_usage_error(ARGS("--plan", "evaluate", "--workload", "effnet-b0", "--resolution", "32", "--norm", "group:2",
+                            "--load", st, "--data", "synthetic", "--synthetic-samples", "32,16", "--mllog", "none",
+                            "--quiet", "--out", tta_out),
+                       ARGS("GroupNorm of 4 groups", "has 2"));
+    free(st);
     tu_rm_rf(ml);
     free(ml), free(tta_out);
     char *dir = tu_mkdtemp("cli-sched"), *out = NULL;
