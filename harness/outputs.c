@@ -263,8 +263,16 @@ static int check_distinct(const struct bench_config *c)
     if (mllog) add_place(pl, &n, MAX_PLACES, "--mllog", 1, 1, "%s", c->mllog_dir);
     if (mllog && c->run_id[0]) {
         char log[PATH_MAX];
-        snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id);
-        add_place(pl, &n, MAX_PLACES, "--mllog", 1, 0, "%s", log);
+        /* tta with several seeds logs each as <id>-seed<S>.log (plan_tta.c) */
+        const int per_seed = c->plan == PLAN_TTA && c->seeds > 1;
+        for (int k = 0; k < (per_seed ? c->seeds : 1) && n < MAX_PLACES - 40; k++) {
+            if (per_seed)
+                snprintf(log, sizeof log, "%s/%s-seed%llu.log", c->mllog_dir, c->run_id,
+                         (unsigned long long)c->run.seed + (unsigned long long)k);
+            else
+                snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id);
+            add_place(pl, &n, MAX_PLACES, "--mllog", 1, 0, "%s", log);
+        }
     }
     add_place(pl, &n, MAX_PLACES, "--save", 1, 0, "%s", c->save);
     add_place(pl, &n, MAX_PLACES, "--trace", 1, 0, "%s", c->trace);

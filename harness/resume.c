@@ -45,6 +45,8 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
     /* The loss itself (smoothing changes it as the rate does); written only when set, so checkpoints from
      * before it was recorded (all at 0) still match a run at 0. */
     if (c->wopts.label_smoothing != 0.0f) ADD(" label_smoothing=%.9g", (double)c->wopts.label_smoothing);
+    /* Storage precision changes every stored value (the same rule: written only when not fp32). */
+    if (c->run.ipu.precision[0] && strcmp(c->run.ipu.precision, "fp32") != 0) ADD(" precision=%s", c->run.ipu.precision);
     if (o->schedule != LR_CONSTANT)
         ADD(" total_steps=%ld decay_rate=%.9g decay_steps=%ld power=%.9g final_lr=%.9g", o->total_steps,
             (double)o->decay_rate, o->decay_steps, (double)o->power, (double)o->final_lr);
