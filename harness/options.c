@@ -874,6 +874,12 @@ int bench_config_finish(struct bench_config *c)
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
     if (p == PLAN_TTA && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan tta runs until the target or --max-epochs; --epochs does not apply");
+    if (option_given(c, "steps-per-epoch") &&
+        (p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || p == PLAN_EVALUATE || (p == PLAN_SCALING && c->epochs <= 0)))
+        return tb_error_set(TB_EINVAL, "--steps-per-epoch applies to the plans that count epochs (train, tta, scaling "
+                                       "with --epochs); %s does not", pn);
+    if (c->run.profile && (p == PLAN_INFERENCE || p == PLAN_EVALUATE))
+        return tb_error_set(TB_EINVAL, "--profile times the layers of training steps; --plan %s has none", pn);
     if (option_given(c, "no-eval") && p != PLAN_TRAIN && !(p == PLAN_SCALING && c->epochs > 0))
         return tb_error_set(TB_EINVAL, "--no-eval applies to --plan train (and scaling with --epochs); %s %s", pn,
                             p == PLAN_TTA ? "evaluates to find its target" : p == PLAN_EVALUATE ? "is the evaluation"
