@@ -10,7 +10,8 @@
  * with TB_KILLRUN_SEED=<seed>. Whole test: about 10–20 s.
  * Also the stop signals outside the train plan: a suite stops after the run a SIGINT/SIGTERM lands in
  * (that run writes its interrupted row and checkpoint, no later run starts, one line counts them,
- * exit 130/143), and the throughput, scaling and inference plans write an interrupted row, exit 130.
+ * exit 130/143), and the throughput, scaling and inference plans write an interrupted row, exit 130;
+ * the evaluate plan stops between its evaluation batches the same way (exit 130/143, no logits file).
  */
 #include "test_reliability_util.h"
 
@@ -291,4 +292,50 @@ Test(killrun, sigint_stops_throughput_scaling_and_inference_with_an_interrupted_
     free(res);
     tu_rm_rf(dir);
     free(dir);
+}
+
+/* --plan evaluate honours a stop between evaluation batches (it used to evaluate everything and exit 0
+ * with an "ok" row): exit 128 + signal, one interrupted row without evaluation figures, no --logits file.
+ * The signal is sent once the backend is being prepared, so it usually lands mid-evaluation. */
+Test(killrun, sigint_and_sigterm_stop_evaluate_between_batches)
+{
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        char *dir = tu_mkdtemp("killeval");
+        pid_t pid = rb_start(dir, "eval", RB_ARGS("--data", "synthetic", "--synthetic-samples", "100,150000", "--mllog", "none",
+                                                  "--out", "results.jsonl"),
+                             RB_ARGS("--plan", "evaluate", "--eval-batch", "50", "--logits", "ev.npy"));
+        int exited = 0, preparing = 0;
+        cr_assert(rb_wait_handler(pid, sigs[i], &exited), "the run ended (status %d) before it handled signals", exited);
+        for (int k = 0; k < 60000 && !preparing; k++) {
+            char *err = rb_stderr(dir, "eval");
+            preparing = err && strstr(err, "preparing the backend");
+            free(err);
+            if (!preparing) rb_sleep_ms(1.0);
+        }
+        rb_sleep_ms(100.0);
+        cr_assert_eq(kill(pid, sigs[i]), 0);
+        const int code = rb_wait(pid);
+        char *err = rb_stderr(dir, "eval");
+        cr_assert_eq(code, 128 + sigs[i], "exit status %d after signal %d, want %d: %s", code, sigs[i], 128 + sigs[i], err);
+        cr_assert(strstr(err, "evaluation batches") && strstr(err, "not resumable"), "%s", err);
+        struct json_value *rows[4];
+        cr_assert_eq(rb_rows(dir, rows, 4), 1, "%s", err);
+        struct json_value *r = rows[0];
+        cr_assert_str_eq(json_get_str(r, "kind", ""), "evaluate");
+        cr_assert_str_eq(json_get_str(r, "status", ""), "interrupted");
+        cr_assert_eq(json_get_bool(r, "figures.partial", 0), 1);
+        cr_assert_str_eq(json_get_str(r, "figures.stopped_by", ""), i ? "SIGTERM" : "SIGINT");
+        cr_assert_null(json_get(r, "figures.eval_top1"), "an interrupted evaluation must not carry an accuracy");
+        const double done = json_get_number(r, "figures.completed_steps", -1),
+                     planned = json_get_number(r, "figures.planned_steps", -1);
+        cr_assert(planned == 3000 && done >= 0 && done < planned, "%g of %g evaluation batches", done, planned);
+        cr_log_info("evaluate stopped by signal %d after %g of %g batches", sigs[i], done, planned);
+        char *npy = rb_path(dir, "ev.npy");
+        cr_assert_neq(access(npy, F_OK), 0, "an interrupted evaluation left its --logits file");
+        json_value_free(r);
+        free(npy), free(err);
+        tu_rm_rf(dir);
+        free(dir);
+    }
 }
