@@ -12,6 +12,7 @@
  * (that run writes its interrupted row and checkpoint, no later run starts, one line counts them,
  * exit 130/143), and the throughput, scaling and inference plans write an interrupted row, exit 130;
  * the evaluate plan stops between its evaluation batches the same way (exit 130/143, no logits file).
+ * And a scaling sweep whose point cannot run ends with one line naming it (exit 1, the other rows kept).
  */
 #include "test_reliability_util.h"
 
@@ -335,6 +336,45 @@ Test(killrun, sigint_and_sigterm_stop_evaluate_between_batches)
         cr_assert_neq(access(npy, F_OK), 0, "an interrupted evaluation left its --logits file");
         json_value_free(r);
         free(npy), free(err);
+        tu_rm_rf(dir);
+        free(dir);
+    }
+}
+
+/* A scaling point that cannot run (a batch the backend's arrangement cannot split) is found when its
+ * backend is prepared, mid-sweep. The run used to end with an empty "bench: " line and exit 2 after the
+ * other points wrote their rows; now the last line names the failed points, and the exit is 1 when some
+ * points ran (their rows kept) or 2 when none did (no row). */
+Test(killrun, a_scaling_point_that_cannot_run_is_named_in_one_line)
+{
+    static const char *const cases[][8] = {
+        {"--backend", "ipu", "--stages", "2", "--batches", "3,8", NULL, "1 of 2 points failed: batch 3 (ipu: global batch 3"},
+        {"--backend", "mirrored", "--devices", "3", "--batches", "8,9", NULL, "1 of 2 points failed: batch 8 (--batch 8 does"},
+        {"--backend", "mirrored", "--devices", "3", "--batches", "8,9,10", NULL, "2 of 3 points failed: batch 8, batch 10"},
+        {"--backend", "mirrored", "--devices", "3", "--batches", "8,10", NULL, "no point ran: batch 8, batch 10 failed"},
+    };
+    static const int want_code[] = {1, 1, 1, 2}, want_rows[] = {1, 1, 1, 0};
+    for (int i = 0; i < 4; i++) {
+        char *dir = tu_mkdtemp("killscale");
+        const int code = rb_run(dir, "sc", RB_ARGS("--data", "synthetic", "--synthetic-samples", "64,32", "--mllog", "none",
+                                                   "--out", "results.jsonl", "--quiet", "--plan", "scaling", "--steps", "2"),
+                                cases[i]);
+        char *err = rb_stderr(dir, "sc");
+        cr_assert_eq(code, want_code[i], "case %d: exit %d, want %d: %s", i, code, want_code[i], err);
+        /* The last line: never an empty "bench: ", always the failed points. */
+        size_t len = strlen(err);
+        while (len && err[len - 1] == '\n') err[--len] = '\0';
+        const char *last = strrchr(err, '\n') ? strrchr(err, '\n') + 1 : err;
+        cr_assert(strncmp(last, "bench: scaling: ", 16) == 0 && strstr(last, cases[i][7]), "case %d: last line '%s'", i,
+                  last);
+        struct json_value *rows[4];
+        const int n = rb_rows(dir, rows, 4);
+        cr_assert_eq(n, want_rows[i], "case %d: %d rows", i, n);
+        for (int k = 0; k < n; k++) {
+            cr_assert_str_eq(json_get_str(rows[k], "status", ""), "ok");
+            json_value_free(rows[k]);
+        }
+        free(err);
         tu_rm_rf(dir);
         free(dir);
     }
