@@ -1,10 +1,11 @@
-/* finished.h — a checkpoint directory's note that its training run finished and wrote its row.
+/* finished.h — a checkpoint directory's note that its training (or tta) run finished and wrote its row.
  *
  * A run's last checkpoint is written before its evaluation and row, so a checkpoint at the final step
  * alone does not say whether the row exists (a kill during the evaluation leaves the checkpoint and no
  * row: resuming must then evaluate and write it). After the row, the run leaves DIR/finished.json
  * ({"finished_step", "run_id", "out"}); a later --resume of the same steps finds it and has nothing to
  * do, instead of writing the same result again. Extending the run (a larger --steps) ignores it.
+ * The tta plan leaves it too, at the plan step of its last seed's end (every seed's steps).
  * Threading: stateless.
  */
 #ifndef TB_FINISHED_H

@@ -4,6 +4,7 @@
  *
  * Top-k counts a sample when fewer than k classes rank above its label, ties broken by the lower class
  * index as the top-1 argmax does (so top-1 here equals the backend's count of correct predictions).
+ * A SIGINT/SIGTERM stops it between evaluation batches: an "interrupted" row, no figures, no logits file.
  */
 #define _GNU_SOURCE
 #include "session.h"
@@ -66,13 +67,35 @@ int plan_evaluate(struct session *s)
     if (!logits) return tb_error_set(TB_ENOMEM, "evaluate: out of memory for %ld x %d logits", n, K);
     int st = session_backend(s, batch, eval_batch);
     if (st == TB_OK) st = session_reset(s, c->run.seed);
-    struct eval_stats ev = {.logits = logits};
+    /* The test set goes to the backend in chunks of the eval batch, so that a stop signal is honoured
+     * between them, as the other plans honour it between steps. */
+    struct eval_stats ev = {0};
+    const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
+    const long chunks = (n + eval_batch - 1) / eval_batch;
+    long done = 0;
     const double t0 = tb_now_s();
-    if (st == TB_OK) {
-        struct batch tb = {(int)n, s->test.images, s->test_y};
+    for (long i = 0; i < chunks && st == TB_OK; i++, done++) {
+        if (bench_stop_signal()) {
+            st = tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld evaluation batches",
+                              bench_signal_name(bench_stop_signal()), done, chunks);
+            break;
+        }
+        const long off = i * eval_batch, m = n - off < eval_batch ? n - off : eval_batch;
+        struct batch tb = {(int)m, s->test.images + off * px, s->test_y + off};
+        ev.logits = logits + (size_t)off * K;
         st = backend_evaluate(&s->be, &tb, &ev);
     }
     const double eval_s = tb_now_s() - t0;
+    if (st == TB_EINTR) {
+        /* No logits file (none was opened) and no figures: the row of what ran, marked partial. */
+        free(logits);
+        tb_error_set(st, "%s; a partial evaluation is not resumable: run it again", tb_error_get());
+        /* Steps here are evaluation batches; the row keeps the run's own batch in its config, so no
+         * partial rate (plan_stopped's would count training batches) and no training time. */
+        const struct stop_info si = {chunks, done, 0, NAN, NAN, NULL, NULL};
+        s->last_loss = NAN; /* no training loss */
+        return plan_stopped(s, st, s->run_base, batch, &si);
+    }
     if (st == TB_OK && ev.n != n) st = tb_error_set(TB_EINVAL, "evaluate: the backend saw %ld of %ld samples", ev.n, n);
     if (st != TB_OK) {
         free(logits);

@@ -176,7 +176,22 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
  * replicas = devices): one row per point (kind "scaling", the same "sweep" id), then the table. Each
  * point sets its replicas/ga/micro-batch/devices in the run configuration, so its row's config says
  * what ran, and gets a freshly prepared backend. A failed point (a batch a backend cannot split, say)
- * is reported and skipped; the plan then fails. */
+ * is reported and skipped; the plan then fails (scaling_failed). */
+
+/* The sweep's status once every point was tried: TB_OK, or one line naming the failed points. Some
+ * points ran and wrote rows: a runtime failure (exit 1; a usage status would claim nothing ran). None
+ * ran: the first point's own status (a batch no point can split stays a usage error, exit 2). */
+static int scaling_failed(int n, int n_failed, int first_err, const char *labels, const char *first_msg)
+{
+    if (n_failed == 0) return TB_OK;
+    const char *which = n_failed > 1 ? "the first: " : "";
+    if (n_failed == n)
+        return tb_error_set(first_err, "scaling: no point ran: %s failed (%s%s)", labels, which, first_msg);
+    return tb_error_set(first_err == TB_EINVAL ? TB_EUNSUPPORTED : first_err,
+                        "scaling: %d of %d points failed: %s (%s%s); the other %d wrote their rows", n_failed, n, labels,
+                        which, first_msg, n - n_failed);
+}
+
 int plan_scaling(struct session *s)
 {
     struct bench_config *c = &s->c;
@@ -184,7 +199,9 @@ int plan_scaling(struct session *s)
     const int n = bench_scaling_points(c, pts, BENCH_MAX_POINTS);
     if (n < 0) return n;
     struct point_result res[BENCH_MAX_POINTS];
-    int ok[BENCH_MAX_POINTS] = {0}, first_err = TB_OK;
+    int ok[BENCH_MAX_POINTS] = {0}, first_err = TB_OK, n_failed = 0;
+    /* The failed points and the first one's message: a later point's success clears the error text. */
+    char failed[256] = "", first_msg[512] = "";
     int split_r[BENCH_MAX_POINTS], split_a[BENCH_MAX_POINTS], split_l[BENCH_MAX_POINTS];
     const int grid = c->n_replicas_list || c->n_ga_list || c->n_micro_batch_list;
     struct scale_base base = {0};
@@ -221,13 +238,17 @@ int plan_scaling(struct session *s)
         }
         if (st != TB_OK) {
             fprintf(stderr, "bench: scaling point %s failed: %s\n", label, tb_error_get());
-            if (first_err == TB_OK) first_err = st;
+            if (first_err == TB_OK) first_err = st, snprintf(first_msg, sizeof first_msg, "%s", tb_error_get());
+            const size_t used = strlen(failed);
+            snprintf(failed + used, sizeof failed - used, "%s%s", n_failed ? ", " : "", label);
+            n_failed++;
             continue;
         }
         ok[k] = 1;
         if (!(base.images_per_s > 0.0)) base = (struct scale_base){batch, split_r[k], res[k].images_per_s};
     }
-    if (c->quiet) return first_err;
+    const int st = scaling_failed(n, n_failed, first_err, failed, first_msg);
+    if (c->quiet) return st;
     if (c->compact) {
         printf("%sscaling %s/%s%s%s:", c->progress_prefix, c->backend, s->w->name, c->variant[0] ? " " : "", c->variant);
         for (int k = 0; k < n; k++)
@@ -237,7 +258,7 @@ int plan_scaling(struct session *s)
                 printf(" %.0f", res[k].images_per_s);
             }
         printf(" img/s\n");
-        return first_err;
+        return st;
     }
     printf("trainbench scaling: %s on %s data (%s), %s\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
            grid ? "a grid: each point's arrangement is in its row" : s->desc, c->epochs > 0 ? "trained" : "throughput only");
@@ -257,5 +278,5 @@ int plan_scaling(struct session *s)
     }
     printf("  local = samples per replica per micro-batch (global / (replicas x accumulation)); efficiency = images/s "
            "per replica relative to the base (first) point; result rows %s (sweep %s)\n", c->out, s->run_base);
-    return first_err;
+    return st;
 }

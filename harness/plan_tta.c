@@ -5,6 +5,7 @@
 #include "session.h"
 
 #include "clock.h"
+#include "finished.h"
 #include "stats.h"
 #include "status.h"
 
@@ -190,6 +191,8 @@ struct tta_plan {
     char ckpt_err[512];          /* a finished seed's checkpoint that could not be written (the first): the
                                     result is still written, naming it, and the run then exits 1 */
     int resumed_here;            /* the newest checkpoint in --checkpoint-dir is the resumed one */
+    long done_ckpt;              /* the plan step of a checkpoint holding every seed's result (-1: none) */
+    int finished;                /* --resume of a plan that finished and wrote its row: nothing to do */
     int ran;                     /* the seed that stopped, or n */
     long stop_step, stop_start;  /* a stopped seed's completed steps and where its session began */
     double stop_time, stop_session;
@@ -259,11 +262,19 @@ static int tta_begin(struct tta_plan *p)
     p->ckpt = c->checkpoint_dir[0] != 0;
     p->g_resumed = -1;
     if (c->resume[0] && (st = tta_resume(p)) != TB_OK) return st;
+    /* Every seed done and the row written (finished.json): resuming would only write the same row again. */
+    char note[1200];
+    if (p->g_resumed >= 0 && p->k0 == p->n && finished_at(c->resume, p->g_resumed, note, sizeof note)) {
+        fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
+        p->finished = 1;
+        return TB_OK;
+    }
     p->ck_every = p->ckpt ? c->checkpoint_every : 0;
     if (p->ckpt && (st = checkpoint_dir_ready(s)) != TB_OK) return st;
     /* Whether the newest checkpoint of this run in --checkpoint-dir is the resumed one. */
     p->resumed_here = p->g_resumed >= 0 && strcmp(c->checkpoint_dir, c->resume) == 0;
     if (p->resumed_here) snprintf(p->ckpt_path, sizeof p->ckpt_path, "%s", p->resumed_from);
+    p->done_ckpt = p->resumed_here && p->k0 == p->n ? p->g_resumed : -1;
     p->ran = p->k0;
     return TB_OK;
 }
@@ -396,6 +407,7 @@ static int tta_seed_done(struct tta_plan *p, struct tta_seed *q)
                                           q->prev_t + q->session_train, txt, path, sizeof path)
                        : TB_ENOMEM;
     if (st == TB_OK) p->n_ckpt++, memcpy(p->ckpt_path, path, sizeof path);
+    if (st == TB_OK && k == p->n - 1) p->done_ckpt = p->g_before + q->step;
     /* The seed was measured: a checkpoint that cannot be written does not void it (as in the train plan). */
     else if (!p->ckpt_err[0]) snprintf(p->ckpt_err, sizeof p->ckpt_err, "%s", tb_error_get());
     free(txt);
@@ -582,7 +594,13 @@ static int tta_row(struct tta_plan *p)
     row_common_figures(s, &b, p->gflops,
                        measure_train_bytes_per_step(&s->m, p->batch, optim_state_per_param(c->run.optim.kind)),
                        p->flops_step);
-    return row_end(s, &b);
+    const int st = row_end(s, &b);
+    /* The plan finished and its row exists (as in the train plan): a later --resume has nothing to do.
+     * Only when the newest checkpoint holds every seed (g_before is then the plan's last step). */
+    if (st == TB_OK && p->ckpt && p->done_ckpt == p->g_before && s->primary &&
+        finished_mark(c->checkpoint_dir, p->g_before, s->run_base, c->out))
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    return st;
 }
 
 /* The summary block on stdout (a suite prints a line per seed instead). */
@@ -641,7 +659,7 @@ int plan_tta(struct session *s)
     memset(&p, 0, sizeof p);
     p.s = s;
     int st = tta_begin(&p);
-    if (st == TB_OK) {
+    if (st == TB_OK && !p.finished) {
         for (int k = p.k0; k < p.n; k++, p.ran++)
             if ((st = tta_seed(&p, k)) != TB_OK) break;
         if (st == TB_EINTR || st == TB_EDIVERGED) st = tta_stopped(&p, st);

@@ -10,7 +10,9 @@
  * with TB_KILLRUN_SEED=<seed>. Whole test: about 10–20 s.
  * Also the stop signals outside the train plan: a suite stops after the run a SIGINT/SIGTERM lands in
  * (that run writes its interrupted row and checkpoint, no later run starts, one line counts them,
- * exit 130/143), and the throughput, scaling and inference plans write an interrupted row, exit 130.
+ * exit 130/143), and the throughput, scaling and inference plans write an interrupted row, exit 130;
+ * the evaluate plan stops between its evaluation batches the same way (exit 130/143, no logits file).
+ * And a scaling sweep whose point cannot run ends with one line naming it (exit 1, the other rows kept).
  */
 #include "test_reliability_util.h"
 
@@ -291,4 +293,89 @@ Test(killrun, sigint_stops_throughput_scaling_and_inference_with_an_interrupted_
     free(res);
     tu_rm_rf(dir);
     free(dir);
+}
+
+/* --plan evaluate honours a stop between evaluation batches (it used to evaluate everything and exit 0
+ * with an "ok" row): exit 128 + signal, one interrupted row without evaluation figures, no --logits file.
+ * The signal is sent once the backend is being prepared, so it usually lands mid-evaluation. */
+Test(killrun, sigint_and_sigterm_stop_evaluate_between_batches)
+{
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        char *dir = tu_mkdtemp("killeval");
+        pid_t pid = rb_start(dir, "eval", RB_ARGS("--data", "synthetic", "--synthetic-samples", "100,150000", "--mllog", "none",
+                                                  "--out", "results.jsonl"),
+                             RB_ARGS("--plan", "evaluate", "--eval-batch", "50", "--logits", "ev.npy"));
+        int exited = 0, preparing = 0;
+        cr_assert(rb_wait_handler(pid, sigs[i], &exited), "the run ended (status %d) before it handled signals", exited);
+        for (int k = 0; k < 60000 && !preparing; k++) {
+            char *err = rb_stderr(dir, "eval");
+            preparing = err && strstr(err, "preparing the backend");
+            free(err);
+            if (!preparing) rb_sleep_ms(1.0);
+        }
+        rb_sleep_ms(100.0);
+        cr_assert_eq(kill(pid, sigs[i]), 0);
+        const int code = rb_wait(pid);
+        char *err = rb_stderr(dir, "eval");
+        cr_assert_eq(code, 128 + sigs[i], "exit status %d after signal %d, want %d: %s", code, sigs[i], 128 + sigs[i], err);
+        cr_assert(strstr(err, "evaluation batches") && strstr(err, "not resumable"), "%s", err);
+        struct json_value *rows[4];
+        cr_assert_eq(rb_rows(dir, rows, 4), 1, "%s", err);
+        struct json_value *r = rows[0];
+        cr_assert_str_eq(json_get_str(r, "kind", ""), "evaluate");
+        cr_assert_str_eq(json_get_str(r, "status", ""), "interrupted");
+        cr_assert_eq(json_get_bool(r, "figures.partial", 0), 1);
+        cr_assert_str_eq(json_get_str(r, "figures.stopped_by", ""), i ? "SIGTERM" : "SIGINT");
+        cr_assert_null(json_get(r, "figures.eval_top1"), "an interrupted evaluation must not carry an accuracy");
+        const double done = json_get_number(r, "figures.completed_steps", -1),
+                     planned = json_get_number(r, "figures.planned_steps", -1);
+        cr_assert(planned == 3000 && done >= 0 && done < planned, "%g of %g evaluation batches", done, planned);
+        cr_log_info("evaluate stopped by signal %d after %g of %g batches", sigs[i], done, planned);
+        char *npy = rb_path(dir, "ev.npy");
+        cr_assert_neq(access(npy, F_OK), 0, "an interrupted evaluation left its --logits file");
+        json_value_free(r);
+        free(npy), free(err);
+        tu_rm_rf(dir);
+        free(dir);
+    }
+}
+
+/* A scaling point that cannot run (a batch the backend's arrangement cannot split) is found when its
+ * backend is prepared, mid-sweep. The run used to end with an empty "bench: " line and exit 2 after the
+ * other points wrote their rows; now the last line names the failed points, and the exit is 1 when some
+ * points ran (their rows kept) or 2 when none did (no row). */
+Test(killrun, a_scaling_point_that_cannot_run_is_named_in_one_line)
+{
+    static const char *const cases[][8] = {
+        {"--backend", "ipu", "--stages", "2", "--batches", "3,8", NULL, "1 of 2 points failed: batch 3 (ipu: global batch 3"},
+        {"--backend", "mirrored", "--devices", "3", "--batches", "8,9", NULL, "1 of 2 points failed: batch 8 (--batch 8 does"},
+        {"--backend", "mirrored", "--devices", "3", "--batches", "8,9,10", NULL, "2 of 3 points failed: batch 8, batch 10"},
+        {"--backend", "mirrored", "--devices", "3", "--batches", "8,10", NULL, "no point ran: batch 8, batch 10 failed"},
+    };
+    static const int want_code[] = {1, 1, 1, 2}, want_rows[] = {1, 1, 1, 0};
+    for (int i = 0; i < 4; i++) {
+        char *dir = tu_mkdtemp("killscale");
+        const int code = rb_run(dir, "sc", RB_ARGS("--data", "synthetic", "--synthetic-samples", "64,32", "--mllog", "none",
+                                                   "--out", "results.jsonl", "--quiet", "--plan", "scaling", "--steps", "2"),
+                                cases[i]);
+        char *err = rb_stderr(dir, "sc");
+        cr_assert_eq(code, want_code[i], "case %d: exit %d, want %d: %s", i, code, want_code[i], err);
+        /* The last line: never an empty "bench: ", always the failed points. */
+        size_t len = strlen(err);
+        while (len && err[len - 1] == '\n') err[--len] = '\0';
+        const char *last = strrchr(err, '\n') ? strrchr(err, '\n') + 1 : err;
+        cr_assert(strncmp(last, "bench: scaling: ", 16) == 0 && strstr(last, cases[i][7]), "case %d: last line '%s'", i,
+                  last);
+        struct json_value *rows[4];
+        const int n = rb_rows(dir, rows, 4);
+        cr_assert_eq(n, want_rows[i], "case %d: %d rows", i, n);
+        for (int k = 0; k < n; k++) {
+            cr_assert_str_eq(json_get_str(rows[k], "status", ""), "ok");
+            json_value_free(rows[k]);
+        }
+        free(err);
+        tu_rm_rf(dir);
+        free(dir);
+    }
 }

@@ -628,18 +628,40 @@ Test(resume, train_and_tta_do_not_take_each_others_checkpoints)
         free(err);
     }
     cr_assert_eq(rb_count_lines(res), rows, "a refused resume wrote a row");
-    /* Resuming a finished tta run trains nothing and writes its row again. */
-    struct json_value *r0 = rb_last_row(dir);
-    json_value_free(r0);
-    cr_assert_eq(rb_run(dir, "again", RB_ARGS(RB_BASE), RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9",
-                                                                 "--resume", "ckt")),
-                 0);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_str_eq(json_get_str(r, "kind", ""), "tta");
-    cr_assert_eq(json_get_bool(r, "figures.runs.0.reached", 0), 1);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), json_get_number(r, "figures.runs.0.steps", -2));
-    json_value_free(r);
+    /* Resuming a finished tta run (its row written) has nothing to do: see tta_resume_of_a_finished_plan_... */
     free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A tta plan that reached its target and wrote its row leaves finished.json, as the train plan does: each
+ * --resume of it (or of a copy of its directory) says it finished, exits 0 and writes no row, where it
+ * used to append the same measurement again on every resume. */
+Test(resume, tta_resume_of_a_finished_plan_says_so_and_writes_no_row)
+{
+    char *dir = new_dir();
+#define QUICK_TTA "--plan", "tta", "--eval-every", "25", "--target", "0.9"
+    cr_assert_eq(rb_run(dir, "tta", RB_ARGS(RB_BASE), RB_ARGS(QUICK_TTA, "--seeds", "2", "--checkpoint-dir", "ckt")), 0);
+    char *res = rb_path(dir, "results.jsonl"), *marker = rb_path(dir, "ckt/finished.json");
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_bool(r, "figures.runs.1.reached", 0), 1);
+    const long total = (long)(json_get_number(r, "figures.runs.0.steps", -1) + json_get_number(r, "figures.runs.1.steps", -1));
+    char *note = tu_read_file(marker, NULL);
+    cr_assert(note, "the finished tta plan left no %s", marker);
+    char want[64];
+    snprintf(want, sizeof want, "\"finished_step\":%ld", total);
+    cr_assert(strstr(note, want) && strstr(note, json_get_str(r, "run_id", "?")), "finished.json: %s (want %s)", note, want);
+    const int rows = rb_count_lines(res);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(rb_run(dir, "again", RB_ARGS(RB_BASE), RB_ARGS(QUICK_TTA, "--seeds", "2", "--resume", "ckt")), 0);
+        char *err = rb_stderr(dir, "again");
+        cr_assert(strstr(err, "finished at step") && strstr(err, "no new row"), "resume %d: %s", i, err);
+        free(err);
+        cr_assert_eq(rb_count_lines(res), rows, "resume %d of a finished tta plan wrote a row", i);
+    }
+#undef QUICK_TTA
+    json_value_free(r);
+    free(note), free(res), free(marker);
     tu_rm_rf(dir);
     free(dir);
 }
