@@ -25,7 +25,7 @@
  * Checkpoints (train and tta plans): --checkpoint-dir DIR holds resumable safetensors checkpoints (params,
  * buffers, optimizer state, configuration, step, training seconds), written every --checkpoint-every
  * steps, after the last step and when a signal stops the run; --resume DIR continues from the newest,
- * reaching bitwise the same parameters as an uninterrupted run on cpu (a train run that finished and wrote
+ * reaching bitwise the same parameters as an uninterrupted run on cpu (a train or tta run that finished and wrote
  * its row has nothing left to resume: finished.h); --save/--load move plain weights.
  * Threading: bench_run is called from one thread; backends start their own workers. While it runs it
  * handles SIGINT and SIGTERM (previous handlers are restored when it returns).

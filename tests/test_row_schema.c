@@ -16,6 +16,7 @@
 
 #include "executor.h"
 #include "results.h"
+#include "tpool.h"
 
 #include <signal.h>
 
@@ -226,13 +227,15 @@ Test(row_schema, every_key_of_every_plan_is_documented)
         int ok = 0, cuda = 0;
         for (int i = 0; i < s.keys.n && !ok; i++) ok = matches(doc.p[j], s.keys.p[i]);
         for (int k = 0; k < cuda_only.n && !cuda; k++) cuda = !strcmp(cuda_only.p[k], doc.p[j]);
-        if (!ok && cuda && !gpu) n_unchecked++;
+        /* The calibration's barrier needs a pool of two threads: on one core there is none to time. */
+        const int one_core = !strcmp(doc.p[j], "calibration.barrier_all_us") && tpool_cpus() < 2;
+        if (!ok && ((cuda && !gpu) || one_core)) n_unchecked++;
         else if (!ok) n_missing++, snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %s", doc.p[j]);
     }
     cr_assert_eq(n_missing, 0, "documented in results/README.md but written by none of these runs (stale, or a run "
                                "is missing here):%s", missing);
     if (n_unchecked)
-        cr_log_info("%d cuda-only fields not checked: no GPU answers here (they are checked where one does)",
+        cr_log_info("%d cuda-only (or two-core) fields not checked: no GPU answers here (they are checked where one does)",
                     n_unchecked);
     paths_free(&doc);
     paths_free(&cuda_only);
