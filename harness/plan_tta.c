@@ -643,7 +643,10 @@ static void tta_print(const struct tta_plan *p)
     if (p->ckpt)
         printf("  checkpoint  %s (%d written, %.3f s, not counted in the clock)\n",
                p->ckpt_path[0] ? p->ckpt_path : "none", p->n_ckpt, p->ckpt_total);
-    printf("  result row  %s (run %s; logs in %s)\n", c->out, s->run_base, c->mllog_dir);
+    if (strcmp(c->mllog_dir, "none") != 0)
+        printf("  result row  %s (run %s; logs in %s)\n", c->out, s->run_base, c->mllog_dir);
+    else
+        printf("  result row  %s (run %s)\n", c->out, s->run_base);
 }
 
 /* Time to accuracy: train until an evaluation reaches the target, --seeds times. The clock of a seed
