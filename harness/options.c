@@ -874,6 +874,8 @@ int bench_config_finish(struct bench_config *c)
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
     if (p == PLAN_TTA && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan tta runs until the target or --max-epochs; --epochs does not apply");
+    if (option_given(c, "synthetic-samples") && c->data[0] && strcmp(c->data, "synthetic") != 0)
+        return tb_error_set(TB_EINVAL, "--synthetic-samples applies to --data synthetic; --data %s reads its files", c->data);
     if (option_given(c, "steps-per-epoch") &&
         (p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || p == PLAN_EVALUATE || (p == PLAN_SCALING && c->epochs <= 0)))
         return tb_error_set(TB_EINVAL, "--steps-per-epoch applies to the plans that count epochs (train, tta, scaling "

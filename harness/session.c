@@ -156,6 +156,10 @@ static int load_data(struct session *s)
     if ((st = dataset_load_dir(dir, 1, &s->train)) != TB_OK) return st;
     if ((st = dataset_load_dir(dir, 0, &s->test)) != TB_OK) return st;
     if ((st = dataset_check_pair(&s->train, &s->test)) != TB_OK) return st;
+    for (int k = 0; k < 2 && !c->quiet; k++) { /* a choice the reader made where the directory left one */
+        const char *note = k ? s->test.note : s->train.note;
+        if (note[0]) fprintf(stderr, "bench: note: %s\n", note);
+    }
     /* Resample only for workloads that fix their input shape; EfficientNet resizes on the device. */
     int res = w->resolution, ch = w->channels ? w->channels : s->train.c;
     if ((res && (res != s->train.h || res != s->train.w)) || ch != s->train.c) {

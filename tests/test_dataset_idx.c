@@ -172,6 +172,22 @@ Test(idx, load_dir_name_variants)
     dataset_free(&ds);
 }
 
+/* A directory that leaves a choice: a plain copy beside its .gz is read (plain first) and the dataset's note says
+ * which files were read and that others were left; an IDX set beside CIFAR-10 batches is refused. */
+Test(idx, load_dir_with_a_choice_says_so_or_refuses)
+{
+    write_pair("train-images-idx3-ubyte", "train-labels-idx1-ubyte", 9, 4, 4, 0);
+    write_pair("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", 5, 4, 4, 1);
+    struct dataset ds;
+    cr_assert_eq(idx_load_dir(td_dir, 1, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(ds.n, 9, "the plain copy is read");
+    cr_assert(strstr(ds.note, "train-images-idx3-ubyte") && strstr(ds.note, "2 other spellings"), "%s", ds.note);
+    dataset_free(&ds);
+    write_file(td_path("data_batch_1.bin"), (const uint8_t *)"x", 1, 0);
+    cr_assert_eq(dataset_load_dir(td_dir, 1, &ds), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "both an IDX set and CIFAR-10"), "%s", tb_error_get());
+}
+
 Test(idx, load_dir_fashion_name)
 {
     char sub[512];

@@ -619,7 +619,11 @@ Test(probes, outputs_that_collide_with_each_other_or_an_input_are_refused, .time
         {{"--suite", "s.suite", "--out", "s.suite"}, "--out", "--suite"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i].args);
+        /* A case reading a data directory takes no --synthetic-samples (refused beside a --data DIR). */
+        const int reads_data = !strcmp(cases[i].b, "--data");
+        const int code = reads_data ? rb_run(dir, "bad", RB_ARGS("--batch", "8", "--mllog", "none", "--out", "results.jsonl",
+                                                                  "--quiet"), cases[i].args)
+                                    : rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i].args);
         char *err = rb_stderr(dir, "bad");
         const int suite = !strcmp(cases[i].b, "--suite"); /* a failed suite run exits 1 */
         cr_assert_eq(code, suite ? 1 : 2, "case %zu (%s, %s): exit %d: %s", i, cases[i].a, cases[i].b, code, err);

@@ -26,6 +26,9 @@ int dataset_load_dir(const char *dir, int train, struct dataset *out)
     struct stat st;
     if (stat(dir, &st) != 0) return tb_error_set(TB_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return tb_error_set(TB_EIO, "%s: not a directory", dir);
+    /* Two data sets in one directory: which one the user meant is not ours to guess. */
+    if (idx_probe_dir(dir) && cifar10_probe_dir(dir))
+        return tb_error_set(TB_EINVAL, "%s holds both an IDX set and CIFAR-10 batches: give a directory with one", dir);
     if (idx_probe_dir(dir)) return idx_load_dir(dir, train, out);
     if (cifar10_probe_dir(dir)) return cifar10_load_dir(dir, train, out);
     return tb_error_set(TB_EIO,

@@ -25,6 +25,7 @@ struct dataset {
     int32_t *labels;  /* (n) in [0, n_classes) */
     char name[64];    /* "fashion-mnist", "mnist", "cifar10", "synthetic", ... */
     char source[512]; /* directory or "synthetic" */
+    char note[320];   /* what a reader chose where the directory left a choice ("" if none): the caller says it */
 };
 
 /* Reads an IDX image file (magic 0x00000803) and label file (0x00000801), gzip or plain, into out. */

@@ -122,16 +122,33 @@ fail:
 }
 
 /* Finds the first existing spelling of <prefix>-<kind>-idxN-ubyte[.gz] in dir; 1 if found. */
-static int idx_find_file(const char *dir, const char *prefix, const char *kind, int ndim, char *path, size_t cap)
+/* The first spelling of the file that exists into path; its other spellings that exist too are counted in
+ * *others (NULL: not counted): a plain copy beside its .gz, or both separators, leave a choice. */
+static int idx_find_file_others(const char *dir, const char *prefix, const char *kind, int ndim, char *path, size_t cap,
+                                int *others)
 {
     static const char *const seps[] = {"-", "."};  /* "train-images-idx3-ubyte", "train-images.idx3-ubyte" */
     static const char *const exts[] = {"", ".gz"}; /* plain first: it is cheaper to read */
+    int found = 0;
     for (int s = 0; s < 2; s++)
         for (int e = 0; e < 2; e++) {
-            int k = snprintf(path, cap, "%s/%s-%s%sidx%d-ubyte%s", dir, prefix, kind, seps[s], ndim, exts[e]);
-            if (k > 0 && (size_t)k < cap && dsio_file_exists(path)) return 1;
+            char cand[IDX_PATH_MAX];
+            int k = snprintf(cand, sizeof cand, "%s/%s-%s%sidx%d-ubyte%s", dir, prefix, kind, seps[s], ndim, exts[e]);
+            if (k <= 0 || (size_t)k >= sizeof cand || (size_t)k >= cap || !dsio_file_exists(cand)) continue;
+            if (found) {
+                (*others)++;
+                continue;
+            }
+            memcpy(path, cand, (size_t)k + 1);
+            found = 1;
+            if (!others) return 1;
         }
-    return 0;
+    return found;
+}
+
+static int idx_find_file(const char *dir, const char *prefix, const char *kind, int ndim, char *path, size_t cap)
+{
+    return idx_find_file_others(dir, prefix, kind, ndim, path, cap, NULL);
 }
 
 int idx_probe_dir(const char *dir)
@@ -159,15 +176,19 @@ int idx_load_dir(const char *dir, int train, struct dataset *out)
     if (strlen(dir) > IDX_PATH_MAX - 64) return tb_error_set(TB_EINVAL, "%s: directory name too long", dir);
     const char *prefix = train ? "train" : "t10k";
     char ip[IDX_PATH_MAX], lp[IDX_PATH_MAX];
-    if (!idx_find_file(dir, prefix, "images", 3, ip, sizeof ip))
+    int others = 0;
+    if (!idx_find_file_others(dir, prefix, "images", 3, ip, sizeof ip, &others))
         return tb_error_set(TB_EIO, "%s: no %s images file (tried %s-images-idx3-ubyte[.gz], %s-images.idx3-ubyte[.gz])",
                             dir, train ? "train" : "test", prefix, prefix);
-    if (!idx_find_file(dir, prefix, "labels", 1, lp, sizeof lp))
+    if (!idx_find_file_others(dir, prefix, "labels", 1, lp, sizeof lp, &others))
         return tb_error_set(TB_EIO, "%s: no %s labels file (tried %s-labels-idx1-ubyte[.gz], %s-labels.idx1-ubyte[.gz])",
                             dir, train ? "train" : "test", prefix, prefix);
     int st = idx_load(ip, lp, 10, out);
     if (st) return st;
     snprintf(out->name, sizeof out->name, "%s", idx_contains_ci(dir, "fashion") ? "fashion-mnist" : "mnist");
     snprintf(out->source, sizeof out->source, "%s", dir);
+    if (others) /* another copy (.gz beside plain, or another separator) was left: say which was read */
+        snprintf(out->note, sizeof out->note, "%s: read %s and %s; %d other spelling%s of them left unread", dir,
+                 strrchr(ip, '/') + 1, strrchr(lp, '/') + 1, others, others == 1 ? "" : "s");
     return TB_OK;
 }
