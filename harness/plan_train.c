@@ -421,6 +421,12 @@ int plan_train(struct session *s, int batch, const char *run_id, const struct sc
     if (st == TB_OK) st = train_applied_some(&t);
     if (st == TB_EINTR || st == TB_EDIVERGED) return train_stopped(&t, st);
     st = train_evaluate(&t, st);
+    if (st == TB_EINTR) {
+        /* Stopped in the final evaluation: the steps are done (and checkpointed with --checkpoint-dir), so a
+         * resume runs no step, evaluates and writes the row. */
+        tb_error_set(st, "%s after step %ld", tb_error_get(), t.step);
+        return train_stopped(&t, st);
+    }
     if (st == TB_OK) {
         train_figures(&t, res);
         st = train_row(&t);

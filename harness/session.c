@@ -469,9 +469,21 @@ int session_eval_batch(struct session *s, int batch)
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s)
 {
     const double t0 = tb_now_s();
-    struct batch tb = {session_eval_samples(s), s->test.images, s->test_y};
+    const int n = session_eval_samples(s);
+    /* In chunks of the batch the backend evaluates in (the same passes), so that a stop signal is honoured
+     * between them, as between training steps: an evaluation of hundreds of large images takes minutes. */
+    const int chunk = s->be_eval_batch > 0 ? s->be_eval_batch : n;
+    const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
     struct eval_stats ev = {0};
-    int st = backend_evaluate(&s->be, &tb, &ev);
+    int st = TB_OK;
+    for (int off = 0; off < n && st == TB_OK; off += chunk) {
+        if (bench_stop_signal()) {
+            *time_s = tb_now_s() - t0;
+            return tb_error_set(TB_EINTR, "interrupted by %s in the evaluation", bench_signal_name(bench_stop_signal()));
+        }
+        struct batch tb = {n - off < chunk ? n - off : chunk, s->test.images + (size_t)off * px, s->test_y + off};
+        st = backend_evaluate(&s->be, &tb, &ev);
+    }
     *time_s = tb_now_s() - t0;
     if (st != TB_OK) return st;
     if (ev.n <= 0) return tb_error_set(TB_EINVAL, "evaluation saw no samples");

@@ -341,6 +341,38 @@ Test(killrun, sigint_and_sigterm_stop_evaluate_between_batches)
     }
 }
 
+/* A stop signal in a train run's final evaluation (the steps done and checkpointed) stops it between evaluation
+ * batches: exit 130, an interrupted row, and the message points at the checkpoint a resume evaluates from. */
+Test(killrun, sigint_stops_the_final_evaluation_of_a_train_run)
+{
+    char *dir = tu_mkdtemp("killtraineval");
+    pid_t pid = rb_start(dir, "te", RB_ARGS("--data", "synthetic", "--synthetic-samples", "100,150000", "--mllog", "none",
+                                            "--out", "results.jsonl"),
+                         RB_ARGS("--epochs", "1", "--steps-per-epoch", "2", "--batch", "8", "--eval-batch", "10",
+                                 "--checkpoint-dir", "ck"));
+    int exited = 0, evaluating = 0;
+    cr_assert(rb_wait_handler(pid, SIGINT, &exited), "the run ended (status %d) before it handled signals", exited);
+    for (int k = 0; k < 60000 && !evaluating; k++) {
+        char *err = rb_stderr(dir, "te");
+        evaluating = err && strstr(err, "evaluating 150000 test samples");
+        free(err);
+        if (!evaluating) rb_sleep_ms(1.0);
+    }
+    cr_assert(evaluating, "the run never said it was evaluating the test set");
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    const int code = rb_wait(pid);
+    char *err = rb_stderr(dir, "te");
+    cr_assert_eq(code, 130, "exit status %d after SIGINT in the evaluation: %s", code, err);
+    cr_assert(strstr(err, "in the evaluation after step 2") && strstr(err, "--resume"), "%s", err);
+    struct json_value *rows[4];
+    cr_assert_eq(rb_rows(dir, rows, 4), 1, "%s", err);
+    cr_assert_str_eq(json_get_str(rows[0], "status", ""), "interrupted");
+    json_value_free(rows[0]);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* A scaling point that cannot run (a batch the backend's arrangement cannot split) is found when its
  * backend is prepared, mid-sweep. The run used to end with an empty "bench: " line and exit 2 after the
  * other points wrote their rows; now the last line names the failed points, and the exit is 1 when some
