@@ -85,7 +85,7 @@ static int check_append_file(const char *opt, const char *path)
 /* A file replaced by rename (--save, the calibration): an existing target must be a regular file, since
  * renaming over /dev/null would replace the device; its directory must exist (the --save writer does not
  * create it) and take a new file, or with make_dirs be creatable under its nearest existing ancestor. */
-static int check_replaced_file(const char *opt, const char *path, int make_dirs)
+int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
@@ -104,11 +104,6 @@ static int check_replaced_file(const char *opt, const char *path, int make_dirs)
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tb_error_set(TB_EIO, "%s %s: directory %s does not exist", opt, path, dir);
     return dir_writable(opt, path, dir);
-}
-
-int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
-{
-    return check_replaced_file(opt, path, make_dirs);
 }
 
 /* A directory written into (--mllog, --checkpoint-dir): an existing one must take a new file; a
@@ -218,6 +213,25 @@ static void add_data_files(struct place *pl, int *n, int max, const char *dir)
  * --out file replaced the result rows, --logits on --load's file the weights. Directories may be shared
  * (--mllog's and --checkpoint-dir's files are named apart; --checkpoint-dir defaults to --resume's), and a
  * character device such as /dev/null may take any number of outputs. TB_EINVAL naming both options. */
+int outputs_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char na[PATH_MAX], nb[PATH_MAX];
+    normalise(a, na, sizeof na), normalise(b, nb, sizeof nb);
+    return !strcmp(na, nb);
+}
+
+/* The event logs a run under --run-id writes: <id>.log, or tta with several seeds one a seed, <id>-seed<S>.log
+ * (plan_tta.c). Returns how many; the k-th's path into log (the length snprintf gave: >= n if cut). */
+static int run_log_count(const struct bench_config *c) { return c->plan == PLAN_TTA && c->seeds > 1 ? c->seeds : 1; }
+static int run_log_path(const struct bench_config *c, int k, char *log, size_t n)
+{
+    return run_log_count(c) > 1 ? snprintf(log, n, "%s/%s-seed%llu.log", c->mllog_dir, c->run_id,
+                                           (unsigned long long)c->run.seed + (unsigned long long)k)
+                                : snprintf(log, n, "%s/%s.log", c->mllog_dir, c->run_id);
+}
+
 /* Whether path's directory is dir (both may not exist yet). */
 static int parent_is(const char *path, const char *dir)
 {
@@ -263,14 +277,8 @@ static int check_distinct(const struct bench_config *c)
     if (mllog) add_place(pl, &n, MAX_PLACES, "--mllog", 1, 1, "%s", c->mllog_dir);
     if (mllog && c->run_id[0]) {
         char log[PATH_MAX];
-        /* tta with several seeds logs each as <id>-seed<S>.log (plan_tta.c) */
-        const int per_seed = c->plan == PLAN_TTA && c->seeds > 1;
-        for (int k = 0; k < (per_seed ? c->seeds : 1) && n < MAX_PLACES - 40; k++) {
-            if (per_seed)
-                snprintf(log, sizeof log, "%s/%s-seed%llu.log", c->mllog_dir, c->run_id,
-                         (unsigned long long)c->run.seed + (unsigned long long)k);
-            else
-                snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id);
+        for (int k = 0; k < run_log_count(c) && n < MAX_PLACES - 40; k++) {
+            run_log_path(c, k, log, sizeof log);
             add_place(pl, &n, MAX_PLACES, "--mllog", 1, 0, "%s", log);
         }
     }
@@ -324,18 +332,13 @@ int outputs_check(const struct bench_config *c)
     if (c->out[0]) st = check_append_file("--out", c->out);
     if (st == TB_OK && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) st = check_dir("--mllog", c->mllog_dir);
     if (st == TB_OK && c->checkpoint_dir[0]) st = check_dir("--checkpoint-dir", c->checkpoint_dir);
-    if (st == TB_OK && c->save[0]) st = check_replaced_file("--save", c->save, 0);
+    if (st == TB_OK && c->save[0]) st = outputs_check_replaced("--save", c->save, 0);
     /* A reused --run-id would meet its earlier run's event log; only a resume continues it. */
     if (st == TB_OK && c->run_id[0] && !c->resume[0] && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) {
         char log[PATH_MAX];
         struct stat sb;
-        /* tta with several seeds logs each as <id>-seed<S>.log (plan_tta.c): those are the run's logs then. */
-        const int per_seed = c->plan == PLAN_TTA && c->seeds > 1;
-        for (int k = 0; st == TB_OK && k < (per_seed ? c->seeds : 1); k++) {
-            const int len = per_seed ? snprintf(log, sizeof log, "%s/%s-seed%llu.log", c->mllog_dir, c->run_id,
-                                                (unsigned long long)c->run.seed + (unsigned long long)k)
-                                     : snprintf(log, sizeof log, "%s/%s.log", c->mllog_dir, c->run_id);
-            if (len < (int)sizeof log && stat(log, &sb) == 0)
+        for (int k = 0; st == TB_OK && k < run_log_count(c); k++) {
+            if (run_log_path(c, k, log, sizeof log) < (int)sizeof log && stat(log, &sb) == 0)
                 st = tb_error_set(TB_EINVAL, "--run-id %s: %s holds an earlier run's event log; give another --run-id "
                                              "(only --resume continues a run under its id)", c->run_id, log);
         }

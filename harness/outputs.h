@@ -25,5 +25,7 @@ int outputs_check(const struct bench_config *c);
  * directory must exist and take a new file (make_dirs: or be creatable, for a writer that makes it).
  * TB_OK, or TB_EIO with one line "OPT PATH: why". */
 int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
+/* Whether two paths name one file: by inode where both exist, else as their normalised spellings. */
+int outputs_same_file(const char *a, const char *b);
 
 #endif

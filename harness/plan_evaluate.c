@@ -70,21 +70,10 @@ int plan_evaluate(struct session *s)
     /* The test set goes to the backend in chunks of the eval batch, so that a stop signal is honoured
      * between them, as the other plans honour it between steps. */
     struct eval_stats ev = {0};
-    const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
     const long chunks = (n + eval_batch - 1) / eval_batch;
     long done = 0;
     const double t0 = tb_now_s();
-    for (long i = 0; i < chunks && st == TB_OK; i++, done++) {
-        if (bench_stop_signal()) {
-            st = tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld evaluation batches",
-                              bench_signal_name(bench_stop_signal()), done, chunks);
-            break;
-        }
-        const long off = i * eval_batch, m = n - off < eval_batch ? n - off : eval_batch;
-        struct batch tb = {(int)m, s->test.images + off * px, s->test_y + off};
-        ev.logits = logits + (size_t)off * K;
-        st = backend_evaluate(&s->be, &tb, &ev);
-    }
+    if (st == TB_OK) st = session_evaluate_chunks(s, n, eval_batch, logits, &ev, &done);
     const double eval_s = tb_now_s() - t0;
     if (st == TB_EINTR) {
         /* No logits file (none was opened) and no figures: the row of what ran, marked partial. */

@@ -466,25 +466,32 @@ int session_eval_batch(struct session *s, int batch)
 }
 
 /* Accuracy and mean loss on the test set (its first session_eval_samples samples). */
+int session_evaluate_chunks(struct session *s, long n, int chunk, float *logits, struct eval_stats *ev, long *done)
+{
+    const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
+    const long chunks = (n + chunk - 1) / chunk;
+    int st = TB_OK;
+    for (*done = 0; *done < chunks && st == TB_OK; ++*done) {
+        if (bench_stop_signal())
+            return tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld evaluation batches",
+                                bench_signal_name(bench_stop_signal()), *done, chunks);
+        const long off = *done * chunk, m = n - off < chunk ? n - off : chunk;
+        struct batch tb = {(int)m, s->test.images + (size_t)off * px, s->test_y + off};
+        if (logits) ev->logits = logits + (size_t)off * (size_t)s->m.n_classes;
+        st = backend_evaluate(&s->be, &tb, ev);
+    }
+    return st;
+}
+
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s)
 {
     const double t0 = tb_now_s();
     const int n = session_eval_samples(s);
-    /* In chunks of the batch the backend evaluates in (the same passes), so that a stop signal is honoured
-     * between them, as between training steps: an evaluation of hundreds of large images takes minutes. */
-    const int chunk = s->be_eval_batch > 0 ? s->be_eval_batch : n;
-    const size_t px = (size_t)s->test.h * s->test.w * s->test.c;
     struct eval_stats ev = {0};
-    int st = TB_OK;
-    for (int off = 0; off < n && st == TB_OK; off += chunk) {
-        if (bench_stop_signal()) {
-            *time_s = tb_now_s() - t0;
-            return tb_error_set(TB_EINTR, "interrupted by %s in the evaluation", bench_signal_name(bench_stop_signal()));
-        }
-        struct batch tb = {n - off < chunk ? n - off : chunk, s->test.images + (size_t)off * px, s->test_y + off};
-        st = backend_evaluate(&s->be, &tb, &ev);
-    }
+    long done;
+    int st = session_evaluate_chunks(s, n, s->be_eval_batch > 0 ? s->be_eval_batch : n, NULL, &ev, &done);
     *time_s = tb_now_s() - t0;
+    if (st == TB_EINTR) return tb_error_set(st, "interrupted by %s in the evaluation", bench_signal_name(bench_stop_signal()));
     if (st != TB_OK) return st;
     if (ev.n <= 0) return tb_error_set(TB_EINVAL, "evaluation saw no samples");
     *acc = (double)ev.correct / (double)ev.n;

@@ -143,6 +143,10 @@ int eval_batch_choose(const struct model *m, int batch, int requested, int test_
 int session_eval_batch(struct session *s, int batch);
 /* Accuracy and mean loss on the whole test set, and the seconds it took. */
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s);
+/* Evaluates the first n test samples into ev in chunks of chunk samples, the batches the backend evaluates in,
+ * so that a stop signal is honoured between them (TB_EINTR, saying after how many); logits (n, classes), when
+ * not NULL, receives every chunk's rows in place. *done: the chunks evaluated. */
+int session_evaluate_chunks(struct session *s, long n, int chunk, float *logits, struct eval_stats *ev, long *done);
 /* Allocates room for the times and losses of n steps (at most 2^24 kept), base 1. */
 int step_record_init(struct step_record *r, long n);
 /* Frees what step_record_init allocated (safe on a zeroed record). */

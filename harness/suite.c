@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "suite.h"
 
+#include "outputs.h"
 #include "regular_file.h"
 #include "status.h"
 
@@ -191,16 +192,6 @@ static int check_run_ids(const struct suite *s)
     return TB_OK;
 }
 
-/* Whether two paths name one file: by inode where both exist, else as spelled (less a leading "./"). */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    while (!strncmp(a, "./", 2)) a += 2;
-    while (!strncmp(b, "./", 2)) b += 2;
-    return !strcmp(a, b);
-}
-
 /* The files one run writes whole (replacing what was there): another run's output of any kind on one of
  * them destroys it — a later line's save= over an earlier line's rows, two expansions of one line saving to one
  * file. Result rows (out=) may be shared: runs append. Found here, before anything runs. */
@@ -217,7 +208,7 @@ static int check_run_outputs(const struct suite *s)
             static const char *const their_names[] = {"save", "trace", "logits", "timeline", "out"};
             for (int k = 0; k < 4; k++)
                 for (int m = 0; m < 5; m++) {
-                    if (!whole[k][0] || !theirs[m][0] || (j < i && m < 4) || !same_file(whole[k], theirs[m]))
+                    if (!whole[k][0] || !theirs[m][0] || (j < i && m < 4) || !outputs_same_file(whole[k], theirs[m]))
                         continue;
                     if (s->runs[i].line == s->runs[j].line)
                         return tb_error_set(TB_EINVAL, "%s:%d: the line expands to several runs that would all write "
