@@ -900,16 +900,17 @@ int bench_config_finish(struct bench_config *c)
     /* A schedule's parameters belong to that schedule: another would leave them unused. */
     {
         static const char *const sched_names[] = {"constant", "exponential", "polynomial", "cosine"};
+        static const struct { const char *opt; unsigned schedules; const char *which; } own[] = {
+            {"lr-decay-rate", 1u << LR_EXPONENTIAL, "exponential"},
+            {"lr-decay-steps", 1u << LR_EXPONENTIAL, "exponential"},
+            {"lr-power", 1u << LR_POLYNOMIAL, "polynomial"},
+            {"lr-final", 1u << LR_POLYNOMIAL | 1u << LR_COSINE, "polynomial or cosine"},
+        };
         const enum lr_schedule sc = c->run.optim.schedule;
-        const char *wrong = (option_given(c, "lr-decay-rate") || option_given(c, "lr-decay-steps")) && sc != LR_EXPONENTIAL
-                                ? (option_given(c, "lr-decay-rate") ? "lr-decay-rate" : "lr-decay-steps")
-                            : option_given(c, "lr-power") && sc != LR_POLYNOMIAL ? "lr-power"
-                            : option_given(c, "lr-final") && sc != LR_POLYNOMIAL && sc != LR_COSINE ? "lr-final"
-                                                                                                   : NULL;
-        if (wrong)
-            return tb_error_set(TB_EINVAL, "--%s does not apply to the %s learning-rate schedule (--lr-schedule %s)", wrong,
-                                sched_names[sc], !strcmp(wrong, "lr-power") ? "polynomial"
-                                                 : !strcmp(wrong, "lr-final") ? "polynomial or cosine" : "exponential");
+        for (size_t k = 0; k < sizeof own / sizeof *own; k++)
+            if (option_given(c, own[k].opt) && !(own[k].schedules & 1u << sc))
+                return tb_error_set(TB_EINVAL, "--%s does not apply to the %s learning-rate schedule (--lr-schedule %s)",
+                                    own[k].opt, sched_names[sc], own[k].which);
     }
 
     /* The throughput plan's length follows --time-budget unless --steps says it (plan_throughput.c):
