@@ -26,6 +26,17 @@ static void row(const char *path, const char *backend, int batch, const double *
     th_append(path, text);
 }
 
+/* Six repeats of a run at ~1000 images/s: the baseline the tests shift or leave alone. */
+static const double BASE[6] = {1000, 1010, 990, 1005, 995, 1002};
+
+/* The two result files a CLI test compares, and the file its output goes to (192 bytes each). */
+static void compare_paths(char *a, char *b, char *p)
+{
+    th_path(a, 192, "old.jsonl");
+    th_path(b, 192, "new.jsonl");
+    th_path(p, 192, "cli.txt");
+}
+
 static const struct compare_line *find(const struct compare_line *l, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
@@ -98,17 +109,16 @@ Test(harness_compare, known_shift_and_no_shift, .init = th_setup, .fini = th_tea
     char a[192], b[192];
     th_path(a, sizeof a, "old.jsonl");
     th_path(b, sizeof b, "new.jsonl");
-    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
     double up[6], same[6];
-    for (int i = 0; i < 6; i++) up[i] = base[i] * 1.10, same[i] = base[(i + 3) % 6] + (i % 2 ? 1.0 : -1.0);
-    row(a, "cpu", 32, base, 6);
+    for (int i = 0; i < 6; i++) up[i] = BASE[i] * 1.10, same[i] = BASE[(i + 3) % 6] + (i % 2 ? 1.0 : -1.0);
+    row(a, "cpu", 32, BASE, 6);
     row(b, "cpu", 32, up, 6);           /* +10 %: significant */
-    row(a, "threads", 32, base, 6);
+    row(a, "threads", 32, BASE, 6);
     row(b, "threads", 32, same, 6);     /* the same distribution: ~ */
-    row(a, "cpu", 64, base, 3);         /* one configuration, two rows: pooled to 6 samples */
-    row(a, "cpu", 64, base + 3, 3);
+    row(a, "cpu", 64, BASE, 3);         /* one configuration, two rows: pooled to 6 samples */
+    row(a, "cpu", 64, BASE + 3, 3);
     row(b, "cpu", 64, up, 6);
-    row(a, "cpu", 128, base, 6);        /* only in OLD */
+    row(a, "cpu", 128, BASE, 6);        /* only in OLD */
     th_append(b, "this line is not JSON\n");
     struct compare_line *l;
     int n;
@@ -193,12 +203,11 @@ Test(harness_compare, ignore_backend_matches_rows_across_backends, .init = th_se
     char a[192], b[192];
     th_path(a, sizeof a, "old.jsonl");
     th_path(b, sizeof b, "new.jsonl");
-    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
     double up[6];
-    for (int i = 0; i < 6; i++) up[i] = base[i] * 1.5;
-    row(a, "cpu", 32, base, 6);
+    for (int i = 0; i < 6; i++) up[i] = BASE[i] * 1.5;
+    row(a, "cpu", 32, BASE, 6);
     row(b, "threads", 32, up, 6);
-    row(a, "cpu", 64, base, 6); /* b64 only in OLD: still one side only */
+    row(a, "cpu", 64, BASE, 6); /* b64 only in OLD: still one side only */
     struct compare_line *l;
     int n;
     cr_assert_eq(compare_results(a, b, NULL, &l, &n), TB_OK);
@@ -247,9 +256,9 @@ Test(harness_compare, spread_is_a_labelled_95_ci_of_the_median, .init = th_setup
     char a[192], b[192];
     th_path(a, sizeof a, "old.jsonl");
     th_path(b, sizeof b, "new.jsonl");
-    const double base[6] = {1000, 1010, 990, 1005, 995, 1002}, few[3] = {1000, 1010, 990};
-    row(a, "cpu", 32, base, 6);
-    row(b, "cpu", 32, base, 6);
+    const double few[3] = {1000, 1010, 990};
+    row(a, "cpu", 32, BASE, 6);
+    row(b, "cpu", 32, BASE, 6);
     row(a, "cpu", 64, few, 3);
     row(b, "cpu", 64, few, 3);
     struct compare_line *l;
@@ -280,9 +289,7 @@ static int bench_sh(const char *args, const char *out)
 Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown)
 {
     char a[192], b[192], p[192];
-    th_path(a, sizeof a, "old.jsonl");
-    th_path(b, sizeof b, "new.jsonl");
-    th_path(p, sizeof p, "cli.txt");
+    compare_paths(a, b, p);
     cr_assert_eq(bench_sh("compare --help", p), 0, "bench compare --help exits 0");
     char *out = th_read(p);
     cr_assert(strstr(out, "usage: bench compare") && strstr(out, "--ignore"), "%s", out);
@@ -292,8 +299,8 @@ Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown
     cr_assert(strstr(out, "usage: bench report") && strstr(out, "--in FILE"), "%s", out);
     free(out);
 
-    const double base[6] = {1000, 1010, 990, 1005, 995, 1002}, up[6] = {2000, 2020, 1980, 2010, 1990, 2004};
-    row(a, "cpu", 32, base, 6);
+    const double up[6] = {2000, 2020, 1980, 2010, 1990, 2004};
+    row(a, "cpu", 32, BASE, 6);
     row(b, "threads", 32, up, 6);
     cr_assert_eq(bench_sh("compare --ignore backend old.jsonl new.jsonl", p), 0);
     out = th_read(p);
@@ -309,11 +316,8 @@ Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown
 Test(harness_compare, file_without_usable_rows_is_an_error, .init = th_setup, .fini = th_teardown)
 {
     char a[192], b[192], p[192];
-    th_path(a, sizeof a, "old.jsonl");
-    th_path(b, sizeof b, "new.jsonl");
-    th_path(p, sizeof p, "cli.txt");
-    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
-    row(a, "cpu", 32, base, 6);
+    compare_paths(a, b, p);
+    row(a, "cpu", 32, BASE, 6);
     static const char *const bad[] = {"", "not JSON\n{\"truncated\":\n", "{\"schema_version\":1,\"kind\":\"throughput\"}\n"};
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         th_write(b, bad[k]);
@@ -346,13 +350,12 @@ Test(harness_compare, non_finite_and_non_positive_samples, .init = th_setup, .fi
     char a[192], b[192];
     th_path(a, sizeof a, "old.jsonl");
     th_path(b, sizeof b, "new.jsonl");
-    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
-    row(a, "cpu", 32, base, 6);
+    row(a, "cpu", 32, BASE, 6);
     th_append(b, "{\"schema_version\":1,\"kind\":\"throughput\",\"config\":{\"plan\":\"throughput\",\"backend\":\"cpu\","
                  "\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\",\"steps\":100,\"warmup\":10},"
                  "\"figures\":{\"images_per_s\":1e400,\"repeat_images_per_s\":[1e400,-1e400]}}\n");
     const double bad[6] = {-100, 0, 1000, 1010, 990, 1005};
-    row(a, "cpu", 64, base, 6);
+    row(a, "cpu", 64, BASE, 6);
     row(b, "cpu", 64, bad, 6);
     struct compare_line *l;
     int n;
@@ -379,12 +382,9 @@ Test(harness_compare, non_finite_and_non_positive_samples, .init = th_setup, .fi
 Test(harness_compare, ignore_refuses_empty_and_duplicate_keys, .init = th_setup, .fini = th_teardown)
 {
     char a[192], b[192], p[192];
-    th_path(a, sizeof a, "old.jsonl");
-    th_path(b, sizeof b, "new.jsonl");
-    th_path(p, sizeof p, "cli.txt");
-    const double base[6] = {1000, 1010, 990, 1005, 995, 1002};
-    row(a, "cpu", 32, base, 6);
-    row(b, "threads", 32, base, 6);
+    compare_paths(a, b, p);
+    row(a, "cpu", 32, BASE, 6);
+    row(b, "threads", 32, BASE, 6);
     static const struct {
         const char *args, *says;
     } bad[] = {{"--ignore ,", "empty key"}, {"--ignore backend,,devices", "empty key"}, {"--ignore backend,", "empty key"},
