@@ -302,15 +302,7 @@ struct ctx {
     FILE *md;
 };
 
-/* v in fmt, or the empty-cell mark "–" where the row lacks it (missing, null, not a number) or it is not
- * finite (1e400 reads as inf): printf would show nan or inf. */
-static void fmt_num(char *buf, size_t n, double v, const char *fmt)
-{
-    if (!isfinite(v)) snprintf(buf, n, "–");
-    else snprintf(buf, n, fmt, v);
-}
-
-/* fmt_num as a value, for a cell in a printf argument list: cellf(v, "%.0f").s lives to the end of the
+/* report_cell as a value, for a cell in a printf argument list: cellf(v, "%.0f").s lives to the end of the
  * full expression (C11 6.2.4p8). */
 struct cell {
     char s[64];
@@ -319,7 +311,7 @@ struct cell {
 static struct cell cellf(double v, const char *fmt)
 {
     struct cell c;
-    fmt_num(c.s, sizeof c.s, v, fmt);
+    report_cell(c.s, sizeof c.s, v, fmt);
     return c;
 }
 
@@ -605,11 +597,11 @@ static void section_throughput(struct ctx *x)
             const struct json_value *r = x->rows.v[idx[j]];
             char var[512], share[32], reps[256] = "", note[160], gpu_mem[48] = "";
             variant_label(&x->rows, r, var, sizeof var);
-            if (report_gpu_row(r)) fmt_num(share, sizeof share, 100.0 * report_gpu_share(&x->gpu, r), "%.1f %% of GPU fp32");
-            else fmt_num(share, sizeof share, 100.0 * row_sgemm_share(r), "%.1f %%");
+            if (report_gpu_row(r)) report_cell(share, sizeof share, 100.0 * report_gpu_share(&x->gpu, r), "%.1f %% of GPU fp32");
+            else report_cell(share, sizeof share, 100.0 * row_sgemm_share(r), "%.1f %%");
             if (any_gpu) {
                 char mib[32];
-                fmt_num(mib, sizeof mib, fg(r, "gpu_mem_peak_mib"), "%.0f");
+                report_cell(mib, sizeof mib, fg(r, "gpu_mem_peak_mib"), "%.0f");
                 snprintf(gpu_mem, sizeof gpu_mem, " %s |", mib);
             }
             const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
@@ -724,8 +716,8 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
             snprintf(med, sizeof med, "%s–%s%s", cellf(1e3 * med_lo, "%.3f").s, cellf(1e3 * med_hi, "%.3f").s,
                      bi ? " (uneven)" : "");
         }
-        fmt_num(rate, sizeof rate, fg(r, "images_per_s"), "%.0f");
-        fmt_num(p99, sizeof p99, 1e3 * p99_max, "%.2f");
+        report_cell(rate, sizeof rate, fg(r, "images_per_s"), "%.0f");
+        report_cell(p99, sizeof p99, 1e3 * p99_max, "%.2f");
         for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n && s < 10; s++) {
             const struct json_value *ru = &runs->items[s];
             size_t len = strlen(runs_txt);
@@ -740,7 +732,7 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
                          seed.s, cellf(json_get_number(ru, "best_accuracy", NAN), "%.4f").s,
                          cellf(json_get_number(ru, "epochs", NAN), "%.1f").s);
         }
-        fmt_num(score, sizeof score, fg(r, "tta_olympic_mean_s"), "%.2f");
+        report_cell(score, sizeof score, fg(r, "tta_olympic_mean_s"), "%.2f");
         fprintf(x->md, "| %s | %d | %s | %s | %s of %s | %s | %s | %s | %s | %s |\n", cs(r, "backend"),
                 (int)cn(r, "batch"), cellf(cn(r, "target"), "%.4g").s, score, cellf(fg(r, "runs_reached"), "%.0f").s,
                 cellf(fg(r, "runs_total"), "%.0f").s, rate, med, p99, runs_txt, json_get_str(r, "build.commit", "?"));
@@ -868,7 +860,7 @@ static void section_scaling(struct ctx *x)
                 if (scaling_point(r))
                     fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "speedup"));
                 char acc[32], eff[80] = "";
-                fmt_num(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
+                report_cell(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
                 if (replicas_vary) snprintf(eff, sizeof eff, " %s |", cellf(100.0 * fg(r, "efficiency"), "%.0f %%").s);
                 len = strlen(tables);
                 snprintf(tables + len, sizeof tables - len, "| %d | %s | %s | %s | %s | %s |%s %s | %s |\n",
@@ -931,7 +923,7 @@ static void section_train(struct ctx *x)
         if (!x->rows.keep[i] || strcmp(kind_of(r), "train")) continue;
         char var[512], acc[32];
         variant_label(&x->rows, r, var, sizeof var);
-        fmt_num(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
+        report_cell(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
         char note[160];
         rate_note(r, note, sizeof note);
         fprintf(x->md, "| %s | %s | %d | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n",

@@ -71,9 +71,7 @@ static int published_read(const char *path, struct published *p, int max, const 
     return n;
 }
 
-/* v in fmt into buf, or the report's empty-cell mark "–" where the row lacks it or it is not finite
- * (printf would show nan or inf); returns buf. */
-static const char *cell(char *buf, size_t n, double v, const char *fmt)
+const char *report_cell(char *buf, size_t n, double v, const char *fmt)
 {
     if (isfinite(v)) snprintf(buf, n, fmt, v);
     else snprintf(buf, n, "–");
@@ -120,14 +118,14 @@ static void row_how(const struct json_value *r, char *buf, size_t n)
     const char *b = cfg_str(r, "backend");
     char c[3][32];
     if (!strcmp(b, "ipu"))
-        snprintf(buf, n, "ipu, %s stages, micro-batch %s x GA %s (%s)", cell(c[0], sizeof c[0], cfg_num(r, "stages"), "%g"),
-                 cell(c[1], sizeof c[1], cfg_num(r, "local_batch"), "%g"),
-                 cell(c[2], sizeof c[2], cfg_num(r, "accumulation"), "%g"),
+        snprintf(buf, n, "ipu, %s stages, micro-batch %s x GA %s (%s)", report_cell(c[0], sizeof c[0], cfg_num(r, "stages"), "%g"),
+                 report_cell(c[1], sizeof c[1], cfg_num(r, "local_batch"), "%g"),
+                 report_cell(c[2], sizeof c[2], cfg_num(r, "accumulation"), "%g"),
                  cfg_str(r, "schedule")[0] ? cfg_str(r, "schedule") : "1f1b");
     else if (!strcmp(b, "mirrored"))
         snprintf(buf, n, "mirrored, %d devices", row_devices(r));
     else if (!strcmp(b, "threads") && cfg_num(r, "threads") > 0)
-        snprintf(buf, n, "threads (%s)", cell(c[0], sizeof c[0], cfg_num(r, "threads"), "%g"));
+        snprintf(buf, n, "threads (%s)", report_cell(c[0], sizeof c[0], cfg_num(r, "threads"), "%g"));
     else
         snprintf(buf, n, "%s", b);
 }
@@ -136,7 +134,7 @@ static void row_machine(const struct json_value *r, char *buf, size_t n)
 {
     char cores[32];
     snprintf(buf, n, "%s, %s cores", json_get_str(r, "machine.cpu_model", "unknown CPU"),
-             cell(cores, sizeof cores, json_get_number(r, "machine.n_cores", 0), "%g"));
+             report_cell(cores, sizeof cores, json_get_number(r, "machine.n_cores", 0), "%g"));
 }
 
 static void seed002(const struct report_seeds_in *in)
@@ -182,7 +180,7 @@ static void seed002(const struct report_seeds_in *in)
             const double t = json_get_number(r, "figures.train_time_s", NAN);
             if (!isfinite(t)) continue;
             char ep[32];
-            fprintf(f, "measured here: %s, %s epochs\t%.6g\t2\n", how, cell(ep, sizeof ep, cfg_num(r, "epochs"), "%g"), t);
+            fprintf(f, "measured here: %s, %s epochs\t%.6g\t2\n", how, report_cell(ep, sizeof ep, cfg_num(r, "epochs"), "%g"), t);
             bars++;
         }
         fclose(f);
@@ -222,12 +220,12 @@ static void seed002(const struct report_seeds_in *in)
         row_machine(r, m, sizeof m);
         char c[7][32];
         fprintf(in->md, "| measured here | %s | %s | %d | %s | %s | %s | %s | %s | **%s** | %s (test, %s images) |\n", m,
-                how, row_devices(r), cell(c[0], sizeof c[0], cfg_num(r, "local_batch"), "%g"),
-                cell(c[1], sizeof c[1], cfg_num(r, "batch"), "%g"), cell(c[2], sizeof c[2], cfg_num(r, "epochs"), "%g"),
-                cell(c[3], sizeof c[3], cfg_num(r, "steps_per_epoch"), "%g"), cfg_str(r, "dataset"),
-                cell(c[4], sizeof c[4], json_get_number(r, "figures.train_time_s", NAN), "%.2f"),
-                cell(c[5], sizeof c[5], 100.0 * json_get_number(r, "figures.test_accuracy", NAN), "%.2f %%"),
-                cell(c[6], sizeof c[6], cfg_num(r, "eval_samples"), "%g"));
+                how, row_devices(r), report_cell(c[0], sizeof c[0], cfg_num(r, "local_batch"), "%g"),
+                report_cell(c[1], sizeof c[1], cfg_num(r, "batch"), "%g"), report_cell(c[2], sizeof c[2], cfg_num(r, "epochs"), "%g"),
+                report_cell(c[3], sizeof c[3], cfg_num(r, "steps_per_epoch"), "%g"), cfg_str(r, "dataset"),
+                report_cell(c[4], sizeof c[4], json_get_number(r, "figures.train_time_s", NAN), "%.2f"),
+                report_cell(c[5], sizeof c[5], 100.0 * json_get_number(r, "figures.test_accuracy", NAN), "%.2f %%"),
+                report_cell(c[6], sizeof c[6], cfg_num(r, "eval_samples"), "%g"));
     }
     fprintf(in->md, "\nHow the set-ups map (the suite's comments give the reasons): a MirroredStrategy replica takes "
                     "batch 1, so the global batch is the replica count and a step is one global batch "

@@ -35,6 +35,9 @@ int report_render_chart(void *report, const char *script, const char *name, cons
                         const char *sub, const char *extra_vars);
 /* A string as a gnuplot single-quoted literal body ('' for a quote), cut to fit n bytes. */
 void report_gp_quote(char *dst, size_t n, const char *s);
+/* v in fmt into buf, or the report's empty-cell mark "–" where the row lacks it or it is not finite (printf would
+ * show nan or inf); returns buf. */
+const char *report_cell(char *buf, size_t n, double v, const char *fmt);
 /* The chart's Markdown: the image and its links, or why it is missing. */
 void report_md_chart(void *report, const char *name, const char *alt, int rendered);
 
