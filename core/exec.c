@@ -674,17 +674,24 @@ static int overwrites_in_grad(const struct model_inst *mi, const struct layer *l
     }
 }
 
+/* Whether layer li's backward starts by zeroing the gradient of its input k (0: in, 1: in2): it is that
+ * tensor's last reader and accumulates into it. */
+static int zeroes_input_grad(const struct model_inst *mi, const struct layer *l, int li, int k)
+{
+    const int t = k ? l->in2 : l->in;
+    if (t < 0 || (k == 0 && overwrites_in_grad(mi, l))) return 0;
+    const struct tensor *x = &mi->m->tensors[t];
+    return x->needs_grad && x->last_reader == li;
+}
+
 static void zero_input_grads(const struct model_inst *mi, const struct layer *l, int li, int n, int ith, int nth)
 {
-    const int ins[2] = {l->in, l->in2};
     for (int k = 0; k < 2; k++) {
-        int t = ins[k];
-        if (t < 0 || (k == 0 && overwrites_in_grad(mi, l))) continue;
-        const struct tensor *x = &mi->m->tensors[t];
-        if (!x->needs_grad || x->last_reader != li) continue;
+        if (!zeroes_input_grad(mi, l, li, k)) continue;
+        const struct tensor *x = &mi->m->tensors[k ? l->in2 : l->in];
         size_t lo, hi;
         tb_slice((size_t)n * x->per_sample, ith, nth, &lo, &hi);
-        tb_zero_floats(exec_dact(mi, t) + lo, hi - lo, (size_t)n * x->per_sample);
+        tb_zero_floats(exec_dact(mi, k ? l->in2 : l->in) + lo, hi - lo, (size_t)n * x->per_sample);
     }
 }
 
@@ -971,7 +978,10 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         } else {
             zero_input_grads(mi, l, i, st->n, ith, nth);
             act_bwd(mi, l, st->n, ith, nth);
-            sync_barrier(sync, nth);
+            /* Phase A's slices are not the kernel's: wait only when it wrote something (a third of
+             * EfficientNet's barriers a step were this wait after an empty phase A). */
+            if (l->act == ACT_RELU || zeroes_input_grad(mi, l, i, 0) || zeroes_input_grad(mi, l, i, 1))
+                sync_barrier(sync, nth);
             layer_backward(mi, l, st, ith, nth, sync);
         }
         int next = i - 1;
