@@ -7,6 +7,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static const char *not_regular_why(mode_t mode)
+{
+    return S_ISDIR(mode) ? "is a directory, not a regular file" : "not a regular file (a FIFO, socket or device)";
+}
+
+const char *regular_target_why(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) != 0 || S_ISREG(sb.st_mode) ? NULL : not_regular_why(sb.st_mode);
+}
+
 int regular_open(const char *path, const char **why)
 {
     const char *dummy;
@@ -23,7 +34,7 @@ int regular_open(const char *path, const char **why)
         return -1;
     }
     if (!S_ISREG(sb.st_mode)) {
-        *why = S_ISDIR(sb.st_mode) ? "is a directory, not a regular file" : "not a regular file (a FIFO, socket or device)";
+        *why = not_regular_why(sb.st_mode);
         close(fd);
         return -1;
     }

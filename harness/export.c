@@ -3,6 +3,7 @@
 #include "export.h"
 
 #include "json.h"
+#include "regular_file.h"
 #include "results.h"
 #include "status.h"
 
@@ -160,9 +161,8 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
     struct stat sb;
     /* The table is renamed into place: renaming over /dev/null or a FIFO would replace the node with a
      * regular file (outputs.c guards --save the same way). */
-    if (!to_stdout && stat(csv_path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return tb_error_set(TB_EIO, "%s: %s", csv_path,
-                            S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file (--csv - writes to stdout)");
+    const char *why = to_stdout ? NULL : regular_target_why(csv_path);
+    if (why) return tb_error_set(TB_EIO, "--csv %s: %s (--csv - writes to stdout)", csv_path, why);
     /* The same file as an input, however named (another path, a link): the table would replace the rows. */
     for (int i = 0; i < n_inputs && !to_stdout && stat(csv_path, &sb) == 0; i++) {
         struct stat in;

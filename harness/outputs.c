@@ -2,6 +2,7 @@
 #include "outputs.h"
 
 #include "dataset.h"
+#include "regular_file.h"
 #include "status.h"
 
 #include <errno.h>
@@ -87,9 +88,8 @@ static int check_append_file(const char *opt, const char *path)
  * create it) and take a new file, or with make_dirs be creatable under its nearest existing ancestor. */
 int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
 {
-    struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return tb_error_set(TB_EIO, "%s %s: %s", opt, path, S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
+    const char *why = regular_target_why(path);
+    if (why) return tb_error_set(TB_EIO, "%s %s: %s", opt, path, why);
     char dir[PATH_MAX];
     if (make_dirs) {
         const int st = existing_parent(opt, path, dir, sizeof dir);
@@ -101,6 +101,7 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
     if (!slash) snprintf(dir, sizeof dir, ".");
     else if (slash == dir) dir[1] = '\0';
     else *slash = '\0';
+    struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tb_error_set(TB_EIO, "%s %s: directory %s does not exist", opt, path, dir);
     return dir_writable(opt, path, dir);

@@ -404,10 +404,8 @@ static int render(struct ctx *x, const char *script, const char *name, const cha
  * opened for writing (a FIFO without a reader blocks forever), gnuplot's old outputs are removed. */
 static int check_output(const char *path)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return TB_OK;
-    return tb_error_set(TB_EIO, "%s: %s", path,
-                        S_ISDIR(sb.st_mode) ? "is a directory, not a regular file" : "not a regular file");
+    const char *why = regular_target_why(path);
+    return why ? tb_error_set(TB_EIO, "%s: %s", path, why) : TB_OK;
 }
 
 /* check_output of REPORT.md and of every chart, data and log file (by suffix) already in charts/ and

@@ -102,7 +102,7 @@ Test(export, device_or_fifo_target_is_refused, .init = th_setup, .fini = th_tear
     cr_assert_eq(mkfifo(th_path(node, sizeof node, "fifo"), 0644), 0);
     cr_assert_eq(bench_sh("export --csv fifo --in a.jsonl", out), 1);
     char *text = th_read(out);
-    cr_assert(strstr(text, "bench export: fifo: not a regular file") != NULL, "%s", text);
+    cr_assert(strstr(text, "bench export: --csv fifo: not a regular file") != NULL, "%s", text);
     cr_assert(strchr(text, '\n') == strrchr(text, '\n'), "one line: %s", text);
     free(text);
     struct stat sb;
@@ -111,7 +111,7 @@ Test(export, device_or_fifo_target_is_refused, .init = th_setup, .fini = th_tear
     if (mknod(th_path(node, sizeof node, "null"), S_IFCHR | 0666, makedev(1, 3)) == 0) {
         cr_assert_eq(bench_sh("export --csv null --in a.jsonl", out), 1);
         text = th_read(out);
-        cr_assert(strstr(text, "bench export: null: not a regular file") != NULL, "%s", text);
+        cr_assert(strstr(text, "bench export: --csv null: not a regular file") != NULL, "%s", text);
         free(text);
         cr_assert(stat(node, &sb) == 0 && S_ISCHR(sb.st_mode), "the device node was replaced");
     }
