@@ -933,38 +933,118 @@ static void section_train(struct ctx *x)
     fprintf(x->md, "\n");
 }
 
+/* One layer of a row's figures.layer_times: what the chart and the by-type table read. */
+struct layer_time {
+    const char *name, *op;
+    double fw_ms, bw_ms;
+    int pos; /* its place in the model */
+};
+
+static int cmp_layer_time(const void *a, const void *b)
+{
+    const struct layer_time *p = a, *q = b;
+    const double tp = p->fw_ms + p->bw_ms, tq = q->fw_ms + q->bw_ms;
+    return tp > tq ? -1 : tp < tq ? 1 : p->pos - q->pos;
+}
+
+/* At most this many bars: EfficientNet-B0 has 208 layers, whose labels overlapped into one smear, and a
+ * row of 100,000 kept gnuplot busy for minutes; the table under the chart says what the rest take. */
+#define REPORT_LAYER_BARS 30
+
+/* The run's layer times by layer type, as the --profile printout gives them. */
+static void layers_by_type(struct ctx *x, const struct layer_time *lt, int n, double total_ms)
+{
+    const char *ops[64];
+    double fw[64] = {0}, bw[64] = {0};
+    int count[64] = {0}, n_ops = 0;
+    for (int k = 0; k < n; k++) {
+        int j = 0;
+        while (j < n_ops && strcmp(ops[j], lt[k].op)) j++;
+        if (j == n_ops) {
+            if (n_ops == 64) continue;
+            ops[n_ops++] = lt[k].op;
+        }
+        fw[j] += lt[k].fw_ms, bw[j] += lt[k].bw_ms, count[j]++;
+    }
+    fprintf(x->md, "| layer type | layers | forward ms | backward ms | share |\n|---|---:|---:|---:|---:|\n");
+    for (int done = 0; done < n_ops; done++) { /* largest first */
+        int j = -1;
+        for (int k = 0; k < n_ops; k++)
+            if (count[k] >= 0 && (j < 0 || fw[k] + bw[k] > fw[j] + bw[j])) j = k;
+        fprintf(x->md, "| %s | %d | %s | %s | %s |\n", ops[j], count[j], cellf(fw[j], "%.3f").s, cellf(bw[j], "%.3f").s,
+                cellf(total_ms > 0 ? 100.0 * (fw[j] + bw[j]) / total_ms : NAN, "%.1f %%").s);
+        count[j] = -1;
+    }
+    fprintf(x->md, "\n");
+}
+
+/* One run's per-layer section: its chart of the slowest layers, the table (every layer, slowest first, with
+ * its place in the model) in charts/data, and the time by layer type. */
+static void layers_of_row(struct ctx *x, int i, const struct json_value *arr)
+{
+    const struct json_value *r = x->rows.v[i];
+    struct layer_time *lt = malloc((size_t)arr->n * sizeof *lt);
+    if (!lt) return;
+    int n = 0;
+    double total_ms = 0.0;
+    for (int k = 0; k < arr->n; k++) {
+        const struct json_value *e = &arr->items[k];
+        struct layer_time t = {json_get_str(e, "name", "?"), json_get_str(e, "op", "?"),
+                               1e3 * json_get_number(e, "forward_s", 0.0), 1e3 * json_get_number(e, "backward_s", 0.0), k};
+        if (!isfinite(t.fw_ms) || !isfinite(t.bw_ms)) continue; /* no bar gnuplot could draw */
+        lt[n++] = t;
+        total_ms += t.fw_ms + t.bw_ms;
+    }
+    qsort(lt, (size_t)n, sizeof *lt, cmp_layer_time);
+    char name[200], safe[160], path[1300], title[320], sub[400], tag[160], vars[32];
+    snprintf(tag, sizeof tag, "%s_%s_%s_b%d", kind_of(r), cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"));
+    safe_name(safe, sizeof safe, tag);
+    snprintf(name, sizeof name, "layers_%s", safe);
+    snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        free(lt);
+        return;
+    }
+    fprintf(f, "# layer\tforward ms\tbackward ms\tplace in the model\tlayer type (slowest first)\n");
+    for (int k = 0; k < n; k++) {
+        dat_label(f, lt[k].name);
+        fprintf(f, "\t%.6g\t%.6g\t%d\t", lt[k].fw_ms, lt[k].bw_ms, lt[k].pos);
+        dat_label(f, lt[k].op);
+        fputc('\n', f);
+    }
+    fclose(f);
+    const int bars = n < REPORT_LAYER_BARS ? n : REPORT_LAYER_BARS;
+    double drawn_ms = 0.0;
+    for (int k = 0; k < bars; k++) drawn_ms += lt[k].fw_ms + lt[k].bw_ms;
+    int one[1] = {i};
+    if (bars < n)
+        snprintf(title, sizeof title, "The %d slowest of %d layers, per step: %s on %s, batch %d (%s)", bars, n,
+                 cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), kind_of(r));
+    else
+        snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %d (%s)", cs(r, "workload"),
+                 cs(r, "backend"), (int)cn(r, "batch"), kind_of(r));
+    subtitle(x, one, 1, sub, sizeof sub);
+    snprintf(vars, sizeof vars, "K=%d", bars);
+    if (bars) md_chart(x, name, title, render(x, "layers.gp", name, path, title, sub, vars));
+    else md_no_chart(x, name, "layer time");
+    if (bars < n)
+        fprintf(x->md, "The other %d layers take %s ms of the layers' %s ms a step (%s); the data file has every "
+                       "layer, slowest first, with its place in the model.\n\n",
+                n - bars, cellf(total_ms - drawn_ms, "%.3f").s, cellf(total_ms, "%.3f").s,
+                cellf(total_ms > 0 ? 100.0 * (total_ms - drawn_ms) / total_ms : NAN, "%.1f %%").s);
+    if (n) layers_by_type(x, lt, n, total_ms);
+    free(lt);
+}
+
 static void section_layers(struct ctx *x)
 {
     fprintf(x->md, "## Per-layer time\n\n");
     int found = 0;
     for (int i = 0; i < x->rows.n; i++) {
-        const struct json_value *r = x->rows.v[i];
-        const struct json_value *lt = json_get(r, "figures.layer_times");
+        const struct json_value *lt = json_get(x->rows.v[i], "figures.layer_times");
         if (!x->rows.keep[i] || !lt || lt->type != JSON_ARRAY || lt->n == 0) continue;
-        char name[200], safe[160], path[1300], title[256], sub[400], tag[160];
-        snprintf(tag, sizeof tag, "%s_%s_%s_b%d", kind_of(r), cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"));
-        safe_name(safe, sizeof safe, tag);
-        snprintf(name, sizeof name, "layers_%s", safe);
-        snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
-        FILE *f = fopen(path, "w");
-        if (!f) continue;
-        fprintf(f, "# layer\tforward ms\tbackward ms\n");
-        int bars = 0;
-        for (int k = 0; k < lt->n; k++) {
-            const double fw_ms = 1e3 * json_get_number(&lt->items[k], "forward_s", 0.0);
-            const double bw_ms = 1e3 * json_get_number(&lt->items[k], "backward_s", 0.0);
-            if (!isfinite(fw_ms) || !isfinite(bw_ms)) continue; /* no bar gnuplot could draw */
-            dat_label(f, json_get_str(&lt->items[k], "name", "?"));
-            fprintf(f, "\t%.6g\t%.6g\n", fw_ms, bw_ms);
-            bars++;
-        }
-        fclose(f);
-        int one[1] = {i};
-        snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %d (%s)", cs(r, "workload"),
-                 cs(r, "backend"), (int)cn(r, "batch"), kind_of(r));
-        subtitle(x, one, 1, sub, sizeof sub);
-        if (bars) md_chart(x, name, title, render(x, "layers.gp", name, path, title, sub, NULL));
-        else md_no_chart(x, name, "layer time");
+        layers_of_row(x, i, lt);
         found++;
     }
     if (!found)

@@ -244,6 +244,56 @@ Test(harness_report, timeline_chart_and_unfinished_rows, .init = th_setup, .fini
     cr_assert_eq(n_charts, 3, "throughput, roofline, timeline: %d", n_charts);
 }
 
+/* A profile row of 100 layers (EfficientNet-B0 has 208): the chart draws the 30 slowest, slowest first
+ * (all 208 labels had run into one smear, and a row of 100,000 kept gnuplot busy for minutes); the data
+ * file keeps every layer with its place in the model; the text says what the others take and gives the
+ * time by layer type. */
+Test(harness_report, many_layers_chart_the_slowest, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192], plots[512], p[512];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(out, sizeof out, "report");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    size_t cap = 64 * 1024, len = 0;
+    char *t = malloc(cap);
+    cr_assert_not_null(t);
+    len += (size_t)snprintf(t, cap,
+                            "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"prof\",\"status\":\"ok\",\"config\":"
+                            "{\"plan\":\"throughput\",\"backend\":\"cpu\",\"workload\":\"effnet-b0\",\"batch\":8},%s,"
+                            "\"figures\":{\"images_per_s\":100,\"layer_times\":[",
+                            machine);
+    /* Layer k takes k+1 µs forward and twice that backward, conv for even k and batchnorm for odd; the
+     * slowest is the last, layer 99. Total: 3 · Σ(k+1) = 15,150 µs; the 30 slowest 3 · Σ_{71..100} = 7,695. */
+    for (int k = 0; k < 100; k++)
+        len += (size_t)snprintf(t + len, cap - len, "%s{\"name\":\"layer_%d\",\"op\":\"%s\",\"forward_s\":%g,"
+                                "\"backward_s\":%g}", k ? "," : "", k, k % 2 ? "batchnorm" : "conv", (k + 1) * 1e-6,
+                                2 * (k + 1) * 1e-6);
+    snprintf(t + len, cap - len, "]}}\n");
+    th_append(in, t);
+    free(t);
+    struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+    int n_charts = 0;
+    cr_assert_eq(report_generate(&o, &n_charts), TB_OK, "%s", tb_error_get());
+    check_png(out, "layers_throughput_effnet-b0_cpu_b8");
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "The 30 slowest of 100 layers, per step: effnet-b0 on cpu") != NULL, "%s", md);
+    cr_assert(strstr(md, "The other 70 layers take 7.455 ms of the layers' 15.150 ms a step (49.2 %)") != NULL, "%s", md);
+    /* conv: k even, Σ(k+1) over k = 0, 2, …, 98 = 2,500 µs forward; batchnorm: 2,550. */
+    cr_assert(strstr(md, "| batchnorm | 50 | 2.550 | 5.100 | 50.5 % |\n| conv | 50 | 2.500 | 5.000 | 49.5 % |") != NULL,
+              "by type, largest first:\n%s", md);
+    free(md);
+    snprintf(p, sizeof p, "%s/charts/data/layers_throughput_effnet-b0_cpu_b8.dat", out);
+    char *dat = th_read(p);
+    int lines = 0;
+    for (const char *c = dat; *c; c++) lines += *c == '\n';
+    cr_assert_eq(lines, 1 + 100, "a header and every layer:\n%s", dat);
+    const char *first = strchr(dat, '\n') + 1;
+    const char *slowest = "\"layer_99\"\t0.1\t0.2\t99\t\"batchnorm\"\n";
+    cr_assert(strncmp(first, slowest, strlen(slowest)) == 0, "slowest first:\n%s", dat);
+    free(dat);
+}
+
 Test(harness_report, no_rows_is_an_error, .init = th_setup, .fini = th_teardown)
 {
     char in[192], out[192], plots[512];
