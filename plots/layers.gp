@@ -13,7 +13,7 @@ set key bottom right
 set grid noytics xtics
 do for [k=1:2] {
   eval set_term(k)
-  plot datafile every ::0::(K - 1) using ($2 / 2):0:(0):2:($0 - 0.38):($0 + 0.38):ytic(strcol(5) eq "?" ? strcol(1) : sprintf("%s (%s)", strcol(1), strcol(5))) with boxxyerror lt 1 title "forward", \
+  plot datafile every ::0::(K - 1) using ($2 / 2):0:(0):2:($0 - 0.38):($0 + 0.38):ytic(strcol(5) eq "?" || strcol(5) eq strcol(1) ? strcol(1) : sprintf("%s (%s)", strcol(1), strcol(5))) with boxxyerror lt 1 title "forward", \
        '' every ::0::(K - 1) using ($2 + $3 / 2):0:2:($2 + $3):($0 - 0.38):($0 + 0.38) with boxxyerror lt 2 title "backward"
   set output
 }
