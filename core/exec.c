@@ -644,6 +644,7 @@ static void boundary_unpack(const struct model_inst *mi, int split, const float 
 }
 
 _Thread_local double *exec_busy_slot;
+_Thread_local int exec_busy_cpu;
 
 void exec_forward(const struct model_inst *mi, const struct exec_step *st, int ith, int nth,
                   const struct exec_sync *sync)

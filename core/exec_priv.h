@@ -18,6 +18,11 @@ static inline float *exec_grad(const struct model_inst *mi, size_t off) { return
  * NULL when not profiling. Thread-local, so every barrier a kernel reaches through sync_barrier takes its
  * wait off its layer's busy time without a pointer threaded through the kernels. */
 extern _Thread_local double *exec_busy_slot;
+/* Whether that slot counts CPU time (model_inst.prof_busy_cpu), for the barrier waits taken off it. */
+extern _Thread_local int exec_busy_cpu;
+
+/* The busy clock: the calling thread's CPU time, or the monotonic clock. */
+static inline double exec_busy_now(int cpu) { return cpu ? tb_thread_cpu_s() : tb_now_s(); }
 
 /* Waits for all nth threads (nothing to do alone); takes the wait off exec_busy_slot when set. */
 static inline void sync_barrier(const struct exec_sync *s, int nth)
@@ -28,20 +33,23 @@ static inline void sync_barrier(const struct exec_sync *s, int nth)
         s->barrier(s->ctx);
         return;
     }
-    const double t0 = tb_thread_cpu_s();
+    const double t0 = exec_busy_now(exec_busy_cpu);
     s->barrier(s->ctx);
-    *slot -= tb_thread_cpu_s() - t0;
+    *slot -= exec_busy_now(exec_busy_cpu) - t0;
 }
 
-/* --profile, every thread: ends the layer this thread was in (its CPU time since *t_prev goes to its busy
- * slot, which the CPU time of its barrier waits — the spinning — has been taken off) and points the slot at
- * layer li's forward ('F') or backward ('B'); li < 0 ends without a next layer. CPU time, so a thread
- * descheduled by another (more threads than cores) is not counted as working. Nothing when the instance
- * keeps no busy profile. */
+/* --profile, every thread: ends the layer this thread was in (its time since *t_prev goes to its busy
+ * slot, which the time of its barrier waits — the spinning — has been taken off) and points the slot at
+ * layer li's forward ('F') or backward ('B'); li < 0 ends without a next layer. With more threads than
+ * cores CPU time, so that a thread descheduled by another is not counted as working; else the monotonic
+ * clock: a thread's CPU time is a system call in a VM (361 ns against 20 on the twenty-fifth session's
+ * machine), and reading it at every layer and barrier put µs on layers of a few µs. Nothing when the
+ * instance keeps no busy profile. */
 static inline void busy_clock(const struct model_inst *mi, int ith, int li, char phase, double *t_prev)
 {
     if (!mi->prof_busy) return;
-    const double t = tb_thread_cpu_s();
+    exec_busy_cpu = mi->prof_busy_cpu;
+    const double t = exec_busy_now(exec_busy_cpu);
     if (exec_busy_slot) *exec_busy_slot += t - *t_prev;
     *t_prev = t;
     exec_busy_slot = li < 0 ? NULL

@@ -163,6 +163,7 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
         /* Barrier waits per thread (a pool only): imbalance and serial layers, apart from kernel time. */
         if (nth > 1) {
             e->train.prof_busy = calloc(2 * (size_t)m->n_layers * (size_t)nth, sizeof(double));
+            e->train.prof_busy_cpu = nth > tpool_cpus();
             e->busy_sum = calloc(4 * (size_t)m->n_layers, sizeof(double));
         }
         if (!e->train.prof || (nth > 1 && (!e->train.prof_busy || !e->busy_sum))) {

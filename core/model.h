@@ -162,6 +162,8 @@ struct model_inst {
     double *prof_busy;  /* (threads, n_layers, 2) each thread's seconds of work per layer and phase (its CPU
                          * time in the layer less its barrier spinning), summed: the pool's idle time per layer
                          * (imbalance, serial work) is the layer's time less these; NULL = off */
+    int prof_busy_cpu;  /* prof_busy from each thread's CPU time (more threads than cores: the simulated
+                         * split), else from the monotonic clock, 18× cheaper to read in a VM */
     int no_layer_fusion; /* --no-fuse: run fusable layer pairs unfused (what fusion buys) */
     int no_se_conv;      /* tests: every fusion but the SE scale's into the projection (the others are bitwise) */
     int dw_params_fuse;  /* the depthwise weight gradient inside its input BatchNorm's backward stream: 0 where

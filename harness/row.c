@@ -276,7 +276,7 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
             json_key_double(b, "idle_s", (d[2 * i] + d[2 * i + 1] - (d[2 * L + 2 * i] + d[2 * L + 2 * i + 1]) / T) /
                                              (double)steps);
             /* The busiest thread's work: with the mean (time − idle), the layer's imbalance, even when the
-             * pool has more threads than cores (work is CPU time). */
+             * pool has more threads than cores (work is then CPU time). */
             json_key_double(b, "work_max_s", (d[4 * L + 2 * i] + d[4 * L + 2 * i + 1]) / (double)steps);
         }
         json_end_object(b);

@@ -1024,8 +1024,8 @@ Test(cli, profile_on_a_pool_records_idle_time_per_layer, .timeout = 120)
         for (int i = 0; i < types->n; i++) {
             const double sh = json_get_number(&types->items[i], "idle_share", NAN);
             cr_assert_eq(threads == 1, isnan(sh), "type %d: idle_share %g with %d thread(s)", i, sh, threads);
-            /* Work is each thread's CPU time and a layer's time thread 0's clock, so a type of a few
-             * microseconds can read below 0 when another process takes a core mid-layer (the suspect for
+            /* Work is each thread's time less its barrier waits and a layer's time thread 0's clock, so a
+             * type of a few microseconds can read below 0 when another process takes a core mid-layer (the suspect for
              * one failure of this file under ctest -j2, its output lost to the re-run); the lower bound is
              * asserted where that offset is small against the type's time. */
             const double secs = json_get_number(&types->items[i], "seconds", 0.0);
