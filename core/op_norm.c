@@ -772,8 +772,32 @@ void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, in
     }
 }
 
+/* A finish pass over few row units (16-row units, or samples when pooling: fewer than two a thread) shares
+ * each unit among threads by channel slices: a 1×1 layer's 16 rows at batch 16 went to one thread of two,
+ * and at batch 128 to 8 threads of 16. The units × g slices (16-channel aligned) are numbered unit-major and
+ * thread ith takes slots [*s0,*s1). Elementwise once the chunk sums are combined, so any split gives the
+ * same bits. Returns 0 (and nothing set) when there are units enough for whole rows a thread. */
+static int bn_few_units(size_t U, int C, int ith, int nth, int *g, size_t *s0, size_t *s1)
+{
+    if (U >= 2 * (size_t)nth || C < 32) return 0;
+    const int cu = (C + 15) / 16, want = (int)((2 * (size_t)nth + U - 1) / U);
+    *g = want < cu ? want : cu;
+    tb_slice(U * (size_t)*g, ith, nth, s0, s1);
+    return 1;
+}
+
+/* Slot s of bn_few_units: its unit's rows [r0,r1) (unit = sample of HW rows when HW, else 16 rows) and
+ * channels [c0,c1). */
+static void bn_slot(size_t s, int g, size_t M, size_t HW, int C, size_t *r0, size_t *r1, int *c0, int *c1)
+{
+    const size_t u = s / (size_t)g, rows = HW ? HW : 16;
+    *r0 = u * rows;
+    *r1 = *r0 + rows < M ? *r0 + rows : M;
+    norm_ch_slice(C, (int)(s % (size_t)g), g, c0, c1);
+}
+
 /* bn_forward_train_finish, or with pool (non-NULL) bn_forward_train_finish_pool: rows split by 16-row
- * units, or by whole samples of HW rows when pooling. */
+ * units, or by whole samples of HW rows when pooling (bn_few_units: with channel slices too). */
 static void bn_finish(float *out, float *pool, size_t HW, float *save, float *run_mean, float *run_var,
                       const float *inp, const float *gamma, const float *beta, const double *part, size_t M, int C,
                       float eps, float momentum, enum norm_act act, int ith, int nth)
@@ -781,15 +805,37 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
     const int K = bn_row_chunks(M);
     size_t r0, r1;
     int cs, ce;
+    norm_ch_slice(C, ith, nth, &cs, &ce);
+    double s[NORM_CB], q[NORM_CB];
+    float mean[NORM_CB], a[NORM_CB];
+    size_t s0, s1;
+    int g;
+    if (bn_few_units(pool ? M / HW : (M + 15) / 16, C, ith, nth, &g, &s0, &s1)) {
+        /* The channels this thread owns: their saved statistics and running averages. */
+        for (int c0 = cs; c0 < ce; c0 += NORM_CB) {
+            const int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
+            bn_combine_block(s, q, part, K, C, c0, cn);
+            bn_finalize_block(NULL, NULL, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, 0, cn, eps, momentum);
+        }
+        for (size_t sl = s0; sl < s1 && out; sl++) {
+            int ca, cb;
+            bn_slot(sl, g, M, pool ? HW : 0, C, &r0, &r1, &ca, &cb);
+            for (int c0 = ca; c0 < cb; c0 += NORM_CB) {
+                const int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
+                bn_combine_block(s, q, part, K, C, c0, cn);
+                bn_finalize_block(mean, a, save, NULL, NULL, s, q, gamma, M, C, c0, cn, 0, 0, eps, momentum);
+                if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M);
+                else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
+            }
+        }
+        return;
+    }
     if (pool) {
         tb_slice(M / HW, ith, nth, &r0, &r1); /* samples: each pool sum on one thread, in row order */
         r0 *= HW, r1 *= HW;
     } else {
         tb_slice16(M, ith, nth, &r0, &r1);
     }
-    norm_ch_slice(C, ith, nth, &cs, &ce);
-    double s[NORM_CB], q[NORM_CB];
-    float mean[NORM_CB], a[NORM_CB];
     for (int c0 = 0; c0 < C; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
         bn_owned(cs, ce, c0, cn, &j0, &j1);
@@ -1088,9 +1134,28 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
 {
     size_t r0, r1;
     int cs, ce;
-    tb_slice16(M, ith, nth, &r0, &r1);
     norm_ch_slice(C, ith, nth, &cs, &ce);
     float a[NORM_CB], c2[NORM_CB], k0[NORM_CB];
+    size_t s0, s1;
+    int g;
+    if (bn_few_units((M + 15) / 16, C, ith, nth, &g, &s0, &s1)) {
+        for (int c0 = cs; c0 < ce; c0 += NORM_CB) { /* the parameter gradients of the channels it owns */
+            const int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
+            bn_bwd_block(a, c2, k0, dgamma, dbeta, save, gamma, part, M, C, c0, cn, 0, cn, 0);
+        }
+        for (size_t sl = s0; sl < s1; sl++) {
+            int ca, cb;
+            bn_slot(sl, g, M, 0, C, &r0, &r1, &ca, &cb);
+            for (int c0 = ca; c0 < cb; c0 += NORM_CB) {
+                const int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
+                bn_bwd_block(a, c2, k0, dgamma, dbeta, save, gamma, part, M, C, c0, cn, 0, 0, 1);
+                norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc,
+                              M);
+            }
+        }
+        return;
+    }
+    tb_slice16(M, ith, nth, &r0, &r1);
     for (int c0 = 0; c0 < C; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB, j0, j1;
         bn_owned(cs, ce, c0, cn, &j0, &j1);

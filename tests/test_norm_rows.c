@@ -34,9 +34,10 @@ struct shape {
 };
 /* 2085 = 130·16 + 5 rows: 16 chunks, the last one short; 1061 rows: 9 chunks of 7 or 8 16-row units and
  * a 5-row tail; 131×1283: two chunks of 8 channel groups each; 37×16 under 7 threads: one item, idle
- * threads; 21×2061: more channels than one 2048-channel block. */
+ * threads; 21×2061: more channels than one 2048-channel block; 16×1152 (a 1×1 layer at batch 16): one 16-row
+ * unit, shared by channel slices. */
 static const struct shape SHAPES[] = {{2085, 16}, {2085, 24}, {1061, 40}, {131, 1283},
-                                      {37, 16},   {300, 70},  {21, 2061}};
+                                      {37, 16},   {300, 70},  {21, 2061}, {16, 1152}};
 #define N_SHAPES ((int)(sizeof SHAPES / sizeof SHAPES[0]))
 
 struct bn_case {

@@ -691,7 +691,7 @@ Test(bn, coefs_then_rows_match_finish)
 Test(bn, finish_pool_matches_finish_then_pool)
 {
     static const struct { int N; size_t HW; int C; } shapes[] = {{3, 49, 37}, {4, 200, 48}, {2, 9, 130}, {16, 1, 16},
-                                                                 {2, 4096, 64}};
+                                                                 {2, 4096, 64}, {8, 1, 1152}};
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
         const int N = shapes[k].N, C = shapes[k].C;
         const size_t HW = shapes[k].HW, M = (size_t)N * HW, n = M * (size_t)C, nc = (size_t)N * (size_t)C;
