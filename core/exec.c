@@ -989,7 +989,10 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
     double t_busy = 0.0;
     for (int i = st->l1 - 1; i >= st->l0; i--) {
         const struct layer *l = &m->layers[i];
-        if (!runs_backward(mi, st, l)) continue;
+        if (!runs_backward(mi, st, l)) { /* an empty event for a layer fused away, as in the forward */
+            if (clocked && has_backward(l)) clock_layer(mi, st, i, 'B', &t_prev);
+            continue;
+        }
         busy_clock(mi, ith, i, 'B', &t_busy);
         const int ser = backward_serial(m, l, st, nth);
         if (ser) {
