@@ -874,7 +874,10 @@ static int on_bf16_grid(const float *p, size_t n)
 Test(ipu, bf16_weights_train_close_to_fp32, .timeout = 60)
 {
     struct spec sp = spec_of("ipu", 0, 16), sb;
-    sp.stages = 2, sp.ga = 4, sp.replicas = 2, sp.batch = 32;
+    /* The split is given: bf16 rounds the gradients crossing a stage boundary to 2 bytes, so the bits
+     * depend on where the stages are cut, and a split balanced on layer times measured at prepare (a few
+     * microseconds a block here) moved from block 2 to 3 under load and failed the repeat below (CI). */
+    sp.stages = 2, sp.ga = 4, sp.replicas = 2, sp.batch = 32, sp.split = "2";
     sb = sp;
     sb.precision = "bf16";
     struct trace ref, a, a2;

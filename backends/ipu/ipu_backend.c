@@ -39,11 +39,13 @@
  * the one before. Same kernels in the same order: the bits of a run without it.
  *
  * Options (run_config.ipu): stages, split "5,12" (block indices; otherwise balanced on per-layer times
- * measured at prepare), micro_batch, ga, replicas, schedule gpipe|1f1b, recompute (segment
- * checkpoints, above), precision fp32|bf16|fp16 (+m: fp32 master weights), loss_scale (fp16),
- * prefetch (micro-batches the infeed worker runs ahead: 0 = 3, negative = off), profile. The backend
- * writes no files: each training step's intervals and per-device summary stay in memory for
- * backend_stats (the harness's --timeline CSV and figures.timeline).
+ * measured at prepare, which load can move; half precision rounds the gradients crossing a split to 2
+ * bytes, and 3+ replicas' rings chunk each stage's slice, so those bits repeat only with a given split),
+ * micro_batch, ga, replicas, schedule gpipe|1f1b, recompute (segment checkpoints, above), precision
+ * fp32|bf16|fp16 (+m: fp32 master weights), loss_scale (fp16), prefetch (micro-batches the infeed worker
+ * runs ahead: 0 = 3, negative = off), profile. The backend writes no files: each training step's
+ * intervals and per-device summary stay in memory for backend_stats (the harness's --timeline CSV and
+ * figures.timeline).
  *
  * Threading and ownership: S·R device workers on one persistent pinned pool (the caller is device 0)
  * plus one infeed (prefetch) thread; each device touches only its own executor and the queue ends it
