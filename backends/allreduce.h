@@ -18,10 +18,18 @@
 /* bufs[0..R) each hold n floats; on return every bufs[k] holds Σ_r bufs[r]. Called by all R replica
  * threads (replica = 0..R-1), with barrier(ctx) synchronising them. */
 void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx);
+/* allreduce_ring over a window of a whole: the n elements are elements [off, off+n) of N, and the ring's
+ * chunks are the whole's (tb_slice(N, k, R)) cut to the window, so an element is summed in the same order
+ * whatever window holds it (an ipu stage's gradient slice, wherever the stages are cut). */
+void allreduce_ring_window(float *const *bufs, size_t n, size_t off, size_t N, int R, int replica,
+                           void (*barrier)(void *), void *ctx);
 /* The same ring over 2-byte values of precision prec (bf16, fp16): each partial sum is formed in fp32 and
  * rounded back to nearest, in the same fixed order, so every replica ends with the same bits. */
 void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum stage_prec prec,
                          void (*barrier)(void *), void *ctx);
+/* allreduce_ring_half over a window [off, off+n) of N, chunked as allreduce_ring_window. */
+void allreduce_ring_half_window(uint16_t *const *bufs, size_t n, size_t off, size_t N, int R, int replica,
+                                enum stage_prec prec, void (*barrier)(void *), void *ctx);
 
 /* The two halves of allreduce_ring, for a sharded update (ZeRO stage 1): the reduce-scatter leaves
  * replica r with the complete sum of chunk allreduce_ring_owned(R, r) — chunk k is tb_slice(n, k, R) —

@@ -123,3 +123,50 @@ Test(allreduce, ring_is_bitwise_repeatable_on_inexact_sums, .timeout = 60)
     free(runs[0]);
     free(runs[1]);
 }
+
+/* A ring over windows of a buffer (an ipu stage's gradient slice) chunks by place in the whole
+ * (allreduce_ring_window): cut anywhere, the windows end with the bits of one ring over the whole, on
+ * sums whose order shows (inexact values, 4 replicas). Chunked by the window alone they did not. */
+struct arw_task {
+    struct tpool *p;
+    float **bufs; /* (R) whole buffers of N */
+    size_t N;
+    const size_t *cuts; /* window edges, cuts[0] = 0 … cuts[nw] = N */
+    int nw;
+};
+
+static void arw_run(void *arg, int ith, int nth)
+{
+    struct arw_task *t = arg;
+    float *win[8];
+    for (int w = 0; w < t->nw; w++) {
+        for (int r = 0; r < nth; r++) win[r] = t->bufs[r] + t->cuts[w];
+        allreduce_ring_window(win, t->cuts[w + 1] - t->cuts[w], t->cuts[w], t->N, nth, ith, pool_barrier, t->p);
+    }
+}
+
+Test(allreduce, windows_sum_as_the_whole, .timeout = 60)
+{
+    enum { R = 4 };
+    const size_t N = 4099;
+    const size_t whole[] = {0, N}, split_a[] = {0, 1, 1500, 1501, N}, split_b[] = {0, 2049, 3000, N};
+    const size_t *cuts[3] = {whole, split_a, split_b};
+    const int nw[3] = {1, 4, 3};
+    float *ref = NULL;
+    for (int c = 0; c < 3; c++) {
+        struct tpool *p = tpool_create(R, 0);
+        float *bufs[R];
+        for (int r = 0; r < R; r++) {
+            bufs[r] = malloc(N * sizeof(float));
+            for (size_t i = 0; i < N; i++) bufs[r][i] = 1.0f / (float)(i + 1 + (size_t)r * 3) * (r % 2 ? -1.7f : 1.3f);
+        }
+        struct arw_task t = {p, bufs, N, cuts[c], nw[c]};
+        tpool_run(p, arw_run, &t);
+        for (int r = 1; r < R; r++) cr_assert_eq(memcmp(bufs[0], bufs[r], N * sizeof(float)), 0, "replicas differ");
+        if (!ref) ref = bufs[0];
+        else cr_assert_eq(memcmp(bufs[0], ref, N * sizeof(float)), 0, "windows %d differ from the whole", c);
+        for (int r = ref == bufs[0] ? 1 : 0; r < R; r++) free(bufs[r]);
+        tpool_destroy(p);
+    }
+    free(ref);
+}

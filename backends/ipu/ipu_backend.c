@@ -40,7 +40,8 @@
  *
  * Options (run_config.ipu): stages, split "5,12" (block indices; otherwise balanced on per-layer times
  * measured at prepare, which load can move; half precision rounds the gradients crossing a split to 2
- * bytes, and 3+ replicas' rings chunk each stage's slice, so those bits repeat only with a given split),
+ * bytes, so its bits repeat only with a given split; each stage's ring chunks its slice by its place in
+ * the whole model, allreduce_ring_window, so fp32's do not depend on the split with any replicas),
  * micro_batch, ga, replicas, schedule gpipe|1f1b, recompute (segment checkpoints, above), precision
  * fp32|bf16|fp16 (+m: fp32 master weights), loss_scale (fp16), prefetch (micro-batches the infeed worker
  * runs ahead: 0 = 3, negative = off), profile. The backend writes no files: each training step's

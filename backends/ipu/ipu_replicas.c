@@ -25,11 +25,12 @@ void ipu_allreduce_grads(struct ipu_dev *v)
         /* Off the host: the slice into its host copy first (the ring's first barrier waits for every
          * replica's), and the sums back after (its last barrier has seen every chunk gathered). */
         if (v->host_grads) ipu_dev_fail(c, executor_get_tensors(&v->ex, TF_GRADS, v->host_grads));
-        allreduce_ring(&c->gbufs[(size_t)v->s * c->p.R], n, c->p.R, v->r, rep_barrier_wait, &c->bar[v->s]);
+        allreduce_ring_window(&c->gbufs[(size_t)v->s * c->p.R], n, v->gbuf.off, c->m->n_params, c->p.R, v->r,
+                              rep_barrier_wait, &c->bar[v->s]);
         if (v->host_grads) ipu_dev_fail(c, executor_set_tensors(&v->ex, TF_GRADS, v->host_grads));
     } else {
-        allreduce_ring_half(&c->gbufs16[(size_t)v->s * c->p.R], n, c->p.R, v->r, c->p.prec, rep_barrier_wait,
-                            &c->bar[v->s]);
+        allreduce_ring_half_window(&c->gbufs16[(size_t)v->s * c->p.R], n, v->gbuf.off, c->m->n_params, c->p.R, v->r,
+                                   c->p.prec, rep_barrier_wait, &c->bar[v->s]);
         /* fp16: a sum over replicas may overflow where no replica's share did. */
         if (c->p.prec == STAGE_PREC_FP16)
             for (size_t i = 0; i < n; i++)
