@@ -37,6 +37,9 @@ struct tpool {
     _Atomic int stop;
     struct tpool_barrier bar;
     int spin;                  /* pauses before sleeping: BARRIER_SPIN, less when oversubscribed */
+    int pinned;                /* the creator was pinned: its mask before, put back by tpool_destroy */
+    pthread_t creator;
+    cpu_set_t creator_mask;
 };
 
 /* The cores this process may run on, in order: read once, before any pool pins its caller (whose own mask
@@ -122,7 +125,11 @@ struct tpool *tpool_create(int n_threads, int pin)
     tpool_barrier_init(&p->bar, n_threads, n_threads);
     p->w = calloc((size_t)n_threads, sizeof *p->w);
     if (!p->w) goto fail;
-    if (pin) pin_thread(pthread_self(), 0);
+    if (pin) {
+        p->creator = pthread_self();
+        p->pinned = pthread_getaffinity_np(p->creator, sizeof p->creator_mask, &p->creator_mask) == 0;
+        pin_thread(p->creator, 0);
+    }
     for (int i = 1; i < n_threads; i++) {
         p->w[i].p = p;
         p->w[i].ith = i;
@@ -203,6 +210,10 @@ void tpool_destroy(struct tpool *p)
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     futex_wake_all(&p->gen);
     for (int i = 1; i < p->n; i++) pthread_join(p->w[i].th, NULL);
+    /* The creator runs on after its pool (evaluation, the next run of a suite, another test in the
+     * process) on the cores it had: left on core 0, every test process of a ctest -j run crowded there. */
+    if (p->pinned && pthread_equal(p->creator, pthread_self()))
+        pthread_setaffinity_np(p->creator, sizeof p->creator_mask, &p->creator_mask);
     free(p->w);
     free(p);
 }

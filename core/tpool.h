@@ -42,7 +42,8 @@ int tpool_size(const struct tpool *p);
 /* Barriers the pool's threads have completed together (tpool_barrier), mod 2^32: a difference of two reads
  * counts those between them. */
 unsigned tpool_barriers(const struct tpool *p);
-/* Stops and joins the workers (NULL is fine). */
+/* Stops and joins the workers (NULL is fine); called by the thread that created a pinned pool, puts back
+ * that thread's former affinity mask. */
 void tpool_destroy(struct tpool *p);
 
 #endif

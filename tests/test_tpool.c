@@ -1,10 +1,13 @@
 /* test_tpool.c — the persistent pool (every ith runs once, barriers order phases, reuse across many
  * tasks) and the shared-memory ring all-reduce (exact sums for any replica count, identical on every
  * replica, bitwise repeatable). Threaded tests carry a timeout so a deadlock fails instead of hanging. */
+#define _GNU_SOURCE
 #include "allreduce.h"
 #include "tpool.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,4 +172,21 @@ Test(allreduce, windows_sum_as_the_whole, .timeout = 60)
         tpool_destroy(p);
     }
     free(ref);
+}
+
+/* A pinned pool pins its creator to the first core while it lives and puts the creator's mask back when
+ * destroyed: left pinned, the thread ran the rest of its process on core 0 (every test process of a
+ * ctest -j run there together). */
+Test(tpool, destroy_puts_back_the_creators_mask)
+{
+    cpu_set_t before, during, after;
+    cr_assert_eq(pthread_getaffinity_np(pthread_self(), sizeof before, &before), 0);
+    struct tpool *p = tpool_create(2, 1);
+    cr_assert_not_null(p);
+    cr_assert_eq(pthread_getaffinity_np(pthread_self(), sizeof during, &during), 0);
+    cr_assert_eq(CPU_COUNT(&during), 1, "the creator runs on one core while its pool lives");
+    tpool_destroy(p);
+    cr_assert_eq(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
+    cr_assert(CPU_EQUAL(&before, &after), "the creator's mask: %d cores before, %d after", CPU_COUNT(&before),
+              CPU_COUNT(&after));
 }
