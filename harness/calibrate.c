@@ -13,7 +13,6 @@
 #include <cblas.h>
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +83,8 @@ static void *triad_worker(void *arg)
 
 /* One barrier of a pinned pool of `threads` threads (the threads backend's pool: tpool), in µs: the best of a
  * few runs of back-to-back barriers, so a wait for a late thread is left out and what remains is the cost a
- * schedule pays per barrier on top of its imbalance. The pool pins its caller: the caller's mask is put back. */
+ * schedule pays per barrier on top of its imbalance. The pool pins its caller, and tpool_destroy puts the
+ * caller's mask back before OpenBLAS runs again. */
 enum { BARRIER_REPS = 20000 };
 static void barrier_task(void *arg, int ith, int nth)
 {
@@ -94,8 +94,6 @@ static void barrier_task(void *arg, int ith, int nth)
 
 static double barrier_us(int threads)
 {
-    cpu_set_t mask;
-    const int have_mask = sched_getaffinity(0, sizeof mask, &mask) == 0;
     struct tpool *p = tpool_create(threads, 1);
     double best = 0.0;
     if (p) {
@@ -108,7 +106,6 @@ static double barrier_us(int threads)
         }
         tpool_destroy(p);
     }
-    if (have_mask) sched_setaffinity(0, sizeof mask, &mask);
     return best;
 }
 
