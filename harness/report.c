@@ -937,7 +937,8 @@ static void section_train(struct ctx *x)
 struct layer_time {
     const char *name, *op;
     double fw_ms, bw_ms;
-    int pos; /* its place in the model */
+    double idle_ms; /* a pool's threads' mean wait in it (figures.layer_times[].idle_s); NAN: one thread */
+    int pos;        /* its place in the model */
 };
 
 static int cmp_layer_time(const void *a, const void *b)
@@ -951,30 +952,41 @@ static int cmp_layer_time(const void *a, const void *b)
  * row of 100,000 kept gnuplot busy for minutes; the table under the chart says what the rest take. */
 #define REPORT_LAYER_BARS 30
 
-/* The run's layer times by layer type, as the --profile printout gives them. */
+/* The run's layer times by layer type, as the --profile printout gives them; on a pool, with the share
+ * of each type's time its threads spent waiting (imbalance, layers run on one thread). Types past the
+ * 64th are summed as "other". */
 static void layers_by_type(struct ctx *x, const struct layer_time *lt, int n, double total_ms)
 {
-    const char *ops[64];
-    double fw[64] = {0}, bw[64] = {0};
-    int count[64] = {0}, n_ops = 0;
+    enum { MAX_OPS = 64 };
+    const char *ops[MAX_OPS];
+    double fw[MAX_OPS] = {0}, bw[MAX_OPS] = {0}, idle[MAX_OPS] = {0};
+    int count[MAX_OPS] = {0}, n_ops = 0, pool = 0;
     for (int k = 0; k < n; k++) {
         int j = 0;
         while (j < n_ops && strcmp(ops[j], lt[k].op)) j++;
         if (j == n_ops) {
-            if (n_ops == 64) continue;
-            ops[n_ops++] = lt[k].op;
+            if (n_ops == MAX_OPS - 1) ops[j = MAX_OPS - 1] = "other", n_ops = MAX_OPS;
+            else ops[n_ops++] = lt[k].op;
         }
         fw[j] += lt[k].fw_ms, bw[j] += lt[k].bw_ms, count[j]++;
+        if (isfinite(lt[k].idle_ms)) idle[j] += lt[k].idle_ms, pool = 1;
     }
-    fprintf(x->md, "| layer type | layers | forward ms | backward ms | share |\n|---|---:|---:|---:|---:|\n");
+    fprintf(x->md, "| layer type | layers | forward ms | backward ms | share |%s\n|---|---:|---:|---:|---:|%s\n",
+            pool ? " threads idle |" : "", pool ? "---:|" : "");
     for (int done = 0; done < n_ops; done++) { /* largest first */
         int j = -1;
         for (int k = 0; k < n_ops; k++)
             if (count[k] >= 0 && (j < 0 || fw[k] + bw[k] > fw[j] + bw[j])) j = k;
-        fprintf(x->md, "| %s | %d | %s | %s | %s |\n", ops[j], count[j], cellf(fw[j], "%.3f").s, cellf(bw[j], "%.3f").s,
-                cellf(total_ms > 0 ? 100.0 * (fw[j] + bw[j]) / total_ms : NAN, "%.1f %%").s);
+        const double t = fw[j] + bw[j];
+        fprintf(x->md, "| %s | %d | %s | %s | %s |", ops[j], count[j], cellf(fw[j], "%.3f").s, cellf(bw[j], "%.3f").s,
+                cellf(total_ms > 0 ? 100.0 * t / total_ms : NAN, "%.1f %%").s);
+        if (pool) fprintf(x->md, " %s |", cellf(t > 0 ? 100.0 * idle[j] / t : NAN, "%.0f %%").s);
+        fprintf(x->md, "\n");
         count[j] = -1;
     }
+    if (pool)
+        fprintf(x->md, "\n*Threads idle*: the share of the type's time a thread of the pool, on average, waited (for "
+                       "the others, or for a layer run on one thread) — what the split loses, apart from kernel speed.\n");
     fprintf(x->md, "\n");
 }
 
@@ -990,7 +1002,8 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr)
     for (int k = 0; k < arr->n; k++) {
         const struct json_value *e = &arr->items[k];
         struct layer_time t = {json_get_str(e, "name", "?"), json_get_str(e, "op", "?"),
-                               1e3 * json_get_number(e, "forward_s", 0.0), 1e3 * json_get_number(e, "backward_s", 0.0), k};
+                               1e3 * json_get_number(e, "forward_s", 0.0), 1e3 * json_get_number(e, "backward_s", 0.0),
+                               1e3 * json_get_number(e, "idle_s", NAN), k};
         if (!isfinite(t.fw_ms) || !isfinite(t.bw_ms)) continue; /* no bar gnuplot could draw */
         lt[n++] = t;
         total_ms += t.fw_ms + t.bw_ms;

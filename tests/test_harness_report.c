@@ -266,8 +266,8 @@ Test(harness_report, many_layers_chart_the_slowest, .init = th_setup, .fini = th
      * slowest is the last, layer 99. Total: 3 · Σ(k+1) = 15,150 µs; the 30 slowest 3 · Σ_{71..100} = 7,695. */
     for (int k = 0; k < 100; k++)
         len += (size_t)snprintf(t + len, cap - len, "%s{\"name\":\"layer_%d\",\"op\":\"%s\",\"forward_s\":%g,"
-                                "\"backward_s\":%g}", k ? "," : "", k, k % 2 ? "batchnorm" : "conv", (k + 1) * 1e-6,
-                                2 * (k + 1) * 1e-6);
+                                "\"backward_s\":%g,\"idle_s\":%g}", k ? "," : "", k, k % 2 ? "batchnorm" : "conv",
+                                (k + 1) * 1e-6, 2 * (k + 1) * 1e-6, 0.3 * (k + 1) * 1e-6);
     snprintf(t + len, cap - len, "]}}\n");
     th_append(in, t);
     free(t);
@@ -280,7 +280,9 @@ Test(harness_report, many_layers_chart_the_slowest, .init = th_setup, .fini = th
     cr_assert(strstr(md, "The 30 slowest of 100 layers, per step: effnet-b0 on cpu") != NULL, "%s", md);
     cr_assert(strstr(md, "The other 70 layers take 7.455 ms of the layers' 15.150 ms a step (49.2 %)") != NULL, "%s", md);
     /* conv: k even, Σ(k+1) over k = 0, 2, …, 98 = 2,500 µs forward; batchnorm: 2,550. */
-    cr_assert(strstr(md, "| batchnorm | 50 | 2.550 | 5.100 | 50.5 % |\n| conv | 50 | 2.500 | 5.000 | 49.5 % |") != NULL,
+    /* A pool's row (idle_s): each type's idle share, 0.3 of its 3 µs per µs of forward: 10 %. */
+    cr_assert(strstr(md, "| batchnorm | 50 | 2.550 | 5.100 | 50.5 % | 10 % |\n| conv | 50 | 2.500 | 5.000 | 49.5 % | 10 % |") !=
+                  NULL,
               "by type, largest first:\n%s", md);
     free(md);
     snprintf(p, sizeof p, "%s/charts/data/layers_throughput_effnet-b0_cpu_b8.dat", out);
