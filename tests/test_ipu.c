@@ -1034,8 +1034,11 @@ Test(ipu, half_weights_round_trip_and_size, .timeout = 120)
     }
 }
 
-/* Fashion-MNIST test accuracy of mnist-mlp after 16,384 training samples (a quarter epoch: far from
- * saturated) on ipu S=2, G=4 at precision prec; the two sets come from the caller. */
+/* Fashion-MNIST test accuracy of mnist-mlp after one epoch (1,875 steps of 32) on ipu S=2, G=4 at
+ * precision prec; the two sets come from the caller. After a quarter epoch bf16's accuracy still moved
+ * with where its stochastic rounding fell: 0.7845–0.8075 over the four splits against fp32's 0.7978, so
+ * the given split passed by 0.0003 of the 0.01 allowed; after one epoch the splits reach 0.8400–0.8455
+ * against 0.8432. */
 static double mlp_test_accuracy(const char *prec, const struct dataset *tr, const struct dataset *te)
 {
     struct spec sp = spec_of("ipu", 0, 32);
@@ -1044,7 +1047,7 @@ static double mlp_test_accuracy(const char *prec, const struct dataset *tr, cons
      * the accuracy too: split 1, 2, 3, 4 reach 0.8054, 0.8075, 0.7845, 0.7904 against fp32's 0.7978 (split-
      * independent), and a timed cut that moved under load from block 2 to 3 (bf16_weights_train_close_to_fp32
      * saw it in CI) would fail this test. */
-    sp.stages = 2, sp.ga = 4, sp.precision = prec, sp.steps = 512, sp.split = "2";
+    sp.stages = 2, sp.ga = 4, sp.precision = prec, sp.steps = 1875, sp.split = "2";
     struct model m;
     int H, W, C;
     const struct workload *w = build_model(&sp, &m, &H, &W, &C);
