@@ -12,6 +12,9 @@
 #define BACKEND_MAX_STAGES 64
 struct pipeline_report {
     int stages, micro_batch, ga, replicas;
+    int first_block[BACKEND_MAX_STAGES]; /* the block each stage starts at: the split as --split takes it
+                                            (stages 1…S−1), whether given or timed at prepare */
+    int split_given;                     /* 1: --split; 0: balanced on layer times measured at prepare */
     double t_fwd[BACKEND_MAX_STAGES], t_bwd[BACKEND_MAX_STAGES];
     double exchange_bytes[BACKEND_MAX_STAGES]; /* bytes entering stage s per micro-batch (fwd + bwd) */
     double param_bytes[BACKEND_MAX_STAGES];    /* gradient bytes stage s holds and all-reduces per step */

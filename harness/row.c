@@ -437,6 +437,17 @@ void write_pipeline(struct session *s, struct json_buf *b)
     json_key_int(b, "micro_batch", r.micro_batch);
     json_key_int(b, "ga", r.ga);
     json_key_int(b, "replicas", r.replicas);
+    /* The cut as --split takes it: a timed one moves with load, and in half precision the cut changes the
+     * bits (the gradients crossing it are rounded), so a row says which one its run had. */
+    if (r.stages > 1) {
+        char split[BACKEND_MAX_STAGES * 12] = "";
+        for (int k = 1; k < r.stages && k < BACKEND_MAX_STAGES; k++) {
+            const size_t len = strlen(split);
+            snprintf(split + len, sizeof split - len, "%s%d", k > 1 ? "," : "", r.first_block[k]);
+        }
+        json_key_str(b, "split", split);
+        json_key_str(b, "split_chosen_by", r.split_given ? "given" : "timed");
+    }
     json_key_double(b, "bubble_measured", r.bubble_measured);
     json_key_double(b, "bubble_ideal", r.bubble_ideal);
     json_key_double(b, "loss_scale", r.loss_scale);

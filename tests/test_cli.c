@@ -1054,3 +1054,37 @@ Test(cli, inference_progress_shows_no_loss)
     cr_assert(strstr(p.err, "loss") == NULL, "a loss in an inference progress line: %s", p.err);
     proc_free(&p);
 }
+
+/* An ipu row says which split its run had, and whether it was given or timed at prepare (a timed cut moves
+ * with load, and in half precision the cut changes the bits): given back as --split, the run repeats it. */
+Test(cli, ipu_row_records_the_split_it_ran, .timeout = 120)
+{
+    char *dir = tu_mkdtemp("cli-split"), *out = NULL;
+    cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    char split[64] = "";
+    for (int given = 0; given < 2; given++) {
+        unlink(out);
+        struct proc p;
+        if (given)
+            run_bench(ARGS("--backend", "ipu", "--stages", "2", "--ga", "4", "--batch", "16", "--split", split, "--steps",
+                           "2", "--data", "synthetic", "--synthetic-samples", "64,16", "--mllog", "none", "--no-eval",
+                           "--quiet", "--out", out),
+                      &p);
+        else
+            run_bench(ARGS("--backend", "ipu", "--stages", "2", "--ga", "4", "--batch", "16", "--steps", "2", "--data",
+                           "synthetic", "--synthetic-samples", "64,16", "--mllog", "none", "--no-eval", "--quiet", "--out",
+                           out),
+                      &p);
+        cr_assert_eq(p.code, 0, "exit %d: %s", p.code, p.err);
+        proc_free(&p);
+        struct json_value *r = first_row(out);
+        const char *s = json_get_str(r, "figures.pipeline.split", ""), *by = json_get_str(r, "figures.pipeline.split_chosen_by", "");
+        cr_assert(s[0] >= '1' && s[0] <= '9' && !strchr(s, ','), "a 2-stage split is one block index: '%s'", s);
+        cr_assert_str_eq(by, given ? "given" : "timed");
+        if (given) cr_assert_str_eq(s, split, "the given split comes back");
+        else snprintf(split, sizeof split, "%s", s);
+        json_value_free(r);
+    }
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}

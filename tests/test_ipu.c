@@ -794,6 +794,8 @@ Test(ipu, pipeline_report_and_profile, .timeout = 60)
     struct pipeline_report r;
     cr_assert_eq(backend_pipeline_report(&b, &r), TB_OK);
     cr_assert(r.stages == 2 && r.micro_batch == 2 && r.ga == 4 && r.replicas == 1);
+    cr_assert(r.split_given && r.first_block[0] == 0 && r.first_block[1] == 6, "the split the run had: given %d, %d,%d",
+              r.split_given, r.first_block[0], r.first_block[1]);
     cr_assert_float_eq(r.bubble_ideal, 0.2, 1e-12);
     cr_assert(r.bubble_measured >= 0.0 && r.bubble_measured < 1.0);
     /* Step 2's intervals per stage: F, R (recomputation) and B, summed over its 4 micro-batches. */

@@ -235,6 +235,8 @@ static void pipeline_report_fill(struct ipu_ctx *c, struct pipeline_report *r)
     const struct ipu_plan *p = &c->p;
     memset(r, 0, sizeof *r);
     r->stages = p->S, r->micro_batch = p->B, r->ga = p->G, r->replicas = p->R;
+    r->split_given = p->split_given;
+    for (int s = 0; s < p->S && s < BACKEND_MAX_STAGES; s++) r->first_block[s] = p->first_block[s];
     const long steps = c->n_steps > 1 ? c->n_steps - 1 : c->n_steps;
     const double eb = (double)stage_prec_bytes(p->prec);
     for (int s = 0; s < p->S && s < BACKEND_MAX_STAGES; s++) {
