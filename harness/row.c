@@ -479,9 +479,11 @@ void write_pipeline(struct session *s, struct json_buf *b)
             printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", r.loss_scale,
                    r.loss_scale_static ? "static" : "dynamic", r.skipped_steps, r.skipped_steps == 1 ? "" : "s");
         for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
-            printf("  stage %-4d  compute %.3f s, exchange %.3f s, idle %.3f s, all-reduce %.3f s per step; "
+            /* ms: an mnist-mlp step's stages (µs of work) printed as 0.000 s throughout. */
+            printf("  stage %-4d  compute %.3f ms, exchange %.3f ms, idle %.3f ms, all-reduce %.3f ms per step; "
                    "activations %.1f MiB (measured), weights %.1f MiB (+%.1f MiB fp32 window), gradients %.1f MiB\n",
-                   k, r.t_compute[k], r.t_exchange[k], r.t_idle[k], r.t_allreduce[k], r.peak_act_bytes[k] / 1048576.0,
+                   k, 1e3 * r.t_compute[k], 1e3 * r.t_exchange[k], 1e3 * r.t_idle[k], 1e3 * r.t_allreduce[k],
+                   r.peak_act_bytes[k] / 1048576.0,
                    r.weight_bytes[k] / 1048576.0, r.weight_window_bytes[k] / 1048576.0, r.param_bytes[k] / 1048576.0);
     }
     if (print && s->c.project_device[0])
