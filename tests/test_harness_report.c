@@ -83,6 +83,22 @@ static void check_png(const char *dir, const char *name)
     free(svg);
 }
 
+/* bench report of the rows in `in` into the test's report/ directory (its path left in out): it succeeds and
+ * gnuplot draws every chart. */
+static void report_every_chart(const char *in, char *out, size_t n)
+{
+    char plots[512];
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = th_path(out, n, "report"), .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
+    free(err);
+}
+
 Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_teardown, .timeout = 60)
 {
     char in[192], cal[192], out[192], plots[512];
@@ -908,7 +924,7 @@ Test(harness_report, missing_or_non_finite_figures_show_as_empty_cells, .init = 
     };
     static const char *const repls[] = {NULL, "null", "\"x\"", "{}", "1e400", "-1e400", "1e308", "0"};
     const int n_repls = (int)(sizeof repls / sizeof *repls);
-    char in[192], t[4096], p[512], plots[512], out[192];
+    char in[192], t[4096], p[512], out[192];
     th_path(in, sizeof in, "results.jsonl");
     int k = 0;
     for (size_t kind = 0; kind < sizeof kinds / sizeof *kinds; kind++)
@@ -926,15 +942,7 @@ Test(harness_report, missing_or_non_finite_figures_show_as_empty_cells, .init = 
                 json_buf_free(&b);
                 json_value_free(v);
             }
-    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
-    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
-    int n_charts = 0;
-    th_stderr_begin();
-    const int st = report_generate(&o, &n_charts);
-    char *err = th_stderr_end();
-    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
-    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
-    free(err);
+    report_every_chart(in, out, sizeof out);
     snprintf(p, sizeof p, "%s/REPORT.md", out);
     char *md = th_read(p);
     const char *w = nan_word(md);
@@ -964,7 +972,7 @@ Test(harness_report, missing_or_non_finite_figures_show_as_empty_cells, .init = 
  * 1000 seeds beside one of 2 is drawn. */
 Test(harness_report, tta_chart_of_1000_seeds, .init = th_setup, .fini = th_teardown, .timeout = 120)
 {
-    char in[192], out[192], plots[512];
+    char in[192], out[192];
     th_path(in, sizeof in, "results.jsonl");
     tta(in, "cpu", 1.0);
     const int seeds = 1000;
@@ -984,15 +992,7 @@ Test(harness_report, tta_chart_of_1000_seeds, .init = th_setup, .fini = th_teard
     snprintf(t + len, cap - len, "]}}\n");
     th_append(in, t);
     free(t);
-    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
-    struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "report"), .plots_dir = plots};
-    int n_charts = 0;
-    th_stderr_begin();
-    const int st = report_generate(&o, &n_charts);
-    char *err = th_stderr_end();
-    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
-    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
-    free(err);
+    report_every_chart(in, out, sizeof out);
     check_png(out, "tta_mnist-mlp");
     /* A readable chart: the first seeds of the big row are drawn, and REPORT.md says so; the table counts all. */
     char p[256];
