@@ -11,7 +11,7 @@ DEB_PKGS := cmake gcc make pkg-config libopenblas-dev libfftw3-dev libgsl-dev gn
             libcriterion-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin valgrind
 COMPARE_PKGS := python3-torch python3-torchvision
 
-.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile compare bench-mlp bench-scaling kernbench fuzz clean
+.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile cachesim build-vg compare bench-mlp bench-scaling kernbench fuzz clean
 
 all: build
 
@@ -67,12 +67,9 @@ test-mpi: build
 # Memory errors and leaks on a real (short) training run of each workload family. Its own build without
 # -march=native: valgrind 3.19 has no AVX-512 (SIGILL on this machine's native code), but AVX2 where the
 # CPU has it, so the vector paths are still checked. --blas-core env: no re-exec for an inherited
-# OPENBLAS_CORETYPE, which would run the training outside valgrind.
-test-valgrind:
+# OPENBLAS_CORETYPE, which would run the training outside valgrind. Then tools/cachesim.sh's check.
+test-valgrind: build-vg
 	@echo "== valgrind memcheck"
-	@cmake -S . -B $(BUILD_VG) -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DTB_TESTS=OFF -DTB_CUDA=OFF \
-	  -DCMAKE_C_FLAGS="$$(grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && echo -mavx2 -mfma)" >/dev/null
-	@cmake --build $(BUILD_VG) -j$(JOBS) --target bench
 	@valgrind -q --error-exitcode=3 --leak-check=full --errors-for-leak-kinds=definite \
 	  $(BUILD_VG)/bench --blas-core env --data synthetic --synthetic-samples 256,64 --batch 8 --steps 5 --eval-batch 64 \
 	  --out /tmp/tb-valgrind.jsonl >/dev/null
@@ -80,6 +77,19 @@ test-valgrind:
 	  $(BUILD_VG)/bench --blas-core env --backend mirrored --devices 2 --data synthetic --synthetic-samples 256,64 --batch 8 \
 	  --steps 3 --eval-batch 64 \
 	  --out /tmp/tb-valgrind.jsonl >/dev/null
+	@./tools/cachesim_check.sh $(BUILD_VG)
+
+# The bench valgrind can run (test-valgrind, cachesim).
+build-vg:
+	@cmake -S . -B $(BUILD_VG) -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DTB_TESTS=OFF -DTB_CUDA=OFF \
+	  -DCMAKE_C_FLAGS="$$(grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && echo -mavx2 -mfma)" >/dev/null
+	@cmake --build $(BUILD_VG) -j$(JOBS) --target bench
+
+# Memory traffic a layer, simulated (no hardware counters here): one step of WORKLOAD (effnet-b0 at 32x32
+# batch 32 unless ARGS says otherwise) under callgrind's cache model; tables on stdout and in
+# results/cachesim/ (tools/cachesim.sh says what is modelled). About 2 minutes; CACHESIM_LL=BYTES.
+cachesim: deps build-vg
+	@./tools/cachesim.sh $(BUILD_VG) --workload $(or $(WORKLOAD),effnet-b0) $(or $(ARGS),$(if $(filter effnet%,$(or $(WORKLOAD),effnet-b0)),--resolution 32 --batch 32))
 
 # The main job: the default suite, then the report.
 demo: deps build

@@ -656,6 +656,7 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
         sync_barrier(sync, nth);
     }
     const int clocked = (mi->prof || st->trace) && ith == 0;
+    if (clocked) cachesim_mark(-1, 'F');
     double t_prev = clocked ? tb_now_s() : 0.0;
     double t_busy = 0.0;
     for (int i = st->l0; i < st->l1; i++) {
@@ -986,6 +987,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         sync_barrier(sync, nth);
     }
     const int clocked = (mi->prof || st->trace) && ith == 0;
+    if (clocked) cachesim_mark(-1, 'B');
     double t_prev = clocked ? tb_now_s() : 0.0;
     double t_busy = 0.0;
     for (int i = st->l1 - 1; i >= st->l0; i--) {

@@ -3,6 +3,7 @@
 #ifndef TB_EXEC_PRIV_H
 #define TB_EXEC_PRIV_H
 
+#include "cachesim.h"
 #include "clock.h"
 #include "exec.h"
 #include "layout.h"
@@ -105,6 +106,7 @@ static inline void clock_layer(const struct model_inst *mi, const struct exec_st
     const double t = tb_now_s();
     if (mi->prof) mi->prof[2 * li + (phase == 'B')] += t - *t_prev;
     exec_trace_add(st->trace, li, phase, *t_prev, t);
+    cachesim_mark(li, phase);
     *t_prev = t;
 }
 
