@@ -87,7 +87,7 @@ build-vg:
 
 # Memory traffic a layer, simulated (no hardware counters here): one step of WORKLOAD (effnet-b0 at 32x32
 # batch 32 unless ARGS says otherwise) under callgrind's cache model; tables on stdout and in
-# results/cachesim/ (tools/cachesim.sh says what is modelled). About 2 minutes; CACHESIM_LL=BYTES.
+# results/cachesim/ (tools/cachesim.sh says what is modelled). About 8 minutes; CACHESIM_LL=BYTES.
 cachesim: deps build-vg
 	@./tools/cachesim.sh $(BUILD_VG) --workload $(or $(WORKLOAD),effnet-b0) $(or $(ARGS),$(if $(filter effnet%,$(or $(WORKLOAD),effnet-b0)),--resolution 32 --batch 32))
 

@@ -13,6 +13,7 @@
 #endif
 
 static int cachesim_state = -1; /* −1 undecided, 0 off, 1 on; decided by the first caller (thread 0) */
+static int forwards;            /* forward passes begun (marks of layer −1, 'F') */
 
 int cachesim_on(void)
 {
@@ -20,9 +21,6 @@ int cachesim_on(void)
 #ifdef TB_HAVE_CALLGRIND
         const char *e = getenv("TB_CACHESIM");
         cachesim_state = RUNNING_ON_VALGRIND && e && strcmp(e, "1") == 0;
-        /* The script starts callgrind with --instr-atstart=no: setup runs uninstrumented (several times
-         * faster), the cache model starts at the first profiled pass. */
-        if (cachesim_state) CALLGRIND_START_INSTRUMENTATION;
 #else
         cachesim_state = 0;
 #endif
@@ -30,14 +28,27 @@ int cachesim_on(void)
     return cachesim_state;
 }
 
+/* The script starts callgrind with --instr-atstart=no and runs three steps: the first (algorithm tuning,
+ * first touch of every page) runs uninstrumented, several times faster; the model's caches start at the
+ * second step's forward, whose every layer is dumped, then the dump at the third's forward holds the
+ * second's optimizer update (and the third's data), and instrumentation stops there. */
 void cachesim_mark(int layer, char phase)
 {
     if (!cachesim_on()) return;
 #ifdef TB_HAVE_CALLGRIND
+    if (layer < 0 && phase == 'F') {
+        if (++forwards == 2) {
+            CALLGRIND_START_INSTRUMENTATION;
+            CALLGRIND_ZERO_STATS;
+            return;
+        }
+    }
+    if (forwards != 2 && !(forwards == 3 && layer < 0 && phase == 'F')) return;
     char name[32];
     snprintf(name, sizeof name, "L%d %c", layer, phase);
     CALLGRIND_DUMP_STATS_AT(name);
+    if (forwards == 3) CALLGRIND_STOP_INSTRUMENTATION;
 #else
-    (void)layer, (void)phase;
+    (void)layer, (void)phase, (void)forwards;
 #endif
 }

@@ -12,8 +12,8 @@
 /* Nonzero when marks dump counters: running under valgrind with TB_CACHESIM=1 (decided once). */
 int cachesim_on(void);
 
-/* Dumps the counters since the last mark as "L<layer> <phase>" (phase 'F' or 'B'; layer −1: the work
- * between passes — data, loss, optimizer). */
+/* Dumps the counters since the last mark as "L<layer> <phase>" (phase 'F' or 'B'; layer −1: the start of
+ * a pass, so its dump holds the work between passes: data, optimizer), for the second training step only. */
 void cachesim_mark(int layer, char phase);
 
 #endif

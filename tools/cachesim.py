@@ -3,9 +3,9 @@
 
     tools/cachesim.py DUMP_DIR ROW_JSONL [--tsv FILE]
 
-DUMP_DIR holds callgrind's counter dumps of one `bench --profile` run, one per layer mark (core/cachesim.h:
-"L<layer> F|B", layer -1 for the work between passes). The last step is read: from its forward's first mark
-(which holds the step before's optimizer update and this step's data) through its backward's last. Bytes
+DUMP_DIR holds callgrind's counter dumps of one `bench --profile` run, one per layer mark of its second step
+(core/cachesim.c: "L<layer> F|B"; the last, "L-1 F" at the third step's start, holds the second's optimizer
+update and the third's data). Bytes
 are the last-level cache's simulated misses times the line: reads are read misses, writes are write misses
 (a store's line first touched); write-backs of dirty lines are not modelled, so they are a lower bound on
 what memory moves. Layer names and types come from the run's row (figures.layer_times).
@@ -40,17 +40,16 @@ def read_dumps(d):
     return out
 
 
-def last_step(dumps):
-    """The dumps of the last whole step: from the last forward-start mark to the last backward mark."""
+def step_marks(dumps):
+    """The layer marks' dumps: the second step's (core/cachesim.c), ending with the third's forward start."""
     marks = []
     for part, trig, ev in dumps:
         m = re.fullmatch(r"Client Request: L(-?\d+) ([FB])", trig)
         if m:
             marks.append((int(m.group(1)), m.group(2), ev))
-    starts = [i for i, (l, ph, _) in enumerate(marks) if l == -1 and ph == "F"]
-    if not starts:
-        sys.exit("cachesim: no layer marks in the dumps (was bench run with --profile and TB_CACHESIM=1?)")
-    return marks[starts[-1]:]
+    if not marks or marks[-1][:2] != (-1, "F"):
+        sys.exit("cachesim: no whole step in the dumps (bench needs --profile, TB_CACHESIM=1 and 3 steps)")
+    return marks
 
 
 def main(argv):
@@ -65,7 +64,7 @@ def main(argv):
     layers = row.get("figures", {}).get("layer_times") or []
     cfg = row.get("config", {})
     line = 64
-    step = last_step(dumps)
+    step = step_marks(dumps)
     per = {}  # (layer, phase) -> [read B, write B, instructions]
     for l, ph, ev in step:
         key = (l, ph) if l >= 0 else (-1, "gap " + ph)

@@ -217,8 +217,9 @@ begin() {
     say "gpu_session $PHASE: $(date -u +%FT%TZ), budget $BUDGET s, bench $(command -v bench)"
     { bench --version 2>&1 | head -n 3; command -v nvidia-smi >/dev/null && nvidia-smi -L; } >>"$LOG" 2>&1
     # The host's cores as issue 31 needs them: 16 vCPUs may be 8 cores of 2 threads (threads went 2,863 ->
-    # 3,095 img/s from 8 to 16 there), and efficiency is then bounded by the physical cores.
-    say "cpu: $(nproc) usable; $(lscpu 2>/dev/null | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\))' |
+    # 3,095 img/s from 8 to 16 there), and efficiency is then bounded by the physical cores. Its caches
+    # set what `make cachesim` should model (CACHESIM_LL) and which tensors stay in cache per replica.
+    say "cpu: $(nproc) usable; $(lscpu 2>/dev/null | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|L2 cache|L3 cache)' |
         sed 's/  */ /g' | paste -sd ';' -)"
     if [ $rc -ne 0 ]; then # a GPU, but the smoke step failed: said, and the phase goes on
         SUMMARY+=("FAIL    cuda smoke (mnist-mlp inference, one step; exit $rc): $(printf '%s' "$probe" | head -n 1)")
