@@ -49,7 +49,7 @@ if perf stat -e instructions true 2>&1 | grep -q "<not supported>"; then
     KIND=software
     EVENTS=task-clock,cpu-clock,context-switches,cpu-migrations,page-faults,minor-faults,major-faults
     REC_EVENT=cpu-clock
-    NOTE="Software events only: this machine reports hardware counters as <not supported> (perf stat -e instructions true), so no cycles, instructions or cache misses. Sampling on cpu-clock."
+    NOTE="Software events only: this machine reports hardware counters as <not supported> (perf stat -e instructions true), so no cycles, instructions or cache misses (make cachesim simulates each layer's memory traffic instead). Sampling on cpu-clock."
 else
     KIND=hardware
     EVENTS=cycles,instructions,branches,branch-misses,cache-references,cache-misses,task-clock,context-switches,cpu-migrations,page-faults
