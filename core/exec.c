@@ -279,16 +279,14 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
 }
 
 /* Whether a depthwise convolution of shape cs whose backward runs its input BatchNorm's stream
- * (dw_fused) takes its weight gradient from the rows that stream recomputes (dwconv_backward_data_bn):
- * where its stored input would come back from memory, from 8 MB (in the step, one thread, batch 16: the
- * 12 MB input of 28×28×240 5×5 stride 2 2.20 → 1.61 ms; 8.4 MB at 14×14×672 unchanged; 6 MB at 14×14×480
- * 1.41 → 1.47, so not there; a 16 MB gate had been set from a harness that kept its inputs in L3). */
-enum { DW_PARAMS_IN_BN_BYTES = 8 << 20 };
-static int dw_params_in_bn(const struct model_inst *mi, const struct conv_shape *cs)
-{
-    if (mi->dw_params_fuse < 0) return 0;
-    return mi->dw_params_fuse > 0 || (size_t)cs->N * cs->H * cs->W * cs->C * sizeof(float) >= DW_PARAMS_IN_BN_BYTES;
-}
+ * (dw_fused) takes its weight gradient from the rows that stream recomputes (dwconv_backward_data_bn), so
+ * that the BatchNorm's output is never stored (bn_apply_in_dw). Every shape: an 8 MB gate (a layer's input
+ * from 6 MB ran 1.41 → 1.47 ms in a one-thread harness) left effnet-b0 32×32 batch 128 storing and reading
+ * back 84 MB a step more (make cachesim: 973.0 → 888.6 MB), and whole steps gained without it (tools/ab.sh,
+ * 5 rounds: cpu 1.020, threads 1.047, mirrored 2 devices 1.039 at that shape; threads at batch 32 1.029;
+ * cpu 224×224 batch 16 1.010). Changes those layers' weight-gradient summation order, the same for any
+ * thread count. */
+static int dw_params_in_bn(const struct model_inst *mi) { return mi->dw_params_fuse >= 0; }
 
 /* Where dwconv_backward_data_bn's weight-gradient parts start in the shared buffer: after the BatchNorm's
  * chunk sums (2 doubles a channel and chunk). */
@@ -404,7 +402,7 @@ static int bn_apply_in_dw(const struct model_inst *mi, const struct exec_step *s
     const struct layer *d = &mi->m->layers[mi->ls[bn].bn_dw];
     struct conv_shape cs;
     conv_shape_of(mi->m, d, st->n, &cs);
-    return !d->n_b && dw_params_in_bn(mi, &cs) && dwconv_forward_bn_in_fusable(&cs);
+    return !d->n_b && dw_params_in_bn(mi) && dwconv_forward_bn_in_fusable(&cs);
 }
 
 /* sync: the barrier between a kernel's dependent phases (BatchNorm's chunk sums and their use); only
@@ -848,7 +846,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
              * where dw_params_in_bn says so, the weight gradient from the rows that pass recomputes. */
             const struct layer *bl = &m->layers[bn];
             const size_t M = (size_t)n * cs.H * cs.W;
-            const int pin = !db && dw_params_in_bn(mi, &cs);
+            const int pin = !db && dw_params_in_bn(mi);
             float *dwpart = pin ? dw_part_of(mi, &cs, dwconv_bn_params_part_floats(&cs)) : NULL;
             TB_ASSERT(!acc);
             dwconv_backward_data_bn(din, dout, w, &cs, bn_part_of(mi, M, cs.C), exec_act(mi, bl->in),

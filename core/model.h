@@ -166,8 +166,8 @@ struct model_inst {
                          * split), else from the monotonic clock, 18× cheaper to read in a VM */
     int no_layer_fusion; /* --no-fuse: run fusable layer pairs unfused (what fusion buys) */
     int no_se_conv;      /* tests: every fusion but the SE scale's into the projection (the others are bitwise) */
-    int dw_params_fuse;  /* the depthwise weight gradient inside its input BatchNorm's backward stream: 0 where
-                          * that input would be read back from memory (tb_stream_floats), 1 always, -1 never */
+    int dw_params_fuse;  /* the depthwise weight gradient inside its input BatchNorm's backward stream: -1 never
+                          * (tests: the separate kernels), else wherever that stream runs */
     float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the
                           * projection convolution applied it already */
     size_t ones_floats;

@@ -245,8 +245,9 @@ static void step_pair(struct net *a, struct net *u, int B, int RES, uint64_t str
  * BatchNorm's first backward pass runs inside the depthwise backward after it; a BatchNorm after a 1×1
  * convolution computed by gemm_rows or after a depthwise one has its statistics taken by it; an expansion
  * BatchNorm's data gradient is formed by the 1×1 convolution before it as it reads it. The loss and the
- * gradients are those of the unfused layers, bit for bit (--no-fuse), with the one fusion that rounds
- * differently (the SE scale into the projection, tested below) left off. */
+ * gradients are those of the unfused layers, bit for bit (--no-fuse), with the two fusions that round
+ * differently left off: the SE scale into the projection and the depthwise weight gradient from the
+ * BatchNorm stream's recomputed rows (both tested below). */
 Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
 {
     enum { RES = 32, B = 4 };
@@ -264,6 +265,7 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
                  "(stem, 15 expansions, 16 depthwise, 16 projections, head)", after_conv);
     cr_assert(!a.e.train.no_layer_fusion && u.e.train.no_layer_fusion);
     a.e.train.no_se_conv = 1;
+    a.e.train.dw_params_fuse = -1;
     const int32_t y[B] = {1, 3, 9, 0};
     double la, lu;
     /* The fusion runs: the first fused BatchNorm's output gradient is never formed (a marker survives). */
