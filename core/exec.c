@@ -790,6 +790,35 @@ static int bn_bwd_in_conv(const struct model_inst *mi, const struct exec_step *s
     return conv_backward_gemm1x1_fusable(&cs, !overwrites_in_grad(mi, cl));
 }
 
+/* Whether BatchNorm layer bn leaves its data gradient to the depthwise convolution before it, in this step:
+ * that convolution's backward data pass runs fused with its input BatchNorm's (dw_fused) and takes its
+ * bias-free weight gradient from the rows that pass recomputes (dw_params_in_bn), so nothing else reads its
+ * dout, which it forms a few rows at a time from dz, x and the BatchNorm's coefficients as its input rows
+ * reach them (dwconv_backward_data_bn with a conv_bn_dout). The BatchNorm computes only its parameter
+ * gradients and those coefficients. Same bits. A write and a read of every depthwise output fewer: effnet-b0
+ * 32×32 batch 128, 888.6 → 846.3 MB a step (make cachesim); whole steps within noise on 2 cores (BENCHMARKS.md,
+ * twenty-sixth session), where a kernel's prefetch hid the read it saves; TB_DW_FORM_DOUT=0 turns it off. */
+static int bn_bwd_in_dw(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !mi->ls || bn >= st->l1 || mi->no_dw_form_dout) return 0;
+    const int d = mi->ls[bn].bn_conv;
+    if (d < 0 || d < st->l0 || mi->m->layers[d].op != OP_DWCONV) return 0;
+    const struct layer *dl = &mi->m->layers[d];
+    if (dl->n_b || !mi->m->tensors[dl->in].needs_grad || !dw_fused(mi, st, mi->ls[d].dw_bn)) return 0;
+    return dw_params_in_bn(mi);
+}
+
+/* Where BatchNorm layer bn's backward leaves dz: over the SE scale's output gradient when SE-fused in this
+ * step, else over its own output gradient. */
+static float *bn_dz_of(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    const struct layer *l = &mi->m->layers[bn];
+    return exec_dact(mi, se_fused(mi, st, bn) ? mi->m->layers[mi->ls[bn].se_scale].out : l->out);
+}
+
+/* A thread's scratch for dwconv_backward_data_bn: the SiLU rows, then (with a conv_bn_dout) the dout ring. */
+static size_t dw_bn_ring_off(const struct conv_shape *cs) { return tb_align16(dwconv_bn_params_scratch_floats(cs)); }
+
 static void layer_backward(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int ith,
                            int nth, const struct exec_sync *sync)
 {
@@ -846,12 +875,18 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
              * where dw_params_in_bn says so, the weight gradient from the rows that pass recomputes. */
             const struct layer *bl = &m->layers[bn];
             const size_t M = (size_t)n * cs.H * cs.W;
-            const int pin = !db && dw_params_in_bn(mi);
+            const int pin = !db && dw_params_in_bn(mi), ob = mi->ls[l - m->layers].conv_bn;
             float *dwpart = pin ? dw_part_of(mi, &cs, dwconv_bn_params_part_floats(&cs)) : NULL;
             TB_ASSERT(!acc);
-            dwconv_backward_data_bn(din, dout, w, &cs, bn_part_of(mi, M, cs.C), exec_act(mi, bl->in),
+            /* dout formed from the BatchNorm after this layer as it is read (bn_bwd_in_dw) */
+            const int form = bn_bwd_in_dw(mi, st, ob);
+            const struct conv_bn_dout bd = form ? (struct conv_bn_dout){bn_dz_of(mi, st, ob), out,
+                                                                        save_of(mi, &m->layers[ob]), mi->bn_coef}
+                                                : (struct conv_bn_dout){0};
+            dwconv_backward_data_bn(din, form ? NULL : dout, w, &cs, bn_part_of(mi, M, cs.C), exec_act(mi, bl->in),
                                     save_of(mi, bl), exec_param(mi, bl->w_off), exec_param(mi, bl->b_off), dwpart,
-                                    pin ? scratch_of(mi, ith) : NULL, ith, nth);
+                                    pin ? scratch_of(mi, ith) : NULL, form ? &bd : NULL,
+                                    form ? scratch_of(mi, ith) + dw_bn_ring_off(&cs) : NULL, ith, nth);
             if (pin) {
                 sync_barrier(sync, nth);
                 dwconv_bn_params_finish(dw, dwpart, &cs, ith, nth);
@@ -906,7 +941,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                 bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
             }
             if (!in_dw) sync_barrier(sync, nth);
-            if (bn_bwd_in_conv(mi, st, li)) /* the convolution before applies the coefficients */
+            if (bn_bwd_in_dw(mi, st, li)) TB_ASSERT(!acc && dout == bn_dz_of(mi, st, li));
+            if (bn_bwd_in_conv(mi, st, li) || bn_bwd_in_dw(mi, st, li)) /* the convolution before applies them */
                 bn_backward_coefs(mi->bn_coef, dw, db, save_of(mi, l), w, part, M, ti->c, ith, nth);
             else
                 bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);
@@ -1218,6 +1254,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
             return tb_error_set(TB_EINVAL, "--conv-algo must be auto, im2col, direct, fft or gemm1x1 (got '%s')",
                                 algo_name);
     }
+    const char *form = getenv("TB_DW_FORM_DOUT");
+    mi->no_dw_form_dout = form && strcmp(form, "0") == 0;
     mi->ls = calloc((size_t)m->n_layers, sizeof *mi->ls);
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;
@@ -1356,7 +1394,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (!dwconv_bn_fusable(&s)) continue;
         const size_t k = dw_part_off(&s) + dwconv_bn_params_part_floats(&s);
         if (k > shared) shared = k;
-        if (dwconv_bn_params_scratch_floats(&s) > need) need = dwconv_bn_params_scratch_floats(&s);
+        if (dw_bn_ring_off(&s) + dwconv_bn_dout_ring_floats(&s) > need)
+            need = dw_bn_ring_off(&s) + dwconv_bn_dout_ring_floats(&s);
         if (dwconv_forward_bn_in_scratch_floats(&s) > need) need = dwconv_forward_bn_in_scratch_floats(&s);
     }
     for (int i = 0; i < m->n_layers; i++) { /* BatchNorm's chunk sums (sync BN's 2·C sums fit in them) */

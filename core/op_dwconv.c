@@ -16,6 +16,7 @@
 #include "prefetch.h"
 #include "status.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #define DW_INLINE static inline __attribute__((always_inline))
@@ -146,6 +147,7 @@ DW_INLINE void corr_run(float *orow, const float *const *rows, int ky0, int ky1,
  * clamped to the tensors. */
 struct dw_pf {
     struct pf_span in, out; /* read, written */
+    struct pf_span in2;     /* read: a second input (empty but where a caller's ext sets it) */
 };
 
 /* The streams [i, i + ni) of ib (size isz) and [o, o + no) of ob (size osz), clamped to the tensors,
@@ -156,13 +158,15 @@ static inline struct dw_pf pf_make(const void *ib, size_t i, size_t ni, size_t i
     const char *ic = ib, *oc = ob;
     const size_t it = nit > 0 ? (size_t)nit : 1;
     return (struct dw_pf){pf_span_of(ic + (i < isz ? i : isz), ic + (i + ni < isz ? i + ni : isz), it),
-                          pf_span_of(oc + (o < osz ? o : osz), oc + (o + no < osz ? o + no : osz), it)};
+                          pf_span_of(oc + (o < osz ? o : osz), oc + (o + no < osz ? o + no : osz), it),
+                          pf_span_of(ic, ic, 1)};
 }
 
 DW_INLINE void pf_step(struct dw_pf *pf)
 {
     pf_span_step(&pf->in, 0);
     pf_span_step(&pf->out, 1);
+    pf_span_step(&pf->in2, 0);
 }
 
 /* All channel blocks of a run of RB pixels from ox: pixel-major, so memory is walked contiguously. */
@@ -188,7 +192,7 @@ DW_INLINE void corr_run_all(float *orow, const float *const *rows, int ky0, int 
  * same symmetric pad. Kernel rows outside the image are skipped (ky range), columns by the borders. */
 DW_INLINE void corr_rows(float *out, const float *in, const float *w, const float *b, const struct dw_geom *g,
                          size_t r0, size_t r1, const int K, const int S, const int BWD, int acc_out, const int RING,
-                         const float *pf_in)
+                         size_t ring_n, const float *pf_in, struct dw_pf *ext)
 {
     const int P = (K - 1) / 2, C = g->C, IH = g->IH, IW = g->IW, OH = g->OH, OW = g->OW;
     int ox_lo, ox_hi;
@@ -206,7 +210,7 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
         DW_UNROLL for (int ky = 0; ky < K; ky++) {
             const int iy = oy * S - P + ky;
             const size_t gi = (size_t)n * IH + (size_t)(iy >= 0 && iy < IH ? iy : 0);
-            rows[ky] = in + (RING ? gi % (size_t)K : gi) * (size_t)IW * C;
+            rows[ky] = in + (RING ? gi % ring_n : gi) * (size_t)IW * C;
         }
         float *orow = out + r * (size_t)OW * C;
         /* The next output row reads S new input rows, adjacent in memory to this row's newest ones (in
@@ -221,8 +225,9 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
          * s2 stored 3.7 vs 5.5). Nor where bn_apply_rows prefetches x itself (BN_APPLY_PF_MIN_C channels
          * or more): both streams at once lost (56×56×144 stride 1 2.9 without this one against 3.2 with;
          * 28×28×240 1.9 against 2.0), while at 32 channels this one is the only prefetch (2.8 against 3.9). */
-        const size_t in_pf = RING && (S == 2 || C >= BN_APPLY_PF_MIN_C) ? 0 : (size_t)S * in_row;
-        struct dw_pf pf = pf_make(pf_in, oi, in_pf, in_size, out, oo, out_row, out_size, nit);
+        const size_t in_pf = RING && (BWD || S == 2 || C >= BN_APPLY_PF_MIN_C) ? 0 : (size_t)S * in_row;
+        struct dw_pf pf = pf_make(pf_in, in_pf ? oi : 0, in_pf, in_size, out, oo, out_row, out_size, nit);
+        if (ext) pf.in = ext->in, pf.in2 = ext->in2; /* the caller's read streams, carried over the rows */
         if (bordered8) {
             /* Runs of 8 output pixels from column 0; a run that reaches a border (or past OW: the last
              * may be partial, its phantom pixels summed and dropped) checks its input columns. Bordered
@@ -236,6 +241,7 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
                 else
                     corr_run_all(orow, rows, ky0, ky1, w, b, ox, OW - ox, C, IW, K, S, BWD, 8, 1, acc_out, &pf);
             }
+            if (ext) ext->in = pf.in, ext->in2 = pf.in2;
             continue;
         }
         /* Border pixels one at a time, interior runs of 8, 4, then 1. */
@@ -249,48 +255,57 @@ DW_INLINE void corr_rows(float *out, const float *in, const float *w, const floa
         }
         for (; ox < ox_hi; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, 1, C, IW, K, S, BWD, 1, 0, acc_out, &pf);
         for (; ox < OW; ox++) corr_run_all(orow, rows, ky0, ky1, w, b, ox, 1, C, IW, K, S, BWD, 1, 1, acc_out, &pf);
+        if (ext) ext->in = pf.in, ext->in2 = pf.in2;
     }
 }
 
 static void fwd_k3s1(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 3, 1, 0, 0, 0, i);
+    corr_rows(o, i, w, b, g, r0, r1, 3, 1, 0, 0, 0, 0, i, NULL);
 }
 static void fwd_k3s2(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 3, 2, 0, 0, 0, i);
+    corr_rows(o, i, w, b, g, r0, r1, 3, 2, 0, 0, 0, 0, i, NULL);
 }
 static void fwd_k5s1(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 5, 1, 0, 0, 0, i);
+    corr_rows(o, i, w, b, g, r0, r1, 5, 1, 0, 0, 0, 0, i, NULL);
 }
 static void fwd_k5s2(float *o, const float *i, const float *w, const float *b, const struct dw_geom *g,
                      size_t r0, size_t r1)
 {
-    corr_rows(o, i, w, b, g, r0, r1, 5, 2, 0, 0, 0, i);
+    corr_rows(o, i, w, b, g, r0, r1, 5, 2, 0, 0, 0, 0, i, NULL);
 }
 /* The forward reading its input from a ring of K rows (row g of the N·IH at slot g mod K), prefetching
  * the rows of x the ring's next rows are made from. */
 static void fwd_ring_rows(float *o, const float *ring, const float *w, const float *b, const struct dw_geom *g,
                           size_t r0, size_t r1, int K, int S, const float *x)
 {
-    if (K == 3 && S == 1) corr_rows(o, ring, w, b, g, r0, r1, 3, 1, 0, 0, 1, x);
-    else if (K == 3) corr_rows(o, ring, w, b, g, r0, r1, 3, 2, 0, 0, 1, x);
-    else if (S == 1) corr_rows(o, ring, w, b, g, r0, r1, 5, 1, 0, 0, 1, x);
-    else corr_rows(o, ring, w, b, g, r0, r1, 5, 2, 0, 0, 1, x);
+    if (K == 3 && S == 1) corr_rows(o, ring, w, b, g, r0, r1, 3, 1, 0, 0, 1, (size_t)K, x, NULL);
+    else if (K == 3) corr_rows(o, ring, w, b, g, r0, r1, 3, 2, 0, 0, 1, (size_t)K, x, NULL);
+    else if (S == 1) corr_rows(o, ring, w, b, g, r0, r1, 5, 1, 0, 0, 1, (size_t)K, x, NULL);
+    else corr_rows(o, ring, w, b, g, r0, r1, 5, 2, 0, 0, 1, (size_t)K, x, NULL);
 }
 static void bwd_k3s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1,
                      int acc)
 {
-    corr_rows(o, i, w, NULL, g, r0, r1, 3, 1, 1, acc, 0, i);
+    corr_rows(o, i, w, NULL, g, r0, r1, 3, 1, 1, acc, 0, 0, i, NULL);
 }
 static void bwd_k5s1(float *o, const float *i, const float *w, const struct dw_geom *g, size_t r0, size_t r1,
                      int acc)
 {
-    corr_rows(o, i, w, NULL, g, r0, r1, 5, 1, 1, acc, 0, i);
+    corr_rows(o, i, w, NULL, g, r0, r1, 5, 1, 1, acc, 0, 0, i, NULL);
+}
+/* Stride-1 backward-data (overwriting) reading dout from a ring of ring_n rows (row g of the N·OH at slot
+ * g mod ring_n), which is in cache: no prefetch of it. */
+static void bwd_s1_ring(float *o, const float *ring, const float *w, const struct dw_geom *g, size_t r0, size_t r1,
+                        int K, size_t ring_n, struct dw_pf *ext)
+{
+    if (K == 3) corr_rows(o, ring, w, NULL, g, r0, r1, 3, 1, 1, 0, 1, ring_n, ring, ext);
+    else corr_rows(o, ring, w, NULL, g, r0, r1, 5, 1, 1, 0, 1, ring_n, ring, ext);
 }
 
 /* Stride-2 backward-data. dinp[iy][ix] += Σ dout[oy][ox]·w[ky][kx] over the nk valid (ky, oy) pairs of
@@ -358,7 +373,7 @@ DW_INLINE void bwd_s2_px(float *drow, const float *const *grows, const int *kys,
     } while (0)
 
 DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0,
-                           size_t r1, const int K, int acc)
+                           size_t r1, const int K, int acc, size_t ring_n, struct dw_pf *ext)
 {
     const int P = (K - 1) / 2, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
     /* Interior t: every tap's ox in [0, OW) for both parities, and 2t+1 < W. */
@@ -383,17 +398,20 @@ DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const
             const int oy = (iy + P - ky) / 2;
             if (oy < 0 || oy >= OH) continue;
             kys[nk] = ky;
-            grows[nk] = dout + ((size_t)n * OH + oy) * (size_t)OW * C;
+            const size_t gi = (size_t)n * OH + (size_t)oy;
+            grows[nk] = dout + (ring_n ? gi % ring_n : gi) * (size_t)OW * C;
             nk++;
         }
         float *drow = dinp + r * (size_t)W * C;
-        /* Prefetch, spread over the row: the next dinp row and the newest dout row it reads. */
+        /* Prefetch, spread over the row: the next dinp row and the newest dout row it reads (not from a ring
+         * of dout rows, which is in cache). */
         const int oyn = (iy + 1 + P) / 2 < OH ? (iy + 1 + P) / 2 : OH - 1;
-        const size_t og = ((size_t)n * OH + (size_t)oyn) * g_row, od = (r + 1) * d_row;
-        struct dw_pf pf = pf_make(dout, og, g_row, g_size, dinp, od, d_row, d_size, nit);
+        const size_t og = ring_n ? 0 : ((size_t)n * OH + (size_t)oyn) * g_row, od = (r + 1) * d_row;
+        struct dw_pf pf = pf_make(dout, og, ring_n ? 0 : g_row, g_size, dinp, od, d_row, d_size, nit);
+        if (ext) pf.in = ext->in, pf.in2 = ext->in2; /* the caller's read streams, carried over the rows */
         if (!nk) { /* no tap reaches this row */
             if (!acc) memset(drow, 0, (size_t)W * C * sizeof(float));
-            continue;
+            continue; /* (the streams stay where they were) */
         }
         for (int ix = 0; ix < ix_l; ix++)
             DW_CBLOCKS(&pf, bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
@@ -408,18 +426,30 @@ DW_INLINE void bwd_s2_rows(float *dinp, const float *dout, const float *w, const
         for (int ix = ix_r; ix < W; ix++)
             DW_CBLOCKS(&pf, bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 1, acc),
                        bwd_s2_px(drow, grows, kys, nk, w, ix, c0, C, OW, K, 0, acc));
+        if (ext) ext->in = pf.in, ext->in2 = pf.in2;
     }
 }
 
 static void bwd_k3s2(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0, size_t r1,
                      int acc)
 {
-    bwd_s2_rows(dinp, dout, w, s, r0, r1, 3, acc);
+    bwd_s2_rows(dinp, dout, w, s, r0, r1, 3, acc, 0, NULL);
 }
 static void bwd_k5s2(float *dinp, const float *dout, const float *w, const struct conv_shape *s, size_t r0, size_t r1,
                      int acc)
 {
-    bwd_s2_rows(dinp, dout, w, s, r0, r1, 5, acc);
+    bwd_s2_rows(dinp, dout, w, s, r0, r1, 5, acc, 0, NULL);
+}
+/* Stride-2 backward-data (overwriting) reading dout from a ring of ring_n rows, as bwd_s1_ring. */
+static void bwd_s2_ring3(float *dinp, const float *ring, const float *w, const struct conv_shape *s, size_t r0,
+                         size_t r1, size_t ring_n, struct dw_pf *ext)
+{
+    bwd_s2_rows(dinp, ring, w, s, r0, r1, 3, 0, ring_n, ext);
+}
+static void bwd_s2_ring5(float *dinp, const float *ring, const float *w, const struct conv_shape *s, size_t r0,
+                         size_t r1, size_t ring_n, struct dw_pf *ext)
+{
+    bwd_s2_rows(dinp, ring, w, s, r0, r1, 5, 0, ring_n, ext);
 }
 
 /* A prefetch over the slab's lines of a run of pixels (the next row's), one line at a time from the
@@ -767,9 +797,10 @@ DW_INLINE void params_taps_add(float *tk, const float *irow, const float *drow, 
 
 /* Input rows [r, rn) of the N·H, whose SiLU outputs are the rows of y: each paired with the output rows
  * it feeds (one per tap row ky), dwk (K², C) += that row's Σ_ox y·dout per tap, summed in registers first
- * by params_row, as params_k sums its (output row, tap row) pairs. */
+ * by params_row, as params_k sums its (output row, tap row) pairs. dout is the tensor, or with ring_n a
+ * ring of that many rows (row g of the N·OH at slot g mod ring_n). */
 DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, const struct conv_shape *s, size_t r,
-                              size_t rn, const int K, const int S)
+                              size_t rn, const int K, const int S, size_t ring_n)
 {
     const int P = (K - 1) / 2, H = s->H, W = s->W, C = s->C, OH = s->OH, OW = s->OW;
     int ox_lo, ox_hi;
@@ -780,7 +811,8 @@ DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, con
         for (int ky = 0; ky < K; ky++) {
             const int t = iy + P - ky; /* = oy·S */
             if (t < 0 || t % S || t / S >= OH) continue;
-            const float *drow = dout + ((size_t)n * OH + (size_t)(t / S)) * OW * C;
+            const size_t gi = (size_t)n * OH + (size_t)(t / S);
+            const float *drow = dout + (ring_n ? gi % ring_n : gi) * OW * C;
             float *tk = dwk + (size_t)ky * K * C;
             int c0 = 0;
             for (; c0 + VL <= C; c0 += VL) params_taps_add(tk, yrow, drow, c0, C, W, OW, ox_lo, ox_hi, K, S, 1);
@@ -790,12 +822,12 @@ DW_INLINE void params_in_rows(float *dwk, const float *y, const float *dout, con
 }
 
 static void params_in_rows_k(float *dwk, const float *y, const float *dout, const struct conv_shape *s, size_t r,
-                             size_t rn)
+                             size_t rn, size_t ring_n)
 {
-    if (s->KH == 3 && s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 3, 1);
-    else if (s->KH == 3) params_in_rows(dwk, y, dout, s, r, rn, 3, 2);
-    else if (s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 5, 1);
-    else params_in_rows(dwk, y, dout, s, r, rn, 5, 2);
+    if (s->KH == 3 && s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 3, 1, ring_n);
+    else if (s->KH == 3) params_in_rows(dwk, y, dout, s, r, rn, 3, 2, ring_n);
+    else if (s->stride == 1) params_in_rows(dwk, y, dout, s, r, rn, 5, 1, ring_n);
+    else params_in_rows(dwk, y, dout, s, r, rn, 5, 2, ring_n);
 }
 
 size_t dwconv_bn_params_part_floats(const struct conv_shape *s)
@@ -809,11 +841,83 @@ size_t dwconv_bn_params_scratch_floats(const struct conv_shape *s)
     return bn_batch_rows(row) * row;
 }
 
+/* Rows of dwconv_backward_data_bn's ring of dout rows: a batch of input rows reads at most batch + K − 1
+ * output rows at stride 1 (fewer at stride 2, a sample boundary included), and the ring must hold them all
+ * at once for the weight gradient's taps. */
+static size_t dout_ring_rows(const struct conv_shape *s)
+{
+    return bn_batch_rows((size_t)s->W * (size_t)s->C) + (size_t)s->KH;
+}
+
+size_t dwconv_bn_dout_ring_floats(const struct conv_shape *s)
+{
+    return dout_ring_rows(s) * (size_t)s->OW * (size_t)s->C;
+}
+
+/* A ring of dout rows that bd's rows are formed into as the input rows reach them: ring_n rows (row g of
+ * the N·OH at slot g mod ring_n), have_hi the end of the rows formed so far (rows only move forward). */
+struct dout_ring {
+    const struct conv_bn_dout *bd;
+    float *ring;
+    size_t ring_n, have_hi;
+};
+
+/* [*glo, *ghi) of the N·OH: the dout rows input rows [r, rn) of the N·H read (every output row a tap of
+ * theirs reaches); empty (*ghi <= *glo) when they read none. */
+static void dout_window(const struct conv_shape *s, size_t r, size_t rn, size_t *glo, size_t *ghi)
+{
+    const int K = s->KH, S = s->stride, P = (K - 1) / 2, H = s->H, OH = s->OH;
+    *glo = SIZE_MAX, *ghi = 0;
+    for (size_t q = r; q < rn; q++) {
+        const size_t n = q / (size_t)H;
+        const int iy = (int)(q % (size_t)H);
+        const int lo = floor_div(iy + P - K + S, S), hi = floor_div(iy + P, S); /* ⌈(iy+P−K+1)/S⌉, ⌊(iy+P)/S⌋ */
+        const int a = lo > 0 ? lo : 0, z = hi < OH - 1 ? hi : OH - 1;
+        if (a > z) continue;
+        if (n * OH + (size_t)a < *glo) *glo = n * OH + (size_t)a;
+        if (n * OH + (size_t)z + 1 > *ghi) *ghi = n * OH + (size_t)z + 1;
+    }
+}
+
+/* Forms the dout rows input rows [r, rn) read that the ring does not hold yet: bn_backward_rows of the
+ * BatchNorm's dz and x, its bn_backward_finish's bits. Then points pf's read streams at the dz and x rows the
+ * next batch of input rows, [rn, rnext), will form, spread over nit kernel iterations: their misses overlap
+ * this batch's arithmetic instead of stalling the next fill. */
+static void dout_ring_fill(struct dout_ring *dr, const struct conv_shape *s, size_t r, size_t rn, size_t rnext,
+                           struct dw_pf *pf, size_t nit)
+{
+    const size_t row = (size_t)s->OW * (size_t)s->C;
+    size_t glo, ghi;
+    dout_window(s, r, rn, &glo, &ghi);
+    if (ghi > glo) {
+        TB_ASSERT(ghi - glo <= dr->ring_n);
+        for (size_t g = dr->have_hi > glo ? dr->have_hi : glo; g < ghi; g++)
+            bn_backward_rows(dr->ring + g % dr->ring_n * row, dr->bd->dz + g * row, dr->bd->x + g * row,
+                             dr->bd->save, dr->bd->coef, (size_t)s->OW, s->C);
+        if (ghi > dr->have_hi) dr->have_hi = ghi;
+    }
+    size_t nlo, nhi;
+    dout_window(s, rn, rnext, &nlo, &nhi);
+    const size_t a = (dr->have_hi > nlo ? dr->have_hi : nlo) * row, z = nhi * row;
+    if (z <= a) {
+        pf->in = pf->in2 = pf_span_of(dr->bd->dz, dr->bd->dz, 1);
+        return;
+    }
+    pf->in = pf_span_of(dr->bd->dz + a, dr->bd->dz + z, nit);
+    pf->in2 = pf_span_of(dr->bd->x + a, dr->bd->x + z, nit);
+}
+
 void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                              double *part, const float *bn_in, const float *save, const float *gamma,
-                             const float *beta, float *dwpart, float *ybuf, int ith, int nth)
+                             const float *beta, float *dwpart, float *ybuf, const struct conv_bn_dout *bd,
+                             float *ring, int ith, int nth)
 {
-    TB_ASSERT(dwconv_bn_fusable(s) && !dwpart == !ybuf);
+    TB_ASSERT(dwconv_bn_fusable(s) && !dwpart == !ybuf && (!bd || (dwpart && ring)));
+    struct dout_ring dr = {bd, ring, bd ? dout_ring_rows(s) : 0, 0};
+    const float *dsrc = bd ? ring : dout;
+    const struct dw_geom g1 = {s->N, s->OH, s->OW, s->H, s->W, s->C};
+    /* The kernels' channel-block iterations a row, about: runs of 8 pixels (fewer at stride 2's borders). */
+    const size_t its = (size_t)(s->W + 7) / 8 * (size_t)((s->C + VL - 1) / VL);
     const size_t W = (size_t)s->W, row = W * (size_t)s->C, M = (size_t)s->N * s->H * W;
     const size_t batch = bn_batch_rows(row), taps = (size_t)s->KH * s->KW * (size_t)s->C;
     size_t k0, k1;
@@ -827,14 +931,22 @@ void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, con
         if (dwk) memset(dwk, 0, taps * sizeof(float));
         for (size_t r = e0 / W, r1 = e1 / W; r < r1; r += batch) {
             const size_t rn = r1 - r < batch ? r1 : r + batch;
-            bwd_data_rows(dinp, dout, w, s, r, rn, 0);
+            if (bd) {
+                const size_t total = (size_t)s->N * s->H, rnext = total - rn < batch ? total : rn + batch;
+                struct dw_pf ext;
+                dout_ring_fill(&dr, s, r, rn, rnext, &ext, (rn - r) * its);
+                if (s->stride == 1) bwd_s1_ring(dinp, ring, w, &g1, r, rn, s->KH, dr.ring_n, &ext);
+                else (s->KH == 3 ? bwd_s2_ring3 : bwd_s2_ring5)(dinp, ring, w, s, r, rn, dr.ring_n, &ext);
+            } else {
+                bwd_data_rows(dinp, dout, w, s, r, rn, 0);
+            }
             /* The stream prefetches x ahead itself (bn_bwd_stream_rows). The weight gradient's taps, on rows
              * in cache, prefetched the next batch's x too (the twenty-first session: 112×112×96 stride 2
              * 16.6–17.1 → 13.5–13.9 ms, one thread, batch 16); with the stream's own prefetch that second
              * stream and its bookkeeping lost: 10.4 → 9.8 ms there, 56×56×144 5.7–6.1 → 5.3–5.5, 112×112×32
              * 4.7 → 4.2, 56×56×144 5×5 stride 2 4.5–4.9 → 4.0–4.2 without it. */
             bn_bwd_stream_rows(&st, dinp + r * row, bn_in + r * row, ybuf, (rn - r) * W);
-            if (dwk) params_in_rows_k(dwk, ybuf, dout, s, r, rn);
+            if (dwk) params_in_rows_k(dwk, ybuf, dsrc, s, r, rn, dr.ring_n);
         }
         bn_bwd_stream_end(&st);
     }

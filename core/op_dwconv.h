@@ -64,10 +64,17 @@ int dwconv_bn_fusable(const struct conv_shape *s);
  * the weight gradient too, from the input rows the stream recomputes (the forward's SiLU outputs,
  * bitwise) instead of the stored input: each row chunk's taps into dwpart; dwconv_bn_params_finish adds
  * them into dw after a barrier. Not bitwise dwconv_backward_params (the row sums are added input row by
- * input row, chunk by chunk), the same for any nth. No bias gradient. */
+ * input row, chunk by chunk), the same for any nth. No bias gradient.
+ * With bd (and dwpart; dout may then be NULL) dout is never read: each of its rows is formed once per
+ * thread into ring (this thread's dwconv_bn_dout_ring_floats) from the BatchNorm after this convolution, as
+ * its bn_backward_finish would have written it (bn_backward_rows), when the input rows first reach it: the
+ * same bits, without that BatchNorm's data gradient written and read back. */
 void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                              double *part, const float *bn_in, const float *save, const float *gamma,
-                             const float *beta, float *dwpart, float *ybuf, int ith, int nth);
+                             const float *beta, float *dwpart, float *ybuf, const struct conv_bn_dout *bd,
+                             float *ring, int ith, int nth);
+/* Floats of a thread's ring of dout rows in dwconv_backward_data_bn with bd. */
+size_t dwconv_bn_dout_ring_floats(const struct conv_shape *s);
 /* Floats of dwconv_backward_data_bn's weight-gradient parts: (row chunks, KH·KW, C). */
 size_t dwconv_bn_params_part_floats(const struct conv_shape *s);
 /* Floats of a thread's SiLU rows in dwconv_backward_data_bn (one batch of input rows). */

@@ -344,9 +344,10 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
 /* The depthwise weight gradient taken inside the BatchNorm backward stream (dwconv_backward_data_bn),
  * forced on for every depthwise layer (at 224×224 it runs where the stored input would come from memory),
  * and with it the BatchNorm's apply pass formed by the depthwise forward (dwconv_forward_bn_in), so that
- * the BatchNorm's output is never written (a marker survives in it): the loss and every other gradient are
- * bitwise those of the separate kernels, and each depthwise weight gradient is within float rounding of
- * its separate kernel's (its row sums are added in another order). */
+ * the BatchNorm's output is never written (a marker survives in it), nor the gradient of the depthwise
+ * output, which the depthwise backward forms from the BatchNorm after it as it reads it: the loss and every
+ * other gradient are bitwise those of the separate kernels, and each depthwise weight gradient is within
+ * float rounding of its separate kernel's (its row sums are added in another order). */
 Test(model_grad, effnet_b0_dw_input_bn_in_depthwise_matches_separate, .timeout = 120)
 {
     enum { RES = 32, B = 4 };
@@ -358,10 +359,14 @@ Test(model_grad, effnet_b0_dw_input_bn_in_depthwise_matches_separate, .timeout =
     const int ebn = layer_named(&a.m, "features.2.0.block.0.1");
     cr_assert(a.e.train.ls[ebn].bn_dw == ebn + 1);
     const struct marked ea = mark_tensor(&a, a.m.layers[ebn].out, B, 0), eu = mark_tensor(&u, u.m.layers[ebn].out, B, 0);
+    const int dwo = a.m.layers[ebn + 1].out;
+    const struct marked da = mark_tensor(&a, dwo, B, 1), du = mark_tensor(&u, dwo, B, 1);
     double la, lu;
     step_pair(&a, &u, B, RES, 3, y, &la, &lu);
     cr_assert(unwritten(ea), "%s's output was written", a.m.layers[ebn].name);
     cr_assert(eu.p[0] != MARKER, "separate: %s's output was not written", u.m.layers[ebn].name);
+    cr_assert(unwritten(da), "%s's output gradient was written", a.m.layers[ebn + 1].name);
+    cr_assert(du.p[0] != MARKER, "separate: %s's output gradient was not written", u.m.layers[ebn + 1].name);
     cr_assert(la == lu, "loss %.17g in the stream, %.17g separate", la, lu);
     int dw = 0, differ = 0;
     for (int i = 0; i < a.m.n_layers; i++) {

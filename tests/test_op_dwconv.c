@@ -458,7 +458,9 @@ Test(dwconv, bench, .timeout = 120)
  * chunks start mid-row are refused (dwconv_bn_fusable), the others cover both strides, both kernel
  * sizes, masked channel tails and one chunk. With the weight gradient taken in the same pass (from the
  * SiLU rows the stream recomputes) dz and the sums are unchanged, and dw is the double reference's on
- * the forward's output within float rounding, the same bits for every nth. */
+ * the forward's output within float rounding, the same bits for every nth; and the same bits again when
+ * dout is not read but formed from the BatchNorm after the convolution (a ring of rows from its dz and x,
+ * whose bn_backward_rows dout is). */
 Test(dwconv, bn_fused_backward_matches_unfused)
 {
     static const struct dw_case fc[] = {{16, 8, 8, 40, 3, 1, -1}, {4, 16, 16, 24, 5, 2, -1}, {2, 7, 7, 48, 3, 2, -1},
@@ -473,7 +475,12 @@ Test(dwconv, bn_fused_backward_matches_unfused)
             continue;
         }
         fused++;
-        float *x = rand_buf(nin, 40 + q), *dout = rand_buf(nout, 50 + q), *w = rand_buf((size_t)s.C * s.KH * s.KW, 60 + q);
+        float *x = rand_buf(nin, 40 + q), *w = rand_buf((size_t)s.C * s.KH * s.KW, 60 + q);
+        /* dout as the BatchNorm after the convolution writes it: from its dz, x, save and coefficients. */
+        float *dz2 = rand_buf(nout, 50 + q), *x2 = rand_buf(nout, 90 + q), *save2 = rand_buf(2 * (size_t)s.C, 100 + q);
+        float *coef2 = rand_buf(3 * (size_t)s.C, 110 + q), *dout = zero_buf(nout);
+        bn_backward_rows(dout, dz2, x2, save2, coef2, (size_t)s.N * s.OH * s.OW, s.C);
+        const struct conv_bn_dout bd = {dz2, x2, save2, coef2};
         float *gamma = rand_buf((size_t)s.C, 70 + q), *beta = rand_buf((size_t)s.C, 80 + q), *y = zero_buf(nin);
         float *save = zero_buf(2 * (size_t)s.C), *d0 = zero_buf(nin), *d1 = zero_buf(nin);
         double *p0 = calloc(bn_chunk_doubles(M, s.C), sizeof(double)), *p1 = calloc(bn_chunk_doubles(M, s.C), sizeof(double));
@@ -484,7 +491,8 @@ Test(dwconv, bn_fused_backward_matches_unfused)
         bn_backward_chunks(p0, d0, x, save, gamma, beta, M, s.C, NORM_ACT_SILU, 0, 1);
         for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
             memset(d1, 0xff, nin * sizeof(float));
-            for (int i = 0; i < nths[t]; i++) dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, NULL, NULL, i, nths[t]);
+            for (int i = 0; i < nths[t]; i++) dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, NULL, NULL, NULL, NULL, i,
+                                                                   nths[t]);
             char what[64];
             snprintf(what, sizeof what, "case %zu nth %d: dz", q, nths[t]);
             tu_assert_bitwise(d1, d0, nin, what);
@@ -502,7 +510,7 @@ Test(dwconv, bn_fused_backward_matches_unfused)
             memset(d1, 0xff, nin * sizeof(float));
             memset(dw, 0, nw * sizeof(float));
             for (int i = 0; i < nths[t]; i++)
-                dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, dwpart, ybuf + (size_t)i * ys, i,
+                dwconv_backward_data_bn(d1, dout, w, &s, p1, x, save, gamma, beta, dwpart, ybuf + (size_t)i * ys, NULL, NULL, i,
                                         nths[t]);
             for (int i = 0; i < nths[t]; i++) dwconv_bn_params_finish(dw, dwpart, &s, i, nths[t]);
             char what[64];
@@ -514,6 +522,21 @@ Test(dwconv, bn_fused_backward_matches_unfused)
                 snprintf(what, sizeof what, "case %zu nth %d: dw against nth 1", q, nths[t]);
                 tu_assert_bitwise(dw, dw1, nw, what);
             }
+            /* dout formed in a ring of rows instead of read. */
+            const size_t rs = dwconv_bn_dout_ring_floats(&s);
+            float *ring = zero_buf(rs * (size_t)nths[t]), *dwf = zero_buf(nw);
+            memset(d1, 0xff, nin * sizeof(float));
+            for (int i = 0; i < nths[t]; i++)
+                dwconv_backward_data_bn(d1, NULL, w, &s, p1, x, save, gamma, beta, dwpart, ybuf + (size_t)i * ys, &bd,
+                                        ring + (size_t)i * rs, i, nths[t]);
+            for (int i = 0; i < nths[t]; i++) dwconv_bn_params_finish(dwf, dwpart, &s, i, nths[t]);
+            snprintf(what, sizeof what, "case %zu nth %d dout formed: dz", q, nths[t]);
+            tu_assert_bitwise(d1, d0, nin, what);
+            snprintf(what, sizeof what, "case %zu nth %d dout formed: part", q, nths[t]);
+            tu_assert_bitwise_d(p1, p0, bn_chunk_doubles(M, s.C), what);
+            snprintf(what, sizeof what, "case %zu nth %d dout formed: dw", q, nths[t]);
+            tu_assert_bitwise(dwf, dw, nw, what);
+            free(ring), free(dwf);
             free(ybuf);
         }
         double big = 0.0;
@@ -524,6 +547,7 @@ Test(dwconv, bn_fused_backward_matches_unfused)
                       (double)dw1[i], (double)dwr[i]);
         free(dwr), free(dw1), free(dwn), free(dwpart);
         free(x), free(dout), free(w), free(gamma), free(beta), free(y), free(save), free(d0), free(d1), free(p0), free(p1);
+        free(dz2), free(x2), free(save2), free(coef2);
     }
     cr_assert_eq(fused, 4);
 }
