@@ -88,8 +88,9 @@ build-vg:
 # Memory traffic a layer, simulated (no hardware counters here): one step of WORKLOAD (effnet-b0 at 32x32
 # batch 32 unless ARGS says otherwise) under callgrind's cache model; tables on stdout and in
 # results/cachesim/ (tools/cachesim.sh says what is modelled). About 8 minutes; CACHESIM_LL=BYTES.
+CACHESIM_WORKLOAD = $(or $(WORKLOAD),effnet-b0)
 cachesim: deps build-vg
-	@./tools/cachesim.sh $(BUILD_VG) --workload $(or $(WORKLOAD),effnet-b0) $(or $(ARGS),$(if $(filter effnet%,$(or $(WORKLOAD),effnet-b0)),--resolution 32 --batch 32))
+	@./tools/cachesim.sh $(BUILD_VG) --workload $(CACHESIM_WORKLOAD) $(or $(ARGS),$(if $(filter effnet%,$(CACHESIM_WORKLOAD)),--resolution 32 --batch 32))
 
 # The main job: the default suite, then the report.
 demo: deps build

@@ -3,8 +3,8 @@
  * The machines these sessions get expose no hardware counters (perf: <not supported>), and the 16-core
  * machine where issue 31's steps are bound by memory is lent rarely, so the bytes a layer moves are
  * simulated: the script runs one step of `bench --profile` under callgrind's cache model, and each mark
- * below dumps callgrind's counters since the previous mark, named after the layer. Outside valgrind, or
- * without TB_CACHESIM=1 in the environment, a mark costs one well-predicted branch.
+ * below dumps callgrind's counters since the previous mark, named after the layer. Marks are made on
+ * profiled runs only (--profile, --trace); outside valgrind, or without TB_CACHESIM=1, one costs a call.
  */
 #ifndef TB_CACHESIM_H
 #define TB_CACHESIM_H

@@ -286,7 +286,7 @@ static inline double *bn_part_of(const struct model_inst *mi, size_t M, int C)
  * 5 rounds: cpu 1.020, threads 1.047, mirrored 2 devices 1.039 at that shape; threads at batch 32 1.029;
  * cpu 224×224 batch 16 1.010). Changes those layers' weight-gradient summation order, the same for any
  * thread count. */
-static int dw_params_in_bn(const struct model_inst *mi) { return mi->dw_params_fuse >= 0; }
+static int dw_params_in_bn(const struct model_inst *mi) { return !mi->no_dw_params_fuse; }
 
 /* Where dwconv_backward_data_bn's weight-gradient parts start in the shared buffer: after the BatchNorm's
  * chunk sums (2 doubles a channel and chunk). */
@@ -941,8 +941,9 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                 bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
             }
             if (!in_dw) sync_barrier(sync, nth);
-            if (bn_bwd_in_dw(mi, st, li)) TB_ASSERT(!acc && dout == bn_dz_of(mi, st, li));
-            if (bn_bwd_in_conv(mi, st, li) || bn_bwd_in_dw(mi, st, li)) /* the convolution before applies them */
+            const int form_in_dw = bn_bwd_in_dw(mi, st, li);
+            if (form_in_dw) TB_ASSERT(!acc && dout == bn_dz_of(mi, st, li));
+            if (form_in_dw || bn_bwd_in_conv(mi, st, li)) /* the convolution before applies them */
                 bn_backward_coefs(mi->bn_coef, dw, db, save_of(mi, l), w, part, M, ti->c, ith, nth);
             else
                 bn_backward_finish(din, dw, db, dout, in, save_of(mi, l), w, part, M, ti->c, acc, ith, nth);

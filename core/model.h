@@ -169,8 +169,8 @@ struct model_inst {
     int no_dw_form_dout; /* TB_DW_FORM_DOUT=0 (read at prepare): the BatchNorm after a depthwise convolution writes
                           * its data gradient, not left to that convolution to form (exec.c's bn_bwd_in_dw); an
                           * A/B of the bytes it saves where memory bounds the step (the 16-core machine) */
-    int dw_params_fuse;  /* the depthwise weight gradient inside its input BatchNorm's backward stream: -1 never
-                          * (tests: the separate kernels), else wherever that stream runs */
+    int no_dw_params_fuse; /* tests: the depthwise weight gradient by its separate kernels, not inside its input
+                            * BatchNorm's backward stream wherever that stream runs */
     float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the
                           * projection convolution applied it already */
     size_t ones_floats;

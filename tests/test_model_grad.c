@@ -265,7 +265,7 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
                  "(stem, 15 expansions, 16 depthwise, 16 projections, head)", after_conv);
     cr_assert(!a.e.train.no_layer_fusion && u.e.train.no_layer_fusion);
     a.e.train.no_se_conv = 1;
-    a.e.train.dw_params_fuse = -1;
+    a.e.train.no_dw_params_fuse = 1;
     const int32_t y[B] = {1, 3, 9, 0};
     double la, lu;
     /* The fusion runs: the first fused BatchNorm's output gradient is never formed (a marker survives). */
@@ -292,14 +292,6 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     cr_assert(gn > 1e-8, "gradient norm² %g", gn);
     net_free(&a);
     net_free(&u);
-}
-
-/* Relative 2-norm distance of a from b (n floats). */
-static double rel_dist(const float *a, const float *b, size_t n)
-{
-    double d = 0.0, q = 0.0;
-    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), q += (double)b[i] * b[i];
-    return sqrt(d / q);
 }
 
 /* The SE scale folded into the projection convolution (op_conv_se.h) in the stages whose weights gemm_rows
@@ -332,7 +324,7 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
     for (int i = 0; i < a.m.n_layers; i++) {
         const struct layer *l = &a.m.layers[i];
         if (!l->n_w) continue;
-        const double d = rel_dist(a.e.grads + l->w_off, u.e.grads + l->w_off, l->n_w);
+        const double d = tu_rel_dist(a.e.grads + l->w_off, u.e.grads + l->w_off, l->n_w);
         worst = fmax(worst, d);
         cr_assert(d < 1e-3, "%s: gradient relative distance %.3g", l->name, d);
     }
@@ -341,9 +333,8 @@ Test(model_grad, effnet_b0_se_into_projection_matches_unfused, .timeout = 120)
     net_free(&u);
 }
 
-/* The depthwise weight gradient taken inside the BatchNorm backward stream (dwconv_backward_data_bn),
- * forced on for every depthwise layer (at 224×224 it runs where the stored input would come from memory),
- * and with it the BatchNorm's apply pass formed by the depthwise forward (dwconv_forward_bn_in), so that
+/* The depthwise weight gradient taken inside the BatchNorm backward stream (dwconv_backward_data_bn), as
+ * every depthwise layer takes it, against the separate kernels (no_dw_params_fuse), and with it the BatchNorm's apply pass formed by the depthwise forward (dwconv_forward_bn_in), so that
  * the BatchNorm's output is never written (a marker survives in it), nor the gradient of the depthwise
  * output, which the depthwise backward forms from the BatchNorm after it as it reads it: the loss and every
  * other gradient are bitwise those of the separate kernels, and each depthwise weight gradient is within
@@ -353,8 +344,7 @@ Test(model_grad, effnet_b0_dw_input_bn_in_depthwise_matches_separate, .timeout =
     enum { RES = 32, B = 4 };
     struct net a, u;
     net_pair(&a, &u, RES, B, 0);
-    a.e.train.dw_params_fuse = 1;
-    u.e.train.dw_params_fuse = -1;
+    u.e.train.no_dw_params_fuse = 1;
     const int32_t y[B] = {5, 1, 8, 3};
     const int ebn = layer_named(&a.m, "features.2.0.block.0.1");
     cr_assert(a.e.train.ls[ebn].bn_dw == ebn + 1);
@@ -379,7 +369,7 @@ Test(model_grad, effnet_b0_dw_input_bn_in_depthwise_matches_separate, .timeout =
         }
         dw++;
         differ += memcmp(ga, gu, l->n_w * sizeof(float)) != 0;
-        const double d = rel_dist(ga, gu, l->n_w);
+        const double d = tu_rel_dist(ga, gu, l->n_w);
         cr_assert(d < 1e-5, "%s: gradient relative distance %.3g", l->name, d);
     }
     cr_assert_eq(dw, 16, "%d depthwise layers", dw);

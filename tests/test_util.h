@@ -84,6 +84,14 @@ static inline double tu_rel_err(const float *a, const float *r, size_t n)
     return e / m;
 }
 
+/* ‖a − b‖₂ / ‖b‖₂: the relative 2-norm distance of a from b (n floats). */
+static inline double tu_rel_dist(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, q = 0.0;
+    for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), q += (double)b[i] * b[i];
+    return sqrt(d / q);
+}
+
 /* Asserts |got − want| ≤ atol·max|want| + rtol·|want| elementwise (NaN fails). */
 static inline void tu_assert_close(const float *got, const double *want, size_t n, double rtol, double atol,
                                    const char *what)

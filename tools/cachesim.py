@@ -98,7 +98,7 @@ def main(argv):
     for (l, ph), v in per.items():
         op = name_op(l)[1]
         b = by.setdefault(op, [0, 0, 0, 0, 0])
-        i = 0 if ph == "F" else 2 if ph == "B" else 0
+        i = 2 if ph == "B" else 0  # the between-passes dumps count as forward
         b[i] += v[0]
         b[i + 1] += v[1]
         b[4] += 1 if l >= 0 and ph == "F" else 0
