@@ -64,13 +64,13 @@ static inline int tb_par_units(void)
     return u;
 }
 
-/* Outputs of at least this many bytes are written with non-temporal stores by our own kernels: they
- * leave the 32 MB L3 before anything reads them, and skipping the read for ownership halves the
- * traffic of a write-only pass. */
-enum { TB_STREAM_BYTES = 16 << 20 };
+/* The smallest output our own kernels write with non-temporal stores (skipping the read for ownership
+ * of lines nothing will read from the cache): chosen once from the machine (core/stream_bytes.c says how),
+ * or TB_STREAM_KB=N (KiB) to A/B it in one binary. */
+size_t tb_stream_bytes(void);
 
-/* Returns whether an output of n floats is large enough for non-temporal stores (TB_STREAM_BYTES). */
-static inline int tb_stream_floats(size_t n) { return n * sizeof(float) >= TB_STREAM_BYTES; }
+/* Returns whether an output of n floats is large enough for non-temporal stores (tb_stream_bytes). */
+static inline int tb_stream_floats(size_t n) { return n * sizeof(float) >= tb_stream_bytes(); }
 
 /* Returns n rounded up to a multiple of 16 floats (64 bytes), the arena alignment unit. */
 static inline size_t tb_align16(size_t n) { return (n + 15) & ~(size_t)15; }

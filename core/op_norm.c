@@ -10,7 +10,7 @@
  * With AVX-512 (or AVX2+FMA) the row passes run VL-channel vectors with masked channel tails (SiLU with
  * its own sigmoid, norm_v_sigmoid), the SiLU backward sums take two rows per pass over float
  * accumulators, added into double every 16 rows, the statistics four rows per pass (AVX-512),
- * and BatchNorm outputs of TB_STREAM_BYTES or more go out with non-temporal stores (norm_nt); sums keep
+ * and BatchNorm outputs of tb_stream_bytes() or more go out with non-temporal stores (norm_nt); sums keep
  * one order for any thread split either way.
  */
 #include "op_norm.h"

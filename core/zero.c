@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* A zeroed buffer is accumulated into much later (gradients: after the whole forward), by when even
- * a few MB have left the caches: stream from 1 MB, not from TB_STREAM_BYTES. */
+ * a few MB have left the caches: stream from 1 MB, not from tb_stream_bytes(). */
 enum { ZERO_STREAM_FLOATS = 1 << 18 };
 
 void tb_zero_floats(float *p, size_t n, size_t total)

@@ -8,6 +8,7 @@
 #include "blas_core.h"
 #include "build_info.h"
 #include "executor.h"
+#include "layout.h"
 #include "status.h"
 
 #include <math.h>
@@ -176,6 +177,7 @@ int machine_info_read(struct machine_info *m)
     const char *env_commit = getenv("TB_GIT_COMMIT");
     copy_str(m->commit, sizeof m->commit, env_commit && *env_commit ? env_commit : TB_GIT_COMMIT);
     read_timestamp(m);
+    m->nt_store_kib = (long)(tb_stream_bytes() >> 10);
     return TB_OK;
 }
 
@@ -196,6 +198,7 @@ void machine_info_write_json(const struct machine_info *m, struct json_buf *b)
     json_key_double(b, "mem_gib", m->mem_gib);
     json_key_str(b, "hostname", m->hostname);
     json_key_str(b, "os", m->os);
+    json_key_int(b, "nt_store_from_kib", m->nt_store_kib);
     if (m->have_gpu) {
         json_key_object(b, "gpu");
         json_key_str(b, "name", m->gpu.name);

@@ -1,0 +1,11 @@
+/* stream_bytes.h — the rule behind layout.h's tb_stream_bytes (core/stream_bytes.c says why), pure for tests. */
+#ifndef TB_STREAM_BYTES_H
+#define TB_STREAM_BYTES_H
+
+#include <stddef.h>
+
+/* The non-temporal store threshold in bytes: env (TB_STREAM_KB's text, KiB, or NULL) when it is a whole number
+ * in [1, 2^30]; else half of l2 (a core's L2 in bytes; 1 MiB when l2 <= 0) on an Intel CPU, 16 MiB elsewhere. */
+size_t tb_stream_bytes_choose(const char *env, int intel, long l2);
+
+#endif
