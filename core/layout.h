@@ -64,13 +64,16 @@ static inline int tb_par_units(void)
     return u;
 }
 
-/* The smallest output our own kernels write with non-temporal stores (skipping the read for ownership
- * of lines nothing will read from the cache): chosen once from the machine (core/stream_bytes.c says how),
- * or TB_STREAM_KB=N (KiB) to A/B it in one binary. */
+/* The smallest output one thread of our kernels writes with non-temporal stores (skipping the read for
+ * ownership of lines nothing will read from the cache): chosen once from the machine (core/stream_bytes.c
+ * says how), or TB_STREAM_KB=N (KiB, then for the whole output whatever the threads) to A/B it in one binary. */
 size_t tb_stream_bytes(void);
+/* The smallest output nth threads write with non-temporal stores: tb_stream_bytes() for each thread where the
+ * machine's rule is per thread (a core's L2), else for the whole output. */
+size_t tb_stream_bytes_for(int nth);
 
-/* Returns whether an output of n floats is large enough for non-temporal stores (tb_stream_bytes). */
-static inline int tb_stream_floats(size_t n) { return n * sizeof(float) >= tb_stream_bytes(); }
+/* Returns whether an output of n floats that nth threads write goes out with non-temporal stores. */
+static inline int tb_stream_floats(size_t n, int nth) { return n * sizeof(float) >= tb_stream_bytes_for(nth); }
 
 /* Returns n rounded up to a multiple of 16 floats (64 bytes), the arena alignment unit. */
 static inline size_t tb_align16(size_t n) { return (n + 15) & ~(size_t)15; }

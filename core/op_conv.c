@@ -292,14 +292,14 @@ static void gemm_tile(const struct gemm_tiles *t, size_t u, size_t *m0, int *m, 
 /* Widest dinp rows gemm_rows accumulates into (see gemm1x1_wt). */
 enum { GEMM_ROWS_ACC_MAX_COLS = 48 };
 
-static int gemm_stream(size_t M, int cols) { return tb_stream_floats(M * (size_t)cols); }
+static int gemm_stream(size_t M, int cols, int nth) { return tb_stream_floats(M * (size_t)cols, nth); }
 
 void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                           const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
     const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, OC);
-    const int own = !b && gemm_rows_fits(C, OC), stream = gemm_stream(t.M, OC);
+    const int own = !b && gemm_rows_fits(C, OC), stream = gemm_stream(t.M, OC, nth);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
     for (size_t u = lo; u < hi; u++) {
@@ -342,7 +342,7 @@ void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const
     TB_ASSERT(conv_gemm1x1_bn_fusable(s));
     const int C = s->C, OC = s->OC;
     const size_t M = (size_t)s->N * s->H * s->W;
-    const int stream = gemm_stream(M, OC);
+    const int stream = gemm_stream(M, OC, nth);
     size_t k0, k1;
     /* Units are the BatchNorm's row chunks, each summed by one thread in row order. gemm_rows gives
      * every output the same bits whatever the rows of the call, so out equals conv_forward_gemm1x1's. */
@@ -369,7 +369,7 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
 {
     const int C = s->C, OC = s->OC;
     const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, C);
-    const int stream = gemm_stream(t.M, C);
+    const int stream = gemm_stream(t.M, C, nth);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
     if (wt && lo < hi) conv_transpose_w(wt, w, C, OC);
@@ -510,7 +510,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     TB_ASSERT(conv_backward_gemm1x1_fusable(s, accumulate));
     const int C = s->C, OC = s->OC, K = conv_params_row_chunks(s);
     const size_t M = (size_t)s->N * s->H * s->W;
-    const int stream = gemm_stream(M, C);
+    const int stream = gemm_stream(M, C, nth);
     size_t k0, k1;
     tb_slice((size_t)K, ith, nth, &k0, &k1);
     if (k0 >= k1) return;

@@ -50,7 +50,7 @@ static void se_rows(float *out, const float *in, const float *w, const float *sc
 {
     const int C = s->C, OC = s->OC, K = fwd ? C : OC, NO = fwd ? OC : C;
     const size_t HW = (size_t)s->H * s->W, M = (size_t)s->N * HW;
-    const int stream = tb_stream_floats(M * (size_t)NO);
+    const int stream = tb_stream_floats(M * (size_t)NO, nth);
     size_t k0, k1;
     tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
     float *wt = NULL; /* backward: wᵀ once a call, after the scaled matrix in scr */

@@ -337,23 +337,23 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
     }
 }
 
-/* Whether a row kernel writing channels [c0, ...) of rows of C floats at out, in a tensor of n floats,
- * streams its stores: large enough (tb_stream_floats) and every full vector aligned to its size. */
-static int norm_nt(const float *out, size_t n, size_t C, int c0)
+/* Whether a row kernel writing channels [c0, ...) of rows of C floats at out, in a tensor of n floats that nth
+ * threads write, streams its stores: large enough (tb_stream_floats) and every full vector aligned to its size. */
+static int norm_nt(const float *out, size_t n, int nth, size_t C, int c0)
 {
 #if NORM_VEC
-    return tb_stream_floats(n) && (uintptr_t)out % (VL * sizeof(float)) == 0 && C % VL == 0 && c0 % VL == 0;
+    return tb_stream_floats(n, nth) && (uintptr_t)out % (VL * sizeof(float)) == 0 && C % VL == 0 && c0 % VL == 0;
 #else
-    (void)out, (void)n, (void)C, (void)c0;
+    (void)out, (void)n, (void)nth, (void)C, (void)c0;
     return 0;
 #endif
 }
 
-/* norm_fwd_rows_k for act; stream as norm_nt decides for a tensor of M_total rows. */
+/* norm_fwd_rows_k for act; stream as norm_nt decides for a tensor of M_total rows written by nth threads. */
 static void norm_fwd_rows(float *out, const float *inp, const float *mean, const float *a, const float *b,
-                          size_t r0, size_t r1, size_t C, int c0, int cn, enum norm_act act, size_t M_total)
+                          size_t r0, size_t r1, size_t C, int c0, int cn, enum norm_act act, size_t M_total, int nth)
 {
-    const int nt = norm_nt(out, M_total * C, C, c0);
+    const int nt = norm_nt(out, M_total * C, nth, C, c0);
     if (act == NORM_ACT_SILU && nt)
         norm_fwd_rows_k(out, inp, mean, a, b, r0, r1, C, c0, cn, 1, 1, NULL, 0);
     else if (act == NORM_ACT_SILU)
@@ -370,9 +370,9 @@ static void norm_fwd_rows(float *out, const float *inp, const float *mean, const
  * scaled by 1/HW in double, global_avgpool_forward's operations. */
 static void norm_fwd_rows_pool(float *out, float *pool, const float *inp, const float *mean, const float *a,
                                const float *b, size_t n0, size_t n1, size_t HW, size_t C, int c0, int cn,
-                               size_t M_total)
+                               size_t M_total, int nth)
 {
-    const int nt = norm_nt(out, M_total * C, C, c0);
+    const int nt = norm_nt(out, M_total * C, nth, C, c0);
     const double inv = 1.0 / (double)HW;
     double acc[NORM_CB];
     const int cz = (cn + 15) / 16 * 16 < NORM_CB ? (cn + 15) / 16 * 16 : NORM_CB; /* masked tails add their 0s */
@@ -543,12 +543,12 @@ norm_bwd_rows_k(float *restrict dinp, const float *restrict dout, const float *r
     }
 }
 
-/* norm_bwd_rows_k for act and acc; an overwrite streams as norm_nt decides for M_total rows. */
+/* norm_bwd_rows_k for act and acc; an overwrite streams as norm_nt decides for M_total rows and nth threads. */
 static void norm_bwd_rows(float *dinp, const float *dout, const float *inp, const float *mean, const float *a,
                           const float *b, const float *c2, const float *k0, size_t r0, size_t r1, size_t C,
-                          int c0, int cn, enum norm_act act, int acc, size_t M_total)
+                          int c0, int cn, enum norm_act act, int acc, size_t M_total, int nth)
 {
-    const int nt = !acc && norm_nt(dinp, M_total * C, C, c0);
+    const int nt = !acc && norm_nt(dinp, M_total * C, nth, C, c0);
     if (act == NORM_ACT_SILU && acc)
         norm_bwd_rows_k(dinp, dout, inp, mean, a, b, c2, k0, r0, r1, C, c0, cn, 1, 1, 0);
     else if (act == NORM_ACT_SILU)
@@ -713,7 +713,7 @@ void bn_forward_apply(float *out, const float *inp, const float *save, const flo
     for (int c0 = 0; c0 < C && r1 > r0; c0 += NORM_CB) {
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
         bn_scale_block(a, save, gamma, C, c0, cn);
-        norm_fwd_rows(out, inp, save + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
+        norm_fwd_rows(out, inp, save + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);
     }
 }
 
@@ -729,7 +729,7 @@ void bn_forward_train(float *out, float *save, float *run_mean, float *run_var, 
         int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
         norm_stats_chunked(s, q, inp, M, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, 0, cn, eps, momentum);
-        norm_fwd_rows(out, inp, mean, a, beta + c0, 0, M, (size_t)C, c0, cn, act, M);
+        norm_fwd_rows(out, inp, mean, a, beta + c0, 0, M, (size_t)C, c0, cn, act, M, nth);
     }
 }
 
@@ -824,8 +824,8 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
                 const int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
                 bn_combine_block(s, q, part, K, C, c0, cn);
                 bn_finalize_block(mean, a, save, NULL, NULL, s, q, gamma, M, C, c0, cn, 0, 0, eps, momentum);
-                if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M);
-                else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
+                if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M, nth);
+                else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);
             }
         }
         return;
@@ -844,8 +844,8 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
         bn_combine_block(s, q, part, K, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
         if (r1 <= r0 || !out) continue;
-        if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M);
-        else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
+        if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M, nth);
+        else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);
     }
 }
 
@@ -878,7 +878,7 @@ void bn_forward_eval(float *out, const float *inp, const float *run_mean, const 
             float rstd = (float)(1.0 / sqrt((double)run_var[c0 + j] + (double)eps));
             a[j] = gamma[c0 + j] * rstd;
         }
-        norm_fwd_rows(out, inp, run_mean + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M);
+        norm_fwd_rows(out, inp, run_mean + c0, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);
     }
 }
 
@@ -939,7 +939,7 @@ void bn_backward_data_apply(float *dinp, const float *dz, const float *inp, cons
         int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
         bn_scale_block(a, save, gamma, C, c0, cn);
         bn_bwd_consts_block(c2, k0, sums + c0, sums + C + c0, save, gamma, M_total, C, c0, cn);
-        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
+        norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M, nth);
     }
 }
 
@@ -960,7 +960,7 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const fl
             dbeta[c0 + j] += (float)sdz[j];
         }
         bn_bwd_consts_block(c2, k0, sdz, sdzx, save, gamma, M, C, c0, cn);
-        norm_bwd_rows(dinp, dout, inp, save + c0, a, NULL, c2, k0, 0, M, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
+        norm_bwd_rows(dinp, dout, inp, save + c0, a, NULL, c2, k0, 0, M, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M, nth);
     }
 }
 
@@ -1150,7 +1150,7 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
                 const int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
                 bn_bwd_block(a, c2, k0, dgamma, dbeta, save, gamma, part, M, C, c0, cn, 0, 0, 1);
                 norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc,
-                              M);
+                              M, nth);
             }
         }
         return;
@@ -1162,7 +1162,7 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
         if (r1 <= r0 && j1 <= j0) continue;
         bn_bwd_block(a, c2, k0, dgamma, dbeta, save, gamma, part, M, C, c0, cn, j0, j1, r1 > r0);
         if (r1 > r0)
-            norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M);
+            norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M, nth);
     }
 }
 
@@ -1187,7 +1187,7 @@ void bn_backward_rows(float *dx, const float *dz, const float *inp, const float 
     for (int c0 = 0; c0 < C; c0 += NORM_CB) {
         const int cn = C - c0 < NORM_CB ? C - c0 : NORM_CB;
         norm_bwd_rows(dx, dz, inp, save + c0, coef + c0, NULL, coef + C + c0, coef + 2 * C + c0, 0, rows, (size_t)C,
-                      c0, cn, NORM_ACT_NONE, 0, 0);
+                      c0, cn, NORM_ACT_NONE, 0, 0, 1);
     }
 }
 
@@ -1244,7 +1244,7 @@ void gn_forward(float *out, float *save, const float *inp, const float *gamma, c
             for (int c0 = g0 * Cg; c0 < ce; c0 += NORM_CB) {
                 int cn = ce - c0 < NORM_CB ? ce - c0 : NORM_CB;
                 gn_consts_block(mean, a, sv, gamma, Cg, c0, cn);
-                norm_fwd_rows(y, x, mean, a, beta + c0, 0, HW, (size_t)C, c0, cn, act, 0);
+                norm_fwd_rows(y, x, mean, a, beta + c0, 0, HW, (size_t)C, c0, cn, act, 0, 1);
             }
         }
     }
@@ -1291,7 +1291,7 @@ void gn_backward_data(float *dinp, const float *dout, const float *inp, const fl
                     c2[j] = (float)g2s[(c0 + j) / Cg - g0];
                     k0[j] = (float)g1s[(c0 + j) / Cg - g0];
                 }
-                norm_bwd_rows(dx, dy, x, mean, a, beta + c0, c2, k0, 0, HW, (size_t)C, c0, cn, act, acc, 0);
+                norm_bwd_rows(dx, dy, x, mean, a, beta + c0, c2, k0, 0, HW, (size_t)C, c0, cn, act, acc, 0, 1);
             }
         }
     }

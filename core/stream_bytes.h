@@ -5,7 +5,8 @@
 #include <stddef.h>
 
 /* The non-temporal store threshold in bytes: env (TB_STREAM_KB's text, KiB, or NULL) when it is a whole number
- * in [1, 2^30]; else half of l2 (a core's L2 in bytes; 1 MiB when l2 <= 0) on an Intel CPU, 16 MiB elsewhere. */
-size_t tb_stream_bytes_choose(const char *env, int intel, long l2);
+ * in [1, 2^30], for the whole output (*per_thread = 0); else on an Intel CPU half of l2 (a core's L2 in bytes;
+ * 1 MiB when l2 <= 0) for each writing thread (*per_thread = 1); else 16 MiB for the whole output. */
+size_t tb_stream_bytes_choose(const char *env, int intel, long l2, int *per_thread);
 
 #endif
