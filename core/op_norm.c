@@ -824,8 +824,11 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
                 const int cn = cb - c0 < NORM_CB ? cb - c0 : NORM_CB;
                 bn_combine_block(s, q, part, K, C, c0, cn);
                 bn_finalize_block(mean, a, save, NULL, NULL, s, q, gamma, M, C, c0, cn, 0, 0, eps, momentum);
-                if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M, nth);
-                else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);
+                if (pool)
+                    norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M,
+                                       nth);
+                else
+                    norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);
             }
         }
         return;
@@ -844,7 +847,8 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
         bn_combine_block(s, q, part, K, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
         if (r1 <= r0 || !out) continue;
-        if (pool) norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M, nth);
+        if (pool)
+            norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M, nth);
         else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);
     }
 }
@@ -1162,7 +1166,8 @@ void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *d
         if (r1 <= r0 && j1 <= j0) continue;
         bn_bwd_block(a, c2, k0, dgamma, dbeta, save, gamma, part, M, C, c0, cn, j0, j1, r1 > r0);
         if (r1 > r0)
-            norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M, nth);
+            norm_bwd_rows(dinp, dz, inp, save + c0, a, NULL, c2, k0, r0, r1, (size_t)C, c0, cn, NORM_ACT_NONE, acc, M,
+                          nth);
     }
 }
 
