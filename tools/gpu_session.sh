@@ -26,8 +26,8 @@
 #                                   against one step a call on the GPU
 #   tools/gpu_session.sh sanitizer  there*: compute-sanitizer memcheck (and racecheck) of short bench runs
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
-#   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; weak a second time with TB_STREAM_KB=16384),
-#                                   or a line saying it is missing
+#   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; weak again with TB_STREAM_KB=16384 and
+#                                   with TB_DW_FORM_DOUT=0), or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
 #   8 minutes each with a machine's start, are for a session with device time left after first)
 #
@@ -662,6 +662,8 @@ phase_scaling() {
     # The twenty-seventh session's non-temporal stores from 1 MiB a thread (Intel), against the old 16 MiB: weak
     # scaling's one-thread replicas are where they change anything (strong's 16 threads keep 16 MiB).
     scaling_step weak $((BUDGET / 2)) TB_STREAM_KB=16384
+    # The twenty-sixth's formed depthwise dout (4.8 % fewer bytes a replica step, simulated), off.
+    scaling_step weak $((BUDGET / 2)) TB_DW_FORM_DOUT=0
     scaling_step mpi $((BUDGET / 2))
     scaling_step ipu $((BUDGET / 2))
 }
