@@ -208,6 +208,16 @@ static inline __attribute__((always_inline)) void norm_pf_read(const void *p, si
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)((uintptr_t)p + ahead + o), 0, 3);
 }
 
+/* Prefetches every line holding a byte of [p, p + bytes), for writing when write. */
+static inline __attribute__((always_inline)) void norm_pf_span(const float *p, size_t bytes, const int write)
+{
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, z = (uintptr_t)p + bytes;
+    for (uintptr_t l = a; l < z; l += 64) {
+        if (write) __builtin_prefetch((const void *)l, 1, 3);
+        else __builtin_prefetch((const void *)l, 0, 3);
+    }
+}
+
 #if defined(__AVX512F__)
 /* Channel blocks of 16 whose double accumulators (Σx, Σx² for the low and high 8 lanes: 4 registers a
  * block) stay in registers over all rows of a call: 6 blocks = 24 of the 32. With the accumulators in
@@ -424,9 +434,10 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
             for (; r < r1; r += 2) {
                 const int nr = r + 2 <= r1 ? 2 : 1;
                 if (ahead && r + 2 + ahead < M) /* both rows' lines of x and dout, NORM_PF_BYTES ahead */
-                    for (size_t o = 0; o < 2 * C * 4; o += 64) {
-                        __builtin_prefetch((const char *)(inp + (r + ahead) * C) + o, 0, 3);
-                        __builtin_prefetch((const char *)(dout + (r + ahead) * C) + o, 1, 3);
+                    for (size_t k = 0; k < 2; k++) { /* this call's channels only: a chunk's channel groups */
+                        const size_t e = (r + ahead + k) * C + (size_t)c0;
+                        norm_pf_span(inp + e, (size_t)cn * sizeof(float), 0);
+                        norm_pf_span(dout + e, (size_t)cn * sizeof(float), 1);
                     }
                 if (se)
                     for (int k = 0; k < nr; k++) {
