@@ -17,6 +17,7 @@
 
 #include "layout.h"
 #include "op_act.h"
+#include "prefetch.h"
 #include "status.h"
 
 #include <math.h>
@@ -206,16 +207,6 @@ static inline size_t norm_pf_rows(size_t C) { return (NORM_PF_BYTES + 4 * C - 1)
 static inline __attribute__((always_inline)) void norm_pf_read(const void *p, size_t ahead, size_t bytes)
 {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)((uintptr_t)p + ahead + o), 0, 3);
-}
-
-/* Prefetches every line holding a byte of [p, p + bytes), for writing when write. */
-static inline __attribute__((always_inline)) void norm_pf_span(const float *p, size_t bytes, const int write)
-{
-    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, z = (uintptr_t)p + bytes;
-    for (uintptr_t l = a; l < z; l += 64) {
-        if (write) __builtin_prefetch((const void *)l, 1, 3);
-        else __builtin_prefetch((const void *)l, 0, 3);
-    }
 }
 
 #if defined(__AVX512F__)
@@ -436,8 +427,10 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
                 if (ahead && r + 2 + ahead < M) /* both rows' lines of x and dout, NORM_PF_BYTES ahead */
                     for (size_t k = 0; k < 2; k++) { /* this call's channels only: a chunk's channel groups */
                         const size_t e = (r + ahead + k) * C + (size_t)c0;
-                        norm_pf_span(inp + e, (size_t)cn * sizeof(float), 0);
-                        norm_pf_span(dout + e, (size_t)cn * sizeof(float), 1);
+                        struct pf_span px = pf_span_of(inp + e, inp + e + cn, 1);
+                        struct pf_span pd = pf_span_of(dout + e, dout + e + cn, 1);
+                        pf_span_step(&px, 0);
+                        pf_span_step(&pd, 1);
                     }
                 if (se)
                     for (int k = 0; k < nr; k++) {
