@@ -1395,8 +1395,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (!dwconv_bn_fusable(&s)) continue;
         const size_t k = dw_part_off(&s) + dwconv_bn_params_part_floats(&s);
         if (k > shared) shared = k;
-        if (dw_bn_ring_off(&s) + dwconv_bn_dout_ring_floats(&s) > need)
-            need = dw_bn_ring_off(&s) + dwconv_bn_dout_ring_floats(&s);
+        const size_t ring_end = dw_bn_ring_off(&s) + dwconv_bn_dout_ring_floats(&s);
+        if (ring_end > need) need = ring_end;
         if (dwconv_forward_bn_in_scratch_floats(&s) > need) need = dwconv_forward_bn_in_scratch_floats(&s);
     }
     for (int i = 0; i < m->n_layers; i++) { /* BatchNorm's chunk sums (sync BN's 2·C sums fit in them) */

@@ -34,6 +34,15 @@ size_t tb_stream_bytes_choose(const char *env, int intel, long l2, int *per_thre
     return l2 > 0 ? (size_t)l2 / 2 : (size_t)STREAM_INTEL_NO_L2;
 }
 
+size_t tb_stream_bytes_here(const char *env, int *per_thread)
+{
+    int intel = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    intel = __builtin_cpu_is("intel");
+#endif
+    return tb_stream_bytes_choose(env, intel, sysconf(_SC_LEVEL2_CACHE_SIZE), per_thread);
+}
+
 static _Atomic size_t stream_bytes;
 static _Atomic int stream_per_thread;
 
@@ -41,11 +50,8 @@ size_t tb_stream_bytes(void)
 {
     size_t b = stream_bytes;
     if (!b) {
-        int intel = 0, per = 0;
-#if defined(__x86_64__) || defined(__i386__)
-        intel = __builtin_cpu_is("intel");
-#endif
-        b = tb_stream_bytes_choose(getenv("TB_STREAM_KB"), intel, sysconf(_SC_LEVEL2_CACHE_SIZE), &per);
+        int per = 0;
+        b = tb_stream_bytes_here(getenv("TB_STREAM_KB"), &per);
         stream_per_thread = per;
         stream_bytes = b;
     }

@@ -8,5 +8,7 @@
  * in [1, 2^30], for the whole output (*per_thread = 0); else on an Intel CPU half of l2 (a core's L2 in bytes;
  * 1 MiB when l2 <= 0) for each writing thread (*per_thread = 1); else 16 MiB for the whole output. */
 size_t tb_stream_bytes_choose(const char *env, int intel, long l2, int *per_thread);
+/* tb_stream_bytes_choose with this machine's CPU vendor and L2 (what tb_stream_bytes decides once). */
+size_t tb_stream_bytes_here(const char *env, int *per_thread);
 
 #endif

@@ -6,7 +6,6 @@
 #include "stream_bytes.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 Test(stream_bytes, machine_rule)
 {
@@ -40,11 +39,8 @@ Test(stream_bytes, env_overrides_only_when_whole)
  * with the writing threads only where the rule is per thread. */
 Test(stream_bytes, process_choice_follows_the_rule)
 {
-    int intel = 0, per = 0;
-#if defined(__x86_64__) || defined(__i386__)
-    intel = __builtin_cpu_is("intel");
-#endif
-    const size_t want = tb_stream_bytes_choose(getenv("TB_STREAM_KB"), intel, sysconf(_SC_LEVEL2_CACHE_SIZE), &per);
+    int per = 0;
+    const size_t want = tb_stream_bytes_here(getenv("TB_STREAM_KB"), &per);
     cr_assert_eq(tb_stream_bytes(), want);
     cr_assert_eq(tb_stream_bytes(), want, "decided once");
     cr_assert_eq(tb_stream_bytes_for(1), want);
