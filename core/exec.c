@@ -378,6 +378,117 @@ static int se_conv_of(const struct model_inst *mi, const struct layer *l)
     return mi->ls ? mi->ls[l - mi->m->layers].se_conv : -1;
 }
 
+/* The row tile both dense layers of the SE chain from layer h split a batch of n into, or 0 where they split
+ * differently (dense_row_tile). */
+static int se_chain_tile(const struct model *m, int h, int n)
+{
+    const struct layer *f1 = &m->layers[h], *f2 = &m->layers[h + 2];
+    const struct dense_shape s1 = {n, f1->a.dense.IN, f1->a.dense.OUT}, s2 = {n, f2->a.dense.IN, f2->a.dense.OUT};
+    const int t = dense_row_tile(&s1);
+    return t == dense_row_tile(&s2) ? t : 0;
+}
+
+/* Whether the SE chain that starts at layer h (exec_layer_state.se_chain: fc1, SiLU, fc2, sigmoid) runs as one
+ * pass in this step: prepared, fusion not turned off, the four layers in the step's range, and dense layers
+ * that split whole rows at this batch (dense_row_tile). Each thread then carries its row tiles through all
+ * four layers — forward in fc1's slot, backward in the sigmoid's, where the weight gradients follow one
+ * barrier — instead of four layers with a barrier each (and a barrier after each backward's zeroing),
+ * and no chain is left to thread 0 alone for being small (layer_serial): the simulated 16-core split at
+ * 32×32 batch 128 had thread 0 run every SE block's chain while the others waited. The same bits: each
+ * tile is the one dense_forward and dense_backward_data compute, and the rest is per element. */
+static int se_chain_on(const struct model_inst *mi, const struct exec_step *st, int h)
+{
+    return h >= 0 && mi->ls && !mi->no_layer_fusion && !mi->no_se_chain && h >= st->l0 && h + 3 < st->l1 &&
+           !st->optim && !st->defer_dense_params && se_chain_tile(mi->m, h, st->n) > 0;
+}
+
+/* The first layer of the SE chain layer l belongs to (exec_layer_state.se_chain), or -1. */
+static int se_chain_of(const struct model_inst *mi, const struct layer *l)
+{
+    return mi->ls ? mi->ls[l - mi->m->layers].se_chain : -1;
+}
+
+/* Whether layer l's forward (backward: !fwd) is the one that runs its SE chain in this step. */
+static int se_chain_runs_at(const struct model_inst *mi, const struct exec_step *st, const struct layer *l, int fwd)
+{
+    const int h = se_chain_of(mi, l);
+    return h >= 0 && (int)(l - mi->m->layers) == (fwd ? h : h + 3) && se_chain_on(mi, st, h);
+}
+
+/* Whether layer l is in an SE chain that runs in this step, at another layer's slot for this direction. */
+static int se_chain_elsewhere(const struct model_inst *mi, const struct exec_step *st, const struct layer *l, int fwd)
+{
+    const int h = se_chain_of(mi, l);
+    return h >= 0 && (int)(l - mi->m->layers) != (fwd ? h : h + 3) && se_chain_on(mi, st, h);
+}
+
+/* Thread ith's row tiles [*k0,*k1) of a batch of n for the SE chain from layer h, *th rows a tile. */
+static void se_chain_tiles(const struct model *m, int h, int n, int ith, int nth, int *th, size_t *k0, size_t *k1)
+{
+    *th = se_chain_tile(m, h, n);
+    tb_slice(((size_t)n + (size_t)*th - 1) / (size_t)*th, ith, nth, k0, k1);
+}
+
+/* The SE chain from layer h forward, thread ith's row tiles: fc1, SiLU, fc2, sigmoid. */
+static void se_chain_forward(const struct model_inst *mi, const struct exec_step *st, int h, int ith, int nth)
+{
+    const struct layer *f1 = &mi->m->layers[h], *f2 = &mi->m->layers[h + 2];
+    const int n = st->n, C1 = f1->a.dense.OUT, C2 = f2->a.dense.OUT;
+    const struct dense_shape s1 = {n, f1->a.dense.IN, C1}, s2 = {n, f2->a.dense.IN, C2};
+    float *y1 = exec_act(mi, f1->out), *a1 = exec_act(mi, f2->in), *y2 = exec_act(mi, f2->out);
+    float *a2 = exec_act(mi, mi->m->layers[h + 3].out);
+    int th;
+    size_t k0, k1;
+    se_chain_tiles(mi->m, h, n, ith, nth, &th, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        const int r0 = (int)k * th, r1 = r0 + th < n ? r0 + th : n;
+        const size_t o1 = (size_t)r0 * C1, n1 = (size_t)(r1 - r0) * C1;
+        const size_t o2 = (size_t)r0 * C2, n2 = (size_t)(r1 - r0) * C2;
+        dense_forward_rows(y1, exec_act(mi, f1->in), exec_param(mi, f1->w_off),
+                           f1->n_b ? exec_param(mi, f1->b_off) : NULL, &s1, 0, r0, r1);
+        silu_forward(a1 + o1, y1 + o1, n1, 0, 1);
+        dense_forward_rows(y2, a1, exec_param(mi, f2->w_off), f2->n_b ? exec_param(mi, f2->b_off) : NULL, &s2, 0,
+                           r0, r1);
+        sigmoid_forward(a2 + o2, y2 + o2, n2, 0, 1);
+    }
+}
+
+/* The SE chain from layer h backward: thread ith's row tiles through the sigmoid, fc2's data gradient,
+ * the SiLU and fc1's data gradient (each input gradient zeroed on those rows first, as the layers'
+ * own backward does before accumulating: its tensor's only reader), then, after a barrier, both layers'
+ * weight gradients over all rows. */
+static void se_chain_backward(const struct model_inst *mi, const struct exec_step *st, int h, int ith, int nth,
+                              const struct exec_sync *sync)
+{
+    const struct layer *f1 = &mi->m->layers[h], *f2 = &mi->m->layers[h + 2], *sg = &mi->m->layers[h + 3];
+    const int n = st->n, IN = f1->a.dense.IN, C1 = f1->a.dense.OUT, C2 = f2->a.dense.OUT;
+    const struct dense_shape s1 = {n, IN, C1}, s2 = {n, C1, C2};
+    float *d_in = exec_dact(mi, f1->in), *d_y1 = exec_dact(mi, f1->out), *d_a1 = exec_dact(mi, f2->in);
+    float *d_y2 = exec_dact(mi, f2->out);
+    const float *d_a2 = exec_dact(mi, sg->out), *a2 = exec_act(mi, sg->out), *y1 = exec_act(mi, f1->out);
+    const float *w1 = exec_param(mi, f1->w_off), *w2 = exec_param(mi, f2->w_off);
+    int th;
+    size_t k0, k1;
+    se_chain_tiles(mi->m, h, n, ith, nth, &th, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        const int r0 = (int)k * th, r1 = r0 + th < n ? r0 + th : n;
+        const size_t rows = (size_t)(r1 - r0), o1 = (size_t)r0 * C1, o2 = (size_t)r0 * C2;
+        memset(d_y2 + o2, 0, rows * C2 * sizeof(float));
+        sigmoid_backward(d_y2 + o2, d_a2 + o2, a2 + o2, rows * C2, 0, 1);
+        memset(d_a1 + o1, 0, rows * C1 * sizeof(float));
+        dense_backward_data_rows(d_a1, d_y2, w2, &s2, r0, r1);
+        memset(d_y1 + o1, 0, rows * C1 * sizeof(float));
+        silu_backward(d_y1 + o1, d_a1 + o1, y1 + o1, rows * C1, 0, 1);
+        memset(d_in + (size_t)r0 * IN, 0, rows * IN * sizeof(float));
+        dense_backward_data_rows(d_in, d_y1, w1, &s1, r0, r1);
+    }
+    sync_barrier(sync, nth);
+    dense_backward_params(exec_grad(mi, f2->w_off), f2->n_b ? exec_grad(mi, f2->b_off) : NULL, exec_act(mi, f2->in),
+                          d_y2, &s2, ith, nth);
+    dense_backward_params(exec_grad(mi, f1->w_off), f1->n_b ? exec_grad(mi, f1->b_off) : NULL, exec_act(mi, f1->in),
+                          d_y1, &s1, ith, nth);
+}
+
 /* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
  * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare,
  * fusion_on, both layers in the step's range, and a shape dwconv_bn_fusable takes at this batch, with
@@ -554,10 +665,11 @@ static int layer_serial(const struct model *m, const struct layer *l, int n, int
     return work * n < EXEC_SERIAL_WORK;
 }
 
-/* layer_serial for the forward: a dense layer that applies a deferred update runs on every thread. */
-static int forward_serial(const struct model *m, const struct layer *l, const struct exec_step *st, int nth)
+/* layer_serial for the forward: a dense layer that applies a deferred update runs on every thread, and so
+ * does an SE chain. */
+static int forward_serial(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int nth)
 {
-    return !(st->optim && l->op == OP_DENSE) && layer_serial(m, l, st->n, nth);
+    return !(st->optim && l->op == OP_DENSE) && !se_chain_runs_at(mi, st, l, 1) && layer_serial(mi->m, l, st->n, nth);
 }
 
 /* layer_serial for the backward: with the deferred batch-1 update, a dense layer's backward runs on every
@@ -565,9 +677,10 @@ static int forward_serial(const struct model *m, const struct layer *l, const st
  * chunks do). On thread 0 alone it read the rows the other thread owns every step, and those rows
  * crossed between the cores' caches twice a step: mnist-mlp batch 1 on two threads took 102 µs a step
  * against 67 µs on one. */
-static int backward_serial(const struct model *m, const struct layer *l, const struct exec_step *st, int nth)
+static int backward_serial(const struct model_inst *mi, const struct layer *l, const struct exec_step *st, int nth)
 {
-    return !(st->defer_dense_params && l->op == OP_DENSE) && layer_serial(m, l, st->n, nth);
+    return !(st->defer_dense_params && l->op == OP_DENSE) && !se_chain_runs_at(mi, st, l, 0) &&
+           layer_serial(mi->m, l, st->n, nth);
 }
 
 static int has_backward(const struct layer *l)
@@ -582,14 +695,15 @@ static int has_backward(const struct layer *l)
 static int forward_idle(const struct model_inst *mi, const struct exec_step *st, const struct layer *l)
 {
     return (l->op == OP_GAP && se_fused(mi, st, se_bn_of(mi, l))) ||
-           (l->op == OP_SE_SCALE && se_conv_fused(mi, st, se_conv_of(mi, l)));
+           (l->op == OP_SE_SCALE && se_conv_fused(mi, st, se_conv_of(mi, l))) || se_chain_elsewhere(mi, st, l, 1);
 }
 
 /* has_backward, less a layer whose backward does nothing in this step: the SE pool whose gradient its
  * BatchNorm's first backward pass forms (it zeroes nothing: the SE scale after it reads its input last). */
 static int runs_backward(const struct model_inst *mi, const struct exec_step *st, const struct layer *l)
 {
-    return has_backward(l) && !(l->op == OP_GAP && se_fused(mi, st, se_bn_of(mi, l)));
+    return has_backward(l) && !(l->op == OP_GAP && se_fused(mi, st, se_bn_of(mi, l))) &&
+           !se_chain_elsewhere(mi, st, l, 0);
 }
 
 /* At most this many tensors cross one split (EfficientNet and the MLP: one). */
@@ -663,13 +777,14 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
             continue;
         }
         busy_clock(mi, ith, i, 'F', &t_busy);
-        const int ser = forward_serial(m, &m->layers[i], st, nth);
-        if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth, sync);
+        const int ser = forward_serial(mi, &m->layers[i], st, nth);
+        if (se_chain_runs_at(mi, st, &m->layers[i], 1)) se_chain_forward(mi, st, i, ith, nth);
+        else if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth, sync);
         else if (ith == 0) layer_forward(mi, &m->layers[i], st, 0, 1, sync);
         int next = i + 1;
         while (next < st->l1 && forward_idle(mi, st, &m->layers[next])) next++;
         /* Consecutive serial layers all run on thread 0: nothing to wait for between them. */
-        if (!(ser && next < st->l1 && forward_serial(m, &m->layers[next], st, nth))) sync_barrier(sync, nth);
+        if (!(ser && next < st->l1 && forward_serial(mi, &m->layers[next], st, nth))) sync_barrier(sync, nth);
         if (clocked) clock_layer(mi, st, i, 'F', &t_prev);
     }
     busy_clock(mi, ith, -1, 'F', &t_busy);
@@ -1032,8 +1147,10 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
             continue;
         }
         busy_clock(mi, ith, i, 'B', &t_busy);
-        const int ser = backward_serial(m, l, st, nth);
-        if (ser) {
+        const int ser = backward_serial(mi, l, st, nth);
+        if (se_chain_runs_at(mi, st, l, 0)) {
+            se_chain_backward(mi, st, se_chain_of(mi, l), ith, nth, sync);
+        } else if (ser) {
             if (ith == 0) {
                 zero_input_grads(mi, l, i, st->n, 0, 1);
                 act_bwd(mi, l, st->n, 0, 1);
@@ -1050,7 +1167,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
         }
         int next = i - 1;
         while (next >= st->l0 && !runs_backward(mi, st, &m->layers[next])) next--;
-        if (!(ser && next >= st->l0 && backward_serial(m, &m->layers[next], st, nth))) sync_barrier(sync, nth);
+        if (!(ser && next >= st->l0 && backward_serial(mi, &m->layers[next], st, nth))) sync_barrier(sync, nth);
         if (clocked) clock_layer(mi, st, i, 'B', &t_prev);
     }
     busy_clock(mi, ith, -1, 'B', &t_busy);
@@ -1243,6 +1360,22 @@ static void se_conv_fusion_find(const struct model *m, int i, struct exec_layer_
     if (c->op == OP_CONV && c->in == l->out && c->n_b == 0) ls[i].se_conv = i + 1, ls[i + 1].conv_se = i;
 }
 
+/* Marks layers i..i+3 in ls when they are an SE block's excitation: dense (fc1), SiLU, dense (fc2), sigmoid,
+ * no fused activations, each the only reader of the tensor before it (fc1 of its input too), every input
+ * needing its gradient (exec's se_chain_on). */
+static void se_chain_find(const struct model *m, int i, struct exec_layer_state *ls)
+{
+    static const enum op_kind want[4] = {OP_DENSE, OP_SILU, OP_DENSE, OP_SIGMOID};
+    if (i + 3 >= m->n_layers) return;
+    for (int k = 0; k < 4; k++) {
+        const struct layer *c = &m->layers[i + k];
+        const struct tensor *x = &m->tensors[c->in];
+        if (c->op != want[k] || c->act != ACT_NONE || c->in2 >= 0 || !x->needs_grad || x->n_readers != 1) return;
+        if (k > 0 && c->in != m->layers[i + k - 1].out) return;
+    }
+    for (int k = 0; k < 4; k++) ls[i + k].se_chain = i;
+}
+
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
 {
@@ -1264,10 +1397,13 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     for (int i = 0; i < m->n_layers; i++) {
         struct exec_layer_state *s = &mi->ls[i];
         s->se_scale = s->se_pool = s->se_bn = s->bn_dw = s->dw_bn = s->bn_conv = s->conv_bn = -1;
-        s->se_conv = s->conv_se = -1;
+        s->se_conv = s->conv_se = s->se_chain = -1;
     }
+    const char *chain = getenv("TB_SE_CHAIN");
+    mi->no_se_chain = chain && strcmp(chain, "0") == 0;
     for (int i = 0; i < m->n_layers; i++)
-        se_fusion_find(m, i, mi->ls), dw_fusion_find(m, i, mi->ls), conv_fusion_find(m, i, mi->ls);
+        se_fusion_find(m, i, mi->ls), dw_fusion_find(m, i, mi->ls), conv_fusion_find(m, i, mi->ls),
+            se_chain_find(m, i, mi->ls);
     for (int i = 0; i < m->n_layers; i++) se_conv_fusion_find(m, i, mi->ls); /* after se_bn is marked */
     for (int i = 0; i < m->n_layers; i++) {
         const struct layer *l = &m->layers[i];

@@ -169,6 +169,9 @@ struct model_inst {
     int no_dw_form_dout; /* TB_DW_FORM_DOUT=0 (read at prepare): the BatchNorm after a depthwise convolution writes
                           * its data gradient, not left to that convolution to form (exec.c's bn_bwd_in_dw); an
                           * A/B of the bytes it saves where memory bounds the step (the 16-core machine) */
+    int no_se_chain;     /* TB_SE_CHAIN=0 (read at prepare): an SE block's fc1, SiLU, fc2 and sigmoid run as four
+                          * layers with their barriers, not as one pass of row tiles (exec.c's se_chain_on); an
+                          * A/B for the machine whose barriers and serial layers cost (16 cores); the same bits */
     int no_dw_params_fuse; /* tests: the depthwise weight gradient by its separate kernels, not inside its input
                             * BatchNorm's backward stream wherever that stream runs */
     float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the
@@ -196,6 +199,9 @@ struct exec_layer_state {
      * after it reads: in the scale's state that convolution, in the convolution's the scale; -1 otherwise
      * (exec's se_conv_fused). */
     int se_conv, conv_se;
+    /* An SE block's fc1 → SiLU → fc2 → sigmoid, four adjacent layers each the only reader of the one
+     * before it: in all four states the first's index (fc1), -1 otherwise (exec's se_chain_on). */
+    int se_chain;
 };
 
 #endif

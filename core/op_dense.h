@@ -17,6 +17,17 @@ struct dense_shape {
  * over fixed tiles of rows of out (of OUT columns when N is small). */
 void dense_forward(float *out, const float *inp, const float *w, const float *b, const struct dense_shape *s,
                    int relu, int ith, int nth);
+/* The row tile height of dense_forward's and dense_backward_data's batched passes of shape s when both split
+ * whole rows only (a function of the shape and the machine, never nth); 0 when either cuts columns too (or
+ * the batch is under their row split, or the weights are too large for short row tiles to pay). */
+int dense_row_tile(const struct dense_shape *s);
+/* Rows [r0,r1) of dense_forward (all OUT columns): bitwise its tile when r0 and r1 are on dense_row_tile(s)'s
+ * edges (r1 = N or r0 + the tile), so a thread owning those rows may run them through a per-sample chain. */
+void dense_forward_rows(float *out, const float *inp, const float *w, const float *b, const struct dense_shape *s,
+                        int relu, int r0, int r1);
+/* Rows [r0,r1) of dense_backward_data (all IN columns), bitwise its tile on dense_row_tile(s)'s edges. */
+void dense_backward_data_rows(float *dinp, const float *dout, const float *w, const struct dense_shape *s, int r0,
+                              int r1);
 /* A batch of one sums its input rows in fixed chunks: out = b + Σ_k (Σ_{i in chunk k} x[i]·w[i,:]), each
  * chunk's sum from zero (rows with x[i] = 0 skipped), the chunks added in ascending k. A pass that
  * updates w partitioned by chunks of rows can then form the same chunk sums on any thread. */

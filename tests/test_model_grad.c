@@ -24,6 +24,9 @@ struct net {
 /* net_init_norm with GroupNorm and fusion on. */
 static void net_init_norm(struct net *n, int res, int classes, int batch, uint64_t seed, const char *norm,
                           int no_fuse);
+/* net_init_norm in an engine of nth threads. */
+static void net_init_threads(struct net *n, int res, int classes, int batch, uint64_t seed, const char *norm,
+                             int no_fuse, int nth);
 
 static void net_init(struct net *n, int res, int classes, int batch, uint64_t seed)
 {
@@ -33,6 +36,12 @@ static void net_init(struct net *n, int res, int classes, int batch, uint64_t se
 /* effnet-b0 at res × res with `norm` layers and dropout 0, in a one-thread engine (cfg.no_fuse). */
 static void net_init_norm(struct net *n, int res, int classes, int batch, uint64_t seed, const char *norm,
                           int no_fuse)
+{
+    net_init_threads(n, res, classes, batch, seed, norm, no_fuse, 1);
+}
+
+static void net_init_threads(struct net *n, int res, int classes, int batch, uint64_t seed, const char *norm,
+                             int no_fuse, int nth)
 {
     memset(n, 0, sizeof *n);
     n->w = workload_find("effnet-b0");
@@ -58,7 +67,7 @@ static void net_init_norm(struct net *n, int res, int classes, int batch, uint64
      * optimised build: the fusions that depend on it then run in sanitizer builds too, where the
      * measured choice can differ. */
     if (strcmp(norm, "batch") == 0) snprintf(cfg.conv_algo, sizeof cfg.conv_algo, "gemm1x1");
-    cr_assert_eq(local_engine_init(&n->e, &n->m, &cfg, batch, 1), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(local_engine_init(&n->e, &n->m, &cfg, batch, nth), TB_OK, "%s", tb_error_get());
     n->w->init(&n->m, n->e.params, n->e.buffers, seed);
 }
 
@@ -292,6 +301,58 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     cr_assert(gn > 1e-8, "gradient norm² %g", gn);
     net_free(&a);
     net_free(&u);
+}
+
+/* The SE chain (exec.c's se_chain_on): where both dense layers of an SE block split a batch into whole row
+ * tiles, each thread carries its tiles through fc1, SiLU, fc2 and the sigmoid, forward and backward,
+ * with one barrier forward and two backward. At batch 128 cut for 16 cores (8-row tiles for the blocks
+ * whose weights take them, the larger blocks unchained), on 3 threads with the chain, 3 without
+ * (TB_SE_CHAIN=0's flag) and 1 with it: every gradient and the loss bitwise the same, and fewer barriers
+ * where it ran. */
+Test(model_grad, effnet_b0_se_chain_bitwise, .timeout = 240)
+{
+    enum { RES = 32, B = 128 };
+    setenv("TB_PAR_UNITS", "16", 1); /* before the first tb_par_units call: each test is its own process */
+    struct net a, u, one;
+    net_init_threads(&a, RES, 10, B, 11, "batch", 0, 3);
+    net_init_threads(&u, RES, 10, B, 11, "batch", 0, 3);
+    net_init_threads(&one, RES, 10, B, 11, "batch", 0, 1);
+    u.e.train.no_se_chain = 1;
+    int heads = 0;
+    for (int i = 0; i < a.m.n_layers; i++) heads += a.e.train.ls[i].se_chain == i;
+    cr_assert_eq(heads, 16, "%d SE chains marked (effnet-b0 has 16 MBConv blocks)", heads);
+    const size_t nx = (size_t)B * RES * RES * 3;
+    uint8_t *x = malloc(nx);
+    int32_t *y = malloc(B * sizeof *y);
+    cr_assert(x && y);
+    for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)(rng_uniform(17, 1, i) * 256.0f);
+    double l[3];
+    struct net *nets[3] = {&a, &u, &one};
+    unsigned barriers[2];
+    /* Two passes, the second on other labels: a gradient the chain failed to zero holds the first's. */
+    for (int k = 0; k < 3; k++)
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < B; i++) y[i] = (i + 3 * pass) % 10;
+            local_engine_zero_grads(&nets[k]->e);
+            const unsigned b0 = nets[k]->e.pool ? tpool_barriers(nets[k]->e.pool) : 0;
+            cr_assert_eq(local_engine_forward_backward(&nets[k]->e, x, y, B, 0, B, 1, &l[k]), TB_OK, "%s",
+                         tb_error_get());
+            if (k < 2) barriers[k] = tpool_barriers(nets[k]->e.pool) - b0;
+        }
+    cr_assert(barriers[0] < barriers[1], "%u barriers with the chain, %u without: it did not run", barriers[0],
+              barriers[1]);
+    cr_log_info("barriers a step: %u with the chain, %u without", barriers[0], barriers[1]);
+    for (int k = 1; k < 3; k++) {
+        cr_assert(l[0] == l[k], "loss %.17g chained, %.17g (%s)", l[0], l[k], k == 1 ? "unchained" : "one thread");
+        for (size_t i = 0; i < a.m.n_params; i++)
+            cr_assert(memcmp(&a.e.grads[i], &nets[k]->e.grads[i], sizeof(float)) == 0, "gradient %zu: %.9g chained, %.9g (%s)",
+                      i, (double)a.e.grads[i], (double)nets[k]->e.grads[i], k == 1 ? "unchained" : "one thread");
+    }
+    free(x);
+    free(y);
+    net_free(&a);
+    net_free(&u);
+    net_free(&one);
 }
 
 /* The SE scale folded into the projection convolution (op_conv_se.h) in the stages whose weights gemm_rows

@@ -369,7 +369,8 @@ Test(dense, partition_backward_params_rows_bitwise)
 Test(dense, many_core_tiles_match_ref_and_are_bitwise, .timeout = 60)
 {
     setenv("TB_PAR_UNITS", "16", 1);
-    const struct dense_case cases[] = {{128, 1152, 48}, {128, 48, 1152}, {200, 37, 29}, {136, 100, 130}};
+    const struct dense_case cases[] = {{128, 1152, 48}, {128, 48, 1152}, {200, 37, 29},  {136, 100, 130},
+                                       {128, 144, 6},   {128, 6, 144},   {128, 480, 20}};
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         const struct dense_case *tc = &cases[k];
         check_partition(K_FORWARD, tc->N, tc->IN, tc->OUT);
@@ -389,6 +390,45 @@ Test(dense, many_core_tiles_match_ref_and_are_bitwise, .timeout = 60)
         dense_backward_data_ref(dxr, d.r, d.w, &d.s);
         snprintf(what, sizeof what, "dinp vs ref N=%d IN=%d OUT=%d", tc->N, tc->IN, tc->OUT);
         tu_assert_close_f(dx, dxr, nx, 1e-5, 1e-6, what);
+        free(y), free(yr), free(dx), free(dxr);
+        data_free(&d);
+    }
+}
+
+/* The row tiles an SE chain carries through its layers (dense_row_tile), on a 16-core split: 8 rows at batch
+ * 128 where the weights fit L1 (144 → 6, 480 → 20 and back), none where they do not (1152 → 48: columns)
+ * or the batch is under the row split (16 rows at batch 256); dense_forward_rows and dense_backward_data_rows over those tiles
+ * give dense_forward's and dense_backward_data's bits. */
+Test(dense, row_tiles_are_the_passes_tiles, .timeout = 60)
+{
+    setenv("TB_PAR_UNITS", "16", 1);
+    const struct dense_case cases[] = {{128, 144, 6}, {128, 6, 144}, {128, 480, 20}, {128, 20, 480}, {256, 144, 6}};
+    const int want[] = {8, 8, 8, 8, 16};
+    const struct dense_shape big = {128, 1152, 48}, small_batch = {64, 144, 6};
+    cr_assert_eq(dense_row_tile(&big), 0, "1152 -> 48 at batch 128 splits columns on 16 cores");
+    cr_assert_eq(dense_row_tile(&small_batch), 0, "batch 64 is under the row split");
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        const struct dense_case *tc = &cases[k];
+        struct dense_data d;
+        data_init(&d, tc->N, tc->IN, tc->OUT, 900 + k);
+        const int th = dense_row_tile(&d.s);
+        cr_assert_eq(th, want[k], "N=%d IN=%d OUT=%d: row tile %d", tc->N, tc->IN, tc->OUT, th);
+        const size_t ny = (size_t)tc->N * tc->OUT, nx = (size_t)tc->N * tc->IN;
+        float *y = tu_fvec(ny), *yr = tu_fvec(ny), *dx = tu_fvec(nx), *dxr = tu_fvec(nx);
+        memset(y, 0xFF, ny * sizeof *y);
+        memset(yr, 0xFF, ny * sizeof *yr);
+        dense_forward(y, d.x, d.w, d.b, &d.s, 0, 0, 1);
+        memset(dx, 0, nx * sizeof *dx);
+        memset(dxr, 0, nx * sizeof *dxr);
+        dense_backward_data(dx, d.r, d.w, &d.s, 0, 1);
+        for (int r0 = tc->N - (tc->N - 1) % th - 1; r0 >= 0; r0 -= th) { /* last tile first: any order */
+            const int r1 = r0 + th < tc->N ? r0 + th : tc->N;
+            dense_forward_rows(yr, d.x, d.w, d.b, &d.s, 0, r0, r1);
+            dense_backward_data_rows(dxr, d.r, d.w, &d.s, r0, r1);
+        }
+        cr_assert(memcmp(y, yr, ny * sizeof *y) == 0, "forward rows N=%d IN=%d OUT=%d", tc->N, tc->IN, tc->OUT);
+        cr_assert(memcmp(dx, dxr, nx * sizeof *dx) == 0, "backward data rows N=%d IN=%d OUT=%d", tc->N, tc->IN,
+                  tc->OUT);
         free(y), free(yr), free(dx), free(dxr);
         data_free(&d);
     }

@@ -26,8 +26,9 @@
 #                                   against one step a call on the GPU
 #   tools/gpu_session.sh sanitizer  there*: compute-sanitizer memcheck (and racecheck) of short bench runs
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
-#   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; weak again with TB_STREAM_KB=16384 and
-#                                   with TB_DW_FORM_DOUT=0), or a line saying it is missing
+#   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; strong at all cores again with
+#                                   TB_SE_CHAIN=0, weak again with TB_STREAM_KB=16384 and with TB_DW_FORM_DOUT=0),
+#                                   or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
 #   8 minutes each with a machine's start, are for a session with device time left after first)
 #
@@ -58,7 +59,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -658,6 +659,9 @@ phase_scaling() {
         return
     fi
     scaling_step strong $((BUDGET / 2))
+    # The twenty-eighth session's SE chain (each thread's row tiles through fc1, SiLU, fc2, sigmoid; same bits),
+    # off: all threads only, against the step above.
+    scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_SE_CHAIN=0
     scaling_step weak $((BUDGET / 2))
     # The twenty-seventh session's non-temporal stores from 1 MiB a thread (Intel), against the old 16 MiB: weak
     # scaling's one-thread replicas are where they change anything (strong's 16 threads keep 16 MiB).
