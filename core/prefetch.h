@@ -7,6 +7,7 @@
 #define TB_PREFETCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Lines [p, end) still to prefetch, per of them a step. */
 struct pf_span {
@@ -14,10 +15,12 @@ struct pf_span {
     int per;
 };
 
-/* The span [p, end) over nsteps steps (at least one line a step when the span is not empty). */
+/* The span [p, end) over nsteps steps (at least one line a step when the span is not empty): every line
+ * holding one of its bytes, from the line p is in (from p itself, an unaligned span's last partial line
+ * was left out). */
 static inline struct pf_span pf_span_of(const void *p, const void *end, size_t nsteps)
 {
-    const char *a = p, *e = end;
+    const char *e = end, *a = e > (const char *)p ? (const char *)p - ((uintptr_t)p & 63) : p;
     const size_t lines = e > a ? (size_t)(e - a + 63) / 64 : 0, n = nsteps ? nsteps : 1;
     return (struct pf_span){a, e, (int)((lines + n - 1) / n)};
 }
