@@ -462,7 +462,7 @@ static void se_chain_backward(const struct model_inst *mi, const struct exec_ste
 {
     const struct layer *f1 = &mi->m->layers[h], *f2 = &mi->m->layers[h + 2], *sg = &mi->m->layers[h + 3];
     const int n = st->n, IN = f1->a.dense.IN, C1 = f1->a.dense.OUT, C2 = f2->a.dense.OUT;
-    const struct dense_shape s1 = {n, IN, C1}, s2 = {n, C1, C2};
+    const struct dense_shape s1 = {n, IN, C1}, s2 = {n, f2->a.dense.IN, C2}; /* fc2's IN is C1 */
     float *d_in = exec_dact(mi, f1->in), *d_y1 = exec_dact(mi, f1->out), *d_a1 = exec_dact(mi, f2->in);
     float *d_y2 = exec_dact(mi, f2->out);
     const float *d_a2 = exec_dact(mi, sg->out), *a2 = exec_act(mi, sg->out), *y1 = exec_act(mi, f1->out);
