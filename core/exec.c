@@ -756,6 +756,9 @@ static void boundary_unpack(const struct model_inst *mi, int split, const float 
     }
 }
 
+/* Below, beside the backward's phase A it asks about. */
+static int runs_serial(const struct model_inst *mi, const struct exec_step *st, int i, int nth, int fwd);
+
 _Thread_local double *exec_busy_slot;
 _Thread_local int exec_busy_cpu;
 
@@ -777,14 +780,14 @@ void exec_forward(const struct model_inst *mi, const struct exec_step *st, int i
             continue;
         }
         busy_clock(mi, ith, i, 'F', &t_busy);
-        const int ser = forward_serial(mi, &m->layers[i], st, nth);
+        const int ser = runs_serial(mi, st, i, nth, 1);
         if (se_chain_runs_at(mi, st, &m->layers[i], 1)) se_chain_forward(mi, st, i, ith, nth);
         else if (!ser) layer_forward(mi, &m->layers[i], st, ith, nth, sync);
         else if (ith == 0) layer_forward(mi, &m->layers[i], st, 0, 1, sync);
         int next = i + 1;
         while (next < st->l1 && forward_idle(mi, st, &m->layers[next])) next++;
         /* Consecutive serial layers all run on thread 0: nothing to wait for between them. */
-        if (!(ser && next < st->l1 && forward_serial(mi, &m->layers[next], st, nth))) sync_barrier(sync, nth);
+        if (!(ser && next < st->l1 && runs_serial(mi, st, next, nth, 1))) sync_barrier(sync, nth);
         if (clocked) clock_layer(mi, st, i, 'F', &t_prev);
     }
     busy_clock(mi, ith, -1, 'F', &t_busy);
@@ -831,6 +834,37 @@ static void zero_input_grads(const struct model_inst *mi, const struct layer *l,
         tb_slice((size_t)n * x->per_sample, ith, nth, &lo, &hi);
         tb_zero_floats(exec_dact(mi, k ? l->in2 : l->in) + lo, hi - lo, (size_t)n * x->per_sample);
     }
+}
+
+/* Whether layer li's backward phase A writes (zeroes an input gradient it accumulates into, or masks a
+ * fused ReLU), so that split over threads it takes a barrier before its kernel. */
+static int backward_phase_a(const struct model_inst *mi, const struct layer *l, int li)
+{
+    return l->act == ACT_RELU || zeroes_input_grad(mi, l, li, 0) || zeroes_input_grad(mi, l, li, 1);
+}
+
+/* Whether layer i runs on thread 0 alone in this step's forward (backward: !fwd): it is small
+ * (forward_serial / backward_serial) and so is the layer that runs before or after it, so the barrier
+ * between them goes. A small layer between two split ones waits at a barrier on each side anyway, and alone
+ * on thread 0 it only idled the others: at 32×32 batch 128 the late residual adds and the large SE blocks'
+ * SiLU (the simulated 16-core split: 2.4 and 1.9 of 25 core-ms lost a step). A backward whose phase A
+ * writes stays serial: split, it would take one barrier more. The same bits either way: serial is the
+ * nth = 1 partition. */
+static int runs_serial(const struct model_inst *mi, const struct exec_step *st, int i, int nth, int fwd)
+{
+    const struct model *m = mi->m;
+    if (!(fwd ? forward_serial(mi, &m->layers[i], st, nth) : backward_serial(mi, &m->layers[i], st, nth))) return 0;
+    if (!fwd && backward_phase_a(mi, &m->layers[i], i)) return 1; /* split, it would wait once more */
+    for (int dir = -1; dir <= 1; dir += 2) {
+        int j = i + dir;
+        while (j >= st->l0 && j < st->l1 &&
+               (fwd ? forward_idle(mi, st, &m->layers[j]) : !runs_backward(mi, st, &m->layers[j])))
+            j += dir;
+        if (j >= st->l0 && j < st->l1 &&
+            (fwd ? forward_serial(mi, &m->layers[j], st, nth) : backward_serial(mi, &m->layers[j], st, nth)))
+            return 1;
+    }
+    return 0;
 }
 
 /* Phase A of a layer's backward (before the barrier): turn dout into the gradient before the fused
@@ -1147,7 +1181,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
             continue;
         }
         busy_clock(mi, ith, i, 'B', &t_busy);
-        const int ser = backward_serial(mi, l, st, nth);
+        const int ser = runs_serial(mi, st, i, nth, 0);
         if (se_chain_runs_at(mi, st, l, 0)) {
             se_chain_backward(mi, st, se_chain_of(mi, l), ith, nth, sync);
         } else if (ser) {
@@ -1161,13 +1195,12 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
             act_bwd(mi, l, st->n, ith, nth);
             /* Phase A's slices are not the kernel's: wait only when it wrote something (112 of
              * EfficientNet-B0's 639 barriers a step at 32×32 batch 128 followed an empty phase A). */
-            if (l->act == ACT_RELU || zeroes_input_grad(mi, l, i, 0) || zeroes_input_grad(mi, l, i, 1))
-                sync_barrier(sync, nth);
+            if (backward_phase_a(mi, l, i)) sync_barrier(sync, nth);
             layer_backward(mi, l, st, ith, nth, sync);
         }
         int next = i - 1;
         while (next >= st->l0 && !runs_backward(mi, st, &m->layers[next])) next--;
-        if (!(ser && next >= st->l0 && backward_serial(mi, &m->layers[next], st, nth))) sync_barrier(sync, nth);
+        if (!(ser && next >= st->l0 && runs_serial(mi, st, next, nth, 0))) sync_barrier(sync, nth);
         if (clocked) clock_layer(mi, st, i, 'B', &t_prev);
     }
     busy_clock(mi, ith, -1, 'B', &t_busy);
