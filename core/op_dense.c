@@ -43,14 +43,16 @@ static int col_tile(int n)
 
 /* Tiles of an R × n output of a batched pass split by rows (split_rows(R)): ROW_TILE-row tiles, or where
  * those are fewer than the machine's cores (an SE layer at batch 128: 2 tiles for 16 cores, which left 14
- * idle: the simulated 16-core split, BENCHMARKS.md), column tiles too, at least 16 wide, then shorter row
- * tiles, at least 16 rows, until there are as many tiles as cores. A layer whose weights fit L1
- * (DENSE_ROWS_FIRST floats) takes shorter row tiles first, at least 8 rows, and columns only after: each
- * tile's sgemm packs all the weights, cheap for those, and a thread that owns whole rows can carry them
- * through the next per-sample layer without waiting for the others (the SE chain, dense_row_tile). For the
- * larger SE layers (672 × 28, 1152 × 48) 8-row tiles cost 1.2–2.7× the work of the column tiles (all 16
- * tiles on one thread: 1152 → 48's data gradient 183 → 493 µs). Edges on multiples of 8. By the shape and
- * the machine, never nth; at 2 cores always the ROW_TILE tiles. */
+ * idle: the simulated 16-core split, BENCHMARKS.md), column tiles as many as the cores want, where the
+ * output is wide enough for them (16 columns each) and the weights are large; else whole-width row tiles
+ * down to 8 rows first, and columns only if those are still too few. Whole rows because narrow column
+ * tiles ran the sgemm kernels' edge paths (1152 → 48 at batch 128 on 16 cores: 3 columns × 6 rows, 18 tiles,
+ * 182 µs of work and 22.4 on the busiest of 16 threads; 16 whole-width 8-row tiles: 176 and 11.2), and
+ * because a thread that owns whole rows can carry them through the next per-sample layer without waiting
+ * for the others (the SE chain, dense_row_tile). Large weights (over DENSE_ROWS_FIRST floats) with a wide
+ * output keep the column tiles: each 8-row tile repacks all the weights (1152 × 48's data gradient, 1152
+ * wide: 183 → 493 µs of work). Edges on multiples of 8. By the shape and the machine, never nth; at 2 cores
+ * always the ROW_TILE tiles. */
 enum { DENSE_ROWS_FIRST = 10240 };
 
 struct dense_tiles {
@@ -67,24 +69,16 @@ static struct dense_tiles dense_tiles_of(int R, int n, long wfloats)
     struct dense_tiles t = {.R = R, .n = n, .th = ROW_TILE, .tw = n, .rt = (R + ROW_TILE - 1) / ROW_TILE, .ct = 1};
     const int par = tb_par_units();
     if (t.rt >= par) return t;
-    if (wfloats <= DENSE_ROWS_FIRST) {
+    const int cap = n / 16 > 1 ? n / 16 : 1; /* column tiles of at least 16 */
+    int ct = (par + t.rt - 1) / t.rt;
+    if (wfloats <= DENSE_ROWS_FIRST || cap < ct) {
         int rt = par < R / 8 ? par : R / 8;
         if (rt < t.rt) rt = t.rt;
         t.th = round8((R + rt - 1) / rt), t.rt = (R + t.th - 1) / t.th;
         if (t.rt >= par) return t;
-        int ct = (par + t.rt - 1) / t.rt;
-        if (ct > n / 16) ct = n / 16 > 1 ? n / 16 : 1;
-        t.tw = round8((n + ct - 1) / ct), t.ct = (n + t.tw - 1) / t.tw;
-        return t;
+        ct = (par + t.rt - 1) / t.rt;
+        if (ct > cap) ct = cap;
     }
-    int ct = (par + t.rt - 1) / t.rt, rt = t.rt;
-    if (ct > n / 16) ct = n / 16 > 1 ? n / 16 : 1;
-    if (rt * ct < par) {
-        const int want = (par + ct - 1) / ct, most = R / 16;
-        rt = want < most ? want : most;
-        if (rt < t.rt) rt = t.rt;
-    }
-    t.th = round8((R + rt - 1) / rt), t.rt = (R + t.th - 1) / t.th;
     t.tw = round8((n + ct - 1) / ct), t.ct = (n + t.tw - 1) / t.tw;
     return t;
 }
