@@ -1409,6 +1409,13 @@ static void se_chain_find(const struct model *m, int i, struct exec_layer_state 
     for (int k = 0; k < 4; k++) ls[i + k].se_chain = i;
 }
 
+/* Whether the A/B switch `name` is set to 0 (its measured path turned off for this process's runs). */
+static int env_off(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
+}
+
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
 {
@@ -1421,8 +1428,8 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
             return tb_error_set(TB_EINVAL, "--conv-algo must be auto, im2col, direct, fft or gemm1x1 (got '%s')",
                                 algo_name);
     }
-    const char *form = getenv("TB_DW_FORM_DOUT");
-    mi->no_dw_form_dout = form && strcmp(form, "0") == 0;
+    mi->no_dw_form_dout = env_off("TB_DW_FORM_DOUT");
+    mi->no_se_chain = env_off("TB_SE_CHAIN");
     mi->ls = calloc((size_t)m->n_layers, sizeof *mi->ls);
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;
@@ -1432,8 +1439,6 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         s->se_scale = s->se_pool = s->se_bn = s->bn_dw = s->dw_bn = s->bn_conv = s->conv_bn = -1;
         s->se_conv = s->conv_se = s->se_chain = -1;
     }
-    const char *chain = getenv("TB_SE_CHAIN");
-    mi->no_se_chain = chain && strcmp(chain, "0") == 0;
     for (int i = 0; i < m->n_layers; i++)
         se_fusion_find(m, i, mi->ls), dw_fusion_find(m, i, mi->ls), conv_fusion_find(m, i, mi->ls),
             se_chain_find(m, i, mi->ls);
