@@ -202,13 +202,6 @@ enum { NORM_PF_BYTES = 8192 };
 /* Rows of C floats that make NORM_PF_BYTES (rounded up): how far ahead those passes prefetch. */
 static inline size_t norm_pf_rows(size_t C) { return (NORM_PF_BYTES + 4 * C - 1) / (4 * C); }
 
-/* Prefetches for reading the lines of the `bytes` bytes that start `ahead` bytes past p. The address is
- * formed in integers: the lines ahead may lie past the tensor (a prefetch does not fault). */
-static inline __attribute__((always_inline)) void norm_pf_read(const void *p, size_t ahead, size_t bytes)
-{
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch((const void *)((uintptr_t)p + ahead + o), 0, 3);
-}
-
 #if defined(__AVX512F__)
 /* Channel blocks of 16 whose double accumulators (Σx, Σx² for the low and high 8 lanes: 4 registers a
  * block) stay in registers over all rows of a call: 6 blocks = 24 of the 32. With the accumulators in
@@ -231,7 +224,7 @@ static inline __attribute__((always_inline)) void norm_v_stats_nb(double *s, dou
     }
     for (size_t r = 0; r < M; r++) {
         const float *xr = x + r * C;
-        if (ahead && r + ahead < M) norm_pf_read(xr, ahead * C * sizeof(float), (size_t)NB * 64);
+        if (ahead && r + ahead < M) pf_lines(xr, ahead * C * sizeof(float), (size_t)NB * 64, 0);
         for (int b = 0; b < NB; b++) {
             const vf v = _mm512_maskz_loadu_ps(b == NB - 1 ? m : NV_ALL, xr + 16 * b);
             const __m512d v0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
@@ -322,7 +315,7 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
         const float *restrict x = inp + r * C + (size_t)c0;
         float *restrict y = out + r * C + (size_t)c0;
         int j = 0;
-        if (ahead) norm_pf_read(x, ahead * C * sizeof(float), (size_t)cn * sizeof(float));
+        if (ahead) pf_lines(x, ahead * C * sizeof(float), (size_t)cn * sizeof(float), 0);
 #if NORM_VEC
         for (; j < cv; j += VL) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, NV_ALL, 1, pacc ? pacc + j : NULL);
         if (j < cn) norm_v_fwd(y + j, x + j, mean + j, a + j, b + j, silu, nt, tm, 0, pacc ? pacc + j : NULL);
@@ -426,11 +419,9 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
                 const int nr = r + 2 <= r1 ? 2 : 1;
                 if (ahead && r + 2 + ahead < M) /* both rows' lines of x and dout, NORM_PF_BYTES ahead */
                     for (size_t k = 0; k < 2; k++) { /* this call's channels only: a chunk's channel groups */
-                        const size_t e = (r + ahead + k) * C + (size_t)c0;
-                        struct pf_span px = pf_span_of(inp + e, inp + e + cn, 1);
-                        struct pf_span pd = pf_span_of(dout + e, dout + e + cn, 1);
-                        pf_span_step(&px, 0);
-                        pf_span_step(&pd, 1);
+                        const size_t e = ((r + ahead + k) * C + (size_t)c0) * sizeof(float);
+                        pf_lines(inp, e, (size_t)cn * sizeof(float), 0);
+                        pf_lines(dout, e, (size_t)cn * sizeof(float), 1);
                     }
                 if (se)
                     for (int k = 0; k < nr; k++) {
@@ -1060,7 +1051,7 @@ static inline __attribute__((always_inline)) void bn_bwd_stream_block(struct bn_
      * alone lost at fewer than 64): 112×112×32 3.6–4.1 → 3.2–3.3 ms, in the step 4.93 → 4.42. */
     const size_t ahead = C >= 32 ? norm_pf_rows(Cs) : 0;
     for (; r + 2 <= end; r += 2) {
-        if (ahead) norm_pf_read(inp + r * Cs, ahead * Cs * sizeof(float), 2 * Cs * sizeof(float));
+        if (ahead) pf_lines(inp + r * Cs, ahead * Cs * sizeof(float), 2 * Cs * sizeof(float), 0);
         norm_v_bwd_sums_rows(st->fs, st->fq, inp + r * Cs, dout + r * Cs, Cs, C, st->ap.mean, st->ap.a, st->ap.beta, 1, 2,
                              NULL, yo ? yo + r * Cs : NULL);
     }

@@ -25,6 +25,22 @@ static inline struct pf_span pf_span_of(const void *p, const void *end, size_t n
     return (struct pf_span){a, e, (int)((lines + n - 1) / n)};
 }
 
+/* Prefetches now every line holding one of the `bytes` bytes that start `ahead` bytes past p: for reading (rw 0)
+ * or writing (rw 1), a constant at the call. The addresses are formed in integers: the lines ahead may lie
+ * past the tensor (a prefetch does not fault). */
+static inline __attribute__((always_inline)) void pf_lines(const void *p, size_t ahead, size_t bytes, const int rw)
+{
+#if defined(__GNUC__)
+    const uintptr_t s = (uintptr_t)p + ahead, e = s + bytes;
+    for (uintptr_t q = bytes ? s & ~(uintptr_t)63 : e; q < e; q += 64) {
+        if (rw) __builtin_prefetch((const void *)q, 1, 3);
+        else __builtin_prefetch((const void *)q, 0, 3);
+    }
+#else
+    (void)p, (void)ahead, (void)bytes, (void)rw;
+#endif
+}
+
 /* Prefetches the span's next per lines: for reading (rw 0) or writing (rw 1), a constant at the call. */
 static inline __attribute__((always_inline)) void pf_span_step(struct pf_span *s, const int rw)
 {
