@@ -172,6 +172,9 @@ struct model_inst {
     int no_se_chain;     /* TB_SE_CHAIN=0 (read at prepare): an SE block's fc1, SiLU, fc2 and sigmoid run as four
                           * layers with their barriers, not as one pass of row tiles (exec.c's se_chain_on); an
                           * A/B for the machine whose barriers and serial layers cost (16 cores); the same bits */
+    int no_se_rows;      /* TB_SE_ROWS=0 (read at prepare): the SE scale writes its output where the projection
+                          * could form it a tile at a time (exec.c's se_rows_fused); an A/B of the bytes; the
+                          * same bits */
     int no_dw_params_fuse; /* tests: the depthwise weight gradient by its separate kernels, not inside its input
                             * BatchNorm's backward stream wherever that stream runs */
     float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the

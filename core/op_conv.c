@@ -356,6 +356,52 @@ void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const
     }
 }
 
+/* Rows of one tile of SE-scaled input (conv_forward_gemm1x1_bn_se): about 32 KB, so the tile is still in
+ * L1 when gemm_rows reads it back (96 channels: 80 rows, 240: 32). */
+enum { SE_TILE_FLOATS = 8192 };
+
+static size_t se_tile_rows(int C)
+{
+    const size_t r = SE_TILE_FLOATS / (size_t)C / 8 * 8;
+    return r > 8 ? r : 8;
+}
+
+size_t conv_forward_se_rows_scratch_floats(const struct conv_shape *s) { return se_tile_rows(s->C) * (size_t)s->C; }
+
+/* tile (rows, C) = x rows [r, r + rows) · scale[sample of the row]: se_scale_forward's products. */
+static void se_rows_form(float *restrict tile, const struct conv_se_rows *se, size_t r, size_t rows, int C)
+{
+    for (size_t i = 0; i < rows; i++) {
+        const float *restrict x = se->x + (r + i) * (size_t)C, *restrict sc = se->scale + (r + i) / se->HW * (size_t)C;
+        float *restrict t = tile + i * (size_t)C;
+        for (int c = 0; c < C; c++) t[c] = x[c] * sc[c];
+    }
+}
+
+void conv_forward_gemm1x1_bn_se(float *out, const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
+                                double *part, float *scratch, int ith, int nth)
+{
+    TB_ASSERT(conv_gemm1x1_bn_fusable(s) && se->HW == (size_t)s->H * s->W);
+    const int C = s->C, OC = s->OC;
+    const size_t M = (size_t)s->N * se->HW, T = se_tile_rows(C);
+    const int stream = gemm_stream(M, OC, nth);
+    size_t k0, k1;
+    tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        size_t r0, r1;
+        bn_chunk_range(M, (int)k, &r0, &r1);
+        double *pk = part + k * 2 * (size_t)OC;
+        memset(pk, 0, 2 * (size_t)OC * sizeof *pk);
+        /* Tile after tile: each output row is the same FMA chain, and the statistics are added row after
+         * row, so the pieces give conv_forward_gemm1x1_bn's bits over the chunk. */
+        for (size_t r = r0; r < r1; r += T) {
+            const size_t m = r1 - r < T ? r1 - r : T;
+            se_rows_form(scratch, se, r, m, C);
+            gemm_rows(out + r * OC, OC, scratch, C, w, OC, m, C, OC, 0, stream, pk, pk + OC);
+        }
+    }
+}
+
 /* Callers keep each thread's own copy (at most 10,240 floats for gemm_rows' shapes), so no barrier is needed. */
 void conv_transpose_w(float *restrict wt, const float *restrict w, int C, int OC)
 {
@@ -498,24 +544,61 @@ int conv_backward_gemm1x1_fusable(const struct conv_shape *s, int accumulate)
 /* FUSED_BWD_PF_BYTES: dout (or dz) from which the fused backward prefetches its next piece (below). */
 enum { FUSED_BWD_ROWS = 256, FUSED_BWD_PF_BYTES = 4 << 20 };
 
-size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s)
+size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s, int se)
 {
-    return tb_align16((size_t)s->C * s->OC) + (size_t)FUSED_BWD_ROWS * s->OC;
+    const size_t base = tb_align16((size_t)s->C * s->OC) + tb_align16((size_t)FUSED_BWD_ROWS * s->OC);
+    return se ? base + (size_t)FUSED_BWD_ROWS * s->C + 2 * (size_t)s->C : base;
+}
+
+int conv_se_rows_aligned(const struct conv_shape *s, size_t HW)
+{
+    if (!conv_backward_gemm1x1_fusable(s, 0) || HW != (size_t)s->H * s->W) return 0;
+    const int K = conv_params_row_chunks(s);
+    const size_t M = (size_t)s->N * HW;
+    for (int k = 1; k < K; k++) {
+        size_t r0, r1;
+        tb_slice(M, k, K, &r0, &r1);
+        if (r0 % HW) return 0;
+    }
+    return 1;
+}
+
+/* acc (C doubles) += dinp rows [r, r + m) · x's, sample by sample: zeroed at a sample's first row, its dscale
+ * written at its last (se_scale_backward's sums: per channel, rows in order, from zero). */
+static void se_rows_dscale(double *restrict acc, const struct conv_se_rows *se, const float *dinp, size_t r, size_t m,
+                           int C)
+{
+    for (size_t i = r; i < r + m; i++) {
+        const size_t p = i % se->HW;
+        if (p == 0)
+            for (int c = 0; c < C; c++) acc[c] = 0.0;
+        const float *restrict dy = dinp + i * (size_t)C, *restrict x = se->x + i * (size_t)C;
+        for (int c = 0; c < C; c++) acc[c] += (double)dy[c] * (double)x[c];
+        if (p == se->HW - 1) {
+            float *restrict ds = se->dscale + i / se->HW * (size_t)C;
+            for (int c = 0; c < C; c++) ds[c] = (float)acc[c];
+        }
+    }
 }
 
 void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part, const float *inp,
-                                        const float *dout, const struct conv_bn_dout *bn, const float *w,
-                                        const struct conv_shape *s, float *scratch, int ith, int nth)
+                                        const float *dout, const struct conv_bn_dout *bn,
+                                        const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
+                                        float *scratch, int ith, int nth)
 {
     TB_ASSERT(conv_backward_gemm1x1_fusable(s, accumulate));
+    TB_ASSERT(!se || (!accumulate && conv_se_rows_aligned(s, se->HW)));
     const int C = s->C, OC = s->OC, K = conv_params_row_chunks(s);
     const size_t M = (size_t)s->N * s->H * s->W;
-    const int stream = gemm_stream(M, C, nth);
+    /* With se, dinp's rows are read back at once for dscale: in cache, not streamed past it. */
+    const int stream = se && se->dscale ? 0 : gemm_stream(M, C, nth);
     size_t k0, k1;
     tb_slice((size_t)K, ith, nth, &k0, &k1);
     if (k0 >= k1) return;
     float *wt = scratch; /* this thread's wᵀ (OC, C), as gemm1x1_backward_data makes it */
     float *piece = scratch + tb_align16((size_t)C * OC); /* dout's rows formed from the BatchNorm's */
+    float *xs = piece + tb_align16((size_t)FUSED_BWD_ROWS * OC); /* with se: the input rows x·s */
+    double *acc = (double *)(xs + (size_t)FUSED_BWD_ROWS * C); /* with se: a sample's dscale sums */
     const int pf_next = M * (size_t)OC * sizeof(float) >= FUSED_BWD_PF_BYTES;
     conv_transpose_w(wt, w, C, OC);
     for (size_t k = k0; k < k1; k++) {
@@ -525,12 +608,14 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
         memset(pk, 0, (size_t)C * OC * sizeof(float));
         for (size_t r = r0; r < r1; r += FUSED_BWD_ROWS) {
             const size_t m = r1 - r < FUSED_BWD_ROWS ? r1 - r : FUSED_BWD_ROWS;
-            const float *dp = dout + r * OC;
+            const float *dp = bn ? NULL : dout + r * OC, *ip = se ? xs : inp + r * C;
             if (bn) {
                 bn_backward_rows(piece, bn->dz + r * OC, bn->x + r * OC, bn->save, bn->coef, m, OC);
                 dp = piece;
             }
+            if (se) se_rows_form(xs, se, r, m, C);
             gemm_rows(dinp + r * C, (size_t)C, dp, (size_t)OC, wt, (size_t)C, m, OC, C, accumulate, stream, NULL, NULL);
+            if (se && se->dscale) se_rows_dscale(acc, se, dinp, r, m, C);
             /* Where dout streams from memory, the weight gradient's FMAs prefetch the next piece's dout (or
              * the dz and x it is formed from): read in a burst at the piece's start, its misses overlapped
              * nothing (one thread, batch 16: 112×112 16 → 96 with its BatchNorm 12.3–12.6 → 10.4–10.9 ms,
@@ -540,7 +625,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
             const size_t rn = r + m;
             const size_t nm = pf_next && rn < M ? (M - rn < FUSED_BWD_ROWS ? M - rn : FUSED_BWD_ROWS) : 0;
             const float *next0 = nm ? (bn ? bn->dz : dout) + rn * OC : NULL, *next1 = nm && bn ? bn->x + rn * OC : NULL;
-            gemm_rows_atb_pf(pk, (size_t)OC, inp + r * C, (size_t)C, dp, (size_t)OC, m, C, OC, next0, nm * OC, next1,
+            gemm_rows_atb_pf(pk, (size_t)OC, ip, (size_t)C, dp, (size_t)OC, m, C, OC, next0, nm * OC, next1,
                              next1 ? nm * OC : 0);
         }
     }

@@ -131,6 +131,24 @@ int conv_gemm1x1_bn_fusable(const struct conv_shape *s);
  * whole row chunks. */
 void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const struct conv_shape *s, double *part,
                              int ith, int nth);
+/* The SE scale before a 1×1 convolution, applied to the convolution's input rows as they are read
+ * instead of written out as a tensor (effnet-b0's blocks 2–3 at 32×32, where conv_se_pays says no): x
+ * (N·H·W, C) is the scale's input, scale (N, C) its per-sample factors, HW = H·W. The product x·s is
+ * rounded to float before the GEMM as the scale's own kernel rounds it, so every result is the same bits
+ * as the scale followed by the convolution. dscale (N, C), for the backward: the scale's factor gradient,
+ * Σ_hw dinp·x in double in row order per sample as se_scale_backward sums it, written (not added); NULL:
+ * not wanted. */
+struct conv_se_rows {
+    const float *x, *scale;
+    float *dscale;
+    size_t HW;
+};
+/* Per-thread scratch floats conv_forward_gemm1x1_bn_se needs: one tile of scaled input rows. */
+size_t conv_forward_se_rows_scratch_floats(const struct conv_shape *s);
+/* conv_forward_gemm1x1_bn on the rows x·scale[n] of se, formed a tile at a time in scratch: out and part
+ * bitwise se_scale_forward then conv_forward_gemm1x1_bn. */
+void conv_forward_gemm1x1_bn_se(float *out, const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
+                                double *part, float *scratch, int ith, int nth);
 /* ---- GEMM1X1 weight gradient in two calls with a barrier between them (all nth threads call the
  *      first, wait, then the second), for shapes whose dw has too few 64-wide blocks to split evenly:
  *      the M-row reduction is cut into conv_params_row_chunks(s) chunks fixed by the shape, each one
@@ -161,11 +179,20 @@ struct conv_bn_dout {
 };
 /* wt (OC, C) = wᵀ for the 1×1 weights w (C, OC). */
 void conv_transpose_w(float *wt, const float *w, int C, int OC);
-/* Floats of per-thread scratch conv_backward_gemm1x1_fused_chunks needs: wᵀ and one piece of dout. */
-size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s);
+/* Floats of per-thread scratch conv_backward_gemm1x1_fused_chunks needs: wᵀ and one piece of dout (with
+ * se: one of the scaled input and C doubles of dscale sums too). */
+size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s, int se);
+/* With se (non-NULL; inp is then NULL) the input rows are x·scale[n], formed a piece at a time, and each
+ * sample's dscale is summed from its dinp rows while they are in cache: dinp, part and dscale bitwise
+ * se_scale_forward's output fed to this kernel and se_scale_backward's dscale (accumulate must be 0, and
+ * conv_se_rows_aligned(s, se->HW): a sample's rows in one chunk). */
 void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part, const float *inp,
-                                        const float *dout, const struct conv_bn_dout *bn, const float *w,
-                                        const struct conv_shape *s, float *scratch, int ith, int nth);
+                                        const float *dout, const struct conv_bn_dout *bn,
+                                        const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
+                                        float *scratch, int ith, int nth);
+/* Whether conv_backward_gemm1x1_fused_chunks takes an se on s: fusable (overwriting) and every row chunk of
+ * the weight gradient starts at a sample (a multiple of HW rows), so one thread sums each sample's dscale. */
+int conv_se_rows_aligned(const struct conv_shape *s, size_t HW);
 /* dst (n) += Σ_k part[k] over part (K, n), k ascending (the same bits for any nth); partitioned over
  * 16-float blocks. Phase 2 of the chunked weight gradients (GEMM1X1 here, depthwise in op_dwconv.c). */
 void conv_parts_sum_add(float *dst, const float *part, int K, size_t n, int ith, int nth);

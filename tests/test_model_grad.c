@@ -355,6 +355,53 @@ Test(model_grad, effnet_b0_se_chain_bitwise, .timeout = 240)
     net_free(&one);
 }
 
+/* The SE scale formed a tile at a time in the projection's input rows (exec.c's se_rows_fused), where it
+ * does not fold into the weights: at 32×32 batch 64 blocks 2 and 3 (4 of 16). The scale's output is never
+ * written (a marker survives), and over two passes on 3 threads (a dscale left stale, or zeroed after the
+ * projection wrote it, would show in the second) the loss and every gradient are bitwise those with the
+ * scale's own kernels (TB_SE_ROWS=0's flag), with fewer barriers. */
+Test(model_grad, effnet_b0_se_rows_bitwise, .timeout = 240)
+{
+    enum { RES = 32, B = 64 };
+    setenv("TB_PAR_UNITS", "2", 1); /* the chunks a 2-core machine cuts: before the first tb_par_units call */
+    struct net a, u;
+    net_init_threads(&a, RES, 10, B, 11, "batch", 0, 3);
+    net_init_threads(&u, RES, 10, B, 11, "batch", 0, 3);
+    u.e.train.no_se_rows = 1;
+    const int se = layer_named(&a.m, "features.2.1.block.2.scale");
+    cr_assert(a.e.train.ls[se].se_conv == se + 1);
+    const struct marked ya = mark_tensor(&a, a.m.layers[se].out, B, 0), yu = mark_tensor(&u, u.m.layers[se].out, B, 0);
+    const size_t nx = (size_t)B * RES * RES * 3;
+    uint8_t *x = malloc(nx);
+    int32_t *y = malloc(B * sizeof *y);
+    cr_assert(x && y);
+    for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)(rng_uniform(19, 1, i) * 256.0f);
+    double l[2];
+    struct net *nets[2] = {&a, &u};
+    unsigned barriers[2];
+    for (int k = 0; k < 2; k++)
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < B; i++) y[i] = (i + 7 * pass) % 10;
+            local_engine_zero_grads(&nets[k]->e);
+            const unsigned b0 = tpool_barriers(nets[k]->e.pool);
+            cr_assert_eq(local_engine_forward_backward(&nets[k]->e, x, y, B, 0, B, 1, &l[k]), TB_OK, "%s",
+                         tb_error_get());
+            barriers[k] = tpool_barriers(nets[k]->e.pool) - b0;
+        }
+    cr_assert(unwritten(ya), "%s's output was written", a.m.layers[se].name);
+    cr_assert(yu.p[0] != MARKER, "TB_SE_ROWS=0: %s's output was not written", u.m.layers[se].name);
+    cr_assert(barriers[0] < barriers[1], "%u barriers with the rows formed, %u without", barriers[0], barriers[1]);
+    cr_log_info("barriers a step: %u with the rows formed, %u without", barriers[0], barriers[1]);
+    cr_assert(l[0] == l[1], "loss %.17g formed, %.17g the scale's own", l[0], l[1]);
+    for (size_t i = 0; i < a.m.n_params; i++)
+        cr_assert(memcmp(&a.e.grads[i], &u.e.grads[i], sizeof(float)) == 0, "gradient %zu: %.9g formed, %.9g own", i,
+                  (double)a.e.grads[i], (double)u.e.grads[i]);
+    free(x);
+    free(y);
+    net_free(&a);
+    net_free(&u);
+}
+
 /* The SE scale folded into the projection convolution (op_conv_se.h) in the stages whose weights gemm_rows
  * holds: the scaled tensor is never written (a marker survives in it), and the loss and every layer's
  * gradient are the unfused pair's within float rounding (x·s is rounded before the product there; the

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 
 #include "op_conv.h"
+#include "op_se.h"
 #include "op_norm.h"
 #include "rng.h"
 #include "status.h"
@@ -576,7 +577,7 @@ Test(conv, gemm1x1_fused_backward_matches_separate_kernels)
             struct conv_bn_dout bd = {dz, bx, save, coef};
             float *d0 = rand_buf(B.ni, 31), *d1 = malloc(B.ni * sizeof(float)), *p0 = malloc(np * sizeof(float));
             float *p1 = malloc(np * sizeof(float));
-            const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s);
+            const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s, 0);
             float *scr = malloc(7 * ks * sizeof(float)), *d0b = malloc(B.ni * sizeof(float));
             float *p0b = malloc(np * sizeof(float)), *dob = malloc(B.no * sizeof(float));
             cr_assert(d1 && p0 && p1 && scr && d0b && p0b && dob);
@@ -600,7 +601,7 @@ Test(conv, gemm1x1_fused_backward_matches_separate_kernels)
                 memset(p1, 0xFF, np * sizeof(float));
                 for (int ith = 0; ith < nth; ith++)
                     conv_backward_gemm1x1_fused_chunks(d1, acc, p1, B.inp, viabn ? NULL : B.dout, viabn ? &bd : NULL,
-                                                       B.w, &s, scr + (size_t)ith * ks, ith, nth);
+                                                       NULL, B.w, &s, scr + (size_t)ith * ks, ith, nth);
                 char what[64];
                 snprintf(what, sizeof what, "case %d acc %d nth %d bn %d: dinp", ci, acc, nth, viabn);
                 tu_assert_bitwise(d1, viabn ? d0b : d0, B.ni, what);
@@ -686,6 +687,93 @@ Test(conv, gemm1x1_streamed_outputs_match_reference, .timeout = 60)
         free_env(&E);
         free_bufs(&B);
     }
+}
+
+/* The SE scale formed in the projection's rows (conv_forward_gemm1x1_bn_se, and the one-pass backward with a
+ * conv_se_rows) gives what se_scale_forward then the convolution, and the convolution's backward then
+ * se_scale_backward's dscale give, bit for bit, for any nth: out and the statistics; dinp, the weight-gradient
+ * parts and dscale, with dout read or formed from a BatchNorm's. Shapes: the 32×32 blocks 2 and 3 at batch 16,
+ * 6×6 (backward pieces ending mid-sample where its chunks hold whole samples), and one whose chunks cut a
+ * sample (refused). Forward tiles end mid-sample in every case. */
+Test(conv, gemm1x1_se_rows_match_scale_then_conv)
+{
+    static const int shapes[][5] = {{16, 8, 96, 24, 1},  {16, 8, 144, 24, 1}, {64, 4, 144, 40, 1},
+                                    {64, 4, 240, 40, 1}, {32, 6, 144, 24, 1}, {17, 9, 144, 24, 0}};
+    static const int nths[] = {1, 2, 3, 7};
+    int aligned_seen = 0;
+    for (size_t q = 0; q < sizeof shapes / sizeof *shapes; q++) {
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, shapes[q][0], shapes[q][1], shapes[q][1], shapes[q][2], shapes[q][3], 1, 1, 1,
+                                     1),
+                     0);
+        const size_t HW = (size_t)s.H * s.W, M = (size_t)s.N * HW, nin = M * (size_t)s.C, nout = M * (size_t)s.OC;
+        const size_t nsc = (size_t)s.N * s.C, np = conv_params_part_floats(&s), nb = bn_chunk_doubles(M, s.OC);
+        cr_assert(conv_gemm1x1_bn_fusable(&s) && conv_backward_gemm1x1_fusable(&s, 0), "case %zu", q);
+        const int aligned = conv_se_rows_aligned(&s, HW);
+        /* Chunks follow the machine's cores (TB_PAR_UNITS): the last shape's cut a sample on any of them. */
+        if (!shapes[q][4]) {
+            cr_expect(!aligned, "case %zu: chunks cutting samples accepted", q);
+            continue;
+        }
+        if (!aligned) continue;
+        aligned_seen++;
+        float *x = malloc(nin * sizeof(float)), *sc = malloc(nsc * sizeof(float)), *y3 = malloc(nin * sizeof(float));
+        float *w = malloc((size_t)s.C * s.OC * sizeof(float)), *dout = malloc(nout * sizeof(float));
+        float *y0 = malloc(nout * sizeof(float)), *y1 = malloc(nout * sizeof(float));
+        float *d0 = malloc(nin * sizeof(float)), *d1 = malloc(nin * sizeof(float)), *p0 = malloc(np * sizeof(float));
+        float *p1 = malloc(np * sizeof(float)), *ds0 = calloc(nsc, sizeof(float)), *ds1 = malloc(nsc * sizeof(float));
+        double *b0 = calloc(nb, sizeof(double)), *b1 = calloc(nb, sizeof(double));
+        const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s, 1), kf = conv_forward_se_rows_scratch_floats(&s);
+        const size_t kk = ks > kf ? ks : kf;
+        float *scr = malloc(7 * kk * sizeof(float));
+        cr_assert(x && sc && y3 && w && dout && y0 && y1 && d0 && d1 && p0 && p1 && ds0 && ds1 && b0 && b1 && scr);
+        for (size_t i = 0; i < nin; i++) x[i] = 2.0f * rng_uniform(71, q, i) - 1.0f;
+        for (size_t i = 0; i < nsc; i++) sc[i] = rng_uniform(72, q, i);
+        for (size_t i = 0; i < (size_t)s.C * s.OC; i++) w[i] = 2.0f * rng_uniform(73, q, i) - 1.0f;
+        for (size_t i = 0; i < nout; i++) dout[i] = 2.0f * rng_uniform(74, q, i) - 1.0f;
+        /* A BatchNorm after the convolution, for the formed-dout variant. */
+        float *dz = rand_buf(nout, 45), *bx = rand_buf(nout, 46), *save = rand_buf(2 * (size_t)s.OC, 47);
+        float *coef = rand_buf(3 * (size_t)s.OC, 48), *dob = malloc(nout * sizeof(float));
+        float *d0b = malloc(nin * sizeof(float)), *p0b = malloc(np * sizeof(float)), *ds0b = calloc(nsc, sizeof(float));
+        cr_assert(dz && bx && save && coef && dob && d0b && p0b && ds0b);
+        const struct conv_bn_dout bd = {dz, bx, save, coef};
+        /* The unfused pair. */
+        se_scale_forward(y3, x, sc, s.N, HW, s.C, 0, 1);
+        conv_forward_gemm1x1_bn(y0, y3, w, &s, b0, 0, 1);
+        conv_backward_gemm1x1_fused_chunks(d0, 0, p0, y3, dout, NULL, NULL, w, &s, scr, 0, 1);
+        se_scale_backward(NULL, ds0, d0, x, sc, s.N, HW, s.C, 0, 0, 1);
+        bn_backward_rows(dob, dz, bx, save, coef, M, s.OC);
+        conv_backward_gemm1x1_fused_chunks(d0b, 0, p0b, y3, dob, NULL, NULL, w, &s, scr, 0, 1);
+        se_scale_backward(NULL, ds0b, d0b, x, sc, s.N, HW, s.C, 0, 0, 1);
+        const struct conv_se_rows se = {x, sc, ds1, HW};
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            const int nth = nths[t];
+            char what[80];
+            memset(y1, 0xff, nout * sizeof(float));
+            for (int i = 0; i < nth; i++) conv_forward_gemm1x1_bn_se(y1, &se, w, &s, b1, scr + (size_t)i * kk, i, nth);
+            snprintf(what, sizeof what, "case %zu nth %d: out", q, nth);
+            tu_assert_bitwise(y1, y0, nout, what);
+            snprintf(what, sizeof what, "case %zu nth %d: statistics", q, nth);
+            tu_assert_bitwise_d(b1, b0, nb, what);
+            for (int viabn = 0; viabn < 2; viabn++) {
+                memset(d1, 0xff, nin * sizeof(float)), memset(p1, 0xff, np * sizeof(float));
+                memset(ds1, 0xff, nsc * sizeof(float));
+                for (int i = 0; i < nth; i++)
+                    conv_backward_gemm1x1_fused_chunks(d1, 0, p1, NULL, viabn ? NULL : dout, viabn ? &bd : NULL, &se, w,
+                                                       &s, scr + (size_t)i * kk, i, nth);
+                snprintf(what, sizeof what, "case %zu nth %d bn %d: dinp", q, nth, viabn);
+                tu_assert_bitwise(d1, viabn ? d0b : d0, nin, what);
+                snprintf(what, sizeof what, "case %zu nth %d bn %d: part", q, nth, viabn);
+                tu_assert_bitwise(p1, viabn ? p0b : p0, np, what);
+                snprintf(what, sizeof what, "case %zu nth %d bn %d: dscale", q, nth, viabn);
+                tu_assert_bitwise(ds1, viabn ? ds0b : ds0, nsc, what);
+            }
+        }
+        free(x), free(sc), free(y3), free(w), free(dout), free(y0), free(y1), free(d0), free(d1), free(p0), free(p1);
+        free(ds0), free(ds1), free(b0), free(b1), free(scr), free(dz), free(bx), free(save), free(coef), free(dob);
+        free(d0b), free(p0b), free(ds0b);
+    }
+    cr_assert(aligned_seen >= 4, "only %d of the 5 shapes had sample-aligned chunks", aligned_seen);
 }
 
 /* The 1×1 forward that also takes its BatchNorm's statistics writes conv_forward_gemm1x1's outputs and
