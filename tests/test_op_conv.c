@@ -776,6 +776,79 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
     cr_assert(aligned_seen >= 4, "only %d of the 5 shapes had sample-aligned chunks", aligned_seen);
 }
 
+/* The SE scale formed in the sgemm GEMM1X1 passes (conv_forward_gemm1x1_se, conv_backward_gemm1x1_se) gives
+ * what se_scale_forward then conv_forward_gemm1x1, and conv_backward_data_gemm1x1_overwrite,
+ * conv_backward_params_gemm1x1 and se_scale_backward's dscale give, bit for bit, for any nth: effnet-b0's
+ * stages 4–7 projections at 32×32 batch 128 (2×2 and 1×1), one with 3×3 samples at batch 20, and the shapes
+ * refused: a widening convolution, a tensor over the cap, tiles cutting a sample. */
+Test(conv, gemm1x1_se_rows_sgemm_match_scale_then_conv, .timeout = 60)
+{
+    static const int shapes[][5] = {{128, 2, 480, 80, 1},  {128, 2, 672, 112, 1}, {128, 1, 1152, 192, 1},
+                                    {128, 1, 1152, 320, 1}, {20, 3, 240, 40, 1},   {16, 2, 40, 240, 0},
+                                    {512, 7, 1152, 192, 0}, {33, 7, 480, 80, 0}};
+    static const int nths[] = {1, 2, 3, 7};
+    int ran = 0;
+    for (size_t q = 0; q < sizeof shapes / sizeof *shapes; q++) {
+        struct conv_shape s;
+        cr_assert_eq(conv_shape_init(&s, shapes[q][0], shapes[q][1], shapes[q][1], shapes[q][2], shapes[q][3], 1, 1, 1,
+                                     1),
+                     0);
+        const size_t HW = (size_t)s.H * s.W, M = (size_t)s.N * HW, nin = M * (size_t)s.C, nout = M * (size_t)s.OC;
+        const size_t nsc = (size_t)s.N * s.C, nw = (size_t)s.C * s.OC;
+        if (!shapes[q][4]) {
+            cr_expect(!conv_se_rows_sgemm_ok(&s, HW), "case %zu accepted", q);
+            continue;
+        }
+        /* Every tile edge a multiple of 8 rows: whole samples for 2×2 and 1×1 on any machine's tiles. */
+        if (!conv_se_rows_sgemm_ok(&s, HW)) {
+            cr_expect(HW == 9, "case %zu refused", q);
+            continue;
+        }
+        ran++;
+        float *x = malloc(nin * sizeof(float)), *sc = malloc(nsc * sizeof(float)), *y3 = malloc(nin * sizeof(float));
+        float *w = malloc(nw * sizeof(float)), *dout = malloc(nout * sizeof(float));
+        float *y0 = malloc(nout * sizeof(float)), *y1 = malloc(nout * sizeof(float));
+        float *d0 = malloc(nin * sizeof(float)), *d1 = malloc(nin * sizeof(float));
+        float *g0 = rand_buf(nw, 81), *g1 = malloc(nw * sizeof(float)), *ds0 = calloc(nsc, sizeof(float));
+        float *ds1 = malloc(nsc * sizeof(float));
+        const size_t kk = conv_se_rows_sgemm_scratch_floats(&s);
+        float *scr = malloc(7 * kk * sizeof(float));
+        cr_assert(x && sc && y3 && w && dout && y0 && y1 && d0 && d1 && g0 && g1 && ds0 && ds1 && scr);
+        for (size_t i = 0; i < nin; i++) x[i] = 2.0f * rng_uniform(75, q, i) - 1.0f;
+        for (size_t i = 0; i < nsc; i++) sc[i] = rng_uniform(76, q, i);
+        for (size_t i = 0; i < nw; i++) w[i] = 2.0f * rng_uniform(77, q, i) - 1.0f;
+        for (size_t i = 0; i < nout; i++) dout[i] = 2.0f * rng_uniform(78, q, i) - 1.0f;
+        memcpy(g1, g0, nw * sizeof(float));
+        /* The unfused pair; the weight gradient added onto g0's values, as a step's accumulates. */
+        se_scale_forward(y3, x, sc, s.N, HW, s.C, 0, 1);
+        conv_forward_gemm1x1(y0, y3, w, NULL, &s, NULL, scr, 0, 1);
+        conv_backward_data_gemm1x1_overwrite(d0, dout, w, &s, scr, 0, 1);
+        conv_backward_params_gemm1x1(g0, NULL, y3, dout, &s, NULL, scr, 0, 1);
+        se_scale_backward(NULL, ds0, d0, x, sc, s.N, HW, s.C, 0, 0, 1);
+        const float *gstart = rand_buf(nw, 81);
+        const struct conv_se_rows se = {x, sc, ds1, HW};
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            const int nth = nths[t];
+            char what[80];
+            memset(y1, 0xff, nout * sizeof(float)), memset(d1, 0xff, nin * sizeof(float));
+            memset(ds1, 0xff, nsc * sizeof(float)), memcpy(g1, gstart, nw * sizeof(float));
+            for (int i = 0; i < nth; i++) conv_forward_gemm1x1_se(y1, &se, w, &s, scr + (size_t)i * kk, i, nth);
+            for (int i = 0; i < nth; i++) conv_backward_gemm1x1_se(d1, g1, &se, dout, w, &s, scr + (size_t)i * kk, i, nth);
+            snprintf(what, sizeof what, "case %zu nth %d: out", q, nth);
+            tu_assert_bitwise(y1, y0, nout, what);
+            snprintf(what, sizeof what, "case %zu nth %d: dinp", q, nth);
+            tu_assert_bitwise(d1, d0, nin, what);
+            snprintf(what, sizeof what, "case %zu nth %d: dw", q, nth);
+            tu_assert_bitwise(g1, g0, nw, what);
+            snprintf(what, sizeof what, "case %zu nth %d: dscale", q, nth);
+            tu_assert_bitwise(ds1, ds0, nsc, what);
+        }
+        free(x), free(sc), free(y3), free(w), free(dout), free(y0), free(y1), free(d0), free(d1), free(g0), free(g1);
+        free(ds0), free(ds1), free(scr), free((void *)gstart);
+    }
+    cr_assert(ran >= 4, "only %d of the 5 accepted shapes ran", ran);
+}
+
 /* The 1×1 forward that also takes its BatchNorm's statistics writes conv_forward_gemm1x1's outputs and
  * bn_forward_train_chunks' sums of them, bit for bit, for any nth: full and masked-tail column vectors,
  * one chunk and sixteen, and rows that end mid register block. */
