@@ -741,9 +741,9 @@ static int has_backward(const struct layer *l)
  * batch 128) waited on nothing. */
 static int forward_idle(const struct model_inst *mi, const struct exec_step *st, const struct layer *l)
 {
+    const int c = l->op == OP_SE_SCALE ? se_conv_of(mi, l) : -1;
     return (l->op == OP_GAP && se_fused(mi, st, se_bn_of(mi, l))) ||
-           (l->op == OP_SE_SCALE && (se_conv_fused(mi, st, se_conv_of(mi, l)) || se_rows_mode(mi, st, se_conv_of(mi, l)))) ||
-           se_chain_elsewhere(mi, st, l, 1);
+           (c >= 0 && (se_conv_fused(mi, st, c) || se_rows_mode(mi, st, c))) || se_chain_elsewhere(mi, st, l, 1);
 }
 
 /* has_backward, less a layer whose backward does nothing in this step: the SE pool whose gradient its

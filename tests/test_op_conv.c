@@ -723,8 +723,8 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
         float *d0 = malloc(nin * sizeof(float)), *d1 = malloc(nin * sizeof(float)), *p0 = malloc(np * sizeof(float));
         float *p1 = malloc(np * sizeof(float)), *ds0 = calloc(nsc, sizeof(float)), *ds1 = malloc(nsc * sizeof(float));
         double *b0 = calloc(nb, sizeof(double)), *b1 = calloc(nb, sizeof(double));
-        const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s, 1), kf = conv_forward_se_rows_scratch_floats(&s);
-        const size_t kk = ks > kf ? ks : kf;
+        const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s, 1);
+        const size_t kf = conv_forward_se_rows_scratch_floats(&s), kk = ks > kf ? ks : kf;
         float *scr = malloc(7 * kk * sizeof(float));
         cr_assert(x && sc && y3 && w && dout && y0 && y1 && d0 && d1 && p0 && p1 && ds0 && ds1 && b0 && b1 && scr);
         for (size_t i = 0; i < nin; i++) x[i] = 2.0f * rng_uniform(71, q, i) - 1.0f;
@@ -833,7 +833,8 @@ Test(conv, gemm1x1_se_rows_sgemm_match_scale_then_conv, .timeout = 60)
             memset(y1, 0xff, nout * sizeof(float)), memset(d1, 0xff, nin * sizeof(float));
             memset(ds1, 0xff, nsc * sizeof(float)), memcpy(g1, gstart, nw * sizeof(float));
             for (int i = 0; i < nth; i++) conv_forward_gemm1x1_se(y1, &se, w, &s, scr + (size_t)i * kk, i, nth);
-            for (int i = 0; i < nth; i++) conv_backward_gemm1x1_se(d1, g1, &se, dout, w, &s, scr + (size_t)i * kk, i, nth);
+            for (int i = 0; i < nth; i++)
+                conv_backward_gemm1x1_se(d1, g1, &se, dout, w, &s, scr + (size_t)i * kk, i, nth);
             snprintf(what, sizeof what, "case %zu nth %d: out", q, nth);
             tu_assert_bitwise(y1, y0, nout, what);
             snprintf(what, sizeof what, "case %zu nth %d: dinp", q, nth);
