@@ -532,16 +532,29 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
     gemm1x1_backward_params(dw, db, inp, NULL, dout, s, scratch, ith, nth);
 }
 
-/* Above this many floats of the scale's tensor (M·C) the sgemm path leaves the SE scale alone: its per-thread
- * scratch holds a weight-gradient unit's M rows (16 MB at the cap, C/2 columns). 32×32 batch 128's stages 4–7
- * are 0.25–0.6 M floats; at 224×224 their rows do not fall on whole samples in the tiles anyway. */
-enum { SE_ROWS_SGEMM_MAX_FLOATS = 1 << 22 };
+/* The widest weight-gradient unit of a GEMM1X1 pass over cols on this machine (conv_backward_params_gemm1x1's). */
+static int widest_unit(int cols)
+{
+    const int cu = even_col_blocks(cols, tb_par_units());
+    int most = 0;
+    for (int u = 0; u < cu; u++) {
+        int b0, n;
+        col_block(cols, cu, u, &b0, &n);
+        if (n > most) most = n;
+    }
+    return most;
+}
+
+/* At most this many floats of x·s a weight-gradient unit forms (all M rows of its columns): 2 MiB, a core's L2
+ * on the 16-core Xeon, so the call packs them from cache. 32×32 batch 128's stages 4–7 form 74–172 k floats;
+ * 224×224 batch 16's would form 0.5–1 M, and their tiles cut samples anyway. */
+enum { SE_ROWS_SGEMM_UNIT_FLOATS = 1 << 19 };
 
 int conv_se_rows_sgemm_ok(const struct conv_shape *s, size_t HW)
 {
     const size_t M = (size_t)s->N * HW;
     if (HW != (size_t)s->H * s->W || s->C <= s->OC || s->KH != 1 || s->KW != 1 || s->stride != 1 || s->groups != 1 ||
-        !conv_algo_supported(CONV_ALGO_GEMM1X1, s) || M * (size_t)s->C > SE_ROWS_SGEMM_MAX_FLOATS)
+        !conv_algo_supported(CONV_ALGO_GEMM1X1, s) || M * (size_t)widest_unit(s->C) > SE_ROWS_SGEMM_UNIT_FLOATS)
         return 0;
     const struct gemm_tiles t = gemm_tiles_of(M, s->C);
     for (size_t k = 1; k < t.ru; k++)
@@ -551,17 +564,9 @@ int conv_se_rows_sgemm_ok(const struct conv_shape *s, size_t HW)
 
 size_t conv_se_rows_sgemm_scratch_floats(const struct conv_shape *s)
 {
-    /* The tallest batch conv_se_rows_sgemm_ok takes for this shape (at most s->N). */
-    const size_t HW = (size_t)s->H * s->W, cap_n = SE_ROWS_SGEMM_MAX_FLOATS / (HW * (size_t)s->C);
-    const size_t M = ((size_t)s->N < cap_n ? (size_t)s->N : cap_n) * HW;
-    const int cu = even_col_blocks(s->C, tb_par_units());
-    size_t most = 0; /* the widest weight-gradient unit */
-    for (int u = 0; u < cu; u++) {
-        int b0, n;
-        col_block(s->C, cu, u, &b0, &n);
-        if ((size_t)n > most) most = (size_t)n;
-    }
-    size_t need = M * most;
+    /* A weight-gradient unit's columns: at most the cap conv_se_rows_sgemm_ok keeps to. */
+    const size_t unit = (size_t)s->N * s->H * s->W * (size_t)widest_unit(s->C);
+    size_t need = unit < SE_ROWS_SGEMM_UNIT_FLOATS ? unit : SE_ROWS_SGEMM_UNIT_FLOATS;
     /* A forward tile: row edges on multiples of 8, at most GEMM_ROWS apart on average. */
     if ((size_t)(GEMM_ROWS + 8) * s->C > need) need = (size_t)(GEMM_ROWS + 8) * s->C;
     const size_t data = (gemm_rows_fits(s->OC, s->C) ? tb_align16((size_t)s->C * s->OC) : 0) + 2 * (size_t)s->C;

@@ -191,8 +191,8 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
                                         const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
                                         float *scratch, int ith, int nth);
 /* Whether the sgemm GEMM1X1 passes take an se on s (conv_forward_gemm1x1_se, conv_backward_gemm1x1_se): a
- * plain 1×1 convolution narrowing its channels (C > OC), the scale's tensor at most 4 M floats, and the
- * data gradient's row tiles on whole samples (each tile sums its samples' dscale). */
+ * plain 1×1 convolution narrowing its channels (C > OC), a weight-gradient unit's columns of x·s (all rows) at
+ * most 2 MiB, and the data gradient's row tiles on whole samples (each tile sums its samples' dscale). */
 int conv_se_rows_sgemm_ok(const struct conv_shape *s, size_t HW);
 /* Per-thread scratch floats of those two: a forward tile of x·s, a weight-gradient unit's columns of it (all
  * rows), the dscale sums, and wᵀ where gemm_rows runs the data gradient. */

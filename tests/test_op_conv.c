@@ -724,7 +724,7 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
         float *p1 = malloc(np * sizeof(float)), *ds0 = calloc(nsc, sizeof(float)), *ds1 = malloc(nsc * sizeof(float));
         double *b0 = calloc(nb, sizeof(double)), *b1 = calloc(nb, sizeof(double));
         const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s, 1);
-        const size_t kf = conv_forward_se_rows_scratch_floats(&s), kk = ks > kf ? ks : kf;
+        const size_t kf = conv_forward_se_rows_scratch_floats(&s), kk = ((ks > kf ? ks : kf) + 15) / 16 * 16;
         float *scr = malloc(7 * kk * sizeof(float));
         cr_assert(x && sc && y3 && w && dout && y0 && y1 && d0 && d1 && p0 && p1 && ds0 && ds1 && b0 && b1 && scr);
         for (size_t i = 0; i < nin; i++) x[i] = 2.0f * rng_uniform(71, q, i) - 1.0f;
@@ -780,7 +780,7 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
  * what se_scale_forward then conv_forward_gemm1x1, and conv_backward_data_gemm1x1_overwrite,
  * conv_backward_params_gemm1x1 and se_scale_backward's dscale give, bit for bit, for any nth: effnet-b0's
  * stages 4–7 projections at 32×32 batch 128 (2×2 and 1×1), one with 3×3 samples at batch 20, and the shapes
- * refused: a widening convolution, a tensor over the cap, tiles cutting a sample. */
+ * refused: a widening convolution, a weight-gradient unit over the cap, tiles cutting a sample. */
 Test(conv, gemm1x1_se_rows_sgemm_match_scale_then_conv, .timeout = 60)
 {
     static const int shapes[][5] = {{128, 2, 480, 80, 1},  {128, 2, 672, 112, 1}, {128, 1, 1152, 192, 1},
@@ -811,7 +811,7 @@ Test(conv, gemm1x1_se_rows_sgemm_match_scale_then_conv, .timeout = 60)
         float *d0 = malloc(nin * sizeof(float)), *d1 = malloc(nin * sizeof(float));
         float *g0 = rand_buf(nw, 81), *g1 = malloc(nw * sizeof(float)), *ds0 = calloc(nsc, sizeof(float));
         float *ds1 = malloc(nsc * sizeof(float));
-        const size_t kk = conv_se_rows_sgemm_scratch_floats(&s);
+        const size_t kk = (conv_se_rows_sgemm_scratch_floats(&s) + 15) / 16 * 16; /* each thread's doubles aligned */
         float *scr = malloc(7 * kk * sizeof(float));
         cr_assert(x && sc && y3 && w && dout && y0 && y1 && d0 && d1 && g0 && g1 && ds0 && ds1 && scr);
         for (size_t i = 0; i < nin; i++) x[i] = 2.0f * rng_uniform(75, q, i) - 1.0f;
