@@ -372,35 +372,25 @@ static int se_conv_fused(const struct model_inst *mi, const struct exec_step *st
     return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_se_pays(&cs);
 }
 
-static int bn_bwd_in_conv(const struct model_inst *mi, const struct exec_step *st, int bn);
-
-/* How convolution layer c forms its input rows from the SE scale before it, a tile at a time, in this step,
- * where the scale does not fold into its weights (se_conv_fused): 0 not; SE_ROWS_CHUNKS in the GEMM1X1
- * forward that takes its BatchNorm's statistics (conv_fused: gemm_rows) and the one-pass backward, on row
- * chunks that each hold whole samples (conv_forward_gemm1x1_bn_se); SE_ROWS_SGEMM in the sgemm passes, whose
- * data-gradient tiles hold whole samples (conv_forward_gemm1x1_se: the later blocks' wider weights). Either
- * way the scale's forward and backward do nothing: its output, a tensor the size of the block's widest, is
- * neither written nor read, and its backward pass over that tensor and its input is gone; the projection
- * sums its dscale from its dinp rows while they are in cache. The same bits (op_conv.h). The scale's BatchNorm
- * must be SE-fused (its backward then forms dinp·s itself). At 32×32 batch 128: effnet-b0's blocks 2–3 by
- * chunks, 4–7 by sgemm. */
-enum { SE_ROWS_CHUNKS = 1, SE_ROWS_SGEMM = 2 };
-static int se_rows_mode(const struct model_inst *mi, const struct exec_step *st, int c)
+/* Whether convolution layer c forms its input rows from the SE scale before it, a tile at a time, in this
+ * step (conv_forward_gemm1x1_bn_se), where the scale does not fold into its weights (se_conv_fused): the
+ * scale's BatchNorm SE-fused, the convolution's statistics taken by it (conv_fused: GEMM1X1 on gemm_rows),
+ * and its one-pass backward running the shape with each sample's rows in one chunk, so it sums the scale's
+ * dscale too. The scale's forward and backward then do nothing; its output, a tensor the size of the
+ * block's widest, is neither written nor read, and the scale's backward pass over that tensor and its input
+ * is gone. The same bits (op_conv.h). At 32×32 this is effnet-b0's blocks 2 and 3. */
+static int se_rows_fused(const struct model_inst *mi, const struct exec_step *st, int c)
 {
     if (c < 0 || !mi->ls || mi->no_se_rows || mi->no_se_conv) return 0;
     const int se = mi->ls[c].conv_se;
-    if (se < 0 || c >= st->l1 || mi->ls[c].algo != CONV_ALGO_GEMM1X1 || se_conv_fused(mi, st, c) ||
-        !se_fused(mi, st, mi->ls[se].se_bn) || !mi->m->tensors[mi->m->layers[se].in].needs_grad)
-        return 0;
+    if (se < 0 || c >= st->l1 || se_conv_fused(mi, st, c) || !se_fused(mi, st, mi->ls[se].se_bn)) return 0;
+    if (!conv_fused(mi, st, mi->ls[c].conv_bn) || !mi->m->tensors[mi->m->layers[se].in].needs_grad) return 0;
     struct conv_shape cs;
     conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
-    const size_t HW = (size_t)cs.H * cs.W;
-    const int bn = mi->ls[c].conv_bn;
-    if (conv_fused(mi, st, bn)) return conv_se_rows_aligned(&cs, HW) ? SE_ROWS_CHUNKS : 0;
-    return !bn_bwd_in_conv(mi, st, bn) && conv_se_rows_sgemm_ok(&cs, HW) ? SE_ROWS_SGEMM : 0;
+    return conv_se_rows_aligned(&cs, (size_t)cs.H * cs.W);
 }
 
-/* The SE scale's input, factors and factor gradient as conv c reads them (se_rows_mode). */
+/* The SE scale's input, factors and factor gradient as conv c reads them (se_rows_fused). */
 static struct conv_se_rows se_rows_of(const struct model_inst *mi, int c)
 {
     const struct layer *se = &mi->m->layers[mi->ls[c].conv_se];
@@ -581,14 +571,10 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         struct conv_shape cs;
         conv_shape_of(m, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
-        const int srm = se_rows_mode(mi, st, (int)(l - m->layers));
-        if (srm) { /* (x·s[n]) tile by tile, and maybe the statistics */
+        if (se_rows_fused(mi, st, (int)(l - m->layers))) { /* (x·s[n]) tile by tile, and the statistics */
             const struct conv_se_rows se = se_rows_of(mi, (int)(l - m->layers));
-            if (srm == SE_ROWS_CHUNKS)
-                conv_forward_gemm1x1_bn_se(out, &se, w, &cs, bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.OC),
-                                           scratch_of(mi, ith), ith, nth);
-            else
-                conv_forward_gemm1x1_se(out, &se, w, &cs, scratch_of(mi, ith), ith, nth);
+            conv_forward_gemm1x1_bn_se(out, &se, w, &cs, bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.OC),
+                                       scratch_of(mi, ith), ith, nth);
         } else if (se_conv_fused(mi, st, (int)(l - m->layers))) { /* x·(diag(s[n])·w), and maybe the statistics */
             const struct layer *se = &m->layers[ls->conv_se];
             conv_se_forward(out, exec_act(mi, se->in), exec_act(mi, se->in2), w, &cs,
@@ -662,7 +648,7 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         if (!se_fused(mi, st, se_bn_of(mi, l))) global_avgpool_forward(out, in, n, (size_t)ti->h * ti->w, ti->c, ith, nth);
         break;
     case OP_SE_SCALE:
-        if (!se_conv_fused(mi, st, se_conv_of(mi, l)) && !se_rows_mode(mi, st, se_conv_of(mi, l)))
+        if (!se_conv_fused(mi, st, se_conv_of(mi, l)) && !se_rows_fused(mi, st, se_conv_of(mi, l)))
             /* else the convolution after applies it */
             se_scale_forward(out, in, exec_act(mi, l->in2), n, (size_t)ti->h * ti->w, ti->c, ith, nth);
         break;
@@ -743,16 +729,16 @@ static int forward_idle(const struct model_inst *mi, const struct exec_step *st,
 {
     const int c = l->op == OP_SE_SCALE ? se_conv_of(mi, l) : -1;
     return (l->op == OP_GAP && se_fused(mi, st, se_bn_of(mi, l))) ||
-           (c >= 0 && (se_conv_fused(mi, st, c) || se_rows_mode(mi, st, c))) || se_chain_elsewhere(mi, st, l, 1);
+           (c >= 0 && (se_conv_fused(mi, st, c) || se_rows_fused(mi, st, c))) || se_chain_elsewhere(mi, st, l, 1);
 }
 
 /* has_backward, less a layer whose backward does nothing in this step: the SE pool whose gradient its
  * BatchNorm's first backward pass forms (it zeroes nothing: the SE scale after it reads its input last), and
- * the SE scale whose dscale the projection after it wrote (se_rows_mode: its phase A must not zero it). */
+ * the SE scale whose dscale the projection after it wrote (se_rows_fused: its phase A must not zero it). */
 static int runs_backward(const struct model_inst *mi, const struct exec_step *st, const struct layer *l)
 {
     return has_backward(l) && !(l->op == OP_GAP && se_fused(mi, st, se_bn_of(mi, l))) &&
-           !(l->op == OP_SE_SCALE && se_rows_mode(mi, st, se_conv_of(mi, l))) && !se_chain_elsewhere(mi, st, l, 0);
+           !(l->op == OP_SE_SCALE && se_rows_fused(mi, st, se_conv_of(mi, l))) && !se_chain_elsewhere(mi, st, l, 0);
 }
 
 /* At most this many tensors cross one split (EfficientNet and the MLP: one). */
@@ -1051,14 +1037,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             conv_se_backward_params_finish(dw, mi->shared, sc, &cs, ith, nth);
             break;
         }
-        const int srm = se_rows_mode(mi, st, (int)(l - m->layers));
-        if (srm == SE_ROWS_SGEMM) { /* the scale's output gradient, dscale, dw from x·s formed per tile */
-            const struct conv_se_rows se = se_rows_of(mi, (int)(l - m->layers));
-            TB_ASSERT(din && !acc && !db);
-            conv_backward_gemm1x1_se(din, dw, &se, dout, w, &cs, scratch_of(mi, ith), ith, nth);
-            break;
-        }
-        const int ser = srm == SE_ROWS_CHUNKS, bbc = bn_bwd_in_conv(mi, st, ls->conv_bn);
+        const int ser = se_rows_fused(mi, st, (int)(l - m->layers)), bbc = bn_bwd_in_conv(mi, st, ls->conv_bn);
         if (ser || bbc) { /* input rows from the SE scale's / dout from the BatchNorm's, as they are read */
             const struct layer *bl = &m->layers[ls->conv_bn];
             const struct conv_bn_dout bd = bbc ? (struct conv_bn_dout){exec_dact(mi, bl->out), exec_act(mi, bl->in),
@@ -1598,19 +1577,12 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         struct conv_shape s;
         conv_shape_of(m, l, mi->n_max, &s);
         if (!conv_backward_gemm1x1_fusable(&s, 0) && !conv_backward_gemm1x1_fusable(&s, 1)) continue;
-        /* With an SE scale before it, maybe its rows too (se_rows_mode: decided per step, sized here). */
+        /* With an SE scale before it, maybe its rows too (se_rows_fused: decided per step, sized here). */
         const int se = mi->ls[i].conv_se >= 0;
         const size_t k = conv_backward_gemm1x1_fused_scratch_floats(&s, se);
         if (k > need) need = k;
         if (se && conv_gemm1x1_bn_fusable(&s) && conv_forward_se_rows_scratch_floats(&s) > need)
             need = conv_forward_se_rows_scratch_floats(&s);
-    }
-    for (int i = 0; i < m->n_layers; i++) { /* the sgemm projections' SE rows (se_rows_mode) */
-        const struct layer *l = &m->layers[i];
-        if (l->op != OP_CONV || mi->ls[i].conv_se < 0 || mi->ls[i].algo != CONV_ALGO_GEMM1X1) continue;
-        struct conv_shape s;
-        conv_shape_of(m, l, mi->n_max, &s);
-        if (s.C > s.OC && conv_se_rows_sgemm_scratch_floats(&s) > need) need = conv_se_rows_sgemm_scratch_floats(&s);
     }
     for (int i = 0; i < m->n_layers; i++) { /* the SE-scaled convolutions' weights, parts and ones */
         const struct layer *l = &m->layers[i];

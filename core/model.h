@@ -173,7 +173,7 @@ struct model_inst {
                           * layers with their barriers, not as one pass of row tiles (exec.c's se_chain_on); an
                           * A/B for the machine whose barriers and serial layers cost (16 cores); the same bits */
     int no_se_rows;      /* TB_SE_ROWS=0 (read at prepare): the SE scale writes its output where the projection
-                          * could form it a tile at a time (exec.c's se_rows_mode); an A/B of the bytes; the
+                          * could form it a tile at a time (exec.c's se_rows_fused); an A/B of the bytes; the
                           * same bits */
     int no_dw_params_fuse; /* tests: the depthwise weight gradient by its separate kernels, not inside its input
                             * BatchNorm's backward stream wherever that stream runs */

@@ -294,20 +294,8 @@ enum { GEMM_ROWS_ACC_MAX_COLS = 48 };
 
 static int gemm_stream(size_t M, int cols, int nth) { return tb_stream_floats(M * (size_t)cols, nth); }
 
-/* tile (rows, C) = x rows [r, r + rows) · scale[sample of the row]: se_scale_forward's products. */
-static void se_rows_form(float *restrict tile, const struct conv_se_rows *se, size_t r, size_t rows, int C)
-{
-    for (size_t i = 0; i < rows; i++) {
-        const float *restrict x = se->x + (r + i) * (size_t)C, *restrict sc = se->scale + (r + i) / se->HW * (size_t)C;
-        float *restrict t = tile + i * (size_t)C;
-        for (int c = 0; c < C; c++) t[c] = x[c] * sc[c];
-    }
-}
-
-/* conv_forward_gemm1x1, or with se (inp NULL) on the rows x·s formed a tile at a time in scratch: the same
- * calls on the same values, so the same bits. */
-static void gemm1x1_forward(float *out, const float *inp, const struct conv_se_rows *se, const float *w,
-                            const float *b, const struct conv_shape *s, float *scratch, int ith, int nth)
+void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
+                          const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
     const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, OC);
@@ -319,10 +307,8 @@ static void gemm1x1_forward(float *out, const float *inp, const struct conv_se_r
         int m, c0, n;
         gemm_tile(&t, u, &m0, &m, &c0, &n);
         float *y = out + m0 * OC + c0;
-        const float *x = inp ? inp + m0 * C : scratch;
-        if (se) se_rows_form(scratch, se, m0, (size_t)m, C);
         if (own) {
-            gemm_rows(y, OC, x, C, w + c0, OC, m, C, n, 0, stream, NULL, NULL);
+            gemm_rows(y, OC, inp + m0 * C, C, w + c0, OC, m, C, n, 0, stream, NULL, NULL);
             continue;
         }
         float beta = 0.0f;
@@ -336,21 +322,14 @@ static void gemm1x1_forward(float *out, const float *inp, const struct conv_se_r
             for (int r = 0; r < m; r += SGEMM_SMALL_ROWS)
                 for (int c = 0; c < n; c += SGEMM_SMALL_COLS)
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, imin(SGEMM_SMALL_ROWS, m - r),
-                                imin(SGEMM_SMALL_COLS, n - c), C, 1.0f, x + (size_t)r * C, C, w + c0 + c, OC,
+                                imin(SGEMM_SMALL_COLS, n - c), C, 1.0f, inp + (m0 + (size_t)r) * C, C, w + c0 + c, OC,
                                 0.0f, y + (size_t)r * OC + c, OC);
             continue;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, C, 1.0f, x, C, w + c0, OC, beta, y, OC);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, C, 1.0f, inp + m0 * C, C, w + c0, OC, beta, y,
+                    OC);
     }
 }
-
-void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
-                          const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
-{
-    (void)plan;
-    gemm1x1_forward(out, inp, NULL, w, b, s, scratch, ith, nth);
-}
-
 
 int conv_gemm1x1_bn_fusable(const struct conv_shape *s)
 {
@@ -389,6 +368,16 @@ static size_t se_tile_rows(int C)
 
 size_t conv_forward_se_rows_scratch_floats(const struct conv_shape *s) { return se_tile_rows(s->C) * (size_t)s->C; }
 
+/* tile (rows, C) = x rows [r, r + rows) · scale[sample of the row]: se_scale_forward's products. */
+static void se_rows_form(float *restrict tile, const struct conv_se_rows *se, size_t r, size_t rows, int C)
+{
+    for (size_t i = 0; i < rows; i++) {
+        const float *restrict x = se->x + (r + i) * (size_t)C, *restrict sc = se->scale + (r + i) / se->HW * (size_t)C;
+        float *restrict t = tile + i * (size_t)C;
+        for (int c = 0; c < C; c++) t[c] = x[c] * sc[c];
+    }
+}
+
 void conv_forward_gemm1x1_bn_se(float *out, const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
                                 double *part, float *scratch, int ith, int nth)
 {
@@ -420,34 +409,13 @@ void conv_transpose_w(float *restrict wt, const float *restrict w, int C, int OC
         for (int o = 0; o < OC; o++) wt[(size_t)o * C + c] = w[(size_t)c * OC + o];
 }
 
-/* ds[sample, c0 + j] = Σ over the sample's rows of dinp·x, j < n, for the whole samples in rows [r, r + m) of
- * dinp's columns [c0, c0 + n): se_scale_backward's sums (double, rows in order, from zero), acc n doubles. */
-static void se_tile_dscale(const struct conv_se_rows *se, const float *dinp, size_t r, size_t m, int c0, int n, int C,
-                           double *restrict acc)
-{
-    for (size_t i = r; i < r + m; i++) {
-        const size_t p = i % se->HW;
-        if (p == 0)
-            for (int j = 0; j < n; j++) acc[j] = 0.0;
-        const float *restrict dy = dinp + i * (size_t)C + c0, *restrict x = se->x + i * (size_t)C + c0;
-        for (int j = 0; j < n; j++) acc[j] += (double)dy[j] * (double)x[j];
-        if (p == se->HW - 1) {
-            float *restrict ds = se->dscale + i / se->HW * (size_t)C + c0;
-            for (int j = 0; j < n; j++) ds[j] = (float)acc[j];
-        }
-    }
-}
-
-/* wt here is this thread's wᵀ (OC,C) in scratch when gemm_rows runs the shape (NULL: sgemm). With se (its
- * dscale non-NULL; tiles of whole samples, conv_se_rows_sgemm_ok) each tile's dscale is summed from its rows
- * while they are in cache, in acc (C doubles). */
+/* wt here is this thread's wᵀ (OC,C) in scratch when gemm_rows runs the shape (NULL: sgemm). */
 static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
-                                  float *wt, int accumulate, const struct conv_se_rows *se, double *acc, int ith,
-                                  int nth)
+                                  float *wt, int accumulate, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
     const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, C);
-    const int stream = se ? 0 : gemm_stream(t.M, C, nth);
+    const int stream = gemm_stream(t.M, C, nth);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
     if (wt && lo < hi) conv_transpose_w(wt, w, C, OC);
@@ -455,12 +423,13 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
         size_t m0;
         int m, c0, n;
         gemm_tile(&t, u, &m0, &m, &c0, &n);
-        if (wt)
+        if (wt) {
             gemm_rows(dinp + m0 * C + c0, C, dout + m0 * OC, OC, wt + c0, C, m, OC, n, accumulate, stream, NULL, NULL);
-        else /* dinp tile = beta·dinp tile + dout rows · (w rows c0..c0+n)ᵀ, w (C,OC) read transposed. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, OC, 1.0f, dout + m0 * OC, OC,
-                        w + (size_t)c0 * OC, OC, accumulate ? 1.0f : 0.0f, dinp + m0 * C + c0, C);
-        if (se && se->dscale) se_tile_dscale(se, dinp, m0, (size_t)m, c0, n, C, acc);
+            continue;
+        }
+        /* dinp tile = beta·dinp tile + dout rows · (w rows c0..c0+n)ᵀ, w (C,OC) read transposed. */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, OC, 1.0f, dout + m0 * OC, OC, w + (size_t)c0 * OC,
+                    OC, accumulate ? 1.0f : 0.0f, dinp + m0 * C + c0, C);
     }
 }
 
@@ -480,19 +449,18 @@ static float *gemm1x1_wt(const struct conv_shape *s, float *scratch, int accumul
 void conv_backward_data_gemm1x1(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                 const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
 {
-    gemm1x1_backward_data(dinp, dout, w, s, gemm1x1_wt(s, scratch, 1), 1, NULL, NULL, ith, nth);
+    gemm1x1_backward_data(dinp, dout, w, s, gemm1x1_wt(s, scratch, 1), 1, ith, nth);
 }
 
 void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                                           float *scratch, int ith, int nth)
 {
-    gemm1x1_backward_data(dinp, dout, w, s, gemm1x1_wt(s, scratch, 0), 0, NULL, NULL, ith, nth);
+    gemm1x1_backward_data(dinp, dout, w, s, gemm1x1_wt(s, scratch, 0), 0, ith, nth);
 }
 
-/* conv_backward_params_gemm1x1, or with se (inp NULL, C > OC) each unit's columns of x·s formed in scratch
- * (M rows, ld the unit's width) for its call: the same values packed by the same call, the same bits. */
-static void gemm1x1_backward_params(float *dw, float *db, const float *inp, const struct conv_se_rows *se,
-                                    const float *dout, const struct conv_shape *s, float *scratch, int ith, int nth)
+void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
+                                  const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
+                                  int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
     const size_t M = (size_t)s->N * s->H * s->W;
@@ -509,88 +477,11 @@ static void gemm1x1_backward_params(float *dw, float *db, const float *inp, cons
         if (OC >= C)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, n, (int)M, 1.0f, inp, C, dout + b0, OC, 1.0f,
                         dw + b0, OC);
-        else if (se) {
-            for (size_t r = 0; r < M; r++) {
-                const float *restrict x = se->x + r * C + b0, *restrict sc = se->scale + r / se->HW * C + b0;
-                float *restrict d = scratch + r * (size_t)n;
-                for (int j = 0; j < n; j++) d[j] = x[j] * sc[j];
-            }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, OC, (int)M, 1.0f, scratch, n, dout, OC, 1.0f,
-                        dw + (size_t)b0 * OC, OC);
-        } else
+        else
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, OC, (int)M, 1.0f, inp + b0, C, dout, OC, 1.0f,
                         dw + (size_t)b0 * OC, OC);
     }
     gemm1x1_bias_grad(db, dout, s, ith, nth);
-}
-
-void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
-                                  const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
-                                  int ith, int nth)
-{
-    (void)plan;
-    gemm1x1_backward_params(dw, db, inp, NULL, dout, s, scratch, ith, nth);
-}
-
-/* The widest weight-gradient unit of a GEMM1X1 pass over cols on this machine (conv_backward_params_gemm1x1's). */
-static int widest_unit(int cols)
-{
-    const int cu = even_col_blocks(cols, tb_par_units());
-    int most = 0;
-    for (int u = 0; u < cu; u++) {
-        int b0, n;
-        col_block(cols, cu, u, &b0, &n);
-        if (n > most) most = n;
-    }
-    return most;
-}
-
-/* At most this many floats of x·s a weight-gradient unit forms (all M rows of its columns): 2 MiB, a core's L2
- * on the 16-core Xeon, so the call packs them from cache. 32×32 batch 128's stages 4–7 form 74–172 k floats;
- * 224×224 batch 16's would form 0.5–1 M, and their tiles cut samples anyway. */
-enum { SE_ROWS_SGEMM_UNIT_FLOATS = 1 << 19 };
-
-int conv_se_rows_sgemm_ok(const struct conv_shape *s, size_t HW)
-{
-    const size_t M = (size_t)s->N * HW;
-    if (HW != (size_t)s->H * s->W || s->C <= s->OC || s->KH != 1 || s->KW != 1 || s->stride != 1 || s->groups != 1 ||
-        !conv_algo_supported(CONV_ALGO_GEMM1X1, s) || M * (size_t)widest_unit(s->C) > SE_ROWS_SGEMM_UNIT_FLOATS)
-        return 0;
-    const struct gemm_tiles t = gemm_tiles_of(M, s->C);
-    for (size_t k = 1; k < t.ru; k++)
-        if (gemm_row_edge(&t, k) % HW) return 0;
-    return 1;
-}
-
-size_t conv_se_rows_sgemm_scratch_floats(const struct conv_shape *s)
-{
-    /* A weight-gradient unit's columns: at most the cap conv_se_rows_sgemm_ok keeps to. */
-    const size_t unit = (size_t)s->N * s->H * s->W * (size_t)widest_unit(s->C);
-    size_t need = unit < SE_ROWS_SGEMM_UNIT_FLOATS ? unit : SE_ROWS_SGEMM_UNIT_FLOATS;
-    /* A forward tile: row edges on multiples of 8, at most GEMM_ROWS apart on average. */
-    if ((size_t)(GEMM_ROWS + 8) * s->C > need) need = (size_t)(GEMM_ROWS + 8) * s->C;
-    const size_t data = (gemm_rows_fits(s->OC, s->C) ? tb_align16((size_t)s->C * s->OC) : 0) + 2 * (size_t)s->C;
-    return need > data ? need : data;
-}
-
-void conv_forward_gemm1x1_se(float *out, const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
-                             float *scratch, int ith, int nth)
-{
-    TB_ASSERT(se->HW == (size_t)s->H * s->W);
-    gemm1x1_forward(out, NULL, se, w, NULL, s, scratch, ith, nth);
-}
-
-void conv_backward_gemm1x1_se(float *dinp, float *dw, const struct conv_se_rows *se, const float *dout,
-                              const float *w, const struct conv_shape *s, float *scratch, int ith, int nth)
-{
-    TB_ASSERT(conv_se_rows_sgemm_ok(s, se->HW));
-    /* The data gradient first, overwriting (the scale's output gradient has no other writer), its tiles'
-     * dscale from rows still in cache; then the weight gradient, whose units form their own columns. Both
-     * read only what the layers before wrote, so no barrier between them. */
-    float *wt = gemm1x1_wt(s, scratch, 0);
-    double *acc = (double *)(scratch + (wt ? tb_align16((size_t)s->C * s->OC) : 0));
-    gemm1x1_backward_data(dinp, dout, w, s, wt, 0, se, acc, ith, nth);
-    gemm1x1_backward_params(dw, NULL, NULL, se, dout, s, scratch, ith, nth);
 }
 
 /* Two-phase weight gradient: used when dw's longer side has fewer than GEMM_FEW_ROW_UNITS 64-wide

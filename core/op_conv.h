@@ -190,23 +190,6 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
                                         const float *dout, const struct conv_bn_dout *bn,
                                         const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
                                         float *scratch, int ith, int nth);
-/* Whether the sgemm GEMM1X1 passes take an se on s (conv_forward_gemm1x1_se, conv_backward_gemm1x1_se): a
- * plain 1×1 convolution narrowing its channels (C > OC), a weight-gradient unit's columns of x·s (all rows) at
- * most 2 MiB, and the data gradient's row tiles on whole samples (each tile sums its samples' dscale). */
-int conv_se_rows_sgemm_ok(const struct conv_shape *s, size_t HW);
-/* Per-thread scratch floats of those two: a forward tile of x·s, a weight-gradient unit's columns of it (all
- * rows), the dscale sums, and wᵀ where gemm_rows runs the data gradient. */
-size_t conv_se_rows_sgemm_scratch_floats(const struct conv_shape *s);
-/* conv_forward_gemm1x1 (no bias) on the rows x·scale[n] of se, a tile at a time: bitwise se_scale_forward
- * then conv_forward_gemm1x1. */
-void conv_forward_gemm1x1_se(float *out, const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
-                             float *scratch, int ith, int nth);
-/* The backward of that pair without the scale's output: dinp (the scale's output gradient) overwritten as
- * conv_backward_data_gemm1x1_overwrite writes it, dw += as conv_backward_params_gemm1x1 adds it (x·s formed per
- * unit), and se->dscale written as se_scale_backward sums it: the same bits; s must pass conv_se_rows_sgemm_ok.
- * No bias. */
-void conv_backward_gemm1x1_se(float *dinp, float *dw, const struct conv_se_rows *se, const float *dout,
-                              const float *w, const struct conv_shape *s, float *scratch, int ith, int nth);
 /* Whether conv_backward_gemm1x1_fused_chunks takes an se on s: fusable (overwriting) and every row chunk of
  * the weight gradient starts at a sample (a multiple of HW rows), so one thread sums each sample's dscale. */
 int conv_se_rows_aligned(const struct conv_shape *s, size_t HW);
