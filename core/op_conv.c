@@ -336,26 +336,6 @@ int conv_gemm1x1_bn_fusable(const struct conv_shape *s)
     return conv_algo_supported(CONV_ALGO_GEMM1X1, s) && gemm_rows_fits(s->C, s->OC);
 }
 
-void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const struct conv_shape *s, double *part,
-                             int ith, int nth)
-{
-    TB_ASSERT(conv_gemm1x1_bn_fusable(s));
-    const int C = s->C, OC = s->OC;
-    const size_t M = (size_t)s->N * s->H * s->W;
-    const int stream = gemm_stream(M, OC, nth);
-    size_t k0, k1;
-    /* Units are the BatchNorm's row chunks, each summed by one thread in row order. gemm_rows gives
-     * every output the same bits whatever the rows of the call, so out equals conv_forward_gemm1x1's. */
-    tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
-    for (size_t k = k0; k < k1; k++) {
-        size_t r0, r1;
-        bn_chunk_range(M, (int)k, &r0, &r1);
-        double *pk = part + k * 2 * (size_t)OC;
-        memset(pk, 0, 2 * (size_t)OC * sizeof *pk);
-        gemm_rows(out + r0 * OC, OC, inp + r0 * C, C, w, OC, r1 - r0, C, OC, 0, stream, pk, pk + OC);
-    }
-}
-
 /* Rows of one tile of SE-scaled input (conv_forward_gemm1x1_bn_se): about 32 KB, so the tile is still in
  * L1 when gemm_rows reads it back (96 channels: 80 rows, 240: 32). */
 enum { SE_TILE_FLOATS = 8192 };
@@ -378,28 +358,42 @@ static void se_rows_form(float *restrict tile, const struct conv_se_rows *se, si
     }
 }
 
-void conv_forward_gemm1x1_bn_se(float *out, const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
-                                double *part, float *scratch, int ith, int nth)
+/* conv_forward_gemm1x1_bn, or with se (inp NULL) on x·s formed a tile at a time in scratch. */
+static void gemm1x1_bn_forward(float *out, const float *inp, const struct conv_se_rows *se, const float *w,
+                               const struct conv_shape *s, double *part, float *scratch, int ith, int nth)
 {
-    TB_ASSERT(conv_gemm1x1_bn_fusable(s) && se->HW == (size_t)s->H * s->W);
+    TB_ASSERT(conv_gemm1x1_bn_fusable(s) && (!se || se->HW == (size_t)s->H * s->W));
     const int C = s->C, OC = s->OC;
-    const size_t M = (size_t)s->N * se->HW, T = se_tile_rows(C);
+    const size_t M = (size_t)s->N * s->H * s->W, T = se ? se_tile_rows(C) : M;
     const int stream = gemm_stream(M, OC, nth);
     size_t k0, k1;
+    /* Units are the BatchNorm's row chunks, each summed by one thread in row order. gemm_rows gives
+     * every output the same bits whatever the rows of the call, so out equals conv_forward_gemm1x1's; and
+     * it adds the statistics row after row, so a chunk's tiles give the whole chunk's sums. */
     tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;
         bn_chunk_range(M, (int)k, &r0, &r1);
         double *pk = part + k * 2 * (size_t)OC;
         memset(pk, 0, 2 * (size_t)OC * sizeof *pk);
-        /* Tile after tile: each output row is the same FMA chain, and the statistics are added row after
-         * row, so the pieces give conv_forward_gemm1x1_bn's bits over the chunk. */
         for (size_t r = r0; r < r1; r += T) {
             const size_t m = r1 - r < T ? r1 - r : T;
-            se_rows_form(scratch, se, r, m, C);
-            gemm_rows(out + r * OC, OC, scratch, C, w, OC, m, C, OC, 0, stream, pk, pk + OC);
+            if (se) se_rows_form(scratch, se, r, m, C);
+            gemm_rows(out + r * OC, OC, se ? scratch : inp + r * C, C, w, OC, m, C, OC, 0, stream, pk, pk + OC);
         }
     }
+}
+
+void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const struct conv_shape *s, double *part,
+                             int ith, int nth)
+{
+    gemm1x1_bn_forward(out, inp, NULL, w, s, part, NULL, ith, nth);
+}
+
+void conv_forward_gemm1x1_bn_se(float *out, const struct conv_se_rows *se, const float *w, const struct conv_shape *s,
+                                double *part, float *scratch, int ith, int nth)
+{
+    gemm1x1_bn_forward(out, NULL, se, w, s, part, scratch, ith, nth);
 }
 
 /* Callers keep each thread's own copy (at most 10,240 floats for gemm_rows' shapes), so no barrier is needed. */

@@ -303,6 +303,29 @@ Test(model_grad, effnet_b0_batchnorm_fusions_bitwise, .timeout = 120)
     net_free(&u);
 }
 
+/* Two training passes of n (gradients zeroed before each) on the images of rng stream `stream` at RES×RES, the
+ * second on other labels (label i: (i + shift·pass) mod 10), so a gradient a fused path failed to write or to
+ * zero still holds the first pass's; the second's loss in *loss and its barriers (0 without a pool). */
+static unsigned two_passes(struct net *n, int B, int RES, uint64_t stream, int shift, double *loss)
+{
+    const size_t nx = (size_t)B * RES * RES * 3;
+    uint8_t *x = malloc(nx);
+    int32_t *y = malloc(B * sizeof *y);
+    cr_assert(x && y);
+    for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)(rng_uniform(stream, 1, i) * 256.0f);
+    unsigned barriers = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < B; i++) y[i] = (i + shift * pass) % 10;
+        local_engine_zero_grads(&n->e);
+        const unsigned b0 = n->e.pool ? tpool_barriers(n->e.pool) : 0;
+        cr_assert_eq(local_engine_forward_backward(&n->e, x, y, B, 0, B, 1, loss), TB_OK, "%s", tb_error_get());
+        barriers = n->e.pool ? tpool_barriers(n->e.pool) - b0 : 0;
+    }
+    free(x);
+    free(y);
+    return barriers;
+}
+
 /* The SE chain (exec.c's se_chain_on): where both dense layers of an SE block split a batch into whole row
  * tiles, each thread carries its tiles through fc1, SiLU, fc2 and the sigmoid, forward and backward,
  * with one barrier forward and two backward. At batch 128 cut for 16 cores (8-row tiles for the blocks
@@ -321,24 +344,10 @@ Test(model_grad, effnet_b0_se_chain_bitwise, .timeout = 240)
     int heads = 0;
     for (int i = 0; i < a.m.n_layers; i++) heads += a.e.train.ls[i].se_chain == i;
     cr_assert_eq(heads, 16, "%d SE chains marked (effnet-b0 has 16 MBConv blocks)", heads);
-    const size_t nx = (size_t)B * RES * RES * 3;
-    uint8_t *x = malloc(nx);
-    int32_t *y = malloc(B * sizeof *y);
-    cr_assert(x && y);
-    for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)(rng_uniform(17, 1, i) * 256.0f);
     double l[3];
     struct net *nets[3] = {&a, &u, &one};
-    unsigned barriers[2];
-    /* Two passes, the second on other labels: a gradient the chain failed to zero holds the first's. */
-    for (int k = 0; k < 3; k++)
-        for (int pass = 0; pass < 2; pass++) {
-            for (int i = 0; i < B; i++) y[i] = (i + 3 * pass) % 10;
-            local_engine_zero_grads(&nets[k]->e);
-            const unsigned b0 = nets[k]->e.pool ? tpool_barriers(nets[k]->e.pool) : 0;
-            cr_assert_eq(local_engine_forward_backward(&nets[k]->e, x, y, B, 0, B, 1, &l[k]), TB_OK, "%s",
-                         tb_error_get());
-            if (k < 2) barriers[k] = tpool_barriers(nets[k]->e.pool) - b0;
-        }
+    unsigned barriers[3];
+    for (int k = 0; k < 3; k++) barriers[k] = two_passes(nets[k], B, RES, 17, 3, &l[k]);
     cr_assert(barriers[0] < barriers[1], "%u barriers with the chain, %u without: it did not run", barriers[0],
               barriers[1]);
     cr_log_info("barriers a step: %u with the chain, %u without", barriers[0], barriers[1]);
@@ -348,8 +357,6 @@ Test(model_grad, effnet_b0_se_chain_bitwise, .timeout = 240)
             cr_assert(memcmp(&a.e.grads[i], &nets[k]->e.grads[i], sizeof(float)) == 0, "gradient %zu: %.9g chained, %.9g (%s)",
                       i, (double)a.e.grads[i], (double)nets[k]->e.grads[i], k == 1 ? "unchained" : "one thread");
     }
-    free(x);
-    free(y);
     net_free(&a);
     net_free(&u);
     net_free(&one);
@@ -371,23 +378,8 @@ Test(model_grad, effnet_b0_se_rows_bitwise, .timeout = 240)
     const int se = layer_named(&a.m, "features.2.1.block.2.scale");
     cr_assert(a.e.train.ls[se].se_conv == se + 1);
     const struct marked ya = mark_tensor(&a, a.m.layers[se].out, B, 0), yu = mark_tensor(&u, u.m.layers[se].out, B, 0);
-    const size_t nx = (size_t)B * RES * RES * 3;
-    uint8_t *x = malloc(nx);
-    int32_t *y = malloc(B * sizeof *y);
-    cr_assert(x && y);
-    for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)(rng_uniform(19, 1, i) * 256.0f);
     double l[2];
-    struct net *nets[2] = {&a, &u};
-    unsigned barriers[2];
-    for (int k = 0; k < 2; k++)
-        for (int pass = 0; pass < 2; pass++) {
-            for (int i = 0; i < B; i++) y[i] = (i + 7 * pass) % 10;
-            local_engine_zero_grads(&nets[k]->e);
-            const unsigned b0 = tpool_barriers(nets[k]->e.pool);
-            cr_assert_eq(local_engine_forward_backward(&nets[k]->e, x, y, B, 0, B, 1, &l[k]), TB_OK, "%s",
-                         tb_error_get());
-            barriers[k] = tpool_barriers(nets[k]->e.pool) - b0;
-        }
+    unsigned barriers[2] = {two_passes(&a, B, RES, 19, 7, &l[0]), two_passes(&u, B, RES, 19, 7, &l[1])};
     cr_assert(unwritten(ya), "%s's output was written", a.m.layers[se].name);
     cr_assert(yu.p[0] != MARKER, "TB_SE_ROWS=0: %s's output was not written", u.m.layers[se].name);
     cr_assert(barriers[0] < barriers[1], "%u barriers with the rows formed, %u without", barriers[0], barriers[1]);
@@ -396,8 +388,6 @@ Test(model_grad, effnet_b0_se_rows_bitwise, .timeout = 240)
     for (size_t i = 0; i < a.m.n_params; i++)
         cr_assert(memcmp(&a.e.grads[i], &u.e.grads[i], sizeof(float)) == 0, "gradient %zu: %.9g formed, %.9g own", i,
                   (double)a.e.grads[i], (double)u.e.grads[i]);
-    free(x);
-    free(y);
     net_free(&a);
     net_free(&u);
 }
