@@ -644,14 +644,9 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         gn_forward(out, save_of(mi, l), in, w, b, n, (size_t)ti->h * ti->w, ti->c, l->a.norm.groups, l->a.norm.eps,
                    norm_act_of(l), ith, nth);
         break;
-    case OP_GAP:
-        if (!se_fused(mi, st, se_bn_of(mi, l))) global_avgpool_forward(out, in, n, (size_t)ti->h * ti->w, ti->c, ith, nth);
-        break;
-    case OP_SE_SCALE:
-        if (!se_conv_fused(mi, st, se_conv_of(mi, l)) && !se_rows_fused(mi, st, se_conv_of(mi, l)))
-            /* else the convolution after applies it */
-            se_scale_forward(out, in, exec_act(mi, l->in2), n, (size_t)ti->h * ti->w, ti->c, ith, nth);
-        break;
+    /* A pool or scale fused into a neighbour never gets here: exec_forward passes over it (forward_idle). */
+    case OP_GAP: global_avgpool_forward(out, in, n, (size_t)ti->h * ti->w, ti->c, ith, nth); break;
+    case OP_SE_SCALE: se_scale_forward(out, in, exec_act(mi, l->in2), n, (size_t)ti->h * ti->w, ti->c, ith, nth); break;
     case OP_ADD: {
         const struct dropout_args a = drop_args(l, st);
         if (st->training && l->a.drop.p > 0.0f) {
@@ -1148,9 +1143,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                            ith, nth);
         break;
     }
-    case OP_GAP:
-        if (din && !se_fused(mi, st, se_bn_of(mi, l)))
-            global_avgpool_backward(din, dout, n, (size_t)ti->h * ti->w, ti->c, ith, nth);
+    case OP_GAP: /* not an SE-fused pool: exec_backward passes over it (runs_backward) */
+        if (din) global_avgpool_backward(din, dout, n, (size_t)ti->h * ti->w, ti->c, ith, nth);
         break;
     case OP_SE_SCALE: {
         const int need_s = m->tensors[l->in2].needs_grad;
@@ -1581,7 +1575,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         const int se = mi->ls[i].conv_se >= 0;
         const size_t k = conv_backward_gemm1x1_fused_scratch_floats(&s, se);
         if (k > need) need = k;
-        if (se && conv_gemm1x1_bn_fusable(&s) && conv_forward_se_rows_scratch_floats(&s) > need)
+        if (se && conv_forward_se_rows_scratch_floats(&s) > need) /* its forward: gemm_rows, as the backward */
             need = conv_forward_se_rows_scratch_floats(&s);
     }
     for (int i = 0; i < m->n_layers; i++) { /* the SE-scaled convolutions' weights, parts and ones */
