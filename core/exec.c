@@ -481,6 +481,18 @@ static void se_chain_forward(const struct model_inst *mi, const struct exec_step
     }
 }
 
+/* Whether layer li's backward adds to its parameter gradients; 0 where mi->pfirst says they hold nothing yet
+ * (the local engine's lazy zeroing: exec_params_first_write), and it writes them. */
+static int params_acc(const struct model_inst *mi, int li) { return !(mi->pfirst && mi->pfirst[li]); }
+
+int exec_params_first_write(const struct model_inst *mi, int li)
+{
+    const struct layer *l = &mi->m->layers[li];
+    if (!l->n_w) return 0;
+    /* Every path of these layers' backward takes params_acc; the other kernels only add. */
+    return l->op == OP_DENSE || (l->op == OP_CONV && mi->ls && mi->ls[li].algo == CONV_ALGO_GEMM1X1);
+}
+
 /* The SE chain from layer h backward: thread ith's row tiles through the sigmoid, fc2's data gradient,
  * the SiLU and fc1's data gradient (each input gradient zeroed on those rows first, as the layers'
  * own backward does before accumulating: its tensor's only reader), then, after a barrier, both layers'
@@ -512,9 +524,9 @@ static void se_chain_backward(const struct model_inst *mi, const struct exec_ste
     }
     sync_barrier(sync, nth);
     dense_backward_params(exec_grad(mi, f2->w_off), f2->n_b ? exec_grad(mi, f2->b_off) : NULL, exec_act(mi, f2->in),
-                          d_y2, &s2, ith, nth);
+                          d_y2, &s2, params_acc(mi, h + 2), ith, nth);
     dense_backward_params(exec_grad(mi, f1->w_off), f1->n_b ? exec_grad(mi, f1->b_off) : NULL, exec_act(mi, f1->in),
-                          d_y1, &s1, ith, nth);
+                          d_y1, &s1, params_acc(mi, h), ith, nth);
 }
 
 /* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
@@ -916,22 +928,25 @@ static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n,
         dense_backward_data(exec_dact(mi, l->in), dout, exec_param(mi, l->w_off), &s, ith, nth);
     if (!defer_params)
         dense_backward_params(exec_grad(mi, l->w_off), l->n_b ? exec_grad(mi, l->b_off) : NULL, exec_act(mi, l->in),
-                              dout, &s, ith, nth);
+                              dout, &s, params_acc(mi, (int)(l - mi->m->layers)), ith, nth);
 }
 
 /* A convolution's backward as the step runs it, shared with the autotuner so it times the same kernels:
  * din (if non-NULL) overwritten (overwrite: the algorithm must have backward_data_overwrite) or
  * accumulated; then the weight gradient, GEMM1X1's in row-chunk parts (part, conv_params_part_floats)
- * added after a barrier when the shape has them and part is non-NULL, else in one call. */
+ * added after a barrier when the shape has them and part is non-NULL, else in one call; pacc 0 (GEMM1X1
+ * only: exec_params_first_write): written, not added to. */
 static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, float *din, int overwrite, float *dw,
-                     float *db, const float *in, const float *dout, const float *w, const struct conv_shape *cs,
-                     float *part, float *scratch, const struct exec_sync *sync, int ith, int nth)
+                     float *db, int pacc, const float *in, const float *dout, const float *w,
+                     const struct conv_shape *cs, float *part, float *scratch, const struct exec_sync *sync, int ith,
+                     int nth)
 {
+    TB_ASSERT(pacc || algo == CONV_ALGO_GEMM1X1);
     if (algo == CONV_ALGO_GEMM1X1 && part && din && conv_backward_gemm1x1_fusable(cs, !overwrite)) {
         /* Both from one pass over dout. */
         conv_backward_gemm1x1_fused_chunks(din, !overwrite, part, in, dout, NULL, NULL, w, cs, scratch, ith, nth);
         sync_barrier(sync, nth);
-        conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, ith, nth);
+        conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, pacc, ith, nth);
         return;
     }
     if (din && overwrite) conv_algos[algo].backward_data_overwrite(din, dout, w, cs, scratch, ith, nth);
@@ -940,11 +955,13 @@ static void conv_bwd(enum conv_algo algo, const struct conv_fft_plan *plan, floa
     if (algo == CONV_ALGO_GEMM1X1 && part && conv_params_row_chunks(cs)) {
         conv_backward_params_gemm1x1_chunks(part, in, dout, cs, ith, nth);
         sync_barrier(sync, nth);
-        conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, ith, nth);
+        conv_backward_params_gemm1x1_finish(dw, db, part, dout, cs, pacc, ith, nth);
     } else if (algo == CONV_ALGO_DIRECT && part && !db && conv_direct_params_row_chunks(cs)) {
         conv_backward_params_direct_chunks(part, in, dout, cs, ith, nth);
         sync_barrier(sync, nth);
         conv_backward_params_direct_finish(dw, part, cs, ith, nth);
+    } else if (algo == CONV_ALGO_GEMM1X1) {
+        conv_backward_params_gemm1x1_acc(dw, db, in, dout, cs, pacc, ith, nth);
     } else {
         conv_backward_params(algo, dw, db, in, dout, cs, plan, scratch, ith, nth);
     }
@@ -1010,7 +1027,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     const float *w = exec_param(mi, l->w_off), *b = l->n_b ? exec_param(mi, l->b_off) : NULL;
     float *dw = exec_grad(mi, l->w_off), *db = l->n_b ? exec_grad(mi, l->b_off) : NULL;
     const size_t total = (size_t)n * to->per_sample;
-    const int acc = !overwrites_in_grad(mi, l);
+    const int acc = !overwrites_in_grad(mi, l), pacc = params_acc(mi, (int)(l - m->layers));
     switch (l->op) {
     case OP_DENSE: dense_bwd(mi, l, n, st->defer_dense_params, ith, nth); break;
     case OP_RELU: if (din) relu_backward(din, dout, out, total, ith, nth); break;
@@ -1029,7 +1046,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             if (din) conv_se_backward_data(din, dout, w, sc, &cs, scratch_of(mi, ith), ith, nth);
             conv_se_backward_params_chunks(mi->shared, exec_act(mi, se->in), dout, &cs, ith, nth);
             sync_barrier(sync, nth);
-            conv_se_backward_params_finish(dw, mi->shared, sc, &cs, ith, nth);
+            conv_se_backward_params_finish(dw, mi->shared, sc, &cs, pacc, ith, nth);
             break;
         }
         const int ser = se_rows_fused(mi, st, (int)(l - m->layers)), bbc = bn_bwd_in_conv(mi, st, ls->conv_bn);
@@ -1044,10 +1061,10 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                                                bbc ? &bd : NULL, ser ? &se : NULL, w, &cs, scratch_of(mi, ith), ith,
                                                nth);
             sync_barrier(sync, nth);
-            conv_backward_params_gemm1x1_finish(dw, db, mi->shared, NULL, &cs, ith, nth);
+            conv_backward_params_gemm1x1_finish(dw, db, mi->shared, NULL, &cs, pacc, ith, nth);
             break;
         }
-        conv_bwd((enum conv_algo)ls->algo, ls->plan, din, !acc, dw, db, in, dout, w, &cs, mi->shared,
+        conv_bwd((enum conv_algo)ls->algo, ls->plan, din, !acc, dw, db, pacc, in, dout, w, &cs, mi->shared,
                  scratch_of(mi, ith), sync, ith, nth);
         break;
     }
@@ -1197,6 +1214,19 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     }
 }
 
+/* Thread 0, after layer i's backward (or the SE chain's ending there): mi->pwrote for the layers whose
+ * parameter gradients it wrote or added to. */
+static void mark_params_written(const struct model_inst *mi, const struct exec_step *st, int i)
+{
+    const struct layer *l = &mi->m->layers[i];
+    if (se_chain_runs_at(mi, st, l, 0)) {
+        const int h = se_chain_of(mi, l);
+        mi->pwrote[h] = mi->pwrote[h + 2] = 1;
+    } else if (!(l->op == OP_DENSE && st->defer_dense_params)) {
+        mi->pwrote[i] = 1;
+    }
+}
+
 void exec_backward(const struct model_inst *mi, const struct exec_step *st, int ith, int nth,
                    const struct exec_sync *sync)
 {
@@ -1233,6 +1263,7 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
             if (backward_phase_a(mi, l, i)) sync_barrier(sync, nth);
             layer_backward(mi, l, st, ith, nth, sync);
         }
+        if (ith == 0 && mi->pwrote) mark_params_written(mi, st, i);
         int next = i - 1;
         while (next >= st->l0 && !runs_backward(mi, st, &m->layers[next])) next--;
         if (!(ser && next >= st->l0 && runs_serial(mi, st, next, nth, 0))) sync_barrier(sync, nth);
@@ -1346,8 +1377,8 @@ static void tune_run(void *arg, int ith, int nth)
      * (a 112×112 32 → 16 layer tuned to direct, whose weight gradient has one 16-channel unit and so
      * runs on one thread: 7.3 ms a step against 5.3 with GEMM1X1 on one thread, 4.1 against 1.9 on two). */
     conv_bwd(t->algo, t->plan, t->mi->m->tensors[t->l->in].needs_grad ? din : NULL,
-             t->overwrite && conv_algos[t->algo].backward_data_overwrite, exec_grad(t->mi, t->l->w_off), NULL, in,
-             dout, w, &t->s, t->part, scr, &t->sync, ith, nth);
+             t->overwrite && conv_algos[t->algo].backward_data_overwrite, exec_grad(t->mi, t->l->w_off), NULL, 1,
+             in, dout, w, &t->s, t->part, scr, &t->sync, ith, nth);
 }
 
 void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs)

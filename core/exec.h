@@ -81,9 +81,13 @@ struct exec_step {
 /* Forward pass over layers [l0,l1) for thread ith of nth; the loss layer also seeds dlogits when training. */
 void exec_forward(const struct model_inst *mi, const struct exec_step *st, int ith, int nth,
                   const struct exec_sync *sync);
-/* Backward pass over layers [l1-1 .. l0], accumulating parameter gradients into mi->grads. */
+/* Backward pass over layers [l1-1 .. l0], accumulating parameter gradients into mi->grads (writing them
+ * where mi->pfirst marks the layer; thread 0 then marks it in mi->pwrote). */
 void exec_backward(const struct model_inst *mi, const struct exec_step *st, int ith, int nth,
                    const struct exec_sync *sync);
+/* Whether layer li's backward can write its parameter gradients rather than add to them (a dense layer, or
+ * a convolution prepared on GEMM1X1): where mi->pfirst marks it, its gradients need no zeroing first. */
+int exec_params_first_write(const struct model_inst *mi, int li);
 /* Tensors crossing a pipeline split placed before layer `split` (produced before it, read at or after
  * it; never the uint8 input), in ascending id order: writes up to max_ids ids, returns the count. */
 int exec_boundary_tensors(const struct model *m, int split, int *ids, int max_ids);

@@ -14,6 +14,11 @@
 #include "executor.h"
 #include "tpool.h"
 
+/* A span of floats in an arena. */
+struct grad_span {
+    size_t off, n;
+};
+
 struct local_engine {
     const struct model *m;
     struct executor_config cfg;
@@ -34,6 +39,10 @@ struct local_engine {
     double *busy_sum;              /* --profile with threads: (n_layers, 2) work seconds summed over the
                                       pool's threads, then (n_layers, 2) the busiest thread's, refreshed
                                       from train.prof_busy by executor_stats */
+    struct grad_span *zspans;      /* the gradient spans zero_grads zeroes when train.pfirst leaves the rest
+                                      to the layers' first backward (executor_cpu.c) */
+    int n_zspans;
+    size_t zfloats;                /* floats in them */
 };
 
 /* Plans and allocates an engine for m under cfg (cfg->n_max training samples per pass, cfg->threads
@@ -41,7 +50,8 @@ struct local_engine {
 int local_engine_create(struct local_engine *e, const struct model *m, const struct executor_config *cfg);
 /* Frees everything (safe on a zeroed engine). */
 void local_engine_free(struct local_engine *e);
-/* Zeroes the gradients (partitioned over the engine's threads). */
+/* Zeroes the gradients (partitioned over the engine's threads), or marks them for the next backward pass to
+ * write (the lazy zeroing: executor_cpu.c; the other entry points see zeros either way). */
 void local_engine_zero_grads(struct local_engine *e);
 /* Forward and/or backward (executor_i.compute's what) of st over the engine's threads; st->coll and
  * st->trace as the caller sets them. Sets *loss_sum from a forward through the loss layer (else 0). */

@@ -182,6 +182,11 @@ struct model_inst {
     size_t ones_floats;
     float *bn_coef;      /* (3 · widest BatchNorm) a BatchNorm's data-gradient coefficients, for the
                           * convolution before it that applies them as it reads (exec's bn_bwd_in_conv) */
+    uint8_t *pfirst;     /* (n_layers) or NULL: 1 where the layer's parameter gradients hold nothing yet and its
+                          * backward writes them instead of adding (the local engine's lazy zeroing; set only
+                          * where exec_params_first_write) */
+    uint8_t *pwrote;     /* (n_layers) or NULL: thread 0 marks each layer whose backward wrote or added to its
+                          * parameter gradients in a pass */
 };
 
 /* Per-instance state of one layer, chosen at prepare time. */

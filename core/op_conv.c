@@ -162,27 +162,29 @@ static void slice_units(size_t n, size_t unit, int ith, int nth, size_t *lo, siz
     *hi = b * unit < n ? b * unit : n;
 }
 
-/* db[o] += Σ_m dout[m][o] for o in [o0,o1): double sums, each column in row order (any slice alike). */
-static void bias_grad_cols(float *db, const float *dout, size_t M, int OC, int o0, int o1)
+/* db[o] += Σ_m dout[m][o] for o in [o0,o1) (acc 0: db[o] = 0 + Σ, the same bits over a zeroed db): double
+ * sums, each column in row order (any slice alike). */
+static void bias_grad_cols(float *db, const float *dout, size_t M, int OC, int o0, int o1, int add)
 {
     for (int ob = o0; ob < o1; ob += 16) {
         const int nc = imin(16, o1 - ob);
-        double acc[16] = {0};
+        double sum[16] = {0};
         for (size_t m = 0; m < M; m++) {
             const float *d = dout + m * OC + ob;
-            for (int j = 0; j < nc; j++) acc[j] += d[j];
+            for (int j = 0; j < nc; j++) sum[j] += d[j];
         }
-        for (int j = 0; j < nc; j++) db[ob + j] += (float)acc[j];
+        for (int j = 0; j < nc; j++) db[ob + j] = (add ? db[ob + j] : 0.0f) + (float)sum[j];
     }
 }
 
-/* A GEMM1X1 bias gradient (db may be NULL): thread ith's 16-column blocks of db (OC) += Σ_rows dout. */
-static void gemm1x1_bias_grad(float *db, const float *dout, const struct conv_shape *s, int ith, int nth)
+/* A GEMM1X1 bias gradient (db may be NULL): thread ith's 16-column blocks of db (OC) += Σ_rows dout (acc 0:
+ * written, not added to). */
+static void gemm1x1_bias_grad(float *db, const float *dout, const struct conv_shape *s, int acc, int ith, int nth)
 {
     if (!db) return;
     size_t lo, hi;
     slice_units((size_t)s->OC, 16, ith, nth, &lo, &hi);
-    bias_grad_cols(db, dout, (size_t)s->N * s->H * s->W, s->OC, (int)lo, (int)hi);
+    bias_grad_cols(db, dout, (size_t)s->N * s->H * s->W, s->OC, (int)lo, (int)hi, acc);
 }
 
 /* Output-channel work units: 16-wide blocks inside each group, numbered g·nu + j. */
@@ -452,9 +454,8 @@ void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const 
     gemm1x1_backward_data(dinp, dout, w, s, gemm1x1_wt(s, scratch, 0), 0, ith, nth);
 }
 
-void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
-                                  const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
-                                  int ith, int nth)
+void conv_backward_params_gemm1x1_acc(float *dw, float *db, const float *inp, const float *dout,
+                                      const struct conv_shape *s, int acc, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
     const size_t M = (size_t)s->N * s->H * s->W;
@@ -464,18 +465,27 @@ void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const 
      * machine's cores use: every call packs all of dout (or inp) again, and 784×1152ᵀ·784×320 in 18
      * units ran at 111–118 GFLOP/s against 137–150 in 2. */
     const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer, tb_par_units());
+    const float beta = acc ? 1.0f : 0.0f; /* 0: OpenBLAS zeroes C first, the bits of adding to zeros */
     tb_slice((size_t)cu, ith, nth, &lo, &hi);
     for (size_t u = lo; u < hi; u++) {
         int b0, n;
         col_block(longer, cu, (int)u, &b0, &n);
         if (OC >= C)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, n, (int)M, 1.0f, inp, C, dout + b0, OC, 1.0f,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, n, (int)M, 1.0f, inp, C, dout + b0, OC, beta,
                         dw + b0, OC);
         else
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, OC, (int)M, 1.0f, inp + b0, C, dout, OC, 1.0f,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, OC, (int)M, 1.0f, inp + b0, C, dout, OC, beta,
                         dw + (size_t)b0 * OC, OC);
     }
-    gemm1x1_bias_grad(db, dout, s, ith, nth);
+    gemm1x1_bias_grad(db, dout, s, acc, ith, nth);
+}
+
+void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
+                                  const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
+                                  int ith, int nth)
+{
+    (void)plan, (void)scratch;
+    conv_backward_params_gemm1x1_acc(dw, db, inp, dout, s, 1, ith, nth);
 }
 
 /* Two-phase weight gradient: used when dw's longer side has fewer than GEMM_FEW_ROW_UNITS 64-wide
@@ -625,27 +635,30 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     }
 }
 
-void conv_parts_sum_add(float *dst, const float *part, int K, size_t n, int ith, int nth)
+void conv_parts_sum_add(float *dst, const float *part, int K, size_t n, int add, int ith, int nth)
 {
     size_t lo, hi;
     slice_units(n, 16, ith, nth, &lo, &hi);
     for (size_t e0 = lo; e0 < hi; e0 += 256) { /* 256-float blocks: the k loop outside, vectorised inside */
         const size_t ne = hi - e0 < 256 ? hi - e0 : 256;
-        float acc[256];
-        memcpy(acc, part + e0, ne * sizeof(float));
+        float sum[256];
+        memcpy(sum, part + e0, ne * sizeof(float));
         for (int k = 1; k < K; k++) {
             const float *restrict p = part + (size_t)k * n + e0;
-            for (size_t j = 0; j < ne; j++) acc[j] += p[j];
+            for (size_t j = 0; j < ne; j++) sum[j] += p[j];
         }
-        for (size_t j = 0; j < ne; j++) dst[e0 + j] += acc[j];
+        if (add)
+            for (size_t j = 0; j < ne; j++) dst[e0 + j] += sum[j];
+        else /* 0 + x: the bits of adding to a zeroed dst (a sum of −0 stays +0) */
+            for (size_t j = 0; j < ne; j++) dst[e0 + j] = 0.0f + sum[j];
     }
 }
 
 void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,
-                                         const struct conv_shape *s, int ith, int nth)
+                                         const struct conv_shape *s, int acc, int ith, int nth)
 {
-    conv_parts_sum_add(dw, part, conv_params_row_chunks(s), (size_t)s->C * s->OC, ith, nth);
-    gemm1x1_bias_grad(db, dout, s, ith, nth);
+    conv_parts_sum_add(dw, part, conv_params_row_chunks(s), (size_t)s->C * s->OC, acc, ith, nth);
+    gemm1x1_bias_grad(db, dout, s, acc, ith, nth);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -779,7 +792,7 @@ void conv_backward_params_im2col(float *dw, float *db, const float *inp, const f
         for (int g = gf; g <= gl; g++) {
             const int oa = g == gf ? (u.u0 % u.nu) * 16 : 0;
             const int ob = g == gl ? imin(OCg, ((u.u1 - 1) % u.nu + 1) * 16) : OCg;
-            bias_grad_cols(db, dout, M, OC, g * OCg + oa, g * OCg + ob);
+            bias_grad_cols(db, dout, M, OC, g * OCg + oa, g * OCg + ob, 1);
         }
 }
 
@@ -1191,7 +1204,7 @@ void conv_backward_params_direct_chunks(float *part, const float *inp, const flo
 
 void conv_backward_params_direct_finish(float *dw, const float *part, const struct conv_shape *s, int ith, int nth)
 {
-    conv_parts_sum_add(dw, part, conv_direct_params_row_chunks(s), (size_t)s->KH * s->KW * s->C * s->OC, ith, nth);
+    conv_parts_sum_add(dw, part, conv_direct_params_row_chunks(s), (size_t)s->KH * s->KW * s->C * s->OC, 1, ith, nth);
 }
 
 size_t conv_params_parts_floats(enum conv_algo a, const struct conv_shape *s)

@@ -123,6 +123,9 @@ void conv_backward_data_gemm1x1_overwrite(float *dinp, const float *dout, const 
 void conv_backward_params_gemm1x1(float *dw, float *db, const float *inp, const float *dout,
                                   const struct conv_shape *s, const struct conv_fft_plan *plan, float *scratch,
                                   int ith, int nth);
+/* conv_backward_params_gemm1x1; acc 0: dw and db written (sgemm's beta 0), not added to. */
+void conv_backward_params_gemm1x1_acc(float *dw, float *db, const float *inp, const float *dout,
+                                      const struct conv_shape *s, int acc, int ith, int nth);
 /* Whether conv_forward_gemm1x1_bn runs shape s: a 1×1 convolution gemm_rows computes (small C·OC). */
 int conv_gemm1x1_bn_fusable(const struct conv_shape *s);
 /* conv_forward_gemm1x1 without bias that also takes the statistics of the BatchNorm reading out, while
@@ -193,13 +196,14 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
 /* Whether conv_backward_gemm1x1_fused_chunks takes an se on s: fusable (overwriting) and every row chunk of
  * the weight gradient starts at a sample (a multiple of HW rows), so one thread sums each sample's dscale. */
 int conv_se_rows_aligned(const struct conv_shape *s, size_t HW);
-/* dst (n) += Σ_k part[k] over part (K, n), k ascending (the same bits for any nth); partitioned over
- * 16-float blocks. Phase 2 of the chunked weight gradients (GEMM1X1 here, depthwise in op_dwconv.c). */
-void conv_parts_sum_add(float *dst, const float *part, int K, size_t n, int ith, int nth);
+/* dst (n) += Σ_k part[k] over part (K, n), k ascending (the same bits for any nth); acc 0: dst = that sum,
+ * never read (the bits of adding to zeros); partitioned over 16-float blocks. Phase 2 of the chunked weight
+ * gradients (GEMM1X1 here, depthwise in op_dwconv.c). */
+void conv_parts_sum_add(float *dst, const float *part, int K, size_t n, int acc, int ith, int nth);
 /* Phase 2, after a barrier: dw (C,OC) += Σ_k part[k] in chunk order; db (OC) += column sums of dout (db may
- * be NULL); partitioned over 16-float blocks of dw and of db. */
+ * be NULL); acc 0: both written, not added to; partitioned over 16-float blocks of dw and of db. */
 void conv_backward_params_gemm1x1_finish(float *dw, float *db, const float *part, const float *dout,
-                                         const struct conv_shape *s, int ith, int nth);
+                                         const struct conv_shape *s, int acc, int ith, int nth);
 /* im2col + sgemm forward; partitioned over fixed chunks of output pixels. */
 void conv_forward_im2col(float *out, const float *inp, const float *w, const float *b, const struct conv_shape *s,
                          const struct conv_fft_plan *plan, float *scratch, int ith, int nth);

@@ -102,7 +102,7 @@ void conv_se_backward_params_chunks(float *part, const float *x, const float *do
 }
 
 void conv_se_backward_params_finish(float *dw, const float *part, const float *scale, const struct conv_shape *s,
-                                    int ith, int nth)
+                                    int add, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
     const size_t n1 = (size_t)C * OC;
@@ -112,20 +112,23 @@ void conv_se_backward_params_finish(float *dw, const float *part, const float *s
      * sample at a stride of C·OC floats was a cache miss per multiply-add), and every element still sums
      * its samples in order from zero — the same bits. */
     enum { BLOCK = 512 };
-    float acc[BLOCK];
+    float sum[BLOCK];
     for (size_t b0 = lo; b0 < hi; b0 += BLOCK) {
         const size_t b1 = b0 + BLOCK < hi ? b0 + BLOCK : hi;
-        memset(acc, 0, (b1 - b0) * sizeof *acc);
+        memset(sum, 0, (b1 - b0) * sizeof *sum);
         for (int n = 0; n < s->N; n++) {
             const float *restrict sr = scale + (size_t)n * C, *restrict pr = part + (size_t)n * n1;
             for (size_t e = b0; e < b1;) { /* a run of one input channel c: one scale */
                 const size_t c = e / (size_t)OC, end = (c + 1) * (size_t)OC < b1 ? (c + 1) * (size_t)OC : b1;
                 const float k = sr[c];
-                float *restrict a = acc - b0;
+                float *restrict a = sum - b0;
                 for (; e < end; e++) a[e] += k * pr[e];
             }
         }
-        for (size_t e = b0; e < b1; e++) dw[e] += acc[e - b0];
+        if (add)
+            for (size_t e = b0; e < b1; e++) dw[e] += sum[e - b0];
+        else /* 0 + x: the bits of adding to a zeroed dw */
+            for (size_t e = b0; e < b1; e++) dw[e] = 0.0f + sum[e - b0];
     }
 }
 

@@ -43,9 +43,10 @@ void conv_se_backward_data(float *dx, const float *dout, const float *w, const f
 /* Weight gradient, phase 1: part (N, C, OC) = x[n]ᵀ · dout[n] per sample; partitioned over samples. */
 void conv_se_backward_params_chunks(float *part, const float *x, const float *dout, const struct conv_shape *s,
                                     int ith, int nth);
-/* Phase 2, after a barrier: dw (C, OC) += Σ_n scale[n][c] · part[n][c][o] in sample order. */
+/* Phase 2, after a barrier: dw (C, OC) += Σ_n scale[n][c] · part[n][c][o] in sample order (acc 0: written,
+ * not added to). */
 void conv_se_backward_params_finish(float *dw, const float *part, const float *scale, const struct conv_shape *s,
-                                    int ith, int nth);
+                                    int acc, int ith, int nth);
 /* After phase 1 (part intact): dscale (N, C) += Σ_o w[c][o] · part[n][c][o], summed in double. */
 void conv_se_dscale(float *dscale, const float *part, const float *w, const struct conv_shape *s, int ith, int nth);
 

@@ -238,18 +238,24 @@ void dense_backward_data(float *dinp, const float *dout, const float *w, const s
 }
 
 void dense_backward_params(float *dw, float *db, const float *inp, const float *dout,
-                           const struct dense_shape *s, int ith, int nth)
+                           const struct dense_shape *s, int acc, int ith, int nth)
 {
     const int N = s->N, IN = s->IN, OUT = s->OUT;
+    const float beta = acc ? 1.0f : 0.0f; /* 0: OpenBLAS zeroes C first, the bits of adding to zeros */
     if (N == 1) {
         size_t lo, hi;
         tb_slice((size_t)IN, ith, nth, &lo, &hi);
-        /* dW[i,:] += x[i]·dy: zero inputs give zero rows, skip them. */
+        /* dW[i,:] += x[i]·dy: zero inputs give zero rows, skip them (written as zeros when not adding). */
         for (size_t i = lo; i < hi; i++) {
             const float xi = inp[i];
-            if (xi == 0.0f) continue;
             float *g = dw + i * OUT;
-            for (int o = 0; o < OUT; o++) g[o] += xi * dout[o];
+            if (xi == 0.0f) {
+                if (!acc) memset(g, 0, (size_t)OUT * sizeof(float));
+            } else if (acc) {
+                for (int o = 0; o < OUT; o++) g[o] += xi * dout[o];
+            } else {
+                for (int o = 0; o < OUT; o++) g[o] = 0.0f + xi * dout[o];
+            }
         }
     } else {
         /* dW rows [t0,t1) = inp[:, t0:t1]ᵀ · dout, K = N reduced inside one call per tile; with few rows
@@ -257,19 +263,21 @@ void dense_backward_params(float *dw, float *db, const float *inp, const float *
         if (split_rows(IN)) {
             FOR_TILES(IN, ROW_TILE, ith, nth, t0, t1, {
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(t1 - t0), OUT, N, 1.0f, inp + t0, IN,
-                            dout, OUT, 1.0f, dw + t0 * OUT, OUT);
+                            dout, OUT, beta, dw + t0 * OUT, OUT);
             });
         } else {
             FOR_TILES(OUT, col_tile(OUT), ith, nth, t0, t1, {
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IN, (int)(t1 - t0), N, 1.0f, inp, IN, dout + t0,
-                            OUT, 1.0f, dw + t0, OUT);
+                            OUT, beta, dw + t0, OUT);
             });
         }
     }
     if (db) {
         size_t olo, ohi;
         tb_slice((size_t)OUT, ith, nth, &olo, &ohi);
-        for (int n = 0; n < N; n++) {
+        if (!acc)
+            for (size_t o = olo; o < ohi; o++) db[o] = 0.0f + dout[o];
+        for (int n = !acc; n < N; n++) {
             const float *d = dout + (size_t)n * OUT;
             for (size_t o = olo; o < ohi; o++) db[o] += d[o];
         }

@@ -43,9 +43,10 @@ void dense1_combine_range(float *out, const float *part, const float *b, int IN,
 /* dinp (N,IN) += dout (N,OUT) · wᵀ. Partitioned over rows of dinp (columns when N is small). */
 void dense_backward_data(float *dinp, const float *dout, const float *w, const struct dense_shape *s,
                          int ith, int nth);
-/* dw (IN,OUT) += inpᵀ · dout; db (OUT) += Σ_n dout (db may be NULL). Partitioned over rows of dw. */
+/* dw (IN,OUT) += inpᵀ · dout; db (OUT) += Σ_n dout (db may be NULL); acc 0: both written, not added to
+ * (the bits of adding to zeros). Partitioned over rows of dw. */
 void dense_backward_params(float *dw, float *db, const float *inp, const float *dout,
-                           const struct dense_shape *s, int ith, int nth);
+                           const struct dense_shape *s, int acc, int ith, int nth);
 
 /* Naive references for the tests. */
 void dense_forward_ref(float *out, const float *inp, const float *w, const float *b, const struct dense_shape *s);

@@ -954,7 +954,7 @@ void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, con
 
 void dwconv_bn_params_finish(float *dw, const float *dwpart, const struct conv_shape *s, int ith, int nth)
 {
-    conv_parts_sum_add(dw, dwpart, bn_row_chunks((size_t)s->N * s->H * s->W), (size_t)s->KH * s->KW * (size_t)s->C,
+    conv_parts_sum_add(dw, dwpart, bn_row_chunks((size_t)s->N * s->H * s->W), (size_t)s->KH * s->KW * (size_t)s->C, 1,
                        ith, nth);
 }
 
@@ -1020,8 +1020,8 @@ void dwconv_backward_params_finish(float *dw, float *db, const float *part, cons
 {
     const int K = dwconv_params_row_chunks(s);
     const size_t taps = (size_t)s->KH * s->KW * (size_t)s->C;
-    conv_parts_sum_add(dw, part, K, taps, ith, nth);
-    if (db) conv_parts_sum_add(db, part + (size_t)K * taps, K, (size_t)s->C, ith, nth);
+    conv_parts_sum_add(dw, part, K, taps, 1, ith, nth);
+    if (db) conv_parts_sum_add(db, part + (size_t)K * taps, K, (size_t)s->C, 1, ith, nth);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -321,6 +321,15 @@ static void take_algos(struct net *n, const struct net *from)
     cr_assert_eq(exec_prepare(&n->e.train, &r, "gemm1x1", &from->e.train), TB_OK, "%s", tb_error_get());
 }
 
+/* That nets n and from (the same thread count: the process-wide tuning cache gives them one measurement per
+ * shape) run every convolution on the same algorithm. */
+static void assert_same_algos(const struct net *n, const struct net *from)
+{
+    for (int i = 0; i < n->m.n_layers; i++)
+        cr_assert_eq(n->e.train.ls[i].algo, from->e.train.ls[i].algo, "layer %s: algorithm %d, %d", n->m.layers[i].name,
+                     n->e.train.ls[i].algo, from->e.train.ls[i].algo);
+}
+
 /* Two training passes of n (gradients zeroed before each) on the images of rng stream `stream` at RES×RES, the
  * second on other labels (label i: (i + shift·pass) mod 10), so a gradient a fused path failed to write or to
  * zero still holds the first pass's; the second's loss in *loss and its barriers (0 without a pool). */
@@ -410,6 +419,73 @@ Test(model_grad, effnet_b0_se_rows_bitwise, .timeout = 240)
     net_free(&a);
     net_free(&u);
 }
+
+/* A zero_grads + forward_backward of B images (rng stream 23) with labels (i + shift) mod 10; the loss. */
+static double fb_pass(struct net *n, int B, int RES, int shift, int zero)
+{
+    const size_t nx = (size_t)B * RES * RES * 3;
+    uint8_t *x = malloc(nx);
+    int32_t *y = malloc(B * sizeof *y);
+    cr_assert(x && y);
+    for (size_t i = 0; i < nx; i++) x[i] = (uint8_t)(rng_uniform(23, 1, i) * 256.0f);
+    for (int i = 0; i < B; i++) y[i] = (i + shift) % 10;
+    if (zero) local_engine_zero_grads(&n->e);
+    double loss;
+    cr_assert_eq(local_engine_forward_backward(&n->e, x, y, B, 0, B, 1, &loss), TB_OK, "%s", tb_error_get());
+    free(x);
+    free(y);
+    return loss;
+}
+
+/* The lazy zeroing of the parameter gradients (executor_cpu.c): zero_grads only marks the layers whose
+ * backward can write their gradients (dense layers and GEMM1X1 convolutions), and their first backward
+ * writes them. Against an engine that zeroes everything (TB_GRAD_FIRST_WRITE=0's), both gradients filled
+ * with NaN first, on 3 threads at 32×32 batch B with TB_PAR_UNITS par: after a pass every gradient is
+ * written and bitwise the same; a second pass without zeroing (gradient accumulation) adds to them, bitwise
+ * the same; and zero_grads followed by a read of the gradients gives zeros. */
+static void check_first_write(int B, const char *par)
+{
+    enum { RES = 32 };
+    setenv("TB_PAR_UNITS", par, 1); /* before the first tb_par_units call: each test is its own process */
+    struct net a, u;
+    net_init_threads(&a, RES, 10, B, 11, "batch", 0, 3);
+    net_init_threads(&u, RES, 10, B, 11, "batch", 0, 3);
+    assert_same_algos(&u, &a);
+    cr_assert(a.e.train.pfirst && u.e.train.pfirst, "lazy zeroing is the default");
+    free(u.e.train.pfirst), free(u.e.train.pwrote);
+    u.e.train.pfirst = u.e.train.pwrote = NULL;
+    size_t lazy = 0;
+    for (int li = 0; li < a.m.n_layers; li++)
+        if (exec_params_first_write(&a.e.train, li)) lazy += a.m.layers[li].n_w + a.m.layers[li].n_b;
+    cr_log_info("%zu of %zu parameters' gradients written by their first backward", lazy, a.m.n_params);
+    cr_assert(lazy > a.m.n_params * 9 / 10, "%zu of %zu parameters written first", lazy, a.m.n_params);
+    struct net *nets[2] = {&a, &u};
+    for (int pass = 0; pass < 2; pass++) {
+        double l[2];
+        for (int k = 0; k < 2; k++) {
+            if (!pass) memset(nets[k]->e.grads, 0xff, a.m.n_params * sizeof(float)); /* NaN */
+            l[k] = fb_pass(nets[k], B, RES, 3 * pass, !pass);
+        }
+        cr_assert(l[0] == l[1], "pass %d: loss %.17g lazy, %.17g zeroed", pass, l[0], l[1]);
+        for (size_t i = 0; i < a.m.n_params; i++)
+            cr_assert(memcmp(&a.e.grads[i], &u.e.grads[i], sizeof(float)) == 0, "pass %d: gradient %zu: %.9g lazy, %.9g zeroed",
+                      pass, i, (double)a.e.grads[i], (double)u.e.grads[i]);
+    }
+    local_engine_zero_grads(&a.e);
+    size_t n;
+    const float *g = local_engine_family(&a.e, TF_GRADS, &n);
+    cr_assert_eq(n, a.m.n_params);
+    for (size_t i = 0; i < n; i++) cr_assert(g[i] == 0.0f, "gradient %zu is %g after zero_grads", i, (double)g[i]);
+    net_free(&a);
+    net_free(&u);
+}
+
+/* A 2-core machine's cut at batch 64: SE-rows and SE-scale-folded projections, one-pass and two-phase
+ * GEMM1X1 weight gradients, the dense layers one by one. */
+Test(model_grad, effnet_b0_param_grads_first_write_bitwise, .timeout = 240) { check_first_write(64, "2"); }
+
+/* A 16-core machine's cut at batch 128: the SE chains' dense weight gradients (se_chain_backward). */
+Test(model_grad, effnet_b0_param_grads_first_write_se_chain_bitwise, .timeout = 240) { check_first_write(128, "16"); }
 
 /* The SE scale folded into the projection convolution (op_conv_se.h) in the stages whose weights gemm_rows
  * holds: the scaled tensor is never written (a marker survives in it), and the loss and every layer's

@@ -284,12 +284,56 @@ Test(conv, many_core_split_matches_reference_and_is_bitwise, .timeout = 60)
         float *w = pass ? w7 : w1;
         memset(part, 0xFF, conv_params_part_floats(&s4) * sizeof(float));
         for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_chunks(part, B.inp, B.dout, &s4, ith, nth);
-        for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_finish(w, NULL, part, B.dout, &s4, ith, nth);
+        for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_finish(w, NULL, part, B.dout, &s4, 1, ith, nth);
     }
     cr_expect_leq(tu_rel_err(w1, ref_w, B.nw), 1e-5, "16 chunks: dw rel err %g", tu_rel_err(w1, ref_w, B.nw));
     cr_expect(!memcmp(w1, w7, B.nw * sizeof(float)), "16 chunks: nth 7 not bitwise");
     free(ref_w), free(w1), free(w7), free(part);
     free_bufs(&B);
+}
+
+/* acc 0 (the executor's first write into a layer's gradients, which it no longer zeroes): GEMM1X1's weight and
+ * bias gradients are written, never read — filled with NaN first — and hold the bits of acc 1 over zeros, in
+ * the two-phase form (row-chunk parts, then their sum) and the single sgemm call (beta 0), for nth 1 and 3. */
+Test(conv, gemm1x1_params_written_are_the_bits_added_to_zeros)
+{
+    static const struct cv_case cases[] = {
+        {3, 32, 33, 70, 17, 1, 1, 1, -1},   /* 6 row chunks, C > OC */
+        {2, 24, 24, 24, 40, 1, 1, 1, -1},   /* 2 row chunks */
+        {128, 1, 1, 1152, 192, 1, 1, 1, -1}, /* few rows: one sgemm per column block */
+        {8, 2, 2, 192, 1152, 1, 1, 1, -1},   /* OC > C */
+    };
+    for (int ci = 0; ci < (int)(sizeof cases / sizeof *cases); ci++) {
+        const struct conv_shape s = make_shape(&cases[ci]);
+        struct cv_bufs B = make_bufs(&s, (uint64_t)ci + 940);
+        const int K = conv_params_row_chunks(&s);
+        cr_assert_eq(K > 0, ci < 2, "case %d: %d row chunks", ci, K);
+        float *part = K ? malloc(conv_params_part_floats(&s) * sizeof(float)) : NULL;
+        float *w[2], *b[2];
+        for (int nth = 1; nth <= 3; nth += 2) {
+            for (int acc = 0; acc < 2; acc++) {
+                w[acc] = malloc(B.nw * sizeof(float)), b[acc] = malloc((size_t)s.OC * sizeof(float));
+                cr_assert(w[acc] && b[acc] && (part || !K));
+                memset(w[acc], acc ? 0 : 0xff, B.nw * sizeof(float)); /* acc 0: NaN, must be written */
+                memset(b[acc], acc ? 0 : 0xff, (size_t)s.OC * sizeof(float));
+                if (K) {
+                    for (int ith = 0; ith < nth; ith++)
+                        conv_backward_params_gemm1x1_chunks(part, B.inp, B.dout, &s, ith, nth);
+                    for (int ith = 0; ith < nth; ith++)
+                        conv_backward_params_gemm1x1_finish(w[acc], b[acc], part, B.dout, &s, acc, ith, nth);
+                } else {
+                    for (int ith = 0; ith < nth; ith++)
+                        conv_backward_params_gemm1x1_acc(w[acc], b[acc], B.inp, B.dout, &s, acc, ith, nth);
+                }
+            }
+            char what[64];
+            snprintf(what, sizeof what, "case %d nth %d: dw", ci, nth), tu_assert_bitwise(w[0], w[1], B.nw, what);
+            snprintf(what, sizeof what, "case %d nth %d: db", ci, nth), tu_assert_bitwise(b[0], b[1], (size_t)s.OC, what);
+            for (int acc = 0; acc < 2; acc++) free(w[acc]), free(b[acc]);
+        }
+        free(part);
+        free_bufs(&B);
+    }
 }
 
 /* L = Σ out·R in double, from an independent double forward; one element of inp, w or b perturbed. */
@@ -474,7 +518,7 @@ Test(conv, gemm1x1_row_chunk_params_match_reference_and_are_bitwise)
             float *w = rand_buf(B.nw, 98), *b = rand_buf((size_t)s.OC, 97);
             memset(part, 0xFF, conv_params_part_floats(&s) * sizeof(float)); /* NaN: every part is written */
             for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_chunks(part, B.inp, B.dout, &s, ith, nth);
-            for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_finish(w, b, part, B.dout, &s, ith, nth);
+            for (int ith = 0; ith < nth; ith++) conv_backward_params_gemm1x1_finish(w, b, part, B.dout, &s, 1, ith, nth);
             if (nth == 1) {
                 cr_expect_leq(tu_rel_err(w, ref_w, B.nw), 1e-5, "case %d dw rel err %g", ci,
                               tu_rel_err(w, ref_w, B.nw));

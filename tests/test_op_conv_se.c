@@ -90,7 +90,15 @@ Test(conv_se, kernels_match_reference_and_are_bitwise_in_nth)
             for (int i = 0; i < nt; i++) conv_se_forward(y[k], x, s, w, &sh, stats[k], scr + (size_t)i * ks, i, nt);
             for (int i = 0; i < nt; i++) conv_se_backward_data(dx[k], dout, w, s, &sh, scr + (size_t)i * ks, i, nt);
             for (int i = 0; i < nt; i++) conv_se_backward_params_chunks(part, x, dout, &sh, i, nt);
-            for (int i = 0; i < nt; i++) conv_se_backward_params_finish(dw[k], part, s, &sh, i, nt);
+            for (int i = 0; i < nt; i++) conv_se_backward_params_finish(dw[k], part, s, &sh, 1, i, nt);
+            /* acc 0 (a first write: the executor no longer zeroes it): NaN-filled, written, the same bits */
+            float *dwn = malloc(C * OC * sizeof(float));
+            cr_assert(dwn);
+            memset(dwn, 0xff, C * OC * sizeof(float));
+            for (int i = 0; i < nt; i++) conv_se_backward_params_finish(dwn, part, s, &sh, 0, i, nt);
+            char wn[64];
+            snprintf(wn, sizeof wn, "case %zu nth %d: dw written", q, nt), tu_assert_bitwise(dwn, dw[k], C * OC, wn);
+            free(dwn);
             for (int i = 0; i < nt; i++) conv_se_dscale(ds[k], part, w, &sh, i, nt);
             char what[80];
             if (!k) {

@@ -153,7 +153,7 @@ Test(dense, backward_params_matches_central_differences)
         tu_fd_grad(fdw, c.w, nw, dense_loss, &c, 1e-3);
         tu_fd_grad(fdb, c.b, nb, dense_loss, &c, 1e-3);
         float *dw = tu_fvec(nw), *db = tu_fvec(nb);
-        dense_backward_params(dw, db, d.x, d.r, &d.s, 0, 1);
+        dense_backward_params(dw, db, d.x, d.r, &d.s, 1, 0, 1);
         char what[96];
         snprintf(what, sizeof what, "dw N=%d IN=%d OUT=%d", tc->N, tc->IN, tc->OUT);
         tu_assert_close(dw, fdw, nw, 1e-5, 1e-5, what);
@@ -161,7 +161,7 @@ Test(dense, backward_params_matches_central_differences)
         tu_assert_close(db, fdb, nb, 1e-5, 1e-5, what);
         /* db = NULL: the weight gradient alone, unchanged. */
         float *dw2 = tu_fvec(nw);
-        dense_backward_params(dw2, NULL, d.x, d.r, &d.s, 0, 1);
+        dense_backward_params(dw2, NULL, d.x, d.r, &d.s, 1, 0, 1);
         tu_assert_bitwise(dw2, dw, nw, "dw with db = NULL");
         free(fdw), free(fdb), free(dw), free(db), free(dw2);
         loss_ctx_free(&c);
@@ -194,7 +194,7 @@ Test(dense, optimised_matches_ref)
         tu_fill_normal(db, tc->OUT, 9, 0.0f, 1.0f), memcpy(dbr, db, tc->OUT * sizeof *db);
         dense_backward_data(dx, d.r, d.w, &d.s, 0, 1);
         dense_backward_data_ref(dxr, d.r, d.w, &d.s);
-        dense_backward_params(dw, db, d.x, d.r, &d.s, 0, 1);
+        dense_backward_params(dw, db, d.x, d.r, &d.s, 1, 0, 1);
         dense_backward_params_ref(dwr, dbr, d.x, d.r, &d.s);
         snprintf(what, sizeof what, "dinp vs ref N=%d IN=%d OUT=%d", tc->N, tc->IN, tc->OUT);
         tu_assert_close_f(dx, dxr, nx, 1e-5, 1e-6, what);
@@ -217,12 +217,12 @@ Test(dense, backward_accumulates)
         /* one call into zeros: the gradient G */
         float *gx = tu_fvec(nx), *gw = tu_fvec(nw), *gb = tu_fvec(nb);
         dense_backward_data(gx, d.r, d.w, &d.s, 0, 1);
-        dense_backward_params(gw, gb, d.x, d.r, &d.s, 0, 1);
+        dense_backward_params(gw, gb, d.x, d.r, &d.s, 1, 0, 1);
         /* two calls into zeros: 2G */
         float *x2 = tu_fvec(nx), *w2 = tu_fvec(nw), *b2 = tu_fvec(nb);
         for (int rep = 0; rep < 2; rep++) {
             dense_backward_data(x2, d.r, d.w, &d.s, 0, 1);
-            dense_backward_params(w2, b2, d.x, d.r, &d.s, 0, 1);
+            dense_backward_params(w2, b2, d.x, d.r, &d.s, 1, 0, 1);
         }
         double *want = tu_dvec(nw > nx ? nw : nx);
         char what[96];
@@ -242,7 +242,7 @@ Test(dense, backward_accumulates)
         tu_fill_normal(pb, nb, 13, 5.0f, 1.0f);
         float *ax = tu_fdup(px, nx), *aw = tu_fdup(pw, nw), *ab = tu_fdup(pb, nb);
         dense_backward_data(ax, d.r, d.w, &d.s, 0, 1);
-        dense_backward_params(aw, ab, d.x, d.r, &d.s, 0, 1);
+        dense_backward_params(aw, ab, d.x, d.r, &d.s, 1, 0, 1);
         for (size_t i = 0; i < nx; i++) want[i] = (double)px[i] + gx[i];
         snprintf(what, sizeof what, "P + dinp N=%d", tc->N);
         tu_assert_close(ax, want, nx, 1e-6, 1e-7, what);
@@ -268,7 +268,7 @@ static void run_kernel(int kind, const struct dense_data *d, float *out, float *
     switch (kind) {
     case K_FORWARD: dense_forward(out, d->x, d->w, d->b, &d->s, 0, ith, nth); break;
     case K_BACKWARD_DATA: dense_backward_data(out, d->r, d->w, &d->s, ith, nth); break;
-    case K_BACKWARD_PARAMS: dense_backward_params(out, out2, d->x, d->r, &d->s, ith, nth); break;
+    case K_BACKWARD_PARAMS: dense_backward_params(out, out2, d->x, d->r, &d->s, 1, ith, nth); break;
     }
 }
 
@@ -440,4 +440,33 @@ Test(dense, partition_small_bitwise)
     check_partition(K_FORWARD, 3, 9, 5);
     check_partition(K_BACKWARD_DATA, 3, 5, 9);
     check_partition(K_BACKWARD_PARAMS, 3, 5, 9);
+}
+
+/* acc 0 (the executor's first write into a layer's gradients, which it no longer zeroes): dw and db are
+ * written, never read — filled with NaN first — and hold the bits of acc 1 over zeros, on every path (batch 1
+ * with zero inputs skipped, the column- and row-split sgemms) and thread partition. */
+Test(dense, backward_params_written_are_the_bits_added_to_zeros)
+{
+    static const struct dense_case cases[] = {{1, 37, 29}, {1, 784, 128}, {17, 37, 29}, {64, 129, 257}, {3, 48, 1152}};
+    static const int nths[] = {1, 3};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        struct dense_data d;
+        data_init(&d, cases[k].N, cases[k].IN, cases[k].OUT, 900 + k);
+        const size_t nw = (size_t)d.s.IN * d.s.OUT, nb = (size_t)d.s.OUT;
+        float *w0 = tu_fvec(nw), *b0 = tu_fvec(nb), *w1 = tu_fvec(nw), *b1 = tu_fvec(nb);
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            const int nth = nths[t];
+            memset(w0, 0, nw * sizeof(float)), memset(b0, 0, nb * sizeof(float));
+            memset(w1, 0xff, nw * sizeof(float)), memset(b1, 0xff, nb * sizeof(float)); /* NaN: must be written */
+            for (int ith = 0; ith < nth; ith++) dense_backward_params(w0, b0, d.x, d.r, &d.s, 1, ith, nth);
+            for (int ith = 0; ith < nth; ith++) dense_backward_params(w1, b1, d.x, d.r, &d.s, 0, ith, nth);
+            char what[96];
+            snprintf(what, sizeof what, "dw N=%d IN=%d OUT=%d nth %d", d.s.N, d.s.IN, d.s.OUT, nth);
+            tu_assert_bitwise(w1, w0, nw, what);
+            snprintf(what, sizeof what, "db N=%d IN=%d OUT=%d nth %d", d.s.N, d.s.IN, d.s.OUT, nth);
+            tu_assert_bitwise(b1, b0, nb, what);
+        }
+        free(w0), free(b0), free(w1), free(b1);
+        data_free(&d);
+    }
 }

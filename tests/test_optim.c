@@ -279,7 +279,7 @@ static void check_outer(const struct optim_config *c, int rows, int cols, float 
         /* unfused: gradient into zeros, then the flat update */
         memset(g, 0, n * sizeof *g);
         struct dense_shape s = {1, rows, cols};
-        dense_backward_params(g, NULL, x, dy, &s, 0, 1);
+        dense_backward_params(g, NULL, x, dy, &s, 1, 0, 1);
         optim_update(&cu, w1, g, st1, n, NULL, 0, NULL, t, 0, 1);
         /* fused, in two column slices to show columns are independent, with the next forward (ReLU) */
         tu_fill_normal(xn, rows, 81 + (uint64_t)t, 0.5f, 1.0f);
