@@ -43,6 +43,7 @@ struct local_engine {
                                       to the layers' first backward (executor_cpu.c) */
     int n_zspans;
     size_t zfloats;                /* floats in them */
+    uint8_t *pcap;                 /* (n_layers) the layers zero_grads marks in train.pfirst instead */
 };
 
 /* Plans and allocates an engine for m under cfg (cfg->n_max training samples per pass, cfg->threads

@@ -4,7 +4,7 @@
  * bias) against central differences in double of L = Σ R·y on odd shapes (N ∈ {1, 3, 17, 128}, IN and OUT
  * odd and not multiples of 8, a third of the inputs exactly zero so the N = 1 zero-skipping paths
  * run); the optimised kernels against their *_ref twins; the accumulate contract (two calls = 2×,
- * pre-filled gradients kept and added to); and thread partitions (nth ∈ {1,2,3,7}, every slice run
+ * pre-filled gradients kept and added to; acc 0 writes the bits of adding to zeros); and thread partitions (nth ∈ {1,2,3,7}, every slice run
  * one after another) bitwise equal to nth = 1.
  */
 #include "test_util.h"

@@ -27,8 +27,8 @@
 #   tools/gpu_session.sh sanitizer  there*: compute-sanitizer memcheck (and racecheck) of short bench runs
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
 #   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; strong at all cores again with
-#                                   TB_SE_CHAIN=0, weak again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0 and
-#                                   TB_SE_ROWS=0),
+#                                   TB_SE_CHAIN=0, weak again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0,
+#                                   TB_SE_ROWS=0 and TB_GRAD_FIRST_WRITE=0),
 #                                   or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
 #   8 minutes each with a machine's start, are for a session with device time left after first)
@@ -671,6 +671,8 @@ phase_scaling() {
     scaling_step weak $((BUDGET / 2)) TB_DW_FORM_DOUT=0
     # The twenty-ninth's SE scale formed in the projection's rows (5.0 % fewer bytes, simulated), off.
     scaling_step weak $((BUDGET / 2)) TB_SE_ROWS=0
+    # The thirtieth's parameter gradients written by their first backward (no zeroing pass), off.
+    scaling_step weak $((BUDGET / 2)) TB_GRAD_FIRST_WRITE=0
     scaling_step mpi $((BUDGET / 2))
     scaling_step ipu $((BUDGET / 2))
 }
