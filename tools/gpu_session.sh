@@ -4,7 +4,8 @@
 # minute or two) counted and none started with under 4 minutes left; 10 minutes a command; 8 files back.
 #
 #   tools/gpu_session.sh pack       here: build build-dev for the GPU machine's CPU (x86-64-v4, not -march=native),
-#                                   pack bench and the CUDA tests into .dev and check the 64 MiB that may travel
+#                                   pack bench, the CUDA tests and issue 31's commit's bench (bench-then,
+#                                   TB_THEN) into .dev and check the 64 MiB that may travel
 #   tools/gpu_session.sh first      there*: run this first, as the session's one command: test_cuda_ops,
 #                                   test_cuda, issue 26's mnist-mlp batch-1 figure, effnet-b0 fp32 and bf16
 #                                   beside PyTorch (one round each), one round of ab in fp32, test_cuda_mirrored,
@@ -28,7 +29,8 @@
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
 #   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; strong at all cores again with
 #                                   TB_SE_CHAIN=0, weak again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0,
-#                                   TB_SE_ROWS=0 and TB_GRAD_FIRST_WRITE=0),
+#                                   TB_SE_ROWS=0 and TB_GRAD_FIRST_WRITE=0; weak's all-core point on issue
+#                                   31's commit beside this tree's, alternating),
 #                                   or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
 #   8 minutes each with a machine's start, are for a session with device time left after first)
@@ -101,12 +103,21 @@ pack() {
     cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v4 \
         -DTB_CUDA=ON || exit 1
     cmake --build build-dev -j2 --target bench "${TESTS[@]}" || exit 1
+    # Issue 31's own weak-scaling figure (16 devices 7,727 img/s, 71 %) was measured at 36b6a67; the eighteenth
+    # session measured 5,585 there with its tree. The commit's bench rides along so that the scaling phase runs
+    # both, alternating, and says whether the step regressed or the host differed (scaling_then_now).
+    local old=${TB_THEN:-36b6a67} wt
+    wt=$(mktemp -d) && rmdir "$wt" && git worktree add -q --detach "$wt" "$old" || exit 1
+    cmake -S "$wt" -B build-dev-then -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v4 \
+        -DTB_TESTS=OFF >/dev/null && cmake --build build-dev-then -j2 --target bench >/dev/null &&
+        cp build-dev-then/bench build-dev/bench-then || { git worktree remove --force "$wt"; exit 1; }
+    git worktree remove --force "$wt"
     local exclude
     exclude=$(git rev-parse --git-path info/exclude) || exit 1
     mkdir -p "$(dirname "$exclude")"
     grep -qx '/.dev/' "$exclude" 2>/dev/null || echo '/.dev/' >>"$exclude"
     rm -rf .dev
-    "$packer" .dev build-dev/bench "${TESTS[@]/#/build-dev/}" || exit 1
+    "$packer" .dev build-dev/bench build-dev/bench-then "${TESTS[@]/#/build-dev/}" || exit 1
     pack_ompi || exit 1
     # bin/ and lib/ travel as one gzip archive (68 MB → ~25 MB: libopenblas alone is 36 MB), which also
     # shortens the transfer that device time pays for. env.sh unpacks it outside the tree (a .dev sourced
@@ -664,6 +675,7 @@ phase_scaling() {
     # off: all threads only, against the step above.
     scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_SE_CHAIN=0
     scaling_step weak $((BUDGET / 2))
+    scaling_then_now 150
     # The twenty-seventh session's non-temporal stores from 1 MiB a thread (Intel), against the old 16 MiB: weak
     # scaling's one-thread replicas are where they change anything (strong's 16 threads keep 16 MiB).
     scaling_step weak $((BUDGET / 2)) TB_STREAM_KB=16384
@@ -675,6 +687,24 @@ phase_scaling() {
     scaling_step weak $((BUDGET / 2)) TB_GRAD_FIRST_WRITE=0
     scaling_step mpi $((BUDGET / 2))
     scaling_step ipu $((BUDGET / 2))
+}
+
+# scaling_then_now MAX_S: weak scaling's 16-device point (mirrored, 128 a device, 32×32) on pack's bench-then
+# (issue 31's commit, TB_THEN) and on this tree's bench, alternating, two rounds: the same host, one run.
+scaling_then_now() {
+    local then_bench
+    then_bench=$(command -v bench-then) || {
+        SUMMARY+=("MISSING bench-then: pack did not build issue 31's commit; nothing run")
+        return
+    }
+    local d
+    d=$(nproc)
+    step scaling-then-now "$1" bash -c 'for r in 1 2; do for b in "$0" bench; do
+        printf "%s round %s: " "$b" "$r"
+        "$b" --backend mirrored --devices "$1" --workload effnet-b0 --resolution 32 --batch $((128 * $1)) \
+            --warmup 2 --steps 8 --data synthetic --plan throughput --out "$2" 2>&1 | grep -E "^  images/s" | tail -n 1
+    done; done' "$then_bench" "$d" "$WORK/scaling-then-now.jsonl"
+    note "$(grep -h "round" "$WORK/scaling-then-now.out" 2>/dev/null | tr '\n' ';' | cut -c1-300)"
 }
 
 # scaling_step PHASE MAX_S [ENV...]: tools/scaling.sh's PHASE as one step (one round unless SCALE_ROUNDS says
