@@ -7,7 +7,8 @@
 #           (SCALE_THREADS, default 1 2 4 ... up to the cores this process may use), with --profile: the
 #           speedup and efficiency per point, and at the largest count the layer types that lose most
 #           against one thread (core-seconds lost, idle share = waiting for other threads or a serial layer)
-#   weak    mirrored, 128 samples per device at 32x32 (devices = SCALE_THREADS), against one device
+#   weak    mirrored, 128 samples per device at 32x32 (devices = SCALE_THREADS), against one device; its table
+#           splits each point's step: the slowest replica's compute, the all-reduce, the longest wait
 #   mpi     mirrored over MPI, 2 ranks x C/2 devices (each rank bound to its own C/2 cores) against
 #           mirrored with C devices in one process, at the same global batch (128 per device)
 #   ipu     effnet-b4-g16 (GroupNorm, LARS), 2 stages x C/2 replicas, micro-batch 3, GA 16 (the seed's
@@ -176,12 +177,21 @@ def table(title, prefix, base_label, goal):
     if not counts:
         return
     base = ips(base_label)
-    print(f"## {title}\n\n| threads/devices | img/s | speedup | efficiency |\n|---:|---:|---:|---:|")
+    # mirrored rows carry each step's split (the slowest replica's compute, the longest all-reduce and wait,
+    # means over the steps): where the time of the points past one device goes.
+    split = any("step_split" in r["figures"] for k in pts if k.startswith(prefix) for r in pts[k])
+    head = " compute (slowest replica) | all-reduce | longest wait for it |" if split else ""
+    print(f"## {title}\n\n| threads/devices | img/s | speedup | efficiency |{head}\n|---:|---:|---:|---:|" +
+          ("---:|---:|---:|" if split else ""))
+    def ms(label, key):
+        v = [r["figures"]["step_split"][key] for r in pts[label] if "step_split" in r["figures"]]
+        return f" {1e3 * statistics.median(v):.1f} ms |" if v else " |"
     for n in counts:
         v = ips(f"{prefix}{n}")
         if v is None or not base:
             continue
-        print(f"| {n} | {v:,.1f} | {v / base:.2f}x | {100 * v / base / n:.0f} % |")
+        cols = "".join(ms(f"{prefix}{n}", k) for k in ("compute_s", "allreduce_s", "idle_s")) if split else ""
+        print(f"| {n} | {v:,.1f} | {v / base:.2f}x | {100 * v / base / n:.0f} % |{cols}")
     print(f"\nGoal: {goal}\n")
 table("Strong scaling, threads, effnet-b0 224x224 batch 16", "strong-224-", "strong-224-1", ">= 70 % at 16 threads")
 table("Strong scaling, threads, effnet-b0 32x32 batch 128", "strong-32-", "strong-32-1", ">= 50 % at 16 threads")
