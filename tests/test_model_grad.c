@@ -420,7 +420,8 @@ Test(model_grad, effnet_b0_se_rows_bitwise, .timeout = 240)
     net_free(&u);
 }
 
-/* A zero_grads + forward_backward of B images (rng stream 23) with labels (i + shift) mod 10; the loss. */
+/* A forward_backward of n (zero_grads first when zero) on B images of rng stream 23 with labels (i + shift) mod
+ * 10; the loss. */
 static double fb_pass(struct net *n, int B, int RES, int shift, int zero)
 {
     const size_t nx = (size_t)B * RES * RES * 3;
