@@ -920,7 +920,9 @@ static void act_bwd(const struct model_inst *mi, const struct layer *l, int n, i
     relu_mask(exec_dact(mi, l->out), exec_act(mi, l->out), lo, hi);
 }
 
-static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n, int defer_params, int ith, int nth)
+/* pacc: params_acc of the layer (layer_backward's). */
+static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n, int defer_params, int pacc, int ith,
+                      int nth)
 {
     const struct dense_shape s = {n, l->a.dense.IN, l->a.dense.OUT};
     float *dout = exec_dact(mi, l->out);
@@ -928,7 +930,7 @@ static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n,
         dense_backward_data(exec_dact(mi, l->in), dout, exec_param(mi, l->w_off), &s, ith, nth);
     if (!defer_params)
         dense_backward_params(exec_grad(mi, l->w_off), l->n_b ? exec_grad(mi, l->b_off) : NULL, exec_act(mi, l->in),
-                              dout, &s, params_acc(mi, (int)(l - mi->m->layers)), ith, nth);
+                              dout, &s, pacc, ith, nth);
 }
 
 /* A convolution's backward as the step runs it, shared with the autotuner so it times the same kernels:
@@ -1029,7 +1031,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     const size_t total = (size_t)n * to->per_sample;
     const int acc = !overwrites_in_grad(mi, l), pacc = params_acc(mi, (int)(l - m->layers));
     switch (l->op) {
-    case OP_DENSE: dense_bwd(mi, l, n, st->defer_dense_params, ith, nth); break;
+    case OP_DENSE: dense_bwd(mi, l, n, st->defer_dense_params, pacc, ith, nth); break;
     case OP_RELU: if (din) relu_backward(din, dout, out, total, ith, nth); break;
     case OP_SILU: if (din) silu_backward(din, dout, in, total, ith, nth); break;
     case OP_SIGMOID: if (din) sigmoid_backward(din, dout, out, total, ith, nth); break;
@@ -1475,8 +1477,7 @@ static void se_chain_find(const struct model *m, int i, struct exec_layer_state 
     for (int k = 0; k < 4; k++) ls[i + k].se_chain = i;
 }
 
-/* Whether the A/B switch `name` is set to 0 (its measured path turned off for this process's runs). */
-static int env_off(const char *name)
+int exec_env_off(const char *name)
 {
     const char *v = getenv(name);
     return v && strcmp(v, "0") == 0;
@@ -1494,9 +1495,9 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
             return tb_error_set(TB_EINVAL, "--conv-algo must be auto, im2col, direct, fft or gemm1x1 (got '%s')",
                                 algo_name);
     }
-    mi->no_dw_form_dout = env_off("TB_DW_FORM_DOUT");
-    mi->no_se_chain = env_off("TB_SE_CHAIN");
-    mi->no_se_rows = env_off("TB_SE_ROWS");
+    mi->no_dw_form_dout = exec_env_off("TB_DW_FORM_DOUT");
+    mi->no_se_chain = exec_env_off("TB_SE_CHAIN");
+    mi->no_se_rows = exec_env_off("TB_SE_ROWS");
     mi->ls = calloc((size_t)m->n_layers, sizeof *mi->ls);
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;

@@ -88,6 +88,9 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
 /* Whether layer li's backward can write its parameter gradients rather than add to them (a dense layer, or
  * a convolution prepared on GEMM1X1): where mi->pfirst marks it, its gradients need no zeroing first. */
 int exec_params_first_write(const struct model_inst *mi, int li);
+/* Whether the A/B switch `name` (TB_SE_ROWS, TB_GRAD_FIRST_WRITE, ...) is set to 0: its measured path turned off
+ * for this process's runs. */
+int exec_env_off(const char *name);
 /* Tensors crossing a pipeline split placed before layer `split` (produced before it, read at or after
  * it; never the uint8 input), in ascending id order: writes up to max_ids ids, returns the count. */
 int exec_boundary_tensors(const struct model *m, int split, int *ids, int max_ids);

@@ -238,7 +238,7 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
         goto fail;
     }
     exec_algos(&e->train, e->algos); /* fixed from here on */
-    if (!getenv("TB_GRAD_FIRST_WRITE") || strcmp(getenv("TB_GRAD_FIRST_WRITE"), "0") != 0) {
+    if (!exec_env_off("TB_GRAD_FIRST_WRITE")) {
         e->train.pfirst = calloc((size_t)m->n_layers, 1);
         e->train.pwrote = calloc((size_t)m->n_layers, 1);
         if (!e->train.pfirst || !e->train.pwrote) {
