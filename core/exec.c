@@ -147,7 +147,7 @@ static void relu_mask(float *dy, const float *y, size_t lo, size_t hi)
 
 static void dense_fwd(const struct model_inst *mi, const struct layer *l, int n, int ith, int nth)
 {
-    const struct dense_shape s = {n, l->a.dense.IN, l->a.dense.OUT};
+    const struct dense_shape s = {n, l->a.dense.IN, l->a.dense.OUT, mi->par};
     dense_forward(exec_act(mi, l->out), exec_act(mi, l->in), exec_param(mi, l->w_off),
                   l->n_b ? exec_param(mi, l->b_off) : NULL, &s, l->act == ACT_RELU, ith, nth);
 }
@@ -238,12 +238,13 @@ static void softmax_fwd(const struct model_inst *mi, const struct layer *l, cons
                                 1.0f / (float)st->n_global, &s, ith, nth);
 }
 
-static void conv_shape_of(const struct model *m, const struct layer *l, int n, struct conv_shape *s)
+/* Layer l's convolution shape at n samples, its splits cut for the instance's units (model_inst.par). */
+static void conv_shape_of(const struct model_inst *mi, const struct layer *l, int n, struct conv_shape *s)
 {
-    const struct tensor *ti = &m->tensors[l->in], *to = &m->tensors[l->out];
+    const struct tensor *ti = &mi->m->tensors[l->in], *to = &mi->m->tensors[l->out];
     *s = (struct conv_shape){.N = n, .H = ti->h, .W = ti->w, .C = ti->c, .OH = to->h, .OW = to->w, .OC = to->c,
                              .KH = l->a.conv.KH, .KW = l->a.conv.KW, .stride = l->a.conv.stride,
-                             .pad = l->a.conv.pad, .groups = l->a.conv.groups};
+                             .pad = l->a.conv.pad, .groups = l->a.conv.groups, .par = mi->par};
 }
 
 static inline enum norm_act norm_act_of(const struct layer *l)
@@ -329,14 +330,14 @@ static int se_bn_of(const struct model_inst *mi, const struct layer *l)
 }
 
 /* Whether the fused kernels whose threads take whole BatchNorm row chunks of M rows keep the machine's
- * cores busy: the K chunks fill at least 2/3 of the rounds of tb_par_units() cores they take. Too few
+ * cores busy: the K chunks fill at least 2/3 of the rounds of the units (tb_units) they take. Too few
  * chunks (EfficientNet's 7×7 layers at batch 16: 7 of 16 cores; 1×1 at 32×32 batch 128: 1 chunk, one
  * thread) and the unfused kernels, split over rows and (chunk, channel group) items, lose less than the
  * idle cores do (the simulated 16-core split, BENCHMARKS.md). Decided by the shape and the machine, never
  * by nth, like every work split here; the forward's bits are the same either way. */
-static int chunks_fill_cores(size_t M)
+static int chunks_fill_cores(const struct model_inst *mi, size_t M)
 {
-    const int K = bn_row_chunks(M), U = tb_par_units();
+    const int K = bn_row_chunks(M), U = tb_units(mi->par);
     return 3 * K >= 2 * U * ((K + U - 1) / U);
 }
 
@@ -351,8 +352,8 @@ static int conv_fused(const struct model_inst *mi, const struct exec_step *st, i
     const int c = mi->ls[bn].bn_conv;
     if (c < 0 || c < st->l0 || bn >= st->l1) return 0;
     struct conv_shape cs;
-    conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
-    if (!chunks_fill_cores((size_t)cs.N * cs.OH * cs.OW)) return 0;
+    conv_shape_of(mi, &mi->m->layers[c], st->n, &cs);
+    if (!chunks_fill_cores(mi, (size_t)cs.N * cs.OH * cs.OW)) return 0;
     if (mi->m->layers[c].op == OP_DWCONV) return dwconv_forward_bn_fusable(&cs);
     return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_gemm1x1_bn_fusable(&cs);
 }
@@ -368,7 +369,7 @@ static int se_conv_fused(const struct model_inst *mi, const struct exec_step *st
     const int se = mi->ls[c].conv_se;
     if (se < 0 || c >= st->l1 || !se_fused(mi, st, mi->ls[se].se_bn)) return 0;
     struct conv_shape cs;
-    conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
+    conv_shape_of(mi, &mi->m->layers[c], st->n, &cs);
     return mi->ls[c].algo == CONV_ALGO_GEMM1X1 && conv_se_pays(&cs);
 }
 
@@ -386,7 +387,7 @@ static int se_rows_fused(const struct model_inst *mi, const struct exec_step *st
     if (se < 0 || c >= st->l1 || se_conv_fused(mi, st, c) || !se_fused(mi, st, mi->ls[se].se_bn)) return 0;
     if (!conv_fused(mi, st, mi->ls[c].conv_bn) || !mi->m->tensors[mi->m->layers[se].in].needs_grad) return 0;
     struct conv_shape cs;
-    conv_shape_of(mi->m, &mi->m->layers[c], st->n, &cs);
+    conv_shape_of(mi, &mi->m->layers[c], st->n, &cs);
     return conv_se_rows_aligned(&cs, (size_t)cs.H * cs.W);
 }
 
@@ -408,10 +409,11 @@ static int se_conv_of(const struct model_inst *mi, const struct layer *l)
 
 /* The row tile both dense layers of the SE chain from layer h split a batch of n into, or 0 where they split
  * differently (dense_row_tile). */
-static int se_chain_tile(const struct model *m, int h, int n)
+static int se_chain_tile(const struct model_inst *mi, int h, int n)
 {
-    const struct layer *f1 = &m->layers[h], *f2 = &m->layers[h + 2];
-    const struct dense_shape s1 = {n, f1->a.dense.IN, f1->a.dense.OUT}, s2 = {n, f2->a.dense.IN, f2->a.dense.OUT};
+    const struct layer *f1 = &mi->m->layers[h], *f2 = &mi->m->layers[h + 2];
+    const struct dense_shape s1 = {n, f1->a.dense.IN, f1->a.dense.OUT, mi->par},
+                             s2 = {n, f2->a.dense.IN, f2->a.dense.OUT, mi->par};
     const int t = dense_row_tile(&s1);
     return t == dense_row_tile(&s2) ? t : 0;
 }
@@ -427,7 +429,7 @@ static int se_chain_tile(const struct model *m, int h, int n)
 static int se_chain_on(const struct model_inst *mi, const struct exec_step *st, int h)
 {
     return h >= 0 && mi->ls && !mi->no_layer_fusion && !mi->no_se_chain && h >= st->l0 && h + 3 < st->l1 &&
-           !st->optim && !st->defer_dense_params && se_chain_tile(mi->m, h, st->n) > 0;
+           !st->optim && !st->defer_dense_params && se_chain_tile(mi, h, st->n) > 0;
 }
 
 /* The first layer of the SE chain layer l belongs to (exec_layer_state.se_chain), or -1. */
@@ -451,9 +453,10 @@ static int se_chain_elsewhere(const struct model_inst *mi, const struct exec_ste
 }
 
 /* Thread ith's row tiles [*k0,*k1) of a batch of n for the SE chain from layer h, *th rows a tile. */
-static void se_chain_tiles(const struct model *m, int h, int n, int ith, int nth, int *th, size_t *k0, size_t *k1)
+static void se_chain_tiles(const struct model_inst *mi, int h, int n, int ith, int nth, int *th, size_t *k0,
+                           size_t *k1)
 {
-    *th = se_chain_tile(m, h, n);
+    *th = se_chain_tile(mi, h, n);
     tb_slice(((size_t)n + (size_t)*th - 1) / (size_t)*th, ith, nth, k0, k1);
 }
 
@@ -462,12 +465,12 @@ static void se_chain_forward(const struct model_inst *mi, const struct exec_step
 {
     const struct layer *f1 = &mi->m->layers[h], *f2 = &mi->m->layers[h + 2];
     const int n = st->n, C1 = f1->a.dense.OUT, C2 = f2->a.dense.OUT;
-    const struct dense_shape s1 = {n, f1->a.dense.IN, C1}, s2 = {n, f2->a.dense.IN, C2};
+    const struct dense_shape s1 = {n, f1->a.dense.IN, C1, mi->par}, s2 = {n, f2->a.dense.IN, C2, mi->par};
     float *y1 = exec_act(mi, f1->out), *a1 = exec_act(mi, f2->in), *y2 = exec_act(mi, f2->out);
     float *a2 = exec_act(mi, mi->m->layers[h + 3].out);
     int th;
     size_t k0, k1;
-    se_chain_tiles(mi->m, h, n, ith, nth, &th, &k0, &k1);
+    se_chain_tiles(mi, h, n, ith, nth, &th, &k0, &k1);
     for (size_t k = k0; k < k1; k++) {
         const int r0 = (int)k * th, r1 = r0 + th < n ? r0 + th : n;
         const size_t o1 = (size_t)r0 * C1, n1 = (size_t)(r1 - r0) * C1;
@@ -502,14 +505,14 @@ static void se_chain_backward(const struct model_inst *mi, const struct exec_ste
 {
     const struct layer *f1 = &mi->m->layers[h], *f2 = &mi->m->layers[h + 2], *sg = &mi->m->layers[h + 3];
     const int n = st->n, IN = f1->a.dense.IN, C1 = f1->a.dense.OUT, C2 = f2->a.dense.OUT;
-    const struct dense_shape s1 = {n, IN, C1}, s2 = {n, f2->a.dense.IN, C2}; /* fc2's IN is C1 */
+    const struct dense_shape s1 = {n, IN, C1, mi->par}, s2 = {n, f2->a.dense.IN, C2, mi->par}; /* fc2's IN is C1 */
     float *d_in = exec_dact(mi, f1->in), *d_y1 = exec_dact(mi, f1->out), *d_a1 = exec_dact(mi, f2->in);
     float *d_y2 = exec_dact(mi, f2->out);
     const float *d_a2 = exec_dact(mi, sg->out), *a2 = exec_act(mi, sg->out), *y1 = exec_act(mi, f1->out);
     const float *w1 = exec_param(mi, f1->w_off), *w2 = exec_param(mi, f2->w_off);
     int th;
     size_t k0, k1;
-    se_chain_tiles(mi->m, h, n, ith, nth, &th, &k0, &k1);
+    se_chain_tiles(mi, h, n, ith, nth, &th, &k0, &k1);
     for (size_t k = k0; k < k1; k++) {
         const int r0 = (int)k * th, r1 = r0 + th < n ? r0 + th : n;
         const size_t rows = (size_t)(r1 - r0), o1 = (size_t)r0 * C1, o2 = (size_t)r0 * C2;
@@ -539,8 +542,8 @@ static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int
     const int d = mi->ls[bn].bn_dw;
     if (d < 0 || bn < st->l0 || d >= st->l1 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
     struct conv_shape cs;
-    conv_shape_of(mi->m, &mi->m->layers[d], st->n, &cs);
-    return dwconv_bn_fusable(&cs) && chunks_fill_cores((size_t)cs.N * cs.H * cs.W);
+    conv_shape_of(mi, &mi->m->layers[d], st->n, &cs);
+    return dwconv_bn_fusable(&cs) && chunks_fill_cores(mi, (size_t)cs.N * cs.H * cs.W);
 }
 
 /* Whether BatchNorm layer bn leaves its output to the depthwise convolution after it, in this step
@@ -552,7 +555,7 @@ static int bn_apply_in_dw(const struct model_inst *mi, const struct exec_step *s
     if (!dw_fused(mi, st, bn)) return 0;
     const struct layer *d = &mi->m->layers[mi->ls[bn].bn_dw];
     struct conv_shape cs;
-    conv_shape_of(mi->m, d, st->n, &cs);
+    conv_shape_of(mi, d, st->n, &cs);
     return !d->n_b && dw_params_in_bn(mi) && dwconv_forward_bn_in_fusable(&cs);
 }
 
@@ -581,7 +584,7 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     case OP_SIGMOID: sigmoid_forward(out, in, (size_t)n * to->per_sample, ith, nth); break;
     case OP_CONV: {
         struct conv_shape cs;
-        conv_shape_of(m, l, n, &cs);
+        conv_shape_of(mi, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
         if (se_rows_fused(mi, st, (int)(l - m->layers))) { /* (x·s[n]) tile by tile, and the statistics */
             const struct conv_se_rows se = se_rows_of(mi, (int)(l - m->layers));
@@ -600,7 +603,7 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
     }
     case OP_DWCONV: {
         struct conv_shape cs;
-        conv_shape_of(m, l, n, &cs);
+        conv_shape_of(mi, l, n, &cs);
         const int fb = conv_fused(mi, st, mi->ls ? mi->ls[l - m->layers].conv_bn : -1);
         const int ib = mi->ls ? mi->ls[l - m->layers].dw_bn : -1;
         if (ib >= 0 && bn_apply_in_dw(mi, st, ib)) { /* the input BatchNorm's apply pass too */
@@ -924,7 +927,7 @@ static void act_bwd(const struct model_inst *mi, const struct layer *l, int n, i
 static void dense_bwd(const struct model_inst *mi, const struct layer *l, int n, int defer_params, int pacc, int ith,
                       int nth)
 {
-    const struct dense_shape s = {n, l->a.dense.IN, l->a.dense.OUT};
+    const struct dense_shape s = {n, l->a.dense.IN, l->a.dense.OUT, mi->par};
     float *dout = exec_dact(mi, l->out);
     if (mi->m->tensors[l->in].needs_grad)
         dense_backward_data(exec_dact(mi, l->in), dout, exec_param(mi, l->w_off), &s, ith, nth);
@@ -984,7 +987,7 @@ static int bn_bwd_in_conv(const struct model_inst *mi, const struct exec_step *s
     const struct layer *cl = &mi->m->layers[c];
     if (cl->op != OP_CONV || mi->ls[c].algo != CONV_ALGO_GEMM1X1 || !mi->m->tensors[cl->in].needs_grad) return 0;
     struct conv_shape cs;
-    conv_shape_of(mi->m, cl, st->n, &cs);
+    conv_shape_of(mi, cl, st->n, &cs);
     return conv_backward_gemm1x1_fusable(&cs, !overwrites_in_grad(mi, cl));
 }
 
@@ -1037,7 +1040,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     case OP_SIGMOID: if (din) sigmoid_backward(din, dout, out, total, ith, nth); break;
     case OP_CONV: {
         struct conv_shape cs;
-        conv_shape_of(m, l, n, &cs);
+        conv_shape_of(mi, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
         if (se_conv_fused(mi, st, (int)(l - m->layers))) {
             /* The SE scale's input gradient through s[n] (BatchNorm reads it with a scale of ones), and
@@ -1072,7 +1075,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
     }
     case OP_DWCONV: {
         struct conv_shape cs;
-        conv_shape_of(m, l, n, &cs);
+        conv_shape_of(mi, l, n, &cs);
         const int bn = mi->ls ? mi->ls[l - m->layers].dw_bn : -1;
         if (din && dw_fused(mi, st, bn)) {
             /* The input's BatchNorm's first backward pass too: dz over din, its chunk sums in part; and
@@ -1170,7 +1173,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         const int c = se_conv_of(mi, l);
         if (se_conv_fused(mi, st, c)) { /* dscale from the convolution's parts, still in shared */
             struct conv_shape cs;
-            conv_shape_of(m, &m->layers[c], n, &cs);
+            conv_shape_of(mi, &m->layers[c], n, &cs);
             if (need_s)
                 conv_se_dscale(exec_dact(mi, l->in2), mi->shared, exec_param(mi, m->layers[c].w_off), &cs, ith, nth);
             break;
@@ -1516,7 +1519,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         mi->ls[i].algo = -1;
         if (l->op != OP_CONV) continue;
         struct conv_shape s;
-        conv_shape_of(m, l, mi->n_max, &s);
+        conv_shape_of(mi, l, mi->n_max, &s);
         int algo = tune_from ? tune_from->ls[i].algo : -1;
         if (algo < 0 && forced >= 0 && conv_algo_supported((enum conv_algo)forced, &s)) algo = forced;
         /* What the step's backward runs depends on both (see tune_run): part of the tuning key. */
@@ -1601,7 +1604,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         if (l->op == OP_BN && 3 * (size_t)m->tensors[l->in].c > coef) coef = 3 * (size_t)m->tensors[l->in].c;
         if (l->op != OP_CONV || mi->ls[i].algo != CONV_ALGO_GEMM1X1) continue;
         struct conv_shape s;
-        conv_shape_of(m, l, mi->n_max, &s);
+        conv_shape_of(mi, l, mi->n_max, &s);
         if (!conv_backward_gemm1x1_fusable(&s, 0) && !conv_backward_gemm1x1_fusable(&s, 1)) continue;
         /* With an SE scale before it, maybe its rows too (se_rows_fused: decided per step, sized here). */
         const int se = mi->ls[i].conv_se >= 0;
@@ -1614,7 +1617,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         const struct layer *l = &m->layers[i];
         if (l->op != OP_CONV || mi->ls[i].conv_se < 0) continue;
         struct conv_shape s;
-        conv_shape_of(m, l, mi->n_max, &s);
+        conv_shape_of(mi, l, mi->n_max, &s);
         if (!conv_se_pays(&s)) continue;
         if (conv_se_scratch_floats(&s) > need) need = conv_se_scratch_floats(&s);
         if (conv_se_part_floats(&s) > shared) shared = conv_se_part_floats(&s);
@@ -1634,7 +1637,7 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
         const struct layer *l = &m->layers[i];
         if (l->op != OP_DWCONV) continue;
         struct conv_shape s;
-        conv_shape_of(m, l, mi->n_max, &s);
+        conv_shape_of(mi, l, mi->n_max, &s);
         /* Or in row-chunk parts: a smaller batch has no more chunks (the same channel blocks, fewer rows). */
         if (dwconv_params_row_chunks(&s) && dw_part_off(&s) + dwconv_params_part_floats(&s) > shared)
             shared = dw_part_off(&s) + dwconv_params_part_floats(&s);

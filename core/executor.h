@@ -84,6 +84,9 @@ struct executor_config {
     int prefetch;         /* passes a schedule hands over ahead (executor_prefetch) at most; 0 = none */
     int ordinal;          /* which instance of the device this executor uses (a mirrored replica's index):
                              the cuda device takes GPU ordinal mod the GPUs present; the cpu ignores it */
+    int par_units;        /* cpu: cut every work split as a machine of this many cores would (0: this machine's,
+                             tb_par_units; mirrored's one-core replicas: TB_ONE_CORE_UNITS). The bits follow it,
+                             never the thread count */
 };
 
 /* One pass over a slice of the global batch; zero-initialised fields give a whole-model pass. */

@@ -141,6 +141,8 @@ size_t model_count_params(const struct model *m);
 struct model_inst {
     const struct model *m;
     int n_max;          /* activations planned for this many samples */
+    int par;            /* parallel units its work splits are cut for (0: the machine's, tb_par_units;
+                         * executor_config.par_units) */
     float *params;      /* (n_params), or a window of canonical offsets from param_base on */
     size_t param_base;  /* canonical offset params[0] and grads[0] hold (0: the whole arenas) */
     float *grads;       /* (n_params), or a window like params */

@@ -218,7 +218,7 @@ enum { SGEMM_SMALL_ROWS = 128, SGEMM_SMALL_COLS = 64, SGEMM_SMALL_K = 128 };
 /* Output tiles of a GEMM1X1 pass: row blocks of GEMM_ROWS and, when there are fewer than
  * GEMM_FEW_ROW_UNITS of them (EfficientNet's late layers: 784 rows at 7×7 batch 16, M = N at 1×1),
  * column blocks too, so those layers split over threads as well: as few as give every core of the
- * machine the same share (tb_par_units), because each sgemm call packs its whole row block again, and
+ * machine (par units, tb_units) the same share, because each sgemm call packs its whole row block again, and
  * 18 64-wide column blocks of 784×320·320×1152 ran at 110–114 GFLOP/s against 135–146 in 4 × 2 or 2 × 2
  * tiles (one thread, SkylakeX kernels). The column blocks are an even number (edges on multiples of 8):
  * 192 columns in three 64-wide blocks ran 2:1 on two threads. Decided by the shape and the machine,
@@ -250,13 +250,12 @@ static void col_block(int cols, int cu, int k, int *c0, int *n)
 /* Row blocks: an even number (when more than one) of equal blocks of at most GEMM_ROWS rows, edges on
  * multiples of 8. Whole 256-row blocks and a short last one split unevenly over two threads: 784 rows
  * (7×7 layers) went 512 : 272, 3,136 (14×14) 1,792 : 1,344, and those layers scaled 1.5–1.75× on two
- * threads against 1.9–2× elsewhere. Column blocks when rows are few: enough for ru·cu ≥ tb_par_units. */
-static struct gemm_tiles gemm_tiles_of(size_t M, int cols)
+ * threads against 1.9–2× elsewhere. Column blocks when rows are few: enough for ru·cu ≥ the units (par). */
+static struct gemm_tiles gemm_tiles_of(size_t M, int cols, int par)
 {
     size_t ru = (M + GEMM_ROWS - 1) / GEMM_ROWS;
     if (ru > 1) ru += ru % 2;
     struct gemm_tiles t = {.M = M, .ru = ru, .cols = cols, .cu = 1};
-    const int par = tb_par_units();
     if (t.ru < GEMM_FEW_ROW_UNITS && t.ru < (size_t)par) {
         const int want = (int)(((size_t)par + ru - 1) / ru);
         t.cu = even_col_blocks(cols, want + want % 2);
@@ -300,7 +299,7 @@ void conv_forward_gemm1x1(float *out, const float *inp, const float *w, const fl
                           const struct conv_fft_plan *plan, float *scratch, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
-    const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, OC);
+    const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, OC, tb_units(s->par));
     const int own = !b && gemm_rows_fits(C, OC), stream = gemm_stream(t.M, OC, nth);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
@@ -410,7 +409,7 @@ static void gemm1x1_backward_data(float *dinp, const float *dout, const float *w
                                   float *wt, int accumulate, int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
-    const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, C);
+    const struct gemm_tiles t = gemm_tiles_of((size_t)s->N * s->H * s->W, C, tb_units(s->par));
     const int stream = gemm_stream(t.M, C, nth);
     size_t lo, hi;
     tb_slice(t.ru * (size_t)t.cu, ith, nth, &lo, &hi);
@@ -464,7 +463,7 @@ void conv_backward_params_gemm1x1_acc(float *dw, float *db, const float *inp, co
      * even number of them (672 in 64-wide units was 11, which two threads ran 6:5), no more than the
      * machine's cores use: every call packs all of dout (or inp) again, and 784×1152ᵀ·784×320 in 18
      * units ran at 111–118 GFLOP/s against 137–150 in 2. */
-    const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer, tb_par_units());
+    const int longer = OC >= C ? OC : C, cu = even_col_blocks(longer, tb_units(s->par));
     const float beta = acc ? 1.0f : 0.0f; /* 0: OpenBLAS zeroes C first, the bits of adding to zeros */
     tb_slice((size_t)cu, ith, nth, &lo, &hi);
     for (size_t u = lo; u < hi; u++) {
@@ -503,7 +502,7 @@ int conv_params_row_chunks(const struct conv_shape *s)
     if (!conv_algo_supported(CONV_ALGO_GEMM1X1, s)) return 0;
     if ((longer + GEMM_COLS - 1) / GEMM_COLS >= GEMM_FEW_ROW_UNITS || M < 2 * (size_t)PARAMS_CHUNK_MIN_ROWS) return 0;
     size_t k = M / PARAMS_CHUNK_MIN_ROWS;
-    const size_t par = (size_t)tb_par_units();
+    const size_t par = (size_t)tb_units(s->par);
     if (k < par) {
         const size_t few = M / PARAMS_CHUNK_FEW_ROWS;
         k = few < par ? few : par;

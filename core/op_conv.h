@@ -31,6 +31,7 @@ struct conv_shape {
     int OH, OW, OC;      /* output (N,OH,OW,OC); OH = (H + 2·pad − KH)/stride + 1 */
     int KH, KW;          /* kernel; weights (KH,KW,C/groups,OC) */
     int stride, pad, groups;
+    int par;             /* parallel units its work splits are cut for (0: the machine's; layout.h's tb_units) */
 };
 
 enum conv_algo {

@@ -21,12 +21,12 @@ enum { ROW_TILE = 64, COL_TILE = 32 };
 /* Rows when there are at least two row tiles, else columns: a function of N only. */
 static int split_rows(int N) { return N >= 2 * ROW_TILE; }
 
-/* Column tile width for n columns: as many tiles as the machine's cores use (tb_par_units), each a
+/* Column tile width for n columns: as many tiles as par units (tb_units: the machine's cores) use, each a
  * multiple of 8 and at least COL_TILE wide. 32-wide tiles cut an SE expansion (48 → 1152) at batch 64
  * into 36 sgemm calls of 64×32×48, which ran at half the speed of two calls at batch 128. */
-static int col_tile(int n)
+static int col_tile(int n, int par)
 {
-    const int u = tb_par_units(), w = ((n + u - 1) / u + 7) / 8 * 8;
+    const int u = tb_units(par), w = ((n + u - 1) / u + 7) / 8 * 8;
     return w > COL_TILE ? w : COL_TILE;
 }
 
@@ -63,11 +63,11 @@ struct dense_tiles {
 
 static int round8(int v) { return (v + 7) / 8 * 8; }
 
-/* wfloats: the layer's IN·OUT. */
-static struct dense_tiles dense_tiles_of(int R, int n, long wfloats)
+/* wfloats: the layer's IN·OUT; par_units: the shape's .par. */
+static struct dense_tiles dense_tiles_of(int R, int n, long wfloats, int par_units)
 {
     struct dense_tiles t = {.R = R, .n = n, .th = ROW_TILE, .tw = n, .rt = (R + ROW_TILE - 1) / ROW_TILE, .ct = 1};
-    const int par = tb_par_units();
+    const int par = tb_units(par_units);
     if (t.rt >= par) return t;
     const int cap = n / 16 > 1 ? n / 16 : 1; /* column tiles of at least 16 */
     int ct = (par + t.rt - 1) / t.rt;
@@ -87,7 +87,8 @@ int dense_row_tile(const struct dense_shape *s)
 {
     if (!split_rows(s->N)) return 0;
     const long wf = (long)s->IN * s->OUT;
-    const struct dense_tiles f = dense_tiles_of(s->N, s->OUT, wf), b = dense_tiles_of(s->N, s->IN, wf);
+    const struct dense_tiles f = dense_tiles_of(s->N, s->OUT, wf, s->par),
+                             b = dense_tiles_of(s->N, s->IN, wf, s->par);
     return f.ct == 1 && b.ct == 1 && f.th == b.th ? f.th : 0;
 }
 
@@ -178,10 +179,10 @@ void dense_forward(float *out, const float *inp, const float *w, const float *b,
         return;
     }
     if (split_rows(N)) {
-        const struct dense_tiles t = dense_tiles_of(N, OUT, (long)IN * OUT);
+        const struct dense_tiles t = dense_tiles_of(N, OUT, (long)IN * OUT, s->par);
         FOR_TILES2(t, ith, nth, lo, hi, c0, c1, fwd_tile(out, inp, w, b, s, relu, lo, hi, c0, c1));
     } else {
-        FOR_TILES(OUT, col_tile(OUT), ith, nth, lo, hi, {
+        FOR_TILES(OUT, col_tile(OUT, s->par), ith, nth, lo, hi, {
             const int n = (int)(hi - lo);
             float beta = 0.0f;
             if (b) {
@@ -227,10 +228,10 @@ void dense_backward_data(float *dinp, const float *dout, const float *w, const s
         return;
     }
     if (split_rows(N)) {
-        const struct dense_tiles t = dense_tiles_of(N, IN, (long)IN * OUT);
+        const struct dense_tiles t = dense_tiles_of(N, IN, (long)IN * OUT, s->par);
         FOR_TILES2(t, ith, nth, lo, hi, c0, c1, bwd_data_tile(dinp, dout, w, s, lo, hi, c0, c1));
     } else {
-        FOR_TILES(IN, col_tile(IN), ith, nth, lo, hi, {
+        FOR_TILES(IN, col_tile(IN, s->par), ith, nth, lo, hi, {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, (int)(hi - lo), OUT, 1.0f, dout, OUT,
                         w + lo * OUT, OUT, 1.0f, dinp + lo, IN);
         });
@@ -266,7 +267,7 @@ void dense_backward_params(float *dw, float *db, const float *inp, const float *
                             dout, OUT, beta, dw + t0 * OUT, OUT);
             });
         } else {
-            FOR_TILES(OUT, col_tile(OUT), ith, nth, t0, t1, {
+            FOR_TILES(OUT, col_tile(OUT, s->par), ith, nth, t0, t1, {
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IN, (int)(t1 - t0), N, 1.0f, inp, IN, dout + t0,
                             OUT, beta, dw + t0, OUT);
             });

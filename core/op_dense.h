@@ -11,6 +11,7 @@
 
 struct dense_shape {
     int N, IN, OUT;
+    int par; /* parallel units its tiles are cut for (0: the machine's; layout.h's tb_units) */
 };
 
 /* out (N,OUT) = inp (N,IN) · w (IN,OUT) + b (OUT), then max(0,·) when relu; b may be NULL. Partitioned

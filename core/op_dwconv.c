@@ -980,7 +980,7 @@ enum { DW_PARAMS_MAX_CHUNKS = 16 };
 int dwconv_params_row_chunks(const struct conv_shape *s)
 {
     if (!dwconv_specialised(s)) return 0;
-    const int nb = (s->C + VL - 1) / VL, par = tb_par_units();
+    const int nb = (s->C + VL - 1) / VL, par = tb_units(s->par);
     if (nb >= par) return 0;
     const size_t rows = (size_t)s->N * s->OH;
     /* Enough chunks for every core, and items (chunks × blocks) a multiple of the cores where one is

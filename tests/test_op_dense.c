@@ -31,7 +31,7 @@ struct dense_data {
 
 static void data_init(struct dense_data *d, int N, int IN, int OUT, uint64_t seed)
 {
-    d->s = (struct dense_shape){N, IN, OUT};
+    d->s = (struct dense_shape){.N = N, .IN = IN, .OUT = OUT};
     d->x = tu_fvec((size_t)N * IN);
     d->w = tu_fvec((size_t)IN * OUT);
     d->b = tu_fvec((size_t)OUT);
@@ -404,7 +404,7 @@ Test(dense, row_tiles_are_the_passes_tiles, .timeout = 60)
     setenv("TB_PAR_UNITS", "16", 1);
     const struct dense_case cases[] = {{128, 144, 6}, {128, 6, 144}, {128, 480, 20}, {128, 20, 480}, {256, 144, 6}};
     const int want[] = {8, 8, 8, 8, 16};
-    const struct dense_shape big = {128, 1152, 48}, small_batch = {64, 144, 6};
+    const struct dense_shape big = {.N = 128, .IN = 1152, .OUT = 48}, small_batch = {.N = 64, .IN = 144, .OUT = 6};
     cr_assert_eq(dense_row_tile(&big), 0, "1152 -> 48 at batch 128 splits columns on 16 cores");
     cr_assert_eq(dense_row_tile(&small_batch), 0, "batch 64 is under the row split");
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {

@@ -278,7 +278,7 @@ static void check_outer(const struct optim_config *c, int rows, int cols, float 
         tu_fill_normal(dy, cols, 71 + (uint64_t)t, 0.0f, 0.1f);
         /* unfused: gradient into zeros, then the flat update */
         memset(g, 0, n * sizeof *g);
-        struct dense_shape s = {1, rows, cols};
+        struct dense_shape s = {.N = 1, .IN = rows, .OUT = cols};
         dense_backward_params(g, NULL, x, dy, &s, 1, 0, 1);
         optim_update(&cu, w1, g, st1, n, NULL, 0, NULL, t, 0, 1);
         /* fused, in two column slices to show columns are independent, with the next forward (ReLU) */

@@ -29,7 +29,7 @@
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
 #   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; strong at all cores again with
 #                                   TB_SE_CHAIN=0, weak again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0,
-#                                   TB_SE_ROWS=0, TB_GRAD_FIRST_WRITE=0 and TB_PAR_UNITS=2; weak's all-core
+#                                   TB_SE_ROWS=0, TB_GRAD_FIRST_WRITE=0 and TB_REPLICA_CUT=0; weak's all-core
 #                                   point on issue 31's commit beside this tree's, alternating),
 #                                   or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
@@ -676,10 +676,10 @@ phase_scaling() {
     scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_SE_CHAIN=0
     scaling_step weak $((BUDGET / 2))
     scaling_then_now 150
-    # Each one-thread replica cuts its work as the 16-core machine does (tb_par_units: more GEMM tiles, weight-
-    # gradient row chunks, depthwise (row, channel) items, fused BatchNorm passes off where chunks fill too few
-    # cores), none of which 36b6a67 had: weak scaling again with a 2-core machine's cut (thirtieth session).
-    scaling_step weak $((BUDGET / 2)) TB_PAR_UNITS=2
+    # Mirrored's one-thread replicas cut their work as a 2-core machine does (thirty-first session); before, as
+    # the 16-core machine (more GEMM tiles, weight-gradient row chunks, depthwise (row, channel) items, fused
+    # BatchNorm passes off where chunks fill too few cores): weak scaling again with that cut.
+    scaling_step weak $((BUDGET / 2)) TB_REPLICA_CUT=0
     # The twenty-seventh session's non-temporal stores from 1 MiB a thread (Intel), against the old 16 MiB: weak
     # scaling's one-thread replicas are where they change anything (strong's 16 threads keep 16 MiB).
     scaling_step weak $((BUDGET / 2)) TB_STREAM_KB=16384
