@@ -6,6 +6,7 @@
 #include "session.h"
 
 #include "layer_profile.h"
+#include "layout.h"
 #include "plan_project.h"
 #include "projection.h"
 #include "results.h"
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A float as the shortest double that reads back as the same float: 0.001f is written 0.001, not
  * 0.0010000000474974513. */
@@ -56,6 +58,39 @@ static int compute_threads(const struct session *s)
     if (s->c.run.n_threads > 0 && backend_takes_option(s->c.backend, "threads")) return s->c.run.n_threads;
     if (s->c.run.n_devices > 0) return s->c.run.n_devices;
     return s->mi.n_cores > 0 ? s->mi.n_cores : 1;
+}
+
+/* The switches the run read from its environment, as config.env: every TB_* variable (the A/B paths, the work
+ * split's units, streaming stores) and OpenBLAS's and OpenMP's, so that two rows of an A/B say which side each
+ * is. Sorted by name, so the same environment writes the same row. */
+static int env_name_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+static void row_env(struct json_buf *b)
+{
+    static const char *const prefixes[] = {"TB_", "OPENBLAS_", "OMP_"};
+    size_t n = 0;
+    for (char **e = environ; *e; e++) n++;
+    const char **set = malloc((n ? n : 1) * sizeof *set);
+    size_t k = 0;
+    for (char **e = environ; set && *e; e++)
+        for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++)
+            if (strncmp(*e, prefixes[p], strlen(prefixes[p])) == 0 && strchr(*e, '=') &&
+                strncmp(*e, "TB_BLAS_REEXEC=", 15) != 0) { /* bench's own re-exec count, not a switch */
+                set[k++] = *e;
+                break;
+            }
+    if (k) qsort(set, k, sizeof *set, env_name_cmp);
+    json_key_object(b, "env");
+    for (size_t i = 0; i < k; i++) {
+        const char *eq = strchr(set[i], '=');
+        char name[128];
+        const size_t len = (size_t)(eq - set[i]) < sizeof name - 1 ? (size_t)(eq - set[i]) : sizeof name - 1;
+        memcpy(name, set[i], len);
+        name[len] = '\0';
+        json_key_str(b, name, eq + 1);
+    }
+    json_end_object(b);
+    free(set);
 }
 
 /* Opens a row: schema, kind, run id, configuration, machine and build; leaves "figures" open. */
@@ -163,6 +198,9 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_str(b, "checkpoint_dir", c->checkpoint_dir);
     json_key_int(b, "checkpoint_every", c->checkpoint_every);
     json_key_str(b, "resume", c->resume);
+    /* The units the kernels' work splits are cut for on this machine (layout.h; the bits follow them). */
+    json_key_int(b, "work_units", tb_par_units());
+    row_env(b);
     json_end_object(b);
     machine_info_write_json(&s->mi, b);
     /* How busy the machine was when the row was written: noisy neighbours explain noisy figures. */
