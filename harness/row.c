@@ -60,11 +60,15 @@ static int compute_threads(const struct session *s)
     return s->mi.n_cores > 0 ? s->mi.n_cores : 1;
 }
 
+/* qsort's order of "NAME=value" entries: by name. */
+static int env_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* The switches the run read from its environment, as config.env: every TB_* variable (the A/B paths, the work
  * split's units, streaming stores) and OpenBLAS's and OpenMP's, so that two rows of an A/B say which side each
  * is. Sorted by name, so the same environment writes the same row. */
-static int env_name_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
 static void row_env(struct json_buf *b)
 {
     static const char *const prefixes[] = {"TB_", "OPENBLAS_", "OMP_"};
