@@ -1088,3 +1088,27 @@ Test(cli, ipu_row_records_the_split_it_ran, .timeout = 120)
     tu_rm_rf(dir);
     free(dir), free(out);
 }
+
+/* A row records the environment switches it ran under (config.env: TB_*, OPENBLAS_*, OMP_*), so the two rows of
+ * an A/B say which side each is, but not bench's own re-exec counter; and the units its work was cut for. */
+Test(cli, row_records_the_environment_switches)
+{
+    char *dir = tu_mkdtemp("cli_env");
+    char *out = NULL;
+    cr_assert(asprintf(&out, "%s/results.jsonl", dir) > 0);
+    setenv("TB_SE_ROWS", "0", 1); /* the child inherits it; mnist-mlp has no SE block, so only the row shows it */
+    setenv("TB_PAR_UNITS", "6", 1);
+    struct proc p;
+    run_bench(ARGS("--data", "synthetic", "--steps", "3", "--batch", "8", "--out", out), &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    struct json_value *row = first_row(out);
+    cr_assert_str_eq(json_get_str(row, "config.env.TB_SE_ROWS", "(absent)"), "0");
+    cr_assert_str_eq(json_get_str(row, "config.env.TB_PAR_UNITS", "(absent)"), "6");
+    cr_assert_null(json_get(row, "config.env.TB_BLAS_REEXEC"), "bench's re-exec counter is in the row");
+    const struct json_value *u = json_get(row, "config.work_units");
+    cr_assert(u && u->type == JSON_NUMBER && u->number == 6.0, "config.work_units is not TB_PAR_UNITS's 6");
+    json_value_free(row);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
