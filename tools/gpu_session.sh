@@ -108,6 +108,8 @@ pack() {
     # both, alternating, and says whether the step regressed or the host differed (scaling_then_now).
     local old=${TB_THEN:-36b6a67} wt
     wt=$(mktemp -d) && rmdir "$wt" && git worktree add -q --detach "$wt" "$old" || exit 1
+    # A fresh build directory: the worktree's path is new each time, and CMake refuses a cache made from another.
+    rm -rf build-dev-then
     cmake -S "$wt" -B build-dev-then -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v4 \
         -DTB_TESTS=OFF >/dev/null && cmake --build build-dev-then -j2 --target bench >/dev/null &&
         cp build-dev-then/bench build-dev/bench-then || { git worktree remove --force "$wt"; exit 1; }
