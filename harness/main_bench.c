@@ -70,6 +70,9 @@ static void usage(FILE *f)
     fprintf(f, "  %-23s %s\n", "--list", "list backends (with the options only they take), devices and workloads");
     fprintf(f, "  --help, --version\n");
     fprintf(f, "\nAn option given twice counts with its last value (a script's later --steps overrides an earlier one).\n");
+    fprintf(f, "\nEnvironment: TB_MEM_AVAILABLE=BYTES plans memory as if the machine had that much; TB_PAR_UNITS=N\n"
+               "cuts the work as a machine of N cores would; TB_<change>=0 switches put a change's old path back for an\n"
+               "A/B (docs/DESIGN.md lists them). Rows record every TB_*, OPENBLAS_* and OMP_* variable (config.env).\n");
     fprintf(f, "\nExit status: 0 ok, 1 runtime failure (data, divergence, memory, a failed suite run), 2 usage error,\n"
                "130 / 143 stopped by SIGINT / SIGTERM (after a checkpoint, with --checkpoint-dir).\n");
 }
