@@ -675,7 +675,7 @@ phase_scaling() {
     # Weak scaling first (the goal furthest off: 45 % against 90 %), with what says most about it: issue 31's
     # commit beside this tree on the 16-device point, and the replicas' cut.
     scaling_step weak $((BUDGET / 2))
-    scaling_then_now 150
+    scaling_then_now 240
     # Mirrored's one-thread replicas cut their work as a 2-core machine does (thirty-first session); before, as
     # the 16-core machine (more GEMM tiles, weight-gradient row chunks, depthwise (row, channel) items, fused
     # BatchNorm passes off where chunks fill too few cores): weak scaling again with that cut.
@@ -698,7 +698,8 @@ phase_scaling() {
 }
 
 # scaling_then_now MAX_S: weak scaling's 16-device point (mirrored, 128 a device, 32×32) on pack's bench-then
-# (issue 31's commit, TB_THEN) and on this tree's bench, alternating, two rounds: the same host, one run.
+# (issue 31's commit, TB_THEN), on this tree's bench with the replicas cut as the machine (TB_REPLICA_CUT=0, the
+# eighteenth session's way) and on this tree's bench, alternating, two rounds: the same host, one run.
 scaling_then_now() {
     local then_bench
     then_bench=$(command -v bench-then) || {
@@ -707,10 +708,14 @@ scaling_then_now() {
     }
     local d
     d=$(nproc)
-    step scaling-then-now "$1" bash -c 'for r in 1 2; do for b in "$0" bench; do
-        printf "%s round %s: " "$b" "$r"
-        "$b" --backend mirrored --devices "$1" --workload effnet-b0 --resolution 32 --batch $((128 * $1)) \
-            --warmup 2 --steps 8 --data synthetic --plan throughput --out "$2" 2>&1 | grep -E "^  images/s" | tail -n 1
+    step scaling-then-now "$1" bash -c 'for r in 1 2; do for side in then machine-cut now; do
+        b=bench cut=1
+        [ "$side" = then ] && b=$0
+        [ "$side" = machine-cut ] && cut=0
+        printf "%s round %s: " "$side" "$r"
+        TB_REPLICA_CUT=$cut "$b" --backend mirrored --devices "$1" --workload effnet-b0 --resolution 32 \
+            --batch $((128 * $1)) --warmup 2 --steps 8 --data synthetic --plan throughput --out "$2" 2>&1 |
+            grep -E "^  images/s" | tail -n 1
     done; done' "$then_bench" "$d" "$WORK/scaling-then-now.jsonl"
     note "$(grep -h "round" "$WORK/scaling-then-now.out" 2>/dev/null | tr '\n' ';' | cut -c1-300)"
 }
