@@ -1486,6 +1486,8 @@ int exec_env_off(const char *name)
     return v && strcmp(v, "0") == 0;
 }
 
+int exec_units(int par_units) { return exec_env_off("TB_REPLICA_CUT") ? 0 : par_units; }
+
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
 {

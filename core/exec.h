@@ -91,6 +91,9 @@ int exec_params_first_write(const struct model_inst *mi, int li);
 /* Whether the A/B switch `name` (TB_SE_ROWS, TB_GRAD_FIRST_WRITE, ...) is set to 0: its measured path turned off
  * for this process's runs. */
 int exec_env_off(const char *name);
+/* The units an engine configured with par_units (executor_config.par_units) cuts its work for: par_units, or 0
+ * (the machine's) under TB_REPLICA_CUT=0, the A/B of the replicas' one-core cut. */
+int exec_units(int par_units);
 /* Tensors crossing a pipeline split placed before layer `split` (produced before it, read at or after
  * it; never the uint8 input), in ascending id order: writes up to max_ids ids, returns the count. */
 int exec_boundary_tensors(const struct model *m, int split, int *ids, int max_ids);

@@ -85,7 +85,7 @@ struct executor_config {
     int ordinal;          /* which instance of the device this executor uses (a mirrored replica's index):
                              the cuda device takes GPU ordinal mod the GPUs present; the cpu ignores it */
     int par_units;        /* cpu: cut every work split as a machine of this many cores would (0: this machine's,
-                             tb_par_units; mirrored's one-core replicas: TB_ONE_CORE_UNITS). The bits follow it,
+                             tb_par_units; mirrored's and ipu's one-core replicas: TB_ONE_CORE_UNITS). The bits follow it,
                              never the thread count */
 };
 

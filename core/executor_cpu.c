@@ -197,9 +197,7 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
     e->fuse = !cfg->no_fuse && !cfg->no_fused_step && exec_can_fuse_update(m, n_max, &cfg->optim);
     e->dense1 = e->fuse && exec_dense1_chain(m);
     e->train.no_layer_fusion = e->eval.no_layer_fusion = cfg->no_fuse;
-    /* Before exec_prepare, which sizes the splits' parts. TB_REPLICA_CUT=0 (an A/B of mirrored's one-core cut):
-     * the machine's. */
-    e->train.par = e->eval.par = exec_env_off("TB_REPLICA_CUT") ? 0 : cfg->par_units;
+    e->train.par = e->eval.par = exec_units(cfg->par_units); /* before exec_prepare, which sizes the splits' parts */
     if (e->fuse && !(e->pending_in = malloc(exec_dense_inputs_floats(m) * sizeof(float)))) {
         st = tb_error_set(TB_ENOMEM, "local_engine_create: out of memory");
         goto fail;

@@ -65,12 +65,12 @@ static inline int tb_par_units(void)
 }
 
 /* The parallel units a work split is cut for: par where an engine was given its own (a shape's .par: a
- * one-core mirrored replica cuts as TB_ONE_CORE_UNITS, whatever the machine), else the machine's. */
+ * one-core replica cuts as TB_ONE_CORE_UNITS, whatever the machine), else the machine's. */
 static inline int tb_units(int par) { return par > 0 ? par : tb_par_units(); }
 
-/* The cut of a one-core device among several (a mirrored replica): a 2-core machine's, the fewest units
- * any machine cuts for, so its bits are every machine's and its splits are not 16 cores' on a 16-core one
- * (more, smaller pieces and BatchNorm's fused passes off: +3.7 % bytes a replica step, simulated). */
+/* The cut of a one-core device among several (a mirrored replica, an ipu replica's stage): a 2-core machine's,
+ * the fewest units any machine cuts for, so its bits are every machine's and its splits are not 16 cores' on a
+ * 16-core one (more, smaller pieces and BatchNorm's fused passes off: +3.7 % bytes a replica step, simulated). */
 enum { TB_ONE_CORE_UNITS = 2 };
 
 /* The smallest output one thread of our kernels writes with non-temporal stores (skipping the read for

@@ -275,6 +275,7 @@ static int init_slots(struct stage_engine *e)
         struct model_inst *mi = &e->slot[k];
         mi->m = &e->sm;
         mi->n_max = B;
+        mi->par = exec_units(e->cfg.par_units);
         mi->params = e->params, mi->grads = e->grads, mi->buffers = e->buffers, mi->dacts = e->dacts;
         mi->acts = arena_alloc(e->act_floats);
         mi->losses = calloc((size_t)B, sizeof(float));
@@ -376,6 +377,7 @@ static int init_segments(struct stage_engine *e)
         struct model_inst *mi = &e->seg[k].mi;
         mi->m = &e->seg[k].plan;
         mi->n_max = B;
+        mi->par = exec_units(e->cfg.par_units);
         mi->params = e->params, mi->grads = e->grads, mi->buffers = e->buffers;
         mi->acts = e->work, mi->dacts = e->dacts;
         mi->losses = e->seg_losses, mi->correct = e->seg_correct, mi->labels = e->seg_labels;

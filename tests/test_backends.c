@@ -22,9 +22,9 @@
  * (run_config.no_fuse) in params and optimizer state; the same seed twice gives the same bits; a run of
  * steps (backend_stage_steps once, backend_run_steps in runs of 7, 1 and 12: the cuda device's own loop at
  * batch 1, else the steps one by one) gives backend_train_step's bits, for every backend.
- * Also: backend_create on an unknown name fails with TB_EINVAL and the valid names listed; mirrored's replicas
- * (one-core devices) give a 2-core machine's bits on a 16-core one (effnet-b0, a child process as the 2-core
- * machine).
+ * Also: backend_create on an unknown name fails with TB_EINVAL and the valid names listed; mirrored's and ipu's
+ * replicas (one-core devices) give a 2-core machine's bits on a 16-core one (effnet-b0, a child process as the
+ * 2-core machine).
  * Threaded tests carry a timeout so a deadlocked pool fails instead of hanging.
  */
 #include "test_util.h"
@@ -605,11 +605,12 @@ Test(backends, unknown_name_lists_valid_ones)
     backend_destroy(&b); /* safe on a failed create */
 }
 
-/* Two training steps of effnet-b0 (32×32, 10 classes) on mirrored with 2 replicas of 32 samples, from the
- * workload's initial parameters, every convolution on im2col (no per-process timing choice, so two
- * processes run the same kernels): the parameters after them into p (n_params floats, allocated), the losses
- * into loss. TB_PAR_UNITS and TB_REPLICA_CUT as the environment says. */
-static size_t mirrored_effnet_steps(float **p, double loss[2])
+/* Two training steps of effnet-b0 (32×32, 10 classes, global batch 64) on `backend` with 2 replicas (mirrored: 2
+ * devices of 32; ipu: 2 stages × 2 replicas, micro-batches of 8, 4 a step), from the workload's initial
+ * parameters, every convolution on im2col (no per-process timing choice, so two processes run the same kernels):
+ * the parameters after them into p (n_params floats, allocated), the losses into loss. TB_PAR_UNITS and
+ * TB_REPLICA_CUT as the environment says. */
+static size_t replicas_effnet_steps(const char *backend, float **p, double loss[2])
 {
     enum { RES = 32, B = 64 };
     const struct workload *w = workload_find("effnet-b0");
@@ -622,13 +623,15 @@ static size_t mirrored_effnet_steps(float **p, double loss[2])
     struct dataset ds;
     cr_assert_eq(dataset_synthetic(2 * B, RES, RES, 3, 10, 7, 1, &ds), TB_OK, "%s", tb_error_get());
     struct backend b;
-    cr_assert_eq(backend_create(&b, "mirrored"), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_create(&b, backend), TB_OK, "%s", tb_error_get());
     struct run_config cfg = {0};
-    cfg.batch = B, cfg.eval_batch = B, cfg.seed = 42, cfg.n_devices = 2;
+    cfg.batch = B, cfg.eval_batch = B, cfg.seed = 42;
+    if (!strcmp(backend, "ipu")) cfg.ipu.stages = 2, cfg.ipu.replicas = 2, cfg.ipu.micro_batch = 8, cfg.ipu.ga = 4;
+    else cfg.n_devices = 2;
     optim_config_defaults(&cfg.optim, OPTIM_SGD);
     cfg.optim.total_steps = 2;
     snprintf(cfg.conv_algo, sizeof cfg.conv_algo, "im2col");
-    cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s: %s", backend, tb_error_get());
     float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers ? m.n_buffers : 1);
     float *opt = tu_fvec(m.n_params * (size_t)optim_state_per_param(OPTIM_SGD) + 1);
     w->init(&m, params, buffers, 42);
@@ -638,7 +641,7 @@ static size_t mirrored_effnet_steps(float **p, double loss[2])
     for (int s = 1; s <= 2; s++) {
         const struct batch bt = {B, ds.images + (size_t)(s - 1) * B * RES * RES * 3, ds.labels + (size_t)(s - 1) * B};
         struct step_stats st;
-        cr_assert_eq(backend_train_step(&b, &bt, s, &st), TB_OK, "step %d: %s", s, tb_error_get());
+        cr_assert_eq(backend_train_step(&b, &bt, s, &st), TB_OK, "%s step %d: %s", backend, s, tb_error_get());
         loss[s - 1] = st.loss_sum;
     }
     cr_assert_eq(backend_get_tensors(&b, TF_PARAMS, params), TB_OK, "%s", tb_error_get());
@@ -651,12 +654,15 @@ static size_t mirrored_effnet_steps(float **p, double loss[2])
     return n;
 }
 
-/* A mirrored replica among several is a one-core device and cuts its work as a 2-core machine does
- * (executor_config.par_units), whatever the machine: its bits on a machine of 16 cores (TB_PAR_UNITS=16)
- * are those of a machine of 2 (a child process, TB_PAR_UNITS=2, as tb_par_units is read once). And the
- * 16-core cut (TB_REPLICA_CUT=0) does give other bits at this shape, so the equality is not vacuous. */
-Test(backends, mirrored_replica_cut_is_every_machines, .timeout = 240)
+/* A replica among several (mirrored's, ipu's) is a one-core device and cuts its work as a 2-core machine does
+ * (executor_config.par_units), whatever the machine: its bits on a machine of 16 cores (TB_PAR_UNITS=16) are
+ * those of a machine of 2 (a child process, TB_PAR_UNITS=2, forked before this process reads its units, which
+ * it does once). And the 16-core cut (TB_REPLICA_CUT=0) gives other bits at this shape, so the equality is not
+ * vacuous. */
+Test(backends, replica_cut_is_every_machines, .timeout = 240)
 {
+    static const char *const backends[] = {"mirrored", "ipu"};
+    enum { NB = 2 };
     char path[] = "/tmp/tb_replica_cut_XXXXXX";
     const int fd = mkstemp(path);
     cr_assert_geq(fd, 0, "mkstemp failed");
@@ -665,32 +671,42 @@ Test(backends, mirrored_replica_cut_is_every_machines, .timeout = 240)
     cr_assert_geq(pid, 0, "fork failed");
     if (pid == 0) {
         setenv("TB_PAR_UNITS", "2", 1);
-        float *p;
-        double loss[2];
-        const size_t n = mirrored_effnet_steps(&p, loss);
-        const int ok = write(fd, loss, sizeof loss) == (ssize_t)sizeof loss &&
-                       write(fd, p, n * sizeof(float)) == (ssize_t)(n * sizeof(float));
+        int ok = 1;
+        for (int k = 0; k < NB && ok; k++) {
+            float *p;
+            double loss[2];
+            const size_t n = replicas_effnet_steps(backends[k], &p, loss);
+            ok = write(fd, loss, sizeof loss) == (ssize_t)sizeof loss &&
+                 write(fd, p, n * sizeof(float)) == (ssize_t)(n * sizeof(float));
+            free(p);
+        }
         _exit(ok ? 0 : 3);
     }
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the 2-unit child failed (status %d)", status);
     setenv("TB_PAR_UNITS", "16", 1);
-    float *p, *q;
-    double loss[2], lq[2], want_loss[2];
-    const size_t n = mirrored_effnet_steps(&p, loss);
-    float *want = tu_fvec(n);
-    cr_assert_eq(pread(fd, want_loss, sizeof want_loss, 0), (ssize_t)sizeof want_loss);
-    cr_assert_eq(pread(fd, want, n * sizeof(float), sizeof want_loss), (ssize_t)(n * sizeof(float)));
+    off_t at = 0;
+    for (int k = 0; k < NB; k++) {
+        float *p, *q;
+        double loss[2], lq[2], want_loss[2];
+        const size_t n = replicas_effnet_steps(backends[k], &p, loss);
+        float *want = tu_fvec(n);
+        cr_assert_eq(pread(fd, want_loss, sizeof want_loss, at), (ssize_t)sizeof want_loss);
+        cr_assert_eq(pread(fd, want, n * sizeof(float), at + (off_t)sizeof want_loss), (ssize_t)(n * sizeof(float)));
+        at += (off_t)(sizeof want_loss + n * sizeof(float));
+        cr_assert(memcmp(loss, want_loss, sizeof loss) == 0, "%s: losses %.17g %.17g on 16 units, %.17g %.17g on 2",
+                  backends[k], loss[0], loss[1], want_loss[0], want_loss[1]);
+        char what[96];
+        snprintf(what, sizeof what, "%s 2 replicas' parameters, a 16-unit machine vs a 2-unit one", backends[k]);
+        tu_assert_bitwise(p, want, n, what);
+        setenv("TB_REPLICA_CUT", "0", 1);
+        replicas_effnet_steps(backends[k], &q, lq);
+        unsetenv("TB_REPLICA_CUT");
+        cr_assert(memcmp(q, want, n * sizeof(float)) != 0,
+                  "%s: the 16-unit machine's own cut gave the 2-unit bits: this shape tests no cut", backends[k]);
+        free(p), free(q), free(want);
+    }
     close(fd);
     unlink(path);
-    cr_assert(memcmp(loss, want_loss, sizeof loss) == 0, "losses %.17g %.17g on 16 units, %.17g %.17g on 2", loss[0],
-              loss[1], want_loss[0], want_loss[1]);
-    tu_assert_bitwise(p, want, n, "mirrored 2 replicas' parameters, a 16-unit machine vs a 2-unit one");
-    setenv("TB_REPLICA_CUT", "0", 1);
-    mirrored_effnet_steps(&q, lq);
-    unsetenv("TB_REPLICA_CUT");
-    cr_assert(memcmp(q, want, n * sizeof(float)) != 0,
-              "the 16-unit machine's own cut gave the 2-unit bits: this shape tests no cut");
-    free(p), free(q), free(want);
 }

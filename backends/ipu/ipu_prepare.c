@@ -88,10 +88,12 @@ static double devices_bytes(const struct ipu_ctx *c)
 /* A whole-model executor of one micro-batch on one thread: it tunes the convolution algorithms (the
  * process-wide choices every stage executor then finds for the same shapes) and times each layer for
  * the split. Timing only needs plausible magnitudes: small seeded weights, unit running variances. */
-static int timing_init(struct executor *ex, const struct model *m, const struct run_config *cfg, int n_max)
+static int timing_init(struct executor *ex, const struct model *m, const struct run_config *cfg, int n_max,
+                       int par_units)
 {
     struct executor_config ec;
     backend_executor_config(cfg, n_max, 1, &ec);
+    ec.par_units = par_units; /* the stages' cut: their shapes find its tuned algorithms */
     ec.eval_batch = 1; /* it never evaluates */
     ec.no_fused_step = 1, ec.profile = 0, ec.trace = 0;
     int st = executor_create(ex, m, &ec);
@@ -170,7 +172,7 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
     if ((st = check_fits(c, 8.0 * (double)model_act_floats(m, p->B) + 12.0 * (double)m->n_params,
                          "the tuning instance")) != TB_OK)
         return st;
-    if ((st = timing_init(&ti, m, cfg, p->B)) != TB_OK) goto fail;
+    if ((st = timing_init(&ti, m, cfg, p->B, ipu_units(p))) != TB_OK) goto fail;
     if (S > 1 && !p->split_given) {
         double *tf = calloc((size_t)m->n_layers, sizeof *tf), *tb = calloc((size_t)m->n_layers, sizeof *tb);
         if (!tf || !tb) {

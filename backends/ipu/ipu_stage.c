@@ -34,6 +34,7 @@ int ipu_dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r)
     ec.prec = p->prec, ec.master = p->master, ec.recompute = p->recompute;
     ec.cuts = n_seg ? c->cuts : NULL, ec.n_seg = n_seg;
     ec.ordinal = r * S + s; /* cuda: device d on GPU d mod the GPUs present */
+    ec.par_units = ipu_units(p);
     if ((st = executor_create(&v->ex, m, &ec)) != TB_OK) return st;
     v->n_seg = n_seg;
     if ((st = executor_grad_buffer(&v->ex, &v->gbuf)) != TB_OK) return st;
