@@ -695,6 +695,8 @@ phase_scaling() {
     scaling_step weak $((BUDGET / 2)) TB_GRAD_FIRST_WRITE=0
     scaling_step mpi $((BUDGET / 2))
     scaling_step ipu $((BUDGET / 2))
+    # The ipu's stages with 8 replicas cut as one-core devices since the thirty-first session: its old cut.
+    scaling_step ipu $((BUDGET / 2)) TB_REPLICA_CUT=0
 }
 
 # scaling_then_now MAX_S: weak scaling's 16-device point (mirrored, 128 a device, 32×32) on pack's bench-then
