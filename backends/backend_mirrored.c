@@ -322,8 +322,7 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
      * for, not for all the machine's cores, which its one thread would run one after another (on 16 cores:
      * 3.7 % more bytes a step, simulated). Its bits are then the same on every machine. One replica is cpu's
      * schedule and keeps cpu's cut (its bits). TB_REPLICA_CUT=0: the machine's cut (an A/B, exec_units). */
-    const int replicas = c->mpi ? c->world * c->R : c->R;
-    if (replicas > 1) child.par_units = TB_ONE_CORE_UNITS;
+    child.par_units = tb_replica_units(c->mpi ? c->world * c->R : c->R);
     if (child.eval_batch > c->shard * 4) child.eval_batch = child.eval_batch / c->R > 0 ? child.eval_batch / c->R : 1;
     c->n_params = m->n_params;
     for (int r = 0; r < c->R; r++) {

@@ -73,6 +73,10 @@ static inline int tb_units(int par) { return par > 0 ? par : tb_par_units(); }
  * 16-core one (more, smaller pieces and BatchNorm's fused passes off: +3.7 % bytes a replica step, simulated). */
 enum { TB_ONE_CORE_UNITS = 2 };
 
+/* The units (executor_config.par_units) of each replica's engines in a run of `replicas` replicas: the one-core
+ * cut among several; 0, the machine's, for one, whose schedule is cpu's and keeps cpu's bits. */
+static inline int tb_replica_units(int replicas) { return replicas > 1 ? TB_ONE_CORE_UNITS : 0; }
+
 /* The smallest output one thread of our kernels writes with non-temporal stores (skipping the read for
  * ownership of lines nothing will read from the cache): chosen once from the machine (core/stream_bytes.c
  * says how), or TB_STREAM_KB=N (KiB, then for the whole output whatever the threads) to A/B it in one binary. */

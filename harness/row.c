@@ -72,6 +72,7 @@ static int env_name_cmp(const void *a, const void *b)
 static void row_env(struct json_buf *b)
 {
     static const char *const prefixes[] = {"TB_", "OPENBLAS_", "OMP_"};
+    static const char REEXEC[] = "TB_BLAS_REEXEC="; /* bench's own re-exec count, not a switch */
     size_t n = 0;
     for (char **e = environ; *e; e++) n++;
     const char **set = malloc((n ? n : 1) * sizeof *set);
@@ -79,7 +80,7 @@ static void row_env(struct json_buf *b)
     for (char **e = environ; set && *e; e++)
         for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++)
             if (strncmp(*e, prefixes[p], strlen(prefixes[p])) == 0 && strchr(*e, '=') &&
-                strncmp(*e, "TB_BLAS_REEXEC=", 15) != 0) { /* bench's own re-exec count, not a switch */
+                strncmp(*e, REEXEC, sizeof REEXEC - 1) != 0) {
                 set[k++] = *e;
                 break;
             }

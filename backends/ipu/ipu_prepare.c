@@ -7,6 +7,7 @@
 
 #include "backend_executor.h"
 #include "clock.h"
+#include "layout.h"
 #include "fpenv.h"
 #include "model_range.h"
 #include "rng.h"
@@ -172,7 +173,7 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
     if ((st = check_fits(c, 8.0 * (double)model_act_floats(m, p->B) + 12.0 * (double)m->n_params,
                          "the tuning instance")) != TB_OK)
         return st;
-    if ((st = timing_init(&ti, m, cfg, p->B, ipu_units(p))) != TB_OK) goto fail;
+    if ((st = timing_init(&ti, m, cfg, p->B, tb_replica_units(p->R))) != TB_OK) goto fail;
     if (S > 1 && !p->split_given) {
         double *tf = calloc((size_t)m->n_layers, sizeof *tf), *tb = calloc((size_t)m->n_layers, sizeof *tb);
         if (!tf || !tb) {

@@ -10,7 +10,6 @@
 #include "executor.h"
 #include "ipu_plan.h"
 #include "ipu_queue.h"
-#include "layout.h"
 #include "pipeline_report.h"
 #include "status.h"
 #include "tpool.h"
@@ -136,12 +135,6 @@ static inline void *msg_payload(const struct ipu_ctx *c, const void *msg)
 }
 
 /* Scale of the 2-byte gradients: fp16 keeps them times the loss scale so that small ones survive. */
-/* The units a stage executor's work splits are cut for: with more than one replica, each replica's stages are
- * one-core devices and cut as a 2-core machine, as mirrored's replicas do (layout.h's TB_ONE_CORE_UNITS: the same
- * bits on every machine); one replica keeps the machine's cut, so one stage of one replica is cpu's bits and any
- * split of one replica the same bits as one stage. */
-static inline int ipu_units(const struct ipu_plan *p) { return p->R > 1 ? TB_ONE_CORE_UNITS : 0; }
-
 static inline float grad_scale(const struct ipu_ctx *c) { return c->p.prec == STAGE_PREC_FP16 ? c->loss_scale : 1.0f; }
 
 /* ---- ipu_stage.c ---- */

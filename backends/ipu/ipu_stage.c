@@ -7,6 +7,7 @@
 #include "ipu_priv.h"
 
 #include "backend_executor.h"
+#include "layout.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,10 @@ int ipu_dev_init(struct ipu_ctx *c, struct ipu_dev *v, int s, int r)
     ec.prec = p->prec, ec.master = p->master, ec.recompute = p->recompute;
     ec.cuts = n_seg ? c->cuts : NULL, ec.n_seg = n_seg;
     ec.ordinal = r * S + s; /* cuda: device d on GPU d mod the GPUs present */
-    ec.par_units = ipu_units(p);
+    /* With several replicas each stage is a one-core device and cuts as mirrored's replicas do (the same bits on
+     * every machine); decided by the replicas alone, so one replica's stages keep the machine's cut: one stage
+     * of one replica is cpu's bits, and any split the bits of one stage. */
+    ec.par_units = tb_replica_units(p->R);
     if ((st = executor_create(&v->ex, m, &ec)) != TB_OK) return st;
     v->n_seg = n_seg;
     if ((st = executor_grad_buffer(&v->ex, &v->gbuf)) != TB_OK) return st;
