@@ -11,7 +11,7 @@ DEB_PKGS := cmake gcc make pkg-config libopenblas-dev libfftw3-dev libgsl-dev gn
             libcriterion-dev zlib1g-dev dataset-fashion-mnist libopenmpi-dev openmpi-bin valgrind
 COMPARE_PKGS := python3-torch python3-torchvision
 
-.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile cachesim build-vg compare bench-mlp bench-scaling kernbench fuzz clean
+.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile cachesim build-vg compare bench-mlp bench-scaling bench-blascalls kernbench fuzz clean
 
 all: build
 
@@ -141,6 +141,11 @@ membw: build
 # Single-thread GFLOP/s of the skinny 1×1 GEMM kernels (gemm_rows, gemm_rows_atb) on EfficientNet-B0's shapes.
 kernbench: build
 	@$(BUILD)/kernbench $(or $(REPEATS),5)
+
+# OpenBLAS's buffer allocator under threads that call sgemm at once: its shared table (one mutex) against our
+# per-thread buffers (core/blas_buffers.c), alternating, µs a phase. THREADS defaults to 1 and all cores.
+bench-blascalls: build
+	@$(BUILD)/blascalls $(or $(ROUNDS),5) $(THREADS)
 
 # Each reader's libFuzzer target runs 10^6 executions (FUZZ_RUNS), capped at SECONDS_PER_TARGET.
 fuzz:

@@ -5,6 +5,7 @@
  */
 #include "machine.h"
 
+#include "blas_buffers.h"
 #include "blas_core.h"
 #include "build_info.h"
 #include "executor.h"
@@ -149,6 +150,7 @@ static void read_blas(struct machine_info *m)
     copy_str(v, sizeof v, openblas_get_corename());
     strip(v);
     copy_str(m->blas_core, sizeof m->blas_core, v);
+    copy_str(m->blas_buffers, sizeof m->blas_buffers, blas_buffers_mode());
 }
 
 static void read_timestamp(struct machine_info *m)
@@ -219,6 +221,7 @@ void machine_info_write_json(const struct machine_info *m, struct json_buf *b)
     json_key_str(b, "cflags", m->cflags);
     json_key_str(b, "blas", m->blas);
     json_key_str(b, "blas_core", m->blas_core);
+    json_key_str(b, "blas_buffers", m->blas_buffers);
     json_key_str(b, "commit", m->commit);
     json_end_object(b);
 }

@@ -102,7 +102,7 @@ pack() {
     # The GPU machine's CPU has AVX-512 but is not this one: no -march=native (TB_NATIVE=OFF).
     cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DTB_NATIVE=OFF -DCMAKE_C_FLAGS=-march=x86-64-v4 \
         -DTB_CUDA=ON || exit 1
-    cmake --build build-dev -j2 --target bench "${TESTS[@]}" || exit 1
+    cmake --build build-dev -j2 --target bench blascalls "${TESTS[@]}" || exit 1
     # Issue 31's own weak-scaling figure (16 devices 7,727 img/s, 71 %) was measured at 36b6a67; the eighteenth
     # session measured 5,585 there with its tree. The commit's bench rides along so that the scaling phase runs
     # both, alternating, and says whether the step regressed or the host differed (scaling_then_now).
@@ -119,7 +119,7 @@ pack() {
     mkdir -p "$(dirname "$exclude")"
     grep -qx '/.dev/' "$exclude" 2>/dev/null || echo '/.dev/' >>"$exclude"
     rm -rf .dev
-    "$packer" .dev build-dev/bench build-dev/bench-then "${TESTS[@]/#/build-dev/}" || exit 1
+    "$packer" .dev build-dev/bench build-dev/bench-then build-dev/blascalls "${TESTS[@]/#/build-dev/}" || exit 1
     pack_ompi || exit 1
     # bin/ and lib/ travel as one gzip archive (68 MB → ~25 MB: libopenblas alone is 36 MB), which also
     # shortens the transfer that device time pays for. env.sh unpacks it outside the tree (a .dev sourced
@@ -675,12 +675,19 @@ phase_scaling() {
     # Weak scaling first (the goal furthest off: 45 % against 90 %), with what says most about it: issue 31's
     # commit beside this tree on the 16-device point, and the replicas' cut.
     scaling_step weak $((BUDGET / 2))
+    # OpenBLAS's buffer lock (thirty-second session): every sgemm past its small-matrix path took and gave back a
+    # buffer under one process-wide mutex (3,162 locks a step at the 16-core cut); buffers are per thread now.
+    # First the lock alone (T threads, one sgemm each, then a barrier: µs a phase, shared table vs per-thread),
+    # then weak scaling with OpenBLAS's table again.
+    blascalls_step 60
+    scaling_step weak $((BUDGET / 2)) TB_BLAS_BUFFERS=shared
     scaling_then_now 240
     # Mirrored's one-thread replicas cut their work as a 2-core machine does (thirty-first session); before, as
     # the 16-core machine (more GEMM tiles, weight-gradient row chunks, depthwise (row, channel) items, fused
     # BatchNorm passes off where chunks fill too few cores): weak scaling again with that cut.
     scaling_step weak $((BUDGET / 2)) TB_REPLICA_CUT=0
     scaling_step strong $((BUDGET / 2))
+    scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_BLAS_BUFFERS=shared
     # The twenty-eighth session's SE chain (each thread's row tiles through fc1, SiLU, fc2, sigmoid; same bits),
     # off: all threads only, against the step above.
     scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_SE_CHAIN=0
@@ -697,6 +704,16 @@ phase_scaling() {
     scaling_step ipu $((BUDGET / 2))
     # The ipu's stages with 8 replicas cut as one-core devices since the thirty-first session: its old cut.
     scaling_step ipu $((BUDGET / 2)) TB_REPLICA_CUT=0
+}
+
+# blascalls_step MAX_S: build/blascalls (make bench-blascalls) on 1 thread and all cores, 3 rounds alternating.
+blascalls_step() {
+    command -v blascalls >/dev/null || {
+        SUMMARY+=("MISSING blascalls: pack did not carry it; nothing run")
+        return
+    }
+    step blascalls "$1" blascalls 3 1 "$(nproc)"
+    note "$(grep -h 'median' "$WORK/blascalls.out" 2>/dev/null | grep -v '^T=1 ' | tr '\n' ';' | cut -c1-300)"
 }
 
 # scaling_then_now MAX_S: weak scaling's 16-device point (mirrored, 128 a device, 32×32) on pack's bench-then

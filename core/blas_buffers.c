@@ -1,0 +1,172 @@
+/* blas_buffers.c — OpenBLAS's packing buffers, one set per thread (blas_buffers.h says why).
+ *
+ * OpenBLAS's interface functions (cblas_sgemm and the other level-3 calls) take one buffer of BUFFER_SIZE
+ * + a page with blas_memory_alloc, pack their panels into it, and give it back with blas_memory_free. Its
+ * own allocator (driver/others/memory.c, built without USE_TLS) scans one process-wide table under one
+ * pthread mutex for both, and hands a thread whichever slot is free first, so a thread's panels land in
+ * memory another core wrote last. Upstream reports the same queue (OpenBLAS issues 478, 2575, 5589).
+ *
+ * Here each thread keeps up to BB_SLOTS buffers of its own (more than one only for nested level-3 calls),
+ * mapped and first touched by itself and reused by it call after call; taking and giving one back is a flag
+ * in the thread's own set. A buffer carries a header in the page before the address OpenBLAS gets, so a
+ * free from any thread finds its slot; the set is unmapped when its thread exits. The buffer's size is the
+ * library's own: blas_memory_alloc_nolock mallocs exactly BUFFER_SIZE + a page, and malloc_usable_size of
+ * that is at least it, so an OpenBLAS built with another BUFFER_SIZE still gets whole buffers. Without that
+ * probe, or with TB_BLAS_BUFFERS=shared, every call goes on to OpenBLAS's own allocator (dlsym RTLD_NEXT). */
+#define _GNU_SOURCE
+#include "blas_buffers.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* OpenBLAS's own names, called through its PLT: defined here, they serve the process. */
+void *blas_memory_alloc(int procpos);
+void blas_memory_free(void *buffer);
+
+enum { BB_UNSET, BB_PER_THREAD, BB_SHARED };
+#define BB_SLOTS 4 /* a thread's buffers held at once: one a call, nested calls (LAPACK over GEMM) more */
+#define BB_HEADER 4096 /* the page before the buffer: keeps the page alignment OpenBLAS's mmap gives */
+#define BB_MAGIC 0x7462627566667273ull
+
+struct bb_slot {
+    char *map; /* header page + buffer; NULL until first taken */
+    atomic_int used;
+};
+
+struct bb_set {
+    struct bb_slot slot[BB_SLOTS];
+};
+
+struct bb_header {
+    uint64_t magic;
+    struct bb_slot *slot; /* NULL: a loose mapping (all slots taken, or its thread gone), unmapped on free */
+    size_t map_bytes;
+};
+
+static atomic_int bb_mode;
+static size_t bb_bytes; /* a buffer's usable bytes: at least OpenBLAS's BUFFER_SIZE + a page */
+static void *(*bb_next_alloc)(int);
+static void (*bb_next_free)(void *);
+static pthread_once_t bb_once = PTHREAD_ONCE_INIT;
+static pthread_key_t bb_key;
+static _Thread_local struct bb_set *bb_tls;
+static _Thread_local long bb_allocs;
+
+static void bb_set_release(void *p)
+{
+    struct bb_set *set = p;
+    int outstanding = 0;
+    for (int k = 0; k < BB_SLOTS; k++) {
+        struct bb_slot *s = &set->slot[k];
+        if (!s->map) continue;
+        if (atomic_load(&s->used)) {
+            /* Still held as its thread exits (OpenBLAS never does this): its free unmaps it. */
+            ((struct bb_header *)s->map)->slot = NULL;
+            outstanding = 1;
+        } else {
+            munmap(s->map, BB_HEADER + bb_bytes);
+        }
+    }
+    if (!outstanding) free(set);
+}
+
+static void bb_init(void)
+{
+    /* The definitions after ours in lookup order: OpenBLAS's own. */
+    bb_next_alloc = (void *(*)(int))dlsym(RTLD_NEXT, "blas_memory_alloc");
+    bb_next_free = (void (*)(void *))dlsym(RTLD_NEXT, "blas_memory_free");
+    void *(*probe_alloc)(int) = (void *(*)(int))dlsym(RTLD_DEFAULT, "blas_memory_alloc_nolock");
+    void (*probe_free)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "blas_memory_free_nolock");
+    const char *env = getenv("TB_BLAS_BUFFERS");
+    int mode = BB_SHARED;
+    if (!(env && strcmp(env, "shared") == 0) && probe_alloc && probe_free) {
+        void *probe = probe_alloc(0);
+        if (probe) {
+            bb_bytes = malloc_usable_size(probe);
+            probe_free(probe);
+        }
+        if (bb_bytes && pthread_key_create(&bb_key, bb_set_release) == 0) mode = BB_PER_THREAD;
+    }
+    if (mode == BB_SHARED && (!bb_next_alloc || !bb_next_free)) {
+        fprintf(stderr, "trainbench: OpenBLAS asked for a buffer, but neither its allocator nor its size was found\n");
+        abort();
+    }
+    atomic_store(&bb_mode, mode);
+}
+
+static char *bb_map(struct bb_slot *slot)
+{
+    size_t bytes = BB_HEADER + bb_bytes;
+    /* NORESERVE: OpenBLAS's R blocking spans BUFFER_SIZE, but a call touches only the panels it packs. */
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "trainbench: cannot map a %zu-byte OpenBLAS buffer\n", bytes);
+        abort();
+    }
+    struct bb_header *h = m;
+    h->magic = BB_MAGIC;
+    h->slot = slot;
+    h->map_bytes = bytes;
+    return m;
+}
+
+void *blas_memory_alloc(int procpos)
+{
+    pthread_once(&bb_once, bb_init);
+    if (atomic_load_explicit(&bb_mode, memory_order_relaxed) != BB_PER_THREAD) return bb_next_alloc(procpos);
+    struct bb_set *set = bb_tls;
+    if (!set && (set = calloc(1, sizeof *set)) != NULL) {
+        bb_tls = set;
+        pthread_setspecific(bb_key, set);
+    }
+    bb_allocs++;
+    for (int k = 0; set && k < BB_SLOTS; k++) {
+        struct bb_slot *s = &set->slot[k];
+        if (atomic_load_explicit(&s->used, memory_order_acquire)) continue;
+        if (!s->map) s->map = bb_map(s);
+        atomic_store_explicit(&s->used, 1, memory_order_relaxed);
+        return s->map + BB_HEADER;
+    }
+    return bb_map(NULL) + BB_HEADER;
+}
+
+void blas_memory_free(void *buffer)
+{
+    pthread_once(&bb_once, bb_init);
+    if (atomic_load_explicit(&bb_mode, memory_order_relaxed) != BB_PER_THREAD) {
+        bb_next_free(buffer);
+        return;
+    }
+    if (!buffer) return;
+    struct bb_header *h = (struct bb_header *)((char *)buffer - BB_HEADER);
+    if (h->magic != BB_MAGIC) {
+        fprintf(stderr, "trainbench: OpenBLAS freed a buffer this allocator did not give\n");
+        abort();
+    }
+    if (h->slot)
+        atomic_store_explicit(&h->slot->used, 0, memory_order_release);
+    else
+        munmap(h, h->map_bytes);
+}
+
+const char *blas_buffers_mode(void)
+{
+    pthread_once(&bb_once, bb_init);
+    /* Whether OpenBLAS binds to these definitions: the executable must export them. */
+    void *bound = dlsym(RTLD_DEFAULT, "blas_memory_alloc");
+    void *(*ours)(int) = blas_memory_alloc;
+    if (!bound || memcmp(&bound, &ours, sizeof bound) != 0) return "not interposed";
+    return atomic_load(&bb_mode) == BB_PER_THREAD ? "per-thread" : "shared";
+}
+
+long blas_buffers_thread_allocs(void)
+{
+    return bb_allocs;
+}
