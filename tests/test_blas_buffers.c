@@ -101,7 +101,7 @@ Test(blas_buffers, slots_reused_freed_anywhere_and_nested)
     for (int k = 5; k >= 0; k--) blas_memory_free(held[k]);
     cr_assert_eq(blas_memory_alloc(0), p, "the first slot again after the nest");
     blas_memory_free(p);
-    /* A buffer another thread took and this one frees goes back to that thread's set, not this one's. */
+    /* A buffer another thread took and still held as it exited: this thread's free unmaps it, its own set untouched. */
     void *theirs = NULL;
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, alloc_one, &theirs), 0);
