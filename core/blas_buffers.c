@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "blas_buffers.h"
 
+#include <cblas.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -57,7 +58,7 @@ static void (*bb_next_free)(void *);
 static pthread_once_t bb_once = PTHREAD_ONCE_INIT;
 static pthread_key_t bb_key;
 static _Thread_local struct bb_set *bb_tls;
-static _Thread_local long bb_allocs;
+static _Thread_local long bb_calls;
 
 static void bb_set_release(void *p)
 {
@@ -120,13 +121,13 @@ static char *bb_map(struct bb_slot *slot)
 void *blas_memory_alloc(int procpos)
 {
     pthread_once(&bb_once, bb_init);
+    bb_calls++;
     if (atomic_load_explicit(&bb_mode, memory_order_relaxed) != BB_PER_THREAD) return bb_next_alloc(procpos);
     struct bb_set *set = bb_tls;
     if (!set && (set = calloc(1, sizeof *set)) != NULL) {
         bb_tls = set;
         pthread_setspecific(bb_key, set);
     }
-    bb_allocs++;
     for (int k = 0; set && k < BB_SLOTS; k++) {
         struct bb_slot *s = &set->slot[k];
         if (atomic_load_explicit(&s->used, memory_order_acquire)) continue;
@@ -156,17 +157,36 @@ void blas_memory_free(void *buffer)
         munmap(h, h->map_bytes);
 }
 
-const char *blas_buffers_mode(void)
+static const char *bb_seen;
+static pthread_once_t bb_seen_once = PTHREAD_ONCE_INIT;
+
+/* Whether OpenBLAS calls these definitions, seen rather than assumed: the executable must export them, and a
+ * library that binds its own calls internally (-Bsymbolic, hidden visibility) would never come here. One sgemm
+ * past the small-matrix path (m·n·k > 100³), and this thread's count before and after. */
+static void bb_look(void)
 {
-    pthread_once(&bb_once, bb_init);
-    /* Whether OpenBLAS binds to these definitions: the executable must export them. */
-    void *bound = dlsym(RTLD_DEFAULT, "blas_memory_alloc");
-    void *(*ours)(int) = blas_memory_alloc;
-    if (!bound || memcmp(&bound, &ours, sizeof bound) != 0) return "not interposed";
-    return atomic_load(&bb_mode) == BB_PER_THREAD ? "per-thread" : "shared";
+    enum { S = 160 };
+    float *a = calloc(3 * (size_t)S * S, sizeof *a);
+    if (!a) {
+        bb_seen = "unknown";
+        return;
+    }
+    long before = bb_calls;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f, a, S, a + S * S, S, 0.0f, a + 2 * S * S, S);
+    free(a);
+    if (bb_calls == before)
+        bb_seen = "not interposed";
+    else
+        bb_seen = atomic_load(&bb_mode) == BB_PER_THREAD ? "per-thread" : "shared";
 }
 
-long blas_buffers_thread_allocs(void)
+const char *blas_buffers_mode(void)
 {
-    return bb_allocs;
+    pthread_once(&bb_seen_once, bb_look);
+    return bb_seen;
+}
+
+long blas_buffers_thread_calls(void)
+{
+    return bb_calls;
 }

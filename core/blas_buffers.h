@@ -12,11 +12,11 @@
 
 /* "per-thread" when this process's OpenBLAS takes its buffers from here; "shared" when TB_BLAS_BUFFERS=shared
  * (or the library has no blas_memory_alloc_nolock to size them by) forwards to OpenBLAS's own table; "not
- * interposed" when the executable did not export the definitions (then OpenBLAS never calls them). */
+ * interposed" when OpenBLAS never calls them (seen with one sgemm on the first call, which it costs). */
 const char *blas_buffers_mode(void);
 
-/* Buffers the calling thread has taken from here (per-thread mode) since it started: a test's proof that
- * its GEMMs went through this allocator. */
-long blas_buffers_thread_allocs(void);
+/* Buffers the calling thread has asked this allocator for since it started, in either mode: a test's proof
+ * that its GEMMs came through here. */
+long blas_buffers_thread_calls(void);
 
 #endif
