@@ -7,10 +7,13 @@
  * same update, so parameters stay identical without being broadcast.
  * With more than one replica in a process a training step shards the update instead (ZeRO stage 1): the ring's
  * reduce-scatter leaves each replica one complete chunk of the gradients, the replica updates that
- * chunk of the parameters and of the optimizer state, and the ring's all-gather then copies the
- * parameters (not the gradients) around. The same traffic as the all-reduce, but each replica updates
- * 1/R of the model; an element-wise update gives the same bits as the full one. get_tensors assembles
- * gradients and optimizer state from the chunks' owners.
+ * chunk of the parameters and of the optimizer state. The replicas of a process read one copy of the
+ * parameters (replica 0's; executor_config.params_from), so once every chunk is updated every replica has
+ * them: no all-gather (R−1 ring steps, each a barrier, and a copy of the model a replica), and one copy of the
+ * weights in the caches instead of R. TB_SHARED_PARAMS=0 gives each replica its own copy and the ring's
+ * all-gather of the parameters after the update, as before (an A/B). Each replica updates 1/R of the model; an
+ * element-wise update gives the same bits as the full one. get_tensors assembles gradients and optimizer state
+ * from the chunks' owners.
  *
  * BatchNorm statistics are per replica, as MirroredStrategy computes them (--sync-bn makes them global:
  * partial sums all-reduced inside the forward and backward passes); the running statistics reported
@@ -69,6 +72,7 @@ struct mir_ctx {
     struct backend_trace_buf trace; /* backend_stats' copy of the replicas' trace events */
     /* Replicas with device tensors (see the top of the file). */
     int offhost;
+    int shared_params;            /* the replicas use replica 0's parameters (params[r] all equal): no all-gather */
     struct executor_group group;  /* the device's collective (group.n == 0: none, host copies) */
     float **stage;                /* (R) host copies of the gradients when summed on the host (else NULL) */
     char stage_why[160];          /* why host copies: the device's reason */
@@ -221,11 +225,13 @@ static void step_task(void *arg, int r, int nth)
     if (sharded) {
         const int st = executor_update_part(e, c->step, allreduce_ring_owned(c->R, r), c->R);
         if (st != TB_OK) c->status[r] = st;
-        const double t3 = tb_now_s();
-        allgather_ring(c->params, c->n_params, c->R, r, mir_barrier, c);
-        const double t4 = tb_now_s();
-        c->t_allreduce[r] += t4 - t3;
-        executor_trace_add(e, 'A', t3, t4);
+        if (!c->shared_params) {
+            const double t3 = tb_now_s();
+            allgather_ring(c->params, c->n_params, c->R, r, mir_barrier, c);
+            const double t4 = tb_now_s();
+            c->t_allreduce[r] += t4 - t3;
+            executor_trace_add(e, 'A', t3, t4);
+        }
     } else if (c->do_update) {
         const int st = executor_update(e, c->step);
         if (st != TB_OK) c->status[r] = st;
@@ -325,10 +331,18 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     child.par_units = tb_replica_units(c->mpi ? c->world * c->R : c->R);
     if (child.eval_batch > c->shard * 4) child.eval_batch = child.eval_batch / c->R > 0 ? child.eval_batch / c->R : 1;
     c->n_params = m->n_params;
+    /* One copy of the parameters for the process's replicas where every update is sharded (see the top of
+     * the file): replica 0's, if it keeps them on the host; each later replica is checked to use them. */
+    const char *one_copy = getenv("TB_SHARED_PARAMS"); /* "0": a copy each (the A/B) */
+    const int share = c->R > 1 && child.optim.kind != OPTIM_LARS && !(one_copy && strcmp(one_copy, "0") == 0);
     for (int r = 0; r < c->R; r++) {
         child.ordinal = r; /* cuda: replica r on GPU r mod the GPUs present */
         int st = executor_create(&c->dev[r], m, &child);
         if (st != TB_OK) return st;
+        if (share && r == 0) {
+            struct executor_buffer p0;
+            if (executor_buffer(&c->dev[0], TF_PARAMS, &p0) == TB_OK && p0.host) child.params_from = p0.data;
+        }
         /* The ring and MPI work on host memory in place; device memory goes through the device's
          * collective or host copies. */
         struct executor_buffer g, p;
@@ -340,6 +354,12 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
         c->grads[r] = g.host ? g.data : NULL;
         c->params[r] = p.host ? p.data : NULL;
     }
+    c->shared_params = child.params_from != NULL && !c->offhost;
+    for (int r = 1; r < c->R && c->shared_params; r++) c->shared_params = c->params[r] == c->params[0];
+    /* Replicas that took replica 0's parameters cannot each keep a copy again: only all or none share. */
+    if (child.params_from && !c->shared_params)
+        return tb_error_set(TB_EUNSUPPORTED, "mirrored: device %s's replicas did not all take one copy of the "
+                                             "parameters (TB_SHARED_PARAMS=0 gives each its own)", c->dev[0].cfg.device);
     if (c->offhost) {
         const int st = prepare_offhost(c, cfg);
         if (st != TB_OK) return st;
@@ -401,7 +421,12 @@ static void update_task(void *arg, int r, int nth)
 {
     struct mir_ctx *c = arg;
     (void)nth;
-    c->status[r] = executor_update(&c->dev[r], c->step);
+    /* One copy of the parameters: each replica updates its chunk of them (and of its optimizer state, whose
+     * chunks get_tensors reads from their owners), not all of it R times over. */
+    if (c->shared_params)
+        c->status[r] = executor_update_part(&c->dev[r], c->step, allreduce_ring_owned(c->R, r), c->R);
+    else
+        c->status[r] = executor_update(&c->dev[r], c->step);
 }
 
 static int mir_update(struct backend *b, long step, struct step_stats *st)
@@ -523,8 +548,9 @@ static void mir_describe(struct backend *b, char *buf, size_t n)
         snprintf(buf, n, "mirrored: %d MPI ranks, %d samples each, MPI_Allreduce%s", c->world, c->shard, copies);
     else if (c->mpi)
         snprintf(buf, n, "mirrored: %d MPI ranks x %d devices, %d samples each, ring within a rank and "
-                         "MPI_Allreduce of its chunks between ranks%s%s", c->world, c->R, c->shard, copies,
-                 shards_update(c) ? ", update sharded over a rank's devices" : "");
+                         "MPI_Allreduce of its chunks between ranks%s%s%s", c->world, c->R, c->shard, copies,
+                 shards_update(c) ? ", update sharded over a rank's devices" : "",
+                 c->shared_params ? ", one copy of the parameters a rank" : "");
     else if (c->offhost) {
         char how[320];
         if (c->group.n) snprintf(how, sizeof how, "%s", c->group.how);
@@ -533,9 +559,9 @@ static void mir_describe(struct backend *b, char *buf, size_t n)
         snprintf(buf, n, "mirrored: %d %s replica%s, %d samples each, %s", c->R, c->dev[0].cfg.device,
                  c->R == 1 ? "" : "s", c->shard, how);
     } else
-        snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s", c->R,
+        snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s%s", c->R,
                  c->shard, shards_update(c) ? ", update sharded over devices" : "",
-                 c->coll ? ", sync BatchNorm" : "");
+                 c->shared_params ? ", one copy of the parameters" : "", c->coll ? ", sync BatchNorm" : "");
 }
 
 static void mir_destroy(struct backend *b)

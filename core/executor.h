@@ -87,6 +87,10 @@ struct executor_config {
     int par_units;        /* cpu: cut every work split as a machine of this many cores would (0: this machine's,
                              tb_par_units; mirrored's and ipu's one-core replicas: TB_ONE_CORE_UNITS). The bits follow it,
                              never the thread count */
+    float *params_from;   /* cpu: use these host parameters (another executor's, of the same model, alive as long as
+                             this one) instead of its own: mirrored's replicas in one process share one copy, each
+                             updating its chunk (executor_update_part). NULL: its own. A device that does not take
+                             them hands out its own from executor_buffer, which the caller checks */
 };
 
 /* One pass over a slice of the global batch; zero-initialised fields give a whole-model pass. */

@@ -167,7 +167,7 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
     e->nth = nth;
     int st = TB_OK;
     const size_t np = m->n_params;
-    e->params = arena_alloc(np);
+    e->params = cfg->params_from ? cfg->params_from : arena_alloc(np); /* shared: another engine owns them */
     e->grads = arena_alloc(np);
     e->opt = arena_alloc(np * (size_t)optim_state_per_param(cfg->optim.kind));
     e->buffers = arena_alloc(m->n_buffers);
@@ -260,7 +260,7 @@ void local_engine_free(struct local_engine *e)
     tpool_destroy(e->pool);
     inst_free(&e->train);
     inst_free(&e->eval);
-    arena_free(e->params);
+    if (!e->cfg.params_from) arena_free(e->params);
     arena_free(e->grads);
     arena_free(e->opt);
     arena_free(e->buffers);

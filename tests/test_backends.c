@@ -461,6 +461,63 @@ Test(backends, mirrored_sharded_update_bitwise, .timeout = 60)
     }
 }
 
+/* mirrored's replicas in one process share one copy of the parameters where every update is sharded (replica
+ * 0's; no all-gather after the update): the bits of replicas with a copy each and the ring's all-gather
+ * (TB_SHARED_PARAMS=0), every step's loss and the final parameters and optimizer state, for 3 devices (chunks of
+ * unequal length) with Adam and SGD, through train_step and through forward_backward + update (gradient
+ * accumulation's path). LARS (unsharded updates) keeps a copy a replica. The description says which ran. */
+static void mirrored_shared_trace(const struct run_spec *sp, int accumulate, int shared, struct trace *t)
+{
+    if (shared)
+        unsetenv("TB_SHARED_PARAMS");
+    else
+        setenv("TB_SHARED_PARAMS", "0", 1);
+    struct setup S;
+    setup_init(&S, sp);
+    unsetenv("TB_SHARED_PARAMS");
+    char d[256];
+    backend_describe(&S.b, d, sizeof d);
+    const int want = shared && sp->optim.kind != OPTIM_LARS;
+    cr_assert_eq(strstr(d, "one copy of the parameters") != NULL, want, "%s (TB_SHARED_PARAMS=%d)", d, shared);
+    memset(t, 0, sizeof *t);
+    for (int s = 1; s <= K_STEPS; s++) {
+        struct batch bt = setup_batch(&S, s);
+        struct step_stats ss;
+        if (accumulate) {
+            cr_assert_eq(backend_forward_backward(&S.b, &bt, s, &ss), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(S.b.i->update(&S.b, s, &ss), TB_OK, "%s", tb_error_get());
+        } else {
+            cr_assert_eq(backend_train_step(&S.b, &bt, s, &ss), TB_OK, "%s", tb_error_get());
+        }
+        t->loss[s - 1] = ss.loss_sum;
+    }
+    t->n_params = S.n_params, t->n_opt = S.n_opt;
+    t->params = tu_fvec(t->n_params);
+    t->opt = tu_fvec(t->n_opt);
+    cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, t->params), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_get_tensors(&S.b, TF_OPT, t->opt), TB_OK, "%s", tb_error_get());
+    setup_free(&S);
+}
+
+Test(backends, mirrored_shared_params_bitwise, .timeout = 120)
+{
+    static const enum optim_kind kinds[] = {OPTIM_ADAM, OPTIM_SGD, OPTIM_LARS};
+    for (int k = 0; k < 3; k++)
+        for (int accumulate = 0; accumulate < 2; accumulate++) {
+            struct run_spec sp = spec_default("mirrored", 12);
+            sp.n_devices = 3;
+            optim_config_defaults(&sp.optim, kinds[k]);
+            struct trace own, shared;
+            mirrored_shared_trace(&sp, accumulate, 0, &own);
+            mirrored_shared_trace(&sp, accumulate, 1, &shared);
+            char what[96];
+            snprintf(what, sizeof what, "3 devices, %s, %s: one copy vs a copy each", optim_name(kinds[k]),
+                     accumulate ? "forward_backward + update" : "train_step");
+            assert_trace_bitwise(&shared, &own, what);
+            trace_free(&own), trace_free(&shared);
+        }
+}
+
 /* Issue 30's MirroredStrategy seed: batch 1 on each of 2 devices is a global batch of 2 (what
  * --batch-per-replica 1 runs). Every step from cpu's state: the loss and the summed gradients of the two
  * one-sample shards match cpu's at batch 2, and the update leaves cpu's bits. */

@@ -681,6 +681,9 @@ phase_scaling() {
     # then weak scaling with OpenBLAS's table again.
     blascalls_step 60
     scaling_step weak $((BUDGET / 2)) TB_BLAS_BUFFERS=shared
+    # Mirrored's replicas share one copy of the parameters (thirty-second session): no all-gather after the
+    # sharded update (15 ring steps and barriers at 16 devices), one copy of the weights in the caches. Off:
+    scaling_step weak $((BUDGET / 2)) TB_SHARED_PARAMS=0
     scaling_then_now 240
     # Mirrored's one-thread replicas cut their work as a 2-core machine does (thirty-first session); before, as
     # the 16-core machine (more GEMM tiles, weight-gradient row chunks, depthwise (row, channel) items, fused
