@@ -1,6 +1,7 @@
 /* cachesim.c — callgrind counter dumps at layer boundaries (see cachesim.h). */
 #include "cachesim.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,20 +13,24 @@
 #endif
 #endif
 
-static int cachesim_state = -1; /* −1 undecided, 0 off, 1 on; decided by the first caller (thread 0) */
+/* −1 undecided, 0 off, 1 on: decided by the first caller; mirrored's replicas call at once (atomic: each may
+ * decide, all decide alike). */
+static atomic_int cachesim_state = -1;
 static int forwards;            /* forward passes begun (marks of layer −1, 'F') */
 
 int cachesim_on(void)
 {
-    if (cachesim_state < 0) {
+    int s = atomic_load_explicit(&cachesim_state, memory_order_relaxed);
+    if (s < 0) {
 #ifdef TB_HAVE_CALLGRIND
         const char *e = getenv("TB_CACHESIM");
-        cachesim_state = RUNNING_ON_VALGRIND && e && strcmp(e, "1") == 0;
+        s = RUNNING_ON_VALGRIND && e && strcmp(e, "1") == 0;
 #else
-        cachesim_state = 0;
+        s = 0;
 #endif
+        atomic_store_explicit(&cachesim_state, s, memory_order_relaxed);
     }
-    return cachesim_state;
+    return s;
 }
 
 /* The script starts callgrind with --instr-atstart=no and runs three steps: the first (algorithm tuning,
