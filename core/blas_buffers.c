@@ -56,6 +56,7 @@ static size_t bb_bytes; /* a buffer's usable bytes: at least OpenBLAS's BUFFER_S
 static void *(*bb_next_alloc)(int);
 static void (*bb_next_free)(void *);
 static pthread_once_t bb_once = PTHREAD_ONCE_INIT;
+static int bb_env_shared = -1; /* TB_BLAS_BUFFERS=shared: read by bb_read_env before any thread runs; −1 unread */
 static pthread_key_t bb_key;
 static _Thread_local struct bb_set *bb_tls;
 static _Thread_local long bb_calls;
@@ -78,6 +79,19 @@ static void bb_set_release(void *p)
     if (!outstanding) free(set);
 }
 
+/* The variable is read before any library's constructor: OpenBLAS's starts its server threads, which ask for a
+ * buffer at once, while bench's main thread may be changing the environment to re-execute itself (blas_core.c);
+ * a getenv from that thread then read an environment being rewritten (a segfault, 1 run in ~100). An
+ * executable's .preinit_array runs first, with the process's one thread, and gets the environment. */
+static void bb_read_env(int argc, char **argv, char **envp)
+{
+    (void)argc, (void)argv;
+    bb_env_shared = 0;
+    for (char **e = envp; e && *e; e++)
+        if (strcmp(*e, "TB_BLAS_BUFFERS=shared") == 0) bb_env_shared = 1;
+}
+__attribute__((section(".preinit_array"), used)) static void (*const bb_preinit)(int, char **, char **) = bb_read_env;
+
 static void bb_init(void)
 {
     /* The definitions after ours in lookup order: OpenBLAS's own. */
@@ -85,9 +99,13 @@ static void bb_init(void)
     bb_next_free = (void (*)(void *))dlsym(RTLD_NEXT, "blas_memory_free");
     void *(*probe_alloc)(int) = (void *(*)(int))dlsym(RTLD_DEFAULT, "blas_memory_alloc_nolock");
     void (*probe_free)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "blas_memory_free_nolock");
-    const char *env = getenv("TB_BLAS_BUFFERS");
+    int shared = bb_env_shared;
+    if (shared < 0) { /* not run from an executable's preinit (a library's copy): the variable now */
+        const char *env = getenv("TB_BLAS_BUFFERS");
+        shared = env && strcmp(env, "shared") == 0;
+    }
     int mode = BB_SHARED;
-    if (!(env && strcmp(env, "shared") == 0) && probe_alloc && probe_free) {
+    if (!shared && probe_alloc && probe_free) {
         void *probe = probe_alloc(0);
         if (probe) {
             bb_bytes = malloc_usable_size(probe);
