@@ -160,6 +160,17 @@ static void trace_free(struct trace *t)
     memset(t, 0, sizeof *t);
 }
 
+/* The trace's end: the final parameters and optimizer state read from the backend, which is then freed. */
+static void trace_finish(struct setup *S, struct trace *t)
+{
+    t->n_params = S->n_params, t->n_opt = S->n_opt;
+    t->params = tu_fvec(t->n_params);
+    t->opt = tu_fvec(t->n_opt);
+    cr_assert_eq(backend_get_tensors(&S->b, TF_PARAMS, t->params), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_get_tensors(&S->b, TF_OPT, t->opt), TB_OK, "%s", tb_error_get());
+    setup_free(S);
+}
+
 /* Trains under spec for K_STEPS steps with backend_train_step and records the trace. */
 static void run_train(const struct run_spec *sp, struct trace *t)
 {
@@ -181,12 +192,7 @@ static void run_train(const struct run_spec *sp, struct trace *t)
             free(p);
         }
     }
-    t->n_params = S.n_params, t->n_opt = S.n_opt;
-    t->params = tu_fvec(t->n_params);
-    t->opt = tu_fvec(t->n_opt);
-    cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, t->params), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(backend_get_tensors(&S.b, TF_OPT, t->opt), TB_OK, "%s", tb_error_get());
-    setup_free(&S);
+    trace_finish(&S, t);
 }
 
 /* run_train's trace, the K_STEPS steps staged at once and run in runs of 7, 1 and 12. */
@@ -210,12 +216,7 @@ static void run_train_runs(const struct run_spec *sp, struct trace *t)
         }
     }
     cr_assert_eq(backend_finish(&S.b), TB_OK, "%s", tb_error_get());
-    t->n_params = S.n_params, t->n_opt = S.n_opt;
-    t->params = tu_fvec(t->n_params);
-    t->opt = tu_fvec(t->n_opt);
-    cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, t->params), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(backend_get_tensors(&S.b, TF_OPT, t->opt), TB_OK, "%s", tb_error_get());
-    setup_free(&S);
+    trace_finish(&S, t);
 }
 
 /* Losses, params and optimizer state of t bitwise equal to ref. */
@@ -491,12 +492,7 @@ static void mirrored_shared_trace(const struct run_spec *sp, int accumulate, int
         }
         t->loss[s - 1] = ss.loss_sum;
     }
-    t->n_params = S.n_params, t->n_opt = S.n_opt;
-    t->params = tu_fvec(t->n_params);
-    t->opt = tu_fvec(t->n_opt);
-    cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, t->params), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(backend_get_tensors(&S.b, TF_OPT, t->opt), TB_OK, "%s", tb_error_get());
-    setup_free(&S);
+    trace_finish(&S, t);
 }
 
 Test(backends, mirrored_shared_params_bitwise, .timeout = 120)
