@@ -331,18 +331,11 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     child.par_units = tb_replica_units(c->mpi ? c->world * c->R : c->R);
     if (child.eval_batch > c->shard * 4) child.eval_batch = child.eval_batch / c->R > 0 ? child.eval_batch / c->R : 1;
     c->n_params = m->n_params;
-    /* One copy of the parameters for the process's replicas where every update is sharded (see the top of
-     * the file): replica 0's, if it keeps them on the host; each later replica is checked to use them. */
     const char *one_copy = getenv("TB_SHARED_PARAMS"); /* "0": a copy each (the A/B) */
-    const int share = c->R > 1 && child.optim.kind != OPTIM_LARS && !(one_copy && strcmp(one_copy, "0") == 0);
     for (int r = 0; r < c->R; r++) {
         child.ordinal = r; /* cuda: replica r on GPU r mod the GPUs present */
         int st = executor_create(&c->dev[r], m, &child);
         if (st != TB_OK) return st;
-        if (share && r == 0) {
-            struct executor_buffer p0;
-            if (executor_buffer(&c->dev[0], TF_PARAMS, &p0) == TB_OK && p0.host) child.params_from = p0.data;
-        }
         /* The ring and MPI work on host memory in place; device memory goes through the device's
          * collective or host copies. */
         struct executor_buffer g, p;
@@ -353,6 +346,9 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
         c->offhost |= !g.host || !p.host;
         c->grads[r] = g.host ? g.data : NULL;
         c->params[r] = p.host ? p.data : NULL;
+        /* One copy of the parameters for the process's replicas where every update is sharded (see the top of
+         * the file): replica 0's, on the host; each later replica is checked to use them. */
+        if (r == 0 && shards_update(c) && !(one_copy && strcmp(one_copy, "0") == 0)) child.params_from = c->params[0];
     }
     c->shared_params = child.params_from != NULL && !c->offhost;
     for (int r = 1; r < c->R && c->shared_params; r++) c->shared_params = c->params[r] == c->params[0];

@@ -48,7 +48,6 @@ struct bb_set {
 struct bb_header {
     uint64_t magic;
     struct bb_slot *slot; /* NULL: a loose mapping (all slots taken, or its thread gone), unmapped on free */
-    size_t map_bytes;
 };
 
 static atomic_int bb_mode;
@@ -132,7 +131,6 @@ static char *bb_map(struct bb_slot *slot)
     struct bb_header *h = m;
     h->magic = BB_MAGIC;
     h->slot = slot;
-    h->map_bytes = bytes;
     return m;
 }
 
@@ -172,7 +170,7 @@ void blas_memory_free(void *buffer)
     if (h->slot)
         atomic_store_explicit(&h->slot->used, 0, memory_order_release);
     else
-        munmap(h, h->map_bytes);
+        munmap(h, BB_HEADER + bb_bytes);
 }
 
 static const char *bb_seen;

@@ -10,6 +10,8 @@
 #define _GNU_SOURCE
 #include "blas_buffers.h"
 #include "blas_core.h"
+#include "clock.h"
+#include "stats.h"
 
 #include <cblas.h>
 #include <stdatomic.h>
@@ -18,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { PHASES = 2000 };
@@ -71,13 +72,6 @@ static void *work(void *p)
     return NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* One process, one mode: µs a phase for each shape on T threads, printed as one line. */
 static int child(int threads)
 {
@@ -95,9 +89,9 @@ static int child(int threads)
             }
         }
         long before = blas_buffers_thread_calls();
-        double t0 = now_s();
+        double t0 = tb_now_s();
         work(&w[0]);
-        double dt = now_s() - t0;
+        double dt = tb_now_s() - t0;
         for (int t = 1; t < threads; t++) pthread_join(w[t].tid, NULL);
         if (w[0].allocs - before < phases) {
             fprintf(stderr, "blascalls: %dx%dx%d took %ld buffers in %d calls: not the path measured\n", shapes[q][0],
@@ -152,12 +146,6 @@ static int run_side(const char *self, int threads, int shared, double *us)
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(atoi(argv[2]));
@@ -201,12 +189,9 @@ int main(int argc, char **argv)
             printf("\n");
         }
         for (int q = 0; q < NS; q++) {
-            qsort(ratio + q * rounds, (size_t)rounds, sizeof *ratio, cmp_double);
-            qsort(a_us + q * rounds, (size_t)rounds, sizeof *a_us, cmp_double);
-            qsort(b_us + q * rounds, (size_t)rounds, sizeof *b_us, cmp_double);
             printf("T=%-3d %dx%dx%d median µs a phase: shared %.2f, per-thread %.2f, B/A %.3f\n", tlist[ti], shapes[q][0],
-                   shapes[q][1], shapes[q][2], a_us[q * rounds + rounds / 2], b_us[q * rounds + rounds / 2],
-                   ratio[q * rounds + rounds / 2]);
+                   shapes[q][1], shapes[q][2], stats_percentile(a_us + q * rounds, rounds, 50),
+                   stats_percentile(b_us + q * rounds, rounds, 50), stats_percentile(ratio + q * rounds, rounds, 50));
         }
         free(ratio), free(a_us), free(b_us);
     }
