@@ -42,8 +42,9 @@ test-san:
 	  ctest --output-on-failure -j1 -E 'test_train'
 
 # Races: Criterion cannot start under TSan here ("could not initialize inheritable arena"), so the
-# threaded engines are exercised through bench itself: the pool, mirrored replicas with the ring
-# all-reduce and sync BatchNorm, and the ipu pipeline with replicas and bf16.
+# threaded engines are exercised through bench itself: the pool, mirrored replicas with the all-reduce
+# (3 replicas: the sharded and the whole sums, each chunk read from every buffer) and sync BatchNorm,
+# and the ipu pipeline with replicas and bf16.
 test-tsan:
 	@echo "== ThreadSanitizer"
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_TSAN=ON -DTB_TESTS=OFF -DTB_CUDA=OFF >/dev/null
@@ -53,6 +54,8 @@ test-tsan:
 	  $$B --backend threads --threads 3 --batch 16 --steps 4 $$O; \
 	  $$B --backend threads --threads 3 --workload effnet-b0 --resolution 16 --batch 8 --steps 2 $$O; \
 	  $$B --backend mirrored --devices 2 --batch 16 --steps 4 $$O; \
+	  $$B --backend mirrored --devices 3 --batch 18 --steps 4 $$O; \
+	  $$B --backend mirrored --devices 3 --batch 18 --steps 4 --optimizer lars $$O; \
 	  $$B --backend mirrored --devices 2 --sync-bn --workload effnet-b0 --resolution 16 --batch 8 --steps 2 $$O; \
 	  $$B --backend ipu --stages 2 --micro-batch 2 --ga 4 --replicas 2 --batch 16 --steps 3 $$O; \
 	  $$B --backend ipu --stages 2 --micro-batch 2 --ga 4 --replicas 2 --precision bf16 --workload effnet-b0 \

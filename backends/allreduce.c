@@ -1,4 +1,4 @@
-/* allreduce.c — ring reduce-scatter + all-gather over shared memory (see allreduce.h). */
+/* allreduce.c — the ring all-reduce's sums over shared memory, each chunk's in one pass (see allreduce.h). */
 #include "allreduce.h"
 
 #include "layout.h"
@@ -6,13 +6,13 @@
 
 #include <string.h>
 
-/* One replica's view of the ring: add the left neighbour's chunk [lo,hi) into its own, or copy it. */
+/* Elements a block of the direct sums: the running sum stays in L1 while the R sources stream past it. */
+enum { AR_BLOCK = 1024 };
+
+/* How one element type is summed and copied. */
 struct ring_ops {
-    void (*add)(const struct ring_ops *o, size_t lo, size_t hi);
-    void (*copy)(const struct ring_ops *o, size_t lo, size_t hi);
-    void *mine;
-    const void *theirs;
-    enum stage_prec prec;
+    size_t esz;           /* bytes an element */
+    enum stage_prec prec; /* STAGE_PREC_FP32, or the 2-byte format each partial sum is rounded to */
 };
 
 /* The buffers' n elements as a window at offset off of a whole of N (off + n ≤ N): chunk k is
@@ -33,83 +33,102 @@ static void win_chunk(const struct ring_win *w, int k, int R, size_t *lo, size_t
     *hi = b < w->n ? b : w->n;
 }
 
-/* The ring schedule both element types share: R−1 reduce-scatter steps, then R−1 all-gather steps. */
-static void ring_scatter(const struct ring_win *w, int R, int replica, const struct ring_ops *o,
-                         void (*barrier)(void *), void *ctx)
+static char *elem(void *const *bufs, const struct ring_ops *o, int r, size_t i)
 {
-    barrier(ctx); /* every replica's gradients are complete before anyone reads a neighbour's */
-    for (int s = 0; s < R - 1; s++) {
+    return (char *)bufs[r] + i * o->esz;
+}
+
+/* fp32 block of sum_chunk: the first two sources added as they stream, the middle ones into the
+ * running sum, the owner's own value last, straight into its buffer (d aliases the last source element
+ * for element, so each is read before it is written). At R = 2 this is the ring's one step. */
+static void sum_block_f32(float *const *b, int R, int k, size_t i, size_t len)
+{
+    const float *s0 = b[k] + i, *s1 = b[(k + 1) % R] + i;
+    float *d = b[(k + R - 1) % R] + i;
+    if (R == 2) {
+        for (size_t e = 0; e < len; e++) d[e] = s0[e] + s1[e];
+        return;
+    }
+    float acc[AR_BLOCK];
+    for (size_t e = 0; e < len; e++) acc[e] = s0[e] + s1[e];
+    for (int j = 2; j < R - 1; j++) {
+        const float *src = b[(k + j) % R] + i;
+        for (size_t e = 0; e < len; e++) acc[e] += src[e];
+    }
+    for (size_t e = 0; e < len; e++) d[e] = acc[e] + d[e];
+}
+
+/* 2-byte block of sum_chunk: decoded, each partial sum formed in fp32 and rounded back to nearest. */
+static void sum_block_half(uint16_t *const *b, int R, int k, size_t i, size_t len, enum stage_prec prec)
+{
+    float acc[AR_BLOCK], g[AR_BLOCK];
+    uint16_t h[AR_BLOCK];
+    stage_prec_unpack(acc, b[k] + i, len, prec, 1.0f);
+    for (int j = 1; j < R; j++) {
+        stage_prec_unpack(g, b[(k + j) % R] + i, len, prec, 1.0f);
+        for (size_t e = 0; e < len; e++) acc[e] += g[e];
+        stage_prec_pack(h, acc, len, prec, 1.0f);
+        if (j < R - 1) stage_prec_unpack(acc, h, len, prec, 1.0f);
+    }
+    memcpy(b[(k + R - 1) % R] + i, h, len * sizeof(uint16_t));
+}
+
+/* Chunk k's [lo, hi) summed over the R buffers in the ring's order — g_k, then + g_{k+1}, …, + g_{k−1},
+ * the order its R−1 neighbour-to-neighbour steps formed, each partial sum rounded to the buffers'
+ * precision — into bufs[k−1], the chunk's owner, whose own g_{k−1} is the last addend. The same bits
+ * as the ring (float addition commutes), from one pass instead of R−1 steps. */
+static void sum_chunk(void *const *bufs, int R, int k, size_t lo, size_t hi, const struct ring_ops *o)
+{
+    /* fp32 at R = 2 keeps no running sum: one loop over the chunk, as the ring's step. */
+    const size_t block = o->prec == STAGE_PREC_FP32 && R == 2 ? hi - lo : AR_BLOCK;
+    for (size_t i = lo; i < hi; i += block) {
+        const size_t len = hi - i < block ? hi - i : block;
+        if (o->prec == STAGE_PREC_FP32) sum_block_f32((float *const *)bufs, R, k, i, len);
+        else sum_block_half((uint16_t *const *)bufs, R, k, i, len, o->prec);
+    }
+}
+
+/* The reduce-scatter: after it, replica r's buffer holds the complete sum of the chunk it owns
+ * (allreduce_ring_owned). Over shared memory each owner reads its chunk from every buffer at once: two
+ * barriers instead of the ring's R, and R reads and one write of a chunk a replica instead of the ring's
+ * R−1 steps of two reads and a write. Only a chunk's owner writes it, and only into its own buffer, so the
+ * replicas never touch a line another is writing; the other chunks of each buffer keep its own values. */
+static void scatter(void *const *bufs, const struct ring_win *w, int R, int replica, const struct ring_ops *o,
+                    void (*barrier)(void *), void *ctx)
+{
+    barrier(ctx); /* every replica's gradients are complete before anyone reads another's */
+    const int k = allreduce_ring_owned(R, replica);
+    size_t lo, hi;
+    win_chunk(w, k, R, &lo, &hi);
+    if (hi > lo) sum_chunk(bufs, R, k, lo, hi, o);
+    barrier(ctx); /* every owner's chunk is complete */
+}
+
+/* The all-gather: each replica copies every chunk it does not own from that chunk's owner, then a
+ * barrier, so no owner's chunk is overwritten (by its next backward) while another still reads it. */
+static void gather(void *const *bufs, const struct ring_win *w, int R, int replica, const struct ring_ops *o,
+                   void (*barrier)(void *), void *ctx)
+{
+    for (int k = 0; k < R; k++) {
+        const int owner = (k + R - 1) % R;
+        if (owner == replica) continue;
         size_t lo, hi;
-        win_chunk(w, ((replica - s - 1) % R + R) % R, R, &lo, &hi);
-        if (hi > lo) o->add(o, lo, hi);
-        barrier(ctx);
+        win_chunk(w, k, R, &lo, &hi);
+        if (hi > lo) memcpy(elem(bufs, o, replica, lo), elem(bufs, o, owner, lo), (hi - lo) * o->esz);
     }
+    barrier(ctx);
 }
 
-static void ring_gather(const struct ring_win *w, int R, int replica, const struct ring_ops *o,
-                        void (*barrier)(void *), void *ctx)
-{
-    for (int s = 0; s < R - 1; s++) {
-        size_t lo, hi;
-        win_chunk(w, ((replica - s) % R + R) % R, R, &lo, &hi);
-        if (hi > lo) o->copy(o, lo, hi);
-        barrier(ctx);
-    }
-}
-
-static void ring(const struct ring_win *w, int R, int replica, const struct ring_ops *o, void (*barrier)(void *),
-                 void *ctx)
-{
-    ring_scatter(w, R, replica, o, barrier, ctx);
-    ring_gather(w, R, replica, o, barrier, ctx);
-}
-
-static void add_f32(const struct ring_ops *o, size_t lo, size_t hi)
-{
-    float *mine = o->mine;
-    const float *theirs = o->theirs;
-    for (size_t i = lo; i < hi; i++) mine[i] += theirs[i];
-}
-
-static void copy_f32(const struct ring_ops *o, size_t lo, size_t hi)
-{
-    memcpy((float *)o->mine + lo, (const float *)o->theirs + lo, (hi - lo) * sizeof(float));
-}
-
-/* Decode, add in fp32, round back to nearest: a cache-resident block at a time. */
-static void add_half(const struct ring_ops *o, size_t lo, size_t hi)
-{
-    uint16_t *mine = o->mine;
-    const uint16_t *theirs = o->theirs;
-    float a[256], b[256];
-    for (size_t i = lo; i < hi; i += 256) {
-        const size_t len = hi - i < 256 ? hi - i : 256;
-        stage_prec_unpack(a, mine + i, len, o->prec, 1.0f);
-        stage_prec_unpack(b, theirs + i, len, o->prec, 1.0f);
-        for (size_t j = 0; j < len; j++) a[j] += b[j];
-        stage_prec_pack(mine + i, a, len, o->prec, 1.0f);
-    }
-}
-
-static void copy_half(const struct ring_ops *o, size_t lo, size_t hi)
-{
-    memcpy((uint16_t *)o->mine + lo, (const uint16_t *)o->theirs + lo, (hi - lo) * sizeof(uint16_t));
-}
-
-/* Replica's view of a ring over fp32 buffers. */
-static struct ring_ops f32_ops(float *const *bufs, int R, int replica)
-{
-    return (struct ring_ops){add_f32, copy_f32, bufs[replica], bufs[(replica - 1 + R) % R], STAGE_PREC_FP32};
-}
+static const struct ring_ops F32 = {sizeof(float), STAGE_PREC_FP32};
 
 void allreduce_ring_window(float *const *bufs, size_t n, size_t off, size_t N, int R, int replica,
                            void (*barrier)(void *), void *ctx)
 {
     TB_ASSERT(off + n <= N);
     if (R == 1) return;
-    const struct ring_ops o = f32_ops(bufs, R, replica);
     const struct ring_win w = {n, off, N};
-    ring(&w, R, replica, &o, barrier, ctx);
+    scatter((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
+    gather((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
 }
 
 void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
@@ -122,9 +141,10 @@ void allreduce_ring_half_window(uint16_t *const *bufs, size_t n, size_t off, siz
 {
     TB_ASSERT(off + n <= N);
     if (R == 1) return;
-    const struct ring_ops o = {add_half, copy_half, bufs[replica], bufs[(replica - 1 + R) % R], prec};
+    const struct ring_ops o = {sizeof(uint16_t), prec};
     const struct ring_win w = {n, off, N};
-    ring(&w, R, replica, &o, barrier, ctx);
+    scatter((void *const *)bufs, &w, R, replica, &o, barrier, ctx);
+    gather((void *const *)bufs, &w, R, replica, &o, barrier, ctx);
 }
 
 void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum stage_prec prec,
@@ -138,16 +158,14 @@ int allreduce_ring_owned(int R, int replica) { return (replica + 1) % R; }
 void reduce_scatter_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
 {
     if (R == 1) return;
-    const struct ring_ops o = f32_ops(bufs, R, replica);
     const struct ring_win w = {n, 0, n};
-    ring_scatter(&w, R, replica, &o, barrier, ctx);
+    scatter((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
 }
 
 void allgather_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
 {
     if (R == 1) return;
-    const struct ring_ops o = f32_ops(bufs, R, replica);
     const struct ring_win w = {n, 0, n};
     barrier(ctx); /* every owner has finished writing its chunk */
-    ring_gather(&w, R, replica, &o, barrier, ctx);
+    gather((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
 }

@@ -1,11 +1,13 @@
 /* allreduce.h — sum R equally long float buffers in place, one buffer per replica, over shared memory.
  *
- * The ring algorithm NCCL and Horovod use: the buffer is cut into R chunks; R−1 reduce-scatter steps
- * (replica r adds its left neighbour's copy of chunk (r−s−1) mod R into its own) leave replica r with
- * the complete sum of chunk (r+1) mod R; R−1 all-gather steps copy the complete chunks around the ring.
- * Every chunk is summed in a fixed order, so the result is deterministic and identical on every
- * replica. Each replica's thread calls allreduce_ring with its own index; the barrier separates steps.
- * Work inside a step is streamed in cache-sized pieces.
+ * The ring algorithm's result, as NCCL and Horovod form it: the buffer is cut into R chunks; chunk k is
+ * summed g_k + g_{k+1} + … + g_{k−1} (the order a ring's R−1 neighbour-to-neighbour steps add in) and
+ * ends complete in replica k−1's buffer (the reduce-scatter), then is copied to every other buffer (the
+ * all-gather). Over shared memory no step needs a neighbour: each chunk's owner sums it from all R
+ * buffers in one pass and each replica copies the chunks it does not own, so a reduce-scatter is two
+ * barriers and an all-reduce three, not the ring's R and 2R − 1, with the ring's bits. Every chunk is summed in
+ * a fixed order, so the result is deterministic and identical on every replica. Each replica's thread
+ * calls with its own index; the barrier separates the phases. Sums are streamed in L1-sized blocks.
  */
 #ifndef TB_ALLREDUCE_H
 #define TB_ALLREDUCE_H

@@ -1,6 +1,7 @@
 /* backend_mirrored.c — MirroredStrategy: R devices, each a full replica with its own arenas and a
- * worker pinned to its own core; the global batch splits evenly; gradients are summed by a ring
- * all-reduce over shared memory (or across processes with --transport mpi: each rank holds --devices
+ * worker pinned to its own core; the global batch splits evenly; gradients are summed in a ring
+ * all-reduce's chunks and order over shared memory (each chunk by its owner in one pass: allreduce.h;
+ * or across processes with --transport mpi: each rank holds --devices
  * replicas, default 1; the ring's reduce-scatter within the rank, MPI_Allreduce of each replica's complete
  * chunk between the ranks, the ring's all-gather within the rank — the hierarchical all-reduce NCCL uses
  * between nodes, so only 1/R of the gradients per replica crosses MPI); every replica then applies the
@@ -9,9 +10,9 @@
  * reduce-scatter leaves each replica one complete chunk of the gradients, the replica updates that
  * chunk of the parameters and of the optimizer state. The replicas of a process read one copy of the
  * parameters (replica 0's; executor_config.params_from), so once every chunk is updated every replica has
- * them: no all-gather (R−1 ring steps, each a barrier, and a copy of the model a replica), and one copy of the
- * weights in the caches instead of R. TB_SHARED_PARAMS=0 gives each replica its own copy and the ring's
- * all-gather of the parameters after the update, as before (an A/B). Each replica updates 1/R of the model; an
+ * them: no all-gather (a barrier and a copy of the model a replica), and one copy of the weights in the
+ * caches instead of R. TB_SHARED_PARAMS=0 gives each replica its own copy and the all-gather of the
+ * parameters after the update, as before (an A/B). Each replica updates 1/R of the model; an
  * element-wise update gives the same bits as the full one. get_tensors assembles gradients and optimizer state
  * from the chunks' owners.
  *

@@ -1,14 +1,17 @@
 /* test_tpool.c — the persistent pool (every ith runs once, barriers order phases, reuse across many
- * tasks) and the shared-memory ring all-reduce (exact sums for any replica count, identical on every
+ * tasks) and the shared-memory all-reduce (exact sums for any replica count, identical on every
  * replica, bitwise repeatable). Threaded tests carry a timeout so a deadlock fails instead of hanging. */
 #define _GNU_SOURCE
 #include "allreduce.h"
+#include "layout.h"
 #include "tpool.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,4 +192,91 @@ Test(tpool, destroy_puts_back_the_creators_mask)
     cr_assert_eq(pthread_getaffinity_np(pthread_self(), sizeof after, &after), 0);
     cr_assert(CPU_EQUAL(&before, &after), "the creator's mask: %d cores before, %d after", CPU_COUNT(&before),
               CPU_COUNT(&after));
+}
+
+/* The ring's summation order, written out: element i of chunk k (tb_slice of the whole N) is g_k, then
+ * + g_{k+1}, …, + g_{k−1} — the order its R−1 steps add in — each partial sum rounded to the buffers'
+ * precision. Any implementation of the all-reduce must keep these bits: runs' losses depend on them. */
+static float order_value(size_t i, int r)
+{
+    uint32_t h = (uint32_t)(i * 2654435761u) ^ (uint32_t)(r * 40503u + 17u);
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    const float m = (float)(h & 0xffffu) / 65536.0f - 0.5f;
+    return ldexpf(m, (int)((h >> 16) % 21) - 10); /* inexact sums: magnitudes 2^-11 … 2^10 */
+}
+
+static float ring_order_sum(size_t i, size_t N, int R, enum stage_prec prec)
+{
+    int k = 0;
+    for (size_t lo, hi;; k++) {
+        tb_slice(N, k, R, &lo, &hi);
+        if (i < hi) break;
+    }
+    float acc = order_value(i, k);
+    if (prec != STAGE_PREC_FP32) stage_prec_round(&acc, 1, prec, 0, 0, 0, 0);
+    for (int j = 1; j < R; j++) {
+        float g = order_value(i, (k + j) % R);
+        if (prec != STAGE_PREC_FP32) stage_prec_round(&g, 1, prec, 0, 0, 0, 0);
+        acc = g + acc;
+        if (prec != STAGE_PREC_FP32) stage_prec_round(&acc, 1, prec, 0, 0, 0, 0);
+    }
+    return acc;
+}
+
+struct order_task {
+    struct tpool *p;
+    void **bufs; /* (R) */
+    size_t N;
+    enum stage_prec prec;
+    int scatter_only; /* fp32: reduce_scatter_ring alone */
+};
+
+static void order_run(void *arg, int ith, int nth)
+{
+    struct order_task *t = arg;
+    if (t->prec != STAGE_PREC_FP32)
+        allreduce_ring_half((uint16_t *const *)t->bufs, t->N, nth, ith, t->prec, pool_barrier, t->p);
+    else if (t->scatter_only)
+        reduce_scatter_ring((float *const *)t->bufs, t->N, nth, ith, pool_barrier, t->p);
+    else
+        allreduce_ring((float *const *)t->bufs, t->N, nth, ith, pool_barrier, t->p);
+}
+
+Test(allreduce, sums_in_the_rings_order_bitwise, .timeout = 120)
+{
+    const size_t sizes[] = {1, 7, 1000, 4099, 70001};
+    const enum stage_prec precs[] = {STAGE_PREC_FP32, STAGE_PREC_BF16, STAGE_PREC_FP16};
+    for (int R = 1; R <= 7; R++)
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+            for (int pi = 0; pi < 3; pi++)
+                for (int scatter = 0; scatter < (pi == 0 ? 2 : 1); scatter++) {
+                    const size_t N = sizes[si];
+                    const enum stage_prec prec = precs[pi];
+                    const size_t esz = stage_prec_bytes(prec);
+                    struct tpool *p = tpool_create(R, 0);
+                    void *bufs[7];
+                    float *tmp = malloc(N * sizeof(float));
+                    for (int r = 0; r < R; r++) {
+                        bufs[r] = malloc(N * esz);
+                        for (size_t i = 0; i < N; i++) tmp[i] = order_value(i, r);
+                        stage_prec_pack(bufs[r], tmp, N, prec, 1.0f);
+                    }
+                    struct order_task t = {p, bufs, N, prec, scatter};
+                    tpool_run(p, order_run, &t);
+                    for (int r = 0; r < R; r++) {
+                        size_t lo = 0, hi = N; /* after a reduce-scatter, the chunk replica r owns */
+                        if (scatter) tb_slice(N, allreduce_ring_owned(R, r), R, &lo, &hi);
+                        stage_prec_unpack(tmp, bufs[r], N, prec, 1.0f);
+                        for (size_t i = lo; i < hi; i++) {
+                            const float want = ring_order_sum(i, N, R, prec);
+                            cr_assert_eq(memcmp(&tmp[i], &want, sizeof want), 0,
+                                         "R=%d N=%zu %s%s replica %d element %zu: %a, the ring's order gives %a", R,
+                                         N, stage_prec_name(prec), scatter ? " (reduce-scatter)" : "", r, i,
+                                         (double)tmp[i], (double)want);
+                        }
+                    }
+                    for (int r = 0; r < R; r++) free(bufs[r]);
+                    free(tmp);
+                    tpool_destroy(p);
+                }
 }
