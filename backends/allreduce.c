@@ -9,7 +9,7 @@
 /* Elements a block of the direct sums: the running sum stays in L1 while the R sources stream past it. */
 enum { AR_BLOCK = 1024 };
 
-/* How one element type is summed and copied. */
+/* The buffers' element type: fp32, or a 2-byte format (bf16, fp16) whose partial sums are rounded. */
 struct ring_ops {
     size_t esz;           /* bytes an element */
     enum stage_prec prec; /* STAGE_PREC_FP32, or the 2-byte format each partial sum is rounded to */
@@ -33,6 +33,7 @@ static void win_chunk(const struct ring_win *w, int k, int R, size_t *lo, size_t
     *hi = b < w->n ? b : w->n;
 }
 
+/* Element i of replica r's buffer. */
 static char *elem(void *const *bufs, const struct ring_ops *o, int r, size_t i)
 {
     return (char *)bufs[r] + i * o->esz;
