@@ -832,7 +832,7 @@ static void params_in_rows_k(float *dwk, const float *y, const float *dout, cons
 
 size_t dwconv_bn_params_part_floats(const struct conv_shape *s)
 {
-    return (size_t)bn_row_chunks((size_t)s->N * s->H * s->W) * (size_t)s->KH * s->KW * (size_t)s->C;
+    return (size_t)bn_row_chunks_max((size_t)s->N * s->H * s->W) * (size_t)s->KH * s->KW * (size_t)s->C;
 }
 
 size_t dwconv_bn_params_scratch_floats(const struct conv_shape *s)

@@ -21,6 +21,7 @@
 #include "status.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -571,13 +572,49 @@ static void norm_bwd_rows(float *dinp, const float *dout, const float *inp, cons
 #define BN_CHUNKS_MAX 16  /* an even split over 2 and 4 threads, 6/5/5 chunks over 3 */
 #define BN_ITEMS 16       /* work items the chunk kernels aim for: chunks × channel groups */
 
-int bn_row_chunks(size_t M)
+/* Whether bn_row_chunks may take fewer, equal chunks (TB_BN_EVEN_CHUNKS=0: never; read once, a constant of
+ * the process, since the chunks fix the bits). */
+static int bn_even_chunks(void)
+{
+    static _Atomic int on; /* 0 unread, 1 on, 2 off */
+    int v = on;
+    if (!v) {
+        const char *e = getenv("TB_BN_EVEN_CHUNKS");
+        v = e && e[0] == '0' && !e[1] ? 2 : 1;
+        on = v;
+    }
+    return v == 1;
+}
+
+/* The chunks are cut at 16-row units (tb_slice16). Where the K0 the row count asks for does not divide the
+ * units, the chunks are unequal and their edges fall inside image rows at shapes such as 14×14 at batch 16
+ * (3,136 rows: 16 chunks of 192 or 208), and the kernels that take a BatchNorm's statistics or apply it as
+ * they walk a convolution's rows (dwconv_bn_fusable, dwconv_forward_bn_fusable need chunks on whole rows)
+ * cannot: each of those layers then runs the BatchNorm as separate passes, 3–4 more reads and writes of its
+ * tensor a step. The largest K in [3/4 K0, K0] that divides the units makes every chunk q units, so an
+ * edge falls on a whole row wherever K divides the image rows N·H (14 chunks of 224 rows there; at
+ * 224×224 every layer's chunks fall on whole rows at batches 1, 4, 16, 64 and 128, one size at each not before).
+ * Over the shapes of square images
+ * 16…600 pixels and batches 1…256 this puts 10,712 more on whole rows and takes none off (a model of this
+ * cut, BENCHMARKS.md, thirty-third session). M alone still fixes the cut; where K0 divides, it is K0's.
+ * Not monotone in M: buffers are sized by bn_row_chunks_max, K0, which is. */
+int bn_row_chunks_max(size_t M)
 {
     size_t k = (M + BN_CHUNK_ROWS - 1) / BN_CHUNK_ROWS;
     return k < 1 ? 1 : k > BN_CHUNKS_MAX ? BN_CHUNKS_MAX : (int)k;
 }
 
-size_t bn_chunk_doubles(size_t M, int C) { return (size_t)bn_row_chunks(M) * 2 * (size_t)C; }
+int bn_row_chunks(size_t M)
+{
+    const int k0 = bn_row_chunks_max(M);
+    const size_t units = (M + 15) / 16;
+    if (units % (size_t)k0 == 0 || !bn_even_chunks()) return k0;
+    for (int e = k0 - 1; 4 * e >= 3 * k0; e--)
+        if (units % (size_t)e == 0) return e;
+    return k0;
+}
+
+size_t bn_chunk_doubles(size_t M, int C) { return (size_t)bn_row_chunks_max(M) * 2 * (size_t)C; }
 
 /* Rows [r0,r1) of chunk k of K over M rows, cut at 16-row units like the row slices. */
 static void bn_chunk_rows(size_t M, int K, int k, size_t *r0, size_t *r1) { tb_slice16(M, k, K, r0, r1); }

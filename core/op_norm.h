@@ -78,9 +78,13 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const fl
  *      by the threads: bn_chunk_doubles(M, C) of scratch. Bitwise identical to bn_forward_train and
  *      bn_backward for any nth (and to each other's nth). ---- */
 
-/* Row chunks of the fixed reduction order over M rows: min(16, ⌈M/128⌉), at least 1. */
+/* Row chunks of the fixed reduction order over M rows: K0 = min(16, ⌈M/128⌉), at least 1, or where K0 does
+ * not divide the ⌈M/16⌉ 16-row units the largest count in [3/4 K0, K0] that does (equal chunks, whose
+ * edges fall on whole image rows at more shapes); TB_BN_EVEN_CHUNKS=0 keeps K0. */
 int bn_row_chunks(size_t M);
-/* Doubles of the part buffer the chunk kernels fill for M rows of C channels: bn_row_chunks(M)·2·C. */
+/* K0 above: the most chunks M rows are cut into, monotone in M (what buffers are sized by). */
+int bn_row_chunks_max(size_t M);
+/* Doubles of the part buffer the chunk kernels fill for M rows of C channels: bn_row_chunks_max(M)·2·C. */
 size_t bn_chunk_doubles(size_t M, int C);
 /* Forward phase 1: part (K,2,C) = [Σx | Σx²] of each row chunk of inp (M,C). Item-partitioned. */
 void bn_forward_train_chunks(double *part, const float *inp, size_t M, int C, int ith, int nth);

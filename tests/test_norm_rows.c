@@ -186,11 +186,23 @@ Test(bn_rows, chunk_count_depends_on_rows_only)
     cr_assert_eq(bn_row_chunks(1 << 20), 16);
     int prev = 1;
     for (size_t M = 1; M < 5000; M += 7) { /* monotone: scratch sized for n_max covers every smaller batch */
-        const int k = bn_row_chunks(M);
-        cr_assert(k >= prev && k >= 1 && k <= 16, "bn_row_chunks(%zu) = %d after %d", M, k, prev);
+        const int k = bn_row_chunks_max(M), e = bn_row_chunks(M);
+        cr_assert(k >= prev && k >= 1 && k <= 16, "bn_row_chunks_max(%zu) = %d after %d", M, k, prev);
+        cr_assert(e >= 1 && e <= k && 4 * e >= 3 * k, "bn_row_chunks(%zu) = %d of at most %d", M, e, k);
         prev = k;
     }
     cr_assert_eq(bn_chunk_doubles(1061, 24), (size_t)9 * 2 * 24);
+    /* 3,136 rows (14×14 at batch 16, 28×28 at 4): 196 units, which 16 does not divide: 14 equal chunks of
+     * 224 rows, each starting on a whole image row; 3,072 rows (192 units): 16, as before. */
+    cr_assert_eq(bn_row_chunks_max(3136), 16);
+    cr_assert_eq(bn_row_chunks(3136), 14);
+    for (int k = 0; k < 14; k++) {
+        size_t r0, r1;
+        bn_chunk_range(3136, k, &r0, &r1);
+        cr_assert(r0 == (size_t)k * 224 && r1 == r0 + 224, "chunk %d: [%zu, %zu)", k, r0, r1);
+    }
+    cr_assert_eq(bn_row_chunks(3072), 16);
+    cr_assert_eq(bn_row_chunks(1061), 9); /* 67 units, a prime: no equal cut in range, K0 */
 }
 
 /* The executor's path at every nth is the single-call kernels at nth = 1, and so are the single-call

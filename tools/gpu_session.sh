@@ -29,9 +29,9 @@
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
 #   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; weak first, its all-core point
 #                                   on issue 31's commit beside this tree's, alternating, and weak again with
-#                                   TB_REPLICA_CUT=0; then strong, at all cores again with TB_SE_CHAIN=0; weak
-#                                   again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0, TB_SE_ROWS=0 and
-#                                   TB_GRAD_FIRST_WRITE=0), or a line saying it is missing
+#                                   TB_REPLICA_CUT=0; then strong, at all cores again with TB_BN_EVEN_CHUNKS=0
+#                                   and TB_SE_CHAIN=0; weak again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0,
+#                                   TB_SE_ROWS=0 and TB_GRAD_FIRST_WRITE=0), or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
 #   8 minutes each with a machine's start, are for a session with device time left after first)
 #
@@ -62,7 +62,7 @@ TESTS=(test_cuda test_cuda_ops test_executor test_backends test_cuda_mirrored te
 export PYTHONUNBUFFERED=1 # run_compare's per-round lines reach the log as they happen
 
 usage() {
-    sed -n '6,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '6,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -691,6 +691,9 @@ phase_scaling() {
     scaling_step weak $((BUDGET / 2)) TB_REPLICA_CUT=0
     scaling_step strong $((BUDGET / 2))
     scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_BLAS_BUFFERS=shared
+    # The thirty-third session's even BatchNorm chunks (14 of 224 rows at 14×14 batch 16, on whole image rows, so
+    # strong scaling's 224×224 layers there take the fused depthwise paths), off: 16 unequal chunks, 16 threads busy.
+    scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_BN_EVEN_CHUNKS=0
     # The twenty-eighth session's SE chain (each thread's row tiles through fc1, SiLU, fc2, sigmoid; same bits),
     # off: all threads only, against the step above.
     scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_SE_CHAIN=0
