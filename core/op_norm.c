@@ -586,24 +586,24 @@ static int bn_even_chunks(void)
     return v == 1;
 }
 
-/* The chunks are cut at 16-row units (tb_slice16). Where the K0 the row count asks for does not divide the
- * units, the chunks are unequal and their edges fall inside image rows at shapes such as 14×14 at batch 16
- * (3,136 rows: 16 chunks of 192 or 208), and the kernels that take a BatchNorm's statistics or apply it as
- * they walk a convolution's rows (dwconv_bn_fusable, dwconv_forward_bn_fusable need chunks on whole rows)
- * cannot: each of those layers then runs the BatchNorm as separate passes, 3–4 more reads and writes of its
- * tensor a step. The largest K in [3/4 K0, K0] that divides the units makes every chunk q units, so an
- * edge falls on a whole row wherever K divides the image rows N·H (14 chunks of 224 rows there; at
- * 224×224 every layer's chunks fall on whole rows at batches 1, 4, 16, 64 and 128, one size at each not before).
- * Over the shapes of square images
- * 16…600 pixels and batches 1…256 this puts 10,712 more on whole rows and takes none off (a model of this
- * cut, BENCHMARKS.md, thirty-third session). M alone still fixes the cut; where K0 divides, it is K0's.
- * Not monotone in M: buffers are sized by bn_row_chunks_max, K0, which is. */
+/* The most chunks M rows are cut into (K0): one a BN_CHUNK_ROWS rows, up to BN_CHUNKS_MAX. Monotone in M,
+ * so buffers sized for a batch hold any smaller one's (bn_chunk_doubles). */
 int bn_row_chunks_max(size_t M)
 {
     size_t k = (M + BN_CHUNK_ROWS - 1) / BN_CHUNK_ROWS;
     return k < 1 ? 1 : k > BN_CHUNKS_MAX ? BN_CHUNKS_MAX : (int)k;
 }
 
+/* The chunks are cut at 16-row units (tb_slice16). Where K0 does not divide the units, the chunks are unequal
+ * and their edges fall inside image rows at shapes such as 14×14 at batch 16 (3,136 rows: 16 chunks of 192 or
+ * 208), and the kernels that take a BatchNorm's statistics or apply it as they walk a depthwise convolution's
+ * rows (dwconv_bn_fusable, dwconv_forward_bn_fusable need chunks on whole rows) refuse the layer, which then
+ * runs its BatchNorm as separate passes over the tensor. The largest K in [3/4 K0, K0] that divides the units
+ * makes every chunk q units, so each edge falls on a whole row wherever K divides the image rows N·H (14
+ * chunks of 224 rows there). At 224×224 every layer's chunks then fall on whole rows at batches 1, 4, 16, 64
+ * and 128, where one size at each did not; over square images of 16…600 pixels at batches 1…256, 10,712
+ * shapes more and none fewer (BENCHMARKS.md, thirty-third session). M alone still fixes the cut, and where
+ * K0 divides the units it is K0's (the same bits as before); not monotone in M. */
 int bn_row_chunks(size_t M)
 {
     const int k0 = bn_row_chunks_max(M);
