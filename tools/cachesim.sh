@@ -32,7 +32,7 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 # The 1x1 convolutions on gemm1x1, as tools/scaling.sh's runs: `auto` would time the algorithms under
 # valgrind, whose costs are not the machine's.
 set -- --conv-algo gemm1x1 "$@"
-ID="cachesim-$(date -u +%Y%m%dT%H%M%SZ)"
+ID="cachesim-$(date -u +%Y%m%dT%H%M%SZ)-$$" # the pid: two runs started together (an A/B, one a core) keep both tables
 # Options given after the defaults win (getopt_long keeps the last); the two steps and --profile are forced
 # after them. Valgrind runs the AVX2 kernels, so OpenBLAS's Haswell set is named (its auto pick may be
 # an AVX-512 one).
