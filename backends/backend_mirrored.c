@@ -37,6 +37,7 @@
 #include "allreduce.h"
 #include "backend_executor.h"
 #include "clock.h"
+#include "env_switch.h"
 #include "executor.h"
 #include "layout.h"
 #include "mpi_transport.h"
@@ -332,7 +333,6 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     child.par_units = tb_replica_units(c->mpi ? c->world * c->R : c->R);
     if (child.eval_batch > c->shard * 4) child.eval_batch = child.eval_batch / c->R > 0 ? child.eval_batch / c->R : 1;
     c->n_params = m->n_params;
-    const char *one_copy = getenv("TB_SHARED_PARAMS"); /* "0": a copy each (the A/B) */
     for (int r = 0; r < c->R; r++) {
         child.ordinal = r; /* cuda: replica r on GPU r mod the GPUs present */
         int st = executor_create(&c->dev[r], m, &child);
@@ -349,7 +349,7 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
         c->params[r] = p.host ? p.data : NULL;
         /* One copy of the parameters for the process's replicas where every update is sharded (see the top of
          * the file): replica 0's, on the host; each later replica is checked to use them. */
-        if (r == 0 && shards_update(c) && !(one_copy && strcmp(one_copy, "0") == 0)) child.params_from = c->params[0];
+        if (r == 0 && shards_update(c) && !tb_env_off("TB_SHARED_PARAMS")) child.params_from = c->params[0];
     }
     c->shared_params = child.params_from != NULL && !c->offhost;
     for (int r = 1; r < c->R && c->shared_params; r++) c->shared_params = c->params[r] == c->params[0];

@@ -7,6 +7,7 @@
 
 #include "arena.h"
 #include "clock.h"
+#include "env_switch.h"
 #include "layout.h"
 #include "op_act.h"
 #include "op_conv.h"
@@ -1480,13 +1481,7 @@ static void se_chain_find(const struct model *m, int i, struct exec_layer_state 
     for (int k = 0; k < 4; k++) ls[i + k].se_chain = i;
 }
 
-int exec_env_off(const char *name)
-{
-    const char *v = getenv(name);
-    return v && strcmp(v, "0") == 0;
-}
-
-int exec_units(int par_units) { return exec_env_off("TB_REPLICA_CUT") ? 0 : par_units; }
+int exec_units(int par_units) { return tb_env_off("TB_REPLICA_CUT") ? 0 : par_units; }
 
 int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char *algo_name,
                  const struct model_inst *tune_from)
@@ -1500,9 +1495,9 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
             return tb_error_set(TB_EINVAL, "--conv-algo must be auto, im2col, direct, fft or gemm1x1 (got '%s')",
                                 algo_name);
     }
-    mi->no_dw_form_dout = exec_env_off("TB_DW_FORM_DOUT");
-    mi->no_se_chain = exec_env_off("TB_SE_CHAIN");
-    mi->no_se_rows = exec_env_off("TB_SE_ROWS");
+    mi->no_dw_form_dout = tb_env_off("TB_DW_FORM_DOUT");
+    mi->no_se_chain = tb_env_off("TB_SE_CHAIN");
+    mi->no_se_rows = tb_env_off("TB_SE_ROWS");
     mi->ls = calloc((size_t)m->n_layers, sizeof *mi->ls);
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;

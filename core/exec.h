@@ -88,9 +88,6 @@ void exec_backward(const struct model_inst *mi, const struct exec_step *st, int 
 /* Whether layer li's backward can write its parameter gradients rather than add to them (a dense layer, or
  * a convolution prepared on GEMM1X1): where mi->pfirst marks it, its gradients need no zeroing first. */
 int exec_params_first_write(const struct model_inst *mi, int li);
-/* Whether the A/B switch `name` (TB_SE_ROWS, TB_GRAD_FIRST_WRITE, ...) is set to 0: its measured path turned off
- * for this process's runs. */
-int exec_env_off(const char *name);
 /* The units an engine configured with par_units (executor_config.par_units) cuts its work for: par_units, or 0
  * (the machine's) under TB_REPLICA_CUT=0, the A/B of the replicas' one-core cut. */
 int exec_units(int par_units);

@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "clock.h"
+#include "env_switch.h"
 #include "fpenv.h"
 #include "layout.h"
 #include "status.h"
@@ -239,7 +240,7 @@ int local_engine_create(struct local_engine *e, const struct model *m, const str
         goto fail;
     }
     exec_algos(&e->train, e->algos); /* fixed from here on */
-    if (!exec_env_off("TB_GRAD_FIRST_WRITE")) {
+    if (!tb_env_off("TB_GRAD_FIRST_WRITE")) {
         e->train.pfirst = calloc((size_t)m->n_layers, 1);
         e->train.pwrote = calloc((size_t)m->n_layers, 1);
         if (!e->train.pfirst || !e->train.pwrote) {

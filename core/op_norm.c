@@ -15,13 +15,13 @@
  */
 #include "op_norm.h"
 
+#include "env_switch.h"
 #include "layout.h"
 #include "op_act.h"
 #include "prefetch.h"
 #include "status.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -579,8 +579,7 @@ static int bn_even_chunks(void)
     static _Atomic int on; /* 0 unread, 1 on, 2 off */
     int v = on;
     if (!v) {
-        const char *e = getenv("TB_BN_EVEN_CHUNKS");
-        v = e && e[0] == '0' && !e[1] ? 2 : 1;
+        v = tb_env_off("TB_BN_EVEN_CHUNKS") ? 2 : 1;
         on = v;
     }
     return v == 1;
