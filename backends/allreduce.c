@@ -9,12 +9,6 @@
 /* Elements a block of the direct sums: the running sum stays in L1 while the R sources stream past it. */
 enum { AR_BLOCK = 1024 };
 
-/* The buffers' element type: fp32, or a 2-byte format (bf16, fp16) whose partial sums are rounded. */
-struct ring_ops {
-    size_t esz;           /* bytes an element */
-    enum stage_prec prec; /* STAGE_PREC_FP32, or the 2-byte format each partial sum is rounded to */
-};
-
 /* The buffers' n elements as a window at offset off of a whole of N (off + n ≤ N): chunk k is
  * tb_slice(N, k, R) cut to the window, so an element's chunk, and with it the order its sum is formed
  * in, is its place in the whole, not in the window (an ipu stage's slice: the same bits for any split). */
@@ -33,10 +27,11 @@ static void win_chunk(const struct ring_win *w, int k, int R, size_t *lo, size_t
     *hi = b < w->n ? b : w->n;
 }
 
-/* Element i of replica r's buffer. */
-static char *elem(void *const *bufs, const struct ring_ops *o, int r, size_t i)
+/* Element i of replica r's buffer of prec's elements (fp32, or a 2-byte format whose partial sums are
+ * rounded to it). */
+static char *elem(void *const *bufs, enum stage_prec prec, int r, size_t i)
 {
-    return (char *)bufs[r] + i * o->esz;
+    return (char *)bufs[r] + i * stage_prec_bytes(prec);
 }
 
 /* fp32 block of sum_chunk: the first two sources added as they stream, the middle ones into the
@@ -78,14 +73,14 @@ static void sum_block_half(uint16_t *const *b, int R, int k, size_t i, size_t le
  * the order its R−1 neighbour-to-neighbour steps formed, each partial sum rounded to the buffers'
  * precision — into bufs[k−1], the chunk's owner, whose own g_{k−1} is the last addend. The same bits
  * as the ring (float addition commutes), from one pass instead of R−1 steps. */
-static void sum_chunk(void *const *bufs, int R, int k, size_t lo, size_t hi, const struct ring_ops *o)
+static void sum_chunk(void *const *bufs, int R, int k, size_t lo, size_t hi, enum stage_prec prec)
 {
     /* fp32 at R = 2 keeps no running sum: one loop over the chunk, as the ring's step. */
-    const size_t block = o->prec == STAGE_PREC_FP32 && R == 2 ? hi - lo : AR_BLOCK;
+    const size_t block = prec == STAGE_PREC_FP32 && R == 2 ? hi - lo : AR_BLOCK;
     for (size_t i = lo; i < hi; i += block) {
         const size_t len = hi - i < block ? hi - i : block;
-        if (o->prec == STAGE_PREC_FP32) sum_block_f32((float *const *)bufs, R, k, i, len);
-        else sum_block_half((uint16_t *const *)bufs, R, k, i, len, o->prec);
+        if (prec == STAGE_PREC_FP32) sum_block_f32((float *const *)bufs, R, k, i, len);
+        else sum_block_half((uint16_t *const *)bufs, R, k, i, len, prec);
     }
 }
 
@@ -94,20 +89,20 @@ static void sum_chunk(void *const *bufs, int R, int k, size_t lo, size_t hi, con
  * barriers instead of the ring's R, and R reads and one write of a chunk a replica instead of the ring's
  * R−1 steps of two reads and a write. Only a chunk's owner writes it, and only into its own buffer, so the
  * replicas never touch a line another is writing; the other chunks of each buffer keep its own values. */
-static void scatter(void *const *bufs, const struct ring_win *w, int R, int replica, const struct ring_ops *o,
+static void scatter(void *const *bufs, const struct ring_win *w, int R, int replica, enum stage_prec prec,
                     void (*barrier)(void *), void *ctx)
 {
     barrier(ctx); /* every replica's gradients are complete before anyone reads another's */
     const int k = allreduce_ring_owned(R, replica);
     size_t lo, hi;
     win_chunk(w, k, R, &lo, &hi);
-    if (hi > lo) sum_chunk(bufs, R, k, lo, hi, o);
+    if (hi > lo) sum_chunk(bufs, R, k, lo, hi, prec);
     barrier(ctx); /* every owner's chunk is complete */
 }
 
 /* The all-gather: each replica copies every chunk it does not own from that chunk's owner, then a
  * barrier, so no owner's chunk is overwritten (by its next backward) while another still reads it. */
-static void gather(void *const *bufs, const struct ring_win *w, int R, int replica, const struct ring_ops *o,
+static void gather(void *const *bufs, const struct ring_win *w, int R, int replica, enum stage_prec prec,
                    void (*barrier)(void *), void *ctx)
 {
     for (int k = 0; k < R; k++) {
@@ -115,21 +110,27 @@ static void gather(void *const *bufs, const struct ring_win *w, int R, int repli
         if (owner == replica) continue;
         size_t lo, hi;
         win_chunk(w, k, R, &lo, &hi);
-        if (hi > lo) memcpy(elem(bufs, o, replica, lo), elem(bufs, o, owner, lo), (hi - lo) * o->esz);
+        if (hi > lo)
+            memcpy(elem(bufs, prec, replica, lo), elem(bufs, prec, owner, lo), (hi - lo) * stage_prec_bytes(prec));
     }
     barrier(ctx);
 }
 
-static const struct ring_ops F32 = {sizeof(float), STAGE_PREC_FP32};
-
-void allreduce_ring_window(float *const *bufs, size_t n, size_t off, size_t N, int R, int replica,
-                           void (*barrier)(void *), void *ctx)
+/* The whole all-reduce of a window, for either element type. */
+static void allreduce_window(void *const *bufs, size_t n, size_t off, size_t N, int R, int replica,
+                             enum stage_prec prec, void (*barrier)(void *), void *ctx)
 {
     TB_ASSERT(off + n <= N);
     if (R == 1) return;
     const struct ring_win w = {n, off, N};
-    scatter((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
-    gather((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
+    scatter(bufs, &w, R, replica, prec, barrier, ctx);
+    gather(bufs, &w, R, replica, prec, barrier, ctx);
+}
+
+void allreduce_ring_window(float *const *bufs, size_t n, size_t off, size_t N, int R, int replica,
+                           void (*barrier)(void *), void *ctx)
+{
+    allreduce_window((void *const *)bufs, n, off, N, R, replica, STAGE_PREC_FP32, barrier, ctx);
 }
 
 void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
@@ -140,12 +141,7 @@ void allreduce_ring(float *const *bufs, size_t n, int R, int replica, void (*bar
 void allreduce_ring_half_window(uint16_t *const *bufs, size_t n, size_t off, size_t N, int R, int replica,
                                 enum stage_prec prec, void (*barrier)(void *), void *ctx)
 {
-    TB_ASSERT(off + n <= N);
-    if (R == 1) return;
-    const struct ring_ops o = {sizeof(uint16_t), prec};
-    const struct ring_win w = {n, off, N};
-    scatter((void *const *)bufs, &w, R, replica, &o, barrier, ctx);
-    gather((void *const *)bufs, &w, R, replica, &o, barrier, ctx);
+    allreduce_window((void *const *)bufs, n, off, N, R, replica, prec, barrier, ctx);
 }
 
 void allreduce_ring_half(uint16_t *const *bufs, size_t n, int R, int replica, enum stage_prec prec,
@@ -160,7 +156,7 @@ void reduce_scatter_ring(float *const *bufs, size_t n, int R, int replica, void 
 {
     if (R == 1) return;
     const struct ring_win w = {n, 0, n};
-    scatter((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
+    scatter((void *const *)bufs, &w, R, replica, STAGE_PREC_FP32, barrier, ctx);
 }
 
 void allgather_ring(float *const *bufs, size_t n, int R, int replica, void (*barrier)(void *), void *ctx)
@@ -168,5 +164,5 @@ void allgather_ring(float *const *bufs, size_t n, int R, int replica, void (*bar
     if (R == 1) return;
     const struct ring_win w = {n, 0, n};
     barrier(ctx); /* every owner has finished writing its chunk */
-    gather((void *const *)bufs, &w, R, replica, &F32, barrier, ctx);
+    gather((void *const *)bufs, &w, R, replica, STAGE_PREC_FP32, barrier, ctx);
 }
