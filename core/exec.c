@@ -1058,24 +1058,6 @@ static float *bn_dz_of(const struct model_inst *mi, const struct exec_step *st, 
     return exec_dact(mi, se_fused(mi, st, bn) ? mi->m->layers[mi->ls[bn].se_scale].out : l->out);
 }
 
-/* Whether SE-fused BatchNorm layer bn leaves dz unwritten in this step: the depthwise convolution before it
- * forms its data gradient as it reads (bn_bwd_in_dw) and forms each row's dz first, from the SE scale's
- * output gradient the BatchNorm's phase 1 then only reads (bn_se_dz_rows: the same bits). That gradient is
- * the block's widest tensor: phase 1 read it and wrote it back; now it reads it. TB_SE_DZ=0: written. */
-static int se_dz_formed(const struct model_inst *mi, const struct exec_step *st, int bn)
-{
-    return bn >= 0 && !mi->no_se_dz && se_fused(mi, st, bn) && bn_bwd_in_dw(mi, st, bn) &&
-           mi->m->tensors[mi->m->layers[bn].in].c <= BN_STREAM_MAX_C;
-}
-
-/* The SE factors SE-fused BatchNorm bn's backward applies to its output gradient: ones where the projection
- * applied them already (se_conv_fused), else the scale's. */
-static const float *se_bn_scale(const struct model_inst *mi, const struct exec_step *st, int bn)
-{
-    const struct layer *se = &mi->m->layers[mi->ls[bn].se_scale];
-    return se_conv_fused(mi, st, mi->ls[mi->ls[bn].se_scale].se_conv) ? mi->ones : exec_act(mi, se->in2);
-}
-
 /* A thread's scratch for dwconv_backward_data_bn: the SiLU rows, then (with a conv_bn_dout) the dout ring. */
 static size_t dw_bn_ring_off(const struct conv_shape *cs) { return tb_align16(dwconv_bn_params_scratch_floats(cs)); }
 
@@ -1119,9 +1101,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
         const int ser = se_rows_fused(mi, st, (int)(l - m->layers)), bbc = bn_bwd_in_conv(mi, st, ls->conv_bn);
         if (ser || bbc) { /* input rows from the SE scale's / dout from the BatchNorm's, as they are read */
             const struct layer *bl = &m->layers[ls->conv_bn];
-            const struct conv_bn_dout bd = bbc ? (struct conv_bn_dout){.dz = exec_dact(mi, bl->out),
-                                                                       .x = exec_act(mi, bl->in),
-                                                                       .save = save_of(mi, bl), .coef = mi->bn_coef}
+            const struct conv_bn_dout bd = bbc ? (struct conv_bn_dout){exec_dact(mi, bl->out), exec_act(mi, bl->in),
+                                                                       save_of(mi, bl), mi->bn_coef}
                                                : (struct conv_bn_dout){0};
             struct bn_apply ap;
             const struct conv_se_rows se = ser ? se_rows_of(mi, st, (int)(l - m->layers), &ap) : (struct conv_se_rows){0};
@@ -1151,17 +1132,9 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             TB_ASSERT(!acc);
             /* dout formed from the BatchNorm after this layer as it is read (bn_bwd_in_dw) */
             const int form = bn_bwd_in_dw(mi, st, ob);
-            struct conv_bn_dout bd = form ? (struct conv_bn_dout){.dz = bn_dz_of(mi, st, ob), .x = out,
-                                                                  .save = save_of(mi, &m->layers[ob]),
-                                                                  .coef = mi->bn_coef}
-                                          : (struct conv_bn_dout){0};
-            struct bn_apply ap; /* where dz is formed from do (se_dz_formed) */
-            if (form && se_dz_formed(mi, st, ob)) {
-                const struct layer *obl = &m->layers[ob];
-                bn_apply_begin(&ap, save_of(mi, obl), exec_param(mi, obl->w_off), exec_param(mi, obl->b_off), cs.C);
-                bd.ap = &ap, bd.scale = se_bn_scale(mi, st, ob), bd.HW = (size_t)cs.OH * cs.OW;
-                bd.dpool = exec_dact(mi, m->layers[mi->ls[ob].se_pool].out);
-            }
+            const struct conv_bn_dout bd = form ? (struct conv_bn_dout){bn_dz_of(mi, st, ob), out,
+                                                                        save_of(mi, &m->layers[ob]), mi->bn_coef}
+                                                : (struct conv_bn_dout){0};
             dwconv_backward_data_bn(din, form ? NULL : dout, w, &cs, bn_part_of(mi, M, cs.C), exec_act(mi, bl->in),
                                     save_of(mi, bl), exec_param(mi, bl->w_off), exec_param(mi, bl->b_off), dwpart,
                                     pin ? scratch_of(mi, ith) : NULL, form ? &bd : NULL,
@@ -1211,9 +1184,10 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
                 const struct layer *se = &m->layers[mi->ls[li].se_scale];
                 float *dse = exec_dact(mi, se->out);
                 /* With the SE scale in the projection, dse holds its input's gradient: a scale of ones. */
-                bn_backward_chunks_se(part, dse, !se_dz_formed(mi, st, li), se_bn_scale(mi, st, li),
-                                      exec_dact(mi, m->layers[mi->ls[li].se_pool].out), (size_t)ti->h * ti->w, in,
-                                      save_of(mi, l), w, b, M, ti->c, ith, nth);
+                const float *sc = se_conv_fused(mi, st, mi->ls[mi->ls[li].se_scale].se_conv) ? mi->ones
+                                                                                              : exec_act(mi, se->in2);
+                bn_backward_chunks_se(part, dse, sc, exec_dact(mi, m->layers[mi->ls[li].se_pool].out),
+                                      (size_t)ti->h * ti->w, in, save_of(mi, l), w, b, M, ti->c, ith, nth);
                 dout = dse;
             } else {
                 bn_backward_chunks(part, (float *)dout, in, save_of(mi, l), w, b, M, ti->c, norm_act_of(l), ith, nth);
@@ -1569,7 +1543,6 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     mi->no_se_chain = tb_env_off("TB_SE_CHAIN");
     mi->no_se_rows = tb_env_off("TB_SE_ROWS");
     mi->no_se_form = tb_env_off("TB_SE_FORM");
-    mi->no_se_dz = tb_env_off("TB_SE_DZ");
     mi->ls = calloc((size_t)m->n_layers, sizeof *mi->ls);
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;

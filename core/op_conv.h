@@ -183,12 +183,6 @@ int conv_backward_gemm1x1_fusable(const struct conv_shape *s, int accumulate);
  * input x (this convolution's output), save and the coef of bn_backward_coefs. */
 struct conv_bn_dout {
     const float *dz, *x, *save, *coef;
-    /* With ap (non-NULL; the depthwise backward only): the BatchNorm is SE-fused and its phase 1 left dz
-     * unwritten, so dz holds its do, from which each row's dz is formed first (bn_se_dz_rows with these:
-     * the SE factors (N,C), the pool's gradient (N,C), rows a sample). */
-    const struct bn_apply *ap;
-    const float *scale, *dpool;
-    size_t HW;
 };
 /* wt (OC, C) = wᵀ for the 1×1 weights w (C, OC). */
 void conv_transpose_w(float *wt, const float *w, int C, int OC);

@@ -851,7 +851,7 @@ static size_t dout_ring_rows(const struct conv_shape *s)
 
 size_t dwconv_bn_dout_ring_floats(const struct conv_shape *s)
 {
-    return (dout_ring_rows(s) + 1) * (size_t)s->OW * (size_t)s->C; /* and a row of dz (conv_bn_dout's ap) */
+    return dout_ring_rows(s) * (size_t)s->OW * (size_t)s->C;
 }
 
 /* A ring of dout rows that bd's rows are formed into as the input rows reach them: ring_n rows (row g of
@@ -891,18 +891,9 @@ static void dout_ring_fill(struct dout_ring *dr, const struct conv_shape *s, siz
     dout_window(s, r, rn, &glo, &ghi);
     if (ghi > glo) {
         TB_ASSERT(ghi - glo <= dr->ring_n);
-        const struct conv_bn_dout *bd = dr->bd;
-        float *dz = dr->ring + dr->ring_n * row; /* with bd->ap: one row's dz, formed from do */
-        for (size_t g = dr->have_hi > glo ? dr->have_hi : glo; g < ghi; g++) {
-            const float *dzr = bd->dz + g * row;
-            if (bd->ap) {
-                bn_se_dz_rows(dz, dzr, bd->x + g * row, bd->ap, bd->scale, bd->dpool, bd->HW, g * (size_t)s->OW,
-                              (size_t)s->OW);
-                dzr = dz;
-            }
-            bn_backward_rows(dr->ring + g % dr->ring_n * row, dzr, bd->x + g * row, bd->save, bd->coef, (size_t)s->OW,
-                             s->C);
-        }
+        for (size_t g = dr->have_hi > glo ? dr->have_hi : glo; g < ghi; g++)
+            bn_backward_rows(dr->ring + g % dr->ring_n * row, dr->bd->dz + g * row, dr->bd->x + g * row,
+                             dr->bd->save, dr->bd->coef, (size_t)s->OW, s->C);
         if (ghi > dr->have_hi) dr->have_hi = ghi;
     }
     size_t nlo, nhi;

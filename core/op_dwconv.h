@@ -68,9 +68,7 @@ int dwconv_bn_fusable(const struct conv_shape *s);
  * With bd (and dwpart; dout may then be NULL) dout is never read: each of its rows is formed once per
  * thread into ring (this thread's dwconv_bn_dout_ring_floats) from the BatchNorm after this convolution, as
  * its bn_backward_finish would have written it (bn_backward_rows), when the input rows first reach it: the
- * same bits, without that BatchNorm's data gradient written and read back. With bd->ap its dz is formed
- * first, a row at a time, from the SE-fused BatchNorm's do (bn_se_dz_rows), so its phase 1 need not write
- * dz either. */
+ * same bits, without that BatchNorm's data gradient written and read back. */
 void dwconv_backward_data_bn(float *dinp, const float *dout, const float *w, const struct conv_shape *s,
                              double *part, const float *bn_in, const float *save, const float *gamma,
                              const float *beta, float *dwpart, float *ybuf, const struct conv_bn_dout *bd,

@@ -469,15 +469,14 @@ norm_bwd_sums_rows_k(double *restrict sdz, double *restrict sdzd, float *dout, c
     }
 }
 
-/* norm_bwd_sums_rows_k for act and store; se (SiLU only) as there. */
+/* norm_bwd_sums_rows_k for act and store; se (SiLU and store only) as there. */
 static void norm_bwd_sums_rows(double *sdz, double *sdzd, float *dout, const float *inp, const float *mean,
                                const float *a, const float *b, size_t M, size_t C, int c0, int cn,
                                enum norm_act act, int store, const struct norm_se_in *se)
 {
     if (se) {
-        TB_ASSERT(act == NORM_ACT_SILU);
-        if (store) norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 1, se);
-        else norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 0, se);
+        TB_ASSERT(act == NORM_ACT_SILU && store);
+        norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 1, se);
     } else if (act == NORM_ACT_SILU && store)
         norm_bwd_sums_rows_k(sdz, sdzd, dout, inp, mean, a, b, M, C, c0, cn, 1, 1, NULL);
     else if (act == NORM_ACT_SILU)
@@ -1008,8 +1007,8 @@ void bn_backward(float *dinp, float *dgamma, float *dbeta, float *dout, const fl
 
 /* bn_backward_chunks, or with se (non-NULL) bn_backward_chunks_se. */
 static void bn_bwd_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
-                          const float *beta, size_t M, int C, enum norm_act act, int store,
-                          const struct norm_se_in *se, int ith, int nth)
+                          const float *beta, size_t M, int C, enum norm_act act, const struct norm_se_in *se,
+                          int ith, int nth)
 {
     const int K = bn_row_chunks(M), G = bn_item_groups(K, C);
     size_t i0, i1;
@@ -1028,7 +1027,7 @@ static void bn_bwd_chunks(double *part, float *dout, const float *inp, const flo
             struct norm_se_in sek;
             if (se) sek = *se, sek.rbase = r0;
             norm_bwd_sums_rows(sdz, sdzd, dout + off, inp + off, save + c0, a, beta + c0, r1 - r0, (size_t)C, c0,
-                               cn, act, store, se ? &sek : NULL);
+                               cn, act, 1, se ? &sek : NULL);
             memcpy(p + c0, sdz, (size_t)cn * sizeof *sdz);
             memcpy(p + C + c0, sdzd, (size_t)cn * sizeof *sdzd);
         }
@@ -1139,28 +1138,16 @@ void bn_bwd_stream_end(struct bn_bwd_stream *st)
 void bn_backward_chunks(double *part, float *dout, const float *inp, const float *save, const float *gamma,
                         const float *beta, size_t M, int C, enum norm_act act, int ith, int nth)
 {
-    bn_bwd_chunks(part, dout, inp, save, gamma, beta, M, C, act, 1, NULL, ith, nth);
+    bn_bwd_chunks(part, dout, inp, save, gamma, beta, M, C, act, NULL, ith, nth);
 }
 
-void bn_backward_chunks_se(double *part, float *dse, int store, const float *scale, const float *dpool, size_t HW,
+void bn_backward_chunks_se(double *part, float *dse, const float *scale, const float *dpool, size_t HW,
                            const float *inp, const float *save, const float *gamma, const float *beta, size_t M,
                            int C, int ith, int nth)
 {
     TB_ASSERT(HW > 0 && M % HW == 0);
     const struct norm_se_in se = {scale, dpool, HW, 0};
-    bn_bwd_chunks(part, dse, inp, save, gamma, beta, M, C, NORM_ACT_SILU, store, &se, ith, nth);
-}
-
-void bn_se_dz_rows(float *dz, const float *dse, const float *inp, const struct bn_apply *ap, const float *scale,
-                   const float *dpool, size_t HW, size_t rbase, size_t rows)
-{
-    /* The phase-1 kernel itself, storing over a copy: its dz bits by construction (each dz is its own
-     * expression; the sums it also takes, a multiply-add an element beside the sigmoid, are dropped). */
-    const size_t C = (size_t)ap->C;
-    memcpy(dz, dse, rows * C * sizeof *dz);
-    double sdz[BN_STREAM_MAX_C], sdzd[BN_STREAM_MAX_C];
-    const struct norm_se_in se = {scale, dpool, HW, rbase};
-    norm_bwd_sums_rows(sdz, sdzd, dz, inp, ap->mean, ap->a, ap->beta, rows, C, 0, ap->C, NORM_ACT_SILU, 1, &se);
+    bn_bwd_chunks(part, dse, inp, save, gamma, beta, M, C, NORM_ACT_SILU, &se, ith, nth);
 }
 
 /* Channel block [c0, c0+cn) of BatchNorm's second phase: the chunk sums combined, dgamma and dbeta of

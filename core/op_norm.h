@@ -147,16 +147,10 @@ void bn_backward_chunks(double *part, float *dout, const float *inp, const float
  * and by the global average pool (p, (N,C)) of the SE branch: the output gradient, dy = do·s[n] +
  * dp[n]/HW for sample n = row / HW, is formed as it is read instead of by se_scale_backward and
  * global_avgpool_backward in two passes over memory, with the same roundings (bitwise the same
- * dz). dse (M,C) holds do and, with store, is overwritten with dz, for phase 2; without, only read (its
- * reader forms dz itself: bn_se_dz_rows). Otherwise bn_backward_chunks. */
-void bn_backward_chunks_se(double *part, float *dse, int store, const float *scale, const float *dpool, size_t HW,
+ * dz). dse (M,C) holds do and is overwritten with dz, for phase 2. Otherwise bn_backward_chunks. */
+void bn_backward_chunks_se(double *part, float *dse, const float *scale, const float *dpool, size_t HW,
                            const float *inp, const float *save, const float *gamma, const float *beta, size_t M,
                            int C, int ith, int nth);
-/* dz (rows, C) = the dz bn_backward_chunks_se stores over dse, bit for bit, for rows [rbase, rbase + rows)
- * (dse and inp point at row rbase; ap readied from the BatchNorm's save, gamma, beta): for a reader that
- * forms dz as it needs it, so phase 1 need not write it. */
-void bn_se_dz_rows(float *dz, const float *dse, const float *inp, const struct bn_apply *ap, const float *scale,
-                   const float *dpool, size_t HW, size_t rbase, size_t rows);
 /* Backward phase 2, after a barrier: dgamma, dbeta (C) += Σdz·x̂, Σdz for this thread's channels; dinp
  * (M,C) += (= when acc is 0) ∂L/∂x for its rows, reading dz (M,C): the dout phase 1 left. */
 void bn_backward_finish(float *dinp, float *dgamma, float *dbeta, const float *dz, const float *inp,

@@ -454,33 +454,6 @@ Test(model_grad, effnet_b0_se_input_formed_bitwise, .timeout = 240)
     net_free(&u);
 }
 
-/* The SE-fused BatchNorm's dz formed by the depthwise backward before it from do (exec.c's se_dz_formed), at
- * 32×32 batch 64 on 3 threads: the SE scale's output gradient keeps do (TB_SE_DZ=0's flag leaves dz over it,
- * so the two differ), and over two passes the loss and every gradient are bitwise those with dz written. */
-Test(model_grad, effnet_b0_se_dz_formed_bitwise, .timeout = 240)
-{
-    enum { RES = 32, B = 64 };
-    setenv("TB_PAR_UNITS", "2", 1); /* the chunks a 2-core machine cuts: before the first tb_par_units call */
-    struct net a, u;
-    net_init_threads(&a, RES, 10, B, 11, "batch", 0, 3);
-    net_init_threads(&u, RES, 10, B, 11, "batch", 0, 3);
-    u.e.train.no_se_dz = 1;
-    const int se = layer_named(&a.m, "features.2.1.block.2.scale"), t = a.m.layers[se].out;
-    double l[2];
-    two_passes(&a, B, RES, 19, 7, &l[0]);
-    two_passes(&u, B, RES, 19, 7, &l[1]);
-    const size_t n = (size_t)B * a.m.tensors[t].per_sample;
-    cr_assert(memcmp(exec_dact(&a.e.train, t), exec_dact(&u.e.train, t), n * sizeof(float)) != 0,
-              "%s's output gradient holds the same with dz formed and written: the formed path did not run",
-              a.m.layers[se].name);
-    cr_assert(l[0] == l[1], "loss %.17g formed, %.17g written", l[0], l[1]);
-    for (size_t i = 0; i < a.m.n_params; i++)
-        cr_assert(memcmp(&a.e.grads[i], &u.e.grads[i], sizeof(float)) == 0, "gradient %zu: %.9g formed, %.9g written",
-                  i, (double)a.e.grads[i], (double)u.e.grads[i]);
-    net_free(&a);
-    net_free(&u);
-}
-
 /* A forward_backward of n (zero_grads first when zero) on B images of rng stream 23 with labels (i + shift) mod
  * 10; the loss. */
 static double fb_pass(struct net *n, int B, int RES, int shift, int zero)

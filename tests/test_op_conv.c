@@ -618,7 +618,7 @@ Test(conv, gemm1x1_fused_backward_matches_separate_kernels)
             /* A BatchNorm after the convolution: dz, its input x, save (μ, rstd) and coef (a, c2, k0). */
             float *dz = rand_buf(B.no, 41), *bx = rand_buf(B.no, 42), *save = rand_buf(2 * (size_t)s.OC, 43);
             float *coef = rand_buf(3 * (size_t)s.OC, 44);
-            struct conv_bn_dout bd = {.dz = dz, .x = bx, .save = save, .coef = coef};
+            struct conv_bn_dout bd = {dz, bx, save, coef};
             float *d0 = rand_buf(B.ni, 31), *d1 = malloc(B.ni * sizeof(float)), *p0 = malloc(np * sizeof(float));
             float *p1 = malloc(np * sizeof(float));
             const size_t ks = conv_backward_gemm1x1_fused_scratch_floats(&s, 0);
@@ -788,7 +788,7 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
         float *coef = rand_buf(3 * (size_t)s.OC, 48), *dob = malloc(nout * sizeof(float));
         float *d0b = malloc(nin * sizeof(float)), *p0b = malloc(np * sizeof(float)), *ds0b = calloc(nsc, sizeof(float));
         cr_assert(dz && bx && save && coef && dob && d0b && p0b && ds0b);
-        const struct conv_bn_dout bd = {.dz = dz, .x = bx, .save = save, .coef = coef};
+        const struct conv_bn_dout bd = {dz, bx, save, coef};
         /* The unfused pair. */
         se_scale_forward(y3, x, sc, s.N, HW, s.C, 0, 1);
         conv_forward_gemm1x1_bn(y0, y3, w, &s, b0, 0, 1);
