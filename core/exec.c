@@ -396,8 +396,8 @@ static int se_rows_fused(const struct model_inst *mi, const struct exec_step *st
  * projection after the scale reads it (se_conv_fused or se_rows_fused) and forms it instead, a piece at a
  * time, from the BatchNorm's input (bn_apply_rows: the same bits), in its forward and its backward. Nothing
  * else reads it: the pool ran in the BatchNorm's pass and the scale's own passes do nothing. The tensor is
- * the block's widest, written only to be read back; forming it reads the BatchNorm's input instead (the same
- * bytes) and costs a SiLU an element a read. TB_SE_FORM=0: written and read. */
+ * the block's widest, written once and read twice for nothing; the forming costs a SiLU an element a read.
+ * TB_SE_FORM=0: written and read. */
 static int se_formed(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
     if (bn < 0 || mi->no_se_form || !se_fused(mi, st, bn)) return 0;
@@ -682,8 +682,7 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
                 sync_barrier(sync, nth);
             }
             if (se_fused(mi, st, li)) /* the output too, unless the projection forms it as it reads */
-                bn_forward_train_finish_pool(se_formed(mi, st, li) ? NULL : out,
-                                             exec_act(mi, m->layers[mi->ls[li].se_pool].out), save_of(mi, l),
+                bn_forward_train_finish_pool(se_formed(mi, st, li) ? NULL : out, exec_act(mi, m->layers[mi->ls[li].se_pool].out), save_of(mi, l),
                                              st->no_stats_update ? NULL : rm, st->no_stats_update ? NULL : rv, in, w,
                                              b, part, M, (size_t)ti->h * ti->w, ti->c, l->a.norm.eps,
                                              l->a.norm.momentum, ith, nth);

@@ -29,8 +29,8 @@
 #   tools/gpu_session.sh bench      there*: issue 26's figures, beside compare/torch_cuda.py (run_compare.py)
 #   tools/gpu_session.sh scaling    there*: tools/scaling.sh's phases (issue 31; weak first, its all-core point
 #                                   on issue 31's commit beside this tree's, alternating, and weak again with
-#                                   TB_REPLICA_CUT=0; then strong, at all cores again with TB_BN_EVEN_CHUNKS=0,
-#                                   TB_SE_FORM=0 and TB_SE_CHAIN=0; weak again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0,
+#                                   TB_REPLICA_CUT=0; then strong, at all cores again with TB_BN_EVEN_CHUNKS=0
+#                                   and TB_SE_CHAIN=0; weak again with TB_STREAM_KB=16384, TB_DW_FORM_DOUT=0,
 #                                   TB_SE_ROWS=0 and TB_GRAD_FIRST_WRITE=0), or a line saying it is missing
 #   (*: from the repository root, after `source .dev/env.sh`; tests, sanitizer, bench and scaling, about
 #   8 minutes each with a machine's start, are for a session with device time left after first)
@@ -694,9 +694,6 @@ phase_scaling() {
     # The thirty-third session's even BatchNorm chunks (14 of 224 rows at 14×14 batch 16, on whole image rows, so
     # strong scaling's 224×224 layers there take the fused depthwise paths), off: 16 unequal chunks, 16 threads busy.
     scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_BN_EVEN_CHUNKS=0
-    # The thirty-fourth session's SE scale input formed by the projection from its BatchNorm's input (that
-    # BatchNorm's output, the block's widest tensor, never written), off: written and read back.
-    scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_SE_FORM=0
     # The twenty-eighth session's SE chain (each thread's row tiles through fc1, SiLU, fc2, sigmoid; same bits),
     # off: all threads only, against the step above.
     scaling_step strong $((BUDGET / 2)) SCALE_THREADS="$(nproc)" TB_SE_CHAIN=0
