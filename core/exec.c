@@ -392,50 +392,14 @@ static int se_rows_fused(const struct model_inst *mi, const struct exec_step *st
     return conv_se_rows_aligned(&cs, (size_t)cs.H * cs.W);
 }
 
-/* Whether SE-fused BatchNorm layer bn leaves its output (the SE scale's input) unwritten in this step: the
- * projection after the scale reads it (se_conv_fused or se_rows_fused) and forms it instead, a piece at a
- * time, from the BatchNorm's input (bn_apply_rows: the same bits), in its forward and its backward. Nothing
- * else reads it: the pool ran in the BatchNorm's pass and the scale's own passes do nothing. The tensor is
- * the block's widest, written once and read twice for nothing; the forming costs a SiLU an element a read.
- * TB_SE_FORM=0: written and read. */
-static int se_formed(const struct model_inst *mi, const struct exec_step *st, int bn)
-{
-    if (bn < 0 || mi->no_se_form || !se_fused(mi, st, bn)) return 0;
-    const int c = mi->ls[mi->ls[bn].se_scale].se_conv;
-    return c >= 0 && mi->m->tensors[mi->m->layers[bn].in].c <= BN_STREAM_MAX_C &&
-           (se_conv_fused(mi, st, c) || se_rows_fused(mi, st, c));
-}
-
-/* The SE scale's input as conv c reads it: *x that tensor, and NULL; or, where its BatchNorm leaves it
- * unwritten (se_formed), *x the BatchNorm's input and ap readied to form it from that. */
-static const struct bn_apply *se_input_of(const struct model_inst *mi, const struct exec_step *st, int c,
-                                          struct bn_apply *ap, const float **x)
-{
-    const struct layer *se = &mi->m->layers[mi->ls[c].conv_se];
-    const int bn = mi->ls[mi->ls[c].conv_se].se_bn;
-    if (!se_formed(mi, st, bn)) {
-        *x = exec_act(mi, se->in);
-        return NULL;
-    }
-    const struct layer *bl = &mi->m->layers[bn];
-    *x = exec_act(mi, bl->in);
-    bn_apply_begin(ap, save_of(mi, bl), exec_param(mi, bl->w_off), exec_param(mi, bl->b_off),
-                   mi->m->tensors[bl->in].c);
-    return ap;
-}
-
-/* The SE scale's input (or its BatchNorm's, with ap: se_input_of), factors and factor gradient as conv c reads
- * them (se_rows_fused). */
-static struct conv_se_rows se_rows_of(const struct model_inst *mi, const struct exec_step *st, int c,
-                                      struct bn_apply *ap)
+/* The SE scale's input, factors and factor gradient as conv c reads them (se_rows_fused). */
+static struct conv_se_rows se_rows_of(const struct model_inst *mi, int c)
 {
     const struct layer *se = &mi->m->layers[mi->ls[c].conv_se];
     const struct tensor *x = &mi->m->tensors[se->in];
-    const float *xin;
-    const struct bn_apply *a = se_input_of(mi, st, c, ap, &xin);
-    return (struct conv_se_rows){xin, exec_act(mi, se->in2),
+    return (struct conv_se_rows){exec_act(mi, se->in), exec_act(mi, se->in2),
                                  mi->m->tensors[se->in2].needs_grad ? exec_dact(mi, se->in2) : NULL,
-                                 (size_t)x->h * x->w, a};
+                                 (size_t)x->h * x->w};
 }
 
 /* The convolution SE scale layer l may fold into (exec_layer_state.se_conv), or -1. */
@@ -623,16 +587,13 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
         struct conv_shape cs;
         conv_shape_of(mi, l, n, &cs);
         const struct exec_layer_state *ls = &mi->ls[l - m->layers];
-        struct bn_apply ap; /* where the SE scale's input is formed from its BatchNorm's (se_formed) */
         if (se_rows_fused(mi, st, (int)(l - m->layers))) { /* (x·s[n]) tile by tile, and the statistics */
-            const struct conv_se_rows se = se_rows_of(mi, st, (int)(l - m->layers), &ap);
+            const struct conv_se_rows se = se_rows_of(mi, (int)(l - m->layers));
             conv_forward_gemm1x1_bn_se(out, &se, w, &cs, bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.OC),
                                        scratch_of(mi, ith), ith, nth);
         } else if (se_conv_fused(mi, st, (int)(l - m->layers))) { /* x·(diag(s[n])·w), and maybe the statistics */
             const struct layer *se = &m->layers[ls->conv_se];
-            const float *x;
-            const struct bn_apply *a = se_input_of(mi, st, (int)(l - m->layers), &ap, &x);
-            conv_se_forward(out, x, a, exec_act(mi, se->in2), w, &cs,
+            conv_se_forward(out, exec_act(mi, se->in), exec_act(mi, se->in2), w, &cs,
                             conv_fused(mi, st, ls->conv_bn) ? bn_part_of(mi, (size_t)n * cs.OH * cs.OW, cs.OC) : NULL,
                             scratch_of(mi, ith), ith, nth);
         } else if (conv_fused(mi, st, ls->conv_bn)) /* and its BatchNorm's statistics */
@@ -681,8 +642,8 @@ static void layer_forward(const struct model_inst *mi, const struct layer *l, co
                 bn_forward_train_chunks(part, in, M, ti->c, ith, nth);
                 sync_barrier(sync, nth);
             }
-            if (se_fused(mi, st, li)) /* the output too, unless the projection forms it as it reads */
-                bn_forward_train_finish_pool(se_formed(mi, st, li) ? NULL : out, exec_act(mi, m->layers[mi->ls[li].se_pool].out), save_of(mi, l),
+            if (se_fused(mi, st, li))
+                bn_forward_train_finish_pool(out, exec_act(mi, m->layers[mi->ls[li].se_pool].out), save_of(mi, l),
                                              st->no_stats_update ? NULL : rm, st->no_stats_update ? NULL : rv, in, w,
                                              b, part, M, (size_t)ti->h * ti->w, ti->c, l->a.norm.eps,
                                              l->a.norm.momentum, ith, nth);
@@ -1088,11 +1049,8 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             const struct layer *se = &m->layers[ls->conv_se];
             const float *sc = exec_act(mi, se->in2);
             TB_ASSERT(!din || !acc);
-            struct bn_apply ap;
-            const float *x;
-            const struct bn_apply *a = se_input_of(mi, st, (int)(l - m->layers), &ap, &x);
             if (din) conv_se_backward_data(din, dout, w, sc, &cs, scratch_of(mi, ith), ith, nth);
-            conv_se_backward_params_chunks(mi->shared, x, a, dout, &cs, scratch_of(mi, ith), ith, nth);
+            conv_se_backward_params_chunks(mi->shared, exec_act(mi, se->in), dout, &cs, ith, nth);
             sync_barrier(sync, nth);
             conv_se_backward_params_finish(dw, mi->shared, sc, &cs, pacc, ith, nth);
             break;
@@ -1103,8 +1061,7 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             const struct conv_bn_dout bd = bbc ? (struct conv_bn_dout){exec_dact(mi, bl->out), exec_act(mi, bl->in),
                                                                        save_of(mi, bl), mi->bn_coef}
                                                : (struct conv_bn_dout){0};
-            struct bn_apply ap;
-            const struct conv_se_rows se = ser ? se_rows_of(mi, st, (int)(l - m->layers), &ap) : (struct conv_se_rows){0};
+            const struct conv_se_rows se = ser ? se_rows_of(mi, (int)(l - m->layers)) : (struct conv_se_rows){0};
             TB_ASSERT(!ser || (din && !acc));
             conv_backward_gemm1x1_fused_chunks(din, acc, mi->shared, ser ? NULL : in, bbc ? NULL : dout,
                                                bbc ? &bd : NULL, ser ? &se : NULL, w, &cs, scratch_of(mi, ith), ith,
@@ -1541,7 +1498,6 @@ int exec_prepare(struct model_inst *mi, const struct exec_runner *r, const char 
     mi->no_dw_form_dout = tb_env_off("TB_DW_FORM_DOUT");
     mi->no_se_chain = tb_env_off("TB_SE_CHAIN");
     mi->no_se_rows = tb_env_off("TB_SE_ROWS");
-    mi->no_se_form = tb_env_off("TB_SE_FORM");
     mi->ls = calloc((size_t)m->n_layers, sizeof *mi->ls);
     if (!mi->ls) return tb_error_set(TB_ENOMEM, "exec_prepare: out of memory");
     size_t need = 16, shared = 16, tune_cap = 0, part_cap = 0;

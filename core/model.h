@@ -177,9 +177,6 @@ struct model_inst {
     int no_se_rows;      /* TB_SE_ROWS=0 (read at prepare): the SE scale writes its output where the projection
                           * could form it a tile at a time (exec.c's se_rows_fused); an A/B of the bytes; the
                           * same bits */
-    int no_se_form;      /* TB_SE_FORM=0 (read at prepare): an SE-fused BatchNorm writes its output where the
-                          * projection after the SE scale could form it from the BatchNorm's input (exec.c's
-                          * se_formed); an A/B of the bytes; the same bits */
     int no_dw_params_fuse; /* tests: the depthwise weight gradient by its separate kernels, not inside its input
                             * BatchNorm's backward stream wherever that stream runs */
     float *ones;         /* (ones_floats) 1.0f: the SE scale the BatchNorm backward applies when the

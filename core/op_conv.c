@@ -349,21 +349,12 @@ static size_t se_tile_rows(int C)
 
 size_t conv_forward_se_rows_scratch_floats(const struct conv_shape *s) { return se_tile_rows(s->C) * (size_t)s->C; }
 
-/* tile (rows, C) = x rows [r, r + rows) · scale[sample of the row]: se_scale_forward's products. With se->ap
- * the scale's input rows are formed first, into y (rows, C; the tile itself when NULL), from the BatchNorm's
- * input: the same floats the BatchNorm would have written. */
-static void se_rows_form(float *tile, float *y, const struct conv_se_rows *se, size_t r, size_t rows,
-                         int C)
+/* tile (rows, C) = x rows [r, r + rows) · scale[sample of the row]: se_scale_forward's products. */
+static void se_rows_form(float *restrict tile, const struct conv_se_rows *se, size_t r, size_t rows, int C)
 {
-    const float *xs = se->x + r * (size_t)C;
-    if (se->ap) {
-        float *yr = y ? y : tile;
-        bn_apply_rows(se->ap, yr, xs, rows);
-        xs = yr;
-    }
     for (size_t i = 0; i < rows; i++) {
-        const float *x = xs + i * (size_t)C, *restrict sc = se->scale + (r + i) / se->HW * (size_t)C;
-        float *t = tile + i * (size_t)C; /* may be x itself: each element read, then written */
+        const float *restrict x = se->x + (r + i) * (size_t)C, *restrict sc = se->scale + (r + i) / se->HW * (size_t)C;
+        float *restrict t = tile + i * (size_t)C;
         for (int c = 0; c < C; c++) t[c] = x[c] * sc[c];
     }
 }
@@ -388,7 +379,7 @@ static void gemm1x1_bn_forward(float *out, const float *inp, const struct conv_s
         memset(pk, 0, 2 * (size_t)OC * sizeof *pk);
         for (size_t r = r0; r < r1; r += T) {
             const size_t m = r1 - r < T ? r1 - r : T;
-            if (se) se_rows_form(scratch, NULL, se, r, m, C);
+            if (se) se_rows_form(scratch, se, r, m, C);
             gemm_rows(out + r * OC, OC, se ? scratch : inp + r * C, C, w, OC, m, C, OC, 0, stream, pk, pk + OC);
         }
     }
@@ -559,7 +550,7 @@ enum { FUSED_BWD_ROWS = 256, FUSED_BWD_PF_BYTES = 4 << 20 };
 size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s, int se)
 {
     const size_t base = tb_align16((size_t)s->C * s->OC) + tb_align16((size_t)FUSED_BWD_ROWS * s->OC);
-    return se ? base + 2 * (size_t)FUSED_BWD_ROWS * s->C + 2 * (size_t)s->C : base;
+    return se ? base + (size_t)FUSED_BWD_ROWS * s->C + 2 * (size_t)s->C : base;
 }
 
 int conv_se_rows_aligned(const struct conv_shape *s, size_t HW)
@@ -575,17 +566,16 @@ int conv_se_rows_aligned(const struct conv_shape *s, size_t HW)
     return 1;
 }
 
-/* acc (C doubles) += dinp rows [r, r + m) · x's (xr: row r of the scale's input), sample by sample: zeroed at a
- * sample's first row, its dscale written at its last (se_scale_backward's sums: per channel, rows in order,
- * from zero). */
-static void se_rows_dscale(double *restrict acc, const struct conv_se_rows *se, const float *dinp, const float *xr,
-                           size_t r, size_t m, int C)
+/* acc (C doubles) += dinp rows [r, r + m) · x's, sample by sample: zeroed at a sample's first row, its dscale
+ * written at its last (se_scale_backward's sums: per channel, rows in order, from zero). */
+static void se_rows_dscale(double *restrict acc, const struct conv_se_rows *se, const float *dinp, size_t r, size_t m,
+                           int C)
 {
     for (size_t i = r; i < r + m; i++) {
         const size_t p = i % se->HW;
         if (p == 0)
             for (int c = 0; c < C; c++) acc[c] = 0.0;
-        const float *restrict dy = dinp + i * (size_t)C, *restrict x = xr + (i - r) * (size_t)C;
+        const float *restrict dy = dinp + i * (size_t)C, *restrict x = se->x + i * (size_t)C;
         for (int c = 0; c < C; c++) acc[c] += (double)dy[c] * (double)x[c];
         if (p == se->HW - 1) {
             float *restrict ds = se->dscale + i / se->HW * (size_t)C;
@@ -611,8 +601,7 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
     float *wt = scratch; /* this thread's wᵀ (OC, C), as gemm1x1_backward_data makes it */
     float *piece = scratch + tb_align16((size_t)C * OC); /* dout's rows formed from the BatchNorm's */
     float *xs = piece + tb_align16((size_t)FUSED_BWD_ROWS * OC); /* with se: the input rows x·s */
-    float *ys = xs + (size_t)FUSED_BWD_ROWS * C; /* with se->ap: the scale's input rows, formed */
-    double *acc = (double *)(ys + (size_t)FUSED_BWD_ROWS * C); /* with se: a sample's dscale sums */
+    double *acc = (double *)(xs + (size_t)FUSED_BWD_ROWS * C); /* with se: a sample's dscale sums */
     const int pf_next = M * (size_t)OC * sizeof(float) >= FUSED_BWD_PF_BYTES;
     conv_transpose_w(wt, w, C, OC);
     for (size_t k = k0; k < k1; k++) {
@@ -627,9 +616,9 @@ void conv_backward_gemm1x1_fused_chunks(float *dinp, int accumulate, float *part
                 bn_backward_rows(piece, bn->dz + r * OC, bn->x + r * OC, bn->save, bn->coef, m, OC);
                 dp = piece;
             }
-            if (se) se_rows_form(xs, ys, se, r, m, C);
+            if (se) se_rows_form(xs, se, r, m, C);
             gemm_rows(dinp + r * C, (size_t)C, dp, (size_t)OC, wt, (size_t)C, m, OC, C, accumulate, stream, NULL, NULL);
-            if (se && se->dscale) se_rows_dscale(acc, se, dinp, se->ap ? ys : se->x + r * C, r, m, C);
+            if (se && se->dscale) se_rows_dscale(acc, se, dinp, r, m, C);
             /* Where dout streams from memory, the weight gradient's FMAs prefetch the next piece's dout (or
              * the dz and x it is formed from): read in a burst at the piece's start, its misses overlapped
              * nothing (one thread, batch 16: 112×112 16 → 96 with its BatchNorm 12.3–12.6 → 10.4–10.9 ms,

@@ -141,14 +141,11 @@ void conv_forward_gemm1x1_bn(float *out, const float *inp, const float *w, const
  * rounded to float before the GEMM as the scale's own kernel rounds it, so every result is the same bits
  * as the scale followed by the convolution. dscale (N, C), for the backward: the scale's factor gradient,
  * Σ_hw dinp·x in double in row order per sample as se_scale_backward sums it, written (not added); NULL:
- * not wanted. ap (non-NULL): x is not the scale's input but its BatchNorm+SiLU's input, from which the
- * rows are formed first (bn_apply_rows, the BatchNorm's own bits), so that input is never written. */
-struct bn_apply;
+ * not wanted. */
 struct conv_se_rows {
     const float *x, *scale;
     float *dscale;
     size_t HW;
-    const struct bn_apply *ap;
 };
 /* Per-thread scratch floats conv_forward_gemm1x1_bn_se needs: one tile of scaled input rows. */
 size_t conv_forward_se_rows_scratch_floats(const struct conv_shape *s);
@@ -187,7 +184,7 @@ struct conv_bn_dout {
 /* wt (OC, C) = wᵀ for the 1×1 weights w (C, OC). */
 void conv_transpose_w(float *wt, const float *w, int C, int OC);
 /* Floats of per-thread scratch conv_backward_gemm1x1_fused_chunks needs: wᵀ and one piece of dout (with
- * se: one of the scaled input, one of the formed input (se->ap) and C doubles of dscale sums too). */
+ * se: one of the scaled input and C doubles of dscale sums too). */
 size_t conv_backward_gemm1x1_fused_scratch_floats(const struct conv_shape *s, int se);
 /* With se (non-NULL; inp is then NULL) the input rows are x·scale[n], formed a piece at a time, and each
  * sample's dscale is summed from its dinp rows while they are in cache: dinp, part and dscale bitwise

@@ -17,20 +17,8 @@ int conv_se_pays(const struct conv_shape *s)
     return conv_se_fusable(s) && (size_t)s->H * s->W >= 4 * (size_t)s->OC;
 }
 
-/* Rows of the input formed at a time from its BatchNorm's (bn_apply): ~64 KB, in L2 when the GEMM reads
- * it back, and a multiple of gemm_rows_atb's 64-row sub-sums, so the weight gradient's pieces add up to
- * the bits of one call over the sample. */
-static size_t se_form_rows(int C)
-{
-    const size_t r = 16384 / (size_t)C / 64 * 64;
-    return r > 64 ? r : 64;
-}
-
-/* One scaled weight matrix, for the backward-data pass w's transpose beside it, then a piece of formed rows. */
-size_t conv_se_scratch_floats(const struct conv_shape *s)
-{
-    return 2 * (size_t)s->C * (size_t)s->OC + se_form_rows(s->C) * (size_t)s->C;
-}
+/* One scaled weight matrix, and for the backward-data pass w's transpose beside it. */
+size_t conv_se_scratch_floats(const struct conv_shape *s) { return 2 * (size_t)s->C * (size_t)s->OC; }
 
 size_t conv_se_part_floats(const struct conv_shape *s) { return (size_t)s->N * s->C * (size_t)s->OC; }
 
@@ -56,9 +44,9 @@ static void scaled_weights(float *restrict ws, const float *restrict w, const fl
 
 /* Rows [r0, r1) of thread ith's BatchNorm row chunks cut at sample edges: gemm_rows on each piece with
  * sample n's scaled weights (rebuilt in scr when n changes). fwd: out = x · ws, and the chunk sums into
- * part, x formed a piece at a time from in when ap (non-NULL); else: out = dout · wsᵀ. */
-static void se_rows(float *out, const float *in, const struct bn_apply *ap, const float *w, const float *scale,
-                    const struct conv_shape *s, double *part, float *scr, int fwd, int ith, int nth)
+ * part; else: out = dout · wsᵀ. */
+static void se_rows(float *out, const float *in, const float *w, const float *scale, const struct conv_shape *s,
+                    double *part, float *scr, int fwd, int ith, int nth)
 {
     const int C = s->C, OC = s->OC, K = fwd ? C : OC, NO = fwd ? OC : C;
     const size_t HW = (size_t)s->H * s->W, M = (size_t)s->N * HW;
@@ -70,8 +58,6 @@ static void se_rows(float *out, const float *in, const struct bn_apply *ap, cons
         wt = scr + (size_t)C * OC;
         conv_transpose_w(wt, w, C, OC);
     }
-    float *formed = scr + 2 * (size_t)C * OC;
-    const size_t T = se_form_rows(C);
     size_t have = (size_t)-1;
     for (size_t k = k0; k < k1; k++) {
         size_t r0, r1;
@@ -81,51 +67,37 @@ static void se_rows(float *out, const float *in, const struct bn_apply *ap, cons
         for (size_t r = r0; r < r1;) {
             const size_t n = r / HW, re = (n + 1) * HW < r1 ? (n + 1) * HW : r1;
             if (n != have) scaled_weights(scr, w, wt, scale + n * (size_t)C, C, OC), have = n;
-            /* Row sums added row after row: pieces give the chunk's sums in the order one call would, and
-             * every output is the same bits whatever the rows of the call. */
-            const size_t step = ap ? T : re - r; /* formed a piece at a time, or read in place in one call */
-            for (size_t t = r; t < re; t += step) {
-                const size_t m = re - t < step ? re - t : step;
-                const float *x = in + t * K;
-                if (ap) bn_apply_rows(ap, formed, x, m), x = formed;
-                gemm_rows(out + t * NO, (size_t)NO, x, (size_t)K, scr, (size_t)NO, m, K, NO, 0, stream, pk,
-                          pk ? pk + OC : NULL);
-            }
+            /* Row sums added row after row: pieces give the chunk's sums in the order one call would. */
+            gemm_rows(out + r * NO, (size_t)NO, in + r * K, (size_t)K, scr, (size_t)NO, re - r, K, NO, 0, stream, pk,
+                      pk ? pk + OC : NULL);
             r = re;
         }
     }
 }
 
-void conv_se_forward(float *out, const float *x, const struct bn_apply *ap, const float *scale, const float *w,
-                     const struct conv_shape *s, double *part, float *scr, int ith, int nth)
+void conv_se_forward(float *out, const float *x, const float *scale, const float *w, const struct conv_shape *s,
+                     double *part, float *scr, int ith, int nth)
 {
-    se_rows(out, x, ap, w, scale, s, part, scr, 1, ith, nth);
+    se_rows(out, x, w, scale, s, part, scr, 1, ith, nth);
 }
 
 void conv_se_backward_data(float *dx, const float *dout, const float *w, const float *scale,
                            const struct conv_shape *s, float *scr, int ith, int nth)
 {
-    se_rows(dx, dout, NULL, w, scale, s, NULL, scr, 0, ith, nth);
+    se_rows(dx, dout, w, scale, s, NULL, scr, 0, ith, nth);
 }
 
-void conv_se_backward_params_chunks(float *part, const float *x, const struct bn_apply *ap, const float *dout,
-                                    const struct conv_shape *s, float *scr, int ith, int nth)
+void conv_se_backward_params_chunks(float *part, const float *x, const float *dout, const struct conv_shape *s,
+                                    int ith, int nth)
 {
     const int C = s->C, OC = s->OC;
-    const size_t HW = (size_t)s->H * s->W, n1 = (size_t)C * OC, T = ap ? se_form_rows(C) : HW;
-    float *formed = scr + 2 * (size_t)C * OC;
+    const size_t HW = (size_t)s->H * s->W, n1 = (size_t)C * OC;
     size_t lo, hi;
     tb_slice((size_t)s->N, ith, nth, &lo, &hi);
     for (size_t n = lo; n < hi; n++) {
         float *pk = part + n * n1;
         memset(pk, 0, n1 * sizeof(float));
-        /* Pieces of 64-row multiples: gemm_rows_atb's sub-sums, so the same bits as one call. */
-        for (size_t t = 0; t < HW; t += T) {
-            const size_t m = HW - t < T ? HW - t : T, r = n * HW + t;
-            const float *xr = x + r * C;
-            if (ap) bn_apply_rows(ap, formed, xr, m), xr = formed;
-            gemm_rows_atb(pk, (size_t)OC, xr, (size_t)C, dout + r * OC, (size_t)OC, m, C, OC);
-        }
+        gemm_rows_atb(pk, (size_t)OC, x + n * HW * C, (size_t)C, dout + n * HW * OC, (size_t)OC, HW, C, OC);
     }
 }
 

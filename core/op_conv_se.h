@@ -19,36 +19,30 @@
 
 #include <stddef.h>
 
-struct bn_apply; /* op_norm.h */
-
 /* Whether these kernels run shape s: a bias-free 1×1 convolution gemm_rows computes (small C·OC). */
 int conv_se_fusable(const struct conv_shape *s);
 /* Whether the executor should run them on s: conv_se_fusable, and H·W ≥ 4·OC (a sample's weight-gradient
  * part, C·OC floats, at most a quarter of its scaled tensor, H·W·C): below that the per-sample parts and
  * short GEMMs cost more than the passes the fusion saves (BENCHMARKS.md, twentieth session). */
 int conv_se_pays(const struct conv_shape *s);
-/* Floats of per-thread scratch the kernels need (one scaled weight matrix, wᵀ beside it for the
- * backward-data pass, and a piece of input rows formed from the BatchNorm's when given a bn_apply). */
+/* Floats of per-thread scratch the forward and backward-data kernels need (one scaled weight matrix, and
+ * wᵀ beside it for the backward-data pass). */
 size_t conv_se_scratch_floats(const struct conv_shape *s);
 /* Floats of the shared part buffer of the weight gradient: N·C·OC (one G[n] per sample). */
 size_t conv_se_part_floats(const struct conv_shape *s);
 
 /* out (N·H·W, OC) = (x ⊙ scale[n]) · w, scale (N, C); with part (non-NULL) also the statistics of the
  * BatchNorm reading out, as conv_forward_gemm1x1_bn takes them (bitwise bn_forward_train_chunks of out).
- * With ap (non-NULL) x is the input of the BatchNorm+SiLU before the scale, its rows formed a piece at a
- * time (bn_apply_rows: the same bits as that BatchNorm's output, which then need not be written).
  * Threads take whole BatchNorm row chunks; scr is this thread's conv_se_scratch_floats. */
-void conv_se_forward(float *out, const float *x, const struct bn_apply *ap, const float *scale, const float *w,
-                     const struct conv_shape *s, double *part, float *scr, int ith, int nth);
+void conv_se_forward(float *out, const float *x, const float *scale, const float *w, const struct conv_shape *s,
+                     double *part, float *scr, int ith, int nth);
 /* dx (N·H·W, C) = (dout · wᵀ) ⊙ scale[n]: the SE scale's input gradient through its product (overwritten,
  * not read). */
 void conv_se_backward_data(float *dx, const float *dout, const float *w, const float *scale,
                            const struct conv_shape *s, float *scr, int ith, int nth);
-/* Weight gradient, phase 1: part (N, C, OC) = x[n]ᵀ · dout[n] per sample, x formed from the BatchNorm's
- * input as conv_se_forward forms it when ap (then scr: this thread's conv_se_scratch_floats); partitioned
- * over samples. */
-void conv_se_backward_params_chunks(float *part, const float *x, const struct bn_apply *ap, const float *dout,
-                                    const struct conv_shape *s, float *scr, int ith, int nth);
+/* Weight gradient, phase 1: part (N, C, OC) = x[n]ᵀ · dout[n] per sample; partitioned over samples. */
+void conv_se_backward_params_chunks(float *part, const float *x, const float *dout, const struct conv_shape *s,
+                                    int ith, int nth);
 /* Phase 2, after a barrier: dw (C, OC) += Σ_n scale[n][c] · part[n][c][o] in sample order (acc 0: written,
  * not added to). */
 void conv_se_backward_params_finish(float *dw, const float *part, const float *scale, const struct conv_shape *s,

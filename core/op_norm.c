@@ -32,8 +32,6 @@
 #define NORM_CB 2048
 /* Rows per float partial sum in the SiLU backward sums (then added in double). */
 #define NORM_FROWS 16
-/* norm_fwd_rows_k's nt for "store nothing": an output only summed (an SE pool whose input its reader forms). */
-#define NORM_NO_STORE 2
 /* GroupNorm keeps 256-channel chunks of whole groups: a chunk's rows stay in L2 for its second pass. */
 #define GN_CB 256
 
@@ -293,9 +291,7 @@ static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const flo
     vf d;
     const vf z = norm_v_z(&d, x, mean, a, b, m, FULL);
     const vf v = silu ? NV_MUL(z, norm_v_sigmoid(z)) : z;
-    if (nt == NORM_NO_STORE) {
-        /* the pool's sums alone */
-    } else if (FULL && nt)
+    if (FULL && nt)
         VST_NT(y, v);
     else
         VST(y, m, v);
@@ -304,8 +300,7 @@ static inline __attribute__((always_inline)) void norm_v_fwd(float *y, const flo
 #endif
 
 /* out rows [r0,r1), channels [c0,c0+cn) = act((x - mean)·a + b); mean, a, b (cn). With nt the full
- * vectors go out with non-temporal stores (the caller checked alignment and size); with nt NORM_NO_STORE
- * nothing is stored (out may be NULL), for pacc's sums alone. With pacc (cn
+ * vectors go out with non-temporal stores (the caller checked alignment and size). With pacc (cn
  * doubles rounded up to VL, non-NULL after inlining) every output is also added there, row by row. */
 static inline __attribute__((always_inline)) void
 norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *restrict mean,
@@ -319,7 +314,7 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
     const size_t ahead = pf && C >= BN_APPLY_PF_MIN_C ? norm_pf_rows(C) : 0;
     for (size_t r = r0; r < r1; r++) {
         const float *restrict x = inp + r * C + (size_t)c0;
-        float *restrict y = nt == NORM_NO_STORE ? NULL : out + r * C + (size_t)c0;
+        float *restrict y = out + r * C + (size_t)c0;
         int j = 0;
         if (ahead) pf_lines(x, ahead * C * sizeof(float), (size_t)cn * sizeof(float), 0);
 #if NORM_VEC
@@ -330,9 +325,9 @@ norm_fwd_rows_k(float *restrict out, const float *restrict inp, const float *res
         (void)nt;
 #endif
         for (; j < cn; j++) {
-            const float z = (x[j] - mean[j]) * a[j] + b[j], v = silu ? act_siluf(z) : z;
-            if (nt != NORM_NO_STORE) y[j] = v;
-            if (pacc) pacc[j] += (double)v;
+            float z = (x[j] - mean[j]) * a[j] + b[j];
+            y[j] = silu ? act_siluf(z) : z;
+            if (pacc) pacc[j] += (double)y[j];
         }
     }
 }
@@ -372,14 +367,13 @@ static void norm_fwd_rows_pool(float *out, float *pool, const float *inp, const 
                                const float *b, size_t n0, size_t n1, size_t HW, size_t C, int c0, int cn,
                                size_t M_total, int nth)
 {
-    const int nt = out ? norm_nt(out, M_total * C, nth, C, c0) : 0;
+    const int nt = norm_nt(out, M_total * C, nth, C, c0);
     const double inv = 1.0 / (double)HW;
     double acc[NORM_CB];
     const int cz = (cn + 15) / 16 * 16 < NORM_CB ? (cn + 15) / 16 * 16 : NORM_CB; /* masked tails add their 0s */
     for (size_t n = n0; n < n1; n++) {
         for (int j = 0; j < cz; j++) acc[j] = 0.0;
-        if (!out) norm_fwd_rows_k(NULL, inp, mean, a, b, n * HW, (n + 1) * HW, C, c0, cn, 1, NORM_NO_STORE, acc, 0);
-        else if (nt) norm_fwd_rows_k(out, inp, mean, a, b, n * HW, (n + 1) * HW, C, c0, cn, 1, 1, acc, 0);
+        if (nt) norm_fwd_rows_k(out, inp, mean, a, b, n * HW, (n + 1) * HW, C, c0, cn, 1, 1, acc, 0);
         else norm_fwd_rows_k(out, inp, mean, a, b, n * HW, (n + 1) * HW, C, c0, cn, 1, 0, acc, 0);
         for (int j = 0; j < cn; j++) pool[n * C + (size_t)c0 + (size_t)j] = (float)(acc[j] * inv);
     }
@@ -854,7 +848,7 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
             bn_combine_block(s, q, part, K, C, c0, cn);
             bn_finalize_block(NULL, NULL, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, 0, cn, eps, momentum);
         }
-        for (size_t sl = s0; sl < s1 && (out || pool); sl++) {
+        for (size_t sl = s0; sl < s1 && out; sl++) {
             int ca, cb;
             bn_slot(sl, g, M, pool ? HW : 0, C, &r0, &r1, &ca, &cb);
             for (int c0 = ca; c0 < cb; c0 += NORM_CB) {
@@ -883,7 +877,7 @@ static void bn_finish(float *out, float *pool, size_t HW, float *save, float *ru
         /* Every thread adds the same chunk sums itself: the same bits, no second barrier. */
         bn_combine_block(s, q, part, K, C, c0, cn);
         bn_finalize_block(mean, a, save, run_mean, run_var, s, q, gamma, M, C, c0, cn, j0, j1, eps, momentum);
-        if (r1 <= r0 || (!out && !pool)) continue;
+        if (r1 <= r0 || !out) continue;
         if (pool)
             norm_fwd_rows_pool(out, pool, inp, mean, a, beta + c0, r0 / HW, r1 / HW, HW, (size_t)C, c0, cn, M, nth);
         else norm_fwd_rows(out, inp, mean, a, beta + c0, r0, r1, (size_t)C, c0, cn, act, M, nth);

@@ -134,8 +134,7 @@ void bn_bwd_stream_end(struct bn_bwd_stream *st);
 void bn_chunk_range(size_t M, int k, size_t *r0, size_t *r1);
 
 /* bn_forward_train_finish with SiLU whose output's global average pool (pool (N,C), N = M/HW samples of
- * HW rows) is taken in the same pass, bitwise global_avgpool_forward of out: threads take whole samples.
- * out NULL: the pool alone (the output's reader forms it from inp, bn_apply_rows). */
+ * HW rows) is taken in the same pass, bitwise global_avgpool_forward of out: threads take whole samples. */
 void bn_forward_train_finish_pool(float *out, float *pool, float *save, float *run_mean, float *run_var,
                                   const float *inp, const float *gamma, const float *beta, const double *part,
                                   size_t M, size_t HW, int C, float eps, float momentum, int ith, int nth);

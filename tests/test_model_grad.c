@@ -420,40 +420,6 @@ Test(model_grad, effnet_b0_se_rows_bitwise, .timeout = 240)
     net_free(&u);
 }
 
-/* The SE scale's input formed by the projection from its BatchNorm's input (exec.c's se_formed), in blocks
- * whose scale folds into the weights (features.1.0, 16×16) and whose rows are formed (features.2.1, 8×8) at
- * 32×32 batch 64 on 3 threads: that BatchNorm's output is never written (a marker survives; TB_SE_FORM=0's
- * flag writes it), and over two passes the loss and every gradient are bitwise those with it written. */
-Test(model_grad, effnet_b0_se_input_formed_bitwise, .timeout = 240)
-{
-    enum { RES = 32, B = 64 };
-    setenv("TB_PAR_UNITS", "2", 1); /* the chunks a 2-core machine cuts: before the first tb_par_units call */
-    struct net a, u;
-    net_init_threads(&a, RES, 10, B, 11, "batch", 0, 3);
-    net_init_threads(&u, RES, 10, B, 11, "batch", 0, 3);
-    u.e.train.no_se_form = 1;
-    static const char *const scales[] = {"features.1.0.block.1.scale", "features.2.1.block.2.scale"};
-    struct marked ma[2], mu[2];
-    for (int k = 0; k < 2; k++) {
-        const int se = layer_named(&a.m, scales[k]);
-        cr_assert(a.e.train.ls[se].se_conv == se + 1 && a.e.train.ls[se].se_bn >= 0);
-        ma[k] = mark_tensor(&a, a.m.layers[se].in, B, 0), mu[k] = mark_tensor(&u, u.m.layers[se].in, B, 0);
-    }
-    double l[2];
-    two_passes(&a, B, RES, 19, 7, &l[0]);
-    two_passes(&u, B, RES, 19, 7, &l[1]);
-    for (int k = 0; k < 2; k++) {
-        cr_assert(unwritten(ma[k]), "%s's input was written", scales[k]);
-        cr_assert(mu[k].p[0] != MARKER, "TB_SE_FORM=0: %s's input was not written", scales[k]);
-    }
-    cr_assert(l[0] == l[1], "loss %.17g formed, %.17g written", l[0], l[1]);
-    for (size_t i = 0; i < a.m.n_params; i++)
-        cr_assert(memcmp(&a.e.grads[i], &u.e.grads[i], sizeof(float)) == 0, "gradient %zu: %.9g formed, %.9g written",
-                  i, (double)a.e.grads[i], (double)u.e.grads[i]);
-    net_free(&a);
-    net_free(&u);
-}
-
 /* A forward_backward of n (zero_grads first when zero) on B images of rng stream 23 with labels (i + shift) mod
  * 10; the loss. */
 static double fb_pass(struct net *n, int B, int RES, int shift, int zero)

@@ -736,8 +736,7 @@ Test(conv, gemm1x1_streamed_outputs_match_reference, .timeout = 60)
 /* The SE scale formed in the projection's rows (conv_forward_gemm1x1_bn_se, and the one-pass backward with a
  * conv_se_rows) gives what se_scale_forward then the convolution, and the convolution's backward then
  * se_scale_backward's dscale give, bit for bit, for any nth: out and the statistics; dinp, the weight-gradient
- * parts and dscale, with dout read or formed from a BatchNorm's, and with the scale's input read or formed from
- * its own BatchNorm+SiLU's input (se.ap, x then that BatchNorm's output). Shapes: the 32×32 blocks 2 and 3 at batch 16,
+ * parts and dscale, with dout read or formed from a BatchNorm's. Shapes: the 32×32 blocks 2 and 3 at batch 16,
  * 6×6 (backward pieces ending mid-sample where its chunks hold whole samples), and one whose chunks cut a
  * sample (refused). Forward tiles end mid-sample in every case. */
 Test(conv, gemm1x1_se_rows_match_scale_then_conv)
@@ -776,13 +775,6 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
         for (size_t i = 0; i < nsc; i++) sc[i] = rng_uniform(72, q, i);
         for (size_t i = 0; i < (size_t)s.C * s.OC; i++) w[i] = 2.0f * rng_uniform(73, q, i) - 1.0f;
         for (size_t i = 0; i < nout; i++) dout[i] = 2.0f * rng_uniform(74, q, i) - 1.0f;
-        /* x a BatchNorm+SiLU's output of xin, for the variant that forms it from xin (se.ap). */
-        float *xin = rand_buf(nin, 49), *bsave = rand_buf(2 * (size_t)s.C, 50), *gb = rand_buf(2 * (size_t)s.C, 51);
-        cr_assert(xin && bsave && gb);
-        for (int c = 0; c < s.C; c++) bsave[s.C + c] = 0.5f + 0.25f * bsave[s.C + c]; /* rstd > 0 */
-        struct bn_apply ap;
-        bn_apply_begin(&ap, bsave, gb, gb + s.C, s.C);
-        bn_apply_rows(&ap, x, xin, M);
         /* A BatchNorm after the convolution, for the formed-dout variant. */
         float *dz = rand_buf(nout, 45), *bx = rand_buf(nout, 46), *save = rand_buf(2 * (size_t)s.OC, 47);
         float *coef = rand_buf(3 * (size_t)s.OC, 48), *dob = malloc(nout * sizeof(float));
@@ -797,16 +789,15 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
         bn_backward_rows(dob, dz, bx, save, coef, M, s.OC);
         conv_backward_gemm1x1_fused_chunks(d0b, 0, p0b, y3, dob, NULL, NULL, w, &s, scr, 0, 1);
         se_scale_backward(NULL, ds0b, d0b, x, sc, s.N, HW, s.C, 0, 0, 1);
-        const struct conv_se_rows ses[2] = {{x, sc, ds1, HW, NULL}, {xin, sc, ds1, HW, &ap}};
-        for (size_t t = 0; t < 2 * sizeof nths / sizeof *nths; t++) {
-            const int nth = nths[t / 2];
-            const struct conv_se_rows se = ses[t % 2];
+        const struct conv_se_rows se = {x, sc, ds1, HW};
+        for (size_t t = 0; t < sizeof nths / sizeof *nths; t++) {
+            const int nth = nths[t];
             char what[80];
             memset(y1, 0xff, nout * sizeof(float));
             for (int i = 0; i < nth; i++) conv_forward_gemm1x1_bn_se(y1, &se, w, &s, b1, scr + (size_t)i * kk, i, nth);
-            snprintf(what, sizeof what, "case %zu nth %d formed %zu: out", q, nth, t % 2);
+            snprintf(what, sizeof what, "case %zu nth %d: out", q, nth);
             tu_assert_bitwise(y1, y0, nout, what);
-            snprintf(what, sizeof what, "case %zu nth %d formed %zu: statistics", q, nth, t % 2);
+            snprintf(what, sizeof what, "case %zu nth %d: statistics", q, nth);
             tu_assert_bitwise_d(b1, b0, nb, what);
             for (int viabn = 0; viabn < 2; viabn++) {
                 memset(d1, 0xff, nin * sizeof(float)), memset(p1, 0xff, np * sizeof(float));
@@ -814,17 +805,17 @@ Test(conv, gemm1x1_se_rows_match_scale_then_conv)
                 for (int i = 0; i < nth; i++)
                     conv_backward_gemm1x1_fused_chunks(d1, 0, p1, NULL, viabn ? NULL : dout, viabn ? &bd : NULL, &se, w,
                                                        &s, scr + (size_t)i * kk, i, nth);
-                snprintf(what, sizeof what, "case %zu nth %d formed %zu bn %d: dinp", q, nth, t % 2, viabn);
+                snprintf(what, sizeof what, "case %zu nth %d bn %d: dinp", q, nth, viabn);
                 tu_assert_bitwise(d1, viabn ? d0b : d0, nin, what);
-                snprintf(what, sizeof what, "case %zu nth %d formed %zu bn %d: part", q, nth, t % 2, viabn);
+                snprintf(what, sizeof what, "case %zu nth %d bn %d: part", q, nth, viabn);
                 tu_assert_bitwise(p1, viabn ? p0b : p0, np, what);
-                snprintf(what, sizeof what, "case %zu nth %d formed %zu bn %d: dscale", q, nth, t % 2, viabn);
+                snprintf(what, sizeof what, "case %zu nth %d bn %d: dscale", q, nth, viabn);
                 tu_assert_bitwise(ds1, viabn ? ds0b : ds0, nsc, what);
             }
         }
         free(x), free(sc), free(y3), free(w), free(dout), free(y0), free(y1), free(d0), free(d1), free(p0), free(p1);
         free(ds0), free(ds1), free(b0), free(b1), free(scr), free(dz), free(bx), free(save), free(coef), free(dob);
-        free(d0b), free(p0b), free(ds0b), free(xin), free(bsave), free(gb);
+        free(d0b), free(p0b), free(ds0b);
     }
     cr_assert(aligned_seen >= 4, "only %d of the 5 shapes had sample-aligned chunks", aligned_seen);
 }

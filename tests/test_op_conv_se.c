@@ -87,10 +87,9 @@ Test(conv_se, kernels_match_reference_and_are_bitwise_in_nth)
             memset(dw[k], 0, C * OC * sizeof(float)), memset(ds[k], 0, (size_t)sh.N * C * sizeof(float));
             memset(dx[k], 0xff, M * C * sizeof(float)); /* overwritten, never read */
             const size_t ks = conv_se_scratch_floats(&sh);
-            for (int i = 0; i < nt; i++) conv_se_forward(y[k], x, NULL, s, w, &sh, stats[k], scr + (size_t)i * ks, i, nt);
+            for (int i = 0; i < nt; i++) conv_se_forward(y[k], x, s, w, &sh, stats[k], scr + (size_t)i * ks, i, nt);
             for (int i = 0; i < nt; i++) conv_se_backward_data(dx[k], dout, w, s, &sh, scr + (size_t)i * ks, i, nt);
-            for (int i = 0; i < nt; i++)
-                conv_se_backward_params_chunks(part, x, NULL, dout, &sh, scr + (size_t)i * ks, i, nt);
+            for (int i = 0; i < nt; i++) conv_se_backward_params_chunks(part, x, dout, &sh, i, nt);
             for (int i = 0; i < nt; i++) conv_se_backward_params_finish(dw[k], part, s, &sh, 1, i, nt);
             /* acc 0 (a first write: the executor no longer zeroes it): NaN-filled, written, the same bits */
             float *dwn = malloc(C * OC * sizeof(float));
@@ -120,55 +119,6 @@ Test(conv_se, kernels_match_reference_and_are_bitwise_in_nth)
         for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(dw[k]), free(ds[k]), free(stats[k]);
         free(x), free(w), free(dout), free(s), free(part), free(want), free(scr);
         free(r.y), free(r.dx), free(r.dw), free(r.ds);
-    }
-}
-
-/* The input formed from its BatchNorm+SiLU's (bn_apply, op_conv_se.h): the forward's output and statistics
- * and the weight gradient's per-sample parts are bitwise those of the kernels fed the BatchNorm's output as
- * bn_apply_rows writes it, for nth 1 and 3; among the shapes, samples of 400 and 256 rows that the kernels
- * form in several pieces (384 + 16, 128 + 128). */
-Test(conv_se, input_formed_from_its_batchnorm_is_bitwise)
-{
-    static const int fshapes[][5] = {{2, 20, 20, 40, 24}, {2, 16, 16, 96, 24}, {3, 7, 7, 24, 40}, {3, 5, 9, 37, 19}};
-    for (size_t q = 0; q < sizeof fshapes / sizeof *fshapes; q++) {
-        struct conv_shape sh;
-        cr_assert_eq(conv_shape_init(&sh, fshapes[q][0], fshapes[q][1], fshapes[q][2], fshapes[q][3], fshapes[q][4], 1,
-                                     1, 1, 1),
-                     0);
-        const size_t M = (size_t)sh.N * sh.H * sh.W, C = (size_t)sh.C, OC = (size_t)sh.OC, np = bn_chunk_doubles(M, sh.OC);
-        float *xin = rnd(M * C, 50 + q), *w = rnd(C * OC, 60 + q), *dout = rnd(M * OC, 70 + q);
-        float *s = rnd((size_t)sh.N * C, 80 + q), *save = rnd(2 * C, 90 + q), *gb = rnd(2 * C, 100 + q);
-        for (size_t c = 0; c < C; c++) save[C + c] = 0.5f + 0.25f * save[C + c]; /* rstd > 0 */
-        struct bn_apply ap;
-        bn_apply_begin(&ap, save, gb, gb + C, sh.C);
-        float *y = malloc(M * C * sizeof(float)); /* the BatchNorm's output, written */
-        cr_assert(y);
-        bn_apply_rows(&ap, y, xin, M);
-        const size_t ks = conv_se_scratch_floats(&sh), npart = conv_se_part_floats(&sh);
-        float *scr = malloc(3 * ks * sizeof(float)), *out[2], *part[2];
-        double *stats[2];
-        cr_assert(scr);
-        for (int k = 0; k < 2; k++) {
-            out[k] = malloc(M * OC * sizeof(float)), part[k] = malloc(npart * sizeof(float));
-            stats[k] = calloc(np, sizeof(double));
-            cr_assert(out[k] && part[k] && stats[k]);
-        }
-        for (int nt = 1; nt <= 3; nt += 2) {
-            for (int i = 0; i < nt; i++) {
-                conv_se_forward(out[0], y, NULL, s, w, &sh, stats[0], scr + (size_t)i * ks, i, nt);
-                conv_se_backward_params_chunks(part[0], y, NULL, dout, &sh, scr + (size_t)i * ks, i, nt);
-            }
-            for (int i = 0; i < nt; i++) {
-                conv_se_forward(out[1], xin, &ap, s, w, &sh, stats[1], scr + (size_t)i * ks, i, nt);
-                conv_se_backward_params_chunks(part[1], xin, &ap, dout, &sh, scr + (size_t)i * ks, i, nt);
-            }
-            char what[80];
-            snprintf(what, sizeof what, "case %zu nth %d: out", q, nt), tu_assert_bitwise(out[1], out[0], M * OC, what);
-            snprintf(what, sizeof what, "case %zu nth %d: statistics", q, nt), tu_assert_bitwise_d(stats[1], stats[0], np, what);
-            snprintf(what, sizeof what, "case %zu nth %d: parts", q, nt), tu_assert_bitwise(part[1], part[0], npart, what);
-        }
-        for (int k = 0; k < 2; k++) free(out[k]), free(part[k]), free(stats[k]);
-        free(xin), free(w), free(dout), free(s), free(save), free(gb), free(y), free(scr);
     }
 }
 
