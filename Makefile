@@ -24,9 +24,13 @@ build:
 
 # The test command of the README: unit and integration tests; the same tests under ASan+UBSan; the
 # threaded tests under TSan; valgrind memcheck on a short training run.
-test: deps build
+test: deps
+	@echo "== build ($$(date -u +%T) UTC: each phase says when it starts, so the log shows where the time goes)"
+	@$(MAKE) --no-print-directory build
+	@echo "== unit and integration tests ($$(date -u +%T))"
 	@cd $(BUILD) && ctest --output-on-failure -j1
 	@$(MAKE) --no-print-directory test-mpi test-san test-tsan test-valgrind
+	@echo "== make test: done ($$(date -u +%T))"
 
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j1
@@ -34,7 +38,7 @@ test-fast: build
 # The sanitizer and valgrind builds leave the cuda layer out (-DTB_CUDA=OFF): the CUDA runtime does not run
 # under ASan's shadow memory or valgrind, and nvcc's time is spent once, in the main build.
 test-san:
-	@echo "== ASan + UBSan"
+	@echo "== ASan + UBSan ($$(date -u +%T))"
 	@cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_SANITIZE=ON -DTB_CUDA=OFF >/dev/null
 	@cmake --build $(BUILD_SAN) -j$(JOBS)
 	@cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
@@ -46,7 +50,7 @@ test-san:
 # (3 replicas: the sharded and the whole sums, each chunk read from every buffer) and sync BatchNorm,
 # and the ipu pipeline with replicas and bf16.
 test-tsan:
-	@echo "== ThreadSanitizer"
+	@echo "== ThreadSanitizer ($$(date -u +%T))"
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTB_TSAN=ON -DTB_TESTS=OFF -DTB_CUDA=OFF >/dev/null
 	@cmake --build $(BUILD_TSAN) -j$(JOBS) --target bench
 	@set -e; export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1; B=$(BUILD_TSAN)/bench; \
@@ -64,7 +68,7 @@ test-tsan:
 
 # The 2-rank MPI job: mirrored over MPI trains like cpu, and only rank 0 writes results.
 test-mpi: build
-	@echo "== MPI, 2 ranks"
+	@echo "== MPI, 2 ranks ($$(date -u +%T))"
 	@./tools/check_mpi.sh $(BUILD)
 
 # Memory errors and leaks on a real (short) training run of each workload family. Its own build without
@@ -72,7 +76,7 @@ test-mpi: build
 # CPU has it, so the vector paths are still checked. --blas-core env: no re-exec for an inherited
 # OPENBLAS_CORETYPE, which would run the training outside valgrind. Then tools/cachesim.sh's check.
 test-valgrind: build-vg
-	@echo "== valgrind memcheck"
+	@echo "== valgrind memcheck ($$(date -u +%T))"
 	@valgrind -q --error-exitcode=3 --leak-check=full --errors-for-leak-kinds=definite \
 	  $(BUILD_VG)/bench --blas-core env --data synthetic --synthetic-samples 256,64 --batch 8 --steps 5 --eval-batch 64 \
 	  --out /tmp/tb-valgrind.jsonl >/dev/null
