@@ -75,8 +75,9 @@ test-mpi: build
 # -march=native: valgrind 3.19 has no AVX-512 (SIGILL on this machine's native code), but AVX2 where the
 # CPU has it, so the vector paths are still checked. --blas-core env: no re-exec for an inherited
 # OPENBLAS_CORETYPE, which would run the training outside valgrind. Then tools/cachesim.sh's check.
-test-valgrind: build-vg
-	@echo "== valgrind memcheck ($$(date -u +%T))"
+test-valgrind:
+	@echo "== valgrind memcheck ($$(date -u +%T); its build first)"
+	@$(MAKE) --no-print-directory build-vg
 	@valgrind -q --error-exitcode=3 --leak-check=full --errors-for-leak-kinds=definite \
 	  $(BUILD_VG)/bench --blas-core env --data synthetic --synthetic-samples 256,64 --batch 8 --steps 5 --eval-batch 64 \
 	  --out /tmp/tb-valgrind.jsonl >/dev/null
