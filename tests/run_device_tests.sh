@@ -14,9 +14,10 @@ trap 'rm -f "$out"' EXIT
 rc=$?
 cat "$out"
 [ "$rc" -eq 0 ] || exit "$rc"
-n=$(grep -c '^\[SKIP\] [^ ]*: no CUDA device' "$out")
+nodev='^\[SKIP\] [^ ]*: no CUDA device' # Criterion's line for a test skipped for want of the device
+n=$(grep -c "$nodev" "$out")
 if [ "$n" -gt 0 ]; then
-    why=$(grep -m1 '^\[SKIP\] [^ ]*: no CUDA device' "$out" | sed 's/^\[SKIP\] [^ ]*: //')
+    why=$(grep -m1 "$nodev" "$out" | sed 's/^\[SKIP\] [^ ]*: //')
     ran=$(sed -n 's/.*Synthesis: Tested: \([0-9]*\) | Passing: \([0-9]*\).*/\2 of \1/p' "$out")
     echo "run_device_tests.sh: $n tests skipped, $why; the host-side tests passed (${ran:-0 of 0}): reported as skipped"
     exit 77
