@@ -1087,6 +1087,7 @@ static double mlp_test_accuracy(const char *prec, const struct dataset *tr, cons
  * gradients in 2 bytes) reaches fp32's test accuracy within 1 point. */
 Test(ipu, bf16_mlp_accuracy_within_a_point_of_fp32, .timeout = 120)
 {
+    TU_SKIP_UNDER_ASAN("two epochs of mnist-mlp on ipu");
     struct stat sb;
     if (stat(DATASET_DEFAULT_DIR, &sb) != 0) cr_skip_test("%s not installed (dataset-fashion-mnist)", DATASET_DEFAULT_DIR);
     struct dataset tr, te;

@@ -24,6 +24,16 @@
 
 #include "rng.h"
 
+/* Skips the calling test in the AddressSanitizer build (`make test-san`): for the long training runs
+ * (an epoch to an accuracy, a recipe's 30-50 steps) whose code paths shorter tests already take under
+ * ASan and UBSan. The main build's ctest runs them in full; under ASan they were a third of its phase. */
+#ifdef __SANITIZE_ADDRESS__
+#define TU_SKIP_UNDER_ASAN(what)                                                                                \
+    cr_skip_test("%s: a long run, checked in the main build; its paths are the shorter tests' under ASan", what)
+#else
+#define TU_SKIP_UNDER_ASAN(what) ((void)0)
+#endif
+
 /* Thread counts every partition test walks. */
 static const int TU_NTHS[] = {1, 2, 3, 7};
 #define TU_N_NTHS ((int)(sizeof TU_NTHS / sizeof TU_NTHS[0]))
