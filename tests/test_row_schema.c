@@ -173,11 +173,16 @@ Test(row_schema, every_key_of_every_plan_is_documented)
                                         100000),
                  1);
     run(dir, "diverged", RB_ARGS("--plan", "train", "--optimizer", "sgd", "--lr", "1000", "--batch", "8", "--steps", "50"), 1);
-    /* Interrupted: SIGINT once its handler is in place, mid-run. */
-    pid_t pid = rb_start(dir, "interrupted", BASE, RB_ARGS("--plan", "train", "--batch", "8", "--steps", "100000000"));
+    /* Interrupted: SIGINT mid-run, once a step's checkpoint shows steps have run (the row's partial rate needs
+     * one; 100 ms after the handler was in place was too soon under ASan beside another test). */
+    pid_t pid = rb_start(dir, "interrupted", BASE,
+                         RB_ARGS("--plan", "train", "--batch", "8", "--steps", "100000000", "--checkpoint-dir", "ck-int",
+                                 "--checkpoint-every", "1"));
     int exited = 0;
-    cr_assert(rb_wait_handler(pid, SIGINT, &exited), "the long run ended (status %d) before it was interrupted", exited);
-    rb_sleep_ms(100.0);
+    char *ck_int = rb_path(dir, "ck-int");
+    cr_assert_geq(rb_wait_checkpoint(pid, ck_int, 0, &exited), 1, "the long run ended (status %d) before it was interrupted",
+                  exited);
+    free(ck_int);
     cr_assert_eq(kill(pid, SIGINT), 0);
     cr_assert_eq(rb_wait(pid), 130);
 
