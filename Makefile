@@ -7,7 +7,7 @@ BUILD_TSAN ?= build-tsan
 BUILD_VG ?= build-vg
 JOBS     ?= $(shell nproc)
 # Test binaries ctest runs at once (each runs its Criterion tests 2 at a time): on 2 cores, 2 took the
-# ASan phase's ctest from 310 to 185 s and the main one from 169 to 106-112 s (a binary often waits on a
+# ASan phase's ctest from 310 to 184-207 s and the main one from 169 to 106-124 s (a binary often waits on a
 # child bench or a serial test). Tests that measure time on a quiet machine are RUN_SERIAL (CMakeLists.txt).
 CTEST_JOBS ?= 2
 # Debian packages the suite needs; installed on demand (root on a fresh machine).
