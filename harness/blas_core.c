@@ -98,9 +98,15 @@ void blas_core_apply(const char *mode, const char *exe, char **argv)
         }
     }
     if (cur) return; /* our own correction from the step below */
-    const int want = cpu_isa_level();
-    if (blas_core_isa_level(openblas_get_corename()) < want && blas_core_for_level(want)) {
-        setenv("OPENBLAS_CORETYPE", blas_core_for_level(want), 1);
+    const char *fix = blas_core_auto_override();
+    if (fix) {
+        setenv("OPENBLAS_CORETYPE", fix, 1);
         reexec(exe, argv, 2);
     }
+}
+
+const char *blas_core_auto_override(void)
+{
+    const int want = cpu_isa_level();
+    return blas_core_isa_level(openblas_get_corename()) < want ? blas_core_for_level(want) : NULL;
 }

@@ -15,6 +15,10 @@ char *openblas_get_corename(void);
 /* OpenBLAS core name whose kernels use ISA level `level` (NULL for 0: nothing to force). */
 const char *blas_core_for_level(int level);
 
+/* The kernel set auto replaces OpenBLAS's own choice with (the loaded one's level is below the CPU's), or
+ * NULL where OpenBLAS's detection stands. */
+const char *blas_core_auto_override(void);
+
 /* Whether MODE is a --blas-core value: auto, env, or (on x86-64) one of OpenBLAS's kernel set names,
  * case-insensitive. OpenBLAS ignores an OPENBLAS_CORETYPE it does not know, so a typo would run its
  * default kernels unnoticed. names receives the accepted names for a message (may be NULL). */
