@@ -40,18 +40,18 @@ static double idle_share(const struct layer_type_row *r)
     return r->seconds > 0 ? 1.0 - r->busy / r->seconds : 0.0;
 }
 
-void layer_profile_print(const struct layer_type_row *rows, int n, double peak_gflops, FILE *f)
+void layer_profile_print(const struct layer_type_row *rows, int n, double peak_gflops, const char *peak_name, FILE *f)
 {
     double total = 0.0;
     for (int i = 0; i < n; i++) total += rows[i].seconds;
     const int idle = n > 0 && rows[0].busy >= 0;
-    fprintf(f, "  %-11s %6s %10s %7s %10s%s%s\n", "layer type", "layers", "time (s)", "share", "GFLOP/s",
-            peak_gflops > 0 ? "  of sgemm peak" : "", idle ? "   idle" : "");
+    fprintf(f, "  %-11s %6s %10s %7s %10s%s%s%s\n", "layer type", "layers", "time (s)", "share", "GFLOP/s",
+            peak_gflops > 0 ? "  of " : "", peak_gflops > 0 ? peak_name : "", idle ? "   idle" : "");
     for (int i = 0; i < n; i++) {
         const double g = rows[i].seconds > 0 ? rows[i].gflop / rows[i].seconds : 0.0;
         fprintf(f, "  %-11s %6d %10.3f %6.1f%% %10.2f", rows[i].op, rows[i].layers, rows[i].seconds,
                 total > 0 ? 100.0 * rows[i].seconds / total : 0.0, g);
-        if (peak_gflops > 0) fprintf(f, "  %12.1f%%", 100.0 * g / peak_gflops);
+        if (peak_gflops > 0) fprintf(f, "  %*.1f%%", (int)strlen(peak_name) + 2, 100.0 * g / peak_gflops);
         if (idle) fprintf(f, "  %5.0f%%", 100.0 * idle_share(&rows[i]));
         fprintf(f, "\n");
     }

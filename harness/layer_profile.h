@@ -22,8 +22,9 @@ struct layer_type_row {
  * number of rows, sorted by time, largest first. */
 int layer_profile_by_type(const struct model *m, const double *prof, const double *busy, int threads,
                           double samples, struct layer_type_row *rows);
-/* Prints the breakdown; peak_gflops <= 0 omits the share-of-peak column, rows without work times the idle column. */
-void layer_profile_print(const struct layer_type_row *rows, int n, double peak_gflops, FILE *f);
+/* Prints the breakdown with each type's share of peak_gflops (a column headed "of " peak_name; omitted when
+ * peak_gflops <= 0), and the idle column where rows carry work times. */
+void layer_profile_print(const struct layer_type_row *rows, int n, double peak_gflops, const char *peak_name, FILE *f);
 /* Writes "layer_types": [{op, layers, seconds, share, gflops_per_s[, idle_share]}] into the object open in b. */
 void layer_profile_write_json(const struct layer_type_row *rows, int n, struct json_buf *b);
 

@@ -60,6 +60,16 @@ static int compute_threads(const struct session *s)
     return s->mi.n_cores > 0 ? s->mi.n_cores : 1;
 }
 
+/* The calibrated sgemm ceiling of the threads the run computes with: one thread's, or the all-thread figure
+ * scaled to the run's share of the machine's threads. */
+static double row_sgemm_peak(const struct session *s)
+{
+    const int th = compute_threads(s);
+    if (th > 1 && s->cal.all_threads > 0)
+        return s->cal.sgemm_all_gflops * (th < s->cal.all_threads ? (double)th / s->cal.all_threads : 1.0);
+    return s->cal.sgemm_1t_gflops;
+}
+
 /* qsort's order of "NAME=value" entries: by name. */
 static int env_name_cmp(const void *a, const void *b)
 {
@@ -272,11 +282,8 @@ void row_common_figures(const struct session *s, struct json_buf *b, double gflo
             json_key_double(b, "gpu_peak_share", gflops / (1e3 * s->cal.gpu.c.fp32_tflops));
         }
     } else if (s->have_cal) {
-        const int th = compute_threads(s);
-        double peak = s->cal.sgemm_1t_gflops;
-        if (th > 1 && s->cal.all_threads > 0)
-            peak = s->cal.sgemm_all_gflops * (th < s->cal.all_threads ? (double)th / s->cal.all_threads : 1.0);
-        json_key_int(b, "peak_threads", th);
+        const double peak = row_sgemm_peak(s);
+        json_key_int(b, "peak_threads", compute_threads(s));
         json_key_double(b, "sgemm_peak_gflops", peak);
         json_key_double(b, "sgemm_peak_share", gflops / peak);
     }
@@ -330,7 +337,13 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
     layer_profile_write_json(rows, n, b);
     if (s->primary && !s->c.quiet) {
         printf("  per layer type over %ld steps (forward + backward):\n", steps);
-        layer_profile_print(rows, n, s->have_cal ? s->cal.sgemm_1t_gflops : 0.0, stdout);
+        /* The per-type share is of the ceiling the row's own share uses: the run's threads' sgemm, or the
+         * GPU's fp32 GEMM when the kernels ran there (one thread's sgemm read 123 % for 2 threads' convs). */
+        if (s->mi.have_gpu)
+            layer_profile_print(rows, n, row_gpu_calibrated(s) ? 1e3 * s->cal.gpu.c.fp32_tflops : 0.0, "GPU fp32 peak",
+                                stdout);
+        else
+            layer_profile_print(rows, n, s->have_cal ? row_sgemm_peak(s) : 0.0, "sgemm peak", stdout);
         if (nb > 0) {
             printf("  barriers    %.0f a step", per_step);
             /* The calibrated cost is of a pool as wide as the machine: only a run that wide can use it. */

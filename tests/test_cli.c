@@ -1042,6 +1042,68 @@ Test(cli, profile_on_a_pool_records_idle_time_per_layer, .timeout = 120)
     }
 }
 
+/* The per-type table's share of peak is of the ceiling the row's own share uses: for 2 threads the 2-thread
+ * sgemm, not one thread's (which put a 2-thread run's convolutions at 123 % of "peak"). The calibration is
+ * measured here, then one thread's sgemm set 100× the all-thread figure, so a table taken of it reads a
+ * share far below the row's ceiling's. */
+Test(cli, profile_share_of_peak_is_the_rows_threads_ceiling, .timeout = 120)
+{
+    char *dir = tu_mkdtemp("cli_peak"), *cal = NULL, *out = NULL;
+    cr_assert(asprintf(&cal, "%s/calibration.json", dir) > 0 && asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--calibrate", "--calibration", cal), &p);
+    cr_assert_eq(p.code, 0, "calibrate exited %d: %s", p.code, p.err);
+    proc_free(&p);
+    size_t len;
+    char *text = tu_read_file(cal, &len);
+    cr_assert_not_null(text);
+    struct json_value *c = NULL;
+    cr_assert_eq(json_parse(text, len, &c), TB_OK, "%s", tb_error_get());
+    const double all = json_get_number(c, "sgemm_all_gflops", 0.0), threads = json_get_number(c, "all_threads", 0.0);
+    cr_assert(all > 0.0 && threads >= 1.0, "%s", text);
+    const double ceiling = threads > 2.0 ? all * 2.0 / threads : all; /* the row's share of the machine's threads */
+    /* The one-thread figure rewritten in the file's text: the only key of that name. */
+    char *at = strstr(text, "\"sgemm_1t_gflops\":");
+    cr_assert_not_null(at);
+    char *end = at + strlen("\"sgemm_1t_gflops\":");
+    while (*end && *end != ',' && *end != '}') end++;
+    FILE *f = fopen(cal, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "%.*s\"sgemm_1t_gflops\":%.17g%s", (int)(at - text), text, 100.0 * all, end);
+    fclose(f);
+    json_value_free(c);
+    free(text);
+
+    run_bench(ARGS("--backend", "threads", "--threads", "2", "--workload", "effnet-b0", "--resolution", "16", "--data",
+                   "synthetic", "--synthetic-samples", "64,16", "--batch", "8", "--steps", "3", "--warmup", "1", "--plan",
+                   "throughput", "--profile", "--mllog", "none", "--calibration", cal, "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exited %d: %s", p.code, p.err);
+    text = tu_read_file(out, &len);
+    cr_assert_not_null(text, "no row: %s", p.err);
+    struct json_value *v = NULL;
+    cr_assert_eq(json_parse(text, len, &v), TB_OK, "%s", tb_error_get());
+    const double peak = json_get_number(v, "figures.sgemm_peak_gflops", 0.0);
+    cr_assert(fabs(peak - ceiling) <= 1e-9 * ceiling, "row's ceiling %g, 2 threads' sgemm %g", peak, ceiling);
+    const struct json_value *types = json_get(v, "figures.layer_types");
+    cr_assert(types && types->type == JSON_ARRAY && types->n > 0, "no layer_types");
+    /* The table's conv line: "  conv  LAYERS  SECONDS  SHARE%  GFLOPS  PEAK%  IDLE%". */
+    const char *line = strstr(p.out, "\n  conv ");
+    cr_assert_not_null(line, "no conv line: %s", p.out);
+    int layers;
+    double secs, share, gflops, of_peak;
+    cr_assert_eq(sscanf(line, " conv %d %lf %lf%% %lf %lf%%", &layers, &secs, &share, &gflops, &of_peak), 5, "%s", line);
+    cr_assert(strstr(p.out, "of sgemm peak") != NULL, "%s", p.out);
+    const double want = 100.0 * gflops / peak;
+    cr_assert(fabs(of_peak - want) <= 0.051 + 1e-3 * want, "conv at %g %% of peak, %g GFLOP/s of %g: %g %%", of_peak,
+              gflops, peak, want);
+    json_value_free(v);
+    free(text);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(cal), free(out);
+}
+
 /* An inference run's progress lines carry no loss: it has none, and "loss nan" read like a diverged run. */
 Test(cli, inference_progress_shows_no_loss)
 {
