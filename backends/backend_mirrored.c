@@ -598,6 +598,7 @@ static int mir_stats(struct backend *b, struct backend_stats *s)
     if (rc != TB_OK) return rc;
     s->n_devices = c->mpi ? c->world * c->R : c->R;
     s->layer_profile = es.profile;
+    s->conv_algos = es.conv_algos; /* replica 0's: every replica finds the same shapes in the one cache */
     if (c->pool) s->barriers = tpool_barriers(c->pool); /* the replicas' (ring steps, sync BatchNorm) */
     c->trace.n = 0;
     for (int r = 0; r < c->R && b->cfg.trace; r++)

@@ -1326,14 +1326,28 @@ void exec_update_fused(const struct model_inst *mi, const struct optim_config *c
  * runs of one binary under the machine's noise, and with it the bits of the run. */
 #define TUNE_MARGIN 0.05
 
-struct tune_entry {
-    struct conv_shape s;
-    int nth, data, algo; /* data: backward-data was timed (the input needs a gradient) */
-};
-/* Process-wide cache: one measurement per (shape, threads), shared by replicas and instances. */
-static struct tune_entry tune_cache[512];
-static int tune_n;
+/* Process-wide cache: one measurement per (shape, threads), shared by replicas and instances; entries
+ * come from timing (tune_measured of them) or from a tuning file (exec_tune_add). */
+static struct exec_tune_entry tune_cache[512];
+static int tune_n, tune_measured;
 static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int exec_tune_entries(struct exec_tune_entry *out, int cap)
+{
+    pthread_mutex_lock(&tune_lock);
+    const int n = tune_n;
+    memcpy(out, tune_cache, (size_t)(n < cap ? n : cap) * sizeof *out);
+    pthread_mutex_unlock(&tune_lock);
+    return n;
+}
+
+int exec_tune_measured(void)
+{
+    pthread_mutex_lock(&tune_lock);
+    const int n = tune_measured;
+    pthread_mutex_unlock(&tune_lock);
+    return n;
+}
 
 static int tune_lookup(const struct conv_shape *s, int nth, int data)
 {
@@ -1349,9 +1363,33 @@ static int tune_lookup(const struct conv_shape *s, int nth, int data)
 static void tune_store(const struct conv_shape *s, int nth, int data, int algo)
 {
     pthread_mutex_lock(&tune_lock);
-    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache))
-        tune_cache[tune_n++] = (struct tune_entry){*s, nth, data, algo};
+    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache)) {
+        tune_cache[tune_n++] = (struct exec_tune_entry){*s, nth, data, algo};
+        tune_measured++;
+    }
     pthread_mutex_unlock(&tune_lock);
+}
+
+int exec_tune_add(const struct exec_tune_entry *e)
+{
+    /* A file's shape is checked as a layer's would be (the kernels trust it only through the lookup, but an
+     * entry that names an algorithm the shape cannot run must never be taken). */
+    struct conv_shape s = e->s;
+    const int dims[] = {s.N, s.H, s.W, s.C, s.OC, s.KH, s.KW, s.stride, s.pad, s.groups, s.par};
+    int ok_fields = e->nth >= 1 && e->nth <= 4096 && e->data >= 0 && e->data <= 3 && e->algo >= 0 &&
+                    e->algo < CONV_ALGO_COUNT;
+    for (size_t k = 0; k < sizeof dims / sizeof *dims; k++) ok_fields &= dims[k] >= 0 && dims[k] <= (1 << 24);
+    if (!ok_fields || conv_shape_fill(&s) != TB_OK || s.OH != e->s.OH || s.OW != e->s.OW ||
+        !conv_algo_supported((enum conv_algo)e->algo, &s)) {
+        tb_error_clear();
+        return tb_error_set(TB_EINVAL, "not a convolution shape and algorithm this engine runs");
+    }
+    if (tune_lookup(&s, e->nth, e->data) >= 0) return TB_OK;
+    pthread_mutex_lock(&tune_lock);
+    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache))
+        tune_cache[tune_n++] = (struct exec_tune_entry){s, e->nth, e->data, e->algo};
+    pthread_mutex_unlock(&tune_lock);
+    return TB_OK;
 }
 
 struct tune_task {

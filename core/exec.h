@@ -9,6 +9,7 @@
 #define TB_EXEC_H
 
 #include "model.h"
+#include "op_conv.h"
 #include "optim.h"
 
 #include <stdint.h>
@@ -147,6 +148,21 @@ void exec_share_prepared(struct model_inst *dst, const struct model_inst *src);
 void exec_algos(const struct model_inst *mi, int *algos);
 /* Names of enum conv_algo values. */
 extern const char *const exec_conv_algo_names[];
+/* One choice of the process-wide autotuning cache: a convolution's shape, the pool's threads, the backward
+ * passes timed with it (data: 1 when the input needs a gradient, + 2 when the backward overwrites it) and the
+ * algorithm (enum conv_algo) that won. */
+struct exec_tune_entry {
+    struct conv_shape s;
+    int nth, data, algo;
+};
+/* Copies up to cap of the cache's entries into out (in the order they were added); returns how many it holds. */
+int exec_tune_entries(struct exec_tune_entry *out, int cap);
+/* Adds a choice measured before (a tuning file), so that exec_prepare takes it instead of timing the shape;
+ * nothing when the key is cached already. TB_EINVAL when the algorithm cannot run the shape or a field is out
+ * of range (nothing added). */
+int exec_tune_add(const struct exec_tune_entry *e);
+/* How many of the cache's entries this process measured (the rest were added). */
+int exec_tune_measured(void);
 /* Appends an event from t0_abs..t1_abs, absolute tb_now_s() seconds (clock.h); no-op when tr is NULL. */
 void exec_trace_add(struct exec_trace *tr, int layer, char phase, double t0_abs, double t1_abs);
 /* Float pointer to tensor t's activations in instance mi. */

@@ -235,35 +235,9 @@ int calibrate_write(const struct calibration *c, const char *path)
         json_buf_free(&b);
         return tb_error_set(st, "calibrate: cannot format %s", path);
     }
-    /* mkdir -p the parent, then write a temporary and rename it, so a reader never sees half a file. */
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        for (char *p = dir + 1;; p++) {
-            if (*p != '/' && *p != '\0') continue;
-            char saved = *p;
-            *p = '\0';
-            mkdir(dir, 0777);
-            *p = saved;
-            if (!saved) break;
-        }
-    }
-    char tmp[640];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        json_buf_free(&b);
-        return tb_error_set(TB_EIO, "calibrate: cannot write %s: %s", tmp, strerror(errno));
-    }
-    int ok = fprintf(f, "%s\n", json_buf_str(&b)) > 0;
-    ok = (fclose(f) == 0) && ok;
+    st = outputs_write_text(path, json_buf_str(&b));
     json_buf_free(&b);
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        return tb_error_set(TB_EIO, "calibrate: cannot write %s: %s", path, strerror(errno));
-    }
+    if (st != TB_OK) return tb_error_set(st, "calibrate: %s", tb_error_get());
     return TB_OK;
 }
 

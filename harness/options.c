@@ -139,6 +139,9 @@ static const struct bench_option options[] = {
                          "of the run may be this file)", 0},
     {"mllog", 1, "DIR|none", "MLPerf-style event logs <DIR>/<run id>.log (default: mllog/ beside --out)", 0},
     {"calibration", 1, "FILE", "machine ceilings for GFLOP/s shares (default " "results/calibration.json)", 0},
+    {"tuning", 1, "FILE|none", "--conv-algo auto: the algorithms timed on this machine, kept for later runs of\n"
+                               "this executable so they run the same kernels and bits (default\n"
+                               "results/tuning.json; none: time them every run)", 0},
     {"run-id", 1, "ID", "name of this run in rows and logs (default: generated)", 0},
     {"quiet", 0, NULL, "no summary on stdout, no progress on stderr (warnings and errors only)", 0},
 };
@@ -172,6 +175,7 @@ void bench_config_defaults(struct bench_config *c)
     snprintf(c->workload, sizeof c->workload, "mnist-mlp");
     snprintf(c->out, sizeof c->out, "results/results.jsonl");
     snprintf(c->calibration, sizeof c->calibration, "results/calibration.json");
+    snprintf(c->tuning, sizeof c->tuning, "results/tuning.json");
     c->eval = 1;
     c->run.seed = 42;
     c->wopts.dropout = -1.0f;
@@ -304,7 +308,7 @@ static int list_unique(const char *opt, const char *s, const int *l, int n)
 }
 
 static const char *const plan_names[] = {"train", "throughput", "tta", "scaling", "inference", "evaluate", NULL};
-static const char *const conv_algos[] = {"auto", "im2col", "direct", "fft", "gemm1x1", NULL};
+static const char *const conv_algo_choices[] = {"auto", "im2col", "direct", "fft", "gemm1x1", NULL};
 static const char *const transports[] = {"shm", "mpi", NULL};
 static const char *const schedules[] = {"gpipe", "1f1b", NULL};
 static const char *const precisions[] = {"fp32", "fp16", "bf16", "fp16m", "bf16m", NULL};
@@ -452,7 +456,7 @@ static int set_training_option(struct bench_config *c, const char *name, const c
 static int set_backend_option(struct bench_config *c, const char *name, const char *v)
 {
     int n = 0, list[BENCH_MAX_BATCHES];
-    if (IS("conv-algo")) return get_choice(name, v, conv_algos, c->run.conv_algo, sizeof c->run.conv_algo);
+    if (IS("conv-algo")) return get_choice(name, v, conv_algo_choices, c->run.conv_algo, sizeof c->run.conv_algo);
     if (IS("devices")) return get_int(name, v, 1, 1024, &c->run.n_devices);
     if (IS("transport")) {
         int st = get_choice(name, v, transports, c->transport, sizeof c->transport);
@@ -549,6 +553,7 @@ static int set_output_option(struct bench_config *c, const char *name, const cha
     if (IS("out")) return get_str(name, v, c->out, sizeof c->out);
     if (IS("mllog")) return get_str(name, v, c->mllog_dir, sizeof c->mllog_dir);
     if (IS("calibration")) return get_str(name, v, c->calibration, sizeof c->calibration);
+    if (IS("tuning")) return get_str(name, v, c->tuning, sizeof c->tuning);
     if (IS("run-id")) {
         for (const char *p = v; *p; p++)
             if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') || ('0' <= *p && *p <= '9') || strchr("._-", *p)))

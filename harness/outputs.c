@@ -1,6 +1,7 @@
 /* outputs.c — up-front checks of the run's output locations (see outputs.h). */
 #include "outputs.h"
 
+#include "conv_tuning.h"
 #include "dataset.h"
 #include "regular_file.h"
 #include "status.h"
@@ -293,6 +294,7 @@ static int check_distinct(const struct bench_config *c)
     add_place(pl, &n, MAX_PLACES, "--resume", 0, 1, "%s", c->resume);
     add_place(pl, &n, MAX_PLACES, "--suite", 0, 0, "%s", c->suite);
     add_place(pl, &n, MAX_PLACES, "--calibration", 0, 0, "%s", c->calibration);
+    if (conv_tuning_on(c)) add_place(pl, &n, MAX_PLACES, "--tuning", 1, 0, "%s", c->tuning);
     const size_t pdl = strlen(c->project_device);
     if (strchr(c->project_device, '/') || (pdl > 5 && !strcmp(c->project_device + pdl - 5, ".spec")))
         add_place(pl, &n, MAX_PLACES, "--project-device", 0, 0, "%s", c->project_device); /* a path, not a name */
@@ -346,4 +348,33 @@ int outputs_check(const struct bench_config *c)
     }
     if (st == TB_OK) st = check_distinct(c);
     return st;
+}
+
+int outputs_write_text(const char *path, const char *text)
+{
+    char dir[PATH_MAX], tmp[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) { /* mkdir -p the parent */
+        *slash = '\0';
+        for (char *p = dir + 1;; p++) {
+            if (*p != '/' && *p != '\0') continue;
+            const char saved = *p;
+            *p = '\0';
+            mkdir(dir, 0777);
+            *p = saved;
+            if (!saved) break;
+        }
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) return tb_error_set(TB_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    int ok = fprintf(f, "%s\n", text) > 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        const int e = errno;
+        remove(tmp);
+        return tb_error_set(TB_EIO, "cannot write %s: %s", path, strerror(e));
+    }
+    return TB_OK;
 }

@@ -25,6 +25,9 @@ int outputs_check(const struct bench_config *c);
  * directory must exist and take a new file (make_dirs: or be creatable, for a writer that makes it).
  * TB_OK, or TB_EIO with one line "OPT PATH: why". */
 int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
+/* Writes text and a newline as the file path: its parent directories made as needed, a temporary beside it
+ * renamed into place, so a reader never sees half a file. TB_OK, or TB_EIO with one line. */
+int outputs_write_text(const char *path, const char *text);
 /* Whether two paths name one file: by inode where both exist, else as their normalised spellings. */
 int outputs_same_file(const char *a, const char *b);
 

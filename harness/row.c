@@ -5,8 +5,10 @@
 #define _GNU_SOURCE
 #include "session.h"
 
+#include "conv_tuning.h"
 #include "layer_profile.h"
 #include "layout.h"
+#include "op_conv.h"
 #include "plan_project.h"
 #include "projection.h"
 #include "results.h"
@@ -76,10 +78,7 @@ static int env_name_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The switches the run read from its environment, as config.env: every TB_* variable (the A/B paths, the work
- * split's units, streaming stores) and OpenBLAS's and OpenMP's, so that two rows of an A/B say which side each
- * is. Sorted by name, so the same environment writes the same row. */
-static void row_env(struct json_buf *b)
+const char **run_env_switches(size_t *count)
 {
     static const char *const prefixes[] = {"TB_", "OPENBLAS_", "OMP_"};
     static const char REEXEC[] = "TB_BLAS_REEXEC="; /* bench's own re-exec count, not a switch */
@@ -95,6 +94,16 @@ static void row_env(struct json_buf *b)
                 break;
             }
     if (k) qsort(set, k, sizeof *set, env_name_cmp);
+    *count = k;
+    return set;
+}
+
+/* The switches the run read from its environment, as config.env, so that two rows of an A/B say which side
+ * each is. Sorted by name, so the same environment writes the same row. */
+static void row_env(struct json_buf *b)
+{
+    size_t k = 0;
+    const char **set = run_env_switches(&k);
     json_key_object(b, "env");
     for (size_t i = 0; i < k; i++) {
         const char *eq = strchr(set[i], '=');
@@ -189,6 +198,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
         json_key_int(b, "max_epochs", c->max_epochs);
     }
     json_key_str(b, "conv_algo", c->run.conv_algo[0] ? c->run.conv_algo : "auto");
+    json_key_str(b, "tuning", conv_tuning_on(c) ? c->tuning : "none");
     json_key_int(b, "devices", c->run.n_devices);
     json_key_str(b, "transport", c->transport[0] ? c->transport : "shm");
     json_key_bool(b, "sync_bn", c->run.sync_bn);
@@ -267,6 +277,29 @@ void row_gpu_memory(const struct session *s, struct json_buf *b)
     json_key_double(b, "gpu_mem_used_mib", dm.used_bytes / 1048576.0);
 }
 
+/* figures.conv_algos: each convolution's algorithm, a letter a layer in the model's order (i im2col, d direct,
+ * f fft, g gemm1x1), so two rows whose bits differ say whether their kernels did; and conv_shapes_timed, the
+ * shapes the backend's preparation timed rather than took from --tuning or an earlier run of the process.
+ * Nothing where the backend does not tell (the cuda device). */
+static void row_conv_algos(const struct session *s, struct json_buf *b)
+{
+    _Static_assert(CONV_ALGO_IM2COL == 0 && CONV_ALGO_DIRECT == 1 && CONV_ALGO_FFT == 2 && CONV_ALGO_GEMM1X1 == 3 &&
+                       CONV_ALGO_COUNT == 4,
+                   "one letter an algorithm, in enum conv_algo's order");
+    int *algos = malloc((size_t)s->m.n_layers * sizeof *algos);
+    char *letters = malloc((size_t)s->m.n_layers + 1);
+    if (algos && letters && backend_conv_algos((struct backend *)&s->be, algos) == TB_OK) {
+        size_t k = 0;
+        for (int i = 0; i < s->m.n_layers; i++)
+            if (algos[i] >= 0) letters[k++] = "idfg"[algos[i]];
+        letters[k] = '\0';
+        json_key_str(b, "conv_algos", letters);
+        json_key_int(b, "conv_shapes_timed", s->conv_timed);
+    }
+    tb_error_clear();
+    free(algos), free(letters);
+}
+
 /* Figures every row carries: achieved GFLOP/s (measured time × counted FLOPs), its share of the
  * calibrated ceiling of the device it ran on (the sgemm's, or for the cuda device the GPU's fp32 GEMM),
  * the estimated arithmetic intensity, and the peak memory (host, and the GPU's on the cuda device). */
@@ -287,6 +320,7 @@ void row_common_figures(const struct session *s, struct json_buf *b, double gflo
         json_key_double(b, "sgemm_peak_gflops", peak);
         json_key_double(b, "sgemm_peak_share", gflops / peak);
     }
+    row_conv_algos(s, b);
     json_key_double(b, "peak_rss_mib", measure_peak_rss_mib());
     json_key_str(b, "peak_rss_scope", s->peak_per_run ? "run" : "process");
     row_gpu_memory(s, b);

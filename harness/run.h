@@ -53,6 +53,7 @@ struct bench_config {
     char out[512];          /* results file (JSON Lines) */
     char mllog_dir[512];    /* "" = <directory of out>/mllog; "none" = no event log */
     char calibration[512];  /* calibration JSON (results/calibration.json) */
+    char tuning[512];       /* --conv-algo auto's choices kept between runs (results/tuning.json; "none") */
     char run_id[64];        /* "" = generated */
     enum bench_plan plan;
     int epochs;             /* 0 = workload default (train), or: train the scaling points this long */

@@ -13,6 +13,8 @@
 #include "arena.h"
 #include "checkpoint.h"
 #include "clock.h"
+#include "conv_tuning.h"
+#include "exec.h"
 #include "outputs.h"
 #include "rng.h"
 #include "status.h"
@@ -372,8 +374,27 @@ int session_backend(struct session *s, int batch, int eval_batch)
     rc.batch = batch;
     rc.eval_batch = eval_batch;
     snprintf(rc.device, sizeof rc.device, "%s", s->c.device);
+    /* --tuning: the choices timed on this machine by this executable before, into the process's cache (once a
+     * process: a suite opens a session per run, and the cache outlives them). */
+    static char tuning_read[sizeof s->c.tuning];
+    static int tuning_unusable; /* the file read was not a tuning file: said once, never written over */
+    int tuning = conv_tuning_on(&s->c);
+    if (tuning && strcmp(tuning_read, s->c.tuning) != 0) {
+        tuning_unusable = conv_tuning_load(s->c.tuning, &s->mi) < 0;
+        snprintf(tuning_read, sizeof tuning_read, "%s", s->c.tuning);
+    }
+    tuning = tuning && !tuning_unusable;
+    const int timed0 = exec_tune_measured();
     int st = backend_create(&s->be, s->c.backend);
     if (st == TB_OK) st = backend_prepare(&s->be, &s->m, &rc);
+    s->conv_timed = exec_tune_measured() - timed0;
+    /* What this preparation timed, kept for the next run; only the rank that writes (a failed write is said
+     * and costs the next run its timing, never this run). */
+    if (st == TB_OK && tuning && s->conv_timed > 0 && backend_is_primary(&s->be) &&
+        conv_tuning_save(s->c.tuning, &s->mi) != TB_OK) {
+        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+        tb_error_clear();
+    }
     if (st == TB_OK && s->c.timeline[0]) st = timeline_csv_open(&s->timeline, s->c.timeline);
     if (st != TB_OK) return st;
     s->prepare_ms[1] = mllog_now_ms();

@@ -74,6 +74,7 @@ struct session {
                                    and the busiest thread's (n_layers, 2), then the pool's barriers so far,
                                    at the start / end of a run (backend_layer_profile) */
     char cal_unread[320];       /* --calibration named a file that could not be read: why (said once) */
+    int conv_timed;             /* convolution shapes the last backend's preparation timed (not from --tuning) */
     int busy_threads;           /* threads the work seconds sum over (0: the backend has no pool) */
     int prof_ok;                /* the backend delivered a per-layer profile at the start of this run */
     int loaded;                 /* params/buffers hold --load's file, not the seeded init */
@@ -170,6 +171,10 @@ int row_gpu_calibrated(const struct session *s);
 /* Runs on a GPU: figures.gpu_mem_peak_mib (the executors' allocation high-water mark since the backend was
  * prepared) and gpu_mem_used_mib (the device's memory in use, cudaMemGetInfo); nothing otherwise. */
 void row_gpu_memory(const struct session *s, struct json_buf *b);
+/* The switches the run reads from its environment (every TB_* variable: the A/B paths, the work split's units,
+ * streaming stores; and OpenBLAS's and OpenMP's), sorted by name: a malloc'd array of environ's strings, their
+ * count in *n (free the array; NULL when out of memory). */
+const char **run_env_switches(size_t *n);
 /* Figures every row carries: GFLOP/s, its share of the device's ceiling, intensity, peak memory. */
 void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
                         double flops_per_step);

@@ -1,0 +1,142 @@
+/* test_conv_tuning.c — `--conv-algo auto`'s choices kept in --tuning's file (harness/conv_tuning.h): a second
+ * run takes them instead of timing, so it runs the same kernels and gives the same bits; the file's choices
+ * are the ones run; a file that is not a tuning file, or entries the engine cannot run, are warnings that cost
+ * nothing but timing. */
+#include "test_reliability_util.h"
+
+#include "json.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+/* A small EfficientNet run: its 16×16 convolutions are the stem (3×3) and 1×1 layers. */
+#define CT_BASE "--backend", "cpu", "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic", \
+                "--synthetic-samples", "64,16", "--batch", "8", "--plan", "throughput", "--steps", "3",      \
+                "--warmup", "1", "--mllog", "none", "--out", "results.jsonl", "--quiet"
+
+/* The row of run k (0-based) in dir's results. */
+static struct json_value *row_of(const char *dir, int k)
+{
+    struct json_value *rows[16];
+    const int n = rb_rows(dir, rows, 16);
+    cr_assert_gt(n, k, "%d rows", n);
+    for (int i = 0; i < n; i++)
+        if (i != k) json_value_free(rows[i]);
+    return rows[k];
+}
+
+/* Replaces every occurrence of from by to in the file dir/name (same length or not). */
+static void replace_in(const char *dir, const char *name, const char *from, const char *to)
+{
+    char *p = rb_path(dir, name), *s = tu_read_file(p, NULL);
+    cr_assert_not_null(s, "no %s", p);
+    char *out = calloc(strlen(s) * (strlen(to) + 1) + 1, 1);
+    cr_assert_not_null(out);
+    for (char *r = s, *w = out;;) {
+        char *hit = strstr(r, from);
+        if (!hit) {
+            strcpy(w, r);
+            break;
+        }
+        memcpy(w, r, (size_t)(hit - r));
+        w += hit - r;
+        strcpy(w, to);
+        w += strlen(to);
+        r = hit + strlen(from);
+    }
+    tu_write_file(p, out, strlen(out));
+    free(out), free(s), free(p);
+}
+
+Test(conv_tuning, second_run_takes_the_files_choices_and_bits, .timeout = 120)
+{
+    char *dir = tu_mkdtemp("tuning");
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(CT_BASE), NULL), 0, "%s", rb_stderr(dir, "a"));
+    /* The default file, beside the default rows: one section for this machine and executable. */
+    char *path = rb_path(dir, "results/tuning.json");
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    cr_assert_not_null(text, "no %s", path);
+    struct json_value *f = NULL;
+    cr_assert_eq(json_parse(text, len, &f), TB_OK, "%s", tb_error_get());
+    cr_assert_str_eq(json_get_str(f, "kind", ""), "conv_tuning");
+    const struct json_value *secs = json_get(f, "sections");
+    cr_assert(secs && secs->type == JSON_ARRAY && secs->n == 1, "%s", text);
+    const struct json_value *es = json_get(&secs->items[0], "entries");
+    cr_assert(es && es->type == JSON_ARRAY && es->n > 0, "%s", text);
+    cr_assert_gt(strlen(json_get_str(&secs->items[0], "build_id", "")), 8, "%s", text);
+    json_value_free(f);
+    free(text);
+
+    cr_assert_eq(rb_run(dir, "b", RB_ARGS(CT_BASE), NULL), 0, "%s", rb_stderr(dir, "b"));
+    struct json_value *a = row_of(dir, 0), *b = row_of(dir, 1);
+    char algos[256];
+    snprintf(algos, sizeof algos, "%s", json_get_str(a, "figures.conv_algos", ""));
+    cr_assert_gt(strlen(algos), 1, "figures.conv_algos '%s'", algos);
+    cr_assert_gt(json_get_number(a, "figures.conv_shapes_timed", -1), 0);
+    cr_assert_eq(json_get_number(b, "figures.conv_shapes_timed", -1), 0, "the second run timed shapes again");
+    cr_assert_str_eq(json_get_str(b, "figures.conv_algos", ""), algos);
+    cr_assert_str_eq(json_get_str(b, "config.tuning", ""), "results/tuning.json");
+    const double la = json_get_number(a, "figures.final_loss", NAN), lb = json_get_number(b, "figures.final_loss", NAN);
+    cr_assert(memcmp(&la, &lb, sizeof la) == 0, "final losses %.17g and %.17g", la, lb);
+    json_value_free(a), json_value_free(b);
+
+    /* The file's choices are what runs: every entry rewritten to im2col (it runs every shape). */
+    replace_in(dir, "results/tuning.json", "\"gemm1x1\"", "\"im2col\"");
+    replace_in(dir, "results/tuning.json", "\"direct\"", "\"im2col\"");
+    cr_assert_eq(rb_run(dir, "c", RB_ARGS(CT_BASE), NULL), 0, "%s", rb_stderr(dir, "c"));
+    struct json_value *c = row_of(dir, 2);
+    const char *ca = json_get_str(c, "figures.conv_algos", "");
+    cr_assert_eq(strspn(ca, "i"), strlen(algos), "conv_algos '%s' after the file said im2col for every shape", ca);
+    cr_assert_eq(json_get_number(c, "figures.conv_shapes_timed", -1), 0);
+    json_value_free(c);
+    free(path);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* An entry the engine cannot run (its output size does not follow from its shape) is skipped with one
+ * warning and its shape timed; the rest are taken. */
+Test(conv_tuning, entries_the_engine_cannot_run_are_skipped, .timeout = 120)
+{
+    char *dir = tu_mkdtemp("tuning_bad");
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(CT_BASE), NULL), 0, "%s", rb_stderr(dir, "a"));
+    /* The stem: 16×16 in, stride 2, 8×8 out; claimed 9×8. */
+    replace_in(dir, "results/tuning.json", "[8,16,16,3,8,8,", "[8,16,16,3,9,8,");
+    cr_assert_eq(rb_run(dir, "b", RB_ARGS(CT_BASE), NULL), 0, "%s", rb_stderr(dir, "b"));
+    char *err = rb_stderr(dir, "b");
+    cr_assert(strstr(err, "1 entry this engine cannot run, skipped") != NULL, "%s", err);
+    struct json_value *b = row_of(dir, 1);
+    cr_assert_eq(json_get_number(b, "figures.conv_shapes_timed", -1), 1);
+    json_value_free(b);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A --tuning path that holds something else is read as nothing and never replaced; `none` writes nothing. */
+Test(conv_tuning, other_files_are_left_alone_and_none_writes_nothing, .timeout = 120)
+{
+    char *dir = tu_mkdtemp("tuning_other");
+    static const char keep[] = "{\"schema\":1,\"kind\":\"calibration\"}\n";
+    rb_write(dir, "mine.json", keep);
+    cr_assert_eq(rb_run(dir, "a", RB_ARGS(CT_BASE), RB_ARGS("--tuning", "mine.json")), 0, "%s", rb_stderr(dir, "a"));
+    char *err = rb_stderr(dir, "a"), *p = rb_path(dir, "mine.json"), *after = tu_read_file(p, NULL);
+    char *errp = rb_path(dir, "a.err");
+    cr_assert(strstr(err, "--tuning mine.json: not a tuning file") != NULL && strstr(err, "left as it is"), "%s", err);
+    cr_assert_eq(rb_count_lines(errp), 1, "one warning line: %s", err);
+    cr_assert_str_eq(after, keep);
+    free(err), free(p), free(after), free(errp);
+
+    cr_assert_eq(rb_run(dir, "b", RB_ARGS(CT_BASE), RB_ARGS("--tuning", "none")), 0, "%s", rb_stderr(dir, "b"));
+    struct stat sb;
+    char *def = rb_path(dir, "results/tuning.json");
+    cr_assert_neq(stat(def, &sb), 0, "--tuning none wrote %s", def);
+    struct json_value *b = row_of(dir, 1);
+    cr_assert_str_eq(json_get_str(b, "config.tuning", ""), "none");
+    cr_assert_gt(json_get_number(b, "figures.conv_shapes_timed", -1), 0);
+    json_value_free(b);
+    free(def);
+    tu_rm_rf(dir);
+    free(dir);
+}
