@@ -38,6 +38,7 @@
 #include "backend_executor.h"
 #include "clock.h"
 #include "env_switch.h"
+#include "exec.h"
 #include "executor.h"
 #include "layout.h"
 #include "mpi_transport.h"
@@ -273,6 +274,26 @@ static int prepare_offhost(struct mir_ctx *c, const struct run_config *cfg)
     return TB_OK;
 }
 
+/* Over MPI: rank 0, its first replica created (root_ok: whether that worked), sends the convolution choices its
+ * preparation timed or found; every other rank takes them before creating its own replicas, so that every rank
+ * runs the same kernels (timed apart, two ranks could pick different ones where two algorithms time within the
+ * machine's noise, and then no two runs of one command gave the same bits). A rank 0 that failed sends no
+ * choices, and the others stop with it rather than wait for a collective it never reaches. */
+static int mir_tune_share(const struct mir_ctx *c, int root_ok)
+{
+    static struct exec_tune_entry e[512];
+    long n = 0;
+    if (c->rank == 0) n = root_ok ? exec_tune_entries(e, 512) : -1;
+    if (n > 512) n = 512;
+    int st = mpi_transport_bcast(&n, sizeof n);
+    if (st == TB_OK && n > 0) st = mpi_transport_bcast(e, (size_t)n * sizeof *e);
+    if (st != TB_OK || c->rank == 0) return st;
+    if (n < 0) return tb_error_set(TB_EIO, "mirrored: rank 0 could not prepare its replicas");
+    for (long i = 0; i < n; i++)
+        if (exec_tune_add(&e[i], 1) != TB_OK) tb_error_clear(); /* rank 0's choice over this rank's file's */
+    return TB_OK;
+}
+
 static int mir_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)
 {
     struct mir_ctx *c = b->ctx;
@@ -335,7 +356,13 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     c->n_params = m->n_params;
     for (int r = 0; r < c->R; r++) {
         child.ordinal = r; /* cuda: replica r on GPU r mod the GPUs present */
-        int st = executor_create(&c->dev[r], m, &child);
+        int st = r == 0 && c->mpi && c->rank != 0 ? mir_tune_share(c, 0) : TB_OK;
+        if (st != TB_OK) return st;
+        st = executor_create(&c->dev[r], m, &child);
+        if (r == 0 && c->mpi && c->rank == 0) {
+            const int shared = mir_tune_share(c, st == TB_OK);
+            if (st == TB_OK) st = shared;
+        }
         if (st != TB_OK) return st;
         /* The ring and MPI work on host memory in place; device memory goes through the device's
          * collective or host copies. */

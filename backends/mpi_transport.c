@@ -68,6 +68,12 @@ int mpi_transport_allreduce_long(long *buf, size_t n)
                : tb_error_set(TB_EIO, "MPI_Allreduce failed");
 }
 
+int mpi_transport_bcast(void *buf, size_t n)
+{
+    return MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS ? TB_OK
+                                                                             : tb_error_set(TB_EIO, "MPI_Bcast failed");
+}
+
 int mpi_transport_rank(void) { return g_inited ? g_rank : 0; }
 
 #else
@@ -80,6 +86,7 @@ int mpi_transport_init(int *rank, int *size)
 int mpi_transport_allreduce(float *buf, size_t n) { (void)buf, (void)n; return TB_EUNSUPPORTED; }
 int mpi_transport_allreduce_f64(double *buf, size_t n) { (void)buf, (void)n; return TB_EUNSUPPORTED; }
 int mpi_transport_allreduce_long(long *buf, size_t n) { (void)buf, (void)n; return TB_EUNSUPPORTED; }
+int mpi_transport_bcast(void *buf, size_t n) { (void)buf, (void)n; return TB_EUNSUPPORTED; }
 int mpi_transport_rank(void) { return 0; }
 
 #endif

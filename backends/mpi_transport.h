@@ -18,6 +18,8 @@ int mpi_transport_allreduce(float *buf, size_t n);
 int mpi_transport_allreduce_f64(double *buf, size_t n);
 /* In-place sum of n longs over all ranks. */
 int mpi_transport_allreduce_long(long *buf, size_t n);
+/* Rank 0's n bytes at buf into every other rank's buf (MPI_Bcast). */
+int mpi_transport_bcast(void *buf, size_t n);
 /* Current rank (0 when MPI is not initialised). */
 int mpi_transport_rank(void);
 

@@ -1370,7 +1370,7 @@ static void tune_store(const struct conv_shape *s, int nth, int data, int algo)
     pthread_mutex_unlock(&tune_lock);
 }
 
-int exec_tune_add(const struct exec_tune_entry *e)
+int exec_tune_add(const struct exec_tune_entry *e, int replace)
 {
     /* A file's shape is checked as a layer's would be (the kernels trust it only through the lookup, but an
      * entry that names an algorithm the shape cannot run must never be taken). */
@@ -1384,10 +1384,16 @@ int exec_tune_add(const struct exec_tune_entry *e)
         tb_error_clear();
         return tb_error_set(TB_EINVAL, "not a convolution shape and algorithm this engine runs");
     }
-    if (tune_lookup(&s, e->nth, e->data) >= 0) return TB_OK;
     pthread_mutex_lock(&tune_lock);
-    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache))
+    int i = 0;
+    while (i < tune_n && !(tune_cache[i].nth == e->nth && tune_cache[i].data == e->data &&
+                           memcmp(&tune_cache[i].s, &s, sizeof s) == 0))
+        i++;
+    if (i < tune_n) {
+        if (replace) tune_cache[i].algo = e->algo;
+    } else if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache)) {
         tune_cache[tune_n++] = (struct exec_tune_entry){s, e->nth, e->data, e->algo};
+    }
     pthread_mutex_unlock(&tune_lock);
     return TB_OK;
 }

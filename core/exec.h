@@ -157,10 +157,10 @@ struct exec_tune_entry {
 };
 /* Copies up to cap of the cache's entries into out (in the order they were added); returns how many it holds. */
 int exec_tune_entries(struct exec_tune_entry *out, int cap);
-/* Adds a choice measured before (a tuning file), so that exec_prepare takes it instead of timing the shape;
- * nothing when the key is cached already. TB_EINVAL when the algorithm cannot run the shape or a field is out
- * of range (nothing added). */
-int exec_tune_add(const struct exec_tune_entry *e);
+/* Adds a choice measured before (a tuning file, another MPI rank), so that exec_prepare takes it instead of
+ * timing the shape; where the key is cached already, replace says whether e's algorithm takes its place.
+ * TB_EINVAL when the algorithm cannot run the shape or a field is out of range (nothing changed). */
+int exec_tune_add(const struct exec_tune_entry *e, int replace);
 /* How many of the cache's entries this process measured (the rest were added). */
 int exec_tune_measured(void);
 /* Appends an event from t0_abs..t1_abs, absolute tb_now_s() seconds (clock.h); no-op when tr is NULL. */

@@ -167,7 +167,7 @@ int conv_tuning_load(const char *path, const struct machine_info *mi)
         const struct json_value *es = json_get(&secs->items[i], "entries");
         for (int j = 0; es && es->type == JSON_ARRAY && j < es->n; j++) {
             struct exec_tune_entry t;
-            if (entry_read(&es->items[j], &t) && exec_tune_add(&t) == TB_OK) added++;
+            if (entry_read(&es->items[j], &t) && exec_tune_add(&t, 0) == TB_OK) added++;
             else bad++;
         }
         break;

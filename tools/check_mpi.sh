@@ -2,6 +2,8 @@
 # check_mpi.sh BUILD — the 2-rank MPI jobs CI runs: mirrored over MPI (2 ranks on this machine, one device
 # each, then 2 devices each: the ring within a rank, MPI between ranks, each rank bound to its own core)
 # must train like cpu: first-step and final losses equal within 1e-5 relative, and only rank 0 writes a row.
+# Then every rank runs rank 0's convolution algorithms: rank 1 given a tuning file of other choices than rank
+# 0's (an MPMD launch) must give rank 0's bits.
 set -eu
 B=$1/bench
 out=$(mktemp -d)
@@ -24,3 +26,17 @@ for run in "mpi:2 ranks" "mpi2:2 ranks x 2 devices"; do
       printf "check_mpi: %s cpu %s, mpi (%s) %s\n", k, a, w, b }'
   done
 done
+
+# Rank 0's choices on every rank. T: what a timed run chose (rank 0 writes it); I: the same, im2col for every
+# shape. Both ranks reading I, then rank 0 reading I and rank 1 T: the same final loss, bitwise.
+E="--workload effnet-b0 --resolution 16 --data synthetic --synthetic-samples 64,16 --batch 8 --plan throughput \
+  --steps 2 --warmup 1 --quiet --mllog none"
+mpirun --oversubscribe -np 2 "$B" --backend mirrored --transport mpi $E --tuning "$out/t.json" --out "$out/e0.jsonl"
+grep -q '"algo":"gemm1x1"' "$out/t.json" || { echo "check_mpi: no gemm1x1 choice in $out/t.json"; exit 1; }
+sed 's/"algo":"[a-z0-9]*"/"algo":"im2col"/g' "$out/t.json" > "$out/i.json"
+mpirun --oversubscribe -np 2 "$B" --backend mirrored --transport mpi $E --tuning "$out/i.json" --out "$out/e1.jsonl"
+mpirun --oversubscribe -np 1 "$B" --backend mirrored --transport mpi $E --tuning "$out/i.json" --out "$out/e2.jsonl" : \
+  -np 1 "$B" --backend mirrored --transport mpi $E --tuning "$out/t.json" --out "$out/e2.jsonl"
+a=$(field "$out/e1.jsonl" final_loss) b=$(field "$out/e2.jsonl" final_loss) c=$(field "$out/e0.jsonl" final_loss)
+[ -n "$a" ] && [ "$a" = "$b" ] || { echo "check_mpi: rank 1 ran its own algorithms: final loss $b, rank 0's $a"; exit 1; }
+echo "check_mpi: effnet-b0, rank 1 given other algorithms than rank 0: final loss $b, both ranks rank 0's $a (timed: $c)"
