@@ -38,7 +38,6 @@
 #include "backend_executor.h"
 #include "clock.h"
 #include "env_switch.h"
-#include "exec.h"
 #include "executor.h"
 #include "layout.h"
 #include "mpi_transport.h"
@@ -281,17 +280,18 @@ static int prepare_offhost(struct mir_ctx *c, const struct run_config *cfg)
  * choices, and the others stop with it rather than wait for a collective it never reaches. */
 static int mir_tune_share(const struct mir_ctx *c, int root_ok)
 {
-    static struct exec_tune_entry e[512];
     long n = 0;
-    if (c->rank == 0) n = root_ok ? exec_tune_entries(e, 512) : -1;
-    if (n > 512) n = 512;
+    if (c->rank == 0) n = root_ok ? (long)executor_choices_export(NULL, 0) : -1;
     int st = mpi_transport_bcast(&n, sizeof n);
-    if (st == TB_OK && n > 0) st = mpi_transport_bcast(e, (size_t)n * sizeof *e);
-    if (st != TB_OK || c->rank == 0) return st;
-    if (n < 0) return tb_error_set(TB_EIO, "mirrored: rank 0 could not prepare its replicas");
-    for (long i = 0; i < n; i++)
-        if (exec_tune_add(&e[i], 1) != TB_OK) tb_error_clear(); /* rank 0's choice over this rank's file's */
-    return TB_OK;
+    if (st != TB_OK || n == 0) return st;
+    if (n < 0) return c->rank == 0 ? TB_OK : tb_error_set(TB_EIO, "mirrored: rank 0 could not prepare its replicas");
+    void *buf = malloc((size_t)n);
+    if (!buf) return tb_error_set(TB_ENOMEM, "mirrored: out of memory for rank 0's kernel choices");
+    if (c->rank == 0) executor_choices_export(buf, (size_t)n);
+    st = mpi_transport_bcast(buf, (size_t)n);
+    if (st == TB_OK && c->rank != 0) st = executor_choices_import(buf, (size_t)n); /* over this rank's file's */
+    free(buf);
+    return st;
 }
 
 static int mir_prepare(struct backend *b, const struct model *m, const struct run_config *cfg)

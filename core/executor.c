@@ -5,6 +5,7 @@
 
 #include "arena.h"
 #include "clock.h"
+#include "exec.h"
 #include "status.h"
 
 #include <string.h>
@@ -381,4 +382,25 @@ double executor_host_mem_total(void)
     if (o > 0.0) return o;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (double)pages * (double)page : 8.0 * 1024 * 1024 * 1024;
+}
+
+size_t executor_choices_export(void *buf, size_t cap)
+{
+    static struct exec_tune_entry e[512];
+    const int n = exec_tune_entries(e, 512);
+    const size_t bytes = (size_t)(n < 512 ? n : 512) * sizeof *e;
+    if (buf && cap) memcpy(buf, e, bytes < cap ? bytes : cap - cap % sizeof *e);
+    return bytes;
+}
+
+int executor_choices_import(const void *buf, size_t n)
+{
+    if (n % sizeof(struct exec_tune_entry))
+        return tb_error_set(TB_EINVAL, "executor_choices_import: %zu bytes are not whole choices", n);
+    for (size_t i = 0; i < n / sizeof(struct exec_tune_entry); i++) {
+        struct exec_tune_entry e;
+        memcpy(&e, (const char *)buf + i * sizeof e, sizeof e);
+        if (exec_tune_add(&e, 1) != TB_OK) tb_error_clear();
+    }
+    return TB_OK;
 }

@@ -264,6 +264,14 @@ int executor_device_memory(const char *name, struct device_memory *m, int reset)
 int executor_device_own_memory(const char *name);
 /* Instances of device `name` present (cuda: GPUs); 0 when the device does not count them (cpu). */
 int executor_device_count(const char *name);
+/* The kernel choices this process's executors measured (the host executor's convolution algorithms; the
+ * cuda device makes none), as bytes another process of the same executable takes with
+ * executor_choices_import: writes at most cap bytes into buf and returns the size of them all. */
+size_t executor_choices_export(void *buf, size_t cap);
+/* Takes choices another process of the same executable exported, over this process's own, for executors
+ * created from here on; TB_EINVAL when n is not a whole number of them (nothing taken). Choices this build
+ * cannot run are skipped. */
+int executor_choices_import(const void *buf, size_t n);
 /* Adds a device after the built-in ones (a test's double of a device; at most 4): TB_EINVAL when full
  * or the name is taken. Not thread-safe: register before creating executors. */
 int executor_device_register(const struct executor_device *d);

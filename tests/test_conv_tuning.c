@@ -4,6 +4,8 @@
  * nothing but timing. */
 #include "test_reliability_util.h"
 
+#include "exec.h"
+#include "executor.h"
 #include "json.h"
 
 #include <criterion/criterion.h>
@@ -139,4 +141,23 @@ Test(conv_tuning, other_files_are_left_alone_and_none_writes_nothing, .timeout =
     free(def);
     tu_rm_rf(dir);
     free(dir);
+}
+
+/* The choices as bytes between processes (mirrored over MPI sends rank 0's): a choice taken replaces the
+ * process's own for its key, one the engine cannot run is skipped, and a partial choice is refused whole. */
+Test(conv_tuning, choices_cross_processes_as_bytes)
+{
+    struct exec_tune_entry e = {.nth = 1, .data = 1, .algo = CONV_ALGO_GEMM1X1};
+    cr_assert_eq(conv_shape_init(&e.s, 8, 16, 16, 32, 16, 1, 1, 1, 1), TB_OK);
+    cr_assert_eq(executor_choices_export(NULL, 0), 0, "a fresh process has measured nothing");
+    cr_assert_eq(executor_choices_import(&e, sizeof e), TB_OK);
+    e.algo = CONV_ALGO_IM2COL;
+    struct exec_tune_entry two[2] = {e, e};
+    two[1].s.OH = 9; /* not what its shape gives */
+    cr_assert_eq(executor_choices_import(two, sizeof two), TB_OK);
+    struct exec_tune_entry got[4];
+    cr_assert_eq(executor_choices_export(got, sizeof got), sizeof e, "the bad choice was taken");
+    cr_assert_eq(got[0].algo, CONV_ALGO_IM2COL, "the imported choice did not replace the process's");
+    cr_assert_eq(executor_choices_import(two, sizeof e + 1), TB_EINVAL);
+    tb_error_clear();
 }
