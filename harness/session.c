@@ -388,11 +388,12 @@ int session_backend(struct session *s, int batch, int eval_batch)
     int st = backend_create(&s->be, s->c.backend);
     if (st == TB_OK) st = backend_prepare(&s->be, &s->m, &rc);
     s->conv_timed = exec_tune_measured() - timed0;
-    /* What this preparation timed, kept for the next run; only the rank that writes (a failed write is said
-     * and costs the next run its timing, never this run). */
+    /* What this preparation timed, kept for the next run; only the rank that writes (a failed write is said,
+     * once a process, and costs the next run its timing, never this run). */
+    static int tuning_unsaved;
     if (st == TB_OK && tuning && s->conv_timed > 0 && backend_is_primary(&s->be) &&
         conv_tuning_save(s->c.tuning, &s->mi) != TB_OK) {
-        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+        if (!tuning_unsaved++) fprintf(stderr, "bench: warning: %s\n", tb_error_get());
         tb_error_clear();
     }
     if (st == TB_OK && s->c.timeline[0]) st = timeline_csv_open(&s->timeline, s->c.timeline);
