@@ -23,6 +23,8 @@ struct group {
     int rows[2];     /* rows of this configuration, per side */
     char ign[2][MAX_IGNORE][48]; /* per side, the value of each ignored key first seen ("" before) */
     unsigned char ign_mixed[2][MAX_IGNORE]; /* 1 when a side's rows differ in that key */
+    char algos[2][256];           /* per side, figures.conv_algos first seen ("" before or where absent) */
+    unsigned char algos_mixed[2]; /* 1 when a side's rows ran different convolution algorithms */
 };
 
 struct groups {
@@ -210,6 +212,11 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         g->line.higher_is_better = !tta;
     }
     note_ignored(gs, g, cfg);
+    /* The kernels each row ran (--conv-algo auto's choices): a change between the sides may be theirs. */
+    const char *algos = json_get_str(row, "figures.conv_algos", "");
+    char *seen = g->algos[gs->side];
+    if (algos[0] && !seen[0]) snprintf(seen, sizeof g->algos[0], "%s", algos);
+    else if (algos[0] && strncmp(seen, algos, sizeof g->algos[0] - 1)) g->algos_mixed[gs->side] = 1;
     gs->rows[gs->side]++;
     g->rows[gs->side]++;
     const struct json_value *fig = json_get(row, "figures");
@@ -265,7 +272,8 @@ static void disambiguate(struct groups *gs)
 }
 
 /* Appends what the ignored keys were on each side: " [backend cpu → threads]"; a side whose rows
- * differ in a key shows "*"; a key equal on both sides shows once. */
+ * differ in a key shows "*"; a key equal on both sides shows once. Then " [conv_algos differ]" where the
+ * sides' rows ran other convolution algorithms (" within a side" where one side's rows did). */
 static void annotate_ignored(const struct groups *gs, struct group *g)
 {
     char note[160] = "";
@@ -281,6 +289,12 @@ static void annotate_ignored(const struct groups *gs, struct group *g)
     }
     size_t len = strlen(g->line.name);
     if (note[0]) snprintf(g->line.name + len, sizeof g->line.name - len, " [%s]", note);
+    /* Rows that ran other convolution algorithms measured other kernels as well as the change compared. */
+    const int differ = g->algos[0][0] && g->algos[1][0] && strcmp(g->algos[0], g->algos[1]);
+    len = strlen(g->line.name);
+    if (differ || g->algos_mixed[0] || g->algos_mixed[1])
+        snprintf(g->line.name + len, sizeof g->line.name - len, " [conv_algos differ%s]",
+                 differ ? "" : " within a side");
 }
 
 int compare_median_ci(const double *x, int n, double level, double *lo, double *hi)

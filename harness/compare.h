@@ -29,7 +29,8 @@ struct compare_opts {
 };
 
 struct compare_line {
-    char name[200];          /* "throughput mnist-mlp cpu b32"; with --ignore "... [backend cpu → threads]" */
+    char name[200];          /* "throughput mnist-mlp cpu b32"; with --ignore "... [backend cpu → threads]"; where
+                              * the rows ran other convolution algorithms, "... [conv_algos differ]" */
     char metric[24];         /* "images/s" or "tta s" */
     int higher_is_better;
     int n_old, n_new;        /* finite positive samples each side */

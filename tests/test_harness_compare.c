@@ -232,6 +232,48 @@ Test(harness_compare, ignore_backend_matches_rows_across_backends, .init = th_se
     tb_error_clear();
 }
 
+/* An effnet row with the convolution algorithms it ran (figures.conv_algos) and one rate. */
+static void row_algos(const char *path, const char *algos, double rate)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"r\",\"config\":{\"plan\":\"throughput\","
+             "\"backend\":\"cpu\",\"workload\":\"effnet-b0\",\"batch\":64,\"dataset\":\"synthetic\",\"seed\":1,"
+             "\"steps\":6,\"warmup\":1},\"figures\":{\"images_per_s\":%g,\"conv_algos\":\"%s\"}}\n",
+             rate, algos);
+    th_append(path, text);
+}
+
+/* Rows that ran other convolution algorithms (--conv-algo auto timed apart) are flagged beside their change:
+ * part of it may be the kernels'. Equal algorithms, or rows that carry none, add nothing. */
+Test(harness_compare, rows_of_other_convolution_algorithms_are_flagged, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    row_algos(a, "dggi", 100), row_algos(a, "dggi", 101);
+    row_algos(b, "dggg", 110), row_algos(b, "dggg", 111);
+    struct compare_line *l;
+    int n;
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(l[0].name, "throughput effnet-b0 cpu b64 [conv_algos differ]");
+    free(l);
+    row_algos(b, "dggi", 112); /* now NEW's rows differ among themselves too */
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_str_eq(l[0].name, "throughput effnet-b0 cpu b64 [conv_algos differ]");
+    free(l);
+    th_path(b, sizeof b, "same.jsonl");
+    row_algos(b, "dggi", 110);
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_str_eq(l[0].name, "throughput effnet-b0 cpu b64");
+    free(l);
+    row_algos(b, "iggi", 111);
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_str_eq(l[0].name, "throughput effnet-b0 cpu b64 [conv_algos differ within a side]");
+    free(l);
+}
+
 Test(harness_compare, median_ci_from_order_statistics)
 {
     const double x[10] = {7, 1, 9, 3, 5, 10, 2, 8, 4, 6};
