@@ -121,7 +121,7 @@ static void stage_free(struct stage_engine *e)
     free(e->chunk), free(e->chunk_of), free(e->lsegs);
     arena_free(e->opt), arena_free(e->master);
     arena_free(e->in_stage), arena_free(e->g_stage);
-    free(e->segs), free(e->trust), free(e->prof), free(e->cuts);
+    free(e->segs), free(e->trust), free(e->prof), free(e->cuts), free(e->algos);
     model_range_free(&e->sm);
     memset(e, 0, sizeof *e);
 }
@@ -349,7 +349,11 @@ static int stage_supports(const struct executor *ex, enum op_kind op)
 
 static int stage_stats(struct executor *ex, struct executor_stats *s)
 {
-    const struct stage_engine *e = eng(ex);
+    struct stage_engine *e = eng(ex);
+    /* The algorithms slot 0 was prepared with: every slot and segment finds its shapes in the one cache. */
+    if (!e->algos && e->slot && e->slot[0].ls && (e->algos = malloc((size_t)ex->m->n_layers * sizeof *e->algos)))
+        exec_algos(&e->slot[0], e->algos);
+    s->conv_algos = e->algos;
     const double np = (double)(e->p1 - e->p0), act = (double)e->act_floats * 4.0;
     s->profile = e->prof;
     s->t_recompute = e->t_recompute;

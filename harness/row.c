@@ -280,7 +280,7 @@ void row_gpu_memory(const struct session *s, struct json_buf *b)
 /* figures.conv_algos: each convolution's algorithm, a letter a layer in the model's order (i im2col, d direct,
  * f fft, g gemm1x1), so two rows whose bits differ say whether their kernels did; and conv_shapes_timed, the
  * shapes the backend's preparation timed rather than took from --tuning or an earlier run of the process.
- * Nothing where the backend does not tell (the cuda device). */
+ * Nothing where the backend does not tell (the cuda device) or the model has no convolution. */
 static void row_conv_algos(const struct session *s, struct json_buf *b)
 {
     _Static_assert(CONV_ALGO_IM2COL == 0 && CONV_ALGO_DIRECT == 1 && CONV_ALGO_FFT == 2 && CONV_ALGO_GEMM1X1 == 3 &&
@@ -293,8 +293,10 @@ static void row_conv_algos(const struct session *s, struct json_buf *b)
         for (int i = 0; i < s->m.n_layers; i++)
             if (algos[i] >= 0) letters[k++] = "idfg"[algos[i]];
         letters[k] = '\0';
-        json_key_str(b, "conv_algos", letters);
-        json_key_int(b, "conv_shapes_timed", s->conv_timed);
+        if (k) { /* a model without convolutions has nothing to say */
+            json_key_str(b, "conv_algos", letters);
+            json_key_int(b, "conv_shapes_timed", s->conv_timed);
+        }
     }
     tb_error_clear();
     free(algos), free(letters);

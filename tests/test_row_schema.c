@@ -162,6 +162,9 @@ Test(row_schema, every_key_of_every_plan_is_documented)
                                 SHORT), 0);
     run(dir, "trace", RB_ARGS("--plan", "throughput", "--trace", "t.json", "--batch", "8", SHORT), 0);
     run(dir, "mirrored", RB_ARGS("--plan", "throughput", "--backend", "mirrored", "--devices", "2", "--batch", "8", SHORT), 0);
+    /* A model with convolutions: the algorithms they ran (figures.conv_algos). */
+    run(dir, "convolutions", RB_ARGS("--plan", "throughput", "--workload", "effnet-b0", "--resolution", "16", "--batch", "4",
+                                     "--synthetic-samples", "16,8", SHORT), 0);
     /* The cuda device's fields, where a GPU answers (the calibration above measured it too). */
     const int gpu = executor_device_probe("cuda") == TB_OK;
     tb_error_clear();

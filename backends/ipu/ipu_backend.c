@@ -289,6 +289,16 @@ static int ipu_stats(struct backend *b, struct backend_stats *st)
         }
         st->layer_profile = c->prof_all;
     }
+    /* Each stage's convolutions as its replica 0 runs them (the replicas share the process's choices). */
+    int ok = c->algos_all != NULL;
+    for (int s = 0; ok && s < c->p.S; s++) {
+        struct ipu_dev *v = dev_at(c, s, 0);
+        struct executor_stats es;
+        ok = executor_stats(&v->ex, &es) == TB_OK && es.conv_algos;
+        for (int i = v->l0; ok && i < v->l1; i++) c->algos_all[i] = es.conv_algos[i];
+    }
+    tb_error_clear();
+    st->conv_algos = ok ? c->algos_all : NULL;
     st->step = c->tl_step;
     st->timeline = c->tl, st->n_timeline = c->n_tl;
     st->devices = c->dstep, st->n_device_steps = c->tl_step ? c->D : 0;
@@ -372,7 +382,7 @@ static void ipu_destroy(struct backend *b)
         for (size_t k = 0; k < links; k++) ipu_queue_free(&c->q_grad[k]);
     if (c->q_in)
         for (int r = 0; r < c->p.R; r++) ipu_queue_free(&c->q_in[r]);
-    free(c->tl), free(c->dstep), free(c->prof_all);
+    free(c->tl), free(c->dstep), free(c->prof_all), free(c->algos_all);
     free(c->q_act), free(c->q_grad), free(c->q_in), free(c->dev), free(c->bar);
     free(c->gbufs), free(c->gbufs16), free(c->cuts);
     free(c);

@@ -267,7 +267,8 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
         }
         c->pf_started = 1;
     }
-    if (cfg->profile && !(c->prof_all = calloc(2 * (size_t)m->n_layers, sizeof *c->prof_all))) {
+    if ((cfg->profile && !(c->prof_all = calloc(2 * (size_t)m->n_layers, sizeof *c->prof_all))) ||
+        !(c->algos_all = malloc((size_t)m->n_layers * sizeof *c->algos_all))) {
         st = tb_error_set(TB_ENOMEM, "ipu: out of memory");
         goto fail;
     }

@@ -117,6 +117,7 @@ struct ipu_ctx {
     struct device_step *dstep;        /* (D) the last training step per device */
     struct pipeline_report rep;       /* backend_stats' view, refilled on each query */
     double *prof_all;                 /* --profile: (n_layers, 2) backend_stats' view, all stages */
+    int *algos_all;                   /* (n_layers) backend_stats' convolution algorithms, all stages */
     int *cuts;                        /* (n_blocks + 2) scratch: a stage's segment cuts at prepare */
 };
 
