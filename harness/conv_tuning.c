@@ -98,19 +98,22 @@ static int key_matches(const struct tuning_key *k, const struct json_value *sec)
 /* read_file's answer for a path with no file (not an error: the usual first run). */
 enum { NO_FILE = 1 };
 
-/* Reads path as a tuning file into *v. TB_OK; NO_FILE quietly when there is none; else an error with its
- * line (not regular, unreadable, not JSON, not a tuning file). */
+/* Reads path as a tuning file into *v. TB_OK; NO_FILE quietly when there is none (or an empty file); else an
+ * error with its line (not regular, unreadable, not JSON, not a tuning file). */
 static int read_file(const char *path, struct json_value **v)
 {
     *v = NULL;
     struct stat sb;
-    if (stat(path, &sb) != 0 && errno == ENOENT) return NO_FILE;
+    const int have = stat(path, &sb) == 0, stat_errno = have ? 0 : errno;
+    if (!have && stat_errno == ENOENT) return NO_FILE;
+    if (have && S_ISREG(sb.st_mode) && sb.st_size == 0) return NO_FILE; /* nothing there to read or to lose */
     const char *why = NULL;
     FILE *f = regular_fopen(path, &why);
     if (!f) return tb_error_set(TB_EIO, "%s", why);
-    if (sb.st_size > (64 << 20)) {
+    if (!have || sb.st_size > (64 << 20)) {
         fclose(f);
-        return tb_error_set(TB_EFORMAT, "%lld bytes: larger than a tuning file", (long long)sb.st_size);
+        return have ? tb_error_set(TB_EFORMAT, "%lld bytes: larger than a tuning file", (long long)sb.st_size)
+                    : tb_error_set(TB_EIO, "cannot stat: %s", strerror(stat_errno));
     }
     char *text = malloc((size_t)sb.st_size + 1);
     const size_t len = text ? fread(text, 1, (size_t)sb.st_size, f) : 0;
