@@ -391,10 +391,13 @@ int session_backend(struct session *s, int batch, int eval_batch)
     /* What this preparation timed, kept for the next run; only the rank that writes (a failed write is said,
      * once a process, and costs the next run its timing, never this run). */
     static int tuning_unsaved;
-    if (st == TB_OK && tuning && s->conv_timed > 0 && backend_is_primary(&s->be) &&
-        conv_tuning_save(s->c.tuning, &s->mi) != TB_OK) {
+    const int saved = st == TB_OK && tuning && s->conv_timed > 0 && backend_is_primary(&s->be);
+    if (saved && conv_tuning_save(s->c.tuning, &s->mi) != TB_OK) {
         if (!tuning_unsaved++) fprintf(stderr, "bench: warning: %s\n", tb_error_get());
         tb_error_clear();
+    } else if (saved && talk) { /* the preparation's silent seconds (9 at 224x224), said */
+        fprintf(stderr, "bench: timed the algorithms of %d convolution shape%s; kept in %s for later runs\n",
+                s->conv_timed, s->conv_timed == 1 ? "" : "s", s->c.tuning);
     }
     if (st == TB_OK && s->c.timeline[0]) st = timeline_csv_open(&s->timeline, s->c.timeline);
     if (st != TB_OK) return st;

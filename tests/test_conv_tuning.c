@@ -161,3 +161,24 @@ Test(conv_tuning, choices_cross_processes_as_bytes)
     cr_assert_eq(executor_choices_import(two, sizeof e + 1), TB_EINVAL);
     tb_error_clear();
 }
+
+/* The preparation's timing is said once, by the run that timed (the seconds before the first step at 224×224
+ * were silent); a run that took every choice from the file says nothing of it. */
+Test(conv_tuning, the_run_that_timed_says_so, .timeout = 120)
+{
+    char *dir = tu_mkdtemp("tuning_said");
+    const char *const loud[] = {"--backend", "cpu", "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic",
+                                "--synthetic-samples", "64,16", "--batch", "8", "--plan", "throughput", "--steps", "2",
+                                "--warmup", "1", "--mllog", "none", "--out", "results.jsonl", NULL};
+    for (int k = 0; k < 2; k++) {
+        const char *tag = k ? "second" : "first";
+        cr_assert_eq(rb_run(dir, tag, loud, NULL), 0, "%s", rb_stderr(dir, tag));
+        char *err = rb_stderr(dir, tag);
+        const char *said = strstr(err, "bench: timed the algorithms of ");
+        cr_assert_eq(said != NULL, k == 0, "%s run: %s", tag, err);
+        if (said) cr_assert(strstr(said, "convolution shapes; kept in results/tuning.json for later runs\n"), "%s", err);
+        free(err);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
