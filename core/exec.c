@@ -1328,7 +1328,7 @@ void exec_update_fused(const struct model_inst *mi, const struct optim_config *c
 
 /* Process-wide cache: one measurement per (shape, threads), shared by replicas and instances; entries
  * come from timing (tune_measured of them) or from a tuning file (exec_tune_add). */
-static struct exec_tune_entry tune_cache[512];
+static struct exec_tune_entry tune_cache[EXEC_TUNE_MAX];
 static int tune_n, tune_measured;
 static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -1336,7 +1336,7 @@ int exec_tune_entries(struct exec_tune_entry *out, int cap)
 {
     pthread_mutex_lock(&tune_lock);
     const int n = tune_n;
-    memcpy(out, tune_cache, (size_t)(n < cap ? n : cap) * sizeof *out);
+    if (out && cap > 0) memcpy(out, tune_cache, (size_t)(n < cap ? n : cap) * sizeof *out);
     pthread_mutex_unlock(&tune_lock);
     return n;
 }
@@ -1349,13 +1349,20 @@ int exec_tune_measured(void)
     return n;
 }
 
+/* The cache's entry for a key, the latest where two replicas timed one shape at once; -1 if none. Call with
+ * tune_lock held. */
+static int tune_find(const struct conv_shape *s, int nth, int data)
+{
+    for (int i = tune_n - 1; i >= 0; i--)
+        if (tune_cache[i].nth == nth && tune_cache[i].data == data && memcmp(&tune_cache[i].s, s, sizeof *s) == 0)
+            return i;
+    return -1;
+}
+
 static int tune_lookup(const struct conv_shape *s, int nth, int data)
 {
-    int algo = -1;
     pthread_mutex_lock(&tune_lock);
-    for (int i = 0; i < tune_n; i++)
-        if (tune_cache[i].nth == nth && tune_cache[i].data == data && memcmp(&tune_cache[i].s, s, sizeof *s) == 0)
-            algo = tune_cache[i].algo;
+    const int i = tune_find(s, nth, data), algo = i >= 0 ? tune_cache[i].algo : -1;
     pthread_mutex_unlock(&tune_lock);
     return algo;
 }
@@ -1363,7 +1370,7 @@ static int tune_lookup(const struct conv_shape *s, int nth, int data)
 static void tune_store(const struct conv_shape *s, int nth, int data, int algo)
 {
     pthread_mutex_lock(&tune_lock);
-    if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache)) {
+    if (tune_n < EXEC_TUNE_MAX) {
         tune_cache[tune_n++] = (struct exec_tune_entry){*s, nth, data, algo};
         tune_measured++;
     }
@@ -1385,13 +1392,10 @@ int exec_tune_add(const struct exec_tune_entry *e, int replace)
         return tb_error_set(TB_EINVAL, "not a convolution shape and algorithm this engine runs");
     }
     pthread_mutex_lock(&tune_lock);
-    int i = 0;
-    while (i < tune_n && !(tune_cache[i].nth == e->nth && tune_cache[i].data == e->data &&
-                           memcmp(&tune_cache[i].s, &s, sizeof s) == 0))
-        i++;
-    if (i < tune_n) {
+    const int i = tune_find(&s, e->nth, e->data);
+    if (i >= 0) {
         if (replace) tune_cache[i].algo = e->algo;
-    } else if (tune_n < (int)(sizeof tune_cache / sizeof *tune_cache)) {
+    } else if (tune_n < EXEC_TUNE_MAX) {
         tune_cache[tune_n++] = (struct exec_tune_entry){s, e->nth, e->data, e->algo};
     }
     pthread_mutex_unlock(&tune_lock);

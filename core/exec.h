@@ -155,7 +155,10 @@ struct exec_tune_entry {
     struct conv_shape s;
     int nth, data, algo;
 };
-/* Copies up to cap of the cache's entries into out (in the order they were added); returns how many it holds. */
+/* The most entries the cache holds (a file or another process may offer more; the rest are timed). */
+#define EXEC_TUNE_MAX 512
+/* Copies up to cap of the cache's entries into out (in the order they were added; nothing when out is NULL);
+ * returns how many it holds. */
 int exec_tune_entries(struct exec_tune_entry *out, int cap);
 /* Adds a choice measured before (a tuning file, another MPI rank), so that exec_prepare takes it instead of
  * timing the shape; where the key is cached already, replace says whether e's algorithm takes its place.

@@ -386,11 +386,8 @@ double executor_host_mem_total(void)
 
 size_t executor_choices_export(void *buf, size_t cap)
 {
-    static struct exec_tune_entry e[512];
-    const int n = exec_tune_entries(e, 512);
-    const size_t bytes = (size_t)(n < 512 ? n : 512) * sizeof *e;
-    if (buf && cap) memcpy(buf, e, bytes < cap ? bytes : cap - cap % sizeof *e);
-    return bytes;
+    const size_t one = sizeof(struct exec_tune_entry);
+    return (size_t)exec_tune_entries(buf, (int)(cap / one)) * one;
 }
 
 int executor_choices_import(const void *buf, size_t n)

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A cache holds at most this many entries (core/exec.c's table); a file's section no more. */
-enum { TUNE_MAX = 512, SHAPE_INTS = 13 };
+/* The ints of a conv_shape a file's entry lists, in the struct's order. */
+enum { SHAPE_INTS = 13 };
 
 struct build_id_find {
     char *out;
@@ -186,8 +186,8 @@ int conv_tuning_load(const char *path, const struct machine_info *mi)
 /* The section of key k holding the process-wide cache, into b. */
 static void section_write(struct json_buf *b, const struct tuning_key *k)
 {
-    static struct exec_tune_entry es[TUNE_MAX];
-    const int n = exec_tune_entries(es, TUNE_MAX);
+    static struct exec_tune_entry es[EXEC_TUNE_MAX];
+    const int n = exec_tune_entries(es, EXEC_TUNE_MAX);
     char ts[32];
     const time_t now = time(NULL);
     struct tm tm;
@@ -202,7 +202,7 @@ static void section_write(struct json_buf *b, const struct tuning_key *k)
     json_key_str(b, "env", k->env);
     json_key_str(b, "written", ts);
     json_key_array(b, "entries");
-    for (int i = 0; i < n && i < TUNE_MAX; i++) {
+    for (int i = 0; i < n && i < EXEC_TUNE_MAX; i++) {
         const struct conv_shape *s = &es[i].s;
         const int sh[SHAPE_INTS] = {s->N, s->H,  s->W,      s->C,   s->OH,     s->OW, s->OC,
                                     s->KH, s->KW, s->stride, s->pad, s->groups, s->par};
