@@ -62,10 +62,13 @@ static int compute_threads(const struct session *s)
     return s->mi.n_cores > 0 ? s->mi.n_cores : 1;
 }
 
-/* The calibrated sgemm ceiling of the threads the run computes with: one thread's, or the all-thread figure
- * scaled to the run's share of the machine's threads. */
-static double row_sgemm_peak(const struct session *s)
+/* The ceiling, in GFLOP/s, a row's GFLOP/s is a share of: on a GPU (the cuda device) its fp32 GEMM's, where the
+ * calibration holds that GPU; else the calibrated sgemm of the threads the run computes with (one thread's,
+ * or the all-thread figure scaled to the run's share of the machine's threads); 0 without a calibration. */
+static double row_peak_gflops(const struct session *s)
 {
+    if (s->mi.have_gpu) return row_gpu_calibrated(s) ? 1e3 * s->cal.gpu.c.fp32_tflops : 0.0;
+    if (!s->have_cal) return 0.0;
     const int th = compute_threads(s);
     if (th > 1 && s->cal.all_threads > 0)
         return s->cal.sgemm_all_gflops * (th < s->cal.all_threads ? (double)th / s->cal.all_threads : 1.0);
@@ -310,14 +313,14 @@ void row_common_figures(const struct session *s, struct json_buf *b, double gflo
 {
     json_key_double(b, "gflops_per_s", gflops);
     if (bytes_per_step > 0.0) json_key_double(b, "est_intensity_flop_per_byte", flops_per_step / bytes_per_step);
+    const double peak = row_peak_gflops(s);
     if (s->mi.have_gpu) {
         /* The kernels ran on the GPU: a share of the host's sgemm would mean nothing. */
-        if (row_gpu_calibrated(s)) {
+        if (peak > 0.0) {
             json_key_double(b, "gpu_peak_tflops", s->cal.gpu.c.fp32_tflops);
-            json_key_double(b, "gpu_peak_share", gflops / (1e3 * s->cal.gpu.c.fp32_tflops));
+            json_key_double(b, "gpu_peak_share", gflops / peak);
         }
     } else if (s->have_cal) {
-        const double peak = row_sgemm_peak(s);
         json_key_int(b, "peak_threads", compute_threads(s));
         json_key_double(b, "sgemm_peak_gflops", peak);
         json_key_double(b, "sgemm_peak_share", gflops / peak);
@@ -375,11 +378,7 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
         printf("  per layer type over %ld steps (forward + backward):\n", steps);
         /* The per-type share is of the ceiling the row's own share uses: the run's threads' sgemm, or the
          * GPU's fp32 GEMM when the kernels ran there (one thread's sgemm read 123 % for 2 threads' convs). */
-        if (s->mi.have_gpu)
-            layer_profile_print(rows, n, row_gpu_calibrated(s) ? 1e3 * s->cal.gpu.c.fp32_tflops : 0.0, "GPU fp32 peak",
-                                stdout);
-        else
-            layer_profile_print(rows, n, s->have_cal ? row_sgemm_peak(s) : 0.0, "sgemm peak", stdout);
+        layer_profile_print(rows, n, row_peak_gflops(s), s->mi.have_gpu ? "GPU fp32 peak" : "sgemm peak", stdout);
         if (nb > 0) {
             printf("  barriers    %.0f a step", per_step);
             /* The calibrated cost is of a pool as wide as the machine: only a run that wide can use it. */
