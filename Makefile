@@ -47,7 +47,7 @@ test-san:
 	@cmake --build $(BUILD_SAN) -j$(JOBS)
 	@# Not here: test_train (its long runs), and the two checks that never run this build's code (layers reads
 	@# the sources and archives the main build's run checked; fuzz_build builds its own clang targets).
-	@cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	@cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:no_huge_pages_for_shadow=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(CTEST_JOBS) -E '^(test_train|layers|fuzz_build)$$'
 

@@ -27,6 +27,11 @@ static float *span_alloc(size_t n, size_t lo, size_t hi)
     size_t bytes = (n ? n : 16) * sizeof(float);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
+#ifdef MADV_HUGEPAGE
+    /* As arena_alloc's: a stage's weights and gradients on 2 MiB pages (fewer TLB misses, and one fault a
+     * 2 MiB page instead of 512: at prepare, a whole effnet's span cost ~10 µs a 4 KiB fault in a VM). */
+    if (hi > lo) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
     if (hi > lo) memset((float *)p + lo, 0, (hi - lo) * sizeof(float));
     return p;
 }

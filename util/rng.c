@@ -20,8 +20,13 @@ float rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 
 double rng_normal(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    uint64_t h1 = rng_hash(seed, stream, 2 * counter);
-    uint64_t h2 = rng_hash(seed, stream, 2 * counter + 1);
+    return rng_normal_keyed(rng_key(seed, stream), counter);
+}
+
+double rng_normal_keyed(uint64_t key, uint64_t counter)
+{
+    uint64_t h1 = rng_hash_keyed(key, 2 * counter);
+    uint64_t h2 = rng_hash_keyed(key, 2 * counter + 1);
     double u1 = ((double)(h1 >> 11) + 1.0) * (1.0 / 9007199254740993.0); /* (0,1] */
     double u2 = (double)(h2 >> 11) * (1.0 / 9007199254740992.0);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);

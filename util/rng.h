@@ -36,6 +36,8 @@ static inline float rng_uniform_keyed(uint64_t key, uint64_t counter)
 float rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 /* Returns a standard normal double (Box–Muller) for (seed, stream, counter). */
 double rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
+/* rng_normal from a key (see rng_hash_keyed): the same bits, without re-deriving the key each draw. */
+double rng_normal_keyed(uint64_t key, uint64_t counter);
 /* Returns a uniform integer in [0, n) for (seed, stream, counter), without modulo bias. */
 uint64_t rng_below(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t n);
 /* Fills perm[0..n) with a permutation of 0..n-1 determined by (seed, stream) (Fisher–Yates). */

@@ -293,6 +293,7 @@ EFFNET_BUILDER(12) EFFNET_BUILDER(13) EFFNET_BUILDER(14) EFFNET_BUILDER(15)
 static void effnet_init(const struct model *m, float *params, float *buffers, uint64_t seed)
 {
     init_default(m, params, buffers, seed);
+    const uint64_t ikey = rng_key(seed, RNG_STREAM_INIT);
     for (int k = 0; k < m->n_entries; k++) {
         const struct param_entry *e = &m->params[k];
         const struct layer *l = &m->layers[e->layer];
@@ -305,13 +306,13 @@ static void effnet_init(const struct model *m, float *params, float *buffers, ui
         const uint64_t key = (uint64_t)k << 40;
         if (l->op == OP_DENSE && strncmp(l->name, "classifier", 10) == 0) {
             const float r = 1.0f / sqrtf((float)l->a.dense.OUT);
-            for (size_t i = 0; i < e->n; i++) dst[i] = (2.0f * rng_uniform(seed, RNG_STREAM_INIT, key | i) - 1.0f) * r;
+            for (size_t i = 0; i < e->n; i++) dst[i] = (2.0f * rng_uniform_keyed(ikey, key | i) - 1.0f) * r;
             continue;
         }
         double fan_out = (double)m->tensors[l->out].c;
         if (l->op == OP_CONV || l->op == OP_DWCONV) fan_out *= l->a.conv.KH * l->a.conv.KW;
         const double sd = sqrt(2.0 / fan_out);
-        for (size_t i = 0; i < e->n; i++) dst[i] = (float)(sd * rng_normal(seed, RNG_STREAM_INIT, key | i));
+        for (size_t i = 0; i < e->n; i++) dst[i] = (float)(sd * rng_normal_keyed(ikey, key | i));
     }
 }
 

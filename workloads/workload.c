@@ -63,8 +63,8 @@ void workload_recipe_text(const struct workload *w, char *buf, size_t n)
 void init_glorot_uniform(float *w, size_t n, int fan_in, int fan_out, uint64_t seed, uint64_t tensor)
 {
     const float limit = sqrtf(6.0f / (float)(fan_in + fan_out));
-    for (size_t i = 0; i < n; i++)
-        w[i] = (2.0f * rng_uniform(seed, RNG_STREAM_INIT, (tensor << 40) | i) - 1.0f) * limit;
+    const uint64_t key = rng_key(seed, RNG_STREAM_INIT);
+    for (size_t i = 0; i < n; i++) w[i] = (2.0f * rng_uniform_keyed(key, (tensor << 40) | i) - 1.0f) * limit;
 }
 
 void init_default(const struct model *m, float *params, float *buffers, uint64_t seed)

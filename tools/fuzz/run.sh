@@ -46,7 +46,11 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
         srcs="$srcs $(pkg-config --libs ompi-c 2>/dev/null || true)"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     *)
-        srcs="$root/util/status.c $root/util/rng.c $root/core/regular_file.c $(ls "$root"/workloads/dataset*.c)"
+        # The synthetic set (a dataset*.c file) makes large sets on a pool (core/tpool.c) and draws its noise
+        # with glibc's vector log and cosine (libmvec, x86-64).
+        srcs="$root/util/status.c $root/util/rng.c $root/core/regular_file.c $root/core/tpool.c $root/core/fpenv.c
+              $(ls "$root"/workloads/dataset*.c) -lpthread"
+        [ "$(uname -m)" = x86_64 ] && srcs="$srcs -lmvec"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     esac
     # shellcheck disable=SC2086
