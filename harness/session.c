@@ -147,7 +147,7 @@ static int load_data(struct session *s)
             if (plan_times_only(c)) n = c->plan != PLAN_INFERENCE ? 32 : n < max_batch(s) ? max_batch(s) : n;
             n_test = (int)n;
         }
-        /* Generating costs ~30 ns a pixel: say so before a wait of seconds (a piped run is otherwise silent). */
+        /* Generating costs ~15 ns a pixel a core: say so before a wait of seconds (a piped run is otherwise silent). */
         if (!c->quiet && !c->compact && (double)(n_train + n_test) * (double)per > 16e6)
             fprintf(stderr, "bench: %s %s/%s: generating %d + %d synthetic %dx%dx%d samples\n",
                     bench_plan_name(c->plan), c->backend, w->name, n_train, n_test, h, wd, ch);

@@ -116,6 +116,11 @@ Test(dataset_synthetic, fast_path_is_bitwise_the_first_generators, .timeout = 12
  * the fast path trained on: the same on both paths. */
 Test(dataset_synthetic, large_sets_keep_the_first_generators_bytes, .timeout = 120)
 {
+#ifndef __FMA__
+    /* The class means' sums are contracted into fused multiply-adds where the target has them (every
+     * -march=native build on the x86-64-v3/v4 machines these figures come from); without, other bytes. */
+    cr_skip_test("built without FMA (TB_NATIVE=OFF and no -march): the CRCs are of FMA builds");
+#endif
     struct golden {
         int n, h, w, c, classes;
         uint64_t seed;

@@ -8,6 +8,7 @@
 #ifndef TB_RNG_H
 #define TB_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* SplitMix64's finaliser. */
@@ -38,6 +39,9 @@ float rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 double rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 /* rng_normal from a key (see rng_hash_keyed): the same bits, without re-deriving the key each draw. */
 double rng_normal_keyed(uint64_t key, uint64_t counter);
+/* dst[i] = (float)(scale · rng_normal_keyed(key, counter0 + i)) for i < n, bit for bit, several draws a
+ * call where the CPU has AVX2 (libmvec's log and cosine, the exact draw wherever the float could differ). */
+void rng_normal_fill(uint64_t key, uint64_t counter0, double scale, float *dst, size_t n);
 /* Returns a uniform integer in [0, n) for (seed, stream, counter), without modulo bias. */
 uint64_t rng_below(uint64_t seed, uint64_t stream, uint64_t counter, uint64_t n);
 /* Fills perm[0..n) with a permutation of 0..n-1 determined by (seed, stream) (Fisher–Yates). */

@@ -80,8 +80,10 @@ static void class_mean(const struct syn_job *j, const float *sx, const float *cx
             }
 }
 
-/* Pixel p of an image: its mean plus noise sigma times the normal draw, rounded, clamped to a byte. */
-static inline uint8_t noise_pixel(uint64_t nkey, uint64_t counter, float mean)
+/* Pixel p of an image: its mean plus noise sigma times the normal draw, rounded, clamped to a byte. Never
+ * inlined: the fast path's fallback must round as the plain path does, with this file's flags, not with the
+ * AVX2 function's (where the compiler may fuse the multiply-add that the plain path keeps apart). */
+__attribute__((noinline)) static uint8_t noise_pixel(uint64_t nkey, uint64_t counter, float mean)
 {
     double z = rng_normal_keyed(nkey, counter);
     float v = floorf(mean + SYN_NOISE * (float)z + 0.5f);

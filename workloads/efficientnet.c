@@ -312,7 +312,7 @@ static void effnet_init(const struct model *m, float *params, float *buffers, ui
         double fan_out = (double)m->tensors[l->out].c;
         if (l->op == OP_CONV || l->op == OP_DWCONV) fan_out *= l->a.conv.KH * l->a.conv.KW;
         const double sd = sqrt(2.0 / fan_out);
-        for (size_t i = 0; i < e->n; i++) dst[i] = (float)(sd * rng_normal_keyed(ikey, key | i));
+        rng_normal_fill(ikey, key, sd, dst, e->n); /* counters key | i = key + i: e->n < 2^40 */
     }
 }
 

@@ -46,13 +46,13 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
         srcs="$srcs $(pkg-config --libs ompi-c 2>/dev/null || true)"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     *)
-        # The synthetic set (a dataset*.c file) makes large sets on a pool (core/tpool.c) and draws its noise
-        # with glibc's vector log and cosine (libmvec, x86-64).
+        # The synthetic set (a dataset*.c file) makes large sets on a pool (core/tpool.c).
         srcs="$root/util/status.c $root/util/rng.c $root/core/regular_file.c $root/core/tpool.c $root/core/fpenv.c
               $(ls "$root"/workloads/dataset*.c) -lpthread"
-        [ "$(uname -m)" = x86_64 ] && srcs="$srcs -lmvec"
         seeds="$root/tools/fuzz/corpus/$t" ;;
     esac
+    # util/rng.c draws normals with glibc's vector log and cosine (libmvec, x86-64).
+    if [ "$(uname -m)" = x86_64 ]; then srcs="$srcs -lmvec"; fi
     # shellcheck disable=SC2086
     "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -I"$root/util" -I"$root/core" -I"$root/workloads" -I"$root/harness" \
