@@ -1,6 +1,8 @@
 /* rng.c — counter-based hashing (SplitMix64 finaliser chained over the key). */
 #include "rng.h"
 
+#include "mvec.h"
+
 #include <math.h>
 
 uint64_t rng_key(uint64_t seed, uint64_t stream)
@@ -25,10 +27,8 @@ double rng_normal(uint64_t seed, uint64_t stream, uint64_t counter)
 
 double rng_normal_keyed(uint64_t key, uint64_t counter)
 {
-    uint64_t h1 = rng_hash_keyed(key, 2 * counter);
-    uint64_t h2 = rng_hash_keyed(key, 2 * counter + 1);
-    double u1 = ((double)(h1 >> 11) + 1.0) * (1.0 / 9007199254740993.0); /* (0,1] */
-    double u2 = (double)(h2 >> 11) * (1.0 / 9007199254740992.0);
+    double u1, u2;
+    rng_box_muller_uniforms(key, counter, &u1, &u2);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
@@ -68,11 +68,7 @@ __attribute__((noinline)) static float normal_exact(uint64_t key, uint64_t count
     return (float)(scale * rng_normal_keyed(key, counter));
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-/* glibc's libmvec: four logs and cosines a call, within 4 ulp. */
-__attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_log(__m256d x);
-__attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_cos(__m256d x);
+#ifdef TB_HAVE_MVEC
 
 /* rng_normal_fill four draws at a time: the draw from libmvec's log and cosine (of the same arguments as
  * the scalar path's, so within ~1e-14 of its value, relatively), kept where it lies more than 1e-12
@@ -87,12 +83,7 @@ __attribute__((target("avx2,fma"))) static size_t normal_fill_avx2(uint64_t key,
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         double u1[4], u2[4];
-        for (int q = 0; q < 4; q++) {
-            const uint64_t c = c0 + i + (uint64_t)q;
-            const uint64_t h1 = rng_hash_keyed(key, 2 * c), h2 = rng_hash_keyed(key, 2 * c + 1);
-            u1[q] = ((double)(h1 >> 11) + 1.0) * (1.0 / 9007199254740993.0);
-            u2[q] = (double)(h2 >> 11) * (1.0 / 9007199254740992.0);
-        }
+        for (int q = 0; q < 4; q++) rng_box_muller_uniforms(key, c0 + i + (uint64_t)q, &u1[q], &u2[q]);
         const __m256d l = _ZGVdN4v_log(_mm256_loadu_pd(u1));
         const __m256d cs = _ZGVdN4v_cos(_mm256_mul_pd(two_pi, _mm256_loadu_pd(u2)));
         const __m256d d = _mm256_mul_pd(sc, _mm256_mul_pd(_mm256_sqrt_pd(_mm256_mul_pd(m2, l)), cs));
@@ -120,7 +111,7 @@ __attribute__((target("avx2,fma"))) static size_t normal_fill_avx2(uint64_t key,
 void rng_normal_fill(uint64_t key, uint64_t counter0, double scale, float *dst, size_t n)
 {
     size_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef TB_HAVE_MVEC
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) i = normal_fill_avx2(key, counter0, scale, dst, n);
 #endif
     for (; i < n; i++) dst[i] = normal_exact(key, counter0 + i, scale);

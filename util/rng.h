@@ -35,6 +35,12 @@ static inline float rng_uniform_keyed(uint64_t key, uint64_t counter)
 }
 /* Returns a uniform float in [0,1) with 24 random bits for (seed, stream, counter). */
 float rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
+/* Box–Muller's two uniforms for draw `counter` of a key: u1 in (0,1], u2 in [0,1). */
+static inline void rng_box_muller_uniforms(uint64_t key, uint64_t counter, double *u1, double *u2)
+{
+    *u1 = ((double)(rng_hash_keyed(key, 2 * counter) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+    *u2 = (double)(rng_hash_keyed(key, 2 * counter + 1) >> 11) * (1.0 / 9007199254740992.0);
+}
 /* Returns a standard normal double (Box–Muller) for (seed, stream, counter). */
 double rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 /* rng_normal from a key (see rng_hash_keyed): the same bits, without re-deriving the key each draw. */

@@ -15,6 +15,7 @@
 
 #include "dataset.h"
 #include "env_switch.h"
+#include "mvec.h"
 #include "rng.h"
 #include "status.h"
 #include "tpool.h"
@@ -90,11 +91,7 @@ __attribute__((noinline)) static uint8_t noise_pixel(uint64_t nkey, uint64_t cou
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-/* glibc's libmvec: four logs and cosines a call, within 4 ulp. */
-__attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_log(__m256d x);
-__attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_cos(__m256d x);
+#ifdef TB_HAVE_MVEC
 
 /* The same bytes as noise_pixel, four pixels at a time: the normal draws from libmvec's log and cosine (an
  * approximation within ~1e-14 of glibc's scalar ones), and wherever mean + sigma·z + 1/2 lies within
@@ -108,11 +105,7 @@ __attribute__((target("avx2,fma"))) static void noise_row_avx2(uint64_t nkey, ui
     size_t p = 0;
     for (; p + 4 <= n; p += 4) {
         double u1[4], u2[4];
-        for (int q = 0; q < 4; q++) {
-            const uint64_t h1 = rng_hash_keyed(nkey, 2 * (base + p + q)), h2 = rng_hash_keyed(nkey, 2 * (base + p + q) + 1);
-            u1[q] = ((double)(h1 >> 11) + 1.0) * (1.0 / 9007199254740993.0);
-            u2[q] = (double)(h2 >> 11) * (1.0 / 9007199254740992.0);
-        }
+        for (int q = 0; q < 4; q++) rng_box_muller_uniforms(nkey, base + p + q, &u1[q], &u2[q]);
         const __m256d l = _ZGVdN4v_log(_mm256_loadu_pd(u1));
         const __m256d c = _ZGVdN4v_cos(_mm256_mul_pd(_mm256_set1_pd(6.283185307179586), _mm256_loadu_pd(u2)));
         const __m256d z = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_mul_pd(_mm256_set1_pd(-2.0), l)), c);
@@ -135,7 +128,7 @@ __attribute__((target("avx2,fma"))) static void noise_row_avx2(uint64_t nkey, ui
 static void noise_row(uint64_t nkey, uint64_t base, const float *mean, uint8_t *img, size_t n, int plain)
 {
     (void)plain;
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef TB_HAVE_MVEC
     if (!plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         noise_row_avx2(nkey, base, mean, img, n);
         return;
