@@ -77,16 +77,12 @@ __attribute__((noinline)) static float normal_exact(uint64_t key, uint64_t count
 __attribute__((target("avx2,fma"))) static size_t normal_fill_avx2(uint64_t key, uint64_t c0, double scale,
                                                                    float *dst, size_t n)
 {
-    const __m256d two_pi = _mm256_set1_pd(6.283185307179586), m2 = _mm256_set1_pd(-2.0), sc = _mm256_set1_pd(scale);
+    const __m256d sc = _mm256_set1_pd(scale);
     const __m256d half = _mm256_set1_pd(0.5), rel = _mm256_set1_pd(1e-12), sign = _mm256_set1_pd(-0.0);
     const __m128 signf = _mm_set1_ps(-0.0f);
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        double u1[4], u2[4];
-        for (int q = 0; q < 4; q++) rng_box_muller_uniforms(key, c0 + i + (uint64_t)q, &u1[q], &u2[q]);
-        const __m256d l = _ZGVdN4v_log(_mm256_loadu_pd(u1));
-        const __m256d cs = _ZGVdN4v_cos(_mm256_mul_pd(two_pi, _mm256_loadu_pd(u2)));
-        const __m256d d = _mm256_mul_pd(sc, _mm256_mul_pd(_mm256_sqrt_pd(_mm256_mul_pd(m2, l)), cs));
+        const __m256d d = _mm256_mul_pd(sc, tb_normal4_approx(key, c0 + i));
         const __m128 f = _mm256_cvtpd_ps(d);
         /* Magnitudes: the float's neighbours are its bits ∓ 1 (0 and the largest float fail the test below:
          * a NaN neighbour compares false), the midpoints exact in double. */
@@ -112,7 +108,7 @@ void rng_normal_fill(uint64_t key, uint64_t counter0, double scale, float *dst, 
 {
     size_t i = 0;
 #ifdef TB_HAVE_MVEC
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) i = normal_fill_avx2(key, counter0, scale, dst, n);
+    if (tb_mvec_usable()) i = normal_fill_avx2(key, counter0, scale, dst, n);
 #endif
     for (; i < n; i++) dst[i] = normal_exact(key, counter0 + i, scale);
 }

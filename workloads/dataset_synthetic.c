@@ -58,7 +58,7 @@ struct syn_job {
     uint64_t per, pseed, lseed, nkey;
     const float *sx, *cx, *sy, *cy; /* every class's wave tables (all) */
     const float *means;             /* every class's mean image, when they fit (else NULL) */
-    int plain;                      /* TB_SYN_FAST=0: scalar draws (the first generator's way) */
+    int vector;                     /* libmvec's draws (not TB_SYN_FAST=0, and the CPU has AVX2 and FMA) */
     uint8_t *images;
     int32_t *labels;
     _Atomic int failed;
@@ -104,11 +104,7 @@ __attribute__((target("avx2,fma"))) static void noise_row_avx2(uint64_t nkey, ui
 {
     size_t p = 0;
     for (; p + 4 <= n; p += 4) {
-        double u1[4], u2[4];
-        for (int q = 0; q < 4; q++) rng_box_muller_uniforms(nkey, base + p + q, &u1[q], &u2[q]);
-        const __m256d l = _ZGVdN4v_log(_mm256_loadu_pd(u1));
-        const __m256d c = _ZGVdN4v_cos(_mm256_mul_pd(_mm256_set1_pd(6.283185307179586), _mm256_loadu_pd(u2)));
-        const __m256d z = _mm256_mul_pd(_mm256_sqrt_pd(_mm256_mul_pd(_mm256_set1_pd(-2.0), l)), c);
+        const __m256d z = tb_normal4_approx(nkey, base + p);
         const __m256d r = _mm256_add_pd(_mm256_fmadd_pd(_mm256_set1_pd(SYN_NOISE), z, _mm256_cvtps_pd(_mm_loadu_ps(mean + p))),
                                         _mm256_set1_pd(0.5));
         const __m256d f = _mm256_floor_pd(r), fr = _mm256_sub_pd(r, f);
@@ -124,16 +120,16 @@ __attribute__((target("avx2,fma"))) static void noise_row_avx2(uint64_t nkey, ui
 }
 #endif
 
-/* An image's n pixels from their means; counter base + p draws pixel p's noise. */
-static void noise_row(uint64_t nkey, uint64_t base, const float *mean, uint8_t *img, size_t n, int plain)
+/* An image's n pixels from their means, four at a time when vector; counter base + p draws pixel p's noise. */
+static void noise_row(uint64_t nkey, uint64_t base, const float *mean, uint8_t *img, size_t n, int vector)
 {
-    (void)plain;
 #ifdef TB_HAVE_MVEC
-    if (!plain && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (vector) {
         noise_row_avx2(nkey, base, mean, img, n);
         return;
     }
 #endif
+    (void)vector;
     for (size_t p = 0; p < n; p++) img[p] = noise_pixel(nkey, base + p, mean[p]);
 }
 
@@ -178,7 +174,7 @@ static void syn_samples(void *arg, int ith, int nth)
             }
             mk = mean;
         }
-        noise_row(j->nkey, (uint64_t)i * j->per, mk, j->images + (size_t)i * per, per, j->plain); // (h,w,c)
+        noise_row(j->nkey, (uint64_t)i * j->per, mk, j->images + (size_t)i * per, per, j->vector); // (h,w,c)
     }
     free(mean), free(tab);
 }
@@ -206,8 +202,10 @@ int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, 
     /* TB_SYN_FAST=0: the first generator's path (one thread, a mean image a sample, scalar draws), the same
      * bytes slower: what the tests hold the fast path to, and an A/B. */
     const int plain = tb_env_off("TB_SYN_FAST");
-    struct syn_job j = {.n = n, .h = h, .w = w, .c = c, .n_classes = n_classes, .all = n_classes <= n, .per = per,
-                        .plain = plain};
+    struct syn_job j = {.n = n, .h = h, .w = w, .c = c, .n_classes = n_classes, .all = n_classes <= n, .per = per};
+#ifdef TB_HAVE_MVEC
+    j.vector = !plain && tb_mvec_usable();
+#endif
     const size_t per_class = (size_t)c * SYN_COMPONENTS;
     const size_t n_waves = (j.all ? (size_t)n_classes : 0) * per_class;
     float *tab = j.all ? malloc(sizeof(float) * n_waves * (size_t)(2 * w + 2 * h)) : NULL;
