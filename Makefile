@@ -47,7 +47,7 @@ test-fast: build
 # under ASan's shadow memory or valgrind, and nvcc's time is spent once, in the main build.
 test-san:
 	@echo "== ASan + UBSan ($$(date -u +%T))"
-	@# -O1 -g1 (line tables), as ASan's authors advise: the build took 1:15-1:27 instead of 2:28 (-O2 -g, Make), its
+	@# -O1 -g1 (line tables), as ASan's authors advise: the build took 1:15-1:31 instead of 2:28 (-O2 -g, Make), its
 	@# slowest tests as fast (test_ipu 49 s against 52, test_op_conv 16 against 16). -fexpensive-optimizations: GCC
 	@# contracts a*b+c into an FMA only with it (-O2 sets it), and the bitwise tests hold for the contracted code
 	@# every optimised build runs (at plain -O1 the SE-fused BatchNorm backward and the synthetic set's golden CRCs

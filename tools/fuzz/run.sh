@@ -37,7 +37,7 @@ for t in ${TB_FUZZ_TARGETS:-idx cifar safetensors suite}; do
         # harness archive's copies of those two are never pulled in.
         lib="$out/lib"
         # -DTB_CUDA=OFF: the archives are linked by hand below, without the cuda layer and its runtime.
-        # -O1 and Ninja where installed: only compile time matters for these archives (ctest's fuzz_build).
+        # -O1 and Ninja where installed: only compile time matters for these archives (make fuzz; fuzz_build skips this target).
         gen=""; command -v ninja >/dev/null 2>&1 && [ ! -f "$lib/CMakeCache.txt" ] && gen="-G Ninja"
         # shellcheck disable=SC2086
         cmake $gen -S "$root" -B "$lib" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS_RELEASE=-O1 -DTB_CUDA=OFF >/dev/null
