@@ -27,7 +27,7 @@ struct machine_info {
     char blas[128];     /* openblas_get_config() */
     char blas_core[64]; /* openblas_get_corename(): the kernel set chosen at run time */
     char blas_buffers[32]; /* blas_buffers_mode(): "per-thread", "shared" or "not interposed" */
-    char commit[48];    /* env TB_GIT_COMMIT if set, else the commit CMake saw at configure time */
+    char commit[48];    /* env TB_GIT_COMMIT if set, else the checkout built ("-dirty": uncommitted edits) */
     char timestamp[32]; /* "2024-05-01T12:34:56Z" */
     long nt_store_kib;  /* outputs from this size go out with non-temporal stores (tb_stream_bytes) */
     int have_gpu;       /* the run uses a device with facts (cuda): gpu holds them */
