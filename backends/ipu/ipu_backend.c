@@ -262,9 +262,9 @@ static void pipeline_report_fill(struct ipu_ctx *c, struct pipeline_report *r)
         r->weight_window_bytes[s] = es.window_bytes;
     }
     r->bubble_ideal = ipu_plan_ideal_bubble(p);
-    r->loss_scale = c->loss_scale;
+    r->loss_scale = c->ls.scale;
     r->loss_scale_static = p->loss_scale > 0.0f;
-    r->skipped_steps = c->skipped_steps;
+    r->skipped_steps = c->ls.skipped;
     r->bubble_measured = c->sum_span > 0 ? 1.0 - c->sum_busy / c->sum_span : NAN;
 }
 
@@ -344,8 +344,8 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
     if (p->prec == STAGE_PREC_FP16) {
         /* Before any step (the harness takes this line at prepare) there is no count to give. */
         char skipped[40] = "";
-        if (c->n_steps > 0) snprintf(skipped, sizeof skipped, ", %ld steps skipped", c->skipped_steps);
-        snprintf(scale, sizeof scale, ", loss scale %g (%s%s)", (double)c->loss_scale,
+        if (c->n_steps > 0) snprintf(skipped, sizeof skipped, ", %ld steps skipped", c->ls.skipped);
+        snprintf(scale, sizeof scale, ", loss scale %g (%s%s)", (double)c->ls.scale,
                  p->loss_scale > 0.0f ? "static" : "dynamic", skipped);
     }
     /* Most important first: the harness keeps a bounded prefix of this line. */

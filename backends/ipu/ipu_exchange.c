@@ -33,7 +33,7 @@ void ipu_push_grads(struct ipu_dev *v, int mb, int n, long first)
     *(struct msg_hdr *)buf = (struct msg_hdr){mb, n, first};
     /* fp16: gradients cross scaled by the loss scale (what scaling the loss does to every gradient
      * downstream of it), so small ones survive the 2-byte format; the receiver divides it out. */
-    const float scale = c->p.prec == STAGE_PREC_FP16 ? c->loss_scale : 1.0f;
+    const float scale = c->p.prec == STAGE_PREC_FP16 ? c->ls.scale : 1.0f;
     executor_export_boundary(&v->ex, 1, 0, msg_payload(c, buf), n, c->p.prec, scale);
     ipu_queue_end_push(v->grad_out);
     v->t_exchange += tb_now_s() - t;
@@ -57,7 +57,7 @@ const void *ipu_pop_grads(struct ipu_dev *v, int n)
     struct ipu_ctx *c = v->c;
     const void *msg = ipu_queue_begin_pop(v->grad_in, &v->t_wait);
     const double t = tb_now_s();
-    const float inv = c->p.prec == STAGE_PREC_FP16 ? 1.0f / c->loss_scale : 1.0f;
+    const float inv = c->p.prec == STAGE_PREC_FP16 ? 1.0f / c->ls.scale : 1.0f;
     if (executor_import_boundary(&v->ex, 1, msg_payload(c, msg), n, c->p.prec, inv)) atomic_store(&c->overflow, 1);
     v->t_exchange += tb_now_s() - t;
     return msg;

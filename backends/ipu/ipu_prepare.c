@@ -164,7 +164,8 @@ int ipu_prepare(struct backend *b, const struct model *m, const struct run_confi
     c->D = S * R;
     c->per_in = m->tensors[m->input].per_sample;
     c->labels_bytes = ((size_t)p->B * sizeof(int32_t) + 63) / 64 * 64;
-    c->loss_scale = p->prec != STAGE_PREC_FP16 ? 1.0f : p->loss_scale > 0.0f ? p->loss_scale : LOSS_SCALE_INIT;
+    if (p->prec == STAGE_PREC_FP16) loss_scaler_init(&c->ls, p->loss_scale);
+    else c->ls = (struct loss_scaler){.scale = 1.0f};
     fpenv_set(); /* the caller runs device 0 */
     openblas_set_num_threads(1);
 

@@ -10,6 +10,7 @@
 #include "executor.h"
 #include "ipu_plan.h"
 #include "ipu_queue.h"
+#include "loss_scale.h"
 #include "pipeline_report.h"
 #include "status.h"
 #include "tpool.h"
@@ -20,9 +21,6 @@
 #include <stdio.h>
 
 #define MSG_HDR 64               /* bytes of a message header */
-#define LOSS_SCALE_INIT 32768.0f /* fp16: dynamic loss scale, halved on overflow */
-#define OVERFLOW_DIVERGED 10     /* fp16: overflowed steps in a row at the lowest scale that end a run */
-#define LOSS_SCALE_GROW 2000     /* fp16: clean steps before the scale doubles */
 
 struct ipu_ctx;
 
@@ -97,9 +95,7 @@ struct ipu_ctx {
     _Atomic int dev_err;              /* the job's first failed executor call's status (ipu_dev_fail), or 0 */
     char dev_err_msg[256];            /* its message, written by the device that failed first */
     int overflowed;                   /* the last forward_backward overflowed (its update is skipped) */
-    float loss_scale;
-    long clean_steps, skipped_steps;
-    int overflow_run;                 /* fp16: overflowed steps in a row with the scale at its floor */
+    struct loss_scaler ls;            /* fp16: the loss scale and its policy (scale 1 otherwise) */
     /* infeed worker */
     pthread_t pf_th;
     int pf_started, pf_stop;
@@ -136,7 +132,7 @@ static inline void *msg_payload(const struct ipu_ctx *c, const void *msg)
 }
 
 /* Scale of the 2-byte gradients: fp16 keeps them times the loss scale so that small ones survive. */
-static inline float grad_scale(const struct ipu_ctx *c) { return c->p.prec == STAGE_PREC_FP16 ? c->loss_scale : 1.0f; }
+static inline float grad_scale(const struct ipu_ctx *c) { return c->p.prec == STAGE_PREC_FP16 ? c->ls.scale : 1.0f; }
 
 /* ---- ipu_stage.c ---- */
 

@@ -55,33 +55,13 @@ void ipu_dev_update(struct ipu_dev *v)
     ev_add(v, -1, 'U', t0, t1);
 }
 
-/* fp16: a step whose gradients overflowed the exchange is skipped (and counted); a dynamic loss
- * scale then halves, and doubles again after LOSS_SCALE_GROW clean steps; a static one stays. A scale
- * that can go no lower (static, or dynamic at 1) and still overflows OVERFLOW_DIVERGED steps in a row
- * trains nothing: the run has diverged (TB_EDIVERGED), as a non-finite loss has in fp32. */
+/* fp16: a step whose gradients overflowed the exchange is skipped (its update was not applied) and
+ * counted; the scale follows loss_scale.h's policy, and the devices' gradient scale with it. */
 int ipu_loss_scale_after_update(struct ipu_ctx *c, struct step_stats *st)
 {
     if (c->p.prec != STAGE_PREC_FP16) return TB_OK;
-    if (c->overflowed) {
-        c->skipped_steps++;
-        c->clean_steps = 0;
-        const int floor = c->p.loss_scale > 0.0f || c->loss_scale <= 1.0f;
-        c->overflow_run = floor ? c->overflow_run + 1 : 0;
-        if (c->p.loss_scale == 0.0f && c->loss_scale > 1.0f) c->loss_scale *= 0.5f, ipu_set_grad_scale(c);
-        if (c->overflow_run >= OVERFLOW_DIVERGED) {
-            st->nonfinite = 1;
-            return tb_error_set(TB_EDIVERGED,
-                                "fp16 gradients overflowed on %d steps in a row at %s loss scale %g (step %ld): "
-                                "lower --lr%s",
-                                c->overflow_run, c->p.loss_scale > 0.0f ? "the static" : "the lowest",
-                                (double)c->loss_scale, c->step, c->p.loss_scale > 0.0f ? " or --loss-scale" : "");
-        }
-    } else {
-        c->overflow_run = 0;
-        if (c->p.loss_scale == 0.0f && ++c->clean_steps >= LOSS_SCALE_GROW) {
-            c->clean_steps = 0;
-            if (c->loss_scale < 16777216.0f) c->loss_scale *= 2.0f, ipu_set_grad_scale(c);
-        }
-    }
-    return TB_OK;
+    if (loss_scaler_after_step(&c->ls, c->overflowed)) ipu_set_grad_scale(c);
+    const int rc = loss_scaler_check(&c->ls, c->step);
+    if (rc != TB_OK) st->nonfinite = 1;
+    return rc;
 }

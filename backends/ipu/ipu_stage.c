@@ -95,7 +95,7 @@ double ipu_stage_act_bytes(const struct ipu_ctx *c, int s)
 
 void ipu_set_grad_scale(struct ipu_ctx *c)
 {
-    const float scale = c->p.prec == STAGE_PREC_FP16 ? c->loss_scale : 1.0f;
+    const float scale = c->p.prec == STAGE_PREC_FP16 ? c->ls.scale : 1.0f;
     for (int d = 0; d < c->D; d++)
         if (c->dev[d].ex.i) executor_set_grad_scale(&c->dev[d].ex, scale);
 }
