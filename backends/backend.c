@@ -30,7 +30,7 @@ static const struct backend_entry registry[] = {
     /* The reference schedule on one GPU: --backend cpu --device cuda under its own name. */
     {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured step, run in loops "
              "on the GPU)",
-     backend_cuda_create, {"prefetch precision", 0, 0, 1, "cuda"}},
+     backend_cuda_create, {"prefetch precision loss-scale", 0, 0, 1, "cuda"}},
 #endif
 };
 

@@ -99,6 +99,8 @@ struct backend_stats {
     const int *conv_algos;                 /* (n_layers) enum conv_algo per layer (-1: none) */
     const struct trace_event *trace;       /* --trace: the last completed training step's per-layer events */
     int n_trace;
+    const struct loss_scaler *loss_scaling; /* fp16 (ipu stages, cuda): the loss scale now and the steps skipped
+                                               on an overflow (loss_scale.h); NULL: no loss scaling */
     const struct pipeline_report *pipeline; /* the run's per-stage accounting */
     long step;                             /* the last completed training step (0: none yet) */
     const struct timeline_event *timeline; /* that step's intervals, in device order */

@@ -21,6 +21,7 @@ void backend_executor_config(const struct run_config *rc, int n_max, int threads
     ec->no_fuse = rc->no_fuse;
     ec->profile = rc->profile;
     ec->trace = rc->trace;
+    ec->loss_scale = rc->ipu.loss_scale; /* the cuda device's fp16 (0: dynamic) */
     ec->prefetch = rc->ipu.prefetch == 0 ? 1 : rc->ipu.prefetch > 0 ? rc->ipu.prefetch : 0; /* 0: the default */
 }
 

@@ -43,10 +43,10 @@ static int lb_prepare(struct backend *b, const struct model *m, const struct run
     struct executor_config ec;
     backend_executor_config(cfg, cfg->batch, nth, &ec);
     if (c->device) ec.device = c->device;
-    /* cuda takes --precision (the harness refuses it for cpu and threads): bf16 is its mixed precision, with
-     * fp32 master weights whether or not the name ends in m. */
+    /* cuda takes --precision (the harness refuses it for cpu and threads): bf16 and fp16 are its mixed
+     * precision, with fp32 master weights whether or not the name ends in m; fp16 with --loss-scale. */
     if (c->device && stage_prec_parse(cfg->ipu.precision, &ec.prec, &ec.master) != 0)
-        return tb_error_set(TB_EINVAL, "%s: unknown --precision '%s' (valid: fp32, bf16)", b->i->name,
+        return tb_error_set(TB_EINVAL, "%s: unknown --precision '%s' (valid: fp32, bf16, fp16)", b->i->name,
                             cfg->ipu.precision);
     const int st = executor_create(&c->ex, m, &ec);
     b->device_loop = st == TB_OK && c->ex.loop_steps;
@@ -152,6 +152,7 @@ static int lb_stats(struct backend *b, struct backend_stats *s)
     s->layer_busy = es.profile_busy, s->layer_busy_max = es.profile_busy_max, s->busy_threads = es.profile_threads;
     s->barriers = es.barriers;
     s->conv_algos = es.conv_algos;
+    s->loss_scaling = es.loss_scaling;
     c->trace.n = 0;
     if (b->cfg.trace && (rc = backend_executor_trace(&c->ex, 0, &c->trace)) != TB_OK) return rc;
     s->trace = c->trace.ev, s->n_trace = c->trace.n;
@@ -165,7 +166,9 @@ static void lb_describe(struct backend *b, char *buf, size_t n)
     if (strcmp(c->ex.cfg.device, "cpu") != 0) { /* a GPU: one stream, no host threads or OpenBLAS */
         const char *how = c->ex.fused_step ? c->ex.step_what : NULL; /* the device's words for its fused step */
         snprintf(buf, n, "%s: one %s device%s%s%s%s", b->i->name, c->ex.cfg.device,
-                 c->ex.cfg.prec == STAGE_PREC_BF16 ? ", bf16 mixed precision (fp32 master weights)" : "",
+                 c->ex.cfg.prec == STAGE_PREC_BF16   ? ", bf16 mixed precision (fp32 master weights)"
+                 : c->ex.cfg.prec == STAGE_PREC_FP16 ? ", fp16 mixed precision (fp32 master weights, loss scaling)"
+                                                     : "",
                  how ? ", " : "", how ? how : "", c->ex.loop_steps ? ", runs of steps on the device" : "");
         return;
     }

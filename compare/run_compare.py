@@ -89,6 +89,8 @@ def _cuda_config(model, size, batch, precision, ours_precision):
 CONFIGS["cuda-b0-fp32"] = _cuda_config("b0", 224, 256, "fp32", None)
 CONFIGS["cuda-b0-bf16"] = _cuda_config("b0", 224, 256, "bf16", "bf16m")
 CONFIGS["cuda-b4-bf16"] = _cuda_config("b4", 380, 64, "bf16", "bf16m")
+# fp16 autocast with loss scaling on both sides (PyTorch's GradScaler; ours core/loss_scale.h's dynamic scale).
+CONFIGS["cuda-b0-fp16"] = _cuda_config("b0", 224, 256, "fp16", "fp16m")
 
 # glibc tunables (read by malloc at start-up) that keep freed memory in the heap: no munmap/trim, so a
 # tensor freed in one step is reused in the next instead of being faulted in again.

@@ -18,7 +18,7 @@ Issue 26's runs (on the GPU machine's python3, PyTorch 2.x):
   torch_cuda.py --model b0 --size 224 --batch 256 --precision bf16 --channels-last
   torch_cuda.py --model b4 --size 380 --batch 64 --precision bf16 --channels-last
 Side by side with bench --backend cuda, A B A B (the same three runs as configurations):
-  compare/run_compare.py cuda-b0-fp32 --python python3   (also cuda-b0-bf16, cuda-b4-bf16)
+  compare/run_compare.py cuda-b0-fp32 --python python3   (also cuda-b0-bf16, cuda-b0-fp16, cuda-b4-bf16)
 """
 import argparse
 import json

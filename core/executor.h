@@ -21,6 +21,7 @@
 
 #include "device_info.h"
 #include "exec.h"
+#include "loss_scale.h"
 #include "model.h"
 #include "optim.h"
 #include "stage_precision.h"
@@ -72,10 +73,12 @@ struct executor_config {
     enum stage_prec prec; /* storage of weights, gradients and kept activations (kernels compute in fp32):
                              half precision rounds every output onto the half grid and the update's
                              result stochastically (keyed by the global index), or to nearest from master.
-                             The cuda device's bf16 is mixed precision instead (autocast's): activations
-                             and GEMM operands bf16, weights, gradients and optimizer state fp32 (master
-                             implied); it refuses fp16 */
+                             The cuda device's bf16 and fp16 are mixed precision instead (autocast's):
+                             activations and GEMM operands 2-byte, weights, gradients and optimizer state
+                             fp32 (master implied); fp16 with loss scaling (loss_scale) */
     int master;           /* half precision: fp32 master weights in the optimizer */
+    float loss_scale;     /* the cuda device's fp16 mixed precision: a static loss scale (> 0), or 0 for a
+                             dynamic one (loss_scale.h); the cpu stages take theirs from the schedule */
     int recompute;        /* keep each segment's input only; the backward recomputes it (no BatchNorm
                              statistics update): the bits of a run without it */
     const int *cuts;      /* segments (required by recompute or half storage, else none): n_seg + 1 layers,
@@ -137,6 +140,8 @@ struct executor_stats {
     const struct exec_trace_event *trace; /* the current step's events; NULL unless trace */
     int n_trace;
     const int *conv_algos; /* (n_layers) enum conv_algo per layer (-1: none); NULL if the device cannot tell */
+    const struct loss_scaler *loss_scaling; /* a device that scales the loss itself (cuda fp16): its scale and the
+                                               steps it skipped; NULL otherwise */
     /* Stage executors (zero otherwise). */
     double t_recompute;    /* seconds the last backward spent recomputing segments (the timeline's R) */
     long nonfinite_grads;  /* gradients stored as inf or NaN since the last zero_grads (fp16 overflow) */

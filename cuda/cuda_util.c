@@ -181,8 +181,9 @@ int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alp
 /* Element types (A and B; C) and compute type of precision p. */
 static void gemm_types(enum tb_gemm_prec p, cudaDataType *t, cudaDataType *tc, cublasComputeType_t *ct)
 {
-    *t = p == TB_GEMM_BF16 || p == TB_GEMM_BF16_F32C ? CUDA_R_16BF : CUDA_R_32F;
-    *tc = p == TB_GEMM_BF16_F32C ? CUDA_R_32F : *t; /* bf16 products summed into fp32 */
+    const int bf = p == TB_GEMM_BF16 || p == TB_GEMM_BF16_F32C, hf = p == TB_GEMM_FP16 || p == TB_GEMM_FP16_F32C;
+    *t = bf ? CUDA_R_16BF : hf ? CUDA_R_16F : CUDA_R_32F;
+    *tc = p == TB_GEMM_BF16_F32C || p == TB_GEMM_FP16_F32C ? CUDA_R_32F : *t; /* 2-byte products summed into fp32 */
     *ct = p == TB_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 

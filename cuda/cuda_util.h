@@ -52,6 +52,8 @@ enum tb_gemm_prec {
     TB_GEMM_TF32, /* fp32 A, B, C; inputs rounded to TF32 on the tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) */
     TB_GEMM_BF16, /* bf16 A, B, C; fp32 accumulation (CUBLAS_COMPUTE_32F) */
     TB_GEMM_BF16_F32C, /* bf16 A, B; fp32 C (mixed precision's weight gradients and logits); fp32 accumulation */
+    TB_GEMM_FP16, /* fp16 A, B, C; fp32 accumulation (CUBLAS_COMPUTE_32F) */
+    TB_GEMM_FP16_F32C, /* fp16 A, B; fp32 C (fp16 mixed precision's weight gradients and logits); fp32 accumulation */
 };
 /* Column-major C (m,n) = alpha·op(A)·op(B) + beta·C through cublasGemmEx in precision p (alpha, beta in fp32);
  * ta/tb: 0 = N, 1 = T. */

@@ -8,17 +8,18 @@
  * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
  * with Adam a dense chain's runs of steps (executor_run_steps) and fused train step as one persistent
  * kernel (mlp_persist.h; TB_CUDA_LOOP=graph, or a chain it does not take: the step captured once into a
- * CUDA graph and replayed); --profile as events around each layer; with cfg.prec bf16, mixed precision
- * (executor_cuda_bf16.h: bf16 activations and GEMM operands, fp32 master weights, gradients and optimizer
- * state; no graph). Stage executors (cfg.l1 > 0, the ipu schedule's devices), fp32 only: the same passes on
+ * CUDA graph and replayed); --profile as events around each layer; with cfg.prec bf16 or fp16, mixed precision
+ * (executor_cuda_bf16.h: 2-byte activations and GEMM operands, fp32 master weights, gradients and optimizer
+ * state; no graph; fp16 with loss scaling: the loss gradient seeded times the scale, the gradients unscaled
+ * and checked at the update, an overflowed step skipped, the scale as core/loss_scale.h). Stage executors (cfg.l1 > 0, the ipu schedule's devices), fp32 only: the same passes on
  * a layer range's plan, one activation slot per micro-batch in flight, the parameter slice, packed
  * boundaries copied through the host (executor_cuda_stage.c); each stage pass returns when its kernels are
- * done. A model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so are fp16,
- * and on a stage 2-byte storage and recomputation. Where no GPU is present, create fails with
+ * done. A model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so are, on a
+ * stage, 2-byte storage and recomputation. Where no GPU is present, create fails with
  * TB_EUNSUPPORTED and the runtime's reason.
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max
- * (bf16: a byte offset per tensor, tb_cuda_bf16_layout), so get/set tensors are plain copies and a test can
+ * (mixed precision: a byte offset per tensor, tb_cuda_bf16_layout), so get/set tensors are plain copies and a test can
  * compare the two devices element by element.
  * Placement: an executor runs on GPU cfg.ordinal mod the GPUs present, on a stream and memory of its
  * own (a schedule's replicas share a GPU when there are fewer GPUs than replicas); gradients of a group
@@ -58,8 +59,16 @@ struct cuda_ctx {
     cudaStream_t s;
     tb_cublas *blas;
     float *params, *grads, *opt, *buffers;   /* device, canonical layouts */
-    uint16_t *params16;                      /* device, bf16 mixed precision only: the weights' bf16 copy */
-    size_t *off_train, *off_eval;            /* bf16: each tensor's byte offset in train / eval (host) */
+    uint16_t *params16;                      /* device, mixed precision only: the weights' bf16 or fp16 copy */
+    size_t *off_train, *off_eval;            /* mixed precision: each tensor's byte offset in train / eval (host) */
+    /* fp16 mixed precision: the loss gradient is seeded times ls.scale, so the fp32 gradients come out scaled
+     * (grads_scaled) until the update's check unscales them; a step with an inf or NaN among them is skipped. */
+    int fp16;                                /* the 2-byte type is fp16 (else bf16, no scaling) */
+    struct loss_scaler ls;
+    int grads_scaled;                        /* the gradients are times ls.scale (a backward since the check) */
+    int *d_overflow, *h_overflow;            /* the check's flag: device, pinned host */
+    int checked;                             /* the gradients were checked (until a backward or set_tensors) */
+    int skip;                                /* they overflowed: each update part does nothing */
     size_t *doff;                            /* each gradient's byte offset in train.dacts (host; NULL: acts') */
     int eval_shared;                         /* eval.acts is train.acts (evaluation between steps only) */
     struct cu_acts train, eval;             /* the training pass's (with gradients) and evaluation's */
@@ -121,7 +130,7 @@ static int dev_alloc(struct cuda_ctx *c, void **p, size_t n, const char *what)
 
 static float *act(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
-    if (in->off) return (float *)((char *)in->acts + in->off[t]); /* bf16 layout: the logits are fp32 there */
+    if (in->off) return (float *)((char *)in->acts + in->off[t]); /* mixed precision's layout: the logits are fp32 there */
     return in->acts + c->m->tensors[t].unit_off * (size_t)in->n_max;
 }
 
@@ -168,8 +177,8 @@ static struct cu_env env_of(const struct cuda_ctx *c)
 {
     return (struct cu_env){.m = c->m, .s = c->s, .blas = c->blas, .params = c->params, .grads = c->grads,
                            .buffers = c->buffers, .scratch = c->scratch, .seed = c->cfg.seed,
-                           .params16 = c->params16, .x = c->x, .labels = c->labels, .losses = c->losses,
-                           .correct = c->correct};
+                           .params16 = c->params16, .fp16 = c->fp16, .loss_scale = c->fp16 ? c->ls.scale : 1.0f,
+                           .x = c->x, .labels = c->labels, .losses = c->losses, .correct = c->correct};
 }
 
 /* Every entry point starts here: this executor's GPU made current on the calling thread (replicas on
@@ -190,13 +199,13 @@ static int layer_forward(struct cuda_ctx *c, const struct cu_acts *in, const str
                          int training, long first_index, long step)
 {
     const struct model *m = c->m;
-    if (c->params16) { /* mixed precision: every layer on its bf16 path */
+    if (c->params16) { /* mixed precision: every layer on its 2-byte path */
         const struct cu_env e = env_of(c);
         return tb_cuda_bf16_forward(&e, in, l, n, n_global, training, first_index, step);
     }
     float *out = act(c, in, l->out);
     switch (l->op) {
-    case OP_INPUT: { /* fp32 and bf16 alike in executor_cuda_layers.c */
+    case OP_INPUT: { /* fp32 and mixed precision alike in executor_cuda_layers.c */
         const struct cu_env e = env_of(c);
         return tb_cuda_input_layer(&e, in, l, n, training, first_index, step);
     }
@@ -231,7 +240,7 @@ static int layer_backward(struct cuda_ctx *c, const struct cu_acts *in, const st
                           long first_index, long step)
 {
     const struct model *m = c->m;
-    if (c->params16) { /* mixed precision: every layer on its bf16 path (its own zeroing of 2-byte gradients) */
+    if (c->params16) { /* mixed precision: every layer on its 2-byte path (its own zeroing of 2-byte gradients) */
         const struct cu_env e = env_of(c);
         return tb_cuda_bf16_backward(&e, in, l, li, n, first_index, step);
     }
@@ -362,6 +371,7 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
     st = enqueue_pass(c, p, c->stage ? &c->stage->slot[p->slot] : &c->train, fwd, bwd);
+    if (bwd && c->fp16) c->grads_scaled = 1, c->checked = 0;
     if (st == TB_OK && c->prof) st = profile_add(c, p, fwd, bwd);
     if (c->stage) {
         /* A stage's pass returns when its kernels are done, after a failure too: the imported host buffer is the
@@ -394,6 +404,33 @@ static void cuda_zero_grads(struct executor *ex)
     }
 }
 
+/* The weights' 2-byte copy (mixed precision) of n parameters from lo, cast from the fp32 master. */
+static void cast_weights(struct cuda_ctx *c, size_t lo, size_t n)
+{
+    if (c->fp16) tb_cuda_to_fp16(c->params16 + lo, c->params + lo, n, c->s);
+    else tb_cuda_to_bf16(c->params16 + lo, c->params + lo, n, c->s);
+}
+
+/* fp16, once per set of gradients (at a step's first update part): the gradients unscaled in place and checked
+ * for inf and NaN; an overflowed step's update is skipped whole, and the scale follows loss_scale.h. One host
+ * round trip a step, as PyTorch's GradScaler takes one. */
+static int fp16_check(struct cuda_ctx *c, long step)
+{
+    if (c->checked) return TB_OK;
+    size_t p0, p1;
+    param_slice(c, &p0, &p1);
+    TB_CU(cudaMemsetAsync(c->d_overflow, 0, sizeof(int), c->s));
+    tb_cuda_unscale_check(c->grads + p0, p1 - p0, c->grads_scaled ? 1.0f / c->ls.scale : 1.0f, c->d_overflow, c->s);
+    TB_CU_LAUNCHED("fp16 gradient check");
+    TB_CU(cudaMemcpyAsync(c->h_overflow, c->d_overflow, sizeof(int), cudaMemcpyDeviceToHost, c->s));
+    TB_CU(cudaStreamSynchronize(c->s));
+    c->grads_scaled = 0;
+    c->checked = 1;
+    c->skip = *c->h_overflow != 0;
+    loss_scaler_after_step(&c->ls, c->skip);
+    return loss_scaler_check(&c->ls, step);
+}
+
 /* The update's scalars at a step: the schedules are optim.c's, computed here on the host. */
 static struct tb_cuda_optim_args optim_args(const struct optim_config *o, long step)
 {
@@ -408,6 +445,8 @@ static int cuda_update(struct executor *ex, long step, int part, int parts)
     struct cuda_ctx *c = ctx_of(ex);
     int st = sticky(c);
     if (st != TB_OK) return st;
+    if (c->fp16 && (st = fp16_check(c, step)) != TB_OK) return st;
+    if (c->fp16 && c->skip) return TB_OK;
     const struct optim_config *o = &c->cfg.optim;
     if (o->kind == OPTIM_LARS) { /* whole tensors only (executor_update_part refuses LARS) */
         tb_cuda_lars_trust(c->trust, c->params, c->grads, c->seg_off, c->seg_n, c->no_decay, c->n_segs, o->lars_eta,
@@ -422,9 +461,9 @@ static int cuda_update(struct executor *ex, long step, int part, int parts)
     tb_cuda_optim_update(&a, c->params, c->grads, c->opt, c->m->n_params, lo, hi, c->seg_of, c->no_decay, c->trust,
                          c->s);
     TB_CU_LAUNCHED("optimizer update");
-    if (c->params16) { /* mixed precision: the GEMMs' bf16 weights, cast once per update from the fp32 master */
-        tb_cuda_to_bf16(c->params16 + lo, c->params + lo, hi - lo, c->s);
-        TB_CU_LAUNCHED("bf16 weight copy");
+    if (c->params16) { /* mixed precision: the GEMMs' 2-byte weights, cast once per update from the fp32 master */
+        cast_weights(c, lo, hi - lo);
+        TB_CU_LAUNCHED("2-byte weight copy");
     }
     return TB_OK;
 }
@@ -477,6 +516,11 @@ static int cuda_get(struct executor *ex, enum tensor_family f, float *dst)
         TB_CU(cudaMemcpyAsync(dst + at, v.base + at, v.len * sizeof(float), cudaMemcpyDeviceToHost, c->s));
     }
     TB_CU(cudaStreamSynchronize(c->s));
+    if (f == TF_GRADS && c->grads_scaled) { /* fp16 between a backward and its check: the tensors, unscaled */
+        const float inv = 1.0f / c->ls.scale;
+        for (int r = 0; r < v.runs; r++)
+            for (size_t i = 0, at = v.off + (size_t)r * v.stride; i < v.len; i++) dst[at + i] *= inv;
+    }
     return TB_OK;
 }
 
@@ -499,10 +543,11 @@ static int cuda_set(struct executor *ex, enum tensor_family f, const float *src)
         const size_t at = v.off + (size_t)r * v.stride;
         e = cudaMemcpyAsync(v.base + at, src + at, v.len * sizeof(float), cudaMemcpyHostToDevice, c->s);
     }
-    if (e == cudaSuccess && f == TF_PARAMS && c->params16) { /* mixed precision (whole models): the bf16 copy */
-        tb_cuda_to_bf16(c->params16, c->params, v.n, c->s);
+    if (e == cudaSuccess && f == TF_PARAMS && c->params16) { /* mixed precision (whole models): the 2-byte copy */
+        cast_weights(c, 0, v.n);
         e = cudaGetLastError();
     }
+    if (f == TF_GRADS) c->grads_scaled = 0, c->checked = 0; /* the caller's tensors, as get_tensors hands them out */
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
     free(init);
     if (e != cudaSuccess) return tb_cuda_fail(e, "cudaMemcpy(set_tensors)", __FILE__, __LINE__);
@@ -523,7 +568,7 @@ static int cuda_buffer(struct executor *ex, enum tensor_family f, struct executo
     b->off = v.off; /* a stage's slice (0 for a whole model) */
     b->host = 0;    /* a device pointer: an all-reduce over these needs NCCL (or a staging copy) */
     b->prec = STAGE_PREC_FP32;
-    b->scale = 1.0f;
+    b->scale = f == TF_GRADS && c->grads_scaled ? c->ls.scale : 1.0f; /* fp16 between a backward and its check */
     return TB_OK;
 }
 
@@ -770,12 +815,14 @@ static void cuda_destroy(struct executor *ex)
     void *dev[] = {c->params, c->params16, c->grads, c->opt, c->buffers, c->train.acts, c->train.dacts,
                    c->eval_shared ? NULL : c->eval.acts,
                    c->losses, c->correct, c->x, c->labels, c->seg_of, c->no_decay, c->trust, c->seg_off, c->seg_n,
-                   c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k, c->scratch, c->mlp_scratch};
+                   c->l_x, c->l_y, c->l_alpha, c->l_alpha_now, c->l_loss, c->l_k, c->scratch, c->mlp_scratch,
+                   c->d_overflow};
     for (size_t k = 0; k < sizeof dev / sizeof *dev; k++)
         if (dev[k]) cudaFree(dev[k]);
     if (c->h_losses) cudaFreeHost(c->h_losses);
     if (c->h_correct) cudaFreeHost(c->h_correct);
     if (c->h_stage) cudaFreeHost(c->h_stage);
+    if (c->h_overflow) cudaFreeHost(c->h_overflow);
     for (int i = 0; c->prof && c->ev_f && c->ev_b && i <= c->m->n_layers; i++) { /* c->m: a stage's is freed below */
         if (c->ev_f[i]) cudaEventDestroy(c->ev_f[i]);
         if (c->ev_b[i]) cudaEventDestroy(c->ev_b[i]);
@@ -898,6 +945,7 @@ static int cuda_stats(struct executor *ex, struct executor_stats *s)
     const struct cuda_ctx *c = ctx_of(ex);
     if (c->stage) tb_cuda_stage_stats(c->stage, s);
     s->profile = c->prof;
+    s->loss_scaling = c->fp16 ? &c->ls : NULL;
     return TB_OK;
 }
 
@@ -953,18 +1001,16 @@ int executor_cuda_count(void)
 int executor_cuda_create(struct executor *ex)
 {
     /* Refused before the probe, being what no machine runs, GPU or not: a stage's 2-byte storage or
-     * recomputation (tb_cuda_stage_refuse), and fp16 (bf16 is mixed precision, with fp32 master weights
-     * whatever cfg.master says; fp16 would need loss scaling). */
+     * recomputation (tb_cuda_stage_refuse). bf16 and fp16 are mixed precision, with fp32 master weights
+     * whatever cfg.master says; fp16 with loss scaling. */
     int st;
     if (ex->cfg.l1 && (st = tb_cuda_stage_refuse(&ex->cfg)) != TB_OK) return st;
-    if (ex->cfg.prec == STAGE_PREC_FP16)
-        return tb_error_set(TB_EUNSUPPORTED, "cuda: fp16 is not implemented on this device (it needs loss scaling): "
-                                             "use --precision bf16");
     st = tb_cuda_probe(); /* then: without a GPU nothing else matters */
     if (st != TB_OK) return st;
     const struct model *m = ex->m;
     const int stage = ex->cfg.l1 > 0;
-    const int bf16 = ex->cfg.prec == STAGE_PREC_BF16; /* never on a stage (refused above) */
+    /* Mixed precision (never on a stage: refused above): 2-byte activations, bf16 or fp16. */
+    const int half = ex->cfg.prec == STAGE_PREC_BF16 || ex->cfg.prec == STAGE_PREC_FP16;
     for (int i = stage ? ex->cfg.l0 : 0; i < (stage ? ex->cfg.l1 : m->n_layers); i++) {
         const char *why;
         if (!layer_ok(m, &m->layers[i], &why))
@@ -976,14 +1022,17 @@ int executor_cuda_create(struct executor *ex)
     if (m->layers[m->n_layers - 1].op != OP_SOFTMAX_CE || m->layers[0].op != OP_INPUT)
         return tb_error_set(TB_EUNSUPPORTED, "cuda: a model must start at its input and end at its loss");
     const char *bf16_why;
-    if (bf16 && !tb_cuda_bf16_model_ok(m, &bf16_why))
-        return tb_error_set(TB_EUNSUPPORTED, "cuda: bf16: %s", bf16_why);
+    if (half && !tb_cuda_bf16_model_ok(m, &bf16_why))
+        return tb_error_set(TB_EUNSUPPORTED, "cuda: %s: %s", ex->cfg.prec == STAGE_PREC_FP16 ? "fp16" : "bf16",
+                            bf16_why);
     struct cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
     ex->ctx = c; /* from here on, executor_destroy (called by executor_create on failure) frees it all */
     ex->i = stage ? &cuda_stage_iface : &cuda_iface;
     c->m = m;
     c->cfg = ex->cfg;
+    c->fp16 = ex->cfg.prec == STAGE_PREC_FP16;
+    if (c->fp16) loss_scaler_init(&c->ls, ex->cfg.loss_scale);
     if (stage) { /* the range plan: its layers see activation offsets of the tensors the range touches only */
         if (!(c->stage = calloc(1, sizeof *c->stage))) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
         if ((st = tb_cuda_stage_plan(c->stage, m, &ex->cfg)) != TB_OK) return st;
@@ -997,12 +1046,12 @@ int executor_cuda_create(struct executor *ex)
     const int n_max = ex->cfg.n_max, eval_n = ex->cfg.eval_batch;
     c->n_io = n_max > eval_n ? n_max : eval_n;
     c->per_in = m->tensors[m->input].per_sample;
-    /* Activation arenas in bytes: the cpu's fp32 layout, or mixed precision's (bf16, offsets per tensor); a
+    /* Activation arenas in bytes: the cpu's fp32 layout, or mixed precision's (2-byte, offsets per tensor); a
      * stage has its slots and gradient arena instead (the range plan's fp32 layout), and no evaluation arena. */
     size_t b_train = stage ? 0 : model_act_floats(m, n_max) * sizeof(float);
     size_t b_eval = stage ? 0 : model_act_floats(m, eval_n) * sizeof(float);
     const size_t b_slot = stage ? c->stage->act_floats * sizeof(float) : 0;
-    if (bf16) {
+    if (half) {
         if (!(c->off_train = malloc((size_t)m->n_tensors * sizeof(size_t))) ||
             !(c->off_eval = malloc((size_t)m->n_tensors * sizeof(size_t))))
             return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
@@ -1019,16 +1068,16 @@ int executor_cuda_create(struct executor *ex)
     if (!stage && !tb_cuda_env_is("TB_CUDA_GRAD_LAYOUT", "full")) {
         if (!(c->doff = malloc((size_t)m->n_tensors * sizeof(size_t))))
             return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
-        const size_t b = tb_cuda_grad_layout(m, n_max, bf16, c->doff);
+        const size_t b = tb_cuda_grad_layout(m, n_max, half, c->doff);
         if (b) b_grads = b, c->train.doff = c->doff;
     }
-    /* Refuse before allocating: the estimate against the device's free memory (bf16: the weights' copy and
+    /* Refuse before allocating: the estimate against the device's free memory (mixed precision: the weights' copy and
      * the smaller arenas; a stage: the canonical-size parameter arrays it allocates, its slots and gradient
      * arena). */
     const int sp = optim_state_per_param(ex->cfg.optim.kind);
     const double params_bytes = 4.0 * ((double)m->n_params * (2.0 + sp) + (double)m->n_buffers);
     const double need = stage  ? params_bytes + (double)(c->stage->n_slots + 1) * (double)b_slot
-                        : params_bytes + (bf16 ? 2.0 * (double)m->n_params : 0.0) + (double)b_grads +
+                        : params_bytes + (half ? 2.0 * (double)m->n_params : 0.0) + (double)b_grads +
                               (c->eval_shared ? (double)(b_train > b_eval ? b_train : b_eval)
                                               : (double)b_train + (double)b_eval);
     size_t free_b = 0, total_b = 0;
@@ -1082,15 +1131,19 @@ int executor_cuda_create(struct executor *ex)
         (st = dev_alloc(c, (void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
         (st = dev_alloc(c, &c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
         return st;
-    if (bf16 && (st = dev_alloc(c, (void **)&c->params16, np * sizeof(uint16_t), "cudaMalloc(bf16 weights)")) != TB_OK)
+    if (half && (st = dev_alloc(c, (void **)&c->params16, np * sizeof(uint16_t), "cudaMalloc(2-byte weights)")) != TB_OK)
         return st;
+    if (c->fp16) {
+        if ((st = dev_alloc(c, (void **)&c->d_overflow, sizeof(int), "cudaMalloc(overflow flag)")) != TB_OK) return st;
+        TB_CU(cudaMallocHost((void **)&c->h_overflow, sizeof(int)));
+    }
     TB_CU(cudaMallocHost((void **)&c->h_losses, (size_t)c->n_io * sizeof(float)));
     TB_CU(cudaMallocHost((void **)&c->h_correct, (size_t)c->n_io));
     /* Zeroed like the cpu's arenas (get_tensors before any pass reads zeros), the optimizer's initial state
      * written as every executor writes it (issue 27). */
     TB_CU(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
     TB_CU(cudaMemsetAsync(c->params, 0, np * sizeof(float), c->s));
-    if (bf16) TB_CU(cudaMemsetAsync(c->params16, 0, np * sizeof(uint16_t), c->s)); /* bf16 +0: the zeros' copy */
+    if (half) TB_CU(cudaMemsetAsync(c->params16, 0, np * sizeof(uint16_t), c->s)); /* +0 in both: the zeros' copy */
     if (m->n_buffers) TB_CU(cudaMemsetAsync(c->buffers, 0, m->n_buffers * sizeof(float), c->s));
     if ((st = cuda_set(ex, TF_OPT, NULL)) != TB_OK) return st;
     /* The segment tables went through the legacy stream (cudaMemcpy): complete before any pass reads them. */

@@ -1,7 +1,7 @@
-/* executor_cuda_bf16.c — the cuda executor's mixed precision: the bf16 activation layout and the dense chain's
- * layers on bf16 activations (see executor_cuda_bf16.h). GEMMs go through tb_cublas_gemm_ex: bf16 weights
- * (e->params16) and activations, fp32 accumulation, bf16 outputs except the logits (fp32, which the loss
- * reads as autocast's fp32 cross-entropy does) and the weight gradients (fp32, straight into e->grads). */
+/* executor_cuda_bf16.c — the cuda executor's mixed precision: the 2-byte activation layout and the dense chain's
+ * layers on bf16 or fp16 activations (see executor_cuda_bf16.h). GEMMs go through tb_cublas_gemm_ex: 2-byte
+ * weights (e->params16) and activations, fp32 accumulation, 2-byte outputs except the logits (fp32, which the
+ * loss reads as autocast's fp32 cross-entropy does) and the weight gradients (fp32, straight into e->grads). */
 #include "executor_cuda_bf16.h"
 
 #include "ops_dense.h"
@@ -40,19 +40,27 @@ size_t tb_cuda_bf16_layout(const struct model *m, int n_max, size_t *off)
     return bytes;
 }
 
+/* The dense GEMMs' operand types: bf16 or fp16 A and B; C fp32 (f32c: the logits, the weight gradients) or
+ * the same 2-byte type. */
+static enum tb_gemm_prec gemm_type(const struct cu_env *e, int f32c)
+{
+    if (e->fp16) return f32c ? TB_GEMM_FP16_F32C : TB_GEMM_FP16;
+    return f32c ? TB_GEMM_BF16_F32C : TB_GEMM_BF16;
+}
+
 static int dense_forward(const struct cu_env *e, const struct cu_acts *a, const struct layer *l, int n)
 {
     const int IN = l->a.dense.IN, OUT = l->a.dense.OUT, logits = l->out == e->m->logits;
     void *y = tb_cuda_act(e, a, l->out);
     /* Row-major y (n,OUT) = x (n,IN) · W (IN,OUT) as column-major yᵀ = Wᵀ xᵀ (executor_cuda.c's mapping). */
-    const int st = tb_cublas_gemm_ex(e->blas, logits ? TB_GEMM_BF16_F32C : TB_GEMM_BF16, 0, 0, OUT, n, IN, 1.0f,
+    const int st = tb_cublas_gemm_ex(e->blas, gemm_type(e, logits), 0, 0, OUT, n, IN, 1.0f,
                                      e->params16 + l->w_off, OUT, tb_cuda_act(e, a, l->in), IN, 0.0f, y, OUT);
     if (st != TB_OK) return st;
     const float *b = l->n_b ? e->params + l->b_off : NULL;
     const int relu = l->act == ACT_RELU;
     if (!b && !relu) return TB_OK;
     if (logits) tb_cuda_bias_act(y, b, n, OUT, relu, e->s);
-    else tb_cuda_bias_act_bf16(y, b, n, OUT, relu, e->s);
+    else TB_CU_HALF(e, tb_cuda_bias_act, y, b, n, OUT, relu, e->s);
     TB_CU_LAUNCHED("dense bias");
     return TB_OK;
 }
@@ -62,19 +70,19 @@ static int dense_backward(const struct cu_env *e, const struct cu_acts *a, const
     const int IN = l->a.dense.IN, OUT = l->a.dense.OUT;
     void *dout = tb_cuda_dact(e, a, l->out);
     if (l->act == ACT_RELU) { /* never on the logits (tb_cuda_bf16_model_ok): y is bf16 */
-        tb_cuda_relu_mask_bf16(dout, tb_cuda_act(e, a, l->out), (size_t)n * OUT, e->s);
+        TB_CU_HALF(e, tb_cuda_relu_mask, dout, tb_cuda_act(e, a, l->out), (size_t)n * OUT, e->s);
         TB_CU_LAUNCHED("relu mask");
     }
     int st;
     /* din (n,IN) += dout (n,OUT) · Wᵀ; dW (IN,OUT) += xᵀ · dout in fp32 (executor_cuda.c's mappings). */
-    if (din && (st = tb_cublas_gemm_ex(e->blas, TB_GEMM_BF16, 1, 0, IN, n, OUT, 1.0f, e->params16 + l->w_off, OUT,
+    if (din && (st = tb_cublas_gemm_ex(e->blas, gemm_type(e, 0), 1, 0, IN, n, OUT, 1.0f, e->params16 + l->w_off, OUT,
                                        dout, OUT, 1.0f, din, IN)) != TB_OK)
         return st;
-    if ((st = tb_cublas_gemm_ex(e->blas, TB_GEMM_BF16_F32C, 0, 1, OUT, IN, n, 1.0f, dout, OUT,
+    if ((st = tb_cublas_gemm_ex(e->blas, gemm_type(e, 1), 0, 1, OUT, IN, n, 1.0f, dout, OUT,
                                 tb_cuda_act(e, a, l->in), IN, 1.0f, e->grads + l->w_off, OUT)) != TB_OK)
         return st;
     if (l->n_b) {
-        tb_cuda_bias_grad_bf16(e->grads + l->b_off, dout, n, OUT, e->s);
+        TB_CU_HALF(e, tb_cuda_bias_grad, e->grads + l->b_off, dout, n, OUT, e->s);
         TB_CU_LAUNCHED("bias gradient");
     }
     return TB_OK;
@@ -88,14 +96,16 @@ int tb_cuda_bf16_forward(const struct cu_env *e, const struct cu_acts *a, const 
     case OP_INPUT: return tb_cuda_input_layer(e, a, l, n, training, first_index, step);
     case OP_DENSE: return dense_forward(e, a, l, n);
     case OP_RELU:
-        tb_cuda_relu_forward_bf16(tb_cuda_act(e, a, l->out), tb_cuda_act(e, a, l->in),
-                                  (size_t)n * m->tensors[l->out].per_sample, e->s);
+        TB_CU_HALF(e, tb_cuda_relu_forward, tb_cuda_act(e, a, l->out), tb_cuda_act(e, a, l->in),
+                   (size_t)n * m->tensors[l->out].per_sample, e->s);
         TB_CU_LAUNCHED("relu");
         return TB_OK;
     case OP_SOFTMAX_CE:
-        tb_cuda_softmax_ce_bf16(e->losses, training ? tb_cuda_dact(e, a, l->in) : NULL, e->correct,
-                                tb_cuda_act(e, a, l->in), e->labels, 1.0f / (float)n_global, n, m->tensors[l->in].c,
-                                l->a.ce.smoothing, e->s);
+        /* The loss gradient times the loss scale (fp16; 1 for bf16): its 2-byte values, and every gradient
+         * after them, out of fp16's underflow; the update's check unscales the fp32 gradients. */
+        TB_CU_HALF(e, tb_cuda_softmax_ce, e->losses, training ? tb_cuda_dact(e, a, l->in) : NULL, e->correct,
+                   tb_cuda_act(e, a, l->in), e->labels, e->loss_scale / (float)n_global, n, m->tensors[l->in].c,
+                   l->a.ce.smoothing, e->s);
         TB_CU_LAUNCHED("softmax_ce");
         return TB_OK;
     default: return tb_cuda_effnet_forward(e, a, l, n, first_index, step, training);
@@ -116,8 +126,8 @@ int tb_cuda_bf16_backward(const struct cu_env *e, const struct cu_acts *a, const
     case OP_DENSE: return dense_backward(e, a, l, n, din);
     case OP_RELU:
         if (din) {
-            tb_cuda_relu_backward_bf16(din, tb_cuda_dact(e, a, l->out), tb_cuda_act(e, a, l->out),
-                                       (size_t)n * m->tensors[l->out].per_sample, e->s);
+            TB_CU_HALF(e, tb_cuda_relu_backward, din, tb_cuda_dact(e, a, l->out), tb_cuda_act(e, a, l->out),
+                       (size_t)n * m->tensors[l->out].per_sample, e->s);
             TB_CU_LAUNCHED("relu backward");
         }
         return TB_OK;

@@ -1,4 +1,4 @@
-/* executor_cuda_bf16.h — mixed precision on the cuda device (--precision bf16), arranged as PyTorch's autocast
+/* executor_cuda_bf16.h — mixed precision on the cuda device (--precision bf16 or fp16), arranged as PyTorch's autocast
  * with channels-last tensors: fp32 master weights, gradients and optimizer state; activations and their
  * gradients stored in bf16 (half the bytes of a bandwidth-bound network); GEMMs on bf16 operands (the
  * weights' bf16 copy, made once per update) with fp32 accumulation; the loss in fp32 from fp32 logits.

@@ -1,7 +1,8 @@
 /* executor_cuda_layers.c — the EfficientNet layer kinds on the cuda device: one ops_effnet.h launcher per
  * layer, forward and backward, mapped from core/exec.c's layer_forward / layer_backward; and the input layer.
- * Mixed precision (e->params16 set): the same mapping onto the _bf16 launchers (PICK), activations and their
- * gradients bf16 at the byte offsets of tb_cuda_bf16_layout, the GEMM convs reading the weights' bf16 copy.
+ * Mixed precision (e->params16 set): the same mapping onto the _bf16 or _fp16 launchers (PICK), activations
+ * and their gradients 2-byte at the byte offsets of tb_cuda_bf16_layout, the GEMM convs reading the weights'
+ * 2-byte copy.
  *
  * Unfused on purpose (issue 26 item 1, first wiring): none of the cpu's layer-pair fusions (BN statistics
  * in the conv before, BN apply in the depthwise after, SE pool in the BN, SE scale in the projection,
@@ -29,8 +30,9 @@
         if (ck_ < 0) return ck_;                                                               \
     } while (0)
 
-/* The fp32 launcher f, or its bf16 twin f_bf16 with the same arguments, by the executor's precision. */
-#define PICK(f, ...) (e->params16 ? f##_bf16(__VA_ARGS__) : f(__VA_ARGS__))
+/* The fp32 launcher f, or its 2-byte twin (f_bf16, f_fp16) with the same arguments, by the executor's
+ * precision. */
+#define PICK(f, ...) (e->params16 ? TB_CU_HALF(e, f, __VA_ARGS__) : f(__VA_ARGS__))
 
 void *tb_cuda_act(const struct cu_env *e, const struct cu_acts *a, int t)
 {
@@ -64,7 +66,7 @@ int tb_cuda_input_layer(const struct cu_env *e, const struct cu_acts *a, const s
     }
     if (flat || (dst->h == src->h && dst->w == src->w && dst->c == src->c && !augment)) {
         const size_t total = (size_t)n * src->per_sample;
-        if (e->params16) tb_cuda_input_affine_bf16(out, e->x, total, src->c, scale, shift, e->s);
+        if (e->params16) TB_CU_HALF(e, tb_cuda_input_affine, out, e->x, total, src->c, scale, shift, e->s);
         else tb_cuda_input_affine(out, e->x, total, src->c, scale, shift, e->s);
         TB_CU_LAUNCHED("input");
         return TB_OK;
@@ -176,14 +178,14 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
         const struct conv_shape s = shape_of(m, l, n);
         if (s.groups > 1) CK(PICK(tb_cuda_gconv_forward, out, in, w, b, &s, st), "tb_cuda_gconv_forward");
         else if (is_1x1(&s) && w16)
-            CK(tb_cuda_conv1x1_forward_bf16(e->blas, out, in, w16, b, &s, st), "tb_cuda_conv1x1_forward_bf16");
+            CK(TB_CU_HALF(e, tb_cuda_conv1x1_forward, e->blas, out, in, w16, b, &s, st), "tb_cuda_conv1x1_forward (2-byte)");
         else if (is_1x1(&s)) CK(tb_cuda_conv1x1_forward(e->blas, out, in, w, b, &s, st), "tb_cuda_conv1x1_forward");
         else if (use_direct(&s) && w16)
-            CK(tb_cuda_conv_direct_forward_bf16(out, in, w16, b, &s, st), "tb_cuda_conv_direct_forward_bf16");
+            CK(TB_CU_HALF(e, tb_cuda_conv_direct_forward, out, in, w16, b, &s, st), "tb_cuda_conv_direct_forward (2-byte)");
         else if (use_direct(&s)) CK(tb_cuda_conv_direct_forward(out, in, w, b, &s, st), "tb_cuda_conv_direct_forward");
         else if (w16)
-            CK(tb_cuda_conv_im2col_forward_bf16(e->blas, out, in, w16, b, &s, e->scratch, st),
-               "tb_cuda_conv_im2col_forward_bf16");
+            CK(TB_CU_HALF(e, tb_cuda_conv_im2col_forward, e->blas, out, in, w16, b, &s, e->scratch, st),
+               "tb_cuda_conv_im2col_forward (2-byte)");
         else CK(tb_cuda_conv_im2col_forward(e->blas, out, in, w, b, &s, e->scratch, st), "tb_cuda_conv_im2col_forward");
         return TB_OK;
     }
@@ -305,10 +307,10 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
                "tb_cuda_gconv_backward_params");
         } else if (is_1x1(&s) && w16) {
             if (din)
-                CK(tb_cuda_conv1x1_backward_data_bf16(e->blas, din, dout, w16, &s, acc),
-                   "tb_cuda_conv1x1_backward_data_bf16");
-            CK(tb_cuda_conv1x1_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
-               "tb_cuda_conv1x1_backward_params_bf16");
+                CK(TB_CU_HALF(e, tb_cuda_conv1x1_backward_data, e->blas, din, dout, w16, &s, acc),
+                   "tb_cuda_conv1x1_backward_data (2-byte)");
+            CK(TB_CU_HALF(e, tb_cuda_conv1x1_backward_params, e->blas, dw, db, in, dout, &s, e->scratch, st),
+               "tb_cuda_conv1x1_backward_params (2-byte)");
         } else if (is_1x1(&s)) {
             if (din) CK(tb_cuda_conv1x1_backward_data(e->blas, din, dout, w, &s, acc), "tb_cuda_conv1x1_backward_data");
             CK(tb_cuda_conv1x1_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
@@ -317,8 +319,8 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
                   * then the weight gradient, direct or from the columns; both use the scratch, one stream orders
                   * them */
             if (din && w16)
-                CK(tb_cuda_conv_im2col_backward_data_bf16(e->blas, din, dout, w16, &s, acc, e->scratch, st),
-                   "tb_cuda_conv_im2col_backward_data_bf16");
+                CK(TB_CU_HALF(e, tb_cuda_conv_im2col_backward_data, e->blas, din, dout, w16, &s, acc, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_data (2-byte)");
             else if (din)
                 CK(tb_cuda_conv_im2col_backward_data(e->blas, din, dout, w, &s, acc, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_data");
@@ -326,8 +328,8 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
                 CK(PICK(tb_cuda_conv_direct_backward_params, dw, db, in, dout, &s, e->scratch, st),
                    "tb_cuda_conv_direct_backward_params");
             else if (w16)
-                CK(tb_cuda_conv_im2col_backward_params_bf16(e->blas, dw, db, in, dout, &s, e->scratch, st),
-                   "tb_cuda_conv_im2col_backward_params_bf16");
+                CK(TB_CU_HALF(e, tb_cuda_conv_im2col_backward_params, e->blas, dw, db, in, dout, &s, e->scratch, st),
+                   "tb_cuda_conv_im2col_backward_params (2-byte)");
             else
                 CK(tb_cuda_conv_im2col_backward_params(e->blas, dw, db, in, dout, &s, e->scratch, st),
                    "tb_cuda_conv_im2col_backward_params");

@@ -20,12 +20,17 @@ struct cu_env {
     float *params, *grads, *buffers; /* device, canonical layouts */
     void *scratch;                   /* device, tb_cuda_effnet_scratch_bytes of the larger batch */
     uint64_t seed;                   /* the run's seed: dropout keys, as the cpu's exec_step.seed */
-    const uint16_t *params16;        /* mixed precision: the weights' bf16 copy (GEMM operands); NULL: fp32 */
+    const uint16_t *params16;        /* mixed precision: the weights' 2-byte copy (GEMM operands); NULL: fp32 */
+    int fp16;                        /* mixed precision's 2-byte type: 1 fp16, 0 bf16 */
+    float loss_scale;                /* the loss gradient's factor: fp16's loss scale, else 1 */
     const uint8_t *x;                /* device: the pass's pixels (the input layer) */
     const int32_t *labels;           /* device: the pass's labels (the loss layer) */
     float *losses;                   /* device: per-sample losses (the loss layer) */
     uint8_t *correct;                /* device: argmax == label (the loss layer) */
 };
+
+/* Mixed precision's launcher f_fp16 or f_bf16 (same arguments) by the executor's 2-byte type. */
+#define TB_CU_HALF(e, f, ...) ((e)->fp16 ? f##_fp16(__VA_ARGS__) : f##_bf16(__VA_ARGS__))
 
 /* One set of activations (n_max samples per tensor; dacts NULL for evaluation). */
 struct cu_acts {

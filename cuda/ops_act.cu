@@ -5,7 +5,8 @@
  * and the per-(sample, channel) sums (pool, dscale) a block of 32 channels × 8 row-strides that adds in
  * double in a fixed order, as the CPU does, so fp32 results agree to ~1e-7 relative. Every kernel is a
  * template over the activations' element type T (ops_common.cuh): float for the fp32 launchers, bf16 for
- * the _bf16 ones (half the bytes moved; arithmetic in float, each stored value rounded once).
+ * the _bf16 ones, fp16 for the _fp16 ones (half the bytes moved; arithmetic in float, each stored value rounded
+ * once).
  */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
@@ -231,7 +232,7 @@ template <typename T> static int gap_fwd(T *out, const T *inp, int N, size_t HW,
     return ops_launched();
 }
 
-/* 8 (bf16) or 4 elements a thread where C and the pointers allow (ops_width). */
+/* 8 (bf16, fp16) or 4 elements a thread where C and the pointers allow (ops_width). */
 template <typename T> static int gap_bwd(T *dinp, const T *dout, int N, size_t HW, int C, void *stream)
 {
     const int V = ops_width<T>(C, dinp, dout);
@@ -285,8 +286,8 @@ static int dropout_bwd(T *dinp, const T *dout, int N, size_t D, uint64_t g0, con
                 ops_rng_key(a->step, a->layer), a->p, drop_scale(a->p), 1);
 }
 
-/* y = base + x·keep/(1-p) (base may be NULL) over N samples of D, 8 (bf16) or 4 elements a thread where D and
- * the pointers allow. */
+/* y = base + x·keep/(1-p) (base may be NULL) over N samples of D, 8 (bf16, fp16) or 4 elements a thread where D
+ * and the pointers allow. */
 template <typename T>
 static int dropconnect(T *y, const T *base, const T *x, int N, size_t D, uint64_t g0, const struct tb_cuda_drop *a,
                        void *stream)
@@ -314,9 +315,11 @@ static int dropconnect_bwd(T *dinp, const T *dout, int N, size_t D, uint64_t g0,
     return dropconnect(dinp, acc ? dinp : (const T *)NULL, dout, N, D, g0, a, stream);
 }
 
-/* bf16 views of the C API's void pointers. */
+/* bf16 and fp16 views of the C API's void pointers. */
 #define B(p) ((bf16 *)(p))
 #define CB(p) ((const bf16 *)(p))
+#define H(p) ((f16 *)(p))
+#define CH(p) ((const f16 *)(p))
 
 extern "C" {
 
@@ -469,6 +472,84 @@ int tb_cuda_dropconnect_backward_bf16(void *dinp, const void *dout, int N, size_
                                       const struct tb_cuda_drop *a, int acc, void *stream)
 {
     return dropconnect_bwd(B(dinp), CB(dout), N, D, g0, a, acc, stream);
+}
+
+/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
+
+int tb_cuda_silu_forward_fp16(void *out, const void *inp, size_t n, void *stream)
+{
+    return silu_fwd(H(out), CH(inp), n, stream);
+}
+
+int tb_cuda_silu_backward_fp16(void *dinp, const void *dout, const void *inp, size_t n, void *stream)
+{
+    return silu_bwd(H(dinp), CH(dout), CH(inp), n, stream);
+}
+
+int tb_cuda_sigmoid_forward_fp16(void *out, const void *inp, size_t n, void *stream)
+{
+    return sigmoid_fwd(H(out), CH(inp), n, stream);
+}
+
+int tb_cuda_sigmoid_backward_fp16(void *dinp, const void *dout, const void *out, size_t n, void *stream)
+{
+    return sigmoid_bwd(H(dinp), CH(dout), CH(out), n, stream);
+}
+
+int tb_cuda_add_forward_fp16(void *out, const void *a, const void *b, size_t n, void *stream)
+{
+    return add_fwd(H(out), CH(a), CH(b), n, stream);
+}
+
+int tb_cuda_add_backward_fp16(void *da, void *db, const void *dout, size_t n, void *stream)
+{
+    return add_bwd(H(da), H(db), CH(dout), n, stream);
+}
+
+int tb_cuda_gap_forward_fp16(void *out, const void *inp, int N, size_t HW, int C, void *stream)
+{
+    return gap_fwd(H(out), CH(inp), N, HW, C, stream);
+}
+
+int tb_cuda_gap_backward_fp16(void *dinp, const void *dout, int N, size_t HW, int C, void *stream)
+{
+    return gap_bwd(H(dinp), CH(dout), N, HW, C, stream);
+}
+
+int tb_cuda_se_scale_forward_fp16(void *out, const void *inp, const void *scale, int N, size_t HW, int C,
+                                  void *stream)
+{
+    return se_fwd(H(out), CH(inp), CH(scale), N, HW, C, stream);
+}
+
+int tb_cuda_se_scale_backward_fp16(void *dinp, void *dscale, const void *dout, const void *inp, const void *scale,
+                                   int N, size_t HW, int C, int acc, void *stream)
+{
+    return se_bwd(H(dinp), H(dscale), CH(dout), CH(inp), CH(scale), N, HW, C, acc, stream);
+}
+
+int tb_cuda_dropout_forward_fp16(void *out, const void *inp, int N, size_t D, uint64_t g0,
+                                 const struct tb_cuda_drop *a, void *stream)
+{
+    return dropout_fwd(H(out), CH(inp), N, D, g0, a, stream);
+}
+
+int tb_cuda_dropout_backward_fp16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
+                                  const struct tb_cuda_drop *a, void *stream)
+{
+    return dropout_bwd(H(dinp), CH(dout), N, D, g0, a, stream);
+}
+
+int tb_cuda_dropconnect_add_forward_fp16(void *out, const void *shortcut, const void *branch, int N, size_t D,
+                                         uint64_t g0, const struct tb_cuda_drop *a, void *stream)
+{
+    return dropconnect_add_fwd(H(out), CH(shortcut), CH(branch), N, D, g0, a, stream);
+}
+
+int tb_cuda_dropconnect_backward_fp16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
+                                      const struct tb_cuda_drop *a, int acc, void *stream)
+{
+    return dropconnect_bwd(H(dinp), CH(dout), N, D, g0, a, acc, stream);
 }
 
 } /* extern "C" */

@@ -11,6 +11,7 @@
 #include "cuda_util.h" /* tb_cuda_env_is: the A-B switches */
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,15 +58,19 @@ static inline unsigned ops_grid_rows(size_t D, int N)
 static inline int ops_step_c(unsigned gx, int C) { return (int)(((size_t)gx * OPS_THREADS) % (size_t)C); }
 
 /* Storage types: the kernels are templates over T, the element type of activations and their gradients
- * (float, or bf16 for mixed precision); arithmetic is always float. ops_f reads an element as float,
- * ops_to<T> rounds a float to T (to nearest even: cuda_bf16.h's __float2bfloat16). For float both are the
- * identity, so the fp32 instantiations compute exactly what the untemplated kernels did. */
+ * (float, or bf16 or fp16 for mixed precision); arithmetic is always float. ops_f reads an element as float,
+ * ops_to<T> rounds a float to T, to nearest even: cuda_bf16.h's __float2bfloat16, cuda_fp16.h's
+ * __float2half_rn (an fp16 overflow gives ±inf, not 65504: the executor's loss scaling must see it). For
+ * float both are the identity, so the fp32 instantiations compute exactly what the untemplated kernels did. */
 typedef __nv_bfloat16 bf16;
+typedef __half f16;
 static __host__ __device__ __forceinline__ float ops_f(float v) { return v; }
 static __host__ __device__ __forceinline__ float ops_f(bf16 v) { return __bfloat162float(v); }
+static __host__ __device__ __forceinline__ float ops_f(f16 v) { return __half2float(v); }
 template <typename T> __host__ __device__ __forceinline__ T ops_to(float v);
 template <> __host__ __device__ __forceinline__ float ops_to<float>(float v) { return v; }
 template <> __host__ __device__ __forceinline__ bf16 ops_to<bf16>(float v) { return __float2bfloat16(v); }
+template <> __host__ __device__ __forceinline__ f16 ops_to<f16>(float v) { return __float2half_rn(v); }
 
 /* #pragma unroll in a __host__ __device__ body: the host compiler does not know it (and warns). */
 #ifdef __CUDA_ARCH__
@@ -87,14 +92,24 @@ int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w
 int ops_parts_finish(float *dw, float *db, const float *part, int K, size_t n_w, size_t n_b, cudaStream_t st);
 
 /* V (1, 4 or 8) consecutive elements of T as floats, loaded or stored in as few transactions as the type allows
- * (4 fp32 or 8 bf16: 16 bytes, one; 4 bf16: 8 bytes): the elementwise kernels' wide path, which keeps more
- * bytes in flight per thread (a grid-stride loop of 2- or 4-byte loads cannot cover HBM's latency). Wide needs
- * p aligned to V elements (ops_width). */
-struct alignas(8) ops_bf16x4 {
-    __nv_bfloat162 lo, hi;
+ * (4 fp32 or 8 bf16/fp16: 16 bytes, one; 4 bf16/fp16: 8 bytes): the elementwise kernels' wide path, which keeps
+ * more bytes in flight per thread (a grid-stride loop of 2- or 4-byte loads cannot cover HBM's latency). Wide
+ * needs p aligned to V elements (ops_width). The 2-byte types go through their pair type (ops_pair<H>: 2 values
+ * a register, each rounded to nearest even on the way in, as ops_to<H>), one body for bf16 and fp16. */
+template <typename H> struct ops_pair;
+template <> struct ops_pair<bf16> {
+    typedef __nv_bfloat162 type;
+    static __host__ __device__ __forceinline__ type of(float a, float b) { return __floats2bfloat162_rn(a, b); }
 };
-struct alignas(16) ops_bf16x8 {
-    __nv_bfloat162 q[4];
+template <> struct ops_pair<f16> {
+    typedef __half2 type;
+    static __host__ __device__ __forceinline__ type of(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <typename H> struct alignas(8) ops_h16x4 {
+    typename ops_pair<H>::type lo, hi;
+};
+template <typename H> struct alignas(16) ops_h16x8 {
+    typename ops_pair<H>::type q[4];
 };
 template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const float *p, float *v)
 {
@@ -108,17 +123,26 @@ template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const f
         v[0] = *p;
     }
 }
-template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const bf16 *p, float *v)
+/* ops_ldv of a 2-byte type H (bf16, fp16). */
+template <int V, typename H> static __host__ __device__ __forceinline__ void ops_ldv_h16(const H *p, float *v)
 {
     if constexpr (V == 8) {
-        const ops_bf16x8 q = *reinterpret_cast<const ops_bf16x8 *>(p);
+        const ops_h16x8<H> q = *reinterpret_cast<const ops_h16x8<H> *>(p);
         for (int k = 0; k < 4; k++) v[2 * k] = __low2float(q.q[k]), v[2 * k + 1] = __high2float(q.q[k]);
     } else if constexpr (V == 4) {
-        const ops_bf16x4 q = *reinterpret_cast<const ops_bf16x4 *>(p);
+        const ops_h16x4<H> q = *reinterpret_cast<const ops_h16x4<H> *>(p);
         v[0] = __low2float(q.lo), v[1] = __high2float(q.lo), v[2] = __low2float(q.hi), v[3] = __high2float(q.hi);
     } else {
         v[0] = ops_f(*p);
     }
+}
+template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const bf16 *p, float *v)
+{
+    ops_ldv_h16<V>(p, v);
+}
+template <int V> static __host__ __device__ __forceinline__ void ops_ldv(const f16 *p, float *v)
+{
+    ops_ldv_h16<V>(p, v);
 }
 template <int V> static __host__ __device__ __forceinline__ void ops_stv(float *p, const float *v)
 {
@@ -131,20 +155,29 @@ template <int V> static __host__ __device__ __forceinline__ void ops_stv(float *
         *p = v[0];
     }
 }
-template <int V> static __host__ __device__ __forceinline__ void ops_stv(bf16 *p, const float *v)
+/* ops_stv of a 2-byte type H (bf16, fp16): each value rounded to nearest even, as ops_to<H>. */
+template <int V, typename H> static __host__ __device__ __forceinline__ void ops_stv_h16(H *p, const float *v)
 {
     if constexpr (V == 8) {
-        ops_bf16x8 q;
-        for (int k = 0; k < 4; k++) q.q[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-        *reinterpret_cast<ops_bf16x8 *>(p) = q;
+        ops_h16x8<H> q;
+        for (int k = 0; k < 4; k++) q.q[k] = ops_pair<H>::of(v[2 * k], v[2 * k + 1]);
+        *reinterpret_cast<ops_h16x8<H> *>(p) = q;
     } else if constexpr (V == 4) {
-        ops_bf16x4 q;
-        q.lo = __floats2bfloat162_rn(v[0], v[1]); /* each to nearest even, as __float2bfloat16 */
-        q.hi = __floats2bfloat162_rn(v[2], v[3]);
-        *reinterpret_cast<ops_bf16x4 *>(p) = q;
+        ops_h16x4<H> q;
+        q.lo = ops_pair<H>::of(v[0], v[1]);
+        q.hi = ops_pair<H>::of(v[2], v[3]);
+        *reinterpret_cast<ops_h16x4<H> *>(p) = q;
     } else {
-        *p = __float2bfloat16(v[0]);
+        *p = ops_to<H>(v[0]);
     }
+}
+template <int V> static __host__ __device__ __forceinline__ void ops_stv(bf16 *p, const float *v)
+{
+    ops_stv_h16<V>(p, v);
+}
+template <int V> static __host__ __device__ __forceinline__ void ops_stv(f16 *p, const float *v)
+{
+    ops_stv_h16<V>(p, v);
 }
 
 /* 1 when rows of C elements of T at each pointer (NULL skipped) suit the wide path: C a multiple of 4, each
@@ -156,9 +189,9 @@ template <typename T> static inline int ops_wide_ok(int C, const void *a, const 
     return C % 4 == 0 && !((uintptr_t)a & m) && !((uintptr_t)b & m) && !((uintptr_t)c & m);
 }
 
-/* The elements a thread of an elementwise pass takes over rows of C: 8 for bf16 where C % 8 == 0 and every
- * pointer is 16-byte aligned (one 16-byte transaction, as 4 floats), else 4 where ops_wide_ok, else 1 (and 1
- * under TB_CUDA_NARROW=1). */
+/* The elements a thread of an elementwise pass takes over rows of C: 8 for a 2-byte T (bf16, fp16) where
+ * C % 8 == 0 and every pointer is 16-byte aligned (one 16-byte transaction, as 4 floats), else 4 where
+ * ops_wide_ok, else 1 (and 1 under TB_CUDA_NARROW=1). */
 template <typename T> static inline int ops_width(int C, const void *a, const void *b, const void *c = NULL)
 {
     if (tb_cuda_env_is("TB_CUDA_NARROW", "1")) return 1;

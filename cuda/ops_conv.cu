@@ -15,9 +15,10 @@
  * weights as the executor's bf16 copy, and every GEMM through tb_cublas_gemm_ex with fp32 accumulation
  * (autocast's convolutions): bf16 outputs, fp32 weight gradients (bf16 products summed in fp32, straight
  * into the fp32 gradient). The bias, as autocast's, is added on the bf16 grid: broadcast into out (rounded
- * once), then the GEMM with beta 1.
+ * once), then the GEMM with beta 1. The _fp16 launchers are the same with fp16 (IEEE half) for bf16
+ * throughout (TB_GEMM_FP16, TB_GEMM_FP16_F32C).
  */
-#include "cuda_util.h" /* tb_cublas_gemm_ex, for the bf16 GEMMs */
+#include "cuda_util.h" /* tb_cublas_gemm_ex, for the bf16 and fp16 GEMMs */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
 
@@ -270,7 +271,8 @@ static void dc_backward_params_host(float *dw, float *db, const float *inp, cons
 }
 
 /* One column-major GEMM C = op(A)·op(B) + beta·C: cuBLAS's sgemm for fp32, GemmEx with fp32 accumulation for
- * bf16 operands (into bf16, or into an fp32 weight gradient). Overloads, so the templates below pick by type. */
+ * bf16 or fp16 operands (into the same type, or into an fp32 weight gradient). Overloads, so the templates below
+ * pick by type. */
 static int gemm(tb_cublas *h, int ta, int tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc)
 {
@@ -285,6 +287,16 @@ static int gemm(tb_cublas *h, int ta, int tb, int m, int n, int k, const bf16 *A
                 float beta, float *C, int ldc)
 {
     return tb_cublas_gemm_ex(h, TB_GEMM_BF16_F32C, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+static int gemm(tb_cublas *h, int ta, int tb, int m, int n, int k, const f16 *A, int lda, const f16 *B, int ldb,
+                float beta, f16 *C, int ldc)
+{
+    return tb_cublas_gemm_ex(h, TB_GEMM_FP16, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+static int gemm(tb_cublas *h, int ta, int tb, int m, int n, int k, const f16 *A, int lda, const f16 *B, int ldb,
+                float beta, float *C, int ldc)
+{
+    return tb_cublas_gemm_ex(h, TB_GEMM_FP16_F32C, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* The row-major products below, each one column-major GEMM of the transposed problem. */
@@ -351,6 +363,12 @@ static int gemm_sb(tb_cublas *h, int m, int n, int k, const bf16 *A, int lda, lo
     return tb_cublas_gemm_strided_batched(h, TB_GEMM_BF16_F32C, 0, 1, m, n, k, 1.0f, A, lda, sA, B, ldb, sB, 0.0f, C,
                                           ldc, sC, batch);
 }
+static int gemm_sb(tb_cublas *h, int m, int n, int k, const f16 *A, int lda, long long sA, const f16 *B, int ldb,
+                   long long sB, float *C, int ldc, long long sC, int batch)
+{
+    return tb_cublas_gemm_strided_batched(h, TB_GEMM_FP16_F32C, 0, 1, m, n, k, 1.0f, A, lda, sA, B, ldb, sB, 0.0f, C,
+                                          ldc, sC, batch);
+}
 
 /* gemm_bwd_w through S row chunks (wg_split's) into part (wg_part_floats), then their sum into dw. */
 template <typename T>
@@ -403,7 +421,7 @@ static int fwd_common(tb_cublas *h, T *out, const T *in, const T *w, const float
     return gemm_fwd(h, out, in, w, M, Kd, OC, b ? 1.0f : 0.0f);
 }
 
-/* Bytes of the im2col scratch before its bias-sum parts: the fp32 columns (bf16 fits), 256-byte aligned. */
+/* Bytes of the im2col scratch before its bias-sum parts: the fp32 columns (bf16, fp16 fit), 256-byte aligned. */
 static size_t im2col_part_off(const conv_shape *s)
 {
     size_t P = (size_t)s->N * s->OH * s->OW, cols = P * s->KH * s->KW * (size_t)s->C * sizeof(float);
@@ -506,9 +524,11 @@ static int ic_backward_params(tb_cublas *h, float *dw, float *db, const T *inp, 
     return db ? bias_grad(db, dout, (size_t)M, s->OC, im2col_part(scratch, s), (cudaStream_t)stream) : 0;
 }
 
-/* bf16 views of the C API's void pointers. */
+/* bf16 and fp16 views of the C API's void pointers. */
 #define B(p) ((bf16 *)(p))
 #define CB(p) ((const bf16 *)(p))
+#define H(p) ((f16 *)(p))
+#define CH(p) ((const f16 *)(p))
 
 extern "C" {
 
@@ -645,6 +665,57 @@ int tb_cuda_conv_im2col_backward_params_bf16(tb_cublas *cublas, float *dw, float
                                              void *stream)
 {
     return ic_backward_params(cublas, dw, db, CB(inp), CB(dout), s, scratch, stream);
+}
+
+/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
+
+int tb_cuda_conv1x1_forward_fp16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
+                                 const struct conv_shape *s, void *stream)
+{
+    return c1_forward(cublas, H(out), CH(inp), CH(w16), b, s, stream);
+}
+
+int tb_cuda_conv1x1_backward_data_fp16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
+                                       const struct conv_shape *s, int acc)
+{
+    return c1_backward_data(cublas, H(dinp), CH(dout), CH(w16), s, acc);
+}
+
+int tb_cuda_conv1x1_backward_params_fp16(tb_cublas *cublas, float *dw, float *db, const void *inp, const void *dout,
+                                         const struct conv_shape *s, void *scratch, void *stream)
+{
+    return c1_backward_params(cublas, dw, db, CH(inp), CH(dout), s, scratch, stream);
+}
+
+int tb_cuda_conv_direct_forward_fp16(void *out, const void *inp, const void *w16, const float *b,
+                                     const struct conv_shape *s, void *stream)
+{
+    return dc_forward(H(out), CH(inp), CH(w16), b, s, stream);
+}
+
+int tb_cuda_conv_direct_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
+                                             const struct conv_shape *s, void *scratch, void *stream)
+{
+    return dc_backward_params(dw, db, CH(inp), CH(dout), s, scratch, stream);
+}
+
+int tb_cuda_conv_im2col_forward_fp16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
+                                     const struct conv_shape *s, void *scratch, void *stream)
+{
+    return ic_forward(cublas, H(out), CH(inp), CH(w16), b, s, scratch, stream);
+}
+
+int tb_cuda_conv_im2col_backward_data_fp16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
+                                           const struct conv_shape *s, int acc, void *scratch, void *stream)
+{
+    return ic_backward_data(cublas, H(dinp), CH(dout), CH(w16), s, acc, scratch, stream);
+}
+
+int tb_cuda_conv_im2col_backward_params_fp16(tb_cublas *cublas, float *dw, float *db, const void *inp,
+                                             const void *dout, const struct conv_shape *s, void *scratch,
+                                             void *stream)
+{
+    return ic_backward_params(cublas, dw, db, CH(inp), CH(dout), s, scratch, stream);
 }
 
 } /* extern "C" */

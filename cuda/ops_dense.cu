@@ -2,7 +2,7 @@
 // Grid-stride loops of 256 threads; reductions that must match the cpu's order (bias gradient, loss
 // sums) run one thread per output over the rows in ascending order: small, and bitwise repeatable. The
 // softmax cross-entropy's per-sample arithmetic is core/softmax_ce_row.h's, the cpu's own. Kernels are
-// templates over the activations' element type (float, or bf16 for mixed precision: ops_common.cuh).
+// templates over the activations' element type (float, or bf16 or fp16 for mixed precision: ops_common.cuh).
 #include "ops_dense.h"
 
 #include "ops_common.cuh"
@@ -88,10 +88,11 @@ __global__ void softmax_ce_k(float *loss, TG *dlogits, uint8_t *correct, const f
     }
 }
 
-__global__ void to_bf16_k(bf16 *dst, const float *src, size_t n)
+// dst = src rounded to the 2-byte type H (bf16 or fp16), to nearest even (ops_to<H>): the weights' copy.
+template <typename H> __global__ void to_half_k(H *dst, const float *src, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = __float2bfloat16(src[i]);
+        dst[i] = ops_to<H>(src[i]);
 }
 
 __global__ void loop_gather_k(tb_cuda_loop_dev d, float *in, int32_t *y, float *alpha, int n, size_t per, float scale,
@@ -126,6 +127,8 @@ static Affine4 affine4(int C, const float *scale4, const float *shift4)
 
 #define B(p) ((bf16 *)(p))
 #define CB(p) ((const bf16 *)(p))
+#define H(p) ((f16 *)(p))
+#define CH(p) ((const f16 *)(p))
 
 extern "C" void tb_cuda_input_affine(float *out, const uint8_t *x, size_t n, int C, const float *scale4,
                                      const float *shift4, cudaStream_t s)
@@ -203,8 +206,52 @@ extern "C" void tb_cuda_softmax_ce_bf16(float *loss, void *dlogits, uint8_t *cor
 
 extern "C" void tb_cuda_to_bf16(void *dst, const float *src, size_t n, cudaStream_t s)
 {
-    if (n) to_bf16_k<<<blocks_for(n), kThreads, 0, s>>>(B(dst), src, n);
+    if (n) to_half_k<<<blocks_for(n), kThreads, 0, s>>>(B(dst), src, n);
 }
+
+// fp16 storage: the bf16 launchers' instantiations with f16.
+extern "C" void tb_cuda_input_affine_fp16(void *out, const uint8_t *x, size_t n, int C, const float *scale4,
+                                          const float *shift4, cudaStream_t s)
+{
+    input_affine_k<<<blocks_for(n), kThreads, 0, s>>>(H(out), x, n, C, affine4(C, scale4, shift4));
+}
+
+extern "C" void tb_cuda_bias_act_fp16(void *y, const float *b, int N, int OUT, int relu, cudaStream_t s)
+{
+    bias_act_k<<<blocks_for((size_t)N * OUT), kThreads, 0, s>>>(H(y), b, N, OUT, relu);
+}
+
+extern "C" void tb_cuda_relu_mask_fp16(void *dy, const void *y, size_t n, cudaStream_t s)
+{
+    relu_mask_k<<<blocks_for(n), kThreads, 0, s>>>(H(dy), CH(y), n);
+}
+
+extern "C" void tb_cuda_relu_backward_fp16(void *din, const void *dy, const void *y, size_t n, cudaStream_t s)
+{
+    relu_backward_k<<<blocks_for(n), kThreads, 0, s>>>(H(din), CH(dy), CH(y), n);
+}
+
+extern "C" void tb_cuda_relu_forward_fp16(void *y, const void *x, size_t n, cudaStream_t s)
+{
+    relu_forward_k<<<blocks_for(n), kThreads, 0, s>>>(H(y), CH(x), n);
+}
+
+extern "C" void tb_cuda_bias_grad_fp16(float *db, const void *dy, int N, int OUT, cudaStream_t s)
+{
+    bias_grad_k<<<(OUT + kThreads - 1) / kThreads, kThreads, 0, s>>>(db, CH(dy), N, OUT);
+}
+
+extern "C" void tb_cuda_softmax_ce_fp16(float *loss, void *dlogits, uint8_t *correct, const float *logits,
+                                        const int32_t *labels, float scale, int N, int K, float eps, cudaStream_t s)
+{
+    softmax_ce_k<<<(N + 127) / 128, 128, 0, s>>>(loss, H(dlogits), correct, logits, labels, scale, N, K, eps);
+}
+
+extern "C" void tb_cuda_to_fp16(void *dst, const float *src, size_t n, cudaStream_t s)
+{
+    if (n) to_half_k<<<blocks_for(n), kThreads, 0, s>>>(H(dst), src, n);
+}
+
 extern "C" void tb_cuda_loop_gather(tb_cuda_loop_dev d, float *in, int32_t *y, float *alpha, int n, size_t per,
                                     float scale, float shift, cudaStream_t s)
 {

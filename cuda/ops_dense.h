@@ -58,6 +58,30 @@ void tb_cuda_softmax_ce_bf16(float *loss, void *dlogits, uint8_t *correct, const
 /* dst (n bf16) = src (n fp32) rounded to nearest even: the weights' bf16 copy after an update. */
 void tb_cuda_to_bf16(void *dst, const float *src, size_t n, cudaStream_t s);
 
+/* ---- fp16 storage (IEEE half: 11-bit significand, max 65504; the executor's --precision fp16, with loss
+ * scaling): each launcher is its _bf16 twin above with fp16 for bf16 (void *: __half on the device), the same
+ * fp32 arithmetic and one rounding to nearest even per stored value (an overflow is ±inf, not saturated). ---- */
+
+/* tb_cuda_input_affine_bf16 with fp16 storage. */
+void tb_cuda_input_affine_fp16(void *out, const uint8_t *x, size_t n, int C, const float *scale4,
+                               const float *shift4, cudaStream_t s);
+/* tb_cuda_bias_act_bf16 with fp16 storage. */
+void tb_cuda_bias_act_fp16(void *y, const float *b, int N, int OUT, int relu, cudaStream_t s);
+/* tb_cuda_relu_mask_bf16 with fp16 storage. */
+void tb_cuda_relu_mask_fp16(void *dy, const void *y, size_t n, cudaStream_t s);
+/* tb_cuda_relu_backward_bf16 with fp16 storage. */
+void tb_cuda_relu_backward_fp16(void *din, const void *dy, const void *y, size_t n, cudaStream_t s);
+/* tb_cuda_relu_forward_bf16 with fp16 storage. */
+void tb_cuda_relu_forward_fp16(void *y, const void *x, size_t n, cudaStream_t s);
+/* tb_cuda_bias_grad_bf16 with fp16 storage. */
+void tb_cuda_bias_grad_fp16(float *db, const void *dy, int N, int OUT, cudaStream_t s);
+/* tb_cuda_softmax_ce_bf16 with fp16 dlogits; scale stays a plain multiplier (the executor passes
+ * loss_scale/n_global). */
+void tb_cuda_softmax_ce_fp16(float *loss, void *dlogits, uint8_t *correct, const float *logits,
+                             const int32_t *labels, float scale, int N, int K, float eps, cudaStream_t s);
+/* dst (n fp16) = src (n fp32) rounded to nearest even (|x| ≥ 65520 gives ±inf): the weights' fp16 copy. */
+void tb_cuda_to_fp16(void *dst, const float *src, size_t n, cudaStream_t s);
+
 /* The on-device loop (executor_run_steps on cuda): step k of a run whose data is all on the device. */
 struct tb_cuda_loop_dev {
     const uint8_t *x_all;   /* (steps, per) pixels of every step's sample(s) */

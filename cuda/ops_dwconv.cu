@@ -19,7 +19,7 @@
  * Grouped (G16 = 16-channel groups): direct kernels, one thread per output / input / weight element,
  * the warp spread over output channels so weight and dout reads coalesce.
  * Every kernel is a template over the element type T of the input, output and their gradients (float, or
- * bf16 for mixed precision: ops_common.cuh); weights, biases, the BatchNorm on load and every sum are float.
+ * bf16 or fp16 for mixed precision: ops_common.cuh); weights, biases, the BatchNorm on load and every sum are float.
  */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
@@ -829,9 +829,11 @@ static int gc_backward_params(float *dw, float *db, const T *inp, const T *dout,
     return ops_parts_finish(dw, db, part, K, n_w, (size_t)s->OC, st);
 }
 
-/* bf16 views of the C API's void pointers. */
+/* bf16 and fp16 views of the C API's void pointers. */
 #define B(p) ((bf16 *)(p))
 #define CB(p) ((const bf16 *)(p))
+#define H(p) ((f16 *)(p))
+#define CH(p) ((const f16 *)(p))
 
 extern "C" {
 
@@ -936,6 +938,45 @@ int tb_cuda_gconv_backward_params_bf16(float *dw, float *db, const void *inp, co
                                        const struct conv_shape *s, void *scratch, void *stream)
 {
     return gc_backward_params(dw, db, CB(inp), CB(dout), s, scratch, stream);
+}
+
+/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
+
+int tb_cuda_dwconv_forward_fp16(void *out, const void *inp, const float *w, const float *b,
+                                const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
+{
+    return dw_forward(H(out), CH(inp), w, b, bn, act, s, stream);
+}
+
+int tb_cuda_dwconv_backward_data_fp16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                      int acc, void *stream)
+{
+    return dw_backward_data(H(dinp), CH(dout), w, s, acc, stream);
+}
+
+int tb_cuda_dwconv_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
+                                        const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
+                                        void *stream)
+{
+    return dw_backward_params(dw, db, CH(inp), CH(dout), bn, s, scratch, stream);
+}
+
+int tb_cuda_gconv_forward_fp16(void *out, const void *inp, const float *w, const float *b, const struct conv_shape *s,
+                               void *stream)
+{
+    return gc_forward(H(out), CH(inp), w, b, s, stream);
+}
+
+int tb_cuda_gconv_backward_data_fp16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                     int acc, void *stream)
+{
+    return gc_backward_data(H(dinp), CH(dout), w, s, acc, stream);
+}
+
+int tb_cuda_gconv_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
+                                       const struct conv_shape *s, void *scratch, void *stream)
+{
+    return gc_backward_params(dw, db, CH(inp), CH(dout), s, scratch, stream);
 }
 
 } /* extern "C" */

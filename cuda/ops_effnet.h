@@ -3,7 +3,7 @@
  *
  * Contract, as core/layout.h's for the CPU kernels, of which each launcher is the GPU twin:
  *   - activations NHWC, conv weights HWIO (KH,KW,C/G,OC), depthwise weights (KH,KW,C), fp32 unless a
- *     name ends in _bf16 (bf16 storage, fp32 arithmetic: the section at the end);
+ *     name ends in _bf16 or _fp16 (bf16 or fp16 storage, fp32 arithmetic: the sections at the end);
  *   - every pointer is device memory; stream is a cudaStream_t passed as void* (NULL: legacy stream);
  *   - each returns 0, a (positive) cudaError_t code, or the negative tb status of a failed
  *     tb_cublas_sgemm / tb_cublas_gemm_ex (its message already recorded); nothing is allocated: reductions take a
@@ -28,7 +28,7 @@ extern "C" {
 /* cuBLAS is loaded with dlopen by cuda/cuda_util.c (linking it cost every bench process ~90 ms): the
  * GEMMs here go through its wrapper, declared as there. A handle is bound to one stream at creation, so
  * the stream passed to a conv launcher must be its handle's. TF32 is off in those handles: true fp32. The bf16
- * GEMMs use cuda_util.h's tb_cublas_gemm_ex (ops_conv.cu includes it). */
+ * and fp16 GEMMs use cuda_util.h's tb_cublas_gemm_ex (ops_conv.cu includes it). */
 typedef struct tb_cublas tb_cublas;
 int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
@@ -323,6 +323,147 @@ int tb_cuda_dropconnect_backward_bf16(void *dinp, const void *dout, int N, size_
 
 /* tb_cuda_input_forward, bf16 storage. */
 int tb_cuda_input_forward_bf16(void *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream);
+
+/* ---- fp16 storage (mixed precision: the executor's --precision fp16, with loss scaling) ----
+ * IEEE half: an 11-bit significand (2^-11 ≈ 4.9e-4 relative per rounding, a quarter of bf16's) but a 5-bit
+ * exponent (max 65504, normals from 2^-14), so the executor scales the loss to keep the gradients in range and
+ * checks for the ±inf an overflow rounds to (never saturated). Each launcher below is its _bf16 twin above
+ * with fp16 for bf16 (void *: __half on the device): the same arguments, the same fp32 arithmetic, each
+ * stored value rounded once to nearest even; the launchers with a w16 argument (the GEMM kinds, the direct stem)
+ * take the weights' fp16 copy. */
+
+/* tb_cuda_conv1x1_forward_bf16 with fp16 storage. */
+int tb_cuda_conv1x1_forward_fp16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
+                                 const struct conv_shape *s, void *stream);
+
+/* tb_cuda_conv1x1_backward_data_bf16 with fp16 storage. */
+int tb_cuda_conv1x1_backward_data_fp16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
+                                       const struct conv_shape *s, int acc);
+
+/* tb_cuda_conv1x1_backward_params_bf16 with fp16 storage. */
+int tb_cuda_conv1x1_backward_params_fp16(tb_cublas *cublas, float *dw, float *db, const void *inp, const void *dout,
+                                         const struct conv_shape *s, void *scratch, void *stream);
+
+/* tb_cuda_conv_im2col_forward_bf16 with fp16 storage. */
+int tb_cuda_conv_im2col_forward_fp16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
+                                     const struct conv_shape *s, void *scratch, void *stream);
+
+/* tb_cuda_conv_im2col_backward_data_bf16 with fp16 storage. */
+int tb_cuda_conv_im2col_backward_data_fp16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
+                                           const struct conv_shape *s, int acc, void *scratch, void *stream);
+
+/* tb_cuda_conv_im2col_backward_params_bf16 with fp16 storage. */
+int tb_cuda_conv_im2col_backward_params_fp16(tb_cublas *cublas, float *dw, float *db, const void *inp,
+                                             const void *dout, const struct conv_shape *s, void *scratch,
+                                             void *stream);
+
+/* tb_cuda_conv_direct_forward_bf16 with fp16 storage. */
+int tb_cuda_conv_direct_forward_fp16(void *out, const void *inp, const void *w16, const float *b,
+                                     const struct conv_shape *s, void *stream);
+
+/* tb_cuda_conv_direct_backward_params_bf16 with fp16 storage. */
+int tb_cuda_conv_direct_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
+                                             const struct conv_shape *s, void *scratch, void *stream);
+
+/* tb_cuda_dwconv_forward_bf16 with fp16 storage. */
+int tb_cuda_dwconv_forward_fp16(void *out, const void *inp, const float *w, const float *b,
+                                const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream);
+
+/* tb_cuda_dwconv_backward_data_bf16 with fp16 storage. */
+int tb_cuda_dwconv_backward_data_fp16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                      int acc, void *stream);
+
+/* tb_cuda_dwconv_backward_params_bf16 with fp16 storage. */
+int tb_cuda_dwconv_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
+                                        const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
+                                        void *stream);
+
+/* tb_cuda_gconv_forward_bf16 with fp16 storage. */
+int tb_cuda_gconv_forward_fp16(void *out, const void *inp, const float *w, const float *b, const struct conv_shape *s,
+                               void *stream);
+
+/* tb_cuda_gconv_backward_data_bf16 with fp16 storage. */
+int tb_cuda_gconv_backward_data_fp16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
+                                     int acc, void *stream);
+
+/* tb_cuda_gconv_backward_params_bf16 with fp16 storage. */
+int tb_cuda_gconv_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
+                                       const struct conv_shape *s, void *scratch, void *stream);
+
+/* tb_cuda_bn_forward_train_bf16 with fp16 storage. */
+int tb_cuda_bn_forward_train_fp16(void *out, float *save, float *run_mean, float *run_var, const void *inp,
+                                  const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
+                                  int act, void *scratch, void *stream);
+
+/* tb_cuda_bn_forward_eval_bf16 with fp16 storage. */
+int tb_cuda_bn_forward_eval_fp16(void *out, const void *inp, const float *run_mean, const float *run_var,
+                                 const float *gamma, const float *beta, size_t M, int C, float eps, int act,
+                                 void *stream);
+
+/* tb_cuda_bn_backward_bf16 with fp16 storage. */
+int tb_cuda_bn_backward_fp16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, size_t M, int C, int act,
+                             int acc, void *scratch, void *stream);
+
+/* tb_cuda_gn_forward_bf16 with fp16 storage. */
+int tb_cuda_gn_forward_fp16(void *out, float *save, const void *inp, const float *gamma, const float *beta, int N,
+                            size_t HW, int C, int G, float eps, int act, void *stream);
+
+/* tb_cuda_gn_backward_bf16 with fp16 storage. */
+int tb_cuda_gn_backward_fp16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
+                             int act, int acc, void *scratch, void *stream);
+
+/* tb_cuda_silu_forward_bf16 with fp16 storage. */
+int tb_cuda_silu_forward_fp16(void *out, const void *inp, size_t n, void *stream);
+
+/* tb_cuda_silu_backward_bf16 with fp16 storage. */
+int tb_cuda_silu_backward_fp16(void *dinp, const void *dout, const void *inp, size_t n, void *stream);
+
+/* tb_cuda_sigmoid_forward_bf16 with fp16 storage. */
+int tb_cuda_sigmoid_forward_fp16(void *out, const void *inp, size_t n, void *stream);
+
+/* tb_cuda_sigmoid_backward_bf16 with fp16 storage. */
+int tb_cuda_sigmoid_backward_fp16(void *dinp, const void *dout, const void *out, size_t n, void *stream);
+
+/* tb_cuda_add_forward_bf16 with fp16 storage. */
+int tb_cuda_add_forward_fp16(void *out, const void *a, const void *b, size_t n, void *stream);
+
+/* tb_cuda_add_backward_bf16 with fp16 storage. */
+int tb_cuda_add_backward_fp16(void *da, void *db, const void *dout, size_t n, void *stream);
+
+/* tb_cuda_gap_forward_bf16 with fp16 storage. */
+int tb_cuda_gap_forward_fp16(void *out, const void *inp, int N, size_t HW, int C, void *stream);
+
+/* tb_cuda_gap_backward_bf16 with fp16 storage. */
+int tb_cuda_gap_backward_fp16(void *dinp, const void *dout, int N, size_t HW, int C, void *stream);
+
+/* tb_cuda_se_scale_forward_bf16 with fp16 storage. */
+int tb_cuda_se_scale_forward_fp16(void *out, const void *inp, const void *scale, int N, size_t HW, int C,
+                                  void *stream);
+
+/* tb_cuda_se_scale_backward_bf16 with fp16 storage. */
+int tb_cuda_se_scale_backward_fp16(void *dinp, void *dscale, const void *dout, const void *inp, const void *scale,
+                                   int N, size_t HW, int C, int acc, void *stream);
+
+/* tb_cuda_dropout_forward_bf16 with fp16 storage. */
+int tb_cuda_dropout_forward_fp16(void *out, const void *inp, int N, size_t D, uint64_t g0,
+                                 const struct tb_cuda_drop *a, void *stream);
+
+/* tb_cuda_dropout_backward_bf16 with fp16 storage. */
+int tb_cuda_dropout_backward_fp16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
+                                  const struct tb_cuda_drop *a, void *stream);
+
+/* tb_cuda_dropconnect_add_forward_bf16 with fp16 storage. */
+int tb_cuda_dropconnect_add_forward_fp16(void *out, const void *shortcut, const void *branch, int N, size_t D,
+                                         uint64_t g0, const struct tb_cuda_drop *a, void *stream);
+
+/* tb_cuda_dropconnect_backward_bf16 with fp16 storage. */
+int tb_cuda_dropconnect_backward_fp16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
+                                      const struct tb_cuda_drop *a, int acc, void *stream);
+
+/* tb_cuda_input_forward_bf16 with fp16 storage. */
+int tb_cuda_input_forward_fp16(void *out, const uint8_t *x, int N, const struct tb_cuda_input *a, void *stream);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@
 // One thread per output pixel on a (32, 8) block over (x, y), the sample in blockIdx.z: no division per
 // element. The coordinate arithmetic is written with __fadd_rn / __fmul_rn so nvcc cannot contract it
 // into FMAs: the truncations to a source row/column must fall where the cpu's do. The output's element type
-// T is float, or bf16 for mixed precision (each value rounded once after the fp32 arithmetic).
+// T is float, or bf16 or fp16 for mixed precision (each value rounded once after the fp32 arithmetic).
 #include "ops_common.cuh"
 #include "ops_effnet.h"
 
@@ -88,4 +88,10 @@ extern "C" int tb_cuda_input_forward_bf16(void *out, const uint8_t *x, int N, co
                                           void *stream)
 {
     return input_forward((bf16 *)out, x, N, a, stream);
+}
+
+extern "C" int tb_cuda_input_forward_fp16(void *out, const uint8_t *x, int N, const struct tb_cuda_input *a,
+                                          void *stream)
+{
+    return input_forward((f16 *)out, x, N, a, stream);
 }

@@ -10,8 +10,8 @@
  * over dout as the CPU does: two reads (x, dout) instead of a write and a read of dz, and the SiLU costs
  * nothing next to the bandwidth. GroupNorm: one block per (sample, group) for its statistics and
  * backward sums, elementwise apply, and chunked per-channel sums for dγ, dβ.
- * Every kernel is a template over the element type T of x, out, dout and dinp (float, or bf16 for mixed
- * precision: ops_common.cuh); statistics, γ, β, the saved (μ, rstd) and the running stats stay float.
+ * Every kernel is a template over the element type T of x, out, dout and dinp (float, or bf16 or fp16 for
+ * mixed precision: ops_common.cuh); statistics, γ, β, the saved (μ, rstd) and the running stats stay float.
  */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
@@ -71,7 +71,7 @@ template <typename T> __global__ void k_bn_stats(double *part, const T *inp, siz
     chunk_pair_store(part, k, C, c, s, q, sh);
 }
 
-/* ---- Wide statistics: V channels a thread (one 16-byte load: 4 fp32 or 8 bf16) ----
+/* ---- Wide statistics: V channels a thread (one 16-byte load: 4 fp32 or 8 bf16/fp16) ----
  * The kernels above give a lane one channel and so load 2 or 4 bytes a row; with V channels a lane each load
  * is 16 bytes. A block of 256 threads covers CGB = min(C/V, 32) channel groups × RY = 256/CGB row slots
  * (threads past CGB·RY idle); thread (g, y) sums rows r0 + y, r0 + y + RY, … of its chunk in double, and the
@@ -149,7 +149,7 @@ __global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const fl
 }
 
 /* Whether the wide statistics take rows of C at a and b: where ops_width gives 16-byte loads (4 fp32 channels,
- * 8 bf16), so not under TB_CUDA_NARROW=1. */
+ * 8 bf16 or fp16), so not under TB_CUDA_NARROW=1. */
 template <typename T> static int bn_stats_wide(int C, const void *a, const void *b)
 {
     return ops_width<T>(C, a, b) * (int)sizeof(T) == 16;
@@ -243,7 +243,7 @@ __global__ void k_bn_apply(T *out, const T *inp, const float *mean, const float 
     }
 }
 
-/* k_bn_apply over M·C elements, 8 (bf16) or 4 channels a thread where the rows and pointers allow. */
+/* k_bn_apply over M·C elements, 8 (bf16, fp16) or 4 channels a thread where the rows and pointers allow. */
 template <typename T, bool EVAL>
 static int bn_apply(T *out, const T *inp, const float *mean, const float *rstd_or_var, const float *gamma,
                     const float *beta, size_t total, int C, float eps, int act, cudaStream_t st)
@@ -572,9 +572,11 @@ static int gn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
     return ops_launched();
 }
 
-/* bf16 views of the C API's void pointers. */
+/* bf16 and fp16 views of the C API's void pointers. */
 #define B(p) ((bf16 *)(p))
 #define CB(p) ((const bf16 *)(p))
+#define H(p) ((f16 *)(p))
+#define CH(p) ((const f16 *)(p))
 
 extern "C" {
 
@@ -657,6 +659,44 @@ int tb_cuda_gn_backward_bf16(void *dinp, float *dgamma, float *dbeta, const void
                              int act, int acc, void *scratch, void *stream)
 {
     return gn_backward(B(dinp), dgamma, dbeta, CB(dout), CB(inp), save, gamma, beta, N, HW, C, G, act, acc, scratch,
+                       stream);
+}
+
+/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
+
+int tb_cuda_bn_forward_train_fp16(void *out, float *save, float *run_mean, float *run_var, const void *inp,
+                                  const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
+                                  int act, void *scratch, void *stream)
+{
+    return bn_forward_train(H(out), save, run_mean, run_var, CH(inp), gamma, beta, M, C, eps, momentum, act, scratch,
+                            stream);
+}
+
+int tb_cuda_bn_forward_eval_fp16(void *out, const void *inp, const float *run_mean, const float *run_var,
+                                 const float *gamma, const float *beta, size_t M, int C, float eps, int act,
+                                 void *stream)
+{
+    return bn_forward_eval(H(out), CH(inp), run_mean, run_var, gamma, beta, M, C, eps, act, stream);
+}
+
+int tb_cuda_bn_backward_fp16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, size_t M, int C, int act,
+                             int acc, void *scratch, void *stream)
+{
+    return bn_backward(H(dinp), dgamma, dbeta, CH(dout), CH(inp), save, gamma, beta, M, C, act, acc, scratch, stream);
+}
+
+int tb_cuda_gn_forward_fp16(void *out, float *save, const void *inp, const float *gamma, const float *beta, int N,
+                            size_t HW, int C, int G, float eps, int act, void *stream)
+{
+    return gn_forward(H(out), save, CH(inp), gamma, beta, N, HW, C, G, eps, act, stream);
+}
+
+int tb_cuda_gn_backward_fp16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
+                             const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
+                             int act, int acc, void *scratch, void *stream)
+{
+    return gn_backward(H(dinp), dgamma, dbeta, CH(dout), CH(inp), save, gamma, beta, N, HW, C, G, act, acc, scratch,
                        stream);
 }
 

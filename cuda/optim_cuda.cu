@@ -85,7 +85,26 @@ __global__ void lars_trust_k(float *trust, const float *p, const float *g, const
     }
 }
 
+// g *= inv over n elements; *overflow = 1 if any was inf or NaN (every writer writes 1: no race on the value).
+__global__ void unscale_check_k(float *g, size_t n, float inv, int *overflow)
+{
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = g[i];
+        bad |= !isfinite(v);
+        g[i] = v * inv;
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *overflow = 1;
+}
+
 } // namespace
+
+extern "C" void tb_cuda_unscale_check(float *grads, size_t n, float inv, int *overflow, cudaStream_t s)
+{
+    if (n == 0) return;
+    const size_t b = (n + kThreads - 1) / kThreads;
+    unscale_check_k<<<(unsigned)(b < 4096 ? b : 4096), kThreads, 0, s>>>(grads, n, inv, overflow);
+}
 
 extern "C" void tb_cuda_optim_update(const tb_cuda_optim_args *a, float *params, const float *grads, float *state,
                                      size_t n_params, size_t lo, size_t hi, const int32_t *seg_of,

@@ -32,6 +32,9 @@ struct tb_cuda_optim_args {
 void tb_cuda_optim_update(const struct tb_cuda_optim_args *a, float *params, const float *grads, float *state,
                           size_t n_params, size_t lo, size_t hi, const int32_t *seg_of, const uint8_t *no_decay,
                           const float *trust, cudaStream_t s);
+/* fp16's loss scaling: grads (n) *= inv in place (the loss scale's inverse, or 1 to check only), and *overflow
+ * set to 1 when any of them is inf or NaN (left as it was otherwise: the caller zeroes it first). */
+void tb_cuda_unscale_check(float *grads, size_t n, float inv, int *overflow, cudaStream_t s);
 /* LARS: trust[k] = η‖w‖/(‖g‖ + wd‖w‖) per segment k (norms in double; 1 for no_decay segments or zero
  * norms), segments given as (off, n) pairs in seg_off/seg_n. One block a segment. */
 void tb_cuda_lars_trust(float *trust, const float *params, const float *grads, const size_t *seg_off,

@@ -89,9 +89,9 @@ static const struct bench_option options[] = {
     {"schedule", 1, "gpipe|1f1b", "ipu: pipeline schedule", 0},
     {"recompute", 0, NULL, "ipu: recompute activations in the backward pass", 0},
     {"precision", 1, "fp32|fp16|bf16|fp16m|bf16m", "ipu: storage precision of activations and weights (m: keep fp32\n"
-                                                   "master weights in the optimizer); cuda: bf16 mixed precision\n"
-                                                   "(bf16 activations and GEMMs, fp32 master weights: bf16m is the\n"
-                                                   "same; fp16 refused)", 0},
+                                                   "master weights in the optimizer); cuda: bf16 or fp16 mixed\n"
+                                                   "precision (2-byte activations and GEMMs, fp32 master weights:\n"
+                                                   "bf16m, fp16m the same; fp16 with loss scaling)", 0},
     {"loss-scale", 1, "dynamic|N", "fp16: loss scale, dynamic (default: halved on overflow, doubled after 2000\n"
                                    "clean steps) or a static N in [1, 1e30]; an overflow skips the step, and 10\n"
                                    "in a row at the lowest (or static) scale end the run as diverged", 0},

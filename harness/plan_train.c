@@ -203,16 +203,16 @@ static int train_stopped(struct train_run *t, int st)
  * nothing: it ends as diverged, with why. */
 static int train_applied_some(struct train_run *t)
 {
-    struct pipeline_report r;
+    struct backend_stats st;
     const long ran = t->step - t->start;
-    if (ran < 1 || backend_pipeline_report(&t->s->be, &r) != TB_OK) {
+    if (ran < 1 || backend_stats(&t->s->be, &st) != TB_OK || !st.loss_scaling) {
         tb_error_clear();
         return TB_OK;
     }
-    if (r.skipped_steps < ran) return TB_OK;
+    if (st.loss_scaling->skipped < ran) return TB_OK;
     return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (loss "
                                       "scale now %g; lower --lr, or run more steps so a dynamic scale can come down)",
-                        t->s->c.backend, t->s->w->name, ran, r.loss_scale);
+                        t->s->c.backend, t->s->w->name, ran, (double)st.loss_scaling->scale);
 }
 
 /* The metadata members that tell another framework how to feed the saved model: the input layer's

@@ -517,11 +517,18 @@ void write_step_executions(struct session *s, struct json_buf *b)
 void write_pipeline(struct session *s, struct json_buf *b)
 {
     struct pipeline_report r;
+    const int print = s->primary && !s->c.quiet;
     if (backend_pipeline_report(&s->be, &r) != TB_OK) {
+        tb_error_clear();
+        /* A device that scales the loss itself (cuda fp16): its scale and skipped steps on the summary. */
+        struct backend_stats st;
+        if (print && backend_stats(&s->be, &st) == TB_OK && st.loss_scaling)
+            printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", (double)st.loss_scaling->scale,
+                   st.loss_scaling->fixed > 0.0f ? "static" : "dynamic", st.loss_scaling->skipped,
+                   st.loss_scaling->skipped == 1 ? "" : "s");
         tb_error_clear();
         return;
     }
-    const int print = s->primary && !s->c.quiet;
     json_key_object(b, "pipeline");
     json_key_str(b, "label", "measured");
     json_key_int(b, "stages", r.stages);

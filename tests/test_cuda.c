@@ -671,23 +671,29 @@ static void assert_close_bf16(struct executor *gpu, struct executor *cpu, struct
     free(a), free(b), free(e);
 }
 
-/* A cpu executor like c's config whose parameters are the fixture's rounded to bf16 (nearest even:
- * stage_prec_round, the ipu stages' own rounding). */
-static void ex_init_bf16_baseline(struct executor *ex, const struct fixture *f, const struct executor_config *c)
+/* A cpu executor like c's config whose parameters are the fixture's rounded to prec (bf16 or fp16, nearest
+ * even: stage_prec_round, the ipu stages' own rounding). */
+static void ex_init_half_baseline(struct executor *ex, const struct fixture *f, const struct executor_config *c,
+                                  enum stage_prec prec)
 {
     ex_init_buffers(ex, f, c);
     float *r = tu_fdup(f->params, f->m.n_params);
-    stage_prec_round(r, f->m.n_params, STAGE_PREC_BF16, 0, 0, 0, 0);
+    stage_prec_round(r, f->m.n_params, prec, 0, 0, 0, 0);
     cr_assert_eq(executor_set_tensors(ex, TF_PARAMS, r), TB_OK, "%s", tb_error_get());
     free(r);
 }
 
-/* A cuda executor config in mixed precision. */
-static struct executor_config config_bf16(int n_max, enum optim_kind kind)
+/* A cuda executor config in mixed precision, bf16 or fp16 (fp16: the dynamic loss scale). */
+static struct executor_config config_half(enum stage_prec prec, int n_max, enum optim_kind kind)
 {
     struct executor_config c = config("cuda", n_max, kind);
-    c.prec = STAGE_PREC_BF16;
+    c.prec = prec;
     return c;
+}
+
+static struct executor_config config_bf16(int n_max, enum optim_kind kind)
+{
+    return config_half(STAGE_PREC_BF16, n_max, kind);
 }
 
 /* Runs without a GPU: the bf16 arena's tensors are disjoint, 256-byte aligned, each as large as its
@@ -773,39 +779,31 @@ Test(cuda, grad_layout)
     fixture_free(&f[0]), fixture_free(&f[1]);
 }
 
-/* Runs without a GPU (the refusal comes before the probe): fp16 is one line naming it and the alternative. */
-Test(cuda, refuses_fp16)
-{
-    struct fixture f;
-    fixture_init(&f, 4, 0.0f);
-    struct executor ex;
-    struct executor_config c = config("cuda", 4, OPTIM_ADAM);
-    c.prec = STAGE_PREC_FP16;
-    cr_assert_eq(executor_create(&ex, &f.m, &c), TB_EUNSUPPORTED);
-    const char *msg = tb_error_get();
-    cr_assert(strstr(msg, "fp16") && strstr(msg, "bf16") && !strchr(msg, '\n'), "%s", msg);
-    fixture_free(&f);
-}
-
-/* One bf16 training step (zero, forward/backward, SGD) against the cpu's fp32 one from the same parameters,
- * tensors within assert_close_bf16's allowance (the baseline: the same cpu step from bf16-rounded weights). */
-static void bf16_step_vs_cpu(struct fixture *f, int n, double loss_tol, double grad_tol)
+/* One mixed-precision training step (zero, forward/backward, SGD) against the cpu's fp32 one from the same
+ * parameters, tensors within assert_close_bf16's allowance (the baseline: the same cpu step from weights
+ * rounded to prec). fp16's gradients come out of the device unscaled (get_tensors divides by the loss scale
+ * between a backward and its update), so they compare as bf16's do; fp16 rounds 8 times finer than bf16, so
+ * bf16's allowances hold it with room. */
+static void half_step_vs_cpu(struct fixture *f, int n, enum stage_prec prec, double loss_tol, double grad_tol)
 {
     struct executor g, c, c16;
-    struct executor_config cg = config_bf16(n, OPTIM_SGD), cc = config("cpu", n, OPTIM_SGD);
+    struct executor_config cg = config_half(prec, n, OPTIM_SGD), cc = config("cpu", n, OPTIM_SGD);
     ex_init_buffers(&g, f, &cg);
     ex_init_buffers(&c, f, &cc);
-    ex_init_bf16_baseline(&c16, f, &cc);
+    ex_init_half_baseline(&c16, f, &cc, prec);
     double lg, lc, l16;
     const struct executor_pass p = pass(f, n, 3, 0, 0);
     executor_zero_grads(&g), executor_zero_grads(&c), executor_zero_grads(&c16);
     cr_assert_eq(executor_forward_backward(&g, &p, &lg), TB_OK, "%s", tb_error_get());
     cr_assert_eq(executor_forward_backward(&c, &p, &lc), TB_OK, "%s", tb_error_get());
     cr_assert_eq(executor_forward_backward(&c16, &p, &l16), TB_OK, "%s", tb_error_get());
-    cr_assert(fabs(lg - lc) <= fmax(loss_tol * fabs(lc), K_BF16 * fabs(l16 - lc)), "%s bf16: loss %.9g cuda, %.9g cpu",
-              f->m.name, lg, lc);
-    assert_close_bf16(&g, &c, &c16, TF_GRADS, grad_tol, "bf16 gradients");
-    if (f->m.n_buffers) assert_close_bf16(&g, &c, &c16, TF_BUFFERS, 2e-2, "bf16 running statistics");
+    const char *pn = stage_prec_name(prec);
+    cr_assert(fabs(lg - lc) <= fmax(loss_tol * fabs(lc), K_BF16 * fabs(l16 - lc)), "%s %s: loss %.9g cuda, %.9g cpu",
+              f->m.name, pn, lg, lc);
+    assert_close_bf16(&g, &c, &c16, TF_GRADS, grad_tol, prec == STAGE_PREC_FP16 ? "fp16 gradients" : "bf16 gradients");
+    if (f->m.n_buffers)
+        assert_close_bf16(&g, &c, &c16, TF_BUFFERS, 2e-2,
+                          prec == STAGE_PREC_FP16 ? "fp16 running statistics" : "bf16 running statistics");
     /* The fp32 master weights' update from the device's own (bf16-computed, fp32-stored) gradients: the cpu's
      * SGD from the same gradients, within fp32 rounding (the update's arithmetic is the same expression). */
     float *gg = fam_get(&g, TF_GRADS);
@@ -813,8 +811,13 @@ static void bf16_step_vs_cpu(struct fixture *f, int n, double loss_tol, double g
     free(gg);
     cr_assert_eq(executor_update(&g, 3), TB_OK, "%s", tb_error_get());
     cr_assert_eq(executor_update(&c, 3), TB_OK, "%s", tb_error_get());
-    assert_close(&g, &c, TF_PARAMS, 1e-5, "bf16: fp32 master weights after one SGD step from the device's gradients");
+    assert_close(&g, &c, TF_PARAMS, 1e-5, "mixed precision: fp32 master weights after one SGD step from the device's gradients");
     executor_destroy(&g), executor_destroy(&c), executor_destroy(&c16);
+}
+
+static void bf16_step_vs_cpu(struct fixture *f, int n, double loss_tol, double grad_tol)
+{
+    half_step_vs_cpu(f, n, STAGE_PREC_BF16, loss_tol, grad_tol);
 }
 
 Test(cuda, mlp_bf16_step_vs_cpu)
@@ -835,12 +838,13 @@ Test(cuda, effnet_b0_bf16_step_vs_cpu)
     fixture_free(&f);
 }
 
-/* Steps of Adam on one batch, bf16 on the device and fp32 on the cpu: the bf16 loss falls (the weights' bf16
- * copy follows each update) and, with cmp_tol > 0, stays within cmp_tol of the cpu's at every step. */
-static void bf16_loss_falls(struct fixture *f, int n, int steps, double cmp_tol)
+/* Steps of Adam on one batch, bf16 or fp16 on the device and fp32 on the cpu: the device's loss falls (the
+ * weights' 2-byte copy follows each update) and, with cmp_tol > 0, stays within cmp_tol of the cpu's at every
+ * step. */
+static void half_loss_falls(struct fixture *f, int n, enum stage_prec prec, int steps, double cmp_tol)
 {
     struct executor g, c;
-    struct executor_config cg = config_bf16(n, OPTIM_ADAM), cc = config("cpu", n, OPTIM_ADAM);
+    struct executor_config cg = config_half(prec, n, OPTIM_ADAM), cc = config("cpu", n, OPTIM_ADAM);
     ex_init_buffers(&g, f, &cg);
     ex_init_buffers(&c, f, &cc);
     double first = 0.0, last = 0.0;
@@ -854,14 +858,20 @@ static void bf16_loss_falls(struct fixture *f, int n, int steps, double cmp_tol)
             executor_zero_grads(&c);
             cr_assert_eq(executor_forward_backward(&c, &p, &lc), TB_OK, "%s", tb_error_get());
             cr_assert_eq(executor_update(&c, s), TB_OK, "%s", tb_error_get());
-            cr_assert(fabs(lg - lc) <= cmp_tol * fabs(lc), "%s step %d: bf16 loss %.6g, cpu fp32 %.6g", f->m.name, s,
-                      lg, lc);
+            cr_assert(fabs(lg - lc) <= cmp_tol * fabs(lc), "%s step %d: %s loss %.6g, cpu fp32 %.6g", f->m.name, s,
+                      stage_prec_name(prec), lg, lc);
         }
         if (s == 1) first = lg;
         last = lg;
     }
-    cr_assert(last < 0.9 * first, "%s: bf16 loss %.6g at step 1, %.6g at step %d", f->m.name, first, last, steps);
+    cr_assert(last < 0.9 * first, "%s: %s loss %.6g at step 1, %.6g at step %d", f->m.name, stage_prec_name(prec),
+              first, last, steps);
     executor_destroy(&g), executor_destroy(&c);
+}
+
+static void bf16_loss_falls(struct fixture *f, int n, int steps, double cmp_tol)
+{
+    half_loss_falls(f, n, STAGE_PREC_BF16, steps, cmp_tol);
 }
 
 Test(cuda, mlp_bf16_loss_falls)
@@ -882,6 +892,130 @@ Test(cuda, effnet_b0_bf16_loss_falls)
     fixture_free(&f);
 }
 
+/* ---- fp16 mixed precision: the bf16 tests' checks, and loss scaling (core/loss_scale.h on the device) ---- */
+
+Test(cuda, mlp_fp16_step_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    half_step_vs_cpu(&f, N, STAGE_PREC_FP16, 1e-2, 0.15);
+    fixture_free(&f);
+}
+
+Test(cuda, effnet_b0_fp16_step_vs_cpu)
+{
+    need_gpu();
+    struct fixture f;
+    effnet_fixture(&f, "effnet-b0", "batch", EFF_N);
+    half_step_vs_cpu(&f, EFF_N, STAGE_PREC_FP16, 2e-2, 0.1);
+    fixture_free(&f);
+}
+
+Test(cuda, mlp_fp16_loss_falls)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    half_loss_falls(&f, N, STAGE_PREC_FP16, 12, 5e-2);
+    fixture_free(&f);
+}
+
+Test(cuda, effnet_b0_fp16_loss_falls)
+{
+    need_gpu();
+    struct fixture f;
+    effnet_fixture_drop(&f, "effnet-b0", "batch", EFF_N, 0.0f);
+    half_loss_falls(&f, EFF_N, STAGE_PREC_FP16, 12, 0.0);
+    fixture_free(&f);
+}
+
+/* The device's loss scaler, as executor_stats shows it. */
+static const struct loss_scaler *scaler_of(struct executor *ex)
+{
+    struct executor_stats st;
+    cr_assert_eq(executor_stats(ex, &st), TB_OK, "%s", tb_error_get());
+    cr_assert_not_null(st.loss_scaling, "an fp16 executor reports its loss scaling");
+    return st.loss_scaling;
+}
+
+/* A step whose gradients overflow is skipped whole: at a static scale of 1e30 the loss gradient is inf in fp16
+ * (its loss, fp32 from fp32 logits, is not). Each update leaves the weights as they were, counts the step and
+ * keeps the scale; the tenth in a row ends the run as diverged, in one line naming --loss-scale. */
+Test(cuda, fp16_overflow_skips_the_update)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    struct executor g;
+    struct executor_config cg = config_half(STAGE_PREC_FP16, N, OPTIM_SGD);
+    cg.loss_scale = 1e30f;
+    ex_init_buffers(&g, &f, &cg);
+    float *w0 = fam_get(&g, TF_PARAMS);
+    for (int s = 1; s <= LOSS_SCALE_DIVERGED; s++) {
+        double l;
+        const struct executor_pass p = pass(&f, N, s, 0, 0);
+        executor_zero_grads(&g);
+        cr_assert_eq(executor_forward_backward(&g, &p, &l), TB_OK, "step %d: %s", s, tb_error_get());
+        cr_assert(isfinite(l), "step %d: the loss is fp32 and finite (%g)", s, l);
+        const int rc = executor_update(&g, s);
+        const struct loss_scaler *ls = scaler_of(&g);
+        cr_assert_eq(ls->skipped, s, "step %d skipped (%ld counted)", s, ls->skipped);
+        cr_assert_eq(ls->scale, 1e30f, "a static scale stays");
+        if (s < LOSS_SCALE_DIVERGED) {
+            cr_assert_eq(rc, TB_OK, "step %d: %s", s, tb_error_get());
+        } else {
+            cr_assert_eq(rc, TB_EDIVERGED, "step %d: %d overflows in a row at a static scale diverge", s, s);
+            cr_assert(strstr(tb_error_get(), "--loss-scale") && !strchr(tb_error_get(), '\n'), "%s", tb_error_get());
+            tb_error_clear();
+        }
+    }
+    float *w = fam_get(&g, TF_PARAMS);
+    tu_assert_bitwise(w, w0, f.m.n_params, "fp16: the weights after ten skipped steps");
+    free(w), free(w0);
+    executor_destroy(&g);
+    fixture_free(&f);
+}
+
+/* A dynamic scale halves on an overflowed step and the step is skipped; the next clean step updates at the
+ * halved scale. The overflow is one gradient set to inf between the backward and the update (set_tensors takes
+ * unscaled gradients: the update then checks them without unscaling). */
+Test(cuda, fp16_dynamic_scale_halves_on_an_overflow)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    struct executor g;
+    struct executor_config cg = config_half(STAGE_PREC_FP16, N, OPTIM_SGD);
+    ex_init_buffers(&g, &f, &cg);
+    cr_assert_eq(scaler_of(&g)->scale, LOSS_SCALE_INIT);
+    float *w0 = fam_get(&g, TF_PARAMS);
+    double l;
+    struct executor_pass p = pass(&f, N, 1, 0, 0);
+    executor_zero_grads(&g);
+    cr_assert_eq(executor_forward_backward(&g, &p, &l), TB_OK, "%s", tb_error_get());
+    float *gr = fam_get(&g, TF_GRADS);
+    gr[f.m.n_params / 2] = INFINITY;
+    cr_assert_eq(executor_set_tensors(&g, TF_GRADS, gr), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_update(&g, 1), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(scaler_of(&g)->scale, LOSS_SCALE_INIT / 2, "halved on the overflow");
+    cr_assert_eq(scaler_of(&g)->skipped, 1);
+    float *w = fam_get(&g, TF_PARAMS);
+    tu_assert_bitwise(w, w0, f.m.n_params, "fp16: the weights after the skipped step");
+    free(w);
+    p = pass(&f, N, 2, 0, 0);
+    executor_zero_grads(&g);
+    cr_assert_eq(executor_forward_backward(&g, &p, &l), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_update(&g, 2), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(scaler_of(&g)->skipped, 1, "a clean step is not skipped");
+    cr_assert_eq(scaler_of(&g)->scale, LOSS_SCALE_INIT / 2);
+    w = fam_get(&g, TF_PARAMS);
+    cr_assert(memcmp(w, w0, f.m.n_params * sizeof *w) != 0, "the clean step updated the weights");
+    free(w), free(w0), free(gr);
+    executor_destroy(&g);
+    fixture_free(&f);
+}
+
 /* Evaluation in bf16 (BatchNorm on running statistics, fp32 logits copied out) after one step: the loss sum
  * within 2e-2 of the cpu's fp32 evaluation, the logits within 2e-2 of the largest. */
 Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
@@ -894,7 +1028,7 @@ Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
     cg.eval_batch = cc.eval_batch = EFF_N;
     ex_init_buffers(&g, &f, &cg);
     ex_init_buffers(&c, &f, &cc);
-    ex_init_bf16_baseline(&c16, &f, &cc);
+    ex_init_half_baseline(&c16, &f, &cc, STAGE_PREC_BF16);
     struct executor *all[3] = {&g, &c, &c16};
     for (int e = 0; e < 3; e++) {
         double l;

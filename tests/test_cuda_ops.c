@@ -1,10 +1,11 @@
 /* test_cuda_ops.c — the CUDA EfficientNet kernels (cuda/ops_*.cu) against the CPU kernels and their
  * references on small random shapes: every launcher's forward and backward, fp32 within 1e-4 relative
  * (normwise floor 1e-5 for elements near zero); dropout and drop-connect masks equal to the CPU's element for
- * element. Every _bf16 launcher (mixed precision, ops_effnet.h and ops_dense.h) against the same fp32 CPU
- * kernel run on the bf16-rounded inputs: within 1e-2 relative, with a normwise floor of 4e-3 of the largest
- * element (one bf16 ulp: a bias or an earlier term rounded to bf16 before the sum carries its own rounding,
- * which near a cancellation is large beside the result).
+ * element. Every _bf16 and _fp16 launcher (mixed precision, ops_effnet.h and ops_dense.h) against the same fp32
+ * CPU kernel run on the inputs rounded to the type, one test body for both (struct half): bf16 within 1e-2
+ * relative, with a normwise floor of 4e-3 of the largest element (one bf16 ulp: a bias or an earlier term
+ * rounded to bf16 before the sum carries its own rounding, which near a cancellation is large beside the
+ * result); fp16 the same at its own ulp (FP16_TOL, FP16_ATOL).
  *
  * Built in every configuration (tests/test_*.c are globbed); without TB_HAVE_CUDA, or on a machine with
  * no CUDA device, each test is skipped with the reason, never passed.
@@ -18,7 +19,10 @@
     X(dropout_masks_bf16) X(pool_and_se_bf16) X(batchnorm_bf16) X(groupnorm_bf16) X(depthwise_bf16) \
     X(depthwise_bn_input_bf16) X(grouped_bf16) X(conv1x1_bf16) X(stem_im2col_bf16) X(input_bf16) \
     X(dense_chain_bf16) X(stem_direct) X(stem_direct_bf16) X(depthwise_blocked_vs_old) \
-    X(depthwise_blocked_host) X(stem_direct_host) X(batchnorm_stats_host)
+    X(depthwise_blocked_host) X(stem_direct_host) X(batchnorm_stats_host) X(activations_fp16) \
+    X(dropout_masks_fp16) X(pool_and_se_fp16) X(batchnorm_fp16) X(groupnorm_fp16) X(depthwise_fp16) \
+    X(depthwise_bn_input_fp16) X(grouped_fp16) X(conv1x1_fp16) X(stem_im2col_fp16) X(input_fp16) \
+    X(dense_chain_fp16) X(stem_direct_fp16) X(fp16_round_host)
 
 #ifndef TB_HAVE_CUDA
 
@@ -47,6 +51,12 @@ GPU_TESTS(SKIP_TEST)
 #define ATOL 1e-5
 #define BF16_TOL 1e-2
 #define BF16_ATOL 4e-3
+/* fp16 keeps 11 significant bits: 2^-11 ≈ 4.9e-4 relative per rounding, an ulp 2^-10 ≈ 9.8e-4 of the value
+ * (a quarter of bf16's). The bounds are bf16's reasoning at fp16's ulp: 3e-3 relative, about three ulps (bf16's
+ * 1e-2 is about 2.5 of its 3.9e-3), and a floor of 1e-3 of the tensor's largest |value|, one ulp there (a bias
+ * or earlier term rounded before the sum keeps its rounding, large beside a result near a cancellation). */
+#define FP16_TOL 3e-3
+#define FP16_ATOL 1e-3
 
 /* Skips the test unless a CUDA device answers. */
 static void need_gpu(void)
@@ -120,57 +130,6 @@ static float *rnd(size_t n, uint64_t seed, float lo, float hi)
     float *p = tu_fvec(n);
     tu_fill_uniform(p, n, seed, lo, hi);
     return p;
-}
-
-/* ---- bf16 storage helpers: host values on the bf16 grid, their device copies, and the check ---- */
-
-/* A random host vector in [lo, hi) rounded to bf16 (the values a bf16 store holds, and the CPU's inputs). */
-static float *rnd16(size_t n, uint64_t seed, float lo, float hi)
-{
-    float *p = rnd(n, seed, lo, hi);
-    stage_prec_round(p, n, STAGE_PREC_BF16, 0, 0, 0, 0);
-    return p;
-}
-
-/* A device bf16 copy of n host floats (rounded to nearest even). */
-static void *dev_bf16(const float *h, size_t n)
-{
-    uint16_t *b = malloc((n ? n : 1) * sizeof *b);
-    cr_assert_not_null(b);
-    stage_prec_pack(b, h, n, STAGE_PREC_BF16, 1.0f);
-    void *d = dev_alloc(n * 2);
-    CU(cudaMemcpy(d, b, n * 2, cudaMemcpyHostToDevice));
-    free(b);
-    return d;
-}
-
-/* h (n) ← the device's bf16 d (n) as floats, after the work queued on the legacy stream. */
-static void dev_get_bf16(float *h, const void *d, size_t n)
-{
-    uint16_t *b = malloc((n ? n : 1) * sizeof *b);
-    cr_assert_not_null(b);
-    CU(cudaDeviceSynchronize());
-    CU(cudaMemcpy(b, d, n * 2, cudaMemcpyDeviceToHost));
-    stage_prec_unpack(h, b, n, STAGE_PREC_BF16, 1.0f);
-    free(b);
-}
-
-/* Asserts the device's bf16 d (n) is within bf16's tolerance of want (n). */
-static void check16(const void *d, const float *want, size_t n, const char *what)
-{
-    float *got = tu_fvec(n);
-    dev_get_bf16(got, d, n);
-    tu_assert_close_f(got, want, n, BF16_TOL, BF16_ATOL, what);
-    free(got);
-}
-
-/* Asserts the device's fp32 d (n), computed from bf16 inputs, is within bf16's tolerance of want (n). */
-static void check32(const float *d, const float *want, size_t n, const char *what)
-{
-    float *got = tu_fvec(n);
-    dev_get(got, d, n);
-    tu_assert_close_f(got, want, n, BF16_TOL, BF16_ATOL, what);
-    free(got);
 }
 
 Test(cuda_ops, activations)
@@ -825,61 +784,278 @@ Test(cuda_ops, stem_direct_host)
     }
 }
 
-/* ---- bf16 storage: each _bf16 launcher against its fp32 CPU kernel on bf16-rounded inputs ---- */
+/* ---- 2-byte storage (bf16, fp16): host values on the type's grid, their device copies, and the checks ---- */
 
-Test(cuda_ops, activations_bf16)
+/* fp16 (IEEE binary16: a sign, 5 exponent bits biased by 15, 10 fraction bits) on the host, bit by bit: the CPU's
+ * inputs are rounded with it, so they must sit exactly where the device's __float2half_rn puts them
+ * (fp16_round_host checks it against the compiler's _Float16). The bits of f rounded to nearest, ties to even:
+ * normals from 2^-14 (0x0400), subnormals (multiples of 2^-24) below, ±0 at or below 2^-25 (the tie with 2^-24
+ * goes to the even 0), ±inf from 65520 (the tie above 65504 goes to the even 2^16, which is past the range), NaN
+ * a quiet NaN. */
+static uint16_t fp16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* |f| ≥ 65520 or inf: ±inf */
+    if (a >= 0x38800000u) { /* normal: exponent rebiased from 127 to 15, the low 13 fraction bits dropped */
+        const uint32_t r = a + 0x0fffu + ((a >> 13) & 1u); /* a carry out of the fraction bumps the exponent */
+        return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+    }
+    if (a <= 0x33000000u) return sign; /* |f| ≤ 2^-25 (float subnormals included): ±0 */
+    /* subnormal: |f| / 2^-24 = mant · 2^(e - 126), mant with its implicit bit; 14 ≤ 126 - e ≤ 24 here */
+    const uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u, sh = 126 - e;
+    const uint32_t rem = mant & ((1u << sh) - 1u), tie = 1u << (sh - 1);
+    uint32_t m = mant >> sh;
+    m += rem > tie || (rem == tie && (m & 1u)); /* 1024 (from 1023 up) is 0x0400, the smallest normal */
+    return (uint16_t)(sign | m);
+}
+
+/* The float value of fp16 bits h (exact: every fp16 value is a float). */
+static float fp16_value(uint16_t h)
+{
+    const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    float v;
+    if (e == 0) {
+        v = ldexpf((float)m, -24); /* ±0, subnormals */
+    } else if (e == 31) {
+        v = m ? NAN : INFINITY;
+    } else {
+        const uint32_t u = ((e + 112u) << 23) | (m << 13); /* exponent rebiased from 15 to 127 */
+        memcpy(&v, &u, sizeof v);
+    }
+    return h & 0x8000u ? -v : v;
+}
+
+static void fp16_round(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] = fp16_value(fp16_bits(x[i]));
+}
+static void fp16_pack(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = fp16_bits(src[i]);
+}
+static void fp16_unpack(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = fp16_value(src[i]);
+}
+/* bf16 is stage_precision's (bit manipulation, to nearest even), as the executor's own host conversions. */
+static void bf16_round(float *x, size_t n) { stage_prec_round(x, n, STAGE_PREC_BF16, 0, 0, 0, 0); }
+static void bf16_pack(uint16_t *dst, const float *src, size_t n)
+{
+    stage_prec_pack(dst, src, n, STAGE_PREC_BF16, 1.0f);
+}
+static void bf16_unpack(float *dst, const uint16_t *src, size_t n)
+{
+    stage_prec_unpack(dst, src, n, STAGE_PREC_BF16, 1.0f);
+}
+
+/* The launchers with a _bf16 and an _fp16 twin (ops_effnet.h, ops_dense.h), by the name between tb_cuda_ and
+ * the suffix. */
+#define HALF_LAUNCHERS(X)                                                                                            \
+    X(conv1x1_forward) X(conv1x1_backward_data) X(conv1x1_backward_params) X(conv_im2col_forward)                  \
+    X(conv_im2col_backward_data) X(conv_im2col_backward_params) X(conv_direct_forward)                              \
+    X(conv_direct_backward_params) X(dwconv_forward) X(dwconv_backward_data) X(dwconv_backward_params)              \
+    X(gconv_forward) X(gconv_backward_data) X(gconv_backward_params) X(bn_forward_train) X(bn_forward_eval)         \
+    X(bn_backward) X(gn_forward) X(gn_backward) X(silu_forward) X(silu_backward) X(sigmoid_forward)                 \
+    X(sigmoid_backward) X(add_forward) X(add_backward) X(gap_forward) X(gap_backward) X(se_scale_forward)           \
+    X(se_scale_backward) X(dropout_forward) X(dropout_backward) X(dropconnect_add_forward) X(dropconnect_backward)  \
+    X(input_forward) X(input_affine) X(bias_act) X(relu_mask) X(relu_backward) X(relu_forward) X(bias_grad)        \
+    X(softmax_ce) X(to)
+
+/* A 2-byte storage type under test: its name, its tolerance, the host's rounding onto its grid and conversions
+ * to and from its bits, and its launchers. Each launcher member has the _bf16 launcher's type, so an _fp16 twin
+ * whose signature differs does not compile. */
+struct half {
+    const char *name;
+    double tol, atol; /* relative, and the floor as a fraction of the tensor's largest |value| */
+    void (*round)(float *x, size_t n);
+    void (*pack)(uint16_t *dst, const float *src, size_t n);
+    void (*unpack)(float *dst, const uint16_t *src, size_t n);
+#define HALF_MEMBER(f) __typeof__(tb_cuda_##f##_bf16) *f;
+    HALF_LAUNCHERS(HALF_MEMBER)
+#undef HALF_MEMBER
+};
+
+#define HALF_BF16(f) .f = tb_cuda_##f##_bf16,
+#define HALF_FP16(f) .f = tb_cuda_##f##_fp16,
+static const struct half half_bf16 = {.name = "bf16", .tol = BF16_TOL, .atol = BF16_ATOL, .round = bf16_round,
+                                      .pack = bf16_pack, .unpack = bf16_unpack, HALF_LAUNCHERS(HALF_BF16)};
+static const struct half half_fp16 = {.name = "fp16", .tol = FP16_TOL, .atol = FP16_ATOL, .round = fp16_round,
+                                      .pack = fp16_pack, .unpack = fp16_unpack, HALF_LAUNCHERS(HALF_FP16)};
+
+/* Test(cuda_ops, name_bf16) and Test(cuda_ops, name_fp16), each running name_h with its type. */
+#define HALF_TESTS(name)                                                                                             \
+    Test(cuda_ops, name##_bf16) { name##_h(&half_bf16); }                                                          \
+    Test(cuda_ops, name##_fp16) { name##_h(&half_fp16); }
+
+/* "what (bf16)": a check's name with the type's (valid until the next call). */
+static const char *hmsg(const struct half *o, const char *what)
+{
+    static char buf[224];
+    snprintf(buf, sizeof buf, "%s (%s)", what, o->name);
+    return buf;
+}
+
+/* A random host vector in [lo, hi) rounded to o's grid (the values its store holds, and the CPU's inputs). */
+static float *rnd_h(const struct half *o, size_t n, uint64_t seed, float lo, float hi)
+{
+    float *p = rnd(n, seed, lo, hi);
+    o->round(p, n);
+    return p;
+}
+
+/* A device copy of n host floats in o's type (rounded to nearest even). */
+static void *dev_h(const struct half *o, const float *h, size_t n)
+{
+    uint16_t *b = malloc((n ? n : 1) * sizeof *b);
+    cr_assert_not_null(b);
+    o->pack(b, h, n);
+    void *d = dev_alloc(n * 2);
+    CU(cudaMemcpy(d, b, n * 2, cudaMemcpyHostToDevice));
+    free(b);
+    return d;
+}
+
+/* h (n) ← the device's d (n values of o's type) as floats, after the work queued on the legacy stream. */
+static void dev_get_h(const struct half *o, float *h, const void *d, size_t n)
+{
+    uint16_t *b = malloc((n ? n : 1) * sizeof *b);
+    cr_assert_not_null(b);
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(b, d, n * 2, cudaMemcpyDeviceToHost));
+    o->unpack(h, b, n);
+    free(b);
+}
+
+/* Asserts the device's d (n values of o's type) is within o's tolerance of want (n). */
+static void check_h(const struct half *o, const void *d, const float *want, size_t n, const char *what)
+{
+    float *got = tu_fvec(n);
+    dev_get_h(o, got, d, n);
+    tu_assert_close_f(got, want, n, o->tol, o->atol, hmsg(o, what));
+    free(got);
+}
+
+/* Asserts the device's fp32 d (n), computed from inputs of o's type, is within o's tolerance of want (n). */
+static void check32_h(const struct half *o, const float *d, const float *want, size_t n, const char *what)
+{
+    float *got = tu_fvec(n);
+    dev_get(got, d, n);
+    tu_assert_close_f(got, want, n, o->tol, o->atol, hmsg(o, what));
+    free(got);
+}
+
+/* Asserts the device's d (n values of o's type) is zero exactly where want is and close elsewhere. */
+static void check_mask_h(const struct half *o, const void *d, const float *want, size_t n, const char *what)
+{
+    float *got = tu_fvec(n);
+    dev_get_h(o, got, d, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(got[i] == 0.0f, want[i] == 0.0f, "%s (%s)[%zu]: got %g want %g (mask differs)", what, o->name,
+                     i, (double)got[i], (double)want[i]);
+    tu_assert_close_f(got, want, n, o->tol, o->atol, hmsg(o, what));
+    free(got);
+}
+
+/* ---- 2-byte storage: each _bf16 and _fp16 launcher against its fp32 CPU kernel on inputs rounded to the type;
+ * one body per check (name_h), run once per type (HALF_TESTS) ---- */
+
+/* fp16_bits / fp16_value on the host (no GPU): every fp16 value back to its own bits, the documented edges, and
+ * agreement with the compiler's _Float16 conversion (stage_prec_pack) at every midpoint between neighbouring fp16
+ * values, the floats either side of each, and a sweep of float bit patterns. */
+Test(cuda_ops, fp16_round_host)
+{
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        const float v = fp16_value((uint16_t)h);
+        if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) {
+            cr_assert(isnan(v), "fp16 0x%04x is a NaN", h);
+            cr_assert(isnan(fp16_value(fp16_bits(v))));
+            continue;
+        }
+        cr_assert_eq(fp16_bits(v), h, "fp16 0x%04x (%g) came back as 0x%04x", h, (double)v, fp16_bits(v));
+    }
+    /* the top (65504, the tie 65520 and past it: ±inf), the subnormal range's ends and ties, ties to even */
+    static const struct {
+        float x;
+        uint16_t bits;
+    } edges[] = {{65504.0f, 0x7bff},      {65519.99f, 0x7bff},       {0x1.ffdp+15f, 0x7bff},     {65520.0f, 0x7c00},
+                 {-70000.0f, 0xfc00},     {1e30f, 0x7c00},           {0x1p-14f, 0x0400},         {0x1.ff8p-15f, 0x03ff},
+                 {0x1.ffap-15f, 0x03ff},  {0x1.ffcp-15f, 0x0400},    {0x1.ffep-15f, 0x0400},     {0x1p-24f, 0x0001},
+                 {0x1p-25f, 0x0000},      {0x1.000002p-25f, 0x0001}, {0x1.8p-24f, 0x0002},       {0x1p-126f, 0x0000},
+                 {-0.0f, 0x8000},         {1.0f + 0x1p-11f, 0x3c00}, {1.0f + 0x3p-11f, 0x3c02},
+                 {-1.0f - 0x1p-10f, 0xbc01}};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        cr_assert_eq(fp16_bits(edges[i].x), edges[i].bits, "fp16 of %a: 0x%04x, want 0x%04x", (double)edges[i].x,
+                     fp16_bits(edges[i].x), edges[i].bits);
+
+    const size_t n_mid = (size_t)0x7c00 * 6, n_sweep = ((size_t)1 << 32) / 4093 + 1;
+    float *x = tu_fvec(n_mid + n_sweep);
+    size_t n = 0;
+    for (uint32_t h = 0; h < 0x7c00u; h++) { /* up to the midpoint 65520 between 65504 and (the even) 2^16 */
+        const float lo = fp16_value((uint16_t)h), hi = h == 0x7bffu ? 65536.0f : fp16_value((uint16_t)(h + 1));
+        const float mid = (lo + hi) * 0.5f; /* exact: 12 significant bits */
+        const float pts[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
+        for (int k = 0; k < 3; k++) x[n++] = pts[k], x[n++] = -pts[k];
+    }
+    for (uint64_t u = 0; u < ((uint64_t)1 << 32); u += 4093) {
+        const uint32_t b = (uint32_t)u;
+        memcpy(&x[n], &b, sizeof b);
+        if (!isnan(x[n])) n++;
+    }
+    uint16_t *want = malloc(n * sizeof *want);
+    cr_assert_not_null(want);
+    stage_prec_pack(want, x, n, STAGE_PREC_FP16, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        if (fp16_bits(x[i]) != want[i])
+            cr_assert_fail("fp16 of %a: 0x%04x, _Float16 says 0x%04x", (double)x[i], fp16_bits(x[i]), want[i]);
+    free(x), free(want);
+}
+
+static void activations_h(const struct half *o)
 {
     need_gpu();
     const size_t n = 10007;
-    float *x = rnd16(n, 31, -8.0f, 8.0f), *g = rnd16(n, 32, -1.0f, 1.0f), *acc0 = rnd16(n, 33, -1.0f, 1.0f);
+    float *x = rnd_h(o, n, 31, -8.0f, 8.0f), *g = rnd_h(o, n, 32, -1.0f, 1.0f), *acc0 = rnd_h(o, n, 33, -1.0f, 1.0f);
     float *want = tu_fvec(n), *dwant = tu_fvec(n), *y = tu_fvec(n);
-    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2), *dd = dev_bf16(acc0, n);
-    void *dd2 = dev_bf16(acc0, n);
+    void *dx = dev_h(o, x, n), *dg = dev_h(o, g, n), *dy = dev_alloc(n * 2), *dd = dev_h(o, acc0, n);
+    void *dd2 = dev_h(o, acc0, n);
 
     silu_forward(want, x, n, 0, 1);
-    OK(tb_cuda_silu_forward_bf16(dy, dx, n, NULL));
-    check16(dy, want, n, "silu bf16");
+    OK(o->silu_forward(dy, dx, n, NULL));
+    check_h(o, dy, want, n, "silu");
     memcpy(dwant, acc0, n * sizeof *dwant);
     silu_backward(dwant, g, x, n, 0, 1);
-    OK(tb_cuda_silu_backward_bf16(dd, dg, dx, n, NULL));
-    check16(dd, dwant, n, "silu backward bf16 (accumulating)");
+    OK(o->silu_backward(dd, dg, dx, n, NULL));
+    check_h(o, dd, dwant, n, "silu backward (accumulating)");
 
-    OK(tb_cuda_sigmoid_forward_bf16(dy, dx, n, NULL));
-    dev_get_bf16(y, dy, n); /* the backward reads the stored (rounded) output, as the executor's does */
+    OK(o->sigmoid_forward(dy, dx, n, NULL));
+    dev_get_h(o, y, dy, n); /* the backward reads the stored (rounded) output, as the executor's does */
     sigmoid_forward(want, x, n, 0, 1);
-    tu_assert_close_f(y, want, n, BF16_TOL, BF16_ATOL, "sigmoid bf16");
+    tu_assert_close_f(y, want, n, o->tol, o->atol, hmsg(o, "sigmoid"));
     memcpy(dwant, acc0, n * sizeof *dwant);
     CU(cudaMemcpy(dd, dd2, n * 2, cudaMemcpyDeviceToDevice));
     sigmoid_backward(dwant, g, y, n, 0, 1);
-    OK(tb_cuda_sigmoid_backward_bf16(dd, dg, dy, n, NULL));
-    check16(dd, dwant, n, "sigmoid backward bf16");
+    OK(o->sigmoid_backward(dd, dg, dy, n, NULL));
+    check_h(o, dd, dwant, n, "sigmoid backward");
 
     for (size_t i = 0; i < n; i++) want[i] = x[i] + g[i];
-    OK(tb_cuda_add_forward_bf16(dy, dx, dg, n, NULL));
-    check16(dy, want, n, "add bf16");
+    OK(o->add_forward(dy, dx, dg, n, NULL));
+    check_h(o, dy, want, n, "add");
     for (size_t i = 0; i < n; i++) dwant[i] = acc0[i] + g[i];
     CU(cudaMemcpy(dd, dd2, n * 2, cudaMemcpyDeviceToDevice));
-    OK(tb_cuda_add_backward_bf16(dd, dd2, dg, n, NULL)); /* both branches */
-    check16(dd, dwant, n, "add backward bf16 (a)");
-    check16(dd2, dwant, n, "add backward bf16 (b)");
+    OK(o->add_backward(dd, dd2, dg, n, NULL)); /* both branches */
+    check_h(o, dd, dwant, n, "add backward (a)");
+    check_h(o, dd2, dwant, n, "add backward (b)");
 
     dev_free_all();
     free(x), free(g), free(acc0), free(want), free(dwant), free(y);
 }
+HALF_TESTS(activations)
 
-/* Asserts the device's bf16 d (n) is zero exactly where want is and close elsewhere. */
-static void check_mask16(const void *d, const float *want, size_t n, const char *what)
-{
-    float *got = tu_fvec(n);
-    dev_get_bf16(got, d, n);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(got[i] == 0.0f, want[i] == 0.0f, "%s[%zu]: got %g want %g (mask differs)", what, i,
-                     (double)got[i], (double)want[i]);
-    tu_assert_close_f(got, want, n, BF16_TOL, BF16_ATOL, what);
-    free(got);
-}
-
-Test(cuda_ops, dropout_masks_bf16)
+static void dropout_masks_h(const struct half *o)
 {
     need_gpu();
     const int N = 7;
@@ -887,201 +1063,211 @@ Test(cuda_ops, dropout_masks_bf16)
     const uint64_t g0 = 37;
     struct dropout_args a = {.seed = 1234, .step = 9, .layer = 17, .p = 0.3f};
     struct tb_cuda_drop b = {.seed = a.seed, .step = a.step, .layer = a.layer, .p = a.p};
-    float *x = rnd16(n_max, 34, 0.5f, 1.5f), *s = rnd16(n_max, 35, 0.5f, 1.5f), *want = tu_fvec(n_max);
-    void *dx = dev_bf16(x, n_max), *ds = dev_bf16(s, n_max), *dy = dev_alloc(n_max * 2);
+    float *x = rnd_h(o, n_max, 34, 0.5f, 1.5f), *s = rnd_h(o, n_max, 35, 0.5f, 1.5f), *want = tu_fvec(n_max);
+    void *dx = dev_h(o, x, n_max), *ds = dev_h(o, s, n_max), *dy = dev_alloc(n_max * 2);
 
     dropout_forward(want, x, N, D, g0, &a, 0, 1);
-    OK(tb_cuda_dropout_forward_bf16(dy, dx, N, D, g0, &b, NULL));
-    check_mask16(dy, want, n, "dropout bf16");
+    OK(o->dropout_forward(dy, dx, N, D, g0, &b, NULL));
+    check_mask_h(o, dy, want, n, "dropout");
     memset(want, 0, n * sizeof *want);
     dropout_backward(want, x, N, D, g0, &a, 0, 1);
     CU(cudaMemset(dy, 0, n * 2));
-    OK(tb_cuda_dropout_backward_bf16(dy, dx, N, D, g0, &b, NULL));
-    check_mask16(dy, want, n, "dropout backward bf16");
+    OK(o->dropout_backward(dy, dx, N, D, g0, &b, NULL));
+    check_mask_h(o, dy, want, n, "dropout backward");
 
     a.p = b.p = 0.5f;
     for (size_t Dd = 1003; Dd <= 1008; Dd += Dd == 1003 ? 1 : 4) { /* 1, 4 and 8 elements a thread */
         const size_t nd = (size_t)N * Dd;
         dropconnect_forward(want, x, N, Dd, g0, &a, 0, 1);
-        OK(tb_cuda_dropconnect_add_forward_bf16(dy, NULL, dx, N, Dd, g0, &b, NULL));
-        check_mask16(dy, want, nd, "drop-connect bf16");
+        OK(o->dropconnect_add_forward(dy, NULL, dx, N, Dd, g0, &b, NULL));
+        check_mask_h(o, dy, want, nd, "drop-connect");
         memset(want, 0, nd * sizeof *want);
         dropconnect_backward(want, x, N, Dd, g0, &a, 0, 1);
         CU(cudaMemset(dy, 0, nd * 2));
-        OK(tb_cuda_dropconnect_backward_bf16(dy, dx, N, Dd, g0, &b, 1, NULL));
-        check_mask16(dy, want, nd, "drop-connect backward bf16");
-        OK(tb_cuda_dropconnect_backward_bf16(dy, dx, N, Dd, g0, &b, 0, NULL));
-        check_mask16(dy, want, nd, "drop-connect backward bf16, overwriting");
+        OK(o->dropconnect_backward(dy, dx, N, Dd, g0, &b, 1, NULL));
+        check_mask_h(o, dy, want, nd, "drop-connect backward");
+        OK(o->dropconnect_backward(dy, dx, N, Dd, g0, &b, 0, NULL));
+        check_mask_h(o, dy, want, nd, "drop-connect backward, overwriting");
         dropconnect_add_forward(want, s, x, N, Dd, g0, &a, 0, 1);
-        OK(tb_cuda_dropconnect_add_forward_bf16(dy, ds, dx, N, Dd, g0, &b, NULL));
-        check16(dy, want, nd, "drop-connect add bf16");
+        OK(o->dropconnect_add_forward(dy, ds, dx, N, Dd, g0, &b, NULL));
+        check_h(o, dy, want, nd, "drop-connect add");
     }
 
     a.p = b.p = 0.0f; /* the identity: a copy of the stored values */
-    OK(tb_cuda_dropout_forward_bf16(dy, dx, N, D, g0, &b, NULL));
+    OK(o->dropout_forward(dy, dx, N, D, g0, &b, NULL));
     float *got = tu_fvec(n);
-    dev_get_bf16(got, dy, n);
-    tu_assert_bitwise(got, x, n, "dropout bf16 p = 0");
+    dev_get_h(o, got, dy, n);
+    tu_assert_bitwise(got, x, n, hmsg(o, "dropout p = 0"));
     free(got);
 
     dev_free_all();
     free(x), free(s), free(want);
 }
+HALF_TESTS(dropout_masks)
 
-Test(cuda_ops, pool_and_se_bf16)
+static void pool_and_se_h(const struct half *o)
 {
     need_gpu();
-    /* C 45: an element a thread in the elementwise passes; 52: 4 a thread; 48: 4 (fp32) or 8 (bf16) a thread */
+    /* C 45: an element a thread in the elementwise passes; 52: 4 a thread; 48: 4 (fp32) or 8 (2-byte) a thread */
     for (int C = 45; C <= 52; C += C == 45 ? 3 : 4) {
         const int N = 3;
         const size_t HW = 7 * 9, n = (size_t)N * HW * C, nc = (size_t)N * C;
-        float *x = rnd16(n, 36, -2.0f, 2.0f), *g = rnd16(n, 37, -1.0f, 1.0f), *sc = rnd16(nc, 38, 0.0f, 1.0f);
-        float *gp = rnd16(nc, 39, -1.0f, 1.0f), *acc0 = rnd16(n, 40, -1.0f, 1.0f), *accs = rnd16(nc, 41, -1.0f, 1.0f);
-        float *want = tu_fvec(n), *wants = tu_fdup(accs, nc);
-        void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dsc = dev_bf16(sc, nc), *dgp = dev_bf16(gp, nc);
-        void *dy = dev_alloc(n * 2), *dp = dev_alloc(nc * 2), *dds = dev_bf16(accs, nc), *dacc = dev_bf16(acc0, n);
+        float *x = rnd_h(o, n, 36, -2.0f, 2.0f), *g = rnd_h(o, n, 37, -1.0f, 1.0f), *sc = rnd_h(o, nc, 38, 0.0f, 1.0f);
+        float *gp = rnd_h(o, nc, 39, -1.0f, 1.0f), *acc0 = rnd_h(o, n, 40, -1.0f, 1.0f);
+        float *accs = rnd_h(o, nc, 41, -1.0f, 1.0f), *want = tu_fvec(n), *wants = tu_fdup(accs, nc);
+        void *dx = dev_h(o, x, n), *dg = dev_h(o, g, n), *dsc = dev_h(o, sc, nc), *dgp = dev_h(o, gp, nc);
+        void *dy = dev_alloc(n * 2), *dp = dev_alloc(nc * 2), *dds = dev_h(o, accs, nc), *dacc = dev_h(o, acc0, n);
 
         global_avgpool_forward(want, x, N, HW, C, 0, 1);
-        OK(tb_cuda_gap_forward_bf16(dp, dx, N, HW, C, NULL));
-        check16(dp, want, nc, "global average pool bf16");
+        OK(o->gap_forward(dp, dx, N, HW, C, NULL));
+        check_h(o, dp, want, nc, "global average pool");
         memcpy(want, acc0, n * sizeof *want);
         CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
         global_avgpool_backward(want, gp, N, HW, C, 0, 1);
-        OK(tb_cuda_gap_backward_bf16(dy, dgp, N, HW, C, NULL));
-        check16(dy, want, n, "global average pool backward bf16");
+        OK(o->gap_backward(dy, dgp, N, HW, C, NULL));
+        check_h(o, dy, want, n, "global average pool backward");
 
         se_scale_forward(want, x, sc, N, HW, C, 0, 1);
-        OK(tb_cuda_se_scale_forward_bf16(dy, dx, dsc, N, HW, C, NULL));
-        check16(dy, want, n, "SE scale bf16");
+        OK(o->se_scale_forward(dy, dx, dsc, N, HW, C, NULL));
+        check_h(o, dy, want, n, "SE scale");
         memcpy(want, acc0, n * sizeof *want);
         CU(cudaMemcpy(dy, dacc, n * 2, cudaMemcpyDeviceToDevice));
         se_scale_backward(want, wants, g, x, sc, N, HW, C, 1, 0, 1);
-        OK(tb_cuda_se_scale_backward_bf16(dy, dds, dg, dx, dsc, N, HW, C, 1, NULL));
-        check16(dy, want, n, "SE scale backward dinp bf16");
-        check16(dds, wants, nc, "SE scale backward dscale bf16");
+        OK(o->se_scale_backward(dy, dds, dg, dx, dsc, N, HW, C, 1, NULL));
+        check_h(o, dy, want, n, "SE scale backward dinp");
+        check_h(o, dds, wants, nc, "SE scale backward dscale");
+        /* acc 0 overwrites dinp (the executor's shortcut); dscale accumulates either way (rounded twice now) */
+        memset(want, 0, n * sizeof *want);
+        se_scale_backward(want, wants, g, x, sc, N, HW, C, 0, 0, 1);
+        OK(o->se_scale_backward(dy, dds, dg, dx, dsc, N, HW, C, 0, NULL));
+        check_h(o, dy, want, n, "SE scale backward dinp, overwriting");
+        check_h(o, dds, wants, nc, "SE scale backward dscale, accumulated again");
 
         dev_free_all();
         free(x), free(g), free(sc), free(gp), free(acc0), free(accs), free(want), free(wants);
     }
 }
+HALF_TESTS(pool_and_se)
 
-Test(cuda_ops, batchnorm_bf16)
+static void batchnorm_h(const struct half *o)
 {
     need_gpu();
-    /* C 37: a channel a thread in the elementwise passes; 44: 4 a thread; 40: 4 (fp32) or 8 (bf16) a thread */
+    /* C 37: a channel a thread in the elementwise passes; 44: 4 a thread; 40: 4 (fp32) or 8 (2-byte) a thread */
     for (int C = 37; C <= 44; C += C == 37 ? 3 : 4) {
         const size_t M = 3 * 23 * 17, n = M * C;
-        float *x = rnd16(n, 42, -1.0f, 3.0f), *g = rnd16(n, 43, -1.0f, 1.0f), *gam = rnd((size_t)C, 44, 0.5f, 1.5f);
+        float *x = rnd_h(o, n, 42, -1.0f, 3.0f), *g = rnd_h(o, n, 43, -1.0f, 1.0f);
+        float *gam = rnd((size_t)C, 44, 0.5f, 1.5f);
         float *bet = rnd((size_t)C, 45, -0.5f, 0.5f), *rm0 = rnd((size_t)C, 46, -0.1f, 0.1f);
-        float *rv0 = rnd((size_t)C, 47, 0.9f, 1.1f), *acc0 = rnd16(n, 48, -1.0f, 1.0f);
-        void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2);
+        float *rv0 = rnd((size_t)C, 47, 0.9f, 1.1f), *acc0 = rnd_h(o, n, 48, -1.0f, 1.0f);
+        void *dx = dev_h(o, x, n), *dg = dev_h(o, g, n), *dy = dev_alloc(n * 2);
         float *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C), *dsave = dev_alloc(2 * (size_t)C * 4);
         void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
         for (int act = 0; act <= 1; act++) {
             float *want = tu_fvec(n), *save = tu_fvec(2 * (size_t)C), *rm = tu_fdup(rm0, (size_t)C);
             float *rv = tu_fdup(rv0, (size_t)C), *drm = dev_dup(rm0, (size_t)C), *drv = dev_dup(rv0, (size_t)C);
             bn_forward_train(want, save, rm, rv, x, gam, bet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, act, 0, 1);
-            OK(tb_cuda_bn_forward_train_bf16(dy, dsave, drm, drv, dx, dgam, dbet, M, C, BN_EPS_DEFAULT,
-                                             BN_MOMENTUM_DEFAULT, act, scr, NULL));
-            check16(dy, want, n, "BN train forward bf16");
-            check32(dsave, save, 2 * (size_t)C, "BN save (fp32) from bf16");
-            check32(drm, rm, (size_t)C, "BN running mean from bf16");
-            check32(drv, rv, (size_t)C, "BN running var from bf16");
+            OK(o->bn_forward_train(dy, dsave, drm, drv, dx, dgam, dbet, M, C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, act,
+                                   scr, NULL));
+            check_h(o, dy, want, n, "BN train forward");
+            check32_h(o, dsave, save, 2 * (size_t)C, "BN save (fp32)");
+            check32_h(o, drm, rm, (size_t)C, "BN running mean");
+            check32_h(o, drv, rv, (size_t)C, "BN running var");
 
             bn_forward_eval(want, x, rm, rv, gam, bet, M, C, BN_EPS_DEFAULT, act, 0, 1);
-            OK(tb_cuda_bn_forward_eval_bf16(dy, dx, drm, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, act, NULL));
-            check16(dy, want, n, "BN eval forward bf16");
+            OK(o->bn_forward_eval(dy, dx, drm, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, act, NULL));
+            check_h(o, dy, want, n, "BN eval forward");
 
             float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
             float *gcopy = tu_fdup(g, n); /* the CPU overwrites dout with dz under SiLU */
-            void *ddx = dev_bf16(acc0, n);
+            void *ddx = dev_h(o, acc0, n);
             float *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C), *dsv = dev_dup(save, 2 * (size_t)C);
             bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
-            OK(tb_cuda_bn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 1, scr, NULL));
-            check16(ddx, dwant, n, "BN backward dinp bf16");
-            check32(ddg, dgw, (size_t)C, "BN backward dgamma from bf16");
-            check32(ddb, dbw, (size_t)C, "BN backward dbeta from bf16");
+            OK(o->bn_backward(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 1, scr, NULL));
+            check_h(o, ddx, dwant, n, "BN backward dinp");
+            check32_h(o, ddg, dgw, (size_t)C, "BN backward dgamma");
+            check32_h(o, ddb, dbw, (size_t)C, "BN backward dbeta");
             memcpy(gcopy, g, n * sizeof *gcopy), memset(dwant, 0, n * sizeof *dwant);
             bn_backward(dwant, dgw, dbw, gcopy, x, save, gam, bet, M, C, act, 1, 0, 1);
-            OK(tb_cuda_bn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 0, scr, NULL));
-            check16(ddx, dwant, n, "BN backward dinp bf16, overwriting");
+            OK(o->bn_backward(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, M, C, act, 0, scr, NULL));
+            check_h(o, ddx, dwant, n, "BN backward dinp, overwriting");
             free(want), free(save), free(rm), free(rv), free(dwant), free(dgw), free(dbw), free(gcopy);
         }
         dev_free_all();
         free(x), free(g), free(gam), free(bet), free(rm0), free(rv0), free(acc0);
     }
 }
+HALF_TESTS(batchnorm)
 
-Test(cuda_ops, groupnorm_bf16)
+static void groupnorm_h(const struct half *o)
 {
     need_gpu();
     const int N = 3, C = 32, G = 4;
     const size_t HW = 20 * 19, n = (size_t)N * HW * C, ns = (size_t)N * G * 2;
-    float *x = rnd16(n, 49, -1.0f, 3.0f), *g = rnd16(n, 50, -1.0f, 1.0f), *gam = rnd((size_t)C, 51, 0.5f, 1.5f);
-    float *bet = rnd((size_t)C, 52, -0.5f, 0.5f), *acc0 = rnd16(n, 53, -1.0f, 1.0f);
-    void *dx = dev_bf16(x, n), *dg = dev_bf16(g, n), *dy = dev_alloc(n * 2);
+    float *x = rnd_h(o, n, 49, -1.0f, 3.0f), *g = rnd_h(o, n, 50, -1.0f, 1.0f), *gam = rnd((size_t)C, 51, 0.5f, 1.5f);
+    float *bet = rnd((size_t)C, 52, -0.5f, 0.5f), *acc0 = rnd_h(o, n, 53, -1.0f, 1.0f);
+    void *dx = dev_h(o, x, n), *dg = dev_h(o, g, n), *dy = dev_alloc(n * 2);
     float *dgam = dev_dup(gam, (size_t)C), *dbet = dev_dup(bet, (size_t)C), *dsave = dev_alloc(ns * 4);
     void *scr = dev_alloc(tb_cuda_gn_scratch_bytes(N, HW, C));
     for (int act = 0; act <= 1; act++) {
         float *want = tu_fvec(n), *save = tu_fvec(ns);
         gn_forward(want, save, x, gam, bet, N, HW, C, G, GN_EPS_DEFAULT, act, 0, 1);
-        OK(tb_cuda_gn_forward_bf16(dy, dsave, dx, dgam, dbet, N, HW, C, G, GN_EPS_DEFAULT, act, NULL));
-        check16(dy, want, n, "GN forward bf16");
-        check32(dsave, save, ns, "GN save (fp32) from bf16");
+        OK(o->gn_forward(dy, dsave, dx, dgam, dbet, N, HW, C, G, GN_EPS_DEFAULT, act, NULL));
+        check_h(o, dy, want, n, "GN forward");
+        check32_h(o, dsave, save, ns, "GN save (fp32)");
 
         float *dwant = tu_fdup(acc0, n), *dgw = tu_fdup(gam, (size_t)C), *dbw = tu_fdup(bet, (size_t)C);
-        void *ddx = dev_bf16(acc0, n);
+        void *ddx = dev_h(o, acc0, n);
         float *ddg = dev_dup(gam, (size_t)C), *ddb = dev_dup(bet, (size_t)C), *dsv = dev_dup(save, ns);
         gn_backward_data(dwant, g, x, save, gam, bet, N, HW, C, G, act, 1, 0, 1);
         gn_backward_params(dgw, dbw, g, x, save, gam, bet, N, HW, C, G, act, 0, 1);
-        OK(tb_cuda_gn_backward_bf16(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, N, HW, C, G, act, 1, scr, NULL));
-        check16(ddx, dwant, n, "GN backward dinp bf16");
-        check32(ddg, dgw, (size_t)C, "GN backward dgamma from bf16");
-        check32(ddb, dbw, (size_t)C, "GN backward dbeta from bf16");
+        OK(o->gn_backward(ddx, ddg, ddb, dg, dx, dsv, dgam, dbet, N, HW, C, G, act, 1, scr, NULL));
+        check_h(o, ddx, dwant, n, "GN backward dinp");
+        check32_h(o, ddg, dgw, (size_t)C, "GN backward dgamma");
+        check32_h(o, ddb, dbw, (size_t)C, "GN backward dbeta");
         free(want), free(save), free(dwant), free(dgw), free(dbw);
     }
     dev_free_all();
     free(x), free(g), free(gam), free(bet), free(acc0);
 }
+HALF_TESTS(groupnorm)
 
-/* The bf16 convolution launchers by kind: depthwise and grouped read the fp32 weights, the GEMM kinds
- * (conv1x1, im2col) the weights' bf16 copy w16. */
+/* The 2-byte convolution launchers by kind: depthwise and grouped read the fp32 weights, the GEMM kinds
+ * (conv1x1, im2col) and the direct stem the weights' 2-byte copy w16. */
 enum conv16_kind { CONV16_DW, CONV16_GC, CONV16_C1, CONV16_IC, CONV16_DC };
-static const char *const conv16_name[] = {"depthwise bf16", "grouped bf16", "conv1x1 bf16", "im2col bf16",
-                                          "direct bf16"};
+static const char *const conv16_name[] = {"depthwise", "grouped", "conv1x1", "im2col", "direct"};
 
-static int conv16_fwd(enum conv16_kind k, tb_cublas *h, void *out, const void *in, const float *w, const void *w16,
-                      const float *b, const struct conv_shape *s, void *scr)
+static int conv16_fwd(const struct half *o, enum conv16_kind k, tb_cublas *h, void *out, const void *in,
+                      const float *w, const void *w16, const float *b, const struct conv_shape *s, void *scr)
 {
     switch (k) {
-    case CONV16_DW: return tb_cuda_dwconv_forward_bf16(out, in, w, b, NULL, 0, s, NULL);
-    case CONV16_GC: return tb_cuda_gconv_forward_bf16(out, in, w, b, s, NULL);
-    case CONV16_C1: return tb_cuda_conv1x1_forward_bf16(h, out, in, w16, b, s, NULL);
-    case CONV16_DC: return tb_cuda_conv_direct_forward_bf16(out, in, w16, b, s, NULL);
-    default: return tb_cuda_conv_im2col_forward_bf16(h, out, in, w16, b, s, scr, NULL);
+    case CONV16_DW: return o->dwconv_forward(out, in, w, b, NULL, 0, s, NULL);
+    case CONV16_GC: return o->gconv_forward(out, in, w, b, s, NULL);
+    case CONV16_C1: return o->conv1x1_forward(h, out, in, w16, b, s, NULL);
+    case CONV16_DC: return o->conv_direct_forward(out, in, w16, b, s, NULL);
+    default: return o->conv_im2col_forward(h, out, in, w16, b, s, scr, NULL);
     }
 }
 
-static int conv16_bwd_data(enum conv16_kind k, tb_cublas *h, void *din, const void *dout, const float *w,
-                           const void *w16, const struct conv_shape *s, void *scr)
+static int conv16_bwd_data(const struct half *o, enum conv16_kind k, tb_cublas *h, void *din, const void *dout,
+                           const float *w, const void *w16, const struct conv_shape *s, void *scr)
 {
     switch (k) {
-    case CONV16_DW: return tb_cuda_dwconv_backward_data_bf16(din, dout, w, s, 1, NULL);
-    case CONV16_GC: return tb_cuda_gconv_backward_data_bf16(din, dout, w, s, 1, NULL);
-    case CONV16_C1: return tb_cuda_conv1x1_backward_data_bf16(h, din, dout, w16, s, 1);
-    default: return tb_cuda_conv_im2col_backward_data_bf16(h, din, dout, w16, s, 1, scr, NULL);
+    case CONV16_DW: return o->dwconv_backward_data(din, dout, w, s, 1, NULL);
+    case CONV16_GC: return o->gconv_backward_data(din, dout, w, s, 1, NULL);
+    case CONV16_C1: return o->conv1x1_backward_data(h, din, dout, w16, s, 1);
+    default: return o->conv_im2col_backward_data(h, din, dout, w16, s, 1, scr, NULL);
     }
 }
 
-static int conv16_bwd_params(enum conv16_kind k, tb_cublas *h, float *dw, float *db, const void *in, const void *dout,
-                             const struct conv_shape *s, void *scr)
+static int conv16_bwd_params(const struct half *o, enum conv16_kind k, tb_cublas *h, float *dw, float *db,
+                             const void *in, const void *dout, const struct conv_shape *s, void *scr)
 {
     switch (k) {
-    case CONV16_DW: return tb_cuda_dwconv_backward_params_bf16(dw, db, in, dout, NULL, s, scr, NULL);
-    case CONV16_GC: return tb_cuda_gconv_backward_params_bf16(dw, db, in, dout, s, scr, NULL);
-    case CONV16_C1: return tb_cuda_conv1x1_backward_params_bf16(h, dw, db, in, dout, s, scr, NULL);
-    case CONV16_DC: return tb_cuda_conv_direct_backward_params_bf16(dw, db, in, dout, s, scr, NULL);
-    default: return tb_cuda_conv_im2col_backward_params_bf16(h, dw, db, in, dout, s, scr, NULL);
+    case CONV16_DW: return o->dwconv_backward_params(dw, db, in, dout, NULL, s, scr, NULL);
+    case CONV16_GC: return o->gconv_backward_params(dw, db, in, dout, s, scr, NULL);
+    case CONV16_C1: return o->conv1x1_backward_params(h, dw, db, in, dout, s, scr, NULL);
+    case CONV16_DC: return o->conv_direct_backward_params(dw, db, in, dout, s, scr, NULL);
+    default: return o->conv_im2col_backward_params(h, dw, db, in, dout, s, scr, NULL);
     }
 }
 
@@ -1093,46 +1279,47 @@ static size_t conv16_scratch(enum conv16_kind k, const struct conv_shape *s)
                             : tb_cuda_dwconv_scratch_bytes(s);
 }
 
-/* check_conv for a bf16 launcher kind: forward (with bias), backward-data into a bf16 gradient and
+/* check_conv for a 2-byte launcher kind: forward (with bias), backward-data into a 2-byte gradient and
  * backward-params into fp32 ones (accumulating), against the CPU references on the rounded inputs (and
- * rounded weights for the GEMM kinds). */
-static void check_conv16(enum conv16_kind k, const struct conv_shape *s, tb_cublas *h, uint64_t seed)
+ * rounded weights for the kinds that read w16). */
+static void check_conv16(const struct half *o, enum conv16_kind k, const struct conv_shape *s, tb_cublas *h,
+                         uint64_t seed)
 {
     size_t ni = in_n(s), no = out_n(s), nw = w_n(s), nb = (size_t)s->OC;
-    float *x = rnd16(ni, seed, -1.0f, 1.0f), *w = rnd(nw, seed + 1, -0.5f, 0.5f), *b = rnd(nb, seed + 2, -1, 1);
-    float *g = rnd16(no, seed + 3, -1.0f, 1.0f), *acci = rnd16(ni, seed + 4, -1.0f, 1.0f);
+    float *x = rnd_h(o, ni, seed, -1.0f, 1.0f), *w = rnd(nw, seed + 1, -0.5f, 0.5f), *b = rnd(nb, seed + 2, -1, 1);
+    float *g = rnd_h(o, no, seed + 3, -1.0f, 1.0f), *acci = rnd_h(o, ni, seed + 4, -1.0f, 1.0f);
     float *accw = rnd(nw, seed + 5, -1.0f, 1.0f), *accb = rnd(nb, seed + 6, -1.0f, 1.0f);
     float *wref = tu_fdup(w, nw);
-    if (k == CONV16_C1 || k == CONV16_IC || k == CONV16_DC) stage_prec_round(wref, nw, STAGE_PREC_BF16, 0, 0, 0, 0);
-    void *dx = dev_bf16(x, ni), *dw16 = dev_bf16(w, nw), *dg = dev_bf16(g, no), *dy = dev_alloc(no * 2);
-    void *ddi = dev_bf16(acci, ni), *scr = dev_alloc(conv16_scratch(k, s));
+    if (k == CONV16_C1 || k == CONV16_IC || k == CONV16_DC) o->round(wref, nw);
+    void *dx = dev_h(o, x, ni), *dw16 = dev_h(o, w, nw), *dg = dev_h(o, g, no), *dy = dev_alloc(no * 2);
+    void *ddi = dev_h(o, acci, ni), *scr = dev_alloc(conv16_scratch(k, s));
     float *dw = dev_dup(w, nw), *db = dev_dup(b, nb), *ddw = dev_dup(accw, nw), *ddb = dev_dup(accb, nb);
     char what[160];
 
     float *want = tu_fvec(no);
     conv_forward_ref(want, x, wref, b, s);
-    OK(conv16_fwd(k, h, dy, dx, dw, dw16, db, s, scr));
+    OK(conv16_fwd(o, k, h, dy, dx, dw, dw16, db, s, scr));
     snprintf(what, sizeof what, "%s forward %dx%dx%dx%d k%d s%d g%d", conv16_name[k], s->N, s->H, s->W, s->C, s->KH,
              s->stride, s->groups);
-    check16(dy, want, no, what);
+    check_h(o, dy, want, no, what);
     free(want);
 
     float *wi = tu_fdup(acci, ni), *ww = tu_fdup(accw, nw), *wb = tu_fdup(accb, nb);
     conv_backward_data_ref(wi, g, wref, s);
     conv_backward_params_ref(ww, wb, x, g, s);
-    OK(conv16_bwd_data(k, h, ddi, dg, dw, dw16, s, scr));
-    OK(conv16_bwd_params(k, h, ddw, ddb, dx, dg, s, scr));
+    OK(conv16_bwd_data(o, k, h, ddi, dg, dw, dw16, s, scr));
+    OK(conv16_bwd_params(o, k, h, ddw, ddb, dx, dg, s, scr));
     snprintf(what, sizeof what, "%s backward", conv16_name[k]);
-    check16(ddi, wi, ni, what);
-    check32(ddw, ww, nw, what);
-    check32(ddb, wb, nb, what);
+    check_h(o, ddi, wi, ni, what);
+    check32_h(o, ddw, ww, nw, what);
+    check32_h(o, ddb, wb, nb, what);
     free(wi), free(ww), free(wb);
 
     dev_free_all();
     free(x), free(w), free(b), free(g), free(acci), free(accw), free(accb), free(wref);
 }
 
-Test(cuda_ops, depthwise_bf16)
+static void depthwise_h(const struct half *o)
 {
     need_gpu();
     static const int cases[][6] = {{2, 9, 11, 19, 3, 1}, {2, 9, 11, 19, 3, 2}, {2, 13, 7, 37, 5, 1},
@@ -1141,40 +1328,42 @@ Test(cuda_ops, depthwise_bf16)
         const int *c = cases[i];
         struct conv_shape s;
         cr_assert_eq(dwconv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], c[5]), 0);
-        check_conv16(CONV16_DW, &s, NULL, 600 + 10 * i);
+        check_conv16(o, CONV16_DW, &s, NULL, 600 + 10 * i);
     }
 }
+HALF_TESTS(depthwise)
 
-/* The bf16 depthwise forward with a BatchNorm+SiLU on load and a SiLU epilogue, and its weight gradient. */
-Test(cuda_ops, depthwise_bn_input_bf16)
+/* The 2-byte depthwise forward with a BatchNorm+SiLU on load and a SiLU epilogue, and its weight gradient. */
+static void depthwise_bn_input_h(const struct half *o)
 {
     need_gpu();
     struct conv_shape s;
     cr_assert_eq(dwconv_shape_init(&s, 2, 10, 9, 24, 3, 2), 0);
     size_t ni = in_n(&s), no = out_n(&s), nw = w_n(&s), C = (size_t)s.C, M = ni / C;
-    float *x = rnd16(ni, 700, -1, 3), *w = rnd(nw, 701, -0.5f, 0.5f), *b = rnd(C, 702, -1, 1);
+    float *x = rnd_h(o, ni, 700, -1, 3), *w = rnd(nw, 701, -0.5f, 0.5f), *b = rnd(C, 702, -1, 1);
     float *gam = rnd(C, 703, 0.5f, 1.5f), *bet = rnd(C, 704, -0.5f, 0.5f), *save = tu_fvec(2 * C);
-    float *y = tu_fvec(ni), *want = tu_fvec(no), *g = rnd16(no, 705, -1, 1);
+    float *y = tu_fvec(ni), *want = tu_fvec(no), *g = rnd_h(o, no, 705, -1, 1);
     bn_forward_train(y, save, NULL, NULL, x, gam, bet, M, s.C, BN_EPS_DEFAULT, BN_MOMENTUM_DEFAULT, NORM_ACT_SILU, 0,
                      1);
     dwconv_forward_ref(want, y, w, b, &s);
     silu_forward(want, want, no, 0, 1);
-    void *dx = dev_bf16(x, ni), *dout = dev_alloc(no * 2), *dg = dev_bf16(g, no);
+    void *dx = dev_h(o, x, ni), *dout = dev_alloc(no * 2), *dg = dev_h(o, g, no);
     float *dw = dev_dup(w, nw), *db = dev_dup(b, C);
     struct tb_cuda_bn_in bn = {dev_dup(save, 2 * C), dev_dup(gam, C), dev_dup(bet, C), 1};
-    OK(tb_cuda_dwconv_forward_bf16(dout, dx, dw, db, &bn, 1, &s, NULL));
-    check16(dout, want, no, "depthwise bf16 with BN+SiLU input and SiLU epilogue");
+    OK(o->dwconv_forward(dout, dx, dw, db, &bn, 1, &s, NULL));
+    check_h(o, dout, want, no, "depthwise with BN+SiLU input and SiLU epilogue");
 
     float *ww = tu_fvec(nw), *ddw = dev_alloc(nw * 4);
     dwconv_backward_params_ref(ww, NULL, y, g, &s);
     void *scr = dev_alloc(tb_cuda_dwconv_scratch_bytes(&s));
-    OK(tb_cuda_dwconv_backward_params_bf16(ddw, NULL, dx, dg, &bn, &s, scr, NULL));
-    check32(ddw, ww, nw, "depthwise bf16 weight gradient from the BN+SiLU input");
+    OK(o->dwconv_backward_params(ddw, NULL, dx, dg, &bn, &s, scr, NULL));
+    check32_h(o, ddw, ww, nw, "depthwise weight gradient from the BN+SiLU input");
     dev_free_all();
     free(x), free(w), free(b), free(gam), free(bet), free(save), free(y), free(want), free(g), free(ww);
 }
+HALF_TESTS(depthwise_bn_input)
 
-Test(cuda_ops, grouped_bf16)
+static void grouped_h(const struct half *o)
 {
     need_gpu();
     static const int cases[][7] = {{2, 9, 11, 48, 48, 3, 1}, {1, 6, 7, 16, 48, 3, 2}};
@@ -1183,11 +1372,12 @@ Test(cuda_ops, grouped_bf16)
         struct conv_shape s;
         cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[3] / 16 > 1 ? c[3] / 16 : 2),
                      0);
-        check_conv16(CONV16_GC, &s, NULL, 800 + 10 * i);
+        check_conv16(o, CONV16_GC, &s, NULL, 800 + 10 * i);
     }
 }
+HALF_TESTS(grouped)
 
-Test(cuda_ops, conv1x1_bf16)
+static void conv1x1_h(const struct half *o)
 {
     need_gpu();
     tb_cublas *h = blas_handle();
@@ -1197,36 +1387,39 @@ Test(cuda_ops, conv1x1_bf16)
         const int *c = cases[i];
         struct conv_shape s;
         cr_assert_eq(conv_shape_init(&s, c[0], c[1], c[2], c[3], c[3] * 2 + 3, 1, 1, 1, 1), 0);
-        check_conv16(CONV16_C1, &s, h, 900 + 10 * i);
+        check_conv16(o, CONV16_C1, &s, h, 900 + 10 * i);
     }
     tb_cublas_destroy(h);
 }
+HALF_TESTS(conv1x1)
 
-Test(cuda_ops, stem_im2col_bf16)
+static void stem_im2col_h(const struct half *o)
 {
     need_gpu();
     tb_cublas *h = blas_handle();
     struct conv_shape s;
     cr_assert_eq(conv_shape_init(&s, 2, 17, 15, 3, 32, 3, 3, 2, 1), 0);
-    check_conv16(CONV16_IC, &s, h, 1000);
+    check_conv16(o, CONV16_IC, &s, h, 1000);
     tb_cublas_destroy(h);
 }
+HALF_TESTS(stem_im2col)
 
-Test(cuda_ops, stem_direct_bf16)
+static void stem_direct_h(const struct half *o)
 {
     need_gpu();
     tb_cublas *h = blas_handle();
     for (size_t i = 0; i < N_DC; i++) {
         const struct conv_shape s = dc_shape(i);
-        check_conv16(CONV16_DC, &s, h, 1010 + 10 * i);
+        check_conv16(o, CONV16_DC, &s, h, 1010 + 10 * i);
     }
     tb_cublas_destroy(h);
 }
+HALF_TESTS(stem_direct)
 
-/* The input layer in bf16: the general path (resampling, 1 → 3 channels, training crop/flip) against the fp32
+/* The input layer in 2 bytes: the general path (resampling, 1 → 3 channels, training crop/flip) against the fp32
  * launcher's values rounded once (the same fp32 arithmetic, then one rounding: bitwise), and the flat affine
  * path against the cpu's formula (input_grey: x·scale + shift). */
-Test(cuda_ops, input_bf16)
+static void input_h(const struct half *o)
 {
     need_gpu();
     const int N = 3, SH = 28, SW = 28, SC = 1;
@@ -1243,95 +1436,106 @@ Test(cuda_ops, input_bf16)
     float *d32 = dev_alloc(no * 4), *want = tu_fvec(no), *got = tu_fvec(no);
     void *d16 = dev_alloc(no * 2);
     OK(tb_cuda_input_forward(d32, dpx, N, &a, NULL));
-    OK(tb_cuda_input_forward_bf16(d16, dpx, N, &a, NULL));
+    OK(o->input_forward(d16, dpx, N, &a, NULL));
     dev_get(want, d32, no);
-    stage_prec_round(want, no, STAGE_PREC_BF16, 0, 0, 0, 0);
-    dev_get_bf16(got, d16, no);
-    tu_assert_bitwise(got, want, no, "input bf16 vs the fp32 launcher rounded");
+    o->round(want, no);
+    dev_get_h(o, got, d16, no);
+    tu_assert_bitwise(got, want, no, hmsg(o, "input vs the fp32 launcher rounded"));
 
     const float scale[4] = {1.0f / 255.0f, 0, 0, 0}, shift[4] = {-0.5f, 0, 0, 0};
-    tb_cuda_input_affine_bf16(d16, dpx, np, 1, scale, shift, NULL);
+    o->input_affine(d16, dpx, np, 1, scale, shift, NULL);
     CU(cudaGetLastError());
     for (size_t i = 0; i < np; i++) want[i] = (float)px[i] * scale[0] + shift[0];
-    check16(d16, want, np, "input affine bf16");
+    check_h(o, d16, want, np, "input affine");
     dev_free_all();
     free(px), free(want), free(got);
 }
+HALF_TESTS(input)
 
-/* The dense chain's bf16 kernels (ops_dense.h): bias + ReLU after a GEMM, the ReLU mask, forward and
- * backward, the bias gradient, the softmax cross-entropy's bf16 gradient against op_loss.c, and the
- * weights' bf16 copy (bitwise stage_prec_pack's rounding). */
-Test(cuda_ops, dense_chain_bf16)
+/* The dense chain's 2-byte kernels (ops_dense.h): bias + ReLU after a GEMM, the ReLU mask, forward and backward,
+ * the bias gradient, the softmax cross-entropy's 2-byte gradient against op_loss.c (at the 1/N of a plain step
+ * and at a loss scale's 1024/N), and the weights' 2-byte copy (bitwise the host's rounding, fp16's overflow to
+ * ±inf and its subnormals included). */
+static void dense_chain_h(const struct half *o)
 {
     need_gpu();
     const int N = 13, OUT = 37, K = 10;
     const size_t n = (size_t)N * OUT;
-    float *y = rnd16(n, 1100, -2.0f, 2.0f), *b = rnd((size_t)OUT, 1101, -1.0f, 1.0f), *g = rnd16(n, 1102, -1, 1);
-    float *acc0 = rnd16(n, 1103, -1.0f, 1.0f), *want = tu_fvec(n), *got = tu_fvec(n);
+    float *y = rnd_h(o, n, 1100, -2.0f, 2.0f), *b = rnd((size_t)OUT, 1101, -1.0f, 1.0f), *g = rnd_h(o, n, 1102, -1, 1);
+    float *acc0 = rnd_h(o, n, 1103, -1.0f, 1.0f), *want = tu_fvec(n), *got = tu_fvec(n);
     float *db = dev_dup(b, (size_t)OUT);
-    void *dy = dev_bf16(y, n), *dg = dev_bf16(g, n), *dd = dev_bf16(acc0, n);
+    void *dy = dev_h(o, y, n), *dg = dev_h(o, g, n), *dd = dev_h(o, acc0, n);
     for (int relu = 0; relu <= 1; relu++) { /* y += b, then max(0,·) */
-        CU(cudaMemcpy(dy, dev_bf16(y, n), n * 2, cudaMemcpyDeviceToDevice));
-        tb_cuda_bias_act_bf16(dy, db, N, OUT, relu, NULL);
+        CU(cudaMemcpy(dy, dev_h(o, y, n), n * 2, cudaMemcpyDeviceToDevice));
+        o->bias_act(dy, db, N, OUT, relu, NULL);
         CU(cudaGetLastError());
         for (size_t i = 0; i < n; i++) {
             const float v = y[i] + b[i % OUT];
             want[i] = relu && v < 0.0f ? 0.0f : v;
         }
-        check16(dy, want, n, relu ? "bias + ReLU bf16" : "bias bf16");
+        check_h(o, dy, want, n, relu ? "bias + ReLU" : "bias");
     }
     float *yr = tu_fvec(n); /* the ReLU layer's output from y */
     relu_forward(yr, y, n, 0, 1);
-    tb_cuda_relu_forward_bf16(dy, dev_bf16(y, n), n, NULL);
+    o->relu_forward(dy, dev_h(o, y, n), n, NULL);
     CU(cudaGetLastError());
-    check16(dy, yr, n, "ReLU forward bf16");
+    check_h(o, dy, yr, n, "ReLU forward");
     memcpy(want, acc0, n * sizeof *want);
     relu_backward(want, g, yr, n, 0, 1);
-    tb_cuda_relu_backward_bf16(dd, dg, dy, n, NULL);
+    o->relu_backward(dd, dg, dy, n, NULL);
     CU(cudaGetLastError());
-    check16(dd, want, n, "ReLU backward bf16");
+    check_h(o, dd, want, n, "ReLU backward");
     for (size_t i = 0; i < n; i++) want[i] = yr[i] > 0.0f ? g[i] : 0.0f;
-    tb_cuda_relu_mask_bf16(dg, dy, n, NULL);
+    o->relu_mask(dg, dy, n, NULL);
     CU(cudaGetLastError());
-    check16(dg, want, n, "ReLU mask bf16");
+    check_h(o, dg, want, n, "ReLU mask");
     float *dbw = tu_fdup(b, (size_t)OUT), *ddb = dev_dup(b, (size_t)OUT);
     for (int i = 0; i < N; i++)
-        for (int o = 0; o < OUT; o++) dbw[o] += want[(size_t)i * OUT + o];
-    tb_cuda_bias_grad_bf16(ddb, dg, N, OUT, NULL);
+        for (int o_ = 0; o_ < OUT; o_++) dbw[o_] += want[(size_t)i * OUT + o_];
+    o->bias_grad(ddb, dg, N, OUT, NULL);
     CU(cudaGetLastError());
-    check32(ddb, dbw, (size_t)OUT, "bias gradient from bf16");
+    check32_h(o, ddb, dbw, (size_t)OUT, "bias gradient");
 
-    /* softmax cross-entropy: fp32 logits, bf16 gradient (the cpu adds into zeros; the device writes) */
+    /* softmax cross-entropy: fp32 logits, a 2-byte gradient (the cpu adds into zeros; the device writes) */
     float *z = rnd((size_t)N * K, 1104, -4.0f, 4.0f), *loss = tu_fvec(N), *dz = tu_fvec((size_t)N * K);
     int32_t lab[13];
     for (int i = 0; i < N; i++) lab[i] = (int32_t)((i * 7) % K);
     const struct softmax_ce_shape ss = {.N = N, .K = K, .smoothing = 0.1f};
     uint8_t cor[13], dcor_h[13];
-    softmax_ce_forward_backward(loss, dz, cor, z, lab, 1.0f / N, &ss, 0, 1);
     float *dzl = dev_dup(z, (size_t)N * K), *dloss = dev_alloc((size_t)N * 4);
     int32_t *dlab = dev_alloc(sizeof lab);
     uint8_t *dcor = dev_alloc((size_t)N);
     void *ddz = dev_alloc((size_t)N * K * 2);
     CU(cudaMemcpy(dlab, lab, sizeof lab, cudaMemcpyHostToDevice));
-    tb_cuda_softmax_ce_bf16(dloss, ddz, dcor, dzl, dlab, 1.0f / N, N, K, 0.1f, NULL);
-    CU(cudaGetLastError());
-    check(dloss, loss, (size_t)N, RTOL, "softmax CE loss (fp32 logits)");
-    check16(ddz, dz, (size_t)N * K, "softmax CE gradient bf16");
-    CU(cudaMemcpy(dcor_h, dcor, (size_t)N, cudaMemcpyDeviceToHost));
-    cr_assert(memcmp(dcor_h, cor, (size_t)N) == 0, "softmax CE correct flags");
+    for (int scaled = 0; scaled <= 1; scaled++) { /* scale: 1/N, and 1024/N (a loss scale over the batch) */
+        const float scale = (scaled ? 1024.0f : 1.0f) / N;
+        memset(dz, 0, (size_t)N * K * sizeof *dz);
+        softmax_ce_forward_backward(loss, dz, cor, z, lab, scale, &ss, 0, 1);
+        o->softmax_ce(dloss, ddz, dcor, dzl, dlab, scale, N, K, 0.1f, NULL);
+        CU(cudaGetLastError());
+        check(dloss, loss, (size_t)N, RTOL, hmsg(o, "softmax CE loss (fp32 logits)"));
+        check_h(o, ddz, dz, (size_t)N * K, scaled ? "softmax CE gradient, loss-scaled" : "softmax CE gradient");
+        CU(cudaMemcpy(dcor_h, dcor, (size_t)N, cudaMemcpyDeviceToHost));
+        cr_assert(memcmp(dcor_h, cor, (size_t)N) == 0, "softmax CE correct flags (%s)", o->name);
+    }
 
-    /* the weights' bf16 copy: rounding to nearest even, bitwise stage_prec_pack's */
-    float *wts = rnd(n, 1105, -3.0f, 3.0f), *dwts = dev_dup(wts, n);
+    /* the weights' 2-byte copy: rounding to nearest even, bitwise the host's; the first few past fp16's range
+     * (±inf there, never the largest finite), at its top and in its subnormals */
+    float *wts = rnd(n, 1105, -3.0f, 3.0f);
+    static const float edge[] = {65504.0f, 65519.0f, 65520.0f, -70000.0f, 1e30f, 3e-5f, 6e-8f, 2.9e-8f, -0.0f};
+    memcpy(wts, edge, sizeof edge);
+    float *dwts = dev_dup(wts, n);
     void *dw16 = dev_alloc(n * 2);
-    tb_cuda_to_bf16(dw16, dwts, n, NULL);
+    o->to(dw16, dwts, n, NULL);
     CU(cudaGetLastError());
-    dev_get_bf16(got, dw16, n);
-    stage_prec_round(wts, n, STAGE_PREC_BF16, 0, 0, 0, 0);
-    tu_assert_bitwise(got, wts, n, "bf16 weight copy");
+    dev_get_h(o, got, dw16, n);
+    o->round(wts, n);
+    tu_assert_bitwise(got, wts, n, hmsg(o, "weight copy"));
 
     dev_free_all();
     free(y), free(b), free(g), free(acc0), free(want), free(got), free(yr), free(dbw), free(z), free(loss), free(dz);
     free(wts);
 }
+HALF_TESTS(dense_chain)
 
 #endif

@@ -275,6 +275,7 @@ static int ipu_stats(struct backend *b, struct backend_stats *st)
     struct ipu_ctx *c = b->ctx;
     pipeline_report_fill(c, &c->rep);
     st->pipeline = &c->rep;
+    st->loss_scaling = c->p.prec == STAGE_PREC_FP16 ? &c->ls : NULL;
     st->n_devices = c->p.S * c->p.R;
     if (c->prof_all) {
         const int L = c->m->n_layers;
