@@ -13,7 +13,8 @@
 #                                   threads at 1 and all cores if time is left (480 s)
 #   tools/gpu_session.sh second     there*: a session's second command, after first's failures were mended: the
 #                                   GPU tests again, batch-1 runs persistent vs graph, compute-sanitizer on
-#                                   them, effnet-b0 224 b256 per-layer profiles (fp32, bf16), b4 bf16 compare
+#                                   them, effnet-b0 224 b256 per-layer profiles (fp32, bf16), b4 bf16 and
+#                                   b0 fp16 compares
 #   tools/gpu_session.sh check      there*: a short re-check after kernel changes (a session's last ~4 minutes):
 #                                   kernel and GPU tests, batch-1 persistent vs graph, b0 fp32/bf16 compares,
 #                                   an fp32 per-layer profile, our b4 bf16 alone
@@ -473,7 +474,8 @@ phase_first() {
 
 # A session's second command, after first's failures were mended: the GPU tests again, the runs of batch-1
 # steps (the persistent kernel) against the captured graph A B A B, compute-sanitizer on the persistent
-# kernel, a per-layer profile of effnet-b0 at 224 batch 256 (fp32, bf16), and first's missing compare (b4 bf16).
+# kernel, a per-layer profile of effnet-b0 at 224 batch 256 (fp32, bf16), first's missing compare (b4 bf16), and
+# b0 fp16 beside PyTorch.
 phase_second() {
     local t
     for t in test_cuda test_cuda_mirrored test_calibrate_gpu; do test_step "$t" 90; done
@@ -494,6 +496,8 @@ phase_second() {
     for prec in fp32 bf16m; do b0_profile_step "profile-b0-224-b256-$prec" 60 "$prec"; done
     torch_version
     compare_step cuda-b4-bf16 150 1 1
+    # fp16 with loss scaling (fifty-seventh stop, never run before): one round beside PyTorch's GradScaler.
+    compare_step cuda-b0-fp16 120 1 1
     # Issue 31's other phases on the machine's cores (first ran strong), each only with its whole time left.
     local p need
     for p in weak:90 mpi:70 ipu:70; do
