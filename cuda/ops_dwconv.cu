@@ -21,6 +21,10 @@
  * Every kernel is a template over the element type T of the input, output and their gradients (float, or
  * bf16 or fp16 for mixed precision: ops_common.cuh); weights, biases, the BatchNorm on load and every sum are float.
  */
+/* Two translation units, so that a 2-core build compiles them at once (one took ~100 s of nvcc, the main build's
+ * critical path, once the fp16 instantiations joined): this file defines the fp32 and bf16 launchers, the host
+ * twins and ops_parts_finish; ops_dwconv_fp16.cu includes it with OPS_DWCONV_FP16 defined and defines the fp16
+ * launchers only (templates are instantiated where a launcher uses them). */
 #include "ops_common.cuh"
 #include "ops_effnet.h"
 
@@ -482,6 +486,7 @@ static int parts_finish(float *dw, float *db, const P *part, int K, size_t n_w, 
     k_parts_finish<P><<<(unsigned)((n + 255) / 256), 256, 0, st>>>(dw, db, part, K, n_w, n_b);
     return ops_launched();
 }
+#ifndef OPS_DWCONV_FP16 /* defined once: in this unit */
 int ops_parts_finish(float *dw, float *db, const double *part, int K, size_t n_w, size_t n_b, cudaStream_t st)
 {
     return parts_finish(dw, db, part, K, n_w, n_b, st);
@@ -490,6 +495,7 @@ int ops_parts_finish(float *dw, float *db, const float *part, int K, size_t n_w,
 {
     return parts_finish(dw, db, part, K, n_w, n_b, st);
 }
+#endif
 
 /* Grouped forward: one thread per output element (oc fastest). */
 template <typename T> __global__ void k_gc_fwd(T *out, const T *inp, const float *w, const float *b, conv_shape s)
@@ -690,6 +696,7 @@ static int dw_backward_data(T *dinp, const T *dout, const float *w, const conv_s
     return ops_launched();
 }
 
+#ifndef OPS_DWCONV_FP16 /* the host twins: this unit's */
 /* The blocked kernels' thread bodies run on the host over every (row, strip, channel group), V channels a
  * thread (1 or 4): their index logic checked against the CPU without a GPU (tests/test_cuda_ops.c). */
 template <int V>
@@ -740,6 +747,7 @@ static int dw_forward_host(float *out, const float *inp, const float *w, const f
     else dw_forward_host_v<1>(kind, out, inp, w, b, act, s);
     return 0;
 }
+#endif
 
 template <typename T>
 static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout, const struct tb_cuda_bn_in *bn,
@@ -774,6 +782,7 @@ static int dw_backward_params(float *dw, float *db, const T *inp, const T *dout,
     return ops_parts_finish(dw, db, part, K, (size_t)taps * s->C, (size_t)s->C, st);
 }
 
+#ifndef OPS_DWCONV_FP16 /* the host twins: this unit's */
 /* One blocked instance's host twin: each thread's sums (dw_bwd_params_strips) added as the kernel does. */
 template <int K, int S> static void dw_params_host_k(float *dw, float *db, const float *inp, const float *dout,
                                                    const conv_shape *s)
@@ -793,6 +802,7 @@ static int dw_backward_params_host(float *dw, float *db, const float *inp, const
     dw_with_kind(kind, [&](auto i) { dw_params_host_k<decltype(i)::K, decltype(i)::S>(dw, db, inp, dout, s); });
     return 0;
 }
+#endif
 
 template <typename T>
 static int gc_forward(T *out, const T *inp, const float *w, const float *b, const conv_shape *s, void *stream)
@@ -837,6 +847,7 @@ static int gc_backward_params(float *dw, float *db, const T *inp, const T *dout,
 
 extern "C" {
 
+#ifndef OPS_DWCONV_FP16 /* the fp32 and bf16 launchers (and the host twins' entry points) */
 int tb_cuda_dwconv_forward(float *out, const float *inp, const float *w, const float *b,
                            const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
 {
@@ -940,6 +951,7 @@ int tb_cuda_gconv_backward_params_bf16(float *dw, float *db, const void *inp, co
     return gc_backward_params(dw, db, CB(inp), CB(dout), s, scratch, stream);
 }
 
+#else /* ops_dwconv_fp16.cu */
 /* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
 
 int tb_cuda_dwconv_forward_fp16(void *out, const void *inp, const float *w, const float *b,
@@ -979,4 +991,5 @@ int tb_cuda_gconv_backward_params_fp16(float *dw, float *db, const void *inp, co
     return gc_backward_params(dw, db, CH(inp), CH(dout), s, scratch, stream);
 }
 
+#endif
 } /* extern "C" */
