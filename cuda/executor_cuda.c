@@ -8,19 +8,19 @@
  * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
  * with Adam a dense chain's runs of steps (executor_run_steps) and fused train step as one persistent
  * kernel (mlp_persist.h; TB_CUDA_LOOP=graph, or a chain it does not take: the step captured once into a
- * CUDA graph and replayed); --profile as events around each layer; with cfg.prec bf16 or fp16, mixed precision
- * (executor_cuda_bf16.h: 2-byte activations and GEMM operands, fp32 master weights, gradients and optimizer
- * state; no graph; fp16 with loss scaling: the loss gradient seeded times the scale, the gradients unscaled
- * and checked at the update, an overflowed step skipped, the scale as core/loss_scale.h). Stage executors (cfg.l1 > 0, the ipu schedule's devices), fp32 only: the same passes on
- * a layer range's plan, one activation slot per micro-batch in flight, the parameter slice, packed
- * boundaries copied through the host (executor_cuda_stage.c); each stage pass returns when its kernels are
- * done. A model with another layer kind is refused at create with TB_EUNSUPPORTED naming it; so are, on a
- * stage, 2-byte storage and recomputation. Where no GPU is present, create fails with
- * TB_EUNSUPPORTED and the runtime's reason.
+ * CUDA graph and replayed); --profile as events around each layer; with cfg.prec bf16 or fp16, mixed
+ * precision (executor_cuda_bf16.h: 2-byte activations and GEMM operands, fp32 master weights, gradients and
+ * optimizer state; no graph; fp16 with loss scaling: the loss gradient seeded times the scale, the gradients
+ * unscaled and checked at the update, an overflowed step skipped, the scale as core/loss_scale.h). Stage
+ * executors (cfg.l1 > 0, the ipu schedule's devices), fp32 only: the same passes on a layer range's plan,
+ * one activation slot per micro-batch in flight, the parameter slice, packed boundaries copied through the
+ * host (executor_cuda_stage.c); each stage pass returns when its kernels are done. A model with another layer
+ * kind is refused at create with TB_EUNSUPPORTED naming it; so are, on a stage, 2-byte storage and
+ * recomputation. Where no GPU is present, create fails with TB_EUNSUPPORTED and the runtime's reason.
  *
  * Layouts are the cpu executor's: canonical parameter offsets, activations at tensor.unit_off · n_max
- * (mixed precision: a byte offset per tensor, tb_cuda_bf16_layout), so get/set tensors are plain copies and a test can
- * compare the two devices element by element.
+ * (mixed precision: a byte offset per tensor, tb_cuda_bf16_layout), so get/set tensors are plain copies and a
+ * test can compare the two devices element by element.
  * Placement: an executor runs on GPU cfg.ordinal mod the GPUs present, on a stream and memory of its
  * own (a schedule's replicas share a GPU when there are fewer GPUs than replicas); gradients of a group
  * of executors are summed by collective_cuda.c, inputs copied ahead by prefetch_cuda.c.
@@ -130,7 +130,7 @@ static int dev_alloc(struct cuda_ctx *c, void **p, size_t n, const char *what)
 
 static float *act(const struct cuda_ctx *c, const struct cu_acts *in, int t)
 {
-    if (in->off) return (float *)((char *)in->acts + in->off[t]); /* mixed precision's layout: the logits are fp32 there */
+    if (in->off) return (float *)((char *)in->acts + in->off[t]); /* mixed precision: the logits are fp32 there */
     return in->acts + c->m->tensors[t].unit_off * (size_t)in->n_max;
 }
 
@@ -1131,7 +1131,8 @@ int executor_cuda_create(struct executor *ex)
         (st = dev_alloc(c, (void **)&c->labels, (size_t)c->n_io * sizeof(int32_t), "cudaMalloc(labels)")) != TB_OK ||
         (st = dev_alloc(c, &c->scratch, scratch, "cudaMalloc(scratch)")) != TB_OK || (st = build_segments(c)) != TB_OK)
         return st;
-    if (half && (st = dev_alloc(c, (void **)&c->params16, np * sizeof(uint16_t), "cudaMalloc(2-byte weights)")) != TB_OK)
+    if (half &&
+        (st = dev_alloc(c, (void **)&c->params16, np * sizeof(uint16_t), "cudaMalloc(2-byte weights)")) != TB_OK)
         return st;
     if (c->fp16) {
         if ((st = dev_alloc(c, (void **)&c->d_overflow, sizeof(int), "cudaMalloc(overflow flag)")) != TB_OK) return st;

@@ -1,9 +1,10 @@
-/* executor_cuda_bf16.h — mixed precision on the cuda device (--precision bf16 or fp16), arranged as PyTorch's autocast
- * with channels-last tensors: fp32 master weights, gradients and optimizer state; activations and their
- * gradients stored in bf16 (half the bytes of a bandwidth-bound network); GEMMs on bf16 operands (the
- * weights' bf16 copy, made once per update) with fp32 accumulation; the loss in fp32 from fp32 logits.
- * This file: which tensors are bf16, their byte layout, and the dense chain's layers (dense, ReLU, softmax
- * cross-entropy) in bf16; the input and EfficientNet layers go through executor_cuda_layers.c's bf16 path.
+/* executor_cuda_bf16.h — mixed precision on the cuda device (--precision bf16 or fp16), arranged as PyTorch's
+ * autocast with channels-last tensors: fp32 master weights, gradients and optimizer state; activations and
+ * their gradients stored in 2 bytes, bf16 or fp16 (half the bytes of a bandwidth-bound network); GEMMs on
+ * 2-byte operands (the weights' copy, made once per update) with fp32 accumulation; the loss in fp32 from
+ * fp32 logits (fp16: its gradient seeded times the loss scale, executor_cuda.c's). This file: which tensors
+ * are 2-byte, their byte layout, and the dense chain's layers (dense, ReLU, softmax cross-entropy) on them;
+ * the input and EfficientNet layers go through executor_cuda_layers.c's 2-byte path (TB_CU_HALF).
  * Private to cuda/executor_cuda*.c.
  */
 #ifndef TB_EXECUTOR_CUDA_BF16_H

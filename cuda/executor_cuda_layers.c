@@ -178,10 +178,12 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
         const struct conv_shape s = shape_of(m, l, n);
         if (s.groups > 1) CK(PICK(tb_cuda_gconv_forward, out, in, w, b, &s, st), "tb_cuda_gconv_forward");
         else if (is_1x1(&s) && w16)
-            CK(TB_CU_HALF(e, tb_cuda_conv1x1_forward, e->blas, out, in, w16, b, &s, st), "tb_cuda_conv1x1_forward (2-byte)");
+            CK(TB_CU_HALF(e, tb_cuda_conv1x1_forward, e->blas, out, in, w16, b, &s, st),
+               "tb_cuda_conv1x1_forward (2-byte)");
         else if (is_1x1(&s)) CK(tb_cuda_conv1x1_forward(e->blas, out, in, w, b, &s, st), "tb_cuda_conv1x1_forward");
         else if (use_direct(&s) && w16)
-            CK(TB_CU_HALF(e, tb_cuda_conv_direct_forward, out, in, w16, b, &s, st), "tb_cuda_conv_direct_forward (2-byte)");
+            CK(TB_CU_HALF(e, tb_cuda_conv_direct_forward, out, in, w16, b, &s, st),
+               "tb_cuda_conv_direct_forward (2-byte)");
         else if (use_direct(&s)) CK(tb_cuda_conv_direct_forward(out, in, w, b, &s, st), "tb_cuda_conv_direct_forward");
         else if (w16)
             CK(TB_CU_HALF(e, tb_cuda_conv_im2col_forward, e->blas, out, in, w16, b, &s, e->scratch, st),

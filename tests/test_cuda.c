@@ -811,7 +811,8 @@ static void half_step_vs_cpu(struct fixture *f, int n, enum stage_prec prec, dou
     free(gg);
     cr_assert_eq(executor_update(&g, 3), TB_OK, "%s", tb_error_get());
     cr_assert_eq(executor_update(&c, 3), TB_OK, "%s", tb_error_get());
-    assert_close(&g, &c, TF_PARAMS, 1e-5, "mixed precision: fp32 master weights after one SGD step from the device's gradients");
+    assert_close(&g, &c, TF_PARAMS, 1e-5,
+                 "mixed precision: fp32 master weights after one SGD step from the device's gradients");
     executor_destroy(&g), executor_destroy(&c), executor_destroy(&c16);
 }
 
