@@ -31,10 +31,15 @@
  *     1e-5 of the cpu's —, the loss falling over 12 bf16 steps on one batch (mlp: each step within 5e-2 of
  *     the cpu's fp32 loss), and evaluation after a step (loss and logits within 2e-2 or 8 times the baseline).
  *     The bf16 tolerances are what the H200 runs support (assert_close_bf16 says why).
+ *   - fp16 mixed precision (--precision fp16, not yet run on a GPU): the bf16 step and loss-fall checks with
+ *     fp16 (baseline from fp16-rounded weights), and loss scaling: a static scale of 1e30 overflows every
+ *     step, each update is skipped (weights bitwise unchanged, steps counted, scale kept) and the tenth in a
+ *     row is a diverged run naming --loss-scale; a dynamic scale halves on an overflowed step and the next
+ *     clean step updates.
  * The gradient shortcut (overwrite at a gradient's last reader) in the shared gradient arena gives the values
  * zeroing and accumulating in one slot per tensor give.
  * Without a GPU too: the gradient arena (no two gradients alive together share a byte), the bf16 activation
- * layout (disjoint, aligned, fp32 where it must be) and the fp16 refusal at create (one line).
+ * layout (disjoint, aligned, fp32 where it must be).
  */
 #include "test_util.h"
 
