@@ -692,7 +692,7 @@ Test(resume, ckpt_roundtrip_loads_saved_and_resumable_checkpoints_into_torchvisi
                                  "--res 32 --classes 10 --out '%s' >py%d.log 2>&1",
                            dir, TB_SOURCE_DIR, files[i], out, i) > 0);
         const int rc = system(cmd);
-        char name[16];
+        char name[24]; /* "py", any int, ".log" */
         snprintf(name, sizeof name, "py%d.log", i);
         char *lp = rb_path(dir, name), *log = tu_read_file(lp, NULL);
         cr_assert_eq(rc, 0, "ckpt_roundtrip.py load %s failed: %s", files[i], log ? log : "");
