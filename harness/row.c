@@ -512,23 +512,38 @@ void write_step_executions(struct session *s, struct json_buf *b)
     s->n_exec = s->n_exec_steps = 0;
 }
 
+/* fp16's loss scaling, on every backend that has it (ipu stages, the cuda device): the scale now, static or
+ * dynamic, and the steps skipped on a gradient overflow; printed on the summary where no pipeline line does. */
+static void write_loss_scaling(struct session *s, struct json_buf *b, int print)
+{
+    struct backend_stats st;
+    if (backend_stats(&s->be, &st) != TB_OK || !st.loss_scaling) {
+        tb_error_clear();
+        return;
+    }
+    const struct loss_scaler *ls = st.loss_scaling;
+    json_key_object(b, "loss_scaling");
+    json_key_double(b, "scale", ls->scale);
+    json_key_str(b, "mode", ls->fixed > 0.0f ? "static" : "dynamic");
+    json_key_int(b, "skipped_steps", ls->skipped);
+    json_end_object(b);
+    if (print)
+        printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", (double)ls->scale,
+               ls->fixed > 0.0f ? "static" : "dynamic", ls->skipped, ls->skipped == 1 ? "" : "s");
+}
+
 /* Pipelined backends: the measured per-stage accounting (labelled measured) and, with
- * --project-devices, the POD-scale projection built from it (labelled projected). */
+ * --project-devices, the POD-scale projection built from it (labelled projected); fp16's loss scaling on any. */
 void write_pipeline(struct session *s, struct json_buf *b)
 {
     struct pipeline_report r;
     const int print = s->primary && !s->c.quiet;
     if (backend_pipeline_report(&s->be, &r) != TB_OK) {
         tb_error_clear();
-        /* A device that scales the loss itself (cuda fp16): its scale and skipped steps on the summary. */
-        struct backend_stats st;
-        if (print && backend_stats(&s->be, &st) == TB_OK && st.loss_scaling)
-            printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", (double)st.loss_scaling->scale,
-                   st.loss_scaling->fixed > 0.0f ? "static" : "dynamic", st.loss_scaling->skipped,
-                   st.loss_scaling->skipped == 1 ? "" : "s");
-        tb_error_clear();
+        write_loss_scaling(s, b, print);
         return;
     }
+    write_loss_scaling(s, b, 0); /* the pipeline's lines say it */
     json_key_object(b, "pipeline");
     json_key_str(b, "label", "measured");
     json_key_int(b, "stages", r.stages);
