@@ -512,38 +512,38 @@ void write_step_executions(struct session *s, struct json_buf *b)
     s->n_exec = s->n_exec_steps = 0;
 }
 
-/* fp16's loss scaling, on every backend that has it (ipu stages, the cuda device): the scale now, static or
- * dynamic, and the steps skipped on a gradient overflow; printed on the summary where no pipeline line does. */
-static void write_loss_scaling(struct session *s, struct json_buf *b, int print)
+/* The summary's fp16 loss-scale line. */
+static void print_loss_scale(double scale, int is_static, long skipped)
 {
+    printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", scale, is_static ? "static" : "dynamic",
+           skipped, skipped == 1 ? "" : "s");
+}
+
+/* Pipelined backends: the measured per-stage accounting (labelled measured) and, with
+ * --project-devices, the POD-scale projection built from it (labelled projected). On every backend with fp16's
+ * loss scaling (ipu stages, the cuda device): the scale now, static or dynamic, and the steps skipped on a
+ * gradient overflow, printed on the summary where no pipeline line says it. One stats query for both. */
+void write_pipeline(struct session *s, struct json_buf *b)
+{
+    const int print = s->primary && !s->c.quiet;
     struct backend_stats st;
-    if (backend_stats(&s->be, &st) != TB_OK || !st.loss_scaling) {
+    if (backend_stats(&s->be, &st) != TB_OK) {
         tb_error_clear();
         return;
     }
     const struct loss_scaler *ls = st.loss_scaling;
-    json_key_object(b, "loss_scaling");
-    json_key_double(b, "scale", ls->scale);
-    json_key_str(b, "mode", ls->fixed > 0.0f ? "static" : "dynamic");
-    json_key_int(b, "skipped_steps", ls->skipped);
-    json_end_object(b);
-    if (print)
-        printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", (double)ls->scale,
-               ls->fixed > 0.0f ? "static" : "dynamic", ls->skipped, ls->skipped == 1 ? "" : "s");
-}
-
-/* Pipelined backends: the measured per-stage accounting (labelled measured) and, with
- * --project-devices, the POD-scale projection built from it (labelled projected); fp16's loss scaling on any. */
-void write_pipeline(struct session *s, struct json_buf *b)
-{
-    struct pipeline_report r;
-    const int print = s->primary && !s->c.quiet;
-    if (backend_pipeline_report(&s->be, &r) != TB_OK) {
-        tb_error_clear();
-        write_loss_scaling(s, b, print);
+    if (ls) {
+        json_key_object(b, "loss_scaling");
+        json_key_double(b, "scale", ls->scale);
+        json_key_str(b, "mode", ls->fixed > 0.0f ? "static" : "dynamic");
+        json_key_int(b, "skipped_steps", ls->skipped);
+        json_end_object(b);
+    }
+    if (!st.pipeline) {
+        if (print && ls) print_loss_scale(ls->scale, ls->fixed > 0.0f, ls->skipped);
         return;
     }
-    write_loss_scaling(s, b, 0); /* the pipeline's lines say it */
+    const struct pipeline_report r = *st.pipeline; /* a copy: timeline_row_write queries the stats again */
     json_key_object(b, "pipeline");
     json_key_str(b, "label", "measured");
     json_key_int(b, "stages", r.stages);
@@ -589,8 +589,7 @@ void write_pipeline(struct session *s, struct json_buf *b)
         printf("  pipeline    measured bubble %.1f %% (ideal (S-1)/(G+S-1) = %.1f %%)\n", 100.0 * r.bubble_measured,
                100.0 * r.bubble_ideal);
         if (r.loss_scale != 1.0 || r.loss_scale_static || r.skipped_steps)
-            printf("  loss scale  %g (%s), %ld step%s skipped on a gradient overflow\n", r.loss_scale,
-                   r.loss_scale_static ? "static" : "dynamic", r.skipped_steps, r.skipped_steps == 1 ? "" : "s");
+            print_loss_scale(r.loss_scale, r.loss_scale_static, r.skipped_steps);
         for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
             /* ms: an mnist-mlp step's stages (µs of work) printed as 0.000 s throughout. */
             printf("  stage %-4d  compute %.3f ms, exchange %.3f ms, idle %.3f ms, all-reduce %.3f ms per step; "

@@ -821,17 +821,12 @@ static void half_step_vs_cpu(struct fixture *f, int n, enum stage_prec prec, dou
     executor_destroy(&g), executor_destroy(&c), executor_destroy(&c16);
 }
 
-static void bf16_step_vs_cpu(struct fixture *f, int n, double loss_tol, double grad_tol)
-{
-    half_step_vs_cpu(f, n, STAGE_PREC_BF16, loss_tol, grad_tol);
-}
-
 Test(cuda, mlp_bf16_step_vs_cpu)
 {
     need_gpu();
     struct fixture f;
     fixture_init(&f, N, 0.0f);
-    bf16_step_vs_cpu(&f, N, 1e-2, 0.15);
+    half_step_vs_cpu(&f, N, STAGE_PREC_BF16, 1e-2, 0.15);
     fixture_free(&f);
 }
 
@@ -840,7 +835,7 @@ Test(cuda, effnet_b0_bf16_step_vs_cpu)
     need_gpu();
     struct fixture f;
     effnet_fixture(&f, "effnet-b0", "batch", EFF_N);
-    bf16_step_vs_cpu(&f, EFF_N, 2e-2, 0.1);
+    half_step_vs_cpu(&f, EFF_N, STAGE_PREC_BF16, 2e-2, 0.1);
     fixture_free(&f);
 }
 
@@ -875,17 +870,12 @@ static void half_loss_falls(struct fixture *f, int n, enum stage_prec prec, int 
     executor_destroy(&g), executor_destroy(&c);
 }
 
-static void bf16_loss_falls(struct fixture *f, int n, int steps, double cmp_tol)
-{
-    half_loss_falls(f, n, STAGE_PREC_BF16, steps, cmp_tol);
-}
-
 Test(cuda, mlp_bf16_loss_falls)
 {
     need_gpu();
     struct fixture f;
     fixture_init(&f, N, 0.0f);
-    bf16_loss_falls(&f, N, 12, 5e-2);
+    half_loss_falls(&f, N, STAGE_PREC_BF16, 12, 5e-2);
     fixture_free(&f);
 }
 
@@ -894,7 +884,7 @@ Test(cuda, effnet_b0_bf16_loss_falls)
     need_gpu();
     struct fixture f;
     effnet_fixture_drop(&f, "effnet-b0", "batch", EFF_N, 0.0f); /* no dropout: the same function every step */
-    bf16_loss_falls(&f, EFF_N, 12, 0.0);
+    half_loss_falls(&f, EFF_N, STAGE_PREC_BF16, 12, 0.0);
     fixture_free(&f);
 }
 
