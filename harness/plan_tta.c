@@ -363,6 +363,13 @@ static int tta_seed_loop(struct tta_plan *p, struct tta_seed *q)
     const long spe = p->spe, every = p->every, max_steps = p->max_steps, ck_every = p->ck_every;
     const struct tta_tracker *tr = &p->r.tr[q->k];
     int st = TB_OK;
+    /* A stop during an evaluation checkpoints the step before that evaluation is on the curve: the
+     * resumed seed runs it first, as the straight run did, or its curve (and the step that reached the
+     * target) would differ from the straight run's. */
+    const long at = q->step;
+    if (at > 0 && (at % every == 0 || at == max_steps) &&
+        (tr->n_points == 0 || tr->points[tr->n_points - 1].step < at))
+        st = tta_seed_evaluate(p, q);
     while (q->step < max_steps && st == TB_OK && !tr->reached) {
         const long step = q->step;
         /* A resumed seed opens the epoch it resumed in. */
