@@ -802,13 +802,18 @@ Test(cli, ipu_says_its_chosen_split)
 Test(cli, ipu_chooses_micro_batch_and_recompute_to_fit_memory, .timeout = 120)
 {
     setenv("TB_MEM_AVAILABLE", "300M", 1);
-    struct row_check r = {0};
-    run_for_rows(ARGS("--backend", "ipu", "--workload", "effnet-b0", "--resolution", "224", "--stages", "4",
-                      "--split", "3,8,13", "--batch", "16", "--plan", "throughput", "--warmup", "1", "--steps", "1", "--mllog", "none"),
-                 &r);
-    cr_assert_eq(r.n, 1);
-    cr_assert(strstr(r.err, "micro-batch 1 x GA 16 x 1 (chosen to fit memory)") != NULL, "%s", r.err);
-    cr_assert(strstr(r.err, "recompute chosen to fit") != NULL, "%s", r.err);
+    /* Not under ASan (a fifth of test_cli there): two steps of effnet-b0 at 224×224 whose pipeline and
+     * recomputation paths test_ipu takes at smaller sizes; the refusals below are planning only. */
+    if (!TU_UNDER_ASAN) {
+        struct row_check r = {0};
+        run_for_rows(ARGS("--backend", "ipu", "--workload", "effnet-b0", "--resolution", "224", "--stages", "4", "--split",
+                          "3,8,13", "--batch", "16", "--plan", "throughput", "--warmup", "1", "--steps", "1", "--mllog",
+                          "none"),
+                     &r);
+        cr_assert_eq(r.n, 1);
+        cr_assert(strstr(r.err, "micro-batch 1 x GA 16 x 1 (chosen to fit memory)") != NULL, "%s", r.err);
+        cr_assert(strstr(r.err, "recompute chosen to fit") != NULL, "%s", r.err);
+    }
 
     struct proc p;
     run_bench(ARGS("--backend", "ipu", "--workload", "effnet-b0", "--resolution", "224", "--stages", "4", "--split",

@@ -43,6 +43,14 @@
 #define TU_ASAN_STRIDE 1
 #endif
 
+/* 1 in the AddressSanitizer build: for a test that repeats its check over variants whose code paths other
+ * tests already take under ASan (the main build still runs every variant). */
+#ifdef __SANITIZE_ADDRESS__
+#define TU_UNDER_ASAN 1
+#else
+#define TU_UNDER_ASAN 0
+#endif
+
 /* Thread counts every partition test walks. */
 static const int TU_NTHS[] = {1, 2, 3, 7};
 #define TU_N_NTHS ((int)(sizeof TU_NTHS / sizeof TU_NTHS[0]))
