@@ -356,6 +356,9 @@ static void tta_seed_checkpoint_periodic(struct tta_plan *p, struct tta_seed *q)
     q->ckpt_time += tb_now_s() - c0;
 }
 
+/* Whether the seed evaluates after step: each evaluation period, and its last step. */
+static int tta_eval_due(const struct tta_plan *p, long step) { return step % p->every == 0 || step == p->max_steps; }
+
 /* The seed's steps until an evaluation reaches the target or --max-epochs runs out: an epoch, an
  * evaluation period or a checkpoint period at a time, whichever ends first. */
 static int tta_seed_loop(struct tta_plan *p, struct tta_seed *q)
@@ -367,7 +370,7 @@ static int tta_seed_loop(struct tta_plan *p, struct tta_seed *q)
      * resumed seed runs it first, as the straight run did, or its curve (and the step that reached the
      * target) would differ from the straight run's. */
     const long at = q->step;
-    if (at > 0 && (at % every == 0 || at == max_steps) &&
+    if (at > 0 && tta_eval_due(p, at) &&
         (tr->n_points == 0 || tr->points[tr->n_points - 1].step < at))
         st = tta_seed_evaluate(p, q);
     while (q->step < max_steps && st == TB_OK && !tr->reached) {
@@ -390,7 +393,7 @@ static int tta_seed_loop(struct tta_plan *p, struct tta_seed *q)
             mllog_event(&q->lg, MLLOG_END, "epoch_stop", "null", next / spe, NULL);
             q->open_epoch = 0;
         }
-        if ((next % every == 0 || next == max_steps) && (st = tta_seed_evaluate(p, q)) != TB_OK) break;
+        if (tta_eval_due(p, next) && (st = tta_seed_evaluate(p, q)) != TB_OK) break;
         if (ck_every > 0 && next % ck_every == 0 && next < max_steps && !tr->reached) tta_seed_checkpoint_periodic(p, q);
     }
     return st;

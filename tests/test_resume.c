@@ -469,6 +469,16 @@ static char *ck_file(const char *dir, const char *sub, long g)
     return strdup(p);
 }
 
+/* The time-to-accuracy state a checkpoint keeps, parsed (the caller frees it). */
+static struct json_value *tta_state_of(const char *ck)
+{
+    char state[1 << 16];
+    cr_assert_eq(checkpoint_read_meta(ck, "tta_state", state, sizeof state), TB_OK, "%s", tb_error_get());
+    struct json_value *sv = NULL;
+    cr_assert_eq(json_parse(state, strlen(state), &sv), TB_OK, "%s", tb_error_get());
+    return sv;
+}
+
 /* Starts a tta run (or its resumption), waits for a checkpoint in dir/ck past `after`, sends sig; checks
  * exit status, message and row; returns the plan step of the stop's checkpoint. seed_base: the steps of
  * the seeds finished before the one that stops. */
@@ -541,10 +551,8 @@ Test(resume, tta_interrupted_twice_and_resumed_reaches_the_target_at_the_same_st
     const double trained_before = json_get_number(r2, "figures.train_time_s", NAN);
     json_value_free(r2);
     /* The evaluations so far, as the checkpoint keeps them. */
-    char *ck2 = ck_file(dir, "ck", k2), state[1 << 16];
-    cr_assert_eq(checkpoint_read_meta(ck2, "tta_state", state, sizeof state), TB_OK, "%s", tb_error_get());
-    struct json_value *sv = NULL;
-    cr_assert_eq(json_parse(state, strlen(state), &sv), TB_OK, "%s", tb_error_get());
+    char *ck2 = ck_file(dir, "ck", k2);
+    struct json_value *sv = tta_state_of(ck2);
     /* Every evaluation up to k2, or all but k2's when the signal came during that one (the resumed run
      * then evaluates first: a_stop_during_an_evaluation_... makes that case on purpose). */
     const struct json_value *kept = json_get(sv, "curve");
@@ -592,10 +600,8 @@ Test(resume, a_stop_during_an_evaluation_resumes_with_that_evaluation)
     cr_assert_eq(code, 128 + SIGTERM, "exit %d: %s", code, err);
     cr_assert(strstr(err, "in the evaluation"), "%s", err);
     free(err);
-    char *ck = ck_file(dir, "ck", 75), state[1 << 16];
-    cr_assert_eq(checkpoint_read_meta(ck, "tta_state", state, sizeof state), TB_OK, "%s", tb_error_get());
-    struct json_value *sv = NULL;
-    cr_assert_eq(json_parse(state, strlen(state), &sv), TB_OK, "%s", tb_error_get());
+    char *ck = ck_file(dir, "ck", 75);
+    struct json_value *sv = tta_state_of(ck);
     const struct json_value *kept = json_get(sv, "curve");
     cr_assert(kept && kept->n == 2, "the checkpoint at step 75 keeps %d evaluations, want 2", kept ? kept->n : -1);
     cr_assert_eq(rb_run(dir, "resumed", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--resume", "ck")), 0);

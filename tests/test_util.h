@@ -24,32 +24,24 @@
 
 #include "rng.h"
 
-/* Skips the calling test in the AddressSanitizer build (`make test-san`): for the long training runs
- * (an epoch to an accuracy, a recipe's 30-50 steps) whose code paths shorter tests already take under
- * ASan and UBSan. The main build's ctest runs them in full; under ASan they took about a sixth of its ctest (355 -> 300 s without them). */
+/* 1 in the AddressSanitizer build: for a test that repeats its check over variants whose code paths other
+ * tests already take under ASan (the main build still runs every variant). TU_SKIP_UNDER_ASAN skips the
+ * calling test there (`make test-san`): for the long training runs (an epoch to
+ * an accuracy, a recipe's 30-50 steps) whose code paths shorter tests already take under ASan and UBSan. The
+ * main build's ctest runs them in full; under ASan they took about a sixth of its ctest (355 -> 300 s without them). */
 #ifdef __SANITIZE_ADDRESS__
+#define TU_UNDER_ASAN 1
 #define TU_SKIP_UNDER_ASAN(what)                                                                                \
     cr_skip_test("%s: a long run, checked in the main build; its paths are the shorter tests' under ASan", what)
 #else
+#define TU_UNDER_ASAN 0
 #define TU_SKIP_UNDER_ASAN(what) ((void)0)
 #endif
 
 /* Under ASan, every how-many-th cut point of the walks that check a model split at each of them (layer ranges
  * bitwise the whole model: 37 of test_executor's 66 s there): each cut runs the same kernels, and the main
  * build walks them all. */
-#ifdef __SANITIZE_ADDRESS__
-#define TU_ASAN_STRIDE 3
-#else
-#define TU_ASAN_STRIDE 1
-#endif
-
-/* 1 in the AddressSanitizer build: for a test that repeats its check over variants whose code paths other
- * tests already take under ASan (the main build still runs every variant). */
-#ifdef __SANITIZE_ADDRESS__
-#define TU_UNDER_ASAN 1
-#else
-#define TU_UNDER_ASAN 0
-#endif
+#define TU_ASAN_STRIDE (TU_UNDER_ASAN ? 3 : 1)
 
 /* Thread counts every partition test walks. */
 static const int TU_NTHS[] = {1, 2, 3, 7};
