@@ -209,6 +209,8 @@ struct tta_seed {
     long step, first;            /* the last completed step; the step this session began at */
     double prev_t, prev_e;       /* seconds training and evaluating before this process */
     double t0, eval_sess, ckpt_time; /* this process: clock start, seconds evaluating, writing checkpoints */
+    double eval_cut;             /* seconds of an evaluation a stop cut short: neither training nor on the
+                                  * curve (the resumed seed runs that evaluation again, and counts it then) */
     double session_train;
     long ckpt_step;              /* the step of this seed's newest checkpoint (-1: none) */
     long open_epoch;             /* the epoch whose epoch_start the log has and epoch_stop not yet (0: none) */
@@ -314,7 +316,7 @@ static int tta_seed_open(struct tta_plan *p, struct tta_seed *q, int k)
     mllog_event(&q->lg, MLLOG_START, "run_start", "null", -1, NULL);
     session_progress(s, &q->pr, p->max_steps, extra);
     q->t0 = tb_now_s();
-    q->eval_sess = q->ckpt_time = 0.0;
+    q->eval_sess = q->ckpt_time = q->eval_cut = 0.0;
     q->ckpt_step = q->resumed && p->resumed_here ? q->step : -1;
     return TB_OK;
 }
@@ -328,7 +330,10 @@ static int tta_seed_evaluate(struct tta_plan *p, struct tta_seed *q)
     mllog_event_meta(&q->lg, MLLOG_START, "eval_start", "null", &m);
     double acc, loss, dt;
     int st = session_evaluate(p->s, &acc, &loss, &dt);
-    if (st != TB_OK) return st;
+    if (st != TB_OK) {
+        q->eval_cut += dt;
+        return st;
+    }
     q->eval_sess += dt;
     char v[40];
     json_format_double(acc, v, sizeof v);
@@ -450,7 +455,7 @@ static int tta_seed_close(struct tta_plan *p, struct tta_seed *q, int st)
 {
     struct session *s = p->s;
     progress_finish(&q->pr);
-    q->session_train = tb_now_s() - q->t0 - q->ckpt_time - q->eval_sess;
+    q->session_train = tb_now_s() - q->t0 - q->ckpt_time - q->eval_sess - q->eval_cut;
     if (st == TB_OK) st = tta_seed_done(p, q);
     else if (st == TB_EINTR && p->ckpt && s->done_step > 0 && q->ckpt_step != s->done_step) tta_seed_interrupted(p, q, st);
     p->ckpt_total += q->ckpt_time;

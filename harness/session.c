@@ -509,19 +509,27 @@ int session_evaluate_chunks(struct session *s, long n, int chunk, float *logits,
     return st;
 }
 
-/* TB_STOP_IN_EVAL=K: SIGTERM raised as this process's K-th evaluation begins. The tests' way to stop a
- * run inside an evaluation, which a signal from outside hits only by chance (a few ms in a run). */
+/* TB_STOP_IN_EVAL=K[:MS]: SIGTERM raised MS milliseconds (default 0) into this process's K-th
+ * evaluation. The tests' way to stop a run inside an evaluation, which a signal from outside hits only
+ * by chance (a few ms in a run); MS stands for the evaluation's time before the stop. */
 static void stop_in_eval_failpoint(void)
 {
     static long count;
     const char *e = getenv("TB_STOP_IN_EVAL");
-    if (e && *e && ++count == strtol(e, NULL, 10)) raise(SIGTERM);
+    char *end;
+    if (!e || !*e || ++count != strtol(e, &end, 10)) return;
+    const long ms = *end == ':' ? strtol(end + 1, NULL, 10) : 0;
+    if (ms > 0) {
+        const struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    raise(SIGTERM);
 }
 
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s)
 {
-    stop_in_eval_failpoint();
     const double t0 = tb_now_s();
+    stop_in_eval_failpoint();
     const int n = session_eval_samples(s);
     struct eval_stats ev = {0};
     long done;

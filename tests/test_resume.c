@@ -585,21 +585,28 @@ Test(resume, tta_interrupted_twice_and_resumed_reaches_the_target_at_the_same_st
     free(dir);
 }
 
-/* A stop inside an evaluation (the third, at step 75: TB_STOP_IN_EVAL) checkpoints step 75 without that
- * evaluation; the resumed run evaluates step 75 before its next step, so its curve, and the step that
- * reaches the target, are the straight run's. Before the fix the resumed curve skipped step 75. */
+/* A stop inside an evaluation (1.5 s into the third, at step 75: TB_STOP_IN_EVAL) checkpoints step 75
+ * without that evaluation; the resumed run evaluates step 75 before its next step, so its curve, and the
+ * step that reaches the target, are the straight run's. Before the fix the resumed curve skipped step 75.
+ * The cut evaluation's seconds are not training: before that fix the stopped row (and the checkpoint the
+ * resumed run adds to) counted the 1.5 s as training 75 steps of a small MLP, which take milliseconds. */
 Test(resume, a_stop_during_an_evaluation_resumes_with_that_evaluation)
 {
     char *dir = new_dir();
     cr_assert_eq(rb_run(dir, "straight", RB_ARGS(RB_BASE), RB_ARGS(TTA)), 0);
     struct json_value *rs = rb_last_row(dir);
-    cr_assert_eq(setenv("TB_STOP_IN_EVAL", "3", 1), 0);
+    cr_assert_eq(setenv("TB_STOP_IN_EVAL", "3:1500", 1), 0);
     const int code = rb_run(dir, "stopped", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--checkpoint-dir", "ck"));
     unsetenv("TB_STOP_IN_EVAL");
     char *err = rb_stderr(dir, "stopped");
     cr_assert_eq(code, 128 + SIGTERM, "exit %d: %s", code, err);
     cr_assert(strstr(err, "in the evaluation"), "%s", err);
     free(err);
+    struct json_value *rp = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(rp, "status", ""), "interrupted");
+    const double trained = json_get_number(rp, "figures.train_time_s", NAN);
+    cr_assert(trained >= 0.0 && trained < 0.75, "the stopped row trained %g s (the cut evaluation took 1.5)", trained);
+    json_value_free(rp);
     char *ck = ck_file(dir, "ck", 75);
     struct json_value *sv = tta_state_of(ck);
     const struct json_value *kept = json_get(sv, "curve");
