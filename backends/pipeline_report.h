@@ -26,9 +26,6 @@ struct pipeline_report {
                                                        are decoded into while it runs (0 in fp32); its
                                                        gradients use a second window of the same size */
     double bubble_measured, bubble_ideal;
-    double loss_scale;     /* fp16: the loss scale now (1 otherwise) */
-    int loss_scale_static; /* fp16: --loss-scale N (else dynamic) */
-    long skipped_steps;    /* fp16: steps skipped on a gradient overflow */
 };
 
 /* One interval of a pipelined backend's last completed training step: what device `device` (stage,

@@ -522,7 +522,7 @@ static void print_loss_scale(double scale, int is_static, long skipped)
 /* Pipelined backends: the measured per-stage accounting (labelled measured) and, with
  * --project-devices, the POD-scale projection built from it (labelled projected). On every backend with fp16's
  * loss scaling (ipu stages, the cuda device): the scale now, static or dynamic, and the steps skipped on a
- * gradient overflow, printed on the summary where no pipeline line says it. One stats query for both. */
+ * gradient overflow, on the summary under the pipeline's lines where there are any. One stats query for both. */
 void write_pipeline(struct session *s, struct json_buf *b)
 {
     const int print = s->primary && !s->c.quiet;
@@ -563,9 +563,6 @@ void write_pipeline(struct session *s, struct json_buf *b)
     }
     json_key_double(b, "bubble_measured", r.bubble_measured);
     json_key_double(b, "bubble_ideal", r.bubble_ideal);
-    json_key_double(b, "loss_scale", r.loss_scale);
-    json_key_str(b, "loss_scale_mode", r.loss_scale_static ? "static" : "dynamic");
-    json_key_int(b, "skipped_steps", r.skipped_steps);
     json_key_array(b, "per_stage");
     for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++) {
         json_begin_object(b);
@@ -588,8 +585,7 @@ void write_pipeline(struct session *s, struct json_buf *b)
     if (print) {
         printf("  pipeline    measured bubble %.1f %% (ideal (S-1)/(G+S-1) = %.1f %%)\n", 100.0 * r.bubble_measured,
                100.0 * r.bubble_ideal);
-        if (r.loss_scale != 1.0 || r.loss_scale_static || r.skipped_steps)
-            print_loss_scale(r.loss_scale, r.loss_scale_static, r.skipped_steps);
+        if (ls) print_loss_scale(ls->scale, ls->fixed > 0.0f, ls->skipped);
         for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
             /* ms: an mnist-mlp step's stages (µs of work) printed as 0.000 s throughout. */
             printf("  stage %-4d  compute %.3f ms, exchange %.3f ms, idle %.3f ms, all-reduce %.3f ms per step; "

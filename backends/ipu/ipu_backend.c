@@ -262,9 +262,6 @@ static void pipeline_report_fill(struct ipu_ctx *c, struct pipeline_report *r)
         r->weight_window_bytes[s] = es.window_bytes;
     }
     r->bubble_ideal = ipu_plan_ideal_bubble(p);
-    r->loss_scale = c->ls.scale;
-    r->loss_scale_static = p->loss_scale > 0.0f;
-    r->skipped_steps = c->ls.skipped;
     r->bubble_measured = c->sum_span > 0 ? 1.0 - c->sum_busy / c->sum_span : NAN;
 }
 
