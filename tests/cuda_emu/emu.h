@@ -1,0 +1,106 @@
+/* emu.h — CUDA kernels run on the CPU: the shim force-included (-include) into each cuda/ops_*.cu that
+ * tests/cuda_emu/emu_launch.py made host C++, so test_cuda_ops can check the kernels' logic (indexing,
+ * launch shapes, fp16/bf16 rounding, barriers) on a machine without a GPU, and under ASan their bounds.
+ *
+ * A launch runs its grid at once, block by block in order; a block's threads run one after another, each
+ * on its own stack (a fiber), switching at __syncthreads, so a barrier means what it means on a GPU.
+ * __shared__ arrays are function statics: one block runs at a time. Device memory is host memory, streams
+ * are ignored (everything is synchronous). What it cannot show: races between threads (they never run at
+ * once), warp-level behaviour, speed. Never part of bench: a test-only build.
+ */
+#ifndef TB_CUDA_EMU_H
+#define TB_CUDA_EMU_H
+
+#define __shared__ static /* one block at a time: a block's shared array is the kernel's static */
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+namespace tbemu {
+
+/* The position of the thread running now, set by the grid runner before each switch into a thread. */
+extern thread_local uint3 thread_idx, block_idx;
+extern thread_local dim3 block_dim, grid_dim;
+
+/* Runs body(ctx) once for every thread of the grid (blocks in order, threads as fibers); key names the
+ * kernel (whether it ever waits at a barrier is learned on its first launch). Sets the last error on a
+ * bad configuration, as a launch does. */
+void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key);
+/* The dynamic shared memory of the launch running now. */
+void *dynamic_shared();
+/* __syncthreads: switches to the block's next thread; returns when every thread of the block got here. */
+void sync_block();
+
+/* __syncthreads_or(p): the barrier, then whether p was nonzero in any thread of the block. */
+int sync_block_or(int p);
+
+template <class F> struct site {
+    static const char key; /* one address a launch site: the key run_grid learns barriers by */
+};
+template <class F> const char site<F>::key = 0;
+
+template <class F> struct launcher {
+    F call_kernel;
+    dim3 grid, block;
+    size_t smem;
+    template <class... A> void operator()(A &&...a) const
+    {
+        struct call {
+            F f;
+            std::tuple<std::decay_t<A>...> args; /* the launch's copy of its arguments, as the GPU's */
+        } c{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
+        run_grid(grid, block, smem, [](void *p) { std::apply(static_cast<call *>(p)->f, static_cast<call *>(p)->args); },
+                 &c, &site<F>::key);
+    }
+};
+
+/* kernel<<<grid, block, smem, stream>>> as emu_launch.py rewrites it: the launcher, called with the arguments. */
+template <class F> launcher<F> launch(F call_kernel, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = 0)
+{
+    return launcher<F>{call_kernel, grid, block, smem};
+}
+
+} // namespace tbemu
+
+#define threadIdx tbemu::thread_idx
+#define blockIdx tbemu::block_idx
+#define blockDim tbemu::block_dim
+#define gridDim tbemu::grid_dim
+#define __syncthreads() tbemu::sync_block()
+#define __syncthreads_or(p) tbemu::sync_block_or(p)
+
+/* The device intrinsics the kernels use, as their host meaning (round-to-nearest arithmetic is the host's). */
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+/* glibc declares __expf and __logf itself (its own exp and log): macros, not functions, over those. */
+#define __expf(x) expf(x)
+#define __logf(x) logf(x)
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T atomicAdd(T *p, T v)
+{
+    const T old = *p;
+    *p = old + v;
+    return old;
+}
+using std::isfinite;
+using std::max;
+using std::min;
+
+#endif

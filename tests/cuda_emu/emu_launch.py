@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""emu_launch.py IN.cu OUT.cpp — a CUDA source made host C++ for the CPU emulation (tests/cuda_emu/emu.h).
+
+Two rewrites, nothing else: each launch `kernel<...><<<grid, block[, smem[, stream]]>>>(args)` becomes
+`tbemu::launch(<a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, and `extern __shared__ T name[];` becomes
+a pointer to the launch's dynamic shared memory. A #include of another .cu file (ops_dwconv_fp16.cu includes
+ops_dwconv.cu) is rewritten too, to the generated .cpp beside OUT, so each unit sees rewritten code.
+"""
+import os
+import re
+import sys
+
+
+def kernel_start(src, end):
+    """Index where the kernel expression ending just before src[end] starts (identifier, ::, <...>)."""
+    i = end
+    while i > 0 and src[i - 1].isspace():
+        i -= 1
+    if i > 0 and src[i - 1] == '>':  # template arguments: back to the matching '<'
+        depth = 0
+        while i > 0:
+            i -= 1
+            if src[i] == '>':
+                depth += 1
+            elif src[i] == '<':
+                depth -= 1
+                if depth == 0:
+                    break
+        while i > 0 and src[i - 1].isspace():
+            i -= 1
+    while i > 0 and (src[i - 1].isalnum() or src[i - 1] in '_:'):
+        i -= 1
+    return i
+
+
+def rewrite(src):
+    out, pos = [], 0
+    while True:
+        a = src.find('<<<', pos)
+        if a < 0:
+            out.append(src[pos:])
+            break
+        b = src.find('>>>', a)
+        if b < 0:
+            sys.exit('emu_launch: <<< without >>>')
+        k = kernel_start(src, a)
+        if k < pos:
+            sys.exit('emu_launch: a launch inside the previous one')
+        out.append(src[pos:k])
+        # A lambda, not the kernel's address: a template kernel's arguments are deduced from the call's,
+        # as nvcc deduces them, and each thread calls it with the arguments the launch copied once.
+        out.append('tbemu::launch([](auto &...tbemu_a) { %s(tbemu_a...); }, %s)' % (src[k:a].strip(), src[a + 3:b].strip()))
+        pos = b + 3
+    src = ''.join(out)
+    src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;',
+                 r'\1 *\2 = static_cast<\1 *>(tbemu::dynamic_shared());', src)
+    src = re.sub(r'#include\s+"([\w./]+)\.cu"', r'#include "\1.cpp"', src)
+    return src
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit('usage: emu_launch.py IN.cu OUT.cpp')
+    with open(sys.argv[1]) as f:
+        src = f.read()
+    text = '#line 1 "%s"\n' % os.path.abspath(sys.argv[1]) + rewrite(src)
+    tmp = sys.argv[2] + '.tmp'
+    with open(tmp, 'w') as f:
+        f.write(text)
+    os.replace(tmp, sys.argv[2])
+
+
+if __name__ == '__main__':
+    main()
