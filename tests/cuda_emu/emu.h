@@ -19,7 +19,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -46,35 +50,63 @@ template <class F> struct site {
 };
 template <class F> const char site<F>::key = 0;
 
+/* Whether stream st is being captured into a graph; record adds work to its graph instead of running it
+ * (cudaGraphLaunch runs the graph's work in order). */
+bool capturing(cudaStream_t st);
+void record(cudaStream_t st, std::function<void()> work);
+
 template <class F> struct launcher {
     F call_kernel;
     dim3 grid, block;
     size_t smem;
+    cudaStream_t stream;
     template <class... A> void operator()(A &&...a) const
     {
         struct call {
             F f;
             std::tuple<std::decay_t<A>...> args; /* the launch's copy of its arguments, as the GPU's */
-        } c{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
-        run_grid(grid, block, smem, [](void *p) { std::apply(static_cast<call *>(p)->f, static_cast<call *>(p)->args); },
-                 &c, &site<F>::key);
+        };
+        void (*body)(void *) = [](void *p) { std::apply(static_cast<call *>(p)->f, static_cast<call *>(p)->args); };
+        if (capturing(stream)) { /* a graph keeps the arguments of the launch it captured */
+            auto c = std::make_shared<call>(call{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)});
+            const dim3 g = grid, b = block;
+            const size_t sm = smem;
+            record(stream, [c, g, b, sm, body] { run_grid(g, b, sm, body, c.get(), &site<F>::key); });
+            return;
+        }
+        call c{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
+        run_grid(grid, block, smem, body, &c, &site<F>::key);
     }
 };
 
 /* kernel<<<grid, block, smem, stream>>> as emu_launch.py rewrites it: the launcher, called with the arguments. */
-template <class F> launcher<F> launch(F call_kernel, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = 0)
+template <class F> launcher<F> launch(F call_kernel, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t st = 0)
 {
-    return launcher<F>{call_kernel, grid, block, smem};
+    return launcher<F>{call_kernel, grid, block, smem, st};
 }
 
 } // namespace tbemu
 
-#define threadIdx tbemu::thread_idx
-#define blockIdx tbemu::block_idx
-#define blockDim tbemu::block_dim
-#define gridDim tbemu::grid_dim
+/* threadIdx, blockIdx, blockDim and gridDim: emu_launch.py names tbemu's (not a macro here: a launch
+ * configuration's own .blockDim and .gridDim fields keep their names). */
+#define __launch_bounds__(...)
 #define __syncthreads() tbemu::sync_block()
 #define __syncthreads_or(p) tbemu::sync_block_or(p)
+
+/* cuda_runtime.h's templates over a kernel that it declares for nvcc only: attributes as the emulation has
+ * them (its host templates, cudaLaunchKernelEx among them, call the C entry points emu_runtime.cpp defines). */
+template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int) { return cudaSuccess; }
+template <class T> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, T *)
+{
+    *a = cudaFuncAttributes{};
+    a->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
+}
+template <class T> cudaError_t cudaOccupancyMaxActiveClusters(int *n, T, const cudaLaunchConfig_t *)
+{
+    *n = 0;
+    return cudaSuccess;
+}
 
 /* The device intrinsics the kernels use, as their host meaning (round-to-nearest arithmetic is the host's). */
 static inline float __fmul_rn(float a, float b) { return a * b; }
@@ -93,6 +125,14 @@ static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 template <class T> static inline T __ldg(const T *p) { return *p; }
+template <class T> static inline T __ldcg(const T *p) { return *p; }
+/* Warp shuffles need a warp's lanes at once; threads run one at a time here, so a kernel with one stops the
+ * process where it would run (mlp_persist.cu's, which the emulated device never launches: no cooperative launch). */
+template <class T> static inline T __shfl_xor_sync(unsigned, T, int)
+{
+    std::fprintf(stderr, "cuda emulation: warp shuffles are not emulated\n");
+    std::abort();
+}
 template <class T> static inline T atomicAdd(T *p, T v)
 {
     const T old = *p;

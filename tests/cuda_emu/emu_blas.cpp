@@ -14,14 +14,18 @@ extern "C" {
 #include <cstdlib>
 #include <vector>
 
+#include "emu.h" /* tbemu::capturing, tbemu::record */
+
 struct tb_cublas {
-    int unused;
+    cudaStream_t stream; /* a GEMM on it while it is captured goes into the graph, as cuBLAS's kernels would */
 };
 
-extern "C" int tb_cublas_create(tb_cublas **h, cudaStream_t)
+extern "C" int tb_cublas_create(tb_cublas **h, cudaStream_t s)
 {
     *h = static_cast<tb_cublas *>(std::calloc(1, sizeof **h));
-    return *h ? TB_OK : tb_error_set(TB_ENOMEM, "cuda: out of memory");
+    if (!*h) return tb_error_set(TB_ENOMEM, "cuda: out of memory");
+    (*h)->stream = s;
+    return TB_OK;
 }
 
 extern "C" void tb_cublas_destroy(tb_cublas *h) { std::free(h); }
@@ -75,28 +79,38 @@ void one_gemm(enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float al
 
 } // namespace
 
-extern "C" int tb_cublas_sgemm(tb_cublas *, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+/* One GEMM now, or into the graph its handle's stream is capturing (the operands are read at the replay). */
+static void gemm_on(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha, const void *A,
+                    int lda, const void *B, int ldb, float beta, void *C, int ldc)
+{
+    if (tbemu::capturing(h->stream))
+        tbemu::record(h->stream, [=] { one_gemm(p, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); });
+    else
+        one_gemm(p, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+extern "C" int tb_cublas_sgemm(tb_cublas *h, int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
                                const float *B, int ldb, float beta, float *C, int ldc)
 {
-    one_gemm(TB_GEMM_FP32, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_on(h, TB_GEMM_FP32, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     return TB_OK;
 }
 
-extern "C" int tb_cublas_gemm_ex(tb_cublas *, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha,
+extern "C" int tb_cublas_gemm_ex(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k, float alpha,
                                  const void *A, int lda, const void *B, int ldb, float beta, void *C, int ldc)
 {
-    one_gemm(p, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_on(h, p, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     return TB_OK;
 }
 
-extern "C" int tb_cublas_gemm_strided_batched(tb_cublas *, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k,
+extern "C" int tb_cublas_gemm_strided_batched(tb_cublas *h, enum tb_gemm_prec p, int ta, int tb, int m, int n, int k,
                                               float alpha, const void *A, int lda, long long sA, const void *B, int ldb,
                                               long long sB, float beta, void *C, int ldc, long long sC, int batch)
 {
     const size_t eb = (size_t)elem_bytes(p), ec = c_is_fp32(p) ? 4 : eb;
     for (int i = 0; i < batch; i++)
-        one_gemm(p, ta, tb, m, n, k, alpha, static_cast<const char *>(A) + (size_t)i * sA * eb, lda,
-                 static_cast<const char *>(B) + (size_t)i * sB * eb, ldb, beta,
-                 static_cast<char *>(C) + (size_t)i * sC * ec, ldc);
+        gemm_on(h, p, ta, tb, m, n, k, alpha, static_cast<const char *>(A) + (size_t)i * sA * eb, lda,
+                static_cast<const char *>(B) + (size_t)i * sB * eb, ldb, beta, static_cast<char *>(C) + (size_t)i * sC * ec,
+                ldc);
     return TB_OK;
 }

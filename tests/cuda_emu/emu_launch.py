@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """emu_launch.py IN.cu OUT.cpp — a CUDA source made host C++ for the CPU emulation (tests/cuda_emu/emu.h).
 
-Two rewrites, nothing else: each launch `kernel<...><<<grid, block[, smem[, stream]]>>>(args)` becomes
+The rewrites: each launch `kernel<...><<<grid, block[, smem[, stream]]>>>(args)` becomes
 `tbemu::launch(<a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, and `extern __shared__ T name[];` becomes
-a pointer to the launch's dynamic shared memory. A #include of another .cu file (ops_dwconv_fp16.cu includes
+a pointer to the launch's dynamic shared memory, threadIdx, blockIdx, blockDim and gridDim the emulation's
+(tbemu::thread_idx...), <cooperative_groups.h> its shim (emu_cg.h). A #include of another .cu file (ops_dwconv_fp16.cu includes
 ops_dwconv.cu) is rewritten too, to the generated .cpp beside OUT, so each unit sees rewritten code.
 """
 import os
@@ -55,6 +56,11 @@ def rewrite(src):
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;',
                  r'\1 *\2 = static_cast<\1 *>(tbemu::dynamic_shared());', src)
     src = re.sub(r'#include\s+"([\w./]+)\.cu"', r'#include "\1.cpp"', src)
+    src = src.replace('#include <cooperative_groups.h>', '#include "emu_cg.h"')
+    # The built-in positions, where they are not a field (cudaLaunchConfig_t's blockDim and gridDim).
+    for name, emu in (('threadIdx', 'thread_idx'), ('blockIdx', 'block_idx'), ('blockDim', 'block_dim'),
+                      ('gridDim', 'grid_dim')):
+        src = re.sub(r'(?<![.>\w])%s\b' % name, 'tbemu::' + emu, src)
     return src
 
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <chrono>
 #include <ucontext.h>
 #include <unordered_map>
 #include <vector>
@@ -205,10 +206,12 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
                  * barrier, the kernel has none and the rest run as plain calls (a barrier then aborts). */
                 r.direct = known == 0 || (known == -1 && (x | y | z) != 0 && !r.waited);
                 if (r.direct) {
-                    for (unsigned t = 0; t < nt; t++) {
-                        thread_idx = thread_pos(t, block);
-                        body(ctx);
-                    }
+                    for (unsigned tz = 0; tz < block.z; tz++)
+                        for (unsigned ty = 0; ty < block.y; ty++)
+                            for (unsigned tx = 0; tx < block.x; tx++) {
+                                thread_idx = uint3{tx, ty, tz};
+                                body(ctx);
+                            }
                 } else {
                     block_fibers(r, (unsigned)nt);
                 }
@@ -216,6 +219,21 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
     run = saved;
     std::lock_guard<std::mutex> g(learned_mu);
     learned[key] = r.waited || known == 1;
+}
+
+/* Streams: everything runs as it is issued, so a stream is only whether it is capturing, and into what. */
+struct graph {
+    std::vector<std::function<void()>> work;
+};
+struct stream {
+    graph *capture; /* non-null while capturing */
+};
+
+bool capturing(cudaStream_t st) { return st && reinterpret_cast<stream *>(st)->capture; }
+
+void record(cudaStream_t st, std::function<void()> work)
+{
+    reinterpret_cast<stream *>(st)->capture->work.push_back(std::move(work));
 }
 
 } // namespace tbemu
@@ -255,13 +273,29 @@ cudaError_t cudaGetDevice(int *d)
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+/* Device allocations and their sizes: cudaMemGetInfo's free is the emulated memory less what is held. */
+static std::mutex alloc_mu;
+static std::unordered_map<void *, size_t> allocs;
+static size_t alloc_bytes;
+
 cudaError_t cudaMalloc(void **p, size_t n)
 {
     /* 256-byte aligned, as cudaMalloc's, and n bytes exactly, so that ASan sees a read past the end. */
-    return posix_memalign(p, 256, n ? n : 1) == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (posix_memalign(p, 256, n ? n : 1) != 0) return tbemu::last_error = cudaErrorMemoryAllocation;
+    std::lock_guard<std::mutex> g(alloc_mu);
+    allocs[*p] = n, alloc_bytes += n;
+    return cudaSuccess;
 }
 cudaError_t cudaFree(void *p)
 {
+    if (!p) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> g(alloc_mu);
+        auto it = allocs.find(p);
+        if (it == allocs.end()) return tbemu::last_error = cudaErrorInvalidValue; /* not ours, or freed twice */
+        alloc_bytes -= it->second;
+        allocs.erase(it);
+    }
     std::free(p);
     return cudaSuccess;
 }
@@ -270,8 +304,14 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind)
     if (n) std::memmove(d, s, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t)
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st)
 {
+    if (tbemu::capturing(st)) {
+        tbemu::record(st, [d, s, n] {
+            if (n) std::memmove(d, s, n);
+        });
+        return cudaSuccess;
+    }
     return cudaMemcpy(d, s, n, k);
 }
 cudaError_t cudaMemset(void *d, int v, size_t n)
@@ -279,6 +319,169 @@ cudaError_t cudaMemset(void *d, int v, size_t n)
     if (n) std::memset(d, v, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { return cudaMemset(d, v, n); }
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t st)
+{
+    if (tbemu::capturing(st)) {
+        tbemu::record(st, [d, v, n] {
+            if (n) std::memset(d, v, n);
+        });
+        return cudaSuccess;
+    }
+    return cudaMemset(d, v, n);
+}
+
+/* Pinned host memory is host memory (not the device's: no count). */
+cudaError_t cudaMallocHost(void **p, size_t n)
+{
+    return posix_memalign(p, 256, n ? n : 1) == 0 ? cudaSuccess : (tbemu::last_error = cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void *p)
+{
+    std::free(p);
+    return cudaSuccess;
+}
+
+/* What the emulated device says of itself: an H200's shape (132 SMs, compute capability 9.0, 227 KiB of shared
+ * memory a block), no cooperative launch (blocks run one at a time), 8 GiB of memory. */
+static const size_t kEmuMemory = size_t(8) << 30;
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+    std::lock_guard<std::mutex> g(alloc_mu);
+    *free_b = kEmuMemory - (alloc_bytes < kEmuMemory ? alloc_bytes : kEmuMemory), *total = kEmuMemory;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int)
+{
+    switch (a) {
+    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+    case cudaDevAttrCooperativeLaunch: *v = 0; break;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 232448; break;
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
+    case cudaDevAttrWarpSize: *v = 32; break;
+    default: *v = 0; break;
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int)
+{
+    *p = cudaDeviceProp{};
+    std::snprintf(p->name, sizeof p->name, "CUDA emulation on the CPU");
+    p->totalGlobalMem = kEmuMemory;
+    p->multiProcessorCount = 132;
+    p->major = 9, p->minor = 0;
+    p->sharedMemPerBlockOptin = 232448;
+    p->maxThreadsPerBlock = 1024;
+    p->warpSize = 32;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *, int, size_t, unsigned int)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveClusters(int *n, const void *, const cudaLaunchConfig_t *)
+{
+    *n = 0;
+    return cudaSuccess;
+}
+/* The launches whose blocks must run at once (emu_cg.h). */
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **) { return cudaErrorNotSupported; }
+cudaError_t cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t)
+{
+    return cudaErrorNotSupported;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned int)
+{
+    *st = reinterpret_cast<cudaStream_t>(new tbemu::stream{});
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlags(st, 0); }
+cudaError_t cudaStreamDestroy(cudaStream_t st)
+{
+    delete reinterpret_cast<tbemu::stream *>(st);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
+cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode)
+{
+    if (!st) return cudaErrorStreamCaptureUnsupported;
+    tbemu::stream *s = reinterpret_cast<tbemu::stream *>(st);
+    if (s->capture) return cudaErrorIllegalState;
+    s->capture = new tbemu::graph{};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *g)
+{
+    tbemu::stream *s = st ? reinterpret_cast<tbemu::stream *>(st) : nullptr;
+    if (!s || !s->capture) return cudaErrorIllegalState;
+    *g = reinterpret_cast<cudaGraph_t>(s->capture);
+    s->capture = nullptr;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long)
+{
+    *e = reinterpret_cast<cudaGraphExec_t>(new tbemu::graph(*reinterpret_cast<tbemu::graph *>(g)));
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t)
+{
+    for (auto &w : reinterpret_cast<tbemu::graph *>(e)->work) w();
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    delete reinterpret_cast<tbemu::graph *>(g);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e)
+{
+    delete reinterpret_cast<tbemu::graph *>(e);
+    return cudaSuccess;
+}
+
+/* Events: the host's clock when recorded (the work before it has run by then). */
+struct tbemu_event {
+    double ms;
+};
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int)
+{
+    *e = reinterpret_cast<cudaEvent_t>(new tbemu_event{0.0});
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    delete reinterpret_cast<tbemu_event *>(e);
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
+{
+    tbemu_event *ev = reinterpret_cast<tbemu_event *>(e);
+    if (tbemu::capturing(st)) {
+        tbemu::record(st, [ev] { ev->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); });
+        return cudaSuccess;
+    }
+    ev->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    *ms = (float)(reinterpret_cast<tbemu_event *>(b)->ms - reinterpret_cast<tbemu_event *>(a)->ms);
+    return cudaSuccess;
+}
 
 } // extern "C"
