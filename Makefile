@@ -19,7 +19,7 @@ DEB_PKGS := cmake ninja-build gcc make pkg-config libopenblas-dev libfftw3-dev l
 GEN = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja 2>/dev/null),-G Ninja))
 COMPARE_PKGS := python3-torch python3-torchvision
 
-.PHONY: all build deps test test-fast test-mpi test-san test-tsan test-valgrind demo report seeds profile cachesim build-vg compare bench-mlp bench-scaling bench-blascalls kernbench fuzz clean
+.PHONY: all build deps test test-fast test-cuda-emu test-mpi test-san test-tsan test-valgrind demo report seeds profile cachesim build-vg compare bench-mlp bench-scaling bench-blascalls kernbench fuzz clean
 
 all: build
 
@@ -36,12 +36,18 @@ test: deps
 	@echo "== build ($$(date -u +%T) UTC: each phase says when it starts, so the log shows where the time goes)"
 	@$(MAKE) --no-print-directory build
 	@echo "== unit and integration tests ($$(date -u +%T))"
-	@cd $(BUILD) && ctest --output-on-failure -j$(CTEST_JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j$(CTEST_JOBS) -LE emu_long
 	@$(MAKE) --no-print-directory test-mpi test-san test-tsan test-valgrind
 	@echo "== make test: done ($$(date -u +%T))"
 
 test-fast: build
-	@cd $(BUILD) && ctest --output-on-failure -j$(CTEST_JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j$(CTEST_JOBS) -LE emu_long
+
+# The cuda device on the CPU emulation (tests/cuda_emu): every *_emu test, test_executor_emu's long walks too
+# (make test runs the others). Needs nvcc (the toolkit's headers); where the build has none, says so.
+test-cuda-emu: build
+	@cd $(BUILD) && if ctest -N -L emu | grep -q 'Total Tests: [1-9]'; then ctest --output-on-failure -j$(CTEST_JOBS) -L emu; \
+	  else echo "make test-cuda-emu: this build has no cuda device (no nvcc found), so no emulation"; exit 1; fi
 
 # The sanitizer and valgrind builds leave the cuda layer out (-DTB_CUDA=OFF): the CUDA runtime does not run
 # under ASan's shadow memory or valgrind, and nvcc's time is spent once, in the main build.

@@ -8,7 +8,7 @@
  * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
  * with Adam a dense chain's runs of steps (executor_run_steps) and fused train step as one persistent
  * kernel (mlp_persist.h; TB_CUDA_LOOP=graph, or a chain it does not take: the step captured once into a
- * CUDA graph and replayed); --profile as events around each layer; with cfg.prec bf16 or fp16, mixed
+ * CUDA graph and replayed); --profile and --trace as events around each layer; with cfg.prec bf16 or fp16, mixed
  * precision (executor_cuda_bf16.h: 2-byte activations and GEMM operands, fp32 master weights, gradients and
  * optimizer state; no graph; fp16 with loss scaling: the loss gradient seeded times the scale, the gradients
  * unscaled and checked at the update, an overflowed step skipped, the scale as core/loss_scale.h). Stage
@@ -30,6 +30,7 @@
  */
 #include "executor_cuda.h"
 
+#include "clock.h"
 #include "collective_cuda.h"
 #include "cuda_util.h"
 #include "executor_cuda_bf16.h"
@@ -111,6 +112,12 @@ struct cuda_ctx {
      * the pass's start), read after the pass; per layer forward and backward seconds summed over passes. */
     cudaEvent_t *ev_f, *ev_b;
     double *prof;
+    /* --trace (whole models): the step's events, its layers' from the same per-layer events, put on the host's
+     * clock by an event the step's begin records and waits for (t0_dev: when the device reached it; 0: not
+     * this step). */
+    struct exec_trace tr;
+    cudaEvent_t ev_t0;
+    double t0_dev;
     double dev_bytes;                        /* device memory it allocated (the rows' gpu_mem_peak_mib) */
 };
 
@@ -320,38 +327,70 @@ static int enqueue_pass(struct cuda_ctx *c, const struct executor_pass *p, const
     if (ahead < 0) return ahead;
     if (fwd && !ahead && (st = upload(c, px, py, p->n)) != TB_OK) return st;
     if (fwd && c->stage && (st = tb_cuda_stage_feed(c->stage, 0, in, p->n, c->s)) != TB_OK) return st;
-    if (fwd && c->prof) TB_CU(cudaEventRecord(c->ev_f[p->l0], c->s));
+    if (fwd && c->ev_f) TB_CU(cudaEventRecord(c->ev_f[p->l0], c->s));
     for (int i = p->l0; fwd && i < p->l1; i++) {
         if ((st = layer_forward(c, in, &m->layers[i], p->n, p->n_global, p->training, p->first_index, p->step)) !=
             TB_OK)
             return st;
-        if (c->prof) TB_CU(cudaEventRecord(c->ev_f[i + 1], c->s));
+        if (c->ev_f) TB_CU(cudaEventRecord(c->ev_f[i + 1], c->s));
     }
     if (bwd && c->stage && (st = tb_cuda_stage_feed(c->stage, 1, in, p->n, c->s)) != TB_OK) return st;
-    if (bwd && c->prof) TB_CU(cudaEventRecord(c->ev_b[p->l1], c->s));
+    if (bwd && c->ev_b) TB_CU(cudaEventRecord(c->ev_b[p->l1], c->s));
     for (int i = p->l1 - 1; bwd && i >= p->l0; i--) {
         if ((st = layer_backward(c, in, &m->layers[i], i, p->n, p->first_index, p->step)) != TB_OK) return st;
-        if (c->prof) TB_CU(cudaEventRecord(c->ev_b[i], c->s));
+        if (c->ev_b) TB_CU(cudaEventRecord(c->ev_b[i], c->s));
     }
     return TB_OK;
 }
 
-/* --profile: waits for the pass and adds its layers' event intervals (forward, backward) to c->prof. */
-static int profile_add(struct cuda_ctx *c, const struct executor_pass *p, int fwd, int bwd)
+/* --trace: layer i's event from a to b (phase 'F' or 'B'), put on the host's clock through the step's ev_t0. */
+static int trace_layer(struct cuda_ctx *c, int i, char phase, cudaEvent_t a, cudaEvent_t b)
+{
+    float ma, mb;
+    TB_CU(cudaEventElapsedTime(&ma, c->ev_t0, a));
+    TB_CU(cudaEventElapsedTime(&mb, c->ev_t0, b));
+    exec_trace_add(&c->tr, i, phase, c->t0_dev + 1e-3 * ma, c->t0_dev + 1e-3 * mb);
+    return TB_OK;
+}
+
+/* --profile, --trace: waits for the pass, adds its layers' event intervals (forward, backward) to c->prof, and
+ * for a training pass appends them to the step's trace in the order they ran. */
+static int layer_events_add(struct cuda_ctx *c, const struct executor_pass *p, int fwd, int bwd)
 {
     TB_CU(cudaEventSynchronize(bwd ? c->ev_b[p->l0] : c->ev_f[p->l1]));
-    for (int i = p->l0; i < p->l1; i++) {
+    const int trace = c->tr.ev && c->t0_dev > 0.0 && p->training;
+    int st = TB_OK;
+    for (int i = p->l0; fwd && st == TB_OK && i < p->l1; i++) {
         float ms;
-        if (fwd) {
-            TB_CU(cudaEventElapsedTime(&ms, c->ev_f[i], c->ev_f[i + 1]));
-            c->prof[2 * i] += 1e-3 * ms;
-        }
-        if (bwd) {
-            TB_CU(cudaEventElapsedTime(&ms, c->ev_b[i + 1], c->ev_b[i]));
-            c->prof[2 * i + 1] += 1e-3 * ms;
-        }
+        TB_CU(cudaEventElapsedTime(&ms, c->ev_f[i], c->ev_f[i + 1]));
+        if (c->prof) c->prof[2 * i] += 1e-3 * ms;
+        if (trace) st = trace_layer(c, i, 'F', c->ev_f[i], c->ev_f[i + 1]);
     }
-    return TB_OK;
+    for (int i = p->l1 - 1; bwd && st == TB_OK && i >= p->l0; i--) {
+        float ms;
+        TB_CU(cudaEventElapsedTime(&ms, c->ev_b[i + 1], c->ev_b[i]));
+        if (c->prof) c->prof[2 * i + 1] += 1e-3 * ms;
+        if (trace) st = trace_layer(c, i, 'B', c->ev_b[i + 1], c->ev_b[i]);
+    }
+    return st;
+}
+
+/* --trace: phase 0 starts the step's list at host time t0 and marks where the device is (ev_t0, waited for,
+ * so the layers' event times map onto the host's clock); another phase is a whole-step event t0..t1. */
+static void cuda_trace(struct executor *ex, char phase, double t0, double t1)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    if (!c->tr.ev) return;
+    if (phase) {
+        exec_trace_add(&c->tr, -1, phase, t0, t1);
+        return;
+    }
+    c->tr.t0 = t0, c->tr.n = 0, c->t0_dev = 0.0;
+    if (cudaSetDevice(c->gpu) == cudaSuccess && cudaEventRecord(c->ev_t0, c->s) == cudaSuccess &&
+        cudaEventSynchronize(c->ev_t0) == cudaSuccess)
+        c->t0_dev = tb_now_s();
+    else
+        (void)cudaGetLastError(); /* no layer events this step; the run goes on */
 }
 
 static int cuda_compute(struct executor *ex, const struct executor_pass *p, int what, double *loss_sum)
@@ -372,7 +411,7 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     const int at_loss = p->l1 == m->n_layers;
     st = enqueue_pass(c, p, c->stage ? &c->stage->slot[p->slot] : &c->train, fwd, bwd);
     if (bwd && c->fp16) c->grads_scaled = 1, c->checked = 0;
-    if (st == TB_OK && c->prof) st = profile_add(c, p, fwd, bwd);
+    if (st == TB_OK && c->ev_f) st = layer_events_add(c, p, fwd, bwd);
     if (c->stage) {
         /* A stage's pass returns when its kernels are done, after a failure too: the imported host buffer is the
          * caller's again (its copy ran), and the schedule's F and B intervals time the pass itself. */
@@ -823,11 +862,12 @@ static void cuda_destroy(struct executor *ex)
     if (c->h_correct) cudaFreeHost(c->h_correct);
     if (c->h_stage) cudaFreeHost(c->h_stage);
     if (c->h_overflow) cudaFreeHost(c->h_overflow);
-    for (int i = 0; c->prof && c->ev_f && c->ev_b && i <= c->m->n_layers; i++) { /* c->m: a stage's is freed below */
+    for (int i = 0; c->ev_f && c->ev_b && i <= c->m->n_layers; i++) { /* c->m: a stage's is freed below */
         if (c->ev_f[i]) cudaEventDestroy(c->ev_f[i]);
         if (c->ev_b[i]) cudaEventDestroy(c->ev_b[i]);
     }
-    free(c->ev_f), free(c->ev_b), free(c->prof);
+    if (c->ev_t0) cudaEventDestroy(c->ev_t0);
+    free(c->ev_f), free(c->ev_b), free(c->prof), free(c->tr.ev);
     if (c->stage) tb_cuda_stage_free(c->stage), free(c->stage);
     if (c->s) cudaStreamDestroy(c->s);
     tb_cuda_mem_account(-c->dev_bytes);
@@ -936,6 +976,7 @@ static const struct executor_i cuda_iface = {
     .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
     .evaluate = cuda_evaluate, .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
     .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps, .stats = cuda_stats,
+    .trace = cuda_trace,
 };
 
 /* ---- stage executors (cfg.l1 > 0): executor_cuda_stage.c's plan and boundaries around the passes above ---- */
@@ -945,6 +986,7 @@ static int cuda_stats(struct executor *ex, struct executor_stats *s)
     const struct cuda_ctx *c = ctx_of(ex);
     if (c->stage) tb_cuda_stage_stats(c->stage, s);
     s->profile = c->prof;
+    s->trace = c->tr.ev, s->n_trace = c->tr.n;
     s->loss_scaling = c->fp16 ? &c->ls : NULL;
     return TB_OK;
 }
@@ -1149,15 +1191,19 @@ int executor_cuda_create(struct executor *ex)
     if ((st = cuda_set(ex, TF_OPT, NULL)) != TB_OK) return st;
     /* The segment tables went through the legacy stream (cudaMemcpy): complete before any pass reads them. */
     TB_CU(cudaDeviceSynchronize());
-    if (ex->cfg.profile && !stage) { /* --profile: the events each pass records (enqueue_pass) */
+    if ((ex->cfg.profile || ex->cfg.trace) && !stage) { /* --profile, --trace: the events each pass records */
         const size_t ne = (size_t)m->n_layers + 1;
         c->ev_f = calloc(ne, sizeof *c->ev_f), c->ev_b = calloc(ne, sizeof *c->ev_b);
-        c->prof = calloc(2 * (size_t)m->n_layers, sizeof *c->prof);
-        if (!c->ev_f || !c->ev_b || !c->prof) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
+        if (ex->cfg.profile) c->prof = calloc(2 * (size_t)m->n_layers, sizeof *c->prof);
+        if (ex->cfg.trace) c->tr.cap = 2 * m->n_layers + 8, c->tr.micro_batch = -1,
+                           c->tr.ev = calloc((size_t)c->tr.cap, sizeof *c->tr.ev);
+        if (!c->ev_f || !c->ev_b || (ex->cfg.profile && !c->prof) || (ex->cfg.trace && !c->tr.ev))
+            return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
         for (size_t i = 0; i < ne; i++) {
             TB_CU(cudaEventCreate(&c->ev_f[i]));
             TB_CU(cudaEventCreate(&c->ev_b[i]));
         }
+        if (ex->cfg.trace) TB_CU(cudaEventCreate(&c->ev_t0));
     }
     c->loop = loop_eligible(ex);
     if (c->loop) {

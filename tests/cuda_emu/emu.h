@@ -30,8 +30,9 @@
 namespace tbemu {
 
 /* The position of the thread running now, set by the grid runner before each switch into a thread. */
-extern thread_local uint3 thread_idx, block_idx;
-extern thread_local dim3 block_dim, grid_dim;
+/* Inline and of a type without a constructor (uint3, not dim3): every unit sees the definition, so no TLS
+ * wrapper is called at each use (UBSan at -O2 read an extern one's address as null). */
+inline thread_local uint3 thread_idx, block_idx, block_dim, grid_dim;
 
 /* Runs body(ctx) once for every thread of the grid (blocks in order, threads as fibers); key names the
  * kernel (whether it ever waits at a barrier is learned on its first launch). Sets the last error on a

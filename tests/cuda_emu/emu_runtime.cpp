@@ -15,9 +15,6 @@
 
 namespace tbemu {
 
-thread_local uint3 thread_idx, block_idx;
-thread_local dim3 block_dim, grid_dim;
-
 namespace {
 
 /* What a device allows (an H200's): past these a launch fails with cudaErrorInvalidConfiguration. */
@@ -124,7 +121,7 @@ void fiber_resume(block_run &r, unsigned t)
 #endif
 }
 
-uint3 thread_pos(unsigned t, dim3 b) { return uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)}; }
+uint3 thread_pos(unsigned t, uint3 b) { return uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)}; }
 
 /* One block as fibers: each thread runs until it reaches a barrier or ends; a pass over every live thread
  * brings them all to the barrier, the next pass past it. */
@@ -197,7 +194,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
     r.smem.assign(smem, 0xA5); /* not zeros: a kernel must not read shared memory it did not write */
     block_run *saved = run;
     run = &r;
-    block_dim = block, grid_dim = grid;
+    block_dim = uint3{block.x, block.y, block.z}, grid_dim = uint3{grid.x, grid.y, grid.z};
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
