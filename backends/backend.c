@@ -284,6 +284,12 @@ int backend_stats(struct backend *b, struct backend_stats *s)
     return rc;
 }
 
+int backend_restore_loss_scaling(struct backend *b, const char *state)
+{
+    TB_ASSERT(b->prepared);
+    return b->i->restore_loss_scaling ? b->i->restore_loss_scaling(b, state) : TB_OK;
+}
+
 int backend_conv_algos(struct backend *b, int *algos)
 {
     struct backend_stats s;

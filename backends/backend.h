@@ -135,6 +135,8 @@ struct backend_i {
      * see backend_stage_steps and backend_run_steps. */
     int (*stage_steps)(struct backend *b, long first_step, long n_steps, const struct batch *all);
     int (*run_steps)(struct backend *b, long step, long n_steps, struct step_stats *st, long *done);
+    /* --resume: puts back the fp16 loss scaler's state a checkpoint kept (loss_scaler_format's text). */
+    int (*restore_loss_scaling)(struct backend *b, const char *state);
 };
 
 struct backend {
@@ -255,6 +257,9 @@ int backend_trace_events(struct backend *b, struct trace_event *ev, int cap);
 /* Fills s with what the prepared backend reports (views valid until its next call; zeroed members for
  * what it does not record). The wrappers above read it; the harness may call it directly. */
 int backend_stats(struct backend *b, struct backend_stats *s);
+/* --resume: hands the fp16 loss scaler's state from a checkpoint (loss_scaler_format's text) to a backend that
+ * scales its loss (backend_stats' loss_scaling); TB_OK where it has no scaler; TB_EFORMAT for a bad state. */
+int backend_restore_loss_scaling(struct backend *b, const char *state);
 /* True unless this process is a non-zero MPI rank: only the primary prints and writes results. */
 int backend_is_primary(struct backend *b);
 /* Releases everything the backend holds (safe on a created-but-unprepared backend). */

@@ -190,13 +190,19 @@ static void lb_destroy(struct backend *b)
     b->ctx = NULL;
 }
 
+static int lb_restore_loss_scaling(struct backend *b, const char *state)
+{
+    return executor_restore_loss_scaling(&((struct local_ctx *)b->ctx)->ex, state);
+}
+
 /* cpu, threads and cuda are one schedule (one executor) under three names: the same members. */
 #define LOCAL_IFACE(NAME)                                                                                              \
     {                                                                                                                  \
         .name = NAME, .prepare = lb_prepare, .forward_backward = lb_forward_backward, .update = lb_update,            \
         .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,                 \
         .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,                 \
-        .prefetches = lb_prefetches, .prefetch = lb_prefetch, .stage_steps = lb_stage_steps, .run_steps = lb_run_steps \
+        .prefetches = lb_prefetches, .prefetch = lb_prefetch, .stage_steps = lb_stage_steps, .run_steps = lb_run_steps, \
+        .restore_loss_scaling = lb_restore_loss_scaling                                                                \
     }
 
 static const struct backend_i cpu_iface = LOCAL_IFACE("cpu");

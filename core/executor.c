@@ -337,6 +337,11 @@ void executor_set_grad_scale(struct executor *ex, float scale)
     if (ex->i->set_grad_scale) ex->i->set_grad_scale(ex, scale);
 }
 
+int executor_restore_loss_scaling(struct executor *ex, const char *state)
+{
+    return ex->i->restore_loss_scaling ? ex->i->restore_loss_scaling(ex, state) : TB_OK;
+}
+
 int executor_group_init(struct executor_group *g, struct executor *ex, int n)
 {
     memset(g, 0, sizeof *g);

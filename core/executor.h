@@ -202,6 +202,8 @@ struct executor_i {
                               float scale);
     /* Stages, half precision: gradients are stored times `scale` from the next call on. */
     void (*set_grad_scale)(struct executor *ex, float scale);
+    /* A device that scales its loss itself (executor_stats' loss_scaling): see executor_restore_loss_scaling. */
+    int (*restore_loss_scaling)(struct executor *ex, const char *state);
     /* Collectives over executors of this device (optional: a schedule without them sums host copies of
      * the gradients). group_init prepares g over its members (communicators, events) and says how in
      * g->how; allreduce_grads, called by one thread once every member's backward has been issued
@@ -346,6 +348,9 @@ size_t executor_export_boundary(struct executor *ex, int grads, int slot, void *
                                 float scale);
 /* Stages, half precision: stores gradients times scale (fp16's loss scale) from the next call on. */
 void executor_set_grad_scale(struct executor *ex, float scale);
+/* --resume: puts back the loss scaler's state (loss_scaler_format's text) on a device that scales its loss
+ * itself (cuda fp16); TB_OK on one that does not; TB_EFORMAT for a bad state. */
+int executor_restore_loss_scaling(struct executor *ex, const char *state);
 /* Prepares a gradient collective over ex[0..n) (created executors of one device): TB_EUNSUPPORTED with
  * the reason when the device has none, or none for this arrangement (the schedule then sums host copies). */
 int executor_group_init(struct executor_group *g, struct executor *ex, int n);

@@ -14,6 +14,8 @@
 #define LOSS_SCALE_DIVERGED 10    /* overflowed steps in a row at the lowest scale that end a run */
 #define LOSS_SCALE_CEILING 16777216.0f /* a dynamic scale doubles no further (2^24) */
 
+#include <stddef.h>
+
 struct loss_scaler {
     float scale;       /* the loss scale now */
     float fixed;       /* > 0: static at this value; 0: dynamic */
@@ -30,5 +32,11 @@ int loss_scaler_after_step(struct loss_scaler *s, int overflowed);
 /* Whether the overflows so far end the run (LOSS_SCALE_DIVERGED in a row at the lowest scale); if so, sets
  * TB_EDIVERGED with the one-line reason naming `step` and returns it, else TB_OK. */
 int loss_scaler_check(const struct loss_scaler *s, long step);
+/* Writes the scaler's state (scale, clean steps, skipped steps, overflows in a row) as one line of text for a
+ * checkpoint's metadata: "scale=S clean_steps=C skipped=K overflow_run=R". */
+void loss_scaler_format(const struct loss_scaler *s, char *buf, size_t n);
+/* Puts back into s (started by loss_scaler_init for this run) the state text holds: a dynamic scale and every
+ * count (a static scale stays the run's own); TB_EFORMAT if text is not loss_scaler_format's. */
+int loss_scaler_restore(struct loss_scaler *s, const char *text);
 
 #endif

@@ -970,13 +970,20 @@ static int persist_plan(struct cuda_ctx *c)
 
 static int cuda_stats(struct executor *ex, struct executor_stats *s);
 
+/* --resume of an fp16 run: the loss scale and counts the checkpoint kept. */
+static int cuda_restore_loss_scaling(struct executor *ex, const char *state)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    return c->fp16 ? loss_scaler_restore(&c->ls, state) : TB_OK;
+}
+
 static const struct executor_i cuda_iface = {
     .name = "cuda", .destroy = cuda_destroy, .compute = cuda_compute, .zero_grads = cuda_zero_grads,
     .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
     .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
     .evaluate = cuda_evaluate, .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
     .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps, .stats = cuda_stats,
-    .trace = cuda_trace,
+    .trace = cuda_trace, .restore_loss_scaling = cuda_restore_loss_scaling,
 };
 
 /* ---- stage executors (cfg.l1 > 0): executor_cuda_stage.c's plan and boundaries around the passes above ---- */

@@ -9,6 +9,7 @@
 #include "session.h"
 
 #include "checkpoint.h"
+#include "loss_scale.h"
 #include "status.h"
 
 #include <stdio.h>
@@ -176,6 +177,15 @@ int checkpoint_write(struct session *s, int batch, long step, long total, double
     json_key_int(&b, "optimizer_state_copies", spp);
     json_key_int(&b, "checkpoint_every", c->checkpoint_every);
     if (tta_state) json_key_str(&b, "tta_state", tta_state);
+    /* fp16's loss scaler: a resumed run goes on at the scale this one reached, with its counts (a fresh
+     * scaler would start at 32768 again, skip steps this run did not, and report only its own skips). */
+    struct backend_stats bs;
+    if (backend_stats(&s->be, &bs) == TB_OK && bs.loss_scaling) {
+        char ls[128];
+        loss_scaler_format(bs.loss_scaling, ls, sizeof ls);
+        json_key_str(&b, "loss_scaler", ls);
+    }
+    tb_error_clear();
     json_end_object(&b);
     st = json_buf_status(&b);
     if (st == TB_OK)
@@ -268,6 +278,12 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         st = backend_set_tensors(&s->be, TF_PARAMS, s->ck_params);
         if (st == TB_OK && s->m.n_buffers) st = backend_set_tensors(&s->be, TF_BUFFERS, s->ck_buffers);
         if (st == TB_OK && s->m.n_params && spp) st = backend_set_tensors(&s->be, TF_OPT, s->ck_opt);
+        char ls[128];
+        if (st == TB_OK && checkpoint_read_meta(path, "loss_scaler", ls, sizeof ls) == TB_OK &&
+            (st = backend_restore_loss_scaling(&s->be, ls)) != TB_OK) {
+            snprintf(why, sizeof why, "%s", tb_error_get());
+            return tb_error_set(st, "--resume: checkpoint %s: %s", path, why);
+        }
         if (st != TB_OK) return st;
         *start = steps[i];
         *prev_s = strtod(tv, NULL);

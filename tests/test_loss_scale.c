@@ -2,7 +2,7 @@
  * device's mixed precision share: the dynamic scale's start, halving on an overflowed step, doubling after
  * LOSS_SCALE_GROW clean steps up to its ceiling; a static scale that never moves; skipped steps counted; and
  * the diverged rule (LOSS_SCALE_DIVERGED overflows in a row, counted only at the lowest scale), with its
- * one-line reason.
+ * one-line reason; the state's text a checkpoint keeps, and what restoring it takes and refuses.
  */
 #include "test_util.h"
 
@@ -82,4 +82,45 @@ Test(loss_scale, dynamic_diverges_only_at_scale_one)
     cr_assert_eq(loss_scaler_check(&s, 30), TB_EDIVERGED);
     cr_assert(strstr(tb_error_get(), "at the lowest loss scale 1 (step 30): lower --lr"), "%s", tb_error_get());
     tb_error_clear();
+}
+
+/* A checkpoint's text of the scaler (--resume): the state comes back whole into a fresh dynamic scaler; a
+ * static one keeps the run's own scale and takes the counts; text no run leaves is refused, the scaler as it was. */
+Test(loss_scale, state_text_round_trips_and_refuses_what_no_run_leaves)
+{
+    struct loss_scaler a, b;
+    loss_scaler_init(&a, 0.0f);
+    for (int k = 0; k < 5; k++) loss_scaler_after_step(&a, 1);
+    for (int k = 0; k < 17; k++) loss_scaler_after_step(&a, 0);
+    char text[128];
+    loss_scaler_format(&a, text, sizeof text);
+    cr_assert_str_eq(text, "scale=1024 clean_steps=17 skipped=5 overflow_run=0");
+    loss_scaler_init(&b, 0.0f);
+    cr_assert_eq(loss_scaler_restore(&b, text), TB_OK, "%s", tb_error_get());
+    cr_assert(b.scale == a.scale && b.fixed == 0.0f && b.clean_steps == 17 && b.skipped == 5 && b.overflow_run == 0);
+    /* The restored scaler goes on as the first would have. */
+    for (int k = 17; k < LOSS_SCALE_GROW; k++) loss_scaler_after_step(&a, 0), loss_scaler_after_step(&b, 0);
+    cr_assert(a.scale == 2048 && b.scale == 2048);
+
+    loss_scaler_init(&b, 1000.0f);
+    cr_assert_eq(loss_scaler_restore(&b, "scale=1000 clean_steps=0 skipped=3 overflow_run=2"), TB_OK);
+    cr_assert(b.scale == 1000.0f && b.fixed == 1000.0f && b.skipped == 3 && b.overflow_run == 2);
+
+    static const char *const bad[] = {
+        "",
+        "scale=1000 clean_steps=0 skipped=0 overflow_run=0",   /* a dynamic scale is a power of two */
+        "scale=0.5 clean_steps=0 skipped=0 overflow_run=0",    /* at least 1 */
+        "scale=33554432 clean_steps=0 skipped=0 overflow_run=0", /* at most 2^24 */
+        "scale=1024 clean_steps=2000 skipped=0 overflow_run=0",  /* the scale would have doubled */
+        "scale=1024 clean_steps=0 skipped=-1 overflow_run=0",
+        "scale=1 clean_steps=0 skipped=10 overflow_run=10",      /* the run would have diverged */
+        "scale=1024 clean_steps=0 skipped=0 overflow_run=0 x",
+        "scale=nan clean_steps=0 skipped=0 overflow_run=0",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        loss_scaler_init(&b, 0.0f);
+        cr_assert_eq(loss_scaler_restore(&b, bad[k]), TB_EFORMAT, "'%s' accepted", bad[k]);
+        cr_assert(b.scale == LOSS_SCALE_INIT && b.skipped == 0 && b.clean_steps == 0, "'%s' changed the scaler", bad[k]);
+        tb_error_clear();
+    }
 }

@@ -184,6 +184,41 @@ Test(resume, mirrored_and_ipu_resume_bitwise_their_straight_run, .timeout = 120)
     }
 }
 
+/* fp16's loss scaler rides in the checkpoint: an ipu fp16 run at a learning rate whose first steps overflow
+ * (its dynamic scale halves from 32768), resumed after them, ends bitwise the straight run with the straight
+ * run's scale and skipped steps in its row. Before, the resumed run started again at 32768 and its row
+ * counted only its own skips (0 against the straight run's SKIPPED). */
+Test(resume, fp16_loss_scaler_resumes_where_it_was)
+{
+    static const char *const be[] = {RB_BASE, "--backend", "ipu", "--stages", "2", "--ga", "2", "--precision", "fp16",
+                                      "--lr", "0.05", NULL};
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "straight", be, RB_ARGS("--steps", "60", "--no-eval", "--save", "straight.st")), 0);
+    struct json_value *rs = rb_last_row(dir);
+    const double scale = json_get_number(rs, "figures.loss_scaling.scale", NAN),
+                 skipped = json_get_number(rs, "figures.loss_scaling.skipped_steps", NAN);
+    cr_assert(skipped > 0 && scale < 32768, "the straight run skipped %g steps (scale %g): no overflow to carry", skipped,
+              scale);
+    cr_assert_eq(rb_run(dir, "part1", be, RB_ARGS("--steps", "25", "--no-eval", "--checkpoint-dir", "ck")), 0);
+    struct json_value *r1 = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r1, "figures.loss_scaling.skipped_steps", -1), skipped,
+                 "the overflows are in the first 25 steps");
+    cr_assert_eq(rb_run(dir, "part2", be, RB_ARGS("--steps", "60", "--no-eval", "--resume", "ck", "--save", "resumed.st")),
+                 0);
+    struct json_value *rr = rb_last_row(dir);
+    cr_assert_eq(json_get_number(rr, "figures.resumed_from_step", -1), 25);
+    const double rscale = json_get_number(rr, "figures.loss_scaling.scale", NAN),
+                 rskipped = json_get_number(rr, "figures.loss_scaling.skipped_steps", NAN);
+    cr_assert(rscale == scale && rskipped == skipped, "resumed: scale %g, %g steps skipped; straight: %g, %g", rscale,
+              rskipped, scale, skipped);
+    char *a = rb_path(dir, "straight.st"), *b = rb_path(dir, "resumed.st");
+    rb_assert_same_tensors(a, b, 0);
+    json_value_free(rs), json_value_free(r1), json_value_free(rr);
+    free(a), free(b);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* Starts a long run (or its resumption), waits for a checkpoint newer than `after`, sends sig; returns
  * the step the run reports it stopped at, after checking exit status, row and checkpoint. */
 static long interrupt_once(const char *dir, const char *tag, const char *const *extra, long after, int sig)

@@ -387,10 +387,21 @@ static void ipu_destroy(struct backend *b)
     b->ctx = NULL;
 }
 
+/* --resume of an fp16 run: the scale and counts the checkpoint kept, and the stages' gradients scaled by it. */
+static int ipu_restore_loss_scaling(struct backend *b, const char *state)
+{
+    struct ipu_ctx *c = b->ctx;
+    if (c->p.prec != STAGE_PREC_FP16) return TB_OK;
+    const int st = loss_scaler_restore(&c->ls, state);
+    if (st == TB_OK) ipu_set_grad_scale(c);
+    return st;
+}
+
 static const struct backend_i ipu_iface = {
     .name = "ipu", .prepare = ipu_prepare, .forward_backward = ipu_forward_backward, .update = ipu_update,
     .evaluate = ipu_evaluate, .get_tensors = ipu_get, .set_tensors = ipu_set, .destroy = ipu_destroy,
     .train_step = ipu_train_step, .describe = ipu_describe, .stats = ipu_stats,
+    .restore_loss_scaling = ipu_restore_loss_scaling,
 };
 
 int backend_ipu_create(struct backend *b)
