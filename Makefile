@@ -46,7 +46,9 @@ test-fast: build
 # The cuda device on the CPU emulation (tests/cuda_emu): every *_emu test, test_executor_emu's long walks too
 # (make test runs the others). Needs nvcc (the toolkit's headers); where the build has none, says so.
 test-cuda-emu: build
-	@cd $(BUILD) && if ctest -N -L emu | grep -q 'Total Tests: [1-9]'; then ctest --output-on-failure -j$(CTEST_JOBS) -L emu; \
+	@cd $(BUILD) && if ctest -N -L emu | grep -q 'Total Tests: [1-9]'; then \
+	  cmake --build . -j$(JOBS) --target bench_emu test_executor_emu test_backends_emu test_cuda_mirrored_emu && \
+	  ctest --output-on-failure -j$(CTEST_JOBS) -L emu; \
 	  else echo "make test-cuda-emu: this build has no cuda device (no nvcc found), so no emulation"; exit 1; fi
 
 # The sanitizer and valgrind builds leave the cuda layer out (-DTB_CUDA=OFF): the CUDA runtime does not run

@@ -35,8 +35,9 @@ namespace tbemu {
 inline thread_local uint3 thread_idx, block_idx, block_dim, grid_dim;
 
 /* Runs body(ctx) once for every thread of the grid (blocks in order, threads as fibers); key names the
- * kernel (whether it ever waits at a barrier is learned on its first launch). Sets the last error on a
- * bad configuration, as a launch does. */
+ * launch site (whether its kernel ever waits at a barrier is learned on its first launch: the first block
+ * runs as fibers, the rest as plain calls where none waited). Sets the last error on a bad configuration,
+ * as a launch does. */
 void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key);
 /* The dynamic shared memory of the launch running now. */
 void *dynamic_shared();

@@ -1,6 +1,8 @@
 /* emu_blas.cpp — cuda_util.h's GEMMs for the CPU emulation (what cublas_dl.c does through cuBLAS): fp32 by
  * OpenBLAS's sgemm; bf16 and fp16 operands widened to fp32, multiplied in fp32, and the product rounded to
  * the output type to nearest even, as cublasGemmEx with CUBLAS_COMPUTE_32F does (in its own summation order). */
+#include "emu.h" /* first (it defines __shared__ before the CUDA headers): tbemu::capturing, tbemu::record */
+
 #include "cuda_util.h"
 
 extern "C" {
@@ -13,8 +15,6 @@ extern "C" {
 
 #include <cstdlib>
 #include <vector>
-
-#include "emu.h" /* tbemu::capturing, tbemu::record */
 
 struct tb_cublas {
     cudaStream_t stream; /* a GEMM on it while it is captured goes into the graph, as cuBLAS's kernels would */

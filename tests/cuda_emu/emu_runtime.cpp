@@ -1,14 +1,15 @@
-/* emu_runtime.cpp — the CPU emulation's grid runner (emu.h) and the CUDA runtime calls the kernels' launchers
- * and test_cuda_ops make, on host memory: enough of cudart for the ops to run, synchronously, on one CPU
- * thread. Launch shapes are checked as a GPU checks them (a bad one is the launch's error, read back by
- * cudaGetLastError, never run), so a launcher's grid arithmetic is tested too. */
+/* emu_runtime.cpp — the CPU emulation's grid runner (emu.h) and the CUDA runtime calls the cuda device makes
+ * (its kernels' launchers, its C glue, its tests), on host memory: enough of cudart for the device to run,
+ * synchronously, each host thread's launches on that thread. Launch shapes are checked as a GPU checks them (a
+ * bad one is the launch's error, read back by cudaGetLastError, never run), so a launcher's grid arithmetic
+ * is tested too. */
 #include "emu.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <chrono>
 #include <ucontext.h>
 #include <unordered_map>
 #include <vector>
