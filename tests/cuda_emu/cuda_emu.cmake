@@ -1,0 +1,114 @@
+# cuda_emu.cmake — the cuda device's tests on a CPU emulation of the GPU (emu.h, cuda/README.md), included by
+# the top CMakeLists.txt inside if(TB_TESTS), where TB_CUDA_ON, TB_TEST_ENV and the layers' targets are known.
+# The cuda device on the CPU (tests/cuda_emu, emu.h): test_cuda_ops and test_cuda where no GPU is. Each
+# cuda/*.cu is made host C++ by emu_launch.py, the device's C glue compiled as it is, and the CUDA runtime
+# and cuBLAS are host code; all of it with ASan, so the kernels' results and their bounds
+# (compute-sanitizer memcheck's question) are checked on every machine with nvcc. No cudart is linked:
+# a runtime call the emulation lacks is a link error, not a GPU call.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  enable_language(CXX)
+  file(GLOB tb_emu_cu CONFIGURE_DEPENDS cuda/*.cu)
+  file(GLOB tb_emu_cuh CONFIGURE_DEPENDS cuda/*.cuh)
+  file(GLOB tb_emu_c CONFIGURE_DEPENDS cuda/*.c)
+  list(FILTER tb_emu_c EXCLUDE REGEX ".*/cublas_dl\\.c$") # emu_blas.cpp in its place
+  set(tb_emu_dir ${CMAKE_BINARY_DIR}/cuda_emu)
+  file(MAKE_DIRECTORY ${tb_emu_dir})
+  # The device headers (.cuh) rewritten too, beside the sources, where their #include "x.cuh" finds them first.
+  set(tb_emu_hdrs)
+  foreach(cuh ${tb_emu_cuh})
+    get_filename_component(name ${cuh} NAME)
+    add_custom_command(OUTPUT ${tb_emu_dir}/${name}
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_launch.py ${cuh} ${tb_emu_dir}/${name}
+      DEPENDS ${cuh} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_launch.py VERBATIM)
+    list(APPEND tb_emu_hdrs ${tb_emu_dir}/${name})
+  endforeach()
+  set(tb_emu_srcs)
+  foreach(cu ${tb_emu_cu})
+    get_filename_component(base ${cu} NAME_WE)
+    # A .cu that includes another .cu (ops_dwconv_fp16.cu) includes its rewritten .cpp: that one first.
+    file(STRINGS ${cu} inc REGEX "#include \\\"[a-z_0-9]+\\\\.cu\\\"")
+    set(deps ${cu} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_launch.py ${tb_emu_hdrs})
+    foreach(line ${inc})
+      string(REGEX REPLACE ".*\\\"([a-z_0-9]+)\\\\.cu\\\".*" "${tb_emu_dir}/\\1.cpp" dep "${line}")
+      list(APPEND deps ${dep})
+    endforeach()
+    add_custom_command(OUTPUT ${tb_emu_dir}/${base}.cpp
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_launch.py ${cu} ${tb_emu_dir}/${base}.cpp
+      DEPENDS ${deps} VERBATIM)
+    list(APPEND tb_emu_srcs ${tb_emu_dir}/${base}.cpp)
+  endforeach()
+  # ASan alone, without use-after-scope checks or debug info (a report names the kernel; CMAKE_CXX_FLAGS=-g1
+  # adds its lines): with UBSan and full debug info ops_dwconv.cpp took 74 s to compile, 13 s so (UBSan
+  # more than doubles the instrumented templates' compile; the bounds are what we want).
+  set(tb_emu_san -fsanitize=address -fno-omit-frame-pointer)
+  set(tb_emu_cflags -O1 -fno-sanitize-address-use-after-scope)
+  add_library(tb_cuda_emu OBJECT ${tb_emu_srcs} ${tb_emu_c} tests/cuda_emu/emu_runtime.cpp
+              tests/cuda_emu/emu_blas.cpp)
+  set_source_files_properties(${tb_emu_srcs} PROPERTIES
+    COMPILE_OPTIONS "-include;${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu.h;-Wno-unknown-pragmas")
+  # The grid runner is the emulation's own loop, not code under test: optimised and not instrumented
+  # (at -O1 under ASan it was a third of test_cuda_emu's time).
+  set_source_files_properties(tests/cuda_emu/emu_runtime.cpp PROPERTIES
+    COMPILE_OPTIONS "-include;${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu.h;-O2;-fno-sanitize=all")
+  target_include_directories(tb_cuda_emu PUBLIC util core workloads backends harness cuda tests/cuda_emu
+                             ${CUDAToolkit_INCLUDE_DIRS} ${OPENBLAS_INCLUDE_DIRS})
+  target_compile_definitions(tb_cuda_emu PUBLIC TB_HAVE_CUDA=1) # no NCCL: one emulated device
+  target_compile_options(tb_cuda_emu PUBLIC ${tb_emu_cflags} ${tb_emu_san}
+                         PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-std=c++17 -Wall -Wextra -Wno-unused-parameter>)
+  # The layers' archives, not their targets: tb_core's links bring the real tb_cuda and cudart.
+  set(tb_emu_libs $<TARGET_FILE:tb_harness> $<TARGET_FILE:tb_backends> $<TARGET_FILE:tb_workloads>
+      $<TARGET_FILE:tb_core> $<TARGET_FILE:tb_util> PkgConfig::GSL PkgConfig::OPENBLAS PkgConfig::FFTW PkgConfig::ZLIB
+      Threads::Threads m ${CMAKE_DL_LIBS})
+  set(tb_emu_defs TB_HAVE_CUDA=1 TB_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  set(tb_emu_env "${TB_TEST_ENV};ASAN_OPTIONS=detect_leaks=1;LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
+  if(MPI_C_FOUND)
+    list(APPEND tb_emu_libs MPI::MPI_C)
+    list(APPEND tb_emu_defs TB_HAVE_MPI=1)
+  endif()
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+    list(APPEND tb_emu_libs mvec)
+  endif()
+  # bench_emu: bench on the emulated device (its GPU is "CUDA emulation on the CPU" in every row), for the
+  # tests that run bench and for trying a cuda run's whole path here; not installed, not for figures.
+  set(tb_emu_exes bench_emu harness/main_bench.c)
+  # Not test_calibrate_gpu: it times the device, which here is the CPU under ASan (minutes, and no figure).
+  foreach(t test_cuda_ops test_cuda test_executor test_backends test_cuda_mirrored)
+    list(APPEND tb_emu_exes ${t}_emu tests/${t}.c)
+  endforeach()
+  set(tb_emu_slow "cuda/@(effnet_b0_bf16_loss_falls|effnet_b0_fp16_loss_falls|effnet_gradient_arena_and_overwrite_same_values)")
+  while(tb_emu_exes)
+    list(POP_FRONT tb_emu_exes exe src)
+    # make test's (the kernels, the executor) in every build; the rest when make test-cuda-emu asks.
+    if(exe MATCHES "^test_cuda(_ops)?_emu$")
+      add_executable(${exe} ${src} $<TARGET_OBJECTS:tb_cuda_emu>)
+    else()
+      add_executable(${exe} EXCLUDE_FROM_ALL ${src} $<TARGET_OBJECTS:tb_cuda_emu>)
+    endif()
+    target_include_directories(${exe} PRIVATE $<TARGET_PROPERTY:tb_cuda_emu,INTERFACE_INCLUDE_DIRECTORIES>
+                               backends/ipu ${CMAKE_BINARY_DIR})
+    target_compile_definitions(${exe} PRIVATE ${tb_emu_defs} TB_BENCH_EXE="${CMAKE_BINARY_DIR}/bench_emu")
+    target_compile_options(${exe} PRIVATE ${tb_emu_cflags} ${tb_emu_san})
+    target_link_options(${exe} PRIVATE ${tb_emu_san} "LINKER:-u,blas_memory_alloc")
+    add_dependencies(${exe} tb_harness tb_backends tb_workloads tb_core tb_util)
+    target_link_libraries(${exe} PRIVATE ${tb_emu_libs})
+    if(NOT exe STREQUAL "bench_emu")
+      target_link_libraries(${exe} PRIVATE PkgConfig::CRITERION)
+      if(exe STREQUAL "test_cuda_emu")
+        add_test(NAME ${exe} COMMAND ${exe} --jobs 2 "--filter=!(${tb_emu_slow})")
+      else()
+        add_test(NAME ${exe} COMMAND ${exe} --jobs 2)
+      endif()
+      set_tests_properties(${exe} PROPERTIES TIMEOUT 600 LABELS emu ENVIRONMENT
+        "${tb_emu_env}")
+    endif()
+  endwhile()
+  # The long ones in make test-cuda-emu only (label emu_long), so that make test stays well under its 15
+  # minutes: test_executor_emu (86 s of stage and layer-range walks), test_backends_emu (37 s of schedules),
+  # test_cuda_mirrored_emu, and test_cuda's three slowest (30 s each: 12 Adam steps of effnet-b0 in bf16 and
+  # fp16, the gradient arena walk), split off test_cuda_emu's own entry.
+  add_test(NAME test_cuda_emu_long COMMAND test_cuda_emu --jobs 2 "--filter=${tb_emu_slow}")
+  set_tests_properties(test_cuda_emu_long PROPERTIES TIMEOUT 600 LABELS "emu;emu_long" ENVIRONMENT
+    "${tb_emu_env}")
+  set_tests_properties(test_executor_emu test_backends_emu test_cuda_mirrored_emu PROPERTIES LABELS "emu;emu_long")
+endif()
