@@ -1,12 +1,13 @@
-/* emu.h — CUDA kernels run on the CPU: the shim force-included (-include) into each cuda/ops_*.cu that
- * tests/cuda_emu/emu_launch.py made host C++, so test_cuda_ops can check the kernels' logic (indexing,
+/* emu.h — CUDA kernels run on the CPU: the shim force-included (-include) into each cuda/*.cu that
+ * tests/cuda_emu/emu_launch.py made host C++, so the cuda device's tests check its kernels' logic (indexing,
  * launch shapes, fp16/bf16 rounding, barriers) on a machine without a GPU, and under ASan their bounds.
  *
  * A launch runs its grid at once, block by block in order; a block's threads run one after another, each
  * on its own stack (a fiber), switching at __syncthreads, so a barrier means what it means on a GPU.
- * __shared__ arrays are function statics: one block runs at a time. Device memory is host memory, streams
- * are ignored (everything is synchronous). What it cannot show: races between threads (they never run at
- * once), warp-level behaviour, speed. Never part of bench: a test-only build.
+ * __shared__ arrays are function statics: one block runs at a time. Device memory is host memory; a stream
+ * runs what it is given at once, unless it is capturing a graph (emu_runtime.cpp). What it cannot show:
+ * races between threads (they never run at once), warp-level behaviour, speed. Never part of bench: a
+ * test-only build (bench_emu is bench on it, for tests and rehearsals).
  */
 #ifndef TB_CUDA_EMU_H
 #define TB_CUDA_EMU_H
@@ -29,9 +30,9 @@
 
 namespace tbemu {
 
-/* The position of the thread running now, set by the grid runner before each switch into a thread. */
-/* Inline and of a type without a constructor (uint3, not dim3): every unit sees the definition, so no TLS
- * wrapper is called at each use (UBSan at -O2 read an extern one's address as null). */
+/* The position of the thread running now, set by the grid runner before each switch into a thread. Inline
+ * and of a type without a constructor (uint3, not dim3): every unit sees the definition, so no TLS wrapper
+ * is called at each use (UBSan at -O2 read an extern one's address as null). */
 inline thread_local uint3 thread_idx, block_idx, block_dim, grid_dim;
 
 /* Runs body(ctx) once for every thread of the grid (blocks in order, threads as fibers); key names the

@@ -10,6 +10,7 @@
 
 namespace cooperative_groups {
 
+/* Stops the process with one line naming what the emulation cannot do. */
 [[noreturn]] inline void emu_unsupported(const char *what)
 {
     std::fprintf(stderr, "cuda emulation: %s is not emulated (blocks run one at a time)\n", what);
@@ -21,6 +22,7 @@ struct grid_group {
 struct cluster_group {
     void sync() { emu_unsupported("a cluster barrier"); }
 };
+/* The launch's grid and cluster, as cooperative_groups names them: their sync() stops the process. */
 inline grid_group this_grid() { return grid_group{}; }
 inline cluster_group this_cluster() { return cluster_group{}; }
 
