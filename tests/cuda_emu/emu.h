@@ -1,4 +1,4 @@
-/* emu.h — CUDA kernels run on the CPU: the shim force-included (-include) into each cuda/*.cu that
+/* emu.h — CUDA kernels run on the CPU: the shim force-included (-include) into each cuda .cu file that
  * tests/cuda_emu/emu_launch.py made host C++, so the cuda device's tests check its kernels' logic (indexing,
  * launch shapes, fp16/bf16 rounding, barriers) on a machine without a GPU, and under ASan their bounds.
  *
