@@ -5,12 +5,14 @@
  * is tested too. */
 #include "emu.h"
 
-#include <chrono>
+extern "C" {
+#include "clock.h" /* tb_now_s: the events' host clock */
+}
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <ucontext.h>
 #include <unordered_map>
 #include <vector>
 
@@ -25,12 +27,13 @@ constexpr size_t kStack = 256 * 1024; /* a thread's stack: kernels keep register
 
 thread_local cudaError_t last_error = cudaSuccess;
 
-/* A thread's context. On x86-64 a switch is six registers and the stack pointer (tb_emu_switch below):
- * ucontext's swapcontext makes a sigprocmask system call at each, which was 60 % of the emulation's time
- * (10.6 s against 3.2 for test_cuda_ops). ASan takes it without a false report: every thread's frames
- * return before its stack is reused, so no poisoned redzone is left behind. Elsewhere, ucontext. */
-#if defined(__x86_64__)
-#define TB_EMU_SWITCH 1
+/* A thread's context: a switch is six registers and the stack pointer (tb_emu_switch below); ucontext's
+ * swapcontext makes a sigprocmask system call at each, which was 60 % of the emulation's time (10.6 s
+ * against 3.2 for test_cuda_ops). ASan takes it without a false report: every thread's frames return before
+ * its stack is reused, so no poisoned redzone is left behind. x86-64 only, as cuda_emu.cmake builds it. */
+#if !defined(__x86_64__)
+#error "the CUDA emulation's thread switch is x86-64's (tests/cuda_emu/cuda_emu.cmake builds it only there)"
+#endif
 extern "C" void tb_emu_switch(void **save_sp, void *to_sp);
 asm(".text\n"
     ".globl tb_emu_switch\n"
@@ -45,21 +48,11 @@ struct fiber {
     void *sp;
     int done;
 };
-#else
-struct fiber {
-    ucontext_t ctx;
-    int done;
-};
-#endif
 
 /* The block running now: its threads' fibers and the scheduler's context they switch back to. */
 struct block_run {
     std::vector<fiber> threads;
-#ifdef TB_EMU_SWITCH
     void *sched_sp;
-#else
-    ucontext_t sched;
-#endif
     unsigned cur;
     int direct;        /* threads run as plain calls: the kernel never waited at a barrier */
     int waited;        /* a thread of this launch reached a barrier */
@@ -86,15 +79,12 @@ void thread_entry()
 {
     run->body(run->ctx);
     run->threads[run->cur].done = 1;
-#ifdef TB_EMU_SWITCH
     tb_emu_switch(&run->threads[run->cur].sp, run->sched_sp); /* never resumed */
-#endif /* else uc_link returns to the scheduler */
 }
 
 /* Thread t's context, to start at thread_entry on stack (kStack bytes). */
 void fiber_init(fiber &f, char *stack)
 {
-#ifdef TB_EMU_SWITCH
     /* tb_emu_switch pops six registers and returns into thread_entry with the stack as a call leaves it
      * (16-byte aligned before the return address the call would have pushed). */
     void **sp = reinterpret_cast<void **>(reinterpret_cast<uintptr_t>(stack + kStack) & ~uintptr_t(15));
@@ -102,24 +92,13 @@ void fiber_init(fiber &f, char *stack)
     *--sp = reinterpret_cast<void *>(&thread_entry);
     for (int k = 0; k < 6; k++) *--sp = nullptr;           /* rbp, rbx, r12-r15 */
     f.sp = sp;
-#else
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = stack;
-    f.ctx.uc_stack.ss_size = kStack;
-    f.ctx.uc_link = &run->sched;
-    makecontext(&f.ctx, thread_entry, 0);
-#endif
     f.done = 0;
 }
 
 /* Runs thread t until it reaches a barrier or ends. */
 void fiber_resume(block_run &r, unsigned t)
 {
-#ifdef TB_EMU_SWITCH
     tb_emu_switch(&r.sched_sp, r.threads[t].sp);
-#else
-    swapcontext(&r.sched, &r.threads[t].ctx);
-#endif
 }
 
 uint3 thread_pos(unsigned t, uint3 b) { return uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)}; }
@@ -158,11 +137,7 @@ void sync_block()
         std::abort();
     }
     run->waited = 1;
-#ifdef TB_EMU_SWITCH
     tb_emu_switch(&run->threads[run->cur].sp, run->sched_sp);
-#else
-    swapcontext(&run->threads[run->cur].ctx, &run->sched);
-#endif
 }
 
 int sync_block_or(int p)
@@ -469,10 +444,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st)
 {
     tbemu_event *ev = reinterpret_cast<tbemu_event *>(e);
     if (tbemu::capturing(st)) {
-        tbemu::record(st, [ev] { ev->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); });
+        tbemu::record(st, [ev] { ev->ms = 1e3 * tb_now_s(); });
         return cudaSuccess;
     }
-    ev->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    ev->ms = 1e3 * tb_now_s();
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
