@@ -19,7 +19,7 @@ DEB_PKGS := cmake ninja-build gcc make pkg-config libopenblas-dev libfftw3-dev l
 GEN = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja 2>/dev/null),-G Ninja))
 COMPARE_PKGS := python3-torch python3-torchvision
 
-.PHONY: all build deps test test-fast test-cuda-emu test-mpi test-san test-tsan test-valgrind demo report seeds profile cachesim build-vg compare bench-mlp bench-scaling bench-blascalls kernbench fuzz clean
+.PHONY: all build deps test test-fast test-cuda-emu test-mpi test-san test-tsan test-valgrind demo report seeds profile cachesim gpusim build-vg compare bench-mlp bench-scaling bench-blascalls kernbench fuzz clean
 
 all: build
 
@@ -124,6 +124,13 @@ build-vg:
 CACHESIM_WORKLOAD = $(or $(WORKLOAD),effnet-b0)
 cachesim: deps build-vg
 	@./tools/cachesim.sh $(BUILD_VG) --workload $(CACHESIM_WORKLOAD) $(or $(ARGS),$(if $(filter effnet%,$(CACHESIM_WORKLOAD)),--resolution 32 --batch 32))
+
+# The cuda device's kernels as a GPU's memory would see them, on the CPU emulation (no GPU needed): one training
+# step at batches 1 and 2 (effnet-b0 224x224 fp32 unless ARGS says otherwise), each kernel's sectors a request
+# and bytes, projected to batch 256; modelled, not measured (tools/gpusim.sh). About 2 minutes.
+gpusim: build
+	@cmake --build $(BUILD) -j$(JOBS) --target bench_gpusim 2>/dev/null || { echo "make gpusim: this build has no cuda device (no nvcc found), so no emulation"; exit 1; }
+	@./tools/gpusim.sh $(BUILD) $(ARGS)
 
 # The main job: the default suite, then the report.
 demo: deps build

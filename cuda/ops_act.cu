@@ -75,7 +75,7 @@ template <typename T> __global__ void k_gap_fwd(T *out, const T *inp, size_t HW,
 /* Wide (V = 4, ops_ldv) where C is a multiple of 4 and the pointers allow: j counts groups of V elements
  * (DV = D/V of them), cv the group's channel block (CV = C/V); the same arithmetic per element. */
 template <typename T, int V>
-__global__ void k_gap_bwd(T *dinp, const T *dout, size_t DV, int CV, int step_cv, float inv)
+__global__ void k_gap_bwd(T *dinp, const T *dout, size_t DV, int CV, int step_cv, float inv, int vec)
 {
     const size_t n = blockIdx.y, stride = (size_t)gridDim.x * blockDim.x;
     size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -83,10 +83,11 @@ __global__ void k_gap_bwd(T *dinp, const T *dout, size_t DV, int CV, int step_cv
     T *dx = dinp + n * DV * V;
     const T *dy = dout + n * (size_t)CV * V;
     for (; j < DV; j += stride) {
-        float v[V];
+        float v[V], g[V];
         ops_ldv<V>(dx + j * V, v);
+        ops_ldp<V>(dy + cv * V, g, vec);
 #pragma unroll
-        for (int k = 0; k < V; k++) v[k] += ops_f(dy[cv * V + k]) * inv;
+        for (int k = 0; k < V; k++) v[k] += g[k] * inv;
         ops_stv<V>(dx + j * V, v);
         cv += step_cv;
         if (cv >= CV) cv -= CV;
@@ -94,17 +95,18 @@ __global__ void k_gap_bwd(T *dinp, const T *dout, size_t DV, int CV, int step_cv
 }
 
 template <typename T, int V>
-__global__ void k_se_fwd(T *out, const T *inp, const T *scale, size_t DV, int CV, int step_cv)
+__global__ void k_se_fwd(T *out, const T *inp, const T *scale, size_t DV, int CV, int step_cv, int vec)
 {
     const size_t n = blockIdx.y, stride = (size_t)gridDim.x * blockDim.x;
     size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     int cv = (int)(j % (size_t)CV);
     const T *s = scale + n * (size_t)CV * V;
     for (; j < DV; j += stride) {
-        float v[V];
+        float v[V], sc[V];
         ops_ldv<V>(inp + (n * DV + j) * V, v);
+        ops_ldp<V>(s + cv * V, sc, vec);
 #pragma unroll
-        for (int k = 0; k < V; k++) v[k] *= ops_f(s[cv * V + k]);
+        for (int k = 0; k < V; k++) v[k] *= sc[k];
         ops_stv<V>(out + (n * DV + j) * V, v);
         cv += step_cv;
         if (cv >= CV) cv -= CV;
@@ -238,9 +240,10 @@ template <typename T> static int gap_bwd(T *dinp, const T *dout, int N, size_t H
     const int V = ops_width<T>(C, dinp, dout);
     const size_t DV = HW * (size_t)C / V;
     const float inv = (float)(1.0 / (double)HW);
-    if (V == 8) LAUNCH_ROWS((k_gap_bwd<T, 8>), DV, N, stream, dinp, dout, DV, C / 8, ops_step_c(gx, C / 8), inv);
-    if (V == 4) LAUNCH_ROWS((k_gap_bwd<T, 4>), DV, N, stream, dinp, dout, DV, C / 4, ops_step_c(gx, C / 4), inv);
-    LAUNCH_ROWS((k_gap_bwd<T, 1>), DV, N, stream, dinp, dout, DV, C, ops_step_c(gx, C), inv);
+    const int vec = ops_rows_vec(V * sizeof(T), dout);
+    if (V == 8) LAUNCH_ROWS((k_gap_bwd<T, 8>), DV, N, stream, dinp, dout, DV, C / 8, ops_step_c(gx, C / 8), inv, vec);
+    if (V == 4) LAUNCH_ROWS((k_gap_bwd<T, 4>), DV, N, stream, dinp, dout, DV, C / 4, ops_step_c(gx, C / 4), inv, vec);
+    LAUNCH_ROWS((k_gap_bwd<T, 1>), DV, N, stream, dinp, dout, DV, C, ops_step_c(gx, C), inv, 0);
 }
 
 template <typename T>
@@ -248,9 +251,10 @@ static int se_fwd(T *out, const T *inp, const T *scale, int N, size_t HW, int C,
 {
     const int V = ops_width<T>(C, out, inp);
     const size_t DV = HW * (size_t)C / V;
-    if (V == 8) LAUNCH_ROWS((k_se_fwd<T, 8>), DV, N, stream, out, inp, scale, DV, C / 8, ops_step_c(gx, C / 8));
-    if (V == 4) LAUNCH_ROWS((k_se_fwd<T, 4>), DV, N, stream, out, inp, scale, DV, C / 4, ops_step_c(gx, C / 4));
-    LAUNCH_ROWS((k_se_fwd<T, 1>), DV, N, stream, out, inp, scale, DV, C, ops_step_c(gx, C));
+    const int vec = ops_rows_vec(V * sizeof(T), scale);
+    if (V == 8) LAUNCH_ROWS((k_se_fwd<T, 8>), DV, N, stream, out, inp, scale, DV, C / 8, ops_step_c(gx, C / 8), vec);
+    if (V == 4) LAUNCH_ROWS((k_se_fwd<T, 4>), DV, N, stream, out, inp, scale, DV, C / 4, ops_step_c(gx, C / 4), vec);
+    LAUNCH_ROWS((k_se_fwd<T, 1>), DV, N, stream, out, inp, scale, DV, C, ops_step_c(gx, C), 0);
 }
 
 template <typename T>

@@ -199,6 +199,31 @@ template <typename T> static inline int ops_width(int C, const void *a, const vo
     return ops_wide_ok<T>(C, a, b, c) ? 4 : 1;
 }
 
+/* Whether per-channel rows at each pointer (NULL skipped) may be read V elements at a time with ops_ldp, V
+ * elements being bytes: each pointer aligned to min(bytes, 16), and not under TB_CUDA_CHANNEL_ROWS=scalar (the
+ * one-element loads, for an A-B run). */
+static inline int ops_rows_vec(size_t bytes, const void *a, const void *b = NULL, const void *c = NULL,
+                               const void *d = NULL, const void *e = NULL)
+{
+    if (bytes < 8 || tb_cuda_env_is("TB_CUDA_CHANNEL_ROWS", "scalar")) return 0;
+    const uintptr_t m = (bytes < 16 ? bytes : 16) - 1;
+    return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d | (uintptr_t)e) & m);
+}
+/* V per-channel values from p as floats: ops_ldv's 16- (or 8-) byte loads where the launcher found the rows
+ * aligned (vec, from ops_rows_vec), else V one-element loads; the same values. An elementwise pass whose V
+ * channels each read a row's element issued V loads a row with V elements between lanes, so a warp's load
+ * touched V times the sectors it used: the memory trace (make gpusim) counted them 3-5 times the sectors of the
+ * pass's own data. */
+template <int V, typename T> static __host__ __device__ __forceinline__ void ops_ldp(const T *p, float *v, int vec)
+{
+    if (V > 1 && vec) {
+        ops_ldv<V>(p, v);
+    } else {
+OPS_UNROLL
+        for (int k = 0; k < V; k++) v[k] = ops_f(p[k]);
+    }
+}
+
 /* The launch's status: 0, or the CUDA error code the launch left (cleared, so it is reported once). */
 static inline int ops_launched(void) { return (int)cudaGetLastError(); }
 

@@ -223,18 +223,22 @@ __global__ void k_bn_finalize(float *save, float *run_mean, float *run_var, cons
 template <typename T, bool EVAL, int V>
 __global__ void k_bn_apply(T *out, const T *inp, const float *mean, const float *rstd_or_var,
                            const float *gamma, const float *beta, size_t groups, int CV, int step_cv, float eps,
-                           int act)
+                           int act, int vec)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     int cv = (int)(i % (size_t)CV);
     for (; i < groups; i += (size_t)gridDim.x * blockDim.x) {
-        float x[V];
+        float x[V], mu[V], r[V], ga[V], be[V];
         ops_ldv<V>(inp + i * V, x);
+        const int c0 = cv * V;
+        ops_ldp<V>(mean + c0, mu, vec);
+        ops_ldp<V>(rstd_or_var + c0, r, vec);
+        ops_ldp<V>(gamma + c0, ga, vec);
+        ops_ldp<V>(beta + c0, be, vec);
 #pragma unroll
         for (int j = 0; j < V; j++) {
-            const int c = cv * V + j;
-            float rstd = EVAL ? (float)(1.0 / sqrt((double)rstd_or_var[c] + (double)eps)) : rstd_or_var[c];
-            float z = (x[j] - mean[c]) * (gamma[c] * rstd) + beta[c];
+            float rstd = EVAL ? (float)(1.0 / sqrt((double)r[j] + (double)eps)) : r[j];
+            float z = (x[j] - mu[j]) * (ga[j] * rstd) + be[j];
             x[j] = act_f(z, act);
         }
         ops_stv<V>(out + i * V, x);
@@ -252,15 +256,16 @@ static int bn_apply(T *out, const T *inp, const float *mean, const float *rstd_o
     const size_t groups = total / V;
     const unsigned gx = ops_grid_rows(groups, 1);
     const int CV = C / V, step = ops_step_c(gx, CV);
+    const int vec = ops_rows_vec(V * sizeof(float), mean, rstd_or_var, gamma, beta);
     if (V == 8)
         k_bn_apply<T, EVAL, 8><<<gx, OPS_THREADS, 0, st>>>(out, inp, mean, rstd_or_var, gamma, beta, groups, CV, step,
-                                                           eps, act);
+                                                           eps, act, vec);
     else if (V == 4)
         k_bn_apply<T, EVAL, 4><<<gx, OPS_THREADS, 0, st>>>(out, inp, mean, rstd_or_var, gamma, beta, groups, CV, step,
-                                                           eps, act);
+                                                           eps, act, vec);
     else
         k_bn_apply<T, EVAL, 1><<<gx, OPS_THREADS, 0, st>>>(out, inp, mean, rstd_or_var, gamma, beta, groups, CV, step,
-                                                           eps, act);
+                                                           eps, act, vec);
     return ops_launched();
 }
 
@@ -311,22 +316,27 @@ __global__ void k_bn_bwd_finalize(float *coef, float *dgamma, float *dbeta, cons
 /* dinp (+)= a·dz + c2·(x-μ) + k0, V consecutive channels a thread as k_bn_apply. */
 template <typename T, int V>
 __global__ void k_bn_bwd_apply(T *dinp, const T *dout, const T *inp, const float *save, const float *beta,
-                               const float *coef, size_t groups, int CV, int step_cv, int act, int acc)
+                               const float *coef, size_t groups, int CV, int step_cv, int act, int acc, int vec)
 {
     const int C = CV * V;
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     int cv = (int)(i % (size_t)CV);
     for (; i < groups; i += (size_t)gridDim.x * blockDim.x) {
-        float x[V], g[V], d[V];
+        float x[V], g[V], d[V], a[V], mu[V], be[V], c2[V], k0[V];
         ops_ldv<V>(inp + i * V, x);
         ops_ldv<V>(dout + i * V, g);
         if (acc) ops_ldv<V>(dinp + i * V, d);
+        const int c0 = cv * V;
+        ops_ldp<V>(coef + c0, a, vec);
+        ops_ldp<V>(save + c0, mu, vec);
+        ops_ldp<V>(beta + c0, be, vec);
+        ops_ldp<V>(coef + C + c0, c2, vec);
+        ops_ldp<V>(coef + 2 * C + c0, k0, vec);
 #pragma unroll
         for (int j = 0; j < V; j++) {
-            const int c = cv * V + j;
-            float a = coef[c], xm = x[j] - save[c];
-            float dz = g[j] * act_grad(xm * a + beta[c], act);
-            float v = a * dz + coef[C + c] * xm + coef[2 * C + c];
+            float xm = x[j] - mu[j];
+            float dz = g[j] * act_grad(xm * a[j] + be[j], act);
+            float v = a[j] * dz + c2[j] * xm + k0[j];
             d[j] = acc ? d[j] + v : v;
         }
         ops_stv<V>(dinp + i * V, d);
@@ -517,12 +527,16 @@ static int bn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
     const size_t groups = M * (size_t)C / V;
     const unsigned gx = ops_grid_rows(groups, 1);
     const int CV = C / V, step = ops_step_c(gx, CV);
+    const int vec = ops_rows_vec(V * sizeof(float), coef, save, beta, coef + C, coef + 2 * C);
     if (V == 8)
-        k_bn_bwd_apply<T, 8><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);
+        k_bn_bwd_apply<T, 8><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc,
+                                                         vec);
     else if (V == 4)
-        k_bn_bwd_apply<T, 4><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);
+        k_bn_bwd_apply<T, 4><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc,
+                                                         vec);
     else
-        k_bn_bwd_apply<T, 1><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc);
+        k_bn_bwd_apply<T, 1><<<gx, OPS_THREADS, 0, st>>>(dinp, dout, inp, save, beta, coef, groups, CV, step, act, acc,
+                                                         vec);
     return ops_launched();
 }
 

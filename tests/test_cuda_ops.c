@@ -608,11 +608,11 @@ static const int dwb_cases[][7] = {{2, 9, 11, 19, 3, 1, 1}, {2, 9, 11, 20, 3, 1,
                                    {2, 8, 13, 8, 3, 2, 2},  {1, 1, 1, 8, 3, 1, 1},   {1, 6, 6, 4, 5, 2, 3}};
 #define N_DWB (sizeof dwb_cases / sizeof dwb_cases[0])
 
-/* Asserts a (n) == b (n) element for element (±0 alike). */
+/* Asserts a (n) == b (n) element for element (±0 alike): a the default path's, b the A-B switch's. */
 static void assert_equal(const float *a, const float *b, size_t n, const char *what, size_t i)
 {
     for (size_t e = 0; e < n; e++)
-        cr_assert(a[e] == b[e], "%s, case %zu, element %zu: blocked %.9g, earlier %.9g", what, i, e, a[e], b[e]);
+        cr_assert(a[e] == b[e], "%s, case %zu, element %zu: default %.9g, switched back %.9g", what, i, e, a[e], b[e]);
 }
 
 /* The blocked forward and backward-data (the defaults for K 3/5, stride 1/2, 4 channels a thread where C % 4
@@ -647,6 +647,55 @@ Test(cuda_ops, depthwise_blocked_vs_old)
         dev_free_all();
         free(x), free(g), free(w), free(acc), free(b), free(save), free(gam), free(bet);
         free(h[0]), free(h[1]), free(hi[0]), free(hi[1]);
+    }
+}
+
+/* The elementwise passes that read per-channel rows (BatchNorm's apply forward and backward, the SE scale, the
+ * pool's backward) read them 4 or 8 floats a load by default and one a load under TB_CUDA_CHANNEL_ROWS=scalar:
+ * the same values into the same arithmetic, so the same bits. C 44: 4 channels a thread; C 37: one (the
+ * scalar loads either way). */
+Test(cuda_ops, channel_rows_vs_scalar)
+{
+    need_gpu();
+    for (int C = 37; C <= 44; C += 7) {
+        const size_t M = 2 * 23 * 17, n = M * (size_t)C, c = (size_t)C;
+        const int N = 2;
+        const size_t HW = M / (size_t)N;
+        float *x = rnd(n, 1570, -1, 3), *g = rnd(n, 1571, -1, 1), *gam = rnd(c, 1572, 0.5f, 1.5f);
+        float *bet = rnd(c, 1573, -0.5f, 0.5f), *rv = rnd(c, 1574, 0.9f, 1.1f), *acc = rnd(n, 1575, -1, 1);
+        float *sc = rnd((size_t)N * c, 1576, 0, 1), *gp = rnd((size_t)N * c, 1577, -1, 1);
+        float *dx = dev_dup(x, n), *dg = dev_dup(g, n), *dgam = dev_dup(gam, c), *dbet = dev_dup(bet, c);
+        float *drv = dev_dup(rv, c), *dsc = dev_dup(sc, (size_t)N * c), *dgp = dev_dup(gp, (size_t)N * c);
+        void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
+        enum { TRAIN, EVAL, BWD, BWD_OVER, SE, GAP, NOUT };
+        float *h[2][NOUT];
+        for (int scalar = 0; scalar <= 1; scalar++) {
+            if (scalar) cr_assert_eq(setenv("TB_CUDA_CHANNEL_ROWS", "scalar", 1), 0);
+            float *y[NOUT], *save = dev_alloc(2 * c * 4), *rm = dev_alloc(c * 4), *rvar = dev_dup(rv, c);
+            for (int k = 0; k < NOUT; k++) y[k] = k == BWD || k == GAP ? dev_dup(acc, n) : dev_alloc(n * 4);
+            int st[NOUT];
+            st[TRAIN] = tb_cuda_bn_forward_train(y[TRAIN], save, rm, rvar, dx, dgam, dbet, M, C, BN_EPS_DEFAULT,
+                                                 BN_MOMENTUM_DEFAULT, 1, scr, NULL);
+            st[EVAL] = tb_cuda_bn_forward_eval(y[EVAL], dx, dbet, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, 1, NULL);
+            st[BWD] = tb_cuda_bn_backward(y[BWD], NULL, NULL, dg, dx, save, dgam, dbet, M, C, 1, 1, scr, NULL);
+            st[BWD_OVER] = tb_cuda_bn_backward(y[BWD_OVER], NULL, NULL, dg, dx, save, dgam, dbet, M, C, 0, 0, scr, NULL);
+            st[SE] = tb_cuda_se_scale_forward(y[SE], dx, dsc, N, HW, C, NULL);
+            st[GAP] = tb_cuda_gap_backward(y[GAP], dgp, N, HW, C, NULL);
+            unsetenv("TB_CUDA_CHANNEL_ROWS");
+            for (int k = 0; k < NOUT; k++) {
+                OK(st[k]);
+                h[scalar][k] = tu_fvec(n);
+                dev_get(h[scalar][k], y[k], n);
+            }
+        }
+        static const char *what[NOUT] = {"BN train forward", "BN eval forward", "BN backward, accumulating",
+                                         "BN backward, overwriting", "SE scale", "pool backward"};
+        for (int k = 0; k < NOUT; k++) {
+            assert_equal(h[0][k], h[1][k], n, what[k], (size_t)C);
+            free(h[0][k]), free(h[1][k]);
+        }
+        dev_free_all();
+        free(x), free(g), free(gam), free(bet), free(rv), free(acc), free(sc), free(gp);
     }
 }
 

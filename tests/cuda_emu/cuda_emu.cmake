@@ -112,4 +112,22 @@ if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "
   set_tests_properties(test_cuda_emu_long PROPERTIES TIMEOUT 600 LABELS "emu;emu_long" ENVIRONMENT
     "${tb_emu_env}")
   set_tests_properties(test_executor_emu test_backends_emu test_cuda_mirrored_emu PROPERTIES LABELS "emu;emu_long")
+
+  # bench_gpusim (make gpusim): bench on the emulation with each kernel's memory requests counted as a GPU's
+  # warps would make them (emu_memtrace.cpp). The kernels carry GCC's ThreadSanitizer instrumentation with no
+  # TSan runtime linked: its __tsan_readN/__tsan_writeN calls are emu_memtrace.cpp's. Built on demand only.
+  add_library(tb_cuda_gpusim OBJECT EXCLUDE_FROM_ALL ${tb_emu_srcs} ${tb_emu_c} tests/cuda_emu/emu_runtime.cpp
+              tests/cuda_emu/emu_blas.cpp tests/cuda_emu/emu_memtrace.cpp)
+  set_source_files_properties(tests/cuda_emu/emu_memtrace.cpp PROPERTIES COMPILE_OPTIONS "-O2;-fno-sanitize=all")
+  target_include_directories(tb_cuda_gpusim PUBLIC $<TARGET_PROPERTY:tb_cuda_emu,INTERFACE_INCLUDE_DIRECTORIES>)
+  target_compile_definitions(tb_cuda_gpusim PUBLIC TB_HAVE_CUDA=1 TB_EMU_MEMTRACE=1)
+  target_compile_options(tb_cuda_gpusim PRIVATE -O1 $<$<COMPILE_LANGUAGE:CXX>:-std=c++17 -Wall -Wextra
+                         -Wno-unused-parameter -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-tree-sra>)
+  add_executable(bench_gpusim EXCLUDE_FROM_ALL harness/main_bench.c $<TARGET_OBJECTS:tb_cuda_gpusim>)
+  target_include_directories(bench_gpusim PRIVATE $<TARGET_PROPERTY:tb_cuda_emu,INTERFACE_INCLUDE_DIRECTORIES>
+                             backends/ipu ${CMAKE_BINARY_DIR})
+  target_compile_definitions(bench_gpusim PRIVATE ${tb_emu_defs})
+  target_link_options(bench_gpusim PRIVATE "LINKER:-u,blas_memory_alloc")
+  add_dependencies(bench_gpusim tb_harness tb_backends tb_workloads tb_core tb_util)
+  target_link_libraries(bench_gpusim PRIVATE ${tb_emu_libs})
 endif()

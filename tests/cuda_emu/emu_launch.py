@@ -2,7 +2,7 @@
 """emu_launch.py IN.cu OUT.cpp — a CUDA source made host C++ for the CPU emulation (tests/cuda_emu/emu.h).
 
 The rewrites: each launch `kernel<...><<<grid, block[, smem[, stream]]>>>(args)` becomes
-`tbemu::launch(<a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, and `extern __shared__ T name[];` becomes
+`tbemu::launch("kernel<...>", <a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, and `extern __shared__ T name[];` becomes
 a pointer to the launch's dynamic shared memory, threadIdx, blockIdx, blockDim and gridDim the emulation's
 (tbemu::thread_idx...), <cooperative_groups.h> its shim (emu_cg.h). A #include of another .cu file (ops_dwconv_fp16.cu includes
 ops_dwconv.cu) is rewritten too, to the generated .cpp beside OUT, so each unit sees rewritten code.
@@ -34,7 +34,25 @@ def kernel_start(src, end):
     return i
 
 
+def mark_kernels(src):
+    """Each kernel's body opens with TBEMU_KERNEL(), which names the kernel to the memory trace (emu.h)."""
+    out, pos = [], 0
+    for m in re.finditer(r'__global__\s+void\s+\w+\s*\(', src):
+        i, depth = m.end(), 1
+        while depth:
+            depth += {'(': 1, ')': -1}.get(src[i], 0)
+            i += 1
+        while src[i].isspace():
+            i += 1
+        if src[i] == '{':  # a definition, not a declaration
+            out.append(src[pos:i + 1] + ' TBEMU_KERNEL();')
+            pos = i + 1
+    out.append(src[pos:])
+    return ''.join(out)
+
+
 def rewrite(src):
+    src = mark_kernels(src)
     out, pos = [], 0
     while True:
         a = src.find('<<<', pos)
@@ -50,7 +68,9 @@ def rewrite(src):
         out.append(src[pos:k])
         # A lambda, not the kernel's address: a template kernel's arguments are deduced from the call's,
         # as nvcc deduces them, and each thread calls it with the arguments the launch copied once.
-        out.append('tbemu::launch([](auto &...tbemu_a) { %s(tbemu_a...); }, %s)' % (src[k:a].strip(), src[a + 3:b].strip()))
+        kern = src[k:a].strip()
+        out.append('tbemu::launch("%s", [](auto &...tbemu_a) { %s(tbemu_a...); }, %s)'
+                   % (' '.join(kern.split()), kern, src[a + 3:b].strip()))
         pos = b + 3
     src = ''.join(out)
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;',

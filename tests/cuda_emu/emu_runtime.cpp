@@ -4,6 +4,12 @@
  * bad one is the launch's error, read back by cudaGetLastError, never run), so a launcher's grid arithmetic
  * is tested too. */
 #include "emu.h"
+#ifdef TB_EMU_MEMTRACE
+#include "emu_memtrace.h"
+#define TB_MEMTRACE(call) tbemu::memtrace::call
+#else
+#define TB_MEMTRACE(call) ((void)0)
+#endif
 
 extern "C" {
 #include "clock.h" /* tb_now_s: the events' host clock */
@@ -147,7 +153,8 @@ int sync_block_or(int p)
     return run->or_result;
 }
 
-void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key)
+void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key,
+              const char *name)
 {
     const unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || nt > kMaxThreads ||
@@ -171,6 +178,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
     block_run *saved = run;
     run = &r;
     block_dim = uint3{block.x, block.y, block.z}, grid_dim = uint3{grid.x, grid.y, grid.z};
+    TB_MEMTRACE(launch_begin(name, key, grid.x * grid.y * grid.z, (unsigned)nt, r.smem.data(), smem));
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
@@ -178,6 +186,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
                 /* The first block of a site not seen before runs as fibers; if no thread of it waited at a
                  * barrier, the kernel has none and the rest run as plain calls (a barrier then aborts). */
                 r.direct = known == 0 || (known == -1 && (x | y | z) != 0 && !r.waited);
+                TB_MEMTRACE(block_begin((unsigned)nt));
                 if (r.direct) {
                     for (unsigned tz = 0; tz < block.z; tz++)
                         for (unsigned ty = 0; ty < block.y; ty++)
@@ -188,7 +197,9 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
                 } else {
                     block_fibers(r, (unsigned)nt);
                 }
+                TB_MEMTRACE(block_end());
             }
+    TB_MEMTRACE(launch_end());
     run = saved;
     std::lock_guard<std::mutex> g(learned_mu);
     learned[key] = r.waited || known == 1;
@@ -257,6 +268,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
     if (posix_memalign(p, 256, n ? n : 1) != 0) return tbemu::last_error = cudaErrorMemoryAllocation;
     std::lock_guard<std::mutex> g(alloc_mu);
     allocs[*p] = n, alloc_bytes += n;
+    TB_MEMTRACE(on_alloc(*p, n));
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p)
@@ -268,6 +280,7 @@ cudaError_t cudaFree(void *p)
         if (it == allocs.end()) return tbemu::last_error = cudaErrorInvalidValue; /* not ours, or freed twice */
         alloc_bytes -= it->second;
         allocs.erase(it);
+        TB_MEMTRACE(on_free(p));
     }
     std::free(p);
     return cudaSuccess;

@@ -1,0 +1,26 @@
+/* emu_memtrace.h — the grid runner's side of the memory-access trace (emu_memtrace.cpp): which launch, block
+ * and allocation the kernels' accesses belong to. Only the trace's build (TB_EMU_MEMTRACE, make gpusim) calls it. */
+#ifndef TB_CUDA_EMU_MEMTRACE_H
+#define TB_CUDA_EMU_MEMTRACE_H
+
+#include <cstddef>
+
+namespace tbemu {
+namespace memtrace {
+
+/* A launch starts: its kernel as the source names it, site its launch-site key, its shape, and its dynamic
+ * shared memory (smem bytes at shm). */
+void launch_begin(const char *name, const void *site, unsigned grid, unsigned block, void *shm, size_t smem);
+/* A block of nthreads starts, or ends (its warps' requests are counted at its end). */
+void block_begin(unsigned nthreads);
+void block_end();
+/* The launch ends: its counts join its kernel's. */
+void launch_end();
+/* A device allocation of n bytes at p is made, or freed (cudaMalloc, cudaFree). */
+void on_alloc(void *p, size_t n);
+void on_free(void *p);
+
+} // namespace memtrace
+} // namespace tbemu
+
+#endif
