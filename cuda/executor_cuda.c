@@ -106,6 +106,12 @@ struct cuda_ctx {
     void *h_stage;                           /* pinned: a fused step's pixels, label, alpha and loss */
     /* The runs as one persistent kernel (mlp_persist.h; persist = 1) instead of the graph's replays. */
     int persist;
+    /* BatchNorm -> depthwise pairs run fused (tb_cuda_bn_dw_pairs; NULL: none, and stages) where both are in the
+     * pass enqueued last (fuse_l0 <= layer < fuse_l1; -1 before any); which BatchNorms' training forwards left
+     * their output to the depthwise (cu_env). */
+    int *bn_dw;
+    unsigned char *bn_unwritten;
+    int fuse_l0, fuse_l1;
     struct tb_cuda_mlp_plan mlp;
     float *mlp_scratch;
     /* --profile (whole models): events after each layer's forward F[i+1] and backward B[i] (F[l0], B[l1]:
@@ -185,7 +191,9 @@ static struct cu_env env_of(const struct cuda_ctx *c)
     return (struct cu_env){.m = c->m, .s = c->s, .blas = c->blas, .params = c->params, .grads = c->grads,
                            .buffers = c->buffers, .scratch = c->scratch, .seed = c->cfg.seed,
                            .params16 = c->params16, .fp16 = c->fp16, .loss_scale = c->fp16 ? c->ls.scale : 1.0f,
-                           .x = c->x, .labels = c->labels, .losses = c->losses, .correct = c->correct};
+                           .x = c->x, .labels = c->labels, .losses = c->losses, .correct = c->correct,
+                           .bn_dw = c->bn_dw, .bn_unwritten = c->bn_unwritten, .fuse_l0 = c->fuse_l0,
+                           .fuse_l1 = c->fuse_l1};
 }
 
 /* Every entry point starts here: this executor's GPU made current on the calling thread (replicas on
@@ -328,6 +336,7 @@ static int enqueue_pass(struct cuda_ctx *c, const struct executor_pass *p, const
     if (fwd && !ahead && (st = upload(c, px, py, p->n)) != TB_OK) return st;
     if (fwd && c->stage && (st = tb_cuda_stage_feed(c->stage, 0, in, p->n, c->s)) != TB_OK) return st;
     if (fwd && c->ev_f) TB_CU(cudaEventRecord(c->ev_f[p->l0], c->s));
+    c->fuse_l0 = p->l0, c->fuse_l1 = p->l1; /* a pair inside the pass runs fused, forward and backward alike */
     for (int i = p->l0; fwd && i < p->l1; i++) {
         if ((st = layer_forward(c, in, &m->layers[i], p->n, p->n_global, p->training, p->first_index, p->step)) !=
             TB_OK)
@@ -672,6 +681,7 @@ static int loop_capture(struct cuda_ctx *c)
      * plain pass's calls, so the replayed step is the plain step's kernels in the same order. */
     tb_cuda_loop_gather(c->ld, act(c, &c->train, in0->out), c->labels, c->l_alpha_now, 1, c->per_in, scale, shift,
                         c->s);
+    c->fuse_l0 = 0, c->fuse_l1 = m->n_layers;
     for (int i = 1; i < m->n_layers && st == TB_OK; i++)
         st = layer_forward(c, &c->train, &m->layers[i], 1, 1, 1, 0, 1);
     if (st == TB_OK && cudaMemsetAsync(c->grads, 0, m->n_params * sizeof(float), c->s) != cudaSuccess)
@@ -867,7 +877,7 @@ static void cuda_destroy(struct executor *ex)
         if (c->ev_b[i]) cudaEventDestroy(c->ev_b[i]);
     }
     if (c->ev_t0) cudaEventDestroy(c->ev_t0);
-    free(c->ev_f), free(c->ev_b), free(c->prof), free(c->tr.ev);
+    free(c->ev_f), free(c->ev_b), free(c->prof), free(c->tr.ev), free(c->bn_dw), free(c->bn_unwritten);
     if (c->stage) tb_cuda_stage_free(c->stage), free(c->stage);
     if (c->s) cudaStreamDestroy(c->s);
     tb_cuda_mem_account(-c->dev_bytes);
@@ -1081,6 +1091,13 @@ int executor_cuda_create(struct executor *ex)
     c->m = m;
     c->cfg = ex->cfg;
     c->fp16 = ex->cfg.prec == STAGE_PREC_FP16;
+    c->fuse_l1 = -1;
+    if (!stage) { /* a stage's range plan keeps the layers apart (its slots hold what its boundaries export) */
+        if (!(c->bn_dw = malloc((size_t)m->n_layers * sizeof *c->bn_dw)) ||
+            !(c->bn_unwritten = calloc((size_t)m->n_layers, 1)))
+            return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
+        if (tb_cuda_bn_dw_pairs(m, c->bn_dw) == 0) free(c->bn_dw), c->bn_dw = NULL;
+    }
     if (c->fp16) loss_scaler_init(&c->ls, ex->cfg.loss_scale);
     if (stage) { /* the range plan: its layers see activation offsets of the tensors the range touches only */
         if (!(c->stage = calloc(1, sizeof *c->stage))) return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");

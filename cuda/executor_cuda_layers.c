@@ -4,10 +4,11 @@
  * and their gradients 2-byte at the byte offsets of tb_cuda_bf16_layout, the GEMM convs reading the weights'
  * 2-byte copy.
  *
- * Unfused on purpose (issue 26 item 1, first wiring): none of the cpu's layer-pair fusions (BN statistics
- * in the conv before, BN apply in the depthwise after, SE pool in the BN, SE scale in the projection,
- * dwconv backward with the BN's) runs here yet, so every tensor the cpu may leave unwritten under a fusion
- * is written, and gradients match the cpu's unfused maths. Backward takes exec.c's rule and its shortcut:
+ * One of the cpu's layer-pair fusions runs here: a training BatchNorm(+SiLU) whose only reader is a depthwise
+ * takes its statistics alone, and the depthwise applies them as it loads its input (forward and weight
+ * gradient), so the normalised tensor is never written or read (tb_cuda_bn_dw_pairs). The others (BN statistics
+ * in the conv before, SE pool in the BN, SE scale in the projection, dwconv backward with the BN's) do not run
+ * here yet. Backward takes exec.c's rule and its shortcut:
  * at an input gradient's last reader it is overwritten (acc 0) where the layer's kernel writes every element,
  * else zeroed there and accumulated into (tb_cuda_prepare_input_grads).
  * Errors: a positive launcher return is a cudaError_t (turned into a message here), a negative one is a
@@ -130,6 +131,52 @@ int tb_cuda_effnet_layer_ok(const struct model *m, const struct layer *l, const 
     return *why == NULL;
 }
 
+int tb_cuda_bn_dw_pairs(const struct model *m, int *pair)
+{
+    for (int i = 0; i < m->n_layers; i++) pair[i] = -1;
+    if (tb_cuda_env_is("TB_CUDA_BN_DW", "apart")) return 0;
+    int pairs = 0;
+    for (int d = 0; d < m->n_layers; d++) {
+        const struct layer *ld = &m->layers[d];
+        if (ld->op != OP_DWCONV || ld->in < 0) continue;
+        int bn = -1, readers = 0;
+        for (int i = 0; i < m->n_layers; i++) {
+            const struct layer *l = &m->layers[i];
+            readers += (l->in == ld->in) + (l->in2 >= 0 && l->in2 != l->in && l->in2 == ld->in);
+            if (l->out == ld->in) bn = i;
+        }
+        /* The BatchNorm's one reader is this depthwise, whose launchers take a BatchNorm(+SiLU) on load. */
+        if (bn < 0 || readers != 1 || m->layers[bn].op != OP_BN || !m->layers[bn].n_b ||
+            !(m->layers[bn].act == ACT_NONE || m->layers[bn].act == ACT_SILU) || ld->act != ACT_NONE)
+            continue;
+        pair[bn] = d, pair[d] = bn, pairs++;
+    }
+    return pairs;
+}
+
+/* Whether BatchNorm li's training forward leaves its output to its depthwise reader: both in this pass. */
+static int bn_leaves_output(const struct cu_env *e, int li)
+{
+    if (!e->bn_dw || e->fuse_l1 < 0) return 0;
+    const int p = e->bn_dw[li];
+    return p >= e->fuse_l0 && p < e->fuse_l1 && li >= e->fuse_l0 && li < e->fuse_l1;
+}
+
+/* The BatchNorm whose unwritten output depthwise li reads through it (its last training forward left it), or
+ * -1: the depthwise reads its input as it is. */
+static int dw_bn_on_load(const struct cu_env *e, int li)
+{
+    const int bn = e->bn_dw ? e->bn_dw[li] : -1;
+    return bn >= 0 && e->bn_unwritten[bn] ? bn : -1;
+}
+
+/* The BatchNorm of layer bn as its depthwise reader applies it on load. */
+static struct tb_cuda_bn_in bn_in_of(const struct cu_env *e, const struct cu_acts *a, const struct layer *bn)
+{
+    return (struct tb_cuda_bn_in){.save = tb_cuda_act(e, a, bn->save), .gamma = e->params + bn->w_off,
+                                  .beta = e->params + bn->b_off, .silu = bn->act == ACT_SILU};
+}
+
 size_t tb_cuda_effnet_scratch_bytes(const struct model *m, int n)
 {
     size_t need = 0;
@@ -193,7 +240,14 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
     }
     case OP_DWCONV: {
         const struct conv_shape s = shape_of(m, l, n);
-        CK(PICK(tb_cuda_dwconv_forward, out, in, w, b, NULL, 0, &s, st), "tb_cuda_dwconv_forward");
+        const int bn = training ? dw_bn_on_load(e, (int)(l - m->layers)) : -1;
+        if (bn >= 0) { /* its BatchNorm's input, normalised as it is loaded */
+            const struct tb_cuda_bn_in bi = bn_in_of(e, a, &m->layers[bn]);
+            CK(PICK(tb_cuda_dwconv_forward, out, tb_cuda_act(e, a, m->layers[bn].in), w, b, &bi, 0, &s, st),
+               "tb_cuda_dwconv_forward (BatchNorm on load)");
+        } else {
+            CK(PICK(tb_cuda_dwconv_forward, out, in, w, b, NULL, 0, &s, st), "tb_cuda_dwconv_forward");
+        }
         return TB_OK;
     }
     case OP_BN: {
@@ -201,8 +255,12 @@ int tb_cuda_effnet_forward(const struct cu_env *e, const struct cu_acts *a, cons
         /* running_var is its own param_entry, starting on a 16-float boundary (exec.c's layout). */
         float *rm = e->buffers + l->buf_off, *rv = rm + tb_align16((size_t)ti->c);
         const int silu = l->act == ACT_SILU;
+        /* fused with its depthwise reader: the statistics alone, the output never written */
+        const int li = (int)(l - m->layers), leave = training && bn_leaves_output(e, li);
+        void *y = leave ? NULL : out;
+        if (training && e->bn_dw) e->bn_unwritten[li] = (unsigned char)leave;
         if (training)
-            CK(PICK(tb_cuda_bn_forward_train, out, tb_cuda_act(e, a, l->save), rm, rv, in, w, b, M, ti->c,
+            CK(PICK(tb_cuda_bn_forward_train, y, tb_cuda_act(e, a, l->save), rm, rv, in, w, b, M, ti->c,
                     l->a.norm.eps, l->a.norm.momentum, silu, e->scratch, st),
                "tb_cuda_bn_forward_train");
         else
@@ -341,8 +399,16 @@ int tb_cuda_effnet_backward(const struct cu_env *e, const struct cu_acts *a, con
     case OP_DWCONV: {
         const struct conv_shape s = shape_of(m, l, n);
         if (din) CK(PICK(tb_cuda_dwconv_backward_data, din, dout, w, &s, acc, st), "tb_cuda_dwconv_backward_data");
-        CK(PICK(tb_cuda_dwconv_backward_params, dw, db, in, dout, NULL, &s, e->scratch, st),
-           "tb_cuda_dwconv_backward_params");
+        const int bn = dw_bn_on_load(e, (int)(l - m->layers));
+        if (bn >= 0) { /* the forward never wrote its input: recomputed from the BatchNorm's as it is loaded */
+            const struct tb_cuda_bn_in bi = bn_in_of(e, a, &m->layers[bn]);
+            CK(PICK(tb_cuda_dwconv_backward_params, dw, db, tb_cuda_act(e, a, m->layers[bn].in), dout, &bi, &s,
+                    e->scratch, st),
+               "tb_cuda_dwconv_backward_params (BatchNorm on load)");
+        } else {
+            CK(PICK(tb_cuda_dwconv_backward_params, dw, db, in, dout, NULL, &s, e->scratch, st),
+               "tb_cuda_dwconv_backward_params");
+        }
         return TB_OK;
     }
     case OP_BN:

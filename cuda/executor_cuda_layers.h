@@ -27,6 +27,13 @@ struct cu_env {
     const int32_t *labels;           /* device: the pass's labels (the loss layer) */
     float *losses;                   /* device: per-sample losses (the loss layer) */
     uint8_t *correct;                /* device: argmax == label (the loss layer) */
+    /* BatchNorm applied in its depthwise reader's loads (tb_cuda_bn_dw_pairs): per layer, a BatchNorm's depthwise
+     * or a depthwise's BatchNorm, else -1 (NULL: no pair). A training forward of a BatchNorm whose depthwise is in
+     * the same pass (fuse_l0 <= layer < fuse_l1) leaves its output unwritten and says so in bn_unwritten[bn]; the
+     * depthwise's forward and backward then read the BatchNorm's input and apply it as they load. */
+    const int *bn_dw;
+    unsigned char *bn_unwritten; /* the training activations' (host; per layer) */
+    int fuse_l0, fuse_l1;
 };
 
 /* Mixed precision's launcher f_fp16 or f_bf16 (same arguments) by the executor's 2-byte type. */
@@ -51,6 +58,10 @@ int tb_cuda_input_layer(const struct cu_env *e, const struct cu_acts *a, const s
 int tb_cuda_effnet_op(enum op_kind op);
 /* Whether layer l (an EfficientNet kind) runs here; if not, *why names what is missing. */
 int tb_cuda_effnet_layer_ok(const struct model *m, const struct layer *l, const char **why);
+/* Fills pair (n_layers) with the BatchNorm -> depthwise pairs that may run fused (the BatchNorm's output read by
+ * the depthwise alone, on its fused-load path: pair[bn] = dw, pair[dw] = bn, else -1); returns how many. None
+ * under TB_CUDA_BN_DW=apart (an A-B run). */
+int tb_cuda_bn_dw_pairs(const struct model *m, int *pair);
 /* Scratch bytes the layers' launchers need at n samples (the largest over the model's layers). */
 size_t tb_cuda_effnet_scratch_bytes(const struct model *m, int n);
 /* Enqueues layer l's forward for n samples; first_index/step key dropout as the cpu executor does. */

@@ -128,8 +128,9 @@ int tb_cuda_gconv_backward_params(float *dw, float *db, const float *inp, const 
 int tb_cuda_bn_stats_host(double *part, const float *inp, size_t M, int C);
 /* Scratch bytes of the BatchNorm launchers for M rows of C channels (chunk sums and coefficients). */
 size_t tb_cuda_bn_scratch_bytes(size_t M, int C);
-/* Training forward: save (2,C) = [μ | rstd] (biased variance, ε inside the root); out = act(γ·x̂ + β);
- * run_mean/run_var (may be NULL) ← momentum·run + (1-momentum)·batch with the unbiased variance. */
+/* Training forward: save (2,C) = [μ | rstd] (biased variance, ε inside the root); out = act(γ·x̂ + β) (out NULL:
+ * not written, for a reader that applies save on load: tb_cuda_bn_in); run_mean/run_var (may be NULL) ←
+ * momentum·run + (1-momentum)·batch with the unbiased variance. */
 int tb_cuda_bn_forward_train(float *out, float *save, float *run_mean, float *run_var, const float *inp,
                              const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
                              int act, void *scratch, void *stream);

@@ -492,6 +492,7 @@ static int bn_forward_train(T *out, float *save, float *run_mean, float *run_var
     if ((err = ops_launched())) return err;
     k_bn_finalize<<<(unsigned)(C + 127) / 128, 128, 0, st>>>(save, run_mean, run_var, part, K, M, C, eps, momentum);
     if ((err = ops_launched())) return err;
+    if (!out) return 0; /* the statistics alone: a depthwise reader applies them on load */
     return bn_apply<T, false>(out, inp, save, save + C, gamma, beta, M * (size_t)C, C, eps, act, st);
 }
 

@@ -1220,6 +1220,81 @@ Test(cuda, effnet_wgrad_split_vs_one_gemm)
     wgrad_split_vs_gemm(1);
 }
 
+/* The parameter gradients of one training step of ex over the layers [0, L): the forward in two passes cut at
+ * fcut (0: one pass), the backward in two cut at bcut (from the loss down; 0: one pass). */
+static float *step_in_passes(struct executor *ex, const struct fixture *f, int L, int fcut, int bcut, double *loss)
+{
+    executor_zero_grads(ex);
+    const struct executor_pass f0 = pass(f, EFF_N, 3, 0, fcut), f1 = pass(f, EFF_N, 3, fcut, L);
+    const struct executor_pass b1 = pass(f, EFF_N, 3, bcut, L), b0 = pass(f, EFF_N, 3, 0, bcut);
+    double unused;
+    if (fcut) cr_assert_eq(executor_forward(ex, &f0, &unused), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_forward(ex, &f1, loss), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_backward(ex, &b1), TB_OK, "%s", tb_error_get());
+    if (bcut) cr_assert_eq(executor_backward(ex, &b0), TB_OK, "%s", tb_error_get());
+    return fam_get(ex, TF_GRADS);
+}
+
+/* BatchNorm applied in its depthwise reader's loads (the default: the normalised tensor never written) against
+ * the two apart (TB_CUDA_BN_DW=apart at create): the same maths, the depthwise's loads doing the apply pass's. fp32:
+ * the loss and every parameter gradient within 1e-6 (norm; 1e-5 an element). bf16: apart, the normalised tensor is
+ * rounded to bf16 on its way through memory, and what cancels moves by its size with it (an SE block's gradients;
+ * this fixture's loss, 4 % from fp32's in bf16, moves 3 % when one pair runs apart), so the loss and each tensor
+ * within twice bf16's own distance from an fp32 executor's (2·|fp32 − apart|). Then the fused
+ * executor's step with its forward cut between a BatchNorm and its depthwise (the BatchNorm writes its output,
+ * the depthwise reads it: as apart) and with its backward cut there (the depthwise's backward still reads through
+ * the BatchNorm its forward left unwritten: the whole step's bits). */
+static void bn_dw_vs_apart(int bf16)
+{
+    struct fixture f;
+    effnet_fixture(&f, "effnet-b0", "batch", EFF_N);
+    const int L = f.m.n_layers;
+    int cut = -1; /* a depthwise whose input is a BatchNorm's output */
+    for (int d = 1; d < L && cut < 0; d++)
+        if (f.m.layers[d].op == OP_DWCONV && f.m.layers[d - 1].op == OP_BN && f.m.layers[d - 1].out == f.m.layers[d].in)
+            cut = d;
+    cr_assert(cut > 0, "effnet-b0 has a BatchNorm -> depthwise pair");
+    const struct executor_config c32 = config("cuda", EFF_N, OPTIM_SGD);
+    const struct executor_config c = bf16 ? config_bf16(EFF_N, OPTIM_SGD) : c32;
+    struct executor a, b;
+    ex_init_buffers(&a, &f, &c);
+    cr_assert_eq(setenv("TB_CUDA_BN_DW", "apart", 1), 0);
+    ex_init_buffers(&b, &f, &c);
+    unsetenv("TB_CUDA_BN_DW");
+    double la, lb, lf, lk, l32 = 0.0;
+    float *ga = step_in_passes(&a, &f, L, 0, 0, &la), *gb = step_in_passes(&b, &f, L, 0, 0, &lb), *g32 = NULL;
+    if (bf16) {
+        struct executor r;
+        ex_init_buffers(&r, &f, &c32);
+        g32 = step_in_passes(&r, &f, L, 0, 0, &l32);
+        executor_destroy(&r);
+    }
+    const char *what = bf16 ? "BatchNorm on the depthwise's load, bf16" : "BatchNorm on the depthwise's load";
+    const struct closeness q = bf16 ? (struct closeness){.tol = 1e-2, .floor = 1e-3, .base = g32, .k_base = 2}
+                                    : (struct closeness){.tol = 1e-6, .floor = 1e-3, .elem = 1e-5};
+    const double ltol = bf16 ? 2.0 * fabs(l32 - lb) : 1e-6 * fabs(lb);
+    cr_assert(fabs(la - lb) <= ltol, "%s: loss %.17g fused, %.17g apart", what, la, lb);
+    check_tensors(&f.m, ga, gb, fam_n(&a, TF_GRADS), TF_GRADS, &q, NULL, what);
+    float *gf = step_in_passes(&a, &f, L, cut, 0, &lf), *gk = step_in_passes(&a, &f, L, 0, cut, &lk);
+    cr_assert(fabs(lf - la) <= ltol && lk == la, "%s: loss %.17g whole, %.17g forward cut, %.17g backward cut", what, la,
+              lf, lk);
+    check_tensors(&f.m, ga, gf, fam_n(&a, TF_GRADS), TF_GRADS, &q, NULL, "forward cut at the depthwise");
+    const size_t n = fam_n(&a, TF_GRADS);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(ga[i] == gk[i], "%s: backward cut at the depthwise, gradient %zu: %.9g whole, %.9g cut", what, i,
+                  (double)ga[i], (double)gk[i]);
+    free(ga), free(gb), free(gf), free(gk), free(g32);
+    executor_destroy(&a), executor_destroy(&b);
+    fixture_free(&f);
+}
+
+Test(cuda, effnet_bn_in_depthwise_vs_apart)
+{
+    need_gpu();
+    bn_dw_vs_apart(0);
+    bn_dw_vs_apart(1);
+}
+
 /* The overwrite-instead-of-zero shortcut (a gradient written with acc = 0 by its last reader) in the shared
  * gradient arena, evaluation in the training arena, against zeroing and accumulating (TB_CUDA_GRAD_ZERO=memset)
  * in one slot per tensor and evaluation in its own arena (TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own at

@@ -583,12 +583,14 @@ PY
 # gradient and an evaluation arena of its own; TB_CUDA_CUBLAS_WS_MIB=4: cuBLAS's 4 MiB workspace, not Hopper's
 # 32; TB_CUDA_WGRAD=gemm: the 1×1 weight gradient as one GEMM, not split over rows; TB_CUDA_CHANNEL_ROWS=scalar:
 # BatchNorm's apply passes, the SE scale and the pool's backward reading their per-channel rows a float a load
-# (under NARROW=1 they do anyway; alone, GPU_AB_OLD=TB_CUDA_CHANNEL_ROWS=scalar)), alternating new old new
+# (under NARROW=1 they do anyway; alone, GPU_AB_OLD=TB_CUDA_CHANNEL_ROWS=scalar); TB_CUDA_BN_DW=apart: every
+# BatchNorm writes its output, none applied in its depthwise reader's loads), alternating new old new
 # old on effnet-b0 224 batch 256, fp32 then bf16, each run with its per-layer profile; then the ratio of the
 # medians (new / old images/s) per precision, and each side's peak GPU memory.
 # GPU_AB_OLD (words VAR=VALUE) replaces the old side's switches, to measure one change alone.
 read -r -a AB_OLD <<<"${GPU_AB_OLD:-TB_CUDA_DW=old TB_CUDA_CONV_ALGO=im2col TB_CUDA_NARROW=1 TB_CUDA_GRAD_ZERO=memset \
-TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own TB_CUDA_CUBLAS_WS_MIB=4 TB_CUDA_WGRAD=gemm TB_CUDA_CHANNEL_ROWS=scalar}"
+TB_CUDA_GRAD_LAYOUT=full TB_CUDA_EVAL_ARENA=own TB_CUDA_CUBLAS_WS_MIB=4 TB_CUDA_WGRAD=gemm TB_CUDA_CHANNEL_ROWS=scalar \
+TB_CUDA_BN_DW=apart}"
 phase_ab() {
     local prec r
     for prec in fp32 bf16m; do
