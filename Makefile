@@ -129,7 +129,8 @@ cachesim: deps build-vg
 # step at batches 1 and 2 (effnet-b0 224x224 fp32 unless ARGS says otherwise), each kernel's sectors a request
 # and bytes, projected to batch 256; modelled, not measured (tools/gpusim.sh). About 2 minutes.
 gpusim: build
-	@cmake --build $(BUILD) -j$(JOBS) --target bench_gpusim 2>/dev/null || { echo "make gpusim: this build has no cuda device (no nvcc found), so no emulation"; exit 1; }
+	@cmake --build $(BUILD) --target help | grep -q bench_gpusim || { echo "make gpusim: this build has no cuda device (no nvcc found), so no emulation"; exit 1; }
+	@cmake --build $(BUILD) -j$(JOBS) --target bench_gpusim
 	@./tools/gpusim.sh $(BUILD) $(ARGS)
 
 # The main job: the default suite, then the report.
