@@ -126,8 +126,9 @@ cachesim: deps build-vg
 	@./tools/cachesim.sh $(BUILD_VG) --workload $(CACHESIM_WORKLOAD) $(or $(ARGS),$(if $(filter effnet%,$(CACHESIM_WORKLOAD)),--resolution 32 --batch 32))
 
 # The cuda device's kernels as a GPU's memory would see them, on the CPU emulation (no GPU needed): one training
-# step at batches 1 and 2 (effnet-b0 224x224 fp32 unless ARGS says otherwise), each kernel's sectors a request
-# and bytes, projected to batch 256; modelled, not measured (tools/gpusim.sh). About 2 minutes.
+# step at batches 1 and 2 (effnet-b0 224x224 fp32; ARGS replaces all of that, e.g. ARGS="--workload effnet-b0
+# --resolution 224 --precision bf16m"), each kernel's sectors a request and bytes, projected to batch 256;
+# modelled, not measured (tools/gpusim.sh). About 2 minutes.
 gpusim: build
 	@cmake --build $(BUILD) --target help | grep -q bench_gpusim || { echo "make gpusim: this build has no cuda device (no nvcc found), so no emulation"; exit 1; }
 	@cmake --build $(BUILD) -j$(JOBS) --target bench_gpusim

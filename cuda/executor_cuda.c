@@ -108,7 +108,8 @@ struct cuda_ctx {
     int persist;
     /* BatchNorm -> depthwise pairs run fused (tb_cuda_bn_dw_pairs; NULL: none, and stages) where both are in the
      * pass enqueued last (fuse_l0 <= layer < fuse_l1; -1 before any); which BatchNorms' training forwards left
-     * their output to the depthwise (cu_env). */
+     * their output to the depthwise (cu_env). One flag a layer, not a set per activation set: a whole-model
+     * executor trains on one set (train; evaluation never fuses), so a second training slot would need its own. */
     int *bn_dw;
     unsigned char *bn_unwritten;
     int fuse_l0, fuse_l1;

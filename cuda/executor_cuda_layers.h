@@ -1,7 +1,8 @@
 /* executor_cuda_layers.h — the cuda executor's EfficientNet layers (executor_cuda_layers.c): each layer
  * kind of core/exec.c that is not part of a dense chain, run forward and backward with one launcher of
- * ops_effnet.h per layer (unfused), in fp32 or with bf16 activations (mixed precision), and the input layer
- * for both; the state the layers read. Private to cuda/executor_cuda*.c.
+ * ops_effnet.h per layer (a BatchNorm and its depthwise reader fused: tb_cuda_bn_dw_pairs), in fp32 or with
+ * bf16 activations (mixed precision), and the input layer for both; the state the layers read. Private to
+ * cuda/executor_cuda*.c (and tests/test_cuda.c, which checks the pairs).
  */
 #ifndef TB_EXECUTOR_CUDA_LAYERS_H
 #define TB_EXECUTOR_CUDA_LAYERS_H

@@ -199,9 +199,9 @@ template <typename T> static inline int ops_width(int C, const void *a, const vo
     return ops_wide_ok<T>(C, a, b, c) ? 4 : 1;
 }
 
-/* Whether per-channel rows at each pointer (NULL skipped) may be read V elements at a time with ops_ldp, V
- * elements being bytes: each pointer aligned to min(bytes, 16), and not under TB_CUDA_CHANNEL_ROWS=scalar (the
- * one-element loads, for an A-B run). */
+/* Whether per-channel rows at each pointer (NULL skipped) may be read V elements at a time with ops_ldp, bytes
+ * being the V elements' size: each pointer aligned to min(bytes, 16), and not under TB_CUDA_CHANNEL_ROWS=scalar
+ * (the one-element loads, for an A-B run). */
 static inline int ops_rows_vec(size_t bytes, const void *a, const void *b = NULL, const void *c = NULL,
                                const void *d = NULL, const void *e = NULL)
 {
@@ -212,8 +212,8 @@ static inline int ops_rows_vec(size_t bytes, const void *a, const void *b = NULL
 /* V per-channel values from p as floats: ops_ldv's 16- (or 8-) byte loads where the launcher found the rows
  * aligned (vec, from ops_rows_vec), else V one-element loads; the same values. An elementwise pass whose V
  * channels each read a row's element issued V loads a row with V elements between lanes, so a warp's load
- * touched V times the sectors it used: the memory trace (make gpusim) counted them 3-5 times the sectors of the
- * pass's own data. */
+ * touched V times the sectors it used: the memory trace (make gpusim) counted the passes' L1 sectors 2.7-3.5
+ * times those of their own data. */
 template <int V, typename T> static __host__ __device__ __forceinline__ void ops_ldp(const T *p, float *v, int vec)
 {
     if (V > 1 && vec) {

@@ -164,7 +164,7 @@ template <int V> struct bn_regs {
 };
 template <int V> static __host__ __device__ __forceinline__ bn_regs<V> bn_regs_of(const bn_in_dev &bn, int c, int C)
 {
-    bn_regs<V> r;
+    bn_regs<V> r{};
     r.on = bn.save != NULL, r.silu = bn.silu;
     if (r.on) {
 OPS_UNROLL

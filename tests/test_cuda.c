@@ -47,6 +47,7 @@
 #include "executor.h"
 #include "executor_cuda.h"
 #include "executor_cuda_bf16.h"
+#include "executor_cuda_layers.h"
 #include "grad_layout.h"
 #include "stage_precision.h"
 #include "status.h"
@@ -1254,6 +1255,12 @@ static void bn_dw_vs_apart(int bf16)
         if (f.m.layers[d].op == OP_DWCONV && f.m.layers[d - 1].op == OP_BN && f.m.layers[d - 1].out == f.m.layers[d].in)
             cut = d;
     cr_assert(cut > 0, "effnet-b0 has a BatchNorm -> depthwise pair");
+    int *pair = malloc((size_t)L * sizeof *pair);
+    cr_assert_not_null(pair);
+    /* the stem's and the 15 expansions': every depthwise of effnet-b0 reads a BatchNorm that nothing else reads */
+    cr_assert_eq(tb_cuda_bn_dw_pairs(&f.m, pair), 16, "BatchNorm -> depthwise pairs fused in effnet-b0");
+    cr_assert_eq(pair[cut - 1], cut, "the cut's pair is one of them");
+    free(pair);
     const struct executor_config c32 = config("cuda", EFF_N, OPTIM_SGD);
     const struct executor_config c = bf16 ? config_bf16(EFF_N, OPTIM_SGD) : c32;
     struct executor a, b;

@@ -1247,6 +1247,55 @@ static void batchnorm_h(const struct half *o)
 }
 HALF_TESTS(batchnorm)
 
+/* channel_rows_vs_scalar in o's storage: C 48 takes 8 channels a thread (2-byte data, the float rows in two
+ * 16-byte loads; the SE scale's and the pool gradient's 2-byte rows in one), C 44 four (8-byte rows). */
+static void channel_rows_vs_scalar_h(const struct half *o)
+{
+    need_gpu();
+    for (int C = 44; C <= 48; C += 4) {
+        const size_t M = 2 * 23 * 17, n = M * (size_t)C, c = (size_t)C;
+        const int N = 2;
+        const size_t HW = M / (size_t)N;
+        float *x = rnd_h(o, n, 1580, -1, 3), *g = rnd_h(o, n, 1581, -1, 1), *gam = rnd(c, 1582, 0.5f, 1.5f);
+        float *bet = rnd(c, 1583, -0.5f, 0.5f), *rv = rnd(c, 1584, 0.9f, 1.1f), *acc = rnd_h(o, n, 1585, -1, 1);
+        float *sc = rnd_h(o, (size_t)N * c, 1586, 0, 1), *gp = rnd_h(o, (size_t)N * c, 1587, -1, 1);
+        void *dx = dev_h(o, x, n), *dg = dev_h(o, g, n), *dsc = dev_h(o, sc, (size_t)N * c);
+        void *dgp = dev_h(o, gp, (size_t)N * c);
+        float *dgam = dev_dup(gam, c), *dbet = dev_dup(bet, c), *drv = dev_dup(rv, c);
+        void *scr = dev_alloc(tb_cuda_bn_scratch_bytes(M, C));
+        enum { TRAIN, EVAL, BWD, SE, GAP, NOUT };
+        float *h[2][NOUT];
+        for (int scalar = 0; scalar <= 1; scalar++) {
+            if (scalar) cr_assert_eq(setenv("TB_CUDA_CHANNEL_ROWS", "scalar", 1), 0);
+            void *y[NOUT];
+            float *save = dev_alloc(2 * c * 4), *rm = dev_alloc(c * 4), *rvar = dev_dup(rv, c);
+            for (int k = 0; k < NOUT; k++) y[k] = k == BWD || k == GAP ? dev_h(o, acc, n) : dev_alloc(n * 2);
+            int st[NOUT];
+            st[TRAIN] = o->bn_forward_train(y[TRAIN], save, rm, rvar, dx, dgam, dbet, M, C, BN_EPS_DEFAULT,
+                                            BN_MOMENTUM_DEFAULT, 1, scr, NULL);
+            st[EVAL] = o->bn_forward_eval(y[EVAL], dx, dbet, drv, dgam, dbet, M, C, BN_EPS_DEFAULT, 1, NULL);
+            st[BWD] = o->bn_backward(y[BWD], NULL, NULL, dg, dx, save, dgam, dbet, M, C, 1, 1, scr, NULL);
+            st[SE] = o->se_scale_forward(y[SE], dx, dsc, N, HW, C, NULL);
+            st[GAP] = o->gap_backward(y[GAP], dgp, N, HW, C, NULL);
+            unsetenv("TB_CUDA_CHANNEL_ROWS");
+            for (int k = 0; k < NOUT; k++) {
+                OK(st[k]);
+                h[scalar][k] = tu_fvec(n);
+                dev_get_h(o, h[scalar][k], y[k], n);
+            }
+        }
+        static const char *what[NOUT] = {"BN train forward", "BN eval forward", "BN backward", "SE scale",
+                                         "pool backward"};
+        for (int k = 0; k < NOUT; k++) {
+            assert_equal(h[0][k], h[1][k], n, what[k], (size_t)C);
+            free(h[0][k]), free(h[1][k]);
+        }
+        dev_free_all();
+        free(x), free(g), free(gam), free(bet), free(rv), free(acc), free(sc), free(gp);
+    }
+}
+HALF_TESTS(channel_rows_vs_scalar)
+
 static void groupnorm_h(const struct half *o)
 {
     need_gpu();

@@ -4,7 +4,8 @@ memory trace saw them (make gpusim; tests/cuda_emu/emu_memtrace.cpp says what it
 
 One trace: a markdown table, one row a kernel, the most L1 traffic first:
   L1 MB       the 32-byte sectors its global loads and stores asked of L1, request by request
-  DRAM MB     the distinct sectors each launch read and wrote (the least DRAM moves, were L2 as large as the data)
+  DRAM MB     the distinct sectors each launch read and wrote (the least DRAM moves if L2 keeps what a launch
+              reuses, and nothing from one launch to the next)
   ld s/req    sectors a warp's load request touched (4: a coalesced fp32 warp; 16: a float4 one; 32: one a lane)
   ld B/sec    bytes the lanes asked for per byte of the sectors touched (1.00: nothing fetched unused; above 1:
               lanes sharing bytes)

@@ -6,7 +6,7 @@
  * request. Per kernel it counts:
  *  - global memory (inside a cudaMalloc): requests and the 32-byte sectors they touch (a coalesced fp32 warp
  *    access is 4 sectors; 32 is one sector a lane), the bytes the lanes asked for, and the distinct sectors a
- *    launch read and wrote (what DRAM must move at least, were L2 as large as the data);
+ *    launch read and wrote (the least DRAM moves if L2 keeps what a launch reuses and nothing across launches);
  *  - shared memory: requests and wavefronts, a wavefront being one pass of the 32 banks (4-byte words; a
  *    request takes as many as the busiest bank has distinct words, and at least its bytes / 128).
  * A model, not a measurement: no caches, no timing, and lanes are paired by occurrence, so a branch one lane
@@ -84,6 +84,7 @@ struct held {
 
 /* One launch on this host thread: its block's pending requests, its distinct sectors, its counts. */
 struct launch_state {
+    launch_state *outer; /* the launch this one ran inside, if any */
     held run;
     std::string name;
     const char *named; /* the kernel's __PRETTY_FUNCTION__, once it has said it */
@@ -251,7 +252,7 @@ void on_free(void *p)
     generation.fetch_add(1, std::memory_order_release);
 }
 
-void launch_begin(const char *name, const void *, unsigned grid, unsigned block, void *shm, size_t smem)
+void launch_begin(const char *name, const void *, unsigned long long grid, unsigned block, void *shm, size_t smem)
 {
     if (!enabled) return;
     static std::once_flag once;
@@ -259,7 +260,8 @@ void launch_begin(const char *name, const void *, unsigned grid, unsigned block,
     launch_state *s = new launch_state{};
     s->name = name ? name : "?";
     s->shm_lo = reinterpret_cast<uintptr_t>(shm), s->shm_hi = s->shm_lo + (shm ? smem : 0);
-    s->c.launches = 1, s->c.blocks = grid, s->c.threads = (unsigned long long)grid * block;
+    s->c.launches = 1, s->c.blocks = grid, s->c.threads = grid * block;
+    s->outer = cur; /* run_grid may be entered again from a launch (it saves its own state too) */
     cur = s;
 }
 
@@ -311,7 +313,7 @@ void launch_end()
 {
     launch_state *s = cur;
     if (!s) return;
-    cur = nullptr;
+    cur = s->outer;
     s->c.uniq_rd = 32ull * s->rd.size(), s->c.uniq_wr = 32ull * s->wr.size();
     {
         std::lock_guard<std::mutex> l(mu);
@@ -338,14 +340,13 @@ TB_TSAN_ACCESS(2)
 TB_TSAN_ACCESS(4)
 TB_TSAN_ACCESS(8)
 TB_TSAN_ACCESS(16)
-void __tsan_read_range(void *p, unsigned long n)
+/* An access of n bytes (an aggregate copy): 4-byte pieces, as a thread's word loads. */
+static void access_range(void *p, unsigned long n, unsigned char write, const void *pc)
 {
-    for (unsigned long i = 0; i < n; i += 4) tbemu::memtrace::access((char *)p + i, n - i < 4 ? n - i : 4, 0, __builtin_return_address(0));
+    for (unsigned long i = 0; i < n; i += 4) tbemu::memtrace::access((char *)p + i, n - i < 4 ? n - i : 4, write, pc);
 }
-void __tsan_write_range(void *p, unsigned long n)
-{
-    for (unsigned long i = 0; i < n; i += 4) tbemu::memtrace::access((char *)p + i, n - i < 4 ? n - i : 4, 1, __builtin_return_address(0));
-}
+void __tsan_read_range(void *p, unsigned long n) { access_range(p, n, 0, __builtin_return_address(0)); }
+void __tsan_write_range(void *p, unsigned long n) { access_range(p, n, 1, __builtin_return_address(0)); }
 void __tsan_vptr_read(void **) {}
 void __tsan_vptr_update(void **, void *) {}
 /* std::shared_ptr's count (a captured launch's arguments): the operation itself, uncounted. */

@@ -10,14 +10,16 @@ namespace memtrace {
 
 /* A launch starts: its kernel as the source names it, site its launch-site key, its shape, and its dynamic
  * shared memory (smem bytes at shm). */
-void launch_begin(const char *name, const void *site, unsigned grid, unsigned block, void *shm, size_t smem);
-/* A block of nthreads starts, or ends (its warps' requests are counted at its end). */
+void launch_begin(const char *name, const void *site, unsigned long long grid, unsigned block, void *shm, size_t smem);
+/* A block of nthreads starts. */
 void block_begin(unsigned nthreads);
+/* The block ends: its warps' requests are counted. */
 void block_end();
 /* The launch ends: its counts join its kernel's. */
 void launch_end();
-/* A device allocation of n bytes at p is made, or freed (cudaMalloc, cudaFree). */
+/* A device allocation of n bytes at p is made (cudaMalloc). */
 void on_alloc(void *p, size_t n);
+/* The device allocation at p is freed (cudaFree). */
 void on_free(void *p);
 
 } // namespace memtrace
