@@ -15,13 +15,21 @@ set -eu
 BUILD=$1
 shift
 cd "$(dirname "$0")/.."
-[ -x "$BUILD/bench_gpusim" ] || { echo "gpusim.sh: no $BUILD/bench_gpusim (make gpusim builds it where nvcc is)" >&2; exit 1; }
+if [ ! -x "$BUILD/bench_gpusim" ]; then
+    echo "gpusim.sh: no $BUILD/bench_gpusim (make gpusim builds it where nvcc is)" >&2
+    exit 1
+fi
 B1=${GPUSIM_B1:-1} B2=${GPUSIM_B2:-2} TO=${GPUSIM_TO:-256} GBPS=${GPUSIM_GBPS:-4300}
 OUT_DIR=${OUT_DIR:-results/gpusim}
 mkdir -p "$OUT_DIR"
 [ $# -gt 0 ] || set -- --workload effnet-b0 --resolution 224
 for a in "$@"; do
-    case $a in --batch | --batch=*) echo "gpusim.sh: the batches are GPUSIM_B1 and GPUSIM_B2 (the projection needs two), not --batch" >&2; exit 2 ;; esac
+    case $a in
+    --batch | --batch=*)
+        echo "gpusim.sh: the batches are GPUSIM_B1 and GPUSIM_B2 (the projection needs two), not --batch" >&2
+        exit 2
+        ;;
+    esac
 done
 ID="gpusim-$(date -u +%Y%m%dT%H%M%SZ)-$$"
 for b in "$B1" "$B2"; do
@@ -36,6 +44,7 @@ done
     echo
     python3 tools/gpusim.py "$OUT_DIR/$ID-b$B2.tsv"
     echo
-    python3 tools/gpusim.py "$OUT_DIR/$ID-b$B1.tsv" "$OUT_DIR/$ID-b$B2.tsv" --batches "$B1,$B2" --to "$TO" --gbps "$GBPS"
+    python3 tools/gpusim.py "$OUT_DIR/$ID-b$B1.tsv" "$OUT_DIR/$ID-b$B2.tsv" --batches "$B1,$B2" --to "$TO" \
+        --gbps "$GBPS"
 } | tee "$OUT_DIR/$ID.md"
 echo "gpusim: $OUT_DIR/$ID.md" >&2

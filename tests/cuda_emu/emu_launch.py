@@ -2,9 +2,10 @@
 """emu_launch.py IN.cu OUT.cpp — a CUDA source made host C++ for the CPU emulation (tests/cuda_emu/emu.h).
 
 The rewrites: each launch `kernel<...><<<grid, block[, smem[, stream]]>>>(args)` becomes
-`tbemu::launch("kernel<...>", <a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, and `extern __shared__ T name[];` becomes
-a pointer to the launch's dynamic shared memory, threadIdx, blockIdx, blockDim and gridDim the emulation's
-(tbemu::thread_idx...), <cooperative_groups.h> its shim (emu_cg.h). A #include of another .cu file (ops_dwconv_fp16.cu includes
+`tbemu::launch("kernel<...>", <a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, each kernel's
+body opens with TBEMU_KERNEL() (its name, for the memory trace), `extern __shared__ T name[];` becomes a pointer to
+the launch's dynamic shared memory, threadIdx, blockIdx, blockDim and gridDim the emulation's (tbemu::thread_idx...),
+<cooperative_groups.h> its shim (emu_cg.h). A #include of another .cu file (ops_dwconv_fp16.cu includes
 ops_dwconv.cu) is rewritten too, to the generated .cpp beside OUT, so each unit sees rewritten code.
 """
 import os
