@@ -120,6 +120,9 @@ template <typename T, int V, bool BWD>
 __global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const float *save, const float *gamma,
                              const float *beta, size_t M, int C, int act)
 {
+    /* slot-major (sh[j·threads + slot], j < 2V: the V sums then the V squares): a warp's stores and the reduction's
+     * loads are consecutive doubles; thread-major, 2V doubles apart, they took 7-10 wavefronts a request where 2 do
+     * (make gpusim). The same values summed in the same order. */
     __shared__ double sh[BN_WIDE_THREADS * 2 * V];
     const int CG = C / V, CGB = bn_wide_groups(C, V), RY = BN_WIDE_THREADS / CGB, t = threadIdx.x;
     const int g = blockIdx.x * CGB + t % CGB, y = t / CGB, k = blockIdx.y;
@@ -130,8 +133,8 @@ __global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const fl
     if (live) bn_stats_rows<T, V, BWD>(sv, qv, inp, dout, save, gamma, beta, r0 + y, r1, RY, C, g * V, act);
 #pragma unroll
     for (int v = 0; v < V; v++) {
-        sh[t * 2 * V + v] = live ? sv[v] : 0.0;
-        sh[t * 2 * V + V + v] = live ? qv[v] : 0.0;
+        sh[v * BN_WIDE_THREADS + t] = live ? sv[v] : 0.0;
+        sh[(V + v) * BN_WIDE_THREADS + t] = live ? qv[v] : 0.0;
     }
     __syncthreads();
     if (t < CGB && g < CG) { /* the row slots of channel group t, in order */
@@ -139,8 +142,8 @@ __global__ void k_bn_stats_v(double *part, const T *inp, const T *dout, const fl
         for (int v = 0; v < V; v++) {
             double S = 0.0, Q = 0.0;
             for (int yy = 0; yy < RY; yy++) {
-                S += sh[(yy * CGB + t) * 2 * V + v];
-                Q += sh[(yy * CGB + t) * 2 * V + V + v];
+                S += sh[v * BN_WIDE_THREADS + yy * CGB + t];
+                Q += sh[(V + v) * BN_WIDE_THREADS + yy * CGB + t];
             }
             part[(size_t)k * 2 * C + g * V + v] = S;
             part[(size_t)k * 2 * C + C + g * V + v] = Q;
