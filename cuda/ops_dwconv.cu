@@ -280,7 +280,7 @@ OPS_UNROLL
         const int oy = ny / S;
         if (oy >= s.OH) continue;
         float d[NX][V];
-        const bn_regs<V> none = bn_regs_of<V>(bn_in_dev{NULL, NULL, NULL, 0}, c, C);
+        const bn_regs<V> none{}; /* no BatchNorm on dout */
         dw_row_load<NX, V>(d, dout + ((size_t)n * s.OH + oy) * s.OW * C, ub + OMIN, s.OW, c, C, none);
 OPS_UNROLL
         for (int kx = 0; kx < K; kx++) {

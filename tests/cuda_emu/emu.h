@@ -37,10 +37,9 @@ inline thread_local uint3 thread_idx, block_idx, block_dim, grid_dim;
 
 /* Runs body(ctx) once for every thread of the grid (blocks in order, threads as fibers); key names the
  * launch site (whether its kernel ever waits at a barrier is learned on its first launch: the first block
- * runs as fibers, the rest as plain calls where none waited), name its kernel as the source spells it. Sets
- * the last error on a bad configuration, as a launch does. */
-void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key,
-              const char *name);
+ * runs as fibers, the rest as plain calls where none waited). Sets the last error on a bad configuration,
+ * as a launch does. */
+void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key);
 /* The dynamic shared memory of the launch running now. */
 void *dynamic_shared();
 /* __syncthreads: switches to the block's next thread; returns when every thread of the block got here. */
@@ -60,7 +59,6 @@ bool capturing(cudaStream_t st);
 void record(cudaStream_t st, std::function<void()> work);
 
 template <class F> struct launcher {
-    const char *name;
     F call_kernel;
     dim3 grid, block;
     size_t smem;
@@ -76,20 +74,18 @@ template <class F> struct launcher {
             auto c = std::make_shared<call>(call{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)});
             const dim3 g = grid, b = block;
             const size_t sm = smem;
-            const char *nm = name;
-            record(stream, [c, g, b, sm, body, nm] { run_grid(g, b, sm, body, c.get(), &site<F>::key, nm); });
+            record(stream, [c, g, b, sm, body] { run_grid(g, b, sm, body, c.get(), &site<F>::key); });
             return;
         }
         call c{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
-        run_grid(grid, block, smem, body, &c, &site<F>::key, name);
+        run_grid(grid, block, smem, body, &c, &site<F>::key);
     }
 };
 
 /* kernel<<<grid, block, smem, stream>>> as emu_launch.py rewrites it: the launcher, called with the arguments. */
-template <class F>
-launcher<F> launch(const char *name, F call_kernel, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t st = 0)
+template <class F> launcher<F> launch(F call_kernel, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t st = 0)
 {
-    return launcher<F>{name, call_kernel, grid, block, smem, st};
+    return launcher<F>{call_kernel, grid, block, smem, st};
 }
 
 } // namespace tbemu
@@ -98,7 +94,7 @@ launcher<F> launch(const char *name, F call_kernel, dim3 grid, dim3 block, size_
  * configuration's own .blockDim and .gridDim fields keep their names). */
 #define __launch_bounds__(...)
 /* The first statement of every kernel (emu_launch.py puts it there): the memory trace's build learns the
- * kernel's name and template arguments from it, as launch sites spell them only in part (macros, templates). */
+ * kernel's name and template arguments from it (a launch site spells them only in part: macros, templates). */
 #ifdef TB_EMU_MEMTRACE
 namespace tbemu {
 namespace memtrace {

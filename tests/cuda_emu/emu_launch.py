@@ -2,8 +2,8 @@
 """emu_launch.py IN.cu OUT.cpp — a CUDA source made host C++ for the CPU emulation (tests/cuda_emu/emu.h).
 
 The rewrites: each launch `kernel<...><<<grid, block[, smem[, stream]]>>>(args)` becomes
-`tbemu::launch("kernel<...>", <a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, each kernel's
-body opens with TBEMU_KERNEL() (its name, for the memory trace), `extern __shared__ T name[];` becomes a pointer to
+`tbemu::launch(<a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, each kernel's body opens
+with TBEMU_KERNEL() (its name and template arguments, for the memory trace), `extern __shared__ T name[];` becomes a pointer to
 the launch's dynamic shared memory, threadIdx, blockIdx, blockDim and gridDim the emulation's (tbemu::thread_idx...),
 <cooperative_groups.h> its shim (emu_cg.h). A #include of another .cu file (ops_dwconv_fp16.cu includes
 ops_dwconv.cu) is rewritten too, to the generated .cpp beside OUT, so each unit sees rewritten code.
@@ -38,7 +38,7 @@ def kernel_start(src, end):
 def mark_kernels(src):
     """Each kernel's body opens with TBEMU_KERNEL(), which names the kernel to the memory trace (emu.h)."""
     out, pos = [], 0
-    for m in re.finditer(r'__global__\s+void\s+\w+\s*\(', src):
+    for m in re.finditer(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?\w+\s*\(', src):
         i, depth = m.end(), 1
         while depth:
             depth += {'(': 1, ')': -1}.get(src[i], 0)
@@ -69,9 +69,8 @@ def rewrite(src):
         out.append(src[pos:k])
         # A lambda, not the kernel's address: a template kernel's arguments are deduced from the call's,
         # as nvcc deduces them, and each thread calls it with the arguments the launch copied once.
-        kern = src[k:a].strip()
-        out.append('tbemu::launch("%s", [](auto &...tbemu_a) { %s(tbemu_a...); }, %s)'
-                   % (' '.join(kern.split()), kern, src[a + 3:b].strip()))
+        out.append('tbemu::launch([](auto &...tbemu_a) { %s(tbemu_a...); }, %s)' % (src[k:a].strip(),
+                                                                                   src[a + 3:b].strip()))
         pos = b + 3
     src = ''.join(out)
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;',

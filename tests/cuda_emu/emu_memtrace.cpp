@@ -252,13 +252,13 @@ void on_free(void *p)
     generation.fetch_add(1, std::memory_order_release);
 }
 
-void launch_begin(const char *name, const void *, unsigned long long grid, unsigned block, void *shm, size_t smem)
+void launch_begin(unsigned long long grid, unsigned block, void *shm, size_t smem)
 {
     if (!enabled) return;
     static std::once_flag once;
     std::call_once(once, [] { std::atexit(write_report); });
     launch_state *s = new launch_state{};
-    s->name = name ? name : "?";
+    s->name = "?"; /* until the kernel's first thread names it */
     s->shm_lo = reinterpret_cast<uintptr_t>(shm), s->shm_hi = s->shm_lo + (shm ? smem : 0);
     s->c.launches = 1, s->c.blocks = grid, s->c.threads = grid * block;
     s->outer = cur; /* run_grid may be entered again from a launch (it saves its own state too) */

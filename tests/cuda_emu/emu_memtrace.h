@@ -8,9 +8,9 @@
 namespace tbemu {
 namespace memtrace {
 
-/* A launch starts: its kernel as the source names it, site its launch-site key, its shape, and its dynamic
- * shared memory (smem bytes at shm). */
-void launch_begin(const char *name, const void *site, unsigned long long grid, unsigned block, void *shm, size_t smem);
+/* A launch starts: its shape and its dynamic shared memory (smem bytes at shm); its kernel names itself
+ * (kernel_name, emu.h's TBEMU_KERNEL). */
+void launch_begin(unsigned long long grid, unsigned block, void *shm, size_t smem);
 /* A block of nthreads starts. */
 void block_begin(unsigned nthreads);
 /* The block ends: its warps' requests are counted. */

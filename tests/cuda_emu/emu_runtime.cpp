@@ -153,8 +153,7 @@ int sync_block_or(int p)
     return run->or_result;
 }
 
-void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key,
-              const char *name)
+void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, const void *key)
 {
     const unsigned long long nt = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || nt > kMaxThreads ||
@@ -178,8 +177,7 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
     block_run *saved = run;
     run = &r;
     block_dim = uint3{block.x, block.y, block.z}, grid_dim = uint3{grid.x, grid.y, grid.z};
-    TB_MEMTRACE(launch_begin(name, key, (unsigned long long)grid.x * grid.y * grid.z, (unsigned)nt, r.smem.data(),
-                             smem));
+    TB_MEMTRACE(launch_begin((unsigned long long)grid.x * grid.y * grid.z, (unsigned)nt, r.smem.data(), smem));
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
