@@ -66,7 +66,7 @@ static void need_gpu(void)
 }
 
 /* need_gpu, and a device that can launch cooperatively: the persistent kernel's grid barriers need every
- * block resident at once (the CPU emulation, tests/cuda_emu, runs blocks one at a time and says it has none). */
+ * block resident at once (the CPU emulation, tests/cuda_emu, runs such a launch's blocks on threads of their own). */
 static void need_cooperative_launch(void)
 {
     need_gpu();

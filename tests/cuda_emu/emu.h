@@ -2,17 +2,19 @@
  * tests/cuda_emu/emu_launch.py made host C++, so the cuda device's tests check its kernels' logic (indexing,
  * launch shapes, fp16/bf16 rounding, barriers) on a machine without a GPU, and under ASan their bounds.
  *
- * A launch runs its grid at once, block by block in order; a block's threads run one after another, each
- * on its own stack (a fiber), switching at __syncthreads, so a barrier means what it means on a GPU.
- * __shared__ arrays are function statics: one block runs at a time. Device memory is host memory; a stream
- * runs what it is given at once, unless it is capturing a graph (emu_runtime.cpp). What it cannot show:
- * races between threads (they never run at once), warp-level behaviour, speed. Never part of bench: a
- * test-only build (bench_emu is bench on it, for tests and rehearsals).
+ * A launch runs its grid block by block in order; a block's threads run one after another, each on its own
+ * stack (a fiber), switching at a barrier (__syncthreads, a warp shuffle, a grid or cluster barrier), so a
+ * barrier means what it means on a GPU, and threads that wait at different ones stop the process with a line
+ * saying so. A cooperative launch (cudaLaunchCooperativeKernel) or one of thread-block clusters runs every
+ * block at once, each on its own OS thread, so that grid and cluster barriers can be reached. A block's
+ * __shared__ arrays, static and dynamic, are its own memory, filled with 0xA5 bytes as it starts (a kernel
+ * must not read what it did not write). Device memory is host memory; a stream runs what it is given at
+ * once, unless it is capturing a graph (emu_runtime.cpp). What it cannot show: races between a block's
+ * threads (they never run at once), speed. Never part of bench: a test-only build (bench_emu is bench on it,
+ * for tests and rehearsals).
  */
 #ifndef TB_CUDA_EMU_H
 #define TB_CUDA_EMU_H
-
-#define __shared__ static /* one block at a time: a block's shared array is the kernel's static */
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,6 +25,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstddef>
+#include <cstring>
+#include <type_traits>
 #include <functional>
 #include <memory>
 #include <tuple>
@@ -44,6 +48,22 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
 void *dynamic_shared();
 /* __syncthreads: switches to the block's next thread; returns when every thread of the block got here. */
 void sync_block();
+/* A warp shuffle's exchange: puts this thread's size bytes at v where its warp's lanes read them, waits for
+ * every lane of the warp, and returns where lane (this lane ^ lane_mask) put its own (this lane's, past the
+ * width's segment or the block's end). Valid until the thread's next shuffle. */
+const void *shfl_xor_exchange(const void *v, size_t size, int lane_mask, int width);
+/* cooperative_groups' grid and cluster barriers (emu_cg.h): return when every block of the grid, or of this
+ * block's cluster, got here; outside a launch whose blocks all run at once, stop the process saying so. */
+void sync_grid();
+void sync_cluster();
+/* A static __shared__ declaration as emu_launch.py rewrites it: size bytes of the running block's own shared
+ * memory, the same for every thread of the block that asks with this key (the declaration's). */
+void *shared_static(const void *key, size_t size);
+/* Runs body(ctx) for every thread of the grid with all blocks at once, each on its own OS thread (blocks
+ * of cluster_dim a cluster); cooperative: at most as many blocks as the device holds at once. Returns the
+ * launch's error (a bad configuration: nothing runs). */
+cudaError_t run_grid_resident(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, dim3 cluster_dim,
+                              bool cooperative);
 
 /* __syncthreads_or(p): the barrier, then whether p was nonzero in any thread of the block. */
 int sync_block_or(int p);
@@ -88,6 +108,66 @@ template <class F> launcher<F> launch(F call_kernel, dim3 grid, dim3 block, size
     return launcher<F>{call_kernel, grid, block, smem, st};
 }
 
+/* A kernel launched through the runtime's API (cudaLaunchCooperativeKernel, cudaLaunchKernelEx, which
+ * emu_launch.py rewrites to the two below): its arguments as the launch copies them. Blocks that must be
+ * resident together (cooperative, or in clusters) run at once; the rest as <<<>>> runs them. */
+template <class... P>
+cudaError_t launch_typed(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, std::tuple<P...> args,
+                         dim3 cluster_dim, bool cooperative)
+{
+    struct call {
+        void (*k)(P...);
+        std::tuple<P...> args;
+    };
+    auto c = std::make_shared<call>(call{k, std::move(args)});
+    void (*body)(void *) = [](void *p) { std::apply(static_cast<call *>(p)->k, static_cast<call *>(p)->args); };
+    const bool together = cooperative || cluster_dim.x * cluster_dim.y * cluster_dim.z > 1;
+    const void *key = reinterpret_cast<const void *>(k);
+    auto go = [c, grid, block, smem, body, cluster_dim, cooperative, together, key]() -> cudaError_t {
+        if (together) return run_grid_resident(grid, block, smem, body, c.get(), cluster_dim, cooperative);
+        run_grid(grid, block, smem, body, c.get(), key);
+        return cudaPeekAtLastError();
+    };
+    if (capturing(st)) {
+        record(st, [go] { (void)go(); });
+        return cudaSuccess;
+    }
+    return go();
+}
+
+template <class... P, size_t... I>
+std::tuple<P...> unpack_args(void **args, std::index_sequence<I...>)
+{
+    return std::tuple<P...>(*static_cast<P *>(args[I])...);
+}
+
+/* cudaLaunchCooperativeKernel((const void *)k, grid, block, args, smem, stream), the kernel's type kept. */
+template <class... P>
+cudaError_t launch_cooperative(void (*k)(P...), dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t st)
+{
+    return launch_typed(k, grid, block, smem, st, unpack_args<P...>(args, std::index_sequence_for<P...>{}), dim3(1, 1, 1),
+                        true);
+}
+
+/* cudaLaunchKernelEx(&config, k, args...): its grid, block, shared memory, stream, cluster dimension and
+ * cooperative attribute (any other attribute: cudaErrorNotSupported, not silently ignored). */
+template <class... P, class... A> cudaError_t launch_ex(const cudaLaunchConfig_t *cfg, void (*k)(P...), A &&...a)
+{
+    dim3 cluster_dim(1, 1, 1);
+    bool cooperative = false;
+    for (unsigned i = 0; i < cfg->numAttrs; i++) {
+        const cudaLaunchAttribute &at = cfg->attrs[i];
+        if (at.id == cudaLaunchAttributeClusterDimension)
+            cluster_dim = dim3(at.val.clusterDim.x, at.val.clusterDim.y, at.val.clusterDim.z);
+        else if (at.id == cudaLaunchAttributeCooperative)
+            cooperative = at.val.cooperative != 0;
+        else
+            return cudaErrorNotSupported;
+    }
+    return launch_typed(k, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, cfg->stream,
+                        std::tuple<P...>(std::forward<A>(a)...), cluster_dim, cooperative);
+}
+
 } // namespace tbemu
 
 /* threadIdx, blockIdx, blockDim and gridDim: emu_launch.py names tbemu's (not a macro here: a launch
@@ -117,10 +197,9 @@ template <class T> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *a, T *)
     a->maxThreadsPerBlock = 1024;
     return cudaSuccess;
 }
-template <class T> cudaError_t cudaOccupancyMaxActiveClusters(int *n, T, const cudaLaunchConfig_t *)
+template <class T> cudaError_t cudaOccupancyMaxActiveClusters(int *n, T k, const cudaLaunchConfig_t *cfg)
 {
-    *n = 0;
-    return cudaSuccess;
+    return cudaOccupancyMaxActiveClusters(n, reinterpret_cast<const void *>(k), cfg);
 }
 
 /* The device intrinsics the kernels use, as their host meaning (round-to-nearest arithmetic is the host's). */
@@ -141,12 +220,14 @@ static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 template <class T> static inline T __ldg(const T *p) { return *p; }
 template <class T> static inline T __ldcg(const T *p) { return *p; }
-/* Warp shuffles need a warp's lanes at once; threads run one at a time here, so a kernel with one stops the
- * process where it would run (mlp_persist.cu's, which the emulated device never launches: no cooperative launch). */
-template <class T> static inline T __shfl_xor_sync(unsigned, T, int)
+/* A warp shuffle: every lane of the warp exchanges at once (a barrier of the warp's fibers). The mask is taken
+ * to be the whole warp's, as every shuffle of ours has it. */
+template <class T> static inline T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32)
 {
-    std::fprintf(stderr, "cuda emulation: warp shuffles are not emulated\n");
-    std::abort();
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "a shuffle moves at most 8 bytes");
+    T r;
+    std::memcpy(&r, tbemu::shfl_xor_exchange(&v, sizeof v, lane_mask, width), sizeof r);
+    return r;
 }
 template <class T> static inline T atomicAdd(T *p, T v)
 {

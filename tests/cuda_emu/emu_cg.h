@@ -1,28 +1,19 @@
-/* emu_cg.h — cooperative_groups as the CPU emulation has it: the types, so that a kernel using them compiles,
- * and a grid or cluster barrier that stops the process. One block runs at a time (emu.h), so blocks cannot
- * wait for each other: the emulated device reports no cooperative launch (cudaDevAttrCooperativeLaunch 0),
- * and code that asks first (mlp_persist.cu) never reaches these. */
+/* emu_cg.h — cooperative_groups as the CPU emulation has it: the grid and cluster groups of this_grid() and
+ * this_cluster(), whose sync() is the emulation's barrier over the blocks (emu.h). Only a launch that runs its
+ * blocks at once (cooperative, or in clusters) can reach one; in any other the process stops saying so, where
+ * a GPU would hang or fail the launch. */
 #ifndef TB_CUDA_EMU_CG_H
 #define TB_CUDA_EMU_CG_H
 
-#include <cstdio>
-#include <cstdlib>
-
 namespace cooperative_groups {
 
-/* Stops the process with one line naming what the emulation cannot do. */
-[[noreturn]] inline void emu_unsupported(const char *what)
-{
-    std::fprintf(stderr, "cuda emulation: %s is not emulated (blocks run one at a time)\n", what);
-    std::abort();
-}
 struct grid_group {
-    void sync() { emu_unsupported("a grid barrier"); }
+    void sync() { tbemu::sync_grid(); }
 };
 struct cluster_group {
-    void sync() { emu_unsupported("a cluster barrier"); }
+    void sync() { tbemu::sync_cluster(); }
 };
-/* The launch's grid and cluster, as cooperative_groups names them: their sync() stops the process. */
+/* The launch's grid and this block's cluster, as cooperative_groups names them. */
 inline grid_group this_grid() { return grid_group{}; }
 inline cluster_group this_cluster() { return cluster_group{}; }
 

@@ -4,7 +4,9 @@
 The rewrites: each launch `kernel<...><<<grid, block[, smem[, stream]]>>>(args)` becomes
 `tbemu::launch(<a lambda calling kernel<...>>, grid, block[, smem[, stream]])(args)`, each kernel's body opens
 with TBEMU_KERNEL() (its name and template arguments, for the memory trace), `extern __shared__ T name[];` becomes a pointer to
-the launch's dynamic shared memory, threadIdx, blockIdx, blockDim and gridDim the emulation's (tbemu::thread_idx...),
+the launch's dynamic shared memory, each static `__shared__ T a[N], b;` references into the block's own (one per
+declarator), cudaLaunchCooperativeKernel and cudaLaunchKernelEx the emulation's typed launches (a kernel's
+address cast to const void * loses the type its arguments are unpacked by), threadIdx, blockIdx, blockDim and gridDim the emulation's (tbemu::thread_idx...),
 <cooperative_groups.h> its shim (emu_cg.h). A #include of another .cu file (ops_dwconv_fp16.cu includes
 ops_dwconv.cu) is rewritten too, to the generated .cpp beside OUT, so each unit sees rewritten code.
 """
@@ -52,6 +54,40 @@ def mark_kernels(src):
     return ''.join(out)
 
 
+def split_declarators(decls):
+    """`a[N], b[M * (K, L)]` -> ['a[N]', 'b[M * (K, L)]']: commas outside brackets and parentheses."""
+    out, depth, cur = [], 0, ''
+    for ch in decls:
+        if ch in '[(':
+            depth += 1
+        elif ch in '])':
+            depth -= 1
+        if ch == ',' and depth == 0:
+            out.append(cur)
+            cur = ''
+        else:
+            cur += ch
+    out.append(cur)
+    return out
+
+
+def static_shared(m):
+    """One static __shared__ declaration as references into the running block's shared memory (emu.h's
+    shared_static), a static tag's address the key every thread of the block asks with."""
+    indent, typ, decls = m.group(1), m.group(3), m.group(4)
+    out = []
+    for d in split_declarators(decls):
+        dm = re.fullmatch(r'\s*(\w+)\s*((?:\[[^\]]*\]\s*)*)', d)
+        if not dm:
+            sys.exit('emu_launch: a __shared__ declaration it cannot read: ' + m.group(0))
+        name, dims = dm.group(1), dm.group(2).strip()
+        ref, ptr = ('%s (&%s)%s' % (typ, name, dims), '%s (*)%s' % (typ, dims)) if dims else \
+                   ('%s &%s' % (typ, name), typ + ' *')
+        out.append('static const char tbemu_shared_%s = 0; %s = *static_cast<%s>(tbemu::shared_static('
+                   '&tbemu_shared_%s, sizeof(%s%s)));' % (name, ref, ptr, name, typ, dims))
+    return indent + ' '.join(out)
+
+
 def rewrite(src):
     src = mark_kernels(src)
     out, pos = [], 0
@@ -75,6 +111,10 @@ def rewrite(src):
     src = ''.join(out)
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;',
                  r'\1 *\2 = static_cast<\1 *>(tbemu::dynamic_shared());', src)
+    src = re.sub(r'^([ \t]*)__shared__\s+(__align__\(\d+\)\s+)?([\w:]+)\s+([^;{}]+);', static_shared, src,
+                 flags=re.M)
+    src = re.sub(r'\bcudaLaunchCooperativeKernel\(\s*(?:\(const void \*\)\s*)?', 'tbemu::launch_cooperative(', src)
+    src = re.sub(r'\bcudaLaunchKernelEx\(', 'tbemu::launch_ex(', src)
     src = re.sub(r'#include\s+"([\w./]+)\.cu"', r'#include "\1.cpp"', src)
     src = src.replace('#include <cooperative_groups.h>', '#include "emu_cg.h"')
     # The built-in positions, where they are not a field (cudaLaunchConfig_t's blockDim and gridDim).

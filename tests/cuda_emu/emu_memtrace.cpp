@@ -27,10 +27,6 @@
 #include <unordered_set>
 #include <vector>
 
-/* The program's writable static storage (.data and .bss), where emu.h puts a kernel's static __shared__ arrays:
- * a kernel touches no other static (its constants are read-only data, its locals on its fiber's stack). */
-extern "C" char __data_start[], _end[];
-
 namespace tbemu {
 namespace memtrace {
 
@@ -88,7 +84,8 @@ struct launch_state {
     held run;
     std::string name;
     const char *named; /* the kernel's __PRETTY_FUNCTION__, once it has said it */
-    uintptr_t shm_lo, shm_hi;
+    uintptr_t shm_lo, shm_hi; /* dynamic shared memory */
+    uintptr_t st_lo, st_hi;   /* static __shared__ arrays */
     std::vector<std::unordered_map<uintptr_t, unsigned>> occ; /* a block's threads: instruction -> executions */
     std::unordered_map<req_key, std::vector<lane_access>, req_hash> reqs;
     std::unordered_set<uintptr_t> rd, wr; /* sectors */
@@ -171,8 +168,7 @@ inline void access(const void *p, unsigned size, unsigned char write, const void
     if (!s) return;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     unsigned char space;
-    if ((a >= s->shm_lo && a < s->shm_hi) ||
-        (a >= reinterpret_cast<uintptr_t>(__data_start) && a < reinterpret_cast<uintptr_t>(_end)))
+    if ((a >= s->shm_lo && a < s->shm_hi) || (a >= s->st_lo && a < s->st_hi))
         space = SHARED;
     else if (is_device(a))
         space = GLOBAL;
@@ -263,6 +259,11 @@ void launch_begin(unsigned long long grid, unsigned block, void *shm, size_t sme
     s->c.launches = 1, s->c.blocks = grid, s->c.threads = grid * block;
     s->outer = cur; /* run_grid may be entered again from a launch (it saves its own state too) */
     cur = s;
+}
+
+void statics(void *p, size_t n)
+{
+    if (cur) cur->st_lo = reinterpret_cast<uintptr_t>(p), cur->st_hi = cur->st_lo + n;
 }
 
 void block_begin(unsigned nthreads)

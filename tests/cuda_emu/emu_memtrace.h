@@ -11,6 +11,8 @@ namespace memtrace {
 /* A launch starts: its shape and its dynamic shared memory (smem bytes at shm); its kernel names itself
  * (kernel_name, emu.h's TBEMU_KERNEL). */
 void launch_begin(unsigned long long grid, unsigned block, void *shm, size_t smem);
+/* The running launch's static __shared__ arrays live in the n bytes at p (emu_runtime.cpp's shared_static). */
+void statics(void *p, size_t n);
 /* A block of nthreads starts. */
 void block_begin(unsigned nthreads);
 /* The block ends: its warps' requests are counted. */
