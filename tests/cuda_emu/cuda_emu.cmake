@@ -103,6 +103,24 @@ if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "
         "${tb_emu_env}")
     endif()
   endwhile()
+  # test_emu_runtime: the emulation itself (shuffles, grid and cluster barriers, a block's own shared memory,
+  # the stops where a GPU would hang) on emu_selftest.cu's kernels, with the grid runner alone.
+  add_custom_command(OUTPUT ${tb_emu_dir}/emu_selftest.cpp
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_launch.py
+            ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_selftest.cu ${tb_emu_dir}/emu_selftest.cpp
+    DEPENDS ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_selftest.cu ${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu_launch.py VERBATIM)
+  set_source_files_properties(${tb_emu_dir}/emu_selftest.cpp PROPERTIES
+    COMPILE_OPTIONS "-include;${CMAKE_SOURCE_DIR}/tests/cuda_emu/emu.h")
+  add_executable(test_emu_runtime tests/cuda_emu/test_emu_runtime.c ${tb_emu_dir}/emu_selftest.cpp
+                 tests/cuda_emu/emu_runtime.cpp)
+  target_include_directories(test_emu_runtime PRIVATE util tests/cuda_emu ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(test_emu_runtime PRIVATE ${tb_emu_cflags} ${tb_emu_san}
+                         $<$<COMPILE_LANGUAGE:CXX>:-std=c++17 -Wall -Wextra -Wno-unused-parameter>)
+  target_link_options(test_emu_runtime PRIVATE ${tb_emu_san})
+  target_link_libraries(test_emu_runtime PRIVATE tb_util PkgConfig::CRITERION Threads::Threads)
+  add_test(NAME test_emu_runtime COMMAND test_emu_runtime --jobs 2)
+  set_tests_properties(test_emu_runtime PROPERTIES TIMEOUT 120 LABELS emu ENVIRONMENT "${tb_emu_env}")
+
   # The long ones in make test-cuda-emu only (label emu_long), so that make test stays well under its 15
   # minutes: test_executor_emu (86 s of stage and layer-range walks), test_backends_emu (37 s of schedules),
   # test_cuda_mirrored_emu, and test_cuda's five slowest (30 s each: 12 Adam steps of effnet-b0 in bf16 and

@@ -74,9 +74,13 @@ def split_declarators(decls):
 def static_shared(m):
     """One static __shared__ declaration as references into the running block's shared memory (emu.h's
     shared_static), a static tag's address the key every thread of the block asks with."""
-    indent, typ, decls = m.group(1), m.group(3), m.group(4)
+    indent, decls = m.group(1), split_declarators(m.group(3))
+    first = re.fullmatch(r'\s*(.*?)\s*\b(\w+\s*(?:\[[^\]]*\]\s*)*)', decls[0], flags=re.S)
+    if not first or not first.group(1):
+        sys.exit('emu_launch: a __shared__ declaration it cannot read: ' + m.group(0))
+    typ, decls[0] = first.group(1), first.group(2)
     out = []
-    for d in split_declarators(decls):
+    for d in decls:
         dm = re.fullmatch(r'\s*(\w+)\s*((?:\[[^\]]*\]\s*)*)', d)
         if not dm:
             sys.exit('emu_launch: a __shared__ declaration it cannot read: ' + m.group(0))
@@ -111,8 +115,7 @@ def rewrite(src):
     src = ''.join(out)
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;',
                  r'\1 *\2 = static_cast<\1 *>(tbemu::dynamic_shared());', src)
-    src = re.sub(r'^([ \t]*)__shared__\s+(__align__\(\d+\)\s+)?([\w:]+)\s+([^;{}]+);', static_shared, src,
-                 flags=re.M)
+    src = re.sub(r'^([ \t]*)__shared__\s+(__align__\(\d+\)\s+)?([^;{}]+);', static_shared, src, flags=re.M)
     src = re.sub(r'\bcudaLaunchCooperativeKernel\(\s*(?:\(const void \*\)\s*)?', 'tbemu::launch_cooperative(', src)
     src = re.sub(r'\bcudaLaunchKernelEx\(', 'tbemu::launch_ex(', src)
     src = re.sub(r'#include\s+"([\w./]+)\.cu"', r'#include "\1.cpp"', src)

@@ -1,0 +1,32 @@
+/* emu_selftest.h — the launchers of emu_selftest.cu's kernels, for tests/cuda_emu/test_emu_runtime.c: each returns the
+ * launch's error. Pointers are device memory (host memory on the emulation). */
+#ifndef TB_CUDA_EMU_SELFTEST_H
+#define TB_CUDA_EMU_SELFTEST_H
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out[k·threads + t] = __shfl_xor_sync(all, t·10, 1 << k, width) for k < 5, in one block of `threads`. */
+cudaError_t emu_shfl_xor(int *out, int threads, int width);
+/* A cooperative launch: `rounds` rounds of each block writing slot[b], a grid barrier, and reading block
+ * b+1's into out[round·blocks + b]. */
+cudaError_t emu_grid_rounds(int *slot, int *out, int blocks, int threads, int rounds);
+/* As emu_grid_rounds in clusters of `cluster` blocks (cudaLaunchKernelEx), each reading the next block of its
+ * own cluster after a cluster barrier. */
+cudaError_t emu_cluster_rounds(int *slot, int *out, int blocks, int cluster, int rounds);
+/* A cooperative launch: out[2b] the first byte block b reads of a static shared array it never wrote,
+ * out[2b+1] what it reads back of its own index after every block wrote its own and a grid barrier. */
+cudaError_t emu_static_own(int *out, int blocks);
+/* One warp whose halves wait at different barriers (the emulation stops the process). */
+cudaError_t emu_divergent(int *out);
+/* A grid barrier in a cooperative launch or a plain one; block 0 leaves before it when early. */
+cudaError_t emu_grid_sync(int blocks, int cooperative, int early);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
