@@ -1240,9 +1240,14 @@ int executor_cuda_create(struct executor *ex)
         ex->loop_steps = 1;
         ex->step_what = "batch-1 step as a CUDA graph";
         if ((st = persist_plan(c)) != TB_OK) return st;
-        if (c->persist)
-            ex->step_what = c->mlp.cluster ? "batch-1 steps in one persistent kernel, one thread-block cluster"
-                                           : "batch-1 steps in one persistent kernel";
+        if (c->persist) {
+            static const char *what[2][2] = {
+                {"batch-1 steps in one persistent kernel",
+                 "batch-1 steps in one persistent kernel, the last layer in every block"},
+                {"batch-1 steps in one persistent kernel, one thread-block cluster",
+                 "batch-1 steps in one persistent kernel, one thread-block cluster, the last layer in every block"}};
+            ex->step_what = what[c->mlp.cluster != 0][c->mlp.replicate_last != 0];
+        }
     }
     return TB_OK;
 }

@@ -17,6 +17,7 @@ namespace cg = cooperative_groups;
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr size_t kReplicateFloats = 16384; // a replicated last layer's shared memory in every block, at most (64 KiB)
 
 // Rows [*r0, *r0 + return) of chunk c of `chunks` over `in` rows (balanced, contiguous).
 __host__ __device__ inline int chunk_rows(int in, int chunks, int c, int *r0)
@@ -53,13 +54,23 @@ __device__ inline void adam(float &p, float &m, float &v, float g, float d, floa
 }
 
 // Σ_c part[c·stride + r] over c < chunks by one warp (lane = this thread's lane): lane k sums chunks k, k+32,
-// ..., then a fixed butterfly; every lane returns the total (the same bits each run).
+// ..., then a fixed butterfly; every lane returns the total (the same bits each run, and from global memory
+// (kGlobal: read through L2) or a copy in shared memory alike).
+template <bool kGlobal = true>
 __device__ inline float warp_chunk_sum(const float *part, int chunks, int stride, int r, int lane)
 {
     float s = 0.0f;
-    for (int c = lane; c < chunks; c += 32) s += __ldcg(&part[(size_t)c * stride + r]);
+    for (int c = lane; c < chunks; c += 32) s += kGlobal ? __ldcg(&part[(size_t)c * stride + r]) : part[(size_t)c * stride + r];
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     return s;
+}
+
+// Shared-memory floats every block holds of the last layer L when it is replicated (tb_cuda_mlp_plan's
+// replicate_last): its whole weights, m and v, its inputs, the layer below's (P's) chunk sums staged, the
+// chunks' partial products, and δ for the layer below.
+__host__ __device__ inline size_t replicated_floats(const tb_cuda_mlp_layer &L, const tb_cuda_mlp_layer &P)
+{
+    return 3 * (size_t)L.in * L.out + L.in + (size_t)P.chunks * P.out + (size_t)L.chunks * L.out + L.in;
 }
 
 // The step's barrier: the cluster's (one cluster holds every block) or the cooperative grid's.
@@ -76,8 +87,9 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
     __shared__ float sd[TB_CUDA_MLP_MAX_WIDTH], z[TB_CUDA_MLP_MAX_WIDTH];
     __shared__ sce_row row;
     cg::grid_group grid = cg::this_grid();
-    const int b = blockIdx.x, G = gridDim.x, t = threadIdx.x, D = p.n_layers;
-    // This block's chunks: rows, and where their weights, moments and inputs sit in shared memory.
+    const int b = blockIdx.x, G = gridDim.x, t = threadIdx.x, D = p.n_layers, X = p.replicate_last ? D - 1 : D;
+    // This block's chunks: rows, and where their weights, moments and inputs sit in shared memory. Layer X (the
+    // last, when replicated; none otherwise) is every block's whole: all its rows.
     float *W[TB_CUDA_MLP_MAX_LAYERS], *M[TB_CUDA_MLP_MAX_LAYERS], *V[TB_CUDA_MLP_MAX_LAYERS], *A[TB_CUDA_MLP_MAX_LAYERS];
     int C[TB_CUDA_MLP_MAX_LAYERS], R0[TB_CUDA_MLP_MAX_LAYERS], NR[TB_CUDA_MLP_MAX_LAYERS];
     float *q = sm;
@@ -85,13 +97,17 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
         const tb_cuda_mlp_layer &L = p.L[l];
         C[l] = chunk_of(L, b, G), NR[l] = 0, R0[l] = 0;
         W[l] = M[l] = V[l] = A[l] = q;
+        if (l == X) C[l] = 0;
         if (C[l] < 0) continue;
-        NR[l] = chunk_rows(L.in, L.chunks, C[l], &R0[l]);
+        NR[l] = l == X ? L.in : chunk_rows(L.in, L.chunks, C[l], &R0[l]);
         const size_t e = (size_t)NR[l] * L.out, o = (size_t)R0[l] * L.out;
         W[l] = q, M[l] = q + e, V[l] = q + 2 * e, A[l] = q + 3 * e;
         q += 3 * e + NR[l];
         for (size_t i = t; i < e; i += kThreads) W[l][i] = L.w[o + i], M[l][i] = L.mw[o + i], V[l][i] = L.vw[o + i];
     }
+    // The replicated layer's scratch: the layer below's chunk sums, its own chunks' partial products, δ below.
+    float *stage = q, *pp = q, *dn = q;
+    if (X < D) stage = q, pp = stage + (size_t)p.L[X - 1].chunks * p.L[X - 1].out, dn = pp + (size_t)p.L[X].chunks * p.L[X].out;
     __syncthreads();
     for (long long k = k0; k < k0 + n; k++) {
         const long long kk = k < d.steps ? k : d.steps - 1; // as loop_gather_k: past the table repeats its last
@@ -102,6 +118,26 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
         // ReLU), then its partial product for every output.
         for (int l = 0; l < D; l++) {
             const tb_cuda_mlp_layer &L = p.L[l];
+            if (l == X) { // every block: all the inputs, then each chunk's partial product as its owner's would be
+                const tb_cuda_mlp_layer &P = p.L[l - 1];
+                for (int i = t; i < P.chunks * P.out; i += kThreads) stage[i] = __ldcg(&P.part[i]); // all in flight
+                __syncthreads();
+                for (int i = t >> 5; i < L.in; i += kWarps) {
+                    const float s = warp_chunk_sum<false>(stage, P.chunks, P.out, i, t & 31) + __ldcg(&P.b[i]);
+                    if ((t & 31) == 0) A[l][i] = P.relu ? (s > 0.0f ? s : 0.0f) : s;
+                }
+                __syncthreads();
+                for (int cj = t; cj < L.chunks * L.out; cj += kThreads) {
+                    const int c = cj / L.out, j = cj % L.out;
+                    int r0;
+                    const int nr = chunk_rows(L.in, L.chunks, c, &r0);
+                    float acc = 0.0f;
+                    for (int i = 0; i < nr; i++) acc = fmaf(A[l][r0 + i], W[l][(size_t)(r0 + i) * L.out + j], acc);
+                    pp[cj] = acc;
+                }
+                __syncthreads(); // no grid barrier: the logits' parts are the block's own
+                continue;
+            }
             if (NR[l]) {
                 if (l == 0) {
                     for (int i = t; i < NR[l]; i += kThreads) A[l][i] = (float)x[R0[l] + i] * p.scale + p.shift;
@@ -128,7 +164,9 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
             const tb_cuda_mlp_layer &L = p.L[l];
             if (l == D - 1) { // every block forms the logits and the loss's gradient itself
                 for (int j = t >> 5; j < L.out; j += kWarps) {
-                    const float s = warp_chunk_sum(L.part, L.chunks, L.out, j, t & 31) + __ldcg(&L.b[j]);
+                    const float s = (l == X ? warp_chunk_sum<false>(pp, L.chunks, L.out, j, t & 31)
+                                            : warp_chunk_sum(L.part, L.chunks, L.out, j, t & 31)) +
+                                    __ldcg(&L.b[j]);
                     if ((t & 31) == 0) z[j] = s;
                 }
                 __syncthreads();
@@ -141,6 +179,8 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
                     sd[j] = sce_grad(z[j], j == y, p.smoothing, L.out, 1.0f, &row);
                     if (b == 0) L.delta[j] = sd[j]; // for the bias update
                 }
+            } else if (l + 1 == X) { // δ the replicated layer above left in this block
+                for (int j = t; j < L.out; j += kThreads) sd[j] = dn[j];
             } else {
                 for (int j = t; j < L.out; j += kThreads) sd[j] = __ldcg(&L.delta[j]);
             }
@@ -158,10 +198,13 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
                 }
                 if (l > 0) {
                     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-                    if (lane == 0) p.L[l - 1].delta[R0[l] + i] = p.L[l - 1].relu && !(ai > 0.0f) ? 0.0f : s;
+                    const float dv = p.L[l - 1].relu && !(ai > 0.0f) ? 0.0f : s;
+                    if (lane == 0 && l == X) dn[i] = dv;
+                    if (lane == 0 && (l != X || b == 0)) p.L[l - 1].delta[R0[l] + i] = dv; // X: for the biases
                 }
             }
-            if (l > 0) step_barrier(p, grid);
+            if (l == X) __syncthreads(); // the layer below reads dn, this block's own
+            else if (l > 0) step_barrier(p, grid);
         }
         // The biases (their gradient is δ itself), once every δ is written: one element a thread over the
         // grid, layer after layer, so all their loads are in flight at once.
@@ -176,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) mlp_persist_k(tb_cuda_mlp_plan p, tb
         __syncthreads(); // the next step's first layer rewrites A[0] and reads the updated rows
     }
     for (int l = 0; l < D; l++) {
-        if (!NR[l]) continue;
+        if (!NR[l] || (l == X && b != 0)) continue; // the replicated layer: every block holds the same values
         const tb_cuda_mlp_layer &L = p.L[l];
         const size_t e = (size_t)NR[l] * L.out, o = (size_t)R0[l] * L.out;
         for (size_t i = t; i < e; i += kThreads) L.w[o + i] = W[l][i], L.mw[o + i] = M[l][i], L.vw[o + i] = V[l][i];
@@ -235,8 +278,19 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
         *why = "more chunks than the kernel places";
         return 0;
     }
+    // The last layer in every block (unless TB_CUDA_MLP_LAST=apart), where it is small: its forward and its
+    // backward then need no grid barrier of their own (mnist-mlp's 128x10: 7 barriers a step become 5).
+    const int D = p->n_layers;
+    const size_t rep = replicated_floats(p->L[D - 1], p->L[D - 2]);
+    p->replicate_last = !tb_cuda_env_is("TB_CUDA_MLP_LAST", "apart") && rep <= kReplicateFloats;
     for (int l = 0; l < p->n_layers; l++) {
         tb_cuda_mlp_layer *L = &p->L[l];
+        if (p->replicate_last && l == D - 1) {
+            L->first = 0;
+            for (int b = 0; b < G; b++) load[b] += rep, smem = load[b] > smem ? load[b] : smem;
+            scratch += (size_t)L->chunks * L->out + L->out;
+            continue;
+        }
         size_t best = (size_t)-1;
         int best_first = 0;
         for (int first = 0; first < G; first++) {

@@ -48,6 +48,8 @@ struct tb_cuda_mlp_layer {
 struct tb_cuda_mlp_plan {
     int n_layers, blocks;
     int cluster;                    /* 1: the blocks are one thread-block cluster (≤ 16), barriers the cluster's */
+    int replicate_last;             /* 1: every block holds the whole last layer and runs it itself (the same
+                                       bits as its chunks' owners would), so a step has two grid barriers fewer */
     size_t smem;                    /* dynamic shared memory a block needs */
     struct tb_cuda_mlp_layer L[TB_CUDA_MLP_MAX_LAYERS];
     float scale, shift;             /* the input's affine (one channel) */

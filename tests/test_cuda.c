@@ -1120,6 +1120,39 @@ Test(cuda, persistent_cluster_vs_grid_barriers)
     fixture_free(&f);
 }
 
+/* The persistent kernel's last layer in every block (the default for mnist-mlp's 128x10: two grid barriers a
+ * step fewer) against that layer's chunks on their owners (TB_CUDA_MLP_LAST=apart): every block forms the
+ * chunks' partial products and sums them in the owners' order, so the same losses, parameters and Adam moments
+ * bit for bit, over runs of 1, 7, 20 and 22 steps. */
+Test(cuda, persistent_last_layer_in_every_block_vs_apart)
+{
+    need_cooperative_launch();
+    struct fixture f;
+    fixture_init(&f, LOOP_STEPS, 0.0f);
+    struct executor_config cl = config("cuda", 1, OPTIM_ADAM);
+    struct executor every, apart;
+    unsetenv("TB_CUDA_LOOP");
+    ex_init(&every, &f, &cl);
+    cr_assert_eq(setenv("TB_CUDA_MLP_LAST", "apart", 1), 0);
+    ex_init(&apart, &f, &cl);
+    unsetenv("TB_CUDA_MLP_LAST");
+    cr_assert(every.step_what && strstr(every.step_what, "last layer in every block"), "%s",
+              every.step_what ? every.step_what : "(the persistent kernel was not chosen)");
+    cr_assert(apart.step_what && strstr(apart.step_what, "persistent") && !strstr(apart.step_what, "every block"),
+              "%s", apart.step_what ? apart.step_what : "(the persistent kernel was not chosen)");
+    double le[LOOP_STEPS], la[LOOP_STEPS];
+    static const long runs[] = {1, 7, 20, 22};
+    loop_runs(&every, &f, runs, 4, le);
+    loop_runs(&apart, &f, runs, 4, la);
+    for (int s = 0; s < LOOP_STEPS; s++)
+        cr_assert(memcmp(&le[s], &la[s], sizeof le[s]) == 0, "step %d: loss %.17g in every block, %.17g apart", s + 1,
+                  le[s], la[s]);
+    assert_bitwise(&every, &apart, TF_PARAMS, "last layer in every block vs apart");
+    assert_bitwise(&every, &apart, TF_OPT, "last layer in every block vs apart");
+    executor_destroy(&every), executor_destroy(&apart);
+    fixture_free(&f);
+}
+
 /* One training step on both executors — a (the defaults), b (zeroing and accumulating, TB_CUDA_GRAD_ZERO=memset) —
  * and its loss equal and every parameter gradient equal (±0 alike), or, where cuBLAS chose otherwise (below),
  * within 1e-6 in norm (bf16, whose stored gradients round a last-bit change to 2⁻⁸: 1e-2). */

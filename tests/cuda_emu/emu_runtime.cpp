@@ -209,6 +209,20 @@ void ended(resident &c, group &g)
     if (g.arrived) c.cv.notify_all(); /* they stop the process, naming the barrier */
 }
 
+/* Whether every live lane of the warp of threads [w, e) waits at a shuffle: then it opens it (and says so). */
+bool open_warp(block_run &r, unsigned w, unsigned e)
+{
+    unsigned waiting = 0, other = 0;
+    for (unsigned l = w; l < e; l++) {
+        waiting += r.threads[l].state == kAtWarp;
+        other += r.threads[l].state != kAtWarp && r.threads[l].state != kDone;
+    }
+    if (!waiting || other) return false;
+    for (unsigned l = w; l < e; l++)
+        if (r.threads[l].state == kAtWarp) r.threads[l].state = kRunning;
+    return true;
+}
+
 /* After a pass over the block's threads (each ran to its next barrier or its end): opens the barriers whose
  * every thread waits there — a warp's shuffle, then __syncthreads, a grid or a cluster barrier, which every
  * live thread of the block must have reached. Returns false once every thread has ended. Threads waiting at
@@ -221,18 +235,7 @@ bool release(block_run &r)
     const unsigned live = n - at[kDone];
     if (!live) return false;
     bool opened = false;
-    for (unsigned w = 0; at[kAtWarp] && w < n; w += 32) {
-        const unsigned e = std::min(n, w + 32);
-        unsigned waiting = 0, other = 0;
-        for (unsigned l = w; l < e; l++) {
-            waiting += r.threads[l].state == kAtWarp;
-            other += r.threads[l].state != kAtWarp && r.threads[l].state != kDone;
-        }
-        if (!waiting || other) continue;
-        for (unsigned l = w; l < e; l++)
-            if (r.threads[l].state == kAtWarp) r.threads[l].state = kRunning;
-        opened = true;
-    }
+    for (unsigned w = 0; at[kAtWarp] && w < n; w += 32) opened |= open_warp(r, w, std::min(n, w + 32));
     if (opened) return true;
     if (at[kAtBlock] == live) {
         r.or_result = r.or_pending, r.or_pending = 0;
@@ -250,8 +253,9 @@ bool release(block_run &r)
     return true;
 }
 
-/* One block as fibers: each pass runs every thread that can run until it reaches a barrier or ends; release()
- * then opens the barriers they all reached. */
+/* One block as fibers: each pass runs every thread that can run until it reaches a barrier or ends, a warp at
+ * a time, each warp on past its shuffles as its lanes all reach them (a pass of the whole block a shuffle made
+ * the persistent kernel's emulation twice as slow); release() then opens the barriers they all reached. */
 void block_fibers(block_run &r, unsigned n)
 {
     while (pool.stacks.size() < n) pool.stacks.push_back(static_cast<char *>(std::malloc(kStack)));
@@ -259,11 +263,16 @@ void block_fibers(block_run &r, unsigned n)
     r.shfl.assign(2 * size_t(n), 0);
     for (unsigned t = 0; t < n; t++) fiber_init(r.threads[t], pool.stacks[t]);
     do {
-        for (unsigned t = 0; t < n; t++) {
-            if (r.threads[t].state != kRunning) continue;
-            r.cur = t;
-            thread_idx = thread_pos(t, block_dim);
-            fiber_resume(r, t);
+        for (unsigned w = 0; w < n; w += 32) {
+            const unsigned e = std::min(n, w + 32);
+            do {
+                for (unsigned t = w; t < e; t++) {
+                    if (r.threads[t].state != kRunning) continue;
+                    r.cur = t;
+                    thread_idx = thread_pos(t, block_dim);
+                    fiber_resume(r, t);
+                }
+            } while (open_warp(r, w, e));
         }
     } while (release(r));
 }
