@@ -7,7 +7,9 @@
  * Adam moments, in shared memory for the whole run; a step is the forward layer by layer (chunk sums through
  * global memory, one grid barrier a layer), the loss in every block, and the backward layer by layer (each
  * block's rows: wᵀ·δ for the layer below, then the rows' Adam update from the old weights' product), so a
- * step costs 2·layers − 1 grid barriers and no launch. Arithmetic per element is the unfused path's (the
+ * step costs 2·layers − 1 grid barriers and no launch. Where the last layer is small (mnist-mlp's 128×10) every
+ * block holds all of it and runs its forward and backward itself (forty-third session: 2·layers − 3 barriers;
+ * TB_CUDA_MLP_LAST=apart keeps it on its chunks' owners), in the owners' order, so with the same bits. Arithmetic per element is the unfused path's (the
  * same Adam expression, the input affine, softmax_ce_row.h); sums run in another order, so the results agree
  * with the graph's within rounding, not bitwise. Runs of any length give the same bits as steps one at a
  * time (the kernel's arithmetic does not depend on where a run starts).

@@ -484,6 +484,8 @@ phase_second() {
     for r in 1 2; do
         mlp_step "mlp-b1-100k-persistent-r$r" 40
         mlp_step "mlp-b1-100k-graph-r$r" 40 TB_CUDA_LOOP=graph
+        # the forty-third session's last layer in every block (5 grid barriers a step) against its owners (7)
+        mlp_step "mlp-b1-100k-last-apart-r$r" 40 TB_CUDA_MLP_LAST=apart
     done
     local cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
     local tool
@@ -518,6 +520,7 @@ phase_check() {
     for t in test_cuda_ops test_cuda; do test_step "$t" 60; done
     mlp_step mlp-b1-100k-persistent-r1 30
     mlp_step mlp-b1-100k-graph 30 TB_CUDA_LOOP=graph
+    mlp_step mlp-b1-100k-last-apart 30 TB_CUDA_MLP_LAST=apart
     mlp_step mlp-b1-100k-persistent-r2 30
     torch_version
     compare_step cuda-b0-fp32 90 1 1
@@ -635,6 +638,7 @@ phase_mlp() {
         # one thread-block cluster of 16 blocks (hardware barriers), and the same 16 chunks with grid barriers
         mlp_step "mlp-b1-100k-cluster-r$r" 30 TB_CUDA_MLP_SYNC=cluster
         mlp_step "mlp-b1-100k-rows49-r$r" 30 TB_CUDA_MLP_ROWS=49
+        mlp_step "mlp-b1-100k-last-apart-r$r" 30 TB_CUDA_MLP_LAST=apart # 7 grid barriers a step, not 5
         for rows in 8 16 24 32; do mlp_step "mlp-b1-100k-rows$rows-r$r" 30 TB_CUDA_MLP_ROWS=$rows; done
     done
 }
