@@ -279,10 +279,12 @@ extern "C" size_t tb_cuda_mlp_prepare(struct tb_cuda_mlp_plan *p, const char **w
         return 0;
     }
     // The last layer in every block (unless TB_CUDA_MLP_LAST=apart), where it is small: its forward and its
-    // backward then need no grid barrier of their own (mnist-mlp's 128x10: 7 barriers a step become 5).
+    // backward then need no grid barrier of their own (mnist-mlp's 128x10: 7 barriers a step become 5). Three
+    // layers at least: block 0 writes the two last δ the biases' update reads, and only the layer below's
+    // backward barrier orders them before it (with two layers none is left).
     const int D = p->n_layers;
     const size_t rep = replicated_floats(p->L[D - 1], p->L[D - 2]);
-    p->replicate_last = !tb_cuda_env_is("TB_CUDA_MLP_LAST", "apart") && rep <= kReplicateFloats;
+    p->replicate_last = D >= 3 && !tb_cuda_env_is("TB_CUDA_MLP_LAST", "apart") && rep <= kReplicateFloats;
     for (int l = 0; l < p->n_layers; l++) {
         tb_cuda_mlp_layer *L = &p->L[l];
         if (p->replicate_last && l == D - 1) {
