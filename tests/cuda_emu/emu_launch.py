@@ -79,6 +79,8 @@ def static_shared(m):
     if not first or not first.group(1):
         sys.exit('emu_launch: a __shared__ declaration it cannot read: ' + m.group(0))
     typ, decls[0] = first.group(1), first.group(2)
+    if '*' in typ and len(decls) > 1:  # `T *a, b;`: b is no pointer, and the rewrite would make it one
+        sys.exit('emu_launch: a __shared__ declaration of pointers with several declarators: ' + m.group(0))
     out = []
     for d in decls:
         dm = re.fullmatch(r'\s*(\w+)\s*((?:\[[^\]]*\]\s*)*)', d)
@@ -116,6 +118,12 @@ def rewrite(src):
     src = re.sub(r'extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\s*\[\s*\]\s*;',
                  r'\1 *\2 = static_cast<\1 *>(tbemu::dynamic_shared());', src)
     src = re.sub(r'^([ \t]*)__shared__\s+(__align__\(\d+\)\s+)?([^;{}]+);', static_shared, src, flags=re.M)
+    # A declaration the rewrite missed would compile as each thread's own local (the toolkit's host headers
+    # define __shared__ away): refuse it instead.
+    code = re.sub(r'//[^\n]*|/\*.*?\*/', '', src, flags=re.S)
+    left = re.search(r'[^\n]*\b__shared__\b[^\n]*', code)
+    if left:
+        sys.exit('emu_launch: a __shared__ declaration it cannot rewrite (one a line, at its start): ' + left.group(0))
     src = re.sub(r'\bcudaLaunchCooperativeKernel\(\s*(?:\(const void \*\)\s*)?', 'tbemu::launch_cooperative(', src)
     src = re.sub(r'\bcudaLaunchKernelEx\(', 'tbemu::launch_ex(', src)
     src = re.sub(r'#include\s+"([\w./]+)\.cu"', r'#include "\1.cpp"', src)

@@ -101,6 +101,7 @@ struct group {
 struct resident {
     std::mutex mu;
     std::condition_variable cv;
+    bool cooperative; /* the whole grid at once: its barrier may be reached (else clusters one at a time) */
     group grid;
     std::vector<group> clusters;
 };
@@ -129,7 +130,7 @@ thread_local block_run *run;
 /* A new block starts: no static shared array yet (each is filled as the block first declares it). */
 void statics_reset(block_run &r)
 {
-    if (r.statics_used) poison(r.statics, kStaticShared);
+    if (r.statics_used) poison(r.statics, r.statics_used); /* past it: poisoned since the arena was made */
     r.statics_used = 0;
     r.static_vars.clear();
 }
@@ -392,14 +393,15 @@ const void *shfl_xor_exchange(const void *v, size_t size, int lane_mask, int wid
     park(kAtWarp);
     r.threads[t].shfl_gen ^= 1;
     /* A lane past its width's segment, or past the block's last thread, reads its own value. */
-    const unsigned lane = t & 31, w = width > 0 && width <= 32 ? (unsigned)width : 32, src_lane = lane ^ (unsigned)lane_mask,
+    /* The mask's low five bits, as the hardware reads it. */
+    const unsigned lane = t & 31, w = width > 0 && width <= 32 ? (unsigned)width : 32, src_lane = lane ^ (lane_mask & 31u),
                    src = (t & ~31u) | src_lane;
     return src_lane >= (lane / w + 1) * w || src >= n ? &row[t] : &row[src];
 }
 
 void sync_grid()
 {
-    if (!run || !run->together)
+    if (!run || !run->together || !run->together->cooperative)
         die("a grid barrier in a launch that is not cooperative (a GPU needs cudaLaunchCooperativeKernel)");
     park(kAtGrid);
 }
@@ -472,6 +474,7 @@ cudaError_t run_grid_resident(dim3 grid, dim3 block, size_t smem, void (*body)(v
      * cluster at a time (a GPU keeps only each cluster's blocks resident together). */
     const dim3 per(grid.x / cl.x, grid.y / cl.y, grid.z / cl.z);
     resident c;
+    c.cooperative = cooperative;
     c.grid = group{(unsigned)nb, 0, 0, 0};
     c.clusters.assign(size_t(per.x) * per.y * per.z, group{ncl, 0, 0, 0});
     auto block_of = [&](unsigned cid, unsigned k) { /* block k (x fastest) of cluster cid */

@@ -119,11 +119,19 @@ extern "C" cudaError_t emu_divergent(int *out)
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t emu_grid_sync(int blocks, int cooperative, int early)
+extern "C" cudaError_t emu_grid_sync(int blocks, int launch, int early)
 {
-    if (!cooperative) {
+    if (launch == 0) {
         k_grid_sync<<<blocks, 32>>>(early);
         return cudaGetLastError();
+    }
+    if (launch == 2) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(32), cfg.attrs = attr, cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, k_grid_sync, early);
     }
     void *args[] = {&early};
     return cudaLaunchCooperativeKernel((const void *)k_grid_sync, dim3((unsigned)blocks), dim3(32), args, 0, 0);

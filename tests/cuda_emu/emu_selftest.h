@@ -22,8 +22,9 @@ cudaError_t emu_cluster_rounds(int *slot, int *out, int blocks, int cluster, int
 cudaError_t emu_static_own(int *out, int blocks);
 /* One warp whose halves wait at different barriers (the emulation stops the process). */
 cudaError_t emu_divergent(int *out);
-/* A grid barrier in a cooperative launch or a plain one; block 0 leaves before it when early. */
-cudaError_t emu_grid_sync(int blocks, int cooperative, int early);
+/* A grid barrier in a plain launch (launch 0), a cooperative one (1) or one of 2-block clusters (2); block 0
+ * leaves before it when early. */
+cudaError_t emu_grid_sync(int blocks, int launch, int early);
 
 #ifdef __cplusplus
 }

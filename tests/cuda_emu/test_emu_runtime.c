@@ -4,7 +4,8 @@
  * reads what its neighbour wrote before the barrier, over many rounds), each block's own static shared memory
  * (0xA5 where not written) while all run at once, a cooperative launch of more blocks than the device holds
  * refused, and the process stopped where a GPU would hang: a warp's lanes waiting at different barriers, a grid barrier
- * in a launch that is not cooperative, a block leaving before a grid barrier the others wait at. */
+ * in a launch that is not cooperative (plain or of clusters), a block leaving before a grid barrier the others
+ * wait at. */
 #include "emu_selftest.h"
 
 #include <criterion/criterion.h>
@@ -101,6 +102,11 @@ Test(emu, lanes_at_different_barriers_stop, .signal = SIGABRT)
 Test(emu, grid_barrier_outside_a_cooperative_launch_stops, .signal = SIGABRT)
 {
     emu_grid_sync(4, 0, 0);
+}
+
+Test(emu, grid_barrier_in_a_cluster_launch_stops, .signal = SIGABRT)
+{
+    emu_grid_sync(4, 2, 0); /* clusters run one at a time: the grid's barrier would never open */
 }
 
 Test(emu, block_leaving_before_a_grid_barrier_stops, .signal = SIGABRT)
