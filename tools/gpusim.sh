@@ -46,5 +46,16 @@ done
     echo
     python3 tools/gpusim.py "$OUT_DIR/$ID-b$B1.tsv" "$OUT_DIR/$ID-b$B2.tsv" --batches "$B1,$B2" --to "$TO" \
         --gbps "$GBPS"
+    echo
+    echo "Shared-memory hazards (racecheck on the emulation: two threads of a block on one 2-byte unit between the"
+    echo "same two barriers, one writing), batch $B2:"
+    echo
+    if [ -s "$OUT_DIR/$ID-b$B2.tsv.races" ]; then
+        echo "| kernel | hazards | the first |"
+        echo "|---|---:|---|"
+        awk -F'\t' '{printf "| %s | %s | %s |\n", $1, $2, $3}' "$OUT_DIR/$ID-b$B2.tsv.races"
+    else
+        echo "none"
+    fi
 } | tee "$OUT_DIR/$ID.md"
 echo "gpusim: $OUT_DIR/$ID.md" >&2

@@ -121,6 +121,19 @@ if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "
   add_test(NAME test_emu_runtime COMMAND test_emu_runtime --jobs 2)
   set_tests_properties(test_emu_runtime PROPERTIES TIMEOUT 120 LABELS emu ENVIRONMENT "${tb_emu_env}")
 
+  # test_emu_racecheck: make gpusim's racecheck finds a shared-memory race, and none where a barrier orders the
+  # accesses (emu_selftest.cu's kernels built as bench_gpusim's are, below).
+  add_executable(test_emu_racecheck tests/cuda_emu/test_emu_racecheck.cpp ${tb_emu_dir}/emu_selftest.cpp
+                 tests/cuda_emu/emu_runtime.cpp tests/cuda_emu/emu_memtrace.cpp)
+  target_include_directories(test_emu_racecheck PRIVATE util tests/cuda_emu ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(test_emu_racecheck PRIVATE TB_EMU_MEMTRACE=1)
+  target_compile_options(test_emu_racecheck PRIVATE -O1 -std=c++17 -Wall -Wextra -Wno-unused-parameter
+                         -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -fno-tree-sra)
+  target_link_libraries(test_emu_racecheck PRIVATE tb_util Threads::Threads)
+  add_test(NAME test_emu_racecheck COMMAND test_emu_racecheck)
+  set_tests_properties(test_emu_racecheck PROPERTIES TIMEOUT 60 LABELS emu ENVIRONMENT
+    "TB_GPUSIM_OUT=${CMAKE_BINARY_DIR}/test_emu_racecheck.tsv")
+
   # The long ones in make test-cuda-emu only (label emu_long), so that make test stays well under its 15
   # minutes: test_executor_emu (86 s of stage and layer-range walks), test_backends_emu (37 s of schedules),
   # test_cuda_mirrored_emu, and test_cuda's six slowest (30 s each: 12 Adam steps of effnet-b0 in bf16 and

@@ -11,7 +11,12 @@
  *    request takes as many as the busiest bank has distinct words, and at least its bytes / 128).
  * A model, not a measurement: no caches, no timing, and lanes are paired by occurrence, so a branch one lane
  * takes and its neighbour does not can pair unlike accesses. Reads TB_GPUSIM_OUT (a file) at start; without
- * it nothing is counted. */
+ * it nothing is counted.
+ *
+ * It also checks what compute-sanitizer's racecheck checks: two threads of a block touching one 2-byte unit of
+ * shared memory between the same two barriers, one of them writing (the block's threads run one after another
+ * here, so such a pair gives the emulation's order's result where a GPU's is undefined). Each kernel's first
+ * hazard is written, with its count at exit, to TB_GPUSIM_OUT.races. */
 #include "emu.h"
 #include "emu_memtrace.h"
 
@@ -90,6 +95,15 @@ struct launch_state {
     std::unordered_map<req_key, std::vector<lane_access>, req_hash> reqs;
     std::unordered_set<uintptr_t> rd, wr; /* sectors */
     counts c;
+    /* racecheck: the block's shared units touched since its last barrier (epoch + 1 when set this epoch) */
+    struct unit {
+        unsigned epoch;
+        int writer, reader; /* a thread, -1 none, -2 (reader) several */
+    };
+    std::unordered_map<uintptr_t, unit> units;
+    unsigned epoch;
+    unsigned long long hazards;
+    std::string first_hazard;
 };
 thread_local launch_state *cur;
 
@@ -99,6 +113,7 @@ std::mutex mu;
 std::map<uintptr_t, uintptr_t> ranges;
 std::atomic<unsigned long long> generation{0};
 std::map<std::string, counts> kernels; /* by kernel name, under mu */
+std::map<std::string, std::pair<unsigned long long, std::string>> races; /* kernel -> hazards, the first */
 std::string out_path;
 thread_local uintptr_t cache_lo = 1, cache_hi = 0;
 thread_local unsigned long long cache_gen;
@@ -140,6 +155,42 @@ void write_report()
                      c.st_sec, c.st_bytes, c.uniq_rd, c.uniq_wr, c.sh_req, c.sh_wave, c.sh_bytes);
     }
     std::fclose(f);
+    const std::string rpath = out_path + ".races";
+    FILE *r = std::fopen(rpath.c_str(), "w");
+    if (!r) {
+        std::fprintf(stderr, "cuda emulation: cannot write the racecheck to %s\n", rpath.c_str());
+        return;
+    }
+    for (const auto &k : races) std::fprintf(r, "%s\t%llu\t%s\n", k.first.c_str(), k.second.first, k.second.second.c_str());
+    std::fclose(r);
+}
+
+/* racecheck: thread t's access of size bytes at a in shared memory (base: its array's or the dynamic area's
+ * start), against what other threads did to its units since the block's last barrier. */
+void race_check(launch_state *s, unsigned t, uintptr_t a, unsigned size, unsigned char write, uintptr_t base)
+{
+    const int me = (int)t;
+    for (uintptr_t u = a >> 1; u <= (a + size - 1) >> 1; u++) {
+        launch_state::unit &st = s->units[u];
+        if (st.epoch != s->epoch + 1) st = launch_state::unit{s->epoch + 1, -1, -1};
+        int other = -1;
+        const char *did = nullptr; /* what the other thread did */
+        if (st.writer >= 0 && st.writer != me) other = st.writer, did = "wrote";
+        else if (write && st.reader != -1 && st.reader != me) other = st.reader, did = "read";
+        if (write) st.writer = me;
+        else st.reader = st.reader == -1 || st.reader == me ? me : -2;
+        if (!did) continue;
+        if (!s->hazards++) {
+            char line[256], who[32];
+            if (other >= 0) std::snprintf(who, sizeof who, "thread %d", other);
+            else std::snprintf(who, sizeof who, "other threads");
+            std::snprintf(line, sizeof line, "block (%u,%u,%u): thread %d %s shared byte +%lu, which %s %s since the "
+                          "last barrier", block_idx.x, block_idx.y, block_idx.z, me, write ? "writes" : "reads",
+                          (unsigned long)(u * 2 - base), who, did);
+            s->first_hazard = line;
+        }
+        return; /* one hazard an access */
+    }
 }
 
 /* Notes access a (size bytes, its space) by thread t as the k-th execution of instruction pc. */
@@ -168,14 +219,16 @@ inline void access(const void *p, unsigned size, unsigned char write, const void
     if (!s) return;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     unsigned char space;
+    uintptr_t base = 0;
     if ((a >= s->shm_lo && a < s->shm_hi) || (a >= s->st_lo && a < s->st_hi))
-        space = SHARED;
+        space = SHARED, base = a >= s->shm_lo && a < s->shm_hi ? s->shm_lo : s->st_lo;
     else if (is_device(a))
         space = GLOBAL;
     else
         return; /* a thread's own stack (local memory, registers) or the host's */
     const unsigned t = thread_idx.x + block_dim.x * (thread_idx.y + block_dim.y * thread_idx.z);
     const uintptr_t ipc = reinterpret_cast<uintptr_t>(pc);
+    if (space == SHARED) race_check(s, t, a, size, write, base);
     /* The host copies a vector of bf16 or fp16 values element by element (their types' own copy operators),
      * where the GPU moves it in one access: 2-byte accesses a thread makes back to back, each following the
      * last, inside one aligned 16 bytes, are held and noted as one. */
@@ -233,6 +286,14 @@ void kernel_name(const char *pretty)
     s->name = it->second, s->named = pretty;
 }
 
+unsigned long long hazards()
+{
+    std::lock_guard<std::mutex> l(mu);
+    unsigned long long n = 0;
+    for (const auto &k : races) n += k.second.first;
+    return n;
+}
+
 void on_alloc(void *p, size_t n)
 {
     if (!enabled) return;
@@ -271,6 +332,12 @@ void block_begin(unsigned nthreads)
     if (!cur) return;
     cur->occ.resize(nthreads);
     for (auto &m : cur->occ) m.clear();
+    cur->units.clear(), cur->epoch = 0;
+}
+
+void barrier()
+{
+    if (cur) cur->epoch++;
 }
 
 void block_end()
@@ -319,6 +386,11 @@ void launch_end()
     {
         std::lock_guard<std::mutex> l(mu);
         kernels[s->name].add(s->c);
+        if (s->hazards) {
+            auto &r = races[s->name];
+            if (!r.first) r.second = s->first_hazard;
+            r.first += s->hazards;
+        }
     }
     delete s;
 }

@@ -240,6 +240,7 @@ bool release(block_run &r)
     if (opened) return true;
     if (at[kAtBlock] == live) {
         r.or_result = r.or_pending, r.or_pending = 0;
+        TB_MEMTRACE(barrier());
     } else if (at[kAtGrid] == live) {
         arrive(*r.together, r.together->grid, "a grid barrier");
     } else if (at[kAtCluster] == live) {

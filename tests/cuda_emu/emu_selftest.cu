@@ -75,6 +75,17 @@ __global__ void k_divergent(int *out)
     }
 }
 
+// Each thread writes its slot of a shared array and reads its neighbour's: a race without the barrier
+// between (kSync false), what make gpusim's racecheck must report.
+template <bool kSync> __global__ void k_neighbour(int *out)
+{
+    __shared__ int s[1024];
+    const int t = threadIdx.x, n = blockDim.x;
+    s[t] = t;
+    if (kSync) __syncthreads();
+    out[t] = s[(t + 1) % n];
+}
+
 // A grid barrier; block 0 leaves first when `early`.
 __global__ void k_grid_sync(int early)
 {
@@ -135,4 +146,11 @@ extern "C" cudaError_t emu_grid_sync(int blocks, int launch, int early)
     }
     void *args[] = {&early};
     return cudaLaunchCooperativeKernel((const void *)k_grid_sync, dim3((unsigned)blocks), dim3(32), args, 0, 0);
+}
+
+extern "C" cudaError_t emu_neighbour(int *out, int threads, int sync)
+{
+    if (sync) k_neighbour<true><<<1, threads>>>(out);
+    else k_neighbour<false><<<1, threads>>>(out);
+    return cudaGetLastError();
 }

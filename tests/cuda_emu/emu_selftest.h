@@ -26,6 +26,10 @@ cudaError_t emu_divergent(int *out);
  * leaves before it when early. */
 cudaError_t emu_grid_sync(int blocks, int launch, int early);
 
+/* One block of `threads` (≤ 1024): out[t] = what thread t+1 (mod threads) wrote to shared memory, after a
+ * barrier when sync, else racing it. */
+cudaError_t emu_neighbour(int *out, int threads, int sync);
+
 #ifdef __cplusplus
 }
 #endif
