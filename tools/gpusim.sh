@@ -48,12 +48,15 @@ done
         --gbps "$GBPS"
     echo
     echo "Shared-memory hazards (racecheck on the emulation: two threads of a block on one 2-byte unit between the"
-    echo "same two barriers, one writing), batch $B2:"
+    echo "same two barriers, one writing), batches $B1 and $B2:"
     echo
-    if [ -s "$OUT_DIR/$ID-b$B2.tsv.races" ]; then
-        echo "| kernel | hazards | the first |"
-        echo "|---|---:|---|"
-        awk -F'\t' '{printf "| %s | %s | %s |\n", $1, $2, $3}' "$OUT_DIR/$ID-b$B2.tsv.races"
+    if [ -s "$OUT_DIR/$ID-b$B1.tsv.races" ] || [ -s "$OUT_DIR/$ID-b$B2.tsv.races" ]; then
+        echo "| batch | kernel | hazards | the first |"
+        echo "|---:|---|---:|---|"
+        for b in "$B1" "$B2"; do
+            [ -f "$OUT_DIR/$ID-b$b.tsv.races" ] &&
+                awk -F'\t' -v b="$b" '{printf "| %s | %s | %s | %s |\n", b, $1, $2, $3}' "$OUT_DIR/$ID-b$b.tsv.races"
+        done
     else
         echo "none"
     fi

@@ -243,8 +243,10 @@ bool release(block_run &r)
         TB_MEMTRACE(barrier());
     } else if (at[kAtGrid] == live) {
         arrive(*r.together, r.together->grid, "a grid barrier");
+        TB_MEMTRACE(barrier());
     } else if (at[kAtCluster] == live) {
         arrive(*r.together, r.together->clusters[r.cluster], "a cluster barrier");
+        TB_MEMTRACE(barrier());
     } else {
         die("block (%u,%u,%u): its threads wait at different barriers (%u at __syncthreads, %u at a warp shuffle "
             "with lanes elsewhere, %u at a grid barrier, %u at a cluster barrier; %u ended): a GPU would hang",
@@ -460,10 +462,6 @@ void run_grid(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ct
 cudaError_t run_grid_resident(dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx, dim3 cl,
                               bool cooperative)
 {
-#ifdef TB_EMU_MEMTRACE
-    /* The trace follows one block at a time on one OS thread. */
-    return last_error = cudaErrorNotSupported;
-#endif
     cudaError_t e = check_launch(grid, block, smem);
     const unsigned long long nb = (unsigned long long)grid.x * grid.y * grid.z;
     const unsigned ncl = cl.x * cl.y * cl.z;
@@ -488,7 +486,12 @@ cudaError_t run_grid_resident(dim3 grid, dim3 block, size_t smem, void (*body)(v
         r.body = body, r.ctx = ctx, r.together = &c, r.cluster = cid;
         r.smem.assign(smem, 0xA5);
         run = &r;
+        /* The trace sees each block as a launch of one on its own OS thread (its counts are per thread). */
+        TB_MEMTRACE(launch_begin(1, block.x * block.y * block.z, r.smem.data(), smem));
+        TB_MEMTRACE(block_begin(block.x * block.y * block.z));
         block_fibers(r, block.x * block.y * block.z);
+        TB_MEMTRACE(block_end());
+        TB_MEMTRACE(launch_end());
         run = nullptr;
         ended(c, c.grid);
         ended(c, c.clusters[cid]);
@@ -637,11 +640,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int)
     case cudaDevAttrMultiProcessorCount: *v = 132; break;
     case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
     case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
-#ifdef TB_EMU_MEMTRACE
-    case cudaDevAttrCooperativeLaunch: *v = 0; break; /* the trace follows one block at a time */
-#else
     case cudaDevAttrCooperativeLaunch: *v = 1; break;
-#endif
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = 232448; break;
     case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
     case cudaDevAttrWarpSize: *v = 32; break;
@@ -687,9 +686,6 @@ cudaError_t cudaOccupancyMaxActiveClusters(int *n, const void *, const cudaLaunc
             const auto &d = cfg->attrs[i].val.clusterDim;
             size = d.x * d.y * d.z;
         }
-#ifdef TB_EMU_MEMTRACE
-    size = 0; /* the trace follows one block at a time: no cluster runs */
-#endif
     *n = size >= 1 && size <= 16 ? (int)(132 / size) : 0;
     return cudaSuccess;
 }
