@@ -85,7 +85,8 @@ __global__ void lars_trust_k(float *trust, const float *p, const float *g, const
     }
 }
 
-// g *= inv over n elements; *overflow = 1 if any was inf or NaN (every writer writes 1: no race on the value).
+// g *= inv over n elements; *overflow = 1 if any was inf or NaN (an atomic: blocks' plain stores of the same 1
+// were a race in CUDA's memory model, and make gpusim's global racecheck said so).
 __global__ void unscale_check_k(float *g, size_t n, float inv, int *overflow)
 {
     int bad = 0;
@@ -94,7 +95,7 @@ __global__ void unscale_check_k(float *g, size_t n, float inv, int *overflow)
         bad |= !isfinite(v);
         g[i] = v * inv;
     }
-    if (__syncthreads_or(bad) && threadIdx.x == 0) *overflow = 1;
+    if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(overflow, 1);
 }
 
 } // namespace

@@ -132,7 +132,7 @@ if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "
   target_link_libraries(test_emu_racecheck PRIVATE tb_util Threads::Threads)
   add_test(NAME test_emu_racecheck COMMAND test_emu_racecheck)
   set_tests_properties(test_emu_racecheck PROPERTIES TIMEOUT 60 LABELS emu ENVIRONMENT
-    "TB_GPUSIM_OUT=${CMAKE_BINARY_DIR}/test_emu_racecheck.tsv")
+    "TB_GPUSIM_OUT=${CMAKE_BINARY_DIR}/test_emu_racecheck.tsv;TB_GPUSIM_GLOBAL=1")
 
   # The long ones in make test-cuda-emu only (label emu_long), so that make test stays well under its 15
   # minutes: test_executor_emu (86 s of stage and layer-range walks), test_backends_emu (37 s of schedules),

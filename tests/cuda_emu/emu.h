@@ -229,10 +229,19 @@ template <class T> static inline T __shfl_xor_sync(unsigned, T v, int lane_mask,
     std::memcpy(&r, tbemu::shfl_xor_exchange(&v, sizeof v, lane_mask, width), sizeof r);
     return r;
 }
-template <class T> static inline T atomicAdd(T *p, T v)
+/* Atomics: plain read-modify-writes (a block's threads never run at once; blocks that do run at once on
+ * threads do not use them), outside make gpusim's trace (no_sanitize: its racecheck would call two blocks'
+ * atomics on one word a race). */
+template <class T> __attribute__((no_sanitize_thread)) static inline T atomicAdd(T *p, T v)
 {
     const T old = *p;
     *p = old + v;
+    return old;
+}
+template <class T> __attribute__((no_sanitize_thread)) static inline T atomicOr(T *p, T v)
+{
+    const T old = *p;
+    *p = old | v;
     return old;
 }
 using std::isfinite;

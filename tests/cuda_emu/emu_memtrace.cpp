@@ -15,8 +15,11 @@
  *
  * It also checks what compute-sanitizer's racecheck checks: two threads of a block touching one 2-byte unit of
  * shared memory between the same two barriers, one of them writing (the block's threads run one after another
- * here, so such a pair gives the emulation's order's result where a GPU's is undefined). Each kernel's first
- * hazard is written, with its count at exit, to TB_GPUSIM_OUT.races. */
+ * here, so such a pair gives the emulation's order's result where a GPU's is undefined). With TB_GPUSIM_GLOBAL=1
+ * it checks global memory between a launch's blocks too: a block reading or writing a 2-byte unit another block
+ * of the launch wrote (the emulation runs blocks in order, so a later block sees an earlier one's writes where a
+ * GPU's blocks run in any order). Each kernel's first hazard is written, with its count at exit, to
+ * TB_GPUSIM_OUT.races (a global one's kernel named "k (global)"). */
 #include "emu.h"
 #include "emu_memtrace.h"
 
@@ -25,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -104,6 +108,10 @@ struct launch_state {
     unsigned epoch;
     unsigned long long hazards;
     std::string first_hazard;
+    /* global racecheck (TB_GPUSIM_GLOBAL=1): the launch's written units -> the block that wrote them */
+    std::unordered_map<uintptr_t, unsigned long long> written;
+    unsigned long long g_hazards;
+    std::string g_first;
 };
 thread_local launch_state *cur;
 
@@ -123,6 +131,10 @@ const bool enabled = [] {
     if (!p || !*p) return false;
     out_path = p;
     return true;
+}();
+const bool global_races = [] {
+    const char *p = std::getenv("TB_GPUSIM_GLOBAL");
+    return p && std::strcmp(p, "1") == 0;
 }();
 
 bool is_device(uintptr_t a)
@@ -163,6 +175,27 @@ void write_report()
     }
     for (const auto &k : races) std::fprintf(r, "%s\t%llu\t%s\n", k.first.c_str(), k.second.first, k.second.second.c_str());
     std::fclose(r);
+}
+
+/* global racecheck: an access of size bytes at a by the running block, against what other blocks of the launch
+ * wrote. */
+void global_check(launch_state *s, uintptr_t a, unsigned size, unsigned char write)
+{
+    const unsigned long long me =
+        block_idx.x + (unsigned long long)grid_dim.x * (block_idx.y + (unsigned long long)grid_dim.y * block_idx.z);
+    for (uintptr_t u = a >> 1; u <= (a + size - 1) >> 1; u++) {
+        auto it = s->written.find(u);
+        const bool other = it != s->written.end() && it->second != me;
+        if (write && !other) s->written[u] = me;
+        if (!other) continue;
+        if (!s->g_hazards++) {
+            char line[256];
+            std::snprintf(line, sizeof line, "block %llu %s global address %#lx, which block %llu wrote in the same launch",
+                          me, write ? "writes" : "reads", (unsigned long)(u * 2), it->second);
+            s->g_first = line;
+        }
+        return; /* one hazard an access */
+    }
 }
 
 /* racecheck: thread t's access of size bytes at a in shared memory (base: its array's or the dynamic area's
@@ -229,6 +262,7 @@ inline void access(const void *p, unsigned size, unsigned char write, const void
     const unsigned t = thread_idx.x + block_dim.x * (thread_idx.y + block_dim.y * thread_idx.z);
     const uintptr_t ipc = reinterpret_cast<uintptr_t>(pc);
     if (space == SHARED) race_check(s, t, a, size, write, base);
+    else if (global_races) global_check(s, a, size, write);
     /* The host copies a vector of bf16 or fp16 values element by element (their types' own copy operators),
      * where the GPU moves it in one access: 2-byte accesses a thread makes back to back, each following the
      * last, inside one aligned 16 bytes, are held and noted as one. */
@@ -390,6 +424,11 @@ void launch_end()
             auto &r = races[s->name];
             if (!r.first) r.second = s->first_hazard;
             r.first += s->hazards;
+        }
+        if (s->g_hazards) {
+            auto &r = races[s->name + " (global)"];
+            if (!r.first) r.second = s->g_first;
+            r.first += s->g_hazards;
         }
     }
     delete s;

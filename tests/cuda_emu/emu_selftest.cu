@@ -86,6 +86,16 @@ template <bool kSync> __global__ void k_neighbour(int *out)
     out[t] = s[(t + 1) % n];
 }
 
+// Block b writes slot b; with `chained`, it also reads slot b-1, which another block of the launch writes: a
+// race between blocks (the emulation runs them in order, so the read sees the write; a GPU need not).
+__global__ void k_slots(int *slot, int chained)
+{
+    if (threadIdx.x != 0) return;
+    const int b = blockIdx.x;
+    slot[b] = b;
+    if (chained && b > 0) slot[b] += slot[b - 1];
+}
+
 // A grid barrier; block 0 leaves first when `early`.
 __global__ void k_grid_sync(int early)
 {
@@ -152,5 +162,11 @@ extern "C" cudaError_t emu_neighbour(int *out, int threads, int sync)
 {
     if (sync) k_neighbour<true><<<1, threads>>>(out);
     else k_neighbour<false><<<1, threads>>>(out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t emu_slots(int *slot, int blocks, int chained)
+{
+    k_slots<<<blocks, 32>>>(slot, chained);
     return cudaGetLastError();
 }

@@ -29,6 +29,8 @@ cudaError_t emu_grid_sync(int blocks, int launch, int early);
 /* One block of `threads` (≤ 1024): out[t] = what thread t+1 (mod threads) wrote to shared memory, after a
  * barrier when sync, else racing it. */
 cudaError_t emu_neighbour(int *out, int threads, int sync);
+/* `blocks` blocks, block b writing slot[b]; chained: each also reads slot[b-1] (another block's write). */
+cudaError_t emu_slots(int *slot, int blocks, int chained);
 
 #ifdef __cplusplus
 }
