@@ -1084,6 +1084,20 @@ Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)
     fixture_free(&f);
 }
 
+/* Runs of 1, 7, 20 and 22 steps on a and b (fresh executors of the same fixture): the same losses, parameters and
+ * Adam moments bit for bit. */
+static void runs_bitwise(struct executor *a, struct executor *b, const struct fixture *f, const char *what)
+{
+    double la[LOOP_STEPS], lb[LOOP_STEPS];
+    static const long runs[] = {1, 7, 20, 22};
+    loop_runs(a, f, runs, 4, la);
+    loop_runs(b, f, runs, 4, lb);
+    for (int s = 0; s < LOOP_STEPS; s++)
+        cr_assert(memcmp(&la[s], &lb[s], sizeof la[s]) == 0, "%s: step %d: loss %.17g, %.17g", what, s + 1, la[s], lb[s]);
+    assert_bitwise(a, b, TF_PARAMS, what);
+    assert_bitwise(a, b, TF_OPT, what);
+}
+
 /* The persistent kernel's blocks as one thread-block cluster (TB_CUDA_MLP_SYNC=cluster: hardware cluster
  * barriers) against the same 16 chunks with grid barriers (TB_CUDA_MLP_ROWS=49 for both): the same arithmetic,
  * so the same losses, parameters and Adam moments bit for bit, over runs of 1, 7, 20 and 22 steps. */
@@ -1107,15 +1121,7 @@ Test(cuda, persistent_cluster_vs_grid_barriers)
         fixture_free(&f);
         cr_skip_test("the device refused the 16-block cluster (%s); stderr says why", what);
     }
-    double lg[LOOP_STEPS], lc[LOOP_STEPS];
-    static const long runs[] = {1, 7, 20, 22};
-    loop_runs(&grid, &f, runs, 4, lg);
-    loop_runs(&cluster, &f, runs, 4, lc);
-    for (int s = 0; s < LOOP_STEPS; s++)
-        cr_assert(memcmp(&lg[s], &lc[s], sizeof lg[s]) == 0, "step %d: loss %.17g grid, %.17g cluster", s + 1, lg[s],
-                  lc[s]);
-    assert_bitwise(&grid, &cluster, TF_PARAMS, "cluster vs grid barriers");
-    assert_bitwise(&grid, &cluster, TF_OPT, "cluster vs grid barriers");
+    runs_bitwise(&grid, &cluster, &f, "cluster vs grid barriers");
     executor_destroy(&grid), executor_destroy(&cluster);
     fixture_free(&f);
 }
@@ -1140,15 +1146,7 @@ Test(cuda, persistent_last_layer_in_every_block_vs_apart)
               every.step_what ? every.step_what : "(the persistent kernel was not chosen)");
     cr_assert(apart.step_what && strstr(apart.step_what, "persistent") && !strstr(apart.step_what, "every block"),
               "%s", apart.step_what ? apart.step_what : "(the persistent kernel was not chosen)");
-    double le[LOOP_STEPS], la[LOOP_STEPS];
-    static const long runs[] = {1, 7, 20, 22};
-    loop_runs(&every, &f, runs, 4, le);
-    loop_runs(&apart, &f, runs, 4, la);
-    for (int s = 0; s < LOOP_STEPS; s++)
-        cr_assert(memcmp(&le[s], &la[s], sizeof le[s]) == 0, "step %d: loss %.17g in every block, %.17g apart", s + 1,
-                  le[s], la[s]);
-    assert_bitwise(&every, &apart, TF_PARAMS, "last layer in every block vs apart");
-    assert_bitwise(&every, &apart, TF_OPT, "last layer in every block vs apart");
+    runs_bitwise(&every, &apart, &f, "last layer in every block vs apart");
     executor_destroy(&every), executor_destroy(&apart);
     fixture_free(&f);
 }
