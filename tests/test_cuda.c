@@ -119,6 +119,16 @@ static void ex_init(struct executor *ex, const struct fixture *f, const struct e
     cr_assert_eq(executor_set_tensors(ex, TF_PARAMS, f->params), TB_OK, "%s", tb_error_get());
 }
 
+/* ex_init with the environment's var set to value for the executor's creation (the cuda device reads its
+ * TB_CUDA_* switches there), unset after. */
+static void ex_init_env(struct executor *ex, const struct fixture *f, const struct executor_config *c, const char *var,
+                        const char *value)
+{
+    cr_assert_eq(setenv(var, value, 1), 0);
+    ex_init(ex, f, c);
+    unsetenv(var);
+}
+
 static size_t fam_n(const struct executor *ex, enum tensor_family fam)
 {
     return tensor_family_floats(ex->m, ex->cfg.optim.kind, fam);
@@ -457,9 +467,7 @@ Test(cuda, persistent_loop_vs_graph_and_cpu)
     ex_init(&whole, &f, &cl);
     cr_assert(split.step_what && strstr(split.step_what, "persistent"), "the persistent kernel runs mnist-mlp: %s",
               split.step_what ? split.step_what : "(nothing said)");
-    setenv("TB_CUDA_LOOP", "graph", 1);
-    ex_init(&graph, &f, &cl);
-    unsetenv("TB_CUDA_LOOP");
+    ex_init_env(&graph, &f, &cl, "TB_CUDA_LOOP", "graph");
     ex_init(&cpu, &f, &cc);
     double ls[LOOP_STEPS], lw[LOOP_STEPS], lg[LOOP_STEPS];
     static const long runs[] = {1, 7, 20, 22}, one[] = {LOOP_STEPS};
@@ -1139,9 +1147,7 @@ Test(cuda, persistent_last_layer_in_every_block_vs_apart)
     struct executor every, apart;
     unsetenv("TB_CUDA_LOOP");
     ex_init(&every, &f, &cl);
-    cr_assert_eq(setenv("TB_CUDA_MLP_LAST", "apart", 1), 0);
-    ex_init(&apart, &f, &cl);
-    unsetenv("TB_CUDA_MLP_LAST");
+    ex_init_env(&apart, &f, &cl, "TB_CUDA_MLP_LAST", "apart");
     cr_assert(every.step_what && strstr(every.step_what, "last layer in every block"), "%s",
               every.step_what ? every.step_what : "(the persistent kernel was not chosen)");
     cr_assert(apart.step_what && strstr(apart.step_what, "persistent") && !strstr(apart.step_what, "every block"),

@@ -78,6 +78,34 @@ template <class F> const char site<F>::key = 0;
 bool capturing(cudaStream_t st);
 void record(cudaStream_t st, std::function<void()> work);
 
+/* Runs kernel f (a callable) on args, the launch's copy of its arguments (as the GPU's): block by block
+ * (run_grid; key names the launch site), or every block at once where they must be resident together
+ * (cooperative, or in clusters: run_grid_resident). A stream capturing a graph records the launch instead,
+ * the copy kept with it. Returns the launch's error. */
+template <class F, class Args>
+cudaError_t launch_call(F f, Args args, dim3 grid, dim3 block, size_t smem, cudaStream_t st, const void *key,
+                        dim3 cluster_dim = dim3(1, 1, 1), bool cooperative = false)
+{
+    struct call {
+        F f;
+        Args args;
+    };
+    void (*body)(void *) = [](void *p) { std::apply(static_cast<call *>(p)->f, static_cast<call *>(p)->args); };
+    const bool together = cooperative || cluster_dim.x * cluster_dim.y * cluster_dim.z > 1;
+    auto go = [=](call *c) -> cudaError_t {
+        if (together) return run_grid_resident(grid, block, smem, body, c, cluster_dim, cooperative);
+        run_grid(grid, block, smem, body, c, key);
+        return cudaPeekAtLastError();
+    };
+    if (capturing(st)) {
+        auto c = std::make_shared<call>(call{f, std::move(args)});
+        record(st, [c, go] { (void)go(c.get()); });
+        return cudaSuccess;
+    }
+    call c{f, std::move(args)};
+    return go(&c);
+}
+
 template <class F> struct launcher {
     F call_kernel;
     dim3 grid, block;
@@ -85,20 +113,8 @@ template <class F> struct launcher {
     cudaStream_t stream;
     template <class... A> void operator()(A &&...a) const
     {
-        struct call {
-            F f;
-            std::tuple<std::decay_t<A>...> args; /* the launch's copy of its arguments, as the GPU's */
-        };
-        void (*body)(void *) = [](void *p) { std::apply(static_cast<call *>(p)->f, static_cast<call *>(p)->args); };
-        if (capturing(stream)) { /* a graph keeps the arguments of the launch it captured */
-            auto c = std::make_shared<call>(call{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)});
-            const dim3 g = grid, b = block;
-            const size_t sm = smem;
-            record(stream, [c, g, b, sm, body] { run_grid(g, b, sm, body, c.get(), &site<F>::key); });
-            return;
-        }
-        call c{call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
-        run_grid(grid, block, smem, body, &c, &site<F>::key);
+        (void)launch_call(call_kernel, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...), grid, block, smem, stream,
+                          &site<F>::key);
     }
 };
 
@@ -109,32 +125,7 @@ template <class F> launcher<F> launch(F call_kernel, dim3 grid, dim3 block, size
 }
 
 /* A kernel launched through the runtime's API (cudaLaunchCooperativeKernel, cudaLaunchKernelEx, which
- * emu_launch.py rewrites to the two below): its arguments as the launch copies them. Blocks that must be
- * resident together (cooperative, or in clusters) run at once; the rest as <<<>>> runs them. */
-template <class... P>
-cudaError_t launch_typed(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, std::tuple<P...> args,
-                         dim3 cluster_dim, bool cooperative)
-{
-    struct call {
-        void (*k)(P...);
-        std::tuple<P...> args;
-    };
-    auto c = std::make_shared<call>(call{k, std::move(args)});
-    void (*body)(void *) = [](void *p) { std::apply(static_cast<call *>(p)->k, static_cast<call *>(p)->args); };
-    const bool together = cooperative || cluster_dim.x * cluster_dim.y * cluster_dim.z > 1;
-    const void *key = reinterpret_cast<const void *>(k);
-    auto go = [c, grid, block, smem, body, cluster_dim, cooperative, together, key]() -> cudaError_t {
-        if (together) return run_grid_resident(grid, block, smem, body, c.get(), cluster_dim, cooperative);
-        run_grid(grid, block, smem, body, c.get(), key);
-        return cudaPeekAtLastError();
-    };
-    if (capturing(st)) {
-        record(st, [go] { (void)go(); });
-        return cudaSuccess;
-    }
-    return go();
-}
-
+ * emu_launch.py rewrites to the two below): launch_call with the kernel's own address as its site's key. */
 template <class... P, size_t... I>
 std::tuple<P...> unpack_args(void **args, std::index_sequence<I...>)
 {
@@ -145,8 +136,8 @@ std::tuple<P...> unpack_args(void **args, std::index_sequence<I...>)
 template <class... P>
 cudaError_t launch_cooperative(void (*k)(P...), dim3 grid, dim3 block, void **args, size_t smem, cudaStream_t st)
 {
-    return launch_typed(k, grid, block, smem, st, unpack_args<P...>(args, std::index_sequence_for<P...>{}), dim3(1, 1, 1),
-                        true);
+    return launch_call(k, unpack_args<P...>(args, std::index_sequence_for<P...>{}), grid, block, smem, st,
+                       reinterpret_cast<const void *>(k), dim3(1, 1, 1), true);
 }
 
 /* cudaLaunchKernelEx(&config, k, args...): its grid, block, shared memory, stream, cluster dimension and
@@ -164,8 +155,8 @@ template <class... P, class... A> cudaError_t launch_ex(const cudaLaunchConfig_t
         else
             return cudaErrorNotSupported;
     }
-    return launch_typed(k, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes, cfg->stream,
-                        std::tuple<P...>(std::forward<A>(a)...), cluster_dim, cooperative);
+    return launch_call(k, std::tuple<P...>(std::forward<A>(a)...), cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes,
+                       cfg->stream, reinterpret_cast<const void *>(k), cluster_dim, cooperative);
 }
 
 } // namespace tbemu

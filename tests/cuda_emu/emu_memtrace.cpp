@@ -87,6 +87,22 @@ struct held {
     unsigned char write, space;
 };
 
+/* A racecheck's hazards: how many, and the first, described. */
+struct hazard_log {
+    unsigned long long n;
+    std::string first;
+    /* One more; line() describes it where it is the first. */
+    template <class L> void note(L line)
+    {
+        if (!n++) first = line();
+    }
+    void add(const hazard_log &o)
+    {
+        if (!n) first = o.first;
+        n += o.n;
+    }
+};
+
 /* One launch on this host thread: its block's pending requests, its distinct sectors, its counts. */
 struct launch_state {
     launch_state *outer; /* the launch this one ran inside, if any */
@@ -106,12 +122,10 @@ struct launch_state {
     };
     std::unordered_map<uintptr_t, unit> units;
     unsigned epoch;
-    unsigned long long hazards;
-    std::string first_hazard;
+    hazard_log shared_hz;
     /* global racecheck (TB_GPUSIM_GLOBAL=1): the launch's written units -> the block that wrote them */
     std::unordered_map<uintptr_t, unsigned long long> written;
-    unsigned long long g_hazards;
-    std::string g_first;
+    hazard_log global_hz;
 };
 thread_local launch_state *cur;
 
@@ -121,7 +135,7 @@ std::mutex mu;
 std::map<uintptr_t, uintptr_t> ranges;
 std::atomic<unsigned long long> generation{0};
 std::map<std::string, counts> kernels; /* by kernel name, under mu */
-std::map<std::string, std::pair<unsigned long long, std::string>> races; /* kernel -> hazards, the first */
+std::map<std::string, hazard_log> races; /* by kernel name ("k (global)": between its blocks), under mu */
 std::string out_path;
 thread_local uintptr_t cache_lo = 1, cache_hi = 0;
 thread_local unsigned long long cache_gen;
@@ -173,7 +187,7 @@ void write_report()
         std::fprintf(stderr, "cuda emulation: cannot write the racecheck to %s\n", rpath.c_str());
         return;
     }
-    for (const auto &k : races) std::fprintf(r, "%s\t%llu\t%s\n", k.first.c_str(), k.second.first, k.second.second.c_str());
+    for (const auto &k : races) std::fprintf(r, "%s\t%llu\t%s\n", k.first.c_str(), k.second.n, k.second.first.c_str());
     std::fclose(r);
 }
 
@@ -188,12 +202,12 @@ void global_check(launch_state *s, uintptr_t a, unsigned size, unsigned char wri
         const bool other = it != s->written.end() && it->second != me;
         if (write && !other) s->written[u] = me;
         if (!other) continue;
-        if (!s->g_hazards++) {
+        s->global_hz.note([&] {
             char line[256];
             std::snprintf(line, sizeof line, "block %llu %s global address %#lx, which block %llu wrote in the same launch",
                           me, write ? "writes" : "reads", (unsigned long)(u * 2), it->second);
-            s->g_first = line;
-        }
+            return std::string(line);
+        });
         return; /* one hazard an access */
     }
 }
@@ -213,15 +227,15 @@ void race_check(launch_state *s, unsigned t, uintptr_t a, unsigned size, unsigne
         if (write) st.writer = me;
         else st.reader = st.reader == -1 || st.reader == me ? me : -2;
         if (!did) continue;
-        if (!s->hazards++) {
+        s->shared_hz.note([&] {
             char line[256], who[32];
             if (other >= 0) std::snprintf(who, sizeof who, "thread %d", other);
             else std::snprintf(who, sizeof who, "other threads");
             std::snprintf(line, sizeof line, "block (%u,%u,%u): thread %d %s shared byte +%lu, which %s %s since the "
                           "last barrier", block_idx.x, block_idx.y, block_idx.z, me, write ? "writes" : "reads",
                           (unsigned long)(u * 2 - base), who, did);
-            s->first_hazard = line;
-        }
+            return std::string(line);
+        });
         return; /* one hazard an access */
     }
 }
@@ -324,7 +338,7 @@ unsigned long long hazards()
 {
     std::lock_guard<std::mutex> l(mu);
     unsigned long long n = 0;
-    for (const auto &k : races) n += k.second.first;
+    for (const auto &k : races) n += k.second.n;
     return n;
 }
 
@@ -420,16 +434,8 @@ void launch_end()
     {
         std::lock_guard<std::mutex> l(mu);
         kernels[s->name].add(s->c);
-        if (s->hazards) {
-            auto &r = races[s->name];
-            if (!r.first) r.second = s->first_hazard;
-            r.first += s->hazards;
-        }
-        if (s->g_hazards) {
-            auto &r = races[s->name + " (global)"];
-            if (!r.first) r.second = s->g_first;
-            r.first += s->g_hazards;
-        }
+        if (s->shared_hz.n) races[s->name].add(s->shared_hz);
+        if (s->global_hz.n) races[s->name + " (global)"].add(s->global_hz);
     }
     delete s;
 }

@@ -15,13 +15,14 @@ void launch_begin(unsigned long long grid, unsigned block, void *shm, size_t sme
 void statics(void *p, size_t n);
 /* A block of nthreads starts. */
 void block_begin(unsigned nthreads);
-/* The block's threads have all passed a __syncthreads (racecheck: accesses before it and after it never race). */
+/* The block's threads have all passed a barrier (__syncthreads, a grid or cluster one): racecheck's accesses
+ * before it and after it never race. */
 void barrier();
 /* The block ends: its warps' requests are counted. */
 void block_end();
 /* The launch ends: its counts join its kernel's. */
 void launch_end();
-/* The shared-memory hazards the racecheck found in the launches ended so far. */
+/* The hazards the racecheck found in the launches ended so far (shared memory, and global where checked). */
 unsigned long long hazards();
 /* A device allocation of n bytes at p is made (cudaMalloc). */
 void on_alloc(void *p, size_t n);

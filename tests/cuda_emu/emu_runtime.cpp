@@ -240,18 +240,16 @@ bool release(block_run &r)
     if (opened) return true;
     if (at[kAtBlock] == live) {
         r.or_result = r.or_pending, r.or_pending = 0;
-        TB_MEMTRACE(barrier());
     } else if (at[kAtGrid] == live) {
         arrive(*r.together, r.together->grid, "a grid barrier");
-        TB_MEMTRACE(barrier());
     } else if (at[kAtCluster] == live) {
         arrive(*r.together, r.together->clusters[r.cluster], "a cluster barrier");
-        TB_MEMTRACE(barrier());
     } else {
         die("block (%u,%u,%u): its threads wait at different barriers (%u at __syncthreads, %u at a warp shuffle "
             "with lanes elsewhere, %u at a grid barrier, %u at a cluster barrier; %u ended): a GPU would hang",
             block_idx.x, block_idx.y, block_idx.z, at[kAtBlock], at[kAtWarp], at[kAtGrid], at[kAtCluster], at[kDone]);
     }
+    TB_MEMTRACE(barrier());
     for (fiber &f : r.threads)
         if (f.state != kDone) f.state = kRunning;
     return true;
@@ -395,8 +393,8 @@ const void *shfl_xor_exchange(const void *v, size_t size, int lane_mask, int wid
     std::memcpy(&row[t], v, size);
     park(kAtWarp);
     r.threads[t].shfl_gen ^= 1;
-    /* A lane past its width's segment, or past the block's last thread, reads its own value. */
-    /* The mask's low five bits, as the hardware reads it. */
+    /* The mask's low five bits, as the hardware reads it; a lane past its width's segment, or past the block's
+     * last thread, reads its own value. */
     const unsigned lane = t & 31, w = width > 0 && width <= 32 ? (unsigned)width : 32, src_lane = lane ^ (lane_mask & 31u),
                    src = (t & ~31u) | src_lane;
     return src_lane >= (lane / w + 1) * w || src >= n ? &row[t] : &row[src];
@@ -480,6 +478,7 @@ cudaError_t run_grid_resident(dim3 grid, dim3 block, size_t smem, void (*body)(v
         const unsigned cx = cid % per.x, cy = cid / per.x % per.y, cz = cid / (per.x * per.y);
         return uint3{cx * cl.x + k % cl.x, cy * cl.y + k / cl.x % cl.y, cz * cl.z + k / (cl.x * cl.y)};
     };
+    const unsigned nt = block.x * block.y * block.z;
     auto one_block = [&](uint3 b, unsigned cid) {
         block_idx = b, block_dim = uint3{block.x, block.y, block.z}, grid_dim = uint3{grid.x, grid.y, grid.z};
         block_run r{};
@@ -487,9 +486,9 @@ cudaError_t run_grid_resident(dim3 grid, dim3 block, size_t smem, void (*body)(v
         r.smem.assign(smem, 0xA5);
         run = &r;
         /* The trace sees each block as a launch of one on its own OS thread (its counts are per thread). */
-        TB_MEMTRACE(launch_begin(1, block.x * block.y * block.z, r.smem.data(), smem));
-        TB_MEMTRACE(block_begin(block.x * block.y * block.z));
-        block_fibers(r, block.x * block.y * block.z);
+        TB_MEMTRACE(launch_begin(1, nt, r.smem.data(), smem));
+        TB_MEMTRACE(block_begin(nt));
+        block_fibers(r, nt);
         TB_MEMTRACE(block_end());
         TB_MEMTRACE(launch_end());
         run = nullptr;
@@ -637,7 +636,7 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int)
 {
     switch (a) {
-    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrMultiProcessorCount: *v = (int)tbemu::kSMs; break;
     case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
     case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
     case cudaDevAttrCooperativeLaunch: *v = 1; break;
@@ -653,7 +652,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int)
     *p = cudaDeviceProp{};
     std::snprintf(p->name, sizeof p->name, "CUDA emulation on the CPU");
     p->totalGlobalMem = kEmuMemory;
-    p->multiProcessorCount = 132;
+    p->multiProcessorCount = (int)tbemu::kSMs;
     p->major = 9, p->minor = 0;
     p->sharedMemPerBlockOptin = 232448;
     p->maxThreadsPerBlock = 1024;
@@ -670,14 +669,14 @@ cudaError_t cudaRuntimeGetVersion(int *v)
     *v = CUDART_VERSION;
     return cudaSuccess;
 }
-/* One block a multiprocessor (a cooperative launch of up to 132 blocks), none where the shared memory asked
+/* One block a multiprocessor (a cooperative launch of up to kSMs blocks), none where the shared memory asked
  * for is more than a block may have. */
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, const void *, int, size_t smem, unsigned int)
 {
-    *n = smem <= 227 * 1024;
+    *n = smem <= tbemu::kMaxDynamicShared;
     return cudaSuccess;
 }
-/* Clusters of up to 16 blocks, one a multiprocessor: 132 / size of them at once. */
+/* Clusters of up to kMaxCluster blocks, one a multiprocessor: kSMs / size of them at once. */
 cudaError_t cudaOccupancyMaxActiveClusters(int *n, const void *, const cudaLaunchConfig_t *cfg)
 {
     unsigned size = 0;
@@ -686,7 +685,7 @@ cudaError_t cudaOccupancyMaxActiveClusters(int *n, const void *, const cudaLaunc
             const auto &d = cfg->attrs[i].val.clusterDim;
             size = d.x * d.y * d.z;
         }
-    *n = size >= 1 && size <= 16 ? (int)(132 / size) : 0;
+    *n = size >= 1 && size <= tbemu::kMaxCluster ? (int)(tbemu::kSMs / size) : 0;
     return cudaSuccess;
 }
 /* The untyped entry points: emu_launch.py rewrites a kernel's cudaLaunchCooperativeKernel and cudaLaunchKernelEx

@@ -105,6 +105,16 @@ __global__ void k_grid_sync(int early)
 
 } // namespace
 
+// A launch of `blocks` x `threads` in clusters of `cluster` blocks along x (attr: the config's one attribute).
+static cudaLaunchConfig_t cluster_config(int blocks, int threads, int cluster, cudaLaunchAttribute *attr)
+{
+    cudaLaunchConfig_t cfg = {};
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = (unsigned)cluster, attr->val.clusterDim.y = 1, attr->val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3((unsigned)threads), cfg.attrs = attr, cfg.numAttrs = 1;
+    return cfg;
+}
+
 extern "C" cudaError_t emu_shfl_xor(int *out, int threads, int width)
 {
     k_shfl_xor<<<1, threads>>>(out, width);
@@ -120,11 +130,8 @@ extern "C" cudaError_t emu_grid_rounds(int *slot, int *out, int blocks, int thre
 
 extern "C" cudaError_t emu_cluster_rounds(int *slot, int *out, int blocks, int cluster, int rounds)
 {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)cluster, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(64), cfg.attrs = attr, cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cluster_config(blocks, 64, cluster, &attr);
     return cudaLaunchKernelEx(&cfg, k_cluster_rounds, slot, out, rounds, cluster);
 }
 
@@ -147,11 +154,8 @@ extern "C" cudaError_t emu_grid_sync(int blocks, int launch, int early)
         return cudaGetLastError();
     }
     if (launch == 2) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3((unsigned)blocks), cfg.blockDim = dim3(32), cfg.attrs = attr, cfg.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        const cudaLaunchConfig_t cfg = cluster_config(blocks, 32, 2, &attr);
         return cudaLaunchKernelEx(&cfg, k_grid_sync, early);
     }
     void *args[] = {&early};
