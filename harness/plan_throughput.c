@@ -214,7 +214,7 @@ int plan_scaling(struct session *s)
             s->be_batch = s->be_eval_batch = 0; /* a new arrangement: session_backend prepares a fresh backend */
         }
         const int batch = pt->batch;
-        char id[160], label[64];
+        char id[176], label[96]; /* run_base (95) + "-b" + a batch + dims (63) */
         snprintf(label, sizeof label, "batch %d", batch);
         snprintf(id, sizeof id, "%s-b%d", s->run_base, batch);
         if (grid) {

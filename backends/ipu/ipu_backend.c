@@ -338,7 +338,7 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
     if (c->n_steps > 0 && c->sum_span > 0)
         snprintf(meas, sizeof meas, ", measured %.1f%% over %ld step%s", 100.0 * (1.0 - c->sum_busy / c->sum_span),
                  c->n_steps > 1 ? c->n_steps - 1 : 1, c->n_steps > 2 ? "s" : "");
-    char scale[64] = "";
+    char scale[96] = "";
     if (p->prec == STAGE_PREC_FP16) {
         /* Before any step (the harness takes this line at prepare) there is no count to give. */
         char skipped[40] = "";
