@@ -319,12 +319,6 @@ static int dropconnect_bwd(T *dinp, const T *dout, int N, size_t D, uint64_t g0,
     return dropconnect(dinp, acc ? dinp : (const T *)NULL, dout, N, D, g0, a, stream);
 }
 
-/* bf16 and fp16 views of the C API's void pointers. */
-#define B(p) ((bf16 *)(p))
-#define CB(p) ((const bf16 *)(p))
-#define H(p) ((f16 *)(p))
-#define CH(p) ((const f16 *)(p))
-
 extern "C" {
 
 int tb_cuda_silu_forward(float *out, const float *inp, size_t n, void *stream) { return silu_fwd(out, inp, n, stream); }
@@ -400,160 +394,86 @@ int tb_cuda_dropconnect_backward(float *dinp, const float *dout, int N, size_t D
     return dropconnect_bwd(dinp, dout, N, D, g0, a, acc, stream);
 }
 
-/* ---- bf16 storage ---- */
-
-int tb_cuda_silu_forward_bf16(void *out, const void *inp, size_t n, void *stream)
-{
-    return silu_fwd(B(out), CB(inp), n, stream);
+/* The 2-byte launchers, once for bf16 and once for fp16 (tb_cuda_*_bf16 and tb_cuda_*_fp16): the C API's
+ * void pointers viewed as T, the same instantiations with the other type. */
+#define ACT_HALF_LAUNCHERS(SUF, T) \
+int tb_cuda_silu_forward_##SUF(void *out, const void *inp, size_t n, void *stream) \
+{ \
+    return silu_fwd((T *)(out), (const T *)(inp), n, stream); \
+} \
+\
+int tb_cuda_silu_backward_##SUF(void *dinp, const void *dout, const void *inp, size_t n, void *stream) \
+{ \
+    return silu_bwd((T *)(dinp), (const T *)(dout), (const T *)(inp), n, stream); \
+} \
+\
+int tb_cuda_sigmoid_forward_##SUF(void *out, const void *inp, size_t n, void *stream) \
+{ \
+    return sigmoid_fwd((T *)(out), (const T *)(inp), n, stream); \
+} \
+\
+int tb_cuda_sigmoid_backward_##SUF(void *dinp, const void *dout, const void *out, size_t n, void *stream) \
+{ \
+    return sigmoid_bwd((T *)(dinp), (const T *)(dout), (const T *)(out), n, stream); \
+} \
+\
+int tb_cuda_add_forward_##SUF(void *out, const void *a, const void *b, size_t n, void *stream) \
+{ \
+    return add_fwd((T *)(out), (const T *)(a), (const T *)(b), n, stream); \
+} \
+\
+int tb_cuda_add_backward_##SUF(void *da, void *db, const void *dout, size_t n, void *stream) \
+{ \
+    return add_bwd((T *)(da), (T *)(db), (const T *)(dout), n, stream); \
+} \
+\
+int tb_cuda_gap_forward_##SUF(void *out, const void *inp, int N, size_t HW, int C, void *stream) \
+{ \
+    return gap_fwd((T *)(out), (const T *)(inp), N, HW, C, stream); \
+} \
+\
+int tb_cuda_gap_backward_##SUF(void *dinp, const void *dout, int N, size_t HW, int C, void *stream) \
+{ \
+    return gap_bwd((T *)(dinp), (const T *)(dout), N, HW, C, stream); \
+} \
+\
+int tb_cuda_se_scale_forward_##SUF(void *out, const void *inp, const void *scale, int N, size_t HW, int C, \
+                                  void *stream) \
+{ \
+    return se_fwd((T *)(out), (const T *)(inp), (const T *)(scale), N, HW, C, stream); \
+} \
+\
+int tb_cuda_se_scale_backward_##SUF(void *dinp, void *dscale, const void *dout, const void *inp, const void *scale, \
+                                   int N, size_t HW, int C, int acc, void *stream) \
+{ \
+    return se_bwd((T *)(dinp), (T *)(dscale), (const T *)(dout), (const T *)(inp), (const T *)(scale), N, HW, C, acc, stream); \
+} \
+\
+int tb_cuda_dropout_forward_##SUF(void *out, const void *inp, int N, size_t D, uint64_t g0, \
+                                 const struct tb_cuda_drop *a, void *stream) \
+{ \
+    return dropout_fwd((T *)(out), (const T *)(inp), N, D, g0, a, stream); \
+} \
+\
+int tb_cuda_dropout_backward_##SUF(void *dinp, const void *dout, int N, size_t D, uint64_t g0, \
+                                  const struct tb_cuda_drop *a, void *stream) \
+{ \
+    return dropout_bwd((T *)(dinp), (const T *)(dout), N, D, g0, a, stream); \
+} \
+\
+int tb_cuda_dropconnect_add_forward_##SUF(void *out, const void *shortcut, const void *branch, int N, size_t D, \
+                                         uint64_t g0, const struct tb_cuda_drop *a, void *stream) \
+{ \
+    return dropconnect_add_fwd((T *)(out), (const T *)(shortcut), (const T *)(branch), N, D, g0, a, stream); \
+} \
+\
+int tb_cuda_dropconnect_backward_##SUF(void *dinp, const void *dout, int N, size_t D, uint64_t g0, \
+                                      const struct tb_cuda_drop *a, int acc, void *stream) \
+{ \
+    return dropconnect_bwd((T *)(dinp), (const T *)(dout), N, D, g0, a, acc, stream); \
 }
 
-int tb_cuda_silu_backward_bf16(void *dinp, const void *dout, const void *inp, size_t n, void *stream)
-{
-    return silu_bwd(B(dinp), CB(dout), CB(inp), n, stream);
-}
-
-int tb_cuda_sigmoid_forward_bf16(void *out, const void *inp, size_t n, void *stream)
-{
-    return sigmoid_fwd(B(out), CB(inp), n, stream);
-}
-
-int tb_cuda_sigmoid_backward_bf16(void *dinp, const void *dout, const void *out, size_t n, void *stream)
-{
-    return sigmoid_bwd(B(dinp), CB(dout), CB(out), n, stream);
-}
-
-int tb_cuda_add_forward_bf16(void *out, const void *a, const void *b, size_t n, void *stream)
-{
-    return add_fwd(B(out), CB(a), CB(b), n, stream);
-}
-
-int tb_cuda_add_backward_bf16(void *da, void *db, const void *dout, size_t n, void *stream)
-{
-    return add_bwd(B(da), B(db), CB(dout), n, stream);
-}
-
-int tb_cuda_gap_forward_bf16(void *out, const void *inp, int N, size_t HW, int C, void *stream)
-{
-    return gap_fwd(B(out), CB(inp), N, HW, C, stream);
-}
-
-int tb_cuda_gap_backward_bf16(void *dinp, const void *dout, int N, size_t HW, int C, void *stream)
-{
-    return gap_bwd(B(dinp), CB(dout), N, HW, C, stream);
-}
-
-int tb_cuda_se_scale_forward_bf16(void *out, const void *inp, const void *scale, int N, size_t HW, int C,
-                                  void *stream)
-{
-    return se_fwd(B(out), CB(inp), CB(scale), N, HW, C, stream);
-}
-
-int tb_cuda_se_scale_backward_bf16(void *dinp, void *dscale, const void *dout, const void *inp, const void *scale,
-                                   int N, size_t HW, int C, int acc, void *stream)
-{
-    return se_bwd(B(dinp), B(dscale), CB(dout), CB(inp), CB(scale), N, HW, C, acc, stream);
-}
-
-int tb_cuda_dropout_forward_bf16(void *out, const void *inp, int N, size_t D, uint64_t g0,
-                                 const struct tb_cuda_drop *a, void *stream)
-{
-    return dropout_fwd(B(out), CB(inp), N, D, g0, a, stream);
-}
-
-int tb_cuda_dropout_backward_bf16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
-                                  const struct tb_cuda_drop *a, void *stream)
-{
-    return dropout_bwd(B(dinp), CB(dout), N, D, g0, a, stream);
-}
-
-int tb_cuda_dropconnect_add_forward_bf16(void *out, const void *shortcut, const void *branch, int N, size_t D,
-                                         uint64_t g0, const struct tb_cuda_drop *a, void *stream)
-{
-    return dropconnect_add_fwd(B(out), CB(shortcut), CB(branch), N, D, g0, a, stream);
-}
-
-int tb_cuda_dropconnect_backward_bf16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
-                                      const struct tb_cuda_drop *a, int acc, void *stream)
-{
-    return dropconnect_bwd(B(dinp), CB(dout), N, D, g0, a, acc, stream);
-}
-
-/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
-
-int tb_cuda_silu_forward_fp16(void *out, const void *inp, size_t n, void *stream)
-{
-    return silu_fwd(H(out), CH(inp), n, stream);
-}
-
-int tb_cuda_silu_backward_fp16(void *dinp, const void *dout, const void *inp, size_t n, void *stream)
-{
-    return silu_bwd(H(dinp), CH(dout), CH(inp), n, stream);
-}
-
-int tb_cuda_sigmoid_forward_fp16(void *out, const void *inp, size_t n, void *stream)
-{
-    return sigmoid_fwd(H(out), CH(inp), n, stream);
-}
-
-int tb_cuda_sigmoid_backward_fp16(void *dinp, const void *dout, const void *out, size_t n, void *stream)
-{
-    return sigmoid_bwd(H(dinp), CH(dout), CH(out), n, stream);
-}
-
-int tb_cuda_add_forward_fp16(void *out, const void *a, const void *b, size_t n, void *stream)
-{
-    return add_fwd(H(out), CH(a), CH(b), n, stream);
-}
-
-int tb_cuda_add_backward_fp16(void *da, void *db, const void *dout, size_t n, void *stream)
-{
-    return add_bwd(H(da), H(db), CH(dout), n, stream);
-}
-
-int tb_cuda_gap_forward_fp16(void *out, const void *inp, int N, size_t HW, int C, void *stream)
-{
-    return gap_fwd(H(out), CH(inp), N, HW, C, stream);
-}
-
-int tb_cuda_gap_backward_fp16(void *dinp, const void *dout, int N, size_t HW, int C, void *stream)
-{
-    return gap_bwd(H(dinp), CH(dout), N, HW, C, stream);
-}
-
-int tb_cuda_se_scale_forward_fp16(void *out, const void *inp, const void *scale, int N, size_t HW, int C,
-                                  void *stream)
-{
-    return se_fwd(H(out), CH(inp), CH(scale), N, HW, C, stream);
-}
-
-int tb_cuda_se_scale_backward_fp16(void *dinp, void *dscale, const void *dout, const void *inp, const void *scale,
-                                   int N, size_t HW, int C, int acc, void *stream)
-{
-    return se_bwd(H(dinp), H(dscale), CH(dout), CH(inp), CH(scale), N, HW, C, acc, stream);
-}
-
-int tb_cuda_dropout_forward_fp16(void *out, const void *inp, int N, size_t D, uint64_t g0,
-                                 const struct tb_cuda_drop *a, void *stream)
-{
-    return dropout_fwd(H(out), CH(inp), N, D, g0, a, stream);
-}
-
-int tb_cuda_dropout_backward_fp16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
-                                  const struct tb_cuda_drop *a, void *stream)
-{
-    return dropout_bwd(H(dinp), CH(dout), N, D, g0, a, stream);
-}
-
-int tb_cuda_dropconnect_add_forward_fp16(void *out, const void *shortcut, const void *branch, int N, size_t D,
-                                         uint64_t g0, const struct tb_cuda_drop *a, void *stream)
-{
-    return dropconnect_add_fwd(H(out), CH(shortcut), CH(branch), N, D, g0, a, stream);
-}
-
-int tb_cuda_dropconnect_backward_fp16(void *dinp, const void *dout, int N, size_t D, uint64_t g0,
-                                      const struct tb_cuda_drop *a, int acc, void *stream)
-{
-    return dropconnect_bwd(H(dinp), CH(dout), N, D, g0, a, acc, stream);
-}
+ACT_HALF_LAUNCHERS(bf16, bf16)
+ACT_HALF_LAUNCHERS(fp16, f16)
 
 } /* extern "C" */

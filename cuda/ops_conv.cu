@@ -524,12 +524,6 @@ static int ic_backward_params(tb_cublas *h, float *dw, float *db, const T *inp, 
     return db ? bias_grad(db, dout, (size_t)M, s->OC, im2col_part(scratch, s), (cudaStream_t)stream) : 0;
 }
 
-/* bf16 and fp16 views of the C API's void pointers. */
-#define B(p) ((bf16 *)(p))
-#define CB(p) ((const bf16 *)(p))
-#define H(p) ((f16 *)(p))
-#define CH(p) ((const f16 *)(p))
-
 extern "C" {
 
 int tb_cuda_conv1x1_forward(tb_cublas *cublas, float *out, const float *inp, const float *w, const float *b,
@@ -616,106 +610,59 @@ int tb_cuda_conv_im2col_backward_params(tb_cublas *cublas, float *dw, float *db,
     return ic_backward_params(cublas, dw, db, inp, dout, s, scratch, stream);
 }
 
-/* ---- bf16 storage ---- */
-
-int tb_cuda_conv1x1_forward_bf16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
-                                 const struct conv_shape *s, void *stream)
-{
-    return c1_forward(cublas, B(out), CB(inp), CB(w16), b, s, stream);
+/* The 2-byte launchers, once for bf16 and once for fp16 (tb_cuda_*_bf16 and tb_cuda_*_fp16): the C API's
+ * void pointers viewed as T, the same instantiations with the other type. */
+#define CONV_HALF_LAUNCHERS(SUF, T) \
+int tb_cuda_conv1x1_forward_##SUF(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b, \
+                                 const struct conv_shape *s, void *stream) \
+{ \
+    return c1_forward(cublas, (T *)(out), (const T *)(inp), (const T *)(w16), b, s, stream); \
+} \
+\
+int tb_cuda_conv1x1_backward_data_##SUF(tb_cublas *cublas, void *dinp, const void *dout, const void *w16, \
+                                       const struct conv_shape *s, int acc) \
+{ \
+    return c1_backward_data(cublas, (T *)(dinp), (const T *)(dout), (const T *)(w16), s, acc); \
+} \
+\
+int tb_cuda_conv1x1_backward_params_##SUF(tb_cublas *cublas, float *dw, float *db, const void *inp, const void *dout, \
+                                         const struct conv_shape *s, void *scratch, void *stream) \
+{ \
+    return c1_backward_params(cublas, dw, db, (const T *)(inp), (const T *)(dout), s, scratch, stream); \
+} \
+\
+int tb_cuda_conv_direct_forward_##SUF(void *out, const void *inp, const void *w16, const float *b, \
+                                     const struct conv_shape *s, void *stream) \
+{ \
+    return dc_forward((T *)(out), (const T *)(inp), (const T *)(w16), b, s, stream); \
+} \
+\
+int tb_cuda_conv_direct_backward_params_##SUF(float *dw, float *db, const void *inp, const void *dout, \
+                                             const struct conv_shape *s, void *scratch, void *stream) \
+{ \
+    return dc_backward_params(dw, db, (const T *)(inp), (const T *)(dout), s, scratch, stream); \
+} \
+\
+int tb_cuda_conv_im2col_forward_##SUF(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b, \
+                                     const struct conv_shape *s, void *scratch, void *stream) \
+{ \
+    return ic_forward(cublas, (T *)(out), (const T *)(inp), (const T *)(w16), b, s, scratch, stream); \
+} \
+\
+int tb_cuda_conv_im2col_backward_data_##SUF(tb_cublas *cublas, void *dinp, const void *dout, const void *w16, \
+                                           const struct conv_shape *s, int acc, void *scratch, void *stream) \
+{ \
+    return ic_backward_data(cublas, (T *)(dinp), (const T *)(dout), (const T *)(w16), s, acc, scratch, stream); \
+} \
+\
+int tb_cuda_conv_im2col_backward_params_##SUF(tb_cublas *cublas, float *dw, float *db, const void *inp, \
+                                             const void *dout, const struct conv_shape *s, void *scratch, \
+                                             void *stream) \
+{ \
+    return ic_backward_params(cublas, dw, db, (const T *)(inp), (const T *)(dout), s, scratch, stream); \
 }
 
-int tb_cuda_conv1x1_backward_data_bf16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
-                                       const struct conv_shape *s, int acc)
-{
-    return c1_backward_data(cublas, B(dinp), CB(dout), CB(w16), s, acc);
-}
-
-int tb_cuda_conv1x1_backward_params_bf16(tb_cublas *cublas, float *dw, float *db, const void *inp, const void *dout,
-                                         const struct conv_shape *s, void *scratch, void *stream)
-{
-    return c1_backward_params(cublas, dw, db, CB(inp), CB(dout), s, scratch, stream);
-}
-
-int tb_cuda_conv_direct_forward_bf16(void *out, const void *inp, const void *w16, const float *b,
-                                     const struct conv_shape *s, void *stream)
-{
-    return dc_forward(B(out), CB(inp), CB(w16), b, s, stream);
-}
-
-int tb_cuda_conv_direct_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
-                                             const struct conv_shape *s, void *scratch, void *stream)
-{
-    return dc_backward_params(dw, db, CB(inp), CB(dout), s, scratch, stream);
-}
-
-int tb_cuda_conv_im2col_forward_bf16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
-                                     const struct conv_shape *s, void *scratch, void *stream)
-{
-    return ic_forward(cublas, B(out), CB(inp), CB(w16), b, s, scratch, stream);
-}
-
-int tb_cuda_conv_im2col_backward_data_bf16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
-                                           const struct conv_shape *s, int acc, void *scratch, void *stream)
-{
-    return ic_backward_data(cublas, B(dinp), CB(dout), CB(w16), s, acc, scratch, stream);
-}
-
-int tb_cuda_conv_im2col_backward_params_bf16(tb_cublas *cublas, float *dw, float *db, const void *inp,
-                                             const void *dout, const struct conv_shape *s, void *scratch,
-                                             void *stream)
-{
-    return ic_backward_params(cublas, dw, db, CB(inp), CB(dout), s, scratch, stream);
-}
-
-/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
-
-int tb_cuda_conv1x1_forward_fp16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
-                                 const struct conv_shape *s, void *stream)
-{
-    return c1_forward(cublas, H(out), CH(inp), CH(w16), b, s, stream);
-}
-
-int tb_cuda_conv1x1_backward_data_fp16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
-                                       const struct conv_shape *s, int acc)
-{
-    return c1_backward_data(cublas, H(dinp), CH(dout), CH(w16), s, acc);
-}
-
-int tb_cuda_conv1x1_backward_params_fp16(tb_cublas *cublas, float *dw, float *db, const void *inp, const void *dout,
-                                         const struct conv_shape *s, void *scratch, void *stream)
-{
-    return c1_backward_params(cublas, dw, db, CH(inp), CH(dout), s, scratch, stream);
-}
-
-int tb_cuda_conv_direct_forward_fp16(void *out, const void *inp, const void *w16, const float *b,
-                                     const struct conv_shape *s, void *stream)
-{
-    return dc_forward(H(out), CH(inp), CH(w16), b, s, stream);
-}
-
-int tb_cuda_conv_direct_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
-                                             const struct conv_shape *s, void *scratch, void *stream)
-{
-    return dc_backward_params(dw, db, CH(inp), CH(dout), s, scratch, stream);
-}
-
-int tb_cuda_conv_im2col_forward_fp16(tb_cublas *cublas, void *out, const void *inp, const void *w16, const float *b,
-                                     const struct conv_shape *s, void *scratch, void *stream)
-{
-    return ic_forward(cublas, H(out), CH(inp), CH(w16), b, s, scratch, stream);
-}
-
-int tb_cuda_conv_im2col_backward_data_fp16(tb_cublas *cublas, void *dinp, const void *dout, const void *w16,
-                                           const struct conv_shape *s, int acc, void *scratch, void *stream)
-{
-    return ic_backward_data(cublas, H(dinp), CH(dout), CH(w16), s, acc, scratch, stream);
-}
-
-int tb_cuda_conv_im2col_backward_params_fp16(tb_cublas *cublas, float *dw, float *db, const void *inp,
-                                             const void *dout, const struct conv_shape *s, void *scratch,
-                                             void *stream)
-{
-    return ic_backward_params(cublas, dw, db, CH(inp), CH(dout), s, scratch, stream);
-}
+CONV_HALF_LAUNCHERS(bf16, bf16)
+CONV_HALF_LAUNCHERS(fp16, f16)
 
 } /* extern "C" */

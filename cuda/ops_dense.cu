@@ -125,11 +125,6 @@ static Affine4 affine4(int C, const float *scale4, const float *shift4)
     return a;
 }
 
-#define B(p) ((bf16 *)(p))
-#define CB(p) ((const bf16 *)(p))
-#define H(p) ((f16 *)(p))
-#define CH(p) ((const f16 *)(p))
-
 extern "C" void tb_cuda_input_affine(float *out, const uint8_t *x, size_t n, int C, const float *scale4,
                                      const float *shift4, cudaStream_t s)
 {
@@ -167,90 +162,53 @@ extern "C" void tb_cuda_softmax_ce(float *loss, float *dlogits, uint8_t *correct
     softmax_ce_k<<<(N + 127) / 128, 128, 0, s>>>(loss, dlogits, correct, logits, labels, scale, N, K, eps);
 }
 
-extern "C" void tb_cuda_input_affine_bf16(void *out, const uint8_t *x, size_t n, int C, const float *scale4,
-                                          const float *shift4, cudaStream_t s)
-{
-    input_affine_k<<<blocks_for(n), kThreads, 0, s>>>(B(out), x, n, C, affine4(C, scale4, shift4));
+/* The 2-byte launchers, once for bf16 and once for fp16 (tb_cuda_*_bf16 and tb_cuda_*_fp16): the C API's
+ * void pointers viewed as T, the same instantiations with the other type. */
+#define DENSE_HALF_LAUNCHERS(SUF, T) \
+extern "C" void tb_cuda_input_affine_##SUF(void *out, const uint8_t *x, size_t n, int C, const float *scale4, \
+                                          const float *shift4, cudaStream_t s) \
+{ \
+    input_affine_k<<<blocks_for(n), kThreads, 0, s>>>((T *)(out), x, n, C, affine4(C, scale4, shift4)); \
+} \
+\
+extern "C" void tb_cuda_bias_act_##SUF(void *y, const float *b, int N, int OUT, int relu, cudaStream_t s) \
+{ \
+    bias_act_k<<<blocks_for((size_t)N * OUT), kThreads, 0, s>>>((T *)(y), b, N, OUT, relu); \
+} \
+\
+extern "C" void tb_cuda_relu_mask_##SUF(void *dy, const void *y, size_t n, cudaStream_t s) \
+{ \
+    relu_mask_k<<<blocks_for(n), kThreads, 0, s>>>((T *)(dy), (const T *)(y), n); \
+} \
+\
+extern "C" void tb_cuda_relu_backward_##SUF(void *din, const void *dy, const void *y, size_t n, cudaStream_t s) \
+{ \
+    relu_backward_k<<<blocks_for(n), kThreads, 0, s>>>((T *)(din), (const T *)(dy), (const T *)(y), n); \
+} \
+\
+extern "C" void tb_cuda_relu_forward_##SUF(void *y, const void *x, size_t n, cudaStream_t s) \
+{ \
+    relu_forward_k<<<blocks_for(n), kThreads, 0, s>>>((T *)(y), (const T *)(x), n); \
+} \
+\
+extern "C" void tb_cuda_bias_grad_##SUF(float *db, const void *dy, int N, int OUT, cudaStream_t s) \
+{ \
+    bias_grad_k<<<(OUT + kThreads - 1) / kThreads, kThreads, 0, s>>>(db, (const T *)(dy), N, OUT); \
+} \
+\
+extern "C" void tb_cuda_softmax_ce_##SUF(float *loss, void *dlogits, uint8_t *correct, const float *logits, \
+                                        const int32_t *labels, float scale, int N, int K, float eps, cudaStream_t s) \
+{ \
+    softmax_ce_k<<<(N + 127) / 128, 128, 0, s>>>(loss, (T *)(dlogits), correct, logits, labels, scale, N, K, eps); \
+} \
+\
+extern "C" void tb_cuda_to_##SUF(void *dst, const float *src, size_t n, cudaStream_t s) \
+{ \
+    if (n) to_half_k<<<blocks_for(n), kThreads, 0, s>>>((T *)(dst), src, n); \
 }
 
-extern "C" void tb_cuda_bias_act_bf16(void *y, const float *b, int N, int OUT, int relu, cudaStream_t s)
-{
-    bias_act_k<<<blocks_for((size_t)N * OUT), kThreads, 0, s>>>(B(y), b, N, OUT, relu);
-}
-
-extern "C" void tb_cuda_relu_mask_bf16(void *dy, const void *y, size_t n, cudaStream_t s)
-{
-    relu_mask_k<<<blocks_for(n), kThreads, 0, s>>>(B(dy), CB(y), n);
-}
-
-extern "C" void tb_cuda_relu_backward_bf16(void *din, const void *dy, const void *y, size_t n, cudaStream_t s)
-{
-    relu_backward_k<<<blocks_for(n), kThreads, 0, s>>>(B(din), CB(dy), CB(y), n);
-}
-
-extern "C" void tb_cuda_relu_forward_bf16(void *y, const void *x, size_t n, cudaStream_t s)
-{
-    relu_forward_k<<<blocks_for(n), kThreads, 0, s>>>(B(y), CB(x), n);
-}
-
-extern "C" void tb_cuda_bias_grad_bf16(float *db, const void *dy, int N, int OUT, cudaStream_t s)
-{
-    bias_grad_k<<<(OUT + kThreads - 1) / kThreads, kThreads, 0, s>>>(db, CB(dy), N, OUT);
-}
-
-extern "C" void tb_cuda_softmax_ce_bf16(float *loss, void *dlogits, uint8_t *correct, const float *logits,
-                                        const int32_t *labels, float scale, int N, int K, float eps, cudaStream_t s)
-{
-    softmax_ce_k<<<(N + 127) / 128, 128, 0, s>>>(loss, B(dlogits), correct, logits, labels, scale, N, K, eps);
-}
-
-extern "C" void tb_cuda_to_bf16(void *dst, const float *src, size_t n, cudaStream_t s)
-{
-    if (n) to_half_k<<<blocks_for(n), kThreads, 0, s>>>(B(dst), src, n);
-}
-
-// fp16 storage: the bf16 launchers' instantiations with f16.
-extern "C" void tb_cuda_input_affine_fp16(void *out, const uint8_t *x, size_t n, int C, const float *scale4,
-                                          const float *shift4, cudaStream_t s)
-{
-    input_affine_k<<<blocks_for(n), kThreads, 0, s>>>(H(out), x, n, C, affine4(C, scale4, shift4));
-}
-
-extern "C" void tb_cuda_bias_act_fp16(void *y, const float *b, int N, int OUT, int relu, cudaStream_t s)
-{
-    bias_act_k<<<blocks_for((size_t)N * OUT), kThreads, 0, s>>>(H(y), b, N, OUT, relu);
-}
-
-extern "C" void tb_cuda_relu_mask_fp16(void *dy, const void *y, size_t n, cudaStream_t s)
-{
-    relu_mask_k<<<blocks_for(n), kThreads, 0, s>>>(H(dy), CH(y), n);
-}
-
-extern "C" void tb_cuda_relu_backward_fp16(void *din, const void *dy, const void *y, size_t n, cudaStream_t s)
-{
-    relu_backward_k<<<blocks_for(n), kThreads, 0, s>>>(H(din), CH(dy), CH(y), n);
-}
-
-extern "C" void tb_cuda_relu_forward_fp16(void *y, const void *x, size_t n, cudaStream_t s)
-{
-    relu_forward_k<<<blocks_for(n), kThreads, 0, s>>>(H(y), CH(x), n);
-}
-
-extern "C" void tb_cuda_bias_grad_fp16(float *db, const void *dy, int N, int OUT, cudaStream_t s)
-{
-    bias_grad_k<<<(OUT + kThreads - 1) / kThreads, kThreads, 0, s>>>(db, CH(dy), N, OUT);
-}
-
-extern "C" void tb_cuda_softmax_ce_fp16(float *loss, void *dlogits, uint8_t *correct, const float *logits,
-                                        const int32_t *labels, float scale, int N, int K, float eps, cudaStream_t s)
-{
-    softmax_ce_k<<<(N + 127) / 128, 128, 0, s>>>(loss, H(dlogits), correct, logits, labels, scale, N, K, eps);
-}
-
-extern "C" void tb_cuda_to_fp16(void *dst, const float *src, size_t n, cudaStream_t s)
-{
-    if (n) to_half_k<<<blocks_for(n), kThreads, 0, s>>>(H(dst), src, n);
-}
+DENSE_HALF_LAUNCHERS(bf16, bf16)
+DENSE_HALF_LAUNCHERS(fp16, f16)
 
 extern "C" void tb_cuda_loop_gather(tb_cuda_loop_dev d, float *in, int32_t *y, float *alpha, int n, size_t per,
                                     float scale, float shift, cudaStream_t s)

@@ -861,11 +861,45 @@ static int gc_backward_params(float *dw, float *db, const T *inp, const T *dout,
     return ops_parts_finish(dw, db, part, K, n_w, (size_t)s->OC, st);
 }
 
-/* bf16 and fp16 views of the C API's void pointers. */
-#define B(p) ((bf16 *)(p))
-#define CB(p) ((const bf16 *)(p))
-#define H(p) ((f16 *)(p))
-#define CH(p) ((const f16 *)(p))
+/* The 2-byte launchers, once for bf16 (this unit) and once for fp16 (ops_dwconv_fp16.cu): tb_cuda_*_bf16 and
+ * tb_cuda_*_fp16, the C API's void pointers viewed as T, the same instantiations with the other type. */
+#define DW_HALF_LAUNCHERS(SUF, T) \
+int tb_cuda_dwconv_forward_##SUF(void *out, const void *inp, const float *w, const float *b, \
+                                const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream) \
+{ \
+    return dw_forward((T *)(out), (const T *)(inp), w, b, bn, act, s, stream); \
+} \
+\
+int tb_cuda_dwconv_backward_data_##SUF(void *dinp, const void *dout, const float *w, const struct conv_shape *s, \
+                                      int acc, void *stream) \
+{ \
+    return dw_backward_data((T *)(dinp), (const T *)(dout), w, s, acc, stream); \
+} \
+\
+int tb_cuda_dwconv_backward_params_##SUF(float *dw, float *db, const void *inp, const void *dout, \
+                                        const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch, \
+                                        void *stream) \
+{ \
+    return dw_backward_params(dw, db, (const T *)(inp), (const T *)(dout), bn, s, scratch, stream); \
+} \
+\
+int tb_cuda_gconv_forward_##SUF(void *out, const void *inp, const float *w, const float *b, const struct conv_shape *s, \
+                               void *stream) \
+{ \
+    return gc_forward((T *)(out), (const T *)(inp), w, b, s, stream); \
+} \
+\
+int tb_cuda_gconv_backward_data_##SUF(void *dinp, const void *dout, const float *w, const struct conv_shape *s, \
+                                     int acc, void *stream) \
+{ \
+    return gc_backward_data((T *)(dinp), (const T *)(dout), w, s, acc, stream); \
+} \
+\
+int tb_cuda_gconv_backward_params_##SUF(float *dw, float *db, const void *inp, const void *dout, \
+                                       const struct conv_shape *s, void *scratch, void *stream) \
+{ \
+    return gc_backward_params(dw, db, (const T *)(inp), (const T *)(dout), s, scratch, stream); \
+}
 
 extern "C" {
 
@@ -934,84 +968,9 @@ int tb_cuda_gconv_backward_params(float *dw, float *db, const float *inp, const 
     return gc_backward_params(dw, db, inp, dout, s, scratch, stream);
 }
 
-/* ---- bf16 storage ---- */
-
-int tb_cuda_dwconv_forward_bf16(void *out, const void *inp, const float *w, const float *b,
-                                const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
-{
-    return dw_forward(B(out), CB(inp), w, b, bn, act, s, stream);
-}
-
-int tb_cuda_dwconv_backward_data_bf16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
-                                      int acc, void *stream)
-{
-    return dw_backward_data(B(dinp), CB(dout), w, s, acc, stream);
-}
-
-int tb_cuda_dwconv_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
-                                        const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
-                                        void *stream)
-{
-    return dw_backward_params(dw, db, CB(inp), CB(dout), bn, s, scratch, stream);
-}
-
-int tb_cuda_gconv_forward_bf16(void *out, const void *inp, const float *w, const float *b, const struct conv_shape *s,
-                               void *stream)
-{
-    return gc_forward(B(out), CB(inp), w, b, s, stream);
-}
-
-int tb_cuda_gconv_backward_data_bf16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
-                                     int acc, void *stream)
-{
-    return gc_backward_data(B(dinp), CB(dout), w, s, acc, stream);
-}
-
-int tb_cuda_gconv_backward_params_bf16(float *dw, float *db, const void *inp, const void *dout,
-                                       const struct conv_shape *s, void *scratch, void *stream)
-{
-    return gc_backward_params(dw, db, CB(inp), CB(dout), s, scratch, stream);
-}
+DW_HALF_LAUNCHERS(bf16, bf16)
 
 #else /* ops_dwconv_fp16.cu */
-/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
-
-int tb_cuda_dwconv_forward_fp16(void *out, const void *inp, const float *w, const float *b,
-                                const struct tb_cuda_bn_in *bn, int act, const struct conv_shape *s, void *stream)
-{
-    return dw_forward(H(out), CH(inp), w, b, bn, act, s, stream);
-}
-
-int tb_cuda_dwconv_backward_data_fp16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
-                                      int acc, void *stream)
-{
-    return dw_backward_data(H(dinp), CH(dout), w, s, acc, stream);
-}
-
-int tb_cuda_dwconv_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
-                                        const struct tb_cuda_bn_in *bn, const struct conv_shape *s, void *scratch,
-                                        void *stream)
-{
-    return dw_backward_params(dw, db, CH(inp), CH(dout), bn, s, scratch, stream);
-}
-
-int tb_cuda_gconv_forward_fp16(void *out, const void *inp, const float *w, const float *b, const struct conv_shape *s,
-                               void *stream)
-{
-    return gc_forward(H(out), CH(inp), w, b, s, stream);
-}
-
-int tb_cuda_gconv_backward_data_fp16(void *dinp, const void *dout, const float *w, const struct conv_shape *s,
-                                     int acc, void *stream)
-{
-    return gc_backward_data(H(dinp), CH(dout), w, s, acc, stream);
-}
-
-int tb_cuda_gconv_backward_params_fp16(float *dw, float *db, const void *inp, const void *dout,
-                                       const struct conv_shape *s, void *scratch, void *stream)
-{
-    return gc_backward_params(dw, db, CH(inp), CH(dout), s, scratch, stream);
-}
-
+DW_HALF_LAUNCHERS(fp16, f16)
 #endif
 } /* extern "C" */

@@ -590,12 +590,6 @@ static int gn_backward(T *dinp, float *dgamma, float *dbeta, const T *dout, cons
     return ops_launched();
 }
 
-/* bf16 and fp16 views of the C API's void pointers. */
-#define B(p) ((bf16 *)(p))
-#define CB(p) ((const bf16 *)(p))
-#define H(p) ((f16 *)(p))
-#define CH(p) ((const f16 *)(p))
-
 extern "C" {
 
 int tb_cuda_bn_stats_host(double *part, const float *inp, size_t M, int C) { return bn_stats_host(part, inp, M, C); }
@@ -642,80 +636,46 @@ int tb_cuda_gn_backward(float *dinp, float *dgamma, float *dbeta, const float *d
     return gn_backward(dinp, dgamma, dbeta, dout, inp, save, gamma, beta, N, HW, C, G, act, acc, scratch, stream);
 }
 
-/* ---- bf16 storage ---- */
-
-int tb_cuda_bn_forward_train_bf16(void *out, float *save, float *run_mean, float *run_var, const void *inp,
-                                  const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
-                                  int act, void *scratch, void *stream)
-{
-    return bn_forward_train(B(out), save, run_mean, run_var, CB(inp), gamma, beta, M, C, eps, momentum, act, scratch,
-                            stream);
+/* The 2-byte launchers, once for bf16 and once for fp16 (tb_cuda_*_bf16 and tb_cuda_*_fp16): the C API's
+ * void pointers viewed as T, the same instantiations with the other type. */
+#define NORM_HALF_LAUNCHERS(SUF, T) \
+int tb_cuda_bn_forward_train_##SUF(void *out, float *save, float *run_mean, float *run_var, const void *inp, \
+                                  const float *gamma, const float *beta, size_t M, int C, float eps, float momentum, \
+                                  int act, void *scratch, void *stream) \
+{ \
+    return bn_forward_train((T *)(out), save, run_mean, run_var, (const T *)(inp), gamma, beta, M, C, eps, momentum, act, scratch, \
+                            stream); \
+} \
+\
+int tb_cuda_bn_forward_eval_##SUF(void *out, const void *inp, const float *run_mean, const float *run_var, \
+                                 const float *gamma, const float *beta, size_t M, int C, float eps, int act, \
+                                 void *stream) \
+{ \
+    return bn_forward_eval((T *)(out), (const T *)(inp), run_mean, run_var, gamma, beta, M, C, eps, act, stream); \
+} \
+\
+int tb_cuda_bn_backward_##SUF(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp, \
+                             const float *save, const float *gamma, const float *beta, size_t M, int C, int act, \
+                             int acc, void *scratch, void *stream) \
+{ \
+    return bn_backward((T *)(dinp), dgamma, dbeta, (const T *)(dout), (const T *)(inp), save, gamma, beta, M, C, act, acc, scratch, stream); \
+} \
+\
+int tb_cuda_gn_forward_##SUF(void *out, float *save, const void *inp, const float *gamma, const float *beta, int N, \
+                            size_t HW, int C, int G, float eps, int act, void *stream) \
+{ \
+    return gn_forward((T *)(out), save, (const T *)(inp), gamma, beta, N, HW, C, G, eps, act, stream); \
+} \
+\
+int tb_cuda_gn_backward_##SUF(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp, \
+                             const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G, \
+                             int act, int acc, void *scratch, void *stream) \
+{ \
+    return gn_backward((T *)(dinp), dgamma, dbeta, (const T *)(dout), (const T *)(inp), save, gamma, beta, N, HW, C, G, act, acc, scratch, \
+                       stream); \
 }
 
-int tb_cuda_bn_forward_eval_bf16(void *out, const void *inp, const float *run_mean, const float *run_var,
-                                 const float *gamma, const float *beta, size_t M, int C, float eps, int act,
-                                 void *stream)
-{
-    return bn_forward_eval(B(out), CB(inp), run_mean, run_var, gamma, beta, M, C, eps, act, stream);
-}
-
-int tb_cuda_bn_backward_bf16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
-                             const float *save, const float *gamma, const float *beta, size_t M, int C, int act,
-                             int acc, void *scratch, void *stream)
-{
-    return bn_backward(B(dinp), dgamma, dbeta, CB(dout), CB(inp), save, gamma, beta, M, C, act, acc, scratch, stream);
-}
-
-int tb_cuda_gn_forward_bf16(void *out, float *save, const void *inp, const float *gamma, const float *beta, int N,
-                            size_t HW, int C, int G, float eps, int act, void *stream)
-{
-    return gn_forward(B(out), save, CB(inp), gamma, beta, N, HW, C, G, eps, act, stream);
-}
-
-int tb_cuda_gn_backward_bf16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
-                             const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
-                             int act, int acc, void *scratch, void *stream)
-{
-    return gn_backward(B(dinp), dgamma, dbeta, CB(dout), CB(inp), save, gamma, beta, N, HW, C, G, act, acc, scratch,
-                       stream);
-}
-
-/* ---- fp16 storage: the bf16 launchers' instantiations with f16 ---- */
-
-int tb_cuda_bn_forward_train_fp16(void *out, float *save, float *run_mean, float *run_var, const void *inp,
-                                  const float *gamma, const float *beta, size_t M, int C, float eps, float momentum,
-                                  int act, void *scratch, void *stream)
-{
-    return bn_forward_train(H(out), save, run_mean, run_var, CH(inp), gamma, beta, M, C, eps, momentum, act, scratch,
-                            stream);
-}
-
-int tb_cuda_bn_forward_eval_fp16(void *out, const void *inp, const float *run_mean, const float *run_var,
-                                 const float *gamma, const float *beta, size_t M, int C, float eps, int act,
-                                 void *stream)
-{
-    return bn_forward_eval(H(out), CH(inp), run_mean, run_var, gamma, beta, M, C, eps, act, stream);
-}
-
-int tb_cuda_bn_backward_fp16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
-                             const float *save, const float *gamma, const float *beta, size_t M, int C, int act,
-                             int acc, void *scratch, void *stream)
-{
-    return bn_backward(H(dinp), dgamma, dbeta, CH(dout), CH(inp), save, gamma, beta, M, C, act, acc, scratch, stream);
-}
-
-int tb_cuda_gn_forward_fp16(void *out, float *save, const void *inp, const float *gamma, const float *beta, int N,
-                            size_t HW, int C, int G, float eps, int act, void *stream)
-{
-    return gn_forward(H(out), save, CH(inp), gamma, beta, N, HW, C, G, eps, act, stream);
-}
-
-int tb_cuda_gn_backward_fp16(void *dinp, float *dgamma, float *dbeta, const void *dout, const void *inp,
-                             const float *save, const float *gamma, const float *beta, int N, size_t HW, int C, int G,
-                             int act, int acc, void *scratch, void *stream)
-{
-    return gn_backward(H(dinp), dgamma, dbeta, CH(dout), CH(inp), save, gamma, beta, N, HW, C, G, act, acc, scratch,
-                       stream);
-}
+NORM_HALF_LAUNCHERS(bf16, bf16)
+NORM_HALF_LAUNCHERS(fp16, f16)
 
 } /* extern "C" */
