@@ -76,7 +76,7 @@ if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "
   foreach(t test_cuda_ops test_cuda test_executor test_backends test_cuda_mirrored)
     list(APPEND tb_emu_exes ${t}_emu tests/${t}.c)
   endforeach()
-  set(tb_emu_slow "cuda/@(persistent_cluster_vs_grid_barriers|effnet_b0_bf16_loss_falls|effnet_b0_fp16_loss_falls|effnet_gradient_arena_and_overwrite_same_values|effnet_wgrad_split_vs_one_gemm|effnet_bn_in_depthwise_vs_apart)")
+  set(tb_emu_slow "cuda/@(persistent_cluster_vs_grid_barriers|persistent_last_layer_in_every_block_vs_apart|effnet_b0_bf16_loss_falls|effnet_b0_fp16_loss_falls|effnet_gradient_arena_and_overwrite_same_values|effnet_wgrad_split_vs_one_gemm|effnet_bn_in_depthwise_vs_apart)")
   while(tb_emu_exes)
     list(POP_FRONT tb_emu_exes exe src)
     # make test's (the kernels, the executor) in every build; the rest when make test-cuda-emu asks.
@@ -136,11 +136,12 @@ if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "
 
   # The long ones in make test-cuda-emu only (label emu_long), so that make test stays well under its 15
   # minutes: test_executor_emu (86 s of stage and layer-range walks), test_backends_emu (37 s of schedules),
-  # test_cuda_mirrored_emu, and test_cuda's six slowest (30 s each: 12 Adam steps of effnet-b0 in bf16 and
+  # test_cuda_mirrored_emu, and test_cuda's seven slowest (30 s each: 12 Adam steps of effnet-b0 in bf16 and
   # fp16, the gradient arena walk; 14 s: whole steps with the split 1x1 weight gradient, whose split
   # test_cuda_ops_emu's conv1x1 checks alone; 20 s: BatchNorm on the depthwise's load against the two apart, whose
   # fused path the quick set's steps against the cpu take too; 3-5 s: the persistent kernel's cluster barriers,
-  # a path no default takes), split off test_cuda_emu's own entry.
+  # a path no default takes; 16 s: its last layer apart, TB_CUDA_MLP_LAST=apart's A/B path, against the default
+  # the quick set's persistent_loop_vs_graph_and_cpu checks), split off test_cuda_emu's own entry.
   add_test(NAME test_cuda_emu_long COMMAND test_cuda_emu --jobs 2 "--filter=${tb_emu_slow}")
   set_tests_properties(test_cuda_emu_long PROPERTIES TIMEOUT 600 LABELS "emu;emu_long" ENVIRONMENT
     "${tb_emu_env}")
