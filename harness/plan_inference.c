@@ -100,7 +100,7 @@ int plan_inference(struct session *s)
     const double gflops = s->m.flops_per_sample * tp.images_per_s * 1e-9;
     struct json_buf b;
     row_begin(s, &b, s->run_base, batch, c->steps, NULL);
-    write_throughput(&b, &tp);
+    write_throughput(&b, &tp, "images_per_s");
     write_repeats(&b, rep, c->repeat);
     json_key_int(&b, "warmup_steps", c->warmup);
     json_key_double(&b, "latency_p50_s", ml.p50_s);

@@ -125,7 +125,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         if (res) res->images_per_s = tp.images_per_s, res->test_accuracy = NAN, res->peak_rss_mib = measure_peak_rss_mib();
         struct json_buf b;
         row_begin(s, &b, run_id, batch, c->steps, sb ? s->run_base : NULL);
-        write_throughput(&b, &tp);
+        write_throughput(&b, &tp, "images_per_s");
         write_efficiency(s, &b, batch, tp.images_per_s);
         write_repeats(&b, rep, c->repeat);
         json_key_int(&b, "warmup_steps", c->warmup);
@@ -146,7 +146,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             printf("  config      batch %d, %d warm-up + %ld timed steps, %d repeat%s, %s lr %g\n", batch, c->warmup,
                    c->steps, c->repeat, c->repeat > 1 ? "s" : "", optim_name(c->run.optim.kind),
                    (double)c->run.optim.lr);
-            print_throughput(&tp, c->warmup);
+            print_throughput(&tp, c->warmup, "overall");
             if (c->repeat > 1) {
                 /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so
                  * the error to compare two runs by is the spread of whole repeats, not of steps. */

@@ -657,9 +657,9 @@ int row_end(const struct session *s, struct json_buf *b)
     return st;
 }
 
-void write_throughput(struct json_buf *b, const struct measure_throughput *t)
+void write_throughput(struct json_buf *b, const struct measure_throughput *t, const char *rate_key)
 {
-    json_key_double(b, "images_per_s", t->images_per_s);
+    json_key_double(b, rate_key, t->images_per_s);
     json_key_double(b, "images_per_s_median", t->rate.median);
     json_key_double(b, "images_per_s_mean", t->rate.mean);
     json_key_double(b, "images_per_s_stderr", t->rate.stderr_);
@@ -673,11 +673,11 @@ void write_throughput(struct json_buf *b, const struct measure_throughput *t)
     json_key_double(b, "step_time_p99_s", t->step_p99_s);
 }
 
-void print_throughput(const struct measure_throughput *t, long warmup)
+void print_throughput(const struct measure_throughput *t, long warmup, const char *rate_what)
 {
     /* %.4g: slow configurations (EfficientNet-B4 at 380x380 runs ~1 image/s) keep their digits. */
-    printf("  images/s    %.4g overall; per step: median %.4g, mean %.4g ± %.2g (s.e.), jitter %.2g (1.4826·MAD)\n",
-           t->images_per_s, t->rate.median, t->rate.mean, t->rate.stderr_, t->rate.mad_jitter);
+    printf("  images/s    %.4g %s; per step: median %.4g, mean %.4g ± %.2g (s.e.), jitter %.2g (1.4826·MAD)\n",
+           t->images_per_s, rate_what, t->rate.median, t->rate.mean, t->rate.stderr_, t->rate.mad_jitter);
     printf("  step time   median %.3f ms, p90 %.3f ms, p99 %.3f ms over %ld timed steps (%ld warm-up excluded)\n",
            1e3 * t->step.median, 1e3 * t->step_p90_s, 1e3 * t->step_p99_s, t->n_steps, warmup);
 }

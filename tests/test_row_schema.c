@@ -72,7 +72,24 @@ static void walk(struct paths *ps, const struct json_value *v, const char *prefi
     }
 }
 
+/* Adds to dups each key that stands twice in one object under v: readers disagree on which value such a key
+ * has (bench's json_get takes the first, jq and pandas the last). */
+static void dup_keys(struct paths *dups, const struct json_value *v, const char *prefix, const char *run_id)
+{
+    char path[512];
+    for (int i = 0; i < v->n; i++) {
+        const char *key = v->type == JSON_OBJECT ? v->keys[i] : "[]";
+        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", key);
+        if (v->type == JSON_OBJECT)
+            for (int j = 0; j < i; j++)
+                if (!strcmp(v->keys[j], v->keys[i])) paths_add(dups, path, run_id);
+        const struct json_value *x = &v->items[i];
+        if (x->type == JSON_OBJECT || x->type == JSON_ARRAY) dup_keys(dups, x, path, run_id);
+    }
+}
+
 struct seen {
+    struct paths dups;    /* keys written twice in one object */
     struct paths keys;
     struct paths off_gpu; /* the keys of rows not on the cuda device */
     struct paths kinds;   /* "kind status" */
@@ -84,6 +101,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     char kind[96];
     (void)line_no;
     walk(&s->keys, row, "", json_get_str(row, "run_id", "?"));
+    dup_keys(&s->dups, row, "", json_get_str(row, "run_id", "?"));
     if (strcmp(json_get_str(row, "config.device", "cpu"), "cuda")) walk(&s->off_gpu, row, "", json_get_str(row, "run_id", "?"));
     snprintf(kind, sizeof kind, "%s %s", json_get_str(row, "kind", "?"), json_get_str(row, "status", "?"));
     paths_add(&s->kinds, kind, "");
@@ -193,6 +211,10 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     char *rows = rb_path(dir, "rows.jsonl");
     cr_assert_eq(results_read_rows(rows, on_row, &s), TB_OK, "%s", tb_error_get());
     free(rows);
+    for (int i = 0; i < s.dups.n; i++)
+        cr_log_error("%s: written twice in one row (run %s)", s.dups.p[i], s.dups.where[i]);
+    cr_assert_eq(s.dups.n, 0, "%d keys written twice in one object (the first: %s)", s.dups.n,
+                 s.dups.n ? s.dups.p[0] : "");
     /* Coverage: every plan and every status wrote a row. */
     const char *const kinds[] = {"throughput ok", "train ok", "tta ok", "scaling ok", "inference ok", "evaluate ok", "train diverged",
                                  "train interrupted"};
@@ -249,6 +271,7 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     paths_free(&cuda_only);
     paths_free(&s.off_gpu);
     paths_free(&s.keys);
+    paths_free(&s.dups);
     paths_free(&s.kinds);
     tu_rm_rf(dir);
     free(dir);
