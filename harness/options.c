@@ -918,6 +918,11 @@ int bench_config_finish(struct bench_config *c)
                                     own[k].opt, sched_names[sc], own[k].which);
     }
 
+    /* Adam's moments decay by its betas: a --momentum the row recorded would be one the run ignored. */
+    if (option_given(c, "momentum") && c->run.optim.kind == OPTIM_ADAM)
+        return tb_error_set(TB_EINVAL, "--momentum applies to sgd, rmsprop and lars; this run's optimizer is adam%s",
+                            c->optimizer_set ? "" : " (the workload's recipe: --optimizer chooses another)");
+
     /* The throughput plan's length follows --time-budget unless --steps says it (plan_throughput.c):
      * its warm-up is then up to 10 steps, cut short when slow steps would spend the budget on it. */
     c->budget_steps = p == PLAN_THROUGHPUT && c->steps <= 0;

@@ -547,6 +547,9 @@ Test(cli, options_that_would_do_nothing_are_refused)
     expect_usage_error(ARGS("--plan", "throughput", "--no-eval"), ARGS("--no-eval", "never evaluates"));
     expect_usage_error(ARGS("--steps", "1", "--lr-schedule", "constant", "--lr-final", "0.1"), ARGS("--lr-final", "constant"));
     expect_usage_error(ARGS("--steps", "1", "--lr-schedule", "cosine", "--lr-power", "3"), ARGS("--lr-power", "cosine"));
+    /* Adam has no momentum: mnist-mlp's recipe, and Adam chosen */
+    expect_usage_error(ARGS("--steps", "1", "--momentum", "0.9"), ARGS("--momentum applies to sgd", "recipe"));
+    expect_usage_error(ARGS("--steps", "1", "--optimizer", "adam", "--momentum", "0.5"), ARGS("--momentum", "adam"));
     struct proc p;
     run_bench(ARGS("--steps", "1", "--data", "synthetic", "--mllog", "none", "--no-eval", "--quiet", "--calibration",
                    "/nonexistent/calibration.json"),
