@@ -33,6 +33,28 @@ static int dir_writable(const char *opt, const char *path, const char *dir)
     return TB_OK;
 }
 
+/* Whether every name in path fits the file system of dir (its nearest existing directory), the last with
+ * extra bytes more (a writer's temporary suffix): a name too long would pass the directory's probe and fail
+ * only when the run, done, writes its file. */
+static int names_fit(const char *opt, const char *path, const char *dir, size_t extra)
+{
+    long name_max = pathconf(dir, _PC_NAME_MAX);
+    if (name_max <= 0) name_max = NAME_MAX;
+    for (const char *p = path; *p;) {
+        while (*p == '/') p++;
+        const size_t len = strcspn(p, "/");
+        const int last = p[len] == '\0' || p[len + strspn(p + len, "/")] == '\0';
+        if (len + (last ? extra : 0) > (size_t)name_max) {
+            if (last && extra)
+                return tb_error_set(TB_EIO, "%s %s: a name of %zu bytes, %zu with the temporary file's suffix; the file "
+                                            "system takes %ld", opt, path, len, len + extra, name_max);
+            return tb_error_set(TB_EIO, "%s %s: a name of %zu bytes; the file system takes %ld", opt, path, len, name_max);
+        }
+        p += len;
+    }
+    return TB_OK;
+}
+
 /* The nearest existing ancestor of path (path itself excluded) into out: "." for a relative name
  * without a slash. TB_EIO if that ancestor is not a directory. */
 static int existing_parent(const char *opt, const char *path, char *out, size_t n)
@@ -79,8 +101,15 @@ static int check_append_file(const char *opt, const char *path)
         close(fd);
         return TB_OK;
     }
+    /* A missing path whose last name is "." or "..", or that ends in a slash, names a directory once made. */
+    const size_t len = strlen(path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (len > 0 && (path[len - 1] == '/' || !strcmp(base, ".") || !strcmp(base, "..")))
+        return tb_error_set(TB_EIO, "%s %s: names a directory, not a file", opt, path);
     char dir[PATH_MAX];
     int st = existing_parent(opt, path, dir, sizeof dir);
+    if (st == TB_OK) st = names_fit(opt, path, dir, 0);
     return st != TB_OK ? st : dir_writable(opt, path, dir);
 }
 
@@ -93,7 +122,8 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
     if (why) return tb_error_set(TB_EIO, "%s %s: %s", opt, path, why);
     char dir[PATH_MAX];
     if (make_dirs) {
-        const int st = existing_parent(opt, path, dir, sizeof dir);
+        int st = existing_parent(opt, path, dir, sizeof dir);
+        if (st == TB_OK) st = names_fit(opt, path, dir, OUTPUTS_TMP_SUFFIX);
         return st != TB_OK ? st : dir_writable(opt, path, dir);
     }
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
@@ -103,9 +133,11 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
     else if (slash == dir) dir[1] = '\0';
     else *slash = '\0';
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (stat(dir, &sb) != 0)
         return tb_error_set(TB_EIO, "%s %s: directory %s does not exist", opt, path, dir);
-    return dir_writable(opt, path, dir);
+    if (!S_ISDIR(sb.st_mode)) return tb_error_set(TB_EIO, "%s %s: %s is not a directory", opt, path, dir);
+    const int st = names_fit(opt, path, dir, OUTPUTS_TMP_SUFFIX);
+    return st != TB_OK ? st : dir_writable(opt, path, dir);
 }
 
 /* A directory written into (--mllog, --checkpoint-dir): an existing one must take a new file; a

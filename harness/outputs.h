@@ -20,6 +20,10 @@
  * by normalised path. Directories may be shared, and a character device such as /dev/null. */
 int outputs_check(const struct bench_config *c);
 
+/* The longest suffix a replacing writer adds to its file's name for the temporary it renames: ".tmp." and a pid
+ * (up to 7 digits) or mkstemp's six characters. */
+#define OUTPUTS_TMP_SUFFIX 12
+
 /* The check of a file that a writer replaces by renaming a new one over it (--save, the calibration): an
  * existing path must be a regular file, not a device, FIFO or directory the rename would replace; its
  * directory must exist and take a new file (make_dirs: or be creatable, for a writer that makes it).

@@ -122,7 +122,7 @@ int plan_inference(struct session *s)
         printf("  batch 1     latency p50 %.3f ms, p90 %.3f ms, p99 %.3f ms over %d forwards\n", 1e3 * ml.p50_s,
                1e3 * ml.p90_s, 1e3 * ml.p99_s, ml.n);
         printf("  compute     %.2f GFLOP/s (forward FLOPs)\n", gflops);
-        printf("  result row  %s (run %s)\n", c->out, s->run_base);
+        if (st == TB_OK) printf("  result row  %s (run %s)\n", c->out, s->run_base);
     } else if (c->compact && !c->quiet) {
         printf("%sinference %s/%s b%d%s%s: %.0f img/s; batch-1 latency p50 %.3f ms, p99 %.3f ms\n",
                c->progress_prefix, c->backend, s->w->name, batch, c->variant[0] ? " " : "", c->variant, tp.images_per_s, 1e3 * ml.p50_s, 1e3 * ml.p99_s);

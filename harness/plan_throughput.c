@@ -123,23 +123,8 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         const double flops_step = model_train_flops_per_sample(&s->m) * batch;
         const double gflops = flops_step * tp.images_per_s / batch * 1e-9;
         if (res) res->images_per_s = tp.images_per_s, res->test_accuracy = NAN, res->peak_rss_mib = measure_peak_rss_mib();
-        struct json_buf b;
-        row_begin(s, &b, run_id, batch, c->steps, sb ? s->run_base : NULL);
-        write_throughput(&b, &tp, "images_per_s");
-        write_efficiency(s, &b, batch, tp.images_per_s);
-        write_repeats(&b, rep, c->repeat);
-        json_key_int(&b, "warmup_steps", c->warmup);
-        if (budget) json_key_double(&b, "time_budget_s", c->budget_s);
-        json_key_double(&b, "final_loss", final_loss);
-        write_scaling(&b, s, sb, batch, tp.images_per_s);
-        write_layer_times(s, &b, per * c->repeat);
-        write_trace(s, &b, run_id);
-        write_pipeline(s, &b);
-        write_step_split(s, &b);
-        write_step_executions(s, &b);
-        row_common_figures(s, &b, gflops,
-                           measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)), flops_step);
-        st = row_end(s, &b);
+        /* The summary first, then the row: what the row's writers print (scaling, per-step split, layer
+         * profile, trace, pipeline) follows the run's own header, and "result row" only a row written. */
         if (!c->quiet && !c->compact && !sb) {
             printf("trainbench throughput: %s on %s data (%s)\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
                    s->desc);
@@ -158,13 +143,30 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
                 printf("\n");
             }
             printf("  compute     %.2f GFLOP/s (counted model FLOPs over the timed steps)\n", gflops);
-            printf("  result row  %s (run %s)\n", c->out, run_id);
         } else if (c->compact && !c->quiet && !sb) {
             printf("%sthroughput %s/%s b%d%s%s: %.0f img/s (per-step median %.0f, jitter %.1f %%, %d repeat%s)\n",
                    c->progress_prefix, c->backend, s->w->name, batch, c->variant[0] ? " " : "", c->variant,
                    tp.images_per_s, tp.rate.median,
                    100.0 * tp.rate.mad_jitter / tp.rate.median, c->repeat, c->repeat > 1 ? "s" : "");
         }
+        struct json_buf b;
+        row_begin(s, &b, run_id, batch, c->steps, sb ? s->run_base : NULL);
+        write_throughput(&b, &tp, "images_per_s");
+        write_efficiency(s, &b, batch, tp.images_per_s);
+        write_repeats(&b, rep, c->repeat);
+        json_key_int(&b, "warmup_steps", c->warmup);
+        if (budget) json_key_double(&b, "time_budget_s", c->budget_s);
+        json_key_double(&b, "final_loss", final_loss);
+        write_scaling(&b, s, sb, batch, tp.images_per_s);
+        write_layer_times(s, &b, per * c->repeat);
+        write_trace(s, &b, run_id);
+        write_pipeline(s, &b);
+        write_step_split(s, &b);
+        write_step_executions(s, &b);
+        row_common_figures(s, &b, gflops,
+                           measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)), flops_step);
+        st = row_end(s, &b);
+        if (st == TB_OK && !c->quiet && !c->compact && !sb) printf("  result row  %s (run %s)\n", c->out, run_id);
     }
     step_record_free(&rec);
     free(all);

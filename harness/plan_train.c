@@ -368,7 +368,8 @@ static int train_row(struct train_run *t)
     return st;
 }
 
-/* The summary on stdout: a block for a single run, one line in a suite, nothing for a scaling point. */
+/* The summary on stdout: a block for a single run, one line in a suite, nothing for a scaling point. Printed
+ * before the row is written, so that what the row's writers print follows it; plan_train adds the row's line. */
 static void train_print(const struct train_run *t)
 {
     const struct session *s = t->s;
@@ -394,7 +395,6 @@ static void train_print(const struct train_run *t)
             printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n",
                    t->ckpt_path[0] ? t->ckpt_path : "none", t->n_ckpt, t->ckpt_time);
         if (c->save[0]) printf("  saved       %s\n", c->save);
-        printf("  result row  %s (run %s)\n", c->out, t->run_id);
     } else if (c->compact && !c->quiet && !t->sb) {
         printf("%strain %s/%s b%d%s%s: %.0f img/s over %ld steps", c->progress_prefix, c->backend, s->w->name, batch,
                c->variant[0] ? " " : "", c->variant, t->images_per_s, t->total);
@@ -430,8 +430,10 @@ int plan_train(struct session *s, int batch, const char *run_id, const struct sc
     }
     if (st == TB_OK) {
         train_figures(&t, res);
-        st = train_row(&t);
         train_print(&t);
+        st = train_row(&t);
+        const struct bench_config *c = &s->c;
+        if (st == TB_OK && !c->quiet && !c->compact && !sb) printf("  result row  %s (run %s)\n", c->out, run_id);
     }
     step_record_free(&t.rec);
     if (st == TB_OK && t.ckpt_err[0]) st = tb_error_set(TB_EIO, "%s (the result row was written)", t.ckpt_err);

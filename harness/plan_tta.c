@@ -618,7 +618,8 @@ static int tta_row(struct tta_plan *p)
     return st;
 }
 
-/* The summary block on stdout (a suite prints a line per seed instead). */
+/* The summary block on stdout (a suite prints a line per seed instead), before the row is written: what the
+ * row's writers print follows it. */
 static void tta_print(const struct tta_plan *p)
 {
     const struct session *s = p->s;
@@ -658,6 +659,14 @@ static void tta_print(const struct tta_plan *p)
     if (p->ckpt)
         printf("  checkpoint  %s (%d written, %.3f s, not counted in the clock)\n",
                p->ckpt_path[0] ? p->ckpt_path : "none", p->n_ckpt, p->ckpt_total);
+}
+
+/* The summary's last line, once the row is written. */
+static void tta_print_row(const struct tta_plan *p)
+{
+    const struct session *s = p->s;
+    const struct bench_config *c = &s->c;
+    if (c->quiet || c->compact) return;
     if (strcmp(c->mllog_dir, "none") != 0)
         printf("  result row  %s (run %s; logs in %s)\n", c->out, s->run_base, c->mllog_dir);
     else
@@ -683,8 +692,9 @@ int plan_tta(struct session *s)
         if (st == TB_EINTR || st == TB_EDIVERGED) st = tta_stopped(&p, st);
         if (st == TB_OK) {
             tta_result(&p);
-            st = tta_row(&p);
             tta_print(&p);
+            st = tta_row(&p);
+            if (st == TB_OK) tta_print_row(&p);
             if (st == TB_OK && p.ckpt_err[0])
                 st = tb_error_set(TB_EIO, "%s (the result row was written)", p.ckpt_err);
         }

@@ -392,7 +392,7 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
 }
 
 /* --trace: writes the captured step as a Chrome trace file and records it as figures.trace. A file that
- * cannot be written is a warning: the measurement in the row stands without it. */
+ * cannot be written leaves the row without it (the measurement stands) and the run's exit status 1. */
 void write_trace(struct session *s, struct json_buf *b, const char *run_id)
 {
     const struct bench_config *c = &s->c;
@@ -403,7 +403,7 @@ void write_trace(struct session *s, struct json_buf *b, const char *run_id)
     }
     const struct trace_meta meta = {c->backend, s->w->name, s->desc, run_id, backend_n_devices(&s->be)};
     if (trace_write_file(c->trace, &s->trace, &s->m, &meta) != TB_OK) {
-        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+        if (!s->output_err[0]) snprintf(s->output_err, sizeof s->output_err, "%s", tb_error_get());
         tb_error_clear();
         return;
     }

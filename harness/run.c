@@ -76,6 +76,8 @@ int bench_run(const struct bench_config *cfg)
     case PLAN_EVALUATE: st = plan_evaluate(&s); break;
     default: st = plan_train(&s, s.c.run.batch, s.run_base, NULL, NULL); break;
     }
+    /* The run measured and its row stands, but an output it was asked for is missing: not a success. */
+    if (st == TB_OK && s.output_err[0]) st = tb_error_set(TB_EIO, "%s (the result row was written)", s.output_err);
     session_close(&s);
     bench_stop_handlers_restore(&h);
     return st;

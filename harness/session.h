@@ -32,6 +32,7 @@ struct stream {
 
 struct session {
     struct bench_config c;      /* resolved */
+    char output_err[320];       /* a requested output beside the row (--trace) that could not be written: why */
     const struct workload *w;
     struct dataset train, test;
     int synthetic;              /* the data are the synthetic set */

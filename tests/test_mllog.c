@@ -218,7 +218,8 @@ Test(mllog, optimizer_keys_under_mlperf_names, .init = th_setup, .fini = th_tear
         small_tta(&c, id, "1", "0.99", "1");
         cr_assert_eq(bench_config_set(&c, "optimizer", opts[k].name), TB_OK);
         cr_assert_eq(bench_config_set(&c, "lr", "0.002"), TB_OK);
-        cr_assert_eq(bench_config_set(&c, "momentum", "0.8"), TB_OK);
+        if (strcmp(opts[k].name, "adam") != 0) /* Adam has none: refused there */
+            cr_assert_eq(bench_config_set(&c, "momentum", "0.8"), TB_OK);
         cr_assert_eq(bench_config_set(&c, "weight-decay", "0.0001"), TB_OK);
         cr_assert_eq(bench_config_set(&c, "lr-schedule", "polynomial"), TB_OK);
         cr_assert_eq(bench_config_set(&c, "lr-warmup", "8"), TB_OK);

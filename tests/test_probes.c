@@ -88,7 +88,15 @@ Test(probes, a_failed_tta_checkpoint_still_writes_the_row)
 Test(probes, output_locations_are_checked_before_any_work)
 {
     char *dir = new_dir();
-    static const char *const cases[][4] = {
+    /* Names longer than the file system takes (255): once found only when the finished run wrote its row (--out),
+     * or its weights, whose temporary adds 11 bytes to the name (--save). */
+    char long_out[320], long_save[320];
+    snprintf(long_out, sizeof long_out, "%0300d.jsonl", 0);
+    snprintf(long_save, sizeof long_save, "%0248d.st", 0);
+    const char *const cases[][4] = {
+        {"--out", long_out, "--out", "306 bytes"},
+        {"--out", "new/dir/..", "--out", "directory"},
+        {"--save", long_save, "--save", "with the temporary file's suffix"},
         {"--out", "/proc/tb-no-such-dir/r.jsonl", "--out", "/proc"},
         {"--out", ".", "--out", "directory"},
         {"--mllog", "/proc/tb-no-such-dir", "--mllog", "/proc"},
