@@ -867,6 +867,27 @@ static struct json_value *first_row(const char *path)
     return v;
 }
 
+/* A run's summary comes first and its row's lines (here mirrored's per-step split, and the scaling line) after
+ * it, then "result row": they once printed before the header, under the previous run's line in a suite. */
+Test(cli, a_runs_lines_follow_its_header)
+{
+    char *dir = tu_mkdtemp("cli_order");
+    char *out = NULL;
+    cr_assert(asprintf(&out, "%s/results.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--backend", "mirrored", "--devices", "2", "--batch", "8", "--plan", "throughput", "--steps", "2",
+                   "--warmup", "1", "--data", "synthetic", "--synthetic-samples", "64,32", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exited %d (stderr: %s)", p.code, p.err);
+    const char *head = strstr(p.out, "trainbench throughput"), *split = strstr(p.out, "  per step "),
+               *scaling = strstr(p.out, "  scaling "), *row = strstr(p.out, "  result row ");
+    cr_assert(head && split && scaling && row, "%s", p.out);
+    cr_assert(head < split && head < scaling && split < row && scaling < row, "out of order:\n%s", p.out);
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
+
 /* Issue 30 item 1: the seed's MirroredStrategy set-up, batch 1 on each of 2 devices. --batch is global,
  * so --batch 1 cannot feed two replicas (exit 2, and the message now says how); --batch-per-replica 1
  * runs a global batch of 2, one sample per replica, and the row records the split. */
