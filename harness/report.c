@@ -1566,7 +1566,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
         snprintf(devices_dir, sizeof devices_dir, "%s/../devices", o->plots_dir);
     report_seeds(&(struct report_seeds_in){x.md, (const struct json_value *const *)x.rows.v, x.rows.keep, x.rows.n,
                                             o->plots_dir, x.data_dir, &x, x.charts_dir, o->in, devices_dir,
-                                            o->gnuplot});
+                                            o->gnuplot, &x.n_charts});
     section_unfinished(&x);
     if (!x.have_gnuplot && !o->gnuplot)
         fprintf(x.md, "---\ngnuplot was not found, so this report has tables only (install gnuplot-nox).\n");

@@ -189,7 +189,7 @@ void seed001_cpu_free(struct seed001_cpu *v)
 }
 
 static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, const char *plots_dir, const char *gnuplot,
-                        const char *rows_path, int *missing)
+                        const char *rows_path, int *missing, int *drawn)
 {
     const char *cmd = "bench --backend ipu --workload effnet-b4-g16 --resolution 64 --stages 2 --split 11 --micro-batch 2 "
                       "--ga 4 --batch 8 --steps 3 --warmup 1 --plan throughput --project-device cpu-this";
@@ -254,11 +254,12 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
     snprintf(sub, sizeof sub, "%s, %d cores; run %s", v.cpu, v.cores, v.run_id);
     int ok = f ? render(gnuplot, plots_dir, "seed001_cpu.gp", chart_dir, "seed001_cpu", dat, title, sub, missing) : 0;
     md_chart(md, link_dir, "seed001_cpu", "measured vs projected stage times on this machine", ok, *missing);
+    if (ok && drawn) (*drawn)++;
     seed001_cpu_free(&v);
 }
 
 int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
-                   const char *rows_path, const char *gnuplot)
+                   const char *rows_path, const char *gnuplot, int *drawn)
 {
     char path[1024];
     const char *link_dir = base_name(chart_dir);
@@ -399,7 +400,8 @@ int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
                     "Seed 001: EfficientNet-B4 G16 training throughput, published vs PROJECTED", sub, &missing);
     }
     md_chart(md, link_dir, "seed001_pods", "published and projected images/s against device count", ok, missing);
-    section_cpu(md, chart_dir, link_dir, plots_dir, gnuplot, rows_path, &missing);
+    if (ok && drawn) (*drawn)++;
+    section_cpu(md, chart_dir, link_dir, plots_dir, gnuplot, rows_path, &missing, drawn);
     model_free(&m);
     return TB_OK;
 }

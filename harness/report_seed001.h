@@ -41,9 +41,10 @@ void seed001_cpu_free(struct seed001_cpu *v);
  *                newest ok one is used; effnet-b4-g16 preferred); NULL or none: the validation says how
  *                to make one (the command is printed)
  *   gnuplot      the executable; NULL = "gnuplot" on PATH (missing: tables only, said in md)
+ *   drawn        incremented for each chart drawn (the report's count); NULL: not counted
  * Returns TB_OK, or TB_EIO / TB_EINVAL when the published file or the ipu-bow spec cannot be read (md
  * then carries a line saying so). */
 int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
-                   const char *rows_path, const char *gnuplot);
+                   const char *rows_path, const char *gnuplot, int *drawn);
 
 #endif

@@ -241,7 +241,8 @@ void report_seeds(const struct report_seeds_in *in)
 {
     fprintf(in->md, "## Seeds\n\nIssue 30's seed figures, published, beside what this suite measures of them.\n\n");
     /* Seed 001: its own file (harness/report_seed001.c); a failure is said in the Markdown by it. */
-    if (report_seed001(in->md, in->charts_dir, in->plots_dir, in->devices_dir, in->rows_path, in->gnuplot) != TB_OK)
+    if (report_seed001(in->md, in->charts_dir, in->plots_dir, in->devices_dir, in->rows_path, in->gnuplot,
+                       in->n_charts) != TB_OK)
         tb_error_clear();
     seed002(in);
 }

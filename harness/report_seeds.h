@@ -27,6 +27,7 @@ struct report_seeds_in {
     const char *rows_path;                  /* the rows file (seed 001's measured ipu run for its validation) */
     const char *devices_dir;                /* device specs and seed001.published (devices/) */
     const char *gnuplot;                    /* NULL = "gnuplot" on PATH */
+    int *n_charts;                          /* the report's count of charts drawn: seed 001's add theirs */
 };
 
 /* Renders plots/<script> on data into charts/<name>.png and .svg (report.c's renderer; extra_vars:

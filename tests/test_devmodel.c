@@ -364,9 +364,14 @@ static char *report_text(const char *gnuplot, const char *rows, const char *dir)
     FILE *md = open_memstream(&text, &n);
     char charts[400];
     snprintf(charts, sizeof charts, "%s/charts", dir);
-    int st = report_seed001(md, charts, TB_SOURCE_DIR "/plots", TB_SOURCE_DIR "/devices", rows, gnuplot);
+    int drawn = 0;
+    int st = report_seed001(md, charts, TB_SOURCE_DIR "/plots", TB_SOURCE_DIR "/devices", rows, gnuplot, &drawn);
     fclose(md);
     cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    /* The count the report's "with N charts" adds up: every chart the Markdown shows, no more. */
+    int shown = 0;
+    for (const char *p = text; (p = strstr(p, "![")) != NULL; p += 2) shown++;
+    cr_assert_eq(drawn, shown, "%d charts counted, %d shown", drawn, shown);
     return text;
 }
 
@@ -393,5 +398,11 @@ Test(devmodel, report_seed001_tables_are_labelled)
     md = report_text("/nonexistent/gnuplot", NULL, dir);
     cr_assert(strstr(md, "No measured ipu run") && strstr(md, "--project-device cpu-this"), "%s", md);
     free(md);
+    /* With gnuplot both charts are drawn and counted (the report's "with N charts" once left them out). */
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        md = report_text(NULL, rows, dir);
+        cr_assert(strstr(md, "![") && !strstr(md, "not rendered"), "%s", md);
+        free(md);
+    }
     remove(rows);
 }
