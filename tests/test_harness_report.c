@@ -146,7 +146,7 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
     cr_assert(strstr(err, "results.jsonl:5") != NULL && strstr(err, "malformed") != NULL,
               "the malformed line is skipped with a warning naming it: %s", err);
     free(err);
-    cr_assert_eq(n_charts, 5);
+    cr_assert_eq(n_charts, 6, "the five below and the seeds' published seed001_pods: %d", n_charts);
     const char *charts[] = {"throughput_mnist-mlp", "tta_mnist-mlp", "scaling_mnist-mlp", "layers_train_mnist-mlp_cpu_b32",
                             "roofline"};
     char md_path[256];
@@ -257,7 +257,7 @@ Test(harness_report, timeline_chart_and_unfinished_rows, .init = th_setup, .fini
     for (const char *c = dat; *c; c++) lines += *c == '\n';
     cr_assert_eq(lines, 1 + 18, "a header and one line per interval:\n%s", dat);
     free(dat);
-    cr_assert_eq(n_charts, 3, "throughput, roofline, timeline: %d", n_charts);
+    cr_assert_eq(n_charts, 4, "throughput, roofline, timeline and the seeds' seed001_pods: %d", n_charts);
 }
 
 /* A profile row of 100 layers (EfficientNet-B0 has 208): the chart draws the 30 slowest, slowest first
