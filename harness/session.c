@@ -349,10 +349,33 @@ static int session_ahead(struct session *s, int talk)
     return TB_OK;
 }
 
+/* A training BatchNorm over one value a channel (a batch of one at a 1×1 map: effnet-b0's last layers at 32×32)
+ * normalises it to 0, so its output is its bias and no gradient passes: the run would train nothing and say
+ * nothing. PyTorch refuses the same ("Expected more than 1 value per channel when training"). */
+static int bn_values_check(const struct session *s, int batch)
+{
+    if (s->c.plan == PLAN_INFERENCE || s->c.plan == PLAN_EVALUATE) return TB_OK; /* running statistics */
+    int replicas, accum, local;
+    batch_split(s, batch, &replicas, &accum, &local);
+    const long seen = (long)local * (s->c.run.sync_bn ? replicas : 1); /* the samples one BatchNorm sums over */
+    for (int i = 0; i < s->m.n_layers; i++) {
+        const struct layer *l = &s->m.layers[i];
+        if (l->op != OP_BN) continue;
+        const struct tensor *t = &s->m.tensors[l->out];
+        if (seen * t->h * t->w < 2)
+            return tb_error_set(TB_EINVAL, "%s at batch %d: BatchNorm %s sees 1 value a channel (%ld sample%s of %dx%d), "
+                                           "so it trains nothing; use 2 or more samples a replica, or --norm group",
+                                s->w->name, batch, l->name, seen, seen == 1 ? "" : "s", t->h, t->w);
+    }
+    return TB_OK;
+}
+
 /* Prepares the backend for a global batch (re-creating it when the batch changes). */
 int session_backend(struct session *s, int batch, int eval_batch)
 {
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
+    const int bn = bn_values_check(s, batch);
+    if (bn != TB_OK) return bn;
     timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;

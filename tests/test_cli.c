@@ -867,6 +867,28 @@ static struct json_value *first_row(const char *path)
     return v;
 }
 
+/* A BatchNorm that would normalise one value a channel (effnet-b0's 1x1 layers at 32x32, batch 1, or a mirrored
+ * replica of one sample) trains nothing: refused before the backend is prepared, as PyTorch refuses it; with
+ * GroupNorm, or --sync-bn's statistics over both replicas, the same batch runs. */
+Test(cli, batchnorm_over_one_value_a_channel_is_refused)
+{
+#define EFF32 "--workload", "effnet-b0", "--resolution", "32", "--steps", "1", "--data", "synthetic", "--synthetic-samples", \
+              "16,8", "--mllog", "none", "--out", "/dev/null"
+    expect_usage_error(ARGS(EFF32, "--batch", "1"), ARGS("BatchNorm", "1 value a channel", "--norm group"));
+    expect_usage_error(ARGS(EFF32, "--backend", "mirrored", "--devices", "2", "--batch", "2"),
+                       ARGS("BatchNorm", "1 sample of 1x1"));
+    const char *const *const ok[] = {ARGS(EFF32, "--batch", "1", "--norm", "group", "--quiet"),
+                                    ARGS(EFF32, "--backend", "mirrored", "--devices", "2", "--batch", "2",
+                                         "--sync-bn", "--quiet")};
+    for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) {
+        struct proc p;
+        run_bench(ok[k], &p);
+        cr_assert_eq(p.code, 0, "case %zu: exited %d: %s", k, p.code, p.err);
+        proc_free(&p);
+    }
+#undef EFF32
+}
+
 /* A run's summary comes first and its row's lines (here mirrored's per-step split, and the scaling line) after
  * it, then "result row": they once printed before the header, under the previous run's line in a suite. */
 Test(cli, a_runs_lines_follow_its_header)
