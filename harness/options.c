@@ -693,8 +693,7 @@ int bench_scaling_points(const struct bench_config *c, struct bench_scaling_poin
     return n;
 }
 
-/* 1 if option `name` was set (on the command line or a suite line). */
-static int option_given(const struct bench_config *c, const char *name)
+int bench_option_given(const struct bench_config *c, const char *name)
 {
     for (size_t k = 0; k < sizeof options / sizeof *options; k++)
         if (!strcmp(options[k].name, name)) return c->given[k];
@@ -716,8 +715,8 @@ void bench_config_recipe_lr(struct bench_config *c, const struct workload *w, in
  * two-stage pipeline), and --micro-batch 1 --ga 2 silently ran the workload's batch 32 as 16 replicas. */
 static int global_batch(struct bench_config *c)
 {
-    const int bpr = option_given(c, "batch-per-replica") ? c->batch_per_replica : 0;
-    if (option_given(c, "batch")) {
+    const int bpr = bench_option_given(c, "batch-per-replica") ? c->batch_per_replica : 0;
+    if (bench_option_given(c, "batch")) {
         if (bpr)
             return tb_error_set(TB_EINVAL, "--batch %d is the global batch and --batch-per-replica %d sets it too: "
                                            "give one of them", c->run.batch, bpr);
@@ -779,7 +778,7 @@ int bench_config_finish(struct bench_config *c)
     static const struct { const char *opt; unsigned flag; } wl_opts[] = {
         {"resolution", WL_OPT_RESOLUTION}, {"norm", WL_OPT_NORM}, {"dropout", WL_OPT_DROPOUT}, {"bn-eps", WL_OPT_BN_EPS}};
     for (size_t k = 0; k < sizeof wl_opts / sizeof *wl_opts; k++)
-        if (!(w->opts & wl_opts[k].flag) && option_given(c, wl_opts[k].opt))
+        if (!(w->opts & wl_opts[k].flag) && bench_option_given(c, wl_opts[k].opt))
             return tb_error_set(TB_EINVAL, "--%s is not an option of workload %s (its model has no such setting; "
                                            "the EfficientNet workloads take it)", wl_opts[k].opt, w->name);
     struct backend probe;
@@ -817,7 +816,7 @@ int bench_config_finish(struct bench_config *c)
         for (int k = 0; k < 4; k++)
             if (strcmp(c->lr_schedule, names[k]) == 0) c->run.optim.schedule = (enum lr_schedule)k;
     }
-    if (option_given(c, "lr-warmup")) c->run.optim.warmup_steps = c->lr_warmup;
+    if (bench_option_given(c, "lr-warmup")) c->run.optim.warmup_steps = c->lr_warmup;
     if (c->lr_decay_steps > 0) c->run.optim.decay_steps = c->lr_decay_steps;
     if (c->lr_decay_rate > 0.0f) c->run.optim.decay_rate = c->lr_decay_rate;
     if (c->lr_power > 0.0f) c->run.optim.power = c->lr_power;
@@ -831,7 +830,7 @@ int bench_config_finish(struct bench_config *c)
     const enum bench_plan p = c->plan;
     const char *pn = bench_plan_name(p);
     if (c->seeds > 1 && p != PLAN_TTA) return tb_error_set(TB_EINVAL, "--seeds applies to --plan tta (this is %s)", pn);
-    if (option_given(c, "eval-batch") &&
+    if (bench_option_given(c, "eval-batch") &&
         (p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs <= 0)))
         return tb_error_set(TB_EINVAL, "--eval-batch applies to the plans that evaluate (train, tta, evaluate, scaling "
                                        "with --epochs); %s does not", pn);
@@ -879,15 +878,15 @@ int bench_config_finish(struct bench_config *c)
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
     if (p == PLAN_TTA && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan tta runs until the target or --max-epochs; --epochs does not apply");
-    if (option_given(c, "synthetic-samples") && c->data[0] && strcmp(c->data, "synthetic") != 0)
+    if (bench_option_given(c, "synthetic-samples") && c->data[0] && strcmp(c->data, "synthetic") != 0)
         return tb_error_set(TB_EINVAL, "--synthetic-samples applies to --data synthetic; --data %s reads its files", c->data);
-    if (option_given(c, "steps-per-epoch") &&
+    if (bench_option_given(c, "steps-per-epoch") &&
         (p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || p == PLAN_EVALUATE || (p == PLAN_SCALING && c->epochs <= 0)))
         return tb_error_set(TB_EINVAL, "--steps-per-epoch applies to the plans that count epochs (train, tta, scaling "
                                        "with --epochs); %s does not", pn);
     if (c->run.profile && (p == PLAN_INFERENCE || p == PLAN_EVALUATE))
         return tb_error_set(TB_EINVAL, "--profile times the layers of training steps; --plan %s has none", pn);
-    if (option_given(c, "no-eval") && p != PLAN_TRAIN && !(p == PLAN_SCALING && c->epochs > 0))
+    if (bench_option_given(c, "no-eval") && p != PLAN_TRAIN && !(p == PLAN_SCALING && c->epochs > 0))
         return tb_error_set(TB_EINVAL, "--no-eval applies to --plan train (and scaling with --epochs); %s %s", pn,
                             p == PLAN_TTA ? "evaluates to find its target" : p == PLAN_EVALUATE ? "is the evaluation"
                                                                                                 : "never evaluates");
@@ -896,10 +895,10 @@ int bench_config_finish(struct bench_config *c)
         static const char *const recipe[] = {"optimizer", "lr", "momentum", "weight-decay", "lr-schedule", "lr-warmup",
                                              "lr-decay-rate", "lr-decay-steps", "lr-power", "lr-final", "dropout"};
         for (size_t k = 0; k < sizeof recipe / sizeof *recipe; k++)
-            if (option_given(c, recipe[k]))
+            if (bench_option_given(c, recipe[k]))
                 return tb_error_set(TB_EINVAL, "--%s applies to the plans that train; --plan %s runs %s weights in "
                                                "eval mode", recipe[k], pn, p == PLAN_EVALUATE ? "--load's" : "fresh");
-        if (p == PLAN_EVALUATE && option_given(c, "warmup"))
+        if (p == PLAN_EVALUATE && bench_option_given(c, "warmup"))
             return tb_error_set(TB_EINVAL, "--warmup applies to the timed plans; --plan evaluate runs the test set once");
     }
     /* A schedule's parameters belong to that schedule: another would leave them unused. */
@@ -913,13 +912,13 @@ int bench_config_finish(struct bench_config *c)
         };
         const enum lr_schedule sc = c->run.optim.schedule;
         for (size_t k = 0; k < sizeof own / sizeof *own; k++)
-            if (option_given(c, own[k].opt) && !(own[k].schedules & 1u << sc))
+            if (bench_option_given(c, own[k].opt) && !(own[k].schedules & 1u << sc))
                 return tb_error_set(TB_EINVAL, "--%s does not apply to the %s learning-rate schedule (--lr-schedule %s)",
                                     own[k].opt, sched_names[sc], own[k].which);
     }
 
     /* Adam's moments decay by its betas: a --momentum the row recorded would be one the run ignored. */
-    if (option_given(c, "momentum") && c->run.optim.kind == OPTIM_ADAM)
+    if (bench_option_given(c, "momentum") && c->run.optim.kind == OPTIM_ADAM)
         return tb_error_set(TB_EINVAL, "--momentum applies to sgd, rmsprop and lars; this run's optimizer is adam%s",
                             c->optimizer_set ? "" : " (the workload's recipe: --optimizer chooses another)");
 

@@ -128,6 +128,8 @@ void bench_config_defaults(struct bench_config *c);
  * for flags). The single parser behind the command line and suite files. Returns TB_OK, or TB_EINVAL
  * with a message naming the option and the fault. */
 int bench_config_set(struct bench_config *c, const char *name, const char *value);
+/* 1 if option name (without dashes) was set on c by bench_config_set: the command line or a suite line. */
+int bench_option_given(const struct bench_config *c, const char *name);
 /* Resolves defaults that depend on the workload (optimizer, learning rate, plan) and validates names
  * and combinations, bench_config_check_backend's included. Call once after the last bench_config_set.
  * Returns TB_OK or TB_EINVAL. */

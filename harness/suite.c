@@ -103,8 +103,18 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
 {
     struct bench_config c = *base;
     snprintf(c.suite, sizeof c.suite, "%s", s->path); /* the row says which suite ran it (make seeds' report) */
+    int first = 1; /* the line's first combination: its notes, once a line */
+    for (int k = 0; k < n_words; k++) first = first && idx[k] == 0;
     for (int k = 0; k < n_words; k++) {
         const char *v = w[k].alts[idx[k]];
+        /* The line's word wins over the command line's option: said, so that neither is ignored unseen. */
+        if (first && w[k].alts[0] && bench_option_given(base, w[k].key)) { /* a bare flag on both agrees */
+            char vals[256] = "";
+            for (int a = 0; a < w[k].n_alts && w[k].alts[a]; a++)
+                snprintf(vals + strlen(vals), sizeof vals - strlen(vals), "%s%s", a ? "," : "=", w[k].alts[a]);
+            fprintf(stderr, "bench: %s:%d: %s%s replaces the command line's --%s for this line's runs\n", s->path, line,
+                    w[k].key, vals, w[k].key);
+        }
         if (bench_config_set(&c, w[k].key, v) != TB_OK) return at_line(s, line);
     }
     if (optional) {

@@ -13,7 +13,7 @@
  * is an error, as is an option given with a named backend that does not take it. A line starting with
  * `?` is optional: it is skipped, with a note, when its workload or backend is not registered in this
  * build. Every run starts from the command line's configuration, so `bench --suite F --out X` sends all
- * rows to X.
+ * rows to X; a line's own option replaces the command line's for that line's runs (out= too), with a note.
  * Errors name file:line and the option, and nothing runs until the whole file is valid. The file must
  * be a regular file of at most SUITE_MAX_BYTES with lines of at most SUITE_MAX_LINE bytes.
  * Threading: none; a suite is owned by its caller.

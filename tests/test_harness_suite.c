@@ -65,6 +65,32 @@ Test(harness_suite, expands_lists_to_the_cartesian_product, .init = th_setup, .f
     suite_free(&s);
 }
 
+/* A line's option replaces the command line's for its runs, with one note a line naming both (a probe found
+ * `bench --suite F --batch 16` running a line's batch=8 unsaid); a bare flag on both agrees, and is not noted. */
+Test(harness_suite, a_lines_option_over_the_command_lines_is_noted, .init = th_setup, .fini = th_teardown)
+{
+    char p[192];
+    th_write(th_path(p, sizeof p, "t.suite"), "plan=throughput backend=cpu batch=8,16 steps=3 quiet\nplan=throughput steps=2\n");
+    struct bench_config base;
+    bench_config_defaults(&base);
+    cr_assert_eq(bench_config_set(&base, "batch", "32"), TB_OK);
+    cr_assert_eq(bench_config_set(&base, "quiet", NULL), TB_OK);
+    struct suite s;
+    th_stderr_begin();
+    const int st = suite_load(p, &base, &s);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert_eq(s.n_runs, 3);
+    cr_assert_eq(s.runs[0].c.run.batch, 8);
+    cr_assert_eq(s.runs[1].c.run.batch, 16);
+    cr_assert_eq(s.runs[2].c.run.batch, 32, "a line without batch= keeps the command line's");
+    cr_assert(strstr(err, "t.suite:1: batch=8,16 replaces the command line's --batch"), "%s", err);
+    const char *first = strstr(err, "replaces");
+    cr_assert(first && !strstr(first + 1, "replaces"), "one note, not one a run or one for the flag: %s", err);
+    free(err);
+    suite_free(&s);
+}
+
 /* Runs of one suite that would write one file whole (save=, trace=, logits=, timeline=) over another run's output
  * of any kind, results included, are refused before anything runs; runs may share out= (they append). */
 Test(harness_suite, runs_writing_one_file_are_refused, .init = th_setup, .fini = th_teardown)
