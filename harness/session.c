@@ -392,6 +392,11 @@ int session_backend(struct session *s, int batch, int eval_batch)
                      s->w->batch);
         fprintf(stderr, "bench: %s %s/%s, batch %d%s: preparing the backend\n", bench_plan_name(s->c.plan),
                 s->c.backend, s->w->name, batch, what);
+        /* More threads than cores take turns on them: a figure of the scheduler, not of the machine's best. */
+        const int T = s->c.run.n_threads, cores = s->mi.n_cores;
+        if (T > cores && cores > 0 && backend_takes_option(s->c.backend, "threads"))
+            fprintf(stderr, "bench: note: --threads %d on %d core%s: the threads take turns, so the figures are not "
+                            "this machine's best\n", T, cores, cores == 1 ? "" : "s");
     }
     s->prepare_ms[0] = mllog_now_ms();
     struct run_config rc = s->c.run;
