@@ -33,14 +33,15 @@ static int dir_writable(const char *opt, const char *path, const char *dir)
     return TB_OK;
 }
 
-/* Whether every name in path fits the file system of dir (its nearest existing directory), the last with
- * extra bytes more (a writer's temporary suffix): a name too long would pass the directory's probe and fail
- * only when the run, done, writes its file. */
+/* Whether every name path adds below dir (its nearest existing directory, a prefix of path or ".") fits dir's file
+ * system, the last with extra bytes more (a writer's temporary suffix): a name too long would pass the
+ * directory's probe and fail only when the run, done, writes its file. Existing names are not judged. */
 static int names_fit(const char *opt, const char *path, const char *dir, size_t extra)
 {
     long name_max = pathconf(dir, _PC_NAME_MAX);
     if (name_max <= 0) name_max = NAME_MAX;
-    for (const char *p = path; *p;) {
+    const size_t skip = strcmp(dir, ".") && !strncmp(path, dir, strlen(dir)) ? strlen(dir) : 0;
+    for (const char *p = path + skip; *p;) {
         while (*p == '/') p++;
         const size_t len = strcspn(p, "/");
         const int last = p[len] == '\0' || p[len + strspn(p + len, "/")] == '\0';

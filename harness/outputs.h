@@ -20,9 +20,9 @@
  * by normalised path. Directories may be shared, and a character device such as /dev/null. */
 int outputs_check(const struct bench_config *c);
 
-/* The longest suffix a replacing writer adds to its file's name for the temporary it renames: ".tmp." and a pid
- * (up to 7 digits) or mkstemp's six characters. */
-#define OUTPUTS_TMP_SUFFIX 12
+/* The longest suffix a replacing writer adds to its file's name for the temporary it renames: --save's
+ * ".tmp.XXXXXX" (core/checkpoint.c), outputs_write_text's ".tmp" and a pid (up to 7 digits). */
+#define OUTPUTS_TMP_SUFFIX 11
 
 /* The check of a file that a writer replaces by renaming a new one over it (--save, the calibration): an
  * existing path must be a regular file, not a device, FIFO or directory the rename would replace; its

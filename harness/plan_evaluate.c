@@ -118,6 +118,6 @@ int plan_evaluate(struct session *s)
                "  loss %.6f  top-1 %.4f  top-5 %.4f  (%.2f s)%s%s\n",
                s->w->name, s->loaded ? c->load : "seeded initial", n, s->synthetic ? "synthetic" : s->test.name, K,
                loss, acc1, acc5, eval_s, c->logits[0] ? "\n  logits      " : "", c->logits);
-    if (st == TB_OK && !c->quiet && s->primary) printf("  result row  %s (run %s)\n", c->out, s->run_base);
+    if (st == TB_OK && !c->quiet && !c->compact && s->primary) printf("  result row  %s (run %s)\n", c->out, s->run_base);
     return st;
 }

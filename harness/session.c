@@ -351,21 +351,31 @@ static int session_ahead(struct session *s, int talk)
 
 /* A training BatchNorm over one value a channel (a batch of one at a 1×1 map: effnet-b0's last layers at 32×32)
  * normalises it to 0, so its output is its bias and no gradient passes: the run would train nothing and say
- * nothing. PyTorch refuses the same ("Expected more than 1 value per channel when training"). */
-static int bn_values_check(const struct session *s, int batch)
+ * nothing. PyTorch refuses the same ("Expected more than 1 value per channel when training"). Checked once the
+ * backend is prepared, with the split it chose: a pipeline's micro-batch (replicas and accumulation derived when
+ * not given), mirrored's replicas in this process (its devices, GPUs or the cores it may use; under MPI the
+ * other ranks' share is not counted, so the check can only pass a run it should refuse, never the reverse). */
+static int bn_values_check(struct session *s, int batch)
 {
     if (s->c.plan == PLAN_INFERENCE || s->c.plan == PLAN_EVALUATE) return TB_OK; /* running statistics */
-    int replicas, accum, local;
-    batch_split(s, batch, &replicas, &accum, &local);
-    const long seen = (long)local * (s->c.run.sync_bn ? replicas : 1); /* the samples one BatchNorm sums over */
+    int replicas = 1, accum = 1;
+    const struct backend_entry *e = backend_find(s->c.backend);
+    if (s->split_accum > 0) replicas = s->split_replicas > 0 ? s->split_replicas : 1, accum = s->split_accum;
+    else if (e && e->caps.replicas_are_devices) replicas = backend_n_devices(&s->be) > 0 ? backend_n_devices(&s->be) : 1;
+    const long local = batch / (replicas * accum);
+    const long seen = local * (s->c.run.sync_bn ? replicas : 1); /* the samples one BatchNorm sums over */
     for (int i = 0; i < s->m.n_layers; i++) {
         const struct layer *l = &s->m.layers[i];
         if (l->op != OP_BN) continue;
         const struct tensor *t = &s->m.tensors[l->out];
         if (seen * t->h * t->w < 2)
-            return tb_error_set(TB_EINVAL, "%s at batch %d: BatchNorm %s sees 1 value a channel (%ld sample%s of %dx%d), "
-                                           "so it trains nothing; use 2 or more samples a replica, or --norm group",
-                                s->w->name, batch, l->name, seen, seen == 1 ? "" : "s", t->h, t->w);
+            return tb_error_set(TB_EINVAL, "%s at batch %d: BatchNorm %s sees %ld value%s a channel (%ld sample%s of "
+                                           "%dx%d), so it trains nothing; use %s, or --norm group",
+                                s->w->name, batch, l->name, seen * t->h * t->w, seen * t->h * t->w == 1 ? "" : "s",
+                                seen, seen == 1 ? "" : "s", t->h, t->w,
+                                s->split_accum > 0 ? "a micro-batch of 2 or more (--micro-batch)"
+                                                   : replicas > 1 ? "2 or more samples a replica, or --sync-bn"
+                                                                  : "a batch of 2 or more");
     }
     return TB_OK;
 }
@@ -374,8 +384,6 @@ static int bn_values_check(const struct session *s, int batch)
 int session_backend(struct session *s, int batch, int eval_batch)
 {
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
-    const int bn = bn_values_check(s, batch);
-    if (bn != TB_OK) return bn;
     timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
@@ -441,6 +449,10 @@ int session_backend(struct session *s, int batch, int eval_batch)
     tb_error_clear();
     /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
     if (talk && s->split_accum > 0) fprintf(stderr, "bench: %s\n", s->desc);
+    if ((st = bn_values_check(s, batch)) != TB_OK) {
+        s->be_batch = s->be_eval_batch = 0; /* not a backend to run: the next call prepares it again */
+        return st;
+    }
     if ((st = session_ahead(s, talk)) != TB_OK) return st;
     /* Under MPI every rank runs the plan; only rank 0 speaks and writes. */
     s->primary = backend_is_primary(&s->be);

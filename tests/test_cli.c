@@ -867,19 +867,23 @@ static struct json_value *first_row(const char *path)
     return v;
 }
 
-/* A BatchNorm that would normalise one value a channel (effnet-b0's 1x1 layers at 32x32, batch 1, or a mirrored
- * replica of one sample) trains nothing: refused before the backend is prepared, as PyTorch refuses it; with
- * GroupNorm, or --sync-bn's statistics over both replicas, the same batch runs. */
+/* A BatchNorm that would normalise one value a channel (effnet-b0's 1x1 layers at 32x32, batch 1, a mirrored
+ * replica of one sample, a pipeline's micro-batch of 1) trains nothing: refused before any step, as PyTorch
+ * refuses it; with GroupNorm, --sync-bn's statistics over both replicas, or micro-batches of 2, the same batch runs. */
 Test(cli, batchnorm_over_one_value_a_channel_is_refused)
 {
 #define EFF32 "--workload", "effnet-b0", "--resolution", "32", "--steps", "1", "--data", "synthetic", "--synthetic-samples", \
-              "16,8", "--mllog", "none", "--out", "/dev/null"
+              "16,8", "--mllog", "none", "--out", "/dev/null", "--quiet"
     expect_usage_error(ARGS(EFF32, "--batch", "1"), ARGS("BatchNorm", "1 value a channel", "--norm group"));
     expect_usage_error(ARGS(EFF32, "--backend", "mirrored", "--devices", "2", "--batch", "2"),
-                       ARGS("BatchNorm", "1 sample of 1x1"));
-    const char *const *const ok[] = {ARGS(EFF32, "--batch", "1", "--norm", "group", "--quiet"),
-                                    ARGS(EFF32, "--backend", "mirrored", "--devices", "2", "--batch", "2",
-                                         "--sync-bn", "--quiet")};
+                       ARGS("BatchNorm", "1 sample of 1x1", "--sync-bn"));
+    /* a pipeline's micro-batch, given or chosen by the backend (ga 4 of batch 4) */
+    expect_usage_error(ARGS(EFF32, "--backend", "ipu", "--stages", "2", "--micro-batch", "1", "--batch", "4"),
+                       ARGS("BatchNorm", "--micro-batch"));
+    expect_usage_error(ARGS(EFF32, "--backend", "ipu", "--stages", "2", "--batch", "4"), ARGS("BatchNorm", "--micro-batch"));
+    const char *const *const ok[] = {ARGS(EFF32, "--batch", "1", "--norm", "group"),
+                                    ARGS(EFF32, "--backend", "mirrored", "--devices", "2", "--batch", "2", "--sync-bn"),
+                                    ARGS(EFF32, "--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--batch", "4")};
     for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) {
         struct proc p;
         run_bench(ok[k], &p);

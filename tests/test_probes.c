@@ -90,11 +90,15 @@ Test(probes, output_locations_are_checked_before_any_work)
     char *dir = new_dir();
     /* Names longer than the file system takes (255): once found only when the finished run wrote its row (--out),
      * or its weights, whose temporary adds 11 bytes to the name (--save). */
-    char long_out[320], long_save[320];
-    snprintf(long_out, sizeof long_out, "%0300d.jsonl", 0);
-    snprintf(long_save, sizeof long_save, "%0248d.st", 0);
+    long name_max = pathconf(dir, _PC_NAME_MAX);
+    if (name_max <= 0 || name_max > 4000) name_max = 255;
+    char long_out[4096], long_save[4096], out_len[32];
+    memset(long_out, 'o', (size_t)name_max + 1), long_out[name_max + 1] = '\0'; /* one byte over */
+    snprintf(out_len, sizeof out_len, "%ld bytes", name_max + 1);
+    /* fits alone, not with the 11 bytes of --save's temporary suffix */
+    memset(long_save, 's', (size_t)name_max - 10), long_save[name_max - 10] = '\0';
     const char *const cases[][4] = {
-        {"--out", long_out, "--out", "306 bytes"},
+        {"--out", long_out, "--out", out_len},
         {"--out", "new/dir/..", "--out", "directory"},
         {"--save", long_save, "--save", "with the temporary file's suffix"},
         {"--out", "/proc/tb-no-such-dir/r.jsonl", "--out", "/proc"},
