@@ -87,8 +87,10 @@ static int render(const char *gnuplot, const char *plots_dir, const char *script
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 && file_nonempty(png) && file_nonempty(svg);
 }
 
-static void md_chart(FILE *md, const char *link_dir, const char *name, const char *alt, int ok, int missing)
+/* The chart's Markdown (the image, or why it is missing); a drawn one counted in *drawn (when given). */
+static void md_chart(FILE *md, const char *link_dir, const char *name, const char *alt, int ok, int missing, int *drawn)
 {
+    if (ok && drawn) (*drawn)++;
     if (ok)
         fprintf(md, "![%s](%s/%s.png)\n\n[SVG](%s/%s.svg) · data: `%s/data/%s.dat`\n\n", alt, link_dir, name, link_dir, name,
                 link_dir, name);
@@ -253,8 +255,7 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
     snprintf(title, sizeof title, "Seed 001 on this machine: per-stage time per micro-batch, measured vs PROJECTED (cpu-this)");
     snprintf(sub, sizeof sub, "%s, %d cores; run %s", v.cpu, v.cores, v.run_id);
     int ok = f ? render(gnuplot, plots_dir, "seed001_cpu.gp", chart_dir, "seed001_cpu", dat, title, sub, missing) : 0;
-    md_chart(md, link_dir, "seed001_cpu", "measured vs projected stage times on this machine", ok, *missing);
-    if (ok && drawn) (*drawn)++;
+    md_chart(md, link_dir, "seed001_cpu", "measured vs projected stage times on this machine", ok, *missing, drawn);
     seed001_cpu_free(&v);
 }
 
@@ -399,8 +400,7 @@ int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
         ok = render(gnuplot, plots_dir, "seed001.gp", chart_dir, "seed001_pods", dat,
                     "Seed 001: EfficientNet-B4 G16 training throughput, published vs PROJECTED", sub, &missing);
     }
-    md_chart(md, link_dir, "seed001_pods", "published and projected images/s against device count", ok, missing);
-    if (ok && drawn) (*drawn)++;
+    md_chart(md, link_dir, "seed001_pods", "published and projected images/s against device count", ok, missing, drawn);
     section_cpu(md, chart_dir, link_dir, plots_dir, gnuplot, rows_path, &missing, drawn);
     model_free(&m);
     return TB_OK;

@@ -41,7 +41,8 @@ static const struct backend_caps *caps_of(const struct session *s)
     return e ? &e->caps : &none;
 }
 
-/* Replicas and accumulation as configured: how a global batch splits (for the scaling table). */
+/* Replicas and accumulation: how a global batch splits — as the prepared backend split it for its own batch, else
+ * as configured (the scaling table's points before they run). */
 void batch_split(const struct session *s, int batch, int *replicas, int *accum, int *local)
 {
     int r = s->c.run.ipu.replicas > 0 ? s->c.run.ipu.replicas : 1;

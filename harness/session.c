@@ -352,18 +352,14 @@ static int session_ahead(struct session *s, int talk)
 /* A training BatchNorm over one value a channel (a batch of one at a 1×1 map: effnet-b0's last layers at 32×32)
  * normalises it to 0, so its output is its bias and no gradient passes: the run would train nothing and say
  * nothing. PyTorch refuses the same ("Expected more than 1 value per channel when training"). Checked once the
- * backend is prepared, with the split it chose: a pipeline's micro-batch (replicas and accumulation derived when
- * not given), mirrored's replicas in this process (its devices, GPUs or the cores it may use; under MPI the
- * other ranks' share is not counted, so the check can only pass a run it should refuse, never the reverse). */
-static int bn_values_check(struct session *s, int batch)
+ * backend is prepared, with the split it chose (batch_split): a pipeline's micro-batch, derived when not given, or
+ * a mirrored replica's samples. */
+static int bn_values_check(const struct session *s, int batch, int pipelined)
 {
     if (s->c.plan == PLAN_INFERENCE || s->c.plan == PLAN_EVALUATE) return TB_OK; /* running statistics */
-    int replicas = 1, accum = 1;
-    const struct backend_entry *e = backend_find(s->c.backend);
-    if (s->split_accum > 0) replicas = s->split_replicas > 0 ? s->split_replicas : 1, accum = s->split_accum;
-    else if (e && e->caps.replicas_are_devices) replicas = backend_n_devices(&s->be) > 0 ? backend_n_devices(&s->be) : 1;
-    const long local = batch / (replicas * accum);
-    const long seen = local * (s->c.run.sync_bn ? replicas : 1); /* the samples one BatchNorm sums over */
+    int replicas, accum, local;
+    batch_split(s, batch, &replicas, &accum, &local);
+    const long seen = (long)local * (s->c.run.sync_bn ? replicas : 1); /* the samples one BatchNorm sums over */
     for (int i = 0; i < s->m.n_layers; i++) {
         const struct layer *l = &s->m.layers[i];
         if (l->op != OP_BN) continue;
@@ -373,7 +369,7 @@ static int bn_values_check(struct session *s, int batch)
                                            "%dx%d), so it trains nothing; use %s, or --norm group",
                                 s->w->name, batch, l->name, seen * t->h * t->w, seen * t->h * t->w == 1 ? "" : "s",
                                 seen, seen == 1 ? "" : "s", t->h, t->w,
-                                s->split_accum > 0 ? "a micro-batch of 2 or more (--micro-batch)"
+                                pipelined ? "a micro-batch of 2 or more (--micro-batch)"
                                                    : replicas > 1 ? "2 or more samples a replica, or --sync-bn"
                                                                   : "a batch of 2 or more");
     }
@@ -442,14 +438,19 @@ int session_backend(struct session *s, int batch, int eval_batch)
     backend_describe(&s->be, s->desc, sizeof s->desc);
     s->be_batch = batch, s->be_eval_batch = eval_batch;
     s->run_step_s = 0.0; /* another backend or batch: the next run of steps measures its pace again */
-    /* A pipelined backend resolves replicas and accumulation itself (derived from the batch when not given). */
+    /* A pipelined backend resolves replicas and accumulation itself (derived from the batch when not given);
+     * mirrored's replicas are its devices, GPUs or the cores this process may use, every rank's under MPI. */
     struct pipeline_report pr;
     s->split_replicas = s->split_accum = 0;
-    if (backend_pipeline_report(&s->be, &pr) == TB_OK) s->split_replicas = pr.replicas, s->split_accum = pr.ga;
+    const int pipelined = backend_pipeline_report(&s->be, &pr) == TB_OK;
     tb_error_clear();
+    const struct backend_entry *e = backend_find(s->c.backend);
+    if (pipelined) s->split_replicas = pr.replicas, s->split_accum = pr.ga;
+    else if (e && e->caps.replicas_are_devices && backend_n_devices(&s->be) > 0)
+        s->split_replicas = backend_n_devices(&s->be), s->split_accum = 1;
     /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
-    if (talk && s->split_accum > 0) fprintf(stderr, "bench: %s\n", s->desc);
-    if ((st = bn_values_check(s, batch)) != TB_OK) {
+    if (talk && pipelined) fprintf(stderr, "bench: %s\n", s->desc);
+    if ((st = bn_values_check(s, batch, pipelined)) != TB_OK) {
         s->be_batch = s->be_eval_batch = 0; /* not a backend to run: the next call prepares it again */
         return st;
     }

@@ -87,7 +87,8 @@ struct session {
     double sum_step, sum_compute, sum_allreduce, sum_exchange, sum_idle;
     long n_split;
     const char *row_status;     /* row_begin's "status" (NULL = "ok") */
-    int split_replicas, split_accum; /* the prepared backend's own batch split (pipeline report), 0 = unknown */
+    int split_replicas, split_accum; /* the prepared backend's own batch split (a pipeline's report, or mirrored's
+                                      * replicas: its devices, GPUs or usable cores, every rank's), 0 = unknown */
     struct trace_capture trace; /* --trace: the chosen training step's events */
     struct timeline_csv timeline; /* --timeline: open while be is prepared */
     /* Wall-clock ms (mllog_now_ms) of the set-up, for the MLPerf init interval of the first run's log
