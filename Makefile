@@ -35,8 +35,8 @@ build:
 test: deps
 	@echo "== build ($$(date -u +%T) UTC: each phase says when it starts, so the log shows where the time goes)"
 	@$(MAKE) --no-print-directory build
-	@echo "== unit and integration tests ($$(date -u +%T))"
-	@cd $(BUILD) && ctest --output-on-failure -j$(CTEST_JOBS) -LE emu_long
+	@echo "== unit and integration tests ($$(date -u +%T); the command line's own tests run once, under ASan)"
+	@cd $(BUILD) && ctest --output-on-failure -j$(CTEST_JOBS) -LE '^(emu_long|asan_once)$$'
 	@$(MAKE) --no-print-directory test-mpi test-san test-tsan test-valgrind
 	@echo "== make test: done ($$(date -u +%T))"
 
