@@ -7,6 +7,7 @@
 #include "stats.h"
 #include "status.h"
 
+#include <float.h>
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_sort.h>
 #include <math.h>
@@ -18,8 +19,9 @@
 struct group {
     char key[1024];
     struct compare_line line;
-    double *s[2];    /* samples: old, new */
+    double *s[2];    /* samples: old, new; +inf for a tta seed that missed its target */
     int n[2], cap[2];
+    int missed[2];   /* of those, the tta seeds that missed, per side */
     int rows[2];     /* rows of this configuration, per side */
     char ign[2][MAX_IGNORE][48]; /* per side, the value of each ignored key first seen ("" before) */
     unsigned char ign_mixed[2][MAX_IGNORE]; /* 1 when a side's rows differ in that key */
@@ -39,18 +41,23 @@ struct groups {
     int n_ignore;
 };
 
-/* Config fields that change what is measured; the key is their values in this order. */
+/* Config fields that change what is measured; the key is their values in this order (a field a row lacks
+ * adds nothing, so older rows without it still match each other). With key_fields_if_set below these hold
+ * every field of the report's variant_fields (report.c) but "repeat" and "seeds": those only say how many
+ * samples a row holds, and compare pools samples. Added to agree with it: "classes" (another output layer
+ * is another model), "max_epochs" (tta's budget decides which seeds miss) and, if set, "load" (other
+ * initial weights). */
 static const char *const key_fields[] = {
-    "device", "dataset", "threads", "devices", "resolution", "norm", "norm_groups", "conv_algo", "transport", "sync_bn",
-    "stages", "split", "micro_batch", "ga", "replicas", "schedule", "recompute", "precision", "prefetch", "profile",
-    "no_fuse", "optimizer", "lr", "target", "eval_every", "warmup", "steps", "epochs", "steps_per_epoch",
-    "steps_per_execution",
+    "device", "dataset", "classes", "threads", "devices", "resolution", "norm", "norm_groups", "conv_algo", "transport",
+    "sync_bn", "stages", "split", "micro_batch", "ga", "replicas", "schedule", "recompute", "precision", "prefetch",
+    "profile", "no_fuse", "optimizer", "lr", "target", "max_epochs", "eval_every", "warmup", "steps", "epochs",
+    "steps_per_epoch", "steps_per_execution",
 };
-/* The same, keyed only when set (not 0): the recipe's fields, so rows of a build that did not record them
- * (absent) still match today's rows at their defaults. */
+/* The same, keyed only when set (not 0, not ""): the recipe's fields, so rows of a build that did not record
+ * them (absent) still match today's rows at their defaults. */
 static const char *const key_fields_if_set[] = {
     "momentum", "weight_decay", "lr_schedule", "lr_warmup", "lr_decay_rate", "lr_decay_steps", "lr_power", "lr_final",
-    "label_smoothing", "dropout", "loss_scale",
+    "label_smoothing", "dropout", "loss_scale", "load",
 };
 /* Of those, the ones the visible name shows when they differ from their default. */
 static const char *const name_fields[] = {"device", "threads", "devices", "resolution", "precision", "conv_algo", "no_fuse",
@@ -127,15 +134,10 @@ static void append_field(char *buf, size_t n, const struct json_value *cfg, cons
     snprintf(buf + len, n - len, " %s=%s", field, val);
 }
 
-/* Adds v to g's samples of the side being read. A rate or time that is not a finite positive number
- * (inf from 1e400, a negative or zero images/s) measures nothing: skipped and counted for a warning. */
-static int add_sample(struct groups *gs, struct group *g, double v)
+/* Appends v to g's samples of the side being read. */
+static int push_sample(struct groups *gs, struct group *g, double v)
 {
     const int side = gs->side;
-    if (!isfinite(v) || !(v > 0.0)) {
-        gs->skipped[side]++;
-        return TB_OK;
-    }
     if (g->n[side] == g->cap[side]) {
         int cap = g->cap[side] ? 2 * g->cap[side] : 8;
         double *p = realloc(g->s[side], (size_t)cap * sizeof *p);
@@ -144,6 +146,32 @@ static int add_sample(struct groups *gs, struct group *g, double v)
     }
     g->s[side][g->n[side]++] = v;
     return TB_OK;
+}
+
+/* Adds v to g's samples of the side being read. A rate or time that is not a finite positive number
+ * (inf from 1e400, a negative or zero images/s) measures nothing: skipped and counted for a warning. */
+static int add_sample(struct groups *gs, struct group *g, double v)
+{
+    if (!isfinite(v) || !(v > 0.0)) {
+        gs->skipped[gs->side]++;
+        return TB_OK;
+    }
+    return push_sample(gs, g, v);
+}
+
+/* One tta seed: its time when it reached the target; +inf when it missed, as the plan's olympic mean counts
+ * it (plan_tta.c), since dropping it would make a run that misses more often look faster. A run without a
+ * "reached" flag says neither: skipped. */
+static int add_tta_run(struct groups *gs, struct group *g, const struct json_value *run)
+{
+    const struct json_value *r = json_get(run, "reached");
+    if (!r || r->type != JSON_BOOL) {
+        gs->skipped[gs->side]++;
+        return TB_OK;
+    }
+    if (r->boolean) return add_sample(gs, g, json_get_number(run, "tta_s", NAN));
+    g->missed[gs->side]++;
+    return push_sample(gs, g, INFINITY);
 }
 
 /* Notes the values of the ignored keys of one row of g's side. */
@@ -225,8 +253,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     if (!strcmp(kind, "tta")) {
         const struct json_value *runs = json_get(fig, "runs");
         for (int i = 0; runs && runs->type == JSON_ARRAY && i < runs->n && st == TB_OK; i++)
-            if (json_get_bool(&runs->items[i], "reached", 0))
-                st = add_sample(gs, g, json_get_number(&runs->items[i], "tta_s", NAN));
+            st = add_tta_run(gs, g, &runs->items[i]);
         return st;
     }
     const struct json_value *rep = json_get(fig, "repeat_images_per_s");
@@ -317,6 +344,48 @@ int compare_median_ci(const double *x, int n, double level, double *lo, double *
     return TB_OK;
 }
 
+double compare_min_p(int n1, int n2)
+{
+    if (n1 < 1 || n2 < 1) return 1.0;
+    const int k = n1 < n2 ? n1 : n2, m = n1 + n2 - k;
+    double c = 1.0; /* C(n1 + n2, k), built up as a product so that it stays exact while it is small */
+    for (int i = 1; i <= k; i++) c = c * (m + i) / i;
+    return fmin(1.0, 2.0 / c);
+}
+
+/* The median of x[0..n) (n ≥ 1), which may hold +inf (missed tta seeds): +inf when the middle reaches one. */
+static int sample_median(const double *x, int n, double *med)
+{
+    double *s = malloc((size_t)n * sizeof *s);
+    if (!s) return tb_error_set(TB_ENOMEM, "compare: out of memory");
+    memcpy(s, x, (size_t)n * sizeof *s);
+    gsl_sort(s, 1, (size_t)n);
+    /* Halves added, not the sum halved: inf stays inf, and two huge rates do not overflow. */
+    *med = n % 2 ? s[n / 2] : s[n / 2 - 1] / 2 + s[n / 2] / 2;
+    free(s);
+    return TB_OK;
+}
+
+/* Mann–Whitney U and p of g's old samples against its new ones. stats_mann_whitney_u takes finite values
+ * only; the test uses ranks alone, so a miss (+inf) becomes one value above every finite sample: it ranks
+ * above every time and ties with the other misses, as +inf would. */
+static int group_u_test(const struct group *g, double *u, double *p)
+{
+    const int n = g->n[0] + g->n[1];
+    double *x = malloc((size_t)n * sizeof *x), top = 0.0;
+    if (!x) return tb_error_set(TB_ENOMEM, "compare: out of memory");
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < g->n[s]; i++)
+            if (isfinite(g->s[s][i])) top = fmax(top, g->s[s][i]);
+    top = nextafter(top, INFINITY);
+    if (!isfinite(top)) top = DBL_MAX; /* a finite sample of DBL_MAX s would tie with the misses: none is real */
+    for (int s = 0, k = 0; s < 2; s++)
+        for (int i = 0; i < g->n[s]; i++) x[k++] = isfinite(g->s[s][i]) ? g->s[s][i] : top;
+    int st = stats_mann_whitney_u(x, g->n[0], x + g->n[0], g->n[1], u, p);
+    free(x);
+    return st;
+}
+
 int compare_results(const char *old_path, const char *new_path, const struct compare_opts *o,
                     struct compare_line **lines, int *n_lines)
 {
@@ -354,6 +423,7 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         struct group *g = &gs.g[i];
         struct compare_line *l = &g->line;
         l->n_old = g->n[0], l->n_new = g->n[1];
+        l->missed_old = g->missed[0], l->missed_new = g->missed[1];
         l->rows_old = g->rows[0], l->rows_new = g->rows[1];
         l->p = 1.0;
         l->delta_pct = NAN;
@@ -361,17 +431,19 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         double *med[2] = {&l->old_median, &l->new_median}, *lo[2] = {&l->old_lo, &l->new_lo},
                *hi[2] = {&l->old_hi, &l->new_hi};
         for (int s = 0; s < 2; s++) {
-            struct stats_summary sum;
             *lo[s] = -INFINITY, *hi[s] = INFINITY;
-            if (g->n[s] && stats_summarize(g->s[s], g->n[s], &sum) == TB_OK) {
-                *med[s] = sum.median;
+            if (g->n[s] && sample_median(g->s[s], g->n[s], med[s]) == TB_OK)
                 compare_median_ci(g->s[s], g->n[s], COMPARE_CI_LEVEL, lo[s], hi[s]);
-            }
         }
+        l->u = NAN;
         if (g->n[0] && g->n[1]) {
-            l->delta_pct = (l->new_median - l->old_median) / l->old_median * 100.0;
+            /* A median that is a miss has no size to take a percentage of: NaN, and the print says which. */
+            if (isfinite(l->old_median) && isfinite(l->new_median))
+                l->delta_pct = (l->new_median - l->old_median) / l->old_median * 100.0;
             double u, p;
-            if (stats_mann_whitney_u(g->s[0], g->n[0], g->s[1], g->n[1], &u, &p) == TB_OK) l->p = p;
+            /* No exact test gets below its floor; the normal approximation stats.c uses under ties (the
+             * misses tie) can, on few samples: 3 times against 4 misses would give 0.032, not 2/35. */
+            if (group_u_test(g, &u, &p) == TB_OK) l->u = u, l->p = fmax(p, compare_min_p(g->n[0], g->n[1]));
             l->significant = l->p < alpha;
         }
         tb_error_clear();
@@ -396,10 +468,15 @@ static int cols(const char *s, int w)
 }
 
 /* "1.23k ± 4%": the median and the half-width of its confidence interval in percent of it (the wider
- * side, as benchstat prints it); "± ∞" when the samples are too few for the interval. */
+ * side, as benchstat prints it); "± ∞" when the samples are too few for the interval or it reaches a missed
+ * seed; "no score" for a median that is a miss (+inf), as the tta plan prints a run without a time. */
 static void fmt_value(char *buf, size_t n, double v, double lo, double hi)
 {
     char num[32];
+    if (isinf(v) && v > 0) {
+        snprintf(buf, n, "no score");
+        return;
+    }
     if (!isfinite(v)) {
         snprintf(buf, n, "-");
         return;
@@ -411,6 +488,27 @@ static void fmt_value(char *buf, size_t n, double v, double lo, double hi)
     const double half = fmax(hi - v, v - lo), pct = v != 0.0 ? 100.0 * half / fabs(v) : INFINITY;
     if (!isfinite(pct)) snprintf(buf, n, "%s ± ∞", num);
     else snprintf(buf, n, pct < 9.95 ? "%s ± %.1f%%" : "%s ± %.0f%%", num, pct);
+}
+
+/* The change column: the difference of medians in percent when significant, "~" when not; where a median
+ * is a miss there is no percentage, so a significant change says its direction in words. Then how many
+ * seeds missed on each side, where any did. */
+static void fmt_change(char *buf, size_t n, const struct compare_line *l)
+{
+    int len;
+    if (!l->significant) {
+        len = snprintf(buf, n, "~ (p=%.3f n=%d+%d)", l->p, l->n_old, l->n_new);
+    } else if (isfinite(l->delta_pct)) {
+        len = snprintf(buf, n, "%+.2f%% (p=%.3f n=%d+%d)", l->delta_pct, l->p, l->n_old, l->n_new);
+    } else {
+        /* U counts pairs with old > new: above half of them, new is lower (faster, for a time). */
+        const int new_lower = l->u > 0.5 * l->n_old * l->n_new;
+        const char *word = l->higher_is_better ? (new_lower ? "worse" : "better") : (new_lower ? "faster" : "slower");
+        len = snprintf(buf, n, "new %s (p=%.3f n=%d+%d)", word, l->p, l->n_old, l->n_new);
+    }
+    if ((l->missed_old || l->missed_new) && len > 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, " old %d of %d missed, new %d of %d missed", l->missed_old, l->n_old,
+                 l->missed_new, l->n_new);
 }
 
 void compare_print(const struct compare_line *l, int n, const struct compare_opts *o, const char *old_name,
@@ -426,24 +524,22 @@ void compare_print(const struct compare_line *l, int n, const struct compare_opt
     fprintf(f, "%-*s  %-9s  %*s  %*s  %s\n", width, "configuration", "metric", cols(ha, 20), ha, cols(hb, 20), hb,
             "change");
     double log_sum = 0.0;
-    int n_geo = 0, n_only = 0, n_unsampled = 0, n_inf = 0;
+    int n_geo = 0, n_only = 0, n_unsampled = 0, n_inf = 0, n_missed = 0;
     for (int i = 0; i < n; i++) {
         if (!l[i].n_old || !l[i].n_new) {
             if (l[i].rows_old && l[i].rows_new) n_unsampled++;
             else n_only++;
             continue;
         }
-        char a[48], b[48], delta[96];
+        char a[48], b[48], delta[160];
         fmt_value(a, sizeof a, l[i].old_median, l[i].old_lo, l[i].old_hi);
         fmt_value(b, sizeof b, l[i].new_median, l[i].new_lo, l[i].new_hi);
-        n_inf += strstr(a, "∞") || strstr(b, "∞");
-        if (l[i].significant)
-            snprintf(delta, sizeof delta, "%+.2f%% (p=%.3f n=%d+%d)", l[i].delta_pct, l[i].p, l[i].n_old, l[i].n_new);
-        else
-            snprintf(delta, sizeof delta, "~ (p=%.3f n=%d+%d)", l[i].p, l[i].n_old, l[i].n_new);
+        fmt_change(delta, sizeof delta, &l[i]);
+        n_inf += l[i].n_old < 6 || l[i].n_new < 6;
+        n_missed += l[i].missed_old || l[i].missed_new;
         fprintf(f, "%-*s  %-*s  %*s  %*s  %s\n", cols(l[i].name, width), l[i].name, 9, l[i].metric, cols(a, 20), a,
                 cols(b, 20), b, delta);
-        if (l[i].old_median > 0 && l[i].new_median > 0) {
+        if (l[i].old_median > 0 && l[i].new_median > 0 && isfinite(l[i].old_median) && isfinite(l[i].new_median)) {
             log_sum += log(l[i].new_median / l[i].old_median) * (l[i].higher_is_better ? 1.0 : -1.0);
             n_geo++;
         }
@@ -465,15 +561,29 @@ void compare_print(const struct compare_line *l, int n, const struct compare_opt
                 fprintf(f, "  %-*s  no finite samples in %s%s%s\n", cols(l[i].name, width), l[i].name,
                         l[i].n_old ? "" : old_name, !l[i].n_old && !l[i].n_new ? " or " : "", l[i].n_new ? "" : new_name);
     }
-    int few = 0;
-    for (int i = 0; i < n; i++) few |= l[i].n_old && l[i].n_new && (l[i].n_old < 4 || l[i].n_new < 4);
     fprintf(f, "\nold, new: median ± the 95 %% confidence interval of the median (distribution-free, from order "
                "statistics; the wider side, in %% of the median).\n");
     if (n_inf) fprintf(f, "± ∞: fewer than 6 samples cannot bound the median at 95 %%; use --repeat 6 (or --seeds 6).\n");
     fprintf(f, "change: difference of medians when a two-sided Mann-Whitney U test gives p < %g, else ~.\n", alpha);
+    if (n_missed)
+        fprintf(f, "missed: a tta seed that missed its target counts as infinitely slow, as the plan's olympic mean "
+                   "counts it: it ranks above every time in the test (tied with other misses), a median or interval "
+                   "that reaches one is \"no score\" or ± ∞, and n counts it.\n");
     if (o && o->ignore && o->ignore[0])
         fprintf(f, "ignored: %s (rows that differ only in these are one configuration; [key old → new])\n", o->ignore);
-    if (few) fprintf(f, "note: fewer than 4 samples on a side cannot reach p < 0.05; use --repeat 5 (or --seeds 5).\n");
+    /* The exact test's smallest two-sided p is 2/C(n1 + n2, n1): where that is not below alpha no change
+     * can be called, whatever the samples; say so once per pair of sample counts. */
+    int need = 1;
+    while (compare_min_p(need, need) >= alpha) need++;
+    for (int i = 0; i < n; i++) {
+        if (!l[i].n_old || !l[i].n_new) continue;
+        const double floor_p = compare_min_p(l[i].n_old, l[i].n_new);
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = l[j].n_old == l[i].n_old && l[j].n_new == l[i].n_new;
+        if (floor_p < alpha || seen) continue;
+        fprintf(f, "note: %d+%d samples cannot reach p < %g (smallest possible p %.3g); use --repeat %d "
+                   "(or --seeds %d).\n", l[i].n_old, l[i].n_new, alpha, floor_p, need, need);
+    }
 }
 
 static void compare_usage(FILE *f)
@@ -484,10 +594,10 @@ static void compare_usage(FILE *f)
                "  --ignore KEYS     leave these keys out of the match (e.g. backend, or backend,devices), so rows\n"
                "                    that differ only in them are compared configuration by configuration\n"
                "  --help            this text\n\n"
-               "Samples: per-repeat images/s (throughput, scaling, inference), times to accuracy of the runs\n"
-               "that reached the target (tta). old/new: median ± 95 %% confidence interval of the median;\n"
-               "change: difference of medians when p < alpha, else ~. Exit status: 0, 1 a file unreadable or without\n"
-               "a usable row, 2 usage.\n");
+               "Samples: per-repeat images/s (throughput, scaling, inference), each seed's time to accuracy (tta;\n"
+               "a seed that missed the target counts as infinitely slow). old/new: median ± 95 %% confidence\n"
+               "interval of the median; change: difference of medians when p < alpha, else ~. Exit status: 0, 1 a\n"
+               "file unreadable or without a usable row, 2 usage.\n");
 }
 
 int compare_main(int argc, char **argv)

@@ -84,7 +84,7 @@ static const struct bench_option options[] = {
     {"stages", 1, "S", "ipu: pipeline stages", 0},
     {"split", 1, "a,b,...", "ipu: first block of each stage after the first", 1},
     {"micro-batch", 1, "B", "ipu: samples per micro-batch", 0},
-    {"ga", 1, "G", "gradient accumulation: micro-batches per step", 0},
+    {"ga", 1, "G", "ipu: gradient accumulation: micro-batches per step", 0},
     {"replicas", 1, "R", "ipu: data-parallel replicas of the pipeline", 0},
     {"schedule", 1, "gpipe|1f1b", "ipu: pipeline schedule", 0},
     {"recompute", 0, NULL, "ipu: recompute activations in the backward pass", 0},
@@ -112,7 +112,7 @@ static const struct bench_option options[] = {
                          "ui.perfetto.dev) of one training step, one lane per device (implies --profile)", 0},
     {"trace-step", 1, "N", "--trace: the step to record (default: the last; with --repeat, of the last)", 0},
     {"project-devices", 1, "LIST", "ipu: project throughput to these device counts (e.g. 16,64,128,256);\n"
-                                   "figures labelled projected", 0},
+                                   "figures labelled projected", 1},
     {"project-device", 1, "NAME|FILE", "ipu: project onto a described device (devices/NAME.spec: ipu-bow, ipu-mk2, a100,\n"
                                        "h100, h200; cpu-this from results/calibration.json): per-layer roofline\n"
                                        "composed over stages, micro-batches, replicas; labelled PROJECTED. Without\n"
@@ -824,8 +824,6 @@ int bench_config_finish(struct bench_config *c)
 
     /* A device projection alone trains nothing; with an explicit --plan the run also validates it. */
     c->project_only = c->project_device[0] && c->plan == PLAN_AUTO;
-    if (c->device_set[0] && !c->project_device[0])
-        fprintf(stderr, "bench: warning: --device-set %s applies to --project-device: not used\n", c->device_set);
     if (c->plan == PLAN_AUTO) c->plan = (c->epochs > 0 || c->steps > 0) ? PLAN_TRAIN : PLAN_THROUGHPUT;
     const enum bench_plan p = c->plan;
     const char *pn = bench_plan_name(p);
@@ -839,6 +837,15 @@ int bench_config_finish(struct bench_config *c)
     if (c->repeat > 1 && (p == PLAN_TRAIN || p == PLAN_TTA))
         return tb_error_set(TB_EINVAL, "--repeat applies to the throughput, scaling and inference plans (this is %s; "
                                        "tta takes --seeds)", pn);
+    /* One pass of the test set, and a trained point, run once: a repeat the row recorded would be unrun. */
+    if (c->repeat > 1 && p == PLAN_EVALUATE)
+        return tb_error_set(TB_EINVAL, "--repeat: --plan evaluate runs the test set once (the same figures each time)");
+    if (c->repeat > 1 && p == PLAN_SCALING && c->epochs > 0)
+        return tb_error_set(TB_EINVAL, "--repeat applies to an untrained scaling sweep; with --epochs each point "
+                                       "trains once");
+    /* Inference computes no loss. */
+    if (p == PLAN_INFERENCE && bench_option_given(c, "label-smoothing"))
+        return tb_error_set(TB_EINVAL, "--label-smoothing shapes the training loss; --plan inference computes none");
     if (c->n_batches > 0 && p != PLAN_SCALING)
         return tb_error_set(TB_EINVAL, "--batches applies to --plan scaling (this is %s; use --batch)", pn);
     if (grid_given(c) && p != PLAN_SCALING)
@@ -931,6 +938,9 @@ int bench_config_finish(struct bench_config *c)
     if (c->time_budget > 0.0 && !c->budget_steps)
         return tb_error_set(TB_EINVAL, "--time-budget chooses the number of timed steps; --steps %ld sets it",
                             c->steps);
+    if (c->budget_steps && c->warmup == 0)
+        return tb_error_set(TB_EINVAL, "--warmup 0: a time budget sizes the timed steps on a warm-up step; give "
+                                       "--warmup 1 or more, or --steps N");
     c->budget_s = c->time_budget > 0.0 ? c->time_budget : 60.0;
     if (c->warmup < 0) c->warmup = 10;
     if (c->repeat < 1) c->repeat = 1;
@@ -969,6 +979,9 @@ int bench_config_finish(struct bench_config *c)
      * message (bench_scaling_points). */
     st = bench_config_check_backend(c);
     if (st != TB_OK) return st;
+    if (c->device_set[0] && !c->project_device[0]) /* after the backend's check: cpu refuses it as ipu's option */
+        return tb_error_set(TB_EINVAL, "--device-set %s overrides a --project-device spec; no --project-device is "
+                                       "given", c->device_set);
     struct stat out_sb;
     if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {
         /* --out /dev/null: no results kept, so no event log either (and no mllog/ made in /dev). */

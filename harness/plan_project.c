@@ -88,6 +88,7 @@ static int configure(const struct session *s, const struct dev_spec *d, struct d
     else global = B * 4 * S * (devices[n - 1] / S > 0 ? devices[n - 1] / S : 1);
     int st = dev_run_project(d, &s->m, S, B, split, (enum dev_prec)prec, c->run.ipu.recompute, gpipe,
                              optim_state_per_param(c->run.optim.kind), devices, n, global, r);
+    if (st == TB_OK && r->n > 0 && r->n < n) proj_notes_left_out(devices, n, S, B, global, stderr);
     if (st == TB_OK && r->n == 0)
         st = tb_error_set(TB_EINVAL, "--project-devices: no device count divides into %d stages with global batch %d "
                                      "(micro-batch %d, accumulation >= stages)", S, global, B);

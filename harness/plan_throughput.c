@@ -58,7 +58,8 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             while (st == TB_OK && k < c->warmup) {
                 k++;
                 st = session_steps(s, k, k, &rec, &pr, k - 1, t0, (long)(k - 1) * batch);
-                if (k >= 2 && tb_now_s() - t0 >= c->budget_s / 4.0) break;
+                /* Only the default warm-up is cut: a --warmup the user gave runs in full. */
+                if (c->budget_warmup && k >= 2 && tb_now_s() - t0 >= c->budget_s / 4.0) break;
             }
             if (st != TB_OK) {
                 t_steps += tb_now_s() - t0;
@@ -74,7 +75,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             pr.total_steps = per * c->repeat;
             if (!c->quiet && !c->compact) {
                 char msg[160];
-                snprintf(msg, sizeof msg, "budget %.0f s: %d warm-up + %ld timed step%s at ~%.3g s/step (--steps, "
+                snprintf(msg, sizeof msg, "budget %g s: %d warm-up + %ld timed step%s at ~%.3g s/step (--steps, "
                          "--warmup or --time-budget to set)", c->budget_s, c->warmup, c->steps,
                          c->steps == 1 ? "" : "s", t_step);
                 fprintf(stderr, "bench: %s\n", msg);
@@ -131,7 +132,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             printf("  config      batch %d, %d warm-up + %ld timed steps, %d repeat%s, %s lr %g\n", batch, c->warmup,
                    c->steps, c->repeat, c->repeat > 1 ? "s" : "", optim_name(c->run.optim.kind),
                    (double)c->run.optim.lr);
-            print_throughput(&tp, c->warmup, "overall");
+            print_throughput(&tp, (long)c->warmup * c->repeat, "overall");
             if (c->repeat > 1) {
                 /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so
                  * the error to compare two runs by is the spread of whole repeats, not of steps. */
@@ -230,6 +231,9 @@ int plan_scaling(struct session *s)
             snprintf(id, sizeof id, "%s-b%d%s", s->run_base, batch, dims);
             snprintf(label, sizeof label, "batch %d%s", batch, dims);
         }
+        /* The lines a point's row writers print (baseline, per-step split, pipeline) come before the sweep's
+         * table: say which point they belong to. */
+        if (!c->quiet && !c->compact) printf("  point       %s (%d of %d)\n", label, k + 1, n);
         if (s->peak_per_run) measure_peak_reset();
         int st = c->epochs > 0 ? plan_train(s, batch, id, &base, &res[k]) : plan_throughput_at(s, batch, id, &base, &res[k]);
         batch_split(s, batch, &split_r[k], &split_a[k], &split_l[k]);

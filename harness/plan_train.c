@@ -377,9 +377,14 @@ static void train_print(const struct train_run *t)
     const int batch = t->batch;
     if (!c->quiet && !c->compact && !t->sb) {
         printf("trainbench %s on %s (%s)\n", s->w->name, s->train.name, s->desc);
-        printf("  config      batch %d, %ld steps (%d epochs x %ld steps), %s lr %g, seed %llu\n", batch, t->total,
-               t->epochs, t->spe, optim_name(c->run.optim.kind), (double)c->run.optim.lr,
-               (unsigned long long)c->run.seed);
+        /* --steps sets the length: the epochs are what those steps make (1.88 epochs of 16 steps), not the
+         * workload's default count. */
+        char len[96];
+        if (t->total == (long)t->epochs * t->spe)
+            snprintf(len, sizeof len, "%d epoch%s x %ld steps", t->epochs, t->epochs == 1 ? "" : "s", t->spe);
+        else snprintf(len, sizeof len, "%.3g epochs of %ld steps", (double)t->total / t->spe, t->spe);
+        printf("  config      batch %d, %ld steps (%s), %s lr %g, seed %llu\n", batch, t->total, len,
+               optim_name(c->run.optim.kind), (double)c->run.optim.lr, (unsigned long long)c->run.seed);
         if (t->start > 0)
             printf("  resumed     at step %ld from %s (%.3f s of training before this run)\n", t->start,
                    t->resumed_from, t->prev_train);

@@ -61,20 +61,47 @@ void proj_table(const struct proj_measured *m, const struct proj_links *l, struc
     }
 }
 
+int proj_row_fits(int devices, int stages, int micro_batch, int global_batch, char *why, size_t why_size)
+{
+    if (devices % stages) {
+        snprintf(why, why_size, "%d devices do not divide into %d stages", devices, stages);
+        return 0;
+    }
+    const int R = devices / stages;
+    if (global_batch % (micro_batch * R)) {
+        snprintf(why, why_size, "%d replicas of micro-batch %d do not divide global batch %d", R, micro_batch,
+                 global_batch);
+        return 0;
+    }
+    if (global_batch / (micro_batch * R) < stages) { /* a pipeline needs at least S micro-batches in flight */
+        snprintf(why, why_size, "%d replicas leave %d micro-batch%s a step for %d stages (global batch %d)", R,
+                 global_batch / (micro_batch * R), global_batch / (micro_batch * R) == 1 ? "" : "es", stages,
+                 global_batch);
+        return 0;
+    }
+    return 1;
+}
+
 int proj_default_rows(const int *devices, int n_devices, int stages, int micro_batch, int global_batch,
                       struct proj_row *rows)
 {
     int k = 0;
+    char why[160];
     for (int i = 0; i < n_devices; i++) {
-        if (devices[i] % stages) continue;
-        const int R = devices[i] / stages;
-        if (global_batch % (micro_batch * R)) continue;
-        rows[k].replicas = R;
-        rows[k].ga = global_batch / (micro_batch * R);
-        if (rows[k].ga < stages) continue; /* a pipeline needs at least S micro-batches in flight */
+        if (!proj_row_fits(devices[i], stages, micro_batch, global_batch, why, sizeof why)) continue;
+        rows[k].replicas = devices[i] / stages;
+        rows[k].ga = global_batch / (micro_batch * rows[k].replicas);
         k++;
     }
     return k;
+}
+
+void proj_notes_left_out(const int *devices, int n_devices, int stages, int micro_batch, int global_batch, FILE *f)
+{
+    char why[160];
+    for (int i = 0; i < n_devices; i++)
+        if (!proj_row_fits(devices[i], stages, micro_batch, global_batch, why, sizeof why))
+            fprintf(f, "bench: note: --project-devices %d left out: %s\n", devices[i], why);
 }
 
 void proj_print(const struct proj_measured *m, const struct proj_links *l, const struct proj_row *rows, int n,

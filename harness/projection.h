@@ -62,6 +62,11 @@ void proj_project(const struct proj_measured *m, const struct proj_links *l, str
 void proj_table(const struct proj_measured *m, const struct proj_links *l, struct proj_row *rows, int n);
 /* Graphcore's default table for a global batch: replicas devices/S for each device count, accumulation
  * so that B·G·R = global batch; rows with non-integral G or G < S are skipped. Returns rows written. */
+/* 1 when `devices` split into `stages` stages tiles global_batch in micro-batches with at least S of
+ * them a step; else 0 and the reason in why. */
+int proj_row_fits(int devices, int stages, int micro_batch, int global_batch, char *why, size_t why_size);
+/* Writes one note line to f for each device count proj_default_rows leaves out, saying why. */
+void proj_notes_left_out(const int *devices, int n_devices, int stages, int micro_batch, int global_batch, FILE *f);
 int proj_default_rows(const int *devices, int n_devices, int stages, int micro_batch, int global_batch,
                       struct proj_row *rows);
 /* Prints the batch-size table (local batch, stages, replicas, accumulation, global batch, images/s,

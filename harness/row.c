@@ -423,8 +423,10 @@ void write_trace(struct session *s, struct json_buf *b, const char *run_id)
 }
 
 /* The cpu baseline for scaling efficiency: the newest successful throughput row of the single-thread
- * reference backend (backend_reference) with this run's workload, batch, input shape, norm and data, in
- * the same results file (suites run cpu first; side-by-side runs append to one file). */
+ * reference backend (backend_reference) with this run's workload, batch, input shape and model (classes,
+ * norm, parameter count), optimizer, convolution algorithm, fusion switch and device, in the same results
+ * file (suites run cpu first; side-by-side runs append to one file). A row without one of those keys (an
+ * older schema) is not told apart by it. */
 struct baseline_find {
     const struct session *s;
     const char *reference;
@@ -447,6 +449,23 @@ static int baseline_row(const struct json_value *row, long line_no, void *ctx)
     if ((int)json_get_number(row, "config.input_h", -1) != s->m.in_h) return TB_OK;
     if (strcmp(json_get_str(row, "config.norm", ""), s->c.wopts.norm[0] ? s->c.wopts.norm : "default") != 0)
         return TB_OK;
+    /* Another model or optimizer would make the ratio a comparison of two workloads, not of two backends. */
+    const struct { const char *key; double v; } nums[] = {
+        {"config.classes", s->m.n_classes},
+        {"config.norm_groups", s->c.wopts.norm_groups},
+        {"config.params", (double)model_count_params(&s->m)},
+    };
+    for (size_t k = 0; k < sizeof nums / sizeof *nums; k++)
+        if (json_get_number(row, nums[k].key, nums[k].v) != nums[k].v) return TB_OK;
+    const struct { const char *key, *v; } strs[] = {
+        {"config.optimizer", optim_name(s->c.run.optim.kind)},
+        {"config.conv_algo", s->c.run.conv_algo[0] ? s->c.run.conv_algo : "auto"},
+        {"config.device", s->c.device},
+    };
+    for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
+        if (strcmp(json_get_str(row, strs[k].key, strs[k].v), strs[k].v) != 0) return TB_OK;
+    const struct json_value *nf = json_get(row, "config.no_fuse");
+    if (nf && nf->type == JSON_BOOL && nf->boolean != (s->c.run.no_fuse != 0)) return TB_OK;
     const double ips = json_get_number(row, "figures.images_per_s", 0.0);
     if (ips > 0) {
         f->images_per_s = ips;
@@ -616,6 +635,10 @@ void write_pipeline(struct session *s, struct json_buf *b)
     if (r.stages == 2 && r.micro_batch == 3) global = 6144;
     struct proj_row rows[BENCH_MAX_BATCHES];
     int n = proj_default_rows(s->c.project_devices, s->c.n_project, r.stages, r.micro_batch, global, rows);
+    if (s->primary && !s->projection_noted++) { /* once a run, not once a scaling point */
+        proj_notes_left_out(s->c.project_devices, s->c.n_project, r.stages, r.micro_batch, global, stderr);
+        if (n == 0) fprintf(stderr, "bench: note: --project-devices: no device count fits, so no projection\n");
+    }
     if (n == 0) return;
     proj_table(&pm, &l, rows, n);
     json_key_object(b, "projection");

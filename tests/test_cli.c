@@ -550,6 +550,13 @@ Test(cli, options_that_would_do_nothing_are_refused)
     /* Adam has no momentum: mnist-mlp's recipe, and Adam chosen */
     expect_usage_error(ARGS("--steps", "1", "--momentum", "0.9"), ARGS("--momentum applies to sgd", "recipe"));
     expect_usage_error(ARGS("--steps", "1", "--optimizer", "adam", "--momentum", "0.5"), ARGS("--momentum", "adam"));
+    /* a second probe's: a repeat of what runs once, a loss option where no loss is computed, a device spec
+     * override without a device spec */
+    expect_usage_error(ARGS("--plan", "evaluate", "--repeat", "2"), ARGS("--repeat", "evaluate runs the test set once"));
+    expect_usage_error(ARGS("--plan", "scaling", "--batches", "8", "--epochs", "1", "--repeat", "2"),
+                       ARGS("--repeat", "trains once"));
+    expect_usage_error(ARGS("--plan", "inference", "--label-smoothing", "0.1"), ARGS("--label-smoothing", "inference"));
+    expect_usage_error(ARGS("--backend", "ipu", "--device-set", "a=1"), ARGS("--device-set", "no --project-device"));
     struct proc p;
     run_bench(ARGS("--steps", "1", "--data", "synthetic", "--mllog", "none", "--no-eval", "--quiet", "--calibration",
                    "/nonexistent/calibration.json"),
@@ -775,13 +782,21 @@ Test(cli, throughput_length_from_the_time_budget)
     cr_assert_eq(r.steps, 2, "timed steps in a 1 ms budget");
     cr_assert_eq(r.warmup, 2, "warm-up steps in a 1 ms budget");
     cr_assert_eq(r.time_budget_s, 0.001);
-    cr_assert(strstr(r.err, "budget 0 s: 2 warm-up + 2 timed steps") != NULL, "the choice is not said: %s", r.err);
+    cr_assert(strstr(r.err, "budget 0.001 s: 2 warm-up + 2 timed steps") != NULL, "the choice is not said: %s", r.err);
     cr_assert(strstr(r.err, "preparing the backend") != NULL, "no first line before the backend: %s", r.err);
     struct row_check e = {0};
     run_for_rows(ARGS("--plan", "throughput", "--batch", "8", "--steps", "3", "--mllog", "none"), &e);
     cr_assert_eq(e.steps, 3);
     cr_assert_eq(e.warmup, 10);
     cr_assert_lt(e.time_budget_s, 0.0, "no budget with --steps");
+    /* A --warmup the user gave runs in full (only the default one is cut to the budget); --warmup 0 leaves
+     * nothing to size the budget on (it read the step time before the first step, out of bounds). */
+    struct row_check w = {0};
+    run_for_rows(ARGS("--plan", "throughput", "--batch", "256", "--time-budget", "0.001", "--warmup", "4", "--mllog",
+                      "none"),
+                 &w);
+    cr_assert_eq(w.warmup, 4, "an explicit --warmup in a 1 ms budget");
+    expect_usage_error(ARGS("--plan", "throughput", "--time-budget", "1", "--warmup", "0"), ARGS("--warmup 0", "--steps N"));
 }
 
 /* Issue 27 item 1c: an ipu run without --micro-batch/--ga says the split it chose. */

@@ -1,7 +1,9 @@
 /* test_harness_compare.c — `bench compare` on fixture rows: a known shift is reported with its size
  * and p < 0.05, no shift gives "~", rows of one configuration pool their repeats, configurations on
  * one side only are listed, tta rows compare their times to accuracy, and rows of runs that did not
- * finish (status not "ok") are never matched; --ignore backend matches rows across backends; the
+ * finish (status not "ok") are never matched; a tta seed that missed counts as infinitely slow; classes,
+ * load and max_epochs are part of a configuration; the note on too few samples follows the exact test's
+ * smallest p and --alpha; --ignore backend matches rows across backends; the
  * spread printed after ± is the 95 % confidence interval of the median, labelled; `bench compare
  * --help` and `bench report --help` print usage and exit 0. */
 #include "test_harness_util.h"
@@ -55,15 +57,21 @@ static char *compare_captured(const char *a, const char *b, struct compare_line 
     return err;
 }
 
-/* What compare_print prints for the lines (old.jsonl against new.jsonl), malloc'd. */
-static char *printed(const struct compare_line *l, int n)
+/* What compare_print prints for the lines (old.jsonl against new.jsonl) with options o, malloc'd. */
+static char *printed_opts(const struct compare_line *l, int n, const struct compare_opts *o)
 {
     char p[192];
     FILE *f = fopen(th_path(p, sizeof p, "out.txt"), "w");
     cr_assert_not_null(f);
-    compare_print(l, n, NULL, "old.jsonl", "new.jsonl", f);
+    compare_print(l, n, o, "old.jsonl", "new.jsonl", f);
     fclose(f);
     return th_read(p);
+}
+
+/* The same at the defaults (alpha 0.05, nothing ignored). */
+static char *printed(const struct compare_line *l, int n)
+{
+    return printed_opts(l, n, NULL);
 }
 
 /* A throughput row of a run that stopped early (status given), with the given rate. */
@@ -166,7 +174,7 @@ Test(harness_compare, one_sample_a_side_is_never_significant, .init = th_setup, 
     free(l);
 }
 
-Test(harness_compare, tta_rows_compare_times_of_runs_that_reached, .init = th_setup, .fini = th_teardown)
+Test(harness_compare, tta_rows_compare_times_to_accuracy, .init = th_setup, .fini = th_teardown)
 {
     char a[192], b[192];
     th_path(a, sizeof a, "old.jsonl");
@@ -185,9 +193,229 @@ Test(harness_compare, tta_rows_compare_times_of_runs_that_reached, .init = th_se
     cr_assert_eq(compare_results(a, b, NULL, &l, &n), TB_OK);
     cr_assert_eq(n, 1);
     cr_assert_str_eq(l[0].metric, "tta s");
-    cr_assert_eq(l[0].n_old, 4, "the missed run has no time");
+    cr_assert_eq(l[0].n_old, 5, "the missed run is a sample too");
+    cr_assert_eq(l[0].missed_old, 1);
+    cr_assert_eq(l[0].missed_new, 0);
+    cr_assert_float_eq(l[0].old_median, 10.5, 1e-9, "the middle of 10, 10.2, 10.5, 11 and the miss");
     cr_assert(l[0].significant, "p = %g", l[0].p);
     cr_assert(l[0].delta_pct < -45.0);
+    free(l);
+}
+
+/* A tta row with one run per time in t[0..n); NAN is a seed that missed its target. */
+static void tta_row(const char *path, const double *t, int n)
+{
+    char text[4096];
+    int len = snprintf(text, sizeof text,
+                       "{\"schema_version\":1,\"kind\":\"tta\",\"status\":\"ok\",\"config\":{\"plan\":\"tta\","
+                       "\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"target\":0.88,\"max_epochs\":15},"
+                       "\"figures\":{\"runs\":[");
+    for (int i = 0; i < n; i++) {
+        if (isnan(t[i])) len += snprintf(text + len, sizeof text - (size_t)len, "%s{\"seed\":%d,\"reached\":false,"
+                                         "\"tta_s\":null}", i ? "," : "", 42 + i);
+        else len += snprintf(text + len, sizeof text - (size_t)len, "%s{\"seed\":%d,\"reached\":true,\"tta_s\":%g}",
+                             i ? "," : "", 42 + i, t[i]);
+    }
+    snprintf(text + len, sizeof text - (size_t)len, "]}}\n");
+    th_append(path, text);
+}
+
+/* A seed that missed its target was dropped, so a new run where half the seeds missed (and the rest were
+ * quick) read as a significant -58 %. It is a sample of +inf, as the olympic mean counts it: ranked above
+ * every time, in the median, counted in n, and each line says how many missed on each side. */
+Test(harness_compare, tta_missed_seeds_count_as_infinitely_slow, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    const double old_t[6] = {1.0, 1.1, 1.2, 1.3, 1.4, 1.5};
+    const double half[12] = {0.50, 0.51, 0.52, 0.53, 0.54, 0.55, NAN, NAN, NAN, NAN, NAN, NAN};
+    tta_row(a, old_t, 6);
+    tta_row(b, half, 12);
+    struct compare_line *l;
+    int n;
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_eq(n, 1);
+    cr_assert_eq(l[0].n_old, 6);
+    cr_assert_eq(l[0].n_new, 12, "n counts every seed");
+    cr_assert(l[0].missed_old == 0 && l[0].missed_new == 6, "%d, %d", l[0].missed_old, l[0].missed_new);
+    cr_assert_float_eq(l[0].old_median, 1.25, 1e-12);
+    cr_assert(isinf(l[0].new_median) && l[0].new_median > 0, "the middle of 12 is a miss: %g", l[0].new_median);
+    cr_assert(isnan(l[0].delta_pct), "no percentage of an infinite median: %g", l[0].delta_pct);
+    /* Six times below every old one, six above: U is exactly its mean. */
+    cr_assert(!l[0].significant, "p = %g", l[0].p);
+    cr_assert_float_eq(l[0].p, 1.0, 1e-12);
+    char *out = printed(l, n);
+    cr_assert(strstr(out, "no score") != NULL, "%s", out);
+    cr_assert(strstr(out, "~ (p=1.000 n=6+12) old 0 of 6 missed, new 6 of 12 missed") != NULL, "%s", out);
+    const size_t table = (size_t)(strstr(out, "old, new:") - out); /* the footnotes say "infinitely" */
+    cr_assert(!memmem(out, table, "-58", 3) && !memmem(out, table, "nan", 3) && !memmem(out, table, "inf", 3), "%s",
+              out);
+    cr_assert(strstr(out, "missed: a tta seed that missed its target counts as infinitely slow") != NULL, "%s", out);
+    free(out);
+    free(l);
+
+    /* Every new seed missed: it was "no finite samples", nothing compared; it is a significant slow-down,
+     * said in words where there is no percentage. */
+    th_path(b, sizeof b, "all_missed.jsonl");
+    const double none[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    tta_row(b, none, 6);
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_eq(n, 1);
+    cr_assert(l[0].n_new == 6 && l[0].missed_new == 6);
+    cr_assert(l[0].significant, "p = %g", l[0].p);
+    cr_assert_float_eq(l[0].u, 0.0, 0, "no old time is above a miss");
+    out = printed(l, n);
+    cr_assert(strstr(out, "new slower (p=0.003 n=6+6) old 0 of 6 missed, new 6 of 6 missed") != NULL, "%s", out);
+    cr_assert(strstr(out, "nothing to compare") == NULL, "%s", out);
+    free(out);
+    free(l);
+
+    /* The other way round: the old run missed everywhere, the new one reached. */
+    free(compare_captured(b, a, &l, &n));
+    cr_assert(l[0].significant && l[0].missed_old == 6 && l[0].missed_new == 0);
+    out = printed(l, n);
+    cr_assert(strstr(out, "new faster (p=0.003 n=6+6) old 6 of 6 missed, new 0 of 6 missed") != NULL, "%s", out);
+    free(out);
+    free(l);
+}
+
+/* A throughput row of mnist-mlp cpu b32 whose config also holds extra ("\"classes\":10," or ""). */
+static void row_cfg(const char *path, const char *extra, const double *rep, int n)
+{
+    char text[2048];
+    int len = snprintf(text, sizeof text,
+                       "{\"schema_version\":1,\"kind\":\"throughput\",\"config\":{%s\"plan\":\"throughput\","
+                       "\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\","
+                       "\"steps\":100,"
+                       "\"warmup\":10},\"figures\":{\"repeat_images_per_s\":[", extra);
+    for (int i = 0; i < n; i++) len += snprintf(text + len, sizeof text - (size_t)len, "%s%.6g", i ? "," : "", rep[i]);
+    snprintf(text + len, sizeof text - (size_t)len, "]}}\n");
+    th_append(path, text);
+}
+
+/* Rows of another model (classes), other initial weights (load) or another tta budget (max_epochs) were
+ * matched as one configuration, so a 1000-class model's rate read as a +10 % change of the 10-class one's.
+ * Each is keyed as the report's variant_fields key it; rows that lack a key still match each other, and
+ * --ignore classes matches them again. */
+Test(harness_compare, classes_load_and_max_epochs_are_part_of_the_configuration, .init = th_setup,
+     .fini = th_teardown)
+{
+    static const struct {
+        const char *old_cfg, *new_cfg;
+        int lines;
+    } cases[] = {
+        {"\"classes\":10,", "\"classes\":1000,", 2},
+        {"\"classes\":10,", "\"classes\":10,", 1},
+        {"", "", 1}, /* older rows without the field */
+        {"\"load\":\"\",", "\"load\":\"w.ckpt\",", 2},
+        {"\"load\":\"\",", "", 1}, /* no weights loaded either way */
+        {"\"max_epochs\":15,", "\"max_epochs\":30,", 2},
+    };
+    double up[6];
+    for (int i = 0; i < 6; i++) up[i] = BASE[i] * 1.1;
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char a[192], b[192], fa[32], fb[32];
+        snprintf(fa, sizeof fa, "old%zu.jsonl", k);
+        snprintf(fb, sizeof fb, "new%zu.jsonl", k);
+        th_path(a, sizeof a, fa);
+        th_path(b, sizeof b, fb);
+        row_cfg(a, cases[k].old_cfg, BASE, 6);
+        row_cfg(b, cases[k].new_cfg, up, 6);
+        struct compare_line *l;
+        int n;
+        free(compare_captured(a, b, &l, &n));
+        cr_assert_eq(n, cases[k].lines, "case %zu (%s vs %s): %d lines", k, cases[k].old_cfg, cases[k].new_cfg, n);
+        if (n == 2) cr_assert(l[0].n_new == 0 && l[1].n_old == 0, "case %zu: each side alone", k);
+        else cr_assert(l[0].significant && l[0].n_old == 6 && l[0].n_new == 6, "case %zu", k);
+        free(l);
+    }
+    char a[192], b[192];
+    th_path(a, sizeof a, "old0.jsonl");
+    th_path(b, sizeof b, "new0.jsonl");
+    struct compare_line *l;
+    int n;
+    free(compare_captured(a, b, &l, &n));
+    find(l, n, "throughput mnist-mlp cpu b32 classes=10");
+    find(l, n, "throughput mnist-mlp cpu b32 classes=1000");
+    free(l);
+    const struct compare_opts o = {0.05, "classes"};
+    cr_assert_eq(compare_results(a, b, &o, &l, &n), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(n, 1);
+    cr_assert_str_eq(l[0].name, "throughput mnist-mlp cpu b32 [classes 10 → 1000]");
+    free(l);
+}
+
+/* The note said fewer than 4 samples a side cannot reach p < 0.05, whatever --alpha: but 3+5 reach 0.036.
+ * The exact test's smallest two-sided p is 2/C(n1 + n2, n1); the note is printed where that is not below
+ * the alpha in use, and says it. No p is reported below it, though the normal approximation the U test
+ * uses under ties (tta misses tie) would go there on few samples. */
+Test(harness_compare, smallest_p_note_follows_the_exact_test, .init = th_setup, .fini = th_teardown)
+{
+    cr_assert_float_eq(compare_min_p(3, 5), 2.0 / 56, 1e-15);
+    cr_assert_float_eq(compare_min_p(5, 3), 2.0 / 56, 1e-15);
+    cr_assert_float_eq(compare_min_p(2, 2), 1.0 / 3, 1e-15);
+    cr_assert_float_eq(compare_min_p(4, 4), 2.0 / 70, 1e-15);
+    cr_assert_float_eq(compare_min_p(6, 6), 2.0 / 924, 1e-15);
+    cr_assert_float_eq(compare_min_p(1, 1), 1.0, 0, "2/C(2, 1) = 1");
+    cr_assert_float_eq(compare_min_p(0, 4), 1.0, 0);
+    cr_assert(compare_min_p(200, 200) >= 0.0 && compare_min_p(200, 200) < 1e-100);
+
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    const double three[3] = {1000, 1010, 990}, five[5] = {1100, 1110, 1090, 1105, 1095};
+    row(a, "cpu", 32, three, 3);
+    row(b, "cpu", 32, five, 5);
+    struct compare_line *l;
+    int n;
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_eq(n, 1);
+    cr_assert(l[0].significant, "3+5 can: p = %g", l[0].p);
+    cr_assert_float_eq(l[0].p, 2.0 / 56, 1e-12);
+    char *out = printed(l, n);
+    cr_assert(strstr(out, "(p=0.036 n=3+5)") != NULL, "%s", out);
+    cr_assert(strstr(out, "note:") == NULL, "no note where p < 0.05 is reachable:\n%s", out);
+    free(out);
+    /* At --alpha 0.01 the same counts cannot: the note says so, with the alpha and the floor. */
+    const struct compare_opts strict = {0.01, NULL};
+    free(l);
+    cr_assert_eq(compare_results(a, b, &strict, &l, &n), TB_OK);
+    cr_assert(!l[0].significant);
+    out = printed_opts(l, n, &strict);
+    cr_assert(strstr(out, "note: 3+5 samples cannot reach p < 0.01 (smallest possible p 0.0357); use --repeat 5 "
+                          "(or --seeds 5).") != NULL, "%s", out);
+    free(out);
+    free(l);
+
+    /* 2+2 cannot at 0.05 (1/3); two configurations with the same counts get one note. */
+    const double two[2] = {1000, 1010}, two_up[2] = {2000, 2020};
+    row(a, "cpu", 64, two, 2), row(b, "cpu", 64, two_up, 2);
+    row(a, "cpu", 128, two, 2), row(b, "cpu", 128, two_up, 2);
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_eq(n, 3);
+    cr_assert(!find(l, n, "throughput mnist-mlp cpu b64")->significant);
+    out = printed(l, n);
+    const char *note = "note: 2+2 samples cannot reach p < 0.05 (smallest possible p 0.333); use --repeat 4 "
+                       "(or --seeds 4).";
+    cr_assert(strstr(out, note) != NULL, "%s", out);
+    cr_assert(strstr(strstr(out, note) + 1, note) == NULL, "once:\n%s", out);
+    cr_assert(strstr(out, "note: 3+5") == NULL, "%s", out);
+    free(out);
+    free(l);
+
+    /* 3 times against 4 misses: ties, so the U test approximates (p 0.032); the exact floor is 2/35. */
+    th_path(a, sizeof a, "tta_old.jsonl");
+    th_path(b, sizeof b, "tta_new.jsonl");
+    const double t3[3] = {1.0, 1.1, 1.2}, miss4[4] = {NAN, NAN, NAN, NAN};
+    tta_row(a, t3, 3);
+    tta_row(b, miss4, 4);
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_float_eq(l[0].p, 2.0 / 35, 1e-12);
+    cr_assert(!l[0].significant);
+    out = printed(l, n);
+    cr_assert(strstr(out, "note: 3+4 samples cannot reach p < 0.05 (smallest possible p 0.0571)") != NULL, "%s", out);
+    free(out);
     free(l);
 }
 

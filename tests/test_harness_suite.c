@@ -53,7 +53,13 @@ Test(harness_suite, expands_lists_to_the_cartesian_product, .init = th_setup, .f
     cr_assert_str_eq(s.runs[3].c.variant, "lr=0.2 warmup=5");
     cr_assert_eq(s.runs[0].line, 3);
     cr_assert_eq(s.runs[0].c.plan, PLAN_THROUGHPUT);
-    /* batches is itself a list: one run, not three. */
+    /* batches is itself a list: one run, not three; so is every option whose value is a list (a probe saw
+     * project-devices=16,64 run twice, once a count). */
+    int n_opts;
+    const struct bench_option *o = bench_options(&n_opts);
+    for (int k = 0; k < n_opts; k++)
+        if (o[k].meta && (strstr(o[k].meta, "LIST") || strchr(o[k].meta, ',')))
+            cr_assert(o[k].list_valued, "--%s %s is a list but a suite would expand it", o[k].name, o[k].meta);
     cr_assert_eq(s.runs[4].c.plan, PLAN_SCALING);
     cr_assert_eq(s.runs[4].c.n_batches, 3);
     cr_assert_eq(s.runs[4].c.batches[2], 64);
@@ -98,6 +104,13 @@ Test(harness_suite, runs_writing_one_file_are_refused, .init = th_setup, .fini =
     expect_error("plan=train steps=2 out=rows.jsonl\nplan=train steps=2 save=rows.jsonl\n", ":2:", "line 1's out=");
     expect_error("plan=train steps=2 save=w.st\nplan=train steps=2 trace=w.st\n", "save=w.st", "line 2");
     expect_error("plan=train steps=2 seed=1,2 save=w.st\n", ":1:", "several runs");
+    /* A line writing over the suite file: refused before line 1 runs (a probe saw line 1 run first). */
+    char self[224], text[512];
+    th_path(self, sizeof self, "t.suite");
+    snprintf(text, sizeof text, "plan=train steps=2\nplan=train steps=2 out=%s\n", self);
+    expect_error(text, ":2:", "this suite file");
+    snprintf(text, sizeof text, "plan=train steps=2 trace=%s\n", self);
+    expect_error(text, ":1: trace=", "this suite file");
     struct suite s;
     cr_assert_eq(load("plan=train steps=2 out=rows.jsonl\nplan=train steps=2 out=rows.jsonl save=a.st\n", &s), TB_OK,
                  "%s", tb_error_get());
@@ -404,6 +417,9 @@ Test(harness_options, each_backend_takes_its_own_options_and_refuses_the_others,
             cr_assert_eq(bench_config_set(&c, "backend", b[i].name), TB_OK);
             if (is_list) cr_assert_eq(bench_config_set(&c, "plan", "scaling"), TB_OK);
             cr_assert_eq(bench_config_set(&c, o[k].name, value), TB_OK, "--%s: %s", o[k].name, tb_error_get());
+            /* --device-set overrides a --project-device spec: alone it is refused as doing nothing */
+            if (!strcmp(o[k].name, "device-set") && backend_takes_option(b[i].name, "project-device"))
+                cr_assert_eq(bench_config_set(&c, "project-device", "ipu-bow"), TB_OK);
             const int st = bench_config_finish(&c);
             if (backend_takes_option(b[i].name, o[k].name)) {
                 cr_assert_eq(st, TB_OK, "%s refused its own --%s: %s", b[i].name, o[k].name, tb_error_get());

@@ -163,6 +163,7 @@ Test(row_schema, every_key_of_every_plan_is_documented)
     /* Ceilings of this machine (a calibration of another is ignored): the rows' calibration fields. */
     cr_assert_eq(rb_run(dir, "calibrate", RB_ARGS("--calibrate", "--calibration", "calibration.json"), RB_ARGS("--quiet")), 0);
     run(dir, "throughput", RB_ARGS("--plan", "throughput", "--batch", "8", "--steps", "3", "--warmup", "1", "--repeat", "2"), 0);
+    run(dir, "budget", RB_ARGS("--plan", "throughput", "--batch", "8", "--time-budget", "0.001"), 0); /* time_budget_s */
     run(dir, "train", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--save", "w.safetensors",
                               "--steps-per-execution", "3"), 0);
     run(dir, "checkpoint", RB_ARGS("--plan", "train", "--batch", "16", "--steps", "4", "--checkpoint-dir", "ck"), 0);
