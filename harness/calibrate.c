@@ -12,6 +12,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,12 +248,24 @@ int calibrate_read(const char *path, struct calibration *c)
     const char *why = NULL;
     FILE *f = regular_fopen(path, &why);
     if (!f) return tb_error_set(TB_EIO, "calibration %s: %s", path, why);
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    /* The whole file (a calibration is about 1 KB; one padded or pretty-printed past 8 KB was cut and refused),
+     * up to a bound no calibration reaches. */
+    enum { CAL_MAX = 1 << 20 };
+    char *buf = malloc(CAL_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        return tb_error_set(TB_ENOMEM, "calibration %s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, CAL_MAX + 1, f);
     fclose(f);
+    if (n > CAL_MAX) {
+        free(buf);
+        return tb_error_set(TB_EFORMAT, "calibration %s: over %d bytes, not a calibration file", path, CAL_MAX);
+    }
     buf[n] = '\0';
     struct json_value *v = NULL;
     int st = json_parse(buf, n, &v);
+    free(buf);
     if (st != TB_OK) {
         return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, tb_error_get());
     }
@@ -270,7 +283,25 @@ int calibrate_read(const char *path, struct calibration *c)
     snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
     snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));
     st = calibrate_gpu_read_json(v, &c->gpu);
+    /* Every ceiling a row divides by, where the file has it: a negative, zero or absurd one gave negative or
+     * 1e301 "peak shares". The bounds hold any machine this measures (a GFLOP/s to an exaFLOP/s, a MB/s to a
+     * PB/s); the thread and core counts are counts. */
+    static const char *const ceil[] = {"sgemm_1t_gflops", "sgemm_all_gflops", "triad_1t_gbs", "triad_all_gbs"};
+    static const char *const counts[] = {"all_threads", "cores"};
+    char bad[160] = "";
+    for (size_t k = 0; k < sizeof ceil / sizeof *ceil && !bad[0]; k++) {
+        const struct json_value *x = json_get(v, ceil[k]);
+        if (x && !(x->type == JSON_NUMBER && x->number >= 1e-3 && x->number <= 1e9))
+            snprintf(bad, sizeof bad, "%s %g is not a measured ceiling (want 0.001 to 1e9)", ceil[k],
+                     x->type == JSON_NUMBER ? x->number : NAN);
+    }
+    for (size_t k = 0; k < sizeof counts / sizeof *counts && !bad[0]; k++) {
+        const struct json_value *x = json_get(v, counts[k]);
+        if (x && !(x->type == JSON_NUMBER && x->number >= 1 && x->number <= 1e6 && x->number == floor(x->number)))
+            snprintf(bad, sizeof bad, "%s is not a count of 1 or more", counts[k]);
+    }
     json_value_free(v);
+    if (bad[0]) return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, bad);
     if (!(c->sgemm_1t_gflops > 0.0) || !(c->triad_all_gbs > 0.0))
         return tb_error_set(TB_EFORMAT, "calibration %s: missing sgemm or triad figures", path);
     if (st != TB_OK) return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, tb_error_get());

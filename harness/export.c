@@ -174,6 +174,12 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
         t.path = inputs[i];
         st = results_read_rows(inputs[i], on_row_columns, &t);
     }
+    /* No row to write: an error, not an empty table renamed over the file a user had (compare and report
+     * refuse the same input). */
+    if (st == TB_OK && t.n == 0) /* no row gave a column */
+        st = tb_error_set(TB_EFORMAT, "export: no usable result rows in %s%s (empty, or no line is a well-formed "
+                                      "row); %s left as it was", inputs[0], n_inputs > 1 ? " and the other inputs" : "",
+                          to_stdout ? "nothing written" : csv_path);
     if (st == TB_OK && t.n && !(t.cells = calloc((size_t)t.n, sizeof *t.cells)))
         st = tb_error_set(TB_ENOMEM, "export: out of memory");
     if (st == TB_OK && to_stdout) t.out = stdout;

@@ -214,8 +214,9 @@ static int check_run_outputs(const struct suite *s)
             static const char *const own_names[] = {"out", "save", "trace", "logits", "timeline"};
             for (int k = 0; k < 5; k++)
                 if (own[k][0] && outputs_same_file(own[k], s->path))
-                    return tb_error_set(TB_EINVAL, "%s:%d: %s=%s is this suite file: the run would destroy it; "
-                                        "give it another path", s->path, s->runs[i].line, own_names[k], own[k]);
+                    return tb_error_set(TB_EINVAL, "%s:%d: the run's --%s %s is this suite file (--suite): the run "
+                                        "would destroy it; give it another path", s->path, s->runs[i].line,
+                                        own_names[k], own[k]);
         }
         const char *whole[] = {a->save, a->trace, a->logits, a->timeline};
         static const char *const names[] = {"save", "trace", "logits", "timeline"};

@@ -144,6 +144,26 @@ Test(export, output_that_is_an_input_is_refused, .init = th_setup, .fini = th_te
     tb_error_clear();
 }
 
+/* A probe's: an input with no usable row (empty, garbage) exited 0 and replaced an existing CSV with an empty
+ * file. It is one line, exit 1, and the old table stays. */
+Test(export, no_usable_rows_keeps_the_old_table, .init = th_setup, .fini = th_teardown)
+{
+    char in[192], csv[192], out[192];
+    th_path(out, sizeof out, "out.txt");
+    th_write(th_path(csv, sizeof csv, "keep.csv"), "keep\r\n");
+    static const char *const inputs[] = {"", "\x01\x02 garbage\n{not json\n"};
+    for (size_t k = 0; k < sizeof inputs / sizeof *inputs; k++) {
+        th_write(th_path(in, sizeof in, "in.jsonl"), inputs[k]);
+        cr_assert_eq(bench_sh("export --csv keep.csv --in in.jsonl", out), 1, "input %zu", k);
+        char *text = th_read(out);
+        cr_assert(strstr(text, "no usable result rows") && strstr(text, "left as it was"), "%s", text);
+        free(text);
+        text = th_read(csv);
+        cr_assert_str_eq(text, "keep\r\n", "input %zu: the old table was replaced", k);
+        free(text);
+    }
+}
+
 /* Probe item 22: a dotted key and the nested path it spells ({"a":{"b":1},"a.b":2}) were merged into one
  * column a.b and one value silently dropped. Both are kept: the second gets column a.b#2, with a warning
  * naming it; a row holding only one of them fills a.b. */

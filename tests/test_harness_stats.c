@@ -107,7 +107,7 @@ Test(harness_stats, peak_memory_and_traffic_estimate)
 Test(harness_stats, calibration_round_trip, .init = th_setup, .fini = th_teardown)
 {
     struct calibration c = {0}, r;
-    c.sgemm_n = 2048, c.sgemm_1t_gflops = 61.5, c.sgemm_all_gflops = 118.25, c.all_threads = 2;
+    c.sgemm_n = 2048, c.sgemm_1t_gflops = 61.5, c.sgemm_all_gflops = 118.25, c.all_threads = 2, c.cores = 2;
     c.triad_1t_gbs = 12.5, c.triad_all_gbs = 19.75, c.triad_elements = 1 << 24;
     snprintf(c.cpu_model, sizeof c.cpu_model, "Test CPU");
     snprintf(c.timestamp, sizeof c.timestamp, "2024-01-01T00:00:00Z");
@@ -122,6 +122,27 @@ Test(harness_stats, calibration_round_trip, .init = th_setup, .fini = th_teardow
     th_write(th_path(p, sizeof p, "bad.json"), "{\"sgemm_1t_gflops\": ");
     cr_assert_eq(calibrate_read(p, &r), TB_EFORMAT);
     cr_assert(strstr(tb_error_get(), "bad.json") != NULL, "%s", tb_error_get());
+    /* A probe's: negative, zero and absurd ceilings were taken (rows got negative or 1e301 peak shares), and a
+     * file past 8 KB (padded) was cut and refused. */
+    static const char *const bad[][2] = {
+        {"\"sgemm_all_gflops\":-100", "sgemm_all_gflops"}, {"\"triad_1t_gbs\":0", "triad_1t_gbs"},
+        {"\"sgemm_all_gflops\":1e-300", "sgemm_all_gflops"}, {"\"triad_1t_gbs\":\"x\"", "triad_1t_gbs"},
+        {"\"cores\":0", "cores"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[512];
+        snprintf(text, sizeof text, "{\"sgemm_1t_gflops\":60,\"triad_all_gbs\":20,\"all_threads\":2,%s}", bad[k][0]);
+        th_write(th_path(p, sizeof p, "bad.json"), text);
+        cr_assert_eq(calibrate_read(p, &r), TB_EFORMAT, "%s accepted", bad[k][0]);
+        cr_assert(strstr(tb_error_get(), bad[k][1]) != NULL, "%s", tb_error_get());
+    }
+    char *padded = malloc(20000);
+    cr_assert(padded);
+    snprintf(padded, 20000, "{%*s\"sgemm_1t_gflops\":60,\"triad_all_gbs\":20}", 10000, "");
+    th_write(th_path(p, sizeof p, "padded.json"), padded);
+    free(padded);
+    cr_assert_eq(calibrate_read(p, &r), TB_OK, "a calibration past 8 KB: %s", tb_error_get());
+    cr_assert_float_eq(r.triad_all_gbs, 20.0, 1e-12);
 }
 
 Test(harness_stats, mllog_lines_are_mlperf_events, .init = th_setup, .fini = th_teardown)

@@ -110,7 +110,7 @@ Test(harness_suite, runs_writing_one_file_are_refused, .init = th_setup, .fini =
     snprintf(text, sizeof text, "plan=train steps=2\nplan=train steps=2 out=%s\n", self);
     expect_error(text, ":2:", "this suite file");
     snprintf(text, sizeof text, "plan=train steps=2 trace=%s\n", self);
-    expect_error(text, ":1: trace=", "this suite file");
+    expect_error(text, ":1: the run's --trace", "this suite file");
     struct suite s;
     cr_assert_eq(load("plan=train steps=2 out=rows.jsonl\nplan=train steps=2 out=rows.jsonl save=a.st\n", &s), TB_OK,
                  "%s", tb_error_get());
