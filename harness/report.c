@@ -111,9 +111,10 @@ static const char *kind_of(const struct json_value *row)
     return json_get_str(row, "kind", json_get_str(row, "config.plan", "train"));
 }
 
-/* Options that change what a row measures, beyond kind, workload, backend and batch. */
-static const char *const variant_fields[] = {"threads", "devices", "resolution", "norm", "norm_groups", "conv_algo",
-                                             "precision", "stages", "micro_batch", "ga", "replicas", "schedule",
+/* Options that change what a row measures, beyond kind, workload, backend and batch. The device first: a
+ * run on the cuda device is another configuration than the same backend's on the cpu (as bench compare keys). */
+static const char *const variant_fields[] = {"device", "threads", "devices", "resolution", "norm", "norm_groups",
+                                             "conv_algo", "precision", "stages", "micro_batch", "ga", "replicas", "schedule",
                                              "recompute", "no_fuse", "transport", "sync_bn", "dataset", "optimizer", "lr",
                                              "momentum", "weight_decay", "lr_schedule", "lr_warmup", "lr_decay_rate",
                                              "lr_decay_steps", "lr_power", "lr_final", "label_smoothing",
@@ -130,6 +131,11 @@ static void row_key(const struct json_value *row, char *key, size_t n, int with_
     for (size_t k = 0; k < sizeof variant_fields / sizeof *variant_fields; k++) {
         const struct json_value *v = json_get(json_get(row, "config"), variant_fields[k]);
         size_t len = strlen(key);
+        /* Rows from before config.device ran on the cpu: the same key as today's cpu rows. */
+        if (!strcmp(variant_fields[k], "device")) {
+            snprintf(key + len, n - len, "|%s", v && v->type == JSON_STRING ? v->str : "cpu");
+            continue;
+        }
         if (!v) continue;
         /* Rows from before --steps-per-execution ran as auto (0) does: the same key (field_text too). */
         if (!strcmp(variant_fields[k], "steps_per_execution") && v->type == JSON_NUMBER && v->number == 0) continue;
@@ -148,6 +154,7 @@ static void field_text(const struct json_value *row, const char *field, char *bu
 {
     const struct json_value *v = json_get(json_get(row, "config"), field);
     buf[0] = '\0';
+    if (!v && !strcmp(field, "device")) snprintf(buf, n, "cpu"); /* rows from before config.device */
     if (!v) return;
     /* 0 in these means the option was not given (the backend's default): no option to show. */
     static const char *const unset0[] = {"steps_per_execution", "micro_batch", "ga", "replicas"};
@@ -162,41 +169,60 @@ static void field_text(const struct json_value *row, const char *field, char *bu
 /* Fields variant_label shows whenever they are set, in its own words. */
 static int shown_always(const char *field)
 {
-    static const char *const f[] = {"threads", "devices", "resolution", "stages", "precision", "conv_algo", "norm",
-                                    "no_fuse"};
+    static const char *const f[] = {"device", "threads", "devices", "resolution", "stages", "precision", "conv_algo",
+                                    "norm", "no_fuse"};
     for (size_t k = 0; k < sizeof f / sizeof *f; k++)
         if (!strcmp(f[k], field)) return 1;
     return 0;
 }
 
-/* A short label of the options that set a row apart: " threads=2 res=32", then every other option that
- * changes the work (variant_fields) in which this row differs from another kept row of its kind, workload
- * and backend (" optimizer=sgd lr=0.1 load=w.ckpt"), so that two rows are never shown under the same
- * label; a backend's own options, absent from other backends' rows, are not differences. */
-static void variant_label(const struct rows *rs, const struct json_value *row, char *buf, size_t n)
+/* Whether field is one of list[0..n). */
+static int in_fields(const char *const *list, size_t n, const char *field)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(list[k], field)) return 1;
+    return 0;
+}
+
+/* Whether another kept row of row's kind, workload and backend has another text (field_text) in field. */
+static int differs_from_kept(const struct rows *rs, const struct json_value *row, const char *field, const char *mine)
+{
+    char other[160];
+    for (int i = 0; i < rs->n; i++) {
+        const struct json_value *o = rs->v[i];
+        if (!rs->keep[i] || o == row || strcmp(kind_of(o), kind_of(row)) || strcmp(cs(o, "workload"), cs(row, "workload")) ||
+            strcmp(cs(o, "backend"), cs(row, "backend")))
+            continue;
+        field_text(o, field, other, sizeof other);
+        if (strcmp(mine, other)) return 1;
+    }
+    return 0;
+}
+
+/* variant_label without the fields skip[0..n_skip): a grid sweep's label names the dimensions it varies
+ * itself rather than its first point's values. */
+static void variant_label_skip(const struct rows *rs, const struct json_value *row, const char *const *skip,
+                               size_t n_skip, char *buf, size_t n)
 {
     buf[0] = '\0';
     for (size_t k = 0; k < sizeof variant_fields / sizeof *variant_fields; k++) {
-        if (shown_always(variant_fields[k])) continue;
-        char mine[160], other[160];
+        if (shown_always(variant_fields[k]) || in_fields(skip, n_skip, variant_fields[k])) continue;
+        char mine[160];
         field_text(row, variant_fields[k], mine, sizeof mine);
-        int differs = 0;
-        for (int i = 0; i < rs->n && !differs; i++) {
-            const struct json_value *o = rs->v[i];
-            if (!rs->keep[i] || o == row || strcmp(kind_of(o), kind_of(row)) || strcmp(cs(o, "workload"), cs(row, "workload")) ||
-                strcmp(cs(o, "backend"), cs(row, "backend")))
-                continue;
-            field_text(o, variant_fields[k], other, sizeof other);
-            differs = strcmp(mine, other) != 0;
-        }
-        if (differs && mine[0] && strlen(buf) + strlen(mine) + 24 < n)
+        if (mine[0] && strlen(buf) + strlen(mine) + 24 < n && differs_from_kept(rs, row, variant_fields[k], mine))
             snprintf(buf + strlen(buf), n - strlen(buf), " %s=%s", variant_fields[k], mine);
     }
     char extra[512];
     snprintf(extra, sizeof extra, "%s", buf);
     buf[0] = '\0';
+    /* The device whenever it is not the cpu, and the cpu's beside a row of its backend on another device. */
+    char dev[160];
+    field_text(row, "device", dev, sizeof dev);
+    if (!in_fields(skip, n_skip, "device") && (strcmp(dev, "cpu") || differs_from_kept(rs, row, "device", dev)))
+        snprintf(buf + strlen(buf), n - strlen(buf), " device=%.60s", dev);
     if (cn(row, "threads") > 0) snprintf(buf + strlen(buf), n - strlen(buf), " threads=%g", cn(row, "threads"));
-    if (cn(row, "devices") > 0) snprintf(buf + strlen(buf), n - strlen(buf), " devices=%g", cn(row, "devices"));
+    if (cn(row, "devices") > 0 && !in_fields(skip, n_skip, "devices"))
+        snprintf(buf + strlen(buf), n - strlen(buf), " devices=%g", cn(row, "devices"));
     if (cn(row, "resolution") > 0) snprintf(buf + strlen(buf), n - strlen(buf), " res=%g", cn(row, "resolution"));
     if (cn(row, "stages") > 0) snprintf(buf + strlen(buf), n - strlen(buf), " stages=%g", cn(row, "stages"));
     const char *pr = cs(row, "precision");
@@ -207,6 +233,15 @@ static void variant_label(const struct rows *rs, const struct json_value *row, c
     if (nm[0] && strcmp(nm, "default") && strcmp(nm, "batch")) snprintf(buf + strlen(buf), n - strlen(buf), " norm=%s", nm);
     if (json_get_bool(row, "config.no_fuse", 0)) snprintf(buf + strlen(buf), n - strlen(buf), " no-fuse");
     snprintf(buf + strlen(buf), n - strlen(buf), "%s", extra);
+}
+
+/* A short label of the options that set a row apart: " device=cuda threads=2 res=32", then every other
+ * option that changes the work (variant_fields) in which this row differs from another kept row of its
+ * kind, workload and backend (" optimizer=sgd lr=0.1 load=w.ckpt"), so that two rows are never shown
+ * under the same label; a backend's own options, absent from other backends' rows, are not differences. */
+static void variant_label(const struct rows *rs, const struct json_value *row, char *buf, size_t n)
+{
+    variant_label_skip(rs, row, NULL, 0, buf, n);
 }
 
 /* Marks the latest row of each configuration, and for scaling the latest sweep of each; rows of runs
@@ -774,17 +809,111 @@ static void section_tta(struct ctx *x)
     }
 }
 
-static int cmp_batch_idx(const void *a, const void *b, void *ctx)
+/* The config fields a grid sweep sets per point: --replicas-list (replicas; devices where the replicas are
+ * devices, mirrored), --micro-batch-list, --ga-list. Listed in the order lines and columns show them; a line
+ * along one of them (see sweep_lines) is chosen from the last: ga first. */
+static const char *const grid_dims[] = {"devices", "replicas", "micro_batch", "ga"};
+enum { N_GRID_DIMS = sizeof grid_dims / sizeof *grid_dims };
+
+/* How a sweep's points are ordered and joined: by the grid dimensions in by[] (the line's key), then batch. */
+struct sweep_order {
+    const struct rows *rows;
+    int by[N_GRID_DIMS];
+};
+
+static int cmp_sweep_point(const void *a, const void *b, void *ctx)
 {
-    const struct rows *r = ctx;
-    double x = cn(r->v[*(const int *)a], "batch"), y = cn(r->v[*(const int *)b], "batch");
-    return (x > y) - (x < y);
+    const struct sweep_order *o = ctx;
+    const struct json_value *p = o->rows->v[*(const int *)a], *q = o->rows->v[*(const int *)b];
+    for (int d = 0; d < N_GRID_DIMS; d++) {
+        const double u = cn(p, grid_dims[d]), v = cn(q, grid_dims[d]);
+        if (o->by[d] && u != v) return (u > v) - (u < v);
+    }
+    const double u = cn(p, "batch"), v = cn(q, "batch");
+    return (u > v) - (u < v);
+}
+
+/* Groups the points idx[0..n) by the grid dimensions in by[]: grp[j] is point j's group. Returns the number
+ * of groups; *shared = 1 when two points of one group have the same global batch (a line through them
+ * would run vertically). */
+static int group_points(const struct rows *rs, const int *idx, int n, const int *by, int *grp, int *shared)
+{
+    char keys[MAX_POINTS][200];
+    int ng = 0;
+    *shared = 0;
+    for (int j = 0; j < n; j++) {
+        char key[200] = "", v[40];
+        for (int d = 0; d < N_GRID_DIMS; d++) {
+            if (!by[d]) continue;
+            field_text(rs->v[idx[j]], grid_dims[d], v, sizeof v);
+            snprintf(key + strlen(key), sizeof key - strlen(key), "|%s", v);
+        }
+        int g = 0;
+        while (g < ng && strcmp(keys[g], key)) g++;
+        if (g == ng) snprintf(keys[ng++], sizeof keys[0], "%s", key);
+        grp[j] = g;
+        for (int i = 0; i < j; i++) *shared |= grp[i] == g && cn(rs->v[idx[i]], "batch") == cn(rs->v[idx[j]], "batch");
+    }
+    return ng;
+}
+
+/* Which lines a sweep's points make. varied[d]: grid dimension d differs between its points. A line joins
+ * the points that share every varied dimension (one line per devices value of a batch × devices grid), so
+ * only the global batch changes along it; *along = -1. Where that leaves every point alone because the
+ * global batch is itself micro-batch × ga × replicas (an ipu grid of --ga-list and --micro-batch-list),
+ * a line instead runs along one varied dimension (ga, else micro-batch, else replicas) through points of
+ * distinct batches, and *along names it. Sorts idx by line, then batch; returns the number of lines. */
+static int sweep_lines(const struct rows *rs, int *idx, int n, int *varied, int *along, int *grp)
+{
+    struct sweep_order o = {.rows = rs};
+    int n_varied = 0, shared;
+    for (int d = 0; d < N_GRID_DIMS; d++) {
+        char v0[40], v[40];
+        field_text(rs->v[idx[0]], grid_dims[d], v0, sizeof v0);
+        varied[d] = 0;
+        for (int j = 1; j < n && !varied[d]; j++) {
+            field_text(rs->v[idx[j]], grid_dims[d], v, sizeof v);
+            varied[d] = strcmp(v, v0) != 0;
+        }
+        o.by[d] = varied[d], n_varied += varied[d];
+    }
+    *along = -1;
+    if (n_varied && n > 1 && group_points(rs, idx, n, o.by, grp, &shared) == n)
+        for (int d = N_GRID_DIMS - 1; d >= 0 && *along < 0; d--) {
+            if (!varied[d]) continue;
+            o.by[d] = 0;
+            if (group_points(rs, idx, n, o.by, grp, &shared) < n && !shared) *along = d;
+            else o.by[d] = 1;
+        }
+    qsort_r(idx, (size_t)n, sizeof *idx, cmp_sweep_point, &o);
+    return group_points(rs, idx, n, o.by, grp, &shared);
 }
 
 /* Whether a scaling row is a point of its chart: see section_scaling. */
 static int scaling_point(const struct json_value *r)
 {
     return cn(r, "batch") >= 1 && cn(r, "batch") < 1e9 && isfinite(fg(r, "images_per_s")) && isfinite(fg(r, "speedup"));
+}
+
+/* The values of grid dimension d over the points idx[0..n) (sorted as sweep_lines left them), distinct, in
+ * increasing order, separated by sep: "1, 2". */
+static void dim_values(const struct rows *rs, const int *idx, int n, int d, const char *sep, char *buf, size_t size)
+{
+    double vals[MAX_POINTS];
+    int nv = 0;
+    for (int j = 0; j < n; j++) {
+        const double v = cn(rs->v[idx[j]], grid_dims[d]);
+        int k = 0;
+        while (k < nv && vals[k] != v) k++;
+        if (k == nv) vals[nv++] = v;
+    }
+    for (int i = 1; i < nv; i++) /* a handful of values: insertion sort */
+        for (int k = i; k > 0 && vals[k - 1] > vals[k]; k--) {
+            const double t = vals[k];
+            vals[k] = vals[k - 1], vals[k - 1] = t;
+        }
+    buf[0] = '\0';
+    for (int k = 0; k < nv; k++) snprintf(buf + strlen(buf), size - strlen(buf), "%s%g", k ? sep : "", vals[k]);
 }
 
 static void section_scaling(struct ctx *x)
@@ -825,44 +954,104 @@ static void section_scaling(struct ctx *x)
         int blocks = 0;
         char tables[1 << 15] = "";
         for (int s = 0; s < ns; s++) {
-            int idx[MAX_POINTS], n = 0;
+            int idx[MAX_POINTS], n = 0, grp[MAX_POINTS], varied[N_GRID_DIMS], along;
             for (int j = 0; j < n_all && n < MAX_POINTS; j++)
                 if (!strcmp(json_get_str(x->rows.v[all_idx[j]], "sweep", ""), sweeps[s])) idx[n++] = all_idx[j];
-            qsort_r(idx, (size_t)n, sizeof *idx, cmp_batch_idx, &x->rows);
+            const int n_lines = sweep_lines(&x->rows, idx, n, varied, &along, grp);
+            int grid = 0;
+            for (int d = 0; d < N_GRID_DIMS; d++) grid |= varied[d];
             const struct json_value *r0 = x->rows.v[idx[0]];
-            char var[512], label[640];
-            variant_label(&x->rows, r0, var, sizeof var);
+            /* A grid's label leaves its dimensions to the lines and the heading: its first point's values
+             * would misname the others. The dimensions it holds fixed are said once. */
+            char var[512], label[640], dims[256] = "", fixed[128] = "";
+            variant_label_skip(&x->rows, r0, grid_dims, grid ? N_GRID_DIMS : 0, var, sizeof var);
+            for (int d = 0; grid && d < N_GRID_DIMS; d++) {
+                char v[40];
+                field_text(r0, grid_dims[d], v, sizeof v);
+                if (!varied[d] && v[0] && strcmp(v, "0"))
+                    snprintf(fixed + strlen(fixed), sizeof fixed - strlen(fixed), " %s=%s", grid_dims[d], v);
+                if (!varied[d]) continue;
+                char vals[160];
+                dim_values(&x->rows, idx, n, d, ", ", vals, sizeof vals);
+                snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%s %s", dims[0] ? " × " : "", grid_dims[d],
+                         vals);
+            }
             const int trained = cn(r0, "epochs") > 0;
-            snprintf(label, sizeof label, "%s%s%s", cs(r0, "backend"), var, trained ? " (trained)" : "");
-            /* Points with a batch (the axis is logarithmic), a finite rate and speed-up are drawn; a sweep
-             * without one is no block. */
-            int points = 0;
-            for (int j = 0; j < n; j++) points += scaling_point(x->rows.v[idx[j]]);
-            if (points) {
+            snprintf(label, sizeof label, "%s%s%s", cs(r0, "backend"), var, fixed);
+            /* One block per line: points with a batch (the axis is logarithmic), a finite rate and speed-up
+             * are drawn; a line without one is no block. */
+            for (int g = 0; g < n_lines; g++) {
+                int points = 0, first = -1;
+                for (int j = 0; j < n; j++)
+                    if (grp[j] == g && scaling_point(x->rows.v[idx[j]])) points++, first = first < 0 ? j : first;
+                if (!points) continue;
+                char line[900];
+                snprintf(line, sizeof line, "%s", label);
+                for (int d = 0; d < N_GRID_DIMS; d++) {
+                    char v[40];
+                    field_text(x->rows.v[idx[first]], grid_dims[d], v, sizeof v);
+                    if (varied[d] && d != along)
+                        snprintf(line + strlen(line), sizeof line - strlen(line), " %s=%s", grid_dims[d], v);
+                }
+                if (along >= 0) {
+                    int members[MAX_POINTS], m = 0;
+                    for (int j = 0; j < n; j++)
+                        if (grp[j] == g && scaling_point(x->rows.v[idx[j]])) members[m++] = idx[j];
+                    char vals[200];
+                    dim_values(&x->rows, members, m, along, " → ", vals, sizeof vals);
+                    snprintf(line + strlen(line), sizeof line - strlen(line), " (%s %s)", grid_dims[along], vals);
+                }
+                if (trained) snprintf(line + strlen(line), sizeof line - strlen(line), " (trained)");
                 if (blocks++) fprintf(f, "\n\n");
-                dat_label(f, label);
+                dat_label(f, line);
                 fprintf(f, "\n");
+                for (int j = 0; j < n; j++) {
+                    const struct json_value *r = x->rows.v[idx[j]];
+                    if (grp[j] == g && scaling_point(r))
+                        fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "speedup"));
+                }
             }
             /* Scaling efficiency (speed-up per added replica) only means something where replicas change;
              * with one replica throughout it would just repeat the speed-up under a misleading name. */
             int replicas_vary = 0;
             for (int j = 1; j < n; j++) replicas_vary |= fg(x->rows.v[idx[j]], "replicas") != fg(r0, "replicas");
+            char how[200] = "";
+            if (grid && along >= 0)
+                snprintf(how, sizeof how, "; the global batch is micro-batch × ga × replicas, so a line runs along %s",
+                         grid_dims[along]);
+            else if (grid) {
+                snprintf(how, sizeof how, "; one line per ");
+                for (int d = 0, c = 0; d < N_GRID_DIMS; d++)
+                    if (varied[d])
+                        snprintf(how + strlen(how), sizeof how - strlen(how), "%s%s", c++ ? " × " : "", grid_dims[d]);
+            }
             size_t len = strlen(tables);
-            snprintf(tables + len, sizeof tables - len,
-                     "**%s** (sweep `%s`, %s)\n\n| global batch | local batch | replicas | accumulation | images/s | "
-                     "speed-up |%s peak RSS MiB | test accuracy |\n|---:|---:|---:|---:|---:|---:|%s---:|---:|\n",
-                     label, sweeps[s], trained ? "trained, images/s over the whole run" : "throughput, synthetic data",
-                     replicas_vary ? " scaling efficiency |" : "", replicas_vary ? "---:|" : "");
+            snprintf(tables + len, sizeof tables - len, "**%s%s%s%s** (sweep `%s`, %s%s)\n\n| global batch |", label,
+                     grid ? ", grid: " : "", dims, trained ? " (trained)" : "", sweeps[s],
+                     trained ? "trained, images/s over the whole run" : "throughput, synthetic data", how);
+            for (int d = 0; d < N_GRID_DIMS; d++)
+                if (varied[d])
+                    snprintf(tables + strlen(tables), sizeof tables - strlen(tables), " %s (grid) |", grid_dims[d]);
+            snprintf(tables + strlen(tables), sizeof tables - strlen(tables),
+                     " local batch | replicas | accumulation | images/s | speed-up |%s peak RSS MiB | test accuracy "
+                     "|\n|---:|", replicas_vary ? " scaling efficiency |" : "");
+            for (int d = 0; d < N_GRID_DIMS; d++)
+                if (varied[d]) snprintf(tables + strlen(tables), sizeof tables - strlen(tables), "---:|");
+            snprintf(tables + strlen(tables), sizeof tables - strlen(tables), "---:|---:|---:|---:|---:|%s---:|---:|\n",
+                     replicas_vary ? "---:|" : "");
             for (int j = 0; j < n; j++) {
                 const struct json_value *r = x->rows.v[idx[j]];
-                if (scaling_point(r))
-                    fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "speedup"));
-                char acc[32], eff[80] = "";
+                char acc[32], eff[80] = "", cols[160] = "";
                 report_cell(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
                 if (replicas_vary) snprintf(eff, sizeof eff, " %s |", cellf(100.0 * fg(r, "efficiency"), "%.0f %%").s);
+                for (int d = 0; d < N_GRID_DIMS; d++) {
+                    char v[40];
+                    field_text(r, grid_dims[d], v, sizeof v);
+                    if (varied[d]) snprintf(cols + strlen(cols), sizeof cols - strlen(cols), " %s |", v[0] ? v : "–");
+                }
                 len = strlen(tables);
-                snprintf(tables + len, sizeof tables - len, "| %d | %s | %s | %s | %s | %s |%s %s | %s |\n",
-                         (int)cn(r, "batch"), cellf(fg(r, "local_batch"), "%g").s, cellf(fg(r, "replicas"), "%g").s,
+                snprintf(tables + len, sizeof tables - len, "| %d |%s %s | %s | %s | %s | %s |%s %s | %s |\n",
+                         (int)cn(r, "batch"), cols, cellf(fg(r, "local_batch"), "%g").s, cellf(fg(r, "replicas"), "%g").s,
                          cellf(fg(r, "accumulation"), "%g").s, cellf(fg(r, "images_per_s"), "%.0f").s,
                          cellf(fg(r, "speedup"), "%.2f×").s, eff, cellf(fg(r, "peak_rss_mib"), "%.0f").s, acc);
             }
@@ -1066,6 +1255,16 @@ static void section_layers(struct ctx *x)
                        "then draws one chart per run.\n\n");
 }
 
+/* The CPU threads a row computed with: figures.peak_threads (those of the sgemm ceiling its share is of),
+ * else config.threads, else figures.devices_used; 0 when the row does not say. */
+static int row_threads(const struct json_value *r)
+{
+    const double v[3] = {fg(r, "peak_threads"), cn(r, "threads"), fg(r, "devices_used")};
+    for (int k = 0; k < 3; k++)
+        if (isfinite(v[k]) && v[k] >= 1 && v[k] < 1e6) return (int)v[k];
+    return 0;
+}
+
 static void section_roofline(struct ctx *x)
 {
     fprintf(x->md, "## Roofline\n\n");
@@ -1091,39 +1290,57 @@ static void section_roofline(struct ctx *x)
      * neighbouring points (the same model at two batches sits at almost the same intensity) overlapped.
      * The key keeps a short label; the table under the chart gives each number's full options. Points of
      * one backend share a colour (column 3), each its own marker. */
-    char points[1 << 14] = "", above[512] = "";
-    int n_above = 0;
+    /* Each CPU point is judged against the memory roof of the threads it ran on, as its ceiling share is
+     * taken of the sgemm of those threads: one thread's roof for a one-thread run, else the all-threads
+     * roof (no number of threads moves more). above[0]: points above the one-thread roof, above[1]: the
+     * all-threads roof. */
+    char points[1 << 14] = "", above[2][512] = {"", ""};
+    int n_above[2] = {0, 0}, n_one = 0;
     for (int j = 0; j < n; j++) {
         const struct json_value *r = x->rows.v[idx[j]];
-        /* Above the all-cores memory roof (CPU points with a calibration): the traffic model overestimated
-         * the bytes (a working set that stayed in cache), which the text below says. */
-        if (x->have_cal && !report_gpu_row(r) &&
-            fg(r, "gflops_per_s") > fg(r, "est_intensity_flop_per_byte") * x->cal.triad_all_gbs) {
-            size_t al = strlen(above);
-            snprintf(above + al, sizeof above - al, "%s%d", n_above++ ? ", " : "", j + 1);
+        const int gpu = report_gpu_row(r), one = !gpu && row_threads(r) == 1;
+        /* a: the roof it is judged against (a calibration without one thread's triad has the other only). */
+        const int a = one && x->cal.triad_1t_gbs > 0 ? 0 : 1;
+        const double bw = a ? x->cal.triad_all_gbs : x->cal.triad_1t_gbs;
+        n_one += !a;
+        /* Above its roof: the traffic model overestimated the bytes (a working set that stayed in cache),
+         * which the text below says. */
+        if (x->have_cal && !gpu && bw > 0 && fg(r, "gflops_per_s") > fg(r, "est_intensity_flop_per_byte") * bw) {
+            size_t al = strlen(above[a]);
+            snprintf(above[a] + al, sizeof above[a] - al, "%s%d", n_above[a]++ ? ", " : "", j + 1);
         }
         char label[640], var[512];
         variant_label(&x->rows, r, var, sizeof var);
-        snprintf(label, sizeof label, "%d %s: %s%s b%d", j + 1, cs(r, "backend"), cs(r, "workload"),
-                 strcmp(kind_of(r), "inference") ? "" : " fwd", (int)cn(r, "batch"));
+        snprintf(label, sizeof label, "%d %s: %s%s b%d%s", j + 1, cs(r, "backend"), cs(r, "workload"),
+                 strcmp(kind_of(r), "inference") ? "" : " fwd", (int)cn(r, "batch"), one ? ", 1 thread" : "");
         int colour = 0;
         while (colour < nb && strcmp(backends[colour], cs(r, "backend"))) colour++;
         if (j) fprintf(f, "\n\n");
         dat_label(f, label);
         fprintf(f, "\n%.6g\t%.6g\t%d\n", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"), colour % 8 + 1);
         size_t len = strlen(points);
-        snprintf(points + len, sizeof points - len, "| %d | %s | %s%s | %d | %s | %.2f | %.2f |\n", j + 1, cs(r, "backend"),
-                 cs(r, "workload"), strcmp(kind_of(r), "inference") ? "" : " (forward)", (int)cn(r, "batch"),
-                 var[0] ? var + 1 : "", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"));
+        snprintf(points + len, sizeof points - len, "| %d | %s | %s%s | %d | %s | %s | %.2f | %.2f |\n", j + 1,
+                 cs(r, "backend"), cs(r, "workload"), strcmp(kind_of(r), "inference") ? "" : " (forward)",
+                 (int)cn(r, "batch"), var[0] ? var + 1 : "",
+                 gpu ? "the GPU" : !x->have_cal ? "–" : a ? "all threads" : "one thread",
+                 fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"));
     }
     fclose(f);
     if (n == 0) {
         fprintf(x->md, "No rows with GFLOP/s and an intensity estimate.\n\n");
         return;
     }
-    snprintf(vars, sizeof vars, "nblocks=%d; peak1=%.6g; peakall=%.6g; bw1=%.6g; bwall=%.6g", n,
-             x->have_cal ? x->cal.sgemm_1t_gflops : 0.0, x->have_cal ? x->cal.sgemm_all_gflops : 0.0,
-             x->have_cal ? x->cal.triad_1t_gbs : 0.0, x->have_cal ? x->cal.triad_all_gbs : 0.0);
+    /* The points' extent: the chart zooms to them and their roofs, so that a point just above its roof
+     * (as the text names it) is seen to be. */
+    double ai_lo = INFINITY, ai_hi = 0, gf_lo = INFINITY, gf_hi = 0;
+    for (int j = 0; j < n; j++) {
+        const double ai = fg(x->rows.v[idx[j]], "est_intensity_flop_per_byte"), gf = fg(x->rows.v[idx[j]], "gflops_per_s");
+        ai_lo = fmin(ai_lo, ai), ai_hi = fmax(ai_hi, ai), gf_lo = fmin(gf_lo, gf), gf_hi = fmax(gf_hi, gf);
+    }
+    snprintf(vars, sizeof vars, "nblocks=%d; peak1=%.6g; peakall=%.6g; bw1=%.6g; bwall=%.6g; dxmin=%.6g; dxmax=%.6g; "
+             "dymin=%.6g; dymax=%.6g", n, x->have_cal ? x->cal.sgemm_1t_gflops : 0.0,
+             x->have_cal ? x->cal.sgemm_all_gflops : 0.0, x->have_cal ? x->cal.triad_1t_gbs : 0.0,
+             x->have_cal ? x->cal.triad_all_gbs : 0.0, ai_lo, ai_hi, gf_lo, gf_hi);
     if (n_gpu) report_gpu_roofline_vars(&x->gpu, vars, sizeof vars); /* GPU roofs only under GPU points */
     snprintf(title, sizeof title, "Roofline: achieved GFLOP/s against estimated arithmetic intensity");
     subtitle(x, idx, n, sub, sizeof sub);
@@ -1140,16 +1357,31 @@ static void section_roofline(struct ctx *x)
         fprintf(x->md, "No calibration of this machine (CPU model, core count and OpenBLAS kernel set of the latest "
                        "row) was found (run `bench --calibrate` on it), so the chart has no ceilings.\n\n");
     if (n_gpu) report_gpu_roofline_text(&x->gpu, x->md);
-    if (n_above)
-        fprintf(x->md, "Point%s %s lie%s above the memory roof: a run cannot compute faster than memory delivers its bytes, so %s moved fewer "
-                       "bytes than the model counts — a working set (weights, optimizer state, a small batch's "
-                       "activations) that stayed in the caches between steps. %s true intensity is higher: to the "
-                       "right of where %s drawn.\n\n",
-                n_above > 1 ? "s" : "", above, n_above > 1 ? "" : "s", n_above > 1 ? "those runs" : "that run",
-                n_above > 1 ? "Their" : "Its", n_above > 1 ? "they are" : "it is");
+    if (x->have_cal && n_one)
+        fprintf(x->md, "A point is judged against the roofs of the threads it ran on, as the throughput table's ceiling "
+                       "share is: a one-thread run (marked `1 thread`) against the one-thread roof, any other against "
+                       "the all-threads roof, since no number of threads computes or moves more.\n\n");
+    const int n_ab = n_above[0] + n_above[1];
+    if (n_ab) {
+        char which[1200];
+        if (!n_above[1]) snprintf(which, sizeof which, "the one-thread memory roof");
+        else if (!n_above[0]) snprintf(which, sizeof which, "the all-threads memory roof");
+        else
+            snprintf(which, sizeof which,
+                     "the memory roof of their threads (the one-thread roof: %s; the all-threads roof: %s)", above[0],
+                     above[1]);
+        char list[1030];
+        snprintf(list, sizeof list, "%s%s%s", above[0], n_above[0] && n_above[1] ? ", " : "", above[1]);
+        fprintf(x->md, "Point%s %s lie%s above %s: a run cannot compute faster than memory delivers its bytes, so %s "
+                       "moved fewer bytes than the model counts — a working set (weights, optimizer state, a small "
+                       "batch's activations) that stayed in the caches between steps. %s true intensity is higher: to "
+                       "the right of where %s drawn.\n\n",
+                n_ab > 1 ? "s" : "", list, n_ab > 1 ? "" : "s", which, n_ab > 1 ? "those runs" : "that run",
+                n_ab > 1 ? "Their" : "Its", n_ab > 1 ? "they are" : "it is");
+    }
     md_chart(x, "roofline", title, render(x, "roofline.gp", "roofline", path, title, sub, vars));
-    fprintf(x->md, "| point | backend | workload | batch | options | intensity FLOP/byte (estimated) | GFLOP/s |\n"
-                   "|---:|---|---|---:|---|---:|---:|\n%s\n", points);
+    fprintf(x->md, "| point | backend | workload | batch | options | roofs of | intensity FLOP/byte (estimated) | "
+                   "GFLOP/s |\n|---:|---|---|---:|---|---|---:|---:|\n%s\n", points);
 }
 
 /* A profile sidecar is read whole up to this size (perf's counters and symbols: kilobytes to a few MB). */
@@ -1426,7 +1658,10 @@ int report_generate(const struct report_opts *o, int *n_charts)
     x.o = o;
     x.rows.path = o->in;
     int st = results_read_rows(o->in, collect, &x.rows);
-    if (st == TB_OK && x.rows.n == 0) st = tb_error_set(TB_EINVAL, "report: %s has no usable result rows", o->in);
+    /* Data that cannot be used, not a usage error: exit 1, as `bench compare` on the same file. */
+    if (st == TB_OK && x.rows.n == 0)
+        st = tb_error_set(TB_EFORMAT, "report: %s has no usable result rows (it is empty, or no line is a well-formed "
+                                      "row with config and figures)", o->in);
     if (st == TB_OK) st = mark_latest(&x.rows);
     snprintf(x.charts_dir, sizeof x.charts_dir, "%s/charts", o->out_dir);
     snprintf(x.data_dir, sizeof x.data_dir, "%s/charts/data", o->out_dir);
@@ -1514,7 +1749,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
     fprintf(x.md, "# trainbench report\n\n");
     fprintf(x.md, "Generated by `bench report` on %s from `%s`: %d row%s, %d shown. Left out: %d superseded by a "
                   "later row of the same configuration (kind, workload, backend, batch and every option that changes "
-                  "the work: %d fields such as optimizer, lr, steps, dataset and load; a row's options column names "
+                  "the work: %d fields such as device, optimizer, lr, steps, dataset and load; a row's options column names "
                   "those in which it differs from the other rows of its backend), %d of runs that did not finish%s.\n\n",
             when, o->in, x.rows.n, x.rows.n == 1 ? "" : "s", n_keep, n_superseded,
             (int)(sizeof variant_fields / sizeof *variant_fields), n_unfinished,

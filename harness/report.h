@@ -5,8 +5,9 @@
  * <out>/charts/data/, runs the gnuplot scripts in plots/ on them (PNG via pngcairo and SVG), and
  * writes <out>/REPORT.md with the tables and links to the charts. Charts: training throughput by
  * backend per workload (bars with jitter error bars), time-to-accuracy curves, batch-size scaling
- * (images/s and efficiency against global batch, log2 axis), per-layer time (rows with
- * figures.layer_times), a roofline under the calibrated ceilings, and the ipu pipeline timeline (a
+ * (images/s and speed-up against global batch, log2 axis; a grid sweep a line per value of the dimension
+ * it varies), per-layer time (rows with figures.layer_times), a roofline under the calibrated ceilings
+ * (each CPU point judged against the roofs of the threads it ran on), and the ipu pipeline timeline (a
  * Gantt chart per device of a run's last training step, rows with figures.timeline). The scripts only
  * draw; every number comes from the rows. Rows whose "status" is not "ok" (diverged, interrupted) are
  * left out of every figure and listed in a table of their own. Profiles written by tools/profile.sh
@@ -27,7 +28,8 @@ struct report_opts {
 
 /* Writes the report. *n_charts receives the number of charts rendered (PNG and SVG each count once).
  * Returns TB_OK (also when gnuplot is missing: REPORT.md then says so and has only tables), TB_EIO
- * (cannot read the results or write the output) or TB_EINVAL (no usable rows). */
+ * (cannot read the results or write the output) or TB_EFORMAT (no usable rows: bench exits 1, not the
+ * usage status 2). */
 int report_generate(const struct report_opts *o, int *n_charts);
 
 #endif

@@ -5,7 +5,8 @@
 # datafile: nblocks blocks, one per point: a header line "backend: workload batch options" then one row of
 #   intensity (FLOP/byte), GFLOP/s, colour (one per backend). The labels go in the key, below the plot,
 #   so that neighbouring points never overlap their text. Also: peak1, peakall (GFLOP/s), bw1, bwall
-#   (GB/s); 0 = not calibrated on the rows' machine. gpupeak, gputf32, gpubf16 (GFLOP/s), gpubw (GB/s),
+#   (GB/s); 0 = not calibrated on the rows' machine. dxmin, dxmax, dymin, dymax: the points' extent.
+#   gpupeak, gputf32, gpubf16 (GFLOP/s), gpubw (GB/s),
 #   gpuname: 0 (or absent) = no GPU calibration, or no GPU points.
 W = 1000; H = 760
 load dir."/common.gp"
@@ -15,8 +16,20 @@ set logscale xy
 set xlabel "arithmetic intensity (FLOP/byte, estimated from the model's compulsory traffic)"
 set ylabel "GFLOP/s (counted model FLOPs / measured time)"
 set key below left font ",8" maxcols 3 spacing 0.9 height 2
-set xrange [0.05:2000]
-set yrange [0.05:*]
+# The axes span the points (dxmin..dxmax FLOP/byte, dymin..dymax GFLOP/s, from bench report) and the ridges
+# and peaks of the roofs drawn, with some room: a point just above its roof is then seen to be.
+mx(a, b) = a > b ? a : b
+if (exists("dxmin") && dxmin > 0 && dymin > 0) {
+  xhi = dxmax; yhi = dymax
+  if (peakall > 0 && bwall > 0) { xhi = mx(xhi, peakall / bwall); yhi = mx(yhi, peakall) }
+  if (peakall > 0 && peak1 > 0 && bw1 > 0) { xhi = mx(xhi, peak1 / bw1) }
+  if (gpupeak > 0 && gpubw > 0) { xhi = mx(xhi, gpupeak / gpubw); yhi = mx(yhi, gpupeak) }
+  set xrange [dxmin / 4 : xhi * 4]
+  set yrange [dymin / 4 : yhi * 2]
+} else {
+  set xrange [0.05:2000]
+  set yrange [0.05:*]
+}
 roof(x, peak, bw) = (bw * x < peak) ? bw * x : peak
 # One plot command, assembled from the ceilings there are.
 cmd = "plot "

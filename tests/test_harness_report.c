@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <strings.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 
 static const char *const machine =
     "\"timestamp\":\"2024-05-01T12:00:00Z\",\"machine\":{\"cpu_model\":\"Fixture CPU\",\"n_cores\":2,\"mem_gib\":8},"
@@ -319,7 +320,8 @@ Test(harness_report, no_rows_is_an_error, .init = th_setup, .fini = th_teardown)
     snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
     struct report_opts o = {.in = in, .out_dir = th_path(out, sizeof out, "r"), .plots_dir = plots};
     int n;
-    cr_assert_eq(report_generate(&o, &n), TB_EINVAL);
+    /* Unusable data, not a usage error: bench exits 1 on it (see report_cli_exit_codes). */
+    cr_assert_eq(report_generate(&o, &n), TB_EFORMAT);
     o.in = "/nonexistent/results.jsonl";
     cr_assert_eq(report_generate(&o, &n), TB_EIO);
 }
@@ -359,7 +361,8 @@ static char *report_md(const char *in, const char *cal, char **err)
 }
 
 /* A CPU point above the all-cores memory roof (80 GFLOP/s at 3.2 FLOP/byte against 18 GB/s: 57.6) is named
- * under the roofline with why (its bytes stayed in cache); one under it (16) is not. */
+ * under the roofline with why (its bytes stayed in cache); one under it (16) is not. Neither row says its
+ * threads, so both are judged against the all-threads roof. */
 Test(harness_report, points_above_the_memory_roof_explained, .init = th_setup, .fini = th_teardown, .timeout = 60)
 {
     char in[192], cal[192];
@@ -371,7 +374,7 @@ Test(harness_report, points_above_the_memory_roof_explained, .init = th_setup, .
     tp_row(in, "above", "cpu", 100000.0, 100000.0, "");
     tp_row(in, "under", "threads", 20000.0, 20000.0, "");
     char *md = report_md(in, cal, NULL);
-    cr_assert(strstr(md, "Point 1 lies above the memory roof") != NULL, "%s", md);
+    cr_assert(strstr(md, "Point 1 lies above the all-threads memory roof") != NULL, "%s", md);
     cr_assert(strstr(md, "that run moved fewer bytes than the model counts") != NULL, "%s", md);
     cr_assert(strstr(md, "Point 2 lies") == NULL && strstr(md, "1, 2") == NULL, "%s", md);
     free(md);
@@ -1107,5 +1110,204 @@ Test(harness_report, explicit_profile_dir_and_large_sidecar, .init = th_setup, .
     snprintf(p, sizeof p, "%s/report/REPORT.md", th_dir);
     char *md = th_read(p);
     cr_assert(strstr(md, "| counter-02999 | 2999 |") != NULL && strstr(md, "`sgemm_kernel`") != NULL, "%s", md);
+    free(md);
+}
+
+/* A run on the cuda device is another configuration than the same backend's on the cpu (bench compare keys
+ * on config.device too): neither supersedes the other, and each is labelled by its device. A row without
+ * config.device ran on the cpu, so a later "cpu" row supersedes it. */
+Test(harness_report, device_is_part_of_the_configuration, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "old", "mirrored", 1000.0, 1000.0, "");                         /* before config.device */
+    tp_row(in, "gpu", "mirrored", 9000.0, 9000.0, ",\"device\":\"cuda\"");
+    tp_row(in, "new", "mirrored", 1100.0, 1100.0, ",\"device\":\"cpu\"");    /* supersedes "old" */
+    tp_row(in, "alone", "threads", 5000.0, 5000.0, ",\"device\":\"cuda\""); /* no cpu row beside it */
+    char *md = report_md(in, NULL, NULL);
+    cr_assert(strstr(md, "4 rows, 3 shown. Left out: 1 superseded") != NULL, "%s", md);
+    cr_assert(strstr(md, "| mirrored | 32 | device=cpu | synthetic | **1100** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| mirrored | 32 | device=cuda | synthetic | **9000** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| threads | 32 | device=cuda | synthetic | **5000** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "**1000**") == NULL, "the row without a device is the cpu's, superseded:\n%s", md);
+    free(md);
+    snprintf(p, sizeof p, "%s/report/charts/data/throughput_mnist-mlp.dat", th_dir);
+    char *dat = th_read(p);
+    cr_assert(strstr(dat, "\"mirrored b32 device=cpu\"\t1100\t") != NULL, "%s", dat);
+    cr_assert(strstr(dat, "\"mirrored b32 device=cuda\"\t9000\t") != NULL, "%s", dat);
+    free(dat);
+}
+
+/* A point of a scaling sweep: config_extra holds its grid settings (a JSON fragment), the figures its split. */
+static void grid_point(const char *path, const char *workload, const char *backend, const char *sweep, int batch,
+                       const char *config_extra, int replicas, int accumulation, double ips, double speedup)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"scaling\",\"run_id\":\"%s-b%d-%d-%d\",\"sweep\":\"%s\",\"config\":{"
+             "\"plan\":\"scaling\",\"backend\":\"%s\",\"workload\":\"%s\",\"batch\":%d,\"epochs\":0%s},%s,\"figures\":{"
+             "\"images_per_s\":%g,\"global_batch\":%d,\"local_batch\":%d,\"replicas\":%d,\"accumulation\":%d,"
+             "\"speedup\":%g,\"efficiency\":%g,\"peak_rss_mib\":30}}\n",
+             sweep, batch, replicas, accumulation, sweep, backend, workload, batch, config_extra, machine, ips, batch,
+             batch / (replicas * accumulation), replicas, accumulation, speedup, speedup / replicas);
+    th_append(path, t);
+}
+
+/* The block of a chart data file that starts with the header line `label` (quoted), up to the next block. */
+static char *dat_block(const char *dat, const char *label)
+{
+    char head[256];
+    snprintf(head, sizeof head, "\"%s\"\n", label);
+    const char *b = strstr(dat, head);
+    cr_assert(b, "no block %s in:\n%s", head, dat);
+    const char *e = strstr(b, "\n\n");
+    return strndup(b, e ? (size_t)(e - b + 1) : strlen(b));
+}
+
+/* A grid sweep is one line per value of the dimension it varies, not one zig-zag line through all its
+ * points: a mirrored batch × devices grid gets a line per devices value; an ipu grid whose global batch is
+ * micro-batch × ga × replicas runs a line along ga per micro-batch (or along the micro-batch where ga is
+ * fixed). The headings and keys name the varied dimension and its values instead of the first point's
+ * value, and the tables show it. */
+Test(harness_report, grid_sweep_one_line_per_varied_dimension, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    /* Points in the order bench writes them: batch outer, devices inner. */
+    grid_point(in, "mnist-mlp", "mirrored", "sw-m", 32, ",\"devices\":1", 1, 1, 60000, 1.0);
+    grid_point(in, "mnist-mlp", "mirrored", "sw-m", 32, ",\"devices\":2", 2, 1, 7000, 0.12);
+    grid_point(in, "mnist-mlp", "mirrored", "sw-m", 64, ",\"devices\":1", 1, 1, 40000, 0.67);
+    grid_point(in, "mnist-mlp", "mirrored", "sw-m", 64, ",\"devices\":2", 2, 1, 48000, 0.8);
+    /* --ga-list 1,2 --micro-batch-list 4,8 on 2 stages, whose ga 1 points failed: ga 2 alone is left. */
+    grid_point(in, "mnist-mlp", "ipu", "sw-i", 8, ",\"stages\":2,\"ga\":2,\"micro_batch\":4", 1, 2, 6000, 1.0);
+    grid_point(in, "mnist-mlp", "ipu", "sw-i", 16, ",\"stages\":2,\"ga\":2,\"micro_batch\":8", 1, 2, 9000, 1.5);
+    /* The whole ga × micro-batch grid (another workload, so no row supersedes another). */
+    const int ga[4] = {1, 1, 2, 2}, mb[4] = {4, 8, 4, 8};
+    for (int k = 0; k < 4; k++) {
+        char extra[128];
+        snprintf(extra, sizeof extra, ",\"stages\":2,\"ga\":%d,\"micro_batch\":%d", ga[k], mb[k]);
+        grid_point(in, "grid-b", "ipu", "sw-g", mb[k] * ga[k], extra, 1, ga[k], 1000.0 * (k + 1), k + 1.0);
+    }
+    report_every_chart(in, out, sizeof out);
+    check_png(out, "scaling_mnist-mlp");
+    check_png(out, "scaling_grid-b");
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    cr_assert(strstr(md, "**mirrored, grid: devices 1, 2** (sweep `sw-m`, throughput, synthetic data; one line per "
+                         "devices)") != NULL, "%s", md);
+    cr_assert(strstr(md, "| global batch | devices (grid) | local batch |") != NULL, "%s", md);
+    const char *rows[4] = {strstr(md, "\n| 32 | 1 | 32 | 1 | 1 | 60000 |"), strstr(md, "\n| 64 | 1 | 64 | 1 | 1 | 40000 |"),
+                           strstr(md, "\n| 32 | 2 | 16 | 2 | 1 | 7000 |"), strstr(md, "\n| 64 | 2 | 32 | 2 | 1 | 48000 |")};
+    for (int k = 0; k < 4; k++)
+        cr_assert(rows[k] && (!k || rows[k - 1] < rows[k]), "the table by line, then batch (row %d):\n%s", k, md);
+    cr_assert(strstr(md, "**ipu stages=2 ga=2, grid: micro_batch 4, 8** (sweep `sw-i`") != NULL, "%s", md);
+    cr_assert(strstr(md, "micro_batch=4**") == NULL && strstr(md, "mirrored devices=1**") == NULL,
+              "no heading names its first point's value:\n%s", md);
+    cr_assert(strstr(md, "| global batch | micro_batch (grid) | local batch |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| 16 | 8 | 8 | 1 | 2 | 9000 |") != NULL, "%s", md);
+    cr_assert(strstr(md, "**ipu stages=2, grid: micro_batch 4, 8 × ga 1, 2** (sweep `sw-g`, throughput, synthetic "
+                         "data; the global batch is micro-batch × ga × replicas, so a line runs along ga)") != NULL, "%s", md);
+    cr_assert(strstr(md, "| global batch | micro_batch (grid) | ga (grid) | local batch |") != NULL, "%s", md);
+    free(md);
+
+    snprintf(p, sizeof p, "%s/charts/data/scaling_mnist-mlp.dat", out);
+    char *dat = th_read(p);
+    int blocks = 1;
+    for (const char *c = dat; (c = strstr(c, "\n\n")); c += 2) blocks++;
+    cr_assert_eq(blocks, 3, "a line per devices value and the ipu sweep's:\n%s", dat);
+    char *b = dat_block(dat, "mirrored devices=1");
+    cr_assert_str_eq(b, "\"mirrored devices=1\"\n32\t60000\t1\n64\t40000\t0.67\n");
+    free(b);
+    b = dat_block(dat, "mirrored devices=2");
+    cr_assert_str_eq(b, "\"mirrored devices=2\"\n32\t7000\t0.12\n64\t48000\t0.8\n");
+    free(b);
+    b = dat_block(dat, "ipu stages=2 ga=2 (micro_batch 4 → 8)");
+    cr_assert_str_eq(b, "\"ipu stages=2 ga=2 (micro_batch 4 → 8)\"\n8\t6000\t1\n16\t9000\t1.5\n");
+    free(b);
+    free(dat);
+    snprintf(p, sizeof p, "%s/charts/data/scaling_grid-b.dat", out);
+    dat = th_read(p);
+    b = dat_block(dat, "ipu stages=2 micro_batch=4 (ga 1 → 2)");
+    cr_assert_str_eq(b, "\"ipu stages=2 micro_batch=4 (ga 1 → 2)\"\n4\t1000\t1\n8\t3000\t3\n");
+    free(b);
+    b = dat_block(dat, "ipu stages=2 micro_batch=8 (ga 1 → 2)");
+    cr_assert_str_eq(b, "\"ipu stages=2 micro_batch=8 (ga 1 → 2)\"\n8\t2000\t2\n16\t4000\t4\n");
+    free(b);
+    free(dat);
+}
+
+/* Runs `TB_BENCH_EXE args` in the test's directory with stdout and stderr into out; returns its exit code. */
+static int bench_sh(const char *args, const char *out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s > '%s' 2>&1", th_dir, TB_BENCH_EXE, args, out);
+    const int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* The CLI's statuses: 2 for a usage error (a bad option), 1 for data that cannot be used (a rows file without
+ * a usable row), as `bench compare` exits on the same file. */
+Test(harness_report, report_cli_exit_codes, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char p[192];
+    th_path(p, sizeof p, "out.txt");
+    th_write("empty.jsonl", "");
+    th_write("junk.jsonl", "not json\n{\"kind\":\"throughput\"}\n");
+    cr_assert_eq(bench_sh("report --in empty.jsonl --out-dir r --plots '" TB_SOURCE_DIR "/plots'", p), 1);
+    char *out = th_read(p);
+    cr_assert(strstr(out, "empty.jsonl has no usable result rows") != NULL, "%s", out);
+    free(out);
+    cr_assert_eq(bench_sh("report --in junk.jsonl --out-dir r --plots '" TB_SOURCE_DIR "/plots'", p), 1);
+    cr_assert_eq(bench_sh("compare empty.jsonl empty.jsonl", p), 1, "compare agrees");
+    cr_assert_eq(bench_sh("report --bogus", p), 2);
+    cr_assert_eq(bench_sh("report --in", p), 2);
+    cr_assert_eq(bench_sh("report --in empty.jsonl --plots /nonexistent/plots", p), 2);
+}
+
+/* A roofline row with its GFLOP/s at 3.2 FLOP/byte; figures_extra (a JSON fragment) may say its threads. */
+static void roof_row(const char *path, const char *id, const char *backend, double gflops, const char *figures_extra)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"%s\",\"status\":\"ok\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"%s\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\"},%s,"
+             "\"figures\":{\"images_per_s\":%g,\"gflops_per_s\":%g,\"est_intensity_flop_per_byte\":3.2%s}}\n",
+             id, backend, machine, gflops * 1250, gflops, figures_extra);
+    th_append(path, t);
+}
+
+/* Each CPU point is judged against the memory roof of the threads it ran on, as its ceiling share is taken
+ * of their sgemm: a one-thread run at 45 GFLOP/s and 3.2 FLOP/byte is above the one-thread roof (12 GB/s:
+ * 38.4) though under the all-threads one (18 GB/s: 57.6); a two-thread run at the same rate is not named;
+ * one at 80 is, against the all-threads roof. The table and the chart's key say which roof is a point's. */
+Test(harness_report, each_point_judged_against_its_threads_roof, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], cal[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(cal, sizeof cal, "calibration.json");
+    th_write(cal, "{\"schema\":1,\"kind\":\"calibration\",\"timestamp\":\"T\",\"sgemm_n\":2048,\"cpu_model\":"
+                  "\"Fixture CPU\",\"cores\":2,\"blas_core\":\"Zen\",\"sgemm_1t_gflops\":60,\"sgemm_all_gflops\":115,"
+                  "\"all_threads\":2,\"triad_1t_gbs\":12,\"triad_all_gbs\":18}\n");
+    roof_row(in, "one", "cpu", 45, ",\"peak_threads\":1");
+    roof_row(in, "two", "threads", 45, ",\"peak_threads\":2");
+    char *md = report_md(in, cal, NULL);
+    cr_assert(strstr(md, "Point 1 lies above the one-thread memory roof: a run cannot compute faster") != NULL, "%s", md);
+    cr_assert(strstr(md, "Point 2 lies") == NULL && strstr(md, "Points ") == NULL, "%s", md);
+    cr_assert(strstr(md, "| 1 | cpu | mnist-mlp | 32 |  | one thread | 3.20 | 45.00 |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| 2 | threads | mnist-mlp | 32 |  | all threads | 3.20 | 45.00 |") != NULL, "%s", md);
+    free(md);
+    snprintf(p, sizeof p, "%s/report/charts/data/roofline.dat", th_dir);
+    char *dat = th_read(p);
+    cr_assert(strstr(dat, "\"1 cpu: mnist-mlp b32, 1 thread\"\n") != NULL, "%s", dat);
+    cr_assert(strstr(dat, "\"2 threads: mnist-mlp b32\"\n") != NULL, "%s", dat);
+    free(dat);
+
+    /* A row without peak_threads says its threads in config.threads or figures.devices_used. */
+    th_write(in, "");
+    roof_row(in, "one", "cpu", 45, ",\"devices_used\":1");
+    roof_row(in, "two", "threads", 80, ",\"devices_used\":2");
+    md = report_md(in, cal, NULL);
+    cr_assert(strstr(md, "Points 1, 2 lie above the memory roof of their threads (the one-thread roof: 1; the "
+                         "all-threads roof: 2)") != NULL, "%s", md);
     free(md);
 }
