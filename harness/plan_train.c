@@ -227,8 +227,16 @@ static void save_preprocessing(const struct model *m, char *buf, size_t n)
         if (!bn && m->layers[i].op == OP_BN) bn = &m->layers[i];
     }
     int k = 0;
-    if (in) {
-        const struct tensor *t = &m->tensors[in->out];
+    const struct tensor *t = in ? &m->tensors[in->out] : NULL;
+    if (t && t->h == 1 && t->w == 1 && t->c == m->in_h * m->in_w * m->in_c && m->in_h * m->in_w > 1) {
+        /* A flattening input (mnist-mlp): the data's own shape and channels, no per-channel shift and no
+         * resampling (it said 1x1 and three channels, which a reader following it would resample to). */
+        k = snprintf(buf, n,
+                     "\"input_scale\":\"%.7g\",\"input_resolution\":\"%dx%d\",\"input_channels\":\"%d\","
+                     "\"preprocessing\":\"uint8 HWC pixels p: x = p*input_scale, flattened in HWC order to %d values "
+                     "inside the model; no resampling (the model is built for input_resolution)\"",
+                     (double)in->a.input.scale, m->in_h, m->in_w, m->in_c, t->c);
+    } else if (in) {
         const float *mu = in->a.input.shift, *sd = in->a.input.std;
         k = snprintf(buf, n,
                      "\"input_scale\":\"%.7g\",\"input_mean\":\"[%.6g,%.6g,%.6g]\",\"input_std\":\"[%.6g,%.6g,%.6g]\","

@@ -26,8 +26,9 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
     const struct optim_config *o = &c->run.optim;
     size_t k = 0;
 #define ADD(...) (k < n ? (k += (size_t)snprintf(out + k, n - k, __VA_ARGS__)) : k)
-    ADD("workload=%s model=%s params=%zu dataset=%s train_samples=%d classes=%d input=%dx%dx%d", s->w->name,
-        s->m.name, s->m.n_params, s->train.name, s->train.n, s->m.n_classes, s->m.in_h, s->m.in_w, s->m.in_c);
+    /* classes before params: a differing --classes is named as such, not as its parameter count. */
+    ADD("workload=%s model=%s dataset=%s train_samples=%d classes=%d params=%zu input=%dx%dx%d", s->w->name,
+        s->m.name, s->train.name, s->train.n, s->m.n_classes, s->m.n_params, s->m.in_h, s->m.in_w, s->m.in_c);
     ADD(" resolution=%d norm=%s norm_groups=%d dropout=%.9g drop_connect=%.9g", c->wopts.resolution,
         c->wopts.norm[0] ? c->wopts.norm : "default", c->wopts.norm_groups, (double)c->wopts.dropout,
         (double)c->wopts.drop_connect);
@@ -58,6 +59,9 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
         ADD(" plan=tta target=%.9g eval_every=%ld steps_per_epoch=%ld max_epochs=%d seeds=%d", c->target,
             c->eval_every > 0 ? c->eval_every : spe, spe, c->max_epochs, c->seeds);
     }
+    /* Last, so that a cause named above (the seed of a synthetic set) is the one said: the data's CRC, since
+     * another set under the same name (another directory, other pixels) is another run. */
+    ADD(" data_crc32=%08x", (unsigned)s->data_crc32);
 #undef ADD
 }
 

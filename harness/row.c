@@ -145,6 +145,11 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_str(b, "model", s->m.name);
     json_key_str(b, "dataset", s->train.name);
     json_key_str(b, "data_source", s->train.source);
+    {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", (unsigned)s->data_crc32);
+        json_key_str(b, "data_crc32", crc);
+    }
     json_key_int(b, "train_samples", s->train.n);
     json_key_int(b, "eval_samples", session_eval_samples(s));
     json_key_int(b, "batch", batch);

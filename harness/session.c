@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static const uint32_t *stream_perm(struct stream *s, long epoch)
 {
@@ -238,6 +239,19 @@ int session_open(struct session *s, const struct bench_config *c)
     if (s->c.run.batch <= 0 && s->c.plan != PLAN_SCALING) s->c.run.batch = s->w->batch;
     s->data_ms[0] = mllog_now_ms();
     if ((st = load_data(s)) != TB_OK) return st;
+    /* What the data is, not what its directory is called: a run resumed on other pixels, or two rows of
+     * other sets under one name, differ here (a probe resumed a run on another set unsaid). */
+    {
+        uLong crc = crc32(0L, Z_NULL, 0);
+        const struct dataset *d[2] = {&s->train, &s->test};
+        for (int k = 0; k < 2; k++) {
+            const size_t n_img = (size_t)d[k]->n * d[k]->h * d[k]->w * d[k]->c;
+            for (size_t at = 0; at < n_img; at += 1u << 30) /* crc32 takes a uInt length */
+                crc = crc32(crc, d[k]->images + at, (uInt)(n_img - at < (1u << 30) ? n_img - at : 1u << 30));
+            crc = crc32(crc, (const Bytef *)d[k]->labels, (uInt)((size_t)d[k]->n * sizeof *d[k]->labels));
+        }
+        s->data_crc32 = (uint32_t)crc;
+    }
     s->data_ms[1] = mllog_now_ms();
     struct workload_opts wo = s->c.wopts;
     wo.in_h = s->train.h, wo.in_w = s->train.w, wo.in_c = s->train.c;
@@ -256,7 +270,16 @@ int session_open(struct session *s, const struct bench_config *c)
         /* The ε the file's weights were trained with (its bn_eps), unless --bn-eps says otherwise; a plain
          * torchvision state_dict has none and gets the variant's torchvision default. */
         char v[32];
-        if (checkpoint_read_meta(s->c.load, "bn_eps", v, sizeof v) == TB_OK) wo.bn_eps = strtof(v, NULL);
+        if (checkpoint_read_meta(s->c.load, "bn_eps", v, sizeof v) == TB_OK) {
+            /* The range --bn-eps takes: a file's 1e30 or inf made the model's output uniform, and "abc" fell back
+             * to the default, unsaid. */
+            char *end;
+            errno = 0;
+            const float e = strtof(v, &end);
+            if (end == v || *end || errno || !(e > 0.0f && e <= 1.0f))
+                return tb_error_set(TB_EFORMAT, "--load %s: its bn_eps \"%s\" is not a number in (0, 1]", s->c.load, v);
+            wo.bn_eps = e;
+        }
         tb_error_clear(); /* an unreadable file is reported by checkpoint_load below */
     }
     s->c.wopts = wo;
@@ -281,15 +304,20 @@ int session_open(struct session *s, const struct bench_config *c)
         if ((st = checkpoint_load(s->c.load, &s->m, s->params, s->buffers)) != TB_OK) return st;
         /* Weights trained with another GroupNorm group count have the same shapes but are another model. */
         char g[32];
-        if (checkpoint_read_meta(s->c.load, "gn_groups", g, sizeof g) == TB_OK)
+        if (checkpoint_read_meta(s->c.load, "gn_groups", g, sizeof g) == TB_OK) {
+            char *end;
+            const long groups = strtol(g, &end, 10);
+            if (end == g || *end || groups < 1 || groups > 1 << 20)
+                return tb_error_set(TB_EFORMAT, "--load %s: its gn_groups \"%s\" is not a group count", s->c.load, g);
             for (int i = 0; i < s->m.n_layers; i++)
                 if (s->m.layers[i].op == OP_GN) {
-                    if (atoi(g) != s->m.layers[i].a.norm.groups)
+                    if (groups != s->m.layers[i].a.norm.groups)
                         return tb_error_set(TB_EINVAL, "--load %s: trained with GroupNorm of %s groups; this model has %d "
                                                        "(give --norm group:%s)", s->c.load, g,
                                             s->m.layers[i].a.norm.groups, g);
                     break;
                 }
+        }
         tb_error_clear();
         s->loaded = 1;
     }

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "blas_core.h"
+#include "checkpoint.h"
 #include "json.h"
 #include "results.h"
 #include "status.h"
@@ -631,6 +632,74 @@ Test(cli, classes_checkpoint_names_and_schedule_fields)
     free(dir), free(out);
 }
 
+
+/* A probe's: a --load file's bn_eps of 1e30 or inf was used (the output went uniform) and "abc" fell back to the
+ * default, unsaid, where --bn-eps refuses both. The file's value is held to --bn-eps's range: one line, exit 1. */
+Test(cli, a_load_files_bn_eps_is_checked)
+{
+    char *dir = tu_mkdtemp("cli-bneps"), *st = NULL, *out = NULL;
+    cr_assert(asprintf(&st, "%s/e.st", dir) > 0 && asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--workload", "effnet-b0", "--resolution", "32", "--batch", "4", "--steps", "1", "--data", "synthetic",
+                   "--synthetic-samples", "32,16", "--save", st, "--mllog", "none", "--no-eval", "--quiet", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exit %d: %s", p.code, p.err);
+    proc_free(&p);
+    size_t n;
+    char *bytes = tu_read_file(st, &n);
+    cr_assert(bytes);
+    static const char key[] = "\"bn_eps\":\"";
+    char *at = memmem(bytes, n, key, sizeof key - 1);
+    cr_assert(at, "no bn_eps in the saved file's metadata");
+    at += sizeof key - 1;
+    const size_t len = (size_t)((char *)memchr(at, '"', n - (size_t)(at - bytes)) - at);
+    cr_assert(len >= 8, "bn_eps \"%.*s\"", (int)len, at);
+    /* each as long as the value it replaces, so the header stays well-formed: head, filler, tail */
+    static const char *const bad[][3] = {{"1.", "0", "e+30"}, {"inf", "0", ""}, {"abc", "x", ""}, {"-1.", "0", "e-05"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char v[64];
+        const size_t fill = len - strlen(bad[k][0]) - strlen(bad[k][2]);
+        snprintf(v, sizeof v, "%s%.*s%s", bad[k][0], (int)fill, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", bad[k][2]);
+        if (bad[k][1][0] == '0') memset(v + strlen(bad[k][0]), '0', fill);
+        cr_assert_eq(strlen(v), len, "%s", v);
+        memcpy(at, v, len);
+        tu_write_file(st, bytes, n);
+        run_bench(ARGS("--plan", "evaluate", "--workload", "effnet-b0", "--resolution", "32", "--load", st, "--data",
+                       "synthetic", "--synthetic-samples", "32,16", "--mllog", "none", "--quiet", "--out", out),
+                  &p);
+        cr_assert_eq(p.code, 1, "bn_eps \"%.*s\": exit %d: %s", (int)len, at, p.code, p.err);
+        cr_assert(strstr(p.err, "bn_eps") && strstr(p.err, "(0, 1]") && count_lines(p.err) == 1, "%s", p.err);
+        proc_free(&p);
+    }
+    free(bytes);
+    tu_rm_rf(dir);
+    free(dir), free(st), free(out);
+}
+
+/* A probe's: mnist-mlp's saved preprocessing said input_resolution 1x1 and three channels' mean and std (the
+ * flattened input tensor's shape), which a reader would resample 28x28 images to. It is the data's shape. */
+Test(cli, an_mlps_saved_preprocessing_is_its_input_shape)
+{
+    char *dir = tu_mkdtemp("cli-mlpmeta"), *st = NULL, *out = NULL;
+    cr_assert(asprintf(&st, "%s/m.st", dir) > 0 && asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--batch", "8", "--steps", "1", "--data", "synthetic", "--synthetic-samples", "32,16", "--save", st,
+                   "--mllog", "none", "--no-eval", "--quiet", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exit %d: %s", p.code, p.err);
+    proc_free(&p);
+    char v[256];
+    cr_assert_eq(checkpoint_read_meta(st, "input_resolution", v, sizeof v), TB_OK, "%s", tb_error_get());
+    cr_assert_str_eq(v, "28x28");
+    cr_assert_eq(checkpoint_read_meta(st, "input_channels", v, sizeof v), TB_OK, "%s", tb_error_get());
+    cr_assert_str_eq(v, "1");
+    cr_assert_neq(checkpoint_read_meta(st, "input_mean", v, sizeof v), TB_OK, "a flattening input has no channel shift");
+    tb_error_clear();
+    cr_assert_eq(checkpoint_read_meta(st, "preprocessing", v, sizeof v), TB_OK);
+    cr_assert(strstr(v, "flattened") && strstr(v, "784"), "%s", v);
+    tu_rm_rf(dir);
+    free(dir), free(st), free(out);
+}
 
 /* An fp16 run shorter than the 10-overflow rule in which every step overflowed applied no update: it ends as
  * diverged (exit 1, a "diverged" row saying why), not as a result. */

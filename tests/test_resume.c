@@ -290,8 +290,12 @@ Test(resume, a_different_configuration_is_a_usage_error)
         {"--seed", "7", "seed=42", "seed=7"},
         {"--optimizer", "sgd", "optimizer=adam", "optimizer=sgd"},
         {"--lr", "0.01", "lr=0.00100000005", "lr=0.00999999978"},
+        /* a probe's: another --classes was named by its parameter count; other data under the same name (here
+         * the test set's size: the train set's is train_samples) resumed unsaid */
+        {"--classes", "20", "classes=10", "classes=20"},
+        {"--synthetic-samples", "1000,100", "data_crc32=", "in this run"},
     };
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (int)(sizeof cases / sizeof *cases); i++) {
         const int code = rb_run(dir, "bad", RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--mllog",
                                                     "none", "--out", "results.jsonl", "--quiet", "--steps", "40"),
                                 RB_ARGS("--resume", "ck", cases[i][0], cases[i][1], i == 0 ? NULL : "--batch", "8"));
