@@ -367,7 +367,10 @@ int outputs_check(const struct bench_config *c)
     int st = TB_OK;
     if (c->out[0]) st = check_append_file("--out", c->out);
     if (st == TB_OK && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) st = check_dir("--mllog", c->mllog_dir);
-    if (st == TB_OK && c->checkpoint_dir[0]) st = check_dir("--checkpoint-dir", c->checkpoint_dir);
+    /* --checkpoint-dir defaults to --resume's directory: a bad one is named by the option the user gave. */
+    if (st == TB_OK && c->checkpoint_dir[0])
+        st = check_dir(bench_option_given(c, "checkpoint-dir") || !c->resume[0] ? "--checkpoint-dir" : "--resume",
+                       c->checkpoint_dir);
     if (st == TB_OK && c->save[0]) st = outputs_check_replaced("--save", c->save, 0);
     /* A reused --run-id would meet its earlier run's event log; only a resume continues it. */
     if (st == TB_OK && c->run_id[0] && !c->resume[0] && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) {

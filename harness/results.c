@@ -93,7 +93,7 @@ int results_append_row(const char *path, const char *line)
     if (fd < 0) {
         int err = errno;
         free(buf);
-        return tb_error_set(TB_EIO, "results_append_row: cannot open %s: %s", path, strerror(err));
+        return tb_error_set(TB_EIO, "cannot open %s to append a row: %s", path, strerror(err));
     }
     /* A run that crashed mid-row leaves a last line without '\n'; starting our row with one keeps
      * the torn fragment from swallowing this row (readers then skip just the fragment). */
@@ -111,7 +111,7 @@ int results_append_row(const char *path, const char *line)
             if (errno == EINTR)
                 continue;
             int err = errno;
-            st = tb_error_set(TB_EIO, "results_append_row: write to %s failed: %s", path, strerror(err));
+            st = tb_error_set(TB_EIO, "write to %s failed: %s", path, strerror(err));
             break;
         }
         /* A partial write (disk full, signal) would let another writer interleave; finishing it is
@@ -124,11 +124,11 @@ int results_append_row(const char *path, const char *line)
     /* fsync of a device or pipe (/dev/null, a FIFO) fails with EINVAL and means nothing there. */
     if (st == TB_OK && regular && fsync(fd) != 0) {
         int err = errno;
-        st = tb_error_set(TB_EIO, "results_append_row: fsync of %s failed: %s", path, strerror(err));
+        st = tb_error_set(TB_EIO, "fsync of %s failed: %s", path, strerror(err));
     }
     if (close(fd) != 0 && st == TB_OK) {
         int err = errno;
-        st = tb_error_set(TB_EIO, "results_append_row: close of %s failed: %s", path, strerror(err));
+        st = tb_error_set(TB_EIO, "close of %s failed: %s", path, strerror(err));
     }
     return st;
 }
@@ -148,7 +148,7 @@ int results_read_rows(const char *path, results_row_fn fn, void *ctx)
     const char *why = NULL;
     FILE *f = regular_fopen(path, &why);
     if (!f)
-        return tb_error_set(TB_EIO, "results_read_rows: cannot open %s: %s", path, why);
+        return tb_error_set(TB_EIO, "cannot open %s: %s", path, why);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -180,7 +180,7 @@ int results_read_rows(const char *path, results_row_fn fn, void *ctx)
         json_value_free(row);
     }
     if (st == TB_OK && ferror(f))
-        st = tb_error_set(TB_EIO, "results_read_rows: read error in %s after line %ld", path, line_no);
+        st = tb_error_set(TB_EIO, "read error in %s after line %ld", path, line_no);
     free(line);
     fclose(f);
     return st;

@@ -494,6 +494,13 @@ Test(resume, checkpoint_options_are_validated)
         cr_assert(strstr(err, needle[i]), "case %d: the message does not say \"%s\": %s", i, needle[i], err);
         free(err);
     }
+    /* --resume naming a file: the option given is named, not the --checkpoint-dir it defaults (a probe's). */
+    rb_write(dir, "afile", "x\n");
+    const int code = rb_run(dir, "v", RB_ARGS(RB_BASE), RB_ARGS("--steps", "5", "--resume", "afile"));
+    char *err = rb_stderr(dir, "v");
+    cr_assert(code == 1 && strstr(err, "--resume afile: not a directory") && !strstr(err, "--checkpoint-dir"),
+              "exit %d: %s", code, err);
+    free(err);
     tu_rm_rf(dir);
     free(dir);
 }
