@@ -191,6 +191,84 @@ Test(cifar, empty_file)
     expect_fail(0, TB_EFORMAT, "test_batch.bin.gz", "empty file");
 }
 
+/* Non-gzip bytes after a batch's gzip stream were dropped in silence (zlib's gzread stops there): now an
+ * error naming the file. Concatenated members are one file: their records in order. */
+Test(cifar, gzip_trailing_garbage_and_members)
+{
+    write_batch("test_batch.bin.gz", 0, 2, 1);
+    long at = td_file_size(td_path("test_batch.bin.gz"));
+    FILE *f = fopen(td_path("test_batch.bin.gz"), "ab");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite("JUNKJUNK", 1, 8, f), 8u);
+    fclose(f);
+    char want[96];
+    snprintf(want, sizeof want, "trailing data after the gzip stream: 8 bytes at offset %ld", at);
+    expect_fail(0, TB_EFORMAT, "test_batch.bin.gz", want);
+    /* Records 0..1 in one member, 2..4 in a second, the cut inside record 2. */
+    uint8_t *b = make_batch(0, 5);
+    write_file(td_path("test_batch.bin.gz"), b, 2 * REC + 100, 1);
+    gzFile g = gzopen(td_path("test_batch.bin.gz"), "ab6");
+    cr_assert_not_null(g);
+    cr_assert_eq(gzwrite(g, b + 2 * REC + 100, 3 * REC - 100), 3 * REC - 100);
+    cr_assert_eq(gzclose(g), Z_OK);
+    struct dataset ds;
+    cr_assert_eq(cifar10_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    check_records(&ds, 5);
+    dataset_free(&ds);
+    free(b);
+}
+
+/* A .bin.gz beside a differing .bin was read without a word (the IDX reader says which spelling it read):
+ * the plain file is read and the note says so, naming the batches that had a choice. */
+Test(cifar, plain_beside_gzip_says_which_was_read)
+{
+    write_batch("test_batch.bin", 0, 3, 0);
+    write_batch("test_batch.bin.gz", 7, 2, 1);
+    struct dataset ds;
+    cr_assert_eq(cifar10_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    check_records(&ds, 3);
+    cr_assert(strstr(ds.note, td_dir) && strstr(ds.note, "read test_batch.bin;") &&
+                  strstr(ds.note, "1 other spelling of it left unread"),
+              "%s", ds.note);
+    dataset_free(&ds);
+    int r0 = 0;
+    char name[64];
+    for (int i = 0; i < 5; i++, r0 += 2) {
+        snprintf(name, sizeof name, "data_batch_%d.bin", i + 1);
+        write_batch(name, r0, 2, 0);
+    }
+    write_batch("data_batch_2.bin.gz", 0, 1, 1);
+    write_batch("data_batch_5.bin.gz", 0, 1, 1);
+    cr_assert_eq(dataset_load_dir(td_dir, 1, &ds), TB_OK, "%s", tb_error_get());
+    check_records(&ds, 10);
+    cr_assert(strstr(ds.note, "read data_batch_2.bin, data_batch_5.bin; 2 other spellings of them left unread"), "%s",
+              ds.note);
+    dataset_free(&ds);
+    /* One spelling only: no note. */
+    cr_assert_eq(unlink(td_path("test_batch.bin.gz")), 0);
+    cr_assert_eq(cifar10_load_dir(td_dir, 0, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_str_eq(ds.note, "");
+    dataset_free(&ds);
+}
+
+/* A batch that is there but cannot be read (a directory, a FIFO, a link loop) is named with its fault, not
+ * reported missing ("No such file", or "no dataset found" from dataset_load_dir). */
+Test(cifar, unusable_batch_says_why)
+{
+    write_batch("data_batch_1.bin", 0, 1, 0);
+    cr_assert_eq(mkdir(td_path("test_batch.bin"), 0700), 0);
+    expect_fail(0, TB_EIO, "test_batch.bin", "cannot open: is a directory");
+    cr_assert_eq(rmdir(td_path("test_batch.bin")), 0);
+    cr_assert_eq(mkfifo(td_path("test_batch.bin.gz"), 0600), 0);
+    expect_fail(0, TB_EIO, "test_batch.bin.gz", "cannot open: not a regular file");
+    cr_assert_eq(unlink(td_path("data_batch_1.bin")), 0);
+    cr_assert_eq(symlink("data_batch_1.bin", td_path("data_batch_1.bin")), 0);
+    struct dataset ds;
+    memset(&ds, 0xab, sizeof ds);
+    td_assert_failed(dataset_load_dir(td_dir, 1, &ds), TB_EIO, &ds, "data_batch_1.bin",
+                     "Too many levels of symbolic links");
+}
+
 Test(cifar, resize_to_grey)
 {
     write_batch("test_batch.bin", 0, 2, 0);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dataset.h"
@@ -413,6 +414,194 @@ Test(idx, trailing_data)
     expect_fail("img.gz", "lab", TB_EFORMAT, "img.gz", "trailing data after");
     free(bi);
     free(bl);
+}
+
+/* An IDX set with labels past 9 (EMNIST: 26 to 62 classes) was refused by the directory loader, which
+ * passed a fixed 10: any byte label loads, the class count is the largest label + 1 (10 if the labels
+ * stay below), and a pair of splits whose labels reach different heights gets the larger count. */
+Test(idx, load_dir_more_than_ten_classes)
+{
+    const uint32_t n_train = 130, n_test = 40, top = 61;
+    size_t li, ll;
+    uint8_t *bi = make_images(0x803, n_train, 3, 3, &li), *bl = make_labels(0x801, n_train, 10, &ll);
+    for (uint32_t i = 0; i < n_train; i++) bl[8 + i] = (uint8_t)(i % (top + 1));
+    write_file(td_path("train-images-idx3-ubyte"), bi, li, 0);
+    write_file(td_path("train-labels-idx1-ubyte.gz"), bl, ll, 1);
+    put_be32(bi + 4, n_test); /* the test split: labels 0..39 */
+    put_be32(bl + 4, n_test);
+    write_file(td_path("t10k-images-idx3-ubyte"), bi, 16 + (size_t)n_test * 9, 0);
+    write_file(td_path("t10k-labels-idx1-ubyte"), bl, 8 + n_test, 0);
+    struct dataset tr, te;
+    cr_assert_eq(dataset_load_dir(td_dir, 1, &tr), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(tr.n_classes, (int)top + 1);
+    for (uint32_t i = 0; i < n_train; i++) cr_assert_eq(tr.labels[i], (int32_t)(i % (top + 1)));
+    cr_assert_eq(dataset_load_dir(td_dir, 0, &te), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(te.n_classes, (int)n_test);
+    cr_assert_eq(dataset_check_pair(&tr, &te), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(tr.n_classes, (int)top + 1);
+    cr_assert_eq(te.n_classes, (int)top + 1, "the test split takes the training split's larger count");
+    dataset_free(&tr);
+    dataset_free(&te);
+    /* The largest byte: 256 classes. */
+    put_be32(bl + 4, n_train);
+    bl[8 + 5] = 255;
+    write_file(td_path("train-labels-idx1-ubyte.gz"), bl, ll, 1);
+    cr_assert_eq(idx_load_dir(td_dir, 1, &tr), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(tr.n_classes, 256);
+    cr_assert_eq(tr.labels[5], 255);
+    dataset_free(&tr);
+    /* Below 10 the count stays MNIST's 10, so a subset that lacks the top classes is no other model. */
+    put_be32(bl + 4, n_test);
+    for (uint32_t i = 0; i < n_test; i++) bl[8 + i] = (uint8_t)(i % 4);
+    write_file(td_path("t10k-labels-idx1-ubyte"), bl, 8 + n_test, 0);
+    cr_assert_eq(idx_load_dir(td_dir, 0, &te), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(te.n_classes, 10);
+    dataset_free(&te);
+    free(bi);
+    free(bl);
+}
+
+/* Appends n raw bytes to path. */
+static void append_raw(const char *path, const void *b, size_t n)
+{
+    FILE *f = fopen(path, "ab");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* Non-gzip bytes after a gzip stream were dropped in silence (zlib's gzread stops there), while the same
+ * bytes after a plain file are refused: now an error naming the file, in the images and the labels file,
+ * whatever the bytes (zero padding, a lone byte, a lone 0x1f). Concatenated members are still one file. */
+Test(idx, gzip_trailing_garbage)
+{
+    size_t li, ll;
+    uint8_t *bi = make_images(0x803, 6, 5, 5, &li), *bl = make_labels(0x801, 6, 10, &ll);
+    static const struct {
+        const char *bytes;
+        size_t n;
+    } junk[] = {{"JUNKJUNK", 8}, {"\0\0\0\0\0\0\0\0\0\0\0\0", 12}, {"x", 1}, {"\x1f", 1}, {"\x1f\x8a\x08", 3}};
+    for (size_t k = 0; k < sizeof junk / sizeof junk[0]; k++)
+        for (int lab = 0; lab < 2; lab++) {
+            write_file(td_path("img.gz"), bi, li, 1);
+            write_file(td_path("lab.gz"), bl, ll, 1);
+            const char *bad = lab ? "lab.gz" : "img.gz";
+            long at = td_file_size(td_path(bad));
+            append_raw(td_path(bad), junk[k].bytes, junk[k].n);
+            char want[96];
+            snprintf(want, sizeof want, "trailing data after the gzip stream: %zu byte%s at offset %ld", junk[k].n,
+                     junk[k].n == 1 ? "" : "s", at);
+            expect_fail("img.gz", "lab.gz", TB_EFORMAT, bad, want);
+        }
+    free(bi);
+    free(bl);
+}
+
+/* gzip -c a > f; gzip -c b >> f is one gzip file: the members' bytes in order, an empty member too; junk
+ * after the last member is refused as after the first. */
+Test(idx, gzip_concatenated_members)
+{
+    size_t li, ll;
+    uint8_t *bi = make_images(0x803, 40, 7, 9, &li), *bl = make_labels(0x801, 40, 10, &ll);
+    write_file(td_path("img.gz"), bi, 10, 1); /* inside the header: the split point is arbitrary */
+    gzFile g = gzopen(td_path("img.gz"), "ab9");
+    cr_assert_not_null(g);
+    cr_assert_eq(gzclose(g), Z_OK); /* an empty member */
+    g = gzopen(td_path("img.gz"), "ab1");
+    cr_assert_not_null(g);
+    cr_assert_eq(gzwrite(g, bi + 10, (unsigned)(li - 10)), (int)(li - 10));
+    cr_assert_eq(gzclose(g), Z_OK);
+    write_file(td_path("lab"), bl, ll, 0);
+    struct dataset ds;
+    cr_assert_eq(idx_load(td_path("img.gz"), td_path("lab"), 10, &ds), TB_OK, "%s", tb_error_get());
+    check_good(&ds, 40, 7, 9);
+    dataset_free(&ds);
+    append_raw(td_path("img.gz"), "JUNK", 4);
+    expect_fail("img.gz", "lab", TB_EFORMAT, "img.gz", "trailing data after the gzip stream: 4 bytes");
+    free(bi);
+    free(bl);
+}
+
+/* A data file that is there but cannot be read was reported as missing ("no train images file"):
+ * now its name and its fault, from idx_load_dir and dataset_load_dir alike (not "no dataset found"). */
+Test(idx, load_dir_unusable_file_says_why)
+{
+    write_pair("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 3, 2, 2, 0);
+    const char *name = "train-images-idx3-ubyte";
+    static const char *const faults[] = {"is a directory", "not a regular file", "Too many levels of symbolic links",
+                                         "dangling symbolic link"};
+    for (int k = 0; k < 4; k++) {
+        unlink(td_path(name));
+        rmdir(td_path(name));
+        if (k == 0) cr_assert_eq(mkdir(td_path(name), 0700), 0);
+        if (k == 1) cr_assert_eq(mkfifo(td_path(name), 0600), 0);
+        if (k == 2) cr_assert_eq(symlink(name, td_path(name)), 0); /* a link to itself */
+        if (k == 3) cr_assert_eq(symlink("nowhere", td_path(name)), 0);
+        write_file(td_path("train-labels-idx1-ubyte"), (const uint8_t *)"x", 1, 0);
+        struct dataset ds;
+        memset(&ds, 0xab, sizeof ds);
+        td_assert_failed(idx_load_dir(td_dir, 1, &ds), TB_EIO, &ds, name, faults[k]);
+        memset(&ds, 0xab, sizeof ds);
+        td_assert_failed(dataset_load_dir(td_dir, 1, &ds), TB_EIO, &ds, name, faults[k]);
+    }
+    /* A readable spelling beside the unusable one is read, and the note counts the other. */
+    write_pair("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte", 4, 2, 2, 1);
+    struct dataset ds;
+    cr_assert_eq(dataset_load_dir(td_dir, 1, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(ds.n, 4);
+    cr_assert(strstr(ds.note, "train-images-idx3-ubyte.gz") && strstr(ds.note, "1 other spelling "), "%s", ds.note);
+    dataset_free(&ds);
+}
+
+/* Runs dataset_load_dir(dir, 1) as an unprivileged user (a child process that drops root, as root cannot
+ * see EACCES) and returns its status, with its message in msg. */
+static int load_dir_unprivileged(const char *dir, char *msg, size_t cap)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(100);
+        struct dataset ds;
+        int st = dataset_load_dir(dir, 1, &ds);
+        const char *m = tb_error_get();
+        if (write(fds[1], m, strlen(m)) < 0) _exit(101);
+        _exit(st == TB_OK ? 0 : st == TB_EIO ? 1 : 2);
+    }
+    close(fds[1]);
+    ssize_t n = read(fds[0], msg, cap - 1);
+    msg[n > 0 ? n : 0] = '\0';
+    close(fds[0]);
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws));
+    if (WEXITSTATUS(ws) == 100) cr_skip_test("cannot drop root here: no EACCES to see");
+    return WEXITSTATUS(ws) == 0 ? TB_OK : WEXITSTATUS(ws) == 1 ? TB_EIO : TB_EINVAL;
+}
+
+/* A data directory we may not search (chmod 000) looked empty: "no dataset found". Now "Permission denied"
+ * naming it; a data file behind such a directory (a link into it) names the file. */
+Test(idx, load_dir_permission_denied)
+{
+    cr_assert_eq(chmod(td_dir, 0755), 0); /* the child must reach the directory under test */
+    char sub[512];
+    snprintf(sub, sizeof sub, "%s/set", td_dir);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    write_pair("set/train-images-idx3-ubyte", "set/train-labels-idx1-ubyte", 3, 2, 2, 0);
+    cr_assert_eq(chmod(sub, 0), 0);
+    char msg[1024];
+    int st = load_dir_unprivileged(sub, msg, sizeof msg);
+    cr_assert_eq(chmod(sub, 0755), 0);
+    cr_assert_eq(st, TB_EIO, "%s", msg);
+    cr_assert(strstr(msg, sub) && strstr(msg, "Permission denied"), "%s", msg);
+    cr_assert_eq(mkdir(td_path("closed"), 0), 0);
+    unlink(td_path("set/train-images-idx3-ubyte"));
+    cr_assert_eq(symlink("../closed/x", td_path("set/train-images-idx3-ubyte")), 0);
+    st = load_dir_unprivileged(sub, msg, sizeof msg);
+    cr_assert_eq(st, TB_EIO, "%s", msg);
+    cr_assert(strstr(msg, "set/train-images-idx3-ubyte: cannot open: Permission denied"), "%s", msg);
 }
 
 Test(idx, bad_arguments)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "status.h"
 
@@ -26,6 +27,8 @@ int dataset_load_dir(const char *dir, int train, struct dataset *out)
     struct stat st;
     if (stat(dir, &st) != 0) return tb_error_set(TB_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return tb_error_set(TB_EIO, "%s: not a directory", dir);
+    /* Without search permission every file in it looks absent: "no dataset found" would hide the cause. */
+    if (access(dir, X_OK) != 0) return tb_error_set(TB_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
     /* Two data sets in one directory: which one the user meant is not ours to guess. */
     if (idx_probe_dir(dir) && cifar10_probe_dir(dir))
         return tb_error_set(TB_EINVAL, "%s holds both an IDX set and CIFAR-10 batches: give a directory with one", dir);
@@ -37,7 +40,7 @@ int dataset_load_dir(const char *dir, int train, struct dataset *out)
                         dir);
 }
 
-int dataset_check_pair(const struct dataset *train, const struct dataset *test)
+int dataset_check_pair(struct dataset *train, struct dataset *test)
 {
     /* Everything downstream (the model's input layer, the evaluation batches) takes the training
      * geometry; a test set of another shape would be read out of bounds or as garbage. */
@@ -45,9 +48,10 @@ int dataset_check_pair(const struct dataset *train, const struct dataset *test)
         return tb_error_set(TB_EFORMAT, "%s: test images are %dx%dx%d but training images are %dx%dx%d (HxWxC)",
                             test->source[0] ? test->source : test->name, test->h, test->w, test->c, train->h,
                             train->w, train->c);
-    if (test->n_classes != train->n_classes)
-        return tb_error_set(TB_EFORMAT, "%s: test set has %d classes but the training set %d",
-                            test->source[0] ? test->source : test->name, test->n_classes, train->n_classes);
+    /* A count read off the labels (IDX records none) differs between splits when one lacks the top
+     * classes; the model needs them all, so both take the larger. Fixed counts (CIFAR-10) agree anyway. */
+    int k = train->n_classes > test->n_classes ? train->n_classes : test->n_classes;
+    train->n_classes = test->n_classes = k;
     return TB_OK;
 }
 

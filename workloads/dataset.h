@@ -31,17 +31,20 @@ struct dataset {
 /* Reads an IDX image file (magic 0x00000803) and label file (0x00000801), gzip or plain, into out. */
 int idx_load(const char *images_path, const char *labels_path, int n_classes, struct dataset *out);
 /* Loads the train (train != 0) or test split of an IDX set in dir, trying the standard file names
- * (train-images-idx3-ubyte, t10k-...; with or without .gz; also the "-idx3-ubyte" → ".idx3-ubyte" variant). */
+ * (train-images-idx3-ubyte, t10k-...; with or without .gz; also the "-idx3-ubyte" → ".idx3-ubyte" variant);
+ * any byte label, n_classes 10 or the largest label + 1 if more (EMNIST). */
 int idx_load_dir(const char *dir, int train, struct dataset *out);
 /* Loads CIFAR-10's binary format from dir (data_batch_1..5.bin for train, test_batch.bin for test). */
 int cifar10_load_dir(const char *dir, int train, struct dataset *out);
-/* Return 1 if dir holds files of that format (dataset_load_dir picks a reader with them). */
+/* Return 1 if dir holds files of that format, or files of its names that cannot be read (the loader
+ * then says why); dataset_load_dir picks a reader with them. */
 int idx_probe_dir(const char *dir);
 int cifar10_probe_dir(const char *dir);
 /* Loads whatever dir holds: an IDX set or a CIFAR-10 binary set; a clear error if neither. */
 int dataset_load_dir(const char *dir, int train, struct dataset *out);
-/* Checks that a test split has the training split's image shape and class count; TB_EFORMAT naming both if not. */
-int dataset_check_pair(const struct dataset *train, const struct dataset *test);
+/* Checks that a test split has the training split's image shape (TB_EFORMAT naming both if not) and gives
+ * both splits the larger of their class counts (IDX's is read off each split's labels). */
+int dataset_check_pair(struct dataset *train, struct dataset *test);
 /* Builds a deterministic synthetic set: n samples of shape (h,w,c), labels in [0,n_classes), learnable
  * (each class has its own mean pattern plus seeded noise), a pure function of (seed, train, n, shape). */
 int dataset_synthetic(int n, int h, int w, int c, int n_classes, uint64_t seed, int train, struct dataset *out);

@@ -22,22 +22,41 @@
 #define CIFAR_CLASSES 10
 #define CIFAR_PATH_MAX 4096
 
-/* Builds dir/name[.gz] into path, preferring the plain file; 1 if either exists. When neither does,
- * path holds the plain spelling so the "cannot open" message names the expected file. */
-static int cifar_find_file(const char *dir, const char *name, char *path, size_t cap)
+/* Looks for dir/name and dir/name.gz. 1: path is the first that is a regular file (plain first: it is
+ * cheaper to read), and *others counts the other spelling if it is there too. -1: a spelling is there
+ * but none can be read: path is the first such and *why its fault. 0: neither is there: path holds the
+ * plain spelling, so that the "cannot open" message names the expected file. */
+static int cifar_find_file(const char *dir, const char *name, char *path, size_t cap, int *others, const char **why)
 {
-    int k = snprintf(path, cap, "%s/%s.gz", dir, name);
-    int gz = k > 0 && (size_t)k < cap && dsio_file_exists(path);
-    k = snprintf(path, cap, "%s/%s", dir, name);
-    int plain = k > 0 && (size_t)k < cap && dsio_file_exists(path);
-    if (gz && !plain) snprintf(path, cap, "%s/%s.gz", dir, name);
-    return gz || plain;
+    enum dsio_presence p[2] = {DSIO_ABSENT, DSIO_ABSENT};
+    const char *w[2] = {NULL, NULL};
+    for (int e = 0; e < 2; e++) {
+        int k = snprintf(path, cap, "%s/%s%s", dir, name, e ? ".gz" : "");
+        if (k > 0 && (size_t)k < cap) p[e] = dsio_probe_file(path, &w[e]);
+    }
+    int pick = -1; /* a regular file over an unusable one; plain over .gz between equals */
+    for (int e = 1; e >= 0; e--)
+        if (p[e] == DSIO_UNUSABLE) pick = e;
+    for (int e = 1; e >= 0; e--)
+        if (p[e] == DSIO_REGULAR) pick = e;
+    snprintf(path, cap, "%s/%s%s", dir, name, pick == 1 ? ".gz" : "");
+    if (pick < 0) return 0;
+    if (p[pick] == DSIO_UNUSABLE) {
+        *why = w[pick];
+        return -1;
+    }
+    *others += p[1 - pick] != DSIO_ABSENT;
+    return 1;
 }
 
 static int cifar_has_files(const char *dir)
 {
     char p[CIFAR_PATH_MAX];
-    return cifar_find_file(dir, "data_batch_1.bin", p, sizeof p) || cifar_find_file(dir, "test_batch.bin", p, sizeof p);
+    const char *why;
+    int others = 0;
+    /* An unusable file of these names counts: the loader then says what is wrong with it. */
+    return cifar_find_file(dir, "data_batch_1.bin", p, sizeof p, &others, &why) != 0 ||
+           cifar_find_file(dir, "test_batch.bin", p, sizeof p, &others, &why) != 0;
 }
 
 /* The directory holding the batches: dir itself, or the cifar-10-batches-bin/ the tarball unpacks to. */
@@ -129,13 +148,24 @@ int cifar10_load_dir(const char *dir, int train, struct dataset *out)
     if (!cifar_resolve_dir(dir, base, sizeof base)) snprintf(base, sizeof base, "%s", dir);
     struct dataset ds;
     memset(&ds, 0, sizeof ds);
-    int n_files = train ? 5 : 1, st = TB_OK;
+    int n_files = train ? 5 : 1, st = TB_OK, others = 0, n_chosen = 0;
+    char chosen[128] = ""; /* the files read that had another spelling beside them (5 at most), for the note */
     for (int i = 0; i < n_files; i++) {
         if (train)
             snprintf(name, sizeof name, "data_batch_%d.bin", i + 1);
         else
             snprintf(name, sizeof name, "test_batch.bin");
-        cifar_find_file(base, name, path, sizeof path); /* if missing, open names the .bin path */
+        const char *why = NULL;
+        int had = others;
+        int r = cifar_find_file(base, name, path, sizeof path, &others, &why); /* missing: open names the .bin */
+        if (r < 0) {
+            dataset_free(&ds);
+            return tb_error_set(TB_EIO, "%s: cannot open: %s", path, why);
+        }
+        if (others > had) {
+            size_t used = strlen(chosen);
+            snprintf(chosen + used, sizeof chosen - used, "%s%s", n_chosen++ ? ", " : "", strrchr(path, '/') + 1);
+        }
         if ((st = cifar_append_file(path, &ds))) {
             dataset_free(&ds);
             return st;
@@ -147,6 +177,12 @@ int cifar10_load_dir(const char *dir, int train, struct dataset *out)
     ds.n_classes = CIFAR_CLASSES;
     snprintf(ds.name, sizeof ds.name, "cifar10");
     snprintf(ds.source, sizeof ds.source, "%.*s", (int)sizeof ds.source - 1, base);
+    /* A .bin.gz beside its .bin (or the reverse) was left: say which was read, as the IDX reader does (a long
+     * directory name is cut, so that the file names and the words after them stay). */
+    if (others)
+        snprintf(ds.note, sizeof ds.note, "%.*s: read %s; %d other spelling%s of %s left unread",
+                 (int)(sizeof ds.note - sizeof chosen - 64), base, chosen, others, others == 1 ? "" : "s",
+                 n_chosen == 1 ? "it" : "them");
     *out = ds;
     return TB_OK;
 }

@@ -18,6 +18,8 @@
 #define IDX_MAGIC_LABELS 0x00000801u /* 0x08 = unsigned byte, 1 dim */
 #define IDX_MAX_SIDE 65536u          /* larger images are a corrupt header, not a dataset */
 #define IDX_PATH_MAX 4096
+#define IDX_MAX_CLASSES 256    /* labels are bytes */
+#define IDX_DEFAULT_CLASSES 10 /* MNIST's and Fashion-MNIST's; a directory's labels may raise it */
 
 static uint32_t idx_be32(const uint8_t *p)
 {
@@ -58,7 +60,7 @@ int idx_load(const char *images_path, const char *labels_path, int n_classes, st
 {
     memset(out, 0, sizeof *out);
     if (!images_path || !labels_path) return tb_error_set(TB_EINVAL, "idx_load: missing file name");
-    if (n_classes < 1 || n_classes > 256)
+    if (n_classes < 1 || n_classes > IDX_MAX_CLASSES)
         return tb_error_set(TB_EINVAL, "idx_load: n_classes %d outside [1,256] (labels are bytes)", n_classes);
     struct dsio_file fi, fl;
     memset(&fi, 0, sizeof fi);
@@ -121,40 +123,53 @@ fail:
     return st;
 }
 
-/* Finds the first existing spelling of <prefix>-<kind>-idxN-ubyte[.gz] in dir; 1 if found. */
-/* The first spelling of the file that exists into path; its other spellings that exist too are counted in
- * *others (NULL: not counted): a plain copy beside its .gz, or both separators, leave a choice. */
-static int idx_find_file_others(const char *dir, const char *prefix, const char *kind, int ndim, char *path, size_t cap,
-                                int *others)
+/* Looks for <prefix>-<kind>-idxN-ubyte[.gz] (also with "." before idxN) in dir. 1: path is the first
+ * spelling that is a regular file (plain first: it is cheaper to read), and *others counts the other
+ * spellings present (a plain copy beside its .gz, or both separators, leave a choice). -1: a spelling is
+ * there but none can be read: path is the first such and *why its fault. 0: no spelling is there. */
+static int idx_find_file(const char *dir, const char *prefix, const char *kind, int ndim, char *path, size_t cap,
+                         int *others, const char **why)
 {
     static const char *const seps[] = {"-", "."};  /* "train-images-idx3-ubyte", "train-images.idx3-ubyte" */
     static const char *const exts[] = {"", ".gz"}; /* plain first: it is cheaper to read */
-    int found = 0;
+    char bad[IDX_PATH_MAX] = "";
+    const char *bad_why = NULL;
+    int found = 0, n_present = 0;
     for (int s = 0; s < 2; s++)
         for (int e = 0; e < 2; e++) {
             char cand[IDX_PATH_MAX];
+            const char *w = NULL;
             int k = snprintf(cand, sizeof cand, "%s/%s-%s%sidx%d-ubyte%s", dir, prefix, kind, seps[s], ndim, exts[e]);
-            if (k <= 0 || (size_t)k >= sizeof cand || (size_t)k >= cap || !dsio_file_exists(cand)) continue;
-            if (found) {
-                (*others)++;
-                continue;
+            if (k <= 0 || (size_t)k >= sizeof cand || (size_t)k >= cap) continue;
+            enum dsio_presence p = dsio_probe_file(cand, &w);
+            if (p == DSIO_ABSENT) continue;
+            n_present++;
+            if (p == DSIO_UNUSABLE && !bad_why) {
+                memcpy(bad, cand, (size_t)k + 1);
+                bad_why = w;
+            } else if (p == DSIO_REGULAR && !found) {
+                memcpy(path, cand, (size_t)k + 1);
+                found = 1;
             }
-            memcpy(path, cand, (size_t)k + 1);
-            found = 1;
-            if (!others) return 1;
         }
-    return found;
-}
-
-static int idx_find_file(const char *dir, const char *prefix, const char *kind, int ndim, char *path, size_t cap)
-{
-    return idx_find_file_others(dir, prefix, kind, ndim, path, cap, NULL);
+    if (found) {
+        *others += n_present - 1;
+        return 1;
+    }
+    if (!bad_why) return 0;
+    snprintf(path, cap, "%s", bad);
+    *why = bad_why;
+    return -1;
 }
 
 int idx_probe_dir(const char *dir)
 {
     char p[IDX_PATH_MAX];
-    return idx_find_file(dir, "train", "images", 3, p, sizeof p) || idx_find_file(dir, "t10k", "images", 3, p, sizeof p);
+    const char *why;
+    int others = 0;
+    /* An unusable file of these names counts: the loader then says what is wrong with it. */
+    return idx_find_file(dir, "train", "images", 3, p, sizeof p, &others, &why) != 0 ||
+           idx_find_file(dir, "t10k", "images", 3, p, sizeof p, &others, &why) != 0;
 }
 
 /* Case-insensitive substring test for the dataset name (no strcasestr in C11). */
@@ -177,14 +192,25 @@ int idx_load_dir(const char *dir, int train, struct dataset *out)
     const char *prefix = train ? "train" : "t10k";
     char ip[IDX_PATH_MAX], lp[IDX_PATH_MAX];
     int others = 0;
-    if (!idx_find_file_others(dir, prefix, "images", 3, ip, sizeof ip, &others))
-        return tb_error_set(TB_EIO, "%s: no %s images file (tried %s-images-idx3-ubyte[.gz], %s-images.idx3-ubyte[.gz])",
-                            dir, train ? "train" : "test", prefix, prefix);
-    if (!idx_find_file_others(dir, prefix, "labels", 1, lp, sizeof lp, &others))
-        return tb_error_set(TB_EIO, "%s: no %s labels file (tried %s-labels-idx1-ubyte[.gz], %s-labels.idx1-ubyte[.gz])",
-                            dir, train ? "train" : "test", prefix, prefix);
-    int st = idx_load(ip, lp, 10, out);
+    const char *why = NULL;
+    static const char *const kinds[2] = {"images", "labels"};
+    char *paths[2] = {ip, lp};
+    for (int k = 0; k < 2; k++) {
+        int r = idx_find_file(dir, prefix, kinds[k], k ? 1 : 3, paths[k], IDX_PATH_MAX, &others, &why);
+        if (r < 0) return tb_error_set(TB_EIO, "%s: cannot open: %s", paths[k], why);
+        if (r == 0)
+            return tb_error_set(TB_EIO, "%s: no %s %s file (tried %s-%s-idx%d-ubyte[.gz], %s-%s.idx%d-ubyte[.gz])", dir,
+                                train ? "train" : "test", kinds[k], prefix, kinds[k], k ? 1 : 3, prefix, kinds[k],
+                                k ? 1 : 3);
+    }
+    /* Labels are bytes and the format records no class count: any byte is taken here, and the count is
+     * MNIST's 10 unless the labels reach further (EMNIST: 26 to 62 classes). --classes, which the session
+     * checks the labels against, may raise it. */
+    int st = idx_load(ip, lp, IDX_MAX_CLASSES, out);
     if (st) return st;
+    int top = -1;
+    for (int i = 0; i < out->n; i++) top = out->labels[i] > top ? out->labels[i] : top;
+    out->n_classes = top + 1 > IDX_DEFAULT_CLASSES ? top + 1 : IDX_DEFAULT_CLASSES;
     snprintf(out->name, sizeof out->name, "%s", idx_contains_ci(dir, "fashion") ? "fashion-mnist" : "mnist");
     snprintf(out->source, sizeof out->source, "%s", dir);
     if (others) /* another copy (.gz beside plain, or another separator) was left: say which was read */
