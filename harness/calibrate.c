@@ -182,6 +182,36 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     return TB_OK;
 }
 
+/* A calibration is about 1 KB; a bound no calibration reaches, so that one padded or pretty-printed is read
+ * whole (8 KB were read, and a longer file was cut and refused). */
+enum { CAL_MAX = 1 << 20 };
+
+/* Reads path whole (at most CAL_MAX bytes) and parses it into *v; TB_EIO where it cannot be read, TB_EFORMAT
+ * where it is not JSON, each naming path. */
+static int cal_parse_file(const char *path, struct json_value **v)
+{
+    *v = NULL;
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
+    if (!f) return tb_error_set(TB_EIO, "calibration %s: %s", path, why);
+    char *buf = malloc(CAL_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        return tb_error_set(TB_ENOMEM, "calibration %s: out of memory", path);
+    }
+    const size_t n = fread(buf, 1, CAL_MAX + 1, f);
+    fclose(f);
+    if (n > CAL_MAX) {
+        free(buf);
+        return tb_error_set(TB_EFORMAT, "calibration %s: over %d bytes, not a calibration file", path, CAL_MAX);
+    }
+    buf[n] = '\0';
+    const int st = json_parse(buf, n, v);
+    free(buf);
+    if (st != TB_OK) return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, tb_error_get());
+    return TB_OK;
+}
+
 int calibrate_check_target(const char *path)
 {
     int st = outputs_check_replaced("--calibration", path, 1);
@@ -189,17 +219,8 @@ int calibrate_check_target(const char *path)
     struct stat sb;
     if (stat(path, &sb) != 0 || sb.st_size == 0) return TB_OK; /* nothing there to lose */
     /* Any machine's calibration may be replaced; anything else (results rows, say) is someone's data. */
-    char buf[8192];
-    size_t n = 0;
-    FILE *f = regular_fopen(path, NULL);
-    if (f) {
-        n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-    }
-    buf[n] = '\0';
     struct json_value *v = NULL;
-    const int is_cal = f && (size_t)sb.st_size < sizeof buf && json_parse(buf, n, &v) == TB_OK &&
-                       !strcmp(json_get_str(v, "kind", ""), "calibration");
+    const int is_cal = cal_parse_file(path, &v) == TB_OK && !strcmp(json_get_str(v, "kind", ""), "calibration");
     json_value_free(v);
     tb_error_clear();
     if (!is_cal)
@@ -242,47 +263,20 @@ int calibrate_write(const struct calibration *c, const char *path)
     return TB_OK;
 }
 
+/* key's number when it lies in [lo, hi], else 0 (absent, or not a count this could hold: converted without
+ * overflowing an int or a long). */
+static double cal_in_range(const struct json_value *v, const char *key, double lo, double hi)
+{
+    const double x = json_get_number(v, key, 0);
+    return x >= lo && x <= hi ? x : 0.0;
+}
+
 int calibrate_read(const char *path, struct calibration *c)
 {
     memset(c, 0, sizeof *c);
-    const char *why = NULL;
-    FILE *f = regular_fopen(path, &why);
-    if (!f) return tb_error_set(TB_EIO, "calibration %s: %s", path, why);
-    /* The whole file (a calibration is about 1 KB; one padded or pretty-printed past 8 KB was cut and refused),
-     * up to a bound no calibration reaches. */
-    enum { CAL_MAX = 1 << 20 };
-    char *buf = malloc(CAL_MAX + 1);
-    if (!buf) {
-        fclose(f);
-        return tb_error_set(TB_ENOMEM, "calibration %s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, CAL_MAX + 1, f);
-    fclose(f);
-    if (n > CAL_MAX) {
-        free(buf);
-        return tb_error_set(TB_EFORMAT, "calibration %s: over %d bytes, not a calibration file", path, CAL_MAX);
-    }
-    buf[n] = '\0';
     struct json_value *v = NULL;
-    int st = json_parse(buf, n, &v);
-    free(buf);
-    if (st != TB_OK) {
-        return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, tb_error_get());
-    }
-    c->sgemm_n = (int)json_get_number(v, "sgemm_n", 0);
-    c->sgemm_1t_gflops = json_get_number(v, "sgemm_1t_gflops", 0);
-    c->sgemm_all_gflops = json_get_number(v, "sgemm_all_gflops", 0);
-    c->all_threads = (int)json_get_number(v, "all_threads", 0);
-    c->triad_1t_gbs = json_get_number(v, "triad_1t_gbs", 0);
-    c->triad_all_gbs = json_get_number(v, "triad_all_gbs", 0);
-    c->triad_elements = (long)json_get_number(v, "triad_elements", 0);
-    c->barrier_all_us = json_get_number(v, "barrier_all_us", 0);
-    if (!(c->barrier_all_us >= 0.0 && c->barrier_all_us < 1e6)) c->barrier_all_us = 0.0; /* NaN, negative: unknown */
-    c->cores = (int)json_get_number(v, "cores", 0);
-    snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
-    snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
-    snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));
-    st = calibrate_gpu_read_json(v, &c->gpu);
+    int st = cal_parse_file(path, &v);
+    if (st != TB_OK) return st;
     /* Every ceiling a row divides by, where the file has it: a negative, zero or absurd one gave negative or
      * 1e301 "peak shares". The bounds hold any machine this measures (a GFLOP/s to an exaFLOP/s, a MB/s to a
      * PB/s); the thread and core counts are counts. */
@@ -291,15 +285,30 @@ int calibrate_read(const char *path, struct calibration *c)
     char bad[160] = "";
     for (size_t k = 0; k < sizeof ceil / sizeof *ceil && !bad[0]; k++) {
         const struct json_value *x = json_get(v, ceil[k]);
-        if (x && !(x->type == JSON_NUMBER && x->number >= 1e-3 && x->number <= 1e9))
-            snprintf(bad, sizeof bad, "%s %g is not a measured ceiling (want 0.001 to 1e9)", ceil[k],
-                     x->type == JSON_NUMBER ? x->number : NAN);
+        if (!x) continue;
+        if (x->type != JSON_NUMBER) snprintf(bad, sizeof bad, "%s is not a number", ceil[k]);
+        else if (!(x->number >= 1e-3 && x->number <= 1e9))
+            snprintf(bad, sizeof bad, "%s %g is not a measured ceiling (want 0.001 to 1e9)", ceil[k], x->number);
     }
     for (size_t k = 0; k < sizeof counts / sizeof *counts && !bad[0]; k++) {
         const struct json_value *x = json_get(v, counts[k]);
         if (x && !(x->type == JSON_NUMBER && x->number >= 1 && x->number <= 1e6 && x->number == floor(x->number)))
             snprintf(bad, sizeof bad, "%s is not a count of 1 or more", counts[k]);
     }
+    c->sgemm_n = (int)cal_in_range(v, "sgemm_n", 1, 1 << 20);
+    c->sgemm_1t_gflops = json_get_number(v, "sgemm_1t_gflops", 0);
+    c->sgemm_all_gflops = json_get_number(v, "sgemm_all_gflops", 0);
+    c->all_threads = (int)cal_in_range(v, "all_threads", 1, 1e6);
+    c->triad_1t_gbs = json_get_number(v, "triad_1t_gbs", 0);
+    c->triad_all_gbs = json_get_number(v, "triad_all_gbs", 0);
+    c->triad_elements = (long)cal_in_range(v, "triad_elements", 1, 1e15);
+    c->barrier_all_us = json_get_number(v, "barrier_all_us", 0);
+    if (!(c->barrier_all_us >= 0.0 && c->barrier_all_us < 1e6)) c->barrier_all_us = 0.0; /* NaN, negative: unknown */
+    c->cores = (int)cal_in_range(v, "cores", 1, 1e6);
+    snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
+    snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
+    snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));
+    st = calibrate_gpu_read_json(v, &c->gpu);
     json_value_free(v);
     if (bad[0]) return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, bad);
     if (!(c->sgemm_1t_gflops > 0.0) || !(c->triad_all_gbs > 0.0))

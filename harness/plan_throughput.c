@@ -70,8 +70,9 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             c->warmup = k;
             c->steps = fit > 100.0 ? 100 : fit < 2.0 ? 2 : (long)fit;
             per = c->warmup + c->steps, n_timed = (long)c->repeat * c->steps;
-            /* rec holds 10 + 100 steps, the most this can choose; the backend's schedule length stays the
-             * 110 it was prepared with (a decaying schedule decays a little less: untimed either way). */
+            /* rec holds the warm-up's steps (10, or a --warmup given) + 100, the most this can choose; the
+             * backend's schedule length stays the one it was prepared with (a decaying schedule decays a little
+             * less: untimed either way). */
             pr.total_steps = per * c->repeat;
             if (!c->quiet && !c->compact) {
                 char msg[160];

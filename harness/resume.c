@@ -20,15 +20,17 @@
  * maths or the data order (workload and its options, data set, batch, seed, optimizer), nothing of the
  * backend's schedule, so a run may continue on another backend. The decay horizon counts only for a
  * schedule that decays (a constant rate lets a run be extended with a larger --steps). */
+/* The last word of resume_config's text. */
+#define DATA_CRC_WORD "data_crc32="
+
 static void resume_config(const struct session *s, int batch, char *out, size_t n)
 {
     const struct bench_config *c = &s->c;
     const struct optim_config *o = &c->run.optim;
     size_t k = 0;
 #define ADD(...) (k < n ? (k += (size_t)snprintf(out + k, n - k, __VA_ARGS__)) : k)
-    /* classes before params: a differing --classes is named as such, not as its parameter count. */
-    ADD("workload=%s model=%s dataset=%s train_samples=%d classes=%d params=%zu input=%dx%dx%d", s->w->name,
-        s->m.name, s->train.name, s->train.n, s->m.n_classes, s->m.n_params, s->m.in_h, s->m.in_w, s->m.in_c);
+    ADD("workload=%s model=%s params=%zu dataset=%s train_samples=%d classes=%d input=%dx%dx%d", s->w->name,
+        s->m.name, s->m.n_params, s->train.name, s->train.n, s->m.n_classes, s->m.in_h, s->m.in_w, s->m.in_c);
     ADD(" resolution=%d norm=%s norm_groups=%d dropout=%.9g drop_connect=%.9g", c->wopts.resolution,
         c->wopts.norm[0] ? c->wopts.norm : "default", c->wopts.norm_groups, (double)c->wopts.dropout,
         (double)c->wopts.drop_connect);
@@ -59,9 +61,10 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
         ADD(" plan=tta target=%.9g eval_every=%ld steps_per_epoch=%ld max_epochs=%d seeds=%d", c->target,
             c->eval_every > 0 ? c->eval_every : spe, spe, c->max_epochs, c->seeds);
     }
-    /* Last, so that a cause named above (the seed of a synthetic set) is the one said: the data's CRC, since
-     * another set under the same name (another directory, other pixels) is another run. */
-    ADD(" data_crc32=%08x", (unsigned)s->data_crc32);
+    /* Last, so that a cause named above (the seed of a synthetic set) is the one said, and so that a checkpoint
+     * written before it was recorded matches this text without it (resume_from): the data's CRC, since another
+     * set under the same name (another directory, other pixels) is another run. */
+    ADD(" %s%08x", DATA_CRC_WORD, (unsigned)s->data_crc32);
 #undef ADD
 }
 
@@ -94,6 +97,17 @@ static void config_value(const char *cfg, const char *key, char *out, size_t n)
 static void config_diff(const char *ckpt, const char *now, char *out, size_t n)
 {
     snprintf(out, n, "the configuration differs");
+    /* The cause before its consequence: another --classes is named as classes, not as the parameter count
+     * that comes first in the text. */
+    {
+        char a[96], b[96];
+        config_value(ckpt, "classes", a, sizeof a);
+        config_value(now, "classes", b, sizeof b);
+        if (strcmp(a, b) != 0) {
+            snprintf(out, n, "classes=%s in the checkpoint, classes=%s in this run", a, b);
+            return;
+        }
+    }
     for (const char *p = now; *p;) {
         const char *end = strchr(p, ' '), *eq = strchr(p, '=');
         const size_t len = end ? (size_t)(end - p) : strlen(p);
@@ -257,7 +271,15 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st == TB_OK) snprintf(hv, sizeof hv, "%016llx", config_hash(got));
         if (st == TB_OK && (strcmp(hash, hv) != 0 || strtol(stepv, NULL, 10) != steps[i]))
             st = tb_error_set(TB_EFORMAT, "checkpoint %s: its metadata does not agree with itself", path);
-        if (st == TB_OK && strcmp(got, want) != 0) {
+        /* A checkpoint of a build before the data's CRC: its text is this run's without that last word; it
+         * resumes, and says the data could not be checked. */
+        const char *crc = strstr(want, " " DATA_CRC_WORD);
+        const int old_ckpt = st == TB_OK && crc && !strstr(got, DATA_CRC_WORD) && strlen(got) == (size_t)(crc - want) &&
+                             strncmp(got, want, (size_t)(crc - want)) == 0;
+        if (old_ckpt && !s->c.quiet)
+            fprintf(stderr, "bench: note: %s predates the data's CRC in checkpoints: that this run's data is the "
+                            "checkpoint's could not be checked\n", path);
+        if (st == TB_OK && !old_ckpt && strcmp(got, want) != 0) {
             config_diff(got, want, why, sizeof why);
             return tb_error_set(TB_EINVAL, "--resume %s: %s was made with another configuration (%s)", dir, path, why);
         }

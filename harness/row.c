@@ -428,8 +428,8 @@ void write_trace(struct session *s, struct json_buf *b, const char *run_id)
 }
 
 /* The cpu baseline for scaling efficiency: the newest successful throughput row of the single-thread
- * reference backend (backend_reference) with this run's workload, batch, input shape and model (classes,
- * norm, parameter count), optimizer, convolution algorithm, fusion switch and device, in the same results
+ * reference backend (backend_reference) on the cpu device with this run's workload, batch, input shape and
+ * model (classes, norm, parameter count), optimizer, convolution algorithm and fusion switch, in the same results
  * file (suites run cpu first; side-by-side runs append to one file). A row without one of those keys (an
  * older schema) is not told apart by it. */
 struct baseline_find {
@@ -465,7 +465,9 @@ static int baseline_row(const struct json_value *row, long line_no, void *ctx)
     const struct { const char *key, *v; } strs[] = {
         {"config.optimizer", optim_name(s->c.run.optim.kind)},
         {"config.conv_algo", s->c.run.conv_algo[0] ? s->c.run.conv_algo : "auto"},
-        {"config.device", s->c.device},
+        /* the reference on the CPU, whatever this run's device: a --backend cpu --device cuda row is the GPU's
+         * schedule, and a ratio to it would not be one to the cpu (a --backend cuda run still finds its cpu row) */
+        {"config.device", "cpu"},
     };
     for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
         if (strcmp(json_get_str(row, strs[k].key, strs[k].v), strs[k].v) != 0) return TB_OK;

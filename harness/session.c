@@ -248,7 +248,9 @@ int session_open(struct session *s, const struct bench_config *c)
             const size_t n_img = (size_t)d[k]->n * d[k]->h * d[k]->w * d[k]->c;
             for (size_t at = 0; at < n_img; at += 1u << 30) /* crc32 takes a uInt length */
                 crc = crc32(crc, d[k]->images + at, (uInt)(n_img - at < (1u << 30) ? n_img - at : 1u << 30));
-            crc = crc32(crc, (const Bytef *)d[k]->labels, (uInt)((size_t)d[k]->n * sizeof *d[k]->labels));
+            const size_t n_lab = (size_t)d[k]->n * sizeof *d[k]->labels;
+            for (size_t at = 0; at < n_lab; at += 1u << 30)
+                crc = crc32(crc, (const Bytef *)d[k]->labels + at, (uInt)(n_lab - at < (1u << 30) ? n_lab - at : 1u << 30));
         }
         s->data_crc32 = (uint32_t)crc;
     }
