@@ -3,6 +3,7 @@
 #include "compare.h"
 
 #include "json.h"
+#include "report_rows.h"
 #include "results.h"
 #include "stats.h"
 #include "status.h"
@@ -10,6 +11,7 @@
 #include <float.h>
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_sort.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +34,13 @@ struct group {
 struct groups {
     struct group *g;
     int n, cap;
+    struct report_index keys; /* key → index into g: thousands of configurations made a linear search quadratic */
     int side;        /* 0 while reading OLD, 1 while reading NEW */
     int status;
     int unfinished[2]; /* rows skipped because their run did not finish, per side */
     int rows[2];       /* rows matched to a configuration, per side */
-    int skipped[2];    /* samples that were no finite positive number, per side */
+    int skipped[2];    /* samples that were no finite positive number below REPORT_FIGURE_MAX, per side */
+    int crc_rows[2][2]; /* rows matched, per side, without [0] and with [1] config.data_crc32 */
     char ignore[MAX_IGNORE][32];
     int n_ignore;
 };
@@ -46,11 +50,15 @@ struct groups {
  * every field of the report's variant_fields (report.c) but "repeat" and "seeds": those only say how many
  * samples a row holds, and compare pools samples. Added to agree with it: "classes" (another output layer
  * is another model), "max_epochs" (tta's budget decides which seeds miss) and, if set, "load" (other
- * initial weights). */
+ * initial weights). "data_crc32", the CRC of the data a run trained and tested on, tells apart runs on
+ * other data under one dataset name ("mnist" from two directories), as the report's key does: a row from
+ * before rows carried it matches only rows without it (it cannot say which data it ran on, and matching it
+ * to one that can would be a guess), so such a file against a newer one needs --ignore data_crc32, which
+ * compare_results suggests. */
 static const char *const key_fields[] = {
-    "device", "dataset", "classes", "threads", "devices", "resolution", "norm", "norm_groups", "conv_algo", "transport",
-    "sync_bn", "stages", "split", "micro_batch", "ga", "replicas", "schedule", "recompute", "precision", "prefetch",
-    "profile", "no_fuse", "optimizer", "lr", "target", "max_epochs", "eval_every", "warmup", "steps", "epochs",
+    "device", "dataset", "data_crc32", "classes", "threads", "devices", "resolution", "norm", "norm_groups", "conv_algo",
+    "transport", "sync_bn", "stages", "split", "micro_batch", "ga", "replicas", "schedule", "recompute", "precision",
+    "prefetch", "profile", "no_fuse", "optimizer", "lr", "target", "max_epochs", "eval_every", "warmup", "steps", "epochs",
     "steps_per_epoch", "steps_per_execution",
 };
 /* The same, keyed only when set (not 0, not ""): the recipe's fields, so rows of a build that did not record
@@ -149,10 +157,11 @@ static int push_sample(struct groups *gs, struct group *g, double v)
 }
 
 /* Adds v to g's samples of the side being read. A rate or time that is not a finite positive number
- * (inf from 1e400, a negative or zero images/s) measures nothing: skipped and counted for a warning. */
+ * (inf from 1e400, a negative or zero images/s), or one no run reaches (1e308: REPORT_FIGURE_MAX, as the
+ * report hides it), measures nothing: skipped and counted for a warning. */
 static int add_sample(struct groups *gs, struct group *g, double v)
 {
-    if (!isfinite(v) || !(v > 0.0)) {
+    if (!(v > 0.0 && v < REPORT_FIGURE_MAX)) {
         gs->skipped[gs->side]++;
         return TB_OK;
     }
@@ -206,7 +215,10 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     for (size_t k = 0; k < COUNT(head_fields); k++) {
         char val[64] = "?";
         if (ignored(gs, head_fields[k]) >= 0) continue;
-        if (!strcmp(head_fields[k], "batch")) snprintf(val, sizeof val, "%d", (int)json_get_number(cfg, "batch", 0));
+        /* A batch no int holds (1e30, −5: a row edited by hand) is "-", compare's empty mark (cast to int, 1e30
+         * was undefined and printed b-2147483648). */
+        const int batch = report_int(json_get_number(cfg, "batch", 0), 0, INT_MAX, -1);
+        if (!strcmp(head_fields[k], "batch")) snprintf(val, sizeof val, batch >= 0 ? "%d" : "-", batch);
         else field_text(cfg, head_fields[k], val, sizeof val);
         size_t nl = strlen(name), kl = strlen(key);
         snprintf(name + nl, sizeof name - nl, " %s%s", strcmp(head_fields[k], "batch") ? "" : "b", val);
@@ -221,9 +233,10 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     for (size_t k = 0; k < COUNT(key_fields_if_set); k++)
         if (ignored(gs, key_fields_if_set[k]) < 0) append_field(key, sizeof key, cfg, key_fields_if_set[k], 0);
 
-    struct group *g = NULL;
-    for (int i = 0; i < gs->n; i++)
-        if (!strcmp(gs->g[i].key, key)) g = &gs->g[i];
+    int id, added;
+    int st = report_index_add(&gs->keys, key, &id, &added);
+    if (st != TB_OK) return st;
+    struct group *g = added ? NULL : &gs->g[id];
     if (!g) {
         if (gs->n == gs->cap) {
             int cap = gs->cap ? 2 * gs->cap : 16;
@@ -232,6 +245,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
             gs->g = p, gs->cap = cap;
         }
         g = &gs->g[gs->n++];
+        TB_ASSERT(id == gs->n - 1); /* ids and groups are both in order of first appearance */
         memset(g, 0, sizeof *g);
         snprintf(g->key, sizeof g->key, "%s", key);
         snprintf(g->line.name, sizeof g->line.name, "%s", name);
@@ -246,10 +260,10 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     if (algos[0] && !seen[0]) snprintf(seen, sizeof g->algos[0], "%s", algos);
     else if (algos[0] && strncmp(seen, algos, sizeof g->algos[0] - 1)) g->algos_mixed[gs->side] = 1;
     gs->rows[gs->side]++;
+    gs->crc_rows[gs->side][json_get(cfg, "data_crc32") != NULL]++;
     g->rows[gs->side]++;
     const struct json_value *fig = json_get(row, "figures");
     if (!fig) return TB_OK;
-    int st = TB_OK;
     if (!strcmp(kind, "tta")) {
         const struct json_value *runs = json_get(fig, "runs");
         for (int i = 0; runs && runs->type == JSON_ARRAY && i < runs->n && st == TB_OK; i++)
@@ -265,37 +279,78 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     return add_sample(gs, g, json_get_number(fig, "images_per_s", NAN));
 }
 
-/* Two configurations with the same short name differ in a field the name leaves out (lr, steps,
- * target, ...): append the " field=value" words of the key that the namesakes do not all share. */
-static void disambiguate(struct groups *gs)
+/* Whether the key word w (" field=value", len bytes) is one disambiguate's pass crc takes: the data's CRC
+ * in pass 1, every other word in pass 0. */
+static int pass_word(const char *w, size_t len, int crc)
 {
-    char *extra = calloc((size_t)(gs->n ? gs->n : 1), 200);
-    if (!extra) return;
-    for (int i = 0; i < gs->n; i++) {
-        const char *words = strchr(gs->g[i].key, ' ');
-        for (; words && *words; ) {
-            const char *end = strchr(words + 1, ' ');
-            size_t len = end ? (size_t)(end - words) : strlen(words);
-            char word[128];
-            snprintf(word, sizeof word, "%.*s ", (int)(len < 120 ? len : 120), words);
-            int namesakes = 0, shared = 0;
-            for (int j = 0; j < gs->n; j++) {
-                if (j == i || strcmp(gs->g[j].line.name, gs->g[i].line.name)) continue;
-                namesakes++;
-                char hay[1040];
-                snprintf(hay, sizeof hay, "%s ", gs->g[j].key);
-                shared += strstr(hay, word) != NULL;
+    static const char tag[] = " data_crc32=";
+    return (len >= sizeof tag - 1 && !strncmp(w, tag, sizeof tag - 1)) == crc;
+}
+
+/* Two configurations with the same short name differ in a field the name leaves out (lr, steps,
+ * target, ...): append the " field=value" words of the key that the namesakes do not all share. Pass 0
+ * takes every word but the data's CRC; pass 1 (after it) the CRC alone, only where the names are still
+ * alike: it says nothing where lr already tells two runs apart. Names and words go through indexes, so the
+ * time is linear in the words (it compared every pair of configurations, a formatted key per pair). */
+static void disambiguate(struct groups *gs, int crc)
+{
+    const size_t n = (size_t)(gs->n ? gs->n : 1);
+    struct report_index names, words;
+    report_index_init(&names);
+    report_index_init(&words);
+    int *name_of = malloc(n * sizeof *name_of), *namesakes = calloc(n, sizeof *namesakes);
+    int *count = NULL, *last = NULL, cap = 0; /* per word of a name: keys holding it, the last that did */
+    char *extra = calloc(n, 200);
+    int st = name_of && namesakes && extra ? TB_OK : TB_ENOMEM;
+    for (int i = 0; i < gs->n && st == TB_OK; i++)
+        if ((st = report_index_add(&names, gs->g[i].line.name, &name_of[i], NULL)) == TB_OK) namesakes[name_of[i]]++;
+    /* Each word counted once per key that holds it, among the keys of one name ("<name id> word"). */
+    for (int i = 0; i < gs->n && st == TB_OK; i++) {
+        if (namesakes[name_of[i]] < 2) continue;
+        for (const char *w = strchr(gs->g[i].key, ' '); w && *w && st == TB_OK;) {
+            const char *end = strchr(w + 1, ' ');
+            const size_t len = end ? (size_t)(end - w) : strlen(w);
+            char word[1100];
+            snprintf(word, sizeof word, "%d%.*s", name_of[i], (int)len, w);
+            int id, added;
+            if (pass_word(w, len, crc) && (st = report_index_add(&words, word, &id, &added)) == TB_OK) {
+                if (id >= cap) {
+                    const int c2 = cap ? 2 * cap : 256;
+                    int *pc = realloc(count, (size_t)c2 * sizeof *pc), *pl = pc ? realloc(last, (size_t)c2 * sizeof *pl) : NULL;
+                    if (pc) count = pc;
+                    if (pl) last = pl, cap = c2;
+                    else st = TB_ENOMEM;
+                }
+                if (st == TB_OK && added) count[id] = 0, last[id] = -1;
+                if (st == TB_OK && last[id] != i) count[id]++, last[id] = i;
             }
-            if (namesakes && shared < namesakes && strlen(extra + 200 * i) + len < 190)
-                strncat(extra + 200 * i, words, len);
-            words = end;
+            w = end;
         }
     }
-    for (int i = 0; i < gs->n; i++) {
+    /* A word not every namesake holds tells this one apart. Key words are at most " steps_per_execution=" and
+     * a 95-byte value: none is cut. */
+    for (int i = 0; i < gs->n && st == TB_OK; i++) {
+        const int m = namesakes[name_of[i]];
+        if (m < 2) continue;
+        for (const char *w = strchr(gs->g[i].key, ' '); w && *w;) {
+            const char *end = strchr(w + 1, ' ');
+            const size_t len = end ? (size_t)(end - w) : strlen(w);
+            char word[1100];
+            snprintf(word, sizeof word, "%d%.*s", name_of[i], (int)len, w);
+            const int id = pass_word(w, len, crc) ? report_index_find(&words, word) : -1;
+            if (id >= 0 && count[id] < m && strlen(extra + 200 * i) + len < 190) strncat(extra + 200 * i, w, len);
+            w = end;
+        }
+    }
+    for (int i = 0; i < gs->n && st == TB_OK; i++) {
         size_t len = strlen(gs->g[i].line.name);
         snprintf(gs->g[i].line.name + len, sizeof gs->g[i].line.name - len, "%s", extra + 200 * i);
     }
-    free(extra);
+    /* Out of memory: the names as they are (the lines still say which is which by their order). */
+    if (st != TB_OK) tb_error_clear();
+    free(name_of), free(namesakes), free(count), free(last), free(extra);
+    report_index_free(&names);
+    report_index_free(&words);
 }
 
 /* Appends what the ignored keys were on each side: " [backend cpu → threads]"; a side whose rows
@@ -399,15 +454,28 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         gs.side = 1;
         st = results_read_rows(new_path, on_row, &gs);
     }
-    disambiguate(&gs);
+    if (st == TB_OK) {
+        disambiguate(&gs, 0);
+        disambiguate(&gs, 1);
+    }
     for (int i = 0; i < gs.n; i++) annotate_ignored(&gs, &gs.g[i]);
+    /* One side's rows from before rows carried the data's CRC, the other's with it: they match nothing
+     * (data_crc32 above), which reads as "every configuration only in one file" unless said. */
+    int one_sided = 0;
+    for (int i = 0; i < gs.n; i++) one_sided |= !gs.g[i].rows[0] || !gs.g[i].rows[1];
+    if (st == TB_OK && one_sided && ignored(&gs, "data_crc32") < 0 &&
+        ((gs.crc_rows[0][0] && gs.crc_rows[1][1]) || (gs.crc_rows[0][1] && gs.crc_rows[1][0])))
+        fprintf(stderr, "compare: %s has rows without config.data_crc32 (written before rows carried it) and %s rows "
+                        "with it; they match only rows like them: --ignore data_crc32 matches them by the rest\n",
+                gs.crc_rows[0][0] && gs.crc_rows[1][1] ? old_path : new_path,
+                gs.crc_rows[0][0] && gs.crc_rows[1][1] ? new_path : old_path);
     for (int k = 0; k < 2; k++)
         if (gs.unfinished[k])
             fprintf(stderr, "compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
                     k ? new_path : old_path, gs.unfinished[k], gs.unfinished[k] == 1 ? "" : "s");
     for (int k = 0; k < 2; k++)
         if (gs.skipped[k])
-            fprintf(stderr, "compare: %s: %d sample%s that %s not finite positive rates or times skipped\n",
+            fprintf(stderr, "compare: %s: %d sample%s that %s not finite positive rates or times below 1e15 skipped\n",
                     k ? new_path : old_path, gs.skipped[k], gs.skipped[k] == 1 ? "" : "s",
                     gs.skipped[k] == 1 ? "is" : "are");
     /* A side without rows compares nothing: an empty table (or none) would read as "no change". */
@@ -451,6 +519,7 @@ int compare_results(const char *old_path, const char *new_path, const struct com
     }
     for (int i = 0; i < gs.n; i++) free(gs.g[i].s[0]), free(gs.g[i].s[1]);
     free(gs.g);
+    report_index_free(&gs.keys);
     if (st != TB_OK) {
         free(out);
         return st;

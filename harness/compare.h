@@ -1,22 +1,24 @@
 /* compare.h — `bench compare OLD.jsonl NEW.jsonl`: benchstat for result rows.
  *
  * Rows are matched by configuration (plan, workload, backend, batch and every option that changes what
- * is measured, the model's classes included; not the seed, the run id, the machine, nor how many repeats
- * or seeds a row holds); --ignore KEY[,KEY] leaves keys out of the match (--ignore backend compares cpu
- * rows with threads rows configuration by configuration, and each line says what the ignored keys were
- * on each side). Rows whose "status" is not "ok" (diverged, interrupted runs) are never matched, only
- * counted on stderr. Per configuration it takes the samples of each side — the per-repeat images/s of
- * throughput, scaling and inference rows (or a row's single figure), every seed's time to accuracy for
- * tta rows, a seed that missed its target counting as +inf (infinitely slow, as the tta plan's olympic
- * mean counts it: a median that is one prints "no score", and each line says how many seeds missed);
- * rows of the same configuration in one file pool their samples; a sample that is not a finite positive
- * number is skipped and counted on stderr, and a configuration left without samples on a side is listed
- * as such — and reports both medians with the 95 % confidence interval of each median
+ * is measured, the model's classes and the data's CRC included, a row without the CRC matching only rows
+ * without it; not the seed, the run id, the machine, nor how many repeats or seeds a row holds); --ignore
+ * KEY[,KEY] leaves keys out of the match (--ignore backend compares cpu rows with threads rows
+ * configuration by configuration, and each line says what the ignored keys were on each side). Rows whose
+ * "status" is not "ok" (diverged, interrupted runs) are never matched, only counted on stderr. Per
+ * configuration it takes the samples of each side — the per-repeat images/s of throughput, scaling and
+ * inference rows (or a row's single figure), every seed's time to accuracy for tta rows, a seed that
+ * missed its target counting as +inf (infinitely slow, as the tta plan's olympic mean counts it: a median
+ * that is one prints "no score", and each line says how many seeds missed); rows of the same configuration
+ * in one file pool their samples; a sample that is not a finite positive number below 1e15
+ * (REPORT_FIGURE_MAX) is skipped and counted on stderr, and a configuration left without samples on a side
+ * is listed as such — and reports both medians with the 95 % confidence interval of each median
  * (distribution-free, from order statistics, as benchstat's ±; it needs 6 samples a side, fewer print
  * ± ∞), the change in percent and a two-sided Mann–Whitney U test (stats.h): the change is printed when
  * p < alpha (0.05), "~" when not, as Go's benchstat does. With n1 and n2 samples no p is below
  * 2/C(n1 + n2, n1) (1 a side: 1; 2+2: 0.333; 4+4: 0.029), and the table notes the counts for which that
- * floor is not below alpha. It reads files; it never reruns anything. Threading: none.
+ * floor is not below alpha. It reads files; it never reruns anything; time linear in the rows. Threading:
+ * none.
  */
 #ifndef TB_COMPARE_H
 #define TB_COMPARE_H
@@ -32,11 +34,13 @@ struct compare_opts {
 };
 
 struct compare_line {
-    char name[200];          /* "throughput mnist-mlp cpu b32"; with --ignore "... [backend cpu → threads]"; where
+    char name[200];          /* "throughput mnist-mlp cpu b32" (b- for a batch no int holds), with the words of the
+                              * key that tell namesakes apart (" lr=0.1", the data's " data_crc32=..." only where
+                              * nothing else does); with --ignore "... [backend cpu → threads]"; where
                               * the rows ran other convolution algorithms, "... [conv_algos differ]" */
     char metric[24];         /* "images/s" or "tta s" */
     int higher_is_better;
-    int n_old, n_new;        /* samples each side: finite positive ones, and tta seeds that missed */
+    int n_old, n_new;        /* samples each side: finite positive ones below 1e15, and tta seeds that missed */
     int missed_old, missed_new; /* of those, tta seeds that missed their target (+inf samples) */
     int rows_old, rows_new;  /* rows each side (0: the configuration is missing there) */
     double old_median, new_median; /* +inf where the middle sample is a missed seed */

@@ -4,6 +4,7 @@
 
 #include "calibrate.h"
 #include "report_gpu.h"
+#include "report_rows.h"
 #include "report_seeds.h"
 #include "json.h"
 #include "regular_file.h"
@@ -13,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -30,11 +32,21 @@ extern char **environ;
 /* ------------------------------------------------------------------------------------------------
  * Rows. */
 
+/* What the kept rows of one kind, workload and backend hold in one variant field (variant_label's
+ * question "does another kept row differ in it?", answered once instead of by a scan per row). */
+struct field_seen {
+    int first;              /* the first kept row of the group, whose text the others were compared with */
+    unsigned char distinct; /* texts among the group's kept rows: 0, 1, or 2 for two or more */
+};
+
 struct rows {
     const char *path;   /* for warnings */
     struct json_value **v;
     int n, cap;
     int *keep;          /* 1 if the row is the latest of its configuration */
+    int *group;         /* (n) the row's kind, workload and backend as an index into seen */
+    struct field_seen *seen; /* (groups × N_VARIANT) */
+    unsigned char *show_crc; /* (n) 1: the label names the row's data CRC (another kept row would share its name) */
 };
 
 /* Keeps a private copy of each row (the reader frees its own after the callback). */
@@ -54,7 +66,7 @@ static int collect(const struct json_value *row, long line_no, void *ctx)
         struct json_value **p = realloc(r->v, (size_t)cap * sizeof *p);
         if (!p) {
             json_value_free(copy);
-            return tb_error_set(TB_ENOMEM, "report: out of memory");
+            return tb_error_set(TB_ENOMEM, "out of memory");
         }
         r->v = p, r->cap = cap;
     }
@@ -76,11 +88,38 @@ static double cn(const struct json_value *row, const char *field)
     return json_get_number(row, path, 0.0);
 }
 
+/* A count from a row (cores, threads): v in int's range and not negative, else 0 (as if absent). */
+static int row_count(double v)
+{
+    return report_int(v, 0, INT_MAX, 0);
+}
+
+/* A figure, NaN where the row lacks it or holds a value no run measures (report_figure: a rate of 0 or
+ * less, an accuracy outside [0, 1], 1e15 or more): both show as the empty-cell mark and are not drawn. */
 static double fg(const struct json_value *row, const char *field)
 {
     char path[96];
     snprintf(path, sizeof path, "figures.%s", field);
-    return json_get_number(row, path, NAN);
+    return report_figure(field, json_get_number(row, path, NAN));
+}
+
+/* fg for a figure inside figures (a run of figures.runs, a curve point, a layer): field is its own name. */
+static double fg_in(const struct json_value *v, const char *field)
+{
+    return report_figure(field, json_get_number(v, field, NAN));
+}
+
+/* report_cell as a value, for a cell in a printf argument list: cellf(v, "%.0f").s lives to the end of the
+ * full expression (C11 6.2.4p8). */
+struct cell {
+    char s[64];
+};
+
+static struct cell cellf(double v, const char *fmt)
+{
+    struct cell c;
+    report_cell(c.s, sizeof c.s, v, fmt);
+    return c;
 }
 
 /* The row's share of the sgemm ceiling, NaN unless the ceiling it used was measured on the row's own machine
@@ -88,12 +127,12 @@ static double fg(const struct json_value *row, const char *field)
 static double row_sgemm_share(const struct json_value *row)
 {
     const struct json_value *c = json_get(row, "calibration");
-    struct calibration rc = {.cores = (int)json_get_number(c, "cores", 0)};
+    struct calibration rc = {.cores = row_count(json_get_number(c, "cores", 0))};
     snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", ""));
     snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", ""));
     char why[8];
     if (!c || !calibrate_matches(&rc, json_get_str(row, "machine.cpu_model", "?"),
-                                 (int)json_get_number(row, "machine.n_cores", 0), json_get_str(row, "build.blas_core", "?"),
+                                 row_count(json_get_number(row, "machine.n_cores", 0)), json_get_str(row, "build.blas_core", "?"),
                                  why, sizeof why))
         return NAN;
     return fg(row, "sgemm_peak_share");
@@ -121,13 +160,34 @@ static const char *const variant_fields[] = {"device", "threads", "devices", "re
                                              "steps", "warmup", "repeat", "steps_per_epoch", "load", "dropout",
                                              "classes", "loss_scale", "prefetch", "split", "eval_every", "max_epochs",
                                              "seeds", "profile", "steps_per_execution"};
+enum { N_VARIANT = sizeof variant_fields / sizeof *variant_fields };
 
+/* The data a row trained and tested on, as config.data_crc32 (8 hex digits), or NULL for rows written before
+ * rows carried it. Two runs on other data under one dataset name ("mnist" from two directories) are other
+ * configurations. A row without the CRC matches only rows without it: it cannot say which data it ran on,
+ * and matching it to one that can would be a guess (older rows still supersede each other as before). */
+static const char *data_crc(const struct json_value *row)
+{
+    const struct json_value *v = json_get(json_get(row, "config"), "data_crc32");
+    return v && v->type == JSON_STRING ? v->str : NULL;
+}
+
+/* An int config field's text in a key: (int)v where v fits an int, else v itself ("1e+30"): no
+ * out-of-range double is cast (undefined behaviour), and rows of other such values stay apart. */
+static void key_int(char *buf, size_t n, double v)
+{
+    if (v >= INT_MIN && v <= INT_MAX) snprintf(buf, n, "%d", (int)v);
+    else snprintf(buf, n, "%g", v);
+}
 
 /* The configuration key of a row (batch left out for scaling sweeps, which group by sweep). */
 static void row_key(const struct json_value *row, char *key, size_t n, int with_batch)
 {
-    snprintf(key, n, "%s|%s|%s|%s|%d", kind_of(row), cs(row, "workload"), cs(row, "backend"),
-             with_batch ? "" : "sweep", with_batch ? (int)cn(row, "batch") : (int)cn(row, "epochs"));
+    char num[32];
+    key_int(num, sizeof num, with_batch ? cn(row, "batch") : cn(row, "epochs"));
+    /* The CRC near the front: a long key is cut at n, and the data must not be what is cut. */
+    snprintf(key, n, "%s|%s|%s|%s|%s|crc=%s", kind_of(row), cs(row, "workload"), cs(row, "backend"),
+             with_batch ? "" : "sweep", num, data_crc(row) ? data_crc(row) : "");
     for (size_t k = 0; k < sizeof variant_fields / sizeof *variant_fields; k++) {
         const struct json_value *v = json_get(json_get(row, "config"), variant_fields[k]);
         size_t len = strlen(key);
@@ -184,32 +244,39 @@ static int in_fields(const char *const *list, size_t n, const char *field)
     return 0;
 }
 
-/* Whether another kept row of row's kind, workload and backend has another text (field_text) in field. */
-static int differs_from_kept(const struct rows *rs, const struct json_value *row, const char *field, const char *mine)
+/* Whether another kept row of row i's kind, workload and backend has another text (field_text) than mine in
+ * variant field k, from rs->seen (index_labels). */
+static int differs_from_kept(const struct rows *rs, int i, size_t k, const char *mine)
 {
+    const struct field_seen *s = &rs->seen[(size_t)rs->group[i] * N_VARIANT + k];
+    /* Two texts among the kept rows: one is not mine. One: the others differ exactly when it is not mine
+     * (where it is, row i, if kept, is one of those that hold it). */
+    if (s->distinct != 1) return s->distinct > 1;
     char other[160];
-    for (int i = 0; i < rs->n; i++) {
-        const struct json_value *o = rs->v[i];
-        if (!rs->keep[i] || o == row || strcmp(kind_of(o), kind_of(row)) || strcmp(cs(o, "workload"), cs(row, "workload")) ||
-            strcmp(cs(o, "backend"), cs(row, "backend")))
-            continue;
-        field_text(o, field, other, sizeof other);
-        if (strcmp(mine, other)) return 1;
-    }
-    return 0;
+    field_text(rs->v[s->first], variant_fields[k], other, sizeof other);
+    return strcmp(mine, other) != 0;
+}
+
+/* Where field is in variant_fields. */
+static size_t variant_index(const char *field)
+{
+    size_t k = 0;
+    while (k < N_VARIANT && strcmp(variant_fields[k], field)) k++;
+    TB_ASSERT(k < N_VARIANT);
+    return k;
 }
 
 /* variant_label without the fields skip[0..n_skip): a grid sweep's label names the dimensions it varies
  * itself rather than its first point's values. */
-static void variant_label_skip(const struct rows *rs, const struct json_value *row, const char *const *skip,
-                               size_t n_skip, char *buf, size_t n)
+static void variant_label_skip(const struct rows *rs, int i, const char *const *skip, size_t n_skip, char *buf, size_t n)
 {
+    const struct json_value *row = rs->v[i];
     buf[0] = '\0';
-    for (size_t k = 0; k < sizeof variant_fields / sizeof *variant_fields; k++) {
+    for (size_t k = 0; k < N_VARIANT; k++) {
         if (shown_always(variant_fields[k]) || in_fields(skip, n_skip, variant_fields[k])) continue;
         char mine[160];
         field_text(row, variant_fields[k], mine, sizeof mine);
-        if (mine[0] && strlen(buf) + strlen(mine) + 24 < n && differs_from_kept(rs, row, variant_fields[k], mine))
+        if (mine[0] && strlen(buf) + strlen(mine) + 24 < n && differs_from_kept(rs, i, k, mine))
             snprintf(buf + strlen(buf), n - strlen(buf), " %s=%s", variant_fields[k], mine);
     }
     char extra[512];
@@ -218,7 +285,7 @@ static void variant_label_skip(const struct rows *rs, const struct json_value *r
     /* The device whenever it is not the cpu, and the cpu's beside a row of its backend on another device. */
     char dev[160];
     field_text(row, "device", dev, sizeof dev);
-    if (!in_fields(skip, n_skip, "device") && (strcmp(dev, "cpu") || differs_from_kept(rs, row, "device", dev)))
+    if (!in_fields(skip, n_skip, "device") && (strcmp(dev, "cpu") || differs_from_kept(rs, i, variant_index("device"), dev)))
         snprintf(buf + strlen(buf), n - strlen(buf), " device=%.60s", dev);
     if (cn(row, "threads") > 0) snprintf(buf + strlen(buf), n - strlen(buf), " threads=%g", cn(row, "threads"));
     if (cn(row, "devices") > 0 && !in_fields(skip, n_skip, "devices"))
@@ -233,43 +300,203 @@ static void variant_label_skip(const struct rows *rs, const struct json_value *r
     if (nm[0] && strcmp(nm, "default") && strcmp(nm, "batch")) snprintf(buf + strlen(buf), n - strlen(buf), " norm=%s", nm);
     if (json_get_bool(row, "config.no_fuse", 0)) snprintf(buf + strlen(buf), n - strlen(buf), " no-fuse");
     snprintf(buf + strlen(buf), n - strlen(buf), "%s", extra);
+    /* The data only where it alone tells this row's name from another's ("?": a row from before the CRC). */
+    if (rs->show_crc && rs->show_crc[i])
+        snprintf(buf + strlen(buf), n - strlen(buf), " data_crc32=%s", data_crc(row) ? data_crc(row) : "?");
 }
 
-/* A short label of the options that set a row apart: " device=cuda threads=2 res=32", then every other
+/* A short label of the options that set row i apart: " device=cuda threads=2 res=32", then every other
  * option that changes the work (variant_fields) in which this row differs from another kept row of its
  * kind, workload and backend (" optimizer=sgd lr=0.1 load=w.ckpt"), so that two rows are never shown
- * under the same label; a backend's own options, absent from other backends' rows, are not differences. */
-static void variant_label(const struct rows *rs, const struct json_value *row, char *buf, size_t n)
+ * under the same label; a backend's own options, absent from other backends' rows, are not differences.
+ * Where two kept rows would still share a name (kind, workload, backend, batch, label), their data CRCs
+ * tell them apart (" data_crc32=1a2b3c4d"). */
+static void variant_label(const struct rows *rs, int i, char *buf, size_t n)
 {
-    variant_label_skip(rs, row, NULL, 0, buf, n);
+    variant_label_skip(rs, i, NULL, 0, buf, n);
+}
+
+/* A count (stages, replicas) as printed: (int)v, or "–" where v is not one an int holds. */
+static struct cell count_cell(double v)
+{
+    struct cell c;
+    const int k = report_int(v, 0, INT_MAX, -1);
+    if (k < 0) snprintf(c.s, sizeof c.s, "–");
+    else snprintf(c.s, sizeof c.s, "%d", k);
+    return c;
+}
+
+/* The batch as a table shows it: "–" where it is not a count an int holds (1e30 cast to int is undefined). */
+static struct cell batch_cell(const struct json_value *row)
+{
+    return count_cell(cn(row, "batch"));
 }
 
 /* Marks the latest row of each configuration, and for scaling the latest sweep of each; rows of runs
- * that did not finish are never kept and never replace a finished one. */
+ * that did not finish are never kept and never replace a finished one. From the last row back, so that
+ * "a later row of the same key" is a look-up in the keys seen so far. */
 static int mark_latest(struct rows *r)
 {
     r->keep = calloc((size_t)(r->n ? r->n : 1), sizeof *r->keep);
-    if (!r->keep) return tb_error_set(TB_ENOMEM, "report: out of memory");
-    char ki[1024], kj[1024];
-    for (int i = 0; i < r->n; i++) {
+    /* Per key (by id): the row of the latest sweep seen of it, or -1 once a key has two sweeps. */
+    int *sweep_row = malloc((size_t)(r->n ? r->n : 1) * sizeof *sweep_row);
+    struct report_index keys, points;
+    report_index_init(&keys);
+    report_index_init(&points);
+    int st = r->keep && sweep_row ? TB_OK : tb_error_set(TB_ENOMEM, "out of memory");
+    char key[1024];
+    for (int i = r->n - 1; i >= 0 && st == TB_OK; i--) {
         if (!row_ok(r->v[i])) continue;
         const int scaling = !strcmp(kind_of(r->v[i]), "scaling");
-        row_key(r->v[i], ki, sizeof ki, !scaling);
+        row_key(r->v[i], key, sizeof key, !scaling);
+        int id, added;
+        if ((st = report_index_add(&keys, key, &id, &added)) != TB_OK) break;
+        if (!scaling) {
+            r->keep[i] = added;
+            continue;
+        }
+        /* A later row of the same key and another sweep replaces a sweep; one of the same sweep is a sibling
+         * point, and replaces only the point at its batch. */
+        const char *sweep = json_get_str(r->v[i], "sweep", "");
         int later = 0;
-        for (int j = i + 1; j < r->n && !later; j++) {
-            if (!row_ok(r->v[j]) || strcmp(kind_of(r->v[j]), kind_of(r->v[i]))) continue;
-            row_key(r->v[j], kj, sizeof kj, !scaling);
-            if (strcmp(ki, kj)) continue;
-            /* A later row of the same sweep is a sibling point, not a replacement. */
-            if (scaling && !strcmp(json_get_str(r->v[i], "sweep", ""), json_get_str(r->v[j], "sweep", ""))) {
-                if ((int)cn(r->v[i], "batch") == (int)cn(r->v[j], "batch")) later = 1;
+        if (added) sweep_row[id] = i;
+        else if (sweep_row[id] < 0 || strcmp(json_get_str(r->v[sweep_row[id]], "sweep", ""), sweep))
+            later = 1, sweep_row[id] = -1;
+        char batch[32], *point = NULL;
+        key_int(batch, sizeof batch, cn(r->v[i], "batch"));
+        if (asprintf(&point, "%s\x1f%s\x1f%s", key, sweep, batch) < 0) {
+            st = tb_error_set(TB_ENOMEM, "out of memory");
+            break;
+        }
+        st = report_index_add(&points, point, &id, &added);
+        free(point);
+        r->keep[i] = !later && added;
+    }
+    free(sweep_row);
+    report_index_free(&keys);
+    report_index_free(&points);
+    return st;
+}
+
+/* The group key of a row: kind, workload and backend, each with its length (no separator is ambiguous). */
+static char *group_key(const struct json_value *row)
+{
+    char *key = NULL;
+    const char *k = kind_of(row), *w = cs(row, "workload"), *b = cs(row, "backend");
+    return asprintf(&key, "%zu:%s%zu:%s%zu:%s", strlen(k), k, strlen(w), w, strlen(b), b) < 0 ? NULL : key;
+}
+
+/* Prepares variant_label (after mark_latest): each row's group, what the group's kept rows hold in each
+ * variant field, and which kept rows would share a name but for their data CRC. Time linear in the rows:
+ * the labels of thousands of configurations had each scanned every row, field by field. */
+static int index_labels(struct rows *r)
+{
+    const size_t n = (size_t)(r->n ? r->n : 1);
+    struct report_index groups, names;
+    report_index_init(&groups);
+    report_index_init(&names);
+    int *name_of = malloc(n * sizeof *name_of), *name_first = malloc(n * sizeof *name_first);
+    unsigned char *name_mixed = calloc(n, 1);
+    r->group = malloc(n * sizeof *r->group);
+    r->show_crc = calloc(n, 1);
+    int st = name_of && name_first && name_mixed && r->group && r->show_crc ? TB_OK : tb_error_set(TB_ENOMEM, "out of memory");
+    for (int i = 0; i < r->n && st == TB_OK; i++) {
+        char *key = group_key(r->v[i]);
+        st = key ? report_index_add(&groups, key, &r->group[i], NULL) : tb_error_set(TB_ENOMEM, "out of memory");
+        free(key);
+    }
+    if (st == TB_OK && !(r->seen = calloc((size_t)(groups.n ? groups.n : 1) * N_VARIANT, sizeof *r->seen)))
+        st = tb_error_set(TB_ENOMEM, "out of memory");
+    for (int i = 0; i < r->n && st == TB_OK; i++) {
+        if (!r->keep[i]) continue;
+        for (size_t k = 0; k < N_VARIANT; k++) {
+            struct field_seen *s = &r->seen[(size_t)r->group[i] * N_VARIANT + k];
+            if (s->distinct == 0) {
+                s->first = i, s->distinct = 1;
                 continue;
             }
-            later = 1;
+            if (s->distinct > 1) continue;
+            char mine[160], first[160];
+            field_text(r->v[i], variant_fields[k], mine, sizeof mine);
+            field_text(r->v[s->first], variant_fields[k], first, sizeof first);
+            if (strcmp(mine, first)) s->distinct = 2;
         }
-        r->keep[i] = !later;
     }
-    return TB_OK;
+    /* Names (show_crc still 0): a name two kept rows of other data share shows their CRCs. */
+    for (int i = 0; i < r->n && st == TB_OK; i++) {
+        if (!r->keep[i]) continue;
+        char var[512], *name = NULL, *group = group_key(r->v[i]);
+        variant_label(r, i, var, sizeof var);
+        const int tta = !strcmp(kind_of(r->v[i]), "tta");
+        if (!group || asprintf(&name, "%s b%s t%g%s", group, batch_cell(r->v[i]).s, tta ? cn(r->v[i], "target") : 0.0, var) < 0)
+            name = NULL;
+        int added = 0;
+        st = name ? report_index_add(&names, name, &name_of[i], &added) : tb_error_set(TB_ENOMEM, "out of memory");
+        free(name), free(group);
+        if (st != TB_OK) break;
+        if (added) {
+            name_first[name_of[i]] = i;
+            continue;
+        }
+        const char *mine = data_crc(r->v[i]), *theirs = data_crc(r->v[name_first[name_of[i]]]);
+        if ((mine == NULL) != (theirs == NULL) || (mine && strcmp(mine, theirs))) name_mixed[name_of[i]] = 1;
+    }
+    for (int i = 0; i < r->n && st == TB_OK; i++) r->show_crc[i] = r->keep[i] && name_mixed[name_of[i]];
+    free(name_of), free(name_first), free(name_mixed);
+    report_index_free(&groups);
+    report_index_free(&names);
+    return st;
+}
+
+/* The figures under v (path: its place, key: its name, or its array's for an element) that the report
+ * shows and that hold a value no run measures (report_figure): *n counts them, first names the first. Only
+ * the parts of figures the report reads are walked (the top level, runs and their curves, layer_times,
+ * pipeline, timeline): figures.layer_types[].gflops_per_s is 0 for a type without FLOPs, and not shown. */
+static void find_impossible(const struct json_value *v, const char *key, const char *path, int *n, char *first, size_t size)
+{
+    static const char *const walked[] = {"figures", "runs", "curve", "layer_times", "pipeline", "timeline",
+                                         "repeat_images_per_s"};
+    if (v->type == JSON_NUMBER) {
+        if (!report_figure_known(key) || !isnan(report_figure(key, v->number))) return;
+        if (!(*n)++) snprintf(first, size, "%s = %g", path, v->number);
+        return;
+    }
+    if ((v->type != JSON_OBJECT && v->type != JSON_ARRAY) || !in_fields(walked, sizeof walked / sizeof *walked, key)) return;
+    for (int i = 0; i < v->n; i++) {
+        char sub[256];
+        if (v->type == JSON_OBJECT) snprintf(sub, sizeof sub, "%s.%s", path, v->keys[i]);
+        else snprintf(sub, sizeof sub, "%s.%d", path, i);
+        const struct json_value *c = &v->items[i];
+        /* An array's elements go by its name: an object element (a run) is walked, a number checked. */
+        find_impossible(c, v->type == JSON_OBJECT ? v->keys[i] : key, sub, n, first, size);
+    }
+}
+
+/* Says once on stderr how many figures of the rows shown hold values no run measures (shown as the
+ * empty-cell mark, drawn nowhere), and batches no int holds, as bench compare says the samples it skips. */
+static void warn_impossible(const struct rows *r)
+{
+    int n = 0;
+    char first[300] = "", what[300] = "";
+    const char *run = "?";
+    for (int i = 0; i < r->n; i++) {
+        if (!r->keep[i]) continue;
+        const int before = n;
+        const struct json_value *fig = json_get(r->v[i], "figures");
+        if (fig) find_impossible(fig, "figures", "figures", &n, what, sizeof what);
+        const struct json_value *b = json_get(r->v[i], "config.batch");
+        if (b && b->type == JSON_NUMBER && report_int(b->number, 0, INT_MAX, -1) < 0 && !n++)
+            snprintf(what, sizeof what, "config.batch = %g", b->number);
+        if (before == 0 && n > 0) {
+            snprintf(first, sizeof first, "%s", what);
+            run = json_get_str(r->v[i], "run_id", "?");
+        }
+    }
+    if (n)
+        fprintf(stderr, "bench report: warning: %s: %d value%s no run can have (a rate or time of 0 or less, an accuracy "
+                        "outside [0, 1], 1e15 or more, a batch no int holds; the first: run %s, %s) shown as – and left out "
+                        "of the charts\n",
+                r->path, n, n == 1 ? "" : "s", run, first);
 }
 
 /* ------------------------------------------------------------------------------------------------
@@ -278,13 +505,13 @@ static int mark_latest(struct rows *r)
 static int make_dirs(const char *dir)
 {
     char buf[1024];
-    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return tb_error_set(TB_EIO, "report: path too long: %s", dir);
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return tb_error_set(TB_EIO, "path too long: %s", dir);
     for (char *p = buf + 1;; p++) {
         if (*p != '/' && *p != '\0') continue;
         char saved = *p;
         *p = '\0';
         if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return tb_error_set(TB_EIO, "report: cannot create %s: %s", buf, strerror(errno));
+            return tb_error_set(TB_EIO, "cannot create %s: %s", buf, strerror(errno));
         *p = saved;
         if (!saved) break;
     }
@@ -336,19 +563,6 @@ struct ctx {
     struct report_gpu gpu;      /* the GPU of the rows on the cuda device, and its ceilings */
     FILE *md;
 };
-
-/* report_cell as a value, for a cell in a printf argument list: cellf(v, "%.0f").s lives to the end of the
- * full expression (C11 6.2.4p8). */
-struct cell {
-    char s[64];
-};
-
-static struct cell cellf(double v, const char *fmt)
-{
-    struct cell c;
-    report_cell(c.s, sizeof c.s, v, fmt);
-    return c;
-}
 
 /* v if finite and within an int's range, else 0: a figure from a row that printf and gnuplot can take. */
 static double finite_or_0(double v)
@@ -443,6 +657,14 @@ static int check_output(const char *path)
     return why ? tb_error_set(TB_EIO, "%s: %s", path, why) : TB_OK;
 }
 
+/* Whether a file name has an extension of the files the report writes and removes in charts/ and
+ * charts/data/ (check_outputs, clean_charts). */
+static int output_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcmp(dot, ".png") || !strcmp(dot, ".svg") || !strcmp(dot, ".dat") || !strcmp(dot, ".log"));
+}
+
 /* check_output of REPORT.md and of every chart, data and log file (by suffix) already in charts/ and
  * charts/data/, before anything is written. */
 static int check_outputs(const struct ctx *x, const char *md_path)
@@ -454,11 +676,42 @@ static int check_outputs(const struct ctx *x, const char *md_path)
         if (!dir) continue;
         struct dirent *e;
         while (st == TB_OK && (e = readdir(dir))) {
-            const char *dot = strrchr(e->d_name, '.');
-            if (!dot || (strcmp(dot, ".png") && strcmp(dot, ".svg") && strcmp(dot, ".dat") && strcmp(dot, ".log"))) continue;
+            if (!output_name(e->d_name)) continue;
             char p[1400];
             snprintf(p, sizeof p, "%s/%s", dirs[d], e->d_name);
             st = check_output(p);
+        }
+        closedir(dir);
+    }
+    return st;
+}
+
+/* TB_EINVAL when the input file at path (given as option opt) is one the report writes or removes, however
+ * it is named (another path, a link; same device and inode, as bench export checks --csv): REPORT.md, its
+ * temporary, or a chart, data or log file in charts/ or charts/data/. The report would replace the rows it
+ * reads (--in DIR/REPORT.md --out-dir DIR did). A missing input is said where it is read. */
+static int check_input(const struct ctx *x, const char *opt, const char *path, const char *md_path, const char *md_tmp)
+{
+    struct stat in, sb;
+    if (!path || stat(path, &in) != 0) return TB_OK;
+    const char *const files[2] = {md_path, md_tmp};
+    for (int k = 0; k < 2; k++)
+        if (stat(files[k], &sb) == 0 && sb.st_dev == in.st_dev && sb.st_ino == in.st_ino)
+            return tb_error_set(TB_EINVAL, "%s %s is %s, which the report writes; give another --out-dir or input", opt, path,
+                                files[k]);
+    const char *dirs[2] = {x->charts_dir, x->data_dir};
+    int st = TB_OK;
+    for (int d = 0; d < 2 && st == TB_OK; d++) {
+        DIR *dir = opendir(dirs[d]);
+        if (!dir) continue;
+        struct dirent *e;
+        while (st == TB_OK && (e = readdir(dir))) {
+            if (!output_name(e->d_name)) continue;
+            char p[1400];
+            snprintf(p, sizeof p, "%s/%s", dirs[d], e->d_name);
+            if (stat(p, &sb) == 0 && sb.st_dev == in.st_dev && sb.st_ino == in.st_ino)
+                st = tb_error_set(TB_EINVAL, "%s %s is %s, which the report writes or removes; give another --out-dir or input",
+                                  opt, path, p);
         }
         closedir(dir);
     }
@@ -477,8 +730,7 @@ static void clean_charts(const struct ctx *x)
         if (!dir) continue;
         struct dirent *e;
         while ((e = readdir(dir))) {
-            const char *dot = strrchr(e->d_name, '.');
-            if (!dot || (strcmp(dot, ".png") && strcmp(dot, ".svg") && strcmp(dot, ".dat") && strcmp(dot, ".log"))) continue;
+            if (!output_name(e->d_name)) continue;
             for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++)
                 if (!strncmp(e->d_name, prefixes[k], strlen(prefixes[k]))) {
                     char p[1400];
@@ -501,13 +753,20 @@ static void subtitle(const struct ctx *x, const int *idx, int n, char *buf, size
     const struct json_value *last = x->rows.v[idx[n - 1]];
     char commits[200] = "";
     int n_commits = 0;
+    /* Distinct commits, newest first, through an index: a chart of thousands of rows compared each with all. */
+    struct report_index seen;
+    report_index_init(&seen);
     for (int i = n - 1; i >= 0; i--) {
         const char *c = json_get_str(x->rows.v[idx[i]], "build.commit", "unknown");
-        int seen = 0;
-        for (int j = n - 1; j > i; j--) seen |= !strcmp(c, json_get_str(x->rows.v[idx[j]], "build.commit", "unknown"));
-        if (seen) continue;
+        int id, added;
+        if (report_index_add(&seen, c, &id, &added) != TB_OK) {
+            tb_error_clear(); /* out of memory: the commits counted so far */
+            break;
+        }
+        if (!added) continue;
         if (n_commits++ < 2) snprintf(commits + strlen(commits), sizeof commits - strlen(commits), "%s%s", n_commits > 1 ? ", " : "", c);
     }
+    report_index_free(&seen);
     char more[32] = "";
     if (n_commits > 2) snprintf(more, sizeof more, " (+%d more)", n_commits - 2);
     snprintf(buf, size, "%s, %s cores, %s · commit %s%s · %.10s", json_get_str(last, "machine.cpu_model", "unknown CPU"),
@@ -593,8 +852,8 @@ static void section_throughput(struct ctx *x)
             const struct json_value *r = x->rows.v[i];
             if (!x->rows.keep[i] || strcmp(kind_of(r), "throughput") || strcmp(cs(r, "workload"), wl[k])) continue;
             char var[512], label[640];
-            variant_label(&x->rows, r, var, sizeof var);
-            snprintf(label, sizeof label, "%s b%d%s", cs(r, "backend"), (int)cn(r, "batch"), var);
+            variant_label(&x->rows, i, var, sizeof var);
+            snprintf(label, sizeof label, "%s b%s%s", cs(r, "backend"), batch_cell(r).s, var);
             idx[n++] = i;
             /* A row without a finite rate has no bar (its table row says "–"). */
             const double overall = fg(r, "images_per_s");
@@ -603,9 +862,10 @@ static void section_throughput(struct ctx *x)
             const struct json_value *rep = json_get(r, "figures.repeat_images_per_s");
             for (int q = 0; rep && rep->type == JSON_ARRAY && q < rep->n; q++) {
                 const struct json_value *v = &rep->items[q];
-                if (v->type != JSON_NUMBER || !isfinite(v->number)) continue;
-                lo = v->number < lo ? v->number : lo;
-                hi = v->number > hi ? v->number : hi;
+                const double rv = v->type == JSON_NUMBER ? report_figure("repeat_images_per_s", v->number) : NAN;
+                if (!isfinite(rv)) continue;
+                lo = rv < lo ? rv : lo;
+                hi = rv > hi ? rv : hi;
             }
             dat_label(f, label);
             fprintf(f, "\t%.6g\t%.6g\t%.6g", overall, lo, hi);
@@ -629,7 +889,7 @@ static void section_throughput(struct ctx *x)
         for (int j = 0; j < n; j++) {
             const struct json_value *r = x->rows.v[idx[j]];
             char var[512], share[32], reps[256] = "", note[160], gpu_mem[48] = "";
-            variant_label(&x->rows, r, var, sizeof var);
+            variant_label(&x->rows, idx[j], var, sizeof var);
             if (report_gpu_row(r)) report_cell(share, sizeof share, 100.0 * report_gpu_share(&x->gpu, r), "%.1f %% of GPU fp32");
             else report_cell(share, sizeof share, 100.0 * row_sgemm_share(r), "%.1f %%");
             if (any_gpu) {
@@ -641,11 +901,11 @@ static void section_throughput(struct ctx *x)
             for (int i = 0; rep && rep->type == JSON_ARRAY && i < rep->n && i < 12; i++) {
                 const struct json_value *v = &rep->items[i];
                 snprintf(reps + strlen(reps), sizeof reps - strlen(reps), "%s%s", i ? ", " : "",
-                         cellf(v->type == JSON_NUMBER ? v->number : NAN, "%.0f").s);
+                         cellf(v->type == JSON_NUMBER ? report_figure("repeat_images_per_s", v->number) : NAN, "%.0f").s);
             }
             rate_note(r, note, sizeof note);
-            fprintf(x->md, "| %s | %d | %s | %s | **%s** | %s | %s | %s | %s ± %s | %s | %s | %s | %s |%s %s |\n",
-                    cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"),
+            fprintf(x->md, "| %s | %s | %s | %s | **%s** | %s | %s | %s | %s ± %s | %s | %s | %s | %s |%s %s |\n",
+                    cs(r, "backend"), batch_cell(r).s, var[0] ? var + 1 : "", cs(r, "dataset"),
                     cellf(fg(r, "images_per_s"), "%.0f").s, reps, cellf(fg(r, "images_per_s_median"), "%.0f").s,
                     cellf(fg(r, "images_per_s_jitter"), "%.0f").s, cellf(fg(r, "images_per_s_mean"), "%.0f").s,
                     cellf(fg(r, "images_per_s_stderr"), "%.0f").s, note, cellf(fg(r, "gflops_per_s"), "%.2f").s, share,
@@ -689,14 +949,13 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
             const struct json_value *curve = json_get(&runs->items[s], "curve");
             int points = 0; /* only finite points are drawn; a curve without one is no block */
             for (int p = 0; curve && curve->type == JSON_ARRAY && p < curve->n; p++)
-                points += isfinite(json_get_number(&curve->items[p], "time_s", NAN)) &&
-                          isfinite(json_get_number(&curve->items[p], "accuracy", NAN));
+                points += isfinite(fg_in(&curve->items[p], "time_s")) && isfinite(fg_in(&curve->items[p], "accuracy"));
             if (!points) continue;
             if (drawn++ == TTA_MAX_CURVES) capped = 1;
             if (drawn > TTA_MAX_CURVES) continue;
-            char label[640], var[512];
-            variant_label(&x->rows, r, var, sizeof var);
-            snprintf(label, sizeof label, "%s b%d%s seed %s", cs(r, "backend"), (int)cn(r, "batch"), var,
+            char label[720], var[512];
+            variant_label(&x->rows, i, var, sizeof var);
+            snprintf(label, sizeof label, "%s b%s%s seed %s", cs(r, "backend"), batch_cell(r).s, var,
                      cellf(json_get_number(&runs->items[s], "seed", NAN), "%.0f").s);
             if (blocks++) fprintf(f, "\n\n");
             dat_label(f, label);
@@ -704,8 +963,7 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
             fprintf(cw, "%d ", (n - 1) % 8 + 1);
             fprintf(dw, "%d ", s % 5 + 1);
             for (int p = 0; p < curve->n; p++) {
-                const double t = json_get_number(&curve->items[p], "time_s", NAN);
-                const double a = json_get_number(&curve->items[p], "accuracy", NAN);
+                const double t = fg_in(&curve->items[p], "time_s"), a = fg_in(&curve->items[p], "accuracy");
                 if (isfinite(t) && isfinite(a)) fprintf(f, "%.6g\t%.6g\n", t, a);
             }
         }
@@ -734,9 +992,9 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
         const struct json_value *runs = json_get(r, "figures.runs");
         double p99_max = NAN, med_lo = NAN, med_hi = NAN;
         for (int s = 0; runs && runs->type == JSON_ARRAY && s < runs->n; s++) {
-            const double v = json_get_number(&runs->items[s], "step_time_p99_s", NAN);
+            const double v = fg_in(&runs->items[s], "step_time_p99_s");
             if (isfinite(v) && !(v <= p99_max)) p99_max = v;
-            const double m = json_get_number(&runs->items[s], "step_time_median_s", NAN);
+            const double m = fg_in(&runs->items[s], "step_time_median_s");
             if (isfinite(m) && !(m <= med_hi)) med_hi = m;
             if (isfinite(m) && !(m >= med_lo)) med_lo = m;
         }
@@ -757,17 +1015,15 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
             const struct cell seed = cellf(json_get_number(ru, "seed", NAN), "%.0f");
             if (json_get_bool(ru, "reached", 0))
                 snprintf(runs_txt + len, sizeof runs_txt - len, "%s%s → %s (%s), %s", s ? "; " : "", seed.s,
-                         cellf(json_get_number(ru, "tta_s", NAN), "%.2f").s,
-                         cellf(json_get_number(ru, "eval_time_s", NAN), "%.2f").s,
-                         cellf(json_get_number(ru, "epochs", NAN), "%.2f").s);
+                         cellf(fg_in(ru, "tta_s"), "%.2f").s, cellf(fg_in(ru, "eval_time_s"), "%.2f").s,
+                         cellf(fg_in(ru, "epochs"), "%.2f").s);
             else
                 snprintf(runs_txt + len, sizeof runs_txt - len, "%s%s → missed (best %s in %s epochs)", s ? "; " : "",
-                         seed.s, cellf(json_get_number(ru, "best_accuracy", NAN), "%.4f").s,
-                         cellf(json_get_number(ru, "epochs", NAN), "%.1f").s);
+                         seed.s, cellf(fg_in(ru, "best_accuracy"), "%.4f").s, cellf(fg_in(ru, "epochs"), "%.1f").s);
         }
         report_cell(score, sizeof score, fg(r, "tta_olympic_mean_s"), "%.2f");
-        fprintf(x->md, "| %s | %d | %s | %s | %s of %s | %s | %s | %s | %s | %s |\n", cs(r, "backend"),
-                (int)cn(r, "batch"), cellf(cn(r, "target"), "%.4g").s, score, cellf(fg(r, "runs_reached"), "%.0f").s,
+        fprintf(x->md, "| %s | %s | %s | %s | %s of %s | %s | %s | %s | %s | %s |\n", cs(r, "backend"),
+                batch_cell(r).s, cellf(cn(r, "target"), "%.4g").s, score, cellf(fg(r, "runs_reached"), "%.0f").s,
                 cellf(fg(r, "runs_total"), "%.0f").s, rate, med, p99, runs_txt, json_get_str(r, "build.commit", "?"));
     }
     fprintf(x->md, "\n");
@@ -964,7 +1220,7 @@ static void section_scaling(struct ctx *x)
             /* A grid's label leaves its dimensions to the lines and the heading: its first point's values
              * would misname the others. The dimensions it holds fixed are said once. */
             char var[512], label[640], dims[256] = "", fixed[128] = "";
-            variant_label_skip(&x->rows, r0, grid_dims, grid ? N_GRID_DIMS : 0, var, sizeof var);
+            variant_label_skip(&x->rows, idx[0], grid_dims, grid ? N_GRID_DIMS : 0, var, sizeof var);
             for (int d = 0; grid && d < N_GRID_DIMS; d++) {
                 char v[40];
                 field_text(r0, grid_dims[d], v, sizeof v);
@@ -1008,7 +1264,7 @@ static void section_scaling(struct ctx *x)
                 for (int j = 0; j < n; j++) {
                     const struct json_value *r = x->rows.v[idx[j]];
                     if (grp[j] == g && scaling_point(r))
-                        fprintf(f, "%d\t%.6g\t%.6g\n", (int)cn(r, "batch"), fg(r, "images_per_s"), fg(r, "speedup"));
+                        fprintf(f, "%s\t%.6g\t%.6g\n", batch_cell(r).s, fg(r, "images_per_s"), fg(r, "speedup"));
                 }
             }
             /* Scaling efficiency (speed-up per added replica) only means something where replicas change;
@@ -1050,8 +1306,8 @@ static void section_scaling(struct ctx *x)
                     if (varied[d]) snprintf(cols + strlen(cols), sizeof cols - strlen(cols), " %s |", v[0] ? v : "–");
                 }
                 len = strlen(tables);
-                snprintf(tables + len, sizeof tables - len, "| %d |%s %s | %s | %s | %s | %s |%s %s | %s |\n",
-                         (int)cn(r, "batch"), cols, cellf(fg(r, "local_batch"), "%g").s, cellf(fg(r, "replicas"), "%g").s,
+                snprintf(tables + len, sizeof tables - len, "| %s |%s %s | %s | %s | %s | %s |%s %s | %s |\n",
+                         batch_cell(r).s, cols, cellf(fg(r, "local_batch"), "%g").s, cellf(fg(r, "replicas"), "%g").s,
                          cellf(fg(r, "accumulation"), "%g").s, cellf(fg(r, "images_per_s"), "%.0f").s,
                          cellf(fg(r, "speedup"), "%.2f×").s, eff, cellf(fg(r, "peak_rss_mib"), "%.0f").s, acc);
             }
@@ -1084,11 +1340,11 @@ static void section_inference(struct ctx *x)
         const struct json_value *r = x->rows.v[i];
         if (!x->rows.keep[i] || strcmp(kind_of(r), "inference")) continue;
         char var[512];
-        variant_label(&x->rows, r, var, sizeof var);
+        variant_label(&x->rows, i, var, sizeof var);
         char note[160];
         rate_note(r, note, sizeof note);
-        fprintf(x->md, "| %s | %s | %d | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s |\n",
-                cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "",
+        fprintf(x->md, "| %s | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s | %s | %s |\n",
+                cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, var[0] ? var + 1 : "",
                 cs(r, "load")[0] ? cs(r, "load") : "fresh", cellf(fg(r, "images_per_s"), "%.0f").s,
                 cellf(fg(r, "images_per_s_median"), "%.0f").s, note, cellf(1e3 * fg(r, "latency_p50_s"), "%.3f").s,
                 cellf(1e3 * fg(r, "latency_p90_s"), "%.3f").s, cellf(1e3 * fg(r, "latency_p99_s"), "%.3f").s,
@@ -1109,12 +1365,12 @@ static void section_train(struct ctx *x)
         const struct json_value *r = x->rows.v[i];
         if (!x->rows.keep[i] || strcmp(kind_of(r), "train")) continue;
         char var[512], acc[32];
-        variant_label(&x->rows, r, var, sizeof var);
+        variant_label(&x->rows, i, var, sizeof var);
         report_cell(acc, sizeof acc, 100.0 * fg(r, "test_accuracy"), "%.2f %%");
         char note[160];
         rate_note(r, note, sizeof note);
-        fprintf(x->md, "| %s | %s | %d | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n",
-                cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var[0] ? var + 1 : "", cs(r, "dataset"),
+        fprintf(x->md, "| %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n",
+                cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, var[0] ? var + 1 : "", cs(r, "dataset"),
                 cellf(cn(r, "steps"), "%.0f").s, cellf(fg(r, "train_time_s"), "%.2f").s,
                 cellf(fg(r, "images_per_s"), "%.0f").s, cellf(fg(r, "images_per_s_median"), "%.0f").s, note, acc,
                 cellf(fg(r, "gflops_per_s"), "%.2f").s, json_get_str(r, "build.commit", "?"));
@@ -1191,15 +1447,16 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr)
     for (int k = 0; k < arr->n; k++) {
         const struct json_value *e = &arr->items[k];
         struct layer_time t = {json_get_str(e, "name", "?"), json_get_str(e, "op", "?"),
-                               1e3 * json_get_number(e, "forward_s", 0.0), 1e3 * json_get_number(e, "backward_s", 0.0),
-                               1e3 * json_get_number(e, "idle_s", NAN), k};
+                               1e3 * report_figure("forward_s", json_get_number(e, "forward_s", 0.0)),
+                               1e3 * report_figure("backward_s", json_get_number(e, "backward_s", 0.0)),
+                               1e3 * fg_in(e, "idle_s"), k};
         if (!isfinite(t.fw_ms) || !isfinite(t.bw_ms)) continue; /* no bar gnuplot could draw */
         lt[n++] = t;
         total_ms += t.fw_ms + t.bw_ms;
     }
     qsort(lt, (size_t)n, sizeof *lt, cmp_layer_time);
     char name[200], safe[160], path[1300], title[320], sub[400], tag[160], vars[32];
-    snprintf(tag, sizeof tag, "%s_%s_%s_b%d", kind_of(r), cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"));
+    snprintf(tag, sizeof tag, "%s_%s_%s_b%s", kind_of(r), cs(r, "workload"), cs(r, "backend"), batch_cell(r).s);
     safe_name(safe, sizeof safe, tag);
     snprintf(name, sizeof name, "layers_%s", safe);
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
@@ -1221,11 +1478,11 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr)
     for (int k = 0; k < bars; k++) drawn_ms += lt[k].fw_ms + lt[k].bw_ms;
     int one[1] = {i};
     if (bars < n)
-        snprintf(title, sizeof title, "The %d slowest of %d layers, per step: %s on %s, batch %d (%s)", bars, n,
-                 cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), kind_of(r));
+        snprintf(title, sizeof title, "The %d slowest of %d layers, per step: %s on %s, batch %s (%s)", bars, n,
+                 cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, kind_of(r));
     else
-        snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %d (%s)", cs(r, "workload"),
-                 cs(r, "backend"), (int)cn(r, "batch"), kind_of(r));
+        snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %s (%s)", cs(r, "workload"),
+                 cs(r, "backend"), batch_cell(r).s, kind_of(r));
     subtitle(x, one, 1, sub, sizeof sub);
     snprintf(vars, sizeof vars, "K=%d", bars);
     if (bars) md_chart(x, name, title, render(x, "layers.gp", name, path, title, sub, vars));
@@ -1310,18 +1567,18 @@ static void section_roofline(struct ctx *x)
             snprintf(above[a] + al, sizeof above[a] - al, "%s%d", n_above[a]++ ? ", " : "", j + 1);
         }
         char label[640], var[512];
-        variant_label(&x->rows, r, var, sizeof var);
-        snprintf(label, sizeof label, "%d %s: %s%s b%d%s", j + 1, cs(r, "backend"), cs(r, "workload"),
-                 strcmp(kind_of(r), "inference") ? "" : " fwd", (int)cn(r, "batch"), one ? ", 1 thread" : "");
+        variant_label(&x->rows, idx[j], var, sizeof var);
+        snprintf(label, sizeof label, "%d %s: %s%s b%s%s", j + 1, cs(r, "backend"), cs(r, "workload"),
+                 strcmp(kind_of(r), "inference") ? "" : " fwd", batch_cell(r).s, one ? ", 1 thread" : "");
         int colour = 0;
         while (colour < nb && strcmp(backends[colour], cs(r, "backend"))) colour++;
         if (j) fprintf(f, "\n\n");
         dat_label(f, label);
         fprintf(f, "\n%.6g\t%.6g\t%d\n", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"), colour % 8 + 1);
         size_t len = strlen(points);
-        snprintf(points + len, sizeof points - len, "| %d | %s | %s%s | %d | %s | %s | %.2f | %.2f |\n", j + 1,
+        snprintf(points + len, sizeof points - len, "| %d | %s | %s%s | %s | %s | %s | %.2f | %.2f |\n", j + 1,
                  cs(r, "backend"), cs(r, "workload"), strcmp(kind_of(r), "inference") ? "" : " (forward)",
-                 (int)cn(r, "batch"), var[0] ? var + 1 : "",
+                 batch_cell(r).s, var[0] ? var + 1 : "",
                  gpu ? "the GPU" : !x->have_cal ? "–" : a ? "all threads" : "one thread",
                  fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"));
     }
@@ -1474,8 +1731,8 @@ static void section_profiles(struct ctx *x)
         }
         if (!found++) fprintf(x->md, "## Profiles (perf)\n\n");
         const struct json_value *r = x->rows.v[i];
-        fprintf(x->md, "### %s %s/%s batch %d (run `%s`)\n\n%s\n\n", kind_of(r), cs(r, "backend"), cs(r, "workload"),
-                (int)cn(r, "batch"), id, json_get_str(p, "events_note", ""));
+        fprintf(x->md, "### %s %s/%s batch %s (run `%s`)\n\n%s\n\n", kind_of(r), cs(r, "backend"), cs(r, "workload"),
+                batch_cell(r).s, id, json_get_str(p, "events_note", ""));
         const struct json_value *cnt = json_get(p, "counters");
         if (cnt && cnt->type == JSON_ARRAY && cnt->n) {
             fprintf(x->md, "| counter | value | unit |\n|---|---:|---|\n");
@@ -1521,7 +1778,7 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
     if (!f) return;
     fprintf(f, "# lane\tstart ms\tend ms\tphase (1 forward, 2 backward, 3 recompute, 4 all-reduce, 5 update)\tmicro-batch\n");
     int lane_dev[MAX_LANES], lane_stage[MAX_LANES], lane_rep[MAX_LANES], nl = 0, present[5] = {0}, n_ev = 0;
-    double span = json_get_number(tl, "span_s", 0.0);
+    double span = report_figure("span_s", json_get_number(tl, "span_s", 0.0));
     if (!isfinite(span) || span < 0.0) span = 0.0; /* a gnuplot variable: never nan or inf */
     for (int k = 0; ev && ev->type == JSON_ARRAY && k < ev->n; k++) {
         const struct json_value *e = &ev->items[k];
@@ -1560,23 +1817,24 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
     report_gp_quote(qy, sizeof qy, ytics);
     snprintf(vars, sizeof vars, "nlanes=%d; span_ms=%.6g; phases='%s'; ytics_cmd='%s'", nl > 0 ? nl : 1, 1e3 * span,
              present_txt, qy);
-    const int stages = (int)json_get_number(r, "figures.pipeline.stages", cn(r, "stages"));
-    const int replicas = (int)json_get_number(r, "figures.pipeline.replicas", cn(r, "replicas"));
-    const int mb = (int)json_get_number(r, "figures.pipeline.micro_batch", cn(r, "micro_batch"));
-    const int ga = (int)json_get_number(r, "figures.pipeline.ga", cn(r, "ga"));
+    /* Counts that do not fit an int (a row edited by hand) print as the empty-cell mark, never cast. */
+    const struct cell c_stages = count_cell(json_get_number(r, "figures.pipeline.stages", cn(r, "stages"))),
+                      c_replicas = count_cell(json_get_number(r, "figures.pipeline.replicas", cn(r, "replicas"))),
+                      c_mb = count_cell(json_get_number(r, "figures.pipeline.micro_batch", cn(r, "micro_batch"))),
+                      c_ga = count_cell(json_get_number(r, "figures.pipeline.ga", cn(r, "ga")));
     const char *sched = cs(r, "schedule");
     snprintf(title, sizeof title,
-             "Pipeline timeline (measured): %s on %s, %d stage%s x %d replica%s, micro-batch %d x GA %d%s%s, last training step",
-             cs(r, "workload"), cs(r, "backend"), stages, stages == 1 ? "" : "s", replicas, replicas == 1 ? "" : "s", mb, ga,
-             sched[0] ? ", " : "", sched);
+             "Pipeline timeline (measured): %s on %s, %s stage%s x %s replica%s, micro-batch %s x GA %s%s%s, last training step",
+             cs(r, "workload"), cs(r, "backend"), c_stages.s, strcmp(c_stages.s, "1") ? "s" : "", c_replicas.s,
+             strcmp(c_replicas.s, "1") ? "s" : "", c_mb.s, c_ga.s, sched[0] ? ", " : "", sched);
     int one[1] = {i};
     subtitle(x, one, 1, sub, sizeof sub);
     char var[512], bubble[256] = "";
-    variant_label(&x->rows, r, var, sizeof var);
-    fprintf(x->md, "### %s, %s b%d%s (%s, run `%s`)\n\n", cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), var,
+    variant_label(&x->rows, i, var, sizeof var);
+    fprintf(x->md, "### %s, %s b%s%s (%s, run `%s`)\n\n", cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, var,
             kind_of(r), json_get_str(r, "run_id", "?"));
-    const double bm = json_get_number(r, "figures.pipeline.bubble_measured", NAN);
-    const double bi = json_get_number(r, "figures.pipeline.bubble_ideal", NAN);
+    const struct json_value *pipe = json_get(r, "figures.pipeline");
+    const double bm = fg_in(pipe, "bubble_measured"), bi = fg_in(pipe, "bubble_ideal");
     if (isfinite(bm) && isfinite(bi))
         snprintf(bubble, sizeof bubble, " Pipeline bubble, measured over the run's steps after the first: **%.1f %%** of "
                                         "device time, against the ideal (S−1)/(G+S−1) = %.1f %% of this schedule.",
@@ -1615,8 +1873,8 @@ static void section_timeline(struct ctx *x)
     for (int k = n - 1; k >= 0; k--) {
         const struct json_value *r = x->rows.v[idx[k]];
         char tag[200], safe[200], name[220];
-        snprintf(tag, sizeof tag, "%s_%s_%s_b%d_s%g_m%g_g%g_r%g", kind_of(r), cs(r, "workload"), cs(r, "backend"),
-                 (int)cn(r, "batch"), json_get_number(r, "figures.pipeline.stages", cn(r, "stages")),
+        snprintf(tag, sizeof tag, "%s_%s_%s_b%s_s%g_m%g_g%g_r%g", kind_of(r), cs(r, "workload"), cs(r, "backend"),
+                 batch_cell(r).s, json_get_number(r, "figures.pipeline.stages", cn(r, "stages")),
                  json_get_number(r, "figures.pipeline.micro_batch", cn(r, "micro_batch")),
                  json_get_number(r, "figures.pipeline.ga", cn(r, "ga")),
                  json_get_number(r, "figures.pipeline.replicas", cn(r, "replicas")));
@@ -1643,8 +1901,8 @@ static void section_unfinished(struct ctx *x)
     for (int i = 0; i < x->rows.n; i++) {
         const struct json_value *r = x->rows.v[i];
         if (row_ok(r)) continue;
-        fprintf(x->md, "| `%s` | %s | %s | %s | %d | %s | %s |\n", json_get_str(r, "run_id", "?"), kind_of(r),
-                cs(r, "workload"), cs(r, "backend"), (int)cn(r, "batch"), json_get_str(r, "status", "?"),
+        fprintf(x->md, "| `%s` | %s | %s | %s | %s | %s | %s |\n", json_get_str(r, "run_id", "?"), kind_of(r),
+                cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, json_get_str(r, "status", "?"),
                 json_get_str(r, "timestamp", ""));
     }
     fprintf(x->md, "\n");
@@ -1657,22 +1915,27 @@ int report_generate(const struct report_opts *o, int *n_charts)
     memset(&x, 0, sizeof x);
     x.o = o;
     x.rows.path = o->in;
-    int st = results_read_rows(o->in, collect, &x.rows);
-    /* Data that cannot be used, not a usage error: exit 1, as `bench compare` on the same file. */
-    if (st == TB_OK && x.rows.n == 0)
-        st = tb_error_set(TB_EFORMAT, "report: %s has no usable result rows (it is empty, or no line is a well-formed "
-                                      "row with config and figures)", o->in);
-    if (st == TB_OK) st = mark_latest(&x.rows);
     snprintf(x.charts_dir, sizeof x.charts_dir, "%s/charts", o->out_dir);
     snprintf(x.data_dir, sizeof x.data_dir, "%s/charts/data", o->out_dir);
-    if (st == TB_OK) st = make_dirs(x.data_dir);
     char md_path[1100], md_tmp[1200];
     snprintf(md_path, sizeof md_path, "%s/REPORT.md", o->out_dir);
     snprintf(md_tmp, sizeof md_tmp, "%s.tmp%ld", md_path, (long)getpid());
+    /* Before anything is read: a refusal is the only line printed. */
+    int st = check_input(&x, "--in", o->in, md_path, md_tmp);
+    if (st == TB_OK) st = check_input(&x, "--calibration", o->calibration, md_path, md_tmp);
+    if (st == TB_OK) st = results_read_rows(o->in, collect, &x.rows);
+    /* Data that cannot be used, not a usage error: exit 1, as `bench compare` on the same file. */
+    if (st == TB_OK && x.rows.n == 0)
+        st = tb_error_set(TB_EFORMAT, "%s has no usable result rows (it is empty, or no line is a well-formed row with "
+                                      "config and figures)", o->in);
+    if (st == TB_OK) st = mark_latest(&x.rows);
+    if (st == TB_OK) st = index_labels(&x.rows);
+    if (st == TB_OK) warn_impossible(&x.rows);
+    if (st == TB_OK) st = make_dirs(x.data_dir);
     if (st == TB_OK) st = check_outputs(&x, md_path);
     /* Our own temporary name: whatever a crashed run left there goes, and "x" creates it afresh. */
     if (st == TB_OK) remove(md_tmp);
-    if (st == TB_OK && !(x.md = fopen(md_tmp, "wx"))) st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_tmp, strerror(errno));
+    if (st == TB_OK && !(x.md = fopen(md_tmp, "wx"))) st = tb_error_set(TB_EIO, "cannot write %s: %s", md_tmp, strerror(errno));
     if (st != TB_OK) goto done;
     clean_charts(&x);
 
@@ -1680,7 +1943,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
      * calibration file if it was measured there, else the newest copy a row of that machine carries. */
     const struct json_value *lr = x.rows.n ? x.rows.v[x.rows.n - 1] : NULL;
     const char *m_cpu = json_get_str(lr, "machine.cpu_model", "?"), *m_core = json_get_str(lr, "build.blas_core", "?");
-    const int m_cores = (int)json_get_number(lr, "machine.n_cores", 0);
+    const int m_cores = row_count(json_get_number(lr, "machine.n_cores", 0));
     const int cal_st = lr && o->calibration ? calibrate_load_matching(o->calibration, m_cpu, m_cores, m_core, &x.cal)
                                             : TB_EINVAL;
     if (cal_st == TB_OK) {
@@ -1696,9 +1959,10 @@ int report_generate(const struct report_opts *o, int *n_charts)
     int n_foreign = 0;
     for (int i = x.rows.n - 1; i >= 0 && !x.have_cal; i--) {
         const struct json_value *c = json_get(x.rows.v[i], "calibration");
-        if (!c || !(json_get_number(c, "sgemm_1t_gflops", 0) > 0) || !isfinite(json_get_number(c, "sgemm_1t_gflops", 0)))
+        /* A ceiling no machine has (0, 1e308) is no ceiling: finite_or_0's bound, as for the others. */
+        if (!c || !(finite_or_0(json_get_number(c, "sgemm_1t_gflops", 0)) > 0))
             continue;
-        struct calibration rc = {.cores = (int)json_get_number(c, "cores", 0)};
+        struct calibration rc = {.cores = row_count(json_get_number(c, "cores", 0))};
         snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", "unknown"));
         snprintf(rc.blas_core, sizeof rc.blas_core, "%s", json_get_str(c, "blas_core", "unknown"));
         char why[400];
@@ -1749,10 +2013,11 @@ int report_generate(const struct report_opts *o, int *n_charts)
     fprintf(x.md, "# trainbench report\n\n");
     fprintf(x.md, "Generated by `bench report` on %s from `%s`: %d row%s, %d shown. Left out: %d superseded by a "
                   "later row of the same configuration (kind, workload, backend, batch and every option that changes "
-                  "the work: %d fields such as device, optimizer, lr, steps, dataset and load; a row's options column names "
-                  "those in which it differs from the other rows of its backend), %d of runs that did not finish%s.\n\n",
+                  "the work: %d fields such as device, optimizer, lr, steps, dataset and load, and the data's CRC-32 where "
+                  "rows record it; a row's options column names those in which it differs from the other rows of its "
+                  "backend, and the CRC where only it does), %d of runs that did not finish%s.\n\n",
             when, o->in, x.rows.n, x.rows.n == 1 ? "" : "s", n_keep, n_superseded,
-            (int)(sizeof variant_fields / sizeof *variant_fields), n_unfinished,
+            (int)N_VARIANT, n_unfinished,
             n_unfinished ? " (listed at the end)" : "");
     fprintf(x.md, "Machine of the latest row: %s, %s cores, %s GiB; %s; %s; %s (kernel set %s); commit %s.\n\n",
             json_get_str(last, "machine.cpu_model", "?"), cellf(json_get_number(last, "machine.n_cores", 0), "%g").s,
@@ -1808,7 +2073,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
     else if (!x.have_gnuplot)
         fprintf(x.md, "---\n%s, so this report has tables only.\n", x.no_gnuplot);
     if (fclose(x.md) != 0 || rename(md_tmp, md_path) != 0) {
-        st = tb_error_set(TB_EIO, "report: cannot write %s: %s", md_path, strerror(errno));
+        st = tb_error_set(TB_EIO, "cannot write %s: %s", md_path, strerror(errno));
         remove(md_tmp);
     }
     x.md = NULL;
@@ -1819,5 +2084,8 @@ done:
     for (int i = 0; i < x.rows.n; i++) json_value_free(x.rows.v[i]);
     free(x.rows.v);
     free(x.rows.keep);
+    free(x.rows.group);
+    free(x.rows.seen);
+    free(x.rows.show_crc);
     return st;
 }

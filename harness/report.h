@@ -1,7 +1,7 @@
 /* report.h — `bench report`: charts (gnuplot) and REPORT.md from a results file, without running anything.
  *
- * It reads result rows (results.h; a malformed line is skipped with a warning), keeps the latest row
- * of each configuration, writes the tables each chart needs as tab-separated files under
+ * It reads result rows (results.h; a malformed line is skipped with a warning, once), keeps the latest row
+ * of each configuration (the data's CRC, config.data_crc32, is part of it), writes the tables each chart needs as tab-separated files under
  * <out>/charts/data/, runs the gnuplot scripts in plots/ on them (PNG via pngcairo and SVG), and
  * writes <out>/REPORT.md with the tables and links to the charts. Charts: training throughput by
  * backend per workload (bars with jitter error bars), time-to-accuracy curves, batch-size scaling
@@ -10,7 +10,9 @@
  * (each CPU point judged against the roofs of the threads it ran on), and the ipu pipeline timeline (a
  * Gantt chart per device of a run's last training step, rows with figures.timeline). The scripts only
  * draw; every number comes from the rows. Rows whose "status" is not "ok" (diverged, interrupted) are
- * left out of every figure and listed in a table of their own. Profiles written by tools/profile.sh
+ * left out of every figure and listed in a table of their own. A figure no run can have (report_rows.h:
+ * a rate of 0 or less, an accuracy outside [0, 1], 1e15 or more) or a batch no int holds shows as the
+ * empty-cell mark, is drawn nowhere, and one warning counts them. Profiles written by tools/profile.sh
  * (<results dir>/profile/<run id>.json) are summarised when present.
  * Threading: none; it starts gnuplot as child processes and waits for each.
  */
@@ -28,8 +30,9 @@ struct report_opts {
 
 /* Writes the report. *n_charts receives the number of charts rendered (PNG and SVG each count once).
  * Returns TB_OK (also when gnuplot is missing: REPORT.md then says so and has only tables), TB_EIO
- * (cannot read the results or write the output) or TB_EFORMAT (no usable rows: bench exits 1, not the
- * usage status 2). */
+ * (cannot read the results or write the output), TB_EFORMAT (no usable rows: bench exits 1, not the
+ * usage status 2) or TB_EINVAL (in or calibration is a file the report writes or removes, however named:
+ * REPORT.md, a chart, data or log file; refused before anything is read). Time linear in the rows. */
 int report_generate(const struct report_opts *o, int *n_charts);
 
 #endif

@@ -5,12 +5,14 @@
 
 #include "devmodel.h"
 #include "json.h"
+#include "report_rows.h"
 #include "results.h"
 #include "status.h"
 #include "workload.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -122,7 +124,9 @@ static int pick_row(const struct json_value *row, long line_no, void *ctx)
     (void)line_no;
     struct pick *p = ctx;
     if (strcmp(json_get_str(row, "config.backend", ""), "ipu") || strcmp(json_get_str(row, "status", "ok"), "ok")) return TB_OK;
-    if (json_get_number(row, "config.stages", 0) < 2 || !json_get_str(row, "config.split", "")[0]) return TB_OK;
+    /* Stages an int holds: 1e30 (a row edited by hand) is no run to model. */
+    if (report_int(json_get_number(row, "config.stages", 0), 2, INT_MAX, 0) < 2 || !json_get_str(row, "config.split", "")[0])
+        return TB_OK;
     if (!json_get(row, "figures.pipeline.per_stage.0.fwd_s_per_micro_batch")) return TB_OK;
     const int pref = !strcmp(json_get_str(row, "config.workload", ""), "effnet-b4-g16");
     if (p->row && p->preferred && !pref) return TB_OK;
@@ -135,6 +139,15 @@ static int pick_row(const struct json_value *row, long line_no, void *ctx)
     return TB_OK;
 }
 
+/* A count from the row: v where an int holds it, else fallback (as if absent): a cast of 1e30 is undefined. */
+static int row_int(const struct json_value *r, const char *path, double fallback)
+{
+    const double v = json_get_number(r, path, fallback);
+    return report_int(v, INT_MIN, INT_MAX, report_int(fallback, INT_MIN, INT_MAX, 0));
+}
+
+static int cpu_from_row(struct json_value *row, struct seed001_cpu *v);
+
 int seed001_cpu_load(const char *rows_path, struct seed001_cpu *v)
 {
     memset(v, 0, sizeof *v);
@@ -142,20 +155,40 @@ int seed001_cpu_load(const char *rows_path, struct seed001_cpu *v)
     if (rows_path) (void)results_read_rows(rows_path, pick_row, &p);
     tb_error_clear();
     if (!p.row) return tb_error_set(TB_EIO, "no measured ipu run with --stages >= 2 and --split in %s", rows_path ? rows_path : "(no rows)");
-    const struct json_value *r = p.row;
+    return cpu_from_row(p.row, v);
+}
+
+/* seed001_cpu_load from rows already read (the report's): the same pick, without reading the file again
+ * (which printed each of its warnings a second time). */
+static int seed001_cpu_load_rows(const struct json_value *const *rows, int n_rows, const char *rows_path,
+                                 struct seed001_cpu *v)
+{
+    memset(v, 0, sizeof *v);
+    struct pick p = {NULL, 0};
+    int st = TB_OK;
+    for (int i = 0; i < n_rows && st == TB_OK; i++) st = pick_row(rows[i], i + 1, &p);
+    tb_error_clear();
+    if (!p.row) return tb_error_set(TB_EIO, "no measured ipu run with --stages >= 2 and --split in %s", rows_path ? rows_path : "(no rows)");
+    return cpu_from_row(p.row, v);
+}
+
+/* v from the picked row, which it frees. */
+static int cpu_from_row(struct json_value *row, struct seed001_cpu *v)
+{
+    const struct json_value *r = row;
     snprintf(v->run_id, sizeof v->run_id, "%s", json_get_str(r, "run_id", "?"));
     snprintf(v->cpu, sizeof v->cpu, "%s", json_get_str(r, "machine.cpu_model", "?"));
-    v->cores = (int)json_get_number(r, "machine.n_cores", 0);
+    v->cores = row_int(r, "machine.n_cores", 0);
     struct calibration cal = {0};
     cal.sgemm_1t_gflops = json_get_number(r, "calibration.sgemm_1t_gflops", 0);
     cal.triad_1t_gbs = json_get_number(r, "calibration.triad_1t_gbs", 0);
     snprintf(cal.cpu_model, sizeof cal.cpu_model, "%s", json_get_str(r, "calibration.cpu_model", v->cpu));
     snprintf(cal.timestamp, sizeof cal.timestamp, "%s", json_get_str(r, "calibration.timestamp", "?"));
     v->cal = cal;
-    v->stages = (int)json_get_number(r, "config.stages", 2);
-    v->micro_batch = (int)json_get_number(r, "config.micro_batch", 1);
-    v->in_h = (int)json_get_number(r, "config.input_h", 0);
-    v->in_w = (int)json_get_number(r, "config.input_w", 0);
+    v->stages = row_int(r, "config.stages", 2);
+    v->micro_batch = row_int(r, "config.micro_batch", 1);
+    v->in_h = row_int(r, "config.input_h", 0);
+    v->in_w = row_int(r, "config.input_w", 0);
     v->recompute = json_get_bool(r, "config.recompute", 0);
     snprintf(v->split, sizeof v->split, "%s", json_get_str(r, "config.split", ""));
     snprintf(v->precision, sizeof v->precision, "%s", json_get_str(r, "config.precision", "fp32"));
@@ -170,10 +203,10 @@ int seed001_cpu_load(const char *rows_path, struct seed001_cpu *v)
     if (!(cal.sgemm_1t_gflops > 0 && cal.triad_1t_gbs > 0))
         st = tb_error_set(TB_EINVAL, "the measured run %s carries no calibration (run bench --calibrate first)", v->run_id);
     if (st == TB_OK)
-        st = build_model(&v->m, json_get_str(r, "config.workload", ""), (int)json_get_number(r, "config.resolution", 0), v->in_h,
-                         v->in_w, (int)json_get_number(r, "config.input_c", 3), (int)json_get_number(r, "config.classes", 10),
-                         json_get_str(r, "config.norm", ""), (int)json_get_number(r, "config.norm_groups", 0));
-    json_value_free(p.row);
+        st = build_model(&v->m, json_get_str(r, "config.workload", ""), row_int(r, "config.resolution", 0), v->in_h,
+                         v->in_w, row_int(r, "config.input_c", 3), row_int(r, "config.classes", 10),
+                         json_get_str(r, "config.norm", ""), row_int(r, "config.norm_groups", 0));
+    json_value_free(row);
     if (st != TB_OK) return st;
     v->have_model = 1;
     dev_spec_from_calibration(&cal, &v->d);
@@ -190,14 +223,15 @@ void seed001_cpu_free(struct seed001_cpu *v)
     v->have_model = 0;
 }
 
+/* rows (n_rows) the rows already read, or NULL: read rows_path. */
 static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, const char *plots_dir, const char *gnuplot,
-                        const char *rows_path, int *missing, int *drawn)
+                        const struct json_value *const *rows, int n_rows, const char *rows_path, int *missing, int *drawn)
 {
     const char *cmd = "bench --backend ipu --workload effnet-b4-g16 --resolution 64 --stages 2 --split 11 --micro-batch 2 "
                       "--ga 4 --batch 8 --steps 3 --warmup 1 --plan throughput --project-device cpu-this";
     fprintf(md, "#### On this machine: the cpu-this model against measured stage times\n\n");
     static struct seed001_cpu v;
-    int st = seed001_cpu_load(rows_path, &v);
+    int st = rows ? seed001_cpu_load_rows(rows, n_rows, rows_path, &v) : seed001_cpu_load(rows_path, &v);
     if (st == TB_EIO) {
         fprintf(md, "No measured ipu run with `--stages 2 --split` in the rows; make one with `%s` (about 10 s) and run the "
                     "report again.\n\n", cmd);
@@ -259,8 +293,9 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
     seed001_cpu_free(&v);
 }
 
-int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
-                   const char *rows_path, const char *gnuplot, int *drawn)
+/* report_seed001 and report_seed001_rows: rows NULL reads rows_path. */
+static int seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
+                   const struct json_value *const *rows, int n_rows, const char *rows_path, const char *gnuplot, int *drawn)
 {
     char path[1024];
     const char *link_dir = base_name(chart_dir);
@@ -401,7 +436,20 @@ int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
                     "Seed 001: EfficientNet-B4 G16 training throughput, published vs PROJECTED", sub, &missing);
     }
     md_chart(md, link_dir, "seed001_pods", "published and projected images/s against device count", ok, missing, drawn);
-    section_cpu(md, chart_dir, link_dir, plots_dir, gnuplot, rows_path, &missing, drawn);
+    section_cpu(md, chart_dir, link_dir, plots_dir, gnuplot, rows, n_rows, rows_path, &missing, drawn);
     model_free(&m);
     return TB_OK;
+}
+
+int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
+                   const char *rows_path, const char *gnuplot, int *drawn)
+{
+    return seed001(md, chart_dir, plots_dir, devices_dir, NULL, 0, rows_path, gnuplot, drawn);
+}
+
+int report_seed001_rows(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
+                        const struct json_value *const *rows, int n_rows, const char *rows_path, const char *gnuplot,
+                        int *drawn)
+{
+    return seed001(md, chart_dir, plots_dir, devices_dir, rows, n_rows, rows_path, gnuplot, drawn);
 }

@@ -10,6 +10,7 @@
 
 #include "calibrate.h"
 #include "devmodel.h"
+#include "json.h"
 
 #include <stdio.h>
 
@@ -46,5 +47,10 @@ void seed001_cpu_free(struct seed001_cpu *v);
  * then carries a line saying so). */
 int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
                    const char *rows_path, const char *gnuplot, int *drawn);
+/* report_seed001 on rows already read (rows[0..n_rows), those of rows_path, which names them): `bench report`
+ * reads its file once, so each malformed line's warning is printed once. */
+int report_seed001_rows(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
+                        const struct json_value *const *rows, int n_rows, const char *rows_path, const char *gnuplot,
+                        int *drawn);
 
 #endif

@@ -12,9 +12,11 @@
 #include "report_seeds.h"
 
 #include "regular_file.h"
+#include "report_rows.h"
 #include "report_seed001.h"
 #include "status.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +75,8 @@ static int published_read(const char *path, struct published *p, int max, const 
 
 const char *report_cell(char *buf, size_t n, double v, const char *fmt)
 {
-    if (isfinite(v)) snprintf(buf, n, fmt, v);
+    /* 1e308 in %.0f is a number 309 digits long: no figure reaches REPORT_FIGURE_MAX. */
+    if (isfinite(v) && fabs(v) < REPORT_FIGURE_MAX) snprintf(buf, n, fmt, v);
     else snprintf(buf, n, "–");
     return buf;
 }
@@ -107,9 +110,23 @@ static int row_devices(const struct json_value *r)
 {
     const char *b = cfg_str(r, "backend");
     const double stages = cfg_num(r, "stages"), replicas = cfg_num(r, "replicas_total"), dev = cfg_num(r, "devices");
-    if (!strcmp(b, "ipu")) return (int)((stages > 0 ? stages : 1) * (replicas > 0 ? replicas : 1));
-    if (!strcmp(b, "mirrored")) return (int)(replicas > 0 ? replicas : dev > 0 ? dev : 1);
+    /* Through report_int: a count no int holds (1e30) is 0, "–" in the table, never an undefined cast. */
+    if (!strcmp(b, "ipu")) return report_int((stages > 0 ? stages : 1) * (replicas > 0 ? replicas : 1), 0, INT_MAX, 0);
+    if (!strcmp(b, "mirrored")) return report_int(replicas > 0 ? replicas : dev > 0 ? dev : 1, 0, INT_MAX, 0);
     return 1;
+}
+
+/* row_devices as a cell: "–" for 0, a count no int holds. */
+struct devices_text {
+    char s[16];
+};
+static struct devices_text devices_cell(const struct json_value *r)
+{
+    struct devices_text t;
+    const int d = row_devices(r);
+    if (d > 0) snprintf(t.s, sizeof t.s, "%d", d);
+    else snprintf(t.s, sizeof t.s, "–");
+    return t;
 }
 
 /* "cpu", "mirrored, 2 devices", "ipu, 2 stages, micro-batch 1 × GA 2". */
@@ -123,7 +140,7 @@ static void row_how(const struct json_value *r, char *buf, size_t n)
                  report_cell(c[2], sizeof c[2], cfg_num(r, "accumulation"), "%g"),
                  cfg_str(r, "schedule")[0] ? cfg_str(r, "schedule") : "1f1b");
     else if (!strcmp(b, "mirrored"))
-        snprintf(buf, n, "mirrored, %d devices", row_devices(r));
+        snprintf(buf, n, "mirrored, %s devices", devices_cell(r).s);
     else if (!strcmp(b, "threads") && cfg_num(r, "threads") > 0)
         snprintf(buf, n, "threads (%s)", report_cell(c[0], sizeof c[0], cfg_num(r, "threads"), "%g"));
     else
@@ -177,7 +194,7 @@ static void seed002(const struct report_seeds_in *in)
             row_machine(r, machine, sizeof machine);
             snprintf(data, sizeof data, "%s", cfg_str(r, "dataset"));
             /* A row without a finite time has no bar (its table row says "–"). */
-            const double t = json_get_number(r, "figures.train_time_s", NAN);
+            const double t = report_figure("train_time_s", json_get_number(r, "figures.train_time_s", NAN));
             if (!isfinite(t)) continue;
             char ep[32];
             fprintf(f, "measured here: %s, %s epochs\t%.6g\t2\n", how, report_cell(ep, sizeof ep, cfg_num(r, "epochs"), "%g"), t);
@@ -219,12 +236,13 @@ static void seed002(const struct report_seeds_in *in)
         row_how(r, how, sizeof how);
         row_machine(r, m, sizeof m);
         char c[7][32];
-        fprintf(in->md, "| measured here | %s | %s | %d | %s | %s | %s | %s | %s | **%s** | %s (test, %s images) |\n", m,
-                how, row_devices(r), report_cell(c[0], sizeof c[0], cfg_num(r, "local_batch"), "%g"),
+        fprintf(in->md, "| measured here | %s | %s | %s | %s | %s | %s | %s | %s | **%s** | %s (test, %s images) |\n", m,
+                how, devices_cell(r).s, report_cell(c[0], sizeof c[0], cfg_num(r, "local_batch"), "%g"),
                 report_cell(c[1], sizeof c[1], cfg_num(r, "batch"), "%g"), report_cell(c[2], sizeof c[2], cfg_num(r, "epochs"), "%g"),
                 report_cell(c[3], sizeof c[3], cfg_num(r, "steps_per_epoch"), "%g"), cfg_str(r, "dataset"),
-                report_cell(c[4], sizeof c[4], json_get_number(r, "figures.train_time_s", NAN), "%.2f"),
-                report_cell(c[5], sizeof c[5], 100.0 * json_get_number(r, "figures.test_accuracy", NAN), "%.2f %%"),
+                report_cell(c[4], sizeof c[4], report_figure("train_time_s", json_get_number(r, "figures.train_time_s", NAN)), "%.2f"),
+                report_cell(c[5], sizeof c[5],
+                            100.0 * report_figure("test_accuracy", json_get_number(r, "figures.test_accuracy", NAN)), "%.2f %%"),
                 report_cell(c[6], sizeof c[6], cfg_num(r, "eval_samples"), "%g"));
     }
     fprintf(in->md, "\nHow the set-ups map (the suite's comments give the reasons): a MirroredStrategy replica takes "
@@ -241,8 +259,8 @@ void report_seeds(const struct report_seeds_in *in)
 {
     fprintf(in->md, "## Seeds\n\nIssue 30's seed figures, published, beside what this suite measures of them.\n\n");
     /* Seed 001: its own file (harness/report_seed001.c); a failure is said in the Markdown by it. */
-    if (report_seed001(in->md, in->charts_dir, in->plots_dir, in->devices_dir, in->rows_path, in->gnuplot,
-                       in->n_charts) != TB_OK)
+    if (report_seed001_rows(in->md, in->charts_dir, in->plots_dir, in->devices_dir, in->rows, in->n_rows, in->rows_path,
+                            in->gnuplot, in->n_charts) != TB_OK)
         tb_error_clear();
     seed002(in);
 }

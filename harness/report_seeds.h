@@ -24,7 +24,7 @@ struct report_seeds_in {
     const char *data_dir;                   /* <out>/charts/data: chart tables go here */
     void *report;                           /* report.c's context, for report_render_chart */
     const char *charts_dir;                 /* <out>/charts: seed 001's charts go here */
-    const char *rows_path;                  /* the rows file (seed 001's measured ipu run for its validation) */
+    const char *rows_path;                  /* the rows file rows were read from (named by seed 001's validation) */
     const char *devices_dir;                /* device specs and seed001.published (devices/) */
     const char *gnuplot;                    /* NULL = "gnuplot" on PATH */
     int *n_charts;                          /* the report's count of charts drawn: seed 001's add theirs */

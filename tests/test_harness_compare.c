@@ -5,7 +5,8 @@
  * load and max_epochs are part of a configuration; the note on too few samples follows the exact test's
  * smallest p and --alpha; --ignore backend matches rows across backends; the
  * spread printed after ± is the 95 % confidence interval of the median, labelled; `bench compare
- * --help` and `bench report --help` print usage and exit 0. */
+ * --help` and `bench report --help` print usage and exit 0; thousands of configurations take seconds; a
+ * batch no int holds is "b-" and a rate of 1e308 no sample; the data's CRC is part of a configuration. */
 #include "test_harness_util.h"
 
 #include "compare.h"
@@ -630,7 +631,8 @@ Test(harness_compare, non_finite_and_non_positive_samples, .init = th_setup, .fi
     struct compare_line *l;
     int n;
     char *err = compare_captured(a, b, &l, &n);
-    cr_assert(strstr(err, "new.jsonl: 4 samples that are not finite positive rates or times skipped") != NULL, "%s", err);
+    cr_assert(strstr(err, "new.jsonl: 4 samples that are not finite positive rates or times below 1e15 skipped") != NULL, "%s",
+              err);
     cr_assert(strstr(err, "old.jsonl") == NULL, "%s", err);
     free(err);
     cr_assert_eq(n, 2);
@@ -674,4 +676,149 @@ Test(harness_compare, ignore_refuses_empty_and_duplicate_keys, .init = th_setup,
     cr_assert_eq(compare_results(a, b, &o, &l, &n), TB_EINVAL);
     tb_error_clear();
     cr_assert_eq(bench_sh("compare --ignore backend,devices old.jsonl new.jsonl", p), 0, "distinct keys still work");
+}
+
+/* ---- A probe of compare at scale and on rows edited by hand. */
+
+/* A row's configuration as bench writes it (67 fields, lr left to the row): the work per row of a real
+ * results file, which the quadratic code multiplied by the rows. */
+static const char real_config[] =
+    "\"plan\":\"throughput\",\"backend\":\"cpu\",\"backend_desc\":\"cpu: 1 thread, OpenBLAS single-thread"
+    "ed\",\"device\":\"cpu\",\"workload\":\"mnist-mlp\",\"model\":\"mnist-mlp\",\"dataset\":\"synthetic\""
+    ",\"data_source\":\"synthetic\",\"train_samples\":8192,\"eval_samples\":32,\"batch\":32,\"local_batch"
+    "\":32,\"batch_per_replica\":0,\"replicas_total\":1,\"accumulation\":1,\"eval_batch\":32,\"steps\":10"
+    "0,\"warmup\":10,\"steps_per_execution\":0,\"repeat\":5,\"epochs\":0,\"steps_per_epoch\":0,\"optimize"
+    "r\":\"adam\",\"momentum\":0,\"weight_decay\":0,\"lr_schedule\":\"constant\",\"lr_warmup\":0,\"label_"
+    "smoothing\":0,\"seed\":42,\"threads\":0,\"classes\":10,\"input_h\":28,\"input_w\":28,\"input_c\":1,"
+    "\"resolution\":0,\"norm\":\"default\",\"norm_groups\":0,\"bn_eps\":null,\"dropout\":null,\"params\":"
+    "167690,\"train_flops_per_sample\":802304,\"forward_flops_per_sample\":334336,\"conv_algo\":\"auto\","
+    "\"devices\":0,\"transport\":\"shm\",\"sync_bn\":false,\"stages\":0,\"split\":\"\",\"micro_batch\":0,"
+    "\"ga\":0,\"replicas\":0,\"schedule\":\"\",\"recompute\":false,\"precision\":\"fp32\",\"loss_scale\":"
+    "\"dynamic\",\"prefetch\":0,\"profile\":false,\"trace\":\"\",\"trace_step\":0,\"no_fuse\":false,\"sav"
+    "e\":\"\",\"load\":\"\",\"logits\":\"\",\"checkpoint_dir\":\"\",\"checkpoint_every\":0,\"resume\":\""
+    "\"";
+
+/* A throughput row with extra config fields (a JSON fragment after the batch) and the given repeat rates. */
+static void row_text(FILE *f, const char *batch, const char *extra, const char *rates)
+{
+    fprintf(f,
+            "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"r\",\"config\":{\"plan\":\"throughput\",\"backend\":"
+            "\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":%s,\"dataset\":\"mnist\",\"steps\":100,\"warmup\":10%s},"
+            "\"figures\":{\"repeat_images_per_s\":[%s]}}\n",
+            batch, extra, rates);
+}
+
+/* Rows that differ only in lr are each a configuration: 3,000 a side took 35 to 45 s (a linear search for
+ * each row's configuration, then every pair of names compared word by word), so 10,000 would take minutes.
+ * They take a second or two now; the timeout leaves a loaded machine tens of times that. */
+Test(harness_compare, thousands_of_configurations, .init = th_setup, .fini = th_teardown, .timeout = 120)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    enum { N = 10000 };
+    for (int side = 0; side < 2; side++) {
+        FILE *f = fopen(side ? b : a, "w");
+        cr_assert_not_null(f);
+        for (int i = 0; i < N; i++)
+            fprintf(f,
+                    "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"r\",\"config\":{%s,\"lr\":%g},"
+                    "\"figures\":{\"repeat_images_per_s\":[%s]}}\n",
+                    real_config, 0.001 * (i + 1), side ? "1100,1110,1090" : "1000,1010,990");
+        cr_assert_eq(fclose(f), 0);
+    }
+    struct compare_line *l;
+    int n;
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_eq(n, N);
+    const struct compare_line *first = find(l, n, "throughput mnist-mlp cpu b32 lr=0.001");
+    cr_assert(first->n_old == 3 && first->n_new == 3 && first->old_median == 1000 && first->new_median == 1100);
+    cr_assert_str_eq(l[N - 1].name, "throughput mnist-mlp cpu b32 lr=10");
+    free(l);
+}
+
+/* A batch of 1e30 (a row edited by hand) was cast to int, undefined, and printed as b-2147483648: it is
+ * compare's empty mark. A rate of 1e308 is no measurement either (its median printed 300 digits): skipped
+ * and counted with the non-positive ones. */
+Test(harness_compare, batch_no_int_holds_and_rates_no_run_reaches, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    row_text(f, "1e30", "", "1000,1010");
+    row_text(f, "32", "", "1000,1010");
+    cr_assert_eq(fclose(f), 0);
+    f = fopen(b, "w");
+    cr_assert_not_null(f);
+    row_text(f, "1e30", "", "1000,1010");
+    row_text(f, "32", "", "1e308,1010,1020");
+    cr_assert_eq(fclose(f), 0);
+    struct compare_line *l;
+    int n;
+    char *err = compare_captured(a, b, &l, &n);
+    cr_assert(strstr(err, "new.jsonl: 1 sample that is not") != NULL, "%s", err);
+    free(err);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(find(l, n, "throughput mnist-mlp cpu b-")->n_new, 2);
+    const struct compare_line *c32 = find(l, n, "throughput mnist-mlp cpu b32");
+    cr_assert(c32->n_new == 2 && c32->new_median == 1015, "1e308 is no sample");
+    char *out = printed(l, n);
+    cr_assert(strstr(out, "2147483648") == NULL && strstr(out, "0000000000") == NULL, "%s", out);
+    free(out);
+    free(l);
+}
+
+/* Two runs on other data under one dataset name were one configuration. config.data_crc32 is part of it;
+ * a name shows the CRC only where nothing else tells two configurations apart. A row without the CRC (from
+ * before rows carried it) matches only rows without it, which compare says, naming --ignore data_crc32. */
+Test(harness_compare, data_crc_is_part_of_the_configuration, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    row_text(f, "32", ",\"lr\":0.1,\"data_crc32\":\"aaaaaaaa\"", "1000,1010");
+    row_text(f, "32", ",\"lr\":0.2,\"data_crc32\":\"aaaaaaaa\"", "1000,1010");
+    cr_assert_eq(fclose(f), 0);
+    f = fopen(b, "w");
+    cr_assert_not_null(f);
+    row_text(f, "32", ",\"lr\":0.1,\"data_crc32\":\"aaaaaaaa\"", "1000,1010");
+    row_text(f, "32", ",\"lr\":0.1,\"data_crc32\":\"bbbbbbbb\"", "500,510");
+    row_text(f, "32", ",\"lr\":0.2,\"data_crc32\":\"aaaaaaaa\"", "1000,1010");
+    cr_assert_eq(fclose(f), 0);
+    struct compare_line *l;
+    int n;
+    char *err = compare_captured(a, b, &l, &n);
+    cr_assert(strstr(err, "data_crc32") == NULL, "every row carries the CRC: no note\n%s", err);
+    free(err);
+    cr_assert_eq(n, 3);
+    const struct compare_line *same = find(l, n, "throughput mnist-mlp cpu b32 lr=0.1 data_crc32=aaaaaaaa");
+    cr_assert(same->n_old == 2 && same->n_new == 2 && same->new_median == 1005, "the other data's rates are not pooled");
+    const struct compare_line *other = find(l, n, "throughput mnist-mlp cpu b32 lr=0.1 data_crc32=bbbbbbbb");
+    cr_assert(other->rows_old == 0 && other->rows_new == 1);
+    find(l, n, "throughput mnist-mlp cpu b32 lr=0.2"); /* lr tells it apart: no CRC */
+    free(l);
+    /* Old rows without the CRC: their own configurations, said on stderr; --ignore data_crc32 matches them. */
+    f = fopen(a, "w");
+    cr_assert_not_null(f);
+    row_text(f, "32", ",\"lr\":0.1", "1000,1010");
+    cr_assert_eq(fclose(f), 0);
+    err = compare_captured(a, b, &l, &n);
+    cr_assert(strstr(err, "old.jsonl has rows without config.data_crc32") && strstr(err, "--ignore data_crc32"), "%s", err);
+    free(err);
+    cr_assert_eq(find(l, n, "throughput mnist-mlp cpu b32 lr=0.1")->rows_new, 0);
+    free(l);
+    const struct compare_opts o = {0.05, "data_crc32"};
+    th_stderr_begin();
+    const int st = compare_results(a, b, &o, &l, &n);
+    err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "data_crc32") == NULL, "%s", err);
+    free(err);
+    const struct compare_line *pooled = find(l, n, "throughput mnist-mlp cpu b32 lr=0.1 [data_crc32 ? → *]");
+    cr_assert(pooled->n_old == 2 && pooled->n_new == 4, "both data's rows pooled, as asked");
+    free(l);
 }

@@ -2,7 +2,9 @@
  * non-trivial size (and an SVG), REPORT.md names them and carries the tables, a malformed line is
  * skipped with a warning, and the latest row of a configuration wins; a row with figures.timeline gets
  * its pipeline Gantt chart and the measured bubble beside it; rows of runs that did not finish
- * (status not "ok") are listed, never drawn. Needs gnuplot (gnuplot-nox). */
+ * (status not "ok") are listed, never drawn. Thousands of configurations take seconds; an input that is an
+ * output is refused; impossible figures are empty cells; warnings come once; the data's CRC is part of a
+ * configuration. Needs gnuplot (gnuplot-nox). */
 #include "test_harness_util.h"
 
 #include "calibrate.h"
@@ -1309,5 +1311,236 @@ Test(harness_report, each_point_judged_against_its_threads_roof, .init = th_setu
     md = report_md(in, cal, NULL);
     cr_assert(strstr(md, "Points 1, 2 lie above the memory roof of their threads (the one-thread roof: 1; the "
                          "all-threads roof: 2)") != NULL, "%s", md);
+    free(md);
+}
+
+/* ---- A probe of report and compare at scale and on rows edited by hand. */
+
+/* A row's configuration as bench writes it (67 fields, lr left to the row): the work per row of a real
+ * results file, which the quadratic code multiplied by the rows. */
+static const char real_config[] =
+    "\"plan\":\"throughput\",\"backend\":\"cpu\",\"backend_desc\":\"cpu: 1 thread, OpenBLAS single-thread"
+    "ed\",\"device\":\"cpu\",\"workload\":\"mnist-mlp\",\"model\":\"mnist-mlp\",\"dataset\":\"synthetic\""
+    ",\"data_source\":\"synthetic\",\"train_samples\":8192,\"eval_samples\":32,\"batch\":32,\"local_batch"
+    "\":32,\"batch_per_replica\":0,\"replicas_total\":1,\"accumulation\":1,\"eval_batch\":32,\"steps\":10"
+    "0,\"warmup\":10,\"steps_per_execution\":0,\"repeat\":5,\"epochs\":0,\"steps_per_epoch\":0,\"optimize"
+    "r\":\"adam\",\"momentum\":0,\"weight_decay\":0,\"lr_schedule\":\"constant\",\"lr_warmup\":0,\"label_"
+    "smoothing\":0,\"seed\":42,\"threads\":0,\"classes\":10,\"input_h\":28,\"input_w\":28,\"input_c\":1,"
+    "\"resolution\":0,\"norm\":\"default\",\"norm_groups\":0,\"bn_eps\":null,\"dropout\":null,\"params\":"
+    "167690,\"train_flops_per_sample\":802304,\"forward_flops_per_sample\":334336,\"conv_algo\":\"auto\","
+    "\"devices\":0,\"transport\":\"shm\",\"sync_bn\":false,\"stages\":0,\"split\":\"\",\"micro_batch\":0,"
+    "\"ga\":0,\"replicas\":0,\"schedule\":\"\",\"recompute\":false,\"precision\":\"fp32\",\"loss_scale\":"
+    "\"dynamic\",\"prefetch\":0,\"profile\":false,\"trace\":\"\",\"trace_step\":0,\"no_fuse\":false,\"sav"
+    "e\":\"\",\"load\":\"\",\"logits\":\"\",\"checkpoint_dir\":\"\",\"checkpoint_every\":0,\"resume\":\""
+    "\"";
+
+/* report_generate on in into th_dir/out without gnuplot (tables and data files: the report's own work),
+ * stderr captured; asserts the status want and returns REPORT.md (NULL unless TB_OK), stderr in *err. */
+static char *report_tables(const char *in, int want, char **err)
+{
+    char out[192], plots[512], p[256];
+    th_path(out, sizeof out, "out");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots, .gnuplot = "/nonexistent/gnuplot"};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *e = th_stderr_end();
+    cr_assert_eq(st, want, "status %d, not %d: %s\n%s", st, want, tb_error_get(), e);
+    if (err) *err = e;
+    else free(e);
+    if (st != TB_OK) return NULL;
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    return th_read(p);
+}
+
+/* How often needle occurs in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *c = hay; (c = strstr(c, needle)); c += strlen(needle)) n++;
+    return n;
+}
+
+/* Rows that differ only in lr are each a configuration; a results file collecting thousands of them took
+ * minutes (each label scanned every row per field, and the latest row of each configuration was found by
+ * comparing every pair: 300 rows 9 s, 1,000 over a minute). 3,000 take a second or two now; the timeout
+ * leaves a loaded machine tens of times that, and is far below what the quadratic work takes. */
+Test(harness_report, thousands_of_configurations, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192];
+    th_path(in, sizeof in, "results.jsonl");
+    FILE *f = fopen(in, "w");
+    cr_assert_not_null(f);
+    enum { N = 3000 };
+    for (int i = 0; i < N; i++)
+        fprintf(f,
+                "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"r%d\",\"status\":\"ok\",\"config\":{%s,"
+                "\"lr\":%g},%s,\"figures\":{\"images_per_s\":%d,\"gflops_per_s\":1,\"est_intensity_flop_per_byte\":3}}\n",
+                i, real_config, 0.001 * (i + 1), machine, 1000 + i);
+    cr_assert_eq(fclose(f), 0);
+    char *md = report_tables(in, TB_OK, NULL);
+    cr_assert(strstr(md, "3000 rows, 3000 shown. Left out: 0 superseded") != NULL, "%.600s", md);
+    cr_assert(strstr(md, "| cpu | 32 | lr=0.001 | synthetic | **1000** |") != NULL, "each row labelled by its lr");
+    cr_assert(strstr(md, "| cpu | 32 | lr=0.5 | synthetic | **1499** |") != NULL, "each row labelled by its lr");
+    free(md);
+}
+
+/* --in DIR/REPORT.md --out-dir DIR replaced the rows with the report. An input that is an output, however
+ * named (the path, a symbolic link, a hard link, a chart's data file), is refused before anything is read
+ * or written: TB_EINVAL (exit 2), one line, the file as it was. */
+Test(harness_report, input_that_is_an_output_is_refused, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char md_path[192], sym[192], hard[192], dat[256], p[192];
+    cr_assert_eq(mkdir(th_path(p, sizeof p, "out"), 0755), 0);
+    th_path(md_path, sizeof md_path, "out/REPORT.md");
+    throughput(md_path, "cpu", 32, 1000.0, 50.0);
+    th_append(md_path, "{\"torn\":\n"); /* a warning, were the file read */
+    throughput(md_path, "threads", 32, 1500.0, 50.0);
+    char *before = th_read(md_path);
+    cr_assert_eq(symlink("REPORT.md", th_path(sym, sizeof sym, "out/rows.jsonl")), 0);
+    cr_assert_eq(link(md_path, th_path(hard, sizeof hard, "hard.jsonl")), 0);
+    const char *const ins[] = {md_path, sym, hard};
+    for (size_t k = 0; k < sizeof ins / sizeof *ins; k++) {
+        char *err = NULL;
+        cr_assert_null(report_tables(ins[k], TB_EINVAL, &err));
+        cr_assert(strstr(tb_error_get(), "out/REPORT.md, which the report writes") != NULL, "%s", tb_error_get());
+        cr_assert_str_eq(err, "", "nothing printed but the refusal");
+        free(err);
+        char *after = th_read(md_path);
+        cr_assert_str_eq(after, before, "the rows are untouched");
+        free(after);
+    }
+    /* The rows as a data file of an earlier report, which this one would remove. */
+    cr_assert_eq(unlink(sym), 0);
+    cr_assert_eq(unlink(md_path), 0);
+    cr_assert_eq(mkdir(th_path(p, sizeof p, "out/charts"), 0755), 0);
+    cr_assert_eq(mkdir(th_path(p, sizeof p, "out/charts/data"), 0755), 0);
+    th_path(dat, sizeof dat, "out/charts/data/throughput_mnist-mlp.dat");
+    cr_assert_eq(link(hard, dat), 0);
+    cr_assert_null(report_tables(hard, TB_EINVAL, NULL));
+    cr_assert(strstr(tb_error_get(), "throughput_mnist-mlp.dat, which the report writes or removes") != NULL, "%s",
+              tb_error_get());
+    char *after = th_read(hard);
+    cr_assert_str_eq(after, before, "the rows are untouched");
+    free(after);
+    free(before);
+    /* The command line: exit 2 and one line. */
+    cr_assert_eq(unlink(dat), 0);
+    throughput(md_path, "cpu", 32, 1000.0, 50.0);
+    char o[192];
+    th_path(o, sizeof o, "cli.txt");
+    cr_assert_eq(bench_sh("report --in out/REPORT.md --out-dir out --plots '" TB_SOURCE_DIR "/plots'", o), 2);
+    char *cli = th_read(o);
+    const char *says = "bench report: --in out/REPORT.md is out/REPORT.md, which the report writes";
+    cr_assert(!strncmp(cli, says, strlen(says)) && count_of(cli, "\n") == 1, "%s", cli);
+    free(cli);
+}
+
+/* Rows edited by hand: a headline images/s of -5, 0 or 1e308 showed as **-5**, **0** and a 309-digit
+ * integer, an accuracy of 5.0 as 500.00 %, and a batch of 1e30 as -2147483648 (an undefined cast). Each is
+ * the empty-cell mark, none is drawn, and one warning says how many values no run can have. */
+Test(harness_report, impossible_values_show_as_empty_cells, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], t[2048], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    static const char *const rates[] = {"-5", "0", "1e308", "1234"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(t, sizeof t,
+                 "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"tp%d\",\"config\":{\"plan\":\"throughput\","
+                 "\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"lr\":%d},%s,\"figures\":{"
+                 "\"images_per_s\":%s,\"repeat_images_per_s\":[%s,900]}}\n",
+                 k, k + 1, machine, rates[k], rates[k]);
+        th_append(in, t);
+    }
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"big\",\"config\":{\"plan\":\"throughput\","
+             "\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":1e30,\"lr\":9},%s,\"figures\":{\"images_per_s\":777}}\n",
+             machine);
+    th_append(in, t);
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"train\",\"run_id\":\"acc\",\"config\":{\"plan\":\"train\",\"backend\":\"cpu\","
+             "\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"d\"},%s,\"figures\":{\"images_per_s\":800,"
+             "\"test_accuracy\":5.0,\"train_time_s\":2}}\n",
+             machine);
+    th_append(in, t);
+    char *err = NULL;
+    char *md = report_tables(in, TB_OK, &err);
+    static const char *const shown_before[] = {"**-5**", "**0**", "500.00 %", "-2147483648", "0000000000", "-5,"};
+    for (size_t k = 0; k < sizeof shown_before / sizeof *shown_before; k++)
+        cr_assert(strstr(md, shown_before[k]) == NULL, "REPORT.md shows %s:\n%s", shown_before[k], md);
+    cr_assert_eq(count_of(md, "|  | **–** | –, 900 |"), 3, "three headlines are marks:\n%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | lr=4 |  | **1234** | 1234, 900 |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | – | lr=9 |  | **777** |") != NULL, "the batch no int holds:\n%s", md);
+    cr_assert(strstr(md, "| mnist-mlp | cpu | 32 |  | d | 0 | 2.00 | **800** | – |  | – |") != NULL, "the accuracy:\n%s", md);
+    free(md);
+    /* Drawn: the two possible rates, nothing else. */
+    snprintf(p, sizeof p, "%s/out/charts/data/throughput_mnist-mlp.dat", th_dir);
+    char *dat = th_read(p);
+    cr_assert_eq(count_of(dat, "\n"), 1 + 2, "a header and two bars:\n%s", dat);
+    cr_assert(strstr(dat, "\"cpu b32 lr=4\"\t1234\t900\t1234") != NULL, "%s", dat);
+    cr_assert(strstr(dat, "\"cpu b– lr=9\"\t777\t") != NULL, "%s", dat);
+    free(dat);
+    /* Said once: -5, 0 and 1e308 twice each (headline, repeat), the batch, the accuracy. */
+    cr_assert_eq(count_of(err, "warning:"), 1, "%s", err);
+    cr_assert(strstr(err, "8 values no run can have") && strstr(err, "run tp0, figures.images_per_s = -5"), "%s", err);
+    free(err);
+}
+
+/* A malformed line beside good rows was warned of twice (seed 001's section read the file again), and an
+ * error read "bench report: report: ...". */
+Test(harness_report, warnings_and_errors_said_once, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], o[192];
+    th_path(in, sizeof in, "results.jsonl");
+    throughput(in, "cpu", 32, 1000.0, 50.0);
+    th_append(in, "{\"torn\":\n");
+    throughput(in, "threads", 32, 1500.0, 50.0);
+    char *err = NULL;
+    free(report_tables(in, TB_OK, &err));
+    cr_assert_eq(count_of(err, "results.jsonl:2"), 1, "the torn line, once:\n%s", err);
+    free(err);
+    th_write(in, "\n");
+    cr_assert_null(report_tables(in, TB_EFORMAT, NULL));
+    cr_assert(strncmp(tb_error_get(), "report:", 7), "%s", tb_error_get());
+    th_path(o, sizeof o, "cli.txt");
+    cr_assert_eq(bench_sh("report --in results.jsonl --out-dir r --plots '" TB_SOURCE_DIR "/plots'", o), 1);
+    char *cli = th_read(o);
+    const char *says = "bench report: results.jsonl has no usable result rows";
+    cr_assert(!strncmp(cli, says, strlen(says)), "%s", cli);
+    free(cli);
+}
+
+/* A throughput row on dataset "mnist" with the given data CRC (NULL: a row from before rows carried it). */
+static void crc_row(const char *path, const char *id, const char *crc, const char *lr, double ips)
+{
+    char t[2048], c[64] = "";
+    if (crc) snprintf(c, sizeof c, ",\"data_crc32\":\"%s\"", crc);
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"%s\",\"config\":{\"plan\":\"throughput\","
+             "\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"mnist\",\"lr\":%s%s},%s,"
+             "\"figures\":{\"images_per_s\":%g}}\n",
+             id, lr, c, machine, ips);
+    th_append(path, t);
+}
+
+/* Two runs on other data under one dataset name ("mnist" from two directories) were one configuration, the
+ * later hiding the other. config.data_crc32 is part of the configuration (a row without it matches only
+ * rows without it), and shows in the label only where it alone tells two rows apart. */
+Test(harness_report, data_crc_is_part_of_the_configuration, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192];
+    th_path(in, sizeof in, "results.jsonl");
+    crc_row(in, "a", "aaaaaaaa", "0.1", 1000); /* superseded by a2 */
+    crc_row(in, "a2", "aaaaaaaa", "0.1", 1100);
+    crc_row(in, "b", "bbbbbbbb", "0.1", 1200);
+    crc_row(in, "c", "aaaaaaaa", "0.2", 1300);
+    crc_row(in, "old", NULL, "0.1", 1400);
+    char *md = report_tables(in, TB_OK, NULL);
+    cr_assert(strstr(md, "5 rows, 4 shown. Left out: 1 superseded") != NULL, "%.700s", md);
+    cr_assert(strstr(md, "| cpu | 32 | lr=0.1 data_crc32=aaaaaaaa | mnist | **1100** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | lr=0.1 data_crc32=bbbbbbbb | mnist | **1200** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | lr=0.1 data_crc32=? | mnist | **1400** |") != NULL, "%s", md);
+    cr_assert(strstr(md, "| cpu | 32 | lr=0.2 | mnist | **1300** |") != NULL, "lr tells it apart: no CRC\n%s", md);
     free(md);
 }
