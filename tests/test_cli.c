@@ -701,6 +701,56 @@ Test(cli, an_mlps_saved_preprocessing_is_its_input_shape)
     free(dir), free(st), free(out);
 }
 
+/* What the baseline test reads of the newest row. */
+struct last_row {
+    char run_id[128], baseline[128];
+    int has_speedup;
+    double speedup;
+};
+
+static int keep_last(const struct json_value *row, long line, void *ctx)
+{
+    (void)line;
+    struct last_row *l = ctx;
+    snprintf(l->run_id, sizeof l->run_id, "%s", json_get_str(row, "run_id", ""));
+    snprintf(l->baseline, sizeof l->baseline, "%s", json_get_str(row, "figures.baseline_run_id", ""));
+    l->has_speedup = json_get(row, "figures.speedup_vs_cpu") != NULL;
+    l->speedup = json_get_number(row, "figures.speedup_vs_cpu", 0);
+    return TB_OK;
+}
+
+/* A probe's: speedup_vs_cpu took a cpu row of another model (5000 classes: "efficiency 236 %"). The baseline
+ * is a cpu row of the same model: none for a threads run beside a cpu run of other classes, that cpu row
+ * once it is there. */
+Test(cli, the_cpu_baseline_is_a_row_of_the_same_model)
+{
+    char *dir = tu_mkdtemp("cli-baseline"), *out = NULL;
+    cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
+#define BL_RUN(...)                                                                                                   \
+    ARGS("--plan", "throughput", "--batch", "8", "--steps", "2", "--warmup", "1", "--data", "synthetic",              \
+         "--synthetic-samples", "64,32", "--mllog", "none", "--quiet", "--out", out, __VA_ARGS__)
+    const char *const *runs[] = {BL_RUN("--backend", "cpu", "--classes", "20"), BL_RUN("--backend", "threads"),
+                                 BL_RUN("--backend", "cpu"), BL_RUN("--backend", "threads")};
+#undef BL_RUN
+    char cpu_id[128] = "";
+    for (int k = 0; k < 4; k++) {
+        struct proc p;
+        run_bench(runs[k], &p);
+        cr_assert_eq(p.code, 0, "run %d: exit %d: %s", k, p.code, p.err);
+        proc_free(&p);
+        struct last_row last = {0};
+        cr_assert_eq(results_read_rows(out, keep_last, &last), TB_OK);
+        if (k == 2) snprintf(cpu_id, sizeof cpu_id, "%s", last.run_id);
+        if (k == 1) cr_assert(!last.has_speedup, "a cpu row of 20 classes served as the baseline (%s)", last.baseline);
+        if (k == 3) {
+            cr_assert(last.has_speedup && last.speedup > 0, "no baseline beside the same model's cpu row");
+            cr_assert_str_eq(last.baseline, cpu_id);
+        }
+    }
+    tu_rm_rf(dir);
+    free(dir), free(out);
+}
+
 /* An fp16 run shorter than the 10-overflow rule in which every step overflowed applied no update: it ends as
  * diverged (exit 1, a "diverged" row saying why), not as a result. */
 Test(cli, an_fp16_run_that_applied_no_update_is_not_a_result)
