@@ -665,40 +665,10 @@ static int output_name(const char *name)
     return dot && (!strcmp(dot, ".png") || !strcmp(dot, ".svg") || !strcmp(dot, ".dat") || !strcmp(dot, ".log"));
 }
 
-/* check_output of REPORT.md and of every chart, data and log file (by suffix) already in charts/ and
- * charts/data/, before anything is written. */
-static int check_outputs(const struct ctx *x, const char *md_path)
+/* Calls fn(path, arg) for every chart, data and log file (by suffix) already in charts/ and charts/data/, until
+ * one returns other than TB_OK; returns that status. */
+static int each_output(const struct ctx *x, int (*fn)(const char *path, void *arg), void *arg)
 {
-    int st = check_output(md_path);
-    const char *dirs[2] = {x->charts_dir, x->data_dir};
-    for (int d = 0; d < 2 && st == TB_OK; d++) {
-        DIR *dir = opendir(dirs[d]);
-        if (!dir) continue;
-        struct dirent *e;
-        while (st == TB_OK && (e = readdir(dir))) {
-            if (!output_name(e->d_name)) continue;
-            char p[1400];
-            snprintf(p, sizeof p, "%s/%s", dirs[d], e->d_name);
-            st = check_output(p);
-        }
-        closedir(dir);
-    }
-    return st;
-}
-
-/* TB_EINVAL when the input file at path (given as option opt) is one the report writes or removes, however
- * it is named (another path, a link; same device and inode, as bench export checks --csv): REPORT.md, its
- * temporary, or a chart, data or log file in charts/ or charts/data/. The report would replace the rows it
- * reads (--in DIR/REPORT.md --out-dir DIR did). A missing input is said where it is read. */
-static int check_input(const struct ctx *x, const char *opt, const char *path, const char *md_path, const char *md_tmp)
-{
-    struct stat in, sb;
-    if (!path || stat(path, &in) != 0) return TB_OK;
-    const char *const files[2] = {md_path, md_tmp};
-    for (int k = 0; k < 2; k++)
-        if (stat(files[k], &sb) == 0 && sb.st_dev == in.st_dev && sb.st_ino == in.st_ino)
-            return tb_error_set(TB_EINVAL, "%s %s is %s, which the report writes; give another --out-dir or input", opt, path,
-                                files[k]);
     const char *dirs[2] = {x->charts_dir, x->data_dir};
     int st = TB_OK;
     for (int d = 0; d < 2 && st == TB_OK; d++) {
@@ -709,13 +679,54 @@ static int check_input(const struct ctx *x, const char *opt, const char *path, c
             if (!output_name(e->d_name)) continue;
             char p[1400];
             snprintf(p, sizeof p, "%s/%s", dirs[d], e->d_name);
-            if (stat(p, &sb) == 0 && sb.st_dev == in.st_dev && sb.st_ino == in.st_ino)
-                st = tb_error_set(TB_EINVAL, "%s %s is %s, which the report writes or removes; give another --out-dir or input",
-                                  opt, path, p);
+            st = fn(p, arg);
         }
         closedir(dir);
     }
     return st;
+}
+
+static int check_output_cb(const char *path, void *arg)
+{
+    (void)arg;
+    return check_output(path);
+}
+
+/* check_output of REPORT.md and of every output already in charts/ and charts/data/, before anything is
+ * written. */
+static int check_outputs(const struct ctx *x, const char *md_path)
+{
+    int st = check_output(md_path);
+    return st == TB_OK ? each_output(x, check_output_cb, NULL) : st;
+}
+
+/* An input (opt path, its stat) against one of the report's outputs. */
+struct input_check {
+    const char *opt, *path;
+    struct stat in;
+};
+
+static int input_is_not(const char *out, void *arg)
+{
+    const struct input_check *c = arg;
+    struct stat sb;
+    if (stat(out, &sb) == 0 && sb.st_dev == c->in.st_dev && sb.st_ino == c->in.st_ino)
+        return tb_error_set(TB_EINVAL, "%s %s is %s, which the report writes or removes; give another --out-dir or input",
+                            c->opt, c->path, out);
+    return TB_OK;
+}
+
+/* TB_EINVAL when the input file at path (given as option opt) is one the report writes or removes, however
+ * it is named (another path, a link; same device and inode, as bench export checks --csv): REPORT.md, its
+ * temporary, or a chart, data or log file in charts/ or charts/data/. The report would replace the rows it
+ * reads (--in DIR/REPORT.md --out-dir DIR did). A missing input is said where it is read. */
+static int check_input(const struct ctx *x, const char *opt, const char *path, const char *md_path, const char *md_tmp)
+{
+    struct input_check c = {.opt = opt, .path = path};
+    if (!path || stat(path, &c.in) != 0) return TB_OK;
+    int st = input_is_not(md_path, &c);
+    if (st == TB_OK) st = input_is_not(md_tmp, &c);
+    return st == TB_OK ? each_output(x, input_is_not, &c) : st;
 }
 
 /* Removes the charts and data files an earlier report left in charts/ (only names this file writes),
