@@ -10,6 +10,7 @@
 #include "session.h"
 
 #include "clock.h"
+#include "results.h"
 #include "status.h"
 
 #include <errno.h>
@@ -39,6 +40,9 @@ static int write_npy(const char *path, const float *logits, long n, int K)
     memset(head + 10, ' ', (size_t)hlen);
     memcpy(head + 10, dict, (size_t)len);
     head[10 + hlen - 1] = '\n';
+    /* Its directory made as --out's is (a missing one failed after the whole evaluation). */
+    int st = results_make_parent_dirs(path);
+    if (st != TB_OK) return tb_error_set(st, "--logits %s: %s", path, tb_error_get());
     FILE *f = fopen(path, "wb");
     if (!f) return tb_error_set(TB_EIO, "--logits %s: %s", path, strerror(errno));
     /* The data are written as the machine holds them: .npy says '<f4', so refuse a big-endian host. */

@@ -18,8 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Creates every missing directory above the file `path` (mkdir -p of its dirname). */
-static int make_parent_dirs(const char *path)
+int results_make_parent_dirs(const char *path)
 {
     size_t n = strlen(path);
     char *dir = malloc(n + 1);
@@ -39,7 +38,7 @@ static int make_parent_dirs(const char *path)
         *p = '\0';
         if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
             int err = errno;
-            int st = tb_error_set(TB_EIO, "results: cannot create directory %s: %s", dir, strerror(err));
+            int st = tb_error_set(TB_EIO, "cannot create directory %s: %s", dir, strerror(err));
             free(dir);
             return st;
         }
@@ -75,7 +74,7 @@ int results_append_row(const char *path, const char *line)
     if (memchr(line, '\n', len))
         return tb_error_set(TB_EINVAL, "results_append_row: row for %s contains a newline", path);
 
-    int st = make_parent_dirs(path);
+    int st = results_make_parent_dirs(path);
     if (st != TB_OK)
         return st;
 
@@ -264,7 +263,7 @@ int results_export_csv(const char *jsonl, const char *csv, const char *const *co
 {
     if (!jsonl || !csv || !*csv || !columns || n_columns < 1)
         return tb_error_set(TB_EINVAL, "results_export_csv: need input, output and at least one column");
-    int st = make_parent_dirs(csv);
+    int st = results_make_parent_dirs(csv);
     if (st != TB_OK)
         return st;
     /* Write beside the target and rename, so a plot never reads a half-written CSV. */

@@ -22,6 +22,10 @@
  * anything else stops the read and is returned by results_read_rows. The row is freed after. */
 typedef int (*results_row_fn)(const struct json_value *row, long line_no, void *ctx);
 
+/* Creates every missing directory above the file path (mkdir -p of its dirname): --out and --logits name
+ * files in directories they may create. TB_OK or TB_EIO naming the directory. */
+int results_make_parent_dirs(const char *path);
+
 /* Appends one row (a single line of JSON, with or without the final '\n') to path atomically,
  * creating missing parent directories. Returns TB_OK, TB_EINVAL (embedded newline) or TB_EIO. */
 int results_append_row(const char *path, const char *line);

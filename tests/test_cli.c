@@ -701,6 +701,24 @@ Test(cli, an_mlps_saved_preprocessing_is_its_input_shape)
     free(dir), free(st), free(out);
 }
 
+/* A probe's: --logits into a directory not there yet failed after the whole evaluation, where --out makes its
+ * directory. It is made. */
+Test(cli, logits_make_their_directory_as_out_does)
+{
+    char *dir = tu_mkdtemp("cli-logits"), *npy = NULL, *out = NULL;
+    cr_assert(asprintf(&npy, "%s/new/sub/l.npy", dir) > 0 && asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    struct proc p;
+    run_bench(ARGS("--plan", "evaluate", "--data", "synthetic", "--synthetic-samples", "64,32", "--logits", npy,
+                   "--mllog", "none", "--quiet", "--out", out),
+              &p);
+    cr_assert_eq(p.code, 0, "exit %d: %s", p.code, p.err);
+    proc_free(&p);
+    struct stat sb;
+    cr_assert(stat(npy, &sb) == 0 && sb.st_size > 128, "no logits file %s", npy);
+    tu_rm_rf(dir);
+    free(dir), free(npy), free(out);
+}
+
 /* What the baseline test reads of the newest row. */
 struct last_row {
     char run_id[128], baseline[128];
