@@ -263,9 +263,7 @@ int calibrate_write(const struct calibration *c, const char *path)
     return TB_OK;
 }
 
-/* key's number when it lies in [lo, hi], else 0 (absent, or not a count this could hold: converted without
- * overflowing an int or a long). */
-static double cal_in_range(const struct json_value *v, const char *key, double lo, double hi)
+double calibrate_json_in_range(const struct json_value *v, const char *key, double lo, double hi)
 {
     const double x = json_get_number(v, key, 0);
     return x >= lo && x <= hi ? x : 0.0;
@@ -295,16 +293,16 @@ int calibrate_read(const char *path, struct calibration *c)
         if (x && !(x->type == JSON_NUMBER && x->number >= 1 && x->number <= 1e6 && x->number == floor(x->number)))
             snprintf(bad, sizeof bad, "%s is not a count of 1 or more", counts[k]);
     }
-    c->sgemm_n = (int)cal_in_range(v, "sgemm_n", 1, 1 << 20);
+    c->sgemm_n = (int)calibrate_json_in_range(v, "sgemm_n", 1, 1 << 20);
     c->sgemm_1t_gflops = json_get_number(v, "sgemm_1t_gflops", 0);
     c->sgemm_all_gflops = json_get_number(v, "sgemm_all_gflops", 0);
-    c->all_threads = (int)cal_in_range(v, "all_threads", 1, 1e6);
+    c->all_threads = (int)calibrate_json_in_range(v, "all_threads", 1, 1e6);
     c->triad_1t_gbs = json_get_number(v, "triad_1t_gbs", 0);
     c->triad_all_gbs = json_get_number(v, "triad_all_gbs", 0);
-    c->triad_elements = (long)cal_in_range(v, "triad_elements", 1, 1e15);
+    c->triad_elements = (long)calibrate_json_in_range(v, "triad_elements", 1, 1e15);
     c->barrier_all_us = json_get_number(v, "barrier_all_us", 0);
     if (!(c->barrier_all_us >= 0.0 && c->barrier_all_us < 1e6)) c->barrier_all_us = 0.0; /* NaN, negative: unknown */
-    c->cores = (int)cal_in_range(v, "cores", 1, 1e6);
+    c->cores = (int)calibrate_json_in_range(v, "cores", 1, 1e6);
     snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
     snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
     snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));

@@ -85,6 +85,9 @@ int calibrate_gpu_read_json(const struct json_value *file, struct calibration_gp
 int calibrate_check_target(const char *path);
 /* Writes c as JSON to path (parent directories created; calibrate_check_target first). Returns TB_OK or TB_EIO. */
 int calibrate_write(const struct calibration *c, const char *path);
+/* key's number in v when it lies in [lo, hi], else 0 (absent, or a count a hand-edited file made too large
+ * for the int or long it is converted to: no undefined conversion). */
+double calibrate_json_in_range(const struct json_value *v, const char *key, double lo, double hi);
 /* Reads a calibration written by calibrate_write. Returns TB_OK, TB_EIO (missing) or TB_EFORMAT. */
 int calibrate_read(const char *path, struct calibration *c);
 /* 1 if c was measured on a machine with this CPU model, core count and OpenBLAS kernel set: a ceiling of

@@ -119,13 +119,9 @@ int calibrate_gpu_read_json(const struct json_value *file, struct calibration_gp
     snprintf(d->runtime_version, sizeof d->runtime_version, "%s", json_get_str(v, "runtime_version", "unknown"));
     snprintf(d->capability, sizeof d->capability, "%s", json_get_str(v, "compute_capability", "unknown"));
     d->mem_gib = json_get_number(v, "mem_gib", 0);
-    /* Counts held to what an int holds (a hand-edited 1e30 was an undefined conversion): else unknown, 0. */
-    const char *const ints[] = {"multiprocessors", "gemm_n", "reps"};
-    int *const to[] = {&d->multiprocessors, &c->gemm_n, &c->reps};
-    for (int k = 0; k < 3; k++) {
-        const double x = json_get_number(v, ints[k], 0);
-        *to[k] = x >= 0 && x <= 1 << 30 ? (int)x : 0;
-    }
+    d->multiprocessors = (int)calibrate_json_in_range(v, "multiprocessors", 0, 1 << 30);
+    c->gemm_n = (int)calibrate_json_in_range(v, "gemm_n", 0, 1 << 30);
+    c->reps = (int)calibrate_json_in_range(v, "reps", 0, 1 << 30);
     c->fp32_tflops = json_get_number(v, "fp32_tflops", 0);
     c->tf32_tflops = json_get_number(v, "tf32_tflops", 0);
     c->bf16_tflops = json_get_number(v, "bf16_tflops", 0);

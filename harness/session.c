@@ -245,12 +245,9 @@ int session_open(struct session *s, const struct bench_config *c)
         uLong crc = crc32(0L, Z_NULL, 0);
         const struct dataset *d[2] = {&s->train, &s->test};
         for (int k = 0; k < 2; k++) {
-            const size_t n_img = (size_t)d[k]->n * d[k]->h * d[k]->w * d[k]->c;
-            for (size_t at = 0; at < n_img; at += 1u << 30) /* crc32 takes a uInt length */
-                crc = crc32(crc, d[k]->images + at, (uInt)(n_img - at < (1u << 30) ? n_img - at : 1u << 30));
-            const size_t n_lab = (size_t)d[k]->n * sizeof *d[k]->labels;
-            for (size_t at = 0; at < n_lab; at += 1u << 30)
-                crc = crc32(crc, (const Bytef *)d[k]->labels + at, (uInt)(n_lab - at < (1u << 30) ? n_lab - at : 1u << 30));
+            /* crc32_z: a size_t length (crc32's uInt would need chunks past 4 GiB) */
+            crc = crc32_z(crc, d[k]->images, (size_t)d[k]->n * d[k]->h * d[k]->w * d[k]->c);
+            crc = crc32_z(crc, (const Bytef *)d[k]->labels, (size_t)d[k]->n * sizeof *d[k]->labels);
         }
         s->data_crc32 = (uint32_t)crc;
     }

@@ -680,23 +680,6 @@ Test(harness_compare, ignore_refuses_empty_and_duplicate_keys, .init = th_setup,
 
 /* ---- A probe of compare at scale and on rows edited by hand. */
 
-/* A row's configuration as bench writes it (67 fields, lr left to the row): the work per row of a real
- * results file, which the quadratic code multiplied by the rows. */
-static const char real_config[] =
-    "\"plan\":\"throughput\",\"backend\":\"cpu\",\"backend_desc\":\"cpu: 1 thread, OpenBLAS single-thread"
-    "ed\",\"device\":\"cpu\",\"workload\":\"mnist-mlp\",\"model\":\"mnist-mlp\",\"dataset\":\"synthetic\""
-    ",\"data_source\":\"synthetic\",\"train_samples\":8192,\"eval_samples\":32,\"batch\":32,\"local_batch"
-    "\":32,\"batch_per_replica\":0,\"replicas_total\":1,\"accumulation\":1,\"eval_batch\":32,\"steps\":10"
-    "0,\"warmup\":10,\"steps_per_execution\":0,\"repeat\":5,\"epochs\":0,\"steps_per_epoch\":0,\"optimize"
-    "r\":\"adam\",\"momentum\":0,\"weight_decay\":0,\"lr_schedule\":\"constant\",\"lr_warmup\":0,\"label_"
-    "smoothing\":0,\"seed\":42,\"threads\":0,\"classes\":10,\"input_h\":28,\"input_w\":28,\"input_c\":1,"
-    "\"resolution\":0,\"norm\":\"default\",\"norm_groups\":0,\"bn_eps\":null,\"dropout\":null,\"params\":"
-    "167690,\"train_flops_per_sample\":802304,\"forward_flops_per_sample\":334336,\"conv_algo\":\"auto\","
-    "\"devices\":0,\"transport\":\"shm\",\"sync_bn\":false,\"stages\":0,\"split\":\"\",\"micro_batch\":0,"
-    "\"ga\":0,\"replicas\":0,\"schedule\":\"\",\"recompute\":false,\"precision\":\"fp32\",\"loss_scale\":"
-    "\"dynamic\",\"prefetch\":0,\"profile\":false,\"trace\":\"\",\"trace_step\":0,\"no_fuse\":false,\"sav"
-    "e\":\"\",\"load\":\"\",\"logits\":\"\",\"checkpoint_dir\":\"\",\"checkpoint_every\":0,\"resume\":\""
-    "\"";
 
 /* A throughput row with extra config fields (a JSON fragment after the batch) and the given repeat rates. */
 static void row_text(FILE *f, const char *batch, const char *extra, const char *rates)
@@ -725,7 +708,7 @@ Test(harness_compare, thousands_of_configurations, .init = th_setup, .fini = th_
             fprintf(f,
                     "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"r\",\"config\":{%s,\"lr\":%g},"
                     "\"figures\":{\"repeat_images_per_s\":[%s]}}\n",
-                    real_config, 0.001 * (i + 1), side ? "1100,1110,1090" : "1000,1010,990");
+                    th_real_config, 0.001 * (i + 1), side ? "1100,1110,1090" : "1000,1010,990");
         cr_assert_eq(fclose(f), 0);
     }
     struct compare_line *l;

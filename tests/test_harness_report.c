@@ -1316,23 +1316,6 @@ Test(harness_report, each_point_judged_against_its_threads_roof, .init = th_setu
 
 /* ---- A probe of report and compare at scale and on rows edited by hand. */
 
-/* A row's configuration as bench writes it (67 fields, lr left to the row): the work per row of a real
- * results file, which the quadratic code multiplied by the rows. */
-static const char real_config[] =
-    "\"plan\":\"throughput\",\"backend\":\"cpu\",\"backend_desc\":\"cpu: 1 thread, OpenBLAS single-thread"
-    "ed\",\"device\":\"cpu\",\"workload\":\"mnist-mlp\",\"model\":\"mnist-mlp\",\"dataset\":\"synthetic\""
-    ",\"data_source\":\"synthetic\",\"train_samples\":8192,\"eval_samples\":32,\"batch\":32,\"local_batch"
-    "\":32,\"batch_per_replica\":0,\"replicas_total\":1,\"accumulation\":1,\"eval_batch\":32,\"steps\":10"
-    "0,\"warmup\":10,\"steps_per_execution\":0,\"repeat\":5,\"epochs\":0,\"steps_per_epoch\":0,\"optimize"
-    "r\":\"adam\",\"momentum\":0,\"weight_decay\":0,\"lr_schedule\":\"constant\",\"lr_warmup\":0,\"label_"
-    "smoothing\":0,\"seed\":42,\"threads\":0,\"classes\":10,\"input_h\":28,\"input_w\":28,\"input_c\":1,"
-    "\"resolution\":0,\"norm\":\"default\",\"norm_groups\":0,\"bn_eps\":null,\"dropout\":null,\"params\":"
-    "167690,\"train_flops_per_sample\":802304,\"forward_flops_per_sample\":334336,\"conv_algo\":\"auto\","
-    "\"devices\":0,\"transport\":\"shm\",\"sync_bn\":false,\"stages\":0,\"split\":\"\",\"micro_batch\":0,"
-    "\"ga\":0,\"replicas\":0,\"schedule\":\"\",\"recompute\":false,\"precision\":\"fp32\",\"loss_scale\":"
-    "\"dynamic\",\"prefetch\":0,\"profile\":false,\"trace\":\"\",\"trace_step\":0,\"no_fuse\":false,\"sav"
-    "e\":\"\",\"load\":\"\",\"logits\":\"\",\"checkpoint_dir\":\"\",\"checkpoint_every\":0,\"resume\":\""
-    "\"";
 
 /* report_generate on in into th_dir/out without gnuplot (tables and data files: the report's own work),
  * stderr captured; asserts the status want and returns REPORT.md (NULL unless TB_OK), stderr in *err. */
@@ -1377,7 +1360,7 @@ Test(harness_report, thousands_of_configurations, .init = th_setup, .fini = th_t
         fprintf(f,
                 "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"r%d\",\"status\":\"ok\",\"config\":{%s,"
                 "\"lr\":%g},%s,\"figures\":{\"images_per_s\":%d,\"gflops_per_s\":1,\"est_intensity_flop_per_byte\":3}}\n",
-                i, real_config, 0.001 * (i + 1), machine, 1000 + i);
+                i, th_real_config, 0.001 * (i + 1), machine, 1000 + i);
     cr_assert_eq(fclose(f), 0);
     char *md = report_tables(in, TB_OK, NULL);
     cr_assert(strstr(md, "3000 rows, 3000 shown. Left out: 0 superseded") != NULL, "%.600s", md);

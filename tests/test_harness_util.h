@@ -137,4 +137,22 @@ static __attribute__((unused)) void th_small_tta(struct bench_config *c, const c
     th_bench_quiet(c, 1024, 256);
 }
 
+/* A row's configuration as bench writes it (67 fields, lr left to the row): the work per row of a real
+ * results file, which quadratic code multiplies by the rows (the scale tests of report and compare). */
+static __attribute__((unused)) const char th_real_config[] =
+    "\"plan\":\"throughput\",\"backend\":\"cpu\",\"backend_desc\":\"cpu: 1 thread, OpenBLAS single-thread"
+    "ed\",\"device\":\"cpu\",\"workload\":\"mnist-mlp\",\"model\":\"mnist-mlp\",\"dataset\":\"synthetic\""
+    ",\"data_source\":\"synthetic\",\"train_samples\":8192,\"eval_samples\":32,\"batch\":32,\"local_batch"
+    "\":32,\"batch_per_replica\":0,\"replicas_total\":1,\"accumulation\":1,\"eval_batch\":32,\"steps\":10"
+    "0,\"warmup\":10,\"steps_per_execution\":0,\"repeat\":5,\"epochs\":0,\"steps_per_epoch\":0,\"optimize"
+    "r\":\"adam\",\"momentum\":0,\"weight_decay\":0,\"lr_schedule\":\"constant\",\"lr_warmup\":0,\"label_"
+    "smoothing\":0,\"seed\":42,\"threads\":0,\"classes\":10,\"input_h\":28,\"input_w\":28,\"input_c\":1,"
+    "\"resolution\":0,\"norm\":\"default\",\"norm_groups\":0,\"bn_eps\":null,\"dropout\":null,\"params\":"
+    "167690,\"train_flops_per_sample\":802304,\"forward_flops_per_sample\":334336,\"conv_algo\":\"auto\","
+    "\"devices\":0,\"transport\":\"shm\",\"sync_bn\":false,\"stages\":0,\"split\":\"\",\"micro_batch\":0,"
+    "\"ga\":0,\"replicas\":0,\"schedule\":\"\",\"recompute\":false,\"precision\":\"fp32\",\"loss_scale\":"
+    "\"dynamic\",\"prefetch\":0,\"profile\":false,\"trace\":\"\",\"trace_step\":0,\"no_fuse\":false,\"sav"
+    "e\":\"\",\"load\":\"\",\"logits\":\"\",\"checkpoint_dir\":\"\",\"checkpoint_every\":0,\"resume\":\""
+    "\"";
+
 #endif
