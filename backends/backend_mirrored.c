@@ -67,7 +67,8 @@ struct mir_ctx {
     double *t_compute, *t_allreduce, *t_idle; /* (R) */
     int *status;              /* (R) */
     /* sync BatchNorm */
-    struct exec_collective *coll; /* (R) one per replica */
+    struct exec_collective *coll; /* (R) one per replica; NULL without --sync-bn or with one replica in all */
+    int sync_bn_local;            /* --sync-bn over one replica: its own statistics, no collective */
     struct mir_replica *rep;      /* (R) */
     double *slots;                /* (R, max_c2) partial sums */
     size_t max_c2;
@@ -388,7 +389,11 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
         const int st = prepare_offhost(c, cfg);
         if (st != TB_OK) return st;
     }
-    if (cfg->sync_bn) {
+    /* One replica in all: the global batch is the local one, and the local statistics (cpu's float path) are
+     * the exact sync ones; the f64 collective would round them another way and lose cpu's bits. */
+    const int replicas_total = c->mpi ? c->world * c->R : c->R;
+    c->sync_bn_local = cfg->sync_bn && replicas_total == 1;
+    if (cfg->sync_bn && replicas_total > 1) {
         for (int i = 0; i < m->n_layers; i++)
             if (m->layers[i].op == OP_BN && 2 * (size_t)m->tensors[m->layers[i].in].c > c->max_c2)
                 c->max_c2 = 2 * (size_t)m->tensors[m->layers[i].in].c;
@@ -585,7 +590,10 @@ static void mir_describe(struct backend *b, char *buf, size_t n)
     } else
         snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s%s", c->R,
                  c->shard, shards_update(c) ? ", update sharded over devices" : "",
-                 c->shared_params ? ", one copy of the parameters" : "", c->coll ? ", sync BatchNorm" : "");
+                 c->shared_params ? ", one copy of the parameters" : "",
+                 c->coll            ? ", sync BatchNorm"
+                 : c->sync_bn_local ? ", sync BatchNorm over one replica (its own statistics)"
+                                    : "");
 }
 
 static void mir_destroy(struct backend *b)

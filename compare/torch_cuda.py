@@ -11,7 +11,8 @@ each ended by torch.cuda.synchronize() so its time is the GPU's.
 What it is not: a convergence run, an inference benchmark, or multi-GPU.
 Output: ONE JSON line on stdout (the keys compare/run_compare.py reads: images_per_s, train_time_s,
 final_loss; plus the GPU, precision, TF32 and peak memory: torch.cuda.max_memory_allocated over the whole
-run); settings and diagnostics go to stderr. Without a CUDA device it prints one line and exits 1.
+run); settings and diagnostics go to stderr. Without a CUDA device, torch or torchvision it prints one line
+(the module and its Debian package where one is missing) and exits 1.
 
 Issue 26's runs (on the GPU machine's python3, PyTorch 2.x):
   torch_cuda.py --model b0 --size 224 --batch 256 --precision fp32 --channels-last
@@ -24,7 +25,7 @@ import argparse
 import json
 import sys
 
-from torch_mlp import timed_steps  # same directory; the module has no import-time side effects
+from torch_mlp import need, timed_steps  # same directory; the module has no import-time side effects
 
 MODELS = ["b%d" % i for i in range(8)]
 
@@ -57,7 +58,7 @@ def parse_args():
 
 def main():
     a = parse_args()
-    import torch
+    torch = need("torch", "torch_cuda", "python3-torch")
     if not torch.cuda.is_available():
         sys.stderr.write("torch_cuda: no CUDA device (torch %s, built for CUDA %s)\n"
                          % (torch.__version__, torch.version.cuda or "none"))
@@ -65,8 +66,8 @@ def main():
     if a.compile and not hasattr(torch, "compile"):
         sys.stderr.write("torch_cuda: --compile needs PyTorch 2 (this is %s)\n" % torch.__version__)
         return 2
+    torchvision = need("torchvision", "torch_cuda", "python3-torchvision")
     import torch.nn.functional as F
-    import torchvision
 
     # TF32 for both matmuls and cuDNN, stated: cuDNN allows it by default, which would make "fp32" TF32.
     torch.backends.cuda.matmul.allow_tf32 = a.tf32

@@ -12,12 +12,13 @@ diagnostics go to stderr. train_time_s covers the timed steps only.
 
 Run with Debian's interpreter (/usr/bin/python3, torch 1.13 + torchvision 0.14), and for PyTorch's best
 speed with the glibc malloc tunables that compare/run_compare.py sets; at 224x224 use --channels-last.
+Without torch or torchvision it prints one line naming the module and the Debian package, and exits 1.
 """
 import argparse
 import json
 import sys
 
-from torch_mlp import openblas_core, start_torch, timed_steps  # same directory; the module has no import-time side effects
+from torch_mlp import need, openblas_core, start_torch, timed_steps  # same directory; no import-time side effects
 
 
 def parse_args():
@@ -41,9 +42,9 @@ def parse_args():
 
 def main():
     a = parse_args()
-    torch = start_torch(a.threads)
+    torch = start_torch(a.threads, "torch_effnet")
+    torchvision = need("torchvision", "torch_effnet", "python3-torchvision")
     import torch.nn.functional as F
-    import torchvision
     torch.manual_seed(a.seed)
 
     model = torchvision.models.efficientnet_b0(num_classes=a.classes)

@@ -15,8 +15,9 @@ all 10,000 test images under torch.inference_mode).
 Output: ONE JSON line on stdout; diagnostics go to stderr.
 
 Run with Debian's interpreter (/usr/bin/python3, torch 1.13). For PyTorch's best speed run it with the
-glibc tunables that keep freed memory (see compare/run_compare.sh): PyTorch loses up to 3x to page faults
-without them.
+glibc tunables that keep freed memory (compare/run_compare.py sets them): PyTorch loses up to 3x to page
+faults without them. Without torch (or numpy) it prints one line naming the module and the Debian package,
+and exits 1.
 """
 import argparse
 import gzip
@@ -128,7 +129,8 @@ def build_model(torch, inplace, flatten):
 
 def main():
     a = parse_args()
-    torch = start_torch(a.threads)
+    torch = start_torch(a.threads, "torch_mlp")
+    need("numpy", "torch_mlp", "python3-numpy")  # read_idx's
     import torch.nn.functional as F
 
     x_train, y_train = load_split(a.data, TRAIN_IMAGES, TRAIN_LABELS, torch)
@@ -217,11 +219,23 @@ def main():
     return 0
 
 
-def start_torch(threads):
+def need(module, name, package):
+    """Imports `module` and returns it; where it is missing or broken, exits 1 with one line (shared with
+    torch_effnet.py and torch_cuda.py: a peer that cannot start says why, not a traceback)."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        if e.name == module:
+            raise SystemExit("%s: no %s module for %s (Debian: %s)" % (name, module, sys.executable, package))
+        raise SystemExit("%s: %s cannot be imported by %s: %s" % (name, module, sys.executable, e))
+
+
+def start_torch(threads, name):
     """Imports torch with `threads` intra-op and inter-op threads and returns it (shared with torch_effnet.py)."""
     # Thread counts must be set before torch starts its pools.
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    import torch
+    torch = need("torch", name, "python3-torch")
     torch.set_num_threads(threads)
     try:
         torch.set_num_interop_threads(threads)

@@ -533,18 +533,33 @@ static void se_chain_backward(const struct model_inst *mi, const struct exec_ste
                           d_y1, &s1, params_acc(mi, h), ith, nth);
 }
 
+/* dw_fused but for the step's range: whether a step holding both layers would fuse them. */
+static int dw_fused_anywhere(const struct model_inst *mi, const struct exec_step *st, int bn)
+{
+    if (bn < 0 || !fusion_on(mi, st)) return 0;
+    const int d = mi->ls[bn].bn_dw;
+    if (d < 0 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
+    struct conv_shape cs;
+    conv_shape_of(mi, &mi->m->layers[d], st->n, &cs);
+    return dwconv_bn_fusable(&cs) && chunks_fill_cores(mi, (size_t)cs.N * cs.H * cs.W);
+}
+
 /* Whether BatchNorm layer bn's first backward pass runs inside the backward data pass of the depthwise
  * convolution that reads its output, in this step (dwconv_backward_data_bn): marked at prepare,
  * fusion_on, both layers in the step's range, and a shape dwconv_bn_fusable takes at this batch, with
  * chunks enough for the machine (chunks_fill_cores). The BatchNorm then goes straight to its second pass. */
 static int dw_fused(const struct model_inst *mi, const struct exec_step *st, int bn)
 {
-    if (bn < 0 || !fusion_on(mi, st)) return 0;
-    const int d = mi->ls[bn].bn_dw;
-    if (d < 0 || bn < st->l0 || d >= st->l1 || !mi->m->tensors[mi->m->layers[bn].out].needs_grad) return 0;
-    struct conv_shape cs;
-    conv_shape_of(mi, &mi->m->layers[d], st->n, &cs);
-    return dwconv_bn_fusable(&cs) && chunks_fill_cores(mi, (size_t)cs.N * cs.H * cs.W);
+    return dw_fused_anywhere(mi, st, bn) && bn >= st->l0 && mi->ls[bn].bn_dw < st->l1;
+}
+
+/* Whether the depthwise layer reading BatchNorm bn, which lies outside this step's range (an ipu stage
+ * boundary between them: effnet's stem and block 1), takes its weight gradient in the parts and order of the
+ * fused pass a step holding both runs (dw_fused with dw_params_in_bn: dwconv_bn_params_parts), so that where
+ * a split falls does not change the bits. */
+static int dw_params_as_fused(const struct model_inst *mi, const struct exec_step *st, int bn, int has_db)
+{
+    return !has_db && dw_params_in_bn(mi) && dw_fused_anywhere(mi, st, bn) && !dw_fused(mi, st, bn);
 }
 
 /* Whether BatchNorm layer bn leaves its output to the depthwise convolution after it, in this step
@@ -1102,6 +1117,13 @@ static void layer_backward(const struct model_inst *mi, const struct layer *l, c
             }
         } else if (din) {
             dwconv_backward_data(din, dout, w, &cs, acc, ith, nth);
+        }
+        if (dw_params_as_fused(mi, st, bn, db != NULL)) {
+            float *dwpart = dw_part_of(mi, &cs, dwconv_bn_params_part_floats(&cs));
+            dwconv_bn_params_parts(dwpart, in, dout, &cs, ith, nth);
+            sync_barrier(sync, nth);
+            dwconv_bn_params_finish(dw, dwpart, &cs, ith, nth);
+            break;
         }
         if (dwconv_params_row_chunks(&cs)) { /* more cores than channel blocks: row chunks too */
             float *part = dw_part_of(mi, &cs, dwconv_params_part_floats(&cs));

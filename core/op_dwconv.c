@@ -958,6 +958,26 @@ void dwconv_bn_params_finish(float *dw, const float *dwpart, const struct conv_s
                        ith, nth);
 }
 
+void dwconv_bn_params_parts(float *dwpart, const float *inp, const float *dout, const struct conv_shape *s, int ith,
+                            int nth)
+{
+    TB_ASSERT(dwconv_bn_fusable(s));
+    /* dwconv_backward_data_bn's walk without the data gradient and the stream: the same chunks, each zeroed
+     * then summed input row by input row (its batches of rows change nothing, params_in_rows adds row by
+     * row), with the stored rows in place of the recomputed ones. */
+    const size_t W = (size_t)s->W, row = W * (size_t)s->C, M = (size_t)s->N * s->H * W;
+    const size_t taps = (size_t)s->KH * s->KW * (size_t)s->C;
+    size_t k0, k1;
+    tb_slice((size_t)bn_row_chunks(M), ith, nth, &k0, &k1);
+    for (size_t k = k0; k < k1; k++) {
+        size_t e0, e1;
+        bn_chunk_range(M, (int)k, &e0, &e1);
+        float *dwk = dwpart + k * taps;
+        memset(dwk, 0, taps * sizeof(float));
+        params_in_rows_k(dwk, inp + e0 / W * row, dout, s, e0 / W, e1 / W, 0);
+    }
+}
+
 void dwconv_backward_params(float *dw, float *db, const float *inp, const float *dout, const struct conv_shape *s,
                             int ith, int nth)
 {

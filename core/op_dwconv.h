@@ -81,6 +81,12 @@ size_t dwconv_bn_params_part_floats(const struct conv_shape *s);
 size_t dwconv_bn_params_scratch_floats(const struct conv_shape *s);
 /* dw (KH,KW,C) += Σ_k dwpart[k] in ascending chunk k: partitioned over taps·channels. */
 void dwconv_bn_params_finish(float *dw, const float *dwpart, const struct conv_shape *s, int ith, int nth);
+/* dwconv_backward_data_bn's weight-gradient parts dwpart from the stored input inp (N,H,W,C) and dout
+ * (N,OH,OW,C), for a layer whose input BatchNorm runs elsewhere (another pipeline stage): the same row chunks,
+ * each summed in the same order, so after a barrier dwconv_bn_params_finish gives the fused path's bits
+ * (inp holds the rows that path recomputes). Partitioned over row chunks; shapes dwconv_bn_fusable takes. */
+void dwconv_bn_params_parts(float *dwpart, const float *inp, const float *dout, const struct conv_shape *s, int ith,
+                            int nth);
 /* ---- The weight gradient in two calls with a barrier between them (all nth threads call the first,
  *      wait, then the second), for specialised shapes with fewer VL-channel blocks than the machine's
  *      cores: items of (row chunk of the N·OH, channel block) into parts, added in chunk order. Bitwise

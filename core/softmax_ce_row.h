@@ -20,7 +20,7 @@
 /* What the loss and the gradient of one row of K logits share. */
 struct sce_row {
     float mx;   /* the largest logit */
-    int arg;    /* its first index: the prediction */
+    int arg;    /* its first index: the prediction; -1 when a logit is NaN (no class is predicted) */
     double sum; /* Σ_k exp(z_k − mx), in double */
     float inv;  /* 1/sum rounded to float: the softmax's scale */
 };
@@ -31,8 +31,14 @@ TB_HOST_DEVICE static inline struct sce_row sce_row_stats(const float *z, int K)
     struct sce_row r;
     r.arg = 0;
     r.mx = z[0];
-    for (int k = 1; k < K; k++)
+    int nan = z[0] != z[0];
+    for (int k = 1; k < K; k++) {
         if (z[k] > r.mx) r.mx = z[k], r.arg = k;
+        nan |= z[k] != z[k];
+    }
+    /* Every comparison with NaN is false, so the scan alone would predict class 0 (or skip the NaN): a row
+     * with a NaN logit predicts nothing, and its sample never counts as correct. */
+    if (nan) r.arg = -1;
     r.sum = 0.0;
     for (int k = 0; k < K; k++) r.sum += exp((double)(z[k] - r.mx));
     r.inv = (float)(1.0 / r.sum);

@@ -307,10 +307,19 @@ int calibrate_read(const char *path, struct calibration *c)
     snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
     snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));
     st = calibrate_gpu_read_json(v, &c->gpu);
+    /* Not a calibration unless it says so and holds every ceiling a row divides by: a missing one read as 0
+     * gave rows "sgemm_peak_gflops": 0 and a report of "0.0 GFLOP/s on 2 threads". */
+    const int is_cal = !strcmp(json_get_str(v, "kind", ""), "calibration");
+    const char *missing = NULL;
+    for (size_t k = 0; k < sizeof ceil / sizeof *ceil && !missing; k++)
+        if (!json_get(v, ceil[k])) missing = ceil[k];
     json_value_free(v);
     if (bad[0]) return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, bad);
-    if (!(c->sgemm_1t_gflops > 0.0) || !(c->triad_all_gbs > 0.0))
-        return tb_error_set(TB_EFORMAT, "calibration %s: missing sgemm or triad figures", path);
+    if (!is_cal)
+        return tb_error_set(TB_EFORMAT, "calibration %s: not a calibration file (no \"kind\": \"calibration\")", path);
+    if (missing)
+        return tb_error_set(TB_EFORMAT, "calibration %s: no %s (a calibration holds sgemm_1t_gflops, sgemm_all_gflops, "
+                                        "triad_1t_gbs and triad_all_gbs)", path, missing);
     if (st != TB_OK) return tb_error_set(TB_EFORMAT, "calibration %s: %s", path, tb_error_get());
     return TB_OK;
 }
@@ -327,6 +336,30 @@ int calibrate_matches(const struct calibration *c, const char *cpu_model, int co
     return 0;
 }
 
+int calibrate_sane(const struct calibration *c, char *why, size_t n)
+{
+    const int threads = c->all_threads > 0 ? c->all_threads : c->cores;
+    if (threads <= 1 || (c->sgemm_all_gflops >= 1.2 * c->sgemm_1t_gflops && c->triad_all_gbs >= c->triad_1t_gbs))
+        return 1;
+    snprintf(why, n, "all threads barely beat one (sgemm %.1f GFLOP/s on %d threads against %.1f on one, triad %.2f "
+                     "GB/s against %.2f): other processes were probably using the other cores", c->sgemm_all_gflops,
+             threads, c->sgemm_1t_gflops, c->triad_all_gbs, c->triad_1t_gbs);
+    return 0;
+}
+
+int calibrate_check_current(const char *path, const char *cpu_model, int cores, const char *blas_core,
+                            const char *gpu_name, struct calibration *c, char *why, size_t n)
+{
+    const int st = calibrate_read(path, c);
+    if (st == TB_EIO) return st;
+    if (st != TB_OK) snprintf(why, n, "%s", tb_error_get());
+    else if (calibrate_matches(c, cpu_model, cores, blas_core, why, n) && calibrate_sane(c, why, n)) {
+        if (!gpu_name || calibrate_gpu_matches(&c->gpu, gpu_name)) return TB_OK;
+        snprintf(why, n, "it holds no ceilings of this machine's GPU (%s)", gpu_name);
+    }
+    return tb_error_set(TB_EINVAL, "%s", why);
+}
+
 int calibrate_load_matching(const char *path, const char *cpu_model, int cores, const char *blas_core,
                             struct calibration *c)
 {
@@ -334,7 +367,17 @@ int calibrate_load_matching(const char *path, const char *cpu_model, int cores, 
     if (st == TB_EIO) return st;
     char why[400];
     if (st != TB_OK) snprintf(why, sizeof why, "%s", tb_error_get());
-    else if (calibrate_matches(c, cpu_model, cores, blas_core, why, sizeof why)) return TB_OK;
+    else if (calibrate_matches(c, cpu_model, cores, blas_core, why, sizeof why)) {
+        /* Kept (its one-thread ceilings still stand), but said once per file: its all-thread ceilings are too
+         * low, so shares of them overstate what a run achieved. */
+        static char warned_busy[512];
+        if (!calibrate_sane(c, why, sizeof why) && strcmp(warned_busy, path)) {
+            fprintf(stderr, "bench: warning: calibration %s: %s; calibrate again on a quiet machine "
+                            "(bench --calibrate)\n", path, why);
+            snprintf(warned_busy, sizeof warned_busy, "%s", path);
+        }
+        return TB_OK;
+    }
     /* Once per file per process: a suite opens a session per run, and one line says it. */
     static char warned[512];
     if (strcmp(warned, path)) {

@@ -88,15 +88,25 @@ int calibrate_write(const struct calibration *c, const char *path);
 /* key's number in v when it lies in [lo, hi], else 0 (absent, or a count a hand-edited file made too large
  * for the int or long it is converted to: no undefined conversion). */
 double calibrate_json_in_range(const struct json_value *v, const char *key, double lo, double hi);
-/* Reads a calibration written by calibrate_write. Returns TB_OK, TB_EIO (missing) or TB_EFORMAT. */
+/* Reads a calibration written by calibrate_write. Returns TB_OK, TB_EIO (missing) or TB_EFORMAT: among others
+ * for a file without "kind": "calibration" or without one of the four ceilings (rows divide by each). */
 int calibrate_read(const char *path, struct calibration *c);
 /* 1 if c was measured on a machine with this CPU model, core count and OpenBLAS kernel set: a ceiling of
  * another machine says nothing of this one. Else 0, with the first difference in why (n bytes). */
 int calibrate_matches(const struct calibration *c, const char *cpu_model, int cores, const char *blas_core,
                       char *why, size_t n);
+/* c's own sanity check: 1, or 0 with why (n bytes) where its all-thread figures barely beat one thread's
+ * (sgemm under 1.2×, triad under 1×): measured while other processes held the other cores. */
+int calibrate_sane(const struct calibration *c, char *why, size_t n);
+/* Whether path needs no new measurement (--calibrate-if-needed): TB_OK when it is a calibration of this
+ * machine (calibrate_matches), passes calibrate_sane and, where gpu_name is not NULL (a GPU answers now),
+ * holds that GPU's ceilings; TB_EIO when there is no file; else TB_EINVAL with why (n bytes). Prints nothing. */
+int calibrate_check_current(const char *path, const char *cpu_model, int cores, const char *blas_core,
+                            const char *gpu_name, struct calibration *c, char *why, size_t n);
 /* Reads path and keeps it only if it matches the machine (cpu_model, cores, blas_core). Returns TB_OK;
  * TB_EIO when there is no file (silently: calibrating is optional); TB_EINVAL, after one warning line on
- * stderr (once per path per process), when the file is another machine's or unreadable. Not thread-safe. */
+ * stderr (once per path per process), when the file is another machine's or unreadable. A file that fails
+ * calibrate_sane is kept, with one warning line (once per path per process). Not thread-safe. */
 int calibrate_load_matching(const char *path, const char *cpu_model, int cores, const char *blas_core,
                             struct calibration *c);
 

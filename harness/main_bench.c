@@ -60,7 +60,8 @@ static void usage(FILE *f)
     fprintf(f, "  %-23s %s\n", "--calibrate",
             "measure sgemm GFLOP/s, triad GB/s and the GPU's ceilings into --calibration and exit");
     fprintf(f, "  %-23s %s\n", "", "(replaces only a calibration: never rows, a device or a FIFO)");
-    fprintf(f, "  %-23s %s\n", "--calibrate-if-needed", "the same, unless --calibration was measured on this machine");
+    fprintf(f, "  %-23s %s\n", "--calibrate-if-needed", "the same, unless --calibration is a whole calibration of this machine");
+    fprintf(f, "  %-23s %s\n", "", "(measured while it was not busy)");
     fprintf(f, "  --blas-core auto|env|NAME\n  %-23s %s\n", "", "OpenBLAS kernel set: auto lets OpenBLAS detect the CPU (default;");
     fprintf(f, "  %-23s %s\n", "", "ignores an inherited OPENBLAS_CORETYPE; where OpenBLAS does not know the");
     fprintf(f, "  %-23s %s\n", "", "CPU and falls back to older kernels than its ISA runs, the best set for");
@@ -84,7 +85,10 @@ static void list_all(void)
     const struct backend_entry *b = backend_registry(&n);
     printf("backends:\n");
     for (int k = 0; k < n; k++) {
-        printf("  %-10s %s\n", b[k].name, b[k].summary);
+        /* A backend tied to hardware this machine lacks (cuda without a GPU) is not offered as if it ran. */
+        const int absent = b[k].caps.device && executor_device_probe(b[k].caps.device) != TB_OK;
+        printf("  %-10s %s%s\n", b[k].name, b[k].summary, absent ? " (no device present: every run exits 1)" : "");
+        if (absent) tb_error_clear();
         if (!b[k].caps.options[0]) continue;
         int col = printf("  %-10s options:", "");
         for (const char *p = b[k].caps.options; *p;) {
@@ -227,8 +231,8 @@ static void print_gpu_calibration(const struct calibration_gpu *g)
 }
 
 /* only_if_needed (--calibrate-if-needed): keeps a file already measured on this machine (CPU model, cores,
- * OpenBLAS kernel set, and the GPU when one answers now), so `make demo` measures once per machine and
- * never reuses another's. */
+ * OpenBLAS kernel set, and the GPU when one answers now) that passes its own sanity check, so `make demo`
+ * measures once per machine and never reuses another's or a busy machine's. */
 /* --quiet: only warnings and errors. */
 #define CAL_SAY(...) \
     do { \
@@ -247,11 +251,15 @@ static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
         machine_info_read(&mi);
         struct calibration_gpu now;
         const int gpu_now = calibrate_gpu_probe(&now) == CAL_GPU_MEASURED;
-        if (calibrate_load_matching(path, mi.cpu_model, mi.n_cores, mi.blas_core, &cal) == TB_OK &&
-            (!gpu_now || calibrate_gpu_matches(&cal.gpu, now.info.name))) {
+        char why[400];
+        const int st = calibrate_check_current(path, mi.cpu_model, mi.n_cores, mi.blas_core,
+                                               gpu_now ? now.info.name : NULL, &cal, why, sizeof why);
+        if (st == TB_OK) {
             CAL_SAY("calibration %s: measured on this machine (%s), kept\n", path, cal.timestamp);
             return 0;
         }
+        /* Another machine's, not a calibration, or one its own sanity check calls bad: measured again. */
+        if (st != TB_EIO) fprintf(stderr, "bench: calibration %s: %s; measuring again\n", path, why);
         tb_error_clear();
     }
     CAL_SAY("calibrating: OpenBLAS sgemm n=2048 on 1 and all threads, triad bandwidth, the GPU if any "
@@ -273,11 +281,13 @@ static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
                cal.all_threads);
     if (!quiet) print_gpu_calibration(&cal.gpu);
     CAL_SAY("  written to  %s\n", path);
+    /* Written all the same (exit 0: make demo goes on), but on stderr, and --calibrate-if-needed measures
+     * such a file again (calibrate_check_current). */
     double la[1];
-    if (cal.all_threads > 1 && (cal.sgemm_all_gflops < 1.2 * cal.sgemm_1t_gflops || cal.triad_all_gbs < cal.triad_1t_gbs))
-        printf("  warning     all threads barely beat one%s: other processes are probably using the other cores;\n"
-               "              calibrate again on a quiet machine\n",
-               getloadavg(la, 1) == 1 && la[0] > 0.5 ? " (the load average is high)" : "");
+    char why[400];
+    if (!calibrate_sane(&cal, why, sizeof why))
+        fprintf(stderr, "bench: warning: calibration %s: %s%s; calibrate again on a quiet machine\n", path, why,
+                getloadavg(la, 1) == 1 && la[0] > 0.5 ? " (the load average is high)" : "");
     /* A GPU that answered but could not be measured is a failure; one that is absent or not built is not. */
     if (cal.gpu.state == CAL_GPU_FAILED) {
         fprintf(stderr, "bench: calibrating the GPU failed (above); the CPU ceilings were written\n");

@@ -32,15 +32,31 @@ int mllog_open(struct mllog *l, const char *dir, const char *run_id)
     return mllog_open_for(l, dir, run_id, 0);
 }
 
-int mllog_open_for(struct mllog *l, const char *dir, const char *run_id, int append)
+/* <dir>/<run_id>.log, or for k > 0 the k-th resumed session's <dir>/<run_id>-resume<k>.log, into l->path. */
+static int log_path(struct mllog *l, const char *dir, const char *run_id, int k)
+{
+    const int n = k ? snprintf(l->path, sizeof l->path, "%s/%s-resume%d.log", dir, run_id, k)
+                    : snprintf(l->path, sizeof l->path, "%s/%s.log", dir, run_id);
+    if (n >= (int)sizeof l->path) return tb_error_set(TB_EIO, "--mllog: path %s/%s.log is too long", dir, run_id);
+    return TB_OK;
+}
+
+int mllog_open_for(struct mllog *l, const char *dir, const char *run_id, int resumed)
 {
     memset(l, 0, sizeof *l);
     if (!dir || !*dir || strcmp(dir, "none") == 0) return TB_OK;
-    if (snprintf(l->path, sizeof l->path, "%s/%s.log", dir, run_id) >= (int)sizeof l->path)
-        return tb_error_set(TB_EIO, "--mllog: path %s/%s.log is too long", dir, run_id);
+    int st = log_path(l, dir, run_id, 0);
+    if (st != TB_OK) return st;
     if (make_dirs(dir) != 0)
         return tb_error_set(TB_EIO, "--mllog: cannot create directory %s: %s", dir, strerror(errno));
-    l->f = fopen(l->path, append ? "a" : "wx");
+    /* A resumed session never appends: the interrupted one's log already has its header, run_start and
+     * run_stop (MLPerf's checker wants each exactly once), and MLPerf's clock may not pause, so a log
+     * spanning the gap would time the pause. It gets the first free -resume<k> name instead. */
+    for (int k = 1;; k++) {
+        l->f = fopen(l->path, "wx");
+        if (l->f || errno != EEXIST || !resumed || k >= 10000) break;
+        if ((st = log_path(l, dir, run_id, k)) != TB_OK) return st;
+    }
     if (!l->f && errno == EEXIST)
         return tb_error_set(TB_EIO, "--mllog: %s exists (an earlier run with this run id): not overwritten, no log",
                             l->path);

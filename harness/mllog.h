@@ -1,4 +1,5 @@
-/* mllog.h — MLPerf-style event logs: one ":::MLLOG {json}" line per event, one file per run.
+/* mllog.h — MLPerf-style event logs: one ":::MLLOG {json}" line per event, one file per run
+ * (a resumed run: one per session, see mllog_open_for).
  *
  *   :::MLLOG {"namespace": "", "time_ms": 1700000000000, "event_type": "POINT_IN_TIME",
  *             "key": "eval_accuracy", "value": 0.8812, "metadata": {"file": "run.c", "epoch_num": 3}}
@@ -30,8 +31,11 @@ struct mllog {
  * would be lost. dir NULL, "" or "none" disables logging. Returns TB_OK, or TB_EIO (with a message)
  * when the file cannot be created or exists; the log is then disabled. */
 int mllog_open(struct mllog *l, const char *dir, const char *run_id);
-/* mllog_open, but append != 0 continues an existing log (a resumed run with the same run id). */
-int mllog_open_for(struct mllog *l, const char *dir, const char *run_id, int append);
+/* mllog_open, but for a resumed session (resumed != 0) whose <run_id>.log exists (the interrupted
+ * session's, same run id) a log of its own, the first free <dir>/<run_id>-resume<k>.log (k = 1, 2, ...):
+ * each session's log is a whole MLPerf log (one header, run_start and run_stop), and none spans the
+ * pause between sessions, which MLPerf's clock may not contain. */
+int mllog_open_for(struct mllog *l, const char *dir, const char *run_id, int resumed);
 /* An event's metadata besides "file": a number < 0 (status NULL) is left out. time_ms 0 = now; a
  * time recorded earlier (mllog_now_ms) places an event that happened before the log was opened. */
 struct mllog_meta {

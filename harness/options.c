@@ -750,6 +750,9 @@ static int global_batch(struct bench_config *c)
         if (mb > 0 && ga <= 0 && bpr % mb)
             return tb_error_set(TB_EINVAL, "--batch-per-replica %d is not a multiple of --micro-batch %d: a replica's "
                                            "batch is whole micro-batches", bpr, mb);
+        if (ga > 0 && mb <= 0 && bpr % ga)
+            return tb_error_set(TB_EINVAL, "--batch-per-replica %d is not a multiple of --ga %d: a replica's batch is "
+                                           "its --ga micro-batches of one size", bpr, ga);
         c->run.batch = (int)((long)bpr * R);
     } else if (pipelined && c->run.ipu.micro_batch > 0 && c->run.ipu.ga > 0) {
         const long R = c->run.ipu.replicas > 0 ? c->run.ipu.replicas : 1;
@@ -982,6 +985,15 @@ int bench_config_finish(struct bench_config *c)
     if (c->device_set[0] && !c->project_device[0]) /* after the backend's check: cpu refuses it as ipu's option */
         return tb_error_set(TB_EINVAL, "--device-set %s overrides a --project-device spec; no --project-device is "
                                        "given", c->device_set);
+    /* --sync-bn changes only BatchNorm statistics: on a model without BatchNorm the row would record a setting
+     * that changed nothing, and compare/report would key identical runs apart (after the backend's check, so
+     * that cpu names the backend that takes it). The EfficientNet builder makes BatchNorm unless --norm group. */
+    if (c->run.sync_bn && !(w->opts & WL_OPT_BN_EPS))
+        return tb_error_set(TB_EINVAL, "--sync-bn is not an option of workload %s (its model has no BatchNorm "
+                                       "layer; the EfficientNet workloads have them)", w->name);
+    if (c->run.sync_bn && !strcmp(c->wopts.norm, "group"))
+        return tb_error_set(TB_EINVAL, "--sync-bn: workload %s runs GroupNorm (--norm group), which has no batch "
+                                       "statistics to synchronise; --norm batch gives it BatchNorm layers", w->name);
     struct stat out_sb;
     if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {
         /* --out /dev/null: no results kept, so no event log either (and no mllog/ made in /dev). */

@@ -3,8 +3,12 @@
  * the logits themselves as a NumPy .npy file for cross-framework checks (see run.h).
  *
  * Top-k counts a sample when fewer than k classes rank above its label, ties broken by the lower class
- * index as the top-1 argmax does (so top-1 here equals the backend's count of correct predictions).
+ * index as the top-1 argmax does (so top-1 here equals the backend's count of correct predictions); a
+ * sample with a NaN logit ranks its label nowhere (softmax_ce_row.h predicts nothing for it either).
  * A SIGINT/SIGTERM stops it between evaluation batches: an "interrupted" row, no figures, no logits file.
+ * A loss that is not finite (NaN or Inf outputs in eval mode, e.g. BatchNorm running statistics that
+ * overflowed) ends it as a training run's non-finite loss does: a "diverged" row with the reason, no
+ * figures, no logits file, exit 1.
  */
 #define _GNU_SOURCE
 #include "session.h"
@@ -19,12 +23,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Classes ranking above label y among K logits z (higher logit first; equal logits: lower index first). */
+/* Classes ranking above label y among K logits z (higher logit first; equal logits: lower index first);
+ * K when a logit is NaN: every comparison with NaN is false, which would rank the label first. */
 static int rank_of(const float *z, int K, int y)
 {
     int r = 0;
-    for (int k = 0; k < K; k++) r += z[k] > z[y] || (z[k] == z[y] && k < y);
+    for (int k = 0; k < K; k++) {
+        if (z[k] != z[k]) return K;
+        r += z[k] > z[y] || (z[k] == z[y] && k < y);
+    }
     return r;
+}
+
+/* Whether row z of K logits holds a NaN or an infinity. */
+static int row_nonfinite(const float *z, int K)
+{
+    for (int k = 0; k < K; k++)
+        if (!isfinite(z[k])) return 1;
+    return 0;
+}
+
+/* A non-finite loss: the "diverged" row (no figures) and TB_EDIVERGED with one line saying why. The
+ * row's steps are evaluation batches, as an interrupted evaluation's are: diverged_at_step is the first
+ * batch with a non-finite output (or the last batch when the outputs are finite but the loss overflowed). */
+static int evaluate_diverged(struct session *s, const float *logits, long n, int K, int eval_batch, double loss)
+{
+    long bad = 0, first = -1;
+    for (long i = 0; i < n; i++)
+        if (row_nonfinite(logits + (size_t)i * K, K)) bad++, first = first < 0 ? i : first;
+    const long chunks = (n + eval_batch - 1) / eval_batch;
+    const char *what = isnan(loss) ? "NaN" : loss > 0 ? "+Inf" : "-Inf";
+    if (bad)
+        tb_error_set(TB_EDIVERGED, "%s/%s: evaluate: the model's eval-mode outputs are not finite: NaN or Inf logits "
+                     "for %ld of %ld test samples (the first: sample %ld), loss %s; no loss or accuracy reported",
+                     s->c.backend, s->w->name, bad, n, first, what);
+    else
+        tb_error_set(TB_EDIVERGED, "%s/%s: evaluate: the loss is %s though every logit is finite (logits too far "
+                     "apart for float); no loss or accuracy reported", s->c.backend, s->w->name, what);
+    const struct stop_info si = {chunks, bad ? first / eval_batch : chunks - 1, 0, NAN, NAN, NULL, NULL};
+    s->last_loss = NAN; /* no training loss */
+    return plan_stopped(s, TB_EDIVERGED, s->run_base, s->c.run.batch, &si);
 }
 
 /* Writes logits (n, K) as a NumPy .npy v1.0 file: magic, version 1.0, little-endian u16 header length, the
@@ -91,6 +129,11 @@ int plan_evaluate(struct session *s)
     }
     if (st == TB_OK && ev.n != n) st = tb_error_set(TB_EINVAL, "evaluate: the backend saw %ld of %ld samples", ev.n, n);
     if (st != TB_OK) {
+        free(logits);
+        return st;
+    }
+    if (!isfinite(ev.loss_sum)) {
+        st = evaluate_diverged(s, logits, n, K, eval_batch, ev.loss_sum);
         free(logits);
         return st;
     }

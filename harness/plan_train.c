@@ -35,6 +35,7 @@ struct train_run {
     struct progress pr;
     double t0, ckpt_time, session_train; /* this process: clock start, seconds checkpointing, training */
     long step, ckpt_step;        /* the last completed step; the step of the newest checkpoint (-1: none) */
+    long open_epoch;             /* the epoch whose epoch_start the log has and epoch_stop not yet (0: none) */
     int n_ckpt;
     /* measured */
     long recorded, warm, window; /* steps with a recorded time, of them warm-up, in the final-loss mean */
@@ -131,19 +132,34 @@ static int train_loop(struct train_run *t)
     s->done_step = start, s->last_loss = NAN;
     while (t->step < total && st == TB_OK) {
         const long step = t->step;
-        if (step % spe == 0) mllog_event(&t->lg, MLLOG_START, "epoch_start", "null", step / spe + 1, NULL);
+        /* A resumed run opens the epoch it resumed in. */
+        if (!t->open_epoch) {
+            t->open_epoch = step / spe + 1;
+            mllog_event(&t->lg, MLLOG_START, "epoch_start", "null", t->open_epoch, NULL);
+        }
         long to = (step / spe + 1) * spe;
         if (to > total) to = total;
         if (every > 0 && (step / every + 1) * every < to) to = (step / every + 1) * every;
         st = session_steps(s, step + 1, to, &t->rec, &t->pr, step, t->t0, (step - start) * (long)t->batch);
         t->step = s->done_step;
         if (st != TB_OK) break;
-        if (t->step % spe == 0) mllog_event(&t->lg, MLLOG_END, "epoch_stop", "null", t->step / spe, NULL);
+        if (t->step % spe == 0) {
+            mllog_event(&t->lg, MLLOG_END, "epoch_stop", "null", t->step / spe, NULL);
+            t->open_epoch = 0;
+        }
         if (every > 0 && t->step % every == 0) train_checkpoint_periodic(t);
     }
     t->session_train = tb_now_s() - t->t0 - t->ckpt_time;
     progress_finish(&t->pr);
     return st;
+}
+
+/* An epoch cut short (--steps ending mid-epoch, a stop, a failed step) still ends, before the evaluation
+ * and run_stop: MLPerf's checker wants an epoch_stop, and every interval closed (as in the tta plan). */
+static void train_close_epoch(struct train_run *t)
+{
+    if (t->open_epoch) mllog_event(&t->lg, MLLOG_END, "epoch_stop", "null", t->open_epoch, NULL);
+    t->open_epoch = 0;
 }
 
 /* Interrupted: a checkpoint of the last completed step, so that --resume loses nothing. Also at the end
@@ -179,6 +195,7 @@ static int train_stopped(struct train_run *t, int st)
 {
     struct session *s = t->s;
     const long step = t->step;
+    train_close_epoch(t);
     mllog_event(&t->lg, MLLOG_END, "run_stop", "null", -1, "aborted");
     mllog_close(&t->lg);
     step_record_free(&t->rec);
@@ -210,8 +227,13 @@ static int train_applied_some(struct train_run *t)
         return TB_OK;
     }
     if (st.loss_scaling->skipped < ran) return TB_OK;
+    /* A static scale never comes down: more steps would not help, a lower --loss-scale would. */
+    if (st.loss_scaling->fixed > 0.0f)
+        return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (static "
+                                          "loss scale %g; lower --lr or --loss-scale)",
+                            t->s->c.backend, t->s->w->name, ran, (double)st.loss_scaling->fixed);
     return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (loss "
-                                      "scale now %g; lower --lr, or run more steps so a dynamic scale can come down)",
+                                      "scale now %g; lower --lr, or run more steps so the dynamic scale can come down)",
                         t->s->c.backend, t->s->w->name, ran, (double)st.loss_scaling->scale);
 }
 
@@ -282,6 +304,7 @@ static int train_evaluate(struct train_run *t, int st)
     if (st == TB_OK && t->recorded > 0) st = measure_throughput(t->rec.times, t->recorded, t->warm, t->batch, &t->tp);
     t->acc = t->loss = NAN, t->eval_time = 0.0;
     t->evaluated = c->eval || t->sb;
+    train_close_epoch(t);
     if (st == TB_OK && t->evaluated) {
         /* MLPerf's eval events carry the epoch and the samples trained so far. */
         const struct mllog_meta m = {(t->step + t->spe - 1) / t->spe, (long long)t->step * t->batch, NULL, 0};
@@ -441,6 +464,8 @@ int plan_train(struct session *s, int batch, const char *run_id, const struct sc
         tb_error_set(st, "%s after step %ld", tb_error_get(), t.step);
         return train_stopped(&t, st);
     }
+    /* Eval-mode outputs that are not finite: a diverged row, not a row without one. */
+    if (st == TB_EDIVERGED) return train_stopped(&t, st);
     if (st == TB_OK) {
         train_figures(&t, res);
         train_print(&t);

@@ -549,6 +549,42 @@ static void dat_label(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* s's characters (UTF-8 code points) in its first len bytes. */
+static int utf8_chars(const char *s, size_t len)
+{
+    int n = 0;
+    for (size_t k = 0; k < len; k++) n += ((unsigned char)s[k] & 0xc0) != 0x80;
+    return n;
+}
+
+/* A bar's tick label, wrapped at spaces into lines of about width characters (a longer word stands alone), at
+ * most max_lines lines and the last cut with "…" where more is left: every option of a configuration on one
+ * line ran off the chart and shrank its plot area (the table under the chart has them all). The lines are
+ * joined by gnuplot's \n escape, which it reads in a quoted data-file string. */
+static void wrap_label(const char *s, int width, int max_lines, char *out, size_t n)
+{
+    size_t o = 0;
+    int lines = 1, col = 0;
+    out[0] = '\0';
+    while (*s == ' ') s++;
+    while (*s) {
+        const size_t len = strcspn(s, " ");
+        const int chars = utf8_chars(s, len);
+        const int wrap = col > 0 && col + 1 + chars > width;
+        /* The separator, the word and room for a closing " …" (4 bytes) and the NUL, or the label stops here. */
+        if (o + 2 + len + 5 > n || (wrap && lines == max_lines)) {
+            if (o + 5 <= n) memcpy(out + o, " …", 5), o += 4;
+            break;
+        }
+        if (wrap) out[o++] = '\\', out[o++] = 'n', lines++, col = 0;
+        else if (col > 0) out[o++] = ' ', col++;
+        memcpy(out + o, s, len), o += len, out[o] = '\0';
+        col += chars;
+        s += len;
+        while (*s == ' ') s++;
+    }
+}
+
 struct ctx {
     const struct report_opts *o;
     struct rows rows;
@@ -830,6 +866,27 @@ static void rate_note(const struct json_value *r, char *buf, size_t n)
     snprintf(buf, n, "per-step median %+.0f %% from images/s: uneven steps", 100.0 * (median / overall - 1.0));
 }
 
+/* One warning for the rows shown whose ceiling share exceeds 100 %: no run computes faster than the peak it
+ * is a share of, so that peak was measured low (a busy machine) or is not the one the run had. */
+static void warn_shares_above_peak(const struct ctx *x)
+{
+    int n = 0;
+    const char *first = NULL;
+    double first_share = 0.0;
+    for (int i = 0; i < x->rows.n; i++) {
+        const struct json_value *r = x->rows.v[i];
+        if (!x->rows.keep[i]) continue;
+        const double share = report_gpu_row(r) ? report_gpu_share(&x->gpu, r) : row_sgemm_share(r);
+        if (!(isfinite(share) && share > 1.0)) continue;
+        if (!n++) first = json_get_str(r, "run_id", "?"), first_share = share;
+    }
+    if (n)
+        fprintf(stderr, "bench report: warning: %d row%s above 100 %% of the calibrated peak %s share%s taken of "
+                        "(run %s: %.0f %%): that peak was measured on a busy machine or is not the run's; calibrate "
+                        "again on a quiet machine (bench --calibrate)\n", n, n == 1 ? "" : "s",
+                n == 1 ? "its" : "their", n == 1 ? " is" : "s are", first, 100.0 * first_share);
+}
+
 /* ------------------------------------------------------------------------------------------------
  * Sections. */
 
@@ -858,7 +915,19 @@ static void section_throughput(struct ctx *x)
         snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
         FILE *f = fopen(path, "w");
         if (!f) continue;
-        fprintf(f, "# label\timages/s (timed samples / timed s)\tslowest repeat\tfastest repeat\tper-step median\tjitter\n");
+        fprintf(f, "# label\timages/s (timed samples / timed s)\tslowest repeat\tfastest repeat\tper-step median"
+                   "\tjitter\tlabel wrapped for the chart\n");
+        /* Each bar's tick label gets its share of the plot's width: about 800 px over the bars and a slot's
+         * margin, at 7 px a character and a gap between neighbours. Where that is under 10 characters (10 bars
+         * or more) the labels stand upright instead, one line of at most 24 characters. tick_lines: the most
+         * lines a label took. */
+        int n_bars = 0, tick_lines = 1;
+        for (int i = 0; i < x->rows.n; i++)
+            n_bars += x->rows.keep[i] && !strcmp(kind_of(x->rows.v[i]), "throughput") &&
+                      !strcmp(cs(x->rows.v[i], "workload"), wl[k]) && isfinite(fg(x->rows.v[i], "images_per_s"));
+        int width = 100 / (n_bars + 1);
+        const int upright = width < 10;
+        width = upright ? 24 : width > 40 ? 40 : width;
         for (int i = 0; i < x->rows.n && n < 512; i++) {
             const struct json_value *r = x->rows.v[i];
             if (!x->rows.keep[i] || strcmp(kind_of(r), "throughput") || strcmp(cs(r, "workload"), wl[k])) continue;
@@ -882,6 +951,13 @@ static void section_throughput(struct ctx *x)
             fprintf(f, "\t%.6g\t%.6g\t%.6g", overall, lo, hi);
             dat_num(f, fg(r, "images_per_s_median"));
             dat_num(f, fg(r, "images_per_s_jitter"));
+            char wrapped[720];
+            wrap_label(label, width, upright ? 1 : 3, wrapped, sizeof wrapped);
+            int lines = 1;
+            for (const char *c = wrapped; (c = strstr(c, "\\n")) != NULL; c += 2) lines++;
+            tick_lines = lines > tick_lines ? lines : tick_lines;
+            fputc('\t', f);
+            dat_label(f, wrapped);
             fprintf(f, "\n");
             bars++;
         }
@@ -889,7 +965,9 @@ static void section_throughput(struct ctx *x)
         snprintf(title, sizeof title, "Training throughput by backend: %s", wl[k]);
         subtitle(x, idx, n, sub, sizeof sub);
         fprintf(x->md, "### %s\n\n", wl[k]);
-        if (bars) md_chart(x, name, title, render(x, "throughput.gp", name, path, title, sub, NULL));
+        char vars[48];
+        snprintf(vars, sizeof vars, "ticklines=%d; upright=%d", tick_lines, upright);
+        if (bars) md_chart(x, name, title, render(x, "throughput.gp", name, path, title, sub, vars));
         else md_no_chart(x, name, "images/s");
         int any_gpu = 0; /* a GPU memory column only where a row ran on the GPU */
         for (int j = 0; j < n; j++) any_gpu |= report_gpu_row(x->rows.v[idx[j]]);
@@ -1518,9 +1596,9 @@ static void section_layers(struct ctx *x)
         found++;
     }
     if (!found)
-        fprintf(x->md, "No row carries per-layer times yet: backends will record them under `--profile` into "
-                       "`figures.layer_times` (an array of `{name, forward_s, backward_s}` per step), and this section "
-                       "then draws one chart per run.\n\n");
+        fprintf(x->md, "No row carries per-layer times: run with `--profile` (any backend; the plans that train) to "
+                       "record them into `figures.layer_times` (each layer's `forward_s` and `backward_s` a step), and "
+                       "this section then draws one chart per run.\n\n");
 }
 
 /* The CPU threads a row computed with: figures.peak_threads (those of the sgemm ceiling its share is of),
@@ -1970,8 +2048,12 @@ int report_generate(const struct report_opts *o, int *n_charts)
     int n_foreign = 0;
     for (int i = x.rows.n - 1; i >= 0 && !x.have_cal; i--) {
         const struct json_value *c = json_get(x.rows.v[i], "calibration");
-        /* A ceiling no machine has (0, 1e308) is no ceiling: finite_or_0's bound, as for the others. */
-        if (!c || !(finite_or_0(json_get_number(c, "sgemm_1t_gflops", 0)) > 0))
+        /* A ceiling no machine has (0, 1e308) is no ceiling: finite_or_0's bound, as for the others; a copy
+         * without every ceiling is no calibration (a missing all-thread sgemm read "0.0 GFLOP/s on 2 threads"). */
+        if (!c || !(finite_or_0(json_get_number(c, "sgemm_1t_gflops", 0)) > 0) ||
+            !(finite_or_0(json_get_number(c, "sgemm_all_gflops", 0)) > 0) ||
+            !(finite_or_0(json_get_number(c, "triad_1t_gbs", 0)) > 0) ||
+            !(finite_or_0(json_get_number(c, "triad_all_gbs", 0)) > 0))
             continue;
         struct calibration rc = {.cores = row_count(json_get_number(c, "cores", 0))};
         snprintf(rc.cpu_model, sizeof rc.cpu_model, "%s", json_get_str(c, "cpu_model", "unknown"));
@@ -1996,6 +2078,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
         x.have_cal = 1;
     }
     tb_error_clear();
+    warn_shares_above_peak(&x);
     x.have_gnuplot = 1;
     snprintf(x.no_gnuplot, sizeof x.no_gnuplot, "gnuplot not found");
     struct stat gp_sb;

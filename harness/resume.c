@@ -12,6 +12,7 @@
 #include "loss_scale.h"
 #include "status.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,8 +94,34 @@ static void config_value(const char *cfg, const char *key, char *out, size_t n)
     snprintf(out, n, "(none)");
 }
 
+/* A configuration value as the user knows it: dropout and drop_connect record -1 for "the workload's"
+ * (the text stays as checkpoints hold it), shown as that, with the classifier's dropout the workload's
+ * model has (built once more, graph metadata only, this run's dropout aside). */
+static void shown_value(const struct session *s, const char *key, const char *v, char *out, size_t n)
+{
+    const int is_dropout = strcmp(key, "dropout") == 0;
+    if (strcmp(v, "-1") != 0 || (!is_dropout && strcmp(key, "drop_connect") != 0)) {
+        snprintf(out, n, "%s", v);
+        return;
+    }
+    snprintf(out, n, "the workload's");
+    if (!is_dropout || !s || !s->w) return;
+    struct workload_opts wo = s->c.wopts;
+    wo.dropout = -1.0f;
+    struct model m;
+    memset(&m, 0, sizeof m);
+    if (s->w->build(&m, &wo) == TB_OK)
+        for (int i = 0; i < m.n_layers; i++)
+            if (m.layers[i].op == OP_DROPOUT) {
+                snprintf(out, n, "the workload's (%g)", (double)m.layers[i].a.drop.p);
+                break;
+            }
+    tb_error_clear();
+    model_free(&m);
+}
+
 /* "batch=8 in the checkpoint, batch=16 now": the first word where two configurations differ. */
-static void config_diff(const char *ckpt, const char *now, char *out, size_t n)
+static void config_diff(const struct session *s, const char *ckpt, const char *now, char *out, size_t n)
 {
     snprintf(out, n, "the configuration differs");
     /* The cause before its consequence: another --classes is named as classes, not as the parameter count
@@ -117,7 +144,10 @@ static void config_diff(const char *ckpt, const char *now, char *out, size_t n)
             config_value(ckpt, key, a, sizeof a);
             config_value(now, key, b, sizeof b);
             if (strcmp(a, b) != 0) {
-                snprintf(out, n, "%s=%s in the checkpoint, %s=%s in this run", key, a, key, b);
+                char sa[96], sb[96];
+                shown_value(s, key, a, sa, sizeof sa);
+                shown_value(s, key, b, sb, sizeof sb);
+                snprintf(out, n, "%s=%s in the checkpoint, %s=%s in this run", key, sa, key, sb);
                 return;
             }
         }
@@ -240,11 +270,27 @@ static char *checkpoint_meta_alloc(const char *path, const char *key)
     return out;
 }
 
+/* A checkpoint --resume skipped as damaged (unreadable or malformed), in the directory this run writes: renamed
+ * to "<name>.unreadable", out of the checkpoints' names, with a warning. Left there, pruning (which keeps the
+ * highest steps) would keep it as one of the newest two and delete the good one this run resumed from. */
+static void set_aside(const struct session *s, const char *path, int st)
+{
+    if (!s->primary || (st != TB_EIO && st != TB_EFORMAT) || strcmp(s->c.resume, s->c.checkpoint_dir) != 0) return;
+    char aside[4096 + 16];
+    if (snprintf(aside, sizeof aside, "%s.unreadable", path) >= (int)sizeof aside) return;
+    if (rename(path, aside) == 0)
+        fprintf(stderr, "bench: warning: --resume: renamed it to %s, so that keeping the newest checkpoints keeps "
+                        "usable ones\n", aside);
+    else
+        fprintf(stderr, "bench: warning: --resume: cannot rename %s aside (%s): pruning may keep it and remove a "
+                        "usable checkpoint\n", path, strerror(errno));
+}
+
 /* --resume: loads the newest complete checkpoint of the directory into the backend; *start and *prev_s
  * receive its step and training seconds, *every its --checkpoint-every, path its name, and *tta_state
  * (when not NULL; malloc'd) the time-to-accuracy plan's state. A configuration that differs is a usage
  * error (TB_EINVAL naming the first difference); a file that cannot be read is skipped, with a warning,
- * for the one before it. */
+ * for the one before it, and set aside (set_aside). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
                 size_t n, char **tta_state)
 {
@@ -280,7 +326,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
             fprintf(stderr, "bench: note: %s predates the data's CRC in checkpoints: that this run's data is the "
                             "checkpoint's could not be checked\n", path);
         if (st == TB_OK && !old_ckpt && strcmp(got, want) != 0) {
-            config_diff(got, want, why, sizeof why);
+            config_diff(s, got, want, why, sizeof why);
             return tb_error_set(TB_EINVAL, "--resume %s: %s was made with another configuration (%s)", dir, path, why);
         }
         if (st == TB_OK && steps[i] > total)
@@ -299,6 +345,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         }
         if (st != TB_OK) {
             fprintf(stderr, "bench: warning: --resume: skipping %s\n", tb_error_get());
+            set_aside(s, path, st);
             continue;
         }
         st = backend_set_tensors(&s->be, TF_PARAMS, s->ck_params);
@@ -371,7 +418,8 @@ int plan_stopped(struct session *s, int st, const char *run_id, int batch, const
         if (si->checkpoint) json_key_str(&b, "checkpoint", si->checkpoint);
         else json_key_null(&b, "checkpoint");
     } else {
-        json_key_int(&b, "diverged_at_step", si->done + 1);
+        /* The failing step, or the last one where every step ran (no update applied, or the evaluation after). */
+        json_key_int(&b, "diverged_at_step", si->planned > 0 && si->done >= si->planned ? si->planned : si->done + 1);
         json_key_str(&b, "reason", msg);
     }
     write_step_executions(s, &b);

@@ -608,6 +608,14 @@ int session_evaluate(struct session *s, double *acc, double *loss, double *time_
     if (ev.n <= 0) return tb_error_set(TB_EINVAL, "evaluation saw no samples");
     *acc = (double)ev.correct / (double)ev.n;
     *loss = ev.loss_sum / (double)ev.n;
+    /* A test loss that is not finite is a model that diverged in eval mode (running statistics, no dropout),
+     * though its training loss may be finite: no accuracy of it is a result (TB_EDIVERGED, as a training
+     * loss's NaN is). A NaN loss means a NaN or Inf logit; an Inf one may also be logits too far apart. */
+    if (!isfinite(*loss))
+        return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: the test loss is %s: the model's eval-mode outputs are "
+                            "not finite%s (lower --lr?)", s->c.backend, s->w->name,
+                            isnan(*loss) ? "NaN" : *loss > 0 ? "+Inf" : "-Inf",
+                            isnan(*loss) ? "" : " or too far apart for float");
     return TB_OK;
 }
 
@@ -691,6 +699,11 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
 {
     const double l = ss->loss_sum / s->be_batch;
     if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss->nonfinite))) {
+        /* A finite loss: the backend stopped on its gradients (fp16 overflows at the lowest or a static loss
+         * scale), and its message names the cause and the remedy (--loss-scale), which "lower --lr" alone
+         * would hide. */
+        if (isfinite(l) && st == TB_EDIVERGED && tb_error_get()[0])
+            return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: %s", s->c.backend, s->w->name, tb_error_get());
         if (isfinite(l))
             return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: non-finite gradients at step %ld (lower --lr?)",
                                 s->c.backend, s->w->name, step);
@@ -739,6 +752,8 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
         if (bench_stop_signal())
             return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", bench_signal_name(bench_stop_signal()),
                                 step - 1);
+        /* step_book quotes the backend's message for a finite-loss divergence: none left from before. */
+        tb_error_clear();
         const double t0 = tb_now_s();
         struct step_stats one;
         const struct step_stats *sts = &one;

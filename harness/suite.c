@@ -57,6 +57,16 @@ static int add_run(struct suite *s, const struct bench_config *c, int line)
     return TB_OK;
 }
 
+/* Whether name is a device bench knows but this binary was built without (cuda in a CPU-only build). */
+static int device_not_built(const char *name)
+{
+    int n;
+    const struct device_entry *d = device_registry(&n);
+    for (int k = 0; k < n; k++)
+        if (!strcmp(d[k].name, name)) return !d[k].built;
+    return 0;
+}
+
 /* Re-raises the current message prefixed with file:line. */
 static int at_line(const struct suite *s, int line)
 {
@@ -115,7 +125,17 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
             fprintf(stderr, "bench: %s:%d: %s%s replaces the command line's --%s for this line's runs\n", s->path, line,
                     w[k].key, vals, w[k].key);
         }
-        if (bench_config_set(&c, w[k].key, v) != TB_OK) return at_line(s, line);
+        if (bench_config_set(&c, w[k].key, v) != TB_OK) {
+            /* An optional line may name a device this binary was built without: it cannot run here. */
+            if (optional && !strcmp(w[k].key, "device") && v && device_not_built(v)) {
+                fprintf(stderr, "bench: %s:%d: skipping optional run: device %s cannot run here: %s\n", s->path, line,
+                        v, tb_error_get());
+                tb_error_clear();
+                s->n_skipped++;
+                return TB_OK;
+            }
+            return at_line(s, line);
+        }
     }
     if (optional) {
         struct backend probe;
@@ -133,6 +153,17 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
     }
     if (!star_takes(w, n_words, &c, skips)) return TB_OK;
     if (bench_config_finish(&c) != TB_OK) return at_line(s, line);
+    /* The device the run would use (its backend's, as cuda's, or --device), probed as bench_run and backend=*
+     * do: an optional line meant for a machine with a GPU is skipped on one without, with the probe's reason. */
+    if (optional && c.device[0] && !c.describe && !c.project_only && executor_device_probe(c.device) != TB_OK) {
+        const struct backend_entry *be = backend_find(c.backend);
+        fprintf(stderr, "bench: %s:%d: skipping optional run: %s %s cannot run here: %s\n", s->path, line,
+                be && be->caps.device ? "backend" : "device", be && be->caps.device ? c.backend : c.device,
+                tb_error_get());
+        tb_error_clear();
+        s->n_skipped++;
+        return TB_OK;
+    }
     /* What tells this run apart in the one-line summaries: the options a list varied. */
     for (int k = 0; k < n_words; k++) {
         if (w[k].n_alts < 2 || !strcmp(w[k].key, "backend") || !strcmp(w[k].key, "batch")) continue;

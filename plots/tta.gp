@@ -8,7 +8,12 @@ load dir."/common.gp"
 set xlabel "wall time since the first step (s, evaluations included)"
 set ylabel "test accuracy"
 set key bottom right
+# Time from the first step (0), and room above and below the curves and the target: a run of one evaluation
+# had an x range of one point (gnuplot's "empty x range"), its point on the top frame and the target on the
+# bottom axis, unseen.
+set xrange [0:*]
 set yrange [*:*]
+set offsets 0, 0, graph 0.05, graph 0.05
 do for [k=1:2] {
   eval set_term(k)
   plot for [i=0:nblocks-1] datafile index i using 1:2 with linespoints lt int(word(colours, i+1)) \

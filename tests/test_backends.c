@@ -24,7 +24,8 @@
  * batch 1, else the steps one by one) gives backend_train_step's bits, for every backend.
  * Also: backend_create on an unknown name fails with TB_EINVAL and the valid names listed; mirrored's and ipu's
  * replicas (one-core devices) give a 2-core machine's bits on a 16-core one (effnet-b0, a child process as the
- * 2-core machine).
+ * 2-core machine); mirrored with one device and --sync-bn is cpu's bits (effnet-b0); --sync-bn on a model without
+ * BatchNorm is refused; ipu's automatic micro-batching, declining a batch --ga would take, names the options that run it.
  * Threaded tests carry a timeout so a deadlocked pool fails instead of hanging.
  */
 #include "test_util.h"
@@ -32,6 +33,7 @@
 #include <criterion/parameterized.h>
 
 #include "backend.h"
+#include "run.h"
 #include "status.h"
 #include "workload.h"
 
@@ -767,3 +769,145 @@ Test(backends, replica_cut_is_every_machines, .timeout = 240)
     close(fd);
     unlink(path);
 }
+
+/* Two SGD steps of effnet-b0 (16×16, 10 classes, batch 8, every convolution on im2col) on backend, mirrored
+ * with n_devices and sync_bn, from the workload's initial parameters: the parameters and the buffers (BatchNorm
+ * running statistics) after them, into *p and *bufs (allocated); returns n_params, *n_bufs the buffers'. */
+static size_t bn_effnet_steps(const char *backend, int n_devices, int sync_bn, float **p, float **bufs, size_t *n_bufs)
+{
+    enum { RES = 16, B = 8 };
+    const struct workload *w = workload_find("effnet-b0");
+    cr_assert_not_null(w, "%s", tb_error_get());
+    struct workload_opts o = {.classes = 10, .resolution = RES, .in_h = RES, .in_w = RES, .in_c = 3, .dropout = 0.0f,
+                              .drop_connect = 0.0f};
+    snprintf(o.norm, sizeof o.norm, "batch");
+    struct model m;
+    cr_assert_eq(w->build(&m, &o), TB_OK, "effnet-b0: %s", tb_error_get());
+    struct dataset ds;
+    cr_assert_eq(dataset_synthetic(2 * B, RES, RES, 3, 10, 7, 1, &ds), TB_OK, "%s", tb_error_get());
+    struct backend b;
+    cr_assert_eq(backend_create(&b, backend), TB_OK, "%s", tb_error_get());
+    struct run_config cfg = {0};
+    cfg.batch = B, cfg.eval_batch = B, cfg.seed = 42, cfg.n_devices = n_devices, cfg.sync_bn = sync_bn;
+    optim_config_defaults(&cfg.optim, OPTIM_SGD);
+    cfg.optim.lr = 0.01f;
+    cfg.optim.total_steps = 2;
+    snprintf(cfg.conv_algo, sizeof cfg.conv_algo, "im2col");
+    cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s: %s", backend, tb_error_get());
+    float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers ? m.n_buffers : 1);
+    float *opt = tu_fvec(m.n_params * (size_t)optim_state_per_param(OPTIM_SGD) + 1);
+    w->init(&m, params, buffers, 42);
+    cr_assert_eq(backend_set_tensors(&b, TF_PARAMS, params), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_set_tensors(&b, TF_BUFFERS, buffers), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_set_tensors(&b, TF_OPT, opt), TB_OK, "%s", tb_error_get());
+    for (int s = 1; s <= 2; s++) {
+        const struct batch bt = {B, ds.images + (size_t)(s - 1) * B * RES * RES * 3, ds.labels + (size_t)(s - 1) * B};
+        struct step_stats st;
+        cr_assert_eq(backend_train_step(&b, &bt, s, &st), TB_OK, "%s step %d: %s", backend, s, tb_error_get());
+    }
+    cr_assert_eq(backend_get_tensors(&b, TF_PARAMS, params), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(backend_get_tensors(&b, TF_BUFFERS, buffers), TB_OK, "%s", tb_error_get());
+    const size_t n = m.n_params;
+    *n_bufs = m.n_buffers;
+    backend_destroy(&b);
+    dataset_free(&ds);
+    model_free(&m);
+    free(opt);
+    *p = params, *bufs = buffers;
+    return n;
+}
+
+/* --sync-bn with one replica in all: the global batch is the local one, so the run is cpu's schedule and bitwise
+ * cpu's (a probe's: its statistics went through the f64 collective and changed the loss in the 7th digit). */
+Test(backends, mirrored_one_device_sync_bn_bitwise_cpu, .timeout = 60)
+{
+    float *pc, *bc, *pm, *bm;
+    size_t nbc, nbm;
+    const size_t n = bn_effnet_steps("cpu", 0, 0, &pc, &bc, &nbc);
+    cr_assert_eq(bn_effnet_steps("mirrored", 1, 1, &pm, &bm, &nbm), n);
+    cr_assert_eq(nbm, nbc);
+    tu_assert_bitwise(pm, pc, n, "mirrored --devices 1 --sync-bn vs cpu: parameters after 2 steps");
+    tu_assert_bitwise(bm, bc, nbc, "mirrored --devices 1 --sync-bn vs cpu: BatchNorm running statistics");
+    free(pc), free(bc), free(pm), free(bm);
+}
+
+/* bench_config for backend on workload with the options (name, value pairs; value NULL for a flag), finished. */
+static int finish_config(const char *backend, const char *workload, const char *const *opts)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "backend", backend), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(bench_config_set(&c, "workload", workload), TB_OK, "%s", tb_error_get());
+    for (int i = 0; opts[i]; i += 2)
+        cr_assert_eq(bench_config_set(&c, opts[i], opts[i + 1]), TB_OK, "--%s: %s", opts[i], tb_error_get());
+    return bench_config_finish(&c);
+}
+
+#define OPTS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* --sync-bn on a model without BatchNorm changed nothing and was recorded (compare and report key runs on it):
+ * refused as --bn-eps is on mnist-mlp, one line naming the option and the way out. */
+Test(backends, sync_bn_without_batchnorm_is_refused)
+{
+    const struct {
+        const char *workload;
+        const char *const *opts;
+        const char *needle;
+    } bad[] = {
+        {"mnist-mlp", OPTS("sync-bn", NULL), "no BatchNorm"},
+        {"effnet-b0-g16", OPTS("sync-bn", NULL), "--norm batch"},
+        {"effnet-b0", OPTS("sync-bn", NULL, "norm", "group"), "--norm batch"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        cr_assert_eq(finish_config("mirrored", bad[k].workload, bad[k].opts), TB_EINVAL, "%s: accepted",
+                     bad[k].workload);
+        const char *msg = tb_error_get();
+        cr_assert(strstr(msg, "--sync-bn") && strstr(msg, bad[k].workload) && strstr(msg, bad[k].needle) &&
+                      !strchr(msg, '\n'), "%s: %s", bad[k].workload, msg);
+    }
+    cr_assert_eq(finish_config("mirrored", "effnet-b0", OPTS("sync-bn", NULL)), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(finish_config("mirrored", "effnet-b0-g16", OPTS("sync-bn", NULL, "norm", "batch")), TB_OK, "%s",
+                 tb_error_get());
+}
+
+/* ipu's automatic micro-batching wants 2 x stages micro-batches (a rule for speed); where none divides the batch
+ * but --ga accepts fewer, it says so and gives the explicit options that run it, which then do. */
+Test(backends, ipu_automatic_micro_batching_names_what_runs)
+{
+    struct workload_opts o = {.classes = 10, .in_h = IMG, .in_w = IMG, .in_c = 1, .dropout = -1, .drop_connect = -1};
+    struct model m;
+    cr_assert_eq(workload_mnist_mlp.build(&m, &o), TB_OK, "%s", tb_error_get());
+    static const struct {
+        const char *schedule;
+        int micro_batch, ga, want;
+        const char *needle;
+    } cases[] = {
+        {"1f1b", 0, 0, TB_EINVAL, "--micro-batch 1 --ga 2 runs it"},
+        {"1f1b", 1, 2, TB_OK, NULL},
+        /* gpipe's least accumulation is 2 x stages: the message's minimum is the explicit one */
+        {"gpipe", 0, 0, TB_EINVAL, "multiple of 4 micro-batches (gpipe)"},
+        {"gpipe", 1, 2, TB_EINVAL, "not divisible by 4"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        struct backend b;
+        cr_assert_eq(backend_create(&b, "ipu"), TB_OK, "%s", tb_error_get());
+        struct run_config cfg = {.batch = 2, .eval_batch = 2, .seed = 42};
+        optim_config_defaults(&cfg.optim, OPTIM_SGD);
+        cfg.ipu.stages = 2, cfg.ipu.micro_batch = cases[k].micro_batch, cfg.ipu.ga = cases[k].ga;
+        snprintf(cfg.ipu.schedule, sizeof cfg.ipu.schedule, "%s", cases[k].schedule);
+        tb_error_clear();
+        const int st = backend_prepare(&b, &m, &cfg);
+        cr_assert_eq(st, cases[k].want, "case %zu: %s", k, tb_error_get());
+        if (cases[k].needle)
+            cr_assert(strstr(tb_error_get(), cases[k].needle) && !strchr(tb_error_get(), '\n'), "case %zu: %s", k,
+                      tb_error_get());
+        backend_destroy(&b);
+    }
+    model_free(&m);
+    /* --batch-per-replica's errors name it, not the --batch the user did not give. */
+    cr_assert_eq(finish_config("ipu", "mnist-mlp", OPTS("batch-per-replica", "3", "ga", "2")), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "--batch-per-replica 3") && !strstr(tb_error_get(), "--batch 3"), "%s",
+              tb_error_get());
+}
+
+#undef OPTS

@@ -1527,3 +1527,112 @@ Test(harness_report, data_crc_is_part_of_the_configuration, .init = th_setup, .f
     cr_assert(strstr(md, "| cpu | 32 | lr=0.2 | mnist | **1300** |") != NULL, "lr tells it apart: no CRC\n%s", md);
     free(md);
 }
+
+/* ---- Probe B items 3, 9, 14 and 15. */
+
+/* A throughput row whose config carries extra (",\"key\":value..."), with a calibration copy of the fixture
+ * machine (cal: its members) and a ceiling share of share. */
+static void share_row(const char *path, const char *id, const char *backend, const char *extra, const char *cal,
+                      double share)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"%s\",\"status\":\"ok\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"%s\",\"workload\":\"mnist-mlp\",\"batch\":32,"
+             "\"dataset\":\"synthetic\"%s},%s,\"calibration\":{\"cpu_model\":\"Fixture CPU\",\"cores\":2,"
+             "\"blas_core\":\"Zen\",\"timestamp\":\"T0\"%s},"
+             "\"figures\":{\"images_per_s\":2000,\"gflops_per_s\":50,\"est_intensity_flop_per_byte\":3.2,"
+             "\"sgemm_peak_share\":%g}}\n",
+             id, backend, extra, machine, cal, share);
+    th_append(path, t);
+}
+
+/* The bars' tick labels (every option of a configuration) ran off the canvas, shrank the plot and pushed the
+ * y label out of it ("difficulty making room for xtic labels"): the chart's labels are wrapped and cut to fit a
+ * bar, the data file's first column keeps the whole label, and gnuplot finds room for them. */
+Test(harness_report, long_bar_labels_are_wrapped_to_fit, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], p[256];
+    th_path(in, sizeof in, "results.jsonl");
+    tp_row(in, "c", "cpu", 1700.0, 1700.0, ",\"resolution\":32");
+    tp_row(in, "t", "threads", 2700.0, 2700.0, ",\"resolution\":32");
+    tp_row(in, "m", "mirrored", 2400.0, 2400.0, ",\"resolution\":32");
+    tp_row(in, "i3", "ipu", 2100.0, 2100.0, ",\"resolution\":32,\"repeat\":3");
+    tp_row(in, "ip", "ipu", 1750.0, 1750.0,
+           ",\"resolution\":32,\"stages\":2,\"micro_batch\":8,\"ga\":4,\"replicas\":1,\"repeat\":1,"
+           "\"schedule\":\"1f1b\"");
+    free(report_md(in, NULL, NULL));
+    char *log = th_read(th_path(p, sizeof p, "report/charts/data/gnuplot.log"));
+    cr_assert(strstr(log, "difficulty making room") == NULL, "%s", log);
+    free(log);
+    char *dat = th_read(th_path(p, sizeof p, "report/charts/data/throughput_mnist-mlp.dat"));
+    const char *line = strstr(dat, "\n\"ipu b32 res=32 stages=2");
+    cr_assert_not_null(line, "%s", dat);
+    const char *eol = strchr(line + 1, '\n'), *wrapped = strrchr(line, '\t');
+    cr_assert(eol && wrapped && wrapped < eol, "%s", dat);
+    /* At most 3 lines of at most 16 characters (5 bars: 100 / 6) and a closing " …". */
+    int lines = 1, col = 0, widest = 0;
+    for (const char *c = wrapped + 2; c < eol - 1; c++) {
+        if (c[0] == '\\' && c[1] == 'n') lines++, col = 0, c++;
+        else if (((unsigned char)*c & 0xc0) != 0x80) col++;
+        widest = col > widest ? col : widest;
+    }
+    cr_assert(lines >= 2 && lines <= 3 && widest <= 16 + 2, "%d lines, %d wide: %.*s", lines, widest,
+              (int)(eol - wrapped), wrapped);
+    cr_assert(strstr(wrapped, "…") != NULL && strstr(wrapped, "…") < eol, "the cut label says so: %.*s",
+              (int)(eol - wrapped), wrapped);
+    free(dat);
+}
+
+/* A run of one evaluation drew an x range of one point ("empty x range"), its point on the top frame and the
+ * target on the bottom axis: time starts at 0 and the range is padded. */
+Test(harness_report, one_point_tta_chart_has_a_range, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], p[256], t[2048];
+    th_path(in, sizeof in, "results.jsonl");
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"tta\",\"run_id\":\"one\",\"status\":\"ok\",\"config\":{\"plan\":\"tta\","
+             "\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"target\":0.1},%s,"
+             "\"figures\":{\"target\":0.1,\"runs_total\":1,\"runs_reached\":1,\"tta_olympic_mean_s\":0.0055,"
+             "\"images_per_s\":90000,\"runs\":["
+             "{\"seed\":42,\"reached\":true,\"tta_s\":0.0055,\"eval_time_s\":0.001,\"epochs\":1,"
+             "\"curve\":[{\"time_s\":0.0055,\"accuracy\":1.0}]}]}}\n",
+             machine);
+    th_append(in, t);
+    free(report_md(in, NULL, NULL));
+    char *log = th_read(th_path(p, sizeof p, "report/charts/data/gnuplot.log"));
+    cr_assert(strstr(log, "empty x range") == NULL && strstr(log, "empty y range") == NULL, "%s", log);
+    free(log);
+    /* The SVG's axes: the x axis starts at 0, and the y axis reaches past the point (1) and under the target. */
+    char *svg = th_read(th_path(p, sizeof p, "report/charts/tta_mnist-mlp.svg"));
+    cr_assert(strstr(svg, "> 0</text>") != NULL || strstr(svg, ">0</text>") != NULL, "no x tick at 0");
+    cr_assert(strstr(svg, ">1.1</text>") != NULL || strstr(svg, "> 1.1</text>") != NULL, "no room above the point");
+    free(svg);
+}
+
+/* Rows carrying a calibration copy without the all-thread sgemm (a file missing it was taken whole) gave a
+ * report of "0.0 GFLOP/s on 2 threads": such a copy is no calibration. A share of a calibrated peak above 100 %
+ * is said once. The per-layer section says how to get what it lacks (--profile exists). */
+Test(harness_report, incomplete_ceilings_and_shares_above_the_peak, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    char in[192];
+    th_path(in, sizeof in, "results.jsonl");
+    share_row(in, "na", "cpu", "", ",\"sgemm_1t_gflops\":126.7,\"sgemm_all_gflops\":0,\"all_threads\":2,"
+                                    "\"triad_1t_gbs\":20,\"triad_all_gbs\":41", 0.4);
+    char *err = NULL, *md = report_md(in, NULL, &err);
+    cr_assert(strstr(md, "Machine ceilings") == NULL && strstr(md, "0.0 GFLOP/s") == NULL, "%s", md);
+    cr_assert(strstr(md, "run with `--profile`") != NULL && strstr(md, "will record") == NULL, "%s", md);
+    cr_assert(strstr(err, "above 100 %") == NULL, "%s", err);
+    free(md), free(err);
+    static const char full[] = ",\"sgemm_1t_gflops\":126.7,\"sgemm_all_gflops\":230,\"all_threads\":2,"
+                               "\"triad_1t_gbs\":20,\"triad_all_gbs\":41";
+    share_row(in, "hot", "threads", "", full, 86104.1);
+    share_row(in, "hot2", "mirrored", "", full, 1.5);
+    share_row(in, "fine", "ipu", "", full, 0.5);
+    md = report_md(in, NULL, &err);
+    cr_assert(strstr(md, "Machine ceilings") != NULL, "%s", md);
+    cr_assert(strstr(err, "warning: 2 rows above 100 % of the calibrated peak") && strstr(err, "run hot:"), "%s", err);
+    cr_assert_eq(count_of(err, "above 100 %"), 1, "%s", err);
+    free(md), free(err);
+}

@@ -138,7 +138,8 @@ Test(harness_stats, calibration_round_trip, .init = th_setup, .fini = th_teardow
     }
     char *padded = malloc(20000);
     cr_assert(padded);
-    snprintf(padded, 20000, "{%*s\"kind\":\"calibration\",\"sgemm_1t_gflops\":60,\"triad_all_gbs\":20}", 10000, "");
+    snprintf(padded, 20000, "{%*s\"kind\":\"calibration\",\"sgemm_1t_gflops\":60,\"sgemm_all_gflops\":115,"
+             "\"triad_1t_gbs\":12,\"triad_all_gbs\":20}", 10000, "");
     th_write(th_path(p, sizeof p, "padded.json"), padded);
     free(padded);
     cr_assert_eq(calibrate_read(p, &r), TB_OK, "a calibration past 8 KB: %s", tb_error_get());

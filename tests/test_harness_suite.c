@@ -2,7 +2,8 @@
  * good and bad files: comments, cartesian expansion of comma lists, backend=*, list-valued options,
  * optional lines, and errors that name file:line and the option before anything runs (runs that would
  * share a checkpoint directory included); each backend's own options, and backend=* lines naming some.
- * backend=* leaves out a backend tied to a device this machine lacks (cuda without a GPU). */
+ * backend=* leaves out a backend tied to a device this machine lacks (cuda without a GPU), and a `?` line
+ * whose device cannot run here is skipped; bench --list marks such a backend. */
 #include "test_harness_util.h"
 
 #include "backend.h"
@@ -148,6 +149,81 @@ Test(harness_suite, star_means_every_backend_and_question_mark_skips, .init = th
     cr_assert_eq(s.n_skipped, 2);
     for (int k = 0; k < n_backends; k++) cr_assert_str_eq(s.runs[k].c.backend, names[k]);
     suite_free(&s);
+}
+
+/* A device double whose hardware is never present, as cuda's on a machine without a GPU. */
+static int absent_probe(void)
+{
+    return tb_error_set(TB_EUNSUPPORTED, "nogpu: no such device here (test)");
+}
+
+static int absent_create(struct executor *ex)
+{
+    (void)ex;
+    return absent_probe();
+}
+
+/* A `?` line whose device cannot run here is skipped with the probe's reason (it failed the whole suite at
+ * run time: "run 1 failed: cuda: no CUDA device"), as backend=* leaves such a backend out; so is one naming a
+ * device this binary was built without. A line without `?` still loads (and fails when it runs). */
+Test(harness_suite, question_mark_skips_a_device_that_cannot_run_here, .init = th_setup, .fini = th_teardown)
+{
+    static const struct executor_device d = {.name = "nogpu", .summary = "test: never present",
+                                             .create = absent_create, .probe = absent_probe};
+    cr_assert_eq(executor_device_register(&d), TB_OK, "%s", tb_error_get());
+    char p[192];
+    th_write(th_path(p, sizeof p, "t.suite"), "? plan=throughput device=nogpu steps=2\n"
+                                              "? plan=throughput device=cuda steps=2\n"
+                                              "plan=throughput backend=cpu steps=2\n");
+    struct bench_config base;
+    bench_config_defaults(&base);
+    struct suite s;
+    th_stderr_begin();
+    const int st = suite_load(p, &base, &s);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "t.suite:1: skipping optional run: device nogpu cannot run here: nogpu: no such device here")
+              != NULL, "%s", err);
+    /* cuda: not built, or built without a GPU here (skipped), or with one (a run). */
+    const int cuda_runs = executor_device_probe("cuda") == TB_OK;
+    tb_error_clear();
+    if (!cuda_runs)
+        cr_assert(strstr(err, "t.suite:2: skipping optional run: device cuda cannot run here") != NULL, "%s", err);
+    cr_assert_eq(s.n_skipped, 2 - cuda_runs, "%s", err);
+    cr_assert_eq(s.n_runs, 1 + cuda_runs);
+    cr_assert_str_eq(s.runs[s.n_runs - 1].c.backend, "cpu");
+    suite_free(&s);
+    free(err);
+    cr_assert_eq(load("plan=throughput device=nogpu steps=2\n", &s), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(s.n_runs, 1);
+    suite_free(&s);
+}
+
+/* bench --list marks a backend tied to a device this machine lacks (cuda without a GPU) as the devices section
+ * marks the device: it offered cuda as if it ran, and every run of it exits 1. Any other backend is unmarked. */
+Test(harness_suite, list_marks_a_backend_whose_device_is_absent, .timeout = 30)
+{
+    FILE *f = popen("'" TB_BENCH_EXE "' --list", "r");
+    cr_assert_not_null(f);
+    static char out[1 << 16];
+    const size_t len = fread(out, 1, sizeof out - 1, f);
+    out[len] = '\0';
+    cr_assert_eq(pclose(f), 0, "%s", out);
+    const char *devices = strstr(out, "\ndevices:\n");
+    cr_assert_not_null(devices, "%s", out);
+    int n;
+    const struct backend_entry *b = backend_registry(&n);
+    for (int k = 0; k < n; k++) {
+        char head[32];
+        snprintf(head, sizeof head, "\n  %-10s ", b[k].name);
+        const char *line = strstr(out, head);
+        cr_assert(line && line < devices, "no line for backend %s: %s", b[k].name, out);
+        const char *eol = strchr(line + 1, '\n');
+        const char *mark = strstr(line, "(no device present: every run exits 1)");
+        const int absent = b[k].caps.device && executor_device_probe(b[k].caps.device) != TB_OK;
+        tb_error_clear();
+        cr_assert_eq(mark && mark < eol, absent, "%s: %.*s", b[k].name, (int)(eol - line), line);
+    }
 }
 
 Test(harness_suite, bad_lines_name_file_line_and_option, .init = th_setup, .fini = th_teardown)
@@ -416,6 +492,8 @@ Test(harness_options, each_backend_takes_its_own_options_and_refuses_the_others,
             bench_config_defaults(&c);
             cr_assert_eq(bench_config_set(&c, "backend", b[i].name), TB_OK);
             if (is_list) cr_assert_eq(bench_config_set(&c, "plan", "scaling"), TB_OK);
+            /* --sync-bn wants a model with BatchNorm (the default mnist-mlp has none) */
+            if (!strcmp(o[k].name, "sync-bn")) cr_assert_eq(bench_config_set(&c, "workload", "effnet-b0"), TB_OK);
             cr_assert_eq(bench_config_set(&c, o[k].name, value), TB_OK, "--%s: %s", o[k].name, tb_error_get());
             /* --device-set overrides a --project-device spec: alone it is refused as doing nothing */
             if (!strcmp(o[k].name, "device-set") && backend_takes_option(b[i].name, "project-device"))

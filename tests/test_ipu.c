@@ -472,6 +472,24 @@ Test(ipu, stages_are_bitwise_neutral, .timeout = 120)
     }
 }
 
+/* A split between a BatchNorm and the depthwise convolution that reads it (effnet's stem and block 1: split
+ * 1), which one stage fuses (dwconv_backward_data_bn): the convolution's stage sums its weight gradient in
+ * that fused pass's parts and order, so the split changes no bit (block 1's depthwise weights differed).
+ * Two replicas: the stages cut for TB_ONE_CORE_UNITS on any machine, and at 32×32 and micro-batch 2 the
+ * stem's output has 4 BatchNorm row chunks, enough for the pair to fuse. */
+Test(ipu, effnet_bn_split_between_fused_layers_bitwise, .timeout = 60)
+{
+    struct spec one = spec_of("ipu", 2, 8); /* 2: BatchNorm */
+    one.resolution = 32, one.stages = 1, one.ga = 2, one.replicas = 2, one.steps = 2;
+    struct trace ref, t;
+    run_train(&one, &ref);
+    struct spec sp = one;
+    sp.stages = 2, sp.split = "1";
+    run_train(&sp, &t);
+    assert_bitwise(&t, &ref, one.steps, "effnet BN S=2 split 1 vs S=1");
+    trace_free(&ref), trace_free(&t);
+}
+
 /* Recomputation rebuilds the same activations (counter-based dropout, no second BN update), and the
  * infeed only moves bytes: both leave every bit unchanged. */
 Test(ipu, recompute_and_prefetch_are_bitwise_neutral, .timeout = 120)

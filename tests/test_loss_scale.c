@@ -2,12 +2,15 @@
  * device's mixed precision share: the dynamic scale's start, halving on an overflowed step, doubling after
  * LOSS_SCALE_GROW clean steps up to its ceiling; a static scale that never moves; skipped steps counted; and
  * the diverged rule (LOSS_SCALE_DIVERGED overflows in a row, counted only at the lowest scale), with its
- * one-line reason; the state's text a checkpoint keeps, and what restoring it takes and refuses.
+ * one-line reason; the state's text a checkpoint keeps, and what restoring it takes and refuses; and that
+ * reason, not the harness's generic one, ending an ipu fp16 run whose static scale always overflows.
  */
 #include "test_util.h"
 
 #include "loss_scale.h"
+#include "run.h"
 #include "status.h"
+#include "test_harness_util.h"
 
 #include <string.h>
 
@@ -123,4 +126,58 @@ Test(loss_scale, state_text_round_trips_and_refuses_what_no_run_leaves)
         cr_assert(b.scale == LOSS_SCALE_INIT && b.skipped == 0 && b.clean_steps == 0, "'%s' changed the scaler", bad[k]);
         tb_error_clear();
     }
+}
+
+/* A static scale that overflows every step ends an ipu fp16 run with the scaler's own reason (the static
+ * scale, and --loss-scale as a remedy): the harness had replaced it with "non-finite gradients ... (lower
+ * --lr?)", which hides that the scale is the cause. */
+Test(loss_scale, a_static_scale_that_always_overflows_ends_the_run_with_its_own_reason, .init = th_setup,
+     .fini = th_teardown, .timeout = 60)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    static const char *const opt[][2] = {
+        {"plan", "train"}, {"backend", "ipu"}, {"precision", "fp16"}, {"loss-scale", "1e30"}, {"batch", "8"},
+        {"steps", "30"},
+    };
+    for (size_t k = 0; k < sizeof opt / sizeof *opt; k++)
+        cr_assert_eq(bench_config_set(&c, opt[k][0], opt[k][1]), TB_OK, "%s: %s", opt[k][0], tb_error_get());
+    th_bench_quiet(&c, 256, 64);
+    cr_assert_eq(bench_run(&c), TB_EDIVERGED, "%s", tb_error_get());
+    const char *msg = tb_error_get();
+    cr_assert(strstr(msg, "ipu/mnist-mlp: diverged: fp16 gradients overflowed on 10 steps in a row at the static "
+                          "loss scale 1e+30 (step 10): lower --lr or --loss-scale") != NULL, "%s", msg);
+    cr_assert_null(strstr(msg, "non-finite gradients"), "%s", msg);
+    cr_assert_null(strstr(msg, "(lower --lr?)"), "%s", msg);
+    char p[192];
+    char *rows = th_read(th_path(p, sizeof p, "rows.jsonl"));
+    cr_assert(strstr(rows, "\"status\":\"diverged\"") && strstr(rows, "\"diverged_at_step\":10,"), "%s", rows);
+    cr_assert(strstr(rows, "static loss scale 1e+30"), "the row's reason too: %s", rows);
+    free(rows);
+}
+
+/* Fewer steps than the diverged rule needs, every one overflowing at a static scale: no update applied, and
+ * the advice is the static scale's (it was "run more steps so a dynamic scale can come down"); the row's
+ * diverged_at_step is the plan's last step, not one past it (it said 6 of 5). */
+Test(loss_scale, a_static_scale_that_applied_no_update_says_so_within_the_plan, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    static const char *const opt[][2] = {
+        {"plan", "train"}, {"backend", "ipu"}, {"precision", "fp16"}, {"loss-scale", "1e30"}, {"batch", "8"},
+        {"steps", "5"},
+    };
+    for (size_t k = 0; k < sizeof opt / sizeof *opt; k++)
+        cr_assert_eq(bench_config_set(&c, opt[k][0], opt[k][1]), TB_OK, "%s: %s", opt[k][0], tb_error_get());
+    th_bench_quiet(&c, 256, 64);
+    cr_assert_eq(bench_run(&c), TB_EDIVERGED, "%s", tb_error_get());
+    const char *msg = tb_error_get();
+    cr_assert(strstr(msg, "no update applied") && strstr(msg, "static loss scale 1e+30; lower --lr or --loss-scale"),
+              "%s", msg);
+    cr_assert_null(strstr(msg, "dynamic"), "%s", msg);
+    char p[192];
+    char *rows = th_read(th_path(p, sizeof p, "rows.jsonl"));
+    cr_assert(strstr(rows, "\"planned_steps\":5,") && strstr(rows, "\"diverged_at_step\":5,"), "%s", rows);
+    free(rows);
 }

@@ -2,14 +2,20 @@
  * checks of mlcommons/logging's compliance_checker, training rulesets 2.1.0 to 6.1.0): the keys they
  * require, with the metadata and in the order they check them; an init interval that covers the data
  * loading, model build and backend prepare; gradient_accumulation_steps and each optimizer's opt_* keys
- * under MLPerf's names. BENCHMARKS.md "MLPerf logging compliance" has the checker's own verdict. */
+ * under MLPerf's names. The train plan's logs too (a run ending mid-epoch), and interrupted and resumed
+ * train and tta runs: each session a whole log of its own, its epochs balanced. BENCHMARKS.md "MLPerf
+ * logging compliance" has the checker's own verdict. */
 #include "test_harness_util.h"
 
+#include "checkpoint.h"
 #include "json.h"
 #include "run.h"
 #include "status.h"
 
 #include <math.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 
 /* One ":::MLLOG" line. */
 struct ev {
@@ -18,6 +24,7 @@ struct ev {
     long epoch;             /* metadata.epoch_num, -1: absent */
     long long samples;      /* metadata.samples_count, -1: absent */
     int has_value, has_status;
+    char status[16];        /* metadata.status ("" if absent) */
     double num;             /* a numeric value (NaN otherwise) */
     char str[128];          /* a string value ("" otherwise) */
 };
@@ -43,6 +50,7 @@ static void read_log(const char *path, struct evlog *L)
         e->epoch = (long)json_get_number(v, "metadata.epoch_num", -1);
         e->samples = (long long)json_get_number(v, "metadata.samples_count", -1);
         e->has_status = json_get(v, "metadata.status") != NULL;
+        snprintf(e->status, sizeof e->status, "%s", json_get_str(v, "metadata.status", ""));
         const struct json_value *val = json_get(v, "value");
         e->has_value = val != NULL;
         e->num = val && val->type == JSON_NUMBER ? val->number : NAN;
@@ -257,4 +265,179 @@ Test(mllog, optimizer_keys_under_mlperf_names, .init = th_setup, .fini = th_tear
         }
         if (!strcmp(opts[k].name, "lars")) cr_assert_eq(one(&L, "lars_opt_learning_rate_warmup_epochs")->num, 0.25);
     }
+}
+
+/* One session's log whatever its end: one header (the submission_* facts, init_stop, run_start, run_stop
+ * once each), run_stop with status (status: its value), and its epochs balanced and in order: each
+ * epoch_start (the first with epoch first_epoch, then one more each) closed by its own epoch_stop before
+ * the next opens and before run_stop, all between run_start and run_stop. Returns the epochs. */
+static int check_session(const struct evlog *L, long first_epoch, const char *status)
+{
+    static const char *const once[] = {"submission_benchmark", "submission_division", "submission_org",
+                                       "submission_platform", "submission_status", "init_stop", "run_start",
+                                       "run_stop"};
+    for (size_t i = 0; i < sizeof once / sizeof once[0]; i++) one(L, once[i]);
+    const int run0 = line_of(L, "run_start", 0), run1 = line_of(L, "run_stop", 0);
+    cr_assert_str_eq(L->e[run1].status, status);
+    cr_assert_eq(run1, L->n - 1, "run_stop ends the log");
+    long open = 0, next = first_epoch;
+    int epochs = 0;
+    for (int i = 0; i < L->n; i++) {
+        const struct ev *e = &L->e[i];
+        if (!strcmp(e->key, "epoch_start")) {
+            cr_assert(i > run0 && i < run1, "line %d: epoch_start outside the run", i);
+            cr_assert_eq(open, 0, "line %d: epoch_start %ld while epoch %ld is open", i, e->epoch, open);
+            cr_assert_eq(e->epoch, next, "line %d: epoch_start %ld, want %ld", i, e->epoch, next);
+            open = e->epoch, next = e->epoch + 1, epochs++;
+        } else if (!strcmp(e->key, "epoch_stop")) {
+            cr_assert(i > run0 && i < run1, "line %d: epoch_stop outside the run", i);
+            cr_assert_eq(e->epoch, open, "line %d: epoch_stop %ld, open: %ld", i, e->epoch, open);
+            open = 0;
+        }
+    }
+    cr_assert_eq(open, 0, "epoch %ld never stopped", open);
+    return epochs;
+}
+
+/* A quiet in-process train run of `steps` steps under run id run_id, on 1,024 training samples at
+ * batch 32 (32 steps an epoch) and 256 test samples. */
+static void small_train(struct bench_config *c, const char *run_id, const char *steps)
+{
+    bench_config_defaults(c);
+    cr_assert_eq(bench_config_set(c, "plan", "train"), TB_OK);
+    cr_assert_eq(bench_config_set(c, "steps", steps), TB_OK);
+    cr_assert_eq(bench_config_set(c, "batch", "32"), TB_OK);
+    cr_assert_eq(bench_config_set(c, "run-id", run_id), TB_OK);
+    th_bench_quiet(c, 1024, 256);
+}
+
+Test(mllog, a_train_run_ending_mid_epoch_closes_that_epoch, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    static struct evlog L;
+    char p[192];
+    /* 40 steps: epoch 1 whole, epoch 2 cut after 8 steps (it stayed open before the evaluation and
+     * run_stop); 2 steps: one epoch cut short, which had no epoch_stop at all (the checker FAILED it). */
+    static const struct {
+        const char *id, *steps;
+        int epochs;
+    } runs[] = {{"mid", "40", 2}, {"short", "2", 1}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        struct bench_config c;
+        small_train(&c, runs[k].id, runs[k].steps);
+        cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
+        char name[64];
+        snprintf(name, sizeof name, "mllog/%s.log", runs[k].id);
+        read_log(th_path(p, sizeof p, name), &L);
+        check_mlperf_common(&L, 32, 0);
+        cr_assert_eq(check_session(&L, 1, "success"), runs[k].epochs, "%s", runs[k].id);
+        cr_assert(line_of(&L, "epoch_stop", 1) < line_of(&L, "eval_start", 0), "%s: the epoch ends before the "
+                  "evaluation of the trained model", runs[k].id);
+    }
+}
+
+/* Starts c in a child process with TB_STOP_IN_EVAL=stop_in_eval (NULL: none) there: a stop signal's flag
+ * stays set in the process it reached, so an interrupted run cannot be this test's own. The child exits
+ * 0 when its run was interrupted, 1 otherwise. */
+static pid_t start_child(const struct bench_config *c, const char *stop_in_eval)
+{
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        if (stop_in_eval) setenv("TB_STOP_IN_EVAL", stop_in_eval, 1);
+        _exit(bench_run(c) == TB_EINTR ? 0 : 1);
+    }
+    return pid;
+}
+
+static void wait_interrupted(pid_t pid)
+{
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the child run was not interrupted (wait status %d)", ws);
+}
+
+/* The newest checkpoint's step in dir (-1: none yet). */
+static long newest_checkpoint(const char *dir)
+{
+    long steps[4];
+    int n = 0;
+    if (checkpoint_dir_list(dir, steps, 4, &n) != TB_OK) tb_error_clear(); /* not created yet */
+    return n > 0 ? steps[0] : -1;
+}
+
+Test(mllog, an_interrupted_and_resumed_train_run_logs_each_session_whole, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    static struct evlog L;
+    char p[192], ck[192], log0[192], log1[192];
+    th_path(ck, sizeof ck, "ck");
+    struct bench_config c;
+    /* Far more steps than it gets to: SIGINT once its first periodic checkpoint exists. */
+    small_train(&c, "res", "1000000");
+    cr_assert_eq(bench_config_set(&c, "checkpoint-dir", ck), TB_OK);
+    cr_assert_eq(bench_config_set(&c, "checkpoint-every", "8"), TB_OK);
+    const pid_t pid = start_child(&c, NULL);
+    for (int i = 0; i < 20000 && newest_checkpoint(ck) < 0; i++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    cr_assert_eq(kill(pid, SIGINT), 0);
+    wait_interrupted(pid);
+    const long k = newest_checkpoint(ck);
+    cr_assert_geq(k, 8, "the stop's checkpoint");
+    read_log(th_path(log0, sizeof log0, "mllog/res.log"), &L);
+    check_session(&L, 1, "aborted");
+    const long size0 = th_size(log0);
+    /* Resumed under the same run id to the middle of the epoch after the one it stopped in. */
+    char steps[32];
+    snprintf(steps, sizeof steps, "%ld", (k / 32 + 1) * 32 + 8);
+    small_train(&c, "res", steps);
+    cr_assert_eq(bench_config_set(&c, "resume", ck), TB_OK);
+    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(th_size(log0), size0, "the interrupted session's log gained lines");
+    read_log(th_path(log1, sizeof log1, "mllog/res-resume1.log"), &L);
+    check_mlperf_common(&L, 32, 0);
+    cr_assert_eq(check_session(&L, k / 32 + 1, "success"), 2, "stopped at %ld: the epoch it resumed in, and the next, "
+                 "cut short", k);
+    cr_assert_eq(one(&L, "resumed_from_step")->num, k);
+    cr_assert(line_of(&L, "epoch_stop", 1) < line_of(&L, "eval_start", 0));
+    cr_assert_neq(access(th_path(p, sizeof p, "mllog/res-resume2.log"), F_OK), 0);
+}
+
+Test(mllog, an_interrupted_and_resumed_tta_run_logs_each_session_whole, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    static struct evlog L;
+    char p[192], ck[192], log0[192], log1[192];
+    th_path(ck, sizeof ck, "ck");
+    struct bench_config c;
+    /* 2 epochs of 32 steps, evaluated every 16, never reaching 0.9 (lr 1e-9 learns nothing). */
+#define TTA_RES(...)                                                                                               \
+    do {                                                                                                           \
+        small_tta(&c, "ttares", "1", "0.9", "2");                                                                  \
+        cr_assert_eq(bench_config_set(&c, "lr", "1e-9"), TB_OK);                                                   \
+        cr_assert_eq(bench_config_set(&c, __VA_ARGS__), TB_OK);                                                    \
+    } while (0)
+    /* Stopped in its first evaluation (step 16, mid-epoch 1). */
+    TTA_RES("checkpoint-dir", ck);
+    wait_interrupted(start_child(&c, "1"));
+    read_log(th_path(log0, sizeof log0, "mllog/ttares.log"), &L);
+    check_session(&L, 1, "aborted");
+    const long size0 = th_size(log0);
+    /* Resumed: it evaluates step 16 again, reopens epoch 1, and stops in its third evaluation (step 48,
+     * mid-epoch 2). */
+    TTA_RES("resume", ck);
+    wait_interrupted(start_child(&c, "3"));
+    read_log(th_path(log1, sizeof log1, "mllog/ttares-resume1.log"), &L);
+    cr_assert_eq(check_session(&L, 1, "aborted"), 2);
+    cr_assert_eq(one(&L, "resumed_from_step")->num, 16);
+    const long size1 = th_size(log1);
+    /* Resumed again, to the end. */
+    TTA_RES("resume", ck);
+    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
+#undef TTA_RES
+    cr_assert_eq(th_size(log0), size0, "the first session's log gained lines");
+    cr_assert_eq(th_size(log1), size1, "the second session's log gained lines");
+    read_log(th_path(p, sizeof p, "mllog/ttares-resume2.log"), &L);
+    check_mlperf_common(&L, 32, 1);
+    cr_assert_eq(check_session(&L, 2, "aborted"), 1, "epoch 2 reopened; a missed target is aborted");
+    cr_assert_eq(one(&L, "resumed_from_step")->num, 48);
 }

@@ -6,8 +6,8 @@
  * same run done straight, because a checkpoint holds params, buffers and optimizer state and the data
  * stream and all randomness are functions of (seed, step, sample). Also: a stop signal exits 130/143
  * with a checkpoint and a "status":"interrupted" row; a configuration that differs from the
- * checkpoint's is a usage error (exit 2) naming the difference; an unreadable newest checkpoint falls
- * back to the one before; --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
+ * checkpoint's is a usage error (exit 2) naming the difference (an unset dropout as the workload's); an
+ * unreadable newest checkpoint falls back to the one before and is renamed aside, out of pruning's count; --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
  * "status":"diverged" row without throughput or accuracy and exits 1.
  * Time to accuracy resumes too: interrupted (in its first seed or a later one) and resumed, it takes the
  * same steps and evaluations, reaches the target at the same step with bitwise the same parameters, and
@@ -359,6 +359,58 @@ Test(resume, an_unreadable_newest_checkpoint_falls_back_to_the_one_before)
     rb_assert_same_tensors(a, b, 0);
     cr_assert_neq(access(tmp, F_OK), 0, "the stale temporary file is still there");
     free(a), free(b), free(p20), free(tmp);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A torn newest checkpoint that --resume skipped is renamed aside (with a warning), so that keeping the newest two
+ * checkpoints keeps the good one the run resumed from rather than the torn file (a probe's: pruning kept ckpt-30
+ * torn and deleted ckpt-20, leaving one usable checkpoint). */
+Test(resume, a_skipped_torn_checkpoint_is_set_aside_not_kept_by_pruning)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ck")), 0);
+    cr_assert_eq(rb_run(dir, "second", RB_ARGS(RB_BASE), RB_ARGS("--steps", "30", "--no-eval", "--resume", "ck")), 0);
+    char *p20 = rb_path(dir, "ck/ckpt-0000000020.safetensors"), *p30 = rb_path(dir, "ck/ckpt-0000000030.safetensors"),
+         *p40 = rb_path(dir, "ck/ckpt-0000000040.safetensors"),
+         *aside = rb_path(dir, "ck/ckpt-0000000030.safetensors.unreadable");
+    cr_assert_eq(truncate(p30, 1000), 0);
+    cr_assert_eq(rb_run(dir, "third", RB_ARGS(RB_BASE), RB_ARGS("--steps", "40", "--no-eval", "--resume", "ck")), 0);
+    char *err = rb_stderr(dir, "third");
+    cr_assert(strstr(err, "skipping") && strstr(err, "renamed it to") && strstr(err, "unreadable"), "%s", err);
+    free(err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 20);
+    json_value_free(r);
+    cr_assert_eq(access(p20, F_OK), 0, "the checkpoint the run resumed from was pruned");
+    cr_assert_eq(access(p40, F_OK), 0, "the run's own checkpoint is missing");
+    cr_assert_neq(access(p30, F_OK), 0, "the torn checkpoint is still among the checkpoints");
+    cr_assert_eq(access(aside, F_OK), 0, "the torn checkpoint was not kept aside");
+    long steps[4];
+    int n = 0;
+    char *ck = rb_path(dir, "ck");
+    cr_assert_eq(checkpoint_dir_list(ck, steps, 4, &n), TB_OK, "%s", tb_error_get());
+    cr_assert(n == 2 && steps[0] == 40 && steps[1] == 20, "%d checkpoints, newest %ld", n, n ? steps[0] : -1);
+    free(ck), free(p20), free(p30), free(p40), free(aside);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A resume refused for another dropout names an unset one as the workload's (its classifier's rate), not the
+ * internal -1 that stands for it in the checkpoint. */
+Test(resume, an_unset_dropout_is_named_as_the_workloads)
+{
+    char *dir = new_dir();
+#define EFF "--workload", "effnet-b0", "--resolution", "16", "--conv-algo", "im2col", "--data", "synthetic", \
+            "--synthetic-samples", "64,16", "--batch", "4", "--mllog", "none", "--out", "results.jsonl", "--quiet", "--no-eval"
+    cr_assert_eq(rb_run(dir, "first", RB_ARGS(EFF), RB_ARGS("--steps", "2", "--checkpoint-dir", "ck")), 0);
+    const int code = rb_run(dir, "bad", RB_ARGS(EFF), RB_ARGS("--steps", "2", "--dropout", "0.5", "--resume", "ck"));
+#undef EFF
+    char *err = rb_stderr(dir, "bad");
+    cr_assert_eq(code, 2, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "dropout=the workload's (0.2) in the checkpoint, dropout=0.5 in this run") &&
+                  !strstr(err, "=-1"), "%s", err);
+    free(err);
     tu_rm_rf(dir);
     free(dir);
 }

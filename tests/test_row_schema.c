@@ -159,6 +159,11 @@ static void run(const char *dir, const char *tag, const char *const *extra, int 
 
 Test(row_schema, every_key_of_every_plan_is_documented)
 {
+    /* ctest's test_row_schema_cuda entry (the main build, which has the cuda layer the ASan build lacks) runs
+     * this test for the cuda row's fields alone: Skipped, saying why, where no GPU answers. */
+    if (getenv("TB_ROW_SCHEMA_GPU_ONLY") && executor_device_probe("cuda") != TB_OK)
+        cr_skip_test("no GPU answers here: the cuda row's documented fields are checked where one does");
+    tb_error_clear();
     char *dir = tu_mkdtemp("schema");
     /* Ceilings of this machine (a calibration of another is ignored): the rows' calibration fields. */
     cr_assert_eq(rb_run(dir, "calibrate", RB_ARGS("--calibrate", "--calibration", "calibration.json"), RB_ARGS("--quiet")), 0);

@@ -17,10 +17,27 @@
 set -u
 LOSSES_ONLY=0
 STAGES_ONLY=0
-[ "${1:-}" = -l ] && { LOSSES_ONLY=1; shift; }
-[ "${1:-}" = -i ] && { STAGES_ONLY=1; shift; }
+usage() {
+    [ -z "${1:-}" ] || echo "ab_seam: $1" >&2
+    echo "usage: tools/ab_seam.sh [-l] [-i] A_BENCH B_BENCH|- [B_EXTRA]   (relative paths from the repository root; B = -: A's losses only, with -l)" >&2
+    exit 2
+}
+while [ $# -gt 0 ]; do
+    case $1 in
+    -l) LOSSES_ONLY=1; shift ;;
+    -i) STAGES_ONLY=1; shift ;;
+    -*) usage "unknown option '$1'" ;;
+    *) break ;;
+    esac
+done
+{ [ $# -ge 2 ] && [ $# -le 3 ]; } || usage
 A=$1 B=$2 BX=${3:-}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
+# Checked from the repository root, where the runs start.
+[ -x "$A" ] || usage "$A is not an executable"
+[ "$B" = - ] || [ -x "$B" ] || usage "$B is not an executable"
+# B = "-" is one build: there is no throughput A/B to run, so it comes with -l.
+[ "$B" != - ] || [ "$LOSSES_ONLY" = 1 ] || usage "B = - (one build) needs -l: there is no second build for the throughput A/B"
 DATA=/usr/share/datasets/fashion-mnist
 D="--data $DATA --no-eval --mllog none --quiet --conv-algo im2col"
 loss() {

@@ -4,10 +4,12 @@
 #
 #   tools/bench_mlp.sh [BUILD]
 #
-# Rows: results/bench-mlp.jsonl (the previous run's: results/bench-mlp.prev.jsonl).
+# Rows: results/bench-mlp.jsonl (the previous run's: results/bench-mlp.prev.jsonl). The suite writes to
+# results/bench-mlp.partial.jsonl, moved into place only once the suite has run to its end, so an
+# interrupted or crashed run (bench exits 128 + signal) never pushes the last complete rows out.
 set -u
 BUILD=${1:-build}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 B=$BUILD/bench
 [ -x "$B" ] || { echo "bench-mlp: $B not built (make build)" >&2; exit 1; }
 SUITE=$(mktemp)
@@ -16,8 +18,20 @@ cat > "$SUITE" <<'SUITE'
 plan=throughput backend=* workload=mnist-mlp batch=1 warmup=200 steps=2000 repeat=5
 plan=throughput backend=* workload=mnist-mlp batch=32,256 steps=200 repeat=5
 SUITE
+PART=results/bench-mlp.partial.jsonl
+rm -f "$PART" # bench appends: an earlier stopped run's rows must not join this one's
+status=0
+"$B" --suite "$SUITE" --out "$PART" || status=$?
+if [ "$status" -ge 128 ] || [ ! -s "$PART" ]; then
+    if [ -s "$PART" ]; then kept="; this run's rows so far are in $PART"; else kept=; rm -f "$PART"; fi
+    echo "bench-mlp: the suite did not finish (exit $status): results/bench-mlp.jsonl and .prev.jsonl are as the last complete run left them$kept" >&2
+    [ "$status" -ne 0 ] || status=1
+    exit "$status"
+fi
 [ -f results/bench-mlp.jsonl ] && mv results/bench-mlp.jsonl results/bench-mlp.prev.jsonl
-"$B" --suite "$SUITE" --out results/bench-mlp.jsonl || exit $?
+mv "$PART" results/bench-mlp.jsonl || exit 1
+# A failed run in the suite (the rest still ran): its rows are kept, the comparison is not made.
+[ "$status" -eq 0 ] || exit "$status"
 if [ -f results/bench-mlp.prev.jsonl ]; then
     "$B" compare results/bench-mlp.prev.jsonl results/bench-mlp.jsonl
 fi

@@ -5,6 +5,7 @@
 # A mark attributed to the wrong layer (a shift by one: the input layer's 0.05 MB) or a parse that
 # loses passes fails it.
 set -eu
+[ $# -eq 1 ] || { echo "usage: tools/cachesim_check.sh BUILD_VG   (a build with bench, as make test-valgrind makes)" >&2; exit 2; }
 BUILD=$1
 cd "$(dirname "$0")/.."
 T=$(mktemp -d)

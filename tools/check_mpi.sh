@@ -5,7 +5,10 @@
 # Then every rank runs rank 0's convolution algorithms: rank 1 given a tuning file of other choices than rank
 # 0's (an MPMD launch) must give rank 0's bits.
 set -eu
+[ $# -eq 1 ] || { echo "usage: tools/check_mpi.sh BUILD   (a build with bench)" >&2; exit 2; }
 B=$1/bench
+[ -x "$B" ] || { echo "check_mpi: $B not built (make build)" >&2; exit 1; }
+command -v mpirun >/dev/null 2>&1 || { echo "check_mpi: no mpirun (Debian: openmpi-bin)" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 O="--workload mnist-mlp --data synthetic --synthetic-samples 1024,128 --batch 16 --steps 20 --quiet"

@@ -7,18 +7,30 @@
 # `bench compare results/demo.prev.jsonl results/demo.jsonl` shows what changed), MLPerf-style logs to
 # results/mllog/, the report to results/REPORT.md and results/charts/. A failed run in the suite is
 # reported and the rest still run; the report is written either way and the exit status says so.
+# The suite writes to results/demo.partial.jsonl, which replaces results/demo.jsonl only once the suite
+# has run to its end: an interrupted or crashed demo (bench exits 128 + signal) leaves the last complete
+# demo's rows and its .prev where they were, and its own rows in the .partial file.
 set -u
 BUILD=${1:-build}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 B=$BUILD/bench
 [ -x "$B" ] || { echo "demo: $B not built (make build)" >&2; exit 1; }
 start=$(date +%s)
 # Ceilings of this machine only: a calibration of another CPU, core count or OpenBLAS kernel set is
 # measured again, never reused.
 "$B" --calibrate-if-needed || exit 1
-[ -f results/demo.jsonl ] && mv results/demo.jsonl results/demo.prev.jsonl
+PART=results/demo.partial.jsonl
+rm -f "$PART" # bench appends: an earlier stopped demo's rows must not join this one's
 status=0
-"$B" --suite suites/default.suite --out results/demo.jsonl || status=$?
+"$B" --suite suites/default.suite --out "$PART" || status=$?
+if [ "$status" -ge 128 ] || [ ! -s "$PART" ]; then
+    if [ -s "$PART" ]; then kept="; this demo's rows so far are in $PART"; else kept=; rm -f "$PART"; fi
+    echo "demo: the suite did not finish (exit $status): no report; results/demo.jsonl and demo.prev.jsonl are as the last complete demo left them$kept" >&2
+    [ "$status" -ne 0 ] || status=1
+    exit "$status"
+fi
+[ -f results/demo.jsonl ] && mv results/demo.jsonl results/demo.prev.jsonl
+mv "$PART" results/demo.jsonl || exit 1
 "$B" report --in results/demo.jsonl --out-dir results || status=$?
 echo "demo: $(( $(date +%s) - start )) s in all; report in results/REPORT.md"
 [ -f results/demo.prev.jsonl ] && echo "demo: compare with the previous demo: $B compare results/demo.prev.jsonl results/demo.jsonl"

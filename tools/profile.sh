@@ -19,11 +19,20 @@ set -eu
 BUILD=$1 BACKEND=$2 WORKLOAD=$3
 shift 3
 # The plan bench will run: the last --plan among the options (as getopt_long reads them), else throughput.
+# --out, --run-id and --mllog are this script's own (bench takes an option's last value, so the user's would
+# send the perf-record run's row into the row file and name the row apart from its sidecar): refused,
+# with the unambiguous prefixes getopt_long also takes.
 PLAN=throughput
 prev=
 for a in "$@"; do
     case $prev in --plan) PLAN=$a ;; esac
-    case $a in --plan=*) PLAN=${a#--plan=} ;; esac
+    case $a in
+    --plan=*) PLAN=${a#--plan=} ;;
+    --ou | --out | --ou=* | --out=* | --ru | --run | --run- | --run-i | --run-id | --ru=* | --run=* | --run-=* | \
+        --run-i=* | --run-id=* | --ml | --mll | --mllo | --mllog | --ml=* | --mll=* | --mllo=* | --mllog=*)
+        echo "profile: ${a%%=*} is set by the script (--out from OUT=FILE; --run-id and --mllog pair the row with its sidecar): leave it out of the options" >&2
+        exit 2 ;;
+    esac
     prev=$a
 done
 if [ "$PLAN" != throughput ]; then
@@ -32,6 +41,7 @@ if [ "$PLAN" != throughput ]; then
 fi
 cd "$(dirname "$0")/.."
 B=$BUILD/bench
+[ -x "$B" ] || { echo "profile: $B not built (make build)" >&2; exit 1; }
 OUT=${OUT:-results/profile.jsonl}
 DIR=$(dirname "$OUT")/profile
 mkdir -p "$DIR"

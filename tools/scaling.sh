@@ -25,18 +25,26 @@
 # shared machine's drift falls on every point alike; the figures are medians over rounds. Rows go to
 # SCALE_OUT (default results/scaling.jsonl, previous run kept as .prev), this machine's ceilings to
 # scaling-calibration.json beside it; the summary to stdout and results/scaling.md. Each phase prints a
-# line when it starts; a failing run is reported and skipped.
+# line when it starts; a failing run is reported and skipped. Runs write to <SCALE_OUT>.partial.jsonl,
+# moved into place only once every phase has run: a run stopped by SIGINT/SIGTERM stops the script, and
+# neither that nor Ctrl-C pushes the last complete rows out.
 set -u
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
-PHASES=${*:-strong weak mpi ipu}
-SIM=${SCALE_SIM:-16}
 # Everything given is checked before anything is measured or the previous rows are moved aside.
 usage() {
     echo "scaling: $1" >&2
     echo "usage: tools/scaling.sh [BUILD] [PHASE...]   PHASE: strong weak mpi ipu sim; SCALE_ROUNDS, SCALE_SIM, SCALE_IPU_RES: whole numbers >= 1; SCALE_THREADS: such numbers, space-separated" >&2
     exit 2
 }
+# An option or a phase name is no BUILD directory: say so rather than "<it>/bench not built".
+case ${1:-} in
+-h | --help) usage "issue 31's scaling measurements on this machine" ;;
+-*) usage "unknown option '$1'" ;;
+strong | weak | mpi | ipu | sim) usage "'$1' is a phase: the BUILD directory comes first (e.g. tools/scaling.sh build $*)" ;;
+esac
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+PHASES=${*:-strong weak mpi ipu}
+SIM=${SCALE_SIM:-16}
 posint() { case $1 in '' | *[!0-9]* | 0*) return 1 ;; esac; } # a whole number >= 1, no leading zero
 for phase in $PHASES; do
     case $phase in strong | weak | mpi | ipu | sim) ;; *) usage "unknown phase '$phase'" ;; esac
@@ -74,8 +82,9 @@ if command -v taskset >/dev/null; then
     [ -n "$core" ] && PIN1="taskset -c $core"
 fi
 mkdir -p "$(dirname "$OUT")"
-[ -f "$OUT" ] && mv "$OUT" "${OUT%.jsonl}.prev.jsonl"
-COMMON="--data synthetic --plan throughput --mllog none --quiet --out $OUT"
+PART=${OUT%.jsonl}.partial.jsonl
+rm -f "$PART" # bench appends: an earlier stopped run's rows must not join this one's
+COMMON="--data synthetic --plan throughput --mllog none --quiet --out $PART"
 fails=0
 
 # run LABEL ARGS...: one point; its row is tagged with --run-id LABEL-rROUND.
@@ -83,7 +92,14 @@ run() {
     label=$1
     shift
     # shellcheck disable=SC2086 # COMMON is a list of options
-    if ! "$@" $COMMON --run-id "$label-r$round" 2>"/tmp/scaling.$$.err"; then
+    "$@" $COMMON --run-id "$label-r$round" 2>"/tmp/scaling.$$.err"
+    st=$?
+    if [ "$st" -eq 130 ] || [ "$st" -eq 143 ]; then
+        # bench stopped by SIGINT/SIGTERM: the measurement is abandoned, not one point skipped.
+        echo "scaling: $label (round $round) stopped (exit $st): $OUT is as the last complete run left it; this run's rows so far are in $PART" >&2
+        rm -f "/tmp/scaling.$$.err"
+        exit "$st"
+    elif [ "$st" -ne 0 ]; then
         echo "scaling: $label (round $round) failed: $(tail -n 1 /tmp/scaling.$$.err)"
         fails=$((fails + 1))
     fi
@@ -147,6 +163,13 @@ for phase in $PHASES; do
     done
 done
 
+if [ ! -s "$PART" ]; then
+    rm -f "$PART"
+    echo "scaling: no run wrote a row; $OUT is as the last complete run left it" >&2
+    exit 1
+fi
+[ -f "$OUT" ] && mv "$OUT" "${OUT%.jsonl}.prev.jsonl"
+mv "$PART" "$OUT" || exit 1
 /usr/bin/env python3 - "$OUT" "$C" "$CAL" <<'PY' | tee results/scaling.md
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

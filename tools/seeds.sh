@@ -11,6 +11,9 @@
 # results/mllog/, the report to results/REPORT.md and results/charts/ (all git-ignored). The report reads
 # the last demo's rows too when there are any (results/demo.jsonl), so its other sections stay. A failed
 # run is reported and the rest still run; the report is written either way and the exit status says so.
+# The suites write to results/seeds.partial.jsonl, moved into place only once both have run to their end:
+# an interrupted or crashed run (bench exits 128 + signal) stops here and never pushes the last complete
+# rows out.
 set -u
 BUILD=${1:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -49,23 +52,29 @@ if [ -n "${SEED_EPOCHS:-}" ]; then
 fi
 set --
 [ -z "${SEED_DATA:-}" ] || set -- --data "$SEED_DATA"
-[ -f results/seeds.jsonl ] && mv results/seeds.jsonl results/seeds.prev.jsonl
+PART=results/seeds.partial.jsonl
+rm -f "$PART" # bench appends: an earlier stopped run's rows must not join this one's
 status=0
+# step CMD...: runs CMD unless an earlier step was stopped by a signal (status >= 128).
+step() { [ "$status" -ge 128 ] || "$@" || status=$?; }
 # Seed 001's validation compares the cpu-this model (from the calibration the row carries) with measured
 # stage times: the calibration must be this machine's.
-"$B" --calibrate-if-needed || status=$?
-"$B" --suite suites/seed-001.suite --out results/seeds.jsonl || status=$?
-"$B" --suite "$SUITE" --out results/seeds.jsonl "$@" || status=$?
+step "$B" --calibrate-if-needed
+step "$B" --suite suites/seed-001.suite --out "$PART"
+step "$B" --suite "$SUITE" --out "$PART" "$@"
+if [ "$status" -ge 128 ] || [ ! -s "$PART" ]; then
+    if [ -s "$PART" ]; then kept="; this run's rows so far are in $PART"; else kept=; rm -f "$PART"; fi
+    echo "seeds: the runs did not finish (exit $status): no report; results/seeds.jsonl and seeds.prev.jsonl are as the last complete run left them$kept" >&2
+    [ "$status" -ne 0 ] || status=1
+    exit "$status"
+fi
+[ -f results/seeds.jsonl ] && mv results/seeds.jsonl results/seeds.prev.jsonl
+mv "$PART" results/seeds.jsonl || exit 1
 rows=results/seeds.jsonl
-if [ -f results/demo.jsonl ] && [ -f results/seeds.jsonl ]; then
+if [ -f results/demo.jsonl ]; then
     rows=$BUILD/report-rows.jsonl
     cat results/demo.jsonl results/seeds.jsonl > "$rows" || exit 1
 fi
-if [ -f "$rows" ]; then
-    "$B" report --in "$rows" --out-dir results || status=$?
-else
-    echo "seeds: no rows were written" >&2
-    status=1
-fi
+"$B" report --in "$rows" --out-dir results || status=$?
 echo "seeds: $(( $(date +%s) - start )) s in all; the Seeds section is in results/REPORT.md"
 exit $status

@@ -93,6 +93,9 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
         if (N % R)
             return tb_error_set(TB_EINVAL, "ipu: --batch %d does not split evenly over %d replicas", N, R);
         const int per = N / R;
+        /* The automatic choice gives a pipeline at least 2·S micro-batches, a rule for speed, not a legal
+         * minimum: fill and drain idle the stages (S-1)/(G+S-1) of a step, which 1f1b at G = S (legal with --ga)
+         * makes a third to a half, and 2·S a fifth to a third (gpipe's unit is 2·S already). */
         const int gmin = S == 1 ? 1 : 2 * S;
         /* The smallest legal G (largest micro-batch: the kernels' best case) whose activations fit in
          * a third of the machine's memory (it is shared): about three copies of the whole model's
@@ -110,10 +113,23 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
             G = g;
             if ((double)(per / g) * per_sample <= budget) break;
         }
-        if (G == 0)
+        if (G == 0) {
+            /* The least accumulation --ga accepts (at least S, a multiple of unit) that divides the batch: the
+             * run the user can still ask for, as the explicit check below would take it. */
+            int g_legal = 0;
+            for (int g = unit; g < gmin && g <= per && !g_legal; g += unit)
+                if (g >= S && per % g == 0) g_legal = g;
+            if (g_legal)
+                return tb_error_set(TB_EINVAL, "ipu: global batch %d: the automatic micro-batching gives each of the %d "
+                                               "replicas at least 2 x %d stages = %d micro-batches (fewer leave the "
+                                               "pipeline idle for a larger share of a step), and no such count divides "
+                                               "its %d samples; --micro-batch %d --ga %d runs it, or --stages 1",
+                                    N, R, S, gmin, per, per / g_legal, g_legal);
             return tb_error_set(TB_EINVAL, "ipu: global batch %d cannot be cut into micro-batches for %d stages: each "
-                                           "of the %d replicas needs a multiple of %d micro-batches, at least %d (set "
-                                           "--micro-batch and --ga, or --stages 1)", N, S, R, unit, gmin);
+                                           "of the %d replicas needs a multiple of %d micro-batches (%s) dividing its "
+                                           "%d samples, as --micro-batch and --ga do; or --stages 1", N, S, R, unit,
+                                ipu_schedule_name(p->sched), per);
+        }
         B = per / G;
         p->mb_chosen = G > g_first ? 2 : 1;
     } else if (G == 0) {
