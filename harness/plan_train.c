@@ -27,6 +27,7 @@ struct train_run {
     long every;                  /* a periodic checkpoint every this many steps (0: none) */
     long start;                  /* the resumed checkpoint's step (0: a fresh run) */
     double prev_train;           /* training seconds before this process (resume) */
+    struct loss_history hist;    /* the resumed checkpoint's losses (known = 0: it had none) */
     int finished;                /* --resume of a run that finished and wrote its row: nothing to do */
     char resumed_from[600], ckpt_path[600];
     char ckpt_err[512];          /* a complete run's final checkpoint could not be written: why ("" = it was) */
@@ -39,6 +40,7 @@ struct train_run {
     int n_ckpt;
     /* measured */
     long recorded, warm, window; /* steps with a recorded time, of them warm-up, in the final-loss mean */
+    long first_step;             /* the step first_loss is of: 1, or this session's first (see train_figures) */
     struct measure_throughput tp;
     double acc, loss, eval_time;
     int evaluated;
@@ -79,7 +81,7 @@ static int train_begin(struct train_run *t)
     long resumed_every = 0;
     if (!t->sb && c->resume[0] &&
         (st = resume_from(s, batch, t->total, &t->start, &t->prev_train, &resumed_every, t->resumed_from,
-                          sizeof t->resumed_from, NULL)) != TB_OK)
+                          sizeof t->resumed_from, NULL, &t->hist)) != TB_OK)
         return st;
     char note[1200];
     if (c->resume[0] && t->start == t->total && finished_at(c->resume, t->total, note, sizeof note)) {
@@ -104,12 +106,37 @@ static int train_begin(struct train_run *t)
     return TB_OK;
 }
 
+/* The run's losses up to t->step, as its checkpoint carries them and its figures use them: the resumed
+ * checkpoint's history, then this session's steps, the tail cut to the last LOSS_TAIL_MAX. h->known = 0
+ * when the run resumed from a checkpoint without one (its first loss is not known here). */
+static void train_history(const struct train_run *t, struct loss_history *h)
+{
+    if (t->start > 0) {
+        *h = t->hist;
+    } else {
+        memset(h, 0, sizeof *h);
+        h->known = 1, h->first = NAN;
+    }
+    const long ran = t->step - t->start;
+    /* The record holds every step of the session (its cap is total − start); were it cut, the tail would skip. */
+    if (ran > t->rec.cap) h->known = 0;
+    if (!h->known) return;
+    if (t->start == 0 && ran > 0) h->first = t->rec.losses[0];
+    const long add = ran < LOSS_TAIL_MAX ? ran : LOSS_TAIL_MAX;
+    const long keep = h->n_tail < LOSS_TAIL_MAX - add ? h->n_tail : LOSS_TAIL_MAX - add;
+    memmove(h->tail, h->tail + (h->n_tail - keep), (size_t)keep * sizeof *h->tail);
+    if (add > 0) memcpy(h->tail + keep, t->rec.losses + (ran - add), (size_t)add * sizeof *h->tail);
+    h->n_tail = keep + add;
+}
+
 /* A periodic checkpoint at t->step. It is insurance: if it cannot be written (disk full), say so and
  * train on; the one at the end or on a stop signal must succeed. */
 static void train_checkpoint_periodic(struct train_run *t)
 {
     const double c0 = tb_now_s();
-    if (checkpoint_write(t->s, t->batch, t->step, t->total, t->prev_train + (c0 - t->t0 - t->ckpt_time), NULL,
+    struct loss_history h;
+    train_history(t, &h);
+    if (checkpoint_write(t->s, t->batch, t->step, t->total, t->prev_train + (c0 - t->t0 - t->ckpt_time), NULL, &h,
                          t->ckpt_path, sizeof t->ckpt_path) == TB_OK)
         t->ckpt_step = t->step, t->n_ckpt++;
     else
@@ -176,7 +203,9 @@ static int train_last_checkpoint(struct train_run *t, int st)
     char msg[512], new_path[sizeof t->ckpt_path];
     snprintf(msg, sizeof msg, "%s", tb_error_get());
     const double c0 = tb_now_s();
-    const int wst = checkpoint_write(t->s, t->batch, step, t->total, t->prev_train + t->session_train, NULL,
+    struct loss_history h;
+    train_history(t, &h);
+    const int wst = checkpoint_write(t->s, t->batch, step, t->total, t->prev_train + t->session_train, NULL, &h,
                                      new_path, sizeof new_path);
     t->ckpt_time += tb_now_s() - c0;
     if (wst == TB_OK) t->ckpt_step = step, t->n_ckpt++, memcpy(t->ckpt_path, new_path, sizeof t->ckpt_path);
@@ -332,12 +361,24 @@ static int train_evaluate(struct train_run *t, int st)
 /* The run's figures from its steps, and what a scaling point hands back (res, when not NULL). */
 static void train_figures(struct train_run *t, struct point_result *res)
 {
-    const long recorded = t->recorded;
-    t->window = recorded < 100 ? recorded : 100;
+    /* The losses over every session of the run (the same sum, in the same order, as a straight run's), unless
+     * it resumed from a checkpoint without them: then this session's steps alone, from first_step. */
+    struct loss_history h;
+    train_history(t, &h);
     double tail = 0.0;
-    for (long i = recorded - t->window; i < recorded; i++) tail += t->rec.losses[i];
+    if (h.known) {
+        t->window = h.n_tail;
+        for (long i = 0; i < h.n_tail; i++) tail += h.tail[i];
+        t->first_loss = h.first;
+        t->first_step = 1;
+    } else {
+        const long recorded = t->recorded;
+        t->window = recorded < LOSS_TAIL_MAX ? recorded : LOSS_TAIL_MAX;
+        for (long i = recorded - t->window; i < recorded; i++) tail += t->rec.losses[i];
+        t->first_loss = recorded > 0 ? t->rec.losses[0] : NAN;
+        t->first_step = t->start + 1;
+    }
     t->final_loss = t->window > 0 ? tail / (double)t->window : NAN;
-    t->first_loss = recorded > 0 ? t->rec.losses[0] : NAN;
     /* Over every session of the run: what the run cost, not what this process did. */
     t->train_time = t->prev_train + t->session_train;
     t->images_per_s = (double)t->total * t->batch / t->train_time;
@@ -366,6 +407,9 @@ static int train_row(struct train_run *t)
     json_key_int(&b, "warmup_steps", t->warm);
     json_key_double(&b, "first_loss", t->first_loss);
     json_key_double(&b, "final_loss", t->final_loss);
+    /* 1: the two figures above are the whole run's; later: resumed from a checkpoint without the run's losses,
+     * they are this session's. */
+    json_key_int(&b, "loss_figures_from_step", t->first_step);
     if (t->start > 0) {
         json_key_int(&b, "resumed_from_step", t->start);
         json_key_str(&b, "resumed_from", t->resumed_from);
@@ -421,8 +465,8 @@ static void train_print(const struct train_run *t)
                    t->resumed_from, t->prev_train);
         printf("  training    %.3f s, %.0f images/s, %.2f GFLOP/s\n", t->train_time, t->images_per_s, t->gflops);
         if (t->recorded > 0) print_throughput(&t->tp, t->warm, "over the timed steps");
-        if (t->recorded > 0)
-            printf("  loss        %.4f at step %ld, %.4f mean of the last %ld steps\n", t->first_loss, t->start + 1,
+        if (t->window > 0)
+            printf("  loss        %.4f at step %ld, %.4f mean of the last %ld steps\n", t->first_loss, t->first_step,
                    t->final_loss, t->window);
         if (t->evaluated)
             printf("  test        accuracy %.2f %% on %d images, loss %.4f (%.2f s)\n", 100.0 * t->acc,

@@ -230,7 +230,7 @@ static int tta_resume(struct tta_plan *p)
     int st;
     if ((st = session_reset(s, c->run.seed)) != TB_OK) return st;
     if ((st = resume_from(s, p->batch, LONG_MAX, &p->g_resumed, &p->prev_train, &resumed_every, p->resumed_from,
-                          sizeof p->resumed_from, &p->state)) != TB_OK)
+                          sizeof p->resumed_from, &p->state, NULL)) != TB_OK)
         return st;
     if ((st = tta_state_restore(p->state, p->resumed_from, &p->r, p->max_steps, p->spe, p->batch, &p->k0, &p->start,
                                 &p->prev_eval, &p->g_before)) != TB_OK)
@@ -351,7 +351,7 @@ static void tta_seed_checkpoint_periodic(struct tta_plan *p, struct tta_seed *q)
     const double c0 = tb_now_s();
     char *txt = tta_state_text(&p->r, q->k, q->step, q->prev_e + q->eval_sess);
     if (txt && checkpoint_write(p->s, p->batch, p->g_before + q->step, p->max_steps,
-                                q->prev_t + (c0 - q->t0 - q->ckpt_time - q->eval_sess), txt, p->ckpt_path,
+                                q->prev_t + (c0 - q->t0 - q->ckpt_time - q->eval_sess), txt, NULL, p->ckpt_path,
                                 sizeof p->ckpt_path) == TB_OK)
         q->ckpt_step = q->step, p->n_ckpt++;
     else
@@ -422,7 +422,7 @@ static int tta_seed_done(struct tta_plan *p, struct tta_seed *q)
     const double c0 = tb_now_s();
     char *txt = tta_state_text(&p->r, k + 1, 0, 0.0), path[sizeof p->ckpt_path];
     const int st = txt ? checkpoint_write(p->s, p->batch, p->g_before + q->step, p->max_steps,
-                                          q->prev_t + q->session_train, txt, path, sizeof path)
+                                          q->prev_t + q->session_train, txt, NULL, path, sizeof path)
                        : TB_ENOMEM;
     if (st == TB_OK) p->n_ckpt++, memcpy(p->ckpt_path, path, sizeof path);
     if (st == TB_OK && k == p->n - 1) p->done_ckpt = p->g_before + q->step;
@@ -443,7 +443,7 @@ static void tta_seed_interrupted(struct tta_plan *p, struct tta_seed *q, int st)
     const double c0 = tb_now_s();
     char *txt = tta_state_text(&p->r, q->k, s->done_step, q->prev_e + q->eval_sess);
     if (txt && checkpoint_write(s, p->batch, p->g_before + s->done_step, p->max_steps, q->prev_t + q->session_train,
-                                txt, p->ckpt_path, sizeof p->ckpt_path) == TB_OK)
+                                txt, NULL, p->ckpt_path, sizeof p->ckpt_path) == TB_OK)
         q->ckpt_step = s->done_step, p->n_ckpt++;
     else
         fprintf(stderr, "bench: warning: no checkpoint: %s\n", tb_error_get());

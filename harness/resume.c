@@ -13,6 +13,7 @@
 #include "status.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,13 +186,86 @@ int session_ck_alloc(struct session *s)
     return TB_OK;
 }
 
+/* The metadata keys of a train run's loss history: step 1's loss, and the last (up to LOSS_TAIL_MAX) steps'
+ * losses oldest first, space-separated; %.17g, so they read back bitwise and the resumed run's figures are
+ * the straight run's to the bit. Outside the configuration text, whose hash older checkpoints must match. */
+#define LOSS_FIRST_KEY "first_loss"
+#define LOSS_TAIL_KEY "last_losses"
+
+static void loss_history_write(struct json_buf *b, const struct loss_history *h)
+{
+    /* %.17g of a double is at most 24 characters, plus a space. */
+    const size_t cap = (size_t)LOSS_TAIL_MAX * 26 + 1;
+    char v[40], *tail = malloc(cap);
+    if (!tail) {
+        /* Leaving the keys out only makes a later resume's figures its session's (said then). */
+        fprintf(stderr, "bench: warning: out of memory for the checkpoint's loss history\n");
+        return;
+    }
+    size_t k = 0;
+    tail[0] = '\0';
+    for (long i = 0; i < h->n_tail && k < cap; i++)
+        k += (size_t)snprintf(tail + k, cap - k, "%s%.17g", i ? " " : "", h->tail[i]);
+    snprintf(v, sizeof v, "%.17g", h->first);
+    json_key_str(b, LOSS_FIRST_KEY, v);
+    json_key_str(b, LOSS_TAIL_KEY, tail);
+    free(tail);
+}
+
+/* A checkpoint's loss history at step into h; h->known = 0 when it has none (a build before they were kept,
+ * or a run resumed from one of those: a note says so) or one that does not read back (a warning). */
+static void loss_history_read(const struct session *s, const char *path, long step, struct loss_history *h)
+{
+    memset(h, 0, sizeof *h);
+    char first[48], *tail = malloc((size_t)LOSS_TAIL_MAX * 32);
+    if (!tail) {
+        fprintf(stderr, "bench: warning: out of memory for %s's loss history: first_loss and final_loss describe "
+                        "this session's steps\n", path);
+        return;
+    }
+    const int has_first = checkpoint_read_meta(path, LOSS_FIRST_KEY, first, sizeof first) == TB_OK,
+              has_tail = checkpoint_read_meta(path, LOSS_TAIL_KEY, tail, (size_t)LOSS_TAIL_MAX * 32) == TB_OK;
+    tb_error_clear();
+    if (!has_first && !has_tail) {
+        if (!s->c.quiet && s->primary)
+            fprintf(stderr, "bench: note: %s holds no loss history (a build's, or a run's resumed from one, "
+                            "whose checkpoints kept none): first_loss and final_loss describe this session's "
+                            "steps\n", path);
+        free(tail);
+        return;
+    }
+    char *end = NULL;
+    h->first = has_first ? strtod(first, &end) : NAN;
+    int ok = has_first && has_tail && end != first && *end == '\0';
+    for (const char *p = tail; ok && *p;) {
+        if (h->n_tail == LOSS_TAIL_MAX) {
+            ok = 0;
+            break;
+        }
+        h->tail[h->n_tail++] = strtod(p, &end);
+        ok = end != p && (*end == ' ' || *end == '\0');
+        p = end;
+        while (*p == ' ') p++;
+    }
+    /* The tail must end at the checkpoint's step and reach back as far as the final-loss window does. */
+    h->known = ok && h->n_tail == (step < LOSS_TAIL_MAX ? step : LOSS_TAIL_MAX);
+    if (!h->known) {
+        if (s->primary)
+            fprintf(stderr, "bench: warning: %s: its loss history does not read back: first_loss and final_loss "
+                            "describe this session's steps\n", path);
+        memset(h, 0, sizeof *h);
+    }
+    free(tail);
+}
+
 /* Step's resumable checkpoint in --checkpoint-dir: params, buffers, optimizer state, and the metadata a
  * resume checks (configuration and its hash, step, training seconds so far). The data position needs no
  * field of its own: the stream is a pure function of (seed, step). Keeps the newest two checkpoints.
  * tta_state (time to accuracy, else NULL) is the plan's own JSON text: seed, evaluations so far, the
- * finished seeds. path receives the file's name; only the primary process writes. */
+ * finished seeds. losses (train, else NULL) is the run's loss history up to step. path receives the
+ * file's name; only the primary process writes. */
 int checkpoint_write(struct session *s, int batch, long step, long total, double train_s,
-                     const char *tta_state, char *path, size_t n)
+                     const char *tta_state, const struct loss_history *losses, char *path, size_t n)
 {
     const struct bench_config *c = &s->c;
     checkpoint_dir_path(c->checkpoint_dir, step, path, n);
@@ -225,6 +299,7 @@ int checkpoint_write(struct session *s, int batch, long step, long total, double
     json_key_int(&b, "optimizer_state_copies", spp);
     json_key_int(&b, "checkpoint_every", c->checkpoint_every);
     if (tta_state) json_key_str(&b, "tta_state", tta_state);
+    if (losses && losses->known) loss_history_write(&b, losses);
     /* fp16's loss scaler: a resumed run goes on at the scale this one reached, with its counts (a fresh
      * scaler would start at 32768 again, skip steps this run did not, and report only its own skips). */
     struct backend_stats bs;
@@ -287,12 +362,13 @@ static void set_aside(const struct session *s, const char *path, int st)
 }
 
 /* --resume: loads the newest complete checkpoint of the directory into the backend; *start and *prev_s
- * receive its step and training seconds, *every its --checkpoint-every, path its name, and *tta_state
- * (when not NULL; malloc'd) the time-to-accuracy plan's state. A configuration that differs is a usage
- * error (TB_EINVAL naming the first difference); a file that cannot be read is skipped, with a warning,
- * for the one before it, and set aside (set_aside). */
+ * receive its step and training seconds, *every its --checkpoint-every, path its name, *tta_state
+ * (when not NULL; malloc'd) the time-to-accuracy plan's state, and *losses (when not NULL) the train run's
+ * loss history (known = 0 when it has none). A configuration that differs is a usage error (TB_EINVAL
+ * naming the first difference); a file that cannot be read is skipped, with a warning, for the one before
+ * it, and set aside (set_aside). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
-                size_t n, char **tta_state)
+                size_t n, char **tta_state, struct loss_history *losses)
 {
     const char *dir = s->c.resume;
     long steps[8];
@@ -364,6 +440,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         char ev[32];
         *every = checkpoint_read_meta(path, "checkpoint_every", ev, sizeof ev) == TB_OK ? strtol(ev, NULL, 10) : 0;
         if (*every < 0) *every = 0;
+        if (losses) loss_history_read(s, path, steps[i], losses);
         tb_error_clear();
         return TB_OK;
     }

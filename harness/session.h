@@ -106,6 +106,16 @@ struct step_record {
 };
 
 
+/* A train run's losses that its checkpoints carry, so that a resumed run's first_loss and final_loss are
+ * the whole run's, not its session's (plan_train's final loss is the mean of the last LOSS_TAIL_MAX). */
+#define LOSS_TAIL_MAX 100
+struct loss_history {
+    int known;                  /* the checkpoint carried them (not one of a build before they were kept) */
+    double first;               /* step 1's loss */
+    long n_tail;                /* min(step, LOSS_TAIL_MAX) */
+    double tail[LOSS_TAIL_MAX]; /* losses of steps step − n_tail + 1 .. step, oldest first */
+};
+
 /* What a run that stopped early got done. Steps are global step numbers. */
 struct stop_info {
     long planned, done, start;  /* steps planned, completed, completed before this process (resume) */
@@ -222,12 +232,14 @@ void write_checkpoints(struct json_buf *b, int written, double time_s, const cha
 
 /* Staging arrays for checkpoints, allocated on first use. */
 int session_ck_alloc(struct session *s);
-/* Writes step's resumable checkpoint into --checkpoint-dir (tta_state: the tta plan's JSON, else NULL). */
+/* Writes step's resumable checkpoint into --checkpoint-dir (tta_state: the tta plan's JSON, else NULL;
+ * losses: the run's loss history up to step, or NULL when it has none to carry). */
 int checkpoint_write(struct session *s, int batch, long step, long total, double train_s, const char *tta_state,
-                     char *path, size_t n);
-/* --resume: loads the newest usable checkpoint of the directory into the backend. */
+                     const struct loss_history *losses, char *path, size_t n);
+/* --resume: loads the newest usable checkpoint of the directory into the backend (losses, when not NULL,
+ * receives its loss history; known = 0 when it carries none). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
-                size_t n, char **tta_state);
+                size_t n, char **tta_state, struct loss_history *losses);
 /* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
 int checkpoint_dir_ready(struct session *s);
 /* Writes the row of a run that stopped early (interrupted or diverged), then returns st with its message. */

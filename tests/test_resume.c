@@ -4,7 +4,8 @@
  * The central claim: on cpu, a run that is stopped (at a step boundary by --steps, or by SIGINT and
  * SIGTERM mid-run) and continued with --resume reaches BITWISE the parameters and optimizer state of the
  * same run done straight, because a checkpoint holds params, buffers and optimizer state and the data
- * stream and all randomness are functions of (seed, step, sample). Also: a stop signal exits 130/143
+ * stream and all randomness are functions of (seed, step, sample); its first_loss and final_loss are the
+ * straight run's too, from the losses the checkpoint carries. Also: a stop signal exits 130/143
  * with a checkpoint and a "status":"interrupted" row; a configuration that differs from the
  * checkpoint's is a usage error (exit 2) naming the difference (an unset dropout as the workload's); an
  * unreadable newest checkpoint falls back to the one before and is renamed aside, out of pruning's count; --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
@@ -148,6 +149,137 @@ Test(resume, stopped_at_a_step_and_resumed_is_bitwise_the_straight_run)
     cr_assert_eq(checkpoint_read_meta(ca, "workload", v, sizeof v), TB_OK);
     cr_assert_str_eq(v, "mnist-mlp");
     free(a), free(b), free(ca), free(cb), free(cs);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The text of the number under "key" in dir's last row, as bench wrote it (%.17g), into out; the key must occur
+ * once in the row. */
+static void last_row_number(const char *dir, const char *key, char *out, size_t n)
+{
+    char *p = rb_path(dir, "results.jsonl");
+    char *s = tu_read_file(p, NULL);
+    cr_assert_not_null(s, "no results file %s", p);
+    size_t len = strlen(s);
+    while (len > 0 && s[len - 1] == '\n') s[--len] = '\0';
+    const char *line = strrchr(s, '\n');
+    line = line ? line + 1 : s;
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *v = strstr(line, pat);
+    cr_assert_not_null(v, "no %s in the last row of %s", key, p);
+    cr_assert_null(strstr(v + 1, pat), "%s twice in the last row of %s", key, p);
+    v += strlen(pat);
+    snprintf(out, n, "%.*s", (int)strcspn(v, ",}"), v);
+    free(s);
+    free(p);
+}
+
+/* dir/name's text, malloc'd (NULL if it cannot be read). */
+static char *read_in(const char *dir, const char *name)
+{
+    char *p = rb_path(dir, name), *s = tu_read_file(p, NULL);
+    free(p);
+    return s;
+}
+
+/* Makes ck a checkpoint of a build before checkpoints kept the run's losses: those metadata keys renamed in
+ * place ("first_loss" → "xirst_loss"), so the header keeps its length and every tensor offset. */
+static void hide_loss_history(const char *ck)
+{
+    FILE *f = fopen(ck, "r+b");
+    cr_assert_not_null(f, "cannot open %s", ck);
+    unsigned char len8[8];
+    cr_assert_eq(fread(len8, 1, 8, f), 8);
+    size_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+    cr_assert(hlen > 0 && hlen < (1u << 20), "%s: header length %zu", ck, hlen);
+    char *h = malloc(hlen + 1);
+    cr_assert_not_null(h);
+    cr_assert_eq(fread(h, 1, hlen, f), hlen);
+    h[hlen] = '\0';
+    static const char *const keys[] = {"\"first_loss\":", "\"last_losses\":"};
+    for (int k = 0; k < 2; k++) {
+        char *at = strstr(h, keys[k]);
+        cr_assert_not_null(at, "%s has no %s", ck, keys[k]);
+        cr_assert_null(strstr(at + 1, keys[k]));
+        at[1] = 'x';
+    }
+    cr_assert_eq(fseek(f, 8, SEEK_SET), 0);
+    cr_assert_eq(fwrite(h, 1, hlen, f), hlen);
+    cr_assert_eq(fclose(f), 0);
+    free(h);
+}
+
+/* A resumed run's first_loss and final_loss are the whole run's (a probe's: after 60 + 60 steps the row had
+ * step 61's loss as first_loss and the mean of the last 60 steps, not 100): checkpoints carry step 1's loss
+ * and the last 100 steps' losses, so one resume or two give the straight run's figures to the bit. A
+ * checkpoint without them (an older build's) still resumes; its row marks figures of the session alone. */
+Test(resume, a_resumed_runs_loss_figures_are_the_straight_runs)
+{
+    char *dir = new_dir();
+    /* RB_BASE without --quiet: the summary's loss line is checked too. */
+#define LOSS_BASE "--data", "synthetic", "--synthetic-samples", "1000,200", "--batch", "8", "--mllog", "none", \
+                  "--out", "results.jsonl", "--no-eval"
+    char first[64], final[64], v[64];
+    cr_assert_eq(rb_run(dir, "straight", RB_ARGS(LOSS_BASE), RB_ARGS("--steps", "120", "--save", "straight.st")), 0);
+    last_row_number(dir, "first_loss", first, sizeof first);
+    last_row_number(dir, "final_loss", final, sizeof final);
+    /* 60 + 60: a tail of 60 from the checkpoint and 60 of the session. */
+    cr_assert_eq(rb_run(dir, "a1", RB_ARGS(LOSS_BASE), RB_ARGS("--steps", "60", "--checkpoint-dir", "ck2")), 0);
+    cr_assert_eq(rb_run(dir, "a2", RB_ARGS(LOSS_BASE), RB_ARGS("--steps", "120", "--resume", "ck2", "--save", "two.st")),
+                 0);
+    last_row_number(dir, "first_loss", v, sizeof v);
+    cr_assert_str_eq(v, first, "60 + 60: first_loss %s, straight %s", v, first);
+    last_row_number(dir, "final_loss", v, sizeof v);
+    cr_assert_str_eq(v, final, "60 + 60: final_loss %s, straight %s", v, final);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 60);
+    cr_assert_eq(json_get_number(r, "figures.loss_figures_from_step", -1), 1, "a full history marked partial");
+    json_value_free(r);
+    char *out = read_in(dir, "a2.out");
+    cr_assert(out && strstr(out, " at step 1, ") && strstr(out, "mean of the last 100 steps"), "%s", out);
+    free(out);
+    /* 40 + 40 + 40: the middle session's checkpoint carries the first one's losses on, cut to the last 100. */
+    cr_assert_eq(rb_run(dir, "b1", RB_ARGS(LOSS_BASE), RB_ARGS("--steps", "40", "--checkpoint-dir", "ck3")), 0);
+    /* A copy of step 40's checkpoint, for the case of a checkpoint without the history below. */
+    char *ck40 = rb_path(dir, "ck3/ckpt-0000000040.safetensors"), *old_dir = rb_path(dir, "ck_old"),
+         *ck = rb_path(dir, "ck_old/ckpt-0000000040.safetensors");
+    cr_assert_eq(mkdir(old_dir, 0755), 0);
+    size_t ck_len = 0;
+    char *ck_bytes = tu_read_file(ck40, &ck_len);
+    cr_assert_not_null(ck_bytes, "%s", ck40);
+    tu_write_file(ck, ck_bytes, ck_len);
+    free(ck_bytes);
+    cr_assert_eq(rb_run(dir, "b2", RB_ARGS(LOSS_BASE), RB_ARGS("--steps", "80", "--resume", "ck3", "--checkpoint-dir", "ck3")),
+                 0);
+    cr_assert_eq(rb_run(dir, "b3", RB_ARGS(LOSS_BASE), RB_ARGS("--steps", "120", "--resume", "ck3", "--save", "three.st")),
+                 0);
+    last_row_number(dir, "first_loss", v, sizeof v);
+    cr_assert_str_eq(v, first, "40 + 40 + 40: first_loss %s, straight %s", v, first);
+    last_row_number(dir, "final_loss", v, sizeof v);
+    cr_assert_str_eq(v, final, "40 + 40 + 40: final_loss %s, straight %s", v, final);
+    char *a = rb_path(dir, "straight.st"), *b = rb_path(dir, "two.st"), *c = rb_path(dir, "three.st");
+    rb_assert_same_tensors(a, b, 0);
+    rb_assert_same_tensors(a, c, 0);
+    /* A checkpoint without the history: the run resumes, and its row and summary say whose figures they are. */
+    hide_loss_history(ck);
+    cr_assert_eq(rb_run(dir, "old", RB_ARGS(LOSS_BASE), RB_ARGS("--steps", "120", "--resume", "ck_old")), 0);
+    r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 40);
+    cr_assert_eq(json_get_number(r, "figures.loss_figures_from_step", -1), 41);
+    json_value_free(r);
+    last_row_number(dir, "first_loss", v, sizeof v);
+    cr_assert_str_neq(v, first);
+    char *err = rb_stderr(dir, "old");
+    cr_assert(strstr(err, "holds no loss history") && strstr(err, "ckpt-0000000040"), "%s", err);
+    free(err);
+    out = read_in(dir, "old.out");
+    cr_assert(out && strstr(out, " at step 41, ") && strstr(out, "mean of the last 80 steps"), "%s", out);
+    free(out);
+#undef LOSS_BASE
+    free(a), free(b), free(c), free(ck40), free(old_dir), free(ck);
     tu_rm_rf(dir);
     free(dir);
 }
