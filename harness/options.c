@@ -994,6 +994,10 @@ int bench_config_finish(struct bench_config *c)
     if (c->run.sync_bn && !strcmp(c->wopts.norm, "group"))
         return tb_error_set(TB_EINVAL, "--sync-bn: workload %s runs GroupNorm (--norm group), which has no batch "
                                        "statistics to synchronise; --norm batch gives it BatchNorm layers", w->name);
+    /* Likewise BatchNorm's epsilon where GroupNorm replaced every BatchNorm (GroupNorm's epsilon is its own). */
+    if (c->wopts.bn_eps > 0.0f && !strcmp(c->wopts.norm, "group"))
+        return tb_error_set(TB_EINVAL, "--bn-eps: workload %s runs GroupNorm (--norm group), which has no BatchNorm "
+                                       "layer to take it; --norm batch gives it BatchNorm layers", w->name);
     struct stat out_sb;
     if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {
         /* --out /dev/null: no results kept, so no event log either (and no mllog/ made in /dev). */

@@ -870,6 +870,23 @@ Test(backends, sync_bn_without_batchnorm_is_refused)
                  tb_error_get());
 }
 
+/* The same for --bn-eps: a GroupNorm net (the G16 recipe's, or --norm group) has no BatchNorm to take it, and
+ * the row would have recorded an epsilon nothing used. */
+Test(backends, bn_eps_without_batchnorm_is_refused)
+{
+    const char *const *bad[] = {OPTS("bn-eps", "1e-3"), OPTS("bn-eps", "1e-3", "norm", "group")};
+    const char *const wl[] = {"effnet-b0-g16", "effnet-b0"};
+    for (size_t k = 0; k < 2; k++) {
+        cr_assert_eq(finish_config("cpu", wl[k], bad[k]), TB_EINVAL, "%s: accepted", wl[k]);
+        const char *msg = tb_error_get();
+        cr_assert(strstr(msg, "--bn-eps") && strstr(msg, wl[k]) && strstr(msg, "--norm batch") && !strchr(msg, '\n'),
+                  "%s: %s", wl[k], msg);
+    }
+    cr_assert_eq(finish_config("cpu", "effnet-b0", OPTS("bn-eps", "1e-3")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(finish_config("cpu", "effnet-b0-g16", OPTS("bn-eps", "1e-3", "norm", "batch")), TB_OK, "%s",
+                 tb_error_get());
+}
+
 /* ipu's automatic micro-batching wants 2 x stages micro-batches (a rule for speed); where none divides the batch
  * but --ga accepts fewer, it says so and gives the explicit options that run it, which then do. */
 Test(backends, ipu_automatic_micro_batching_names_what_runs)
