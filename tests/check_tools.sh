@@ -57,7 +57,7 @@ tags() {
 # 1. Rotation only after a complete run. Each script runs from a copy of the tree's tools/ (it works in the
 #    directory above its own), so nothing is written to the source tree.
 mkdir -p "$T/tree/tools" "$T/tree/results" "$T/tree/suites"
-for s in demo bench_mlp seeds scaling; do cp "$SRC/tools/$s.sh" "$T/tree/tools/"; done
+for s in demo bench_mlp seeds scaling rows_partial; do cp "$SRC/tools/$s.sh" "$T/tree/tools/"; done
 # rotation NAME SCRIPT ROWS STOPPED [ARGS...]: complete run A, the runs STOPPED (B, or B C) stopped, then
 # complete run D; ARGS follow BUILD.
 rotation() {

@@ -18,18 +18,10 @@ cat > "$SUITE" <<'SUITE'
 plan=throughput backend=* workload=mnist-mlp batch=1 warmup=200 steps=2000 repeat=5
 plan=throughput backend=* workload=mnist-mlp batch=32,256 steps=200 repeat=5
 SUITE
-PART=results/bench-mlp.partial.jsonl
-rm -f "$PART" # bench appends: an earlier stopped run's rows must not join this one's
-status=0
+. tools/rows_partial.sh
+rows_partial_start bench-mlp
 "$B" --suite "$SUITE" --out "$PART" || status=$?
-if [ "$status" -ge 128 ] || [ ! -s "$PART" ]; then
-    if [ -s "$PART" ]; then kept="; this run's rows so far are in $PART"; else kept=; rm -f "$PART"; fi
-    echo "bench-mlp: the suite did not finish (exit $status): results/bench-mlp.jsonl and .prev.jsonl are as the last complete run left them$kept" >&2
-    [ "$status" -ne 0 ] || status=1
-    exit "$status"
-fi
-[ -f results/bench-mlp.jsonl ] && mv results/bench-mlp.jsonl results/bench-mlp.prev.jsonl
-mv "$PART" results/bench-mlp.jsonl || exit 1
+rows_partial_finish bench-mlp bench-mlp
 # A failed run in the suite (the rest still ran): its rows are kept, the comparison is not made.
 [ "$status" -eq 0 ] || exit "$status"
 if [ -f results/bench-mlp.prev.jsonl ]; then

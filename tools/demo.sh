@@ -19,18 +19,10 @@ start=$(date +%s)
 # Ceilings of this machine only: a calibration of another CPU, core count or OpenBLAS kernel set is
 # measured again, never reused.
 "$B" --calibrate-if-needed || exit 1
-PART=results/demo.partial.jsonl
-rm -f "$PART" # bench appends: an earlier stopped demo's rows must not join this one's
-status=0
+. tools/rows_partial.sh
+rows_partial_start demo
 "$B" --suite suites/default.suite --out "$PART" || status=$?
-if [ "$status" -ge 128 ] || [ ! -s "$PART" ]; then
-    if [ -s "$PART" ]; then kept="; this demo's rows so far are in $PART"; else kept=; rm -f "$PART"; fi
-    echo "demo: the suite did not finish (exit $status): no report; results/demo.jsonl and demo.prev.jsonl are as the last complete demo left them$kept" >&2
-    [ "$status" -ne 0 ] || status=1
-    exit "$status"
-fi
-[ -f results/demo.jsonl ] && mv results/demo.jsonl results/demo.prev.jsonl
-mv "$PART" results/demo.jsonl || exit 1
+rows_partial_finish demo demo
 "$B" report --in results/demo.jsonl --out-dir results || status=$?
 echo "demo: $(( $(date +%s) - start )) s in all; report in results/REPORT.md"
 [ -f results/demo.prev.jsonl ] && echo "demo: compare with the previous demo: $B compare results/demo.prev.jsonl results/demo.jsonl"

@@ -52,9 +52,8 @@ if [ -n "${SEED_EPOCHS:-}" ]; then
 fi
 set --
 [ -z "${SEED_DATA:-}" ] || set -- --data "$SEED_DATA"
-PART=results/seeds.partial.jsonl
-rm -f "$PART" # bench appends: an earlier stopped run's rows must not join this one's
-status=0
+. tools/rows_partial.sh
+rows_partial_start seeds
 # step CMD...: runs CMD unless an earlier step was stopped by a signal (status >= 128).
 step() { [ "$status" -ge 128 ] || "$@" || status=$?; }
 # Seed 001's validation compares the cpu-this model (from the calibration the row carries) with measured
@@ -62,14 +61,7 @@ step() { [ "$status" -ge 128 ] || "$@" || status=$?; }
 step "$B" --calibrate-if-needed
 step "$B" --suite suites/seed-001.suite --out "$PART"
 step "$B" --suite "$SUITE" --out "$PART" "$@"
-if [ "$status" -ge 128 ] || [ ! -s "$PART" ]; then
-    if [ -s "$PART" ]; then kept="; this run's rows so far are in $PART"; else kept=; rm -f "$PART"; fi
-    echo "seeds: the runs did not finish (exit $status): no report; results/seeds.jsonl and seeds.prev.jsonl are as the last complete run left them$kept" >&2
-    [ "$status" -ne 0 ] || status=1
-    exit "$status"
-fi
-[ -f results/seeds.jsonl ] && mv results/seeds.jsonl results/seeds.prev.jsonl
-mv "$PART" results/seeds.jsonl || exit 1
+rows_partial_finish seeds seeds
 rows=results/seeds.jsonl
 if [ -f results/demo.jsonl ]; then
     rows=$BUILD/report-rows.jsonl
