@@ -199,8 +199,8 @@ void model_describe(const struct model *m, const int *algos, const char *const *
     fmt_count(fl, sizeof fl, tf);
     fmt_count(ab, sizeof ab, ta);
     fmt_count(tr, sizeof tr, model_train_flops_per_sample(m));
-    fprintf(f, "total: %zu trainable parameters, %s forward FLOPs and %s training FLOPs per sample, %s activation "
-               "bytes per sample, %d blocks\n",
+    fprintf(f, "total: %zu trainable parameters, %s forward FLOPs and %s training FLOPs per sample (2 FLOPs a "
+               "multiply-add), %s activation bytes per sample, %d blocks\n",
             model_count_params(m), fl, tr, ab, m->n_blocks);
 }
 

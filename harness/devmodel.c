@@ -264,6 +264,21 @@ int dev_spec_load(const char *name_or_path, const char *dir, struct dev_spec *d)
     return dev_spec_parse(text, path, d);
 }
 
+double dev_mem_total_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0.0;
+    char line[256];
+    double kb = 0.0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "MemTotal:", 9)) {
+            kb = strtod(line + 9, NULL);
+            break;
+        }
+    fclose(f);
+    return kb * 1024.0; /* /proc/meminfo's kB are KiB */
+}
+
 void dev_spec_from_calibration(const struct calibration *c, struct dev_spec *d)
 {
     memset(d, 0, sizeof *d);
@@ -271,7 +286,8 @@ void dev_spec_from_calibration(const struct calibration *c, struct dev_spec *d)
     snprintf(d->kind, sizeof d->kind, "cpu");
     snprintf(d->title, sizeof d->title, "one core of this machine (%.60s), from its calibration of %.31s", c->cpu_model,
              c->timestamp);
-    snprintf(d->path, sizeof d->path, "%s (bench --calibrate)", CALIBRATION_DEFAULT_PATH);
+    /* No file named here: the calibration may be --calibration's or a row's (dev_spec_from_calibration_file). */
+    snprintf(d->path, sizeof d->path, "calibration (bench --calibrate)");
     /* One core: the ipu backend runs one thread per device (stage × replica). The matrix peak is the
      * measured OpenBLAS sgemm; the vector peak is the same FMA units (elementwise layers are bounded by
      * the triad bandwidth long before); there is no 16-bit arithmetic here (fp16 storage is decoded to
@@ -291,13 +307,21 @@ void dev_spec_from_calibration(const struct calibration *c, struct dev_spec *d)
     d->kernel_overhead_s = 2e-6; /* a layer call: dispatch and a pass over its arguments (stated) */
     d->n_levels = 1;
     snprintf(d->level[0].name, sizeof d->level[0].name, "dram");
-    d->level[0].capacity_bytes = 24e9; /* these machines: 24 GiB (REFERENCE.md) */
+    /* This machine's memory as the kernel reports it; unknown (no /proc/meminfo): no capacity check. */
+    const double mem = dev_mem_total_bytes();
+    d->level[0].capacity_bytes = mem > 0.0 ? mem : INFINITY;
     d->level[0].bw = c->triad_1t_gbs * 1e9;
     /* Stages exchange through shared memory: a copy at the triad's rate. */
     d->links.exchange_bw = c->triad_1t_gbs * 1e9;
     d->links.exchange_lat = 2e-6;
     d->links.allreduce_bw = c->triad_1t_gbs * 1e9;
     d->links.allreduce_lat = 2e-6;
+}
+
+void dev_spec_from_calibration_file(const struct calibration *c, const char *path, struct dev_spec *d)
+{
+    dev_spec_from_calibration(c, d);
+    snprintf(d->path, sizeof d->path, "%s (bench --calibrate)", path);
 }
 
 int dev_prec_parse(const char *s)
@@ -613,7 +637,7 @@ void dev_print(const struct dev_spec *d, const struct dev_config *c, const struc
     fprintf(f, "PROJECTED (device model, not a measurement): %s, %dx%d input, on %s\n", c->m->name, c->m->layers[0].op == OP_INPUT ? c->m->tensors[c->m->layers[0].out].h : c->m->in_h,
             c->m->layers[0].op == OP_INPUT ? c->m->tensors[c->m->layers[0].out].w : c->m->in_w, d->name);
     fprintf(f, "  spec        %s: %s\n", d->path, d->title[0] ? d->title : d->name);
-    fprintf(f, "  peaks       matrix %.1f TFLOP/s %s (full rate from %.0f input channels per group), vector %.2f TFLOP/s\n",
+    fprintf(f, "  peaks       matrix %.2f TFLOP/s %s (full rate from %.0f input channels per group), vector %.2f TFLOP/s\n",
             d->peak[c->prec] * 1e-12, pn, d->matrix_min_channels, d->vector_peak[c->prec] * 1e-12);
     fprintf(f, "  efficiency  matrix %.3f, vector %.3f, memory %.2f of peak; kernel overhead %.2f us\n", d->eff_matrix,
             d->eff_vector, d->eff_memory, d->kernel_overhead_s * 1e6);

@@ -68,8 +68,12 @@ int dev_spec_override(struct dev_spec *d, const char *list);
 int dev_spec_load(const char *name_or_path, const char *dir, struct dev_spec *d);
 /* The "cpu-this" spec: one core of this machine (the ipu backend runs one stage per thread), from its
  * calibration: sgemm one-thread GFLOP/s as both peaks, the triad one-thread bandwidth as the memory
- * level's, per-kernel overhead and efficiencies stated in devmodel.c. */
+ * level's (its capacity the machine's MemTotal), per-kernel overhead and efficiencies stated in devmodel.c. */
 void dev_spec_from_calibration(const struct calibration *c, struct dev_spec *d);
+/* The same, naming the calibration file it was read from (the spec line's source). */
+void dev_spec_from_calibration_file(const struct calibration *c, const char *path, struct dev_spec *d);
+/* This machine's memory (/proc/meminfo's MemTotal) in bytes; 0 when unknown. */
+double dev_mem_total_bytes(void);
 /* "fp32" → DEV_PREC_FP32; "fp16", "bf16", "fp16m", "bf16m" → DEV_PREC_FP16 (16-bit compute); -1 else. */
 int dev_prec_parse(const char *s);
 

@@ -111,6 +111,9 @@ int plan_inference(struct session *s)
     json_key_double(&b, "latency_max_s", ml.max_s);
     json_key_int(&b, "latency_samples", ml.n);
     json_key_double(&b, s->loaded ? "loaded_weights_accuracy" : "fresh_weights_accuracy", seen > 0 ? correct / seen : NAN);
+    /* The devices (cores) the forwards ran on, as throughput rows say it: without a calibration (no
+     * peak_threads) the report's roofline has only this to judge a one-thread row against one thread's roofs. */
+    json_key_int(&b, "devices_used", backend_n_devices(&s->be));
     row_common_figures(s, &b, gflops, measure_infer_bytes_per_step(&s->m, batch), flops_step);
     st = row_end(s, &b);
     if (!c->quiet && !c->compact) {

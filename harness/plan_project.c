@@ -31,7 +31,7 @@ int project_device_spec(const char *name, const char *device_set, const char *ca
         if (!have_cal)
             return tb_error_set(TB_EINVAL, "--project-device cpu-this needs %s measured on this machine: run bench --calibrate",
                                 calibration);
-        dev_spec_from_calibration(cal, d);
+        dev_spec_from_calibration_file(cal, calibration, d);
         st = TB_OK;
     } else {
         st = dev_spec_load(name, NULL, d);
@@ -56,9 +56,10 @@ int project_device_matches(const struct dev_published *p, const struct model *m,
            p->recompute == recompute;
 }
 
-/* The session's configuration as a projection; pub is filled when the seed file loads. */
+/* The session's configuration as a projection; pub is filled when the seed file loads. notes: say which
+ * device counts are left out (once a run: the roofline variant configures again). */
 static int configure(const struct session *s, const struct dev_spec *d, struct dev_run *r, struct dev_published *pub,
-                     int *have_pub, int *matches)
+                     int *have_pub, int *matches, int notes)
 {
     const struct bench_config *c = &s->c;
     char pub_path[PATH_MAX + 32];
@@ -88,10 +89,13 @@ static int configure(const struct session *s, const struct dev_spec *d, struct d
     else global = B * 4 * S * (devices[n - 1] / S > 0 ? devices[n - 1] / S : 1);
     int st = dev_run_project(d, &s->m, S, B, split, (enum dev_prec)prec, c->run.ipu.recompute, gpipe,
                              optim_state_per_param(c->run.optim.kind), devices, n, global, r);
-    if (st == TB_OK && r->n > 0 && r->n < n) proj_notes_left_out(devices, n, S, B, global, stderr);
+    if (notes && st == TB_OK && r->n > 0 && r->n < n)
+        proj_notes_left_out(devices, n, S, B, global, c->n_project > 0 ? "--project-devices" : "default device count",
+                            stderr);
     if (st == TB_OK && r->n == 0)
-        st = tb_error_set(TB_EINVAL, "--project-devices: no device count divides into %d stages with global batch %d "
-                                     "(micro-batch %d, accumulation >= stages)", S, global, B);
+        st = tb_error_set(TB_EINVAL, "%s: no device count divides into %d stages with global batch %d "
+                                     "(micro-batch %d, accumulation >= stages)",
+                          c->n_project > 0 ? "--project-devices" : "the default device counts", S, global, B);
     return st;
 }
 
@@ -103,7 +107,7 @@ int plan_project(struct session *s)
     static struct dev_run r;
     struct dev_published pub;
     int have_pub = 0, matches = 0;
-    if ((st = configure(s, &d, &r, &pub, &have_pub, &matches)) != TB_OK) return st;
+    if ((st = configure(s, &d, &r, &pub, &have_pub, &matches, 1)) != TB_OK) return st;
     dev_print(&d, &r.c, r.st, &r.pm, r.rows, r.n, matches ? &pub : NULL, stdout);
     if (d.kernel_overhead_s > 0.0) {
         /* What the per-kernel overhead is worth: the same projection as a plain roofline. */
@@ -112,7 +116,7 @@ int plan_project(struct session *s)
         static struct dev_run rr;
         struct dev_published p2;
         int hp = 0, m2 = 0;
-        if (configure(s, &raw, &rr, &p2, &hp, &m2) == TB_OK) {
+        if (configure(s, &raw, &rr, &p2, &hp, &m2, 0) == TB_OK) {
             printf("  roofline    without the %.3g us per kernel (PROJECTED):", d.kernel_overhead_s * 1e6);
             for (int i = 0; i < rr.n; i++) printf(" %.0f%s", rr.rows[i].images_per_s, i + 1 < rr.n ? " /" : "");
             printf(" images/s at");

@@ -162,7 +162,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         write_scaling(&b, s, sb, batch, tp.images_per_s);
         write_layer_times(s, &b, per * c->repeat);
         write_trace(s, &b, run_id);
-        write_pipeline(s, &b);
+        write_pipeline(s, &b, tp.images_per_s);
         write_step_split(s, &b);
         write_step_executions(s, &b);
         row_common_figures(s, &b, gflops,
@@ -209,6 +209,7 @@ int plan_scaling(struct session *s)
     int split_r[BENCH_MAX_POINTS], split_a[BENCH_MAX_POINTS], split_l[BENCH_MAX_POINTS];
     const int grid = c->n_replicas_list || c->n_ga_list || c->n_micro_batch_list;
     struct scale_base base = {0};
+    char first_desc[sizeof s->desc] = ""; /* the first point that ran, as its backend described it */
     for (int k = 0; k < n; k++) {
         const struct bench_scaling_point *pt = &pts[k];
         if (c->run.ipu.replicas != pt->replicas || c->run.ipu.ga != pt->ga || c->run.ipu.micro_batch != pt->micro_batch ||
@@ -253,6 +254,7 @@ int plan_scaling(struct session *s)
         }
         ok[k] = 1;
         if (!(base.images_per_s > 0.0)) base = (struct scale_base){batch, split_r[k], res[k].images_per_s};
+        if (!first_desc[0]) snprintf(first_desc, sizeof first_desc, "%s", s->desc);
     }
     const int st = scaling_failed(n, n_failed, first_err, failed, first_msg);
     if (c->quiet) return st;
@@ -267,10 +269,41 @@ int plan_scaling(struct session *s)
         printf(" img/s\n");
         return st;
     }
-    printf("trainbench scaling: %s on %s data (%s), %s\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
-           grid ? "a grid: each point's arrangement is in its row" : s->desc, c->epochs > 0 ? "trained" : "throughput only");
-    printf("  %8s %8s %8s %6s %12s %9s %10s %10s %9s\n", "global", "local", "replicas", "accum", "images/s", "speed-up",
-           "efficiency", "peak MiB", "accuracy");
+    /* Efficiency (speed-up per replica) says something only where the replicas change; with the same replicas
+     * throughout it is the speed-up again (the report leaves it out then too). Weak scaling keeps the local
+     * batch, strong scaling the global one. */
+    int r_vary = 0, l_vary = 0, g_vary = 0, k0 = -1;
+    for (int k = 0; k < n; k++) {
+        if (!ok[k]) continue;
+        if (k0 < 0) k0 = k;
+        r_vary |= split_r[k] != split_r[k0], l_vary |= split_l[k] != split_l[k0];
+        g_vary |= pts[k].batch != pts[k0].batch;
+    }
+    const char *kind = !r_vary   ? "a batch sweep at fixed replicas"
+                       : !l_vary ? "weak scaling (local batch fixed)"
+                       : !g_vary ? "strong scaling (global batch fixed)"
+                                 : "replicas and local batch both vary";
+    /* The backend's description is of one arrangement: where the points' differ, the words that differ run from
+     * the first point's to the last's ("2 devices, 4 to 16 samples each"). */
+    char desc[2 * sizeof s->desc + 16];
+    if (!first_desc[0] || !strcmp(first_desc, s->desc)) snprintf(desc, sizeof desc, "%s", s->desc);
+    else {
+        const char *f = first_desc, *l = s->desc;
+        const size_t nf = strlen(f), nl = strlen(l);
+        size_t p = 0, q = 0; /* common prefix and suffix, cut at a space */
+        while (p < nf && p < nl && f[p] == l[p]) p++;
+        while (p > 0 && f[p - 1] != ' ') p--;
+        while (q < nf - p && q < nl - p && f[nf - 1 - q] == l[nl - 1 - q]) q++;
+        while (q > 0 && f[nf - q] != ' ') q--;
+        snprintf(desc, sizeof desc, "%.*s%.*s to %.*s%s", (int)p, f, (int)(nf - p - q), f + p, (int)(nl - p - q), l + p,
+                 f + nf - q);
+    }
+    printf("trainbench scaling: %s on %s data (%s), %s, %s\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
+           grid ? "a grid: each point's arrangement is in its row" : desc,
+           c->epochs > 0 ? "trained" : "throughput only", kind);
+    printf("  %8s %8s %8s %6s %12s %9s", "global", "local", "replicas", "accum", "images/s", "speed-up");
+    if (r_vary) printf(" %10s", "efficiency");
+    printf(" %10s %9s\n", "peak MiB", "accuracy");
     for (int k = 0; k < n; k++) {
         const int r = split_r[k], a = split_a[k], l = split_l[k];
         if (!ok[k]) {
@@ -278,12 +311,14 @@ int plan_scaling(struct session *s)
             continue;
         }
         const double ips = res[k].images_per_s;
-        printf("  %8d %8d %8d %6d %12.0f %9.2f %10.2f %10.1f", pts[k].batch, l, r, a, ips, ips / base.images_per_s,
-               (ips / r) / (base.images_per_s / base.replicas), res[k].peak_rss_mib);
+        printf("  %8d %8d %8d %6d %12.0f %9.2f", pts[k].batch, l, r, a, ips, ips / base.images_per_s);
+        if (r_vary) printf(" %10.2f", (ips / r) / (base.images_per_s / base.replicas));
+        printf(" %10.1f", res[k].peak_rss_mib);
         if (!isnan(res[k].test_accuracy)) printf(" %8.2f%%", 100.0 * res[k].test_accuracy);
         printf("\n");
     }
-    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation)); efficiency = images/s "
-           "per replica relative to the base (first) point; result rows %s (sweep %s)\n", c->out, s->run_base);
+    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation))%s; result rows %s "
+           "(sweep %s)\n", r_vary ? "; efficiency = images/s per replica relative to the base (first) point" : "",
+           c->out, s->run_base);
     return st;
 }

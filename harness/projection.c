@@ -96,12 +96,13 @@ int proj_default_rows(const int *devices, int n_devices, int stages, int micro_b
     return k;
 }
 
-void proj_notes_left_out(const int *devices, int n_devices, int stages, int micro_batch, int global_batch, FILE *f)
+void proj_notes_left_out(const int *devices, int n_devices, int stages, int micro_batch, int global_batch,
+                         const char *what, FILE *f)
 {
     char why[160];
     for (int i = 0; i < n_devices; i++)
         if (!proj_row_fits(devices[i], stages, micro_batch, global_batch, why, sizeof why))
-            fprintf(f, "bench: note: --project-devices %d left out: %s\n", devices[i], why);
+            fprintf(f, "bench: note: %s %d left out: %s\n", what, devices[i], why);
 }
 
 void proj_print(const struct proj_measured *m, const struct proj_links *l, const struct proj_row *rows, int n,

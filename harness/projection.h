@@ -65,8 +65,10 @@ void proj_table(const struct proj_measured *m, const struct proj_links *l, struc
 /* 1 when `devices` split into `stages` stages tiles global_batch in micro-batches with at least S of
  * them a step; else 0 and the reason in why. */
 int proj_row_fits(int devices, int stages, int micro_batch, int global_batch, char *why, size_t why_size);
-/* Writes one note line to f for each device count proj_default_rows leaves out, saying why. */
-void proj_notes_left_out(const int *devices, int n_devices, int stages, int micro_batch, int global_batch, FILE *f);
+/* Writes one note line to f for each device count proj_default_rows leaves out, saying why; what names
+ * where the counts came from ("--project-devices", or "default device count" when the user gave none). */
+void proj_notes_left_out(const int *devices, int n_devices, int stages, int micro_batch, int global_batch,
+                         const char *what, FILE *f);
 int proj_default_rows(const int *devices, int n_devices, int stages, int micro_batch, int global_batch,
                       struct proj_row *rows);
 /* Prints the batch-size table (local batch, stages, replicas, accumulation, global batch, images/s,

@@ -180,6 +180,15 @@ static void key_int(char *buf, size_t n, double v)
     else snprintf(buf, n, "%g", v);
 }
 
+/* The --time-budget a throughput row's steps were sized to (figures.time_budget_s), else 0. Such a row's
+ * steps and warm-up are what the budget chose at the machine's speed of the moment (7/28, then 8/33, for one
+ * command): it is keyed and named by its budget instead, so that one command stays one configuration. */
+static double row_budget(const struct json_value *row)
+{
+    const double b = json_get_number(row, "figures.time_budget_s", 0.0);
+    return isfinite(b) && b > 0.0 && !strcmp(kind_of(row), "throughput") ? b : 0.0;
+}
+
 /* The configuration key of a row (batch left out for scaling sweeps, which group by sweep). */
 static void row_key(const struct json_value *row, char *key, size_t n, int with_batch)
 {
@@ -196,6 +205,11 @@ static void row_key(const struct json_value *row, char *key, size_t n, int with_
             snprintf(key + len, n - len, "|%s", v && v->type == JSON_STRING ? v->str : "cpu");
             continue;
         }
+        if (row_budget(row) > 0.0 && !strcmp(variant_fields[k], "steps")) {
+            snprintf(key + len, n - len, "|budget=%g", row_budget(row));
+            continue;
+        }
+        if (row_budget(row) > 0.0 && !strcmp(variant_fields[k], "warmup")) continue;
         if (!v) continue;
         /* Rows from before --steps-per-execution ran as auto (0) does: the same key (field_text too). */
         if (!strcmp(variant_fields[k], "steps_per_execution") && v->type == JSON_NUMBER && v->number == 0) continue;
@@ -215,7 +229,8 @@ static void field_text(const struct json_value *row, const char *field, char *bu
     const struct json_value *v = json_get(json_get(row, "config"), field);
     buf[0] = '\0';
     if (!v && !strcmp(field, "device")) snprintf(buf, n, "cpu"); /* rows from before config.device */
-    if (!v) return;
+    if (row_budget(row) > 0.0 && !strcmp(field, "steps")) snprintf(buf, n, "budget:%gs", row_budget(row));
+    if (!v || (row_budget(row) > 0.0 && (!strcmp(field, "steps") || !strcmp(field, "warmup")))) return;
     /* 0 in these means the option was not given (the backend's default): no option to show. */
     static const char *const unset0[] = {"steps_per_execution", "micro_batch", "ga", "replicas"};
     if (v->type == JSON_NUMBER && v->number == 0)

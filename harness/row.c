@@ -15,6 +15,7 @@
 #include "stats.h"
 #include "status.h"
 #include "timeline_row.h"
+#include "tpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,13 +55,15 @@ void batch_split(const struct session *s, int batch, int *replicas, int *accum, 
 }
 
 /* Threads the backend computes with, for choosing the matching sgemm ceiling: its own count (cpu: 1),
- * else --threads or --devices where it takes them, else every core. */
+ * else --threads or --devices where it takes them, else every core this process may use (its affinity, as
+ * the backends count their default; under taskset or a cpuset that is fewer than the machine's). */
 static int compute_threads(const struct session *s)
 {
     if (caps_of(s)->threads > 0) return caps_of(s)->threads;
     if (s->c.run.n_threads > 0 && backend_takes_option(s->c.backend, "threads")) return s->c.run.n_threads;
     if (s->c.run.n_devices > 0) return s->c.run.n_devices;
-    return s->mi.n_cores > 0 ? s->mi.n_cores : 1;
+    const int cpus = tpool_cpus();
+    return cpus > 0 ? cpus : 1;
 }
 
 /* The ceiling, in GFLOP/s, a row's GFLOP/s is a share of: on a GPU (the cuda device) its fp32 GEMM's, where the
@@ -440,6 +443,48 @@ struct baseline_find {
     char run_id[96];
 };
 
+/* The results file is appended to across sessions on other machines: a baseline is one of this machine (CPU
+ * model, cores, OpenBLAS kernel set) measured as this run is (no --profile, which slows every layer; the same
+ * steps per call, data, precision and environment switches). Unlike the keys above, a row that lacks one of
+ * these is no baseline: a figure of an unknown machine or run is no ratio. */
+static int baseline_comparable(const struct json_value *row, const struct session *s)
+{
+    const struct json_value *prof = json_get(row, "config.profile");
+    if (!prof || prof->type != JSON_BOOL || prof->boolean) return 0;
+    if (json_get_number(row, "machine.n_cores", -1) != s->mi.n_cores) return 0;
+    if (json_get_number(row, "config.steps_per_execution", -1) != s->c.steps_per_execution) return 0;
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)s->data_crc32);
+    const struct { const char *key, *v; } strs[] = {
+        {"machine.cpu_model", s->mi.cpu_model},
+        {"build.blas_core", s->mi.blas_core},
+        {"config.data_source", s->train.source},
+        {"config.data_crc32", crc},
+        {"config.precision", s->c.run.ipu.precision[0] ? s->c.run.ipu.precision : "fp32"},
+    };
+    for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
+        const struct json_value *v = json_get(row, strs[k].key);
+        if (!v || v->type != JSON_STRING || strcmp(v->str, strs[k].v) != 0) return 0;
+    }
+    /* config.env: the same TB_/OPENBLAS_/OMP_ switches, no more and no fewer. */
+    const struct json_value *env = json_get(row, "config.env");
+    if (!env || env->type != JSON_OBJECT) return 0;
+    size_t n = 0;
+    const char **set = run_env_switches(&n);
+    int same = set && (size_t)env->n == n;
+    for (size_t i = 0; same && i < n; i++) {
+        const char *eq = strchr(set[i], '=');
+        const size_t len = (size_t)(eq - set[i]);
+        int found = 0;
+        for (int j = 0; j < env->n && !found; j++)
+            found = strlen(env->keys[j]) == len && strncmp(env->keys[j], set[i], len) == 0 &&
+                    env->items[j].type == JSON_STRING && strcmp(env->items[j].str, eq + 1) == 0;
+        same = found;
+    }
+    free(set);
+    return same;
+}
+
 static int baseline_row(const struct json_value *row, long line_no, void *ctx)
 {
     struct baseline_find *f = ctx;
@@ -473,6 +518,7 @@ static int baseline_row(const struct json_value *row, long line_no, void *ctx)
         if (strcmp(json_get_str(row, strs[k].key, strs[k].v), strs[k].v) != 0) return TB_OK;
     const struct json_value *nf = json_get(row, "config.no_fuse");
     if (nf && nf->type == JSON_BOOL && nf->boolean != (s->c.run.no_fuse != 0)) return TB_OK;
+    if (!baseline_comparable(row, s)) return TB_OK;
     const double ips = json_get_number(row, "figures.images_per_s", 0.0);
     if (ips > 0) {
         f->images_per_s = ips;
@@ -550,7 +596,7 @@ static void print_loss_scale(double scale, int is_static, long skipped)
  * --project-devices, the POD-scale projection built from it (labelled projected). On every backend with fp16's
  * loss scaling (ipu stages, the cuda device): the scale now, static or dynamic, and the steps skipped on a
  * gradient overflow, on the summary under the pipeline's lines where there are any. One stats query for both. */
-void write_pipeline(struct session *s, struct json_buf *b)
+void write_pipeline(struct session *s, struct json_buf *b, double measured_images_per_s)
 {
     const int print = s->primary && !s->c.quiet;
     struct backend_stats st;
@@ -636,20 +682,37 @@ void write_pipeline(struct session *s, struct json_buf *b)
     if (s->c.link_lat_us > 0) l.exchange_lat = s->c.link_lat_us * 1e-6;
     if (s->c.allreduce_bw_gbs > 0) l.allreduce_bw = s->c.allreduce_bw_gbs * 1e9;
     if (s->c.allreduce_lat_us > 0) l.allreduce_lat = s->c.allreduce_lat_us * 1e-6;
-    /* Graphcore's table keeps the global batch: B·G·R of this run, or 6144 for the IPU-POD default
-     * (micro-batch 3, 2 stages: replicas 8..128 with accumulation 256..16) when it divides. */
-    int global = r.micro_batch * r.ga * r.replicas;
-    if (r.stages == 2 && r.micro_batch == 3) global = 6144;
+    /* Graphcore's table keeps the global batch: this run's B·G·R, so that every row is the run's training
+     * (the same batch, the same optimisation) on more devices. */
+    const int global = r.micro_batch * r.ga * r.replicas;
     struct proj_row rows[BENCH_MAX_BATCHES];
     int n = proj_default_rows(s->c.project_devices, s->c.n_project, r.stages, r.micro_batch, global, rows);
     if (s->primary && !s->projection_noted++) { /* once a run, not once a scaling point */
-        proj_notes_left_out(s->c.project_devices, s->c.n_project, r.stages, r.micro_batch, global, stderr);
+        proj_notes_left_out(s->c.project_devices, s->c.n_project, r.stages, r.micro_batch, global,
+                            "--project-devices", stderr);
         if (n == 0) fprintf(stderr, "bench: note: --project-devices: no device count fits, so no projection\n");
     }
     if (n == 0) return;
     proj_table(&pm, &l, rows, n);
+    /* The model at the arrangement this run measured, beside what it measured: how far the model (which
+     * leaves out the weight update and the per-step overhead) misses on this machine. */
+    struct proj_row v = {.replicas = r.replicas, .ga = r.ga};
+    proj_project(&pm, &l, &v);
+    const int validated = measured_images_per_s > 0.0 && v.images_per_s > 0.0;
+    const double gap = validated ? v.images_per_s / measured_images_per_s - 1.0 : 0.0;
     json_key_object(b, "projection");
     json_key_str(b, "label", "projected");
+    json_key_int(b, "global_batch", global);
+    if (validated) {
+        json_key_object(b, "validation");
+        json_key_int(b, "devices", v.devices);
+        json_key_int(b, "replicas", v.replicas);
+        json_key_int(b, "ga", v.ga);
+        json_key_double(b, "images_per_s_projected", v.images_per_s);
+        json_key_double(b, "images_per_s_measured", measured_images_per_s);
+        json_key_double(b, "gap", gap);
+        json_end_object(b);
+    }
     json_key_double(b, "exchange_gbs", l.exchange_bw * 1e-9);
     json_key_double(b, "exchange_latency_us", l.exchange_lat * 1e6);
     json_key_double(b, "allreduce_gbs", l.allreduce_bw * 1e-9);
@@ -669,7 +732,15 @@ void write_pipeline(struct session *s, struct json_buf *b)
     }
     json_end_array(b);
     json_end_object(b);
-    if (print) proj_print(&pm, &l, rows, n, stdout);
+    if (!print) return;
+    proj_print(&pm, &l, rows, n, stdout);
+    printf("  global batch %d at every device count: this run's (micro-batch %d x accumulation %d x %d replica%s)\n",
+           global, r.micro_batch, r.ga, r.replicas, r.replicas == 1 ? "" : "s");
+    if (validated)
+        printf("  validation  at the measured arrangement (%d devices, %d replica%s, accumulation %d): projected %.1f "
+               "images/s, measured %.1f: %+.1f %% (the model leaves out the weight update and per-step overhead)\n",
+               v.devices, v.replicas, v.replicas == 1 ? "" : "s", v.ga, v.images_per_s, measured_images_per_s,
+               100.0 * gap);
 }
 
 /* Closes the row and appends it (only the primary process writes). Returns TB_OK or the writer's error. */

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -408,8 +409,17 @@ int session_backend(struct session *s, int batch, int eval_batch)
 {
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
     timeline_csv_close(&s->timeline);
+    const int replaced = s->be.i != NULL;
     backend_destroy(&s->be);
     s->be_batch = s->be_eval_batch = 0;
+    /* A scaling sweep's next point: the peak memory counts from here, once the previous point's arenas are
+     * freed, so that a small point after a large one reports its own peak, not the large one's. The freed
+     * memory is handed back first: malloc keeps it resident where told to (MALLOC_TRIM_THRESHOLD_, as the
+     * tests set it), and it would count in the next point's peak. */
+    if (replaced && s->peak_per_run) {
+        malloc_trim(0);
+        measure_peak_reset();
+    }
     /* The GPU memory figures count from the backend about to be prepared (its executors' allocations). */
     struct device_memory dm;
     if (s->mi.have_gpu && executor_device_memory(s->c.device, &dm, 1) != TB_OK) tb_error_clear();
@@ -734,8 +744,9 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
  * assembled in the same stream order and staged once, then runs of them, each run's time shared evenly by
  * its steps and its losses booked step by step, so the losses, the divergence rules, the record and the
  * progress line are the per-step path's (the same bits: backend_run_steps is those steps' train steps).
- * Runs end at `to`, where the callers put epoch ends, evaluations and checkpoints. The progress line
- * shows done = pr_done + steps so far, and the rate since t_rate0 with samples_before samples already
+ * Runs end at `to`, where the callers put epoch ends, evaluations and checkpoints, and at the last warm-up
+ * step (rec->base + warmup - 1), so that no timed step shares a call's time with the warm-up. The progress
+ * line shows done = pr_done + steps so far, and the rate since t_rate0 with samples_before samples already
  * counted. s->done_step and s->last_loss follow the last completed step. A non-finite loss stops the run
  * (TB_EDIVERGED); a stop signal stops it before the next call (TB_EINTR). A skipped fp16 step (the ipu
  * backend's dynamic loss scaling) is not divergence: the backend handles it and reports a finite loss. */
@@ -780,7 +791,12 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
         } else {
             /* The staged batches are the copies ahead: no per-step prefetch within a run. */
             if (step > staged_to && (st = run_stage(s, step, to, &staged_to)) != TB_OK) return st;
-            k = run_length(s, per_call, staged_to - step + 1);
+            /* A call never straddles the last warm-up step (the callers number the warm-up from rec->base):
+             * each step of a call is timed as the call's mean, so a call over both would share the cold first
+             * steps' time with timed steps. The steps and their bits are the same either way. */
+            const long warm_end = rec->base + s->c.warmup - 1;
+            const long end = step <= warm_end && warm_end < staged_to ? warm_end : staged_to;
+            k = run_length(s, per_call, end - step + 1);
             st = backend_run_steps(&s->be, step, k, s->run_st, &done);
             sts = s->run_st;
         }

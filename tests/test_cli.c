@@ -746,9 +746,25 @@ static int keep_last(const struct json_value *row, long line, void *ctx)
     return TB_OK;
 }
 
+/* Appends to path a copy of row (one line) with the first `from` replaced by `to` and the run id prefixed by
+ * `id`: a row as another session (another machine, --profile) would have appended it. */
+static void append_variant(const char *path, const char *row, const char *id, const char *from, const char *to)
+{
+    const char *at = strstr(row, from), *rid = strstr(row, "\"run_id\":\"");
+    cr_assert(at && rid && rid < at, "no %s after the run id in %s", from, row);
+    FILE *f = fopen(path, "a");
+    cr_assert_not_null(f);
+    const size_t rid_end = (size_t)(rid - row) + strlen("\"run_id\":\"");
+    fprintf(f, "%.*s%s-%.*s%s%s\n", (int)rid_end, row, id, (int)((size_t)(at - row) - rid_end), row + rid_end, to,
+            at + strlen(from));
+    fclose(f);
+}
+
 /* A probe's: speedup_vs_cpu took a cpu row of another model (5000 classes: "efficiency 236 %"). The baseline
  * is a cpu row of the same model: none for a threads run beside a cpu run of other classes, that cpu row
- * once it is there. */
+ * once it is there. Another's (probe C): it took a newer cpu row of another machine (another session's, in a
+ * results file shared across sessions: "49.87x ... efficiency 2494 %") or of a --profile run; those are no
+ * baseline, nor is one with other environment switches, and the older row of this machine is. */
 Test(cli, the_cpu_baseline_is_a_row_of_the_same_model)
 {
     char *dir = tu_mkdtemp("cli-baseline"), *out = NULL;
@@ -767,7 +783,25 @@ Test(cli, the_cpu_baseline_is_a_row_of_the_same_model)
         proc_free(&p);
         struct last_row last = {0};
         cr_assert_eq(results_read_rows(out, keep_last, &last), TB_OK);
-        if (k == 2) snprintf(cpu_id, sizeof cpu_id, "%s", last.run_id);
+        if (k == 2) {
+            snprintf(cpu_id, sizeof cpu_id, "%s", last.run_id);
+            /* Newer cpu rows the threads run must pass over: its ratio is only ever to this machine's cpu, run
+             * as it is (a digit put before a count makes it another count). */
+            char *text = tu_read_file(out, NULL);
+            cr_assert_not_null(text);
+            size_t len = strlen(text);
+            while (len && text[len - 1] == '\n') text[--len] = '\0';
+            const char *row = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+            append_variant(out, row, "FOREIGN", "\"cpu_model\":\"", "\"cpu_model\":\"Intel Xeon OTHER ");
+            append_variant(out, row, "CORES", "\"n_cores\":", "\"n_cores\":6");
+            append_variant(out, row, "BLAS", "\"blas_core\":\"", "\"blas_core\":\"Other");
+            append_variant(out, row, "PROFILED", "\"profile\":false", "\"profile\":true");
+            append_variant(out, row, "SPE", "\"steps_per_execution\":", "\"steps_per_execution\":9");
+            append_variant(out, row, "CRC", "\"data_crc32\":\"", "\"data_crc32\":\"f");
+            if (strstr(row, "\"env\":{}")) append_variant(out, row, "ENV", "\"env\":{}", "\"env\":{\"TB_X\":\"1\"}");
+            else append_variant(out, row, "ENV", "\"env\":{", "\"env\":{\"TB_X\":\"1\",");
+            free(text);
+        }
         if (k == 1) cr_assert(!last.has_speedup, "a cpu row of 20 classes served as the baseline (%s)", last.baseline);
         if (k == 3) {
             cr_assert(last.has_speedup && last.speedup > 0, "no baseline beside the same model's cpu row");

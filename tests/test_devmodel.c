@@ -236,6 +236,38 @@ Test(devmodel, composition_is_proj_project_over_layer_sums)
     model_free(&m);
 }
 
+/* The cpu-this spec names the calibration file it read, holds this machine's memory (MemTotal), and
+ * prints its matrix peak to the vector peak's precision (141.4 GFLOP/s is not "0.1 TFLOP/s"). */
+Test(devmodel, cpu_this_names_its_file_and_machine_memory)
+{
+    struct calibration c = {.sgemm_1t_gflops = 141.4, .triad_1t_gbs = 20.0, .cores = 2};
+    snprintf(c.cpu_model, sizeof c.cpu_model, "Test CPU");
+    struct dev_spec d;
+    dev_spec_from_calibration_file(&c, "/tmp/elsewhere/cal.json", &d);
+    cr_assert(strstr(d.path, "/tmp/elsewhere/cal.json"), "%s", d.path);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        double kb = 0;
+        cr_assert_eq(fscanf(f, "MemTotal: %lf kB", &kb), 1);
+        fclose(f);
+        cr_assert_float_eq(d.level[0].capacity_bytes, kb * 1024.0, 1.0);
+    }
+    struct model m;
+    build_b0_g16(&m, 32);
+    static struct dev_run r;
+    const int devices[] = {1};
+    cr_assert_eq(dev_run_project(&d, &m, 1, 2, "", DEV_PREC_FP32, 0, 0, 1, devices, 1, 2, &r), TB_OK, "%s", tb_error_get());
+    char *text = NULL;
+    size_t n = 0;
+    FILE *out = open_memstream(&text, &n);
+    dev_print(&d, &r.c, r.st, &r.pm, r.rows, r.n, NULL, out);
+    fclose(out);
+    cr_assert(strstr(text, "spec        /tmp/elsewhere/cal.json (bench --calibrate)"), "%s", text);
+    cr_assert(strstr(text, "matrix 0.14 TFLOP/s") && strstr(text, "vector 0.14 TFLOP/s"), "%s", text);
+    free(text);
+    model_free(&m);
+}
+
 Test(devmodel, stage_footprint_picks_the_memory_level)
 {
     struct dev_spec d;
@@ -342,6 +374,24 @@ Test(devmodel, seed001_projection_is_labelled_and_validated)
                   &status);
     cr_assert_eq(status, 2, "%s", out);
     cr_assert(strstr(out, "devices/tpu-v9.spec not found") && strstr(out, "h200"), "%s", out);
+    free(out);
+}
+
+/* Device counts left out of a --project-device table are noted once (not again for the roofline variant),
+ * and counts the user did not give are called defaults. */
+Test(devmodel, left_out_counts_noted_once_as_defaults)
+{
+    int status;
+    char *out = run_cmd("cd '" TB_SOURCE_DIR "' && '" TB_BENCH_EXE "' --backend ipu --workload effnet-b0 --resolution 32 "
+                        "--stages 2 --micro-batch 2 --ga 4 --batch 8 --project-device ipu-bow 2>&1 >/dev/null",
+                        &status);
+    cr_assert_eq(status, 0, "%s", out);
+    int notes = 0;
+    for (const char *p = out; (p = strstr(p, "left out")) != NULL; p++) notes++;
+    cr_assert_eq(notes, 2, "%s", out);
+    cr_assert(strstr(out, "bench: note: default device count 64 left out") &&
+                  strstr(out, "bench: note: default device count 256 left out") && !strstr(out, "--project-devices"),
+              "%s", out);
     free(out);
 }
 

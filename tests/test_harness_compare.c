@@ -6,7 +6,8 @@
  * smallest p and --alpha; --ignore backend matches rows across backends; the
  * spread printed after ± is the 95 % confidence interval of the median, labelled; `bench compare
  * --help` and `bench report --help` print usage and exit 0; thousands of configurations take seconds; a
- * batch no int holds is "b-" and a rate of 1e308 no sample; the data's CRC is part of a configuration. */
+ * batch no int holds is "b-" and a rate of 1e308 no sample; the data's CRC is part of a configuration; a
+ * --time-budget run is keyed by its budget, not by the steps it chose. */
 #include "test_harness_util.h"
 
 #include "compare.h"
@@ -804,5 +805,44 @@ Test(harness_compare, data_crc_is_part_of_the_configuration, .init = th_setup, .
     free(err);
     const struct compare_line *pooled = find(l, n, "throughput mnist-mlp cpu b32 lr=0.1 [data_crc32 ? → *]");
     cr_assert(pooled->n_old == 2 && pooled->n_new == 4, "both data's rows pooled, as asked");
+    free(l);
+}
+
+/* A throughput row sized by --time-budget: the steps and warm-up the budget chose, the budget, one rate. */
+static void row_budget(const char *path, int steps, int warmup, double budget, double ips)
+{
+    char text[1024], fig[64] = "";
+    if (budget > 0) snprintf(fig, sizeof fig, "\"time_budget_s\":%g,", budget);
+    snprintf(text, sizeof text,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"status\":\"ok\",\"config\":{\"plan\":\"throughput\","
+             "\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":8,\"dataset\":\"synthetic\",\"steps\":%d,"
+             "\"warmup\":%d},\"figures\":{%s\"images_per_s\":%g}}\n",
+             steps, warmup, fig, ips);
+    th_append(path, text);
+}
+
+/* Probe C 4: one --time-budget command ran 7/28, 8/32, 8/32 and 8/33 warm-up/timed steps (the budget chose
+ * them at the speed of the moment), and compare matched one pair of four rows, listing the others as on one
+ * side only. Budgeted rows are keyed by the budget; another budget, or explicit --steps, is another
+ * configuration. */
+Test(harness_compare, a_time_budget_run_is_keyed_by_its_budget, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192];
+    th_path(a, sizeof a, "old.jsonl");
+    th_path(b, sizeof b, "new.jsonl");
+    row_budget(a, 28, 7, 0.3, 1000), row_budget(a, 32, 8, 0.3, 1010);
+    row_budget(b, 32, 8, 0.3, 1005), row_budget(b, 33, 8, 0.3, 995);
+    row_budget(a, 30, 8, 1.0, 900), row_budget(b, 30, 8, 1.0, 910); /* another budget */
+    row_budget(a, 32, 8, 0, 800), row_budget(b, 32, 8, 0, 810);     /* --steps 32 --warmup 8 given */
+    struct compare_line *l;
+    int n;
+    free(compare_captured(a, b, &l, &n));
+    cr_assert_eq(n, 3, "one configuration a budget, and the explicit steps: %d lines", n);
+    int budget_pairs = 0;
+    for (int i = 0; i < n; i++) {
+        cr_assert(l[i].n_old > 0 && l[i].n_new > 0, "'%s' is on one side only", l[i].name);
+        budget_pairs += l[i].n_old == 2 && l[i].n_new == 2;
+    }
+    cr_assert_eq(budget_pairs, 1, "the four rows of the 0.3 s budget are one configuration");
     free(l);
 }

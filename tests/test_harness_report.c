@@ -4,7 +4,7 @@
  * its pipeline Gantt chart and the measured bubble beside it; rows of runs that did not finish
  * (status not "ok") are listed, never drawn. Thousands of configurations take seconds; an input that is an
  * output is refused; impossible figures are empty cells; warnings come once; the data's CRC is part of a
- * configuration. Needs gnuplot (gnuplot-nox). */
+ * configuration, and a --time-budget run's budget is, not the steps it chose. Needs gnuplot (gnuplot-nox). */
 #include "test_harness_util.h"
 
 #include "calibrate.h"
@@ -1635,4 +1635,35 @@ Test(harness_report, incomplete_ceilings_and_shares_above_the_peak, .init = th_s
     cr_assert(strstr(err, "warning: 2 rows above 100 % of the calibrated peak") && strstr(err, "run hot:"), "%s", err);
     cr_assert_eq(count_of(err, "above 100 %"), 1, "%s", err);
     free(md), free(err);
+}
+
+/* A throughput row with the steps and warm-up given, and the --time-budget that chose them (0: none). */
+static void budget_row(const char *path, const char *id, int steps, int warmup, double budget, double ips)
+{
+    char t[2048], fig[64] = "";
+    if (budget > 0) snprintf(fig, sizeof fig, "\"time_budget_s\":%g,", budget);
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"%s\",\"status\":\"ok\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":8,\"dataset\":\"synthetic\","
+             "\"steps\":%d,\"warmup\":%d},%s,\"figures\":{%s\"images_per_s\":%g}}\n",
+             id, steps, warmup, machine, fig, ips);
+    th_append(path, t);
+}
+
+/* Probe C 4: one --time-budget command, whose budget chose 7/28, 8/32 and 8/33 warm-up/timed steps, showed
+ * as three configurations with a bar each, and a re-run superseded nothing. Such rows are keyed and named
+ * by the budget; --steps given is another configuration. */
+Test(harness_report, a_time_budget_run_is_keyed_by_its_budget, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192];
+    th_path(in, sizeof in, "results.jsonl");
+    budget_row(in, "b1", 28, 7, 0.3, 1000);
+    budget_row(in, "b2", 32, 8, 0.3, 1100);
+    budget_row(in, "b3", 33, 8, 0.3, 1200);
+    budget_row(in, "s", 32, 8, 0, 1300);
+    char *md = report_tables(in, TB_OK, NULL);
+    cr_assert(strstr(md, "4 rows, 2 shown. Left out: 2 superseded") != NULL, "%.700s", md);
+    cr_assert(strstr(md, "steps=budget:0.3s") && strstr(md, "**1200**") && strstr(md, "steps=32"), "%s", md);
+    cr_assert(strstr(md, "**1000**") == NULL && strstr(md, "**1100**") == NULL, "%s", md);
+    free(md);
 }

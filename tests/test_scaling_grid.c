@@ -231,3 +231,40 @@ Test(scaling_grid, plain_batch_sweep_unchanged, .init = th_setup, .fini = th_tea
     cr_assert_eq(r.replicas[1], 1);
     cr_assert_eq(r.accum[1], 1);
 }
+
+static int on_peak_row(const struct json_value *row, long line, void *ctx)
+{
+    (void)line;
+    double *peak = ctx; /* the last row's: the sweep's small point */
+    *peak = json_get_number(row, "figures.peak_rss_mib", -1.0);
+    cr_assert_str_eq(json_get_str(row, "figures.peak_rss_scope", ""), "run");
+    return TB_OK;
+}
+
+/* The peak memory of the last point of a quiet mnist-mlp cpu sweep over `batches` (a fixed data set, so
+ * only the backends differ). */
+static double last_point_peak(const char *batches)
+{
+    char p[192];
+    struct bench_config c;
+    config(&c, "cpu", (const char *const[]){"batches", batches, "steps", "1", "warmup", "1", "mllog", "none", NULL});
+    th_bench_quiet(&c, 256, 32);
+    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
+    double peak = -1.0;
+    cr_assert_eq(results_read_rows(th_path(p, sizeof p, "rows.jsonl"), on_peak_row, &peak), TB_OK);
+    remove(p);
+    cr_assert_gt(peak, 0.0);
+    return peak;
+}
+
+Test(scaling_grid, a_points_peak_memory_is_its_own, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("AddressSanitizer keeps freed memory resident (its quarantine): the peaks are its, not bench's");
+#endif
+    /* Batch 2048's backend is ~60 MB of activations and gradients; batch 8 alone peaks near the process's
+     * own size. The high-water mark was reset while the previous point's backend was still resident. */
+    const double alone = last_point_peak("8"), after_large = last_point_peak("2048,8");
+    cr_assert_lt(after_large, 1.5 * alone, "batch 8 after batch 2048 peaks at %.1f MiB, alone at %.1f MiB", after_large,
+                 alone);
+}

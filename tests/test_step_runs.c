@@ -12,7 +12,9 @@
  *     seed's steps equal;
  *   - a diverging run (SGD at lr 1000): the same error, at the same step, in the same row;
  *   - the first plain progress line (after step 1) shows the same step and loss;
- *   - --steps-per-execution with --trace, or on the inference plan, is refused.
+ *   - --steps-per-execution with --trace, or on the inference plan, is refused;
+ *   - no call straddles the warm-up's end (throughput, train and tta), so the warm-up stays out of the
+ *     timed steps: --warmup 1 --steps 20 at N = 21 is 2 calls a repeat; train's weights stay bitwise.
  * Single-threaded (the cpu backend); a few seconds.
  */
 #include "test_harness_util.h"
@@ -211,4 +213,71 @@ Test(step_runs, refused_where_single_steps_are_recorded)
     cr_assert_eq(bench_config_finish(&c), TB_EINVAL);
     cr_assert(strstr(tb_error_get(), "plans that train") != NULL, "%s", tb_error_get());
     cr_assert_eq(bench_config_set(&c, "steps-per-execution", "0"), TB_EINVAL, "0 is not a count (auto is)");
+}
+
+/* A quiet mnist-mlp run of `plan` at batch 8 with --warmup `warmup` and --steps-per-execution `spe` (NULL: not
+ * given), plus the options in kv (name, value pairs, NULL-terminated); returns its row (the caller frees it). */
+static struct json_value *warm_run(const char *plan, const char *warmup, const char *spe, const char *const *kv)
+{
+    struct bench_config c;
+    if (!strcmp(plan, "tta")) {
+        th_small_tta(&c, "0.5", "2", "3");
+        cr_assert_eq(bench_config_set(&c, "batch", "32"), TB_OK);
+    } else {
+        bench_config_defaults(&c);
+        cr_assert_eq(bench_config_set(&c, "plan", plan), TB_OK);
+        th_bench_quiet(&c, 1024, 256);
+        cr_assert_eq(bench_config_set(&c, "batch", "8"), TB_OK);
+    }
+    cr_assert_eq(bench_config_set(&c, "warmup", warmup), TB_OK);
+    if (spe) cr_assert_eq(bench_config_set(&c, "steps-per-execution", spe), TB_OK);
+    for (int k = 0; kv && kv[k]; k += 2)
+        cr_assert_eq(bench_config_set(&c, kv[k], kv[k + 1]), TB_OK, "--%s %s: %s", kv[k], kv[k + 1], tb_error_get());
+    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
+    return last_row();
+}
+
+Test(step_runs, throughput_calls_stop_at_the_warmup_end)
+{
+    /* One call of 21 steps would share the cold first step's time with the 20 timed ones. */
+    static const char *const kv[] = {"steps", "20", "repeat", "2", NULL};
+    struct json_value *row = warm_run("throughput", "1", "21", kv);
+    cr_assert_eq(json_get_number(row, "figures.step_executions", -1), 4.0, "each repeat: the warm-up step, then 20");
+    cr_assert_eq(json_get_number(row, "figures.warmup_steps", -1), 1.0);
+    cr_assert_eq(json_get_number(row, "figures.timed_steps", -1), 40.0);
+    json_value_free(row);
+}
+
+Test(step_runs, train_calls_stop_at_the_warmup_end_with_the_same_bits)
+{
+    static const char *const kv1[] = {"steps", "20", "save", "one.safetensors", NULL};
+    static const char *const kv2[] = {"steps", "20", "save", "runs.safetensors", NULL};
+    struct json_value *one = warm_run("train", "1", NULL, kv1), *runs = warm_run("train", "1", "10", kv2);
+    cr_assert_eq(json_get_number(runs, "figures.step_executions", -1), 3.0, "steps 1, 2-11 and 12-20");
+    cr_assert_eq(json_get_number(runs, "figures.warmup_steps", -1), 1.0);
+    static const char *const figs[] = {"figures.first_loss", "figures.final_loss", "figures.train_steps"};
+    for (size_t i = 0; i < sizeof figs / sizeof *figs; i++) same_number(one, runs, figs[i]);
+    size_t n1, n2;
+    float *p1 = saved_params("one.safetensors", &n1), *p2 = saved_params("runs.safetensors", &n2);
+    cr_assert_eq(n1, n2);
+    cr_assert(memcmp(p1, p2, n1 * sizeof *p1) == 0, "the saved weights differ");
+    free(p1), free(p2);
+    json_value_free(one), json_value_free(runs);
+}
+
+Test(step_runs, tta_calls_stop_at_the_warmup_end)
+{
+    /* Evaluations every 16 steps at N = 8: 2 calls a period; a warm-up of 2 adds one call to each seed's
+     * first period (steps 1-2, 3-10, 11-16), and changes no step. */
+    struct json_value *cold = warm_run("tta", "0", "8", NULL), *warm = warm_run("tta", "2", "8", NULL);
+    cr_assert_eq(json_get_number(warm, "figures.step_executions", -1),
+                 json_get_number(cold, "figures.step_executions", -1) + 2.0, "one more call for each of 2 seeds");
+    for (int s = 0; s < 2; s++) {
+        char path[96];
+        snprintf(path, sizeof path, "figures.runs.%d.steps", s);
+        same_number(cold, warm, path);
+        snprintf(path, sizeof path, "figures.runs.%d.curve.0.loss", s);
+        same_number(cold, warm, path);
+    }
+    json_value_free(cold), json_value_free(warm);
 }
