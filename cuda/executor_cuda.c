@@ -106,10 +106,11 @@ struct cuda_ctx {
     void *h_stage;                           /* pinned: a fused step's pixels, label, alpha and loss */
     /* The runs as one persistent kernel (mlp_persist.h; persist = 1) instead of the graph's replays. */
     int persist;
-    /* BatchNorm -> depthwise pairs run fused (tb_cuda_bn_dw_pairs; NULL: none, and stages) where both are in the
-     * pass enqueued last (fuse_l0 <= layer < fuse_l1; -1 before any); which BatchNorms' training forwards left
-     * their output to the depthwise (cu_env). One flag a layer, not a set per activation set: a whole-model
-     * executor trains on one set (train; evaluation never fuses), so a second training slot would need its own. */
+    /* BatchNorm -> depthwise pairs run fused (tb_cuda_bn_dw_pairs; NULL: none, stages and --no-fuse) where both
+     * are in the pass enqueued last (fuse_l0 <= layer < fuse_l1; -1 before any); which BatchNorms' training
+     * forwards left their output to the depthwise (cu_env). One flag a layer, not a set per activation set: a
+     * whole-model executor trains on one set (train; evaluation never fuses), so a second training slot would need
+     * its own. */
     int *bn_dw;
     unsigned char *bn_unwritten;
     int fuse_l0, fuse_l1;
@@ -410,8 +411,6 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
     int st = sticky(c);
     if (st != TB_OK) return st;
     *loss_sum = 0.0;
-    if (p->logits && (what & EXECUTOR_FORWARD) && p->l1 == m->n_layers)
-        return tb_error_set(TB_EUNSUPPORTED, "cuda: a pass's logits are not copied back (evaluate collects them)");
     /* Sync BatchNorm needs the statistics summed over replicas between its passes (NCCL): refused rather
      * than run with local statistics. */
     if (p->coll && p->training)
@@ -419,7 +418,16 @@ static int cuda_compute(struct executor *ex, const struct executor_pass *p, int 
                             "cuda: sync BatchNorm across replicas is not implemented on this device yet");
     const int fwd = !!(what & EXECUTOR_FORWARD), bwd = !!(what & EXECUTOR_BACKWARD);
     const int at_loss = p->l1 == m->n_layers;
-    st = enqueue_pass(c, p, c->stage ? &c->stage->slot[p->slot] : &c->train, fwd, bwd);
+    const struct cu_acts *in = c->stage ? &c->stage->slot[p->slot] : &c->train;
+    st = enqueue_pass(c, p, in, fwd, bwd);
+    if (st == TB_OK && fwd && at_loss && p->logits) {
+        /* The loss layer's input, (n, classes) fp32 (the ipu schedule's last stage in evaluate: top-5, --logits),
+         * copied on the stream before read_loss waits for it, as cuda_evaluate's. */
+        const struct layer *ce = &m->layers[m->n_layers - 1];
+        const size_t bytes = (size_t)p->n * m->tensors[ce->in].per_sample * sizeof(float);
+        const cudaError_t e = cudaMemcpyAsync(p->logits, act(c, in, ce->in), bytes, cudaMemcpyDeviceToHost, c->s);
+        if (e != cudaSuccess) st = tb_cuda_fail(e, "cudaMemcpyAsync(logits)", __FILE__, __LINE__);
+    }
     if (bwd && c->fp16) c->grads_scaled = 1, c->checked = 0;
     if (st == TB_OK && c->ev_f) st = layer_events_add(c, p, fwd, bwd);
     if (c->stage) {
@@ -1097,7 +1105,8 @@ int executor_cuda_create(struct executor *ex)
         if (!(c->bn_dw = malloc((size_t)m->n_layers * sizeof *c->bn_dw)) ||
             !(c->bn_unwritten = calloc((size_t)m->n_layers, 1)))
             return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
-        if (tb_cuda_bn_dw_pairs(m, c->bn_dw) == 0) free(c->bn_dw), c->bn_dw = NULL;
+        /* --no-fuse runs the pairs apart, as TB_CUDA_BN_DW=apart does (the row's no_fuse is then true). */
+        if (ex->cfg.no_fuse || tb_cuda_bn_dw_pairs(m, c->bn_dw) == 0) free(c->bn_dw), c->bn_dw = NULL;
     }
     if (c->fp16) loss_scaler_init(&c->ls, ex->cfg.loss_scale);
     if (stage) { /* the range plan: its layers see activation offsets of the tensors the range touches only */

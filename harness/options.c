@@ -765,6 +765,39 @@ static int global_batch(struct bench_config *c)
     return TB_OK;
 }
 
+/* What the device refuses: an explicit --device other than the one the backend is tied to (cuda), and an
+ * algorithm for --conv-algo on the cuda device, whose kernels are its own (cuda/ never reads it). Also in
+ * bench_config_check_backend, so that a suite's backend=* leaves such a backend out. */
+static int device_refuses(const struct bench_config *c)
+{
+    const struct backend_entry *be = backend_find(c->backend);
+    const char *tied = be ? be->caps.device : NULL;
+    if (tied && bench_option_given(c, "device") && strcmp(c->device, tied) != 0)
+        return tb_error_set(TB_EINVAL, "--backend %s runs on the %s device; --device %s contradicts it", c->backend,
+                            tied, c->device);
+    if (bench_option_given(c, "conv-algo") && strcmp(c->run.conv_algo, "auto") != 0 &&
+        !strcmp(tied ? tied : c->device, "cuda"))
+        return tb_error_set(TB_EINVAL, "--conv-algo %s: the cuda device runs its own convolution kernels and takes no "
+                                       "algorithm choice (give auto, or run on --device cpu)", c->run.conv_algo);
+    return TB_OK;
+}
+
+/* --loss-scale where no loss is scaled (a precision other than fp16, or a plan that computes no gradient): the
+ * row would record a setting the run ignored (after the backend's check, so that a backend without the option
+ * names itself). */
+static int loss_scale_unused(const struct bench_config *c)
+{
+    if (!bench_option_given(c, "loss-scale")) return TB_OK;
+    const char *prec = c->run.ipu.precision[0] ? c->run.ipu.precision : "fp32";
+    if (strcmp(prec, "fp16") != 0 && strcmp(prec, "fp16m") != 0)
+        return tb_error_set(TB_EINVAL, "--loss-scale applies to --precision fp16 or fp16m (this run is %s, which "
+                                       "scales no loss)", prec);
+    if (c->plan == PLAN_INFERENCE || c->plan == PLAN_EVALUATE)
+        return tb_error_set(TB_EINVAL, "--loss-scale applies to the plans that train; --plan %s computes no gradient",
+                            bench_plan_name(c->plan));
+    return TB_OK;
+}
+
 int bench_config_finish(struct bench_config *c)
 {
     if (c->finished) return TB_OK;
@@ -787,11 +820,14 @@ int bench_config_finish(struct bench_config *c)
     struct backend probe;
     if (backend_create(&probe, c->backend) != TB_OK) return TB_EINVAL;
     backend_destroy(&probe);
-    /* A backend tied to a device (cuda) runs there whatever --device says; the row records it. */
+    /* A backend tied to a device (cuda) runs there; the row records it. An explicit --device elsewhere is a
+     * contradiction (it used to be dropped without a word): checked before the device is set. */
+    int st = device_refuses(c);
+    if (st != TB_OK) return st;
     const struct backend_entry *be = backend_find(c->backend);
     if (be && be->caps.device) snprintf(c->device, sizeof c->device, "%s", be->caps.device);
 
-    int st = global_batch(c);
+    st = global_batch(c);
     if (st != TB_OK) return st;
 
     enum optim_kind kind = w->optimizer;
@@ -998,6 +1034,7 @@ int bench_config_finish(struct bench_config *c)
     if (c->wopts.bn_eps > 0.0f && !strcmp(c->wopts.norm, "group"))
         return tb_error_set(TB_EINVAL, "--bn-eps: workload %s runs GroupNorm (--norm group), which has no BatchNorm "
                                        "layer to take it; --norm batch gives it BatchNorm layers", w->name);
+    if ((st = loss_scale_unused(c)) != TB_OK) return st;
     struct stat out_sb;
     if (!c->mllog_dir[0] && stat(c->out, &out_sb) == 0 && !S_ISREG(out_sb.st_mode)) {
         /* --out /dev/null: no results kept, so no event log either (and no mllog/ made in /dev). */
@@ -1007,15 +1044,14 @@ int bench_config_finish(struct bench_config *c)
         if (slash) snprintf(c->mllog_dir, sizeof c->mllog_dir, "%.*s/mllog", (int)(slash - c->out), c->out);
         else snprintf(c->mllog_dir, sizeof c->mllog_dir, "mllog");
     }
-    if (c->run.ipu.loss_scale > 0.0f && strcmp(c->run.ipu.precision, "fp16") != 0 && strcmp(c->run.ipu.precision, "fp16m") != 0)
-        fprintf(stderr, "bench: warning: --loss-scale %g applies to --precision fp16 (this run is %s): recorded, "
-                        "not used\n", (double)c->run.ipu.loss_scale, c->run.ipu.precision[0] ? c->run.ipu.precision : "fp32");
     c->finished = 1;
     return TB_OK;
 }
 
 int bench_config_check_backend(const struct bench_config *c)
 {
+    const int st = device_refuses(c);
+    if (st != TB_OK) return st;
     for (size_t k = 0; k < sizeof options / sizeof *options; k++) {
         if (!c->given[k] || backend_takes_option(c->backend, options[k].name)) continue;
         char who[128];

@@ -22,8 +22,10 @@
  * maths or the data order (workload and its options, data set, batch, seed, optimizer), nothing of the
  * backend's schedule, so a run may continue on another backend. The decay horizon counts only for a
  * schedule that decays (a constant rate lets a run be extended with a larger --steps). */
-/* The last word of resume_config's text. */
+/* The last words of resume_config's text: the data's CRC, then (fp16 only) the loss-scale policy; a checkpoint
+ * written before either was recorded lacks it. */
 #define DATA_CRC_WORD "data_crc32="
+#define LOSS_SCALE_WORD "loss_scale="
 
 static void resume_config(const struct session *s, int batch, char *out, size_t n)
 {
@@ -51,8 +53,14 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
     /* The loss itself (smoothing changes it as the rate does); written only when set, so checkpoints from
      * before it was recorded (all at 0) still match a run at 0. */
     if (c->wopts.label_smoothing != 0.0f) ADD(" label_smoothing=%.9g", (double)c->wopts.label_smoothing);
-    /* Storage precision changes every stored value (the same rule: written only when not fp32). */
-    if (c->run.ipu.precision[0] && strcmp(c->run.ipu.precision, "fp32") != 0) ADD(" precision=%s", c->run.ipu.precision);
+    /* Storage precision changes every stored value (the same rule: written only when not fp32). The cuda device
+     * keeps fp32 master weights whatever the name, so there bf16 is bf16m and fp16 is fp16m: one word for both
+     * (resume_normalise reads older checkpoints' the same way). */
+    if (c->run.ipu.precision[0] && strcmp(c->run.ipu.precision, "fp32") != 0) {
+        const int cuda_half = !strcmp(c->device, "cuda") && (!strcmp(c->run.ipu.precision, "bf16") ||
+                                                              !strcmp(c->run.ipu.precision, "fp16"));
+        ADD(" precision=%s%s", c->run.ipu.precision, cuda_half ? "m" : "");
+    }
     if (o->schedule != LR_CONSTANT)
         ADD(" total_steps=%ld decay_rate=%.9g decay_steps=%ld power=%.9g final_lr=%.9g", o->total_steps,
             (double)o->decay_rate, o->decay_steps, (double)o->power, (double)o->final_lr);
@@ -67,7 +75,28 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
      * written before it was recorded matches this text without it (resume_from): the data's CRC, since another
      * set under the same name (another directory, other pixels) is another run. */
     ADD(" %s%08x", DATA_CRC_WORD, (unsigned)s->data_crc32);
+    /* fp16's loss-scale policy (static at N, or dynamic) decides which steps are skipped and at what scale:
+     * after the CRC, so that a checkpoint written before it was recorded matches this text without it. */
+    const char *prec = c->run.ipu.precision;
+    if (!strcmp(prec, "fp16") || !strcmp(prec, "fp16m")) {
+        if (c->run.ipu.loss_scale > 0.0f) ADD(" %s%.9g", LOSS_SCALE_WORD, (double)c->run.ipu.loss_scale);
+        else ADD(" %sdynamic", LOSS_SCALE_WORD);
+    }
 #undef ADD
+}
+
+/* On the cuda device, a checkpoint's "precision=bf16" or "fp16" as resume_config now writes it there (with the
+ * m: the same run), so that checkpoints written before that still resume. text has room for n bytes. */
+static void resume_normalise(const struct session *s, char *text, size_t n)
+{
+    if (strcmp(s->c.device, "cuda") != 0) return;
+    char *p = strstr(text, " precision=");
+    if (!p) return;
+    p += strlen(" precision=");
+    const size_t len = strcspn(p, " ");
+    if (!((len == 4 && (!strncmp(p, "bf16", 4) || !strncmp(p, "fp16", 4))) && strlen(text) + 2 <= n)) return;
+    memmove(p + 5, p + 4, strlen(p + 4) + 1);
+    p[4] = 'm';
 }
 
 /* FNV-1a: the checkpoint records it beside the configuration text, which a resume compares word by word. */
@@ -393,14 +422,22 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st == TB_OK) snprintf(hv, sizeof hv, "%016llx", config_hash(got));
         if (st == TB_OK && (strcmp(hash, hv) != 0 || strtol(stepv, NULL, 10) != steps[i]))
             st = tb_error_set(TB_EFORMAT, "checkpoint %s: its metadata does not agree with itself", path);
-        /* A checkpoint of a build before the data's CRC: its text is this run's without that last word; it
-         * resumes, and says the data could not be checked. */
-        const char *crc = strstr(want, " " DATA_CRC_WORD);
-        const int old_ckpt = st == TB_OK && crc && !strstr(got, DATA_CRC_WORD) && strlen(got) == (size_t)(crc - want) &&
-                             strncmp(got, want, (size_t)(crc - want)) == 0;
-        if (old_ckpt && !s->c.quiet)
+        if (st == TB_OK) resume_normalise(s, got, sizeof got);
+        /* A checkpoint of a build before the data's CRC, or before fp16's loss-scale policy: its text is this
+         * run's without those last words; it resumes, and says what could not be checked. */
+        const char *crc = strstr(want, " " DATA_CRC_WORD), *lsw = strstr(want, " " LOSS_SCALE_WORD);
+        const size_t got_len = strlen(got);
+        const int no_crc = st == TB_OK && crc && !strstr(got, DATA_CRC_WORD) && got_len == (size_t)(crc - want) &&
+                           strncmp(got, want, got_len) == 0;
+        const int no_ls = st == TB_OK && lsw && !strstr(got, LOSS_SCALE_WORD) &&
+                          (no_crc || (got_len == (size_t)(lsw - want) && strncmp(got, want, got_len) == 0));
+        const int old_ckpt = no_crc || no_ls;
+        if (no_crc && !s->c.quiet)
             fprintf(stderr, "bench: note: %s predates the data's CRC in checkpoints: that this run's data is the "
                             "checkpoint's could not be checked\n", path);
+        if (no_ls && !s->c.quiet)
+            fprintf(stderr, "bench: note: %s predates fp16's loss-scale policy in checkpoints: that it ran with "
+                            "this run's %s could not be checked\n", path, lsw + 1);
         if (st == TB_OK && !old_ckpt && strcmp(got, want) != 0) {
             config_diff(s, got, want, why, sizeof why);
             return tb_error_set(TB_EINVAL, "--resume %s: %s was made with another configuration (%s)", dir, path, why);

@@ -26,9 +26,14 @@
  * replicas (one-core devices) give a 2-core machine's bits on a 16-core one (effnet-b0, a child process as the
  * 2-core machine); mirrored with one device and --sync-bn is cpu's bits (effnet-b0); --sync-bn on a model without
  * BatchNorm is refused; ipu's automatic micro-batching, declining a batch --ga would take, names the options that run it.
+ * --loss-scale where no loss is scaled, --device cpu with the cuda backend and a --conv-algo choice on the cuda device
+ * are refused; on the cuda device a bf16m checkpoint resumes under bf16 (bench_emu in test_backends_emu).
  * Threaded tests carry a timeout so a deadlocked pool fails instead of hanging.
  */
 #include "test_util.h"
+
+#include "test_ckpt_meta.h"
+#include "test_reliability_util.h"
 
 #include <criterion/parameterized.h>
 
@@ -885,6 +890,103 @@ Test(backends, bn_eps_without_batchnorm_is_refused)
     cr_assert_eq(finish_config("cpu", "effnet-b0", OPTS("bn-eps", "1e-3")), TB_OK, "%s", tb_error_get());
     cr_assert_eq(finish_config("cpu", "effnet-b0-g16", OPTS("bn-eps", "1e-3", "norm", "batch")), TB_OK, "%s",
                  tb_error_get());
+}
+
+/* --loss-scale where no loss is scaled (a precision other than fp16, a plan without gradients) was recorded
+ * with a warning, or silently: refused, one line naming it. */
+Test(backends, loss_scale_where_no_loss_is_scaled_is_refused)
+{
+    const struct {
+        const char *const *opts;
+        const char *needle;
+    } bad[] = {
+        {OPTS("loss-scale", "128"), "this run is fp32"},
+        {OPTS("loss-scale", "dynamic", "precision", "bf16"), "this run is bf16"},
+        {OPTS("loss-scale", "128", "precision", "bf16m"), "this run is bf16m"},
+        {OPTS("loss-scale", "128", "precision", "fp16", "plan", "inference"), "--plan inference"},
+        {OPTS("loss-scale", "128", "precision", "fp16", "plan", "evaluate", "load", "w.safetensors"), "--plan evaluate"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        cr_assert_eq(finish_config("ipu", "mnist-mlp", bad[k].opts), TB_EINVAL, "case %zu: accepted", k);
+        const char *msg = tb_error_get();
+        cr_assert(strstr(msg, "--loss-scale") && strstr(msg, bad[k].needle) && !strchr(msg, '\n'), "case %zu: %s", k,
+                  msg);
+    }
+    cr_assert_eq(finish_config("ipu", "mnist-mlp", OPTS("loss-scale", "128", "precision", "fp16")), TB_OK, "%s",
+                 tb_error_get());
+    cr_assert_eq(finish_config("ipu", "mnist-mlp", OPTS("loss-scale", "dynamic", "precision", "fp16m", "plan", "train",
+                                                        "steps", "2")),
+                 TB_OK, "%s", tb_error_get());
+}
+
+/* The cuda device's contradictions, refused in one line: --device cpu with the cuda backend (it ran on the GPU,
+ * unsaid), and an algorithm for --conv-algo (its kernels are its own: the rows recorded fft, direct, gemm1x1 for
+ * bitwise the same run). */
+Test(backends, cuda_device_refuses_device_cpu_and_a_conv_algo)
+{
+    if (!backend_find("cuda")) cr_skip_test("no cuda backend in this build (TB_CUDA=OFF)");
+    cr_assert_eq(finish_config("cuda", "mnist-mlp", OPTS("device", "cpu")), TB_EINVAL, "accepted");
+    const char *msg = tb_error_get();
+    cr_assert(strstr(msg, "--backend cuda runs on the cuda device") && strstr(msg, "--device cpu") && !strchr(msg, '\n'),
+              "%s", msg);
+    /* the check a suite's backend=* applies: it leaves cuda out of a line with device=cpu or conv-algo=fft */
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "backend", "cuda"), TB_OK);
+    cr_assert_eq(bench_config_set(&c, "device", "cpu"), TB_OK);
+    cr_assert_eq(bench_config_check_backend(&c), TB_EINVAL);
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "backend", "cuda"), TB_OK);
+    cr_assert_eq(bench_config_set(&c, "conv-algo", "fft"), TB_OK);
+    cr_assert_eq(bench_config_check_backend(&c), TB_EINVAL);
+    cr_assert_eq(finish_config("cuda", "mnist-mlp", OPTS("device", "cuda")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(finish_config("cuda", "mnist-mlp", OPTS("batch", "8")), TB_OK, "%s", tb_error_get());
+
+    const struct { const char *backend; const char *const *opts; } bad[] = {
+        {"cuda", OPTS("conv-algo", "fft")},
+        {"cuda", OPTS("conv-algo", "gemm1x1")},
+        {"mirrored", OPTS("device", "cuda", "conv-algo", "direct")},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        cr_assert_eq(finish_config(bad[k].backend, "effnet-b0", bad[k].opts), TB_EINVAL, "case %zu: accepted", k);
+        msg = tb_error_get();
+        cr_assert(strstr(msg, "--conv-algo") && strstr(msg, "cuda device") && !strchr(msg, '\n'), "case %zu: %s", k,
+                  msg);
+    }
+    cr_assert_eq(finish_config("cuda", "effnet-b0", OPTS("conv-algo", "auto")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(finish_config("cpu", "effnet-b0", OPTS("conv-algo", "fft")), TB_OK, "%s", tb_error_get());
+}
+
+/* On the cuda device bf16 and bf16m are one run (fp32 master weights either way): a checkpoint of one resumes
+ * under the other, and one written before the two were one word (precision=bf16) resumes under bf16m. Another
+ * precision is still another configuration. Runs bench (TB_BENCH_EXE: bench_emu in test_backends_emu). */
+Test(backends, cuda_bf16m_checkpoint_resumes_under_bf16, .timeout = 120)
+{
+    if (!backend_find("cuda")) cr_skip_test("no cuda backend in this build (TB_CUDA=OFF)");
+    if (executor_device_probe("cuda") != TB_OK) cr_skip_test("cuda: %s", tb_error_get());
+    static const char *const base[] = {RB_BASE, "--backend", "cuda", "--no-eval", NULL};
+    char *dir = tu_mkdtemp("backends");
+    cr_assert_eq(rb_run(dir, "m", base, RB_ARGS("--steps", "2", "--precision", "bf16m", "--checkpoint-dir", "ck")), 0);
+    int code = rb_run(dir, "r", base, RB_ARGS("--steps", "4", "--precision", "bf16", "--resume", "ck"));
+    char *err = rb_stderr(dir, "r");
+    cr_assert_eq(code, 0, "%s", err);
+    free(err);
+    /* an older build's bf16 checkpoint */
+    cr_assert_eq(rb_run(dir, "b", base, RB_ARGS("--steps", "2", "--precision", "bf16", "--checkpoint-dir", "ck_old")), 0);
+    char *d = rb_path(dir, "ck_old"), ck[600];
+    checkpoint_dir_path(d, 2, ck, sizeof ck);
+    ckpt_rewrite_config(ck, " precision=bf16m", " precision=bf16");
+    code = rb_run(dir, "r2", base, RB_ARGS("--steps", "4", "--precision", "bf16m", "--resume", "ck_old"));
+    err = rb_stderr(dir, "r2");
+    cr_assert_eq(code, 0, "%s", err);
+    free(err);
+    code = rb_run(dir, "r3", base, RB_ARGS("--steps", "6", "--precision", "fp16", "--resume", "ck_old"));
+    err = rb_stderr(dir, "r3");
+    cr_assert(code == 2 && strstr(err, "precision=bf16m in the checkpoint"), "exit %d: %s", code, err);
+    free(err);
+    free(d);
+    tu_rm_rf(dir);
+    free(dir);
 }
 
 /* ipu's automatic micro-batching wants 2 x stages micro-batches (a rule for speed); where none divides the batch

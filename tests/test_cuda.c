@@ -37,7 +37,8 @@
  *     row is a diverged run naming --loss-scale; a dynamic scale halves on an overflowed step and the next
  *     clean step updates.
  * The gradient shortcut (overwrite at a gradient's last reader) in the shared gradient arena gives the values
- * zeroing and accumulating in one slot per tensor give.
+ * zeroing and accumulating in one slot per tensor give. --no-fuse runs the BatchNorm -> depthwise pairs apart
+ * (TB_CUDA_BN_DW=apart's bits). Two stages' forward returns the cpu's evaluation logits (ipu's evaluate).
  * Without a GPU too: the gradient arena (no two gradients alive together share a byte), the bf16 activation
  * layout (disjoint, aligned, fp32 where it must be).
  */
@@ -49,6 +50,7 @@
 #include "executor_cuda_bf16.h"
 #include "executor_cuda_layers.h"
 #include "grad_layout.h"
+#include "model_range.h"
 #include "stage_precision.h"
 #include "status.h"
 #include "workload.h"
@@ -1351,4 +1353,74 @@ Test(cuda, effnet_gradient_arena_and_overwrite_same_values)
     overwrite_same_values("effnet-b0", "batch", 0);
     overwrite_same_values("effnet-b0-g16", "group", 0);
     overwrite_same_values("effnet-b0", "batch", 1);
+}
+
+/* --no-fuse (executor_config.no_fuse) runs the BatchNorm -> depthwise pairs apart, as TB_CUDA_BN_DW=apart does:
+ * bf16, where apart rounds the normalised tensor to bf16 in memory and so moves the loss, the no-fuse training
+ * forward's loss is the apart one's bits, not the fused one's. The device had ignored it (the fused bits) while
+ * the row recorded no_fuse: true. A forward alone at 8x8, batch 2: the emulation's second each. */
+Test(cuda, effnet_no_fuse_runs_bn_and_depthwise_apart)
+{
+    need_gpu();
+    enum { NF_N = 2, NF_RES = 8 };
+    struct fixture f;
+    effnet_fixture_at(&f, "effnet-b0", "batch", NF_N, -1.0f, NF_RES);
+    struct executor_config c = config_bf16(NF_N, OPTIM_SGD);
+    struct executor ex[3]; /* fused (the default), TB_CUDA_BN_DW=apart, --no-fuse */
+    ex_init_buffers(&ex[0], &f, &c);
+    cr_assert_eq(setenv("TB_CUDA_BN_DW", "apart", 1), 0);
+    ex_init_buffers(&ex[1], &f, &c);
+    unsetenv("TB_CUDA_BN_DW");
+    c.no_fuse = 1;
+    ex_init_buffers(&ex[2], &f, &c);
+    const struct executor_pass p = pass(&f, NF_N, 3, 0, 0);
+    double loss[3];
+    for (int k = 0; k < 3; k++) cr_assert_eq(executor_forward(&ex[k], &p, &loss[k]), TB_OK, "%s", tb_error_get());
+    cr_assert(loss[0] != loss[1], "bf16's fused and apart losses differ (%.17g), else this test tells nothing",
+              loss[0]);
+    cr_assert(memcmp(&loss[2], &loss[1], sizeof loss[1]) == 0, "loss %.17g --no-fuse, %.17g apart (%.17g fused)",
+              loss[2], loss[1], loss[0]);
+    for (int k = 0; k < 3; k++) executor_destroy(&ex[k]);
+    fixture_free(&f);
+}
+
+/* A stage executor's forward through the loss layer copies its logits back (executor_pass.logits: the ipu
+ * schedule's --plan evaluate asks for them on the last stage): two cuda stages [0,k) [k,L), the boundary
+ * exported and imported in fp32, give the cpu's evaluation's loss, correct count and logits. The device had
+ * refused the pass, so `--backend ipu --device cuda --plan evaluate` always failed at run time. */
+Test(cuda, stage_forward_returns_the_logits)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    const int L = f.m.n_layers, k = 2, K = 10;
+    struct executor st[2], cpu;
+    const struct executor_config cg = config("cuda", N, OPTIM_ADAM), cc = config("cpu", N, OPTIM_ADAM);
+    for (int s = 0; s < 2; s++) {
+        struct executor_config sc = cg;
+        sc.l0 = s ? k : 0, sc.l1 = s ? L : k;
+        ex_init(&st[s], &f, &sc);
+    }
+    ex_init(&cpu, &f, &cc);
+    float *lg = tu_fvec((size_t)N * K), *lc = tu_fvec((size_t)N * K);
+    struct eval_stats ec = {.logits = lc};
+    cr_assert_eq(executor_evaluate(&cpu, f.ds.images, f.y, N, &ec), TB_OK, "%s", tb_error_get());
+    const struct executor_pass a = {.n = N, .n_global = N, .x = f.ds.images, .y = f.y, .l0 = 0, .l1 = k};
+    double l0, l1;
+    cr_assert_eq(executor_forward(&st[0], &a, &l0), TB_OK, "%s", tb_error_get());
+    float *acts = tu_fvec(model_boundary_floats(&f.m, k, N, 0) + 16);
+    cr_assert_eq(executor_export_boundary(&st[0], 0, 0, acts, N, STAGE_PREC_FP32, 1.0f), 0);
+    cr_assert_eq(executor_import_boundary(&st[1], 0, acts, N, STAGE_PREC_FP32, 1.0f), 0);
+    long correct = 0;
+    const struct executor_pass b = {.n = N, .n_global = N, .y = f.y, .l0 = k, .l1 = L, .logits = lg,
+                                    .n_correct = &correct};
+    cr_assert_eq(executor_forward(&st[1], &b, &l1), TB_OK, "%s", tb_error_get());
+    cr_assert(fabs(l1 - ec.loss_sum) <= 1e-5 * fabs(ec.loss_sum), "loss %.9g stages, %.9g cpu", l1, ec.loss_sum);
+    cr_assert_eq(correct, ec.correct);
+    for (int i = 0; i < N * K; i++)
+        cr_assert(fabs(lg[i] - lc[i]) <= 1e-4 * (fabs(lc[i]) + 1e-2), "logit %d: %.9g stages, %.9g cpu", i,
+                  (double)lg[i], (double)lc[i]);
+    free(lg), free(lc), free(acts);
+    executor_destroy(&st[0]), executor_destroy(&st[1]), executor_destroy(&cpu);
+    fixture_free(&f);
 }

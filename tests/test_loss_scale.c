@@ -3,7 +3,8 @@
  * LOSS_SCALE_GROW clean steps up to its ceiling; a static scale that never moves; skipped steps counted; and
  * the diverged rule (LOSS_SCALE_DIVERGED overflows in a row, counted only at the lowest scale), with its
  * one-line reason; the state's text a checkpoint keeps, and what restoring it takes and refuses; and that
- * reason, not the harness's generic one, ending an ipu fp16 run whose static scale always overflows.
+ * reason, not the harness's generic one, ending an ipu fp16 run whose static scale always overflows; and a
+ * throughput run that skipped every step ends diverged with no rate, as train's does.
  */
 #include "test_util.h"
 
@@ -179,5 +180,53 @@ Test(loss_scale, a_static_scale_that_applied_no_update_says_so_within_the_plan, 
     char p[192];
     char *rows = th_read(th_path(p, sizeof p, "rows.jsonl"));
     cr_assert(strstr(rows, "\"planned_steps\":5,") && strstr(rows, "\"diverged_at_step\":5,"), "%s", rows);
+    free(rows);
+}
+
+/* Throughput follows train's rule: every step skipped (a static 1e30 overflows each one) applied no update,
+ * so the run is diverged (exit 1) with no rate, not an ok row whose images/s timed steps that never ran the
+ * optimizer (it was "status":"ok" with a rate and "6 steps skipped" of 6). Two repeats: the skips count over
+ * all of them. */
+Test(loss_scale, a_throughput_run_that_applied_no_update_reports_no_rate, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    static const char *const opt[][2] = {
+        {"plan", "throughput"}, {"backend", "ipu"}, {"precision", "fp16"}, {"loss-scale", "1e30"}, {"batch", "8"},
+        {"steps", "3"}, {"warmup", "1"}, {"repeat", "2"},
+    };
+    for (size_t k = 0; k < sizeof opt / sizeof *opt; k++)
+        cr_assert_eq(bench_config_set(&c, opt[k][0], opt[k][1]), TB_OK, "%s: %s", opt[k][0], tb_error_get());
+    th_bench_quiet(&c, 256, 64);
+    cr_assert_eq(bench_run(&c), TB_EDIVERGED, "%s", tb_error_get());
+    const char *msg = tb_error_get();
+    cr_assert(strstr(msg, "ipu/mnist-mlp: no update applied: fp16 gradients overflowed on all 8 steps (static loss "
+                          "scale 1e+30; lower --lr or --loss-scale)") != NULL, "%s", msg);
+    char p[192];
+    char *rows = th_read(th_path(p, sizeof p, "rows.jsonl"));
+    cr_assert(strstr(rows, "\"status\":\"diverged\"") && strstr(rows, "\"planned_steps\":8,") &&
+              strstr(rows, "\"completed_steps\":8,") && strstr(rows, "\"diverged_at_step\":8,"), "%s", rows);
+    cr_assert_null(strstr(rows, "images_per_s"), "no rate: %s", rows);
+    free(rows);
+}
+
+/* A scale that lets the steps through: throughput's ok row with its rate, and no step skipped. */
+Test(loss_scale, a_throughput_run_whose_updates_applied_keeps_its_rate, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    static const char *const opt[][2] = {
+        {"plan", "throughput"}, {"backend", "ipu"}, {"precision", "fp16"}, {"loss-scale", "1"}, {"batch", "8"},
+        {"steps", "3"}, {"warmup", "1"},
+    };
+    for (size_t k = 0; k < sizeof opt / sizeof *opt; k++)
+        cr_assert_eq(bench_config_set(&c, opt[k][0], opt[k][1]), TB_OK, "%s: %s", opt[k][0], tb_error_get());
+    th_bench_quiet(&c, 256, 64);
+    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
+    char p[192];
+    char *rows = th_read(th_path(p, sizeof p, "rows.jsonl"));
+    cr_assert(strstr(rows, "\"status\":\"ok\"") && strstr(rows, "\"images_per_s\":"), "%s", rows);
     free(rows);
 }

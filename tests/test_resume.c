@@ -13,9 +13,11 @@
  * Time to accuracy resumes too: interrupted (in its first seed or a later one) and resumed, it takes the
  * same steps and evaluations, reaches the target at the same step with bitwise the same parameters, and
  * its clock continues from the seconds already spent; train and tta never take each other's checkpoints.
+ * fp16's loss-scale policy is part of the configuration (an older checkpoint without it resumes, with a note).
  * tools/ckpt_roundtrip.py loads both a --save file and a resumable checkpoint into torchvision.
  * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set.
  */
+#include "test_ckpt_meta.h"
 #include "test_reliability_util.h"
 
 #include "results.h"
@@ -439,6 +441,67 @@ Test(resume, a_different_configuration_is_a_usage_error)
     }
     cr_assert_eq(rb_count_lines(res), rows, "a refused resume wrote a result row");
     free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Exit status of resuming dir/ck (4 steps done) to 6 steps with the fp16 options be and extra; its stderr into err. */
+static int resume_fp16(const char *dir, const char *const *be, const char *ck, const char *const *extra, char **err)
+{
+    const char *args[16] = {"--steps", "6", "--no-eval", "--resume", ck};
+    int n = 5;
+    for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    const int code = rb_run(dir, "again", be, args);
+    *err = rb_stderr(dir, "again");
+    return code;
+}
+
+/* fp16's loss-scale policy decides which steps are skipped and at what scale: a probe's static 512 run resumed
+ * without --loss-scale went on dynamic (and the reverse), unsaid, its row labelling steps it had not run so.
+ * Now another policy or static value is a usage error naming loss_scale; a checkpoint of a build before the
+ * policy was recorded still resumes, with a note. bf16m and bf16 stay two configurations off the cuda device
+ * (the ipu stages store bf16 weights without a master copy). */
+Test(resume, fp16_loss_scale_policy_is_part_of_the_configuration)
+{
+    /* RB_BASE without --quiet, which would hide the note */
+#define LS_BASE "--data", "synthetic", "--synthetic-samples", "1000,200", "--batch", "8", "--mllog", "none", "--out", \
+                "results.jsonl", "--backend", "ipu", "--stages", "2", "--split", "2", "--ga", "2"
+    static const char *const be[] = {LS_BASE, "--precision", "fp16", NULL};
+    char *dir = new_dir(), *err;
+    cr_assert_eq(rb_run(dir, "st", be, RB_ARGS("--steps", "4", "--no-eval", "--loss-scale", "512", "--checkpoint-dir",
+                                               "ck_static")), 0);
+    cr_assert_eq(rb_run(dir, "dyn", be, RB_ARGS("--steps", "4", "--no-eval", "--checkpoint-dir", "ck_dyn")), 0);
+    static const struct { const char *ck, *scale, *want_a, *want_b; } bad[] = {
+        {"ck_static", NULL, "loss_scale=512 in the checkpoint", "loss_scale=dynamic in this run"},
+        {"ck_static", "256", "loss_scale=512 in the checkpoint", "loss_scale=256 in this run"},
+        {"ck_dyn", "100", "loss_scale=dynamic in the checkpoint", "loss_scale=100 in this run"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        const int code = resume_fp16(dir, be, bad[k].ck, bad[k].scale ? RB_ARGS("--loss-scale", bad[k].scale) : NULL,
+                                     &err);
+        cr_assert(code == 2 && strstr(err, bad[k].want_a) && strstr(err, bad[k].want_b), "case %zu: exit %d: %s", k,
+                  code, err);
+        free(err);
+    }
+    cr_assert_eq(resume_fp16(dir, be, "ck_static", RB_ARGS("--loss-scale", "512"), &err), 0, "%s", err);
+    free(err);
+    /* An older build's checkpoint: its text without the word. */
+    char *ckd = rb_path(dir, "ck_dyn"), old[600];
+    checkpoint_dir_path(ckd, 4, old, sizeof old);
+    ckpt_rewrite_config(old, " loss_scale=dynamic", "");
+    cr_assert_eq(resume_fp16(dir, be, "ck_dyn", NULL, &err), 0, "%s", err);
+    cr_assert(strstr(err, "predates fp16's loss-scale policy") && strstr(err, "loss_scale=dynamic"), "%s", err);
+    free(err);
+    free(ckd);
+    /* bf16m is not bf16 on the cpu device. */
+    static const char *const bf[] = {LS_BASE, NULL};
+#undef LS_BASE
+    cr_assert_eq(rb_run(dir, "bf", bf, RB_ARGS("--steps", "4", "--no-eval", "--precision", "bf16m", "--checkpoint-dir",
+                                               "ck_bf")), 0);
+    const int code = resume_fp16(dir, bf, "ck_bf", RB_ARGS("--precision", "bf16"), &err);
+    cr_assert(code == 2 && strstr(err, "precision=bf16m in the checkpoint"), "exit %d: %s", code, err);
+    free(err);
     tu_rm_rf(dir);
     free(dir);
 }
