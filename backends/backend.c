@@ -28,8 +28,8 @@ static const struct backend_entry registry[] = {
       0, 0, 0, NULL}},
 #ifdef TB_HAVE_CUDA
     /* The reference schedule on one GPU: --backend cpu --device cuda under its own name. */
-    {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: a captured step, run in loops "
-             "on the GPU)",
+    {"cuda", "one GPU, the reference schedule on the cuda device (batch 1: runs of steps in one persistent "
+             "kernel)",
      backend_cuda_create, {"prefetch precision loss-scale", 0, 0, 1, "cuda"}},
 #endif
 };

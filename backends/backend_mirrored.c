@@ -309,11 +309,12 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
         if (cfg->n_devices < 0 || c->R > 1024)
             return tb_error_set(TB_EINVAL, "--devices must be in 1..1024 (got %d)", cfg->n_devices);
         if (G > cfg->batch)
-            return tb_error_set(TB_EINVAL, "%d MPI ranks x %d devices is more than the %d samples of a batch", c->world,
-                                c->R, cfg->batch);
+            return tb_error_set(TB_EINVAL, "%d MPI rank%s x %d device%s is more than the %d sample%s of a batch",
+                                c->world, c->world == 1 ? "" : "s", c->R, c->R == 1 ? "" : "s", cfg->batch,
+                                cfg->batch == 1 ? "" : "s");
         if (cfg->batch % G)
-            return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d MPI ranks x %d devices", cfg->batch,
-                                c->world, c->R);
+            return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d MPI rank%s x %d device%s",
+                                cfg->batch, c->world, c->world == 1 ? "" : "s", c->R, c->R == 1 ? "" : "s");
         if (cfg->sync_bn && c->R > 1)
             return tb_error_set(TB_EUNSUPPORTED, "--sync-bn over MPI takes one device per rank (--devices 1): its "
                                                  "collective runs inside each replica's pass");
@@ -325,9 +326,9 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
         if (cfg->n_devices < 0 || R > 1024)
             return tb_error_set(TB_EINVAL, "--devices must be in 1..1024 (got %d)", cfg->n_devices);
         if (R > cfg->batch)
-            return tb_error_set(TB_EINVAL, "--devices %d is more than the %d samples of a batch: each replica needs "
+            return tb_error_set(TB_EINVAL, "--devices %d is more than the %d sample%s of a batch: each replica needs "
                                            "at least one sample (--batch is the global batch; --batch-per-replica B "
-                                           "gives each replica B)", R, cfg->batch);
+                                           "gives each replica B)", R, cfg->batch, cfg->batch == 1 ? "" : "s");
         if (cfg->batch % R)
             return tb_error_set(TB_EINVAL, "--batch %d does not split evenly over %d devices (choose a multiple of %d)",
                                 cfg->batch, R, R);
@@ -573,23 +574,26 @@ static void mir_describe(struct backend *b, char *buf, size_t n)
 {
     struct mir_ctx *c = b->ctx;
     const char *copies = c->stage ? " of host copies of the gradients" : "";
+    /* One device, rank or sample is said in the singular (--devices 1, mpirun -np 1, --batch-per-replica 1). */
+    const char *ranks = c->world == 1 ? "" : "s", *devs = c->R == 1 ? "" : "s", *samples = c->shard == 1 ? "" : "s";
     if (c->mpi && c->R == 1)
-        snprintf(buf, n, "mirrored: %d MPI ranks, %d samples each, MPI_Allreduce%s", c->world, c->shard, copies);
+        snprintf(buf, n, "mirrored: %d MPI rank%s, %d sample%s each, MPI_Allreduce%s", c->world, ranks, c->shard,
+                 samples, copies);
     else if (c->mpi)
-        snprintf(buf, n, "mirrored: %d MPI ranks x %d devices, %d samples each, ring within a rank and "
-                         "MPI_Allreduce of its chunks between ranks%s%s%s", c->world, c->R, c->shard, copies,
-                 shards_update(c) ? ", update sharded over a rank's devices" : "",
+        snprintf(buf, n, "mirrored: %d MPI rank%s x %d devices, %d sample%s each, ring within a rank and "
+                         "MPI_Allreduce of its chunks between ranks%s%s%s", c->world, ranks, c->R, c->shard, samples,
+                 copies, shards_update(c) ? ", update sharded over a rank's devices" : "",
                  c->shared_params ? ", one copy of the parameters a rank" : "");
     else if (c->offhost) {
         char how[320];
         if (c->group.n) snprintf(how, sizeof how, "%s", c->group.how);
         else if (c->stage) snprintf(how, sizeof how, "ring all-reduce of host copies of the gradients (%s)", c->stage_why);
         else snprintf(how, sizeof how, "nothing to all-reduce");
-        snprintf(buf, n, "mirrored: %d %s replica%s, %d samples each, %s", c->R, c->dev[0].cfg.device,
-                 c->R == 1 ? "" : "s", c->shard, how);
+        snprintf(buf, n, "mirrored: %d %s replica%s, %d sample%s each, %s", c->R, c->dev[0].cfg.device, devs,
+                 c->shard, samples, how);
     } else
-        snprintf(buf, n, "mirrored: %d devices, %d samples each, ring all-reduce over shared memory%s%s%s", c->R,
-                 c->shard, shards_update(c) ? ", update sharded over devices" : "",
+        snprintf(buf, n, "mirrored: %d device%s, %d sample%s each, ring all-reduce over shared memory%s%s%s", c->R,
+                 devs, c->shard, samples, shards_update(c) ? ", update sharded over devices" : "",
                  c->shared_params ? ", one copy of the parameters" : "",
                  c->coll            ? ", sync BatchNorm"
                  : c->sync_bn_local ? ", sync BatchNorm over one replica (its own statistics)"

@@ -8,7 +8,8 @@
  * any layer range, every optimizer of core/optim.c (whole or part k of K), evaluation, and for batch 1
  * with Adam a dense chain's runs of steps (executor_run_steps) and fused train step as one persistent
  * kernel (mlp_persist.h; TB_CUDA_LOOP=graph, or a chain it does not take: the step captured once into a
- * CUDA graph and replayed); --profile and --trace as events around each layer; with cfg.prec bf16 or fp16, mixed
+ * CUDA graph and replayed; not under --profile or --trace, which take the per-layer path); --profile and --trace as
+ * events around each layer (a stage's too: --profile), --trace's around the update; with cfg.prec bf16 or fp16, mixed
  * precision (executor_cuda_bf16.h: 2-byte activations and GEMM operands, fp32 master weights, gradients and
  * optimizer state; no graph; fp16 with loss scaling: the loss gradient seeded times the scale, the gradients
  * unscaled and checked at the update, an overflowed step skipped, the scale as core/loss_scale.h). Stage
@@ -47,6 +48,7 @@
 #include "status.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +118,9 @@ struct cuda_ctx {
     int fuse_l0, fuse_l1;
     struct tb_cuda_mlp_plan mlp;
     float *mlp_scratch;
-    /* --profile (whole models): events after each layer's forward F[i+1] and backward B[i] (F[l0], B[l1]:
-     * the pass's start), read after the pass; per layer forward and backward seconds summed over passes. */
+    /* --profile (whole models and stages; a stage's layers keep the model's indices): events after each layer's
+     * forward F[i+1] and backward B[i] (F[l0], B[l1]: the pass's start), read after the pass; per layer forward and
+     * backward seconds summed over passes. */
     cudaEvent_t *ev_f, *ev_b;
     double *prof;
     /* --trace (whole models): the step's events, its layers' from the same per-layer events, put on the host's
@@ -125,6 +128,7 @@ struct cuda_ctx {
      * this step). */
     struct exec_trace tr;
     cudaEvent_t ev_t0;
+    cudaEvent_t ev_u[2];                     /* --trace: around the update's kernels (its 'U' interval) */
     double t0_dev;
     double dev_bytes;                        /* device memory it allocated (the rows' gpu_mem_peak_mib) */
 };
@@ -354,7 +358,8 @@ static int enqueue_pass(struct cuda_ctx *c, const struct executor_pass *p, const
     return TB_OK;
 }
 
-/* --trace: layer i's event from a to b (phase 'F' or 'B'), put on the host's clock through the step's ev_t0. */
+/* --trace: layer i's event from a to b (phase 'F' or 'B'; layer -1: a whole-step phase), put on the host's clock
+ * through the step's ev_t0. */
 static int trace_layer(struct cuda_ctx *c, int i, char phase, cudaEvent_t a, cudaEvent_t b)
 {
     float ma, mb;
@@ -497,11 +502,10 @@ static struct tb_cuda_optim_args optim_args(const struct optim_config *o, long s
                                        .rho = o->rho, .weight_decay = o->weight_decay};
 }
 
-static int cuda_update(struct executor *ex, long step, int part, int parts)
+/* The update's kernels for part k of K (the fp16 check at a step's first part), enqueued. */
+static int update_enqueue(struct cuda_ctx *c, long step, int part, int parts)
 {
-    struct cuda_ctx *c = ctx_of(ex);
-    int st = sticky(c);
-    if (st != TB_OK) return st;
+    int st;
     if (c->fp16 && (st = fp16_check(c, step)) != TB_OK) return st;
     if (c->fp16 && c->skip) return TB_OK;
     const struct optim_config *o = &c->cfg.optim;
@@ -523,6 +527,22 @@ static int cuda_update(struct executor *ex, long step, int part, int parts)
         TB_CU_LAUNCHED("2-byte weight copy");
     }
     return TB_OK;
+}
+
+/* The update of part k of K (the fp16 check at a step's first part); under --trace the step's 'U' interval, as the
+ * cpu executor records it: events around the update's kernels, waited for (a trace waits after each pass already),
+ * so the step's trace ends with the pass over every parameter, not before it. */
+static int cuda_update(struct executor *ex, long step, int part, int parts)
+{
+    struct cuda_ctx *c = ctx_of(ex);
+    int st = sticky(c);
+    if (st != TB_OK) return st;
+    const int trace = c->tr.ev && c->t0_dev > 0.0;
+    if (trace) TB_CU(cudaEventRecord(c->ev_u[0], c->s));
+    if ((st = update_enqueue(c, step, part, parts)) != TB_OK || !trace) return st;
+    TB_CU(cudaEventRecord(c->ev_u[1], c->s));
+    TB_CU(cudaEventSynchronize(c->ev_u[1]));
+    return trace_layer(c, -1, 'U', c->ev_u[0], c->ev_u[1]);
 }
 
 static float *family(struct cuda_ctx *c, enum tensor_family f, size_t *n)
@@ -886,6 +906,8 @@ static void cuda_destroy(struct executor *ex)
         if (c->ev_b[i]) cudaEventDestroy(c->ev_b[i]);
     }
     if (c->ev_t0) cudaEventDestroy(c->ev_t0);
+    for (int k = 0; k < 2; k++)
+        if (c->ev_u[k]) cudaEventDestroy(c->ev_u[k]);
     free(c->ev_f), free(c->ev_b), free(c->prof), free(c->tr.ev), free(c->bn_dw), free(c->bn_unwritten);
     if (c->stage) tb_cuda_stage_free(c->stage), free(c->stage);
     if (c->s) cudaStreamDestroy(c->s);
@@ -1225,21 +1247,40 @@ int executor_cuda_create(struct executor *ex)
     if ((st = cuda_set(ex, TF_OPT, NULL)) != TB_OK) return st;
     /* The segment tables went through the legacy stream (cudaMemcpy): complete before any pass reads them. */
     TB_CU(cudaDeviceSynchronize());
-    if ((ex->cfg.profile || ex->cfg.trace) && !stage) { /* --profile, --trace: the events each pass records */
+    /* --profile, --trace: the events each pass records. A stage profiles its layers too (the ipu backend assembles
+     * the stages' rows; without them the row's per-layer times were zeros); its trace is the schedule's. */
+    const int trace = ex->cfg.trace && !stage;
+    if (ex->cfg.profile || trace) {
         const size_t ne = (size_t)m->n_layers + 1;
         c->ev_f = calloc(ne, sizeof *c->ev_f), c->ev_b = calloc(ne, sizeof *c->ev_b);
         if (ex->cfg.profile) c->prof = calloc(2 * (size_t)m->n_layers, sizeof *c->prof);
-        if (ex->cfg.trace) c->tr.cap = 2 * m->n_layers + 8, c->tr.micro_batch = -1,
-                           c->tr.ev = calloc((size_t)c->tr.cap, sizeof *c->tr.ev);
-        if (!c->ev_f || !c->ev_b || (ex->cfg.profile && !c->prof) || (ex->cfg.trace && !c->tr.ev))
+        if (trace) c->tr.cap = 2 * m->n_layers + 8, c->tr.micro_batch = -1,
+                   c->tr.ev = calloc((size_t)c->tr.cap, sizeof *c->tr.ev);
+        if (!c->ev_f || !c->ev_b || (ex->cfg.profile && !c->prof) || (trace && !c->tr.ev))
             return tb_error_set(TB_ENOMEM, "cuda executor: out of memory");
         for (size_t i = 0; i < ne; i++) {
             TB_CU(cudaEventCreate(&c->ev_f[i]));
             TB_CU(cudaEventCreate(&c->ev_b[i]));
         }
-        if (ex->cfg.trace) TB_CU(cudaEventCreate(&c->ev_t0));
+        if (trace) {
+            TB_CU(cudaEventCreate(&c->ev_t0));
+            TB_CU(cudaEventCreate(&c->ev_u[0]));
+            TB_CU(cudaEventCreate(&c->ev_u[1]));
+        }
     }
     c->loop = loop_eligible(ex);
+    if (c->loop && (ex->cfg.profile || ex->cfg.trace)) {
+        /* The fused batch-1 step (persistent kernel or graph) has no layer boundaries to put events at: it would
+         * record zeros as per-layer times. Such a run takes the per-layer path and says so, once a process: its
+         * step times are that path's, not the fused step's. */
+        static atomic_flag said = ATOMIC_FLAG_INIT;
+        c->loop = 0;
+        if (!atomic_flag_test_and_set(&said))
+            fprintf(stderr, "bench: note: %s on the cuda device: batch-1 steps run layer by layer so that each layer "
+                            "is timed, not fused in one persistent kernel (their step times are not the fused "
+                            "step's)\n",
+                    ex->cfg.trace ? "--trace" : "--profile"); /* the harness's --trace sets profile too */
+    }
     if (c->loop) {
         if ((st = dev_alloc(c, (void **)&c->l_k, sizeof(long long), "cudaMalloc(loop step)")) != TB_OK ||
             (st = dev_alloc(c, (void **)&c->l_alpha_now, sizeof(float), "cudaMalloc(loop step size)")) != TB_OK)

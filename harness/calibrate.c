@@ -329,7 +329,8 @@ int calibrate_matches(const struct calibration *c, const char *cpu_model, int co
 {
     if (strcmp(c->cpu_model, cpu_model))
         snprintf(why, n, "measured on \"%s\", this is \"%s\"", c->cpu_model, cpu_model);
-    else if (c->cores != cores) snprintf(why, n, "measured on %d cores, this machine has %d", c->cores, cores);
+    else if (c->cores != cores)
+        snprintf(why, n, "measured on %d core%s, this machine has %d", c->cores, c->cores == 1 ? "" : "s", cores);
     else if (strcmp(c->blas_core, blas_core))
         snprintf(why, n, "measured with the OpenBLAS kernel set %s, this run uses %s", c->blas_core, blas_core);
     else return 1;

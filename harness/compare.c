@@ -229,10 +229,12 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
      * the report does: one command is one configuration. */
     double budget = json_get_number(row, "figures.time_budget_s", 0.0);
     if (!(isfinite(budget) && budget > 0.0) || strcmp(kind, "throughput")) budget = 0.0;
+    /* A --warmup given runs in full whatever the budget: the user's warm-up is keyed (config.warmup_given). */
+    const int warmup_given = json_get_bool(cfg, "warmup_given", 0);
     /* The visible name shows the options that differ from defaults; the key holds every one. */
     for (size_t k = 0; k < COUNT(key_fields); k++) {
         if (ignored(gs, key_fields[k]) >= 0) continue;
-        if (budget > 0.0 && (!strcmp(key_fields[k], "steps") || !strcmp(key_fields[k], "warmup"))) {
+        if (budget > 0.0 && (!strcmp(key_fields[k], "steps") || (!strcmp(key_fields[k], "warmup") && !warmup_given))) {
             const size_t kl = strlen(key);
             if (!strcmp(key_fields[k], "steps")) snprintf(key + kl, sizeof key - kl, " time_budget_s=%.9g", budget);
             continue;
@@ -459,10 +461,10 @@ int compare_results(const char *old_path, const char *new_path, const struct com
     struct groups gs = {0};
     const double alpha = o && o->alpha > 0.0 ? o->alpha : 0.05;
     int st = parse_ignore(&gs, o ? o->ignore : NULL);
-    if (st == TB_OK) st = results_read_rows(old_path, on_row, &gs);
+    if (st == TB_OK) st = results_read_rows_stream(old_path, on_row, &gs);
     if (st == TB_OK) {
         gs.side = 1;
-        st = results_read_rows(new_path, on_row, &gs);
+        st = results_read_rows_stream(new_path, on_row, &gs);
     }
     if (st == TB_OK) {
         disambiguate(&gs, 0);

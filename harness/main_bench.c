@@ -272,13 +272,13 @@ static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
         fprintf(stderr, "bench: %s\n", tb_error_get());
         return 1;
     }
-    CAL_SAY("  sgemm       %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d threads (OpenBLAS %s kernels)\n",
-           cal.sgemm_1t_gflops, cal.sgemm_all_gflops, cal.all_threads, cal.blas_core);
+    CAL_SAY("  sgemm       %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %d thread%s (OpenBLAS %s kernels)\n",
+           cal.sgemm_1t_gflops, cal.sgemm_all_gflops, cal.all_threads, cal.all_threads == 1 ? "" : "s", cal.blas_core);
     CAL_SAY("  triad       %.2f GB/s on 1 thread, %.2f GB/s on all (3 x %ld doubles)\n", cal.triad_1t_gbs,
            cal.triad_all_gbs, cal.triad_elements);
     if (cal.barrier_all_us > 0.0)
-        CAL_SAY("  barrier     %.2f us on %d pinned threads (the threads backend's pool)\n", cal.barrier_all_us,
-               cal.all_threads);
+        CAL_SAY("  barrier     %.2f us on %d pinned thread%s (the threads backend's pool)\n", cal.barrier_all_us,
+               cal.all_threads, cal.all_threads == 1 ? "" : "s");
     if (!quiet) print_gpu_calibration(&cal.gpu);
     CAL_SAY("  written to  %s\n", path);
     /* Written all the same (exit 0: make demo goes on), but on stderr, and --calibrate-if-needed measures

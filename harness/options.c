@@ -766,8 +766,9 @@ static int global_batch(struct bench_config *c)
 }
 
 /* What the device refuses: an explicit --device other than the one the backend is tied to (cuda), and an
- * algorithm for --conv-algo on the cuda device, whose kernels are its own (cuda/ never reads it). Also in
- * bench_config_check_backend, so that a suite's backend=* leaves such a backend out. */
+ * algorithm for --conv-algo or a --tuning file on the cuda device, whose kernels are its own (cuda/ never
+ * reads either; the row recorded the algorithm, and "none" for the file). Also in bench_config_check_backend,
+ * so that a suite's backend=* leaves such a backend out. */
 static int device_refuses(const struct bench_config *c)
 {
     const struct backend_entry *be = backend_find(c->backend);
@@ -779,6 +780,9 @@ static int device_refuses(const struct bench_config *c)
         !strcmp(tied ? tied : c->device, "cuda"))
         return tb_error_set(TB_EINVAL, "--conv-algo %s: the cuda device runs its own convolution kernels and takes no "
                                        "algorithm choice (give auto, or run on --device cpu)", c->run.conv_algo);
+    if (bench_option_given(c, "tuning") && strcmp(c->tuning, "none") != 0 && !strcmp(tied ? tied : c->device, "cuda"))
+        return tb_error_set(TB_EINVAL, "--tuning %s: the cuda device runs its own convolution kernels and times no "
+                                       "algorithms to keep (give none, or run on --device cpu)", c->tuning);
     return TB_OK;
 }
 
@@ -817,6 +821,11 @@ int bench_config_finish(struct bench_config *c)
         if (!(w->opts & wl_opts[k].flag) && bench_option_given(c, wl_opts[k].opt))
             return tb_error_set(TB_EINVAL, "--%s is not an option of workload %s (its model has no such setting; "
                                            "the EfficientNet workloads take it)", wl_opts[k].opt, w->name);
+    /* Likewise an algorithm for convolutions the model does not have (the row recorded it): the convolutional
+     * workloads are the ones that take an input resolution (auto, the default, says nothing). */
+    if (!(w->opts & WL_OPT_RESOLUTION) && bench_option_given(c, "conv-algo") && strcmp(c->run.conv_algo, "auto") != 0)
+        return tb_error_set(TB_EINVAL, "--conv-algo %s: workload %s has no convolutions to run with it (the "
+                                       "EfficientNet workloads have)", c->run.conv_algo, w->name);
     struct backend probe;
     if (backend_create(&probe, c->backend) != TB_OK) return TB_EINVAL;
     backend_destroy(&probe);
@@ -824,6 +833,13 @@ int bench_config_finish(struct bench_config *c)
      * contradiction (it used to be dropped without a word): checked before the device is set. */
     int st = device_refuses(c);
     if (st != TB_OK) return st;
+    /* A --tuning file with a fixed algorithm: only auto reads or writes the file, so the row recorded "none"
+     * for the file named (after the device's refusals, which say more on cuda). */
+    if (bench_option_given(c, "tuning") && strcmp(c->tuning, "none") != 0 && bench_option_given(c, "conv-algo") &&
+        strcmp(c->run.conv_algo, "auto") != 0)
+        return tb_error_set(TB_EINVAL, "--tuning %s: only --conv-algo auto reads or keeps a tuning file, and "
+                                       "--conv-algo %s times nothing (give one or the other)", c->tuning,
+                            c->run.conv_algo);
     const struct backend_entry *be = backend_find(c->backend);
     if (be && be->caps.device) snprintf(c->device, sizeof c->device, "%s", be->caps.device);
 

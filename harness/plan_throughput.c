@@ -16,36 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* fp16 steps skipped on a gradient overflow so far (0 without a loss scaler). */
-static long steps_skipped(struct session *s)
-{
-    struct backend_stats bs;
-    if (backend_stats(&s->be, &bs) != TB_OK || !bs.loss_scaling) {
-        tb_error_clear();
-        return 0;
-    }
-    return bs.loss_scaling->skipped;
-}
-
-/* plan_train's rule: fp16 runs that skipped every step (the diverged rule needs 10 overflows in a row, so a
- * short run can skip them all) applied no update, and a rate of such steps times no optimizer: diverged. */
-static int throughput_applied_some(struct session *s, long ran, long skipped)
-{
-    struct backend_stats bs;
-    if (ran < 1 || skipped < ran || backend_stats(&s->be, &bs) != TB_OK || !bs.loss_scaling) {
-        tb_error_clear();
-        return TB_OK;
-    }
-    if (bs.loss_scaling->fixed > 0.0f)
-        return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps "
-                                          "(static loss scale %g; lower --lr or --loss-scale): no rate to report",
-                            s->c.backend, s->w->name, ran, (double)bs.loss_scaling->fixed);
-    return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (loss "
-                                      "scale now %g; lower --lr, or run more --warmup steps so the dynamic scale can "
-                                      "come down): no rate to report",
-                        s->c.backend, s->w->name, ran, (double)bs.loss_scaling->scale);
-}
-
 /* Throughput at one batch: --repeat × (fresh weights, --warmup untimed steps, --steps timed steps).
  * The throughput plan, and the untrained points of a scaling sweep (sb non-NULL). */
 int plan_throughput_at(struct session *s, int batch, const char *run_id, const struct scale_base *sb,
@@ -61,7 +31,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     c->run.optim.total_steps = per;
     int st = session_backend(s, batch, batch);
     if (st != TB_OK) return st;
-    const long skipped0 = steps_skipped(s); /* a scaling point may reuse a backend that ran before */
+    const long skipped0 = session_steps_skipped(s); /* a scaling point may reuse a backend that ran before */
     struct step_record rec;
     st = step_record_init(&rec, per);
     double *all = NULL, *rep = calloc((size_t)c->repeat, sizeof *rep);
@@ -137,7 +107,8 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     long done = steps_before + s->done_step;
     if (st == TB_OK) {
         done = per * c->repeat;
-        st = throughput_applied_some(s, done, steps_skipped(s) - skipped0);
+        st = session_applied_some(s, done, session_steps_skipped(s) - skipped0, "more --warmup steps");
+        if (st == TB_EDIVERGED) tb_error_set(st, "%s: no rate to report", tb_error_get());
     }
     progress_finish(&pr);
     mllog_event(&lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK ? "success" : "aborted");
@@ -165,9 +136,9 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         if (!c->quiet && !c->compact && !sb) {
             printf("trainbench throughput: %s on %s data (%s)\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
                    s->desc);
-            printf("  config      batch %d, %d warm-up + %ld timed steps, %d repeat%s, %s lr %g\n", batch, c->warmup,
-                   c->steps, c->repeat, c->repeat > 1 ? "s" : "", optim_name(c->run.optim.kind),
-                   (double)c->run.optim.lr);
+            printf("  config      batch %d, %d warm-up + %ld timed step%s, %d repeat%s, %s lr %g\n", batch, c->warmup,
+                   c->steps, c->steps == 1 ? "" : "s", c->repeat, c->repeat > 1 ? "s" : "",
+                   optim_name(c->run.optim.kind), (double)c->run.optim.lr);
             print_throughput(&tp, (long)c->warmup * c->repeat, "overall");
             if (c->repeat > 1) {
                 /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so

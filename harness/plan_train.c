@@ -36,6 +36,7 @@ struct train_run {
     struct progress pr;
     double t0, ckpt_time, session_train; /* this process: clock start, seconds checkpointing, training */
     long step, ckpt_step;        /* the last completed step; the step of the newest checkpoint (-1: none) */
+    long skipped0;               /* fp16 steps skipped before this run's first step (a resumed checkpoint's) */
     long open_epoch;             /* the epoch whose epoch_start the log has and epoch_stop not yet (0: none) */
     int n_ckpt;
     /* measured */
@@ -93,6 +94,8 @@ static int train_begin(struct train_run *t)
     if (!c->checkpoint_every) c->checkpoint_every = resumed_every;
     t->every = t->ckpt ? c->checkpoint_every : 0;
     if (t->ckpt && (st = checkpoint_dir_ready(s)) != TB_OK) return st;
+    /* A resumed run's scaler carries the checkpoint's skips: "no update applied" is of this run's steps. */
+    t->skipped0 = session_steps_skipped(s);
     if ((st = step_record_init(&t->rec, t->total - t->start)) != TB_OK) return st;
     t->rec.base = t->start + 1;
     open_log(&t->lg, s, t->run_id);
@@ -242,28 +245,6 @@ static int train_stopped(struct train_run *t, int st)
     const struct stop_info si = {t->total, step, t->start, t->prev_train + t->session_train, t->session_train,
                                  have_ck ? t->ckpt_path : NULL, t->sb ? s->run_base : NULL};
     return plan_stopped(s, st, t->run_id, t->batch, &si);
-}
-
-/* fp16 skips a step whose gradients overflowed; the diverged rule needs 10 in a row at the lowest scale, so a
- * shorter run could skip every step and still look like a result. A run that applied no update trained
- * nothing: it ends as diverged, with why. */
-static int train_applied_some(struct train_run *t)
-{
-    struct backend_stats st;
-    const long ran = t->step - t->start;
-    if (ran < 1 || backend_stats(&t->s->be, &st) != TB_OK || !st.loss_scaling) {
-        tb_error_clear();
-        return TB_OK;
-    }
-    if (st.loss_scaling->skipped < ran) return TB_OK;
-    /* A static scale never comes down: more steps would not help, a lower --loss-scale would. */
-    if (st.loss_scaling->fixed > 0.0f)
-        return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (static "
-                                          "loss scale %g; lower --lr or --loss-scale)",
-                            t->s->c.backend, t->s->w->name, ran, (double)st.loss_scaling->fixed);
-    return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (loss "
-                                      "scale now %g; lower --lr, or run more steps so the dynamic scale can come down)",
-                        t->s->c.backend, t->s->w->name, ran, (double)st.loss_scaling->scale);
 }
 
 /* The metadata members that tell another framework how to feed the saved model: the input layer's
@@ -499,7 +480,8 @@ int plan_train(struct session *s, int batch, const char *run_id, const struct sc
         return st;
     }
     st = train_last_checkpoint(&t, train_loop(&t));
-    if (st == TB_OK) st = train_applied_some(&t);
+    if (st == TB_OK)
+        st = session_applied_some(s, t.step - t.start, session_steps_skipped(s) - t.skipped0, "more steps");
     if (st == TB_EINTR || st == TB_EDIVERGED) return train_stopped(&t, st);
     st = train_evaluate(&t, st);
     if (st == TB_EINTR) {

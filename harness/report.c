@@ -189,6 +189,13 @@ static double row_budget(const struct json_value *row)
     return isfinite(b) && b > 0.0 && !strcmp(kind_of(row), "throughput") ? b : 0.0;
 }
 
+/* A budgeted row whose --warmup was given (config.warmup_given): that warm-up ran in full, the user's choice, not
+ * the budget's, so it keys and names the row as its budget does. */
+static int budget_warmup_given(const struct json_value *row)
+{
+    return json_get_bool(row, "config.warmup_given", 0);
+}
+
 /* The configuration key of a row (batch left out for scaling sweeps, which group by sweep). */
 static void row_key(const struct json_value *row, char *key, size_t n, int with_batch)
 {
@@ -209,7 +216,7 @@ static void row_key(const struct json_value *row, char *key, size_t n, int with_
             snprintf(key + len, n - len, "|budget=%g", row_budget(row));
             continue;
         }
-        if (row_budget(row) > 0.0 && !strcmp(variant_fields[k], "warmup")) continue;
+        if (row_budget(row) > 0.0 && !strcmp(variant_fields[k], "warmup") && !budget_warmup_given(row)) continue;
         if (!v) continue;
         /* Rows from before --steps-per-execution ran as auto (0) does: the same key (field_text too). */
         if (!strcmp(variant_fields[k], "steps_per_execution") && v->type == JSON_NUMBER && v->number == 0) continue;
@@ -230,7 +237,8 @@ static void field_text(const struct json_value *row, const char *field, char *bu
     buf[0] = '\0';
     if (!v && !strcmp(field, "device")) snprintf(buf, n, "cpu"); /* rows from before config.device */
     if (row_budget(row) > 0.0 && !strcmp(field, "steps")) snprintf(buf, n, "budget:%gs", row_budget(row));
-    if (!v || (row_budget(row) > 0.0 && (!strcmp(field, "steps") || !strcmp(field, "warmup")))) return;
+    if (!v || (row_budget(row) > 0.0 && (!strcmp(field, "steps") || (!strcmp(field, "warmup") && !budget_warmup_given(row)))))
+        return;
     /* 0 in these means the option was not given (the backend's default): no option to show. */
     static const char *const unset0[] = {"steps_per_execution", "micro_batch", "ga", "replicas"};
     if (v->type == JSON_NUMBER && v->number == 0)
@@ -2027,7 +2035,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
     /* Before anything is read: a refusal is the only line printed. */
     int st = check_input(&x, "--in", o->in, md_path, md_tmp);
     if (st == TB_OK) st = check_input(&x, "--calibration", o->calibration, md_path, md_tmp);
-    if (st == TB_OK) st = results_read_rows(o->in, collect, &x.rows);
+    if (st == TB_OK) st = results_read_rows_stream(o->in, collect, &x.rows);
     /* Data that cannot be used, not a usage error: exit 1, as `bench compare` on the same file. */
     if (st == TB_OK && x.rows.n == 0)
         st = tb_error_set(TB_EFORMAT, "%s has no usable result rows (it is empty, or no line is a well-formed row with "

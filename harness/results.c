@@ -140,12 +140,38 @@ static int is_blank(const char *s, size_t n)
     return 1;
 }
 
-int results_read_rows(const char *path, results_row_fn fn, void *ctx)
+/* Opens rows for reading: a regular file, or a pipe (`--in <(zcat rows.jsonl.gz)`, a FIFO), read once as it
+ * streams. A FIFO is opened blocking, waiting for its writer as cat would (a non-blocking open would read
+ * an end of file before the writer came). Directories and devices (/dev/null, a terminal) are refused. */
+static FILE *rows_fopen(const char *path, const char **why)
+{
+    struct stat sb;
+    const int have = stat(path, &sb) == 0;
+    if (have && !S_ISFIFO(sb.st_mode) && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        *why = "not a regular file or a pipe (a device or socket)";
+        return NULL;
+    }
+    if (!have || !S_ISFIFO(sb.st_mode))
+        return regular_fopen(path, why); /* its reason for a directory, and the race-free check for a file */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    FILE *f = NULL;
+    if (fd < 0 || fstat(fd, &sb) != 0)
+        *why = strerror(errno);
+    else if (!S_ISFIFO(sb.st_mode) && !S_ISREG(sb.st_mode))
+        *why = "not a regular file or a pipe (a device or socket)"; /* replaced since the stat */
+    else if (!(f = fdopen(fd, "rb")))
+        *why = strerror(errno);
+    if (!f && fd >= 0)
+        close(fd);
+    return f;
+}
+
+static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
 {
     if (!path || !fn)
         return tb_error_set(TB_EINVAL, "results_read_rows: NULL path or callback");
     const char *why = NULL;
-    FILE *f = regular_fopen(path, &why);
+    FILE *f = pipes ? rows_fopen(path, &why) : regular_fopen(path, &why);
     if (!f)
         return tb_error_set(TB_EIO, "cannot open %s: %s", path, why);
     char *line = NULL;
@@ -183,6 +209,16 @@ int results_read_rows(const char *path, results_row_fn fn, void *ctx)
     free(line);
     fclose(f);
     return st;
+}
+
+int results_read_rows(const char *path, results_row_fn fn, void *ctx)
+{
+    return read_rows(path, 0, fn, ctx);
+}
+
+int results_read_rows_stream(const char *path, results_row_fn fn, void *ctx)
+{
+    return read_rows(path, 1, fn, ctx);
 }
 
 /* ---------------------------------------------------------------- CSV */

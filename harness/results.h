@@ -35,6 +35,11 @@ int results_append_row(const char *path, const char *line);
  * or read) or the first non-OK value returned by fn. */
 int results_read_rows(const char *path, results_row_fn fn, void *ctx);
 
+/* results_read_rows for a reader that reads its input once: path may also be a pipe or FIFO (`bench report
+ * --in <(zcat rows.gz)`), read as it streams. The others take regular files only: they read a file again
+ * (export's two passes), or read bench's own --out, where a pipe would be its own output. */
+int results_read_rows_stream(const char *path, results_row_fn fn, void *ctx);
+
 /* Writes the given dotted paths of every good row of jsonl as CSV columns (header = the paths) to
  * csv, replacing it atomically. Missing or null values are empty cells, bools are 1/0, strings are
  * quoted when needed, objects and arrays are compact JSON. Returns TB_OK, TB_EINVAL or TB_EIO. */

@@ -47,7 +47,12 @@ static const struct backend_caps *caps_of(const struct session *s)
 void batch_split(const struct session *s, int batch, int *replicas, int *accum, int *local)
 {
     int r = s->c.run.ipu.replicas > 0 ? s->c.run.ipu.replicas : 1;
-    if (caps_of(s)->replicas_are_devices) r *= s->c.run.n_devices > 0 ? s->c.run.n_devices : s->mi.n_cores;
+    /* Without --devices, the cores this process may use (its affinity), as the backends and compute_threads
+     * count them: under taskset or a cpuset that is fewer than the machine's. */
+    if (caps_of(s)->replicas_are_devices) {
+        const int d = s->c.run.n_devices > 0 ? s->c.run.n_devices : tpool_cpus();
+        r *= d > 0 ? d : 1;
+    }
     int a = s->c.run.ipu.ga > 0 ? s->c.run.ipu.ga : 1;
     if (s->split_replicas > 0 && batch == s->be_batch) r = s->split_replicas, a = s->split_accum;
     *replicas = r, *accum = a;
@@ -163,6 +168,9 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "eval_batch", s->be_eval_batch);
     json_key_int(b, "steps", steps);
     json_key_int(b, "warmup", c->warmup);
+    /* --warmup given: a budgeted throughput run's warm-up is then the user's (run in full), a configuration that
+     * compare and the report key, not one the budget chose at the speed of the moment (c->budget_warmup). */
+    json_key_bool(b, "warmup_given", c->budget_steps ? !c->budget_warmup : bench_option_given(c, "warmup"));
     json_key_int(b, "steps_per_execution", c->steps_per_execution);
     json_key_int(b, "repeat", c->repeat);
     json_key_int(b, "epochs", c->epochs);
@@ -384,7 +392,7 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps)
     const int n = layer_profile_by_type(&s->m, d, T > 0 ? d + 2 * L : NULL, T, (double)steps * s->be_batch, rows);
     layer_profile_write_json(rows, n, b);
     if (s->primary && !s->c.quiet) {
-        printf("  per layer type over %ld steps (forward + backward):\n", steps);
+        printf("  per layer type over %ld step%s (forward + backward):\n", steps, steps == 1 ? "" : "s");
         /* The per-type share is of the ceiling the row's own share uses: the run's threads' sgemm, or the
          * GPU's fp32 GEMM when the kernels ran there (one thread's sgemm read 123 % for 2 threads' convs). */
         layer_profile_print(rows, n, row_peak_gflops(s), s->mi.have_gpu ? "GPU fp32 peak" : "sgemm peak", stdout);
@@ -548,35 +556,36 @@ void write_efficiency(struct session *s, struct json_buf *b, int batch, double i
     json_key_double(b, "scaling_efficiency", speedup / devices);
     json_key_str(b, "baseline_run_id", f.run_id);
     if (s->primary && !s->c.quiet)
-        printf("  scaling     %.2fx the %s baseline (%.1f images/s, run %s) on %d devices: efficiency %.0f %%\n",
-               speedup, ref, f.images_per_s, f.run_id, devices, 100.0 * speedup / devices);
+        printf("  scaling     %.2fx the %s baseline (%.1f images/s, run %s) on %d device%s: efficiency %.0f %%\n",
+               speedup, ref, f.images_per_s, f.run_id, devices, devices == 1 ? "" : "s", 100.0 * speedup / devices);
 }
 
-/* The per-step split a replicated or pipelined backend reports (compute of the slowest replica,
- * all-reduce, exchange, idle), averaged over the steps since the last row, warm-up included. */
+/* The per-step split a replicated or pipelined backend reports (compute, all-reduce, exchange, idle), averaged
+ * over the steps since the last row that the step-time figures cover: the warm-up's steps only where no other
+ * step ran (a train run no longer than its warm-up, whose figures then include it too). */
 void write_step_split(struct session *s, struct json_buf *b)
 {
-    const long n = s->n_split;
-    const int any = n > 0 && (s->sum_compute > 0 || s->sum_allreduce > 0);
+    const struct split_sums *sp = &s->split[s->split[1].n > 0];
+    const long n = sp->n;
+    const int any = n > 0 && (sp->compute > 0 || sp->allreduce > 0);
     if (any) {
-        const double step = s->sum_step / n, ar = s->sum_allreduce / n;
+        const double step = sp->step / n, ar = sp->allreduce / n;
         json_key_object(b, "step_split");
         json_key_int(b, "steps", n);
         json_key_double(b, "step_s", step);
-        json_key_double(b, "compute_s", s->sum_compute / n);
+        json_key_double(b, "compute_s", sp->compute / n);
         json_key_double(b, "allreduce_s", ar);
-        json_key_double(b, "exchange_s", s->sum_exchange / n);
-        json_key_double(b, "idle_s", s->sum_idle / n);
+        json_key_double(b, "exchange_s", sp->exchange / n);
+        json_key_double(b, "idle_s", sp->idle / n);
         json_key_double(b, "allreduce_share", step > 0 ? ar / step : 0.0);
         json_end_object(b);
         if (s->primary && !s->c.quiet)
             printf("  per step    %.1f ms: compute %.1f ms, all-reduce %.2f ms (%.1f %% of the step), exchange %.1f ms, "
                    "idle %.1f ms\n",
-                   1e3 * step, 1e3 * s->sum_compute / n, 1e3 * ar, step > 0 ? 100.0 * ar / step : 0.0,
-                   1e3 * s->sum_exchange / n, 1e3 * s->sum_idle / n);
+                   1e3 * step, 1e3 * sp->compute / n, 1e3 * ar, step > 0 ? 100.0 * ar / step : 0.0,
+                   1e3 * sp->exchange / n, 1e3 * sp->idle / n);
     }
-    s->sum_step = s->sum_compute = s->sum_allreduce = s->sum_exchange = s->sum_idle = 0.0;
-    s->n_split = 0;
+    memset(s->split, 0, sizeof s->split);
 }
 
 void write_step_executions(struct session *s, struct json_buf *b)
@@ -737,10 +746,10 @@ void write_pipeline(struct session *s, struct json_buf *b, double measured_image
     printf("  global batch %d at every device count: this run's (micro-batch %d x accumulation %d x %d replica%s)\n",
            global, r.micro_batch, r.ga, r.replicas, r.replicas == 1 ? "" : "s");
     if (validated)
-        printf("  validation  at the measured arrangement (%d devices, %d replica%s, accumulation %d): projected %.1f "
+        printf("  validation  at the measured arrangement (%d device%s, %d replica%s, accumulation %d): projected %.1f "
                "images/s, measured %.1f: %+.1f %% (the model leaves out the weight update and per-step overhead)\n",
-               v.devices, v.replicas, v.replicas == 1 ? "" : "s", v.ga, v.images_per_s, measured_images_per_s,
-               100.0 * gap);
+               v.devices, v.devices == 1 ? "" : "s", v.replicas, v.replicas == 1 ? "" : "s", v.ga, v.images_per_s,
+               measured_images_per_s, 100.0 * gap);
 }
 
 /* Closes the row and appends it (only the primary process writes). Returns TB_OK or the writer's error. */
@@ -780,8 +789,9 @@ void print_throughput(const struct measure_throughput *t, long warmup, const cha
     /* %.4g: slow configurations (EfficientNet-B4 at 380x380 runs ~1 image/s) keep their digits. */
     printf("  images/s    %.4g %s; per step: median %.4g, mean %.4g ± %.2g (s.e.), jitter %.2g (1.4826·MAD)\n",
            t->images_per_s, rate_what, t->rate.median, t->rate.mean, t->rate.stderr_, t->rate.mad_jitter);
-    printf("  step time   median %.3f ms, p90 %.3f ms, p99 %.3f ms over %ld timed steps (%ld warm-up excluded)\n",
-           1e3 * t->step.median, 1e3 * t->step_p90_s, 1e3 * t->step_p99_s, t->n_steps, warmup);
+    printf("  step time   median %.3f ms, p90 %.3f ms, p99 %.3f ms over %ld timed step%s (%ld warm-up excluded)\n",
+           1e3 * t->step.median, 1e3 * t->step_p90_s, 1e3 * t->step_p99_s, t->n_steps, t->n_steps == 1 ? "" : "s",
+           warmup);
 }
 
 void log_run_header_at(struct mllog *lg, struct session *s, int batch, uint64_t seed, long spe, long long init_ms)

@@ -353,10 +353,18 @@ int session_open(struct session *s, const struct bench_config *c)
 static int session_ahead(struct session *s, int talk)
 {
     const int ahead = backend_prefetches(&s->be);
-    if (ahead == 0 && s->c.run.ipu.prefetch > 0 && talk && !s->prefetch_note_done++)
-        fprintf(stderr, "bench: note: --prefetch %d: nothing is copied ahead: %s on device %s reads each batch in "
-                        "host memory where it is assembled\n", s->c.run.ipu.prefetch, s->c.backend,
-                s->be.cfg.device[0] ? s->be.cfg.device : "cpu");
+    if (ahead == 0 && s->c.run.ipu.prefetch > 0 && talk && !s->prefetch_note_done++) {
+        const char *dev = s->be.cfg.device[0] ? s->be.cfg.device : "cpu";
+        /* A device loop (cuda's batch-1 steps) reads no batch from the host: the run's samples go to the device
+         * once, before its steps. */
+        if (backend_loops_on_device(&s->be))
+            fprintf(stderr, "bench: note: --prefetch %d: nothing is copied ahead: %s on device %s runs its steps in a "
+                            "loop on the device, from the run's samples staged there once\n",
+                    s->c.run.ipu.prefetch, s->c.backend, dev);
+        else
+            fprintf(stderr, "bench: note: --prefetch %d: nothing is copied ahead: %s on device %s reads each batch in "
+                            "host memory where it is assembled\n", s->c.run.ipu.prefetch, s->c.backend, dev);
+    }
     if (ahead <= s->ahead) return TB_OK;
     const size_t per = s->m.tensors[s->m.input].per_sample;
     uint8_t **x = realloc(s->ahead_x, (size_t)(ahead + 1) * sizeof *x);
@@ -407,6 +415,11 @@ static int bn_values_check(const struct session *s, int batch, int pipelined)
 /* Prepares the backend for a global batch (re-creating it when the batch changes). */
 int session_backend(struct session *s, int batch, int eval_batch)
 {
+    /* Every plan calls this before its run's steps: the per-step split and the backend calls count from here.
+     * A scaling point that failed wrote no row, and a stopped one's row takes no split, so neither may pass
+     * its steps on to the next point's row. */
+    memset(s->split, 0, sizeof s->split);
+    s->n_exec = s->n_exec_steps = 0;
     if (s->be_batch == batch && s->be_eval_batch == eval_batch) return TB_OK;
     timeline_csv_close(&s->timeline);
     const int replaced = s->be.i != NULL;
@@ -475,6 +488,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
     backend_describe(&s->be, s->desc, sizeof s->desc);
     s->be_batch = batch, s->be_eval_batch = eval_batch;
     s->run_step_s = 0.0; /* another backend or batch: the next run of steps measures its pace again */
+    s->run_cap = 0;      /* ... and stages its steps afresh: the buffers hold run_cap steps of the old batch */
     /* A pipelined backend resolves replicas and accumulation itself (derived from the batch when not given);
      * mirrored's replicas are its devices, GPUs or the cores this process may use, every rank's under MPI. */
     struct pipeline_report pr;
@@ -724,8 +738,11 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
         return tb_error_set(st, "%s/%s: diverged: %s (lower --lr?)", s->c.backend, s->w->name, tb_error_get());
     if (st != TB_OK) return st;
     s->done_step = step, s->last_loss = l;
-    s->sum_step += dt, s->sum_compute += ss->t_compute, s->sum_allreduce += ss->t_allreduce;
-    s->sum_exchange += ss->t_exchange, s->sum_idle += ss->t_idle, s->n_split++;
+    /* The warm-up's steps apart (the first c.warmup of the record, as the plans count them): the split on the
+     * row and stdout then covers the steps its step-time line times, not the cold first ones. */
+    struct split_sums *sp = &s->split[step - rec->base >= s->c.warmup];
+    sp->step += dt, sp->compute += ss->t_compute, sp->allreduce += ss->t_allreduce;
+    sp->exchange += ss->t_exchange, sp->idle += ss->t_idle, sp->n++;
     const long i = step - rec->base;
     if (i >= 0 && i < rec->cap) rec->times[i] = dt, rec->losses[i] = l;
     /* --trace: the chosen step, or every step so that the last one is kept (a copy of ~2 events per
@@ -831,4 +848,36 @@ void session_progress(const struct session *s, struct progress *p, long total_st
              s->w->name, extra ? extra : "");
     progress_init(p, total_steps, label);
     if (s->c.quiet) progress_silence(p); /* --quiet: warnings and errors only on stderr */
+}
+
+long session_steps_skipped(struct session *s)
+{
+    struct backend_stats bs;
+    if (backend_stats(&s->be, &bs) != TB_OK || !bs.loss_scaling) {
+        tb_error_clear();
+        return 0;
+    }
+    return bs.loss_scaling->skipped;
+}
+
+/* The diverged rule needs 10 overflows in a row at the lowest scale, so a run shorter than that could skip
+ * every step and still look like a result: one that applied no update trained nothing, and ends as diverged
+ * (train and throughput alike). skipped counts from the run's own start (a scaling point may reuse a backend,
+ * a resumed run carries its checkpoint's skips); advice: what lets a dynamic scale come down ("more steps",
+ * "more --warmup steps"). */
+int session_applied_some(struct session *s, long ran, long skipped, const char *advice)
+{
+    struct backend_stats bs;
+    if (ran < 1 || skipped < ran || backend_stats(&s->be, &bs) != TB_OK || !bs.loss_scaling) {
+        tb_error_clear();
+        return TB_OK;
+    }
+    /* A static scale never comes down: more steps would not help, a lower --loss-scale would. */
+    if (bs.loss_scaling->fixed > 0.0f)
+        return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (static "
+                                          "loss scale %g; lower --lr or --loss-scale)",
+                            s->c.backend, s->w->name, ran, (double)bs.loss_scaling->fixed);
+    return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (loss "
+                                      "scale now %g; lower --lr, or run %s so the dynamic scale can come down)",
+                        s->c.backend, s->w->name, ran, (double)bs.loss_scaling->scale, advice);
 }

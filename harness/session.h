@@ -30,6 +30,12 @@ struct stream {
     long perm_epoch;
 };
 
+/* Sums of what a replicated or pipelined backend reports per step, and over how many steps. */
+struct split_sums {
+    double step, compute, allreduce, exchange, idle; /* seconds */
+    long n;
+};
+
 struct session {
     struct bench_config c;      /* resolved */
     char output_err[320];       /* a requested output beside the row (--trace) that could not be written: why */
@@ -83,9 +89,9 @@ struct session {
     long done_step;             /* session_steps: the last step completed */
     double last_loss;           /* ... and its mean loss (NaN before the first) */
     struct loss_watch watch;    /* the finite-loss divergence rule of the run's steps */
-    /* what backends report per step (mirrored, ipu), summed since the last row: warm-up included */
-    double sum_step, sum_compute, sum_allreduce, sum_exchange, sum_idle;
-    long n_split;
+    /* what backends report per step (mirrored, ipu), summed since the last row: [0] the warm-up's steps (the
+     * first c.warmup of a step record), [1] the others, the steps the step-time figures cover */
+    struct split_sums split[2];
     const char *row_status;     /* row_begin's "status" (NULL = "ok") */
     int projection_noted;       /* --project-devices' left-out counts said (once a run, not a scaling point) */
     uint32_t data_crc32;        /* CRC-32 of the training and test sets as loaded (pixels, then labels) */
@@ -172,6 +178,10 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
                   double t_rate0, long samples_before);
 /* Starts p for total_steps steps, labelled "[k/n] plan backend/workload" and extra; off under --quiet. */
 void session_progress(const struct session *s, struct progress *p, long total_steps, const char *extra);
+/* fp16: the steps the backend has skipped on a gradient overflow (a resumed checkpoint's too; 0: no loss scaler). */
+long session_steps_skipped(struct session *s);
+/* fp16: TB_EDIVERGED, with why and advice ("more steps"), when all ran steps were skipped (since the run began). */
+int session_applied_some(struct session *s, long ran, long skipped, const char *advice);
 
 /* row.c */
 
@@ -198,7 +208,8 @@ void write_layer_times(struct session *s, struct json_buf *b, long steps);
 void write_trace(struct session *s, struct json_buf *b, const char *run_id);
 /* Speed-up over the cpu baseline in the results file and scaling efficiency. */
 void write_efficiency(struct session *s, struct json_buf *b, int batch, double images_per_s);
-/* The per-step split (compute, all-reduce, exchange, idle) since the last row; resets the sums. */
+/* The per-step split (compute, all-reduce, exchange, idle) over the timed steps since the last row (all of them
+ * where none followed the warm-up, as a short train run's figures); resets the sums. */
 void write_step_split(struct session *s, struct json_buf *b);
 /* The backend calls the steps since the last row ran in (figures.step_executions), when some call ran
  * more than one step; resets the count. */

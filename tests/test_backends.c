@@ -669,29 +669,28 @@ Test(backends, unknown_name_lists_valid_ones)
     backend_destroy(&b); /* safe on a failed create */
 }
 
-/* Two training steps of effnet-b0 (32×32, 10 classes, global batch 64) on `backend` with 2 replicas (mirrored: 2
- * devices of 32; ipu: 2 stages × 2 replicas, micro-batches of 8, 4 a step), from the workload's initial
- * parameters, every convolution on im2col (no per-process timing choice, so two processes run the same kernels):
- * the parameters after them into p (n_params floats, allocated), the losses into loss. TB_PAR_UNITS and
- * TB_REPLICA_CUT as the environment says. */
-static size_t replicas_effnet_steps(const char *backend, float **p, double loss[2])
+/* Two SGD steps (its defaults: lr 0.01, momentum 0.9) of effnet-b0 (res×res, 10 classes, BatchNorm, no dropout or
+ * drop-connect, global batch `batch`, seed 42) from the workload's initial parameters, on backend with the devices
+ * of layout (its n_devices, sync_bn, ipu; the rest of it is set here), every convolution on im2col (no per-process
+ * timing choice, so two processes run the same kernels). The parameters after them into *p (allocated; returns
+ * n_params); the losses into loss, and the buffers (BatchNorm running statistics) into *bufs (allocated, *n_bufs
+ * floats), where those are not NULL. TB_PAR_UNITS and TB_REPLICA_CUT as the environment says. */
+static size_t effnet_sgd_steps(const char *backend, int res, int batch, const struct run_config *layout, float **p,
+                               double loss[2], float **bufs, size_t *n_bufs)
 {
-    enum { RES = 32, B = 64 };
     const struct workload *w = workload_find("effnet-b0");
     cr_assert_not_null(w, "%s", tb_error_get());
-    struct workload_opts o = {.classes = 10, .resolution = RES, .in_h = RES, .in_w = RES, .in_c = 3, .dropout = 0.0f,
+    struct workload_opts o = {.classes = 10, .resolution = res, .in_h = res, .in_w = res, .in_c = 3, .dropout = 0.0f,
                               .drop_connect = 0.0f};
     snprintf(o.norm, sizeof o.norm, "batch");
     struct model m;
     cr_assert_eq(w->build(&m, &o), TB_OK, "effnet-b0: %s", tb_error_get());
     struct dataset ds;
-    cr_assert_eq(dataset_synthetic(2 * B, RES, RES, 3, 10, 7, 1, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(dataset_synthetic(2 * batch, res, res, 3, 10, 7, 1, &ds), TB_OK, "%s", tb_error_get());
     struct backend b;
     cr_assert_eq(backend_create(&b, backend), TB_OK, "%s", tb_error_get());
-    struct run_config cfg = {0};
-    cfg.batch = B, cfg.eval_batch = B, cfg.seed = 42;
-    if (!strcmp(backend, "ipu")) cfg.ipu.stages = 2, cfg.ipu.replicas = 2, cfg.ipu.micro_batch = 8, cfg.ipu.ga = 4;
-    else cfg.n_devices = 2;
+    struct run_config cfg = *layout;
+    cfg.batch = batch, cfg.eval_batch = batch, cfg.seed = 42;
     optim_config_defaults(&cfg.optim, OPTIM_SGD);
     cfg.optim.total_steps = 2;
     snprintf(cfg.conv_algo, sizeof cfg.conv_algo, "im2col");
@@ -703,19 +702,34 @@ static size_t replicas_effnet_steps(const char *backend, float **p, double loss[
     if (m.n_buffers) cr_assert_eq(backend_set_tensors(&b, TF_BUFFERS, buffers), TB_OK, "%s", tb_error_get());
     cr_assert_eq(backend_set_tensors(&b, TF_OPT, opt), TB_OK, "%s", tb_error_get());
     for (int s = 1; s <= 2; s++) {
-        const struct batch bt = {B, ds.images + (size_t)(s - 1) * B * RES * RES * 3, ds.labels + (size_t)(s - 1) * B};
+        const size_t first = (size_t)(s - 1) * batch; /* the step's first sample */
+        const struct batch bt = {batch, ds.images + first * res * res * 3, ds.labels + first};
         struct step_stats st;
         cr_assert_eq(backend_train_step(&b, &bt, s, &st), TB_OK, "%s step %d: %s", backend, s, tb_error_get());
-        loss[s - 1] = st.loss_sum;
+        if (loss) loss[s - 1] = st.loss_sum;
     }
     cr_assert_eq(backend_get_tensors(&b, TF_PARAMS, params), TB_OK, "%s", tb_error_get());
+    if (bufs) cr_assert_eq(backend_get_tensors(&b, TF_BUFFERS, buffers), TB_OK, "%s", tb_error_get());
     const size_t n = m.n_params;
+    if (n_bufs) *n_bufs = m.n_buffers;
     backend_destroy(&b);
     dataset_free(&ds);
     model_free(&m);
-    free(buffers), free(opt);
+    free(opt);
+    if (bufs) *bufs = buffers;
+    else free(buffers);
     *p = params;
     return n;
+}
+
+/* effnet_sgd_steps at 32×32, global batch 64, on 2 replicas (mirrored: 2 devices of 32; ipu: 2 stages × 2
+ * replicas, micro-batches of 8, 4 a step): the parameters into p, the losses into loss. */
+static size_t replicas_effnet_steps(const char *backend, float **p, double loss[2])
+{
+    struct run_config cfg = {0};
+    if (!strcmp(backend, "ipu")) cfg.ipu.stages = 2, cfg.ipu.replicas = 2, cfg.ipu.micro_batch = 8, cfg.ipu.ga = 4;
+    else cfg.n_devices = 2;
+    return effnet_sgd_steps(backend, 32, 64, &cfg, p, loss, NULL, NULL);
 }
 
 /* A replica among several (mirrored's, ipu's) is a one-core device and cuts its work as a 2-core machine does
@@ -775,61 +789,15 @@ Test(backends, replica_cut_is_every_machines, .timeout = 240)
     unlink(path);
 }
 
-/* Two SGD steps of effnet-b0 (16×16, 10 classes, batch 8, every convolution on im2col) on backend, mirrored
- * with n_devices and sync_bn, from the workload's initial parameters: the parameters and the buffers (BatchNorm
- * running statistics) after them, into *p and *bufs (allocated); returns n_params, *n_bufs the buffers'. */
-static size_t bn_effnet_steps(const char *backend, int n_devices, int sync_bn, float **p, float **bufs, size_t *n_bufs)
-{
-    enum { RES = 16, B = 8 };
-    const struct workload *w = workload_find("effnet-b0");
-    cr_assert_not_null(w, "%s", tb_error_get());
-    struct workload_opts o = {.classes = 10, .resolution = RES, .in_h = RES, .in_w = RES, .in_c = 3, .dropout = 0.0f,
-                              .drop_connect = 0.0f};
-    snprintf(o.norm, sizeof o.norm, "batch");
-    struct model m;
-    cr_assert_eq(w->build(&m, &o), TB_OK, "effnet-b0: %s", tb_error_get());
-    struct dataset ds;
-    cr_assert_eq(dataset_synthetic(2 * B, RES, RES, 3, 10, 7, 1, &ds), TB_OK, "%s", tb_error_get());
-    struct backend b;
-    cr_assert_eq(backend_create(&b, backend), TB_OK, "%s", tb_error_get());
-    struct run_config cfg = {0};
-    cfg.batch = B, cfg.eval_batch = B, cfg.seed = 42, cfg.n_devices = n_devices, cfg.sync_bn = sync_bn;
-    optim_config_defaults(&cfg.optim, OPTIM_SGD);
-    cfg.optim.lr = 0.01f;
-    cfg.optim.total_steps = 2;
-    snprintf(cfg.conv_algo, sizeof cfg.conv_algo, "im2col");
-    cr_assert_eq(backend_prepare(&b, &m, &cfg), TB_OK, "%s: %s", backend, tb_error_get());
-    float *params = tu_fvec(m.n_params), *buffers = tu_fvec(m.n_buffers ? m.n_buffers : 1);
-    float *opt = tu_fvec(m.n_params * (size_t)optim_state_per_param(OPTIM_SGD) + 1);
-    w->init(&m, params, buffers, 42);
-    cr_assert_eq(backend_set_tensors(&b, TF_PARAMS, params), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(backend_set_tensors(&b, TF_BUFFERS, buffers), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(backend_set_tensors(&b, TF_OPT, opt), TB_OK, "%s", tb_error_get());
-    for (int s = 1; s <= 2; s++) {
-        const struct batch bt = {B, ds.images + (size_t)(s - 1) * B * RES * RES * 3, ds.labels + (size_t)(s - 1) * B};
-        struct step_stats st;
-        cr_assert_eq(backend_train_step(&b, &bt, s, &st), TB_OK, "%s step %d: %s", backend, s, tb_error_get());
-    }
-    cr_assert_eq(backend_get_tensors(&b, TF_PARAMS, params), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(backend_get_tensors(&b, TF_BUFFERS, buffers), TB_OK, "%s", tb_error_get());
-    const size_t n = m.n_params;
-    *n_bufs = m.n_buffers;
-    backend_destroy(&b);
-    dataset_free(&ds);
-    model_free(&m);
-    free(opt);
-    *p = params, *bufs = buffers;
-    return n;
-}
-
 /* --sync-bn with one replica in all: the global batch is the local one, so the run is cpu's schedule and bitwise
  * cpu's (a probe's: its statistics went through the f64 collective and changed the loss in the 7th digit). */
 Test(backends, mirrored_one_device_sync_bn_bitwise_cpu, .timeout = 60)
 {
     float *pc, *bc, *pm, *bm;
     size_t nbc, nbm;
-    const size_t n = bn_effnet_steps("cpu", 0, 0, &pc, &bc, &nbc);
-    cr_assert_eq(bn_effnet_steps("mirrored", 1, 1, &pm, &bm, &nbm), n);
+    const struct run_config on_cpu = {0}, one_synced = {.n_devices = 1, .sync_bn = 1}; /* at 16×16, batch 8 */
+    const size_t n = effnet_sgd_steps("cpu", 16, 8, &on_cpu, &pc, NULL, &bc, &nbc);
+    cr_assert_eq(effnet_sgd_steps("mirrored", 16, 8, &one_synced, &pm, NULL, &bm, &nbm), n);
     cr_assert_eq(nbm, nbc);
     tu_assert_bitwise(pm, pc, n, "mirrored --devices 1 --sync-bn vs cpu: parameters after 2 steps");
     tu_assert_bitwise(bm, bc, nbc, "mirrored --devices 1 --sync-bn vs cpu: BatchNorm running statistics");

@@ -11,7 +11,7 @@
  * and the ipu backend says the split it chose.
  * Each child runs in its own temp directory so a stray default results file cannot land in the tree.
  */
-#include "test_util.h"
+#include "test_bench_proc.h"
 
 #include "backend.h"
 #include "blas_core.h"
@@ -21,64 +21,9 @@
 #include "status.h"
 #include "workload.h"
 
-#include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
-
-/* What a finished child left: its exit status and its output. */
-struct proc {
-    int code;  /* exit status, or -1 if it did not exit normally */
-    long maxrss_kb; /* the child's peak resident memory (getrusage through wait4) */
-    char *out; /* stdout */
-    char *err; /* stderr */
-};
-
-static void proc_free(struct proc *p)
-{
-    free(p->out), free(p->err);
-}
-
-/* Runs TB_BENCH_EXE with args (NULL-terminated) in a fresh temp directory and collects its output. */
-static void run_bench(const char *const *args, struct proc *p)
-{
-    char *dir = tu_mkdtemp("cli");
-    char *out_path = NULL, *err_path = NULL;
-    cr_assert(asprintf(&out_path, "%s/stdout", dir) > 0 && asprintf(&err_path, "%s/stderr", dir) > 0);
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = TB_BENCH_EXE;
-    for (int i = 0; args[i]; i++) {
-        cr_assert_lt(argc, 62);
-        argv[argc++] = args[i];
-    }
-    argv[argc] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0, "fork failed");
-    if (pid == 0) {
-        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || chdir(dir) != 0) _exit(127);
-        dup2(fo, 1), dup2(fe, 2);
-        close(fo), close(fe);
-        execv(TB_BENCH_EXE, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    struct rusage ru;
-    cr_assert_eq(wait4(pid, &status, 0, &ru), pid);
-    p->maxrss_kb = ru.ru_maxrss;
-    p->code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    p->out = tu_read_file(out_path, NULL);
-    p->err = tu_read_file(err_path, NULL);
-    cr_assert(p->out && p->err, "cannot read the child's output");
-    cr_assert_neq(p->code, 127, "could not run %s (is the bench target built?)", TB_BENCH_EXE);
-    tu_rm_rf(dir);
-    free(dir), free(out_path), free(err_path);
-}
 
 /* Number of '\n'-terminated lines in s (a final unterminated line counts too). */
 static int count_lines(const char *s)

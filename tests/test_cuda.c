@@ -39,11 +39,14 @@
  * The gradient shortcut (overwrite at a gradient's last reader) in the shared gradient arena gives the values
  * zeroing and accumulating in one slot per tensor give. --no-fuse runs the BatchNorm -> depthwise pairs apart
  * (TB_CUDA_BN_DW=apart's bits). Two stages' forward returns the cpu's evaluation logits (ipu's evaluate).
+ * --profile and --trace at batch 1 take the per-layer path (the fused step has no layers to time), stages keep a
+ * profile of their layers, and a traced step ends with its update's event.
  * Without a GPU too: the gradient arena (no two gradients alive together share a byte), the bf16 activation
- * layout (disjoint, aligned, fp32 where it must be).
+ * layout (disjoint, aligned, fp32 where it must be), the cuda backend's --list line.
  */
 #include "test_util.h"
 
+#include "backend.h"
 #include "dataset.h"
 #include "executor.h"
 #include "executor_cuda.h"
@@ -1423,4 +1426,147 @@ Test(cuda, stage_forward_returns_the_logits)
     free(lg), free(lc), free(acts);
     executor_destroy(&st[0]), executor_destroy(&st[1]), executor_destroy(&cpu);
     fixture_free(&f);
+}
+
+/* The profile's forward and backward seconds summed over layers [l0,l1). */
+static void profile_sums(struct executor *ex, int l0, int l1, double *fwd, double *bwd)
+{
+    struct executor_stats s;
+    cr_assert_eq(executor_stats(ex, &s), TB_OK);
+    cr_assert_not_null(s.profile, "--profile asked for, no profile kept");
+    *fwd = *bwd = 0.0;
+    for (int i = l0; i < l1; i++) *fwd += s.profile[2 * i], *bwd += s.profile[2 * i + 1];
+}
+
+/* --profile and --trace at batch 1 with Adam (where the fused step would run: the persistent kernel, or the graph
+ * under TB_CUDA_LOOP=graph) take the per-layer path, whose events time each layer: the harness's run of steps gives
+ * a profile and a trace of its layers. The fused step had been chosen anyway and recorded zeros as per-layer times
+ * and no trace event. */
+Test(cuda, batch1_profile_and_trace_time_each_layer)
+{
+    need_gpu();
+    enum { STEPS = 3 };
+    struct fixture f;
+    fixture_init(&f, STEPS, 0.0f);
+    const int L = f.m.n_layers;
+    for (int graph = 0; graph <= 1; graph++)
+        for (int what = 0; what < 2; what++) { /* --profile, --trace */
+            struct executor_config c = config("cuda", 1, OPTIM_ADAM);
+            c.profile = what == 0, c.trace = what == 1;
+            struct executor ex;
+            if (graph) ex_init_env(&ex, &f, &c, "TB_CUDA_LOOP", "graph");
+            else ex_init(&ex, &f, &c);
+            cr_assert(!ex.fused_step && !ex.loop_steps, "%s%s: the fused batch-1 step (%s) has no layers to time",
+                      what ? "--trace" : "--profile", graph ? ", TB_CUDA_LOOP=graph" : "",
+                      ex.step_what ? ex.step_what : "?");
+            double losses[STEPS];
+            long done = -1;
+            cr_assert_eq(executor_stage_steps(&ex, 1, STEPS, f.ds.images, f.y), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(executor_run_steps(&ex, 1, STEPS, losses, &done), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(done, STEPS);
+            struct executor_stats s;
+            cr_assert_eq(executor_stats(&ex, &s), TB_OK);
+            if (c.profile) {
+                double fwd, bwd;
+                profile_sums(&ex, 0, L, &fwd, &bwd);
+                cr_assert(fwd > 0.0 && bwd > 0.0, "profile: %g s forward, %g s backward", fwd, bwd);
+            } else {
+                int F = 0, B = 0;
+                for (int e = 0; e < s.n_trace; e++) F += s.trace[e].phase == 'F', B += s.trace[e].phase == 'B';
+                cr_assert(F == L && B == L, "the last step's trace: %d forward, %d backward events of %d layers", F, B,
+                          L);
+            }
+            executor_destroy(&ex);
+        }
+    fixture_free(&f);
+}
+
+/* --profile on stage executors (the ipu schedule on the cuda device): each stage times its own layers, at the
+ * model's layer indices, as the cpu's stages do; the ipu backend puts the stages' rows together. Stages had kept
+ * no profile, and the row's per-layer times were all zeros. */
+Test(cuda, stage_profile_times_its_layers)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    const int L = f.m.n_layers, k = 2;
+    struct executor st[2];
+    for (int s = 0; s < 2; s++) {
+        struct executor_config sc = config("cuda", N, OPTIM_ADAM);
+        sc.profile = 1;
+        sc.l0 = s ? k : 0, sc.l1 = s ? L : k;
+        ex_init(&st[s], &f, &sc);
+    }
+    const struct executor_pass a = {.n = N, .n_global = N, .step = 1, .x = f.ds.images, .l0 = 0, .l1 = k,
+                                    .training = 1};
+    const struct executor_pass b = {.n = N, .n_global = N, .step = 1, .y = f.y, .l0 = k, .l1 = L, .training = 1};
+    double l0, l1;
+    executor_zero_grads(&st[0]), executor_zero_grads(&st[1]);
+    cr_assert_eq(executor_forward(&st[0], &a, &l0), TB_OK, "%s", tb_error_get());
+    float *acts = tu_fvec(model_boundary_floats(&f.m, k, N, 0) + 16);
+    float *grads = tu_fvec(model_boundary_floats(&f.m, k, N, 1) + 16);
+    cr_assert_eq(executor_export_boundary(&st[0], 0, 0, acts, N, STAGE_PREC_FP32, 1.0f), 0);
+    cr_assert_eq(executor_import_boundary(&st[1], 0, acts, N, STAGE_PREC_FP32, 1.0f), 0);
+    cr_assert_eq(executor_forward_backward(&st[1], &b, &l1), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_export_boundary(&st[1], 1, 0, grads, N, STAGE_PREC_FP32, 1.0f), 0);
+    cr_assert_eq(executor_import_boundary(&st[0], 1, grads, N, STAGE_PREC_FP32, 1.0f), 0);
+    cr_assert_eq(executor_backward(&st[0], &a), TB_OK, "%s", tb_error_get());
+    for (int s = 0; s < 2; s++) {
+        double fwd, bwd;
+        profile_sums(&st[s], s ? k : 0, s ? L : k, &fwd, &bwd);
+        cr_assert(fwd > 0.0 && bwd > 0.0, "stage %d: %g s forward, %g s backward", s, fwd, bwd);
+    }
+    free(acts), free(grads);
+    executor_destroy(&st[0]), executor_destroy(&st[1]);
+    fixture_free(&f);
+}
+
+/* --trace: the step's events end with the update ('U', layer -1, after the last backward), whole or in parts (one
+ * interval a part), as the cpu executor's do. The cuda trace had stopped at the backward. */
+Test(cuda, trace_ends_with_the_update)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    struct executor_config c = config("cuda", N, OPTIM_ADAM);
+    c.trace = 1;
+    struct executor ex;
+    ex_init(&ex, &f, &c);
+    for (int parts = 1; parts <= 2; parts++) {
+        executor_trace_begin(&ex, 100.0);
+        executor_zero_grads(&ex);
+        const struct executor_pass p = pass(&f, N, parts, 0, 0);
+        double loss;
+        cr_assert_eq(executor_forward_backward(&ex, &p, &loss), TB_OK, "%s", tb_error_get());
+        for (int k = 0; k < parts; k++)
+            cr_assert_eq(executor_update_part(&ex, parts, k, parts), TB_OK, "%s", tb_error_get());
+        struct executor_stats s;
+        cr_assert_eq(executor_stats(&ex, &s), TB_OK);
+        cr_assert_geq(s.n_trace, parts + 2);
+        double last_b = -1.0;
+        int U = 0;
+        for (int e = 0; e < s.n_trace; e++) {
+            const struct exec_trace_event *ev = &s.trace[e];
+            if (ev->phase == 'B') last_b = fmax(last_b, ev->t1);
+            if (ev->phase != 'U') continue;
+            U++;
+            cr_assert_eq(ev->layer, -1);
+            cr_assert(ev->t0 >= 0.0 && ev->t1 >= ev->t0, "update event %d: %g..%g s", U, ev->t0, ev->t1);
+            cr_assert(ev->t0 >= last_b - 1e-6, "update event %d starts at %g s, before the backward's end %g s", U,
+                      ev->t0, last_b);
+        }
+        cr_assert_eq(U, parts, "%d update events for %d update parts", U, parts);
+        cr_assert_eq(s.trace[s.n_trace - 1].phase, 'U', "the step's trace ends with its update");
+    }
+    executor_destroy(&ex);
+    fixture_free(&f);
+}
+
+/* bench --list's line for the cuda backend names what batch 1 runs by default, the persistent kernel (the captured
+ * graph is TB_CUDA_LOOP=graph's, or a chain's that does not fit). It described the graph. */
+Test(cuda, list_names_the_persistent_kernel)
+{
+    const struct backend_entry *e = backend_find("cuda");
+    cr_assert_not_null(e, "a cuda build lists the cuda backend");
+    cr_assert(strstr(e->summary, "persistent kernel") && !strstr(e->summary, "captured"), "%s", e->summary);
 }

@@ -13,9 +13,14 @@
  *     with 2 replicas (on one GPU, or two) each step from the cuda backend's state gives its loss and
  *     summed gradients within 1e-5 relative and, from the same gradients, its update;
  *   - --prefetch (inputs copied ahead on a copy stream) leaves the bits of the plain upload, on the cuda
- *     backend and on mirrored.
+ *     backend and on mirrored;
+ *   - --trace: every replica's step ends with its update event;
+ *   - bench at batch 1: --profile and --trace record real per-layer times and events, and say the steps ran layer
+ *     by layer; --prefetch's note says the device loop stages its own samples.
  */
 #include "test_util.h"
+
+#include "test_reliability_util.h"
 
 #include "backend.h"
 #include "dataset.h"
@@ -169,7 +174,8 @@ struct run {
     int batch;
 };
 
-static void run_init(struct run *R, const char *backend, int devices, int batch, int prefetch)
+/* run_init's backend, --trace on (each step's per-layer events kept) when trace. */
+static void run_init_traced(struct run *R, const char *backend, int devices, int batch, int prefetch, int trace)
 {
     memset(R, 0, sizeof *R);
     R->batch = batch;
@@ -184,12 +190,18 @@ static void run_init(struct run *R, const char *backend, int devices, int batch,
     cfg.optim.lr = workload_mnist_mlp.lr;
     cfg.optim.total_steps = STEPS;
     cfg.ipu.prefetch = prefetch;
+    cfg.trace = trace;
     snprintf(cfg.device, sizeof cfg.device, "cuda");
     cr_assert_eq(backend_prepare(&R->b, &R->m, &cfg), TB_OK, "%s: %s", backend, tb_error_get());
     float *p = tu_fvec(R->m.n_params), *bu = tu_fvec(R->m.n_buffers);
     workload_mnist_mlp.init(&R->m, p, bu, 42);
     cr_assert_eq(backend_set_tensors(&R->b, TF_PARAMS, p), TB_OK, "%s", tb_error_get());
     free(p), free(bu);
+}
+
+static void run_init(struct run *R, const char *backend, int devices, int batch, int prefetch)
+{
+    run_init_traced(R, backend, devices, batch, prefetch, 0);
 }
 
 static void run_free(struct run *R)
@@ -314,4 +326,80 @@ Test(cuda_mirrored, prefetch_is_bitwise_neutral)
         assert_same_run(&A, &B, la, lb, backends[k]);
         run_free(&A), run_free(&B);
     }
+}
+
+/* --trace on mirrored replicas: each replica's lane has its update ('U', layer -1), as on the cpu device; the cuda
+ * backend's one device too. The cuda device's trace had stopped before the update. */
+Test(cuda_mirrored, trace_has_every_replica_update)
+{
+    need_gpu();
+    for (int k = 0; k < 2; k++) {
+        const char *backend = k == 0 ? "cuda" : "mirrored";
+        const int R = k + 1;
+        struct run A;
+        double l[STEPS];
+        run_init_traced(&A, backend, R, 16, -1, 1);
+        train(&A, l);
+        struct backend_stats st;
+        memset(&st, 0, sizeof st);
+        cr_assert_eq(backend_stats(&A.b, &st), TB_OK, "%s", tb_error_get());
+        int U[2] = {0, 0}, F[2] = {0, 0};
+        for (int e = 0; e < st.n_trace; e++) {
+            const struct trace_event *ev = &st.trace[e];
+            cr_assert(ev->device >= 0 && ev->device < R, "event on device %d", ev->device);
+            F[ev->device] += ev->phase == 'F';
+            if (ev->phase != 'U') continue;
+            U[ev->device]++;
+            cr_assert_eq(ev->layer, -1);
+            cr_assert(ev->end_s >= ev->start_s, "update %g..%g s", ev->start_s, ev->end_s);
+        }
+        for (int r = 0; r < R; r++)
+            cr_assert(F[r] > 0 && U[r] == 1, "%s, device %d: %d forward events, %d update events (want 1)", backend,
+                      r, F[r], U[r]);
+        run_free(&A);
+    }
+}
+
+/* bench on the cuda device at batch 1 (the persistent kernel's runs by default): --profile and --trace run the
+ * steps layer by layer, say so, and record real per-layer times and events (they had recorded zeros and an empty
+ * trace); an explicit --prefetch says that the loop stages its samples on the device (the note had said the device
+ * reads each batch in host memory). Runs bench (TB_BENCH_EXE: bench_emu in test_cuda_mirrored_emu). */
+Test(cuda_mirrored, bench_batch1_profile_trace_and_prefetch_notes, .timeout = 120)
+{
+    need_gpu();
+    static const char *const base[] = {"--backend", "cuda", "--workload", "mnist-mlp", "--data", "synthetic",
+                                       "--synthetic-samples", "40,20", "--batch", "1", "--no-eval", "--mllog", "none",
+                                       "--out", "results.jsonl", NULL};
+    char *dir = tu_mkdtemp("cuda_mirrored");
+    int code = rb_run(dir, "p", base, RB_ARGS("--steps", "4", "--profile", "--trace", "t.json", "--quiet"));
+    char *err = rb_stderr(dir, "p");
+    cr_assert_eq(code, 0, "%s", err);
+    struct json_value *row = rb_last_row(dir);
+    const struct json_value *lt = json_get(row, "figures.layer_times");
+    cr_assert(lt && lt->type == JSON_ARRAY && lt->n >= 3, "no figures.layer_times");
+    for (int i = 0; i < lt->n; i++) {
+        const char *op = json_get_str(&lt->items[i], "op", "?");
+        const double f = json_get_number(&lt->items[i], "forward_s", -1.0),
+                     b = json_get_number(&lt->items[i], "backward_s", -1.0);
+        if (strcmp(op, "dense") == 0)
+            cr_assert(f > 0.0 && b > 0.0, "layer %d (dense): forward %g s, backward %g s", i, f, b);
+    }
+    cr_assert_geq(json_get_number(row, "figures.trace.events", 0.0), 2.0 * lt->n + 1, "the trace's events");
+    cr_assert_eq(json_get_number(row, "figures.trace.lanes", 0.0), 1.0);
+    json_value_free(row);
+    cr_assert(strstr(err, "--trace on the cuda device: batch-1 steps run layer by layer"), "%s", err);
+    free(err);
+    /* The captured graph's loop (on the emulation the persistent kernel takes seconds a step): the note comes at
+     * preparation either way. */
+    cr_assert_eq(setenv("TB_CUDA_LOOP", "graph", 1), 0);
+    code = rb_run(dir, "f", base, RB_ARGS("--steps", "1", "--prefetch", "2"));
+    unsetenv("TB_CUDA_LOOP");
+    err = rb_stderr(dir, "f");
+    cr_assert_eq(code, 0, "%s", err);
+    cr_assert(strstr(err, "--prefetch 2: nothing is copied ahead") && strstr(err, "staged there once") &&
+                  !strstr(err, "host memory"),
+              "%s", err);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
 }

@@ -44,25 +44,6 @@ Test(evaluate_nan, a_row_with_a_nan_logit_is_never_a_correct_prediction)
     cr_assert(isfinite(loss[4]));
 }
 
-/* The last row of rows.jsonl (the caller frees it), NULL when the file has none. */
-static int keep_last(const struct json_value *row, long line_no, void *ctx)
-{
-    (void)line_no;
-    struct json_value **last = ctx;
-    json_value_free(*last);
-    *last = NULL;
-    return json_value_copy(row, last);
-}
-
-static struct json_value *last_row(void)
-{
-    char p[192];
-    struct json_value *row = NULL;
-    if (th_size(th_path(p, sizeof p, "rows.jsonl")) < 0) return NULL;
-    cr_assert_eq(results_read_rows(p, keep_last, &row), TB_OK, "%s", tb_error_get());
-    return row;
-}
-
 /* Sets every float of the safetensors file at path (all F32, as mnist-mlp's saves are) to ±3e38, the sign
  * flipping every 7 values: finite weights, so --load takes them, whose forward overflows to ±Inf and NaN. */
 static void overflowing_weights(const char *path)
@@ -110,7 +91,7 @@ Test(evaluate_nan, evaluate_with_non_finite_outputs_is_a_diverged_row_not_an_acc
     cr_assert(strstr(msg, "of 200 test samples") != NULL && strchr(msg, '\n') == NULL, "%s", msg);
     cr_assert_eq(th_size(lg), -1, "no logits file from an evaluation that diverged");
 
-    struct json_value *row = last_row();
+    struct json_value *row = th_last_row();
     cr_assert_not_null(row);
     cr_assert_str_eq(json_get_str(row, "status", ""), "diverged");
     cr_assert_str_eq(json_get_str(row, "kind", ""), "evaluate");
@@ -141,7 +122,7 @@ Test(evaluate_nan, train_whose_eval_mode_outputs_are_not_finite_reports_no_test_
     const char *msg = tb_error_get();
     cr_assert(strstr(msg, "cpu/effnet-b0: diverged: the test loss is NaN: the model's eval-mode outputs are not "
                           "finite") != NULL, "%s", msg);
-    struct json_value *row = last_row();
+    struct json_value *row = th_last_row();
     if (row) {
         cr_assert_str_neq(json_get_str(row, "status", ""), "ok", "a row with a test accuracy of NaN outputs");
         cr_assert_null(json_get(row, "figures.test_accuracy"));

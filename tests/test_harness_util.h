@@ -1,6 +1,6 @@
 /* test_harness_util.h — helpers shared by the harness suites (tests/test_harness_*.c): a private temp
- * directory per test, writing and reading small files, running a function with stderr captured, and
- * pointing an in-process bench run at the test's directory.
+ * directory per test, writing and reading small files, running a function with stderr captured, pointing an
+ * in-process bench run at the test's directory, and reading back the last row it wrote.
  * Every helper fails the calling test through Criterion's assertions. Static functions only, so a
  * suite that uses some of them compiles without warnings. Threading: none.
  */
@@ -13,7 +13,9 @@
 
 #include <criterion/criterion.h>
 
+#include "json.h"
 #include "progress.h"
+#include "results.h"
 #include "run.h"
 #include "status.h"
 
@@ -86,6 +88,27 @@ static __attribute__((unused)) long th_size(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* results_read_rows callback: keeps a copy of each row in *ctx (a struct json_value *), freeing the one before. */
+static __attribute__((unused)) int th_keep_last(const struct json_value *row, long line_no, void *ctx)
+{
+    (void)line_no;
+    struct json_value **last = ctx;
+    json_value_free(*last);
+    *last = NULL;
+    return json_value_copy(row, last);
+}
+
+/* The last row of th_dir/rows.jsonl (th_bench_quiet's), parsed (the caller frees it with json_value_free); NULL
+ * when there is no such file or it holds no row. */
+static __attribute__((unused)) struct json_value *th_last_row(void)
+{
+    char p[192];
+    struct json_value *row = NULL;
+    if (th_size(th_path(p, sizeof p, "rows.jsonl")) < 0) return NULL;
+    cr_assert_eq(results_read_rows(p, th_keep_last, &row), TB_OK, "%s", tb_error_get());
+    return row;
 }
 
 /* Redirects stderr into th_dir/stderr.txt until th_stderr_end, which returns what was written. */

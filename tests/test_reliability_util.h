@@ -39,9 +39,15 @@ static __attribute__((unused)) pid_t rb_start(const char *dir, const char *tag, 
     const char *argv[80];
     int argc = 0;
     argv[argc++] = TB_BENCH_EXE;
-    for (int i = 0; base && base[i]; i++) argv[argc++] = base[i];
-    for (int i = 0; extra && extra[i]; i++) argv[argc++] = extra[i];
-    cr_assert_lt(argc, 80);
+    /* Checked before each store, so too many arguments fail the test rather than overrun argv. */
+    for (int i = 0; base && base[i]; i++) {
+        cr_assert_lt(argc, 79, "more than 78 arguments");
+        argv[argc++] = base[i];
+    }
+    for (int i = 0; extra && extra[i]; i++) {
+        cr_assert_lt(argc, 79, "more than 78 arguments");
+        argv[argc++] = extra[i];
+    }
     argv[argc] = NULL;
     char out[512], err[512];
     snprintf(out, sizeof out, "%s/%s.out", dir, tag);

@@ -8,59 +8,18 @@
  * speed-up again) and its description is not that of its last point alone.
  * Each child runs in its own temp directory.
  */
-#define _GNU_SOURCE
-#include "test_util.h"
+#include "test_bench_proc.h"
 
 #include "json.h"
 #include "results.h"
 #include "status.h"
 
-#include <fcntl.h>
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 TestSuite(row_threads, .timeout = 60);
 
 #define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-/* Runs TB_BENCH_EXE args in dir, on CPU `cpu` alone when cpu >= 0; returns its exit status and its stdout
- * (malloc'd) in *out. */
-static int run_bench_in(const char *dir, const char *const *args, int cpu, char **out)
-{
-    char *out_path = NULL;
-    cr_assert(asprintf(&out_path, "%s/stdout", dir) > 0);
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = TB_BENCH_EXE;
-    for (int i = 0; args[i]; i++) {
-        cr_assert_lt(argc, 62);
-        argv[argc++] = args[i];
-    }
-    argv[argc] = NULL;
-    fflush(NULL);
-    const pid_t pid = fork();
-    cr_assert_geq(pid, 0, "fork failed");
-    if (pid == 0) {
-        const int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || chdir(dir) != 0) _exit(127);
-        dup2(fo, 1), close(fo);
-        if (cpu >= 0) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(cpu, &set);
-            if (sched_setaffinity(0, sizeof set, &set) != 0) _exit(126);
-        }
-        execv(TB_BENCH_EXE, (char *const *)argv);
-        _exit(127);
-    }
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    *out = tu_read_file(out_path, NULL);
-    cr_assert_not_null(*out);
-    free(out_path);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 /* What the tests read of a row. */
 struct row_facts {
@@ -95,19 +54,20 @@ static struct row_facts last_row(const char *path)
  * report took it for an all-threads run. */
 Test(row_threads, an_inference_row_says_the_devices_it_ran_on)
 {
-    char *dir = tu_mkdtemp("rowthr-inf"), *out = NULL, *so = NULL;
+    char *dir = tu_mkdtemp("rowthr-inf"), *out = NULL;
     cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
-    const int code =
-        run_bench_in(dir,
-                     ARGS("--plan", "inference", "--backend", "cpu", "--batch", "8", "--steps", "2", "--warmup", "1",
-                          "--data", "synthetic", "--synthetic-samples", "64,32", "--mllog", "none", "--quiet", "--out",
-                          out),
-                     -1, &so);
-    cr_assert_eq(code, 0, "exit %d", code);
+    struct proc p;
+    run_bench_in(dir,
+                 ARGS("--plan", "inference", "--backend", "cpu", "--batch", "8", "--steps", "2", "--warmup", "1",
+                      "--data", "synthetic", "--synthetic-samples", "64,32", "--mllog", "none", "--quiet", "--out",
+                      out),
+                 -1, &p);
+    cr_assert_eq(p.code, 0, "exit %d", p.code);
     const struct row_facts r = last_row(out);
     cr_assert_eq(r.devices_used, 1.0, "a cpu inference row: devices_used %g", r.devices_used);
     tu_rm_rf(dir);
-    free(dir), free(out), free(so);
+    free(dir), free(out);
+    proc_free(&p);
 }
 
 /* Probe C 8: under `taskset -c 0` a threads run computed with one thread but took its ceiling share of the
@@ -120,14 +80,16 @@ Test(row_threads, the_ceiling_is_of_the_cores_the_process_may_use)
     cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
     int cpu = 0;
     while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine)) cpu++;
-    char *dir = tu_mkdtemp("rowthr-aff"), *out = NULL, *cal = NULL, *so = NULL;
+    char *dir = tu_mkdtemp("rowthr-aff"), *out = NULL, *cal = NULL;
     cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0 && asprintf(&cal, "%s/cal.json", dir) > 0);
 #define AFF_RUN(...)                                                                                                 \
     ARGS("--plan", "throughput", "--backend", "threads", "--batch", "8", "--steps", "2", "--warmup", "1", "--data",  \
          "synthetic", "--synthetic-samples", "64,32", "--mllog", "none", "--quiet", "--out", out, __VA_ARGS__)
     /* A first run says this machine's facts, for a calibration that matches it. */
-    cr_assert_eq(run_bench_in(dir, AFF_RUN("--seed", "1"), -1, &so), 0);
-    free(so);
+    struct proc p;
+    run_bench_in(dir, AFF_RUN("--seed", "1"), -1, &p);
+    cr_assert_eq(p.code, 0);
+    proc_free(&p);
     struct row_facts r = last_row(out);
     const int cores = r.n_cores;
     FILE *f = fopen(cal, "w");
@@ -138,9 +100,10 @@ Test(row_threads, the_ceiling_is_of_the_cores_the_process_may_use)
             "\"triad_1t_gbs\":10,\"triad_all_gbs\":%d}\n",
             r.cpu_model, cores, r.blas_core, 100 * cores, cores, 10 * cores);
     fclose(f);
-    cr_assert_eq(run_bench_in(dir, AFF_RUN("--calibration", cal), cpu, &so), 0);
+    run_bench_in(dir, AFF_RUN("--calibration", cal), cpu, &p);
 #undef AFF_RUN
-    free(so);
+    cr_assert_eq(p.code, 0);
+    proc_free(&p);
     r = last_row(out);
     cr_assert_eq(r.devices_used, 1.0, "one core: %g devices", r.devices_used);
     cr_assert_eq(r.peak_threads, 1.0, "one core allowed, peak_threads %g", r.peak_threads);
@@ -153,15 +116,16 @@ Test(row_threads, the_ceiling_is_of_the_cores_the_process_may_use)
  * description ("2 devices, 16 samples each") was the last point's. */
 Test(row_threads, a_batch_sweep_prints_no_efficiency_and_no_last_point_description)
 {
-    char *dir = tu_mkdtemp("rowthr-sweep"), *out = NULL, *so = NULL;
+    char *dir = tu_mkdtemp("rowthr-sweep"), *out = NULL;
     cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
-    const int code =
-        run_bench_in(dir,
-                     ARGS("--plan", "scaling", "--backend", "mirrored", "--devices", "2", "--batches", "8,16",
-                          "--steps", "2", "--warmup", "1", "--data", "synthetic", "--synthetic-samples", "64,32",
-                          "--mllog", "none", "--out", out),
-                     -1, &so);
-    cr_assert_eq(code, 0, "exit %d: %s", code, so);
+    struct proc p;
+    run_bench_in(dir,
+                 ARGS("--plan", "scaling", "--backend", "mirrored", "--devices", "2", "--batches", "8,16", "--steps",
+                      "2", "--warmup", "1", "--data", "synthetic", "--synthetic-samples", "64,32", "--mllog", "none",
+                      "--out", out),
+                 -1, &p);
+    const char *so = p.out;
+    cr_assert_eq(p.code, 0, "exit %d: %s", p.code, so);
     const char *head = strstr(so, "trainbench scaling:");
     cr_assert_not_null(head, "%s", so);
     cr_assert(strstr(head, "efficiency") == NULL, "replicas fixed, yet an efficiency: %s", head);
@@ -172,5 +136,6 @@ Test(row_threads, a_batch_sweep_prints_no_efficiency_and_no_last_point_descripti
     const char *span = strstr(head, "2 devices, 4 to 8 samples each");
     cr_assert(span && span < eol, "the description: %.*s", (int)(eol - head), head);
     tu_rm_rf(dir);
-    free(dir), free(out), free(so);
+    free(dir), free(out);
+    proc_free(&p);
 }

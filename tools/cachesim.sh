@@ -31,7 +31,18 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 [ $# -gt 0 ] || set -- --workload effnet-b0 --resolution 32 --batch 32
 # The 1x1 convolutions on gemm1x1, as tools/scaling.sh's runs: `auto` would time the algorithms under
 # valgrind, whose costs are not the machine's.
-set -- --conv-algo gemm1x1 "$@"
+# (Not on mnist-mlp, which has no convolutions: bench refuses an algorithm for them.) The workload bench
+# runs: its last --workload, spelt as getopt_long takes it (--workload NAME, --workload=NAME, or a prefix
+# such as --work), else bench's default, mnist-mlp.
+wl=mnist-mlp next=
+for a in "$@"; do
+    if [ -n "$next" ]; then wl=$a next=; continue; fi
+    case $a in
+    --wo=* | --wor=* | --work=* | --workl=* | --worklo=* | --workloa=* | --workload=*) wl=${a#*=} ;;
+    --wo | --wor | --work | --workl | --worklo | --workloa | --workload) next=1 ;;
+    esac
+done
+[ "$wl" = mnist-mlp ] || set -- --conv-algo gemm1x1 "$@"
 ID="cachesim-$(date -u +%Y%m%dT%H%M%SZ)-$$" # the pid: two runs started together (an A/B, one a core) keep both tables
 # Options given after the defaults win (getopt_long keeps the last); the two steps and --profile are forced
 # after them. Valgrind runs the AVX2 kernels, so OpenBLAS's Haswell set is named (its auto pick may be

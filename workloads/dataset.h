@@ -23,7 +23,7 @@ struct dataset {
     int n_classes;    /* labels are in [0, n_classes) */
     uint8_t *images;  /* (n,h,w,c) */
     int32_t *labels;  /* (n) in [0, n_classes) */
-    char name[64];    /* "fashion-mnist", "mnist", "cifar10", "synthetic", ... */
+    char name[64];    /* what was loaded: "fashion-mnist", "mnist", "idx" (another IDX set), "cifar10", "synthetic", ... */
     char source[512]; /* directory or "synthetic" */
     char note[320];   /* what a reader chose where the directory left a choice ("" if none): the caller says it */
 };

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "dataset.h"
 #include "dataset_io.h"
@@ -172,16 +173,26 @@ int idx_probe_dir(const char *dir)
            idx_find_file(dir, "t10k", "images", 3, p, sizeof p, &others, &why) != 0;
 }
 
-/* Case-insensitive substring test for the dataset name (no strcasestr in C11). */
-static int idx_contains_ci(const char *s, const char *needle)
+/* The name of the set that was loaded, from its contents: the directory's name can be anything (Fashion-MNIST
+ * copied to ~/mnist was recorded as "mnist", MNIST under a folder named "fashion" as "fashion-mnist"), and
+ * both sets have the same file names. Fashion-MNIST: the CRC-32 of its label bytes in file order (split by
+ * split, from Debian's dataset-fashion-mnist); MNIST: its class counts (a 28x28 split of MNIST's size with
+ * exactly its counts in any order). Anything else is named by its format, "idx". */
+static const char *idx_set_name(const struct dataset *d)
 {
-    size_t n = strlen(needle);
-    for (; *s; s++) {
-        size_t i = 0;
-        while (i < n && s[i] && (s[i] | 0x20) == (needle[i] | 0x20)) i++;
-        if (i == n) return 1;
+    static const int mnist_train[10] = {5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949};
+    static const int mnist_test[10] = {980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009};
+    if (d->h != 28 || d->w != 28 || d->c != 1 || (d->n != 60000 && d->n != 10000)) return "idx";
+    int count[10] = {0};
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int i = 0; i < d->n; i++) {
+        if (d->labels[i] < 0 || d->labels[i] > 9) return "idx";
+        count[d->labels[i]]++;
+        const Bytef b = (Bytef)d->labels[i];
+        crc = crc32(crc, &b, 1);
     }
-    return 0;
+    if ((uint32_t)crc == (d->n == 60000 ? 0x2ed6e46au : 0x242bc73fu)) return "fashion-mnist";
+    return !memcmp(count, d->n == 60000 ? mnist_train : mnist_test, sizeof count) ? "mnist" : "idx";
 }
 
 int idx_load_dir(const char *dir, int train, struct dataset *out)
@@ -211,7 +222,7 @@ int idx_load_dir(const char *dir, int train, struct dataset *out)
     int top = -1;
     for (int i = 0; i < out->n; i++) top = out->labels[i] > top ? out->labels[i] : top;
     out->n_classes = top + 1 > IDX_DEFAULT_CLASSES ? top + 1 : IDX_DEFAULT_CLASSES;
-    snprintf(out->name, sizeof out->name, "%s", idx_contains_ci(dir, "fashion") ? "fashion-mnist" : "mnist");
+    snprintf(out->name, sizeof out->name, "%s", idx_set_name(out));
     snprintf(out->source, sizeof out->source, "%s", dir);
     if (others) /* another copy (.gz beside plain, or another separator) was left: say which was read */
         snprintf(out->note, sizeof out->note, "%s: read %s and %s; %d other spelling%s of them left unread", dir,

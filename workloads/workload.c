@@ -67,18 +67,24 @@ void init_glorot_uniform(float *w, size_t n, int fan_in, int fan_out, uint64_t s
     for (size_t i = 0; i < n; i++) w[i] = (2.0f * rng_uniform_keyed(key, (tensor << 40) | i) - 1.0f) * limit;
 }
 
-void init_default(const struct model *m, float *params, float *buffers, uint64_t seed)
+void init_zero_non_weights(const struct model *m, float *params, float *buffers)
 {
     for (int k = 0; k < m->n_entries; k++) {
         const struct param_entry *e = &m->params[k];
+        if (e->kind == PARAM_WEIGHT) continue;
         float *dst = (e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER) ? buffers + e->off : params + e->off;
-        if (e->kind == PARAM_WEIGHT) {
-            /* fan_in = product of all dims but the last; fan_out = last dim (x·W layout). */
-            int fan_out = e->dims[e->ndim - 1];
-            int fan_in = (int)(e->n / (size_t)fan_out);
-            init_glorot_uniform(dst, e->n, fan_in, fan_out, seed, (uint64_t)k);
-        } else {
-            memset(dst, 0, e->n * sizeof(float));
-        }
+        memset(dst, 0, e->n * sizeof(float));
+    }
+}
+
+void init_default(const struct model *m, float *params, float *buffers, uint64_t seed)
+{
+    init_zero_non_weights(m, params, buffers);
+    for (int k = 0; k < m->n_entries; k++) {
+        const struct param_entry *e = &m->params[k];
+        if (e->kind != PARAM_WEIGHT) continue;
+        /* fan_in = product of all dims but the last; fan_out = last dim (x·W layout). */
+        const int fan_out = e->dims[e->ndim - 1];
+        init_glorot_uniform(params + e->off, e->n, (int)(e->n / (size_t)fan_out), fan_out, seed, (uint64_t)k);
     }
 }

@@ -71,7 +71,9 @@ void workload_recipe_text(const struct workload *w, char *buf, size_t n);
 
 /* Keras's Glorot-uniform init of a (fan_in, fan_out) weight, keyed by (seed, tensor index). */
 void init_glorot_uniform(float *w, size_t n, int fan_in, int fan_out, uint64_t seed, uint64_t tensor);
-/* Default init for every entry of m: Glorot-uniform weights, zero biases, γ = 1, β = 0, running var 1. */
+/* Zeroes every entry of m but its weights: biases, norm parameters, buffers, counters. */
+void init_zero_non_weights(const struct model *m, float *params, float *buffers);
+/* Default init for every entry of m: Glorot-uniform weights, every other entry zero. */
 void init_default(const struct model *m, float *params, float *buffers, uint64_t seed);
 
 /* Workload descriptors (one per workload file). */

@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,31 +120,38 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
             int g_legal = 0;
             for (int g = unit; g < gmin && g <= per && !g_legal; g += unit)
                 if (g >= S && per % g == 0) g_legal = g;
+            /* "each of the 1 replicas" where --replicas is 1 (the default): the one replica is "the replica". */
+            char each[48];
+            if (R == 1) snprintf(each, sizeof each, "the replica");
+            else snprintf(each, sizeof each, "each of the %d replicas", R);
             if (g_legal)
-                return tb_error_set(TB_EINVAL, "ipu: global batch %d: the automatic micro-batching gives each of the %d "
-                                               "replicas at least 2 x %d stages = %d micro-batches (fewer leave the "
-                                               "pipeline idle for a larger share of a step), and no such count divides "
-                                               "its %d samples; --micro-batch %d --ga %d runs it, or --stages 1",
-                                    N, R, S, gmin, per, per / g_legal, g_legal);
-            return tb_error_set(TB_EINVAL, "ipu: global batch %d cannot be cut into micro-batches for %d stages: each "
-                                           "of the %d replicas needs a multiple of %d micro-batches (%s) dividing its "
-                                           "%d samples, as --micro-batch and --ga do; or --stages 1", N, S, R, unit,
-                                ipu_schedule_name(p->sched), per);
+                return tb_error_set(TB_EINVAL, "ipu: global batch %d: the automatic micro-batching gives %s at least "
+                                               "2 x %d stages = %d micro-batches (fewer leave the pipeline idle for a "
+                                               "larger share of a step), and no such count divides its %d samples; "
+                                               "--micro-batch %d --ga %d runs it, or --stages 1",
+                                    N, each, S, gmin, per, per / g_legal, g_legal);
+            return tb_error_set(TB_EINVAL, "ipu: global batch %d cannot be cut into micro-batches for %d stages: %s "
+                                           "needs a multiple of %d micro-batches (%s) dividing its %d sample%s, as "
+                                           "--micro-batch and --ga do; or --stages 1", N, S, each, unit,
+                                ipu_schedule_name(p->sched), per, per == 1 ? "" : "s");
         }
         B = per / G;
         p->mb_chosen = G > g_first ? 2 : 1;
     } else if (G == 0) {
         if (N % (B * R))
-            return tb_error_set(TB_EINVAL, "ipu: --batch %d is not a multiple of --micro-batch %d × %d replicas", N, B, R);
+            return tb_error_set(TB_EINVAL, "ipu: --batch %d is not a multiple of --micro-batch %d × %d replica%s", N, B,
+                                R, R == 1 ? "" : "s");
         G = N / (B * R);
     } else if (B == 0) {
         if (N % (G * R))
-            return tb_error_set(TB_EINVAL, "ipu: --batch %d is not a multiple of --ga %d × %d replicas", N, G, R);
+            return tb_error_set(TB_EINVAL, "ipu: --batch %d is not a multiple of --ga %d × %d replica%s", N, G, R,
+                                R == 1 ? "" : "s");
         B = N / (G * R);
     }
     if ((long)B * G * R != N)
-        return tb_error_set(TB_EINVAL, "ipu: micro-batch %d × GA %d × %d replicas = %ld samples, but the global batch "
-                                       "(--batch) is %d", B, G, R, (long)B * G * R, N);
+        return tb_error_set(TB_EINVAL, "ipu: micro-batch %d × GA %d × %d replica%s = %ld sample%s, but the global "
+                                       "batch (--batch) is %d", B, G, R, R == 1 ? "" : "s", (long)B * G * R,
+                            (long)B * G * R == 1 ? "" : "s", N);
     if (S > 1 && G < S)
         return tb_error_set(TB_EINVAL, "ipu: --ga %d is less than the %d stages: the pipeline would never fill", G, S);
     if (G % unit)
@@ -151,8 +159,8 @@ int ipu_plan_resolve(struct ipu_plan *p, const struct model *m, const struct run
                                        "(gpipe: a multiple of 2×stages, 1f1b: of stages)", G, unit,
                             ipu_schedule_name(p->sched), S);
     if (cfg->n_devices > 0 && S * R > cfg->n_devices)
-        return tb_error_set(TB_EINVAL, "ipu: %d stages × %d replicas need %d devices, but --devices is %d", S, R, S * R,
-                            cfg->n_devices);
+        return tb_error_set(TB_EINVAL, "ipu: %d stage%s × %d replica%s need %d devices, but --devices is %d", S,
+                            S == 1 ? "" : "s", R, R == 1 ? "" : "s", S * R, cfg->n_devices);
     if (S * R > 1024) return tb_error_set(TB_EINVAL, "ipu: %d devices is more than 1024", S * R);
     p->R = R, p->G = G, p->B = B;
     p->recompute = cfg->ipu.recompute != 0;

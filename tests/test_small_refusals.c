@@ -1,0 +1,353 @@
+/* test_small_refusals.c — small settings a row recorded and the run ignored, a dataset named after its folder,
+ * committed sample rows gone stale, and rows read from a pipe:
+ *   - --tuning FILE on the cuda device (its kernels are its own; the row said "none") is refused as --conv-algo is;
+ *   - --conv-algo on a workload without convolutions (mnist-mlp) is refused as --resolution is;
+ *   - an IDX set's name comes from its contents, never the directory's name;
+ *   - every key of results/sample.jsonl (what `make report` renders without a run) is in the row schema;
+ *   - `bench report` and `bench compare` read rows from a pipe or FIFO; devices and directories stay refused.
+ */
+#include "test_util.h"
+
+#include "test_reliability_util.h"
+
+#include "backend.h"
+#include "dataset.h"
+#include "results.h"
+#include "run.h"
+#include "status.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TestSuite(small, .timeout = 60);
+
+#define OPTS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* bench_config for backend on workload with the options (name, value pairs), finished. */
+static int finish_config(const char *backend, const char *workload, const char *const *opts)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "backend", backend), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(bench_config_set(&c, "workload", workload), TB_OK, "%s", tb_error_get());
+    for (int i = 0; opts[i]; i += 2)
+        cr_assert_eq(bench_config_set(&c, opts[i], opts[i + 1]), TB_OK, "--%s: %s", opts[i], tb_error_get());
+    return bench_config_finish(&c);
+}
+
+/* cuda/ never reads --tuning (conv_tuning_on is 0 there): the row recorded "none" for a file the user named. */
+Test(small, tuning_file_on_the_cuda_device_is_refused)
+{
+    if (!backend_find("cuda")) cr_skip_test("no cuda backend in this build (TB_CUDA=OFF)");
+    cr_assert_eq(finish_config("cuda", "effnet-b0", OPTS("tuning", "t.json")), TB_EINVAL, "accepted");
+    const char *msg = tb_error_get();
+    cr_assert(strstr(msg, "--tuning t.json") && strstr(msg, "cuda device") && !strchr(msg, '\n'), "%s", msg);
+    cr_assert_eq(finish_config("mirrored", "effnet-b0", OPTS("device", "cuda", "tuning", "t.json")), TB_EINVAL,
+                 "accepted on mirrored --device cuda");
+    /* a suite's backend=* leaves cuda out of a line with tuning=FILE */
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "backend", "cuda"), TB_OK);
+    cr_assert_eq(bench_config_set(&c, "tuning", "t.json"), TB_OK);
+    cr_assert_eq(bench_config_check_backend(&c), TB_EINVAL);
+    cr_assert_eq(finish_config("cuda", "effnet-b0", OPTS("tuning", "none")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(finish_config("cuda", "effnet-b0", OPTS("batch", "8")), TB_OK, "the default file: %s", tb_error_get());
+    cr_assert_eq(finish_config("cpu", "effnet-b0", OPTS("tuning", "t.json")), TB_OK, "%s", tb_error_get());
+}
+
+/* The row recorded "conv_algo":"fft" for an MLP, which has no convolution to run with it. */
+Test(small, conv_algo_on_a_workload_without_convolutions_is_refused)
+{
+    static const char *const algos[] = {"im2col", "direct", "fft", "gemm1x1"};
+    for (size_t k = 0; k < sizeof algos / sizeof *algos; k++) {
+        cr_assert_eq(finish_config("cpu", "mnist-mlp", OPTS("conv-algo", algos[k])), TB_EINVAL, "%s accepted", algos[k]);
+        const char *msg = tb_error_get();
+        cr_assert(strstr(msg, "--conv-algo") && strstr(msg, "mnist-mlp") && strstr(msg, "no convolutions") &&
+                      !strchr(msg, '\n'),
+                  "%s", msg);
+    }
+    cr_assert_eq(finish_config("threads", "mnist-mlp", OPTS("conv-algo", "fft")), TB_EINVAL, "accepted on threads");
+    cr_assert_eq(finish_config("cpu", "mnist-mlp", OPTS("conv-algo", "auto")), TB_OK, "auto: %s", tb_error_get());
+    cr_assert_eq(finish_config("cpu", "effnet-b0", OPTS("conv-algo", "fft")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(finish_config("cpu", "effnet-b0-g16", OPTS("conv-algo", "gemm1x1")), TB_OK, "%s", tb_error_get());
+    /* and so through bench: a usage error, exit 2 */
+    char *dir = tu_mkdtemp("small");
+    const int code = rb_run(dir, "mlp", RB_ARGS(RB_BASE), RB_ARGS("--steps", "1", "--conv-algo", "direct"));
+    char *err = rb_stderr(dir, "mlp");
+    cr_assert(code == 2 && strstr(err, "--conv-algo direct: workload mnist-mlp"), "exit %d: %s", code, err);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Writes an IDX pair of n 28x28 images (zeros) and the labels to dir/<prefix>-{images,labels}-idx?-ubyte. */
+static void write_idx(const char *dir, const char *prefix, const uint8_t *labels, int n)
+{
+    const size_t px = 28u * 28u * (size_t)n;
+    uint8_t *img = calloc(16 + px, 1), *lab = malloc(8 + (size_t)n);
+    cr_assert(img && lab);
+    const uint32_t hi[4] = {0x803u, (uint32_t)n, 28u, 28u}, hl[2] = {0x801u, (uint32_t)n};
+    for (int k = 0; k < 4; k++)
+        for (int b = 0; b < 4; b++) img[4 * k + b] = (uint8_t)(hi[k] >> (24 - 8 * b));
+    for (int k = 0; k < 2; k++)
+        for (int b = 0; b < 4; b++) lab[4 * k + b] = (uint8_t)(hl[k] >> (24 - 8 * b));
+    memcpy(lab + 8, labels, (size_t)n);
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, prefix);
+    tu_write_file(p, img, 16 + px);
+    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    tu_write_file(p, lab, 8 + (size_t)n);
+    free(img);
+    free(lab);
+}
+
+static void expect_name(const char *dir, int train, const char *want)
+{
+    struct dataset ds;
+    cr_assert_eq(idx_load_dir(dir, train, &ds), TB_OK, "%s", tb_error_get());
+    cr_assert_str_eq(ds.name, want, "%s: %s, want %s", dir, ds.name, want);
+    dataset_free(&ds);
+}
+
+/* The name was guessed from the directory ("fashion" in it: fashion-mnist, else mnist), so Fashion-MNIST
+ * copied to a folder named mnist was recorded as MNIST, and anything under a folder named fashion as
+ * Fashion-MNIST. It now comes from the contents. */
+Test(small, an_idx_sets_name_is_what_it_holds_not_its_folders_name)
+{
+    char *dir = tu_mkdtemp("small");
+    char sub[600];
+    /* MNIST's test-split class counts, in a folder named after the other set */
+    static const int mnist_test[10] = {980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009};
+    uint8_t *lab = malloc(10000);
+    cr_assert_not_null(lab);
+    for (int k = 0, i = 0; k < 10; k++)
+        for (int j = 0; j < mnist_test[k]; j++) lab[i++] = (uint8_t)k;
+    snprintf(sub, sizeof sub, "%s/fashion-mnist", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    write_idx(sub, "t10k", lab, 10000);
+    expect_name(sub, 0, "mnist");
+    /* one label more of class 0, one fewer of class 1: no longer MNIST's counts, so the format's name */
+    lab[980] = 0;
+    write_idx(sub, "t10k", lab, 10000);
+    expect_name(sub, 0, "idx");
+    /* a small set in a folder that says Fashion */
+    snprintf(sub, sizeof sub, "%s/My-Fashion-set", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    write_idx(sub, "t10k", lab, 3);
+    expect_name(sub, 0, "idx");
+    free(lab);
+    /* Debian's Fashion-MNIST under a folder named mnist (links to its files) */
+    struct stat st;
+    if (stat(DATASET_DEFAULT_DIR "/t10k-labels-idx1-ubyte.gz", &st) == 0) {
+        snprintf(sub, sizeof sub, "%s/mnist", dir);
+        cr_assert_eq(mkdir(sub, 0700), 0);
+        static const char *const files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                            "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+        for (int k = 0; k < 4; k++) {
+            char from[300], to[900];
+            snprintf(from, sizeof from, "%s/%s", DATASET_DEFAULT_DIR, files[k]);
+            snprintf(to, sizeof to, "%s/%s", sub, files[k]);
+            cr_assert_eq(symlink(from, to), 0);
+        }
+        expect_name(sub, 0, "fashion-mnist"); /* the train split: idx/debian_fashion_mnist */
+    } else {
+        cr_log_info("%s not installed: the Fashion-MNIST part is not checked", DATASET_DEFAULT_DIR);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------- the committed sample rows */
+
+struct keys {
+    char p[512][160];
+    char where[512][96];
+    int n;
+};
+
+static void key_add(struct keys *k, const char *path, const char *run_id)
+{
+    for (int i = 0; i < k->n; i++)
+        if (!strcmp(k->p[i], path)) return;
+    cr_assert_lt(k->n, 512, "more than 512 key paths");
+    snprintf(k->p[k->n], sizeof k->p[0], "%s", path);
+    snprintf(k->where[k->n++], sizeof k->where[0], "%s", run_id);
+}
+
+/* The key paths under v, as results/README.md names them (tests/test_row_schema.c's walk). */
+static void walk(struct keys *k, const struct json_value *v, const char *prefix, const char *run_id)
+{
+    char path[512];
+    if (v->type == JSON_ARRAY) {
+        int objects = 0;
+        for (int i = 0; i < v->n; i++) objects |= v->items[i].type == JSON_OBJECT;
+        if (!objects) {
+            key_add(k, prefix, run_id);
+            return;
+        }
+        snprintf(path, sizeof path, "%s[]", prefix);
+        for (int i = 0; i < v->n; i++)
+            if (v->items[i].type == JSON_OBJECT) walk(k, &v->items[i], path, run_id);
+        return;
+    }
+    for (int i = 0; i < v->n; i++) {
+        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", v->keys[i]);
+        const struct json_value *x = &v->items[i];
+        if (x->type == JSON_OBJECT || x->type == JSON_ARRAY) walk(k, x, path, run_id);
+        else key_add(k, path, run_id);
+    }
+}
+
+static int on_sample_row(const struct json_value *row, long line_no, void *ctx)
+{
+    (void)line_no;
+    walk(ctx, row, "", json_get_str(row, "run_id", "?"));
+    return TB_OK;
+}
+
+/* Whether path matches a documented name: the same segments, where a `*` segment matches any key. */
+static int matches(const char *doc, const char *path)
+{
+    while (*doc && *path) {
+        size_t dl = strcspn(doc, "."), pl = strcspn(path, ".");
+        const int star = doc[0] == '*' && (dl == 1 || !strncmp(doc + 1, "[]", dl - 1));
+        if (!star && (dl != pl || strncmp(doc, path, dl))) return 0;
+        doc += dl + (doc[dl] == '.');
+        path += pl + (path[pl] == '.');
+    }
+    return !*doc && !*path;
+}
+
+/* Whether path is one of the backticked names in the first cell of a table row of results/README.md. */
+static int documented(const char *readme, const char *path)
+{
+    for (const char *line = readme; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, "| `", 3) != 0) continue;
+        const char *end = strstr(line + 1, " |"), *eol = strchr(line, '\n');
+        if (!end || (eol && end > eol)) continue;
+        for (const char *a = strchr(line, '`'); a && a < end; a = strchr(a, '`')) {
+            const char *b = strchr(a + 1, '`');
+            if (!b || b > end) break;
+            char name[200];
+            snprintf(name, sizeof name, "%.*s", (int)(b - a - 1), a + 1);
+            if (matches(name, path)) return 1;
+            a = b + 1;
+        }
+    }
+    return 0;
+}
+
+/* `make report` renders results/sample.jsonl on a fresh clone: its ipu rows kept figures.pipeline.loss_scale,
+ * loss_scale_mode and skipped_steps for months after the writer moved them to figures.loss_scaling (the
+ * README too). test_row_schema checks what bench writes against the README; this checks the sample. */
+Test(small, the_committed_sample_rows_carry_only_documented_keys)
+{
+    static struct keys k;
+    k.n = 0;
+    cr_assert_eq(results_read_rows(TB_SOURCE_DIR "/results/sample.jsonl", on_sample_row, &k), TB_OK, "%s",
+                 tb_error_get());
+    cr_assert_gt(k.n, 50, "results/sample.jsonl: only %d key paths", k.n);
+    char *readme = tu_read_file(TB_SOURCE_DIR "/results/README.md", NULL);
+    cr_assert_not_null(readme);
+    char missing[4096] = "";
+    int n_missing = 0;
+    for (int i = 0; i < k.n; i++)
+        if (!documented(readme, k.p[i]))
+            n_missing++, snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  %s (run %s)",
+                                  k.p[i], k.where[i]);
+    free(readme);
+    cr_assert_eq(n_missing, 0,
+                 "%d key%s of results/sample.jsonl not in results/README.md's schema (stale sample rows: regenerate "
+                 "them with suites/sample.suite, or drop the keys the writer no longer writes):%s",
+                 n_missing, n_missing == 1 ? "" : "s", missing);
+}
+
+/* ---------------------------------------------------------------- rows from a pipe */
+
+/* A child that writes the file at src into the FIFO at fifo (opening it blocks until the reader opens). */
+static pid_t feed_fifo(const char *fifo, const char *src)
+{
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(20); /* never outlives a test whose bench did not open the FIFO */
+        size_t n = 0;
+        char *text = tu_read_file(src, &n);
+        const int fd = open(fifo, O_WRONLY);
+        if (!text || fd < 0) _exit(1);
+        for (size_t off = 0; off < n;) {
+            const ssize_t w = write(fd, text + off, n - off);
+            if (w <= 0) _exit(1);
+            off += (size_t)w;
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Lets a writer still waiting on fifo go (its writes then fail), so that a bench that never read it fails the
+ * test instead of hanging it. */
+static void release(const char *fifo)
+{
+    const int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+    if (fd >= 0) close(fd);
+}
+
+/* `bench report --in <(zcat rows.gz)` was refused as "not a regular file": rows are read once, as they
+ * stream, so a pipe serves. /dev/null and a directory are still refused, and export, which reads its
+ * inputs twice, still refuses a pipe rather than wait on it. */
+Test(small, report_and_compare_read_rows_from_a_pipe)
+{
+    char *dir = tu_mkdtemp("small");
+    char *a = rb_path(dir, "a.fifo"), *b = rb_path(dir, "b.fifo");
+    const char *sample = TB_SOURCE_DIR "/results/sample.jsonl";
+    cr_assert_eq(mkfifo(a, 0600), 0);
+    cr_assert_eq(mkfifo(b, 0600), 0);
+    pid_t wa = feed_fifo(a, sample), wb = feed_fifo(b, sample);
+    int code = rb_run(dir, "cmp", RB_ARGS("compare", "a.fifo", "b.fifo"), NULL);
+    release(a);
+    release(b);
+    char *err = rb_stderr(dir, "cmp");
+    cr_assert_eq(code, 0, "compare on two FIFOs: exit %d: %s", code, err);
+    free(err);
+    char *cmp_out = rb_path(dir, "cmp.out"), *out = tu_read_file(cmp_out, NULL);
+    cr_assert(out && strstr(out, "mnist-mlp"), "compare printed no configuration:\n%s", out ? out : "");
+    free(out);
+    free(cmp_out);
+    cr_assert_eq(rb_wait(wa), 0, "compare did not read the first FIFO");
+    cr_assert_eq(rb_wait(wb), 0, "compare did not read the second FIFO");
+    /* report, tables only (no gnuplot: fast) */
+    wa = feed_fifo(a, sample);
+    code = rb_run(dir, "rep", RB_ARGS("report", "--in", "a.fifo", "--out-dir", "r", "--plots", TB_SOURCE_DIR "/plots",
+                                      "--gnuplot", "/nonexistent/gp"),
+                  NULL);
+    release(a);
+    err = rb_stderr(dir, "rep");
+    cr_assert(code == 0 && strstr(err, "REPORT.md has tables only"), "report on a FIFO: exit %d: %s", code, err);
+    free(err);
+    cr_assert_eq(rb_wait(wa), 0, "report did not read the FIFO");
+    char *md_path = rb_path(dir, "r/REPORT.md"), *md = tu_read_file(md_path, NULL);
+    cr_assert(md && strstr(md, "mnist-mlp"), "REPORT.md has no rows");
+    free(md);
+    free(md_path);
+    /* not a file of rows */
+    static const char *const bad[][2] = {{"/dev/null", "not a regular file or a pipe"}, {".", "is a directory"}};
+    for (int k = 0; k < 2; k++) {
+        code = rb_run(dir, "bad", RB_ARGS("compare", bad[k][0], "a.fifo"), NULL);
+        err = rb_stderr(dir, "bad");
+        cr_assert(code != 0 && strstr(err, bad[k][1]), "%s: exit %d: %s", bad[k][0], code, err);
+        free(err);
+    }
+    code = rb_run(dir, "exp", RB_ARGS("export", "--csv", "x.csv", "--in", "a.fifo"), NULL);
+    err = rb_stderr(dir, "exp");
+    cr_assert(code != 0 && strstr(err, "not a regular file"), "export on a FIFO: exit %d: %s", code, err);
+    free(err);
+    free(a);
+    free(b);
+    tu_rm_rf(dir);
+    free(dir);
+}
