@@ -1025,7 +1025,8 @@ Test(ipu, half_weights_round_trip_and_size, .timeout = 120)
         sp.stages = 2, sp.ga = 4, sp.split = e ? "6" : "1", sp.steps = 4;
         struct trace f32;
         run_train(&sp, &f32);
-        for (int q = 0; q < 2; q++) {
+        /* Under ASan the effnet's bf16m only: its 2-byte windows are bf16's, with the fp32 master beside them. */
+        for (int q = TU_UNDER_ASAN && e ? 1 : 0; q < 2; q++) {
             sp.precision = precs[q];
             struct spec a = sp, b = sp;
             a.steps = b.steps = 2, a.total = b.total = 4;
