@@ -268,6 +268,13 @@ int backend_set_tensors(struct backend *b, enum tensor_family f, const float *sr
     return b->i->set_tensors(b, f, src);
 }
 
+int backend_set_seed(struct backend *b, uint64_t seed)
+{
+    TB_ASSERT(b->prepared);
+    if (!b->i->set_seed) return tb_error_set(TB_EUNSUPPORTED, "backend %s cannot change its seed once prepared", b->i->name);
+    return b->i->set_seed(b, seed);
+}
+
 void backend_describe(struct backend *b, char *buf, size_t n)
 {
     if (b->i && b->i->describe) b->i->describe(b, buf, n);

@@ -137,6 +137,8 @@ struct backend_i {
     int (*run_steps)(struct backend *b, long step, long n_steps, struct step_stats *st, long *done);
     /* --resume: puts back the fp16 loss scaler's state a checkpoint kept (loss_scaler_format's text). */
     int (*restore_loss_scaling)(struct backend *b, const char *state);
+    /* Every executor's seed (executor_set_seed): see backend_set_seed. */
+    int (*set_seed)(struct backend *b, uint64_t seed);
 };
 
 struct backend {
@@ -232,6 +234,10 @@ int backend_get_tensors(struct backend *b, enum tensor_family f, float *dst);
 /* Copies a tensor family in from the canonical layout (every replica/stage receives it); src NULL with
  * TF_OPT restores the optimizer's initial state, which each executor writes at creation. */
 int backend_set_tensors(struct backend *b, enum tensor_family f, const float *src);
+/* Re-keys the run's randomness (dropout, drop-connect, augmentation, stochastic rounding) from the next step
+ * on, as a backend prepared with run_config.seed = seed would key it: --plan tta's seeds share one backend.
+ * TB_EUNSUPPORTED when the backend or its device cannot. */
+int backend_set_seed(struct backend *b, uint64_t seed);
 /* Writes a one-line description of the backend's arrangement into buf. */
 void backend_describe(struct backend *b, char *buf, size_t n);
 /* Writes the convolution algorithm each layer uses (enum conv_algo, -1 if none) into algos (n_layers);

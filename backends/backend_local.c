@@ -139,6 +139,11 @@ static int lb_set(struct backend *b, enum tensor_family f, const float *src)
     return executor_set_tensors(&((struct local_ctx *)b->ctx)->ex, f, src);
 }
 
+static int lb_set_seed(struct backend *b, uint64_t seed)
+{
+    return executor_set_seed(&((struct local_ctx *)b->ctx)->ex, seed);
+}
+
 /* The executor's views, and --trace events in the backend API's form. threads: the executor is SPMD over
  * its pool and thread 0 clocks each layer (barriers included), so one lane stands for the whole pool. */
 static int lb_stats(struct backend *b, struct backend_stats *s)
@@ -202,7 +207,7 @@ static int lb_restore_loss_scaling(struct backend *b, const char *state)
         .evaluate = lb_evaluate, .get_tensors = lb_get, .set_tensors = lb_set, .destroy = lb_destroy,                 \
         .describe = lb_describe, .train_step = lb_train_step, .finish = lb_finish, .stats = lb_stats,                 \
         .prefetches = lb_prefetches, .prefetch = lb_prefetch, .stage_steps = lb_stage_steps, .run_steps = lb_run_steps, \
-        .restore_loss_scaling = lb_restore_loss_scaling                                                                \
+        .restore_loss_scaling = lb_restore_loss_scaling, .set_seed = lb_set_seed                                      \
     }
 
 static const struct backend_i cpu_iface = LOCAL_IFACE("cpu");

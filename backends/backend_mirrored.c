@@ -652,11 +652,22 @@ static int mir_primary(struct backend *b)
     return !c->mpi || c->rank == 0;
 }
 
+/* The replicas share the seed (their dropout is keyed by the sample's global index). */
+static int mir_set_seed(struct backend *b, uint64_t seed)
+{
+    struct mir_ctx *c = b->ctx;
+    for (int r = 0; r < c->R; r++) {
+        const int st = executor_set_seed(&c->dev[r], seed);
+        if (st != TB_OK) return st;
+    }
+    return TB_OK;
+}
+
 static const struct backend_i mirrored_iface = {
     .name = "mirrored", .prepare = mir_prepare, .forward_backward = mir_forward_backward, .update = mir_update,
     .evaluate = mir_evaluate, .get_tensors = mir_get, .set_tensors = mir_set, .destroy = mir_destroy,
     .train_step = mir_train_step, .describe = mir_describe, .is_primary = mir_primary,
-    .stats = mir_stats, .prefetches = mir_prefetches, .prefetch = mir_prefetch,
+    .stats = mir_stats, .prefetches = mir_prefetches, .prefetch = mir_prefetch, .set_seed = mir_set_seed,
 };
 
 int backend_mirrored_create(struct backend *b)

@@ -342,6 +342,16 @@ int executor_restore_loss_scaling(struct executor *ex, const char *state)
     return ex->i->restore_loss_scaling ? ex->i->restore_loss_scaling(ex, state) : TB_OK;
 }
 
+int executor_set_seed(struct executor *ex, uint64_t seed)
+{
+    if (seed == ex->cfg.seed) return TB_OK;
+    if (!ex->i->set_seed)
+        return tb_error_set(TB_EUNSUPPORTED, "device %s cannot change its seed once created", ex->cfg.device);
+    ex->i->set_seed(ex, seed);
+    ex->cfg.seed = seed;
+    return TB_OK;
+}
+
 int executor_group_init(struct executor_group *g, struct executor *ex, int n)
 {
     memset(g, 0, sizeof *g);

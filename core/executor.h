@@ -204,6 +204,9 @@ struct executor_i {
     void (*set_grad_scale)(struct executor *ex, float scale);
     /* A device that scales its loss itself (executor_stats' loss_scaling): see executor_restore_loss_scaling. */
     int (*restore_loss_scaling)(struct executor *ex, const char *state);
+    /* Re-keys dropout, drop-connect, augmentation and stochastic rounding from the next pass on (a device that
+     * keeps its own copy of cfg.seed; without it executor_set_seed refuses): --plan tta's next seed. */
+    void (*set_seed)(struct executor *ex, uint64_t seed);
     /* Collectives over executors of this device (optional: a schedule without them sums host copies of
      * the gradients). group_init prepares g over its members (communicators, events) and says how in
      * g->how; allreduce_grads, called by one thread once every member's backward has been issued
@@ -351,6 +354,9 @@ void executor_set_grad_scale(struct executor *ex, float scale);
 /* --resume: puts back the loss scaler's state (loss_scaler_format's text) on a device that scales its loss
  * itself (cuda fp16); TB_OK on one that does not; TB_EFORMAT for a bad state. */
 int executor_restore_loss_scaling(struct executor *ex, const char *state);
+/* The seed that keys the executor's randomness from the next pass on, as if it had been created with it;
+ * TB_EUNSUPPORTED when its device cannot change it. */
+int executor_set_seed(struct executor *ex, uint64_t seed);
 /* Prepares a gradient collective over ex[0..n) (created executors of one device): TB_EUNSUPPORTED with
  * the reason when the device has none, or none for this arrangement (the schedule then sums host copies). */
 int executor_group_init(struct executor_group *g, struct executor *ex, int n);

@@ -575,11 +575,14 @@ static void cpu_trace(struct executor *ex, char phase, double t0, double t1)
     else exec_trace_add(e->trace.ev ? &e->trace : NULL, -1, phase, t0, t1);
 }
 
+/* The engine keeps its own copy of the config, which its passes read the seed from. */
+static void cpu_set_seed(struct executor *ex, uint64_t seed) { eng(ex)->cfg.seed = seed; }
+
 static const struct executor_i cpu_iface = {
     .name = "cpu", .destroy = cpu_destroy, .compute = cpu_compute, .zero_grads = cpu_zero_grads,
     .update = cpu_update, .get_tensors = cpu_get, .set_tensors = cpu_set, .buffer = cpu_buffer,
     .supports = cpu_supports, .train_step = cpu_train_step, .finish = cpu_finish, .evaluate = cpu_evaluate,
-    .stats = cpu_stats, .trace = cpu_trace,
+    .stats = cpu_stats, .trace = cpu_trace, .set_seed = cpu_set_seed,
 };
 
 int executor_cpu_create(struct executor *ex)

@@ -412,11 +412,14 @@ static void stage_set_grad_scale(struct executor *ex, float scale)
     e->grad_scale = e->cfg.prec == STAGE_PREC_FP16 ? scale : 1.0f;
 }
 
+/* The engine's own copy of the config keys its passes and its stochastic rounding. */
+static void stage_set_seed(struct executor *ex, uint64_t seed) { eng(ex)->cfg.seed = seed; }
+
 static const struct executor_i stage_iface = {
     .name = "cpu", .destroy = stage_destroy, .compute = stage_compute, .zero_grads = stage_zero_grads,
     .update = stage_update, .get_tensors = stage_get, .set_tensors = stage_set, .buffer = stage_buffer,
     .supports = stage_supports, .stats = stage_stats, .import_boundary = stage_import,
-    .export_boundary = stage_export, .set_grad_scale = stage_set_grad_scale,
+    .export_boundary = stage_export, .set_grad_scale = stage_set_grad_scale, .set_seed = stage_set_seed,
 };
 
 int executor_cpu_stage_create(struct executor *ex)

@@ -898,6 +898,10 @@ int bench_config_finish(struct bench_config *c)
     if (c->repeat > 1 && p == PLAN_SCALING && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--repeat applies to an untrained scaling sweep; with --epochs each point "
                                        "trains once");
+    /* A trained point runs whole epochs (plan_train.c's length is --steps only for --plan train). */
+    if (c->steps > 0 && p == PLAN_SCALING && c->epochs > 0)
+        return tb_error_set(TB_EINVAL, "--steps applies to an untrained scaling sweep; with --epochs each point "
+                                       "trains whole epochs (--steps-per-epoch sets their length)");
     /* Inference computes no loss. */
     if (p == PLAN_INFERENCE && bench_option_given(c, "label-smoothing"))
         return tb_error_set(TB_EINVAL, "--label-smoothing shapes the training loss; --plan inference computes none");
@@ -948,10 +952,13 @@ int bench_config_finish(struct bench_config *c)
                                        "with --epochs); %s does not", pn);
     if (c->run.profile && (p == PLAN_INFERENCE || p == PLAN_EVALUATE))
         return tb_error_set(TB_EINVAL, "--profile times the layers of training steps; --plan %s has none", pn);
-    if (bench_option_given(c, "no-eval") && p != PLAN_TRAIN && !(p == PLAN_SCALING && c->epochs > 0))
-        return tb_error_set(TB_EINVAL, "--no-eval applies to --plan train (and scaling with --epochs); %s %s", pn,
-                            p == PLAN_TTA ? "evaluates to find its target" : p == PLAN_EVALUATE ? "is the evaluation"
-                                                                                                : "never evaluates");
+    /* A trained scaling point always evaluates (plan_train.c): its test accuracy is the sweep's accuracy column. */
+    if (bench_option_given(c, "no-eval") && p != PLAN_TRAIN)
+        return tb_error_set(TB_EINVAL, "--no-eval applies to --plan train; %s %s", pn,
+                            p == PLAN_TTA                         ? "evaluates to find its target"
+                            : p == PLAN_EVALUATE                  ? "is the evaluation"
+                            : p == PLAN_SCALING && c->epochs > 0 ? "with --epochs evaluates every point (its accuracy)"
+                                                                  : "never evaluates");
     /* Plans that train nothing record no training recipe: an option of one would be a setting the run ignored. */
     if (p == PLAN_INFERENCE || p == PLAN_EVALUATE) {
         static const char *const recipe[] = {"optimizer", "lr", "momentum", "weight-decay", "lr-schedule", "lr-warmup",
@@ -1027,6 +1034,12 @@ int bench_config_finish(struct bench_config *c)
                                                                      : 0;
         if (known > 0 && c->trace_step > known)
             return tb_error_set(TB_EINVAL, "--trace-step %ld: the run has %ld steps", c->trace_step, known);
+        /* A time budget chooses its length after the warm-up, but never more than 100 timed steps
+         * (plan_throughput.c): a step past that bound can never run. (tta's bound needs the training set's
+         * size: plan_tta.c checks it.) */
+        if (p == PLAN_THROUGHPUT && c->budget_steps && c->trace_step > c->warmup + 100)
+            return tb_error_set(TB_EINVAL, "--trace-step %ld: a --time-budget run has at most %ld steps (%d warm-up + "
+                                           "up to 100 timed)", c->trace_step, c->warmup + 100L, c->warmup);
         c->run.profile = 1;
         c->run.trace = 1;
     }

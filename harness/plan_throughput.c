@@ -31,7 +31,9 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     c->run.optim.total_steps = per;
     int st = session_backend(s, batch, batch);
     if (st != TB_OK) return st;
-    const long skipped0 = session_steps_skipped(s); /* a scaling point may reuse a backend that ran before */
+    /* fp16 steps skipped, summed over the repeats: each repeat's reset starts the loss scaler afresh (and a
+     * scaling point may reuse a backend that ran before), so the count is taken per repeat. */
+    long skipped = 0;
     struct step_record rec;
     st = step_record_init(&rec, per);
     double *all = NULL, *rep = calloc((size_t)c->repeat, sizeof *rep);
@@ -50,6 +52,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     if (st == TB_OK) profile_begin(s);
     for (int r = 0; r < c->repeat && st == TB_OK; r++, steps_before += per) {
         if ((st = session_reset(s, c->run.seed)) != TB_OK) break;
+        const long skipped_r0 = session_steps_skipped(s);
         perfctl_enable(); /* perf --control (perfctl.h): samples only the steps, not the set-up */
         const double t0 = tb_now_s();
         long first = 1;
@@ -94,7 +97,8 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         st = session_steps(s, first, per, &rec, &pr, (long)r * per + first - 1, t0, (first - 1) * (long)batch);
         t_steps += tb_now_s() - t0;
         perfctl_disable();
-        if (st != TB_OK) break;
+        if (st != TB_OK) break; /* before the count: its stats query clears the error the row must carry */
+        skipped += session_steps_skipped(s) - skipped_r0;
         struct measure_throughput one;
         if ((st = measure_throughput(rec.times, per, c->warmup, batch, &one)) != TB_OK) break;
         rep[r] = one.images_per_s;
@@ -107,7 +111,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     long done = steps_before + s->done_step;
     if (st == TB_OK) {
         done = per * c->repeat;
-        st = session_applied_some(s, done, session_steps_skipped(s) - skipped0, "more --warmup steps");
+        st = session_applied_some(s, done, skipped, "more --warmup steps");
         if (st == TB_EDIVERGED) tb_error_set(st, "%s: no rate to report", tb_error_get());
     }
     progress_finish(&pr);
@@ -214,6 +218,10 @@ int plan_scaling(struct session *s)
     char failed[256] = "", first_msg[512] = "";
     int split_r[BENCH_MAX_POINTS], split_a[BENCH_MAX_POINTS], split_l[BENCH_MAX_POINTS];
     const int grid = c->n_replicas_list || c->n_ga_list || c->n_micro_batch_list;
+    /* A point's replicas: mirrored's are its devices; ipu's are its own, and its --devices stays the same at
+     * every point (naming points by it gave every point one run id). */
+    const struct backend_entry *be = backend_find(c->backend);
+    const int rep_dev = be && be->caps.replicas_are_devices;
     struct scale_base base = {0};
     char first_desc[sizeof s->desc] = ""; /* the first point that ran, as its backend described it */
     for (int k = 0; k < n; k++) {
@@ -233,7 +241,7 @@ int plan_scaling(struct session *s)
             char dims[64] = "";
             size_t m = 0;
             if (c->n_replicas_list)
-                m += (size_t)snprintf(dims + m, sizeof dims - m, "-r%d", pt->devices ? pt->devices : pt->replicas);
+                m += (size_t)snprintf(dims + m, sizeof dims - m, "-r%d", rep_dev ? pt->devices : pt->replicas);
             if (c->n_ga_list && m < sizeof dims) m += (size_t)snprintf(dims + m, sizeof dims - m, "-g%d", pt->ga);
             if (c->n_micro_batch_list && m < sizeof dims) snprintf(dims + m, sizeof dims - m, "-m%d", pt->micro_batch);
             snprintf(id, sizeof id, "%s-b%d%s", s->run_base, batch, dims);

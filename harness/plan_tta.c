@@ -194,6 +194,7 @@ struct tta_plan {
     long done_ckpt;              /* the plan step of a checkpoint holding every seed's result (-1: none) */
     int finished;                /* --resume of a plan that finished and wrote its row: nothing to do */
     int ran;                     /* the seed that stopped, or n */
+    int seed_warned;             /* the backend cannot reseed: said once */
     long stop_step, stop_start;  /* a stopped seed's completed steps and where its session began */
     double stop_time, stop_session;
     /* the result */
@@ -248,12 +249,20 @@ static int tta_begin(struct tta_plan *p)
 {
     struct session *s = p->s;
     struct bench_config *c = &s->c;
+    /* The plan writes no layer times (its steps interleave evaluations and seeds): a --profile would be
+     * recorded in the row and honoured nowhere. --trace (which implies it internally) writes its trace. */
+    if (bench_option_given(c, "profile"))
+        return tb_error_set(TB_EINVAL, "--profile: --plan tta records no layer times; use --plan train or throughput");
     const int batch = p->batch = c->run.batch;
     p->spe = c->steps_per_epoch > 0 ? c->steps_per_epoch : s->train.n / batch;
     if (p->spe <= 0)
         return tb_error_set(TB_EINVAL, "--batch %d is larger than the training set (%d samples)", batch, s->train.n);
     p->every = c->eval_every > 0 ? c->eval_every : p->spe;
     p->max_steps = (long)c->max_epochs * p->spe;
+    /* A seed never runs past max_steps: a --trace-step after it is refused as train refuses one past --steps. */
+    if (c->trace[0] && c->trace_step > p->max_steps)
+        return tb_error_set(TB_EINVAL, "--trace-step %ld: a seed has at most %ld steps (--max-epochs %d, %ld steps an "
+                                       "epoch)", c->trace_step, p->max_steps, c->max_epochs, p->spe);
     const int eval_batch = session_eval_batch(s, batch);
     c->run.optim.total_steps = p->max_steps;
     int st = session_backend(s, batch, eval_batch);
@@ -303,6 +312,15 @@ static int tta_seed_open(struct tta_plan *p, struct tta_seed *q, int k)
     else {
         const int st = session_reset(s, q->seed);
         if (st != TB_OK) return st;
+    }
+    /* The backend was prepared with the first seed: this seed keys its own dropout, drop-connect and stochastic
+     * rounding, as a run with --seed <this seed> alone would. */
+    if (backend_set_seed(&s->be, q->seed) != TB_OK) {
+        if (!p->seed_warned)
+            fprintf(stderr, "bench: warning: %s: the seeds after the first keep seed %llu's dropout and rounding\n",
+                    tb_error_get(), (unsigned long long)c->run.seed);
+        p->seed_warned = 1;
+        tb_error_clear();
     }
     p->rec.base = q->step + 1;
     q->first = q->step;
@@ -427,7 +445,7 @@ static int tta_seed_done(struct tta_plan *p, struct tta_seed *q)
     if (st == TB_OK) p->n_ckpt++, memcpy(p->ckpt_path, path, sizeof path);
     if (st == TB_OK && k == p->n - 1) p->done_ckpt = p->g_before + q->step;
     /* The seed was measured: a checkpoint that cannot be written does not void it (as in the train plan). */
-    else if (!p->ckpt_err[0]) snprintf(p->ckpt_err, sizeof p->ckpt_err, "%s", tb_error_get());
+    if (st != TB_OK && !p->ckpt_err[0]) snprintf(p->ckpt_err, sizeof p->ckpt_err, "%s", tb_error_get());
     free(txt);
     q->ckpt_time += tb_now_s() - c0;
     return TB_OK;

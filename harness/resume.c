@@ -61,6 +61,9 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
                                                               !strcmp(c->run.ipu.precision, "fp16"));
         ADD(" precision=%s%s", c->run.ipu.precision, cuda_half ? "m" : "");
     }
+    /* --sync-bn: BatchNorm over the global batch is another function than over each replica's (the same rule:
+     * written only when set, so checkpoints from before it was recorded still match a run without it). */
+    if (c->run.sync_bn) ADD(" sync_bn=1");
     if (o->schedule != LR_CONSTANT)
         ADD(" total_steps=%ld decay_rate=%.9g decay_steps=%ld power=%.9g final_lr=%.9g", o->total_steps,
             (double)o->decay_rate, o->decay_steps, (double)o->power, (double)o->final_lr);

@@ -877,6 +877,15 @@ int session_applied_some(struct session *s, long ran, long skipped, const char *
         return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (static "
                                           "loss scale %g; lower --lr or --loss-scale)",
                             s->c.backend, s->w->name, ran, (double)bs.loss_scaling->fixed);
+    /* A dynamic scale at its floor (1) whose last step still overflowed: the gradients overflow fp16 unscaled, so
+     * more steps cannot lower the scale, and with no update applied the rate took no part. A wider format helps,
+     * or on ipu a larger micro-batch (BatchNorm over 2 samples overflowed where over 8 it did not). */
+    if (bs.loss_scaling->overflow_run > 0)
+        return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps, the "
+                                          "last ones even at the lowest loss scale 1 (unscaled; more steps cannot "
+                                          "help): use --precision bf16 or fp32%s",
+                            s->c.backend, s->w->name, ran, !strcmp(s->c.backend, "ipu") ? ", or a larger --micro-batch"
+                                                                                        : "");
     return tb_error_set(TB_EDIVERGED, "%s/%s: no update applied: fp16 gradients overflowed on all %ld steps (loss "
                                       "scale now %g; lower --lr, or run %s so the dynamic scale can come down)",
                         s->c.backend, s->w->name, ran, (double)bs.loss_scaling->scale, advice);

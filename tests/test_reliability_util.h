@@ -1,6 +1,7 @@
 /* test_reliability_util.h — helpers for the reliability suites (test_resume.c, test_killrun.c): start
  * `bench` (TB_BENCH_EXE) as a child in a directory, wait for it (or for a checkpoint, or for its signal
- * handler) or signal it, read its result rows, and compare the tensors of two checkpoints bitwise.
+ * handler) or signal it, read its result rows, and compare the tensors of two checkpoints bitwise; and
+ * finish an in-process bench_config, as bench's option checks see it (rb_finish_config).
  *
  * Not a test framework: every helper fails the calling test through Criterion's assertions. Static
  * functions only. Threading: none; Criterion runs each test in its own process.
@@ -13,6 +14,7 @@
 #include "checkpoint.h"
 #include "json.h"
 #include "optim.h"
+#include "run.h"
 #include "status.h"
 #include "workload.h"
 
@@ -300,6 +302,19 @@ static __attribute__((unused)) int rb_wait_handler(pid_t pid, int sig, int *exit
     }
     cr_assert_fail("%s: signal %d not caught after 60 s", p, sig);
     return 0;
+}
+
+/* bench_config for backend on workload with the options (name, value pairs; value NULL for a flag; the list
+ * NULL-terminated, as RB_ARGS makes it), finished: bench_config_finish's status (its message in tb_error_get). */
+static __attribute__((unused)) int rb_finish_config(const char *backend, const char *workload, const char *const *opts)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "backend", backend), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(bench_config_set(&c, "workload", workload), TB_OK, "%s", tb_error_get());
+    for (int i = 0; opts[i]; i += 2)
+        cr_assert_eq(bench_config_set(&c, opts[i], opts[i + 1]), TB_OK, "--%s: %s", opts[i], tb_error_get());
+    return bench_config_finish(&c);
 }
 
 #endif

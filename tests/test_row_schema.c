@@ -11,6 +11,8 @@
  * Fields the README marks "cuda only" (their meaning starts so) come from runs on the cuda device alone:
  * a row of any other device carrying one fails, and they are required only where a GPU answers (a cuda
  * throughput run is added then); without one the test says which it could not check.
+ * The committed sample rows (results/sample.jsonl, what `make report` renders without a run) are held to the
+ * same tables.
  */
 #include "test_reliability_util.h"
 
@@ -292,4 +294,39 @@ Test(row_schema, pattern_matching_of_documented_names)
     cr_assert(matches("figures.layers.*.forward_s", "figures.layers.conv1.forward_s"));
     cr_assert(matches("figures.*[].x", "figures.per_stage[].x"));
     cr_assert(!matches("figures.layers.*.forward_s", "figures.layers.conv1.backward_s"));
+}
+
+static int on_sample_row(const struct json_value *row, long line_no, void *ctx)
+{
+    (void)line_no;
+    walk(ctx, row, "", json_get_str(row, "run_id", "?"));
+    return TB_OK;
+}
+
+/* `make report` renders results/sample.jsonl on a fresh clone: its ipu rows kept figures.pipeline.loss_scale,
+ * loss_scale_mode and skipped_steps for months after the writer moved them to figures.loss_scaling (the
+ * README too). The test above checks what bench writes against the README; this checks the sample. */
+Test(row_schema, the_committed_sample_rows_carry_only_documented_keys)
+{
+    struct paths keys = {0}, doc = {0}, cuda_only = {0};
+    cr_assert_eq(results_read_rows(TB_SOURCE_DIR "/results/sample.jsonl", on_sample_row, &keys), TB_OK, "%s",
+                 tb_error_get());
+    cr_assert_gt(keys.n, 50, "results/sample.jsonl: only %d key paths", keys.n);
+    documented(&doc, &cuda_only);
+    char missing[4096] = "";
+    int n_missing = 0;
+    for (int i = 0; i < keys.n; i++) {
+        int ok = 0;
+        for (int j = 0; j < doc.n && !ok; j++) ok = matches(doc.p[j], keys.p[i]);
+        if (!ok)
+            n_missing++, snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  %s (run %s)",
+                                  keys.p[i], keys.where[i]);
+    }
+    cr_assert_eq(n_missing, 0,
+                 "%d key%s of results/sample.jsonl not in results/README.md's schema (stale sample rows: regenerate "
+                 "them with suites/sample.suite, or drop the keys the writer no longer writes):%s",
+                 n_missing, n_missing == 1 ? "" : "s", missing);
+    paths_free(&keys);
+    paths_free(&doc);
+    paths_free(&cuda_only);
 }

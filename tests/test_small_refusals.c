@@ -1,10 +1,10 @@
 /* test_small_refusals.c — small settings a row recorded and the run ignored, a dataset named after its folder,
- * committed sample rows gone stale, and rows read from a pipe:
+ * and rows read from a pipe:
  *   - --tuning FILE on the cuda device (its kernels are its own; the row said "none") is refused as --conv-algo is;
  *   - --conv-algo on a workload without convolutions (mnist-mlp) is refused as --resolution is;
  *   - an IDX set's name comes from its contents, never the directory's name;
- *   - every key of results/sample.jsonl (what `make report` renders without a run) is in the row schema;
  *   - `bench report` and `bench compare` read rows from a pipe or FIFO; devices and directories stay refused.
+ * (The committed sample rows' keys are checked by test_row_schema.c, beside the walker they need.)
  */
 #include "test_util.h"
 
@@ -12,7 +12,6 @@
 
 #include "backend.h"
 #include "dataset.h"
-#include "results.h"
 #include "run.h"
 #include "status.h"
 
@@ -26,26 +25,14 @@ TestSuite(small, .timeout = 60);
 
 #define OPTS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
-/* bench_config for backend on workload with the options (name, value pairs), finished. */
-static int finish_config(const char *backend, const char *workload, const char *const *opts)
-{
-    struct bench_config c;
-    bench_config_defaults(&c);
-    cr_assert_eq(bench_config_set(&c, "backend", backend), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(bench_config_set(&c, "workload", workload), TB_OK, "%s", tb_error_get());
-    for (int i = 0; opts[i]; i += 2)
-        cr_assert_eq(bench_config_set(&c, opts[i], opts[i + 1]), TB_OK, "--%s: %s", opts[i], tb_error_get());
-    return bench_config_finish(&c);
-}
-
 /* cuda/ never reads --tuning (conv_tuning_on is 0 there): the row recorded "none" for a file the user named. */
 Test(small, tuning_file_on_the_cuda_device_is_refused)
 {
     if (!backend_find("cuda")) cr_skip_test("no cuda backend in this build (TB_CUDA=OFF)");
-    cr_assert_eq(finish_config("cuda", "effnet-b0", OPTS("tuning", "t.json")), TB_EINVAL, "accepted");
+    cr_assert_eq(rb_finish_config("cuda", "effnet-b0", OPTS("tuning", "t.json")), TB_EINVAL, "accepted");
     const char *msg = tb_error_get();
     cr_assert(strstr(msg, "--tuning t.json") && strstr(msg, "cuda device") && !strchr(msg, '\n'), "%s", msg);
-    cr_assert_eq(finish_config("mirrored", "effnet-b0", OPTS("device", "cuda", "tuning", "t.json")), TB_EINVAL,
+    cr_assert_eq(rb_finish_config("mirrored", "effnet-b0", OPTS("device", "cuda", "tuning", "t.json")), TB_EINVAL,
                  "accepted on mirrored --device cuda");
     /* a suite's backend=* leaves cuda out of a line with tuning=FILE */
     struct bench_config c;
@@ -53,9 +40,10 @@ Test(small, tuning_file_on_the_cuda_device_is_refused)
     cr_assert_eq(bench_config_set(&c, "backend", "cuda"), TB_OK);
     cr_assert_eq(bench_config_set(&c, "tuning", "t.json"), TB_OK);
     cr_assert_eq(bench_config_check_backend(&c), TB_EINVAL);
-    cr_assert_eq(finish_config("cuda", "effnet-b0", OPTS("tuning", "none")), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(finish_config("cuda", "effnet-b0", OPTS("batch", "8")), TB_OK, "the default file: %s", tb_error_get());
-    cr_assert_eq(finish_config("cpu", "effnet-b0", OPTS("tuning", "t.json")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(rb_finish_config("cuda", "effnet-b0", OPTS("tuning", "none")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(rb_finish_config("cuda", "effnet-b0", OPTS("batch", "8")), TB_OK, "the default file: %s",
+                 tb_error_get());
+    cr_assert_eq(rb_finish_config("cpu", "effnet-b0", OPTS("tuning", "t.json")), TB_OK, "%s", tb_error_get());
 }
 
 /* The row recorded "conv_algo":"fft" for an MLP, which has no convolution to run with it. */
@@ -63,16 +51,17 @@ Test(small, conv_algo_on_a_workload_without_convolutions_is_refused)
 {
     static const char *const algos[] = {"im2col", "direct", "fft", "gemm1x1"};
     for (size_t k = 0; k < sizeof algos / sizeof *algos; k++) {
-        cr_assert_eq(finish_config("cpu", "mnist-mlp", OPTS("conv-algo", algos[k])), TB_EINVAL, "%s accepted", algos[k]);
+        cr_assert_eq(rb_finish_config("cpu", "mnist-mlp", OPTS("conv-algo", algos[k])), TB_EINVAL, "%s accepted",
+                     algos[k]);
         const char *msg = tb_error_get();
         cr_assert(strstr(msg, "--conv-algo") && strstr(msg, "mnist-mlp") && strstr(msg, "no convolutions") &&
                       !strchr(msg, '\n'),
                   "%s", msg);
     }
-    cr_assert_eq(finish_config("threads", "mnist-mlp", OPTS("conv-algo", "fft")), TB_EINVAL, "accepted on threads");
-    cr_assert_eq(finish_config("cpu", "mnist-mlp", OPTS("conv-algo", "auto")), TB_OK, "auto: %s", tb_error_get());
-    cr_assert_eq(finish_config("cpu", "effnet-b0", OPTS("conv-algo", "fft")), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(finish_config("cpu", "effnet-b0-g16", OPTS("conv-algo", "gemm1x1")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(rb_finish_config("threads", "mnist-mlp", OPTS("conv-algo", "fft")), TB_EINVAL, "accepted on threads");
+    cr_assert_eq(rb_finish_config("cpu", "mnist-mlp", OPTS("conv-algo", "auto")), TB_OK, "auto: %s", tb_error_get());
+    cr_assert_eq(rb_finish_config("cpu", "effnet-b0", OPTS("conv-algo", "fft")), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(rb_finish_config("cpu", "effnet-b0-g16", OPTS("conv-algo", "gemm1x1")), TB_OK, "%s", tb_error_get());
     /* and so through bench: a usage error, exit 2 */
     char *dir = tu_mkdtemp("small");
     const int code = rb_run(dir, "mlp", RB_ARGS(RB_BASE), RB_ARGS("--steps", "1", "--conv-algo", "direct"));
@@ -158,111 +147,6 @@ Test(small, an_idx_sets_name_is_what_it_holds_not_its_folders_name)
     }
     tu_rm_rf(dir);
     free(dir);
-}
-
-/* ---------------------------------------------------------------- the committed sample rows */
-
-struct keys {
-    char p[512][160];
-    char where[512][96];
-    int n;
-};
-
-static void key_add(struct keys *k, const char *path, const char *run_id)
-{
-    for (int i = 0; i < k->n; i++)
-        if (!strcmp(k->p[i], path)) return;
-    cr_assert_lt(k->n, 512, "more than 512 key paths");
-    snprintf(k->p[k->n], sizeof k->p[0], "%s", path);
-    snprintf(k->where[k->n++], sizeof k->where[0], "%s", run_id);
-}
-
-/* The key paths under v, as results/README.md names them (tests/test_row_schema.c's walk). */
-static void walk(struct keys *k, const struct json_value *v, const char *prefix, const char *run_id)
-{
-    char path[512];
-    if (v->type == JSON_ARRAY) {
-        int objects = 0;
-        for (int i = 0; i < v->n; i++) objects |= v->items[i].type == JSON_OBJECT;
-        if (!objects) {
-            key_add(k, prefix, run_id);
-            return;
-        }
-        snprintf(path, sizeof path, "%s[]", prefix);
-        for (int i = 0; i < v->n; i++)
-            if (v->items[i].type == JSON_OBJECT) walk(k, &v->items[i], path, run_id);
-        return;
-    }
-    for (int i = 0; i < v->n; i++) {
-        snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", v->keys[i]);
-        const struct json_value *x = &v->items[i];
-        if (x->type == JSON_OBJECT || x->type == JSON_ARRAY) walk(k, x, path, run_id);
-        else key_add(k, path, run_id);
-    }
-}
-
-static int on_sample_row(const struct json_value *row, long line_no, void *ctx)
-{
-    (void)line_no;
-    walk(ctx, row, "", json_get_str(row, "run_id", "?"));
-    return TB_OK;
-}
-
-/* Whether path matches a documented name: the same segments, where a `*` segment matches any key. */
-static int matches(const char *doc, const char *path)
-{
-    while (*doc && *path) {
-        size_t dl = strcspn(doc, "."), pl = strcspn(path, ".");
-        const int star = doc[0] == '*' && (dl == 1 || !strncmp(doc + 1, "[]", dl - 1));
-        if (!star && (dl != pl || strncmp(doc, path, dl))) return 0;
-        doc += dl + (doc[dl] == '.');
-        path += pl + (path[pl] == '.');
-    }
-    return !*doc && !*path;
-}
-
-/* Whether path is one of the backticked names in the first cell of a table row of results/README.md. */
-static int documented(const char *readme, const char *path)
-{
-    for (const char *line = readme; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        if (strncmp(line, "| `", 3) != 0) continue;
-        const char *end = strstr(line + 1, " |"), *eol = strchr(line, '\n');
-        if (!end || (eol && end > eol)) continue;
-        for (const char *a = strchr(line, '`'); a && a < end; a = strchr(a, '`')) {
-            const char *b = strchr(a + 1, '`');
-            if (!b || b > end) break;
-            char name[200];
-            snprintf(name, sizeof name, "%.*s", (int)(b - a - 1), a + 1);
-            if (matches(name, path)) return 1;
-            a = b + 1;
-        }
-    }
-    return 0;
-}
-
-/* `make report` renders results/sample.jsonl on a fresh clone: its ipu rows kept figures.pipeline.loss_scale,
- * loss_scale_mode and skipped_steps for months after the writer moved them to figures.loss_scaling (the
- * README too). test_row_schema checks what bench writes against the README; this checks the sample. */
-Test(small, the_committed_sample_rows_carry_only_documented_keys)
-{
-    static struct keys k;
-    k.n = 0;
-    cr_assert_eq(results_read_rows(TB_SOURCE_DIR "/results/sample.jsonl", on_sample_row, &k), TB_OK, "%s",
-                 tb_error_get());
-    cr_assert_gt(k.n, 50, "results/sample.jsonl: only %d key paths", k.n);
-    char *readme = tu_read_file(TB_SOURCE_DIR "/results/README.md", NULL);
-    cr_assert_not_null(readme);
-    char missing[4096] = "";
-    int n_missing = 0;
-    for (int i = 0; i < k.n; i++)
-        if (!documented(readme, k.p[i]))
-            n_missing++, snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  %s (run %s)",
-                                  k.p[i], k.where[i]);
-    free(readme);
-    cr_assert_eq(n_missing, 0,
-                 "%d key%s of results/sample.jsonl not in results/README.md's schema (stale sample rows: regenerate "
-                 "them with suites/sample.suite, or drop the keys the writer no longer writes):%s",
-                 n_missing, n_missing == 1 ? "" : "s", missing);
 }
 
 /* ---------------------------------------------------------------- rows from a pipe */

@@ -226,6 +226,24 @@ static int ipu_set(struct backend *b, enum tensor_family f, const float *src)
     struct ipu_ctx *c = b->ctx;
     int st = TB_OK;
     for (int d = 0; d < c->D && st == TB_OK; d++) st = executor_set_tensors(&c->dev[d].ex, f, src);
+    /* The optimizer's initial state (a fresh run: --repeat, a tta seed) includes the loss scaler's: a run
+     * starts from the configured scale, not from where the last one left it. A checkpoint's state (src)
+     * comes with its own scaler, restored after this (restore_loss_scaling). */
+    if (st == TB_OK && f == TF_OPT && !src) {
+        if (c->p.prec == STAGE_PREC_FP16) loss_scaler_init(&c->ls, c->p.loss_scale);
+        else c->ls = (struct loss_scaler){.scale = 1.0f};
+        c->overflowed = 0;
+        ipu_set_grad_scale(c);
+    }
+    return st;
+}
+
+/* Every device's executor (stages and replicas) keys its dropout and stochastic rounding with the run's seed. */
+static int ipu_set_seed(struct backend *b, uint64_t seed)
+{
+    struct ipu_ctx *c = b->ctx;
+    int st = TB_OK;
+    for (int d = 0; d < c->D && st == TB_OK; d++) st = executor_set_seed(&c->dev[d].ex, seed);
     return st;
 }
 
@@ -401,7 +419,7 @@ static const struct backend_i ipu_iface = {
     .name = "ipu", .prepare = ipu_prepare, .forward_backward = ipu_forward_backward, .update = ipu_update,
     .evaluate = ipu_evaluate, .get_tensors = ipu_get, .set_tensors = ipu_set, .destroy = ipu_destroy,
     .train_step = ipu_train_step, .describe = ipu_describe, .stats = ipu_stats,
-    .restore_loss_scaling = ipu_restore_loss_scaling,
+    .restore_loss_scaling = ipu_restore_loss_scaling, .set_seed = ipu_set_seed,
 };
 
 int backend_ipu_create(struct backend *b)

@@ -1,0 +1,137 @@
+/* test_resume_trace_checks.c — configuration checks a run makes before it trains, checked through `bench`
+ * (TB_BENCH_EXE):
+ * - --resume compares --sync-bn with the checkpoint's (BatchNorm over the global batch is another function);
+ * - fp16's "no update applied" advice once the dynamic scale is at its floor (more steps cannot help there);
+ * - --trace-step past the most steps a time-budgeted throughput run or a tta seed can take is refused, as train
+ *   refuses one past --steps; one the budget did not reach leaves no trace and no figures.trace.
+ * Every child runs in a fresh temp directory on a small synthetic set.
+ */
+#include "test_reliability_util.h"
+
+TestSuite(resume_trace_checks, .timeout = 60);
+
+#define SMALL "--data", "synthetic", "--synthetic-samples", "256,64", "--batch", "8", "--mllog", "none", \
+              "--out", "results.jsonl", "--quiet", "--tuning", "none"
+#define EFF "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic", "--synthetic-samples", "64,16", \
+            "--batch", "8", "--optimizer", "sgd", "--lr", "0.01", "--tuning", "none", "--mllog", "none", "--no-eval", \
+            "--backend", "mirrored", "--devices", "2", "--out", "results.jsonl", "--quiet"
+
+/* A checkpoint made without --sync-bn resumed with it was accepted, and the row said sync_bn for a run whose first
+ * steps had per-replica statistics: a usage error naming sync_bn. */
+Test(resume_trace_checks, a_resume_with_sync_bn_refuses_a_checkpoint_without_it)
+{
+    char *dir = tu_mkdtemp("rtc");
+    cr_assert_eq(rb_run(dir, "plain", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "1", "--checkpoint-dir", "ck")),
+                 0);
+    cr_assert_eq(rb_run(dir, "on", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--sync-bn", "--resume", "ck")),
+                 2);
+    char *err = rb_stderr(dir, "on");
+    cr_assert(strstr(err, "was made with another configuration (sync_bn=(none) in the checkpoint, sync_bn=1 in this "
+                          "run)\n"), "%s", err);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The other way round: a --sync-bn checkpoint resumes with --sync-bn only. */
+Test(resume_trace_checks, a_sync_bn_checkpoint_resumes_only_with_sync_bn)
+{
+    char *dir = tu_mkdtemp("rtc");
+    cr_assert_eq(rb_run(dir, "synced", RB_ARGS(EFF),
+                        RB_ARGS("--plan", "train", "--steps", "1", "--sync-bn", "--checkpoint-dir", "ck")),
+                 0);
+    cr_assert_eq(rb_run(dir, "off", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--resume", "ck")), 2);
+    char *err = rb_stderr(dir, "off");
+    cr_assert(strstr(err, "(sync_bn=1 in the checkpoint, no sync_bn in this run)\n"), "%s", err);
+    free(err);
+    cr_assert_eq(rb_run(dir, "same", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--sync-bn", "--resume", "ck")),
+                 0);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
+    json_value_free(r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* EfficientNet-B0's BatchNorm over micro-batches of 2 overflows fp16 even unscaled: a throughput run halves its
+ * dynamic scale from 32768 to 1 in 15 warm-up steps, and its last step overflows at 1 too. The advice was "lower
+ * --lr, or run more --warmup steps so the dynamic scale can come down": neither can help there. */
+Test(resume_trace_checks, no_update_applied_at_the_lowest_scale_advises_another_precision)
+{
+    char *dir = tu_mkdtemp("rtc");
+    cr_assert_eq(rb_run(dir, "tp", RB_ARGS("--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic",
+                                           "--synthetic-samples", "64,16", "--batch", "8", "--tuning", "none", "--mllog",
+                                           "none", "--out", "results.jsonl", "--quiet"),
+                        RB_ARGS("--plan", "throughput", "--backend", "ipu", "--devices", "1", "--stages", "1",
+                                "--micro-batch", "2", "--ga", "4", "--precision", "fp16", "--warmup", "15", "--steps", "1")),
+                 1);
+    char *err = rb_stderr(dir, "tp");
+    cr_assert(strstr(err, "bench: ipu/effnet-b0: no update applied: fp16 gradients overflowed on all 16 steps, the last "
+                          "ones even at the lowest loss scale 1 (unscaled; more steps cannot help): use --precision "
+                          "bf16 or fp32, or a larger --micro-batch: no rate to report\n"),
+              "%s", err);
+    free(err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "diverged");
+    json_value_free(r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A time budget runs its warm-up (10 by default) and at most 100 timed steps: a --trace-step past that was
+ * accepted, and the run exited 0 with a warning and no trace. Refused (exit 2) before anything runs. */
+Test(resume_trace_checks, a_trace_step_past_a_time_budgets_most_steps_is_refused)
+{
+    char *dir = tu_mkdtemp("rtc");
+    cr_assert_eq(rb_run(dir, "tb", RB_ARGS(SMALL), RB_ARGS("--plan", "throughput", "--time-budget", "0.01", "--trace",
+                                                           "t.json", "--trace-step", "500")),
+                 2);
+    char *err = rb_stderr(dir, "tb");
+    cr_assert(strstr(err, "bench: --trace-step 500: a --time-budget run has at most 110 steps (10 warm-up + up to 100 "
+                          "timed)\n"), "%s", err);
+    free(err);
+    cr_assert_eq(rb_run(dir, "tb2", RB_ARGS(SMALL), RB_ARGS("--plan", "throughput", "--time-budget", "0.001", "--warmup",
+                                                            "2", "--trace", "t.json", "--trace-step", "103")),
+                 2);
+    /* At the bound, but past what a budget of 1 ms runs (unless a step takes under 10 us): a warning, no trace
+     * file and no figures.trace. */
+    cr_assert_eq(rb_run(dir, "short", RB_ARGS(SMALL), RB_ARGS("--plan", "throughput", "--time-budget", "0.001",
+                                                              "--warmup", "2", "--trace", "t.json", "--trace-step", "102")),
+                 0);
+    err = rb_stderr(dir, "short");
+    cr_assert(strstr(err, "bench: warning: --trace t.json: step 102 never ran; no trace written"), "%s", err);
+    free(err);
+    char *t = rb_path(dir, "t.json");
+    cr_assert_neq(access(t, F_OK), 0, "no trace file");
+    free(t);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_null(json_get(r, "figures.trace"));
+    json_value_free(r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A tta seed runs at most --max-epochs epochs: a --trace-step past them was accepted (exit 0, no trace), with
+ * --steps-per-epoch and with the epoch the training set makes (256 / 8 = 32 steps). */
+Test(resume_trace_checks, a_trace_step_past_a_tta_seeds_most_steps_is_refused)
+{
+    char *dir = tu_mkdtemp("rtc");
+    cr_assert_eq(rb_run(dir, "spe", RB_ARGS(SMALL), RB_ARGS("--plan", "tta", "--max-epochs", "1", "--steps-per-epoch",
+                                                            "4", "--target", "0.99", "--trace", "t.json", "--trace-step",
+                                                            "5")),
+                 2);
+    char *err = rb_stderr(dir, "spe");
+    cr_assert(strstr(err, "bench: --trace-step 5: a seed has at most 4 steps (--max-epochs 1, 4 steps an epoch)\n"), "%s", err);
+    free(err);
+    cr_assert_eq(rb_run(dir, "epoch", RB_ARGS(SMALL), RB_ARGS("--plan", "tta", "--max-epochs", "1", "--target", "0.99",
+                                                              "--trace", "t.json", "--trace-step", "33")),
+                 2);
+    err = rb_stderr(dir, "epoch");
+    cr_assert(strstr(err, "bench: --trace-step 33: a seed has at most 32 steps (--max-epochs 1, 32 steps an epoch)\n"), "%s", err);
+    free(err);
+    char *t = rb_path(dir, "t.json");
+    cr_assert_neq(access(t, F_OK), 0, "no trace file");
+    free(t);
+    tu_rm_rf(dir);
+    free(dir);
+}
