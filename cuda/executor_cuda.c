@@ -625,6 +625,9 @@ static int cuda_set(struct executor *ex, enum tensor_family f, const float *src)
         e = cudaGetLastError();
     }
     if (f == TF_GRADS) c->grads_scaled = 0, c->checked = 0; /* the caller's tensors, as get_tensors hands them out */
+    /* The optimizer's initial state (a fresh run: --repeat, a tta seed) includes the loss scaler's, as on ipu: a
+     * run starts from the configured scale. A checkpoint's state (src) is followed by restore_loss_scaling. */
+    if (init && c->fp16) loss_scaler_init(&c->ls, c->cfg.loss_scale);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
     free(init);
     if (e != cudaSuccess) return tb_cuda_fail(e, "cudaMemcpy(set_tensors)", __FILE__, __LINE__);
@@ -1011,6 +1014,9 @@ static int persist_plan(struct cuda_ctx *c)
 
 static int cuda_stats(struct executor *ex, struct executor_stats *s);
 
+/* --plan tta's next seed: the dropout and drop-connect keys (env_of reads cfg.seed at every call). */
+static void cuda_set_seed(struct executor *ex, uint64_t seed) { ctx_of(ex)->cfg.seed = seed; }
+
 /* --resume of an fp16 run: the loss scale and counts the checkpoint kept. */
 static int cuda_restore_loss_scaling(struct executor *ex, const char *state)
 {
@@ -1024,7 +1030,7 @@ static const struct executor_i cuda_iface = {
     .supports = cuda_supports, .synchronize = cuda_synchronize, .train_step = cuda_train_step,
     .evaluate = cuda_evaluate, .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
     .prefetch = cuda_prefetch, .stage_steps = cuda_stage_steps, .run_steps = cuda_run_steps, .stats = cuda_stats,
-    .trace = cuda_trace, .restore_loss_scaling = cuda_restore_loss_scaling,
+    .trace = cuda_trace, .restore_loss_scaling = cuda_restore_loss_scaling, .set_seed = cuda_set_seed,
 };
 
 /* ---- stage executors (cfg.l1 > 0): executor_cuda_stage.c's plan and boundaries around the passes above ---- */
@@ -1076,6 +1082,7 @@ static const struct executor_i cuda_stage_iface = {
     .update = cuda_update, .get_tensors = cuda_get, .set_tensors = cuda_set, .buffer = cuda_buffer,
     .supports = cuda_supports, .synchronize = cuda_synchronize, .stats = cuda_stats,
     .import_boundary = cuda_import, .export_boundary = cuda_export, .set_grad_scale = cuda_set_grad_scale,
+    .set_seed = cuda_set_seed,
     .group_init = tb_cuda_group_init, .allreduce_grads = tb_cuda_group_allreduce,
 };
 

@@ -317,7 +317,9 @@ int plan_scaling(struct session *s)
            c->epochs > 0 ? "trained" : "throughput only", kind);
     printf("  %8s %8s %8s %6s %12s %9s", "global", "local", "replicas", "accum", "images/s", "speed-up");
     if (r_vary) printf(" %10s", "efficiency");
-    printf(" %10s %9s\n", "peak MiB", "accuracy");
+    printf(" %10s", "peak MiB");
+    if (c->epochs > 0) printf(" %9s", "accuracy"); /* a throughput sweep never evaluates */
+    printf("\n");
     for (int k = 0; k < n; k++) {
         const int r = split_r[k], a = split_a[k], l = split_l[k];
         if (!ok[k]) {
@@ -331,8 +333,8 @@ int plan_scaling(struct session *s)
         if (!isnan(res[k].test_accuracy)) printf(" %8.2f%%", 100.0 * res[k].test_accuracy);
         printf("\n");
     }
-    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation))%s; result rows %s "
+    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation))%s%s; result rows %s "
            "(sweep %s)\n", r_vary ? "; efficiency = images/s per replica relative to the base (first) point" : "",
-           c->out, s->run_base);
+           c->epochs > 0 ? "; images/s over the timed steps (warm-up excluded)" : "", c->out, s->run_base);
     return st;
 }

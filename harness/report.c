@@ -1257,6 +1257,14 @@ static int sweep_lines(const struct rows *rs, int *idx, int n, int *varied, int 
     return group_points(rs, idx, n, o.by, grp, &shared);
 }
 
+/* A scaling point's rate, the one its speed-up divides: a trained point's timed steps (warm-up excluded), as
+ * plan_train.c's point_rate; a throughput point's measured rate. */
+static double scaling_ips(const struct json_value *r)
+{
+    const double timed = fg(r, "timed_images_per_s");
+    return cn(r, "epochs") > 0 && isfinite(timed) ? timed : fg(r, "images_per_s");
+}
+
 /* Whether a scaling row is a point of its chart: see section_scaling. */
 static int scaling_point(const struct json_value *r)
 {
@@ -1376,7 +1384,7 @@ static void section_scaling(struct ctx *x)
                 for (int j = 0; j < n; j++) {
                     const struct json_value *r = x->rows.v[idx[j]];
                     if (grp[j] == g && scaling_point(r))
-                        fprintf(f, "%s\t%.6g\t%.6g\n", batch_cell(r).s, fg(r, "images_per_s"), fg(r, "speedup"));
+                        fprintf(f, "%s\t%.6g\t%.6g\n", batch_cell(r).s, scaling_ips(r), fg(r, "speedup"));
                 }
             }
             /* Scaling efficiency (speed-up per added replica) only means something where replicas change;
@@ -1396,7 +1404,7 @@ static void section_scaling(struct ctx *x)
             size_t len = strlen(tables);
             snprintf(tables + len, sizeof tables - len, "**%s%s%s%s** (sweep `%s`, %s%s)\n\n| global batch |", label,
                      grid ? ", grid: " : "", dims, trained ? " (trained)" : "", sweeps[s],
-                     trained ? "trained, images/s over the whole run" : "throughput, synthetic data", how);
+                     trained ? "trained, images/s over the timed steps" : "throughput, synthetic data", how);
             for (int d = 0; d < N_GRID_DIMS; d++)
                 if (varied[d])
                     snprintf(tables + strlen(tables), sizeof tables - strlen(tables), " %s (grid) |", grid_dims[d]);
@@ -1420,7 +1428,7 @@ static void section_scaling(struct ctx *x)
                 len = strlen(tables);
                 snprintf(tables + len, sizeof tables - len, "| %s |%s %s | %s | %s | %s | %s |%s %s | %s |\n",
                          batch_cell(r).s, cols, cellf(fg(r, "local_batch"), "%g").s, cellf(fg(r, "replicas"), "%g").s,
-                         cellf(fg(r, "accumulation"), "%g").s, cellf(fg(r, "images_per_s"), "%.0f").s,
+                         cellf(fg(r, "accumulation"), "%g").s, cellf(scaling_ips(r), "%.0f").s,
                          cellf(fg(r, "speedup"), "%.2f×").s, eff, cellf(fg(r, "peak_rss_mib"), "%.0f").s, acc);
             }
             len = strlen(tables);

@@ -1,6 +1,7 @@
 /* test_ckpt_meta.h — makes a resumable checkpoint look like an older build's: a word of its configuration
  * text ("config" in the safetensors header's metadata) rewritten or removed in place, and "config_hash" recomputed
- * as harness/resume.c computes it (FNV-1a, 16 hex digits), so the file is one an older bench wrote.
+ * as harness/resume.c computes it (FNV-1a, 16 hex digits), so the file is one an older bench wrote; and the
+ * header's read and write-back in place for other such edits.
  *
  * The header keeps its length and every tensor its offset: a shorter text is padded with spaces after its
  * closing quote (JSON whitespace). Static functions only; failures fail the calling test.
@@ -15,22 +16,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Checkpoint ck's safetensors header (malloc'd, NUL-ended, *hlen bytes without the NUL), with *f left open for
+ * ckpt_header_write. */
+static __attribute__((unused)) char *ckpt_header_read(const char *ck, FILE **f, size_t *hlen)
+{
+    *f = fopen(ck, "r+b");
+    cr_assert_not_null(*f, "cannot open %s", ck);
+    unsigned char len8[8];
+    cr_assert_eq(fread(len8, 1, 8, *f), 8);
+    size_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];
+    cr_assert(n > 0 && n < (1u << 20), "%s: header length %zu", ck, n);
+    char *h = malloc(n + 1);
+    cr_assert_not_null(h);
+    cr_assert_eq(fread(h, 1, n, *f), n);
+    h[n] = '\0';
+    *hlen = n;
+    return h;
+}
+
+/* Writes a header of the same length back in place over ckpt_header_read's, and closes f. */
+static __attribute__((unused)) void ckpt_header_write(FILE *f, const char *h, size_t hlen)
+{
+    cr_assert_eq(fseek(f, 8, SEEK_SET), 0);
+    cr_assert_eq(fwrite(h, 1, hlen, f), hlen);
+    cr_assert_eq(fclose(f), 0);
+}
+
 /* In checkpoint ck's configuration text, replaces from (which must occur once) by to (no longer than from). */
 static __attribute__((unused)) void ckpt_rewrite_config(const char *ck, const char *from, const char *to)
 {
     const size_t lf = strlen(from), lt = strlen(to);
     cr_assert_leq(lt, lf);
-    FILE *f = fopen(ck, "r+b");
-    cr_assert_not_null(f, "cannot open %s", ck);
-    unsigned char len8[8];
-    cr_assert_eq(fread(len8, 1, 8, f), 8);
-    size_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
-    cr_assert(hlen > 0 && hlen < (1u << 20), "%s: header length %zu", ck, hlen);
-    char *h = malloc(hlen + 1), *out = malloc(hlen + 1);
-    cr_assert(h && out);
-    cr_assert_eq(fread(h, 1, hlen, f), hlen);
-    h[hlen] = '\0';
+    FILE *f;
+    size_t hlen;
+    char *h = ckpt_header_read(ck, &f, &hlen), *out = malloc(hlen + 1);
+    cr_assert_not_null(out);
     char *cfg = strstr(h, "\"config\":\"");
     cr_assert_not_null(cfg, "%s: no config", ck);
     cfg += strlen("\"config\":\"");
@@ -58,9 +79,7 @@ static __attribute__((unused)) void ckpt_rewrite_config(const char *ck, const ch
     snprintf(hex, sizeof hex, "%016" PRIx64, hash);
     cr_assert_eq(hv[16], '"');
     memcpy(hv, hex, 16);
-    cr_assert_eq(fseek(f, 8, SEEK_SET), 0);
-    cr_assert_eq(fwrite(out, 1, hlen, f), hlen);
-    cr_assert_eq(fclose(f), 0);
+    ckpt_header_write(f, out, hlen);
     free(h), free(out);
 }
 

@@ -1049,6 +1049,59 @@ Test(cuda, fp16_dynamic_scale_halves_on_an_overflow)
     fixture_free(&f);
 }
 
+/* A fresh run on a prepared executor (--repeat, a tta seed) resets the optimizer state, TF_OPT from nothing: the
+ * loss scaler restarts with it, at the configured scale with no skipped steps (it carried the last run's). */
+Test(cuda, fp16_optimizer_reset_restarts_the_loss_scaler)
+{
+    need_gpu();
+    struct fixture f;
+    fixture_init(&f, N, 0.0f);
+    struct executor g;
+    struct executor_config cg = config_half(STAGE_PREC_FP16, N, OPTIM_SGD);
+    ex_init_buffers(&g, &f, &cg);
+    double l;
+    struct executor_pass p = pass(&f, N, 1, 0, 0);
+    executor_zero_grads(&g);
+    cr_assert_eq(executor_forward_backward(&g, &p, &l), TB_OK, "%s", tb_error_get());
+    float *gr = fam_get(&g, TF_GRADS);
+    gr[0] = INFINITY;
+    cr_assert_eq(executor_set_tensors(&g, TF_GRADS, gr), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_update(&g, 1), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(scaler_of(&g)->skipped, 1);
+    cr_assert_eq(executor_set_tensors(&g, TF_OPT, NULL), TB_OK, "%s", tb_error_get());
+    const struct loss_scaler *ls = scaler_of(&g);
+    cr_assert_eq(ls->scale, LOSS_SCALE_INIT, "the scale restarts (%g)", ls->scale);
+    cr_assert(ls->skipped == 0 && ls->clean_steps == 0 && ls->overflow_run == 0, "the counts restart");
+    free(gr);
+    executor_destroy(&g);
+    fixture_free(&f);
+}
+
+/* --plan tta's later seeds re-key a prepared executor (executor_set_seed): its dropout and drop-connect masks
+ * are then those of an executor created with that seed, not the first seed's. */
+Test(cuda, set_seed_rekeys_dropout)
+{
+    need_gpu();
+    struct fixture f;
+    effnet_fixture_drop(&f, "effnet-b0", "batch", EFF_N, 0.5f);
+    struct executor b, k;
+    struct executor_config c1 = config("cuda", EFF_N, OPTIM_SGD), c5 = c1;
+    c5.seed = 5;
+    ex_init_buffers(&b, &f, &c1);
+    ex_init_buffers(&k, &f, &c5);
+    const struct executor_pass p = pass(&f, EFF_N, 3, 0, 0);
+    /* No update between the passes: a training forward's loss depends on the weights and the masks only. */
+    double la, lb, lk;
+    executor_zero_grads(&b);
+    cr_assert_eq(executor_forward_backward(&b, &p, &la), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_set_seed(&b, 5), TB_OK, "%s", tb_error_get());
+    executor_zero_grads(&b), executor_zero_grads(&k);
+    cr_assert_eq(executor_forward_backward(&b, &p, &lb), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_forward_backward(&k, &p, &lk), TB_OK, "%s", tb_error_get());
+    executor_destroy(&b), executor_destroy(&k);
+    fixture_free(&f);
+}
+
 /* Evaluation in bf16 (BatchNorm on running statistics, fp32 logits copied out) after one step: the loss sum
  * within 2e-2 of the cpu's fp32 evaluation, the logits within 2e-2 of the largest. */
 Test(cuda, effnet_b0_bf16_evaluate_vs_cpu)

@@ -135,6 +135,27 @@ static __attribute__((unused)) char *th_stderr_end(void)
 
 /* Points an in-process bench run at this test's directory, quietly: synthetic data of train and test
  * samples, rows in rows.jsonl, no calibration file (none.json does not exist), no progress display. */
+/* A --plan scaling configuration for backend with the option pairs kv (NULL-ended; NULL: none), not finished. */
+static __attribute__((unused)) void th_scaling_config(struct bench_config *c, const char *backend,
+                                                      const char *const *kv)
+{
+    bench_config_defaults(c);
+    cr_assert_eq(bench_config_set(c, "backend", backend), TB_OK);
+    cr_assert_eq(bench_config_set(c, "plan", "scaling"), TB_OK);
+    for (int k = 0; kv && kv[k]; k += 2)
+        cr_assert_eq(bench_config_set(c, kv[k], kv[k + 1]), TB_OK, "--%s %s: %s", kv[k], kv[k + 1], tb_error_get());
+}
+
+/* That configuration is refused at finish, as a usage error in one line that contains needle. */
+static __attribute__((unused)) void th_scaling_refused(const char *backend, const char *const *kv, const char *needle)
+{
+    struct bench_config c;
+    th_scaling_config(&c, backend, kv);
+    cr_assert_eq(bench_config_finish(&c), TB_EINVAL, "accepted (%s)", needle);
+    cr_assert(strstr(tb_error_get(), needle) != NULL, "message '%s' lacks '%s'", tb_error_get(), needle);
+    cr_assert(strchr(tb_error_get(), '\n') == NULL, "one line");
+}
+
 static __attribute__((unused)) void th_bench_quiet(struct bench_config *c, int train, int test)
 {
     char p[192];

@@ -189,17 +189,9 @@ static char *read_in(const char *dir, const char *name)
  * place ("first_loss" → "xirst_loss"), so the header keeps its length and every tensor offset. */
 static void hide_loss_history(const char *ck)
 {
-    FILE *f = fopen(ck, "r+b");
-    cr_assert_not_null(f, "cannot open %s", ck);
-    unsigned char len8[8];
-    cr_assert_eq(fread(len8, 1, 8, f), 8);
-    size_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
-    cr_assert(hlen > 0 && hlen < (1u << 20), "%s: header length %zu", ck, hlen);
-    char *h = malloc(hlen + 1);
-    cr_assert_not_null(h);
-    cr_assert_eq(fread(h, 1, hlen, f), hlen);
-    h[hlen] = '\0';
+    FILE *f;
+    size_t hlen;
+    char *h = ckpt_header_read(ck, &f, &hlen);
     static const char *const keys[] = {"\"first_loss\":", "\"last_losses\":"};
     for (int k = 0; k < 2; k++) {
         char *at = strstr(h, keys[k]);
@@ -207,9 +199,7 @@ static void hide_loss_history(const char *ck)
         cr_assert_null(strstr(at + 1, keys[k]));
         at[1] = 'x';
     }
-    cr_assert_eq(fseek(f, 8, SEEK_SET), 0);
-    cr_assert_eq(fwrite(h, 1, hlen, f), hlen);
-    cr_assert_eq(fclose(f), 0);
+    ckpt_header_write(f, h, hlen);
     free(h);
 }
 

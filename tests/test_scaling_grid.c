@@ -17,28 +17,11 @@
 #include "status.h"
 #include "suite.h"
 
-static void config(struct bench_config *c, const char *backend, const char *const *kv)
-{
-    bench_config_defaults(c);
-    cr_assert_eq(bench_config_set(c, "backend", backend), TB_OK);
-    cr_assert_eq(bench_config_set(c, "plan", "scaling"), TB_OK);
-    for (int k = 0; kv && kv[k]; k += 2)
-        cr_assert_eq(bench_config_set(c, kv[k], kv[k + 1]), TB_OK, "--%s %s: %s", kv[k], kv[k + 1], tb_error_get());
-}
-
-static void expect_invalid(const char *backend, const char *const *kv, const char *needle)
-{
-    struct bench_config c;
-    config(&c, backend, kv);
-    cr_assert_eq(bench_config_finish(&c), TB_EINVAL, "accepted (%s)", needle);
-    cr_assert(strstr(tb_error_get(), needle) != NULL, "message '%s' lacks '%s'", tb_error_get(), needle);
-    cr_assert(strchr(tb_error_get(), '\n') == NULL, "one line");
-}
-
 Test(scaling_grid, ipu_product_grid_points)
 {
     struct bench_config c;
-    config(&c, "ipu", (const char *const[]){"stages", "2", "replicas-list", "1,2", "ga-list", "4,8", "micro-batch-list",
+    th_scaling_config(&c, "ipu",
+                      (const char *const[]){"stages", "2", "replicas-list", "1,2", "ga-list", "4,8", "micro-batch-list",
                                             "2", NULL});
     cr_assert_eq(bench_config_finish(&c), TB_OK, "%s", tb_error_get());
     cr_assert_eq(c.n_batches, 0, "the global batch is B·G·R: no default --batches");
@@ -57,7 +40,7 @@ Test(scaling_grid, ipu_product_grid_points)
 Test(scaling_grid, ipu_batches_with_derived_micro_batch)
 {
     struct bench_config c;
-    config(&c, "ipu", (const char *const[]){"batches", "16,32", "replicas-list", "1,2", "ga", "4", NULL});
+    th_scaling_config(&c, "ipu", (const char *const[]){"batches", "16,32", "replicas-list", "1,2", "ga", "4", NULL});
     cr_assert_eq(bench_config_finish(&c), TB_OK, "%s", tb_error_get());
     struct bench_scaling_point p[BENCH_MAX_POINTS];
     cr_assert_eq(bench_scaling_points(&c, p, BENCH_MAX_POINTS), 4);
@@ -71,7 +54,7 @@ Test(scaling_grid, ipu_batches_with_derived_micro_batch)
 Test(scaling_grid, mirrored_replicas_are_devices_and_batches_still_apply)
 {
     struct bench_config c;
-    config(&c, "mirrored", (const char *const[]){"replicas-list", "1,2", NULL});
+    th_scaling_config(&c, "mirrored", (const char *const[]){"replicas-list", "1,2", NULL});
     cr_assert_eq(bench_config_finish(&c), TB_OK, "%s", tb_error_get());
     struct bench_scaling_point p[BENCH_MAX_POINTS];
     cr_assert_eq(bench_scaling_points(&c, p, BENCH_MAX_POINTS), 10, "the default batches x 2 replica counts");
@@ -80,7 +63,7 @@ Test(scaling_grid, mirrored_replicas_are_devices_and_batches_still_apply)
     cr_assert_eq(p[1].devices, 2);
     cr_assert_eq(p[9].batch, 256);
     /* Without a grid option: the plain sweep, unchanged. */
-    config(&c, "cpu", (const char *const[]){"batches", "8,16", NULL});
+    th_scaling_config(&c, "cpu", (const char *const[]){"batches", "8,16", NULL});
     cr_assert_eq(bench_config_finish(&c), TB_OK);
     cr_assert_eq(bench_scaling_points(&c, p, BENCH_MAX_POINTS), 2);
     cr_assert_eq(p[1].batch, 16);
@@ -89,16 +72,17 @@ Test(scaling_grid, mirrored_replicas_are_devices_and_batches_still_apply)
 
 Test(scaling_grid, bad_combinations_are_rejected)
 {
-    expect_invalid("cpu", (const char *const[]){"ga-list", "2,4", NULL}, "backend cpu has no gradient accumulation");
-    expect_invalid("threads", (const char *const[]){"replicas-list", "2", NULL}, "backend threads has no replicas");
-    expect_invalid("mirrored", (const char *const[]){"micro-batch-list", "8", NULL}, "--micro-batch-list");
-    expect_invalid("mirrored", (const char *const[]){"replicas-list", "2", "devices", "2", NULL}, "drop --devices");
-    expect_invalid("mirrored", (const char *const[]){"replicas-list", "3", "batches", "16", NULL},
+    th_scaling_refused("cpu",
+                       (const char *const[]){"ga-list", "2,4", NULL}, "backend cpu has no gradient accumulation");
+    th_scaling_refused("threads", (const char *const[]){"replicas-list", "2", NULL}, "backend threads has no replicas");
+    th_scaling_refused("mirrored", (const char *const[]){"micro-batch-list", "8", NULL}, "--micro-batch-list");
+    th_scaling_refused("mirrored", (const char *const[]){"replicas-list", "2", "devices", "2", NULL}, "drop --devices");
+    th_scaling_refused("mirrored", (const char *const[]){"replicas-list", "3", "batches", "16", NULL},
                    "does not split evenly over 3");
-    expect_invalid("ipu", (const char *const[]){"ga-list", "4", "ga", "4", NULL}, "both given");
-    expect_invalid("ipu", (const char *const[]){"ga-list", "4", "micro-batch", "2", "batches", "8", NULL},
+    th_scaling_refused("ipu", (const char *const[]){"ga-list", "4", "ga", "4", NULL}, "both given");
+    th_scaling_refused("ipu", (const char *const[]){"ga-list", "4", "micro-batch", "2", "batches", "8", NULL},
                    "leave --batches out");
-    expect_invalid("ipu", (const char *const[]){"ga-list", "4", "replicas-list", "2", "batches", "12", NULL},
+    th_scaling_refused("ipu", (const char *const[]){"ga-list", "4", "replicas-list", "2", "batches", "12", NULL},
                    "not a multiple of ga 4 x replicas 2");
     struct bench_config c;
     bench_config_defaults(&c);
@@ -173,7 +157,8 @@ static void run_sweep(struct bench_config *c, struct rows *r)
 Test(scaling_grid, ipu_grid_rows, .init = th_setup, .fini = th_teardown, .timeout = 60)
 {
     struct bench_config c;
-    config(&c, "ipu", (const char *const[]){"stages", "2", "replicas-list", "1,2", "ga-list", "4", "micro-batch-list",
+    th_scaling_config(&c, "ipu",
+                      (const char *const[]){"stages", "2", "replicas-list", "1,2", "ga-list", "4", "micro-batch-list",
                                             "2,4", NULL});
     struct rows r;
     run_sweep(&c, &r);
@@ -194,7 +179,8 @@ Test(scaling_grid, ipu_derived_replicas_reach_the_row, .init = th_setup, .fini =
 {
     /* --batches with micro-batch and ga fixed (no grid): the backend derives R = N / (B·G). */
     struct bench_config c;
-    config(&c, "ipu", (const char *const[]){"stages", "2", "micro-batch", "2", "ga", "4", "batches", "8,16", NULL});
+    th_scaling_config(&c, "ipu",
+                      (const char *const[]){"stages", "2", "micro-batch", "2", "ga", "4", "batches", "8,16", NULL});
     struct rows r;
     run_sweep(&c, &r);
     cr_assert_eq(r.n, 2);
@@ -205,7 +191,7 @@ Test(scaling_grid, ipu_derived_replicas_reach_the_row, .init = th_setup, .fini =
 Test(scaling_grid, mirrored_grid_rows, .init = th_setup, .fini = th_teardown, .timeout = 60)
 {
     struct bench_config c;
-    config(&c, "mirrored", (const char *const[]){"replicas-list", "1,2", "batches", "8,16", NULL});
+    th_scaling_config(&c, "mirrored", (const char *const[]){"replicas-list", "1,2", "batches", "8,16", NULL});
     struct rows r;
     run_sweep(&c, &r);
     cr_assert_eq(r.n, 4);
@@ -222,7 +208,7 @@ Test(scaling_grid, mirrored_grid_rows, .init = th_setup, .fini = th_teardown, .t
 Test(scaling_grid, plain_batch_sweep_unchanged, .init = th_setup, .fini = th_teardown, .timeout = 60)
 {
     struct bench_config c;
-    config(&c, "cpu", (const char *const[]){"batches", "8,16", NULL});
+    th_scaling_config(&c, "cpu", (const char *const[]){"batches", "8,16", NULL});
     struct rows r;
     run_sweep(&c, &r);
     cr_assert_eq(r.n, 2);
@@ -247,7 +233,8 @@ static double last_point_peak(const char *batches)
 {
     char p[192];
     struct bench_config c;
-    config(&c, "cpu", (const char *const[]){"batches", batches, "steps", "1", "warmup", "1", "mllog", "none", NULL});
+    th_scaling_config(&c, "cpu",
+                      (const char *const[]){"batches", batches, "steps", "1", "warmup", "1", "mllog", "none", NULL});
     th_bench_quiet(&c, 256, 32);
     cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
     double peak = -1.0;
