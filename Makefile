@@ -63,11 +63,11 @@ test-san:
 	@cmake $(call GEN,$(BUILD_SAN)) -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -fexpensive-optimizations -g1 -DNDEBUG" -DTB_SANITIZE=ON -DTB_CUDA=OFF >/dev/null
 	@cmake --build $(BUILD_SAN) -j$(JOBS)
-	@# Not here: test_train (its long runs), and the two checks that never run this build's code (layers reads
-	@# the sources and archives the main build's run checked; fuzz_build builds its own clang targets).
+	@# Not here: test_train (its long runs), and the checks that never run this build's code (layers reads the
+	@# sources and archives the main build's run checked; fuzz_build builds its own clang targets; gpusim_py is Python).
 	@cd $(BUILD_SAN) && ASAN_OPTIONS=detect_leaks=1:no_huge_pages_for_shadow=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j$(CTEST_JOBS) -E '^(test_train|layers|fuzz_build)$$'
+	  ctest --output-on-failure -j$(CTEST_JOBS) -E '^(test_train|layers|fuzz_build|gpusim_py)$$'
 
 # Races: Criterion cannot start under TSan here ("could not initialize inheritable arena"), so the
 # threaded engines are exercised through bench itself: the pool, mirrored replicas with the all-reduce

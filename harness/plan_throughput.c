@@ -172,7 +172,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         write_scaling(&b, s, sb, batch, tp.images_per_s);
         write_layer_times(s, &b, per * c->repeat);
         write_trace(s, &b, run_id);
-        write_pipeline(s, &b, tp.images_per_s);
+        write_pipeline(s, &b, tp.images_per_s, skipped); /* every repeat's skips, not the last one's */
         write_step_split(s, &b);
         write_step_executions(s, &b);
         row_common_figures(s, &b, gflops,

@@ -418,7 +418,7 @@ static int train_row(struct train_run *t)
     write_scaling(&b, s, t->sb, batch, point_rate(t));
     write_layer_times(s, &b, t->step - t->start);
     write_trace(s, &b, t->run_id);
-    write_pipeline(s, &b, t->recorded > 0 ? t->tp.images_per_s : 0.0);
+    write_pipeline(s, &b, t->recorded > 0 ? t->tp.images_per_s : 0.0, -1);
     write_step_split(s, &b);
     write_step_executions(s, &b);
     row_common_figures(s, &b, t->gflops,

@@ -604,8 +604,10 @@ static void print_loss_scale(double scale, int is_static, long skipped)
 /* Pipelined backends: the measured per-stage accounting (labelled measured) and, with
  * --project-devices, the POD-scale projection built from it (labelled projected). On every backend with fp16's
  * loss scaling (ipu stages, the cuda device): the scale now, static or dynamic, and the steps skipped on a
- * gradient overflow, on the summary under the pipeline's lines where there are any. One stats query for both. */
-void write_pipeline(struct session *s, struct json_buf *b, double measured_images_per_s)
+ * gradient overflow, on the summary under the pipeline's lines where there are any. One stats query for both.
+ * skipped >= 0: the run's skipped steps as its plan counted them (throughput: summed over --repeat, whose repeats
+ * each restart the scaler); < 0: the scaler's own count. */
+void write_pipeline(struct session *s, struct json_buf *b, double measured_images_per_s, long skipped)
 {
     const int print = s->primary && !s->c.quiet;
     struct backend_stats st;
@@ -614,15 +616,16 @@ void write_pipeline(struct session *s, struct json_buf *b, double measured_image
         return;
     }
     const struct loss_scaler *ls = st.loss_scaling;
+    if (ls && skipped < 0) skipped = ls->skipped;
     if (ls) {
         json_key_object(b, "loss_scaling");
         json_key_double(b, "scale", ls->scale);
         json_key_str(b, "mode", ls->fixed > 0.0f ? "static" : "dynamic");
-        json_key_int(b, "skipped_steps", ls->skipped);
+        json_key_int(b, "skipped_steps", skipped);
         json_end_object(b);
     }
     if (!st.pipeline) {
-        if (print && ls) print_loss_scale(ls->scale, ls->fixed > 0.0f, ls->skipped);
+        if (print && ls) print_loss_scale(ls->scale, ls->fixed > 0.0f, skipped);
         return;
     }
     const struct pipeline_report r = *st.pipeline; /* a copy: timeline_row_write queries the stats again */
@@ -667,7 +670,7 @@ void write_pipeline(struct session *s, struct json_buf *b, double measured_image
     if (print) {
         printf("  pipeline    measured bubble %.1f %% (ideal (S-1)/(G+S-1) = %.1f %%)\n", 100.0 * r.bubble_measured,
                100.0 * r.bubble_ideal);
-        if (ls) print_loss_scale(ls->scale, ls->fixed > 0.0f, ls->skipped);
+        if (ls) print_loss_scale(ls->scale, ls->fixed > 0.0f, skipped);
         for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
             /* ms: an mnist-mlp step's stages (µs of work) printed as 0.000 s throughout. */
             printf("  stage %-4d  compute %.3f ms, exchange %.3f ms, idle %.3f ms, all-reduce %.3f ms per step; "

@@ -215,8 +215,9 @@ void write_step_split(struct session *s, struct json_buf *b);
  * more than one step; resets the count. */
 void write_step_executions(struct session *s, struct json_buf *b);
 /* Pipelined backends: the measured per-stage accounting and the --project-devices projection, checked
- * against measured_images_per_s (the run's timed images/s; 0 = none) at the run's own arrangement. */
-void write_pipeline(struct session *s, struct json_buf *b, double measured_images_per_s);
+ * against measured_images_per_s (the run's timed images/s; 0 = none) at the run's own arrangement; with fp16 loss
+ * scaling, the scale and the skipped steps (skipped, or the scaler's count where skipped < 0). */
+void write_pipeline(struct session *s, struct json_buf *b, double measured_images_per_s, long skipped);
 /* Closes the row and appends it (only the primary process writes). */
 int row_end(const struct session *s, struct json_buf *b);
 /* The per-step throughput statistics of t as figures, the timed steps' overall rate under rate_key (a train

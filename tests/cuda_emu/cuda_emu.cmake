@@ -60,7 +60,8 @@ if(TB_CUDA_ON AND Python3_Interpreter_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "
   set(tb_emu_libs $<TARGET_FILE:tb_harness> $<TARGET_FILE:tb_backends> $<TARGET_FILE:tb_workloads>
       $<TARGET_FILE:tb_core> $<TARGET_FILE:tb_util> PkgConfig::GSL PkgConfig::OPENBLAS PkgConfig::FFTW PkgConfig::ZLIB
       Threads::Threads m ${CMAKE_DL_LIBS})
-  set(tb_emu_defs TB_HAVE_CUDA=1 TB_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  # TB_CUDA_EMULATED: a test may take fewer steps on the emulation, where a step costs what hundreds do on a GPU.
+  set(tb_emu_defs TB_HAVE_CUDA=1 TB_CUDA_EMULATED=1 TB_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   set(tb_emu_env "${TB_TEST_ENV};ASAN_OPTIONS=detect_leaks=1;LSAN_OPTIONS=suppressions=${CMAKE_SOURCE_DIR}/tests/lsan.supp")
   if(MPI_C_FOUND)
     list(APPEND tb_emu_libs MPI::MPI_C)
