@@ -22,10 +22,12 @@
  * maths or the data order (workload and its options, data set, batch, seed, optimizer), nothing of the
  * backend's schedule, so a run may continue on another backend. The decay horizon counts only for a
  * schedule that decays (a constant rate lets a run be extended with a larger --steps). */
-/* The last words of resume_config's text: the data's CRC, then (fp16 only) the loss-scale policy; a checkpoint
- * written before either was recorded lacks it. */
+/* The last words of resume_config's text: the data's CRC, then (fp16 only) the loss-scale policy, then (BatchNorm
+ * models only) the samples a BatchNorm statistic is over; a checkpoint written before one was recorded lacks it and
+ * every word after it. */
 #define DATA_CRC_WORD "data_crc32="
 #define LOSS_SCALE_WORD "loss_scale="
+#define BN_BATCH_WORD "bn_batch="
 
 static void resume_config(const struct session *s, int batch, char *out, size_t n)
 {
@@ -85,6 +87,16 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
         if (c->run.ipu.loss_scale > 0.0f) ADD(" %s%.9g", LOSS_SCALE_WORD, (double)c->run.ipu.loss_scale);
         else ADD(" %sdynamic", LOSS_SCALE_WORD);
     }
+    /* BatchNorm's statistics are over each replica's micro-batch (the whole batch with --sync-bn, or on one
+     * replica): another --devices, --micro-batch or --ga computes another function, as --sync-bn does. Last, for
+     * the checkpoints from before it. */
+    for (int i = 0; i < s->m.n_layers; i++)
+        if (s->m.layers[i].op == OP_BN) {
+            int r, a, l;
+            batch_split(s, batch, &r, &a, &l);
+            ADD(" %s%d", BN_BATCH_WORD, c->run.sync_bn ? batch / a : l);
+            break;
+        }
 #undef ADD
 }
 
@@ -176,7 +188,7 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
             snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
             config_value(ckpt, key, a, sizeof a);
             config_value(now, key, b, sizeof b);
-            if (strcmp(a, b) != 0) {
+            if (strcmp(a, b) != 0 && strcmp(key, "bn_batch") != 0) { /* a consequence: last, below */
                 char sa[96], sb[96];
                 shown_value(s, key, a, sa, sizeof sa);
                 shown_value(s, key, b, sb, sizeof sb);
@@ -203,6 +215,13 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
         p += len;
         while (*p == ' ') p++;
     }
+    /* Only the schedule differs, where it decides what a BatchNorm statistic is over. */
+    char a[32], b[32];
+    config_value(ckpt, "bn_batch", a, sizeof a);
+    config_value(now, "bn_batch", b, sizeof b);
+    if (strcmp(a, b) != 0)
+        snprintf(out, n, "BatchNorm statistics over %s samples in the checkpoint, over %s in this run: --devices, "
+                 "--micro-batch, --ga and --sync-bn decide it", a, b);
 }
 
 /* Staging arrays for checkpoints, allocated on first use. */
@@ -428,19 +447,25 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st == TB_OK) resume_normalise(s, got, sizeof got);
         /* A checkpoint of a build before the data's CRC, or before fp16's loss-scale policy: its text is this
          * run's without those last words; it resumes, and says what could not be checked. */
-        const char *crc = strstr(want, " " DATA_CRC_WORD), *lsw = strstr(want, " " LOSS_SCALE_WORD);
+        const char *crc = strstr(want, " " DATA_CRC_WORD), *lsw = strstr(want, " " LOSS_SCALE_WORD),
+                   *bnw = strstr(want, " " BN_BATCH_WORD);
         const size_t got_len = strlen(got);
         const int no_crc = st == TB_OK && crc && !strstr(got, DATA_CRC_WORD) && got_len == (size_t)(crc - want) &&
                            strncmp(got, want, got_len) == 0;
         const int no_ls = st == TB_OK && lsw && !strstr(got, LOSS_SCALE_WORD) &&
                           (no_crc || (got_len == (size_t)(lsw - want) && strncmp(got, want, got_len) == 0));
-        const int old_ckpt = no_crc || no_ls;
+        const int no_bn = st == TB_OK && bnw && !strstr(got, BN_BATCH_WORD) &&
+                          (no_crc || no_ls || (got_len == (size_t)(bnw - want) && strncmp(got, want, got_len) == 0));
+        const int old_ckpt = no_crc || no_ls || no_bn;
         if (no_crc && !s->c.quiet)
             fprintf(stderr, "bench: note: %s predates the data's CRC in checkpoints: that this run's data is the "
                             "checkpoint's could not be checked\n", path);
         if (no_ls && !s->c.quiet)
             fprintf(stderr, "bench: note: %s predates fp16's loss-scale policy in checkpoints: that it ran with "
                             "this run's %s could not be checked\n", path, lsw + 1);
+        if (no_bn && !s->c.quiet)
+            fprintf(stderr, "bench: note: %s predates BatchNorm's statistics group in checkpoints: that it ran with "
+                            "this run's %s could not be checked\n", path, bnw + 1);
         if (st == TB_OK && !old_ckpt && strcmp(got, want) != 0) {
             config_diff(s, got, want, why, sizeof why);
             return tb_error_set(TB_EINVAL, "--resume %s: %s was made with another configuration (%s)", dir, path, why);

@@ -1,20 +1,23 @@
 /* test_resume_trace_checks.c — configuration checks a run makes before it trains, checked through `bench`
  * (TB_BENCH_EXE):
- * - --resume compares --sync-bn with the checkpoint's (BatchNorm over the global batch is another function);
+ * - --resume compares --sync-bn with the checkpoint's (BatchNorm over the global batch is another function), and
+ *   the samples each BatchNorm statistic is over (--devices, --micro-batch, --ga decide it as well);
  * - fp16's "no update applied" advice once the dynamic scale is at its floor (more steps cannot help there);
  * - --trace-step past the most steps a time-budgeted throughput run or a tta seed can take is refused, as train
  *   refuses one past --steps; one the budget did not reach leaves no trace and no figures.trace.
  * Every child runs in a fresh temp directory on a small synthetic set.
  */
+#include "test_ckpt_meta.h"
 #include "test_reliability_util.h"
 
 TestSuite(resume_trace_checks, .timeout = 60);
 
 #define SMALL "--data", "synthetic", "--synthetic-samples", "256,64", "--batch", "8", "--mllog", "none", \
               "--out", "results.jsonl", "--quiet", "--tuning", "none"
-#define EFF "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic", "--synthetic-samples", "64,16", \
-            "--batch", "8", "--optimizer", "sgd", "--lr", "0.01", "--tuning", "none", "--mllog", "none", "--no-eval", \
-            "--backend", "mirrored", "--devices", "2", "--out", "results.jsonl", "--quiet"
+#define EFF_LOUD "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic", "--synthetic-samples", \
+                 "64,16", "--batch", "8", "--optimizer", "sgd", "--lr", "0.01", "--tuning", "none", "--mllog", "none", \
+                 "--no-eval", "--backend", "mirrored", "--devices", "2", "--out", "results.jsonl"
+#define EFF EFF_LOUD, "--quiet"
 
 /* A checkpoint made without --sync-bn resumed with it was accepted, and the row said sync_bn for a run whose first
  * steps had per-replica statistics: a usage error naming sync_bn. */
@@ -49,6 +52,36 @@ Test(resume_trace_checks, a_sync_bn_checkpoint_resumes_only_with_sync_bn)
     struct json_value *r = rb_last_row(dir);
     cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
     json_value_free(r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* BatchNorm's statistics over each replica's 4 samples (2 devices, batch 8) are another function than over 8 (one
+ * device): --resume took a checkpoint of the one to the other. Now a usage error that says why; the same devices
+ * resume, and a checkpoint of an older build (no bn_batch word) resumes with a note. */
+Test(resume_trace_checks, a_bn_checkpoint_resumes_only_with_its_statistics_group)
+{
+    char *dir = tu_mkdtemp("rtc");
+    cr_assert_eq(rb_run(dir, "two", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "1", "--checkpoint-dir", "ck")), 0);
+    char *ckd = rb_path(dir, "ck"), ck1[600];
+    checkpoint_dir_path(ckd, 1, ck1, sizeof ck1);
+    cr_assert_eq(rb_run(dir, "one", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--devices", "1", "--resume",
+                                                          "ck")),
+                 2);
+    char *err = rb_stderr(dir, "one");
+    cr_assert(strstr(err, "(BatchNorm statistics over 4 samples in the checkpoint, over 8 in this run: --devices, "
+                          "--micro-batch, --ga and --sync-bn decide it)\n"), "%s", err);
+    free(err);
+    ckpt_rewrite_config(ck1, " bn_batch=4", "");
+    cr_assert_eq(rb_run(dir, "old", RB_ARGS(EFF_LOUD), RB_ARGS("--plan", "train", "--steps", "2", "--resume", "ck")), 0);
+    err = rb_stderr(dir, "old");
+    cr_assert(strstr(err, "predates BatchNorm's statistics group in checkpoints") && strstr(err, "bn_batch=4"), "%s",
+              err);
+    free(err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
+    json_value_free(r);
+    free(ckd);
     tu_rm_rf(dir);
     free(dir);
 }
