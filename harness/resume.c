@@ -63,9 +63,6 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
                                                               !strcmp(c->run.ipu.precision, "fp16"));
         ADD(" precision=%s%s", c->run.ipu.precision, cuda_half ? "m" : "");
     }
-    /* --sync-bn: BatchNorm over the global batch is another function than over each replica's (the same rule:
-     * written only when set, so checkpoints from before it was recorded still match a run without it). */
-    if (c->run.sync_bn) ADD(" sync_bn=1");
     if (o->schedule != LR_CONSTANT)
         ADD(" total_steps=%ld decay_rate=%.9g decay_steps=%ld power=%.9g final_lr=%.9g", o->total_steps,
             (double)o->decay_rate, o->decay_steps, (double)o->power, (double)o->final_lr);
@@ -88,8 +85,8 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
         else ADD(" %sdynamic", LOSS_SCALE_WORD);
     }
     /* BatchNorm's statistics are over each replica's micro-batch (the whole batch with --sync-bn, or on one
-     * replica): another --devices, --micro-batch or --ga computes another function, as --sync-bn does. Last, for
-     * the checkpoints from before it. */
+     * replica): another --devices, --micro-batch, --ga or --sync-bn computes another function, and arrangements
+     * with as many samples a statistic compute the same one. Last, for the checkpoints from before it. */
     for (int i = 0; i < s->m.n_layers; i++)
         if (s->m.layers[i].op == OP_BN) {
             int r, a, l;
@@ -100,10 +97,17 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
 #undef ADD
 }
 
-/* On the cuda device, a checkpoint's "precision=bf16" or "fp16" as resume_config now writes it there (with the
- * m: the same run), so that checkpoints written before that still resume. text has room for n bytes. */
-static void resume_normalise(const struct session *s, char *text, size_t n)
+/* A checkpoint's text as resume_config now writes it where an older build wrote the same run otherwise: on the cuda
+ * device "precision=bf16" or "fp16" (now with the m); and " sync_bn=1", the word before bn_batch, as the
+ * statistics over the whole batch (mirrored: no accumulation) it meant. text has room for n bytes. */
+static void resume_normalise(const struct session *s, int batch, char *text, size_t n)
 {
+    char *sw = strstr(text, " sync_bn=1");
+    if (sw && (sw[10] == ' ' || !sw[10]) && !strstr(text, BN_BATCH_WORD)) {
+        memmove(sw, sw + 10, strlen(sw + 10) + 1);
+        const size_t len = strlen(text);
+        snprintf(text + len, n - len, " %s%d", BN_BATCH_WORD, batch);
+    }
     if (strcmp(s->c.device, "cuda") != 0) return;
     char *p = strstr(text, " precision=");
     if (!p) return;
@@ -444,7 +448,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st == TB_OK) snprintf(hv, sizeof hv, "%016llx", config_hash(got));
         if (st == TB_OK && (strcmp(hash, hv) != 0 || strtol(stepv, NULL, 10) != steps[i]))
             st = tb_error_set(TB_EFORMAT, "checkpoint %s: its metadata does not agree with itself", path);
-        if (st == TB_OK) resume_normalise(s, got, sizeof got);
+        if (st == TB_OK) resume_normalise(s, batch, got, sizeof got);
         /* A checkpoint of a build before the data's CRC, or before fp16's loss-scale policy: its text is this
          * run's without those last words; it resumes, and says what could not be checked. */
         const char *crc = strstr(want, " " DATA_CRC_WORD), *lsw = strstr(want, " " LOSS_SCALE_WORD),
@@ -462,10 +466,10 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
                             "checkpoint's could not be checked\n", path);
         if (no_ls && !s->c.quiet)
             fprintf(stderr, "bench: note: %s predates fp16's loss-scale policy in checkpoints: that it ran with "
-                            "this run's %s could not be checked\n", path, lsw + 1);
+                            "this run's %.*s could not be checked\n", path, (int)strcspn(lsw + 1, " "), lsw + 1);
         if (no_bn && !s->c.quiet)
             fprintf(stderr, "bench: note: %s predates BatchNorm's statistics group in checkpoints: that it ran with "
-                            "this run's %s could not be checked\n", path, bnw + 1);
+                            "this run's %.*s could not be checked\n", path, (int)strcspn(bnw + 1, " "), bnw + 1);
         if (st == TB_OK && !old_ckpt && strcmp(got, want) != 0) {
             config_diff(s, got, want, why, sizeof why);
             return tb_error_set(TB_EINVAL, "--resume %s: %s was made with another configuration (%s)", dir, path, why);

@@ -1,7 +1,7 @@
 /* test_resume_trace_checks.c — configuration checks a run makes before it trains, checked through `bench`
  * (TB_BENCH_EXE):
- * - --resume compares --sync-bn with the checkpoint's (BatchNorm over the global batch is another function), and
- *   the samples each BatchNorm statistic is over (--devices, --micro-batch, --ga decide it as well);
+ * - --resume compares the samples each BatchNorm statistic is over with the checkpoint's (--devices, --micro-batch,
+ *   --ga and --sync-bn decide it: BatchNorm over the global batch is another function than over each replica's);
  * - fp16's "no update applied" advice once the dynamic scale is at its floor (more steps cannot help there);
  * - --trace-step past the most steps a time-budgeted throughput run or a tta seed can take is refused, as train
  *   refuses one past --steps; one the budget did not reach leaves no trace and no figures.trace.
@@ -14,9 +14,10 @@ TestSuite(resume_trace_checks, .timeout = 60);
 
 #define SMALL "--data", "synthetic", "--synthetic-samples", "256,64", "--batch", "8", "--mllog", "none", \
               "--out", "results.jsonl", "--quiet", "--tuning", "none"
-#define EFF_LOUD "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic", "--synthetic-samples", \
-                 "64,16", "--batch", "8", "--optimizer", "sgd", "--lr", "0.01", "--tuning", "none", "--mllog", "none", \
-                 "--no-eval", "--backend", "mirrored", "--devices", "2", "--out", "results.jsonl"
+#define EFF_NET "--workload", "effnet-b0", "--resolution", "16", "--data", "synthetic", "--synthetic-samples", \
+                "64,16", "--batch", "8", "--optimizer", "sgd", "--lr", "0.01", "--tuning", "none", "--mllog", "none", \
+                "--no-eval", "--out", "results.jsonl"
+#define EFF_LOUD EFF_NET, "--backend", "mirrored", "--devices", "2"
 #define EFF EFF_LOUD, "--quiet"
 
 /* A checkpoint made without --sync-bn resumed with it was accepted, and the row said sync_bn for a run whose first
@@ -29,8 +30,8 @@ Test(resume_trace_checks, a_resume_with_sync_bn_refuses_a_checkpoint_without_it)
     cr_assert_eq(rb_run(dir, "on", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--sync-bn", "--resume", "ck")),
                  2);
     char *err = rb_stderr(dir, "on");
-    cr_assert(strstr(err, "was made with another configuration (sync_bn=(none) in the checkpoint, sync_bn=1 in this "
-                          "run)\n"), "%s", err);
+    cr_assert(strstr(err, "was made with another configuration (BatchNorm statistics over 4 samples in the checkpoint, "
+                          "over 8 in this run: --devices, --micro-batch, --ga and --sync-bn decide it)\n"), "%s", err);
     free(err);
     tu_rm_rf(dir);
     free(dir);
@@ -45,7 +46,7 @@ Test(resume_trace_checks, a_sync_bn_checkpoint_resumes_only_with_sync_bn)
                  0);
     cr_assert_eq(rb_run(dir, "off", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--resume", "ck")), 2);
     char *err = rb_stderr(dir, "off");
-    cr_assert(strstr(err, "(sync_bn=1 in the checkpoint, no sync_bn in this run)\n"), "%s", err);
+    cr_assert(strstr(err, "(BatchNorm statistics over 8 samples in the checkpoint, over 4 in this run"), "%s", err);
     free(err);
     cr_assert_eq(rb_run(dir, "same", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--sync-bn", "--resume", "ck")),
                  0);
@@ -80,6 +81,47 @@ Test(resume_trace_checks, a_bn_checkpoint_resumes_only_with_its_statistics_group
     free(err);
     struct json_value *r = rb_last_row(dir);
     cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
+    json_value_free(r);
+    free(ckd);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* What decides is the samples a statistic is over, not the flag: a cpu checkpoint (the whole batch of 8) continues
+ * under mirrored --sync-bn on 2 devices (the whole batch again); and a checkpoint of the build that wrote --sync-bn
+ * as its own word (" sync_bn=1" before the data's CRC, no bn_batch) reads as statistics over the whole batch. */
+Test(resume_trace_checks, the_statistics_group_decides_not_the_sync_bn_flag)
+{
+    char *dir = tu_mkdtemp("rtc");
+    cr_assert_eq(rb_run(dir, "cpu", RB_ARGS(EFF_NET, "--quiet"),
+                        RB_ARGS("--plan", "train", "--steps", "1", "--backend", "cpu", "--checkpoint-dir", "ck")),
+                 0);
+    cr_assert_eq(rb_run(dir, "sync", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--sync-bn", "--resume",
+                                                           "ck")),
+                 0, "a cpu checkpoint under mirrored --sync-bn: the same statistics");
+    /* ck's step-2 checkpoint, rewritten as the older build wrote it: same length, so the tensors stay put. */
+    char *ckd = rb_path(dir, "ck"), ck2[600];
+    checkpoint_dir_path(ckd, 2, ck2, sizeof ck2);
+    FILE *f;
+    size_t hlen;
+    char *h = ckpt_header_read(ck2, &f, &hlen);
+    fclose(f);
+    const char *crc = strstr(h, "data_crc32=");
+    cr_assert(crc && strncmp(crc + 19, " bn_batch=8\"", 12) == 0, "%s", h);
+    char now[40], then[40];
+    snprintf(now, sizeof now, "%.19s bn_batch=8", crc);
+    snprintf(then, sizeof then, "sync_bn=1 %.19s", crc);
+    free(h);
+    ckpt_rewrite_config(ck2, now, then);
+    cr_assert_eq(rb_run(dir, "old_off", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "3", "--resume", "ck")), 2);
+    char *err = rb_stderr(dir, "old_off");
+    cr_assert(strstr(err, "(BatchNorm statistics over 8 samples in the checkpoint, over 4 in this run"), "%s", err);
+    free(err);
+    cr_assert_eq(rb_run(dir, "old_on", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "3", "--sync-bn", "--resume",
+                                                             "ck")),
+                 0);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
     json_value_free(r);
     free(ckd);
     tu_rm_rf(dir);
