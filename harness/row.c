@@ -449,6 +449,7 @@ struct baseline_find {
     int batch;
     double images_per_s;
     char run_id[96];
+    char precision[16]; /* the baseline's */
 };
 
 /* The results file is appended to across sessions on other machines: a baseline is one of this machine (CPU
@@ -468,12 +469,17 @@ static int baseline_comparable(const struct json_value *row, const struct sessio
         {"build.blas_core", s->mi.blas_core},
         {"config.data_source", s->train.source},
         {"config.data_crc32", crc},
-        {"config.precision", s->c.run.ipu.precision[0] ? s->c.run.ipu.precision : "fp32"},
     };
     for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
         const struct json_value *v = json_get(row, strs[k].key);
         if (!v || v->type != JSON_STRING || strcmp(v->str, strs[k].v) != 0) return 0;
     }
+    /* The same precision, or fp32: the reference computes in fp32 only, so a half-precision run's ratio is to its
+     * fp32 (write_efficiency says so); requiring the run's own precision left such runs without one. */
+    const struct json_value *prec = json_get(row, "config.precision");
+    const char *mine = s->c.run.ipu.precision[0] ? s->c.run.ipu.precision : "fp32";
+    if (!prec || prec->type != JSON_STRING || (strcmp(prec->str, mine) != 0 && strcmp(prec->str, "fp32") != 0))
+        return 0;
     /* config.env: the same TB_/OPENBLAS_/OMP_ switches, no more and no fewer. */
     const struct json_value *env = json_get(row, "config.env");
     if (!env || env->type != JSON_OBJECT) return 0;
@@ -531,6 +537,7 @@ static int baseline_row(const struct json_value *row, long line_no, void *ctx)
     if (ips > 0) {
         f->images_per_s = ips;
         snprintf(f->run_id, sizeof f->run_id, "%s", json_get_str(row, "run_id", "?"));
+        snprintf(f->precision, sizeof f->precision, "%s", json_get_str(row, "config.precision", "fp32"));
     }
     return TB_OK;
 }
@@ -547,17 +554,21 @@ void write_efficiency(struct session *s, struct json_buf *b, int batch, double i
     if (results_read_rows(s->c.out, baseline_row, &f) != TB_OK || f.images_per_s <= 0) {
         tb_error_clear();
         if (s->primary && !s->c.quiet)
-            printf("  scaling     no %s baseline for this configuration in %s (run --backend %s first)\n", ref,
-                   s->c.out, ref);
+            printf("  scaling     no %s baseline for this configuration in %s (run --backend %s with this run's "
+                   "workload, batch and options first, on this machine)\n", ref, s->c.out, ref);
         return;
     }
     const double speedup = images_per_s / f.images_per_s;
+    const char *mine = s->c.run.ipu.precision[0] ? s->c.run.ipu.precision : "fp32";
+    const int other = strcmp(f.precision, mine) != 0;
     json_key_double(b, "speedup_vs_cpu", speedup);
     json_key_double(b, "scaling_efficiency", speedup / devices);
     json_key_str(b, "baseline_run_id", f.run_id);
+    json_key_str(b, "baseline_precision", f.precision);
     if (s->primary && !s->c.quiet)
-        printf("  scaling     %.2fx the %s baseline (%.1f images/s, run %s) on %d device%s: efficiency %.0f %%\n",
-               speedup, ref, f.images_per_s, f.run_id, devices, devices == 1 ? "" : "s", 100.0 * speedup / devices);
+        printf("  scaling     %.2fx the %s baseline (%s%.1f images/s, run %s) on %d device%s: efficiency %.0f %%\n",
+               speedup, ref, other ? "fp32, " : "", f.images_per_s, f.run_id, devices, devices == 1 ? "" : "s",
+               100.0 * speedup / devices);
 }
 
 /* The per-step split a replicated or pipelined backend reports (compute, all-reduce, exchange, idle), averaged

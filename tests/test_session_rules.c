@@ -7,6 +7,7 @@
  * - the per-step split (mirrored, ipu) covers the steps the step-time figures time, not the warm-up;
  * - budgeted throughput runs (--time-budget) with other explicit --warmup values are other configurations,
  *   and default ones stay one (config.warmup_given).
+ * - a half-precision run's cpu baseline is the cpu's fp32 row (the cpu computes in fp32 only).
  * Every child runs in a fresh temp directory on the MLP (or a 16x16 EfficientNet) with a small synthetic set.
  */
 #include "test_reliability_util.h"
@@ -215,6 +216,25 @@ Test(session_rules, budgeted_runs_with_other_explicit_warmups_are_other_configur
     cr_assert(md && strstr(md, "4 rows, 3 shown. Left out: 1 superseded"), "%.900s", md ? md : "");
     cr_assert(strstr(md, "warmup=2") && strstr(md, "warmup=3"), "%s", md);
     free(md), free(mdp), free(out), free(all), free(ta), free(tb), free(a), free(b);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The cpu backend computes in fp32 only: a baseline had to match the run's precision, so no half-precision run ever
+ * had a speed-up over the cpu, and the line sent the user to run the cpu first, which could not help. Now its ratio
+ * is to the cpu's fp32 rate, the row naming that precision. */
+Test(session_rules, a_half_precision_run_has_the_fp32_cpu_baseline)
+{
+    char *dir = tu_mkdtemp("rules");
+#define TP SMALL, "--plan", "throughput", "--steps", "3", "--warmup", "1", "--tuning", "none"
+    cr_assert_eq(rb_run(dir, "cpu", RB_ARGS(TP), RB_ARGS("--backend", "cpu")), 0);
+    cr_assert_eq(rb_run(dir, "bf16", RB_ARGS(TP), RB_ARGS("--backend", "ipu", "--stages", "2", "--precision", "bf16")), 0);
+#undef TP
+    struct json_value *r = rb_last_row(dir);
+    cr_assert(json_get_number(r, "figures.speedup_vs_cpu", -1) > 0.0, "no speed-up over the cpu's fp32 rate");
+    cr_assert_str_eq(json_get_str(r, "figures.baseline_precision", ""), "fp32");
+    cr_assert_str_eq(json_get_str(r, "config.precision", ""), "bf16");
+    json_value_free(r);
     tu_rm_rf(dir);
     free(dir);
 }
