@@ -134,7 +134,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     if (st == TB_OK) {
         const double flops_step = model_train_flops_per_sample(&s->m) * batch;
         const double gflops = flops_step * tp.images_per_s / batch * 1e-9;
-        if (res) res->images_per_s = tp.images_per_s, res->test_accuracy = NAN, res->peak_rss_mib = measure_peak_rss_mib();
+        if (res) *res = (struct point_result){tp.images_per_s, NAN, measure_peak_rss_mib(), 0};
         /* The summary first, then the row: what the row's writers print (scaling, per-step split, layer
          * profile, trace, pipeline) follows the run's own header, and "result row" only a row written. */
         if (!c->quiet && !c->compact && !sb) {
@@ -212,7 +212,7 @@ int plan_scaling(struct session *s)
     struct bench_scaling_point pts[BENCH_MAX_POINTS];
     const int n = bench_scaling_points(c, pts, BENCH_MAX_POINTS);
     if (n < 0) return n;
-    struct point_result res[BENCH_MAX_POINTS];
+    struct point_result res[BENCH_MAX_POINTS] = {{0}};
     int ok[BENCH_MAX_POINTS] = {0}, first_err = TB_OK, n_failed = 0;
     /* The failed points and the first one's message: a later point's success clears the error text. */
     char failed[256] = "", first_msg[512] = "";
@@ -327,14 +327,19 @@ int plan_scaling(struct session *s)
             continue;
         }
         const double ips = res[k].images_per_s;
-        printf("  %8d %8d %8d %6d %12.0f %9.2f", pts[k].batch, l, r, a, ips, ips / base.images_per_s);
+        printf("  %8d %8d %8d %6d %11.0f%s %9.2f", pts[k].batch, l, r, a, ips, res[k].with_warmup ? "*" : " ",
+               ips / base.images_per_s);
         if (r_vary) printf(" %10.2f", (ips / r) / (base.images_per_s / base.replicas));
         printf(" %10.1f", res[k].peak_rss_mib);
         if (!isnan(res[k].test_accuracy)) printf(" %8.2f%%", 100.0 * res[k].test_accuracy);
         printf("\n");
     }
-    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation))%s%s; result rows %s "
+    int cold = 0;
+    for (int k = 0; k < n; k++) cold |= ok[k] && res[k].with_warmup;
+    printf("  local = samples per replica per micro-batch (global / (replicas x accumulation))%s%s%s; result rows %s "
            "(sweep %s)\n", r_vary ? "; efficiency = images/s per replica relative to the base (first) point" : "",
-           c->epochs > 0 ? "; images/s over the timed steps (warm-up excluded)" : "", c->out, s->run_base);
+           c->epochs > 0 ? "; images/s over the timed steps (warm-up excluded)" : "",
+           cold ? "; * no more steps than --warmup: every step timed, the cold first ones too" : "", c->out,
+           s->run_base);
     return st;
 }

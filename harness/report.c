@@ -1265,6 +1265,12 @@ static double scaling_ips(const struct json_value *r)
     return cn(r, "epochs") > 0 && isfinite(timed) ? timed : fg(r, "images_per_s");
 }
 
+/* A trained point no longer than its --warmup: its rate times every step, the cold first ones too. */
+static int scaling_with_warmup(const struct json_value *r)
+{
+    return cn(r, "epochs") > 0 && cn(r, "warmup") > 0 && fg(r, "warmup_steps") == 0.0;
+}
+
 /* Whether a scaling row is a point of its chart: see section_scaling. */
 static int scaling_point(const struct json_value *r)
 {
@@ -1404,7 +1410,8 @@ static void section_scaling(struct ctx *x)
             size_t len = strlen(tables);
             snprintf(tables + len, sizeof tables - len, "**%s%s%s%s** (sweep `%s`, %s%s)\n\n| global batch |", label,
                      grid ? ", grid: " : "", dims, trained ? " (trained)" : "", sweeps[s],
-                     trained ? "trained, images/s over the timed steps" : "throughput, synthetic data", how);
+                     trained ? "trained, images/s over the timed steps (* over every step: no more than the warm-up)"
+                             : "throughput, synthetic data", how);
             for (int d = 0; d < N_GRID_DIMS; d++)
                 if (varied[d])
                     snprintf(tables + strlen(tables), sizeof tables - strlen(tables), " %s (grid) |", grid_dims[d]);
@@ -1428,7 +1435,8 @@ static void section_scaling(struct ctx *x)
                 len = strlen(tables);
                 snprintf(tables + len, sizeof tables - len, "| %s |%s %s | %s | %s | %s | %s |%s %s | %s |\n",
                          batch_cell(r).s, cols, cellf(fg(r, "local_batch"), "%g").s, cellf(fg(r, "replicas"), "%g").s,
-                         cellf(fg(r, "accumulation"), "%g").s, cellf(scaling_ips(r), "%.0f").s,
+                         cellf(fg(r, "accumulation"), "%g").s,
+                         cellf(scaling_ips(r), scaling_with_warmup(r) ? "%.0f*" : "%.0f").s,
                          cellf(fg(r, "speedup"), "%.2f×").s, eff, cellf(fg(r, "peak_rss_mib"), "%.0f").s, acc);
             }
             len = strlen(tables);

@@ -141,6 +141,7 @@ struct point_result {
     double images_per_s;
     double test_accuracy;  /* NaN when not trained/evaluated */
     double peak_rss_mib;
+    int with_warmup;       /* a trained point no longer than --warmup: its rate times every step, cold ones too */
 };
 
 /* session.c */

@@ -9,6 +9,7 @@
 
 #include "json.h"
 #include "progress.h"
+#include "report.h"
 #include "results.h"
 #include "run.h"
 #include "status.h"
@@ -111,4 +112,34 @@ Test(scaling_combos, trained_points_compare_their_timed_rates, .init = th_setup,
         cr_assert(fabs(r.speedup[k] - want) <= 1e-9 * want, "point %d: speed-up %.12g, timed rates give %.12g", k,
                   r.speedup[k], want);
     }
+}
+
+/* A trained point with no more steps than --warmup (batch 64 of 256 samples: 4 steps, warm-up 10) times every
+ * step, the cold first ones too, beside points timed after their warm-up: the sweep's rows say which (its
+ * warmup_steps 0), and the report marks its rate. */
+Test(scaling_combos, a_trained_point_no_longer_than_its_warmup_is_marked, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    char p[192], out[192];
+    struct bench_config c;
+    th_scaling_config(&c, "cpu", (const char *const[]){"batches", "16,64", "epochs", "1", "mllog", "none", NULL});
+    th_bench_quiet(&c, 256, 64);
+    cr_assert_eq(bench_run(&c), TB_OK, "%s", tb_error_get());
+    struct report_opts o = {.in = th_path(p, sizeof p, "rows.jsonl"), .out_dir = th_path(out, sizeof out, "report"),
+                            .plots_dir = TB_SOURCE_DIR "/plots", .gnuplot = "/nonexistent/gnuplot"};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    free(th_stderr_end());
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    char *md = th_read(th_path(p, sizeof p, "report/REPORT.md"));
+    const char *b16 = strstr(md, "\n| 16 |"), *b64 = strstr(md, "\n| 64 |");
+    cr_assert(b16 && b64, "%s", md);
+    const char *e16 = strchr(b16 + 1, '\n'), *e64 = strchr(b64 + 1, '\n');
+    cr_assert(e16 && e64);
+    cr_assert(memchr(b16, '*', (size_t)(e16 - b16)) == NULL, "batch 16 was timed after its warm-up: %.*s",
+              (int)(e16 - b16), b16);
+    cr_assert(memchr(b64, '*', (size_t)(e64 - b64)) != NULL, "batch 64's rate has its cold steps: %.*s",
+              (int)(e64 - b64), b64);
+    free(md);
 }
