@@ -1017,9 +1017,23 @@ Test(cuda, fp16_overflow_skips_the_update)
     fixture_free(&f);
 }
 
+/* One fp16 step whose gradients overflow: step 1's backward, one gradient set to inf between it and the update
+ * (set_tensors takes unscaled gradients: the update then checks them without unscaling), and the update. */
+static void overflowed_step(struct executor *g, const struct fixture *f)
+{
+    double l;
+    const struct executor_pass p = pass(f, N, 1, 0, 0);
+    executor_zero_grads(g);
+    cr_assert_eq(executor_forward_backward(g, &p, &l), TB_OK, "%s", tb_error_get());
+    float *gr = fam_get(g, TF_GRADS);
+    gr[f->m.n_params / 2] = INFINITY;
+    cr_assert_eq(executor_set_tensors(g, TF_GRADS, gr), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(executor_update(g, 1), TB_OK, "%s", tb_error_get());
+    free(gr);
+}
+
 /* A dynamic scale halves on an overflowed step and the step is skipped; the next clean step updates at the
- * halved scale. The overflow is one gradient set to inf between the backward and the update (set_tensors takes
- * unscaled gradients: the update then checks them without unscaling). */
+ * halved scale. */
 Test(cuda, fp16_dynamic_scale_halves_on_an_overflow)
 {
     need_gpu();
@@ -1030,20 +1044,14 @@ Test(cuda, fp16_dynamic_scale_halves_on_an_overflow)
     ex_init_buffers(&g, &f, &cg);
     cr_assert_eq(scaler_of(&g)->scale, LOSS_SCALE_INIT);
     float *w0 = fam_get(&g, TF_PARAMS);
-    double l;
-    struct executor_pass p = pass(&f, N, 1, 0, 0);
-    executor_zero_grads(&g);
-    cr_assert_eq(executor_forward_backward(&g, &p, &l), TB_OK, "%s", tb_error_get());
-    float *gr = fam_get(&g, TF_GRADS);
-    gr[f.m.n_params / 2] = INFINITY;
-    cr_assert_eq(executor_set_tensors(&g, TF_GRADS, gr), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(executor_update(&g, 1), TB_OK, "%s", tb_error_get());
+    overflowed_step(&g, &f);
     cr_assert_eq(scaler_of(&g)->scale, LOSS_SCALE_INIT / 2, "halved on the overflow");
     cr_assert_eq(scaler_of(&g)->skipped, 1);
     float *w = fam_get(&g, TF_PARAMS);
     tu_assert_bitwise(w, w0, f.m.n_params, "fp16: the weights after the skipped step");
     free(w);
-    p = pass(&f, N, 2, 0, 0);
+    double l;
+    const struct executor_pass p = pass(&f, N, 2, 0, 0);
     executor_zero_grads(&g);
     cr_assert_eq(executor_forward_backward(&g, &p, &l), TB_OK, "%s", tb_error_get());
     cr_assert_eq(executor_update(&g, 2), TB_OK, "%s", tb_error_get());
@@ -1051,7 +1059,7 @@ Test(cuda, fp16_dynamic_scale_halves_on_an_overflow)
     cr_assert_eq(scaler_of(&g)->scale, LOSS_SCALE_INIT / 2);
     w = fam_get(&g, TF_PARAMS);
     cr_assert(memcmp(w, w0, f.m.n_params * sizeof *w) != 0, "the clean step updated the weights");
-    free(w), free(w0), free(gr);
+    free(w), free(w0);
     executor_destroy(&g);
     fixture_free(&f);
 }
@@ -1066,20 +1074,12 @@ Test(cuda, fp16_optimizer_reset_restarts_the_loss_scaler)
     struct executor g;
     struct executor_config cg = config_half(STAGE_PREC_FP16, N, OPTIM_SGD);
     ex_init_buffers(&g, &f, &cg);
-    double l;
-    struct executor_pass p = pass(&f, N, 1, 0, 0);
-    executor_zero_grads(&g);
-    cr_assert_eq(executor_forward_backward(&g, &p, &l), TB_OK, "%s", tb_error_get());
-    float *gr = fam_get(&g, TF_GRADS);
-    gr[0] = INFINITY;
-    cr_assert_eq(executor_set_tensors(&g, TF_GRADS, gr), TB_OK, "%s", tb_error_get());
-    cr_assert_eq(executor_update(&g, 1), TB_OK, "%s", tb_error_get());
+    overflowed_step(&g, &f);
     cr_assert_eq(scaler_of(&g)->skipped, 1);
     cr_assert_eq(executor_set_tensors(&g, TF_OPT, NULL), TB_OK, "%s", tb_error_get());
     const struct loss_scaler *ls = scaler_of(&g);
     cr_assert_eq(ls->scale, LOSS_SCALE_INIT, "the scale restarts (%g)", ls->scale);
     cr_assert(ls->skipped == 0 && ls->clean_steps == 0 && ls->overflow_run == 0, "the counts restart");
-    free(gr);
     executor_destroy(&g);
     fixture_free(&f);
 }
