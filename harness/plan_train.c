@@ -373,8 +373,8 @@ static void train_figures(struct train_run *t, struct point_result *res)
     t->images_per_s = (double)t->total * t->batch / t->train_time;
     t->flops_step = model_train_flops_per_sample(&t->s->m) * t->batch;
     t->gflops = t->flops_step * (double)t->total / t->train_time * 1e-9;
-    if (res) res->with_warmup = t->s->c.warmup > 0 && t->warm == 0;
-    if (res) res->images_per_s = point_rate(t), res->test_accuracy = t->acc, res->peak_rss_mib = measure_peak_rss_mib();
+    if (res)
+        *res = (struct point_result){point_rate(t), t->acc, measure_peak_rss_mib(), t->s->c.warmup > 0 && t->warm == 0};
 }
 
 /* The run's result row. */

@@ -27,7 +27,9 @@
  * every word after it. */
 #define DATA_CRC_WORD "data_crc32="
 #define LOSS_SCALE_WORD "loss_scale="
-#define BN_BATCH_WORD "bn_batch="
+#define BN_BATCH_KEY "bn_batch"
+#define BN_BATCH_WORD BN_BATCH_KEY "="
+#define SYNC_BN_WORD " sync_bn=1" /* an older build's word (resume_normalise) */
 
 static void resume_config(const struct session *s, int batch, char *out, size_t n)
 {
@@ -102,9 +104,10 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
  * statistics over the whole batch (mirrored: no accumulation) it meant. text has room for n bytes. */
 static void resume_normalise(const struct session *s, int batch, char *text, size_t n)
 {
-    char *sw = strstr(text, " sync_bn=1");
-    if (sw && (sw[10] == ' ' || !sw[10]) && !strstr(text, BN_BATCH_WORD)) {
-        memmove(sw, sw + 10, strlen(sw + 10) + 1);
+    const size_t sl = strlen(SYNC_BN_WORD);
+    char *sw = strstr(text, SYNC_BN_WORD);
+    if (sw && (sw[sl] == ' ' || !sw[sl]) && !strstr(text, BN_BATCH_WORD)) {
+        memmove(sw, sw + sl, strlen(sw + sl) + 1);
         const size_t len = strlen(text);
         snprintf(text + len, n - len, " %s%d", BN_BATCH_WORD, batch);
     }
@@ -192,7 +195,7 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
             snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
             config_value(ckpt, key, a, sizeof a);
             config_value(now, key, b, sizeof b);
-            if (strcmp(a, b) != 0 && strcmp(key, "bn_batch") != 0) { /* a consequence: last, below */
+            if (strcmp(a, b) != 0 && strcmp(key, BN_BATCH_KEY) != 0) { /* a consequence: last, below */
                 char sa[96], sb[96];
                 shown_value(s, key, a, sa, sizeof sa);
                 shown_value(s, key, b, sb, sizeof sb);
@@ -221,8 +224,8 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
     }
     /* Only the schedule differs, where it decides what a BatchNorm statistic is over. */
     char a[32], b[32];
-    config_value(ckpt, "bn_batch", a, sizeof a);
-    config_value(now, "bn_batch", b, sizeof b);
+    config_value(ckpt, BN_BATCH_KEY, a, sizeof a);
+    config_value(now, BN_BATCH_KEY, b, sizeof b);
     if (strcmp(a, b) != 0)
         snprintf(out, n, "BatchNorm statistics over %s samples in the checkpoint, over %s in this run: --devices, "
                  "--micro-batch, --ga and --sync-bn decide it", a, b);

@@ -129,6 +129,12 @@ static void row_env(struct json_buf *b)
     free(set);
 }
 
+/* The precision this run computes in, as its rows name it. */
+static const char *run_precision(const struct session *s)
+{
+    return s->c.run.ipu.precision[0] ? s->c.run.ipu.precision : "fp32";
+}
+
 /* Opens a row: schema, kind, run id, configuration, machine and build; leaves "figures" open. */
 void row_begin(const struct session *s, struct json_buf *b, const char *run_id, int batch, long steps,
                const char *sweep)
@@ -229,7 +235,7 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "replicas", c->run.ipu.replicas);
     json_key_str(b, "schedule", c->run.ipu.schedule);
     json_key_bool(b, "recompute", c->run.ipu.recompute);
-    json_key_str(b, "precision", c->run.ipu.precision[0] ? c->run.ipu.precision : "fp32");
+    json_key_str(b, "precision", run_precision(s));
     if (c->run.ipu.loss_scale > 0.0f) json_key_double(b, "loss_scale", c->run.ipu.loss_scale);
     else json_key_str(b, "loss_scale", "dynamic");
     json_key_int(b, "prefetch", c->run.ipu.prefetch);
@@ -477,7 +483,7 @@ static int baseline_comparable(const struct json_value *row, const struct sessio
     /* The same precision, or fp32: the reference computes in fp32 only, so a half-precision run's ratio is to its
      * fp32 (write_efficiency says so); requiring the run's own precision left such runs without one. */
     const struct json_value *prec = json_get(row, "config.precision");
-    const char *mine = s->c.run.ipu.precision[0] ? s->c.run.ipu.precision : "fp32";
+    const char *mine = run_precision(s);
     if (!prec || prec->type != JSON_STRING || (strcmp(prec->str, mine) != 0 && strcmp(prec->str, "fp32") != 0))
         return 0;
     /* config.env: the same TB_/OPENBLAS_/OMP_ switches, no more and no fewer. */
@@ -559,15 +565,14 @@ void write_efficiency(struct session *s, struct json_buf *b, int batch, double i
         return;
     }
     const double speedup = images_per_s / f.images_per_s;
-    const char *mine = s->c.run.ipu.precision[0] ? s->c.run.ipu.precision : "fp32";
-    const int other = strcmp(f.precision, mine) != 0;
+    const int other = strcmp(f.precision, run_precision(s)) != 0;
     json_key_double(b, "speedup_vs_cpu", speedup);
     json_key_double(b, "scaling_efficiency", speedup / devices);
     json_key_str(b, "baseline_run_id", f.run_id);
     json_key_str(b, "baseline_precision", f.precision);
     if (s->primary && !s->c.quiet)
-        printf("  scaling     %.2fx the %s baseline (%s%.1f images/s, run %s) on %d device%s: efficiency %.0f %%\n",
-               speedup, ref, other ? "fp32, " : "", f.images_per_s, f.run_id, devices, devices == 1 ? "" : "s",
+        printf("  scaling     %.2fx the %s baseline (%s%s%.1f images/s, run %s) on %d device%s: efficiency %.0f %%\n",
+               speedup, ref, other ? f.precision : "", other ? ", " : "", f.images_per_s, f.run_id, devices, devices == 1 ? "" : "s",
                100.0 * speedup / devices);
 }
 
