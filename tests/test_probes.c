@@ -2,13 +2,16 @@
  * checkpoint that cannot be written, output locations that cannot be written, FIFOs and endless files
  * given as input, resuming a finished run, a reused run id, non-finite weights, messages.
  *
- * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set (RB_BASE).
+ * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set (RB_BASE). Refusals made
+ * before a run's first step are spawned once for each kind, the others made in this process (before_any_work).
  */
 #include "test_reliability_util.h"
 
+#include "calibrate.h"
 #include "devmodel.h"
 #include "loss_watch.h"
 #include "results.h"
+#include "session.h"
 
 #include <math.h>
 #include <sys/resource.h>
@@ -28,6 +31,44 @@ static int n_lines(const char *s)
     int n = 0;
     for (; *s; s++) n += *s == '\n';
     return n;
+}
+
+/* What bench does with base then extra (NULL-terminated) before a run's first step, made in this process with dir
+ * as the working directory, as rb_run's child has it: the options set and bench_config_finish (exit 2 on a
+ * refusal), then session_open (outputs_check, the data, the model, --load's weights; bench_run's status: exit 2
+ * for TB_EINVAL, else 1). Returns the exit status bench would have had there, 0 where it would go on to run; *err
+ * receives what its stderr would hold by then ("bench: " and the message, and anything printed on either stream;
+ * malloc'd). For the cases of a kind past the first, which is spawned: a spawn under ASan costs 0.3-0.5 CPU-s
+ * before it reads an option. */
+static int before_any_work(const char *dir, const char *const *base, const char *const *extra, char **err)
+{
+    const char *args[80];
+    int n = 0;
+    for (int k = 0; k < 2; k++)
+        for (const char *const *a = k ? extra : base; a && *a; a++) {
+            cr_assert_lt(n, 79, "more than 78 arguments");
+            args[n++] = *a;
+        }
+    args[n] = NULL;
+    char here[4096];
+    cr_assert(getcwd(here, sizeof here) && chdir(dir) == 0);
+    struct bench_config c;
+    tb_error_clear();
+    rb_streams_begin();
+    int code = rb_config_args(&c, args, 0) != TB_OK ? 2 : 0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", code ? tb_error_get() : "");
+    if (!code) {
+        struct session s;
+        const int st = session_open(&s, &c);
+        if (st != TB_OK) code = st == TB_EINVAL ? 2 : 1, snprintf(msg, sizeof msg, "%s", tb_error_get());
+        session_close(&s);
+    }
+    char *printed = rb_streams_end();
+    cr_assert_eq(chdir(here), 0);
+    cr_assert(asprintf(err, "%s%s%s%s", printed, code ? "bench: " : "", msg, code ? "\n" : "") >= 0);
+    free(printed);
+    return code;
 }
 
 /* Runs bench with every file it writes limited to limit bytes (a full disk for anything larger):
@@ -84,7 +125,9 @@ Test(probes, a_failed_tta_checkpoint_still_writes_the_row)
 
 /* An output location that cannot be written used to fail only after the training (a read-only --out,
  * a --save into a missing directory) or not at all (an --mllog that could not be created was a
- * warning). Now each is one line naming the option, exit 1, before any work: no checkpoint written. */
+ * warning). Now each is one line naming the option, exit 1, before any work: no checkpoint written. The first
+ * case is spawned, the others checked in this process (before_any_work: session_open's outputs_check refuses
+ * them). */
 Test(probes, output_locations_are_checked_before_any_work)
 {
     char *dir = new_dir();
@@ -113,10 +156,12 @@ Test(probes, output_locations_are_checked_before_any_work)
     cr_assert_eq(rb_run(dir, "good", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2")), 0);
     char *ck = rb_path(dir, "ck");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE),
-                                RB_ARGS("--steps", "20", cases[i][0], cases[i][1],
-                                        strcmp(cases[i][0], "--checkpoint-dir") ? "--checkpoint-dir" : NULL, "ck"));
-        char *err = rb_stderr(dir, "bad");
+        const char *const *extra = RB_ARGS("--steps", "20", cases[i][0], cases[i][1],
+                                           strcmp(cases[i][0], "--checkpoint-dir") ? "--checkpoint-dir" : NULL, "ck");
+        char *err = NULL;
+        const int code = i == 0 ? rb_run(dir, "bad", RB_ARGS(RB_BASE), extra)
+                                : before_any_work(dir, RB_ARGS(RB_BASE), extra, &err);
+        if (i == 0) err = rb_stderr(dir, "bad");
         cr_assert_eq(code, 1, "%s %s: exit %d: %s", cases[i][0], cases[i][1], code, err);
         cr_assert_eq(n_lines(err), 1, "%s %s: not one line: %s", cases[i][0], cases[i][1], err);
         cr_assert(strstr(err, cases[i][2]) && strstr(err, cases[i][3]), "%s %s: unclear: %s", cases[i][0], cases[i][1],
@@ -227,8 +272,11 @@ Test(probes, non_finite_weights_are_refused_at_load)
     cr_assert_not_null(e, "the MLP has a bias");
     for (size_t i = 0; i < e->n; i++) r.p[e->off + i] = NAN;
     cr_assert_eq(checkpoint_save(nan_st, &r.m, r.p, r.b, "{}"), TB_OK, "%s", tb_error_get());
-    const int code = rb_run(dir, "nan", RB_ARGS(RB_BASE), RB_ARGS("--steps", "50", "--load", "nan.st", "--save", "b.st"));
-    char *err = rb_stderr(dir, "nan");
+    /* session_open loads the weights: in this process (before_any_work), as messages_say_what_is_wrong's spawned
+     * refusal of a --load file */
+    char *err;
+    const int code =
+        before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "50", "--load", "nan.st", "--save", "b.st"), &err);
     cr_assert_eq(code, 1, "exit %d: %s", code, err);
     cr_assert(strstr(err, e->name) && strstr(err, "NaN"), "the message names the tensor: %s", err);
     cr_assert_eq(n_lines(err), 1, "%s", err);
@@ -370,16 +418,17 @@ Test(probes, messages_say_what_is_wrong)
     memcpy(out + o, bytes + 8 + hl, len - 8 - hl), o += len - 8 - hl;
     tu_write_file(dup, out, o);
     free(out), free(hdr), free(bytes);
-    int code = rb_run(dir, "dup", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"));
-    char *err = rb_stderr(dir, "dup");
+    /* session_open reads --load's file: in this process (before_any_work), as fifos_are_refused_not_waited_on's
+     * spawned --load refusal */
+    char *err;
+    int code = before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"), &err);
     cr_assert_eq(code, 1, "exit %d: %s", code, err);
     cr_assert(strstr(err, "duplicate tensor name") && strstr(err, r.m.params[0].name), "%s", err);
     free(err);
-    /* A directory as --load. */
+    /* A directory as --load (in this process, as the file above). */
     cr_assert_eq(unlink(dup), 0);
     cr_assert_eq(mkdir(dup, 0755), 0);
-    code = rb_run(dir, "dir", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"));
-    err = rb_stderr(dir, "dir");
+    code = before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "dup.st"), &err);
     cr_assert_eq(code, 1, "exit %d: %s", code, err);
     cr_assert(strstr(err, "is a directory") && !strstr(err, "short read"), "%s", err);
     free(err);
@@ -402,10 +451,12 @@ Test(probes, messages_say_what_is_wrong)
     const char *close = strpbrk(mem, ")\n");
     cr_assert(slashes == 3 && close && *close == ')', "the description is cut: %s", text);
     free(text), free(po);
-    /* The ipu scaling grid's unit, said plainly. */
-    code = rb_run(dir, "sc", RB_ARGS("--data", "synthetic", "--backend", "ipu", "--mllog", "none", "--out", "results.jsonl"),
-                  RB_ARGS("--plan", "scaling", "--replicas-list", "3", "--batches", "16"));
-    err = rb_stderr(dir, "sc");
+    /* The ipu scaling grid's unit, said plainly (bench_config_finish's refusal: in this process, as the usage errors
+     * of the tests above past their first). */
+    static const char *const sc[] = {"--data", "synthetic", "--backend", "ipu", "--mllog", "none", "--out",
+                                     "results.jsonl", "--plan", "scaling", "--replicas-list", "3", "--batches", "16",
+                                     NULL};
+    code = before_any_work(dir, sc, NULL, &err);
     cr_assert_eq(code, 2, "exit %d: %s", code, err);
     cr_assert(strstr(err, "not a multiple of replicas 3") && !strstr(err, "1 1"), "%s", err);
     free(err);
@@ -458,8 +509,10 @@ Test(probes, reused_run_id_and_unknown_blas_core_are_refused)
     char *log = rb_path(dir, "mllog/X.log"), *res = rb_path(dir, "results.jsonl");
     const int lines = rb_count_lines(log);
     cr_assert_gt(lines, 5);
-    int code = rb_run(dir, "b", base, RB_ARGS("--steps", "5"));
-    char *err = rb_stderr(dir, "b");
+    /* outputs_check's refusal, as outputs_that_collide_with_each_other_or_an_input_are_refused's spawned first: in
+     * this process (before_any_work) */
+    char *err;
+    int code = before_any_work(dir, base, RB_ARGS("--steps", "5"), &err);
     cr_assert_eq(code, 2, "exit %d: %s", code, err);
     cr_assert(strstr(err, "--run-id X") && strstr(err, "mllog/X.log"), "%s", err);
     cr_assert_eq(n_lines(err), 1, "%s", err);
@@ -536,20 +589,39 @@ Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
     static const char rows_text[] = "{\"schema\":1,\"kind\":\"train\",\"run_id\":\"a\"}\n{\"schema\":1,\"run_id\":\"b\"}\n";
     rb_write(dir, "rows.jsonl", rows_text);
     rb_write(dir, "one.json", "{\"schema\":1,\"kind\":\"train\"}\n");
-    static const char *const modes[] = {"--calibrate", "--calibrate-if-needed"};
     static const char *const targets[] = {"fifo", "rows.jsonl", "one.json", "null"};
-    for (int m = 0; m < 2; m++) {
-        for (int t = 0; t < 4; t++) {
-            if (t == 3 && !have_node) continue;
-            const int code = run_bounded_with(dir, "cal", RB_ARGS(modes[m]), RB_ARGS("--calibration", targets[t]), 60) /* no run options: --calibrate refuses them */;
-            char *err = rb_stderr(dir, "cal"), *out = rb_path(dir, "cal.out"), *text = tu_read_file(out, NULL);
-            cr_assert_eq(code, 1, "%s --calibration %s: exit %d: %s", modes[m], targets[t], code, err);
-            cr_assert_eq(n_lines(err), 1, "%s %s: %s", modes[m], targets[t], err);
-            cr_assert(strstr(err, "--calibration") && strstr(err, targets[t]), "%s", err);
-            cr_assert(strstr(err, t == 0 || t == 3 ? "not a regular file" : "not a calibration"), "%s", err);
-            cr_assert(!text || !strstr(text, "calibrating"), "%s %s: measured before refusing: %s", modes[m], targets[t], text);
-            free(text), free(out), free(err);
-        }
+    /* Either mode checks its target first (main_bench.c's cmd_calibrate: calibrate_check_target), before it
+     * measures: each mode spawned on a target of either kind of refusal, and every target checked in this process
+     * (a spawn costs 0.3-0.5 CPU-s under ASan). */
+    static const struct {
+        const char *mode;
+        int target;
+    } spawned[] = {{"--calibrate", 0}, {"--calibrate-if-needed", 1}};
+    for (size_t k = 0; k < sizeof spawned / sizeof *spawned; k++) {
+        const char *m = spawned[k].mode, *target = targets[spawned[k].target];
+        const int t = spawned[k].target;
+        /* no run options: --calibrate refuses them */
+        const int code = run_bounded_with(dir, "cal", RB_ARGS(m), RB_ARGS("--calibration", target), 60);
+        char *err = rb_stderr(dir, "cal"), *out = rb_path(dir, "cal.out"), *text = tu_read_file(out, NULL);
+        cr_assert_eq(code, 1, "%s --calibration %s: exit %d: %s", m, target, code, err);
+        cr_assert_eq(n_lines(err), 1, "%s %s: %s", m, target, err);
+        cr_assert(strstr(err, "--calibration") && strstr(err, target), "%s", err);
+        cr_assert(strstr(err, t == 0 || t == 3 ? "not a regular file" : "not a calibration"), "%s", err);
+        cr_assert(!text || !strstr(text, "calibrating"), "%s %s: measured before refusing: %s", m, target, text);
+        free(text), free(out), free(err);
+    }
+    for (int t = 0; t < 4; t++) {
+        if (t == 3 && !have_node) continue;
+        char *path = rb_path(dir, targets[t]);
+        alarm(30); /* a blocking open of the FIFO kills the test instead of hanging it */
+        const int st = calibrate_check_target(path);
+        alarm(0);
+        const char *msg = tb_error_get();
+        cr_assert_neq(st, TB_OK, "--calibration %s: accepted", targets[t]); /* bench exits 1 on any refusal */
+        cr_assert(!strchr(msg, '\n'), "--calibration %s: not one line: %s", targets[t], msg);
+        cr_assert(strstr(msg, "--calibration") && strstr(msg, targets[t]), "%s", msg);
+        cr_assert(strstr(msg, t == 0 || t == 3 ? "not a regular file" : "not a calibration"), "%s", msg);
+        free(path);
     }
     cr_assert(is_fifo(fifo), "the FIFO was replaced");
     if (have_node) {
@@ -597,7 +669,9 @@ static int same_bytes(const char *dir, const char *name, const char *want, size_
 /* Nothing checked that outputs differ from each other and from the inputs: --trace, --save, --logits or
  * --timeline on the --out file replaced its rows; --logits on --load's file replaced the weights;
  * --out on --load's file appended a row to them. Now every such pair is one line naming both options,
- * exit 2, before any work. Directories may be shared (--mllog and --checkpoint-dir, --resume's default). */
+ * exit 2, before any work. Directories may be shared (--mllog and --checkpoint-dir, --resume's default).
+ * The first case and the suite's (suite_load's own check) are spawned, the others checked in this process
+ * (before_any_work: session_open's outputs_check refuses them). */
 Test(probes, outputs_that_collide_with_each_other_or_an_input_are_refused, .timeout = 240)
 {
     char *dir = new_dir();
@@ -634,11 +708,14 @@ Test(probes, outputs_that_collide_with_each_other_or_an_input_are_refused, .time
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         /* A case reading a data directory takes no --synthetic-samples (refused beside a --data DIR). */
-        const int reads_data = !strcmp(cases[i].b, "--data");
-        const int code = reads_data ? rb_run(dir, "bad", RB_ARGS("--batch", "8", "--mllog", "none", "--out", "results.jsonl",
-                                                                  "--quiet"), cases[i].args)
-                                    : rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i].args);
-        char *err = rb_stderr(dir, "bad");
+        const int reads_data = !strcmp(cases[i].b, "--data"), spawned = i == 0 || !strcmp(cases[i].b, "--suite");
+        const char *const *base = reads_data ? RB_ARGS("--batch", "8", "--mllog", "none", "--out", "results.jsonl",
+                                                       "--quiet")
+                                             : RB_ARGS(RB_BASE);
+        char *err = NULL;
+        const int code =
+            spawned ? rb_run(dir, "bad", base, cases[i].args) : before_any_work(dir, base, cases[i].args, &err);
+        if (spawned) err = rb_stderr(dir, "bad");
         /* the suite's own output checks refuse one over the suite file before any run, as the others (it was
          * the run's failure, exit 1, after the lines before it ran) */
         cr_assert_eq(code, 2, "case %zu (%s, %s): exit %d: %s", i, cases[i].a, cases[i].b, code, err);
@@ -658,17 +735,22 @@ Test(probes, outputs_that_collide_with_each_other_or_an_input_are_refused, .time
     /* What stays allowed: --out appends, --resume keeps checkpointing in its directory, --mllog may share
      * the checkpoint directory, a device sink may take more than one output, and --save may replace --load's
      * weights (read before the run; the save renames a whole new file over them at its end). */
-    cr_assert_eq(rb_run(dir, "inplace", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load", "a.st", "--save", "./a.st")), 0);
+    /* (in place and the shared directory in one run: each run costs 0.3-0.5 CPU-s under ASan before its work) */
+    cr_assert_eq(rb_run(dir, "inplace", RB_ARGS(RB_BASE),
+                        RB_ARGS("--steps", "2", "--load", "a.st", "--save", "./a.st", "--checkpoint-dir", "ck",
+                                "--mllog", "ck")),
+                 0);
     cr_assert(!same_bytes(dir, "a.st", weights, n_weights), "--save in place did not write the trained weights");
-    cr_assert_eq(rb_run(dir, "ck", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--checkpoint-dir", "ck", "--mllog", "ck")), 0);
-    cr_assert_eq(rb_run(dir, "res", RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--resume", "ck", "--mllog", "ck")), 0);
+    /* (the device sink, where one can be made, on the resumed run: one run for both) */
     char *node = rb_path(dir, "null");
-    if (mknod(node, S_IFCHR | 0666, makedev(1, 3)) == 0) {
-        const int code = rb_run(dir, "sink", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--out", "null", "--trace", "null"));
-        char *err = rb_stderr(dir, "sink");
-        cr_assert_eq(code, 0, "exit %d: %s", code, err);
-        free(err);
-    }
+    const int sink = mknod(node, S_IFCHR | 0666, makedev(1, 3)) == 0;
+    const char *const *res = sink ? RB_ARGS("--steps", "4", "--resume", "ck", "--mllog", "ck", "--out", "null",
+                                            "--trace", "null")
+                                  : RB_ARGS("--steps", "4", "--resume", "ck", "--mllog", "ck");
+    const int code = rb_run(dir, "res", RB_ARGS(RB_BASE), res);
+    char *err = rb_stderr(dir, "res");
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    free(err);
     free(node), free(rows), free(weights);
     tu_rm_rf(dir);
     free(dir);

@@ -11,11 +11,15 @@
 
 #include "test_util.h"
 
+#include "calibrate.h"
 #include "checkpoint.h"
 #include "json.h"
+#include "machine.h"
 #include "optim.h"
+#include "outputs.h"
 #include "run.h"
 #include "status.h"
+#include "tpool.h"
 #include "workload.h"
 
 #include <dirent.h>
@@ -315,6 +319,87 @@ static __attribute__((unused)) int rb_finish_config(const char *backend, const c
     for (int i = 0; opts[i]; i += 2)
         cr_assert_eq(bench_config_set(&c, opts[i], opts[i + 1]), TB_OK, "--%s: %s", opts[i], tb_error_get());
     return bench_config_finish(&c);
+}
+
+/* What bench does with a command line's run options before any work (main_bench.c, then session_open): each
+ * "--name [value]" of args (NULL-terminated; bench_options' names, a value after each that takes one) set on
+ * a fresh configuration in order, bench_config_finish, and where outputs is set outputs_check. Returns the
+ * first status other than TB_OK (its message in tb_error_get), else TB_OK. For refusals checked in this
+ * process: a bench spawned under ASan costs 0.3-0.5 CPU-s before it reads an option. */
+static __attribute__((unused)) int rb_config_args(struct bench_config *c, const char *const *args, int outputs)
+{
+    int n;
+    const struct bench_option *t = bench_options(&n);
+    bench_config_defaults(c);
+    for (int i = 0; args[i]; i++) {
+        int k = 0;
+        while (k < n && !(args[i][0] == '-' && args[i][1] == '-' && !strcmp(t[k].name, args[i] + 2))) k++;
+        cr_assert_lt(k, n, "'%s' is not one of bench's run options", args[i]);
+        cr_assert(!t[k].has_arg || args[i + 1], "%s needs a value", args[i]);
+        const int st = bench_config_set(c, t[k].name, t[k].has_arg ? args[++i] : NULL);
+        if (st != TB_OK) return st;
+    }
+    const int st = bench_config_finish(c);
+    return st == TB_OK && outputs ? outputs_check(c) : st;
+}
+
+/* What this process writes to stdout and stderr between rb_streams_begin and rb_streams_end (a temporary file
+ * takes both): to see that an in-process call printed nothing beside its message, as bench would not have. */
+static __attribute__((unused)) FILE *rb_streams_file;
+static __attribute__((unused)) int rb_streams_saved[2] = {-1, -1};
+
+static __attribute__((unused)) void rb_streams_begin(void)
+{
+    fflush(stdout), fflush(stderr);
+    rb_streams_file = tmpfile();
+    cr_assert_not_null(rb_streams_file);
+    rb_streams_saved[0] = dup(STDOUT_FILENO), rb_streams_saved[1] = dup(STDERR_FILENO);
+    cr_assert(rb_streams_saved[0] >= 0 && rb_streams_saved[1] >= 0);
+    dup2(fileno(rb_streams_file), STDOUT_FILENO), dup2(fileno(rb_streams_file), STDERR_FILENO);
+}
+
+/* Restores stdout and stderr; returns what they received (malloc'd). */
+static __attribute__((unused)) char *rb_streams_end(void)
+{
+    fflush(stdout), fflush(stderr);
+    dup2(rb_streams_saved[0], STDOUT_FILENO), dup2(rb_streams_saved[1], STDERR_FILENO);
+    close(rb_streams_saved[0]), close(rb_streams_saved[1]);
+    const long n = ftell(rb_streams_file);
+    cr_assert_geq(n, 0);
+    char *s = malloc((size_t)n + 1);
+    cr_assert_not_null(s);
+    rewind(rb_streams_file);
+    s[fread(s, 1, (size_t)n, rb_streams_file)] = '\0';
+    fclose(rb_streams_file);
+    rb_streams_file = NULL;
+    return s;
+}
+
+/* A calibration of this machine at path, as `bench --calibrate` writes it, with the sgemm ceilings given (GFLOP/s)
+ * and plausible others in place of measured ones: bench applies any calibration of this CPU model, core count
+ * and OpenBLAS kernel set (calibrate_matches), and measuring takes 6 CPU-s under ASan, for tests about what a
+ * run does with ceilings (the calibration's own tests measure: test_calibrate.c, test_probes.c). The kernel set
+ * is the one bench runs (its --version, run in dir), which this process's OpenBLAS need not have chosen. No GPU
+ * figures (as a file written before GPUs were calibrated). */
+static __attribute__((unused)) void rb_write_calibration(const char *dir, const char *path, double sgemm_1t,
+                                                         double sgemm_all)
+{
+    cr_assert_eq(rb_run(dir, "version", RB_ARGS("--version"), NULL), 0);
+    char *vp = rb_path(dir, "version.out"), *v = tu_read_file(vp, NULL);
+    const char *k = v ? strstr(v, "OpenBLAS kernels: ") : NULL;
+    cr_assert_not_null(k, "bench --version names no kernel set: %s", v ? v : "(no output)");
+    k += strlen("OpenBLAS kernels: ");
+    struct machine_info mi;
+    machine_info_read(&mi);
+    struct calibration c = {.sgemm_n = 2048, .sgemm_1t_gflops = sgemm_1t, .sgemm_all_gflops = sgemm_all,
+                            .all_threads = tpool_cpus(), .triad_1t_gbs = 12.0, .triad_all_gbs = 20.0,
+                            .triad_elements = 1L << 22, .cores = mi.n_cores};
+    c.barrier_all_us = c.all_threads > 1 ? 1.5 : 0.0; /* as calibrate_measure: none on one thread */
+    snprintf(c.blas_core, sizeof c.blas_core, "%.*s", (int)strcspn(k, " \n"), k);
+    snprintf(c.cpu_model, sizeof c.cpu_model, "%s", mi.cpu_model);
+    snprintf(c.timestamp, sizeof c.timestamp, "%s", mi.timestamp);
+    cr_assert_eq(calibrate_write(&c, path), TB_OK, "%s", tb_error_get());
+    free(v), free(vp);
 }
 
 #endif

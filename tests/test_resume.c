@@ -15,7 +15,8 @@
  * its clock continues from the seconds already spent; train and tta never take each other's checkpoints.
  * fp16's loss-scale policy is part of the configuration (an older checkpoint without it resumes, with a note).
  * tools/ckpt_roundtrip.py loads both a --save file and a resumable checkpoint into torchvision.
- * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set.
+ * Every child runs in a fresh temp directory on the MLP with a 1000-sample synthetic set. A test's refusals after its
+ * first, and setup runs none of whose numbers are compared, run in the test's own process instead (run_here).
  */
 #include "test_ckpt_meta.h"
 #include "test_reliability_util.h"
@@ -44,6 +45,59 @@ static int same_entries(const struct rb_model *a, const struct rb_model *b, int 
         }
     }
     return 1;
+}
+
+/* bench's run with base then extra (as rb_run takes them) in this process, in dir: the options set as the command
+ * line sets them (rb_config_args), then bench_run. Returns its status (TB_EINVAL is the command line's exit status
+ * 2; the message in tb_error_get()) and in *out what it printed (malloc'd). For what needs no process of its own: a
+ * spawned bench under ASan costs 0.3-0.5 CPU-s before it reads an option. Each kind of refusal a test checks stays
+ * a spawn in at least one test (exit status, the line on stderr), as do the runs whose numbers are compared: bench
+ * chooses its own OpenBLAS kernel set (--blas-core auto), so this process need not compute bench's bits. */
+static int run_here(const char *dir, const char *const *base, const char *const *extra, char **out)
+{
+    const char *args[80];
+    int n = 0;
+    for (const char *const *l = base; l && *l; l++) args[n++] = *l;
+    for (const char *const *l = extra; l && *l; l++) {
+        cr_assert_lt(n, 79, "more than 79 arguments");
+        args[n++] = *l;
+    }
+    args[n] = NULL;
+    char cwd[4096];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir(dir), 0, "cannot enter %s", dir);
+    struct bench_config c;
+    rb_streams_begin();
+    int st = rb_config_args(&c, args, 0);
+    if (st == TB_OK) st = bench_run(&c);
+    *out = rb_streams_end();
+    cr_assert_eq(chdir(cwd), 0);
+    return st;
+}
+
+/* run_here as rb_run and rb_stderr see a spawned bench: the exit status bench gives its status (main_bench.c: 0, 2
+ * for TB_EINVAL, else 1), and in *err (malloc'd) what it printed, then its message as bench prints it on stderr. */
+static int run_here_cli(const char *dir, const char *const *base, const char *const *extra, char **err)
+{
+    char *out;
+    const int st = run_here(dir, base, extra, &out);
+    if (st == TB_OK) {
+        *err = out;
+        return 0;
+    }
+    cr_assert(asprintf(err, "%sbench: %s\n", out, tb_error_get()) > 0);
+    free(out);
+    return st == TB_EINVAL ? 2 : 1;
+}
+
+/* A setup run in this process (run_here): one whose checkpoint a refusal or a resume reads, none of its numbers
+ * compared. Fails the test unless bench would have exited 0. */
+static void run_ref(const char *dir, const char *const *base, const char *const *extra)
+{
+    char *err;
+    const int code = run_here_cli(dir, base, extra, &err);
+    cr_assert_eq(code, 0, "a setup run in this process: exit %d: %s", code, err);
+    free(err);
 }
 
 Test(resume, checkpoint_state_round_trip_and_directory_rules)
@@ -277,7 +331,10 @@ Test(resume, a_resumed_runs_loss_figures_are_the_straight_runs)
 }
 
 /* The same on the multi-device engines: a resumed mirrored or ipu run (fp32) is bitwise that backend's own
- * straight run; their gradient sums differ from cpu's order, never from their own. */
+ * straight run; their gradient sums differ from cpu's order, never from their own. The straight run's checkpoint at
+ * step 25 (of one every 25 steps) is what the resumed run starts from, in a directory of its own: two runs a backend
+ * rather than a third to stop at step 25 (a bench spawned under ASan costs 0.3-0.5 CPU-s before it reads an option);
+ * a checkpoint that perturbed the straight run, or missed a replica's or a stage's state, still shows in the bits. */
 Test(resume, mirrored_and_ipu_resume_bitwise_their_straight_run, .timeout = 120)
 {
     static const char *const backends[][24] = {
@@ -288,17 +345,25 @@ Test(resume, mirrored_and_ipu_resume_bitwise_their_straight_run, .timeout = 120)
     for (int k = 0; k < 3; k++) {
         char *dir = new_dir();
         const char *const *be = backends[k];
-        cr_assert_eq(rb_run(dir, "straight", be, RB_ARGS("--steps", "60", "--no-eval", "--save", "straight.st")), 0,
-                     "backend line %d: straight run failed", k);
-        cr_assert_eq(rb_run(dir, "part1", be, RB_ARGS("--steps", "25", "--no-eval", "--checkpoint-dir", "ck")), 0,
-                     "backend line %d: first part failed", k);
+        cr_assert_eq(rb_run(dir, "straight", be,
+                            RB_ARGS("--steps", "50", "--no-eval", "--save", "straight.st", "--checkpoint-dir", "ck_s",
+                                    "--checkpoint-every", "25")),
+                     0, "backend line %d: straight run failed", k);
+        char *from = rb_path(dir, "ck_s/ckpt-0000000025.safetensors"), *ck = rb_path(dir, "ck"),
+             *to = rb_path(dir, "ck/ckpt-0000000025.safetensors");
+        cr_assert_eq(mkdir(ck, 0755), 0);
+        size_t len = 0;
+        char *bytes = tu_read_file(from, &len);
+        cr_assert_not_null(bytes, "backend line %d: no checkpoint at step 25: %s", k, from);
+        tu_write_file(to, bytes, len);
+        free(bytes), free(from), free(ck), free(to);
         cr_assert_eq(rb_run(dir, "part2", be,
-                            RB_ARGS("--steps", "60", "--no-eval", "--resume", "ck", "--save", "resumed.st")),
+                            RB_ARGS("--steps", "50", "--no-eval", "--resume", "ck", "--save", "resumed.st")),
                      0, "backend line %d: resumed part failed", k);
         /* It resumed (a run that ignored the checkpoint would end on the same bits too). */
         struct json_value *r = rb_last_row(dir);
         cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 25, "backend line %d", k);
-        cr_assert_eq(json_get_number(r, "figures.session_steps", -1), 35, "backend line %d", k);
+        cr_assert_eq(json_get_number(r, "figures.session_steps", -1), 25, "backend line %d", k);
         json_value_free(r);
         char *a = rb_path(dir, "straight.st"), *b = rb_path(dir, "resumed.st");
         rb_assert_same_tensors(a, b, 0);
@@ -345,6 +410,13 @@ Test(resume, fp16_loss_scaler_resumes_where_it_was)
     free(dir);
 }
 
+/* The length of the run a signal stops mid-way, in steps, and as its --steps argument: long enough that the signal,
+ * sent when a checkpoint appears (every 100 steps), lands well before the end. Under ASan, where a step takes about
+ * 5 times as long (0.5 ms against 0.09), 1000 steps: the 800 or so left after the second stop still outlast the
+ * main build's 2800 (0.4 s against 0.26); the resumes and their bits do not depend on the length. */
+#define MID_RUN_STEPS (TU_UNDER_ASAN ? 1000 : 3000)
+#define MID_RUN_STEPS_ARG (TU_UNDER_ASAN ? "1000" : "3000")
+
 /* Starts a long run (or its resumption), waits for a checkpoint newer than `after`, sends sig; returns
  * the step the run reports it stopped at, after checking exit status, row and checkpoint. */
 static long interrupt_once(const char *dir, const char *tag, const char *const *extra, long after, int sig)
@@ -368,7 +440,8 @@ static long interrupt_once(const char *dir, const char *tag, const char *const *
     cr_assert_null(json_get(r, "figures.images_per_s"), "an interrupted row must not carry a headline rate");
     cr_assert_null(json_get(r, "figures.test_accuracy"));
     const long done = (long)json_get_number(r, "figures.completed_steps", -1);
-    cr_assert(done >= seen && done < 3000, "%s: completed_steps %ld (a checkpoint at %ld was seen)", tag, done, seen);
+    cr_assert(done >= seen && done < MID_RUN_STEPS, "%s: completed_steps %ld (a checkpoint at %ld was seen)", tag, done,
+              seen);
     char want[600];
     checkpoint_dir_path("ck", done, want, sizeof want);
     cr_assert_str_eq(json_get_str(r, "figures.checkpoint", ""), want);
@@ -381,16 +454,18 @@ static long interrupt_once(const char *dir, const char *tag, const char *const *
 Test(resume, sigint_and_sigterm_mid_run_then_resume_is_bitwise)
 {
     char *dir = new_dir();
-    cr_assert_eq(rb_run(dir, "straight", RB_ARGS(RB_BASE), RB_ARGS("--steps", "3000", "--no-eval", "--save", "straight.st")),
+    cr_assert_eq(rb_run(dir, "straight", RB_ARGS(RB_BASE),
+                        RB_ARGS("--steps", MID_RUN_STEPS_ARG, "--no-eval", "--save", "straight.st")),
                  0);
     const long k1 = interrupt_once(dir, "first",
-                                   RB_ARGS("--steps", "3000", "--no-eval", "--checkpoint-dir", "ck", "--checkpoint-every",
-                                           "100"),
+                                   RB_ARGS("--steps", MID_RUN_STEPS_ARG, "--no-eval", "--checkpoint-dir", "ck",
+                                           "--checkpoint-every", "100"),
                                    0, SIGINT);
-    const long k2 = interrupt_once(dir, "second", RB_ARGS("--steps", "3000", "--no-eval", "--resume", "ck"), k1, SIGTERM);
+    const long k2 = interrupt_once(dir, "second", RB_ARGS("--steps", MID_RUN_STEPS_ARG, "--no-eval", "--resume", "ck"),
+                                   k1, SIGTERM);
     cr_assert_gt(k2, k1);
-    cr_assert_eq(rb_run(dir, "last", RB_ARGS(RB_BASE), RB_ARGS("--steps", "3000", "--no-eval", "--resume", "ck", "--save",
-                                                                "resumed.st")),
+    cr_assert_eq(rb_run(dir, "last", RB_ARGS(RB_BASE),
+                        RB_ARGS("--steps", MID_RUN_STEPS_ARG, "--no-eval", "--resume", "ck", "--save", "resumed.st")),
                  0);
     struct json_value *r = rb_last_row(dir);
     cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
@@ -406,7 +481,7 @@ Test(resume, sigint_and_sigterm_mid_run_then_resume_is_bitwise)
 Test(resume, a_different_configuration_is_a_usage_error)
 {
     char *dir = new_dir();
-    cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ck")), 0);
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ck"));
     char *res = rb_path(dir, "results.jsonl");
     const int rows = rb_count_lines(res);
     static const char *const cases[][4] = {
@@ -419,11 +494,15 @@ Test(resume, a_different_configuration_is_a_usage_error)
         {"--classes", "20", "classes=10", "classes=20"},
         {"--synthetic-samples", "1000,100", "data_crc32=", "in this run"},
     };
+    /* The first through bench, the others in this process (run_here_cli: bench_run's status and message as bench
+     * would exit and print them). */
     for (int i = 0; i < (int)(sizeof cases / sizeof *cases); i++) {
-        const int code = rb_run(dir, "bad", RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--mllog",
-                                                    "none", "--out", "results.jsonl", "--quiet", "--steps", "40"),
-                                RB_ARGS("--resume", "ck", cases[i][0], cases[i][1], i == 0 ? NULL : "--batch", "8"));
-        char *err = rb_stderr(dir, "bad");
+        const char *const *base = RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--mllog", "none",
+                                          "--out", "results.jsonl", "--quiet", "--steps", "40");
+        const char *const *extra = RB_ARGS("--resume", "ck", cases[i][0], cases[i][1], i == 0 ? NULL : "--batch", "8");
+        char *err;
+        const int code = i == 0 ? rb_run(dir, "bad", base, extra) : run_here_cli(dir, base, extra, &err);
+        if (i == 0) err = rb_stderr(dir, "bad");
         cr_assert_eq(code, 2, "%s %s: exit %d, want 2: %s", cases[i][0], cases[i][1], code, err);
         cr_assert(strstr(err, cases[i][2]) && strstr(err, cases[i][3]), "%s %s: message does not name the difference: %s",
                   cases[i][0], cases[i][1], err);
@@ -435,13 +514,16 @@ Test(resume, a_different_configuration_is_a_usage_error)
     free(dir);
 }
 
-/* Exit status of resuming dir/ck (4 steps done) to 6 steps with the fp16 options be and extra; its stderr into err. */
-static int resume_fp16(const char *dir, const char *const *be, const char *ck, const char *const *extra, char **err)
+/* Exit status of resuming dir/ck (4 steps done) to 6 steps with the fp16 options be and extra; its stderr into err.
+ * here: in this process (run_here_cli), for a refusal after the test's first. */
+static int resume_fp16(const char *dir, const char *const *be, const char *ck, const char *const *extra, char **err,
+                       int here)
 {
     const char *args[16] = {"--steps", "6", "--no-eval", "--resume", ck};
     int n = 5;
     for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
     args[n] = NULL;
+    if (here) return run_here_cli(dir, be, args, err);
     const int code = rb_run(dir, "again", be, args);
     *err = rb_stderr(dir, "again");
     return code;
@@ -459,9 +541,8 @@ Test(resume, fp16_loss_scale_policy_is_part_of_the_configuration)
                 "results.jsonl", "--backend", "ipu", "--stages", "2", "--split", "2", "--ga", "2"
     static const char *const be[] = {LS_BASE, "--precision", "fp16", NULL};
     char *dir = new_dir(), *err;
-    cr_assert_eq(rb_run(dir, "st", be, RB_ARGS("--steps", "4", "--no-eval", "--loss-scale", "512", "--checkpoint-dir",
-                                               "ck_static")), 0);
-    cr_assert_eq(rb_run(dir, "dyn", be, RB_ARGS("--steps", "4", "--no-eval", "--checkpoint-dir", "ck_dyn")), 0);
+    run_ref(dir, be, RB_ARGS("--steps", "4", "--no-eval", "--loss-scale", "512", "--checkpoint-dir", "ck_static"));
+    run_ref(dir, be, RB_ARGS("--steps", "4", "--no-eval", "--checkpoint-dir", "ck_dyn"));
     static const struct { const char *ck, *scale, *want_a, *want_b; } bad[] = {
         {"ck_static", NULL, "loss_scale=512 in the checkpoint", "loss_scale=dynamic in this run"},
         {"ck_static", "256", "loss_scale=512 in the checkpoint", "loss_scale=256 in this run"},
@@ -469,27 +550,26 @@ Test(resume, fp16_loss_scale_policy_is_part_of_the_configuration)
     };
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
         const int code = resume_fp16(dir, be, bad[k].ck, bad[k].scale ? RB_ARGS("--loss-scale", bad[k].scale) : NULL,
-                                     &err);
+                                     &err, k > 0);
         cr_assert(code == 2 && strstr(err, bad[k].want_a) && strstr(err, bad[k].want_b), "case %zu: exit %d: %s", k,
                   code, err);
         free(err);
     }
-    cr_assert_eq(resume_fp16(dir, be, "ck_static", RB_ARGS("--loss-scale", "512"), &err), 0, "%s", err);
+    cr_assert_eq(resume_fp16(dir, be, "ck_static", RB_ARGS("--loss-scale", "512"), &err, 0), 0, "%s", err);
     free(err);
     /* An older build's checkpoint: its text without the word. */
     char *ckd = rb_path(dir, "ck_dyn"), old[600];
     checkpoint_dir_path(ckd, 4, old, sizeof old);
     ckpt_rewrite_config(old, " loss_scale=dynamic", "");
-    cr_assert_eq(resume_fp16(dir, be, "ck_dyn", NULL, &err), 0, "%s", err);
+    cr_assert_eq(resume_fp16(dir, be, "ck_dyn", NULL, &err, 0), 0, "%s", err);
     cr_assert(strstr(err, "predates fp16's loss-scale policy") && strstr(err, "loss_scale=dynamic"), "%s", err);
     free(err);
     free(ckd);
     /* bf16m is not bf16 on the cpu device. */
     static const char *const bf[] = {LS_BASE, NULL};
 #undef LS_BASE
-    cr_assert_eq(rb_run(dir, "bf", bf, RB_ARGS("--steps", "4", "--no-eval", "--precision", "bf16m", "--checkpoint-dir",
-                                               "ck_bf")), 0);
-    const int code = resume_fp16(dir, bf, "ck_bf", RB_ARGS("--precision", "bf16"), &err);
+    run_ref(dir, bf, RB_ARGS("--steps", "4", "--no-eval", "--precision", "bf16m", "--checkpoint-dir", "ck_bf"));
+    const int code = resume_fp16(dir, bf, "ck_bf", RB_ARGS("--precision", "bf16"), &err, 1);
     cr_assert(code == 2 && strstr(err, "precision=bf16m in the checkpoint"), "exit %d: %s", code, err);
     free(err);
     tu_rm_rf(dir);
@@ -554,7 +634,7 @@ Test(resume, an_unreadable_newest_checkpoint_falls_back_to_the_one_before)
 Test(resume, a_skipped_torn_checkpoint_is_set_aside_not_kept_by_pruning)
 {
     char *dir = new_dir();
-    cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ck")), 0);
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ck"));
     cr_assert_eq(rb_run(dir, "second", RB_ARGS(RB_BASE), RB_ARGS("--steps", "30", "--no-eval", "--resume", "ck")), 0);
     char *p20 = rb_path(dir, "ck/ckpt-0000000020.safetensors"), *p30 = rb_path(dir, "ck/ckpt-0000000030.safetensors"),
          *p40 = rb_path(dir, "ck/ckpt-0000000040.safetensors"),
@@ -588,10 +668,12 @@ Test(resume, an_unset_dropout_is_named_as_the_workloads)
     char *dir = new_dir();
 #define EFF "--workload", "effnet-b0", "--resolution", "16", "--conv-algo", "im2col", "--data", "synthetic", \
             "--synthetic-samples", "64,16", "--batch", "4", "--mllog", "none", "--out", "results.jsonl", "--quiet", "--no-eval"
-    cr_assert_eq(rb_run(dir, "first", RB_ARGS(EFF), RB_ARGS("--steps", "2", "--checkpoint-dir", "ck")), 0);
-    const int code = rb_run(dir, "bad", RB_ARGS(EFF), RB_ARGS("--steps", "2", "--dropout", "0.5", "--resume", "ck"));
+    run_ref(dir, RB_ARGS(EFF), RB_ARGS("--steps", "2", "--checkpoint-dir", "ck"));
+    /* In this process (run_here_cli): a_different_configuration_is_a_usage_error spawns bench's refused resume. */
+    char *err;
+    const int code =
+        run_here_cli(dir, RB_ARGS(EFF), RB_ARGS("--steps", "2", "--dropout", "0.5", "--resume", "ck"), &err);
 #undef EFF
-    char *err = rb_stderr(dir, "bad");
     cr_assert_eq(code, 2, "exit %d: %s", code, err);
     cr_assert(strstr(err, "dropout=the workload's (0.2) in the checkpoint, dropout=0.5 in this run") &&
                   !strstr(err, "=-1"), "%s", err);
@@ -606,9 +688,12 @@ Test(resume, nothing_to_resume_is_one_line_and_exit_1)
     char *empty = rb_path(dir, "empty");
     cr_assert_eq(mkdir(empty, 0755), 0);
     const char *const *dirs = RB_ARGS("empty", "missing");
-    for (int i = 0; i < 2; i++) {
-        const int code = rb_run(dir, "r", RB_ARGS(RB_BASE), RB_ARGS("--steps", "10", "--resume", dirs[i]));
-        char *err = rb_stderr(dir, "r");
+    for (int i = 0; i < 2; i++) { /* the first through bench, the second in this process (run_here_cli) */
+        const char *const *extra = RB_ARGS("--steps", "10", "--resume", dirs[i]);
+        char *err;
+        const int code =
+            i == 0 ? rb_run(dir, "r", RB_ARGS(RB_BASE), extra) : run_here_cli(dir, RB_ARGS(RB_BASE), extra, &err);
+        if (i == 0) err = rb_stderr(dir, "r");
         cr_assert_eq(code, 1, "--resume %s: exit %d: %s", dirs[i], code, err);
         cr_assert(strstr(err, dirs[i]) && strchr(err, '\n') == err + strlen(err) - 1, "--resume %s: %s", dirs[i], err);
         free(err);
@@ -661,17 +746,23 @@ Test(resume, load_starts_from_a_file_and_rejects_a_malformed_one)
     cr_assert(asprintf(&cmd, "head -c 700 '%s' > '%s'", a, t) > 0);
     cr_assert_eq(system(cmd), 0);
     const char *const *bad = RB_ARGS("garbage.st", "torn.st", "missing.st");
-    for (int i = 0; i < 3; i++) {
-        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE), RB_ARGS("--steps", "3", "--load", bad[i]));
-        char *err = rb_stderr(dir, "bad");
+    for (int i = 0; i < 3; i++) { /* the first through bench, the others in this process (run_here_cli) */
+        const char *const *extra = RB_ARGS("--steps", "3", "--load", bad[i]);
+        char *err;
+        const int code =
+            i == 0 ? rb_run(dir, "bad", RB_ARGS(RB_BASE), extra) : run_here_cli(dir, RB_ARGS(RB_BASE), extra, &err);
+        if (i == 0) err = rb_stderr(dir, "bad");
         cr_assert_eq(code, 1, "--load %s: exit %d: %s", bad[i], code, err);
         cr_assert(strstr(err, bad[i]) != NULL, "--load %s: message does not name the file: %s", bad[i], err);
         cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "--load %s: not one line: %s", bad[i], err);
         free(err);
     }
-    const int code = rb_run(dir, "effnet", RB_ARGS(RB_BASE),
-                            RB_ARGS("--steps", "1", "--load", "a.st", "--workload", "effnet-b0", "--resolution", "16"));
-    cr_assert_eq(code, 1);
+    char *err;
+    const int code = run_here_cli(
+        dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "1", "--load", "a.st", "--workload", "effnet-b0", "--resolution", "16"),
+        &err);
+    cr_assert_eq(code, 1, "%s", err);
+    free(err);
     cr_assert_eq(rb_count_lines(res), rows, "a failed --load wrote a result row");
     free(res), free(g), free(t), free(a), free(cmd);
     tu_rm_rf(dir);
@@ -722,10 +813,12 @@ Test(resume, checkpoint_options_are_validated)
     static const char *const needle[] = {"--save applies to --plan train", "--checkpoint-every needs --checkpoint-dir",
                                          "--load x.st does not apply", "--plan throughput measures step times",
                                          "already holds another run's checkpoints", "--plan inference measures"};
-    cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "3", "--no-eval", "--checkpoint-dir", "ck")), 0);
-    for (int i = 0; i < 6; i++) {
-        const int code = rb_run(dir, "v", RB_ARGS(RB_BASE), cases[i]);
-        char *err = rb_stderr(dir, "v");
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "3", "--no-eval", "--checkpoint-dir", "ck"));
+    for (int i = 0; i < 6; i++) { /* the first through bench, the others in this process (run_here_cli) */
+        char *err;
+        const int code = i == 0 ? rb_run(dir, "v", RB_ARGS(RB_BASE), cases[i])
+                                : run_here_cli(dir, RB_ARGS(RB_BASE), cases[i], &err);
+        if (i == 0) err = rb_stderr(dir, "v");
         cr_assert_eq(code, 2, "case %d: exit %d: %s", i, code, err);
         cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "case %d: not one line: %s", i, err);
         cr_assert(strstr(err, needle[i]), "case %d: the message does not say \"%s\": %s", i, needle[i], err);
@@ -733,8 +826,8 @@ Test(resume, checkpoint_options_are_validated)
     }
     /* --resume naming a file: the option given is named, not the --checkpoint-dir it defaults (a probe's). */
     rb_write(dir, "afile", "x\n");
-    const int code = rb_run(dir, "v", RB_ARGS(RB_BASE), RB_ARGS("--steps", "5", "--resume", "afile"));
-    char *err = rb_stderr(dir, "v");
+    char *err; /* in this process: nothing_to_resume_is_one_line_and_exit_1 spawns bench's exit 1 of a resume */
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "5", "--resume", "afile"), &err);
     cr_assert(code == 1 && strstr(err, "--resume afile: not a directory") && !strstr(err, "--checkpoint-dir"),
               "exit %d: %s", code, err);
     free(err);
@@ -742,8 +835,13 @@ Test(resume, checkpoint_options_are_validated)
     free(dir);
 }
 
-/* A time-to-accuracy run that learns slowly (about 3100 steps to the target, one evaluation every 25). */
-#define TTA "--plan", "tta", "--eval-every", "25", "--max-epochs", "30", "--target", "0.9", "--lr", "0.000003"
+/* A time-to-accuracy run that learns slowly (about 3100 steps to the target, one evaluation every 25), so that a
+ * signal sent when a checkpoint appears lands well before the target. Under ASan, where a step takes about 5 times
+ * as long, a rate that takes about 850 steps: the 700 or so left after the stops still outlast the main build's
+ * 2900 (about 0.5 s against 0.45); what the tests check (the steps, evaluations and bits of a resumed run against
+ * the straight one) does not depend on the length. */
+#define TTA "--plan", "tta", "--eval-every", "25", "--max-epochs", "30", "--target", "0.9", "--lr", \
+            (TU_UNDER_ASAN ? "0.00001" : "0.000003")
 
 /* The checkpoint of plan step g (every seed's steps so far) in dir/sub. */
 static char *ck_file(const char *dir, const char *sub, long g)
@@ -877,11 +975,14 @@ Test(resume, tta_interrupted_twice_and_resumed_reaches_the_target_at_the_same_st
  * resumed run adds to) counted the 1.5 s as training 75 steps of a small MLP, which take milliseconds. */
 Test(resume, a_stop_during_an_evaluation_resumes_with_that_evaluation)
 {
+    /* The stop is the failpoint's, not a signal raced against the run, so a rate that reaches the target in about
+     * 225 steps (9 evaluations) does: well after the stopped third evaluation, in a quarter of TTA's steps. */
+#define TTA_EVAL_STOP "--plan", "tta", "--eval-every", "25", "--max-epochs", "30", "--target", "0.9", "--lr", "0.00005"
     char *dir = new_dir();
-    cr_assert_eq(rb_run(dir, "straight", RB_ARGS(RB_BASE), RB_ARGS(TTA)), 0);
+    cr_assert_eq(rb_run(dir, "straight", RB_ARGS(RB_BASE), RB_ARGS(TTA_EVAL_STOP)), 0);
     struct json_value *rs = rb_last_row(dir);
     cr_assert_eq(setenv("TB_STOP_IN_EVAL", "3:1500", 1), 0);
-    const int code = rb_run(dir, "stopped", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--checkpoint-dir", "ck"));
+    const int code = rb_run(dir, "stopped", RB_ARGS(RB_BASE), RB_ARGS(TTA_EVAL_STOP, "--checkpoint-dir", "ck"));
     unsetenv("TB_STOP_IN_EVAL");
     char *err = rb_stderr(dir, "stopped");
     cr_assert_eq(code, 128 + SIGTERM, "exit %d: %s", code, err);
@@ -896,7 +997,7 @@ Test(resume, a_stop_during_an_evaluation_resumes_with_that_evaluation)
     struct json_value *sv = tta_state_of(ck);
     const struct json_value *kept = json_get(sv, "curve");
     cr_assert(kept && kept->n == 2, "the checkpoint at step 75 keeps %d evaluations, want 2", kept ? kept->n : -1);
-    cr_assert_eq(rb_run(dir, "resumed", RB_ARGS(RB_BASE), RB_ARGS(TTA, "--resume", "ck")), 0);
+    cr_assert_eq(rb_run(dir, "resumed", RB_ARGS(RB_BASE), RB_ARGS(TTA_EVAL_STOP, "--resume", "ck")), 0);
     struct json_value *rr = rb_last_row(dir);
     cr_assert_str_eq(json_get_str(rr, "status", ""), "ok");
     assert_same_seed(rs, rr, 0);
@@ -904,6 +1005,7 @@ Test(resume, a_stop_during_an_evaluation_resumes_with_that_evaluation)
     free(ck);
     tu_rm_rf(dir);
     free(dir);
+#undef TTA_EVAL_STOP
 }
 
 Test(resume, tta_with_two_seeds_resumes_inside_the_second_seed)
@@ -937,10 +1039,9 @@ Test(resume, train_and_tta_do_not_take_each_others_checkpoints)
 {
     char *dir = new_dir();
     /* A quick tta (the default rate reaches 90 % within a few evaluations) and a train run. */
-    cr_assert_eq(rb_run(dir, "tta", RB_ARGS(RB_BASE), RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9",
-                                                               "--checkpoint-dir", "ckt")),
-                 0);
-    cr_assert_eq(rb_run(dir, "train", RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ckr")), 0);
+    run_ref(dir, RB_ARGS(RB_BASE),
+            RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9", "--checkpoint-dir", "ckt"));
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--no-eval", "--checkpoint-dir", "ckr"));
     char *res = rb_path(dir, "results.jsonl");
     const int rows = rb_count_lines(res);
     /* Arguments (NULL-terminated), then the words the message must contain. */
@@ -951,9 +1052,11 @@ Test(resume, train_and_tta_do_not_take_each_others_checkpoints)
          "target=0.9 in the checkpoint, target=0.8"},
         {"--plan", "tta", "--eval-every", "50", "--target", "0.9", "--resume", "ckt", NULL, "eval_every=25 in the checkpoint"},
     };
-    for (int i = 0; i < 4; i++) {
-        const int code = rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i]);
-        char *err = rb_stderr(dir, "bad");
+    for (int i = 0; i < 4; i++) { /* the first through bench, the others in this process (run_here_cli) */
+        char *err;
+        const int code = i == 0 ? rb_run(dir, "bad", RB_ARGS(RB_BASE), cases[i])
+                                : run_here_cli(dir, RB_ARGS(RB_BASE), cases[i], &err);
+        if (i == 0) err = rb_stderr(dir, "bad");
         cr_assert_eq(code, 2, "case %d: exit %d, want 2: %s", i, code, err);
         cr_assert(strstr(err, cases[i][9]) && strstr(err, "--resume"), "case %d: the message does not name the difference: %s",
                   i, err);
@@ -984,9 +1087,13 @@ Test(resume, tta_resume_of_a_finished_plan_says_so_and_writes_no_row)
     snprintf(want, sizeof want, "\"finished_step\":%ld", total);
     cr_assert(strstr(note, want) && strstr(note, json_get_str(r, "run_id", "?")), "finished.json: %s (want %s)", note, want);
     const int rows = rb_count_lines(res);
-    for (int i = 0; i < 2; i++) {
-        cr_assert_eq(rb_run(dir, "again", RB_ARGS(RB_BASE), RB_ARGS(QUICK_TTA, "--seeds", "2", "--resume", "ckt")), 0);
-        char *err = rb_stderr(dir, "again");
+    for (int i = 0; i < 2; i++) { /* the first through bench, the second in this process (run_here_cli) */
+        const char *const *extra = RB_ARGS(QUICK_TTA, "--seeds", "2", "--resume", "ckt");
+        char *err = NULL;
+        const int code =
+            i == 0 ? rb_run(dir, "again", RB_ARGS(RB_BASE), extra) : run_here_cli(dir, RB_ARGS(RB_BASE), extra, &err);
+        if (i == 0) err = rb_stderr(dir, "again");
+        cr_assert_eq(code, 0, "resume %d: exit %d: %s", i, code, err);
         cr_assert(strstr(err, "finished at step") && strstr(err, "no new row"), "resume %d: %s", i, err);
         free(err);
         cr_assert_eq(rb_count_lines(res), rows, "resume %d of a finished tta plan wrote a row", i);
