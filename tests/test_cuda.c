@@ -1105,6 +1105,9 @@ Test(cuda, set_seed_rekeys_dropout)
     executor_zero_grads(&b), executor_zero_grads(&k);
     cr_assert_eq(executor_forward_backward(&b, &p, &lb), TB_OK, "%s", tb_error_get());
     cr_assert_eq(executor_forward_backward(&k, &p, &lk), TB_OK, "%s", tb_error_get());
+    /* Re-keyed: other masks than seed 1's, and seed 5's from the start (the same weights and step). */
+    cr_assert(la != lb, "set_seed(5) kept seed 1's dropout masks: loss %.17g both times", la);
+    cr_assert(lb == lk, "set_seed(5): loss %.17g, a seed-5 executor's %.17g", lb, lk);
     executor_destroy(&b), executor_destroy(&k);
     fixture_free(&f);
 }
