@@ -1488,6 +1488,7 @@ Test(cli, profile_share_of_peak_is_the_rows_threads_ceiling, .timeout = 120)
     double secs, share, gflops, of_peak;
     cr_assert_eq(sscanf(line, " conv %d %lf %lf%% %lf %lf%%", &layers, &secs, &share, &gflops, &of_peak), 5, "%s", line);
     cr_assert(strstr(p.out, "of sgemm peak") != NULL, "%s", p.out);
+    cr_assert_gt(gflops, 0.0, "the conv layers' rate: %s", line);
     const double want = 100.0 * gflops / peak;
     cr_assert(fabs(of_peak - want) <= 0.051 + 1e-3 * want, "conv at %g %% of peak, %g GFLOP/s of %g: %g %%", of_peak,
               gflops, peak, want);

@@ -294,13 +294,14 @@ Test(cuda, mlp_train_step_vs_cpu)
     ex_init(&g, &f, &cg);
     ex_init(&c, &f, &cc);
     struct executor *both[2] = {&g, &c};
+    double l[2];
     for (int e = 0; e < 2; e++) {
-        double l;
         const struct executor_pass p = pass(&f, N, 1, 0, 0);
         executor_zero_grads(both[e]);
-        cr_assert_eq(executor_forward_backward(both[e], &p, &l), TB_OK, "%s", tb_error_get());
+        cr_assert_eq(executor_forward_backward(both[e], &p, &l[e]), TB_OK, "%s", tb_error_get());
         cr_assert_eq(executor_update(both[e], 1), TB_OK, "%s", tb_error_get());
     }
+    cr_assert(fabs(l[0] - l[1]) <= 1e-4 * fabs(l[1]), "loss %.9g cuda, %.9g cpu", l[0], l[1]);
     assert_close_abs(&g, &c, TF_PARAMS, 1e-5, 1e-3 * cg.optim.lr, "params after one Adam step");
     assert_close(&g, &c, TF_OPT, 1e-4, "Adam state after one step");
     executor_destroy(&g), executor_destroy(&c);
@@ -438,6 +439,7 @@ Test(cuda, graph_loop_vs_plain_steps)
     double l6, l7;
     long done = -1;
     cr_assert_eq(executor_train_step(&fused, &p7, &l6), TB_OK, "%s", tb_error_get());
+    cr_assert(memcmp(&l6, &losses[5], sizeof l6) == 0, "fused step 6: %.17g vs %.17g", l6, losses[5]);
     cr_assert_eq(executor_run_steps(&fused, 7, 1, &l7, &done), TB_EINVAL, "a run after a fused step is refused");
     cr_assert_eq(done, 0);
     executor_destroy(&fused);

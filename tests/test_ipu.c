@@ -787,6 +787,7 @@ Test(ipu, timeline_and_accounting, .timeout = 60)
     cr_assert(strncmp(csv, hdr, strlen(hdr)) == 0, "header: %.80s", csv);
     /* start/end of F and B per (step, stage, replica, micro-batch) */
     double f0[4][2][2][4], f1[4][2][2][4], b0[4][2][2][4], b1[4][2][2][4];
+    unsigned char seen[2][4][2][2][4] = {{{{{0}}}}}; /* each F and B slot once: the counts below then cover all */
     int nf = 0, nb = 0, na = 0, nu = 0;
     char *line = strchr(csv, '\n') + 1;
     while (*line) {
@@ -798,6 +799,10 @@ Test(ipu, timeline_and_accounting, .timeout = 60)
                      line);
         cr_assert_leq(a, z);
         cr_assert(step >= 1 && step <= 3 && s >= 0 && s < 2 && r >= 0 && r < 2 && d == r * 2 + s);
+        if (ph == 'F' || ph == 'B') {
+            cr_assert(mb >= 0 && mb < 4, "micro-batch %d: %.60s", mb, line);
+            cr_assert(!seen[ph == 'B'][step][s][r][mb]++, "a second %c row: %.60s", ph, line);
+        }
         if (ph == 'F') f0[step][s][r][mb] = a, f1[step][s][r][mb] = z, nf++;
         if (ph == 'B') b0[step][s][r][mb] = a, b1[step][s][r][mb] = z, nb++;
         na += ph == 'A', nu += ph == 'U';

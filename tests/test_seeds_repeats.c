@@ -17,8 +17,9 @@
 TestSuite(seeds_repeats, .timeout = 60);
 
 /* Runs bench with args (at most 40) plus --out DIR/row.jsonl in a fresh temp directory; returns the row
- * (free with json_value_free), or NULL when want_rc is not 0 (then the exit status is checked only). */
-static struct json_value *bench_row(const char *const *args, int want_rc)
+ * (free with json_value_free), or NULL when want_rc is not 0 (then the exit status is checked, and where err is
+ * not NULL *err receives what bench wrote on stderr, malloc'd). */
+static struct json_value *bench_row_err(const char *const *args, int want_rc, char **err)
 {
     char *dir = tu_mkdtemp("seeds");
     char *out = rb_path(dir, "row.jsonl");
@@ -37,12 +38,18 @@ static struct json_value *bench_row(const char *const *args, int want_rc)
         cr_assert(text, "no row in %s", out);
         cr_assert_eq(json_parse(text, len, &v), TB_OK, "the row is not one JSON value: %s", tb_error_get());
         free(text);
+    } else if (err) {
+        *err = strdup(p.err ? p.err : "");
+        cr_assert_not_null(*err);
     }
     proc_free(&p);
     tu_rm_rf(dir);
     free(out), free(dir);
     return v;
 }
+
+/* bench_row_err without the stderr. */
+static struct json_value *bench_row(const char *const *args, int want_rc) { return bench_row_err(args, want_rc, NULL); }
 
 /* Writes a tiny IDX data set (n_train and n_test 28×28 images, fixed pixels, labels 0..9) into dir: synthetic
  * data are drawn from --seed, so two seeds' runs would not see the same samples. */
@@ -139,8 +146,18 @@ Test(seeds_repeats, tta_seed_k_is_the_run_with_that_seed_alone_ipu_rounding)
  * went on at the scale the first reached, trained, and the run passed with the first repeat's skips in it. */
 Test(seeds_repeats, fp16_repeat_two_is_two_of_repeat_one)
 {
-    bench_row(ARGS(FP16_THROUGHPUT, "--repeat", "1"), 1);
-    bench_row(ARGS(FP16_THROUGHPUT, "--repeat", "2"), 1);
+    char *e1, *e2;
+    bench_row_err(ARGS(FP16_THROUGHPUT, "--repeat", "1"), 1, &e1);
+    bench_row_err(ARGS(FP16_THROUGHPUT, "--repeat", "2"), 1, &e2);
+    /* Both refuse for having applied no update, and the second repeat came down from the initial scale to where
+     * the first did (had it gone on from the first's scale, it would have ended 2^10 lower, or trained). */
+    cr_assert(strstr(e1, "no update applied") && strstr(e1, "all 10 steps"), "--repeat 1: %s", e1);
+    cr_assert(strstr(e2, "no update applied") && strstr(e2, "all 20 steps"), "--repeat 2: %s", e2);
+    const char *s1 = strstr(e1, "loss scale now "), *s2 = strstr(e2, "loss scale now ");
+    cr_assert(s1 && s2, "no scale named: %s / %s", e1, e2);
+    cr_assert_eq(strtod(s1 + strlen("loss scale now "), NULL), strtod(s2 + strlen("loss scale now "), NULL),
+                 "the scale the repeats reached: %s / %s", e1, e2);
+    free(e1), free(e2);
 }
 
 /* At resolution 32 the scale comes down within the run (8 of 10 steps skipped) and it trains: a second repeat
