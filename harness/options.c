@@ -102,9 +102,9 @@ static const struct bench_option options[] = {
     {"lr-schedule", 1, "NAME", "constant | exponential | polynomial | cosine decay after the warm-up (default:\n"
                                "the recipe's, else constant); the decay runs to the last step", 0},
     {"lr-warmup", 1, "STEPS", "linear learning-rate warm-up from 0 over STEPS steps (default: the recipe's, else 0)", 0},
-    {"lr-decay-rate", 1, "X", "exponential: lr·X^(step/decay-steps) (default 0.97)", 0},
-    {"lr-decay-steps", 1, "N", "exponential: steps per decay period (default 1)", 0},
-    {"lr-power", 1, "X", "polynomial decay power (default 1)", 0},
+    {"lr-decay-rate", 1, "X", "exponential: lr·X^(step/decay-steps) (default: the recipe's, else 0.97)", 0},
+    {"lr-decay-steps", 1, "N", "exponential: steps per decay period (default: the recipe's, else 1)", 0},
+    {"lr-power", 1, "X", "polynomial decay power (default: the recipe's, else 1)", 0},
     {"lr-final", 1, "X", "polynomial / cosine: final learning rate (default 0)", 0},
     {"profile", 0, NULL, "backends: record per-layer times", 0},
     {"timeline", 1, "FILE", "ipu: write the per-device, per-micro-batch timeline (CSV) to FILE", 0},

@@ -159,11 +159,13 @@ struct trace {
     float *params;        /* (n_params) */
     float *opt;           /* (state_per_param · n_params) */
     size_t n_params, n_opt;
+    float *peek;          /* the parameters read after run_spec.peek_step (NULL: none) */
+    struct eval_stats peek_eval; /* and the evaluation of that step's batch then */
 };
 
 static void trace_free(struct trace *t)
 {
-    free(t->params), free(t->opt);
+    free(t->params), free(t->opt), free(t->peek);
     memset(t, 0, sizeof *t);
 }
 
@@ -192,11 +194,11 @@ static void run_train(const struct run_spec *sp, struct trace *t)
         cr_assert(isfinite(ss.loss_sum), "%s step %d: loss %g", sp->backend, s, ss.loss_sum);
         t->loss[s - 1] = ss.loss_sum;
         if (s == sp->peek_step) { /* work a backend deferred must be done first, and nothing lost */
-            float *p = tu_fvec(S.n_params);
-            cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, p), TB_OK, "%s", tb_error_get());
-            struct eval_stats ev = {0};
-            cr_assert_eq(backend_evaluate(&S.b, &bt, &ev), TB_OK, "%s", tb_error_get());
-            free(p);
+            /* The evaluation first: the parameters' read would apply the update for it. */
+            cr_assert_eq(backend_evaluate(&S.b, &bt, &t->peek_eval), TB_OK, "%s", tb_error_get());
+            cr_assert_eq(t->peek_eval.n, sp->batch);
+            t->peek = tu_fvec(S.n_params);
+            cr_assert_eq(backend_get_tensors(&S.b, TF_PARAMS, t->peek), TB_OK, "%s", tb_error_get());
         }
     }
     trace_finish(&S, t);
@@ -239,6 +241,16 @@ static void assert_trace_bitwise(const struct trace *t, const struct trace *ref,
     tu_assert_bitwise(t->params, ref->params, t->n_params, w);
     snprintf(w, sizeof w, "%s: optimizer state", what);
     tu_assert_bitwise(t->opt, ref->opt, t->n_opt, w);
+    /* A read mid-run: the parameters and the evaluation after the deferred update, not before it. */
+    cr_assert_eq(!t->peek, !ref->peek, "%s: one trace read mid-run, the other not", what);
+    if (t->peek) {
+        snprintf(w, sizeof w, "%s: params read mid-run", what);
+        tu_assert_bitwise(t->peek, ref->peek, t->n_params, w);
+        cr_assert(memcmp(&t->peek_eval.loss_sum, &ref->peek_eval.loss_sum, sizeof(double)) == 0 &&
+                      t->peek_eval.correct == ref->peek_eval.correct,
+                  "%s: evaluation mid-run: loss %.17g, %ld correct against %.17g, %ld", what, t->peek_eval.loss_sum,
+                  t->peek_eval.correct, ref->peek_eval.loss_sum, ref->peek_eval.correct);
+    }
 }
 
 /* Step-by-step equivalence of one configuration (sp->backend at sp->batch) with cpu at that batch, from

@@ -121,26 +121,40 @@ Test(cli, unknown_option)
     expect_usage_error(ARGS("-batch", "8"), ARGS("'-batch'"));
 }
 
+/* "(valid: a, b, c)" of the n names, into buf: the refusals list every name, in the registry's order. */
+static const char *valid_list(char *buf, size_t size, const char *const *names, int n)
+{
+    snprintf(buf, size, "(valid: ");
+    for (int i = 0; i < n; i++) {
+        strncat(buf, names[i], size - strlen(buf) - 1);
+        strncat(buf, i + 1 < n ? ", " : ")", size - strlen(buf) - 1);
+    }
+    cr_assert_lt(strlen(buf), size - 1, "the list did not fit: %s", buf);
+    return buf;
+}
+
 Test(cli, unknown_backend_lists_valid_ones)
 {
     int n;
     const struct backend_entry *r = backend_registry(&n);
-    const char *needles[16] = {"no-such-backend", "backend"};
-    int k = 2;
-    for (int i = 0; i < n && k < 15; i++) needles[k++] = r[i].name;
-    needles[k] = NULL;
-    expect_refused_in_process(ARGS("--backend", "no-such-backend"), needles); /* bench_config_set's, as bad_batch's */
+    const char *names[32];
+    cr_assert_leq(n, 32);
+    for (int i = 0; i < n; i++) names[i] = r[i].name;
+    char list[1024];
+    expect_refused_in_process(ARGS("--backend", "no-such-backend"), /* bench_config_set's, as bad_batch's */
+                              ARGS("unknown backend 'no-such-backend'", valid_list(list, sizeof list, names, n)));
 }
 
 Test(cli, unknown_workload_lists_valid_ones)
 {
     int n;
     const struct workload *const *w = workload_registry(&n);
-    const char *needles[16] = {"no-such-workload", "workload"};
-    int k = 2;
-    for (int i = 0; i < n && k < 15; i++) needles[k++] = w[i]->name;
-    needles[k] = NULL;
-    expect_refused_in_process(ARGS("--workload", "no-such-workload"), needles); /* bench_config_set's, as bad_batch's */
+    const char *names[64];
+    cr_assert_leq(n, 64);
+    for (int i = 0; i < n; i++) names[i] = w[i]->name;
+    char list[2048];
+    expect_refused_in_process(ARGS("--workload", "no-such-workload"), /* bench_config_set's, as bad_batch's */
+                              ARGS("unknown workload 'no-such-workload'", valid_list(list, sizeof list, names, n)));
 }
 
 /* A bad value is refused as bench_config_set reads it: the first spawned, the others of the kind (here and in the
@@ -665,7 +679,11 @@ Test(cli, classes_checkpoint_names_and_schedule_fields)
                               ARGS("GroupNorm of 4 groups", "has 2"));
     struct json_value *r = first_row(out);
     cr_assert_float_eq(json_get_number(r, "config.lr_final", -1), 0.01, 1e-9);
-    cr_assert(json_get(r, "config.lr_power") && json_get(r, "config.lr_decay_rate") && json_get(r, "config.lr_decay_steps"));
+    cr_assert_str_eq(json_get_str(r, "config.lr_schedule", ""), "cosine");
+    /* The other schedules' parameters, effnet's recipe's (bench --list), recorded all the same. */
+    cr_assert_float_eq(json_get_number(r, "config.lr_decay_rate", -1), 0.97, 1e-6);
+    cr_assert_eq(json_get_number(r, "config.lr_decay_steps", -1), 1000);
+    cr_assert_eq(json_get_number(r, "config.lr_power", -1), 1);
     json_value_free(r);
     proc_free(&p);
     tu_rm_rf(ml);
@@ -1036,8 +1054,8 @@ Test(cli, eval_batch_clamped_to_the_test_set)
     cr_assert_eq(r.eval_batch, 200, "config.eval_batch");
     cr_assert(strstr(r.err, "--eval-batch 1048576") != NULL, "the clamp is not said: %s", r.err);
     cr_assert_eq(d.n, 1);
-    cr_assert_leq(d.eval_samples, 1000, "a synthetic run's default test set");
-    cr_assert_leq(d.eval_batch, d.eval_samples);
+    cr_assert_eq(d.eval_samples, 1000, "a synthetic run's default test set");
+    cr_assert(d.eval_batch > 0 && d.eval_batch <= d.eval_samples, "config.eval_batch %ld", d.eval_batch);
     /* --steps N evaluates max(1,000, N × batch) test samples, not the whole set. */
     struct row_check e = {0};
     run_for_rows(ARGS("--data", "synthetic", "--synthetic-samples", "256,2000", "--steps", "1", "--batch", "8",
@@ -1435,7 +1453,8 @@ Test(cli, profile_on_a_pool_records_idle_time_per_layer, .timeout = 120)
              * type of a few microseconds can read below 0 when another process takes a core mid-layer (the suspect for
              * one failure of this file under ctest -j2, its output lost to the re-run); the lower bound is
              * asserted where that offset is small against the type's time. */
-            const double secs = json_get_number(&types->items[i], "seconds", 0.0);
+            const double secs = json_get_number(&types->items[i], "seconds", -1.0);
+            cr_assert_geq(secs, 0.0, "type %d: no seconds", i);
             if (threads == 2)
                 cr_assert(sh <= 1.0 + 1e-9 && (secs < 1e-3 || sh > -0.25), "type %s idles %g of its %g s",
                           json_get_str(&types->items[i], "op", "?"), sh, secs);

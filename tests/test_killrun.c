@@ -316,6 +316,7 @@ Test(killrun, sigint_and_sigterm_stop_evaluate_between_batches)
             free(err);
             if (!preparing) rb_sleep_ms(1.0);
         }
+        cr_assert(preparing, "signal %d: bench never said it was preparing the backend", sigs[i]);
         rb_sleep_ms(100.0);
         cr_assert_eq(kill(pid, sigs[i]), 0);
         const int code = rb_wait(pid);

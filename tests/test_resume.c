@@ -688,6 +688,7 @@ Test(resume, nothing_to_resume_is_one_line_and_exit_1)
     char *empty = rb_path(dir, "empty");
     cr_assert_eq(mkdir(empty, 0755), 0);
     const char *const *dirs = RB_ARGS("empty", "missing");
+    const char *const *named = RB_ARGS("--resume empty", "directory missing"); /* the folder, as a folder */
     for (int i = 0; i < 2; i++) { /* the first through bench, the second in this process (run_here_cli) */
         const char *const *extra = RB_ARGS("--steps", "10", "--resume", dirs[i]);
         char *err;
@@ -695,7 +696,7 @@ Test(resume, nothing_to_resume_is_one_line_and_exit_1)
             i == 0 ? rb_run(dir, "r", RB_ARGS(RB_BASE), extra) : run_here_cli(dir, RB_ARGS(RB_BASE), extra, &err);
         if (i == 0) err = rb_stderr(dir, "r");
         cr_assert_eq(code, 1, "--resume %s: exit %d: %s", dirs[i], code, err);
-        cr_assert(strstr(err, dirs[i]) && strchr(err, '\n') == err + strlen(err) - 1, "--resume %s: %s", dirs[i], err);
+        cr_assert(strstr(err, named[i]) && strchr(err, '\n') == err + strlen(err) - 1, "--resume %s: %s", dirs[i], err);
         free(err);
     }
     char *res = rb_path(dir, "results.jsonl");
@@ -762,6 +763,8 @@ Test(resume, load_starts_from_a_file_and_rejects_a_malformed_one)
         dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "1", "--load", "a.st", "--workload", "effnet-b0", "--resolution", "16"),
         &err);
     cr_assert_eq(code, 1, "%s", err);
+    cr_assert(strstr(err, "a.st") != NULL, "another model's file: the message does not name it: %s", err);
+    cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "another model's file: not one line: %s", err);
     free(err);
     cr_assert_eq(rb_count_lines(res), rows, "a failed --load wrote a result row");
     free(res), free(g), free(t), free(a), free(cmd);
