@@ -1564,8 +1564,8 @@ static void layers_by_type(struct ctx *x, const struct layer_time *lt, int n, do
 }
 
 /* One run's per-layer section: its chart of the slowest layers, the table (every layer, slowest first, with
- * its place in the model) in charts/data, and the time by layer type. */
-static void layers_of_row(struct ctx *x, int i, const struct json_value *arr)
+ * its place in the model) in charts/data, and the time by layer type. used: the chart names taken so far. */
+static void layers_of_row(struct ctx *x, int i, const struct json_value *arr, struct report_index *used)
 {
     const struct json_value *r = x->rows.v[i];
     struct layer_time *lt = malloc((size_t)arr->n * sizeof *lt);
@@ -1583,10 +1583,20 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr)
         total_ms += t.fw_ms + t.bw_ms;
     }
     qsort(lt, (size_t)n, sizeof *lt, cmp_layer_time);
-    char name[200], safe[160], path[1300], title[320], sub[400], tag[160], vars[32];
+    char name[200], safe[160], path[1300], title[480], sub[400], tag[160], vars[32], key[1024], var[512];
     snprintf(tag, sizeof tag, "%s_%s_%s_b%s", kind_of(r), cs(r, "workload"), cs(r, "backend"), batch_cell(r).s);
     safe_name(safe, sizeof safe, tag);
-    snprintf(name, sizeof name, "layers_%s", safe);
+    /* The readable part alone named rows of other options (lr, precision, ...) alike, and each overwrote the
+     * other's chart: a hash of the row's whole configuration keeps them apart and stays the same from report to
+     * report; a number follows in the unlikely case two configurations share the hash. */
+    row_key(r, key, sizeof key, 1);
+    const uint64_t h = report_key_hash(key);
+    snprintf(name, sizeof name, "layers_%s_%08x", safe, (unsigned)(h ^ (h >> 32)));
+    int id, added = 0;
+    for (int dup = 2; report_index_add(used, name, &id, &added) == TB_OK && !added; dup++)
+        snprintf(name, sizeof name, "layers_%s_%08x_%d", safe, (unsigned)(h ^ (h >> 32)), dup);
+    if (!added) tb_error_clear(); /* out of memory in the index: the name as it stands */
+    variant_label(&x->rows, i, var, sizeof var);
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -1606,11 +1616,11 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr)
     for (int k = 0; k < bars; k++) drawn_ms += lt[k].fw_ms + lt[k].bw_ms;
     int one[1] = {i};
     if (bars < n)
-        snprintf(title, sizeof title, "The %d slowest of %d layers, per step: %s on %s, batch %s (%s)", bars, n,
-                 cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, kind_of(r));
+        snprintf(title, sizeof title, "The %d slowest of %d layers, per step: %s on %s, batch %s (%s%.200s)", bars,
+                 n, cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, kind_of(r), var);
     else
-        snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %s (%s)", cs(r, "workload"),
-                 cs(r, "backend"), batch_cell(r).s, kind_of(r));
+        snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %s (%s%.200s)", cs(r, "workload"),
+                 cs(r, "backend"), batch_cell(r).s, kind_of(r), var);
     subtitle(x, one, 1, sub, sizeof sub);
     snprintf(vars, sizeof vars, "K=%d", bars);
     if (bars) md_chart(x, name, title, render(x, "layers.gp", name, path, title, sub, vars));
@@ -1628,12 +1638,15 @@ static void section_layers(struct ctx *x)
 {
     fprintf(x->md, "## Per-layer time\n\n");
     int found = 0;
+    struct report_index used;
+    report_index_init(&used);
     for (int i = 0; i < x->rows.n; i++) {
         const struct json_value *lt = json_get(x->rows.v[i], "figures.layer_times");
         if (!x->rows.keep[i] || !lt || lt->type != JSON_ARRAY || lt->n == 0) continue;
-        layers_of_row(x, i, lt);
+        layers_of_row(x, i, lt, &used);
         found++;
     }
+    report_index_free(&used);
     if (!found)
         fprintf(x->md, "No row carries per-layer times: run with `--profile` (any backend; the plans that train) to "
                        "record them into `figures.layer_times` (each layer's `forward_s` and `backward_s` a step), and "

@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* FNV-1a, 64 bits: keys are short text, and a collision only costs a strcmp. */
-static uint64_t key_hash(const char *key)
+uint64_t report_key_hash(const char *key)
 {
     uint64_t h = 1469598103934665603ull;
     for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 1099511628211ull;
@@ -31,7 +31,7 @@ static struct report_index_slot *slot_of(const struct report_index *ix, const ch
 int report_index_find(const struct report_index *ix, const char *key)
 {
     if (!ix->cap) return -1;
-    const struct report_index_slot *s = slot_of(ix, key, key_hash(key));
+    const struct report_index_slot *s = slot_of(ix, key, report_key_hash(key));
     return s->key ? s->id : -1;
 }
 
@@ -57,7 +57,7 @@ int report_index_add(struct report_index *ix, const char *key, int *id, int *add
         const int st = grow(ix);
         if (st != TB_OK) return st;
     }
-    const uint64_t h = key_hash(key);
+    const uint64_t h = report_key_hash(key);
     struct report_index_slot *s = slot_of(ix, key, h);
     if (!s->key) {
         char *copy = strdup(key);

@@ -39,6 +39,8 @@ int report_index_find(const struct report_index *ix, const char *key);
 int report_index_add(struct report_index *ix, const char *key, int *id, int *added);
 /* Frees the keys and the table; ix is empty (and usable) after. */
 void report_index_free(struct report_index *ix);
+/* The index's hash of key (FNV-1a, 64 bits): the same text gives the same value in every run and build. */
+uint64_t report_key_hash(const char *key);
 
 /* (int)v when v is finite and within [lo, hi] (truncated toward zero, as the cast would), else fallback:
  * a double outside int's range cast to int is undefined behaviour. */

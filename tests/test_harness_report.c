@@ -4,7 +4,8 @@
  * its pipeline Gantt chart and the measured bubble beside it; rows of runs that did not finish
  * (status not "ok") are listed, never drawn. Thousands of configurations take seconds; an input that is an
  * output is refused; impossible figures are empty cells; warnings come once; the data's CRC is part of a
- * configuration, and a --time-budget run's budget is, not the steps it chose. Needs gnuplot (gnuplot-nox). */
+ * configuration, and a --time-budget run's budget is, not the steps it chose; rows apart in any option get
+ * layer charts of their own. Needs gnuplot (gnuplot-nox). */
 #include "test_harness_util.h"
 
 #include "calibrate.h"
@@ -86,6 +87,20 @@ static void check_png(const char *dir, const char *name)
     free(svg);
 }
 
+/* The name of the chart REPORT.md links after `after` (an alt text, or "](charts/" and a name's start), into
+ * out: a layer chart's name ends in a hash of its row's configuration, which a test need not spell. */
+static void md_chart_after(const char *md, const char *after, char *out, size_t n)
+{
+    const char *a = strstr(md, after);
+    cr_assert_not_null(a, "REPORT.md links no chart after \"%s\":\n%s", after, md);
+    const char *c = strstr(a, "](charts/");
+    cr_assert_not_null(c, "%s", a);
+    c += strlen("](charts/");
+    const char *e = strstr(c, ".png)");
+    cr_assert(e != NULL && (size_t)(e - c) < n, "%s", c);
+    snprintf(out, n, "%.*s", (int)(e - c), c);
+}
+
 /* bench report of the rows in `in` into the test's report/ directory (its path left in out): it succeeds and
  * gnuplot draws every chart. */
 static void report_every_chart(const char *in, char *out, size_t n)
@@ -150,11 +165,11 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
               "the malformed line is skipped with a warning naming it: %s", err);
     free(err);
     cr_assert_eq(n_charts, 6, "the five below and the seeds' published seed001_pods: %d", n_charts);
-    const char *charts[] = {"throughput_mnist-mlp", "tta_mnist-mlp", "scaling_mnist-mlp", "layers_train_mnist-mlp_cpu_b32",
-                            "roofline"};
-    char md_path[256];
+    char md_path[256], layers[128];
     snprintf(md_path, sizeof md_path, "%s/REPORT.md", out);
     char *md = th_read(md_path);
+    md_chart_after(md, "](charts/layers_train_mnist-mlp_cpu_b32_", layers, sizeof layers);
+    const char *charts[] = {"throughput_mnist-mlp", "tta_mnist-mlp", "scaling_mnist-mlp", layers, "roofline"};
     for (int k = 0; k < 5; k++) {
         check_png(out, charts[k]);
         char link[128];
@@ -293,9 +308,11 @@ Test(harness_report, many_layers_chart_the_slowest, .init = th_setup, .fini = th
     struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
     int n_charts = 0;
     cr_assert_eq(report_generate(&o, &n_charts), TB_OK, "%s", tb_error_get());
-    check_png(out, "layers_throughput_effnet-b0_cpu_b8");
     snprintf(p, sizeof p, "%s/REPORT.md", out);
     char *md = th_read(p);
+    char name[128];
+    md_chart_after(md, "](charts/layers_throughput_effnet-b0_cpu_b8_", name, sizeof name);
+    check_png(out, name);
     cr_assert(strstr(md, "The 30 slowest of 100 layers, per step: effnet-b0 on cpu") != NULL, "%s", md);
     cr_assert(strstr(md, "The other 70 layers take 7.455 ms of the layers' 15.150 ms a step (49.2 %)") != NULL, "%s", md);
     /* conv: k even, Σ(k+1) over k = 0, 2, …, 98 = 2,500 µs forward; batchnorm: 2,550. */
@@ -304,7 +321,7 @@ Test(harness_report, many_layers_chart_the_slowest, .init = th_setup, .fini = th
                   NULL,
               "by type, largest first:\n%s", md);
     free(md);
-    snprintf(p, sizeof p, "%s/charts/data/layers_throughput_effnet-b0_cpu_b8.dat", out);
+    snprintf(p, sizeof p, "%s/charts/data/%s.dat", out, name);
     char *dat = th_read(p);
     int lines = 0;
     for (const char *c = dat; *c; c++) lines += *c == '\n';
@@ -313,6 +330,47 @@ Test(harness_report, many_layers_chart_the_slowest, .init = th_setup, .fini = th
     const char *slowest = "\"layer_99\"\t0.1\t0.2\t99\t\"batchnorm\"\n";
     cr_assert(strncmp(first, slowest, strlen(slowest)) == 0, "slowest first:\n%s", dat);
     free(dat);
+}
+
+/* A profiled train row of mnist-mlp on cpu at batch 32 with the given lr, whose first layer takes fw_s forward. */
+static void profile_row(const char *path, const char *id, const char *lr, double fw_s)
+{
+    char t[2048];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"train\",\"run_id\":\"%s\",\"status\":\"ok\",\"config\":{\"backend\":"
+             "\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":32,\"profile\":true,\"lr\":%s},%s,\"figures\":{"
+             "\"images_per_s\":24000,\"layer_times\":[{\"name\":\"dense_0\",\"forward_s\":%g,\"backward_s\":4e-4},"
+             "{\"name\":\"dense_1\",\"forward_s\":1e-5,\"backward_s\":2e-5}]}}\n",
+             id, lr, machine, fw_s);
+    th_append(path, t);
+}
+
+/* Two profiled rows apart only in lr were both charted as layers_train_mnist-mlp_cpu_b32, the later run's chart
+ * and data file replacing the other's under both links. Each row's chart is its own (the name ends in a hash of
+ * the configuration), its title names the option, and its data file holds that row's layer times. */
+Test(harness_report, layer_charts_of_rows_apart_in_one_option, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192], p[512], name[2][128];
+    th_path(in, sizeof in, "results.jsonl");
+    profile_row(in, "slow", "0.1", 7e-4);
+    profile_row(in, "fast", "0.2", 2e-4);
+    report_every_chart(in, out, sizeof out);
+    snprintf(p, sizeof p, "%s/REPORT.md", out);
+    char *md = th_read(p);
+    md_chart_after(md, "![Per-layer time per step: mnist-mlp on cpu, batch 32 (train lr=0.1)]", name[0], sizeof name[0]);
+    md_chart_after(md, "![Per-layer time per step: mnist-mlp on cpu, batch 32 (train lr=0.2)]", name[1], sizeof name[1]);
+    free(md);
+    cr_assert(strcmp(name[0], name[1]) != 0, "both rows charted as %s", name[0]);
+    const char *first[2] = {"\"dense_0\"\t0.7\t0.4\t0\t", "\"dense_0\"\t0.2\t0.4\t0\t"};
+    for (int k = 0; k < 2; k++) {
+        cr_assert(strncmp(name[k], "layers_train_mnist-mlp_cpu_b32_", 31) == 0, "the readable part stays: %s", name[k]);
+        check_png(out, name[k]);
+        snprintf(p, sizeof p, "%s/charts/data/%s.dat", out, name[k]);
+        char *dat = th_read(p);
+        const char *line = strchr(dat, '\n') + 1;
+        cr_assert(strncmp(line, first[k], strlen(first[k])) == 0, "%s holds the other row's data:\n%s", name[k], dat);
+        free(dat);
+    }
 }
 
 Test(harness_report, no_rows_is_an_error, .init = th_setup, .fini = th_teardown)
