@@ -275,6 +275,12 @@ int backend_set_seed(struct backend *b, uint64_t seed)
     return b->i->set_seed(b, seed);
 }
 
+void backend_count_steps(struct backend *b, int timed)
+{
+    TB_ASSERT(b->prepared);
+    if (b->i->count_steps) b->i->count_steps(b, timed);
+}
+
 void backend_describe(struct backend *b, char *buf, size_t n)
 {
     if (b->i && b->i->describe) b->i->describe(b, buf, n);

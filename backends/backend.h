@@ -139,6 +139,8 @@ struct backend_i {
     int (*restore_loss_scaling)(struct backend *b, const char *state);
     /* Every executor's seed (executor_set_seed): see backend_set_seed. */
     int (*set_seed)(struct backend *b, uint64_t seed);
+    /* Whether the steps that follow are timed or warm-up: see backend_count_steps. */
+    void (*count_steps)(struct backend *b, int timed);
 };
 
 struct backend {
@@ -238,6 +240,11 @@ int backend_set_tensors(struct backend *b, enum tensor_family f, const float *sr
  * on, as a backend prepared with run_config.seed = seed would key it: --plan tta's seeds share one backend.
  * TB_EUNSUPPORTED when the backend or its device cannot. */
 int backend_set_seed(struct backend *b, uint64_t seed);
+/* Says whether the training steps of the calls that follow are timed (1) or warm-up (0), as the harness counts
+ * them: a backend that sums figures over steps (the ipu's per-stage figures and bubble) then sums the timed
+ * steps only, as the per-step split does, and the warm-up ones only until a timed step has run (a run no longer
+ * than its warm-up). A no-op for backends without such sums. */
+void backend_count_steps(struct backend *b, int timed);
 /* Writes a one-line description of the backend's arrangement into buf. */
 void backend_describe(struct backend *b, char *buf, size_t n);
 /* Writes the convolution algorithm each layer uses (enum conv_algo, -1 if none) into algos (n_layers);

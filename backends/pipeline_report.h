@@ -26,6 +26,8 @@ struct pipeline_report {
                                                        are decoded into while it runs (0 in fp32); its
                                                        gradients use a second window of the same size */
     double bubble_measured, bubble_ideal;
+    long steps;                          /* the training steps the per-step and per-micro-batch figures and
+                                            bubble_measured average over */
 };
 
 /* One interval of a pipelined backend's last completed training step: what device `device` (stage,

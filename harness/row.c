@@ -662,6 +662,7 @@ void write_pipeline(struct session *s, struct json_buf *b, double measured_image
         json_key_str(b, "split", split);
         json_key_str(b, "split_chosen_by", r.split_given ? "given" : "timed");
     }
+    json_key_int(b, "steps", r.steps);
     json_key_double(b, "bubble_measured", r.bubble_measured);
     json_key_double(b, "bubble_ideal", r.bubble_ideal);
     json_key_array(b, "per_stage");

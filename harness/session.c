@@ -715,6 +715,12 @@ static long run_length(const struct session *s, long per_call, long left)
     return k < left ? k : left;
 }
 
+/* Whether step is timed: past the warm-up, the first c.warmup steps of the record, as the plans count them. */
+static int step_timed(const struct session *s, const struct step_record *rec, long step)
+{
+    return step - rec->base >= s->c.warmup;
+}
+
 /* Books one step that ran (st: its own status, ss: what it reported, dt: its seconds): the divergence
  * rules, the session's counters, the step record and, on the per-step path (traced), --trace's capture.
  * TB_OK to go on; else the step is not done. */
@@ -740,7 +746,7 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
     s->done_step = step, s->last_loss = l;
     /* The warm-up's steps apart (the first c.warmup of the record, as the plans count them): the split on the
      * row and stdout then covers the steps its step-time line times, not the cold first ones. */
-    struct split_sums *sp = &s->split[step - rec->base >= s->c.warmup];
+    struct split_sums *sp = &s->split[step_timed(s, rec, step)];
     sp->step += dt, sp->compute += ss->t_compute, sp->allreduce += ss->t_allreduce;
     sp->exchange += ss->t_exchange, sp->idle += ss->t_idle, sp->n++;
     const long i = step - rec->base;
@@ -782,6 +788,9 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
                                 step - 1);
         /* step_book quotes the backend's message for a finite-loss divergence: none left from before. */
         tb_error_clear();
+        /* The backend's per-step sums (the ipu's per-stage figures) cover the split's steps; a call's steps are
+         * all warm-up or all timed (see warm_end below). */
+        backend_count_steps(&s->be, step_timed(s, rec, step));
         const double t0 = tb_now_s();
         struct step_stats one;
         const struct step_stats *sts = &one;

@@ -4,7 +4,8 @@
  *   the skipped steps of the run itself: a resumed run does not count its checkpoint's skips;
  * - a scaling point that fails before its backend is prepared splits its batch over the cores this process
  *   may use (its affinity), as the backends and the threads figures do, not over the machine's;
- * - the per-step split (mirrored, ipu) covers the steps the step-time figures time, not the warm-up;
+ * - the per-step split (mirrored, ipu) covers the steps the step-time figures time, not the warm-up, and so do
+ *   the ipu's per-stage figures and bubble;
  * - budgeted throughput runs (--time-budget) with other explicit --warmup values are other configurations,
  *   and default ones stay one (config.warmup_given).
  * - a half-precision run's cpu baseline is the cpu's fp32 row (the cpu computes in fp32 only).
@@ -166,6 +167,52 @@ Test(session_rules, the_step_split_averages_the_timed_steps_not_the_warm_up)
         cr_assert_eq(rb_run(dir, "short", args, RB_ARGS("--steps", "2", "--warmup", "3", "--no-eval")), 0);
         last_split(dir, &steps, &step_s, &step_of_rate);
         cr_assert_eq(steps, 2, "%s: a run no longer than its warm-up averages its steps, not %g", be[k][1], steps);
+    }
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The last row's figures.pipeline.steps and step_split.steps, and whether the per-stage compute, averaged over the
+ * stages (one replica), is the split's compute a step (the mean over the devices): the same steps' sums. */
+static void last_pipeline(const char *dir, double *stage_steps, double *split_steps, int *compute_agrees)
+{
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    *stage_steps = json_get_number(r, "figures.pipeline.steps", -1);
+    *split_steps = json_get_number(r, "figures.step_split.steps", -1);
+    const struct json_value *ps = json_get(r, "figures.pipeline.per_stage");
+    cr_assert(ps && ps->type == JSON_ARRAY && ps->n == 2);
+    const double split = json_get_number(r, "figures.step_split.compute_s", NAN);
+    const double mean = 0.5 * (json_get_number(&ps->items[0], "compute_s", NAN) +
+                               json_get_number(&ps->items[1], "compute_s", NAN));
+    *compute_agrees = fabs(mean - split) <= 1e-9 * split;
+    json_value_free(r);
+}
+
+/* The ipu's per-stage figures and bubble took warm-up steps 2 on while the split beside them took the timed steps
+ * only: with --warmup 3 a train run of 7 steps had stages averaged over 6 steps and a split over 4. Both cover the
+ * timed steps now (every repeat's; a run no longer than its warm-up: all its steps, as the split). */
+Test(session_rules, the_per_stage_figures_count_the_steps_the_split_counts)
+{
+    char *dir = tu_mkdtemp("rules");
+    static const char *const ipu[] = {SMALL, "--backend", "ipu", "--stages", "2", "--micro-batch", "2", "--ga", "2", NULL};
+    static const struct {
+        const char *name, *args[12];
+        double steps;
+    } runs[] = {
+        {"tp", {"--plan", "throughput", "--steps", "3", "--warmup", "2", "--repeat", "2", NULL}, 6},
+        {"train", {"--steps", "7", "--warmup", "3", "--no-eval", NULL}, 4},
+        {"short", {"--steps", "2", "--warmup", "3", "--no-eval", NULL}, 2},
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        cr_assert_eq(rb_run(dir, runs[k].name, ipu, runs[k].args), 0);
+        double stage_steps, split_steps;
+        int agrees;
+        last_pipeline(dir, &stage_steps, &split_steps, &agrees);
+        cr_assert_eq(split_steps, runs[k].steps, "%s: the split's steps %g", runs[k].name, split_steps);
+        cr_assert_eq(stage_steps, runs[k].steps, "%s: per-stage figures over %g steps, the split over %g", runs[k].name,
+                     stage_steps, split_steps);
+        cr_assert(agrees, "%s: the stages' mean compute is not the split's", runs[k].name);
     }
     tu_rm_rf(dir);
     free(dir);

@@ -116,16 +116,24 @@ static int collect(struct ipu_ctx *c, struct step_stats *st)
     double span = 0.0, comp = 0.0, exch = 0.0, ar = 0.0, upd = 0.0, loss = 0.0;
     for (int d = 0; d < c->D; d++)
         if (c->dev[d].t_end > span) span = c->dev[d].t_end;
-    /* The first step pays page faults and warm-up: the run's figures are over the later ones. */
-    const int restart = c->n_steps == 1;
-    if (restart) c->sum_span = c->sum_busy = 0.0;
+    /* The sums cover the steps the harness's per-step split covers, where it says which are timed
+     * (backend_count_steps): the first timed step drops the warm-up's, and a warm-up step after it (the next
+     * --repeat's) is left out; the split had covered the timed steps while these took warm-up steps 2 on.
+     * Untold, the first step alone is left out: it pays page faults and warm-up. */
+    int restart = 0, count = 1;
+    if (!c->told) restart = c->n_steps == 1;
+    else if (c->timed && !c->counted_timed) restart = 1, c->counted_timed = 1;
+    else if (!c->timed && c->counted_timed) count = 0;
+    if (restart) c->sum_span = c->sum_busy = 0.0, c->n_counted = 0;
     for (int d = 0; d < c->D; d++) {
         struct ipu_dev *v = &c->dev[d];
         comp += v->t_compute, exch += v->t_exchange, ar += v->t_allreduce, upd += v->t_update;
         const double idle = span - v->t_compute - v->t_exchange;
         if (restart) v->sum_compute = v->sum_exchange = v->sum_idle = v->sum_allreduce = v->sum_fwd = v->sum_bwd = 0.0;
-        v->sum_compute += v->t_compute, v->sum_exchange += v->t_exchange, v->sum_idle += idle > 0 ? idle : 0;
-        v->sum_allreduce += v->t_allreduce, v->sum_fwd += v->t_fwd, v->sum_bwd += v->t_bwd;
+        if (count) {
+            v->sum_compute += v->t_compute, v->sum_exchange += v->t_exchange, v->sum_idle += idle > 0 ? idle : 0;
+            v->sum_allreduce += v->t_allreduce, v->sum_fwd += v->t_fwd, v->sum_bwd += v->t_bwd;
+        }
         if (v->peak_in_use > v->peak_in_use_all) v->peak_in_use_all = v->peak_in_use;
     }
     for (int r = 0; r < p->R; r++) loss += dev_at(c, p->S - 1, r)->loss;
@@ -136,8 +144,7 @@ static int collect(struct ipu_ctx *c, struct step_stats *st)
     if (st->t_idle < 0) st->t_idle = 0;
     st->t_allreduce = ar / c->D;
     if (c->do_update) st->t_update = upd / c->D;
-    c->sum_span += span * c->D;
-    c->sum_busy += comp + exch;
+    if (count) c->sum_span += span * c->D, c->sum_busy += comp + exch, c->n_counted++;
     c->n_steps++;
     keep_timeline(c, span);
     if (!isfinite(loss)) {
@@ -255,7 +262,8 @@ static void pipeline_report_fill(struct ipu_ctx *c, struct pipeline_report *r)
     r->stages = p->S, r->micro_batch = p->B, r->ga = p->G, r->replicas = p->R;
     r->split_given = p->split_given;
     for (int s = 0; s < p->S && s < BACKEND_MAX_STAGES; s++) r->first_block[s] = p->first_block[s];
-    const long steps = c->n_steps > 1 ? c->n_steps - 1 : c->n_steps;
+    const long steps = c->n_counted;
+    r->steps = steps;
     const double eb = (double)stage_prec_bytes(p->prec);
     for (int s = 0; s < p->S && s < BACKEND_MAX_STAGES; s++) {
         double f = 0, bw = 0, cp = 0, ex = 0, id = 0, ar = 0;
@@ -353,9 +361,9 @@ static void ipu_describe(struct backend *b, char *buf, size_t n)
         strncat(rec, ")", sizeof rec - strlen(rec) - 1);
     }
     char meas[96] = "";
-    if (c->n_steps > 0 && c->sum_span > 0)
+    if (c->n_counted > 0 && c->sum_span > 0)
         snprintf(meas, sizeof meas, ", measured %.1f%% over %ld step%s", 100.0 * (1.0 - c->sum_busy / c->sum_span),
-                 c->n_steps > 1 ? c->n_steps - 1 : 1, c->n_steps > 2 ? "s" : "");
+                 c->n_counted, c->n_counted > 1 ? "s" : "");
     char scale[96] = "";
     if (p->prec == STAGE_PREC_FP16) {
         /* Before any step (the harness takes this line at prepare) there is no count to give. */
@@ -405,6 +413,13 @@ static void ipu_destroy(struct backend *b)
     b->ctx = NULL;
 }
 
+/* The harness's word on which steps are timed (see collect). */
+static void ipu_count_steps(struct backend *b, int timed)
+{
+    struct ipu_ctx *c = b->ctx;
+    c->told = 1, c->timed = timed != 0;
+}
+
 /* --resume of an fp16 run: the scale and counts the checkpoint kept, and the stages' gradients scaled by it. */
 static int ipu_restore_loss_scaling(struct backend *b, const char *state)
 {
@@ -419,7 +434,7 @@ static const struct backend_i ipu_iface = {
     .name = "ipu", .prepare = ipu_prepare, .forward_backward = ipu_forward_backward, .update = ipu_update,
     .evaluate = ipu_evaluate, .get_tensors = ipu_get, .set_tensors = ipu_set, .destroy = ipu_destroy,
     .train_step = ipu_train_step, .describe = ipu_describe, .stats = ipu_stats,
-    .restore_loss_scaling = ipu_restore_loss_scaling, .set_seed = ipu_set_seed,
+    .restore_loss_scaling = ipu_restore_loss_scaling, .set_seed = ipu_set_seed, .count_steps = ipu_count_steps,
 };
 
 int backend_ipu_create(struct backend *b)

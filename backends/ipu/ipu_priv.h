@@ -103,9 +103,14 @@ struct ipu_ctx {
     pthread_cond_t pf_cv;
     long pf_gen, pf_done;
     const struct batch *pf_batch;
-    /* accounting since prepare (steps after the first: the first pays page faults and warm-up) */
+    /* accounting since prepare: the timed steps where the harness says which they are (backend_count_steps),
+     * else the steps after the first (the first pays page faults and warm-up) */
     double sum_span, sum_busy;        /* Σ devices × pipeline span; Σ compute + exchange */
-    long n_steps;
+    long n_steps;                     /* training steps run */
+    long n_counted;                   /* steps in the sums */
+    int told;                         /* backend_count_steps was called: timed says which steps count */
+    int timed;                        /* the steps that follow are timed */
+    int counted_timed;                /* the sums hold timed steps (so no warm-up step joins them) */
     double t_measure;                 /* seconds spent timing layers for the split */
     struct timeline_event *tl;        /* (cap_tl) the last training step's events: evaluation resets v->ev */
     int n_tl, cap_tl;
