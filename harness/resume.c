@@ -25,7 +25,8 @@
 /* The last words of resume_config's text: the data's CRC, then (fp16 only) the loss-scale policy, then (BatchNorm
  * models only) the samples a BatchNorm statistic is over; a checkpoint written before one was recorded lacks it and
  * every word after it. */
-#define DATA_CRC_WORD "data_crc32="
+#define DATA_CRC_KEY "data_crc32"
+#define DATA_CRC_WORD DATA_CRC_KEY "="
 #define LOSS_SCALE_WORD "loss_scale="
 #define BN_BATCH_KEY "bn_batch"
 #define BN_BATCH_WORD BN_BATCH_KEY "="
@@ -170,6 +171,32 @@ static void shown_value(const struct session *s, const char *key, const char *v,
             }
     tb_error_clear();
     model_free(&m);
+}
+
+/* An older build named an IDX set by its folder ("fashion-mnist" where the folder's name said fashion, else
+ * "mnist"); sets are now named by their contents, so its checkpoint of this very data (Fashion-MNIST in a folder
+ * named mnist) named another set and was refused. Where got names an IDX set so and records this run's data CRC
+ * (the same bytes), its dataset word becomes this run's, and *old receives the name it had; returns 1 then. */
+static int resume_folder_name(const char *want, char *got, size_t n, char *old, size_t old_n)
+{
+    char a[96], b[96], ca[32], cb[32];
+    config_value(got, "dataset", a, sizeof a);
+    config_value(want, "dataset", b, sizeof b);
+    config_value(got, DATA_CRC_KEY, ca, sizeof ca);
+    config_value(want, DATA_CRC_KEY, cb, sizeof cb);
+    const int folder_name = !strcmp(a, "mnist") || !strcmp(a, "fashion-mnist");
+    const int idx_now = !strcmp(b, "mnist") || !strcmp(b, "fashion-mnist") || !strcmp(b, "idx");
+    if (!strcmp(a, b) || !folder_name || !idx_now || !strcmp(ca, "(none)") || strcmp(ca, cb) != 0) return 0;
+    char from[112];
+    snprintf(from, sizeof from, " dataset=%s ", a);
+    char *at = strstr(got, from);
+    const size_t la = strlen(a), lb = strlen(b);
+    if (!at || strlen(got) - la + lb + 1 > n) return 0;
+    at += strlen(" dataset=");
+    memmove(at + lb, at + la, strlen(at + la) + 1);
+    memcpy(at, b, lb);
+    snprintf(old, old_n, "%s", a);
+    return 1;
 }
 
 /* "batch=8 in the checkpoint, batch=16 now": the first word where two configurations differ. */
@@ -452,6 +479,8 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st == TB_OK && (strcmp(hash, hv) != 0 || strtol(stepv, NULL, 10) != steps[i]))
             st = tb_error_set(TB_EFORMAT, "checkpoint %s: its metadata does not agree with itself", path);
         if (st == TB_OK) resume_normalise(s, batch, got, sizeof got);
+        char folder[96] = "";
+        const int renamed = st == TB_OK && resume_folder_name(want, got, sizeof got, folder, sizeof folder);
         /* A checkpoint of a build before the data's CRC, or before fp16's loss-scale policy: its text is this
          * run's without those last words; it resumes, and says what could not be checked. */
         const char *crc = strstr(want, " " DATA_CRC_WORD), *lsw = strstr(want, " " LOSS_SCALE_WORD),
@@ -480,6 +509,9 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st == TB_OK && steps[i] > total)
             return tb_error_set(TB_EINVAL, "--resume %s: %s is at step %ld, past the %ld steps of this run", dir, path,
                                 steps[i], total);
+        if (st == TB_OK && renamed && !s->c.quiet)
+            fprintf(stderr, "bench: note: %s names its data set by its folder (dataset=%s, as older builds did); its "
+                            "data CRC is this run's, so it resumes on this run's %s\n", path, folder, s->train.name);
         if (st == TB_OK && tta_state) {
             free(*tta_state);
             if (!(*tta_state = checkpoint_meta_alloc(path, "tta_state"))) st = TB_EFORMAT;

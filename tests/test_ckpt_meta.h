@@ -4,7 +4,9 @@
  * header's read and write-back in place for other such edits.
  *
  * The header keeps its length and every tensor its offset: a shorter text is padded with spaces after its
- * closing quote (JSON whitespace). Static functions only; failures fail the calling test.
+ * closing quote (JSON whitespace); a longer one grows the header by a multiple of 8 bytes (the tensors' bytes stay
+ * 8-byte aligned, moved after it; their offsets count from the header's end). Static functions only; failures fail
+ * the calling test.
  */
 #ifndef TB_TEST_CKPT_META_H
 #define TB_TEST_CKPT_META_H
@@ -43,14 +45,14 @@ static __attribute__((unused)) void ckpt_header_write(FILE *f, const char *h, si
     cr_assert_eq(fclose(f), 0);
 }
 
-/* In checkpoint ck's configuration text, replaces from (which must occur once) by to (no longer than from). */
+/* In checkpoint ck's configuration text, replaces from (which must occur once) by to. */
 static __attribute__((unused)) void ckpt_rewrite_config(const char *ck, const char *from, const char *to)
 {
     const size_t lf = strlen(from), lt = strlen(to);
-    cr_assert_leq(lt, lf);
+    const size_t grow = lt > lf ? (lt - lf + 7) / 8 * 8 : 0;
     FILE *f;
     size_t hlen;
-    char *h = ckpt_header_read(ck, &f, &hlen), *out = malloc(hlen + 1);
+    char *h = ckpt_header_read(ck, &f, &hlen), *out = malloc(hlen + grow + 1);
     cr_assert_not_null(out);
     char *cfg = strstr(h, "\"config\":\"");
     cr_assert_not_null(cfg, "%s: no config", ck);
@@ -66,10 +68,10 @@ static __attribute__((unused)) void ckpt_rewrite_config(const char *ck, const ch
     memcpy(out + k, at + lf, (size_t)(end - at - lf)), k += (size_t)(end - at - lf);
     const size_t text_end = k;
     out[k++] = '"';
-    memset(out + k, ' ', lf - lt), k += lf - lt;
+    memset(out + k, ' ', lf + grow - lt), k += lf + grow - lt;
     memcpy(out + k, end + 1, hlen - (size_t)(end + 1 - h)), k += hlen - (size_t)(end + 1 - h);
-    cr_assert_eq(k, hlen);
-    out[hlen] = '\0';
+    cr_assert_eq(k, hlen + grow);
+    out[k] = '\0';
     uint64_t hash = 1469598103934665603ull;
     for (const char *p = out + (cfg - h); p < out + text_end; p++) hash = (hash ^ (unsigned char)*p) * 1099511628211ull;
     char *hv = strstr(out, "\"config_hash\":\"");
@@ -79,8 +81,28 @@ static __attribute__((unused)) void ckpt_rewrite_config(const char *ck, const ch
     snprintf(hex, sizeof hex, "%016" PRIx64, hash);
     cr_assert_eq(hv[16], '"');
     memcpy(hv, hex, 16);
-    ckpt_header_write(f, out, hlen);
-    free(h), free(out);
+    if (!grow) {
+        ckpt_header_write(f, out, hlen);
+        free(h), free(out);
+        return;
+    }
+    /* The tensors' bytes (the rest of the file), then the file again: the new length, header and those bytes. */
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    const long size = ftell(f);
+    cr_assert(size >= (long)(8 + hlen));
+    const size_t n_data = (size_t)size - 8 - hlen;
+    unsigned char *data = malloc(n_data + 1), len8[8];
+    cr_assert_not_null(data);
+    cr_assert_eq(fseek(f, (long)(8 + hlen), SEEK_SET), 0);
+    cr_assert_eq(fread(data, 1, n_data, f), n_data);
+    const size_t nh = hlen + grow;
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)nh >> (8 * i));
+    cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
+    cr_assert_eq(fwrite(len8, 1, 8, f), 8);
+    cr_assert_eq(fwrite(out, 1, nh, f), nh);
+    cr_assert_eq(fwrite(data, 1, n_data, f), n_data);
+    cr_assert_eq(fclose(f), 0);
+    free(h), free(out), free(data);
 }
 
 #endif

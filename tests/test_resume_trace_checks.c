@@ -2,6 +2,7 @@
  * (TB_BENCH_EXE):
  * - --resume compares the samples each BatchNorm statistic is over with the checkpoint's (--devices, --micro-batch,
  *   --ga and --sync-bn decide it: BatchNorm over the global batch is another function than over each replica's);
+ * - --resume takes an older checkpoint that names an IDX set by its folder where its data CRC is this run's;
  * - fp16's "no update applied" advice once the dynamic scale is at its floor (more steps cannot help there);
  * - --trace-step past the most steps a time-budgeted throughput run or a tta seed can take is refused, as train
  *   refuses one past --steps; one the budget did not reach leaves no trace and no figures.trace.
@@ -124,6 +125,75 @@ Test(resume_trace_checks, the_statistics_group_decides_not_the_sync_bn_flag)
     cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
     json_value_free(r);
     free(ckd);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* An IDX split of n 28x28 images (pixels varied by sample and place) and labels i % 10 as dir/data/<prefix>-*. */
+static void write_idx_split(const char *dir, const char *prefix, int n)
+{
+    const size_t px = 28u * 28u * (size_t)n;
+    uint8_t *img = malloc(16 + px), *lab = malloc(8 + (size_t)n);
+    cr_assert(img && lab);
+    const uint32_t hi[4] = {0x803u, (uint32_t)n, 28u, 28u}, hl[2] = {0x801u, (uint32_t)n};
+    for (int k = 0; k < 4; k++)
+        for (int b = 0; b < 4; b++) img[4 * k + b] = (uint8_t)(hi[k] >> (24 - 8 * b));
+    for (int k = 0; k < 2; k++)
+        for (int b = 0; b < 4; b++) lab[4 * k + b] = (uint8_t)(hl[k] >> (24 - 8 * b));
+    for (size_t i = 0; i < px; i++) img[16 + i] = (uint8_t)(i * 7 + i / 784 * 13);
+    for (int i = 0; i < n; i++) lab[8 + i] = (uint8_t)(i % 10);
+    char name[64], *p;
+    snprintf(name, sizeof name, "data/%s-images-idx3-ubyte", prefix);
+    tu_write_file(p = rb_path(dir, name), img, 16 + px);
+    free(p);
+    snprintf(name, sizeof name, "data/%s-labels-idx1-ubyte", prefix);
+    tu_write_file(p = rb_path(dir, name), lab, 8 + (size_t)n);
+    free(p), free(img), free(lab);
+}
+
+/* Sets are named by their contents now ("idx" here); an older build named an IDX set by its folder ("mnist" for
+ * any folder not named fashion), and its checkpoint of the very same data was refused as another data set. Where
+ * the checkpoint's data CRC is this run's, it resumes, with a note; another CRC is still another data set. */
+Test(resume_trace_checks, an_old_checkpoint_naming_an_idx_set_by_its_folder_resumes_on_the_same_data)
+{
+    char *dir = tu_mkdtemp("rtc"), *data = rb_path(dir, "data");
+    cr_assert_eq(mkdir(data, 0700), 0);
+    write_idx_split(dir, "train", 64);
+    write_idx_split(dir, "t10k", 16);
+#define IDX_RUN "--data", "data", "--batch", "8", "--mllog", "none", "--out", "results.jsonl", "--tuning", "none", \
+                "--no-eval"
+    cr_assert_eq(rb_run(dir, "first", RB_ARGS(IDX_RUN, "--quiet"), RB_ARGS("--steps", "1", "--checkpoint-dir", "ck")), 0);
+    char *ckd = rb_path(dir, "ck"), ck1[600];
+    checkpoint_dir_path(ckd, 1, ck1, sizeof ck1);
+    FILE *f;
+    size_t hlen;
+    char *h = ckpt_header_read(ck1, &f, &hlen);
+    fclose(f);
+    const char *at = strstr(h, "data_crc32=");
+    cr_assert(at && strstr(h, " dataset=idx "), "%s", h);
+    char crc[24], other[24];
+    snprintf(crc, sizeof crc, "%.19s", at);
+    snprintf(other, sizeof other, "%s", crc);
+    other[11] = other[11] == '0' ? '1' : '0'; /* another set's CRC */
+    free(h);
+    ckpt_rewrite_config(ck1, " dataset=idx ", " dataset=mnist ");
+    ckpt_rewrite_config(ck1, crc, other);
+    cr_assert_eq(rb_run(dir, "other", RB_ARGS(IDX_RUN), RB_ARGS("--steps", "2", "--resume", "ck")), 2);
+    char *err = rb_stderr(dir, "other");
+    cr_assert(strstr(err, "was made with another configuration (dataset=mnist in the checkpoint, dataset=idx in this "
+                          "run)"), "%s", err);
+    free(err);
+    ckpt_rewrite_config(ck1, other, crc);
+    cr_assert_eq(rb_run(dir, "same", RB_ARGS(IDX_RUN), RB_ARGS("--steps", "2", "--resume", "ck")), 0);
+    err = rb_stderr(dir, "same");
+    cr_assert(strstr(err, "names its data set by its folder (dataset=mnist, as older builds did); its data CRC is this "
+                          "run's, so it resumes on this run's idx\n"), "%s", err);
+    free(err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
+    json_value_free(r);
+#undef IDX_RUN
+    free(ckd), free(data);
     tu_rm_rf(dir);
     free(dir);
 }
