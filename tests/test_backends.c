@@ -939,6 +939,9 @@ Test(backends, cuda_bf16m_checkpoint_resumes_under_bf16, .timeout = 120)
     char *err = rb_stderr(dir, "r");
     cr_assert_eq(code, 0, "%s", err);
     free(err);
+    struct json_value *row = rb_last_row(dir); /* resumed, not started over */
+    cr_assert_eq(json_get_number(row, "figures.resumed_from_step", -1), 2);
+    json_value_free(row);
     /* an older build's bf16 checkpoint */
     cr_assert_eq(rb_run(dir, "b", base, RB_ARGS("--steps", "2", "--precision", "bf16", "--checkpoint-dir", "ck_old")), 0);
     char *d = rb_path(dir, "ck_old"), ck[600];
@@ -948,6 +951,9 @@ Test(backends, cuda_bf16m_checkpoint_resumes_under_bf16, .timeout = 120)
     err = rb_stderr(dir, "r2");
     cr_assert_eq(code, 0, "%s", err);
     free(err);
+    row = rb_last_row(dir);
+    cr_assert_eq(json_get_number(row, "figures.resumed_from_step", -1), 2);
+    json_value_free(row);
     code = rb_run(dir, "r3", base, RB_ARGS("--steps", "6", "--precision", "fp16", "--resume", "ck_old"));
     err = rb_stderr(dir, "r3");
     cr_assert(code == 2 && strstr(err, "precision=bf16m in the checkpoint"), "exit %d: %s", code, err);

@@ -13,7 +13,8 @@
 
 #include <glob.h>
 
-static int load(const char *text, struct suite *s)
+/* Loads text as t.suite; what suite_load wrote on stderr into *err (malloc'd) where err is not NULL. */
+static int load_err(const char *text, struct suite *s, char **err)
 {
     char p[192];
     th_write(th_path(p, sizeof p, "t.suite"), text);
@@ -21,9 +22,13 @@ static int load(const char *text, struct suite *s)
     bench_config_defaults(&base);
     th_stderr_begin();
     int st = suite_load(p, &base, s);
-    free(th_stderr_end());
+    char *e = th_stderr_end();
+    if (err) *err = e;
+    else free(e);
     return st;
 }
+
+static int load(const char *text, struct suite *s) { return load_err(text, s, NULL); }
 
 static void expect_error(const char *text, const char *needle1, const char *needle2)
 {
@@ -544,9 +549,15 @@ Test(harness_suite, star_keeps_the_backends_that_take_the_line_s_options, .init 
     int n_takers = 0;
     for (int k = 0; k < n_backends; k++) n_takers += backend_takes_option(names[k], "stages");
     struct suite s;
-    cr_assert_eq(load("plan=throughput backend=* stages=2 steps=2\nplan=throughput backend=* steps=2\n", &s), TB_OK,
-                 "%s", tb_error_get());
+    char *err;
+    cr_assert_eq(load_err("plan=throughput backend=* stages=2 steps=2\nplan=throughput backend=* steps=2\n", &s, &err),
+                 TB_OK, "%s", tb_error_get());
     cr_assert_eq(s.n_runs, n_takers + n_backends, "stages=2 runs only where it means something");
+    /* The note names the backends left out (cpu among them), once, for line 1. */
+    const char *note = strstr(err, "t.suite:1: backend=* runs the backends that take the line's options; skipping ");
+    cr_assert(note && strstr(note, "cpu") && !strstr(note + 1, "t.suite:1: backend=*"), "%s", err);
+    cr_assert(!strstr(err, "t.suite:2:"), "line 2 leaves out nothing: %s", err);
+    free(err);
     for (int k = 0; k < n_takers; k++) {
         cr_assert(backend_takes_option(s.runs[k].c.backend, "stages"), "%s got stages=2", s.runs[k].c.backend);
         cr_assert_eq(s.runs[k].c.run.ipu.stages, 2);
