@@ -133,22 +133,12 @@ Test(resume_trace_checks, the_statistics_group_decides_not_the_sync_bn_flag)
 static void write_idx_split(const char *dir, const char *prefix, int n)
 {
     const size_t px = 28u * 28u * (size_t)n;
-    uint8_t *img = malloc(16 + px), *lab = malloc(8 + (size_t)n);
-    cr_assert(img && lab);
-    const uint32_t hi[4] = {0x803u, (uint32_t)n, 28u, 28u}, hl[2] = {0x801u, (uint32_t)n};
-    for (int k = 0; k < 4; k++)
-        for (int b = 0; b < 4; b++) img[4 * k + b] = (uint8_t)(hi[k] >> (24 - 8 * b));
-    for (int k = 0; k < 2; k++)
-        for (int b = 0; b < 4; b++) lab[4 * k + b] = (uint8_t)(hl[k] >> (24 - 8 * b));
-    for (size_t i = 0; i < px; i++) img[16 + i] = (uint8_t)(i * 7 + i / 784 * 13);
-    for (int i = 0; i < n; i++) lab[8 + i] = (uint8_t)(i % 10);
-    char name[64], *p;
-    snprintf(name, sizeof name, "data/%s-images-idx3-ubyte", prefix);
-    tu_write_file(p = rb_path(dir, name), img, 16 + px);
-    free(p);
-    snprintf(name, sizeof name, "data/%s-labels-idx1-ubyte", prefix);
-    tu_write_file(p = rb_path(dir, name), lab, 8 + (size_t)n);
-    free(p), free(img), free(lab);
+    uint8_t *img = malloc(px);
+    cr_assert_not_null(img);
+    for (size_t i = 0; i < px; i++) img[i] = (uint8_t)(i * 7 + i / 784 * 13);
+    char *data = rb_path(dir, "data");
+    tu_write_idx(data, prefix, n, img, NULL);
+    free(data), free(img);
 }
 
 /* Sets are named by their contents now ("idx" here); an older build named an IDX set by its folder ("mnist" for

@@ -72,27 +72,6 @@ Test(small, conv_algo_on_a_workload_without_convolutions_is_refused)
     free(dir);
 }
 
-/* Writes an IDX pair of n 28x28 images (zeros) and the labels to dir/<prefix>-{images,labels}-idx?-ubyte. */
-static void write_idx(const char *dir, const char *prefix, const uint8_t *labels, int n)
-{
-    const size_t px = 28u * 28u * (size_t)n;
-    uint8_t *img = calloc(16 + px, 1), *lab = malloc(8 + (size_t)n);
-    cr_assert(img && lab);
-    const uint32_t hi[4] = {0x803u, (uint32_t)n, 28u, 28u}, hl[2] = {0x801u, (uint32_t)n};
-    for (int k = 0; k < 4; k++)
-        for (int b = 0; b < 4; b++) img[4 * k + b] = (uint8_t)(hi[k] >> (24 - 8 * b));
-    for (int k = 0; k < 2; k++)
-        for (int b = 0; b < 4; b++) lab[4 * k + b] = (uint8_t)(hl[k] >> (24 - 8 * b));
-    memcpy(lab + 8, labels, (size_t)n);
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, prefix);
-    tu_write_file(p, img, 16 + px);
-    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, prefix);
-    tu_write_file(p, lab, 8 + (size_t)n);
-    free(img);
-    free(lab);
-}
-
 static void expect_name(const char *dir, int train, const char *want)
 {
     struct dataset ds;
@@ -116,16 +95,16 @@ Test(small, an_idx_sets_name_is_what_it_holds_not_its_folders_name)
         for (int j = 0; j < mnist_test[k]; j++) lab[i++] = (uint8_t)k;
     snprintf(sub, sizeof sub, "%s/fashion-mnist", dir);
     cr_assert_eq(mkdir(sub, 0700), 0);
-    write_idx(sub, "t10k", lab, 10000);
+    tu_write_idx(sub, "t10k", 10000, NULL, lab);
     expect_name(sub, 0, "mnist");
     /* one label more of class 0, one fewer of class 1: no longer MNIST's counts, so the format's name */
     lab[980] = 0;
-    write_idx(sub, "t10k", lab, 10000);
+    tu_write_idx(sub, "t10k", 10000, NULL, lab);
     expect_name(sub, 0, "idx");
     /* a small set in a folder that says Fashion */
     snprintf(sub, sizeof sub, "%s/My-Fashion-set", dir);
     cr_assert_eq(mkdir(sub, 0700), 0);
-    write_idx(sub, "t10k", lab, 3);
+    tu_write_idx(sub, "t10k", 3, NULL, lab);
     expect_name(sub, 0, "idx");
     free(lab);
     /* Debian's Fashion-MNIST under a folder named mnist (links to its files) */

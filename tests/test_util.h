@@ -209,6 +209,28 @@ static inline void tu_write_file(const char *path, const void *data, size_t n)
     cr_assert_eq(fclose(f), 0);
 }
 
+/* Writes the IDX pair dir/<prefix>-images-idx3-ubyte (n 28x28 images, pixels px[i] or zeros where px is NULL) and
+ * dir/<prefix>-labels-idx1-ubyte (labels[i], or i % 10 where labels is NULL), uncompressed. */
+static inline void tu_write_idx(const char *dir, const char *prefix, int n, const uint8_t *px, const uint8_t *labels)
+{
+    const size_t npx = 28u * 28u * (size_t)n;
+    uint8_t *img = calloc(16 + npx, 1), *lab = malloc(8 + (size_t)n);
+    cr_assert(img && lab);
+    const uint32_t hi[4] = {0x803u, (uint32_t)n, 28u, 28u}, hl[2] = {0x801u, (uint32_t)n}; /* big-endian */
+    for (int k = 0; k < 4; k++)
+        for (int b = 0; b < 4; b++) img[4 * k + b] = (uint8_t)(hi[k] >> (24 - 8 * b));
+    for (int k = 0; k < 2; k++)
+        for (int b = 0; b < 4; b++) lab[4 * k + b] = (uint8_t)(hl[k] >> (24 - 8 * b));
+    if (px) memcpy(img + 16, px, npx);
+    for (int i = 0; i < n; i++) lab[8 + i] = labels ? labels[i] : (uint8_t)(i % 10);
+    char p[600];
+    cr_assert_lt(snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, prefix), (int)sizeof p);
+    tu_write_file(p, img, 16 + npx);
+    cr_assert_lt(snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, prefix), (int)sizeof p);
+    tu_write_file(p, lab, 8 + (size_t)n);
+    free(img), free(lab);
+}
+
 /* Removes a directory tree made by a test (best effort; paths are our own temp dirs). */
 static inline void tu_rm_rf(const char *dir)
 {
