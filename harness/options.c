@@ -802,6 +802,17 @@ static int loss_scale_unused(const struct bench_config *c)
     return TB_OK;
 }
 
+int bench_config_times_only(const struct bench_config *c)
+{
+    return c->plan == PLAN_THROUGHPUT || c->plan == PLAN_INFERENCE || (c->plan == PLAN_SCALING && c->epochs == 0);
+}
+
+int bench_config_synthetic(const struct bench_config *c)
+{
+    /* What the plans that only time steps measure must not depend on a dataset being installed or decoded. */
+    return strcmp(c->data, "synthetic") == 0 || (!c->data[0] && bench_config_times_only(c));
+}
+
 int bench_config_finish(struct bench_config *c)
 {
     if (c->finished) return TB_OK;
@@ -944,8 +955,13 @@ int bench_config_finish(struct bench_config *c)
     if (c->resume[0] && !c->checkpoint_dir[0]) snprintf(c->checkpoint_dir, sizeof c->checkpoint_dir, "%s", c->resume);
     if (p == PLAN_TTA && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan tta runs until the target or --max-epochs; --epochs does not apply");
-    if (bench_option_given(c, "synthetic-samples") && c->data[0] && strcmp(c->data, "synthetic") != 0)
-        return tb_error_set(TB_EINVAL, "--synthetic-samples applies to --data synthetic; --data %s reads its files", c->data);
+    if (bench_option_given(c, "synthetic-samples") && !bench_config_synthetic(c)) {
+        if (c->data[0])
+            return tb_error_set(TB_EINVAL, "--synthetic-samples applies to --data synthetic; --data %s reads its files",
+                                c->data);
+        return tb_error_set(TB_EINVAL, "--synthetic-samples applies to synthetic data; --plan %s reads %s without "
+                                       "--data (give --data synthetic)", bench_plan_name(p), DATASET_DEFAULT_DIR);
+    }
     if (bench_option_given(c, "steps-per-epoch") &&
         (p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || p == PLAN_EVALUATE || (p == PLAN_SCALING && c->epochs <= 0)))
         return tb_error_set(TB_EINVAL, "--steps-per-epoch applies to the plans that count epochs (train, tta, scaling "

@@ -29,8 +29,8 @@ int project_device_spec(const char *name, const char *device_set, const char *ca
     int st;
     if (!strcmp(name, "cpu-this")) {
         if (!have_cal)
-            return tb_error_set(TB_EINVAL, "--project-device cpu-this needs %s measured on this machine: run bench --calibrate",
-                                calibration);
+            return tb_error_set(TB_EINVAL, "--project-device cpu-this needs %s measured on this machine: run bench --calibrate "
+                                "(or give --calibration FILE)", calibration);
         dev_spec_from_calibration_file(cal, calibration, d);
         st = TB_OK;
     } else {

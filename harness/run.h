@@ -134,6 +134,12 @@ int bench_option_given(const struct bench_config *c, const char *name);
  * and combinations, bench_config_check_backend's included. Call once after the last bench_config_set.
  * Returns TB_OK or TB_EINVAL. */
 int bench_config_finish(struct bench_config *c);
+/* 1 if c's plan only times steps (throughput, inference, an untrained scaling sweep). c's plan resolved. */
+int bench_config_times_only(const struct bench_config *c);
+/* 1 if the run's data are synthetic: --data synthetic, or no --data for the plans that only time steps
+ * (throughput, inference, an untrained scaling sweep; tf_cnn_benchmarks' choice); the others read --data or the
+ * default dataset. c's plan resolved (bench_config_finish). */
+int bench_config_synthetic(const struct bench_config *c);
 /* Sets run.optim.lr to the workload's recipe rate at `batch` samples a step (scaled from its lr_batch),
  * unless the user chose the rate or the optimizer: called again once a plan settles the batch. */
 void bench_config_recipe_lr(struct bench_config *c, const struct workload *w, int batch);

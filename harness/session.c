@@ -16,6 +16,7 @@
 #include "conv_tuning.h"
 #include "exec.h"
 #include "outputs.h"
+#include "plan_project.h"
 #include "rng.h"
 #include "status.h"
 #include "tpool.h"
@@ -54,12 +55,6 @@ static void stream_batch(struct stream *s, long step, int batch, uint8_t *x, int
     }
 }
 
-/* The plans that only time steps default to synthetic data (tf_cnn_benchmarks' choice): what they
- * measure must not depend on a dataset being installed or decoded. */
-static int plan_times_only(const struct bench_config *c)
-{
-    return c->plan == PLAN_THROUGHPUT || c->plan == PLAN_INFERENCE || (c->plan == PLAN_SCALING && c->epochs == 0);
-}
 
 static int max_batch(const struct session *s)
 {
@@ -112,7 +107,7 @@ static int load_data(struct session *s)
     const struct bench_config *c = &s->c;
     const struct workload *w = s->w;
     int st;
-    s->synthetic = strcmp(c->data, "synthetic") == 0 || (!c->data[0] && plan_times_only(c));
+    s->synthetic = bench_config_synthetic(c);
     if (s->synthetic) {
         /* At the shape the model takes (EfficientNet: res×res×3) so that no resampling happens on the
          * device; else the workload's fixed shape, else the default dataset's (28×28×1), so synthetic and
@@ -129,7 +124,7 @@ static int load_data(struct session *s)
             n_train = n_train > 0 ? n_train : 1, n_test = n_test > 0 ? n_test : 1;
         }
         if (n_train <= 0) {
-            if (plan_times_only(c)) {
+            if (bench_config_times_only(c)) {
                 /* ~16 MB: only the step time is measured, and generating 380×380×3 samples costs seconds. */
                 long n = cap / 4;
                 if (n > 8192) n = 8192;
@@ -147,7 +142,7 @@ static int load_data(struct session *s)
              * steps, inference reads one batch of it and the others none. */
             long n = cap < 1000 ? cap : 1000;
             if (n < 32) n = 32;
-            if (plan_times_only(c)) n = c->plan != PLAN_INFERENCE ? 32 : n < max_batch(s) ? max_batch(s) : n;
+            if (bench_config_times_only(c)) n = c->plan != PLAN_INFERENCE ? 32 : n < max_batch(s) ? max_batch(s) : n;
             n_test = (int)n;
         }
         /* Generating costs ~15 ns a pixel a core: say so before a wait of seconds (a piped run is otherwise silent). */
@@ -332,6 +327,14 @@ int session_open(struct session *s, const struct bench_config *c)
     if (cal_st == TB_EIO && strcmp(s->c.calibration, CALIBRATION_DEFAULT_PATH) != 0)
         snprintf(s->cal_unread, sizeof s->cal_unread, "%s", tb_error_get());
     tb_error_clear();
+    /* --project-device beside a run: a spec it cannot have (cpu-this without this machine's calibration, a device
+     * not in the set) is refused before any step, as the projection alone refuses it, not said after the run. */
+    if (s->c.project_device[0] && !s->c.project_only) {
+        struct dev_spec d;
+        const int st = project_device_spec(s->c.project_device, s->c.device_set, s->c.calibration, &s->cal,
+                                           s->have_cal, &d);
+        if (st != TB_OK) return st;
+    }
     if (s->c.run_id[0]) {
         snprintf(s->run_base, sizeof s->run_base, "%s", s->c.run_id);
     } else {

@@ -616,6 +616,15 @@ Test(cli, options_that_would_do_nothing_are_refused)
                               ARGS("--label-smoothing", "inference"));
     expect_refused_in_process(ARGS("--backend", "ipu", "--device-set", "a=1"),
                               ARGS("--device-set", "no --project-device"));
+    /* a walkthrough's: synthetic sizes for a run that reads the default dataset (a training plan without --data)
+     * trained on Fashion-MNIST and said nothing; a device projection beside a run that could not have its spec
+     * (cpu-this, no calibration of this machine) ran the whole run first, then said so on stdout and exited 0 */
+    expect_refused_in_process(ARGS("--steps", "2", "--synthetic-samples", "256,64"),
+                              ARGS("--synthetic-samples", "--plan train reads", "give --data synthetic"));
+    expect_refused_in_process(ARGS("--plan", "throughput", "--backend", "ipu", "--stages", "2", "--steps", "2", "--data",
+                                   "synthetic", "--synthetic-samples", "64,16", "--project-device", "cpu-this",
+                                   "--calibration", "no-such-calibration.json"),
+                              ARGS("--project-device cpu-this needs no-such-calibration.json", "--calibration FILE"));
     struct proc p;
     /* 64 samples: the default synthetic set (60,000 for a training run) took 1.1 CPU-s to generate under ASan */
     run_bench(ARGS("--steps", "1", "--data", "synthetic", "--synthetic-samples", "64,32", "--mllog", "none",
