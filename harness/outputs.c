@@ -331,9 +331,8 @@ static int check_distinct(const struct bench_config *c)
     const size_t pdl = strlen(c->project_device);
     if (strchr(c->project_device, '/') || (pdl > 5 && !strcmp(c->project_device + pdl - 5, ".spec")))
         add_place(pl, &n, MAX_PLACES, "--project-device", 0, 0, "%s", c->project_device); /* a path, not a name */
-    /* The data the run reads (session.c: the plans that only time steps default to synthetic data). */
-    const int times_only = c->plan == PLAN_THROUGHPUT || c->plan == PLAN_INFERENCE || (c->plan == PLAN_SCALING && c->epochs == 0);
-    const char *data = c->data[0] ? (strcmp(c->data, "synthetic") ? c->data : NULL) : times_only ? NULL : DATASET_DEFAULT_DIR;
+    /* The data the run reads: none where they are synthetic, else --data or the default dataset. */
+    const char *data = bench_config_synthetic(c) ? NULL : c->data[0] ? c->data : DATASET_DEFAULT_DIR;
     if (data) {
         add_place(pl, &n, MAX_PLACES, "--data", 0, 1, "%s", data);
         add_data_files(pl, &n, MAX_PLACES, data);
@@ -364,8 +363,10 @@ static int check_distinct(const struct bench_config *c)
 
 int outputs_check(const struct bench_config *c)
 {
-    int st = TB_OK;
-    if (c->out[0]) st = check_append_file("--out", c->out);
+    /* Two outputs on one path first: a usage error (exit 2) whatever the path holds, not the I/O error of one of
+     * them finding the other's file there ("--mllog x: not a directory" where x is --out's). */
+    int st = check_distinct(c);
+    if (st == TB_OK && c->out[0]) st = check_append_file("--out", c->out);
     if (st == TB_OK && c->mllog_dir[0] && strcmp(c->mllog_dir, "none") != 0) st = check_dir("--mllog", c->mllog_dir);
     /* --checkpoint-dir defaults to --resume's directory: a bad one is named by the option the user gave. */
     if (st == TB_OK && c->checkpoint_dir[0])
@@ -382,7 +383,6 @@ int outputs_check(const struct bench_config *c)
                                              "(only --resume continues a run under its id)", c->run_id, log);
         }
     }
-    if (st == TB_OK) st = check_distinct(c);
     return st;
 }
 

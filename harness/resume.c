@@ -152,6 +152,10 @@ static void config_value(const char *cfg, const char *key, char *out, size_t n)
  * model has (built once more, graph metadata only, this run's dropout aside). */
 static void shown_value(const struct session *s, const char *key, const char *v, char *out, size_t n)
 {
+    if (!strcmp(key, "plan") && !strcmp(v, "(none)")) { /* only tta writes the word: a train run's text lacks it */
+        snprintf(out, n, "train");
+        return;
+    }
     const int is_dropout = strcmp(key, "dropout") == 0;
     if (strcmp(v, "-1") != 0 || (!is_dropout && strcmp(key, "drop_connect") != 0)) {
         snprintf(out, n, "%s", v);
@@ -242,7 +246,10 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
             snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
             config_value(now, key, b, sizeof b);
             if (strcmp(b, "(none)") == 0) {
-                snprintf(out, n, "%.*s in the checkpoint, no %s in this run", (int)len, p, key);
+                char sb[96];
+                shown_value(s, key, b, sb, sizeof sb);
+                if (strcmp(sb, b) != 0) snprintf(out, n, "%.*s in the checkpoint, %s=%s in this run", (int)len, p, key, sb);
+                else snprintf(out, n, "%.*s in the checkpoint, no %s in this run", (int)len, p, key);
                 return;
             }
         }

@@ -147,13 +147,24 @@ Test(probes, output_locations_are_checked_before_any_work)
         {"--out", "/proc/tb-no-such-dir/r.jsonl", "--out", "/proc"},
         {"--out", ".", "--out", "directory"},
         {"--mllog", "/proc/tb-no-such-dir", "--mllog", "/proc"},
-        {"--mllog", "results.jsonl", "--mllog", "not a directory"}, /* made by the first good run below */
+        {"--mllog", "plain", "--mllog", "not a directory"}, /* a file made below */
         {"--save", "/proc/tb-no-such.st", "--save", "/proc"},
         {"--save", "missing/x.st", "--save", "missing"},
         {"--save", "/dev/null", "--save", "not a regular file"},
         {"--checkpoint-dir", "results.jsonl/ck", "--checkpoint-dir", "not a directory"},
     };
     cr_assert_eq(rb_run(dir, "good", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2")), 0);
+    char *plain = rb_path(dir, "plain");
+    tu_write_file(plain, "x", 1);
+    free(plain);
+    /* The file --out writes, named as --mllog's directory: two outputs on one path, a usage error (exit 2) before
+     * the directory's check (it said "not a directory", exit 1) */
+    {
+        char *err = NULL;
+        const int code = before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "20", "--mllog", "results.jsonl"), &err);
+        cr_assert(code == 2 && strstr(err, "the same path as --out results.jsonl"), "exit %d: %s", code, err);
+        free(err);
+    }
     char *ck = rb_path(dir, "ck");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *const *extra = RB_ARGS("--steps", "20", cases[i][0], cases[i][1],

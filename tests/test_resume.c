@@ -1049,8 +1049,8 @@ Test(resume, train_and_tta_do_not_take_each_others_checkpoints)
     const int rows = rb_count_lines(res);
     /* Arguments (NULL-terminated), then the words the message must contain. */
     static const char *const cases[][10] = {
-        {"--steps", "100", "--resume", "ckt", NULL, NULL, NULL, NULL, NULL, "plan=tta in the checkpoint, no plan in this run"},
-        {"--plan", "tta", "--eval-every", "25", "--resume", "ckr", NULL, NULL, NULL, "plan=(none) in the checkpoint, plan=tta"},
+        {"--steps", "100", "--resume", "ckt", NULL, NULL, NULL, NULL, NULL, "plan=tta in the checkpoint, plan=train in this run"},
+        {"--plan", "tta", "--eval-every", "25", "--resume", "ckr", NULL, NULL, NULL, "plan=train in the checkpoint, plan=tta"},
         {"--plan", "tta", "--eval-every", "25", "--target", "0.8", "--resume", "ckt", NULL,
          "target=0.9 in the checkpoint, target=0.8"},
         {"--plan", "tta", "--eval-every", "50", "--target", "0.9", "--resume", "ckt", NULL, "eval_every=25 in the checkpoint"},
