@@ -177,8 +177,16 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    long line_no = 0;
+    long line_no = 0, skipped = 0, first_unsaid = 0, last_unsaid = 0;
     int st = TB_OK;
+    /* A skipped row is named with its line, the first RESULTS_SKIPS_SAID of them; the rest are counted in one line
+     * at the end (a file of another kind, `bench compare old.jsonl notes.txt`, gave a warning a line). */
+    enum { RESULTS_SKIPS_SAID = 5 };
+#define SKIP_SAY(...)                                                                                                \
+    do {                                                                                                             \
+        if (++skipped <= RESULTS_SKIPS_SAID) fprintf(stderr, __VA_ARGS__);                                          \
+        else last_unsaid = line_no, first_unsaid = first_unsaid ? first_unsaid : line_no;                          \
+    } while (0)
     while (st == TB_OK && (n = getline(&line, &cap, f)) >= 0) {
         line_no++;
         size_t len = (size_t)n;
@@ -191,19 +199,24 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
         }
         struct json_value *row = NULL;
         if (json_parse(line, len - 1, &row) != TB_OK) {
-            fprintf(stderr, "warning: %s:%ld: skipped a malformed row: %s\n", path, line_no, tb_error_get());
+            SKIP_SAY("warning: %s:%ld: skipped a malformed row: %s\n", path, line_no, tb_error_get());
+            tb_error_clear();
             continue;
         }
         if (row->type != JSON_OBJECT) {
-            fprintf(stderr, "warning: %s:%ld: skipped a row that is not a JSON object\n", path, line_no);
+            SKIP_SAY("warning: %s:%ld: skipped a row that is not a JSON object\n", path, line_no);
         } else if (json_get_number(row, "schema_version", 0) > RESULTS_SCHEMA_VERSION) {
-            fprintf(stderr, "warning: %s:%ld: skipped a row with schema_version %g (this build reads %d)\n",
-                    path, line_no, json_get_number(row, "schema_version", 0), RESULTS_SCHEMA_VERSION);
+            SKIP_SAY("warning: %s:%ld: skipped a row with schema_version %g (this build reads %d)\n", path, line_no,
+                     json_get_number(row, "schema_version", 0), RESULTS_SCHEMA_VERSION);
         } else {
             st = fn(row, line_no, ctx);
         }
         json_value_free(row);
     }
+#undef SKIP_SAY
+    if (skipped > RESULTS_SKIPS_SAID)
+        fprintf(stderr, "warning: %s: skipped %ld more rows that are not result rows (lines %ld-%ld)\n", path,
+                skipped - RESULTS_SKIPS_SAID, first_unsaid, last_unsaid);
     if (st == TB_OK && ferror(f))
         st = tb_error_set(TB_EIO, "read error in %s after line %ld", path, line_no);
     free(line);

@@ -115,6 +115,29 @@ static void make_row(char *out, size_t size, int id, const char *backend, double
     json_buf_free(&b);
 }
 
+/* A file of another kind (`bench compare old.jsonl notes.txt`) gave a warning a line: the first five skipped rows
+ * are named, the rest counted in one line with their span. */
+Test(results, many_skipped_rows_are_counted_in_one_line, .init = make_tmp_dir, .fini = remove_tmp_dir)
+{
+    char path[128], row[256], err[4096];
+    path_in_tmp(path, sizeof path, "notes.jsonl");
+    make_row(row, sizeof row, 1, "cpu", 100.0);
+    cr_assert_eq(results_append_row(path, row), TB_OK, "%s", tb_error_get()); /* line 1 */
+    for (int i = 0; i < 20; i++) append_raw(path, i % 2 ? "[1]\n" : "not json\n"); /* lines 2-21 */
+    cr_assert_eq(results_append_row(path, row), TB_OK, "%s", tb_error_get()); /* line 22 */
+    struct collect c = {0};
+    cr_assert_eq(read_capturing_stderr(path, &c, err, sizeof err), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(c.n_rows, 2);
+    int lines = 0;
+    for (const char *q = err; *q; q++) lines += *q == '\n';
+    cr_assert_eq(lines, 6, "five named and one count:\n%s", err);
+    char want[200];
+    snprintf(want, sizeof want, "%s:5: skipped a row that is not a JSON object", path);
+    cr_assert(strstr(err, want) != NULL, "%s", err);
+    snprintf(want, sizeof want, "%s: skipped 15 more rows that are not result rows (lines 7-21)", path);
+    cr_assert(strstr(err, want) != NULL, "%s", err);
+}
+
 Test(results, append_and_read_back_skipping_bad_lines, .init = make_tmp_dir, .fini = remove_tmp_dir)
 {
     char path[128], row[256], err[4096];
