@@ -459,18 +459,25 @@ static void set_aside(const struct session *s, const char *path, int st)
  * loss history (known = 0 when it has none). A configuration that differs is a usage error (TB_EINVAL
  * naming the first difference); a file that cannot be read is skipped, with a warning, for the one before
  * it, and set aside (set_aside). */
+int resume_dir_has_checkpoints(const char *dir, long *steps, int max, int *cnt)
+{
+    int st = checkpoint_dir_list(dir, steps, max, cnt);
+    if (st != TB_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", tb_error_get());
+        return tb_error_set(st, "--resume: %s", why);
+    }
+    return *cnt ? TB_OK : tb_error_set(TB_EIO, "--resume %s: no complete checkpoint (ckpt-*.safetensors) there", dir);
+}
+
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
                 size_t n, char **tta_state, struct loss_history *losses)
 {
     const char *dir = s->c.resume;
     long steps[8];
-    int cnt = 0, st = checkpoint_dir_list(dir, steps, 8, &cnt);
+    int cnt = 0, st = resume_dir_has_checkpoints(dir, steps, 8, &cnt);
     char why[512];
-    if (st != TB_OK) {
-        snprintf(why, sizeof why, "%s", tb_error_get());
-        return tb_error_set(st, "--resume: %s", why);
-    }
-    if (!cnt) return tb_error_set(TB_EIO, "--resume %s: no complete checkpoint (ckpt-*.safetensors) there", dir);
+    if (st != TB_OK) return st;
     if ((st = session_ck_alloc(s)) != TB_OK) return st;
     const int spp = optim_state_per_param(s->c.run.optim.kind);
     char want[1024];

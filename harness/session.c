@@ -233,6 +233,12 @@ int session_open(struct session *s, const struct bench_config *c)
         bench_config_recipe_lr(&s->c, s->w, s->c.run.batch);
     }
     if (s->c.run.batch <= 0 && s->c.plan != PLAN_SCALING) s->c.run.batch = s->w->batch;
+    /* --resume of a directory with nothing to resume: said before the data are read or a backend is prepared. */
+    if (s->c.resume[0]) {
+        long steps[8];
+        int cnt = 0;
+        if ((st = resume_dir_has_checkpoints(s->c.resume, steps, 8, &cnt)) != TB_OK) return st;
+    }
     s->data_ms[0] = mllog_now_ms();
     if ((st = load_data(s)) != TB_OK) return st;
     /* What the data is, not what its directory is called: a run resumed on other pixels, or two rows of

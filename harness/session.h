@@ -250,6 +250,9 @@ int session_ck_alloc(struct session *s);
  * losses: the run's loss history up to step, or NULL when it has none to carry). */
 int checkpoint_write(struct session *s, int batch, long step, long total, double train_s, const char *tta_state,
                      const struct loss_history *losses, char *path, size_t n);
+/* --resume's directory holds a complete checkpoint: TB_OK with the steps of its newest (up to max) in steps and
+ * *cnt, else the one-line error a resume gives (exit 1). For the check before any work. */
+int resume_dir_has_checkpoints(const char *dir, long *steps, int max, int *cnt);
 /* --resume: loads the newest usable checkpoint of the directory into the backend (losses, when not NULL,
  * receives its loss history; known = 0 when it carries none). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,

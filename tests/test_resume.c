@@ -699,6 +699,13 @@ Test(resume, nothing_to_resume_is_one_line_and_exit_1)
         cr_assert(strstr(err, named[i]) && strchr(err, '\n') == err + strlen(err) - 1, "--resume %s: %s", dirs[i], err);
         free(err);
     }
+    /* Without --quiet too: said before the backend is prepared (its "preparing the backend" line came first). */
+    const int code = rb_run(dir, "loud", RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--batch", "8",
+                                                 "--mllog", "none", "--out", "results.jsonl"),
+                            RB_ARGS("--steps", "10", "--resume", "empty"));
+    char *err = rb_stderr(dir, "loud");
+    cr_assert(code == 1 && strchr(err, '\n') == err + strlen(err) - 1, "exit %d: %s", code, err);
+    free(err);
     char *res = rb_path(dir, "results.jsonl");
     cr_assert_eq(rb_count_lines(res), 0);
     free(res), free(empty);
