@@ -1590,11 +1590,12 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr, st
      * other's chart: a hash of the row's whole configuration keeps them apart and stays the same from report to
      * report; a number follows in the unlikely case two configurations share the hash. */
     row_key(r, key, sizeof key, 1);
-    const uint64_t h = report_key_hash(key);
-    snprintf(name, sizeof name, "layers_%s_%08x", safe, (unsigned)(h ^ (h >> 32)));
+    const uint64_t h64 = report_key_hash(key);
+    const unsigned h = (unsigned)(h64 ^ (h64 >> 32));
+    snprintf(name, sizeof name, "layers_%s_%08x", safe, h);
     int id, added = 0;
     for (int dup = 2; report_index_add(used, name, &id, &added) == TB_OK && !added; dup++)
-        snprintf(name, sizeof name, "layers_%s_%08x_%d", safe, (unsigned)(h ^ (h >> 32)), dup);
+        snprintf(name, sizeof name, "layers_%s_%08x_%d", safe, h, dup);
     if (!added) tb_error_clear(); /* out of memory in the index: the name as it stands */
     variant_label(&x->rows, i, var, sizeof var);
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);

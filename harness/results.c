@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,27 @@ static FILE *rows_fopen(const char *path, const char **why)
     return f;
 }
 
+/* A skipped row is named with its line, the first RESULTS_SKIPS_SAID of them; the rest are counted in one line
+ * at the end (a file of another kind, `bench compare old.jsonl notes.txt`, gave a warning a line). */
+enum { RESULTS_SKIPS_SAID = 5 };
+struct skips {
+    long n, first_unsaid, last_unsaid;
+};
+
+static void skip_row(struct skips *k, long line_no, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void skip_row(struct skips *k, long line_no, const char *fmt, ...)
+{
+    if (++k->n > RESULTS_SKIPS_SAID) {
+        if (!k->first_unsaid) k->first_unsaid = line_no;
+        k->last_unsaid = line_no;
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
 static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
 {
     if (!path || !fn)
@@ -177,16 +199,9 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    long line_no = 0, skipped = 0, first_unsaid = 0, last_unsaid = 0;
+    long line_no = 0;
+    struct skips sk = {0};
     int st = TB_OK;
-    /* A skipped row is named with its line, the first RESULTS_SKIPS_SAID of them; the rest are counted in one line
-     * at the end (a file of another kind, `bench compare old.jsonl notes.txt`, gave a warning a line). */
-    enum { RESULTS_SKIPS_SAID = 5 };
-#define SKIP_SAY(...)                                                                                                \
-    do {                                                                                                             \
-        if (++skipped <= RESULTS_SKIPS_SAID) fprintf(stderr, __VA_ARGS__);                                          \
-        else last_unsaid = line_no, first_unsaid = first_unsaid ? first_unsaid : line_no;                          \
-    } while (0)
     while (st == TB_OK && (n = getline(&line, &cap, f)) >= 0) {
         line_no++;
         size_t len = (size_t)n;
@@ -199,24 +214,23 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
         }
         struct json_value *row = NULL;
         if (json_parse(line, len - 1, &row) != TB_OK) {
-            SKIP_SAY("warning: %s:%ld: skipped a malformed row: %s\n", path, line_no, tb_error_get());
+            skip_row(&sk, line_no, "warning: %s:%ld: skipped a malformed row: %s\n", path, line_no, tb_error_get());
             tb_error_clear();
             continue;
         }
         if (row->type != JSON_OBJECT) {
-            SKIP_SAY("warning: %s:%ld: skipped a row that is not a JSON object\n", path, line_no);
+            skip_row(&sk, line_no, "warning: %s:%ld: skipped a row that is not a JSON object\n", path, line_no);
         } else if (json_get_number(row, "schema_version", 0) > RESULTS_SCHEMA_VERSION) {
-            SKIP_SAY("warning: %s:%ld: skipped a row with schema_version %g (this build reads %d)\n", path, line_no,
-                     json_get_number(row, "schema_version", 0), RESULTS_SCHEMA_VERSION);
+            skip_row(&sk, line_no, "warning: %s:%ld: skipped a row with schema_version %g (this build reads %d)\n", path,
+                     line_no, json_get_number(row, "schema_version", 0), RESULTS_SCHEMA_VERSION);
         } else {
             st = fn(row, line_no, ctx);
         }
         json_value_free(row);
     }
-#undef SKIP_SAY
-    if (skipped > RESULTS_SKIPS_SAID)
+    if (sk.n > RESULTS_SKIPS_SAID)
         fprintf(stderr, "warning: %s: skipped %ld more rows that are not result rows (lines %ld-%ld)\n", path,
-                skipped - RESULTS_SKIPS_SAID, first_unsaid, last_unsaid);
+                sk.n - RESULTS_SKIPS_SAID, sk.first_unsaid, sk.last_unsaid);
     if (st == TB_OK && ferror(f))
         st = tb_error_set(TB_EIO, "read error in %s after line %ld", path, line_no);
     free(line);

@@ -453,12 +453,7 @@ static void set_aside(const struct session *s, const char *path, int st)
                         "usable checkpoint\n", path, strerror(errno));
 }
 
-/* --resume: loads the newest complete checkpoint of the directory into the backend; *start and *prev_s
- * receive its step and training seconds, *every its --checkpoint-every, path its name, *tta_state
- * (when not NULL; malloc'd) the time-to-accuracy plan's state, and *losses (when not NULL) the train run's
- * loss history (known = 0 when it has none). A configuration that differs is a usage error (TB_EINVAL
- * naming the first difference); a file that cannot be read is skipped, with a warning, for the one before
- * it, and set aside (set_aside). */
+/* The directory check resume_from makes first, alone (session_open's, before any work). */
 int resume_dir_has_checkpoints(const char *dir, long *steps, int max, int *cnt)
 {
     int st = checkpoint_dir_list(dir, steps, max, cnt);
@@ -470,6 +465,12 @@ int resume_dir_has_checkpoints(const char *dir, long *steps, int max, int *cnt)
     return *cnt ? TB_OK : tb_error_set(TB_EIO, "--resume %s: no complete checkpoint (ckpt-*.safetensors) there", dir);
 }
 
+/* --resume: loads the newest complete checkpoint of the directory into the backend; *start and *prev_s
+ * receive its step and training seconds, *every its --checkpoint-every, path its name, *tta_state
+ * (when not NULL; malloc'd) the time-to-accuracy plan's state, and *losses (when not NULL) the train run's
+ * loss history (known = 0 when it has none). A configuration that differs is a usage error (TB_EINVAL
+ * naming the first difference); a file that cannot be read is skipped, with a warning, for the one before
+ * it, and set aside (set_aside). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
                 size_t n, char **tta_state, struct loss_history *losses)
 {

@@ -55,7 +55,6 @@ static void stream_batch(struct stream *s, long step, int batch, uint8_t *x, int
     }
 }
 
-
 static int max_batch(const struct session *s)
 {
     int b = s->c.run.batch;

@@ -37,6 +37,19 @@ static __attribute__((unused)) char *ckpt_header_read(const char *ck, FILE **f, 
     return h;
 }
 
+/* Checkpoint ck's header (malloc'd), read only; its "data_crc32=XXXXXXXX" word into crc (n >= 20 bytes). */
+static __attribute__((unused)) char *ckpt_header_crc(const char *ck, char *crc, size_t n)
+{
+    FILE *f;
+    size_t hlen;
+    char *h = ckpt_header_read(ck, &f, &hlen);
+    fclose(f);
+    const char *at = strstr(h, "data_crc32=");
+    cr_assert(at && n >= 20, "%s: no data CRC in %s", ck, h);
+    snprintf(crc, n, "%.19s", at);
+    return h;
+}
+
 /* Writes a header of the same length back in place over ckpt_header_read's, and closes f. */
 static __attribute__((unused)) void ckpt_header_write(FILE *f, const char *h, size_t hlen)
 {

@@ -90,6 +90,17 @@ static int run_here_cli(const char *dir, const char *const *base, const char *co
     return st == TB_EINVAL ? 2 : 1;
 }
 
+/* Case i of a kind of refusal, as rb_run and rb_stderr see it: the first (i == 0) spawned as `name`, the others in
+ * this process (run_here_cli), as a spawn under ASan costs 0.3-0.5 CPU-s before bench reads an option. */
+static int run_case(const char *dir, int i, const char *name, const char *const *base, const char *const *extra,
+                    char **err)
+{
+    if (i > 0) return run_here_cli(dir, base, extra, err);
+    const int code = rb_run(dir, name, base, extra);
+    *err = rb_stderr(dir, name);
+    return code;
+}
+
 /* A setup run in this process (run_here): one whose checkpoint a refusal or a resume reads, none of its numbers
  * compared. Fails the test unless bench would have exited 0. */
 static void run_ref(const char *dir, const char *const *base, const char *const *extra)
@@ -501,8 +512,7 @@ Test(resume, a_different_configuration_is_a_usage_error)
                                           "--out", "results.jsonl", "--quiet", "--steps", "40");
         const char *const *extra = RB_ARGS("--resume", "ck", cases[i][0], cases[i][1], i == 0 ? NULL : "--batch", "8");
         char *err;
-        const int code = i == 0 ? rb_run(dir, "bad", base, extra) : run_here_cli(dir, base, extra, &err);
-        if (i == 0) err = rb_stderr(dir, "bad");
+        const int code = run_case(dir, i, "bad", base, extra, &err);
         cr_assert_eq(code, 2, "%s %s: exit %d, want 2: %s", cases[i][0], cases[i][1], code, err);
         cr_assert(strstr(err, cases[i][2]) && strstr(err, cases[i][3]), "%s %s: message does not name the difference: %s",
                   cases[i][0], cases[i][1], err);
@@ -523,10 +533,7 @@ static int resume_fp16(const char *dir, const char *const *be, const char *ck, c
     int n = 5;
     for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
     args[n] = NULL;
-    if (here) return run_here_cli(dir, be, args, err);
-    const int code = rb_run(dir, "again", be, args);
-    *err = rb_stderr(dir, "again");
-    return code;
+    return run_case(dir, here, "again", be, args, err);
 }
 
 /* fp16's loss-scale policy decides which steps are skipped and at what scale: a probe's static 512 run resumed
@@ -692,9 +699,7 @@ Test(resume, nothing_to_resume_is_one_line_and_exit_1)
     for (int i = 0; i < 2; i++) { /* the first through bench, the second in this process (run_here_cli) */
         const char *const *extra = RB_ARGS("--steps", "10", "--resume", dirs[i]);
         char *err;
-        const int code =
-            i == 0 ? rb_run(dir, "r", RB_ARGS(RB_BASE), extra) : run_here_cli(dir, RB_ARGS(RB_BASE), extra, &err);
-        if (i == 0) err = rb_stderr(dir, "r");
+        const int code = run_case(dir, i, "r", RB_ARGS(RB_BASE), extra, &err);
         cr_assert_eq(code, 1, "--resume %s: exit %d: %s", dirs[i], code, err);
         cr_assert(strstr(err, named[i]) && strchr(err, '\n') == err + strlen(err) - 1, "--resume %s: %s", dirs[i], err);
         free(err);
@@ -757,9 +762,7 @@ Test(resume, load_starts_from_a_file_and_rejects_a_malformed_one)
     for (int i = 0; i < 3; i++) { /* the first through bench, the others in this process (run_here_cli) */
         const char *const *extra = RB_ARGS("--steps", "3", "--load", bad[i]);
         char *err;
-        const int code =
-            i == 0 ? rb_run(dir, "bad", RB_ARGS(RB_BASE), extra) : run_here_cli(dir, RB_ARGS(RB_BASE), extra, &err);
-        if (i == 0) err = rb_stderr(dir, "bad");
+        const int code = run_case(dir, i, "bad", RB_ARGS(RB_BASE), extra, &err);
         cr_assert_eq(code, 1, "--load %s: exit %d: %s", bad[i], code, err);
         cr_assert(strstr(err, bad[i]) != NULL, "--load %s: message does not name the file: %s", bad[i], err);
         cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "--load %s: not one line: %s", bad[i], err);
@@ -826,9 +829,7 @@ Test(resume, checkpoint_options_are_validated)
     run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "3", "--no-eval", "--checkpoint-dir", "ck"));
     for (int i = 0; i < 6; i++) { /* the first through bench, the others in this process (run_here_cli) */
         char *err;
-        const int code = i == 0 ? rb_run(dir, "v", RB_ARGS(RB_BASE), cases[i])
-                                : run_here_cli(dir, RB_ARGS(RB_BASE), cases[i], &err);
-        if (i == 0) err = rb_stderr(dir, "v");
+        const int code = run_case(dir, i, "v", RB_ARGS(RB_BASE), cases[i], &err);
         cr_assert_eq(code, 2, "case %d: exit %d: %s", i, code, err);
         cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "case %d: not one line: %s", i, err);
         cr_assert(strstr(err, needle[i]), "case %d: the message does not say \"%s\": %s", i, needle[i], err);
