@@ -55,30 +55,17 @@ static struct json_value *bench_row(const char *const *args, int want_rc) { retu
  * data are drawn from --seed, so two seeds' runs would not see the same samples. */
 static void write_idx(const char *dir, int n_train, int n_test)
 {
-    const char *names[2][2] = {{"train-images-idx3-ubyte", "train-labels-idx1-ubyte"},
-                               {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}};
-    uint32_t x = 12345;
+    uint32_t x = 12345; /* one LCG stream over the training images, then the test images */
     for (int t = 0; t < 2; t++) {
         const int n = t ? n_test : n_train;
-        char *path = rb_path(dir, names[t][0]);
-        FILE *f = fopen(path, "wb");
-        cr_assert(f, "cannot write %s", path);
-        const uint8_t h[16] = {0, 0, 8, 3, 0, 0, (uint8_t)(n >> 8), (uint8_t)n, 0, 0, 0, 28, 0, 0, 0, 28};
-        fwrite(h, 1, sizeof h, f);
+        uint8_t *px = malloc((size_t)n * 28 * 28);
+        cr_assert_not_null(px);
         for (int i = 0; i < n * 28 * 28; i++) {
             x = x * 1664525u + 1013904223u;
-            fputc((int)(x >> 24), f);
+            px[i] = (uint8_t)(x >> 24);
         }
-        cr_assert_eq(fclose(f), 0);
-        free(path);
-        path = rb_path(dir, names[t][1]);
-        f = fopen(path, "wb");
-        cr_assert(f, "cannot write %s", path);
-        const uint8_t hl[8] = {0, 0, 8, 1, 0, 0, (uint8_t)(n >> 8), (uint8_t)n};
-        fwrite(hl, 1, sizeof hl, f);
-        for (int i = 0; i < n; i++) fputc(i % 10, f);
-        cr_assert_eq(fclose(f), 0);
-        free(path);
+        tu_write_idx(dir, t ? "t10k" : "train", n, px, NULL);
+        free(px);
     }
 }
 
