@@ -783,6 +783,23 @@ static int device_refuses(const struct bench_config *c)
     if (bench_option_given(c, "tuning") && strcmp(c->tuning, "none") != 0 && !strcmp(tied ? tied : c->device, "cuda"))
         return tb_error_set(TB_EINVAL, "--tuning %s: the cuda device runs its own convolution kernels and times no "
                                        "algorithms to keep (give none, or run on --device cpu)", c->tuning);
+    /* What the cuda executors refuse when they are created (backend_mirrored.c's prepare_offhost,
+     * executor_cuda_stage.c), said here too: a usage error, before a GPU is looked for (without one, these read
+     * "no CUDA device", exit 1, and with one only after the replicas or stages were made). */
+    if (!strcmp(tied ? tied : c->device, "cuda")) {
+        if (!strcmp(c->backend, "mirrored") && c->run.sync_bn)
+            return tb_error_set(TB_EINVAL, "--sync-bn: mirrored's replicas on the cuda device do not share BatchNorm "
+                                           "statistics yet (that needs a device all-reduce inside the passes); drop "
+                                           "it, or run on --device cpu");
+        const char *prec = c->run.ipu.precision;
+        if (!strcmp(c->backend, "ipu") && prec[0] && strcmp(prec, "fp32") != 0)
+            return tb_error_set(TB_EINVAL, "--precision %s: the ipu's stages on the cuda device are fp32 only (2-byte "
+                                           "storage of a stage is not implemented there yet); run on --device cpu",
+                                prec);
+        if (!strcmp(c->backend, "ipu") && c->run.ipu.recompute)
+            return tb_error_set(TB_EINVAL, "--recompute: the ipu's stages on the cuda device do not recompute "
+                                           "activations yet; drop it, or run on --device cpu");
+    }
     return TB_OK;
 }
 

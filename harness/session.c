@@ -17,6 +17,7 @@
 #include "exec.h"
 #include "outputs.h"
 #include "plan_project.h"
+#include "projection.h"
 #include "rng.h"
 #include "status.h"
 #include "tpool.h"
@@ -393,6 +394,29 @@ static int session_ahead(struct session *s, int talk)
     return TB_OK;
 }
 
+/* --project-devices where none of the counts fits the arrangement the backend chose (its stages, micro-batch and
+ * global batch, known once it is prepared): the run would measure, then project nothing. Refused before a step,
+ * as a usage error; a scaling sweep keeps its points (another point's arrangement may fit) and notes the counts
+ * left out at its first row (row.c). */
+static int projection_fits(const struct session *s, const struct pipeline_report *pr)
+{
+    const struct bench_config *c = &s->c;
+    if (c->n_project <= 0 || c->plan == PLAN_SCALING) return TB_OK;
+    const int global = pr->micro_batch * pr->ga * pr->replicas;
+    struct proj_row rows[BENCH_MAX_BATCHES];
+    if (proj_default_rows(c->project_devices, c->n_project, pr->stages, pr->micro_batch, global, rows) > 0)
+        return TB_OK;
+    char list[BENCH_MAX_BATCHES * 12] = "", why[160] = "";
+    for (int i = 0; i < c->n_project; i++) {
+        const size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s%d", i ? "," : "", c->project_devices[i]);
+    }
+    proj_row_fits(c->project_devices[0], pr->stages, pr->micro_batch, global, why, sizeof why);
+    return tb_error_set(TB_EINVAL, "--project-devices %s: no count fits this run's %d stage%s, micro-batch %d and "
+                                   "global batch %d, so nothing would be projected (the first: %s)", list, pr->stages,
+                        pr->stages == 1 ? "" : "s", pr->micro_batch, global, why);
+}
+
 /* A training BatchNorm over one value a channel (a batch of one at a 1×1 map: effnet-b0's last layers at 32×32)
  * normalises it to 0, so its output is its bias and no gradient passes: the run would train nothing and say
  * nothing. PyTorch refuses the same ("Expected more than 1 value per channel when training"). Checked once the
@@ -509,7 +533,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
         s->split_replicas = backend_n_devices(&s->be), s->split_accum = 1;
     /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
     if (talk && pipelined) fprintf(stderr, "bench: %s\n", s->desc);
-    if ((st = bn_values_check(s, batch, pipelined)) != TB_OK) {
+    if ((st = bn_values_check(s, batch, pipelined)) != TB_OK || (pipelined && (st = projection_fits(s, &pr)) != TB_OK)) {
         s->be_batch = s->be_eval_batch = 0; /* not a backend to run: the next call prepares it again */
         return st;
     }

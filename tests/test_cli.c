@@ -1423,6 +1423,47 @@ Test(cli, cuda_without_gpu_is_one_line_and_exit_1)
     free(dir);
 }
 
+/* What the cuda executors cannot do yet is a usage error (exit 2) before any GPU is looked for: the same
+ * message with or without one, nothing run and nothing written. */
+Test(cli, cuda_usage_errors_come_before_the_device)
+{
+    if (!backend_find("cuda")) cr_skip_test("this binary has no cuda device");
+    expect_refused_in_process(ARGS("--backend", "mirrored", "--device", "cuda", "--devices", "2", "--workload",
+                                   "effnet-b0", "--sync-bn"),
+                              ARGS("--sync-bn", "cuda device", "--device cpu"));
+    expect_refused_in_process(ARGS("--backend", "ipu", "--device", "cuda", "--workload", "effnet-b0", "--precision",
+                                   "bf16m"),
+                              ARGS("--precision bf16m", "fp32 only", "--device cpu"));
+    expect_refused_in_process(ARGS("--backend", "ipu", "--device", "cuda", "--workload", "effnet-b0", "--recompute"),
+                              ARGS("--recompute", "cuda device", "--device cpu"));
+    /* what each still allows: the cuda backend's own mixed precision, fp32 named on the ipu, sync BN on the cpu */
+    const char *const *fine[3] = {ARGS("--backend", "cuda", "--workload", "effnet-b0", "--precision", "bf16m"),
+                                  ARGS("--backend", "ipu", "--device", "cuda", "--workload", "effnet-b0",
+                                       "--precision", "fp32"),
+                                  ARGS("--backend", "mirrored", "--devices", "2", "--workload", "effnet-b0",
+                                       "--sync-bn")};
+    for (int k = 0; k < 3; k++) {
+        struct bench_config c;
+        char cmd[256];
+        command_line(fine[k], cmd, sizeof cmd);
+        tb_error_clear();
+        cr_assert_eq(rb_config_args(&c, fine[k], 0), TB_OK, "`%s`: %s", cmd, tb_error_get());
+    }
+    /* and a whole bench run says the same, exit 2, one line, no row */
+    char *dir = tu_mkdtemp("cuda_usage");
+    char out[512];
+    snprintf(out, sizeof out, "%s/rows.jsonl", dir);
+    struct proc p;
+    run_bench(ARGS("--backend", "ipu", "--device", "cuda", "--workload", "effnet-b0", "--recompute", "--out", out), &p);
+    cr_assert_eq(p.code, 2, "exit %d: %s", p.code, p.err);
+    cr_assert_eq(count_lines(p.err), 1, "stderr: %s", p.err);
+    cr_assert(strstr(p.err, "--recompute") != NULL, "stderr: %s", p.err);
+    cr_assert(access(out, F_OK) != 0, "a row was written");
+    proc_free(&p);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* Issue 31's where-the-time-goes: --profile on a pool records each layer's idle time (its time less a
  * thread's mean work in it), so imbalance and serial layers show apart from kernel time; one thread has
  * none to record. Two threads always wait somewhere (the loss and the pooled layers run on thread 0), and

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static void two_stages(struct proj_measured *m)
 {
@@ -114,5 +115,38 @@ Test(projection, project_devices_keeps_the_run_batch_and_validates, .timeout = 6
     fclose(f);
     cr_assert(strstr(line, "\"global_batch\":12,\"validation\":{\"devices\":2,\"replicas\":1,\"ga\":4,"), "%s", line);
     cr_assert(strstr(line, "\"images_per_s_measured\":") && strstr(line, "\"gap\":"), "%s", line);
+    remove(rows);
+}
+
+/* --project-devices none of whose counts fits the arrangement the backend chose is refused once the backend is
+ * prepared, before a step (it was measured, then nothing projected, exit 0); one count that fits is enough. */
+Test(projection, project_devices_none_fits_is_refused_before_a_step, .timeout = 60)
+{
+    const char *rows = "/tmp/tb_test_projection_nofit.jsonl";
+    remove(rows);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --plan throughput --backend ipu --workload mnist-mlp --stages 2 --micro-batch 3 --ga 4 --batch 12 "
+             "--steps 3 --warmup 1 --project-devices 3,5 --out %s 2>&1",
+             TB_BENCH_EXE, rows);
+    int status;
+    char *out = run_cmd(cmd, &status);
+    cr_assert_eq(status, 2, "%s", out);
+    cr_assert(strstr(out, "bench: --project-devices 3,5: no count fits this run's 2 stages, micro-batch 3 and global "
+                          "batch 12, so nothing would be projected (the first: 3 devices do not divide into 2 stages)\n"),
+              "%s", out);
+    cr_assert(!strstr(out, "images/s"), "a step was measured: %s", out);
+    cr_assert(access(rows, F_OK) != 0, "a row was written");
+    free(out);
+    /* 3 still does not fit, 4 does: the run projects onto 4 alone and notes the other */
+    snprintf(cmd, sizeof cmd,
+             "'%s' --plan throughput --backend ipu --workload mnist-mlp --stages 2 --micro-batch 3 --ga 4 --batch 12 "
+             "--steps 3 --warmup 1 --project-devices 3,4 --out %s 2>&1",
+             TB_BENCH_EXE, rows);
+    out = run_cmd(cmd, &status);
+    cr_assert_eq(status, 0, "%s", out);
+    cr_assert(strstr(out, "bench: note: --project-devices 3 left out: 3 devices do not divide into 2 stages"), "%s", out);
+    cr_assert(strstr(out, "\n        4 "), "%s", out);
+    free(out);
     remove(rows);
 }
