@@ -78,19 +78,26 @@ static char *run_cmd(const char *cmd, int *status)
     return buf;
 }
 
+/* bench's output (both streams) for an ipu run of 2 stages, micro-batch 3, GA 4 (global batch 12) with
+ * --project-devices list, its row into rows; *status its exit status. */
+static char *run_projected(const char *list, const char *rows, int *status)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --plan throughput --backend ipu --workload mnist-mlp --stages 2 --micro-batch 3 --ga 4 --batch 12 "
+             "--steps 3 --warmup 1 --project-devices %s --out %s 2>&1",
+             TB_BENCH_EXE, list, rows);
+    return run_cmd(cmd, status);
+}
+
 /* --project-devices holds the run's own global batch (micro-batch 3 on 2 stages once meant 6144, said
  * nowhere), and checks the model against the measurement at the arrangement the run measured. */
 Test(projection, project_devices_keeps_the_run_batch_and_validates, .timeout = 60)
 {
     const char *rows = "/tmp/tb_test_projection_rows.jsonl";
     remove(rows);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "'%s' --plan throughput --backend ipu --workload mnist-mlp --stages 2 --micro-batch 3 --ga 4 --batch 12 "
-             "--steps 3 --warmup 1 --project-devices 2,4 --out %s 2>&1",
-             TB_BENCH_EXE, rows);
     int status;
-    char *out = run_cmd(cmd, &status);
+    char *out = run_projected("2,4", rows, &status);
     cr_assert_eq(status, 0, "%s", out);
     cr_assert(!strstr(out, "6144"), "%s", out);
     int d, lb, st, r, g, gb;
@@ -124,13 +131,8 @@ Test(projection, project_devices_none_fits_is_refused_before_a_step, .timeout = 
 {
     const char *rows = "/tmp/tb_test_projection_nofit.jsonl";
     remove(rows);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "'%s' --plan throughput --backend ipu --workload mnist-mlp --stages 2 --micro-batch 3 --ga 4 --batch 12 "
-             "--steps 3 --warmup 1 --project-devices 3,5 --out %s 2>&1",
-             TB_BENCH_EXE, rows);
     int status;
-    char *out = run_cmd(cmd, &status);
+    char *out = run_projected("3,5", rows, &status);
     cr_assert_eq(status, 2, "%s", out);
     cr_assert(strstr(out, "bench: --project-devices 3,5: no count fits this run's 2 stages, micro-batch 3 and global "
                           "batch 12, so nothing would be projected (the first: 3 devices do not divide into 2 stages)\n"),
@@ -139,11 +141,7 @@ Test(projection, project_devices_none_fits_is_refused_before_a_step, .timeout = 
     cr_assert(access(rows, F_OK) != 0, "a row was written");
     free(out);
     /* 3 still does not fit, 4 does: the run projects onto 4 alone and notes the other */
-    snprintf(cmd, sizeof cmd,
-             "'%s' --plan throughput --backend ipu --workload mnist-mlp --stages 2 --micro-batch 3 --ga 4 --batch 12 "
-             "--steps 3 --warmup 1 --project-devices 3,4 --out %s 2>&1",
-             TB_BENCH_EXE, rows);
-    out = run_cmd(cmd, &status);
+    out = run_projected("3,4", rows, &status);
     cr_assert_eq(status, 0, "%s", out);
     cr_assert(strstr(out, "bench: note: --project-devices 3 left out: 3 devices do not divide into 2 stages"), "%s", out);
     cr_assert(strstr(out, "\n        4 "), "%s", out);
