@@ -461,10 +461,10 @@ int compare_results(const char *old_path, const char *new_path, const struct com
     struct groups gs = {0};
     const double alpha = o && o->alpha > 0.0 ? o->alpha : 0.05;
     int st = parse_ignore(&gs, o ? o->ignore : NULL);
-    if (st == TB_OK) st = results_read_rows_stream(old_path, on_row, &gs);
+    if (st == TB_OK) st = results_read_rows_stream(old_path, on_row, &gs, NULL);
     if (st == TB_OK) {
         gs.side = 1;
-        st = results_read_rows_stream(new_path, on_row, &gs);
+        st = results_read_rows_stream(new_path, on_row, &gs, NULL);
     }
     if (st == TB_OK) {
         disambiguate(&gs, 0);

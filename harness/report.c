@@ -541,6 +541,20 @@ static int make_dirs(const char *dir)
     return TB_OK;
 }
 
+/* Whether a file can be made in dir (an existing folder of another user's, a read-only mount): tried, not
+ * judged from its mode bits, which root passes. Checked before anything is written, so that a report is not
+ * made without its tables. */
+static int writable_dir(const char *dir)
+{
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/.report-probe.%ld", dir, (long)getpid());
+    const int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) return tb_error_set(TB_EIO, "cannot write in %s: %s", dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return TB_OK;
+}
+
 /* A file-name-safe copy of s. */
 static void safe_name(char *dst, size_t n, const char *s)
 {
@@ -621,6 +635,7 @@ struct ctx {
     char cal_source[600];
     struct report_gpu gpu;      /* the GPU of the rows on the cuda device, and its ceilings */
     FILE *md;
+    char unwritten[1400];       /* the first chart table that could not be written, and why ("" = none) */
 };
 
 /* v if finite and within an int's range, else 0: a figure from a row that printf and gnuplot can take. */
@@ -853,6 +868,20 @@ static void md_chart(struct ctx *x, const char *name, const char *alt, int rende
                 x->have_gnuplot ? "gnuplot failed, see charts/data/gnuplot.log" : x->no_gnuplot);
 }
 
+/* A chart's table, opened for writing; NULL where it cannot be, the first such file and why kept (the report
+ * then exits 1 and says so: the section's table and chart are missing from REPORT.md). */
+static FILE *dat_open(struct ctx *x, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f && !x->unwritten[0]) snprintf(x->unwritten, sizeof x->unwritten, "%s: %s", path, strerror(errno));
+    return f;
+}
+
+FILE *report_open_data(void *report, const char *path)
+{
+    return dat_open(report, path);
+}
+
 /* The renderer and chart links for the sections in other files (report_seeds.h). */
 int report_render_chart(void *report, const char *script, const char *name, const char *data, const char *title,
                         const char *sub, const char *extra_vars)
@@ -936,7 +965,7 @@ static void section_throughput(struct ctx *x)
         safe_name(safe, sizeof safe, wl[k]);
         snprintf(name, sizeof name, "throughput_%s", safe);
         snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
-        FILE *f = fopen(path, "w");
+        FILE *f = dat_open(x, path);
         if (!f) continue;
         fprintf(f, "# label\timages/s (timed samples / timed s)\tslowest repeat\tfastest repeat\tper-step median"
                    "\tjitter\tlabel wrapped for the chart\n");
@@ -1044,7 +1073,7 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
     else snprintf(name, sizeof name, "tta_%s", safe);
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
     FILE *cw = open_memstream(&colours, &colours_len), *dw = open_memstream(&dashes, &dashes_len);
-    FILE *f = cw && dw ? fopen(path, "w") : NULL;
+    FILE *f = cw && dw ? dat_open(x, path) : NULL;
     if (!f) {
         if (cw) fclose(cw);
         if (dw) fclose(dw);
@@ -1330,7 +1359,7 @@ static void section_scaling(struct ctx *x)
         safe_name(safe, sizeof safe, wl[k]);
         snprintf(name, sizeof name, "scaling_%s", safe);
         snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
-        FILE *f = fopen(path, "w");
+        FILE *f = dat_open(x, path);
         if (!f) continue;
         fprintf(x->md, "### %s\n\n", wl[k]);
         int blocks = 0;
@@ -1599,7 +1628,7 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr, st
     if (!added) tb_error_clear(); /* out of memory in the index: the name as it stands */
     variant_label(&x->rows, i, var, sizeof var);
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
-    FILE *f = fopen(path, "w");
+    FILE *f = dat_open(x, path);
     if (!f) {
         free(lt);
         return;
@@ -1669,7 +1698,7 @@ static void section_roofline(struct ctx *x)
     fprintf(x->md, "## Roofline\n\n");
     char path[1200], title[256], sub[400], vars[1024];
     snprintf(path, sizeof path, "%s/roofline.dat", x->data_dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = dat_open(x, path);
     if (!f) return;
     const char *backends[32];
     int nb = 0, idx[2048], n = 0, n_gpu = 0;
@@ -1916,7 +1945,7 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
     const struct json_value *ev = json_get(tl, "events");
     char path[1300], title[400], sub[400], vars[4096], ytics[3000], present_txt[16] = "";
     snprintf(path, sizeof path, "%s/%s.dat", x->data_dir, name);
-    FILE *f = fopen(path, "w");
+    FILE *f = dat_open(x, path);
     if (!f) return;
     fprintf(f, "# lane\tstart ms\tend ms\tphase (1 forward, 2 backward, 3 recompute, 4 all-reduce, 5 update)\tmicro-batch\n");
     int lane_dev[MAX_LANES], lane_stage[MAX_LANES], lane_rep[MAX_LANES], nl = 0, present[5] = {0}, n_ev = 0;
@@ -2065,7 +2094,8 @@ int report_generate(const struct report_opts *o, int *n_charts)
     /* Before anything is read: a refusal is the only line printed. */
     int st = check_input(&x, "--in", o->in, md_path, md_tmp);
     if (st == TB_OK) st = check_input(&x, "--calibration", o->calibration, md_path, md_tmp);
-    if (st == TB_OK) st = results_read_rows_stream(o->in, collect, &x.rows);
+    long n_skipped = 0;
+    if (st == TB_OK) st = results_read_rows_stream(o->in, collect, &x.rows, &n_skipped);
     /* Data that cannot be used, not a usage error: exit 1, as `bench compare` on the same file. */
     if (st == TB_OK && x.rows.n == 0)
         st = tb_error_set(TB_EFORMAT, "%s has no usable result rows (it is empty, or no line is a well-formed row with "
@@ -2074,6 +2104,9 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (st == TB_OK) st = index_labels(&x.rows);
     if (st == TB_OK) warn_impossible(&x.rows);
     if (st == TB_OK) st = make_dirs(x.data_dir);
+    if (st == TB_OK) st = writable_dir(o->out_dir);
+    if (st == TB_OK) st = writable_dir(x.charts_dir);
+    if (st == TB_OK) st = writable_dir(x.data_dir);
     if (st == TB_OK) st = check_outputs(&x, md_path);
     /* Our own temporary name: whatever a crashed run left there goes, and "x" creates it afresh. */
     if (st == TB_OK) remove(md_tmp);
@@ -2166,6 +2199,12 @@ int report_generate(const struct report_opts *o, int *n_charts)
             when, o->in, x.rows.n, x.rows.n == 1 ? "" : "s", n_keep, n_superseded,
             (int)N_VARIANT, n_unfinished,
             n_unfinished ? " (listed at the end)" : "");
+    if (n_skipped)
+        fprintf(x.md, "%ld %s of `%s` %s not read as %s (torn, malformed, or of a newer schema than this build reads; "
+                      "`bench report`'s warnings name %s), so %s in no count above.\n\n",
+                n_skipped, n_skipped == 1 ? "line" : "lines", o->in, n_skipped == 1 ? "was" : "were",
+                n_skipped == 1 ? "a result row" : "result rows", n_skipped == 1 ? "it" : "them",
+                n_skipped == 1 ? "it is" : "they are");
     fprintf(x.md, "Machine of the latest row: %s, %s cores, %s GiB; %s; %s; %s (kernel set %s); commit %s.\n\n",
             json_get_str(last, "machine.cpu_model", "?"), cellf(json_get_number(last, "machine.n_cores", 0), "%g").s,
             cellf(json_get_number(last, "machine.mem_gib", 0), "%.1f").s, json_get_str(last, "machine.os", "?"),
@@ -2215,6 +2254,9 @@ int report_generate(const struct report_opts *o, int *n_charts)
                                             o->plots_dir, x.data_dir, &x, x.charts_dir, o->in, devices_dir,
                                             o->gnuplot, &x.n_charts});
     section_unfinished(&x);
+    if (x.unwritten[0])
+        fprintf(x.md, "---\n**This report is incomplete**: a chart's table could not be written (%s), so its section "
+                      "lacks its table and chart.\n\n", x.unwritten);
     if (!x.have_gnuplot && !o->gnuplot)
         fprintf(x.md, "---\ngnuplot was not found, so this report has tables only (install gnuplot-nox).\n");
     else if (!x.have_gnuplot)
@@ -2224,6 +2266,9 @@ int report_generate(const struct report_opts *o, int *n_charts)
         remove(md_tmp);
     }
     x.md = NULL;
+    if (st == TB_OK && x.unwritten[0])
+        st = tb_error_set(TB_EIO, "cannot write %s; %s was written without that section's table and chart", x.unwritten,
+                          md_path);
     if (!x.have_gnuplot) fprintf(stderr, "bench report: %s; REPORT.md has tables only\n", x.no_gnuplot);
     *n_charts = x.n_charts;
 done:

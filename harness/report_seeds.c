@@ -178,7 +178,7 @@ static void seed002(const struct report_seeds_in *in)
     /* The chart: one horizontal bar per system, published and measured in their own colours. */
     char dat[1300], name[] = "seeds_002", sub[600] = "", machine[300] = "", data[64] = "";
     snprintf(dat, sizeof dat, "%s/%s.dat", in->data_dir, name);
-    FILE *f = n ? fopen(dat, "w") : NULL;
+    FILE *f = n ? report_open_data(in->report, dat) : NULL;
     int bars = 0;
     if (f) {
         fprintf(f, "# label\tseconds (fit: training of all epochs)\tkind (1 published, 2 measured here)\n");

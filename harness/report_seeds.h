@@ -34,6 +34,8 @@ struct report_seeds_in {
  * more gnuplot assignments, "name='value'; ...", or NULL): 1 if both were written, 0 if not (no gnuplot, or it failed; the report says so through report_md_chart). */
 int report_render_chart(void *report, const char *script, const char *name, const char *data, const char *title,
                         const char *sub, const char *extra_vars);
+/* A chart's data table opened for writing ("w"), or NULL; a failure makes the report incomplete, said and exit 1. */
+FILE *report_open_data(void *report, const char *path);
 /* A string as a gnuplot single-quoted literal body ('' for a quote), cut to fit n bytes. */
 void report_gp_quote(char *dst, size_t n, const char *s);
 /* v in fmt into buf, or the report's empty-cell mark "–" where the row lacks it or it is not finite (printf would

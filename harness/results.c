@@ -188,8 +188,9 @@ static void skip_row(struct skips *k, long line_no, const char *fmt, ...)
     va_end(ap);
 }
 
-static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
+static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx, long *n_skipped)
 {
+    if (n_skipped) *n_skipped = 0;
     if (!path || !fn)
         return tb_error_set(TB_EINVAL, "results_read_rows: NULL path or callback");
     const char *why = NULL;
@@ -210,6 +211,7 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
         if (line[len - 1] != '\n') {
             fprintf(stderr, "warning: %s:%ld: skipped a torn last line (no newline; an interrupted write?)\n",
                     path, line_no);
+            if (n_skipped) ++*n_skipped;
             continue;
         }
         struct json_value *row = NULL;
@@ -228,6 +230,7 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
         }
         json_value_free(row);
     }
+    if (n_skipped) *n_skipped += sk.n;
     if (sk.n > RESULTS_SKIPS_SAID)
         fprintf(stderr, "warning: %s: skipped %ld more rows that are not result rows (lines %ld-%ld)\n", path,
                 sk.n - RESULTS_SKIPS_SAID, sk.first_unsaid, sk.last_unsaid);
@@ -240,12 +243,12 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx)
 
 int results_read_rows(const char *path, results_row_fn fn, void *ctx)
 {
-    return read_rows(path, 0, fn, ctx);
+    return read_rows(path, 0, fn, ctx, NULL);
 }
 
-int results_read_rows_stream(const char *path, results_row_fn fn, void *ctx)
+int results_read_rows_stream(const char *path, results_row_fn fn, void *ctx, long *n_skipped)
 {
-    return read_rows(path, 1, fn, ctx);
+    return read_rows(path, 1, fn, ctx, n_skipped);
 }
 
 /* ---------------------------------------------------------------- CSV */

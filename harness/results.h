@@ -37,8 +37,9 @@ int results_read_rows(const char *path, results_row_fn fn, void *ctx);
 
 /* results_read_rows for a reader that reads its input once: path may also be a pipe or FIFO (`bench report
  * --in <(zcat rows.gz)`), read as it streams. The others take regular files only: they read a file again
- * (export's two passes), or read bench's own --out, where a pipe would be its own output. */
-int results_read_rows_stream(const char *path, results_row_fn fn, void *ctx);
+ * (export's two passes), or read bench's own --out, where a pipe would be its own output. *n_skipped (unless
+ * NULL) receives the count of non-blank lines skipped (torn, malformed, not objects, of a newer schema). */
+int results_read_rows_stream(const char *path, results_row_fn fn, void *ctx, long *n_skipped);
 
 /* Writes the given dotted paths of every good row of jsonl as CSV columns (header = the paths) to
  * csv, replacing it atomically. Missing or null values are empty cells, bools are 1/0, strings are

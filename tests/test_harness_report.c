@@ -16,6 +16,7 @@
 #include <ctype.h>
 #include <strings.h>
 #include <sys/sysmacros.h>
+#include <grp.h>
 #include <sys/wait.h>
 
 static const char *const machine =
@@ -178,6 +179,9 @@ Test(harness_report, fixture_renders_every_chart, .init = th_setup, .fini = th_t
     }
     cr_assert(strstr(md, "Fixture CPU") != NULL);
     cr_assert(strstr(md, "abc123def456") != NULL);
+    char skipped[400]; /* the document outlives the terminal: the skipped line is counted in it too */
+    snprintf(skipped, sizeof skipped, "\n1 line of `%s` was not read as a result row", in);
+    cr_assert(strstr(md, skipped) != NULL, "REPORT.md does not count the malformed line:\n%.1500s", md);
     cr_assert(strstr(md, "| cpu | 32 |  | synthetic | **22500** |") != NULL, "the latest cpu b32 row wins:\n%s", md);
     cr_assert(strstr(md, "| cpu | 32 |  | synthetic | **900** |") == NULL, "the superseded row is not shown");
     cr_assert(strstr(md, "missed") != NULL, "a run that missed its target says so");
@@ -1372,6 +1376,61 @@ Test(harness_report, report_cli_exit_codes, .init = th_setup, .fini = th_teardow
     cr_assert_eq(bench_sh("report --bogus", p), 2);
     cr_assert_eq(bench_sh("report --in", p), 2);
     cr_assert_eq(bench_sh("report --in empty.jsonl --plots /nonexistent/plots", p), 2);
+}
+
+/* A report whose chart folder cannot be written was made without its tables, exit 0 (the sections skip a chart
+ * whose table they cannot open): now refused before anything is written, exit 1, one line naming the folder.
+ * As root permissions do not bite, so a child drops to nobody; the folder is root's, the report's folder nobody's. */
+Test(harness_report, unwritable_charts_folder_is_refused, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192], charts[256];
+    throughput(th_path(in, sizeof in, "rows.jsonl"), "cpu", 32, 1000, 20);
+    cr_assert_eq(mkdir(th_path(out, sizeof out, "r"), 0755), 0);
+    snprintf(charts, sizeof charts, "%s/charts", out);
+    cr_assert_eq(mkdir(charts, 0755), 0);
+    char data[300];
+    snprintf(data, sizeof data, "%s/data", charts); /* both there, as a report made by root leaves them */
+    cr_assert_eq(mkdir(data, 0755), 0);
+    cr_assert_eq(chmod(th_dir, 0755), 0);
+    cr_assert_eq(chmod(in, 0644), 0);
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(fds[0]);
+        const int root = geteuid() == 0;
+        if (root && (chown(out, 65534, 65534) != 0 || setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
+                     setuid(65534) != 0))
+            _exit(100);
+        if (!root && (chmod(data, 0555) != 0 || chmod(charts, 0555) != 0)) _exit(100); /* not root: a folder of ours made read-only */
+        if (access(charts, W_OK) == 0) _exit(100);
+        char plots[512];
+        snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+        struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+        int n = 0;
+        const int st = report_generate(&o, &n);
+        const char *m = tb_error_get();
+        if (write(fds[1], m, strlen(m)) < 0) _exit(101);
+        _exit(st == TB_EIO ? 1 : st == TB_OK ? 0 : 2);
+    }
+    close(fds[1]);
+    char msg[1024];
+    const ssize_t k = read(fds[0], msg, sizeof msg - 1);
+    msg[k > 0 ? k : 0] = '\0';
+    close(fds[0]);
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws));
+    if (WEXITSTATUS(ws) == 100) cr_skip_test("cannot make an unwritable folder here (root cannot drop privileges)");
+    cr_assert_eq(WEXITSTATUS(ws), 1, "status %d: %s", WEXITSTATUS(ws), msg);
+    char want[400];
+    snprintf(want, sizeof want, "cannot write in %s: Permission denied", charts);
+    cr_assert_str_eq(msg, want);
+    char md[256];
+    snprintf(md, sizeof md, "%s/REPORT.md", out);
+    cr_assert(access(md, F_OK) != 0, "REPORT.md was written");
+    chmod(charts, 0755), chmod(data, 0755);
 }
 
 /* A roofline row with its GFLOP/s at 3.2 FLOP/byte; figures_extra (a JSON fragment) may say its threads. */
