@@ -144,20 +144,21 @@ double measure_peak_rss_mib(void)
     return NAN;
 }
 
-double measure_train_bytes_per_step(const struct model *m, int batch, int opt_state_per_param)
+double measure_train_bytes_per_step(const struct model *m, int batch, int opt_state_per_param, int act_bytes,
+                                    int param_bytes)
 {
     /* params: read forward, read backward-data, read + write in the update (4); grads: written by
-     * backward, read by the update (2); optimizer state: read + written (2 per copy). */
-    const double param_words = (double)m->n_params * (4.0 + 2.0 + 2.0 * opt_state_per_param);
-    /* activations: written forward, read backward; their gradients: written, read (4 words). */
-    const double act_words = 4.0 * (double)m->unit_floats * batch;
+     * backward, read by the update (2), each at param_bytes; optimizer state: read + written (2 per copy), fp32. */
+    const double param_bytes_all = (double)m->n_params * (6.0 * param_bytes + 4.0 * 2.0 * opt_state_per_param);
+    /* activations: written forward, read backward; their gradients: written, read (4 elements). */
+    const double act_bytes_all = 4.0 * act_bytes * (double)m->unit_floats * batch;
     const double input_bytes = (double)m->in_h * m->in_w * m->in_c * batch;
-    return 4.0 * (param_words + act_words) + input_bytes;
+    return param_bytes_all + act_bytes_all + input_bytes;
 }
 
-double measure_infer_bytes_per_step(const struct model *m, int batch)
+double measure_infer_bytes_per_step(const struct model *m, int batch, int act_bytes, int param_bytes)
 {
     /* params read once per batch; activations written once and read once. */
-    const double words = (double)m->n_params + 2.0 * (double)m->unit_floats * batch;
-    return 4.0 * words + (double)m->in_h * m->in_w * m->in_c * batch;
+    return (double)param_bytes * m->n_params + 2.0 * act_bytes * (double)m->unit_floats * batch +
+           (double)m->in_h * m->in_w * m->in_c * batch;
 }

@@ -80,9 +80,12 @@ double measure_peak_rss_mib(void);
 /* Estimated bytes one training step moves to and from memory for a global batch: parameters, gradients
  * and optimizer state read/written once per step, and activations written forward and re-read
  * backward with their gradients. A compulsory-traffic model, not a measurement: caches make the
- * real figure smaller for small models, spills make it larger for big ones. */
-double measure_train_bytes_per_step(const struct model *m, int batch, int opt_state_per_param);
-/* Estimated bytes per sample of an inference forward (parameters read once per batch). */
-double measure_infer_bytes_per_step(const struct model *m, int batch);
+ * real figure smaller for small models, spills make it larger for big ones. act_bytes, param_bytes: an
+ * activation's and a parameter's (and its gradient's) storage, 4 or 2 (bench_config_storage_bytes); the
+ * optimizer's state is fp32. */
+double measure_train_bytes_per_step(const struct model *m, int batch, int opt_state_per_param, int act_bytes,
+                                    int param_bytes);
+/* Estimated bytes of an inference forward of a batch (parameters read once per batch), storage as above. */
+double measure_infer_bytes_per_step(const struct model *m, int batch, int act_bytes, int param_bytes);
 
 #endif

@@ -830,6 +830,16 @@ int bench_config_synthetic(const struct bench_config *c)
     return strcmp(c->data, "synthetic") == 0 || (!c->data[0] && bench_config_times_only(c));
 }
 
+void bench_config_storage_bytes(const struct bench_config *c, int *act, int *param)
+{
+    const char *prec = c->run.ipu.precision;
+    const size_t len = strlen(prec);
+    *act = *param = 4;
+    if (!len || !strcmp(prec, "fp32")) return;
+    *act = 2;
+    *param = prec[len - 1] == 'm' || !strcmp(c->device, "cuda") ? 4 : 2;
+}
+
 int bench_config_finish(struct bench_config *c)
 {
     if (c->finished) return TB_OK;

@@ -157,7 +157,7 @@ int plan_evaluate(struct session *s)
         json_key_double(&b, "images_per_s", eval_s > 0.0 ? (double)n / eval_s : NAN);
         if (c->logits[0]) json_key_str(&b, "logits_file", c->logits);
         row_common_figures(s, &b, eval_s > 0.0 ? s->m.flops_per_sample * (double)n / eval_s * 1e-9 : NAN,
-                           measure_infer_bytes_per_step(&s->m, eval_batch), s->m.flops_per_sample * eval_batch);
+                           row_infer_bytes(s, eval_batch), s->m.flops_per_sample * eval_batch);
         st = row_end(s, &b);
     }
     if (st == TB_OK && !c->quiet)

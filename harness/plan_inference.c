@@ -114,7 +114,7 @@ int plan_inference(struct session *s)
     /* The devices (cores) the forwards ran on, as throughput rows say it: without a calibration (no
      * peak_threads) the report's roofline has only this to judge a one-thread row against one thread's roofs. */
     json_key_int(&b, "devices_used", backend_n_devices(&s->be));
-    row_common_figures(s, &b, gflops, measure_infer_bytes_per_step(&s->m, batch), flops_step);
+    row_common_figures(s, &b, gflops, row_infer_bytes(s, batch), flops_step);
     st = row_end(s, &b);
     if (!c->quiet && !c->compact) {
         printf("trainbench inference: %s on %s data (%s), %s weights\n", s->w->name,

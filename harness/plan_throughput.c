@@ -176,7 +176,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         write_step_split(s, &b);
         write_step_executions(s, &b);
         row_common_figures(s, &b, gflops,
-                           measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)), flops_step);
+                           row_train_bytes(s, batch), flops_step);
         st = row_end(s, &b);
         if (st == TB_OK && !c->quiet && !c->compact && !sb) printf("  result row  %s (run %s)\n", c->out, run_id);
     }

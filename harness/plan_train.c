@@ -423,7 +423,7 @@ static int train_row(struct train_run *t)
     write_step_split(s, &b);
     write_step_executions(s, &b);
     row_common_figures(s, &b, t->gflops,
-                       measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(c->run.optim.kind)),
+                       row_train_bytes(s, batch),
                        t->flops_step);
     const int st = row_end(s, &b);
     /* The run finished and its row exists: a later --resume of the same steps has nothing to do. */

@@ -628,7 +628,7 @@ static int tta_row(struct tta_plan *p)
     write_step_executions(s, &b);
     write_trace(s, &b, s->run_base);
     row_common_figures(s, &b, p->gflops,
-                       measure_train_bytes_per_step(&s->m, p->batch, optim_state_per_param(c->run.optim.kind)),
+                       row_train_bytes(s, p->batch),
                        p->flops_step);
     const int st = row_end(s, &b);
     /* The plan finished and its row exists (as in the train plan): a later --resume has nothing to do.

@@ -1737,14 +1737,17 @@ static void section_roofline(struct ctx *x)
             size_t al = strlen(above[a]);
             snprintf(above[a] + al, sizeof above[a] - al, "%s%d", n_above[a]++ ? ", " : "", j + 1);
         }
-        char label[640], var[512];
+        char label[640], var[512], key[640];
         variant_label(&x->rows, idx[j], var, sizeof var);
-        snprintf(label, sizeof label, "%d %s: %s%s b%s%s", j + 1, cs(r, "backend"), cs(r, "workload"),
-                 strcmp(kind_of(r), "inference") ? "" : " fwd", batch_cell(r).s, one ? ", 1 thread" : "");
+        /* The options too, as far as a key line holds them (points of one backend and batch read alike: fp32,
+         * bf16 and fp16 runs did); the table below has them whole. */
+        snprintf(label, sizeof label, "%d %s: %s%s b%s%s%s", j + 1, cs(r, "backend"), cs(r, "workload"),
+                 strcmp(kind_of(r), "inference") ? "" : " fwd", batch_cell(r).s, one ? ", 1 thread" : "", var);
+        wrap_label(label, 48, 1, key, sizeof key);
         int colour = 0;
         while (colour < nb && strcmp(backends[colour], cs(r, "backend"))) colour++;
         if (j) fprintf(f, "\n\n");
-        dat_label(f, label);
+        dat_label(f, key);
         fprintf(f, "\n%.6g\t%.6g\t%d\n", fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"), colour % 8 + 1);
         size_t len = strlen(points);
         snprintf(points + len, sizeof points - len, "| %d | %s | %s%s | %s | %s | %s | %.2f | %.2f |\n", j + 1,

@@ -328,6 +328,20 @@ static void row_conv_algos(const struct session *s, struct json_buf *b)
     free(algos), free(letters);
 }
 
+double row_train_bytes(const struct session *s, int batch)
+{
+    int act, param;
+    bench_config_storage_bytes(&s->c, &act, &param);
+    return measure_train_bytes_per_step(&s->m, batch, optim_state_per_param(s->c.run.optim.kind), act, param);
+}
+
+double row_infer_bytes(const struct session *s, int batch)
+{
+    int act, param;
+    bench_config_storage_bytes(&s->c, &act, &param);
+    return measure_infer_bytes_per_step(&s->m, batch, act, param);
+}
+
 /* Figures every row carries: achieved GFLOP/s (measured time × counted FLOPs), its share of the
  * calibrated ceiling of the device it ran on (the sgemm's, or for the cuda device the GPU's fp32 GEMM),
  * the estimated arithmetic intensity, and the peak memory (host, and the GPU's on the cuda device). */

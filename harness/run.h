@@ -140,6 +140,10 @@ int bench_config_times_only(const struct bench_config *c);
  * (throughput, inference, an untrained scaling sweep; tf_cnn_benchmarks' choice); the others read --data or the
  * default dataset. c's plan resolved (bench_config_finish). */
 int bench_config_synthetic(const struct bench_config *c);
+/* Bytes an element of the run's activations (*act) and parameters and their gradients (*param) is stored in:
+ * 4 in fp32; --precision fp16/bf16 on the ipu stores both in 2; the m variants, and the cuda device's mixed
+ * precision, keep fp32 parameters. For the estimated traffic of a step (measure.h). c resolved. */
+void bench_config_storage_bytes(const struct bench_config *c, int *act, int *param);
 /* Sets run.optim.lr to the workload's recipe rate at `batch` samples a step (scaled from its lr_batch),
  * unless the user chose the rate or the optimizer: called again once a plan settles the batch. */
 void bench_config_recipe_lr(struct bench_config *c, const struct workload *w, int batch);

@@ -200,6 +200,10 @@ void row_gpu_memory(const struct session *s, struct json_buf *b);
  * streaming stores; and OpenBLAS's and OpenMP's), sorted by name: a malloc'd array of environ's strings, their
  * count in *n (free the array; NULL when out of memory). */
 const char **run_env_switches(size_t *n);
+/* The estimated bytes a training step (measure_train_bytes_per_step) or an inference forward of batch samples
+ * moves, at the run's storage precision and optimizer. */
+double row_train_bytes(const struct session *s, int batch);
+double row_infer_bytes(const struct session *s, int batch);
 /* Figures every row carries: GFLOP/s, its share of the device's ceiling, intensity, peak memory. */
 void row_common_figures(const struct session *s, struct json_buf *b, double gflops, double bytes_per_step,
                         double flops_per_step);

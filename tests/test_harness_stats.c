@@ -98,10 +98,29 @@ Test(harness_stats, peak_memory_and_traffic_estimate)
     struct model m;
     memset(&m, 0, sizeof m);
     m.n_params = 1000, m.unit_floats = 100, m.in_h = 28, m.in_w = 28, m.in_c = 1;
-    double b1 = measure_train_bytes_per_step(&m, 1, 2), b8 = measure_train_bytes_per_step(&m, 8, 2);
+    double b1 = measure_train_bytes_per_step(&m, 1, 2, 4, 4), b8 = measure_train_bytes_per_step(&m, 8, 2, 4, 4);
     cr_assert_float_eq(b1, 4.0 * (1000 * 10.0 + 400.0) + 784.0, 1e-9);
     cr_assert_float_eq(b8 - b1, 7 * (1600.0 + 784.0), 1e-9); /* activations and input scale with the batch */
-    cr_assert_float_eq(measure_infer_bytes_per_step(&m, 2), 4.0 * (1000 + 400.0) + 2 * 784.0, 1e-9);
+    cr_assert_float_eq(measure_infer_bytes_per_step(&m, 2, 4, 4), 4.0 * (1000 + 400.0) + 2 * 784.0, 1e-9);
+    /* 2-byte storage: activations (and, without fp32 masters, parameters and gradients) at half; the
+     * optimizer's state stays fp32 (an fp16 run's roofline point sat at the fp32 run's intensity) */
+    cr_assert_float_eq(measure_train_bytes_per_step(&m, 1, 2, 2, 4), 1000 * (6 * 4.0 + 16.0) + 400 * 2.0 + 784.0, 1e-9);
+    cr_assert_float_eq(measure_train_bytes_per_step(&m, 1, 2, 2, 2), 1000 * (6 * 2.0 + 16.0) + 400 * 2.0 + 784.0, 1e-9);
+    cr_assert_float_eq(measure_infer_bytes_per_step(&m, 2, 2, 2), 2.0 * (1000 + 400.0) + 2 * 784.0, 1e-9);
+    /* which storage a configuration has */
+    struct bench_config c;
+    const char *const precs[] = {"", "fp32", "fp16", "bf16", "fp16m", "bf16m"};
+    const int want[][2] = {{4, 4}, {4, 4}, {2, 2}, {2, 2}, {2, 4}, {2, 4}};
+    for (int k = 0; k < 6; k++) {
+        bench_config_defaults(&c);
+        snprintf(c.run.ipu.precision, sizeof c.run.ipu.precision, "%s", precs[k]);
+        int act = 0, param = 0;
+        bench_config_storage_bytes(&c, &act, &param);
+        cr_assert(act == want[k][0] && param == want[k][1], "'%s': %d, %d", precs[k], act, param);
+        snprintf(c.device, sizeof c.device, "cuda"); /* mixed precision: fp32 parameters */
+        bench_config_storage_bytes(&c, &act, &param);
+        cr_assert(act == want[k][0] && param == 4, "cuda '%s': %d, %d", precs[k], act, param);
+    }
 }
 
 Test(harness_stats, calibration_round_trip, .init = th_setup, .fini = th_teardown)
