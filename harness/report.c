@@ -1480,6 +1480,53 @@ static void section_scaling(struct ctx *x)
     }
 }
 
+/* Rows run with --project-devices: what the POD-scale model made of their measured stage times (row.c's
+ * figures.projection), one line a device count, each said to be PROJECTED; the measured rate and the model at the
+ * measured arrangement beside them, so the reader sees how far the model misses. Drawn nowhere else: the
+ * throughput table shows those rows' measured rates only. */
+static void section_projections(struct ctx *x)
+{
+    int any = 0;
+    for (int i = 0; i < x->rows.n; i++) any |= x->rows.keep[i] && json_get(x->rows.v[i], "figures.projection") != NULL;
+    if (!any) return;
+    fprintf(x->md, "## Projections (PROJECTED, not measured)\n\n"
+                   "Rows run with `--project-devices`: this machine's measured per-stage times scaled to more devices by "
+                   "the link model of `harness/projection.c` (pipeline fill, exchange, ring all-reduce), at the run's "
+                   "global batch. They project a POD of *these cores*, not of IPUs or any other device; the model leaves "
+                   "out the weight update and per-step overhead, and the *model at the measured arrangement* column "
+                   "shows how far it misses what the run measured.\n\n"
+                   "| workload | backend | batch | options | measured images/s | model at the measured arrangement | "
+                   "devices | replicas × GA | PROJECTED images/s | scaling efficiency |\n"
+                   "|---|---|---:|---|---:|---|---:|---|---:|---:|\n");
+    for (int i = 0; i < x->rows.n; i++) {
+        const struct json_value *r = x->rows.v[i], *pj = json_get(r, "figures.projection");
+        if (!x->rows.keep[i] || !pj) continue;
+        char var[512], model[160] = "–";
+        variant_label(&x->rows, i, var, sizeof var);
+        const struct json_value *v = json_get(pj, "validation");
+        const double vp = fg_in(v, "images_per_s_projected"), vm = fg_in(v, "images_per_s_measured");
+        if (v && isfinite(vp) && isfinite(vm))
+            snprintf(model, sizeof model, "%.0f images/s on %s device%s (%+.1f %%)", vp,
+                     count_cell(json_get_number(v, "devices", NAN)).s,
+                     json_get_number(v, "devices", 0) == 1 ? "" : "s", 100.0 * (vp / vm - 1.0));
+        const struct json_value *rows = json_get(pj, "rows");
+        const int n = rows && rows->type == JSON_ARRAY ? rows->n : 0;
+        for (int k = 0; k < (n ? n : 1); k++) {
+            const struct json_value *p = n ? &rows->items[k] : NULL;
+            char rg[160] = "–";
+            if (p)
+                snprintf(rg, sizeof rg, "%s × %s", count_cell(json_get_number(p, "replicas", NAN)).s,
+                         count_cell(json_get_number(p, "ga", NAN)).s);
+            fprintf(x->md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", cs(r, "workload"), cs(r, "backend"),
+                    batch_cell(r).s, var[0] ? var + 1 : "", cellf(fg(r, "images_per_s"), "%.0f").s, model,
+                    p ? count_cell(json_get_number(p, "devices", NAN)).s : "none fits",
+                    rg, p ? cellf(fg_in(p, "images_per_s_projected"), "%.0f").s : "–",
+                    p ? cellf(fg_in(p, "scaling_efficiency"), "%.2f").s : "–");
+        }
+    }
+    fprintf(x->md, "\n");
+}
+
 static void section_inference(struct ctx *x)
 {
     int any = 0;
@@ -2240,6 +2287,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
     section_throughput(&x);
     section_tta(&x);
     section_scaling(&x);
+    section_projections(&x);
     section_inference(&x);
     section_train(&x);
     section_layers(&x);

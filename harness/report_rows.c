@@ -102,7 +102,8 @@ static const struct {
     {"gpu_mem_peak_mib", FIG_NONNEG}, {"runs_total", FIG_NONNEG}, {"runs_reached", FIG_NONNEG},
     {"sgemm_peak_share", FIG_NONNEG}, {"eval_time_s", FIG_NONNEG}, {"epochs", FIG_NONNEG}, {"time_s", FIG_NONNEG},
     {"forward_s", FIG_NONNEG}, {"backward_s", FIG_NONNEG}, {"idle_s", FIG_NONNEG}, {"span_s", FIG_NONNEG},
-    {"peak_threads", FIG_NONNEG}, {"devices_used", FIG_NONNEG},
+    {"peak_threads", FIG_NONNEG}, {"devices_used", FIG_NONNEG}, {"images_per_s_projected", FIG_POSITIVE},
+    {"images_per_s_measured", FIG_POSITIVE}, {"scaling_efficiency", FIG_POSITIVE},
     {"test_accuracy", FIG_UNIT}, {"accuracy", FIG_UNIT}, {"best_accuracy", FIG_UNIT}, {"bubble_measured", FIG_UNIT},
     {"bubble_ideal", FIG_UNIT},
 };

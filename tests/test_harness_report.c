@@ -1433,6 +1433,42 @@ Test(harness_report, unwritable_charts_folder_is_refused, .init = th_setup, .fin
     chmod(charts, 0755), chmod(data, 0755);
 }
 
+/* Rows with figures.projection (--project-devices) get a section of their own, every projected figure said to
+ * be PROJECTED beside the measured rate and the model's gap at the measured arrangement; the report had shown
+ * such a row as a plain measured throughput bar and nothing of its projection. Without such rows, no section. */
+Test(harness_report, projections_have_their_own_section, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192], md_path[256];
+    th_path(in, sizeof in, "rows.jsonl");
+    throughput(in, "cpu", 32, 1000, 20);
+    report_every_chart(in, out, sizeof out);
+    char *md = th_read(th_path(md_path, sizeof md_path, "report/REPORT.md"));
+    cr_assert(strstr(md, "## Projections") == NULL, "a section without projected rows:\n%s", md);
+    free(md);
+    char t[4096];
+    snprintf(t, sizeof t,
+             "{\"schema_version\":1,\"kind\":\"throughput\",\"run_id\":\"pj\",\"status\":\"ok\",\"config\":{\"plan\":"
+             "\"throughput\",\"backend\":\"ipu\",\"workload\":\"mnist-mlp\",\"batch\":64,\"dataset\":\"synthetic\"},%s,"
+             "\"figures\":{\"images_per_s\":50000,\"projection\":{\"label\":\"projected\",\"global_batch\":64,"
+             "\"validation\":{\"devices\":2,\"replicas\":1,\"ga\":32,\"images_per_s_projected\":60000,"
+             "\"images_per_s_measured\":50000,\"gap\":0.2},\"rows\":[{\"devices\":16,\"local_batch\":2,\"replicas\":8,"
+             "\"ga\":4,\"global_batch\":64,\"images_per_s_projected\":190000,\"utilisation\":0.2,"
+             "\"scaling_efficiency\":0.95},{\"devices\":32,\"local_batch\":2,\"replicas\":16,\"ga\":2,\"global_batch\":64,"
+             "\"images_per_s_projected\":-5,\"scaling_efficiency\":0.5}]}}}\n",
+             machine);
+    th_append(in, t);
+    report_every_chart(in, out, sizeof out);
+    md = th_read(md_path);
+    const char *sec = strstr(md, "## Projections (PROJECTED, not measured)\n");
+    cr_assert_not_null(sec, "%s", md);
+    cr_assert(strstr(sec, "| mnist-mlp | ipu | 64 |  | 50000 | 60000 images/s on 2 devices (+20.0 %) | 16 | 8 × 4 | "
+                          "190000 | 0.95 |\n") != NULL, "%s", sec);
+    /* an impossible projected rate is an empty cell, as every figure's */
+    cr_assert(strstr(sec, "| 32 | 16 × 2 | – | 0.50 |\n") != NULL, "%s", sec);
+    cr_assert(sec < strstr(md, "## Inference"), "the section sits before inference");
+    free(md);
+}
+
 /* A roofline row with its GFLOP/s at 3.2 FLOP/byte; figures_extra (a JSON fragment) may say its threads. */
 static void roof_row(const char *path, const char *id, const char *backend, double gflops, const char *figures_extra)
 {
