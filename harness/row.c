@@ -239,6 +239,13 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     if (c->run.ipu.loss_scale > 0.0f) json_key_double(b, "loss_scale", c->run.ipu.loss_scale);
     else json_key_str(b, "loss_scale", "dynamic");
     json_key_int(b, "prefetch", c->run.ipu.prefetch);
+    /* The projections asked for beside the measurement (figures.projection; --project-device's validation is
+     * printed only): they change nothing measured, so no reader keys a configuration by them. */
+    char pd[BENCH_MAX_BATCHES * 12] = "";
+    for (int i = 0; i < c->n_project; i++)
+        snprintf(pd + strlen(pd), sizeof pd - strlen(pd), "%s%d", i ? "," : "", c->project_devices[i]);
+    json_key_str(b, "project_devices", pd);
+    json_key_str(b, "project_device", c->project_device);
     json_key_bool(b, "profile", c->run.profile);
     json_key_str(b, "trace", c->trace);
     json_key_int(b, "trace_step", c->trace_step);

@@ -122,6 +122,8 @@ Test(projection, project_devices_keeps_the_run_batch_and_validates, .timeout = 6
     fclose(f);
     cr_assert(strstr(line, "\"global_batch\":12,\"validation\":{\"devices\":2,\"replicas\":1,\"ga\":4,"), "%s", line);
     cr_assert(strstr(line, "\"images_per_s_measured\":") && strstr(line, "\"gap\":"), "%s", line);
+    cr_assert(strstr(line, "\"project_devices\":\"2,4\",\"project_device\":\"\""), "the config says what was asked: %s",
+              line);
     remove(rows);
 }
 
