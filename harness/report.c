@@ -1575,7 +1575,7 @@ static void section_train(struct ctx *x)
         rate_note(r, note, sizeof note);
         fprintf(x->md, "| %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %s | %s | %s | %s |\n",
                 cs(r, "workload"), cs(r, "backend"), batch_cell(r).s, var[0] ? var + 1 : "", cs(r, "dataset"),
-                cellf(cn(r, "steps"), "%.0f").s, cellf(fg(r, "train_time_s"), "%.2f").s,
+                cellf(cn(r, "steps"), "%.0f").s, cellf(fg(r, "train_time_s"), fg(r, "train_time_s") < 1.0 ? "%.3g" : "%.2f").s,
                 cellf(fg(r, "images_per_s"), "%.0f").s, cellf(fg(r, "images_per_s_median"), "%.0f").s, note, acc,
                 cellf(fg(r, "gflops_per_s"), "%.2f").s, json_get_str(r, "build.commit", "?"));
     }

@@ -1650,6 +1650,12 @@ Test(harness_report, impossible_values_show_as_empty_cells, .init = th_setup, .f
              "\"test_accuracy\":5.0,\"train_time_s\":2}}\n",
              machine);
     th_append(in, t);
+    snprintf(t, sizeof t, /* a run of milliseconds: its time shown, not 0.00 */
+             "{\"schema_version\":1,\"kind\":\"train\",\"run_id\":\"ms\",\"config\":{\"plan\":\"train\",\"backend\":\"cpu\","
+             "\"workload\":\"mnist-mlp\",\"batch\":64,\"dataset\":\"d\"},%s,\"figures\":{\"images_per_s\":800,"
+             "\"train_time_s\":0.00523}}\n",
+             machine);
+    th_append(in, t);
     char *err = NULL;
     char *md = report_tables(in, TB_OK, &err);
     static const char *const shown_before[] = {"**-5**", "**0**", "500.00 %", "-2147483648", "0000000000", "-5,"};
@@ -1659,6 +1665,7 @@ Test(harness_report, impossible_values_show_as_empty_cells, .init = th_setup, .f
     cr_assert(strstr(md, "| cpu | 32 | lr=4 |  | **1234** | 1234, 900 |") != NULL, "%s", md);
     cr_assert(strstr(md, "| cpu | – | lr=9 |  | **777** |") != NULL, "the batch no int holds:\n%s", md);
     cr_assert(strstr(md, "| mnist-mlp | cpu | 32 |  | d | 0 | 2.00 | **800** | – |  | – |") != NULL, "the accuracy:\n%s", md);
+    cr_assert(strstr(md, "| mnist-mlp | cpu | 64 |  | d | 0 | 0.00523 | **800** |") != NULL, "the time:\n%s", md);
     free(md);
     /* Drawn: the two possible rates, nothing else. */
     snprintf(p, sizeof p, "%s/out/charts/data/throughput_mnist-mlp.dat", th_dir);
