@@ -5,6 +5,8 @@
 W = 900; H = 600
 load dir."/common.gp"
 set logscale xy 2
+# room around the points: autoscale ends a log axis at a power of 2, where the largest count sits on the frame
+set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05
 set xlabel "devices (IPUs or GPUs): replicas x stages"
 set ylabel "training images/s"
 set key top left

@@ -13,7 +13,7 @@ set key bottom right
 # bottom axis, unseen.
 set xrange [0:*]
 set yrange [*:*]
-set offsets 0, 0, graph 0.05, graph 0.05
+set offsets 0, graph 0.03, graph 0.05, graph 0.05
 do for [k=1:2] {
   eval set_term(k)
   plot for [i=0:nblocks-1] datafile index i using 1:2 with linespoints lt int(word(colours, i+1)) \
