@@ -11,6 +11,7 @@
 #include "status.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct word {
 struct star_skips {
     unsigned mask;          /* bit k: backend_registry()[k] */
     char why[256];          /* the first refusal */
+    long optional;          /* the line's optional runs skipped: the first says why, the rest are counted */
 };
 
 static int list_valued(const char *key)
@@ -107,6 +109,31 @@ static int star_report(const struct suite *s, int line, const struct star_skips 
     return TB_OK;
 }
 
+/* An optional run that cannot run here: the line's first says why (a line of lists would print the same reason
+ * once a combination), the others are counted (skip_tally). */
+static void skip_optional(struct suite *s, struct star_skips *skips, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void skip_optional(struct suite *s, struct star_skips *skips, int line, const char *fmt, ...)
+{
+    if (!skips->optional++) {
+        char why[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "bench: %s:%d: skipping optional run: %s\n", s->path, line, why);
+    }
+    tb_error_clear();
+    s->n_skipped++;
+}
+
+static void skip_tally(const struct suite *s, const struct star_skips *skips, int line)
+{
+    if (skips->optional > 1)
+        fprintf(stderr, "bench: %s:%d: skipped %ld more optional runs of the line (the first said why)\n", s->path,
+                line, skips->optional - 1);
+}
+
 /* Validates and appends one combination (idx picks an alternative per word). */
 static int expand_one(struct suite *s, const struct bench_config *base, struct word *w, int n_words, const int *idx,
                       int line, int optional, struct star_skips *skips)
@@ -128,10 +155,7 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
         if (bench_config_set(&c, w[k].key, v) != TB_OK) {
             /* An optional line may name a device this binary was built without: it cannot run here. */
             if (optional && !strcmp(w[k].key, "device") && v && device_not_built(v)) {
-                fprintf(stderr, "bench: %s:%d: skipping optional run: device %s cannot run here: %s\n", s->path, line,
-                        v, tb_error_get());
-                tb_error_clear();
-                s->n_skipped++;
+                skip_optional(s, skips, line, "device %s cannot run here: %s", v, tb_error_get());
                 return TB_OK;
             }
             return at_line(s, line);
@@ -144,10 +168,7 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
         else if (backend_create(&probe, c.backend) != TB_OK) what = c.backend;
         else backend_destroy(&probe);
         if (what) {
-            fprintf(stderr, "bench: %s:%d: skipping optional run: '%s' is not registered in this build\n", s->path, line,
-                    what);
-            tb_error_clear();
-            s->n_skipped++;
+            skip_optional(s, skips, line, "'%s' is not registered in this build", what);
             return TB_OK;
         }
     }
@@ -157,11 +178,8 @@ static int expand_one(struct suite *s, const struct bench_config *base, struct w
      * do: an optional line meant for a machine with a GPU is skipped on one without, with the probe's reason. */
     if (optional && c.device[0] && !c.describe && !c.project_only && executor_device_probe(c.device) != TB_OK) {
         const struct backend_entry *be = backend_find(c.backend);
-        fprintf(stderr, "bench: %s:%d: skipping optional run: %s %s cannot run here: %s\n", s->path, line,
-                be && be->caps.device ? "backend" : "device", be && be->caps.device ? c.backend : c.device,
-                tb_error_get());
-        tb_error_clear();
-        s->n_skipped++;
+        skip_optional(s, skips, line, "%s %s cannot run here: %s", be && be->caps.device ? "backend" : "device",
+                      be && be->caps.device ? c.backend : c.device, tb_error_get());
         return TB_OK;
     }
     /* What tells this run apart in the one-line summaries: the options a list varied. */
@@ -395,15 +413,24 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
             if (optional) st = tb_error_set(TB_EINVAL, "%s:%d: '?' with no options after it", path, line);
             continue;
         }
+        /* Every combination counts, run or skipped: a line of long lists whose runs are all skipped (an optional
+         * line for a workload not built in) expanded without end, a note a combination. */
+        long combos = 1;
+        for (int k = 0; k < n_words && combos <= SUITE_MAX_RUNS; k++) combos *= w[k].n_alts > 0 ? w[k].n_alts : 1;
+        if (combos > SUITE_MAX_RUNS) {
+            st = tb_error_set(TB_EINVAL, "%s:%d: the line expands to more than %d runs", path, line, SUITE_MAX_RUNS);
+            break;
+        }
         int idx[MAX_WORDS] = {0};
         const int runs_before = out->n_runs;
-        struct star_skips skips = {0, ""};
+        struct star_skips skips = {0, "", 0};
         for (;;) {
             if ((st = expand_one(out, base, w, n_words, idx, line, optional, &skips)) != TB_OK) break;
             int k = n_words - 1; /* odometer: the last option varies fastest */
             while (k >= 0 && ++idx[k] == w[k].n_alts) idx[k--] = 0;
             if (k < 0) break;
         }
+        if (st == TB_OK) skip_tally(out, &skips, line);
         if (st == TB_OK) st = star_report(out, line, &skips, runs_before);
     }
     if (st == TB_OK && ferror(f)) st = tb_error_set(TB_EIO, "suite %s: read error", path);

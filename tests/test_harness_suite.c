@@ -204,6 +204,49 @@ Test(harness_suite, question_mark_skips_a_device_that_cannot_run_here, .init = t
     suite_free(&s);
 }
 
+/* An optional line of lists whose every run is skipped said its reason once a combination, and skipped
+ * combinations counted toward no limit: one line of five 64-value lists printed a billion notes and never ended.
+ * Now the line's first skip says why and one line counts the rest; a line of more combinations than a suite may
+ * run is refused as the suite's total is, whether its runs would run or be skipped. */
+Test(harness_suite, optional_lists_skip_once_a_line_and_count_toward_the_cap, .init = th_setup, .fini = th_teardown)
+{
+    char p[192];
+    th_write(th_path(p, sizeof p, "t.suite"), "? workload=nosuch batch=1,2,3 seed=1,2\n"
+                                              "plan=throughput steps=2\n");
+    struct bench_config base;
+    bench_config_defaults(&base);
+    struct suite s;
+    th_stderr_begin();
+    int st = suite_load(p, &base, &s);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    char want[600];
+    snprintf(want, sizeof want, "bench: %s:1: skipping optional run: 'nosuch' is not registered in this build\n"
+                                "bench: %s:1: skipped 5 more optional runs of the line (the first said why)\n", p, p);
+    cr_assert_str_eq(err, want);
+    cr_assert_eq(s.n_skipped, 6);
+    cr_assert_eq(s.n_runs, 1);
+    suite_free(&s);
+    free(err);
+    /* 17 x 16 x 16 = 4352 combinations, none of which would run */
+    char line[1024] = "? workload=nosuch batch=1", *e;
+    for (int v = 2; v <= 17; v++) e = line + strlen(line), snprintf(e, sizeof line - (size_t)(e - line), ",%d", v);
+    strcat(line, " seed=1");
+    for (int v = 2; v <= 16; v++) e = line + strlen(line), snprintf(e, sizeof line - (size_t)(e - line), ",%d", v);
+    strcat(line, " steps=1");
+    for (int v = 2; v <= 16; v++) e = line + strlen(line), snprintf(e, sizeof line - (size_t)(e - line), ",%d", v);
+    strcat(line, "\n");
+    th_write(p, line);
+    th_stderr_begin();
+    st = suite_load(p, &base, &s);
+    err = th_stderr_end();
+    cr_assert_eq(st, TB_EINVAL);
+    snprintf(want, sizeof want, "%s:1: the line expands to more than 4096 runs", p);
+    cr_assert_str_eq(tb_error_get(), want);
+    cr_assert_str_eq(err, "", "nothing skipped, nothing said: %s", err);
+    free(err);
+}
+
 /* bench --list marks a backend tied to a device this machine lacks (cuda without a GPU) as the devices section
  * marks the device: it offered cuda as if it ran, and every run of it exits 1. Any other backend is unmarked. */
 Test(harness_suite, list_marks_a_backend_whose_device_is_absent, .timeout = 30)
