@@ -283,20 +283,24 @@ static int parent_is(const char *path, const char *dir)
     return !strcmp(na, nb);
 }
 
-/* The checkpointer's own files (finished.json, ckpt-*) in the directory it writes: an output named like one
- * would be replaced by it, or appended onto a checkpoint. */
+/* The checkpointer's own files (finished.json, ckpt-*) in the directory it writes, and in --resume's where that
+ * is another: an output named like one would be replaced by the checkpointer, appended onto a checkpoint, or
+ * written over the checkpoint the run resumes from (--trace over it, with --checkpoint-dir elsewhere). */
 static int check_checkpoint_names(const struct bench_config *c, const struct place *pl, int n)
 {
-    const char *dir = c->checkpoint_dir[0] ? c->checkpoint_dir : c->resume;
-    if (!dir[0]) return TB_OK;
-    for (int i = 0; i < n; i++) {
-        const struct place *p = &pl[i];
-        if (!p->output || p->dir || p->sink) continue;
-        const char *base = strrchr(p->path, '/');
-        base = base ? base + 1 : p->path;
-        if ((!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5)) && parent_is(p->path, dir))
-            return tb_error_set(TB_EINVAL, "%s %s: a name the checkpoints in %s use (finished.json, ckpt-*), which "
-                                           "the run writes there; give another path", p->opt, p->path, dir);
+    const char *const dirs[2] = {c->checkpoint_dir[0] ? c->checkpoint_dir : c->resume, c->resume};
+    for (int d = 0; d < 2; d++) {
+        if (!dirs[d][0] || (d == 1 && outputs_same_file(dirs[0], dirs[1]))) continue;
+        for (int i = 0; i < n; i++) {
+            const struct place *p = &pl[i];
+            if (!p->output || p->dir || p->sink) continue;
+            const char *base = strrchr(p->path, '/');
+            base = base ? base + 1 : p->path;
+            if ((!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5)) && parent_is(p->path, dirs[d]))
+                return tb_error_set(TB_EINVAL, "%s %s: a name the checkpoints in %s use (finished.json, ckpt-*), "
+                                               "which the run %s there; give another path", p->opt, p->path, dirs[d],
+                                    d ? "resumes from" : "writes");
+        }
     }
     return TB_OK;
 }

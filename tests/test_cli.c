@@ -657,6 +657,10 @@ Test(cli, classes_checkpoint_names_and_schedule_fields)
     expect_refused_in_process(ARGS("--steps", "1", "--data", "synthetic", "--checkpoint-dir", "ck", "--trace",
                                    "ck/ckpt-0000000001.safetensors"),
                               ARGS("--trace", "ckpt-"));
+    /* ... and in --resume's directory where the run checkpoints elsewhere: the trace replaced the checkpoint */
+    expect_refused_in_process(ARGS("--steps", "1", "--data", "synthetic", "--resume", "rs", "--checkpoint-dir", "ck",
+                                   "--trace", "rs/ckpt-0000000001.safetensors"),
+                              ARGS("--trace rs/ckpt-0000000001.safetensors", "checkpoints in rs", "resumes from"));
     /* tta's seeds log as <id>-seed<S>.log: a reused --run-id meets them before any work, as train's <id>.log */
     char *ml = tu_mkdtemp("cli-mllog"), *tta_out = NULL;
     cr_assert(asprintf(&tta_out, "%s/rows.jsonl", ml) > 0);
