@@ -283,6 +283,13 @@ static int parent_is(const char *path, const char *dir)
     return !strcmp(na, nb);
 }
 
+int outputs_checkpoint_name(const char *path, const char *dir)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return dir[0] && (!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5)) && parent_is(path, dir);
+}
+
 /* The checkpointer's own files (finished.json, ckpt-*) in the directory it writes, and in --resume's where that
  * is another: an output named like one would be replaced by the checkpointer, appended onto a checkpoint, or
  * written over the checkpoint the run resumes from (--trace over it, with --checkpoint-dir elsewhere). */
@@ -294,9 +301,7 @@ static int check_checkpoint_names(const struct bench_config *c, const struct pla
         for (int i = 0; i < n; i++) {
             const struct place *p = &pl[i];
             if (!p->output || p->dir || p->sink) continue;
-            const char *base = strrchr(p->path, '/');
-            base = base ? base + 1 : p->path;
-            if ((!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5)) && parent_is(p->path, dirs[d]))
+            if (outputs_checkpoint_name(p->path, dirs[d]))
                 return tb_error_set(TB_EINVAL, "%s %s: a name the checkpoints in %s use (finished.json, ckpt-*), "
                                                "which the run %s there; give another path", p->opt, p->path, dirs[d],
                                     d ? "resumes from" : "writes");

@@ -34,5 +34,7 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
 int outputs_write_text(const char *path, const char *text);
 /* Whether two paths name one file: by inode where both exist, else as their normalised spellings. */
 int outputs_same_file(const char *a, const char *b);
+/* 1 if path is named like a checkpointer's own file (finished.json, ckpt-*) in directory dir ("" = none). */
+int outputs_checkpoint_name(const char *path, const char *dir);
 
 #endif

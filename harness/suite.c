@@ -270,8 +270,26 @@ static int check_run_outputs(const struct suite *s)
         const char *whole[] = {a->save, a->trace, a->logits, a->timeline};
         static const char *const names[] = {"save", "trace", "logits", "timeline"};
         for (int j = 0; j < s->n_runs; j++) {
-            if (j == i) continue;
             const struct bench_config *b = &s->runs[j].c;
+            /* Another run's checkpoints (its own too, as one command line refuses them): the output would replace
+             * a checkpoint a run resumes from, or be replaced by the checkpointer. */
+            const char *ck = b->checkpoint_dir[0] ? b->checkpoint_dir : b->resume;
+            for (int k = 0; k < 4; k++)
+                if (whole[k][0] && outputs_checkpoint_name(whole[k], ck))
+                    return tb_error_set(TB_EINVAL, "%s:%d: %s=%s is a name line %d's checkpoints in %s use "
+                                        "(finished.json, ckpt-*); give another path", s->path, s->runs[i].line,
+                                        names[k], whole[k], s->runs[j].line, ck);
+            if (j == i) continue;
+            /* An earlier run's input replaced by a later run's output: the suite could not run again (a later run
+             * reading an earlier one's output, save= then load=, is a pipeline, and fine). */
+            const char *in[] = {b->load, b->calibration};
+            static const char *const in_names[] = {"load", "calibration"};
+            for (int k = 0; k < 4 && j < i; k++)
+                for (int m = 0; m < 2; m++)
+                    if (whole[k][0] && in[m][0] && outputs_same_file(whole[k], in[m]))
+                        return tb_error_set(TB_EINVAL, "%s:%d: %s=%s is line %d's %s=, which it reads: this run would "
+                                            "replace it, and the suite could not run again; give it another path",
+                                            s->path, s->runs[i].line, names[k], whole[k], s->runs[j].line, in_names[m]);
             const char *theirs[] = {b->save, b->trace, b->logits, b->timeline, b->out};
             static const char *const their_names[] = {"save", "trace", "logits", "timeline", "out"};
             for (int k = 0; k < 4; k++)

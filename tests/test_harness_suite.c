@@ -117,9 +117,19 @@ Test(harness_suite, runs_writing_one_file_are_refused, .init = th_setup, .fini =
     expect_error(text, ":2:", "this suite file");
     snprintf(text, sizeof text, "plan=train steps=2 trace=%s\n", self);
     expect_error(text, ":1: the run's --trace", "this suite file");
+    /* Over an earlier line's input (the suite could not run again), or a name another line's checkpoints use */
+    expect_error("plan=train steps=2 load=lin.st\nplan=train steps=2 trace=lin.st\n", ":2: trace=lin.st",
+                 "line 1's load=, which it reads");
+    expect_error("plan=train steps=2 checkpoint-dir=ck\nplan=train steps=2 save=ck/ckpt-0000000002.safetensors\n",
+                 ":2: save=ck/ckpt-0000000002.safetensors", "line 1's checkpoints in ck");
+    expect_error("plan=train steps=2 resume=ck\nplan=train steps=2 trace=ck/finished.json\n", ":2: trace=",
+                 "line 1's checkpoints in ck");
     struct suite s;
     cr_assert_eq(load("plan=train steps=2 out=rows.jsonl\nplan=train steps=2 out=rows.jsonl save=a.st\n", &s), TB_OK,
                  "%s", tb_error_get());
+    suite_free(&s);
+    /* a later line reading what an earlier one saved is a pipeline */
+    cr_assert_eq(load("plan=train steps=2 save=w.st\nplan=evaluate load=w.st\n", &s), TB_OK, "%s", tb_error_get());
     suite_free(&s);
 }
 
