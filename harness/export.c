@@ -3,6 +3,7 @@
 #include "export.h"
 
 #include "json.h"
+#include "outputs.h"
 #include "regular_file.h"
 #include "results.h"
 #include "status.h"
@@ -170,6 +171,8 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
             return tb_error_set(TB_EINVAL, "--csv %s is also an input (--in %s); give another output file", csv_path,
                                 inputs[i]);
     }
+    /* Nor other rows, or a checkpoint (a table over a results file lost its rows, exit 0). */
+    if (!to_stdout && (st = outputs_check_kind("--csv", csv_path)) != TB_OK) return st;
     for (int i = 0; i < n_inputs && st == TB_OK; i++) {
         t.path = inputs[i];
         st = results_read_rows(inputs[i], on_row_columns, &t);

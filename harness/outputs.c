@@ -3,6 +3,7 @@
 
 #include "conv_tuning.h"
 #include "dataset.h"
+#include "json.h"
 #include "regular_file.h"
 #include "status.h"
 
@@ -139,6 +140,42 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
     if (!S_ISDIR(sb.st_mode)) return tb_error_set(TB_EIO, "%s %s: %s is not a directory", opt, path, dir);
     const int st = names_fit(opt, path, dir, OUTPUTS_TMP_SUFFIX);
     return st != TB_OK ? st : dir_writable(opt, path, dir);
+}
+
+/* Whether the regular file at path begins with a result row (a JSON object holding schema_version, kind and
+ * config on its first line): someone's measurements. */
+static int is_results_file(const char *path)
+{
+    const char *why;
+    FILE *f = regular_fopen(path, &why);
+    if (!f) return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    const ssize_t n = getline(&line, &cap, f);
+    fclose(f);
+    struct json_value *v = NULL;
+    const int rows = n > 1 && n < (4 << 20) && line[0] == '{' && json_parse(line, (size_t)n, &v) == TB_OK &&
+                     v->type == JSON_OBJECT && json_get(v, "schema_version") && json_get(v, "kind") &&
+                     json_get(v, "config");
+    json_value_free(v);
+    free(line);
+    tb_error_clear();
+    return rows;
+}
+
+int outputs_check_kind(const char *opt, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return TB_OK; /* nothing there to lose */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5))
+        return tb_error_set(TB_EINVAL, "%s %s: an existing file named like a run's checkpoint (finished.json, "
+                                       "ckpt-*), which this output would replace; give another path", opt, path);
+    if (is_results_file(path))
+        return tb_error_set(TB_EINVAL, "%s %s: an existing results file (rows of bench runs), which this output "
+                                       "would replace whole; give another path", opt, path);
+    return TB_OK;
 }
 
 /* A directory written into (--mllog, --checkpoint-dir): an existing one must take a new file; a
@@ -366,6 +403,12 @@ static int check_distinct(const struct bench_config *c)
                               o->output ? "writes too (one would destroy the other)" : "reads (writing would destroy it)");
         }
     }
+    /* Outputs written whole over what is someone's data, results rows or another run's checkpoint (after the
+     * collisions, which name both options). */
+    for (int i = 0; i < n && st == TB_OK; i++)
+        if (pl[i].output && !pl[i].dir && !pl[i].sink && strcmp(pl[i].opt, "--out") != 0 &&
+            strcmp(pl[i].opt, "--mllog") != 0 && strcmp(pl[i].opt, "--tuning") != 0)
+            st = outputs_check_kind(pl[i].opt, pl[i].path);
     free(pl);
     return st;
 }

@@ -34,6 +34,9 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
 int outputs_write_text(const char *path, const char *text);
 /* Whether two paths name one file: by inode where both exist, else as their normalised spellings. */
 int outputs_same_file(const char *a, const char *b);
+/* TB_EINVAL (naming opt) where an output written whole would replace someone's data at path: an existing results
+ * file, or a file named like a run's checkpoint (finished.json, ckpt-*); TB_OK for anything else, or nothing. */
+int outputs_check_kind(const char *opt, const char *path);
 /* 1 if path is named like a checkpointer's own file (finished.json, ckpt-*) in directory dir ("" = none). */
 int outputs_checkpoint_name(const char *path, const char *dir);
 

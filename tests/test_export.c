@@ -142,6 +142,16 @@ Test(export, output_that_is_an_input_is_refused, .init = th_setup, .fini = th_te
     const char *inputs[] = {b, a};
     cr_assert_eq(export_csv(inputs, 2, a, NULL, NULL), TB_EINVAL);
     tb_error_clear();
+    /* Nor another results file: the table replaced its rows, exit 0. A CSV there is replaced, as ever. */
+    cr_assert_eq(bench_sh("export --csv r.jsonl --in b.jsonl", out), 2);
+    char *text = th_read(out);
+    cr_assert(strstr(text, "--csv r.jsonl: an existing results file") != NULL, "%s", text);
+    free(text);
+    text = th_read(a);
+    cr_assert_str_eq(text, row_a, "the other results file was overwritten");
+    free(text);
+    th_write("old.csv", "a,b\n1,2\n");
+    cr_assert_eq(bench_sh("export --csv old.csv --in b.jsonl", out), 0);
 }
 
 /* A probe's: an input with no usable row (empty, garbage) exited 0 and replaced an existing CSV with an empty

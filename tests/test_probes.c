@@ -679,6 +679,49 @@ static int same_bytes(const char *dir, const char *name, const char *want, size_
     return same;
 }
 
+/* An output written whole over someone's data not named as this run's input: another results file (--save over
+ * it replaced the rows, exit 0), a checkpoint of another run (--save into its folder); refused before any work,
+ * nothing changed. A weights file, or any other, is replaced as before. */
+Test(probes, outputs_over_results_or_checkpoints_are_refused)
+{
+    char *dir = new_dir();
+    static const char row[] = "{\"schema_version\":1,\"kind\":\"train\",\"config\":{\"backend\":\"cpu\"}}\n";
+    char *other = rb_path(dir, "other.jsonl"), *ck = rb_path(dir, "old"), *ckf = rb_path(dir, "old/ckpt-0000000002.safetensors");
+    cr_assert_eq(mkdir(ck, 0755), 0);
+    FILE *f = fopen(other, "w");
+    cr_assert(f && fputs(row, f) >= 0 && fclose(f) == 0);
+    f = fopen(ckf, "w");
+    cr_assert(f && fputs("not really a checkpoint", f) >= 0 && fclose(f) == 0);
+    static const struct {
+        const char *args[6], *msg;
+    } cases[] = {
+        {{"--steps", "2", "--save", "other.jsonl"}, "--save other.jsonl: an existing results file"},
+        {{"--steps", "2", "--trace", "other.jsonl"}, "--trace other.jsonl: an existing results file"},
+        {{"--steps", "2", "--save", "old/ckpt-0000000002.safetensors"},
+         "--save old/ckpt-0000000002.safetensors: an existing file named like a run's checkpoint"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *err = NULL;
+        const int code = before_any_work(dir, RB_ARGS(RB_BASE), cases[i].args, &err);
+        cr_assert_eq(code, 2, "case %zu: exit %d: %s", i, code, err);
+        cr_assert(strstr(err, cases[i].msg) && n_lines(err) == 1, "case %zu: %s", i, err);
+        free(err);
+    }
+    char *r = contents(dir, "other.jsonl"), *c = contents(dir, "old/ckpt-0000000002.safetensors");
+    cr_assert_str_eq(r, row);
+    cr_assert_str_eq(c, "not really a checkpoint");
+    free(r), free(c);
+    char *w = rb_path(dir, "w.st"); /* any other file is replaced, as before */
+    f = fopen(w, "w");
+    cr_assert(f && fputs("old weights", f) >= 0 && fclose(f) == 0);
+    char *err = NULL;
+    cr_assert_eq(before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--save", "w.st"), &err), 0, "%s", err);
+    free(err);
+    free(other), free(ck), free(ckf), free(w);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* Nothing checked that outputs differ from each other and from the inputs: --trace, --save, --logits or
  * --timeline on the --out file replaced its rows; --logits on --load's file replaced the weights;
  * --out on --load's file appended a row to them. Now every such pair is one line naming both options,
