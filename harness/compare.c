@@ -98,17 +98,17 @@ static int parse_ignore(struct groups *gs, const char *list)
     for (const char *p = list;; p++) {
         const size_t len = strcspn(p, ",");
         if (!len)
-            return tb_error_set(TB_EINVAL, "compare: --ignore '%s': an empty key (give keys separated by single commas)",
+            return tb_error_set(TB_EINVAL, "--ignore '%s': an empty key (give keys separated by single commas)",
                                 list);
         char key[32];
         snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key - 1 ? len : sizeof key - 1), p);
         if (len >= sizeof key ||
             (!in_list(head_fields, COUNT(head_fields), key) && !in_list(key_fields, COUNT(key_fields), key) &&
              !in_list(key_fields_if_set, COUNT(key_fields_if_set), key)))
-            return tb_error_set(TB_EINVAL, "compare: --ignore %.*s: not a key rows are matched by (workload, backend, "
+            return tb_error_set(TB_EINVAL, "--ignore %.*s: not a key rows are matched by (workload, backend, "
                                            "batch, or a config field such as devices, threads, precision)", (int)len, p);
-        if (ignored(gs, key) >= 0) return tb_error_set(TB_EINVAL, "compare: --ignore '%s': %s is given twice", list, key);
-        if (gs->n_ignore == MAX_IGNORE) return tb_error_set(TB_EINVAL, "compare: --ignore: at most %d keys", MAX_IGNORE);
+        if (ignored(gs, key) >= 0) return tb_error_set(TB_EINVAL, "--ignore '%s': %s is given twice", list, key);
+        if (gs->n_ignore == MAX_IGNORE) return tb_error_set(TB_EINVAL, "--ignore: at most %d keys", MAX_IGNORE);
         snprintf(gs->ignore[gs->n_ignore++], sizeof gs->ignore[0], "%s", key);
         p += len;
         if (!*p) return TB_OK;
@@ -149,7 +149,7 @@ static int push_sample(struct groups *gs, struct group *g, double v)
     if (g->n[side] == g->cap[side]) {
         int cap = g->cap[side] ? 2 * g->cap[side] : 8;
         double *p = realloc(g->s[side], (size_t)cap * sizeof *p);
-        if (!p) return tb_error_set(TB_ENOMEM, "compare: out of memory");
+        if (!p) return tb_error_set(TB_ENOMEM, "out of memory");
         g->s[side] = p, g->cap[side] = cap;
     }
     g->s[side][g->n[side]++] = v;
@@ -253,7 +253,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
         if (gs->n == gs->cap) {
             int cap = gs->cap ? 2 * gs->cap : 16;
             struct group *p = realloc(gs->g, (size_t)cap * sizeof *p);
-            if (!p) return tb_error_set(TB_ENOMEM, "compare: out of memory");
+            if (!p) return tb_error_set(TB_ENOMEM, "out of memory");
             gs->g = p, gs->cap = cap;
         }
         g = &gs->g[gs->n++];
@@ -424,7 +424,7 @@ double compare_min_p(int n1, int n2)
 static int sample_median(const double *x, int n, double *med)
 {
     double *s = malloc((size_t)n * sizeof *s);
-    if (!s) return tb_error_set(TB_ENOMEM, "compare: out of memory");
+    if (!s) return tb_error_set(TB_ENOMEM, "out of memory");
     memcpy(s, x, (size_t)n * sizeof *s);
     gsl_sort(s, 1, (size_t)n);
     /* Halves added, not the sum halved: inf stays inf, and two huge rates do not overflow. */
@@ -440,7 +440,7 @@ static int group_u_test(const struct group *g, double *u, double *p)
 {
     const int n = g->n[0] + g->n[1];
     double *x = malloc((size_t)n * sizeof *x), top = 0.0;
-    if (!x) return tb_error_set(TB_ENOMEM, "compare: out of memory");
+    if (!x) return tb_error_set(TB_ENOMEM, "out of memory");
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < g->n[s]; i++)
             if (isfinite(g->s[s][i])) top = fmax(top, g->s[s][i]);
@@ -477,17 +477,17 @@ int compare_results(const char *old_path, const char *new_path, const struct com
     for (int i = 0; i < gs.n; i++) one_sided |= !gs.g[i].rows[0] || !gs.g[i].rows[1];
     if (st == TB_OK && one_sided && ignored(&gs, "data_crc32") < 0 &&
         ((gs.crc_rows[0][0] && gs.crc_rows[1][1]) || (gs.crc_rows[0][1] && gs.crc_rows[1][0])))
-        fprintf(stderr, "compare: %s has rows without config.data_crc32 (written before rows carried it) and %s rows "
+        fprintf(stderr, "bench compare: %s has rows without config.data_crc32 (written before rows carried it) and %s rows "
                         "with it; they match only rows like them: --ignore data_crc32 matches them by the rest\n",
                 gs.crc_rows[0][0] && gs.crc_rows[1][1] ? old_path : new_path,
                 gs.crc_rows[0][0] && gs.crc_rows[1][1] ? new_path : old_path);
     for (int k = 0; k < 2; k++)
         if (gs.unfinished[k])
-            fprintf(stderr, "compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
+            fprintf(stderr, "bench compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
                     k ? new_path : old_path, gs.unfinished[k], gs.unfinished[k] == 1 ? "" : "s");
     for (int k = 0; k < 2; k++)
         if (gs.skipped[k])
-            fprintf(stderr, "compare: %s: %d sample%s that %s not finite positive rates or times below 1e15 skipped\n",
+            fprintf(stderr, "bench compare: %s: %d sample%s that %s not finite positive rates or times below 1e15 skipped\n",
                     k ? new_path : old_path, gs.skipped[k], gs.skipped[k] == 1 ? "" : "s",
                     gs.skipped[k] == 1 ? "is" : "are");
     /* A side without rows compares nothing: an empty table (or none) would read as "no change". */
@@ -498,7 +498,7 @@ int compare_results(const char *old_path, const char *new_path, const struct com
                                                : "it is empty, or no line is a well-formed row with a config");
     struct compare_line *out = NULL;
     if (st == TB_OK && gs.n > 0 && !(out = calloc((size_t)gs.n, sizeof *out)))
-        st = tb_error_set(TB_ENOMEM, "compare: out of memory");
+        st = tb_error_set(TB_ENOMEM, "out of memory");
     for (int i = 0; i < gs.n && st == TB_OK; i++) {
         struct group *g = &gs.g[i];
         struct compare_line *l = &g->line;

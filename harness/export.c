@@ -100,7 +100,7 @@ static int leaf_column(struct table *t, const char *path, int add)
         k = add ? col_add(t, alt) : col_find(t, alt);
         if (add && k >= 0 && !t->warned[first]) {
             t->warned[first] = 1;
-            fprintf(stderr, "warning: %s:%ld: two keys spell the column %s (a dotted key beside the nested path, or a "
+            fprintf(stderr, "bench export: warning: %s:%ld: two keys spell the column %s (a dotted key beside the nested path, or a "
                             "repeated key); the second value is column %s\n", t->path, t->line_no, path, alt);
         }
         free(alt);

@@ -55,7 +55,7 @@ static int collect(const struct json_value *row, long line_no, void *ctx)
     (void)line_no;
     struct rows *r = ctx;
     if (!json_get(row, "config") || !json_get(row, "figures")) {
-        fprintf(stderr, "warning: %s:%ld: a row without config or figures; skipped\n", r->path, line_no);
+        fprintf(stderr, "bench report: warning: %s:%ld: a row without config or figures; skipped\n", r->path, line_no);
         return TB_OK;
     }
     struct json_value *copy = NULL;
@@ -1947,7 +1947,7 @@ static void section_profiles(struct ctx *x)
         const int parsed = json_parse(buf, len, &p);
         free(buf);
         if (parsed != TB_OK) {
-            fprintf(stderr, "warning: %s: %s; skipped\n", path, tb_error_get());
+            fprintf(stderr, "bench report: warning: %s: %s; skipped\n", path, tb_error_get());
             continue;
         }
         if (!found++) fprintf(x->md, "## Profiles (perf)\n\n");

@@ -60,7 +60,7 @@ static void undo_partial_append(int fd, off_t orig_size, off_t written)
     if (written <= 0 || fstat(fd, &now) != 0 || now.st_size != orig_size + written)
         return;
     if (ftruncate(fd, orig_size) != 0)
-        fprintf(stderr, "warning: could not remove a partial row (%s)\n", strerror(errno));
+        fprintf(stderr, "bench: warning: could not remove a partial row (%s)\n", strerror(errno));
 }
 
 int results_append_row(const char *path, const char *line)
@@ -209,21 +209,21 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx, 
         if (is_blank(line, len))
             continue;
         if (line[len - 1] != '\n') {
-            fprintf(stderr, "warning: %s:%ld: skipped a torn last line (no newline; an interrupted write?)\n",
+            fprintf(stderr, "bench: warning: %s:%ld: skipped a torn last line (no newline; an interrupted write?)\n",
                     path, line_no);
             if (n_skipped) ++*n_skipped;
             continue;
         }
         struct json_value *row = NULL;
         if (json_parse(line, len - 1, &row) != TB_OK) {
-            skip_row(&sk, line_no, "warning: %s:%ld: skipped a malformed row: %s\n", path, line_no, tb_error_get());
+            skip_row(&sk, line_no, "bench: warning: %s:%ld: skipped a malformed row: %s\n", path, line_no, tb_error_get());
             tb_error_clear();
             continue;
         }
         if (row->type != JSON_OBJECT) {
-            skip_row(&sk, line_no, "warning: %s:%ld: skipped a row that is not a JSON object\n", path, line_no);
+            skip_row(&sk, line_no, "bench: warning: %s:%ld: skipped a row that is not a JSON object\n", path, line_no);
         } else if (json_get_number(row, "schema_version", 0) > RESULTS_SCHEMA_VERSION) {
-            skip_row(&sk, line_no, "warning: %s:%ld: skipped a row with schema_version %g (this build reads %d)\n", path,
+            skip_row(&sk, line_no, "bench: warning: %s:%ld: skipped a row with schema_version %g (this build reads %d)\n", path,
                      line_no, json_get_number(row, "schema_version", 0), RESULTS_SCHEMA_VERSION);
         } else {
             st = fn(row, line_no, ctx);
@@ -232,7 +232,7 @@ static int read_rows(const char *path, int pipes, results_row_fn fn, void *ctx, 
     }
     if (n_skipped) *n_skipped += sk.n;
     if (sk.n > RESULTS_SKIPS_SAID)
-        fprintf(stderr, "warning: %s: skipped %ld more rows that are not result rows (lines %ld-%ld)\n", path,
+        fprintf(stderr, "bench: warning: %s: skipped %ld more rows that are not result rows (lines %ld-%ld)\n", path,
                 sk.n - RESULTS_SKIPS_SAID, sk.first_unsaid, sk.last_unsaid);
     if (st == TB_OK && ferror(f))
         st = tb_error_set(TB_EIO, "read error in %s after line %ld", path, line_no);

@@ -669,6 +669,7 @@ Test(harness_compare, ignore_refuses_empty_and_duplicate_keys, .init = th_setup,
         cr_assert_eq(bench_sh(args, p), 2, "%s", args);
         char *out = th_read(p);
         cr_assert(strstr(out, bad[k].says) != NULL && strchr(out, '\n') == strrchr(out, '\n'), "%s: %s", args, out);
+        cr_assert(!strncmp(out, "bench compare: --ignore ", 24), "one prefix, bench's: %s", out);
         free(out);
     }
     struct compare_line *l;
