@@ -100,8 +100,12 @@ static int spec_set(struct dev_spec *d, const char *key, const char *val, int ha
         const int cap = !strcmp(field, "capacity_gb"), bw = !strcmp(field, "bandwidth_gbs");
         if (cap || bw) {
             double x;
-            if (!parse_number(val, &x) || !(x > 0.0))
-                return tb_error_set(TB_EINVAL, "%s:%d: %s: expected a positive number, got '%s'", where, line, key, val);
+            /* As the other numbers, a range no device has is refused: 1e-300 GB/s printed 300-digit step times, a
+             * capacity of 1e300 GB "inf GB". A byte to a petabyte; a byte a second to 10 PB/s. */
+            const double lo = 1e-9, hi = cap ? 1e6 : 1e7;
+            if (!parse_number(val, &x) || x < lo || x > hi)
+                return tb_error_set(TB_EINVAL, "%s:%d: %s: expected a number in [%g, %g], got '%s'", where, line, key, lo,
+                                    hi, val);
             if (!has_source)
                 return tb_error_set(TB_EINVAL, "%s:%d: %s has no '# source:' comment (every number cites its source)",
                                     where, line, key);
@@ -581,7 +585,8 @@ int dev_published_parse(const char *text, const char *where, struct dev_publishe
             if (p->n >= DEV_MAX_POINTS) return tb_error_set(TB_EINVAL, "%s:%d: more than %d points", where, line, DEV_MAX_POINTS);
             char extra;
             if (sscanf(val, "%d %d %d %lf %c", &p->devices[p->n], &p->replicas[p->n], &p->ga[p->n], &p->images_per_s[p->n],
-                       &extra) != 4 || p->devices[p->n] < 1 || !(p->images_per_s[p->n] > 0))
+                       &extra) != 4 || p->devices[p->n] < 1 || !(p->images_per_s[p->n] > 0) ||
+                !(p->images_per_s[p->n] < 1e12)) /* inf put "inf" and "-nan %" in the report */
                 return tb_error_set(TB_EINVAL, "%s:%d: point: expected 'devices replicas ga images/s', got '%s'", where, line, val);
             p->n++;
         } else if (sscanf(val, "%d", &iv) == 1 &&

@@ -95,6 +95,11 @@ Test(devmodel, bad_specs_name_the_fault)
     expect_bad("efficiency_matrix", "efficiency_matrix = 1.5 # source: test\n", "efficiency_matrix: expected a number in");
     expect_bad("kind", "kind = fpga\n", "kind must be ipu, gpu or cpu");
     expect_bad("mem1_bandwidth", "", "missing key mem1_bandwidth_gbs");
+    /* memory numbers no device has: 300-digit step times, "inf GB" */
+    expect_bad("mem1_bandwidth", "mem1_bandwidth_gbs = 1e-300 # source: test\n",
+               "bad.spec:16: mem1_bandwidth_gbs: expected a number in [1e-09, 1e+07], got '1e-300'");
+    expect_bad("mem1_capacity", "mem1_capacity_gb = 1e300 # source: test\n",
+               "mem1_capacity_gb: expected a number in [1e-09, 1e+06], got '1e300'");
     expect_bad("name", "", "missing key name");
     expect_bad("title", "just words\n", "bad.spec:4: expected 'key = value'");
 }
@@ -309,6 +314,8 @@ Test(devmodel, published_file)
     cr_assert(strstr(p.source, "graphcore"));
     cr_assert_eq(dev_published_parse("source = x\ndevice = d\nworkload = w\npoint = 16 8\n", "p", &p), TB_EINVAL);
     cr_assert(strstr(tb_error_get(), "p:4: point"), "%s", tb_error_get());
+    cr_assert_eq(dev_published_parse("source = x\ndevice = d\nworkload = w\npoint = 16 8 256 inf\n", "p", &p), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "p:4: point"), "an infinite rate: %s", tb_error_get());
     cr_assert_eq(dev_published_parse("device = d\nworkload = w\npoint = 16 8 256 1\n", "p", &p), TB_EINVAL);
     cr_assert(strstr(tb_error_get(), "missing key source"));
 }
