@@ -303,9 +303,10 @@ int calibrate_read(const char *path, struct calibration *c)
     c->barrier_all_us = json_get_number(v, "barrier_all_us", 0);
     if (!(c->barrier_all_us >= 0.0 && c->barrier_all_us < 1e6)) c->barrier_all_us = 0.0; /* NaN, negative: unknown */
     c->cores = (int)calibrate_json_in_range(v, "cores", 1, 1e6);
-    snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
-    snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
-    snprintf(c->timestamp, sizeof c->timestamp, "%s", json_get_str(v, "timestamp", "unknown"));
+    /* Text bench prints (a warning names the CPU), cleaned: a newline or terminal escape in the file stays there. */
+    tb_text_clean(c->cpu_model, sizeof c->cpu_model, json_get_str(v, "cpu_model", "unknown"));
+    tb_text_clean(c->blas_core, sizeof c->blas_core, json_get_str(v, "blas_core", "unknown"));
+    tb_text_clean(c->timestamp, sizeof c->timestamp, json_get_str(v, "timestamp", "unknown"));
     st = calibrate_gpu_read_json(v, &c->gpu);
     /* Not a calibration unless it says so and holds every ceiling a row divides by: a missing one read as 0
      * gave rows "sgemm_peak_gflops": 0 and a report of "0.0 GFLOP/s on 2 threads". */

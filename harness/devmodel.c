@@ -80,14 +80,15 @@ static int parse_number(const char *v, double *x)
 static int spec_set(struct dev_spec *d, const char *key, const char *val, int has_source, const char *where, int line,
                     unsigned long *seen, unsigned *lv_seen, int *seen_str)
 {
-    if (!strcmp(key, "name")) return snprintf(d->name, sizeof d->name, "%s", val), seen_str[0] = 1, TB_OK;
+    /* The names printed (a table's header, stdout) as one line of text, whatever bytes the file holds. */
+    if (!strcmp(key, "name")) return tb_text_clean(d->name, sizeof d->name, val), seen_str[0] = 1, TB_OK;
     if (!strcmp(key, "kind")) {
         if (strcmp(val, "ipu") && strcmp(val, "gpu") && strcmp(val, "cpu"))
             return tb_error_set(TB_EINVAL, "%s:%d: kind must be ipu, gpu or cpu, got '%s'", where, line, val);
         return snprintf(d->kind, sizeof d->kind, "%s", val), seen_str[1] = 1, TB_OK;
     }
-    if (!strcmp(key, "title")) return snprintf(d->title, sizeof d->title, "%s", val), TB_OK;
-    if (!strcmp(key, "fitted")) return snprintf(d->fitted, sizeof d->fitted, "%s", val), TB_OK;
+    if (!strcmp(key, "title")) return tb_text_clean(d->title, sizeof d->title, val), TB_OK;
+    if (!strcmp(key, "fitted")) return tb_text_clean(d->fitted, sizeof d->fitted, val), TB_OK;
     int li = 0;
     char field[32];
     if (sscanf(key, "mem%d_%31s", &li, field) == 2 && li >= 1 && li <= DEV_MAX_LEVELS) {

@@ -137,6 +137,12 @@ Test(harness_stats, calibration_round_trip, .init = th_setup, .fini = th_teardow
     cr_assert_float_eq(r.triad_all_gbs, 19.75, 1e-12);
     cr_assert_eq(r.all_threads, 2);
     cr_assert_str_eq(r.cpu_model, "Test CPU");
+    /* names bench prints, from a file: one line of text (a newline and a terminal escape split and coloured the
+     * warning that names the CPU) */
+    snprintf(c.cpu_model, sizeof c.cpu_model, "EVIL\n\x1b[31mRED");
+    cr_assert_eq(calibrate_write(&c, p), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(calibrate_read(p, &r), TB_OK, "%s", tb_error_get());
+    cr_assert_str_eq(r.cpu_model, "EVIL\\x0a\\x1b[31mRED");
     cr_assert_eq(calibrate_read(th_path(p, sizeof p, "missing.json"), &r), TB_EIO);
     th_write(th_path(p, sizeof p, "bad.json"), "{\"sgemm_1t_gflops\": ");
     cr_assert_eq(calibrate_read(p, &r), TB_EFORMAT);

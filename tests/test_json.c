@@ -294,3 +294,23 @@ Test(json, truncations_and_flips_never_crash)
     }
     free(copy);
 }
+
+/* An error message is one line of text whatever its arguments hold (a probe's calibration with "\n" and a
+ * terminal escape in its CPU name split the warning and coloured the terminal; a tensor name that is not UTF-8
+ * went out raw): control bytes and malformed UTF-8 show as \xNN, well-formed UTF-8 as itself. */
+Test(json, error_messages_are_one_line_of_text)
+{
+    cr_assert_eq(tb_error_set(TB_EIO, "cpu '%s' and %s", "EPYC\n\x1b[31mred", "x\xff\xfey"), TB_EIO);
+    cr_assert_str_eq(tb_error_get(), "cpu 'EPYC\\x0a\\x1b[31mred' and x\\xff\\xfey");
+    tb_error_set(TB_EIO, "%s", "1 \xc3\x97 2 \xe2\x80\x94 ok, \xc3 cut, \xed\xa0\x80 surrogate, \xe0\x80\x80 overlong, tab\t.");
+    cr_assert_str_eq(tb_error_get(),
+                     "1 \xc3\x97 2 \xe2\x80\x94 ok, \\xc3 cut, \\xed\\xa0\\x80 surrogate, \\xe0\\x80\\x80 overlong, tab\\x09.");
+    /* a long message is cut whole: no escape or character split at the end */
+    char big[2000];
+    memset(big, 'a', sizeof big - 1), big[sizeof big - 1] = '\0';
+    big[508] = '\x01';
+    tb_error_set(TB_EIO, "%s", big);
+    cr_assert_lt(strlen(tb_error_get()), 512);
+    cr_assert_eq(strchr(tb_error_get(), '\\'), NULL, "a cut escape: %s", tb_error_get() + 500);
+    tb_error_clear();
+}

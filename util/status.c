@@ -7,6 +7,35 @@
 
 static _Thread_local char tb_msg[512];
 
+/* The length of the well-formed UTF-8 sequence of a multi-byte character at s (2-4), or 0. */
+static int utf8_len(const unsigned char *s)
+{
+    const int n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+    for (int k = 1; k < n; k++)
+        if ((s[k] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
+    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+    return n;
+}
+
+void tb_text_clean(char *dst, size_t n, const char *src)
+{
+    if (n == 0) return;
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < n;) {
+        const int k = *p >= 0x80 ? utf8_len(p) : *p >= 0x20 && *p != 0x7f ? 1 : 0;
+        if (k > 0 && o + (size_t)k < n) {
+            memmove(dst + o, p, (size_t)k), o += (size_t)k, p += k;
+        } else if (k == 0 && o + 4 < n) {
+            char esc[5];
+            snprintf(esc, sizeof esc, "\\x%02x", *p), memcpy(dst + o, esc, 4), o += 4, p++;
+        } else {
+            break; /* no escape or character split at the end */
+        }
+    }
+    dst[o] = '\0';
+}
+
 int tb_error_set(int status, const char *fmt, ...)
 {
     /* Formatted aside first, so an argument may be tb_error_get() itself (adding context to a message). */
@@ -15,7 +44,9 @@ int tb_error_set(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    memcpy(tb_msg, buf, sizeof tb_msg);
+    /* A message is one line of text whatever its arguments hold: bytes from a file (a newline or a terminal escape
+     * in a calibration's CPU name, a tensor name that is not UTF-8) are shown as \xNN, not passed to the terminal. */
+    tb_text_clean(tb_msg, sizeof tb_msg, buf);
     return status;
 }
 

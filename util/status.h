@@ -29,6 +29,9 @@ int tb_error_set(int status, const char *fmt, ...) __attribute__((format(printf,
 const char *tb_error_get(void);
 /* Clears the current thread's message. */
 void tb_error_clear(void);
+/* Copies src into dst (n bytes, NUL-terminated) as one line of text: control bytes and malformed UTF-8 as \xNN,
+ * well-formed UTF-8 as itself, cut at a whole character; for text from files that bench prints. */
+void tb_text_clean(char *dst, size_t n, const char *src);
 /* Returns a short name for a status code ("invalid argument", ...). */
 const char *tb_status_name(int status);
 
