@@ -8,7 +8,8 @@
  * straight run's too, from the losses the checkpoint carries. Also: a stop signal exits 130/143
  * with a checkpoint and a "status":"interrupted" row; a configuration that differs from the
  * checkpoint's is a usage error (exit 2) naming the difference (an unset dropout as the workload's); an
- * unreadable newest checkpoint falls back to the one before and is renamed aside, out of pruning's count; --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
+ * unreadable newest checkpoint (torn, or a malformed tta_state or loss_scaler) falls back to the one before and is
+ * renamed aside, out of pruning's count; --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
  * "status":"diverged" row without throughput or accuracy and exits 1.
  * Time to accuracy resumes too: interrupted (in its first seed or a later one) and resumed, it takes the
  * same steps and evaluations, reaches the target at the same step with bitwise the same parameters, and
@@ -664,6 +665,66 @@ Test(resume, a_skipped_torn_checkpoint_is_set_aside_not_kept_by_pruning)
     cr_assert_eq(checkpoint_dir_list(ck, steps, 4, &n), TB_OK, "%s", tb_error_get());
     cr_assert(n == 2 && steps[0] == 40 && steps[1] == 20, "%d checkpoints, newest %ld", n, n ? steps[0] : -1);
     free(ck), free(p20), free(p30), free(p40), free(aside);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A checkpoint whose plan state or fp16 loss scaler is malformed is damaged like a torn file: skipped with a warning
+ * naming it, set aside, and the one before it resumed. A probe's `tta_state` of "{" and `loss_scaler` of "scale=3
+ * garbage" were found only after the checkpoint was taken, and ended the run (exit 1) with the good one untried. */
+Test(resume, a_malformed_tta_state_falls_back_to_the_checkpoint_before)
+{
+    char *dir = new_dir(), *err;
+    /* A whole plan, then its note removed: a run killed after its last checkpoint, before its row. */
+    run_ref(dir, RB_ARGS(RB_BASE),
+            RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9", "--checkpoint-dir", "ck",
+                    "--checkpoint-every", "10"));
+    char *ck = rb_path(dir, "ck"), *note = rb_path(dir, "ck/finished.json");
+    cr_assert_eq(unlink(note), 0);
+    long steps[2];
+    int n = 0;
+    cr_assert_eq(checkpoint_dir_list(ck, steps, 2, &n), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(n, 2, "%d checkpoints", n);
+    char newest[600], name[600], aside[700];
+    checkpoint_dir_path(ck, steps[0], newest, sizeof newest);
+    checkpoint_dir_path("ck", steps[0], name, sizeof name); /* as the run in dir names it */
+    snprintf(aside, sizeof aside, "%s.unreadable", newest);
+    ckpt_rewrite_meta(newest, "tta_state", "{");
+    const char *const *again = RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9", "--resume", "ck");
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), again, &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "bench: warning: --resume: skipping") && strstr(err, name) &&
+              strstr(err, "time-to-accuracy state is malformed"), "%s", err);
+    free(err);
+    cr_assert_eq(access(aside, F_OK), 0, "the damaged checkpoint was not set aside");
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), steps[1]);
+    json_value_free(r);
+    free(ck), free(note);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+Test(resume, a_malformed_loss_scaler_falls_back_to_the_checkpoint_before)
+{
+    static const char *const be[] = {RB_BASE, "--backend", "ipu", "--stages", "2", "--split", "2", "--ga", "2",
+                                      "--precision", "fp16", "--no-eval", NULL};
+    char *dir = new_dir(), *err;
+    run_ref(dir, be, RB_ARGS("--steps", "4", "--checkpoint-dir", "ck", "--checkpoint-every", "2"));
+    char *p4 = rb_path(dir, "ck/ckpt-0000000004.safetensors"),
+         *aside = rb_path(dir, "ck/ckpt-0000000004.safetensors.unreadable");
+    ckpt_rewrite_meta(p4, "loss_scaler", "scale=3 garbage");
+    const int code = run_here_cli(dir, be, RB_ARGS("--steps", "6", "--resume", "ck"), &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "bench: warning: --resume: skipping") && strstr(err, "ckpt-0000000004") &&
+              strstr(err, "scale=3 garbage"), "%s", err);
+    free(err);
+    cr_assert_eq(access(aside, F_OK), 0, "the damaged checkpoint was not set aside");
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
+    json_value_free(r);
+    free(p4), free(aside);
     tu_rm_rf(dir);
     free(dir);
 }
