@@ -295,7 +295,10 @@ static int tta_begin(struct tta_plan *p)
     if (c->resume[0] && (st = tta_resume(p)) != TB_OK) return st;
     /* Every seed done and the row written (finished.json): resuming would only write the same row again. */
     char note[1200];
-    if (p->g_resumed >= 0 && p->k0 == p->n && finished_at(c->resume, p->g_resumed, note, sizeof note)) {
+    const int done =
+        p->g_resumed >= 0 && p->k0 == p->n ? finished_check(c->resume, p->g_resumed, note, sizeof note) : 0;
+    if (done < 0) return TB_EIO;
+    if (done) {
         fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
         p->finished = 1;
         return TB_OK;
