@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FINISHED_NAME "finished.json"
@@ -45,20 +46,48 @@ int finished_at(const char *dir, long step, char *note, size_t n)
 {
     char path[4200], buf[8192];
     snprintf(path, sizeof path, "%s/" FINISHED_NAME, dir);
-    FILE *f = regular_fopen(path, NULL);
-    if (!f) return 0;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 && errno == ENOENT) return 0;
+    const char *why = NULL;
+    FILE *f = regular_fopen(path, &why);
+    if (!f) return tb_error_set(TB_EIO, "%s", why ? why : "cannot be opened"), -1;
     const size_t len = fread(buf, 1, sizeof buf - 1, f);
+    const int bad_read = ferror(f);
     fclose(f);
+    if (bad_read) return tb_error_set(TB_EIO, "read failed"), -1;
     buf[len] = '\0';
     struct json_value *v = NULL;
     if (json_parse(buf, strcspn(buf, "\n"), &v) != TB_OK) {
-        tb_error_clear();
-        return 0;
+        tb_error_set(TB_EFORMAT, "not JSON");
+        return -1;
     }
-    const int done = json_get_number(v, "finished_step", -1) == (double)step;
+    /* finished_mark writes a whole number; anything else is not its note. */
+    const struct json_value *fs = json_get(v, "finished_step");
+    if (!fs || fs->type != JSON_NUMBER || fs->number != (double)(long)fs->number) {
+        json_value_free(v);
+        tb_error_set(TB_EFORMAT, "no whole finished_step");
+        return -1;
+    }
+    const int done = fs->number == (double)step;
     if (done)
         snprintf(note, n, "finished at step %ld; its row is in %s (run %s)", step, json_get_str(v, "out", "?"),
                  json_get_str(v, "run_id", "?"));
     json_value_free(v);
     return done;
+}
+
+int finished_check(const char *dir, long step, char *note, size_t n)
+{
+    const int done = finished_at(dir, step, note, n);
+    if (done >= 0) return done;
+    char why[512];
+    snprintf(why, sizeof why, "%s", tb_error_get());
+    fprintf(stderr, "bench: warning: --resume: %s/" FINISHED_NAME " is not readable (%s)\n", dir, why);
+    /* finished_mark writes the note only after the row, and atomically: one there at all most likely means the row
+     * exists, and resuming would append the same measurement again, which report and compare would count twice.
+     * Refusing costs one rm; a duplicate row skews every summary made from the results. */
+    tb_error_set(TB_EIO, "--resume %s: cannot tell whether the run finished at step %ld and wrote its row (see the "
+                         "warning): look for its row in the results, then remove %s/" FINISHED_NAME " to evaluate "
+                         "and write the row again", dir, step, dir);
+    return -1;
 }

@@ -4,7 +4,8 @@
  * alone does not say whether the row exists (a kill during the evaluation leaves the checkpoint and no
  * row: resuming must then evaluate and write it). After the row, the run leaves DIR/finished.json
  * ({"finished_step", "run_id", "out"}); a later --resume of the same steps finds it and has nothing to
- * do, instead of writing the same result again. Extending the run (a larger --steps) ignores it.
+ * do, instead of writing the same result again. Extending the run (a larger --steps) ignores it. A note that
+ * is there but cannot be read stops such a resume (exit 1): whether the row exists cannot be told.
  * The tta plan leaves it too, at the plan step of its last seed's end (every seed's steps).
  * Threading: stateless.
  */
@@ -17,8 +18,13 @@
  * its row in out; TB_OK or TB_EIO. */
 int finished_mark(const char *dir, long step, const char *run_id, const char *out);
 
-/* Whether dir/finished.json records a run finished at exactly step; if so note receives "finished at
- * step N; its row is in OUT (run ID)". A missing or unreadable note is "not finished". */
+/* Whether dir/finished.json records a run finished at exactly step: 1 (note receives "finished at step N; its row
+ * is in OUT (run ID)"), 0 (no note, or one of another step), or -1 with the error set (the reason, without the
+ * path) when a note is there but is not one finished_mark wrote. */
 int finished_at(const char *dir, long step, char *note, size_t n);
+
+/* finished_at for --resume of a run at its last step: 1 or 0 as finished_at; a note that cannot be read is a
+ * warning naming it, then -1 with the error set (TB_EIO) saying the resume is refused and how to go on. */
+int finished_check(const char *dir, long step, char *note, size_t n);
 
 #endif

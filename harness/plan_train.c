@@ -85,7 +85,9 @@ static int train_begin(struct train_run *t)
                           sizeof t->resumed_from, NULL, &t->hist)) != TB_OK)
         return st;
     char note[1200];
-    if (c->resume[0] && t->start == t->total && finished_at(c->resume, t->total, note, sizeof note)) {
+    const int done = c->resume[0] && t->start == t->total ? finished_check(c->resume, t->total, note, sizeof note) : 0;
+    if (done < 0) return TB_EIO;
+    if (done) {
         fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
         t->finished = 1;
         return TB_OK;

@@ -177,7 +177,6 @@ struct tta_plan {
     long spe, every, max_steps;  /* steps per epoch, evaluation period, a seed's most steps */
     struct tta_runs r;
     struct step_record rec;
-    char *state;                 /* the resumed checkpoint's tta_state (malloc'd) */
     int ckpt;                    /* checkpoints go to --checkpoint-dir */
     long ck_every;               /* a periodic checkpoint every this many steps of a seed (0: none) */
     int k0;                      /* the first seed this process runs (resume: the one in progress) */
@@ -220,9 +219,35 @@ struct tta_seed {
     struct progress pr;
 };
 
+/* resume_from's check of a checkpoint's tta_state (struct resume_check): restored into fresh seeds' records, which
+ * replace the plan's only if the whole state makes sense, so a damaged checkpoint is skipped for the one before it
+ * with nothing of it left behind. */
+static int tta_resume_check(void *ctx, const char *path, long step, const char *state)
+{
+    struct tta_plan *p = ctx;
+    struct tta_runs r;
+    int k_now = 0;
+    long seed_step = 0, g_before = 0;
+    double eval_s = 0.0;
+    int st = tta_runs_init(&r, p->n, p->s->c.target);
+    if (st == TB_OK)
+        st = tta_state_restore(state, path, &r, p->max_steps, p->spe, p->batch, &k_now, &seed_step, &eval_s, &g_before);
+    if (st == TB_OK && g_before + seed_step != step)
+        st = tb_error_set(TB_EFORMAT, "checkpoint %s: step %ld is not its seeds' %ld + %ld steps", path, step, g_before,
+                          seed_step);
+    if (st != TB_OK) {
+        tta_runs_free(&r);
+        return st;
+    }
+    tta_runs_free(&p->r);
+    p->r = r;
+    p->k0 = k_now, p->start = seed_step, p->prev_eval = eval_s, p->g_before = g_before;
+    return TB_OK;
+}
+
 /* --resume: the checkpoint's tensors go over the first seed's (a seed that had finished starts afresh
  * in tta_seed_open); the finished seeds' results and the curve of the seed in progress come back from
- * its tta_state. */
+ * its tta_state (tta_resume_check). */
 static int tta_resume(struct tta_plan *p)
 {
     struct session *s = p->s;
@@ -230,15 +255,10 @@ static int tta_resume(struct tta_plan *p)
     long resumed_every = 0;
     int st;
     if ((st = session_reset(s, c->run.seed)) != TB_OK) return st;
+    const struct resume_check check = {tta_resume_check, p};
     if ((st = resume_from(s, p->batch, LONG_MAX, &p->g_resumed, &p->prev_train, &resumed_every, p->resumed_from,
-                          sizeof p->resumed_from, &p->state, NULL)) != TB_OK)
+                          sizeof p->resumed_from, &check, NULL)) != TB_OK)
         return st;
-    if ((st = tta_state_restore(p->state, p->resumed_from, &p->r, p->max_steps, p->spe, p->batch, &p->k0, &p->start,
-                                &p->prev_eval, &p->g_before)) != TB_OK)
-        return st;
-    if (p->g_before + p->start != p->g_resumed)
-        return tb_error_set(TB_EFORMAT, "checkpoint %s: step %ld is not its seeds' %ld + %ld steps", p->resumed_from,
-                            p->g_resumed, p->g_before, p->start);
     if (!c->checkpoint_every) c->checkpoint_every = resumed_every;
     return TB_OK;
 }
@@ -275,7 +295,10 @@ static int tta_begin(struct tta_plan *p)
     if (c->resume[0] && (st = tta_resume(p)) != TB_OK) return st;
     /* Every seed done and the row written (finished.json): resuming would only write the same row again. */
     char note[1200];
-    if (p->g_resumed >= 0 && p->k0 == p->n && finished_at(c->resume, p->g_resumed, note, sizeof note)) {
+    const int done =
+        p->g_resumed >= 0 && p->k0 == p->n ? finished_check(c->resume, p->g_resumed, note, sizeof note) : 0;
+    if (done < 0) return TB_EIO;
+    if (done) {
         fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);
         p->finished = 1;
         return TB_OK;
@@ -729,7 +752,6 @@ int plan_tta(struct session *s)
                 st = tb_error_set(TB_EIO, "%s (the result row was written)", p.ckpt_err);
         }
     }
-    free(p.state);
     tta_runs_free(&p.r);
     step_record_free(&p.rec);
     return st;

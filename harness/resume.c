@@ -453,6 +453,23 @@ static void set_aside(const struct session *s, const char *path, int st)
                         "usable checkpoint\n", path, strerror(errno));
 }
 
+/* Whether a checkpoint's loss_scaler text (at path) is one this run's backend would restore: tried on a copy of the
+ * backend's own scaler (its static or dynamic policy), so that resume_from can skip a malformed one before taking the
+ * checkpoint. TB_OK where the backend keeps no scaler (it ignores the text); else TB_EFORMAT naming path. */
+static int resume_scaler_check(struct session *s, const char *path, const char *text)
+{
+    struct backend_stats bs;
+    if (backend_stats(&s->be, &bs) != TB_OK || !bs.loss_scaling) {
+        tb_error_clear();
+        return TB_OK;
+    }
+    struct loss_scaler probe = *bs.loss_scaling;
+    if (loss_scaler_restore(&probe, text) == TB_OK) return TB_OK;
+    char why[256];
+    snprintf(why, sizeof why, "%s", tb_error_get());
+    return tb_error_set(TB_EFORMAT, "checkpoint %s: %s", path, why);
+}
+
 /* The directory check resume_from makes first, alone (session_open's, before any work). */
 int resume_dir_has_checkpoints(const char *dir, long *steps, int max, int *cnt)
 {
@@ -466,13 +483,13 @@ int resume_dir_has_checkpoints(const char *dir, long *steps, int max, int *cnt)
 }
 
 /* --resume: loads the newest complete checkpoint of the directory into the backend; *start and *prev_s
- * receive its step and training seconds, *every its --checkpoint-every, path its name, *tta_state
- * (when not NULL; malloc'd) the time-to-accuracy plan's state, and *losses (when not NULL) the train run's
- * loss history (known = 0 when it has none). A configuration that differs is a usage error (TB_EINVAL
- * naming the first difference); a file that cannot be read is skipped, with a warning, for the one before
- * it, and set aside (set_aside). */
+ * receive its step and training seconds, *every its --checkpoint-every, path its name, tta (when not NULL) the
+ * time-to-accuracy plan's state to check and keep, and *losses (when not NULL) the train run's loss history
+ * (known = 0 when it has none). A configuration that differs is a usage error (TB_EINVAL naming the first
+ * difference); a file that cannot be read, or whose plan state or loss scaler is malformed, is skipped, with a
+ * warning, for the one before it, and set aside (set_aside). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
-                size_t n, char **tta_state, struct loss_history *losses)
+                size_t n, const struct resume_check *tta, struct loss_history *losses)
 {
     const char *dir = s->c.resume;
     long steps[8];
@@ -527,16 +544,29 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st == TB_OK && renamed && !s->c.quiet)
             fprintf(stderr, "bench: note: %s names its data set by its folder (dataset=%s, as older builds did); its "
                             "data CRC is this run's, so it resumes on this run's %s\n", path, folder, s->train.name);
-        if (st == TB_OK && tta_state) {
-            free(*tta_state);
-            if (!(*tta_state = checkpoint_meta_alloc(path, "tta_state"))) st = TB_EFORMAT;
-        }
         if (st == TB_OK) {
             /* Padding between tensors as a fresh run has it. */
             memcpy(s->ck_params, s->params, s->m.n_params * sizeof(float));
             memcpy(s->ck_buffers, s->buffers, s->m.n_buffers * sizeof(float));
             memset(s->ck_opt, 0, s->m.n_params * (size_t)spp * sizeof(float));
             st = checkpoint_load_state(path, &s->m, s->ck_params, s->ck_buffers, s->ck_opt, s->m.n_params ? spp : 0);
+        }
+        /* The plan's state and fp16's scaler are checked here, before the checkpoint is taken: damaged, they skip it
+         * for the one before as a torn file does (once taken, a probe's malformed tta_state or loss_scaler ended the
+         * run with the older good checkpoint untried). */
+        if (st == TB_OK && tta) {
+            char *state = checkpoint_meta_alloc(path, "tta_state");
+            st = state ? tta->fn(tta->ctx, path, steps[i], state) : TB_EFORMAT;
+            free(state);
+        }
+        char ls[128];
+        int has_ls = 0;
+        if (st == TB_OK) {
+            /* No key (TB_EINVAL) is a run without a scaler; one that is not a string is damage. */
+            const int ms = checkpoint_read_meta(path, "loss_scaler", ls, sizeof ls);
+            has_ls = ms == TB_OK;
+            if (has_ls) st = resume_scaler_check(s, path, ls);
+            else if (ms != TB_EINVAL) st = ms;
         }
         if (st != TB_OK) {
             fprintf(stderr, "bench: warning: --resume: skipping %s\n", tb_error_get());
@@ -546,9 +576,8 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         st = backend_set_tensors(&s->be, TF_PARAMS, s->ck_params);
         if (st == TB_OK && s->m.n_buffers) st = backend_set_tensors(&s->be, TF_BUFFERS, s->ck_buffers);
         if (st == TB_OK && s->m.n_params && spp) st = backend_set_tensors(&s->be, TF_OPT, s->ck_opt);
-        char ls[128];
-        if (st == TB_OK && checkpoint_read_meta(path, "loss_scaler", ls, sizeof ls) == TB_OK &&
-            (st = backend_restore_loss_scaling(&s->be, ls)) != TB_OK) {
+        /* After the tensors, as the backends expect (their set_tensors leaves a checkpoint's scaler to this). */
+        if (st == TB_OK && has_ls && (st = backend_restore_loss_scaling(&s->be, ls)) != TB_OK) {
             snprintf(why, sizeof why, "%s", tb_error_get());
             return tb_error_set(st, "--resume: checkpoint %s: %s", path, why);
         }

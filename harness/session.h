@@ -257,10 +257,16 @@ int checkpoint_write(struct session *s, int batch, long step, long total, double
 /* --resume's directory holds a complete checkpoint: TB_OK with the steps of its newest (up to max) in steps and
  * *cnt, else the one-line error a resume gives (exit 1). For the check before any work. */
 int resume_dir_has_checkpoints(const char *dir, long *steps, int max, int *cnt);
-/* --resume: loads the newest usable checkpoint of the directory into the backend (losses, when not NULL,
- * receives its loss history; known = 0 when it carries none). */
+/* The tta plan's part in choosing a checkpoint to resume: fn(ctx, path, step, state) checks and keeps the plan state
+ * (tta_state) of checkpoint path at plan step step; any status but TB_OK (set, naming path) skips it as damaged. */
+struct resume_check {
+    int (*fn)(void *ctx, const char *path, long step, const char *state);
+    void *ctx;
+};
+/* --resume: loads the newest usable checkpoint of the directory into the backend (tta, when not NULL, checks and
+ * keeps its plan state; losses, when not NULL, receives its loss history; known = 0 when it carries none). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
-                size_t n, char **tta_state, struct loss_history *losses);
+                size_t n, const struct resume_check *tta, struct loss_history *losses);
 /* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
 int checkpoint_dir_ready(struct session *s);
 /* Writes the row of a run that stopped early (interrupted or diverged), then returns st with its message. */

@@ -1,7 +1,8 @@
 /* test_ckpt_meta.h — makes a resumable checkpoint look like an older build's: a word of its configuration
  * text ("config" in the safetensors header's metadata) rewritten or removed in place, and "config_hash" recomputed
- * as harness/resume.c computes it (FNV-1a, 16 hex digits), so the file is one an older bench wrote; and the
- * header's read and write-back in place for other such edits.
+ * as harness/resume.c computes it (FNV-1a, 16 hex digits), so the file is one an older bench wrote; another
+ * metadata value set outright (a damaged field in an otherwise valid file); and the header's read and write-back in
+ * place for other such edits.
  *
  * The header keeps its length and every tensor its offset: a shorter text is padded with spaces after its
  * closing quote (JSON whitespace); a longer one grows the header by a multiple of 8 bytes (the tensors' bytes stay
@@ -58,6 +59,33 @@ static __attribute__((unused)) void ckpt_header_write(FILE *f, const char *h, si
     cr_assert_eq(fclose(f), 0);
 }
 
+/* Puts header out (hlen + grow bytes, grow a multiple of 8) in place of the hlen bytes ckpt_header_read read through
+ * f, moving the tensors' bytes after it when it grew, and closes f. */
+static __attribute__((unused)) void ckpt_header_replace(FILE *f, size_t hlen, const char *out, size_t grow)
+{
+    if (!grow) {
+        ckpt_header_write(f, out, hlen);
+        return;
+    }
+    /* The tensors' bytes (the rest of the file), then the file again: the new length, header and those bytes. */
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+    const long size = ftell(f);
+    cr_assert(size >= (long)(8 + hlen));
+    const size_t n_data = (size_t)size - 8 - hlen;
+    unsigned char *data = malloc(n_data + 1), len8[8];
+    cr_assert_not_null(data);
+    cr_assert_eq(fseek(f, (long)(8 + hlen), SEEK_SET), 0);
+    cr_assert_eq(fread(data, 1, n_data, f), n_data);
+    const size_t nh = hlen + grow;
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)nh >> (8 * i));
+    cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
+    cr_assert_eq(fwrite(len8, 1, 8, f), 8);
+    cr_assert_eq(fwrite(out, 1, nh, f), nh);
+    cr_assert_eq(fwrite(data, 1, n_data, f), n_data);
+    cr_assert_eq(fclose(f), 0);
+    free(data);
+}
+
 /* In checkpoint ck's configuration text, replaces from (which must occur once) by to. */
 static __attribute__((unused)) void ckpt_rewrite_config(const char *ck, const char *from, const char *to)
 {
@@ -94,28 +122,39 @@ static __attribute__((unused)) void ckpt_rewrite_config(const char *ck, const ch
     snprintf(hex, sizeof hex, "%016" PRIx64, hash);
     cr_assert_eq(hv[16], '"');
     memcpy(hv, hex, 16);
-    if (!grow) {
-        ckpt_header_write(f, out, hlen);
-        free(h), free(out);
-        return;
-    }
-    /* The tensors' bytes (the rest of the file), then the file again: the new length, header and those bytes. */
-    cr_assert_eq(fseek(f, 0, SEEK_END), 0);
-    const long size = ftell(f);
-    cr_assert(size >= (long)(8 + hlen));
-    const size_t n_data = (size_t)size - 8 - hlen;
-    unsigned char *data = malloc(n_data + 1), len8[8];
-    cr_assert_not_null(data);
-    cr_assert_eq(fseek(f, (long)(8 + hlen), SEEK_SET), 0);
-    cr_assert_eq(fread(data, 1, n_data, f), n_data);
-    const size_t nh = hlen + grow;
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)nh >> (8 * i));
-    cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
-    cr_assert_eq(fwrite(len8, 1, 8, f), 8);
-    cr_assert_eq(fwrite(out, 1, nh, f), nh);
-    cr_assert_eq(fwrite(data, 1, n_data, f), n_data);
-    cr_assert_eq(fclose(f), 0);
-    free(h), free(out), free(data);
+    ckpt_header_replace(f, hlen, out, grow);
+    free(h), free(out);
+}
+
+/* In checkpoint ck's metadata, sets key's string value (which must be there) to value, written as it is (the caller
+ * escapes what JSON needs escaped): a probe's damage to one field, the rest of the file still valid. */
+static __attribute__((unused)) void ckpt_rewrite_meta(const char *ck, const char *key, const char *value)
+{
+    FILE *f;
+    size_t hlen;
+    char *h = ckpt_header_read(ck, &f, &hlen), pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    char *at = strstr(h, pat);
+    cr_assert_not_null(at, "%s: no metadata '%s'", ck, key);
+    at += strlen(pat);
+    char *end = at;
+    while (*end && *end != '"') end += *end == '\\' && end[1] ? 2 : 1;
+    cr_assert_eq(*end, '"', "%s: '%s' does not end", ck, key);
+    const size_t lf = (size_t)(end - at), lt = strlen(value);
+    const size_t grow = lt > lf ? (lt - lf + 7) / 8 * 8 : 0;
+    char *out = malloc(hlen + grow + 1);
+    cr_assert_not_null(out);
+    /* prefix, the value, the closing quote, the padding, the rest */
+    size_t k = 0;
+    memcpy(out + k, h, (size_t)(at - h)), k += (size_t)(at - h);
+    memcpy(out + k, value, lt), k += lt;
+    out[k++] = '"';
+    memset(out + k, ' ', lf + grow - lt), k += lf + grow - lt;
+    memcpy(out + k, end + 1, hlen - (size_t)(end + 1 - h)), k += hlen - (size_t)(end + 1 - h);
+    cr_assert_eq(k, hlen + grow);
+    out[k] = '\0';
+    ckpt_header_replace(f, hlen, out, grow);
+    free(h), free(out);
 }
 
 #endif

@@ -8,7 +8,9 @@
  * straight run's too, from the losses the checkpoint carries. Also: a stop signal exits 130/143
  * with a checkpoint and a "status":"interrupted" row; a configuration that differs from the
  * checkpoint's is a usage error (exit 2) naming the difference (an unset dropout as the workload's); an
- * unreadable newest checkpoint falls back to the one before and is renamed aside, out of pruning's count; --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
+ * unreadable newest checkpoint (torn, or a malformed tta_state or loss_scaler) falls back to the one before and is
+ * renamed aside, out of pruning's count; an unreadable finished.json refuses the resume of a run's last step (exit 1,
+ * no row); --load of a malformed file is one line, exit 1, no row; a NaN loss writes a
  * "status":"diverged" row without throughput or accuracy and exits 1.
  * Time to accuracy resumes too: interrupted (in its first seed or a later one) and resumed, it takes the
  * same steps and evaluations, reaches the target at the same step with bitwise the same parameters, and
@@ -668,6 +670,97 @@ Test(resume, a_skipped_torn_checkpoint_is_set_aside_not_kept_by_pruning)
     free(dir);
 }
 
+/* A checkpoint whose plan state or fp16 loss scaler is malformed is damaged like a torn file: skipped with a warning
+ * naming it, set aside, and the one before it resumed. A probe's `tta_state` of "{" and `loss_scaler` of "scale=3
+ * garbage" were found only after the checkpoint was taken, and ended the run (exit 1) with the good one untried. */
+Test(resume, a_malformed_tta_state_falls_back_to_the_checkpoint_before)
+{
+    char *dir = new_dir(), *err;
+    /* A whole plan, then its note removed: a run killed after its last checkpoint, before its row. */
+    run_ref(dir, RB_ARGS(RB_BASE),
+            RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9", "--checkpoint-dir", "ck",
+                    "--checkpoint-every", "10"));
+    char *ck = rb_path(dir, "ck"), *note = rb_path(dir, "ck/finished.json");
+    cr_assert_eq(unlink(note), 0);
+    long steps[2];
+    int n = 0;
+    cr_assert_eq(checkpoint_dir_list(ck, steps, 2, &n), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(n, 2, "%d checkpoints", n);
+    char newest[600], name[600], aside[700];
+    checkpoint_dir_path(ck, steps[0], newest, sizeof newest);
+    checkpoint_dir_path("ck", steps[0], name, sizeof name); /* as the run in dir names it */
+    snprintf(aside, sizeof aside, "%s.unreadable", newest);
+    ckpt_rewrite_meta(newest, "tta_state", "{");
+    const char *const *again = RB_ARGS("--plan", "tta", "--eval-every", "25", "--target", "0.9", "--resume", "ck");
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), again, &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "bench: warning: --resume: skipping") && strstr(err, name) &&
+              strstr(err, "time-to-accuracy state is malformed"), "%s", err);
+    free(err);
+    cr_assert_eq(access(aside, F_OK), 0, "the damaged checkpoint was not set aside");
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), steps[1]);
+    json_value_free(r);
+    free(ck), free(note);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+Test(resume, a_malformed_loss_scaler_falls_back_to_the_checkpoint_before)
+{
+    static const char *const be[] = {RB_BASE, "--backend", "ipu", "--stages", "2", "--split", "2", "--ga", "2",
+                                      "--precision", "fp16", "--no-eval", NULL};
+    char *dir = new_dir(), *err;
+    run_ref(dir, be, RB_ARGS("--steps", "4", "--checkpoint-dir", "ck", "--checkpoint-every", "2"));
+    char *p4 = rb_path(dir, "ck/ckpt-0000000004.safetensors"),
+         *aside = rb_path(dir, "ck/ckpt-0000000004.safetensors.unreadable");
+    ckpt_rewrite_meta(p4, "loss_scaler", "scale=3 garbage");
+    const int code = run_here_cli(dir, be, RB_ARGS("--steps", "6", "--resume", "ck"), &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "bench: warning: --resume: skipping") && strstr(err, "ckpt-0000000004") &&
+              strstr(err, "scale=3 garbage"), "%s", err);
+    free(err);
+    cr_assert_eq(access(aside, F_OK), 0, "the damaged checkpoint was not set aside");
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
+    json_value_free(r);
+    free(p4), free(aside);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* A finished.json that cannot be read was taken for "not finished": resuming the finished run wrote its "ok" row
+ * again, unsaid. Whether the row exists cannot be told then, so the resume of the run's last step is refused (a
+ * warning naming the note, exit 1, no row); extending the run does not depend on the note and goes on. */
+Test(resume, an_unreadable_finished_note_refuses_the_resume_and_writes_no_row)
+{
+    char *dir = new_dir();
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--checkpoint-dir", "ck"));
+    char *res = rb_path(dir, "results.jsonl");
+    const int rows = rb_count_lines(res);
+    static const char *const notes[] = {"{\"finished_step\":", "{\"finished_step\":\"4\"}\n", "{}\n"};
+    for (int i = 0; i < 3; i++) { /* the first through bench, the others in this process (run_case) */
+        rb_write(dir, "ck/finished.json", notes[i]);
+        char *err;
+        const char *const *again = RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck");
+        const int code = run_case(dir, i, "again", RB_ARGS(RB_BASE), again, &err);
+        cr_assert_eq(code, 1, "note %d: exit %d: %s", i, code, err);
+        cr_assert(strstr(err, "bench: warning: --resume: ") && strstr(err, "ck/finished.json is not readable") &&
+                  strstr(err, "cannot tell whether the run finished at step 4"), "note %d: %s", i, err);
+        free(err);
+        cr_assert_eq(rb_count_lines(res), rows, "note %d: a row was written", i);
+    }
+    char *err;
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "6", "--no-eval", "--resume", "ck"), &err);
+    cr_assert_eq(code, 0, "extending: exit %d: %s", code, err);
+    free(err);
+    cr_assert_eq(rb_count_lines(res), rows + 1);
+    free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* A resume refused for another dropout names an unset one as the workload's (its classifier's rate), not the
  * internal -1 that stands for it in the checkpoint. */
 Test(resume, an_unset_dropout_is_named_as_the_workloads)
@@ -1082,7 +1175,7 @@ Test(resume, train_and_tta_do_not_take_each_others_checkpoints)
 
 /* A tta plan that reached its target and wrote its row leaves finished.json, as the train plan does: each
  * --resume of it (or of a copy of its directory) says it finished, exits 0 and writes no row, where it
- * used to append the same measurement again on every resume. */
+ * used to append the same measurement again on every resume; with the note unreadable it refuses (exit 1). */
 Test(resume, tta_resume_of_a_finished_plan_says_so_and_writes_no_row)
 {
     char *dir = new_dir();
@@ -1109,6 +1202,13 @@ Test(resume, tta_resume_of_a_finished_plan_says_so_and_writes_no_row)
         free(err);
         cr_assert_eq(rb_count_lines(res), rows, "resume %d of a finished tta plan wrote a row", i);
     }
+    /* A note that cannot be read: whether the row exists cannot be told, so no resume (an_unreadable_finished_...). */
+    rb_write(dir, "ckt/finished.json", "{\"finished_step\":");
+    char *err;
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS(QUICK_TTA, "--seeds", "2", "--resume", "ckt"), &err);
+    cr_assert(code == 1 && strstr(err, "ckt/finished.json is not readable (not JSON)"), "exit %d: %s", code, err);
+    free(err);
+    cr_assert_eq(rb_count_lines(res), rows, "the resume with an unreadable note wrote a row");
 #undef QUICK_TTA
     json_value_free(r);
     free(note), free(res), free(marker);
