@@ -584,7 +584,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st != TB_OK) return st;
         *start = steps[i];
         *prev_s = strtod(tv, NULL);
-        if (!(*prev_s >= 0.0)) *prev_s = 0.0;
+        if (!(*prev_s >= 0.0 && *prev_s < 1e12)) *prev_s = 0.0; /* NaN, negative, inf ("train inf s at 0 img/s"): unknown */
         char ev[32];
         *every = checkpoint_read_meta(path, "checkpoint_every", ev, sizeof ev) == TB_OK ? strtol(ev, NULL, 10) : 0;
         if (*every < 0) *every = 0;
