@@ -730,6 +730,28 @@ Test(resume, a_malformed_loss_scaler_falls_back_to_the_checkpoint_before)
     free(dir);
 }
 
+/* A checkpoint's training seconds that are not a time (inf) count as unknown, as NaN does: the row's figures stay
+ * finite (the run printed "train inf s at 0 img/s"). */
+Test(resume, an_infinite_training_time_in_a_checkpoint_counts_as_unknown)
+{
+    char *dir = new_dir(), *err;
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--no-eval", "--checkpoint-dir", "ck"));
+    char *p2 = rb_path(dir, "ck/ckpt-0000000002.safetensors");
+    ckpt_rewrite_meta(p2, "train_time_s", "inf");
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck"), &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    free(err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
+    cr_assert_eq(json_get_number(r, "figures.previous_train_time_s", NAN), 0.0);
+    const double t = json_get_number(r, "figures.train_time_s", NAN);
+    cr_assert(isfinite(t) && t > 0, "train_time_s %g", t);
+    json_value_free(r);
+    free(p2);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* A finished.json that cannot be read was taken for "not finished": resuming the finished run wrote its "ok" row
  * again, unsaid. Whether the row exists cannot be told then, so the resume of the run's last step is refused (a
  * warning naming the note, exit 1, no row); extending the run does not depend on the note and goes on. */
