@@ -85,7 +85,15 @@ static int train_begin(struct train_run *t)
                           sizeof t->resumed_from, NULL, &t->hist)) != TB_OK)
         return st;
     char note[1200];
-    const int done = c->resume[0] && t->start == t->total ? finished_check(c->resume, t->total, note, sizeof note) : 0;
+    /* At the last step the note decides (unreadable: refused, finished_check). Before it, a note of this total means
+     * the run's last checkpoint was set aside as damaged and an older one taken: the run finished and wrote its row
+     * all the same, and running its last steps again would write a second (an unreadable note there is left to
+     * the checkpoints, as when extending a run). */
+    int done = c->resume[0] && t->start == t->total ? finished_check(c->resume, t->total, note, sizeof note) : 0;
+    if (c->resume[0] && t->start < t->total && (done = finished_at(c->resume, t->total, note, sizeof note)) < 0) {
+        done = 0;
+        tb_error_clear();
+    }
     if (done < 0) return TB_EIO;
     if (done) {
         fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);

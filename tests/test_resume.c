@@ -752,6 +752,26 @@ Test(resume, an_infinite_training_time_in_a_checkpoint_counts_as_unknown)
     free(dir);
 }
 
+/* A finished run whose last checkpoint is damaged: the resume sets it aside and takes the one before, and ran the
+ * last steps again, a second "ok" row for one run. The note says the run finished at that total: nothing to do. */
+Test(resume, a_finished_run_with_its_last_checkpoint_damaged_writes_no_second_row)
+{
+    char *dir = new_dir(), *err;
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--checkpoint-dir", "ck", "--checkpoint-every", "2"));
+    char *res = rb_path(dir, "results.jsonl"), *p4 = rb_path(dir, "ck/ckpt-0000000004.safetensors");
+    const int rows = rb_count_lines(res);
+    cr_assert_eq(truncate(p4, 100), 0);
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck"), &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "bench: warning: --resume: skipping") && strstr(err, "the run finished at step 4") &&
+              strstr(err, "nothing to do, no new row"), "%s", err);
+    free(err);
+    cr_assert_eq(rb_count_lines(res), rows, "a second row for the finished run");
+    free(res), free(p4);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* A finished.json that cannot be read was taken for "not finished": resuming the finished run wrote its "ok" row
  * again, unsaid. Whether the row exists cannot be told then, so the resume of the run's last step is refused (a
  * warning naming the note, exit 1, no row); extending the run does not depend on the note and goes on. */
