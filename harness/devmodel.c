@@ -244,6 +244,10 @@ int dev_spec_load(const char *name_or_path, const char *dir, struct dev_spec *d)
     FILE *f = regular_fopen(path, &why);
     struct stat sb;
     if (!f && stat(path, &sb) == 0) return tb_error_set(TB_EIO, "device spec %s: %s", path, why);
+    /* There but not to be followed (a link loop, a dangling link, a path through a file): said, not "not found". */
+    const int e = errno;
+    if (!f && lstat(path, &sb) == 0)
+        return tb_error_set(TB_EIO, "device spec %s: %s", path, why ? why : strerror(e));
     if (!f) {
         char names[400] = "";
         DIR *dd = opendir(dir ? dir : dev_default_dir());
@@ -265,6 +269,9 @@ int dev_spec_load(const char *name_or_path, const char *dir, struct dev_spec *d)
     const int big = !feof(f);
     fclose(f);
     if (big) return tb_error_set(TB_EINVAL, "%s: larger than %zu bytes", path, sizeof text - 1);
+    /* The parser reads text up to a NUL: one inside hid the rest ("missing key kind"). */
+    const char *nul = memchr(text, '\0', n);
+    if (nul) return tb_error_set(TB_EINVAL, "%s: a NUL byte at offset %zu: not a text file", path, (size_t)(nul - text));
     text[n] = '\0';
     return dev_spec_parse(text, path, d);
 }

@@ -137,9 +137,9 @@ Test(cifar, truncated_plain)
 {
     uint8_t *b = make_batch(0, 3);
     write_file(td_path("test_batch.bin"), b, 2 * REC + 100, 0);
-    expect_fail(0, TB_EIO, "test_batch.bin", "truncated: 6246 bytes is 2 whole 3073-byte records plus 100 bytes");
+    expect_fail(0, TB_EIO, "test_batch.bin", "not whole records (truncated, or bytes added): 6246 bytes is 2 whole 3073-byte records plus 100 bytes");
     write_file(td_path("test_batch.bin"), b, 10, 0);
-    expect_fail(0, TB_EIO, "test_batch.bin", "truncated: 10 bytes is 0 whole");
+    expect_fail(0, TB_EIO, "test_batch.bin", "(truncated, or bytes added): 10 bytes is 0 whole");
     free(b);
 }
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 TestSuite(devmodel, .timeout = 60);
 
@@ -102,6 +103,26 @@ Test(devmodel, bad_specs_name_the_fault)
                "mem1_capacity_gb: expected a number in [1e-09, 1e+06], got '1e300'");
     expect_bad("name", "", "missing key name");
     expect_bad("title", "just words\n", "bad.spec:4: expected 'key = value'");
+}
+
+/* A spec path that is there but cannot be followed (a link loop) said "not found"; a NUL byte hid the rest of the
+ * file ("missing key kind"). Each now says what it is. */
+Test(devmodel, unreadable_spec_paths_say_why)
+{
+    char dir[] = "/tmp/tb_devmodel_XXXXXX", loop[64], nul[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(loop, sizeof loop, "%s/loop.spec", dir);
+    snprintf(nul, sizeof nul, "%s/nul.spec", dir);
+    cr_assert_eq(symlink("loop.spec", loop), 0);
+    FILE *f = fopen(nul, "wb");
+    cr_assert(f && fwrite("name = x\0y\nkind = ipu\n", 1, 22, f) == 22 && fclose(f) == 0);
+    struct dev_spec d;
+    cr_assert_eq(dev_spec_load(loop, NULL, &d), TB_EIO);
+    cr_assert(strstr(tb_error_get(), "loop.spec: Too many levels of symbolic links"), "%s", tb_error_get());
+    cr_assert_eq(dev_spec_load(nul, NULL, &d), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "nul.spec: a NUL byte at offset 8: not a text file"), "%s", tb_error_get());
+    remove(loop), remove(nul), rmdir(dir);
+    tb_error_clear();
 }
 
 Test(devmodel, overrides_are_recorded)

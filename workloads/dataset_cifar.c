@@ -92,7 +92,8 @@ static int cifar_append_file(const char *path, struct dataset *ds)
         goto done;
     }
     if (n_bytes % CIFAR_RECORD) {
-        st = tb_error_set(TB_EIO, "%s: truncated: %llu bytes is %llu whole %d-byte records plus %llu bytes", path,
+        st = tb_error_set(TB_EIO, "%s: not whole records (truncated, or bytes added): %llu bytes is %llu whole %d-byte "
+                                  "records plus %llu bytes", path,
                           (unsigned long long)n_bytes, (unsigned long long)(n_bytes / CIFAR_RECORD), CIFAR_RECORD,
                           (unsigned long long)(n_bytes % CIFAR_RECORD));
         goto done;
