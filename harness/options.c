@@ -15,6 +15,7 @@
 #include "tpool.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -437,7 +438,10 @@ static int set_training_option(struct bench_config *c, const char *name, const c
     if (IS("dropout")) return get_float(name, v, 0.0, 1.0, 1, &c->wopts.dropout);
     if (IS("bn-eps")) {
         int st = get_float(name, v, 0.0, 1.0, 0, &c->wopts.bn_eps);
-        if (st == TB_OK && !(c->wopts.bn_eps > 0.0f)) st = tb_error_set(TB_EINVAL, "--bn-eps: must be > 0, got '%s'", v);
+        /* A normal float, as a --load file's bn_eps must be (strtof's range): 1e-45 was taken here, refused there. */
+        if (st == TB_OK && !(c->wopts.bn_eps >= FLT_MIN))
+            st = tb_error_set(TB_EINVAL, "--bn-eps: expected a number in (0, 1] that a float holds (%g or more), got '%s'",
+                              (double)FLT_MIN, v);
         return st;
     }
     if (IS("describe")) return get_flag(name, v, &c->describe);

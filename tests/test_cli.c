@@ -555,6 +555,9 @@ Test(cli, model_options_the_run_would_ignore_are_refused)
                               ARGS("--dropout is not an option of workload mnist-mlp"));
     expect_refused_in_process(ARGS("--workload", "mnist-mlp", "--bn-eps", "1e-3", "--steps", "1"),
                               ARGS("--bn-eps is not an option of workload mnist-mlp"));
+    /* the range a --load file's bn_eps is held to: a normal float in (0, 1] (1e-45 was taken here, refused there) */
+    expect_refused_in_process(ARGS("--workload", "effnet-b0", "--bn-eps", "1e-45", "--describe"),
+                              ARGS("--bn-eps: expected a number in (0, 1] that a float holds", "'1e-45'"));
     expect_usage_error(ARGS("--workload", "effnet-b0", "--norm", "group:3", "--describe"),
                        ARGS("group:3", "do not divide the 32 channels of features.0.1"));
     expect_refused_in_process(ARGS("--workload", "effnet-b0", "--resolution", "32", "--norm", "group:16", "--describe"),
