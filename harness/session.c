@@ -160,6 +160,21 @@ static int load_data(struct session *s)
         const char *note = k ? s->test.note : s->train.note;
         if (note[0]) fprintf(stderr, "bench: note: %s\n", note);
     }
+    /* Labels say how many classes an IDX set has: one stray byte (255) made a 256-way model of a 10-class set,
+     * unsaid. Where most of the classes the labels imply never occur, said. */
+    const int n_cls = s->train.n_classes;
+    if (n_cls > 10 && n_cls <= 256) {
+        char seen[256] = {0};
+        int present = 0;
+        for (int k = 0; k < 2; k++) {
+            const struct dataset *d = k ? &s->test : &s->train;
+            for (int i = 0; i < d->n; i++)
+                if (d->labels[i] >= 0 && d->labels[i] < n_cls && !seen[d->labels[i]]) seen[d->labels[i]] = 1, present++;
+        }
+        if (2 * present < n_cls)
+            fprintf(stderr, "bench: warning: %s: the labels reach %d, so the model gets %d outputs, but only %d of those "
+                            "classes occur (a stray label? check the label files)\n", dir, n_cls - 1, n_cls, present);
+    }
     /* Resample only for workloads that fix their input shape; EfficientNet resizes on the device. */
     int res = w->resolution, ch = w->channels ? w->channels : s->train.c;
     if ((res && (res != s->train.h || res != s->train.w)) || ch != s->train.c) {

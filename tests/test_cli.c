@@ -416,6 +416,31 @@ static char *idx_dir_with_test_shape(uint32_t h, uint32_t w)
     return data;
 }
 
+/* One stray label byte (255) in a 10-class IDX set made a 256-way model, unsaid: a warning says how few of the
+ * classes the labels imply occur. A set whose labels reach 25 with most classes there (EMNIST-like) is quiet. */
+Test(cli, a_stray_label_that_multiplies_the_classes_is_said)
+{
+    for (int k = 0; k < 2; k++) {
+        char *data = tu_mkdtemp("cli_labels");
+        uint8_t lab[40];
+        for (int i = 0; i < 40; i++) lab[i] = (uint8_t)(k ? i % 26 : i % 10);
+        if (!k) lab[7] = 255;
+        tu_write_idx(data, "train", 40, NULL, lab);
+        tu_write_idx(data, "t10k", 40, NULL, lab);
+        char msg[1024], *printed;
+        const int st = open_in_process(ARGS("--data", data, "--batch", "8", "--steps", "1"), msg, sizeof msg, &printed);
+        cr_assert_eq(st, TB_OK, "%d: %s", k, msg);
+        char want[600];
+        snprintf(want, sizeof want, "bench: warning: %s: the labels reach 255, so the model gets 256 outputs, but only 11 "
+                                    "of those classes occur (a stray label? check the label files)\n", data);
+        if (!k) cr_assert(strstr(printed, want) != NULL, "%s", printed);
+        else cr_assert(strstr(printed, "warning") == NULL, "%s", printed);
+        free(printed);
+        tu_rm_rf(data);
+        free(data);
+    }
+}
+
 /* A test set of another shape than the training set was read with the training geometry: 2×2 test
  * images overflowed the heap in the evaluation, 27×28 gave a garbage accuracy. Now: one line naming
  * both shapes, exit 1, no row. */
