@@ -416,21 +416,23 @@ static int mir_prepare(struct backend *b, const struct model *m, const struct ru
     return TB_OK;
 }
 
+/* Sums the losses and splits the step by the replicas' mean compute, idle and all-reduce seconds, as the ipu takes
+ * its devices' means: every replica's compute + idle is the same span (they meet at the barrier), so the means add
+ * up to it. The maximum of each apart added the slowest replica's compute to the fastest's wait: parts of 1.62 ms
+ * in a 1.15 ms step. */
 static int collect(struct mir_ctx *c, struct step_stats *st)
 {
     double tc = 0, ta = 0, ti = 0, loss = 0;
     int rc = TB_OK;
     for (int r = 0; r < c->R; r++) {
-        if (c->t_compute[r] > tc) tc = c->t_compute[r];
-        if (c->t_allreduce[r] > ta) ta = c->t_allreduce[r];
-        if (c->t_idle[r] > ti) ti = c->t_idle[r];
+        tc += c->t_compute[r], ta += c->t_allreduce[r], ti += c->t_idle[r];
         loss += c->loss[r];
         if (c->status[r] != TB_OK && rc == TB_OK) rc = c->status[r];
     }
     st->loss_sum = loss;
-    st->t_compute = tc;
-    st->t_allreduce = ta;
-    st->t_idle = ti;
+    st->t_compute = tc / c->R;
+    st->t_allreduce = ta / c->R;
+    st->t_idle = ti / c->R;
     if (!isfinite(loss)) {
         st->nonfinite = 1;
         return tb_error_set(TB_EDIVERGED, "loss is %g", loss);

@@ -1,6 +1,8 @@
 /* layer_profile.c — per-op-type aggregation of per-layer times. */
 #include "layer_profile.h"
 
+#include "fmt_figure.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,7 +51,8 @@ void layer_profile_print(const struct layer_type_row *rows, int n, double peak_g
             peak_gflops > 0 ? "  of " : "", peak_gflops > 0 ? peak_name : "", idle ? "   idle" : "");
     for (int i = 0; i < n; i++) {
         const double g = rows[i].seconds > 0 ? rows[i].gflop / rows[i].seconds : 0.0;
-        fprintf(f, "  %-11s %6d %10.3f %6.1f%% %10.2f", rows[i].op, rows[i].layers, rows[i].seconds,
+        char sec[32]; /* under a second with three digits: a 0.18 ms softmax printed 0.000 */
+        fprintf(f, "  %-11s %6d %10s %6.1f%% %10.2f", rows[i].op, rows[i].layers, fmt_s(sec, sizeof sec, rows[i].seconds),
                 total > 0 ? 100.0 * rows[i].seconds / total : 0.0, g);
         if (peak_gflops > 0) fprintf(f, "  %*.1f%%", (int)strlen(peak_name) + 2, 100.0 * g / peak_gflops);
         if (idle) fprintf(f, "  %5.0f%%", 100.0 * idle_share(&rows[i]));

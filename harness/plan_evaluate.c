@@ -14,6 +14,7 @@
 #include "session.h"
 
 #include "clock.h"
+#include "fmt_figure.h"
 #include "results.h"
 #include "status.h"
 
@@ -160,11 +161,12 @@ int plan_evaluate(struct session *s)
                            row_infer_bytes(s, eval_batch), s->m.flops_per_sample * eval_batch);
         st = row_end(s, &b);
     }
+    char es[32];
     if (st == TB_OK && !c->quiet)
         printf("trainbench evaluate: %s, %s weights, %ld %s test samples, %d classes\n"
-               "  loss %.6f  top-1 %.4f  top-5 %.4f  (%.2f s)%s%s\n",
+               "  loss %.6f  top-1 %.4f  top-5 %.4f  (%s s)%s%s\n",
                s->w->name, s->loaded ? c->load : "seeded initial", n, s->synthetic ? "synthetic" : s->test.name, K,
-               loss, acc1, acc5, eval_s, c->logits[0] ? "\n  logits      " : "", c->logits);
+               loss, acc1, acc5, fmt_s(es, sizeof es, eval_s), c->logits[0] ? "\n  logits      " : "", c->logits);
     if (st == TB_OK && !c->quiet && !c->compact && s->primary) printf("  result row  %s (run %s)\n", c->out, s->run_base);
     return st;
 }

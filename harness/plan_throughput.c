@@ -143,7 +143,12 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
             printf("  config      batch %d, %d warm-up + %ld timed step%s, %d repeat%s, %s lr %g\n", batch, c->warmup,
                    c->steps, c->steps == 1 ? "" : "s", c->repeat, c->repeat > 1 ? "s" : "",
                    optim_name(c->run.optim.kind), (double)c->run.optim.lr);
-            print_throughput(&tp, (long)c->warmup * c->repeat, "overall");
+            char warm[96]; /* per repeat, as the row's warmup_steps counts it */
+            if (c->repeat > 1)
+                snprintf(warm, sizeof warm, "%d warm-up step%s excluded from each of the %d repeats", c->warmup,
+                         c->warmup == 1 ? "" : "s", c->repeat);
+            else snprintf(warm, sizeof warm, "%d warm-up excluded", c->warmup);
+            print_throughput(&tp, warm, "overall");
             if (c->repeat > 1) {
                 /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so
                  * the error to compare two runs by is the spread of whole repeats, not of steps. */

@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "clock.h"
 #include "finished.h"
+#include "fmt_figure.h"
 #include "status.h"
 
 #include <math.h>
@@ -464,13 +465,20 @@ static void train_print(const struct train_run *t)
             printf("  resumed     at step %ld from %s (%.3f s of training before this run)\n", t->start,
                    t->resumed_from, t->prev_train);
         printf("  training    %.3f s, %.0f images/s, %.2f GFLOP/s\n", t->train_time, t->images_per_s, t->gflops);
-        if (t->recorded > 0) print_throughput(&t->tp, t->warm, "over the timed steps");
+        char warm[128]; /* a run no longer than its warm-up times every step, cold ones too: said */
+        if (t->warm == 0 && c->warmup > 0)
+            snprintf(warm, sizeof warm, "--warmup %d not applied: the run has %ld step%s, each timed", c->warmup,
+                     t->recorded, t->recorded == 1 ? "" : "s");
+        else snprintf(warm, sizeof warm, "%ld warm-up excluded", t->warm);
+        if (t->recorded > 0) print_throughput(&t->tp, warm, "over the timed steps");
         if (t->window > 0)
             printf("  loss        %.4f at step %ld, %.4f mean of the last %ld steps\n", t->first_loss, t->first_step,
                    t->final_loss, t->window);
-        if (t->evaluated)
-            printf("  test        accuracy %.2f %% on %d images, loss %.4f (%.2f s)\n", 100.0 * t->acc,
-                   session_eval_samples(s), t->loss, t->eval_time);
+        if (t->evaluated) {
+            char e[32];
+            printf("  test        accuracy %.2f %% on %d images, loss %.4f (%s s)\n", 100.0 * t->acc,
+                   session_eval_samples(s), t->loss, fmt_s(e, sizeof e, t->eval_time));
+        }
         if (t->ckpt)
             printf("  checkpoint  %s (%d written, %.3f s, not counted as training)\n",
                    t->ckpt_path[0] ? t->ckpt_path : "none", t->n_ckpt, t->ckpt_time);

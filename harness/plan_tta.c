@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "finished.h"
+#include "fmt_figure.h"
 #include "stats.h"
 #include "status.h"
 
@@ -532,9 +533,9 @@ static void tta_seed_print(const struct tta_plan *p, const struct tta_seed *q)
                c->backend, p->s->w->name, c->variant[0] ? " " : "", c->variant, (unsigned long long)q->seed, r->tta[k],
                100.0 * r->tr[k].points[r->tr[k].reached_at].accuracy, (double)q->step / p->spe, r->ev_time[k]);
     else
-        printf("%stta %s/%s%s%s seed %llu: did not reach %.2f %% in %d epochs (best %.2f %%)\n", c->progress_prefix,
+        printf("%stta %s/%s%s%s seed %llu: did not reach %.2f %% in %d epoch%s (best %.2f %%)\n", c->progress_prefix,
                c->backend, p->s->w->name, c->variant[0] ? " " : "", c->variant, (unsigned long long)q->seed,
-               100.0 * c->target, c->max_epochs, 100.0 * r->tr[k].best);
+               100.0 * c->target, c->max_epochs, c->max_epochs == 1 ? "" : "s", 100.0 * r->tr[k].best);
 }
 
 /* Seed k, from its first (or resumed) step to its end. */
@@ -689,20 +690,22 @@ static void tta_print(const struct tta_plan *p)
         printf("  resumed     at seed %d of %d, step %ld, from %s\n", p->k0 + 1 > n ? n : p->k0 + 1, n, p->start,
                p->resumed_from);
     for (int k = 0; k < n; k++) {
+        char f[4][32]; /* seconds under 1 with three digits: a 5 ms run printed "train 0.00 s" */
         if (r->reached[k])
-            printf("  seed %-6llu %.2f s to %.2f %% (eval %.2f s of it), %.2f epochs, %ld samples, %d evaluations\n",
-                   (unsigned long long)(c->run.seed + (uint64_t)k), r->tta[k],
-                   100.0 * r->tr[k].points[r->tr[k].reached_at].accuracy, r->ev_time[k],
-                   (double)r->steps_done[k] / p->spe, r->steps_done[k] * p->batch, r->tr[k].n_points);
+            printf("  seed %-6llu %s s to %.2f %% (eval %s s of it), %.2f epochs, %ld samples, %d evaluation%s\n",
+                   (unsigned long long)(c->run.seed + (uint64_t)k), fmt_s(f[0], 32, r->tta[k]),
+                   100.0 * r->tr[k].points[r->tr[k].reached_at].accuracy, fmt_s(f[1], 32, r->ev_time[k]),
+                   (double)r->steps_done[k] / p->spe, r->steps_done[k] * p->batch, r->tr[k].n_points,
+                   r->tr[k].n_points == 1 ? "" : "s");
         else
-            printf("  seed %-6llu did not reach the target in %d epochs (best %.2f %%, %.2f s)\n",
-                   (unsigned long long)(c->run.seed + (uint64_t)k), c->max_epochs, 100.0 * r->tr[k].best,
-                   r->tr_time[k] + r->ev_time[k]);
+            printf("  seed %-6llu did not reach the target in %d epoch%s (best %.2f %%, %s s)\n",
+                   (unsigned long long)(c->run.seed + (uint64_t)k), c->max_epochs, c->max_epochs == 1 ? "" : "s",
+                   100.0 * r->tr[k].best, fmt_s(f[0], 32, r->tr_time[k] + r->ev_time[k]));
         /* Where the time went: the overall rate is what the time to accuracy pays (see tta_row_runs). */
         if (r->tp[k].n_steps > 0)
-            printf("  %-11s train %.2f s at %.4g img/s overall (per-step median %.4g; step median %.3f ms, p99 %.3f "
-                   "ms), eval %.2f s\n", "", r->tr_time[k], r->tp[k].images_per_s, r->tp[k].rate.median,
-                   1e3 * r->tp[k].step.median, 1e3 * r->tp[k].step_p99_s, r->ev_time[k]);
+            printf("  %-11s train %s s at %.4g img/s overall (per-step median %.4g; step median %.3f ms, p99 %.3f "
+                   "ms), eval %s s\n", "", fmt_s(f[2], 32, r->tr_time[k]), r->tp[k].images_per_s, r->tp[k].rate.median,
+                   1e3 * r->tp[k].step.median, 1e3 * r->tp[k].step_p99_s, fmt_s(f[3], 32, r->ev_time[k]));
     }
     if (!isnan(p->olympic))
         printf("  result      %.2f s olympic mean over %d run%s (%d reached the target)\n", p->olympic, n,

@@ -6,6 +6,7 @@
 #include "session.h"
 
 #include "conv_tuning.h"
+#include "fmt_figure.h"
 #include "layer_profile.h"
 #include "layout.h"
 #include "op_conv.h"
@@ -616,11 +617,12 @@ void write_step_split(struct session *s, struct json_buf *b)
         json_key_double(b, "idle_s", sp->idle / n);
         json_key_double(b, "allreduce_share", step > 0 ? ar / step : 0.0);
         json_end_object(b);
-        if (s->primary && !s->c.quiet)
-            printf("  per step    %.1f ms: compute %.1f ms, all-reduce %.2f ms (%.1f %% of the step), exchange %.1f ms, "
-                   "idle %.1f ms\n",
-                   1e3 * step, 1e3 * sp->compute / n, 1e3 * ar, step > 0 ? 100.0 * ar / step : 0.0,
-                   1e3 * sp->exchange / n, 1e3 * sp->idle / n);
+        if (s->primary && !s->c.quiet) {
+            char f[5][32];
+            printf("  per step    %s ms: compute %s ms, all-reduce %s ms (%.1f %% of the step), exchange %s ms, idle %s ms\n",
+                   fmt_ms(f[0], 32, step), fmt_ms(f[1], 32, sp->compute / n), fmt_ms(f[2], 32, ar),
+                   step > 0 ? 100.0 * ar / step : 0.0, fmt_ms(f[3], 32, sp->exchange / n), fmt_ms(f[4], 32, sp->idle / n));
+        }
     }
     memset(s->split, 0, sizeof s->split);
 }
@@ -709,13 +711,15 @@ void write_pipeline(struct session *s, struct json_buf *b, double measured_image
         printf("  pipeline    measured bubble %.1f %% (ideal (S-1)/(G+S-1) = %.1f %%)\n", 100.0 * r.bubble_measured,
                100.0 * r.bubble_ideal);
         if (ls) print_loss_scale(ls->scale, ls->fixed > 0.0f, skipped);
-        for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++)
-            /* ms: an mnist-mlp step's stages (µs of work) printed as 0.000 s throughout. */
+        /* ms: an mnist-mlp step's stages (µs of work) printed as 0.000 s throughout. */
+        for (int k = 0; k < r.stages && k < BACKEND_MAX_STAGES; k++) {
+            char m[4][32]; /* sizes under 0.1 MiB in KiB: an mnist-mlp stage's activations printed 0.0 MiB */
             printf("  stage %-4d  compute %.3f ms, exchange %.3f ms, idle %.3f ms, all-reduce %.3f ms per step; "
-                   "activations %.1f MiB (measured), weights %.1f MiB (+%.1f MiB fp32 window), gradients %.1f MiB\n",
+                   "activations %s (measured), weights %s (+%s fp32 window), gradients %s\n",
                    k, 1e3 * r.t_compute[k], 1e3 * r.t_exchange[k], 1e3 * r.t_idle[k], 1e3 * r.t_allreduce[k],
-                   r.peak_act_bytes[k] / 1048576.0,
-                   r.weight_bytes[k] / 1048576.0, r.weight_window_bytes[k] / 1048576.0, r.param_bytes[k] / 1048576.0);
+                   fmt_mib(m[0], 32, r.peak_act_bytes[k]), fmt_mib(m[1], 32, r.weight_bytes[k]),
+                   fmt_mib(m[2], 32, r.weight_window_bytes[k]), fmt_mib(m[3], 32, r.param_bytes[k]));
+        }
     }
     if (print && s->c.project_device[0])
         plan_project_validate(s, r.t_fwd, r.t_bwd, r.stages < PROJ_MAX_STAGES ? r.stages : PROJ_MAX_STAGES, r.micro_batch,
@@ -825,14 +829,14 @@ void write_throughput(struct json_buf *b, const struct measure_throughput *t, co
     json_key_double(b, "step_time_p99_s", t->step_p99_s);
 }
 
-void print_throughput(const struct measure_throughput *t, long warmup, const char *rate_what)
+void print_throughput(const struct measure_throughput *t, const char *warm_what, const char *rate_what)
 {
     /* %.4g: slow configurations (EfficientNet-B4 at 380x380 runs ~1 image/s) keep their digits. */
     printf("  images/s    %.4g %s; per step: median %.4g, mean %.4g ± %.2g (s.e.), jitter %.2g (1.4826·MAD)\n",
            t->images_per_s, rate_what, t->rate.median, t->rate.mean, t->rate.stderr_, t->rate.mad_jitter);
-    printf("  step time   median %.3f ms, p90 %.3f ms, p99 %.3f ms over %ld timed step%s (%ld warm-up excluded)\n",
+    printf("  step time   median %.3f ms, p90 %.3f ms, p99 %.3f ms over %ld timed step%s (%s)\n",
            1e3 * t->step.median, 1e3 * t->step_p90_s, 1e3 * t->step_p99_s, t->n_steps, t->n_steps == 1 ? "" : "s",
-           warmup);
+           warm_what);
 }
 
 void log_run_header_at(struct mllog *lg, struct session *s, int batch, uint64_t seed, long spe, long long init_ms)

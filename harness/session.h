@@ -228,8 +228,9 @@ int row_end(const struct session *s, struct json_buf *b);
 /* The per-step throughput statistics of t as figures, the timed steps' overall rate under rate_key (a train
  * row's images_per_s is its every step's, so its timed rate has a name of its own). */
 void write_throughput(struct json_buf *b, const struct measure_throughput *t, const char *rate_key);
-/* The per-step throughput statistics of t on stdout, the overall rate labelled by rate_what. */
-void print_throughput(const struct measure_throughput *t, long warmup, const char *rate_what);
+/* The per-step throughput statistics of t on stdout, the overall rate labelled by rate_what and the step times'
+ * warm-up said by warm_what ("5 warm-up excluded"). */
+void print_throughput(const struct measure_throughput *t, const char *warm_what, const char *rate_what);
 /* The event log's run header: benchmark, platform, batch, seed, optimizer, data sizes. */
 /* A run's log header (mllog_run_header). Its init interval starts at init_ms (the caller's own set-up;
  * 0: now), or at session_open for the session's first run, whose log then also shows the data loading,

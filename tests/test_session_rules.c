@@ -136,6 +136,24 @@ static void last_split(const char *dir, double *steps, double *step_s, double *s
     json_value_free(r);
 }
 
+/* The last row's step split adds up within its step: compute, exchange, idle and all-reduce are parts of one
+ * decomposition (mirrored took each one's maximum over the replicas apart: the slowest replica's compute plus the
+ * fastest one's wait, parts of 1.62 ms in a 1.15 ms step). */
+static void parts_within_step(const char *dir, const char *what)
+{
+    struct json_value *r = rb_last_row(dir);
+    const double step = json_get_number(r, "figures.step_split.step_s", NAN);
+    double parts = 0.0;
+    static const char *const keys[] = {"compute_s", "exchange_s", "idle_s", "allreduce_s"};
+    for (int k = 0; k < 4; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "figures.step_split.%s", keys[k]);
+        parts += json_get_number(r, path, 0.0);
+    }
+    cr_assert(step > 0 && parts <= step * (1 + 1e-9), "%s: parts %.9g s in a %.9g s step", what, parts, step);
+    json_value_free(r);
+}
+
 /* The split a step is the mean over the steps the step-time line times (the printed "per step 39.0 ms" sat under
  * a "median 23.5 ms" step time: it averaged the cold warm-up step in). Throughput: the timed steps of every
  * repeat; train: those after the warm-up, or all of a run no longer than it (whose figures include them too). */
@@ -156,6 +174,7 @@ Test(session_rules, the_step_split_averages_the_timed_steps_not_the_warm_up)
         cr_assert_eq(rb_run(dir, "tp", args, RB_ARGS("--plan", "throughput", "--steps", "3", "--warmup", "2", "--repeat", "2")),
                      0);
         last_split(dir, &steps, &step_s, &step_of_rate);
+        parts_within_step(dir, be[k][1]);
         cr_assert_eq(steps, 6, "%s: 2 repeats of 3 timed steps, not %g", be[k][1], steps);
         cr_assert(fabs(step_s - step_of_rate) <= 1e-9 * step_of_rate, "%s: split step %.9g s, timed step %.9g s", be[k][1],
                   step_s, step_of_rate);
