@@ -119,9 +119,10 @@ int plan_inference(struct session *s)
     if (!c->quiet && !c->compact) {
         printf("trainbench inference: %s on %s data (%s), %s weights\n", s->w->name,
                s->synthetic ? "synthetic" : s->test.name, s->desc, s->loaded ? c->load : "fresh");
-        printf("  batch %-5d %.0f images/s overall; per batch: median %.0f, mean %.0f ± %.0f, jitter %.0f (%ld timed "
-               "batches)\n",
+        printf("  batch %-5d %.0f images/s overall; per batch: median %.0f, mean %.0f ± %.0f (s.e.), jitter %.0f "
+               "(1.4826·MAD; %ld timed batches)\n",
                batch, tp.images_per_s, tp.rate.median, tp.rate.mean, tp.rate.stderr_, tp.rate.mad_jitter, tp.n_steps);
+        print_repeats(rep, c->repeat); /* the row's repeat_images_per_s, as throughput prints them */
         printf("  batch 1     latency p50 %.3f ms, p90 %.3f ms, p99 %.3f ms over %d forwards\n", 1e3 * ml.p50_s,
                1e3 * ml.p90_s, 1e3 * ml.p99_s, ml.n);
         printf("  compute     %.2f GFLOP/s (forward FLOPs)\n", gflops);

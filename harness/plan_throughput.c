@@ -149,16 +149,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
                          c->warmup == 1 ? "" : "s", c->repeat);
             else snprintf(warm, sizeof warm, "%d warm-up excluded", c->warmup);
             print_throughput(&tp, warm, "overall");
-            if (c->repeat > 1) {
-                /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so
-                 * the error to compare two runs by is the spread of whole repeats, not of steps. */
-                printf("  repeats    ");
-                for (int r = 0; r < c->repeat; r++) printf(" %.0f", rep[r]);
-                struct stats_summary rs;
-                if (stats_summarize(rep, c->repeat, &rs) == TB_OK)
-                    printf(" images/s: mean %.4g ± %.2g (95 %% CI over repeats)", rs.mean, stats_ci95_halfwidth(&rs));
-                printf("\n");
-            }
+            print_repeats(rep, c->repeat);
             printf("  compute     %.2f GFLOP/s (counted model FLOPs over the timed steps)\n", gflops);
         } else if (c->compact && !c->quiet && !sb) {
             printf("%sthroughput %s/%s b%d%s%s: %.0f img/s (per-step median %.0f, jitter %.1f %%, %d repeat%s)\n",
@@ -304,7 +295,7 @@ int plan_scaling(struct session *s)
                                  : "replicas and local batch both vary";
     /* The backend's description is of one arrangement: where the points' differ, the words that differ run from
      * the first point's to the last's ("2 devices, 4 to 16 samples each"). */
-    char desc[2 * sizeof s->desc + 16];
+    char desc[2 * sizeof s->desc + 64];
     if (!first_desc[0] || !strcmp(first_desc, s->desc)) snprintf(desc, sizeof desc, "%s", s->desc);
     else {
         const char *f = first_desc, *l = s->desc;
@@ -314,8 +305,14 @@ int plan_scaling(struct session *s)
         while (p > 0 && f[p - 1] != ' ') p--;
         while (q < nf - p && q < nl - p && f[nf - 1 - q] == l[nl - 1 - q]) q++;
         while (q > 0 && f[nf - q] != ' ') q--;
-        snprintf(desc, sizeof desc, "%.*s%.*s to %.*s%s", (int)p, f, (int)(nf - p - q), f + p, (int)(nl - p - q), l + p,
-                 f + nf - q);
+        /* One differing phrase reads as a range; differences spread over several clauses (an ipu point's batch,
+         * micro-batch, accumulation and activations) ran the first description into the last: both, whole. */
+        const int spread = memchr(f + p, ',', nf - p - q) || memchr(f + p, ';', nf - p - q) ||
+                           memchr(l + p, ',', nl - p - q) || memchr(l + p, ';', nl - p - q);
+        if (spread) snprintf(desc, sizeof desc, "first point: %s; last point: %s", f, l);
+        else
+            snprintf(desc, sizeof desc, "%.*s%.*s to %.*s%s", (int)p, f, (int)(nf - p - q), f + p, (int)(nl - p - q),
+                     l + p, f + nf - q);
     }
     printf("trainbench scaling: %s on %s data (%s), %s, %s\n", s->w->name, s->synthetic ? "synthetic" : s->train.name,
            grid ? "a grid: each point's arrangement is in its row" : desc,

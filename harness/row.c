@@ -896,6 +896,19 @@ void write_scaling(struct json_buf *b, const struct session *s, const struct sca
     json_key_double(b, "efficiency", (ips / r) / (base_ips / base_r));
 }
 
+void print_repeats(const double *rep, int n)
+{
+    if (n < 2) return;
+    /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so the error to compare
+     * two runs by is the spread of whole repeats, not of steps. */
+    printf("  repeats    ");
+    for (int r = 0; r < n; r++) printf(" %.0f", rep[r]);
+    struct stats_summary rs;
+    if (stats_summarize(rep, n, &rs) == TB_OK)
+        printf(" images/s: mean %.4g ± %.2g (95 %% CI over repeats)", rs.mean, stats_ci95_halfwidth(&rs));
+    printf("\n");
+}
+
 void write_repeats(struct json_buf *b, const double *rep, int n)
 {
     json_key_array(b, "repeat_images_per_s");
