@@ -26,7 +26,7 @@
 #define CK_MAX_HEADER (100u << 20) /* the reference implementation's limit */
 #define CK_COUNTER_SUFFIX ".num_batches_tracked"
 #define CK_OPT_PREFIX "__optimizer__."
-#define CK_DIR_PREFIX "ckpt-"
+#define CK_DIR_PREFIX CHECKPOINT_NAME_PREFIX
 #define CK_DIR_SUFFIX ".safetensors"
 
 /* How a tensor's torchvision layout relates to ours. */
@@ -856,6 +856,8 @@ static long dir_entry_step(const char *name)
     }
     return step;
 }
+
+long checkpoint_name_step(const char *name) { return dir_entry_step(name); }
 
 static int cmp_long_desc(const void *x, const void *y)
 {

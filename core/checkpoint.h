@@ -60,6 +60,10 @@ int checkpoint_load_state(const char *path, const struct model *m, float *params
 
 /* The path of step's checkpoint in dir: "<dir>/ckpt-<step, 10 digits>.safetensors". */
 void checkpoint_dir_path(const char *dir, long step, char *out, size_t n);
+/* The prefix of every file name the checkpointer writes in its directory (checkpoints and their temporary files). */
+#define CHECKPOINT_NAME_PREFIX "ckpt-"
+/* The step of a file name (no directory) that is a checkpoint's, "ckpt-<digits>.safetensors", else -1. */
+long checkpoint_name_step(const char *name);
 /* The steps of the complete checkpoints in dir, newest first, at most max into steps; *n receives the
  * count. Temporary files of a save (ckpt-*.safetensors.tmp.*) and other names are ignored. TB_EIO if dir
  * cannot be read. */

@@ -303,9 +303,9 @@ int calibrate_read(const char *path, struct calibration *c)
     c->barrier_all_us = json_get_number(v, "barrier_all_us", 0);
     if (!(c->barrier_all_us >= 0.0 && c->barrier_all_us < 1e6)) c->barrier_all_us = 0.0; /* NaN, negative: unknown */
     c->cores = (int)calibrate_json_in_range(v, "cores", 1, 1e6);
-    /* Text bench prints (a warning names the CPU), cleaned: a newline or terminal escape in the file stays there. */
-    tb_text_clean(c->cpu_model, sizeof c->cpu_model, json_get_str(v, "cpu_model", "unknown"));
-    tb_text_clean(c->blas_core, sizeof c->blas_core, json_get_str(v, "blas_core", "unknown"));
+    /* As the file has them: compared with this machine's own (calibrate_matches cleans what it prints). */
+    snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
+    snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
     tb_text_clean(c->timestamp, sizeof c->timestamp, json_get_str(v, "timestamp", "unknown"));
     st = calibrate_gpu_read_json(v, &c->gpu);
     /* Not a calibration unless it says so and holds every ceiling a row divides by: a missing one read as 0
@@ -328,12 +328,17 @@ int calibrate_read(const char *path, struct calibration *c)
 int calibrate_matches(const struct calibration *c, const char *cpu_model, int cores, const char *blas_core,
                       char *why, size_t n)
 {
+    /* The file's names as one line of text in the message (a newline or a terminal escape in the file split and
+     * coloured the warning); compared as they are. */
+    char a[sizeof c->cpu_model * 4], b[sizeof c->cpu_model * 4];
     if (strcmp(c->cpu_model, cpu_model))
-        snprintf(why, n, "measured on \"%s\", this is \"%s\"", c->cpu_model, cpu_model);
+        snprintf(why, n, "measured on \"%s\", this is \"%s\"", (tb_text_clean(a, sizeof a, c->cpu_model), a),
+                 (tb_text_clean(b, sizeof b, cpu_model), b));
     else if (c->cores != cores)
         snprintf(why, n, "measured on %d core%s, this machine has %d", c->cores, c->cores == 1 ? "" : "s", cores);
     else if (strcmp(c->blas_core, blas_core))
-        snprintf(why, n, "measured with the OpenBLAS kernel set %s, this run uses %s", c->blas_core, blas_core);
+        snprintf(why, n, "measured with the OpenBLAS kernel set %s, this run uses %s",
+                 (tb_text_clean(a, sizeof a, c->blas_core), a), (tb_text_clean(b, sizeof b, blas_core), b));
     else return 1;
     return 0;
 }

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FINISHED_NAME "finished.json"
+#define FINISHED_NAME FINISHED_NOTE_NAME
 
 int finished_mark(const char *dir, long step, const char *run_id, const char *out)
 {
@@ -42,7 +42,7 @@ int finished_mark(const char *dir, long step, const char *run_id, const char *ou
     return st;
 }
 
-int finished_at(const char *dir, long step, char *note, size_t n)
+int finished_read(const char *dir, long *step, char *note, size_t n)
 {
     char path[4200], buf[8192];
     snprintf(path, sizeof path, "%s/" FINISHED_NAME, dir);
@@ -61,19 +61,31 @@ int finished_at(const char *dir, long step, char *note, size_t n)
         tb_error_set(TB_EFORMAT, "not JSON");
         return -1;
     }
-    /* finished_mark writes a whole number; anything else is not its note. */
+    /* finished_mark writes a whole number of steps; anything else is not its note (the range first: casting 1e300
+     * to long is undefined). */
     const struct json_value *fs = json_get(v, "finished_step");
-    if (!fs || fs->type != JSON_NUMBER || fs->number != (double)(long)fs->number) {
+    if (!fs || fs->type != JSON_NUMBER || !(fs->number >= 0 && fs->number < 0x1p62) ||
+        fs->number != (double)(long)fs->number) {
         json_value_free(v);
         tb_error_set(TB_EFORMAT, "no whole finished_step");
         return -1;
     }
-    const int done = fs->number == (double)step;
-    if (done)
-        snprintf(note, n, "finished at step %ld; its row is in %s (run %s)", step, json_get_str(v, "out", "?"),
-                 json_get_str(v, "run_id", "?"));
+    *step = (long)fs->number;
+    snprintf(note, n, "finished at step %ld; its row is in %s (run %s)", *step, json_get_str(v, "out", "?"),
+             json_get_str(v, "run_id", "?"));
     json_value_free(v);
-    return done;
+    return 1;
+}
+
+int finished_at(const char *dir, long step, char *note, size_t n)
+{
+    long at = -1;
+    char mine[1200];
+    const int r = finished_read(dir, &at, mine, sizeof mine);
+    if (r <= 0) return r;
+    if (at != step) return 0;
+    snprintf(note, n, "%s", mine);
+    return 1;
 }
 
 int finished_check(const char *dir, long step, char *note, size_t n)
@@ -82,12 +94,11 @@ int finished_check(const char *dir, long step, char *note, size_t n)
     if (done >= 0) return done;
     char why[512];
     snprintf(why, sizeof why, "%s", tb_error_get());
-    fprintf(stderr, "bench: warning: --resume: %s/" FINISHED_NAME " is not readable (%s)\n", dir, why);
     /* finished_mark writes the note only after the row, and atomically: one there at all most likely means the row
      * exists, and resuming would append the same measurement again, which report and compare would count twice.
-     * Refusing costs one rm; a duplicate row skews every summary made from the results. */
-    tb_error_set(TB_EIO, "--resume %s: cannot tell whether the run finished at step %ld and wrote its row (see the "
-                         "warning): look for its row in the results, then remove %s/" FINISHED_NAME " to evaluate "
-                         "and write the row again", dir, step, dir);
+     * Refusing costs one rm; a duplicate row skews every summary made from the results. One line, as every error. */
+    tb_error_set(TB_EIO, "--resume %s: %s/" FINISHED_NAME " is not a note bench wrote (%s), so whether the run finished "
+                         "at step %ld and wrote its row cannot be told: look for its row in the results, then remove "
+                         "the note to evaluate and write the row again", dir, dir, why, step);
     return -1;
 }

@@ -14,6 +14,9 @@
 
 #include <stddef.h>
 
+/* The note's file name in its directory. */
+#define FINISHED_NOTE_NAME "finished.json"
+
 /* Writes dir/finished.json (atomically: a temporary file renamed) for a run that finished at step with
  * its row in out; TB_OK or TB_EIO. */
 int finished_mark(const char *dir, long step, const char *run_id, const char *out);
@@ -22,6 +25,10 @@ int finished_mark(const char *dir, long step, const char *run_id, const char *ou
  * is in OUT (run ID)"), 0 (no note, or one of another step), or -1 with the error set (the reason, without the
  * path) when a note is there but is not one finished_mark wrote. */
 int finished_at(const char *dir, long step, char *note, size_t n);
+
+/* The note of dir: 1 with the step it records in *step (and note as finished_at's), 0 where there is none, -1 with the
+ * error set where one is there but is not one finished_mark wrote. */
+int finished_read(const char *dir, long *step, char *note, size_t n);
 
 /* finished_at for --resume of a run at its last step: 1 or 0 as finished_at; a note that cannot be read is a
  * warning naming it, then -1 with the error set (TB_EIO) saying the resume is refused and how to go on. */

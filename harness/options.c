@@ -834,6 +834,16 @@ int bench_config_synthetic(const struct bench_config *c)
     return strcmp(c->data, "synthetic") == 0 || (!c->data[0] && bench_config_times_only(c));
 }
 
+const char *bench_config_project_list(const struct bench_config *c, char *buf, size_t n)
+{
+    if (n) buf[0] = '\0';
+    for (int i = 0; i < c->n_project; i++) {
+        const size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s%d", i ? "," : "", c->project_devices[i]);
+    }
+    return buf;
+}
+
 void bench_config_storage_bytes(const struct bench_config *c, int *act, int *param)
 {
     const char *prec = c->run.ipu.precision;

@@ -1,8 +1,10 @@
 /* outputs.c — up-front checks of the run's output locations (see outputs.h). */
 #include "outputs.h"
 
+#include "checkpoint.h"
 #include "conv_tuning.h"
 #include "dataset.h"
+#include "finished.h"
 #include "json.h"
 #include "regular_file.h"
 #include "status.h"
@@ -146,19 +148,23 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs)
  * config on its first line): someone's measurements. */
 static int is_results_file(const char *path)
 {
+    enum { ROW_MAX = 4 << 20 }; /* a row with per-layer figures is some 100 KB; read no more than this of any file */
     const char *why;
     FILE *f = regular_fopen(path, &why);
     if (!f) return 0;
-    char *line = NULL;
-    size_t cap = 0;
-    const ssize_t n = getline(&line, &cap, f);
+    char *buf = fgetc(f) == '{' ? malloc(ROW_MAX) : NULL;
+    size_t n = 0;
+    if (buf) {
+        buf[0] = '{';
+        n = 1 + fread(buf + 1, 1, ROW_MAX - 1, f);
+    }
     fclose(f);
+    const char *nl = buf ? memchr(buf, '\n', n) : NULL;
     struct json_value *v = NULL;
-    const int rows = n > 1 && n < (4 << 20) && line[0] == '{' && json_parse(line, (size_t)n, &v) == TB_OK &&
-                     v->type == JSON_OBJECT && json_get(v, "schema_version") && json_get(v, "kind") &&
-                     json_get(v, "config");
+    const int rows = nl && json_parse(buf, (size_t)(nl - buf), &v) == TB_OK && v->type == JSON_OBJECT &&
+                     json_get(v, "schema_version") && json_get(v, "kind") && json_get(v, "config");
     json_value_free(v);
-    free(line);
+    free(buf);
     tb_error_clear();
     return rows;
 }
@@ -169,9 +175,11 @@ int outputs_check_kind(const char *opt, const char *path)
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return TB_OK; /* nothing there to lose */
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    if (!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5))
-        return tb_error_set(TB_EINVAL, "%s %s: an existing file named like a run's checkpoint (finished.json, "
-                                       "ckpt-*), which this output would replace; give another path", opt, path);
+    /* The checkpointer's exact names only: a user's own "ckpt-best.safetensors" is theirs to replace. */
+    if (!strcmp(base, FINISHED_NOTE_NAME) || checkpoint_name_step(base) >= 0)
+        return tb_error_set(TB_EINVAL, "%s %s: an existing file named as a run's checkpoints are (" FINISHED_NOTE_NAME
+                                       ", " CHECKPOINT_NAME_PREFIX "<step>.safetensors), which this output would "
+                                       "replace; give another path", opt, path);
     if (is_results_file(path))
         return tb_error_set(TB_EINVAL, "%s %s: an existing results file (rows of bench runs), which this output "
                                        "would replace whole; give another path", opt, path);
@@ -324,7 +332,8 @@ int outputs_checkpoint_name(const char *path, const char *dir)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    return dir[0] && (!strcmp(base, "finished.json") || !strncmp(base, "ckpt-", 5)) && parent_is(path, dir);
+    return dir[0] && (!strcmp(base, FINISHED_NOTE_NAME) || !strncmp(base, CHECKPOINT_NAME_PREFIX, strlen(CHECKPOINT_NAME_PREFIX))) &&
+           parent_is(path, dir);
 }
 
 /* The checkpointer's own files (finished.json, ckpt-*) in the directory it writes, and in --resume's where that
@@ -339,7 +348,7 @@ static int check_checkpoint_names(const struct bench_config *c, const struct pla
             const struct place *p = &pl[i];
             if (!p->output || p->dir || p->sink) continue;
             if (outputs_checkpoint_name(p->path, dirs[d]))
-                return tb_error_set(TB_EINVAL, "%s %s: a name the checkpoints in %s use (finished.json, ckpt-*), "
+                return tb_error_set(TB_EINVAL, "%s %s: a name the checkpoints in %s use (" FINISHED_NOTE_NAME ", " CHECKPOINT_NAME_PREFIX "*), "
                                                "which the run %s there; give another path", p->opt, p->path, dirs[d],
                                     d ? "resumes from" : "writes");
         }
@@ -407,7 +416,8 @@ static int check_distinct(const struct bench_config *c)
      * collisions, which name both options). */
     for (int i = 0; i < n && st == TB_OK; i++)
         if (pl[i].output && !pl[i].dir && !pl[i].sink && strcmp(pl[i].opt, "--out") != 0 &&
-            strcmp(pl[i].opt, "--mllog") != 0 && strcmp(pl[i].opt, "--tuning") != 0)
+            strcmp(pl[i].opt, "--mllog") != 0 && strcmp(pl[i].opt, "--tuning") != 0 &&
+            !(!strcmp(pl[i].opt, "--save") && c->load[0] && outputs_same_file(c->save, c->load))) /* in place */
             st = outputs_check_kind(pl[i].opt, pl[i].path);
     free(pl);
     return st;

@@ -296,8 +296,15 @@ static int tta_begin(struct tta_plan *p)
     if (c->resume[0] && (st = tta_resume(p)) != TB_OK) return st;
     /* Every seed done and the row written (finished.json): resuming would only write the same row again. */
     char note[1200];
-    const int done =
-        p->g_resumed >= 0 && p->k0 == p->n ? finished_check(c->resume, p->g_resumed, note, sizeof note) : 0;
+    int done = p->g_resumed >= 0 && p->k0 == p->n ? finished_check(c->resume, p->g_resumed, note, sizeof note) : 0;
+    /* Resumed before the plan's end: a note of a later step means the last checkpoint was set aside as damaged and
+     * an older one taken; the plan finished and wrote its row all the same (an unreadable note is left to the
+     * checkpoints here, as the train plan leaves it). */
+    long noted = -1;
+    if (!done && p->g_resumed >= 0 && p->k0 < p->n) {
+        done = finished_read(c->resume, &noted, note, sizeof note) == 1 && noted > p->g_resumed;
+        tb_error_clear();
+    }
     if (done < 0) return TB_EIO;
     if (done) {
         fprintf(stderr, "bench: --resume %s: the run %s: nothing to do, no new row\n", c->resume, note);

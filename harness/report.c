@@ -47,6 +47,7 @@ struct rows {
     int *group;         /* (n) the row's kind, workload and backend as an index into seen */
     struct field_seen *seen; /* (groups × N_VARIANT) */
     unsigned char *show_crc; /* (n) 1: the label names the row's data CRC (another kept row would share its name) */
+    long n_bare;        /* rows skipped here for want of config or figures (the reader counts the lines it skips) */
 };
 
 /* Keeps a private copy of each row (the reader frees its own after the callback). */
@@ -56,6 +57,7 @@ static int collect(const struct json_value *row, long line_no, void *ctx)
     struct rows *r = ctx;
     if (!json_get(row, "config") || !json_get(row, "figures")) {
         fprintf(stderr, "bench report: warning: %s:%ld: a row without config or figures; skipped\n", r->path, line_no);
+        r->n_bare++;
         return TB_OK;
     }
     struct json_value *copy = NULL;
@@ -877,9 +879,22 @@ static FILE *dat_open(struct ctx *x, const char *path)
     return f;
 }
 
+/* Closes a chart's table; a write that failed (a full disk) makes the report incomplete, as an open that failed. */
+static void dat_close(struct ctx *x, FILE *f, const char *path)
+{
+    const int bad = ferror(f);
+    if ((fclose(f) != 0 || bad) && !x->unwritten[0])
+        snprintf(x->unwritten, sizeof x->unwritten, "%s: %s", path, bad ? "a write failed" : strerror(errno));
+}
+
 FILE *report_open_data(void *report, const char *path)
 {
     return dat_open(report, path);
+}
+
+void report_close_data(void *report, FILE *f, const char *path)
+{
+    dat_close(report, f, path);
 }
 
 /* The renderer and chart links for the sections in other files (report_seeds.h). */
@@ -1013,7 +1028,7 @@ static void section_throughput(struct ctx *x)
             fprintf(f, "\n");
             bars++;
         }
-        fclose(f);
+        dat_close(x, f, path);
         snprintf(title, sizeof title, "Training throughput by backend: %s", wl[k]);
         subtitle(x, idx, n, sub, sizeof sub);
         fprintf(x->md, "### %s\n\n", wl[k]);
@@ -1109,7 +1124,7 @@ static void tta_chart(struct ctx *x, const char *wl, double target, int several)
             }
         }
     }
-    fclose(f);
+    dat_close(x, f, path);
     const int words_ok = fclose(cw) == 0 && fclose(dw) == 0;
     snprintf(title, sizeof title, "Time to accuracy: %s, target %.4g (test accuracy against wall time)", wl, target);
     subtitle(x, idx, n, sub, sizeof sub);
@@ -1471,7 +1486,7 @@ static void section_scaling(struct ctx *x)
             len = strlen(tables);
             snprintf(tables + len, sizeof tables - len, "\n");
         }
-        fclose(f);
+        dat_close(x, f, path);
         snprintf(title, sizeof title, "Batch-size scaling: %s", wl[k]);
         subtitle(x, all_idx, n_all, sub, sizeof sub);
         snprintf(vars, sizeof vars, "nblocks=%d", blocks);
@@ -1687,7 +1702,7 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr, st
         dat_label(f, lt[k].op);
         fputc('\n', f);
     }
-    fclose(f);
+    dat_close(x, f, path);
     const int bars = n < REPORT_LAYER_BARS ? n : REPORT_LAYER_BARS;
     double drawn_ms = 0.0;
     for (int k = 0; k < bars; k++) drawn_ms += lt[k].fw_ms + lt[k].bw_ms;
@@ -1803,7 +1818,7 @@ static void section_roofline(struct ctx *x)
                  gpu ? "the GPU" : !x->have_cal ? "–" : a ? "all threads" : "one thread",
                  fg(r, "est_intensity_flop_per_byte"), fg(r, "gflops_per_s"));
     }
-    fclose(f);
+    dat_close(x, f, path);
     if (n == 0) {
         fprintf(x->md, "No rows with GFLOP/s and an intensity estimate.\n\n");
         return;
@@ -2026,7 +2041,7 @@ static void timeline_chart(struct ctx *x, int i, const char *name)
         span = t1 > span ? t1 : span;
         n_ev++;
     }
-    fclose(f);
+    dat_close(x, f, path);
     int len = snprintf(ytics, sizeof ytics, "set ytics (");
     for (int l = 0; l < nl && len < (int)sizeof ytics; l++)
         len += snprintf(ytics + len, sizeof ytics - (size_t)len, "%s\"device %d (stage %d, replica %d)\" %d", l ? ", " : "",
@@ -2146,6 +2161,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (st == TB_OK) st = check_input(&x, "--calibration", o->calibration, md_path, md_tmp);
     long n_skipped = 0;
     if (st == TB_OK) st = results_read_rows_stream(o->in, collect, &x.rows, &n_skipped);
+    n_skipped += x.rows.n_bare;
     /* Data that cannot be used, not a usage error: exit 1, as `bench compare` on the same file. */
     if (st == TB_OK && x.rows.n == 0)
         st = tb_error_set(TB_EFORMAT, "%s has no usable result rows (it is empty, or no line is a well-formed row with "
@@ -2250,7 +2266,8 @@ int report_generate(const struct report_opts *o, int *n_charts)
             (int)N_VARIANT, n_unfinished,
             n_unfinished ? " (listed at the end)" : "");
     if (n_skipped)
-        fprintf(x.md, "%ld %s of `%s` %s not read as %s (torn, malformed, or of a newer schema than this build reads; "
+        fprintf(x.md, "%ld %s of `%s` %s not read as %s (torn, malformed, without config or figures, or of a newer "
+                      "schema than this build reads; "
                       "`bench report`'s warnings name %s), so %s in no count above.\n\n",
                 n_skipped, n_skipped == 1 ? "line" : "lines", o->in, n_skipped == 1 ? "was" : "were",
                 n_skipped == 1 ? "a result row" : "result rows", n_skipped == 1 ? "it" : "them",

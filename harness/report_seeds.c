@@ -200,7 +200,7 @@ static void seed002(const struct report_seeds_in *in)
             fprintf(f, "measured here: %s, %s epochs\t%.6g\t2\n", how, report_cell(ep, sizeof ep, cfg_num(r, "epochs"), "%g"), t);
             bars++;
         }
-        fclose(f);
+        report_close_data(in->report, f, dat);
     }
     snprintf(sub, sizeof sub, "measured here: %s%s%s", n ? machine : "no rows yet (make seeds)", n ? ", data " : "",
              n ? data : "");

@@ -36,6 +36,8 @@ int report_render_chart(void *report, const char *script, const char *name, cons
                         const char *sub, const char *extra_vars);
 /* A chart's data table opened for writing ("w"), or NULL; a failure makes the report incomplete, said and exit 1. */
 FILE *report_open_data(void *report, const char *path);
+/* Closes what report_open_data opened; a failed write makes the report incomplete, as a failed open. */
+void report_close_data(void *report, FILE *f, const char *path);
 /* A string as a gnuplot single-quoted literal body ('' for a quote), cut to fit n bytes. */
 void report_gp_quote(char *dst, size_t n, const char *s);
 /* v in fmt into buf, or the report's empty-cell mark "–" where the row lacks it or it is not finite (printf would

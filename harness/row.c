@@ -242,10 +242,8 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_int(b, "prefetch", c->run.ipu.prefetch);
     /* The projections asked for beside the measurement (figures.projection; --project-device's validation is
      * printed only): they change nothing measured, so no reader keys a configuration by them. */
-    char pd[BENCH_MAX_BATCHES * 12] = "";
-    for (int i = 0; i < c->n_project; i++)
-        snprintf(pd + strlen(pd), sizeof pd - strlen(pd), "%s%d", i ? "," : "", c->project_devices[i]);
-    json_key_str(b, "project_devices", pd);
+    char pd[BENCH_MAX_BATCHES * 12];
+    json_key_str(b, "project_devices", bench_config_project_list(c, pd, sizeof pd));
     json_key_str(b, "project_device", c->project_device);
     json_key_bool(b, "profile", c->run.profile);
     json_key_str(b, "trace", c->trace);

@@ -144,6 +144,8 @@ int bench_config_synthetic(const struct bench_config *c);
  * 4 in fp32; --precision fp16/bf16 on the ipu stores both in 2; the m variants, and the cuda device's mixed
  * precision, keep fp32 parameters. For the estimated traffic of a step (measure.h). c resolved. */
 void bench_config_storage_bytes(const struct bench_config *c, int *act, int *param);
+/* --project-devices as given, "16,64,256" ("" without), into buf (n bytes); returns buf. */
+const char *bench_config_project_list(const struct bench_config *c, char *buf, size_t n);
 /* Sets run.optim.lr to the workload's recipe rate at `batch` samples a step (scaled from its lr_batch),
  * unless the user chose the rate or the optimizer: called again once a plan settles the batch. */
 void bench_config_recipe_lr(struct bench_config *c, const struct workload *w, int batch);

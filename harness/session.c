@@ -421,15 +421,16 @@ static int projection_fits(const struct session *s, const struct pipeline_report
     struct proj_row rows[BENCH_MAX_BATCHES];
     if (proj_default_rows(c->project_devices, c->n_project, pr->stages, pr->micro_batch, global, rows) > 0)
         return TB_OK;
-    char list[BENCH_MAX_BATCHES * 12] = "", why[160] = "";
-    for (int i = 0; i < c->n_project; i++) {
-        const size_t len = strlen(list);
-        snprintf(list + len, sizeof list - len, "%s%d", i ? "," : "", c->project_devices[i]);
+    char list[BENCH_MAX_BATCHES * 12], whys[400] = "", why[160];
+    bench_config_project_list(c, list, sizeof list);
+    for (int i = 0; i < c->n_project; i++) { /* each count's reason, as far as the line holds them */
+        proj_row_fits(c->project_devices[i], pr->stages, pr->micro_batch, global, why, sizeof why);
+        const size_t len = strlen(whys);
+        snprintf(whys + len, sizeof whys - len, "%s%s", i ? "; " : "", why);
     }
-    proj_row_fits(c->project_devices[0], pr->stages, pr->micro_batch, global, why, sizeof why);
     return tb_error_set(TB_EINVAL, "--project-devices %s: no count fits this run's %d stage%s, micro-batch %d and "
-                                   "global batch %d, so nothing would be projected (the first: %s)", list, pr->stages,
-                        pr->stages == 1 ? "" : "s", pr->micro_batch, global, why);
+                                   "global batch %d, so nothing would be projected (%s)", list, pr->stages,
+                        pr->stages == 1 ? "" : "s", pr->micro_batch, global, whys);
 }
 
 /* A training BatchNorm over one value a channel (a batch of one at a 1×1 map: effnet-b0's last layers at 32×32)
@@ -529,7 +530,6 @@ int session_backend(struct session *s, int batch, int eval_batch)
         fprintf(stderr, "bench: timed the algorithms of %d convolution shape%s; kept in %s for later runs\n",
                 s->conv_timed, s->conv_timed == 1 ? "" : "s", s->c.tuning);
     }
-    if (st == TB_OK && s->c.timeline[0]) st = timeline_csv_open(&s->timeline, s->c.timeline);
     if (st != TB_OK) return st;
     s->prepare_ms[1] = mllog_now_ms();
     backend_describe(&s->be, s->desc, sizeof s->desc);
@@ -548,7 +548,9 @@ int session_backend(struct session *s, int batch, int eval_batch)
         s->split_replicas = backend_n_devices(&s->be), s->split_accum = 1;
     /* What a pipelined backend chose (micro-batch × GA, stages, recomputation) when not told. */
     if (talk && pipelined) fprintf(stderr, "bench: %s\n", s->desc);
-    if ((st = bn_values_check(s, batch, pipelined)) != TB_OK || (pipelined && (st = projection_fits(s, &pr)) != TB_OK)) {
+    /* The refusals first, then --timeline's file, which opening truncates: a refused run leaves it as it was. */
+    if ((st = bn_values_check(s, batch, pipelined)) != TB_OK || (pipelined && (st = projection_fits(s, &pr)) != TB_OK) ||
+        (s->c.timeline[0] && (st = timeline_csv_open(&s->timeline, s->c.timeline)) != TB_OK)) {
         s->be_batch = s->be_eval_batch = 0; /* not a backend to run: the next call prepares it again */
         return st;
     }

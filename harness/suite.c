@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "suite.h"
 
+#include "checkpoint.h"
+#include "finished.h"
 #include "outputs.h"
 #include "regular_file.h"
 #include "status.h"
@@ -31,7 +33,10 @@ struct word {
 struct star_skips {
     unsigned mask;          /* bit k: backend_registry()[k] */
     char why[256];          /* the first refusal */
-    long optional;          /* the line's optional runs skipped: the first says why, the rest are counted */
+    long optional;          /* the line's optional runs skipped: each reason said once, the rest counted */
+    long said;              /* of them, those whose reason was printed */
+    char reasons[4][200];   /* the reasons printed (the first four kinds; later new ones are printed each time) */
+    int n_reasons;
 };
 
 static int list_valued(const char *key)
@@ -109,29 +114,35 @@ static int star_report(const struct suite *s, int line, const struct star_skips 
     return TB_OK;
 }
 
-/* An optional run that cannot run here: the line's first says why (a line of lists would print the same reason
- * once a combination), the others are counted (skip_tally). */
+/* An optional run that cannot run here: each reason is said once a line (a line of lists printed the same one
+ * once a combination), the runs skipped for a reason already said are counted (skip_tally). */
 static void skip_optional(struct suite *s, struct star_skips *skips, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void skip_optional(struct suite *s, struct star_skips *skips, int line, const char *fmt, ...)
 {
-    if (!skips->optional++) {
-        char why[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, sizeof why, fmt, ap);
-        va_end(ap);
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    int said = 0;
+    for (int k = 0; k < skips->n_reasons && !said; k++) said = !strncmp(skips->reasons[k], why, sizeof skips->reasons[k] - 1);
+    if (!said) {
         fprintf(stderr, "bench: %s:%d: skipping optional run: %s\n", s->path, line, why);
+        if (skips->n_reasons < 4) snprintf(skips->reasons[skips->n_reasons++], sizeof skips->reasons[0], "%.199s", why);
+        skips->said++;
     }
+    skips->optional++;
     tb_error_clear();
     s->n_skipped++;
 }
 
 static void skip_tally(const struct suite *s, const struct star_skips *skips, int line)
 {
-    if (skips->optional > 1)
-        fprintf(stderr, "bench: %s:%d: skipped %ld more optional runs of the line (the first said why)\n", s->path,
-                line, skips->optional - 1);
+    const long more = skips->optional - skips->said;
+    if (more > 0)
+        fprintf(stderr, "bench: %s:%d: skipped %ld more optional run%s of the line, for the reason%s above\n", s->path,
+                line, more, more == 1 ? "" : "s", skips->said == 1 ? "" : "s");
 }
 
 /* Validates and appends one combination (idx picks an alternative per word). */
@@ -269,16 +280,26 @@ static int check_run_outputs(const struct suite *s)
         }
         const char *whole[] = {a->save, a->trace, a->logits, a->timeline};
         static const char *const names[] = {"save", "trace", "logits", "timeline"};
+        /* Someone's data where an output would go (bench_run's check, made for every line before the first runs) */
+        for (int k = 0; k < 4; k++)
+            if (whole[k][0] && !(k == 0 && a->load[0] && outputs_same_file(a->save, a->load)) &&
+                outputs_check_kind(names[k], whole[k]) != TB_OK) {
+                char why[400];
+                snprintf(why, sizeof why, "%s", tb_error_get());
+                return tb_error_set(TB_EINVAL, "%s:%d: %s", s->path, s->runs[i].line, why);
+            }
         for (int j = 0; j < s->n_runs; j++) {
             const struct bench_config *b = &s->runs[j].c;
-            /* Another run's checkpoints (its own too, as one command line refuses them): the output would replace
-             * a checkpoint a run resumes from, or be replaced by the checkpointer. */
-            const char *ck = b->checkpoint_dir[0] ? b->checkpoint_dir : b->resume;
-            for (int k = 0; k < 4; k++)
-                if (whole[k][0] && outputs_checkpoint_name(whole[k], ck))
-                    return tb_error_set(TB_EINVAL, "%s:%d: %s=%s is a name line %d's checkpoints in %s use "
-                                        "(finished.json, ckpt-*); give another path", s->path, s->runs[i].line,
-                                        names[k], whole[k], s->runs[j].line, ck);
+            /* Another run's checkpoints (its own too, as one command line refuses them), in the folder it writes
+             * and the one it resumes from: the output would replace a checkpoint a run resumes from, or be replaced
+             * by the checkpointer. */
+            const char *const ck[2] = {b->checkpoint_dir[0] ? b->checkpoint_dir : b->resume, b->resume};
+            for (int d = 0; d < 2; d++)
+                for (int k = 0; k < 4; k++)
+                    if (whole[k][0] && outputs_checkpoint_name(whole[k], ck[d]))
+                        return tb_error_set(TB_EINVAL, "%s:%d: %s=%s is a name line %d's checkpoints in %s use "
+                                            "(" FINISHED_NOTE_NAME ", " CHECKPOINT_NAME_PREFIX "*); give another path",
+                                            s->path, s->runs[i].line, names[k], whole[k], s->runs[j].line, ck[d]);
             if (j == i) continue;
             /* An earlier run's input replaced by a later run's output: the suite could not run again (a later run
              * reading an earlier one's output, save= then load=, is a pipeline, and fine). */
@@ -441,7 +462,7 @@ int suite_load(const char *path, const struct bench_config *base, struct suite *
         }
         int idx[MAX_WORDS] = {0};
         const int runs_before = out->n_runs;
-        struct star_skips skips = {0, "", 0};
+        struct star_skips skips = {0};
         for (;;) {
             if ((st = expand_one(out, base, w, n_words, idx, line, optional, &skips)) != TB_OK) break;
             int k = n_words - 1; /* odometer: the last option varies fastest */

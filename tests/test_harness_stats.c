@@ -142,7 +142,10 @@ Test(harness_stats, calibration_round_trip, .init = th_setup, .fini = th_teardow
     snprintf(c.cpu_model, sizeof c.cpu_model, "EVIL\n\x1b[31mRED");
     cr_assert_eq(calibrate_write(&c, p), TB_OK, "%s", tb_error_get());
     cr_assert_eq(calibrate_read(p, &r), TB_OK, "%s", tb_error_get());
-    cr_assert_str_eq(r.cpu_model, "EVIL\\x0a\\x1b[31mRED");
+    cr_assert_str_eq(r.cpu_model, "EVIL\n\x1b[31mRED", "compared as the file has it");
+    char why[512];
+    cr_assert_eq(calibrate_matches(&r, "Other CPU", 2, "Zen", why, sizeof why), 0);
+    cr_assert_str_eq(why, "measured on \"EVIL\\x0a\\x1b[31mRED\", this is \"Other CPU\"");
     cr_assert_eq(calibrate_read(th_path(p, sizeof p, "missing.json"), &r), TB_EIO);
     th_write(th_path(p, sizeof p, "bad.json"), "{\"sgemm_1t_gflops\": ");
     cr_assert_eq(calibrate_read(p, &r), TB_EFORMAT);

@@ -124,6 +124,12 @@ Test(harness_suite, runs_writing_one_file_are_refused, .init = th_setup, .fini =
                  ":2: save=ck/ckpt-0000000002.safetensors", "line 1's checkpoints in ck");
     expect_error("plan=train steps=2 resume=ck\nplan=train steps=2 trace=ck/finished.json\n", ":2: trace=",
                  "line 1's checkpoints in ck");
+    expect_error("plan=train steps=2 resume=A checkpoint-dir=B\nplan=train steps=2 trace=A/ckpt-0000000002.safetensors\n",
+                 ":2: trace=A/ckpt-", "line 1's checkpoints in A");
+    /* someone's data where a later line would write, refused before line 1 runs, as the run itself would refuse it */
+    th_write("other.jsonl", "{\"schema_version\":1,\"kind\":\"train\",\"config\":{}}\n");
+    expect_error("plan=train steps=2\nplan=train steps=2 save=other.jsonl\n", ":2: save other.jsonl",
+                 "an existing results file");
     struct suite s;
     cr_assert_eq(load("plan=train steps=2 out=rows.jsonl\nplan=train steps=2 out=rows.jsonl save=a.st\n", &s), TB_OK,
                  "%s", tb_error_get());
@@ -216,9 +222,9 @@ Test(harness_suite, question_mark_skips_a_device_that_cannot_run_here, .init = t
 
 /* An optional line of lists whose every run is skipped said its reason once a combination, and skipped
  * combinations counted toward no limit: one line of five 64-value lists printed a billion notes and never ended.
- * Now the line's first skip says why and one line counts the rest; a line of more combinations than a suite may
- * run is refused as the suite's total is, whether its runs would run or be skipped. */
-Test(harness_suite, optional_lists_skip_once_a_line_and_count_toward_the_cap, .init = th_setup, .fini = th_teardown)
+ * Now each reason is said once a line and one line counts the rest; a line of more combinations than a suite may
+ * run is refused, whether its runs would run or be skipped. */
+Test(harness_suite, optional_lists_say_each_reason_once_and_a_line_is_capped, .init = th_setup, .fini = th_teardown)
 {
     char p[192];
     th_write(th_path(p, sizeof p, "t.suite"), "? workload=nosuch batch=1,2,3 seed=1,2\n"
@@ -230,12 +236,24 @@ Test(harness_suite, optional_lists_skip_once_a_line_and_count_toward_the_cap, .i
     int st = suite_load(p, &base, &s);
     char *err = th_stderr_end();
     cr_assert_eq(st, TB_OK, "%s", tb_error_get());
-    char want[600];
+    char want[1200];
     snprintf(want, sizeof want, "bench: %s:1: skipping optional run: 'nosuch' is not registered in this build\n"
-                                "bench: %s:1: skipped 5 more optional runs of the line (the first said why)\n", p, p);
+                                "bench: %s:1: skipped 5 more optional runs of the line, for the reason above\n", p, p);
     cr_assert_str_eq(err, want);
     cr_assert_eq(s.n_skipped, 6);
     cr_assert_eq(s.n_runs, 1);
+    suite_free(&s);
+    free(err);
+    /* two reasons on one line: each said once */
+    th_write(p, "? workload=nosuch,alsonot seed=1,2\nplan=throughput steps=2\n");
+    th_stderr_begin();
+    st = suite_load(p, &base, &s);
+    err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    snprintf(want, sizeof want, "bench: %s:1: skipping optional run: 'nosuch' is not registered in this build\n"
+                                "bench: %s:1: skipping optional run: 'alsonot' is not registered in this build\n"
+                                "bench: %s:1: skipped 2 more optional runs of the line, for the reasons above\n", p, p, p);
+    cr_assert_str_eq(err, want);
     suite_free(&s);
     free(err);
     /* 17 x 16 x 16 = 4352 combinations, none of which would run */

@@ -305,6 +305,9 @@ Test(json, error_messages_are_one_line_of_text)
     tb_error_set(TB_EIO, "%s", "1 \xc3\x97 2 \xe2\x80\x94 ok, \xc3 cut, \xed\xa0\x80 surrogate, \xe0\x80\x80 overlong, tab\t.");
     cr_assert_str_eq(tb_error_get(),
                      "1 \xc3\x97 2 \xe2\x80\x94 ok, \\xc3 cut, \\xed\\xa0\\x80 surrogate, \\xe0\\x80\\x80 overlong, tab\\x09.");
+    /* well-formed, but a terminal's: C1 controls (U+009B, an escape's start) and bidirectional overrides */
+    tb_error_set(TB_EIO, "%s", "a\xc2\x9b" "31m b\xe2\x80\xae" "c d\xe2\x81\xa6" "e \xc2\xa0ok");
+    cr_assert_str_eq(tb_error_get(), "a\\xc2\\x9b31m b\\xe2\\x80\\xaec d\\xe2\\x81\\xa6e \xc2\xa0ok");
     /* a long message is cut whole: no escape or character split at the end */
     char big[2000];
     memset(big, 'a', sizeof big - 1), big[sizeof big - 1] = '\0';

@@ -698,7 +698,7 @@ Test(probes, outputs_over_results_or_checkpoints_are_refused)
         {{"--steps", "2", "--save", "other.jsonl"}, "--save other.jsonl: an existing results file"},
         {{"--steps", "2", "--trace", "other.jsonl"}, "--trace other.jsonl: an existing results file"},
         {{"--steps", "2", "--save", "old/ckpt-0000000002.safetensors"},
-         "--save old/ckpt-0000000002.safetensors: an existing file named like a run's checkpoint"},
+         "--save old/ckpt-0000000002.safetensors: an existing file named as a run's checkpoints are"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *err = NULL;
@@ -711,13 +711,24 @@ Test(probes, outputs_over_results_or_checkpoints_are_refused)
     cr_assert_str_eq(r, row);
     cr_assert_str_eq(c, "not really a checkpoint");
     free(r), free(c);
-    char *w = rb_path(dir, "w.st"); /* any other file is replaced, as before */
-    f = fopen(w, "w");
-    cr_assert(f && fputs("old weights", f) >= 0 && fclose(f) == 0);
+    /* any other file is replaced, as before: a user's own "ckpt-best" too, and a checkpoint trained in place */
+    static const char *const others[] = {"w.st", "ckpt-best.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        char *w = rb_path(dir, others[k]);
+        f = fopen(w, "w");
+        cr_assert(f && fputs("old weights", f) >= 0 && fclose(f) == 0);
+        char *err = NULL;
+        cr_assert_eq(before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--save", others[k]), &err), 0,
+                     "%s: %s", others[k], err);
+        free(err), free(w);
+    }
     char *err = NULL;
-    cr_assert_eq(before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--save", "w.st"), &err), 0, "%s", err);
+    const int in_place = before_any_work(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--load",
+                                         "old/ckpt-0000000002.safetensors", "--save", "old/ckpt-0000000002.safetensors"),
+                                         &err);
+    cr_assert(!strstr(err, "named as a run's checkpoints"), "training in place refused: exit %d: %s", in_place, err);
     free(err);
-    free(other), free(ck), free(ckf), free(w);
+    free(other), free(ck), free(ckf);
     tu_rm_rf(dir);
     free(dir);
 }

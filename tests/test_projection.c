@@ -137,7 +137,8 @@ Test(projection, project_devices_none_fits_is_refused_before_a_step, .timeout = 
     char *out = run_projected("3,5", rows, &status);
     cr_assert_eq(status, 2, "%s", out);
     cr_assert(strstr(out, "bench: --project-devices 3,5: no count fits this run's 2 stages, micro-batch 3 and global "
-                          "batch 12, so nothing would be projected (the first: 3 devices do not divide into 2 stages)\n"),
+                          "batch 12, so nothing would be projected (3 devices do not divide into 2 stages; 5 devices do not divide into "
+                          "2 stages)\n"),
               "%s", out);
     cr_assert(!strstr(out, "images/s"), "a step was measured: %s", out);
     cr_assert(access(rows, F_OK) != 0, "a row was written");

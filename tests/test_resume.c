@@ -788,8 +788,9 @@ Test(resume, an_unreadable_finished_note_refuses_the_resume_and_writes_no_row)
         const char *const *again = RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck");
         const int code = run_case(dir, i, "again", RB_ARGS(RB_BASE), again, &err);
         cr_assert_eq(code, 1, "note %d: exit %d: %s", i, code, err);
-        cr_assert(strstr(err, "bench: warning: --resume: ") && strstr(err, "ck/finished.json is not readable") &&
-                  strstr(err, "cannot tell whether the run finished at step 4"), "note %d: %s", i, err);
+        cr_assert(strstr(err, "ck/finished.json is not a note bench wrote (") &&
+                  strstr(err, "whether the run finished at step 4 and wrote its row cannot be told") &&
+                  strchr(err, '\n') == err + strlen(err) - 1, "note %d: one line: %s", i, err);
         free(err);
         cr_assert_eq(rb_count_lines(res), rows, "note %d: a row was written", i);
     }
@@ -1248,9 +1249,23 @@ Test(resume, tta_resume_of_a_finished_plan_says_so_and_writes_no_row)
     rb_write(dir, "ckt/finished.json", "{\"finished_step\":");
     char *err;
     const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS(QUICK_TTA, "--seeds", "2", "--resume", "ckt"), &err);
-    cr_assert(code == 1 && strstr(err, "ckt/finished.json is not readable (not JSON)"), "exit %d: %s", code, err);
+    cr_assert(code == 1 && strstr(err, "ckt/finished.json is not a note bench wrote (not JSON)"), "exit %d: %s", code, err);
     free(err);
     cr_assert_eq(rb_count_lines(res), rows, "the resume with an unreadable note wrote a row");
+    /* The note back, the last checkpoint damaged: the resume takes the one before, and the note (of a later step)
+     * still says the plan finished (it ran the rest again and wrote a second row). */
+    rb_write(dir, "ckt/finished.json", note);
+    long steps[8];
+    int n_ck = 0;
+    char *ckt = rb_path(dir, "ckt"), last[600];
+    cr_assert(checkpoint_dir_list(ckt, steps, 8, &n_ck) == TB_OK && n_ck >= 2, "%d checkpoints", n_ck);
+    checkpoint_dir_path(ckt, steps[0], last, sizeof last);
+    cr_assert_eq(truncate(last, 100), 0);
+    const int code2 = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS(QUICK_TTA, "--seeds", "2", "--resume", "ckt"), &err);
+    cr_assert(code2 == 0 && strstr(err, "bench: warning: --resume: skipping") && strstr(err, "no new row"), "exit %d: %s",
+              code2, err);
+    free(err), free(ckt);
+    cr_assert_eq(rb_count_lines(res), rows, "the finished plan resumed from an older checkpoint wrote a second row");
 #undef QUICK_TTA
     json_value_free(r);
     free(note), free(res), free(marker);

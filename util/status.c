@@ -23,7 +23,13 @@ void tb_text_clean(char *dst, size_t n, const char *src)
     if (n == 0) return;
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)src; *p && o + 1 < n;) {
-        const int k = *p >= 0x80 ? utf8_len(p) : *p >= 0x20 && *p != 0x7f ? 1 : 0;
+        int k = *p >= 0x80 ? utf8_len(p) : *p >= 0x20 && *p != 0x7f ? 1 : 0;
+        /* Well-formed but not text to pass to a terminal: C1 controls (U+0080-009F; U+009B starts an escape
+         * sequence) and the bidirectional overrides and isolates (U+202A-202E, U+2066-2069), shown byte by byte. */
+        if ((k == 2 && p[0] == 0xc2 && p[1] < 0xa0) ||
+            (k == 3 && p[0] == 0xe2 && ((p[1] == 0x80 && p[2] >= 0xaa && p[2] <= 0xae) ||
+                                        (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9))))
+            k = 0;
         if (k > 0 && o + (size_t)k < n) {
             memmove(dst + o, p, (size_t)k), o += (size_t)k, p += k;
         } else if (k == 0 && o + 4 < n) {
