@@ -210,18 +210,6 @@ static int name_ok(const char *t)
     return 1;
 }
 
-/* A name for a message: printable ASCII as is, other bytes as \xNN, cut to fit out. */
-static void show_name(const char *t, char *out, size_t n)
-{
-    size_t k = 0;
-    for (; *t && k + 5 < n; t++) {
-        const unsigned char ch = (unsigned char)*t;
-        if (ch >= 0x20 && ch < 0x7f) out[k++] = (char)ch;
-        else k += (size_t)snprintf(out + k, n - k, "\\x%02x", ch);
-    }
-    out[k] = '\0';
-}
-
 /* Two runs starting afresh in one checkpoint directory would mix their checkpoints (the second would
  * refuse to start, after the first ran): found here, before anything runs. A later run that resumes the
  * directory continues the earlier one's run, which is fine. */
@@ -349,7 +337,7 @@ static int parse_line(struct suite *s, char *text, int line, struct word *w, int
         if (eq) *eq = '\0';
         if (strlen(tok) >= sizeof wd->key || !*tok || !name_ok(tok)) {
             char shown[96];
-            show_name(tok, shown, sizeof shown);
+            tb_text_clean(shown, sizeof shown, tok); /* as every message shows bytes from a file */
             return tb_error_set(TB_EINVAL, "%s:%d: bad option name '%s' (names are letters, digits and '-')", s->path,
                                 line, shown);
         }
