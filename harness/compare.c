@@ -675,8 +675,9 @@ static void compare_usage(FILE *f)
                "  --ignore KEYS     leave these keys out of the match (e.g. backend, or backend,devices), so rows\n"
                "                    that differ only in them are compared configuration by configuration\n"
                "  --help            this text\n\n"
-               "Samples: per-repeat images/s (throughput, scaling, inference), each seed's time to accuracy (tta;\n"
-               "a seed that missed the target counts as infinitely slow). old/new: median ± 95 %% confidence\n"
+               "Samples: per-repeat images/s (throughput, scaling, inference; train and evaluate rows: their\n"
+               "images/s), each seed's time to accuracy (tta; a seed that missed the target counts as infinitely\n"
+               "slow). old/new: median ± 95 %% confidence\n"
                "interval of the median; change: difference of medians when p < alpha, else ~. Exit status: 0, 1 a\n"
                "file unreadable or without a usable row, 2 usage.\n");
 }
@@ -719,8 +720,9 @@ int compare_main(int argc, char **argv)
             return 2;
         }
     }
-    if (nf != 2) {
-        compare_usage(stderr);
+    if (nf != 2) { /* one line, as every usage error: the whole usage is --help's */
+        fprintf(stderr, "bench compare: needs two results files, OLD.jsonl NEW.jsonl (%d given; see bench compare "
+                        "--help)\n", nf);
         return 2;
     }
     struct compare_line *lines;

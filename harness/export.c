@@ -64,18 +64,18 @@ static int col_add(struct table *t, const char *name)
         if (p) t->cols = p;
         if (q) t->stamp = q;
         if (w) t->warned = w;
-        if (!w) return tb_error_set(TB_ENOMEM, "export: out of memory for %d columns", cap), -1;
+        if (!w) return tb_error_set(TB_ENOMEM, "out of memory for %d columns", cap), -1;
         t->cap = cap;
     }
     if (2 * (t->n + 1) > t->n_slots) { /* at most half full */
         const int n_slots = t->n_slots ? 2 * t->n_slots : 128;
         int *slots = calloc((size_t)n_slots, sizeof *slots);
-        if (!slots) return tb_error_set(TB_ENOMEM, "export: out of memory for %d columns", t->n), -1;
+        if (!slots) return tb_error_set(TB_ENOMEM, "out of memory for %d columns", t->n), -1;
         free(t->slots);
         t->slots = slots, t->n_slots = n_slots;
         for (int c = 0; c < t->n; c++) t->slots[slot_of(t, t->cols[c])] = c + 1;
     }
-    if (!(t->cols[t->n] = strdup(name))) return tb_error_set(TB_ENOMEM, "export: out of memory"), -1;
+    if (!(t->cols[t->n] = strdup(name))) return tb_error_set(TB_ENOMEM, "out of memory"), -1;
     t->stamp[t->n] = 0;
     t->warned[t->n] = 0;
     t->slots[slot_of(t, name)] = t->n + 1;
@@ -96,7 +96,7 @@ static int leaf_column(struct table *t, const char *path, int add)
     const int first = k;
     for (int n = 2; k >= 0 && t->stamp[k] == t->row; n++) {
         char *alt = NULL;
-        if (asprintf(&alt, "%s#%d", path, n) < 0) return tb_error_set(TB_ENOMEM, "export: out of memory"), -1;
+        if (asprintf(&alt, "%s#%d", path, n) < 0) return tb_error_set(TB_ENOMEM, "out of memory"), -1;
         k = add ? col_add(t, alt) : col_find(t, alt);
         if (add && k >= 0 && !t->warned[first]) {
             t->warned[first] = 1;
@@ -116,7 +116,7 @@ static int walk(struct table *t, const struct json_value *v, const char *prefix)
     for (int i = 0; i < v->n; i++) {
         char *path = NULL;
         if (asprintf(&path, "%s%s%s", prefix, prefix[0] ? "." : "", v->keys[i]) < 0)
-            return tb_error_set(TB_ENOMEM, "export: out of memory");
+            return tb_error_set(TB_ENOMEM, "out of memory");
         const struct json_value *x = &v->items[i];
         int st = TB_OK;
         if (x->type == JSON_OBJECT) st = walk(t, x, path);
@@ -180,18 +180,18 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
     /* No row to write: an error, not an empty table renamed over the file a user had (compare and report
      * refuse the same input). */
     if (st == TB_OK && t.n == 0) /* no row gave a column */
-        st = tb_error_set(TB_EFORMAT, "export: no usable result rows in %s%s (empty, or no line is a well-formed "
+        st = tb_error_set(TB_EFORMAT, "no usable result rows in %s%s (empty, or no line is a well-formed "
                                       "row); %s left as it was", inputs[0], n_inputs > 1 ? " and the other inputs" : "",
                           to_stdout ? "nothing written" : csv_path);
     if (st == TB_OK && t.n && !(t.cells = calloc((size_t)t.n, sizeof *t.cells)))
-        st = tb_error_set(TB_ENOMEM, "export: out of memory");
+        st = tb_error_set(TB_ENOMEM, "out of memory");
     if (st == TB_OK && to_stdout) t.out = stdout;
     else if (st == TB_OK) {
         /* Beside the target, then renamed: a reader never sees half a table. */
         if (asprintf(&tmp_path, "%s.tmp.%ld", csv_path, (long)getpid()) < 0)
-            tmp_path = NULL, st = tb_error_set(TB_ENOMEM, "export: out of memory");
+            tmp_path = NULL, st = tb_error_set(TB_ENOMEM, "out of memory");
         else if (!(t.out = fopen(tmp_path, "w")))
-            st = tb_error_set(TB_EIO, "export: cannot create %s: %s", tmp_path, strerror(errno));
+            st = tb_error_set(TB_EIO, "cannot create %s: %s", tmp_path, strerror(errno));
     }
     for (int k = 0; k < t.n && st == TB_OK; k++) {
         if (k) fputc(',', t.out);
@@ -202,12 +202,12 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
         t.path = inputs[i];
         st = results_read_rows(inputs[i], on_row_write, &t);
     }
-    if (t.out && ferror(t.out) && st == TB_OK) st = tb_error_set(TB_EIO, "export: write to %s failed", csv_path);
+    if (t.out && ferror(t.out) && st == TB_OK) st = tb_error_set(TB_EIO, "write to %s failed", csv_path);
     if (t.out && !to_stdout && fclose(t.out) != 0 && st == TB_OK)
-        st = tb_error_set(TB_EIO, "export: cannot close %s: %s", tmp_path, strerror(errno));
+        st = tb_error_set(TB_EIO, "cannot close %s: %s", tmp_path, strerror(errno));
     if (to_stdout && t.out) fflush(stdout);
     if (tmp_path && st == TB_OK && rename(tmp_path, csv_path) != 0)
-        st = tb_error_set(TB_EIO, "export: cannot rename %s to %s: %s", tmp_path, csv_path, strerror(errno));
+        st = tb_error_set(TB_EIO, "cannot rename %s to %s: %s", tmp_path, csv_path, strerror(errno));
     if (tmp_path && st != TB_OK) unlink(tmp_path);
     if (n_rows) *n_rows = t.n_rows;
     if (n_cols) *n_cols = t.n;
@@ -252,8 +252,8 @@ int export_main(int argc, char **argv)
             rc = 2;
         }
     }
-    if (rc < 0 && !csv) {
-        export_usage(stderr);
+    if (rc < 0 && !csv) { /* one line, as every usage error: the whole usage is --help's */
+        fprintf(stderr, "bench export: --csv FILE is needed (\"-\" for stdout; see bench export --help)\n");
         rc = 2;
     }
     if (rc < 0) {

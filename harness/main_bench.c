@@ -39,9 +39,10 @@ static void usage(FILE *f)
     fprintf(f, "usage: bench [options]\n"
                "       bench --suite FILE [options]\n"
                "       bench --calibrate | --calibrate-if-needed [--calibration FILE]\n"
-               "       bench compare [--alpha P] [--ignore KEY[,KEY]] OLD.jsonl NEW.jsonl\n"
+               "       bench compare [--alpha P] [--ignore KEY[,KEY...]] OLD.jsonl NEW.jsonl\n"
                "       bench export --csv FILE [--in ROWS.jsonl ...]\n"
-               "       bench report [--in FILE] [--out-dir DIR] [--plots DIR] [--calibration FILE]\n"
+               "       bench report [--in FILE] [--out-dir DIR] [--plots DIR] [--calibration FILE] [--profile-dir DIR]\n"
+               "                    [--gnuplot PATH]\n"
                "Trains a workload on an execution backend under a run plan and records what it measured.\n\n");
     int n;
     const struct bench_option *o = bench_options(&n);
@@ -87,7 +88,7 @@ static void list_all(void)
     for (int k = 0; k < n; k++) {
         /* A backend tied to hardware this machine lacks (cuda without a GPU) is not offered as if it ran. */
         const int absent = b[k].caps.device && executor_device_probe(b[k].caps.device) != TB_OK;
-        printf("  %-10s %s%s\n", b[k].name, b[k].summary, absent ? " (no device present: every run exits 1)" : "");
+        printf("  %-10s %s%s\n", b[k].name, b[k].summary, absent ? " (no device present: every run that trains or times exits 1)" : "");
         if (absent) tb_error_clear();
         if (!b[k].caps.options[0]) continue;
         int col = printf("  %-10s options:", "");

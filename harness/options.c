@@ -30,8 +30,9 @@ static const struct bench_option options[] = {
     {"workload", 1, "NAME", "workload (default mnist-mlp; see --list)", 0},
     {"plan", 1, "PLAN", "train | throughput | tta | scaling | inference | evaluate (default: train when\n"
                         "--epochs or --steps is given, else throughput); evaluate: loss, top-1 and top-5\n"
-                        "of --load's weights on the test set", 0},
-    {"batch", 1, "N", "global batch: samples per optimizer step (workload default)", 0},
+                        "of --load's weights (without --load, the seeded initial ones) on the test set", 0},
+    {"batch", 1, "N", "global batch: samples per optimizer step (workload default; throughput and\n"
+                      "inference without --batch lower it until a step takes seconds, said on stderr)", 0},
     {"batch-per-replica", 1, "B", "samples per replica per step, as tf.distribute counts them: the global batch is\n"
                                   "B x replicas (mirrored: --devices; ipu: --replicas, B = micro-batch x ga)", 0},
     {"epochs", 1, "E", "train: epochs (workload default); scaling: train each point E epochs", 0},
@@ -46,7 +47,7 @@ static const struct bench_option options[] = {
     {"time-budget", 1, "SECONDS", "throughput without --steps: time the timed steps may take, measured on the\n"
                                   "warm-up steps (default 60; at most 100 steps, at least 2)", 0},
     {"repeat", 1, "N", "throughput, scaling, inference: repeat the whole measurement N times (default 1)", 0},
-    {"target", 1, "ACC", "tta: test accuracy to reach, in (0,1] (default: the workload's)", 0},
+    {"target", 1, "ACC", "tta: test accuracy to reach, in [1e-9, 1] (default: the workload's)", 0},
     {"eval-every", 1, "STEPS", "tta: evaluate every STEPS steps (default: every epoch)", 0},
     {"seeds", 1, "N", "tta: runs with seeds seed..seed+N-1; olympic mean (default 1)", 0},
     {"max-epochs", 1, "E", "tta: give up after E epochs (default 15)", 0},
@@ -66,7 +67,8 @@ static const struct bench_option options[] = {
                                  "(default: " DATASET_DEFAULT_DIR " to train, synthetic to time)", 0},
     {"classes", 1, "N", "output classes (default: the dataset's)", 0},
     {"resolution", 1, "R", "input resolution R×R (EfficientNet; the model resamples on the device)", 0},
-    {"norm", 1, "batch|group[:G]", "normalisation layers (EfficientNet; G groups, dividing every layer's channels: 1, 2, 4 or 8)", 0},
+    {"norm", 1, "batch|group[:G]", "normalisation layers (EfficientNet; G groups, dividing every layer's channels,\n"
+                                   "e.g. 1, 2, 4, 8 or 16; default: the workload's)", 0},
     {"dropout", 1, "X", "dropout rate before the classifier, in [0,1)", 0},
     {"bn-eps", 1, "X", "BatchNorm epsilon (EfficientNet; default: a --load file's bn_eps, else torchvision's:\n"
                        "1e-5 for B0-B4, 1e-3 for B5-B7)", 0},
@@ -120,10 +122,11 @@ static const struct bench_option options[] = {
                                        "--plan nothing is trained; with --plan, the run's measured stage times are\n"
                                        "printed beside the model's (validation)", 0},
     {"device-set", 1, "K=V,...", "projection: override spec keys (e.g. kernel_overhead_us=3); printed as such", 1},
-    {"link-bw", 1, "GB/s", "projection: stage-to-stage exchange bandwidth (default 32)", 0},
-    {"link-latency", 1, "us", "projection: latency per exchange transfer (default 5)", 0},
-    {"allreduce-bw", 1, "GB/s", "projection: all-reduce bandwidth per device (default 12.5)", 0},
-    {"allreduce-latency", 1, "us", "projection: latency per ring step (default 10)", 0},
+    {"link-bw", 1, "GB/s", "--project-devices: stage-to-stage exchange bandwidth (default 32; a\n"
+                           "--project-device spec has its own links, --device-set changes them)", 0},
+    {"link-latency", 1, "us", "--project-devices: latency per exchange transfer (default 5)", 0},
+    {"allreduce-bw", 1, "GB/s", "--project-devices: all-reduce bandwidth per device (default 12.5)", 0},
+    {"allreduce-latency", 1, "us", "--project-devices: latency per ring step (default 10)", 0},
     {"no-fuse", 0, NULL, "disable fused kernels (to measure what fusion buys)", 0},
     {"logits", 1, "FILE", "evaluate: write the test set's logits as NumPy .npy (float32, shape (N, classes))", 0},
     {"save", 1, "FILE", "train: write the trained parameters and buffers at the end (safetensors,\n"
@@ -135,7 +138,7 @@ static const struct bench_option options[] = {
     {"resume", 1, "DIR", "train, tta: continue from the newest checkpoint in DIR (same configuration; keeps\n"
                          "checkpointing there unless --checkpoint-dir says otherwise)", 0},
     {"synthetic-samples", 1, "N[,M]", "--data synthetic: N training (and M test) samples (default 60000,1000\n"
-                                      "to train, fewer to time)", 1},
+                                      "to train, fewer to time and at large resolutions, said on stderr)", 1},
     {"out", 1, "FILE", "append result rows here (default results/results.jsonl; no other output or input\n"
                          "of the run may be this file)", 0},
     {"mllog", 1, "DIR|none", "MLPerf-style event logs <DIR>/<run id>.log (default: mllog/ beside --out)", 0},
@@ -358,13 +361,17 @@ static int set_plan_option(struct bench_config *c, const char *name, const char 
     if (IS("warmup")) return get_int(name, v, 0, 1000000, &c->warmup);
     if (IS("steps-per-execution")) {
         if (v && !strcmp(v, "auto")) return c->steps_per_execution = 0, TB_OK;
-        return get_long(name, v, 1, 1L << 40, &c->steps_per_execution);
+        const int st = get_long(name, v, 1, 1L << 40, &c->steps_per_execution);
+        if (st != TB_OK) /* the range's message, with the word it also takes */
+            return tb_error_set(TB_EINVAL, "--steps-per-execution: expected auto or an integer in 1..%ld, got '%s'",
+                                1L << 40, v ? v : "");
+        return st;
     }
     if (IS("time-budget")) return get_double(name, v, 0.001, 1e7, 0, &c->time_budget);
     if (IS("repeat")) return get_int(name, v, 1, 1000, &c->repeat);
     if (IS("target")) {
         double t = 0.0;
-        int st = get_double(name, v, 1e-9, 1.0, 0, &t);
+        int st = get_double(name, v, 1e-9, 1.0, 0, &t); /* --help's range */
         if (st == TB_OK) c->target = t;
         return st;
     }
@@ -438,8 +445,9 @@ static int set_training_option(struct bench_config *c, const char *name, const c
     if (IS("dropout")) return get_float(name, v, 0.0, 1.0, 1, &c->wopts.dropout);
     if (IS("bn-eps")) {
         int st = get_float(name, v, 0.0, 1.0, 0, &c->wopts.bn_eps);
-        /* A normal float, as a --load file's bn_eps must be (strtof's range): 1e-45 was taken here, refused there. */
-        if (st == TB_OK && !(c->wopts.bn_eps >= FLT_MIN))
+        /* A normal float, as a --load file's bn_eps must be (strtof's range): 1e-45 was taken here, refused there.
+         * One message for every value refused, 0 and 1.5 alike. */
+        if (st != TB_OK || !(c->wopts.bn_eps >= FLT_MIN))
             st = tb_error_set(TB_EINVAL, "--bn-eps: expected a number in (0, 1] that a float holds (%g or more), got '%s'",
                               (double)FLT_MIN, v);
         return st;
@@ -925,6 +933,9 @@ int bench_config_finish(struct bench_config *c)
     }
     if (bench_option_given(c, "lr-warmup")) c->run.optim.warmup_steps = c->lr_warmup;
     if (c->lr_decay_steps > 0) c->run.optim.decay_steps = c->lr_decay_steps;
+    /* The exponential decay's step as the schedule runs it (optim.c takes 0 as 1) and --help states it: the row
+     * recorded 0, and a run given --lr-decay-steps 1 was another configuration of the same function. */
+    if (c->run.optim.schedule == LR_EXPONENTIAL && c->run.optim.decay_steps <= 0) c->run.optim.decay_steps = 1;
     if (c->lr_decay_rate > 0.0f) c->run.optim.decay_rate = c->lr_decay_rate;
     if (c->lr_power > 0.0f) c->run.optim.power = c->lr_power;
     if (c->lr_final > 0.0f) c->run.optim.final_lr = c->lr_final;
@@ -1107,6 +1118,14 @@ int bench_config_finish(struct bench_config *c)
     if (c->device_set[0] && !c->project_device[0]) /* after the backend's check: cpu refuses it as ipu's option */
         return tb_error_set(TB_EINVAL, "--device-set %s overrides a --project-device spec; no --project-device is "
                                        "given", c->device_set);
+    /* The link model is --project-devices' alone (a spec carries its own links): given without it, the row would
+     * record a setting nothing read. */
+    static const char *const links[] = {"link-bw", "link-latency", "allreduce-bw", "allreduce-latency"};
+    for (int k = 0; k < 4 && c->n_project <= 0; k++)
+        if (bench_option_given(c, links[k]))
+            return tb_error_set(TB_EINVAL, "--%s sets the link model of --project-devices, which is not given (a "
+                                           "--project-device spec has its own links: --device-set changes them)",
+                                links[k]);
     /* --sync-bn changes only BatchNorm statistics: on a model without BatchNorm the row would record a setting
      * that changed nothing, and compare/report would key identical runs apart (after the backend's check, so
      * that cpu names the backend that takes it). The EfficientNet builder makes BatchNorm unless --norm group. */

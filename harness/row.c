@@ -730,10 +730,11 @@ void write_pipeline(struct session *s, struct json_buf *b, double measured_image
     }
     struct proj_links l;
     proj_links_default(&l);
-    if (s->c.link_bw_gbs > 0) l.exchange_bw = s->c.link_bw_gbs * 1e9;
-    if (s->c.link_lat_us > 0) l.exchange_lat = s->c.link_lat_us * 1e-6;
-    if (s->c.allreduce_bw_gbs > 0) l.allreduce_bw = s->c.allreduce_bw_gbs * 1e9;
-    if (s->c.allreduce_lat_us > 0) l.allreduce_lat = s->c.allreduce_lat_us * 1e-6;
+    /* Given, not non-zero: a latency of 0 (in the options' range) was the default's 5 or 10 us. */
+    if (bench_option_given(&s->c, "link-bw")) l.exchange_bw = s->c.link_bw_gbs * 1e9;
+    if (bench_option_given(&s->c, "link-latency")) l.exchange_lat = s->c.link_lat_us * 1e-6;
+    if (bench_option_given(&s->c, "allreduce-bw")) l.allreduce_bw = s->c.allreduce_bw_gbs * 1e9;
+    if (bench_option_given(&s->c, "allreduce-latency")) l.allreduce_lat = s->c.allreduce_lat_us * 1e-6;
     /* Graphcore's table keeps the global batch: this run's B·G·R, so that every row is the run's training
      * (the same batch, the same optimisation) on more devices. */
     const int global = r.micro_batch * r.ga * r.replicas;

@@ -84,6 +84,9 @@ Test(export, cli_several_inputs_and_usage, .init = th_setup, .fini = th_teardown
     cr_assert(strstr(text, "usage: bench export --csv FILE") != NULL, "%s", text);
     free(text);
     cr_assert_eq(bench_sh("export --in a.jsonl", out), 2, "--csv is required");
+    text = th_read(out); /* one line, not the whole usage */
+    cr_assert_str_eq(text, "bench export: --csv FILE is needed (\"-\" for stdout; see bench export --help)\n");
+    free(text);
     cr_assert_eq(bench_sh("export --csv t.csv --bogus", out), 2);
     cr_assert_eq(bench_sh("export --csv t.csv --in", out), 2);
     cr_assert_eq(bench_sh("export --csv t.csv --in missing.jsonl", out), 1, "an unreadable input is a runtime failure");

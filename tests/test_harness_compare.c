@@ -566,6 +566,10 @@ Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown
     char *out = th_read(p);
     cr_assert(strstr(out, "usage: bench compare") && strstr(out, "--ignore"), "%s", out);
     free(out);
+    cr_assert_eq(bench_sh("compare old.jsonl", p), 2, "one file");
+    out = th_read(p); /* one line, not the whole usage */
+    cr_assert_str_eq(out, "bench compare: needs two results files, OLD.jsonl NEW.jsonl (1 given; see bench compare --help)\n");
+    free(out);
     cr_assert_eq(bench_sh("report --help", p), 0, "bench report --help exits 0");
     out = th_read(p);
     cr_assert(strstr(out, "usage: bench report") && strstr(out, "--in FILE"), "%s", out);

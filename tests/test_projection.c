@@ -151,3 +151,29 @@ Test(projection, project_devices_none_fits_is_refused_before_a_step, .timeout = 
     free(out);
     remove(rows);
 }
+
+/* The link options are --project-devices' model: a latency of 0 (in their range) was taken for "not given" and the
+ * defaults' 5 and 10 us used; given without --project-devices they changed nothing, unsaid. */
+Test(projection, link_options_are_the_project_devices_model, .timeout = 60)
+{
+    const char *rows = "/tmp/tb_test_projection_links.jsonl";
+    remove(rows);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --plan throughput --backend ipu --workload mnist-mlp --stages 2 --micro-batch 3 --ga 4 --batch 12 "
+             "--steps 3 --warmup 1 --project-devices 2,4 --link-latency 0 --allreduce-latency 0 --out %s 2>&1",
+             TB_BENCH_EXE, rows);
+    int status;
+    char *out = run_cmd(cmd, &status);
+    cr_assert_eq(status, 0, "%s", out);
+    cr_assert(strstr(out, "link model: exchange 32.0 GB/s + 0.0 us, all-reduce 12.5 GB/s + 0.0 us per ring step"), "%s",
+              out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' --backend ipu --workload mnist-mlp --steps 1 --link-bw 10 --out %s 2>&1", TB_BENCH_EXE,
+             rows);
+    out = run_cmd(cmd, &status);
+    cr_assert_eq(status, 2, "%s", out);
+    cr_assert(strstr(out, "bench: --link-bw sets the link model of --project-devices, which is not given"), "%s", out);
+    free(out);
+    remove(rows);
+}
