@@ -31,8 +31,8 @@ static const struct bench_option options[] = {
     {"plan", 1, "PLAN", "train | throughput | tta | scaling | inference | evaluate (default: train when\n"
                         "--epochs or --steps is given, else throughput); evaluate: loss, top-1 and top-5\n"
                         "of --load's weights (without --load, the seeded initial ones) on the test set", 0},
-    {"batch", 1, "N", "global batch: samples per optimizer step (workload default; throughput and\n"
-                      "inference without --batch lower it until a step takes seconds, said on stderr)", 0},
+    {"batch", 1, "N", "global batch: samples per optimizer step (workload default; the throughput plan\n"
+                      "without --batch lowers it until a step takes seconds, said on stderr)", 0},
     {"batch-per-replica", 1, "B", "samples per replica per step, as tf.distribute counts them: the global batch is\n"
                                   "B x replicas (mirrored: --devices; ipu: --replicas, B = micro-batch x ga)", 0},
     {"epochs", 1, "E", "train: epochs (workload default); scaling: train each point E epochs", 0},
