@@ -892,6 +892,12 @@ FILE *report_open_data(void *report, const char *path)
     return dat_open(report, path);
 }
 
+void report_mark_unwritten(void *report, const char *what)
+{
+    struct ctx *x = report;
+    if (!x->unwritten[0]) snprintf(x->unwritten, sizeof x->unwritten, "%s", what);
+}
+
 void report_close_data(void *report, FILE *f, const char *path)
 {
     dat_close(report, f, path);

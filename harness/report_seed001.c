@@ -224,8 +224,18 @@ void seed001_cpu_free(struct seed001_cpu *v)
 }
 
 /* rows (n_rows) the rows already read, or NULL: read rows_path. */
+/* A chart's table opened for writing; where it cannot be, the first such file and why into unwritten (un bytes; NULL:
+ * not kept), for the report to say it is incomplete. */
+static FILE *data_open(const char *path, char *unwritten, size_t un)
+{
+    FILE *f = fopen(path, "w");
+    if (!f && unwritten && !unwritten[0]) snprintf(unwritten, un, "%s: %s", path, strerror(errno));
+    return f;
+}
+
 static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, const char *plots_dir, const char *gnuplot,
-                        const struct json_value *const *rows, int n_rows, const char *rows_path, int *missing, int *drawn)
+                        const struct json_value *const *rows, int n_rows, const char *rows_path, int *missing, int *drawn,
+                        char *unwritten, size_t un)
 {
     const char *cmd = "bench --backend ipu --workload effnet-b4-g16 --resolution 64 --stages 2 --split 11 --micro-batch 2 "
                       "--ga 4 --batch 8 --steps 3 --warmup 1 --plan throughput --project-device cpu-this";
@@ -256,7 +266,7 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
                 "fwd+bwd error |\n|---|---|---|---|---|---|---|---|---|\n");
     char dat[1200];
     snprintf(dat, sizeof dat, "%s/data/seed001_cpu.dat", chart_dir);
-    FILE *f = fopen(dat, "w");
+    FILE *f = data_open(dat, unwritten, un);
     double worst = 0.0;
     for (int s = 0; s < S && s < PROJ_MAX_STAGES; s++) {
         const double mf = v.meas_fwd[s], mb = v.meas_bwd[s];
@@ -295,7 +305,8 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
 
 /* report_seed001 and report_seed001_rows: rows NULL reads rows_path. */
 static int seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
-                   const struct json_value *const *rows, int n_rows, const char *rows_path, const char *gnuplot, int *drawn)
+                   const struct json_value *const *rows, int n_rows, const char *rows_path, const char *gnuplot, int *drawn,
+                   char *unwritten, size_t un)
 {
     char path[1024];
     const char *link_dir = base_name(chart_dir);
@@ -388,7 +399,7 @@ static int seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
     snprintf(data_dir, sizeof data_dir, "%s/data", chart_dir);
     mkdirs(data_dir);
     snprintf(dat, sizeof dat, "%s/seed001_pods.dat", data_dir);
-    FILE *f = fopen(dat, "w");
+    FILE *f = data_open(dat, unwritten, un);
     if (f) {
         fprintf(f, "\"published (Graphcore, %s)\"\n", pub.device);
         for (int i = 0; i < pub.n; i++) fprintf(f, "%d\t%.1f\n", pub.devices[i], pub.images_per_s[i]);
@@ -436,7 +447,7 @@ static int seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
                     "Seed 001: EfficientNet-B4 G16 training throughput, published vs PROJECTED", sub, &missing);
     }
     md_chart(md, link_dir, "seed001_pods", "published and projected images/s against device count", ok, missing, drawn);
-    section_cpu(md, chart_dir, link_dir, plots_dir, gnuplot, rows, n_rows, rows_path, &missing, drawn);
+    section_cpu(md, chart_dir, link_dir, plots_dir, gnuplot, rows, n_rows, rows_path, &missing, drawn, unwritten, un);
     model_free(&m);
     return TB_OK;
 }
@@ -444,12 +455,12 @@ static int seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
 int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
                    const char *rows_path, const char *gnuplot, int *drawn)
 {
-    return seed001(md, chart_dir, plots_dir, devices_dir, NULL, 0, rows_path, gnuplot, drawn);
+    return seed001(md, chart_dir, plots_dir, devices_dir, NULL, 0, rows_path, gnuplot, drawn, NULL, 0);
 }
 
 int report_seed001_rows(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
                         const struct json_value *const *rows, int n_rows, const char *rows_path, const char *gnuplot,
-                        int *drawn)
+                        int *drawn, char *unwritten, size_t un)
 {
-    return seed001(md, chart_dir, plots_dir, devices_dir, rows, n_rows, rows_path, gnuplot, drawn);
+    return seed001(md, chart_dir, plots_dir, devices_dir, rows, n_rows, rows_path, gnuplot, drawn, unwritten, un);
 }

@@ -48,9 +48,10 @@ void seed001_cpu_free(struct seed001_cpu *v);
 int report_seed001(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
                    const char *rows_path, const char *gnuplot, int *drawn);
 /* report_seed001 on rows already read (rows[0..n_rows), those of rows_path, which names them): `bench report`
- * reads its file once, so each malformed line's warning is printed once. */
+ * reads its file once, so each malformed line's warning is printed once. A chart table that could not be written
+ * is named in unwritten (un bytes, when it is still ""), for the report to say it is incomplete. */
 int report_seed001_rows(FILE *md, const char *chart_dir, const char *plots_dir, const char *devices_dir,
                         const struct json_value *const *rows, int n_rows, const char *rows_path, const char *gnuplot,
-                        int *drawn);
+                        int *drawn, char *unwritten, size_t un);
 
 #endif

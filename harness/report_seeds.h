@@ -36,6 +36,8 @@ int report_render_chart(void *report, const char *script, const char *name, cons
                         const char *sub, const char *extra_vars);
 /* A chart's data table opened for writing ("w"), or NULL; a failure makes the report incomplete, said and exit 1. */
 FILE *report_open_data(void *report, const char *path);
+/* Records a chart table that could not be written ("path: why"), unless one is already: the report is incomplete. */
+void report_mark_unwritten(void *report, const char *what);
 /* Closes what report_open_data opened; a failed write makes the report incomplete, as a failed open. */
 void report_close_data(void *report, FILE *f, const char *path);
 /* A string as a gnuplot single-quoted literal body ('' for a quote), cut to fit n bytes. */
