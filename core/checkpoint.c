@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -943,5 +944,34 @@ int checkpoint_dir_create(const char *dir)
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tb_error_set(TB_EIO, "checkpoint directory %s: not a directory", dir);
+    return TB_OK;
+}
+
+int checkpoint_dir_lock(const char *dir, int *fd_out)
+{
+    *fd_out = -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" CHECKPOINT_LOCK_NAME, dir);
+    /* A folder we may not write in (a resume from read-only media) cannot be locked, nor written by another run. */
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return TB_OK;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        char pid[32] = "";
+        const ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        if (n > 0) pid[n] = '\0', pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        if (e != EWOULDBLOCK) return TB_OK; /* a file system without locks: as before */
+        return tb_error_set(TB_EIO, "%s is in use by another bench process%s%s%s: two runs in one checkpoint folder "
+                                    "mix or replace each other's checkpoints and rows; wait for it, or give another "
+                                    "folder", dir, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+    }
+    /* Who holds it, for the message another run gets. */
+    if (ftruncate(fd, 0) == 0) {
+        char pid[32];
+        const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        if (pwrite(fd, pid, (size_t)n, 0) != n) { /* the message then names no pid */ }
+    }
+    *fd_out = fd;
     return TB_OK;
 }

@@ -70,6 +70,12 @@ long checkpoint_name_step(const char *name);
 int checkpoint_dir_list(const char *dir, long *steps, int max, int *n);
 /* Removes all but the newest keep checkpoints of dir, and temporary files that killed saves left. */
 int checkpoint_dir_prune(const char *dir, int keep);
+/* The lock file a running bench holds in a checkpoint folder it writes or resumes from. */
+#define CHECKPOINT_LOCK_NAME ".bench.lock"
+/* Takes the folder's lock for this process (held until *fd_out is closed, or the process ends): TB_OK with the fd
+ * (-1 where the folder cannot be locked: not writable, no locks there), or TB_EIO naming dir and the pid of the
+ * bench process that holds it. */
+int checkpoint_dir_lock(const char *dir, int *fd_out);
 /* Creates dir and its missing parents (mkdir -p); TB_EIO if that fails or dir is not a directory. */
 int checkpoint_dir_create(const char *dir);
 

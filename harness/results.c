@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,6 +101,10 @@ int results_append_row(const char *path, const char *line)
     struct stat sb;
     char last = '\n';
     int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    /* Other bench processes may append to the same file at once: the last byte is read and the row written under
+     * an exclusive lock (released by close), else a row half-written by another made this one start with a '\n'
+     * it did not need (blank lines in the file). The size is read again under it. */
+    if (regular && flock(fd, LOCK_EX) == 0 && fstat(fd, &sb) != 0) regular = 0;
     if (regular && sb.st_size > 0 && pread(fd, &last, 1, sb.st_size - 1) != 1)
         last = '\n';
     size_t off = last == '\n' ? 1 : 0;

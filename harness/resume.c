@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "loss_scale.h"
+#include "outputs.h"
 #include "status.h"
 
 #include <errno.h>
@@ -611,7 +612,28 @@ int checkpoint_dir_ready(struct session *s)
                                 other, c->checkpoint_dir);
         tb_error_clear();
     }
-    return s->primary ? checkpoint_dir_create(c->checkpoint_dir) : TB_OK;
+    if (!s->primary) return TB_OK; /* under MPI rank 0 alone writes (and holds the folders) */
+    int st = checkpoint_dir_create(c->checkpoint_dir);
+    /* Held to the session's end: a second bench in the folder (a resume beside the run still writing there, two
+     * resumes of one folder, two fresh runs) mixed checkpoints and wrote the run's row twice. The resume folder too,
+     * where it is another: two resumes of it would both finish the run. */
+    const char *const dirs[2] = {c->checkpoint_dir, c->resume};
+    for (int d = 0; d < 2 && st == TB_OK; d++) {
+        if (!dirs[d][0] || s->n_dir_locks >= 2 || (d == 1 && outputs_same_file(dirs[0], dirs[1]))) continue;
+        int locked = 0;
+        for (int k = 0; k < s->n_dir_locks; k++) locked |= outputs_same_file(s->dir_lock_path[k], dirs[d]);
+        if (locked) continue;
+        int fd = -1;
+        if ((st = checkpoint_dir_lock(dirs[d], &fd)) != TB_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", tb_error_get());
+            st = tb_error_set(TB_EIO, "%s %s", d ? "--resume" : "--checkpoint-dir", why);
+        } else if (fd >= 0) {
+            snprintf(s->dir_lock_path[s->n_dir_locks], sizeof s->dir_lock_path[0], "%s", dirs[d]);
+            s->dir_lock_fd[s->n_dir_locks++] = fd;
+        }
+    }
+    return st;
 }
 
 /* The row of a run that stopped early, then the stop's own status and message again. Interrupted:

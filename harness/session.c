@@ -192,6 +192,8 @@ static int load_data(struct session *s)
 
 void session_close(struct session *s)
 {
+    for (int k = 0; k < s->n_dir_locks; k++) close(s->dir_lock_fd[k]); /* the checkpoint folders, free for the next */
+    s->n_dir_locks = 0;
     timeline_csv_close(&s->timeline);
     backend_destroy(&s->be);
     if (s->have_model) model_free(&s->m);

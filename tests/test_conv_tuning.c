@@ -4,6 +4,7 @@
  * nothing but timing. */
 #include "test_reliability_util.h"
 
+#include "conv_tuning.h"
 #include "exec.h"
 #include "executor.h"
 #include "json.h"
@@ -179,6 +180,34 @@ Test(conv_tuning, the_run_that_timed_says_so, .timeout = 120)
         if (said) cr_assert(strstr(said, "convolution shapes; kept in results/tuning.json for later runs\n"), "%s", err);
         free(err);
     }
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Two processes saving into one tuning file: each wrote its own choices over what the other had saved meanwhile
+ * (25 of 44 entries left). The save now takes the folder's lock and writes the union of the file's section and its
+ * own choices (its own kept where both have a shape). Here the "other process" is the file edited between saves:
+ * the entry it holds is not in this process's cache. */
+Test(conv_tuning, a_save_keeps_what_another_process_saved_meanwhile)
+{
+    char *dir = tu_mkdtemp("tuning_merge"), *path = NULL;
+    cr_assert(asprintf(&path, "%s/tuning.json", dir) > 0);
+    struct machine_info mi;
+    cr_assert_eq(machine_info_read(&mi), TB_OK, "%s", tb_error_get());
+    struct exec_tune_entry e = {.nth = 1, .data = 1, .algo = CONV_ALGO_GEMM1X1};
+    cr_assert_eq(conv_shape_init(&e.s, 8, 16, 16, 32, 16, 1, 1, 1, 1), TB_OK);
+    cr_assert_eq(executor_choices_import(&e, sizeof e), TB_OK);
+    cr_assert_eq(conv_tuning_save(path, &mi), TB_OK, "%s", tb_error_get());
+    /* the other process's save: the same section, another shape (batch 8 -> 4) */
+    replace_in(dir, "tuning.json", "[8,16,16,32,16,16,16,", "[4,16,16,32,16,16,16,");
+    char *text = tu_read_file(path, NULL);
+    cr_assert(text && strstr(text, "[4,16,16,32,16,16,16,") && !strstr(text, "[8,16,16,32,16,16,16,"), "%s", text);
+    free(text);
+    cr_assert_eq(conv_tuning_save(path, &mi), TB_OK, "%s", tb_error_get());
+    text = tu_read_file(path, NULL);
+    cr_assert(strstr(text, "[4,16,16,32,16,16,16,") && strstr(text, "[8,16,16,32,16,16,16,"),
+              "the other process's entry was lost: %s", text);
+    free(text), free(path);
     tu_rm_rf(dir);
     free(dir);
 }

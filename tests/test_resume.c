@@ -772,6 +772,43 @@ Test(resume, a_finished_run_with_its_last_checkpoint_damaged_writes_no_second_ro
     free(dir);
 }
 
+/* Two bench processes in one checkpoint folder (a resume beside the run still writing there, two resumes of it,
+ * two fresh runs) mixed their checkpoints and both wrote the run's row: the folder is locked while a run writes or
+ * resumes from it, and a second is refused (exit 1) naming the holder. Here this process holds the lock. */
+Test(resume, a_checkpoint_folder_in_use_by_another_run_is_refused)
+{
+    char *dir = new_dir(), *err;
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--no-eval", "--checkpoint-dir", "ck"));
+    char *ck = rb_path(dir, "ck"), *ck3 = rb_path(dir, "ck3"), *res = rb_path(dir, "results.jsonl");
+    cr_assert_eq(mkdir(ck3, 0755), 0);
+    const int rows = rb_count_lines(res);
+    int fd = -1, fd3 = -1;
+    cr_assert(checkpoint_dir_lock(ck, &fd) == TB_OK && checkpoint_dir_lock(ck3, &fd3) == TB_OK, "%s", tb_error_get());
+    cr_assert(fd >= 0 && fd3 >= 0);
+    const char *const *const cases[3] = {RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck"),
+                                         RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck", "--checkpoint-dir", "ck2"),
+                                         RB_ARGS("--steps", "4", "--no-eval", "--checkpoint-dir", "ck3")};
+    static const char *const said[3] = {"--checkpoint-dir ck is in use", "--resume ck is in use",
+                                        "--checkpoint-dir ck3 is in use"};
+    for (int k = 0; k < 3; k++) {
+        const int code = run_here_cli(dir, RB_ARGS(RB_BASE), cases[k], &err);
+        char want[200];
+        snprintf(want, sizeof want, "%s by another bench process (pid %ld)", said[k], (long)getpid());
+        cr_assert(code == 1 && strstr(err, want), "case %d: exit %d: %s", k, code, err);
+        free(err);
+    }
+    cr_assert_eq(rb_count_lines(res), rows, "a row was written");
+    close(fd), close(fd3);
+    /* free again: the resume goes on */
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck"), &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    free(err);
+    cr_assert_eq(rb_count_lines(res), rows + 1);
+    free(ck), free(ck3), free(res);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* A finished.json that cannot be read was taken for "not finished": resuming the finished run wrote its "ok" row
  * again, unsaid. Whether the row exists cannot be told then, so the resume of the run's last step is refused (a
  * warning naming the note, exit 1, no row); extending the run does not depend on the note and goes on. */
