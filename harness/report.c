@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -2176,6 +2177,12 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (st == TB_OK) st = index_labels(&x.rows);
     if (st == TB_OK) warn_impossible(&x.rows);
     if (st == TB_OK) st = make_dirs(x.data_dir);
+    /* One report at a time in a folder: two at once removed each other's charts and logs (a "gnuplot failed" for a
+     * chart that was there). The folder's lock, held to the end. */
+    int dir_lock = -1;
+    if (st == TB_OK && (dir_lock = open(o->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0 &&
+        flock(dir_lock, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        st = tb_error_set(TB_EIO, "%s: another bench report is writing there; wait for it to end", o->out_dir);
     if (st == TB_OK) st = writable_dir(o->out_dir);
     if (st == TB_OK) st = writable_dir(x.charts_dir);
     if (st == TB_OK) st = writable_dir(x.data_dir);
@@ -2346,6 +2353,7 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (!x.have_gnuplot) fprintf(stderr, "bench report: %s; REPORT.md has tables only\n", x.no_gnuplot);
     *n_charts = x.n_charts;
 done:
+    if (dir_lock >= 0) close(dir_lock);
     if (x.md) fclose(x.md);
     for (int i = 0; i < x.rows.n; i++) json_value_free(x.rows.v[i]);
     free(x.rows.v);

@@ -83,6 +83,16 @@ rotation() {
 # Two stops for the demo (the case that lost the last complete rows); one shows the rest (the old scripts
 # left a stopped run's rows in place of A's after one).
 rotation demo demo.sh "$T/tree/results/demo.jsonl" "B C"
+# A second demo beside a running one (here: its lock held) is refused and touches nothing: it removed the first's
+# partial rows and rotated the last complete demo out.
+if command -v flock >/dev/null 2>&1; then
+    before=$(tags "$T/tree/results/demo.jsonl")
+    (flock 9 && STUB_TAG=E sh "$T/tree/tools/demo.sh" "$T/stub" >/dev/null 2>"$T/err"; echo $? >"$T/st") \
+        9>"$T/tree/results/demo.lock"
+    [ "$(cat "$T/st")" = 1 ] || fail "demo beside a running demo: exit $(cat "$T/st"), not 1"
+    grep -q 'another demo is running in this checkout' "$T/err" || fail "demo beside a running demo said: $(cat "$T/err")"
+    [ "$(tags "$T/tree/results/demo.jsonl")" = "$before" ] || fail "demo beside a running demo changed demo.jsonl"
+fi
 rotation bench-mlp bench_mlp.sh "$T/tree/results/bench-mlp.jsonl" B
 grep -q "^compare results/bench-mlp.prev.jsonl results/bench-mlp.jsonl" "$STUB_LOG" ||
     fail "bench-mlp: no comparison of the two complete runs"

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/sysmacros.h>
 #include <grp.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 
 static const char *const machine =
@@ -1432,6 +1433,30 @@ Test(harness_report, unwritable_charts_folder_is_refused, .init = th_setup, .fin
     snprintf(md, sizeof md, "%s/REPORT.md", out);
     cr_assert(access(md, F_OK) != 0, "REPORT.md was written");
     chmod(charts, 0755), chmod(data, 0755);
+}
+
+/* Two reports into one folder at once removed each other's charts and logs (a "gnuplot failed" for a chart that
+ * was there): the folder is locked while a report writes it, and a second is refused. This process holds it here. */
+Test(harness_report, a_folder_another_report_is_writing_is_refused, .init = th_setup, .fini = th_teardown)
+{
+    char in[192], out[192], plots[512];
+    throughput(th_path(in, sizeof in, "rows.jsonl"), "cpu", 32, 1000, 20);
+    cr_assert_eq(mkdir(th_path(out, sizeof out, "r"), 0755), 0);
+    const int fd = open(out, O_RDONLY | O_DIRECTORY);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+    int n = 0;
+    cr_assert_eq(report_generate(&o, &n), TB_EIO);
+    char want[300];
+    snprintf(want, sizeof want, "%s: another bench report is writing there; wait for it to end", out);
+    cr_assert_str_eq(tb_error_get(), want);
+    char md[256];
+    cr_assert(access(th_path(md, sizeof md, "r/REPORT.md"), F_OK) != 0, "REPORT.md was written");
+    close(fd);
+    th_stderr_begin();
+    cr_assert_eq(report_generate(&o, &n), TB_OK, "%s", tb_error_get());
+    free(th_stderr_end());
 }
 
 /* Rows with figures.projection (--project-devices) get a section of their own, every projected figure said to

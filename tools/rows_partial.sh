@@ -7,6 +7,16 @@
 
 rows_partial_start() {
     PART=results/$1.partial.jsonl
+    # One at a time in a checkout: a second `make demo` beside the first removed its partial rows and rotated the
+    # last complete demo out (results/NAME.lock, held by this shell until it exits; util-linux's flock).
+    mkdir -p results
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"results/$1.lock"
+        if ! flock -n 9; then
+            echo "$1: another $1 is running in this checkout (it holds results/$1.lock); wait for it to end" >&2
+            exit 1
+        fi
+    fi
     rm -f "$PART" # bench appends: an earlier stopped run's rows must not join this one's
     status=0
 }
