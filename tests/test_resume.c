@@ -810,8 +810,8 @@ Test(resume, a_checkpoint_folder_in_use_by_another_run_is_refused)
 }
 
 /* A finished.json that cannot be read was taken for "not finished": resuming the finished run wrote its "ok" row
- * again, unsaid. Whether the row exists cannot be told then, so the resume of the run's last step is refused (a
- * warning naming the note, exit 1, no row); extending the run does not depend on the note and goes on. */
+ * again, unsaid. Whether the row exists cannot be told then, so the resume of the run's last step is refused (one
+ * line naming the note, exit 1, no row); extending the run does not depend on the note and goes on. */
 Test(resume, an_unreadable_finished_note_refuses_the_resume_and_writes_no_row)
 {
     char *dir = new_dir();
