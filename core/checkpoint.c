@@ -953,7 +953,8 @@ int checkpoint_dir_lock(const char *dir, int *fd_out)
     char path[4200];
     snprintf(path, sizeof path, "%s/" CHECKPOINT_LOCK_NAME, dir);
     /* A folder we may not write in (a resume from read-only media) cannot be locked, nor written by another run. */
-    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) fd = open(path, O_RDONLY | O_CLOEXEC); /* another user's lock file: flock works on a read-only fd */
     if (fd < 0) return TB_OK;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int e = errno;

@@ -222,18 +222,15 @@ static void section_write(struct json_buf *b, const struct tuning_key *k)
     json_end_object(b);
 }
 
-/* An exclusive lock on path's folder (an fd to close, or -1 where none can be had): bench processes saving into
- * one tuning file at once each wrote its own choices over the other's (25 of 44 entries left). The file itself is
- * replaced by rename, so its own inode cannot serialise them. */
-static int folder_lock(const char *path)
+/* An exclusive lock for saving path (an fd to close, or -1 where none can be had): bench processes saving into one
+ * tuning file at once each wrote its own choices over the other's (25 of 44 entries left). The file itself is
+ * replaced by rename, so its own inode cannot serialise them; "<path>.lock" beside it does, and nothing else (a
+ * report writing the same folder) waits on it. */
+static int save_lock(const char *path)
 {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char lock[PATH_MAX + 8];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
         close(fd);
         return -1;
@@ -245,7 +242,7 @@ int conv_tuning_save(const char *path, const struct machine_info *mi)
 {
     int st = outputs_check_replaced("--tuning", path, 1);
     if (st != TB_OK) return st;
-    const int lock = folder_lock(path);
+    const int lock = save_lock(path);
     struct json_value *old = NULL;
     st = read_file(path, &old);
     if (st != TB_OK && st != NO_FILE) {

@@ -81,6 +81,8 @@ static int train_begin(struct train_run *t)
     if (st != TB_OK) return st;
     t->ckpt = !t->sb && c->checkpoint_dir[0];
     long resumed_every = 0;
+    /* The folders' locks before the resume reads them: a run finishing there meanwhile could not be seen. */
+    if (!t->sb && (c->resume[0] || t->ckpt) && (st = checkpoint_dirs_lock(s)) != TB_OK) return st;
     if (!t->sb && c->resume[0] &&
         (st = resume_from(s, batch, t->total, &t->start, &t->prev_train, &resumed_every, t->resumed_from,
                           sizeof t->resumed_from, NULL, &t->hist)) != TB_OK)

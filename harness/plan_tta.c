@@ -293,6 +293,8 @@ static int tta_begin(struct tta_plan *p)
     if ((st = step_record_init(&p->rec, p->max_steps)) != TB_OK) return st;
     p->ckpt = c->checkpoint_dir[0] != 0;
     p->g_resumed = -1;
+    /* The folders' locks before the resume reads them: a run finishing there meanwhile could not be seen. */
+    if ((c->resume[0] || p->ckpt) && (st = checkpoint_dirs_lock(s)) != TB_OK) return st;
     if (c->resume[0] && (st = tta_resume(p)) != TB_OK) return st;
     /* Every seed done and the row written (finished.json): resuming would only write the same row again. */
     char note[1200];

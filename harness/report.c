@@ -2177,16 +2177,18 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (st == TB_OK) st = index_labels(&x.rows);
     if (st == TB_OK) warn_impossible(&x.rows);
     if (st == TB_OK) st = make_dirs(x.data_dir);
-    /* One report at a time in a folder: two at once removed each other's charts and logs (a "gnuplot failed" for a
-     * chart that was there). The folder's lock, held to the end. */
-    int dir_lock = -1;
-    if (st == TB_OK && (dir_lock = open(o->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0 &&
-        flock(dir_lock, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
-        st = tb_error_set(TB_EIO, "%s: another bench report is writing there; wait for it to end", o->out_dir);
     if (st == TB_OK) st = writable_dir(o->out_dir);
     if (st == TB_OK) st = writable_dir(x.charts_dir);
     if (st == TB_OK) st = writable_dir(x.data_dir);
     if (st == TB_OK) st = check_outputs(&x, md_path);
+    /* One report at a time in a folder: two at once removed each other's charts and logs (a "gnuplot failed" for a
+     * chart that was there). The folder's lock, held to the end. */
+    int dir_lock = -1;
+    char lock_path[1100];
+    snprintf(lock_path, sizeof lock_path, "%s/.report.lock", o->out_dir); /* its own file: a tuning save beside waits on another */
+    if (st == TB_OK && (dir_lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) >= 0 &&
+        flock(dir_lock, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        st = tb_error_set(TB_EIO, "%s: another bench report is writing there; wait for it to end", o->out_dir);
     /* Our own temporary name: whatever a crashed run left there goes, and "x" creates it afresh. */
     if (st == TB_OK) remove(md_tmp);
     if (st == TB_OK && !(x.md = fopen(md_tmp, "wx"))) st = tb_error_set(TB_EIO, "cannot write %s: %s", md_tmp, strerror(errno));

@@ -10,6 +10,7 @@
 
 #include "checkpoint.h"
 #include "loss_scale.h"
+#include "mpi_transport.h"
 #include "outputs.h"
 #include "status.h"
 
@@ -106,6 +107,10 @@ static void resume_config(const struct session *s, int batch, char *out, size_t 
  * statistics over the whole batch (mirrored: no accumulation) it meant. text has room for n bytes. */
 static void resume_normalise(const struct session *s, int batch, char *text, size_t n)
 {
+    /* An exponential decay without --lr-decay-steps ran 1 a step but was recorded as 0 before the fiftieth
+     * session: the same schedule, read as this build writes it. */
+    char *ds = s->c.run.optim.schedule == LR_EXPONENTIAL ? strstr(text, " decay_steps=0 ") : NULL;
+    if (ds) ds[strlen(" decay_steps=")] = '1';
     const size_t sl = strlen(SYNC_BN_WORD);
     char *sw = strstr(text, SYNC_BN_WORD);
     if (sw && (sw[sl] == ' ' || !sw[sl]) && !strstr(text, BN_BATCH_WORD)) {
@@ -598,27 +603,15 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
 }
 
 /* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
-int checkpoint_dir_ready(struct session *s)
+int checkpoint_dirs_lock(struct session *s)
 {
     const struct bench_config *c = &s->c;
-    if (!c->resume[0] || strcmp(c->resume, c->checkpoint_dir) != 0) {
-        /* Another run's checkpoints would mix with this one's (pruning keeps the highest steps, and a
-         * later --resume would pick them): a fresh run wants a directory of its own. */
-        long other;
-        int n_other = 0;
-        if (checkpoint_dir_list(c->checkpoint_dir, &other, 1, &n_other) == TB_OK && n_other)
-            return tb_error_set(TB_EINVAL, "--checkpoint-dir %s already holds another run's checkpoints (newest at step "
-                                "%ld): continue it with --resume %s, or give an empty directory", c->checkpoint_dir,
-                                other, c->checkpoint_dir);
-        tb_error_clear();
-    }
-    if (!s->primary) return TB_OK; /* under MPI rank 0 alone writes (and holds the folders) */
-    int st = checkpoint_dir_create(c->checkpoint_dir);
+    int st = TB_OK;
     /* Held to the session's end: a second bench in the folder (a resume beside the run still writing there, two
      * resumes of one folder, two fresh runs) mixed checkpoints and wrote the run's row twice. The resume folder too,
-     * where it is another: two resumes of it would both finish the run. */
+     * where it is another: two resumes of it would both finish the run. Under MPI rank 0 alone holds them. */
     const char *const dirs[2] = {c->checkpoint_dir, c->resume};
-    for (int d = 0; d < 2 && st == TB_OK; d++) {
+    for (int d = 0; d < 2 && st == TB_OK && s->primary; d++) {
         if (!dirs[d][0] || s->n_dir_locks >= 2 || (d == 1 && outputs_same_file(dirs[0], dirs[1]))) continue;
         int locked = 0;
         for (int k = 0; k < s->n_dir_locks; k++) locked |= outputs_same_file(s->dir_lock_path[k], dirs[d]);
@@ -633,7 +626,33 @@ int checkpoint_dir_ready(struct session *s)
             s->dir_lock_fd[s->n_dir_locks++] = fd;
         }
     }
+    if (c->run.transport_mpi) { /* every rank stops where rank 0 could not lock, before any collective */
+        long v = st;
+        if (mpi_transport_bcast(&v, sizeof v) == TB_OK && v != TB_OK && st == TB_OK)
+            st = tb_error_set(TB_EIO, "rank 0 could not take the checkpoint folder's lock");
+        else if (st == TB_OK)
+            tb_error_clear();
+    }
     return st;
+}
+
+int checkpoint_dir_ready(struct session *s)
+{
+    const struct bench_config *c = &s->c;
+    if (!c->resume[0] || !outputs_same_file(c->resume, c->checkpoint_dir)) {
+        /* Another run's checkpoints would mix with this one's (pruning keeps the highest steps, and a
+         * later --resume would pick them): a fresh run wants a directory of its own. */
+        long other;
+        int n_other = 0;
+        if (checkpoint_dir_list(c->checkpoint_dir, &other, 1, &n_other) == TB_OK && n_other)
+            return tb_error_set(TB_EINVAL, "--checkpoint-dir %s already holds another run's checkpoints (newest at step "
+                                "%ld): continue it with --resume %s, or give an empty directory", c->checkpoint_dir,
+                                other, c->checkpoint_dir);
+        tb_error_clear();
+    }
+    /* Under MPI rank 0 alone writes; every rank takes part in the lock's broadcast. */
+    const int st = s->primary ? checkpoint_dir_create(c->checkpoint_dir) : TB_OK;
+    return st != TB_OK ? st : checkpoint_dirs_lock(s); /* a folder made just now */
 }
 
 /* The row of a run that stopped early, then the stop's own status and message again. Interrupted:

@@ -273,7 +273,11 @@ struct resume_check {
  * keeps its plan state; losses, when not NULL, receives its loss history; known = 0 when it carries none). */
 int resume_from(struct session *s, int batch, long total, long *start, double *prev_s, long *every, char *path,
                 size_t n, const struct resume_check *tta, struct loss_history *losses);
-/* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
+/* Takes the locks of the run's checkpoint folder and --resume's (those that exist), held to session_close: before a
+ * resume reads anything, so that no second run can finish the run meanwhile. TB_EIO naming a folder another bench
+ * holds; under MPI every rank calls it and every rank gets rank 0's answer. */
+int checkpoint_dirs_lock(struct session *s);
+/* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one, locks it. */
 int checkpoint_dir_ready(struct session *s);
 /* Writes the row of a run that stopped early (interrupted or diverged), then returns st with its message. */
 int plan_stopped(struct session *s, int st, const char *run_id, int batch, const struct stop_info *si);

@@ -1442,7 +1442,9 @@ Test(harness_report, a_folder_another_report_is_writing_is_refused, .init = th_s
     char in[192], out[192], plots[512];
     throughput(th_path(in, sizeof in, "rows.jsonl"), "cpu", 32, 1000, 20);
     cr_assert_eq(mkdir(th_path(out, sizeof out, "r"), 0755), 0);
-    const int fd = open(out, O_RDONLY | O_DIRECTORY);
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s/.report.lock", out);
+    const int fd = open(lock, O_RDWR | O_CREAT, 0644);
     cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0);
     snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
     struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};

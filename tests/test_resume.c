@@ -809,6 +809,39 @@ Test(resume, a_checkpoint_folder_in_use_by_another_run_is_refused)
     free(dir);
 }
 
+/* An exponential decay without --lr-decay-steps decays every step; checkpoints before the fiftieth session recorded
+ * it as decay_steps=0, this build as 1: such a checkpoint still resumes (the same schedule). Made here by rewriting
+ * a new checkpoint's configuration and its hash as an older build wrote them. */
+Test(resume, an_older_exponential_checkpoint_with_decay_steps_0_resumes)
+{
+    char *dir = new_dir(), *err;
+    run_ref(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--lr-schedule", "exponential", "--checkpoint-dir",
+                                           "ck", "--checkpoint-every", "2"));
+    char *p2 = rb_path(dir, "ck/ckpt-0000000002.safetensors"), *p4 = rb_path(dir, "ck/ckpt-0000000004.safetensors"),
+         *fin = rb_path(dir, "ck/finished.json");
+    cr_assert(remove(p4) == 0 && remove(fin) == 0); /* a run stopped after step 2 */
+    free(p4), free(fin);
+    char cfg[1024], hash[24];
+    cr_assert_eq(checkpoint_read_meta(p2, "config", cfg, sizeof cfg), TB_OK, "%s", tb_error_get());
+    char *w = strstr(cfg, " decay_steps=1 ");
+    cr_assert_not_null(w, "%s", cfg);
+    w[strlen(" decay_steps=")] = '0';
+    unsigned long long h = 1469598103934665603ull; /* FNV-1a, as resume.c's config_hash */
+    for (const char *c = cfg; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    snprintf(hash, sizeof hash, "%016llx", h);
+    ckpt_rewrite_meta(p2, "config", cfg);
+    ckpt_rewrite_meta(p2, "config_hash", hash);
+    const int code = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--lr-schedule", "exponential",
+                                                                 "--resume", "ck"), &err);
+    cr_assert_eq(code, 0, "exit %d: %s", code, err);
+    free(err), free(p2);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
+    json_value_free(r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* A finished.json that cannot be read was taken for "not finished": resuming the finished run wrote its "ok" row
  * again, unsaid. Whether the row exists cannot be told then, so the resume of the run's last step is refused (one
  * line naming the note, exit 1, no row); extending the run does not depend on the note and goes on. */
