@@ -57,8 +57,8 @@ int mllog_open_for(struct mllog *l, const char *dir, const char *run_id, int res
         if (l->f || errno != EEXIST || !resumed || k >= 10000) break;
         if ((st = log_path(l, dir, run_id, k)) != TB_OK) return st;
     }
-    if (!l->f && errno == EEXIST)
-        return tb_error_set(TB_EIO, "--mllog: %s exists (an earlier run with this run id): not overwritten, no log",
+    if (!l->f && errno == EEXIST) /* TB_EINVAL: a run id used twice, which the caller may refuse (open_log) */
+        return tb_error_set(TB_EINVAL, "--mllog: %s exists (another run with this run id): not overwritten, no log",
                             l->path);
     if (!l->f) return tb_error_set(TB_EIO, "--mllog: cannot create %s: %s", l->path, strerror(errno));
     return TB_OK;

@@ -28,7 +28,7 @@ int plan_inference(struct session *s)
         goto done;
     }
     struct mllog lg;
-    open_log(&lg, s, s->run_base);
+    if ((st = open_log(&lg, s, s->run_base)) != TB_OK) goto done;
     log_run_header(&lg, s, batch, c->run.seed);
     mllog_event(&lg, MLLOG_START, "run_start", "null", -1, NULL);
     struct progress pr;

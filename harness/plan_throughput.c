@@ -38,8 +38,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     st = step_record_init(&rec, per);
     double *all = NULL, *rep = calloc((size_t)c->repeat, sizeof *rep);
     struct mllog lg = {0};
-    if (st == TB_OK) {
-        open_log(&lg, s, run_id);
+    if (st == TB_OK && (st = open_log(&lg, s, run_id)) == TB_OK) {
         log_run_header(&lg, s, batch, c->run.seed);
         mllog_event(&lg, MLLOG_START, "run_start", "null", -1, NULL);
     }

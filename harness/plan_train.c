@@ -111,7 +111,7 @@ static int train_begin(struct train_run *t)
     t->skipped0 = session_steps_skipped(s);
     if ((st = step_record_init(&t->rec, t->total - t->start)) != TB_OK) return st;
     t->rec.base = t->start + 1;
-    open_log(&t->lg, s, t->run_id);
+    if ((st = open_log(&t->lg, s, t->run_id)) != TB_OK) return st;
     log_run_header_at(&t->lg, s, batch, c->run.seed, t->spe, init_ms);
     if (t->start > 0) mllog_point_int(&t->lg, "resumed_from_step", t->start);
     mllog_event(&t->lg, MLLOG_START, "run_start", "null", -1, NULL);

@@ -360,7 +360,8 @@ static int tta_seed_open(struct tta_plan *p, struct tta_seed *q, int k)
     char extra[40] = "";
     tta_seed_id(p, q->seed, q->id, sizeof q->id);
     if (p->n > 1) snprintf(extra, sizeof extra, " seed %d/%d", k + 1, p->n);
-    open_log(&q->lg, s, q->id);
+    const int lst = open_log(&q->lg, s, q->id);
+    if (lst != TB_OK) return lst;
     /* No target_accuracy: MLPerf has no such key (its rules hold the target); the row has it. */
     log_run_header_at(&q->lg, s, p->batch, q->seed, p->spe, init_ms);
     if (q->resumed) mllog_point_int(&q->lg, "resumed_from_step", q->step);

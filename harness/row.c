@@ -869,10 +869,21 @@ void log_run_header(struct mllog *lg, struct session *s, int batch, uint64_t see
     log_run_header_at(lg, s, batch, seed, 0, 0);
 }
 
-void open_log(struct mllog *lg, const struct session *s, const char *run_id)
+int open_log(struct mllog *lg, const struct session *s, const char *run_id)
 {
-    if (mllog_open_for(lg, s->c.mllog_dir, run_id, s->c.resume[0] != 0) != TB_OK)
-        fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    const int st = mllog_open_for(lg, s->c.mllog_dir, run_id, s->c.resume[0] != 0);
+    if (st == TB_OK) return TB_OK;
+    /* A --run-id whose log another run made after this one's up-front check (two started at once with one id):
+     * refused before a step, as the check refuses it, so that no two rows share the id. */
+    if (st == TB_EINVAL && s->c.run_id[0]) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", tb_error_get());
+        return tb_error_set(TB_EINVAL, "--run-id %s: %s; another run with this id started at the same time: give each "
+                                       "its own", s->c.run_id, why);
+    }
+    fprintf(stderr, "bench: warning: %s\n", tb_error_get());
+    tb_error_clear();
+    return TB_OK;
 }
 
 /* The scaling figures of a point (inside "figures"): the split of the global batch, speed-up and

@@ -241,8 +241,9 @@ void print_throughput(const struct measure_throughput *t, const char *warm_what,
 void log_run_header_at(struct mllog *lg, struct session *s, int batch, uint64_t seed, long spe, long long init_ms);
 /* log_run_header_at for the plans that only time steps: no epochs, the set-up starting now. */
 void log_run_header(struct mllog *lg, struct session *s, int batch, uint64_t seed);
-/* Opens the run's event log (a warning, not a failure, when it cannot be). */
-void open_log(struct mllog *lg, const struct session *s, const char *run_id);
+/* Opens the run's event log: TB_OK, with a warning where it cannot be; TB_EINVAL where a --run-id's log was made
+ * by another run meanwhile (two started at once with one id). */
+int open_log(struct mllog *lg, const struct session *s, const char *run_id);
 /* The scaling figures of a point relative to the sweep's base point (nothing when sb is NULL). */
 void write_scaling(struct json_buf *b, const struct session *s, const struct scale_base *sb, int batch, double ips);
 /* Each repeat's images/s and, from two repeats on, their statistics. */

@@ -15,6 +15,7 @@
 
 #include "compare.h"
 #include "report.h"
+#include "session.h"
 
 #include <sched.h>
 
@@ -304,6 +305,37 @@ Test(session_rules, a_half_precision_run_has_the_fp32_cpu_baseline)
     cr_assert_str_eq(json_get_str(r, "figures.baseline_precision", ""), "fp32");
     cr_assert_str_eq(json_get_str(r, "config.precision", ""), "bf16");
     json_value_free(r);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Two runs started at once with one --run-id both passed the up-front check (no log yet); the second's event log
+ * then existed, and it ran on with a warning, its row sharing the id. open_log refuses that run before a step; a
+ * generated id that met an existing log (no --run-id) keeps the warning. */
+Test(session_rules, a_run_id_whose_log_appeared_meanwhile_is_refused)
+{
+    char *dir = tu_mkdtemp("rules_runid");
+    struct session s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.c.mllog_dir, sizeof s.c.mllog_dir, "%s", dir);
+    snprintf(s.c.run_id, sizeof s.c.run_id, "X");
+    char *log = NULL;
+    cr_assert(asprintf(&log, "%s/X.log", dir) > 0);
+    tu_write_file(log, "another run's\n", 14);
+    struct mllog lg;
+    cr_assert_eq(open_log(&lg, &s, "X"), TB_EINVAL);
+    cr_assert(strstr(tb_error_get(), "--run-id X: --mllog: ") && strstr(tb_error_get(), "another run with this id started"),
+              "%s", tb_error_get());
+    s.c.run_id[0] = '\0';
+    FILE *saved = stderr;
+    stderr = fopen("/dev/null", "w");
+    const int st = open_log(&lg, &s, "X");
+    fclose(stderr);
+    stderr = saved;
+    cr_assert_eq(st, TB_OK, "no --run-id: a warning, the run goes on");
+    char *text = tu_read_file(log, NULL);
+    cr_assert_str_eq(text, "another run's\n", "the other run's log was overwritten");
+    free(text), free(log);
     tu_rm_rf(dir);
     free(dir);
 }
