@@ -336,21 +336,46 @@ int outputs_checkpoint_name(const char *path, const char *dir)
            parent_is(path, dir);
 }
 
+int outputs_checkpoint_dirs(const struct bench_config *c, const char **dirs, int *is_resume)
+{
+    int n = 0;
+    /* A finished configuration's --checkpoint-dir is --resume's where only --resume was given. */
+    if (c->checkpoint_dir[0]) dirs[n] = c->checkpoint_dir, is_resume[n++] = 0;
+    if (c->resume[0] && !(n && outputs_same_file(c->checkpoint_dir, c->resume))) dirs[n] = c->resume, is_resume[n++] = 1;
+    return n;
+}
+
+int outputs_check_kinds(const struct bench_config *c, const char *dashes)
+{
+    const char *const paths[5] = {c->save, c->trace, c->logits, c->timeline, c->timeline};
+    static const char *const names[5] = {"save", "trace", "logits", "timeline", "timeline"};
+    for (int k = 0; k < 5; k++) {
+        if (!paths[k][0] || (k == 0 && c->load[0] && outputs_same_file(c->save, c->load))) continue; /* in place */
+        char path[PATH_MAX + 16], opt[32];
+        snprintf(path, sizeof path, k == 4 ? "%s.devices.csv" : "%s", paths[k]);
+        snprintf(opt, sizeof opt, "%s%s", dashes, names[k]);
+        const int st = outputs_check_kind(opt, path);
+        if (st != TB_OK) return st;
+    }
+    return TB_OK;
+}
+
 /* The checkpointer's own files (finished.json, ckpt-*) in the directory it writes, and in --resume's where that
  * is another: an output named like one would be replaced by the checkpointer, appended onto a checkpoint, or
  * written over the checkpoint the run resumes from (--trace over it, with --checkpoint-dir elsewhere). */
 static int check_checkpoint_names(const struct bench_config *c, const struct place *pl, int n)
 {
-    const char *const dirs[2] = {c->checkpoint_dir[0] ? c->checkpoint_dir : c->resume, c->resume};
-    for (int d = 0; d < 2; d++) {
-        if (!dirs[d][0] || (d == 1 && outputs_same_file(dirs[0], dirs[1]))) continue;
+    const char *dirs[2];
+    int resumed[2];
+    const int nd = outputs_checkpoint_dirs(c, dirs, resumed);
+    for (int d = 0; d < nd; d++) {
         for (int i = 0; i < n; i++) {
             const struct place *p = &pl[i];
             if (!p->output || p->dir || p->sink) continue;
             if (outputs_checkpoint_name(p->path, dirs[d]))
                 return tb_error_set(TB_EINVAL, "%s %s: a name the checkpoints in %s use (" FINISHED_NOTE_NAME ", " CHECKPOINT_NAME_PREFIX "*), "
                                                "which the run %s there; give another path", p->opt, p->path, dirs[d],
-                                    d ? "resumes from" : "writes");
+                                    resumed[d] ? "resumes from" : "writes");
         }
     }
     return TB_OK;
@@ -414,11 +439,7 @@ static int check_distinct(const struct bench_config *c)
     }
     /* Outputs written whole over what is someone's data, results rows or another run's checkpoint (after the
      * collisions, which name both options). */
-    for (int i = 0; i < n && st == TB_OK; i++)
-        if (pl[i].output && !pl[i].dir && !pl[i].sink && strcmp(pl[i].opt, "--out") != 0 &&
-            strcmp(pl[i].opt, "--mllog") != 0 && strcmp(pl[i].opt, "--tuning") != 0 &&
-            !(!strcmp(pl[i].opt, "--save") && c->load[0] && outputs_same_file(c->save, c->load))) /* in place */
-            st = outputs_check_kind(pl[i].opt, pl[i].path);
+    if (st == TB_OK) st = outputs_check_kinds(c, "--");
     free(pl);
     return st;
 }

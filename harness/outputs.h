@@ -37,6 +37,12 @@ int outputs_same_file(const char *a, const char *b);
 /* TB_EINVAL (naming opt) where an output written whole would replace someone's data at path: an existing results
  * file, or a file named like a run's checkpoint (finished.json, ckpt-*); TB_OK for anything else, or nothing. */
 int outputs_check_kind(const char *opt, const char *path);
+/* outputs_check_kind for each output c writes whole (--save, unless over --load's file: training in place; --trace,
+ * --logits, --timeline and its .devices.csv), the options named with dashes before them ("--", or "" in a suite). */
+int outputs_check_kinds(const struct bench_config *c, const char *dashes);
+/* The checkpoint folders of a finished configuration c, in dirs (2): --checkpoint-dir, then --resume's where it is
+ * another folder; is_resume[k] says which. Returns how many (0 to 2). */
+int outputs_checkpoint_dirs(const struct bench_config *c, const char **dirs, int *is_resume);
 /* 1 if path is named like a checkpointer's own file (finished.json, ckpt-*) in directory dir ("" = none). */
 int outputs_checkpoint_name(const char *path, const char *dir);
 

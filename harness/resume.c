@@ -610,9 +610,11 @@ int checkpoint_dirs_lock(struct session *s)
     /* Held to the session's end: a second bench in the folder (a resume beside the run still writing there, two
      * resumes of one folder, two fresh runs) mixed checkpoints and wrote the run's row twice. The resume folder too,
      * where it is another: two resumes of it would both finish the run. Under MPI rank 0 alone holds them. */
-    const char *const dirs[2] = {c->checkpoint_dir, c->resume};
-    for (int d = 0; d < 2 && st == TB_OK && s->primary; d++) {
-        if (!dirs[d][0] || s->n_dir_locks >= 2 || (d == 1 && outputs_same_file(dirs[0], dirs[1]))) continue;
+    const char *dirs[2];
+    int resumed[2];
+    const int nd = outputs_checkpoint_dirs(c, dirs, resumed);
+    for (int d = 0; d < nd && st == TB_OK && s->primary; d++) {
+        if (s->n_dir_locks >= 2) continue;
         int locked = 0;
         for (int k = 0; k < s->n_dir_locks; k++) locked |= outputs_same_file(s->dir_lock_path[k], dirs[d]);
         if (locked) continue;
@@ -620,7 +622,7 @@ int checkpoint_dirs_lock(struct session *s)
         if ((st = checkpoint_dir_lock(dirs[d], &fd)) != TB_OK) {
             char why[512];
             snprintf(why, sizeof why, "%s", tb_error_get());
-            st = tb_error_set(TB_EIO, "%s %s", d ? "--resume" : "--checkpoint-dir", why);
+            st = tb_error_set(TB_EIO, "%s %s", resumed[d] ? "--resume" : "--checkpoint-dir", why);
         } else if (fd >= 0) {
             snprintf(s->dir_lock_path[s->n_dir_locks], sizeof s->dir_lock_path[0], "%s", dirs[d]);
             s->dir_lock_fd[s->n_dir_locks++] = fd;

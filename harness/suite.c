@@ -269,20 +269,20 @@ static int check_run_outputs(const struct suite *s)
         const char *whole[] = {a->save, a->trace, a->logits, a->timeline};
         static const char *const names[] = {"save", "trace", "logits", "timeline"};
         /* Someone's data where an output would go (bench_run's check, made for every line before the first runs) */
-        for (int k = 0; k < 4; k++)
-            if (whole[k][0] && !(k == 0 && a->load[0] && outputs_same_file(a->save, a->load)) &&
-                outputs_check_kind(names[k], whole[k]) != TB_OK) {
-                char why[400];
-                snprintf(why, sizeof why, "%s", tb_error_get());
-                return tb_error_set(TB_EINVAL, "%s:%d: %s", s->path, s->runs[i].line, why);
-            }
+        if (outputs_check_kinds(a, "") != TB_OK) {
+            char why[400];
+            snprintf(why, sizeof why, "%s", tb_error_get());
+            return tb_error_set(TB_EINVAL, "%s:%d: %s", s->path, s->runs[i].line, why);
+        }
         for (int j = 0; j < s->n_runs; j++) {
             const struct bench_config *b = &s->runs[j].c;
             /* Another run's checkpoints (its own too, as one command line refuses them), in the folder it writes
              * and the one it resumes from: the output would replace a checkpoint a run resumes from, or be replaced
              * by the checkpointer. */
-            const char *const ck[2] = {b->checkpoint_dir[0] ? b->checkpoint_dir : b->resume, b->resume};
-            for (int d = 0; d < 2; d++)
+            const char *ck[2];
+            int resumed[2];
+            const int nd = outputs_checkpoint_dirs(b, ck, resumed);
+            for (int d = 0; d < nd; d++)
                 for (int k = 0; k < 4; k++)
                     if (whole[k][0] && outputs_checkpoint_name(whole[k], ck[d]))
                         return tb_error_set(TB_EINVAL, "%s:%d: %s=%s is a name line %d's checkpoints in %s use "
