@@ -18,22 +18,31 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Whether a file can be created in the existing directory dir: a probe file made and removed at
- * once. access(W_OK) would not do: it says yes to root on a read-only mount's permissions and
- * cannot see quotas or a full inode table. */
-static int dir_writable(const char *opt, const char *path, const char *dir)
+/* A probe file made and removed at once. access(W_OK) would not do: it says yes to root on a read-only mount's
+ * permissions and cannot see quotas or a full inode table. */
+int outputs_dir_writable(const char *dir)
 {
     char probe[PATH_MAX];
     if (snprintf(probe, sizeof probe, "%s/.bench-write-test-XXXXXX", dir) >= (int)sizeof probe)
-        return tb_error_set(TB_EIO, "%s %s: path too long", opt, path);
+        return tb_error_set(TB_EIO, "path too long");
     int fd = mkstemp(probe);
     if (fd < 0) {
         int e = errno;
-        return tb_error_set(TB_EIO, "%s %s: cannot write in %s: %s", opt, path, dir, strerror(e));
+        return tb_error_set(TB_EIO, "cannot write in %s: %s", dir, strerror(e));
     }
     close(fd);
     unlink(probe);
     return TB_OK;
+}
+
+/* outputs_dir_writable for the directory of opt's path, the message naming both. */
+static int dir_writable(const char *opt, const char *path, const char *dir)
+{
+    const int st = outputs_dir_writable(dir);
+    if (st == TB_OK) return TB_OK;
+    char why[PATH_MAX + 64];
+    snprintf(why, sizeof why, "%s", tb_error_get());
+    return tb_error_set(st, "%s %s: %s", opt, path, why);
 }
 
 /* Whether every name path adds below dir (its nearest existing directory, a prefix of path or ".") fits dir's file

@@ -32,6 +32,9 @@ int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
 /* Writes text and a newline as the file path: its parent directories made as needed, a temporary beside it
  * renamed into place, so a reader never sees half a file. TB_OK, or TB_EIO with one line. */
 int outputs_write_text(const char *path, const char *text);
+/* Whether a file can be created in the existing directory dir (tried, not judged from mode bits): TB_OK, or TB_EIO
+ * "cannot write in DIR: why". */
+int outputs_dir_writable(const char *dir);
 /* Whether two paths name one file: by inode where both exist, else as their normalised spellings. */
 int outputs_same_file(const char *a, const char *b);
 /* TB_EINVAL (naming opt) where an output written whole would replace someone's data at path: an existing results

@@ -7,6 +7,7 @@
 #include "report_rows.h"
 #include "report_seeds.h"
 #include "json.h"
+#include "outputs.h"
 #include "regular_file.h"
 #include "results.h"
 #include "status.h"
@@ -541,20 +542,6 @@ static int make_dirs(const char *dir)
         *p = saved;
         if (!saved) break;
     }
-    return TB_OK;
-}
-
-/* Whether a file can be made in dir (an existing folder of another user's, a read-only mount): tried, not
- * judged from its mode bits, which root passes. Checked before anything is written, so that a report is not
- * made without its tables. */
-static int writable_dir(const char *dir)
-{
-    char probe[1100];
-    snprintf(probe, sizeof probe, "%s/.report-probe.%ld", dir, (long)getpid());
-    const int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) return tb_error_set(TB_EIO, "cannot write in %s: %s", dir, strerror(errno));
-    close(fd);
-    unlink(probe);
     return TB_OK;
 }
 
@@ -2177,9 +2164,11 @@ int report_generate(const struct report_opts *o, int *n_charts)
     if (st == TB_OK) st = index_labels(&x.rows);
     if (st == TB_OK) warn_impossible(&x.rows);
     if (st == TB_OK) st = make_dirs(x.data_dir);
-    if (st == TB_OK) st = writable_dir(o->out_dir);
-    if (st == TB_OK) st = writable_dir(x.charts_dir);
-    if (st == TB_OK) st = writable_dir(x.data_dir);
+    /* Each folder tried (an existing one of another user's, after `sudo make demo`), before anything is written, so
+     * that a report is not made without its tables. */
+    if (st == TB_OK) st = outputs_dir_writable(o->out_dir);
+    if (st == TB_OK) st = outputs_dir_writable(x.charts_dir);
+    if (st == TB_OK) st = outputs_dir_writable(x.data_dir);
     if (st == TB_OK) st = check_outputs(&x, md_path);
     /* One report at a time in a folder: two at once removed each other's charts and logs (a "gnuplot failed" for a
      * chart that was there). The folder's lock, held to the end. */
