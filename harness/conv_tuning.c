@@ -153,6 +153,27 @@ static int entry_read(const struct json_value *e, struct exec_tune_entry *t)
     return t->algo >= 0;
 }
 
+/* The entries of tuning file v's section for key k into the process's cache, where the cache has no choice for their
+ * shape already: how many were added, *bad those this engine cannot run (malformed, or an algorithm the shape does
+ * not take). */
+static int section_add(const struct tuning_key *k, const struct json_value *v, int *bad)
+{
+    const struct json_value *secs = json_get(v, "sections");
+    int added = 0;
+    for (int i = 0; secs && secs->type == JSON_ARRAY && i < secs->n; i++) {
+        if (!key_matches(k, &secs->items[i])) continue;
+        const struct json_value *es = json_get(&secs->items[i], "entries");
+        for (int j = 0; es && es->type == JSON_ARRAY && j < es->n; j++) {
+            struct exec_tune_entry t;
+            if (entry_read(&es->items[j], &t) && exec_tune_add(&t, 0) == TB_OK) added++;
+            else ++*bad;
+        }
+        break;
+    }
+    tb_error_clear();
+    return added;
+}
+
 int conv_tuning_load(const char *path, const struct machine_info *mi)
 {
     struct json_value *v = NULL;
@@ -166,19 +187,8 @@ int conv_tuning_load(const char *path, const struct machine_info *mi)
     }
     struct tuning_key k;
     key_make(&k, mi);
-    const struct json_value *secs = json_get(v, "sections");
-    int added = 0, bad = 0;
-    for (int i = 0; secs && secs->type == JSON_ARRAY && i < secs->n; i++) {
-        if (!key_matches(&k, &secs->items[i])) continue;
-        const struct json_value *es = json_get(&secs->items[i], "entries");
-        for (int j = 0; es && es->type == JSON_ARRAY && j < es->n; j++) {
-            struct exec_tune_entry t;
-            if (entry_read(&es->items[j], &t) && exec_tune_add(&t, 0) == TB_OK) added++;
-            else bad++;
-        }
-        break;
-    }
-    tb_error_clear();
+    int bad = 0;
+    const int added = section_add(&k, v, &bad);
     if (bad)
         fprintf(stderr, "bench: warning: --tuning %s: %d entr%s this engine cannot run, skipped (those shapes are timed "
                         "again)\n", path, bad, bad == 1 ? "y" : "ies");
@@ -254,17 +264,8 @@ int conv_tuning_save(const char *path, const struct machine_info *mi)
     key_make(&k, mi);
     /* What another process saved since this one read the file joins this one's choices (which it does not
      * replace): the section written is their union. */
-    const struct json_value *cur = old ? json_get(old, "sections") : NULL;
-    for (int i = 0; cur && cur->type == JSON_ARRAY && i < cur->n; i++) {
-        if (!key_matches(&k, &cur->items[i])) continue;
-        const struct json_value *es = json_get(&cur->items[i], "entries");
-        for (int j = 0; es && es->type == JSON_ARRAY && j < es->n; j++) {
-            struct exec_tune_entry t;
-            if (entry_read(&es->items[j], &t)) (void)exec_tune_add(&t, 0);
-        }
-        break;
-    }
-    tb_error_clear();
+    int bad = 0;
+    if (old) (void)section_add(&k, old, &bad);
     struct json_buf b;
     json_buf_init(&b);
     json_begin_object(&b);
