@@ -259,9 +259,7 @@ Test(probes, fifos_are_refused_not_waited_on)
     err = rb_stderr(dir, "resume");
     cr_assert_eq(code, 0, "--resume past a FIFO: exit %d: %s", code, err);
     cr_assert(strstr(err, "ckpt-0000000015") && strstr(err, "not a regular file"), "no warning naming the FIFO: %s", err);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 10);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 10);
     free(err), free(ck), free(fifo);
     tu_rm_rf(dir);
     free(dir);
@@ -502,9 +500,7 @@ Test(probes, resuming_a_finished_run_writes_no_row)
     cr_assert_eq(rb_count_lines(res), 2, "the row of a run killed before it is written on resume");
     cr_assert_eq(rb_run(dir, "ext", RB_ARGS(RB_BASE), RB_ARGS("--steps", "30", "--resume", "ck")), 0);
     cr_assert_eq(rb_count_lines(res), 3, "an extended run writes its row");
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 20);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 20);
     free(note), free(res);
     tu_rm_rf(dir);
     free(dir);

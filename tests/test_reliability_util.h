@@ -158,6 +158,15 @@ static __attribute__((unused)) struct json_value *rb_last_row(const char *dir)
     return v;
 }
 
+/* Asserts that the last row of dir's results resumed from step (figures.resumed_from_step). */
+static __attribute__((unused)) void rb_assert_resumed_from(const char *dir, long step)
+{
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), step, "the last row resumed from step %g",
+                 json_get_number(r, "figures.resumed_from_step", -1));
+    json_value_free(r);
+}
+
 /* The MLP as the RB_BASE runs build it, with arrays for one checkpoint's tensors. */
 struct rb_model {
     struct model m;

@@ -626,9 +626,7 @@ Test(resume, an_unreadable_newest_checkpoint_falls_back_to_the_one_before)
     char *err = rb_stderr(dir, "second");
     cr_assert(strstr(err, "warning") && strstr(err, "ckpt-0000000020"), "no warning about the torn checkpoint: %s", err);
     free(err);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 10);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 10);
     char *a = rb_path(dir, "straight.st"), *b = rb_path(dir, "resumed.st");
     rb_assert_same_tensors(a, b, 0);
     cr_assert_neq(access(tmp, F_OK), 0, "the stale temporary file is still there");
@@ -653,9 +651,7 @@ Test(resume, a_skipped_torn_checkpoint_is_set_aside_not_kept_by_pruning)
     char *err = rb_stderr(dir, "third");
     cr_assert(strstr(err, "skipping") && strstr(err, "renamed it to") && strstr(err, "unreadable"), "%s", err);
     free(err);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 20);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 20);
     cr_assert_eq(access(p20, F_OK), 0, "the checkpoint the run resumed from was pruned");
     cr_assert_eq(access(p40, F_OK), 0, "the run's own checkpoint is missing");
     cr_assert_neq(access(p30, F_OK), 0, "the torn checkpoint is still among the checkpoints");
@@ -722,9 +718,7 @@ Test(resume, a_malformed_loss_scaler_falls_back_to_the_checkpoint_before)
               strstr(err, "scale=3 garbage"), "%s", err);
     free(err);
     cr_assert_eq(access(aside, F_OK), 0, "the damaged checkpoint was not set aside");
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 2);
     free(p4), free(aside);
     tu_rm_rf(dir);
     free(dir);
@@ -835,9 +829,7 @@ Test(resume, an_older_exponential_checkpoint_with_decay_steps_0_resumes)
                                                                  "--resume", "ck"), &err);
     cr_assert_eq(code, 0, "exit %d: %s", code, err);
     free(err), free(p2);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 2);
     tu_rm_rf(dir);
     free(dir);
 }

@@ -51,9 +51,7 @@ Test(resume_trace_checks, a_sync_bn_checkpoint_resumes_only_with_sync_bn)
     free(err);
     cr_assert_eq(rb_run(dir, "same", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "2", "--sync-bn", "--resume", "ck")),
                  0);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 1);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -80,9 +78,7 @@ Test(resume_trace_checks, a_bn_checkpoint_resumes_only_with_its_statistics_group
     cr_assert(strstr(err, "predates BatchNorm's statistics group in checkpoints") && strstr(err, "bn_batch=4"), "%s",
               err);
     free(err);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 1);
     free(ckd);
     tu_rm_rf(dir);
     free(dir);
@@ -118,9 +114,7 @@ Test(resume_trace_checks, the_statistics_group_decides_not_the_sync_bn_flag)
     cr_assert_eq(rb_run(dir, "old_on", RB_ARGS(EFF), RB_ARGS("--plan", "train", "--steps", "3", "--sync-bn", "--resume",
                                                              "ck")),
                  0);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 2);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 2);
     free(ckd);
     tu_rm_rf(dir);
     free(dir);
@@ -171,9 +165,7 @@ Test(resume_trace_checks, an_old_checkpoint_naming_an_idx_set_by_its_folder_resu
     cr_assert(strstr(err, "names its data set by its folder (dataset=mnist, as older builds did); its data CRC is this "
                           "run's, so it resumes on this run's idx\n"), "%s", err);
     free(err);
-    struct json_value *r = rb_last_row(dir);
-    cr_assert_eq(json_get_number(r, "figures.resumed_from_step", -1), 1);
-    json_value_free(r);
+    rb_assert_resumed_from(dir, 1);
 #undef IDX_RUN
     free(ckd), free(data);
     tu_rm_rf(dir);
