@@ -245,7 +245,7 @@ static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
     /* Before measuring, and before reading it as a calibration: a path it must not replace is refused. */
     if (calibrate_check_target(path) != TB_OK) {
         fprintf(stderr, "bench: %s\n", tb_error_get());
-        return 1;
+        return 2; /* a usage error, as every other output bench refuses before it runs */
     }
     if (only_if_needed) {
         struct machine_info mi;

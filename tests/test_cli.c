@@ -610,6 +610,17 @@ Test(cli, options_that_would_do_nothing_are_refused)
     expect_usage_error(ARGS("--calibrate", "--steps", "5"), ARGS("--steps does not apply to --calibrate"));
     expect_usage_error(ARGS("--calibrate-if-needed", "--backend", "threads"),
                        ARGS("--backend does not apply to --calibrate-if-needed"));
+    /* a --calibration that names someone's rows is refused as every output is: exit 2, not a failed measurement */
+    char *cdir = tu_mkdtemp("cli_cal_target");
+    char rows[4200];
+    snprintf(rows, sizeof rows, "%s/rows.jsonl", cdir);
+    FILE *rf = fopen(rows, "w");
+    cr_assert(rf);
+    fputs("{\"schema_version\":1,\"kind\":\"throughput\",\"config\":{}}\n", rf);
+    fclose(rf);
+    expect_usage_error(ARGS("--calibrate", "--calibration", rows), ARGS("not a calibration file", rows));
+    tu_rm_rf(cdir);
+    free(cdir);
     expect_refused_in_process(ARGS("--plan", "scaling", "--batches", "16,32,16"), ARGS("--batches: 16 appears twice"));
     expect_refused_in_process(ARGS("--plan", "scaling", "--backend", "ipu", "--replicas-list", "1,2,1"),
                               ARGS("--replicas-list: 1 appears twice"));
