@@ -88,17 +88,22 @@ int finished_at(const char *dir, long step, char *note, size_t n)
     return 1;
 }
 
-int finished_check(const char *dir, long step, char *note, size_t n)
+int finished_refuse(const char *dir, long step)
 {
-    const int done = finished_at(dir, step, note, n);
-    if (done >= 0) return done;
-    char why[512];
+    char why[512], at[48] = "";
     snprintf(why, sizeof why, "%s", tb_error_get());
+    if (step >= 0) snprintf(at, sizeof at, " at step %ld", step);
     /* finished_mark writes the note only after the row, and atomically: one there at all most likely means the row
      * exists, and resuming would append the same measurement again, which report and compare would count twice.
      * Refusing costs one rm; a duplicate row skews every summary made from the results. One line, as every error. */
-    tb_error_set(TB_EIO, "--resume %s: %s/" FINISHED_NAME " is not a note bench wrote (%s), so whether the run finished "
-                         "at step %ld and wrote its row cannot be told: look for its row in the results, then remove "
-                         "the note to evaluate and write the row again", dir, dir, why, step);
+    tb_error_set(TB_EIO, "--resume %s: %s/" FINISHED_NAME " is not a note bench wrote (%s), so whether the run finished"
+                         "%s and wrote its row cannot be told: look for its row in the results, then remove the note "
+                         "to evaluate and write the row again", dir, dir, why, at);
     return -1;
+}
+
+int finished_check(const char *dir, long step, char *note, size_t n)
+{
+    const int done = finished_at(dir, step, note, n);
+    return done >= 0 ? done : finished_refuse(dir, step);
 }

@@ -5,7 +5,8 @@
  * row: resuming must then evaluate and write it). After the row, the run leaves DIR/finished.json
  * ({"finished_step", "run_id", "out"}); a later --resume of the same steps finds it and has nothing to
  * do, instead of writing the same result again. Extending the run (a larger --steps) ignores it. A note that
- * is there but cannot be read stops such a resume (exit 1): whether the row exists cannot be told.
+ * is there but cannot be read stops such a resume (exit 1): whether the row exists cannot be told; so it does a
+ * resume that set a damaged newer checkpoint aside (the run may have finished past the one it took).
  * The tta plan leaves it too, at the plan step of its last seed's end (every seed's steps).
  * Threading: stateless.
  */
@@ -29,6 +30,10 @@ int finished_at(const char *dir, long step, char *note, size_t n);
 /* The note of dir: 1 with the step it records in *step (and note as finished_at's), 0 where there is none, -1 with the
  * error set where one is there but is not one finished_mark wrote. */
 int finished_read(const char *dir, long *step, char *note, size_t n);
+
+/* After finished_at or finished_read returned -1 (the reason set): sets the refusal of the resume, naming dir's note, its
+ * reason and step (none where step < 0), and how to go on (TB_EIO); returns -1. */
+int finished_refuse(const char *dir, long step);
 
 /* finished_at for --resume of a run at its last step: 1 or 0 as finished_at; a note that cannot be read is a
  * warning naming it, then -1 with the error set (TB_EIO) saying the resume is refused and how to go on. */

@@ -90,10 +90,13 @@ static int train_begin(struct train_run *t)
     char note[1200];
     /* At the last step the note decides (unreadable: refused, finished_check). Before it, a note of this total means
      * the run's last checkpoint was set aside as damaged and an older one taken: the run finished and wrote its row
-     * all the same, and running its last steps again would write a second (an unreadable note there is left to
-     * the checkpoints, as when extending a run). */
-    int done = c->resume[0] && t->start == t->total ? finished_check(c->resume, t->total, note, sizeof note) : 0;
-    if (c->resume[0] && t->start < t->total && (done = finished_at(c->resume, t->total, note, sizeof note)) < 0) {
+     * all the same, and running its last steps again would write a second. An unreadable note there is refused too
+     * where a damaged checkpoint was set aside (the run may have finished), and left to the checkpoints where the
+     * newest was taken (extending a run). */
+    int done = 0;
+    if (c->resume[0] && (t->start == t->total || s->resume_n_damaged))
+        done = finished_check(c->resume, t->total, note, sizeof note);
+    else if (c->resume[0] && (done = finished_at(c->resume, t->total, note, sizeof note)) < 0) {
         done = 0;
         tb_error_clear();
     }

@@ -300,12 +300,14 @@ static int tta_begin(struct tta_plan *p)
     char note[1200];
     int done = p->g_resumed >= 0 && p->k0 == p->n ? finished_check(c->resume, p->g_resumed, note, sizeof note) : 0;
     /* Resumed before the plan's end: a note of a later step means the last checkpoint was set aside as damaged and
-     * an older one taken; the plan finished and wrote its row all the same (an unreadable note is left to the
-     * checkpoints here, as the train plan leaves it). */
+     * an older one taken; the plan finished and wrote its row all the same. An unreadable note is refused where a
+     * damaged checkpoint was set aside, and left to the checkpoints where the newest was taken, as the train plan
+     * does. */
     long noted = -1;
     if (!done && p->g_resumed >= 0 && p->k0 < p->n) {
-        done = finished_read(c->resume, &noted, note, sizeof note) == 1 && noted > p->g_resumed;
-        tb_error_clear();
+        const int r = finished_read(c->resume, &noted, note, sizeof note);
+        done = r < 0 && s->resume_n_damaged ? finished_refuse(c->resume, -1) : r == 1 && noted > p->g_resumed;
+        if (done >= 0) tb_error_clear();
     }
     if (done < 0) return TB_EIO;
     if (done) {

@@ -506,6 +506,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
     const int spp = optim_state_per_param(s->c.run.optim.kind);
     char want[1024];
     resume_config(s, batch, want, sizeof want);
+    s->resume_n_damaged = 0;
     for (int i = 0; i < cnt; i++) {
         checkpoint_dir_path(dir, steps[i], path, n);
         char got[1024], hash[32], hv[24], stepv[32], tv[48];
@@ -577,6 +578,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
         if (st != TB_OK) {
             fprintf(stderr, "bench: warning: --resume: skipping %s\n", tb_error_get());
             set_aside(s, path, st);
+            s->resume_n_damaged++;
             continue;
         }
         st = backend_set_tensors(&s->be, TF_PARAMS, s->ck_params);

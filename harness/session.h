@@ -103,6 +103,7 @@ struct session {
      * (log_run_header): session_open's start, data loading, model build, the last backend prepare. */
     long long init_ms, data_ms[2], build_ms[2], prepare_ms[2];
     int init_logged;            /* a run's log has covered them */
+    int resume_n_damaged;       /* newer checkpoints the last resume_from skipped as damaged for the one it took */
     int n_dir_locks;            /* checkpoint folders this session holds (checkpoint_dir_ready), closed at its end */
     int dir_lock_fd[2];
     char dir_lock_path[2][512];

@@ -747,7 +747,8 @@ Test(resume, an_infinite_training_time_in_a_checkpoint_counts_as_unknown)
 }
 
 /* A finished run whose last checkpoint is damaged: the resume sets it aside and takes the one before, and ran the
- * last steps again, a second "ok" row for one run. The note says the run finished at that total: nothing to do. */
+ * last steps again, a second "ok" row for one run. The note says the run finished at that total: nothing to do.
+ * With the note unreadable too, whether it finished cannot be told: refused, as at the last step (it ran again). */
 Test(resume, a_finished_run_with_its_last_checkpoint_damaged_writes_no_second_row)
 {
     char *dir = new_dir(), *err;
@@ -761,6 +762,16 @@ Test(resume, a_finished_run_with_its_last_checkpoint_damaged_writes_no_second_ro
               strstr(err, "nothing to do, no new row"), "%s", err);
     free(err);
     cr_assert_eq(rb_count_lines(res), rows, "a second row for the finished run");
+    /* the damaged checkpoint back from where the resume set it aside, and the note damaged */
+    char aside[700];
+    snprintf(aside, sizeof aside, "%s.unreadable", p4);
+    cr_assert_eq(rename(aside, p4), 0, "%s", aside);
+    rb_write(dir, "ck/finished.json", "{\"finished_step\":");
+    const int code2 = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS("--steps", "4", "--no-eval", "--resume", "ck"), &err);
+    cr_assert(code2 == 1 && strstr(err, "ck/finished.json is not a note bench wrote (not JSON)"), "exit %d: %s", code2,
+              err);
+    free(err);
+    cr_assert_eq(rb_count_lines(res), rows, "a damaged note and last checkpoint: a second row for the finished run");
     free(res), free(p4);
     tu_rm_rf(dir);
     free(dir);
@@ -1328,6 +1339,16 @@ Test(resume, tta_resume_of_a_finished_plan_says_so_and_writes_no_row)
               code2, err);
     free(err), free(ckt);
     cr_assert_eq(rb_count_lines(res), rows, "the finished plan resumed from an older checkpoint wrote a second row");
+    /* and with the note unreadable too: refused (it ran the rest again); the damaged checkpoint back from aside */
+    char aside[700];
+    snprintf(aside, sizeof aside, "%s.unreadable", last);
+    cr_assert_eq(rename(aside, last), 0, "%s", aside);
+    rb_write(dir, "ckt/finished.json", "{\"finished_step\":");
+    const int code3 = run_here_cli(dir, RB_ARGS(RB_BASE), RB_ARGS(QUICK_TTA, "--seeds", "2", "--resume", "ckt"), &err);
+    cr_assert(code3 == 1 && strstr(err, "ckt/finished.json is not a note bench wrote (not JSON)") &&
+              strstr(err, "whether the run finished and wrote"), "exit %d: %s", code3, err);
+    free(err);
+    cr_assert_eq(rb_count_lines(res), rows, "a damaged note and last checkpoint: a second row for the finished plan");
 #undef QUICK_TTA
     json_value_free(r);
     free(note), free(res), free(marker);
