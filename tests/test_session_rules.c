@@ -175,10 +175,10 @@ Test(session_rules, the_step_split_averages_the_timed_steps_not_the_warm_up)
         cr_assert_eq(rb_run(dir, "tp", args, RB_ARGS("--plan", "throughput", "--steps", "3", "--warmup", "2", "--repeat", "2")),
                      0);
         last_split(dir, &steps, &step_s, &step_of_rate);
-        /* mirrored's parts are timed inside its step. The ipu's were seen past its step on a loaded machine (0.85 ms
-         * of parts in a 0.67 ms step, one run in several): not asserted, and left open in BENCHMARKS.md (its devices
-         * work on prefetched micro-batches outside the harness's step clock, a suspected cause, not yet shown). */
-        if (be[k] == mir) parts_within_step(dir, be[k][1]);
+        /* The ipu's parts were seen past its step on a loaded machine (up to 1.39x, 4 runs in 12 beside two busy
+         * processes): its idle ran to the compute's end, and the all-reduce's wait for the last device was counted
+         * in both. On a quiet machine this passes either way; the parts now tile each device's time by construction. */
+        parts_within_step(dir, be[k][1]);
         cr_assert_eq(steps, 6, "%s: 2 repeats of 3 timed steps, not %g", be[k][1], steps);
         cr_assert(fabs(step_s - step_of_rate) <= 1e-9 * step_of_rate, "%s: split step %.9g s, timed step %.9g s", be[k][1],
                   step_s, step_of_rate);
