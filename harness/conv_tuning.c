@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,27 +231,13 @@ static void section_write(struct json_buf *b, const struct tuning_key *k)
     json_end_object(b);
 }
 
-/* An exclusive lock for saving path (an fd to close, or -1 where none can be had): bench processes saving into one
- * tuning file at once each wrote its own choices over the other's (25 of 44 entries left). The file itself is
- * replaced by rename, so its own inode cannot serialise them; "<path>.lock" beside it does, and nothing else (a
- * report writing the same folder) waits on it. */
-static int save_lock(const char *path)
-{
-    char lock[PATH_MAX + 8];
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 int conv_tuning_save(const char *path, const struct machine_info *mi)
 {
     int st = outputs_check_replaced("--tuning", path, 1);
     if (st != TB_OK) return st;
-    const int lock = save_lock(path);
+    /* Bench processes saving into one tuning file at once each wrote its own choices over the other's (25 of 44
+     * entries left); nothing else (a report writing the same folder) waits on this lock. */
+    const int lock = outputs_lock_beside(path, NULL);
     struct json_value *old = NULL;
     st = read_file(path, &old);
     if (st != TB_OK && st != NO_FILE) {

@@ -19,6 +19,7 @@
 #include "compare.h"
 #include "export.h"
 #include "machine.h"
+#include "outputs.h"
 #include "repo_dir.h"
 #include "report.h"
 #include "run.h"
@@ -239,14 +240,9 @@ static void print_gpu_calibration(const struct calibration_gpu *g)
     do { \
         if (!quiet) printf(__VA_ARGS__); \
     } while (0)
-static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
+static int cmd_calibrate_locked(const char *path, int only_if_needed, int quiet)
 {
     struct calibration cal;
-    /* Before measuring, and before reading it as a calibration: a path it must not replace is refused. */
-    if (calibrate_check_target(path) != TB_OK) {
-        fprintf(stderr, "bench: %s\n", tb_error_get());
-        return 2; /* a usage error, as every other output bench refuses before it runs */
-    }
     if (only_if_needed) {
         struct machine_info mi;
         machine_info_read(&mi);
@@ -297,6 +293,21 @@ static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
     return 0;
 }
 #undef CAL_SAY
+
+static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
+{
+    /* Before measuring, and before reading it as a calibration: a path it must not replace is refused. */
+    if (calibrate_check_target(path) != TB_OK) {
+        fprintf(stderr, "bench: %s\n", tb_error_get());
+        return 2; /* a usage error, as every other output bench refuses before it runs */
+    }
+    /* One calibration at a time into a file: two at once measured each other's load (and the if-needed one then
+     * finds the first's, made meanwhile, and keeps it). */
+    const int lock = outputs_lock_beside(path, "calibrating into");
+    const int rc = cmd_calibrate_locked(path, only_if_needed, quiet);
+    if (lock >= 0) close(lock);
+    return rc;
+}
 
 enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_CALIBRATE_IF, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_TABLE = 1000 };
 

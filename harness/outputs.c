@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -505,4 +506,19 @@ int outputs_write_text(const char *path, const char *text)
         return tb_error_set(TB_EIO, "cannot write %s: %s", path, strerror(e));
     }
     return TB_OK;
+}
+
+int outputs_lock_beside(const char *path, const char *what)
+{
+    char lock[PATH_MAX + 8];
+    if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock) return -1;
+    const int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    if (errno == EWOULDBLOCK && what) fprintf(stderr, "bench: waiting for another bench %s %s\n", what, path);
+    if (flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }

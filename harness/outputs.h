@@ -43,6 +43,10 @@ int outputs_check_kind(const char *opt, const char *path);
 /* outputs_check_kind for each output c writes whole (--save, unless over --load's file: training in place; --trace,
  * --logits, --timeline and its .devices.csv), the options named with dashes before them ("--", or "" in a suite). */
 int outputs_check_kinds(const struct bench_config *c, const char *dashes);
+/* An exclusive lock for a writer of the file path that replaces it by rename (whose own inode cannot serialise two
+ * writers): "<path>.lock" beside it, waited for (with a line on stderr naming what, where another bench holds it
+ * and what is not NULL). The fd to close at the end, or -1 where none can be had (a read-only folder: unlocked). */
+int outputs_lock_beside(const char *path, const char *what);
 /* The checkpoint folders of a finished configuration c, in dirs (2): --checkpoint-dir, then --resume's where it is
  * another folder; is_resume[k] says which. Returns how many (0 to 2). */
 int outputs_checkpoint_dirs(const struct bench_config *c, const char **dirs, int *is_resume);

@@ -7,7 +7,9 @@
 
 #include "calibrate.h"
 #include "json.h"
+#include "outputs.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The fields of a calibration of "Test CPU" (2 cores, Zen) before its ceilings. */
@@ -138,4 +140,27 @@ Test(calibrate, a_run_ignores_a_file_without_every_ceiling, .init = th_setup, .f
     char *row = th_read(out);
     cr_assert(strstr(row, "sgemm_peak") == NULL && strstr(row, "\"calibration\"") == NULL, "%s", row);
     free(row);
+}
+
+/* Two calibrations into one file at once measured each other's load. The second now waits for the first, saying so:
+ * here this process holds the file's lock, and bench (given two seconds, then stopped by timeout) only waits. */
+Test(calibrate, a_second_calibration_into_one_file_waits_for_the_first, .init = th_setup, .fini = th_teardown,
+     .timeout = 30)
+{
+    char p[192], err[192], cmd[1200];
+    cal_file(p, sizeof p, "c.json", good); /* "Test CPU": not this machine's, so measured again once the lock is had */
+    const int lock = outputs_lock_beside(p, NULL);
+    cr_assert(lock >= 0, "no lock beside %s", p);
+    th_path(err, sizeof err, "err.txt");
+    snprintf(cmd, sizeof cmd, "timeout 2 %s --calibrate-if-needed --calibration %s >/dev/null 2>%s", TB_BENCH_EXE, p, err);
+    const int rc = system(cmd);
+    close(lock);
+    char *said = th_read(err);
+    cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 124, "bench did not wait (status %d): %s", rc, said);
+    cr_assert(said && strstr(said, "bench: waiting for another bench calibrating into") && strstr(said, "c.json"), "%s",
+              said);
+    free(said);
+    char *text = th_read(p);
+    cr_assert(text && strstr(text, "\"Test CPU\""), "the file was replaced while another held it: %s", text);
+    free(text);
 }
