@@ -167,6 +167,9 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     }
     json_key_int(b, "train_samples", s->train.n);
     json_key_int(b, "eval_samples", session_eval_samples(s));
+    /* The whole test set, which data_crc32 is of: a train run of --steps evaluates only its first eval_samples,
+     * so without it a synthetic set's size (--synthetic-samples N,M) could not be told from the row. */
+    json_key_int(b, "test_samples", s->test.n);
     json_key_int(b, "batch", batch);
     json_key_int(b, "local_batch", local);
     json_key_int(b, "batch_per_replica", c->batch_per_replica);
