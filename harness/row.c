@@ -254,6 +254,11 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_bool(b, "no_fuse", c->run.no_fuse);
     json_key_str(b, "save", c->save);
     json_key_str(b, "load", c->load);
+    if (s->loaded) {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", (unsigned)s->load_crc32);
+        json_key_str(b, "load_crc32", crc);
+    }
     json_key_str(b, "logits", c->logits);
     json_key_str(b, "checkpoint_dir", c->checkpoint_dir);
     json_key_int(b, "checkpoint_every", c->checkpoint_every);
