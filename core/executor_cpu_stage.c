@@ -355,9 +355,12 @@ static int stage_supports(const struct executor *ex, enum op_kind op)
 static int stage_stats(struct executor *ex, struct executor_stats *s)
 {
     struct stage_engine *e = eng(ex);
-    /* The algorithms slot 0 was prepared with: every slot and segment finds its shapes in the one cache. */
-    if (!e->algos && e->slot && e->slot[0].ls && (e->algos = malloc((size_t)ex->m->n_layers * sizeof *e->algos)))
-        exec_algos(&e->slot[0], e->algos);
+    /* The algorithms the stage was prepared with: slot 0's, or with segments (recompute, half storage: no slots)
+     * segment 0's, whose layer states every segment shares (exec_share_prepared); every slot and segment finds its
+     * shapes in the one cache. Without the segments' a row of such a run would not say which kernels it ran. */
+    const struct model_inst *prepared = e->n_seg ? &e->seg[0].mi : e->slot ? &e->slot[0] : NULL;
+    if (!e->algos && prepared && prepared->ls && (e->algos = malloc((size_t)ex->m->n_layers * sizeof *e->algos)))
+        exec_algos(prepared, e->algos);
     s->conv_algos = e->algos;
     const double np = (double)(e->p1 - e->p0), act = (double)e->act_floats * 4.0;
     s->profile = e->prof;

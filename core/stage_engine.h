@@ -97,7 +97,8 @@ struct stage_engine {
     long nonfinite_grads;             /* since zero_grads: gradients that overflowed their 2-byte store */
     double t_recompute;               /* the last backward's recomputation seconds */
     double *prof;                     /* --profile: (n_layers, 2) seconds, only this stage's layers */
-    int *algos;                       /* (n_layers) slot 0's convolution algorithms, for stats (NULL before) */
+    int *algos;                       /* (n_layers) the prepared convolution algorithms (slot 0 or segment 0), for
+                                         stats (NULL before) */
 };
 
 /* ---- stage_run.c ---- */

@@ -167,6 +167,9 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     }
     json_key_int(b, "train_samples", s->train.n);
     json_key_int(b, "eval_samples", session_eval_samples(s));
+    /* The whole test set, which data_crc32 is of: a train run of --steps evaluates only its first eval_samples,
+     * so without it a synthetic set's size (--synthetic-samples N,M) could not be told from the row. */
+    json_key_int(b, "test_samples", s->test.n);
     json_key_int(b, "batch", batch);
     json_key_int(b, "local_batch", local);
     json_key_int(b, "batch_per_replica", c->batch_per_replica);
@@ -251,6 +254,11 @@ void row_begin(const struct session *s, struct json_buf *b, const char *run_id, 
     json_key_bool(b, "no_fuse", c->run.no_fuse);
     json_key_str(b, "save", c->save);
     json_key_str(b, "load", c->load);
+    if (s->loaded) {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", (unsigned)s->load_crc32);
+        json_key_str(b, "load_crc32", crc);
+    }
     json_key_str(b, "logits", c->logits);
     json_key_str(b, "checkpoint_dir", c->checkpoint_dir);
     json_key_int(b, "checkpoint_every", c->checkpoint_every);

@@ -338,6 +338,16 @@ int session_open(struct session *s, const struct bench_config *c)
         }
         tb_error_clear();
         s->loaded = 1;
+        /* What the weights are, not what their file is called (as data_crc32 for the data): training in place
+         * (--save over --load's file) or a file replaced leaves the path the same and the run another. The
+         * stored tensors only, in the model's order: the padding between them is the seed's. */
+        uLong crc = crc32(0L, Z_NULL, 0);
+        for (int k = 0; k < s->m.n_entries; k++) {
+            const struct param_entry *e = &s->m.params[k];
+            const float *arena = e->kind == PARAM_BUFFER || e->kind == PARAM_COUNTER ? s->buffers : s->params;
+            crc = crc32_z(crc, (const Bytef *)(arena + e->off), e->n * sizeof *arena);
+        }
+        s->load_crc32 = (uint32_t)crc;
     }
     machine_info_read(&s->mi);
     machine_gpu_read(&s->mi, s->c.device);

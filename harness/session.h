@@ -95,6 +95,7 @@ struct session {
     const char *row_status;     /* row_begin's "status" (NULL = "ok") */
     int projection_noted;       /* --project-devices' left-out counts said (once a run, not a scaling point) */
     uint32_t data_crc32;        /* CRC-32 of the training and test sets as loaded (pixels, then labels) */
+    uint32_t load_crc32;        /* with loaded: CRC-32 of --load's tensors as read (each entry's floats, in order) */
     int split_replicas, split_accum; /* the prepared backend's own batch split (a pipeline's report, or mirrored's
                                       * replicas: its devices, GPUs or usable cores, every rank's), 0 = unknown */
     struct trace_capture trace; /* --trace: the chosen training step's events */

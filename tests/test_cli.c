@@ -478,7 +478,7 @@ struct row_check {
     int n;
     char backend[32], cpu_model[128], blas_core[64], device[16];
     double images_per_s, time_budget_s;
-    long steps, batch, threads, warmup, eval_batch, eval_samples;
+    long steps, batch, threads, warmup, eval_batch, eval_samples, test_samples;
     char err[8192]; /* run_for_rows: the child's stderr */
 };
 
@@ -498,6 +498,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     r->time_budget_s = json_get_number(row, "figures.time_budget_s", -1.0);
     r->eval_batch = (long)json_get_number(row, "config.eval_batch", -1.0);
     r->eval_samples = (long)json_get_number(row, "config.eval_samples", -1.0);
+    r->test_samples = (long)json_get_number(row, "config.test_samples", -1.0);
     snprintf(r->device, sizeof r->device, "%s", json_get_str(row, "config.device", ""));
     return TB_OK;
 }
@@ -1114,6 +1115,9 @@ Test(cli, eval_batch_clamped_to_the_test_set)
                       "--mllog", "none"),
                  &e);
     cr_assert_eq(e.eval_samples, 1000);
+    /* The row still says how large the test set was (data_crc32 is of all of it): without it, the command rebuilt
+     * from the row (--synthetic-samples 256,1000) made another set, and compare held the two runs apart. */
+    cr_assert_eq(e.test_samples, 2000, "config.test_samples");
     cr_assert(strstr(e.err, "evaluating the first 1000 of the 2000 test samples") != NULL, "%s", e.err);
     cr_assert(strstr(e.err, ": evaluating 1000 test samples") != NULL, "no line before evaluating: %s", e.err);
 }

@@ -941,6 +941,40 @@ ParameterizedTest(int *k, executor, stages_bitwise_whole)
     fixture_free(&f);
 }
 
+/* A cpu stage executor tells the convolution algorithms it runs (executor_stats' conv_algos, a row's
+ * figures.conv_algos) with slots and with segments alike: a segmented stage (recompute, the ipu's 2-byte storage)
+ * has no slots, and once reported none, so an ipu row of such a run did not say which kernels it ran. */
+Test(executor, stage_reports_conv_algos_with_segments_too)
+{
+    struct fixture f;
+    fixture_init(&f, 1, 2);
+    const int L = f.m.n_layers;
+    int cuts[64], n_cut = 0;
+    cuts[n_cut++] = 0;
+    for (int i = 1; i < L && n_cut < 62; i++)
+        if (f.m.layers[i].block != f.m.layers[i - 1].block) cuts[n_cut++] = i;
+    cuts[n_cut] = L;
+    for (int segmented = 0; segmented < 2; segmented++) {
+        struct executor_config c = config("cpu", 1, 2, OPTIM_SGD);
+        c.l0 = 0, c.l1 = L, c.recompute = segmented, c.cuts = segmented ? cuts : NULL, c.n_seg = segmented ? n_cut : 0;
+        struct executor ex;
+        ex_init(&ex, &f, &c);
+        struct executor_stats s;
+        cr_assert_eq(executor_stats(&ex, &s), TB_OK, "%s", tb_error_get());
+        cr_assert_not_null(s.conv_algos, "a %s stage reports no convolution algorithms",
+                           segmented ? "segmented" : "slotted");
+        int convs = 0;
+        for (int i = 0; i < L; i++)
+            if (f.m.layers[i].op == OP_CONV) {
+                cr_assert_str_eq(exec_conv_algo_names[s.conv_algos[i]], "im2col", "layer %s", f.m.layers[i].name);
+                convs++;
+            }
+        cr_assert_gt(convs, 0);
+        executor_destroy(&ex);
+    }
+    fixture_free(&f);
+}
+
 /* The optimizer's initial state is the executor's (issue 27): RMSProp's mean square starts at 1, and
  * set_tensors(TF_OPT, NULL) writes it again after training moved it. */
 ParameterizedTestParameters(executor, optimizer_state_starts_initialised)

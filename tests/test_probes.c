@@ -480,6 +480,37 @@ Test(probes, messages_say_what_is_wrong)
 /* Resuming a run that had finished wrote another "ok" row each time. Now it says the run is finished
  * (exit 0, no row); without the note (a run killed after its last checkpoint, before its row) the
  * resume still evaluates and writes the row, and a larger --steps extends the run. */
+/* A row names its --load weights by what they are (config.load_crc32), as it names its data (data_crc32): trained in
+ * place (--save over --load's file), two runs of one command read other weights under one path, and their rows told
+ * nobody; the seed, whose init only fills the padding between the stored tensors, leaves the CRC as it is. */
+Test(probes, loaded_weights_are_recorded_by_their_crc)
+{
+    char *dir = new_dir();
+    cr_assert_eq(rb_run(dir, "first", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2", "--no-eval", "--save", "a.st")), 0);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(rb_run(dir, i ? "inplace2" : "inplace1", RB_ARGS(RB_BASE),
+                            RB_ARGS("--steps", "2", "--no-eval", "--load", "a.st", "--save", "a.st")),
+                     0);
+    cr_assert_eq(rb_run(dir, "eval", RB_ARGS(RB_BASE), RB_ARGS("--plan", "evaluate", "--load", "a.st", "--seed", "5")),
+                 0);
+    cr_assert_eq(rb_run(dir, "eval2", RB_ARGS(RB_BASE), RB_ARGS("--plan", "evaluate", "--load", "a.st")), 0);
+    struct json_value *rows[5];
+    cr_assert_eq(rb_rows(dir, rows, 5), 5);
+    cr_assert_null(json_get(rows[0], "config.load_crc32"), "a run that loaded nothing names no weights");
+    const char *crc[4];
+    for (int i = 0; i < 4; i++) {
+        crc[i] = json_get_str(rows[i + 1], "config.load_crc32", "");
+        cr_assert_eq(strlen(crc[i]), 8, "row %d: config.load_crc32 '%s'", i + 2, crc[i]);
+        cr_assert_eq(strspn(crc[i], "0123456789abcdef"), 8, "row %d: config.load_crc32 '%s'", i + 2, crc[i]);
+    }
+    cr_assert_str_neq(crc[0], crc[1], "two runs in place read other weights from one path: one CRC %s", crc[0]);
+    cr_assert_str_neq(crc[1], crc[2], "the second run in place saved over the weights it read");
+    cr_assert_str_eq(crc[2], crc[3], "one file read under two seeds: %s and %s", crc[2], crc[3]);
+    for (int i = 0; i < 5; i++) json_value_free(rows[i]);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 Test(probes, resuming_a_finished_run_writes_no_row)
 {
     char *dir = new_dir();
