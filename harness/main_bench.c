@@ -282,6 +282,12 @@ static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
                cal.all_threads, cal.all_threads == 1 ? "" : "s");
     if (!quiet) print_gpu_calibration(&cal.gpu);
     CAL_SAY("  written to  %s\n", path);
+    /* Under taskset or a narrower cpuset "all threads" are the allowed cores only: said, as the file is this
+     * affinity's (--calibrate-if-needed in a process allowed more measures again). */
+    if (cal.usable_cores > 0 && cal.usable_cores < cal.cores)
+        fprintf(stderr, "bench: note: calibrated on the %d of this machine's %d cores this process may use (its CPU "
+                        "affinity); a run allowed more takes these all-thread ceilings as too low\n",
+                cal.usable_cores, cal.cores);
     /* Written all the same (exit 0: make demo goes on), but on stderr, and --calibrate-if-needed measures
      * such a file again (calibrate_check_current). */
     double la[1];
