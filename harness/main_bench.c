@@ -26,6 +26,7 @@
 #include "suite.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -434,8 +435,25 @@ static int bench_main(int argc, char **argv)
 
 /* A summary or table that could not be written (stdout on a full disk, /dev/full, a closed pipe's
  * EPIPE with SIGPIPE ignored) is a failure: exit 1 with why, not 0. */
+/* A standard stream the caller closed (`2>&-`, some daemons and launchers) left its number free, and the first file
+ * bench opened took it: its progress lines and warnings went into the MLPerf event log, a checkpoint folder's lock
+ * or the data being read. Each closed one gets /dev/null, read-only: nothing opened later lands there, and a write
+ * fails (EBADF) as it did on the closed stream, so stdout's check below still reports a lost summary. */
+static void std_fds_reserve(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0 && nul != fd) { /* lower fds are open by now, so nul is fd itself unless /dev/null is odd */
+            dup2(nul, fd);
+            close(nul);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
+    std_fds_reserve();
     int rc = bench_main(argc, argv);
     errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
