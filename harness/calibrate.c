@@ -144,6 +144,7 @@ int calibrate_measure(struct calibration *c, int sgemm_n)
     snprintf(c->timestamp, sizeof c->timestamp, "%s", mi.timestamp);
     const int n = sgemm_n > 0 ? sgemm_n : 2048;
     c->all_threads = tpool_cpus();
+    c->usable_cores = c->all_threads;
     c->cores = mi.n_cores;
     c->sgemm_n = n;
 
@@ -241,6 +242,7 @@ int calibrate_write(const struct calibration *c, const char *path)
     json_key_str(&b, "timestamp", c->timestamp);
     json_key_str(&b, "cpu_model", c->cpu_model);
     json_key_int(&b, "cores", c->cores);
+    if (c->usable_cores > 0) json_key_int(&b, "usable_cores", c->usable_cores);
     json_key_str(&b, "blas_core", c->blas_core);
     json_key_int(&b, "sgemm_n", c->sgemm_n);
     json_key_double(&b, "sgemm_1t_gflops", c->sgemm_1t_gflops);
@@ -279,7 +281,7 @@ int calibrate_read(const char *path, struct calibration *c)
      * 1e301 "peak shares". The bounds hold any machine this measures (a GFLOP/s to an exaFLOP/s, a MB/s to a
      * PB/s); the thread and core counts are counts. */
     static const char *const ceil[] = {"sgemm_1t_gflops", "sgemm_all_gflops", "triad_1t_gbs", "triad_all_gbs"};
-    static const char *const counts[] = {"all_threads", "cores"};
+    static const char *const counts[] = {"all_threads", "cores", "usable_cores"};
     char bad[160] = "";
     for (size_t k = 0; k < sizeof ceil / sizeof *ceil && !bad[0]; k++) {
         const struct json_value *x = json_get(v, ceil[k]);
@@ -303,6 +305,7 @@ int calibrate_read(const char *path, struct calibration *c)
     c->barrier_all_us = json_get_number(v, "barrier_all_us", 0);
     if (!(c->barrier_all_us >= 0.0 && c->barrier_all_us < 1e6)) c->barrier_all_us = 0.0; /* NaN, negative: unknown */
     c->cores = (int)calibrate_json_in_range(v, "cores", 1, 1e6);
+    c->usable_cores = (int)calibrate_json_in_range(v, "usable_cores", 1, 1e6);
     /* As the file has them: compared with this machine's own (calibrate_matches cleans what it prints). */
     snprintf(c->cpu_model, sizeof c->cpu_model, "%s", json_get_str(v, "cpu_model", "unknown"));
     snprintf(c->blas_core, sizeof c->blas_core, "%s", json_get_str(v, "blas_core", "unknown"));
@@ -354,13 +357,26 @@ int calibrate_sane(const struct calibration *c, char *why, size_t n)
     return 0;
 }
 
+/* 1, with why (n bytes), where c was measured on fewer cores than this process may use: calibrated under taskset or
+ * a narrower cpuset, its all-thread ceilings are of those cores, and a run on more took them as its own (a 2-thread
+ * run's sgemm share of a 1-core ceiling, twice what it is). A file from before the count was kept says nothing. */
+static int calibrate_narrower(const struct calibration *c, char *why, size_t n)
+{
+    const int now = tpool_cpus();
+    if (c->usable_cores <= 0 || c->usable_cores >= now) return 0;
+    snprintf(why, n, "measured on %d of the machine's %d cores (a narrower CPU affinity: taskset or a cpuset), this "
+                     "process may use %d", c->usable_cores, c->cores, now);
+    return 1;
+}
+
 int calibrate_check_current(const char *path, const char *cpu_model, int cores, const char *blas_core,
                             const char *gpu_name, struct calibration *c, char *why, size_t n)
 {
     const int st = calibrate_read(path, c);
     if (st == TB_EIO) return st;
     if (st != TB_OK) snprintf(why, n, "%s", tb_error_get());
-    else if (calibrate_matches(c, cpu_model, cores, blas_core, why, n) && calibrate_sane(c, why, n)) {
+    else if (calibrate_matches(c, cpu_model, cores, blas_core, why, n) && calibrate_sane(c, why, n) &&
+             !calibrate_narrower(c, why, n)) {
         if (!gpu_name || calibrate_gpu_matches(&c->gpu, gpu_name)) return TB_OK;
         snprintf(why, n, "it holds no ceilings of this machine's GPU (%s)", gpu_name);
     }
@@ -381,6 +397,10 @@ int calibrate_load_matching(const char *path, const char *cpu_model, int cores, 
         if (!calibrate_sane(c, why, sizeof why) && strcmp(warned_busy, path)) {
             fprintf(stderr, "bench: warning: calibration %s: %s; calibrate again on a quiet machine "
                             "(bench --calibrate)\n", path, why);
+            snprintf(warned_busy, sizeof warned_busy, "%s", path);
+        } else if (calibrate_narrower(c, why, sizeof why) && strcmp(warned_busy, path)) {
+            fprintf(stderr, "bench: warning: calibration %s: %s: its all-thread ceilings are too low for a run on "
+                            "more threads; calibrate again without the affinity (bench --calibrate)\n", path, why);
             snprintf(warned_busy, sizeof warned_busy, "%s", path);
         }
         return TB_OK;

@@ -55,6 +55,8 @@ struct calibration {
                                   0: not measured (one core, or a file from before it was) */
     char cpu_model[128];
     int cores;                 /* online logical CPUs where it was measured */
+    int usable_cores;          /* of them, the ones the measuring process could run on (its CPU affinity: taskset,
+                                  a cpuset); 0: a file from before it was recorded */
     char blas_core[64];
     char timestamp[32];
     struct calibration_gpu gpu;
@@ -99,14 +101,15 @@ int calibrate_matches(const struct calibration *c, const char *cpu_model, int co
  * (sgemm under 1.2×, triad under 1×): measured while other processes held the other cores. */
 int calibrate_sane(const struct calibration *c, char *why, size_t n);
 /* Whether path needs no new measurement (--calibrate-if-needed): TB_OK when it is a calibration of this
- * machine (calibrate_matches), passes calibrate_sane and, where gpu_name is not NULL (a GPU answers now),
+ * machine (calibrate_matches), passes calibrate_sane, was measured on no fewer cores than this process may use and, where gpu_name is not NULL (a GPU answers now),
  * holds that GPU's ceilings; TB_EIO when there is no file; else TB_EINVAL with why (n bytes). Prints nothing. */
 int calibrate_check_current(const char *path, const char *cpu_model, int cores, const char *blas_core,
                             const char *gpu_name, struct calibration *c, char *why, size_t n);
 /* Reads path and keeps it only if it matches the machine (cpu_model, cores, blas_core). Returns TB_OK;
  * TB_EIO when there is no file (silently: calibrating is optional); TB_EINVAL, after one warning line on
  * stderr (once per path per process), when the file is another machine's or unreadable. A file that fails
- * calibrate_sane is kept, with one warning line (once per path per process). Not thread-safe. */
+ * calibrate_sane, or measured on fewer cores than this process may use, is kept, with one warning line (once per
+ * path per process). Not thread-safe. */
 int calibrate_load_matching(const char *path, const char *cpu_model, int cores, const char *blas_core,
                             struct calibration *c);
 

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_IGNORE 8
 
@@ -669,7 +670,7 @@ void compare_print(const struct compare_line *l, int n, const struct compare_opt
 
 static void compare_usage(FILE *f)
 {
-    fprintf(f, "usage: bench compare [--alpha P] [--ignore KEY[,KEY...]] OLD.jsonl NEW.jsonl\n"
+    fprintf(f, "usage: bench compare [--alpha P] [--ignore KEY[,KEY...]] [--] OLD.jsonl NEW.jsonl\n"
                "Matches the result rows of two files by configuration and tests each change, as benchstat does.\n\n"
                "  --alpha P         significance level of the Mann-Whitney U test (default 0.05)\n"
                "  --ignore KEYS     leave these keys out of the match (e.g. backend, or backend,devices), so rows\n"
@@ -689,8 +690,21 @@ int compare_main(int argc, char **argv)
     const char *files[2];
     int nf = 0;
     ignore[0] = '\0';
+    int files_only = 0; /* after "--": a file named -old.jsonl is a file, as getopt has it for bench's own options */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!files_only && !strcmp(a, "--")) {
+            files_only = 1;
+            continue;
+        }
+        if (files_only) {
+            if (nf == 2) {
+                fprintf(stderr, "bench compare: unexpected argument '%s' (see bench compare --help)\n", a);
+                return 2;
+            }
+            files[nf++] = a;
+            continue;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             compare_usage(stdout);
             return 0;
@@ -711,7 +725,8 @@ int compare_main(int argc, char **argv)
             snprintf(ignore + len, sizeof ignore - len, "%s%s", len ? "," : "", argv[++i]);
             o.ignore = ignore;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "bench compare: unknown option '%s' (see bench compare --help)\n", a);
+            fprintf(stderr, "bench compare: unknown option '%s' (%ssee bench compare --help)\n", a,
+                    access(a, F_OK) == 0 ? "the file of that name: put -- before the files; " : "");
             return 2;
         } else if (nf < 2) {
             files[nf++] = a;

@@ -11,6 +11,7 @@
 #include "executor.h"
 #include "layout.h"
 #include "status.h"
+#include "tpool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -168,6 +169,7 @@ int machine_info_read(struct machine_info *m)
     read_cpu_model(m);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     m->n_cores = n > 0 ? (int)n : 0;
+    m->usable_cores = tpool_cpus();
     read_memory(m);
     read_os(m);
     copy_str(m->compiler, sizeof m->compiler, TB_COMPILER);
@@ -197,6 +199,8 @@ void machine_info_write_json(const struct machine_info *m, struct json_buf *b)
     json_key_object(b, "machine");
     json_key_str(b, "cpu_model", m->cpu_model);
     json_key_int(b, "n_cores", m->n_cores);
+    /* Beside the machine's: under taskset or a cpuset the same command runs on fewer cores, and the row said 2. */
+    json_key_int(b, "usable_cores", m->usable_cores);
     json_key_double(b, "mem_gib", m->mem_gib);
     json_key_str(b, "hostname", m->hostname);
     json_key_str(b, "os", m->os);

@@ -19,6 +19,7 @@
 struct machine_info {
     char cpu_model[128];
     int n_cores;        /* online logical CPUs */
+    int usable_cores;   /* of them, the ones this process may run on (its CPU affinity: taskset, a cpuset) */
     double mem_gib;     /* MemTotal, GiB */
     char hostname[64];
     char os[128];       /* "Linux 6.1.0-18-amd64 x86_64 (Debian GNU/Linux 12 (bookworm))" */

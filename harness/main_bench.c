@@ -27,6 +27,7 @@
 #include "suite.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -278,6 +279,12 @@ static int cmd_calibrate_locked(const char *path, int only_if_needed, int quiet)
                cal.all_threads, cal.all_threads == 1 ? "" : "s");
     if (!quiet) print_gpu_calibration(&cal.gpu);
     CAL_SAY("  written to  %s\n", path);
+    /* Under taskset or a narrower cpuset "all threads" are the allowed cores only: said, as the file is this
+     * affinity's (--calibrate-if-needed in a process allowed more measures again). */
+    if (cal.usable_cores > 0 && cal.usable_cores < cal.cores)
+        fprintf(stderr, "bench: note: calibrated on the %d of this machine's %d cores this process may use (its CPU "
+                        "affinity); a run allowed more takes these all-thread ceilings as too low\n",
+                cal.usable_cores, cal.cores);
     /* Written all the same (exit 0: make demo goes on), but on stderr, and --calibrate-if-needed measures
      * such a file again (calibrate_check_current). */
     double la[1];
@@ -439,8 +446,25 @@ static int bench_main(int argc, char **argv)
 
 /* A summary or table that could not be written (stdout on a full disk, /dev/full, a closed pipe's
  * EPIPE with SIGPIPE ignored) is a failure: exit 1 with why, not 0. */
+/* A standard stream the caller closed (`2>&-`, some daemons and launchers) left its number free, and the first file
+ * bench opened took it: its progress lines and warnings went into the MLPerf event log, a checkpoint folder's lock
+ * or the data being read. Each closed one gets /dev/null, read-only: nothing opened later lands there, and a write
+ * fails (EBADF) as it did on the closed stream, so stdout's check below still reports a lost summary. */
+static void std_fds_reserve(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        const int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0 && nul != fd) { /* lower fds are open by now, so nul is fd itself unless /dev/null is odd */
+            dup2(nul, fd);
+            close(nul);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
+    std_fds_reserve();
     int rc = bench_main(argc, argv);
     errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #define PROGRESS_PERIOD_S 0.125 /* at most ~8 redraws a second */
@@ -75,37 +76,57 @@ static void format_duration(double s, char *out, size_t size)
         snprintf(out, size, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* The width of the terminal stderr draws on: its window size, else $COLUMNS; 0 when neither says (no cut). Read at
+ * each redraw (at most ~8 a second), so a resized window is followed. */
+static int progress_columns(void)
+{
+    struct winsize ws;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    char *end;
+    const long v = c ? strtol(c, &end, 10) : 0;
+    return c && end != c && *end == '\0' && v > 0 && v <= 10000 ? (int)v : 0;
+}
+
 static void progress_draw(struct progress *p, long step, double loss, double images_per_s, double now)
 {
-    char line[256], num[32], eta[32];
+    char body[200], line[256], num[32], eta[32];
     const int plain = p->enabled == PROGRESS_PLAIN;
-    int n = snprintf(line, sizeof line, "%s%s step %ld", plain ? "" : "\r", p->label, step);
+    int n = snprintf(body, sizeof body, "step %ld", step);
     if (p->total_steps > 0)
-        n += snprintf(line + n, sizeof line - (size_t)n, "/%ld", p->total_steps);
-    if (!p->no_loss) n += snprintf(line + n, sizeof line - (size_t)n, "  loss %.4f", loss);
+        n += snprintf(body + n, sizeof body - (size_t)n, "/%ld", p->total_steps);
+    if (!p->no_loss) n += snprintf(body + n, sizeof body - (size_t)n, "  loss %.4f", loss);
     if (images_per_s > 0 && isfinite(images_per_s) && images_per_s < 1e15) {
         format_grouped(images_per_s, num, sizeof num);
-        n += snprintf(line + n, sizeof line - (size_t)n, "  %s img/s", num);
+        n += snprintf(body + n, sizeof body - (size_t)n, "  %s img/s", num);
     }
     if (p->total_steps > 0) {
         double done = (double)(step - p->step_start), elapsed = now - p->t_start;
         double eta_s = done > 0 ? (double)(p->total_steps - step) * elapsed / done : NAN;
         format_duration(eta_s, eta, sizeof eta);
-        n += snprintf(line + n, sizeof line - (size_t)n, "  ETA %s", eta);
+        n += snprintf(body + n, sizeof body - (size_t)n, "  ETA %s", eta);
     }
-    if (n >= (int)sizeof line - 1)
-        n = (int)sizeof line - 2;
     if (plain) {
-        line[n++] = '\n';
-        line[n] = '\0';
-        fputs(line, stderr);
+        fprintf(stderr, "%s %s\n", p->label, body); /* one call: stderr is unbuffered, a line is one write */
         p->t_last_draw = now;
         return;
     }
+    /* A redrawn line wider than the terminal wraps, and '\r' returns to the start of its last row only: every
+     * redraw left the rows above behind (a 20-column terminal filled with them). It is cut to the width less one
+     * (a character in the last column wraps on some terminals), the label given up first. */
+    const int cols = progress_columns();
+    const size_t label_len = strlen(p->label);
+    const int with_label = cols <= 0 || label_len + 1 + strlen(body) < (size_t)cols;
+    n = snprintf(line, sizeof line, "\r%s%s%s", with_label ? p->label : "", with_label ? " " : "", body);
+    if (n >= (int)sizeof line) n = (int)sizeof line - 1;
+    if (cols > 0 && n - 1 > cols - 1) {
+        n = cols; /* '\r' and cols - 1 characters: the body is ASCII */
+        line[n] = '\0';
+    }
     int visible = n - 1; /* without the '\r' */
-    /* Blank what a longer previous line left behind. */
+    /* Blank what a longer previous line left behind (within the width: a window made narrower rewraps anyway). */
     int pad = p->last_len - visible;
-    while (pad-- > 0 && n + 1 < (int)sizeof line)
+    while (pad-- > 0 && n + 1 < (int)sizeof line && (cols <= 0 || n < cols))
         line[n++] = ' ';
     line[n] = '\0';
     fputs(line, stderr); /* stderr is unbuffered: one call, one write, no flicker */

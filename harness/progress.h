@@ -5,7 +5,8 @@
  * Redrawn in place only when stderr is a terminal, CI is unset and TERM is not "dumb", so logs and CI
  * output never fill with carriage returns; anywhere else it is a plain line every few seconds (the
  * first after the first step), so a piped run still shows it is alive; progress_force() overrides that
- * for tests. When disabled each
+ * for tests. The redrawn line is cut to the terminal's width less one (its window size, else $COLUMNS), the label
+ * given up first, so that it never wraps. When disabled each
  * call is a single branch; when enabled the monotonic clock is read only every `check_every`
  * calls (adapted so it is read a few times per redraw period) and the line is redrawn at most
  * ~8 times a second. It never measures anything that goes into results.

@@ -2141,6 +2141,12 @@ static void section_unfinished(struct ctx *x)
 int report_generate(const struct report_opts *o, int *n_charts)
 {
     *n_charts = 0;
+    const char *const opts[] = {"--out-dir", "--plots", "--profile-dir", "--in"};
+    const char *const paths[] = {o->out_dir, o->plots_dir, o->profile_dir, o->in};
+    for (size_t k = 0; k < sizeof paths / sizeof *paths; k++)
+        if (paths[k] && strlen(paths[k]) > REPORT_PATH_MAX)
+            return tb_error_set(TB_EINVAL, "%s: a path of %zu bytes; the report takes at most %d (its charts' and data "
+                                           "files' names go under it)", opts[k], strlen(paths[k]), REPORT_PATH_MAX);
     struct ctx x;
     memset(&x, 0, sizeof x);
     x.o = o;

@@ -28,11 +28,17 @@ struct report_opts {
     const char *gnuplot;      /* gnuplot executable; NULL = "gnuplot" on PATH */
 };
 
+/* The longest --out-dir, --plots, --profile-dir and --in the report takes, in bytes: the charts' and data files' names
+ * (up to ~200 bytes, a ' doubled for gnuplot) go under them in fixed buffers, and a longer folder was cut short
+ * (charts written into a folder "char" beside REPORT.md's "charts" links, exit 0). */
+#define REPORT_PATH_MAX 400
+
 /* Writes the report. *n_charts receives the number of charts rendered (PNG and SVG each count once).
  * Returns TB_OK (also when gnuplot is missing: REPORT.md then says so and has only tables), TB_EIO
  * (cannot read the results or write the output), TB_EFORMAT (no usable rows: bench exits 1, not the
  * usage status 2) or TB_EINVAL (in or calibration is a file the report writes or removes, however named:
- * REPORT.md, a chart, data or log file; refused before anything is read). Time linear in the rows. */
+ * REPORT.md, a chart, data or log file; or a path longer than REPORT_PATH_MAX; refused before anything is read).
+ * Time linear in the rows. */
 int report_generate(const struct report_opts *o, int *n_charts);
 
 #endif

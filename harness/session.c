@@ -506,11 +506,22 @@ int session_backend(struct session *s, int batch, int eval_batch)
                      s->w->batch);
         fprintf(stderr, "bench: %s %s/%s, batch %d%s: preparing the backend\n", bench_plan_name(s->c.plan),
                 s->c.backend, s->w->name, batch, what);
-        /* More threads than cores take turns on them: a figure of the scheduler, not of the machine's best. */
-        const int T = s->c.run.n_threads, cores = s->mi.n_cores;
-        if (T > cores && cores > 0 && backend_takes_option(s->c.backend, "threads"))
-            fprintf(stderr, "bench: note: --threads %d on %d core%s: the threads take turns, so the figures are not "
-                            "this machine's best\n", T, cores, cores == 1 ? "" : "s");
+        /* More threads than cores take turns on them: a figure of the scheduler, not of the machine's best. The
+         * cores this process may use (under taskset or a cpuset fewer than the machine's: --threads 2 on one
+         * allowed core went unsaid), and mirrored's devices on the cpu, each a thread, as --threads. */
+        const int takes_threads = backend_takes_option(s->c.backend, "threads");
+        const struct backend_entry *be = backend_find(s->c.backend);
+        const int cpu_devices = be && be->caps.replicas_are_devices && !strcmp(s->c.device, "cpu");
+        const int T = takes_threads ? s->c.run.n_threads : cpu_devices ? s->c.run.n_devices : 0;
+        const int cores = s->mi.usable_cores > 0 ? s->mi.usable_cores : s->mi.n_cores;
+        if (T > cores && cores > 0) {
+            char of[64] = "";
+            if (cores < s->mi.n_cores)
+                snprintf(of, sizeof of, " (of the machine's %d: the process's CPU affinity)", s->mi.n_cores);
+            fprintf(stderr, "bench: note: --%s %d on %d core%s%s: the %s take turns, so the figures are not this "
+                            "machine's best\n", takes_threads ? "threads" : "devices", T, cores, cores == 1 ? "" : "s",
+                    of, takes_threads ? "threads" : "devices");
+        }
     }
     s->prepare_ms[0] = mllog_now_ms();
     struct run_config rc = s->c.run;

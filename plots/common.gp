@@ -20,7 +20,9 @@ set linetype 6 lc rgb "#00b0f0" lw 2 pt 3 ps 1.0
 set linetype 7 lc rgb "#808080" lw 2 pt 1 ps 1.0
 set linetype 8 lc rgb "#ffc000" lw 2 pt 2 ps 1.0
 set linetype cycle 8
-# Call as: eval set_term(k) inside `do for [k=1:2]`: 1 = PNG (pngcairo), 2 = SVG.
+# Call as: eval set_term(k) inside `do for [k=1:2]`: 1 = PNG (pngcairo), 2 = SVG. The command names the variable
+# outpng / outsvg rather than pasting its value between quotes: a folder with a ' in its name (bob's) ended the
+# quoted name early, and every chart failed.
 set_term(k) = (k == 1) ? \
-  sprintf("set terminal pngcairo noenhanced size %d,%d font 'sans,10'; set output '%s'", W, H, outpng) : \
-  sprintf("set terminal svg noenhanced size %d,%d font 'sans,10' background rgb 'white'; set output '%s'", W, H, outsvg)
+  sprintf("set terminal pngcairo noenhanced size %d,%d font 'sans,10'; set output outpng", W, H) : \
+  sprintf("set terminal svg noenhanced size %d,%d font 'sans,10' background rgb 'white'; set output outsvg", W, H)

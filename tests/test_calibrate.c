@@ -8,6 +8,7 @@
 #include "calibrate.h"
 #include "json.h"
 #include "outputs.h"
+#include "tpool.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -120,6 +121,44 @@ Test(calibrate, a_busy_machine_s_calibration_is_measured_again, .init = th_setup
     cr_assert_eq(calibrate_check_current(th_path(p, sizeof p, "missing.json"), "Test CPU", 2, "Zen", NULL, &c, why,
                                          sizeof why),
                  TB_EIO);
+}
+
+/* Probe environ: `taskset -c 0 bench --calibrate` on 2 cores wrote all-thread ceilings of one core; --calibrate-if-needed
+ * then kept it for a process allowed both, and a 2-thread run took the one core's sgemm as its ceiling (twice its
+ * real share). The file now says how many cores its process could use; fewer than now is measured again, and a run
+ * keeps it with one warning. */
+Test(calibrate, a_calibration_of_a_narrower_affinity_is_measured_again, .init = th_setup, .fini = th_teardown)
+{
+    const int now = tpool_cpus();
+    if (now < 2) cr_skip_test("this process may use one core: no affinity is narrower");
+    char p[192], why[400], ceil[256];
+    struct calibration c;
+    snprintf(ceil, sizeof ceil, "%s,\"usable_cores\":%d", good, now - 1);
+    cal_file(p, sizeof p, "narrow.json", ceil);
+    cr_assert_eq(calibrate_check_current(p, "Test CPU", 2, "Zen", NULL, &c, why, sizeof why), TB_EINVAL, "kept");
+    cr_assert(strstr(why, "affinity") && strstr(why, "this process may use"), "%s", why);
+    th_stderr_begin();
+    const int st = calibrate_load_matching(p, "Test CPU", 2, "Zen", &c);
+    const int st2 = calibrate_load_matching(p, "Test CPU", 2, "Zen", &c);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert_eq(st2, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "bench: warning: calibration") && strstr(err, "affinity"), "%s", err);
+    int lines = 0;
+    for (const char *e = err; *e; e++) lines += *e == '\n';
+    cr_assert_eq(lines, 1, "one warning line a file a process: %s", err);
+    free(err);
+    /* As many cores as now, or more (calibrated on the whole machine, run under taskset): current. */
+    snprintf(ceil, sizeof ceil, "%s,\"usable_cores\":%d", good, now);
+    cal_file(p, sizeof p, "same.json", ceil);
+    cr_assert_eq(calibrate_check_current(p, "Test CPU", 2, "Zen", NULL, &c, why, sizeof why), TB_OK, "%s", why);
+    cr_assert_eq(c.usable_cores, now);
+    /* Written and read back. */
+    c.usable_cores = now - 1;
+    cr_assert_eq(calibrate_write(&c, th_path(p, sizeof p, "rt.json")), TB_OK, "%s", tb_error_get());
+    struct calibration r;
+    cr_assert_eq(calibrate_read(p, &r), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(r.usable_cores, now - 1);
 }
 
 /* A run with a file missing a ceiling: one warning, and the row carries no share of it (it had

@@ -587,6 +587,32 @@ Test(harness_compare, cli_help_and_ignore, .init = th_setup, .fini = th_teardown
     cr_assert_eq(bench_sh("compare --ignore nosuchkey old.jsonl new.jsonl", p), 2, "an unknown key is a usage error");
 }
 
+/* Probe environ: a results file named -old.jsonl could not be compared by that name: "--" was an unknown option, and
+ * the refusal of -old.jsonl did not say how. "--" ends the options; the refusal says so where such a file exists. */
+Test(harness_compare, files_after_a_double_dash_may_start_with_a_dash, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], p[192];
+    th_path(a, sizeof a, "-old.jsonl");
+    th_path(b, sizeof b, "-new.jsonl");
+    th_path(p, sizeof p, "out.txt");
+    const double up[6] = {2000, 2020, 1980, 2010, 1990, 2004};
+    row(a, "cpu", 32, BASE, 6);
+    row(b, "cpu", 32, up, 6);
+    cr_assert_eq(bench_sh("compare -- -old.jsonl -new.jsonl", p), 0);
+    char *out = th_read(p);
+    cr_assert(strstr(out, "+100.00% (p=0.002 n=6+6)") != NULL, "%s", out);
+    free(out);
+    cr_assert_eq(bench_sh("compare -old.jsonl -new.jsonl", p), 2);
+    out = th_read(p);
+    cr_assert(strstr(out, "unknown option '-old.jsonl'") && strstr(out, "put -- before the files"), "%s", out);
+    free(out);
+    cr_assert_eq(bench_sh("compare --alhpa 0.1 x y", p), 2);
+    out = th_read(p);
+    cr_assert(strstr(out, "unknown option '--alhpa'") && !strstr(out, "put --"), "no such file, no hint: %s", out);
+    free(out);
+    cr_assert_eq(bench_sh("compare -- -old.jsonl -new.jsonl -old.jsonl", p), 2, "a third file");
+}
+
 /* Probe item 15: a file without one usable row (empty, every line malformed, every run unfinished) is an
  * error naming it, exit 1, whichever side it is on; it was "no result rows", or an empty table, exit 0. */
 Test(harness_compare, file_without_usable_rows_is_an_error, .init = th_setup, .fini = th_teardown)

@@ -284,6 +284,49 @@ Test(harness_report, timeline_chart_and_unfinished_rows, .init = th_setup, .fini
     cr_assert_eq(n_charts, 4, "throughput, roofline, timeline and the seeds' seed001_pods: %d", n_charts);
 }
 
+/* Probe environ: a report folder with a ' in its path (bob's results) drew no chart: the scripts pasted the output
+ * file's name between single quotes, which the ' ended ("gnuplot failed" for all of them, REPORT.md without one). */
+Test(harness_report, charts_into_a_folder_with_quotes_in_its_name, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    char in[192], out[192], plots[512];
+    th_path(in, sizeof in, "results.jsonl");
+    th_path(out, sizeof out, "bob's \"quoted\" report");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    throughput(in, "cpu", 32, 25000.0, 400.0);
+    struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+    int n_charts = 0;
+    th_stderr_begin();
+    const int st = report_generate(&o, &n_charts);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, "gnuplot failed") == NULL, "%s", err);
+    check_png(out, "throughput_mnist-mlp");
+    free(err);
+}
+
+/* Probe environ: an --out-dir of 1,018 bytes (five folders of 200 'd's) was cut short in the report's fixed buffers: every
+ * chart and data file went into a folder "char" beside the "charts" REPORT.md links, exit 0. A path longer than
+ * REPORT_PATH_MAX is refused before anything is read or written. */
+Test(harness_report, an_out_dir_longer_than_the_report_takes_is_refused, .init = th_setup, .fini = th_teardown)
+{
+    char in[192], plots[512], out[REPORT_PATH_MAX + 200];
+    th_path(in, sizeof in, "results.jsonl");
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    throughput(in, "cpu", 32, 25000.0, 400.0);
+    int k = snprintf(out, sizeof out, "%s/", th_dir);
+    while (k < REPORT_PATH_MAX + 1) out[k] = k % 100 ? 'd' : '/', k++; /* folders of under 100 bytes each */
+    out[k] = '\0';
+    struct report_opts o = {.in = in, .out_dir = out, .plots_dir = plots};
+    int n_charts = 0;
+    cr_assert_eq(report_generate(&o, &n_charts), TB_EINVAL, "taken: %s", tb_error_get());
+    cr_assert(strstr(tb_error_get(), "--out-dir") && strstr(tb_error_get(), "at most"), "%s", tb_error_get());
+    struct stat sb;
+    cr_assert_neq(stat(out, &sb), 0, "the folder was made");
+    out[k - 1] = '\0'; /* REPORT_PATH_MAX bytes: taken */
+    cr_assert_eq(report_generate(&o, &n_charts), TB_OK, "%s", tb_error_get());
+    check_png(out, "throughput_mnist-mlp");
+}
+
 /* A profile row of 100 layers (EfficientNet-B0 has 208): the chart draws the 30 slowest, slowest first
  * (all 208 labels had run into one smear, and a row of 100,000 kept gnuplot busy for minutes); the data
  * file keeps every layer with its place in the model; the text says what the others take and gives the

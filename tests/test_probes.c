@@ -396,6 +396,85 @@ static int run_to_dev_full(const char *dir, const char *const *args, char **err)
     return code;
 }
 
+/* Runs bench with args in dir and standard stream `closed` closed (the others on dir/closed.out and closed.err); returns
+ * its exit status. */
+static int run_with_closed(const char *dir, int closed, const char *const *args)
+{
+    char *out_path = rb_path(dir, "closed.out"), *err_path = rb_path(dir, "closed.err");
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = TB_BENCH_EXE;
+    for (int i = 0; args[i]; i++) argv[argc++] = args[i];
+    argv[argc] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(dir) != 0) _exit(127);
+        dup2(fo, 1), dup2(fe, 2);
+        close(fo), close(fe);
+        close(closed);
+        execv(TB_BENCH_EXE, (char *const *)argv);
+        _exit(127);
+    }
+    const int code = rb_wait(pid);
+    free(out_path), free(err_path);
+    return code;
+}
+
+/* Probe environ: with stderr closed (`2>&-`) the first file bench opened took descriptor 2, and its progress lines
+ * went into the MLPerf event log (a line of it cut in two); with stdout closed, the summary would follow. Every line
+ * of the log is an event, every row whole, and a closed stdout is still said (exit 1), as before. */
+Test(probes, a_closed_standard_stream_writes_into_no_output)
+{
+    char *dir = new_dir();
+    static const char *const args[] = {"--data", "synthetic", "--synthetic-samples", "64,32", "--batch", "4", "--steps",
+                                       "3", "--out", "rows.jsonl", NULL};
+    for (int closed = 1; closed <= 2; closed++) {
+        const int code = run_with_closed(dir, closed, args);
+        char *err = rb_path(dir, "closed.err"), *text = tu_read_file(err, NULL);
+        if (closed == 1) {
+            cr_assert_eq(code, 1, "stdout closed: exit %d: %s", code, text);
+            cr_assert(strstr(text, "bench: cannot write to standard output"), "%s", text);
+        } else {
+            cr_assert_eq(code, 0, "stderr closed: exit %d", code);
+        }
+        free(err), free(text);
+    }
+    char *rows = rb_path(dir, "rows.jsonl"), *text = tu_read_file(rows, NULL);
+    cr_assert_not_null(text);
+    cr_assert_eq(n_lines(text), 2, "two rows: %s", text);
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = '\0';
+        struct json_value *v = NULL;
+        cr_assert_eq(json_parse(line, strlen(line), &v), TB_OK, "not a row: %s", line);
+        json_value_free(v);
+    }
+    free(rows), free(text);
+    char *logs = rb_path(dir, "mllog");
+    DIR *d = opendir(logs);
+    cr_assert_not_null(d);
+    int n_logs = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char *p = NULL;
+        cr_assert(asprintf(&p, "%s/%s", logs, e->d_name) > 0);
+        char *log = tu_read_file(p, NULL);
+        for (char *line = log, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+            *nl = '\0';
+            cr_assert(strncmp(line, ":::MLLOG {", 10) == 0, "%s: not an event: %s", e->d_name, line);
+        }
+        n_logs++;
+        free(p), free(log);
+    }
+    closedir(d);
+    cr_assert_eq(n_logs, 2);
+    free(logs);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
 /* Messages that misled: a duplicate tensor name reported as an overlap, a directory as a short read,
  * stdout on a full device ignored (exit 0), --prefetch 0 described as "prefetch 3", a scaling error
  * reading "not a multiple of 1 1 x replicas 3", 4-stage descriptions cut off. */

@@ -1,6 +1,7 @@
 /* test_results.c — result rows: append + read back (torn, garbage, non-object and newer-schema
  * lines skipped with a warning naming file:line), concurrent appends from several processes, CSV
  * export; plus the machine facts written into every row and the progress line. */
+#define _GNU_SOURCE /* posix_openpt, grantpt, unlockpt, ptsname: the progress line on a pseudo-terminal */
 #include <criterion/criterion.h>
 
 #include <fcntl.h>
@@ -10,9 +11,11 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "json.h"
@@ -432,6 +435,65 @@ Test(progress, forced_on_draws_and_clears)
     for (const char *s = out; (s = strstr(s, "\rtrain")) != NULL; s++)
         draws++;
     cr_assert_lt(draws, 1000, "drew %d times", draws);
+}
+
+/* Every redrawn line in out (the text between carriage returns) has at most `most` characters. */
+static void assert_lines_fit(const char *out, int most)
+{
+    int draws = 0;
+    for (const char *s = out; *s;) {
+        const size_t len = strcspn(s, "\r");
+        cr_assert_leq((int)len, most, "a line of %zu characters where %d fit: \"%.*s\"", len, most, (int)len, s);
+        draws += len > 0;
+        s += len + (s[len] == '\r');
+    }
+    cr_assert_gt(draws, 0, "nothing drawn");
+}
+
+/* Probe environ: on a terminal narrower than the line (20 columns) each redraw wrapped, and the '\r' went back to
+ * the start of its last row only, so every redraw left rows behind. The line is cut to the terminal's width less one:
+ * the window's size where stderr is a terminal, else $COLUMNS. */
+Test(progress, redrawn_line_fits_a_narrow_terminal)
+{
+    const int master = posix_openpt(O_RDWR | O_NOCTTY);
+    cr_assert_geq(master, 0);
+    cr_assert_eq(grantpt(master), 0);
+    cr_assert_eq(unlockpt(master), 0);
+    const int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+    cr_assert_geq(slave, 0);
+    struct termios raw;
+    cr_assert_eq(tcgetattr(slave, &raw), 0);
+    cfmakeraw(&raw);
+    cr_assert_eq(tcsetattr(slave, TCSANOW, &raw), 0);
+    const struct winsize ws = {.ws_row = 24, .ws_col = 20};
+    cr_assert_eq(ioctl(slave, TIOCSWINSZ, &ws), 0);
+    fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    dup2(slave, STDERR_FILENO);
+    progress_force(1);
+    struct progress p;
+    progress_init(&p, 100000, "train threads/effnet-b0");
+    for (long s = 1; s <= 100000; s++)
+        progress_update(&p, s, 0.4321, 12345.0);
+    progress_finish(&p);
+    progress_force(-1);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(slave);
+    static char out[1 << 16];
+    size_t n = 0;
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    for (ssize_t r; n + 1 < sizeof out && (r = read(master, out + n, sizeof out - 1 - n)) > 0;) n += (size_t)r;
+    out[n] = '\0';
+    close(master);
+    assert_lines_fit(out, 19);
+    cr_assert(strstr(out, "\rstep 100000/100000") != NULL, "the step first, the label given up: %s", out);
+
+    /* No terminal (a test's file), $COLUMNS says the width. */
+    setenv("COLUMNS", "30", 1);
+    run_progress(1, out, sizeof out);
+    unsetenv("COLUMNS");
+    assert_lines_fit(out, 29);
 }
 
 Test(progress, forced_off_is_silent)

@@ -24,7 +24,7 @@ TestSuite(row_threads, .timeout = 60);
 /* What the tests read of a row. */
 struct row_facts {
     double devices_used, peak_threads, sgemm_peak_gflops;
-    int n_cores;
+    int n_cores, usable_cores;
     char cpu_model[128], blas_core[64];
 };
 
@@ -36,6 +36,7 @@ static int keep_facts(const struct json_value *row, long line, void *ctx)
     f->peak_threads = json_get_number(row, "figures.peak_threads", -1);
     f->sgemm_peak_gflops = json_get_number(row, "figures.sgemm_peak_gflops", -1);
     f->n_cores = (int)json_get_number(row, "machine.n_cores", 0);
+    f->usable_cores = (int)json_get_number(row, "machine.usable_cores", 0);
     snprintf(f->cpu_model, sizeof f->cpu_model, "%s", json_get_str(row, "machine.cpu_model", "?"));
     snprintf(f->blas_core, sizeof f->blas_core, "%s", json_get_str(row, "build.blas_core", "?"));
     return TB_OK;
@@ -138,4 +139,40 @@ Test(row_threads, a_batch_sweep_prints_no_efficiency_and_no_last_point_descripti
     tu_rm_rf(dir);
     free(dir), free(out);
     proc_free(&p);
+}
+
+/* Probe environ: under `taskset -c 0` on two cores, `--threads 2` and mirrored's `--devices 2` ran two threads on one
+ * core unsaid (the note compared with the machine's cores, and only for --threads), and the row said n_cores 2 alone:
+ * nothing in it told the run from one on both cores. The note compares with the cores the process may use, for
+ * mirrored's devices too, and the row records them (machine.usable_cores). */
+Test(row_threads, more_threads_than_the_allowed_cores_are_noted_and_the_row_says_the_allowed_cores)
+{
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) cr_skip_test("one CPU: no affinity narrower than the machine");
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine)) cpu++;
+    char *dir = tu_mkdtemp("rowthr-note"), *out = NULL;
+    cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
+    static const char *const opt[2][2] = {{"--backend", "threads"}, {"--backend", "mirrored"}};
+    static const char *const count[2][2] = {{"--threads", "2"}, {"--devices", "2"}};
+    for (int k = 0; k < 2; k++) {
+        struct proc p;
+        run_bench_in(dir,
+                     ARGS(opt[k][0], opt[k][1], count[k][0], count[k][1], "--batch", "8", "--steps", "2", "--data",
+                          "synthetic", "--synthetic-samples", "64,32", "--mllog", "none", "--out", out),
+                     cpu, &p);
+        cr_assert_eq(p.code, 0, "%s", p.err);
+        char want[64];
+        snprintf(want, sizeof want, "bench: note: %s 2 on 1 core (of the machine's %d", count[k][0],
+                 (int)sysconf(_SC_NPROCESSORS_ONLN));
+        cr_assert(strstr(p.err, want), "no \"%s\" in: %s", want, p.err);
+        proc_free(&p);
+        const struct row_facts r = last_row(out);
+        cr_assert_eq(r.usable_cores, 1, "%s: machine.usable_cores %d under one allowed core", opt[k][1], r.usable_cores);
+        cr_assert_gt(r.n_cores, 1);
+    }
+    tu_rm_rf(dir);
+    free(dir), free(out);
 }
