@@ -444,8 +444,6 @@ static int bench_main(int argc, char **argv)
     return 0;
 }
 
-/* A summary or table that could not be written (stdout on a full disk, /dev/full, a closed pipe's
- * EPIPE with SIGPIPE ignored) is a failure: exit 1 with why, not 0. */
 /* A standard stream the caller closed (`2>&-`, some daemons and launchers) left its number free, and the first file
  * bench opened took it: its progress lines and warnings went into the MLPerf event log, a checkpoint folder's lock
  * or the data being read. Each closed one gets /dev/null, read-only: nothing opened later lands there, and a write
@@ -462,6 +460,8 @@ static void std_fds_reserve(void)
     }
 }
 
+/* A summary or table that could not be written (stdout on a full disk, /dev/full, a closed pipe's
+ * EPIPE with SIGPIPE ignored) is a failure: exit 1 with why, not 0. */
 int main(int argc, char **argv)
 {
     std_fds_reserve();
