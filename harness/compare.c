@@ -200,6 +200,9 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
 {
     (void)line_no;
     struct groups *gs = ctx;
+    /* The reader's row, freed after this call: the defaults its run had written in, so that a default and the same
+     * value typed out (--threads 2 on 2 cores) are one configuration, as in the report. */
+    report_row_effective((struct json_value *)row);
     const struct json_value *cfg = json_get(row, "config");
     if (!cfg || cfg->type != JSON_OBJECT) return TB_OK;
     /* A diverged or interrupted run measured part of a run: it is no sample of its configuration (rows

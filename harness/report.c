@@ -65,6 +65,7 @@ static int collect(const struct json_value *row, long line_no, void *ctx)
     struct json_value *copy = NULL;
     const int st = json_value_copy(row, &copy);
     if (st != TB_OK) return st;
+    report_row_effective(copy); /* a default and the same value typed out: one configuration, as in compare */
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 64;
         struct json_value **p = realloc(r->v, (size_t)cap * sizeof *p);

@@ -1,6 +1,7 @@
 /* report_rows.c — the configuration index and the range checks of row numbers (see report_rows.h). */
 #include "report_rows.h"
 
+#include "json.h"
 #include "status.h"
 
 #include <math.h>
@@ -132,4 +133,32 @@ double report_figure(const char *field, double v)
     case FIG_UNIT: return v >= 0.0 && v <= 1.0 ? v : NAN;
     }
     return NAN;
+}
+
+/* The config member named key, or NULL. */
+static struct json_value *config_member(struct json_value *cfg, const char *key)
+{
+    for (int i = 0; cfg && cfg->type == JSON_OBJECT && i < cfg->n; i++)
+        if (!strcmp(cfg->keys[i], key)) return &cfg->items[i];
+    return NULL;
+}
+
+void report_row_effective(struct json_value *row)
+{
+    struct json_value *cfg = config_member(row, "config");
+    const char *backend = json_get_str(cfg, "backend", "");
+    struct json_value *th = config_member(cfg, "threads");
+    if (th && th->type == JSON_NUMBER && th->number == 0 && !strcmp(backend, "threads")) {
+        const double usable = json_get_number(row, "machine.usable_cores", 0), cores = json_get_number(row, "machine.n_cores", 0);
+        const double n = usable >= 1 && usable <= 4096 ? usable : cores >= 1 && cores <= 4096 ? cores : 0;
+        if (n > 0) th->number = floor(n);
+    }
+    struct json_value *sc = config_member(cfg, "schedule");
+    if (sc && sc->type == JSON_STRING && !sc->str[0] && !strcmp(backend, "ipu")) {
+        char *s = strdup("1f1b");
+        if (s) free(sc->str), sc->str = s;
+    }
+    struct json_value *pf = config_member(cfg, "prefetch");
+    if (pf && pf->type == JSON_NUMBER && (pf->number == 0 || pf->number == -1))
+        pf->number = pf->number == -1 ? 0 : !strcmp(backend, "ipu") ? 3 : 1;
 }

@@ -877,3 +877,50 @@ Test(harness_compare, a_time_budget_run_is_keyed_by_its_budget, .init = th_setup
     cr_assert_eq(budget_pairs, 1, "the four rows of the 0.3 s budget are one configuration");
     free(l);
 }
+
+/* A throughput row of mnist-mlp b32 on backend with config extra (ending in ",") and machine members. */
+static void row_be(const char *path, const char *backend, const char *extra, const char *machine, const double *rep)
+{
+    char text[2048];
+    int len = snprintf(text, sizeof text,
+                       "{\"schema_version\":1,\"kind\":\"throughput\",\"machine\":{%s},\"config\":{%s\"plan\":\"throughput\","
+                       "\"backend\":\"%s\",\"workload\":\"mnist-mlp\",\"batch\":32,\"dataset\":\"synthetic\",\"steps\":100,"
+                       "\"warmup\":10},\"figures\":{\"repeat_images_per_s\":[", machine, extra, backend);
+    for (int i = 0; i < 6; i++) len += snprintf(text + len, sizeof text - (size_t)len, "%s%.6g", i ? "," : "", rep[i]);
+    snprintf(text + len, sizeof text - (size_t)len, "]}}\n");
+    th_append(path, text);
+}
+
+/* Rows record an option not given as 0 or "", so a run of the default and one with the same value typed out
+ * (--threads 2 on a 2-core machine, the ipu's --schedule 1f1b or --prefetch 3) were two configurations, each
+ * "only in one file". Compare (and the report) read such a row as the run was: one configuration. */
+Test(harness_compare, a_default_and_its_value_typed_out_are_one_configuration, .init = th_setup, .fini = th_teardown)
+{
+    static const struct {
+        const char *backend, *old_cfg, *old_machine, *new_cfg, *new_machine;
+        int lines;
+    } cases[] = {
+        {"threads", "\"threads\":0,", "\"n_cores\":2,\"usable_cores\":2", "\"threads\":2,", "\"n_cores\":2", 1},
+        {"threads", "\"threads\":0,", "\"n_cores\":2", "\"threads\":2,", "\"n_cores\":2", 1}, /* before usable_cores */
+        {"threads", "\"threads\":0,", "\"n_cores\":2,\"usable_cores\":1", "\"threads\":2,", "\"n_cores\":2", 2}, /* taskset */
+        {"cpu", "\"threads\":0,", "\"n_cores\":2", "\"threads\":0,", "\"n_cores\":4", 1}, /* cpu takes no --threads */
+        {"ipu", "\"schedule\":\"\",", "", "\"schedule\":\"1f1b\",", "", 1},
+        {"ipu", "\"schedule\":\"\",", "", "\"schedule\":\"gpipe\",", "", 2},
+        {"ipu", "\"prefetch\":0,", "", "\"prefetch\":3,", "", 1},
+        {"ipu", "\"prefetch\":0,", "", "\"prefetch\":-1,", "", 2}, /* --prefetch 0: none */
+        {"mirrored", "\"prefetch\":0,", "", "\"prefetch\":1,", "", 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char a[192], b[192], fa[32], fb[32];
+        snprintf(fa, sizeof fa, "old%zu.jsonl", k);
+        snprintf(fb, sizeof fb, "new%zu.jsonl", k);
+        row_be(th_path(a, sizeof a, fa), cases[k].backend, cases[k].old_cfg, cases[k].old_machine, BASE);
+        row_be(th_path(b, sizeof b, fb), cases[k].backend, cases[k].new_cfg, cases[k].new_machine, BASE);
+        struct compare_line *l;
+        int n;
+        free(compare_captured(a, b, &l, &n));
+        cr_assert_eq(n, cases[k].lines, "case %zu (%s: %s vs %s): %d lines", k, cases[k].backend, cases[k].old_cfg,
+                     cases[k].new_cfg, n);
+        free(l);
+    }
+}
