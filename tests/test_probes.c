@@ -697,7 +697,7 @@ static int is_fifo(const char *path)
 /* --calibrate and --calibrate-if-needed renamed their file over whatever --calibration named: a device
  * node (as root, /dev/null became a regular file), a FIFO, a results file. Now they refuse a target that
  * is not a regular file, or a regular file that is not a calibration, with one line before measuring
- * (exit 1) and leave it alone; an empty file or another machine's calibration is replaced. */
+ * (exit 2, a usage error) and leave it alone; an empty file or another machine's calibration is replaced. */
 Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
 {
     char *dir = new_dir();
@@ -722,7 +722,7 @@ Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
         /* no run options: --calibrate refuses them */
         const int code = run_bounded_with(dir, "cal", RB_ARGS(m), RB_ARGS("--calibration", target), 60);
         char *err = rb_stderr(dir, "cal"), *out = rb_path(dir, "cal.out"), *text = tu_read_file(out, NULL);
-        cr_assert_eq(code, 1, "%s --calibration %s: exit %d: %s", m, target, code, err);
+        cr_assert_eq(code, 2, "%s --calibration %s: exit %d: %s", m, target, code, err);
         cr_assert_eq(n_lines(err), 1, "%s %s: %s", m, target, err);
         cr_assert(strstr(err, "--calibration") && strstr(err, target), "%s", err);
         cr_assert(strstr(err, t == 0 || t == 3 ? "not a regular file" : "not a calibration"), "%s", err);
@@ -736,7 +736,7 @@ Test(probes, calibrate_replaces_only_a_calibration, .timeout = 240)
         const int st = calibrate_check_target(path);
         alarm(0);
         const char *msg = tb_error_get();
-        cr_assert_neq(st, TB_OK, "--calibration %s: accepted", targets[t]); /* bench exits 1 on any refusal */
+        cr_assert_neq(st, TB_OK, "--calibration %s: accepted", targets[t]); /* bench exits 2 on any refusal */
         cr_assert(!strchr(msg, '\n'), "--calibration %s: not one line: %s", targets[t], msg);
         cr_assert(strstr(msg, "--calibration") && strstr(msg, targets[t]), "%s", msg);
         cr_assert(strstr(msg, t == 0 || t == 3 ? "not a regular file" : "not a calibration"), "%s", msg);
