@@ -26,10 +26,12 @@
 #include "suite.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -426,10 +428,28 @@ static int bench_main(int argc, char **argv)
     return 0;
 }
 
+/* A standard stream the caller closed (`bench 2>&-`) leaves its descriptor free, and the next open() takes it: the
+ * event log or a checkpoint then received every message meant for stderr (or a summary meant for stdout). Each is
+ * held by /dev/null opened read-only, so a write to it still fails (EBADF, said at exit for stdout) and lands in no
+ * file. */
+static void hold_closed_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        const int n = open("/dev/null", O_RDONLY); /* the lowest free descriptor: fd itself, the ones below are open */
+        if (n >= 0 && n != fd) dup2(n, fd), close(n);
+    }
+}
+
 /* A summary or table that could not be written (stdout on a full disk, /dev/full, a closed pipe's
  * EPIPE with SIGPIPE ignored) is a failure: exit 1 with why, not 0. */
 int main(int argc, char **argv)
 {
+    hold_closed_std_fds();
+    /* A file-size limit (ulimit -f) killed bench by SIGXFSZ in the middle of a write: a result row cut in half, no
+     * message. Ignored, the write fails with EFBIG, which every writer handles as a full disk (a partial row taken
+     * back, the old file kept, one line naming the file). */
+    signal(SIGXFSZ, SIG_IGN);
     int rc = bench_main(argc, argv);
     errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
