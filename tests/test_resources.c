@@ -116,3 +116,51 @@ Test(resources, a_closed_stderr_writes_nothing_into_the_event_log)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* Runs bench under a file-size limit (SIGXFSZ ignored, as bench does it too) over an earlier output at path holding
+ * old: the run fails with one line naming the file and the reason, exit 1, and path still holds old, no temporary
+ * beside it. */
+static void check_replaced_output_kept(const char *opt, const char *const *extra, rlim_t limit)
+{
+    char *dir = tu_mkdtemp("resources");
+    char *path = rb_path(dir, "earlier.out");
+    static const char old[] = "an earlier output\n";
+    tu_write_file(path, old, sizeof old - 1);
+    const int code = rb_run_with_file_limit(dir, "full", extra, RB_ARGS(opt, "earlier.out"), limit);
+    char *err = rb_stderr(dir, "full");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert(strstr(err, "earlier.out") && strstr(err, "File too large"), "the file and the reason: %s", err);
+    cr_assert_eq(n_lines(err), 1, "one line: %s", err);
+    size_t n = 0;
+    char *now = tu_read_file(path, &n);
+    cr_assert(n == sizeof old - 1 && memcmp(now, old, n) == 0, "%s's earlier file kept: %zu bytes", opt, n);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; (e = readdir(d));)
+        cr_assert(!strstr(e->d_name, ".tmp"), "no temporary left: %s", e->d_name);
+    closedir(d);
+    free(now), free(err), free(path);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* --logits over an earlier file on a full disk: it was opened in place, so the earlier logits were gone and half of
+ * the new ones left (an .npy whose header promised 2,000 rows). Now written beside it and renamed. */
+Test(resources, logits_that_do_not_fit_keep_the_earlier_file)
+{
+    /* 2,000 x 10 float32 logits are 80 kB; the result row a few. */
+    check_replaced_output_kept("--logits",
+                               RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,2000", "--batch", "8",
+                                       "--mllog", "none", "--out", "results.jsonl", "--quiet", "--plan", "evaluate"),
+                               20000);
+}
+
+/* --trace the same: an earlier trace was cut to the limit. */
+Test(resources, a_trace_that_does_not_fit_keeps_the_earlier_file)
+{
+    /* EfficientNet-B0's trace of one step is about 66 kB; its row under 20. */
+    check_replaced_output_kept("--trace",
+                               RB_ARGS("--workload", "effnet-b0", "--resolution", "32", "--conv-algo", "im2col", "--data",
+                                       "synthetic", "--synthetic-samples", "64,16", "--batch", "4", "--steps", "2",
+                                       "--mllog", "none", "--out", "results.jsonl", "--quiet", "--no-eval"),
+                               40000);
+}
