@@ -164,3 +164,25 @@ Test(resources, a_trace_that_does_not_fit_keeps_the_earlier_file)
                                        "--mllog", "none", "--out", "results.jsonl", "--quiet", "--no-eval"),
                                40000);
 }
+
+/* An event log that a full disk cut short: its events were dropped unsaid, exit 0 (the log was only closed, never
+ * checked). Now the run writes its row, says the log is incomplete, naming it and the reason, and exits 1. */
+Test(resources, an_event_log_cut_short_is_said_and_the_row_kept)
+{
+    char *dir = tu_mkdtemp("resources");
+    /* 300 steps of 125 a epoch: a log of about 6.5 kB, a row of about 3. */
+    const int code = rb_run_with_file_limit(dir, "log", RB_ARGS(RB_BASE),
+                                            RB_ARGS("--steps", "300", "--mllog", "ml", "--run-id", "cut"), 4500);
+    char *err = rb_stderr(dir, "log");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "one line: %s", err);
+    cr_assert(strstr(err, "ml/cut.log") && strstr(err, "File too large") && strstr(err, "the result row was written"),
+              "%s", err);
+    struct json_value *r = rb_last_row(dir);
+    cr_assert_str_eq(json_get_str(r, "status", ""), "ok");
+    cr_assert_eq(json_get_number(r, "figures.train_steps", -1), 300);
+    json_value_free(r);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
