@@ -262,14 +262,9 @@ void mllog_run_header(struct mllog *l, const struct mllog_run_info *ri)
 int mllog_close(struct mllog *l, char *why, size_t n)
 {
     if (!l->f) return TB_OK;
-    /* stdio keeps what a full disk refused, so the flush tries it again and errno names the cause. */
-    errno = 0;
-    int bad = fflush(l->f) != 0 || ferror(l->f);
-    int err = errno;
-    if (fclose(l->f) != 0 && !bad) bad = 1, err = errno;
+    const int err = tb_fclose_errno(l->f);
     l->f = NULL;
-    if (!bad) return TB_OK;
-    if (why && n && !why[0])
-        snprintf(why, n, "--mllog %s: the event log is incomplete: %s", l->path, err ? strerror(err) : "a write failed");
+    if (!err) return TB_OK;
+    if (why && n && !why[0]) snprintf(why, n, "--mllog %s: the event log is incomplete: %s", l->path, strerror(err));
     return TB_EIO;
 }

@@ -504,15 +504,15 @@ void outputs_replace_write(struct outputs_replace *r, const void *data, size_t n
 int outputs_replace_end(struct outputs_replace *r)
 {
     /* Synced before the rename, so a crash cannot leave an empty file where the old one was. */
-    errno = 0;
-    int bad = r->err || fflush(r->f) != 0 || ferror(r->f) || (r->tmp[0] && fsync(fileno(r->f)) != 0);
-    int err = r->err ? r->err : errno;
-    if (fclose(r->f) != 0 && !bad) bad = 1, err = errno;
+    int err = r->err;
+    if (!err && r->tmp[0] && (fflush(r->f) != 0 || fsync(fileno(r->f)) != 0)) err = errno ? errno : EIO;
+    const int close_err = tb_fclose_errno(r->f);
     r->f = NULL;
-    if (!bad && r->tmp[0] && rename(r->tmp, r->path) != 0) bad = 1, err = errno;
-    if (bad && r->tmp[0]) remove(r->tmp);
-    if (!bad) return TB_OK;
-    return tb_error_set(TB_EIO, "cannot write %s: %s", r->path, err ? strerror(err) : "a write failed");
+    if (!err) err = close_err;
+    if (!err && r->tmp[0] && rename(r->tmp, r->path) != 0) err = errno;
+    if (err && r->tmp[0]) remove(r->tmp);
+    if (!err) return TB_OK;
+    return tb_error_set(TB_EIO, "cannot write %s: %s", r->path, strerror(err));
 }
 
 int outputs_write_text(const char *path, const char *text)

@@ -9,6 +9,8 @@
  */
 #include "test_reliability_util.h"
 
+#include "report_seed001.h"
+
 #include <sys/resource.h>
 
 TestSuite(resources, .timeout = 120);
@@ -183,6 +185,32 @@ Test(resources, an_event_log_cut_short_is_said_and_the_row_kept)
     cr_assert_eq(json_get_number(r, "figures.train_steps", -1), 300);
     json_value_free(r);
     free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* The report's seed-001 chart table on a full disk (here /dev/full behind its name): its stream was closed
+ * unchecked, so gnuplot drew from a table cut short and `bench report` exited 0 with the chart "not rendered". Now
+ * the table's write failure is named, the chart not drawn, and the report says it is incomplete (exit 1). */
+Test(resources, a_seed001_table_cut_short_makes_the_report_incomplete)
+{
+    char *dir = tu_mkdtemp("resources");
+    char *data = rb_path(dir, "data"), *dat = rb_path(dir, "data/seed001_pods.dat");
+    cr_assert_eq(mkdir(data, 0777), 0);
+    cr_assert_eq(symlink("/dev/full", dat), 0);
+    char plots[1024], devices[1024], unwritten[512] = "";
+    snprintf(plots, sizeof plots, "%s/plots", TB_SOURCE_DIR);
+    snprintf(devices, sizeof devices, "%s/devices", TB_SOURCE_DIR);
+    char *md_buf = NULL;
+    size_t md_len = 0;
+    FILE *md = open_memstream(&md_buf, &md_len);
+    int drawn = 0;
+    cr_assert_eq(report_seed001_rows(md, dir, plots, devices, NULL, 0, "none", "/bin/true", &drawn, unwritten,
+                                     sizeof unwritten), TB_OK);
+    fclose(md);
+    cr_assert(strstr(unwritten, "seed001_pods.dat: No space left on device"), "the table named: '%s'", unwritten);
+    cr_assert(strstr(md_buf, "seed001_pods not rendered"), "no chart from a table cut short");
+    free(md_buf), free(data), free(dat);
     tu_rm_rf(dir);
     free(dir);
 }
