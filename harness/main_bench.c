@@ -452,9 +452,10 @@ int main(int argc, char **argv)
     signal(SIGXFSZ, SIG_IGN);
     int rc = bench_main(argc, argv);
     errno = 0;
-    if (fflush(stdout) != 0 || ferror(stdout)) {
+    /* Only where nothing failed before: a failure has said its one line already (export's to stdout names it). */
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
         fprintf(stderr, "bench: cannot write to standard output: %s\n", errno ? strerror(errno) : "write error");
-        if (rc == 0) rc = 1;
+        rc = 1;
     }
     return rc;
 }

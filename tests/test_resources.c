@@ -214,3 +214,37 @@ Test(resources, a_seed001_table_cut_short_makes_the_report_incomplete)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* `bench export --csv FILE` on a full disk said "write to FILE failed" without why, or named its temporary
+ * ("cannot close rows.csv.tmp.PID"), and to a full stdout printed a second line after its own. Now one line naming
+ * the file and the reason, exit 1. */
+Test(resources, an_export_on_a_full_disk_says_why)
+{
+    char *dir = tu_mkdtemp("resources");
+    cr_assert_eq(rb_run(dir, "rows", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2")), 0);
+    const int code = rb_run_with_file_limit(dir, "csv", RB_ARGS("export", "--in", "results.jsonl", "--csv", "rows.csv"),
+                                            NULL, 600);
+    char *err = rb_stderr(dir, "csv");
+    cr_assert_eq(code, 1, "exit %d: %s", code, err);
+    cr_assert_eq(n_lines(err), 1, "one line: %s", err);
+    cr_assert(strstr(err, "rows.csv: File too large"), "%s", err);
+    free(err);
+    const pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* stdout on /dev/full */
+        char errp[600];
+        snprintf(errp, sizeof errp, "%s/full.err", dir);
+        const int fo = open("/dev/full", O_WRONLY), fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0 || chdir(dir) != 0) _exit(127);
+        dup2(fo, 1), dup2(fe, 2);
+        execl(TB_BENCH_EXE, TB_BENCH_EXE, "export", "--in", "results.jsonl", "--csv", "-", (char *)NULL);
+        _exit(127);
+    }
+    cr_assert_eq(rb_wait(pid), 1);
+    err = rb_stderr(dir, "full");
+    cr_assert_eq(n_lines(err), 1, "one line: %s", err);
+    cr_assert(strstr(err, "No space left on device"), "%s", err);
+    free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
