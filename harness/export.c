@@ -202,10 +202,15 @@ int export_csv(const char *const *inputs, int n_inputs, const char *csv_path, in
         t.path = inputs[i];
         st = results_read_rows(inputs[i], on_row_write, &t);
     }
-    if (t.out && ferror(t.out) && st == TB_OK) st = tb_error_set(TB_EIO, "write to %s failed", csv_path);
-    if (t.out && !to_stdout && fclose(t.out) != 0 && st == TB_OK)
-        st = tb_error_set(TB_EIO, "cannot close %s: %s", tmp_path, strerror(errno));
-    if (to_stdout && t.out) fflush(stdout);
+    /* The write's own reason (a full disk), not only that one failed. */
+    if (t.out && to_stdout) {
+        errno = 0;
+        if ((fflush(stdout) != 0 || ferror(stdout)) && st == TB_OK)
+            st = tb_error_set(TB_EIO, "write to standard output failed: %s", errno ? strerror(errno) : "a write failed");
+    } else if (t.out) {
+        const int err = tb_fclose_errno(t.out);
+        if (err && st == TB_OK) st = tb_error_set(TB_EIO, "cannot write %s: %s", csv_path, strerror(err));
+    }
     if (tmp_path && st == TB_OK && rename(tmp_path, csv_path) != 0)
         st = tb_error_set(TB_EIO, "cannot rename %s to %s: %s", tmp_path, csv_path, strerror(errno));
     if (tmp_path && st != TB_OK) unlink(tmp_path);

@@ -259,8 +259,12 @@ void mllog_run_header(struct mllog *l, const struct mllog_run_info *ri)
     mllog_event(l, MLLOG_END, "init_stop", "null", -1, NULL);
 }
 
-void mllog_close(struct mllog *l)
+int mllog_close(struct mllog *l, char *why, size_t n)
 {
-    if (l->f) fclose(l->f);
+    if (!l->f) return TB_OK;
+    const int err = tb_fclose_errno(l->f);
     l->f = NULL;
+    if (!err) return TB_OK;
+    if (why && n && !why[0]) snprintf(why, n, "--mllog %s: the event log is incomplete: %s", l->path, strerror(err));
+    return TB_EIO;
 }

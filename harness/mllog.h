@@ -87,7 +87,9 @@ struct mllog_run_info {
  * next. */
 void mllog_run_header(struct mllog *l, const struct mllog_run_info *ri);
 
-/* Flushes and closes (safe on a disabled log). */
-void mllog_close(struct mllog *l);
+/* Flushes and closes (safe on a disabled log). TB_OK, or TB_EIO where an event could not be written (a full disk):
+ * the log is incomplete, and "--mllog FILE: ..." goes into why (n bytes) unless it holds a reason already. The
+ * thread's error is left as it is (a stopped run's message follows the close). */
+int mllog_close(struct mllog *l, char *why, size_t n);
 
 #endif

@@ -479,9 +479,46 @@ int outputs_check(const struct bench_config *c)
     return st;
 }
 
+int outputs_replace_begin(struct outputs_replace *r, const char *path)
+{
+    memset(r, 0, sizeof *r);
+    struct stat sb;
+    /* A link to a file: the file is replaced, the link kept (as a write through it did). */
+    const char *target = lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) && realpath(path, r->path) ? r->path : path;
+    if (target == path && snprintf(r->path, sizeof r->path, "%s", path) >= (int)sizeof r->path)
+        return tb_error_set(TB_EIO, "cannot write %s: the path is too long", path);
+    /* A device or FIFO (/dev/null, /dev/stdout) is written in place: a rename would replace the node with a file. */
+    if (regular_target_why(r->path)) {
+        if (!(r->f = fopen(r->path, "w"))) return tb_error_set(TB_EIO, "cannot write %s: %s", r->path, strerror(errno));
+        return TB_OK;
+    }
+    snprintf(r->tmp, sizeof r->tmp, "%s.tmp%ld", r->path, (long)getpid());
+    if (!(r->f = fopen(r->tmp, "w"))) return tb_error_set(TB_EIO, "cannot write %s: %s", r->tmp, strerror(errno));
+    return TB_OK;
+}
+
+void outputs_replace_write(struct outputs_replace *r, const void *data, size_t n)
+{
+    if (n && fwrite(data, 1, n, r->f) != n && !r->err) r->err = errno ? errno : EIO;
+}
+
+int outputs_replace_end(struct outputs_replace *r)
+{
+    /* Synced before the rename, so a crash cannot leave an empty file where the old one was. */
+    int err = r->err;
+    if (!err && r->tmp[0] && (fflush(r->f) != 0 || fsync(fileno(r->f)) != 0)) err = errno ? errno : EIO;
+    const int close_err = tb_fclose_errno(r->f);
+    r->f = NULL;
+    if (!err) err = close_err;
+    if (!err && r->tmp[0] && rename(r->tmp, r->path) != 0) err = errno;
+    if (err && r->tmp[0]) remove(r->tmp);
+    if (!err) return TB_OK;
+    return tb_error_set(TB_EIO, "cannot write %s: %s", r->path, strerror(err));
+}
+
 int outputs_write_text(const char *path, const char *text)
 {
-    char dir[PATH_MAX], tmp[PATH_MAX + 32];
+    char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) { /* mkdir -p the parent */
@@ -495,17 +532,12 @@ int outputs_write_text(const char *path, const char *text)
             if (!saved) break;
         }
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return tb_error_set(TB_EIO, "cannot write %s: %s", tmp, strerror(errno));
-    int ok = fprintf(f, "%s\n", text) > 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        const int e = errno;
-        remove(tmp);
-        return tb_error_set(TB_EIO, "cannot write %s: %s", path, strerror(e));
-    }
-    return TB_OK;
+    struct outputs_replace r;
+    const int st = outputs_replace_begin(&r, path);
+    if (st != TB_OK) return st;
+    outputs_replace_write(&r, text, strlen(text));
+    outputs_replace_write(&r, "\n", 1);
+    return outputs_replace_end(&r);
 }
 
 int outputs_lock_beside(const char *path, const char *what)

@@ -12,6 +12,9 @@
 
 #include "run.h"
 
+#include <limits.h>
+#include <stdio.h>
+
 /* Checks --out, --mllog (unless "none"), --checkpoint-dir and --save of a finished configuration;
  * TB_OK, or TB_EIO with one line naming the option, the path and the reason; TB_EINVAL for a --run-id
  * whose event log exists already (unless the run is a --resume), and for two outputs that are one file
@@ -29,6 +32,22 @@ int outputs_check(const struct bench_config *c);
  * directory must exist and take a new file (make_dirs: or be creatable, for a writer that makes it).
  * TB_OK, or TB_EIO with one line "OPT PATH: why". */
 int outputs_check_replaced(const char *opt, const char *path, int make_dirs);
+/* An output written whole that replaces an earlier file only once it is complete (outputs_replace_begin/_end). */
+struct outputs_replace {
+    FILE *f;                 /* where to write */
+    char path[PATH_MAX];     /* the file replaced: the path given, or the file a link there names */
+    char tmp[PATH_MAX + 32]; /* the temporary renamed over it; "" where path is a device or FIFO, written in place */
+    int err;                 /* the first failed write's errno, 0 while none failed */
+};
+/* Opens r->f for an output written whole as path: a temporary beside it (a device or FIFO such as /dev/null in
+ * place). TB_OK, or TB_EIO with one line. */
+int outputs_replace_begin(struct outputs_replace *r, const char *path);
+/* Writes n bytes of data to r->f, keeping the errno of the first that fails for outputs_replace_end's message. */
+void outputs_replace_write(struct outputs_replace *r, const void *data, size_t n);
+/* Ends r: flushed, synced, closed and renamed over its path, so a reader sees the old file or the whole new one; on
+ * any failure (a full disk) the temporary is removed and the old file left as it was. TB_OK, or TB_EIO "cannot write
+ * PATH: why" (the failed write's reason). */
+int outputs_replace_end(struct outputs_replace *r);
 /* Writes text and a newline as the file path: its parent directories made as needed, a temporary beside it
  * renamed into place, so a reader never sees half a file. TB_OK, or TB_EIO with one line. */
 int outputs_write_text(const char *path, const char *text);

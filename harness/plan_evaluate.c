@@ -15,10 +15,10 @@
 
 #include "clock.h"
 #include "fmt_figure.h"
+#include "outputs.h"
 #include "results.h"
 #include "status.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,18 +82,17 @@ static int write_npy(const char *path, const float *logits, long n, int K)
     /* Its directory made as --out's is (a missing one failed after the whole evaluation). */
     int st = results_make_parent_dirs(path);
     if (st != TB_OK) return tb_error_set(st, "--logits %s: %s", path, tb_error_get());
-    FILE *f = fopen(path, "wb");
-    if (!f) return tb_error_set(TB_EIO, "--logits %s: %s", path, strerror(errno));
     /* The data are written as the machine holds them: .npy says '<f4', so refuse a big-endian host. */
     const uint32_t one = 1;
-    if (*(const unsigned char *)&one != 1) {
-        fclose(f);
-        return tb_error_set(TB_EUNSUPPORTED, "--logits: big-endian hosts are not supported");
+    if (*(const unsigned char *)&one != 1) return tb_error_set(TB_EUNSUPPORTED, "--logits: big-endian hosts are not supported");
+    /* Beside the file and renamed over it: on a full disk an earlier file stayed cut short, half a new one. */
+    struct outputs_replace r;
+    if ((st = outputs_replace_begin(&r, path)) == TB_OK) {
+        outputs_replace_write(&r, head, 10 + (size_t)hlen);
+        outputs_replace_write(&r, logits, (size_t)n * (size_t)K * sizeof(float));
+        st = outputs_replace_end(&r);
     }
-    const size_t cnt = (size_t)n * (size_t)K;
-    int ok = fwrite(head, 1, 10 + (size_t)hlen, f) == 10 + (size_t)hlen && fwrite(logits, sizeof(float), cnt, f) == cnt;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) return tb_error_set(TB_EIO, "--logits %s: write failed: %s", path, strerror(errno));
+    if (st != TB_OK) return tb_error_set(st, "--logits: %s", tb_error_get());
     return TB_OK;
 }
 

@@ -82,7 +82,7 @@ int plan_inference(struct session *s)
     }
     progress_finish(&pr);
     mllog_event(&lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK ? "success" : "aborted");
-    mllog_close(&lg);
+    mllog_close(&lg, s->output_err, sizeof s->output_err);
     if (st == TB_EINTR) {
         /* The row of what ran (the batched forwards; no training time), marked partial. */
         tb_error_set(st, "%s; a partial measurement reports no rate and is not resumable: run it again",

@@ -115,7 +115,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
     }
     progress_finish(&pr);
     mllog_event(&lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK ? "success" : "aborted");
-    mllog_close(&lg);
+    mllog_close(&lg, s->output_err, sizeof s->output_err);
     if (st == TB_EINTR || st == TB_EDIVERGED) {
         step_record_free(&rec);
         free(all);

@@ -245,7 +245,7 @@ static int train_stopped(struct train_run *t, int st)
     const long step = t->step;
     train_close_epoch(t);
     mllog_event(&t->lg, MLLOG_END, "run_stop", "null", -1, "aborted");
-    mllog_close(&t->lg);
+    mllog_close(&t->lg, t->s->output_err, sizeof t->s->output_err);
     step_record_free(&t->rec);
     const int have_ck = st == TB_EINTR && t->ckpt && t->ckpt_step == step && step > 0;
     if (st == TB_EINTR) {
@@ -359,7 +359,7 @@ static int train_evaluate(struct train_run *t, int st)
     }
     if (st == TB_OK && !t->sb && c->save[0] && s->primary) st = train_save(t);
     mllog_event(&t->lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK ? "success" : "aborted");
-    mllog_close(&t->lg);
+    mllog_close(&t->lg, t->s->output_err, sizeof t->s->output_err);
     return st;
 }
 

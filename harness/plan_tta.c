@@ -521,7 +521,7 @@ static int tta_seed_close(struct tta_plan *p, struct tta_seed *q, int st)
     if (q->open_epoch) mllog_event(&q->lg, MLLOG_END, "epoch_stop", "null", q->open_epoch, NULL);
     q->open_epoch = 0;
     mllog_event(&q->lg, MLLOG_END, "run_stop", "null", -1, st == TB_OK && p->r.tr[q->k].reached ? "success" : "aborted");
-    mllog_close(&q->lg);
+    mllog_close(&q->lg, s->output_err, sizeof s->output_err);
     if (st != TB_OK) {
         p->stop_step = s->done_step, p->stop_start = q->first;
         p->stop_time = q->prev_t + q->session_train, p->stop_session = q->session_train;

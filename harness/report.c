@@ -868,12 +868,17 @@ static FILE *dat_open(struct ctx *x, const char *path)
     return f;
 }
 
+int report_data_close(FILE *f, const char *path, char *unwritten, size_t un)
+{
+    const int err = tb_fclose_errno(f);
+    if (err && unwritten && un && !unwritten[0]) snprintf(unwritten, un, "%s: %s", path, strerror(err));
+    return err ? TB_EIO : TB_OK;
+}
+
 /* Closes a chart's table; a write that failed (a full disk) makes the report incomplete, as an open that failed. */
 static void dat_close(struct ctx *x, FILE *f, const char *path)
 {
-    const int bad = ferror(f);
-    if ((fclose(f) != 0 || bad) && !x->unwritten[0])
-        snprintf(x->unwritten, sizeof x->unwritten, "%s: %s", path, bad ? "a write failed" : strerror(errno));
+    report_data_close(f, path, x->unwritten, sizeof x->unwritten);
 }
 
 FILE *report_open_data(void *report, const char *path)

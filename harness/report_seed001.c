@@ -278,7 +278,7 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
                 100.0 * (x->t_fwd - mf) / mf, mb * 1e3, x->t_bwd * 1e3, 100.0 * (x->t_bwd - mb) / mb, et);
         if (f) fprintf(f, "stage %d\t%.6f\t%.6f\n", s, (mf + mb) * 1e3, (x->t_fwd + x->t_bwd) * 1e3);
     }
-    if (f) fclose(f);
+    if (f) report_data_close(f, dat, unwritten, un);
     if (worst < -30.0)
         fprintf(md, "\nThe model projects this machine's stages up to %.0f %% faster than they ran. Where it misses: it charges "
                     "each convolution at half of the sgemm ceiling, but the backend's grouped convolutions (16 channels a "
@@ -438,8 +438,8 @@ static int seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
     }
     fprintf(md, "\n");
     int missing = 0, ok = 0;
-    if (f) {
-        fclose(f);
+    /* A table a full disk cut short is not drawn, and the report says it is incomplete. */
+    if (f && report_data_close(f, dat, unwritten, un) == TB_OK) {
         char sub[300];
         snprintf(sub, sizeof sub, "%s, %dx%d, batch %d, micro-batch %d, %d stages; projected = device model (devices/*.spec)",
                  pub.workload, pub.resolution, pub.resolution, pub.global_batch, pub.micro_batch, pub.stages);

@@ -1,9 +1,9 @@
 /* trace.c — captures a training step's events and writes them as a Chrome trace (see trace.h). */
 #include "trace.h"
 
+#include "outputs.h"
 #include "status.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,14 +232,14 @@ int trace_write_file(const char *path, const struct trace_capture *t, const stru
         json_buf_free(&b);
         return tb_error_set(st, "--trace %s: the trace could not be formatted", path);
     }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        json_buf_free(&b);
-        return tb_error_set(TB_EIO, "--trace %s: %s", path, strerror(errno));
+    /* Beside the file and renamed over it: on a full disk an earlier trace stayed cut short, half a new one. */
+    struct outputs_replace r;
+    if ((st = outputs_replace_begin(&r, path)) == TB_OK) {
+        outputs_replace_write(&r, json_buf_str(&b), strlen(json_buf_str(&b)));
+        outputs_replace_write(&r, "\n", 1);
+        st = outputs_replace_end(&r);
     }
-    const size_t len = strlen(json_buf_str(&b));
-    const int ok = fwrite(json_buf_str(&b), 1, len, f) == len && fputc('\n', f) != EOF;
     json_buf_free(&b);
-    if (fclose(f) != 0 || !ok) return tb_error_set(TB_EIO, "--trace %s: write failed (%s)", path, strerror(errno));
+    if (st != TB_OK) return tb_error_set(st, "--trace: %s", tb_error_get());
     return TB_OK;
 }

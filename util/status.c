@@ -1,6 +1,7 @@
 /* status.c — thread-local error message for recoverable failures. */
 #include "status.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,4 +74,13 @@ const char *tb_status_name(int status)
     case TB_EUNSUPPORTED: return "unsupported";
     }
     return "unknown error";
+}
+
+int tb_fclose_errno(FILE *f)
+{
+    errno = 0;
+    const int bad = fflush(f) != 0 || ferror(f);
+    int err = bad ? errno : 0;
+    if (fclose(f) != 0 && !bad) err = errno;
+    return bad || err ? (err ? err : EIO) : 0;
 }

@@ -32,6 +32,9 @@ void tb_error_clear(void);
 /* Copies src into dst (n bytes, NUL-terminated) as one line of text: control bytes and malformed UTF-8 as \xNN,
  * well-formed UTF-8 as itself, cut at a whole character; for text from files that bench prints. */
 void tb_text_clean(char *dst, size_t n, const char *src);
+/* Flushes and closes an output stream f: 0, or the errno of the write that failed (a full disk: stdio keeps what was
+ * refused, and the flush's retry names it), EIO where no errno was left. */
+int tb_fclose_errno(FILE *f);
 /* Returns a short name for a status code ("invalid argument", ...). */
 const char *tb_status_name(int status);
 
