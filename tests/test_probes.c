@@ -371,10 +371,10 @@ Test(probes, loss_watch_rule)
     for (long s = 2; s < 100; s++) cr_assert_eq(loss_watch_feed(&w, s, 400.0, 10), TB_OK);
 }
 
-/* Runs bench with args and its standard output on /dev/full; returns its exit status, stderr in err. */
-static int run_to_dev_full(const char *dir, const char *const *args, char **err)
+/* Runs bench with args in dir, its standard output and error written to the files out and err (NULL: that stream
+ * closed); returns its exit status. */
+static int run_with_streams(const char *dir, const char *const *args, const char *out, const char *err)
 {
-    char *err_path = rb_path(dir, "full.err");
     const char *argv[32];
     int argc = 0;
     argv[argc++] = TB_BENCH_EXE;
@@ -384,13 +384,25 @@ static int run_to_dev_full(const char *dir, const char *const *args, char **err)
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
-        int fo = open("/dev/full", O_WRONLY), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || chdir(dir) != 0) _exit(127);
-        dup2(fo, 1), dup2(fe, 2);
+        const char *path[2] = {out, err};
+        for (int fd = 1; fd <= 2; fd++) {
+            const int f = path[fd - 1] ? open(path[fd - 1], O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+            if (path[fd - 1] && f < 0) _exit(127);
+            if (f >= 0) dup2(f, fd), close(f);
+            else close(fd);
+        }
+        if (chdir(dir) != 0) _exit(127);
         execv(TB_BENCH_EXE, (char *const *)argv);
         _exit(127);
     }
-    const int code = rb_wait(pid);
+    return rb_wait(pid);
+}
+
+/* Runs bench with args and its standard output on /dev/full; returns its exit status, stderr in err. */
+static int run_to_dev_full(const char *dir, const char *const *args, char **err)
+{
+    char *err_path = rb_path(dir, "full.err");
+    const int code = run_with_streams(dir, args, "/dev/full", err_path);
     *err = tu_read_file(err_path, NULL);
     free(err_path);
     return code;
@@ -401,24 +413,7 @@ static int run_to_dev_full(const char *dir, const char *const *args, char **err)
 static int run_with_closed(const char *dir, int closed, const char *const *args)
 {
     char *out_path = rb_path(dir, "closed.out"), *err_path = rb_path(dir, "closed.err");
-    const char *argv[32];
-    int argc = 0;
-    argv[argc++] = TB_BENCH_EXE;
-    for (int i = 0; args[i]; i++) argv[argc++] = args[i];
-    argv[argc] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || fe < 0 || chdir(dir) != 0) _exit(127);
-        dup2(fo, 1), dup2(fe, 2);
-        close(fo), close(fe);
-        close(closed);
-        execv(TB_BENCH_EXE, (char *const *)argv);
-        _exit(127);
-    }
-    const int code = rb_wait(pid);
+    const int code = run_with_streams(dir, args, closed == 1 ? NULL : out_path, closed == 2 ? NULL : err_path);
     free(out_path), free(err_path);
     return code;
 }

@@ -1,5 +1,5 @@
 /* test_resources.c — bench (TB_BENCH_EXE) when the system runs out of something or its output channels are
- * hostile: a file-size limit with SIGXFSZ at its default, a standard stream closed, a full disk under an output
+ * hostile: a file-size limit with SIGXFSZ at its default, a full disk under an output
  * that replaces an earlier one (--logits, --trace), an event log that cannot be written.
  *
  * A full disk is a file-size limit (RLIMIT_FSIZE) here: it needs no mount, and the write that crosses it fails as
@@ -60,61 +60,6 @@ Test(resources, a_file_size_limit_leaves_no_half_row)
     char *after = tu_read_file(rows, &n1);
     cr_assert(n1 == n0 && memcmp(before, after, n0) == 0, "the results file is as it was (%zu bytes, was %zu)", n1, n0);
     free(before), free(after), free(err), free(rows);
-    tu_rm_rf(dir);
-    free(dir);
-}
-
-/* Starts bench with args (NULL-terminated) in dir with stderr closed (stdout to dir/tag.out) and waits for it: its
- * exit status. */
-static int run_with_stderr_closed(const char *dir, const char *tag, const char *const *args)
-{
-    const char *argv[80];
-    int argc = 0;
-    argv[argc++] = TB_BENCH_EXE;
-    for (const char *const *a = args; *a; a++) {
-        cr_assert_lt(argc, 79);
-        argv[argc++] = *a;
-    }
-    argv[argc] = NULL;
-    char out[512];
-    snprintf(out, sizeof out, "%s/%s.out", dir, tag);
-    fflush(NULL);
-    const pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        const int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fo < 0 || chdir(dir) != 0) _exit(127);
-        dup2(fo, 1), close(fo);
-        close(2);
-        execv(TB_BENCH_EXE, (char *const *)argv);
-        _exit(127);
-    }
-    return rb_wait(pid);
-}
-
-/* `bench 2>&- --mllog DIR`: the event log was opened on descriptor 2, and bench's messages on stderr (here the
- * evaluation's progress note, written while the log is open) went into it between its :::MLLOG lines. Now the log
- * holds its events alone. */
-Test(resources, a_closed_stderr_writes_nothing_into_the_event_log)
-{
-    char *dir = tu_mkdtemp("resources");
-    const int code = run_with_stderr_closed(dir, "closed",
-                                            RB_ARGS("--data", "synthetic", "--synthetic-samples", "1000,200", "--batch",
-                                                    "8", "--steps", "3", "--out", "results.jsonl", "--mllog", "ml",
-                                                    "--run-id", "closed"));
-    cr_assert_eq(code, 0);
-    char *log_path = rb_path(dir, "ml/closed.log");
-    char *log = tu_read_file(log_path, NULL);
-    cr_assert(log && *log, "the event log exists");
-    int lines = 0;
-    for (char *p = log; *p;) {
-        char *nl = strchr(p, '\n');
-        cr_assert(nl, "the log ends with a whole line: ...%s", p);
-        cr_assert(strncmp(p, ":::MLLOG {", 10) == 0, "every line an event, not: %.*s", (int)(nl - p), p);
-        p = nl + 1, lines++;
-    }
-    cr_assert_gt(lines, 5);
-    free(log), free(log_path);
     tu_rm_rf(dir);
     free(dir);
 }

@@ -71,9 +71,8 @@ Test(row_threads, an_inference_row_says_the_devices_it_ran_on)
     proc_free(&p);
 }
 
-/* Probe C 8: under `taskset -c 0` a threads run computed with one thread but took its ceiling share of the
- * machine's (all-thread) sgemm, peak_threads 2. */
-Test(row_threads, the_ceiling_is_of_the_cores_the_process_may_use)
+/* The first CPU this process may run on, for a run narrowed to it alone; skips the test on a one-CPU machine. */
+static int one_allowed_cpu(void)
 {
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) cr_skip_test("one CPU: no affinity narrower than the machine");
     cpu_set_t mine;
@@ -81,6 +80,14 @@ Test(row_threads, the_ceiling_is_of_the_cores_the_process_may_use)
     cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
     int cpu = 0;
     while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine)) cpu++;
+    return cpu;
+}
+
+/* Probe C 8: under `taskset -c 0` a threads run computed with one thread but took its ceiling share of the
+ * machine's (all-thread) sgemm, peak_threads 2. */
+Test(row_threads, the_ceiling_is_of_the_cores_the_process_may_use)
+{
+    const int cpu = one_allowed_cpu();
     char *dir = tu_mkdtemp("rowthr-aff"), *out = NULL, *cal = NULL;
     cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0 && asprintf(&cal, "%s/cal.json", dir) > 0);
 #define AFF_RUN(...)                                                                                                 \
@@ -147,12 +154,7 @@ Test(row_threads, a_batch_sweep_prints_no_efficiency_and_no_last_point_descripti
  * mirrored's devices too, and the row records them (machine.usable_cores). */
 Test(row_threads, more_threads_than_the_allowed_cores_are_noted_and_the_row_says_the_allowed_cores)
 {
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2) cr_skip_test("one CPU: no affinity narrower than the machine");
-    cpu_set_t mine;
-    CPU_ZERO(&mine);
-    cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    int cpu = 0;
-    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine)) cpu++;
+    const int cpu = one_allowed_cpu();
     char *dir = tu_mkdtemp("rowthr-note"), *out = NULL;
     cr_assert(asprintf(&out, "%s/rows.jsonl", dir) > 0);
     static const char *const opt[2][2] = {{"--backend", "threads"}, {"--backend", "mirrored"}};
