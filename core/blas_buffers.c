@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* OpenBLAS's own names, called through its PLT: defined here, they serve the process. */
 void *blas_memory_alloc(int procpos);
@@ -91,6 +92,19 @@ static void bb_read_env(int argc, char **argv, char **envp)
 }
 __attribute__((section(".preinit_array"), used)) static void (*const bb_preinit)(int, char **, char **) = bb_read_env;
 
+/* OpenBLAS's own allocator retries a failed allocation forever (driver/others/memory.c loops until one succeeds): a
+ * process under a memory limit it could not meet (ulimit -v) spun there, deaf to SIGTERM, which bench answers after
+ * the current step. No status can be returned through OpenBLAS's call: said in one line, and the process ends
+ * (exit 1, as a run that failed). */
+static void bb_out_of_memory(const char *what, size_t bytes)
+{
+    char size[48] = "";
+    if (bytes) snprintf(size, sizeof size, " (%.0f MiB)", (double)bytes / (1 << 20));
+    fprintf(stderr, "bench: out of memory: %s%s could not be allocated (a memory limit such as ulimit -v too low?)\n",
+            what, size);
+    _exit(1);
+}
+
 static void bb_init(void)
 {
     /* The definitions after ours in lookup order: OpenBLAS's own. */
@@ -104,13 +118,13 @@ static void bb_init(void)
         shared = env && strcmp(env, "shared") == 0;
     }
     int mode = BB_SHARED;
-    if (!shared && probe_alloc && probe_free) {
+    if (probe_alloc && probe_free) {
+        /* The probe is one buffer, malloc'd: where even that fails, OpenBLAS's own allocator would spin. */
         void *probe = probe_alloc(0);
-        if (probe) {
-            bb_bytes = malloc_usable_size(probe);
-            probe_free(probe);
-        }
-        if (bb_bytes && pthread_key_create(&bb_key, bb_set_release) == 0) mode = BB_PER_THREAD;
+        if (!probe) bb_out_of_memory("OpenBLAS's packing buffer", 0);
+        bb_bytes = malloc_usable_size(probe);
+        probe_free(probe);
+        if (!shared && bb_bytes && pthread_key_create(&bb_key, bb_set_release) == 0) mode = BB_PER_THREAD;
     }
     if (mode == BB_SHARED && (!bb_next_alloc || !bb_next_free)) {
         fprintf(stderr, "trainbench: OpenBLAS asked for a buffer, but neither its allocator nor its size was found\n");
@@ -124,10 +138,7 @@ static char *bb_map(struct bb_slot *slot)
     size_t bytes = BB_HEADER + bb_bytes;
     /* NORESERVE: OpenBLAS's R blocking spans BUFFER_SIZE, but a call touches only the panels it packs. */
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) {
-        fprintf(stderr, "trainbench: cannot map a %zu-byte OpenBLAS buffer\n", bytes);
-        abort();
-    }
+    if (m == MAP_FAILED) bb_out_of_memory("an OpenBLAS packing buffer", bytes);
     struct bb_header *h = m;
     h->magic = BB_MAGIC;
     h->slot = slot;

@@ -1,6 +1,6 @@
 /* test_resources.c — bench (TB_BENCH_EXE) when the system runs out of something or its output channels are
  * hostile: a file-size limit with SIGXFSZ at its default, a full disk under an output
- * that replaces an earlier one (--logits, --trace), an event log that cannot be written.
+ * that replaces an earlier one (--logits, --trace), an event log that cannot be written, a memory limit.
  *
  * A full disk is a file-size limit (RLIMIT_FSIZE) here: it needs no mount, and the write that crosses it fails as
  * on a full disk (EFBIG) once SIGXFSZ is ignored, which bench does itself. Every child runs in a fresh temp
@@ -190,6 +190,49 @@ Test(resources, an_export_on_a_full_disk_says_why)
     cr_assert_eq(n_lines(err), 1, "one line: %s", err);
     cr_assert(strstr(err, "No space left on device"), "%s", err);
     free(err);
+    tu_rm_rf(dir);
+    free(dir);
+}
+
+/* Under a memory limit (ulimit -v) that OpenBLAS's 128 MiB packing buffer could not meet, bench spun forever in
+ * OpenBLAS's allocator (it retries a failed allocation without end), deaf to SIGTERM. Over a sweep of limits from
+ * what the loader needs to what a run needs, every run ends within its time: ok, or one line (exit 1); never a hang.
+ * ASan reserves terabytes of shadow, so no limit can be set under it. */
+Test(resources, a_memory_limit_ends_the_run_in_one_line_never_a_hang, .timeout = 300)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("AddressSanitizer's shadow memory leaves no room for a memory limit");
+#endif
+    char *dir = tu_mkdtemp("resources");
+    int ended_short = 0, ran = 0;
+    for (long mib = 160; mib <= 1024; mib += 32) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd,
+                 "cd %s && timeout -s KILL 60 sh -c 'ulimit -v %ld && exec %s --data synthetic --synthetic-samples "
+                 "1000,200 --batch 4 --steps 2 --mllog none --out rows.jsonl --quiet' >out.txt 2>err.txt",
+                 dir, mib * 1024, TB_BENCH_EXE);
+        const int rc = system(cmd);
+        cr_assert(WIFEXITED(rc), "ulimit -v %ld MiB: %d", mib, rc);
+        const int code = WEXITSTATUS(rc);
+        char *err_path = rb_path(dir, "err.txt"), *err = tu_read_file(err_path, NULL);
+        cr_assert_neq(code, 137, "ulimit -v %ld MiB: bench hung (killed after 60 s): %s", mib, err);
+        /* Before main, where bench has no say: the loader's (127), and OpenBLAS's constructor starting its threads */
+        if ((code == 127 && err && strstr(err, "error while loading shared libraries")) ||
+            (err && strstr(err, "OpenBLAS blas_thread_init: pthread_create failed"))) {
+            free(err), free(err_path);
+            continue;
+        }
+        cr_assert(code == 0 || code == 1, "ulimit -v %ld MiB: exit %d: %s", mib, code, err);
+        if (code == 1) {
+            cr_assert_eq(n_lines(err), 1, "ulimit -v %ld MiB: one line: %s", mib, err);
+            cr_assert(!strncmp(err, "bench: ", 7), "ulimit -v %ld MiB: %s", mib, err);
+            ended_short++;
+        } else {
+            ran++;
+        }
+        free(err), free(err_path);
+    }
+    cr_assert(ran > 0 && ended_short > 0, "the sweep spans no limit (%d runs, %d refused)", ran, ended_short);
     tu_rm_rf(dir);
     free(dir);
 }
