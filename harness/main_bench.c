@@ -425,9 +425,10 @@ static int bench_main(int argc, char **argv)
         st = suite_run(&s);
         suite_free(&s);
         if (st != TB_OK) {
-            fprintf(stderr, "bench: %s\n", tb_error_get());
             /* A failed run is a runtime failure whatever its own status; a stop signal is 130 / 143. */
-            return st == TB_EINTR && bench_stop_signal() ? status_exit(st) : 1;
+            const int code = st == TB_EINTR && bench_stop_signal() ? status_exit(st) : 1;
+            bench_fail_say("", tb_error_get(), code);
+            return code;
         }
         return 0;
     }
@@ -439,7 +440,7 @@ static int bench_main(int argc, char **argv)
     }
     st = bench_run(&c);
     if (st != TB_OK) {
-        fprintf(stderr, "bench: %s\n", tb_error_get());
+        bench_fail_say("", tb_error_get(), status_exit(st));
         return status_exit(st);
     }
     return 0;

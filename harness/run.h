@@ -173,6 +173,16 @@ struct bench_stop_handlers {
 void bench_stop_handlers_install(struct bench_stop_handlers *h);
 /* Puts back what bench_stop_handlers_install replaced. */
 void bench_stop_handlers_restore(const struct bench_stop_handlers *h);
+/* Under MPI: whether every rank knows of the stop (a step's collective carried it), so that all of them stop
+ * after the same step; 0 without MPI. */
+int bench_stop_agreed(void);
+/* A stop every rank now knows of (a collective carried signo from the rank it was sent to): this rank stops too,
+ * after the same step, as if sent signo itself where it was not. */
+void bench_stop_agree(int signo);
+/* Says a failed run's msg after `what` ("" or a suite line's "FILE:LINE: run K failed: ") as one "bench:" line;
+ * under MPI once for a failure every rank reached, and a rank that failed alone ends the job with exit status
+ * code (ranks.c). */
+void bench_fail_say(const char *what, const char *msg, int code);
 /* The plan's name ("train", "throughput", ...). */
 const char *bench_plan_name(enum bench_plan p);
 

@@ -170,6 +170,13 @@ int eval_batch_choose(const struct model *m, int batch, int requested, int test_
 int session_eval_batch(struct session *s, int batch);
 /* Accuracy and mean loss on the whole test set, and the seconds it took. */
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s);
+/* The stop signal when the run stops now, else 0: a signal this process was sent stops it at once, unless the
+ * run spans MPI ranks: then only once every rank knows of it (a collective carried it), so that all of them stop
+ * after the same step and none waits in a collective for a rank gone. */
+int session_stop_due(struct session *s);
+/* What a step or an evaluation reported of a stop signal another rank was sent (step_stats.stop_signal,
+ * eval_stats.stop_signal): every rank agrees to stop; rank 0 says so where it was not sent one itself. */
+void session_stop_heard(struct session *s, int signo);
 /* Evaluates the first n test samples into ev in chunks of chunk samples, the batches the backend evaluates in,
  * so that a stop signal is honoured between them (TB_EINTR, saying after how many); logits (n, classes), when
  * not NULL, receives every chunk's rows in place. *done: the chunks evaluated. */
