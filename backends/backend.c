@@ -375,6 +375,11 @@ int backend_is_primary(struct backend *b)
     return !(b->i && b->i->is_primary && b->prepared) || b->i->is_primary(b);
 }
 
+int backend_offer_stop(struct backend *b, int signo)
+{
+    return b->i && b->i->offer_stop && b->prepared ? b->i->offer_stop(b, signo) : 0;
+}
+
 void backend_destroy(struct backend *b)
 {
     if (b->i && b->i->destroy) b->i->destroy(b);

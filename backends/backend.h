@@ -65,6 +65,8 @@ struct step_stats {
     double t_forward_backward, t_update;
     double t_compute, t_allreduce, t_exchange, t_idle; /* backends that can tell them apart */
     int nonfinite;         /* NaN/Inf seen in loss or gradients */
+    int stop_signal;       /* over MPI: the stop signal (SIGINT, SIGTERM) some rank offered to this step
+                              (backend_offer_stop), which every rank learns from its collective; 0 none */
 };
 
 /* One interval of the last completed training step on device `device` (--trace): a layer's forward or
@@ -141,6 +143,8 @@ struct backend_i {
     int (*set_seed)(struct backend *b, uint64_t seed);
     /* Whether the steps that follow are timed or warm-up: see backend_count_steps. */
     void (*count_steps)(struct backend *b, int timed);
+    /* See backend_offer_stop. */
+    int (*offer_stop)(struct backend *b, int signo);
 };
 
 struct backend {
@@ -275,6 +279,11 @@ int backend_stats(struct backend *b, struct backend_stats *s);
 int backend_restore_loss_scaling(struct backend *b, const char *state);
 /* True unless this process is a non-zero MPI rank: only the primary prints and writes results. */
 int backend_is_primary(struct backend *b);
+/* A stop signal this process was sent: 1 when the run spans other processes (MPI ranks), which then learn it
+ * from the next training step's collective (its step_stats.stop_signal), so that every rank stops after the
+ * same step rather than one leaving the others in a collective; 0 when this process is the whole run and
+ * stops at once. */
+int backend_offer_stop(struct backend *b, int signo);
 /* Releases everything the backend holds (safe on a created-but-unprepared backend). */
 void backend_destroy(struct backend *b);
 

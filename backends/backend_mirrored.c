@@ -45,6 +45,7 @@
 #include "tpool.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,7 @@
 struct mir_ctx {
     int R;                    /* replicas in this process */
     int mpi, rank, world;     /* MPI: R replicas per rank, world ranks; replica r is global replica rank·R + r */
+    int stop_offer, stop_seen; /* MPI: the stop signal this rank offers, the one any rank offered (last step) */
     int shard;                /* samples per replica */
     struct executor *dev;     /* (R) */
     float **grads;            /* (R) each replica's gradient buffer (host) */
@@ -133,7 +135,9 @@ static int shards_update(const struct mir_ctx *c)
 static int global_replica(const struct mir_ctx *c, int r) { return (c->mpi ? c->rank * c->R : 0) + r; }
 
 /* --transport mpi, between the ring's halves: every replica's complete chunk (the rank's sum) summed over
- * the ranks, and the rank's loss sum with it (into loss[0], the others zeroed). MPI is called from
+ * the ranks, and the rank's loss sum with it (into loss[0], the others zeroed), and the ranks' stop offers
+ * (how many offer SIGINT, how many another signal: a rank stopping alone would leave the others in the next
+ * step's collective; in the loss's all-reduce it costs no extra message). MPI is called from
  * replica 0's thread only — the process's main thread, as MPI_THREAD_FUNNELED requires —, between two
  * barriers so that every chunk is complete before and no replica reads one early after. */
 static void mpi_between_ranks(struct mir_ctx *c, int r)
@@ -149,9 +153,11 @@ static void mpi_between_ranks(struct mir_ctx *c, int r)
             loss += c->loss[q];
             if (q > 0) c->loss[q] = 0.0;
         }
-        const int st = mpi_transport_allreduce_f64(&loss, 1);
+        double sums[3] = {loss, c->stop_offer == SIGINT, c->stop_offer && c->stop_offer != SIGINT};
+        const int st = mpi_transport_allreduce_f64(sums, 3);
         if (st != TB_OK) c->status[0] = st;
-        c->loss[0] = loss;
+        c->loss[0] = sums[0];
+        c->stop_seen = sums[1] > 0.0 ? SIGINT : sums[2] > 0.0 ? SIGTERM : 0;
     }
     mir_barrier(c);
 }
@@ -430,6 +436,7 @@ static int collect(struct mir_ctx *c, struct step_stats *st)
         if (c->status[r] != TB_OK && rc == TB_OK) rc = c->status[r];
     }
     st->loss_sum = loss;
+    st->stop_signal = c->stop_seen;
     st->t_compute = tc / c->R;
     st->t_allreduce = ta / c->R;
     st->t_idle = ti / c->R;
@@ -534,9 +541,14 @@ static int mir_evaluate(struct backend *b, const struct batch *batch, struct eva
         loss += parts[r].loss_sum, counts[0] += parts[r].correct, counts[1] += parts[r].n;
     }
     if (c->mpi) {
+        /* The stop offers with the counts, as a step's loss carries them (mpi_between_ranks). */
+        long sums[4] = {counts[0], counts[1], c->stop_offer == SIGINT, c->stop_offer && c->stop_offer != SIGINT};
         int st = mpi_transport_allreduce_f64(&loss, 1);
-        if (st == TB_OK) st = mpi_transport_allreduce_long(counts, 2);
+        if (st == TB_OK) st = mpi_transport_allreduce_long(sums, 4);
         if (st != TB_OK) return st;
+        counts[0] = sums[0], counts[1] = sums[1];
+        c->stop_seen = sums[2] > 0 ? SIGINT : sums[3] > 0 ? SIGTERM : 0;
+        if (c->stop_seen) ev->stop_signal = c->stop_seen;
     }
     ev->loss_sum += loss, ev->correct += counts[0], ev->n += counts[1];
     return TB_OK;
@@ -654,6 +666,15 @@ static int mir_primary(struct backend *b)
     return !c->mpi || c->rank == 0;
 }
 
+/* Over MPI the next step's loss all-reduce carries the offer to every rank (mpi_between_ranks). */
+static int mir_offer_stop(struct backend *b, int signo)
+{
+    struct mir_ctx *c = b->ctx;
+    if (!c->mpi || c->world < 2) return 0;
+    c->stop_offer = signo;
+    return 1;
+}
+
 /* The replicas share the seed (their dropout is keyed by the sample's global index). */
 static int mir_set_seed(struct backend *b, uint64_t seed)
 {
@@ -670,6 +691,7 @@ static const struct backend_i mirrored_iface = {
     .evaluate = mir_evaluate, .get_tensors = mir_get, .set_tensors = mir_set, .destroy = mir_destroy,
     .train_step = mir_train_step, .describe = mir_describe, .is_primary = mir_primary,
     .stats = mir_stats, .prefetches = mir_prefetches, .prefetch = mir_prefetch, .set_seed = mir_set_seed,
+    .offer_stop = mir_offer_stop,
 };
 
 int backend_mirrored_create(struct backend *b)

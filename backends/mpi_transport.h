@@ -22,5 +22,17 @@ int mpi_transport_allreduce_long(long *buf, size_t n);
 int mpi_transport_bcast(void *buf, size_t n);
 /* Current rank (0 when MPI is not initialised). */
 int mpi_transport_rank(void);
+/* The world's size once MPI is initialised, else 1. */
+int mpi_transport_world(void);
+/* This process's rank as its launcher's environment gives it (before or without MPI_Init), and the world's size
+ * in *size; -1 (and *size 1) when not started by a launcher. */
+int mpi_transport_launch_rank(int *size);
+/* A failed rank's way out: waits up to timeout_s (< 0: without a limit) for every rank to call it too. 1 when
+ * all did (the failure is the job's; rank 0's n-byte msg is copied into every rank's root), 0 when some rank did
+ * not come in time: it waits in a collective this rank will never join, or it finished. 1 without MPI. */
+int mpi_transport_meet(double timeout_s, const char *msg, char *root, size_t n);
+/* Ends every rank of the job now, exit status `status` (MPI_Abort): a rank that failed alone, else its peers
+ * wait in their next collective forever. Returns only without MPI. */
+void mpi_transport_abort(int status);
 
 #endif

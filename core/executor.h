@@ -47,6 +47,9 @@ struct eval_stats {
     /* In, optional: where to write the batch's logits, (batch n, classes) row-major, for --plan evaluate's
      * top-5 and --logits (NULL: not wanted, nothing copied). Backends that cannot return them refuse. */
     float *logits;
+    /* Out, over MPI (the mirrored backend): the stop signal some rank offered, carried by the evaluation's
+     * all-reduce as a training step carries it (backend_offer_stop); 0 none. */
+    int stop_signal;
 };
 
 /* Everything a device needs to plan one executor. */

@@ -37,6 +37,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* A run's failure, said by bench_end once every rank of an MPI job is there (bench_main's runs and suites). */
+static char end_msg[512];
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench [options]\n"
@@ -425,8 +428,8 @@ static int bench_main(int argc, char **argv)
         st = suite_run(&s);
         suite_free(&s);
         if (st != TB_OK) {
-            fprintf(stderr, "bench: %s\n", tb_error_get());
             /* A failed run is a runtime failure whatever its own status; a stop signal is 130 / 143. */
+            snprintf(end_msg, sizeof end_msg, "%s", tb_error_get()); /* said by bench_end */
             return st == TB_EINTR && bench_stop_signal() ? status_exit(st) : 1;
         }
         return 0;
@@ -439,7 +442,7 @@ static int bench_main(int argc, char **argv)
     }
     st = bench_run(&c);
     if (st != TB_OK) {
-        fprintf(stderr, "bench: %s\n", tb_error_get());
+        snprintf(end_msg, sizeof end_msg, "%s", tb_error_get()); /* said by bench_end */
         return status_exit(st);
     }
     return 0;
@@ -477,5 +480,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench: cannot write to standard output: %s\n", errno ? strerror(errno) : "write error");
         rc = 1;
     }
+    bench_end(rc, end_msg);
     return rc;
 }

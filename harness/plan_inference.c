@@ -41,7 +41,7 @@ int plan_inference(struct session *s)
     const double tr0 = tb_now_s();
     for (int r = 0; r < c->repeat && st == TB_OK; r++) {
         for (long i = 0; i < per && st == TB_OK; i++) {
-            if (bench_stop_signal()) {
+            if (session_stop_due(s)) {
                 st = tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld batches",
                                   bench_signal_name(bench_stop_signal()), done_calls, per * c->repeat);
                 break;
@@ -51,6 +51,7 @@ int plan_inference(struct session *s)
             struct eval_stats ev = {0};
             const double t0 = tb_now_s();
             st = backend_evaluate(&s->be, &bt, &ev);
+            session_stop_heard(s, ev.stop_signal);
             times[i] = tb_now_s() - t0;
             correct += (double)ev.correct, seen += (double)ev.n;
             done_calls++;
@@ -67,7 +68,7 @@ int plan_inference(struct session *s)
     /* Latency: single images, one call each, cycling through the test set. */
     double *lat = times;
     for (long i = 0; i < per && st == TB_OK; i++) {
-        if (bench_stop_signal()) {
+        if (session_stop_due(s)) {
             st = tb_error_set(TB_EINTR, "interrupted by %s in the batch-1 latency forwards (%ld of %ld)",
                               bench_signal_name(bench_stop_signal()), i, per);
             break;
@@ -77,6 +78,7 @@ int plan_inference(struct session *s)
         struct eval_stats ev = {0};
         const double t0 = tb_now_s();
         st = backend_evaluate(&s->be, &bt, &ev);
+        session_stop_heard(s, ev.stop_signal);
         lat[i] = tb_now_s() - t0;
         if (pr.enabled) progress_update(&pr, ++done_calls, NAN, NAN);
     }

@@ -605,6 +605,46 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
 }
 
 /* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
+int session_ranks_check(struct session *s, int batch)
+{
+    const struct bench_config *c = &s->c;
+    if (!c->run.transport_mpi || mpi_transport_world() < 2) return TB_OK;
+    char mine[4096], root[sizeof mine];
+    memset(mine, 0, sizeof mine);
+    resume_config(s, batch, mine, sizeof mine);
+    /* Beyond what a resume compares (it may extend a run): what decides how many steps and evaluations run. */
+    const size_t k = strlen(mine);
+    snprintf(mine + k, sizeof mine - k, " run_plan=%s steps=%ld epochs=%d steps_per_epoch=%ld warmup=%d repeat=%d "
+             "eval=%d eval_batch=%d eval_every=%ld test_samples=%d devices=%d steps_per_execution=%ld",
+             bench_plan_name(c->plan), c->steps, c->epochs, c->steps_per_epoch, c->warmup, c->repeat, c->eval,
+             c->eval_batch, c->eval_every, session_eval_samples(s), c->run.n_devices, c->steps_per_execution);
+    memcpy(root, mine, sizeof root);
+    int st = mpi_transport_bcast(root, sizeof root);
+    long differ = st == TB_OK && strcmp(root, mine) != 0;
+    if (st == TB_OK) st = mpi_transport_allreduce_long(&differ, 1);
+    if (st != TB_OK) return st;
+    if (!differ) return TB_OK;
+    if (strcmp(root, mine) == 0)
+        return tb_error_set(TB_EINVAL, "%ld MPI rank%s run%s another configuration or other data than rank 0: every "
+                            "rank must be given the same options and data", differ, differ == 1 ? "" : "s",
+                            differ == 1 ? "s" : "");
+    char why[512];
+    config_diff(s, root, mine, why, sizeof why);
+    /* config_diff speaks of a checkpoint and this run: here rank 0 is the checkpoint. */
+    char said[600];
+    snprintf(said, sizeof said, "%s", why);
+    for (char *p; (p = strstr(said, "in the checkpoint"));) {
+        memmove(p + strlen("on rank 0"), p + strlen("in the checkpoint"), strlen(p + strlen("in the checkpoint")) + 1);
+        memcpy(p, "on rank 0", strlen("on rank 0"));
+    }
+    for (char *p; (p = strstr(said, "in this run"));) {
+        memmove(p + strlen("on this rank"), p + strlen("in this run"), strlen(p + strlen("in this run")) + 1);
+        memcpy(p, "on this rank", strlen("on this rank"));
+    }
+    return tb_error_set(TB_EINVAL, "this rank's configuration or data differ from rank 0's (%s): every rank must be "
+                        "given the same options and data", said);
+}
+
 int checkpoint_dirs_lock(struct session *s)
 {
     const struct bench_config *c = &s->c;

@@ -173,6 +173,19 @@ struct bench_stop_handlers {
 void bench_stop_handlers_install(struct bench_stop_handlers *h);
 /* Puts back what bench_stop_handlers_install replaced. */
 void bench_stop_handlers_restore(const struct bench_stop_handlers *h);
+/* Under MPI: whether every rank knows of the stop (a step's collective carried it), so that all of them stop
+ * after the same step; 0 without MPI. */
+int bench_stop_agreed(void);
+/* A stop every rank now knows of (a collective carried signo from the rank it was sent to): this rank stops too,
+ * after the same step, as if sent signo itself where it was not. */
+void bench_stop_agree(int signo);
+/* Says a suite line's failed run (msg after `what`, "FILE:LINE: run K failed: ") as one "bench:" line; under MPI
+ * once for a failure every rank reached, and a rank that failed alone ends the job with exit status code (ranks.c). */
+void bench_fail_say(const char *what, const char *msg, int code);
+/* The process's end, once, with its exit status code and the failure's msg ("" where said already or none): said
+ * as bench_fail_say says it; under MPI every rank meets the others here, a failed one for a few seconds, and
+ * without a limit where it succeeded or every rank agreed to stop. */
+void bench_end(int code, const char *msg);
 /* The plan's name ("train", "throughput", ...). */
 const char *bench_plan_name(enum bench_plan p);
 

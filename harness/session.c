@@ -553,6 +553,8 @@ int session_backend(struct session *s, int batch, int eval_batch)
         fprintf(stderr, "bench: timed the algorithms of %d convolution shape%s; kept in %s for later runs\n",
                 s->conv_timed, s->conv_timed == 1 ? "" : "s", s->c.tuning);
     }
+    /* Over MPI, before the first collective of a step: ranks given other options or data would pair unlike ones. */
+    if (st == TB_OK) st = session_ranks_check(s, batch);
     if (st != TB_OK) return st;
     s->prepare_ms[1] = mllog_now_ms();
     backend_describe(&s->be, s->desc, sizeof s->desc);
@@ -655,6 +657,20 @@ int session_eval_batch(struct session *s, int batch)
     return eb;
 }
 
+int session_stop_due(struct session *s)
+{
+    const int sig = bench_stop_signal();
+    return sig && (bench_stop_agreed() || !backend_offer_stop(&s->be, sig)) ? sig : 0;
+}
+
+void session_stop_heard(struct session *s, int signo)
+{
+    if (!signo || bench_stop_agreed()) return;
+    if (!bench_stop_signal() && s->primary)
+        fprintf(stderr, "bench: another rank was sent %s: every rank stops after this step\n", bench_signal_name(signo));
+    bench_stop_agree(signo);
+}
+
 /* Accuracy and mean loss on the test set (its first session_eval_samples samples). */
 int session_evaluate_chunks(struct session *s, long n, int chunk, float *logits, struct eval_stats *ev, long *done)
 {
@@ -662,13 +678,14 @@ int session_evaluate_chunks(struct session *s, long n, int chunk, float *logits,
     const long chunks = (n + chunk - 1) / chunk;
     int st = TB_OK;
     for (*done = 0; *done < chunks && st == TB_OK; ++*done) {
-        if (bench_stop_signal())
+        if (session_stop_due(s))
             return tb_error_set(TB_EINTR, "interrupted by %s after %ld of %ld evaluation batches",
                                 bench_signal_name(bench_stop_signal()), *done, chunks);
         const long off = *done * chunk, m = n - off < chunk ? n - off : chunk;
         struct batch tb = {(int)m, s->test.images + (size_t)off * px, s->test_y + off};
         if (logits) ev->logits = logits + (size_t)off * (size_t)s->m.n_classes;
         st = backend_evaluate(&s->be, &tb, ev);
+        session_stop_heard(s, ev->stop_signal);
     }
     return st;
 }
@@ -816,6 +833,7 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
         return tb_error_set(st, "%s/%s: diverged: %s (lower --lr?)", s->c.backend, s->w->name, tb_error_get());
     if (st != TB_OK) return st;
     s->done_step = step, s->last_loss = l;
+    session_stop_heard(s, ss->stop_signal);
     /* The warm-up's steps apart (the first c.warmup of the record, as the plans count them): the split on the
      * row and stdout then covers the steps its step-time line times, not the cold first ones. */
     struct split_sums *sp = &s->split[step_timed(s, rec, step)];
@@ -855,7 +873,7 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
     s->done_step = from - 1;
     if (from == 1) s->last_loss = NAN, loss_watch_reset(&s->watch);
     for (long step = from; step <= to;) {
-        if (bench_stop_signal())
+        if (session_stop_due(s))
             return tb_error_set(TB_EINTR, "interrupted by %s after step %ld", bench_signal_name(bench_stop_signal()),
                                 step - 1);
         /* step_book quotes the backend's message for a finite-loss divergence: none left from before. */

@@ -170,6 +170,13 @@ int eval_batch_choose(const struct model *m, int batch, int requested, int test_
 int session_eval_batch(struct session *s, int batch);
 /* Accuracy and mean loss on the whole test set, and the seconds it took. */
 int session_evaluate(struct session *s, double *acc, double *loss, double *time_s);
+/* The stop signal when the run stops now, else 0: a signal this process was sent stops it at once, unless the
+ * run spans MPI ranks: then only once every rank knows of it (a collective carried it), so that all of them stop
+ * after the same step and none waits in a collective for a rank gone. */
+int session_stop_due(struct session *s);
+/* What a step or an evaluation reported of a stop signal another rank was sent (step_stats.stop_signal,
+ * eval_stats.stop_signal): every rank agrees to stop; rank 0 says so where it was not sent one itself. */
+void session_stop_heard(struct session *s, int signo);
 /* Evaluates the first n test samples into ev in chunks of chunk samples, the batches the backend evaluates in,
  * so that a stop signal is honoured between them (TB_EINTR, saying after how many); logits (n, classes), when
  * not NULL, receives every chunk's rows in place. *done: the chunks evaluated. */
@@ -282,6 +289,11 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
 int checkpoint_dirs_lock(struct session *s);
 /* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one, locks it. */
 int checkpoint_dir_ready(struct session *s);
+/* Under MPI: every rank's configuration and data (resume_config's text and what decides the plan's steps and
+ * evaluations) against rank 0's, before the first step. TB_EINVAL on every rank where any differs (the ranks'
+ * collectives would not pair up: a rank that ran fewer steps read another's gradients as its evaluation), a
+ * differing rank naming the first word. Every rank must call it; TB_OK without MPI. */
+int session_ranks_check(struct session *s, int batch);
 /* Writes the row of a run that stopped early (interrupted or diverged), then returns st with its message. */
 int plan_stopped(struct session *s, int st, const char *run_id, int batch, const struct stop_info *si);
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_signal;
+static int stop_agreed;
 
 void bench_request_stop(int signo)
 {
@@ -27,6 +28,14 @@ void bench_request_stop(int signo)
 int bench_stop_signal(void)
 {
     return (int)stop_signal;
+}
+
+int bench_stop_agreed(void) { return stop_agreed; }
+
+void bench_stop_agree(int signo)
+{
+    if (!stop_signal) stop_signal = signo;
+    stop_agreed = 1;
 }
 
 const char *bench_signal_name(int sig)

@@ -491,7 +491,11 @@ int suite_run(const struct suite *s)
             fprintf(stderr, "bench: %s:%d: run %d stopped: %s\n", s->path, s->runs[k].line, k + 1, tb_error_get());
             interrupted = 1;
         } else if (st != TB_OK) {
-            fprintf(stderr, "bench: %s:%d: run %d failed: %s\n", s->path, s->runs[k].line, k + 1, tb_error_get());
+            /* Under MPI a line failed on one rank alone ends the job: its other ranks are still in its collectives,
+             * and this rank's next line would meet them there. */
+            char what[sizeof s->path + 64];
+            snprintf(what, sizeof what, "%s:%d: run %d failed: ", s->path, s->runs[k].line, k + 1);
+            bench_fail_say(what, tb_error_get(), 1);
             if (first_err == TB_OK) first_err = st;
             n_failed++;
         } else {
