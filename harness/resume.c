@@ -604,7 +604,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
                         cnt);
 }
 
-/* --checkpoint-dir: refuses a directory holding another run's checkpoints, creates a missing one. */
+/* Under MPI, before the first step: each rank's configuration and data against rank 0's (session.h). */
 int session_ranks_check(struct session *s, int batch)
 {
     const struct bench_config *c = &s->c;
@@ -645,6 +645,7 @@ int session_ranks_check(struct session *s, int batch)
                         "given the same options and data", said);
 }
 
+/* The run's checkpoint folders' locks, before a resume reads them (session.h). */
 int checkpoint_dirs_lock(struct session *s)
 {
     const struct bench_config *c = &s->c;
