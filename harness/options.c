@@ -1088,6 +1088,14 @@ int bench_config_finish(struct bench_config *c)
     }
     if ((p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs == 0)) && c->steps <= 0)
         c->steps = 100;
+    /* A measurement keeps each step's time for its statistics: past BENCH_MAX_TIMED_STEPS the throughput plan read
+     * beyond its record (a crash after 2^24 steps, hours in) and inference's latency count overflowed an int. */
+    if ((p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs == 0)) &&
+        (c->warmup + c->steps > BENCH_MAX_TIMED_STEPS || c->steps * c->repeat > BENCH_MAX_TIMED_STEPS))
+        return tb_error_set(TB_EINVAL, "--steps %ld (--warmup %d, --repeat %d): --plan %s keeps every step's time, "
+                                       "at most %ld steps a repeat with its warm-up and as many timed steps in all "
+                                       "(--plan train runs longer)", c->steps, c->warmup, c->repeat, pn,
+                            BENCH_MAX_TIMED_STEPS);
     if (p == PLAN_SCALING) {
         const int n = bench_scaling_points(c, NULL, 0);
         if (n < 0) return n;

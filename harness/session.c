@@ -719,19 +719,36 @@ int step_record_init(struct step_record *r, long n)
 {
     memset(r, 0, sizeof *r);
     r->base = 1;
-    r->cap = n < (1L << 24) ? n : (1L << 24); /* a longer run keeps its first 2^24 steps */
+    r->cap = n < BENCH_MAX_TIMED_STEPS ? n : BENCH_MAX_TIMED_STEPS; /* a longer run times its first ones */
     if (r->cap < 1) r->cap = 1;
+    r->first_loss = NAN;
     r->times = malloc((size_t)r->cap * sizeof(double));
-    r->losses = malloc((size_t)r->cap * sizeof(double));
-    if (!r->times || !r->losses) return tb_error_set(TB_ENOMEM, "out of memory for %ld step times", r->cap);
+    if (!r->times) return tb_error_set(TB_ENOMEM, "out of memory for %ld step times", r->cap);
     return TB_OK;
 }
 
 void step_record_free(struct step_record *r)
 {
     free(r->times);
-    free(r->losses);
     memset(r, 0, sizeof *r);
+}
+
+void step_record_book(struct step_record *r, long step, double dt, double loss)
+{
+    const long i = step - r->base;
+    if (i < 0) return;
+    if (i < r->cap) r->times[i] = dt;
+    if (i == 0) r->first_loss = loss;
+    r->ring[i % LOSS_TAIL_MAX] = loss;
+    r->n_booked = i + 1;
+}
+
+long step_record_tail(const struct step_record *r, long n, double *out)
+{
+    if (n > r->n_booked) n = r->n_booked;
+    if (n > LOSS_TAIL_MAX) n = LOSS_TAIL_MAX;
+    for (long k = 0; k < n; k++) out[k] = r->ring[(r->n_booked - n + k) % LOSS_TAIL_MAX];
+    return n > 0 ? n : 0;
 }
 
 /* The most pixels and labels a run of steps stages at once: an MNIST epoch at batch 1 is 47 MB, so
@@ -821,8 +838,7 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
     struct split_sums *sp = &s->split[step_timed(s, rec, step)];
     sp->step += dt, sp->compute += ss->t_compute, sp->allreduce += ss->t_allreduce;
     sp->exchange += ss->t_exchange, sp->idle += ss->t_idle, sp->n++;
-    const long i = step - rec->base;
-    if (i >= 0 && i < rec->cap) rec->times[i] = dt, rec->losses[i] = l;
+    step_record_book(rec, step, dt, l);
     /* --trace: the chosen step, or every step so that the last one is kept (a copy of ~2 events per
      * layer, outside the step's timing). */
     if (traced && s->c.trace[0] && (s->c.trace_step == 0 || step == s->c.trace_step) &&

@@ -15,6 +15,68 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+/* A finished configuration of plan with the option pairs kv (NULL-ended); TB_OK or the refusal's status. */
+static int finish(const char *plan, const char *const *kv)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    cr_assert_eq(bench_config_set(&c, "plan", plan), TB_OK);
+    if (strcmp(plan, "scaling")) cr_assert_eq(bench_config_set(&c, "batch", "1"), TB_OK); /* scaling takes --batches */
+    for (int k = 0; kv[k]; k += 2) cr_assert_eq(bench_config_set(&c, kv[k], kv[k + 1]), TB_OK, "--%s", kv[k]);
+    return bench_config_finish(&c);
+}
+
+#define KV(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Soak probe: `--plan throughput --steps 3000000000` ran; its record keeps 2^24 step times, and after 2^24 steps
+ * (12 minutes of batch-1 mnist-mlp here) the statistics read past it. A measurement needs every step's time, so
+ * the plans that time steps refuse what they cannot keep, when the command line is read. */
+Test(soak, measuring_plans_refuse_more_steps_than_they_keep_times_of)
+{
+    const long max = BENCH_MAX_TIMED_STEPS;
+    char over[32], fits[32], half[32];
+    snprintf(over, sizeof over, "%ld", max - 9); /* with the 10 warm-up steps, one more than the record */
+    snprintf(fits, sizeof fits, "%ld", max - 10);
+    snprintf(half, sizeof half, "%ld", max / 2 + 1);
+    cr_assert_eq(finish("throughput", KV("steps", over)), TB_EINVAL, "accepted");
+    cr_assert(strstr(tb_error_get(), "keeps every step's time") != NULL, "%s", tb_error_get());
+    cr_assert(strchr(tb_error_get(), '\n') == NULL, "one line: %s", tb_error_get());
+    cr_assert_eq(finish("throughput", KV("steps", fits)), TB_OK, "%s", tb_error_get());
+    cr_assert_eq(finish("throughput", KV("steps", "3000000000")), TB_EINVAL);
+    cr_assert_eq(finish("inference", KV("steps", "3000000000")), TB_EINVAL, "its latency count was an int");
+    cr_assert_eq(finish("throughput", KV("steps", half, "warmup", "0", "repeat", "2")), TB_EINVAL,
+                 "timed steps in all, over the repeats");
+    cr_assert_eq(finish("scaling", KV("steps", over)), TB_EINVAL, "an untrained sweep times steps too");
+    /* A training run keeps the times of its first steps and goes on. */
+    cr_assert_eq(finish("train", KV("steps", "3000000000")), TB_OK, "%s", tb_error_get());
+}
+
+/* Soak probe: past the record's cap the losses were not kept either: a train run of more than 2^24 steps printed
+ * "mean of the last 100 steps" for steps 2^24 − 99 .. 2^24 and its checkpoints dropped the loss history. The record
+ * now keeps the first loss and a ring of the last LOSS_TAIL_MAX at any length (on a record of cap 10 here). */
+Test(soak, step_record_keeps_the_last_losses_past_its_cap)
+{
+    struct step_record r;
+    cr_assert_eq(step_record_init(&r, 10), TB_OK);
+    cr_assert_eq(r.cap, 10);
+    r.base = 5;
+    for (long step = 5; step < 5 + 250; step++) step_record_book(&r, step, 1e-3 * (double)step, (double)step);
+    cr_assert_eq(r.first_loss, 5.0);
+    cr_assert_eq(r.times[9], 1e-3 * 14.0, "the times of the first cap steps");
+    double tail[LOSS_TAIL_MAX];
+    cr_assert_eq(step_record_tail(&r, LOSS_TAIL_MAX, tail), LOSS_TAIL_MAX);
+    for (int k = 0; k < LOSS_TAIL_MAX; k++)
+        cr_assert_eq(tail[k], (double)(5 + 250 - LOSS_TAIL_MAX + k), "loss %d of the tail: %g", k, tail[k]);
+    cr_assert_eq(step_record_tail(&r, 3, tail), 3);
+    cr_assert_eq(tail[2], 254.0);
+    /* A repeat starting at base again: its own steps only. */
+    for (long step = 5; step < 5 + 7; step++) step_record_book(&r, step, 0.0, -(double)step);
+    cr_assert_eq(step_record_tail(&r, LOSS_TAIL_MAX, tail), 7);
+    cr_assert_eq(tail[0], -5.0);
+    cr_assert_eq(tail[6], -11.0);
+    step_record_free(&r);
+}
+
 /* An ipu row as `bench --backend ipu --stages 2 --split 1` (no --micro-batch) writes it: the config's micro_batch 0
  * (the ipu chose it), the one that ran in figures.pipeline, and the machine's calibration. */
 static const char ipu_chosen_row[] =
