@@ -82,6 +82,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
                 snprintf(msg, sizeof msg, "budget %g s: %d warm-up + %ld timed step%s at ~%.3g s/step (--steps, "
                          "--warmup or --time-budget to set)", c->budget_s, c->warmup, c->steps,
                          c->steps == 1 ? "" : "s", t_step);
+                progress_finish(&pr); /* the first step's redrawn line, on a terminal */
                 fprintf(stderr, "bench: %s\n", msg);
             }
             first = k + 1;

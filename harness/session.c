@@ -814,7 +814,7 @@ static int step_timed(const struct session *s, const struct step_record *rec, lo
  * rules, the session's counters, the step record and, on the per-step path (traced), --trace's capture.
  * TB_OK to go on; else the step is not done. */
 static int step_book(struct session *s, long step, int st, const struct step_stats *ss, double dt,
-                     struct step_record *rec, int traced)
+                     struct step_record *rec, int traced, struct progress *pr)
 {
     const double l = ss->loss_sum / s->be_batch;
     if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss->nonfinite))) {
@@ -843,6 +843,7 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
      * layer, outside the step's timing). */
     if (traced && s->c.trace[0] && (s->c.trace_step == 0 || step == s->c.trace_step) &&
         trace_capture_take(&s->trace, &s->be, step, dt) != TB_OK) {
+        progress_finish(pr); /* a terminal's redrawn line cleared: the warning starts a line of its own */
         fprintf(stderr, "bench: warning: %s\n", tb_error_get());
         tb_error_clear();
     }
@@ -921,11 +922,12 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
         if (per_call == LONG_MAX) s->run_step_s = dt;
         s->n_exec++, s->n_exec_steps += k;
         if (per_call == 1 && timeline_csv_step(&s->timeline, &s->be, step) != TB_OK) { /* outside the time */
+            progress_finish(pr);
             fprintf(stderr, "bench: warning: %s\n", tb_error_get());
             tb_error_clear();
         }
         for (long j = 0; j < k && j <= done; j++) {
-            const int rc = step_book(s, step + j, j < done ? TB_OK : st, &sts[j], dt, rec, per_call == 1);
+            const int rc = step_book(s, step + j, j < done ? TB_OK : st, &sts[j], dt, rec, per_call == 1, pr);
             if (rc != TB_OK) return rc;
             if (pr->enabled) {
                 const long n = step + j - from + 1;

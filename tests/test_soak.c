@@ -77,6 +77,89 @@ Test(soak, step_record_keeps_the_last_losses_past_its_cap)
     step_record_free(&r);
 }
 
+/* An in-process mnist-mlp run on synthetic data with a progress line forced to the terminal's redrawn form (or plain
+ * lines, mode 2), the options kv (NULL-ended); returns its status, stderr in *err (free it). */
+static int run_with_progress(int mode, const char *const *kv, char **err)
+{
+    struct bench_config c;
+    bench_config_defaults(&c);
+    th_bench_quiet(&c, 1024, 256);
+    c.quiet = 0; /* progress on; the summary on stdout is not read */
+    for (int k = 0; kv[k]; k += 2)
+        cr_assert_eq(bench_config_set(&c, kv[k], kv[k + 1]), TB_OK, "--%s: %s", kv[k], tb_error_get());
+    progress_force(mode);
+    th_stderr_begin();
+    const int st = bench_run(&c);
+    *err = th_stderr_end();
+    progress_force(-1);
+    return st;
+}
+
+/* Soak probe: a periodic checkpoint that failed (its folder removed, a full disk) printed its warning at the end of
+ * the terminal's progress line: "... ETA 0:04bench: warning: step 100000: checkpoint ...". The line is cleared
+ * first. The checkpoint fails here on a file-size limit below its size. */
+Test(soak, a_warning_mid_run_starts_its_own_line, .init = th_setup, .fini = th_teardown, .timeout = 60)
+{
+    struct rlimit lim;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &lim), 0);
+    lim.rlim_cur = 64 * 1024; /* an mnist-mlp checkpoint is 2 MB; a row a few KB */
+    signal(SIGXFSZ, SIG_IGN);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    char *err = NULL;
+    const int st = run_with_progress(1, KV("steps", "40", "batch", "4", "checkpoint-dir", "ck", "checkpoint-every", "5",
+                                           "mllog", "none", "no-eval", NULL), &err);
+    cr_assert_neq(st, TB_OK, "the last checkpoint cannot be written either");
+    const char *w = strstr(err, "bench: warning: step 5:");
+    cr_assert_not_null(w, "no warning for the checkpoint of step 5:\n%s", err);
+    cr_assert(strstr(err, " step 1/40 ") != NULL, "the progress line was drawn before it:\n%s", err);
+    cr_assert(w > err && (w[-1] == '\r' || w[-1] == '\n'), "the warning went on at the end of the progress line: \"%.*s\"",
+              (int)(w + 40 - (w - 60 > err ? w - 60 : err)), w - 60 > err ? w - 60 : err);
+    free(err);
+}
+
+/* The rate on the last progress line of a tta run: the number before " img/s" in the last line drawn. */
+static double last_line_rate(const char *err)
+{
+    const char *last = NULL;
+    for (const char *p = err; (p = strstr(p, " img/s")) != NULL; p++) last = p;
+    cr_assert_not_null(last, "no rate on any progress line:\n%s", err);
+    const char *b = last;
+    while (b > err && b[-1] != ' ') b--;
+    char num[32];
+    size_t n = 0;
+    for (const char *p = b; p < last && n + 1 < sizeof num; p++)
+        if (*p != ',') num[n++] = *p;
+    num[n] = '\0';
+    return strtod(num, NULL);
+}
+
+/* Soak probe: a tta run evaluating every 50 steps showed "5,950 img/s" on its progress line and "train 10.29 s at
+ * 4.663e+04 img/s overall" in its summary: the line divided by the evaluations' time too (and a train run's by its
+ * checkpoints'). The line's rate is now the training rate the summary and the row give; its ETA stays the wall
+ * clock's. Evaluating 256 samples after every 4-sample step of a model that never reaches its target (lr 1e-12),
+ * the evaluations take many times the steps' time, so
+ * the diluted rate is far below the row's (a ratio, with a wide margin: no time is compared with a bound). */
+Test(soak, progress_rate_is_the_training_rate, .init = th_setup, .fini = th_teardown, .timeout = 120)
+{
+    char *err = NULL;
+    const int st = run_with_progress(1, KV("plan", "tta", "target", "0.99", "max-epochs", "1", "eval-every", "1", "batch",
+                                           "4", "lr", "1e-12", "mllog", "none"), &err);
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert(strstr(err, " step 256/256 ") != NULL, "the last step's line is drawn:\n%s", err);
+    const double line = last_line_rate(err);
+    struct json_value *row = th_last_row();
+    cr_assert_not_null(row);
+    const double summary = json_get_number(row, "figures.runs.0.images_per_s", NAN);
+    const double eval_s = json_get_number(row, "figures.runs.0.eval_time_s", NAN);
+    const double train_s = json_get_number(row, "figures.runs.0.train_time_s", NAN);
+    json_value_free(row);
+    cr_assert(summary > 0.0 && line > 0.0, "line %g img/s, row %g", line, summary);
+    /* Only where the evaluations outweigh the steps does a diluted rate show; they do by far on any machine. */
+    cr_assert_gt(eval_s, 2.0 * train_s, "evaluations %g s, training %g s", eval_s, train_s);
+    cr_assert_gt(line / summary, 0.5, "the line's %g img/s against the row's training rate %g", line, summary);
+    free(err);
+}
+
 /* An ipu row as `bench --backend ipu --stages 2 --split 1` (no --micro-batch) writes it: the config's micro_batch 0
  * (the ipu chose it), the one that ran in figures.pipeline, and the machine's calibration. */
 static const char ipu_chosen_row[] =
