@@ -261,7 +261,8 @@ int open_log(struct mllog *lg, const struct session *s, const char *run_id);
 void write_scaling(struct json_buf *b, const struct session *s, const struct scale_base *sb, int batch, double ips);
 /* Each repeat's images/s and, from two repeats on, their statistics. */
 void write_repeats(struct json_buf *b, const double *rep, int n);
-/* From two repeats on, their images/s on stdout with the mean and its 95 % interval over the repeats. */
+/* From two repeats on, their images/s on stdout (the first 12 and the last; the others counted) with the mean and its
+ * 95 % interval over the repeats. */
 void print_repeats(const double *rep, int n);
 /* The checkpoints a run wrote (count, seconds, the newest file). */
 void write_checkpoints(struct json_buf *b, int written, double time_s, const char *path);

@@ -3,7 +3,8 @@
  * the first and the last losses at any length, past its cap of times too; a warning in the middle of a run starts a
  * line of its own on a terminal; the progress line's rate is the training rate the summary gives, not one diluted by
  * evaluations; a report draws no seed-001 stage chart from a row whose micro-batch the ipu chose (it divided by the
- * recorded 0), and removes the chart an earlier report drew where the rows have no such run any more.
+ * recorded 0), and removes the chart an earlier report drew where the rows have no such run any more; the repeats
+ * line stays a line at --repeat 1000.
  * Threading: none (in-process runs of one thread).
  */
 #include "test_harness_util.h"
@@ -226,4 +227,39 @@ Test(soak, report_removes_an_earlier_seed001_stage_chart, .init = th_setup, .fin
         snprintf(p, sizeof p, "%s/%s", out, left[k]);
         cr_assert_lt(th_size(p), 0, "%s is left from the earlier report", p);
     }
+}
+
+/* What print_repeats writes for n repeats of rates 1000, 1001, ... (malloc'd). */
+static char *repeats_line(int n)
+{
+    double rep[1000];
+    for (int r = 0; r < n; r++) rep[r] = 1000.0 + r;
+    char tmpl[] = "/tmp/tb_soak_XXXXXX";
+    const int fd = mkstemp(tmpl);
+    cr_assert_geq(fd, 0);
+    fflush(stdout);
+    const int saved = dup(STDOUT_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    close(fd);
+    print_repeats(rep, n);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    char *out = th_read(tmpl);
+    unlink(tmpl);
+    return out;
+}
+
+/* Soak probe: `--repeat 1000` (the most it takes) printed every repeat's rate on one line of 7,000 characters. The
+ * line shows the first 12 and the last, and counts the others (the row keeps them all). */
+Test(soak, the_repeats_line_stays_readable_at_a_thousand_repeats)
+{
+    char *out = repeats_line(1000);
+    cr_assert_lt(strlen(out), 300, "%zu characters: %s", strlen(out), out);
+    cr_assert(strstr(out, " 1000 1001 ") != NULL && strstr(out, " 1011 ... (987 more") != NULL, "%s", out);
+    cr_assert(strstr(out, " 1999 images/s: mean") != NULL, "the last repeat and the statistics: %s", out);
+    free(out);
+    out = repeats_line(13);
+    cr_assert(strstr(out, "more") == NULL && strstr(out, " 1011 1012 images/s") != NULL, "13 fit whole: %s", out);
+    free(out);
 }
