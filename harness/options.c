@@ -38,7 +38,8 @@ static const struct bench_option options[] = {
     {"epochs", 1, "E", "train: epochs (workload default); scaling: train each point E epochs", 0},
     {"steps-per-epoch", 1, "S", "steps per epoch (default: one pass over the training set)", 0},
     {"steps", 1, "N", "train: total steps (overrides --epochs); throughput, scaling, inference: timed\n"
-                      "steps per measurement (default 100; throughput: from --time-budget)", 0},
+                      "steps per measurement (default 100; throughput: from --time-budget; each step's\n"
+                      "time is kept: at most 16777216 with the warm-up, and over the repeats)", 0},
     {"warmup", 1, "N", "untimed steps before timing (default 10; throughput: up to 10, from --time-budget)", 0},
     {"steps-per-execution", 1, "N|auto", "training steps handed to the backend per call, the same bits (default auto:\n"
                                          "one, except on a device that loops on its own (cuda, batch 1), which gets\n"
@@ -133,7 +134,8 @@ static const struct bench_option options[] = {
                         "torchvision names; tools/ckpt_roundtrip.py reads it)", 0},
     {"load", 1, "FILE", "start from saved parameters and buffers (ours or a torchvision state_dict)", 0},
     {"checkpoint-dir", 1, "DIR", "train, tta: resumable checkpoints (parameters, buffers, optimizer state) in DIR\n"
-                                 "on SIGINT/SIGTERM, every --checkpoint-every steps and at the end", 0},
+                                 "on SIGINT/SIGTERM, every --checkpoint-every steps and at the end; the newest two\n"
+                                 "are kept", 0},
     {"checkpoint-every", 1, "N", "train, tta: also checkpoint every N steps (needs --checkpoint-dir or --resume)", 0},
     {"resume", 1, "DIR", "train, tta: continue from the newest checkpoint in DIR (same configuration; keeps\n"
                          "checkpointing there unless --checkpoint-dir says otherwise)", 0},
@@ -1088,6 +1090,14 @@ int bench_config_finish(struct bench_config *c)
     }
     if ((p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs == 0)) && c->steps <= 0)
         c->steps = 100;
+    /* A measurement keeps each step's time for its statistics: past BENCH_MAX_TIMED_STEPS the throughput plan read
+     * beyond its record (a crash after 2^24 steps, hours in) and inference's latency count overflowed an int. */
+    if ((p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs == 0)) &&
+        (c->warmup + c->steps > BENCH_MAX_TIMED_STEPS || c->steps * c->repeat > BENCH_MAX_TIMED_STEPS))
+        return tb_error_set(TB_EINVAL, "--steps %ld (--warmup %d, --repeat %d): --plan %s keeps every step's time, "
+                                       "at most %ld steps a repeat with its warm-up and as many timed steps in all "
+                                       "(--plan train runs longer)", c->steps, c->warmup, c->repeat, pn,
+                            BENCH_MAX_TIMED_STEPS);
     if (p == PLAN_SCALING) {
         const int n = bench_scaling_points(c, NULL, 0);
         if (n < 0) return n;

@@ -82,6 +82,7 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
                 snprintf(msg, sizeof msg, "budget %g s: %d warm-up + %ld timed step%s at ~%.3g s/step (--steps, "
                          "--warmup or --time-budget to set)", c->budget_s, c->warmup, c->steps,
                          c->steps == 1 ? "" : "s", t_step);
+                progress_finish(&pr); /* the first step's redrawn line, on a terminal */
                 fprintf(stderr, "bench: %s\n", msg);
             }
             first = k + 1;
@@ -102,9 +103,9 @@ int plan_throughput_at(struct session *s, int batch, const char *run_id, const s
         if ((st = measure_throughput(rec.times, per, c->warmup, batch, &one)) != TB_OK) break;
         rep[r] = one.images_per_s;
         memcpy(all + (size_t)r * c->steps, rec.times + c->warmup, (size_t)c->steps * sizeof(double));
-        const long win = c->steps < 100 ? c->steps : 100;
-        double tail = 0.0;
-        for (long i = per - win; i < per; i++) tail += rec.losses[i];
+        double losses[LOSS_TAIL_MAX], tail = 0.0;
+        const long win = step_record_tail(&rec, c->steps < LOSS_TAIL_MAX ? c->steps : LOSS_TAIL_MAX, losses);
+        for (long i = 0; i < win; i++) tail += losses[i];
         final_loss = tail / (double)win;
     }
     long done = steps_before + s->done_step;

@@ -44,7 +44,8 @@ void progress_silence(struct progress *p);
 void progress_update(struct progress *p, long step, double loss, double images_per_s);
 /* Writes one line "<label>: msg" on stderr when the display is enabled (what a long phase is doing). */
 void progress_note(const struct progress *p, const char *msg);
-/* Clears the line (if anything was drawn) so the next output starts clean. */
+/* Clears the line (if anything was drawn) so the next output starts clean; mid-run too, before a warning (the
+ * next update draws the line again). */
 void progress_finish(struct progress *p);
 
 #endif

@@ -186,7 +186,10 @@ static int cpu_from_row(struct json_value *row, struct seed001_cpu *v)
     snprintf(cal.timestamp, sizeof cal.timestamp, "%s", json_get_str(r, "calibration.timestamp", "?"));
     v->cal = cal;
     v->stages = row_int(r, "config.stages", 2);
-    v->micro_batch = row_int(r, "config.micro_batch", 1);
+    /* A micro-batch the ipu chose (no --micro-batch) is recorded as 0 in the config and as what ran in the figures;
+     * the config's 0 reached the projection's divisions (SIGFPE: no report). */
+    v->micro_batch = row_int(r, "config.micro_batch", 0);
+    if (v->micro_batch < 1) v->micro_batch = row_int(r, "figures.pipeline.micro_batch", 0);
     v->in_h = row_int(r, "config.input_h", 0);
     v->in_w = row_int(r, "config.input_w", 0);
     v->recompute = json_get_bool(r, "config.recompute", 0);
@@ -200,7 +203,10 @@ static int cpu_from_row(struct json_value *row, struct seed001_cpu *v)
         v->meas_bwd[s] = json_get_number(r, path, NAN);
     }
     int st = TB_OK;
-    if (!(cal.sgemm_1t_gflops > 0 && cal.triad_1t_gbs > 0))
+    if (v->micro_batch < 1 || v->micro_batch > (1 << 20) || v->stages < 2 || v->stages > PROJ_MAX_STAGES)
+        st = tb_error_set(TB_EINVAL, "the measured run %s records no micro-batch or stage count a pipeline ran "
+                                     "(figures.pipeline)", v->run_id);
+    else if (!(cal.sgemm_1t_gflops > 0 && cal.triad_1t_gbs > 0))
         st = tb_error_set(TB_EINVAL, "the measured run %s carries no calibration (run bench --calibrate first)", v->run_id);
     if (st == TB_OK)
         st = build_model(&v->m, json_get_str(r, "config.workload", ""), row_int(r, "config.resolution", 0), v->in_h,

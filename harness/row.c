@@ -919,8 +919,17 @@ void print_repeats(const double *rep, int n)
     if (n < 2) return;
     /* Steps within a run are not independent (a noisy neighbour slows a stretch of them), so the error to compare
      * two runs by is the spread of whole repeats, not of steps. */
+    /* --repeat takes up to 1000: every rate on the line made it 7,000 characters. The first PRINTED_REPEATS and the
+     * last, the rest counted (the row has them all). */
+    enum { PRINTED_REPEATS = 12 };
     printf("  repeats    ");
-    for (int r = 0; r < n; r++) printf(" %.0f", rep[r]);
+    for (int r = 0; r < n; r++) {
+        if (n > PRINTED_REPEATS + 1 && r == PRINTED_REPEATS) {
+            printf(" ... (%d more: repeat_images_per_s in the row) ...", n - PRINTED_REPEATS - 1);
+            r = n - 1;
+        }
+        printf(" %.0f", rep[r]);
+    }
     struct stats_summary rs;
     if (stats_summarize(rep, n, &rs) == TB_OK)
         printf(" images/s: mean %.4g ± %.2g (95 %% CI over repeats)", rs.mean, stats_ci95_halfwidth(&rs));

@@ -44,6 +44,9 @@ enum bench_plan { PLAN_AUTO, PLAN_TRAIN, PLAN_THROUGHPUT, PLAN_TTA, PLAN_SCALING
 #define BENCH_MAX_BATCHES 32
 #define BENCH_MAX_OPTIONS 128 /* entries of the option table (bench_options) */
 #define BENCH_MAX_POINTS 128 /* scaling: points of a sweep (batches × replicas × ga × micro-batch) */
+/* The most steps whose times a run keeps (8 bytes each, 128 MiB): a measuring plan times no more (its statistics
+ * need every step's time), a longer train or tta run gives the per-step statistics of its first this many. */
+#define BENCH_MAX_TIMED_STEPS (1L << 24)
 
 struct bench_config {
     char backend[32];

@@ -736,19 +736,36 @@ int step_record_init(struct step_record *r, long n)
 {
     memset(r, 0, sizeof *r);
     r->base = 1;
-    r->cap = n < (1L << 24) ? n : (1L << 24); /* a longer run keeps its first 2^24 steps */
+    r->cap = n < BENCH_MAX_TIMED_STEPS ? n : BENCH_MAX_TIMED_STEPS; /* a longer run times its first ones */
     if (r->cap < 1) r->cap = 1;
+    r->first_loss = NAN;
     r->times = malloc((size_t)r->cap * sizeof(double));
-    r->losses = malloc((size_t)r->cap * sizeof(double));
-    if (!r->times || !r->losses) return tb_error_set(TB_ENOMEM, "out of memory for %ld step times", r->cap);
+    if (!r->times) return tb_error_set(TB_ENOMEM, "out of memory for %ld step times", r->cap);
     return TB_OK;
 }
 
 void step_record_free(struct step_record *r)
 {
     free(r->times);
-    free(r->losses);
     memset(r, 0, sizeof *r);
+}
+
+void step_record_book(struct step_record *r, long step, double dt, double loss)
+{
+    const long i = step - r->base;
+    if (i < 0) return;
+    if (i < r->cap) r->times[i] = dt;
+    if (i == 0) r->first_loss = loss;
+    r->ring[i % LOSS_TAIL_MAX] = loss;
+    r->n_booked = i + 1;
+}
+
+long step_record_tail(const struct step_record *r, long n, double *out)
+{
+    if (n > r->n_booked) n = r->n_booked;
+    if (n > LOSS_TAIL_MAX) n = LOSS_TAIL_MAX;
+    for (long k = 0; k < n; k++) out[k] = r->ring[(r->n_booked - n + k) % LOSS_TAIL_MAX];
+    return n > 0 ? n : 0;
 }
 
 /* The most pixels and labels a run of steps stages at once: an MNIST epoch at batch 1 is 47 MB, so
@@ -814,7 +831,7 @@ static int step_timed(const struct session *s, const struct step_record *rec, lo
  * rules, the session's counters, the step record and, on the per-step path (traced), --trace's capture.
  * TB_OK to go on; else the step is not done. */
 static int step_book(struct session *s, long step, int st, const struct step_stats *ss, double dt,
-                     struct step_record *rec, int traced)
+                     struct step_record *rec, int traced, struct progress *pr)
 {
     const double l = ss->loss_sum / s->be_batch;
     if (st == TB_EDIVERGED || (st == TB_OK && (!isfinite(l) || ss->nonfinite))) {
@@ -839,12 +856,12 @@ static int step_book(struct session *s, long step, int st, const struct step_sta
     struct split_sums *sp = &s->split[step_timed(s, rec, step)];
     sp->step += dt, sp->compute += ss->t_compute, sp->allreduce += ss->t_allreduce;
     sp->exchange += ss->t_exchange, sp->idle += ss->t_idle, sp->n++;
-    const long i = step - rec->base;
-    if (i >= 0 && i < rec->cap) rec->times[i] = dt, rec->losses[i] = l;
+    step_record_book(rec, step, dt, l);
     /* --trace: the chosen step, or every step so that the last one is kept (a copy of ~2 events per
      * layer, outside the step's timing). */
     if (traced && s->c.trace[0] && (s->c.trace_step == 0 || step == s->c.trace_step) &&
         trace_capture_take(&s->trace, &s->be, step, dt) != TB_OK) {
+        progress_finish(pr); /* a terminal's redrawn line cleared: the warning starts a line of its own */
         fprintf(stderr, "bench: warning: %s\n", tb_error_get());
         tb_error_clear();
     }
@@ -923,11 +940,12 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
         if (per_call == LONG_MAX) s->run_step_s = dt;
         s->n_exec++, s->n_exec_steps += k;
         if (per_call == 1 && timeline_csv_step(&s->timeline, &s->be, step) != TB_OK) { /* outside the time */
+            progress_finish(pr);
             fprintf(stderr, "bench: warning: %s\n", tb_error_get());
             tb_error_clear();
         }
         for (long j = 0; j < k && j <= done; j++) {
-            const int rc = step_book(s, step + j, j < done ? TB_OK : st, &sts[j], dt, rec, per_call == 1);
+            const int rc = step_book(s, step + j, j < done ? TB_OK : st, &sts[j], dt, rec, per_call == 1, pr);
             if (rc != TB_OK) return rc;
             if (pr->enabled) {
                 const long n = step + j - from + 1;

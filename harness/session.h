@@ -110,16 +110,21 @@ struct session {
     char dir_lock_path[2][512];
 };
 
-/* Where a run keeps each step's time and loss: index step − base, kept while below cap. */
-struct step_record {
-    double *times, *losses;
-    long base, cap;
-};
-
-
 /* A train run's losses that its checkpoints carry, so that a resumed run's first_loss and final_loss are
  * the whole run's, not its session's (plan_train's final loss is the mean of the last LOSS_TAIL_MAX). */
 #define LOSS_TAIL_MAX 100
+
+/* Where a run keeps its steps' times and losses, indexed by step − base: each time while below cap; of the losses
+ * only the first and the last LOSS_TAIL_MAX (all the figures use), at any length, so a run past cap still has its
+ * final loss and its memory stops growing at cap times. */
+struct step_record {
+    double *times;               /* times[i]: step base + i's seconds, i < cap */
+    long base, cap;
+    long n_booked;               /* steps booked: base .. base + n_booked − 1 (the last booked step's index + 1) */
+    double first_loss;           /* step base's loss */
+    double ring[LOSS_TAIL_MAX];  /* ring[i % LOSS_TAIL_MAX]: step base + i's loss, for the last LOSS_TAIL_MAX */
+};
+
 struct loss_history {
     int known;                  /* the checkpoint carried them (not one of a build before they were kept) */
     double first;               /* step 1's loss */
@@ -181,10 +186,16 @@ void session_stop_heard(struct session *s, int signo);
  * so that a stop signal is honoured between them (TB_EINTR, saying after how many); logits (n, classes), when
  * not NULL, receives every chunk's rows in place. *done: the chunks evaluated. */
 int session_evaluate_chunks(struct session *s, long n, int chunk, float *logits, struct eval_stats *ev, long *done);
-/* Allocates room for the times and losses of n steps (at most 2^24 kept), base 1. */
+/* Allocates room for the times of n steps (at most BENCH_MAX_TIMED_STEPS kept), base 1. */
 int step_record_init(struct step_record *r, long n);
 /* Frees what step_record_init allocated (safe on a zeroed record). */
 void step_record_free(struct step_record *r);
+/* Books step's time (while below cap) and loss; steps are booked in increasing order from base (a repeat may start
+ * again at base). */
+void step_record_book(struct step_record *r, long step, double dt, double loss);
+/* Copies the losses of the last n booked steps (at most LOSS_TAIL_MAX and the steps booked), oldest first, to out;
+ * returns how many. */
+long step_record_tail(const struct step_record *r, long n, double *out);
 /* Steps from..to at the prepared batch, one backend call each or in runs (--steps-per-execution), each
  * step timed; TB_EDIVERGED on a non-finite loss, TB_EINTR on a stop. */
 int session_steps(struct session *s, long from, long to, struct step_record *rec, struct progress *pr, long pr_done,
@@ -257,7 +268,8 @@ int open_log(struct mllog *lg, const struct session *s, const char *run_id);
 void write_scaling(struct json_buf *b, const struct session *s, const struct scale_base *sb, int batch, double ips);
 /* Each repeat's images/s and, from two repeats on, their statistics. */
 void write_repeats(struct json_buf *b, const double *rep, int n);
-/* From two repeats on, their images/s on stdout with the mean and its 95 % interval over the repeats. */
+/* From two repeats on, their images/s on stdout (the first 12 and the last; the others counted) with the mean and its
+ * 95 % interval over the repeats. */
 void print_repeats(const double *rep, int n);
 /* The checkpoints a run wrote (count, seconds, the newest file). */
 void write_checkpoints(struct json_buf *b, int written, double time_s, const char *path);

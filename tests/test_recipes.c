@@ -45,8 +45,12 @@ static void recipe_losses(const char *workload, int batch, int steps, const char
     memset(&pr, 0, sizeof pr);
     const int st = session_steps(&s, 1, steps, &rec, &pr, 0, 0.0, 0);
     const int verbose = getenv("TB_RECIPE_VERBOSE") != NULL;
+    /* The record keeps the last LOSS_TAIL_MAX losses: every step of these short runs. */
+    cr_assert_leq(steps, LOSS_TAIL_MAX);
+    double losses[LOSS_TAIL_MAX];
+    cr_assert_eq(step_record_tail(&rec, steps, losses), st == TB_OK ? steps : rec.n_booked);
     for (int i = 0; i < steps; i++) {
-        out[i] = (float)rec.losses[i];
+        out[i] = (float)losses[i];
         if (verbose) fprintf(stderr, "%s step %d loss %.4f\n", workload, i + 1, (double)out[i]);
     }
     step_record_free(&rec);
