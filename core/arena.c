@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #define ARENA_HUGE (2u << 20)
 
@@ -50,16 +52,36 @@ double arena_mem_override(void)
     return *end ? 0.0 : v;
 }
 
+/* What a limit on the process's address space (ulimit -v, RLIMIT_AS) leaves of it, in bytes; -1 where there is none.
+ * Under one a run the machine's memory holds failed midway at an allocation ("cannot allocate activations", exit 1)
+ * where the plan's check would have refused it at once with its figures. */
+static double address_space_left(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return -1.0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0;
+    const int got = f && fscanf(f, "%ld", &pages) == 1;
+    if (f) fclose(f);
+    if (!got) return -1.0;
+    const double left = (double)r.rlim_cur - (double)pages * (double)sysconf(_SC_PAGESIZE);
+    return left > 0.0 ? left : 0.0;
+}
+
 double arena_mem_available(void)
 {
     const double o = arena_mem_override();
     if (o > 0.0) return o;
     FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0.0;
-    char line[128];
     double kb = 0.0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024.0;
+    if (f) {
+        char line[128];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+        fclose(f);
+    }
+    double avail = kb * 1024.0;
+    const double left = address_space_left();
+    if (left >= 0.0 && (avail <= 0.0 || left < avail)) avail = left > 1.0 ? left : 1.0; /* 1: known, and nothing */
+    return avail;
 }

@@ -14,8 +14,8 @@
 float *arena_alloc(size_t n_floats);
 /* Frees an arena from arena_alloc (NULL is fine). */
 void arena_free(float *p);
-/* MemAvailable from /proc/meminfo in bytes (0 if unknown): what engines check an arena plan against
- * before allocating it. */
+/* MemAvailable from /proc/meminfo in bytes (0 if unknown), or less where a limit on the address space (ulimit -v)
+ * leaves less: what engines check an arena plan against before allocating it. */
 double arena_mem_available(void);
 /* TB_MEM_AVAILABLE's bytes when set (K/M/G suffix allowed), else 0: a stand-in for the machine's memory. */
 double arena_mem_override(void);

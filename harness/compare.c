@@ -42,6 +42,7 @@ struct groups {
     int rows[2];       /* rows matched to a configuration, per side */
     int skipped[2];    /* samples that were no finite positive number below REPORT_FIGURE_MAX, per side */
     int crc_rows[2][2]; /* rows matched, per side, without [0] and with [1] config.data_crc32 */
+    int default_threads[2]; /* per side: the cores a threads-backend row of the default --threads had (-1: several) */
     char ignore[MAX_IGNORE][32];
     int n_ignore;
 };
@@ -202,9 +203,15 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     struct groups *gs = ctx;
     /* The reader's row, freed after this call: the defaults its run had written in, so that a default and the same
      * value typed out (--threads 2 on 2 cores) are one configuration, as in the report. */
+    const int default_threads = json_get_number(row, "config.threads", -1) == 0 &&
+                                !strcmp(json_get_str(row, "config.backend", ""), "threads");
     report_row_effective((struct json_value *)row);
     const struct json_value *cfg = json_get(row, "config");
     if (!cfg || cfg->type != JSON_OBJECT) return TB_OK;
+    if (default_threads) { /* the core counts they had, for the hint should the two files' differ */
+        const int n = (int)json_get_number(cfg, "threads", 0), *have = &gs->default_threads[gs->side];
+        gs->default_threads[gs->side] = !*have || *have == n ? n : -1;
+    }
     /* A diverged or interrupted run measured part of a run: it is no sample of its configuration (rows
      * from before "status" existed count as finished). */
     if (strcmp(json_get_str(row, "status", "ok"), "ok") != 0) {
@@ -485,6 +492,18 @@ int compare_results(const char *old_path, const char *new_path, const struct com
                         "with it; they match only rows like them: --ignore data_crc32 matches them by the rest\n",
                 gs.crc_rows[0][0] && gs.crc_rows[1][1] ? old_path : new_path,
                 gs.crc_rows[0][0] && gs.crc_rows[1][1] ? new_path : old_path);
+    /* Rows of the default --threads match by the cores they had: two machines' (or affinities') differ. */
+    const int *dt = gs.default_threads;
+    if (st == TB_OK && one_sided && ignored(&gs, "threads") < 0 && dt[0] && dt[1] && dt[0] != dt[1]) {
+        char n[2][24];
+        for (int k = 0; k < 2; k++) {
+            if (dt[k] > 0) snprintf(n[k], sizeof n[k], "%d core%s", dt[k], dt[k] == 1 ? "" : "s");
+            else snprintf(n[k], sizeof n[k], "several core counts");
+        }
+        fprintf(stderr, "bench compare: the threads backend's rows of the default --threads (every usable core) ran on %s "
+                        "in %s and %s in %s, so they do not match: --ignore threads matches them by the rest\n",
+                n[0], old_path, n[1], new_path);
+    }
     for (int k = 0; k < 2; k++)
         if (gs.unfinished[k])
             fprintf(stderr, "bench compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
@@ -678,6 +697,9 @@ static void compare_usage(FILE *f)
                "  --alpha P         significance level of the Mann-Whitney U test (default 0.05)\n"
                "  --ignore KEYS     leave these keys out of the match (e.g. backend, or backend,devices), so rows\n"
                "                    that differ only in them are compared configuration by configuration\n"
+               "                    (an option left at its default matches its value typed out: the threads\n"
+               "                    backend's --threads as the cores the run could use, the ipu's schedule and\n"
+               "                    prefetch; default --threads on machines of other core counts: --ignore threads)\n"
                "  --help            this text\n\n"
                "Samples: per-repeat images/s (throughput, scaling, inference; train and evaluate rows: their\n"
                "images/s), each seed's time to accuracy (tta; a seed that missed the target counts as infinitely\n"

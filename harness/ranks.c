@@ -13,8 +13,14 @@
 #include <string.h>
 
 /* How long a failed rank waits for the others to fail too before it takes the failure for its own: the ranks of a
- * failure they all reach get there within a step of each other (rank 0 writing its row and checkpoint first). */
+ * failure they all reach get there within a step of each other (rank 0 writing its row and checkpoint first). A
+ * failure known to be every rank's (bench_fail_collective) waits without a limit: rank 0 may wait for the results
+ * file's lock first, and aborting then lost its row and said the failure was this rank's alone. */
 #define RANKS_MEET_S 5.0
+
+static int fail_collective;
+
+void bench_fail_collective(void) { fail_collective = 1; }
 
 /* Says msg after what, as bench_fail_say and bench_end describe; code 0: a rank that succeeded, which says nothing
  * and waits for the others without a limit, as MPI_Finalize would. */
@@ -32,7 +38,8 @@ static void ranks_say(const char *what, const char *msg, int code)
     }
     const int rank = mpi_transport_rank();
     char root[1024];
-    const double wait = !code || bench_stop_agreed() ? -1.0 : RANKS_MEET_S;
+    const double wait = !code || bench_stop_agreed() || fail_collective ? -1.0 : RANKS_MEET_S;
+    fail_collective = 0; /* this failure's: a suite's next line fails (or not) on its own */
     if (!mpi_transport_meet(wait, code ? msg : "", root, sizeof root)) {
         fprintf(stderr, "bench: rank %d of %d: %s%s (this rank alone: ending the job, whose other ranks would wait "
                         "for it)\n", rank, world, what, msg[0] ? msg : "failed");

@@ -284,7 +284,8 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
                 100.0 * (x->t_fwd - mf) / mf, mb * 1e3, x->t_bwd * 1e3, 100.0 * (x->t_bwd - mb) / mb, et);
         if (f) fprintf(f, "stage %d\t%.6f\t%.6f\n", s, (mf + mb) * 1e3, (x->t_fwd + x->t_bwd) * 1e3);
     }
-    if (f) report_data_close(f, dat, unwritten, un);
+    /* A table cut short (a full disk) draws no chart: its section says so, and the report is incomplete. */
+    const int table_ok = f && report_data_close(f, dat, unwritten, un) == TB_OK;
     if (worst < -30.0)
         fprintf(md, "\nThe model projects this machine's stages up to %.0f %% faster than they ran. Where it misses: it charges "
                     "each convolution at half of the sgemm ceiling, but the backend's grouped convolutions (16 channels a "
@@ -304,7 +305,7 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
     char title[200], sub[400];
     snprintf(title, sizeof title, "Seed 001 on this machine: per-stage time per micro-batch, measured vs PROJECTED (cpu-this)");
     snprintf(sub, sizeof sub, "%s, %d cores; run %s", v.cpu, v.cores, v.run_id);
-    int ok = f ? render(gnuplot, plots_dir, "seed001_cpu.gp", chart_dir, "seed001_cpu", dat, title, sub, missing) : 0;
+    int ok = table_ok ? render(gnuplot, plots_dir, "seed001_cpu.gp", chart_dir, "seed001_cpu", dat, title, sub, missing) : 0;
     md_chart(md, link_dir, "seed001_cpu", "measured vs projected stage times on this machine", ok, *missing, drawn);
     seed001_cpu_free(&v);
 }

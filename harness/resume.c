@@ -615,15 +615,18 @@ int session_ranks_check(struct session *s, int batch)
     /* Beyond what a resume compares (it may extend a run): what decides how many steps and evaluations run. */
     const size_t k = strlen(mine);
     snprintf(mine + k, sizeof mine - k, " run_plan=%s steps=%ld epochs=%d steps_per_epoch=%ld warmup=%d repeat=%d "
-             "eval=%d eval_batch=%d eval_every=%ld test_samples=%d devices=%d steps_per_execution=%ld",
+             "eval=%d eval_batch=%d eval_every=%ld test_samples=%d devices=%d steps_per_execution=%ld eval_chunk=%d",
              bench_plan_name(c->plan), c->steps, c->epochs, c->steps_per_epoch, c->warmup, c->repeat, c->eval,
-             c->eval_batch, c->eval_every, session_eval_samples(s), c->run.n_devices, c->steps_per_execution);
+             c->eval_batch, c->eval_every, session_eval_samples(s), c->run.n_devices, c->steps_per_execution,
+             /* each rank sizes its evaluation's chunks by its own free memory: unlike counts pair unlike collectives */
+             session_eval_batch(s, batch));
     memcpy(root, mine, sizeof root);
     int st = mpi_transport_bcast(root, sizeof root);
     long differ = st == TB_OK && strcmp(root, mine) != 0;
     if (st == TB_OK) st = mpi_transport_allreduce_long(&differ, 1);
     if (st != TB_OK) return st;
     if (!differ) return TB_OK;
+    bench_fail_collective(); /* every rank refuses: none is left in a collective */
     if (strcmp(root, mine) == 0)
         return tb_error_set(TB_EINVAL, "%ld MPI rank%s run%s another configuration or other data than rank 0: every "
                             "rank must be given the same options and data", differ, differ == 1 ? "" : "s",

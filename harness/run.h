@@ -185,6 +185,10 @@ void bench_stop_agree(int signo);
 /* Says a suite line's failed run (msg after `what`, "FILE:LINE: run K failed: ") as one "bench:" line; under MPI
  * once for a failure every rank reached, and a rank that failed alone ends the job with exit status code (ranks.c). */
 void bench_fail_say(const char *what, const char *msg, int code);
+/* The failure this process ends with is one every MPI rank reaches alike, from a collective's values (a divergence
+ * of the ranks' summed loss, ranks given other options): bench_end then waits for the others without a limit (rank 0
+ * may first wait for the results file's lock) instead of taking the failure for this rank's alone. */
+void bench_fail_collective(void);
 /* The process's end, once, with its exit status code and the failure's msg ("" where said already or none): said
  * as bench_fail_say says it; under MPI every rank meets the others here, a failed one for a few seconds, and
  * without a limit where it succeeded or every rank agreed to stop. */

@@ -110,8 +110,7 @@ struct session {
     char dir_lock_path[2][512];
 };
 
-/* A train run's losses that its checkpoints carry, so that a resumed run's first_loss and final_loss are
- * the whole run's, not its session's (plan_train's final loss is the mean of the last LOSS_TAIL_MAX). */
+/* The losses a run's final loss is the mean of, and that a train run's checkpoints carry. */
 #define LOSS_TAIL_MAX 100
 
 /* Where a run keeps its steps' times and losses, indexed by step − base: each time while below cap; of the losses
@@ -125,6 +124,8 @@ struct step_record {
     double ring[LOSS_TAIL_MAX];  /* ring[i % LOSS_TAIL_MAX]: step base + i's loss, for the last LOSS_TAIL_MAX */
 };
 
+/* A train run's losses that its checkpoints carry, so that a resumed run's first_loss and final_loss are
+ * the whole run's, not its session's (plan_train's final loss is the mean of the last LOSS_TAIL_MAX). */
 struct loss_history {
     int known;                  /* the checkpoint carried them (not one of a build before they were kept) */
     double first;               /* step 1's loss */

@@ -10,6 +10,10 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_signal;
+/* Under MPI, a stop another rank was sent, which this rank agreed to (bench_stop_agree): kept apart from
+ * stop_signal, so that this rank's own first signal (a launcher signalling every rank, ms apart) is its first, not
+ * a second that kills it before its checkpoint and row. */
+static volatile sig_atomic_t agreed_signal;
 static int stop_agreed;
 
 void bench_request_stop(int signo)
@@ -27,14 +31,14 @@ void bench_request_stop(int signo)
 
 int bench_stop_signal(void)
 {
-    return (int)stop_signal;
+    return stop_signal ? (int)stop_signal : (int)agreed_signal;
 }
 
 int bench_stop_agreed(void) { return stop_agreed; }
 
 void bench_stop_agree(int signo)
 {
-    if (!stop_signal) stop_signal = signo;
+    if (!agreed_signal) agreed_signal = signo;
     stop_agreed = 1;
 }
 

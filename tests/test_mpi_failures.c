@@ -156,3 +156,33 @@ Test(mpi_failures, a_rank_failing_alone_ends_the_job, .timeout = 240)
     tu_rm_rf(dir);
     free(dir);
 }
+
+/* A divergence is every rank's (the loss is the ranks' sum), but rank 0 writes its row first, and that waits for the
+ * results file's lock: after 5 s rank 1 took the failure for its own, said so ("this rank alone") and aborted the
+ * job, rank 0's diverged row lost. The ranks now wait for each other without a limit on such a failure: here the
+ * file is held 7 s; one line, the diverged row written. */
+Test(mpi_failures, a_divergence_waits_for_rank_0_s_row_behind_a_lock, .timeout = 240)
+{
+    need_mpi();
+    char *dir = tu_mkdtemp("mpidiv");
+    rb_write(dir, "results.jsonl", EARLIER_ROW);
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "cd '%s' && (flock results.jsonl sleep 7 &) && sleep 0.3", dir) > 0);
+    cr_assert_eq(system(cmd), 0);
+    free(cmd);
+    char args[1024];
+    snprintf(args, sizeof args, "-np 2 %s " MPI_SMALL " --steps 200 --optimizer sgd --lr 1e3 --out results.jsonl",
+             TB_BENCH_EXE);
+    const int rc = run_mpi(dir, args);
+    char *err_path = rb_path(dir, "mpi.err"), *err = tu_read_file(err_path, NULL);
+    cr_assert(err);
+    cr_assert_eq(rc, 1, "exit %d (124: a hang); stderr:\n%s", rc, err);
+    cr_expect_eq(bench_lines_with(err, "diverged"), 1, "said once:\n%s", err);
+    cr_expect(!strstr(err, "this rank alone"), "%s", err);
+    char *rows_path = rb_path(dir, "results.jsonl"), *rows = tu_read_file(rows_path, NULL);
+    cr_expect_eq(rb_count_lines(rows_path), 2, "the earlier row and the diverged one");
+    cr_expect(rows && strstr(rows, "\"status\":\"diverged\""), "%s", rows);
+    free(err), free(err_path), free(rows), free(rows_path);
+    tu_rm_rf(dir);
+    free(dir);
+}

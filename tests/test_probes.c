@@ -551,9 +551,6 @@ Test(probes, messages_say_what_is_wrong)
     free(dir);
 }
 
-/* Resuming a run that had finished wrote another "ok" row each time. Now it says the run is finished
- * (exit 0, no row); without the note (a run killed after its last checkpoint, before its row) the
- * resume still evaluates and writes the row, and a larger --steps extends the run. */
 /* A row names its --load weights by what they are (config.load_crc32), as it names its data (data_crc32): trained in
  * place (--save over --load's file), two runs of one command read other weights under one path, and their rows told
  * nobody; the seed, whose init only fills the padding between the stored tensors, leaves the CRC as it is. */
@@ -585,6 +582,9 @@ Test(probes, loaded_weights_are_recorded_by_their_crc)
     free(dir);
 }
 
+/* Resuming a run that had finished wrote another "ok" row each time. Now it says the run is finished
+ * (exit 0, no row); without the note (a run killed after its last checkpoint, before its row) the
+ * resume still evaluates and writes the row, and a larger --steps extends the run. */
 Test(probes, resuming_a_finished_run_writes_no_row)
 {
     char *dir = new_dir();
