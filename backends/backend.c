@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 /* Each entry names the options its backend reads from run_config (see struct backend_caps): --threads is
  * the threads backend's pool, --devices the mirrored replicas or the ipu's device budget, --prefetch the
@@ -131,6 +132,11 @@ int backend_create(struct backend *b, const char *name)
         strncat(names, k ? ", " : "", sizeof names - strlen(names) - 1);
         strncat(names, r[k].name, sizeof names - strlen(names) - 1);
     }
+    /* "gpu" is the name a first run guesses: the GPU is a device, reached by the cuda backend or --device cuda. */
+    if (!strcasecmp(name, "gpu"))
+        return tb_error_set(TB_EINVAL, "unknown backend '%s' (valid: %s; %s)", name, names,
+                            backend_find("cuda") ? "on a GPU: --backend cuda, or --device cuda under another schedule"
+                                                 : "this build has no cuda device: nvcc was not found when CMake configured it");
     return tb_error_set(TB_EINVAL, "unknown backend '%s' (valid: %s)", name, names);
 }
 

@@ -322,6 +322,36 @@ static int cmd_calibrate(const char *path, int only_if_needed, int quiet)
 
 enum { OPT_SUITE = 1, OPT_CALIBRATE, OPT_CALIBRATE_IF, OPT_BLAS, OPT_LIST, OPT_HELP, OPT_VERSION, OPT_TABLE = 1000 };
 
+/* Where a shipped suite named as from the repository's root (suites/default.suite) is not there (bench run from
+ * another folder) but is beside the build: " (the repository's is <path>)", else "". */
+static void suite_elsewhere(const char *path, char *out, size_t n)
+{
+    out[0] = '\0';
+    const char *rest = strncmp(path, "suites/", 7) == 0 ? path + 7 : NULL;
+    if (!rest || is_file(path)) return;
+    char dir[1024], alt[1200];
+    repo_dir("suites", dir, sizeof dir);
+    snprintf(alt, sizeof alt, "%s/%s", dir, rest);
+    char real[PATH_MAX];
+    if (strcmp(dir, "suites") != 0 && is_file(alt))
+        snprintf(out, n, " (the repository's is %.1200s)", realpath(alt, real) ? real : alt);
+}
+
+/* The line for an unknown long option (name as typed: "--stpes" or "--stpes=3"), with the nearest of the n
+ * options in opts where one is near enough to be a typo. */
+static void unknown_option(const char *name, const struct option *opts, int n)
+{
+    char word[64];
+    snprintf(word, sizeof word, "%s", name + strspn(name, "-"));
+    word[strcspn(word, "=")] = '\0';
+    const char *names[BENCH_MAX_OPTIONS + 8];
+    int k = 0;
+    for (; k < n && k < (int)(sizeof names / sizeof *names); k++) names[k] = opts[k].name;
+    const char *near = tb_text_nearest(word, names, k);
+    if (near) fprintf(stderr, "bench: unknown option '%s' (did you mean --%s? see bench --help)\n", name, near);
+    else fprintf(stderr, "bench: unknown option '%s' (see bench --help)\n", name);
+}
+
 static int bench_main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "compare") == 0) return compare_main(argc - 1, argv + 1);
@@ -375,7 +405,7 @@ static int bench_main(int argc, char **argv)
             else if (optopt > 0 && name[0] == '-' && name[1] != '-')
                 fprintf(stderr, "bench: unknown option '%s' (options take two dashes: see bench --help)\n", name);
             else
-                fprintf(stderr, "bench: unknown option '%s' (see bench --help)\n", name);
+                unknown_option(name, opts, n);
             rc = 2;
             break;
         }
@@ -419,7 +449,9 @@ static int bench_main(int argc, char **argv)
         struct suite s;
         int st = suite_load(suite_path, &c, &s);
         if (st != TB_OK) {
-            fprintf(stderr, "bench: %s\n", tb_error_get());
+            char elsewhere[1300];
+            suite_elsewhere(suite_path, elsewhere, sizeof elsewhere);
+            fprintf(stderr, "bench: %s%s\n", tb_error_get(), elsewhere);
             return st == TB_EIO ? 1 : 2;
         }
         printf("suite %s: %d run%s%s\n", suite_path, s.n_runs, s.n_runs == 1 ? "" : "s",

@@ -944,19 +944,27 @@ int bench_config_finish(struct bench_config *c)
 
     /* A device projection alone trains nothing; with an explicit --plan the run also validates it. */
     c->project_only = c->project_device[0] && c->plan == PLAN_AUTO;
+    const int plan_chosen = c->plan == PLAN_AUTO;
     if (c->plan == PLAN_AUTO) c->plan = (c->epochs > 0 || c->steps > 0) ? PLAN_TRAIN : PLAN_THROUGHPUT;
     const enum bench_plan p = c->plan;
     const char *pn = bench_plan_name(p);
-    if (c->seeds > 1 && p != PLAN_TTA) return tb_error_set(TB_EINVAL, "--seeds applies to --plan tta (this is %s)", pn);
+    /* The plan as the messages below name it: where no --plan was given, what chose it, so that "(this is train)"
+     * after `bench --steps 3 --repeat 5` points at --plan rather than contradicting what was typed. */
+    char pw[80];
+    if (!plan_chosen) snprintf(pw, sizeof pw, "%s", pn);
+    else if (p == PLAN_TRAIN)
+        snprintf(pw, sizeof pw, "train, which --%s chooses without --plan", c->steps > 0 ? "steps" : "epochs");
+    else snprintf(pw, sizeof pw, "%s, the default plan", pn);
+    if (c->seeds > 1 && p != PLAN_TTA) return tb_error_set(TB_EINVAL, "--seeds applies to --plan tta (this is %s)", pw);
     if (bench_option_given(c, "eval-batch") &&
         (p == PLAN_THROUGHPUT || p == PLAN_INFERENCE || (p == PLAN_SCALING && c->epochs <= 0)))
         return tb_error_set(TB_EINVAL, "--eval-batch applies to the plans that evaluate (train, tta, evaluate, scaling "
                                        "with --epochs); %s does not", pn);
     if ((c->target > 0.0 || c->eval_every > 0 || c->max_epochs > 0) && p != PLAN_TTA)
-        return tb_error_set(TB_EINVAL, "--target, --eval-every and --max-epochs apply to --plan tta (this is %s)", pn);
+        return tb_error_set(TB_EINVAL, "--target, --eval-every and --max-epochs apply to --plan tta (this is %s)", pw);
     if (c->repeat > 1 && (p == PLAN_TRAIN || p == PLAN_TTA))
         return tb_error_set(TB_EINVAL, "--repeat applies to the throughput, scaling and inference plans (this is %s; "
-                                       "tta takes --seeds)", pn);
+                                       "tta takes --seeds)", pw);
     /* One pass of the test set, and a trained point, run once: a repeat the row recorded would be unrun. */
     if (c->repeat > 1 && p == PLAN_EVALUATE)
         return tb_error_set(TB_EINVAL, "--repeat: --plan evaluate runs the test set once (the same figures each time)");
@@ -971,19 +979,19 @@ int bench_config_finish(struct bench_config *c)
     if (p == PLAN_INFERENCE && bench_option_given(c, "label-smoothing"))
         return tb_error_set(TB_EINVAL, "--label-smoothing shapes the training loss; --plan inference computes none");
     if (c->n_batches > 0 && p != PLAN_SCALING)
-        return tb_error_set(TB_EINVAL, "--batches applies to --plan scaling (this is %s; use --batch)", pn);
+        return tb_error_set(TB_EINVAL, "--batches applies to --plan scaling (this is %s; use --batch)", pw);
     if (grid_given(c) && p != PLAN_SCALING)
         return tb_error_set(TB_EINVAL, "--replicas-list, --ga-list and --micro-batch-list apply to --plan scaling "
-                                       "(this is %s; use --replicas, --ga, --micro-batch)", pn);
+                                       "(this is %s; use --replicas, --ga, --micro-batch)", pw);
     if (c->trace_step > 0 && !c->trace[0]) return tb_error_set(TB_EINVAL, "--trace-step needs --trace FILE");
     if (c->steps_per_execution > 0 && (p == PLAN_INFERENCE || p == PLAN_EVALUATE))
-        return tb_error_set(TB_EINVAL, "--steps-per-execution applies to the plans that train (this is %s)", pn);
+        return tb_error_set(TB_EINVAL, "--steps-per-execution applies to the plans that train (this is %s)", pw);
     if (c->steps_per_execution > 1 && (c->trace[0] || c->timeline[0]))
         return tb_error_set(TB_EINVAL, "--steps-per-execution %ld hands steps over in runs: --%s records single steps "
                                        "(give 1 or auto)", c->steps_per_execution, c->trace[0] ? "trace" : "timeline");
     if (c->trace[0] && p != PLAN_TRAIN && p != PLAN_THROUGHPUT && p != PLAN_TTA)
         return tb_error_set(TB_EINVAL, "--trace records one training step of one run: it applies to --plan train, "
-                                       "throughput and tta (this is %s)", pn);
+                                       "throughput and tta (this is %s)", pw);
     if (p == PLAN_SCALING && c->run.batch > 0)
         return tb_error_set(TB_EINVAL, "--plan scaling takes --batches LIST, not --batch");
     if (p == PLAN_TTA && c->steps > 0)
@@ -993,10 +1001,10 @@ int bench_config_finish(struct bench_config *c)
     if (p == PLAN_THROUGHPUT && c->epochs > 0)
         return tb_error_set(TB_EINVAL, "--plan throughput times --steps steps; --epochs does not apply (use --plan train)");
     if (c->logits[0] && p != PLAN_EVALUATE)
-        return tb_error_set(TB_EINVAL, "--logits applies to --plan evaluate (this is %s)", pn);
+        return tb_error_set(TB_EINVAL, "--logits applies to --plan evaluate (this is %s)", pw);
     if (p == PLAN_EVALUATE && (c->epochs > 0 || c->steps > 0))
         return tb_error_set(TB_EINVAL, "--plan evaluate takes no --epochs or --steps: it runs the whole test set once");
-    if (c->save[0] && p != PLAN_TRAIN) return tb_error_set(TB_EINVAL, "--save applies to --plan train (this is %s)", pn);
+    if (c->save[0] && p != PLAN_TRAIN) return tb_error_set(TB_EINVAL, "--save applies to --plan train (this is %s)", pw);
     if ((c->checkpoint_dir[0] || c->checkpoint_every || c->resume[0]) && p != PLAN_TRAIN && p != PLAN_TTA)
         return tb_error_set(TB_EINVAL, "--checkpoint-dir, --checkpoint-every and --resume apply to the plans that train "
                                        "to a result (train, tta); --plan %s %s, so there is nothing to resume: run it "
@@ -1066,7 +1074,7 @@ int bench_config_finish(struct bench_config *c)
     c->budget_steps = p == PLAN_THROUGHPUT && c->steps <= 0;
     c->budget_warmup = c->budget_steps && c->warmup < 0;
     if (c->time_budget > 0.0 && p != PLAN_THROUGHPUT)
-        return tb_error_set(TB_EINVAL, "--time-budget applies to --plan throughput (this is %s)", pn);
+        return tb_error_set(TB_EINVAL, "--time-budget applies to --plan throughput (this is %s)", pw);
     if (c->time_budget > 0.0 && !c->budget_steps)
         return tb_error_set(TB_EINVAL, "--time-budget chooses the number of timed steps; --steps %ld sets it",
                             c->steps);

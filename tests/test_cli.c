@@ -121,6 +121,33 @@ Test(cli, unknown_option)
     expect_usage_error(ARGS("-batch", "8"), ARGS("'-batch'"));
 }
 
+/* A new user's first mistakes (a probe's first hour): each is one line that points at the fix. A typo of an option
+ * names the option it is near; --backend gpu names the GPU's backend; a plan chosen for the user (--steps without
+ * --plan chooses train) is named with what chose it, where "(this is train)" read as a contradiction of what was
+ * typed; a shipped suite named from another folder names the repository's copy. */
+Test(cli, first_mistakes_point_at_the_fix)
+{
+    expect_usage_error(ARGS("--stpes", "3"), ARGS("unknown option '--stpes' (did you mean --steps?"));
+    expect_usage_error(ARGS("--threds=2"), ARGS("unknown option '--threds=2' (did you mean --threads?"));
+    expect_usage_error(ARGS("--frobnicate"), ARGS("unknown option '--frobnicate' (see bench --help)"));
+    expect_refused_in_process(ARGS("--backend", "gpu"),
+                              ARGS("unknown backend 'gpu'", backend_find("cuda") ? "--backend cuda" : "no cuda device"));
+    expect_refused_in_process(ARGS("--steps", "3", "--repeat", "5"),
+                              ARGS("--repeat", "(this is train, which --steps chooses without --plan;"));
+    expect_refused_in_process(ARGS("--epochs", "1", "--batches", "8,16"),
+                              ARGS("--batches", "(this is train, which --epochs chooses without --plan;"));
+    expect_refused_in_process(ARGS("--seeds", "3"), ARGS("--seeds", "(this is throughput, the default plan)"));
+    expect_refused_in_process(ARGS("--plan", "train", "--seeds", "3"), ARGS("(this is train)"));
+    struct proc p;
+    run_bench(ARGS("--suite", "suites/default.suite"), &p); /* in a fresh folder, as from another one */
+    cr_assert_eq(p.code, 1, "exit %d: %s", p.code, p.err);
+    cr_assert_eq(count_lines(p.err), 1, "%s", p.err);
+    cr_assert(strstr(p.err, "suites/default.suite: No such file") && strstr(p.err, "(the repository's is /") &&
+                  strstr(p.err, "/suites/default.suite)"),
+              "%s", p.err);
+    proc_free(&p);
+}
+
 /* "(valid: a, b, c)" of the n names, into buf: the refusals list every name, in the registry's order. */
 static const char *valid_list(char *buf, size_t size, const char *const *names, int n)
 {

@@ -306,6 +306,8 @@ Test(harness_suite, bad_lines_name_file_line_and_option, .init = th_setup, .fini
 {
     expect_error("plan=throughput\nplan=throughput batch=abc\n", "t.suite:2:", "--batch");
     expect_error("plan=throughput frobnicate=1\n", "t.suite:1:", "frobnicate");
+    /* a typo of an option is named with the option it is near */
+    expect_error("plan=throughput stpes=3\n", "t.suite:1:", "'stpes' (did you mean steps?)");
     expect_error("\n\nplan=tta seeds=2 repeat=3\n", "t.suite:3:", "--repeat");
     expect_error("plan=throughput lr=0.1,,0.2\n", "t.suite:1:", "lr");
     expect_error("plan=throughput lr=\n", "t.suite:1:", "lr");

@@ -43,6 +43,42 @@ void tb_text_clean(char *dst, size_t n, const char *src)
     dst[o] = '\0';
 }
 
+/* Optimal string alignment distance of a and b (each at most 63 bytes; longer: a large number). */
+static int text_distance(const char *a, const char *b)
+{
+    enum { L = 64 };
+    const int na = (int)strlen(a), nb = (int)strlen(b);
+    if (na >= L || nb >= L) return 1 << 20;
+    int d[L][L];
+    for (int i = 0; i <= na; i++) d[i][0] = i;
+    for (int j = 0; j <= nb; j++) d[0][j] = j;
+    for (int i = 1; i <= na; i++)
+        for (int j = 1; j <= nb; j++) {
+            const int cost = a[i - 1] != b[j - 1];
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[na][nb];
+}
+
+const char *tb_text_nearest(const char *word, const char *const *names, int n)
+{
+    /* About a third of the word: "stpes" and "mnist-mpl" (a swap each) are typos; a three-letter word is not,
+     * as "gpu" is no "cpu" mistyped. */
+    const int limit = ((int)strlen(word) - 1) / 3;
+    int best_d = 1 << 20;
+    const char *best = NULL;
+    for (int k = 0; k < n; k++) {
+        const int dk = text_distance(word, names[k]);
+        if (dk < best_d) best_d = dk, best = names[k];
+    }
+    return best_d <= limit ? best : NULL;
+}
+
 int tb_error_set(int status, const char *fmt, ...)
 {
     /* Formatted aside first, so an argument may be tb_error_get() itself (adding context to a message). */

@@ -25,6 +25,11 @@ int dataset_load_dir(const char *dir, int train, struct dataset *out)
     memset(out, 0, sizeof *out);
     if (!dir || !*dir) return tb_error_set(TB_EINVAL, "dataset_load_dir: empty directory name");
     struct stat st;
+    /* A folder that is not there is most often a data set not yet fetched: say what one holds. */
+    if (stat(dir, &st) != 0 && errno == ENOENT)
+        return tb_error_set(TB_EIO, "%s: no such directory (a data set is a folder of IDX files, "
+                                    "train-images-idx3-ubyte[.gz] ..., or of CIFAR-10 binary batches, data_batch_1.bin "
+                                    "... test_batch.bin)", dir);
     if (stat(dir, &st) != 0) return tb_error_set(TB_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return tb_error_set(TB_EIO, "%s: not a directory", dir);
     /* Without search permission every file in it looks absent: "no dataset found" would hide the cause. */
