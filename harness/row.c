@@ -588,8 +588,10 @@ void write_efficiency(struct session *s, struct json_buf *b, int batch, double i
     if (results_read_rows(s->c.out, baseline_row, &f) != TB_OK || f.images_per_s <= 0) {
         tb_error_clear();
         if (s->primary && !s->c.quiet)
-            printf("  scaling     no %s baseline for this configuration in %s (run --backend %s with this run's "
-                   "workload, batch and options first, on this machine)\n", ref, s->c.out, ref);
+            /* The plan and batch named: in a suite that ran a cpu scaling sweep first, "run --backend cpu first"
+             * read as wrong, as only a throughput row is a baseline, and a sweep's lines did not say which point. */
+            printf("  scaling     no %s baseline at batch %d in %s: it is a --plan throughput --backend %s row of "
+                   "this run's workload, batch and options, on this machine\n", ref, batch, s->c.out, ref);
         return;
     }
     const double speedup = images_per_s / f.images_per_s;

@@ -1364,6 +1364,10 @@ Test(cli, a_runs_lines_follow_its_header)
                *scaling = strstr(p.out, "  scaling "), *row = strstr(p.out, "  result row ");
     cr_assert(head && split && scaling && row, "%s", p.out);
     cr_assert(head < split && head < scaling && split < row && scaling < row, "out of order:\n%s", p.out);
+    /* The line names the batch (a sweep's point) and the plan whose row is a baseline: a suite's cpu scaling sweep
+     * was run first, and "run --backend cpu first" read as wrong. */
+    cr_assert(strstr(scaling, "no cpu baseline at batch 8 in /dev/null: it is a --plan throughput --backend cpu row"),
+              "%s", p.out);
     proc_free(&p);
 }
 
