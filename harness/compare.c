@@ -504,6 +504,18 @@ int compare_results(const char *old_path, const char *new_path, const struct com
                         "in %s and %s in %s, so they do not match: --ignore threads matches them by the rest\n",
                 n[0], old_path, n[1], new_path);
     }
+    /* cpu.jsonl against threads.jsonl with --ignore backend (the README's example once): the threads rows record
+     * --threads, which no other backend's row has, so nothing matched and the table was empty without a word. */
+    int alone[2][2] = {{0}}; /* per side, configurations only there: of other backends [0], of threads [1] */
+    const int kb = ignored(&gs, "backend");
+    for (int i = 0; kb >= 0 && i < gs.n; i++)
+        for (int k = 0; k < 2; k++)
+            if (gs.g[i].rows[k] && !gs.g[i].rows[!k]) alone[k][!strcmp(gs.g[i].ign[k][kb], "threads")] = 1;
+    if (st == TB_OK && kb >= 0 && ignored(&gs, "threads") < 0 &&
+        ((alone[0][0] && alone[1][1]) || (alone[0][1] && alone[1][0])))
+        fprintf(stderr, "bench compare: the threads backend's rows record --threads, which other backends' rows lack, "
+                        "so --ignore backend alone matches them to none: --ignore backend,threads matches them by the "
+                        "rest\n");
     for (int k = 0; k < 2; k++)
         if (gs.unfinished[k])
             fprintf(stderr, "bench compare: %s: %d row%s of runs that did not finish (status not ok) skipped\n",
@@ -695,8 +707,9 @@ static void compare_usage(FILE *f)
     fprintf(f, "usage: bench compare [--alpha P] [--ignore KEY[,KEY...]] [--] OLD.jsonl NEW.jsonl\n"
                "Matches the result rows of two files by configuration and tests each change, as benchstat does.\n\n"
                "  --alpha P         significance level of the Mann-Whitney U test (default 0.05)\n"
-               "  --ignore KEYS     leave these keys out of the match (e.g. backend, or backend,devices), so rows\n"
-               "                    that differ only in them are compared configuration by configuration\n"
+               "  --ignore KEYS     leave these keys out of the match (e.g. backend; cpu rows against threads rows:\n"
+               "                    backend,threads), so rows that differ only in them are compared\n"
+               "                    configuration by configuration\n"
                "                    (an option left at its default matches its value typed out: the threads\n"
                "                    backend's --threads as the cores the run could use, the ipu's schedule and\n"
                "                    prefetch; default --threads on machines of other core counts: --ignore threads)\n"

@@ -927,3 +927,30 @@ Test(harness_compare, a_default_and_its_value_typed_out_are_one_configuration, .
         free(err), free(l);
     }
 }
+
+/* The README's "the same across backends", cpu.jsonl against threads.jsonl with --ignore backend: the threads rows
+ * record --threads and the cpu's do not, so nothing matched, and the table came out empty without a word. Said, with
+ * the --ignore that matches them; --ignore backend,threads matches them, and cpu against mirrored needs no hint. */
+Test(harness_compare, ignore_backend_says_threads_rows_need_ignore_threads, .init = th_setup, .fini = th_teardown)
+{
+    char a[192], b[192], c[192];
+    row_be(th_path(a, sizeof a, "cpu.jsonl"), "cpu", "\"threads\":0,", "\"n_cores\":2", BASE);
+    row_be(th_path(b, sizeof b, "threads.jsonl"), "threads", "\"threads\":0,", "\"n_cores\":2", BASE);
+    row_be(th_path(c, sizeof c, "mirrored.jsonl"), "mirrored", "\"threads\":0,", "\"n_cores\":2", BASE);
+    static const struct {
+        const char *ignore, *other;
+        int lines, hint;
+    } cases[] = {{"backend", "threads", 2, 1}, {"backend,threads", "threads", 1, 0}, {"backend", "mirrored", 1, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const struct compare_opts o = {.ignore = cases[k].ignore};
+        struct compare_line *l;
+        int n;
+        th_stderr_begin();
+        const int st = compare_results(a, !strcmp(cases[k].other, "threads") ? b : c, &o, &l, &n);
+        char *err = th_stderr_end();
+        cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+        cr_assert_eq(n, cases[k].lines, "case %zu: %d lines", k, n);
+        cr_assert_eq(strstr(err, "--ignore backend,threads matches them") != NULL, cases[k].hint, "case %zu: %s", k, err);
+        free(err), free(l);
+    }
+}
