@@ -1676,7 +1676,7 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr, st
         total_ms += t.fw_ms + t.bw_ms;
     }
     qsort(lt, (size_t)n, sizeof *lt, cmp_layer_time);
-    char name[200], safe[160], path[1300], title[480], sub[400], tag[160], vars[32], key[1024], var[512];
+    char name[200], safe[160], path[1300], title[480], sub[400], tag[160], vars[760], key[1024], var[512];
     snprintf(tag, sizeof tag, "%s_%s_%s_b%s", kind_of(r), cs(r, "workload"), cs(r, "backend"), batch_cell(r).s);
     safe_name(safe, sizeof safe, tag);
     /* The readable part alone named rows of other options (lr, precision, ...) alike, and each overwrote the
@@ -1716,8 +1716,14 @@ static void layers_of_row(struct ctx *x, int i, const struct json_value *arr, st
         snprintf(title, sizeof title, "Per-layer time per step: %s on %s, batch %s (%s%.200s)", cs(r, "workload"),
                  cs(r, "backend"), batch_cell(r).s, kind_of(r), var);
     subtitle(x, one, 1, sub, sizeof sub);
-    snprintf(vars, sizeof vars, "K=%d", bars);
-    if (bars) md_chart(x, name, title, render(x, "layers.gp", name, path, title, sub, vars));
+    /* The chart's title in two lines, the run's kind and options on the second: on one line they ran past the
+     * canvas (the title is centred over the plot, which the layer names push right). */
+    char head[400], qk[700];
+    snprintf(head, sizeof head, "%.*s", (int)strcspn(title, "("), title);
+    if (head[0] && head[strlen(head) - 1] == ' ') head[strlen(head) - 1] = '\0';
+    report_gp_quote(qk, sizeof qk, title + strcspn(title, "("));
+    snprintf(vars, sizeof vars, "K=%d; ttl2='%s'", bars, qk);
+    if (bars) md_chart(x, name, title, render(x, "layers.gp", name, path, head, sub, vars));
     else md_no_chart(x, name, "layer time");
     if (bars < n)
         fprintf(x->md, "The other %d layers take %s ms of the layers' %s ms a step (%s); the data file has every "

@@ -10,7 +10,8 @@ set termoption noenhanced
 set border lw 1
 set grid lc rgb "#d0d0d0" lw 1
 set key noenhanced
-set title sprintf("%s\n%s", ttl, sub) noenhanced
+# ttl2 (where a chart gives one): a second title line, for a title too long for one.
+set title (exists("ttl2") ? sprintf("%s\n%s\n%s", ttl, ttl2, sub) : sprintf("%s\n%s", ttl, sub)) noenhanced
 set linetype 1 lc rgb "#4472c4" lw 2 pt 7 ps 0.9
 set linetype 2 lc rgb "#ed7d31" lw 2 pt 5 ps 0.9
 set linetype 3 lc rgb "#70ad47" lw 2 pt 9 ps 1.0

@@ -363,6 +363,13 @@ Test(harness_report, many_layers_chart_the_slowest, .init = th_setup, .fini = th
     md_chart_after(md, "](charts/layers_throughput_effnet-b0_cpu_b8_", name, sizeof name);
     check_png(out, name);
     cr_assert(strstr(md, "The 30 slowest of 100 layers, per step: effnet-b0 on cpu") != NULL, "%s", md);
+    /* The chart's title in two lines, the kind and options on the second: on one they ran past the canvas. */
+    snprintf(p, sizeof p, "%s/charts/%s.svg", out, name);
+    char *svg = th_read(p);
+    cr_assert(strstr(svg, ">The 30 slowest of 100 layers, per step: effnet-b0 on cpu, batch 8<") &&
+                  strstr(svg, ">(throughput)<"),
+              "%s", svg);
+    free(svg);
     cr_assert(strstr(md, "The other 70 layers take 7.455 ms of the layers' 15.150 ms a step (49.2 %)") != NULL, "%s", md);
     /* conv: k even, Σ(k+1) over k = 0, 2, …, 98 = 2,500 µs forward; batchnorm: 2,550. */
     /* A pool's row (idle_s): each type's idle share, 0.3 of its 3 µs per µs of forward: 10 %. */
