@@ -13,6 +13,10 @@ load dir."/common.gp"
 if (!exists("gpupeak")) gpupeak = 0
 if (!exists("gpuname")) gpuname = "GPU"
 set logscale xy
+# Labels at 2 and 5 of each decade too: the axes span about one decade, where the powers of ten alone labelled
+# a single tick and no point's GFLOP/s could be read off the chart.
+set for [e=-3:7] xtics add (sprintf("%g", 2 * 10**e) 2 * 10**e, sprintf("%g", 5 * 10**e) 5 * 10**e)
+set for [e=-3:7] ytics add (sprintf("%g", 2 * 10**e) 2 * 10**e, sprintf("%g", 5 * 10**e) 5 * 10**e)
 set xlabel "arithmetic intensity (FLOP/byte, estimated from the model's compulsory traffic)"
 set ylabel "GFLOP/s (counted model FLOPs / measured time)"
 set key below left font ",8" maxcols 3 spacing 0.9 height 2

@@ -841,6 +841,9 @@ Test(harness_report, gpu_rows_against_gpu_ceilings, .init = th_setup, .fini = th
     cr_assert(strstr(svg, "Fixture GPU: fp32 (TF32 off) 50.0 TFLOP/s, copy 4100 GB/s") != NULL, "no GPU roof");
     cr_assert(strstr(svg, "Fixture GPU: bf16 800 TFLOP/s") != NULL, "no bf16 roof");
     cr_assert(strstr(svg, "all threads: sgemm 115 GFLOP/s") != NULL, "the CPU's roof is still drawn");
+    /* The log axes label 2 and 5 of each decade too: with the powers of ten alone the demo's chart had one
+     * labelled GFLOP/s tick. */
+    cr_assert(strstr(svg, ">20<") && strstr(svg, ">500<"), "no tick labels between the powers of ten");
     free(svg);
     free(md);
 }
