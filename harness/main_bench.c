@@ -180,7 +180,11 @@ static int cmd_report(int argc, char **argv)
                    "  --plots DIR         the gnuplot scripts (default plots/ here or beside the build)\n"
                    "  --calibration FILE  machine ceilings for the roofline (default %s)\n"
                    "  --profile-dir DIR   tools/profile.sh sidecars (default <dir of --in>/profile)\n"
-                   "  --gnuplot PATH      the gnuplot executable (default gnuplot on PATH)\n", CALIBRATION_DEFAULT_PATH);
+                   "  --gnuplot PATH      the gnuplot executable (default gnuplot on PATH)\n"
+                   "  --help              this text\n\n"
+                   "Exit status: 0 the report written (a chart gnuplot could not draw is said in REPORT.md), 1 no\n"
+                   "usable rows, a folder that cannot be written, or a chart's table cut short (REPORT.md then says\n"
+                   "it is incomplete), 2 usage.\n", CALIBRATION_DEFAULT_PATH);
             return 0;
         }
         const char **dst = !strcmp(a, "--in") ? &o.in : !strcmp(a, "--out-dir") ? &o.out_dir

@@ -1431,6 +1431,10 @@ Test(harness_report, report_cli_exit_codes, .init = th_setup, .fini = th_teardow
     cr_assert_eq(bench_sh("report --bogus", p), 2);
     cr_assert_eq(bench_sh("report --in", p), 2);
     cr_assert_eq(bench_sh("report --in empty.jsonl --plots /nonexistent/plots", p), 2);
+    cr_assert_eq(bench_sh("report --help", p), 0);
+    out = th_read(p);
+    cr_assert(strstr(out, "Exit status: 0") && strstr(out, "2 usage"), "the statuses above are said: %s", out);
+    free(out);
 }
 
 /* A report whose chart folder cannot be written was made without its tables, exit 0 (the sections skip a chart
