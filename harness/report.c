@@ -244,6 +244,13 @@ static void field_text(const struct json_value *row, const char *field, char *bu
     if (row_budget(row) > 0.0 && !strcmp(field, "steps")) snprintf(buf, n, "budget:%gs", row_budget(row));
     if (!v || (row_budget(row) > 0.0 && (!strcmp(field, "steps") || (!strcmp(field, "warmup") && !budget_warmup_given(row)))))
         return;
+    /* A sweep trained for --epochs runs each point's own steps (1875, 937, ... at batch 32, 64, ...): its label read
+     * the first point's "steps=1875" for every point. The epochs are what was asked. */
+    const double epochs = cn(row, "epochs");
+    if (!strcmp(field, "steps") && !strcmp(kind_of(row), "scaling") && epochs > 0) {
+        snprintf(buf, n, "%g epoch%s", epochs, epochs == 1 ? "" : "s");
+        return;
+    }
     /* 0 in these means the option was not given (the backend's default): no option to show. */
     static const char *const unset0[] = {"steps_per_execution", "micro_batch", "ga", "replicas"};
     if (v->type == JSON_NUMBER && v->number == 0)

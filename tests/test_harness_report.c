@@ -1964,3 +1964,27 @@ Test(harness_report, a_time_budget_run_is_keyed_by_its_budget, .init = th_setup,
     cr_assert(strstr(md, "**1000**") == NULL && strstr(md, "**1100**") == NULL, "%s", md);
     free(md);
 }
+
+/* A sweep trained for --epochs runs each point's own steps (1875, 937, ... as the batch doubles): its heading named
+ * the first point's "steps=1875" for the whole sweep. It names the epochs. */
+Test(harness_report, a_sweep_trained_for_epochs_is_labelled_by_its_epochs, .init = th_setup, .fini = th_teardown,
+     .timeout = 60)
+{
+    char in[192], t[1024];
+    th_path(in, sizeof in, "results.jsonl");
+    for (int trained = 0; trained < 2; trained++)
+        for (int k = 0; k < 3; k++) {
+            const int batch = 32 << k, steps = trained ? 60000 / batch : 100;
+            snprintf(t, sizeof t,
+                     "{\"schema_version\":1,\"kind\":\"scaling\",\"run_id\":\"r%d%d\",\"sweep\":\"sw%d\",\"config\":{"
+                     "\"plan\":\"scaling\",\"backend\":\"cpu\",\"workload\":\"mnist-mlp\",\"batch\":%d,\"epochs\":%d,"
+                     "\"steps\":%d},\"figures\":{\"images_per_s\":%d,\"global_batch\":%d,\"local_batch\":%d,"
+                     "\"replicas\":1,\"accumulation\":1,\"speedup\":1,\"peak_rss_mib\":30%s}}\n",
+                     trained, k, trained, batch, trained, steps, 1000 * (k + 1), batch, batch,
+                     trained ? ",\"test_accuracy\":0.8" : "");
+            th_append(in, t);
+        }
+    char *md = report_text(in, NULL, NULL);
+    cr_assert(strstr(md, "steps=1 epoch") && !strstr(md, "steps=1875"), "%s", md);
+    free(md);
+}
