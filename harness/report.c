@@ -2115,11 +2115,14 @@ static void section_timeline(struct ctx *x)
                        "intervals per device).\n\n");
         return;
     }
+    char which[64];
+    if (total > n) snprintf(which, sizeof which, "the latest %d of the %d ipu runs that carry one", n, total);
+    else snprintf(which, sizeof which, "%s", n > 1 ? "each ipu run" : "the ipu run");
     fprintf(x->md, "A Gantt chart of the last training step of %s: one lane per device (a pipeline stage of one "
                    "replica), one box per forward, backward, recompute, all-reduce and update interval, numbered by "
                    "micro-batch, timed on the device workers from the start of the step. The gaps are the bubble: a "
                    "device waiting for its neighbour's activations or gradients, or for the others to finish.\n\n",
-            total > n ? "the latest ipu runs" : n > 1 ? "each ipu run" : "the ipu run");
+            which);
     char used[MAX_TIMELINES][220];
     for (int k = n - 1; k >= 0; k--) {
         const struct json_value *r = x->rows.v[idx[k]];
