@@ -464,6 +464,35 @@ static int group_u_test(const struct group *g, double *u, double *p)
     return st;
 }
 
+/* Whether a configuration only in the old file and one only in the new are one without field (its " field=VALUE"
+ * left out of both keys): a hint to --ignore it then names rows it would match (one at b8 against one at b16 it
+ * would not). Linear in the configurations, through an index of the old side's reduced keys. */
+static int one_sided_pair_without(const struct groups *gs, const char *field)
+{
+    char tok[64];
+    snprintf(tok, sizeof tok, " %s=", field);
+    struct report_index ix;
+    report_index_init(&ix);
+    int found = 0;
+    for (int side = 0; side < 2 && !found; side++)
+        for (int i = 0; i < gs->n && !found; i++) {
+            const struct group *g = &gs->g[i];
+            if (!g->rows[side] || g->rows[!side]) continue;
+            char red[sizeof g->key];
+            snprintf(red, sizeof red, "%s", g->key);
+            char *at = strstr(red, tok);
+            if (at) {
+                const char *end = strchr(at + 1, ' ');
+                memmove(at, end ? end : at + strlen(at), strlen(end ? end : at + strlen(at)) + 1);
+            }
+            int id;
+            if (side == 0 && report_index_add(&ix, red, &id, NULL) != TB_OK) break;
+            if (side == 1) found = report_index_find(&ix, red) >= 0;
+        }
+    report_index_free(&ix);
+    return found;
+}
+
 int compare_results(const char *old_path, const char *new_path, const struct compare_opts *o,
                     struct compare_line **lines, int *n_lines)
 {
@@ -494,7 +523,8 @@ int compare_results(const char *old_path, const char *new_path, const struct com
                 gs.crc_rows[0][0] && gs.crc_rows[1][1] ? new_path : old_path);
     /* Rows of the default --threads match by the cores they had: two machines' (or affinities') differ. */
     const int *dt = gs.default_threads;
-    if (st == TB_OK && one_sided && ignored(&gs, "threads") < 0 && dt[0] && dt[1] && dt[0] != dt[1]) {
+    if (st == TB_OK && one_sided && ignored(&gs, "threads") < 0 && dt[0] && dt[1] && dt[0] != dt[1] &&
+        one_sided_pair_without(&gs, "threads")) {
         char n[2][24];
         for (int k = 0; k < 2; k++) {
             if (dt[k] > 0) snprintf(n[k], sizeof n[k], "%d core%s", dt[k], dt[k] == 1 ? "" : "s");
@@ -512,7 +542,7 @@ int compare_results(const char *old_path, const char *new_path, const struct com
         for (int k = 0; k < 2; k++)
             if (gs.g[i].rows[k] && !gs.g[i].rows[!k]) alone[k][!strcmp(gs.g[i].ign[k][kb], "threads")] = 1;
     if (st == TB_OK && kb >= 0 && ignored(&gs, "threads") < 0 &&
-        ((alone[0][0] && alone[1][1]) || (alone[0][1] && alone[1][0])))
+        ((alone[0][0] && alone[1][1]) || (alone[0][1] && alone[1][0])) && one_sided_pair_without(&gs, "threads"))
         fprintf(stderr, "bench compare: the threads backend's rows record --threads, which other backends' rows lack, "
                         "so --ignore backend alone matches them to none: --ignore backend,threads matches them by the "
                         "rest\n");

@@ -605,7 +605,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
 }
 
 /* Under MPI, before the first step: each rank's configuration and data against rank 0's (session.h). */
-int session_ranks_check(struct session *s, int batch)
+int session_ranks_check(struct session *s, int batch, int eval_batch)
 {
     const struct bench_config *c = &s->c;
     if (!c->run.transport_mpi || mpi_transport_world() < 2) return TB_OK;
@@ -618,8 +618,9 @@ int session_ranks_check(struct session *s, int batch)
              "eval=%d eval_batch=%d eval_every=%ld test_samples=%d devices=%d steps_per_execution=%ld eval_chunk=%d",
              bench_plan_name(c->plan), c->steps, c->epochs, c->steps_per_epoch, c->warmup, c->repeat, c->eval,
              c->eval_batch, c->eval_every, session_eval_samples(s), c->run.n_devices, c->steps_per_execution,
-             /* each rank sizes its evaluation's chunks by its own free memory: unlike counts pair unlike collectives */
-             session_eval_batch(s, batch));
+             /* the chunk the backend was prepared with, which each rank sized by its own free memory: unlike
+              * counts pair unlike collectives */
+             eval_batch);
     memcpy(root, mine, sizeof root);
     int st = mpi_transport_bcast(root, sizeof root);
     long differ = st == TB_OK && strcmp(root, mine) != 0;
@@ -709,6 +710,8 @@ int checkpoint_dir_ready(struct session *s)
  * nothing worth comparing). */
 int plan_stopped(struct session *s, int st, const char *run_id, int batch, const struct stop_info *si)
 {
+    /* Every diverged row comes here; over MPI the figures it stops on are the ranks' sums (bench_end waits). */
+    if (st == TB_EDIVERGED) bench_fail_collective();
     char msg[512];
     snprintf(msg, sizeof msg, "%s", tb_error_get());
     s->row_status = st == TB_EINTR ? "interrupted" : "diverged";

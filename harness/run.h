@@ -191,7 +191,8 @@ void bench_fail_say(const char *what, const char *msg, int code);
 void bench_fail_collective(void);
 /* The process's end, once, with its exit status code and the failure's msg ("" where said already or none): said
  * as bench_fail_say says it; under MPI every rank meets the others here, a failed one for a few seconds, and
- * without a limit where it succeeded or every rank agreed to stop. */
+ * without a limit where it succeeded, every rank agreed to stop, or the failure is every rank's
+ * (bench_fail_collective). */
 void bench_end(int code, const char *msg);
 /* The plan's name ("train", "throughput", ...). */
 const char *bench_plan_name(enum bench_plan p);

@@ -554,7 +554,7 @@ int session_backend(struct session *s, int batch, int eval_batch)
                 s->conv_timed, s->conv_timed == 1 ? "" : "s", s->c.tuning);
     }
     /* Over MPI, before the first collective of a step: ranks given other options or data would pair unlike ones. */
-    if (st == TB_OK) st = session_ranks_check(s, batch);
+    if (st == TB_OK) st = session_ranks_check(s, batch, eval_batch);
     if (st != TB_OK) return st;
     s->prepare_ms[1] = mllog_now_ms();
     backend_describe(&s->be, s->desc, sizeof s->desc);

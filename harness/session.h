@@ -305,8 +305,9 @@ int checkpoint_dir_ready(struct session *s);
 /* Under MPI: every rank's configuration and data (resume_config's text and what decides the plan's steps and
  * evaluations) against rank 0's, before the first step. TB_EINVAL on every rank where any differs (the ranks'
  * collectives would not pair up: a rank that ran fewer steps read another's gradients as its evaluation), a
- * differing rank naming the first word. Every rank must call it; TB_OK without MPI. */
-int session_ranks_check(struct session *s, int batch);
+ * differing rank naming the first word; eval_batch: the evaluation's chunk the backend was prepared with. Every rank
+ * must call it; TB_OK without MPI. */
+int session_ranks_check(struct session *s, int batch, int eval_batch);
 /* Writes the row of a run that stopped early (interrupted or diverged), then returns st with its message. */
 int plan_stopped(struct session *s, int st, const char *run_id, int batch, const struct stop_info *si);
 

@@ -129,6 +129,8 @@ Test(cli, first_mistakes_point_at_the_fix)
 {
     expect_usage_error(ARGS("--stpes", "3"), ARGS("unknown option '--stpes' (did you mean --steps?"));
     expect_usage_error(ARGS("--threds=2"), ARGS("unknown option '--threds=2' (did you mean --threads?"));
+    /* three edits from --lr-decay-rate: another option, not a typo of it */
+    expect_usage_error(ARGS("--lr-final-rate", "3"), ARGS("unknown option '--lr-final-rate' (see bench --help)"));
     expect_usage_error(ARGS("--frobnicate"), ARGS("unknown option '--frobnicate' (see bench --help)"));
     expect_refused_in_process(ARGS("--backend", "gpu"),
                               ARGS("unknown backend 'gpu'", backend_find("cuda") ? "--backend cuda" : "no cuda device"));

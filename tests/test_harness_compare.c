@@ -933,20 +933,24 @@ Test(harness_compare, a_default_and_its_value_typed_out_are_one_configuration, .
  * the --ignore that matches them; --ignore backend,threads matches them, and cpu against mirrored needs no hint. */
 Test(harness_compare, ignore_backend_says_threads_rows_need_ignore_threads, .init = th_setup, .fini = th_teardown)
 {
-    char a[192], b[192], c[192];
+    char a[192], b[192], c[192], d[192];
     row_be(th_path(a, sizeof a, "cpu.jsonl"), "cpu", "\"threads\":0,", "\"n_cores\":2", BASE);
+    /* threads rows of another lr: --ignore backend,threads would not match them either, so no hint */
+    row_be(th_path(d, sizeof d, "threads-lr.jsonl"), "threads", "\"threads\":0,\"lr\":0.5,", "\"n_cores\":2", BASE);
     row_be(th_path(b, sizeof b, "threads.jsonl"), "threads", "\"threads\":0,", "\"n_cores\":2", BASE);
     row_be(th_path(c, sizeof c, "mirrored.jsonl"), "mirrored", "\"threads\":0,", "\"n_cores\":2", BASE);
     static const struct {
         const char *ignore, *other;
         int lines, hint;
-    } cases[] = {{"backend", "threads", 2, 1}, {"backend,threads", "threads", 1, 0}, {"backend", "mirrored", 1, 0}};
+    } cases[] = {{"backend", "threads", 2, 1}, {"backend,threads", "threads", 1, 0}, {"backend", "mirrored", 1, 0},
+                 {"backend", "threads-lr", 2, 0}};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         const struct compare_opts o = {.ignore = cases[k].ignore};
         struct compare_line *l;
         int n;
         th_stderr_begin();
-        const int st = compare_results(a, !strcmp(cases[k].other, "threads") ? b : c, &o, &l, &n);
+        const char *other = !strcmp(cases[k].other, "threads") ? b : !strcmp(cases[k].other, "mirrored") ? c : d;
+        const int st = compare_results(a, other, &o, &l, &n);
         char *err = th_stderr_end();
         cr_assert_eq(st, TB_OK, "%s", tb_error_get());
         cr_assert_eq(n, cases[k].lines, "case %zu: %d lines", k, n);

@@ -67,9 +67,18 @@ static int text_distance(const char *a, const char *b)
 
 const char *tb_text_nearest(const char *word, const char *const *names, int n)
 {
-    /* About a third of the word: "stpes" and "mnist-mpl" (a swap each) are typos; a three-letter word is not,
-     * as "gpu" is no "cpu" mistyped. */
-    const int limit = ((int)strlen(word) - 1) / 3;
+    /* The one name word begins (a suite key cut short: "steps-per-exec"), as getopt takes a unique prefix. */
+    const size_t len = strlen(word);
+    const char *prefixed = NULL;
+    int n_prefixed = 0;
+    for (int k = 0; k < n && len > 0; k++)
+        if (!strncmp(names[k], word, len)) prefixed = names[k], n_prefixed++;
+    if (n_prefixed == 1) return prefixed;
+    /* Else up to a third of the word and at most 2 edits: "stpes" (a swap) is a typo; a three-letter word is not,
+     * as "gpu" is no "cpu" mistyped; and a long word 3 edits away is another option ("lr-final-rate" is no
+     * "lr-decay-rate"). */
+    int limit = ((int)len - 1) / 3;
+    if (limit > 2) limit = 2;
     int best_d = 1 << 20;
     const char *best = NULL;
     for (int k = 0; k < n; k++) {

@@ -32,9 +32,9 @@ void tb_error_clear(void);
 /* Copies src into dst (n bytes, NUL-terminated) as one line of text: control bytes and malformed UTF-8 as \xNN,
  * well-formed UTF-8 as itself, cut at a whole character; for text from files that bench prints. */
 void tb_text_clean(char *dst, size_t n, const char *src);
-/* The name among names[0..n) nearest to word (optimal string alignment distance: insertions, deletions,
- * substitutions and swaps of neighbours), or NULL where none is within (length - 1) / 3 edits of it:
- * for a "did you mean" beside an unknown name. */
+/* For a "did you mean" beside an unknown name: the one name among names[0..n) that word begins, else the nearest
+ * (optimal string alignment distance: insertions, deletions, substitutions and swaps of neighbours) within
+ * (length - 1) / 3 edits and at most 2, else NULL. */
 const char *tb_text_nearest(const char *word, const char *const *names, int n);
 /* Flushes and closes an output stream f: 0, or the errno of the write that failed (a full disk: stdio keeps what was
  * refused, and the flush's retry names it), EIO where no errno was left. */
