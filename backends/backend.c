@@ -136,7 +136,8 @@ int backend_create(struct backend *b, const char *name)
     if (!strcasecmp(name, "gpu"))
         return tb_error_set(TB_EINVAL, "unknown backend '%s' (valid: %s; %s)", name, names,
                             backend_find("cuda") ? "on a GPU: --backend cuda, or --device cuda under another schedule"
-                                                 : "this build has no cuda device: nvcc was not found when CMake configured it");
+                                                 : "this build has no cuda device (configured with -DTB_CUDA=OFF, or "
+                                                   "without nvcc)");
     return tb_error_set(TB_EINVAL, "unknown backend '%s' (valid: %s)", name, names);
 }
 
