@@ -30,6 +30,21 @@ static const char *cal_file(char *p, size_t n, const char *name, const char *cei
 
 static const char good[] = ",\"sgemm_1t_gflops\":60,\"sgemm_all_gflops\":115,\"triad_1t_gbs\":12,\"triad_all_gbs\":18";
 
+/* What two runs of this process say loading the file at p as "Test CPU"'s calibration (each must keep it: TB_OK),
+ * and in *lines how many lines that is. */
+static char *load_twice(const char *p, struct calibration *c, int *lines)
+{
+    th_stderr_begin();
+    const int st = calibrate_load_matching(p, "Test CPU", 2, "Zen", c);
+    const int st2 = calibrate_load_matching(p, "Test CPU", 2, "Zen", c);
+    char *err = th_stderr_end();
+    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
+    cr_assert_eq(st2, TB_OK, "%s", tb_error_get());
+    *lines = 0;
+    for (const char *e = err; *e; e++) *lines += *e == '\n';
+    return err;
+}
+
 /* Probe B item 3: a file missing a ceiling read it as 0 (rows: "sgemm_peak_gflops": 0), and one without
  * "kind": "calibration" was read though --calibrate refuses to replace it. */
 Test(calibrate, a_file_without_every_ceiling_or_its_kind_is_no_calibration, .init = th_setup, .fini = th_teardown)
@@ -97,16 +112,10 @@ Test(calibrate, a_busy_machine_s_calibration_is_measured_again, .init = th_setup
                      busy[k]);
         cr_assert(strstr(why, "all threads barely beat one"), "%s", why);
         /* Runs keep its figures (one thread's still stand), with one warning line per file. */
-        th_stderr_begin();
-        const int st = calibrate_load_matching(p, "Test CPU", 2, "Zen", &c);
-        const int st2 = calibrate_load_matching(p, "Test CPU", 2, "Zen", &c);
-        char *err = th_stderr_end();
-        cr_assert_eq(st, TB_OK, "%s", tb_error_get());
-        cr_assert_eq(st2, TB_OK, "%s", tb_error_get());
+        int lines;
+        char *err = load_twice(p, &c, &lines);
         cr_assert(k > 0 || (strstr(err, "warning") && strstr(err, "barely beat one") && strstr(err, "busy.json")),
                   "%s", err);
-        int lines = 0;
-        for (const char *e = err; *e; e++) lines += *e == '\n';
         cr_assert_eq(lines, k == 0, "one warning line a file a process: %s", err);
         free(err);
     }
@@ -139,15 +148,9 @@ Test(calibrate, a_calibration_of_a_narrower_affinity_is_measured_again, .init = 
     cal_file(p, sizeof p, "narrow.json", ceil);
     cr_assert_eq(calibrate_check_current(p, "Test CPU", 2, "Zen", NULL, &c, why, sizeof why), TB_EINVAL, "kept");
     cr_assert(strstr(why, "affinity") && strstr(why, "this process may use"), "%s", why);
-    th_stderr_begin();
-    const int st = calibrate_load_matching(p, "Test CPU", 2, "Zen", &c);
-    const int st2 = calibrate_load_matching(p, "Test CPU", 2, "Zen", &c);
-    char *err = th_stderr_end();
-    cr_assert_eq(st, TB_OK, "%s", tb_error_get());
-    cr_assert_eq(st2, TB_OK, "%s", tb_error_get());
+    int lines;
+    char *err = load_twice(p, &c, &lines);
     cr_assert(strstr(err, "bench: warning: calibration") && strstr(err, "affinity"), "%s", err);
-    int lines = 0;
-    for (const char *e = err; *e; e++) lines += *e == '\n';
     cr_assert_eq(lines, 1, "one warning line a file a process: %s", err);
     free(err);
     /* As many cores as now, or more (calibrated on the whole machine, run under taskset): current. */
