@@ -30,8 +30,9 @@ static void need_mpi(void)
 }
 
 /* Runs `timeout 60 mpirun --oversubscribe ARGS` in dir (root allowed, as CI runs); stdout and stderr in
- * dir/mpi.out and dir/mpi.err. Returns the exit status (124: it hung). */
-static int run_mpi(const char *dir, const char *args)
+ * dir/mpi.out and dir/mpi.err, and *err (unless NULL) receives that stderr, malloc'd. Returns the exit status
+ * (124: it hung). */
+static int run_mpi(const char *dir, const char *args, char **err)
 {
     char *cmd = NULL;
     cr_assert(asprintf(&cmd, "cd '%s' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 5 60 "
@@ -39,6 +40,12 @@ static int run_mpi(const char *dir, const char *args)
     const int rc = system(cmd);
     free(cmd);
     cr_assert(WIFEXITED(rc), "sh did not exit");
+    if (err) {
+        char *err_path = rb_path(dir, "mpi.err");
+        *err = tu_read_file(err_path, NULL);
+        free(err_path);
+        cr_assert(*err, "no stderr file in %s", dir);
+    }
     return WEXITSTATUS(rc);
 }
 
@@ -71,10 +78,8 @@ Test(mpi_failures, a_signal_to_one_rank_stops_every_rank_after_one_step, .timeou
     char args[1024];
     snprintf(args, sizeof args, "-np 1 %s %s : -np 1 -x TB_STOP_IN_EVAL=1 %s %s", TB_BENCH_EXE, opts, TB_BENCH_EXE,
              opts);
-    const int rc = run_mpi(dir, args);
-    char *err_path = rb_path(dir, "mpi.err");
-    char *err = tu_read_file(err_path, NULL);
-    cr_assert(err);
+    char *err;
+    const int rc = run_mpi(dir, args, &err);
     cr_assert_eq(rc, 143, "exit %d (124: a hang); stderr:\n%s", rc, err);
     cr_expect_eq(bench_lines_with(err, "interrupted by SIGTERM"), 1, "said once:\n%s", err);
     char *rows_path = rb_path(dir, "results.jsonl");
@@ -85,15 +90,14 @@ Test(mpi_failures, a_signal_to_one_rank_stops_every_rank_after_one_step, .timeou
     char *ck = rb_path(dir, "ck");
     cr_assert_eq(rb_newest(ck), 4, "the checkpoint of the step every rank stopped after");
     snprintf(args, sizeof args, "-np 2 %s %s --resume ck", TB_BENCH_EXE, opts);
-    const int rc2 = run_mpi(dir, args);
     free(err);
-    err = tu_read_file(err_path, NULL);
+    const int rc2 = run_mpi(dir, args, &err);
     cr_assert_eq(rc2, 0, "resume: exit %d; stderr:\n%s", rc2, err);
     free(rows);
     rows = tu_read_file(rows_path, NULL);
     cr_expect_eq(rb_count_lines(rows_path), 3);
     cr_expect(strstr(rows, "\"resumed_from_step\":4"), "%s", rows);
-    free(err), free(err_path), free(rows), free(rows_path), free(ck);
+    free(err), free(rows), free(rows_path), free(ck);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -109,16 +113,14 @@ Test(mpi_failures, ranks_given_other_options_are_refused_before_a_step, .timeout
     char args[1024];
     snprintf(args, sizeof args, "-np 1 %s " MPI_SMALL " --steps 5 --out results.jsonl : -np 1 %s " MPI_SMALL
              " --steps 3 --out results.jsonl", TB_BENCH_EXE, TB_BENCH_EXE);
-    const int rc = run_mpi(dir, args);
-    char *err_path = rb_path(dir, "mpi.err");
-    char *err = tu_read_file(err_path, NULL);
-    cr_assert(err);
+    char *err;
+    const int rc = run_mpi(dir, args, &err);
     cr_assert_eq(rc, 2, "exit %d; stderr:\n%s", rc, err);
     cr_expect_eq(bench_lines_with(err, "rank 1 of 2: this rank's configuration or data differ from rank 0's (steps=5 "
                                        "on rank 0, steps=3 on this rank)"), 1, "%s", err);
     char *rows_path = rb_path(dir, "results.jsonl");
     cr_expect_eq(rb_count_lines(rows_path), 1, "rank 0's earlier row alone");
-    free(err), free(err_path), free(rows_path);
+    free(err), free(rows_path);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -133,7 +135,7 @@ Test(mpi_failures, a_rank_failing_alone_ends_the_job, .timeout = 240)
     char args[1024];
     snprintf(args, sizeof args, "-np 2 %s " MPI_SMALL " --steps 6 --checkpoint-dir ck --out results.jsonl",
              TB_BENCH_EXE);
-    cr_assert_eq(run_mpi(dir, args), 0);
+    cr_assert_eq(run_mpi(dir, args, NULL), 0);
     /* ck2: a copy of the newest checkpoint, cut short. */
     char *cmd = NULL;
     cr_assert(asprintf(&cmd, "cd '%s' && mkdir ck2 && head -c 3000 ck/ckpt-0000000006.safetensors > "
@@ -142,17 +144,15 @@ Test(mpi_failures, a_rank_failing_alone_ends_the_job, .timeout = 240)
     free(cmd);
     snprintf(args, sizeof args, "-np 1 %s " MPI_SMALL " --steps 9 --resume ck --out results.jsonl : -np 1 %s "
              MPI_SMALL " --steps 9 --resume ck2 --out results.jsonl", TB_BENCH_EXE, TB_BENCH_EXE);
-    const int rc = run_mpi(dir, args);
-    char *err_path = rb_path(dir, "mpi.err");
-    char *err = tu_read_file(err_path, NULL);
-    cr_assert(err);
+    char *err;
+    const int rc = run_mpi(dir, args, &err);
     cr_assert_eq(rc, 1, "exit %d (124: a hang); stderr:\n%s", rc, err);
     cr_expect_eq(bench_lines_with(err, "rank 1 of 2: --resume ck2: no checkpoint there could be read"), 1, "%s", err);
     char *rows_path = rb_path(dir, "results.jsonl");
     cr_expect_eq(rb_count_lines(rows_path), 1, "the first run's row alone");
     char *ck = rb_path(dir, "ck");
     cr_expect_eq(rb_newest(ck), 6);
-    free(err), free(err_path), free(rows_path), free(ck);
+    free(err), free(rows_path), free(ck);
     tu_rm_rf(dir);
     free(dir);
 }
@@ -173,16 +173,15 @@ Test(mpi_failures, a_divergence_waits_for_rank_0_s_row_behind_a_lock, .timeout =
     char args[1024];
     snprintf(args, sizeof args, "-np 2 %s " MPI_SMALL " --steps 200 --optimizer sgd --lr 1e3 --out results.jsonl",
              TB_BENCH_EXE);
-    const int rc = run_mpi(dir, args);
-    char *err_path = rb_path(dir, "mpi.err"), *err = tu_read_file(err_path, NULL);
-    cr_assert(err);
+    char *err;
+    const int rc = run_mpi(dir, args, &err);
     cr_assert_eq(rc, 1, "exit %d (124: a hang); stderr:\n%s", rc, err);
     cr_expect_eq(bench_lines_with(err, "diverged"), 1, "said once:\n%s", err);
     cr_expect(!strstr(err, "this rank alone"), "%s", err);
     char *rows_path = rb_path(dir, "results.jsonl"), *rows = tu_read_file(rows_path, NULL);
     cr_expect_eq(rb_count_lines(rows_path), 2, "the earlier row and the diverged one");
     cr_expect(rows && strstr(rows, "\"status\":\"diverged\""), "%s", rows);
-    free(err), free(err_path), free(rows), free(rows_path);
+    free(err), free(rows), free(rows_path);
     tu_rm_rf(dir);
     free(dir);
 }
