@@ -23,22 +23,6 @@ static int n_lines(const char *s)
     return n;
 }
 
-/* rb_run with the file-size limit at limit bytes and SIGXFSZ left at its default (as a shell's `ulimit -f` leaves
- * it): whatever survives a crossing of the limit is bench's own doing. */
-static int run_with_file_limit_default_signal(const char *dir, const char *tag, const char *const *extra, rlim_t limit)
-{
-    struct rlimit old, lim;
-    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
-    lim = old;
-    lim.rlim_cur = limit;
-    void (*old_handler)(int) = signal(SIGXFSZ, SIG_DFL);
-    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    const pid_t pid = rb_start(dir, tag, RB_ARGS(RB_BASE), extra);
-    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
-    signal(SIGXFSZ, old_handler);
-    return rb_wait(pid);
-}
-
 /* `ulimit -f` and a row that would cross the limit: SIGXFSZ killed bench mid-write (exit 153 from the shell), the
  * results file ending in half a row and no message. Now the write fails (EFBIG), the half row is taken back, and
  * bench says so on one line, exit 1; the earlier rows are as they were. */
@@ -51,7 +35,8 @@ Test(resources, a_file_size_limit_leaves_no_half_row)
     char *before = tu_read_file(rows, &n0);
     cr_assert(before && n0 > 1000, "a first row");
     /* Room for a third of another row. */
-    const int code = run_with_file_limit_default_signal(dir, "second", RB_ARGS("--steps", "2"), n0 + n0 / 3);
+    const int code = rb_run_with_file_limit_sig(dir, "second", RB_ARGS(RB_BASE), RB_ARGS("--steps", "2"), n0 + n0 / 3,
+                                                SIG_DFL);
     char *err = rb_stderr(dir, "second");
     cr_assert_eq(code, 1, "exit %d (-%d: killed by that signal): %s", code, SIGXFSZ, err);
     cr_assert_eq(n_lines(err), 1, "one line: %s", err);
