@@ -386,18 +386,15 @@ Test(machine, facts_read_and_written)
     cr_assert_gt(strlen(m.commit), 0);
 }
 
-static void run_progress(int force, char *out, size_t size)
+/* A 100,000-step progress line labelled label, drawn (progress_force(force)) on fd as stderr; stderr put back. */
+static void progress_into(int fd, int force, const char *label)
 {
-    char tmpl[] = "/tmp/tb_progress_XXXXXX";
-    int fd = mkstemp(tmpl);
-    cr_assert(fd >= 0);
     fflush(stderr);
-    int saved = dup(STDERR_FILENO);
+    const int saved = dup(STDERR_FILENO);
     dup2(fd, STDERR_FILENO);
-    close(fd);
     progress_force(force);
     struct progress p;
-    progress_init(&p, 100000, "train");
+    progress_init(&p, 100000, label);
     for (long s = 1; s <= 100000; s++)
         progress_update(&p, s, 0.4321, 12345.0);
     progress_finish(&p);
@@ -405,6 +402,15 @@ static void run_progress(int force, char *out, size_t size)
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
+}
+
+static void run_progress(int force, char *out, size_t size)
+{
+    char tmpl[] = "/tmp/tb_progress_XXXXXX";
+    int fd = mkstemp(tmpl);
+    cr_assert(fd >= 0);
+    progress_into(fd, force, "train");
+    close(fd);
     snprintf(out, size, "%s", read_file(tmpl));
     unlink(tmpl);
 }
@@ -467,18 +473,7 @@ Test(progress, redrawn_line_fits_a_narrow_terminal)
     cr_assert_eq(tcsetattr(slave, TCSANOW, &raw), 0);
     const struct winsize ws = {.ws_row = 24, .ws_col = 20};
     cr_assert_eq(ioctl(slave, TIOCSWINSZ, &ws), 0);
-    fflush(stderr);
-    const int saved = dup(STDERR_FILENO);
-    dup2(slave, STDERR_FILENO);
-    progress_force(1);
-    struct progress p;
-    progress_init(&p, 100000, "train threads/effnet-b0");
-    for (long s = 1; s <= 100000; s++)
-        progress_update(&p, s, 0.4321, 12345.0);
-    progress_finish(&p);
-    progress_force(-1);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
+    progress_into(slave, 1, "train threads/effnet-b0");
     close(slave);
     static char out[1 << 16];
     size_t n = 0;
