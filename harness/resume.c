@@ -209,8 +209,10 @@ static int resume_folder_name(const char *want, char *got, size_t n, char *old, 
     return 1;
 }
 
-/* "batch=8 in the checkpoint, batch=16 now": the first word where two configurations differ. */
-static void config_diff(const struct session *s, const char *ckpt, const char *now, char *out, size_t n)
+/* "batch=8 in the checkpoint, batch=16 in this run": the first word where two configurations differ, each side
+ * named by its label (then: ckpt's, "in the checkpoint"; here: now's, "in this run"). */
+static void config_diff(const struct session *s, const char *ckpt, const char *now, const char *then, const char *here,
+                        char *out, size_t n)
 {
     snprintf(out, n, "the configuration differs");
     /* The cause before its consequence: another --classes is named as classes, not as the parameter count
@@ -220,7 +222,7 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
         config_value(ckpt, "classes", a, sizeof a);
         config_value(now, "classes", b, sizeof b);
         if (strcmp(a, b) != 0) {
-            snprintf(out, n, "classes=%s in the checkpoint, classes=%s in this run", a, b);
+            snprintf(out, n, "classes=%s %s, classes=%s %s", a, then, b, here);
             return;
         }
     }
@@ -236,7 +238,7 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
                 char sa[96], sb[96];
                 shown_value(s, key, a, sa, sizeof sa);
                 shown_value(s, key, b, sb, sizeof sb);
-                snprintf(out, n, "%s=%s in the checkpoint, %s=%s in this run", key, sa, key, sb);
+                snprintf(out, n, "%s=%s %s, %s=%s %s", key, sa, then, key, sb, here);
                 return;
             }
         }
@@ -254,8 +256,8 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
             if (strcmp(b, "(none)") == 0) {
                 char sb[96];
                 shown_value(s, key, b, sb, sizeof sb);
-                if (strcmp(sb, b) != 0) snprintf(out, n, "%.*s in the checkpoint, %s=%s in this run", (int)len, p, key, sb);
-                else snprintf(out, n, "%.*s in the checkpoint, no %s in this run", (int)len, p, key);
+                if (strcmp(sb, b) != 0) snprintf(out, n, "%.*s %s, %s=%s %s", (int)len, p, then, key, sb, here);
+                else snprintf(out, n, "%.*s %s, no %s %s", (int)len, p, then, key, here);
                 return;
             }
         }
@@ -267,8 +269,8 @@ static void config_diff(const struct session *s, const char *ckpt, const char *n
     config_value(ckpt, BN_BATCH_KEY, a, sizeof a);
     config_value(now, BN_BATCH_KEY, b, sizeof b);
     if (strcmp(a, b) != 0)
-        snprintf(out, n, "BatchNorm statistics over %s samples in the checkpoint, over %s in this run: --devices, "
-                 "--micro-batch, --ga and --sync-bn decide it", a, b);
+        snprintf(out, n, "BatchNorm statistics over %s samples %s, over %s %s: --devices, --micro-batch, --ga and "
+                 "--sync-bn decide it", a, then, b, here);
 }
 
 /* Staging arrays for checkpoints, allocated on first use. */
@@ -542,7 +544,7 @@ int resume_from(struct session *s, int batch, long total, long *start, double *p
             fprintf(stderr, "bench: note: %s predates BatchNorm's statistics group in checkpoints: that it ran with "
                             "this run's %.*s could not be checked\n", path, (int)strcspn(bnw + 1, " "), bnw + 1);
         if (st == TB_OK && !old_ckpt && strcmp(got, want) != 0) {
-            config_diff(s, got, want, why, sizeof why);
+            config_diff(s, got, want, "in the checkpoint", "in this run", why, sizeof why);
             return tb_error_set(TB_EINVAL, "--resume %s: %s was made with another configuration (%s)", dir, path, why);
         }
         if (st == TB_OK && steps[i] > total)
@@ -633,20 +635,9 @@ int session_ranks_check(struct session *s, int batch, int eval_batch)
                             "rank must be given the same options and data", differ, differ == 1 ? "" : "s",
                             differ == 1 ? "s" : "");
     char why[512];
-    config_diff(s, root, mine, why, sizeof why);
-    /* config_diff speaks of a checkpoint and this run: here rank 0 is the checkpoint. */
-    char said[600];
-    snprintf(said, sizeof said, "%s", why);
-    for (char *p; (p = strstr(said, "in the checkpoint"));) {
-        memmove(p + strlen("on rank 0"), p + strlen("in the checkpoint"), strlen(p + strlen("in the checkpoint")) + 1);
-        memcpy(p, "on rank 0", strlen("on rank 0"));
-    }
-    for (char *p; (p = strstr(said, "in this run"));) {
-        memmove(p + strlen("on this rank"), p + strlen("in this run"), strlen(p + strlen("in this run")) + 1);
-        memcpy(p, "on this rank", strlen("on this rank"));
-    }
+    config_diff(s, root, mine, "on rank 0", "on this rank", why, sizeof why);
     return tb_error_set(TB_EINVAL, "this rank's configuration or data differ from rank 0's (%s): every rank must be "
-                        "given the same options and data", said);
+                        "given the same options and data", why);
 }
 
 /* The run's checkpoint folders' locks, before a resume reads them (session.h). */
