@@ -724,13 +724,11 @@ int session_evaluate(struct session *s, double *acc, double *loss, double *time_
     /* A test loss that is not finite is a model that diverged in eval mode (running statistics, no dropout),
      * though its training loss may be finite: no accuracy of it is a result (TB_EDIVERGED, as a training
      * loss's NaN is). A NaN loss means a NaN or Inf logit; an Inf one may also be logits too far apart. */
-    if (!isfinite(*loss)) {
-        bench_fail_collective(); /* the ranks' summed loss: every rank's */
+    if (!isfinite(*loss))
         return tb_error_set(TB_EDIVERGED, "%s/%s: diverged: the test loss is %s: the model's eval-mode outputs are "
                             "not finite%s (lower --lr?)", s->c.backend, s->w->name,
                             isnan(*loss) ? "NaN" : *loss > 0 ? "+Inf" : "-Inf",
                             isnan(*loss) ? "" : " or too far apart for float");
-    }
     return TB_OK;
 }
 
@@ -948,8 +946,6 @@ int session_steps(struct session *s, long from, long to, struct step_record *rec
         }
         for (long j = 0; j < k && j <= done; j++) {
             const int rc = step_book(s, step + j, j < done ? TB_OK : st, &sts[j], dt, rec, per_call == 1, pr);
-            /* Over MPI the loss is the ranks' sum: a divergence is every rank's at this step (bench_end waits). */
-            if (rc == TB_EDIVERGED) bench_fail_collective();
             if (rc != TB_OK) return rc;
             if (pr->enabled) {
                 const long n = step + j - from + 1;

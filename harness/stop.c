@@ -14,7 +14,6 @@ static volatile sig_atomic_t stop_signal;
  * stop_signal, so that this rank's own first signal (a launcher signalling every rank, ms apart) is its first, not
  * a second that kills it before its checkpoint and row. */
 static volatile sig_atomic_t agreed_signal;
-static int stop_agreed;
 
 void bench_request_stop(int signo)
 {
@@ -34,12 +33,11 @@ int bench_stop_signal(void)
     return stop_signal ? (int)stop_signal : (int)agreed_signal;
 }
 
-int bench_stop_agreed(void) { return stop_agreed; }
+int bench_stop_agreed(void) { return agreed_signal != 0; }
 
 void bench_stop_agree(int signo)
 {
     if (!agreed_signal) agreed_signal = signo;
-    stop_agreed = 1;
 }
 
 const char *bench_signal_name(int sig)
