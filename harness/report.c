@@ -872,8 +872,13 @@ static void md_chart(struct ctx *x, const char *name, const char *alt, int rende
  * then exits 1 and says so: the section's table and chart are missing from REPORT.md). */
 static FILE *dat_open(struct ctx *x, const char *path)
 {
+    return report_data_open(path, x->unwritten, sizeof x->unwritten);
+}
+
+FILE *report_data_open(const char *path, char *unwritten, size_t un)
+{
     FILE *f = fopen(path, "w");
-    if (!f && !x->unwritten[0]) snprintf(x->unwritten, sizeof x->unwritten, "%s: %s", path, strerror(errno));
+    if (!f && unwritten && un && !unwritten[0]) snprintf(unwritten, un, "%s: %s", path, strerror(errno));
     return f;
 }
 

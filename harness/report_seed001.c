@@ -230,15 +230,6 @@ void seed001_cpu_free(struct seed001_cpu *v)
 }
 
 /* rows (n_rows) the rows already read, or NULL: read rows_path. */
-/* A chart's table opened for writing; where it cannot be, the first such file and why into unwritten (un bytes; NULL:
- * not kept), for the report to say it is incomplete. */
-static FILE *data_open(const char *path, char *unwritten, size_t un)
-{
-    FILE *f = fopen(path, "w");
-    if (!f && unwritten && !unwritten[0]) snprintf(unwritten, un, "%s: %s", path, strerror(errno));
-    return f;
-}
-
 static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, const char *plots_dir, const char *gnuplot,
                         const struct json_value *const *rows, int n_rows, const char *rows_path, int *missing, int *drawn,
                         char *unwritten, size_t un)
@@ -272,7 +263,7 @@ static void section_cpu(FILE *md, const char *chart_dir, const char *link_dir, c
                 "fwd+bwd error |\n|---|---|---|---|---|---|---|---|---|\n");
     char dat[1200];
     snprintf(dat, sizeof dat, "%s/data/seed001_cpu.dat", chart_dir);
-    FILE *f = data_open(dat, unwritten, un);
+    FILE *f = report_data_open(dat, unwritten, un);
     double worst = 0.0;
     for (int s = 0; s < S && s < PROJ_MAX_STAGES; s++) {
         const double mf = v.meas_fwd[s], mb = v.meas_bwd[s];
@@ -406,7 +397,7 @@ static int seed001(FILE *md, const char *chart_dir, const char *plots_dir, const
     snprintf(data_dir, sizeof data_dir, "%s/data", chart_dir);
     mkdirs(data_dir);
     snprintf(dat, sizeof dat, "%s/seed001_pods.dat", data_dir);
-    FILE *f = data_open(dat, unwritten, un);
+    FILE *f = report_data_open(dat, unwritten, un);
     if (f) {
         fprintf(f, "\"published (Graphcore, %s)\"\n", pub.device);
         for (int i = 0; i < pub.n; i++) fprintf(f, "%d\t%.1f\n", pub.devices[i], pub.images_per_s[i]);

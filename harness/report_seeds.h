@@ -38,6 +38,9 @@ int report_render_chart(void *report, const char *script, const char *name, cons
 FILE *report_open_data(void *report, const char *path);
 /* Records a chart table that could not be written ("path: why"), unless one is already: the report is incomplete. */
 void report_mark_unwritten(void *report, const char *what);
+/* A chart's table opened for writing ("w"), or NULL with "PATH: why" into unwritten (un bytes) unless it holds a
+ * reason already: the report is then incomplete. */
+FILE *report_data_open(const char *path, char *unwritten, size_t un);
 /* Closes a chart's table f: TB_OK, or TB_EIO where a write failed (a full disk), with "PATH: why" into unwritten (un
  * bytes) unless it holds a reason already: the report is then incomplete. */
 int report_data_close(FILE *f, const char *path, char *unwritten, size_t un);
