@@ -203,9 +203,7 @@ static int on_row(const struct json_value *row, long line_no, void *ctx)
     struct groups *gs = ctx;
     /* The reader's row, freed after this call: the defaults its run had written in, so that a default and the same
      * value typed out (--threads 2 on 2 cores) are one configuration, as in the report. */
-    const int default_threads = json_get_number(row, "config.threads", -1) == 0 &&
-                                !strcmp(json_get_str(row, "config.backend", ""), "threads");
-    report_row_effective((struct json_value *)row);
+    const int default_threads = report_row_effective((struct json_value *)row);
     const struct json_value *cfg = json_get(row, "config");
     if (!cfg || cfg->type != JSON_OBJECT) return TB_OK;
     if (default_threads) { /* the core counts they had, for the hint should the two files' differ */

@@ -143,12 +143,13 @@ static struct json_value *config_member(struct json_value *cfg, const char *key)
     return NULL;
 }
 
-void report_row_effective(struct json_value *row)
+int report_row_effective(struct json_value *row)
 {
     struct json_value *cfg = config_member(row, "config");
     const char *backend = json_get_str(cfg, "backend", "");
     struct json_value *th = config_member(cfg, "threads");
-    if (th && th->type == JSON_NUMBER && th->number == 0 && !strcmp(backend, "threads")) {
+    const int default_threads = th && th->type == JSON_NUMBER && th->number == 0 && !strcmp(backend, "threads");
+    if (default_threads) {
         const double usable = json_get_number(row, "machine.usable_cores", 0), cores = json_get_number(row, "machine.n_cores", 0);
         const double n = usable >= 1 && usable <= 4096 ? usable : cores >= 1 && cores <= 4096 ? cores : 0;
         if (n > 0) th->number = floor(n);
@@ -161,4 +162,5 @@ void report_row_effective(struct json_value *row)
     struct json_value *pf = config_member(cfg, "prefetch");
     if (pf && pf->type == JSON_NUMBER && (pf->number == 0 || pf->number == -1))
         pf->number = pf->number == -1 ? 0 : !strcmp(backend, "ipu") ? 3 : 1;
+    return default_threads;
 }

@@ -57,7 +57,8 @@ struct json_value;
 /* Writes into row's config the values its run had where the row records an option as not given, so that a row of
  * the default and one of the same value typed out are one configuration: the threads backend's threads (0: the
  * cores the process could use, machine.usable_cores, else machine.n_cores in rows from before it), the ipu's
- * schedule ("": 1f1b) and prefetch (0: the backend's default, 3 on the ipu and 1 elsewhere; -1: 0 given). */
-void report_row_effective(struct json_value *row);
+ * schedule ("": 1f1b) and prefetch (0: the backend's default, 3 on the ipu and 1 elsewhere; -1: 0 given). Returns 1
+ * for a threads-backend row of the default --threads (its cores written in where the row says them), else 0. */
+int report_row_effective(struct json_value *row);
 
 #endif
