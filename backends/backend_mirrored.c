@@ -132,6 +132,15 @@ static int shards_update(const struct mir_ctx *c)
 }
 
 /* The replica's index among all replicas of the run (every rank's). */
+/* The ranks' stop offers travel as two counts summed over the ranks (SIGINT's, any other signal's): this rank's
+ * votes, and the signal the summed votes give (SIGINT first; 0 where no rank offered one). */
+static void stop_votes(const struct mir_ctx *c, int votes[2])
+{
+    votes[0] = c->stop_offer == SIGINT;
+    votes[1] = c->stop_offer && c->stop_offer != SIGINT;
+}
+static int stop_of_votes(double sigint, double other) { return sigint > 0 ? SIGINT : other > 0 ? SIGTERM : 0; }
+
 static int global_replica(const struct mir_ctx *c, int r) { return (c->mpi ? c->rank * c->R : 0) + r; }
 
 /* --transport mpi, between the ring's halves: every replica's complete chunk (the rank's sum) summed over
@@ -153,11 +162,13 @@ static void mpi_between_ranks(struct mir_ctx *c, int r)
             loss += c->loss[q];
             if (q > 0) c->loss[q] = 0.0;
         }
-        double sums[3] = {loss, c->stop_offer == SIGINT, c->stop_offer && c->stop_offer != SIGINT};
+        int votes[2];
+        stop_votes(c, votes);
+        double sums[3] = {loss, votes[0], votes[1]};
         const int st = mpi_transport_allreduce_f64(sums, 3);
         if (st != TB_OK) c->status[0] = st;
         c->loss[0] = sums[0];
-        c->stop_seen = sums[1] > 0.0 ? SIGINT : sums[2] > 0.0 ? SIGTERM : 0;
+        c->stop_seen = stop_of_votes(sums[1], sums[2]);
     }
     mir_barrier(c);
 }
@@ -542,12 +553,14 @@ static int mir_evaluate(struct backend *b, const struct batch *batch, struct eva
     }
     if (c->mpi) {
         /* The stop offers with the counts, as a step's loss carries them (mpi_between_ranks). */
-        long sums[4] = {counts[0], counts[1], c->stop_offer == SIGINT, c->stop_offer && c->stop_offer != SIGINT};
+        int votes[2];
+        stop_votes(c, votes);
+        long sums[4] = {counts[0], counts[1], votes[0], votes[1]};
         int st = mpi_transport_allreduce_f64(&loss, 1);
         if (st == TB_OK) st = mpi_transport_allreduce_long(sums, 4);
         if (st != TB_OK) return st;
         counts[0] = sums[0], counts[1] = sums[1];
-        c->stop_seen = sums[2] > 0 ? SIGINT : sums[3] > 0 ? SIGTERM : 0;
+        c->stop_seen = stop_of_votes((double)sums[2], (double)sums[3]);
         if (c->stop_seen) ev->stop_signal = c->stop_seen;
     }
     ev->loss_sum += loss, ev->correct += counts[0], ev->n += counts[1];
