@@ -344,9 +344,10 @@ static int parse_line(struct suite *s, char *text, int line, struct word *w, int
         snprintf(wd->key, sizeof wd->key, "%s", tok[0] == '-' && tok[1] == '-' ? tok + 2 : tok);
         int known = 0, n_opts;
         const struct bench_option *o = bench_options(&n_opts);
-        const char *names[BENCH_MAX_OPTIONS];
-        for (int k = 0; k < n_opts; k++) known |= strcmp(o[k].name, wd->key) == 0, names[k] = o[k].name;
+        for (int k = 0; k < n_opts; k++) known |= strcmp(o[k].name, wd->key) == 0;
         if (!known) {
+            const char *names[BENCH_MAX_OPTIONS]; /* for the nearest, only where one is needed */
+            for (int k = 0; k < n_opts; k++) names[k] = o[k].name;
             const char *near = tb_text_nearest(wd->key, names, n_opts);
             return tb_error_set(TB_EINVAL, "%s:%d: unknown option '%s'%s%s%s", s->path, line, wd->key,
                                 near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
