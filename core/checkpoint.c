@@ -27,7 +27,6 @@
 #define CK_MAX_HEADER (100u << 20) /* the reference implementation's limit */
 #define CK_COUNTER_SUFFIX ".num_batches_tracked"
 #define CK_OPT_PREFIX "__optimizer__."
-#define CK_DIR_PREFIX CHECKPOINT_NAME_PREFIX
 #define CK_DIR_SUFFIX ".safetensors"
 
 /* How a tensor's torchvision layout relates to ours. */
@@ -841,15 +840,16 @@ int checkpoint_read_meta(const char *path, const char *key, char *out, size_t ou
 
 void checkpoint_dir_path(const char *dir, long step, char *out, size_t n)
 {
-    snprintf(out, n, "%s/" CK_DIR_PREFIX "%010ld" CK_DIR_SUFFIX, dir, step);
+    snprintf(out, n, "%s/" CHECKPOINT_NAME_PREFIX "%010ld" CK_DIR_SUFFIX, dir, step);
 }
 
 /* The step of a complete checkpoint's file name, or -1 (other files, and the temporary files of a save:
  * "ckpt-<step>.safetensors.tmp.XXXXXX"). */
-static long dir_entry_step(const char *name)
+long checkpoint_name_step(const char *name)
 {
-    const size_t np = strlen(CK_DIR_PREFIX), ns = strlen(CK_DIR_SUFFIX), n = strlen(name);
-    if (n <= np + ns || strncmp(name, CK_DIR_PREFIX, np) != 0 || strcmp(name + n - ns, CK_DIR_SUFFIX) != 0) return -1;
+    const size_t np = strlen(CHECKPOINT_NAME_PREFIX), ns = strlen(CK_DIR_SUFFIX), n = strlen(name);
+    if (n <= np + ns || strncmp(name, CHECKPOINT_NAME_PREFIX, np) != 0 || strcmp(name + n - ns, CK_DIR_SUFFIX) != 0)
+        return -1;
     long step = 0;
     for (size_t i = np; i < n - ns; i++) {
         if (name[i] < '0' || name[i] > '9' || step > (1L << 50)) return -1;
@@ -857,8 +857,6 @@ static long dir_entry_step(const char *name)
     }
     return step;
 }
-
-long checkpoint_name_step(const char *name) { return dir_entry_step(name); }
 
 static int cmp_long_desc(const void *x, const void *y)
 {
@@ -875,7 +873,7 @@ int checkpoint_dir_list(const char *dir, long *steps, int max, int *n)
     size_t cnt = 0, cap = 0;
     int st = TB_OK;
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        const long step = dir_entry_step(de->d_name);
+        const long step = checkpoint_name_step(de->d_name);
         if (step < 0) continue;
         if (cnt == cap) {
             cap = cap ? 2 * cap : 64;
@@ -910,10 +908,10 @@ int checkpoint_dir_prune(const char *dir, int keep)
     char path[4096];
     for (struct dirent *de; (de = readdir(d)) != NULL;) {
         const char *name = de->d_name;
-        const long step = dir_entry_step(name);
+        const long step = checkpoint_name_step(name);
         /* A temporary file here is a save that was killed: the directory belongs to one run at a time,
          * and this run's own save has been renamed into place already. */
-        const int stale_tmp = strncmp(name, CK_DIR_PREFIX, strlen(CK_DIR_PREFIX)) == 0 &&
+        const int stale_tmp = strncmp(name, CHECKPOINT_NAME_PREFIX, strlen(CHECKPOINT_NAME_PREFIX)) == 0 &&
                               strstr(name, CK_DIR_SUFFIX ".tmp.") != NULL;
         if (!stale_tmp && !(step >= 0 && oldest_kept >= 0 && step < oldest_kept)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, name);

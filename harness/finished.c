@@ -12,12 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FINISHED_NAME FINISHED_NOTE_NAME
-
 int finished_mark(const char *dir, long step, const char *run_id, const char *out)
 {
     char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/" FINISHED_NAME, dir);
+    snprintf(path, sizeof path, "%s/" FINISHED_NOTE_NAME, dir);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     struct json_buf b;
     json_buf_init(&b);
@@ -45,7 +43,7 @@ int finished_mark(const char *dir, long step, const char *run_id, const char *ou
 int finished_read(const char *dir, long *step, char *note, size_t n)
 {
     char path[4200], buf[8192];
-    snprintf(path, sizeof path, "%s/" FINISHED_NAME, dir);
+    snprintf(path, sizeof path, "%s/" FINISHED_NOTE_NAME, dir);
     struct stat sb;
     if (lstat(path, &sb) != 0 && errno == ENOENT) return 0;
     const char *why = NULL;
@@ -96,9 +94,9 @@ int finished_refuse(const char *dir, long step)
     /* finished_mark writes the note only after the row, and atomically: one there at all most likely means the row
      * exists, and resuming would append the same measurement again, which report and compare would count twice.
      * Refusing costs one rm; a duplicate row skews every summary made from the results. One line, as every error. */
-    tb_error_set(TB_EIO, "--resume %s: %s/" FINISHED_NAME " is not a note bench wrote (%s), so whether the run finished"
-                         "%s and wrote its row cannot be told: look for its row in the results, then remove the note "
-                         "to evaluate and write the row again", dir, dir, why, at);
+    tb_error_set(TB_EIO, "--resume %s: %s/" FINISHED_NOTE_NAME " is not a note bench wrote (%s), so whether the run "
+                         "finished%s and wrote its row cannot be told: look for its row in the results, then remove the "
+                         "note to evaluate and write the row again", dir, dir, why, at);
     return -1;
 }
 
