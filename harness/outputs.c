@@ -164,12 +164,19 @@ static int is_results_file(const char *path)
     if (!f) return 0;
     char *buf = fgetc(f) == '{' ? malloc(ROW_MAX) : NULL;
     size_t n = 0;
+    const char *nl = NULL;
     if (buf) {
         buf[0] = '{';
-        n = 1 + fread(buf + 1, 1, ROW_MAX - 1, f);
+        n = 1;
+        /* The first line only, in 64 KiB reads: a results file of many rows is not read 4 MiB at a time. */
+        while (!nl && n < ROW_MAX) {
+            const size_t want = ROW_MAX - n < (64 << 10) ? ROW_MAX - n : (64 << 10), got = fread(buf + n, 1, want, f);
+            nl = memchr(buf + n, '\n', got);
+            n += got;
+            if (got < want) break;
+        }
     }
     fclose(f);
-    const char *nl = buf ? memchr(buf, '\n', n) : NULL;
     struct json_value *v = NULL;
     const int rows = nl && json_parse(buf, (size_t)(nl - buf), &v) == TB_OK && v->type == JSON_OBJECT &&
                      json_get(v, "schema_version") && json_get(v, "kind") && json_get(v, "config");
